@@ -1,0 +1,191 @@
+//! Sans-IO model of one direction of an emulated link.
+//!
+//! A [`LinkDir`] decides, for every frame offered to it at a time `now_ns` on the lab
+//! clock, whether the frame is dropped (and why) or when it is to be delivered at the
+//! far end, and whether it is corrupted or duplicated. It never reads a clock or
+//! touches a socket: time comes in as a parameter, randomness from a generator seeded
+//! by the caller. The same seed and the same sequence of offers give the same
+//! decisions, to the nanosecond.
+//!
+//! The order of operations follows Linux netem, which most users know:
+//! link state → loss → duplication → (per copy) corruption → queue limit → serialization
+//! at the link rate → propagation delay + jitter → reordering.
+
+pub mod dist;
+mod model;
+
+pub use dist::Distribution;
+pub use model::{Delivery, DropCause, LinkDir, Offer, Outcome};
+
+use serde::{Deserialize, Serialize};
+
+/// Everything that shapes one direction of a link. All fields have a neutral default
+/// (an ideal wire: no rate limit, no delay, no loss).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Impairments {
+    /// Serialization rate in bits/s; `None` means unlimited.
+    pub rate_bps: Option<u64>,
+    /// Constant one-way propagation delay, ns.
+    pub delay_ns: u64,
+    pub jitter: Jitter,
+    pub loss: Loss,
+    /// Probability that a frame is sent twice.
+    pub duplicate: Chance,
+    /// Probability that one random bit of a frame is flipped.
+    pub corrupt: Chance,
+    pub reorder: Reorder,
+    /// Queue limit; `None` means the default (see [`Impairments::queue_limit`]).
+    pub queue: Option<QueueLimit>,
+    /// Largest frame (IP packet, bytes) this direction carries; `None`: interface default.
+    pub mtu: Option<u32>,
+}
+
+/// A probability with netem-style correlation to the previous draw.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Chance {
+    /// 0.0 ..= 1.0
+    pub probability: f64,
+    /// 0.0 ..= 1.0; netem's `get_crandom` weighting of the previous random value.
+    pub correlation: f64,
+}
+
+/// Random variation added to the delay.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Jitter {
+    /// Scale of the variation, ns (netem's `jitter`): half-width for uniform, σ for the others.
+    pub amount_ns: u64,
+    pub distribution: Distribution,
+    /// 0.0 ..= 1.0, as netem.
+    pub correlation: f64,
+}
+
+/// Loss model.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[serde(tag = "model", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Loss {
+    #[default]
+    None,
+    /// Independent (or netem-correlated) loss with probability `rate`.
+    Bernoulli { rate: f64, correlation: f64 },
+    /// Two-state Markov chain. `p`: P(Good→Bad) per frame, `r`: P(Bad→Good) per frame,
+    /// `h`: probability a frame *gets through* in Bad, `k`: probability it gets through in
+    /// Good. Loss in Bad is `1-h`, in Good `1-k` (netem's `loss gemodel p r 1-h 1-k`).
+    GilbertElliott { p: f64, r: f64, h: f64, k: f64 },
+}
+
+/// netem-style reordering: with `probability` (after at least `gap - 1` frames in order),
+/// a frame skips the delay line and overtakes the frames delayed before it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Reorder {
+    pub probability: f64,
+    pub correlation: f64,
+    /// At least 1.
+    pub gap: u32,
+}
+
+impl Default for Reorder {
+    fn default() -> Self {
+        Reorder { probability: 0.0, correlation: 0.0, gap: 1 }
+    }
+}
+
+/// Limit of the queue in front of the serializer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum QueueLimit {
+    /// Wire frames waiting for (or in) serialization.
+    Packets(u64),
+    /// Wire bytes waiting for (or in) serialization.
+    Bytes(u64),
+}
+
+/// Bytes of a full-size Ethernet frame (1500-byte IP packet + 14-byte header), used to
+/// convert between packet and byte limits.
+pub const FULL_FRAME_BYTES: u64 = 1514;
+/// Default queue limit in frames when the bandwidth-delay product is smaller (the same
+/// as Linux's default `txqueuelen` and netem's default `limit`).
+pub const DEFAULT_QUEUE_PACKETS: u64 = 1000;
+
+impl Impairments {
+    /// True when the model must see every wire frame on its own: the decisions it makes
+    /// (loss, duplication, corruption, reordering) are per frame.
+    pub fn needs_per_frame(&self) -> bool {
+        !matches!(self.loss, Loss::None)
+            || self.duplicate.probability > 0.0
+            || self.corrupt.probability > 0.0
+            || self.reorder.probability > 0.0
+    }
+
+    /// The queue limit in force: the configured one, or the larger of
+    /// [`DEFAULT_QUEUE_PACKETS`] frames and one bandwidth × round-trip-delay product
+    /// (round trip taken as twice this direction's delay), so that the default never
+    /// starves a long fat link.
+    pub fn queue_limit(&self) -> QueueLimit {
+        if let Some(q) = self.queue {
+            return q;
+        }
+        let bdp_bytes = match self.rate_bps {
+            Some(rate) => (rate as u128 * 2 * self.delay_ns as u128 / 8 / 1_000_000_000) as u64,
+            None => 0,
+        };
+        let bdp_frames = bdp_bytes.div_ceil(FULL_FRAME_BYTES);
+        QueueLimit::Packets(bdp_frames.max(DEFAULT_QUEUE_PACKETS))
+    }
+
+    /// Check ranges; returns a message naming the offending field.
+    pub fn validate(&self) -> Result<(), String> {
+        fn prob(name: &str, v: f64) -> Result<(), String> {
+            if !(0.0..=1.0).contains(&v) || v.is_nan() {
+                return Err(format!("{name} must be between 0% and 100%, got {}%", v * 100.0));
+            }
+            Ok(())
+        }
+        if self.rate_bps == Some(0) {
+            return Err("bandwidth must be greater than 0".into());
+        }
+        prob("jitter correlation", self.jitter.correlation)?;
+        match self.loss {
+            Loss::None => {}
+            Loss::Bernoulli { rate, correlation } => {
+                prob("loss", rate)?;
+                prob("loss correlation", correlation)?;
+            }
+            Loss::GilbertElliott { p, r, h, k } => {
+                prob("loss p", p)?;
+                prob("loss r", r)?;
+                prob("loss h", h)?;
+                prob("loss k", k)?;
+            }
+        }
+        prob("duplicate", self.duplicate.probability)?;
+        prob("duplicate correlation", self.duplicate.correlation)?;
+        prob("corrupt", self.corrupt.probability)?;
+        prob("corrupt correlation", self.corrupt.correlation)?;
+        prob("reorder", self.reorder.probability)?;
+        prob("reorder correlation", self.reorder.correlation)?;
+        if self.reorder.gap == 0 {
+            return Err("reorder gap must be at least 1".into());
+        }
+        match self.queue {
+            Some(QueueLimit::Packets(0)) | Some(QueueLimit::Bytes(0)) => {
+                return Err("queue limit must be greater than 0".into())
+            }
+            Some(QueueLimit::Bytes(b)) if b < FULL_FRAME_BYTES => {
+                return Err(format!(
+                    "queue limit of {b} bytes cannot hold one full-size frame ({FULL_FRAME_BYTES} bytes)"
+                ))
+            }
+            _ => {}
+        }
+        if let Some(mtu) = self.mtu {
+            if !(68..=65535).contains(&mtu) {
+                return Err(format!("mtu must be between 68 and 65535 bytes, got {mtu}"));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,240 @@
+use std::collections::VecDeque;
+
+use rand_chacha::rand_core::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+
+use crate::dist::Correlated;
+use crate::{Impairments, Loss, QueueLimit};
+
+/// A frame offered to a link direction. A GSO super-frame that the caller does not
+/// split counts as `wire_frames` frames of `wire_bytes` in total; the caller must split
+/// it into single frames when [`Impairments::needs_per_frame`] is true.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Offer {
+    pub wire_frames: u32,
+    /// On-wire bytes: Ethernet header + IP packet, summed over the wire frames.
+    pub wire_bytes: u64,
+}
+
+impl Offer {
+    pub fn single(wire_bytes: u64) -> Offer {
+        Offer { wire_frames: 1, wire_bytes }
+    }
+}
+
+/// Why a frame was not delivered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DropCause {
+    /// The link was administratively down.
+    Down,
+    /// The loss model dropped it.
+    Loss,
+    /// The queue in front of the serializer was full.
+    Queue,
+}
+
+/// A copy of a frame to deliver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Delivery {
+    /// Lab-clock time at which the frame reaches the far end, ns.
+    pub at_ns: u64,
+    /// Flip one random bit before delivering.
+    pub corrupt: bool,
+}
+
+/// What happened to one offered frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outcome {
+    pub first: Result<Delivery, DropCause>,
+    /// Present when the duplication model sent a second copy.
+    pub duplicate: Option<Result<Delivery, DropCause>>,
+}
+
+/// One direction of a link: its impairments and the state they need.
+#[derive(Debug, Clone)]
+pub struct LinkDir {
+    imp: Impairments,
+    limit: QueueLimit,
+    rng: ChaCha8Rng,
+    up: bool,
+    /// When the serializer is next free, ns.
+    tx_free_ns: u64,
+    /// Frames admitted and not yet fully serialized: (end of serialization, frames, bytes).
+    queue: VecDeque<(u64, u32, u64)>,
+    queue_frames: u64,
+    queue_bytes: u64,
+    /// Latest delivery time handed out for an in-order frame (jitter never reorders).
+    last_delivery_ns: u64,
+    reorder_count: u32,
+    ge_bad: bool,
+    loss_c: Correlated,
+    dup_c: Correlated,
+    corrupt_c: Correlated,
+    reorder_c: Correlated,
+    jitter_c: Correlated,
+}
+
+impl LinkDir {
+    /// A link direction with the given impairments, drawing randomness from `seed`.
+    pub fn new(imp: Impairments, seed: u64) -> LinkDir {
+        LinkDir {
+            limit: imp.queue_limit(),
+            imp,
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            up: true,
+            tx_free_ns: 0,
+            queue: VecDeque::new(),
+            queue_frames: 0,
+            queue_bytes: 0,
+            last_delivery_ns: 0,
+            reorder_count: 0,
+            ge_bad: false,
+            loss_c: Correlated::default(),
+            dup_c: Correlated::default(),
+            corrupt_c: Correlated::default(),
+            reorder_c: Correlated::default(),
+            jitter_c: Correlated::default(),
+        }
+    }
+
+    pub fn impairments(&self) -> &Impairments {
+        &self.imp
+    }
+
+    /// Replace the impairments. Frames already scheduled keep their delivery times; the
+    /// serializer, queue and loss-model state carry over.
+    pub fn set_impairments(&mut self, imp: Impairments) {
+        self.limit = imp.queue_limit();
+        self.imp = imp;
+    }
+
+    pub fn is_up(&self) -> bool {
+        self.up
+    }
+
+    pub fn set_up(&mut self, up: bool) {
+        self.up = up;
+    }
+
+    /// Frames and bytes admitted and not yet serialized at `now_ns`.
+    pub fn queue_depth(&mut self, now_ns: u64) -> (u64, u64) {
+        self.expire(now_ns);
+        (self.queue_frames, self.queue_bytes)
+    }
+
+    /// Decide the fate of a frame offered at `now_ns`.
+    pub fn offer(&mut self, now_ns: u64, offer: Offer) -> Outcome {
+        if !self.up {
+            return Outcome { first: Err(DropCause::Down), duplicate: None };
+        }
+        if self.lose() {
+            return Outcome { first: Err(DropCause::Loss), duplicate: None };
+        }
+        let dup = self.imp.duplicate.probability > 0.0 && {
+            let u = self.uniform();
+            self.dup_c.next(u, self.imp.duplicate.correlation) < self.imp.duplicate.probability
+        };
+        let first = self.send(now_ns, offer);
+        let duplicate = dup.then(|| self.send(now_ns, offer));
+        Outcome { first, duplicate }
+    }
+
+    /// Uniform on [0, 1).
+    fn uniform(&mut self) -> f64 {
+        (self.rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    }
+
+    fn lose(&mut self) -> bool {
+        match self.imp.loss {
+            Loss::None => false,
+            Loss::Bernoulli { rate, correlation } => {
+                let u = self.uniform();
+                rate > 0.0 && self.loss_c.next(u, correlation) < rate
+            }
+            Loss::GilbertElliott { p, r, h, k } => {
+                let lost = if self.ge_bad { self.uniform() >= h } else { self.uniform() >= k };
+                let u = self.uniform();
+                self.ge_bad = if self.ge_bad { u >= r } else { u < p };
+                lost
+            }
+        }
+    }
+
+    fn expire(&mut self, now_ns: u64) {
+        while let Some(&(end, frames, bytes)) = self.queue.front() {
+            if end > now_ns {
+                break;
+            }
+            self.queue.pop_front();
+            self.queue_frames -= frames as u64;
+            self.queue_bytes -= bytes;
+        }
+    }
+
+    /// Queue, serialize and delay one copy.
+    fn send(&mut self, now_ns: u64, offer: Offer) -> Result<Delivery, DropCause> {
+        let corrupt = self.imp.corrupt.probability > 0.0 && {
+            let u = self.uniform();
+            self.corrupt_c.next(u, self.imp.corrupt.correlation) < self.imp.corrupt.probability
+        };
+        let mut tx_end = now_ns;
+        if let Some(rate) = self.imp.rate_bps {
+            self.expire(now_ns);
+            let full = match self.limit {
+                QueueLimit::Packets(n) => self.queue_frames + offer.wire_frames as u64 > n,
+                QueueLimit::Bytes(n) => self.queue_bytes + offer.wire_bytes > n,
+            };
+            // An empty queue always takes a frame, so a byte limit smaller than a
+            // super-frame cannot starve the link.
+            if full && self.queue_frames > 0 {
+                return Err(DropCause::Queue);
+            }
+            let tx_ns = (offer.wire_bytes as u128 * 8 * 1_000_000_000 / rate as u128) as u64;
+            tx_end = self.tx_free_ns.max(now_ns) + tx_ns;
+            self.tx_free_ns = tx_end;
+            self.queue.push_back((tx_end, offer.wire_frames, offer.wire_bytes));
+            self.queue_frames += offer.wire_frames as u64;
+            self.queue_bytes += offer.wire_bytes;
+        }
+        if self.reorder_now() {
+            // Skips the delay line and overtakes the frames delayed before it.
+            return Ok(Delivery { at_ns: tx_end, corrupt });
+        }
+        let at_ns = (tx_end + self.delay_sample()).max(self.last_delivery_ns);
+        self.last_delivery_ns = at_ns;
+        Ok(Delivery { at_ns, corrupt })
+    }
+
+    fn reorder_now(&mut self) -> bool {
+        let r = self.imp.reorder;
+        if r.probability <= 0.0 {
+            return false;
+        }
+        if self.reorder_count + 1 < r.gap {
+            self.reorder_count += 1;
+            return false;
+        }
+        let u = self.uniform();
+        if self.reorder_c.next(u, r.correlation) < r.probability {
+            self.reorder_count = 0;
+            true
+        } else {
+            self.reorder_count += 1;
+            false
+        }
+    }
+
+    /// Propagation delay plus jitter, ns, never negative.
+    fn delay_sample(&mut self) -> u64 {
+        let j = self.imp.jitter;
+        if j.amount_ns == 0 {
+            return self.imp.delay_ns;
+        }
+        let u = self.uniform();
+        let u = self.jitter_c.next(u, j.correlation);
+        let d = self.imp.delay_ns as f64 + j.amount_ns as f64 * j.distribution.quantile(u);
+        d.max(0.0).round() as u64
+    }
+}

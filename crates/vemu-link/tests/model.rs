@@ -1,0 +1,266 @@
+//! Behaviour of the link model on a virtual clock, with fixed seeds.
+
+use vemu_link::*;
+
+const MS: u64 = 1_000_000;
+
+/// Half-width of a 99.9% normal-approximation interval for a proportion.
+fn binomial_tol(p: f64, n: usize) -> f64 {
+    3.29 * (p * (1.0 - p) / n as f64).sqrt()
+}
+
+fn loss_pattern(imp: Impairments, seed: u64, n: usize) -> Vec<bool> {
+    let mut l = LinkDir::new(imp, seed);
+    (0..n).map(|i| l.offer(i as u64 * MS, Offer::single(100)).first.is_err()).collect()
+}
+
+#[test]
+fn bernoulli_loss_rate() {
+    let imp = Impairments { loss: Loss::Bernoulli { rate: 0.1, correlation: 0.0 }, ..Default::default() };
+    let n = 200_000;
+    let lost = loss_pattern(imp, 7, n).iter().filter(|&&x| x).count();
+    let rate = lost as f64 / n as f64;
+    assert!((rate - 0.1).abs() < binomial_tol(0.1, n), "loss rate {rate}");
+}
+
+#[test]
+fn gilbert_elliott_rate_and_burst_length() {
+    // Simple Gilbert: every frame in Bad is lost, none in Good.
+    // Stationary P(Bad) = p/(p+r) = 0.01/0.26; mean burst = 1/r = 4 frames.
+    let (p, r) = (0.01, 0.25);
+    let imp = Impairments { loss: Loss::GilbertElliott { p, r, h: 0.0, k: 1.0 }, ..Default::default() };
+    let pattern = loss_pattern(imp, 42, 1_000_000);
+    let lost = pattern.iter().filter(|&&x| x).count();
+    let rate = lost as f64 / pattern.len() as f64;
+    let expect = p / (p + r);
+    assert!((rate - expect).abs() < 0.05 * expect, "loss rate {rate} vs {expect}");
+    let mut bursts = 0;
+    let mut prev = false;
+    for &x in &pattern {
+        if x && !prev {
+            bursts += 1;
+        }
+        prev = x;
+    }
+    let mean_burst = lost as f64 / bursts as f64;
+    assert!((mean_burst - 1.0 / r).abs() < 0.05 * (1.0 / r), "mean burst {mean_burst}");
+}
+
+#[test]
+fn gilbert_elliott_four_parameters() {
+    // Loss = πB(1-h) + πG(1-k).
+    let (p, r, h, k) = (0.05, 0.2, 0.3, 0.98);
+    let imp = Impairments { loss: Loss::GilbertElliott { p, r, h, k }, ..Default::default() };
+    let n = 1_000_000;
+    let lost = loss_pattern(imp, 3, n).iter().filter(|&&x| x).count();
+    let pi_b = p / (p + r);
+    let expect = pi_b * (1.0 - h) + (1.0 - pi_b) * (1.0 - k);
+    let rate = lost as f64 / n as f64;
+    assert!((rate - expect).abs() < 0.03 * expect, "loss rate {rate} vs {expect}");
+}
+
+fn delays(dist: Distribution, seed: u64, n: usize) -> Vec<f64> {
+    let imp = Impairments {
+        delay_ns: 100 * MS,
+        jitter: Jitter { amount_ns: 10 * MS, distribution: dist, correlation: 0.0 },
+        ..Default::default()
+    };
+    let mut l = LinkDir::new(imp, seed);
+    // Frames 1 s apart, so the in-order floor never binds and we see the raw distribution.
+    (0..n)
+        .map(|i| {
+            let t = i as u64 * 1000 * MS;
+            let d = l.offer(t, Offer::single(100)).first.unwrap();
+            (d.at_ns - t) as f64 / MS as f64
+        })
+        .collect()
+}
+
+fn moments(v: &[f64]) -> (f64, f64) {
+    let n = v.len() as f64;
+    let mean = v.iter().sum::<f64>() / n;
+    let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    (mean, var.sqrt())
+}
+
+/// Mean and σ of the unit distribution, by integrating its quantile function.
+fn integrated_moments(dist: Distribution) -> (f64, f64) {
+    let n = 1_000_000;
+    let q: Vec<f64> = (0..n).map(|i| dist.quantile((i as f64 + 0.5) / n as f64)).collect();
+    moments(&q)
+}
+
+#[test]
+fn jitter_moments_uniform_and_normal() {
+    let n = 200_000;
+    let (mean, sd) = moments(&delays(Distribution::Uniform, 1, n));
+    assert!((mean - 100.0).abs() < 0.05, "uniform mean {mean}");
+    assert!((sd - 10.0 / 3f64.sqrt()).abs() < 0.05, "uniform sd {sd}");
+    let (mean, sd) = moments(&delays(Distribution::Normal, 2, n));
+    assert!((mean - 100.0).abs() < 0.1, "normal mean {mean}");
+    assert!((sd - 10.0).abs() < 0.1, "normal sd {sd}");
+}
+
+#[test]
+fn jitter_moments_pareto_family() {
+    let n = 200_000;
+    for (dist, seed) in [(Distribution::Pareto, 3), (Distribution::Paretonormal, 4)] {
+        let (um, usd) = integrated_moments(dist);
+        // Pareto(3) shifted to mean 0 and scaled by 4/3 has σ = 4/3·√(3/4) ≈ 1.155 before
+        // netem's ±4 clipping, which trims the heavy tail slightly.
+        assert!(um.abs() < 0.05, "{dist:?} unit mean {um}");
+        assert!(usd > 0.7 && usd < 1.16, "{dist:?} unit sd {usd}");
+        let (mean, sd) = moments(&delays(dist, seed, n));
+        assert!((mean - (100.0 + 10.0 * um)).abs() < 0.1, "{dist:?} mean {mean}");
+        assert!((sd - 10.0 * usd).abs() < 0.15, "{dist:?} sd {sd}");
+    }
+}
+
+#[test]
+fn jitter_never_reorders_without_reorder() {
+    let imp = Impairments {
+        delay_ns: 50 * MS,
+        jitter: Jitter { amount_ns: 20 * MS, distribution: Distribution::Normal, correlation: 0.0 },
+        ..Default::default()
+    };
+    let mut l = LinkDir::new(imp, 9);
+    let mut last = 0;
+    for i in 0..10_000u64 {
+        let d = l.offer(i * MS / 10, Offer::single(100)).first.unwrap();
+        assert!(d.at_ns >= last);
+        last = d.at_ns;
+    }
+}
+
+#[test]
+fn reorder_fraction_and_gap() {
+    let imp = Impairments {
+        delay_ns: 10 * MS,
+        reorder: Reorder { probability: 0.25, correlation: 0.0, gap: 1 },
+        ..Default::default()
+    };
+    let mut l = LinkDir::new(imp.clone(), 5);
+    let n = 100_000;
+    let quick = (0..n)
+        .filter(|&i| {
+            let t = i as u64 * MS;
+            l.offer(t, Offer::single(100)).first.unwrap().at_ns == t
+        })
+        .count();
+    let frac = quick as f64 / n as f64;
+    assert!((frac - 0.25).abs() < binomial_tol(0.25, n as usize), "reordered {frac}");
+
+    // gap 5, probability 1: exactly every 5th frame skips the delay.
+    let imp = Impairments { reorder: Reorder { probability: 1.0, correlation: 0.0, gap: 5 }, ..imp };
+    let mut l = LinkDir::new(imp, 5);
+    let skipped: Vec<bool> =
+        (0..20).map(|i| l.offer(i * MS, Offer::single(100)).first.unwrap().at_ns == i * MS).collect();
+    for (i, s) in skipped.iter().enumerate() {
+        assert_eq!(*s, i % 5 == 4, "frame {i}");
+    }
+}
+
+#[test]
+fn serialization_at_rate() {
+    // 1000 frames of 1500 bytes at 12 Mbit/s take exactly 1 s; delay adds on top.
+    let imp = Impairments { rate_bps: Some(12_000_000), delay_ns: 5 * MS, ..Default::default() };
+    let mut l = LinkDir::new(imp, 1);
+    let mut last = 0;
+    for _ in 0..1000 {
+        last = l.offer(0, Offer::single(1500)).first.unwrap().at_ns;
+    }
+    assert_eq!(last, 1000 * MS + 5 * MS);
+    // An idle serializer starts at the arrival time.
+    let d = l.offer(10_000 * MS, Offer::single(1500)).first.unwrap();
+    assert_eq!(d.at_ns, 10_000 * MS + 1 * MS + 5 * MS);
+}
+
+#[test]
+fn queue_limit_in_packets_and_bytes() {
+    let imp = Impairments {
+        rate_bps: Some(1_000_000),
+        queue: Some(QueueLimit::Packets(10)),
+        ..Default::default()
+    };
+    let mut l = LinkDir::new(imp.clone(), 1);
+    let admitted = (0..50).filter(|_| l.offer(0, Offer::single(1000)).first.is_ok()).count();
+    assert_eq!(admitted, 10);
+    assert_eq!(l.queue_depth(0), (10, 10_000));
+    // 1000 bytes at 1 Mbit/s = 8 ms each: after 8 ms one slot is free again.
+    assert!(l.offer(8 * MS, Offer::single(1000)).first.is_ok());
+    assert_eq!(l.offer(8 * MS, Offer::single(1000)).first, Err(DropCause::Queue));
+
+    let imp = Impairments { queue: Some(QueueLimit::Bytes(4500)), ..imp };
+    let mut l = LinkDir::new(imp, 1);
+    let admitted = (0..50).filter(|_| l.offer(0, Offer::single(1500)).first.is_ok()).count();
+    assert_eq!(admitted, 3);
+}
+
+#[test]
+fn default_queue_follows_bdp() {
+    let imp = Impairments { rate_bps: Some(10_000_000_000), delay_ns: 100 * MS, ..Default::default() };
+    // 10 Gbit/s × 200 ms = 250 MB ≈ 165,125 full frames.
+    assert_eq!(imp.queue_limit(), QueueLimit::Packets(165_126));
+    let imp = Impairments { rate_bps: Some(10_000_000), delay_ns: MS, ..Default::default() };
+    assert_eq!(imp.queue_limit(), QueueLimit::Packets(DEFAULT_QUEUE_PACKETS));
+}
+
+#[test]
+fn link_down_drops_and_up_restores() {
+    let mut l = LinkDir::new(Impairments::default(), 1);
+    l.set_up(false);
+    assert_eq!(l.offer(0, Offer::single(100)).first, Err(DropCause::Down));
+    l.set_up(true);
+    assert_eq!(l.offer(0, Offer::single(100)).first, Ok(Delivery { at_ns: 0, corrupt: false }));
+}
+
+#[test]
+fn duplicate_and_corrupt_rates() {
+    let imp = Impairments {
+        duplicate: Chance { probability: 0.05, correlation: 0.0 },
+        corrupt: Chance { probability: 0.02, correlation: 0.0 },
+        ..Default::default()
+    };
+    let mut l = LinkDir::new(imp, 11);
+    let n = 200_000;
+    let (mut dups, mut corrupt, mut copies) = (0, 0, 0);
+    for i in 0..n {
+        let o = l.offer(i as u64, Offer::single(100));
+        for d in std::iter::once(o.first).chain(o.duplicate) {
+            copies += 1;
+            corrupt += d.unwrap().corrupt as usize;
+        }
+        dups += o.duplicate.is_some() as usize;
+    }
+    let (dr, cr) = (dups as f64 / n as f64, corrupt as f64 / copies as f64);
+    assert!((dr - 0.05).abs() < binomial_tol(0.05, n), "dup {dr}");
+    assert!((cr - 0.02).abs() < binomial_tol(0.02, copies), "corrupt {cr}");
+}
+
+#[test]
+fn same_seed_same_decisions_other_seed_differs() {
+    let imp = Impairments {
+        delay_ns: 10 * MS,
+        jitter: Jitter { amount_ns: 3 * MS, distribution: Distribution::Paretonormal, correlation: 0.25 },
+        loss: Loss::GilbertElliott { p: 0.1, r: 0.3, h: 0.2, k: 0.99 },
+        duplicate: Chance { probability: 0.01, correlation: 0.0 },
+        corrupt: Chance { probability: 0.01, correlation: 0.0 },
+        reorder: Reorder { probability: 0.05, correlation: 0.0, gap: 3 },
+        rate_bps: Some(50_000_000),
+        ..Default::default()
+    };
+    let run = |seed| {
+        let mut l = LinkDir::new(imp.clone(), seed);
+        (0..20_000u64).map(|i| l.offer(i * 37_000, Offer::single(700 + i % 800))).collect::<Vec<_>>()
+    };
+    assert_eq!(run(1234), run(1234));
+    assert_ne!(run(1234), run(1235));
+}
+
+#[test]
+fn validation_names_the_field() {
+    let imp = Impairments { loss: Loss::Bernoulli { rate: 1.5, correlation: 0.0 }, ..Default::default() };
+    assert!(imp.validate().unwrap_err().contains("loss"));
+    let imp = Impairments { rate_bps: Some(0), ..Default::default() };
+    assert!(imp.validate().unwrap_err().contains("bandwidth"));
+}
