@@ -110,6 +110,46 @@ pub const FULL_FRAME_BYTES: u64 = 1514;
 /// as Linux's default `txqueuelen` and netem's default `limit`).
 pub const DEFAULT_QUEUE_PACKETS: u64 = 1000;
 
+/// A partial set of impairments: the fields that are `Some` replace the ones of an
+/// [`Impairments`]. Used for scenario defaults and for run-time changes, where
+/// unspecified values keep their current settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ImpairmentsPatch {
+    /// `Some(None)` removes the rate limit.
+    pub rate_bps: Option<Option<u64>>,
+    pub delay_ns: Option<u64>,
+    pub jitter: Option<Jitter>,
+    pub loss: Option<Loss>,
+    pub duplicate: Option<Chance>,
+    pub corrupt: Option<Chance>,
+    pub reorder: Option<Reorder>,
+    pub queue: Option<Option<QueueLimit>>,
+    pub mtu: Option<Option<u32>>,
+}
+
+impl ImpairmentsPatch {
+    /// Overwrite the fields this patch sets.
+    pub fn apply_to(&self, imp: &mut Impairments) {
+        macro_rules! set {
+            ($($f:ident),*) => { $( if let Some(v) = self.$f { imp.$f = v; } )* };
+        }
+        set!(rate_bps, delay_ns, jitter, loss, duplicate, corrupt, reorder, queue, mtu);
+    }
+
+    /// Fields of `later` win over fields of `self`.
+    pub fn merged(&self, later: &ImpairmentsPatch) -> ImpairmentsPatch {
+        macro_rules! pick {
+            ($($f:ident),*) => { ImpairmentsPatch { $( $f: later.$f.or(self.$f), )* } };
+        }
+        pick!(rate_bps, delay_ns, jitter, loss, duplicate, corrupt, reorder, queue, mtu)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        *self == ImpairmentsPatch::default()
+    }
+}
+
 impl Impairments {
     /// True when the model must see every wire frame on its own: the decisions it makes
     /// (loss, duplication, corruption, reordering) are per frame.

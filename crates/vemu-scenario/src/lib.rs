@@ -1,14 +1,189 @@
-pub fn add(left: u64, right: u64) -> u64 {
-    left + right
+//! The scenario model: reads a scenario file, validates it with precise errors, expands
+//! defaults, assigns addresses and computes static routes. The result is a [`Plan`]: a
+//! plain, serializable description of every node, interface, link and route of a lab,
+//! which the controller hands to the machines that build it.
+//!
+//! This crate does no I/O beyond reading the scenario file.
+
+mod parse;
+mod plan;
+pub mod units;
+pub mod yaml;
+
+use std::fmt;
+use std::net::IpAddr;
+use std::path::Path;
+
+use ipnet::IpNet;
+use serde::{Deserialize, Serialize};
+use vemu_link::Impairments;
+
+pub use plan::build_plan;
+
+/// Everything needed to build a lab.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    pub name: String,
+    pub seed: u64,
+    pub nodes: Vec<NodePlan>,
+    pub links: Vec<LinkPlan>,
+    /// Lines of every node's `/etc/hosts`: each node name with each of its addresses.
+    pub hosts: Vec<(IpAddr, String)>,
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodePlan {
+    pub name: String,
+    pub ifaces: Vec<IfacePlan>,
+    pub routes: Vec<RoutePlan>,
+    /// Shell commands started when the lab comes up, supervised by the controller.
+    pub run: Vec<String>,
+}
 
-    #[test]
-    fn it_works() {
-        let result = add(2, 2);
-        assert_eq!(result, 4);
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IfacePlan {
+    /// Name inside the node, e.g. `eth0`.
+    pub name: String,
+    pub mac: [u8; 6],
+    /// IP MTU, bytes.
+    pub mtu: u32,
+    pub addrs: Vec<IpNet>,
+    /// Index of the link this interface belongs to.
+    pub link: usize,
+}
+
+/// One end of a link: a node and one of its interfaces (indices into the plan).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndpointRef {
+    pub node: usize,
+    pub iface: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LinkPlan {
+    /// Name to refer to the link at run time (the scenario's `name`, or `a:b`).
+    pub name: String,
+    pub a: EndpointRef,
+    pub b: EndpointRef,
+    /// a → b
+    pub forward: Impairments,
+    /// b → a
+    pub reverse: Impairments,
+    /// Cost for static route computation.
+    pub weight: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoutePlan {
+    pub dst: IpNet,
+    pub via: Option<IpAddr>,
+    /// Interface name, when the route is bound to one.
+    pub dev: Option<String>,
+}
+
+impl Plan {
+    pub fn node_index(&self, name: &str) -> Option<usize> {
+        self.nodes.iter().position(|n| n.name == name)
+    }
+
+    /// Find a link by its name or by `a:b` node names (either order). Returns the link
+    /// index and whether `a:b` was written in the link's b → a order.
+    pub fn find_link(&self, spec: &str) -> Result<(usize, bool), String> {
+        if let Some(i) = self.links.iter().position(|l| l.name == spec) {
+            return Ok((i, false));
+        }
+        let Some((x, y)) = spec.split_once(':') else {
+            return Err(format!("no link named '{spec}' (write a link as NODE:NODE or by its name)"));
+        };
+        for name in [x, y] {
+            if self.node_index(name).is_none() {
+                return Err(format!("no node named '{name}' in lab '{}'", self.name));
+            }
+        }
+        let matches: Vec<(usize, bool)> = self
+            .links
+            .iter()
+            .enumerate()
+            .filter_map(|(i, l)| {
+                let (a, b) = (&self.nodes[l.a.node].name, &self.nodes[l.b.node].name);
+                if a == x && b == y {
+                    Some((i, false))
+                } else if a == y && b == x {
+                    Some((i, true))
+                } else {
+                    None
+                }
+            })
+            .collect();
+        match matches.as_slice() {
+            [one] => Ok(*one),
+            [] => Err(format!("no link between '{x}' and '{y}'")),
+            many => Err(format!(
+                "{} links join '{x}' and '{y}'; name one of: {}",
+                many.len(),
+                many.iter().map(|(i, _)| self.links[*i].name.as_str()).collect::<Vec<_>>().join(", ")
+            )),
+        }
+    }
+
+    /// `node:iface` of an endpoint, for messages and status.
+    pub fn endpoint_name(&self, e: EndpointRef) -> String {
+        let n = &self.nodes[e.node];
+        format!("{}:{}", n.name, n.ifaces[e.iface].name)
     }
 }
+
+/// One problem in a scenario, with where it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error {
+    pub line: usize,
+    pub col: usize,
+    /// Dotted path of the field, e.g. `links[1].forward.loss`.
+    pub field: String,
+    pub message: String,
+}
+
+/// Every problem found in a scenario file.
+#[derive(Debug, Clone)]
+pub struct Errors {
+    pub file: String,
+    pub errors: Vec<Error>,
+}
+
+impl fmt::Display for Errors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.errors.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            match (e.line, e.field.is_empty()) {
+                (0, _) => write!(f, "{}: {}", self.file, e.message)?,
+                (_, true) => write!(f, "{}:{}:{}: {}", self.file, e.line, e.col, e.message)?,
+                (_, false) => write!(f, "{}:{}:{}: {}: {}", self.file, e.line, e.col, e.field, e.message)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Errors {}
+
+/// Read, validate and plan a scenario file. `name` overrides the scenario's `name`.
+pub fn load(path: &Path, name: Option<&str>) -> Result<Plan, Errors> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| Errors {
+        file: file.clone(),
+        errors: vec![Error { line: 0, col: 0, field: String::new(), message: format!("cannot read: {e}") }],
+    })?;
+    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("lab");
+    load_str(&text, &file, stem, name)
+}
+
+/// Like [`load`], from text; `file` is used in messages, `stem` is the default lab name.
+pub fn load_str(text: &str, file: &str, stem: &str, name: Option<&str>) -> Result<Plan, Errors> {
+    let wrap = |errors: Vec<Error>| Errors { file: file.to_string(), errors };
+    let scenario = parse::parse(text, stem, name).map_err(wrap)?;
+    build_plan(&scenario).map_err(wrap)
+}
+
+pub use parse::{valid_lab_name, Scenario};

@@ -1,0 +1,731 @@
+//! From the marked YAML tree to a validated [`Scenario`], collecting every error.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+
+use ipnet::{IpNet, Ipv4Net, Ipv6Net};
+use vemu_link::{Chance, Distribution, Impairments, ImpairmentsPatch, Jitter, Loss, QueueLimit, Reorder};
+
+use crate::units;
+use crate::yaml::{self, Mark, Node, Value};
+use crate::Error;
+
+/// A validated scenario, before addresses and routes are worked out.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    pub name: String,
+    pub seed: u64,
+    pub nodes: Vec<NodeDef>,
+    pub links: Vec<LinkDef>,
+    pub addressing: Addressing,
+    pub addressing_mark: Mark,
+    pub static_routing: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct NodeDef {
+    pub name: String,
+    pub mark: Mark,
+    pub run: Vec<String>,
+    pub routes: Vec<RouteDef>,
+}
+
+#[derive(Debug, Clone)]
+pub struct RouteDef {
+    pub dst: IpNet,
+    pub via: Option<IpAddr>,
+    pub dev: Option<String>,
+    pub mark: Mark,
+    pub field: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct LinkDef {
+    pub name: Option<String>,
+    pub mark: Mark,
+    pub field: String,
+    pub ends: [EndDef; 2],
+    pub forward: Impairments,
+    pub reverse: Impairments,
+    pub weight: u32,
+}
+
+#[derive(Debug, Clone)]
+pub struct EndDef {
+    pub node: usize,
+    pub iface: Option<String>,
+    pub ips: Vec<IpNet>,
+    pub mac: Option<[u8; 6]>,
+    pub mark: Mark,
+    pub field: String,
+}
+
+/// Automatic addressing: one subnet per link from each enabled pool.
+#[derive(Debug, Clone)]
+pub struct Addressing {
+    pub ipv4: Option<Ipv4Net>,
+    pub ipv4_prefix: u8,
+    pub ipv6: Option<Ipv6Net>,
+    pub ipv6_prefix: u8,
+}
+
+impl Default for Addressing {
+    fn default() -> Self {
+        Addressing {
+            ipv4: Some("10.0.0.0/8".parse().unwrap()),
+            ipv4_prefix: 30,
+            ipv6: Some("fd00::/48".parse().unwrap()),
+            ipv6_prefix: 64,
+        }
+    }
+}
+
+const IMPAIRMENT_KEYS: &[&str] =
+    &["bandwidth", "delay", "jitter", "loss", "duplicate", "corrupt", "reorder", "queue", "mtu"];
+
+/// Lab names become part of namespace and directory names.
+pub fn valid_lab_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 32
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "lab name '{name}' must be 1-32 characters of letters, digits, '-' or '_', starting with a letter or digit"
+        ))
+    }
+}
+
+fn valid_node_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 32
+        && name.starts_with(|c: char| c.is_ascii_alphabetic())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "node name '{name}' must be 1-32 characters of letters, digits, '-' or '_', starting with a letter"
+        ))
+    }
+}
+
+fn valid_iface_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 15
+        && name != "lo"
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("interface name '{name}' must be 1-15 letters, digits, '-', '_' or '.' (and not 'lo')"))
+    }
+}
+
+struct P {
+    errors: Vec<Error>,
+}
+
+type Entries<'n> = Vec<(&'n str, Mark, &'n Node)>;
+
+impl P {
+    fn err(&mut self, mark: Mark, field: &str, message: impl Into<String>) {
+        self.errors.push(Error { line: mark.line, col: mark.col, field: field.to_string(), message: message.into() });
+    }
+
+    /// The entries of a mapping (null counts as empty), reporting unknown and repeated keys.
+    fn map<'n>(&mut self, node: &'n Node, field: &str, allowed: &[&str]) -> Entries<'n> {
+        if node.is_null() {
+            return Vec::new();
+        }
+        let Value::Map(items) = &node.value else {
+            self.err(node.mark, field, format!("expected a mapping, found {}", node.kind()));
+            return Vec::new();
+        };
+        let mut seen: HashMap<&str, Mark> = HashMap::new();
+        let mut out = Vec::new();
+        for (k, kmark, v) in items {
+            let sub = join(field, k);
+            if !allowed.is_empty() && !allowed.contains(&k.as_str()) {
+                self.err(*kmark, &sub, format!("unknown field '{k}', expected one of: {}", allowed.join(", ")));
+                continue;
+            }
+            if let Some(first) = seen.insert(k, *kmark) {
+                self.err(*kmark, &sub, format!("'{k}' is given twice (first on line {})", first.line));
+                continue;
+            }
+            out.push((k.as_str(), *kmark, v));
+        }
+        out
+    }
+
+    fn seq<'n>(&mut self, node: &'n Node, field: &str) -> &'n [Node] {
+        match &node.value {
+            _ if node.is_null() => &[],
+            Value::Seq(items) => items,
+            _ => {
+                self.err(node.mark, field, format!("expected a list, found {}", node.kind()));
+                &[]
+            }
+        }
+    }
+
+    fn string(&mut self, node: &Node, field: &str) -> Option<String> {
+        match &node.value {
+            Value::Scalar(s, _) if !node.is_null() => Some(s.clone()),
+            _ => {
+                self.err(node.mark, field, format!("expected a text value, found {}", node.kind()));
+                None
+            }
+        }
+    }
+
+    /// Parse a scalar with `f`, reporting its message at the node.
+    fn scalar<T>(&mut self, node: &Node, field: &str, f: impl FnOnce(&str) -> Result<T, String>) -> Option<T> {
+        let s = self.string(node, field)?;
+        match f(&s) {
+            Ok(v) => Some(v),
+            Err(m) => {
+                self.err(node.mark, field, m);
+                None
+            }
+        }
+    }
+
+    /// One string or a list of strings.
+    fn strings(&mut self, node: &Node, field: &str) -> Vec<String> {
+        match &node.value {
+            Value::Seq(items) => items
+                .iter()
+                .enumerate()
+                .filter_map(|(i, n)| self.string(n, &format!("{field}[{i}]")))
+                .collect(),
+            _ if node.is_null() => Vec::new(),
+            _ => self.string(node, field).into_iter().collect(),
+        }
+    }
+}
+
+fn join(field: &str, key: &str) -> String {
+    if field.is_empty() {
+        key.to_string()
+    } else {
+        format!("{field}.{key}")
+    }
+}
+
+fn integer<T: std::str::FromStr>(what: &'static str) -> impl Fn(&str) -> Result<T, String> {
+    move |s: &str| s.trim().parse::<T>().map_err(|_| format!("expected {what}, got '{s}'"))
+}
+
+/// A fraction written as a percentage, or an integer correlation like netem's.
+fn chance(p: &mut P, node: &Node, field: &str, gap_ok: bool) -> Option<(Chance, Option<u32>)> {
+    if let Value::Map(_) = node.value {
+        let allowed: &[&str] = if gap_ok { &["probability", "correlation", "gap"] } else { &["probability", "correlation"] };
+        let mut c = Chance::default();
+        let mut gap = None;
+        let mut have_prob = false;
+        for (k, _, v) in p.map(node, field, allowed) {
+            let f = join(field, k);
+            match k {
+                "probability" => {
+                    have_prob = true;
+                    c.probability = p.scalar(v, &f, units::percent)?;
+                }
+                "correlation" => c.correlation = p.scalar(v, &f, units::percent)?,
+                "gap" => gap = Some(p.scalar(v, &f, integer::<u32>("a whole number of frames"))?),
+                _ => unreachable!(),
+            }
+        }
+        if !have_prob {
+            p.err(node.mark, field, "missing 'probability'");
+            return None;
+        }
+        Some((c, gap))
+    } else {
+        let prob = p.scalar(node, field, units::percent)?;
+        Some((Chance { probability: prob, correlation: 0.0 }, None))
+    }
+}
+
+fn loss(p: &mut P, node: &Node, field: &str) -> Option<Loss> {
+    if !matches!(node.value, Value::Map(_)) {
+        let rate = p.scalar(node, field, units::percent)?;
+        return Some(if rate == 0.0 { Loss::None } else { Loss::Bernoulli { rate, correlation: 0.0 } });
+    }
+    let entries = p.map(node, field, &["model", "rate", "correlation", "p", "r", "h", "k"]);
+    let mut vals: HashMap<&str, f64> = HashMap::new();
+    let mut model = None;
+    let mut ok = true;
+    for (k, kmark, v) in &entries {
+        let f = join(field, k);
+        if *k == "model" {
+            model = p.string(v, &f).map(|m| (m, v.mark));
+        } else if let Some(x) = p.scalar(v, &f, units::percent) {
+            vals.insert(k, x);
+        } else {
+            ok = false;
+        }
+        let _ = kmark;
+    }
+    let (model, mmark) = match model {
+        Some(m) => m,
+        None => {
+            p.err(node.mark, field, "missing 'model' (bernoulli or gilbert-elliott)");
+            return None;
+        }
+    };
+    let keys: &[&str] = match model.as_str() {
+        "bernoulli" => &["rate", "correlation"],
+        "gilbert-elliott" => &["p", "r", "h", "k"],
+        other => {
+            p.err(mmark, &join(field, "model"), format!("unknown loss model '{other}', expected bernoulli or gilbert-elliott"));
+            return None;
+        }
+    };
+    for (k, kmark, _) in &entries {
+        if *k != "model" && !keys.contains(k) {
+            p.err(*kmark, &join(field, k), format!("'{k}' does not belong to the {model} model (it takes {})", keys.join(", ")));
+            ok = false;
+        }
+    }
+    if !ok {
+        return None;
+    }
+    if model == "bernoulli" {
+        let Some(&rate) = vals.get("rate") else {
+            p.err(node.mark, field, "the bernoulli model needs 'rate'");
+            return None;
+        };
+        return Some(Loss::Bernoulli { rate, correlation: vals.get("correlation").copied().unwrap_or(0.0) });
+    }
+    let Some(&gp) = vals.get("p") else {
+        p.err(node.mark, field, "the gilbert-elliott model needs 'p' (probability of going from Good to Bad)");
+        return None;
+    };
+    // netem's defaults: r = 1 - p, 1-h = 100% (h = 0), 1-k = 0% (k = 1).
+    Some(Loss::GilbertElliott {
+        p: gp,
+        r: vals.get("r").copied().unwrap_or(1.0 - gp),
+        h: vals.get("h").copied().unwrap_or(0.0),
+        k: vals.get("k").copied().unwrap_or(1.0),
+    })
+}
+
+fn jitter(p: &mut P, node: &Node, field: &str) -> Option<Jitter> {
+    if !matches!(node.value, Value::Map(_)) {
+        let amount_ns = p.scalar(node, field, units::duration_ns)?;
+        return Some(Jitter { amount_ns, ..Default::default() });
+    }
+    let mut j = Jitter::default();
+    let mut have_amount = false;
+    for (k, _, v) in p.map(node, field, &["amount", "distribution", "correlation"]) {
+        let f = join(field, k);
+        match k {
+            "amount" => {
+                have_amount = true;
+                j.amount_ns = p.scalar(v, &f, units::duration_ns)?;
+            }
+            "distribution" => {
+                j.distribution = p.scalar(v, &f, |s| match s {
+                    "uniform" => Ok(Distribution::Uniform),
+                    "normal" => Ok(Distribution::Normal),
+                    "pareto" => Ok(Distribution::Pareto),
+                    "paretonormal" => Ok(Distribution::Paretonormal),
+                    _ => Err(format!("unknown distribution '{s}', expected uniform, normal, pareto or paretonormal")),
+                })?
+            }
+            "correlation" => j.correlation = p.scalar(v, &f, units::percent)?,
+            _ => unreachable!(),
+        }
+    }
+    if !have_amount {
+        p.err(node.mark, field, "missing 'amount'");
+        return None;
+    }
+    Some(j)
+}
+
+fn queue(s: &str) -> Result<QueueLimit, String> {
+    let t = s.trim();
+    let count = t.strip_suffix("packets").or_else(|| t.strip_suffix("frames")).unwrap_or(t).trim();
+    if let Ok(n) = count.parse::<u64>() {
+        return Ok(QueueLimit::Packets(n));
+    }
+    units::size_bytes(t)
+        .map(QueueLimit::Bytes)
+        .map_err(|m| format!("{m} (or a number of packets, e.g. 100)"))
+}
+
+/// The impairment keys among `entries`, as a patch.
+fn impairments(p: &mut P, entries: &Entries, field: &str) -> ImpairmentsPatch {
+    let mut patch = ImpairmentsPatch::default();
+    for (k, _, v) in entries {
+        let f = join(field, k);
+        match *k {
+            "bandwidth" => patch.rate_bps = p.scalar(v, &f, units::rate_bps).map(Some),
+            "delay" => patch.delay_ns = p.scalar(v, &f, units::duration_ns),
+            "jitter" => patch.jitter = jitter(p, v, &f),
+            "loss" => patch.loss = loss(p, v, &f),
+            "duplicate" => patch.duplicate = chance(p, v, &f, false).map(|c| c.0),
+            "corrupt" => patch.corrupt = chance(p, v, &f, false).map(|c| c.0),
+            "reorder" => {
+                patch.reorder = chance(p, v, &f, true).map(|(c, gap)| Reorder {
+                    probability: c.probability,
+                    correlation: c.correlation,
+                    gap: gap.unwrap_or(1),
+                })
+            }
+            "queue" => patch.queue = p.scalar(v, &f, queue).map(Some),
+            "mtu" => patch.mtu = p.scalar(v, &f, integer::<u32>("an MTU in bytes, e.g. 1500")).map(Some),
+            _ => {}
+        }
+    }
+    patch
+}
+
+fn ip_list(p: &mut P, node: &Node, field: &str) -> Vec<IpNet> {
+    p.strings(node, field)
+        .into_iter()
+        .filter_map(|s| match s.parse::<IpNet>() {
+            Ok(n) => Some(n),
+            Err(_) => {
+                p.err(node.mark, field, format!("'{s}' is not an address with a prefix length, e.g. 10.0.0.1/30"));
+                None
+            }
+        })
+        .collect()
+}
+
+fn mac(s: &str) -> Result<[u8; 6], String> {
+    let parts: Vec<&str> = s.split(':').collect();
+    let bad = || format!("'{s}' is not a MAC address like 02:00:00:00:00:01");
+    if parts.len() != 6 {
+        return Err(bad());
+    }
+    let mut m = [0u8; 6];
+    for (i, part) in parts.iter().enumerate() {
+        m[i] = u8::from_str_radix(part, 16).map_err(|_| bad())?;
+    }
+    if m[0] & 1 == 1 {
+        return Err(format!("'{s}' is a multicast MAC address"));
+    }
+    Ok(m)
+}
+
+fn endpoint(p: &mut P, node: &Node, field: &str, names: &HashMap<String, usize>) -> Option<EndDef> {
+    let (node_name, iface, ips, mac_addr) = if let Value::Map(_) = node.value {
+        let mut n = None;
+        let (mut iface, mut ips, mut m) = (None, Vec::new(), None);
+        for (k, _, v) in p.map(node, field, &["node", "iface", "ip", "mac"]) {
+            let f = join(field, k);
+            match k {
+                "node" => n = p.string(v, &f),
+                "iface" => iface = p.scalar(v, &f, |s| valid_iface_name(s).map(|_| s.to_string())),
+                "ip" => ips = ip_list(p, v, &f),
+                "mac" => m = p.scalar(v, &f, mac),
+                _ => unreachable!(),
+            }
+        }
+        let Some(n) = n else {
+            p.err(node.mark, field, "missing 'node'");
+            return None;
+        };
+        (n, iface, ips, m)
+    } else {
+        let s = p.string(node, field)?;
+        match s.split_once(':') {
+            Some((n, i)) => match valid_iface_name(i) {
+                Ok(()) => (n.to_string(), Some(i.to_string()), Vec::new(), None),
+                Err(m) => {
+                    p.err(node.mark, field, m);
+                    return None;
+                }
+            },
+            None => (s, None, Vec::new(), None),
+        }
+    };
+    let Some(&idx) = names.get(&node_name) else {
+        let mut known: Vec<&str> = names.keys().map(|s| s.as_str()).collect();
+        known.sort();
+        p.err(node.mark, field, format!("unknown node '{node_name}' (nodes are: {})", known.join(", ")));
+        return None;
+    };
+    Some(EndDef { node: idx, iface, ips, mac: mac_addr, mark: node.mark, field: field.to_string() })
+}
+
+fn route(p: &mut P, node: &Node, field: &str) -> Option<RouteDef> {
+    let mut dst = None;
+    let (mut via, mut dev) = (None, None);
+    for (k, _, v) in p.map(node, field, &["dst", "via", "dev"]) {
+        let f = join(field, k);
+        match k {
+            "dst" => {
+                dst = p.scalar(v, &f, |s| match s {
+                    "default" => Ok("0.0.0.0/0".parse().unwrap()),
+                    "default6" => Ok("::/0".parse().unwrap()),
+                    _ => s.parse::<IpNet>().map(|n| n.trunc()).map_err(|_| format!("'{s}' is not a prefix like 10.1.0.0/16 or 'default'")),
+                })
+            }
+            "via" => via = p.scalar(v, &f, |s| s.parse::<IpAddr>().map_err(|_| format!("'{s}' is not an IP address"))),
+            "dev" => dev = p.scalar(v, &f, |s| valid_iface_name(s).map(|_| s.to_string())),
+            _ => unreachable!(),
+        }
+    }
+    let Some(dst) = dst else {
+        p.err(node.mark, field, "a route needs 'dst'");
+        return None;
+    };
+    if via.is_none() && dev.is_none() {
+        p.err(node.mark, field, "a route needs 'via' or 'dev'");
+        return None;
+    }
+    if let Some(v) = via {
+        if v.is_ipv4() != dst.addr().is_ipv4() {
+            p.err(node.mark, field, format!("'via {v}' is not of the same IP family as 'dst {dst}'"));
+            return None;
+        }
+    }
+    Some(RouteDef { dst, via, dev, mark: node.mark, field: field.to_string() })
+}
+
+fn addressing(p: &mut P, node: &Node, field: &str) -> Addressing {
+    let mut a = Addressing::default();
+    for (k, _, v) in p.map(node, field, &["ipv4", "ipv4_prefix", "ipv6", "ipv6_prefix"]) {
+        let f = join(field, k);
+        let off = matches!(v.as_str(), Some("none") | Some("false") | Some("off"));
+        match k {
+            "ipv4" if off => a.ipv4 = None,
+            "ipv6" if off => a.ipv6 = None,
+            "ipv4" => {
+                a.ipv4 = p.scalar(v, &f, |s| s.parse::<Ipv4Net>().map(|n| n.trunc()).map_err(|_| format!("'{s}' is not an IPv4 prefix like 10.0.0.0/16 (or 'none')")))
+            }
+            "ipv6" => {
+                a.ipv6 = p.scalar(v, &f, |s| s.parse::<Ipv6Net>().map(|n| n.trunc()).map_err(|_| format!("'{s}' is not an IPv6 prefix like fd00::/48 (or 'none')")))
+            }
+            "ipv4_prefix" => {
+                if let Some(n) = p.scalar(v, &f, |s| match s.trim_start_matches('/').parse::<u8>() {
+                    Ok(n @ 8..=30) => Ok(n),
+                    _ => Err(format!("expected a prefix length from 8 to 30, got '{s}'")),
+                }) {
+                    a.ipv4_prefix = n;
+                }
+            }
+            "ipv6_prefix" => {
+                if let Some(n) = p.scalar(v, &f, |s| match s.trim_start_matches('/').parse::<u8>() {
+                    Ok(n @ 16..=126) => Ok(n),
+                    _ => Err(format!("expected a prefix length from 16 to 126, got '{s}'")),
+                }) {
+                    a.ipv6_prefix = n;
+                }
+            }
+            _ => unreachable!(),
+        }
+    }
+    a
+}
+
+pub fn parse(text: &str, stem: &str, name_override: Option<&str>) -> Result<Scenario, Vec<Error>> {
+    let root = match yaml::parse(text) {
+        Ok(Some(root)) => root,
+        Ok(None) => {
+            return Err(vec![Error { line: 1, col: 1, field: String::new(), message: "the scenario is empty".into() }])
+        }
+        Err(e) => {
+            return Err(vec![Error {
+                line: e.mark.line,
+                col: e.mark.col,
+                field: String::new(),
+                message: format!("YAML syntax error: {}", e.message),
+            }])
+        }
+    };
+    let mut p = P { errors: Vec::new() };
+    let top = p.map(&root, "", &["name", "seed", "defaults", "nodes", "links", "addressing", "routing"]);
+    let get = |k: &str| top.iter().find(|(key, ..)| *key == k).map(|(_, m, n)| (*m, *n));
+
+    let name = match (name_override, get("name")) {
+        (Some(n), _) => {
+            if let Err(m) = valid_lab_name(n) {
+                p.err(Mark::default(), "--name", m);
+            }
+            n.to_string()
+        }
+        (None, Some((_, n))) => p.scalar(n, "name", |s| valid_lab_name(s).map(|_| s.to_string())).unwrap_or_default(),
+        (None, None) => {
+            let n: String = stem.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '-' }).take(32).collect();
+            if valid_lab_name(&n).is_err() {
+                p.err(root.mark, "name", format!("no 'name' given and the file name '{stem}' does not make a lab name"));
+            }
+            n
+        }
+    };
+    let seed = get("seed").and_then(|(_, n)| p.scalar(n, "seed", integer::<u64>("a whole number"))).unwrap_or(1);
+    let static_routing = match get("routing") {
+        None => true,
+        Some((_, n)) => p
+            .scalar(n, "routing", |s| match s {
+                "static" => Ok(true),
+                "none" => Ok(false),
+                _ => Err(format!("expected 'static' or 'none', got '{s}'")),
+            })
+            .unwrap_or(true),
+    };
+    let (addressing, addressing_mark) = match get("addressing") {
+        Some((m, n)) => (addressing(&mut p, n, "addressing"), m),
+        None => (Addressing::default(), root.mark),
+    };
+
+    let mut default_link = ImpairmentsPatch::default();
+    if let Some((_, d)) = get("defaults") {
+        for (k, _, v) in p.map(d, "defaults", &["link"]) {
+            if k == "link" {
+                let entries = p.map(v, "defaults.link", IMPAIRMENT_KEYS);
+                default_link = impairments(&mut p, &entries, "defaults.link");
+            }
+        }
+    }
+
+    // Nodes.
+    let mut nodes = Vec::new();
+    let mut names: HashMap<String, usize> = HashMap::new();
+    match get("nodes") {
+        None => p.err(root.mark, "nodes", "a scenario needs 'nodes'"),
+        Some((m, n)) => {
+            let entries = p.map(n, "nodes", &[]);
+            if entries.is_empty() && p.errors.is_empty() {
+                p.err(m, "nodes", "no nodes are defined");
+            }
+            for (nname, nmark, def) in entries {
+                let field = format!("nodes.{nname}");
+                if let Err(msg) = valid_node_name(nname) {
+                    p.err(nmark, &field, msg);
+                    continue;
+                }
+                let mut run = Vec::new();
+                let mut routes = Vec::new();
+                for (k, _, v) in p.map(def, &field, &["run", "routes"]) {
+                    let f = join(&field, k);
+                    match k {
+                        "run" => run = p.strings(v, &f),
+                        "routes" => {
+                            for (i, r) in p.seq(v, &f).iter().enumerate() {
+                                if let Some(r) = route(&mut p, r, &format!("{f}[{i}]")) {
+                                    routes.push(r);
+                                }
+                            }
+                        }
+                        _ => unreachable!(),
+                    }
+                }
+                names.insert(nname.to_string(), nodes.len());
+                nodes.push(NodeDef { name: nname.to_string(), mark: nmark, run, routes });
+            }
+        }
+    }
+
+    // Links.
+    let mut links = Vec::new();
+    if let Some((_, n)) = get("links") {
+        let mut link_keys: Vec<&str> = vec!["endpoints", "name", "weight", "forward", "reverse"];
+        link_keys.extend_from_slice(IMPAIRMENT_KEYS);
+        for (i, l) in p.seq(n, "links").iter().enumerate() {
+            let field = format!("links[{i}]");
+            let entries = p.map(l, &field, &link_keys);
+            let both = default_link.merged(&impairments(&mut p, &entries, &field));
+            let mut dirs = [both.clone(), both];
+            let mut ends = Vec::new();
+            let mut saw_endpoints = false;
+            let mut name = None;
+            let mut weight = 1;
+            for (k, _, v) in &entries {
+                let f = join(&field, k);
+                match *k {
+                    "endpoints" => {
+                        saw_endpoints = true;
+                        let items = p.seq(v, &f);
+                        if items.len() != 2 {
+                            p.err(v.mark, &f, format!("a link has exactly 2 endpoints, found {}", items.len()));
+                        }
+                        for (j, e) in items.iter().enumerate().take(2) {
+                            if let Some(e) = endpoint(&mut p, e, &format!("{f}[{j}]"), &names) {
+                                ends.push(e);
+                            }
+                        }
+                    }
+                    "name" => {
+                        name = p.scalar(v, &f, |s| {
+                            if s.contains(':') || s.is_empty() || s.len() > 64 {
+                                Err(format!("link name '{s}' must be 1-64 characters without ':'"))
+                            } else {
+                                Ok(s.to_string())
+                            }
+                        })
+                    }
+                    "weight" => {
+                        weight = p
+                            .scalar(v, &f, |s| match s.parse::<u32>() {
+                                Ok(w) if w > 0 => Ok(w),
+                                _ => Err(format!("expected a whole number above 0, got '{s}'")),
+                            })
+                            .unwrap_or(1)
+                    }
+                    "forward" | "reverse" => {
+                        let d = if *k == "forward" { 0 } else { 1 };
+                        let sub = p.map(v, &f, IMPAIRMENT_KEYS);
+                        dirs[d] = dirs[d].merged(&impairments(&mut p, &sub, &f));
+                    }
+                    _ => {}
+                }
+            }
+            if !saw_endpoints {
+                p.err(l.mark, &field, "a link needs 'endpoints: [node, node]'");
+            }
+            let [fwd, rev] = dirs.map(|patch| {
+                let mut imp = Impairments::default();
+                patch.apply_to(&mut imp);
+                imp
+            });
+            for (imp, dir) in [(&fwd, "forward"), (&rev, "reverse")] {
+                if let Err(m) = imp.validate() {
+                    p.err(l.mark, &format!("{field} ({dir})"), m);
+                }
+            }
+            if let [a, b] = ends.as_slice() {
+                if a.node == b.node {
+                    p.err(a.mark, &join(&field, "endpoints"), format!("a link cannot join node '{}' to itself", nodes[a.node].name));
+                    continue;
+                }
+                links.push(LinkDef {
+                    name,
+                    mark: l.mark,
+                    field,
+                    ends: [a.clone(), b.clone()],
+                    forward: fwd,
+                    reverse: rev,
+                    weight,
+                });
+            }
+        }
+    }
+    let mut link_names: HashMap<&str, Mark> = HashMap::new();
+    for l in &links {
+        if let Some(n) = &l.name {
+            if let Some(first) = link_names.insert(n, l.mark) {
+                p.errors.push(Error {
+                    line: l.mark.line,
+                    col: l.mark.col,
+                    field: format!("{}.name", l.field),
+                    message: format!("link name '{n}' is used twice (first on line {})", first.line),
+                });
+            }
+        }
+    }
+    if p.errors.is_empty() {
+        Ok(Scenario { name, seed, nodes, links, addressing, addressing_mark, static_routing })
+    } else {
+        Err(p.errors)
+    }
+}

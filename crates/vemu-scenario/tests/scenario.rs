@@ -1,0 +1,179 @@
+use std::path::Path;
+
+use vemu_link::{Distribution, Loss, QueueLimit};
+use vemu_scenario::{load, load_str, Errors, Plan};
+
+fn ok(text: &str) -> Plan {
+    load_str(text, "t.yaml", "t", None).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn bad(text: &str) -> Errors {
+    load_str(text, "t.yaml", "t", None).expect_err("scenario should be rejected")
+}
+
+const CHAIN: &str = "
+name: chain
+seed: 42
+defaults:
+  link: {delay: 5ms}
+nodes:
+  n1: {run: [\"iperf3 -s -D\"]}
+  n2: {}
+  n3:
+links:
+  - endpoints: [n1, n2]
+    bandwidth: 100Mbit
+  - endpoints: [n2, n3]
+    forward: {delay: 300ms, loss: 10%}
+    reverse: {delay: 1ms}
+routing: static
+";
+
+#[test]
+fn the_issue_example_plans() {
+    let p = ok(CHAIN);
+    assert_eq!(p.name, "chain");
+    assert_eq!(p.seed, 42);
+    assert_eq!(p.nodes.len(), 3);
+    let l0 = &p.links[0];
+    assert_eq!(l0.forward.rate_bps, Some(100_000_000));
+    assert_eq!(l0.forward.delay_ns, 5_000_000);
+    assert_eq!(l0.reverse.rate_bps, Some(100_000_000));
+    let l1 = &p.links[1];
+    assert_eq!(l1.forward.delay_ns, 300_000_000);
+    assert_eq!(l1.forward.loss, Loss::Bernoulli { rate: 0.1, correlation: 0.0 });
+    assert_eq!(l1.reverse.delay_ns, 1_000_000);
+    assert_eq!(l1.reverse.loss, Loss::None);
+    assert_eq!(p.nodes[0].run, vec!["iperf3 -s -D"]);
+    // n2 has eth0 toward n1 and eth1 toward n3.
+    let names: Vec<&str> = p.nodes[1].ifaces.iter().map(|i| i.name.as_str()).collect();
+    assert_eq!(names, ["eth0", "eth1"]);
+    assert_eq!(p.nodes[0].ifaces[0].addrs[0].to_string(), "10.0.0.1/30");
+    assert_eq!(p.nodes[1].ifaces[0].addrs[0].to_string(), "10.0.0.2/30");
+    assert_eq!(p.nodes[0].ifaces[0].addrs[1].to_string(), "fd00::1/64");
+    // n1 reaches n2-n3's subnets via n2.
+    let r: Vec<String> = p.nodes[0].routes.iter().map(|r| format!("{} via {}", r.dst, r.via.unwrap())).collect();
+    assert_eq!(r, ["10.0.0.4/30 via 10.0.0.2", "fd00:0:0:1::/64 via fd00::2"]);
+    assert!(p.hosts.iter().any(|(a, n)| n == "n3" && a.to_string() == "10.0.0.6"));
+    assert_eq!(p.find_link("n3:n2").unwrap(), (1, true));
+}
+
+#[test]
+fn static_routes_honour_weights() {
+    // Square a-b-c-d-a; the a-b link is expensive, so a reaches b's far subnet via d, c.
+    let p = ok("
+nodes: {a: {}, b: {}, c: {}, d: {}}
+links:
+  - {endpoints: [a, b], weight: 10}
+  - {endpoints: [b, c]}
+  - {endpoints: [c, d]}
+  - {endpoints: [d, a]}
+");
+    let a = &p.nodes[0];
+    let to_bc = a.routes.iter().find(|r| r.dst.to_string() == "10.0.0.4/30").unwrap();
+    // d's address on the d-a link is 10.0.0.13.
+    assert_eq!(to_bc.via.unwrap().to_string(), "10.0.0.13");
+}
+
+#[test]
+fn explicit_endpoints_addresses_and_extras() {
+    let p = ok("
+name: x
+addressing: {ipv6: none}
+nodes:
+  a: {routes: [{dst: default, via: 192.168.1.2}]}
+  b: {}
+links:
+  - endpoints: [{node: a, iface: wan0, ip: [192.168.1.1/24]}, {node: b, ip: 192.168.1.2/24, mac: '02:aa:00:00:00:01'}]
+    jitter: {amount: 1ms, distribution: pareto, correlation: 25%}
+    loss: {model: gilbert-elliott, p: 1%, r: 20%}
+    queue: 64KiB
+    mtu: 9000
+    reorder: {probability: 5%, gap: 3}
+");
+    let a = &p.nodes[0];
+    assert_eq!(a.ifaces[0].name, "wan0");
+    assert_eq!(a.ifaces[0].mtu, 9000);
+    assert_eq!(a.ifaces[0].addrs.len(), 1);
+    assert_eq!(p.nodes[1].ifaces[0].mac, [2, 0xaa, 0, 0, 0, 1]);
+    assert!(a.routes.iter().any(|r| r.dst.to_string() == "0.0.0.0/0"));
+    let f = &p.links[0].forward;
+    assert_eq!(f.jitter.distribution, Distribution::Pareto);
+    assert_eq!(f.queue, Some(QueueLimit::Bytes(65536)));
+    assert_eq!(f.reorder.gap, 3);
+    assert!(matches!(f.loss, Loss::GilbertElliott { h, k, .. } if h == 0.0 && k == 1.0));
+}
+
+fn one_error(text: &str) -> String {
+    let e = bad(text);
+    e.to_string()
+}
+
+#[test]
+fn unknown_node() {
+    let m = one_error("nodes: {a: {}, b: {}}\nlinks:\n  - endpoints: [a, c]\n");
+    assert!(m.contains("t.yaml:3:20: links[0].endpoints[1]: unknown node 'c'"), "{m}");
+}
+
+#[test]
+fn duplicate_node_name() {
+    let m = one_error("nodes:\n  a: {}\n  a: {}\n");
+    assert!(m.contains("t.yaml:3:3: nodes.a: 'a' is given twice (first on line 2)"), "{m}");
+}
+
+#[test]
+fn loss_out_of_range() {
+    let m = one_error("nodes: {a: {}, b: {}}\nlinks:\n  - {endpoints: [a, b], loss: 150%}\n");
+    assert!(m.contains("t.yaml:3:31: links[0].loss: must be between 0% and 100%, got 150%"), "{m}");
+}
+
+#[test]
+fn negative_delay() {
+    let m = one_error("nodes: {a: {}, b: {}}\nlinks:\n  - endpoints: [a, b]\n    delay: -5ms\n");
+    assert!(m.contains("t.yaml:4:12: links[0].delay: must not be negative, got '-5ms'"), "{m}");
+}
+
+#[test]
+fn unknown_unit() {
+    let m = one_error("nodes: {a: {}, b: {}}\nlinks:\n  - endpoints: [a, b]\n    bandwidth: 10MB/s\n");
+    assert!(m.contains("t.yaml:4:16: links[0].bandwidth: unknown unit 'MB/s'"), "{m}");
+}
+
+#[test]
+fn yaml_syntax_error() {
+    let m = one_error("nodes: {a: {}, b: {}\nlinks: [\n");
+    assert!(m.starts_with("t.yaml:") && m.contains("YAML syntax error"), "{m}");
+}
+
+#[test]
+fn missing_file() {
+    let e = load(Path::new("/nonexistent/lab.yaml"), None).unwrap_err();
+    assert!(e.to_string().starts_with("/nonexistent/lab.yaml: cannot read"), "{e}");
+}
+
+#[test]
+fn all_errors_are_reported_at_once() {
+    let e = bad("
+nodes: {a: {}, b: {}}
+links:
+  - {endpoints: [a, b], delay: 5 parsecs, loss: 101%}
+  - {endpoints: [a, zz]}
+  - {endpoints: [a, a]}
+  - {endpoints: [a, b], lossy: 1%}
+");
+    assert_eq!(e.errors.len(), 5, "{e}");
+    assert!(e.to_string().contains("unknown field 'lossy'"));
+    assert!(e.to_string().contains("cannot join node 'a' to itself"));
+}
+
+#[test]
+fn half_addressed_link_is_an_error() {
+    let m = one_error("nodes: {a: {}, b: {}}\nlinks:\n  - endpoints: [{node: a, ip: 10.9.0.1/24}, b]\n");
+    assert!(m.contains("a has an IPv4 address but b has none"), "{m}");
+}
+
+#[test]
+fn gateway_must_be_connected() {
+    let m = one_error("nodes:\n  a: {routes: [{dst: 1.2.3.0/24, via: 9.9.9.9}]}\n  b: {}\nlinks:\n  - endpoints: [a, b]\n");
+    assert!(m.contains("gateway 9.9.9.9 is not on any subnet of node 'a'"), "{m}");
+}
