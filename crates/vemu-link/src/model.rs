@@ -40,8 +40,9 @@ pub enum DropCause {
 pub struct Delivery {
     /// Lab-clock time at which the frame reaches the far end, ns.
     pub at_ns: u64,
-    /// Flip one random bit before delivering.
-    pub corrupt: bool,
+    /// Flip one bit before delivering: the bit at `value % frame_bits`, so that the
+    /// choice too comes from the seeded generator.
+    pub corrupt: Option<u32>,
 }
 
 /// What happened to one offered frame.
@@ -175,10 +176,11 @@ impl LinkDir {
 
     /// Queue, serialize and delay one copy.
     fn send(&mut self, now_ns: u64, offer: Offer) -> Result<Delivery, DropCause> {
-        let corrupt = self.imp.corrupt.probability > 0.0 && {
+        let corrupt = (self.imp.corrupt.probability > 0.0 && {
             let u = self.uniform();
             self.corrupt_c.next(u, self.imp.corrupt.correlation) < self.imp.corrupt.probability
-        };
+        })
+        .then(|| self.rng.next_u32());
         let mut tx_end = now_ns;
         if let Some(rate) = self.imp.rate_bps {
             self.expire(now_ns);

@@ -1,0 +1,167 @@
+//! A batching rtnetlink client for the network namespace it was opened in.
+//!
+//! Requests are queued and sent many to a `send`, then every acknowledgement is read
+//! back, so configuring a node with hundreds of routes costs a few system calls.
+
+use std::net::IpAddr;
+
+use anyhow::{bail, Context, Result};
+use ipnet::IpNet;
+use netlink_packet_core::{
+    NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST,
+};
+use netlink_packet_route::address::{AddressAttribute, AddressFlags, AddressHeaderFlags, AddressMessage};
+use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
+use netlink_packet_route::route::{RouteAddress, RouteAttribute, RouteHeader, RouteMessage, RouteProtocol, RouteScope, RouteType};
+use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
+use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
+
+/// Largest batch sent at once, bytes.
+const BATCH_BYTES: usize = 32 * 1024;
+
+pub struct Netlink {
+    sock: Socket,
+    seq: u32,
+    batch: Vec<u8>,
+    /// What each queued request does, by sequence number, for error messages.
+    pending: Vec<(u32, String)>,
+}
+
+impl Netlink {
+    /// Open a socket in the calling thread's network namespace.
+    pub fn open() -> Result<Netlink> {
+        let mut sock = Socket::new(NETLINK_ROUTE).context("opening a netlink socket")?;
+        sock.bind_auto().context("binding the netlink socket")?;
+        sock.connect(&SocketAddr::new(0, 0)).context("connecting the netlink socket")?;
+        Ok(Netlink { sock, seq: 0, batch: Vec::with_capacity(BATCH_BYTES), pending: Vec::new() })
+    }
+
+    fn queue(&mut self, msg: RouteNetlinkMessage, flags: u16, what: String) -> Result<()> {
+        self.seq += 1;
+        let mut header = NetlinkHeader::default();
+        header.flags = NLM_F_REQUEST | NLM_F_ACK | flags;
+        header.sequence_number = self.seq;
+        let mut m = NetlinkMessage::new(header, NetlinkPayload::InnerMessage(msg));
+        m.finalize();
+        let start = self.batch.len();
+        self.batch.resize(start + m.buffer_len(), 0);
+        m.serialize(&mut self.batch[start..]);
+        self.pending.push((self.seq, what));
+        if self.batch.len() >= BATCH_BYTES {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Send what is queued and wait for every acknowledgement.
+    pub fn flush(&mut self) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        self.sock.send(&self.batch, 0).context("sending netlink requests")?;
+        self.batch.clear();
+        let mut first_error = None;
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut outstanding = self.pending.len();
+        while outstanding > 0 {
+            let n = unsafe { libc::recv(self.sock.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+            if n < 0 {
+                return Err(std::io::Error::last_os_error()).context("reading netlink acknowledgements");
+            }
+            let mut off = 0;
+            while off < n as usize {
+                let msg = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&buf[off..n as usize])
+                    .context("decoding a netlink reply")?;
+                let len = msg.header.length as usize;
+                if len == 0 {
+                    break;
+                }
+                off += (len + 3) & !3;
+                if let NetlinkPayload::Error(e) = msg.payload {
+                    outstanding -= 1;
+                    if let Some(code) = e.code {
+                        if first_error.is_none() {
+                            let what = self
+                                .pending
+                                .iter()
+                                .find(|(s, _)| *s == msg.header.sequence_number)
+                                .map(|(_, w)| w.clone())
+                                .unwrap_or_default();
+                            first_error = Some(format!("{what}: {}", std::io::Error::from_raw_os_error(-code.get())));
+                        }
+                    }
+                }
+            }
+        }
+        self.pending.clear();
+        match first_error {
+            Some(e) => bail!(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Bring an interface up, optionally setting its MAC address and MTU.
+    pub fn set_link(&mut self, index: u32, up: bool, mac: Option<[u8; 6]>, mtu: Option<u32>) -> Result<()> {
+        let mut m = LinkMessage::default();
+        m.header.index = index;
+        m.header.change_mask = LinkFlags::Up;
+        if up {
+            m.header.flags = LinkFlags::Up;
+        }
+        if let Some(mac) = mac {
+            m.attributes.push(LinkAttribute::Address(mac.to_vec()));
+        }
+        if let Some(mtu) = mtu {
+            m.attributes.push(LinkAttribute::Mtu(mtu));
+        }
+        self.queue(RouteNetlinkMessage::SetLink(m), 0, format!("configuring interface #{index}"))
+    }
+
+    /// Add an address, usable at once (no duplicate address detection).
+    pub fn add_address(&mut self, index: u32, net: IpNet) -> Result<()> {
+        let mut m = AddressMessage::default();
+        m.header.family = family(net.addr());
+        m.header.prefix_len = net.prefix_len();
+        m.header.index = index;
+        m.header.flags = AddressHeaderFlags::Nodad;
+        m.attributes.push(AddressAttribute::Local(net.addr()));
+        m.attributes.push(AddressAttribute::Address(net.addr()));
+        m.attributes.push(AddressAttribute::Flags(AddressFlags::Nodad));
+        self.queue(RouteNetlinkMessage::NewAddress(m), NLM_F_CREATE | NLM_F_EXCL, format!("adding address {net}"))
+    }
+
+    /// Add a route in the main table.
+    pub fn add_route(&mut self, dst: IpNet, via: Option<IpAddr>, oif: Option<u32>) -> Result<()> {
+        let mut m = RouteMessage::default();
+        m.header.address_family = family(dst.addr());
+        m.header.destination_prefix_length = dst.prefix_len();
+        m.header.table = RouteHeader::RT_TABLE_MAIN;
+        m.header.protocol = RouteProtocol::Static;
+        m.header.kind = RouteType::Unicast;
+        m.header.scope = if via.is_some() { RouteScope::Universe } else { RouteScope::Link };
+        if dst.prefix_len() > 0 {
+            m.attributes.push(RouteAttribute::Destination(RouteAddress::from(dst.addr())));
+        }
+        if let Some(gw) = via {
+            m.attributes.push(RouteAttribute::Gateway(RouteAddress::from(gw)));
+        }
+        if let Some(oif) = oif {
+            m.attributes.push(RouteAttribute::Oif(oif));
+        }
+        let what = match via {
+            Some(gw) => format!("adding route to {dst} via {gw}"),
+            None => format!("adding route to {dst}"),
+        };
+        self.queue(RouteNetlinkMessage::NewRoute(m), NLM_F_CREATE | NLM_F_EXCL, what)
+    }
+}
+
+use std::os::fd::AsRawFd;
+
+fn family(a: IpAddr) -> AddressFamily {
+    if a.is_ipv4() {
+        AddressFamily::Inet
+    } else {
+        AddressFamily::Inet6
+    }
+}
