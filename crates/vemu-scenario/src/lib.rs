@@ -186,4 +186,4 @@ pub fn load_str(text: &str, file: &str, stem: &str, name: Option<&str>) -> Resul
     build_plan(&scenario).map_err(wrap)
 }
 
-pub use parse::{valid_lab_name, Scenario};
+pub use parse::{impairment_patch, valid_lab_name, Scenario};

@@ -729,3 +729,32 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>) -> Result<Scen
         Err(p.errors)
     }
 }
+
+/// Parse impairments given as `(key, value)` pairs, e.g. from command-line flags
+/// (`("delay", "20ms")`, `("loss", "{model: gilbert-elliott, p: 1%}")`), with the same
+/// rules and messages as in a scenario file. `bandwidth: unlimited` lifts a rate limit.
+pub fn impairment_patch(pairs: &[(&str, &str)]) -> Result<ImpairmentsPatch, String> {
+    let mut p = P { errors: Vec::new() };
+    let mut patch = ImpairmentsPatch::default();
+    for (key, value) in pairs {
+        if !IMPAIRMENT_KEYS.contains(key) {
+            return Err(format!("unknown impairment '{key}', expected one of: {}", IMPAIRMENT_KEYS.join(", ")));
+        }
+        if *key == "bandwidth" && matches!(*value, "unlimited" | "none") {
+            patch.rate_bps = Some(None);
+            continue;
+        }
+        let node = match yaml::parse(value) {
+            Ok(Some(n)) => n,
+            Ok(None) => return Err(format!("--{key} needs a value")),
+            Err(e) => return Err(format!("--{key} '{value}': {}", e.message)),
+        };
+        let entries: Entries = vec![(key, Mark::default(), &node)];
+        let one = impairments(&mut p, &entries, key);
+        if let Some(e) = p.errors.first() {
+            return Err(format!("--{}: {}", e.field, e.message));
+        }
+        patch = patch.merged(&one);
+    }
+    Ok(patch)
+}

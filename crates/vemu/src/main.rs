@@ -1,3 +1,567 @@
-fn main() {
-    println!("Hello, world!");
+//! The `vemu` command.
+
+use std::io::{BufRead, BufReader, IsTerminal, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::PathBuf;
+use std::process::{Command, ExitCode, Stdio};
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use serde_json::json;
+use vemu_control::daemon::{self, Event};
+use vemu_control::{Client, Direction, LabStatus, Request};
+use vemu_host::{LabPaths, NodeEntry};
+use vemu_link::{Impairments, Loss, QueueLimit};
+use vemu_scenario::Plan;
+
+#[derive(Parser)]
+#[command(name = "vemu", version, about = "A scalable network emulator: real software in virtual nodes, emulated links")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Args, Clone)]
+struct LabArg {
+    /// The lab to act on; may be left out while only one lab runs.
+    #[arg(long, global = true)]
+    lab: Option<String>,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Bring up a lab from a scenario file; returns when it is ready.
+    Up {
+        file: PathBuf,
+        /// Lab name (default: the scenario's `name`).
+        #[arg(long)]
+        name: Option<String>,
+        /// Stay attached; Ctrl-C takes the lab down.
+        #[arg(long)]
+        foreground: bool,
+    },
+    /// Check a scenario file without building anything.
+    Check { file: PathBuf },
+    /// Take a lab down and remove every trace of it.
+    Down {
+        /// The lab (or use --lab).
+        name: Option<String>,
+        #[command(flatten)]
+        lab: LabArg,
+    },
+    /// List labs.
+    Ls,
+    /// Nodes, links, impairments and per-direction counters of a lab.
+    Status {
+        name: Option<String>,
+        #[command(flatten)]
+        lab: LabArg,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run a command in a node, with stdio attached; its exit status is passed through.
+    Exec {
+        node: String,
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+        command: Vec<String>,
+        #[command(flatten)]
+        lab: LabArg,
+    },
+    /// Open an interactive shell in a node.
+    Shell {
+        node: String,
+        #[command(flatten)]
+        lab: LabArg,
+    },
+    /// Change a link while the lab runs.
+    Link {
+        #[command(subcommand)]
+        cmd: LinkCmd,
+    },
+    /// Remove what crashed labs left in the kernel (namespaces, devices, processes).
+    Clean {
+        /// Also take down labs that are still running.
+        #[arg(long)]
+        all: bool,
+    },
+    /// The controller process of a lab (started by `vemu up`).
+    #[command(hide = true)]
+    Daemon,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum DirArg {
+    Both,
+    /// From the first-named node to the second.
+    Forward,
+    /// From the second-named node to the first.
+    Reverse,
+}
+
+#[derive(Subcommand)]
+enum LinkCmd {
+    /// Change impairments; values not given keep their current settings.
+    Set {
+        /// NODE:NODE or the link's name.
+        link: String,
+        #[arg(long, value_enum, default_value = "both")]
+        direction: DirArg,
+        /// e.g. 100Mbit, or 'unlimited'
+        #[arg(long)]
+        bandwidth: Option<String>,
+        /// e.g. 20ms
+        #[arg(long)]
+        delay: Option<String>,
+        /// e.g. 2ms, or '{amount: 2ms, distribution: normal, correlation: 25%}'
+        #[arg(long)]
+        jitter: Option<String>,
+        /// e.g. 2%, or '{model: gilbert-elliott, p: 1%, r: 20%, h: 0%, k: 100%}'
+        #[arg(long)]
+        loss: Option<String>,
+        /// e.g. 1%
+        #[arg(long)]
+        duplicate: Option<String>,
+        /// e.g. 0.1%
+        #[arg(long)]
+        corrupt: Option<String>,
+        /// e.g. 5%, or '{probability: 25%, gap: 5}'
+        #[arg(long)]
+        reorder: Option<String>,
+        /// packets (e.g. 100) or bytes (e.g. 256KiB)
+        #[arg(long)]
+        queue: Option<String>,
+        #[command(flatten)]
+        lab: LabArg,
+    },
+    /// Take a link down: frames offered to it are dropped.
+    Down {
+        link: String,
+        #[command(flatten)]
+        lab: LabArg,
+    },
+    /// Bring a link back up.
+    Up {
+        link: String,
+        #[command(flatten)]
+        lab: LabArg,
+    },
+}
+
+/// A mistake of the user's: reported plainly, exit status 2.
+#[derive(Debug)]
+struct UserError(String);
+impl std::fmt::Display for UserError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for UserError {}
+
+fn user(msg: impl Into<String>) -> anyhow::Error {
+    UserError(msg.into()).into()
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            if let Some(u) = e.downcast_ref::<UserError>() {
+                eprintln!("vemu: {u}");
+                ExitCode::from(2)
+            } else if let Some(s) = e.downcast_ref::<vemu_scenario::Errors>() {
+                eprintln!("{s}");
+                ExitCode::from(2)
+            } else {
+                eprintln!("vemu: {e:#}");
+                ExitCode::from(1)
+            }
+        }
+    }
+}
+
+fn need_root() -> Result<()> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        bail!("vemu creates namespaces and devices and must run as root");
+    }
+    Ok(())
+}
+
+/// The lab a command acts on: the one named, or the only one running.
+fn resolve_lab(explicit: Option<String>) -> Result<String> {
+    if let Some(l) = explicit {
+        vemu_scenario::valid_lab_name(&l).map_err(user)?;
+        return Ok(l);
+    }
+    let (running, _) = vemu_control::list_labs();
+    match running.as_slice() {
+        [one] => Ok(one.clone()),
+        [] => Err(user("no lab is running")),
+        many => Err(user(format!("{} labs are running ({}); say which with --lab", many.len(), many.join(", ")))),
+    }
+}
+
+fn load_plan(lab: &str) -> Result<Plan> {
+    let path = LabPaths::new(lab).plan();
+    let text = std::fs::read(&path).map_err(|_| user(format!("lab '{lab}' is not running (see 'vemu ls')")))?;
+    serde_json::from_slice(&text).context("reading the lab's plan")
+}
+
+fn run(cli: Cli) -> Result<ExitCode> {
+    match cli.cmd {
+        Cmd::Check { file } => {
+            let plan = vemu_scenario::load(&file, None)?;
+            println!(
+                "{}: lab '{}' with {} nodes and {} links is valid",
+                file.display(),
+                plan.name,
+                plan.nodes.len(),
+                plan.links.len()
+            );
+        }
+        Cmd::Up { file, name, foreground } => {
+            let plan = vemu_scenario::load(&file, name.as_deref())?;
+            need_root()?;
+            if foreground {
+                up_foreground(plan)?;
+            } else {
+                up_background(plan)?;
+            }
+        }
+        Cmd::Daemon => run_daemon()?,
+        Cmd::Down { name, lab } => {
+            let lab = resolve_lab(name.or(lab.lab))?;
+            Client::connect(&lab).map_err(|e| user(e.to_string()))?.call(&Request::Down)?;
+            eprintln!("lab '{lab}' is down");
+        }
+        Cmd::Ls => {
+            let (running, stale) = vemu_control::list_labs();
+            if running.is_empty() && stale.is_empty() {
+                eprintln!("no labs");
+            }
+            for l in running {
+                let n = load_plan(&l).map(|p| format!("{} nodes, {} links", p.nodes.len(), p.links.len())).unwrap_or_default();
+                println!("{l}\trunning\t{n}");
+            }
+            for l in stale {
+                println!("{l}\tleft behind by a crash (run 'vemu clean')");
+            }
+        }
+        Cmd::Status { name, lab, json } => {
+            let lab = resolve_lab(name.or(lab.lab))?;
+            let reply = Client::connect(&lab).map_err(|e| user(e.to_string()))?.call(&Request::Status)?;
+            let status = reply.status.ok_or_else(|| anyhow!("the controller sent no status"))?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&status)?);
+            } else {
+                print_status(&status);
+            }
+        }
+        Cmd::Exec { node, command, lab } => return exec(lab.lab, &node, &command),
+        Cmd::Shell { node, lab } => {
+            let shell = std::env::var("SHELL").ok().filter(|s| !s.is_empty()).unwrap_or_else(|| "/bin/bash".into());
+            let mut argv = vec![shell.clone()];
+            if shell.ends_with("bash") {
+                argv.extend(["--norc".into(), "-i".into()]);
+            }
+            std::env::set_var("PS1", format!("[{node}] \\w# "));
+            return exec(lab.lab, &node, &argv);
+        }
+        Cmd::Link { cmd } => link(cmd)?,
+        Cmd::Clean { all } => clean(all)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn up_foreground(plan: Plan) -> Result<()> {
+    let name = plan.name.clone();
+    let (nodes, links) = (plan.nodes.len(), plan.links.len());
+    let bar = progress_bar(nodes);
+    daemon::run(plan, |ev| match ev {
+        Event::Progress(d, _) => bar.set_position(d as u64),
+        Event::Ready => {
+            bar.finish_and_clear();
+            eprintln!("lab '{name}' is up: {nodes} nodes, {links} links. Ctrl-C takes it down.");
+        }
+    })?;
+    eprintln!("lab '{name}' is down");
+    Ok(())
+}
+
+fn progress_bar(total: usize) -> indicatif::ProgressBar {
+    if total < 20 || !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(total as u64);
+    if let Ok(style) = indicatif::ProgressStyle::with_template("creating nodes {bar:40} {pos}/{len} {elapsed}") {
+        bar.set_style(style);
+    }
+    bar
+}
+
+/// Start the lab's controller as a background process and follow it until ready.
+fn up_background(plan: Plan) -> Result<()> {
+    let paths = LabPaths::new(&plan.name);
+    std::fs::create_dir_all(paths.log_dir()).with_context(|| format!("creating {}", paths.log_dir().display()))?;
+    let log_path = paths.log_dir().join("vemu.log");
+    let log = std::fs::File::create(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
+    let exe = std::env::current_exe().context("finding the vemu executable")?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("daemon").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(log);
+    // SAFETY: setsid is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().context("starting the lab controller")?;
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(&serde_json::to_vec(&plan)?)?;
+    drop(stdin);
+    let bar = progress_bar(plan.nodes.len());
+    let mut ready = false;
+    let mut error = None;
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let Ok(line) = line else { break };
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
+        if let Some(d) = v.get("progress").and_then(|p| p.get(0)).and_then(|d| d.as_u64()) {
+            bar.set_position(d);
+        } else if v.get("ready").is_some() {
+            ready = true;
+        } else if let Some(e) = v.get("error").and_then(|e| e.as_str()) {
+            error = Some(e.to_string());
+        }
+    }
+    bar.finish_and_clear();
+    if !ready {
+        let _ = child.wait();
+        let msg = error.unwrap_or_else(|| format!("the lab controller stopped; see {}", log_path.display()));
+        bail!("lab '{}' did not come up: {msg}", plan.name);
+    }
+    println!(
+        "lab '{}' is up: {} nodes, {} links (logs in {}). Try 'vemu status', 'vemu exec NODE -- CMD', 'vemu down'.",
+        plan.name,
+        plan.nodes.len(),
+        plan.links.len(),
+        paths.log_dir().display()
+    );
+    Ok(())
+}
+
+/// `vemu daemon`: read the plan on stdin, report on stdout (JSON lines) until ready.
+fn run_daemon() -> Result<()> {
+    let mut text = Vec::new();
+    std::io::Read::read_to_end(&mut std::io::stdin(), &mut text)?;
+    let plan: Plan = serde_json::from_slice(&text).context("reading the plan")?;
+    let emit = |v: serde_json::Value| {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{v}");
+        let _ = out.flush();
+    };
+    let result = daemon::run(plan, |ev| match ev {
+        Event::Progress(d, t) => emit(json!({"progress": [d, t]})),
+        Event::Ready => {
+            emit(json!({"ready": true}));
+            // Let `vemu up` see the end of our output and return.
+            if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
+                // SAFETY: dup2 onto stdout.
+                unsafe { libc::dup2(std::os::fd::AsRawFd::as_raw_fd(&null), 1) };
+            }
+        }
+    });
+    if let Err(e) = &result {
+        emit(json!({"error": format!("{e:#}")}));
+        eprintln!("vemu daemon: {e:#}");
+    }
+    result
+}
+
+fn exec(lab: Option<String>, node: &str, argv: &[String]) -> Result<ExitCode> {
+    need_root()?;
+    let lab = resolve_lab(lab)?;
+    let plan = load_plan(&lab)?;
+    if plan.node_index(node).is_none() {
+        let names: Vec<&str> = plan.nodes.iter().map(|n| n.name.as_str()).collect();
+        return Err(user(format!("no node '{node}' in lab '{lab}' (nodes: {})", names.join(", "))));
+    }
+    let paths = LabPaths::new(&lab);
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..]).env("VEMU_LAB", &lab).env("VEMU_NODE", node);
+    NodeEntry::open(&paths, node)?.apply(&mut cmd);
+    let status = match cmd.status() {
+        Ok(s) => s,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            eprintln!("vemu: cannot run '{}' in node '{node}': command not found", argv[0]);
+            return Ok(ExitCode::from(127));
+        }
+        Err(e) => return Err(e).with_context(|| format!("running '{}' in node '{node}'", argv[0])),
+    };
+    let code = status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
+    Ok(ExitCode::from(code as u8))
+}
+
+fn link(cmd: LinkCmd) -> Result<()> {
+    let (lab, req) = match cmd {
+        LinkCmd::Set { link, direction, bandwidth, delay, jitter, loss, duplicate, corrupt, reorder, queue, lab } => {
+            let given = [
+                ("bandwidth", bandwidth),
+                ("delay", delay),
+                ("jitter", jitter),
+                ("loss", loss),
+                ("duplicate", duplicate),
+                ("corrupt", corrupt),
+                ("reorder", reorder),
+                ("queue", queue),
+            ];
+            let pairs: Vec<(&str, &str)> = given.iter().filter_map(|(k, v)| v.as_deref().map(|v| (*k, v))).collect();
+            if pairs.is_empty() {
+                return Err(user("nothing to change: give at least one of --bandwidth, --delay, --jitter, --loss, --duplicate, --corrupt, --reorder, --queue"));
+            }
+            let patch = vemu_scenario::impairment_patch(&pairs).map_err(user)?;
+            let direction = match direction {
+                DirArg::Both => Direction::Both,
+                DirArg::Forward => Direction::Forward,
+                DirArg::Reverse => Direction::Reverse,
+            };
+            (lab.lab, Request::LinkSet { link, direction, patch })
+        }
+        LinkCmd::Down { link, lab } => (lab.lab, Request::LinkState { link, up: false }),
+        LinkCmd::Up { link, lab } => (lab.lab, Request::LinkState { link, up: true }),
+    };
+    let lab = resolve_lab(lab)?;
+    Client::connect(&lab).map_err(|e| user(e.to_string()))?.call(&req).map_err(|e| user(e.to_string()))?;
+    Ok(())
+}
+
+fn clean(all: bool) -> Result<()> {
+    need_root()?;
+    let (running, stale) = vemu_control::list_labs();
+    for lab in &running {
+        if all {
+            match Client::connect(lab).and_then(|mut c| c.call(&Request::Down)) {
+                Ok(_) => eprintln!("took lab '{lab}' down"),
+                Err(e) => eprintln!("lab '{lab}' did not go down cleanly ({e:#}); removing it"),
+            }
+        } else {
+            eprintln!("lab '{lab}' is running; 'vemu down --lab {lab}' (or 'vemu clean --all') removes it");
+        }
+    }
+    let mut targets = stale;
+    if all {
+        targets.extend(running);
+    }
+    let mut failed = false;
+    for lab in targets {
+        let paths = LabPaths::new(&lab);
+        if let Some(pid) = std::fs::read_to_string(paths.pid_file()).ok().and_then(|s| s.trim().parse::<i32>().ok()) {
+            let is_vemu = std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c.windows(6).any(|w| w == b"daemon"));
+            if is_vemu {
+                // SAFETY: plain kill(2).
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        }
+        match vemu_host::remove_lab(&lab) {
+            Ok(()) => eprintln!("removed what lab '{lab}' left behind"),
+            Err(e) => {
+                eprintln!("vemu: could not remove all of lab '{lab}': {e:#}");
+                failed = true;
+            }
+        }
+    }
+    if failed {
+        bail!("some objects could not be removed");
+    }
+    Ok(())
+}
+
+fn fmt_ns(ns: u64) -> String {
+    match ns {
+        0 => "0".into(),
+        n if n % 1_000_000_000 == 0 => format!("{}s", n / 1_000_000_000),
+        n if n >= 1_000_000 => format!("{}ms", n as f64 / 1e6),
+        n => format!("{}us", n as f64 / 1e3),
+    }
+}
+
+fn fmt_rate(bps: u64) -> String {
+    match bps {
+        b if b >= 1_000_000_000 => format!("{}Gbit", b as f64 / 1e9),
+        b if b >= 1_000_000 => format!("{}Mbit", b as f64 / 1e6),
+        b if b >= 1_000 => format!("{}kbit", b as f64 / 1e3),
+        b => format!("{b}bit"),
+    }
+}
+
+fn pct(p: f64) -> String {
+    format!("{}%", (p * 1e6).round() / 1e4)
+}
+
+/// One line describing what a link direction does, for people.
+fn describe(imp: &Impairments) -> String {
+    let mut parts = Vec::new();
+    if let Some(r) = imp.rate_bps {
+        parts.push(fmt_rate(r));
+    }
+    parts.push(format!("delay {}", fmt_ns(imp.delay_ns)));
+    if imp.jitter.amount_ns > 0 {
+        parts.push(format!("jitter {} {:?}", fmt_ns(imp.jitter.amount_ns), imp.jitter.distribution).to_lowercase());
+    }
+    match imp.loss {
+        Loss::None => {}
+        Loss::Bernoulli { rate, .. } => parts.push(format!("loss {}", pct(rate))),
+        Loss::GilbertElliott { p, r, h, k } => parts.push(format!("loss GE p={} r={} h={} k={}", pct(p), pct(r), pct(h), pct(k))),
+    }
+    if imp.duplicate.probability > 0.0 {
+        parts.push(format!("dup {}", pct(imp.duplicate.probability)));
+    }
+    if imp.corrupt.probability > 0.0 {
+        parts.push(format!("corrupt {}", pct(imp.corrupt.probability)));
+    }
+    if imp.reorder.probability > 0.0 {
+        parts.push(format!("reorder {} gap {}", pct(imp.reorder.probability), imp.reorder.gap));
+    }
+    if let Some(q) = imp.queue {
+        parts.push(match q {
+            QueueLimit::Packets(n) => format!("queue {n}p"),
+            QueueLimit::Bytes(n) => format!("queue {n}B"),
+        });
+    }
+    parts.join(", ")
+}
+
+fn print_status(s: &LabStatus) {
+    println!("lab {} (controller pid {}, up {:.1} s)", s.name, s.pid, s.uptime_ns as f64 / 1e9);
+    println!("\nNODE            INTERFACES");
+    for n in &s.nodes {
+        let ifs: Vec<String> = n.ifaces.iter().map(|i| format!("{} {}", i.name, i.addrs.join(" "))).collect();
+        println!("{:<15} {}", n.name, ifs.join(" | "));
+        for p in &n.processes {
+            println!("{:<15}   run '{}': {:?} (restarts {})", "", p.command, p.state, p.restarts);
+        }
+    }
+    println!(
+        "\n{:<16} {:<4} {:<4} {:>10} {:>10} {:>12} {:>8} {:>8} {:>8}  IMPAIRMENTS",
+        "LINK", "UP", "DIR", "RX FRAMES", "TX FRAMES", "TX BYTES", "LOSS", "QUEUE", "DOWN"
+    );
+    for l in &s.links {
+        for (arrow, d) in [(format!("{} -> {}", l.a, l.b), &l.forward), (format!("{} -> {}", l.b, l.a), &l.reverse)] {
+            let st = &d.stats;
+            println!(
+                "{:<16} {:<4} {:<4} {:>10} {:>10} {:>12} {:>8} {:>8} {:>8}  {} ({})",
+                l.name,
+                if l.up { "yes" } else { "no" },
+                if std::ptr::eq(d, &l.forward) { "fwd" } else { "rev" },
+                st.rx_frames,
+                st.tx_frames,
+                st.tx_bytes,
+                st.drop_loss,
+                st.drop_queue,
+                st.drop_down,
+                describe(&d.impairments),
+                arrow
+            );
+        }
+    }
 }

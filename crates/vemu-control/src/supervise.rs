@@ -1,0 +1,171 @@
+//! Start-up commands of nodes: started when the lab comes up, their output appended to
+//! the node's log, restarted (a few times, with a pause) when they fail. One thread
+//! watches them all.
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use vemu_host::{LabPaths, NodeEntry};
+
+/// Times a failing command is started again before giving up.
+const MAX_RESTARTS: u32 = 3;
+const RESTART_PAUSE: Duration = Duration::from_secs(1);
+const POLL: Duration = Duration::from_millis(100);
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case", tag = "state")]
+pub enum ProcState {
+    Running { pid: u32 },
+    /// Ended with status 0 (or was stopped by the lab).
+    Done,
+    /// Failed and will be started again.
+    Restarting { code: i32 },
+    /// Failed too often, or could not be started.
+    Failed { code: i32, reason: String },
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ProcStatus {
+    pub node: String,
+    pub command: String,
+    pub restarts: u32,
+    #[serde(flatten)]
+    pub state: ProcState,
+}
+
+struct Proc {
+    status: ProcStatus,
+    child: Option<Child>,
+    restart_at: Option<Instant>,
+}
+
+pub struct Supervisor {
+    procs: Arc<Mutex<Vec<Proc>>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+fn log_line(paths: &LabPaths, node: &str, msg: &str) {
+    if let Ok(mut f) = OpenOptions::new().create(true).append(true).open(paths.log_dir().join(format!("{node}.log"))) {
+        let _ = writeln!(f, "[vemu] {msg}");
+    }
+}
+
+fn spawn(paths: &LabPaths, node: &str, command: &str) -> std::io::Result<Child> {
+    let log = OpenOptions::new().create(true).append(true).open(paths.log_dir().join(format!("{node}.log")))?;
+    let entry = NodeEntry::open(paths, node).map_err(std::io::Error::other)?;
+    let mut cmd = Command::new("/bin/sh");
+    cmd.arg("-c")
+        .arg(command)
+        .current_dir(paths.node_dir(node))
+        .env("VEMU_LAB", &paths.lab)
+        .env("VEMU_NODE", node)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log);
+    entry.apply(&mut cmd);
+    cmd.spawn()
+}
+
+impl Supervisor {
+    /// Start every `(node, command)` and watch them.
+    pub fn start(paths: LabPaths, commands: Vec<(String, String)>) -> Supervisor {
+        let procs: Vec<Proc> = commands
+            .into_iter()
+            .map(|(node, command)| Proc {
+                status: ProcStatus { node, command, restarts: 0, state: ProcState::Done },
+                child: None,
+                restart_at: Some(Instant::now()),
+            })
+            .collect();
+        let mut procs = procs;
+        // Launch everything now rather than at the first tick, so that `up` returns with
+        // the commands started.
+        tick(&paths, &mut procs);
+        let procs = Arc::new(Mutex::new(procs));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (p, s) = (procs.clone(), stop.clone());
+        let thread = std::thread::Builder::new()
+            .name("vemu-supervise".into())
+            .spawn(move || {
+                while !s.load(Ordering::Relaxed) {
+                    tick(&paths, &mut p.lock().unwrap());
+                    std::thread::sleep(POLL);
+                }
+            })
+            .expect("spawning the supervisor thread");
+        Supervisor { procs, stop, thread: Some(thread) }
+    }
+
+    pub fn status(&self) -> Vec<ProcStatus> {
+        self.procs.lock().unwrap().iter().map(|p| p.status.clone()).collect()
+    }
+
+    /// Stop watching; the processes themselves are ended with their namespaces.
+    pub fn stop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        for p in self.procs.lock().unwrap().iter_mut() {
+            if let Some(mut c) = p.child.take() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+}
+
+impl Drop for Supervisor {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn tick(paths: &LabPaths, procs: &mut [Proc]) {
+    let now = Instant::now();
+    for p in procs.iter_mut() {
+        if let Some(child) = &mut p.child {
+            match child.try_wait() {
+                Ok(Some(st)) => {
+                    p.child = None;
+                    let code = st.code().unwrap_or_else(|| 128 + std::os::unix::process::ExitStatusExt::signal(&st).unwrap_or(0));
+                    log_line(paths, &p.status.node, &format!("'{}' exited with status {code}", p.status.command));
+                    if code == 0 {
+                        p.status.state = ProcState::Done;
+                    } else if p.status.restarts < MAX_RESTARTS {
+                        p.status.state = ProcState::Restarting { code };
+                        p.restart_at = Some(now + RESTART_PAUSE);
+                    } else {
+                        p.status.state = ProcState::Failed { code, reason: format!("failed {} times", MAX_RESTARTS + 1) };
+                    }
+                }
+                Ok(None) => {}
+                Err(_) => p.child = None,
+            }
+        }
+        if p.restart_at.is_some_and(|t| t <= now) {
+            if matches!(p.status.state, ProcState::Restarting { .. }) {
+                p.status.restarts += 1;
+            }
+            p.restart_at = None;
+            match spawn(paths, &p.status.node, &p.status.command) {
+                Ok(c) => {
+                    log_line(paths, &p.status.node, &format!("started '{}' (pid {})", p.status.command, c.id()));
+                    p.status.state = ProcState::Running { pid: c.id() };
+                    p.child = Some(c);
+                }
+                Err(e) => {
+                    log_line(paths, &p.status.node, &format!("cannot start '{}': {e}", p.status.command));
+                    p.status.state = ProcState::Failed { code: -1, reason: e.to_string() };
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,176 @@
+//! What the controller asks of a machine that hosts a lab (or its share of one), as
+//! serializable messages, and the in-process worker for labs on this machine.
+
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use anyhow::{anyhow, Result};
+use serde::{Deserialize, Serialize};
+use vemu_engine::{DirStats, Engine, LabClock, LinkSpec};
+use vemu_host::LabPaths;
+use vemu_link::{Impairments, ImpairmentsPatch};
+use vemu_scenario::Plan;
+
+use crate::supervise::{ProcStatus, Supervisor};
+use crate::derive_seed;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum WorkerRequest {
+    /// Build the nodes and links of the plan and start their commands.
+    Build { plan: Plan, clock_epoch_ns: u64 },
+    /// Change one direction of a link (0 = forward, 1 = reverse).
+    Patch { link: usize, dir: usize, patch: ImpairmentsPatch },
+    SetUp { link: usize, up: bool },
+    Stats,
+    Processes,
+    Teardown,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum WorkerReply {
+    Done,
+    Impairments(Impairments),
+    Stats(Vec<[DirStats; 2]>),
+    Processes(Vec<ProcStatus>),
+    Error(String),
+}
+
+/// A machine that hosts nodes and links.
+pub trait Worker: Send {
+    fn call(&mut self, req: WorkerRequest, progress: &mut dyn FnMut(usize, usize)) -> WorkerReply;
+}
+
+/// Nodes created concurrently while a lab comes up.
+const BUILD_THREADS: usize = 4;
+
+/// The worker for this machine.
+#[derive(Default)]
+pub struct LocalWorker {
+    lab: Option<LabPaths>,
+    engine: Option<Engine>,
+    supervisor: Option<Supervisor>,
+}
+
+impl LocalWorker {
+    fn build(&mut self, plan: Plan, epoch: u64, progress: &mut dyn FnMut(usize, usize)) -> Result<()> {
+        let paths = LabPaths::new(&plan.name);
+        let hosts: String = std::iter::once("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n".to_string())
+            .chain(plan.hosts.iter().map(|(a, n)| format!("{a}\t{n}\n")))
+            .collect();
+        vemu_host::prepare_lab(&paths, &hosts, &plan.nodes)?;
+        self.lab = Some(paths.clone());
+
+        // Nodes, a few at a time.
+        let total = plan.nodes.len();
+        let taps: Vec<Mutex<Option<Vec<OwnedFd>>>> = (0..total).map(|_| Mutex::new(None)).collect();
+        let next = AtomicUsize::new(0);
+        let done = AtomicUsize::new(0);
+        let first_error: Mutex<Option<anyhow::Error>> = Mutex::new(None);
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        std::thread::scope(|s| {
+            for _ in 0..BUILD_THREADS.min(total) {
+                let tx = tx.clone();
+                s.spawn(|| {
+                    let tx = tx;
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        if i >= total || first_error.lock().unwrap().is_some() {
+                            break;
+                        }
+                        match vemu_host::create_node(&paths, &plan.nodes[i]) {
+                            Ok(fds) => *taps[i].lock().unwrap() = Some(fds),
+                            Err(e) => {
+                                let e = e.context(format!("creating node '{}'", plan.nodes[i].name));
+                                first_error.lock().unwrap().get_or_insert(e);
+                            }
+                        }
+                        done.fetch_add(1, Ordering::Relaxed);
+                        let _ = tx.send(());
+                    }
+                });
+            }
+            drop(tx);
+            while rx.recv().is_ok() {
+                progress(done.load(Ordering::Relaxed), total);
+            }
+        });
+        if let Some(e) = first_error.into_inner().unwrap() {
+            return Err(e);
+        }
+
+        // Links: hand both TAP devices of each to the engine.
+        let mut taps: Vec<Vec<Option<OwnedFd>>> =
+            taps.into_iter().map(|m| m.into_inner().unwrap().unwrap_or_default().into_iter().map(Some).collect()).collect();
+        let mut specs = Vec::with_capacity(plan.links.len());
+        for (i, l) in plan.links.iter().enumerate() {
+            let mut take = |e: vemu_scenario::EndpointRef| {
+                taps[e.node][e.iface].take().ok_or_else(|| anyhow!("interface {} was not created", plan.endpoint_name(e)))
+            };
+            specs.push(LinkSpec {
+                a: take(l.a)?,
+                b: take(l.b)?,
+                forward: l.forward.clone(),
+                reverse: l.reverse.clone(),
+                seeds: [derive_seed(plan.seed, 2 * i as u64), derive_seed(plan.seed, 2 * i as u64 + 1)],
+            });
+        }
+        let shards = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        self.engine = Some(Engine::start(specs, shards, LabClock { epoch_ns: epoch })?);
+
+        let commands = plan.nodes.iter().flat_map(|n| n.run.iter().map(|c| (n.name.clone(), c.clone()))).collect();
+        self.supervisor = Some(Supervisor::start(paths, commands));
+        Ok(())
+    }
+
+    fn teardown(&mut self) -> Result<()> {
+        if let Some(mut s) = self.supervisor.take() {
+            s.stop();
+        }
+        if let Some(e) = self.engine.take() {
+            e.stop();
+        }
+        match self.lab.take() {
+            Some(paths) => vemu_host::remove_lab(&paths.lab),
+            None => Ok(()),
+        }
+    }
+
+    fn engine(&self) -> Result<&Engine> {
+        self.engine.as_ref().ok_or_else(|| anyhow!("the lab is not built"))
+    }
+}
+
+impl Worker for LocalWorker {
+    fn call(&mut self, req: WorkerRequest, progress: &mut dyn FnMut(usize, usize)) -> WorkerReply {
+        let r: Result<WorkerReply> = (|| match req {
+            WorkerRequest::Build { plan, clock_epoch_ns } => {
+                if let Err(e) = self.build(plan, clock_epoch_ns, progress) {
+                    // Never leave a half-built lab.
+                    if let Err(e2) = self.teardown() {
+                        return Err(e.context(format!("and cleaning up failed too: {e2:#}")));
+                    }
+                    return Err(e);
+                }
+                Ok(WorkerReply::Done)
+            }
+            WorkerRequest::Patch { link, dir, patch } => Ok(WorkerReply::Impairments(self.engine()?.patch(link, dir, patch))),
+            WorkerRequest::SetUp { link, up } => {
+                self.engine()?.set_up(link, up);
+                Ok(WorkerReply::Done)
+            }
+            WorkerRequest::Stats => {
+                let e = self.engine()?;
+                Ok(WorkerReply::Stats((0..e.link_count()).map(|i| e.stats(i)).collect()))
+            }
+            WorkerRequest::Processes => {
+                Ok(WorkerReply::Processes(self.supervisor.as_ref().map(|s| s.status()).unwrap_or_default()))
+            }
+            WorkerRequest::Teardown => {
+                self.teardown()?;
+                Ok(WorkerReply::Done)
+            }
+        })();
+        r.unwrap_or_else(|e| WorkerReply::Error(format!("{e:#}")))
+    }
+}
