@@ -140,6 +140,10 @@ pub fn create_node(paths: &LabPaths, node: &NodePlan) -> Result<Vec<OwnedFd>> {
             write_sysctl("/proc/sys/net/ipv4/ip_forward", "1")?;
             write_sysctl("/proc/sys/net/ipv6/conf/all/forwarding", "1")?;
             write_sysctl("/proc/sys/net/ipv6/conf/default/forwarding", "1")?;
+            // Addresses (link-local ones too) are usable at once: no duplicate address
+            // detection delaying the first seconds of a lab.
+            write_sysctl("/proc/sys/net/ipv6/conf/default/accept_dad", "0")?;
+            write_sysctl("/proc/sys/net/ipv6/conf/all/accept_dad", "0")?;
             let mut nl = netlink::Netlink::open()?;
             nl.set_link(tap::ifindex("lo")?, true, None, None)?;
             let mut fds = Vec::with_capacity(node.ifaces.len());
