@@ -1,0 +1,130 @@
+//! Helpers for integration tests: real labs (root, namespaces), real ping and iperf3.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::{Mutex, MutexGuard};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Labs share two cores; timing tests must not run side by side.
+pub fn serial() -> MutexGuard<'static, ()> {
+    assert!(unsafe { libc_geteuid() } == 0, "integration tests create namespaces and must run as root");
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+extern "C" {
+    #[link_name = "geteuid"]
+    fn libc_geteuid() -> u32;
+}
+
+pub fn vemu(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_vemu")).args(args).output().expect("running vemu")
+}
+
+pub fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+pub fn write_scenario(name: &str, yaml: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join("vemu-tests");
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(format!("{name}.yaml"));
+    std::fs::write(&p, yaml).unwrap();
+    p
+}
+
+/// Network namespaces of a lab, as `ip netns` sees them.
+pub fn lab_netns(lab: &str) -> Vec<String> {
+    let prefix = format!("vemu-{lab}.");
+    std::fs::read_dir("/run/netns")
+        .map(|d| d.flatten().filter_map(|e| e.file_name().into_string().ok()).filter(|n| n.starts_with(&prefix)).collect())
+        .unwrap_or_default()
+}
+
+/// A running lab, taken down (and checked to be gone) when dropped.
+pub struct Lab {
+    pub name: String,
+}
+
+impl Lab {
+    pub fn up(name: &str, yaml: &str) -> Lab {
+        let path = write_scenario(name, yaml);
+        let o = vemu(&["up", path.to_str().unwrap(), "--name", name]);
+        assert!(o.status.success(), "vemu up failed: {}", text(&o));
+        Lab { name: name.to_string() }
+    }
+
+    pub fn exec(&self, node: &str, cmd: &[&str]) -> Output {
+        let mut args = vec!["exec", "--lab", &self.name, node, "--"];
+        args.extend_from_slice(cmd);
+        vemu(&args)
+    }
+
+    pub fn vemu(&self, args: &[&str]) -> Output {
+        let mut a: Vec<&str> = args.to_vec();
+        a.extend_from_slice(&["--lab", &self.name]);
+        vemu(&a)
+    }
+
+    pub fn status(&self) -> serde_json::Value {
+        let o = self.vemu(&["status", "--json"]);
+        assert!(o.status.success(), "{}", text(&o));
+        serde_json::from_slice(&o.stdout).unwrap()
+    }
+
+    /// (sent, received, average RTT in ms) of `count` pings at `interval_s`, after a
+    /// warm-up that resolves neighbours along the path.
+    pub fn ping(&self, node: &str, target: &str, count: u32, interval_s: f64) -> (u32, u32, f64) {
+        self.exec(node, &["ping", "-c", "3", "-i", "0.2", "-W", "2", target]);
+        let c = count.to_string();
+        let i = interval_s.to_string();
+        let o = self.exec(node, &["ping", "-q", "-c", &c, "-i", &i, "-W", "3", target]);
+        parse_ping(&String::from_utf8_lossy(&o.stdout))
+    }
+
+    /// TCP goodput in bits/s from `client` to the iperf3 server at `server_ip`.
+    pub fn iperf3(&self, client: &str, server_ip: &str, seconds: u32) -> f64 {
+        let t = seconds.to_string();
+        let o = self.exec(client, &["iperf3", "-c", server_ip, "-t", &t, "-O", "1", "-J"]);
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("iperf3: {}", text(&o)));
+        v["end"]["sum_received"]["bits_per_second"].as_f64().unwrap_or_else(|| panic!("iperf3: {}", text(&o)))
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let o = vemu(&["down", "--lab", &self.name]);
+        if !std::thread::panicking() {
+            assert!(o.status.success(), "vemu down failed: {}", text(&o));
+            assert!(lab_netns(&self.name).is_empty(), "namespaces left after down");
+            assert!(!std::path::Path::new("/run/vemu").join(&self.name).exists(), "state left after down");
+        }
+    }
+}
+
+pub fn parse_ping(out: &str) -> (u32, u32, f64) {
+    let stats = out.lines().find(|l| l.contains("packets transmitted")).unwrap_or_else(|| panic!("ping: {out}"));
+    let nums: Vec<u32> = stats.split(|c: char| !c.is_ascii_digit()).filter_map(|s| s.parse().ok()).collect();
+    let avg = out
+        .lines()
+        .find(|l| l.starts_with("rtt"))
+        .and_then(|l| l.split('=').nth(1))
+        .and_then(|v| v.trim().split('/').nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(f64::NAN);
+    (nums[0], nums[1], avg)
+}
+
+/// A chain n1 - n2 - ... of `delays_ms.len()` links, each with `extra` impairments.
+pub fn chain(name: &str, delays_ms: &[f64], extra: &str) -> String {
+    let mut y = format!("name: {name}\naddressing: {{ipv6: none}}\nnodes:\n");
+    for i in 1..=delays_ms.len() + 1 {
+        y += &format!("  n{i}: {{}}\n");
+    }
+    y += "links:\n";
+    for (i, d) in delays_ms.iter().enumerate() {
+        y += &format!("  - endpoints: [n{}, n{}]\n    delay: {d}ms\n{extra}", i + 1, i + 2);
+    }
+    y
+}

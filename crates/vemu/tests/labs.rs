@@ -1,0 +1,227 @@
+//! Real labs: namespaces, TAP devices, the engine, ping and iperf3. Run as root.
+
+mod common;
+use common::*;
+
+#[test]
+fn chain_of_five_rtt_is_the_sum_of_delays() {
+    let _g = serial();
+    let base = {
+        let lab = Lab::up("t-base5", &chain("t-base5", &[0.0; 4], ""));
+        lab.ping("n1", "n5", 200, 0.01).2
+    };
+    let lab = Lab::up("t-chain5", &chain("t-chain5", &[5.0; 4], ""));
+    let (sent, recv, rtt) = lab.ping("n1", "n5", 200, 0.01);
+    assert_eq!(sent, recv);
+    let expect = 40.0 + base;
+    eprintln!("unimpaired RTT {base:.3} ms, with 4 x 5 ms: {rtt:.3} ms (expect {expect:.3} ± 0.5)");
+    assert!((rtt - expect).abs() <= 0.5, "RTT {rtt} ms, expected {expect} ± 0.5 ms");
+    // Names resolve through the lab's /etc/hosts.
+    let (_, r, _) = lab.ping("n1", "n5", 1, 0.2);
+    assert_eq!(r, 1);
+}
+
+#[test]
+fn chain_with_unequal_delays() {
+    let _g = serial();
+    // One-way: the delays apply from n1 toward n5 only.
+    let mut y = chain("t-chain650", &[0.0; 4], "");
+    for (i, d) in [50, 100, 200, 300].iter().enumerate() {
+        y = y.replacen(&format!("[n{}, n{}]\n    delay: 0ms\n", i + 1, i + 2), &format!("[n{}, n{}]\n    forward: {{delay: {d}ms}}\n", i + 1, i + 2), 1);
+    }
+    let lab = Lab::up("t-chain650", &y);
+    let (sent, recv, rtt) = lab.ping("n1", "n5", 10, 0.2);
+    assert_eq!(sent, recv);
+    eprintln!("RTT {rtt:.3} ms, expected 650 ± 1");
+    assert!((rtt - 650.0).abs() <= 1.0, "RTT {rtt} ms");
+}
+
+#[test]
+fn tcp_goodput_follows_bandwidth() {
+    let _g = serial();
+    for (rate, bps) in [("10Mbit", 10e6), ("100Mbit", 100e6), ("1Gbit", 1e9)] {
+        let y = format!(
+            "name: t-bw\naddressing: {{ipv6: none}}\nnodes: {{a: {{run: ['iperf3 -s -D']}}, b: {{}}}}\nlinks:\n  - endpoints: [a, b]\n    bandwidth: {rate}\n"
+        );
+        let lab = Lab::up("t-bw", &y);
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let got = lab.iperf3("b", "10.0.0.1", 5);
+        let ratio = got / bps;
+        eprintln!("{rate}: {:.2} Mbit/s goodput = {:.1}%", got / 1e6, ratio * 100.0);
+        assert!((0.93..=1.01).contains(&ratio), "{rate}: goodput {:.1}% of the set rate", ratio * 100.0);
+    }
+}
+
+#[test]
+fn loss_on_four_links_compounds() {
+    let _g = serial();
+    let lab = Lab::up("t-loss", &chain("t-loss", &[0.0; 4], "    forward: {loss: 10%}\n"));
+    // Resolve neighbours (ARP crosses the lossy links too) before counting.
+    lab.exec("n1", &["ping", "-c", "20", "-i", "0.1", "-W", "1", "10.0.0.14"]);
+    let o = lab.exec("n1", &["ping", "-q", "-c", "3000", "-i", "0.002", "-W", "2", "10.0.0.14"]);
+    let (sent, recv, _) = parse_ping(&String::from_utf8_lossy(&o.stdout));
+    let n = sent as f64;
+    let loss = 1.0 - recv as f64 / n;
+    let p: f64 = 1.0 - 0.9f64.powi(4);
+    let half = 2.576 * (p * (1.0 - p) / n).sqrt();
+    eprintln!("{sent} probes, end-to-end loss {loss:.4}, expected {p:.4} ± {half:.4} (99%)");
+    assert!(sent >= 2000);
+    assert!((loss - p).abs() <= half, "loss {loss}");
+    // The counters agree: forward directions dropped, reverse ones did not.
+    let s = lab.status();
+    for l in s["links"].as_array().unwrap() {
+        assert!(l["forward"]["stats"]["drop_loss"].as_u64().unwrap() > 100);
+        assert_eq!(l["reverse"]["stats"]["drop_loss"].as_u64().unwrap(), 0);
+    }
+}
+
+#[test]
+fn runtime_link_changes() {
+    let _g = serial();
+    let lab = Lab::up("t-runtime", &chain("t-runtime", &[10.0], ""));
+    let (_, _, rtt) = lab.ping("n1", "n2", 20, 0.05);
+    assert!((rtt - 20.0).abs() < 0.5, "{rtt}");
+    // One direction only: n1 -> n2 gets 40 ms more.
+    let o = lab.vemu(&["link", "set", "n1:n2", "--direction", "forward", "--delay", "50ms"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let (_, _, rtt) = lab.ping("n1", "n2", 20, 0.05);
+    assert!((rtt - 60.0).abs() < 0.5, "{rtt}");
+    // Written the other way round, forward is n2 -> n1.
+    let o = lab.vemu(&["link", "set", "n2:n1", "--direction", "forward", "--delay", "0ms"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let (_, _, rtt) = lab.ping("n1", "n2", 20, 0.05);
+    assert!((rtt - 50.0).abs() < 0.5, "{rtt}");
+    let s = lab.status();
+    assert_eq!(s["links"][0]["forward"]["impairments"]["delay_ns"], 50_000_000);
+    assert_eq!(s["links"][0]["reverse"]["impairments"]["delay_ns"], 0);
+
+    // Down: nothing gets through, and the drops are counted as such.
+    assert!(lab.vemu(&["link", "down", "n1:n2"]).status.success());
+    let (sent, recv, _) = lab.ping("n1", "n2", 5, 0.1);
+    assert_eq!((sent, recv), (5, 0));
+    assert!(lab.status()["links"][0]["forward"]["stats"]["drop_down"].as_u64().unwrap() >= 5);
+    assert!(lab.vemu(&["link", "up", "n1:n2"]).status.success());
+    let (sent, recv, _) = lab.ping("n1", "n2", 5, 0.1);
+    assert_eq!(sent, recv);
+
+    // A bad value changes nothing and says why.
+    let o = lab.vemu(&["link", "set", "n1:n2", "--loss", "150%"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).contains("between 0% and 100%"), "{}", text(&o));
+    let o = lab.vemu(&["link", "set", "n1:n9", "--delay", "1ms"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).contains("no node named 'n9'"), "{}", text(&o));
+}
+
+#[test]
+fn exec_passes_status_and_runs_in_the_node() {
+    let _g = serial();
+    let lab = Lab::up("t-exec", &chain("t-exec", &[1.0], ""));
+    assert_eq!(lab.exec("n1", &["sh", "-c", "exit 7"]).status.code(), Some(7));
+    let o = lab.exec("n2", &["hostname"]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "n2");
+    let o = lab.exec("n1", &["cat", "/sys/class/net/eth0/address"]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "02:00:00:00:00:00");
+    let o = lab.exec("n9", &["true"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).contains("no node 'n9'"));
+    let o = lab.exec("n1", &["no-such-program-xyz"]);
+    assert_eq!(o.status.code(), Some(127));
+}
+
+#[test]
+fn bad_scenarios_are_rejected_and_build_nothing() {
+    let _g = serial();
+    let cases: &[(&str, &str, &str)] = &[
+        ("t-bad1", "nodes: {a: {}, b: {}}\nlinks:\n  - endpoints: [a, c]\n", "unknown node 'c'"),
+        ("t-bad2", "nodes:\n  a: {}\n  a: {}\n", "'a' is given twice"),
+        ("t-bad3", "nodes: {a: {}, b: {}}\nlinks:\n  - {endpoints: [a, b], loss: 150%}\n", "between 0% and 100%"),
+        ("t-bad4", "nodes: {a: {}, b: {}}\nlinks:\n  - {endpoints: [a, b], delay: -5ms}\n", "must not be negative"),
+        ("t-bad5", "nodes: {a: {}, b: {}}\nlinks:\n  - {endpoints: [a, b], bandwidth: 5 furlongs}\n", "unknown unit 'furlongs'"),
+        ("t-bad6", "nodes: {a: {}, b: {}\nlinks: [\n", "YAML syntax error"),
+    ];
+    for (name, yaml, expect) in cases {
+        let path = write_scenario(name, &format!("name: {name}\n{yaml}"));
+        let o = vemu(&["up", path.to_str().unwrap()]);
+        let msg = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{name}: {msg}");
+        assert!(msg.contains(expect), "{name}: {msg}");
+        assert!(msg.contains(&format!("{name}.yaml:")), "{name}: message names the file: {msg}");
+        assert!(lab_netns(name).is_empty(), "{name}: a namespace was created");
+        assert!(!std::path::Path::new("/run/vemu").join(name).exists(), "{name}: state was created");
+    }
+    let o = vemu(&["up", "/nonexistent/lab.yaml"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).contains("/nonexistent/lab.yaml: cannot read"), "{}", text(&o));
+}
+
+fn pids_of(pattern: &str) -> Vec<u32> {
+    let o = std::process::Command::new("pgrep").args(["-f", pattern]).output().unwrap();
+    String::from_utf8_lossy(&o.stdout).lines().filter_map(|l| l.trim().parse().ok()).collect()
+}
+
+#[test]
+fn kill_9_then_clean_leaves_nothing() {
+    let _g = serial();
+    let name = "t-crash";
+    let yaml = "name: t-crash\nnodes:\n  a: {run: ['sleep 7777', 'iperf3 -s -D']}\n  b: {}\nlinks:\n  - {endpoints: [a, b], delay: 1ms}\n";
+    let path = write_scenario(name, yaml);
+    let o = vemu(&["up", path.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    let status: serde_json::Value = serde_json::from_slice(&vemu(&["status", "--lab", name, "--json"]).stdout).unwrap();
+    let pid = status["pid"].as_u64().unwrap() as i32;
+    assert!(!pids_of("sleep 7777").is_empty());
+    assert!(std::process::Command::new("kill").args(["-9", &pid.to_string()]).status().unwrap().success());
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let o = vemu(&["ls"]);
+    assert!(text(&o).contains("t-crash\tleft behind by a crash"), "{}", text(&o));
+    let o = vemu(&["clean"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(lab_netns(name).is_empty(), "namespaces remain");
+    assert!(pids_of("sleep 7777").is_empty(), "node processes remain");
+    assert!(!std::path::Path::new("/run/vemu").join(name).exists());
+    // Killed: gone, or a zombie waiting for init to reap it (it holds nothing).
+    let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = state.rsplit(')').next().unwrap_or("").trim_start().chars().next();
+    assert!(matches!(state, None | Some('Z')), "controller remains ({state:?})");
+    // And the same scenario comes up again.
+    let o = vemu(&["up", path.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = vemu(&["down", "--lab", name]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(lab_netns(name).is_empty());
+}
+
+#[test]
+fn labs_side_by_side() {
+    let _g = serial();
+    let a = Lab::up("t-side-a", &chain("t-side-a", &[1.0], ""));
+    let b = Lab::up("t-side-b", &chain("t-side-b", &[3.0], ""));
+    // Without --lab, a command that acts on one lab asks which.
+    let o = vemu(&["status"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).contains("say which with --lab"), "{}", text(&o));
+    let (_, _, ra) = a.ping("n1", "n2", 10, 0.05);
+    let (_, _, rb) = b.ping("n1", "n2", 10, 0.05);
+    assert!((ra - 2.0).abs() < 0.5 && (rb - 6.0).abs() < 0.5, "{ra} {rb}");
+    // The same name cannot run twice.
+    let path = write_scenario("t-side-a", &chain("t-side-a", &[1.0], ""));
+    let o = vemu(&["up", path.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o).contains("already running"), "{}", text(&o));
+}
+
+#[test]
+fn run_commands_are_supervised_and_logged() {
+    let _g = serial();
+    let yaml = "name: t-run\nnodes:\n  a: {run: ['echo hello from $VEMU_NODE', 'exit 3']}\n  b: {}\nlinks:\n  - endpoints: [a, b]\n";
+    let lab = Lab::up("t-run", yaml);
+    std::thread::sleep(std::time::Duration::from_millis(4500));
+    let log = std::fs::read_to_string("/var/log/vemu/t-run/a.log").unwrap();
+    assert!(log.contains("hello from a"), "{log}");
+    let s = lab.status();
+    let procs = s["nodes"][0]["processes"].as_array().unwrap();
+    assert_eq!(procs[0]["state"], "done");
+    assert_eq!(procs[1]["state"], "failed", "{procs:?}");
+    assert_eq!(procs[1]["restarts"], 3);
+}

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Install what vemu needs to build, run its demo and its tests. Idempotent; run as root.
+set -euo pipefail
+
+need_pkgs=()
+for p in iperf3 iputils-ping iproute2 procps; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need_pkgs+=("$p")
+done
+if [ "${#need_pkgs[@]}" -gt 0 ]; then
+    echo "setup: installing ${need_pkgs[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
+fi
+
+# Rust: the machine's rustup toolchain, or Debian's cargo as a fallback.
+if ! command -v cargo >/dev/null 2>&1 && [ -x "$HOME/.cargo/bin/cargo" ]; then
+    export PATH="$HOME/.cargo/bin:$PATH"
+fi
+if ! command -v cargo >/dev/null 2>&1; then
+    echo "setup: installing Debian's cargo"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq cargo >/dev/null
+fi
