@@ -2,13 +2,7 @@
 # The main job: build vemu, bring up examples/quickstart.yaml, show ping and iperf3
 # across the emulated links, take the lab down. Run as root.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-if [ "$(id -u)" -ne 0 ]; then
-    echo "vemu creates network namespaces: run as root (sudo $0)" >&2
-    exit 1
-fi
-./scripts/setup.sh
-export PATH="$HOME/.cargo/bin:$PATH"
+. "$(dirname "$0")/../scripts/setup.sh"
 cargo build --release --quiet
 vemu=./target/release/vemu
 trap '$vemu down --lab quickstart >/dev/null 2>&1 || true' EXIT

@@ -1,6 +1,10 @@
-#!/usr/bin/env bash
-# Install what vemu needs to build, run its demo and its tests. Idempotent; run as root.
-set -euo pipefail
+# Sourced by the other scripts (`. scripts/setup.sh`): checks for root, installs what
+# vemu needs to build, run its demo and its tests (idempotently), and puts cargo on PATH.
+if [ "$(id -u)" -ne 0 ]; then
+    echo "vemu creates network namespaces and devices: run as root (sudo $0)" >&2
+    exit 1
+fi
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 need_pkgs=()
 for p in iperf3 iputils-ping iproute2 procps; do
@@ -14,9 +18,7 @@ if [ "${#need_pkgs[@]}" -gt 0 ]; then
 fi
 
 # Rust: the machine's rustup toolchain, or Debian's cargo as a fallback.
-if ! command -v cargo >/dev/null 2>&1 && [ -x "$HOME/.cargo/bin/cargo" ]; then
-    export PATH="$HOME/.cargo/bin:$PATH"
-fi
+export PATH="$HOME/.cargo/bin:$PATH"
 if ! command -v cargo >/dev/null 2>&1; then
     echo "setup: installing Debian's cargo"
     export DEBIAN_FRONTEND=noninteractive

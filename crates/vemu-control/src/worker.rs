@@ -127,13 +127,16 @@ impl LocalWorker {
         if let Some(mut s) = self.supervisor.take() {
             s.stop();
         }
+        // Processes and namespaces first, so nothing in a node sees its interfaces
+        // vanish while it still runs; then the engine closes the TAP devices.
+        let removed = match self.lab.take() {
+            Some(paths) => vemu_host::remove_lab(&paths.lab),
+            None => Ok(()),
+        };
         if let Some(e) = self.engine.take() {
             e.stop();
         }
-        match self.lab.take() {
-            Some(paths) => vemu_host::remove_lab(&paths.lab),
-            None => Ok(()),
-        }
+        removed
     }
 
     fn engine(&self) -> Result<&Engine> {

@@ -273,6 +273,23 @@ impl Ord for Pending {
 
 const WAKE_TOKEN: u64 = u64::MAX;
 
+/// Threads closing TAP devices at once when the engine stops.
+const CLOSE_THREADS: usize = 32;
+
+/// Close TAP descriptors from many threads: each close unregisters a device and then
+/// waits for the kernel's RCU barriers (~30 ms here), waits that overlap when the
+/// closes run side by side (one by one, 1000 nodes took 36 s to tear down).
+fn close_all(fds: Vec<OwnedFd>) {
+    let per = fds.len().div_ceil(CLOSE_THREADS).max(1);
+    let mut fds = fds;
+    std::thread::scope(|s| {
+        while !fds.is_empty() {
+            let chunk: Vec<OwnedFd> = fds.drain(..per.min(fds.len())).collect();
+            s.spawn(move || drop(chunk));
+        }
+    });
+}
+
 struct Shard {
     links: Vec<LinkState>,
     rx: Receiver<Control>,
@@ -366,7 +383,10 @@ impl Shard {
                     }
                     let _ = done.send(());
                 }
-                Control::Stop => return false,
+                Control::Stop => {
+                    close_all(std::mem::take(&mut self.links).into_iter().flat_map(|l| l.fds).collect());
+                    return false;
+                }
             }
         }
         true

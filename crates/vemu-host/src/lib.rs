@@ -4,9 +4,11 @@
 //! Interfaces are TAP devices created directly inside the node and configured through
 //! netlink from one process.
 //!
-//! Every object carries the lab's name: `/run/netns/vemu-LAB.NODE` (so `ip netns`
-//! lists nodes) and `/run/vemu/LAB/`. [`remove_lab`] removes all of it, also after a
-//! crash.
+//! Every object carries the lab's name. A lab's state lives on a tmpfs of its own at
+//! `/run/vemu/LAB/`, where the namespaces are pinned; `/run/netns/vemu-LAB.NODE` is a
+//! symlink to the pinned network namespace, so that `ip netns` lists and enters nodes.
+//! [`remove_lab`] removes all of it, also after a crash, with one lazy unmount of the
+//! lab's tmpfs (unmounting namespaces one by one costs an RCU grace period each).
 
 pub mod netlink;
 pub mod tap;
@@ -45,8 +47,13 @@ impl LabPaths {
     pub fn netns_name(&self, node: &str) -> String {
         format!("{NETNS_PREFIX}{}.{node}", self.lab)
     }
+    /// The symlink `ip netns` sees.
     pub fn netns(&self, node: &str) -> PathBuf {
         Path::new(NETNS_DIR).join(self.netns_name(node))
+    }
+    /// Where the network namespace is pinned.
+    pub fn netns_pin(&self, node: &str) -> PathBuf {
+        self.dir.join("netns").join(node)
     }
     pub fn uts(&self, node: &str) -> PathBuf {
         self.dir.join("uts").join(node)
@@ -95,7 +102,10 @@ pub fn prepare_lab(paths: &LabPaths, hosts: &str, nodes: &[NodePlan]) -> Result<
     make_shared_dir(NETNS_DIR)?;
     make_shared_dir(STATE_DIR)?;
     fs::create_dir(&paths.dir).with_context(|| format!("creating {}", paths.dir.display()))?;
+    mount(Some("vemu"), &paths.dir, Some("tmpfs"), MsFlags::MS_NOSUID | MsFlags::MS_NODEV, Some("mode=0755"))
+        .with_context(|| format!("mounting a tmpfs on {}", paths.dir.display()))?;
     fs::create_dir(paths.dir.join("uts"))?;
+    fs::create_dir(paths.dir.join("netns"))?;
     fs::create_dir_all(paths.log_dir()).with_context(|| format!("creating {}", paths.log_dir().display()))?;
     fs::write(paths.hosts(), hosts)?;
     for n in nodes {
@@ -135,7 +145,9 @@ pub fn create_node(paths: &LabPaths, node: &NodePlan) -> Result<Vec<OwnedFd>> {
         .spawn(move || -> Result<Vec<OwnedFd>> {
             unshare(CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWUTS).context("creating namespaces")?;
             nix::unistd::sethostname(&node.name).context("setting the hostname")?;
-            pin_ns("net", &paths.netns(&node.name))?;
+            pin_ns("net", &paths.netns_pin(&node.name))?;
+            std::os::unix::fs::symlink(paths.netns_pin(&node.name), paths.netns(&node.name))
+                .with_context(|| format!("creating {}", paths.netns(&node.name).display()))?;
             pin_ns("uts", &paths.uts(&node.name))?;
             write_sysctl("/proc/sys/net/ipv4/ip_forward", "1")?;
             write_sysctl("/proc/sys/net/ipv6/conf/all/forwarding", "1")?;
@@ -263,14 +275,6 @@ pub fn kill_processes(netns: &[PathBuf], grace: Duration) {
     }
 }
 
-fn unpin(path: &Path) -> Result<()> {
-    let _ = umount2(path, MntFlags::MNT_DETACH);
-    match fs::remove_file(path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e).with_context(|| format!("removing {}", path.display())),
-        _ => Ok(()),
-    }
-}
-
 /// Names of the labs that have anything in the kernel or in the state directory.
 pub fn labs_present() -> Vec<String> {
     let mut labs: Vec<String> = Vec::new();
@@ -302,22 +306,23 @@ pub fn lab_netns(lab: &str) -> Vec<PathBuf> {
 /// TAP devices go with the namespaces (and with the engine that holds them).
 pub fn remove_lab(lab: &str) -> Result<()> {
     let paths = LabPaths::new(lab);
-    let netns = lab_netns(lab);
-    kill_processes(&netns, Duration::from_millis(500));
-    let mut errors = Vec::new();
-    for p in &netns {
-        if let Err(e) = unpin(p) {
-            errors.push(format!("{e:#}"));
-        }
+    let links = lab_netns(lab);
+    let mut pins: Vec<PathBuf> = links.clone();
+    if let Ok(d) = fs::read_dir(paths.dir.join("netns")) {
+        pins.extend(d.flatten().map(|e| e.path()));
     }
-    if let Ok(d) = fs::read_dir(paths.dir.join("uts")) {
-        for e in d.flatten() {
-            if let Err(e) = unpin(&e.path()) {
-                errors.push(format!("{e:#}"));
+    kill_processes(&pins, Duration::from_millis(500));
+    let mut errors = Vec::new();
+    for l in &links {
+        if let Err(e) = fs::remove_file(l) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                errors.push(format!("removing {}: {e}", l.display()));
             }
         }
     }
     if paths.dir.exists() {
+        // One lazy unmount takes the lab's tmpfs and every namespace pinned on it.
+        let _ = umount2(&paths.dir, MntFlags::MNT_DETACH);
         if let Err(e) = fs::remove_dir_all(&paths.dir) {
             errors.push(format!("removing {}: {e}", paths.dir.display()));
         }

@@ -83,33 +83,27 @@ impl Default for Addressing {
 const IMPAIRMENT_KEYS: &[&str] =
     &["bandwidth", "delay", "jitter", "loss", "duplicate", "corrupt", "reorder", "queue", "mtu"];
 
-/// Lab names become part of namespace and directory names.
-pub fn valid_lab_name(name: &str) -> Result<(), String> {
+/// A name of 1-32 letters, digits, '-' or '_' whose first character passes `first`.
+fn valid_name(kind: &str, name: &str, first: fn(&char) -> bool, first_desc: &str) -> Result<(), String> {
     let ok = !name.is_empty()
         && name.len() <= 32
-        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.chars().next().as_ref().is_some_and(first)
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "lab name '{name}' must be 1-32 characters of letters, digits, '-' or '_', starting with a letter or digit"
-        ))
+        Err(format!("{kind} name '{name}' must be 1-32 characters of letters, digits, '-' or '_', starting with {first_desc}"))
     }
 }
 
+/// Lab names become part of namespace and directory names.
+pub fn valid_lab_name(name: &str) -> Result<(), String> {
+    valid_name("lab", name, char::is_ascii_alphanumeric, "a letter or digit")
+}
+
+/// Node names are also host names.
 fn valid_node_name(name: &str) -> Result<(), String> {
-    let ok = !name.is_empty()
-        && name.len() <= 32
-        && name.starts_with(|c: char| c.is_ascii_alphabetic())
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "node name '{name}' must be 1-32 characters of letters, digits, '-' or '_', starting with a letter"
-        ))
-    }
+    valid_name("node", name, char::is_ascii_alphabetic, "a letter")
 }
 
 fn valid_iface_name(name: &str) -> Result<(), String> {

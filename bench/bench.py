@@ -1,0 +1,259 @@
+#!/usr/bin/env python3
+"""vemu benchmarks: each experiment writes CSV and PNG under bench/out/ and prints a summary.
+
+  bench.py link    unimpaired link: TCP throughput through vemu vs a raw veth pair
+  bench.py chain   chains of 1..16 hops: RTT and TCP throughput, vemu vs a kernel veth chain
+  bench.py scale   start-up / tear-down time and memory for labs of 10, 100, 1000 nodes
+  bench.py all     all of the above
+
+Run as root from the repository (after `cargo build --release`).
+"""
+
+import csv
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OUT = os.path.join(ROOT, "bench", "out")
+VEMU = os.path.join(ROOT, "target", "release", "vemu")
+
+
+def sh(*args, check=True, capture=True):
+    r = subprocess.run(list(args), capture_output=capture, text=True)
+    if check and r.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)} failed: {r.stdout}{r.stderr}")
+    return r.stdout
+
+
+def vemu(*args, check=True):
+    return sh(VEMU, *args, check=check)
+
+
+def up(name, yaml):
+    path = os.path.join(tempfile.gettempdir(), f"bench-{name}.yaml")
+    with open(path, "w") as f:
+        f.write(yaml)
+    t0 = time.monotonic()
+    vemu("up", path, "--name", name)
+    return time.monotonic() - t0
+
+
+def down(name):
+    t0 = time.monotonic()
+    vemu("down", "--lab", name, check=False)
+    return time.monotonic() - t0
+
+
+def iperf(prefix, server_ip, seconds=5):
+    """TCP goodput in bit/s; prefix runs a command in the client's namespace."""
+    out = sh(*prefix, "iperf3", "-c", server_ip, "-t", str(seconds), "-O", "1", "-J")
+    return json.loads(out)["end"]["sum_received"]["bits_per_second"]
+
+
+def ping_avg(prefix, target, count=50):
+    sh(*prefix, "ping", "-c", "2", "-i", "0.1", target, check=False)
+    out = sh(*prefix, "ping", "-q", "-c", str(count), "-i", "0.01", target)
+    line = [l for l in out.splitlines() if l.startswith("rtt")][0]
+    return float(line.split("=")[1].split("/")[1])
+
+
+def chain_yaml(name, hops, server=True):
+    nodes = "".join(f"  n{i}: {{}}\n" for i in range(1, hops + 2))
+    if server:
+        nodes = nodes.replace(f"  n{hops + 1}: {{}}", f"  n{hops + 1}: {{run: ['iperf3 -s -D']}}")
+    links = "".join(f"  - endpoints: [n{i}, n{i + 1}]\n" for i in range(1, hops + 1))
+    return f"name: {name}\naddressing: {{ipv6: none}}\nnodes:\n{nodes}links:\n{links}"
+
+
+class VethChain:
+    """The kernel baseline: namespaces joined by veth pairs, forwarding in the kernel."""
+
+    def __init__(self, hops):
+        self.hops = hops
+        self.ns = [f"kb{i}" for i in range(1, hops + 2)]
+        for n in self.ns:
+            sh("ip", "netns", "add", n)
+            sh("ip", "-n", n, "link", "set", "lo", "up")
+            sh("ip", "netns", "exec", n, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+        for i in range(hops):
+            a, b = self.ns[i], self.ns[i + 1]
+            sh("ip", "link", "add", "kbv", "netns", a, "type", "veth", "peer", "name", "kbw", "netns", b)
+            sh("ip", "-n", a, "link", "set", "kbv", "name", f"r{i}")
+            sh("ip", "-n", b, "link", "set", "kbw", "name", f"l{i}")
+            sh("ip", "-n", a, "addr", "add", f"10.200.{i}.1/30", "dev", f"r{i}")
+            sh("ip", "-n", b, "addr", "add", f"10.200.{i}.2/30", "dev", f"l{i}")
+            sh("ip", "-n", a, "link", "set", f"r{i}", "up")
+            sh("ip", "-n", b, "link", "set", f"l{i}", "up")
+        for k, n in enumerate(self.ns):
+            for i in range(self.hops):
+                if i == k or i == k - 1:
+                    continue
+                via = f"10.200.{k}.2" if i > k else f"10.200.{k - 1}.1"
+                sh("ip", "-n", n, "route", "add", f"10.200.{i}.0/30", "via", via)
+        sh("ip", "netns", "exec", self.ns[-1], "iperf3", "-s", "-D")
+        self.server = f"10.200.{hops - 1}.2"
+        time.sleep(0.3)
+
+    def prefix(self, i=0):
+        return ["ip", "netns", "exec", self.ns[i]]
+
+    def close(self):
+        for n in self.ns:
+            pids = sh("ip", "netns", "pids", n, check=False).split()
+            for p in pids:
+                sh("kill", "-9", p, check=False)
+            sh("ip", "netns", "del", n, check=False)
+
+
+def write_csv(name, header, rows):
+    os.makedirs(OUT, exist_ok=True)
+    path = os.path.join(OUT, name)
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        w.writerows(rows)
+    return path
+
+
+def plot(name, title, xlabel, ylabel, series, logx=False, logy=False):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for label, xs, ys in series:
+        ax.plot(xs, ys, marker="o", label=label)
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if logx:
+        ax.set_xscale("log")
+    if logy:
+        ax.set_yscale("log")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    path = os.path.join(OUT, name)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def bench_link():
+    rows = []
+    for rep in range(3):
+        k = VethChain(1)
+        try:
+            veth = iperf(k.prefix(0), k.server)
+        finally:
+            k.close()
+        up("bl", chain_yaml("bl", 1))
+        try:
+            time.sleep(0.3)
+            v = iperf(["sh", "-c", f"exec {VEMU} exec --lab bl n1 -- \"$@\"", "-"], "10.0.0.2")
+        finally:
+            down("bl")
+        rows.append([rep, veth / 1e9, v / 1e9, v / veth])
+    write_csv("link.csv", ["run", "veth_gbps", "vemu_gbps", "ratio"], rows)
+    plot(
+        "link.png",
+        "Unimpaired link: TCP goodput (iperf3)",
+        "run",
+        "Gbit/s",
+        [("raw veth pair", [r[0] for r in rows], [r[1] for r in rows]), ("vemu link", [r[0] for r in rows], [r[2] for r in rows])],
+    )
+    mean = lambda i: sum(r[i] for r in rows) / len(rows)
+    print(f"link: veth {mean(1):.2f} Gbit/s, vemu {mean(2):.2f} Gbit/s, ratio {mean(3):.3f} (mean of {len(rows)} runs)")
+
+
+def bench_chain():
+    rows = []
+    for hops in [1, 2, 4, 8, 12, 16]:
+        k = VethChain(hops)
+        try:
+            k_rtt = ping_avg(k.prefix(0), k.server)
+            k_bw = iperf(k.prefix(0), k.server)
+        finally:
+            k.close()
+        name = "bc"
+        up(name, chain_yaml(name, hops))
+        try:
+            time.sleep(0.3)
+            target = f"10.0.0.{4 * (hops - 1) + 2}"
+            pre = ["sh", "-c", f"exec {VEMU} exec --lab {name} n1 -- \"$@\"", "-"]
+            v_rtt = ping_avg(pre, target)
+            v_bw = iperf(pre, target)
+        finally:
+            down(name)
+        rows.append([hops, k_rtt, v_rtt, k_bw / 1e9, v_bw / 1e9])
+        print(f"chain {hops:2d} hops: RTT kernel {k_rtt:.3f} ms vemu {v_rtt:.3f} ms; TCP kernel {k_bw/1e9:.2f} vemu {v_bw/1e9:.2f} Gbit/s")
+    write_csv("chain.csv", ["hops", "kernel_rtt_ms", "vemu_rtt_ms", "kernel_gbps", "vemu_gbps"], rows)
+    hops = [r[0] for r in rows]
+    plot("chain_rtt.png", "Chain: unimpaired RTT vs hops", "hops", "RTT (ms)", [("kernel veth chain", hops, [r[1] for r in rows]), ("vemu", hops, [r[2] for r in rows])])
+    plot("chain_tcp.png", "Chain: TCP goodput vs hops", "hops", "Gbit/s", [("kernel veth chain", hops, [r[3] for r in rows]), ("vemu", hops, [r[4] for r in rows])])
+
+
+def mem_available_kib():
+    for line in open("/proc/meminfo"):
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1])
+    return 0
+
+
+def rss_kib(pid):
+    try:
+        for line in open(f"/proc/{pid}/status"):
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def bench_scale():
+    rows = []
+    for n in [10, 100, 1000]:
+        for routing in ["static", "none"]:
+            if routing == "static" and n > 100:
+                # Full static routes are n * links entries (1M for 1000 nodes); see README.
+                continue
+            name = "bs"
+            # A tree: node i hangs off node i // 2 (a connected lab with n - 1 links).
+            nodes = "".join(f"  n{i}: {{}}\n" for i in range(1, n + 1))
+            links = "".join(f"  - endpoints: [n{i // 2}, n{i}]\n" for i in range(2, n + 1))
+            yaml = f"name: {name}\nrouting: {routing}\naddressing: {{ipv6: none}}\nnodes:\n{nodes}links:\n{links}"
+            time.sleep(3)  # let the kernel finish freeing the previous lab
+            mem0 = mem_available_kib()
+            t_up = up(name, yaml)
+            status = json.loads(vemu("status", "--lab", name, "--json"))
+            rss = rss_kib(status["pid"])
+            mem1 = mem_available_kib()
+            t_down = down(name)
+            rows.append([n, routing, t_up, t_down, rss / 1024, (mem0 - mem1) / 1024])
+            print(f"scale {n:5d} nodes, routing {routing:6s}: up {t_up:6.2f} s, down {t_down:6.2f} s, controller RSS {rss/1024:6.1f} MiB, machine memory used {(mem0-mem1)/1024:7.1f} MiB")
+    write_csv("scale.csv", ["nodes", "routing", "up_s", "down_s", "controller_rss_mib", "system_mem_mib"], rows)
+    none = [r for r in rows if r[1] == "none"]
+    ns = [r[0] for r in none]
+    plot("scale_time.png", "Lab start-up / tear-down (tree, routing: none)", "nodes", "seconds", [("up", ns, [r[2] for r in none]), ("down", ns, [r[3] for r in none])], logx=True, logy=True)
+    plot("scale_mem.png", "Lab memory (tree, routing: none)", "nodes", "MiB", [("controller RSS", ns, [r[4] for r in none]), ("machine (MemAvailable drop)", ns, [r[5] for r in none])], logx=True, logy=True)
+
+
+def main():
+    if os.geteuid() != 0:
+        sys.exit("benchmarks create namespaces: run as root")
+    which = sys.argv[1] if len(sys.argv) > 1 else "all"
+    todo = {"link": [bench_link], "chain": [bench_chain], "scale": [bench_scale], "all": [bench_link, bench_chain, bench_scale]}
+    if which not in todo:
+        sys.exit(__doc__)
+    for f in todo[which]:
+        f()
+    print(f"CSV and PNG files are in {OUT}")
+
+
+if __name__ == "__main__":
+    main()
