@@ -87,6 +87,14 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
     for (li, l) in s.links.iter().enumerate() {
         let addrs = link_addresses(l, &mut v4, &mut v6, s, &mut errors);
         let mtu = [l.forward.mtu, l.reverse.mtu].into_iter().flatten().min().unwrap_or(DEFAULT_MTU);
+        if mtu < 1280 && addrs.iter().flatten().any(|a| a.addr().is_ipv6()) {
+            err(
+                &mut errors,
+                l.mark,
+                &format!("{}.mtu", l.field),
+                format!("IPv6 needs an MTU of at least 1280 bytes, got {mtu} (raise it, or set addressing: {{ipv6: none}})"),
+            );
+        }
         let mut refs = [EndpointRef { node: 0, iface: 0 }; 2];
         for (k, e) in l.ends.iter().enumerate() {
             let name = match &e.iface {

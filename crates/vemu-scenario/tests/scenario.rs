@@ -177,3 +177,10 @@ fn gateway_must_be_connected() {
     let m = one_error("nodes:\n  a: {routes: [{dst: 1.2.3.0/24, via: 9.9.9.9}]}\n  b: {}\nlinks:\n  - endpoints: [a, b]\n");
     assert!(m.contains("gateway 9.9.9.9 is not on any subnet of node 'a'"), "{m}");
 }
+
+#[test]
+fn small_mtu_with_ipv6_is_an_error() {
+    let m = one_error("nodes: {a: {}, b: {}}\nlinks:\n  - {endpoints: [a, b], mtu: 100}\n");
+    assert!(m.contains("t.yaml:3:5: links[0].mtu: IPv6 needs an MTU of at least 1280 bytes, got 100"), "{m}");
+    ok("addressing: {ipv6: none}\nnodes: {a: {}, b: {}}\nlinks:\n  - {endpoints: [a, b], mtu: 100}\n");
+}

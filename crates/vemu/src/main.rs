@@ -456,7 +456,10 @@ fn clean(all: bool) -> Result<()> {
     for lab in targets {
         let paths = LabPaths::new(&lab);
         if let Some(pid) = std::fs::read_to_string(paths.pid_file()).ok().and_then(|s| s.trim().parse::<i32>().ok()) {
-            let is_vemu = std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c.windows(6).any(|w| w == b"daemon"));
+            // Only a vemu controller: argv is `.../vemu daemon`.
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let argv: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+            let is_vemu = argv.len() >= 2 && argv[0].ends_with(b"vemu") && argv[1] == b"daemon";
             if is_vemu {
                 // SAFETY: plain kill(2).
                 unsafe { libc::kill(pid, libc::SIGKILL) };
@@ -546,13 +549,13 @@ fn print_status(s: &LabStatus) {
         "LINK", "UP", "DIR", "RX FRAMES", "TX FRAMES", "TX BYTES", "LOSS", "QUEUE", "DOWN"
     );
     for l in &s.links {
-        for (arrow, d) in [(format!("{} -> {}", l.a, l.b), &l.forward), (format!("{} -> {}", l.b, l.a), &l.reverse)] {
+        for (dir, arrow, d) in [("fwd", format!("{} -> {}", l.a, l.b), &l.forward), ("rev", format!("{} -> {}", l.b, l.a), &l.reverse)] {
             let st = &d.stats;
             println!(
                 "{:<16} {:<4} {:<4} {:>10} {:>10} {:>12} {:>8} {:>8} {:>8}  {} ({})",
                 l.name,
                 if l.up { "yes" } else { "no" },
-                if std::ptr::eq(d, &l.forward) { "fwd" } else { "rev" },
+                dir,
                 st.rx_frames,
                 st.tx_frames,
                 st.tx_bytes,
