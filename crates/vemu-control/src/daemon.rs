@@ -237,10 +237,7 @@ pub fn run(plan: Plan, mut report: impl FnMut(Event)) -> Result<()> {
 
     let reply_to = stop.recv().ok().flatten();
     let _ = std::fs::remove_file(paths.socket());
-    let result = match call(ctl.lock().unwrap().worker.as_mut(), WorkerRequest::Teardown) {
-        Ok(_) => Ok(()),
-        Err(e) => Err(e),
-    };
+    let result = call(ctl.lock().unwrap().worker.as_mut(), WorkerRequest::Teardown).map(|_| ());
     if let Some((tx, written)) = reply_to {
         let _ = tx.send(result.clone());
         let _ = written.recv_timeout(std::time::Duration::from_secs(2));

@@ -51,14 +51,18 @@ pub struct Supervisor {
     thread: Option<JoinHandle<()>>,
 }
 
+fn open_log(paths: &LabPaths, node: &str) -> std::io::Result<std::fs::File> {
+    OpenOptions::new().create(true).append(true).open(paths.node_log(node))
+}
+
 fn log_line(paths: &LabPaths, node: &str, msg: &str) {
-    if let Ok(mut f) = OpenOptions::new().create(true).append(true).open(paths.log_dir().join(format!("{node}.log"))) {
+    if let Ok(mut f) = open_log(paths, node) {
         let _ = writeln!(f, "[vemu] {msg}");
     }
 }
 
 fn spawn(paths: &LabPaths, node: &str, command: &str) -> std::io::Result<Child> {
-    let log = OpenOptions::new().create(true).append(true).open(paths.log_dir().join(format!("{node}.log")))?;
+    let log = open_log(paths, node)?;
     let entry = NodeEntry::open(paths, node).map_err(std::io::Error::other)?;
     let mut cmd = Command::new("/bin/sh");
     cmd.arg("-c")

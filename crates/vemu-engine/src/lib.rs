@@ -456,15 +456,9 @@ impl Shard {
             }
             _ => vec![pkt.to_vec()],
         };
-        let single = pieces.len() == 1;
         for piece in pieces {
-            let (pf, pb) = if single {
-                (frames, bytes)
-            } else {
-                let ph = VnetHdr::parse(&piece);
-                let pg = if ph.gso_type != 0 { g } else { None };
-                gso::wire_size(pg.as_ref(), piece.len() - VNET_HDR_LEN)
-            };
+            // The super-frame's headers and MSS hold for each of its pieces.
+            let (pf, pb) = gso::wire_size(g.as_ref(), piece.len() - VNET_HDR_LEN);
             let out = d.offer(now, Offer { wire_frames: pf, wire_bytes: pb });
             let copies = [Some(out.first), out.duplicate];
             if out.duplicate.is_some() {

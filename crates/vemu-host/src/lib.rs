@@ -78,6 +78,10 @@ impl LabPaths {
     pub fn log_dir(&self) -> PathBuf {
         Path::new("/var/log/vemu").join(&self.lab)
     }
+    /// Output of a node's `run` commands.
+    pub fn node_log(&self, node: &str) -> PathBuf {
+        self.log_dir().join(format!("{node}.log"))
+    }
 }
 
 /// Make `dir` a shared mount point, as iproute2 does for /run/netns, so that namespace
@@ -297,7 +301,7 @@ pub fn labs_present() -> Vec<String> {
 
 /// Network namespaces of a lab, by what is in /run/netns.
 pub fn lab_netns(lab: &str) -> Vec<PathBuf> {
-    let prefix = format!("{NETNS_PREFIX}{lab}.");
+    let prefix = LabPaths::new(lab).netns_name("");
     let Ok(d) = fs::read_dir(NETNS_DIR) else { return Vec::new() };
     d.flatten().filter(|e| e.file_name().to_str().is_some_and(|n| n.starts_with(&prefix))).map(|e| e.path()).collect()
 }

@@ -202,6 +202,11 @@ fn resolve_lab(explicit: Option<String>) -> Result<String> {
     }
 }
 
+/// Connect to a running lab; a lab that is not running is the user's mistake.
+fn connect(lab: &str) -> Result<Client> {
+    Client::connect(lab).map_err(|e| user(e.to_string()))
+}
+
 fn load_plan(lab: &str) -> Result<Plan> {
     let path = LabPaths::new(lab).plan();
     let text = std::fs::read(&path).map_err(|_| user(format!("lab '{lab}' is not running (see 'vemu ls')")))?;
@@ -232,7 +237,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Cmd::Daemon => run_daemon()?,
         Cmd::Down { name, lab } => {
             let lab = resolve_lab(name.or(lab.lab))?;
-            Client::connect(&lab).map_err(|e| user(e.to_string()))?.call(&Request::Down)?;
+            connect(&lab)?.call(&Request::Down)?;
             eprintln!("lab '{lab}' is down");
         }
         Cmd::Ls => {
@@ -250,7 +255,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Cmd::Status { name, lab, json } => {
             let lab = resolve_lab(name.or(lab.lab))?;
-            let reply = Client::connect(&lab).map_err(|e| user(e.to_string()))?.call(&Request::Status)?;
+            let reply = connect(&lab)?.call(&Request::Status)?;
             let status = reply.status.ok_or_else(|| anyhow!("the controller sent no status"))?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&status)?);
@@ -431,7 +436,7 @@ fn link(cmd: LinkCmd) -> Result<()> {
         LinkCmd::Up { link, lab } => (lab.lab, Request::LinkState { link, up: true }),
     };
     let lab = resolve_lab(lab)?;
-    Client::connect(&lab).map_err(|e| user(e.to_string()))?.call(&req).map_err(|e| user(e.to_string()))?;
+    connect(&lab)?.call(&req).map_err(|e| user(e.to_string()))?;
     Ok(())
 }
 
