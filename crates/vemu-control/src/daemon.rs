@@ -9,13 +9,13 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::{bail, Context, Result};
 use nix::sys::signal::{SigSet, Signal};
-use vemu_engine::monotonic_ns;
+use vemu_engine::{monotonic_ns, DirStats, Target};
 use vemu_host::LabPaths;
 use vemu_link::Impairments;
 use vemu_scenario::Plan;
 
 use crate::worker::{LocalWorker, Worker, WorkerReply, WorkerRequest};
-use crate::{DirStatus, Direction, IfaceStatus, LabStatus, LinkStatus, NodeStatus, Reply, Request};
+use crate::{DirStatus, Direction, IfaceStatus, LabStatus, LinkStatus, MemberStatus, NodeStatus, Reply, Request, SegmentStatus};
 
 /// What the lab is doing while it comes up.
 #[derive(Debug, Clone)]
@@ -25,11 +25,19 @@ pub enum Event {
     Ready,
 }
 
+/// What the controller set on one link or segment port.
+#[derive(Debug, Clone)]
+struct PortState {
+    up: bool,
+    /// Forward and reverse (links), egress and ingress (segment ports).
+    imps: [Impairments; 2],
+}
+
 struct Controller {
     plan: Plan,
     worker: Box<dyn Worker>,
-    up: Vec<bool>,
-    imps: Vec<[Impairments; 2]>,
+    links: Vec<PortState>,
+    members: Vec<Vec<PortState>>,
     epoch_ns: u64,
 }
 
@@ -45,7 +53,41 @@ fn call(worker: &mut dyn Worker, req: WorkerRequest) -> Result<WorkerReply, Stri
     }
 }
 
+/// The links or segment ports a name given by the user means, each with the direction
+/// that its "forward" is: 0 or 1.
+fn resolve(plan: &Plan, spec: &str) -> Result<Vec<(Target, usize)>, String> {
+    let link_err = match plan.find_link(spec) {
+        Ok((i, reversed)) => return Ok(vec![(Target::Link(i), reversed as usize)]),
+        Err(e) => e,
+    };
+    if let Some(g) = plan.segment_index(spec) {
+        // A whole segment: "forward" is from the segment to each member.
+        return Ok((0..plan.segments[g].members.len()).map(|m| (Target::Member(g, m), 1)).collect());
+    }
+    if let Some((x, y)) = spec.split_once(':') {
+        for (seg, node, forward) in [(x, y, 1), (y, x, 0)] {
+            if let Some(g) = plan.segment_index(seg) {
+                let Some(ni) = plan.node_index(node) else {
+                    return Err(format!("no node named '{node}' in lab '{}'", plan.name));
+                };
+                return match plan.segments[g].members.iter().position(|m| m.end.node == ni) {
+                    Some(m) => Ok(vec![(Target::Member(g, m), forward)]),
+                    None => Err(format!("node '{node}' is not a member of segment '{seg}'")),
+                };
+            }
+        }
+    }
+    Err(if plan.segments.is_empty() { link_err } else { format!("{link_err}, and no segment port '{spec}' (write SEGMENT:NODE)") })
+}
+
 impl Controller {
+    fn state(&mut self, t: Target) -> &mut PortState {
+        match t {
+            Target::Link(l) => &mut self.links[l],
+            Target::Member(g, m) => &mut self.members[g][m],
+        }
+    }
+
     fn status(&mut self) -> Result<LabStatus, String> {
         let WorkerReply::Stats(stats) = call(self.worker.as_mut(), WorkerRequest::Stats)? else {
             return Err("unexpected worker reply".into());
@@ -73,6 +115,7 @@ impl Controller {
                 processes: procs.iter().filter(|p| p.node == n.name).cloned().collect(),
             })
             .collect();
+        let dir = |st: &PortState, c: &[DirStats; 2], d: usize| DirStatus { impairments: st.imps[d].clone(), stats: c[d].clone() };
         let links = self
             .plan
             .links
@@ -82,9 +125,35 @@ impl Controller {
                 name: l.name.clone(),
                 a: self.plan.endpoint_name(l.a),
                 b: self.plan.endpoint_name(l.b),
-                up: self.up[i],
-                forward: DirStatus { impairments: self.imps[i][0].clone(), stats: stats[i][0].clone() },
-                reverse: DirStatus { impairments: self.imps[i][1].clone(), stats: stats[i][1].clone() },
+                up: self.links[i].up,
+                forward: dir(&self.links[i], &stats.links[i], 0),
+                reverse: dir(&self.links[i], &stats.links[i], 1),
+            })
+            .collect();
+        let segments = self
+            .plan
+            .segments
+            .iter()
+            .enumerate()
+            .map(|(g, seg)| SegmentStatus {
+                name: seg.name.clone(),
+                capacity_bps: seg.capacity_bps,
+                stats: stats.segments[g].clone(),
+                members: seg
+                    .members
+                    .iter()
+                    .enumerate()
+                    .map(|(m, mp)| {
+                        let st = &self.members[g][m];
+                        MemberStatus {
+                            port: self.plan.endpoint_name(mp.end),
+                            vlan: mp.vlan,
+                            up: st.up,
+                            egress: dir(st, &stats.members[g][m], 0),
+                            ingress: dir(st, &stats.members[g][m], 1),
+                        }
+                    })
+                    .collect(),
             })
             .collect();
         Ok(LabStatus {
@@ -93,6 +162,7 @@ impl Controller {
             uptime_ns: monotonic_ns().saturating_sub(self.epoch_ns),
             nodes,
             links,
+            segments,
         })
     }
 
@@ -101,34 +171,41 @@ impl Controller {
         match req {
             Request::Status => Ok(Reply { status: Some(self.status()?), ..ok }),
             Request::LinkSet { link, direction, patch } => {
-                let (i, reversed) = self.plan.find_link(&link)?;
+                let targets = resolve(&self.plan, &link)?;
                 if patch.mtu.is_some() {
                     return Err("the MTU of a link cannot be changed while the lab runs".into());
                 }
-                let dirs: Vec<usize> = match (direction, reversed) {
-                    (Direction::Both, _) => vec![0, 1],
-                    (Direction::Forward, false) | (Direction::Reverse, true) => vec![0],
-                    _ => vec![1],
-                };
+                let changes: Vec<(Target, usize)> = targets
+                    .into_iter()
+                    .flat_map(|(t, fwd)| {
+                        let dirs = match direction {
+                            Direction::Both => vec![0, 1],
+                            Direction::Forward => vec![fwd],
+                            Direction::Reverse => vec![1 - fwd],
+                        };
+                        dirs.into_iter().map(move |d| (t, d))
+                    })
+                    .collect();
                 // Check every direction first, so that a bad value changes nothing.
-                for &d in &dirs {
-                    let mut imp = self.imps[i][d].clone();
+                for &(t, d) in &changes {
+                    let mut imp = self.state(t).imps[d].clone();
                     patch.apply_to(&mut imp);
                     imp.validate()?;
                 }
-                for d in dirs {
+                for (t, d) in changes {
                     if let WorkerReply::Impairments(imp) =
-                        call(self.worker.as_mut(), WorkerRequest::Patch { link: i, dir: d, patch: patch.clone() })?
+                        call(self.worker.as_mut(), WorkerRequest::Patch { target: t, dir: d, patch: patch.clone() })?
                     {
-                        self.imps[i][d] = imp;
+                        self.state(t).imps[d] = imp;
                     }
                 }
                 Ok(ok)
             }
             Request::LinkState { link, up } => {
-                let (i, _) = self.plan.find_link(&link)?;
-                call(self.worker.as_mut(), WorkerRequest::SetUp { link: i, up })?;
-                self.up[i] = up;
+                for (t, _) in resolve(&self.plan, &link)? {
+                    call(self.worker.as_mut(), WorkerRequest::SetUp { target: t, up })?;
+                    self.state(t).up = up;
+                }
                 Ok(ok)
             }
             Request::Down => unreachable!("handled by the connection"),
@@ -194,7 +271,6 @@ pub fn run(plan: Plan, mut report: impl FnMut(Event)) -> Result<()> {
 
     let epoch_ns = monotonic_ns();
     let mut worker: Box<dyn Worker> = Box::new(LocalWorker::default());
-    let n_links = plan.links.len();
     let build = WorkerRequest::Build { plan: plan.clone(), clock_epoch_ns: epoch_ns };
     if let WorkerReply::Error(e) = worker.call(build, &mut |done, total| report(Event::Progress(done, total))) {
         bail!("{e}");
@@ -213,8 +289,13 @@ pub fn run(plan: Plan, mut report: impl FnMut(Event)) -> Result<()> {
             return Err(e);
         }
     };
-    let imps = plan.links.iter().map(|l| [l.forward.clone(), l.reverse.clone()]).collect();
-    let ctl = Arc::new(Mutex::new(Controller { plan, worker, up: vec![true; n_links], imps, epoch_ns }));
+    let links = plan.links.iter().map(|l| PortState { up: true, imps: [l.forward.clone(), l.reverse.clone()] }).collect();
+    let members = plan
+        .segments
+        .iter()
+        .map(|g| g.members.iter().map(|m| PortState { up: true, imps: [m.egress.clone(), m.ingress.clone()] }).collect())
+        .collect();
+    let ctl = Arc::new(Mutex::new(Controller { plan, worker, links, members, epoch_ns }));
 
     let (shutdown, stop) = channel::<StopRequest>();
     {

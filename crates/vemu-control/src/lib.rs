@@ -15,7 +15,7 @@ use std::os::unix::net::UnixStream;
 
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
-use vemu_engine::DirStats;
+use vemu_engine::{DirStats, SegStats};
 use vemu_host::LabPaths;
 use vemu_link::{Impairments, ImpairmentsPatch};
 
@@ -35,7 +35,8 @@ pub enum Direction {
 #[serde(tag = "op", rename_all = "kebab-case")]
 pub enum Request {
     Status,
-    /// Change impairments of a link (`a:b` or its name); unspecified values stay.
+    /// Change impairments of a link (`a:b` or its name) or of segment ports (`SEG:NODE`,
+    /// `NODE:SEG`, or `SEG` for every member); unspecified values stay.
     LinkSet { link: String, direction: Direction, patch: ImpairmentsPatch },
     LinkState { link: String, up: bool },
     /// Tear the lab down.
@@ -60,6 +61,29 @@ pub struct LabStatus {
     pub uptime_ns: u64,
     pub nodes: Vec<NodeStatus>,
     pub links: Vec<LinkStatus>,
+    #[serde(default)]
+    pub segments: Vec<SegmentStatus>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SegmentStatus {
+    pub name: String,
+    /// Aggregate capacity, bits/s.
+    pub capacity_bps: Option<u64>,
+    pub stats: SegStats,
+    pub members: Vec<MemberStatus>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MemberStatus {
+    /// `node:iface`.
+    pub port: String,
+    pub vlan: u16,
+    pub up: bool,
+    /// Frames the member sends, toward the switch.
+    pub egress: DirStatus,
+    /// Frames the switch delivers to the member.
+    pub ingress: DirStatus,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

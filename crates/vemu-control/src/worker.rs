@@ -7,7 +7,7 @@ use std::sync::Mutex;
 
 use anyhow::{anyhow, Result};
 use serde::{Deserialize, Serialize};
-use vemu_engine::{DirStats, Engine, LabClock, LinkSpec};
+use vemu_engine::{DirStats, Engine, LabClock, LinkSpec, MemberSpec, SegStats, SegmentSpec, Target};
 use vemu_host::LabPaths;
 use vemu_link::{Impairments, ImpairmentsPatch};
 use vemu_scenario::Plan;
@@ -19,9 +19,10 @@ use crate::derive_seed;
 pub enum WorkerRequest {
     /// Build the nodes and links of the plan and start their commands.
     Build { plan: Plan, clock_epoch_ns: u64 },
-    /// Change one direction of a link (0 = forward, 1 = reverse).
-    Patch { link: usize, dir: usize, patch: ImpairmentsPatch },
-    SetUp { link: usize, up: bool },
+    /// Change one direction of a link (0 = forward, 1 = reverse) or of a segment port
+    /// (0 = egress, 1 = ingress).
+    Patch { target: Target, dir: usize, patch: ImpairmentsPatch },
+    SetUp { target: Target, up: bool },
     Stats,
     Processes,
     Teardown,
@@ -31,9 +32,19 @@ pub enum WorkerRequest {
 pub enum WorkerReply {
     Done,
     Impairments(Impairments),
-    Stats(Vec<[DirStats; 2]>),
+    Stats(Counters),
     Processes(Vec<ProcStatus>),
     Error(String),
+}
+
+/// Counters of everything a worker emulates.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Counters {
+    /// Per link, forward and reverse.
+    pub links: Vec<[DirStats; 2]>,
+    /// Per segment, per member: egress and ingress.
+    pub members: Vec<Vec<[DirStats; 2]>>,
+    pub segments: Vec<SegStats>,
 }
 
 /// A machine that hosts nodes and links.
@@ -50,6 +61,8 @@ pub struct LocalWorker {
     lab: Option<LabPaths>,
     engine: Option<Engine>,
     supervisor: Option<Supervisor>,
+    /// Members of each segment.
+    sizes: Vec<usize>,
 }
 
 impl LocalWorker {
@@ -60,6 +73,8 @@ impl LocalWorker {
             .collect();
         vemu_host::prepare_lab(&paths, &hosts, &plan.nodes)?;
         self.lab = Some(paths.clone());
+        self.sizes = plan.segments.iter().map(|g| g.members.len()).collect();
+        let template = vemu_host::mount_template(&paths)?;
 
         // Nodes, a few at a time.
         let total = plan.nodes.len();
@@ -78,7 +93,7 @@ impl LocalWorker {
                         if i >= total || first_error.lock().unwrap().is_some() {
                             break;
                         }
-                        match vemu_host::create_node(&paths, &plan.nodes[i]) {
+                        match vemu_host::create_node(&paths, &plan.nodes[i], &template) {
                             Ok(fds) => *taps[i].lock().unwrap() = Some(fds),
                             Err(e) => {
                                 let e = e.context(format!("creating node '{}'", plan.nodes[i].name));
@@ -115,8 +130,27 @@ impl LocalWorker {
                 seeds: [derive_seed(plan.seed, 2 * i as u64), derive_seed(plan.seed, 2 * i as u64 + 1)],
             });
         }
+        // Random streams: 2 per link, then 2 per segment member, all from the lab seed.
+        let mut stream = 2 * plan.links.len() as u64;
+        let mut segments = Vec::with_capacity(plan.segments.len());
+        for g in &plan.segments {
+            let mut members = Vec::with_capacity(g.members.len());
+            for m in &g.members {
+                let e = m.end;
+                let fd = taps[e.node][e.iface].take().ok_or_else(|| anyhow!("interface {} was not created", plan.endpoint_name(e)))?;
+                members.push(MemberSpec {
+                    fd,
+                    vlan: m.vlan,
+                    egress: m.egress.clone(),
+                    ingress: m.ingress.clone(),
+                    seeds: [derive_seed(plan.seed, stream), derive_seed(plan.seed, stream + 1)],
+                });
+                stream += 2;
+            }
+            segments.push(SegmentSpec { members, capacity_bps: g.capacity_bps, aging_ns: g.aging_ns });
+        }
         let shards = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-        self.engine = Some(Engine::start(specs, shards, LabClock { epoch_ns: epoch })?);
+        self.engine = Some(Engine::start(specs, segments, shards, LabClock { epoch_ns: epoch })?);
 
         let commands = plan.nodes.iter().flat_map(|n| n.run.iter().map(|c| (n.name.clone(), c.clone()))).collect();
         self.supervisor = Some(Supervisor::start(paths, commands));
@@ -157,14 +191,18 @@ impl Worker for LocalWorker {
                 }
                 Ok(WorkerReply::Done)
             }
-            WorkerRequest::Patch { link, dir, patch } => Ok(WorkerReply::Impairments(self.engine()?.patch(link, dir, patch))),
-            WorkerRequest::SetUp { link, up } => {
-                self.engine()?.set_up(link, up);
+            WorkerRequest::Patch { target, dir, patch } => Ok(WorkerReply::Impairments(self.engine()?.patch(target, dir, patch))),
+            WorkerRequest::SetUp { target, up } => {
+                self.engine()?.set_up(target, up);
                 Ok(WorkerReply::Done)
             }
             WorkerRequest::Stats => {
                 let e = self.engine()?;
-                Ok(WorkerReply::Stats((0..e.link_count()).map(|i| e.stats(i)).collect()))
+                Ok(WorkerReply::Stats(Counters {
+                    links: (0..e.link_count()).map(|i| e.stats(Target::Link(i))).collect(),
+                    members: self.sizes.iter().enumerate().map(|(g, &n)| (0..n).map(|m| e.stats(Target::Member(g, m))).collect()).collect(),
+                    segments: (0..self.sizes.len()).map(|g| e.segment_stats(g)).collect(),
+                }))
             }
             WorkerRequest::Processes => {
                 Ok(WorkerReply::Processes(self.supervisor.as_ref().map(|s| s.status()).unwrap_or_default()))

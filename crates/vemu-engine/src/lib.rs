@@ -1,8 +1,10 @@
 //! vemu's data plane. Each shard is one thread with one epoll set and one timer heap;
-//! it owns a share of the links, reads frames from their TAP devices, asks each link
-//! direction's [`vemu_link::LinkDir`] what to do with them, and writes them to the far
-//! TAP at the decided time on the lab clock. An idle link costs nothing: no thread, no
-//! timer.
+//! it owns a share of the links and LAN segments, reads frames from their TAP devices,
+//! asks each direction's [`vemu_link::LinkDir`] what to do with them, and writes them
+//! to the far TAP at the decided time on the lab clock. On a segment a frame crosses
+//! its sender's egress direction, the segment's aggregate capacity, the learning
+//! switch ([`vemu_switch::Switch`]) and then each recipient's ingress direction. An
+//! idle link or segment costs nothing: no thread, no timer.
 
 pub mod gso;
 
@@ -17,6 +19,7 @@ use std::thread::JoinHandle;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use vemu_link::{DropCause, Impairments, ImpairmentsPatch, LinkDir, Offer};
+use vemu_switch::{Forward, PortConfig, Switch};
 
 use gso::{VnetHdr, VNET_HDR_LEN};
 
@@ -66,7 +69,39 @@ pub struct LinkSpec {
     pub seeds: [u64; 2],
 }
 
-/// Direction of a link: 0 = forward (a → b), 1 = reverse (b → a).
+/// A switched LAN segment to emulate.
+pub struct SegmentSpec {
+    pub members: Vec<MemberSpec>,
+    /// Aggregate capacity of the segment, bits/s: every frame crossing the switch
+    /// occupies it for its serialization time.
+    pub capacity_bps: Option<u64>,
+    /// Learned MAC addresses are forgotten after this long without traffic, ns.
+    pub aging_ns: u64,
+}
+
+/// One port of a segment: a member's TAP device.
+pub struct MemberSpec {
+    pub fd: OwnedFd,
+    pub vlan: u16,
+    /// Frames the member sends, on their way to the switch.
+    pub egress: Impairments,
+    /// Frames the switch delivers to the member.
+    pub ingress: Impairments,
+    /// Seeds of the egress and ingress random generators.
+    pub seeds: [u64; 2],
+}
+
+/// What a control message or counter query is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Target {
+    /// A link; direction 0 = forward (a → b), 1 = reverse.
+    Link(usize),
+    /// A member port of a segment; direction 0 = egress (member → switch), 1 = ingress.
+    Member(usize, usize),
+}
+
+/// Direction of a link (0 = forward, 1 = reverse) or of a member port (0 = egress, 1 = ingress).
 pub type Dir = usize;
 
 /// Counters of one link direction, in wire frames and wire bytes.
@@ -120,9 +155,42 @@ impl DirCounters {
     }
 }
 
+/// Counters of a segment's switch, in wire frames.
+#[derive(Debug, Default)]
+pub struct SegCounters {
+    /// Frames sent to one learned port.
+    pub unicast: AtomicU64,
+    /// Frames flooded to every other port of their VLAN (broadcast, multicast, unknown).
+    pub flooded: AtomicU64,
+    /// Frames whose destination is on their ingress port.
+    pub filtered: AtomicU64,
+    /// Frames dropped because the segment's aggregate capacity queue was full.
+    pub drop_capacity: AtomicU64,
+}
+
+/// A snapshot of [`SegCounters`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SegStats {
+    pub unicast: u64,
+    pub flooded: u64,
+    pub filtered: u64,
+    pub drop_capacity: u64,
+}
+
+impl SegCounters {
+    pub fn snapshot(&self) -> SegStats {
+        SegStats {
+            unicast: self.unicast.load(Relaxed),
+            flooded: self.flooded.load(Relaxed),
+            filtered: self.filtered.load(Relaxed),
+            drop_capacity: self.drop_capacity.load(Relaxed),
+        }
+    }
+}
+
 enum Control {
-    Patch { link: usize, dir: Dir, patch: ImpairmentsPatch, done: Sender<Impairments> },
-    SetUp { link: usize, up: bool, done: Sender<()> },
+    Patch { target: Target, dir: Dir, patch: ImpairmentsPatch, done: Sender<Impairments> },
+    SetUp { target: Target, up: bool, done: Sender<()> },
     Stop,
 }
 
@@ -145,31 +213,86 @@ impl ShardHandle {
 pub struct Engine {
     shards: Vec<ShardHandle>,
     /// For each link: its shard and its index there.
-    place: Vec<(usize, usize)>,
-    counters: Vec<[Arc<DirCounters>; 2]>,
+    link_place: Vec<(usize, usize)>,
+    /// For each segment: its shard and its index there.
+    seg_place: Vec<(usize, usize)>,
+    link_counters: Vec<[Arc<DirCounters>; 2]>,
+    member_counters: Vec<Vec<[Arc<DirCounters>; 2]>>,
+    seg_counters: Vec<Arc<SegCounters>>,
     pub clock: LabClock,
 }
 
+fn counter_pair() -> [Arc<DirCounters>; 2] {
+    [Arc::new(DirCounters::default()), Arc::new(DirCounters::default())]
+}
+
+/// What one shard is given to run.
+#[derive(Default)]
+struct ShardInit {
+    ports: Vec<Port>,
+    links: Vec<LinkState>,
+    segments: Vec<SegState>,
+    counters: Vec<Arc<DirCounters>>,
+}
+
+impl ShardInit {
+    fn port(&mut self, fd: OwnedFd, owner: Owner) -> u32 {
+        self.ports.push(Port { fd, owner });
+        (self.ports.len() - 1) as u32
+    }
+    fn counter(&mut self, c: &Arc<DirCounters>) -> u32 {
+        self.counters.push(c.clone());
+        (self.counters.len() - 1) as u32
+    }
+}
+
 impl Engine {
-    /// Start emulating `links` on `shards` threads (at least one).
-    pub fn start(links: Vec<LinkSpec>, shards: usize, clock: LabClock) -> Result<Engine> {
-        let n = shards.clamp(1, links.len().max(1));
-        let mut per_shard: Vec<Vec<LinkState>> = (0..n).map(|_| Vec::new()).collect();
-        let mut place = Vec::new();
-        let mut counters = Vec::new();
-        for (i, l) in links.into_iter().enumerate() {
-            let s = i % n;
-            let c = [Arc::new(DirCounters::default()), Arc::new(DirCounters::default())];
-            place.push((s, per_shard[s].len()));
-            counters.push(c.clone());
-            per_shard[s].push(LinkState {
-                fds: [l.a, l.b],
-                dirs: [LinkDir::new(l.forward, l.seeds[0]), LinkDir::new(l.reverse, l.seeds[1])],
-                counters: c,
-            });
+    /// Start emulating `links` and `segments` on `shards` threads (at least one). Each
+    /// link and each segment belongs to one shard; they are spread so that every shard
+    /// has about as many devices.
+    pub fn start(links: Vec<LinkSpec>, segments: Vec<SegmentSpec>, shards: usize, clock: LabClock) -> Result<Engine> {
+        let n = shards.clamp(1, (links.len() + segments.len()).max(1));
+        let mut init: Vec<ShardInit> = (0..n).map(|_| ShardInit::default()).collect();
+        let lightest = |init: &[ShardInit]| (0..n).min_by_key(|&s| init[s].ports.len()).unwrap();
+        let mut link_place = Vec::new();
+        let mut link_counters = Vec::new();
+        for l in links {
+            let s = lightest(&init);
+            let sh = &mut init[s];
+            let idx = sh.links.len() as u32;
+            let c = counter_pair();
+            let ports = [sh.port(l.a, Owner::Link { link: idx, side: 0 }), sh.port(l.b, Owner::Link { link: idx, side: 1 })];
+            let counters = [sh.counter(&c[0]), sh.counter(&c[1])];
+            sh.links.push(LinkState { ports, dirs: [LinkDir::new(l.forward, l.seeds[0]), LinkDir::new(l.reverse, l.seeds[1])], counters });
+            link_place.push((s, idx as usize));
+            link_counters.push(c);
+        }
+        let mut seg_place = Vec::new();
+        let mut member_counters = Vec::new();
+        let mut seg_counters = Vec::new();
+        for g in segments {
+            let s = lightest(&init);
+            let sh = &mut init[s];
+            let idx = sh.segments.len() as u32;
+            let cfg: Vec<PortConfig> = g.members.iter().map(|m| PortConfig { vlan: m.vlan }).collect();
+            let mut members = Vec::new();
+            let mut mc = Vec::new();
+            for (mi, m) in g.members.into_iter().enumerate() {
+                let c = counter_pair();
+                let port = sh.port(m.fd, Owner::Member { seg: idx, member: mi as u32 });
+                let counters = [sh.counter(&c[0]), sh.counter(&c[1])];
+                members.push(MemberState { port, dirs: [LinkDir::new(m.egress, m.seeds[0]), LinkDir::new(m.ingress, m.seeds[1])], counters });
+                mc.push(c);
+            }
+            let capacity = g.capacity_bps.map(|rate| LinkDir::new(Impairments { rate_bps: Some(rate), ..Default::default() }, 0));
+            let sc = Arc::new(SegCounters::default());
+            sh.segments.push(SegState { switch: Switch::new(&cfg, g.aging_ns), members, capacity, counters: sc.clone(), targets: Vec::new() });
+            seg_place.push((s, idx as usize));
+            member_counters.push(mc);
+            seg_counters.push(sc);
         }
         let mut handles = Vec::new();
-        for (s, links) in per_shard.into_iter().enumerate() {
+        for (s, work) in init.into_iter().enumerate() {
             // SAFETY: eventfd returns a new descriptor or -1.
             let efd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
             if efd < 0 {
@@ -178,37 +301,59 @@ impl Engine {
             // SAFETY: efd is a fresh descriptor we own.
             let wake = unsafe { OwnedFd::from_raw_fd(efd) };
             let (tx, rx) = channel();
-            let mut shard = Shard::new(links, rx, wake.as_raw_fd(), clock)?;
+            let mut shard = Shard::new(work, rx, wake.as_raw_fd(), clock)?;
             let thread = std::thread::Builder::new().name(format!("vemu-engine-{s}")).spawn(move || shard.run())?;
             handles.push(ShardHandle { tx, wake, thread: Some(thread) });
         }
-        Ok(Engine { shards: handles, place, counters, clock })
+        Ok(Engine { shards: handles, link_place, seg_place, link_counters, member_counters, seg_counters, clock })
     }
 
     pub fn link_count(&self) -> usize {
-        self.place.len()
+        self.link_place.len()
+    }
+
+    /// The shard that runs `target`, and the target as that shard numbers it.
+    fn place(&self, target: Target) -> (usize, Target) {
+        match target {
+            Target::Link(l) => {
+                let (s, i) = self.link_place[l];
+                (s, Target::Link(i))
+            }
+            Target::Member(g, m) => {
+                let (s, i) = self.seg_place[g];
+                (s, Target::Member(i, m))
+            }
+        }
     }
 
     /// Change some impairments of one direction; returns the impairments now in force.
     /// Frames already scheduled keep their delivery times.
-    pub fn patch(&self, link: usize, dir: Dir, patch: ImpairmentsPatch) -> Impairments {
-        let (s, i) = self.place[link];
+    pub fn patch(&self, target: Target, dir: Dir, patch: ImpairmentsPatch) -> Impairments {
+        let (s, t) = self.place(target);
         let (done, rx) = channel();
-        self.shards[s].send(Control::Patch { link: i, dir, patch, done });
+        self.shards[s].send(Control::Patch { target: t, dir, patch, done });
         rx.recv().expect("engine shard stopped")
     }
 
-    /// Take a link down (both directions drop what is offered) or back up.
-    pub fn set_up(&self, link: usize, up: bool) {
-        let (s, i) = self.place[link];
+    /// Take a link or a segment port down (frames offered in either direction are
+    /// dropped, and the interfaces lose their carrier) or back up.
+    pub fn set_up(&self, target: Target, up: bool) {
+        let (s, t) = self.place(target);
         let (done, rx) = channel();
-        self.shards[s].send(Control::SetUp { link: i, up, done });
+        self.shards[s].send(Control::SetUp { target: t, up, done });
         let _ = rx.recv();
     }
 
-    pub fn stats(&self, link: usize) -> [DirStats; 2] {
-        let c = &self.counters[link];
+    pub fn stats(&self, target: Target) -> [DirStats; 2] {
+        let c = match target {
+            Target::Link(l) => &self.link_counters[l],
+            Target::Member(g, m) => &self.member_counters[g][m],
+        };
         [c[0].snapshot(), c[1].snapshot()]
+    }
+
+    pub fn segment_stats(&self, seg: usize) -> SegStats {
+        self.seg_counters[seg].snapshot()
     }
 
     /// Stop every shard and close the TAP devices.
@@ -234,23 +379,63 @@ impl Drop for Engine {
     }
 }
 
-struct LinkState {
-    fds: [OwnedFd; 2],
-    dirs: [LinkDir; 2],
-    counters: [Arc<DirCounters>; 2],
+/// Whose device a port is.
+#[derive(Debug, Clone, Copy)]
+enum Owner {
+    Link { link: u32, side: u8 },
+    Member { seg: u32, member: u32 },
 }
 
-/// A frame waiting for its delivery time.
+struct Port {
+    fd: OwnedFd,
+    owner: Owner,
+}
+
+struct LinkState {
+    /// Ports of side a and side b.
+    ports: [u32; 2],
+    dirs: [LinkDir; 2],
+    /// Indices into the shard's counters, per direction.
+    counters: [u32; 2],
+}
+
+struct MemberState {
+    port: u32,
+    /// Egress (to the switch), ingress (from the switch).
+    dirs: [LinkDir; 2],
+    counters: [u32; 2],
+}
+
+struct SegState {
+    switch: Switch,
+    members: Vec<MemberState>,
+    /// The aggregate capacity every frame crossing the switch shares.
+    capacity: Option<LinkDir>,
+    counters: Arc<SegCounters>,
+    /// Scratch list of the ports a frame goes to.
+    targets: Vec<u32>,
+}
+
+/// A frame (virtio-net header + Ethernet frame), shared by the copies a switch floods.
+type Frame = Arc<Vec<u8>>;
+
+/// What to do with a frame when its time comes.
+#[derive(Debug, Clone, Copy)]
+enum Action {
+    /// Write it to a port and count it as sent on a direction.
+    Write { port: u32, counter: u32 },
+    /// It reaches a segment's switch from one of its members.
+    Switch { seg: u32, member: u32 },
+}
+
+/// A frame waiting for its time.
 struct Pending {
     at_ns: u64,
     seq: u64,
-    link: u32,
-    /// Device to write to: 0 = a, 1 = b.
-    side: u8,
-    dir: u8,
+    action: Action,
     /// Wire frames and bytes it stands for.
     wire: (u32, u64),
-    frame: Vec<u8>,
+    frame: Frame,
 }
 
 impl PartialEq for Pending {
@@ -290,8 +475,88 @@ fn close_all(fds: Vec<OwnedFd>) {
     });
 }
 
+/// One copy of a frame that a direction accepted: when it leaves, what it stands for.
+struct Accepted {
+    at_ns: u64,
+    wire: (u32, u64),
+    frame: Frame,
+}
+
+/// Offer a frame to one direction at `now`: count it, check the MTU, split a
+/// super-frame where per-frame impairments or the rate need it, and put every copy that
+/// survives into `out`. The frame's bytes are shared, not copied, unless it is split or
+/// corrupted.
+fn impair(d: &mut LinkDir, c: &DirCounters, now: u64, frame: Frame, out: &mut Vec<Accepted>) {
+    let hdr = VnetHdr::parse(&frame);
+    let eth = &frame[VNET_HDR_LEN..];
+    let g = if hdr.gso_type != 0 { gso::tcp_gso(&hdr, eth) } else { None };
+    let (frames, bytes) = gso::wire_size(g.as_ref(), eth.len());
+    c.rx_frames.fetch_add(frames as u64, Relaxed);
+    c.rx_bytes.fetch_add(bytes, Relaxed);
+    let imp = d.impairments();
+    if let (None, Some(mtu)) = (&g, imp.mtu) {
+        if eth.len() > mtu as usize + 14 + if eth.get(12..14) == Some(&[0x81, 0]) { 4 } else { 0 } {
+            c.drop_mtu.fetch_add(1, Relaxed);
+            return;
+        }
+    }
+    let pieces: Vec<Frame> = match &g {
+        Some(g) if frames > 1 => {
+            let per_piece = if imp.needs_per_frame() {
+                1
+            } else if let Some(rate) = imp.rate_bps {
+                let burst_bytes = (MAX_BURST_NS as u128 * rate as u128 / 8 / 1_000_000_000) as usize;
+                (burst_bytes / (g.mss + g.hdr_len)).max(1)
+            } else {
+                frames as usize
+            };
+            if per_piece < frames as usize {
+                gso::split(&frame, g, per_piece).into_iter().map(Arc::new).collect()
+            } else {
+                vec![frame]
+            }
+        }
+        _ => vec![frame],
+    };
+    for piece in pieces {
+        // The super-frame's headers and MSS hold for each of its pieces.
+        let (pf, pb) = gso::wire_size(g.as_ref(), piece.len() - VNET_HDR_LEN);
+        let o = d.offer(now, Offer { wire_frames: pf, wire_bytes: pb });
+        if o.duplicate.is_some() {
+            c.duplicated.fetch_add(pf as u64, Relaxed);
+        }
+        for copy in [Some(o.first), o.duplicate].into_iter().flatten() {
+            match copy {
+                Err(cause) => {
+                    let ctr = match cause {
+                        DropCause::Loss => &c.drop_loss,
+                        DropCause::Queue => &c.drop_queue,
+                        DropCause::Down => &c.drop_down,
+                    };
+                    ctr.fetch_add(pf as u64, Relaxed);
+                }
+                Ok(dl) => {
+                    let mut f = piece.clone();
+                    if let Some(r) = dl.corrupt {
+                        let bytes = Arc::make_mut(&mut f);
+                        gso::finish_checksum(bytes);
+                        let bits = ((bytes.len() - VNET_HDR_LEN) * 8) as u32;
+                        let bit = (r % bits) as usize;
+                        bytes[VNET_HDR_LEN + bit / 8] ^= 1 << (bit % 8);
+                        c.corrupted.fetch_add(1, Relaxed);
+                    }
+                    out.push(Accepted { at_ns: dl.at_ns, wire: (pf, pb), frame: f });
+                }
+            }
+        }
+    }
+}
+
 struct Shard {
+    ports: Vec<Port>,
     links: Vec<LinkState>,
+    segments: Vec<SegState>,
+    counters: Vec<Arc<DirCounters>>,
     rx: Receiver<Control>,
     wake_fd: RawFd,
     epoll: OwnedFd,
@@ -299,10 +564,12 @@ struct Shard {
     seq: u64,
     clock: LabClock,
     buf: Vec<u8>,
+    /// Scratch list of accepted copies.
+    accepted: Vec<Accepted>,
 }
 
 impl Shard {
-    fn new(links: Vec<LinkState>, rx: Receiver<Control>, wake_fd: RawFd, clock: LabClock) -> Result<Shard> {
+    fn new(work: ShardInit, rx: Receiver<Control>, wake_fd: RawFd, clock: LabClock) -> Result<Shard> {
         // SAFETY: epoll_create1 returns a new descriptor or -1.
         let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
         if ep < 0 {
@@ -319,12 +586,23 @@ impl Shard {
             Ok(())
         };
         add(wake_fd, WAKE_TOKEN)?;
-        for (i, l) in links.iter().enumerate() {
-            for side in 0..2 {
-                add(l.fds[side].as_raw_fd(), (i as u64) << 1 | side as u64)?;
-            }
+        for (i, p) in work.ports.iter().enumerate() {
+            add(p.fd.as_raw_fd(), i as u64)?;
         }
-        Ok(Shard { links, rx, wake_fd, epoll, heap: BinaryHeap::new(), seq: 0, clock, buf: vec![0; MAX_FRAME] })
+        Ok(Shard {
+            ports: work.ports,
+            links: work.links,
+            segments: work.segments,
+            counters: work.counters,
+            rx,
+            wake_fd,
+            epoll,
+            heap: BinaryHeap::new(),
+            seq: 0,
+            clock,
+            buf: vec![0; MAX_FRAME],
+            accepted: Vec::new(),
+        })
     }
 
     fn run(&mut self) {
@@ -334,7 +612,7 @@ impl Shard {
         let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 64];
         loop {
             let now = self.clock.now_ns();
-            self.deliver_due(now);
+            self.run_due(now);
             let timeout = self.heap.peek().map(|p| p.at_ns.saturating_sub(now).saturating_sub(SPIN_NS));
             let ts = timeout.map(|ns| libc::timespec { tv_sec: (ns / 1_000_000_000) as i64, tv_nsec: (ns % 1_000_000_000) as i64 });
             let tsp = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
@@ -355,13 +633,26 @@ impl Shard {
                     }
                     continue;
                 }
-                let link = (ev.u64 >> 1) as usize;
-                let side = (ev.u64 & 1) as usize;
+                let port = ev.u64 as usize;
                 if ev.events & (libc::EPOLLERR | libc::EPOLLHUP) as u32 != 0 {
-                    self.forget(link, side);
+                    self.forget(port);
                     continue;
                 }
-                self.read_from(link, side);
+                self.read_from(port);
+            }
+        }
+    }
+
+    /// The directions and the ports (for the carrier) of a control message's target.
+    fn target(&mut self, target: Target) -> (&mut [LinkDir; 2], Vec<u32>) {
+        match target {
+            Target::Link(l) => {
+                let l = &mut self.links[l];
+                (&mut l.dirs, l.ports.to_vec())
+            }
+            Target::Member(g, m) => {
+                let m = &mut self.segments[g].members[m];
+                (&mut m.dirs, vec![m.port])
             }
         }
     }
@@ -370,21 +661,29 @@ impl Shard {
     fn control(&mut self) -> bool {
         while let Ok(c) = self.rx.try_recv() {
             match c {
-                Control::Patch { link, dir, patch, done } => {
-                    let d = &mut self.links[link].dirs[dir];
+                Control::Patch { target, dir, patch, done } => {
+                    let d = &mut self.target(target).0[dir];
                     let mut imp = d.impairments().clone();
                     patch.apply_to(&mut imp);
                     d.set_impairments(imp.clone());
                     let _ = done.send(imp);
                 }
-                Control::SetUp { link, up, done } => {
-                    for d in &mut self.links[link].dirs {
+                Control::SetUp { target, up, done } => {
+                    let (dirs, ports) = self.target(target);
+                    for d in dirs.iter_mut() {
                         d.set_up(up);
+                    }
+                    if let Target::Member(g, m) = target {
+                        self.segments[g].switch.set_port_up(m as u32, up);
+                    }
+                    // The interfaces see their carrier come and go, as on real hardware.
+                    for p in ports {
+                        let _ = vemu_host::tap::set_carrier(&self.ports[p as usize].fd, up);
                     }
                     let _ = done.send(());
                 }
                 Control::Stop => {
-                    close_all(std::mem::take(&mut self.links).into_iter().flat_map(|l| l.fds).collect());
+                    close_all(std::mem::take(&mut self.ports).into_iter().map(|p| p.fd).collect());
                     return false;
                 }
             }
@@ -393,128 +692,124 @@ impl Shard {
     }
 
     /// Stop polling a device that went away (its namespace was removed).
-    fn forget(&mut self, link: usize, side: usize) {
-        let fd = self.links[link].fds[side].as_raw_fd();
+    fn forget(&mut self, port: usize) {
+        let fd = self.ports[port].fd.as_raw_fd();
         // SAFETY: removing a descriptor from our epoll set.
         unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), libc::EPOLL_CTL_DEL, fd, std::ptr::null_mut()) };
     }
 
-    fn read_from(&mut self, link: usize, side: usize) {
-        let fd = self.links[link].fds[side].as_raw_fd();
+    fn read_from(&mut self, port: usize) {
+        let fd = self.ports[port].fd.as_raw_fd();
         for _ in 0..READ_BATCH {
             // SAFETY: buf has MAX_FRAME bytes.
             let n = unsafe { libc::read(fd, self.buf.as_mut_ptr().cast(), self.buf.len()) };
             if n <= 0 {
                 if n < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::WouldBlock {
-                    self.forget(link, side);
+                    self.forget(port);
                 }
                 return;
             }
             let n = n as usize;
-            if n <= VNET_HDR_LEN {
+            if n <= VNET_HDR_LEN + 14 {
                 continue;
             }
             let now = self.clock.now_ns();
-            // Frames read at side a travel forward (dir 0) to side b, and vice versa.
-            self.offer(link, side, now, n);
+            let frame = Arc::new(self.buf[..n].to_vec());
+            let mut acc = std::mem::take(&mut self.accepted);
+            match self.ports[port].owner {
+                Owner::Link { link, side } => {
+                    // Frames read at side a travel forward (dir 0) to side b, and vice versa.
+                    let l = &mut self.links[link as usize];
+                    let dir = side as usize;
+                    impair(&mut l.dirs[dir], &self.counters[l.counters[dir] as usize], now, frame, &mut acc);
+                    let action = Action::Write { port: l.ports[1 - dir], counter: l.counters[dir] };
+                    for a in acc.drain(..) {
+                        self.push(a, action);
+                    }
+                }
+                Owner::Member { seg, member } => {
+                    let m = &mut self.segments[seg as usize].members[member as usize];
+                    impair(&mut m.dirs[0], &self.counters[m.counters[0] as usize], now, frame, &mut acc);
+                    for a in acc.drain(..) {
+                        self.push(a, Action::Switch { seg, member });
+                    }
+                }
+            }
+            self.accepted = acc;
         }
     }
 
-    fn offer(&mut self, link: usize, dir: Dir, now: u64, n: usize) {
-        let pkt = &self.buf[..n];
-        let hdr = VnetHdr::parse(pkt);
-        let frame = &pkt[VNET_HDR_LEN..];
-        let g = if hdr.gso_type != 0 { gso::tcp_gso(&hdr, frame) } else { None };
-        let (frames, bytes) = gso::wire_size(g.as_ref(), frame.len());
-        let l = &mut self.links[link];
-        let c = &l.counters[dir];
-        c.rx_frames.fetch_add(frames as u64, Relaxed);
-        c.rx_bytes.fetch_add(bytes, Relaxed);
-        let d = &mut l.dirs[dir];
-        let imp = d.impairments();
-        if let (None, Some(mtu)) = (&g, imp.mtu) {
-            if frame.len() > mtu as usize + 14 + if frame.get(12..14) == Some(&[0x81, 0]) { 4 } else { 0 } {
-                c.drop_mtu.fetch_add(1, Relaxed);
-                return;
-            }
-        }
-        let pieces: Vec<Vec<u8>> = match &g {
-            Some(g) if frames > 1 => {
-                let per_piece = if imp.needs_per_frame() {
-                    1
-                } else if let Some(rate) = imp.rate_bps {
-                    let burst_bytes = (MAX_BURST_NS as u128 * rate as u128 / 8 / 1_000_000_000) as usize;
-                    (burst_bytes / (g.mss + g.hdr_len)).max(1)
-                } else {
-                    frames as usize
-                };
-                if per_piece < frames as usize {
-                    gso::split(pkt, g, per_piece)
-                } else {
-                    vec![pkt.to_vec()]
+    fn push(&mut self, a: Accepted, action: Action) {
+        self.seq += 1;
+        self.heap.push(Pending { at_ns: a.at_ns, seq: self.seq, action, wire: a.wire, frame: a.frame });
+    }
+
+    /// A frame reaches a segment's switch at `t`: it crosses the aggregate capacity, the
+    /// switch decides its ports, and each of their ingress directions takes a copy that
+    /// shares the frame's bytes.
+    fn switch(&mut self, t: u64, seg: u32, member: u32, wire: (u32, u64), frame: Frame) {
+        let g = &mut self.segments[seg as usize];
+        let sent = &self.counters[g.members[member as usize].counters[0] as usize];
+        sent.tx_frames.fetch_add(wire.0 as u64, Relaxed);
+        sent.tx_bytes.fetch_add(wire.1, Relaxed);
+        let mut t_out = t;
+        if let Some(cap) = &mut g.capacity {
+            match cap.offer(t, Offer { wire_frames: wire.0, wire_bytes: wire.1 }).first {
+                Ok(dl) => t_out = dl.at_ns,
+                Err(_) => {
+                    g.counters.drop_capacity.fetch_add(wire.0 as u64, Relaxed);
+                    return;
                 }
             }
-            _ => vec![pkt.to_vec()],
+        }
+        let eth = &frame[VNET_HDR_LEN..];
+        let (dst, src) = (vemu_switch::mac(&eth[0..6]), vemu_switch::mac(&eth[6..12]));
+        let mut targets = std::mem::take(&mut g.targets);
+        targets.clear();
+        let ctr = match g.switch.forward(t, member, dst, src) {
+            Forward::Unicast(p) => {
+                targets.push(p);
+                &g.counters.unicast
+            }
+            Forward::Flood(ports) => {
+                targets.extend(ports);
+                &g.counters.flooded
+            }
+            Forward::Filter => &g.counters.filtered,
         };
-        for piece in pieces {
-            // The super-frame's headers and MSS hold for each of its pieces.
-            let (pf, pb) = gso::wire_size(g.as_ref(), piece.len() - VNET_HDR_LEN);
-            let out = d.offer(now, Offer { wire_frames: pf, wire_bytes: pb });
-            let copies = [Some(out.first), out.duplicate];
-            if out.duplicate.is_some() {
-                c.duplicated.fetch_add(pf as u64, Relaxed);
-            }
-            let mut piece = Some(piece);
-            for (k, copy) in copies.into_iter().flatten().enumerate() {
-                match copy {
-                    Err(cause) => {
-                        let ctr = match cause {
-                            DropCause::Loss => &c.drop_loss,
-                            DropCause::Queue => &c.drop_queue,
-                            DropCause::Down => &c.drop_down,
-                        };
-                        ctr.fetch_add(pf as u64, Relaxed);
-                    }
-                    Ok(dl) => {
-                        let last = k == 1 || out.duplicate.is_none();
-                        let mut f = if last { piece.take().unwrap() } else { piece.clone().unwrap() };
-                        if let Some(r) = dl.corrupt {
-                            gso::finish_checksum(&mut f);
-                            let bits = ((f.len() - VNET_HDR_LEN) * 8) as u32;
-                            let bit = (r % bits) as usize;
-                            f[VNET_HDR_LEN + bit / 8] ^= 1 << (bit % 8);
-                            c.corrupted.fetch_add(1, Relaxed);
-                        }
-                        self.seq += 1;
-                        self.heap.push(Pending {
-                            at_ns: dl.at_ns,
-                            seq: self.seq,
-                            link: link as u32,
-                            side: (1 - dir) as u8,
-                            dir: dir as u8,
-                            wire: (pf, pb),
-                            frame: f,
-                        });
-                    }
-                }
+        ctr.fetch_add(wire.0 as u64, Relaxed);
+        let mut acc = std::mem::take(&mut self.accepted);
+        for &p in &targets {
+            let m = &mut self.segments[seg as usize].members[p as usize];
+            impair(&mut m.dirs[1], &self.counters[m.counters[1] as usize], t_out, frame.clone(), &mut acc);
+            let action = Action::Write { port: m.port, counter: m.counters[1] };
+            for a in acc.drain(..) {
+                self.push(a, action);
             }
         }
+        self.accepted = acc;
+        self.segments[seg as usize].targets = targets;
     }
 
-    fn deliver_due(&mut self, now: u64) {
+    /// Carry out everything whose time has come.
+    fn run_due(&mut self, now: u64) {
         while self.heap.peek().is_some_and(|p| p.at_ns <= now) {
             let p = self.heap.pop().unwrap();
-            let l = &self.links[p.link as usize];
-            let fd = l.fds[p.side as usize].as_raw_fd();
-            let c = &l.counters[p.dir as usize];
-            // SAFETY: writing a frame we own to a TAP descriptor.
-            let w = unsafe { libc::write(fd, p.frame.as_ptr().cast(), p.frame.len()) };
-            if w < 0 {
-                c.write_errors.fetch_add(1, Relaxed);
-                continue;
+            match p.action {
+                Action::Switch { seg, member } => self.switch(p.at_ns, seg, member, p.wire, p.frame),
+                Action::Write { port, counter } => {
+                    let fd = self.ports[port as usize].fd.as_raw_fd();
+                    let c = &self.counters[counter as usize];
+                    // SAFETY: writing a frame we hold to a TAP descriptor.
+                    let w = unsafe { libc::write(fd, p.frame.as_ptr().cast(), p.frame.len()) };
+                    if w < 0 {
+                        c.write_errors.fetch_add(1, Relaxed);
+                        continue;
+                    }
+                    c.tx_frames.fetch_add(p.wire.0 as u64, Relaxed);
+                    c.tx_bytes.fetch_add(p.wire.1, Relaxed);
+                }
             }
-            c.tx_frames.fetch_add(p.wire.0 as u64, Relaxed);
-            c.tx_bytes.fetch_add(p.wire.1, Relaxed);
         }
     }
 }

@@ -1,6 +1,9 @@
-//! Linux node virtualization for vemu: a node is a network namespace plus a UTS
-//! namespace (hostname = node name), both pinned by bind mounts so that they cost no
-//! process; programs run in the node see a private `/etc/hosts` and the node's `/sys`.
+//! Linux node virtualization for vemu: a node is a network namespace, a UTS namespace
+//! (hostname = node name) and a mount namespace, all pinned by bind mounts so that they
+//! cost no process. In its mount namespace a node sees the lab's `/etc/hosts`, its own
+//! `/sys` and `/run`, and copy-on-write overlays of `/etc`, `/var/lib` and `/var/log`
+//! holding its own files (so one daemon runs in every node with its own configuration,
+//! pid files and sockets).
 //! Interfaces are TAP devices created directly inside the node and configured through
 //! netlink from one process.
 //!
@@ -14,7 +17,6 @@ pub mod netlink;
 pub mod tap;
 
 use std::collections::HashSet;
-use std::ffi::CString;
 use std::fs;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
@@ -57,6 +59,15 @@ impl LabPaths {
     }
     pub fn uts(&self, node: &str) -> PathBuf {
         self.dir.join("uts").join(node)
+    }
+    /// Where the node's mount namespace (its private view of the filesystem) is pinned.
+    pub fn mnt(&self, node: &str) -> PathBuf {
+        self.dir.join("mnt").join(node)
+    }
+    /// The node's private directories: `upper/` and `work/` of its overlays on
+    /// [`PRIVATE_OVERLAYS`], and `run/`, its `/run`.
+    pub fn node_fs(&self, node: &str) -> PathBuf {
+        self.dir.join("fs").join(node)
     }
     pub fn hosts(&self) -> PathBuf {
         self.dir.join("hosts")
@@ -108,12 +119,58 @@ pub fn prepare_lab(paths: &LabPaths, hosts: &str, nodes: &[NodePlan]) -> Result<
     fs::create_dir(&paths.dir).with_context(|| format!("creating {}", paths.dir.display()))?;
     mount(Some("vemu"), &paths.dir, Some("tmpfs"), MsFlags::MS_NOSUID | MsFlags::MS_NODEV, Some("mode=0755"))
         .with_context(|| format!("mounting a tmpfs on {}", paths.dir.display()))?;
-    fs::create_dir(paths.dir.join("uts"))?;
-    fs::create_dir(paths.dir.join("netns"))?;
+    for d in ["uts", "netns", "mnt"] {
+        fs::create_dir(paths.dir.join(d))?;
+    }
     fs::create_dir_all(paths.log_dir()).with_context(|| format!("creating {}", paths.log_dir().display()))?;
     fs::write(paths.hosts(), hosts)?;
     for n in nodes {
         fs::create_dir_all(paths.node_dir(&n.name))?;
+        let root = paths.node_fs(&n.name);
+        for d in PRIVATE_OVERLAYS {
+            fs::create_dir_all(root.join("upper").join(&d[1..]))?;
+            fs::create_dir_all(root.join("work").join(&d[1..]))?;
+        }
+        fs::create_dir_all(root.join("run/lock"))?;
+        for f in &n.files {
+            write_node_file(&root, f).with_context(|| format!("writing {} of node {}", f.path, n.name))?;
+        }
+    }
+    Ok(())
+}
+
+/// Directories every node sees through a copy-on-write overlay of its own: what a node
+/// writes there stays in the node (and goes with the lab).
+pub const PRIVATE_OVERLAYS: &[&str] = &["/etc", "/var/lib", "/var/log"];
+
+/// Put a node's file where its private view will show it: in the upper layer of an
+/// overlay, or in its `/run`. Directories on the way get the owner and mode of the
+/// machine's own, so that daemons can use them as usual.
+fn write_node_file(root: &Path, f: &vemu_scenario::FilePlan) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let rel = Path::new(&f.path).strip_prefix("/")?;
+    let base = if rel.starts_with("run") { root.to_path_buf() } else { root.join("upper") };
+    let mut host = PathBuf::from("/");
+    let mut dir = base.clone();
+    if let Some(parent) = rel.parent() {
+        for c in parent.components() {
+            host.push(c);
+            dir.push(c);
+            if !dir.exists() {
+                fs::create_dir(&dir)?;
+                if let Ok(m) = fs::metadata(&host) {
+                    fs::set_permissions(&dir, fs::Permissions::from_mode(m.mode() & 0o7777))?;
+                    nix::unistd::chown(&dir, Some(m.uid().into()), Some(m.gid().into()))?;
+                }
+            }
+        }
+    }
+    let target = base.join(rel);
+    fs::write(&target, &f.content)?;
+    fs::set_permissions(&target, fs::Permissions::from_mode(f.mode))?;
+    // Owned like the directory it is in (e.g. frr:frr in /etc/frr).
+    if let Some(m) = target.parent().and_then(|p| fs::metadata(p).ok()) {
+        nix::unistd::chown(&target, Some(m.uid().into()), Some(m.gid().into()))?;
     }
     Ok(())
 }
@@ -137,22 +194,83 @@ fn write_sysctl(path: &str, value: &str) -> Result<()> {
     fs::write(path, value).with_context(|| format!("setting {path}"))
 }
 
-/// Create one node: its namespaces, its TAP interfaces (addressed, up) and routes.
-/// Returns the TAP descriptors in the order of `node.ifaces`. Runs on a thread of its
-/// own, since entering a namespace is per thread.
-pub fn create_node(paths: &LabPaths, node: &NodePlan) -> Result<Vec<OwnedFd>> {
-    let name = node.name.clone();
+/// A mount namespace to copy the nodes' from: the machine's mounts, made private (so
+/// that what is mounted later, such as pinned namespaces, does not propagate into
+/// nodes), without `/run/netns` and without other labs' state, which would otherwise
+/// keep their namespaces alive. Returns a descriptor of it.
+pub fn mount_template(paths: &LabPaths) -> Result<OwnedFd> {
     let paths = paths.clone();
-    let node = node.clone();
     std::thread::Builder::new()
-        .name(format!("mk-{}", node.name))
-        .spawn(move || -> Result<Vec<OwnedFd>> {
+        .name("mk-mnt".into())
+        .spawn(move || -> Result<OwnedFd> {
+            unshare(CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_FS).context("creating a mount namespace")?;
+            mount(None::<&str>, "/", None::<&str>, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None::<&str>)
+                .context("making the nodes' mounts private")?;
+            let _ = umount2(NETNS_DIR, MntFlags::MNT_DETACH);
+            if let Ok(d) = fs::read_dir(STATE_DIR) {
+                for e in d.flatten().filter(|e| e.path() != paths.dir) {
+                    let _ = umount2(&e.path(), MntFlags::MNT_DETACH);
+                }
+            }
+            Ok(fs::File::open("/proc/thread-self/ns/mnt").context("opening the template mount namespace")?.into())
+        })?
+        .join()
+        .map_err(|_| anyhow!("the thread creating the nodes' mount namespace panicked"))?
+}
+
+/// Give the calling thread (already in the node's network namespace) the node's own
+/// mount namespace: a copy of `template` with copy-on-write overlays on
+/// [`PRIVATE_OVERLAYS`], the lab's `/etc/hosts`, the node's `/sys` and its own `/run`.
+fn enter_node_mounts(paths: &LabPaths, node: &str, template: &OwnedFd) -> Result<()> {
+    unshare(CloneFlags::CLONE_FS).context("unsharing the filesystem context")?;
+    nix::sched::setns(template, CloneFlags::CLONE_NEWNS).context("entering the template mount namespace")?;
+    unshare(CloneFlags::CLONE_NEWNS).context("creating the node's mount namespace")?;
+    let root = paths.node_fs(node);
+    for d in PRIVATE_OVERLAYS {
+        if !Path::new(d).is_dir() {
+            continue;
+        }
+        let opts = format!(
+            "lowerdir={d},upperdir={},workdir={}",
+            root.join("upper").join(&d[1..]).display(),
+            root.join("work").join(&d[1..]).display()
+        );
+        mount(Some("vemu"), *d, Some("overlay"), MsFlags::empty(), Some(opts.as_str()))
+            .with_context(|| format!("mounting the node's overlay on {d}"))?;
+    }
+    mount(Some(&paths.hosts()), "/etc/hosts", None::<&str>, MsFlags::MS_BIND, None::<&str>).context("binding /etc/hosts")?;
+    if umount2("/sys", MntFlags::MNT_DETACH).is_ok() {
+        mount(Some("sysfs"), "/sys", Some("sysfs"), MsFlags::empty(), None::<&str>).context("mounting the node's /sys")?;
+    }
+    mount(Some(&root.join("run")), "/run", None::<&str>, MsFlags::MS_BIND, None::<&str>).context("binding the node's /run")?;
+    Ok(())
+}
+
+/// Create one node: its namespaces, its TAP interfaces (addressed, up), loopback
+/// addresses, routes and private filesystem view. Returns the TAP descriptors in the
+/// order of `node.ifaces`. Runs on a thread of its own, since entering a namespace is
+/// per thread.
+pub fn create_node(paths: &LabPaths, node: &NodePlan, template: &OwnedFd) -> Result<Vec<OwnedFd>> {
+    let name = node.name.clone();
+    let template = template.try_clone().context("duplicating the template descriptor")?;
+    let (tid_tx, tid_rx) = std::sync::mpsc::channel::<i32>();
+    let (pinned_tx, pinned_rx) = std::sync::mpsc::channel::<bool>();
+    let worker = {
+        let paths = paths.clone();
+        let node = node.clone();
+        std::thread::Builder::new().name(format!("mk-{}", node.name)).spawn(move || -> Result<Vec<OwnedFd>> {
             unshare(CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWUTS).context("creating namespaces")?;
             nix::unistd::sethostname(&node.name).context("setting the hostname")?;
             pin_ns("net", &paths.netns_pin(&node.name))?;
             std::os::unix::fs::symlink(paths.netns_pin(&node.name), paths.netns(&node.name))
                 .with_context(|| format!("creating {}", paths.netns(&node.name).display()))?;
             pin_ns("uts", &paths.uts(&node.name))?;
+            enter_node_mounts(&paths, &node.name, &template)?;
+            // A mount namespace cannot be pinned from inside itself: the caller does it.
+            let _ = tid_tx.send(nix::unistd::gettid().as_raw());
+            if !pinned_rx.recv().unwrap_or(false) {
+                bail!("the node's mount namespace could not be pinned");
+            }
             write_sysctl("/proc/sys/net/ipv4/ip_forward", "1")?;
             write_sysctl("/proc/sys/net/ipv6/conf/all/forwarding", "1")?;
             write_sysctl("/proc/sys/net/ipv6/conf/default/forwarding", "1")?;
@@ -161,7 +279,11 @@ pub fn create_node(paths: &LabPaths, node: &NodePlan) -> Result<Vec<OwnedFd>> {
             write_sysctl("/proc/sys/net/ipv6/conf/default/accept_dad", "0")?;
             write_sysctl("/proc/sys/net/ipv6/conf/all/accept_dad", "0")?;
             let mut nl = netlink::Netlink::open()?;
-            nl.set_link(tap::ifindex("lo")?, true, None, None)?;
+            let lo = tap::ifindex("lo")?;
+            nl.set_link(lo, true, None, None)?;
+            for a in &node.loopback {
+                nl.add_address(lo, *a)?;
+            }
             let mut fds = Vec::with_capacity(node.ifaces.len());
             let mut idx = Vec::with_capacity(node.ifaces.len());
             for i in &node.ifaces {
@@ -184,8 +306,23 @@ pub fn create_node(paths: &LabPaths, node: &NodePlan) -> Result<Vec<OwnedFd>> {
             nl.flush().with_context(|| format!("adding routes of node {}", node.name))?;
             Ok(fds)
         })?
-        .join()
-        .map_err(|_| anyhow!("the thread creating node {name} panicked"))?
+    };
+    if let Ok(tid) = tid_rx.recv() {
+        let pin = paths.mnt(&name);
+        let r = fs::File::options()
+            .write(true)
+            .create_new(true)
+            .open(&pin)
+            .with_context(|| format!("creating {}", pin.display()))
+            .and_then(|_| {
+                let src = format!("/proc/self/task/{tid}/ns/mnt");
+                mount(Some(src.as_str()), &pin, None::<&str>, MsFlags::MS_BIND, None::<&str>)
+                    .with_context(|| format!("pinning the mount namespace of node {name}"))
+            });
+        let _ = pinned_tx.send(r.is_ok());
+        r?;
+    }
+    worker.join().map_err(|_| anyhow!("the thread creating node {name} panicked"))?
 }
 
 /// Everything a process needs to enter a node, opened before `fork` so that the child
@@ -193,7 +330,7 @@ pub fn create_node(paths: &LabPaths, node: &NodePlan) -> Result<Vec<OwnedFd>> {
 pub struct NodeEntry {
     net: OwnedFd,
     uts: OwnedFd,
-    hosts: CString,
+    mnt: OwnedFd,
 }
 
 impl NodeEntry {
@@ -201,31 +338,27 @@ impl NodeEntry {
         let open = |p: PathBuf| -> Result<OwnedFd> {
             Ok(fs::File::open(&p).with_context(|| format!("node '{node}' of lab '{}' does not exist ({})", paths.lab, p.display()))?.into())
         };
-        Ok(NodeEntry {
-            net: open(paths.netns(node))?,
-            uts: open(paths.uts(node))?,
-            hosts: CString::new(paths.hosts().as_os_str().as_encoded_bytes())?,
-        })
+        Ok(NodeEntry { net: open(paths.netns(node))?, uts: open(paths.uts(node))?, mnt: open(paths.mnt(node))? })
     }
 
-    /// Make `cmd` run inside the node: its network and UTS namespaces, plus a private
-    /// mount namespace where `/etc/hosts` is the lab's and `/sys` shows the node's
-    /// interfaces (as `ip netns exec` does).
+    /// Make `cmd` run inside the node: its network, UTS and mount namespaces (where
+    /// `/etc/hosts` is the lab's, `/sys` shows the node's interfaces, and `/etc`,
+    /// `/var/lib`, `/var/log` and `/run` are the node's own). The working directory
+    /// stays the one `cmd` was given.
     pub fn apply(self, cmd: &mut Command) {
-        let NodeEntry { net, uts, hosts } = self;
+        let NodeEntry { net, uts, mnt } = self;
         // SAFETY: the closure only makes async-signal-safe system calls on values prepared
         // before fork.
         unsafe {
             cmd.pre_exec(move || {
-                let chk = |r: libc::c_int| if r < 0 { Err(std::io::Error::last_os_error()) } else { Ok(()) };
+                let chk = |r: libc::c_int| if r < 0 { Err(std::io::Error::last_os_error()) } else { Ok(r) };
                 chk(libc::setns(net.as_raw_fd(), libc::CLONE_NEWNET))?;
                 chk(libc::setns(uts.as_raw_fd(), libc::CLONE_NEWUTS))?;
-                chk(libc::unshare(libc::CLONE_NEWNS))?;
-                chk(libc::mount(c"none".as_ptr(), c"/".as_ptr(), std::ptr::null(), libc::MS_REC | libc::MS_SLAVE, std::ptr::null()))?;
-                chk(libc::mount(hosts.as_ptr(), c"/etc/hosts".as_ptr(), std::ptr::null(), libc::MS_BIND, std::ptr::null()))?;
-                if libc::umount2(c"/sys".as_ptr(), libc::MNT_DETACH) == 0 {
-                    chk(libc::mount(c"sysfs".as_ptr(), c"/sys".as_ptr(), c"sysfs".as_ptr(), 0, std::ptr::null()))?;
-                }
+                // Entering a mount namespace moves to its root: come back afterwards.
+                let cwd = chk(libc::open(c".".as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC))?;
+                chk(libc::setns(mnt.as_raw_fd(), libc::CLONE_NEWNS))?;
+                chk(libc::fchdir(cwd))?;
+                libc::close(cwd);
                 Ok(())
             });
         }

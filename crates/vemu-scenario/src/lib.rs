@@ -7,6 +7,7 @@
 
 mod parse;
 mod plan;
+mod template;
 pub mod units;
 pub mod yaml;
 
@@ -27,6 +28,8 @@ pub struct Plan {
     pub seed: u64,
     pub nodes: Vec<NodePlan>,
     pub links: Vec<LinkPlan>,
+    #[serde(default)]
+    pub segments: Vec<SegmentPlan>,
     /// Lines of every node's `/etc/hosts`: each node name with each of its addresses.
     pub hosts: Vec<(IpAddr, String)>,
 }
@@ -38,6 +41,32 @@ pub struct NodePlan {
     pub routes: Vec<RoutePlan>,
     /// Shell commands started when the lab comes up, supervised by the controller.
     pub run: Vec<String>,
+    /// Addresses on `lo`.
+    #[serde(default)]
+    pub loopback: Vec<IpNet>,
+    /// Files in the node's private directories.
+    #[serde(default)]
+    pub files: Vec<FilePlan>,
+}
+
+/// A file in a node's private view of the filesystem.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FilePlan {
+    /// Absolute path inside the node, under one of [`PRIVATE_DIRS`].
+    pub path: String,
+    pub content: String,
+    /// Permission bits.
+    pub mode: u32,
+}
+
+/// What an interface is attached to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Attach {
+    /// A point-to-point link (index into `Plan::links`).
+    Link(usize),
+    /// A port of a segment (index into `Plan::segments`, index of the member there).
+    Segment(usize, usize),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -48,8 +77,7 @@ pub struct IfacePlan {
     /// IP MTU, bytes.
     pub mtu: u32,
     pub addrs: Vec<IpNet>,
-    /// Index of the link this interface belongs to.
-    pub link: usize,
+    pub attach: Attach,
 }
 
 /// One end of a link: a node and one of its interfaces (indices into the plan).
@@ -73,6 +101,30 @@ pub struct LinkPlan {
     pub weight: u32,
 }
 
+/// A shared medium joining many interfaces; for now a switched Ethernet LAN.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SegmentPlan {
+    pub name: String,
+    pub members: Vec<MemberPlan>,
+    /// Aggregate capacity of the whole segment, bits/s; `None`: unlimited.
+    pub capacity_bps: Option<u64>,
+    /// Learned MAC addresses are forgotten after this long without traffic, ns.
+    pub aging_ns: u64,
+    /// Cost of crossing the segment, for static route computation.
+    pub weight: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemberPlan {
+    pub end: EndpointRef,
+    /// Access VLAN on the segment's switch.
+    pub vlan: u16,
+    /// Frames the member sends, on their way to the switch.
+    pub egress: Impairments,
+    /// Frames the switch delivers to the member.
+    pub ingress: Impairments,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RoutePlan {
     pub dst: IpNet,
@@ -82,6 +134,10 @@ pub struct RoutePlan {
 }
 
 impl Plan {
+    pub fn segment_index(&self, name: &str) -> Option<usize> {
+        self.segments.iter().position(|s| s.name == name)
+    }
+
     pub fn node_index(&self, name: &str) -> Option<usize> {
         self.nodes.iter().position(|n| n.name == name)
     }
@@ -176,14 +232,20 @@ pub fn load(path: &Path, name: Option<&str>) -> Result<Plan, Errors> {
         errors: vec![Error { line: 0, col: 0, field: String::new(), message: format!("cannot read: {e}") }],
     })?;
     let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("lab");
-    load_str(&text, &file, stem, name)
+    load_str_in(&text, &file, stem, name, path.parent())
 }
 
 /// Like [`load`], from text; `file` is used in messages, `stem` is the default lab name.
+/// Files the scenario refers to are looked up from the current directory.
 pub fn load_str(text: &str, file: &str, stem: &str, name: Option<&str>) -> Result<Plan, Errors> {
+    load_str_in(text, file, stem, name, None)
+}
+
+/// Like [`load_str`], with files the scenario refers to looked up in `base`.
+pub fn load_str_in(text: &str, file: &str, stem: &str, name: Option<&str>, base: Option<&Path>) -> Result<Plan, Errors> {
     let wrap = |errors: Vec<Error>| Errors { file: file.to_string(), errors };
-    let scenario = parse::parse(text, stem, name).map_err(wrap)?;
+    let scenario = parse::parse(text, stem, name, base).map_err(wrap)?;
     build_plan(&scenario).map_err(wrap)
 }
 
-pub use parse::{impairment_patch, valid_lab_name, Scenario};
+pub use parse::{impairment_patch, valid_lab_name, Scenario, PRIVATE_DIRS};

@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
+use std::path::Path;
 
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use vemu_link::{Chance, Distribution, Impairments, ImpairmentsPatch, Jitter, Loss, QueueLimit, Reorder};
@@ -17,6 +18,7 @@ pub struct Scenario {
     pub seed: u64,
     pub nodes: Vec<NodeDef>,
     pub links: Vec<LinkDef>,
+    pub segments: Vec<SegmentDef>,
     pub addressing: Addressing,
     pub addressing_mark: Mark,
     pub static_routing: bool,
@@ -28,6 +30,60 @@ pub struct NodeDef {
     pub mark: Mark,
     pub run: Vec<String>,
     pub routes: Vec<RouteDef>,
+    pub files: Vec<FileDef>,
+    /// Addresses on the node's `lo` (host routes: /32, /128).
+    pub loopback: Vec<IpNet>,
+}
+
+/// A file placed in a node's private view of the filesystem.
+#[derive(Debug, Clone)]
+pub struct FileDef {
+    /// Absolute path inside the node.
+    pub path: String,
+    /// Its text, a template unless `verbatim`.
+    pub text: String,
+    pub verbatim: bool,
+    /// Permission bits.
+    pub mode: u32,
+    pub mark: Mark,
+    pub field: String,
+}
+
+/// Where a segment's subnet of one IP family comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SubnetChoice {
+    /// From the addressing pool (or from the members' explicit addresses).
+    Auto,
+    /// No addresses of this family.
+    Off,
+    Given(IpNet),
+}
+
+/// A shared medium: for now a switched LAN.
+#[derive(Debug, Clone)]
+pub struct SegmentDef {
+    pub name: String,
+    pub mark: Mark,
+    pub field: String,
+    pub members: Vec<MemberDef>,
+    /// Aggregate capacity of the segment (all members together), bits/s.
+    pub capacity_bps: Option<u64>,
+    /// Learned MAC addresses are forgotten after this long without traffic, ns.
+    pub aging_ns: u64,
+    pub weight: u32,
+    /// IPv4, IPv6.
+    pub subnets: [SubnetChoice; 2],
+}
+
+#[derive(Debug, Clone)]
+pub struct MemberDef {
+    pub end: EndDef,
+    /// Access VLAN on the segment's switch.
+    pub vlan: u16,
+    /// Frames the member sends, on their way to the switch.
+    pub egress: Impairments,
+    /// Frames the switch delivers to the member.
+    pub ingress: Impairments,
 }
 
 #[derive(Debug, Clone)]
@@ -67,6 +123,9 @@ pub struct Addressing {
     pub ipv4_prefix: u8,
     pub ipv6: Option<Ipv6Net>,
     pub ipv6_prefix: u8,
+    /// Pools of loopback addresses: each node without one of that family gets the next.
+    pub loopback_ipv4: Option<Ipv4Net>,
+    pub loopback_ipv6: Option<Ipv6Net>,
 }
 
 impl Default for Addressing {
@@ -76,6 +135,8 @@ impl Default for Addressing {
             ipv4_prefix: 30,
             ipv6: Some("fd00::/48".parse().unwrap()),
             ipv6_prefix: 64,
+            loopback_ipv4: None,
+            loopback_ipv6: None,
         }
     }
 }
@@ -409,18 +470,29 @@ fn mac(s: &str) -> Result<[u8; 6], String> {
     Ok(m)
 }
 
-fn endpoint(p: &mut P, node: &Node, field: &str, names: &HashMap<String, usize>) -> Option<EndDef> {
+/// One end of a link or a member of a segment: `node`, `node:iface`, or a mapping with
+/// `node`, `iface`, `ip`, `mac` and the `extra` keys, whose entries are returned.
+fn endpoint<'n>(
+    p: &mut P,
+    node: &'n Node,
+    field: &str,
+    names: &HashMap<String, usize>,
+    extra: &[&str],
+) -> Option<(EndDef, Entries<'n>)> {
+    let mut rest = Vec::new();
     let (node_name, iface, ips, mac_addr) = if let Value::Map(_) = node.value {
         let mut n = None;
         let (mut iface, mut ips, mut m) = (None, Vec::new(), None);
-        for (k, _, v) in p.map(node, field, &["node", "iface", "ip", "mac"]) {
+        let mut allowed = vec!["node", "iface", "ip", "mac"];
+        allowed.extend_from_slice(extra);
+        for (k, kmark, v) in p.map(node, field, &allowed) {
             let f = join(field, k);
             match k {
                 "node" => n = p.string(v, &f),
                 "iface" => iface = p.scalar(v, &f, |s| valid_iface_name(s).map(|_| s.to_string())),
                 "ip" => ips = ip_list(p, v, &f),
                 "mac" => m = p.scalar(v, &f, mac),
-                _ => unreachable!(),
+                _ => rest.push((k, kmark, v)),
             }
         }
         let Some(n) = n else {
@@ -447,7 +519,198 @@ fn endpoint(p: &mut P, node: &Node, field: &str, names: &HashMap<String, usize>)
         p.err(node.mark, field, format!("unknown node '{node_name}' (nodes are: {})", known.join(", ")));
         return None;
     };
-    Some(EndDef { node: idx, iface, ips, mac: mac_addr, mark: node.mark, field: field.to_string() })
+    Some((EndDef { node: idx, iface, ips, mac: mac_addr, mark: node.mark, field: field.to_string() }, rest))
+}
+
+/// Impairments from a patch over the neutral defaults, reporting impossible values.
+fn finish_impairments(p: &mut P, patch: &ImpairmentsPatch, mark: Mark, field: &str) -> Impairments {
+    let mut imp = Impairments::default();
+    patch.apply_to(&mut imp);
+    if let Err(m) = imp.validate() {
+        p.err(mark, field, m);
+    }
+    imp
+}
+
+/// The two directions of a port from its impairment keys plus direction-specific
+/// sub-mappings (`forward`/`reverse` on links, `egress`/`ingress` on segment members),
+/// over `base`.
+fn directions(p: &mut P, entries: &Entries, field: &str, base: [&ImpairmentsPatch; 2], keys: [&str; 2]) -> [ImpairmentsPatch; 2] {
+    let both = impairments(p, entries, field);
+    let mut dirs = [base[0].merged(&both), base[1].merged(&both)];
+    for (k, _, v) in entries {
+        if let Some(d) = keys.iter().position(|x| x == k) {
+            let f = join(field, k);
+            let sub = p.map(v, &f, IMPAIRMENT_KEYS);
+            dirs[d] = dirs[d].merged(&impairments(p, &sub, &f));
+        }
+    }
+    dirs
+}
+
+/// `0640`-style permission bits.
+fn file_mode(s: &str) -> Result<u32, String> {
+    u32::from_str_radix(s.trim_start_matches("0o"), 8)
+        .ok()
+        .filter(|m| *m <= 0o7777)
+        .ok_or_else(|| format!("'{s}' is not a file mode like 0644"))
+}
+
+/// Directories of a node that are private to it (and writable), where `files:` may go.
+pub const PRIVATE_DIRS: &[&str] = &["/etc", "/var/lib", "/var/log", "/run"];
+
+fn file_path(s: &str) -> Result<String, String> {
+    let s = s.strip_prefix("/var/run/").map(|r| format!("/run/{r}")).unwrap_or_else(|| s.to_string());
+    if !s.starts_with('/') || s.ends_with('/') || s.split('/').any(|c| c == ".." || c == ".") || s.contains("//") {
+        return Err(format!("'{s}' is not an absolute path to a file"));
+    }
+    if s == "/etc/hosts" {
+        return Err("/etc/hosts is written by vemu (every node's name and addresses)".into());
+    }
+    if !PRIVATE_DIRS.iter().any(|d| s.starts_with(&format!("{d}/"))) {
+        return Err(format!("'{s}' is not in a node's private directories ({})", PRIVATE_DIRS.join(", ")));
+    }
+    Ok(s)
+}
+
+fn files(p: &mut P, node: &Node, field: &str, base: Option<&Path>) -> Vec<FileDef> {
+    let mut out = Vec::new();
+    for (path, kmark, v) in p.map(node, field, &[]) {
+        let f = format!("{field}.{path}");
+        let Some(path) = p.scalar(&Node { value: Value::Scalar(path.to_string(), false), mark: kmark }, &f, file_path) else {
+            continue;
+        };
+        let mut def = FileDef { path, text: String::new(), verbatim: false, mode: 0o644, mark: kmark, field: f.clone() };
+        if let Value::Map(_) = v.value {
+            let mut have = false;
+            for (k, _, x) in p.map(v, &f, &["content", "from", "template", "mode"]) {
+                let kf = join(&f, k);
+                match k {
+                    "mode" => def.mode = p.scalar(x, &kf, file_mode).unwrap_or(0o644),
+                    "content" => {
+                        have = true;
+                        def.text = p.string(x, &kf).unwrap_or_default();
+                    }
+                    _ => {
+                        have = true;
+                        def.verbatim = k == "from";
+                        let Some(src) = p.string(x, &kf) else { continue };
+                        let full = base.map(|b| b.join(&src)).unwrap_or_else(|| src.clone().into());
+                        match std::fs::read_to_string(&full) {
+                            Ok(t) => def.text = t,
+                            Err(e) => p.err(x.mark, &kf, format!("cannot read {}: {e}", full.display())),
+                        }
+                    }
+                }
+            }
+            if !have {
+                p.err(v.mark, &f, "a file needs 'content', 'from' (copied as is) or 'template'");
+            }
+        } else {
+            def.text = p.string(v, &f).unwrap_or_default();
+        }
+        out.push(def);
+    }
+    out
+}
+
+fn subnet_choice(p: &mut P, node: &Node, field: &str, v6: bool) -> SubnetChoice {
+    let fam = if v6 { "IPv6" } else { "IPv4" };
+    p.scalar(node, field, |s| match s {
+        "none" | "off" | "false" => Ok(SubnetChoice::Off),
+        "auto" => Ok(SubnetChoice::Auto),
+        _ => match s.parse::<IpNet>() {
+            Ok(n) if n.addr().is_ipv6() == v6 => Ok(SubnetChoice::Given(n.trunc())),
+            _ => Err(format!("'{s}' is not an {fam} prefix (or 'none')")),
+        },
+    })
+    .unwrap_or(SubnetChoice::Auto)
+}
+
+const SEGMENT_KEYS: &[&str] = &["kind", "members", "capacity", "weight", "aging", "ipv4", "ipv6", "egress", "ingress"];
+
+fn segment(p: &mut P, name: &str, mark: Mark, node: &Node, names: &HashMap<String, usize>) -> Option<SegmentDef> {
+    let field = format!("segments.{name}");
+    if name.contains(':') || name.is_empty() || name.len() > 64 {
+        p.err(mark, &field, format!("segment name '{name}' must be 1-64 characters without ':'"));
+    }
+    let mut allowed = SEGMENT_KEYS.to_vec();
+    allowed.extend_from_slice(IMPAIRMENT_KEYS);
+    let entries = p.map(node, &field, &allowed);
+    let none = ImpairmentsPatch::default();
+    let base = directions(p, &entries, &field, [&none, &none], ["egress", "ingress"]);
+    let mut seg = SegmentDef {
+        name: name.to_string(),
+        mark,
+        field: field.clone(),
+        members: Vec::new(),
+        capacity_bps: None,
+        aging_ns: vemu_switch::DEFAULT_AGING_NS,
+        weight: 1,
+        subnets: [SubnetChoice::Auto, SubnetChoice::Auto],
+    };
+    let mut saw_members = false;
+    for (k, _, v) in &entries {
+        let f = join(&field, k);
+        match *k {
+            "kind" => {
+                p.scalar(v, &f, |s| match s {
+                    "lan" => Ok(()),
+                    "wireless" => Err("wireless segments are not built yet (issue 4); use 'lan'".to_string()),
+                    _ => Err(format!("unknown segment kind '{s}', expected 'lan'")),
+                });
+            }
+            "capacity" => seg.capacity_bps = p.scalar(v, &f, units::rate_bps),
+            "aging" => seg.aging_ns = p.scalar(v, &f, units::duration_ns).unwrap_or(seg.aging_ns),
+            "weight" => seg.weight = p.scalar(v, &f, positive).unwrap_or(1),
+            "ipv4" => seg.subnets[0] = subnet_choice(p, v, &f, false),
+            "ipv6" => seg.subnets[1] = subnet_choice(p, v, &f, true),
+            "members" => {
+                saw_members = true;
+                let items = p.seq(v, &f);
+                if items.len() < 2 {
+                    p.err(v.mark, &f, format!("a segment needs at least 2 members, found {}", items.len()));
+                }
+                let mut member_keys = vec!["vlan", "egress", "ingress"];
+                member_keys.extend_from_slice(IMPAIRMENT_KEYS);
+                for (j, m) in items.iter().enumerate() {
+                    let mf = format!("{f}[{j}]");
+                    let Some((end, rest)) = endpoint(p, m, &mf, names, &member_keys) else { continue };
+                    let mut vlan = vemu_switch::DEFAULT_VLAN;
+                    for (k, _, x) in &rest {
+                        if *k == "vlan" {
+                            vlan = p
+                                .scalar(x, &join(&mf, k), |s| match s.parse::<u16>() {
+                                    Ok(v @ 1..=4094) => Ok(v),
+                                    _ => Err(format!("expected a VLAN number from 1 to 4094, got '{s}'")),
+                                })
+                                .unwrap_or(vlan);
+                        }
+                    }
+                    let [eg, ing] = directions(p, &rest, &mf, [&base[0], &base[1]], ["egress", "ingress"]);
+                    let egress = finish_impairments(p, &eg, m.mark, &format!("{mf} (egress)"));
+                    let ingress = finish_impairments(p, &ing, m.mark, &format!("{mf} (ingress)"));
+                    if let Some(prev) = seg.members.iter().find(|x| x.end.node == end.node) {
+                        p.err(end.mark, &mf, format!("node is already a member of this segment (line {})", prev.end.mark.line));
+                        continue;
+                    }
+                    seg.members.push(MemberDef { end, vlan, egress, ingress });
+                }
+            }
+            _ => {}
+        }
+    }
+    if !saw_members {
+        p.err(mark, &field, "a segment needs 'members: [node, node, ...]'");
+    }
+    Some(seg)
+}
+
+fn positive(s: &str) -> Result<u32, String> {
+    match s.parse::<u32>() {
+        Ok(w) if w > 0 => Ok(w),
+        _ => Err(format!("expected a whole number above 0, got '{s}'")),
+    }
 }
 
 fn route(p: &mut P, node: &Node, field: &str) -> Option<RouteDef> {
@@ -487,7 +750,7 @@ fn route(p: &mut P, node: &Node, field: &str) -> Option<RouteDef> {
 
 fn addressing(p: &mut P, node: &Node, field: &str) -> Addressing {
     let mut a = Addressing::default();
-    for (k, _, v) in p.map(node, field, &["ipv4", "ipv4_prefix", "ipv6", "ipv6_prefix"]) {
+    for (k, _, v) in p.map(node, field, &["ipv4", "ipv4_prefix", "ipv6", "ipv6_prefix", "loopback_ipv4", "loopback_ipv6"]) {
         let f = join(field, k);
         let off = matches!(v.as_str(), Some("none") | Some("false") | Some("off"));
         match k {
@@ -498,6 +761,14 @@ fn addressing(p: &mut P, node: &Node, field: &str) -> Addressing {
             }
             "ipv6" => {
                 a.ipv6 = p.scalar(v, &f, |s| s.parse::<Ipv6Net>().map(|n| n.trunc()).map_err(|_| format!("'{s}' is not an IPv6 prefix like fd00::/48 (or 'none')")))
+            }
+            "loopback_ipv4" if off => a.loopback_ipv4 = None,
+            "loopback_ipv6" if off => a.loopback_ipv6 = None,
+            "loopback_ipv4" => {
+                a.loopback_ipv4 = p.scalar(v, &f, |s| s.parse::<Ipv4Net>().map(|n| n.trunc()).map_err(|_| format!("'{s}' is not an IPv4 prefix like 10.255.0.0/16 (or 'none')")))
+            }
+            "loopback_ipv6" => {
+                a.loopback_ipv6 = p.scalar(v, &f, |s| s.parse::<Ipv6Net>().map(|n| n.trunc()).map_err(|_| format!("'{s}' is not an IPv6 prefix like fd00:ff::/64 (or 'none')")))
             }
             "ipv4_prefix" => {
                 if let Some(n) = p.scalar(v, &f, |s| match s.trim_start_matches('/').parse::<u8>() {
@@ -521,7 +792,8 @@ fn addressing(p: &mut P, node: &Node, field: &str) -> Addressing {
     a
 }
 
-pub fn parse(text: &str, stem: &str, name_override: Option<&str>) -> Result<Scenario, Vec<Error>> {
+/// Parse a scenario; `base` is the directory that file references are relative to.
+pub fn parse(text: &str, stem: &str, name_override: Option<&str>, base: Option<&Path>) -> Result<Scenario, Vec<Error>> {
     let root = match yaml::parse(text) {
         Ok(Some(root)) => root,
         Ok(None) => {
@@ -537,7 +809,7 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>) -> Result<Scen
         }
     };
     let mut p = P { errors: Vec::new() };
-    let top = p.map(&root, "", &["name", "seed", "defaults", "nodes", "links", "addressing", "routing"]);
+    let top = p.map(&root, "", &["name", "seed", "defaults", "nodes", "links", "segments", "addressing", "routing"]);
     let get = |k: &str| top.iter().find(|(key, ..)| *key == k).map(|(_, m, n)| (*m, *n));
 
     let name = match (name_override, get("name")) {
@@ -600,10 +872,22 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>) -> Result<Scen
                 }
                 let mut run = Vec::new();
                 let mut routes = Vec::new();
-                for (k, _, v) in p.map(def, &field, &["run", "routes"]) {
+                let mut file_defs = Vec::new();
+                let mut loopback = Vec::new();
+                for (k, _, v) in p.map(def, &field, &["run", "routes", "files", "loopback"]) {
                     let f = join(&field, k);
                     match k {
                         "run" => run = p.strings(v, &f),
+                        "files" => file_defs = files(&mut p, v, &f, base),
+                        "loopback" => {
+                            loopback = ip_list(&mut p, v, &f)
+                                .into_iter()
+                                .map(|a| match a {
+                                    IpNet::V4(n) => IpNet::V4(Ipv4Net::new(n.addr(), 32).unwrap()),
+                                    IpNet::V6(n) => IpNet::V6(Ipv6Net::new(n.addr(), 128).unwrap()),
+                                })
+                                .collect()
+                        }
                         "routes" => {
                             for (i, r) in p.seq(v, &f).iter().enumerate() {
                                 if let Some(r) = route(&mut p, r, &format!("{f}[{i}]")) {
@@ -615,7 +899,7 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>) -> Result<Scen
                     }
                 }
                 names.insert(nname.to_string(), nodes.len());
-                nodes.push(NodeDef { name: nname.to_string(), mark: nmark, run, routes });
+                nodes.push(NodeDef { name: nname.to_string(), mark: nmark, run, routes, files: file_defs, loopback });
             }
         }
     }
@@ -628,8 +912,7 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>) -> Result<Scen
         for (i, l) in p.seq(n, "links").iter().enumerate() {
             let field = format!("links[{i}]");
             let entries = p.map(l, &field, &link_keys);
-            let both = default_link.merged(&impairments(&mut p, &entries, &field));
-            let mut dirs = [both.clone(), both];
+            let dirs = directions(&mut p, &entries, &field, [&default_link, &default_link], ["forward", "reverse"]);
             let mut ends = Vec::new();
             let mut saw_endpoints = false;
             let mut name = None;
@@ -644,7 +927,7 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>) -> Result<Scen
                             p.err(v.mark, &f, format!("a link has exactly 2 endpoints, found {}", items.len()));
                         }
                         for (j, e) in items.iter().enumerate().take(2) {
-                            if let Some(e) = endpoint(&mut p, e, &format!("{f}[{j}]"), &names) {
+                            if let Some((e, _)) = endpoint(&mut p, e, &format!("{f}[{j}]"), &names, &[]) {
                                 ends.push(e);
                             }
                         }
@@ -658,35 +941,15 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>) -> Result<Scen
                             }
                         })
                     }
-                    "weight" => {
-                        weight = p
-                            .scalar(v, &f, |s| match s.parse::<u32>() {
-                                Ok(w) if w > 0 => Ok(w),
-                                _ => Err(format!("expected a whole number above 0, got '{s}'")),
-                            })
-                            .unwrap_or(1)
-                    }
-                    "forward" | "reverse" => {
-                        let d = if *k == "forward" { 0 } else { 1 };
-                        let sub = p.map(v, &f, IMPAIRMENT_KEYS);
-                        dirs[d] = dirs[d].merged(&impairments(&mut p, &sub, &f));
-                    }
+                    "weight" => weight = p.scalar(v, &f, positive).unwrap_or(1),
                     _ => {}
                 }
             }
             if !saw_endpoints {
                 p.err(l.mark, &field, "a link needs 'endpoints: [node, node]'");
             }
-            let [fwd, rev] = dirs.map(|patch| {
-                let mut imp = Impairments::default();
-                patch.apply_to(&mut imp);
-                imp
-            });
-            for (imp, dir) in [(&fwd, "forward"), (&rev, "reverse")] {
-                if let Err(m) = imp.validate() {
-                    p.err(l.mark, &format!("{field} ({dir})"), m);
-                }
-            }
+            let fwd = finish_impairments(&mut p, &dirs[0], l.mark, &format!("{field} (forward)"));
+            let rev = finish_impairments(&mut p, &dirs[1], l.mark, &format!("{field} (reverse)"));
             if let [a, b] = ends.as_slice() {
                 if a.node == b.node {
                     p.err(a.mark, &join(&field, "endpoints"), format!("a link cannot join node '{}' to itself", nodes[a.node].name));
@@ -717,8 +980,16 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>) -> Result<Scen
             }
         }
     }
+    let mut segments = Vec::new();
+    if let Some((_, n)) = get("segments") {
+        for (sname, smark, def) in p.map(n, "segments", &[]) {
+            if let Some(seg) = segment(&mut p, sname, smark, def, &names) {
+                segments.push(seg);
+            }
+        }
+    }
     if p.errors.is_empty() {
-        Ok(Scenario { name, seed, nodes, links, addressing, addressing_mark, static_routing })
+        Ok(Scenario { name, seed, nodes, links, segments, addressing, addressing_mark, static_routing })
     } else {
         Err(p.errors)
     }

@@ -7,44 +7,122 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 
-use crate::parse::{LinkDef, Scenario};
-use crate::{EndpointRef, Error, IfacePlan, LinkPlan, NodePlan, Plan, RoutePlan};
+use vemu_link::Impairments;
+
+use crate::parse::{EndDef, LinkDef, Scenario, SegmentDef, SubnetChoice};
+use crate::yaml::Mark;
+use crate::{Attach, EndpointRef, Error, IfacePlan, LinkPlan, MemberPlan, NodePlan, Plan, RoutePlan, SegmentPlan};
 
 /// Interface MTU when the link sets none, bytes.
 pub const DEFAULT_MTU: u32 = 1500;
 
-fn err(errors: &mut Vec<Error>, mark: crate::yaml::Mark, field: &str, message: String) {
+fn err(errors: &mut Vec<Error>, mark: Mark, field: &str, message: String) {
     errors.push(Error { line: mark.line, col: mark.col, field: field.to_string(), message });
 }
 
-/// Hands out the subnets of a pool in order, skipping ones that overlap explicit addresses.
-struct Pool<N> {
-    subnets: Option<Box<dyn Iterator<Item = N>>>,
+/// Hands out subnets of a pool in address order, each aligned to its size, skipping
+/// ones that overlap explicit addresses.
+struct Pool {
+    pool: Option<IpNet>,
+    /// Offset of the next free address from the pool's start.
+    cursor: u128,
     taken: Vec<IpNet>,
 }
 
-impl<N: Into<IpNet> + Copy> Pool<N> {
-    fn next(&mut self) -> Option<IpNet> {
-        let it = self.subnets.as_mut()?;
-        it.map(Into::into).find(|n: &IpNet| !self.taken.iter().any(|t| t.contains(&n.network()) || n.contains(&t.network())))
+fn bits(n: &IpNet) -> u8 {
+    if n.addr().is_ipv4() {
+        32
+    } else {
+        128
+    }
+}
+
+fn addr_u128(a: IpAddr) -> u128 {
+    match a {
+        IpAddr::V4(a) => u32::from(a) as u128,
+        IpAddr::V6(a) => u128::from(a),
+    }
+}
+
+fn net_at(v6: bool, base: u128, prefix: u8) -> IpNet {
+    if v6 {
+        IpNet::V6(Ipv6Net::new(Ipv6Addr::from(base), prefix).unwrap())
+    } else {
+        IpNet::V4(Ipv4Net::new(Ipv4Addr::from(base as u32), prefix).unwrap())
+    }
+}
+
+impl Pool {
+    fn new(pool: Option<IpNet>, taken: Vec<IpNet>) -> Pool {
+        Pool { pool, cursor: 0, taken }
+    }
+
+    /// The next free subnet with this prefix length.
+    fn next(&mut self, prefix: u8) -> Option<IpNet> {
+        let pool = self.pool?;
+        let b = bits(&pool);
+        if prefix < pool.prefix_len() || prefix > b {
+            return None;
+        }
+        let size = 1u128.checked_shl((b - prefix) as u32)?;
+        let pool_size = 1u128.checked_shl((b - pool.prefix_len()) as u32).unwrap_or(u128::MAX);
+        let base = addr_u128(pool.network());
+        loop {
+            self.cursor = self.cursor.checked_add(size - 1)? / size * size;
+            if self.cursor.checked_add(size)? > pool_size {
+                return None;
+            }
+            let net = net_at(b == 128, base + self.cursor, prefix);
+            self.cursor += size;
+            if !self.taken.iter().any(|t| t.contains(&net.network()) || net.contains(&t.network())) {
+                return Some(net);
+            }
+        }
     }
 }
 
 /// Two host addresses in `net` for the two ends of a link.
 fn two_hosts(net: IpNet) -> (IpNet, IpNet) {
     let p = net.prefix_len();
-    match net {
-        IpNet::V4(n) => {
-            let base = u32::from(n.network());
-            let first = if p == 31 { base } else { base + 1 };
-            let mk = |a: u32| IpNet::V4(Ipv4Net::new(Ipv4Addr::from(a), p).unwrap());
-            (mk(first), mk(first + 1))
-        }
-        IpNet::V6(n) => {
-            let base = u128::from(n.network());
-            let mk = |a: u128| IpNet::V6(Ipv6Net::new(Ipv6Addr::from(a), p).unwrap());
-            (mk(base + 1), mk(base + 2))
-        }
+    let base = addr_u128(net.network());
+    let first = if p == 31 { base } else { base + 1 };
+    let v6 = net.addr().is_ipv6();
+    let mk = |a: u128| net_at(v6, a, p);
+    (mk(first), mk(first + 1))
+}
+
+/// The interface name for an endpoint: its explicit name or the next free `ethN`.
+fn iface_name(e: &EndDef, used: &mut [HashSet<String>], next_auto: &mut [usize]) -> String {
+    match &e.iface {
+        Some(n) => n.clone(),
+        None => loop {
+            let cand = format!("eth{}", next_auto[e.node]);
+            next_auto[e.node] += 1;
+            if used[e.node].insert(cand.clone()) {
+                break cand;
+            }
+        },
+    }
+}
+
+fn auto_mac(node: usize, idx: usize) -> [u8; 6] {
+    let n = node as u32;
+    [0x02, (n >> 16) as u8, (n >> 8) as u8, n as u8, (idx >> 8) as u8, idx as u8]
+}
+
+/// IP MTU of a port whose directions carry these impairments.
+fn port_mtu(dirs: [&Impairments; 2]) -> u32 {
+    dirs.iter().filter_map(|d| d.mtu).min().unwrap_or(DEFAULT_MTU)
+}
+
+fn check_ipv6_mtu(errors: &mut Vec<Error>, mtu: u32, addrs: &[IpNet], mark: Mark, field: &str) {
+    if mtu < 1280 && addrs.iter().any(|a| a.addr().is_ipv6()) {
+        err(
+            errors,
+            mark,
+            &format!("{field}.mtu"),
+            format!("IPv6 needs an MTU of at least 1280 bytes, got {mtu} (raise it, or set addressing: {{ipv6: none}})"),
+        );
     }
 }
 
@@ -53,77 +131,97 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
     let mut nodes: Vec<NodePlan> = s
         .nodes
         .iter()
-        .map(|n| NodePlan { name: n.name.clone(), ifaces: Vec::new(), routes: Vec::new(), run: n.run.clone() })
+        .map(|n| NodePlan {
+            name: n.name.clone(),
+            ifaces: Vec::new(),
+            routes: Vec::new(),
+            run: n.run.clone(),
+            loopback: n.loopback.clone(),
+            files: Vec::new(),
+        })
         .collect();
 
     // Interface names: explicit names first, then eth0, eth1, ... skipping taken ones.
+    let ends: Vec<&EndDef> = s.links.iter().flat_map(|l| l.ends.iter()).chain(s.segments.iter().flat_map(|g| g.members.iter().map(|m| &m.end))).collect();
     let mut used: Vec<HashSet<String>> = vec![HashSet::new(); nodes.len()];
-    for l in &s.links {
-        for e in &l.ends {
-            if let Some(name) = &e.iface {
-                if !used[e.node].insert(name.clone()) {
-                    err(&mut errors, e.mark, &e.field, format!("node '{}' already has an interface '{name}'", s.nodes[e.node].name));
-                }
+    for e in &ends {
+        if let Some(name) = &e.iface {
+            if !used[e.node].insert(name.clone()) {
+                err(&mut errors, e.mark, &e.field, format!("node '{}' already has an interface '{name}'", s.nodes[e.node].name));
             }
         }
     }
-    let explicit: Vec<IpNet> = s.links.iter().flat_map(|l| l.ends.iter().flat_map(|e| e.ips.iter().map(|n| n.trunc()))).collect();
-    let mut v4 = Pool {
-        subnets: s.addressing.ipv4.and_then(|p| p.subnets(s.addressing.ipv4_prefix).ok()).map(|i| Box::new(i) as Box<dyn Iterator<Item = Ipv4Net>>),
-        taken: explicit.clone(),
-    };
-    let mut v6 = Pool {
-        subnets: s.addressing.ipv6.and_then(|p| p.subnets(s.addressing.ipv6_prefix).ok()).map(|i| Box::new(i) as Box<dyn Iterator<Item = Ipv6Net>>),
-        taken: explicit,
-    };
-    if s.addressing.ipv4.is_some_and(|p| p.prefix_len() > s.addressing.ipv4_prefix)
-        || s.addressing.ipv6.is_some_and(|p| p.prefix_len() > s.addressing.ipv6_prefix)
-    {
+    let mut explicit: Vec<IpNet> = ends.iter().flat_map(|e| e.ips.iter().map(|n| n.trunc())).collect();
+    explicit.extend(s.segments.iter().flat_map(|g| g.subnets.iter().filter_map(|c| if let SubnetChoice::Given(n) = c { Some(*n) } else { None })));
+    explicit.extend(s.nodes.iter().flat_map(|n| n.loopback.iter().copied()));
+    let a = &s.addressing;
+    let mut v4 = Pool::new(a.ipv4.map(IpNet::V4), explicit.clone());
+    let mut v6 = Pool::new(a.ipv6.map(IpNet::V6), explicit.clone());
+    if a.ipv4.is_some_and(|p| p.prefix_len() > a.ipv4_prefix) || a.ipv6.is_some_and(|p| p.prefix_len() > a.ipv6_prefix) {
         err(&mut errors, s.addressing_mark, "addressing", "the per-link prefix must be longer than the pool's prefix".into());
     }
+
+    // Segments take their (larger) subnets first, then links take theirs.
+    let seg_addrs: Vec<Vec<Vec<IpNet>>> = s.segments.iter().map(|g| segment_addresses(g, &mut v4, &mut v6, s, &mut errors)).collect();
+    let link_addrs: Vec<[Vec<IpNet>; 2]> = s.links.iter().map(|l| link_addresses(l, &mut v4, &mut v6, s, &mut errors)).collect();
 
     let mut next_auto = vec![0usize; nodes.len()];
     let mut links = Vec::new();
     for (li, l) in s.links.iter().enumerate() {
-        let addrs = link_addresses(l, &mut v4, &mut v6, s, &mut errors);
-        let mtu = [l.forward.mtu, l.reverse.mtu].into_iter().flatten().min().unwrap_or(DEFAULT_MTU);
-        if mtu < 1280 && addrs.iter().flatten().any(|a| a.addr().is_ipv6()) {
-            err(
-                &mut errors,
-                l.mark,
-                &format!("{}.mtu", l.field),
-                format!("IPv6 needs an MTU of at least 1280 bytes, got {mtu} (raise it, or set addressing: {{ipv6: none}})"),
-            );
-        }
+        let addrs = &link_addrs[li];
+        let mtu = port_mtu([&l.forward, &l.reverse]);
+        check_ipv6_mtu(&mut errors, mtu, &addrs.concat(), l.mark, &l.field);
         let mut refs = [EndpointRef { node: 0, iface: 0 }; 2];
         for (k, e) in l.ends.iter().enumerate() {
-            let name = match &e.iface {
-                Some(n) => n.clone(),
-                None => loop {
-                    let cand = format!("eth{}", next_auto[e.node]);
-                    next_auto[e.node] += 1;
-                    if used[e.node].insert(cand.clone()) {
-                        break cand;
-                    }
-                },
-            };
+            let name = iface_name(e, &mut used, &mut next_auto);
             let node = &mut nodes[e.node];
             let idx = node.ifaces.len();
-            let mac = e.mac.unwrap_or_else(|| {
-                let n = e.node as u32;
-                [0x02, (n >> 16) as u8, (n >> 8) as u8, n as u8, (idx >> 8) as u8, idx as u8]
-            });
-            node.ifaces.push(IfacePlan { name, mac, mtu, addrs: addrs[k].clone(), link: li });
+            let mac = e.mac.unwrap_or_else(|| auto_mac(e.node, idx));
+            node.ifaces.push(IfacePlan { name, mac, mtu, addrs: addrs[k].clone(), attach: Attach::Link(li) });
             refs[k] = EndpointRef { node: e.node, iface: idx };
         }
         let name = l.name.clone().unwrap_or_else(|| format!("{}:{}", s.nodes[l.ends[0].node].name, s.nodes[l.ends[1].node].name));
         links.push(LinkPlan { name, a: refs[0], b: refs[1], forward: l.forward.clone(), reverse: l.reverse.clone(), weight: l.weight });
+    }
+    let mut segments = Vec::new();
+    for (gi, g) in s.segments.iter().enumerate() {
+        let mut members = Vec::new();
+        for (mi, m) in g.members.iter().enumerate() {
+            let e = &m.end;
+            let mtu = port_mtu([&m.egress, &m.ingress]);
+            check_ipv6_mtu(&mut errors, mtu, &seg_addrs[gi][mi], e.mark, &e.field);
+            let name = iface_name(e, &mut used, &mut next_auto);
+            let node = &mut nodes[e.node];
+            let idx = node.ifaces.len();
+            let mac = e.mac.unwrap_or_else(|| auto_mac(e.node, idx));
+            node.ifaces.push(IfacePlan { name, mac, mtu, addrs: seg_addrs[gi][mi].clone(), attach: Attach::Segment(gi, mi) });
+            members.push(MemberPlan {
+                end: EndpointRef { node: e.node, iface: idx },
+                vlan: m.vlan,
+                egress: m.egress.clone(),
+                ingress: m.ingress.clone(),
+            });
+        }
+        segments.push(SegmentPlan { name: g.name.clone(), members, capacity_bps: g.capacity_bps, aging_ns: g.aging_ns, weight: g.weight });
     }
     let mut seen_macs = HashSet::new();
     for n in &nodes {
         for i in &n.ifaces {
             if !seen_macs.insert(i.mac) {
                 errors.push(Error { line: 0, col: 0, field: String::new(), message: format!("MAC address of {}:{} is used twice", n.name, i.name) });
+            }
+        }
+    }
+    // Loopbacks: explicit ones, else the next address of the loopback pools.
+    let mut lo4 = Pool::new(a.loopback_ipv4.map(IpNet::V4), explicit.clone());
+    let mut lo6 = Pool::new(a.loopback_ipv6.map(IpNet::V6), explicit);
+    for n in nodes.iter_mut() {
+        for (pool, v6fam, len) in [(&mut lo4, false, 32), (&mut lo6, true, 128)] {
+            if pool.pool.is_some() && !n.loopback.iter().any(|l| l.addr().is_ipv6() == v6fam) {
+                match pool.next(len) {
+                    Some(net) => n.loopback.push(net),
+                    None => err(&mut errors, s.addressing_mark, "addressing", format!("the loopback pool has no address left for node '{}'", n.name)),
+                }
             }
         }
     }
@@ -150,7 +248,7 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
         return Err(errors);
     }
     if s.static_routing {
-        static_routes(&mut nodes, &links);
+        static_routes(&mut nodes, &links, &segments);
     }
     for (ni, def) in s.nodes.iter().enumerate() {
         for r in &def.routes {
@@ -161,28 +259,28 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
 
     let mut hosts = Vec::new();
     for n in &nodes {
-        let mut addrs: Vec<IpAddr> = n.ifaces.iter().flat_map(|i| i.addrs.iter().map(|a| a.addr())).collect();
+        let mut addrs: Vec<IpAddr> = n.loopback.iter().chain(n.ifaces.iter().flat_map(|i| i.addrs.iter())).map(|a| a.addr()).collect();
         addrs.sort_by_key(|a| a.is_ipv6());
         hosts.extend(addrs.into_iter().map(|a| (a, n.name.clone())));
     }
-    Ok(Plan { name: s.name.clone(), seed: s.seed, nodes, links, hosts })
+    let mut plan = Plan { name: s.name.clone(), seed: s.seed, nodes, links, segments, hosts };
+    crate::template::render_node_files(s, &mut plan, &mut errors);
+    if errors.is_empty() {
+        Ok(plan)
+    } else {
+        Err(errors)
+    }
 }
 
 /// Addresses for the two ends of a link: explicit ones, or a fresh subnet per family.
-fn link_addresses(
-    l: &LinkDef,
-    v4: &mut Pool<Ipv4Net>,
-    v6: &mut Pool<Ipv6Net>,
-    s: &Scenario,
-    errors: &mut Vec<Error>,
-) -> [Vec<IpNet>; 2] {
+fn link_addresses(l: &LinkDef, v4: &mut Pool, v6: &mut Pool, s: &Scenario, errors: &mut Vec<Error>) -> [Vec<IpNet>; 2] {
     let mut out = [l.ends[0].ips.clone(), l.ends[1].ips.clone()];
     for v6fam in [false, true] {
         let has = |k: usize| out[k].iter().any(|a| a.addr().is_ipv6() == v6fam);
         let fam = if v6fam { "IPv6" } else { "IPv4" };
         match (has(0), has(1)) {
             (false, false) => {
-                let net = if v6fam { v6.next() } else { v4.next() };
+                let net = if v6fam { v6.next(s.addressing.ipv6_prefix) } else { v4.next(s.addressing.ipv4_prefix) };
                 let enabled = if v6fam { s.addressing.ipv6.is_some() } else { s.addressing.ipv4.is_some() };
                 match net {
                     Some(net) => {
@@ -218,29 +316,116 @@ fn link_addresses(
     out
 }
 
-/// Shortest paths (sum of link weights) from every node; each node gets a route to every
-/// subnet it is not attached to, via the neighbour on the first hop. Ties go to the
-/// lower-numbered link, so routes are deterministic.
-fn static_routes(nodes: &mut [NodePlan], links: &[LinkPlan]) {
-    let n = nodes.len();
-    let mut adj: Vec<Vec<(usize, usize, u64)>> = vec![Vec::new(); n];
-    for (li, l) in links.iter().enumerate() {
-        adj[l.a.node].push((l.b.node, li, l.weight as u64));
-        adj[l.b.node].push((l.a.node, li, l.weight as u64));
+/// Addresses of every member of a segment: one subnet per family (given, taken from the
+/// members' explicit addresses, or from the pool), explicit addresses kept, the others
+/// handed out in member order.
+fn segment_addresses(g: &SegmentDef, v4: &mut Pool, v6: &mut Pool, s: &Scenario, errors: &mut Vec<Error>) -> Vec<Vec<IpNet>> {
+    let mut out: Vec<Vec<IpNet>> = g.members.iter().map(|m| m.end.ips.clone()).collect();
+    for (fi, v6fam) in [false, true].into_iter().enumerate() {
+        let fam = if v6fam { "IPv6" } else { "IPv4" };
+        let key = if v6fam { "ipv6" } else { "ipv4" };
+        let first_explicit = g.members.iter().flat_map(|m| m.end.ips.iter()).find(|a| a.addr().is_ipv6() == v6fam).map(|a| a.trunc());
+        let net = match g.subnets[fi] {
+            SubnetChoice::Off => {
+                if let Some(m) = g.members.iter().find(|m| m.end.ips.iter().any(|a| a.addr().is_ipv6() == v6fam)) {
+                    err(errors, m.end.mark, &m.end.field, format!("has an {fam} address but the segment has '{key}: none'"));
+                }
+                continue;
+            }
+            SubnetChoice::Given(n) => n,
+            SubnetChoice::Auto => match first_explicit {
+                Some(n) => n,
+                None => {
+                    // Room for every member plus the network and broadcast addresses;
+                    // at least a /24 (IPv4) or the pool's per-link prefix (IPv6).
+                    let need = (g.members.len() as u128 + 2).next_power_of_two().trailing_zeros() as u8;
+                    let (pool, enabled, prefix) = if v6fam {
+                        (&mut *v6, s.addressing.ipv6.is_some(), s.addressing.ipv6_prefix.min(128 - need))
+                    } else {
+                        (&mut *v4, s.addressing.ipv4.is_some(), 24u8.min(32 - need))
+                    };
+                    match pool.next(prefix) {
+                        Some(n) => n,
+                        None if enabled => {
+                            err(errors, s.addressing_mark, "addressing", format!("the {fam} pool has no /{prefix} left for {}", g.field));
+                            continue;
+                        }
+                        None => continue,
+                    }
+                }
+            },
+        };
+        let mut taken: HashSet<u128> = HashSet::new();
+        for (m, addrs) in g.members.iter().zip(&out) {
+            for a in addrs.iter().filter(|a| a.addr().is_ipv6() == v6fam) {
+                if a.trunc() != net {
+                    err(errors, m.end.mark, &m.end.field, format!("address {a} is not in the segment's subnet {net}"));
+                } else if !taken.insert(addr_u128(a.addr())) {
+                    err(errors, m.end.mark, &m.end.field, format!("address {} is used twice on the segment", a.addr()));
+                }
+            }
+        }
+        let base = addr_u128(net.network());
+        let size = 1u128.checked_shl((bits(&net) - net.prefix_len()) as u32).unwrap_or(u128::MAX);
+        let mut next = 1u128;
+        for (m, addrs) in g.members.iter().zip(out.iter_mut()) {
+            if addrs.iter().any(|a| a.addr().is_ipv6() == v6fam) {
+                continue;
+            }
+            while taken.contains(&(base + next)) {
+                next += 1;
+            }
+            // IPv4 keeps the last address for broadcast.
+            if next >= size - if v6fam { 0 } else { 1 } {
+                err(errors, m.end.mark, &m.end.field, format!("the segment's subnet {net} has no {fam} address left"));
+                break;
+            }
+            addrs.push(net_at(v6fam, base + next, net.prefix_len()));
+            next += 1;
+        }
     }
-    // Subnets of every link, and the address each end has in each.
-    let subnets: Vec<Vec<IpNet>> = links
+    out
+}
+
+/// Shortest paths (sum of link and segment weights) from every node; each node gets a
+/// route to every subnet it is not attached to and to every other node's loopback
+/// addresses, via the neighbour on the first hop. A segment is a vertex of its own:
+/// entering it costs its weight, leaving it nothing. Ties go to the lower-numbered link
+/// or segment, so routes are deterministic.
+fn static_routes(nodes: &mut [NodePlan], links: &[LinkPlan], segments: &[SegmentPlan]) {
+    let n = nodes.len();
+    let v = n + segments.len();
+    let mut adj: Vec<Vec<(usize, Attach, u64)>> = vec![Vec::new(); v];
+    for (li, l) in links.iter().enumerate() {
+        adj[l.a.node].push((l.b.node, Attach::Link(li), l.weight as u64));
+        adj[l.b.node].push((l.a.node, Attach::Link(li), l.weight as u64));
+    }
+    for (gi, g) in segments.iter().enumerate() {
+        for (mi, m) in g.members.iter().enumerate() {
+            adj[m.end.node].push((n + gi, Attach::Segment(gi, mi), g.weight as u64));
+            adj[n + gi].push((m.end.node, Attach::Segment(gi, mi), 0));
+        }
+    }
+    let subnets_of = |e: EndpointRef| -> Vec<IpNet> {
+        let mut v: Vec<IpNet> = nodes[e.node].ifaces[e.iface].addrs.iter().map(|a| a.trunc()).collect();
+        v.dedup();
+        v
+    };
+    let link_nets: Vec<Vec<IpNet>> = links.iter().map(|l| subnets_of(l.a)).collect();
+    let seg_nets: Vec<Vec<IpNet>> = segments
         .iter()
-        .map(|l| {
-            let mut v: Vec<IpNet> = nodes[l.a.node].ifaces[l.a.iface].addrs.iter().map(|a| a.trunc()).collect();
-            v.dedup();
-            v
+        .map(|g| {
+            let mut all: Vec<IpNet> = g.members.iter().flat_map(|m| subnets_of(m.end)).collect();
+            all.sort();
+            all.dedup();
+            all
         })
         .collect();
+    let loopbacks: Vec<Vec<IpNet>> = nodes.iter().map(|x| x.loopback.clone()).collect();
     for src in 0..n {
-        // first[v] = (link of the first hop, neighbour reached by it)
-        let mut dist = vec![u64::MAX; n];
-        let mut first: Vec<Option<(usize, usize)>> = vec![None; n];
+        // first[v] = (how the first hop is reached, the neighbour it leads to)
+        let mut dist = vec![u64::MAX; v];
+        let mut first: Vec<Option<(Attach, usize)>> = vec![None; v];
         let mut heap = BinaryHeap::new();
         dist[src] = 0;
         heap.push(Reverse((0u64, src)));
@@ -248,27 +433,49 @@ fn static_routes(nodes: &mut [NodePlan], links: &[LinkPlan]) {
             if d > dist[u] {
                 continue;
             }
-            for &(v, li, w) in &adj[u] {
-                let nd = d + w;
-                if nd < dist[v] {
-                    dist[v] = nd;
-                    first[v] = if u == src { Some((li, v)) } else { first[u] };
-                    heap.push(Reverse((nd, v)));
+            for &(w, att, cost) in &adj[u] {
+                let nd = d + cost;
+                if nd < dist[w] {
+                    dist[w] = nd;
+                    let direct_seg = u >= n && first[u].is_none();
+                    first[w] = if (u == src && w < n) || direct_seg { Some((att, w)) } else { first[u] };
+                    heap.push(Reverse((nd, w)));
                 }
             }
         }
-        let attached: HashSet<usize> = nodes[src].ifaces.iter().map(|i| i.link).collect();
-        let mut routes = Vec::new();
+        let mut attached: HashSet<Attach> = HashSet::new();
+        for i in &nodes[src].ifaces {
+            attached.insert(match i.attach {
+                Attach::Segment(g, _) => Attach::Segment(g, 0),
+                a => a,
+            });
+        }
+        let mut targets: Vec<(Option<(Attach, usize)>, &[IpNet])> = Vec::new();
         for (li, l) in links.iter().enumerate() {
-            if attached.contains(&li) {
-                continue;
+            if !attached.contains(&Attach::Link(li)) {
+                let end = if dist[l.a.node] <= dist[l.b.node] { l.a.node } else { l.b.node };
+                targets.push((first[end], &link_nets[li]));
             }
-            // Reach the link through whichever of its ends is nearer.
-            let end = if dist[l.a.node] <= dist[l.b.node] { l.a.node } else { l.b.node };
-            let Some((hop_link, nb)) = first[end] else { continue };
-            let hl = &links[hop_link];
-            let nb_iface = if hl.a.node == nb { &nodes[nb].ifaces[hl.a.iface] } else { &nodes[nb].ifaces[hl.b.iface] };
-            for net in &subnets[li] {
+        }
+        for gi in 0..segments.len() {
+            if !attached.contains(&Attach::Segment(gi, 0)) {
+                targets.push((first[n + gi], &seg_nets[gi]));
+            }
+        }
+        for (dst, lo) in loopbacks.iter().enumerate() {
+            if dst != src {
+                targets.push((first[dst], lo));
+            }
+        }
+        let mut routes = Vec::new();
+        for (hop, nets) in targets {
+            let Some((att, nb)) = hop else { continue };
+            let nb_iface = nodes[nb].ifaces.iter().find(|i| match (i.attach, att) {
+                (Attach::Segment(g1, _), Attach::Segment(g2, _)) => g1 == g2,
+                (a, b) => a == b,
+            });
+            let Some(nb_iface) = nb_iface else { continue };
+            for net in nets {
                 if let Some(gw) = nb_iface.addrs.iter().find(|a| a.addr().is_ipv6() == net.addr().is_ipv6()) {
                     routes.push(RoutePlan { dst: *net, via: Some(gw.addr()), dev: None });
                 }

@@ -184,3 +184,108 @@ fn small_mtu_with_ipv6_is_an_error() {
     assert!(m.contains("t.yaml:3:5: links[0].mtu: IPv6 needs an MTU of at least 1280 bytes, got 100"), "{m}");
     ok("addressing: {ipv6: none}\nnodes: {a: {}, b: {}}\nlinks:\n  - {endpoints: [a, b], mtu: 100}\n");
 }
+
+const LAN: &str = "
+nodes:
+  r1: {loopback: [10.255.0.1/32]}
+  r2: {}
+  h1: {}
+  h2:
+    files:
+      /etc/demo/info: |
+        host {{ name }} id {{ router_id }}
+        {% for i in ifaces %}{{ i.name }} {{ i.ipv4_prefix }} {{ i.kind }}
+        {% endfor %}
+    run: ['echo {{ iface.eth0.ipv6 }}']
+links:
+  - endpoints: [r1, r2]
+segments:
+  lan1:
+    delay: 1ms
+    members:
+      - r2
+      - h1
+      - {node: h2, vlan: 7, ingress: {loss: 10%}}
+";
+
+#[test]
+fn lan_segments_get_a_subnet_ports_and_routes() {
+    let p = ok(LAN);
+    assert_eq!(p.segments.len(), 1);
+    let g = &p.segments[0];
+    assert_eq!(g.members.len(), 3);
+    assert_eq!(g.members[0].egress.delay_ns, 1_000_000);
+    assert_eq!(g.members[2].ingress.loss, Loss::Bernoulli { rate: 0.1, correlation: 0.0 });
+    assert_eq!(g.members[2].egress.loss, Loss::None);
+    assert_eq!(g.members[2].vlan, 7);
+    assert_eq!(g.members[0].vlan, 1);
+    // The LAN takes a /24 from the pool first; the link takes the next /30.
+    let h1 = &p.nodes[2];
+    assert_eq!(h1.ifaces[0].addrs[0].to_string(), "10.0.0.2/24");
+    assert_eq!(h1.ifaces[0].addrs[1].to_string(), "fd00::2/64");
+    assert_eq!(p.nodes[0].ifaces[0].addrs[0].to_string(), "10.0.1.1/30");
+    // h1 reaches the r1-r2 link and r1's loopback through r2 on the LAN.
+    let r: Vec<String> = h1.routes.iter().map(|r| format!("{} via {}", r.dst, r.via.unwrap())).collect();
+    assert_eq!(r, ["10.0.1.0/30 via 10.0.0.1", "fd00:0:0:1::/64 via fd00::1", "10.255.0.1/32 via 10.0.0.1"]);
+    // r1 reaches the LAN through r2.
+    let r: Vec<String> = p.nodes[0].routes.iter().map(|r| format!("{} via {}", r.dst, r.via.unwrap())).collect();
+    assert_eq!(r, ["10.0.0.0/24 via 10.0.1.2", "fd00::/64 via fd00:0:0:1::2"]);
+    assert!(p.hosts.iter().any(|(a, n)| n == "r1" && a.to_string() == "10.255.0.1"));
+}
+
+#[test]
+fn files_and_run_commands_are_templates() {
+    let p = ok(LAN);
+    let h2 = &p.nodes[3];
+    assert_eq!(h2.files[0].path, "/etc/demo/info");
+    assert_eq!(h2.files[0].content, "host h2 id 10.0.0.3\neth0 10.0.0.3/24 lan\n\n");
+    assert_eq!(h2.files[0].mode, 0o644);
+    assert_eq!(h2.run, ["echo fd00::3"]);
+}
+
+#[test]
+fn bad_files_and_templates_are_reported() {
+    let m = one_error("nodes:\n  a:\n    files:\n      etc/x: y\n");
+    assert!(m.contains("t.yaml:4:7: nodes.a.files.etc/x: 'etc/x' is not an absolute path"), "{m}");
+    let m = one_error("nodes:\n  a:\n    files:\n      /usr/x: y\n");
+    assert!(m.contains("not in a node's private directories"), "{m}");
+    let m = one_error("nodes:\n  a:\n    files:\n      /etc/x: '{{ nope }}'\n");
+    assert!(m.contains("t.yaml:4:7: nodes.a.files./etc/x: template error"), "{m}");
+    assert!(m.contains("line 1 of the template"), "{m}");
+    let m = one_error("nodes:\n  a:\n    files:\n      /etc/x: {from: /nonexistent/file}\n");
+    assert!(m.contains("cannot read /nonexistent/file"), "{m}");
+}
+
+#[test]
+fn bad_segments_are_reported() {
+    let m = one_error("nodes: {a: {}, b: {}}\nsegments:\n  s: {members: [a]}\n");
+    assert!(m.contains("segments.s.members: a segment needs at least 2 members, found 1"), "{m}");
+    let m = one_error("nodes: {a: {}, b: {}}\nsegments:\n  s: {members: [a, b, a]}\n");
+    assert!(m.contains("already a member"), "{m}");
+    let m = one_error("nodes: {a: {}, b: {}}\nsegments:\n  s: {members: [a, {node: b, vlan: 5000}]}\n");
+    assert!(m.contains("segments.s.members[1].vlan: expected a VLAN number from 1 to 4094, got '5000'"), "{m}");
+    let m = one_error("nodes: {a: {}, b: {}}\nsegments:\n  s: {kind: bus, members: [a, b]}\n");
+    assert!(m.contains("unknown segment kind 'bus'"), "{m}");
+    let m = one_error("nodes: {a: {}, b: {}}\nsegments:\n  s: {ipv4: 192.168.1.0/24, members: [a, {node: b, ip: 10.1.1.1/24}]}\n");
+    assert!(m.contains("address 10.1.1.1/24 is not in the segment's subnet 192.168.1.0/24"), "{m}");
+}
+
+#[test]
+fn segment_subnets_are_sized_and_can_be_given() {
+    let members: Vec<String> = (0..300).map(|i| format!("n{i}")).collect();
+    let nodes: String = members.iter().map(|m| format!("  {m}: {{}}\n")).collect();
+    let p = ok(&format!("nodes:\n{nodes}segments:\n  big: {{members: [{}]}}\n", members.join(", ")));
+    assert_eq!(p.nodes[299].ifaces[0].addrs[0].to_string(), "10.0.1.44/23");
+    let p = ok("nodes: {a: {}, b: {}}\nsegments:\n  s: {ipv4: 192.168.7.0/24, ipv6: none, members: [a, {node: b, ip: 192.168.7.1/24}]}\n");
+    assert_eq!(p.nodes[0].ifaces[0].addrs, vec!["192.168.7.2/24".parse().unwrap()]);
+    assert_eq!(p.nodes[1].ifaces[0].addrs, vec!["192.168.7.1/24".parse().unwrap()]);
+}
+
+#[test]
+fn loopback_pools() {
+    let p = ok("addressing: {loopback_ipv4: 10.255.0.0/24, loopback_ipv6: 'fd00:ff::/64'}\nnodes: {a: {}, b: {loopback: [10.9.9.9/32]}}\nlinks:\n  - endpoints: [a, b]\n");
+    assert_eq!(p.nodes[0].loopback.iter().map(|a| a.to_string()).collect::<Vec<_>>(), ["10.255.0.0/32", "fd00:ff::/128"]);
+    assert_eq!(p.nodes[1].loopback.iter().map(|a| a.to_string()).collect::<Vec<_>>(), ["10.9.9.9/32", "fd00:ff::1/128"]);
+    let r: Vec<String> = p.nodes[0].routes.iter().map(|r| format!("{} via {}", r.dst, r.via.unwrap())).collect();
+    assert_eq!(r, ["10.9.9.9/32 via 10.0.0.2", "fd00:ff::1/128 via fd00::2"]);
+}

@@ -102,7 +102,8 @@ enum DirArg {
 enum LinkCmd {
     /// Change impairments; values not given keep their current settings.
     Set {
-        /// NODE:NODE or the link's name.
+        /// NODE:NODE or the link's name; for LAN segments SEGMENT:NODE (forward = toward
+        /// the node), NODE:SEGMENT, or SEGMENT (every member).
         link: String,
         #[arg(long, value_enum, default_value = "both")]
         direction: DirArg,
@@ -346,10 +347,11 @@ fn up_background(plan: Plan) -> Result<()> {
         bail!("lab '{}' did not come up: {msg}", plan.name);
     }
     println!(
-        "lab '{}' is up: {} nodes, {} links (logs in {}). Try 'vemu status', 'vemu exec NODE -- CMD', 'vemu down'.",
+        "lab '{}' is up: {} nodes, {} links, {} segments (logs in {}). Try 'vemu status', 'vemu exec NODE -- CMD', 'vemu down'.",
         plan.name,
         plan.nodes.len(),
         plan.links.len(),
+        plan.segments.len(),
         paths.log_dir().display()
     );
     Ok(())
@@ -570,6 +572,37 @@ fn print_status(s: &LabStatus) {
                 describe(&d.impairments),
                 arrow
             );
+        }
+    }
+    for g in &s.segments {
+        let st = &g.stats;
+        let cap = g.capacity_bps.map(|c| format!(", capacity {}", fmt_rate(c))).unwrap_or_default();
+        println!(
+            "\nSEGMENT {} (lan{cap}): {} unicast, {} flooded, {} filtered, {} over capacity",
+            g.name, st.unicast, st.flooded, st.filtered, st.drop_capacity
+        );
+        println!(
+            "{:<22} {:<4} {:<4} {:<4} {:>10} {:>10} {:>12} {:>8} {:>8} {:>8}  IMPAIRMENTS",
+            "PORT", "VLAN", "UP", "DIR", "RX FRAMES", "TX FRAMES", "TX BYTES", "LOSS", "QUEUE", "DOWN"
+        );
+        for m in &g.members {
+            for (dir, d) in [("out", &m.egress), ("in", &m.ingress)] {
+                let st = &d.stats;
+                println!(
+                    "{:<22} {:<4} {:<4} {:<4} {:>10} {:>10} {:>12} {:>8} {:>8} {:>8}  {}",
+                    m.port,
+                    m.vlan,
+                    if m.up { "yes" } else { "no" },
+                    dir,
+                    st.rx_frames,
+                    st.tx_frames,
+                    st.tx_bytes,
+                    st.drop_loss,
+                    st.drop_queue,
+                    st.drop_down,
+                    describe(&d.impairments)
+                );
+            }
         }
     }
 }
