@@ -112,8 +112,34 @@ fn make_shared_dir(dir: &str) -> Result<()> {
     bail!("could not make {dir} a shared mount")
 }
 
+/// Kernel limits a lab needs, as (sysctl, least value). The neighbour (ARP and NDP)
+/// tables are shared by every network namespace of the machine, and their default hard
+/// limit (1024 entries) is reached by one LAN of 33 hosts that all talk to each other:
+/// beyond it, sends fail with ENOBUFS.
+const HOST_LIMITS: &[(&str, u64)] = &[
+    ("/proc/sys/net/ipv4/neigh/default/gc_thresh1", 4096),
+    ("/proc/sys/net/ipv4/neigh/default/gc_thresh2", 262144),
+    ("/proc/sys/net/ipv4/neigh/default/gc_thresh3", 1048576),
+    ("/proc/sys/net/ipv6/neigh/default/gc_thresh1", 4096),
+    ("/proc/sys/net/ipv6/neigh/default/gc_thresh2", 262144),
+    ("/proc/sys/net/ipv6/neigh/default/gc_thresh3", 1048576),
+];
+
+/// Raise the machine's kernel limits that labs outgrow (never lowers one). These are
+/// tuning values, not lab objects, so they stay after the lab (as with Mininet).
+fn raise_host_limits() -> Result<()> {
+    for (path, least) in HOST_LIMITS {
+        let now: u64 = fs::read_to_string(path).with_context(|| format!("reading {path}"))?.trim().parse().unwrap_or(0);
+        if now < *least {
+            write_sysctl(path, &least.to_string())?;
+        }
+    }
+    Ok(())
+}
+
 /// Prepare the lab's directories and its `/etc/hosts`. Fails if the lab exists.
 pub fn prepare_lab(paths: &LabPaths, hosts: &str, nodes: &[NodePlan]) -> Result<()> {
+    raise_host_limits()?;
     make_shared_dir(NETNS_DIR)?;
     make_shared_dir(STATE_DIR)?;
     fs::create_dir(&paths.dir).with_context(|| format!("creating {}", paths.dir.display()))?;

@@ -33,6 +33,8 @@ pub struct NodeDef {
     pub files: Vec<FileDef>,
     /// Addresses on the node's `lo` (host routes: /32, /128).
     pub loopback: Vec<IpNet>,
+    /// Values for templates (`{{ vars.NAME }}`), the node's over `defaults.node`'s.
+    pub vars: Vec<(String, String)>,
 }
 
 /// A file placed in a node's private view of the filesystem.
@@ -792,6 +794,54 @@ fn addressing(p: &mut P, node: &Node, field: &str) -> Addressing {
     a
 }
 
+const NODE_KEYS: &[&str] = &["run", "routes", "files", "loopback", "vars"];
+
+/// What a node definition (or `defaults.node`) gives.
+#[derive(Default)]
+struct NodeParts {
+    run: Vec<String>,
+    routes: Vec<RouteDef>,
+    files: Vec<FileDef>,
+    loopback: Vec<IpNet>,
+    vars: Vec<(String, String)>,
+}
+
+fn node_parts(p: &mut P, def: &Node, field: &str, base: Option<&Path>, allowed: &[&str]) -> NodeParts {
+    let mut d = NodeParts::default();
+    for (k, _, v) in p.map(def, field, allowed) {
+        let f = join(field, k);
+        match k {
+            "run" => d.run = p.strings(v, &f),
+            "files" => d.files = files(p, v, &f, base),
+            "vars" => {
+                for (name, _, x) in p.map(v, &f, &[]) {
+                    if let Some(val) = p.string(x, &join(&f, name)) {
+                        d.vars.push((name.to_string(), val));
+                    }
+                }
+            }
+            "loopback" => {
+                d.loopback = ip_list(p, v, &f)
+                    .into_iter()
+                    .map(|a| match a {
+                        IpNet::V4(n) => IpNet::V4(Ipv4Net::new(n.addr(), 32).unwrap()),
+                        IpNet::V6(n) => IpNet::V6(Ipv6Net::new(n.addr(), 128).unwrap()),
+                    })
+                    .collect()
+            }
+            "routes" => {
+                for (i, r) in p.seq(v, &f).iter().enumerate() {
+                    if let Some(r) = route(p, r, &format!("{f}[{i}]")) {
+                        d.routes.push(r);
+                    }
+                }
+            }
+            _ => unreachable!(),
+        }
+    }
+    d
+}
+
 /// Parse a scenario; `base` is the directory that file references are relative to.
 pub fn parse(text: &str, stem: &str, name_override: Option<&str>, base: Option<&Path>) -> Result<Scenario, Vec<Error>> {
     let root = match yaml::parse(text) {
@@ -845,11 +895,14 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, base: Option<&
     };
 
     let mut default_link = ImpairmentsPatch::default();
+    let mut default_node = NodeParts::default();
     if let Some((_, d)) = get("defaults") {
-        for (k, _, v) in p.map(d, "defaults", &["link"]) {
+        for (k, _, v) in p.map(d, "defaults", &["link", "node"]) {
             if k == "link" {
                 let entries = p.map(v, "defaults.link", IMPAIRMENT_KEYS);
                 default_link = impairments(&mut p, &entries, "defaults.link");
+            } else {
+                default_node = node_parts(&mut p, v, "defaults.node", base, &["run", "files", "vars"]);
             }
         }
     }
@@ -870,36 +923,18 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, base: Option<&
                     p.err(nmark, &field, msg);
                     continue;
                 }
-                let mut run = Vec::new();
-                let mut routes = Vec::new();
-                let mut file_defs = Vec::new();
-                let mut loopback = Vec::new();
-                for (k, _, v) in p.map(def, &field, &["run", "routes", "files", "loopback"]) {
-                    let f = join(&field, k);
-                    match k {
-                        "run" => run = p.strings(v, &f),
-                        "files" => file_defs = files(&mut p, v, &f, base),
-                        "loopback" => {
-                            loopback = ip_list(&mut p, v, &f)
-                                .into_iter()
-                                .map(|a| match a {
-                                    IpNet::V4(n) => IpNet::V4(Ipv4Net::new(n.addr(), 32).unwrap()),
-                                    IpNet::V6(n) => IpNet::V6(Ipv6Net::new(n.addr(), 128).unwrap()),
-                                })
-                                .collect()
-                        }
-                        "routes" => {
-                            for (i, r) in p.seq(v, &f).iter().enumerate() {
-                                if let Some(r) = route(&mut p, r, &format!("{f}[{i}]")) {
-                                    routes.push(r);
-                                }
-                            }
-                        }
-                        _ => unreachable!(),
-                    }
-                }
+                let mut d = node_parts(&mut p, def, &field, base, NODE_KEYS);
+                // Defaults first: the node's own files replace default files at the same path.
+                let mut files = default_node.files.clone();
+                files.retain(|f| !d.files.iter().any(|g| g.path == f.path));
+                files.append(&mut d.files);
+                let mut run = default_node.run.clone();
+                run.append(&mut d.run);
+                let mut vars = default_node.vars.clone();
+                vars.extend(d.vars);
+                let (routes, loopback) = (d.routes, d.loopback);
                 names.insert(nname.to_string(), nodes.len());
-                nodes.push(NodeDef { name: nname.to_string(), mark: nmark, run, routes, files: file_defs, loopback });
+                nodes.push(NodeDef { name: nname.to_string(), mark: nmark, run, routes, files, loopback, vars });
             }
         }
     }

@@ -213,8 +213,9 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
         }
     }
     // Loopbacks: explicit ones, else the next address of the loopback pools.
-    let mut lo4 = Pool::new(a.loopback_ipv4.map(IpNet::V4), explicit.clone());
-    let mut lo6 = Pool::new(a.loopback_ipv6.map(IpNet::V6), explicit);
+    // They start at the pool's first host address (10.255.0.1, not 10.255.0.0).
+    let mut lo4 = Pool { cursor: 1, ..Pool::new(a.loopback_ipv4.map(IpNet::V4), explicit.clone()) };
+    let mut lo6 = Pool { cursor: 1, ..Pool::new(a.loopback_ipv6.map(IpNet::V6), explicit) };
     for n in nodes.iter_mut() {
         for (pool, v6fam, len) in [(&mut lo4, false, 32), (&mut lo6, true, 128)] {
             if pool.pool.is_some() && !n.loopback.iter().any(|l| l.addr().is_ipv6() == v6fam) {

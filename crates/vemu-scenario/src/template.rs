@@ -20,7 +20,7 @@ fn family(addrs: &[ipnet::IpNet], v6: bool, out: &mut Map<String, Value>) {
 }
 
 /// What a template of node `ni` can use.
-pub fn context(plan: &Plan, ni: usize) -> Value {
+pub fn context(plan: &Plan, ni: usize, vars: &[(String, String)]) -> Value {
     let n = &plan.nodes[ni];
     let mut ifaces = Vec::new();
     let mut by_name = Map::new();
@@ -61,6 +61,7 @@ pub fn context(plan: &Plan, ni: usize) -> Value {
         "ifaces": ifaces,
         "iface": by_name,
         "nodes": plan.nodes.iter().map(|x| x.name.clone()).collect::<Vec<_>>(),
+        "vars": vars.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect::<Map<String, Value>>(),
     })
 }
 
@@ -71,7 +72,7 @@ pub fn render_node_files(s: &Scenario, plan: &mut Plan, errors: &mut Vec<Error>)
     env.set_undefined_behavior(UndefinedBehavior::Strict);
     env.set_keep_trailing_newline(true);
     for (ni, def) in s.nodes.iter().enumerate() {
-        let ctx = context(plan, ni);
+        let ctx = context(plan, ni, &def.vars);
         let render = |name: &str, text: &str| -> Result<String, String> {
             if !text.contains("{{") && !text.contains("{%") {
                 return Ok(text.to_string());

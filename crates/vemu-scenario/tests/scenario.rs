@@ -284,8 +284,8 @@ fn segment_subnets_are_sized_and_can_be_given() {
 #[test]
 fn loopback_pools() {
     let p = ok("addressing: {loopback_ipv4: 10.255.0.0/24, loopback_ipv6: 'fd00:ff::/64'}\nnodes: {a: {}, b: {loopback: [10.9.9.9/32]}}\nlinks:\n  - endpoints: [a, b]\n");
-    assert_eq!(p.nodes[0].loopback.iter().map(|a| a.to_string()).collect::<Vec<_>>(), ["10.255.0.0/32", "fd00:ff::/128"]);
-    assert_eq!(p.nodes[1].loopback.iter().map(|a| a.to_string()).collect::<Vec<_>>(), ["10.9.9.9/32", "fd00:ff::1/128"]);
+    assert_eq!(p.nodes[0].loopback.iter().map(|a| a.to_string()).collect::<Vec<_>>(), ["10.255.0.1/32", "fd00:ff::1/128"]);
+    assert_eq!(p.nodes[1].loopback.iter().map(|a| a.to_string()).collect::<Vec<_>>(), ["10.9.9.9/32", "fd00:ff::2/128"]);
     let r: Vec<String> = p.nodes[0].routes.iter().map(|r| format!("{} via {}", r.dst, r.via.unwrap())).collect();
-    assert_eq!(r, ["10.9.9.9/32 via 10.0.0.2", "fd00:ff::1/128 via fd00::2"]);
+    assert_eq!(r, ["10.9.9.9/32 via 10.0.0.2", "fd00:ff::2/128 via fd00::2"]);
 }

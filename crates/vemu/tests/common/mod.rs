@@ -55,6 +55,47 @@ impl Lab {
         Lab { name: name.to_string() }
     }
 
+    /// Bring up a scenario file of the repository (e.g. `examples/x.yaml`) as lab `name`.
+    pub fn up_file(name: &str, path: &str) -> Lab {
+        let full = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(path);
+        let o = vemu(&["up", full.to_str().unwrap(), "--name", name]);
+        assert!(o.status.success(), "vemu up failed: {}", text(&o));
+        Lab { name: name.to_string() }
+    }
+
+    /// Run a shell command line in a node; (exit code, stdout).
+    pub fn sh(&self, node: &str, script: &str) -> (i32, String) {
+        let o = self.exec(node, &["sh", "-c", script]);
+        (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).into_owned())
+    }
+
+    /// Wait until every address answers one ping from `node` (or `timeout_s` passes);
+    /// returns the addresses that still do not answer.
+    pub fn wait_reachable(&self, node: &str, addrs: &[String], timeout_s: f64) -> Vec<String> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs_f64(timeout_s);
+        loop {
+            let script: String = addrs.iter().map(|a| format!("(ping -c1 -W1 -q {a} >/dev/null 2>&1 || echo {a}) & ")).collect::<String>() + "wait";
+            let (_, out) = self.sh(node, &script);
+            let missing: Vec<String> = out.split_whitespace().map(String::from).collect();
+            if missing.is_empty() || std::time::Instant::now() > deadline {
+                return missing;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(500));
+        }
+    }
+
+    /// Addresses of a node's interfaces and loopback from the status, of one family.
+    pub fn addrs(&self, status: &serde_json::Value, node: &str, v6: bool) -> Vec<String> {
+        let n = status["nodes"].as_array().unwrap().iter().find(|n| n["name"] == node).unwrap();
+        n["ifaces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|i| i["addrs"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().split('/').next().unwrap().to_string()))
+            .filter(|a| a.contains(':') == v6)
+            .collect()
+    }
+
     pub fn exec(&self, node: &str, cmd: &[&str]) -> Output {
         let mut args = vec!["exec", "--lab", &self.name, node, "--"];
         args.extend_from_slice(cmd);

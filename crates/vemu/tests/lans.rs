@@ -1,0 +1,87 @@
+//! LAN segments in real labs: a software switch between TAP devices. Run as root.
+
+mod common;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::*;
+
+#[test]
+fn lan_of_50_hosts_everyone_reaches_everyone() {
+    let _g = serial();
+    let n = 50;
+    let mut y = String::from("name: t-lan50\nnodes:\n");
+    for i in 1..=n {
+        y += &format!("  h{i}: {{}}\n");
+    }
+    y += "segments:\n  lan:\n    members: [";
+    y += &(1..=n).map(|i| format!("h{i}")).collect::<Vec<_>>().join(", ");
+    y += "]\n";
+    let lab = Lab::up("t-lan50", &y);
+    let s = lab.status();
+    let all: Vec<(String, Vec<String>)> =
+        (1..=n).map(|i| format!("h{i}")).map(|h| (h.clone(), [lab.addrs(&s, &h, false), lab.addrs(&s, &h, true)].concat())).collect();
+    let mut pairs = 0;
+    for (h, _) in &all {
+        let targets: Vec<String> = all.iter().filter(|(o, _)| o != h).flat_map(|(_, a)| a.clone()).collect();
+        let missing = lab.wait_reachable(h, &targets, 20.0);
+        assert!(missing.is_empty(), "{h} cannot reach {missing:?}");
+        pairs += targets.len();
+    }
+    eprintln!("LAN of {n} hosts: {pairs} (host, address) pairs answered, IPv4 and IPv6");
+    let seg = &lab.status()["segments"][0];
+    assert!(seg["stats"]["unicast"].as_u64().unwrap() > 0);
+    assert!(seg["stats"]["flooded"].as_u64().unwrap() > 0);
+}
+
+/// Start `tcpdump` in a node for `seconds`; its output tells how many packets matched.
+fn capture(lab: &str, node: &str, filter: &str, seconds: u32) -> std::process::Child {
+    let t = seconds.to_string();
+    Command::new(env!("CARGO_BIN_EXE_vemu"))
+        .args(["exec", "--lab", lab, node, "--", "timeout", "-s", "INT", &t, "tcpdump", "-n", "-i", "any", "-c", "1", filter])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn captured(c: std::process::Child) -> bool {
+    let o = c.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains(" captured"), "tcpdump: {err}");
+    !err.contains("0 packets captured")
+}
+
+#[test]
+fn broadcast_reaches_every_member_of_its_vlan_and_nothing_else() {
+    let _g = serial();
+    let y = "
+name: t-bcast
+nodes: {a: {}, b: {}, c: {}, d: {}, r: {}, o: {}}
+links:
+  - endpoints: [r, o]
+segments:
+  lan:
+    ipv4: 10.1.0.0/24
+    ipv6: 'fd01::/64'
+    members: [a, b, c, {node: d, vlan: 2}, r]
+";
+    let lab = Lab::up("t-bcast", y);
+    // Who-has for an address nobody has (ARP broadcast), and neighbour solicitation
+    // for one (IPv6 multicast).
+    for (filter, probe) in [("arp host 10.1.0.200", "ping -c 2 -W 1 10.1.0.200"), ("icmp6 and ip6[40] == 135 and ip6[48:4] == 0xfd010000 and ip6[60:4] == 0xc8", "ping -c 2 -W 1 fd01::c8")] {
+        let caps: Vec<(&str, std::process::Child)> = ["b", "c", "r", "d", "o"].iter().map(|n| (*n, capture("t-bcast", n, filter, 4))).collect();
+        std::thread::sleep(Duration::from_millis(1500));
+        lab.sh("a", probe);
+        for (node, c) in caps {
+            let seen = captured(c);
+            let expect = ["b", "c", "r"].contains(&node);
+            assert_eq!(seen, expect, "{filter}: node {node} {} it", if seen { "saw" } else { "did not see" });
+        }
+    }
+    // d, alone in VLAN 2, never received a frame; the link beyond r carried no broadcast.
+    let s = lab.status();
+    let d = &s["segments"][0]["members"][3];
+    assert_eq!(d["ingress"]["stats"]["rx_frames"], 0, "{d}");
+    assert!(s["segments"][0]["stats"]["flooded"].as_u64().unwrap() >= 4);
+}

@@ -1,0 +1,106 @@
+//! Real routing software in real labs: FRR, BIRD and babeld from Debian, in the
+//! examples' scenarios. Run as root.
+
+mod common;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+fn loopbacks(n: usize, v6: bool) -> Vec<String> {
+    (1..=n).map(|i| if v6 { format!("fd00:ff::{i:x}") } else { format!("10.255.0.{i}") }).collect()
+}
+
+fn assert_all_reachable(lab: &Lab, from: &str, addrs: &[String], timeout_s: f64) -> f64 {
+    let t0 = Instant::now();
+    let missing = lab.wait_reachable(from, addrs, timeout_s);
+    assert!(missing.is_empty(), "{from} cannot reach {missing:?} after {timeout_s} s");
+    t0.elapsed().as_secs_f64()
+}
+
+/// Timestamps (s) of the echo replies in `ping -D` output.
+fn reply_times(out: &str) -> Vec<f64> {
+    out.lines()
+        .filter(|l| l.contains("bytes from"))
+        .filter_map(|l| l.strip_prefix('[')?.split(']').next()?.parse().ok())
+        .collect()
+}
+
+#[test]
+fn frr_ospf_ring_converges_and_reroutes_around_a_failed_link() {
+    let _g = serial();
+    let lab = Lab::up_file("t-frr", "examples/frr-ospf-ring.yaml");
+    let t4 = assert_all_reachable(&lab, "r1", &loopbacks(10, false), 90.0);
+    let t6 = assert_all_reachable(&lab, "r1", &loopbacks(10, true), 60.0);
+    eprintln!("FRR ring: every loopback reachable from r1 after {t4:.1} s (IPv4), then {t6:.1} s more (IPv6)");
+    // r1 reaches r4 (10.255.0.4) over r2 and r3: 3 hops one way, 7 the other.
+    let (_, route) = lab.sh("r1", "ip route get 10.255.0.4");
+    assert!(route.contains("dev eth0"), "{route}");
+
+    // Ping r4 every 10 ms while the r2-r3 link fails under it.
+    let ping = Command::new(env!("CARGO_BIN_EXE_vemu"))
+        .args(["exec", "--lab", "t-frr", "r1", "--", "ping", "-D", "-n", "-i", "0.01", "-c", "800", "-W", "1", "10.255.0.4"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let o = lab.vemu(&["link", "down", "r2:r3"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let out = ping.wait_with_output().unwrap();
+    let out = String::from_utf8_lossy(&out.stdout).into_owned();
+    let times = reply_times(&out);
+    let errors: Vec<&str> = out.lines().filter(|l| !l.contains("bytes from")).take(12).collect();
+    assert!(times.len() > 100, "too few replies: {}", times.len());
+    let gap = times.windows(2).map(|w| w[1] - w[0]).fold(0.0, f64::max);
+    // Traffic flows again after the failure, the other way round the ring.
+    let last = *times.last().unwrap();
+    let first = times[0];
+    assert!(last - first > 6.0, "replies stopped after {:.2} s: {errors:?}", last - first);
+    let (_, route) = lab.sh("r1", "ip route get 10.255.0.4");
+    assert!(route.contains("dev eth1"), "not rerouted: {route}");
+    eprintln!("FRR ring: link r2:r3 down -> traffic r1->r4 rerouted; longest gap between replies (reconvergence) {:.0} ms", gap * 1000.0);
+    assert!(gap < 5.0, "reconvergence took {gap} s");
+
+    // The link comes back and OSPF returns to the short way.
+    assert!(lab.vemu(&["link", "up", "r2:r3"]).status.success());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, route) = lab.sh("r1", "ip route get 10.255.0.4");
+        if route.contains("dev eth0") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "did not return to the short path: {route}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn bird_ospf_ring_converges() {
+    let _g = serial();
+    let lab = Lab::up_file("t-bird", "examples/bird-ospf-ring.yaml");
+    let t4 = assert_all_reachable(&lab, "r1", &loopbacks(10, false), 90.0);
+    let t6 = assert_all_reachable(&lab, "r1", &loopbacks(10, true), 60.0);
+    eprintln!("BIRD ring: every loopback reachable from r1 after {t4:.1} s (IPv4) + {t6:.1} s (IPv6)");
+}
+
+#[test]
+fn babel_mesh_converges() {
+    let _g = serial();
+    let lab = Lab::up_file("t-babel", "examples/babel-mesh.yaml");
+    let t4 = assert_all_reachable(&lab, "n1", &loopbacks(9, false), 90.0);
+    let t6 = assert_all_reachable(&lab, "n9", &loopbacks(9, true), 60.0);
+    eprintln!("babel mesh: every loopback reachable after {t4:.1} s (IPv4, from n1) + {t6:.1} s (IPv6, from n9)");
+}
+
+#[test]
+fn two_area_ospf_with_hosts_on_lans() {
+    let _g = serial();
+    let lab = Lab::up_file("t-areas", "examples/frr-ospf-areas.yaml");
+    let s = lab.status();
+    let mut far: Vec<String> = ["h4", "h5", "h6"].iter().flat_map(|h| lab.addrs(&s, h, false)).collect();
+    far.extend(["h4", "h5", "h6"].iter().flat_map(|h| lab.addrs(&s, h, true)));
+    let t = assert_all_reachable(&lab, "h1", &far, 90.0);
+    eprintln!("two OSPF areas: hosts of lan1 reach every host of lan2 (IPv4 and IPv6) after {t:.1} s");
+    let (_, out) = lab.sh("abr1", "vtysh -c 'show ip ospf border-routers'");
+    assert!(out.contains("ABR"), "{out}");
+}
