@@ -4,6 +4,8 @@
   bench.py link    unimpaired link: TCP throughput through vemu vs a raw veth pair
   bench.py chain   chains of 1..16 hops: RTT and TCP throughput, vemu vs a kernel veth chain
   bench.py scale   start-up / tear-down time and memory for labs of 10, 100, 1000 nodes
+  bench.py switch  LAN segments: switching decision time vs ports (2..4096), and switch
+                   throughput for unicast and broadcast frames of 64..1500 bytes vs ports
   bench.py all     all of the above
 
 Run as root from the repository (after `cargo build --release`).
@@ -243,11 +245,72 @@ def bench_scale():
     plot("scale_mem.png", "Lab memory (tree, routing: none)", "nodes", "MiB", [("controller RSS", ns, [r[4] for r in none]), ("machine (MemAvailable drop)", ns, [r[5] for r in none])], logx=True, logy=True)
 
 
+def bench_switch():
+    # Decision time: the sans-IO switch alone, in a tight loop.
+    out = sh("cargo", "run", "--release", "-q", "-p", "vemu-switch", "--example", "decision")
+    rows = [l.split(",") for l in out.strip().splitlines()[1:]]
+    rows = [[int(r[0]), float(r[1]), float(r[2]), float(r[3])] for r in rows]
+    write_csv("switch_decision.csv", ["ports", "unicast_ns_per_frame", "flood_ns_per_frame", "flood_ns_per_recipient"], rows)
+    ports = [r[0] for r in rows]
+    plot(
+        "switch_decision.png",
+        "Switching decision time per frame (learned unicast)",
+        "ports",
+        "ns per frame",
+        [("vemu-switch, unicast", ports, [r[1] for r in rows]), ("NET kernel switch, P4 2.4 GHz (published)", ports, [98] * len(ports))],
+        logx=True,
+    )
+    print("switch decision, unicast ns/frame: " + ", ".join(f"{r[0]} ports {r[1]:.1f}" for r in rows))
+
+    # Throughput: frames blasted from h1 through the engine's switch to the other members.
+    sh("cargo", "build", "--release", "-q", "--example", "blast", "-p", "vemu")
+    blast = os.path.join(ROOT, "target", "release", "examples", "blast")
+    seconds = 2
+    table = []
+    for n in [2, 4, 8, 16, 32, 64]:
+        name = f"b-sw{n}"
+        nodes = "".join(f"  h{i}: {{}}\n" for i in range(1, n + 1))
+        members = ", ".join(f"h{i}" for i in range(1, n + 1))
+        up(name, f"name: {name}\naddressing: {{ipv6: none}}\nnodes:\n{nodes}segments:\n  lan: {{members: [{members}]}}\n")
+        try:
+            st = json.loads(vemu("status", "--json", "--lab", name))
+            h2_mac = [x for x in st["nodes"] if x["name"] == "h2"][0]["ifaces"][0]["mac"]
+            vemu("exec", "--lab", name, "h1", "--", "ping", "-c", "1", "-W", "1", "h2", check=False)
+            for mode, dst in [("unicast", h2_mac), ("broadcast", "broadcast")]:
+                for size in [64, 512, 1500]:
+                    def delivered():
+                        s = json.loads(vemu("status", "--json", "--lab", name))
+                        return sum(m["ingress"]["stats"]["tx_frames"] for m in s["segments"][0]["members"])
+                    before = delivered()
+                    sent = int(vemu("exec", "--lab", name, "h1", "--", blast, "eth0", dst, str(size), str(seconds)).strip())
+                    time.sleep(0.2)
+                    got = delivered() - before
+                    fps = got / seconds
+                    table.append([n, mode, size, sent / seconds, fps, fps * size * 8 / 1e9])
+        finally:
+            down(name)
+    write_csv("switch_throughput.csv", ["ports", "mode", "frame_bytes", "offered_fps", "delivered_fps", "delivered_gbps"], table)
+    series = []
+    for mode in ["unicast", "broadcast"]:
+        for size in [64, 512, 1500]:
+            pts = [r for r in table if r[1] == mode and r[2] == size]
+            series.append((f"{mode} {size} B", [r[0] for r in pts], [r[5] for r in pts]))
+    plot("switch_throughput.png", "LAN segment throughput (all recipients together)", "ports", "Gbit/s delivered", series, logx=True)
+    for r in table:
+        print(f"switch {r[1]:9} {r[2]:5} B, {r[0]:3} ports: {r[4]/1e3:8.0f} kframes/s delivered = {r[5]:6.2f} Gbit/s (offered {r[3]/1e3:.0f} kframes/s)")
+
+
 def main():
     if os.geteuid() != 0:
         sys.exit("benchmarks create namespaces: run as root")
     which = sys.argv[1] if len(sys.argv) > 1 else "all"
-    todo = {"link": [bench_link], "chain": [bench_chain], "scale": [bench_scale], "all": [bench_link, bench_chain, bench_scale]}
+    todo = {
+        "link": [bench_link],
+        "chain": [bench_chain],
+        "scale": [bench_scale],
+        "switch": [bench_switch],
+        "all": [bench_link, bench_chain, bench_scale, bench_switch],
+    }
     if which not in todo:
         sys.exit(__doc__)
     for f in todo[which]:
