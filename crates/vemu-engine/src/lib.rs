@@ -30,11 +30,13 @@ const MAX_FRAME: usize = 65536 + 256;
 const MAX_BURST_NS: u64 = 100_000;
 /// Frames read from one device before looking at the others and the timers.
 const READ_BATCH: usize = 32;
-/// The shard sleeps until this long before the next delivery time and polls its devices
-/// without sleeping for the rest: waking from a sleep takes tens of microseconds on a
-/// virtual machine, which would otherwise add to the delay of every hop. The cost is at
-/// most this much CPU per timer, and nothing while no frame is in flight.
+/// The shard sleeps until at least this long before the next delivery time and polls its
+/// devices without sleeping for the rest: waking from a sleep takes tens of microseconds
+/// on a virtual machine, which would otherwise add to the delay of every hop. The cost
+/// is at most this much CPU per timer, and nothing while no frame is in flight.
 const SPIN_NS: u64 = 80_000;
+/// The margin grows to twice the wake-up lateness the shard observes (smoothed), up to this.
+const MAX_SPIN_NS: u64 = 1_000_000;
 
 /// The one lab clock: nanoseconds of CLOCK_MONOTONIC since the lab's epoch.
 #[derive(Debug, Clone, Copy)]
@@ -566,6 +568,9 @@ struct Shard {
     buf: Vec<u8>,
     /// Scratch list of accepted copies.
     accepted: Vec<Accepted>,
+    /// How late timed wake-ups come, smoothed (ns), and the margin it calls for.
+    wake_late_ns: u64,
+    spin_ns: u64,
 }
 
 impl Shard {
@@ -602,6 +607,8 @@ impl Shard {
             clock,
             buf: vec![0; MAX_FRAME],
             accepted: Vec::new(),
+            wake_late_ns: 0,
+            spin_ns: SPIN_NS,
         })
     }
 
@@ -613,7 +620,8 @@ impl Shard {
         loop {
             let now = self.clock.now_ns();
             self.run_due(now);
-            let timeout = self.heap.peek().map(|p| p.at_ns.saturating_sub(now).saturating_sub(SPIN_NS));
+            let timeout = self.heap.peek().map(|p| p.at_ns.saturating_sub(now).saturating_sub(self.spin_ns));
+            let wake_at = timeout.filter(|&t| t > 0).map(|t| now + t);
             let ts = timeout.map(|ns| libc::timespec { tv_sec: (ns / 1_000_000_000) as i64, tv_nsec: (ns % 1_000_000_000) as i64 });
             let tsp = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
             // SAFETY: events has room for its length; tsp is null or valid.
@@ -622,6 +630,12 @@ impl Shard {
             };
             if n < 0 {
                 continue; // EINTR
+            }
+            if let (0, Some(at)) = (n, wake_at) {
+                // A timed wake-up: learn how late they come.
+                let late = self.clock.now_ns().saturating_sub(at);
+                self.wake_late_ns = (self.wake_late_ns * 7 + late) / 8;
+                self.spin_ns = (2 * self.wake_late_ns).clamp(SPIN_NS, MAX_SPIN_NS);
             }
             for ev in &events[..n as usize] {
                 if ev.u64 == WAKE_TOKEN {
