@@ -25,3 +25,12 @@ if ! command -v cargo >/dev/null 2>&1; then
     apt-get update -qq
     apt-get install -y -qq cargo >/dev/null
 fi
+
+# Python tests of the client (python/): pytest, from pip or Debian.
+if ! python3 -c 'import pytest' 2>/dev/null; then
+    echo "setup: installing pytest"
+    python3 -m pip install -q pytest 2>/dev/null || {
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get install -y -qq python3-pytest >/dev/null
+    }
+fi

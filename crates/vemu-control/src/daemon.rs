@@ -1,21 +1,22 @@
-//! The controller process of one lab: builds it, serves its control socket until asked
-//! to stop (or sent SIGTERM/SIGINT/SIGHUP), then removes every trace of it.
+//! The controller process of one lab: builds it, serves its HTTP API (see [`crate::api`])
+//! until asked to stop (or sent SIGTERM/SIGINT/SIGHUP), then removes every trace of it.
 
-use std::io::{BufRead, BufReader, Write};
+use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, Mutex};
 
 use anyhow::{bail, Context, Result};
 use nix::sys::signal::{SigSet, Signal};
+use serde_json::{json, Value};
 use vemu_engine::{monotonic_ns, DirStats, Target};
 use vemu_host::LabPaths;
 use vemu_link::Impairments;
 use vemu_scenario::Plan;
 
+use crate::api::{self, ApiError};
 use crate::worker::{LocalWorker, Worker, WorkerReply, WorkerRequest};
-use crate::{DirStatus, Direction, IfaceStatus, LabStatus, LinkStatus, MemberStatus, NodeStatus, Reply, Request, SegmentStatus};
+use crate::{DirStatus, Direction, IfaceStatus, LabStatus, LinkStatus, MemberStatus, NodeStatus, SegmentStatus};
 
 /// What the lab is doing while it comes up.
 #[derive(Debug, Clone)]
@@ -33,29 +34,35 @@ struct PortState {
     imps: [Impairments; 2],
 }
 
-struct Controller {
+pub struct Controller {
     plan: Plan,
     worker: Box<dyn Worker>,
     links: Vec<PortState>,
     members: Vec<Vec<PortState>>,
+    /// Nodes taken down with `stop`.
+    stopped: Vec<bool>,
     epoch_ns: u64,
+    /// Where events go (the API's event stream).
+    events: tokio::sync::broadcast::Sender<Value>,
 }
 
-/// A request to stop: from a signal (`None`), or from a `down` request, which wants the
-/// result and says when its reply is written.
-type StopRequest = Option<(Sender<Result<(), String>>, std::sync::mpsc::Receiver<()>)>;
-type Shutdown = Sender<StopRequest>;
+/// A request to stop: from a signal (`None`), or from the API, which wants the result.
+pub type StopRequest = Option<Sender<Result<(), String>>>;
 
-fn call(worker: &mut dyn Worker, req: WorkerRequest) -> Result<WorkerReply, String> {
+fn call(worker: &mut dyn Worker, req: WorkerRequest) -> Result<WorkerReply, ApiError> {
     match worker.call(req, &mut |_, _| {}) {
-        WorkerReply::Error(e) => Err(e),
+        WorkerReply::Error(e) => Err(ApiError::internal(e)),
         r => Ok(r),
     }
 }
 
 /// The links or segment ports a name given by the user means, each with the direction
 /// that its "forward" is: 0 or 1.
-fn resolve(plan: &Plan, spec: &str) -> Result<Vec<(Target, usize)>, String> {
+fn resolve(plan: &Plan, spec: &str) -> Result<Vec<(Target, usize)>, ApiError> {
+    resolve_spec(plan, spec).map_err(ApiError::not_found)
+}
+
+fn resolve_spec(plan: &Plan, spec: &str) -> Result<Vec<(Target, usize)>, String> {
     let link_err = match plan.find_link(spec) {
         Ok((i, reversed)) => return Ok(vec![(Target::Link(i), reversed as usize)]),
         Err(e) => e,
@@ -88,20 +95,34 @@ impl Controller {
         }
     }
 
-    fn status(&mut self) -> Result<LabStatus, String> {
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    pub fn events(&self) -> &tokio::sync::broadcast::Sender<Value> {
+        &self.events
+    }
+
+    fn emit(&self, ev: Value) {
+        let _ = self.events.send(ev);
+    }
+
+    pub fn status(&mut self) -> Result<LabStatus, ApiError> {
         let WorkerReply::Stats(stats) = call(self.worker.as_mut(), WorkerRequest::Stats)? else {
-            return Err("unexpected worker reply".into());
+            return Err(ApiError::internal("unexpected worker reply"));
         };
         let WorkerReply::Processes(procs) = call(self.worker.as_mut(), WorkerRequest::Processes)? else {
-            return Err("unexpected worker reply".into());
+            return Err(ApiError::internal("unexpected worker reply"));
         };
         let paths = LabPaths::new(&self.plan.name);
         let nodes = self
             .plan
             .nodes
             .iter()
-            .map(|n| NodeStatus {
+            .enumerate()
+            .map(|(ni, n)| NodeStatus {
                 name: n.name.clone(),
+                up: !self.stopped[ni],
                 netns: paths.netns_name(&n.name),
                 ifaces: n
                     .ifaces
@@ -166,96 +187,113 @@ impl Controller {
         })
     }
 
-    fn handle(&mut self, req: Request) -> Result<Reply, String> {
-        let ok = Reply { ok: true, error: None, status: None };
-        match req {
-            Request::Status => Ok(Reply { status: Some(self.status()?), ..ok }),
-            Request::LinkSet { link, direction, patch } => {
-                let targets = resolve(&self.plan, &link)?;
-                if patch.mtu.is_some() {
-                    return Err("the MTU of a link cannot be changed while the lab runs".into());
-                }
-                let changes: Vec<(Target, usize)> = targets
-                    .into_iter()
-                    .flat_map(|(t, fwd)| {
-                        let dirs = match direction {
-                            Direction::Both => vec![0, 1],
-                            Direction::Forward => vec![fwd],
-                            Direction::Reverse => vec![1 - fwd],
-                        };
-                        dirs.into_iter().map(move |d| (t, d))
-                    })
-                    .collect();
-                // Check every direction first, so that a bad value changes nothing.
-                for &(t, d) in &changes {
-                    let mut imp = self.state(t).imps[d].clone();
-                    patch.apply_to(&mut imp);
-                    imp.validate()?;
-                }
-                for (t, d) in changes {
-                    if let WorkerReply::Impairments(imp) =
-                        call(self.worker.as_mut(), WorkerRequest::Patch { target: t, dir: d, patch: patch.clone() })?
-                    {
-                        self.state(t).imps[d] = imp;
-                    }
-                }
-                Ok(ok)
-            }
-            Request::LinkState { link, up } => {
-                for (t, _) in resolve(&self.plan, &link)? {
-                    call(self.worker.as_mut(), WorkerRequest::SetUp { target: t, up })?;
-                    self.state(t).up = up;
-                }
-                Ok(ok)
-            }
-            Request::Down => unreachable!("handled by the connection"),
+    /// Change impairments of links or segment ports; unspecified values stay. Every
+    /// direction is checked first, so that a bad value changes nothing.
+    pub fn link_set(&mut self, spec: &str, direction: Direction, patch: vemu_link::ImpairmentsPatch) -> Result<(), ApiError> {
+        let targets = resolve(&self.plan, spec)?;
+        if patch.mtu.is_some() {
+            return Err(ApiError::bad_request("the MTU of a link cannot be changed while the lab runs"));
         }
+        let changes: Vec<(Target, usize)> = targets
+            .into_iter()
+            .flat_map(|(t, fwd)| {
+                let dirs = match direction {
+                    Direction::Both => vec![0, 1],
+                    Direction::Forward => vec![fwd],
+                    Direction::Reverse => vec![1 - fwd],
+                };
+                dirs.into_iter().map(move |d| (t, d))
+            })
+            .collect();
+        for &(t, d) in &changes {
+            let mut imp = self.state(t).imps[d].clone();
+            patch.apply_to(&mut imp);
+            imp.validate().map_err(ApiError::bad_request)?;
+        }
+        for (t, d) in changes {
+            if let WorkerReply::Impairments(imp) = call(self.worker.as_mut(), WorkerRequest::Patch { target: t, dir: d, patch: patch.clone() })? {
+                self.emit(json!({"type": "link", "link": spec, "target": t, "direction": d, "impairments": imp}));
+                self.state(t).imps[d] = imp;
+            }
+        }
+        Ok(())
+    }
+
+    /// Take links or segment ports down (carrier lost, frames dropped) or back up.
+    pub fn link_state(&mut self, spec: &str, up: bool) -> Result<(), ApiError> {
+        for (t, _) in resolve(&self.plan, spec)? {
+            call(self.worker.as_mut(), WorkerRequest::SetUp { target: t, up })?;
+            self.state(t).up = up;
+            self.emit(json!({"type": "link", "link": spec, "target": t, "up": up}));
+        }
+        Ok(())
+    }
+
+    pub fn node_index(&self, node: &str) -> Result<usize, ApiError> {
+        self.plan.node_index(node).ok_or_else(|| ApiError::not_found(format!("no node named '{node}' in lab '{}'", self.plan.name)))
+    }
+
+    /// Stop every process in a node (its `run` commands are not restarted), or start
+    /// its `run` commands again.
+    pub fn node_state(&mut self, node: &str, up: bool) -> Result<(), ApiError> {
+        let ni = self.node_index(node)?;
+        call(self.worker.as_mut(), WorkerRequest::NodeState { node: node.to_string(), up })?;
+        self.stopped[ni] = !up;
+        self.emit(json!({"type": "node", "node": node, "up": up}));
+        Ok(())
+    }
+
+    /// Counters only, for the event stream and `GET /v1/stats`.
+    pub fn stats(&mut self) -> Result<Value, ApiError> {
+        let WorkerReply::Stats(c) = call(self.worker.as_mut(), WorkerRequest::Stats)? else {
+            return Err(ApiError::internal("unexpected worker reply"));
+        };
+        let links: Vec<Value> = self
+            .plan
+            .links
+            .iter()
+            .zip(&c.links)
+            .map(|(l, s)| json!({"name": l.name, "forward": s[0], "reverse": s[1]}))
+            .collect();
+        let segments: Vec<Value> = self
+            .plan
+            .segments
+            .iter()
+            .enumerate()
+            .map(|(g, seg)| {
+                let members: Vec<Value> = seg
+                    .members
+                    .iter()
+                    .zip(&c.members[g])
+                    .map(|(m, s)| json!({"port": self.plan.endpoint_name(m.end), "egress": s[0], "ingress": s[1]}))
+                    .collect();
+                json!({"name": seg.name, "switch": c.segments[g], "members": members})
+            })
+            .collect();
+        Ok(json!({"t_ns": monotonic_ns().saturating_sub(self.epoch_ns), "links": links, "segments": segments}))
     }
 }
 
-fn serve(conn: UnixStream, ctl: Arc<Mutex<Controller>>, shutdown: Shutdown) {
-    let mut out = match conn.try_clone() {
-        Ok(c) => c,
-        Err(_) => return,
-    };
-    for line in BufReader::new(conn).lines() {
-        let Ok(line) = line else { return };
-        let mut written = None;
-        let reply = match serde_json::from_str::<Request>(&line) {
-            Err(e) => Reply { ok: false, error: Some(format!("bad request: {e}")), status: None },
-            Ok(Request::Down) => {
-                let (tx, rx) = channel();
-                let (wtx, wrx) = channel();
-                written = Some(wtx);
-                let _ = shutdown.send(Some((tx, wrx)));
-                match rx.recv() {
-                    Ok(Ok(())) => Reply { ok: true, error: None, status: None },
-                    Ok(Err(e)) => Reply { ok: false, error: Some(e), status: None },
-                    Err(_) => Reply { ok: false, error: Some("the controller stopped".into()), status: None },
-                }
-            }
-            Ok(req) => match ctl.lock().unwrap().handle(req) {
-                Ok(r) => r,
-                Err(e) => Reply { ok: false, error: Some(e), status: None },
-            },
-        };
-        let mut s = serde_json::to_string(&reply).unwrap_or_default();
-        s.push('\n');
-        let failed = out.write_all(s.as_bytes()).is_err();
-        if let Some(w) = written {
-            let _ = w.send(());
-        }
-        if failed {
-            return;
-        }
-    }
+
+/// Where the API listens besides the lab's Unix socket.
+#[derive(Debug, Clone, Default)]
+pub struct ApiOptions {
+    /// A TCP address; requests there need the bearer token written to the lab directory.
+    pub tcp: Option<SocketAddr>,
+}
+
+/// A random bearer token: 32 bytes from the kernel, in hex.
+fn new_token() -> Result<String> {
+    let mut b = [0u8; 32];
+    std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom")?, &mut b)?;
+    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
 }
 
 /// Build the lab described by `plan`, report progress through `report`, then serve it
 /// until it is taken down. Returns once everything is removed.
-pub fn run(plan: Plan, mut report: impl FnMut(Event)) -> Result<()> {
+pub fn run(plan: Plan, options: ApiOptions, mut report: impl FnMut(Event)) -> Result<()> {
     let paths = LabPaths::new(&plan.name);
-    if UnixStream::connect(paths.socket()).is_ok() {
+    if std::os::unix::net::UnixStream::connect(paths.socket()).is_ok() {
         bail!("lab '{}' is already running (take it down with 'vemu down --lab {}')", plan.name, plan.name);
     }
     if paths.dir.exists() || !vemu_host::lab_netns(&plan.name).is_empty() {
@@ -268,6 +306,10 @@ pub fn run(plan: Plan, mut report: impl FnMut(Event)) -> Result<()> {
         signals.add(s);
     }
     signals.thread_block().context("blocking signals")?;
+    // Processes of nodes whose parents end become ours (not the machine's init's), so
+    // that the supervisor reaps them.
+    // SAFETY: prctl with integer arguments.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
 
     let epoch_ns = monotonic_ns();
     let mut worker: Box<dyn Worker> = Box::new(LocalWorker::default());
@@ -275,29 +317,44 @@ pub fn run(plan: Plan, mut report: impl FnMut(Event)) -> Result<()> {
     if let WorkerReply::Error(e) = worker.call(build, &mut |done, total| report(Event::Progress(done, total))) {
         bail!("{e}");
     }
-    let started = (|| -> Result<UnixListener> {
-        std::fs::write(paths.pid_file(), format!("{}\n", std::process::id()))?;
-        std::fs::write(paths.plan(), serde_json::to_vec_pretty(&plan)?)?;
-        let listener = UnixListener::bind(paths.socket()).context("creating the control socket")?;
-        std::fs::set_permissions(paths.socket(), std::fs::Permissions::from_mode(0o600))?;
-        Ok(listener)
-    })();
-    let listener = match started {
-        Ok(l) => l,
-        Err(e) => {
-            worker.call(WorkerRequest::Teardown, &mut |_, _| {});
-            return Err(e);
-        }
-    };
     let links = plan.links.iter().map(|l| PortState { up: true, imps: [l.forward.clone(), l.reverse.clone()] }).collect();
     let members = plan
         .segments
         .iter()
         .map(|g| g.members.iter().map(|m| PortState { up: true, imps: [m.egress.clone(), m.ingress.clone()] }).collect())
         .collect();
-    let ctl = Arc::new(Mutex::new(Controller { plan, worker, links, members, epoch_ns }));
-
+    let (events, _) = tokio::sync::broadcast::channel(1024);
+    let stopped = vec![false; plan.nodes.len()];
+    let ctl = Arc::new(Mutex::new(Controller { plan: plan.clone(), worker, links, members, stopped, epoch_ns, events }));
     let (shutdown, stop) = channel::<StopRequest>();
+
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().thread_name("vemu-api").build()?;
+    let started = (|| -> Result<api::Servers> {
+        std::fs::write(paths.pid_file(), format!("{}\n", std::process::id()))?;
+        std::fs::write(paths.plan(), serde_json::to_vec_pretty(&plan)?)?;
+        let unix = rt.block_on(async { tokio::net::UnixListener::bind(paths.socket()) }).context("creating the API socket")?;
+        std::fs::set_permissions(paths.socket(), std::fs::Permissions::from_mode(0o600))?;
+        let tcp = match options.tcp {
+            Some(addr) => {
+                let token = new_token()?;
+                let tf = paths.api_token();
+                std::fs::write(&tf, format!("{token}\n"))?;
+                std::fs::set_permissions(&tf, std::fs::Permissions::from_mode(0o600))?;
+                let l = rt.block_on(tokio::net::TcpListener::bind(addr)).with_context(|| format!("listening on {addr}"))?;
+                std::fs::write(paths.api_address(), format!("{}\n", l.local_addr()?))?;
+                Some((l, token))
+            }
+            None => None,
+        };
+        Ok(api::serve(&rt, ctl.clone(), shutdown.clone(), paths.clone(), unix, tcp))
+    })();
+    let servers = match started {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = ctl.lock().unwrap().worker.call(WorkerRequest::Teardown, &mut |_, _| {});
+            return Err(e);
+        }
+    };
     {
         let shutdown = shutdown.clone();
         std::thread::spawn(move || {
@@ -305,23 +362,16 @@ pub fn run(plan: Plan, mut report: impl FnMut(Event)) -> Result<()> {
             let _ = shutdown.send(None);
         });
     }
-    {
-        let (ctl, shutdown) = (ctl.clone(), shutdown.clone());
-        std::thread::spawn(move || {
-            for conn in listener.incoming().flatten() {
-                let (ctl, shutdown) = (ctl.clone(), shutdown.clone());
-                std::thread::spawn(move || serve(conn, ctl, shutdown));
-            }
-        });
-    }
     report(Event::Ready);
 
     let reply_to = stop.recv().ok().flatten();
     let _ = std::fs::remove_file(paths.socket());
-    let result = call(ctl.lock().unwrap().worker.as_mut(), WorkerRequest::Teardown).map(|_| ());
-    if let Some((tx, written)) = reply_to {
+    ctl.lock().unwrap().emit(json!({"type": "lab-down"}));
+    let result = call(ctl.lock().unwrap().worker.as_mut(), WorkerRequest::Teardown).map(|_| ()).map_err(|e| e.message);
+    if let Some(tx) = reply_to {
         let _ = tx.send(result.clone());
-        let _ = written.recv_timeout(std::time::Duration::from_secs(2));
     }
+    // The servers finish the requests in flight (the `down` that asked for this).
+    servers.shutdown(&rt);
     result.map_err(anyhow::Error::msg)
 }

@@ -1,25 +1,26 @@
 //! The controller of a lab: builds it through a [`worker::Worker`], keeps it running,
-//! answers requests on the lab's control socket, and tears it down.
+//! serves its HTTP/JSON API ([`api`]), and tears it down. [`Client`] talks to that API.
 //!
 //! The boundary between the controller and the machine that hosts nodes and links is a
 //! set of serializable messages ([`worker::WorkerRequest`] / [`worker::WorkerReply`]),
 //! so that the same controller can drive a local worker (in-process) or, later, an
 //! agent on another machine.
 
+pub mod api;
 pub mod daemon;
 mod supervise;
 pub mod worker;
 
-use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, Context, Result};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use vemu_engine::{DirStats, SegStats};
 use vemu_host::LabPaths;
-use vemu_link::{Impairments, ImpairmentsPatch};
+use vemu_link::Impairments;
 
-pub use supervise::ProcStatus;
+pub use supervise::{forget_waited, spawn_waited, ProcStatus};
 
 /// Which directions of a link a change applies to, relative to how the link was named.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -28,29 +29,6 @@ pub enum Direction {
     Both,
     Forward,
     Reverse,
-}
-
-/// A request on a lab's control socket (one JSON object per line).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "kebab-case")]
-pub enum Request {
-    Status,
-    /// Change impairments of a link (`a:b` or its name) or of segment ports (`SEG:NODE`,
-    /// `NODE:SEG`, or `SEG` for every member); unspecified values stay.
-    LinkSet { link: String, direction: Direction, patch: ImpairmentsPatch },
-    LinkState { link: String, up: bool },
-    /// Tear the lab down.
-    Down,
-}
-
-/// The reply to a [`Request`].
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Reply {
-    pub ok: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<LabStatus>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -89,6 +67,9 @@ pub struct MemberStatus {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct NodeStatus {
     pub name: String,
+    /// False after `stop` (its processes ended), until `start`.
+    #[serde(default = "yes")]
+    pub up: bool,
     pub netns: String,
     pub ifaces: Vec<IfaceStatus>,
     pub processes: Vec<ProcStatus>,
@@ -118,40 +99,95 @@ pub struct DirStatus {
     pub stats: DirStats,
 }
 
-/// A connection to a running lab's controller.
+fn yes() -> bool {
+    true
+}
+
+/// An error answer of the API: the HTTP status (4xx: the request was wrong) and message.
+#[derive(Debug, Clone)]
+pub struct ApiFailure {
+    pub status: u16,
+    pub message: String,
+}
+
+impl std::fmt::Display for ApiFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ApiFailure {}
+
+/// A client of a running lab's API, over its Unix socket.
 pub struct Client {
     lab: String,
-    stream: BufReader<UnixStream>,
+    socket: std::path::PathBuf,
+    rt: tokio::runtime::Runtime,
 }
 
 impl Client {
     pub fn connect(lab: &str) -> Result<Client> {
-        let path = LabPaths::new(lab).socket();
-        let s = UnixStream::connect(&path).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
-                anyhow!("lab '{lab}' is not running (see 'vemu ls')")
-            }
-            _ => anyhow!("connecting to lab '{lab}' at {}: {e}", path.display()),
-        })?;
-        Ok(Client { lab: lab.to_string(), stream: BufReader::new(s) })
+        let socket = LabPaths::new(lab).socket();
+        if let Err(e) = UnixStream::connect(&socket) {
+            return Err(match e.kind() {
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => anyhow!("lab '{lab}' is not running (see 'vemu ls')"),
+                _ => anyhow!("connecting to lab '{lab}' at {}: {e}", socket.display()),
+            });
+        }
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        Ok(Client { lab: lab.to_string(), socket, rt })
     }
 
-    /// Send a request; an error reply becomes an `Err` with the controller's message.
-    pub fn call(&mut self, req: &Request) -> Result<Reply> {
-        let mut line = serde_json::to_string(req)?;
-        line.push('\n');
-        self.stream.get_mut().write_all(line.as_bytes()).with_context(|| format!("talking to lab '{}'", self.lab))?;
-        let mut answer = String::new();
-        self.stream.read_line(&mut answer).with_context(|| format!("reading from lab '{}'", self.lab))?;
-        if answer.is_empty() {
-            bail!("lab '{}' closed the connection", self.lab);
-        }
-        let reply: Reply = serde_json::from_str(&answer).context("decoding the controller's reply")?;
-        if !reply.ok {
-            bail!("{}", reply.error.unwrap_or_else(|| "request failed".into()));
-        }
-        Ok(reply)
+    /// One request; an error answer becomes an [`ApiFailure`] with the controller's message.
+    pub fn request(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Value> {
+        use http_body_util::{BodyExt, Full};
+        use hyper::body::Bytes;
+        let lab = &self.lab;
+        self.rt.block_on(async {
+            let stream = tokio::net::UnixStream::connect(&self.socket).await.with_context(|| format!("connecting to lab '{lab}'"))?;
+            let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
+            tokio::spawn(conn);
+            let data = body.map(|b| b.to_string()).unwrap_or_default();
+            let req = hyper::Request::builder()
+                .method(method)
+                .uri(path)
+                .header("host", "vemu")
+                .header("content-type", "application/json")
+                .body(Full::new(Bytes::from(data)))?;
+            let res = sender.send_request(req).await.with_context(|| format!("talking to lab '{lab}'"))?;
+            let status = res.status().as_u16();
+            let bytes = res.into_body().collect().await.with_context(|| format!("reading from lab '{lab}'"))?.to_bytes();
+            let v: Value = serde_json::from_slice(&bytes).with_context(|| format!("lab '{lab}' answered {status} with something that is not JSON"))?;
+            if status >= 400 {
+                let message = v["error"].as_str().unwrap_or("request failed").to_string();
+                return Err(ApiFailure { status, message }.into());
+            }
+            Ok(v)
+        })
     }
+
+    pub fn get(&self, path: &str) -> Result<Value> {
+        self.request("GET", path, None)
+    }
+
+    pub fn post(&self, path: &str, body: &Value) -> Result<Value> {
+        self.request("POST", path, Some(body))
+    }
+
+    pub fn patch(&self, path: &str, body: &Value) -> Result<Value> {
+        self.request("PATCH", path, Some(body))
+    }
+
+    pub fn status(&self) -> Result<LabStatus> {
+        Ok(serde_json::from_value(self.get("/v1/lab")?)?)
+    }
+}
+
+/// A name for use in a URL path: letters, digits and `-_.:~` stay, the rest is escaped.
+pub fn path_segment(s: &str) -> String {
+    s.bytes()
+        .map(|b| if b.is_ascii_alphanumeric() || b"-_.:~".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") })
+        .collect()
 }
 
 /// Labs whose controller answers, and labs that only left traces behind.

@@ -28,6 +28,8 @@ pub enum ProcState {
     Restarting { code: i32 },
     /// Failed too often, or could not be started.
     Failed { code: i32, reason: String },
+    /// Its node was stopped.
+    Stopped,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -107,6 +109,41 @@ impl Supervisor {
         Supervisor { procs, stop, thread: Some(thread) }
     }
 
+    /// Stop supervising the commands of `node` and end every process in it (SIGTERM,
+    /// then SIGKILL after `grace`).
+    pub fn stop_node(&self, paths: &LabPaths, node: &str, grace: Duration) {
+        {
+            let mut procs = self.procs.lock().unwrap();
+            for p in procs.iter_mut().filter(|p| p.status.node == node) {
+                p.restart_at = None;
+                p.status.state = ProcState::Stopped;
+            }
+        }
+        vemu_host::kill_processes(&[paths.netns(node)], grace);
+        let mut procs = self.procs.lock().unwrap();
+        for p in procs.iter_mut().filter(|p| p.status.node == node) {
+            if let Some(mut c) = p.child.take() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+            p.restart_at = None;
+            p.status.state = ProcState::Stopped;
+        }
+        log_line(paths, node, "node stopped");
+    }
+
+    /// Start the commands of a stopped node again (with a fresh restart budget).
+    pub fn start_node(&self, paths: &LabPaths, node: &str) {
+        let mut procs = self.procs.lock().unwrap();
+        for p in procs.iter_mut().filter(|p| p.status.node == node && p.child.is_none()) {
+            p.status.restarts = 0;
+            p.status.state = ProcState::Done;
+            p.restart_at = Some(Instant::now());
+        }
+        log_line(paths, node, "node started");
+        tick(paths, &mut procs);
+    }
+
     pub fn status(&self) -> Vec<ProcStatus> {
         self.procs.lock().unwrap().iter().map(|p| p.status.clone()).collect()
     }
@@ -132,7 +169,47 @@ impl Drop for Supervisor {
     }
 }
 
+/// Children of the controller that some thread waits for (besides supervised commands).
+static WAITED: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+/// Spawn a child that the caller will wait for, so that the orphan reaper leaves it be;
+/// call [`forget_waited`] once it is waited for.
+pub fn spawn_waited(cmd: &mut Command) -> std::io::Result<Child> {
+    let mut w = WAITED.lock().unwrap();
+    let c = cmd.spawn()?;
+    w.push(c.id());
+    Ok(c)
+}
+
+pub fn forget_waited(pid: u32) {
+    WAITED.lock().unwrap().retain(|&p| p != pid);
+}
+
+/// Reap the controller's children that nobody waits for: processes of nodes orphaned
+/// when their parent ended (the controller is their subreaper), which would otherwise
+/// stay zombies. Supervised commands and [`spawn_waited`] children are left alone.
+fn reap_orphans(procs: &[Proc]) {
+    let me = std::process::id();
+    let waited = WAITED.lock().unwrap();
+    let known: Vec<u32> = procs.iter().filter_map(|p| p.child.as_ref().map(|c| c.id())).chain(waited.iter().copied()).collect();
+    let Ok(dir) = std::fs::read_dir("/proc") else { return };
+    for pid in dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok()) {
+        if known.contains(&pid) {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        // pid (comm) state ppid ...: comm may hold spaces, so split after the last ')'.
+        let mut rest = stat.rsplit_once(')').map(|(_, r)| r.split_whitespace()).into_iter().flatten();
+        let (state, ppid) = (rest.next(), rest.next().and_then(|p| p.parse::<u32>().ok()));
+        if state == Some("Z") && ppid == Some(me) {
+            // SAFETY: waiting for a zombie child of ours.
+            unsafe { libc::waitpid(pid as i32, std::ptr::null_mut(), libc::WNOHANG) };
+        }
+    }
+}
+
 fn tick(paths: &LabPaths, procs: &mut [Proc]) {
+    reap_orphans(procs);
     let now = Instant::now();
     for p in procs.iter_mut() {
         if let Some(child) = &mut p.child {
@@ -141,7 +218,9 @@ fn tick(paths: &LabPaths, procs: &mut [Proc]) {
                     p.child = None;
                     let code = st.code().unwrap_or_else(|| 128 + std::os::unix::process::ExitStatusExt::signal(&st).unwrap_or(0));
                     log_line(paths, &p.status.node, &format!("'{}' exited with status {code}", p.status.command));
-                    if code == 0 {
+                    if p.status.state == ProcState::Stopped {
+                        // Ended by a node stop: not restarted.
+                    } else if code == 0 {
                         p.status.state = ProcState::Done;
                     } else if p.status.restarts < MAX_RESTARTS {
                         p.status.state = ProcState::Restarting { code };

@@ -23,6 +23,8 @@ pub enum WorkerRequest {
     /// (0 = egress, 1 = ingress).
     Patch { target: Target, dir: usize, patch: ImpairmentsPatch },
     SetUp { target: Target, up: bool },
+    /// Stop every process in a node (`up: false`) or start its commands again.
+    NodeState { node: String, up: bool },
     Stats,
     Processes,
     Teardown,
@@ -203,6 +205,17 @@ impl Worker for LocalWorker {
                     members: self.sizes.iter().enumerate().map(|(g, &n)| (0..n).map(|m| e.stats(Target::Member(g, m))).collect()).collect(),
                     segments: (0..self.sizes.len()).map(|g| e.segment_stats(g)).collect(),
                 }))
+            }
+            WorkerRequest::NodeState { node, up } => {
+                let (Some(sup), Some(paths)) = (&self.supervisor, &self.lab) else {
+                    return Err(anyhow!("the lab is not built"));
+                };
+                if up {
+                    sup.start_node(paths, &node);
+                } else {
+                    sup.stop_node(paths, &node, std::time::Duration::from_secs(2));
+                }
+                Ok(WorkerReply::Done)
             }
             WorkerRequest::Processes => {
                 Ok(WorkerReply::Processes(self.supervisor.as_ref().map(|s| s.status()).unwrap_or_default()))

@@ -76,8 +76,17 @@ impl LabPaths {
     pub fn node_dir(&self, node: &str) -> PathBuf {
         self.dir.join("nodes").join(node)
     }
+    /// The controller's HTTP API (root only).
     pub fn socket(&self) -> PathBuf {
-        self.dir.join("ctl.sock")
+        self.dir.join("api.sock")
+    }
+    /// Bearer token of the API's TCP listener, when there is one (root only).
+    pub fn api_token(&self) -> PathBuf {
+        self.dir.join("api-token")
+    }
+    /// Address of the API's TCP listener, when there is one.
+    pub fn api_address(&self) -> PathBuf {
+        self.dir.join("api-address")
     }
     pub fn plan(&self) -> PathBuf {
         self.dir.join("plan.json")

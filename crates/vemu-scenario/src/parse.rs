@@ -1052,7 +1052,7 @@ pub fn impairment_patch(pairs: &[(&str, &str)]) -> Result<ImpairmentsPatch, Stri
         let entries: Entries = vec![(key, Mark::default(), &node)];
         let one = impairments(&mut p, &entries, key);
         if let Some(e) = p.errors.first() {
-            return Err(format!("--{}: {}", e.field, e.message));
+            return Err(format!("--{key}: {}", e.message));
         }
         patch = patch.merged(&one);
     }

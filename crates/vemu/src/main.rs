@@ -5,11 +5,12 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use serde_json::json;
 use vemu_control::daemon::{self, Event};
-use vemu_control::{Client, Direction, LabStatus, Request};
+use vemu_control::daemon::ApiOptions;
+use vemu_control::{path_segment, ApiFailure, Client, LabStatus};
 use vemu_host::{LabPaths, NodeEntry};
 use vemu_link::{Impairments, Loss, QueueLimit};
 use vemu_scenario::Plan;
@@ -39,6 +40,10 @@ enum Cmd {
         /// Stay attached; Ctrl-C takes the lab down.
         #[arg(long)]
         foreground: bool,
+        /// Also serve the lab's API on this TCP address (e.g. 127.0.0.1:8080); requests
+        /// there need the bearer token printed once (and kept in /run/vemu/LAB/api-token).
+        #[arg(long, value_name = "ADDR")]
+        api: Option<std::net::SocketAddr>,
     },
     /// Check a scenario file without building anything.
     Check { file: PathBuf },
@@ -78,6 +83,11 @@ enum Cmd {
         #[command(subcommand)]
         cmd: LinkCmd,
     },
+    /// Stop a node (end every process in it) or start its `run` commands again.
+    Node {
+        #[command(subcommand)]
+        cmd: NodeCmd,
+    },
     /// Remove what crashed labs left in the kernel (namespaces, devices, processes).
     Clean {
         /// Also take down labs that are still running.
@@ -87,6 +97,22 @@ enum Cmd {
     /// The controller process of a lab (started by `vemu up`).
     #[command(hide = true)]
     Daemon,
+}
+
+#[derive(Subcommand)]
+enum NodeCmd {
+    /// End every process in the node; its `run` commands are not restarted.
+    Stop {
+        node: String,
+        #[command(flatten)]
+        lab: LabArg,
+    },
+    /// Start the node's `run` commands again.
+    Start {
+        node: String,
+        #[command(flatten)]
+        lab: LabArg,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -170,6 +196,10 @@ fn main() -> ExitCode {
             if let Some(u) = e.downcast_ref::<UserError>() {
                 eprintln!("vemu: {u}");
                 ExitCode::from(2)
+            } else if let Some(f) = e.downcast_ref::<ApiFailure>().filter(|f| f.status < 500) {
+                // The lab refused the request: the input was wrong.
+                eprintln!("vemu: {f}");
+                ExitCode::from(2)
             } else if let Some(s) = e.downcast_ref::<vemu_scenario::Errors>() {
                 eprintln!("{s}");
                 ExitCode::from(2)
@@ -226,19 +256,20 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 plan.links.len()
             );
         }
-        Cmd::Up { file, name, foreground } => {
+        Cmd::Up { file, name, foreground, api } => {
             let plan = vemu_scenario::load(&file, name.as_deref())?;
             need_root()?;
+            let options = ApiOptions { tcp: api };
             if foreground {
-                up_foreground(plan)?;
+                up_foreground(plan, options)?;
             } else {
-                up_background(plan)?;
+                up_background(plan, options)?;
             }
         }
         Cmd::Daemon => run_daemon()?,
         Cmd::Down { name, lab } => {
             let lab = resolve_lab(name.or(lab.lab))?;
-            connect(&lab)?.call(&Request::Down)?;
+            connect(&lab)?.post("/v1/down", &json!({}))?;
             eprintln!("lab '{lab}' is down");
         }
         Cmd::Ls => {
@@ -256,8 +287,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Cmd::Status { name, lab, json } => {
             let lab = resolve_lab(name.or(lab.lab))?;
-            let reply = connect(&lab)?.call(&Request::Status)?;
-            let status = reply.status.ok_or_else(|| anyhow!("the controller sent no status"))?;
+            let status = connect(&lab)?.status()?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&status)?);
             } else {
@@ -275,20 +305,37 @@ fn run(cli: Cli) -> Result<ExitCode> {
             return exec(lab.lab, &node, &argv);
         }
         Cmd::Link { cmd } => link(cmd)?,
+        Cmd::Node { cmd } => {
+            let (node, lab, verb) = match cmd {
+                NodeCmd::Stop { node, lab } => (node, lab, "stop"),
+                NodeCmd::Start { node, lab } => (node, lab, "start"),
+            };
+            let lab = resolve_lab(lab.lab)?;
+            connect(&lab)?.post(&format!("/v1/nodes/{}/{verb}", path_segment(&node)), &json!({}))?;
+        }
         Cmd::Clean { all } => clean(all)?,
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn up_foreground(plan: Plan) -> Result<()> {
+/// Tell the user where the TCP API is and its token, once.
+fn print_api(lab: &str) {
+    let paths = LabPaths::new(lab);
+    if let (Ok(addr), Ok(token)) = (std::fs::read_to_string(paths.api_address()), std::fs::read_to_string(paths.api_token())) {
+        println!("API on http://{}/v1/ — send 'Authorization: Bearer {}'", addr.trim(), token.trim());
+    }
+}
+
+fn up_foreground(plan: Plan, options: ApiOptions) -> Result<()> {
     let name = plan.name.clone();
     let (nodes, links) = (plan.nodes.len(), plan.links.len());
     let bar = progress_bar(nodes);
-    daemon::run(plan, |ev| match ev {
+    daemon::run(plan, options, |ev| match ev {
         Event::Progress(d, _) => bar.set_position(d as u64),
         Event::Ready => {
             bar.finish_and_clear();
             eprintln!("lab '{name}' is up: {nodes} nodes, {links} links. Ctrl-C takes it down.");
+            print_api(&name);
         }
     })?;
     eprintln!("lab '{name}' is down");
@@ -307,7 +354,7 @@ fn progress_bar(total: usize) -> indicatif::ProgressBar {
 }
 
 /// Start the lab's controller as a background process and follow it until ready.
-fn up_background(plan: Plan) -> Result<()> {
+fn up_background(plan: Plan, options: ApiOptions) -> Result<()> {
     let paths = LabPaths::new(&plan.name);
     std::fs::create_dir_all(paths.log_dir()).with_context(|| format!("creating {}", paths.log_dir().display()))?;
     let log_path = paths.log_dir().join("vemu.log");
@@ -324,7 +371,7 @@ fn up_background(plan: Plan) -> Result<()> {
     }
     let mut child = cmd.spawn().context("starting the lab controller")?;
     let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(&serde_json::to_vec(&plan)?)?;
+    stdin.write_all(&serde_json::to_vec(&json!({"plan": plan, "api_tcp": options.tcp}))?)?;
     drop(stdin);
     let bar = progress_bar(plan.nodes.len());
     let mut ready = false;
@@ -354,6 +401,7 @@ fn up_background(plan: Plan) -> Result<()> {
         plan.segments.len(),
         paths.log_dir().display()
     );
+    print_api(&plan.name);
     Ok(())
 }
 
@@ -361,13 +409,15 @@ fn up_background(plan: Plan) -> Result<()> {
 fn run_daemon() -> Result<()> {
     let mut text = Vec::new();
     std::io::Read::read_to_end(&mut std::io::stdin(), &mut text)?;
-    let plan: Plan = serde_json::from_slice(&text).context("reading the plan")?;
+    let mut input: serde_json::Value = serde_json::from_slice(&text).context("reading the plan")?;
+    let plan: Plan = serde_json::from_value(input["plan"].take()).context("reading the plan")?;
+    let tcp = serde_json::from_value(input["api_tcp"].take()).context("reading the API address")?;
     let emit = |v: serde_json::Value| {
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{v}");
         let _ = out.flush();
     };
-    let result = daemon::run(plan, |ev| match ev {
+    let result = daemon::run(plan, ApiOptions { tcp }, |ev| match ev {
         Event::Progress(d, t) => emit(json!({"progress": [d, t]})),
         Event::Ready => {
             emit(json!({"ready": true}));
@@ -410,7 +460,7 @@ fn exec(lab: Option<String>, node: &str, argv: &[String]) -> Result<ExitCode> {
 }
 
 fn link(cmd: LinkCmd) -> Result<()> {
-    let (lab, req) = match cmd {
+    let (lab, link, verb, body) = match cmd {
         LinkCmd::Set { link, direction, bandwidth, delay, jitter, loss, duplicate, corrupt, reorder, queue, lab } => {
             let given = [
                 ("bandwidth", bandwidth),
@@ -422,23 +472,33 @@ fn link(cmd: LinkCmd) -> Result<()> {
                 ("reorder", reorder),
                 ("queue", queue),
             ];
-            let pairs: Vec<(&str, &str)> = given.iter().filter_map(|(k, v)| v.as_deref().map(|v| (*k, v))).collect();
-            if pairs.is_empty() {
+            let mut body = serde_json::Map::new();
+            for (k, v) in given {
+                if let Some(v) = v {
+                    body.insert(k.into(), json!(v));
+                }
+            }
+            if body.is_empty() {
                 return Err(user("nothing to change: give at least one of --bandwidth, --delay, --jitter, --loss, --duplicate, --corrupt, --reorder, --queue"));
             }
-            let patch = vemu_scenario::impairment_patch(&pairs).map_err(user)?;
             let direction = match direction {
-                DirArg::Both => Direction::Both,
-                DirArg::Forward => Direction::Forward,
-                DirArg::Reverse => Direction::Reverse,
+                DirArg::Both => "both",
+                DirArg::Forward => "forward",
+                DirArg::Reverse => "reverse",
             };
-            (lab.lab, Request::LinkSet { link, direction, patch })
+            body.insert("direction".into(), json!(direction));
+            (lab.lab, link, None, serde_json::Value::Object(body))
         }
-        LinkCmd::Down { link, lab } => (lab.lab, Request::LinkState { link, up: false }),
-        LinkCmd::Up { link, lab } => (lab.lab, Request::LinkState { link, up: true }),
+        LinkCmd::Down { link, lab } => (lab.lab, link, Some("down"), json!({})),
+        LinkCmd::Up { link, lab } => (lab.lab, link, Some("up"), json!({})),
     };
     let lab = resolve_lab(lab)?;
-    connect(&lab)?.call(&req).map_err(|e| user(e.to_string()))?;
+    let c = connect(&lab)?;
+    let path = format!("/v1/links/{}", path_segment(&link));
+    match verb {
+        Some(v) => c.post(&format!("{path}/{v}"), &body)?,
+        None => c.patch(&path, &body)?,
+    };
     Ok(())
 }
 
@@ -447,7 +507,7 @@ fn clean(all: bool) -> Result<()> {
     let (running, stale) = vemu_control::list_labs();
     for lab in &running {
         if all {
-            match Client::connect(lab).and_then(|mut c| c.call(&Request::Down)) {
+            match Client::connect(lab).and_then(|c| c.post("/v1/down", &json!({}))) {
                 Ok(_) => eprintln!("took lab '{lab}' down"),
                 Err(e) => eprintln!("lab '{lab}' did not go down cleanly ({e:#}); removing it"),
             }

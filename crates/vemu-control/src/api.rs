@@ -1,0 +1,468 @@
+//! The lab controller's HTTP/JSON API (version 1), described by `api/openapi.json`.
+//!
+//! Served on the lab's Unix socket (`/run/vemu/LAB/api.sock`, root only) and, when
+//! asked, on a TCP address where every request needs `Authorization: Bearer TOKEN` (the
+//! token is in `/run/vemu/LAB/api-token`). Errors are JSON `{"error": "..."}` with a
+//! 4xx status for what the caller got wrong and 5xx for what went wrong here.
+
+use std::convert::Infallible;
+use std::process::Command;
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{header, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use futures_util::stream::{self, Stream};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tokio::sync::{broadcast, oneshot};
+use vemu_host::{LabPaths, NodeEntry};
+
+use crate::daemon::{Controller, StopRequest};
+use crate::Direction;
+
+/// The OpenAPI document of this API.
+pub const OPENAPI: &str = include_str!("../../../api/openapi.json");
+
+/// An error answer: a status and a message for people.
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn bad_request(m: impl Into<String>) -> ApiError {
+        ApiError { status: StatusCode::BAD_REQUEST, message: m.into() }
+    }
+    pub fn not_found(m: impl Into<String>) -> ApiError {
+        ApiError { status: StatusCode::NOT_FOUND, message: m.into() }
+    }
+    pub fn internal(m: impl Into<String>) -> ApiError {
+        ApiError { status: StatusCode::INTERNAL_SERVER_ERROR, message: m.into() }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.status, Json(json!({ "error": self.message }))).into_response()
+    }
+}
+
+/// A JSON request body, whatever its Content-Type says; an empty body is `{}`.
+fn parse_body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) { b"{}" } else { bytes };
+    serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request(format!("bad request body: {e}")))
+}
+
+type ApiResult = Result<Json<Value>, ApiError>;
+
+struct App {
+    ctl: Arc<Mutex<Controller>>,
+    stop: Mutex<Sender<StopRequest>>,
+    paths: LabPaths,
+}
+
+type AppState = State<Arc<App>>;
+
+/// Run blocking controller work off the async threads.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, ApiError> + Send + 'static) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| ApiError::internal(format!("the request failed: {e}")))?
+}
+
+fn to_value<T: serde::Serialize>(v: T) -> ApiResult {
+    serde_json::to_value(v).map(Json).map_err(|e| ApiError::internal(e.to_string()))
+}
+
+async fn lab(State(app): AppState) -> ApiResult {
+    let ctl = app.ctl.clone();
+    to_value(blocking(move || ctl.lock().unwrap().status()).await?)
+}
+
+/// One part of the lab's status (`nodes`, `links`, `segments`), optionally one item by name.
+async fn part(app: &App, key: &'static str, name: Option<String>) -> ApiResult {
+    let ctl = app.ctl.clone();
+    let status = serde_json::to_value(blocking(move || ctl.lock().unwrap().status()).await?).map_err(|e| ApiError::internal(e.to_string()))?;
+    let items = status[key].clone();
+    let Some(name) = name else { return Ok(Json(items)) };
+    let field = if key == "segments" || key == "nodes" || key == "links" { "name" } else { unreachable!() };
+    items
+        .as_array()
+        .and_then(|a| a.iter().find(|i| i[field] == name.as_str()).cloned())
+        .map(Json)
+        .ok_or_else(|| ApiError::not_found(format!("no {} named '{name}'", &key[..key.len() - 1])))
+}
+
+async fn nodes(State(app): AppState) -> ApiResult {
+    part(&app, "nodes", None).await
+}
+async fn node(State(app): AppState, Path(n): Path<String>) -> ApiResult {
+    part(&app, "nodes", Some(n)).await
+}
+async fn links(State(app): AppState) -> ApiResult {
+    part(&app, "links", None).await
+}
+async fn segments(State(app): AppState) -> ApiResult {
+    part(&app, "segments", None).await
+}
+async fn segment(State(app): AppState, Path(n): Path<String>) -> ApiResult {
+    part(&app, "segments", Some(n)).await
+}
+
+async fn stats(State(app): AppState) -> ApiResult {
+    let ctl = app.ctl.clone();
+    Ok(Json(blocking(move || ctl.lock().unwrap().stats()).await?))
+}
+
+/// `PATCH /v1/links/{link}`: `{"direction": "both|forward|reverse", "up": bool, "delay":
+/// "20ms", "loss": "1%", ...}` — impairments written as in a scenario file.
+async fn link_patch(State(app): AppState, Path(spec): Path<String>, body: Bytes) -> ApiResult {
+    let body: Value = parse_body(&body)?;
+    let Value::Object(fields) = body else {
+        return Err(ApiError::bad_request("the body must be a JSON object"));
+    };
+    let mut direction = Direction::Both;
+    let mut up = None;
+    let mut pairs: Vec<(String, String)> = Vec::new();
+    for (k, v) in fields {
+        match k.as_str() {
+            "direction" => {
+                direction = serde_json::from_value(v.clone())
+                    .map_err(|_| ApiError::bad_request(format!("direction must be \"both\", \"forward\" or \"reverse\", got {v}")))?
+            }
+            "up" => up = Some(v.as_bool().ok_or_else(|| ApiError::bad_request(format!("up must be true or false, got {v}")))?),
+            _ => {
+                let text = match v {
+                    Value::String(s) => s,
+                    Value::Number(n) => n.to_string(),
+                    other => other.to_string(),
+                };
+                pairs.push((k, text));
+            }
+        }
+    }
+    let refs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let patch = vemu_scenario::impairment_patch(&refs).map_err(|m| ApiError::bad_request(m.replace("--", "")))?;
+    if refs.is_empty() && up.is_none() {
+        return Err(ApiError::bad_request("nothing to change: give 'up' or impairments such as \"delay\": \"20ms\""));
+    }
+    let ctl = app.ctl.clone();
+    blocking(move || {
+        let mut c = ctl.lock().unwrap();
+        // Check the name first so that a bad one changes nothing.
+        if !pairs.is_empty() {
+            c.link_set(&spec, direction, patch)?;
+        }
+        if let Some(up) = up {
+            c.link_state(&spec, up)?;
+        }
+        Ok(())
+    })
+    .await?;
+    Ok(Json(json!({"ok": true})))
+}
+
+async fn link_updown(app: Arc<App>, spec: String, up: bool) -> ApiResult {
+    let ctl = app.ctl.clone();
+    blocking(move || ctl.lock().unwrap().link_state(&spec, up)).await?;
+    Ok(Json(json!({"ok": true})))
+}
+async fn link_down(State(app): AppState, Path(spec): Path<String>) -> ApiResult {
+    link_updown(app, spec, false).await
+}
+async fn link_up(State(app): AppState, Path(spec): Path<String>) -> ApiResult {
+    link_updown(app, spec, true).await
+}
+
+async fn node_updown(app: Arc<App>, node: String, up: bool) -> ApiResult {
+    let ctl = app.ctl.clone();
+    blocking(move || ctl.lock().unwrap().node_state(&node, up)).await?;
+    Ok(Json(json!({"ok": true})))
+}
+async fn node_stop(State(app): AppState, Path(node): Path<String>) -> ApiResult {
+    node_updown(app, node, false).await
+}
+async fn node_start(State(app): AppState, Path(node): Path<String>) -> ApiResult {
+    node_updown(app, node, true).await
+}
+
+/// Body of `POST /v1/nodes/{node}/exec`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExecRequest {
+    /// A program and its arguments, or one string run by `/bin/sh -c`.
+    cmd: ExecCmd,
+    /// Seconds before the command is killed (default 60).
+    #[serde(default)]
+    timeout_s: Option<f64>,
+    /// Text for its standard input.
+    #[serde(default)]
+    stdin: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum ExecCmd {
+    Argv(Vec<String>),
+    Shell(String),
+}
+
+/// Run a command in a node, wait for it (up to the timeout) and return its exit status
+/// and output.
+async fn exec(State(app): AppState, Path(node): Path<String>, body: Bytes) -> ApiResult {
+    let req: ExecRequest = parse_body(&body)?;
+    let argv = match req.cmd {
+        ExecCmd::Argv(v) if v.is_empty() => return Err(ApiError::bad_request("cmd is empty")),
+        ExecCmd::Argv(v) => v,
+        ExecCmd::Shell(s) => vec!["/bin/sh".into(), "-c".into(), s],
+    };
+    let timeout = req.timeout_s.unwrap_or(60.0);
+    if !(timeout > 0.0 && timeout <= 86_400.0) {
+        return Err(ApiError::bad_request(format!("timeout_s must be between 0 and 86400, got {timeout}")));
+    }
+    app.ctl.lock().unwrap().node_index(&node)?;
+    let paths = app.paths.clone();
+    let out = blocking(move || {
+        let entry = NodeEntry::open(&paths, &node).map_err(|e| ApiError::not_found(format!("{e:#}")))?;
+        let mut cmd = Command::new(&argv[0]);
+        cmd.args(&argv[1..])
+            .current_dir(paths.node_dir(&node))
+            .env("VEMU_LAB", &paths.lab)
+            .env("VEMU_NODE", &node)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        entry.apply(&mut cmd);
+        let mut child = match crate::spawn_waited(&mut cmd) {
+            Ok(c) => c,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(json!({"exit": 127, "stdout": "", "stderr": format!("{}: command not found\n", argv[0]), "timed_out": false}))
+            }
+            Err(e) => return Err(ApiError::internal(format!("running {}: {e}", argv[0]))),
+        };
+        let input = req.stdin.unwrap_or_default();
+        let mut stdin = child.stdin.take();
+        let writer = std::thread::spawn(move || {
+            if let Some(s) = stdin.as_mut() {
+                let _ = std::io::Write::write_all(s, input.as_bytes());
+            }
+        });
+        let pid = child.id() as i32;
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let killer = std::thread::spawn(move || {
+            if done_rx.recv_timeout(Duration::from_secs_f64(timeout)).is_err() {
+                // SAFETY: plain kill(2) of our child.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                return true;
+            }
+            false
+        });
+        let out = child.wait_with_output();
+        crate::forget_waited(pid as u32);
+        let out = out.map_err(|e| ApiError::internal(e.to_string()))?;
+        let _ = done_tx.send(());
+        let timed_out = killer.join().unwrap_or(false);
+        let _ = writer.join();
+        let code = out.status.code().unwrap_or_else(|| 128 + std::os::unix::process::ExitStatusExt::signal(&out.status).unwrap_or(0));
+        Ok(json!({
+            "exit": code,
+            "stdout": String::from_utf8_lossy(&out.stdout),
+            "stderr": String::from_utf8_lossy(&out.stderr),
+            "timed_out": timed_out,
+        }))
+    })
+    .await?;
+    Ok(Json(out))
+}
+
+/// `POST /v1/down`: take the lab down; answers when everything is removed.
+async fn down(State(app): AppState) -> ApiResult {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let _ = app.stop.lock().unwrap().send(Some(tx));
+    let r = blocking(move || rx.recv().map_err(|_| ApiError::internal("the controller stopped"))).await?;
+    r.map_err(ApiError::internal)?;
+    Ok(Json(json!({"ok": true})))
+}
+
+#[derive(Debug, Deserialize)]
+struct EventsQuery {
+    /// Period of counter snapshots, e.g. `500ms` (default 1s; `0` for none).
+    stats: Option<String>,
+}
+
+/// `GET /v1/events`: server-sent events, one JSON object each: link and node changes as
+/// they happen, and counter snapshots (`"type": "stats"`) every period.
+async fn events(State(app): AppState, Query(q): Query<EventsQuery>) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
+    let period_ns = match q.stats.as_deref() {
+        None => 1_000_000_000,
+        Some("0") => 0,
+        Some(s) => vemu_scenario::units::duration_ns(s).map_err(ApiError::bad_request)?,
+    };
+    if period_ns != 0 && period_ns < 10_000_000 {
+        return Err(ApiError::bad_request("the stats period must be at least 10ms"));
+    }
+    let rx = app.ctl.lock().unwrap().events().subscribe();
+    let tick = (period_ns > 0).then(|| {
+        let mut i = tokio::time::interval(Duration::from_nanos(period_ns));
+        i.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        i
+    });
+    let ctl = app.ctl.clone();
+    let s = stream::unfold((rx, tick, ctl, false), |(mut rx, mut tick, ctl, done)| async move {
+        if done {
+            return None;
+        }
+        let ev: Value = loop {
+            let stats_due = async {
+                match tick.as_mut() {
+                    Some(t) => {
+                        t.tick().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                r = rx.recv() => match r {
+                    Ok(v) => break v,
+                    Err(broadcast::error::RecvError::Lagged(n)) => break json!({"type": "warning", "message": format!("{n} events were dropped: the reader is too slow")}),
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                },
+                _ = stats_due => {
+                    let c = ctl.clone();
+                    match tokio::task::spawn_blocking(move || c.lock().unwrap().stats()).await {
+                        Ok(Ok(mut v)) => {
+                            v["type"] = json!("stats");
+                            break v;
+                        }
+                        _ => return None,
+                    }
+                }
+            }
+        };
+        // The last event of a lab: the stream ends after it.
+        let last = ev["type"] == "lab-down";
+        Some((Ok(SseEvent::default().data(ev.to_string())), (rx, tick, ctl, last)))
+    });
+    Ok(Sse::new(s).keep_alive(KeepAlive::default()))
+}
+
+async fn openapi() -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
+}
+
+async fn not_found(req: Request) -> ApiError {
+    ApiError::not_found(format!("no such endpoint: {} {} (see GET /v1/openapi.json)", req.method(), req.uri().path()))
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every route the router serves is in the OpenAPI document, and nothing else.
+    #[test]
+    fn openapi_lists_every_route() {
+        let doc: serde_json::Value = serde_json::from_str(super::OPENAPI).unwrap();
+        let src = include_str!("api.rs");
+        let mut served: Vec<String> = src
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix(".route(\""))
+            .map(|l| l.split('"').next().unwrap().to_string())
+            .collect();
+        served.sort();
+        let mut documented: Vec<String> = doc["paths"].as_object().unwrap().keys().cloned().collect();
+        documented.sort();
+        assert_eq!(served, documented);
+    }
+}
+
+fn router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/v1/openapi.json", get(openapi))
+        .route("/v1/lab", get(lab))
+        .route("/v1/nodes", get(nodes))
+        .route("/v1/nodes/{node}", get(node))
+        .route("/v1/nodes/{node}/exec", post(exec))
+        .route("/v1/nodes/{node}/stop", post(node_stop))
+        .route("/v1/nodes/{node}/start", post(node_start))
+        .route("/v1/links", get(links))
+        .route("/v1/links/{link}", axum::routing::patch(link_patch))
+        .route("/v1/links/{link}/down", post(link_down))
+        .route("/v1/links/{link}/up", post(link_up))
+        .route("/v1/segments", get(segments))
+        .route("/v1/segments/{segment}", get(segment))
+        .route("/v1/stats", get(stats))
+        .route("/v1/events", get(events))
+        .route("/v1/down", post(down))
+        .fallback(not_found)
+        .with_state(app)
+}
+
+/// Refuse requests without `Authorization: Bearer TOKEN` (compared in constant time).
+async fn require_token(State(token): State<Arc<String>>, req: Request, next: Next) -> Response {
+    let given = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
+    let ok = given.is_some_and(|g| g.len() == token.len() && g.bytes().zip(token.bytes()).fold(0u8, |a, (x, y)| a | (x ^ y)) == 0);
+    if ok {
+        next.run(req).await
+    } else {
+        let mut r = ApiError { status: StatusCode::UNAUTHORIZED, message: "a valid 'Authorization: Bearer TOKEN' header is needed (the token is in /run/vemu/LAB/api-token)".into() }.into_response();
+        r.headers_mut().insert(header::WWW_AUTHENTICATE, "Bearer".parse().unwrap());
+        r
+    }
+}
+
+/// The running API servers.
+pub struct Servers {
+    stop: Vec<oneshot::Sender<()>>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Servers {
+    /// Stop accepting, finish the requests in flight, and return.
+    pub fn shutdown(self, rt: &tokio::runtime::Runtime) {
+        for s in self.stop {
+            let _ = s.send(());
+        }
+        rt.block_on(async {
+            for t in self.tasks {
+                let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
+            }
+        });
+    }
+}
+
+/// Serve the API on the Unix socket and, if given, the TCP listener with its token.
+pub fn serve(
+    rt: &tokio::runtime::Runtime,
+    ctl: Arc<Mutex<Controller>>,
+    stop: Sender<StopRequest>,
+    paths: LabPaths,
+    unix: tokio::net::UnixListener,
+    tcp: Option<(tokio::net::TcpListener, String)>,
+) -> Servers {
+    let app = Arc::new(App { ctl, stop: Mutex::new(stop), paths });
+    let mut servers = Servers { stop: Vec::new(), tasks: Vec::new() };
+    let (tx, rx) = oneshot::channel::<()>();
+    let r = router(app.clone());
+    servers.tasks.push(rt.spawn(async move {
+        let _ = axum::serve(unix, r).with_graceful_shutdown(async move {
+            let _ = rx.await;
+        }).await;
+    }));
+    servers.stop.push(tx);
+    if let Some((listener, token)) = tcp {
+        let (tx, rx) = oneshot::channel::<()>();
+        let r = router(app).layer(middleware::from_fn_with_state(Arc::new(token), require_token));
+        servers.tasks.push(rt.spawn(async move {
+            let _ = axum::serve(listener, r).with_graceful_shutdown(async move {
+                let _ = rx.await;
+            }).await;
+        }));
+        servers.stop.push(tx);
+    }
+    servers
+}

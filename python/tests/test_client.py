@@ -1,0 +1,159 @@
+"""The Python client against real labs (root, namespaces), through the API only."""
+
+import http.client
+import json
+import os
+import re
+import socket
+import threading
+
+import pytest
+
+from vemu import Lab, VemuError
+
+CHAIN = """
+name: {name}
+addressing: {{ipv6: none}}
+nodes:
+  n1: {{}}
+  n2: {{run: ["sleep 1000"]}}
+links:
+  - endpoints: [n1, n2]
+    delay: 10ms
+"""
+
+
+@pytest.fixture
+def scenario(tmp_path):
+    def make(name):
+        p = tmp_path / f"{name}.yaml"
+        p.write_text(CHAIN.format(name=name))
+        return p
+
+    return make
+
+
+def rtt_ms(result):
+    m = re.search(r"rtt min/avg/max/mdev = [\d.]+/([\d.]+)/", result.stdout)
+    assert m, result.stdout + result.stderr
+    return float(m.group(1))
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def test_a_lab_driven_only_through_the_client(scenario):
+    with Lab.up(scenario("py-drive")) as lab:
+        assert lab.name == "py-drive"
+        assert [n.name for n in lab.nodes()] == ["n1", "n2"]
+        lab.node("n1").run("ping -c 1 n2")  # neighbours resolved before measuring
+        r = lab.node("n1").run("ping -c 5 -i 0.1 n2")
+        assert r.ok and abs(rtt_ms(r) - 20.0) < 2.0, r
+        lab.link("n1", "n2").set(delay="50ms")
+        r = lab.node("n1").run(["ping", "-c", "5", "-i", "0.1", "n2"])
+        assert abs(rtt_ms(r) - 100.0) < 2.0, r
+        lab.link("n1", "n2").set(delay="0ms", direction="reverse")
+        r = lab.node("n1").run("ping -c 5 -i 0.1 n2")
+        assert abs(rtt_ms(r) - 50.0) < 2.0, r
+        info = lab.link("n2", "n1").info()
+        assert info["forward"]["impairments"]["delay_ns"] == 50_000_000
+        stats = lab.stats()
+        assert stats["links"][0]["forward"]["tx_frames"] >= 15
+        assert stats["t_ns"] > 0
+        # Exit status, output and input pass through.
+        r = lab.node("n2").run("cat; echo err >&2; exit 3", stdin="hello")
+        assert (r.exit, r.stdout, r.stderr) == (3, "hello", "err\n")
+        assert lab.node("n1").run(["no-such-command"]).exit == 127
+        assert lab.node("n1").run("sleep 5", timeout=0.5).timed_out
+    # Down on leaving the block: nothing left.
+    assert not os.path.exists("/run/vemu/py-drive")
+    assert not any(n.startswith("vemu-py-drive.") for n in os.listdir("/run/netns"))
+
+
+def test_bad_requests_get_4xx_and_change_nothing(scenario):
+    with Lab.up(scenario("py-errors")) as lab:
+        with pytest.raises(VemuError) as e:
+            lab.node("nope").run("true")
+        assert e.value.status == 404 and "nope" in e.value.message
+        with pytest.raises(VemuError) as e:
+            lab.link("n1", "n2").set(loss="150%")
+        assert e.value.status == 400 and "between 0% and 100%" in e.value.message
+        with pytest.raises(VemuError) as e:
+            lab.link("n1", "n2").set(delay="-5ms")
+        assert e.value.status == 400
+        with pytest.raises(VemuError) as e:
+            lab.link("n1", "n9").set(delay="5ms")
+        assert e.value.status == 404
+        with pytest.raises(VemuError) as e:
+            lab.link("n1", "n2").set(direction="sideways", delay="5ms")
+        assert e.value.status == 400 and "direction" in e.value.message
+        # Malformed JSON, an unknown endpoint, an unknown field of exec.
+        for method, path, body in [("PATCH", "/v1/links/n1:n2", b"{bad"), ("GET", "/v1/nope", None), ("POST", "/v1/nodes/n1/exec", b'{"cmd": "true", "x": 1}')]:
+            conn = lab._connection(10)
+            conn.request(method, path, body=body)
+            res = conn.getresponse()
+            payload = json.loads(res.read())
+            conn.close()
+            assert 400 <= res.status < 500, (path, res.status)
+            assert payload["error"], payload
+        link = lab.link("n1", "n2").info()
+        assert link["forward"]["impairments"]["delay_ns"] == 10_000_000
+        assert link["forward"]["impairments"]["loss"] == {"model": "none"}
+
+
+def test_tcp_api_needs_the_token(scenario):
+    port = free_port()
+    with Lab.up(scenario("py-tcp"), api=f"127.0.0.1:{port}") as lab:
+        token = open("/run/vemu/py-tcp/api-token").read().strip()
+        for headers in [{}, {"Authorization": "Bearer wrong"}, {"Authorization": token}]:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            conn.request("GET", "/v1/lab", headers=headers)
+            res = conn.getresponse()
+            body = json.loads(res.read())
+            conn.close()
+            assert res.status == 401 and "Bearer" in body["error"]
+        remote = Lab.connect("py-tcp", url=f"http://127.0.0.1:{port}", token=token)
+        assert remote.node("n1").run("ping -c 1 n2").ok
+        remote.link("n1", "n2").set(delay="20ms")
+        assert lab.link("n1", "n2").info()["reverse"]["impairments"]["delay_ns"] == 20_000_000
+
+
+def test_events_stream_link_changes_and_counters(scenario):
+    with Lab.up(scenario("py-events")) as lab:
+        seen = []
+
+        def read():
+            for ev in lab.events(stats="200ms"):
+                seen.append(ev)
+                if ev["type"] == "link":
+                    return
+
+        t = threading.Thread(target=read)
+        t.start()
+        lab.node("n1").run("sleep 0.5")
+        lab.link("n1", "n2").down()
+        t.join(timeout=10)
+        assert not t.is_alive()
+        kinds = [e["type"] for e in seen]
+        assert "stats" in kinds and kinds[-1] == "link", kinds
+        assert seen[-1]["up"] is False
+        assert "NO-CARRIER" in lab.node("n1").run("ip link show eth0").stdout
+        lab.link("n1", "n2").up()
+
+
+def test_node_stop_and_start(scenario):
+    with Lab.up(scenario("py-node")) as lab:
+        n2 = lab.node("n2")
+        assert n2.run("pgrep --ns $$ --nslist net -x sleep").ok
+        n2.stop()
+        assert not n2.info()["up"]
+        assert [p["state"] for p in n2.info()["processes"]] == ["stopped"]
+        assert not n2.run("pgrep --ns $$ --nslist net -x sleep").ok
+        n2.start()
+        assert n2.info()["up"]
+        assert n2.run("pgrep --ns $$ --nslist net -x sleep").ok

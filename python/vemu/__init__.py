@@ -1,0 +1,277 @@
+"""Python client of vemu, the scalable network emulator.
+
+A lab is brought up with :meth:`Lab.up` (which runs ``vemu up``) or reached with
+:meth:`Lab.connect`; everything else goes through the lab controller's HTTP/JSON API
+(``/v1/...``, described by ``GET /v1/openapi.json``), over the lab's Unix socket or, with a
+bearer token, over TCP.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import shutil
+import socket
+import subprocess
+import urllib.parse
+from dataclasses import dataclass
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
+
+__all__ = ["Lab", "Node", "Link", "Result", "VemuError", "find_vemu"]
+
+STATE_DIR = "/run/vemu"
+
+
+class VemuError(Exception):
+    """An error answer of the API (``status`` is the HTTP status), or a failed command."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+    def __str__(self) -> str:
+        return f"{self.message} (HTTP {self.status})" if self.status else self.message
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a command run in a node did."""
+
+    exit: int
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.exit == 0
+
+
+def find_vemu() -> str:
+    """The ``vemu`` executable: ``$VEMU``, else ``vemu`` on ``PATH``."""
+    exe = os.environ.get("VEMU") or shutil.which("vemu")
+    if not exe:
+        raise VemuError(0, "cannot find the vemu command: put it on PATH or set VEMU")
+    return exe
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path: str, timeout: Optional[float]) -> None:
+        super().__init__("vemu", timeout=timeout)
+        self._path = path
+
+    def connect(self) -> None:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        if self.timeout is not None:
+            s.settimeout(self.timeout)
+        try:
+            s.connect(self._path)
+        except OSError:
+            s.close()
+            raise
+        self.sock = s
+
+
+class Lab:
+    """A running lab, reached through its API. Use as a context manager to take the lab
+    down at the end of the block when this object brought it up."""
+
+    def __init__(self, name: str, url: Optional[str] = None, token: Optional[str] = None, owned: bool = False) -> None:
+        self.name = name
+        self._url = urllib.parse.urlsplit(url) if url else None
+        self._token = token
+        self._owned = owned
+
+    # --- life cycle -------------------------------------------------------------------
+
+    @classmethod
+    def up(cls, scenario: Union[str, os.PathLike], name: Optional[str] = None, api: Optional[str] = None) -> "Lab":
+        """Bring up a lab from a scenario file (``vemu up``) and return it once ready.
+        ``api="127.0.0.1:8080"`` also serves the API on TCP."""
+        cmd = [find_vemu(), "up", os.fspath(scenario)]
+        if name:
+            cmd += ["--name", name]
+        if api:
+            cmd += ["--api", api]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise VemuError(0, (r.stderr or r.stdout).strip())
+        lab_name = name
+        if not lab_name:
+            # "lab 'NAME' is up: ..."
+            first = r.stdout.split("'")
+            lab_name = first[1] if len(first) > 2 else ""
+        return cls(lab_name, owned=True)
+
+    @classmethod
+    def connect(cls, name: str, url: Optional[str] = None, token: Optional[str] = None) -> "Lab":
+        """A running lab: over its Unix socket, or over TCP at ``url`` with ``token``."""
+        lab = cls(name, url=url, token=token)
+        lab.status()
+        return lab
+
+    def down(self) -> None:
+        """Take the lab down and remove every trace of it."""
+        self._call("POST", "/v1/down", {})
+        self._owned = False
+
+    def __enter__(self) -> "Lab":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._owned:
+            self.down()
+
+    # --- the API ----------------------------------------------------------------------
+
+    def _connection(self, timeout: Optional[float]) -> http.client.HTTPConnection:
+        if self._url is None:
+            return _UnixConnection(os.path.join(STATE_DIR, self.name, "api.sock"), timeout)
+        port = self._url.port or 80
+        return http.client.HTTPConnection(self._url.hostname or "localhost", port, timeout=timeout)
+
+    def _headers(self) -> Dict[str, str]:
+        h = {"Content-Type": "application/json"}
+        if self._token:
+            h["Authorization"] = f"Bearer {self._token}"
+        return h
+
+    def _call(self, method: str, path: str, body: Optional[Dict[str, Any]] = None, timeout: Optional[float] = 120.0) -> Any:
+        conn = self._connection(timeout)
+        try:
+            data = json.dumps(body).encode() if body is not None else None
+            try:
+                conn.request(method, path, body=data, headers=self._headers())
+            except (FileNotFoundError, ConnectionRefusedError) as e:
+                raise VemuError(0, f"lab '{self.name}' is not running ({e})") from None
+            res = conn.getresponse()
+            raw = res.read()
+        finally:
+            conn.close()
+        try:
+            value = json.loads(raw) if raw else None
+        except ValueError:
+            raise VemuError(res.status, raw.decode(errors="replace")) from None
+        if res.status >= 400:
+            message = value.get("error", "request failed") if isinstance(value, dict) else str(value)
+            raise VemuError(res.status, message)
+        return value
+
+    def status(self) -> Dict[str, Any]:
+        """Everything about the lab: nodes, links, segments, impairments, counters."""
+        return self._call("GET", "/v1/lab")
+
+    def stats(self) -> Dict[str, Any]:
+        """Counters of every link direction and segment port (``t_ns``: lab-clock time)."""
+        return self._call("GET", "/v1/stats")
+
+    def nodes(self) -> List["Node"]:
+        return [Node(self, n["name"]) for n in self._call("GET", "/v1/nodes")]
+
+    def node(self, name: str) -> "Node":
+        return Node(self, name)
+
+    def link(self, a: str, b: Optional[str] = None) -> "Link":
+        """A link by its ends (``lab.link("r1", "r2")``) or name; a LAN port as
+        ``lab.link("lan1", "h1")`` (forward = toward h1)."""
+        return Link(self, a if b is None else f"{a}:{b}")
+
+    def events(self, stats: Optional[str] = "1s") -> Iterator[Dict[str, Any]]:
+        """Events as they happen (``type``: link, node, stats, warning, lab-down); stats
+        snapshots every ``stats`` (``None``: none). Ends when the lab goes down."""
+        query = "?" + urllib.parse.urlencode({"stats": stats or "0"})
+        conn = self._connection(None)
+        conn.request("GET", "/v1/events" + query, headers=self._headers())
+        res = conn.getresponse()
+        if res.status >= 400:
+            body = res.read()
+            conn.close()
+            raise VemuError(res.status, json.loads(body).get("error", "request failed"))
+        try:
+            while True:
+                line = res.readline()
+                if not line:
+                    return
+                if line.startswith(b"data:"):
+                    yield json.loads(line[5:].strip())
+        finally:
+            conn.close()
+
+
+class Node:
+    """A node of a lab."""
+
+    def __init__(self, lab: Lab, name: str) -> None:
+        self.lab = lab
+        self.name = name
+
+    def _path(self, tail: str = "") -> str:
+        return f"/v1/nodes/{urllib.parse.quote(self.name, safe='')}{tail}"
+
+    def info(self) -> Dict[str, Any]:
+        return self.lab._call("GET", self._path())
+
+    def run(self, cmd: Union[str, Sequence[str]], timeout: float = 60.0, stdin: Optional[str] = None, check: bool = False) -> Result:
+        """Run a command in the node and wait for it: a string goes to ``/bin/sh -c``, a
+        list is run as is. ``check=True`` raises :class:`VemuError` on a non-zero exit."""
+        body: Dict[str, Any] = {"cmd": cmd if isinstance(cmd, str) else list(cmd), "timeout_s": timeout}
+        if stdin is not None:
+            body["stdin"] = stdin
+        r = self.lab._call("POST", self._path("/exec"), body, timeout=timeout + 30)
+        result = Result(r["exit"], r["stdout"], r["stderr"], r.get("timed_out", False))
+        if check and not result.ok:
+            raise VemuError(0, f"'{cmd}' in {self.name} exited with {result.exit}: {result.stderr.strip()}")
+        return result
+
+    def stop(self) -> None:
+        """End every process in the node (its run commands are not restarted)."""
+        self.lab._call("POST", self._path("/stop"), {})
+
+    def start(self) -> None:
+        """Start the node's run commands again."""
+        self.lab._call("POST", self._path("/start"), {})
+
+    def __repr__(self) -> str:
+        return f"Node({self.name!r})"
+
+
+class Link:
+    """A link (or LAN port) of a lab, named as vemu names it (``a:b``, or its name)."""
+
+    def __init__(self, lab: Lab, spec: str) -> None:
+        self.lab = lab
+        self.spec = spec
+
+    def _path(self, tail: str = "") -> str:
+        return f"/v1/links/{urllib.parse.quote(self.spec, safe=':')}{tail}"
+
+    def set(self, direction: str = "both", **impairments: Union[str, int, float]) -> None:
+        """Change impairments, written as in a scenario file: ``delay="20ms"``,
+        ``loss="1%"``, ``bandwidth="10Mbit"`` (or ``"unlimited"``), ``jitter``,
+        ``duplicate``, ``corrupt``, ``reorder``, ``queue``. ``direction``: ``both``,
+        ``forward`` (from the first-named end) or ``reverse``."""
+        if not impairments:
+            raise ValueError("give at least one impairment, e.g. delay='20ms'")
+        body: Dict[str, Any] = {"direction": direction}
+        body.update({k: str(v) for k, v in impairments.items()})
+        self.lab._call("PATCH", self._path(), body)
+
+    def down(self) -> None:
+        """Take the link down: frames are dropped and the interfaces lose carrier."""
+        self.lab._call("POST", self._path("/down"), {})
+
+    def up(self) -> None:
+        self.lab._call("POST", self._path("/up"), {})
+
+    def info(self) -> Dict[str, Any]:
+        """This link's entry of the lab status (impairments and counters)."""
+        for link in self.lab._call("GET", "/v1/links"):
+            ends = {f"{link['a'].split(':')[0]}:{link['b'].split(':')[0]}", f"{link['b'].split(':')[0]}:{link['a'].split(':')[0]}"}
+            if link["name"] == self.spec or self.spec in ends:
+                return link
+        raise VemuError(404, f"no link '{self.spec}'")
+
+    def __repr__(self) -> str:
+        return f"Link({self.spec!r})"
