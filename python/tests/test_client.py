@@ -157,3 +157,60 @@ def test_node_stop_and_start(scenario):
         n2.start()
         assert n2.info()["up"]
         assert n2.run("pgrep --ns $$ --nslist net -x sleep").ok
+
+
+TIMELINE = """
+name: {name}
+addressing: {{ipv6: none}}
+nodes: {{n1: {{}}, n2: {{}}}}
+links:
+  - endpoints: [n1, n2]
+    delay: 10ms
+events:
+  - {{at: 5s, link: n1:n2, set: {{delay: 100ms}}}}
+  - {{at: 6s, link: n1:n2, ramp: {{from: {{delay: 100ms}}, to: {{delay: 20ms}}, over: 1s, step: 100ms}}}}
+  - {{at: 7500ms, every: 500ms, until: 8000ms, link: n1:n2, direction: forward, cycle: [{{loss: 100%}}, {{loss: 0%}}]}}
+"""
+
+
+def test_timeline_changes_the_link_at_the_right_lab_time(tmp_path):
+    p = tmp_path / "tl.yaml"
+    p.write_text(TIMELINE.format(name="py-timeline"))
+    with Lab.up(p) as lab:
+        # Lab clock -> wall clock (ping -D prints wall-clock times).
+        import time
+
+        t0 = time.time()
+        uptime = lab.status()["uptime_ns"] / 1e9
+        t1 = time.time()
+        epoch = (t0 + t1) / 2 - uptime
+        assert uptime < 4.0, "the lab took too long to come up for this test"
+        r = lab.node("n1").run(f"ping -D -n -i 0.01 -w {max(1, round(6.5 - uptime))} 10.0.0.2", timeout=15)
+        samples = []
+        for line in r.stdout.splitlines():
+            m = re.match(r"\[([\d.]+)\] .* time=([\d.]+) ms", line)
+            if m:
+                recv, rtt = float(m.group(1)), float(m.group(2)) / 1000
+                samples.append((recv - rtt - epoch, rtt))  # (lab time sent, RTT)
+        assert len(samples) > 100, (r, uptime)
+        before = [s for s in samples if s[0] < 4.9]
+        assert before and all(abs(rtt - 0.020) < 0.005 for _, rtt in before[5:])
+        first = next(s for s in samples if s[1] > 0.060)
+        # The change reached the reply's direction 10 ms after the request was sent
+        # unless the request itself already saw it (RTT ~200 ms).
+        change = first[0] + (0.010 if first[1] < 0.150 else 0.0)
+        print(f"delay raised at lab time {change:.4f} s (scheduled 5 s); RTT {first[1]*1000:.1f} ms")
+        assert abs(change - 5.0) <= 0.05, samples[:3]
+        after = [rtt for t, rtt in samples if 5.05 < t < 5.8]
+        assert after and all(abs(rtt - 0.200) < 0.005 for rtt in after)
+        # The ramp ends at 20 ms each way, then the cycle drops everything forward for
+        # 500 ms out of every second.
+        time.sleep(max(0.0, epoch + 7.2 - time.time()))
+        link = lab.link("n1", "n2").info()
+        assert link["forward"]["impairments"]["delay_ns"] == 20_000_000
+        time.sleep(max(0.0, epoch + 7.75 - time.time()))
+        link = lab.link("n1", "n2").info()
+        assert link["forward"]["impairments"]["loss"]["rate"] == 1.0
+        assert link["reverse"]["impairments"]["loss"] == {"model": "none"}
+        time.sleep(max(0.0, epoch + 8.3 - time.time()))
+        assert lab.link("n1", "n2").info()["forward"]["impairments"]["loss"] == {"model": "none"}

@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use vemu_engine::{monotonic_ns, DirStats, Target};
 use vemu_host::LabPaths;
 use vemu_link::Impairments;
-use vemu_scenario::Plan;
+use vemu_scenario::{Plan, PortRef};
 
 use crate::api::{self, ApiError};
 use crate::worker::{LocalWorker, Worker, WorkerReply, WorkerRequest};
@@ -56,35 +56,20 @@ fn call(worker: &mut dyn Worker, req: WorkerRequest) -> Result<WorkerReply, ApiE
     }
 }
 
-/// The links or segment ports a name given by the user means, each with the direction
-/// that its "forward" is: 0 or 1.
+/// The engine targets a name given by the user means, each with the direction that its
+/// "forward" is.
 fn resolve(plan: &Plan, spec: &str) -> Result<Vec<(Target, usize)>, ApiError> {
-    resolve_spec(plan, spec).map_err(ApiError::not_found)
-}
-
-fn resolve_spec(plan: &Plan, spec: &str) -> Result<Vec<(Target, usize)>, String> {
-    let link_err = match plan.find_link(spec) {
-        Ok((i, reversed)) => return Ok(vec![(Target::Link(i), reversed as usize)]),
-        Err(e) => e,
-    };
-    if let Some(g) = plan.segment_index(spec) {
-        // A whole segment: "forward" is from the segment to each member.
-        return Ok((0..plan.segments[g].members.len()).map(|m| (Target::Member(g, m), 1)).collect());
-    }
-    if let Some((x, y)) = spec.split_once(':') {
-        for (seg, node, forward) in [(x, y, 1), (y, x, 0)] {
-            if let Some(g) = plan.segment_index(seg) {
-                let Some(ni) = plan.node_index(node) else {
-                    return Err(format!("no node named '{node}' in lab '{}'", plan.name));
-                };
-                return match plan.segments[g].members.iter().position(|m| m.end.node == ni) {
-                    Some(m) => Ok(vec![(Target::Member(g, m), forward)]),
-                    None => Err(format!("node '{node}' is not a member of segment '{seg}'")),
-                };
-            }
-        }
-    }
-    Err(if plan.segments.is_empty() { link_err } else { format!("{link_err}, and no segment port '{spec}' (write SEGMENT:NODE)") })
+    let ports = plan.ports(spec).map_err(ApiError::not_found)?;
+    Ok(ports
+        .into_iter()
+        .map(|(p, fwd)| {
+            let t = match p {
+                PortRef::Link(l) => Target::Link(l),
+                PortRef::Member(g, m) => Target::Member(g, m),
+            };
+            (t, fwd)
+        })
+        .collect())
 }
 
 impl Controller {
@@ -103,7 +88,7 @@ impl Controller {
         &self.events
     }
 
-    fn emit(&self, ev: Value) {
+    pub(crate) fn emit(&self, ev: Value) {
         let _ = self.events.send(ev);
     }
 
@@ -362,9 +347,11 @@ pub fn run(plan: Plan, options: ApiOptions, mut report: impl FnMut(Event)) -> Re
             let _ = shutdown.send(None);
         });
     }
+    let timeline = crate::timeline::Timeline::start(ctl.clone(), plan.events.clone(), epoch_ns);
     report(Event::Ready);
 
     let reply_to = stop.recv().ok().flatten();
+    timeline.stop();
     let _ = std::fs::remove_file(paths.socket());
     ctl.lock().unwrap().emit(json!({"type": "lab-down"}));
     let result = call(ctl.lock().unwrap().worker.as_mut(), WorkerRequest::Teardown).map(|_| ()).map_err(|e| e.message);

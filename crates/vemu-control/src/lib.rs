@@ -9,6 +9,7 @@
 pub mod api;
 pub mod daemon;
 mod supervise;
+mod timeline;
 pub mod worker;
 
 use std::os::unix::net::UnixStream;
@@ -22,14 +23,7 @@ use vemu_link::Impairments;
 
 pub use supervise::{forget_waited, spawn_waited, ProcStatus};
 
-/// Which directions of a link a change applies to, relative to how the link was named.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Direction {
-    Both,
-    Forward,
-    Reverse,
-}
+pub use vemu_scenario::Direction;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LabStatus {

@@ -63,7 +63,8 @@ fn log_line(paths: &LabPaths, node: &str, msg: &str) {
     }
 }
 
-fn spawn(paths: &LabPaths, node: &str, command: &str) -> std::io::Result<Child> {
+/// Start a shell command in a node with its output appended to the node's log.
+pub fn spawn(paths: &LabPaths, node: &str, command: &str) -> std::io::Result<Child> {
     let log = open_log(paths, node)?;
     let entry = NodeEntry::open(paths, node).map_err(std::io::Error::other)?;
     let mut cmd = Command::new("/bin/sh");

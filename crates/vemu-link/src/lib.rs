@@ -145,6 +145,60 @@ impl ImpairmentsPatch {
         pick!(rate_bps, delay_ns, jitter, loss, duplicate, corrupt, reorder, queue, mtu)
     }
 
+    /// The patch a fraction `f` (0 … 1) of the way from `from` to `to`, for ramps. Both
+    /// must set the same fields, and only fields with a magnitude: bandwidth, delay,
+    /// jitter (amount), Bernoulli loss (rate), duplication and corruption (probability).
+    pub fn interpolate(from: &ImpairmentsPatch, to: &ImpairmentsPatch, f: f64) -> Result<ImpairmentsPatch, String> {
+        let f = f.clamp(0.0, 1.0);
+        let lerp = |a: f64, b: f64| a + (b - a) * f;
+        let mut out = ImpairmentsPatch::default();
+        let both = |name: &str, a: bool, b: bool| -> Result<bool, String> {
+            match (a, b) {
+                (true, true) => Ok(true),
+                (false, false) => Ok(false),
+                _ => Err(format!("a ramp needs '{name}' in both 'from' and 'to'")),
+            }
+        };
+        if both("bandwidth", from.rate_bps.is_some(), to.rate_bps.is_some())? {
+            match (from.rate_bps.unwrap(), to.rate_bps.unwrap()) {
+                (Some(a), Some(b)) => out.rate_bps = Some(Some(lerp(a as f64, b as f64).round() as u64)),
+                _ => return Err("a bandwidth ramp needs a rate at both ends, not 'unlimited'".into()),
+            }
+        }
+        if both("delay", from.delay_ns.is_some(), to.delay_ns.is_some())? {
+            out.delay_ns = Some(lerp(from.delay_ns.unwrap() as f64, to.delay_ns.unwrap() as f64).round() as u64);
+        }
+        if both("jitter", from.jitter.is_some(), to.jitter.is_some())? {
+            let (a, b) = (from.jitter.unwrap(), to.jitter.unwrap());
+            out.jitter = Some(Jitter { amount_ns: lerp(a.amount_ns as f64, b.amount_ns as f64).round() as u64, ..b });
+        }
+        if both("loss", from.loss.is_some(), to.loss.is_some())? {
+            let rate = |l: Loss| match l {
+                Loss::None => Ok((0.0, 0.0)),
+                Loss::Bernoulli { rate, correlation } => Ok((rate, correlation)),
+                Loss::GilbertElliott { .. } => Err("a loss ramp works on a plain loss rate, not a Gilbert-Elliott model".to_string()),
+            };
+            let ((a, _), (b, c)) = (rate(from.loss.unwrap())?, rate(to.loss.unwrap())?);
+            let r = lerp(a, b);
+            out.loss = Some(if r == 0.0 { Loss::None } else { Loss::Bernoulli { rate: r, correlation: c } });
+        }
+        for (name, a, b, slot) in [("duplicate", from.duplicate, to.duplicate, &mut out.duplicate), ("corrupt", from.corrupt, to.corrupt, &mut out.corrupt)] {
+            if both(name, a.is_some(), b.is_some())? {
+                let (a, b) = (a.unwrap(), b.unwrap());
+                *slot = Some(Chance { probability: lerp(a.probability, b.probability), correlation: b.correlation });
+            }
+        }
+        for (name, set) in [("reorder", from.reorder.is_some() || to.reorder.is_some()), ("queue", from.queue.is_some() || to.queue.is_some()), ("mtu", from.mtu.is_some() || to.mtu.is_some())] {
+            if set {
+                return Err(format!("'{name}' cannot be ramped"));
+            }
+        }
+        if out.is_empty() {
+            return Err("a ramp needs at least one impairment in 'from' and 'to'".into());
+        }
+        Ok(out)
+    }
+
     pub fn is_empty(&self) -> bool {
         *self == ImpairmentsPatch::default()
     }

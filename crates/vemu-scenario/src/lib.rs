@@ -30,6 +30,9 @@ pub struct Plan {
     pub links: Vec<LinkPlan>,
     #[serde(default)]
     pub segments: Vec<SegmentPlan>,
+    /// What happens while the lab runs, on the lab clock.
+    #[serde(default)]
+    pub events: Vec<TimedEvent>,
     /// Lines of every node's `/etc/hosts`: each node name with each of its addresses.
     pub hosts: Vec<(IpAddr, String)>,
 }
@@ -125,6 +128,59 @@ pub struct MemberPlan {
     pub ingress: Impairments,
 }
 
+/// Which directions of a link a change applies to, relative to how the link was named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    #[default]
+    Both,
+    Forward,
+    Reverse,
+}
+
+/// A link or a segment port, as the plan numbers them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PortRef {
+    Link(usize),
+    /// Segment, member.
+    Member(usize, usize),
+}
+
+/// An entry of the scenario's timeline: an action at a lab-clock time, possibly
+/// repeated every `every_ns` until `until_ns`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TimedEvent {
+    pub at_ns: u64,
+    pub every_ns: Option<u64>,
+    pub until_ns: Option<u64>,
+    pub target: EventTarget,
+    pub action: EventAction,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventTarget {
+    /// A link or segment port as `vemu link` names it, and the directions concerned.
+    Link { spec: String, direction: Direction },
+    Node(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventAction {
+    /// Change impairments.
+    Set(vemu_link::ImpairmentsPatch),
+    /// Link: up/down (carrier). Node: start/stop.
+    State(bool),
+    /// Change impairments step by step from `from` to `to` over `over_ns`.
+    Ramp { from: vemu_link::ImpairmentsPatch, to: vemu_link::ImpairmentsPatch, over_ns: u64, step_ns: u64 },
+    /// Each firing applies the next patch of the list (with `every`: e.g. a square wave).
+    Cycle(Vec<vemu_link::ImpairmentsPatch>),
+    /// Run a shell command in the node (output in the node's log).
+    Run(String),
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RoutePlan {
     pub dst: IpNet,
@@ -180,6 +236,34 @@ impl Plan {
                 many.iter().map(|(i, _)| self.links[*i].name.as_str()).collect::<Vec<_>>().join(", ")
             )),
         }
+    }
+
+    /// The links or segment ports a name given by the user means, each with the
+    /// direction that its "forward" is (0 or 1): a link as in [`Plan::find_link`], a
+    /// segment port as `SEG:NODE` (forward: toward the node) or `NODE:SEG`, or `SEG` for
+    /// every port of a segment (forward: toward the members).
+    pub fn ports(&self, spec: &str) -> Result<Vec<(PortRef, usize)>, String> {
+        let link_err = match self.find_link(spec) {
+            Ok((i, reversed)) => return Ok(vec![(PortRef::Link(i), reversed as usize)]),
+            Err(e) => e,
+        };
+        if let Some(g) = self.segment_index(spec) {
+            return Ok((0..self.segments[g].members.len()).map(|m| (PortRef::Member(g, m), 1)).collect());
+        }
+        if let Some((x, y)) = spec.split_once(':') {
+            for (seg, node, forward) in [(x, y, 1), (y, x, 0)] {
+                if let Some(g) = self.segment_index(seg) {
+                    let Some(ni) = self.node_index(node) else {
+                        return Err(format!("no node named '{node}' in lab '{}'", self.name));
+                    };
+                    return match self.segments[g].members.iter().position(|m| m.end.node == ni) {
+                        Some(m) => Ok(vec![(PortRef::Member(g, m), forward)]),
+                        None => Err(format!("node '{node}' is not a member of segment '{seg}'")),
+                    };
+                }
+            }
+        }
+        Err(if self.segments.is_empty() { link_err } else { format!("{link_err}, and no segment port '{spec}' (write SEGMENT:NODE)") })
     }
 
     /// `node:iface` of an endpoint, for messages and status.

@@ -264,8 +264,19 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
         addrs.sort_by_key(|a| a.is_ipv6());
         hosts.extend(addrs.into_iter().map(|a| (a, n.name.clone())));
     }
-    let mut plan = Plan { name: s.name.clone(), seed: s.seed, nodes, links, segments, hosts };
+    let mut plan = Plan { name: s.name.clone(), seed: s.seed, nodes, links, segments, events: Vec::new(), hosts };
     crate::template::render_node_files(s, &mut plan, &mut errors);
+    // Timeline: names must exist in the plan.
+    for e in &s.events {
+        let problem = match &e.event.target {
+            crate::EventTarget::Link { spec, .. } => plan.ports(spec).err(),
+            crate::EventTarget::Node(n) => plan.node_index(n).is_none().then(|| format!("unknown node '{n}'")),
+        };
+        match problem {
+            Some(m) => err(&mut errors, e.mark, &e.field, m),
+            None => plan.events.push(e.event.clone()),
+        }
+    }
     if errors.is_empty() {
         Ok(plan)
     } else {

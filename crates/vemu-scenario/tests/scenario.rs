@@ -289,3 +289,34 @@ fn loopback_pools() {
     let r: Vec<String> = p.nodes[0].routes.iter().map(|r| format!("{} via {}", r.dst, r.via.unwrap())).collect();
     assert_eq!(r, ["10.9.9.9/32 via 10.0.0.2", "fd00:ff::2/128 via fd00::2"]);
 }
+
+#[test]
+fn timeline_events_are_planned_and_checked() {
+    use vemu_scenario::{Direction, EventAction, EventTarget};
+    let base = "nodes: {a: {}, b: {}}\nlinks:\n  - endpoints: [a, b]\nevents:\n";
+    let p = ok(&format!(
+        "{base}  - {{at: 5s, link: a:b, set: {{delay: 100ms}}}}\n  - {{every: 10s, until: 60s, link: b:a, direction: forward, cycle: [{{bandwidth: 1Mbit}}, {{bandwidth: 10Mbit}}]}}\n  - {{at: 1s, link: a:b, ramp: {{from: {{delay: 10ms}}, to: {{delay: 200ms}}, over: 60s}}}}\n  - {{at: 2s, node: a, run: 'echo hi'}}\n  - {{at: 3s, node: b, state: stop}}\n  - {{at: 4s, link: a:b, state: down}}\n"
+    ));
+    assert_eq!(p.events.len(), 6);
+    assert_eq!(p.events[0].at_ns, 5_000_000_000);
+    assert_eq!(p.events[1].at_ns, 0);
+    assert_eq!(p.events[1].every_ns, Some(10_000_000_000));
+    assert_eq!(p.events[1].target, EventTarget::Link { spec: "b:a".into(), direction: Direction::Forward });
+    assert!(matches!(&p.events[2].action, EventAction::Ramp { over_ns: 60_000_000_000, step_ns: 1_000_000_000, .. }));
+    assert_eq!(p.events[4].action, EventAction::State(false));
+    for (bad, want) in [
+        ("  - {at: 1s, link: a:c, set: {delay: 1ms}}\n", "events[0]: no node named 'c'"),
+        ("  - {at: 1s, node: z, run: x}\n", "unknown node 'z'"),
+        ("  - {at: 1s, link: a:b}\n", "needs one action"),
+        ("  - {at: 1s, link: a:b, set: {delay: 1ms}, state: up}\n", "one action, found"),
+        ("  - {at: 1s, node: a, set: {delay: 1ms}}\n", "'set' does not apply to a node"),
+        ("  - {at: 1s, link: a:b, state: stop}\n", "a link's state is 'up' or 'down'"),
+        ("  - {at: 1s, link: a:b, ramp: {from: {delay: 1ms}, to: {loss: 1%}, over: 1s}}\n", "needs 'delay' in both"),
+        ("  - {at: 1s, link: a:b, cycle: [{loss: 1%}, {loss: 2%}]}\n", "a cycle needs 'every'"),
+        ("  - {at: 1s, link: a:b, set: {loss: 150%}}\n", "between 0% and 100%"),
+        ("  - {link: a:b, set: {loss: 1%}}\n", "needs 'at'"),
+    ] {
+        let m = one_error(&format!("{base}{bad}"));
+        assert!(m.contains(want), "{bad}: {m}");
+    }
+}
