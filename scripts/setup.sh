@@ -7,7 +7,7 @@ fi
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 need_pkgs=()
-for p in iperf3 iputils-ping iproute2 procps tcpdump frr bird2 babeld; do
+for p in iperf3 iputils-ping iproute2 procps tcpdump tshark libpcap-dev frr bird2 babeld; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need_pkgs+=("$p")
 done
 if [ "${#need_pkgs[@]}" -gt 0 ]; then

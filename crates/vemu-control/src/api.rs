@@ -353,6 +353,76 @@ async fn events(State(app): AppState, Query(q): Query<EventsQuery>) -> Result<Ss
     Ok(Sse::new(s).keep_alive(KeepAlive::default()))
 }
 
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CaptureQuery {
+    /// `NODE` (all its interfaces) or `NODE:IFACE`.
+    iface: String,
+    #[serde(default)]
+    point: vemu_engine::CapturePoint,
+    /// A pcap filter expression (tcpdump syntax).
+    filter: Option<String>,
+    /// Stop after this many frames.
+    count: Option<u64>,
+}
+
+fn compile_filter(expr: &str) -> Result<pcap::BpfProgram, ApiError> {
+    let dead = pcap::Capture::dead(pcap::Linktype::ETHERNET).map_err(|e| ApiError::internal(e.to_string()))?;
+    dead.compile(expr, true).map_err(|e| ApiError::bad_request(format!("bad filter '{expr}': {e}")))
+}
+
+/// `GET /v1/capture`: a pcapng stream of the frames an interface sends and receives,
+/// timestamped on the lab clock (as wall-clock time), until the client goes away or
+/// `count` frames matched.
+async fn capture(State(app): AppState, Query(q): Query<CaptureQuery>) -> Result<Response, ApiError> {
+    if let Some(f) = &q.filter {
+        compile_filter(f)?;
+    }
+    let (tx, rx) = std::sync::mpsc::sync_channel::<vemu_engine::Captured>(16384);
+    let (id, names, epoch) = {
+        let mut c = app.ctl.lock().unwrap();
+        let (id, names) = c.capture_start(&q.iface, q.point, tx)?;
+        (id, names, c.realtime_epoch_ns)
+    };
+    let (btx, brx) = tokio::sync::mpsc::channel::<Result<Bytes, Infallible>>(256);
+    let ctl = app.ctl.clone();
+    std::thread::Builder::new()
+        .name("vemu-capture".into())
+        .spawn(move || {
+            let filter = q.filter.as_deref().and_then(|f| compile_filter(f).ok());
+            let mut head = crate::pcapng::section_header();
+            for n in &names {
+                head.extend(crate::pcapng::interface(n));
+            }
+            let mut matched = 0u64;
+            if btx.blocking_send(Ok(Bytes::from(head))).is_ok() {
+                loop {
+                    match rx.recv_timeout(Duration::from_millis(300)) {
+                        Ok(c) => {
+                            if filter.as_ref().is_some_and(|f| !f.filter(&c.frame)) {
+                                continue;
+                            }
+                            let block = crate::pcapng::packet(c.iface, epoch + c.t_ns, &c.frame, c.outgoing);
+                            if btx.blocking_send(Ok(Bytes::from(block))).is_err() {
+                                break;
+                            }
+                            matched += 1;
+                            if q.count.is_some_and(|n| matched >= n) {
+                                break;
+                            }
+                        }
+                        Err(std::sync::mpsc::RecvTimeoutError::Timeout) if !btx.is_closed() => {}
+                        Err(_) => break,
+                    }
+                }
+            }
+            ctl.lock().unwrap().capture_stop(id);
+        })
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    let body = axum::body::Body::from_stream(stream::unfold(brx, |mut r| async move { r.recv().await.map(|x| (x, r)) }));
+    Ok(([(header::CONTENT_TYPE, "application/x-pcapng")], body).into_response())
+}
+
 async fn openapi() -> Response {
     ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
 }
@@ -396,6 +466,7 @@ fn router(app: Arc<App>) -> Router {
         .route("/v1/segments", get(segments))
         .route("/v1/segments/{segment}", get(segment))
         .route("/v1/stats", get(stats))
+        .route("/v1/capture", get(capture))
         .route("/v1/events", get(events))
         .route("/v1/down", post(down))
         .fallback(not_found)

@@ -42,6 +42,8 @@ pub struct Controller {
     /// Nodes taken down with `stop`.
     stopped: Vec<bool>,
     epoch_ns: u64,
+    /// CLOCK_REALTIME at the lab clock's zero, ns since 1970 (for capture timestamps).
+    pub realtime_epoch_ns: u64,
     /// Where events go (the API's event stream).
     events: tokio::sync::broadcast::Sender<Value>,
 }
@@ -228,6 +230,48 @@ impl Controller {
         Ok(())
     }
 
+    /// Start capturing on `spec`: `NODE` (every interface) or `NODE:IFACE`. Returns the
+    /// capture's id and the names of its interfaces, in the order of `Captured::iface`.
+    pub fn capture_start(
+        &mut self,
+        spec: &str,
+        point: vemu_engine::CapturePoint,
+        tx: std::sync::mpsc::SyncSender<vemu_engine::Captured>,
+    ) -> Result<(u64, Vec<String>), ApiError> {
+        let (node, iface) = match spec.split_once(':') {
+            Some((n, i)) => (n, Some(i)),
+            None => (spec, None),
+        };
+        let ni = self.node_index(node)?;
+        let n = &self.plan.nodes[ni];
+        let mut taps = Vec::new();
+        let mut names = Vec::new();
+        for (ii, i) in n.ifaces.iter().enumerate() {
+            if iface.is_some_and(|want| want != i.name) {
+                continue;
+            }
+            let (target, side) = match i.attach {
+                vemu_scenario::Attach::Link(l) => {
+                    let lp = &self.plan.links[l];
+                    (Target::Link(l), usize::from(!(lp.a.node == ni && lp.a.iface == ii)))
+                }
+                vemu_scenario::Attach::Segment(g, m) => (Target::Member(g, m), 0),
+            };
+            taps.push(vemu_engine::TapSpec { target, side, iface: names.len() as u32, point });
+            names.push(format!("{}:{}", n.name, i.name));
+        }
+        if taps.is_empty() {
+            let have: Vec<&str> = n.ifaces.iter().map(|i| i.name.as_str()).collect();
+            return Err(ApiError::not_found(format!("node '{node}' has no interface '{}' (it has: {})", iface.unwrap_or(""), have.join(", "))));
+        }
+        let id = self.worker.capture(&taps, tx).map_err(|e| ApiError::internal(format!("{e:#}")))?;
+        Ok((id, names))
+    }
+
+    pub fn capture_stop(&mut self, id: u64) {
+        self.worker.stop_capture(id);
+    }
+
     /// Counters only, for the event stream and `GET /v1/stats`.
     pub fn stats(&mut self) -> Result<Value, ApiError> {
         let WorkerReply::Stats(c) = call(self.worker.as_mut(), WorkerRequest::Stats)? else {
@@ -310,7 +354,13 @@ pub fn run(plan: Plan, options: ApiOptions, mut report: impl FnMut(Event)) -> Re
         .collect();
     let (events, _) = tokio::sync::broadcast::channel(1024);
     let stopped = vec![false; plan.nodes.len()];
-    let ctl = Arc::new(Mutex::new(Controller { plan: plan.clone(), worker, links, members, stopped, epoch_ns, events }));
+    let realtime_epoch_ns = {
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: clock_gettime writes the timespec.
+        unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+        (ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64).saturating_sub(monotonic_ns() - epoch_ns)
+    };
+    let ctl = Arc::new(Mutex::new(Controller { plan: plan.clone(), worker, links, members, stopped, epoch_ns, realtime_epoch_ns, events }));
     let (shutdown, stop) = channel::<StopRequest>();
 
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().thread_name("vemu-api").build()?;

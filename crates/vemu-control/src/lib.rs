@@ -8,6 +8,7 @@
 
 pub mod api;
 pub mod daemon;
+pub mod pcapng;
 mod supervise;
 mod timeline;
 pub mod worker;
@@ -157,6 +158,45 @@ impl Client {
                 return Err(ApiFailure { status, message }.into());
             }
             Ok(v)
+        })
+    }
+
+    /// A GET whose body is copied to `out` as it arrives (e.g. a capture), until it ends
+    /// or `stop` resolves (e.g. Ctrl-C).
+    pub fn stream_to(&self, path: &str, out: &mut dyn std::io::Write, stop: impl std::future::Future<Output = ()>) -> Result<()> {
+        use http_body_util::{BodyExt, Empty};
+        use hyper::body::Bytes;
+        let lab = &self.lab;
+        self.rt.block_on(async {
+            let stream = tokio::net::UnixStream::connect(&self.socket).await.with_context(|| format!("connecting to lab '{lab}'"))?;
+            let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
+            tokio::spawn(conn);
+            let req = hyper::Request::builder().method("GET").uri(path).header("host", "vemu").body(Empty::<Bytes>::new())?;
+            let res = sender.send_request(req).await.with_context(|| format!("talking to lab '{lab}'"))?;
+            let status = res.status().as_u16();
+            let mut body = res.into_body();
+            if status >= 400 {
+                let bytes = body.collect().await?.to_bytes();
+                let v: Value = serde_json::from_slice(&bytes).unwrap_or_default();
+                let message = v["error"].as_str().unwrap_or("request failed").to_string();
+                return Err(ApiFailure { status, message }.into());
+            }
+            tokio::pin!(stop);
+            loop {
+                tokio::select! {
+                    f = body.frame() => match f {
+                        Some(Ok(f)) => {
+                            if let Some(d) = f.data_ref() {
+                                out.write_all(d)?;
+                                out.flush()?;
+                            }
+                        }
+                        Some(Err(e)) => return Err(e.into()),
+                        None => return Ok(()),
+                    },
+                    _ = &mut stop => return Ok(()),
+                }
+            }
         })
     }
 

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 
 use anyhow::{anyhow, Result};
 use serde::{Deserialize, Serialize};
-use vemu_engine::{DirStats, Engine, LabClock, LinkSpec, MemberSpec, SegStats, SegmentSpec, Target};
+use vemu_engine::{Captured, DirStats, Engine, LabClock, LinkSpec, MemberSpec, SegStats, SegmentSpec, TapSpec, Target};
 use vemu_host::LabPaths;
 use vemu_link::{Impairments, ImpairmentsPatch};
 use vemu_scenario::Plan;
@@ -52,6 +52,11 @@ pub struct Counters {
 /// A machine that hosts nodes and links.
 pub trait Worker: Send {
     fn call(&mut self, req: WorkerRequest, progress: &mut dyn FnMut(usize, usize)) -> WorkerReply;
+
+    /// Start capturing on interfaces (see [`Engine::capture`]); returns its id.
+    fn capture(&mut self, taps: &[TapSpec], tx: std::sync::mpsc::SyncSender<Captured>) -> Result<u64>;
+
+    fn stop_capture(&mut self, id: u64);
 }
 
 /// Nodes created concurrently while a lab comes up.
@@ -181,6 +186,16 @@ impl LocalWorker {
 }
 
 impl Worker for LocalWorker {
+    fn capture(&mut self, taps: &[TapSpec], tx: std::sync::mpsc::SyncSender<Captured>) -> Result<u64> {
+        Ok(self.engine()?.capture(taps, tx))
+    }
+
+    fn stop_capture(&mut self, id: u64) {
+        if let Some(e) = &self.engine {
+            e.stop_capture(id);
+        }
+    }
+
     fn call(&mut self, req: WorkerRequest, progress: &mut dyn FnMut(usize, usize)) -> WorkerReply {
         let r: Result<WorkerReply> = (|| match req {
             WorkerRequest::Build { plan, clock_epoch_ns } => {

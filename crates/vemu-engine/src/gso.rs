@@ -187,6 +187,25 @@ pub fn finish_checksum(pkt: &mut [u8]) {
     hdr.write(pkt);
 }
 
+/// The Ethernet frames `pkt` (virtio-net header + frame) stands for on the wire: a
+/// super-frame split into its segments, checksums completed, headers removed. For
+/// captures.
+pub fn wire_frames(pkt: &[u8]) -> Vec<Vec<u8>> {
+    let hdr = VnetHdr::parse(pkt);
+    let g = if hdr.gso_type != GSO_NONE { tcp_gso(&hdr, &pkt[VNET_HDR_LEN..]) } else { None };
+    let pieces = match &g {
+        Some(g) => split(pkt, g, 1),
+        None => vec![pkt.to_vec()],
+    };
+    pieces
+        .into_iter()
+        .map(|mut p| {
+            finish_checksum(&mut p);
+            p.split_off(VNET_HDR_LEN)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -157,6 +157,40 @@ impl DirCounters {
     }
 }
 
+/// Where a capture records frames arriving at an interface.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum CapturePoint {
+    /// As delivered to the interface, after the impairments (what the node receives).
+    #[default]
+    After,
+    /// As they entered the link at the other end, before the impairments (frames the
+    /// link then drops are included).
+    Before,
+}
+
+/// One frame seen by a capture: an Ethernet frame as on the wire.
+#[derive(Debug, Clone)]
+pub struct Captured {
+    /// Lab-clock time, ns.
+    pub t_ns: u64,
+    /// Which of the capture's interfaces (the index it was given).
+    pub iface: u32,
+    /// Sent by the node (true) or arriving at it.
+    pub outgoing: bool,
+    pub frame: Vec<u8>,
+}
+
+/// An interface to capture on: a link end (`Target::Link`, side 0 = a, 1 = b) or a
+/// segment port (`Target::Member`, side 0).
+#[derive(Debug, Clone, Copy)]
+pub struct TapSpec {
+    pub target: Target,
+    pub side: usize,
+    pub iface: u32,
+    pub point: CapturePoint,
+}
+
 /// Counters of a segment's switch, in wire frames.
 #[derive(Debug, Default)]
 pub struct SegCounters {
@@ -190,7 +224,18 @@ impl SegCounters {
     }
 }
 
+struct Tap {
+    id: u64,
+    port: u32,
+    iface: u32,
+    point: CapturePoint,
+    tx: std::sync::mpsc::SyncSender<Captured>,
+}
+
 enum Control {
+    /// A tap on the port of a (shard-local) target and side.
+    Tap { tap: Tap, target: Target, side: usize },
+    Untap(u64),
     Patch { target: Target, dir: Dir, patch: ImpairmentsPatch, done: Sender<Impairments> },
     SetUp { target: Target, up: bool, done: Sender<()> },
     Stop,
@@ -239,7 +284,7 @@ struct ShardInit {
 
 impl ShardInit {
     fn port(&mut self, fd: OwnedFd, owner: Owner) -> u32 {
-        self.ports.push(Port { fd, owner });
+        self.ports.push(Port { fd, owner, tapped: false });
         (self.ports.len() - 1) as u32
     }
     fn counter(&mut self, c: &Arc<DirCounters>) -> u32 {
@@ -358,6 +403,28 @@ impl Engine {
         self.seg_counters[seg].snapshot()
     }
 
+    /// Start capturing on interfaces: every frame they send, and every frame arriving at
+    /// them (at `point`), goes to `tx` as wire frames with lab-clock times. When `tx`
+    /// is full, frames are skipped (counted in the returned handle's `dropped`, not
+    /// here); when its receiver is gone, the capture ends by itself.
+    pub fn capture(&self, taps: &[TapSpec], tx: std::sync::mpsc::SyncSender<Captured>) -> u64 {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        let id = NEXT.fetch_add(1, Relaxed);
+        for t in taps {
+            let (s, local) = self.place(t.target);
+            let tap = Tap { id, port: 0, iface: t.iface, point: t.point, tx: tx.clone() };
+            self.shards[s].send(Control::Tap { tap, target: local, side: t.side });
+        }
+        id
+    }
+
+    /// End a capture.
+    pub fn stop_capture(&self, id: u64) {
+        for s in &self.shards {
+            s.send(Control::Untap(id));
+        }
+    }
+
     /// Stop every shard and close the TAP devices.
     pub fn stop(mut self) {
         self.stop_shards();
@@ -391,6 +458,8 @@ enum Owner {
 struct Port {
     fd: OwnedFd,
     owner: Owner,
+    /// Some capture watches this port.
+    tapped: bool,
 }
 
 struct LinkState {
@@ -571,6 +640,7 @@ struct Shard {
     /// How late timed wake-ups come, smoothed (ns), and the margin it calls for.
     wake_late_ns: u64,
     spin_ns: u64,
+    taps: Vec<Tap>,
 }
 
 impl Shard {
@@ -609,6 +679,7 @@ impl Shard {
             accepted: Vec::new(),
             wake_late_ns: 0,
             spin_ns: SPIN_NS,
+            taps: Vec::new(),
         })
     }
 
@@ -675,6 +746,18 @@ impl Shard {
     fn control(&mut self) -> bool {
         while let Ok(c) = self.rx.try_recv() {
             match c {
+                Control::Tap { mut tap, target, side } => {
+                    tap.port = match target {
+                        Target::Link(l) => self.links[l].ports[side.min(1)],
+                        Target::Member(g, m) => self.segments[g].members[m].port,
+                    };
+                    self.ports[tap.port as usize].tapped = true;
+                    self.taps.push(tap);
+                }
+                Control::Untap(id) => {
+                    self.taps.retain(|t| t.id != id);
+                    self.retap();
+                }
                 Control::Patch { target, dir, patch, done } => {
                     let d = &mut self.target(target).0[dir];
                     let mut imp = d.impairments().clone();
@@ -705,6 +788,37 @@ impl Shard {
         true
     }
 
+    /// Recompute which ports are watched, after taps went away.
+    fn retap(&mut self) {
+        for p in &mut self.ports {
+            p.tapped = false;
+        }
+        for t in &self.taps {
+            self.ports[t.port as usize].tapped = true;
+        }
+    }
+
+    /// Hand a frame to the captures on `port`: `outgoing` frames to all of them,
+    /// arriving ones to those at `point`. Captures whose reader is gone end.
+    fn tap(&mut self, port: u32, t_ns: u64, outgoing: bool, point: CapturePoint, pkt: &[u8]) {
+        let mut frames: Option<Vec<Vec<u8>>> = None;
+        let mut gone: Vec<u64> = Vec::new();
+        for t in self.taps.iter().filter(|t| t.port == port && (outgoing || t.point == point)) {
+            let frames = frames.get_or_insert_with(|| gso::wire_frames(pkt));
+            for f in frames.iter() {
+                let c = Captured { t_ns, iface: t.iface, outgoing, frame: f.clone() };
+                if let Err(std::sync::mpsc::TrySendError::Disconnected(_)) = t.tx.try_send(c) {
+                    gone.push(t.id);
+                    break;
+                }
+            }
+        }
+        if !gone.is_empty() {
+            self.taps.retain(|t| !gone.contains(&t.id));
+            self.retap();
+        }
+    }
+
     /// Stop polling a device that went away (its namespace was removed).
     fn forget(&mut self, port: usize) {
         let fd = self.ports[port].fd.as_raw_fd();
@@ -729,6 +843,15 @@ impl Shard {
             }
             let now = self.clock.now_ns();
             let frame = Arc::new(self.buf[..n].to_vec());
+            if self.ports[port].tapped {
+                self.tap(port as u32, now, true, CapturePoint::After, &frame);
+            }
+            if let Owner::Link { link, side } = self.ports[port].owner {
+                let far = self.links[link as usize].ports[1 - side as usize];
+                if self.ports[far as usize].tapped {
+                    self.tap(far, now, false, CapturePoint::Before, &frame);
+                }
+            }
             let mut acc = std::mem::take(&mut self.accepted);
             match self.ports[port].owner {
                 Owner::Link { link, side } => {
@@ -794,6 +917,10 @@ impl Shard {
         ctr.fetch_add(wire.0 as u64, Relaxed);
         let mut acc = std::mem::take(&mut self.accepted);
         for &p in &targets {
+            let port = self.segments[seg as usize].members[p as usize].port;
+            if self.ports[port as usize].tapped {
+                self.tap(port, t, false, CapturePoint::Before, &frame);
+            }
             let m = &mut self.segments[seg as usize].members[p as usize];
             impair(&mut m.dirs[1], &self.counters[m.counters[1] as usize], t_out, frame.clone(), &mut acc);
             let action = Action::Write { port: m.port, counter: m.counters[1] };
@@ -812,6 +939,10 @@ impl Shard {
             match p.action {
                 Action::Switch { seg, member } => self.switch(p.at_ns, seg, member, p.wire, p.frame),
                 Action::Write { port, counter } => {
+                    if self.ports[port as usize].tapped {
+                        let t = self.clock.now_ns();
+                        self.tap(port, t, false, CapturePoint::After, &p.frame);
+                    }
                     let fd = self.ports[port as usize].fd.as_raw_fd();
                     let c = &self.counters[counter as usize];
                     // SAFETY: writing a frame we hold to a TAP descriptor.

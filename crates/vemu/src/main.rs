@@ -83,6 +83,26 @@ enum Cmd {
         #[command(subcommand)]
         cmd: LinkCmd,
     },
+    /// Capture the frames of a node's interface(s) as pcapng (until Ctrl-C or -c).
+    Capture {
+        /// NODE (every interface) or NODE:IFACE.
+        iface: String,
+        /// Output file; '-' for standard output (e.g. '| wireshark -k -i -').
+        #[arg(short = 'w', default_value = "-")]
+        write: String,
+        /// Arriving frames as delivered (after the impairments) or as they entered the
+        /// link (before; frames the link drops are included).
+        #[arg(long, value_enum, default_value = "after")]
+        point: PointArg,
+        /// Stop after this many frames.
+        #[arg(short = 'c')]
+        count: Option<u64>,
+        /// A pcap filter expression (tcpdump syntax), e.g. icmp or 'tcp port 5201'.
+        #[arg(trailing_var_arg = true)]
+        filter: Vec<String>,
+        #[command(flatten)]
+        lab: LabArg,
+    },
     /// Stop a node (end every process in it) or start its `run` commands again.
     Node {
         #[command(subcommand)]
@@ -113,6 +133,12 @@ enum NodeCmd {
         #[command(flatten)]
         lab: LabArg,
     },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum PointArg {
+    After,
+    Before,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -305,6 +331,26 @@ fn run(cli: Cli) -> Result<ExitCode> {
             return exec(lab.lab, &node, &argv);
         }
         Cmd::Link { cmd } => link(cmd)?,
+        Cmd::Capture { iface, write, point, count, filter, lab } => {
+            let lab = resolve_lab(lab.lab)?;
+            let mut q = format!("iface={}&point={}", query(&iface), match point { PointArg::After => "after", PointArg::Before => "before" });
+            if !filter.is_empty() {
+                q += &format!("&filter={}", query(&filter.join(" ")));
+            }
+            if let Some(c) = count {
+                q += &format!("&count={c}");
+            }
+            let client = connect(&lab)?;
+            let mut out: Box<dyn Write> = if write == "-" {
+                Box::new(std::io::stdout())
+            } else {
+                Box::new(std::fs::File::create(&write).with_context(|| format!("creating {write}"))?)
+            };
+            let ctrl_c = async {
+                let _ = tokio::signal::ctrl_c().await;
+            };
+            client.stream_to(&format!("/v1/capture?{q}"), &mut out, ctrl_c)?;
+        }
         Cmd::Node { cmd } => {
             let (node, lab, verb) = match cmd {
                 NodeCmd::Stop { node, lab } => (node, lab, "stop"),
@@ -316,6 +362,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Cmd::Clean { all } => clean(all)?,
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Percent-encode a query value.
+fn query(s: &str) -> String {
+    s.bytes().map(|b| if b.is_ascii_alphanumeric() || b"-_.~:".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") }).collect()
 }
 
 /// Tell the user where the TCP API is and its token, once.

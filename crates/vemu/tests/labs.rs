@@ -240,3 +240,65 @@ fn run_commands_are_supervised_and_logged() {
     assert_eq!(procs[1]["state"], "failed", "{procs:?}");
     assert_eq!(procs[1]["restarts"], 3);
 }
+
+/// (time, ICMP type, sequence) of every frame of a capture file, read by tshark; its
+/// stderr must carry no warning.
+fn tshark_icmp(path: &std::path::Path) -> Vec<(f64, u32, u32)> {
+    let o = std::process::Command::new("tshark")
+        .args(["-r", path.to_str().unwrap(), "-T", "fields", "-e", "frame.time_epoch", "-e", "icmp.type", "-e", "icmp.seq"])
+        .output()
+        .expect("running tshark");
+    let err: Vec<String> = String::from_utf8_lossy(&o.stderr).lines().filter(|l| !l.starts_with("Running as user")).map(String::from).collect();
+    assert!(o.status.success() && err.is_empty(), "tshark: {err:?}");
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            (f[0].parse().unwrap(), f[1].parse().unwrap(), f[2].parse().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn captures_at_both_ends_of_a_link_line_up_on_the_lab_clock() {
+    let _g = serial();
+    let lab = Lab::up("t-capture", &chain("t-capture", &[20.0], ""));
+    lab.exec("n1", &["ping", "-c", "1", "n2"]);
+    let dir = std::env::temp_dir().join("vemu-tests");
+    let files = [dir.join("cap-n1.pcapng"), dir.join("cap-n2.pcapng")];
+    let caps: Vec<std::process::Child> = [("n1:eth0", &files[0]), ("n2", &files[1])]
+        .iter()
+        .map(|(iface, f)| {
+            std::process::Command::new(env!("CARGO_BIN_EXE_vemu"))
+                .args(["capture", "--lab", "t-capture", iface, "-w", f.to_str().unwrap(), "-c", "10", "icmp"])
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let o = lab.exec("n1", &["ping", "-c", "5", "-i", "0.1", "n2"]);
+    assert!(o.status.success(), "{}", text(&o));
+    for mut c in caps {
+        assert!(c.wait().unwrap().success());
+    }
+    let a = tshark_icmp(&files[0]);
+    let b = tshark_icmp(&files[1]);
+    assert_eq!(a.len(), 10, "{a:?}");
+    assert_eq!(b.len(), 10, "{b:?}");
+    let mut worst: f64 = 0.0;
+    for (t, kind, seq) in &a {
+        let (u, ..) = b.iter().find(|(_, k, s)| k == kind && s == seq).expect("the same frame at the other end");
+        // Requests (type 8) go n1 -> n2, replies (0) n2 -> n1: 20 ms on the link either way.
+        let d = if *kind == 8 { u - t } else { t - u };
+        worst = worst.max((d - 0.020).abs());
+    }
+    eprintln!("captures at both ends of a 20 ms link: largest deviation from 20 ms {:.1} µs", worst * 1e6);
+    assert!(worst <= 0.0001, "{worst}");
+    // Filters are checked; unknown interfaces are named.
+    let o = lab.vemu(&["capture", "n1", "-c", "1", "no such ((filter"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).contains("bad filter"), "{}", text(&o));
+    let o = lab.vemu(&["capture", "n1:eth7", "-c", "1"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).contains("has no interface 'eth7'"), "{}", text(&o));
+}
