@@ -106,6 +106,17 @@ pub enum Target {
 /// Direction of a link (0 = forward, 1 = reverse) or of a member port (0 = egress, 1 = ingress).
 pub type Dir = usize;
 
+/// Upper bounds (ns) of the buckets of [`DirStats::delay_hist`]: 1-2-5 steps from 1 µs
+/// to 10 s; a last bucket takes everything longer.
+pub const DELAY_BUCKETS_NS: [u64; 22] = [
+    1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000, 200_000, 500_000, 1_000_000, 2_000_000, 5_000_000, 10_000_000, 20_000_000,
+    50_000_000, 100_000_000, 200_000_000, 500_000_000, 1_000_000_000, 2_000_000_000, 5_000_000_000, 10_000_000_000,
+];
+
+fn delay_bucket(ns: u64) -> usize {
+    DELAY_BUCKETS_NS.iter().position(|&b| ns <= b).unwrap_or(DELAY_BUCKETS_NS.len())
+}
+
 /// Counters of one link direction, in wire frames and wire bytes.
 #[derive(Debug, Default)]
 pub struct DirCounters {
@@ -121,6 +132,14 @@ pub struct DirCounters {
     pub corrupted: AtomicU64,
     /// Frames the far TAP device refused.
     pub write_errors: AtomicU64,
+    /// Frames and bytes waiting for the serializer, as of the last frame offered.
+    pub queue_frames: AtomicU64,
+    pub queue_bytes: AtomicU64,
+    /// The most frames ever waiting.
+    pub queue_frames_max: AtomicU64,
+    /// How long accepted frames were held (queue + serialization + delay + jitter), by
+    /// bucket of [`DELAY_BUCKETS_NS`].
+    pub delay_hist: [AtomicU64; DELAY_BUCKETS_NS.len() + 1],
 }
 
 /// A snapshot of [`DirCounters`].
@@ -137,6 +156,15 @@ pub struct DirStats {
     pub duplicated: u64,
     pub corrupted: u64,
     pub write_errors: u64,
+    #[serde(default)]
+    pub queue_frames: u64,
+    #[serde(default)]
+    pub queue_bytes: u64,
+    #[serde(default)]
+    pub queue_frames_max: u64,
+    /// Frames by time held, per bucket of [`DELAY_BUCKETS_NS`] (the last: longer).
+    #[serde(default)]
+    pub delay_hist: Vec<u64>,
 }
 
 impl DirCounters {
@@ -153,6 +181,10 @@ impl DirCounters {
             duplicated: self.duplicated.load(Relaxed),
             corrupted: self.corrupted.load(Relaxed),
             write_errors: self.write_errors.load(Relaxed),
+            queue_frames: self.queue_frames.load(Relaxed),
+            queue_bytes: self.queue_bytes.load(Relaxed),
+            queue_frames_max: self.queue_frames_max.load(Relaxed),
+            delay_hist: self.delay_hist.iter().map(|b| b.load(Relaxed)).collect(),
         }
     }
 }
@@ -607,6 +639,7 @@ fn impair(d: &mut LinkDir, c: &DirCounters, now: u64, frame: Frame, out: &mut Ve
                     ctr.fetch_add(pf as u64, Relaxed);
                 }
                 Ok(dl) => {
+                    c.delay_hist[delay_bucket(dl.at_ns.saturating_sub(now))].fetch_add(pf as u64, Relaxed);
                     let mut f = piece.clone();
                     if let Some(r) = dl.corrupt {
                         let bytes = Arc::make_mut(&mut f);
@@ -621,6 +654,10 @@ fn impair(d: &mut LinkDir, c: &DirCounters, now: u64, frame: Frame, out: &mut Ve
             }
         }
     }
+    let (qf, qb) = d.queue_depth(now);
+    c.queue_frames.store(qf, Relaxed);
+    c.queue_bytes.store(qb, Relaxed);
+    c.queue_frames_max.fetch_max(qf, Relaxed);
 }
 
 struct Shard {

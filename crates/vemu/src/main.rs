@@ -9,6 +9,8 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use serde_json::json;
 use vemu_control::daemon::{self, Event};
+mod stats;
+
 use vemu_control::daemon::ApiOptions;
 use vemu_control::{path_segment, ApiFailure, Client, LabStatus};
 use vemu_host::{LabPaths, NodeEntry};
@@ -82,6 +84,24 @@ enum Cmd {
     Link {
         #[command(subcommand)]
         cmd: LinkCmd,
+    },
+    /// Live statistics of every link direction and LAN port: throughput, drops, queue,
+    /// delay held (until Ctrl-C or --count).
+    Stats {
+        /// Period between samples, e.g. 1s or 200ms.
+        #[arg(long, default_value = "1s")]
+        interval: String,
+        /// One JSON object per sample instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Also append one CSV row per direction and sample to FILE.
+        #[arg(long, value_name = "FILE")]
+        csv: Option<PathBuf>,
+        /// Stop after this many samples.
+        #[arg(long)]
+        count: Option<u64>,
+        #[command(flatten)]
+        lab: LabArg,
     },
     /// Capture the frames of a node's interface(s) as pcapng (until Ctrl-C or -c).
     Capture {
@@ -331,6 +351,19 @@ fn run(cli: Cli) -> Result<ExitCode> {
             return exec(lab.lab, &node, &argv);
         }
         Cmd::Link { cmd } => link(cmd)?,
+        Cmd::Stats { interval, json, csv, count, lab } => {
+            let lab = resolve_lab(lab.lab)?;
+            vemu_scenario::units::duration_ns(&interval).map_err(|m| user(format!("--interval: {m}")))?;
+            let client = connect(&lab)?;
+            let mut sink = stats::Sink::new(json, csv.as_deref(), count)?;
+            let ctrl_c = async {
+                let _ = tokio::signal::ctrl_c().await;
+            };
+            match client.stream_to(&format!("/v1/events?stats={}", query(&interval)), &mut sink, ctrl_c) {
+                Err(e) if stats::is_done(&e) => {}
+                r => r?,
+            }
+        }
         Cmd::Capture { iface, write, point, count, filter, lab } => {
             let lab = resolve_lab(lab.lab)?;
             let mut q = format!("iface={}&point={}", query(&iface), match point { PointArg::After => "after", PointArg::Before => "before" });

@@ -302,3 +302,29 @@ fn captures_at_both_ends_of_a_link_line_up_on_the_lab_clock() {
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o).contains("has no interface 'eth7'"), "{}", text(&o));
 }
+
+#[test]
+fn stats_give_rates_queues_and_delay_histograms() {
+    let _g = serial();
+    let lab = Lab::up("t-stats", &chain("t-stats", &[7.0], "    bandwidth: 10Mbit\n"));
+    lab.exec("n1", &["ping", "-c", "5", "-i", "0.05", "n2"]);
+    // Frames held 7 ms (+ serialization) fall in the (5 ms, 10 ms] bucket.
+    let s = lab.status();
+    let hist = s["links"][0]["forward"]["stats"]["delay_hist"].as_array().unwrap().clone();
+    let total: u64 = hist.iter().map(|v| v.as_u64().unwrap()).sum();
+    assert!(total >= 5);
+    assert_eq!(hist[12].as_u64().unwrap(), total, "{hist:?}");
+    let csv = std::env::temp_dir().join("vemu-tests").join("stats.csv");
+    let _ = std::fs::remove_file(&csv);
+    let o = lab.vemu(&["stats", "--interval", "100ms", "--count", "3", "--csv", csv.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("Mbit/s"), "{}", text(&o));
+    let rows: Vec<String> = std::fs::read_to_string(&csv).unwrap().lines().map(String::from).collect();
+    assert!(rows[0].starts_with("t_s,kind,name,direction"));
+    assert_eq!(rows.len(), 1 + 3 * 2, "{rows:?}");
+    assert!(rows[1].contains(",link,n1:n2,forward,"), "{}", rows[1]);
+    let o = lab.vemu(&["stats", "--json", "--count", "1"]);
+    let v: serde_json::Value = serde_json::from_str(String::from_utf8_lossy(&o.stdout).lines().next().unwrap()).unwrap();
+    assert_eq!(v["type"], "stats");
+    assert!(v["links"][0]["forward"]["tx_frames"].as_u64().unwrap() >= 5);
+}

@@ -1,0 +1,161 @@
+//! `vemu stats`: reads the lab's event stream (server-sent events) and turns counter
+//! snapshots into rates: a live table, JSON lines, and/or CSV rows.
+
+use std::io::{IsTerminal, Write};
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use serde_json::Value;
+use vemu_engine::DELAY_BUCKETS_NS;
+
+/// One direction's previous counters, to turn totals into rates.
+#[derive(Default, Clone)]
+struct Prev {
+    t_ns: u64,
+    tx_bytes: u64,
+    tx_frames: u64,
+    drops: u64,
+    hist: Vec<u64>,
+}
+
+pub struct Sink {
+    json: bool,
+    csv: Option<std::fs::File>,
+    left: Option<u64>,
+    buf: Vec<u8>,
+    prev: std::collections::HashMap<String, Prev>,
+}
+
+/// The error that ends the stream once `--count` samples are written.
+#[derive(Debug)]
+struct Done;
+impl std::fmt::Display for Done {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("done")
+    }
+}
+impl std::error::Error for Done {}
+
+pub fn is_done(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.get_ref().is_some_and(|i| i.is::<Done>())))
+}
+
+const CSV_HEADER: &str = "t_s,kind,name,direction,tx_frames,tx_bytes,throughput_bps,frames_per_s,drop_loss,drop_queue,drop_down,queue_frames,queue_frames_max,delay_median_le_s\n";
+
+/// The median of the frames counted between two histograms, as the upper bound of its
+/// bucket (1-2-5 steps), in seconds.
+fn median_s(now: &[u64], before: &[u64]) -> Option<f64> {
+    let d: Vec<u64> = now.iter().enumerate().map(|(i, v)| v - before.get(i).copied().unwrap_or(0).min(*v)).collect();
+    let total: u64 = d.iter().sum();
+    if total == 0 {
+        return None;
+    }
+    let mut acc = 0;
+    for (i, v) in d.iter().enumerate() {
+        acc += v;
+        if acc * 2 >= total {
+            return Some(DELAY_BUCKETS_NS.get(i).map_or(f64::INFINITY, |b| *b as f64 / 1e9));
+        }
+    }
+    None
+}
+
+impl Sink {
+    pub fn new(json: bool, csv: Option<&Path>, count: Option<u64>) -> Result<Sink> {
+        let csv = match csv {
+            Some(p) => {
+                let fresh = !p.exists();
+                let mut f = std::fs::OpenOptions::new().create(true).append(true).open(p).with_context(|| format!("opening {}", p.display()))?;
+                if fresh {
+                    f.write_all(CSV_HEADER.as_bytes())?;
+                }
+                Some(f)
+            }
+            None => None,
+        };
+        Ok(Sink { json, csv, left: count, buf: Vec::new(), prev: Default::default() })
+    }
+
+    fn sample(&mut self, v: &Value) -> std::io::Result<()> {
+        let t_ns = v["t_ns"].as_u64().unwrap_or(0);
+        let mut rows = Vec::new();
+        let mut dir = |kind: &str, name: &str, d: &str, s: &Value| {
+            let key = format!("{kind} {name} {d}");
+            let get = |k: &str| s[k].as_u64().unwrap_or(0);
+            let hist: Vec<u64> = s["delay_hist"].as_array().map(|a| a.iter().filter_map(|x| x.as_u64()).collect()).unwrap_or_default();
+            let drops = get("drop_loss") + get("drop_queue") + get("drop_down") + get("drop_mtu");
+            let now = Prev { t_ns, tx_bytes: get("tx_bytes"), tx_frames: get("tx_frames"), drops, hist };
+            let prev = self.prev.insert(key, now.clone()).unwrap_or(Prev { t_ns, ..Default::default() });
+            let dt = (now.t_ns.saturating_sub(prev.t_ns)) as f64 / 1e9;
+            let (bps, fps) = if dt > 0.0 {
+                ((now.tx_bytes - prev.tx_bytes.min(now.tx_bytes)) as f64 * 8.0 / dt, (now.tx_frames - prev.tx_frames.min(now.tx_frames)) as f64 / dt)
+            } else {
+                (0.0, 0.0)
+            };
+            rows.push((kind.to_string(), name.to_string(), d.to_string(), now.clone(), bps, fps, drops - prev.drops.min(drops), get("queue_frames"), get("queue_frames_max"), get("drop_loss"), get("drop_queue"), get("drop_down"), median_s(&now.hist, &prev.hist)));
+        };
+        for l in v["links"].as_array().into_iter().flatten() {
+            let name = l["name"].as_str().unwrap_or("");
+            dir("link", name, "forward", &l["forward"]);
+            dir("link", name, "reverse", &l["reverse"]);
+        }
+        for g in v["segments"].as_array().into_iter().flatten() {
+            for m in g["members"].as_array().into_iter().flatten() {
+                let name = format!("{}/{}", g["name"].as_str().unwrap_or(""), m["port"].as_str().unwrap_or(""));
+                dir("port", &name, "egress", &m["egress"]);
+                dir("port", &name, "ingress", &m["ingress"]);
+            }
+        }
+        let t_s = t_ns as f64 / 1e9;
+        if let Some(f) = &mut self.csv {
+            for r in &rows {
+                let med = r.12.map(|m| format!("{m}")).unwrap_or_default();
+                writeln!(f, "{t_s:.3},{},{},{},{},{},{:.0},{:.1},{},{},{},{},{},{med}", r.0, r.1, r.2, r.3.tx_frames, r.3.tx_bytes, r.4, r.5, r.9, r.10, r.11, r.7, r.8)?;
+            }
+        }
+        let mut out = std::io::stdout().lock();
+        if self.json {
+            writeln!(out, "{v}")?;
+        } else {
+            if out.is_terminal() {
+                write!(out, "\x1b[H\x1b[2J")?;
+            }
+            writeln!(out, "lab time {t_s:.1} s")?;
+            writeln!(out, "{:<6} {:<32} {:<8} {:>12} {:>10} {:>8} {:>7} {:>10}", "KIND", "NAME", "DIR", "Mbit/s", "frames/s", "drops", "queue", "delay~p50")?;
+            for r in &rows {
+                let med = r.12.map(|m| format!("<={} ms", m * 1e3)).unwrap_or_else(|| "-".into());
+                writeln!(out, "{:<6} {:<32} {:<8} {:>12.3} {:>10.0} {:>8} {:>7} {:>10}", r.0, r.1, r.2, r.4 / 1e6, r.5, r.6, r.7, med)?;
+            }
+        }
+        out.flush()?;
+        if let Some(n) = &mut self.left {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                return Err(std::io::Error::other(Done));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Write for Sink {
+    /// Bytes of the event stream: complete `data:` lines carry one JSON event each.
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.buf.extend_from_slice(b);
+        while let Some(i) = self.buf.iter().position(|&c| c == b'\n') {
+            let line: Vec<u8> = self.buf.drain(..=i).collect();
+            if let Some(data) = line.strip_prefix(b"data:") {
+                if let Ok(v) = serde_json::from_slice::<Value>(data) {
+                    if v["type"] == "stats" {
+                        self.sample(&v)?;
+                    }
+                }
+            }
+        }
+        Ok(b.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
