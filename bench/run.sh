@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run vemu's benchmarks (all, or one of: link chain scale switch). Root; installs matplotlib.
+# Run vemu's benchmarks (all, or one of: link chain scale switch api). Root; installs matplotlib.
 set -euo pipefail
 . "$(dirname "$0")/../scripts/setup.sh"
 python3 -c 'import matplotlib' 2>/dev/null || python3 -m pip install -q matplotlib || apt-get install -y -qq python3-matplotlib

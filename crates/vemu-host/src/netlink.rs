@@ -18,6 +18,9 @@ use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 
 /// Largest batch sent at once, bytes.
 const BATCH_BYTES: usize = 32 * 1024;
+/// Most requests sent at once: every acknowledgement takes about a kilobyte of the
+/// socket's receive buffer (its skb), and an overrun loses acknowledgements (ENOBUFS).
+const BATCH_REQUESTS: usize = 128;
 
 pub struct Netlink {
     sock: Socket,
@@ -47,7 +50,7 @@ impl Netlink {
         self.batch.resize(start + m.buffer_len(), 0);
         m.serialize(&mut self.batch[start..]);
         self.pending.push((self.seq, what));
-        if self.batch.len() >= BATCH_BYTES {
+        if self.batch.len() >= BATCH_BYTES || self.pending.len() >= BATCH_REQUESTS {
             self.flush()?;
         }
         Ok(())
