@@ -214,3 +214,21 @@ def test_timeline_changes_the_link_at_the_right_lab_time(tmp_path):
         assert link["reverse"]["impairments"]["loss"] == {"model": "none"}
         time.sleep(max(0.0, epoch + 8.3 - time.time()))
         assert lab.link("n1", "n2").info()["forward"]["impairments"]["loss"] == {"model": "none"}
+
+
+def test_exec_output_streams_as_it_comes(scenario):
+    import time
+
+    with Lab.up(scenario("py-stream")) as lab:
+        seen = []
+        t0 = time.monotonic()
+        for item in lab.node("n1").stream("for i in 1 2 3; do echo $i; sleep 0.3; done; echo bye >&2; exit 5"):
+            seen.append((time.monotonic() - t0, item))
+        outs = [i["stdout"] for _, i in seen if "stdout" in i]
+        assert "".join(outs) == "1\n2\n3\n"
+        assert seen[-1][1] == {"exit": 5, "timed_out": False}
+        assert any("stderr" in i and i["stderr"] == "bye\n" for _, i in seen)
+        # The first line came long before the end.
+        first = next(t for t, i in seen if "stdout" in i)
+        assert seen[-1][0] - first > 0.5, seen
+        assert list(lab.node("n1").stream(["no-such-command"]))[-1]["exit"] == 127

@@ -225,6 +225,27 @@ class Node:
             raise VemuError(0, f"'{cmd}' in {self.name} exited with {result.exit}: {result.stderr.strip()}")
         return result
 
+    def stream(self, cmd: Union[str, Sequence[str]], timeout: float = 60.0, stdin: Optional[str] = None) -> Iterator[Dict[str, Any]]:
+        """Run a command in the node and yield its output as it comes:
+        ``{"stdout": text}``, ``{"stderr": text}``, and last ``{"exit": N, "timed_out": bool}``."""
+        body: Dict[str, Any] = {"cmd": cmd if isinstance(cmd, str) else list(cmd), "timeout_s": timeout, "stream": True}
+        if stdin is not None:
+            body["stdin"] = stdin
+        conn = self.lab._connection(timeout + 30)
+        try:
+            conn.request("POST", self._path("/exec"), body=json.dumps(body).encode(), headers=self.lab._headers())
+            res = conn.getresponse()
+            if res.status >= 400:
+                raise VemuError(res.status, json.loads(res.read()).get("error", "request failed"))
+            while True:
+                line = res.readline()
+                if not line:
+                    return
+                if line.strip():
+                    yield json.loads(line)
+        finally:
+            conn.close()
+
     def stop(self) -> None:
         """End every process in the node (its run commands are not restarted)."""
         self.lab._call("POST", self._path("/stop"), {})

@@ -205,6 +205,11 @@ struct ExecRequest {
     /// Text for its standard input.
     #[serde(default)]
     stdin: Option<String>,
+    /// Answer with a stream of JSON lines as the command runs (`{"stdout": "..."}`,
+    /// `{"stderr": "..."}`, and last `{"exit": N, "timed_out": bool}`) instead of one
+    /// object at the end.
+    #[serde(default)]
+    stream: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -216,7 +221,7 @@ enum ExecCmd {
 
 /// Run a command in a node, wait for it (up to the timeout) and return its exit status
 /// and output.
-async fn exec(State(app): AppState, Path(node): Path<String>, body: Bytes) -> ApiResult {
+async fn exec(State(app): AppState, Path(node): Path<String>, body: Bytes) -> Result<Response, ApiError> {
     let req: ExecRequest = parse_body(&body)?;
     let argv = match req.cmd {
         ExecCmd::Argv(v) if v.is_empty() => return Err(ApiError::bad_request("cmd is empty")),
@@ -229,6 +234,12 @@ async fn exec(State(app): AppState, Path(node): Path<String>, body: Bytes) -> Ap
     }
     app.ctl.lock().unwrap().node_index(&node)?;
     let paths = app.paths.clone();
+    let (stream_tx, stream_rx) = if req.stream {
+        let (t, r) = tokio::sync::mpsc::channel::<Result<Bytes, Infallible>>(256);
+        (Some(t), Some(r))
+    } else {
+        (None, None)
+    };
     let out = blocking(move || {
         let entry = NodeEntry::open(&paths, &node).map_err(|e| ApiError::not_found(format!("{e:#}")))?;
         let mut cmd = Command::new(&argv[0]);
@@ -242,12 +253,15 @@ async fn exec(State(app): AppState, Path(node): Path<String>, body: Bytes) -> Ap
         entry.apply(&mut cmd);
         let mut child = match crate::spawn_waited(&mut cmd) {
             Ok(c) => c,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Ok(json!({"exit": 127, "stdout": "", "stderr": format!("{}: command not found\n", argv[0]), "timed_out": false}))
             }
             Err(e) => return Err(ApiError::internal(format!("running {}: {e}", argv[0]))),
         };
         let input = req.stdin.unwrap_or_default();
+        if let Some(lines) = stream_tx {
+            return Ok(stream_child(child, input, timeout, lines));
+        }
         let mut stdin = child.stdin.take();
         let writer = std::thread::spawn(move || {
             if let Some(s) = stdin.as_mut() {
@@ -279,7 +293,68 @@ async fn exec(State(app): AppState, Path(node): Path<String>, body: Bytes) -> Ap
         }))
     })
     .await?;
-    Ok(Json(out))
+    let ndjson = |body: axum::body::Body| ([(header::CONTENT_TYPE, "application/x-ndjson")], body).into_response();
+    Ok(match stream_rx {
+        // Not started (e.g. command not found): its result as the stream's lines.
+        Some(_) if out.get("streaming").is_none() => {
+            let text = format!("{}\n{}\n", json!({"stderr": out["stderr"]}), json!({"exit": out["exit"], "timed_out": false}));
+            ndjson(axum::body::Body::from(text))
+        }
+        Some(rx) => ndjson(axum::body::Body::from_stream(stream::unfold(rx, |mut r| async move { r.recv().await.map(|x| (x, r)) }))),
+        None => Json(out).into_response(),
+    })
+}
+
+/// Run a started command to its end, sending its output as JSON lines as it comes and
+/// its exit status last.
+fn stream_child(mut child: std::process::Child, input: String, timeout: f64, lines: tokio::sync::mpsc::Sender<Result<Bytes, Infallible>>) -> Value {
+    use std::io::Read;
+    let send = |tx: &tokio::sync::mpsc::Sender<Result<Bytes, Infallible>>, v: Value| tx.blocking_send(Ok(Bytes::from(format!("{v}\n")))).is_ok();
+    let mut stdin = child.stdin.take();
+    std::thread::spawn(move || {
+        if let Some(s) = stdin.as_mut() {
+            let _ = std::io::Write::write_all(s, input.as_bytes());
+        }
+    });
+    let readers: Vec<std::thread::JoinHandle<()>> = [("stdout", child.stdout.take().map(|o| Box::new(o) as Box<dyn Read + Send>)), ("stderr", child.stderr.take().map(|e| Box::new(e) as Box<dyn Read + Send>))]
+        .into_iter()
+        .filter_map(|(name, r)| r.map(|r| (name, r)))
+        .map(|(name, mut r)| {
+            let tx = lines.clone();
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 8192];
+                while let Ok(n) = r.read(&mut buf) {
+                    if n == 0 || !send(&tx, json!({ name: String::from_utf8_lossy(&buf[..n]) })) {
+                        break;
+                    }
+                }
+            })
+        })
+        .collect();
+    std::thread::spawn(move || {
+        let pid = child.id();
+        let deadline = std::time::Instant::now() + Duration::from_secs_f64(timeout);
+        let mut timed_out = false;
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(st)) => break Some(st),
+                Ok(None) if lines.is_closed() || std::time::Instant::now() >= deadline => {
+                    timed_out = !lines.is_closed();
+                    let _ = child.kill();
+                    break child.wait().ok();
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+                Err(_) => break None,
+            }
+        };
+        crate::forget_waited(pid);
+        for r in readers {
+            let _ = r.join();
+        }
+        let code = status.map(|st| st.code().unwrap_or_else(|| 128 + std::os::unix::process::ExitStatusExt::signal(&st).unwrap_or(0))).unwrap_or(-1);
+        send(&lines, json!({"exit": code, "timed_out": timed_out}));
+    });
+    json!({"streaming": true})
 }
 
 /// `POST /v1/down`: take the lab down; answers when everything is removed.
