@@ -1,0 +1,38 @@
+//! Sans-IO radio models for wireless segments: how strongly a frame sent at one position
+//! is received at another ([`propagation`]), and how nodes move ([`mobility`]). No clock
+//! and no I/O: time comes in as nanoseconds on the lab clock, randomness from seeded
+//! generators, so that the same seed gives the same positions and the same decisions.
+//!
+//! Work in progress for issue 4: the wireless medium (who receives a frame, airtime,
+//! CSMA) that uses these models is not built yet.
+
+pub mod mobility;
+pub mod propagation;
+
+use serde::{Deserialize, Serialize};
+
+/// A position in metres.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Pos {
+    pub x: f64,
+    pub y: f64,
+}
+
+impl Pos {
+    pub fn new(x: f64, y: f64) -> Pos {
+        Pos { x, y }
+    }
+    pub fn distance(self, o: Pos) -> f64 {
+        ((self.x - o.x).powi(2) + (self.y - o.y).powi(2)).sqrt()
+    }
+}
+
+/// Watts to dBm.
+pub fn dbm(watts: f64) -> f64 {
+    10.0 * watts.log10() + 30.0
+}
+
+/// dBm to watts.
+pub fn watts(dbm: f64) -> f64 {
+    10f64.powf((dbm - 30.0) / 10.0)
+}
