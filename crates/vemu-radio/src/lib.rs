@@ -7,6 +7,7 @@
 //! CSMA) that uses these models is not built yet.
 
 pub mod mobility;
+pub mod ns2;
 pub mod propagation;
 
 use serde::{Deserialize, Serialize};

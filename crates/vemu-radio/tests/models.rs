@@ -103,3 +103,37 @@ fn same_seed_same_trace() {
     let (pa, pb) = (a.advance(1_000_000_000), b.advance(1_000_000_000));
     assert!(pa.distance(pb) < 1e-6, "{pa:?} {pb:?}");
 }
+
+#[test]
+fn ns2_movement_files_replay_to_exact_positions() {
+    use vemu_radio::ns2;
+    let text = r#"
+# nodes: 2, pause: 0.0, max speed: 10.0
+$node_(0) set X_ 100.0
+$node_(0) set Y_ 50.0
+$node_(0) set Z_ 0.0
+$node_(1) set X_ 0.0
+$node_(1) set Y_ 0.0
+$ns_ at 1.0 "$node_(0) setdest 200.0 50.0 10.0"
+$ns_ at 2.0 "$node_(1) setdest 30.0 40.0 5.0"
+$ns_ at 3.0 "$node_(0) setdest 150.0 50.0 20.0"
+"#;
+    let t = ns2::parse(text).unwrap();
+    assert_eq!(t.len(), 2);
+    let s = |x: f64| (x * 1e9) as u64;
+    // Node 0: still until 1 s, then +10 m/s along x; redirected at 3 s (at x = 120)
+    // back toward 150 at 20 m/s: there at 4.5 s, then stays.
+    assert_eq!(t[0].position_at(s(0.5)), Pos::new(100.0, 50.0));
+    assert_eq!(t[0].position_at(s(2.0)), Pos::new(110.0, 50.0));
+    assert_eq!(t[0].position_at(s(3.0)), Pos::new(120.0, 50.0));
+    assert_eq!(t[0].position_at(s(4.0)), Pos::new(140.0, 50.0));
+    assert_eq!(t[0].position_at(s(10.0)), Pos::new(150.0, 50.0));
+    // Node 1: 50 m toward (30, 40) at 5 m/s from 2 s: 15 m done at 5 s, arrived at 12 s.
+    assert_eq!(t[1].position_at(s(5.0)), Pos::new(9.0, 12.0));
+    assert_eq!(t[1].position_at(s(12.0)), Pos::new(30.0, 40.0));
+    assert_eq!(t[1].position_at(s(100.0)), Pos::new(30.0, 40.0));
+    let e = ns2::parse("$node_(0) set X_ 1\n$ns_ at 1 \"$node_(0) setdest 1 2\"\n").unwrap_err();
+    assert_eq!(e.line, 2);
+    assert!(e.message.contains("setdest X Y SPEED"), "{e:?}");
+    assert_eq!(ns2::parse("hello").unwrap_err().line, 1);
+}
