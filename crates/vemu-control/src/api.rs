@@ -92,10 +92,9 @@ async fn part(app: &App, key: &'static str, name: Option<String>) -> ApiResult {
     let status = serde_json::to_value(blocking(move || ctl.lock().unwrap().status()).await?).map_err(|e| ApiError::internal(e.to_string()))?;
     let items = status[key].clone();
     let Some(name) = name else { return Ok(Json(items)) };
-    let field = if key == "segments" || key == "nodes" || key == "links" { "name" } else { unreachable!() };
     items
         .as_array()
-        .and_then(|a| a.iter().find(|i| i[field] == name.as_str()).cloned())
+        .and_then(|a| a.iter().find(|i| i["name"] == name.as_str()).cloned())
         .map(Json)
         .ok_or_else(|| ApiError::not_found(format!("no {} named '{name}'", &key[..key.len() - 1])))
 }
@@ -251,7 +250,7 @@ async fn exec(State(app): AppState, Path(node): Path<String>, body: Bytes) -> Re
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped());
         entry.apply(&mut cmd);
-        let mut child = match crate::spawn_waited(&mut cmd) {
+        let child = match crate::spawn_waited(&mut cmd) {
             Ok(c) => c,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Ok(json!({"exit": 127, "stdout": "", "stderr": format!("{}: command not found\n", argv[0]), "timed_out": false}))
@@ -262,35 +261,14 @@ async fn exec(State(app): AppState, Path(node): Path<String>, body: Bytes) -> Re
         if let Some(lines) = stream_tx {
             return Ok(stream_child(child, input, timeout, lines));
         }
-        let mut stdin = child.stdin.take();
-        let writer = std::thread::spawn(move || {
-            if let Some(s) = stdin.as_mut() {
-                let _ = std::io::Write::write_all(s, input.as_bytes());
-            }
-        });
-        let pid = child.id() as i32;
-        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
-        let killer = std::thread::spawn(move || {
-            if done_rx.recv_timeout(Duration::from_secs_f64(timeout)).is_err() {
-                // SAFETY: plain kill(2) of our child.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-                return true;
-            }
-            false
-        });
-        let out = child.wait_with_output();
-        crate::forget_waited(pid as u32);
-        let out = out.map_err(|e| ApiError::internal(e.to_string()))?;
-        let _ = done_tx.send(());
-        let timed_out = killer.join().unwrap_or(false);
-        let _ = writer.join();
-        let code = out.status.code().unwrap_or_else(|| 128 + std::os::unix::process::ExitStatusExt::signal(&out.status).unwrap_or(0));
-        Ok(json!({
-            "exit": code,
-            "stdout": String::from_utf8_lossy(&out.stdout),
-            "stderr": String::from_utf8_lossy(&out.stderr),
-            "timed_out": timed_out,
-        }))
+        let out: [Arc<Mutex<Vec<u8>>>; 2] = Default::default();
+        let bufs = out.clone();
+        let (code, timed_out) = run_child(child, input, timeout, move |k, b| {
+            bufs[k].lock().unwrap().extend_from_slice(b);
+            true
+        }, || false);
+        let text = |k: usize| String::from_utf8_lossy(&out[k].lock().unwrap()).into_owned();
+        Ok(json!({"exit": code, "stdout": text(0), "stderr": text(1), "timed_out": timed_out}))
     })
     .await?;
     let ndjson = |body: axum::body::Body| ([(header::CONTENT_TYPE, "application/x-ndjson")], body).into_response();
@@ -305,53 +283,77 @@ async fn exec(State(app): AppState, Path(node): Path<String>, body: Bytes) -> Re
     })
 }
 
-/// Run a started command to its end, sending its output as JSON lines as it comes and
-/// its exit status last.
-fn stream_child(mut child: std::process::Child, input: String, timeout: f64, lines: tokio::sync::mpsc::Sender<Result<Bytes, Infallible>>) -> Value {
+/// Names of a command's output streams, as `run_child` numbers them.
+const OUTPUTS: [&str; 2] = ["stdout", "stderr"];
+
+/// Feed `input` to a started command, hand each chunk of its stdout (0) and stderr (1)
+/// to `sink` as it comes (from reader threads; `false` stops reading), and wait for it:
+/// killed after `timeout` seconds or once `cancelled()` says so. Returns its exit status
+/// (128 + signal when killed) and whether the timeout killed it.
+fn run_child(
+    mut child: std::process::Child,
+    input: String,
+    timeout: f64,
+    sink: impl Fn(usize, &[u8]) -> bool + Send + Sync + 'static,
+    cancelled: impl Fn() -> bool,
+) -> (i32, bool) {
     use std::io::Read;
-    let send = |tx: &tokio::sync::mpsc::Sender<Result<Bytes, Infallible>>, v: Value| tx.blocking_send(Ok(Bytes::from(format!("{v}\n")))).is_ok();
     let mut stdin = child.stdin.take();
-    std::thread::spawn(move || {
+    let writer = std::thread::spawn(move || {
         if let Some(s) = stdin.as_mut() {
             let _ = std::io::Write::write_all(s, input.as_bytes());
         }
     });
-    let readers: Vec<std::thread::JoinHandle<()>> = [("stdout", child.stdout.take().map(|o| Box::new(o) as Box<dyn Read + Send>)), ("stderr", child.stderr.take().map(|e| Box::new(e) as Box<dyn Read + Send>))]
+    let sink = Arc::new(sink);
+    let outputs: [Option<Box<dyn Read + Send>>; 2] =
+        [child.stdout.take().map(|o| Box::new(o) as Box<dyn Read + Send>), child.stderr.take().map(|e| Box::new(e) as Box<dyn Read + Send>)];
+    let readers: Vec<std::thread::JoinHandle<()>> = outputs
         .into_iter()
-        .filter_map(|(name, r)| r.map(|r| (name, r)))
-        .map(|(name, mut r)| {
-            let tx = lines.clone();
+        .enumerate()
+        .filter_map(|(k, r)| r.map(|r| (k, r)))
+        .map(|(k, mut r)| {
+            let sink = sink.clone();
             std::thread::spawn(move || {
                 let mut buf = [0u8; 8192];
                 while let Ok(n) = r.read(&mut buf) {
-                    if n == 0 || !send(&tx, json!({ name: String::from_utf8_lossy(&buf[..n]) })) {
+                    if n == 0 || !sink(k, &buf[..n]) {
                         break;
                     }
                 }
             })
         })
         .collect();
-    std::thread::spawn(move || {
-        let pid = child.id();
-        let deadline = std::time::Instant::now() + Duration::from_secs_f64(timeout);
-        let mut timed_out = false;
-        let status = loop {
-            match child.try_wait() {
-                Ok(Some(st)) => break Some(st),
-                Ok(None) if lines.is_closed() || std::time::Instant::now() >= deadline => {
-                    timed_out = !lines.is_closed();
-                    let _ = child.kill();
-                    break child.wait().ok();
-                }
-                Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-                Err(_) => break None,
+    let pid = child.id();
+    let deadline = std::time::Instant::now() + Duration::from_secs_f64(timeout);
+    let mut timed_out = false;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(st)) => break Some(st),
+            Ok(None) if cancelled() || std::time::Instant::now() >= deadline => {
+                timed_out = !cancelled();
+                let _ = child.kill();
+                break child.wait().ok();
             }
-        };
-        crate::forget_waited(pid);
-        for r in readers {
-            let _ = r.join();
+            Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+            Err(_) => break None,
         }
-        let code = status.map(|st| st.code().unwrap_or_else(|| 128 + std::os::unix::process::ExitStatusExt::signal(&st).unwrap_or(0))).unwrap_or(-1);
+    };
+    crate::forget_waited(pid);
+    for r in readers {
+        let _ = r.join();
+    }
+    let _ = writer.join();
+    (status.map_or(-1, crate::exit_code), timed_out)
+}
+
+/// Run a started command to its end, sending its output as JSON lines as it comes and
+/// its exit status last.
+fn stream_child(child: std::process::Child, input: String, timeout: f64, lines: tokio::sync::mpsc::Sender<Result<Bytes, Infallible>>) -> Value {
+    let send = |tx: &tokio::sync::mpsc::Sender<Result<Bytes, Infallible>>, v: Value| tx.blocking_send(Ok(Bytes::from(format!("{v}\n")))).is_ok();
+    std::thread::spawn(move || {
+        let tx = lines.clone();
+        let (code, timed_out) =
+            run_child(child, input, timeout, move |k, b| send(&tx, json!({ OUTPUTS[k]: String::from_utf8_lossy(b) })), || lines.is_closed());
         send(&lines, json!({"exit": code, "timed_out": timed_out}));
     });
     json!({"streaming": true})

@@ -94,6 +94,13 @@ pub struct DirStatus {
     pub stats: DirStats,
 }
 
+/// A process's exit status as a shell reports it: its code, or 128 + the signal that
+/// ended it.
+pub fn exit_code(status: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
+}
+
 fn yes() -> bool {
     true
 }

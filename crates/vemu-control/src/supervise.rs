@@ -217,7 +217,7 @@ fn tick(paths: &LabPaths, procs: &mut [Proc]) {
             match child.try_wait() {
                 Ok(Some(st)) => {
                     p.child = None;
-                    let code = st.code().unwrap_or_else(|| 128 + std::os::unix::process::ExitStatusExt::signal(&st).unwrap_or(0));
+                    let code = crate::exit_code(st);
                     log_line(paths, &p.status.node, &format!("'{}' exited with status {code}", p.status.command));
                     if p.status.state == ProcState::Stopped {
                         // Ended by a node stop: not restarted.

@@ -1,7 +1,7 @@
 //! The `vemu` command.
 
 use std::io::{BufRead, BufReader, IsTerminal, Write};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 
@@ -539,7 +539,7 @@ fn exec(lab: Option<String>, node: &str, argv: &[String]) -> Result<ExitCode> {
         }
         Err(e) => return Err(e).with_context(|| format!("running '{}' in node '{node}'", argv[0])),
     };
-    let code = status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
+    let code = vemu_control::exit_code(status);
     Ok(ExitCode::from(code as u8))
 }
 
