@@ -140,54 +140,51 @@ impl Client {
         Ok(Client { lab: lab.to_string(), socket, rt })
     }
 
-    /// One request; an error answer becomes an [`ApiFailure`] with the controller's message.
-    pub fn request(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Value> {
+    /// Send one request and return the answer's body once its status says success;
+    /// an error answer becomes an [`ApiFailure`] with the controller's message.
+    async fn send(&self, method: &str, path: &str, body: Option<&Value>) -> Result<hyper::body::Incoming> {
         use http_body_util::{BodyExt, Full};
         use hyper::body::Bytes;
         let lab = &self.lab;
-        self.rt.block_on(async {
-            let stream = tokio::net::UnixStream::connect(&self.socket).await.with_context(|| format!("connecting to lab '{lab}'"))?;
-            let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
-            tokio::spawn(conn);
-            let data = body.map(|b| b.to_string()).unwrap_or_default();
-            let req = hyper::Request::builder()
-                .method(method)
-                .uri(path)
-                .header("host", "vemu")
-                .header("content-type", "application/json")
-                .body(Full::new(Bytes::from(data)))?;
-            let res = sender.send_request(req).await.with_context(|| format!("talking to lab '{lab}'"))?;
-            let status = res.status().as_u16();
+        let stream = tokio::net::UnixStream::connect(&self.socket).await.with_context(|| format!("connecting to lab '{lab}'"))?;
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
+        tokio::spawn(conn);
+        let data = body.map(|b| b.to_string()).unwrap_or_default();
+        let req = hyper::Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", "vemu")
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from(data)))?;
+        let res = sender.send_request(req).await.with_context(|| format!("talking to lab '{lab}'"))?;
+        let status = res.status().as_u16();
+        if status >= 400 {
             let bytes = res.into_body().collect().await.with_context(|| format!("reading from lab '{lab}'"))?.to_bytes();
-            let v: Value = serde_json::from_slice(&bytes).with_context(|| format!("lab '{lab}' answered {status} with something that is not JSON"))?;
-            if status >= 400 {
-                let message = v["error"].as_str().unwrap_or("request failed").to_string();
-                return Err(ApiFailure { status, message }.into());
-            }
-            Ok(v)
+            let message = match serde_json::from_slice::<Value>(&bytes) {
+                Ok(v) => v["error"].as_str().unwrap_or("request failed").to_string(),
+                Err(_) => String::from_utf8_lossy(&bytes).into_owned(),
+            };
+            return Err(ApiFailure { status, message }.into());
+        }
+        Ok(res.into_body())
+    }
+
+    /// One request with a JSON answer.
+    pub fn request(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Value> {
+        use http_body_util::BodyExt;
+        let lab = &self.lab;
+        self.rt.block_on(async {
+            let bytes = self.send(method, path, body).await?.collect().await.with_context(|| format!("reading from lab '{lab}'"))?.to_bytes();
+            serde_json::from_slice(&bytes).with_context(|| format!("lab '{lab}' answered with something that is not JSON"))
         })
     }
 
     /// A GET whose body is copied to `out` as it arrives (e.g. a capture), until it ends
     /// or `stop` resolves (e.g. Ctrl-C).
     pub fn stream_to(&self, path: &str, out: &mut dyn std::io::Write, stop: impl std::future::Future<Output = ()>) -> Result<()> {
-        use http_body_util::{BodyExt, Empty};
-        use hyper::body::Bytes;
-        let lab = &self.lab;
+        use http_body_util::BodyExt;
         self.rt.block_on(async {
-            let stream = tokio::net::UnixStream::connect(&self.socket).await.with_context(|| format!("connecting to lab '{lab}'"))?;
-            let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
-            tokio::spawn(conn);
-            let req = hyper::Request::builder().method("GET").uri(path).header("host", "vemu").body(Empty::<Bytes>::new())?;
-            let res = sender.send_request(req).await.with_context(|| format!("talking to lab '{lab}'"))?;
-            let status = res.status().as_u16();
-            let mut body = res.into_body();
-            if status >= 400 {
-                let bytes = body.collect().await?.to_bytes();
-                let v: Value = serde_json::from_slice(&bytes).unwrap_or_default();
-                let message = v["error"].as_str().unwrap_or("request failed").to_string();
-                return Err(ApiFailure { status, message }.into());
-            }
+            let mut body = self.send("GET", path, None).await?;
             tokio::pin!(stop);
             loop {
                 tokio::select! {
@@ -224,8 +221,9 @@ impl Client {
     }
 }
 
-/// A name for use in a URL path: letters, digits and `-_.:~` stay, the rest is escaped.
-pub fn path_segment(s: &str) -> String {
+/// A name for use in a URL path or query value: letters, digits and `-_.:~` stay, the
+/// rest is percent-encoded.
+pub fn percent_encode(s: &str) -> String {
     s.bytes()
         .map(|b| if b.is_ascii_alphanumeric() || b"-_.:~".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") })
         .collect()

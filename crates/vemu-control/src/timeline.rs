@@ -85,14 +85,14 @@ fn run(ctl: Arc<Mutex<Controller>>, events: Vec<TimedEvent>, epoch_ns: u64, stop
         }
         if let Err(m) = apply(&ctl, e, f) {
             eprintln!("timeline: events[{}] at {} ns: {m}", f.idx, f.t_ns);
-            let _ = ctl.lock().unwrap().events().send(json!({"type": "warning", "message": format!("timeline events[{}]: {m}", f.idx)}));
+            ctl.lock().unwrap().emit(json!({"type": "warning", "message": format!("timeline events[{}]: {m}", f.idx)}));
         }
     }
 }
 
 fn apply(ctl: &Arc<Mutex<Controller>>, e: &TimedEvent, f: Firing) -> Result<(), String> {
     let mut c = ctl.lock().unwrap();
-    let _ = c.events().send(json!({"type": "timeline", "event": f.idx, "t_ns": f.t_ns, "repetition": f.rep, "step": f.step}));
+    c.emit(json!({"type": "timeline", "event": f.idx, "t_ns": f.t_ns, "repetition": f.rep, "step": f.step}));
     let set = |c: &mut Controller, spec: &str, dir, patch: ImpairmentsPatch| c.link_set(spec, dir, patch).map_err(|e| e.message);
     match (&e.target, &e.action) {
         (EventTarget::Link { spec, direction }, EventAction::Set(p)) => set(&mut c, spec, *direction, p.clone()),

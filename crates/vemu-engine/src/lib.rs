@@ -437,8 +437,8 @@ impl Engine {
 
     /// Start capturing on interfaces: every frame they send, and every frame arriving at
     /// them (at `point`), goes to `tx` as wire frames with lab-clock times. When `tx`
-    /// is full, frames are skipped (counted in the returned handle's `dropped`, not
-    /// here); when its receiver is gone, the capture ends by itself.
+    /// is full, frames are skipped (the data plane never waits for a capture); when its
+    /// receiver is gone, the capture ends by itself.
     pub fn capture(&self, taps: &[TapSpec], tx: std::sync::mpsc::SyncSender<Captured>) -> u64 {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         let id = NEXT.fetch_add(1, Relaxed);

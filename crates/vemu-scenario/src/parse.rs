@@ -640,7 +640,7 @@ fn subnet_choice(p: &mut P, node: &Node, field: &str, v6: bool) -> SubnetChoice 
 
 const SEGMENT_KEYS: &[&str] = &["kind", "members", "capacity", "weight", "aging", "ipv4", "ipv6", "egress", "ingress"];
 
-fn segment(p: &mut P, name: &str, mark: Mark, node: &Node, names: &HashMap<String, usize>) -> Option<SegmentDef> {
+fn segment(p: &mut P, name: &str, mark: Mark, node: &Node, names: &HashMap<String, usize>) -> SegmentDef {
     let field = format!("segments.{name}");
     if name.contains(':') || name.is_empty() || name.len() > 64 {
         p.err(mark, &field, format!("segment name '{name}' must be 1-64 characters without ':'"));
@@ -714,7 +714,7 @@ fn segment(p: &mut P, name: &str, mark: Mark, node: &Node, names: &HashMap<Strin
     if !saw_members {
         p.err(mark, &field, "a segment needs 'members: [node, node, ...]'");
     }
-    Some(seg)
+    seg
 }
 
 fn patch_of(p: &mut P, node: &Node, field: &str) -> ImpairmentsPatch {
@@ -860,8 +860,7 @@ fn event(p: &mut P, node: &Node, field: &str) -> Option<EventDef> {
         p.err(node.mark, field, "an event needs 'at' (or 'every')");
         return None;
     };
-    if let (Some(u), true) = (until, every.is_none()) {
-        let _ = u;
+    if until.is_some() && every.is_none() {
         p.err(node.mark, field, "'until' goes with 'every'");
     }
     Some(EventDef { mark: node.mark, field: field.to_string(), event: TimedEvent { at_ns, every_ns: every, until_ns: until, target, action: action.1 } })
@@ -1177,9 +1176,7 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, base: Option<&
     let mut segments = Vec::new();
     if let Some((_, n)) = get("segments") {
         for (sname, smark, def) in p.map(n, "segments", &[]) {
-            if let Some(seg) = segment(&mut p, sname, smark, def, &names) {
-                segments.push(seg);
-            }
+            segments.push(segment(&mut p, sname, smark, def, &names));
         }
     }
     let mut events = Vec::new();

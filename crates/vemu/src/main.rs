@@ -12,7 +12,7 @@ use vemu_control::daemon::{self, Event};
 mod stats;
 
 use vemu_control::daemon::ApiOptions;
-use vemu_control::{path_segment, ApiFailure, Client, LabStatus};
+use vemu_control::{percent_encode, ApiFailure, Client, LabStatus};
 use vemu_host::{LabPaths, NodeEntry};
 use vemu_link::{Impairments, Loss, QueueLimit};
 use vemu_scenario::Plan;
@@ -359,16 +359,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let ctrl_c = async {
                 let _ = tokio::signal::ctrl_c().await;
             };
-            match client.stream_to(&format!("/v1/events?stats={}", query(&interval)), &mut sink, ctrl_c) {
+            match client.stream_to(&format!("/v1/events?stats={}", percent_encode(&interval)), &mut sink, ctrl_c) {
                 Err(e) if stats::is_done(&e) => {}
                 r => r?,
             }
         }
         Cmd::Capture { iface, write, point, count, filter, lab } => {
             let lab = resolve_lab(lab.lab)?;
-            let mut q = format!("iface={}&point={}", query(&iface), match point { PointArg::After => "after", PointArg::Before => "before" });
+            let mut q = format!("iface={}&point={}", percent_encode(&iface), match point { PointArg::After => "after", PointArg::Before => "before" });
             if !filter.is_empty() {
-                q += &format!("&filter={}", query(&filter.join(" ")));
+                q += &format!("&filter={}", percent_encode(&filter.join(" ")));
             }
             if let Some(c) = count {
                 q += &format!("&count={c}");
@@ -390,16 +390,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 NodeCmd::Start { node, lab } => (node, lab, "start"),
             };
             let lab = resolve_lab(lab.lab)?;
-            connect(&lab)?.post(&format!("/v1/nodes/{}/{verb}", path_segment(&node)), &json!({}))?;
+            connect(&lab)?.post(&format!("/v1/nodes/{}/{verb}", percent_encode(&node)), &json!({}))?;
         }
         Cmd::Clean { all } => clean(all)?,
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Percent-encode a query value.
-fn query(s: &str) -> String {
-    s.bytes().map(|b| if b.is_ascii_alphanumeric() || b"-_.~:".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") }).collect()
 }
 
 /// Tell the user where the TCP API is and its token, once.
@@ -578,7 +573,7 @@ fn link(cmd: LinkCmd) -> Result<()> {
     };
     let lab = resolve_lab(lab)?;
     let c = connect(&lab)?;
-    let path = format!("/v1/links/{}", path_segment(&link));
+    let path = format!("/v1/links/{}", percent_encode(&link));
     match verb {
         Some(v) => c.post(&format!("{path}/{v}"), &body)?,
         None => c.patch(&path, &body)?,
@@ -685,6 +680,22 @@ fn describe(imp: &Impairments) -> String {
     parts.join(", ")
 }
 
+fn yes_no(b: bool) -> &'static str {
+    if b {
+        "yes"
+    } else {
+        "no"
+    }
+}
+
+/// The counter columns of a direction in `vemu status`: RX FRAMES … DOWN.
+fn counter_columns(st: &vemu_engine::DirStats) -> String {
+    format!(
+        "{:>10} {:>10} {:>12} {:>8} {:>8} {:>8}",
+        st.rx_frames, st.tx_frames, st.tx_bytes, st.drop_loss, st.drop_queue, st.drop_down
+    )
+}
+
 fn print_status(s: &LabStatus) {
     println!("lab {} (controller pid {}, up {:.1} s)", s.name, s.pid, s.uptime_ns as f64 / 1e9);
     println!("\nNODE            INTERFACES");
@@ -701,21 +712,7 @@ fn print_status(s: &LabStatus) {
     );
     for l in &s.links {
         for (dir, arrow, d) in [("fwd", format!("{} -> {}", l.a, l.b), &l.forward), ("rev", format!("{} -> {}", l.b, l.a), &l.reverse)] {
-            let st = &d.stats;
-            println!(
-                "{:<16} {:<4} {:<4} {:>10} {:>10} {:>12} {:>8} {:>8} {:>8}  {} ({})",
-                l.name,
-                if l.up { "yes" } else { "no" },
-                dir,
-                st.rx_frames,
-                st.tx_frames,
-                st.tx_bytes,
-                st.drop_loss,
-                st.drop_queue,
-                st.drop_down,
-                describe(&d.impairments),
-                arrow
-            );
+            println!("{:<16} {:<4} {:<4} {}  {} ({})", l.name, yes_no(l.up), dir, counter_columns(&d.stats), describe(&d.impairments), arrow);
         }
     }
     for g in &s.segments {
@@ -731,21 +728,7 @@ fn print_status(s: &LabStatus) {
         );
         for m in &g.members {
             for (dir, d) in [("out", &m.egress), ("in", &m.ingress)] {
-                let st = &d.stats;
-                println!(
-                    "{:<22} {:<4} {:<4} {:<4} {:>10} {:>10} {:>12} {:>8} {:>8} {:>8}  {}",
-                    m.port,
-                    m.vlan,
-                    if m.up { "yes" } else { "no" },
-                    dir,
-                    st.rx_frames,
-                    st.tx_frames,
-                    st.tx_bytes,
-                    st.drop_loss,
-                    st.drop_queue,
-                    st.drop_down,
-                    describe(&d.impairments)
-                );
+                println!("{:<22} {:<4} {:<4} {:<4} {}  {}", m.port, m.vlan, yes_no(m.up), dir, counter_columns(&d.stats), describe(&d.impairments));
             }
         }
     }

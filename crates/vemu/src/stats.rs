@@ -18,6 +18,25 @@ struct Prev {
     hist: Vec<u64>,
 }
 
+/// One direction in one sample: totals, and rates since the previous sample.
+struct Row {
+    kind: &'static str,
+    name: String,
+    direction: &'static str,
+    bps: f64,
+    fps: f64,
+    new_drops: u64,
+    /// Median of the delay held since the previous sample (bucket upper bound), s.
+    median_s: Option<f64>,
+    tx_frames: u64,
+    tx_bytes: u64,
+    drop_loss: u64,
+    drop_queue: u64,
+    drop_down: u64,
+    queue: u64,
+    queue_max: u64,
+}
+
 pub struct Sink {
     json: bool,
     csv: Option<std::fs::File>,
@@ -79,38 +98,52 @@ impl Sink {
     fn sample(&mut self, v: &Value) -> std::io::Result<()> {
         let t_ns = v["t_ns"].as_u64().unwrap_or(0);
         let mut rows = Vec::new();
-        let mut dir = |kind: &str, name: &str, d: &str, s: &Value| {
-            let key = format!("{kind} {name} {d}");
+        let mut dir = |kind: &'static str, name: String, direction: &'static str, s: &Value| {
             let get = |k: &str| s[k].as_u64().unwrap_or(0);
             let hist: Vec<u64> = s["delay_hist"].as_array().map(|a| a.iter().filter_map(|x| x.as_u64()).collect()).unwrap_or_default();
             let drops = get("drop_loss") + get("drop_queue") + get("drop_down") + get("drop_mtu");
             let now = Prev { t_ns, tx_bytes: get("tx_bytes"), tx_frames: get("tx_frames"), drops, hist };
-            let prev = self.prev.insert(key, now.clone()).unwrap_or(Prev { t_ns, ..Default::default() });
+            let prev = self.prev.insert(format!("{kind} {name} {direction}"), now.clone()).unwrap_or(Prev { t_ns, ..Default::default() });
             let dt = (now.t_ns.saturating_sub(prev.t_ns)) as f64 / 1e9;
-            let (bps, fps) = if dt > 0.0 {
-                ((now.tx_bytes - prev.tx_bytes.min(now.tx_bytes)) as f64 * 8.0 / dt, (now.tx_frames - prev.tx_frames.min(now.tx_frames)) as f64 / dt)
-            } else {
-                (0.0, 0.0)
-            };
-            rows.push((kind.to_string(), name.to_string(), d.to_string(), now.clone(), bps, fps, drops - prev.drops.min(drops), get("queue_frames"), get("queue_frames_max"), get("drop_loss"), get("drop_queue"), get("drop_down"), median_s(&now.hist, &prev.hist)));
+            let per_s = |a: u64, b: u64| if dt > 0.0 { a.saturating_sub(b) as f64 / dt } else { 0.0 };
+            rows.push(Row {
+                kind,
+                name,
+                direction,
+                bps: per_s(now.tx_bytes, prev.tx_bytes) * 8.0,
+                fps: per_s(now.tx_frames, prev.tx_frames),
+                new_drops: now.drops.saturating_sub(prev.drops),
+                median_s: median_s(&now.hist, &prev.hist),
+                tx_frames: now.tx_frames,
+                tx_bytes: now.tx_bytes,
+                drop_loss: get("drop_loss"),
+                drop_queue: get("drop_queue"),
+                drop_down: get("drop_down"),
+                queue: get("queue_frames"),
+                queue_max: get("queue_frames_max"),
+            });
         };
         for l in v["links"].as_array().into_iter().flatten() {
-            let name = l["name"].as_str().unwrap_or("");
-            dir("link", name, "forward", &l["forward"]);
+            let name = l["name"].as_str().unwrap_or("").to_string();
+            dir("link", name.clone(), "forward", &l["forward"]);
             dir("link", name, "reverse", &l["reverse"]);
         }
         for g in v["segments"].as_array().into_iter().flatten() {
             for m in g["members"].as_array().into_iter().flatten() {
                 let name = format!("{}/{}", g["name"].as_str().unwrap_or(""), m["port"].as_str().unwrap_or(""));
-                dir("port", &name, "egress", &m["egress"]);
-                dir("port", &name, "ingress", &m["ingress"]);
+                dir("port", name.clone(), "egress", &m["egress"]);
+                dir("port", name, "ingress", &m["ingress"]);
             }
         }
         let t_s = t_ns as f64 / 1e9;
         if let Some(f) = &mut self.csv {
             for r in &rows {
-                let med = r.12.map(|m| format!("{m}")).unwrap_or_default();
-                writeln!(f, "{t_s:.3},{},{},{},{},{},{:.0},{:.1},{},{},{},{},{},{med}", r.0, r.1, r.2, r.3.tx_frames, r.3.tx_bytes, r.4, r.5, r.9, r.10, r.11, r.7, r.8)?;
+                let med = r.median_s.map(|m| format!("{m}")).unwrap_or_default();
+                writeln!(
+                    f,
+                    "{t_s:.3},{},{},{},{},{},{:.0},{:.1},{},{},{},{},{},{med}",
+                    r.kind, r.name, r.direction, r.tx_frames, r.tx_bytes, r.bps, r.fps, r.drop_loss, r.drop_queue, r.drop_down, r.queue, r.queue_max
+                )?;
             }
         }
         let mut out = std::io::stdout().lock();
@@ -123,8 +156,8 @@ impl Sink {
             writeln!(out, "lab time {t_s:.1} s")?;
             writeln!(out, "{:<6} {:<32} {:<8} {:>12} {:>10} {:>8} {:>7} {:>10}", "KIND", "NAME", "DIR", "Mbit/s", "frames/s", "drops", "queue", "delay~p50")?;
             for r in &rows {
-                let med = r.12.map(|m| format!("<={} ms", m * 1e3)).unwrap_or_else(|| "-".into());
-                writeln!(out, "{:<6} {:<32} {:<8} {:>12.3} {:>10.0} {:>8} {:>7} {:>10}", r.0, r.1, r.2, r.4 / 1e6, r.5, r.6, r.7, med)?;
+                let med = r.median_s.map(|m| format!("<={} ms", m * 1e3)).unwrap_or_else(|| "-".into());
+                writeln!(out, "{:<6} {:<32} {:<8} {:>12.3} {:>10.0} {:>8} {:>7} {:>10}", r.kind, r.name, r.direction, r.bps / 1e6, r.fps, r.new_drops, r.queue, med)?;
             }
         }
         out.flush()?;
