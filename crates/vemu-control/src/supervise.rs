@@ -190,6 +190,15 @@ pub fn forget_waited(pid: u32) {
 /// when their parent ended (the controller is their subreaper), which would otherwise
 /// stay zombies. Supervised commands and [`spawn_waited`] children are left alone.
 fn reap_orphans(procs: &[Proc]) {
+    // Cheap check first: is any child of ours a zombie at all? (WNOWAIT: reap nothing.)
+    // SAFETY: siginfo_t is plain data; waitid fills it.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: waitid with a valid siginfo pointer.
+    let r = unsafe { libc::waitid(libc::P_ALL, 0, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT) };
+    // SAFETY: si_pid is set (or left 0) by a successful waitid.
+    if r != 0 || unsafe { info.si_pid() } == 0 {
+        return;
+    }
     let me = std::process::id();
     let waited = WAITED.lock().unwrap();
     let known: Vec<u32> = procs.iter().filter_map(|p| p.child.as_ref().map(|c| c.id())).chain(waited.iter().copied()).collect();
