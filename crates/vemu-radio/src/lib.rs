@@ -1,11 +1,11 @@
 //! Sans-IO radio models for wireless segments: how strongly a frame sent at one position
-//! is received at another ([`propagation`]), and how nodes move ([`mobility`]). No clock
-//! and no I/O: time comes in as nanoseconds on the lab clock, randomness from seeded
-//! generators, so that the same seed gives the same positions and the same decisions.
-//!
-//! Work in progress for issue 4: the wireless medium (who receives a frame, airtime,
-//! CSMA) that uses these models is not built yet.
+//! is received at another ([`propagation`]), how nodes move ([`mobility`], [`ns2`]
+//! traces), and the shared channel that decides who receives which frame when
+//! ([`medium`]). No clock and no I/O: time comes in as nanoseconds on the lab clock,
+//! randomness from seeded generators, so that the same seed gives the same positions and
+//! the same decisions.
 
+pub mod medium;
 pub mod mobility;
 pub mod ns2;
 pub mod propagation;

@@ -1,4 +1,4 @@
-use vemu_radio::mobility::{Area, RandomWaypoint, Walker};
+use vemu_radio::mobility::{Area, Mobility, RandomWaypoint, Walker};
 use vemu_radio::propagation::{erfc, Model, Radio};
 use vemu_radio::{dbm, Pos};
 
@@ -60,7 +60,7 @@ fn unit_disk_and_log_distance_with_shadowing() {
 #[test]
 fn random_waypoint_stays_in_the_area_respects_speeds_and_pauses() {
     let model = RandomWaypoint { area: Area { width_m: 1500.0, height_m: 300.0 }, min_speed_mps: 1.0, max_speed_mps: 20.0, pause_ns: 2_000_000_000 };
-    let mut w = Walker::new(model, Pos::new(10.0, 10.0), 7);
+    let mut w = Walker::new(Mobility::RandomWaypoint(model), Pos::new(10.0, 10.0), 7);
     let step = 100_000_000u64; // 100 ms
     let mut prev = w.position();
     let mut still_steps = 0;
@@ -80,7 +80,7 @@ fn random_waypoint_stays_in_the_area_respects_speeds_and_pauses() {
     assert!(still_steps >= 20, "{still_steps}");
     assert!(moved > 10_000.0, "{moved}");
     // First 2 s: the initial pause.
-    let mut w2 = Walker::new(model, Pos::new(10.0, 10.0), 7);
+    let mut w2 = Walker::new(Mobility::RandomWaypoint(model), Pos::new(10.0, 10.0), 7);
     assert_eq!(w2.advance(1_999_999_999), Pos::new(10.0, 10.0));
     assert!(w2.advance(2_100_000_000) != Pos::new(10.0, 10.0));
 }
@@ -89,14 +89,14 @@ fn random_waypoint_stays_in_the_area_respects_speeds_and_pauses() {
 fn same_seed_same_trace() {
     let model = RandomWaypoint { area: Area { width_m: 500.0, height_m: 500.0 }, min_speed_mps: 0.0, max_speed_mps: 10.0, pause_ns: 0 };
     let trace = |seed| {
-        let mut w = Walker::new(model, Pos::new(0.0, 0.0), seed);
+        let mut w = Walker::new(Mobility::RandomWaypoint(model), Pos::new(0.0, 0.0), seed);
         (1..=1000u64).map(|k| w.advance(k * 50_000_000)).collect::<Vec<_>>()
     };
     assert_eq!(trace(3), trace(3));
     assert_ne!(trace(3), trace(4));
     // Advancing in big or small steps reaches the same place.
-    let mut a = Walker::new(model, Pos::new(0.0, 0.0), 9);
-    let mut b = Walker::new(model, Pos::new(0.0, 0.0), 9);
+    let mut a = Walker::new(Mobility::RandomWaypoint(model), Pos::new(0.0, 0.0), 9);
+    let mut b = Walker::new(Mobility::RandomWaypoint(model), Pos::new(0.0, 0.0), 9);
     for k in 1..=100u64 {
         a.advance(k * 10_000_000);
     }
@@ -136,4 +136,200 @@ $ns_ at 3.0 "$node_(0) setdest 150.0 50.0 20.0"
     assert_eq!(e.line, 2);
     assert!(e.message.contains("setdest X Y SPEED"), "{e:?}");
     assert_eq!(ns2::parse("hello").unwrap_err().line, 1);
+}
+
+fn walker_stays_inside(model: Mobility, max_speed: f64) -> f64 {
+    let area = Area { width_m: 400.0, height_m: 200.0 };
+    let mut w = Walker::new(model, Pos::new(200.0, 100.0), 11);
+    let mut prev = w.position();
+    let mut moved = 0.0;
+    for k in 1..=20_000u64 {
+        let p = w.advance(k * 50_000_000);
+        assert!(area.contains(p), "{p:?}");
+        let d = p.distance(prev);
+        assert!(d <= max_speed * 0.05 + 1e-6, "moved {d} m in 50 ms");
+        moved += d;
+        prev = p;
+    }
+    moved
+}
+
+#[test]
+fn random_walk_direction_and_gauss_markov_stay_in_the_area() {
+    let area = Area { width_m: 400.0, height_m: 200.0 };
+    let rd = RandomWaypoint { area, min_speed_mps: 2.0, max_speed_mps: 5.0, pause_ns: 1_000_000_000 };
+    // 1000 s at 2..5 m/s: a walker that gets stuck at an edge would not cover this.
+    assert!(walker_stays_inside(Mobility::RandomDirection(rd), 5.0) > 1000.0);
+    let rw = Mobility::RandomWalk { area, min_speed_mps: 1.0, max_speed_mps: 10.0, interval_ns: 3_000_000_000 };
+    assert!(walker_stays_inside(rw, 10.0) > 3000.0);
+    let gm = Mobility::GaussMarkov { area, mean_speed_mps: 5.0, alpha: 0.75, speed_sigma_mps: 1.0, heading_sigma_rad: 0.5, interval_ns: 1_000_000_000 };
+    // Speeds are unbounded normal draws; 5 m/s mean, σ 1: well under 12 m/s.
+    let moved = walker_stays_inside(gm, 12.0);
+    assert!((3000.0..6500.0).contains(&moved), "{moved}");
+    // Random direction ends every leg at the edge of the area.
+    let mut w = Walker::new(Mobility::RandomDirection(RandomWaypoint { pause_ns: 5_000_000_000, ..rd }), Pos::new(200.0, 100.0), 5);
+    let (mut at_edge, mut elsewhere) = (0, 0);
+    for k in 51..=4000u64 {
+        let p = w.advance(k * 100_000_000);
+        if w.speed_mps(k * 100_000_000) == 0.0 {
+            if p.x < 1e-6 || p.y < 1e-6 || p.x > 400.0 - 1e-6 || p.y > 200.0 - 1e-6 {
+                at_edge += 1;
+            } else {
+                elsewhere += 1;
+            }
+        }
+    }
+    assert!(at_edge >= 50 && elsewhere == 0, "{at_edge} {elsewhere}");
+}
+
+mod medium {
+    use vemu_radio::medium::{Medium, MediumConfig, Outcome, CW_MIN, DIFS_NS, SLOT_NS};
+    use vemu_radio::propagation::{Model, Radio};
+    use vemu_radio::Pos;
+
+    fn cfg(model: Model, csma: bool, seed: u64) -> MediumConfig {
+        MediumConfig { model, radio: Radio::default(), rate_bps: 10_000_000, preamble_ns: 0, carrier_sense_m: 550.0, csma, queue_frames: 1000, seed }
+    }
+
+    /// Run until nothing is left; every outcome with its time.
+    fn drain(m: &mut Medium) -> Vec<Outcome> {
+        let mut out = Vec::new();
+        while let Some(t) = m.next_event_ns() {
+            m.advance(t, &mut out);
+        }
+        out
+    }
+
+    fn delivered(out: &[Outcome]) -> Vec<(u64, u32, u64)> {
+        out.iter().filter_map(|o| if let Outcome::Deliver { id, receiver, at_ns } = *o { Some((id, receiver, at_ns)) } else { None }).collect()
+    }
+
+    #[test]
+    fn airtime_is_shared_within_carrier_sense_range_and_reused_beyond() {
+        let disk = Model::UnitDisk { range_m: 250.0 };
+        // Two senders 100 m apart, each with 10 frames of 1250 bytes (1 ms at 10 Mbit/s).
+        let mut m = Medium::new(cfg(disk, false, 1), &[Pos::new(0.0, 0.0), Pos::new(100.0, 0.0)]);
+        for k in 0..10u64 {
+            assert!(m.offer(0, 0, k, 1_000_000, None));
+            assert!(m.offer(0, 1, 100 + k, 1_000_000, None));
+        }
+        let out = drain(&mut m);
+        let d = delivered(&out);
+        assert_eq!(d.len(), 20);
+        // One at a time: the last frame arrives after 20 ms of airtime, none overlap.
+        let mut ends: Vec<u64> = d.iter().map(|x| x.2).collect();
+        ends.sort();
+        for (k, e) in ends.iter().enumerate() {
+            let want = (k as u64 + 1) * 1_000_000;
+            assert!(e.abs_diff(want) < 1_000, "{k}: {e}");
+        }
+        // 2 km apart: both send at once, 10 ms for all.
+        let mut m = Medium::new(cfg(disk, false, 1), &[Pos::new(0.0, 0.0), Pos::new(50.0, 0.0), Pos::new(2000.0, 0.0), Pos::new(2050.0, 0.0)]);
+        for k in 0..10u64 {
+            m.offer(0, 0, k, 1_000_000, Some(1));
+            m.offer(0, 2, 100 + k, 1_000_000, Some(3));
+        }
+        let d = delivered(&drain(&mut m));
+        assert_eq!(d.len(), 20);
+        assert!(d.iter().all(|x| x.2 <= 10_000_000 + 1_000), "{d:?}");
+        // A full queue refuses frames.
+        let mut m = Medium::new(MediumConfig { queue_frames: 3, ..cfg(disk, false, 1) }, &[Pos::new(0.0, 0.0), Pos::new(1.0, 0.0)]);
+        assert_eq!((0..5).map(|k| m.offer(0, 0, k, 1000, None)).filter(|&ok| ok).count(), 3);
+    }
+
+    #[test]
+    fn neighbours_follow_positions() {
+        let disk = Model::UnitDisk { range_m: 250.0 };
+        let line: Vec<Pos> = (0..5).map(|i| Pos::new(i as f64 * 250.0, 0.0)).collect();
+        let mut m = Medium::new(cfg(disk, false, 1), &line);
+        let ids = |m: &Medium, i: u32| m.neighbours(i).iter().map(|n| n.member).collect::<Vec<_>>();
+        assert_eq!(ids(&m, 0), vec![1]);
+        assert_eq!(ids(&m, 2), vec![1, 3]);
+        let mut moved = line.clone();
+        moved[2] = Pos::new(500.0, 1000.0);
+        m.set_positions(&moved);
+        assert!(ids(&m, 2).is_empty() && ids(&m, 1) == vec![0]);
+        // The grid finds what a comparison of every pair finds, in a big random field.
+        let mut pts = Vec::new();
+        let mut s = 12345u64;
+        for _ in 0..2000 {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let x = (s >> 33) as f64 / (1u64 << 31) as f64 * 10_000.0;
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let y = (s >> 33) as f64 / (1u64 << 31) as f64 * 3_000.0;
+            pts.push(Pos::new(x, y));
+        }
+        let m = Medium::new(cfg(disk, false, 1), &pts);
+        for i in (0..2000).step_by(97) {
+            let want: Vec<u32> = (0..2000u32).filter(|&j| j != i && pts[i as usize].distance(pts[j as usize]) <= 250.0).collect();
+            assert_eq!(ids(&m, i), want);
+        }
+    }
+
+    #[test]
+    fn same_seed_same_decisions_and_loss_follows_the_model() {
+        let ld = Model::LogDistance { exponent: 3.0, d0_m: 1.0, sigma_db: 6.0 };
+        let run = |seed: u64| {
+            let mut m = Medium::new(cfg(ld, false, seed), &[Pos::new(0.0, 0.0), Pos::new(80.0, 0.0), Pos::new(0.0, 120.0)]);
+            let mut out = Vec::new();
+            for k in 0..4000u64 {
+                m.offer(k * 200_000, (k % 3) as u32, k, 100_000, None);
+                m.advance(k * 200_000, &mut out);
+            }
+            out.extend(drain(&mut m));
+            (delivered(&out).into_iter().map(|d| (d.0, d.1)).collect::<Vec<_>>(), m)
+        };
+        let (a, m) = run(7);
+        let (b, _) = run(7);
+        let (c, _) = run(8);
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        // Each pair's delivery ratio is its probability, within 4 standard deviations.
+        for ((s, r), pc) in m.pairs() {
+            let p = m.neighbours(s).iter().find(|n| n.member == r).unwrap().delivery_probability;
+            let n = pc.sent as f64;
+            let sd = (p * (1.0 - p) / n).sqrt();
+            let ratio = pc.delivered as f64 / n;
+            assert!((ratio - p).abs() <= 4.0 * sd + 1e-9, "{s}->{r}: {ratio} vs {p} (n {n})");
+            assert_eq!(pc.lost_collision, 0);
+        }
+    }
+
+    #[test]
+    fn csma_backs_off_and_hidden_terminals_collide() {
+        let disk = Model::UnitDisk { range_m: 250.0 };
+        // Two senders in range of each other: CSMA serialises them (a few same-slot
+        // collisions at most), each wait at least DIFS.
+        let mut m = Medium::new(MediumConfig { carrier_sense_m: 250.0, ..cfg(disk, true, 3) }, &[Pos::new(0.0, 0.0), Pos::new(100.0, 0.0), Pos::new(50.0, 50.0)]);
+        for k in 0..200u64 {
+            m.offer(0, 0, k, 500_000, Some(2));
+            m.offer(0, 1, 1000 + k, 500_000, Some(2));
+        }
+        let out = drain(&mut m);
+        let d = delivered(&out);
+        let pc: u64 = m.pairs().map(|(_, c)| c.lost_collision).sum();
+        assert!(d.len() + pc as usize == 400 && pc < 60, "delivered {} collided {pc}", d.len());
+        // Every transmission waits DIFS and on average CW/2 slots: 400 frames take longer
+        // than their airtime alone, and not more than with the longest backoff each time.
+        let (first, last) = (d.iter().map(|x| x.2).min().unwrap(), d.iter().map(|x| x.2).max().unwrap());
+        assert!(first >= DIFS_NS + 500_000, "{first}");
+        assert!(last >= 400 * (500_000 + DIFS_NS) && last <= 400 * (500_000 + DIFS_NS + CW_MIN * SLOT_NS), "{last}");
+        // Hidden terminals: 0 and 2 are 400 m apart (out of carrier-sense range), both
+        // send to 1 in the middle, at the same time: their frames collide at 1.
+        let mut m = Medium::new(MediumConfig { carrier_sense_m: 250.0, ..cfg(disk, true, 3) }, &[Pos::new(0.0, 0.0), Pos::new(200.0, 0.0), Pos::new(400.0, 0.0)]);
+        for k in 0..50u64 {
+            m.offer(0, 0, k, 2_000_000, Some(1));
+            m.offer(0, 2, 1000 + k, 2_000_000, Some(1));
+        }
+        drain(&mut m);
+        let lost: u64 = m.pairs().map(|(_, c)| c.lost_collision).sum();
+        assert!(lost >= 90, "{lost}");
+        // Without CSMA the channel is ideal: nothing collides.
+        let mut m = Medium::new(MediumConfig { carrier_sense_m: 250.0, ..cfg(disk, false, 3) }, &[Pos::new(0.0, 0.0), Pos::new(200.0, 0.0), Pos::new(400.0, 0.0)]);
+        for k in 0..50u64 {
+            m.offer(0, 0, k, 2_000_000, Some(1));
+            m.offer(0, 2, 1000 + k, 2_000_000, Some(1));
+        }
+        assert_eq!(delivered(&drain(&mut m)).len(), 100);
+    }
 }
