@@ -192,6 +192,22 @@ async fn node_start(State(app): AppState, Path(node): Path<String>) -> ApiResult
     node_updown(app, node, true).await
 }
 
+/// Body of `POST /v1/nodes/{node}/move`: where to (m) and, optionally, how fast (m/s).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MoveRequest {
+    x: f64,
+    y: f64,
+    speed: Option<f64>,
+}
+
+async fn node_move(State(app): AppState, Path(node): Path<String>, body: Bytes) -> ApiResult {
+    let m: MoveRequest = parse_body(&body)?;
+    let ctl = app.ctl.clone();
+    blocking(move || ctl.lock().unwrap().node_move(&node, vemu_radio::Pos::new(m.x, m.y), m.speed)).await?;
+    Ok(Json(json!({"ok": true})))
+}
+
 /// Body of `POST /v1/nodes/{node}/exec`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -536,6 +552,7 @@ fn router(app: Arc<App>) -> Router {
         .route("/v1/nodes/{node}/exec", post(exec))
         .route("/v1/nodes/{node}/stop", post(node_stop))
         .route("/v1/nodes/{node}/start", post(node_start))
+        .route("/v1/nodes/{node}/move", post(node_move))
         .route("/v1/links", get(links))
         .route("/v1/links/{link}", axum::routing::patch(link_patch))
         .route("/v1/links/{link}/down", post(link_down))

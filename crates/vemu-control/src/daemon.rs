@@ -1,6 +1,7 @@
 //! The controller process of one lab: builds it, serves its HTTP API (see [`crate::api`])
 //! until asked to stop (or sent SIGTERM/SIGINT/SIGHUP), then removes every trace of it.
 
+use std::io::Write;
 use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
 use std::sync::mpsc::{channel, Sender};
@@ -35,8 +36,8 @@ struct PortState {
 }
 
 pub struct Controller {
-    plan: Plan,
-    worker: Box<dyn Worker>,
+    pub(crate) plan: Plan,
+    pub(crate) worker: Box<dyn Worker>,
     links: Vec<PortState>,
     members: Vec<Vec<PortState>>,
     /// Nodes taken down with `stop`.
@@ -46,6 +47,10 @@ pub struct Controller {
     pub realtime_epoch_ns: u64,
     /// Where events go (the API's event stream).
     events: tokio::sync::broadcast::Sender<Value>,
+    /// Members of wireless segments and how they move.
+    pub(crate) movers: Vec<crate::radio::Movers>,
+    /// `positions.csv` in the lab's log directory.
+    pub(crate) positions_log: Option<std::io::BufWriter<std::fs::File>>,
 }
 
 /// A request to stop: from a signal (`None`), or from the API, which wants the result.
@@ -138,6 +143,16 @@ impl Controller {
                 reverse: dir(&self.links[i], &stats.links[i], 1),
             })
             .collect();
+        let mut radios = Vec::new();
+        for g in 0..self.plan.segments.len() {
+            radios.push(match self.plan.segments[g].wireless.is_some() {
+                true => match call(self.worker.as_mut(), WorkerRequest::Radio { seg: g })? {
+                    WorkerReply::Radio(r) => Some(r),
+                    _ => return Err(ApiError::internal("unexpected worker reply")),
+                },
+                false => None,
+            });
+        }
         let segments = self
             .plan
             .segments
@@ -145,6 +160,7 @@ impl Controller {
             .enumerate()
             .map(|(g, seg)| SegmentStatus {
                 name: seg.name.clone(),
+                kind: if seg.wireless.is_some() { "wireless" } else { "lan" }.to_string(),
                 capacity_bps: seg.capacity_bps,
                 stats: stats.segments[g].clone(),
                 members: seg
@@ -153,9 +169,20 @@ impl Controller {
                     .enumerate()
                     .map(|(m, mp)| {
                         let st = &self.members[g][m];
+                        let node_of = |i: u32| self.plan.nodes[seg.members[i as usize].end.node].name.clone();
+                        let radio = radios[g].as_ref().map(|r| crate::RadioStatus {
+                            x_m: r.positions[m].x,
+                            y_m: r.positions[m].y,
+                            neighbours: r.neighbours[m]
+                                .iter()
+                                .map(|n| crate::NeighbourStatus { node: node_of(n.member), distance_m: n.distance_m, delivery_probability: n.delivery_probability })
+                                .collect(),
+                            sent_to: r.pairs.iter().filter(|p| p.0 as usize == m).map(|p| crate::PairStatus { node: node_of(p.1), counters: p.2 }).collect(),
+                        });
                         MemberStatus {
                             port: self.plan.endpoint_name(mp.end),
                             vlan: mp.vlan,
+                            radio,
                             up: st.up,
                             egress: dir(st, &stats.members[g][m], 0),
                             ingress: dir(st, &stats.members[g][m], 1),
@@ -212,6 +239,29 @@ impl Controller {
             call(self.worker.as_mut(), WorkerRequest::SetUp { target: t, up })?;
             self.state(t).up = up;
             self.emit(json!({"type": "link", "link": spec, "target": t, "up": up}));
+        }
+        Ok(())
+    }
+
+    /// Move a node on every wireless segment it is a member of: at once to `to`, or at
+    /// `speed_mps` in a straight line. It stays there afterwards.
+    pub fn node_move(&mut self, node: &str, to: vemu_radio::Pos, speed_mps: Option<f64>) -> Result<(), ApiError> {
+        let ni = self.node_index(node)?;
+        if !(to.x.is_finite() && to.y.is_finite()) || speed_mps.is_some_and(|s| !(s.is_finite() && s > 0.0)) {
+            return Err(ApiError::bad_request("a position needs finite x and y, and a speed must be greater than 0"));
+        }
+        let now = monotonic_ns().saturating_sub(self.epoch_ns);
+        let mut found = false;
+        for k in 0..self.movers.len() {
+            let seg = self.movers[k].seg;
+            if let Some(m) = self.plan.segments[seg].members.iter().position(|m| m.end.node == ni) {
+                self.movers[k].move_to(m, to, speed_mps, now);
+                self.positions_at(k, now);
+                found = true;
+            }
+        }
+        if !found {
+            return Err(ApiError::bad_request(format!("node '{node}' is not a member of a wireless segment")));
         }
         Ok(())
     }
@@ -360,7 +410,23 @@ pub fn run(plan: Plan, options: ApiOptions, mut report: impl FnMut(Event)) -> Re
         unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
         (ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64).saturating_sub(monotonic_ns() - epoch_ns)
     };
-    let ctl = Arc::new(Mutex::new(Controller { plan: plan.clone(), worker, links, members, stopped, epoch_ns, realtime_epoch_ns, events }));
+    let movers = crate::radio::movers(&plan);
+    let positions_log = (!movers.is_empty())
+        .then(|| -> Result<_> {
+            let mut f = std::io::BufWriter::new(std::fs::File::create(paths.log_dir().join("positions.csv"))?);
+            writeln!(f, "t_s,segment,node,x_m,y_m")?;
+            for m in &movers {
+                let g = &plan.segments[m.seg];
+                for (mp, p) in g.members.iter().zip(&m.last) {
+                    writeln!(f, "0.000,{},{},{:.3},{:.3}", g.name, plan.nodes[mp.end.node].name, p.x, p.y)?;
+                }
+            }
+            f.flush()?;
+            Ok(f)
+        })
+        .transpose()
+        .context("writing positions.csv")?;
+    let ctl = Arc::new(Mutex::new(Controller { plan: plan.clone(), worker, links, members, stopped, epoch_ns, realtime_epoch_ns, events, movers, positions_log }));
     let (shutdown, stop) = channel::<StopRequest>();
 
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().thread_name("vemu-api").build()?;
@@ -398,10 +464,12 @@ pub fn run(plan: Plan, options: ApiOptions, mut report: impl FnMut(Event)) -> Re
         });
     }
     let timeline = crate::timeline::Timeline::start(ctl.clone(), plan.events.clone(), epoch_ns);
+    let ticker = crate::radio::Ticker::start(ctl.clone(), epoch_ns);
     report(Event::Ready);
 
     let reply_to = stop.recv().ok().flatten();
     timeline.stop();
+    ticker.stop();
     let _ = std::fs::remove_file(paths.socket());
     ctl.lock().unwrap().emit(json!({"type": "lab-down"}));
     let result = call(ctl.lock().unwrap().worker.as_mut(), WorkerRequest::Teardown).map(|_| ()).map_err(|e| e.message);

@@ -10,6 +10,7 @@ pub mod api;
 pub mod daemon;
 pub mod pcapng;
 mod supervise;
+mod radio;
 mod timeline;
 pub mod worker;
 
@@ -41,6 +42,9 @@ pub struct LabStatus {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SegmentStatus {
     pub name: String,
+    /// `lan` or `wireless`.
+    #[serde(default)]
+    pub kind: String,
     /// Aggregate capacity, bits/s.
     pub capacity_bps: Option<u64>,
     pub stats: SegStats,
@@ -52,11 +56,40 @@ pub struct MemberStatus {
     /// `node:iface`.
     pub port: String,
     pub vlan: u16,
+    /// On a wireless segment: where the member is and whom it reaches.
+    #[serde(default)]
+    pub radio: Option<RadioStatus>,
     pub up: bool,
     /// Frames the member sends, toward the switch.
     pub egress: DirStatus,
     /// Frames the switch delivers to the member.
     pub ingress: DirStatus,
+}
+
+/// A member of a wireless segment: its position, the members its frames may reach now,
+/// and how its transmissions fared so far at each receiver.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RadioStatus {
+    pub x_m: f64,
+    pub y_m: f64,
+    pub neighbours: Vec<NeighbourStatus>,
+    pub sent_to: Vec<PairStatus>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NeighbourStatus {
+    pub node: String,
+    pub distance_m: f64,
+    /// Chance that a frame reaches it (propagation model, before collisions).
+    pub delivery_probability: f64,
+}
+
+/// Frames one member transmitted that were meant for (or in range of) another member.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PairStatus {
+    pub node: String,
+    #[serde(flatten)]
+    pub counters: vemu_radio::medium::PairCounters,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -243,11 +276,4 @@ pub fn list_labs() -> (Vec<String>, Vec<String>) {
     (running, stale)
 }
 
-/// Derive a well-mixed seed for one random stream of a lab (splitmix64).
-pub fn derive_seed(lab_seed: u64, stream: u64) -> u64 {
-    let mut z = lab_seed ^ stream.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
+pub use vemu_scenario::derive_seed;

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 
 use anyhow::{anyhow, Result};
 use serde::{Deserialize, Serialize};
-use vemu_engine::{Captured, DirStats, Engine, LabClock, LinkSpec, MemberSpec, SegStats, SegmentSpec, TapSpec, Target};
+use vemu_engine::{Captured, DirStats, Engine, LabClock, LinkSpec, MemberSpec, RadioSnapshot, SegStats, SegmentSpec, TapSpec, Target};
 use vemu_host::LabPaths;
 use vemu_link::{Impairments, ImpairmentsPatch};
 use vemu_scenario::Plan;
@@ -27,6 +27,10 @@ pub enum WorkerRequest {
     NodeState { node: String, up: bool },
     Stats,
     Processes,
+    /// New positions of a wireless segment's members (one per member, m).
+    Positions { seg: usize, positions: Vec<vemu_radio::Pos> },
+    /// Positions, neighbours and per-pair counters of a wireless segment.
+    Radio { seg: usize },
     Teardown,
 }
 
@@ -36,6 +40,7 @@ pub enum WorkerReply {
     Impairments(Impairments),
     Stats(Counters),
     Processes(Vec<ProcStatus>),
+    Radio(RadioSnapshot),
     Error(String),
 }
 
@@ -154,7 +159,8 @@ impl LocalWorker {
                 });
                 stream += 2;
             }
-            segments.push(SegmentSpec { members, capacity_bps: g.capacity_bps, aging_ns: g.aging_ns });
+            let radio = g.wireless.as_ref().map(|w| (w.medium.clone(), w.radios.iter().map(|r| r.start).collect()));
+            segments.push(SegmentSpec { members, capacity_bps: g.capacity_bps, aging_ns: g.aging_ns, radio });
         }
         let shards = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
         self.engine = Some(Engine::start(specs, segments, shards, LabClock { epoch_ns: epoch })?);
@@ -235,6 +241,11 @@ impl Worker for LocalWorker {
             WorkerRequest::Processes => {
                 Ok(WorkerReply::Processes(self.supervisor.as_ref().map(|s| s.status()).unwrap_or_default()))
             }
+            WorkerRequest::Positions { seg, positions } => {
+                self.engine()?.set_positions(seg, positions);
+                Ok(WorkerReply::Done)
+            }
+            WorkerRequest::Radio { seg } => Ok(WorkerReply::Radio(self.engine()?.radio(seg))),
             WorkerRequest::Teardown => {
                 self.teardown()?;
                 Ok(WorkerReply::Done)

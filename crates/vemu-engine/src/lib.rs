@@ -3,8 +3,10 @@
 //! asks each direction's [`vemu_link::LinkDir`] what to do with them, and writes them
 //! to the far TAP at the decided time on the lab clock. On a segment a frame crosses
 //! its sender's egress direction, the segment's aggregate capacity, the learning
-//! switch ([`vemu_switch::Switch`]) and then each recipient's ingress direction. An
-//! idle link or segment costs nothing: no thread, no timer.
+//! switch ([`vemu_switch::Switch`]) and then each recipient's ingress direction. On a
+//! wireless segment the radio channel ([`vemu_radio::medium::Medium`]) takes the
+//! switch's place: it decides when each frame is on the air and which members receive
+//! it. An idle link or segment costs nothing: no thread, no timer.
 
 pub mod gso;
 
@@ -16,9 +18,13 @@ use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+use rustc_hash::FxHashMap;
+
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use vemu_link::{DropCause, Impairments, ImpairmentsPatch, LinkDir, Offer};
+use vemu_radio::medium::{Medium, MediumConfig, Neighbour, Outcome, PairCounters};
+use vemu_radio::Pos;
 use vemu_switch::{Forward, PortConfig, Switch};
 
 use gso::{VnetHdr, VNET_HDR_LEN};
@@ -79,6 +85,19 @@ pub struct SegmentSpec {
     pub capacity_bps: Option<u64>,
     /// Learned MAC addresses are forgotten after this long without traffic, ns.
     pub aging_ns: u64,
+    /// A radio channel instead of a switch, with the members' first positions.
+    pub radio: Option<(MediumConfig, Vec<Pos>)>,
+}
+
+/// What a wireless segment's channel looks like now.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RadioSnapshot {
+    /// Per member, m.
+    pub positions: Vec<Pos>,
+    /// Per member: the members its frames may reach, with the chance.
+    pub neighbours: Vec<Vec<Neighbour>>,
+    /// (sender, receiver, counters) of every pair that has seen a transmission.
+    pub pairs: Vec<(u32, u32, PairCounters)>,
 }
 
 /// One port of a segment: a member's TAP device.
@@ -232,7 +251,8 @@ pub struct SegCounters {
     pub flooded: AtomicU64,
     /// Frames whose destination is on their ingress port.
     pub filtered: AtomicU64,
-    /// Frames dropped because the segment's aggregate capacity queue was full.
+    /// Frames dropped because the segment's aggregate capacity queue was full (on a
+    /// wireless segment: the sender's radio queue).
     pub drop_capacity: AtomicU64,
 }
 
@@ -270,6 +290,9 @@ enum Control {
     Untap(u64),
     Patch { target: Target, dir: Dir, patch: ImpairmentsPatch, done: Sender<Impairments> },
     SetUp { target: Target, up: bool, done: Sender<()> },
+    /// New positions of a (shard-local) wireless segment's members.
+    Positions { seg: usize, positions: Vec<Pos> },
+    Radio { seg: usize, done: Sender<RadioSnapshot> },
     Stop,
 }
 
@@ -312,6 +335,8 @@ struct ShardInit {
     links: Vec<LinkState>,
     segments: Vec<SegState>,
     counters: Vec<Arc<DirCounters>>,
+    /// Indices of the wireless segments.
+    radios: Vec<u32>,
 }
 
 impl ShardInit {
@@ -365,7 +390,13 @@ impl Engine {
             }
             let capacity = g.capacity_bps.map(|rate| LinkDir::new(Impairments { rate_bps: Some(rate), ..Default::default() }, 0));
             let sc = Arc::new(SegCounters::default());
-            sh.segments.push(SegState { switch: Switch::new(&cfg, g.aging_ns), members, capacity, counters: sc.clone(), targets: Vec::new() });
+            let radio = g.radio.map(|(cfg, pos)| {
+                Box::new(Radio { medium: Medium::new(cfg, &pos), frames: FxHashMap::default(), next_id: 0, macs: FxHashMap::default(), outcomes: Vec::new() })
+            });
+            if radio.is_some() {
+                sh.radios.push(idx);
+            }
+            sh.segments.push(SegState { switch: Switch::new(&cfg, g.aging_ns), members, capacity, counters: sc.clone(), targets: Vec::new(), radio });
             seg_place.push((s, idx as usize));
             member_counters.push(mc);
             seg_counters.push(sc);
@@ -429,6 +460,20 @@ impl Engine {
             Target::Member(g, m) => &self.member_counters[g][m],
         };
         [c[0].snapshot(), c[1].snapshot()]
+    }
+
+    /// Move the members of wireless segment `seg` (one position per member, m).
+    pub fn set_positions(&self, seg: usize, positions: Vec<Pos>) {
+        let (s, i) = self.seg_place[seg];
+        self.shards[s].send(Control::Positions { seg: i, positions });
+    }
+
+    /// Positions, neighbours and per-pair delivery counters of wireless segment `seg`.
+    pub fn radio(&self, seg: usize) -> RadioSnapshot {
+        let (s, i) = self.seg_place[seg];
+        let (done, rx) = channel();
+        self.shards[s].send(Control::Radio { seg: i, done });
+        rx.recv().unwrap_or_default()
     }
 
     pub fn segment_stats(&self, seg: usize) -> SegStats {
@@ -517,6 +562,20 @@ struct SegState {
     counters: Arc<SegCounters>,
     /// Scratch list of the ports a frame goes to.
     targets: Vec<u32>,
+    /// A wireless segment's channel (the switch is then unused).
+    radio: Option<Box<Radio>>,
+}
+
+/// The channel of a wireless segment and the frames on it.
+struct Radio {
+    medium: Medium,
+    /// Frames the medium holds, by id: the frame, its wire size, its sender.
+    frames: FxHashMap<u64, (Frame, (u32, u64))>,
+    next_id: u64,
+    /// Which member sent from a MAC address (unicast frames go to that member only).
+    macs: FxHashMap<u64, u32>,
+    /// Scratch list of the medium's outcomes.
+    outcomes: Vec<Outcome>,
 }
 
 /// A frame (virtio-net header + Ethernet frame), shared by the copies a switch floods.
@@ -665,6 +724,8 @@ struct Shard {
     links: Vec<LinkState>,
     segments: Vec<SegState>,
     counters: Vec<Arc<DirCounters>>,
+    /// Indices of the wireless segments.
+    radios: Vec<u32>,
     rx: Receiver<Control>,
     wake_fd: RawFd,
     epoll: OwnedFd,
@@ -706,6 +767,7 @@ impl Shard {
             links: work.links,
             segments: work.segments,
             counters: work.counters,
+            radios: work.radios,
             rx,
             wake_fd,
             epoll,
@@ -728,7 +790,8 @@ impl Shard {
         loop {
             let now = self.clock.now_ns();
             self.run_due(now);
-            let timeout = self.heap.peek().map(|p| p.at_ns.saturating_sub(now).saturating_sub(self.spin_ns));
+            let next = self.heap.peek().map(|p| p.at_ns).into_iter().chain(self.radio_events()).min();
+            let timeout = next.map(|at| at.saturating_sub(now).saturating_sub(self.spin_ns));
             let wake_at = timeout.filter(|&t| t > 0).map(|t| now + t);
             let ts = timeout.map(|ns| libc::timespec { tv_sec: (ns / 1_000_000_000) as i64, tv_nsec: (ns % 1_000_000_000) as i64 });
             let tsp = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
@@ -809,12 +872,32 @@ impl Shard {
                     }
                     if let Target::Member(g, m) = target {
                         self.segments[g].switch.set_port_up(m as u32, up);
+                        if let Some(r) = &mut self.segments[g].radio {
+                            r.medium.set_up(m as u32, up, &mut r.outcomes);
+                            self.radio_outcomes(g as u32);
+                        }
                     }
                     // The interfaces see their carrier come and go, as on real hardware.
                     for p in ports {
                         let _ = vemu_host::tap::set_carrier(&self.ports[p as usize].fd, up);
                     }
                     let _ = done.send(());
+                }
+                Control::Positions { seg, positions } => {
+                    if let Some(r) = &mut self.segments[seg].radio {
+                        if positions.len() == r.medium.positions().len() {
+                            r.medium.set_positions(&positions);
+                        }
+                    }
+                }
+                Control::Radio { seg, done } => {
+                    if let Some(r) = &self.segments[seg].radio {
+                        let m = &r.medium;
+                        let n = m.positions().len() as u32;
+                        let mut pairs: Vec<(u32, u32, PairCounters)> = m.pairs().map(|((a, b), c)| (a, b, c)).collect();
+                        pairs.sort_by_key(|p| (p.0, p.1));
+                        let _ = done.send(RadioSnapshot { positions: m.positions().to_vec(), neighbours: (0..n).map(|i| m.neighbours(i).to_vec()).collect(), pairs });
+                    }
                 }
                 Control::Stop => {
                     close_all(std::mem::take(&mut self.ports).into_iter().map(|p| p.fd).collect());
@@ -926,6 +1009,30 @@ impl Shard {
         let sent = &self.counters[g.members[member as usize].counters[0] as usize];
         sent.tx_frames.fetch_add(wire.0 as u64, Relaxed);
         sent.tx_bytes.fetch_add(wire.1, Relaxed);
+        if let Some(r) = &mut g.radio {
+            // On the air every wire frame is its own transmission.
+            let hdr = VnetHdr::parse(&frame);
+            let gs = if hdr.gso_type != 0 { gso::tcp_gso(&hdr, &frame[VNET_HDR_LEN..]) } else { None };
+            let pieces: Vec<Frame> = match &gs {
+                Some(gs) if wire.0 > 1 => gso::split(&frame, gs, 1).into_iter().map(Arc::new).collect(),
+                _ => vec![frame],
+            };
+            for piece in pieces {
+                let eth = &piece[VNET_HDR_LEN..];
+                let (dst, src) = (vemu_switch::mac(&eth[0..6]), vemu_switch::mac(&eth[6..12]));
+                r.macs.insert(src, member);
+                let to = if eth[0] & 1 == 0 { r.macs.get(&dst).copied() } else { None };
+                let pw = gso::wire_size(gs.as_ref(), piece.len() - VNET_HDR_LEN);
+                let id = r.next_id;
+                r.next_id += 1;
+                if r.medium.offer(t, member, id, r.medium.airtime_ns(pw.0, pw.1), to) {
+                    r.frames.insert(id, (piece, pw));
+                } else {
+                    g.counters.drop_capacity.fetch_add(pw.0 as u64, Relaxed);
+                }
+            }
+            return;
+        }
         let mut t_out = t;
         if let Some(cap) = &mut g.capacity {
             match cap.offer(t, Offer { wire_frames: wire.0, wire_bytes: wire.1 }).first {
@@ -969,8 +1076,57 @@ impl Shard {
         self.segments[seg as usize].targets = targets;
     }
 
+    /// When the next wireless channel event is due.
+    fn radio_events(&self) -> Option<u64> {
+        self.radios.iter().filter_map(|&g| self.segments[g as usize].radio.as_ref().and_then(|r| r.medium.next_event_ns())).min()
+    }
+
+    /// Hand the frames a wireless channel delivered to their receivers' ingress
+    /// directions, and forget those it is done with.
+    fn radio_outcomes(&mut self, seg: u32) {
+        let g = &mut self.segments[seg as usize];
+        let Some(r) = &mut g.radio else { return };
+        let mut outcomes = std::mem::take(&mut r.outcomes);
+        let mut acc = std::mem::take(&mut self.accepted);
+        for o in outcomes.drain(..) {
+            let g = &mut self.segments[seg as usize];
+            let r = g.radio.as_mut().unwrap();
+            match o {
+                Outcome::Done { id } => {
+                    r.frames.remove(&id);
+                }
+                Outcome::Deliver { id, receiver, at_ns } => {
+                    let Some((frame, _)) = r.frames.get(&id) else { continue };
+                    let frame = frame.clone();
+                    let port = g.members[receiver as usize].port;
+                    if self.ports[port as usize].tapped {
+                        self.tap(port, at_ns, false, CapturePoint::Before, &frame);
+                    }
+                    let m = &mut self.segments[seg as usize].members[receiver as usize];
+                    impair(&mut m.dirs[1], &self.counters[m.counters[1] as usize], at_ns, frame, &mut acc);
+                    let action = Action::Write { port: m.port, counter: m.counters[1] };
+                    for a in acc.drain(..) {
+                        self.push(a, action);
+                    }
+                }
+            }
+        }
+        self.accepted = acc;
+        if let Some(r) = &mut self.segments[seg as usize].radio {
+            r.outcomes = outcomes;
+        }
+    }
+
     /// Carry out everything whose time has come.
     fn run_due(&mut self, now: u64) {
+        for k in 0..self.radios.len() {
+            let g = self.radios[k];
+            let r = self.segments[g as usize].radio.as_mut().unwrap();
+            if r.medium.next_event_ns().is_some_and(|t| t <= now) {
+                r.medium.advance(now, &mut r.outcomes);
+                self.radio_outcomes(g);
+            }
+        }
         while self.heap.peek().is_some_and(|p| p.at_ns <= now) {
             let p = self.heap.pop().unwrap();
             match p.action {

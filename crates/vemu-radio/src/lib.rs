@@ -37,3 +37,12 @@ pub fn dbm(watts: f64) -> f64 {
 pub fn watts(dbm: f64) -> f64 {
     10f64.powf((dbm - 30.0) / 10.0)
 }
+
+/// The splitmix64 finalizer: a well-mixed 64-bit hash of a 64-bit value, for seeds and
+/// counter-based random draws.
+pub fn splitmix64(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}

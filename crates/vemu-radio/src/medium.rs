@@ -25,7 +25,7 @@ use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
 use crate::propagation::{Model, Radio, C};
-use crate::Pos;
+use crate::{splitmix64 as mix, Pos};
 
 /// 802.11b DSSS timing: slot, DIFS, minimum contention window.
 pub const SLOT_NS: u64 = 20_000;
@@ -127,14 +127,6 @@ enum Event {
     Attempt(u32),
     /// A transmission (index into `txs` by id) ends.
     End(u64),
-}
-
-/// The splitmix64 finalizer: a well-mixed 64-bit hash.
-fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 /// A uniform draw in [0, 1) keyed by (seed, a, b, n).

@@ -55,7 +55,8 @@ pub struct RandomWaypoint {
 }
 
 /// How a node moves.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "model", rename_all = "kebab-case")]
 pub enum Mobility {
     /// Stands still.
     Static,

@@ -2,10 +2,12 @@
 //! (`$node_(i) set X_ 10.0`) and timed destinations
 //! (`$ns_ at 2.5 "$node_(i) setdest 100.0 50.0 3.0"`), replayed on the lab clock.
 
+use serde::{Deserialize, Serialize};
+
 use crate::Pos;
 
 /// One node's movement from an ns-2 file.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Trace {
     pub start: Pos,
     /// (time ns, destination, speed m/s), in time order.

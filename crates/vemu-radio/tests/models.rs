@@ -313,7 +313,7 @@ mod medium {
         // than their airtime alone, and not more than with the longest backoff each time.
         let (first, last) = (d.iter().map(|x| x.2).min().unwrap(), d.iter().map(|x| x.2).max().unwrap());
         assert!(first >= DIFS_NS + 500_000, "{first}");
-        assert!(last >= 400 * (500_000 + DIFS_NS) && last <= 400 * (500_000 + DIFS_NS + CW_MIN * SLOT_NS), "{last}");
+        assert!((400 * (500_000 + DIFS_NS)..=400 * (500_000 + DIFS_NS + CW_MIN * SLOT_NS)).contains(&last), "{last}");
         // Hidden terminals: 0 and 2 are 400 m apart (out of carrier-sense range), both
         // send to 1 in the middle, at the same time: their frames collide at 1.
         let mut m = Medium::new(MediumConfig { carrier_sense_m: 250.0, ..cfg(disk, true, 3) }, &[Pos::new(0.0, 0.0), Pos::new(200.0, 0.0), Pos::new(400.0, 0.0)]);

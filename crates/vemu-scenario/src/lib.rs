@@ -19,7 +19,7 @@ use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 use vemu_link::Impairments;
 
-pub use plan::build_plan;
+pub use plan::{build_plan, derive_seed};
 
 /// Everything needed to build a lab.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -104,10 +104,13 @@ pub struct LinkPlan {
     pub weight: u32,
 }
 
-/// A shared medium joining many interfaces; for now a switched Ethernet LAN.
+/// A shared medium joining many interfaces: a switched Ethernet LAN, or a radio
+/// channel when `wireless` is set.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SegmentPlan {
     pub name: String,
+    #[serde(default)]
+    pub wireless: Option<WirelessPlan>,
     pub members: Vec<MemberPlan>,
     /// Aggregate capacity of the whole segment, bits/s; `None`: unlimited.
     pub capacity_bps: Option<u64>,
@@ -115,6 +118,25 @@ pub struct SegmentPlan {
     pub aging_ns: u64,
     /// Cost of crossing the segment, for static route computation.
     pub weight: u32,
+}
+
+/// A radio channel: how it carries frames, and where its members are and go.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WirelessPlan {
+    pub medium: vemu_radio::medium::MediumConfig,
+    /// Positions advance every this many ns of lab time.
+    pub tick_ns: u64,
+    /// One per member, in member order.
+    pub radios: Vec<MemberRadio>,
+}
+
+/// Where a member of a wireless segment starts and how it moves.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemberRadio {
+    pub start: vemu_radio::Pos,
+    pub mobility: vemu_radio::mobility::Mobility,
+    /// Seed of its mobility model's generator.
+    pub seed: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -8,6 +8,9 @@ use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use vemu_link::{Chance, Distribution, Impairments, ImpairmentsPatch, Jitter, Loss, QueueLimit, Reorder};
 
 use crate::units;
+
+mod wireless;
+pub use wireless::WirelessDef;
 use crate::yaml::{self, Mark, Node, Value};
 use crate::Error;
 
@@ -70,9 +73,11 @@ pub enum SubnetChoice {
     Given(IpNet),
 }
 
-/// A shared medium: for now a switched LAN.
+/// A shared medium: a switched LAN or a radio channel.
 #[derive(Debug, Clone)]
 pub struct SegmentDef {
+    /// The radio of a `kind: wireless` segment; `None` for a LAN.
+    pub wireless: Option<WirelessDef>,
     pub name: String,
     pub mark: Mark,
     pub field: String,
@@ -640,17 +645,33 @@ fn subnet_choice(p: &mut P, node: &Node, field: &str, v6: bool) -> SubnetChoice 
 
 const SEGMENT_KEYS: &[&str] = &["kind", "members", "capacity", "weight", "aging", "ipv4", "ipv6", "egress", "ingress"];
 
-fn segment(p: &mut P, name: &str, mark: Mark, node: &Node, names: &HashMap<String, usize>) -> SegmentDef {
+fn segment(p: &mut P, name: &str, mark: Mark, node: &Node, names: &HashMap<String, usize>, base: Option<&Path>) -> SegmentDef {
     let field = format!("segments.{name}");
     if name.contains(':') || name.is_empty() || name.len() > 64 {
         p.err(mark, &field, format!("segment name '{name}' must be 1-64 characters without ':'"));
     }
     let mut allowed = SEGMENT_KEYS.to_vec();
     allowed.extend_from_slice(IMPAIRMENT_KEYS);
+    allowed.extend_from_slice(wireless::WIRELESS_KEYS);
     let entries = p.map(node, &field, &allowed);
+    let kind = entries.iter().find(|e| e.0 == "kind").and_then(|(_, _, v)| {
+        p.scalar(v, &join(&field, "kind"), |s| match s {
+            "lan" | "wireless" => Ok(s.to_string()),
+            _ => Err(format!("unknown segment kind '{s}', expected 'lan' or 'wireless'")),
+        })
+    });
+    let is_wireless = kind.as_deref() == Some("wireless");
+    for (k, kmark, _) in &entries {
+        let (lan_only, radio_only) = (["capacity", "aging"].contains(k), wireless::WIRELESS_KEYS.contains(k));
+        if (is_wireless && lan_only) || (!is_wireless && radio_only) {
+            let other = if is_wireless { "lan" } else { "wireless" };
+            p.err(*kmark, &join(&field, k), format!("'{k}' applies to 'kind: {other}' segments only"));
+        }
+    }
     let none = ImpairmentsPatch::default();
-    let base = directions(p, &entries, &field, [&none, &none], ["egress", "ingress"]);
+    let base_dirs = directions(p, &entries, &field, [&none, &none], ["egress", "ingress"]);
     let mut seg = SegmentDef {
+        wireless: None,
         name: name.to_string(),
         mark,
         field: field.clone(),
@@ -661,16 +682,10 @@ fn segment(p: &mut P, name: &str, mark: Mark, node: &Node, names: &HashMap<Strin
         subnets: [SubnetChoice::Auto, SubnetChoice::Auto],
     };
     let mut saw_members = false;
+    let mut radio_entries = Vec::new();
     for (k, _, v) in &entries {
         let f = join(&field, k);
         match *k {
-            "kind" => {
-                p.scalar(v, &f, |s| match s {
-                    "lan" => Ok(()),
-                    "wireless" => Err("wireless segments are not built yet (issue 4); use 'lan'".to_string()),
-                    _ => Err(format!("unknown segment kind '{s}', expected 'lan'")),
-                });
-            }
             "capacity" => seg.capacity_bps = p.scalar(v, &f, units::rate_bps),
             "aging" => seg.aging_ns = p.scalar(v, &f, units::duration_ns).unwrap_or(seg.aging_ns),
             "weight" => seg.weight = p.scalar(v, &f, positive).unwrap_or(1),
@@ -684,12 +699,17 @@ fn segment(p: &mut P, name: &str, mark: Mark, node: &Node, names: &HashMap<Strin
                 }
                 let mut member_keys = vec!["vlan", "egress", "ingress"];
                 member_keys.extend_from_slice(IMPAIRMENT_KEYS);
+                member_keys.extend_from_slice(wireless::MEMBER_KEYS);
                 for (j, m) in items.iter().enumerate() {
                     let mf = format!("{f}[{j}]");
                     let Some((end, rest)) = endpoint(p, m, &mf, names, &member_keys) else { continue };
                     let mut vlan = vemu_switch::DEFAULT_VLAN;
-                    for (k, _, x) in &rest {
-                        if *k == "vlan" {
+                    for (k, kmark, x) in &rest {
+                        let wrong_kind = if is_wireless { *k == "vlan" } else { wireless::MEMBER_KEYS.contains(k) };
+                        if wrong_kind {
+                            let other = if is_wireless { "lan" } else { "wireless" };
+                            p.err(*kmark, &join(&mf, k), format!("'{k}' applies to members of 'kind: {other}' segments only"));
+                        } else if *k == "vlan" {
                             vlan = p
                                 .scalar(x, &join(&mf, k), |s| match s.parse::<u16>() {
                                     Ok(v @ 1..=4094) => Ok(v),
@@ -698,13 +718,15 @@ fn segment(p: &mut P, name: &str, mark: Mark, node: &Node, names: &HashMap<Strin
                                 .unwrap_or(vlan);
                         }
                     }
-                    let [eg, ing] = directions(p, &rest, &mf, [&base[0], &base[1]], ["egress", "ingress"]);
+                    let [eg, ing] = directions(p, &rest, &mf, [&base_dirs[0], &base_dirs[1]], ["egress", "ingress"]);
                     let egress = finish_impairments(p, &eg, m.mark, &format!("{mf} (egress)"));
                     let ingress = finish_impairments(p, &ing, m.mark, &format!("{mf} (ingress)"));
                     if let Some(prev) = seg.members.iter().find(|x| x.end.node == end.node) {
                         p.err(end.mark, &mf, format!("node is already a member of this segment (line {})", prev.end.mark.line));
                         continue;
                     }
+                    let node_name = names.iter().find(|(_, &i)| i == end.node).map(|(n, _)| n.as_str()).unwrap_or("");
+                    radio_entries.push((end.node, node_name, m.mark, rest.into_iter().filter(|e| wireless::MEMBER_KEYS.contains(&e.0)).collect::<Entries>()));
                     seg.members.push(MemberDef { end, vlan, egress, ingress });
                 }
             }
@@ -713,6 +735,9 @@ fn segment(p: &mut P, name: &str, mark: Mark, node: &Node, names: &HashMap<Strin
     }
     if !saw_members {
         p.err(mark, &field, "a segment needs 'members: [node, node, ...]'");
+    }
+    if is_wireless {
+        seg.wireless = Some(wireless::wireless(p, &entries, &field, base, &radio_entries));
     }
     seg
 }
@@ -1176,7 +1201,7 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, base: Option<&
     let mut segments = Vec::new();
     if let Some((_, n)) = get("segments") {
         for (sname, smark, def) in p.map(n, "segments", &[]) {
-            segments.push(segment(&mut p, sname, smark, def, &names));
+            segments.push(segment(&mut p, sname, smark, def, &names, base));
         }
     }
     let mut events = Vec::new();

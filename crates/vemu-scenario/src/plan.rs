@@ -202,7 +202,8 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
                 ingress: m.ingress.clone(),
             });
         }
-        segments.push(SegmentPlan { name: g.name.clone(), members, capacity_bps: g.capacity_bps, aging_ns: g.aging_ns, weight: g.weight });
+        let wireless = g.wireless.as_ref().map(|w| wireless_plan(w, s.seed, gi));
+        segments.push(SegmentPlan { name: g.name.clone(), wireless, members, capacity_bps: g.capacity_bps, aging_ns: g.aging_ns, weight: g.weight });
     }
     let mut seen_macs = HashSet::new();
     for n in &nodes {
@@ -412,7 +413,8 @@ fn static_routes(nodes: &mut [NodePlan], links: &[LinkPlan], segments: &[Segment
         adj[l.a.node].push((l.b.node, Attach::Link(li), l.weight as u64));
         adj[l.b.node].push((l.a.node, Attach::Link(li), l.weight as u64));
     }
-    for (gi, g) in segments.iter().enumerate() {
+    // Radio channels are left to routing daemons: who hears whom changes as nodes move.
+    for (gi, g) in segments.iter().enumerate().filter(|(_, g)| g.wireless.is_none()) {
         for (mi, m) in g.members.iter().enumerate() {
             adj[m.end.node].push((n + gi, Attach::Segment(gi, mi), g.weight as u64));
             adj[n + gi].push((m.end.node, Attach::Segment(gi, mi), 0));
@@ -470,7 +472,7 @@ fn static_routes(nodes: &mut [NodePlan], links: &[LinkPlan], segments: &[Segment
             }
         }
         for gi in 0..segments.len() {
-            if !attached.contains(&Attach::Segment(gi, 0)) {
+            if !attached.contains(&Attach::Segment(gi, 0)) && segments[gi].wireless.is_none() {
                 targets.push((first[n + gi], &seg_nets[gi]));
             }
         }
@@ -495,4 +497,31 @@ fn static_routes(nodes: &mut [NodePlan], links: &[LinkPlan], segments: &[Segment
         }
         nodes[src].routes = routes;
     }
+}
+
+/// Derive a well-mixed seed for one random stream of a lab.
+pub fn derive_seed(lab_seed: u64, stream: u64) -> u64 {
+    vemu_radio::splitmix64(lab_seed ^ stream.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+}
+
+/// Seeds, and places in the area for members without a position.
+fn wireless_plan(w: &crate::parse::WirelessDef, seed: u64, gi: usize) -> crate::WirelessPlan {
+    // Streams of their own, apart from the links' and LAN members' (numbered from 0).
+    let base = derive_seed(seed, 0x7261_6469_6f00_0000 + gi as u64);
+    let mut medium = w.medium.clone();
+    medium.seed = derive_seed(base, u64::MAX);
+    let radios = w
+        .members
+        .iter()
+        .enumerate()
+        .map(|(mi, (pos, mobility))| {
+            let unit = |k: u64| (derive_seed(base, 4 * mi as u64 + k) >> 11) as f64 / (1u64 << 53) as f64;
+            let start = pos.unwrap_or_else(|| {
+                let a = w.area.expect("members without a position need an area (checked when parsing)");
+                vemu_radio::Pos::new(unit(1) * a.width_m, unit(2) * a.height_m)
+            });
+            crate::MemberRadio { start, mobility: mobility.clone(), seed: derive_seed(base, 4 * mi as u64 + 3) }
+        })
+        .collect();
+    crate::WirelessPlan { medium, tick_ns: w.tick_ns, radios }
 }

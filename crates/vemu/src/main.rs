@@ -123,7 +123,8 @@ enum Cmd {
         #[command(flatten)]
         lab: LabArg,
     },
-    /// Stop a node (end every process in it) or start its `run` commands again.
+    /// Stop a node (end every process in it), start its `run` commands again, or move
+    /// it on its wireless segments.
     Node {
         #[command(subcommand)]
         cmd: NodeCmd,
@@ -153,6 +154,29 @@ enum NodeCmd {
         #[command(flatten)]
         lab: LabArg,
     },
+    /// Move the node on the wireless segments it is a member of (it stays there).
+    Move {
+        node: String,
+        /// Where to, in metres: X,Y.
+        #[arg(long, value_parser = parse_xy)]
+        to: (f64, f64),
+        /// Go there in a straight line at this speed (m/s) instead of at once.
+        #[arg(long)]
+        speed: Option<f64>,
+        #[command(flatten)]
+        lab: LabArg,
+    },
+}
+
+/// `X,Y` in metres.
+fn parse_xy(s: &str) -> Result<(f64, f64), String> {
+    let bad = || format!("expected X,Y in metres (e.g. 500,1000), got '{s}'");
+    let (x, y) = s.split_once(',').ok_or_else(bad)?;
+    let (x, y) = (x.trim().parse::<f64>().map_err(|_| bad())?, y.trim().parse::<f64>().map_err(|_| bad())?);
+    if !(x.is_finite() && y.is_finite()) {
+        return Err(bad());
+    }
+    Ok((x, y))
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -385,12 +409,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
             client.stream_to(&format!("/v1/capture?{q}"), &mut out, ctrl_c)?;
         }
         Cmd::Node { cmd } => {
-            let (node, lab, verb) = match cmd {
-                NodeCmd::Stop { node, lab } => (node, lab, "stop"),
-                NodeCmd::Start { node, lab } => (node, lab, "start"),
+            let (node, lab, verb, body) = match cmd {
+                NodeCmd::Stop { node, lab } => (node, lab, "stop", json!({})),
+                NodeCmd::Start { node, lab } => (node, lab, "start", json!({})),
+                NodeCmd::Move { node, to, speed, lab } => (node, lab, "move", json!({"x": to.0, "y": to.1, "speed": speed})),
             };
             let lab = resolve_lab(lab.lab)?;
-            connect(&lab)?.post(&format!("/v1/nodes/{}/{verb}", percent_encode(&node)), &json!({}))?;
+            connect(&lab)?.post(&format!("/v1/nodes/{}/{verb}", percent_encode(&node)), &body)?;
         }
         Cmd::Clean { all } => clean(all)?,
     }
@@ -715,7 +740,19 @@ fn print_status(s: &LabStatus) {
             println!("{:<16} {:<4} {:<4} {}  {} ({})", l.name, yes_no(l.up), dir, counter_columns(&d.stats), describe(&d.impairments), arrow);
         }
     }
-    for g in &s.segments {
+    for g in s.segments.iter().filter(|g| g.kind == "wireless") {
+        println!("\nSEGMENT {} (wireless): {} frames refused by full radio queues", g.name, g.stats.drop_capacity);
+        println!("{:<22} {:>9} {:>9}  NEIGHBOURS (delivery probability)   SENT -> DELIVERED/LOST/COLLIDED", "MEMBER", "X (m)", "Y (m)");
+        for m in &g.members {
+            let Some(r) = &m.radio else { continue };
+            let nb: Vec<String> = r.neighbours.iter().map(|n| format!("{} ({:.2})", n.node, n.delivery_probability)).collect();
+            let sent: Vec<String> =
+                r.sent_to.iter().map(|p| format!("{} {}/{}/{}", p.node, p.counters.delivered, p.counters.lost_channel, p.counters.lost_collision)).collect();
+            let nb = if nb.is_empty() { "-".to_string() } else { nb.join(", ") };
+            println!("{:<22} {:>9.1} {:>9.1}  {nb}   {}", m.port, r.x_m, r.y_m, sent.join(", "));
+        }
+    }
+    for g in s.segments.iter().filter(|g| g.kind != "wireless") {
         let st = &g.stats;
         let cap = g.capacity_bps.map(|c| format!(", capacity {}", fmt_rate(c))).unwrap_or_default();
         println!(
