@@ -313,6 +313,9 @@ pub fn create_node(paths: &LabPaths, node: &NodePlan, template: &OwnedFd) -> Res
             // detection delaying the first seconds of a lab.
             write_sysctl("/proc/sys/net/ipv6/conf/default/accept_dad", "0")?;
             write_sysctl("/proc/sys/net/ipv6/conf/all/accept_dad", "0")?;
+            for (k, v) in &node.sysctls {
+                write_sysctl(&format!("/proc/sys/{}", k.replace('.', "/")), v).with_context(|| format!("setting sysctl {k} = {v}"))?;
+            }
             let mut nl = netlink::Netlink::open()?;
             let lo = tap::ifindex("lo")?;
             nl.set_link(lo, true, None, None)?;

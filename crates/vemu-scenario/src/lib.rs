@@ -50,6 +50,10 @@ pub struct NodePlan {
     /// Files in the node's private directories.
     #[serde(default)]
     pub files: Vec<FilePlan>,
+    /// Network sysctls (`net.ipv4.…`), set before its interfaces exist (so that
+    /// `…conf.default.…` values apply to them).
+    #[serde(default)]
+    pub sysctls: Vec<(String, String)>,
 }
 
 /// A file in a node's private view of the filesystem.

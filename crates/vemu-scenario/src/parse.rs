@@ -39,6 +39,8 @@ pub struct NodeDef {
     pub loopback: Vec<IpNet>,
     /// Values for templates (`{{ vars.NAME }}`), the node's over `defaults.node`'s.
     pub vars: Vec<(String, String)>,
+    /// Network sysctls of the node (`net.…` keys), the node's over `defaults.node`'s.
+    pub sysctls: Vec<(String, String)>,
 }
 
 /// A file placed in a node's private view of the filesystem.
@@ -977,7 +979,7 @@ fn addressing(p: &mut P, node: &Node, field: &str) -> Addressing {
     a
 }
 
-const NODE_KEYS: &[&str] = &["run", "routes", "files", "loopback", "vars"];
+const NODE_KEYS: &[&str] = &["run", "routes", "files", "loopback", "vars", "sysctl"];
 
 /// What a node definition (or `defaults.node`) gives.
 #[derive(Default)]
@@ -987,6 +989,7 @@ struct NodeParts {
     files: Vec<FileDef>,
     loopback: Vec<IpNet>,
     vars: Vec<(String, String)>,
+    sysctls: Vec<(String, String)>,
 }
 
 fn node_parts(p: &mut P, def: &Node, field: &str, base: Option<&Path>, allowed: &[&str]) -> NodeParts {
@@ -1000,6 +1003,20 @@ fn node_parts(p: &mut P, def: &Node, field: &str, base: Option<&Path>, allowed: 
                 for (name, _, x) in p.map(v, &f, &[]) {
                     if let Some(val) = p.string(x, &join(&f, name)) {
                         d.vars.push((name.to_string(), val));
+                    }
+                }
+            }
+            "sysctl" => {
+                for (name, kmark, x) in p.map(v, &f, &[]) {
+                    let kf = join(&f, name);
+                    // Only the network sysctls are the node's own (per network namespace).
+                    let ok = name.starts_with("net.") && name.split('.').all(|w| !w.is_empty() && w != ".." && !w.contains('/'));
+                    if !ok {
+                        p.err(kmark, &kf, format!("'{name}' is not a network sysctl of the node (write net.…, e.g. net.ipv4.conf.all.rp_filter)"));
+                        continue;
+                    }
+                    if let Some(val) = p.string(x, &kf) {
+                        d.sysctls.push((name.to_string(), val));
                     }
                 }
             }
@@ -1085,7 +1102,7 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, base: Option<&
                 let entries = p.map(v, "defaults.link", IMPAIRMENT_KEYS);
                 default_link = impairments(&mut p, &entries, "defaults.link");
             } else {
-                default_node = node_parts(&mut p, v, "defaults.node", base, &["run", "files", "vars"]);
+                default_node = node_parts(&mut p, v, "defaults.node", base, &["run", "files", "vars", "sysctl"]);
             }
         }
     }
@@ -1115,9 +1132,12 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, base: Option<&
                 run.append(&mut d.run);
                 let mut vars = default_node.vars.clone();
                 vars.extend(d.vars);
+                let mut sysctls = default_node.sysctls.clone();
+                sysctls.retain(|(k, _)| !d.sysctls.iter().any(|(k2, _)| k2 == k));
+                sysctls.extend(d.sysctls);
                 let (routes, loopback) = (d.routes, d.loopback);
                 names.insert(nname.to_string(), nodes.len());
-                nodes.push(NodeDef { name: nname.to_string(), mark: nmark, run, routes, files, loopback, vars });
+                nodes.push(NodeDef { name: nname.to_string(), mark: nmark, run, routes, files, loopback, vars, sysctls });
             }
         }
     }

@@ -138,6 +138,7 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
             run: n.run.clone(),
             loopback: n.loopback.clone(),
             files: Vec::new(),
+            sysctls: n.sysctls.clone(),
         })
         .collect();
 

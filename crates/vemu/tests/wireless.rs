@@ -1,0 +1,165 @@
+//! Wireless segments in real labs: a radio channel between real namespaces, babeld
+//! routing over it, nodes moved at run time, seeded loss that follows distance. Run as root.
+
+mod common;
+use std::collections::BTreeSet;
+
+use common::*;
+
+#[test]
+fn line_of_five_routes_over_four_hops_breaks_and_heals_when_the_middle_moves() {
+    let _g = serial();
+    let lab = Lab::up_file("t-manet", "examples/manet-line.yaml");
+    let far = "10.255.0.5".to_string();
+    let missing = lab.wait_reachable("n1", std::slice::from_ref(&far), 60.0);
+    assert!(missing.is_empty(), "n1 never reached n5's loopback");
+    // Exactly 4 hops: a TTL of 3 dies at n4, a TTL of 4 arrives.
+    let (code, out) = lab.sh("n1", "ping -c1 -W2 -t3 10.255.0.5");
+    assert!(code != 0 && out.contains("Time to live exceeded"), "{out}");
+    let (code, out) = lab.sh("n1", "ping -c1 -W2 -t4 10.255.0.5");
+    assert_eq!(code, 0, "{out}");
+    // n1's radio reaches n2 only, and never carried a frame to n5 directly.
+    let st = lab.status();
+    let seg = &st["segments"][0];
+    assert_eq!(seg["kind"], "wireless");
+    let n1 = &seg["members"][0]["radio"];
+    let nbs: Vec<&str> = n1["neighbours"].as_array().unwrap().iter().map(|n| n["node"].as_str().unwrap()).collect();
+    assert_eq!(nbs, ["n2"]);
+    let to: Vec<&str> = n1["sent_to"].as_array().unwrap().iter().map(|n| n["node"].as_str().unwrap()).collect();
+    assert_eq!(to, ["n2"]);
+    assert_eq!(seg["members"][2]["radio"]["x_m"], 500.0);
+
+    // n3 walks away: the line is cut.
+    let o = lab.vemu(&["node", "move", "n3", "--to", "500,1000"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let (code, out) = lab.sh("n1", "ping -c3 -i0.2 -W1 10.255.0.5");
+    assert_ne!(code, 0, "still reachable with n3 away: {out}");
+    let st = lab.status();
+    assert!(st["segments"][0]["members"][2]["radio"]["neighbours"].as_array().unwrap().is_empty());
+    // And back: babeld finds the path again.
+    let o = lab.vemu(&["node", "move", "n3", "--to", "500,0"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let t0 = std::time::Instant::now();
+    let missing = lab.wait_reachable("n1", std::slice::from_ref(&far), 60.0);
+    assert!(missing.is_empty(), "n1 did not reach n5 again after n3 came back");
+    eprintln!("healed {:.1} s after n3 came back", t0.elapsed().as_secs_f64());
+    // Not a member of a wireless segment / no such node: clear errors.
+    let o = lab.vemu(&["node", "move", "n9", "--to", "1,1"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).contains("no node named 'n9'"), "{}", text(&o));
+}
+
+/// Two nodes on a log-distance channel with 6 dB shadowing (half the frames arrive at
+/// 100 m), IPv4 only and static ARP entries, so that nothing but the pings is sent.
+fn shadowed_pair(seed: u64) -> Lab {
+    let yaml = format!(
+        r#"
+name: t-wl-loss
+seed: {seed}
+defaults:
+  node:
+    sysctl: {{net.ipv6.conf.default.disable_ipv6: "1", net.ipv6.conf.all.disable_ipv6: "1"}}
+nodes: {{a: {{}}, b: {{}}}}
+segments:
+  air:
+    kind: wireless
+    ipv6: none
+    propagation: log-distance
+    exponent: 3
+    sigma: 6dB
+    range: 100m
+    members:
+      - {{node: a, position: [0, 0]}}
+      - {{node: b, position: [100, 0]}}
+"#
+    );
+    let lab = Lab::up("t-wl-loss", &yaml);
+    let st = lab.status();
+    let mac = |n: usize| st["nodes"][n]["ifaces"][0]["mac"].as_str().unwrap().to_string();
+    let (ca, _) = lab.sh("a", &format!("ip neigh replace 10.0.0.2 lladdr {} dev eth0 nud permanent", mac(1)));
+    let (cb, _) = lab.sh("b", &format!("ip neigh replace 10.0.0.1 lladdr {} dev eth0 nud permanent", mac(0)));
+    assert_eq!((ca, cb), (0, 0));
+    lab
+}
+
+/// The echo requests of `count` pings (5 ms apart) that were answered.
+fn answered(lab: &Lab, count: u32) -> BTreeSet<u32> {
+    let (_, out) = lab.sh("a", &format!("ping -n -c{count} -i0.005 -W1 10.0.0.2"));
+    out.lines().filter_map(|l| l.split("icmp_seq=").nth(1)?.split_whitespace().next()?.parse().ok()).collect()
+}
+
+#[test]
+fn loss_follows_distance_and_the_same_seed_gives_the_same_decisions() {
+    let _g = serial();
+    const N: u32 = 400;
+    // The model: 30 dB per decade beyond the 100 m mean range, 6 dB shadowing.
+    let p = |d: f64| 0.5 * vemu_radio::propagation::erfc(30.0 * (d / 100.0).log10() / 6.0 / std::f64::consts::SQRT_2);
+    let first = {
+        let lab = shadowed_pair(42);
+        let at_100 = answered(&lab, N);
+        for d in [60.0, 100.0, 140.0] {
+            let o = lab.vemu(&["node", "move", "b", "--to", &format!("{d},0")]);
+            assert!(o.status.success(), "{}", text(&o));
+            let got = if d == 100.0 { at_100.len() } else { answered(&lab, N).len() };
+            // A reply needs the request and the answer through: p(d)² (independent draws).
+            let want = p(d) * p(d);
+            let ratio = got as f64 / N as f64;
+            let sd = (want * (1.0 - want) / N as f64).sqrt();
+            eprintln!("{d} m: {got}/{N} answered = {ratio:.3}, model {want:.3} ± {sd:.3}");
+            assert!((ratio - want).abs() <= 4.0 * sd, "{d} m: {ratio:.3} vs {want:.3} (4 sd = {:.3})", 4.0 * sd);
+        }
+        // The engine reports the model's probability for the pair.
+        let st = lab.status();
+        let nb = &st["segments"][0]["members"][0]["radio"]["neighbours"][0];
+        assert!((nb["delivery_probability"].as_f64().unwrap() - p(140.0)).abs() < 1e-6, "{nb}");
+        at_100
+    };
+    // Same seed, same frames: the same ones get through; another seed: others do.
+    let again = answered(&shadowed_pair(42), N);
+    assert_eq!(first, again, "same seed, different decisions");
+    let other = answered(&shadowed_pair(43), N);
+    assert_ne!(first, other);
+}
+
+fn positions(lab: &str, until_s: f64) -> Vec<String> {
+    let text = std::fs::read_to_string(format!("/var/log/vemu/{lab}/positions.csv")).unwrap();
+    text.lines().skip(1).filter(|l| l.split(',').next().unwrap().parse::<f64>().unwrap() <= until_s).map(String::from).collect()
+}
+
+#[test]
+fn same_seed_same_movements() {
+    let _g = serial();
+    let yaml = |seed: u64| {
+        format!(
+            r#"
+name: t-wl-move
+seed: {seed}
+nodes: {{a: {{}}, b: {{}}, c: {{}}, d: {{}}}}
+segments:
+  air:
+    kind: wireless
+    area: 1500x300
+    mobility: {{model: random-waypoint, speed: 5-20, pause: 0s}}
+    tick: 50ms
+    members: [a, b, c, {{node: d, mobility: {{model: gauss-markov, speed: 10}}}}]
+"#
+        )
+    };
+    let run = |seed: u64| {
+        let lab = Lab::up("t-wl-move", &yaml(seed));
+        std::thread::sleep(std::time::Duration::from_millis(2500));
+        drop(lab);
+        positions("t-wl-move", 2.0)
+    };
+    let (a, b, c) = (run(5), run(5), run(6));
+    // 4 members at t = 0, then every 50 ms for 2 s.
+    assert_eq!(a.len(), 4 * 41, "{a:?}");
+    assert_eq!(a, b);
+    assert_ne!(a, c);
+    // Positions stay in the area and change every tick.
+    for l in &a {
+        let f: Vec<&str> = l.split(',').collect();
+        let (x, y): (f64, f64) = (f[3].parse().unwrap(), f[4].parse().unwrap());
+        assert!((0.0..=1500.0).contains(&x) && (0.0..=300.0).contains(&y), "{l}");
+    }
+}
