@@ -320,3 +320,92 @@ fn timeline_events_are_planned_and_checked() {
         assert!(m.contains(want), "{bad}: {m}");
     }
 }
+
+const RADIO: &str = "
+seed: 9
+nodes: {a: {}, b: {}, c: {}}
+segments:
+  air:
+    kind: wireless
+    area: 1000x200
+    mobility: {model: random-waypoint, speed: 0-20, pause: 2s}
+    members:
+      - {node: a, position: [10, 20]}
+      - {node: b, mobility: static}
+      - c
+";
+
+#[test]
+fn wireless_segments_plan_radios_positions_and_mobility() {
+    use vemu_radio::mobility::Mobility;
+    use vemu_radio::propagation::Model;
+    let p = ok(RADIO);
+    let g = &p.segments[0];
+    let w = g.wireless.as_ref().expect("a wireless segment");
+    // ns-2's defaults: two-ray ground, 250 m, 11 Mbit/s, no CSMA, carrier sense 2.2 × range.
+    assert_eq!(w.medium.model, Model::TwoRayGround);
+    assert!((w.medium.model.range_m(&w.medium.radio) - 250.0).abs() < 0.01);
+    assert_eq!((w.medium.rate_bps, w.medium.csma, w.tick_ns), (11_000_000, false, 100_000_000));
+    assert!((w.medium.carrier_sense_m - 550.0).abs() < 0.01);
+    assert_eq!(w.radios[0].start, vemu_radio::Pos::new(10.0, 20.0));
+    assert!(matches!(w.radios[0].mobility, Mobility::RandomWaypoint(m) if m.max_speed_mps == 20.0 && m.pause_ns == 2_000_000_000));
+    assert_eq!(w.radios[1].mobility, Mobility::Static);
+    // Members without a position get a seeded place in the area, the same every time.
+    let c = w.radios[2].start;
+    assert!(c.x <= 1000.0 && c.y <= 200.0 && c != w.radios[1].start);
+    assert_eq!(ok(RADIO).segments[0].wireless.as_ref().unwrap().radios[2].start, c);
+    // One subnet for the channel; no static routes through it (routing daemons' job).
+    assert!(p.nodes.iter().all(|n| n.ifaces.len() == 1 && n.routes.is_empty()));
+    // Log-distance with its settings, CSMA and a given threshold.
+    let p = ok("nodes: {a: {}, b: {}}\nsegments:\n  air: {kind: wireless, propagation: log-distance, exponent: 2.5, sigma: 3dB, rx_threshold: -80dBm, csma: true, rate: 54Mbit, tick: 20ms, members: [{node: a, position: '0,0'}, {node: b, position: [1km, 0]}]}\n");
+    let w = p.segments[0].wireless.as_ref().unwrap();
+    assert_eq!(w.medium.model, Model::LogDistance { exponent: 2.5, d0_m: 1.0, sigma_db: 3.0 });
+    assert!((vemu_radio::dbm(w.medium.radio.rx_threshold_w) + 80.0).abs() < 1e-9);
+    assert!(w.medium.csma && w.medium.rate_bps == 54_000_000 && w.tick_ns == 20_000_000);
+    assert_eq!(w.radios[1].start, vemu_radio::Pos::new(1000.0, 0.0));
+}
+
+#[test]
+fn wireless_errors_name_the_field() {
+    let seg = |body: &str| one_error(&format!("nodes: {{a: {{}}, b: {{}}}}\nsegments:\n  air:\n    kind: wireless\n{body}"));
+    let m = seg("    propagation: rayleigh\n    members: [{node: a, position: [0, 0]}, {node: b, position: [1, 0]}]\n");
+    assert!(m.contains("t.yaml:5:18: segments.air.propagation: unknown propagation model 'rayleigh'"), "{m}");
+    let m = seg("    members: [a, {node: b, position: [1, 0]}]\n");
+    assert!(m.contains("segments.air.members[0]: member 'a' needs a 'position'"), "{m}");
+    let m = seg("    mobility: {model: random-walk, speed: 1-5}\n    members: [{node: a, position: [0, 0]}, {node: b, position: [1, 0]}]\n");
+    assert!(m.contains("segments.air.mobility: 'random-walk' needs the segment's 'area'"), "{m}");
+    let m = seg("    area: 100x100\n    mobility: {model: random-waypoint, speed: 20-5}\n    members: [a, b]\n");
+    assert!(m.contains("segments.air.mobility.speed: expected a speed like 5 or a range like 0-20 (m/s), got '20-5'"), "{m}");
+    let m = seg("    area: 100x100\n    members: [a, {node: b, position: [150, 0]}]\n");
+    assert!(m.contains("segments.air.members[1].position: (150, 0) is outside the area 100x100"), "{m}");
+    let m = seg("    capacity: 10Mbit\n    members: [{node: a, position: [0, 0]}, {node: b, position: [1, 0]}]\n");
+    assert!(m.contains("segments.air.capacity: 'capacity' applies to 'kind: lan' segments only"), "{m}");
+    let m = seg("    tick: 5s\n    members: [{node: a, position: [0, 0]}, {node: b, position: [1, 0]}]\n");
+    assert!(m.contains("segments.air.tick: tick must be between 1ms and 1s"), "{m}");
+    let m = seg("    trace: /nonexistent.tcl\n    members: [a, b]\n");
+    assert!(m.contains("cannot read ns-2 trace '/nonexistent.tcl'"), "{m}");
+    let m = one_error("nodes: {a: {}, b: {}}\nsegments:\n  lan: {members: [{node: a, position: [0, 0]}, b], range: 100m}\n");
+    assert!(m.contains("segments.lan.range: 'range' applies to 'kind: wireless' segments only"), "{m}");
+    assert!(m.contains("segments.lan.members[0].position: 'position' applies to members of 'kind: wireless' segments only"), "{m}");
+    let m = one_error("nodes:\n  a: {sysctl: {kernel.panic: 1}}\n");
+    assert!(m.contains("t.yaml:2:16: nodes.a.sysctl.kernel.panic: 'kernel.panic' is not a network sysctl of the node"), "{m}");
+}
+
+#[test]
+fn ns2_traces_move_members_by_order_or_by_map() {
+    let dir = std::env::temp_dir().join("vemu-scenario-ns2");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("moves.tcl"), "$node_(0) set X_ 5.0\n$node_(0) set Y_ 6.0\n$node_(1) set X_ 7.0\n$node_(1) set Y_ 8.0\n$ns_ at 1.0 \"$node_(1) setdest 100.0 8.0 10.0\"\n").unwrap();
+    let by_order = "nodes: {a: {}, b: {}}\nsegments:\n  air: {kind: wireless, trace: moves.tcl, members: [a, b]}\n";
+    let p = vemu_scenario::load_str_in(by_order, "t.yaml", "t", None, Some(&dir)).unwrap_or_else(|e| panic!("{e}"));
+    let w = p.segments[0].wireless.as_ref().unwrap();
+    assert_eq!((w.radios[0].start, w.radios[1].start), (vemu_radio::Pos::new(5.0, 6.0), vemu_radio::Pos::new(7.0, 8.0)));
+    let mut walker = vemu_radio::mobility::Walker::new(w.radios[1].mobility.clone(), w.radios[1].start, 0);
+    assert_eq!(walker.advance(3_000_000_000), vemu_radio::Pos::new(27.0, 8.0));
+    let by_map = "nodes: {a: {}, b: {}}\nsegments:\n  air: {kind: wireless, trace: {file: moves.tcl, nodes: {a: 1}}, members: [a, {node: b, position: [1, 1]}]}\n";
+    let p = vemu_scenario::load_str_in(by_map, "t.yaml", "t", None, Some(&dir)).unwrap_or_else(|e| panic!("{e}"));
+    let w = p.segments[0].wireless.as_ref().unwrap();
+    assert_eq!((w.radios[0].start, w.radios[1].start), (vemu_radio::Pos::new(7.0, 8.0), vemu_radio::Pos::new(1.0, 1.0)));
+    let e = vemu_scenario::load_str_in(&by_map.replace("a: 1", "a: 7"), "t.yaml", "t", None, Some(&dir)).unwrap_err().to_string();
+    assert!(e.contains("segments.air.trace.nodes.a: the trace has no $node_(7) (it has 2 nodes)"), "{e}");
+}
