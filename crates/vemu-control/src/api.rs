@@ -208,6 +208,12 @@ async fn node_move(State(app): AppState, Path(node): Path<String>, body: Bytes) 
     Ok(Json(json!({"ok": true})))
 }
 
+async fn traffic(State(app): AppState, body: Bytes) -> ApiResult {
+    let req: crate::traffic::CbrRequest = parse_body(&body)?;
+    let ctl = app.ctl.clone();
+    Ok(Json(blocking(move || ctl.lock().unwrap().traffic_cbr(req)).await?))
+}
+
 /// Body of `POST /v1/nodes/{node}/exec`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -560,6 +566,7 @@ fn router(app: Arc<App>) -> Router {
         .route("/v1/segments", get(segments))
         .route("/v1/segments/{segment}", get(segment))
         .route("/v1/stats", get(stats))
+        .route("/v1/traffic", post(traffic))
         .route("/v1/capture", get(capture))
         .route("/v1/events", get(events))
         .route("/v1/down", post(down))

@@ -42,7 +42,7 @@ pub struct Controller {
     members: Vec<Vec<PortState>>,
     /// Nodes taken down with `stop`.
     stopped: Vec<bool>,
-    epoch_ns: u64,
+    pub(crate) epoch_ns: u64,
     /// CLOCK_REALTIME at the lab clock's zero, ns since 1970 (for capture timestamps).
     pub realtime_epoch_ns: u64,
     /// Where events go (the API's event stream).
@@ -51,6 +51,8 @@ pub struct Controller {
     pub(crate) movers: Vec<crate::radio::Movers>,
     /// `positions.csv` in the lab's log directory.
     pub(crate) positions_log: Option<std::io::BufWriter<std::fs::File>>,
+    /// Traffic flows started so far.
+    pub(crate) flows: Vec<crate::traffic::Flow>,
 }
 
 /// A request to stop: from a signal (`None`), or from the API, which wants the result.
@@ -410,6 +412,9 @@ pub fn run(plan: Plan, options: ApiOptions, mut report: impl FnMut(Event)) -> Re
         unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
         (ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64).saturating_sub(monotonic_ns() - epoch_ns)
     };
+    // Records of an earlier run of the same lab would mix with this one's.
+    let _ = std::fs::remove_dir_all(paths.log_dir().join("traffic"));
+    let _ = std::fs::remove_file(paths.log_dir().join("stats-final.json"));
     let movers = crate::radio::movers(&plan);
     let positions_log = (!movers.is_empty())
         .then(|| -> Result<_> {
@@ -426,7 +431,7 @@ pub fn run(plan: Plan, options: ApiOptions, mut report: impl FnMut(Event)) -> Re
         })
         .transpose()
         .context("writing positions.csv")?;
-    let ctl = Arc::new(Mutex::new(Controller { plan: plan.clone(), worker, links, members, stopped, epoch_ns, realtime_epoch_ns, events, movers, positions_log }));
+    let ctl = Arc::new(Mutex::new(Controller { plan: plan.clone(), worker, links, members, stopped, epoch_ns, realtime_epoch_ns, events, movers, positions_log, flows: Vec::new() }));
     let (shutdown, stop) = channel::<StopRequest>();
 
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().thread_name("vemu-api").build()?;
@@ -472,6 +477,10 @@ pub fn run(plan: Plan, options: ApiOptions, mut report: impl FnMut(Event)) -> Re
     ticker.stop();
     let _ = std::fs::remove_file(paths.socket());
     ctl.lock().unwrap().emit(json!({"type": "lab-down"}));
+    // The counters as the lab ends, for `vemu report` afterwards.
+    if let Ok(v) = ctl.lock().unwrap().stats() {
+        let _ = std::fs::write(paths.log_dir().join("stats-final.json"), serde_json::to_vec_pretty(&v).unwrap_or_default());
+    }
     let result = call(ctl.lock().unwrap().worker.as_mut(), WorkerRequest::Teardown).map(|_| ()).map_err(|e| e.message);
     if let Some(tx) = reply_to {
         let _ = tx.send(result.clone());

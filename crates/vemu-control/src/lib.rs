@@ -12,6 +12,7 @@ pub mod pcapng;
 mod supervise;
 mod radio;
 mod timeline;
+pub mod traffic;
 pub mod worker;
 
 use std::os::unix::net::UnixStream;

@@ -66,6 +66,13 @@ fn log_line(paths: &LabPaths, node: &str, msg: &str) {
 /// Start a shell command in a node with its output appended to the node's log.
 pub fn spawn(paths: &LabPaths, node: &str, command: &str) -> std::io::Result<Child> {
     let log = open_log(paths, node)?;
+    spawn_to(paths, node, command, log.try_clone()?)
+}
+
+/// Start a shell command in a node with its standard output going to `out` (a file of
+/// the host's) and its errors to the node's log.
+pub fn spawn_to(paths: &LabPaths, node: &str, command: &str, out: std::fs::File) -> std::io::Result<Child> {
+    let log = open_log(paths, node)?;
     let entry = NodeEntry::open(paths, node).map_err(std::io::Error::other)?;
     let mut cmd = Command::new("/bin/sh");
     cmd.arg("-c")
@@ -74,7 +81,7 @@ pub fn spawn(paths: &LabPaths, node: &str, command: &str) -> std::io::Result<Chi
         .env("VEMU_LAB", &paths.lab)
         .env("VEMU_NODE", node)
         .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
+        .stdout(out)
         .stderr(log);
     entry.apply(&mut cmd);
     cmd.spawn()

@@ -254,6 +254,10 @@ pub struct SegCounters {
     /// Frames dropped because the segment's aggregate capacity queue was full (on a
     /// wireless segment: the sender's radio queue).
     pub drop_capacity: AtomicU64,
+    /// Wireless segments: frames put on the air, and those of them that routing
+    /// protocols sent (see [`is_routing`]).
+    pub air_frames: AtomicU64,
+    pub routing_frames: AtomicU64,
 }
 
 /// A snapshot of [`SegCounters`].
@@ -263,6 +267,10 @@ pub struct SegStats {
     pub flooded: u64,
     pub filtered: u64,
     pub drop_capacity: u64,
+    #[serde(default)]
+    pub air_frames: u64,
+    #[serde(default)]
+    pub routing_frames: u64,
 }
 
 impl SegCounters {
@@ -272,6 +280,8 @@ impl SegCounters {
             flooded: self.flooded.load(Relaxed),
             filtered: self.filtered.load(Relaxed),
             drop_capacity: self.drop_capacity.load(Relaxed),
+            air_frames: self.air_frames.load(Relaxed),
+            routing_frames: self.routing_frames.load(Relaxed),
         }
     }
 }
@@ -576,6 +586,31 @@ struct Radio {
     macs: FxHashMap<u64, u32>,
     /// Scratch list of the medium's outcomes.
     outcomes: Vec<Outcome>,
+}
+
+/// Whether an Ethernet frame carries a routing protocol's message: OSPF (IP protocol 89)
+/// or UDP to babel (6696), OLSR (698), AODV (654), RIP (520) or RIPng (521). Counted on
+/// wireless segments for the routing overhead of MANET experiments.
+pub fn is_routing(eth: &[u8]) -> bool {
+    const PORTS: [u16; 5] = [6696, 698, 654, 520, 521];
+    let at = |i: usize| eth.get(i).copied();
+    let port = |i: usize| Some(u16::from_be_bytes([at(i)?, at(i + 1)?]));
+    match (at(12), at(13)) {
+        (Some(0x08), Some(0x00)) => {
+            let ihl = (at(14).unwrap_or(0) & 0x0f) as usize * 4;
+            match at(23) {
+                Some(89) => true,
+                Some(17) => port(14 + ihl + 2).is_some_and(|p| PORTS.contains(&p)),
+                _ => false,
+            }
+        }
+        (Some(0x86), Some(0xdd)) => match at(20) {
+            Some(89) => true,
+            Some(17) => port(54 + 2).is_some_and(|p| PORTS.contains(&p)),
+            _ => false,
+        },
+        _ => false,
+    }
 }
 
 /// A frame (virtio-net header + Ethernet frame), shared by the copies a switch floods.
@@ -1026,6 +1061,10 @@ impl Shard {
                 let id = r.next_id;
                 r.next_id += 1;
                 if r.medium.offer(t, member, id, r.medium.airtime_ns(pw.0, pw.1), to) {
+                    g.counters.air_frames.fetch_add(1, Relaxed);
+                    if is_routing(eth) {
+                        g.counters.routing_frames.fetch_add(1, Relaxed);
+                    }
                     r.frames.insert(id, (piece, pw));
                 } else {
                     g.counters.drop_capacity.fetch_add(pw.0 as u64, Relaxed);

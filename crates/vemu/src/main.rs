@@ -10,6 +10,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use serde_json::json;
 use vemu_control::daemon::{self, Event};
 mod stats;
+mod traffic;
 
 use vemu_control::daemon::ApiOptions;
 use vemu_control::{percent_encode, ApiFailure, Client, LabStatus};
@@ -129,6 +130,26 @@ enum Cmd {
         #[command(subcommand)]
         cmd: NodeCmd,
     },
+    /// Experiment traffic between nodes, logged per packet for `vemu report`.
+    Traffic {
+        #[command(subcommand)]
+        cmd: TrafficCmd,
+    },
+    /// Packet delivery ratio, delay and routing overhead of the lab's traffic flows
+    /// (while it runs, or after `down` with --lab NAME).
+    Report {
+        /// One JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        lab: LabArg,
+    },
+    /// The CBR source and sink the controller starts inside nodes.
+    #[command(hide = true)]
+    TrafficAgent {
+        #[command(subcommand)]
+        cmd: AgentCmd,
+    },
     /// Remove what crashed labs left in the kernel (namespaces, devices, processes).
     Clean {
         /// Also take down labs that are still running.
@@ -166,6 +187,82 @@ enum NodeCmd {
         #[command(flatten)]
         lab: LabArg,
     },
+}
+
+#[derive(Subcommand)]
+enum TrafficCmd {
+    /// A constant-bit-rate UDP flow: a source in one node, a sink in another.
+    Cbr {
+        #[arg(long)]
+        from: String,
+        #[arg(long)]
+        to: String,
+        /// UDP payload, bytes (at least 24).
+        #[arg(long, default_value_t = 64)]
+        size: usize,
+        /// Packets per second: 4, 4/s or 240/min.
+        #[arg(long, value_parser = parse_rate_pps)]
+        rate: f64,
+        /// Lab time of the first packet (e.g. 10s); now if left out or past.
+        #[arg(long, value_parser = vemu_scenario::units::duration_ns)]
+        start: Option<u64>,
+        /// How long to send (e.g. 60s); until the lab goes down if left out.
+        #[arg(long, value_parser = vemu_scenario::units::duration_ns)]
+        duration: Option<u64>,
+        /// How many packets to send.
+        #[arg(long)]
+        count: Option<u64>,
+        /// The address to send to (default: the receiver's first IPv4 loopback or interface address).
+        #[arg(long)]
+        to_addr: Option<std::net::IpAddr>,
+        #[command(flatten)]
+        lab: LabArg,
+    },
+}
+
+#[derive(Subcommand)]
+enum AgentCmd {
+    Send {
+        #[arg(long)]
+        flow: u32,
+        #[arg(long)]
+        to: std::net::SocketAddr,
+        #[arg(long)]
+        size: usize,
+        #[arg(long)]
+        interval_ns: u64,
+        #[arg(long)]
+        start_ns: u64,
+        #[arg(long)]
+        epoch_ns: u64,
+        #[arg(long)]
+        count: Option<u64>,
+    },
+    Recv {
+        #[arg(long)]
+        flow: u32,
+        #[arg(long)]
+        port: u16,
+        #[arg(long)]
+        until_ns: u64,
+        #[arg(long)]
+        epoch_ns: u64,
+    },
+}
+
+/// `4`, `4/s` or `240/min` packets per second.
+fn parse_rate_pps(s: &str) -> Result<f64, String> {
+    let bad = || format!("expected packets per second like 4, 4/s or 240/min, got '{s}'");
+    let (n, per) = match s.split_once('/') {
+        Some((n, "s")) => (n, 1.0),
+        Some((n, "min")) => (n, 60.0),
+        Some(_) => return Err(bad()),
+        None => (s, 1.0),
+    };
+    match n.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v / per),
+        _ => Err(bad()),
+    }
 }
 
 /// `X,Y` in metres.
@@ -417,6 +514,37 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let lab = resolve_lab(lab.lab)?;
             connect(&lab)?.post(&format!("/v1/nodes/{}/{verb}", percent_encode(&node)), &body)?;
         }
+        Cmd::Traffic { cmd: TrafficCmd::Cbr { from, to, size, rate, start, duration, count, to_addr, lab } } => {
+            let lab = resolve_lab(lab.lab)?;
+            let body = json!({"from": from, "to": to, "size_bytes": size, "rate_pps": rate, "start_ns": start, "duration_ns": duration, "count": count, "to_addr": to_addr});
+            let v = connect(&lab)?.post("/v1/traffic", &body)?;
+            println!(
+                "flow {}: {} -> {} ({}:{}), {} bytes at {} packets/s from lab time {:.1} s; records in {}",
+                v["id"], v["from"].as_str().unwrap_or(""), v["to"].as_str().unwrap_or(""), v["addr"].as_str().unwrap_or(""), v["port"], v["size_bytes"], v["rate_pps"],
+                v["start_ns"].as_f64().unwrap_or(0.0) / 1e9, LabPaths::new(&lab).log_dir().join("traffic").display()
+            );
+        }
+        Cmd::Report { json: as_json, lab } => {
+            let lab = resolve_lab(lab.lab)?;
+            let paths = LabPaths::new(&lab);
+            let stats = match Client::connect(&lab) {
+                Ok(c) => Some(c.get("/v1/stats")?),
+                Err(_) => std::fs::read(paths.log_dir().join("stats-final.json")).ok().and_then(|b| serde_json::from_slice(&b).ok()),
+            };
+            if stats.is_none() && !paths.log_dir().exists() {
+                return Err(user(format!("no lab '{lab}' has run here (no {})", paths.log_dir().display())));
+            }
+            let r = traffic::report(&paths.log_dir(), stats.as_ref())?;
+            if as_json {
+                println!("{r}");
+            } else {
+                traffic::print_report(&lab, &r);
+            }
+        }
+        Cmd::TrafficAgent { cmd } => match cmd {
+            AgentCmd::Send { flow, to, size, interval_ns, start_ns, epoch_ns, count } => traffic::send(flow, to, size, interval_ns, start_ns, count, epoch_ns)?,
+            AgentCmd::Recv { flow, port, until_ns, epoch_ns } => traffic::recv(flow, port, until_ns, epoch_ns)?,
+        },
         Cmd::Clean { all } => clean(all)?,
     }
     Ok(ExitCode::SUCCESS)
