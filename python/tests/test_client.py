@@ -6,6 +6,7 @@ import os
 import re
 import socket
 import threading
+import time
 
 import pytest
 
@@ -232,3 +233,49 @@ def test_exec_output_streams_as_it_comes(scenario):
         first = next(t for t, i in seen if "stdout" in i)
         assert seen[-1][0] - first > 0.5, seen
         assert list(lab.node("n1").stream(["no-such-command"]))[-1]["exit"] == 127
+
+
+RADIO = """
+name: {name}
+addressing: {{ipv6: none}}
+nodes: {{a: {{}}, b: {{}}}}
+segments:
+  air:
+    kind: wireless
+    propagation: unit-disk
+    range: 250m
+    members:
+      - {{node: a, position: [0, 0]}}
+      - {{node: b, position: [100, 0]}}
+"""
+
+
+def test_wireless_move_and_traffic(tmp_path):
+    p = tmp_path / "py-radio.yaml"
+    p.write_text(RADIO.format(name="py-radio"))
+    with Lab.up(p) as lab:
+        a = lab.node("a")
+        assert a.run("ping -c 2 -i 0.2 -W 1 10.0.0.2").ok
+        members = lab.status()["segments"][0]["members"]
+        assert [n["node"] for n in members[0]["radio"]["neighbours"]] == ["b"]
+        lab.node("b").move(1000, 0)
+        assert not a.run("ping -c 2 -i 0.2 -W 1 10.0.0.2").ok
+        assert lab.status()["segments"][0]["members"][1]["radio"]["x_m"] == 1000
+        with pytest.raises(VemuError) as e:
+            lab.node("a").move(float("nan"), 0)
+        assert e.value.status == 400
+        lab.node("b").move(200, 0)
+        flow = lab.traffic_cbr("a", "b", rate_pps=50, count=20)
+        assert flow["to"] == "b" and flow["count"] == 20
+        deadline = time.monotonic() + 10
+        received = os.path.join("/var/log/vemu/py-radio", flow["received_file"])
+        while time.monotonic() < deadline:
+            with open(received) as f:
+                if len(f.read().splitlines()) == 21:
+                    break
+            time.sleep(0.2)
+        with open(received) as f:
+            assert len(f.read().splitlines()) == 21  # header + 20 packets
+        with pytest.raises(VemuError) as e:
+            lab.traffic_cbr("a", "a", rate_pps=1)
+        assert e.value.status == 400

@@ -178,8 +178,23 @@ class Lab:
         ``lab.link("lan1", "h1")`` (forward = toward h1)."""
         return Link(self, a if b is None else f"{a}:{b}")
 
+    def traffic_cbr(self, src: str, dst: str, rate_pps: float, size_bytes: int = 64, start_s: Optional[float] = None,
+                    duration_s: Optional[float] = None, count: Optional[int] = None) -> Dict[str, Any]:
+        """Start a constant-bit-rate UDP flow from node ``src`` to node ``dst`` (first
+        packet at lab time ``start_s``, or now); returns the flow (``id``, ``port``, ...).
+        ``vemu report`` reads the per-packet records."""
+        body: Dict[str, Any] = {"from": src, "to": dst, "size_bytes": size_bytes, "rate_pps": rate_pps}
+        if start_s is not None:
+            body["start_ns"] = int(start_s * 1e9)
+        if duration_s is not None:
+            body["duration_ns"] = int(duration_s * 1e9)
+        if count is not None:
+            body["count"] = count
+        return self._call("POST", "/v1/traffic", body)
+
     def events(self, stats: Optional[str] = "1s") -> Iterator[Dict[str, Any]]:
-        """Events as they happen (``type``: link, node, stats, warning, lab-down); stats
+        """Events as they happen (``type``: link, node, timeline, positions, traffic, stats,
+        warning, lab-down); stats
         snapshots every ``stats`` (``None``: none). Ends when the lab goes down."""
         query = "?" + urllib.parse.urlencode({"stats": stats or "0"})
         conn = self._connection(None)
@@ -253,6 +268,14 @@ class Node:
     def start(self) -> None:
         """Start the node's run commands again."""
         self.lab._call("POST", self._path("/start"), {})
+
+    def move(self, x: float, y: float, speed: Optional[float] = None) -> None:
+        """Move the node on its wireless segments to (x, y) metres: at once, or in a
+        straight line at ``speed`` m/s. It stays there (its mobility model stops)."""
+        body: Dict[str, Any] = {"x": x, "y": y}
+        if speed is not None:
+            body["speed"] = speed
+        self.lab._call("POST", self._path("/move"), body)
 
     def __repr__(self) -> str:
         return f"Node({self.name!r})"
