@@ -105,6 +105,7 @@ fn apply(ctl: &Arc<Mutex<Controller>>, e: &TimedEvent, f: Firing) -> Result<(), 
         }
         (EventTarget::Link { spec, .. }, EventAction::State(up)) => c.link_state(spec, *up).map_err(|e| e.message),
         (EventTarget::Node(n), EventAction::State(up)) => c.node_state(n, *up).map_err(|e| e.message),
+        (EventTarget::Node(n), EventAction::Move { x_m, y_m, speed_mps }) => c.node_move(n, vemu_radio::Pos::new(*x_m, *y_m), *speed_mps).map_err(|e| e.message),
         (EventTarget::Node(n), EventAction::Run(cmd)) => {
             let paths = vemu_host::LabPaths::new(&c.plan().name);
             crate::supervise::spawn(&paths, n, cmd).map(drop).map_err(|e| format!("running '{cmd}' in {n}: {e}"))

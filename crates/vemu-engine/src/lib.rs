@@ -401,7 +401,7 @@ impl Engine {
             let capacity = g.capacity_bps.map(|rate| LinkDir::new(Impairments { rate_bps: Some(rate), ..Default::default() }, 0));
             let sc = Arc::new(SegCounters::default());
             let radio = g.radio.map(|(cfg, pos)| {
-                Box::new(Radio { medium: Medium::new(cfg, &pos), frames: FxHashMap::default(), next_id: 0, macs: FxHashMap::default(), outcomes: Vec::new() })
+                Box::new(Channel { medium: Medium::new(cfg, &pos), frames: FxHashMap::default(), next_id: 0, macs: FxHashMap::default(), outcomes: Vec::new() })
             });
             if radio.is_some() {
                 sh.radios.push(idx);
@@ -573,14 +573,14 @@ struct SegState {
     /// Scratch list of the ports a frame goes to.
     targets: Vec<u32>,
     /// A wireless segment's channel (the switch is then unused).
-    radio: Option<Box<Radio>>,
+    radio: Option<Box<Channel>>,
 }
 
 /// The channel of a wireless segment and the frames on it.
-struct Radio {
+struct Channel {
     medium: Medium,
-    /// Frames the medium holds, by id: the frame, its wire size, its sender.
-    frames: FxHashMap<u64, (Frame, (u32, u64))>,
+    /// Frames the medium holds, by id.
+    frames: FxHashMap<u64, Frame>,
     next_id: u64,
     /// Which member sent from a MAC address (unicast frames go to that member only).
     macs: FxHashMap<u64, u32>,
@@ -1065,7 +1065,7 @@ impl Shard {
                     if is_routing(eth) {
                         g.counters.routing_frames.fetch_add(1, Relaxed);
                     }
-                    r.frames.insert(id, (piece, pw));
+                    r.frames.insert(id, piece);
                 } else {
                     g.counters.drop_capacity.fetch_add(pw.0 as u64, Relaxed);
                 }
@@ -1135,8 +1135,7 @@ impl Shard {
                     r.frames.remove(&id);
                 }
                 Outcome::Deliver { id, receiver, at_ns } => {
-                    let Some((frame, _)) = r.frames.get(&id) else { continue };
-                    let frame = frame.clone();
+                    let Some(frame) = r.frames.get(&id).cloned() else { continue };
                     let port = g.members[receiver as usize].port;
                     if self.ports[port as usize].tapped {
                         self.tap(port, at_ns, false, CapturePoint::Before, &frame);

@@ -205,6 +205,8 @@ pub enum EventAction {
     Cycle(Vec<vemu_link::ImpairmentsPatch>),
     /// Run a shell command in the node (output in the node's log).
     Run(String),
+    /// Move the node on its wireless segments: at once, or at `speed_mps`.
+    Move { x_m: f64, y_m: f64, speed_mps: Option<f64> },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -758,7 +758,7 @@ fn patch_of(p: &mut P, node: &Node, field: &str) -> ImpairmentsPatch {
 /// One entry of `events:`.
 fn event(p: &mut P, node: &Node, field: &str) -> Option<EventDef> {
     use crate::{EventAction, EventTarget, TimedEvent};
-    let entries = p.map(node, field, &["at", "every", "until", "link", "node", "direction", "set", "state", "ramp", "cycle", "run"]);
+    let entries = p.map(node, field, &["at", "every", "until", "link", "node", "direction", "set", "state", "ramp", "cycle", "run", "move"]);
     let (mut at, mut every, mut until) = (None, None, None);
     let (mut link, mut target_node, mut direction) = (None, None, crate::Direction::Both);
     let mut actions: Vec<(&str, EventAction)> = Vec::new();
@@ -791,6 +791,31 @@ fn event(p: &mut P, node: &Node, field: &str) -> Option<EventDef> {
             "run" => {
                 if let Some(c) = p.string(v, &f) {
                     actions.push(("run", EventAction::Run(c)));
+                }
+            }
+            "move" => {
+                // `[x, y]`, or `{to: [x, y], speed: 5}` (m/s) to go there at that speed.
+                let (mut to, mut speed) = (None, None);
+                if let Value::Map(_) = v.value {
+                    for (mk, _, mv) in p.map(v, &f, &["to", "speed"]) {
+                        let mf = join(&f, mk);
+                        match mk {
+                            "to" => to = wireless::position(p, mv, &mf),
+                            _ => {
+                                speed = p.scalar(mv, &mf, |s| match s.trim().trim_end_matches("m/s").trim().parse::<f64>() {
+                                    Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+                                    _ => Err(format!("expected a speed in m/s greater than 0, got '{s}'")),
+                                })
+                            }
+                        }
+                    }
+                } else {
+                    to = wireless::position(p, v, &f);
+                }
+                match to {
+                    Some(at) => actions.push(("move", EventAction::Move { x_m: at.x, y_m: at.y, speed_mps: speed })),
+                    None if p.errors.is_empty() => p.err(v.mark, &f, "a move needs 'to', e.g. move: {to: [500, 100], speed: 5}"),
+                    None => {}
                 }
             }
             "cycle" => {
@@ -862,7 +887,7 @@ fn event(p: &mut P, node: &Node, field: &str) -> Option<EventDef> {
     let action = match actions.len() {
         1 => actions.pop().unwrap(),
         0 => {
-            p.err(node.mark, field, "an event needs one action: set, state, ramp, cycle or run");
+            p.err(node.mark, field, "an event needs one action: set, state, ramp, cycle, run or move");
             return None;
         }
         _ => {
@@ -872,7 +897,7 @@ fn event(p: &mut P, node: &Node, field: &str) -> Option<EventDef> {
         }
     };
     let ok_for = match (&target, action.0) {
-        (EventTarget::Node(_), "run" | "state") => true,
+        (EventTarget::Node(_), "run" | "state" | "move") => true,
         (EventTarget::Link { .. }, "set" | "state" | "ramp" | "cycle") => true,
         _ => false,
     };

@@ -272,7 +272,14 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
     for e in &s.events {
         let problem = match &e.event.target {
             crate::EventTarget::Link { spec, .. } => plan.ports(spec).err(),
-            crate::EventTarget::Node(n) => plan.node_index(n).is_none().then(|| format!("unknown node '{n}'")),
+            crate::EventTarget::Node(n) => match plan.node_index(n) {
+                None => Some(format!("unknown node '{n}'")),
+                Some(ni) if matches!(e.event.action, crate::EventAction::Move { .. }) => {
+                    let wireless = plan.segments.iter().any(|g| g.wireless.is_some() && g.members.iter().any(|m| m.end.node == ni));
+                    (!wireless).then(|| format!("node '{n}' is not a member of a wireless segment, so it cannot move"))
+                }
+                Some(_) => None,
+            },
         };
         match problem {
             Some(m) => err(&mut errors, e.mark, &e.field, m),

@@ -409,3 +409,18 @@ fn ns2_traces_move_members_by_order_or_by_map() {
     let e = vemu_scenario::load_str_in(&by_map.replace("a: 1", "a: 7"), "t.yaml", "t", None, Some(&dir)).unwrap_err().to_string();
     assert!(e.contains("segments.air.trace.nodes.a: the trace has no $node_(7) (it has 2 nodes)"), "{e}");
 }
+
+#[test]
+fn move_events_need_a_wireless_member() {
+    use vemu_scenario::EventAction;
+    let yaml = format!("{RADIO}events:\n  - {{at: 5s, node: a, move: [500, 100]}}\n  - {{at: 9s, node: b, move: {{to: '10,20', speed: 5}}}}\n");
+    let p = ok(&yaml);
+    assert_eq!(p.events[0].action, EventAction::Move { x_m: 500.0, y_m: 100.0, speed_mps: None });
+    assert_eq!(p.events[1].action, EventAction::Move { x_m: 10.0, y_m: 20.0, speed_mps: Some(5.0) });
+    let m = one_error("nodes: {a: {}, b: {}}\nlinks: [{endpoints: [a, b]}]\nevents:\n  - {at: 1s, node: a, move: [1, 2]}\n");
+    assert!(m.contains("events[0]: node 'a' is not a member of a wireless segment, so it cannot move"), "{m}");
+    let m = one_error(&format!("{RADIO}events:\n  - {{at: 1s, link: air:a, move: [1, 2]}}\n"));
+    assert!(m.contains("'move' does not apply to a link"), "{m}");
+    let m = one_error(&format!("{RADIO}events:\n  - {{at: 1s, node: a, move: {{to: [1, 2], speed: -3}}}}\n"));
+    assert!(m.contains("events[0].move.speed: expected a speed in m/s greater than 0, got '-3'"), "{m}");
+}

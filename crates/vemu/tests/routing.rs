@@ -34,7 +34,16 @@ fn frr_ospf_ring_converges_and_reroutes_around_a_failed_link() {
     let t6 = assert_all_reachable(&lab, "r1", &loopbacks(10, true), 60.0);
     eprintln!("FRR ring: every loopback reachable from r1 after {t4:.1} s (IPv4), then {t6:.1} s more (IPv6)");
     // r1 reaches r4 (10.255.0.4) over r2 and r3: 3 hops one way, 7 the other.
-    let (_, route) = lab.sh("r1", "ip route get 10.255.0.4");
+    // Every loopback answering does not mean every adjacency is up yet: the short way
+    // may come a moment later.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let route = loop {
+        let (_, route) = lab.sh("r1", "ip route get 10.255.0.4");
+        if route.contains("dev eth0") || Instant::now() > deadline {
+            break route;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
     assert!(route.contains("dev eth0"), "{route}");
 
     // Ping r4 every 10 ms while the r2-r3 link fails under it.

@@ -147,7 +147,7 @@ fn speed_range(s: &str) -> Result<(f64, f64), String> {
 }
 
 /// `[x, y]` or `x,y` (metres).
-fn position(p: &mut P, node: &Node, field: &str) -> Option<Pos> {
+pub(super) fn position(p: &mut P, node: &Node, field: &str) -> Option<Pos> {
     let parts: Vec<String> = match &node.value {
         Value::Seq(items) => items.iter().enumerate().filter_map(|(i, n)| p.string(n, &format!("{field}[{i}]"))).collect(),
         _ => p.string(node, field)?.split(',').map(|s| s.to_string()).collect(),
