@@ -53,6 +53,8 @@ pub struct Controller {
     pub(crate) positions_log: Option<std::io::BufWriter<std::fs::File>>,
     /// Traffic flows started so far.
     pub(crate) flows: Vec<crate::traffic::Flow>,
+    /// The fidelity monitor's verdict on its last window.
+    pub(crate) fidelity_now: Option<crate::fidelity::Fidelity>,
 }
 
 /// A request to stop: from a signal (`None`), or from the API, which wants the result.
@@ -193,7 +195,11 @@ impl Controller {
                     .collect(),
             })
             .collect();
+        let counters = self.stats()?;
+        let fidelity = serde_json::from_value(counters["fidelity"].clone()).ok();
         Ok(LabStatus {
+            fidelity,
+            fidelity_now: self.fidelity_now.clone(),
             name: self.plan.name.clone(),
             pid: std::process::id(),
             uptime_ns: monotonic_ns().saturating_sub(self.epoch_ns),
@@ -351,7 +357,11 @@ impl Controller {
                 json!({"name": seg.name, "switch": c.segments[g], "members": members})
             })
             .collect();
-        Ok(json!({"t_ns": monotonic_ns().saturating_sub(self.epoch_ns), "links": links, "segments": segments}))
+        let mut v = json!({"t_ns": monotonic_ns().saturating_sub(self.epoch_ns), "links": links, "segments": segments});
+        let dirs = crate::fidelity::directions(&v);
+        v["fidelity"] = json!(crate::fidelity::assess(dirs.iter().map(|(n, d)| (n.clone(), d)), &self.plan.fidelity));
+        v["fidelity_now"] = json!(self.fidelity_now);
+        Ok(v)
     }
 }
 
@@ -431,7 +441,7 @@ pub fn run(plan: Plan, options: ApiOptions, mut report: impl FnMut(Event)) -> Re
         })
         .transpose()
         .context("writing positions.csv")?;
-    let ctl = Arc::new(Mutex::new(Controller { plan: plan.clone(), worker, links, members, stopped, epoch_ns, realtime_epoch_ns, events, movers, positions_log, flows: Vec::new() }));
+    let ctl = Arc::new(Mutex::new(Controller { plan: plan.clone(), worker, links, members, stopped, epoch_ns, realtime_epoch_ns, events, movers, positions_log, flows: Vec::new(), fidelity_now: None }));
     let (shutdown, stop) = channel::<StopRequest>();
 
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().thread_name("vemu-api").build()?;
@@ -470,11 +480,13 @@ pub fn run(plan: Plan, options: ApiOptions, mut report: impl FnMut(Event)) -> Re
     }
     let timeline = crate::timeline::Timeline::start(ctl.clone(), plan.events.clone(), epoch_ns);
     let ticker = crate::radio::Ticker::start(ctl.clone(), epoch_ns);
+    let monitor = crate::fidelity::Monitor::start(ctl.clone());
     report(Event::Ready);
 
     let reply_to = stop.recv().ok().flatten();
     timeline.stop();
     ticker.stop();
+    monitor.stop();
     let _ = std::fs::remove_file(paths.socket());
     ctl.lock().unwrap().emit(json!({"type": "lab-down"}));
     // The counters as the lab ends, for `vemu report` afterwards.

@@ -8,6 +8,7 @@
 
 pub mod api;
 pub mod daemon;
+pub mod fidelity;
 pub mod pcapng;
 mod supervise;
 mod radio;
@@ -38,6 +39,11 @@ pub struct LabStatus {
     pub links: Vec<LinkStatus>,
     #[serde(default)]
     pub segments: Vec<SegmentStatus>,
+    /// The fidelity monitor's verdict on the whole run so far, and on its last window.
+    #[serde(default)]
+    pub fidelity: Option<fidelity::Fidelity>,
+    #[serde(default)]
+    pub fidelity_now: Option<fidelity::Fidelity>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

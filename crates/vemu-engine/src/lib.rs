@@ -159,6 +159,12 @@ pub struct DirCounters {
     /// How long accepted frames were held (queue + serialization + delay + jitter), by
     /// bucket of [`DELAY_BUCKETS_NS`].
     pub delay_hist: [AtomicU64; DELAY_BUCKETS_NS.len() + 1],
+    /// Fidelity: how late frames were written compared with their scheduled time (the
+    /// engine's own lateness, not emulated delay), by bucket of [`DELAY_BUCKETS_NS`];
+    /// the first bucket also holds frames on time.
+    pub late_hist: [AtomicU64; DELAY_BUCKETS_NS.len() + 1],
+    /// The latest any frame was written, ns.
+    pub late_max_ns: AtomicU64,
 }
 
 /// A snapshot of [`DirCounters`].
@@ -184,6 +190,11 @@ pub struct DirStats {
     /// Frames by time held, per bucket of [`DELAY_BUCKETS_NS`] (the last: longer).
     #[serde(default)]
     pub delay_hist: Vec<u64>,
+    /// Frames by how late the engine wrote them, per bucket of [`DELAY_BUCKETS_NS`].
+    #[serde(default)]
+    pub late_hist: Vec<u64>,
+    #[serde(default)]
+    pub late_max_ns: u64,
 }
 
 impl DirCounters {
@@ -204,6 +215,8 @@ impl DirCounters {
             queue_bytes: self.queue_bytes.load(Relaxed),
             queue_frames_max: self.queue_frames_max.load(Relaxed),
             delay_hist: self.delay_hist.iter().map(|b| b.load(Relaxed)).collect(),
+            late_hist: self.late_hist.iter().map(|b| b.load(Relaxed)).collect(),
+            late_max_ns: self.late_max_ns.load(Relaxed),
         }
     }
 }
@@ -1170,10 +1183,14 @@ impl Shard {
             match p.action {
                 Action::Switch { seg, member } => self.switch(p.at_ns, seg, member, p.wire, p.frame),
                 Action::Write { port, counter } => {
+                    let t = self.clock.now_ns();
                     if self.ports[port as usize].tapped {
-                        let t = self.clock.now_ns();
                         self.tap(port, t, false, CapturePoint::After, &p.frame);
                     }
+                    let late = t.saturating_sub(p.at_ns);
+                    let c = &self.counters[counter as usize];
+                    c.late_hist[delay_bucket(late)].fetch_add(p.wire.0 as u64, Relaxed);
+                    c.late_max_ns.fetch_max(late, Relaxed);
                     let fd = self.ports[port as usize].fd.as_raw_fd();
                     let c = &self.counters[counter as usize];
                     // SAFETY: writing a frame we hold to a TAP descriptor.

@@ -35,6 +35,27 @@ pub struct Plan {
     pub events: Vec<TimedEvent>,
     /// Lines of every node's `/etc/hosts`: each node name with each of its addresses.
     pub hosts: Vec<(IpAddr, String)>,
+    /// When the data plane's measured lateness makes results doubtful.
+    #[serde(default)]
+    pub fidelity: FidelityThresholds,
+}
+
+/// Thresholds of the fidelity monitor: a frame written more than `late_ns` after its
+/// scheduled time is late; a direction (and the lab) is `degraded` when more than
+/// `degraded_fraction` of its frames are late, `invalid` above `invalid_fraction`.
+/// Directions with fewer than `min_frames` frames are not judged alone.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FidelityThresholds {
+    pub late_ns: u64,
+    pub degraded_fraction: f64,
+    pub invalid_fraction: f64,
+    pub min_frames: u64,
+}
+
+impl Default for FidelityThresholds {
+    fn default() -> Self {
+        FidelityThresholds { late_ns: 1_000_000, degraded_fraction: 0.01, invalid_fraction: 0.10, min_frames: 100 }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -26,6 +26,7 @@ pub struct Scenario {
     pub addressing: Addressing,
     pub addressing_mark: Mark,
     pub static_routing: bool,
+    pub fidelity: crate::FidelityThresholds,
 }
 
 #[derive(Debug, Clone)]
@@ -1084,7 +1085,7 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, base: Option<&
         }
     };
     let mut p = P { errors: Vec::new() };
-    let top = p.map(&root, "", &["name", "seed", "defaults", "nodes", "links", "segments", "events", "addressing", "routing"]);
+    let top = p.map(&root, "", &["name", "seed", "defaults", "nodes", "links", "segments", "events", "addressing", "routing", "fidelity"]);
     let get = |k: &str| top.iter().find(|(key, ..)| *key == k).map(|(_, m, n)| (*m, *n));
 
     let name = match (name_override, get("name")) {
@@ -1257,8 +1258,23 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, base: Option<&
             }
         }
     }
+    let mut fidelity = crate::FidelityThresholds::default();
+    if let Some((_, n)) = get("fidelity") {
+        for (k, _, v) in p.map(n, "fidelity", &["late", "degraded", "invalid", "min_frames"]) {
+            let f = join("fidelity", k);
+            match k {
+                "late" => fidelity.late_ns = p.scalar(v, &f, units::duration_ns).unwrap_or(fidelity.late_ns),
+                "degraded" => fidelity.degraded_fraction = p.scalar(v, &f, units::percent).unwrap_or(fidelity.degraded_fraction),
+                "invalid" => fidelity.invalid_fraction = p.scalar(v, &f, units::percent).unwrap_or(fidelity.invalid_fraction),
+                _ => fidelity.min_frames = p.scalar(v, &f, integer::<u64>("a number of frames")).unwrap_or(fidelity.min_frames),
+            }
+        }
+        if fidelity.invalid_fraction < fidelity.degraded_fraction {
+            p.err(n.mark, "fidelity", "'invalid' must be at least 'degraded'");
+        }
+    }
     if p.errors.is_empty() {
-        Ok(Scenario { name, seed, nodes, links, segments, events, addressing, addressing_mark, static_routing })
+        Ok(Scenario { name, seed, nodes, links, segments, events, addressing, addressing_mark, static_routing, fidelity })
     } else {
         Err(p.errors)
     }

@@ -357,6 +357,12 @@ fn user(msg: impl Into<String>) -> anyhow::Error {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Commands that print end quietly when their reader goes away (`vemu status | head`);
+    // the controller (`up`, `daemon`) keeps ignoring SIGPIPE, as its API clients come and go.
+    if !matches!(cli.cmd, Cmd::Up { .. } | Cmd::Daemon | Cmd::TrafficAgent { .. }) {
+        // SAFETY: restoring the default disposition of one signal.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -851,6 +857,12 @@ fn counter_columns(st: &vemu_engine::DirStats) -> String {
 
 fn print_status(s: &LabStatus) {
     println!("lab {} (controller pid {}, up {:.1} s)", s.name, s.pid, s.uptime_ns as f64 / 1e9);
+    if let Some(f) = &s.fidelity {
+        println!("whole run: {}", vemu_control::fidelity::describe(f));
+    }
+    if let Some(f) = &s.fidelity_now {
+        println!("last {} s: {}", vemu_control::fidelity::WINDOW.as_secs(), vemu_control::fidelity::describe(f));
+    }
     println!("\nNODE            INTERFACES");
     for n in &s.nodes {
         let ifs: Vec<String> = n.ifaces.iter().map(|i| format!("{} {}", i.name, i.addrs.join(" "))).collect();

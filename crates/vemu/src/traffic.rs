@@ -118,13 +118,14 @@ pub fn report(log_dir: &Path, stats: Option<&Value>) -> Result<Value> {
         "air_frames": seg_sum("air_frames"),
         "routing_frames": routing,
         "routing_per_delivered": routing.map(|r| if all_got > 0 { r as f64 / all_got as f64 } else { f64::NAN }),
+        "fidelity": stats.map(|s| s["fidelity"].clone()),
     }))
 }
 
 /// The report as a table.
 pub fn print_report(lab: &str, r: &Value) {
     let flows = r["flows"].as_array().cloned().unwrap_or_default();
-    println!("lab {lab}: {} flows", flows.len());
+    println!("lab {lab}: {} traffic flows", flows.len());
     if !flows.is_empty() {
         println!("{:<5} {:<12} {:<12} {:>8} {:>9} {:>7}  {:>9} {:>9} {:>9}", "FLOW", "FROM", "TO", "SENT", "DELIVERED", "PDR", "MEAN ms", "P50 ms", "P95 ms");
         let row = |name: &str, from: &str, to: &str, v: &Value| {
@@ -145,5 +146,9 @@ pub fn print_report(lab: &str, r: &Value) {
             r["routing_per_delivered"].as_f64().map_or("-".into(), |x| format!("{x:.2}"))
         ),
         _ => println!("routing overhead: unknown (no counters from the lab)"),
+    }
+    match serde_json::from_value::<vemu_control::fidelity::Fidelity>(r["fidelity"].clone()) {
+        Ok(f) => println!("{}", vemu_control::fidelity::describe(&f)),
+        Err(_) => println!("fidelity: unknown (no counters from the lab)"),
     }
 }

@@ -1,0 +1,268 @@
+//! The fidelity monitor: whether the data plane kept the schedule it was asked to keep.
+//! Every frame the engine writes carries its lateness (actual write time − scheduled
+//! time, `DirStats::late_hist`); frames the far TAP refused are lost to the engine,
+//! not to emulated loss. From these — measured, never inferred from the configuration —
+//! each link direction and segment port gets a verdict, and the lab the worst of them.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use vemu_engine::{DirStats, DELAY_BUCKETS_NS};
+pub use vemu_scenario::FidelityThresholds;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Ok,
+    Degraded,
+    Invalid,
+}
+
+/// One direction's evidence.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DirFidelity {
+    /// `LINK a -> b` or `SEGMENT:NODE in|out`.
+    pub name: String,
+    pub verdict: Verdict,
+    /// Frames written.
+    pub frames: u64,
+    /// Frames written later than the threshold, plus frames the TAP refused.
+    pub late_frames: u64,
+    pub late_fraction: f64,
+    /// 99th percentile of lateness (upper bound of its bucket), ns.
+    pub p99_late_ns: u64,
+    pub max_late_ns: u64,
+    pub write_errors: u64,
+}
+
+/// The verdict of a lab (or of a window of its run).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Fidelity {
+    pub verdict: Verdict,
+    pub thresholds: FidelityThresholds,
+    pub frames: u64,
+    pub late_frames: u64,
+    /// Directions whose verdict is not `ok`, worst first.
+    pub affected: Vec<DirFidelity>,
+}
+
+/// Upper bound of the bucket holding the `q` quantile of a histogram.
+fn quantile_ns(hist: &[u64], q: f64) -> u64 {
+    let total: u64 = hist.iter().sum();
+    if total == 0 {
+        return 0;
+    }
+    let want = (total as f64 * q).ceil() as u64;
+    let mut acc = 0;
+    for (i, &n) in hist.iter().enumerate() {
+        acc += n;
+        if acc >= want {
+            return DELAY_BUCKETS_NS.get(i).copied().unwrap_or(u64::MAX);
+        }
+    }
+    u64::MAX
+}
+
+fn judge(fraction: f64, th: &FidelityThresholds) -> Verdict {
+    if fraction > th.invalid_fraction {
+        Verdict::Invalid
+    } else if fraction > th.degraded_fraction {
+        Verdict::Degraded
+    } else {
+        Verdict::Ok
+    }
+}
+
+/// The verdict from per-direction counters (`(name, counters)`).
+pub fn assess<'a>(dirs: impl IntoIterator<Item = (String, &'a DirStats)>, th: &FidelityThresholds) -> Fidelity {
+    // Buckets wholly above the threshold count as late.
+    let first_late = DELAY_BUCKETS_NS.iter().position(|&b| b >= th.late_ns).map_or(DELAY_BUCKETS_NS.len(), |i| i + 1);
+    let (mut frames, mut late_frames) = (0u64, 0u64);
+    let mut affected = Vec::new();
+    for (name, d) in dirs {
+        let n: u64 = d.late_hist.iter().sum();
+        let late = d.late_hist.iter().skip(first_late).sum::<u64>() + d.write_errors;
+        frames += n;
+        late_frames += late;
+        let judged = n + d.write_errors;
+        if judged < th.min_frames {
+            continue;
+        }
+        let fraction = late as f64 / judged as f64;
+        let verdict = judge(fraction, th);
+        if verdict != Verdict::Ok {
+            affected.push(DirFidelity {
+                name,
+                verdict,
+                frames: n,
+                late_frames: late,
+                late_fraction: fraction,
+                p99_late_ns: quantile_ns(&d.late_hist, 0.99),
+                max_late_ns: d.late_max_ns,
+                write_errors: d.write_errors,
+            });
+        }
+    }
+    affected.sort_by(|a, b| b.verdict.cmp(&a.verdict).then(b.late_fraction.total_cmp(&a.late_fraction)));
+    let overall = if frames >= th.min_frames { judge(late_frames as f64 / frames as f64, th) } else { Verdict::Ok };
+    let verdict = affected.iter().map(|a| a.verdict).max().unwrap_or(Verdict::Ok).max(overall);
+    Fidelity { verdict, thresholds: th.clone(), frames, late_frames, affected }
+}
+
+/// The counters of one direction between two snapshots.
+pub fn delta(now: &DirStats, before: &DirStats) -> DirStats {
+    let sub = |a: &[u64], b: &[u64]| a.iter().enumerate().map(|(i, x)| x.saturating_sub(b.get(i).copied().unwrap_or(0))).collect();
+    DirStats {
+        tx_frames: now.tx_frames.saturating_sub(before.tx_frames),
+        write_errors: now.write_errors.saturating_sub(before.write_errors),
+        late_hist: sub(&now.late_hist, &before.late_hist),
+        late_max_ns: now.late_max_ns,
+        ..DirStats::default()
+    }
+}
+
+/// Every direction of a `GET /v1/stats` snapshot, named for people.
+pub fn directions(stats: &Value) -> Vec<(String, DirStats)> {
+    let mut out = Vec::new();
+    let parse = |v: &Value| serde_json::from_value::<DirStats>(v.clone()).unwrap_or_default();
+    for l in stats["links"].as_array().into_iter().flatten() {
+        let name = l["name"].as_str().unwrap_or("");
+        out.push((format!("{name} forward"), parse(&l["forward"])));
+        out.push((format!("{name} reverse"), parse(&l["reverse"])));
+    }
+    for g in stats["segments"].as_array().into_iter().flatten() {
+        let seg = g["name"].as_str().unwrap_or("");
+        for m in g["members"].as_array().into_iter().flatten() {
+            let port = m["port"].as_str().unwrap_or("");
+            out.push((format!("{seg} {port} egress"), parse(&m["egress"])));
+            out.push((format!("{seg} {port} ingress"), parse(&m["ingress"])));
+        }
+    }
+    out
+}
+
+/// A line for people: the verdict and the worst directions.
+pub fn describe(f: &Fidelity) -> String {
+    let th = &f.thresholds;
+    let mut s = format!(
+        "fidelity {}: {} of {} frames written more than {} late (degraded above {:.1}%, invalid above {:.1}%)",
+        match f.verdict {
+            Verdict::Ok => "ok",
+            Verdict::Degraded => "DEGRADED",
+            Verdict::Invalid => "INVALID",
+        },
+        f.late_frames,
+        f.frames,
+        fmt_ns(th.late_ns),
+        th.degraded_fraction * 100.0,
+        th.invalid_fraction * 100.0
+    );
+    for a in f.affected.iter().take(10) {
+        s.push_str(&format!(
+            "\n  {:?} {}: {:.1}% late ({} of {}), p99 {}, max {}, {} refused by the TAP",
+            a.verdict,
+            a.name,
+            a.late_fraction * 100.0,
+            a.late_frames,
+            a.frames,
+            fmt_ns(a.p99_late_ns),
+            fmt_ns(a.max_late_ns),
+            a.write_errors
+        ));
+    }
+    if f.affected.len() > 10 {
+        s.push_str(&format!("\n  ... and {} more", f.affected.len() - 10));
+    }
+    s
+}
+
+fn fmt_ns(ns: u64) -> String {
+    match ns {
+        u64::MAX => "more than 10 s".into(),
+        n if n >= 1_000_000_000 => format!("{:.1} s", n as f64 / 1e9),
+        n if n >= 1_000_000 => format!("{:.1} ms", n as f64 / 1e6),
+        n => format!("{:.0} µs", n as f64 / 1e3),
+    }
+}
+
+/// How often the monitor judges the last stretch of the run.
+pub const WINDOW: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The thread that judges every [`WINDOW`] of the run and warns while it is not `ok`.
+pub(crate) struct Monitor {
+    stop: std::sync::mpsc::Sender<()>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Monitor {
+    pub fn start(ctl: std::sync::Arc<std::sync::Mutex<crate::daemon::Controller>>) -> Monitor {
+        let (stop, rx) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("vemu-fidelity".into())
+            .spawn(move || {
+                let mut before: Vec<(String, DirStats)> = Vec::new();
+                let mut was = Verdict::Ok;
+                while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(WINDOW) {
+                    let mut c = ctl.lock().unwrap();
+                    let Ok(stats) = c.stats() else { continue };
+                    let now = directions(&stats);
+                    let window: Vec<(String, DirStats)> = now
+                        .iter()
+                        .enumerate()
+                        .map(|(i, (n, d))| (n.clone(), before.get(i).map_or_else(|| d.clone(), |b| delta(d, &b.1))))
+                        .collect();
+                    before = now;
+                    let f = assess(window.iter().map(|(n, d)| (n.clone(), d)), &c.plan.fidelity);
+                    if f.verdict != Verdict::Ok || was != Verdict::Ok {
+                        let t_ns = stats["t_ns"].as_u64().unwrap_or(0);
+                        eprintln!("[{:.1} s] {}", t_ns as f64 / 1e9, describe(&f));
+                        c.emit(serde_json::json!({"type": "fidelity", "t_ns": t_ns, "window_ns": WINDOW.as_nanos() as u64, "fidelity": f}));
+                    }
+                    was = f.verdict;
+                    c.fidelity_now = Some(f);
+                }
+            })
+            .ok();
+        Monitor { stop, thread }
+    }
+
+    pub fn stop(mut self) {
+        let _ = self.stop.send(());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir(on_time: u64, late_2ms: u64, errors: u64) -> DirStats {
+        let mut h = vec![0; DELAY_BUCKETS_NS.len() + 1];
+        h[3] = on_time; // ≤ 10 µs
+        h[10] = late_2ms; // (1 ms, 2 ms]
+        DirStats { late_hist: h, write_errors: errors, late_max_ns: if late_2ms > 0 { 1_900_000 } else { 9_000 }, ..DirStats::default() }
+    }
+
+    #[test]
+    fn verdicts_follow_the_measured_lateness() {
+        let th = FidelityThresholds::default();
+        let (a, b, c) = (dir(10_000, 0, 0), dir(9_800, 200, 0), dir(5_000, 5_000, 10));
+        let f = assess([("a".to_string(), &a)], &th);
+        assert_eq!((f.verdict, f.affected.len()), (Verdict::Ok, 0));
+        let f = assess([("a".to_string(), &a), ("b".to_string(), &b)], &th);
+        assert_eq!(f.verdict, Verdict::Degraded);
+        assert_eq!(f.affected[0].name, "b");
+        assert_eq!(f.affected[0].p99_late_ns, 2_000_000);
+        let f = assess([("a".to_string(), &a), ("b".to_string(), &b), ("c".to_string(), &c)], &th);
+        assert_eq!(f.verdict, Verdict::Invalid);
+        assert_eq!((f.affected[0].name.as_str(), f.affected[0].late_frames), ("c", 5_010));
+        assert!(describe(&f).contains("INVALID"), "{}", describe(&f));
+        // Too few frames to judge one direction by.
+        let f = assess([("d".to_string(), &dir(10, 10, 0))], &th);
+        assert_eq!(f.verdict, Verdict::Ok);
+        // Windows: the difference of two snapshots.
+        let d = delta(&dir(10_000, 200, 0), &dir(9_000, 0, 0));
+        assert_eq!((d.late_hist[3], d.late_hist[10]), (1_000, 200));
+    }
+}

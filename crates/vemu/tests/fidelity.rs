@@ -1,0 +1,50 @@
+//! The fidelity monitor in real labs: a verdict from what the data plane measured. Run
+//! as root.
+
+mod common;
+use common::*;
+
+/// Six client/server pairs, each on a 2 Gbit/s, 2 ms link: far more than two cores can
+/// emulate when every pair runs TCP flat out, nothing when they only ping.
+fn pairs_yaml() -> String {
+    let nodes: Vec<String> = (0..6).map(|i| format!("s{i}: {{run: ['iperf3 -s -D']}}, c{i}: {{}}")).collect();
+    let links: String = (0..6).map(|i| format!("  - {{endpoints: [c{i}, s{i}], bandwidth: 2Gbit, delay: 2ms}}\n")).collect();
+    format!("name: t-fidelity\naddressing: {{ipv6: none}}\nnodes: {{{}}}\nlinks:\n{links}", nodes.join(", "))
+}
+
+#[test]
+fn overload_is_judged_from_measured_lateness() {
+    let _g = serial();
+    let lab = Lab::up("t-fidelity", &pairs_yaml());
+    // Light load: 200 pings on every link at once.
+    std::thread::scope(|s| {
+        for i in 0..6 {
+            let lab = &lab;
+            s.spawn(move || lab.exec(&format!("c{i}"), &["ping", "-q", "-c", "200", "-i", "0.01", &format!("s{i}")]));
+        }
+    });
+    let st = lab.status();
+    let f = &st["fidelity"];
+    assert_eq!(f["verdict"], "ok", "light load judged {f}");
+    assert!(f["frames"].as_u64().unwrap() >= 2400, "{f}");
+
+    // Every pair at full speed: the engine falls behind its schedule.
+    std::thread::scope(|s| {
+        for i in 0..6 {
+            let lab = &lab;
+            s.spawn(move || lab.exec(&format!("c{i}"), &["iperf3", "-c", &format!("s{i}"), "-t", "5", "-P", "4"]));
+        }
+    });
+    let st = lab.status();
+    let f = &st["fidelity"];
+    assert_ne!(f["verdict"], "ok", "overload judged {f}");
+    let affected: Vec<&str> = f["affected"].as_array().unwrap().iter().map(|a| a["name"].as_str().unwrap()).collect();
+    assert!(affected.iter().any(|n| n.starts_with("c0:s0") || n.starts_with("c3:s3")), "{affected:?}");
+    assert!(f["affected"][0]["late_fraction"].as_f64().unwrap() > 0.01, "{f}");
+    eprintln!("overload: {} of {} frames late; worst {}", f["late_frames"], f["frames"], f["affected"][0]);
+    // The controller's log has the live warnings, the report the verdict.
+    let log = std::fs::read_to_string("/var/log/vemu/t-fidelity/vemu.log").unwrap();
+    assert!(log.contains("fidelity INVALID") || log.contains("fidelity DEGRADED"), "{log}");
+    let o = lab.vemu(&["report"]);
+    assert!(text(&o).contains("fidelity INVALID") || text(&o).contains("fidelity DEGRADED"), "{}", text(&o));
+}
