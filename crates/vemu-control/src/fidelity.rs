@@ -199,6 +199,9 @@ impl Monitor {
         let thread = std::thread::Builder::new()
             .name("vemu-fidelity".into())
             .spawn(move || {
+                // Never in the way of the engine's threads, which keep the schedule it judges.
+                // SAFETY: setpriority on this thread (its tid) with an integer niceness.
+                unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 10) };
                 let mut before: Vec<(String, DirStats)> = Vec::new();
                 let mut was = Verdict::Ok;
                 while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(WINDOW) {

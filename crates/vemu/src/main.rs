@@ -594,6 +594,10 @@ fn progress_bar(total: usize) -> indicatif::ProgressBar {
 /// Start the lab's controller as a background process and follow it until ready.
 fn up_background(plan: Plan, options: ApiOptions) -> Result<()> {
     let paths = LabPaths::new(&plan.name);
+    // Before the log is opened (and emptied): it may be a running controller's.
+    if std::os::unix::net::UnixStream::connect(paths.socket()).is_ok() {
+        bail!("lab '{}' is already running (take it down with 'vemu down --lab {}')", plan.name, plan.name);
+    }
     std::fs::create_dir_all(paths.log_dir()).with_context(|| format!("creating {}", paths.log_dir().display()))?;
     let log_path = paths.log_dir().join("vemu.log");
     let log = std::fs::File::create(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
