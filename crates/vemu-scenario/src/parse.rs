@@ -803,10 +803,7 @@ fn event(p: &mut P, node: &Node, field: &str) -> Option<EventDef> {
                         match mk {
                             "to" => to = wireless::position(p, mv, &mf),
                             _ => {
-                                speed = p.scalar(mv, &mf, |s| match s.trim().trim_end_matches("m/s").trim().parse::<f64>() {
-                                    Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
-                                    _ => Err(format!("expected a speed in m/s greater than 0, got '{s}'")),
-                                })
+                                speed = p.scalar(mv, &mf, wireless::speed_mps)
                             }
                         }
                     }

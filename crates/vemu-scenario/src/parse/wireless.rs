@@ -129,9 +129,21 @@ fn area(s: &str) -> Result<Area, String> {
     Ok(Area { width_m: w, height_m: h })
 }
 
+/// A speed in m/s (optionally written with the unit), greater than 0.
+pub(super) fn speed_mps(s: &str) -> Result<f64, String> {
+    match number(without_mps(s)) {
+        Ok(x) if x > 0.0 => Ok(x),
+        _ => Err(format!("expected a speed in m/s greater than 0, got '{s}'")),
+    }
+}
+
+fn without_mps(s: &str) -> &str {
+    s.trim().trim_end_matches("m/s").trim()
+}
+
 /// `0-20` or `5` (m/s, optionally written with the unit).
 fn speed_range(s: &str) -> Result<(f64, f64), String> {
-    let t = s.trim().trim_end_matches("m/s").trim();
+    let t = without_mps(s);
     let bad = || format!("expected a speed like 5 or a range like 0-20 (m/s), got '{s}'");
     let (lo, hi) = match t.split_once('-') {
         Some((a, b)) => (number(a).map_err(|_| bad())?, number(b).map_err(|_| bad())?),
