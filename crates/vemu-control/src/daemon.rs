@@ -16,7 +16,7 @@ use vemu_link::Impairments;
 use vemu_scenario::{Plan, PortRef};
 
 use crate::api::{self, ApiError};
-use crate::worker::{LocalWorker, Worker, WorkerReply, WorkerRequest};
+use crate::worker::{Counters, LocalWorker, Worker, WorkerReply, WorkerRequest};
 use crate::{DirStatus, Direction, IfaceStatus, LabStatus, LinkStatus, MemberStatus, NodeStatus, SegmentStatus};
 
 /// What the lab is doing while it comes up.
@@ -103,10 +103,33 @@ impl Controller {
         let _ = self.events.send(ev);
     }
 
+    /// The engine's counters of every link direction and segment port.
+    pub(crate) fn counters(&mut self) -> Result<Counters, ApiError> {
+        match call(self.worker.as_mut(), WorkerRequest::Stats)? {
+            WorkerReply::Stats(c) => Ok(c),
+            _ => Err(ApiError::internal("unexpected worker reply")),
+        }
+    }
+
+    /// Every direction of `c`, named for people: `LINK forward`, `SEGMENT NODE:IFACE egress`.
+    pub(crate) fn named_directions<'a>(&self, c: &'a Counters) -> Vec<(String, &'a DirStats)> {
+        let mut out = Vec::new();
+        for (l, s) in self.plan.links.iter().zip(&c.links) {
+            out.push((format!("{} forward", l.name), &s[0]));
+            out.push((format!("{} reverse", l.name), &s[1]));
+        }
+        for (g, seg) in self.plan.segments.iter().enumerate() {
+            for (m, s) in seg.members.iter().zip(&c.members[g]) {
+                let port = self.plan.endpoint_name(m.end);
+                out.push((format!("{} {port} egress", seg.name), &s[0]));
+                out.push((format!("{} {port} ingress", seg.name), &s[1]));
+            }
+        }
+        out
+    }
+
     pub fn status(&mut self) -> Result<LabStatus, ApiError> {
-        let WorkerReply::Stats(stats) = call(self.worker.as_mut(), WorkerRequest::Stats)? else {
-            return Err(ApiError::internal("unexpected worker reply"));
-        };
+        let stats = self.counters()?;
         let WorkerReply::Processes(procs) = call(self.worker.as_mut(), WorkerRequest::Processes)? else {
             return Err(ApiError::internal("unexpected worker reply"));
         };
@@ -195,10 +218,9 @@ impl Controller {
                     .collect(),
             })
             .collect();
-        let counters = self.stats()?;
-        let fidelity = serde_json::from_value(counters["fidelity"].clone()).ok();
+        let fidelity = crate::fidelity::assess(self.named_directions(&stats), &self.plan.fidelity);
         Ok(LabStatus {
-            fidelity,
+            fidelity: Some(fidelity),
             fidelity_now: self.fidelity_now.clone(),
             name: self.plan.name.clone(),
             pid: std::process::id(),
@@ -332,9 +354,7 @@ impl Controller {
 
     /// Counters only, for the event stream and `GET /v1/stats`.
     pub fn stats(&mut self) -> Result<Value, ApiError> {
-        let WorkerReply::Stats(c) = call(self.worker.as_mut(), WorkerRequest::Stats)? else {
-            return Err(ApiError::internal("unexpected worker reply"));
-        };
+        let c = self.counters()?;
         let links: Vec<Value> = self
             .plan
             .links
@@ -358,8 +378,7 @@ impl Controller {
             })
             .collect();
         let mut v = json!({"t_ns": monotonic_ns().saturating_sub(self.epoch_ns), "links": links, "segments": segments});
-        let dirs = crate::fidelity::directions(&v);
-        v["fidelity"] = json!(crate::fidelity::assess(dirs.iter().map(|(n, d)| (n.clone(), d)), &self.plan.fidelity));
+        v["fidelity"] = json!(crate::fidelity::assess(self.named_directions(&c), &self.plan.fidelity));
         v["fidelity_now"] = json!(self.fidelity_now);
         Ok(v)
     }
@@ -478,9 +497,9 @@ pub fn run(plan: Plan, options: ApiOptions, mut report: impl FnMut(Event)) -> Re
             let _ = shutdown.send(None);
         });
     }
-    let timeline = crate::timeline::Timeline::start(ctl.clone(), plan.events.clone(), epoch_ns);
-    let ticker = crate::radio::Ticker::start(ctl.clone(), epoch_ns);
-    let monitor = crate::fidelity::Monitor::start(ctl.clone());
+    let timeline = crate::timeline::start(ctl.clone(), plan.events.clone(), epoch_ns);
+    let ticker = crate::radio::start(ctl.clone(), epoch_ns);
+    let monitor = crate::fidelity::start(ctl.clone());
     report(Event::Ready);
 
     let reply_to = stop.recv().ok().flatten();

@@ -5,7 +5,6 @@
 //! each link direction and segment port gets a verdict, and the lab the worst of them.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use vemu_engine::{DirStats, DELAY_BUCKETS_NS};
 pub use vemu_scenario::FidelityThresholds;
 
@@ -120,26 +119,6 @@ pub fn delta(now: &DirStats, before: &DirStats) -> DirStats {
     }
 }
 
-/// Every direction of a `GET /v1/stats` snapshot, named for people.
-pub fn directions(stats: &Value) -> Vec<(String, DirStats)> {
-    let mut out = Vec::new();
-    let parse = |v: &Value| serde_json::from_value::<DirStats>(v.clone()).unwrap_or_default();
-    for l in stats["links"].as_array().into_iter().flatten() {
-        let name = l["name"].as_str().unwrap_or("");
-        out.push((format!("{name} forward"), parse(&l["forward"])));
-        out.push((format!("{name} reverse"), parse(&l["reverse"])));
-    }
-    for g in stats["segments"].as_array().into_iter().flatten() {
-        let seg = g["name"].as_str().unwrap_or("");
-        for m in g["members"].as_array().into_iter().flatten() {
-            let port = m["port"].as_str().unwrap_or("");
-            out.push((format!("{seg} {port} egress"), parse(&m["egress"])));
-            out.push((format!("{seg} {port} ingress"), parse(&m["ingress"])));
-        }
-    }
-    out
-}
-
 /// A line for people: the verdict and the worst directions.
 pub fn describe(f: &Fidelity) -> String {
     let th = &f.thresholds;
@@ -188,52 +167,30 @@ fn fmt_ns(ns: u64) -> String {
 pub const WINDOW: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The thread that judges every [`WINDOW`] of the run and warns while it is not `ok`.
-pub(crate) struct Monitor {
-    stop: std::sync::mpsc::Sender<()>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Monitor {
-    pub fn start(ctl: std::sync::Arc<std::sync::Mutex<crate::daemon::Controller>>) -> Monitor {
-        let (stop, rx) = std::sync::mpsc::channel::<()>();
-        let thread = std::thread::Builder::new()
-            .name("vemu-fidelity".into())
-            .spawn(move || {
-                // Never in the way of the engine's threads, which keep the schedule it judges.
-                // SAFETY: setpriority on this thread (its tid) with an integer niceness.
-                unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 10) };
-                let mut before: Vec<(String, DirStats)> = Vec::new();
-                let mut was = Verdict::Ok;
-                while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(WINDOW) {
-                    let mut c = ctl.lock().unwrap();
-                    let Ok(stats) = c.stats() else { continue };
-                    let now = directions(&stats);
-                    let window: Vec<(String, DirStats)> = now
-                        .iter()
-                        .enumerate()
-                        .map(|(i, (n, d))| (n.clone(), before.get(i).map_or_else(|| d.clone(), |b| delta(d, &b.1))))
-                        .collect();
-                    before = now;
-                    let f = assess(window.iter().map(|(n, d)| (n.clone(), d)), &c.plan.fidelity);
-                    if f.verdict != Verdict::Ok || was != Verdict::Ok {
-                        let t_ns = stats["t_ns"].as_u64().unwrap_or(0);
-                        eprintln!("[{:.1} s] {}", t_ns as f64 / 1e9, describe(&f));
-                        c.emit(serde_json::json!({"type": "fidelity", "t_ns": t_ns, "window_ns": WINDOW.as_nanos() as u64, "fidelity": f}));
-                    }
-                    was = f.verdict;
-                    c.fidelity_now = Some(f);
-                }
-            })
-            .ok();
-        Monitor { stop, thread }
-    }
-
-    pub fn stop(mut self) {
-        let _ = self.stop.send(());
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
+pub(crate) fn start(ctl: std::sync::Arc<std::sync::Mutex<crate::daemon::Controller>>) -> crate::background::Background {
+    crate::background::Background::spawn("vemu-fidelity", true, move |stop| {
+        // Never in the way of the engine's threads, which keep the schedule it judges.
+        // SAFETY: setpriority on this thread (its tid) with an integer niceness.
+        unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 10) };
+        let mut before: Vec<DirStats> = Vec::new();
+        let mut was = Verdict::Ok;
+        while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(WINDOW) {
+            let mut c = ctl.lock().unwrap();
+            let Ok(counters) = c.counters() else { continue };
+            let t_ns = vemu_engine::monotonic_ns().saturating_sub(c.epoch_ns);
+            let now = c.named_directions(&counters);
+            let window: Vec<(String, DirStats)> =
+                now.iter().enumerate().map(|(i, (n, d))| (n.clone(), before.get(i).map_or_else(|| (*d).clone(), |b| delta(d, b)))).collect();
+            before = now.into_iter().map(|(_, d)| d.clone()).collect();
+            let f = assess(window.iter().map(|(n, d)| (n.clone(), d)), &c.plan.fidelity);
+            if f.verdict != Verdict::Ok || was != Verdict::Ok {
+                eprintln!("[{:.1} s] {}", t_ns as f64 / 1e9, describe(&f));
+                c.emit(serde_json::json!({"type": "fidelity", "t_ns": t_ns, "window_ns": WINDOW.as_nanos() as u64, "fidelity": f}));
+            }
+            was = f.verdict;
+            c.fidelity_now = Some(f);
         }
-    }
+    })
 }
 
 #[cfg(test)]

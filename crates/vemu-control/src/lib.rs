@@ -7,6 +7,7 @@
 //! agent on another machine.
 
 pub mod api;
+mod background;
 pub mod daemon;
 pub mod fidelity;
 pub mod pcapng;

@@ -3,9 +3,8 @@
 //! `positions.csv`, and announced on the event stream.
 
 use std::io::Write;
-use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use serde_json::json;
@@ -15,6 +14,7 @@ use vemu_radio::ns2::Trace;
 use vemu_radio::Pos;
 use vemu_scenario::Plan;
 
+use crate::background::Background;
 use crate::daemon::Controller;
 
 /// The members of one wireless segment, moving.
@@ -102,26 +102,10 @@ impl Controller {
     }
 }
 
-/// The thread that advances positions.
-pub(crate) struct Ticker {
-    stop: Sender<()>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Ticker {
-    pub fn start(ctl: Arc<Mutex<Controller>>, epoch_ns: u64) -> Ticker {
-        let (stop, rx) = channel();
-        let any = !ctl.lock().unwrap().movers.is_empty();
-        let thread = any.then(|| std::thread::Builder::new().name("vemu-mobility".into()).spawn(move || run(ctl, epoch_ns, rx)).ok()).flatten();
-        Ticker { stop, thread }
-    }
-
-    pub fn stop(mut self) {
-        let _ = self.stop.send(());
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
+/// The thread that advances positions (none without wireless segments).
+pub(crate) fn start(ctl: Arc<Mutex<Controller>>, epoch_ns: u64) -> Background {
+    let any = !ctl.lock().unwrap().movers.is_empty();
+    Background::spawn("vemu-mobility", any, move |stop| run(ctl, epoch_ns, stop))
 }
 
 fn run(ctl: Arc<Mutex<Controller>>, epoch_ns: u64, stop: Receiver<()>) {

@@ -3,9 +3,8 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use serde_json::json;
@@ -13,6 +12,7 @@ use vemu_engine::monotonic_ns;
 use vemu_link::ImpairmentsPatch;
 use vemu_scenario::{EventAction, EventTarget, TimedEvent};
 
+use crate::background::Background;
 use crate::daemon::Controller;
 
 /// One firing: event `idx`, its repetition `rep`, and for ramps the step.
@@ -25,28 +25,10 @@ struct Firing {
     step: Option<u64>,
 }
 
-pub struct Timeline {
-    stop: Sender<()>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Timeline {
-    /// Run `events` against the controller; times are on the lab clock whose zero is
-    /// `epoch_ns` (CLOCK_MONOTONIC).
-    pub fn start(ctl: Arc<Mutex<Controller>>, events: Vec<TimedEvent>, epoch_ns: u64) -> Timeline {
-        let (stop, rx) = channel();
-        let thread = (!events.is_empty())
-            .then(|| std::thread::Builder::new().name("vemu-timeline".into()).spawn(move || run(ctl, events, epoch_ns, rx)).ok())
-            .flatten();
-        Timeline { stop, thread }
-    }
-
-    pub fn stop(mut self) {
-        let _ = self.stop.send(());
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
+/// Run `events` against the controller; times are on the lab clock whose zero is
+/// `epoch_ns` (CLOCK_MONOTONIC).
+pub(crate) fn start(ctl: Arc<Mutex<Controller>>, events: Vec<TimedEvent>, epoch_ns: u64) -> Background {
+    Background::spawn("vemu-timeline", !events.is_empty(), move |stop| run(ctl, events, epoch_ns, stop))
 }
 
 fn run(ctl: Arc<Mutex<Controller>>, events: Vec<TimedEvent>, epoch_ns: u64, stop: Receiver<()>) {
