@@ -53,8 +53,8 @@ pub struct Controller {
     pub(crate) positions_log: Option<std::io::BufWriter<std::fs::File>>,
     /// Traffic flows started so far.
     pub(crate) flows: Vec<crate::traffic::Flow>,
-    /// The fidelity monitor's verdict on its last window.
-    pub(crate) fidelity_now: Option<crate::fidelity::Fidelity>,
+    /// What the fidelity monitor has seen.
+    pub(crate) watch: crate::fidelity::Watch,
 }
 
 /// A request to stop: from a signal (`None`), or from the API, which wants the result.
@@ -109,6 +109,27 @@ impl Controller {
             WorkerReply::Stats(c) => Ok(c),
             _ => Err(ApiError::internal("unexpected worker reply")),
         }
+    }
+
+    /// The nodes' kernel counters of their TAP interfaces.
+    pub(crate) fn tap_queues(&mut self) -> Result<Vec<crate::worker::TapQueue>, ApiError> {
+        match call(self.worker.as_mut(), WorkerRequest::TapQueues)? {
+            WorkerReply::TapQueues(t) => Ok(t),
+            _ => Err(ApiError::internal("unexpected worker reply")),
+        }
+    }
+
+    /// The fidelity verdict on the whole run so far: `c` and what the monitor saw.
+    fn fidelity(&self, c: &Counters) -> crate::fidelity::Fidelity {
+        let uptime_ns = monotonic_ns().saturating_sub(self.epoch_ns).max(1) as f64;
+        let w = &self.watch;
+        let engine = crate::fidelity::EngineEvidence {
+            shard_busy: c.shard_work_ns.iter().map(|&ns| ns as f64 / uptime_ns).collect(),
+            windows: w.windows,
+            saturated_windows: w.saturated_windows,
+            taps: w.taps.clone(),
+        };
+        crate::fidelity::assess(self.named_directions(c), &engine, &self.plan.fidelity)
     }
 
     /// Every direction of `c`, named for people: `LINK forward`, `SEGMENT NODE:IFACE egress`.
@@ -218,10 +239,9 @@ impl Controller {
                     .collect(),
             })
             .collect();
-        let fidelity = crate::fidelity::assess(self.named_directions(&stats), &self.plan.fidelity);
         Ok(LabStatus {
-            fidelity: Some(fidelity),
-            fidelity_now: self.fidelity_now.clone(),
+            fidelity: Some(self.fidelity(&stats)),
+            fidelity_now: self.watch.now.clone(),
             name: self.plan.name.clone(),
             pid: std::process::id(),
             uptime_ns: monotonic_ns().saturating_sub(self.epoch_ns),
@@ -378,8 +398,8 @@ impl Controller {
             })
             .collect();
         let mut v = json!({"t_ns": monotonic_ns().saturating_sub(self.epoch_ns), "links": links, "segments": segments});
-        v["fidelity"] = json!(crate::fidelity::assess(self.named_directions(&c), &self.plan.fidelity));
-        v["fidelity_now"] = json!(self.fidelity_now);
+        v["fidelity"] = json!(self.fidelity(&c));
+        v["fidelity_now"] = json!(self.watch.now);
         Ok(v)
     }
 }
@@ -460,7 +480,7 @@ pub fn run(plan: Plan, options: ApiOptions, mut report: impl FnMut(Event)) -> Re
         })
         .transpose()
         .context("writing positions.csv")?;
-    let ctl = Arc::new(Mutex::new(Controller { plan: plan.clone(), worker, links, members, stopped, epoch_ns, realtime_epoch_ns, events, movers, positions_log, flows: Vec::new(), fidelity_now: None }));
+    let ctl = Arc::new(Mutex::new(Controller { plan: plan.clone(), worker, links, members, stopped, epoch_ns, realtime_epoch_ns, events, movers, positions_log, flows: Vec::new(), watch: Default::default() }));
     let (shutdown, stop) = channel::<StopRequest>();
 
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().thread_name("vemu-api").build()?;

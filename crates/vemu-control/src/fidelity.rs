@@ -3,10 +3,15 @@
 //! time, `DirStats::late_hist`); frames the far TAP refused are lost to the engine,
 //! not to emulated loss. From these — measured, never inferred from the configuration —
 //! each link direction and segment port gets a verdict, and the lab the worst of them.
+//! Two more witnesses of an engine that cannot keep up: the frames the nodes' kernels
+//! dropped on full TAP queues (the engine did not read them in time), and the engine
+//! shards' load (time spent working per second of wall time).
 
 use serde::{Deserialize, Serialize};
 use vemu_engine::{DirStats, DELAY_BUCKETS_NS};
 pub use vemu_scenario::FidelityThresholds;
+
+use crate::worker::TapQueue;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -33,6 +38,31 @@ pub struct DirFidelity {
     pub write_errors: u64,
 }
 
+/// One TAP interface whose kernel queue overflowed.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TapFidelity {
+    /// `NODE:IFACE`.
+    pub port: String,
+    pub verdict: Verdict,
+    pub read: u64,
+    pub dropped: u64,
+    /// dropped / (read + dropped).
+    pub dropped_fraction: f64,
+}
+
+/// What the engine's load and the nodes' kernels tell, over the stretch judged.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct EngineEvidence {
+    /// Per engine shard, the fraction of the stretch spent working.
+    pub shard_busy: Vec<f64>,
+    /// Monitor windows (seconds) judged, and those in which a shard was busier than
+    /// the threshold.
+    pub windows: u64,
+    pub saturated_windows: u64,
+    /// The TAP interfaces' counters over the stretch.
+    pub taps: Vec<TapQueue>,
+}
+
 /// The verdict of a lab (or of a window of its run).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Fidelity {
@@ -42,6 +72,14 @@ pub struct Fidelity {
     pub late_frames: u64,
     /// Directions whose verdict is not `ok`, worst first.
     pub affected: Vec<DirFidelity>,
+    /// Per engine shard, the fraction of the stretch spent working.
+    pub shard_busy: Vec<f64>,
+    pub windows: u64,
+    pub saturated_windows: u64,
+    /// Frames the nodes' kernels dropped on full TAP queues, in all.
+    pub tap_dropped: u64,
+    /// TAP interfaces whose verdict is not `ok`, worst first.
+    pub taps_affected: Vec<TapFidelity>,
 }
 
 /// Upper bound of the bucket holding the `q` quantile of a histogram.
@@ -71,8 +109,9 @@ fn judge(fraction: f64, th: &FidelityThresholds) -> Verdict {
     }
 }
 
-/// The verdict from per-direction counters (`(name, counters)`).
-pub fn assess<'a>(dirs: impl IntoIterator<Item = (String, &'a DirStats)>, th: &FidelityThresholds) -> Fidelity {
+/// The verdict from per-direction counters (`(name, counters)`) and the engine's
+/// evidence.
+pub fn assess<'a>(dirs: impl IntoIterator<Item = (String, &'a DirStats)>, engine: &EngineEvidence, th: &FidelityThresholds) -> Fidelity {
     // Buckets wholly above the threshold count as late.
     let first_late = DELAY_BUCKETS_NS.iter().position(|&b| b >= th.late_ns).map_or(DELAY_BUCKETS_NS.len(), |i| i + 1);
     let (mut frames, mut late_frames) = (0u64, 0u64);
@@ -102,9 +141,40 @@ pub fn assess<'a>(dirs: impl IntoIterator<Item = (String, &'a DirStats)>, th: &F
         }
     }
     affected.sort_by(|a, b| b.verdict.cmp(&a.verdict).then(b.late_fraction.total_cmp(&a.late_fraction)));
+    let mut taps_affected: Vec<TapFidelity> = engine
+        .taps
+        .iter()
+        .filter(|t| t.read + t.dropped >= th.min_frames)
+        .map(|t| {
+            let dropped_fraction = t.dropped as f64 / (t.read + t.dropped) as f64;
+            TapFidelity { port: t.port.clone(), verdict: judge(dropped_fraction, th), read: t.read, dropped: t.dropped, dropped_fraction }
+        })
+        .filter(|t| t.verdict != Verdict::Ok)
+        .collect();
+    taps_affected.sort_by(|a, b| b.dropped_fraction.total_cmp(&a.dropped_fraction));
     let overall = if frames >= th.min_frames { judge(late_frames as f64 / frames as f64, th) } else { Verdict::Ok };
-    let verdict = affected.iter().map(|a| a.verdict).max().unwrap_or(Verdict::Ok).max(overall);
-    Fidelity { verdict, thresholds: th.clone(), frames, late_frames, affected }
+    // A saturated engine has no headroom: degraded at least, whatever the frames say.
+    let saturated = engine.windows > 0 && engine.saturated_windows as f64 / engine.windows as f64 > th.degraded_fraction;
+    let verdict = affected
+        .iter()
+        .map(|a| a.verdict)
+        .chain(taps_affected.iter().map(|t| t.verdict))
+        .chain(saturated.then_some(Verdict::Degraded))
+        .max()
+        .unwrap_or(Verdict::Ok)
+        .max(overall);
+    Fidelity {
+        verdict,
+        thresholds: th.clone(),
+        frames,
+        late_frames,
+        affected,
+        shard_busy: engine.shard_busy.clone(),
+        windows: engine.windows,
+        saturated_windows: engine.saturated_windows,
+        tap_dropped: engine.taps.iter().map(|t| t.dropped).sum(),
+        taps_affected,
+    }
 }
 
 /// The counters of one direction between two snapshots.
@@ -151,6 +221,22 @@ pub fn describe(f: &Fidelity) -> String {
     if f.affected.len() > 10 {
         s.push_str(&format!("\n  ... and {} more", f.affected.len() - 10));
     }
+    if !f.shard_busy.is_empty() {
+        let busy: Vec<String> = f.shard_busy.iter().map(|b| format!("{:.0}%", b * 100.0)).collect();
+        s.push_str(&format!(
+            "\n  engine shards busy {} of the time; busier than {:.0}% in {} of {} seconds",
+            busy.join(", "),
+            th.busy_fraction * 100.0,
+            f.saturated_windows,
+            f.windows
+        ));
+    }
+    if f.tap_dropped > 0 {
+        s.push_str(&format!("\n  {} frames dropped by the nodes' kernels on full TAP queues (the engine did not read them in time)", f.tap_dropped));
+    }
+    for t in f.taps_affected.iter().take(10) {
+        s.push_str(&format!("\n  {:?} {} TAP queue: {:.1}% dropped ({} of {})", t.verdict, t.port, t.dropped_fraction * 100.0, t.dropped, t.read + t.dropped));
+    }
     s
 }
 
@@ -166,6 +252,28 @@ fn fmt_ns(ns: u64) -> String {
 /// How often the monitor judges the last stretch of the run.
 pub const WINDOW: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// What the monitor has seen so far.
+#[derive(Debug, Default)]
+pub(crate) struct Watch {
+    /// The verdict on the last window.
+    pub now: Option<Fidelity>,
+    pub windows: u64,
+    pub saturated_windows: u64,
+    /// The TAP counters at the last window (read by the monitor only: a netlink dump
+    /// per node is too dear for every stats request).
+    pub taps: Vec<TapQueue>,
+}
+
+fn tap_delta(now: &[TapQueue], before: &[TapQueue]) -> Vec<TapQueue> {
+    now.iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let b = before.get(i).filter(|b| b.port == t.port).cloned().unwrap_or_default();
+            TapQueue { port: t.port.clone(), read: t.read.saturating_sub(b.read), dropped: t.dropped.saturating_sub(b.dropped) }
+        })
+        .collect()
+}
+
 /// The thread that judges every [`WINDOW`] of the run and warns while it is not `ok`.
 pub(crate) fn start(ctl: std::sync::Arc<std::sync::Mutex<crate::daemon::Controller>>) -> crate::background::Background {
     crate::background::Background::spawn("vemu-fidelity", true, move |stop| {
@@ -173,22 +281,38 @@ pub(crate) fn start(ctl: std::sync::Arc<std::sync::Mutex<crate::daemon::Controll
         // SAFETY: setpriority on this thread (its tid) with an integer niceness.
         unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 10) };
         let mut before: Vec<DirStats> = Vec::new();
+        let mut work_before: Vec<u64> = Vec::new();
+        let mut t_before = 0u64;
         let mut was = Verdict::Ok;
         while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(WINDOW) {
             let mut c = ctl.lock().unwrap();
             let Ok(counters) = c.counters() else { continue };
+            let taps = c.tap_queues().unwrap_or_else(|e| {
+                eprintln!("fidelity monitor: reading the TAP counters: {}", e.message);
+                Vec::new()
+            });
             let t_ns = vemu_engine::monotonic_ns().saturating_sub(c.epoch_ns);
             let now = c.named_directions(&counters);
             let window: Vec<(String, DirStats)> =
                 now.iter().enumerate().map(|(i, (n, d))| (n.clone(), before.get(i).map_or_else(|| (*d).clone(), |b| delta(d, b)))).collect();
             before = now.into_iter().map(|(_, d)| d.clone()).collect();
-            let f = assess(window.iter().map(|(n, d)| (n.clone(), d)), &c.plan.fidelity);
+            let span = t_ns.saturating_sub(t_before).max(1) as f64;
+            let shard_busy: Vec<f64> =
+                counters.shard_work_ns.iter().enumerate().map(|(i, w)| w.saturating_sub(work_before.get(i).copied().unwrap_or(0)) as f64 / span).collect();
+            (work_before, t_before) = (counters.shard_work_ns.clone(), t_ns);
+            let saturated = shard_busy.iter().any(|&b| b > c.plan.fidelity.busy_fraction);
+            let engine = EngineEvidence { shard_busy, windows: 1, saturated_windows: saturated as u64, taps: tap_delta(&taps, &c.watch.taps) };
+            let f = assess(window.iter().map(|(n, d)| (n.clone(), d)), &engine, &c.plan.fidelity);
             if f.verdict != Verdict::Ok || was != Verdict::Ok {
                 eprintln!("[{:.1} s] {}", t_ns as f64 / 1e9, describe(&f));
                 c.emit(serde_json::json!({"type": "fidelity", "t_ns": t_ns, "window_ns": WINDOW.as_nanos() as u64, "fidelity": f}));
             }
             was = f.verdict;
-            c.fidelity_now = Some(f);
+            let w = &mut c.watch;
+            w.windows += 1;
+            w.saturated_windows += saturated as u64;
+            w.taps = taps;
+            w.now = Some(f);
         }
     })
 }
@@ -208,21 +332,45 @@ mod tests {
     fn verdicts_follow_the_measured_lateness() {
         let th = FidelityThresholds::default();
         let (a, b, c) = (dir(10_000, 0, 0), dir(9_800, 200, 0), dir(5_000, 5_000, 10));
-        let f = assess([("a".to_string(), &a)], &th);
+        let none = EngineEvidence::default();
+        let f = assess([("a".to_string(), &a)], &none, &th);
         assert_eq!((f.verdict, f.affected.len()), (Verdict::Ok, 0));
-        let f = assess([("a".to_string(), &a), ("b".to_string(), &b)], &th);
+        let f = assess([("a".to_string(), &a), ("b".to_string(), &b)], &none, &th);
         assert_eq!(f.verdict, Verdict::Degraded);
         assert_eq!(f.affected[0].name, "b");
         assert_eq!(f.affected[0].p99_late_ns, 2_000_000);
-        let f = assess([("a".to_string(), &a), ("b".to_string(), &b), ("c".to_string(), &c)], &th);
+        let f = assess([("a".to_string(), &a), ("b".to_string(), &b), ("c".to_string(), &c)], &none, &th);
         assert_eq!(f.verdict, Verdict::Invalid);
         assert_eq!((f.affected[0].name.as_str(), f.affected[0].late_frames), ("c", 5_010));
         assert!(describe(&f).contains("INVALID"), "{}", describe(&f));
         // Too few frames to judge one direction by.
-        let f = assess([("d".to_string(), &dir(10, 10, 0))], &th);
+        let f = assess([("d".to_string(), &dir(10, 10, 0))], &none, &th);
         assert_eq!(f.verdict, Verdict::Ok);
         // Windows: the difference of two snapshots.
         let d = delta(&dir(10_000, 200, 0), &dir(9_000, 0, 0));
         assert_eq!((d.late_hist[3], d.late_hist[10]), (1_000, 200));
+    }
+
+    #[test]
+    fn full_tap_queues_and_a_saturated_engine_count_too() {
+        let th = FidelityThresholds::default();
+        let a = dir(10_000, 0, 0);
+        let tap = |dropped| TapQueue { port: "n1:eth0".into(), read: 10_000, dropped };
+        // Every frame on time, but the kernel dropped 5% of what n1 sent.
+        let f = assess([("a".to_string(), &a)], &EngineEvidence { taps: vec![tap(500)], ..Default::default() }, &th);
+        assert_eq!(f.verdict, Verdict::Degraded);
+        assert_eq!((f.taps_affected[0].port.as_str(), f.tap_dropped), ("n1:eth0", 500));
+        assert!(describe(&f).contains("n1:eth0 TAP queue: 4.8% dropped"), "{}", describe(&f));
+        let f = assess([("a".to_string(), &a)], &EngineEvidence { taps: vec![tap(5_000)], ..Default::default() }, &th);
+        assert_eq!(f.verdict, Verdict::Invalid);
+        let f = assess([("a".to_string(), &a)], &EngineEvidence { taps: vec![tap(50)], ..Default::default() }, &th);
+        assert_eq!(f.verdict, Verdict::Ok);
+        // A shard saturated in 2 of 100 windows: no headroom left, degraded; 1 of 100 is not.
+        let busy = |saturated_windows| EngineEvidence { shard_busy: vec![0.5], windows: 100, saturated_windows, taps: Vec::new() };
+        assert_eq!(assess([("a".to_string(), &a)], &busy(2), &th).verdict, Verdict::Degraded);
+        assert_eq!(assess([("a".to_string(), &a)], &busy(1), &th).verdict, Verdict::Ok);
+        // Window deltas of the TAP counters.
+        let d = tap_delta(&[tap(700)], &[tap(500)]);
+        assert_eq!((d[0].read, d[0].dropped), (0, 200));
     }
 }

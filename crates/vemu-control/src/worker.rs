@@ -31,6 +31,8 @@ pub enum WorkerRequest {
     Positions { seg: usize, positions: Vec<vemu_radio::Pos> },
     /// Positions, neighbours and per-pair counters of a wireless segment.
     Radio { seg: usize },
+    /// The nodes' kernel counters of their TAP interfaces.
+    TapQueues,
     Teardown,
 }
 
@@ -41,7 +43,21 @@ pub enum WorkerReply {
     Stats(Counters),
     Processes(Vec<ProcStatus>),
     Radio(RadioSnapshot),
+    TapQueues(Vec<TapQueue>),
     Error(String),
+}
+
+/// A node's TAP interface as the node's kernel counts it. What the node sends waits in
+/// the TAP's queue until the engine reads it; when the engine falls behind the queue
+/// fills and the kernel drops frames (before any emulation: not emulated loss).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct TapQueue {
+    /// `NODE:IFACE`.
+    pub port: String,
+    /// Frames the engine read.
+    pub read: u64,
+    /// Frames dropped on the full queue.
+    pub dropped: u64,
 }
 
 /// Counters of everything a worker emulates.
@@ -52,6 +68,8 @@ pub struct Counters {
     /// Per segment, per member: egress and ingress.
     pub members: Vec<Vec<[DirStats; 2]>>,
     pub segments: Vec<SegStats>,
+    /// Per engine shard, nanoseconds spent working since the start ([`Engine::work_ns`]).
+    pub shard_work_ns: Vec<u64>,
 }
 
 /// A machine that hosts nodes and links.
@@ -75,6 +93,11 @@ pub struct LocalWorker {
     supervisor: Option<Supervisor>,
     /// Members of each segment.
     sizes: Vec<usize>,
+    /// Each node's name and interfaces.
+    ifaces: Vec<(String, Vec<String>)>,
+    /// A netlink socket in each node's namespace, opened when first asked for TAP
+    /// counters (they hold the namespaces: closed before the lab is removed).
+    node_sockets: Option<Vec<vemu_host::netlink::Netlink>>,
 }
 
 impl LocalWorker {
@@ -86,6 +109,7 @@ impl LocalWorker {
         vemu_host::prepare_lab(&paths, &hosts, &plan.nodes)?;
         self.lab = Some(paths.clone());
         self.sizes = plan.segments.iter().map(|g| g.members.len()).collect();
+        self.ifaces = plan.nodes.iter().map(|n| (n.name.clone(), n.ifaces.iter().map(|i| i.name.clone()).collect())).collect();
         let template = vemu_host::mount_template(&paths)?;
 
         // Nodes, a few at a time.
@@ -170,7 +194,25 @@ impl LocalWorker {
         Ok(())
     }
 
+    fn tap_queues(&mut self) -> Result<Vec<TapQueue>> {
+        let paths = self.lab.as_ref().ok_or_else(|| anyhow!("the lab is not built"))?;
+        if self.node_sockets.is_none() {
+            let socks: Result<Vec<_>> = self.ifaces.iter().map(|(n, _)| vemu_host::netlink::Netlink::open_in(&paths.netns_pin(n))).collect();
+            self.node_sockets = Some(socks?);
+        }
+        let mut out = Vec::new();
+        for ((node, ifaces), sock) in self.ifaces.iter().zip(self.node_sockets.as_mut().unwrap()) {
+            for (name, st) in sock.link_stats()? {
+                if ifaces.contains(&name) {
+                    out.push(TapQueue { port: format!("{node}:{name}"), read: st.tx_packets, dropped: st.tx_dropped });
+                }
+            }
+        }
+        Ok(out)
+    }
+
     fn teardown(&mut self) -> Result<()> {
+        self.node_sockets = None;
         if let Some(mut s) = self.supervisor.take() {
             s.stop();
         }
@@ -225,6 +267,7 @@ impl Worker for LocalWorker {
                     links: (0..e.link_count()).map(|i| e.stats(Target::Link(i))).collect(),
                     members: self.sizes.iter().enumerate().map(|(g, &n)| (0..n).map(|m| e.stats(Target::Member(g, m))).collect()).collect(),
                     segments: (0..self.sizes.len()).map(|g| e.segment_stats(g)).collect(),
+                    shard_work_ns: e.work_ns(),
                 }))
             }
             WorkerRequest::NodeState { node, up } => {
@@ -246,6 +289,7 @@ impl Worker for LocalWorker {
                 Ok(WorkerReply::Done)
             }
             WorkerRequest::Radio { seg } => Ok(WorkerReply::Radio(self.engine()?.radio(seg))),
+            WorkerRequest::TapQueues => Ok(WorkerReply::TapQueues(self.tap_queues()?)),
             WorkerRequest::Teardown => {
                 self.teardown()?;
                 Ok(WorkerReply::Done)

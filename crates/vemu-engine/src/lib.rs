@@ -322,6 +322,8 @@ enum Control {
 struct ShardHandle {
     tx: Sender<Control>,
     wake: OwnedFd,
+    /// Nanoseconds the shard has spent working (see [`Shard::work_ns`]).
+    work_ns: Arc<AtomicU64>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -435,10 +437,18 @@ impl Engine {
             let wake = unsafe { OwnedFd::from_raw_fd(efd) };
             let (tx, rx) = channel();
             let mut shard = Shard::new(work, rx, wake.as_raw_fd(), clock)?;
+            let work_ns = shard.work_ns.clone();
             let thread = std::thread::Builder::new().name(format!("vemu-engine-{s}")).spawn(move || shard.run())?;
-            handles.push(ShardHandle { tx, wake, thread: Some(thread) });
+            handles.push(ShardHandle { tx, wake, work_ns, thread: Some(thread) });
         }
         Ok(Engine { shards: handles, link_place, seg_place, link_counters, member_counters, seg_counters, clock })
+    }
+
+    /// Per shard, nanoseconds spent working since the start (handling frames, timers
+    /// and control; not the idle spinning before deadlines). Its growth over a stretch of
+    /// wall time is the shard's load: near 1 it cannot take more.
+    pub fn work_ns(&self) -> Vec<u64> {
+        self.shards.iter().map(|s| s.work_ns.load(Relaxed)).collect()
     }
 
     pub fn link_count(&self) -> usize {
@@ -787,6 +797,9 @@ struct Shard {
     wake_late_ns: u64,
     spin_ns: u64,
     taps: Vec<Tap>,
+    /// Time spent handling frames, timers and control messages, ns: the shard's load.
+    /// Not its CPU time, which also counts the spinning before deadlines.
+    work_ns: Arc<AtomicU64>,
 }
 
 impl Shard {
@@ -827,6 +840,7 @@ impl Shard {
             wake_late_ns: 0,
             spin_ns: SPIN_NS,
             taps: Vec::new(),
+            work_ns: Arc::new(AtomicU64::new(0)),
         })
     }
 
@@ -835,9 +849,12 @@ impl Shard {
         // SAFETY: prctl with an integer argument.
         unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1, 0, 0, 0) };
         let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 64];
+        let mut work_ns = 0u64;
         loop {
             let now = self.clock.now_ns();
-            self.run_due(now);
+            if self.run_due(now) {
+                work_ns += self.clock.now_ns().saturating_sub(now);
+            }
             let next = self.heap.peek().map(|p| p.at_ns).into_iter().chain(self.radio_events()).min();
             let timeout = next.map(|at| at.saturating_sub(now).saturating_sub(self.spin_ns));
             let wake_at = timeout.filter(|&t| t > 0).map(|t| now + t);
@@ -850,9 +867,10 @@ impl Shard {
             if n < 0 {
                 continue; // EINTR
             }
+            let woke = self.clock.now_ns();
             if let (0, Some(at)) = (n, wake_at) {
                 // A timed wake-up: learn how late they come.
-                let late = self.clock.now_ns().saturating_sub(at);
+                let late = woke.saturating_sub(at);
                 self.wake_late_ns = (self.wake_late_ns * 7 + late) / 8;
                 self.spin_ns = (2 * self.wake_late_ns).clamp(SPIN_NS, MAX_SPIN_NS);
             }
@@ -873,6 +891,10 @@ impl Shard {
                 }
                 self.read_from(port);
             }
+            if n > 0 {
+                work_ns += self.clock.now_ns().saturating_sub(woke);
+            }
+            self.work_ns.store(work_ns, Relaxed);
         }
     }
 
@@ -1168,18 +1190,21 @@ impl Shard {
         }
     }
 
-    /// Carry out everything whose time has come.
-    fn run_due(&mut self, now: u64) {
+    /// Carry out everything whose time has come; false when nothing had.
+    fn run_due(&mut self, now: u64) -> bool {
+        let mut worked = false;
         for k in 0..self.radios.len() {
             let g = self.radios[k];
             let r = self.segments[g as usize].radio.as_mut().unwrap();
             if r.medium.next_event_ns().is_some_and(|t| t <= now) {
                 r.medium.advance(now, &mut r.outcomes);
                 self.radio_outcomes(g);
+                worked = true;
             }
         }
         while self.heap.peek().is_some_and(|p| p.at_ns <= now) {
             let p = self.heap.pop().unwrap();
+            worked = true;
             match p.action {
                 Action::Switch { seg, member } => self.switch(p.at_ns, seg, member, p.wire, p.frame),
                 Action::Write { port, counter } => {
@@ -1204,5 +1229,6 @@ impl Shard {
                 }
             }
         }
+        worked
     }
 }

@@ -8,10 +8,10 @@ use std::net::IpAddr;
 use anyhow::{bail, Context, Result};
 use ipnet::IpNet;
 use netlink_packet_core::{
-    NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST,
+    NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REQUEST,
 };
 use netlink_packet_route::address::{AddressAttribute, AddressFlags, AddressHeaderFlags, AddressMessage};
-use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
+use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage, Stats64};
 use netlink_packet_route::route::{RouteAddress, RouteAttribute, RouteHeader, RouteMessage, RouteProtocol, RouteScope, RouteType};
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
@@ -37,6 +37,63 @@ impl Netlink {
         sock.bind_auto().context("binding the netlink socket")?;
         sock.connect(&SocketAddr::new(0, 0)).context("connecting the netlink socket")?;
         Ok(Netlink { sock, seq: 0, batch: Vec::with_capacity(BATCH_BYTES), pending: Vec::new() })
+    }
+
+    /// Open a socket in the network namespace pinned at `netns` (the socket stays
+    /// there; the calling thread does not move).
+    pub fn open_in(netns: &std::path::Path) -> Result<Netlink> {
+        let ns = std::fs::File::open(netns).with_context(|| format!("opening {}", netns.display()))?;
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                nix::sched::setns(&ns, nix::sched::CloneFlags::CLONE_NEWNET).with_context(|| format!("entering {}", netns.display()))?;
+                Netlink::open()
+            })
+            .join()
+            .map_err(|_| anyhow::anyhow!("the thread entering {} panicked", netns.display()))?
+        })
+    }
+
+    /// Every interface's name and kernel counters (one dump).
+    pub fn link_stats(&mut self) -> Result<Vec<(String, Stats64)>> {
+        self.seq += 1;
+        let mut header = NetlinkHeader::default();
+        header.flags = NLM_F_REQUEST | NLM_F_DUMP;
+        header.sequence_number = self.seq;
+        let mut m = NetlinkMessage::new(header, NetlinkPayload::InnerMessage(RouteNetlinkMessage::GetLink(LinkMessage::default())));
+        m.finalize();
+        let mut req = vec![0u8; m.buffer_len()];
+        m.serialize(&mut req);
+        self.sock.send(&req, 0).context("asking for interface counters")?;
+        let mut out = Vec::new();
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            // SAFETY: receiving into a buffer we own, at most its length.
+            let n = unsafe { libc::recv(self.sock.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+            if n < 0 {
+                return Err(std::io::Error::last_os_error()).context("reading interface counters");
+            }
+            let mut off = 0;
+            while off < n as usize {
+                let msg = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&buf[off..n as usize]).context("decoding a netlink reply")?;
+                let len = msg.header.length as usize;
+                if len == 0 {
+                    break;
+                }
+                off += (len + 3) & !3;
+                match msg.payload {
+                    NetlinkPayload::Done(_) => return Ok(out),
+                    NetlinkPayload::Error(e) => bail!("dumping interfaces: {e}"),
+                    NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewLink(l)) => {
+                        let name = l.attributes.iter().find_map(|a| if let LinkAttribute::IfName(n) = a { Some(n.clone()) } else { None });
+                        let stats = l.attributes.iter().find_map(|a| if let LinkAttribute::Stats64(s) = a { Some(s.clone()) } else { None });
+                        if let (Some(name), Some(stats)) = (name, stats) {
+                            out.push((name, stats));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
     }
 
     fn queue(&mut self, msg: RouteNetlinkMessage, flags: u16, what: String) -> Result<()> {

@@ -43,18 +43,22 @@ pub struct Plan {
 /// Thresholds of the fidelity monitor: a frame written more than `late_ns` after its
 /// scheduled time is late; a direction (and the lab) is `degraded` when more than
 /// `degraded_fraction` of its frames are late, `invalid` above `invalid_fraction`.
-/// Directions with fewer than `min_frames` frames are not judged alone.
+/// Directions with fewer than `min_frames` frames are not judged alone. The same
+/// fractions judge the frames the nodes' kernels dropped on their TAP queues because the
+/// engine did not read them in time. An engine shard working more than `busy_fraction`
+/// of a second has no headroom left: that second is `degraded` at least.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FidelityThresholds {
     pub late_ns: u64,
     pub degraded_fraction: f64,
     pub invalid_fraction: f64,
     pub min_frames: u64,
+    pub busy_fraction: f64,
 }
 
 impl Default for FidelityThresholds {
     fn default() -> Self {
-        FidelityThresholds { late_ns: 1_000_000, degraded_fraction: 0.01, invalid_fraction: 0.10, min_frames: 100 }
+        FidelityThresholds { late_ns: 1_000_000, degraded_fraction: 0.01, invalid_fraction: 0.10, min_frames: 100, busy_fraction: 0.9 }
     }
 }
 

@@ -1257,12 +1257,13 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, base: Option<&
     }
     let mut fidelity = crate::FidelityThresholds::default();
     if let Some((_, n)) = get("fidelity") {
-        for (k, _, v) in p.map(n, "fidelity", &["late", "degraded", "invalid", "min_frames"]) {
+        for (k, _, v) in p.map(n, "fidelity", &["late", "degraded", "invalid", "min_frames", "busy"]) {
             let f = join("fidelity", k);
             match k {
                 "late" => fidelity.late_ns = p.scalar(v, &f, units::duration_ns).unwrap_or(fidelity.late_ns),
                 "degraded" => fidelity.degraded_fraction = p.scalar(v, &f, units::percent).unwrap_or(fidelity.degraded_fraction),
                 "invalid" => fidelity.invalid_fraction = p.scalar(v, &f, units::percent).unwrap_or(fidelity.invalid_fraction),
+                "busy" => fidelity.busy_fraction = p.scalar(v, &f, units::percent).unwrap_or(fidelity.busy_fraction),
                 _ => fidelity.min_frames = p.scalar(v, &f, integer::<u64>("a number of frames")).unwrap_or(fidelity.min_frames),
             }
         }

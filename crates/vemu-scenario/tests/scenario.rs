@@ -424,3 +424,15 @@ fn move_events_need_a_wireless_member() {
     let m = one_error(&format!("{RADIO}events:\n  - {{at: 1s, node: a, move: {{to: [1, 2], speed: -3}}}}\n"));
     assert!(m.contains("events[0].move.speed: expected a speed in m/s greater than 0, got '-3'"), "{m}");
 }
+
+#[test]
+fn fidelity_thresholds() {
+    let p = ok("nodes: {a: {}}\nfidelity: {late: 500us, degraded: 2%, invalid: 20%, min_frames: 10, busy: 80%}\n");
+    let f = &p.fidelity;
+    assert_eq!((f.late_ns, f.degraded_fraction, f.invalid_fraction, f.min_frames, f.busy_fraction), (500_000, 0.02, 0.2, 10, 0.8));
+    assert_eq!(ok("nodes: {a: {}}\n").fidelity, vemu_scenario::FidelityThresholds::default());
+    let m = one_error("nodes: {a: {}}\nfidelity: {busy: 0.8}\n");
+    assert!(m.contains("t.yaml:2:18: fidelity.busy: '0.8' needs a % sign"), "{m}");
+    let m = one_error("nodes: {a: {}}\nfidelity: {degraded: 20%, invalid: 10%}\n");
+    assert!(m.contains("'invalid' must be at least 'degraded'"), "{m}");
+}

@@ -46,5 +46,21 @@ fn overload_is_judged_from_measured_lateness() {
     let log = std::fs::read_to_string("/var/log/vemu/t-fidelity/vemu.log").unwrap();
     assert!(log.contains("fidelity INVALID") || log.contains("fidelity DEGRADED"), "{log}");
     let o = lab.vemu(&["report"]);
+    eprintln!("{}", text(&o));
     assert!(text(&o).contains("fidelity INVALID") || text(&o).contains("fidelity DEGRADED"), "{}", text(&o));
+    assert!(text(&o).contains("engine shards busy"), "{}", text(&o));
+
+    // A UDP flood far above what the engine reads: c0's kernel drops frames on the full
+    // TAP queue. The monitor reads the same counter the kernel shows `ip -s link`.
+    lab.exec("c0", &["iperf3", "-u", "-b", "20G", "-l", "1400", "-t", "2", "-c", "s0"]);
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    let (_, ip) = lab.sh("c0", "ip -s -j link show eth0");
+    let ip: serde_json::Value = serde_json::from_str(&ip).unwrap();
+    let kernel = ip[0]["stats64"]["tx"]["dropped"].as_u64().unwrap();
+    let f = lab.status()["fidelity"].clone();
+    eprintln!("flood: the kernel dropped {kernel} frames on c0's TAP; vemu: {}", f["taps_affected"]);
+    assert!(kernel > 0, "a 20 Gbit/s UDP flood did not overflow the TAP queue");
+    assert_eq!(f["tap_dropped"].as_u64(), Some(kernel), "{f}");
+    let c0 = f["taps_affected"].as_array().unwrap().iter().find(|t| t["port"] == "c0:eth0").expect("c0:eth0 named");
+    assert_eq!(c0["dropped"].as_u64(), Some(kernel), "{c0}");
 }
