@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Run vemu's benchmarks (all, or one of: link chain scale switch api). Root; installs matplotlib.
+# Run vemu's benchmarks (all, or one experiment: see bench/README.md). Root; installs
+# matplotlib and nftables (the kernel loss baseline) when missing.
 set -euo pipefail
 . "$(dirname "$0")/../scripts/setup.sh"
 python3 -c 'import matplotlib' 2>/dev/null || python3 -m pip install -q matplotlib || apt-get install -y -qq python3-matplotlib
+command -v nft >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables >/dev/null
 cargo build --release --quiet
-exec python3 bench/bench.py "${1:-all}"
+exec python3 -u bench/bench.py "${1:-all}"
