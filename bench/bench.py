@@ -385,8 +385,9 @@ def bench_accuracy():
             # real lossy link), and c0 could spend the whole run resolving s0's address.
             st = json.loads(vemu("status", "--lab", "ba", "--json"))
             s0 = [n for n in st["nodes"] if n["name"] == "s0"][0]["ifaces"][0]
-            sh(*in_node("ba", "c0"), "ip", "neigh", "replace", s0["addrs"][0].split("/")[0], "lladdr", s0["mac"], "dev", "eth0", "nud", "permanent")
-            v = udp_loss(in_node("ba", "c0"), in_node("ba", "s0"), addresses("ba")["s0"], count)
+            s0_addr = s0["addrs"][0].split("/")[0]
+            sh(*in_node("ba", "c0"), "ip", "neigh", "replace", s0_addr, "lladdr", s0["mac"], "dev", "eth0", "nud", "permanent")
+            v = udp_loss(in_node("ba", "c0"), in_node("ba", "s0"), s0_addr, count)
         finally:
             down("ba")
         sigma = (p * (1 - p) / count) ** 0.5
@@ -553,7 +554,7 @@ def bench_chain():
         try:
             time.sleep(0.3)
             target = f"10.0.0.{4 * (hops - 1) + 2}"
-            pre = ["sh", "-c", f"exec {VEMU} exec --lab {name} n1 -- \"$@\"", "-"]
+            pre = in_node(name, "n1")
             v_rtt = ping_avg(pre, target)
             v_bw = iperf(pre, target)
         finally:
