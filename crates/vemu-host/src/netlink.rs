@@ -67,19 +67,7 @@ impl Netlink {
         let mut out = Vec::new();
         let mut buf = vec![0u8; 64 * 1024];
         loop {
-            // SAFETY: receiving into a buffer we own, at most its length.
-            let n = unsafe { libc::recv(self.sock.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
-            if n < 0 {
-                return Err(std::io::Error::last_os_error()).context("reading interface counters");
-            }
-            let mut off = 0;
-            while off < n as usize {
-                let msg = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&buf[off..n as usize]).context("decoding a netlink reply")?;
-                let len = msg.header.length as usize;
-                if len == 0 {
-                    break;
-                }
-                off += (len + 3) & !3;
+            for msg in self.receive(&mut buf).context("reading interface counters")? {
                 match msg.payload {
                     NetlinkPayload::Done(_) => return Ok(out),
                     NetlinkPayload::Error(e) => bail!("dumping interfaces: {e}"),
@@ -94,6 +82,27 @@ impl Netlink {
                 }
             }
         }
+    }
+
+    /// Receive one datagram into `buf` and decode the messages in it.
+    fn receive(&self, buf: &mut [u8]) -> Result<Vec<NetlinkMessage<RouteNetlinkMessage>>> {
+        // SAFETY: receiving into a buffer we own, at most its length.
+        let n = unsafe { libc::recv(self.sock.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+        if n < 0 {
+            return Err(std::io::Error::last_os_error().into());
+        }
+        let mut msgs = Vec::new();
+        let mut off = 0;
+        while off < n as usize {
+            let msg = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&buf[off..n as usize]).context("decoding a netlink reply")?;
+            let len = msg.header.length as usize;
+            if len == 0 {
+                break;
+            }
+            off += (len + 3) & !3;
+            msgs.push(msg);
+        }
+        Ok(msgs)
     }
 
     fn queue(&mut self, msg: RouteNetlinkMessage, flags: u16, what: String) -> Result<()> {
@@ -124,19 +133,7 @@ impl Netlink {
         let mut buf = vec![0u8; 64 * 1024];
         let mut outstanding = self.pending.len();
         while outstanding > 0 {
-            let n = unsafe { libc::recv(self.sock.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
-            if n < 0 {
-                return Err(std::io::Error::last_os_error()).context("reading netlink acknowledgements");
-            }
-            let mut off = 0;
-            while off < n as usize {
-                let msg = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&buf[off..n as usize])
-                    .context("decoding a netlink reply")?;
-                let len = msg.header.length as usize;
-                if len == 0 {
-                    break;
-                }
-                off += (len + 3) & !3;
+            for msg in self.receive(&mut buf).context("reading netlink acknowledgements")? {
                 if let NetlinkPayload::Error(e) = msg.payload {
                     outstanding -= 1;
                     if let Some(code) = e.code {
