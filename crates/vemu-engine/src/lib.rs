@@ -848,6 +848,13 @@ impl Shard {
         // Timers as precise as the kernel allows: no slack on our sleeps.
         // SAFETY: prctl with an integer argument.
         unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1, 0, 0, 0) };
+        // This thread keeps the schedule: when it shares a core with the nodes'
+        // programs it must win, or frames are late by their time slices (seen: 1.5–6%
+        // of frames over 1 ms late at 6 × 500 pings/s on 2 cores). Niceness -10 weighs
+        // it ~10× a normal process; it sleeps whenever nothing is due. Without the
+        // privilege the call fails and the thread keeps the default.
+        // SAFETY: setpriority on this thread (its tid) with an integer niceness.
+        unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, -10) };
         let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 64];
         let mut work_ns = 0u64;
         loop {
