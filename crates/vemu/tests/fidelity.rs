@@ -16,17 +16,22 @@ fn pairs_yaml() -> String {
 fn overload_is_judged_from_measured_lateness() {
     let _g = serial();
     let lab = Lab::up("t-fidelity", &pairs_yaml());
-    // Light load: 200 pings on every link at once.
+    // The first seconds after `up` (commands starting in the nodes, the monitor's first
+    // reading of every node's TAP counters) sometimes delay a few frames by several ms
+    // — the monitor is right to count them; this part is about steady light load.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    // Light load: 1000 pings on every link at once (500/s: ~2 s), enough frames per
+    // direction that a few late ones are not 1% of them.
     std::thread::scope(|s| {
         for i in 0..6 {
             let lab = &lab;
-            s.spawn(move || lab.exec(&format!("c{i}"), &["ping", "-q", "-c", "200", "-i", "0.01", &format!("s{i}")]));
+            s.spawn(move || lab.exec(&format!("c{i}"), &["ping", "-q", "-c", "1000", "-i", "0.002", &format!("s{i}")]));
         }
     });
     let st = lab.status();
     let f = &st["fidelity"];
     assert_eq!(f["verdict"], "ok", "light load judged {f}");
-    assert!(f["frames"].as_u64().unwrap() >= 2400, "{f}");
+    assert!(f["frames"].as_u64().unwrap() >= 12000, "{f}");
 
     // Every pair at full speed: the engine falls behind its schedule.
     std::thread::scope(|s| {
