@@ -357,7 +357,7 @@ impl Controller {
                 }
                 vemu_scenario::Attach::Segment(g, m) => (Target::Member(g, m), 0),
             };
-            taps.push(vemu_engine::TapSpec { target, side, iface: names.len() as u32, point });
+            taps.push(vemu_engine::CaptureSpec { target, side, iface: names.len() as u32, point });
             names.push(format!("{}:{}", n.name, i.name));
         }
         if taps.is_empty() {

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 
 use anyhow::{anyhow, Result};
 use serde::{Deserialize, Serialize};
-use vemu_engine::{Captured, DirStats, Engine, LabClock, LinkSpec, MemberSpec, RadioSnapshot, SegStats, SegmentSpec, TapSpec, Target};
+use vemu_engine::{Captured, DirStats, Engine, LabClock, LinkSpec, MemberSpec, RadioSnapshot, SegStats, SegmentSpec, CaptureSpec, Target};
 use vemu_host::LabPaths;
 use vemu_link::{Impairments, ImpairmentsPatch};
 use vemu_scenario::Plan;
@@ -77,7 +77,7 @@ pub trait Worker: Send {
     fn call(&mut self, req: WorkerRequest, progress: &mut dyn FnMut(usize, usize)) -> WorkerReply;
 
     /// Start capturing on interfaces (see [`Engine::capture`]); returns its id.
-    fn capture(&mut self, taps: &[TapSpec], tx: std::sync::mpsc::SyncSender<Captured>) -> Result<u64>;
+    fn capture(&mut self, on: &[CaptureSpec], tx: std::sync::mpsc::SyncSender<Captured>) -> Result<u64>;
 
     fn stop_capture(&mut self, id: u64);
 }
@@ -234,8 +234,8 @@ impl LocalWorker {
 }
 
 impl Worker for LocalWorker {
-    fn capture(&mut self, taps: &[TapSpec], tx: std::sync::mpsc::SyncSender<Captured>) -> Result<u64> {
-        Ok(self.engine()?.capture(taps, tx))
+    fn capture(&mut self, on: &[CaptureSpec], tx: std::sync::mpsc::SyncSender<Captured>) -> Result<u64> {
+        Ok(self.engine()?.capture(on, tx))
     }
 
     fn stop_capture(&mut self, id: u64) {
@@ -256,7 +256,7 @@ impl Worker for LocalWorker {
                 }
                 Ok(WorkerReply::Done)
             }
-            WorkerRequest::Patch { target, dir, patch } => Ok(WorkerReply::Impairments(self.engine()?.patch(target, dir, patch))),
+            WorkerRequest::Patch { target, dir, patch } => Ok(WorkerReply::Impairments(self.engine()?.patch(target, dir, patch)?)),
             WorkerRequest::SetUp { target, up } => {
                 self.engine()?.set_up(target, up);
                 Ok(WorkerReply::Done)

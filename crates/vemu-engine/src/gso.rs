@@ -65,11 +65,15 @@ pub fn tcp_gso(hdr: &VnetHdr, frame: &[u8]) -> Option<TcpGso> {
         0x86dd if frame.get(l3 + 6) == Some(&6) => (true, l3 + 40),
         _ => return None,
     };
-    if l4 != hdr.csum_start as usize {
+    // A hostile or broken sender may lie in any field: the IPv4 header must be at
+    // least 20 bytes, the TCP header at least 20, and both inside the frame, or the
+    // split below would write past the headers.
+    if l4 != hdr.csum_start as usize || l4 < l3 + 20 {
         return None;
     }
-    let hdr_len = l4 + ((*frame.get(l4 + 12)? >> 4) as usize) * 4;
-    if hdr_len > frame.len() {
+    let tcp_len = ((*frame.get(l4 + 12)? >> 4) as usize) * 4;
+    let hdr_len = l4 + tcp_len;
+    if tcp_len < 20 || hdr_len > frame.len() {
         return None;
     }
     Some(TcpGso { l3, l4, hdr_len, mss: hdr.gso_size as usize, v6 })
@@ -282,6 +286,22 @@ mod tests {
             wire_size(pg.as_ref(), p.len() - VNET_HDR_LEN).0
         }).sum();
         assert_eq!(total, 10);
+    }
+
+    #[test]
+    fn lying_header_lengths_are_not_split() {
+        let mut p = super_frame(3000, 1448, 0x18);
+        p[VNET_HDR_LEN + 34 + 12] = 2 << 4; // TCP data offset 8 bytes
+        assert!(tcp_gso(&VnetHdr::parse(&p), &p[VNET_HDR_LEN..]).is_none());
+        let mut p = super_frame(3000, 1448, 0x18);
+        p[VNET_HDR_LEN + 14] = 0x43; // IPv4 header of 12 bytes
+        let mut h = VnetHdr::parse(&p);
+        h.csum_start = 26;
+        h.write(&mut p);
+        assert!(tcp_gso(&VnetHdr::parse(&p), &p[VNET_HDR_LEN..]).is_none());
+        let mut p = super_frame(0, 1448, 0x18);
+        p.truncate(VNET_HDR_LEN + 60); // headers cut short
+        assert!(tcp_gso(&VnetHdr::parse(&p), &p[VNET_HDR_LEN..]).is_none());
     }
 
     #[test]

@@ -9,7 +9,6 @@ use anyhow::{bail, Context, Result};
 
 const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
 const TUNSETOFFLOAD: libc::c_ulong = 0x4004_54d0;
-const TUNSETCARRIER: libc::c_ulong = 0x4004_54e2;
 const IFF_TAP: libc::c_short = 0x0002;
 const IFF_NO_PI: libc::c_short = 0x1000;
 const IFF_VNET_HDR: libc::c_short = 0x4000;
@@ -50,16 +49,6 @@ pub fn create(name: &str) -> Result<OwnedFd> {
         return Err(std::io::Error::last_os_error()).with_context(|| format!("enabling offloads on {name}"));
     }
     Ok(file.into())
-}
-
-/// Set the carrier of a TAP device (what `ip link` shows as LOWER_UP / NO-CARRIER).
-pub fn set_carrier(fd: &OwnedFd, on: bool) -> Result<()> {
-    let v: libc::c_int = on as libc::c_int;
-    // SAFETY: TUNSETCARRIER reads an int through the pointer.
-    if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETCARRIER, &v) } < 0 {
-        return Err(std::io::Error::last_os_error()).context("setting TAP carrier");
-    }
-    Ok(())
 }
 
 /// Index of an interface in the calling thread's network namespace.

@@ -1,0 +1,780 @@
+//! The data path of one shard as a state machine: no file descriptors, no clock, no
+//! threads (the style of quinn-proto and smoltcp). A driver feeds it frames read from
+//! devices ([`Core::handle_frame`]), wakes it when [`Core::poll_timeout`] says, writes
+//! what [`Core::poll_transmit`] hands out and carries out what [`Core::poll_event`]
+//! asks (carrier changes, capture copies). Every time comes in as an argument, in
+//! nanoseconds on the lab clock, and every random decision comes from the seeds in the
+//! configuration, so the same inputs at the same times give the same outputs — which is
+//! what the virtual-clock tests (`tests/core.rs`) rely on.
+//!
+//! What it owns: the ports (a node's interface, numbered in the order links and
+//! segments are added), each link's two directions ([`vemu_link::LinkDir`]), each
+//! segment's member directions, aggregate capacity and learning switch
+//! ([`vemu_switch::Switch`]) or radio channel ([`vemu_radio::medium::Medium`]), the
+//! frames in flight, the counters and the capture subscriptions.
+//!
+//! One frame on a link: read at port a → counted, MTU-checked, split where per-frame
+//! impairments or the rate need it → each piece offered to the forward direction →
+//! scheduled at its delivery time → handed out by `poll_transmit` for port b. On a LAN
+//! segment the frame crosses the sender's egress direction, then (at its delivery time)
+//! the aggregate capacity and the switch, then each recipient's ingress direction. On a
+//! wireless segment the radio channel takes the switch's place.
+
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, VecDeque};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
+use serde::{Deserialize, Serialize};
+use vemu_link::{DropCause, Impairments, ImpairmentsPatch, LinkDir, Offer};
+use vemu_radio::medium::{Medium, MediumConfig, Neighbour, Outcome, PairCounters};
+use vemu_radio::Pos;
+use vemu_switch::{Forward, PortConfig, Switch};
+
+use crate::counters::{delay_bucket, DirCounters, SegCounters};
+use crate::gso::{self, VnetHdr, VNET_HDR_LEN};
+
+/// A port of the core: one node interface (a TAP device, to the driver).
+pub type PortId = u32;
+
+/// A frame as devices hand it over (virtio-net header + Ethernet frame), shared by the
+/// copies a switch floods or a capture keeps.
+pub type Frame = Arc<Vec<u8>>;
+
+/// A rate-limited super-frame is split so that no piece occupies the wire longer than
+/// this: bursts stay short enough that timing at the far end is as on a real wire.
+pub const MAX_BURST_NS: u64 = 100_000;
+
+/// Shortest frame the core takes: the virtio-net header, an Ethernet header and one
+/// byte. Shorter ones are ignored.
+pub const MIN_FRAME: usize = VNET_HDR_LEN + 15;
+
+/// What a link or segment port is: `Link(l)` (direction 0 = forward a → b, 1 =
+/// reverse) or `Member(segment, member)` (0 = egress member → switch, 1 = ingress).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Target {
+    Link(usize),
+    Member(usize, usize),
+}
+
+/// Direction of a link (0 = forward, 1 = reverse) or of a member port (0 = egress, 1 = ingress).
+pub type Dir = usize;
+
+/// A point-to-point link: what each direction does.
+#[derive(Debug, Clone, Default)]
+pub struct LinkConfig {
+    /// Side a → side b.
+    pub forward: Impairments,
+    pub reverse: Impairments,
+    /// Seeds of the forward and reverse random generators.
+    pub seeds: [u64; 2],
+}
+
+/// One port of a segment.
+#[derive(Debug, Clone, Default)]
+pub struct MemberConfig {
+    pub vlan: u16,
+    /// Frames the member sends, on their way to the switch.
+    pub egress: Impairments,
+    /// Frames the switch delivers to the member.
+    pub ingress: Impairments,
+    /// Seeds of the egress and ingress random generators.
+    pub seeds: [u64; 2],
+}
+
+/// A LAN segment (a learning switch) or, with `radio`, a wireless segment.
+#[derive(Debug, Clone, Default)]
+pub struct SegmentConfig {
+    pub members: Vec<MemberConfig>,
+    /// Aggregate capacity, bits/s: every frame crossing the switch occupies it for its
+    /// serialization time.
+    pub capacity_bps: Option<u64>,
+    /// Learned MAC addresses are forgotten after this long without traffic, ns.
+    pub aging_ns: u64,
+    /// A radio channel instead of a switch, with the members' first positions (m).
+    pub radio: Option<(MediumConfig, Vec<Pos>)>,
+}
+
+/// Where a capture records frames arriving at an interface.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum CapturePoint {
+    /// As delivered to the interface, after the impairments (what the node receives).
+    #[default]
+    After,
+    /// As they entered the link at the other end, before the impairments (frames the
+    /// link then drops are included).
+    Before,
+}
+
+/// A change to the core.
+#[derive(Debug, Clone)]
+pub enum Command {
+    /// Change some impairments of one direction. Frames already scheduled keep their
+    /// delivery times.
+    Patch { target: Target, dir: Dir, patch: ImpairmentsPatch },
+    /// Take a link or port down (frames in either direction are dropped, the
+    /// interfaces lose carrier) or back up.
+    SetUp { target: Target, up: bool },
+    /// New positions of a wireless segment's members (one per member, m).
+    Positions { seg: usize, positions: Vec<Pos> },
+    /// Copy frames of one interface to capture `id`: a link end (side 0 = a, 1 = b)
+    /// or a segment port (side ignored). `iface` is handed back with every copy.
+    Capture { id: u64, target: Target, side: usize, iface: u32, point: CapturePoint },
+    /// End capture `id`.
+    Uncapture(u64),
+}
+
+/// What a command left in force.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Applied {
+    Done,
+    /// The direction's impairments after a patch.
+    Impairments(Impairments),
+}
+
+/// Something the driver must carry out.
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// Set the carrier of a port's device.
+    Carrier { port: PortId, up: bool },
+    /// A copy for capture `capture`: `frame` (as devices hand it over; possibly a
+    /// super-frame) was sent by (`outgoing`) or arrived at interface `iface` at `t_ns`.
+    Capture { capture: u64, iface: u32, t_ns: u64, outgoing: bool, frame: Frame },
+}
+
+/// A frame to write to a port now.
+#[derive(Debug, Clone)]
+pub struct Transmit {
+    pub port: PortId,
+    pub frame: Frame,
+    /// When it was due, lab ns.
+    pub at_ns: u64,
+    /// Wire frames and bytes it stands for.
+    pub wire_frames: u32,
+    pub wire_bytes: u64,
+    /// The shard counter of the direction it leaves by.
+    counter: u32,
+}
+
+/// What a wireless segment's channel looks like now.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RadioSnapshot {
+    /// Per member, m.
+    pub positions: Vec<Pos>,
+    /// Per member: the members its frames may reach, with the chance.
+    pub neighbours: Vec<Vec<Neighbour>>,
+    /// (sender, receiver, counters) of every pair that has seen a transmission.
+    pub pairs: Vec<(u32, u32, PairCounters)>,
+}
+
+/// Whose device a port is.
+#[derive(Debug, Clone, Copy)]
+enum Owner {
+    Link { link: u32, side: u8 },
+    Member { seg: u32, member: u32 },
+}
+
+struct Port {
+    owner: Owner,
+    /// Some capture watches this port.
+    watched: bool,
+}
+
+struct LinkState {
+    /// Ports of side a and side b.
+    ports: [PortId; 2],
+    dirs: [LinkDir; 2],
+    /// Indices into the core's counters, per direction.
+    counters: [u32; 2],
+}
+
+struct MemberState {
+    port: PortId,
+    /// Egress (to the switch), ingress (from the switch).
+    dirs: [LinkDir; 2],
+    counters: [u32; 2],
+}
+
+struct SegState {
+    switch: Switch,
+    members: Vec<MemberState>,
+    /// The aggregate capacity every frame crossing the switch shares.
+    capacity: Option<LinkDir>,
+    counters: Arc<SegCounters>,
+    /// Scratch list of the ports a frame goes to.
+    targets: Vec<u32>,
+    /// A wireless segment's channel (the switch is then unused).
+    radio: Option<Box<Channel>>,
+}
+
+/// The channel of a wireless segment and the frames on it.
+struct Channel {
+    medium: Medium,
+    /// Frames the medium holds, by id.
+    frames: FxHashMap<u64, Frame>,
+    next_id: u64,
+    /// Which member sent from a MAC address (unicast frames go to that member only).
+    macs: FxHashMap<u64, u32>,
+    /// Scratch list of the medium's outcomes.
+    outcomes: Vec<Outcome>,
+}
+
+/// A capture's interest in one port.
+struct Watch {
+    id: u64,
+    port: PortId,
+    iface: u32,
+    point: CapturePoint,
+}
+
+/// What to do with a frame when its time comes.
+#[derive(Debug, Clone, Copy)]
+enum Action {
+    /// Hand it out for a port and count it as sent on a direction.
+    Write { port: PortId, counter: u32 },
+    /// It reaches a segment's switch (or channel) from one of its members.
+    Switch { seg: u32, member: u32 },
+}
+
+/// A frame waiting for its time.
+struct Pending {
+    at_ns: u64,
+    seq: u64,
+    action: Action,
+    /// Wire frames and bytes it stands for.
+    wire: (u32, u64),
+    frame: Frame,
+}
+
+impl PartialEq for Pending {
+    fn eq(&self, o: &Self) -> bool {
+        (self.at_ns, self.seq) == (o.at_ns, o.seq)
+    }
+}
+impl Eq for Pending {}
+impl PartialOrd for Pending {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Pending {
+    /// Reversed, so that the BinaryHeap pops the earliest first (FIFO among equals).
+    fn cmp(&self, o: &Self) -> Ordering {
+        (o.at_ns, o.seq).cmp(&(self.at_ns, self.seq))
+    }
+}
+
+/// One copy of a frame that a direction accepted: when it leaves, what it stands for.
+struct Accepted {
+    at_ns: u64,
+    wire: (u32, u64),
+    frame: Frame,
+}
+
+/// Whether an Ethernet frame carries a routing protocol's message: OSPF (IP protocol 89)
+/// or UDP to babel (6696), OLSR (698), AODV (654), RIP (520) or RIPng (521). Counted on
+/// wireless segments for the routing overhead of MANET experiments.
+pub fn is_routing(eth: &[u8]) -> bool {
+    const PORTS: [u16; 5] = [6696, 698, 654, 520, 521];
+    let at = |i: usize| eth.get(i).copied();
+    let port = |i: usize| Some(u16::from_be_bytes([at(i)?, at(i + 1)?]));
+    match (at(12), at(13)) {
+        (Some(0x08), Some(0x00)) => {
+            let ihl = (at(14).unwrap_or(0) & 0x0f) as usize * 4;
+            match at(23) {
+                Some(89) => true,
+                Some(17) => port(14 + ihl + 2).is_some_and(|p| PORTS.contains(&p)),
+                _ => false,
+            }
+        }
+        (Some(0x86), Some(0xdd)) => match at(20) {
+            Some(89) => true,
+            Some(17) => port(54 + 2).is_some_and(|p| PORTS.contains(&p)),
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+/// Offer a frame to one direction at `now`: count it, check the MTU, split a
+/// super-frame where per-frame impairments or the rate need it, and put every copy that
+/// survives into `out`. The frame's bytes are shared, not copied, unless it is split or
+/// corrupted.
+fn impair(d: &mut LinkDir, c: &DirCounters, now: u64, frame: Frame, out: &mut Vec<Accepted>) {
+    let hdr = VnetHdr::parse(&frame);
+    let eth = &frame[VNET_HDR_LEN..];
+    let g = if hdr.gso_type != 0 { gso::tcp_gso(&hdr, eth) } else { None };
+    let (frames, bytes) = gso::wire_size(g.as_ref(), eth.len());
+    c.rx_frames.fetch_add(frames as u64, Relaxed);
+    c.rx_bytes.fetch_add(bytes, Relaxed);
+    let imp = d.impairments();
+    if let (None, Some(mtu)) = (&g, imp.mtu) {
+        if eth.len() > mtu as usize + 14 + if eth.get(12..14) == Some(&[0x81, 0]) { 4 } else { 0 } {
+            c.drop_mtu.fetch_add(1, Relaxed);
+            return;
+        }
+    }
+    let pieces: Vec<Frame> = match &g {
+        Some(g) if frames > 1 => {
+            let per_piece = if imp.needs_per_frame() {
+                1
+            } else if let Some(rate) = imp.rate_bps {
+                let burst_bytes = (MAX_BURST_NS as u128 * rate as u128 / 8 / 1_000_000_000) as usize;
+                (burst_bytes / (g.mss + g.hdr_len)).max(1)
+            } else {
+                frames as usize
+            };
+            if per_piece < frames as usize {
+                gso::split(&frame, g, per_piece).into_iter().map(Arc::new).collect()
+            } else {
+                vec![frame]
+            }
+        }
+        _ => vec![frame],
+    };
+    for piece in pieces {
+        // The super-frame's headers and MSS hold for each of its pieces.
+        let (pf, pb) = gso::wire_size(g.as_ref(), piece.len() - VNET_HDR_LEN);
+        let o = d.offer(now, Offer { wire_frames: pf, wire_bytes: pb });
+        if o.duplicate.is_some() {
+            c.duplicated.fetch_add(pf as u64, Relaxed);
+        }
+        for copy in [Some(o.first), o.duplicate].into_iter().flatten() {
+            match copy {
+                Err(cause) => {
+                    let ctr = match cause {
+                        DropCause::Loss => &c.drop_loss,
+                        DropCause::Queue => &c.drop_queue,
+                        DropCause::Down => &c.drop_down,
+                    };
+                    ctr.fetch_add(pf as u64, Relaxed);
+                }
+                Ok(dl) => {
+                    c.delay_hist[delay_bucket(dl.at_ns.saturating_sub(now))].fetch_add(pf as u64, Relaxed);
+                    let mut f = piece.clone();
+                    if let Some(r) = dl.corrupt {
+                        let bytes = Arc::make_mut(&mut f);
+                        gso::finish_checksum(bytes);
+                        let bits = ((bytes.len() - VNET_HDR_LEN) * 8) as u32;
+                        let bit = (r % bits) as usize;
+                        bytes[VNET_HDR_LEN + bit / 8] ^= 1 << (bit % 8);
+                        c.corrupted.fetch_add(1, Relaxed);
+                    }
+                    out.push(Accepted { at_ns: dl.at_ns, wire: (pf, pb), frame: f });
+                }
+            }
+        }
+    }
+    let (qf, qb) = d.queue_depth(now);
+    c.queue_frames.store(qf, Relaxed);
+    c.queue_bytes.store(qb, Relaxed);
+    c.queue_frames_max.fetch_max(qf, Relaxed);
+}
+
+/// The sans-IO data path of one shard (see the module documentation).
+#[derive(Default)]
+pub struct Core {
+    ports: Vec<Port>,
+    links: Vec<LinkState>,
+    segments: Vec<SegState>,
+    counters: Vec<Arc<DirCounters>>,
+    /// Indices of the wireless segments.
+    radios: Vec<u32>,
+    heap: BinaryHeap<Pending>,
+    seq: u64,
+    /// Scratch list of accepted copies.
+    accepted: Vec<Accepted>,
+    watches: Vec<Watch>,
+    events: VecDeque<Event>,
+}
+
+impl Core {
+    pub fn new() -> Core {
+        Core::default()
+    }
+
+    fn port(&mut self, owner: Owner) -> PortId {
+        self.ports.push(Port { owner, watched: false });
+        (self.ports.len() - 1) as PortId
+    }
+
+    fn counter(&mut self) -> u32 {
+        self.counters.push(Arc::new(DirCounters::default()));
+        (self.counters.len() - 1) as u32
+    }
+
+    /// Add a link; returns the ports of its sides a and b.
+    pub fn add_link(&mut self, cfg: LinkConfig) -> [PortId; 2] {
+        let link = self.links.len() as u32;
+        let ports = [self.port(Owner::Link { link, side: 0 }), self.port(Owner::Link { link, side: 1 })];
+        let counters = [self.counter(), self.counter()];
+        let dirs = [LinkDir::new(cfg.forward, cfg.seeds[0]), LinkDir::new(cfg.reverse, cfg.seeds[1])];
+        self.links.push(LinkState { ports, dirs, counters });
+        ports
+    }
+
+    /// Add a segment; returns the port of each member.
+    pub fn add_segment(&mut self, cfg: SegmentConfig) -> Vec<PortId> {
+        let seg = self.segments.len() as u32;
+        let ports_cfg: Vec<PortConfig> = cfg.members.iter().map(|m| PortConfig { vlan: m.vlan }).collect();
+        let mut members = Vec::with_capacity(cfg.members.len());
+        for (i, m) in cfg.members.into_iter().enumerate() {
+            let port = self.port(Owner::Member { seg, member: i as u32 });
+            let counters = [self.counter(), self.counter()];
+            members.push(MemberState { port, dirs: [LinkDir::new(m.egress, m.seeds[0]), LinkDir::new(m.ingress, m.seeds[1])], counters });
+        }
+        let capacity = cfg.capacity_bps.map(|rate| LinkDir::new(Impairments { rate_bps: Some(rate), ..Default::default() }, 0));
+        let radio = cfg.radio.map(|(mc, pos)| {
+            Box::new(Channel { medium: Medium::new(mc, &pos), frames: FxHashMap::default(), next_id: 0, macs: FxHashMap::default(), outcomes: Vec::new() })
+        });
+        if radio.is_some() {
+            self.radios.push(seg);
+        }
+        let ports = members.iter().map(|m| m.port).collect();
+        self.segments.push(SegState {
+            switch: Switch::new(&ports_cfg, cfg.aging_ns),
+            members,
+            capacity,
+            counters: Arc::new(SegCounters::default()),
+            targets: Vec::new(),
+            radio,
+        });
+        ports
+    }
+
+    pub fn port_count(&self) -> usize {
+        self.ports.len()
+    }
+
+    pub fn link_count(&self) -> usize {
+        self.links.len()
+    }
+
+    pub fn segment_count(&self) -> usize {
+        self.segments.len()
+    }
+
+    /// The counters of a link's or member's two directions.
+    pub fn counters(&self, target: Target) -> [Arc<DirCounters>; 2] {
+        let c = match target {
+            Target::Link(l) => self.links[l].counters,
+            Target::Member(g, m) => self.segments[g].members[m].counters,
+        };
+        [self.counters[c[0] as usize].clone(), self.counters[c[1] as usize].clone()]
+    }
+
+    pub fn segment_counters(&self, seg: usize) -> Arc<SegCounters> {
+        self.segments[seg].counters.clone()
+    }
+
+    /// The impairments in force on one direction.
+    pub fn impairments(&self, target: Target, dir: Dir) -> &Impairments {
+        match target {
+            Target::Link(l) => self.links[l].dirs[dir].impairments(),
+            Target::Member(g, m) => self.segments[g].members[m].dirs[dir].impairments(),
+        }
+    }
+
+    /// A frame read from `port` at `now`. Frames shorter than [`MIN_FRAME`] are ignored.
+    pub fn handle_frame(&mut self, now: u64, port: PortId, frame: Vec<u8>) {
+        if frame.len() < MIN_FRAME || port as usize >= self.ports.len() {
+            return;
+        }
+        let frame = Arc::new(frame);
+        let owner = self.ports[port as usize].owner;
+        if self.ports[port as usize].watched {
+            self.capture(port, now, true, CapturePoint::After, &frame);
+        }
+        if let Owner::Link { link, side } = owner {
+            let far = self.links[link as usize].ports[1 - side as usize];
+            if self.ports[far as usize].watched {
+                self.capture(far, now, false, CapturePoint::Before, &frame);
+            }
+        }
+        let mut acc = std::mem::take(&mut self.accepted);
+        match owner {
+            Owner::Link { link, side } => {
+                // Frames read at side a travel forward (dir 0) to side b, and vice versa.
+                let l = &mut self.links[link as usize];
+                let dir = side as usize;
+                impair(&mut l.dirs[dir], &self.counters[l.counters[dir] as usize], now, frame, &mut acc);
+                let action = Action::Write { port: l.ports[1 - dir], counter: l.counters[dir] };
+                for a in acc.drain(..) {
+                    self.push(a, action);
+                }
+            }
+            Owner::Member { seg, member } => {
+                let m = &mut self.segments[seg as usize].members[member as usize];
+                impair(&mut m.dirs[0], &self.counters[m.counters[0] as usize], now, frame, &mut acc);
+                for a in acc.drain(..) {
+                    self.push(a, Action::Switch { seg, member });
+                }
+            }
+        }
+        self.accepted = acc;
+    }
+
+    /// When the core next has something to do (lab ns), if anything.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        let radio = self.radios.iter().filter_map(|&g| self.segments[g as usize].radio.as_ref().and_then(|r| r.medium.next_event_ns()));
+        self.heap.peek().map(|p| p.at_ns).into_iter().chain(radio).min()
+    }
+
+    /// Let time reach `now`: the radio channels carry out what is due. Frames due are
+    /// then handed out by [`Core::poll_transmit`].
+    pub fn handle_timeout(&mut self, now: u64) {
+        for k in 0..self.radios.len() {
+            let g = self.radios[k];
+            let r = self.segments[g as usize].radio.as_mut().expect("radio segment");
+            if r.medium.next_event_ns().is_some_and(|t| t <= now) {
+                r.medium.advance(now, &mut r.outcomes);
+                self.radio_outcomes(g);
+            }
+        }
+    }
+
+    /// The next frame due by `now`, to be written to its port. Frames that reach a
+    /// switch on the way are switched here, at their own time.
+    pub fn poll_transmit(&mut self, now: u64) -> Option<Transmit> {
+        while self.heap.peek().is_some_and(|p| p.at_ns <= now) {
+            let p = self.heap.pop().expect("peeked");
+            match p.action {
+                Action::Switch { seg, member } => self.switch(p.at_ns, seg, member, p.wire, p.frame),
+                Action::Write { port, counter } => {
+                    if self.ports[port as usize].watched {
+                        self.capture(port, now, false, CapturePoint::After, &p.frame);
+                    }
+                    // Fidelity: how late the frame leaves compared with its schedule.
+                    let late = now.saturating_sub(p.at_ns);
+                    let c = &self.counters[counter as usize];
+                    c.late_hist[delay_bucket(late)].fetch_add(p.wire.0 as u64, Relaxed);
+                    c.late_max_ns.fetch_max(late, Relaxed);
+                    return Some(Transmit { port, frame: p.frame, at_ns: p.at_ns, wire_frames: p.wire.0, wire_bytes: p.wire.1, counter });
+                }
+            }
+        }
+        None
+    }
+
+    /// The driver wrote `tx` (`ok`) or the device refused it.
+    pub fn on_written(&mut self, tx: &Transmit, ok: bool) {
+        let c = &self.counters[tx.counter as usize];
+        if ok {
+            c.tx_frames.fetch_add(tx.wire_frames as u64, Relaxed);
+            c.tx_bytes.fetch_add(tx.wire_bytes, Relaxed);
+        } else {
+            c.write_errors.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// The next thing the driver must carry out.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// Carry out a command.
+    pub fn apply(&mut self, cmd: Command) -> Applied {
+        match cmd {
+            Command::Patch { target, dir, patch } => {
+                let d = &mut self.dirs(target)[dir.min(1)];
+                let mut imp = d.impairments().clone();
+                patch.apply_to(&mut imp);
+                d.set_impairments(imp.clone());
+                return Applied::Impairments(imp);
+            }
+            Command::SetUp { target, up } => {
+                for d in self.dirs(target).iter_mut() {
+                    d.set_up(up);
+                }
+                let ports = match target {
+                    Target::Link(l) => self.links[l].ports.to_vec(),
+                    Target::Member(g, m) => {
+                        let seg = &mut self.segments[g];
+                        seg.switch.set_port_up(m as u32, up);
+                        if let Some(r) = &mut seg.radio {
+                            r.medium.set_up(m as u32, up, &mut r.outcomes);
+                            self.radio_outcomes(g as u32);
+                        }
+                        vec![self.segments[g].members[m].port]
+                    }
+                };
+                // The interfaces see their carrier come and go, as on real hardware.
+                self.events.extend(ports.into_iter().map(|port| Event::Carrier { port, up }));
+            }
+            Command::Positions { seg, positions } => {
+                if let Some(r) = self.segments.get_mut(seg).and_then(|g| g.radio.as_mut()) {
+                    if positions.len() == r.medium.positions().len() {
+                        r.medium.set_positions(&positions);
+                    }
+                }
+            }
+            Command::Capture { id, target, side, iface, point } => {
+                let port = match target {
+                    Target::Link(l) => self.links[l].ports[side.min(1)],
+                    Target::Member(g, m) => self.segments[g].members[m].port,
+                };
+                self.ports[port as usize].watched = true;
+                self.watches.push(Watch { id, port, iface, point });
+            }
+            Command::Uncapture(id) => self.uncapture(&[id]),
+        }
+        Applied::Done
+    }
+
+    /// Positions, neighbours and per-pair counters of wireless segment `seg`.
+    pub fn radio(&self, seg: usize) -> Option<RadioSnapshot> {
+        let m = &self.segments.get(seg)?.radio.as_ref()?.medium;
+        let n = m.positions().len() as u32;
+        let mut pairs: Vec<(u32, u32, PairCounters)> = m.pairs().map(|((a, b), c)| (a, b, c)).collect();
+        pairs.sort_by_key(|p| (p.0, p.1));
+        Some(RadioSnapshot { positions: m.positions().to_vec(), neighbours: (0..n).map(|i| m.neighbours(i).to_vec()).collect(), pairs })
+    }
+
+    fn dirs(&mut self, target: Target) -> &mut [LinkDir; 2] {
+        match target {
+            Target::Link(l) => &mut self.links[l].dirs,
+            Target::Member(g, m) => &mut self.segments[g].members[m].dirs,
+        }
+    }
+
+    fn uncapture(&mut self, ids: &[u64]) {
+        self.watches.retain(|w| !ids.contains(&w.id));
+        for p in &mut self.ports {
+            p.watched = false;
+        }
+        for w in &self.watches {
+            self.ports[w.port as usize].watched = true;
+        }
+    }
+
+    /// Copy a frame to the captures on `port`: `outgoing` frames to all of them,
+    /// arriving ones to those at `point`.
+    fn capture(&mut self, port: PortId, t_ns: u64, outgoing: bool, point: CapturePoint, frame: &Frame) {
+        for w in self.watches.iter().filter(|w| w.port == port && (outgoing || w.point == point)) {
+            self.events.push_back(Event::Capture { capture: w.id, iface: w.iface, t_ns, outgoing, frame: frame.clone() });
+        }
+    }
+
+    fn push(&mut self, a: Accepted, action: Action) {
+        self.seq += 1;
+        self.heap.push(Pending { at_ns: a.at_ns, seq: self.seq, action, wire: a.wire, frame: a.frame });
+    }
+
+    /// Offer a copy to a member's ingress direction at `t` and schedule what survives.
+    fn to_member(&mut self, seg: u32, member: u32, t: u64, frame: Frame, acc: &mut Vec<Accepted>) {
+        let port = self.segments[seg as usize].members[member as usize].port;
+        if self.ports[port as usize].watched {
+            self.capture(port, t, false, CapturePoint::Before, &frame);
+        }
+        let m = &mut self.segments[seg as usize].members[member as usize];
+        impair(&mut m.dirs[1], &self.counters[m.counters[1] as usize], t, frame, acc);
+        let action = Action::Write { port: m.port, counter: m.counters[1] };
+        for a in acc.drain(..) {
+            self.push(a, action);
+        }
+    }
+
+    /// A frame reaches a segment's switch at `t`: it crosses the aggregate capacity, the
+    /// switch decides its ports, and each of their ingress directions takes a copy that
+    /// shares the frame's bytes.
+    fn switch(&mut self, t: u64, seg: u32, member: u32, wire: (u32, u64), frame: Frame) {
+        let g = &mut self.segments[seg as usize];
+        let sent = &self.counters[g.members[member as usize].counters[0] as usize];
+        sent.tx_frames.fetch_add(wire.0 as u64, Relaxed);
+        sent.tx_bytes.fetch_add(wire.1, Relaxed);
+        if g.radio.is_some() {
+            self.to_air(t, seg, member, wire, frame);
+            return;
+        }
+        let mut t_out = t;
+        if let Some(cap) = &mut g.capacity {
+            match cap.offer(t, Offer { wire_frames: wire.0, wire_bytes: wire.1 }).first {
+                Ok(dl) => t_out = dl.at_ns,
+                Err(_) => {
+                    g.counters.drop_capacity.fetch_add(wire.0 as u64, Relaxed);
+                    return;
+                }
+            }
+        }
+        let eth = &frame[VNET_HDR_LEN..];
+        let (dst, src) = (vemu_switch::mac(&eth[0..6]), vemu_switch::mac(&eth[6..12]));
+        let mut targets = std::mem::take(&mut g.targets);
+        targets.clear();
+        let ctr = match g.switch.forward(t, member, dst, src) {
+            Forward::Unicast(p) => {
+                targets.push(p);
+                &g.counters.unicast
+            }
+            Forward::Flood(ports) => {
+                targets.extend(ports);
+                &g.counters.flooded
+            }
+            Forward::Filter => &g.counters.filtered,
+        };
+        ctr.fetch_add(wire.0 as u64, Relaxed);
+        let mut acc = std::mem::take(&mut self.accepted);
+        for &p in &targets {
+            self.to_member(seg, p, t_out, frame.clone(), &mut acc);
+        }
+        self.accepted = acc;
+        self.segments[seg as usize].targets = targets;
+    }
+
+    /// A frame reaches a wireless segment's channel: on the air every wire frame is its
+    /// own transmission, queued at the sender's radio.
+    fn to_air(&mut self, t: u64, seg: u32, member: u32, wire: (u32, u64), frame: Frame) {
+        let g = &mut self.segments[seg as usize];
+        let r = g.radio.as_mut().expect("radio segment");
+        let hdr = VnetHdr::parse(&frame);
+        let gs = if hdr.gso_type != 0 { gso::tcp_gso(&hdr, &frame[VNET_HDR_LEN..]) } else { None };
+        let pieces: Vec<Frame> = match &gs {
+            Some(gs) if wire.0 > 1 => gso::split(&frame, gs, 1).into_iter().map(Arc::new).collect(),
+            _ => vec![frame],
+        };
+        for piece in pieces {
+            let eth = &piece[VNET_HDR_LEN..];
+            let (dst, src) = (vemu_switch::mac(&eth[0..6]), vemu_switch::mac(&eth[6..12]));
+            r.macs.insert(src, member);
+            let to = if eth[0] & 1 == 0 { r.macs.get(&dst).copied() } else { None };
+            let pw = gso::wire_size(gs.as_ref(), piece.len() - VNET_HDR_LEN);
+            let id = r.next_id;
+            r.next_id += 1;
+            if r.medium.offer(t, member, id, r.medium.airtime_ns(pw.0, pw.1), to) {
+                g.counters.air_frames.fetch_add(1, Relaxed);
+                if is_routing(eth) {
+                    g.counters.routing_frames.fetch_add(1, Relaxed);
+                }
+                r.frames.insert(id, piece);
+            } else {
+                g.counters.drop_capacity.fetch_add(pw.0 as u64, Relaxed);
+            }
+        }
+    }
+
+    /// Hand the frames a wireless channel delivered to their receivers' ingress
+    /// directions, and forget those it is done with.
+    fn radio_outcomes(&mut self, seg: u32) {
+        let Some(r) = &mut self.segments[seg as usize].radio else { return };
+        let mut outcomes = std::mem::take(&mut r.outcomes);
+        let mut acc = std::mem::take(&mut self.accepted);
+        for o in outcomes.drain(..) {
+            let r = self.segments[seg as usize].radio.as_mut().expect("radio segment");
+            match o {
+                Outcome::Done { id } => {
+                    r.frames.remove(&id);
+                }
+                Outcome::Deliver { id, receiver, at_ns } => {
+                    let Some(frame) = r.frames.get(&id).cloned() else { continue };
+                    self.to_member(seg, receiver, at_ns, frame, &mut acc);
+                }
+            }
+        }
+        self.accepted = acc;
+        if let Some(r) = &mut self.segments[seg as usize].radio {
+            r.outcomes = outcomes;
+        }
+    }
+}

@@ -1,0 +1,146 @@
+//! Counters the data path keeps per link direction and per segment, shared with the
+//! threads that read statistics (atomics: the data path never waits for a reader).
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use serde::{Deserialize, Serialize};
+
+/// Upper bounds (ns) of the buckets of [`DirStats::delay_hist`]: 1-2-5 steps from 1 µs
+/// to 10 s; a last bucket takes everything longer.
+pub const DELAY_BUCKETS_NS: [u64; 22] = [
+    1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000, 200_000, 500_000, 1_000_000, 2_000_000, 5_000_000, 10_000_000, 20_000_000,
+    50_000_000, 100_000_000, 200_000_000, 500_000_000, 1_000_000_000, 2_000_000_000, 5_000_000_000, 10_000_000_000,
+];
+
+pub(crate) fn delay_bucket(ns: u64) -> usize {
+    DELAY_BUCKETS_NS.iter().position(|&b| ns <= b).unwrap_or(DELAY_BUCKETS_NS.len())
+}
+
+/// Counters of one link direction, in wire frames and wire bytes.
+#[derive(Debug, Default)]
+pub struct DirCounters {
+    pub rx_frames: AtomicU64,
+    pub rx_bytes: AtomicU64,
+    pub tx_frames: AtomicU64,
+    pub tx_bytes: AtomicU64,
+    pub drop_loss: AtomicU64,
+    pub drop_queue: AtomicU64,
+    pub drop_down: AtomicU64,
+    pub drop_mtu: AtomicU64,
+    pub duplicated: AtomicU64,
+    pub corrupted: AtomicU64,
+    /// Frames the far TAP device refused.
+    pub write_errors: AtomicU64,
+    /// Frames and bytes waiting for the serializer, as of the last frame offered.
+    pub queue_frames: AtomicU64,
+    pub queue_bytes: AtomicU64,
+    /// The most frames ever waiting.
+    pub queue_frames_max: AtomicU64,
+    /// How long accepted frames were held (queue + serialization + delay + jitter), by
+    /// bucket of [`DELAY_BUCKETS_NS`].
+    pub delay_hist: [AtomicU64; DELAY_BUCKETS_NS.len() + 1],
+    /// Fidelity: how late frames were written compared with their scheduled time (the
+    /// engine's own lateness, not emulated delay), by bucket of [`DELAY_BUCKETS_NS`];
+    /// the first bucket also holds frames on time.
+    pub late_hist: [AtomicU64; DELAY_BUCKETS_NS.len() + 1],
+    /// The latest any frame was written, ns.
+    pub late_max_ns: AtomicU64,
+}
+
+/// A snapshot of [`DirCounters`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DirStats {
+    pub rx_frames: u64,
+    pub rx_bytes: u64,
+    pub tx_frames: u64,
+    pub tx_bytes: u64,
+    pub drop_loss: u64,
+    pub drop_queue: u64,
+    pub drop_down: u64,
+    pub drop_mtu: u64,
+    pub duplicated: u64,
+    pub corrupted: u64,
+    pub write_errors: u64,
+    #[serde(default)]
+    pub queue_frames: u64,
+    #[serde(default)]
+    pub queue_bytes: u64,
+    #[serde(default)]
+    pub queue_frames_max: u64,
+    /// Frames by time held, per bucket of [`DELAY_BUCKETS_NS`] (the last: longer).
+    #[serde(default)]
+    pub delay_hist: Vec<u64>,
+    /// Frames by how late the engine wrote them, per bucket of [`DELAY_BUCKETS_NS`].
+    #[serde(default)]
+    pub late_hist: Vec<u64>,
+    #[serde(default)]
+    pub late_max_ns: u64,
+}
+
+impl DirCounters {
+    pub fn snapshot(&self) -> DirStats {
+        DirStats {
+            rx_frames: self.rx_frames.load(Relaxed),
+            rx_bytes: self.rx_bytes.load(Relaxed),
+            tx_frames: self.tx_frames.load(Relaxed),
+            tx_bytes: self.tx_bytes.load(Relaxed),
+            drop_loss: self.drop_loss.load(Relaxed),
+            drop_queue: self.drop_queue.load(Relaxed),
+            drop_down: self.drop_down.load(Relaxed),
+            drop_mtu: self.drop_mtu.load(Relaxed),
+            duplicated: self.duplicated.load(Relaxed),
+            corrupted: self.corrupted.load(Relaxed),
+            write_errors: self.write_errors.load(Relaxed),
+            queue_frames: self.queue_frames.load(Relaxed),
+            queue_bytes: self.queue_bytes.load(Relaxed),
+            queue_frames_max: self.queue_frames_max.load(Relaxed),
+            delay_hist: self.delay_hist.iter().map(|b| b.load(Relaxed)).collect(),
+            late_hist: self.late_hist.iter().map(|b| b.load(Relaxed)).collect(),
+            late_max_ns: self.late_max_ns.load(Relaxed),
+        }
+    }
+}
+
+/// Counters of a segment's switch, in wire frames.
+#[derive(Debug, Default)]
+pub struct SegCounters {
+    /// Frames sent to one learned port.
+    pub unicast: AtomicU64,
+    /// Frames flooded to every other port of their VLAN (broadcast, multicast, unknown).
+    pub flooded: AtomicU64,
+    /// Frames whose destination is on their ingress port.
+    pub filtered: AtomicU64,
+    /// Frames dropped because the segment's aggregate capacity queue was full (on a
+    /// wireless segment: the sender's radio queue).
+    pub drop_capacity: AtomicU64,
+    /// Wireless segments: frames put on the air, and those of them that routing
+    /// protocols sent (see [`is_routing`]).
+    pub air_frames: AtomicU64,
+    pub routing_frames: AtomicU64,
+}
+
+/// A snapshot of [`SegCounters`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SegStats {
+    pub unicast: u64,
+    pub flooded: u64,
+    pub filtered: u64,
+    pub drop_capacity: u64,
+    #[serde(default)]
+    pub air_frames: u64,
+    #[serde(default)]
+    pub routing_frames: u64,
+}
+
+impl SegCounters {
+    pub fn snapshot(&self) -> SegStats {
+        SegStats {
+            unicast: self.unicast.load(Relaxed),
+            flooded: self.flooded.load(Relaxed),
+            filtered: self.filtered.load(Relaxed),
+            drop_capacity: self.drop_capacity.load(Relaxed),
+            air_frames: self.air_frames.load(Relaxed),
+            routing_frames: self.routing_frames.load(Relaxed),
+        }
+    }
+}

@@ -1,0 +1,1007 @@
+//! The data-path core on a virtual clock (the way quinn-proto's `Pair` tests its
+//! protocol): frames are handed in at chosen nanoseconds, time jumps straight to each
+//! deadline the core names, and every delivery is asserted to the nanosecond. Nothing
+//! here reads a clock or touches a device, so these tests run in milliseconds and
+//! cannot flake.
+
+use std::sync::Arc;
+
+use vemu_engine::core::{Applied, CapturePoint, Command, Core, Event, Frame, LinkConfig, MemberConfig, PortId, SegmentConfig, Target};
+use vemu_engine::gso::{VnetHdr, VNET_HDR_LEN};
+use vemu_link::{Chance, Distribution, Impairments, ImpairmentsPatch, Jitter, Loss, QueueLimit, Reorder};
+use vemu_radio::medium::MediumConfig;
+use vemu_radio::propagation::{Model, Radio};
+use vemu_radio::Pos;
+
+const MS: u64 = 1_000_000;
+const US: u64 = 1_000;
+
+/// A core driven on a virtual clock, recording what it hands out.
+struct Sim {
+    core: Core,
+    now: u64,
+    /// (time written, port, frame) of every transmit, in order.
+    out: Vec<(u64, PortId, Frame)>,
+    events: Vec<Event>,
+    /// Treat writes to these ports as refused by the device.
+    refuse: Vec<PortId>,
+}
+
+impl Sim {
+    fn new(core: Core) -> Sim {
+        Sim { core, now: 0, out: Vec::new(), events: Vec::new(), refuse: Vec::new() }
+    }
+
+    /// Let virtual time reach `t`, carrying out every deadline on the way at its own time.
+    fn run_until(&mut self, t: u64) {
+        while let Some(d) = self.core.poll_timeout() {
+            if d > t {
+                break;
+            }
+            self.now = self.now.max(d);
+            self.step();
+        }
+        self.now = self.now.max(t);
+        self.drain_events();
+    }
+
+    fn step(&mut self) {
+        self.core.handle_timeout(self.now);
+        while let Some(tx) = self.core.poll_transmit(self.now) {
+            let ok = !self.refuse.contains(&tx.port);
+            self.core.on_written(&tx, ok);
+            if ok {
+                self.out.push((self.now, tx.port, tx.frame));
+            }
+        }
+        self.drain_events();
+    }
+
+    fn drain_events(&mut self) {
+        while let Some(e) = self.core.poll_event() {
+            self.events.push(e);
+        }
+    }
+
+    /// Hand a frame in from `port` at `t` (after carrying out what was due before).
+    fn send(&mut self, t: u64, port: PortId, frame: Vec<u8>) {
+        self.run_until(t);
+        self.core.handle_frame(t, port, frame);
+    }
+
+    /// Run until nothing is left to do; the clock stops at the last deadline.
+    fn finish(&mut self) {
+        while let Some(d) = self.core.poll_timeout() {
+            self.now = self.now.max(d);
+            self.step();
+        }
+        self.drain_events();
+    }
+
+    /// Arrival times at `port` of frames carrying sequence number `id` (see [`udp`]).
+    fn arrivals(&self, port: PortId) -> Vec<(u64, u32)> {
+        self.out.iter().filter(|o| o.1 == port).map(|o| (o.0, seq_of(&o.2))).collect()
+    }
+
+    fn times(&self, port: PortId) -> Vec<u64> {
+        self.arrivals(port).into_iter().map(|a| a.0).collect()
+    }
+
+    fn apply(&mut self, cmd: Command) -> Applied {
+        let r = self.core.apply(cmd);
+        self.drain_events();
+        r
+    }
+
+    fn stats(&self, target: Target, dir: usize) -> vemu_engine::DirStats {
+        self.core.counters(target)[dir].snapshot()
+    }
+}
+
+fn mac(n: u8) -> [u8; 6] {
+    [0x02, 0, 0, 0, 0, n]
+}
+
+/// An Ethernet frame with a virtio-net header (no offloads), from `src` to `dst`, of
+/// `len` Ethernet bytes, carrying `seq` in its first payload bytes.
+fn eth(dst: [u8; 6], src: [u8; 6], len: usize, seq: u32) -> Vec<u8> {
+    let mut f = vec![0u8; VNET_HDR_LEN];
+    f.extend_from_slice(&dst);
+    f.extend_from_slice(&src);
+    f.extend_from_slice(&[0x88, 0xb5]); // local experimental ethertype
+    f.extend_from_slice(&seq.to_be_bytes());
+    f.resize(VNET_HDR_LEN + len.max(18), 0xab);
+    f
+}
+
+/// A frame between two hosts of a link (addresses do not matter on a link).
+fn udp(len: usize, seq: u32) -> Vec<u8> {
+    eth(mac(2), mac(1), len, seq)
+}
+
+fn seq_of(f: &[u8]) -> u32 {
+    u32::from_be_bytes(f[VNET_HDR_LEN + 14..VNET_HDR_LEN + 18].try_into().unwrap())
+}
+
+/// A UDP/IPv4 frame to `port`.
+fn ipv4_udp(dport: u16) -> Vec<u8> {
+    let mut f = vec![0u8; VNET_HDR_LEN];
+    f.extend_from_slice(&[0xff; 6]);
+    f.extend_from_slice(&mac(1));
+    f.extend_from_slice(&[0x08, 0x00]);
+    f.extend_from_slice(&[0x45, 0, 0, 36, 0, 0, 0, 0, 1, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 255]);
+    f.extend_from_slice(&[0x19, 0x28]); // sport
+    f.extend_from_slice(&dport.to_be_bytes());
+    f.extend_from_slice(&[0, 16, 0, 0]);
+    f.extend_from_slice(&[0; 8]);
+    f
+}
+
+/// A TCP/IPv4 super-frame of `payload` bytes cut at `mss`, as TAP hands it over
+/// (54 bytes of headers).
+fn tcp_super(payload: usize, mss: u16) -> Vec<u8> {
+    let mut p = vec![0u8; VNET_HDR_LEN];
+    VnetHdr { flags: 1, gso_type: 1, hdr_len: 54, gso_size: mss, csum_start: 34, csum_offset: 16 }.write(&mut p);
+    p.extend_from_slice(&mac(2));
+    p.extend_from_slice(&mac(1));
+    p.extend_from_slice(&[0x08, 0x00]);
+    let tot = (20 + 20 + payload) as u16;
+    let mut ip = vec![0x45, 0, 0, 0, 0x12, 0x34, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2];
+    ip[2..4].copy_from_slice(&tot.to_be_bytes());
+    p.extend(ip);
+    let mut tcp = vec![0u8; 20];
+    tcp[4..8].copy_from_slice(&1u32.to_be_bytes());
+    tcp[12] = 5 << 4;
+    tcp[13] = 0x18;
+    p.extend(tcp);
+    p.extend((0..payload).map(|i| i as u8));
+    p
+}
+
+fn imp() -> Impairments {
+    Impairments::default()
+}
+
+fn delay(ns: u64) -> Impairments {
+    Impairments { delay_ns: ns, ..imp() }
+}
+
+fn rate(bps: u64) -> Impairments {
+    Impairments { rate_bps: Some(bps), ..imp() }
+}
+
+/// One link a — b; returns the sim and the ports of a and b.
+fn link(forward: Impairments, reverse: Impairments) -> (Sim, PortId, PortId) {
+    link_seeded(forward, reverse, [1, 2])
+}
+
+fn link_seeded(forward: Impairments, reverse: Impairments, seeds: [u64; 2]) -> (Sim, PortId, PortId) {
+    let mut core = Core::new();
+    let [a, b] = core.add_link(LinkConfig { forward, reverse, seeds });
+    (Sim::new(core), a, b)
+}
+
+/// A LAN of `n` members with the given per-member (egress, ingress) impairments.
+fn lan(members: Vec<(u16, Impairments, Impairments)>, capacity_bps: Option<u64>, aging_ns: u64) -> (Sim, Vec<PortId>) {
+    let mut core = Core::new();
+    let members = members.into_iter().enumerate().map(|(i, (vlan, egress, ingress))| MemberConfig { vlan, egress, ingress, seeds: [2 * i as u64, 2 * i as u64 + 1] }).collect();
+    let ports = core.add_segment(SegmentConfig { members, capacity_bps, aging_ns, radio: None });
+    (Sim::new(core), ports)
+}
+
+fn plain_lan(n: usize) -> (Sim, Vec<PortId>) {
+    lan((0..n).map(|_| (1, imp(), imp())).collect(), None, 300_000 * MS)
+}
+
+/// A wireless segment with a unit-disk radio of 250 m at the given positions.
+fn radio(positions: &[(f64, f64)], csma: bool, rate_bps: u64) -> (Sim, Vec<PortId>) {
+    radio_with(positions, Model::UnitDisk { range_m: 250.0 }, csma, rate_bps, 7, 250.0)
+}
+
+fn radio_with(positions: &[(f64, f64)], model: Model, csma: bool, rate_bps: u64, seed: u64, carrier_sense_m: f64) -> (Sim, Vec<PortId>) {
+    let mut core = Core::new();
+    let cfg = MediumConfig { model, radio: Radio::default(), rate_bps, preamble_ns: 0, carrier_sense_m, csma, queue_frames: 1000, seed };
+    let pos: Vec<Pos> = positions.iter().map(|&(x, y)| Pos::new(x, y)).collect();
+    let members = (0..positions.len()).map(|i| MemberConfig { vlan: 1, seeds: [i as u64, 100 + i as u64], ..Default::default() }).collect();
+    let ports = core.add_segment(SegmentConfig { members, capacity_bps: None, aging_ns: 300_000 * MS, radio: Some((cfg, pos)) });
+    (Sim::new(core), ports)
+}
+
+// ---------------------------------------------------------------- links
+
+#[test]
+fn unimpaired_link_delivers_at_once_and_in_order() {
+    let (mut s, a, b) = link(imp(), imp());
+    for i in 0..5 {
+        s.send(10 * US * i as u64, a, udp(100, i));
+    }
+    s.finish();
+    assert_eq!(s.arrivals(b), (0..5).map(|i| (10 * US * i as u64, i)).collect::<Vec<_>>());
+    assert!(s.arrivals(a).is_empty());
+}
+
+#[test]
+fn delay_is_exact_per_frame() {
+    let (mut s, a, b) = link(delay(5 * MS), imp());
+    for i in 0..10u32 {
+        s.send(i as u64 * 333_333, a, udp(64, i));
+    }
+    s.finish();
+    let want: Vec<(u64, u32)> = (0..10u32).map(|i| (i as u64 * 333_333 + 5 * MS, i)).collect();
+    assert_eq!(s.arrivals(b), want);
+}
+
+#[test]
+fn directions_are_independent() {
+    let (mut s, a, b) = link(delay(2 * MS), delay(7 * MS));
+    s.send(0, a, udp(64, 1));
+    s.send(0, b, udp(64, 2));
+    s.finish();
+    assert_eq!(s.arrivals(b), vec![(2 * MS, 1)]);
+    assert_eq!(s.arrivals(a), vec![(7 * MS, 2)]);
+}
+
+#[test]
+fn serialization_at_the_set_rate() {
+    // 1000 wire bytes at 8 Mbit/s take exactly 1 ms each.
+    let (mut s, a, b) = link(rate(8_000_000), imp());
+    for i in 0..4 {
+        s.send(0, a, udp(1000, i));
+    }
+    s.finish();
+    assert_eq!(s.times(b), vec![MS, 2 * MS, 3 * MS, 4 * MS]);
+}
+
+#[test]
+fn serialization_then_delay() {
+    let (mut s, a, b) = link(Impairments { rate_bps: Some(8_000_000), delay_ns: 10 * MS, ..imp() }, imp());
+    s.send(0, a, udp(1000, 0));
+    s.send(0, a, udp(500, 1));
+    s.send(5 * MS, a, udp(1000, 2));
+    s.finish();
+    assert_eq!(s.times(b), vec![11 * MS, 11 * MS + 500 * US, 16 * MS]);
+}
+
+#[test]
+fn idle_serializer_starts_fresh() {
+    let (mut s, a, b) = link(rate(8_000_000), imp());
+    s.send(0, a, udp(1000, 0));
+    s.send(100 * MS, a, udp(1000, 1));
+    s.finish();
+    assert_eq!(s.times(b), vec![MS, 101 * MS]);
+}
+
+#[test]
+fn queue_limit_in_packets_drops_the_excess() {
+    let (mut s, a, b) = link(Impairments { rate_bps: Some(8_000_000), queue: Some(QueueLimit::Packets(3)), ..imp() }, imp());
+    for i in 0..10 {
+        s.send(0, a, udp(1000, i));
+    }
+    s.finish();
+    assert_eq!(s.arrivals(b).iter().map(|x| x.1).collect::<Vec<_>>(), vec![0, 1, 2]);
+    let st = s.stats(Target::Link(0), 0);
+    assert_eq!((st.rx_frames, st.tx_frames, st.drop_queue), (10, 3, 7));
+    assert_eq!(st.queue_frames_max, 3);
+}
+
+#[test]
+fn queue_limit_in_bytes() {
+    let (mut s, a, b) = link(Impairments { rate_bps: Some(8_000_000), queue: Some(QueueLimit::Bytes(2500)), ..imp() }, imp());
+    for i in 0..5 {
+        s.send(0, a, udp(1000, i));
+    }
+    // After the first leaves the queue (1 ms), there is room again.
+    s.send(MS, a, udp(1000, 9));
+    s.finish();
+    assert_eq!(s.arrivals(b).iter().map(|x| x.1).collect::<Vec<_>>(), vec![0, 1, 9]);
+    assert_eq!(s.stats(Target::Link(0), 0).drop_queue, 3);
+}
+
+#[test]
+fn queue_drains_over_time() {
+    let (mut s, a, _b) = link(rate(8_000_000), imp());
+    for i in 0..5 {
+        s.send(0, a, udp(1000, i));
+    }
+    assert_eq!(s.stats(Target::Link(0), 0).queue_frames, 5);
+    s.send(3 * MS, a, udp(1000, 5));
+    // Three left by 3 ms; two waiting plus the new one.
+    assert_eq!(s.stats(Target::Link(0), 0).queue_frames, 3);
+}
+
+#[test]
+fn uniform_jitter_stays_in_bounds_and_never_reorders() {
+    let j = Jitter { amount_ns: 2 * MS, distribution: Distribution::Uniform, correlation: 0.0 };
+    let (mut s, a, b) = link(Impairments { delay_ns: 10 * MS, jitter: j, ..imp() }, imp());
+    for i in 0..1000u32 {
+        s.send(i as u64 * 5 * MS, a, udp(64, i));
+    }
+    s.finish();
+    let arr = s.arrivals(b);
+    assert_eq!(arr.len(), 1000);
+    let mut spread = Vec::new();
+    for (k, &(t, i)) in arr.iter().enumerate() {
+        assert_eq!(i, k as u32, "in order");
+        let d = t - i as u64 * 5 * MS;
+        assert!((8 * MS..=12 * MS).contains(&d), "delay {d}");
+        spread.push(d);
+    }
+    let mean = spread.iter().sum::<u64>() as f64 / 1000.0;
+    assert!((mean - 10e6).abs() < 0.1e6, "mean {mean}");
+    assert!(spread.iter().any(|&d| d < 9 * MS) && spread.iter().any(|&d| d > 11 * MS));
+}
+
+#[test]
+fn jitter_never_lets_a_frame_overtake() {
+    // Frames closer together than the jitter: a later frame waits for the earlier one.
+    let j = Jitter { amount_ns: 5 * MS, distribution: Distribution::Normal, correlation: 0.0 };
+    let (mut s, a, b) = link(Impairments { delay_ns: 20 * MS, jitter: j, ..imp() }, imp());
+    for i in 0..500u32 {
+        s.send(i as u64 * 100 * US, a, udp(64, i));
+    }
+    s.finish();
+    let arr = s.arrivals(b);
+    assert!(arr.windows(2).all(|w| w[0].0 <= w[1].0 && w[0].1 < w[1].1));
+}
+
+#[test]
+fn same_seed_same_times_other_seed_other_times() {
+    let j = Jitter { amount_ns: 3 * MS, distribution: Distribution::Pareto, correlation: 0.25 };
+    let cfg = Impairments { delay_ns: 10 * MS, jitter: j, loss: Loss::Bernoulli { rate: 0.1, correlation: 0.0 }, ..imp() };
+    let run = |seed: u64| {
+        let (mut s, a, b) = link_seeded(cfg.clone(), imp(), [seed, 0]);
+        for i in 0..300u32 {
+            s.send(i as u64 * 4 * MS, a, udp(64, i));
+        }
+        s.finish();
+        s.arrivals(b)
+    };
+    assert_eq!(run(11), run(11));
+    assert_ne!(run(11), run(12));
+}
+
+#[test]
+fn full_loss_drops_everything_and_counts_it() {
+    let (mut s, a, b) = link(Impairments { loss: Loss::Bernoulli { rate: 1.0, correlation: 0.0 }, ..imp() }, imp());
+    for i in 0..50 {
+        s.send(i, a, udp(64, i as u32));
+    }
+    s.finish();
+    assert!(s.arrivals(b).is_empty());
+    let st = s.stats(Target::Link(0), 0);
+    assert_eq!((st.rx_frames, st.drop_loss, st.tx_frames), (50, 50, 0));
+}
+
+#[test]
+fn bernoulli_loss_rate_within_binomial_bounds() {
+    let (mut s, a, b) = link(Impairments { loss: Loss::Bernoulli { rate: 0.3, correlation: 0.0 }, ..imp() }, imp());
+    let n = 20_000u32;
+    for i in 0..n {
+        s.send(i as u64 * US, a, udp(64, i));
+    }
+    s.finish();
+    let lost = n as f64 - s.arrivals(b).len() as f64;
+    // 5 σ of a binomial(20000, 0.3): ±324 frames.
+    let sigma = (n as f64 * 0.3 * 0.7).sqrt();
+    assert!((lost - 0.3 * n as f64).abs() < 5.0 * sigma, "lost {lost}");
+    assert_eq!(s.stats(Target::Link(0), 0).drop_loss as f64, lost);
+}
+
+#[test]
+fn gilbert_elliott_loses_in_bursts() {
+    // p = 1% Good→Bad, r = 25% Bad→Good, all lost in Bad, none in Good:
+    // loss = p / (p + r) = 3.85%, mean burst = 1 / r = 4 frames.
+    let ge = Loss::GilbertElliott { p: 0.01, r: 0.25, h: 0.0, k: 1.0 };
+    let (mut s, a, b) = link(Impairments { loss: ge, ..imp() }, imp());
+    let n = 100_000u32;
+    for i in 0..n {
+        s.send(i as u64 * US, a, udp(64, i));
+    }
+    s.finish();
+    let mut got = vec![false; n as usize];
+    for (_, i) in s.arrivals(b) {
+        got[i as usize] = true;
+    }
+    let lost = got.iter().filter(|&&g| !g).count() as f64;
+    let rate = lost / n as f64;
+    assert!((rate - 0.0385).abs() < 0.008, "loss rate {rate}");
+    let bursts = got.windows(2).filter(|w| w[0] && !w[1]).count() as f64;
+    let mean_burst = lost / bursts;
+    assert!((3.3..4.8).contains(&mean_burst), "mean burst {mean_burst}");
+    // Bernoulli at the same rate has mean bursts near 1 / (1 - 0.0385) ≈ 1.04.
+}
+
+#[test]
+fn duplication_sends_two_copies() {
+    let (mut s, a, b) = link(Impairments { duplicate: Chance { probability: 1.0, correlation: 0.0 }, delay_ns: MS, ..imp() }, imp());
+    for i in 0..3 {
+        s.send(0, a, udp(64, i));
+    }
+    s.finish();
+    assert_eq!(s.arrivals(b).iter().map(|x| x.1).collect::<Vec<_>>(), vec![0, 0, 1, 1, 2, 2]);
+    let st = s.stats(Target::Link(0), 0);
+    assert_eq!((st.duplicated, st.tx_frames), (3, 6));
+}
+
+#[test]
+fn corruption_flips_exactly_one_bit() {
+    let (mut s, a, b) = link(Impairments { corrupt: Chance { probability: 1.0, correlation: 0.0 }, ..imp() }, imp());
+    let mut sent = Vec::new();
+    for i in 0..100u32 {
+        let f = udp(200, i);
+        sent.push(f.clone());
+        s.send(i as u64, a, f);
+    }
+    s.finish();
+    let out: Vec<&Frame> = s.out.iter().filter(|o| o.1 == b).map(|o| &o.2).collect();
+    assert_eq!(out.len(), 100);
+    for (f, o) in sent.iter().zip(out) {
+        let flipped: u32 = f.iter().zip(o.iter()).map(|(x, y)| (x ^ y).count_ones()).sum();
+        assert_eq!(flipped, 1);
+    }
+    assert_eq!(s.stats(Target::Link(0), 0).corrupted, 100);
+}
+
+#[test]
+fn reordered_frames_skip_the_delay() {
+    let r = Reorder { probability: 1.0, correlation: 0.0, gap: 5 };
+    let (mut s, a, b) = link(Impairments { delay_ns: 10 * MS, reorder: r, ..imp() }, imp());
+    for i in 0..10u32 {
+        s.send(i as u64 * MS, a, udp(64, i));
+    }
+    s.finish();
+    // Every 5th frame (gap 5) goes at once and overtakes the frames delayed before it.
+    let arr = s.arrivals(b);
+    assert_eq!(arr.iter().map(|x| x.1).collect::<Vec<_>>(), vec![4, 9, 0, 1, 2, 3, 5, 6, 7, 8]);
+    assert!(arr.contains(&(4 * MS, 4)) && arr.contains(&(9 * MS, 9)));
+    assert!(arr.contains(&(10 * MS, 0)));
+}
+
+#[test]
+fn mtu_drops_larger_frames_and_counts_them() {
+    let (mut s, a, b) = link(Impairments { mtu: Some(1000), ..imp() }, imp());
+    s.send(0, a, udp(1014, 1)); // 1000 bytes of IP: fits
+    s.send(0, a, udp(1015, 2));
+    let mut tagged = udp(1018, 3); // 802.1Q: 4 more bytes allowed
+    tagged[VNET_HDR_LEN + 12..VNET_HDR_LEN + 14].copy_from_slice(&[0x81, 0x00]);
+    s.send(0, a, tagged);
+    s.finish();
+    assert_eq!(s.arrivals(b).len(), 2);
+    assert_eq!(s.stats(Target::Link(0), 0).drop_mtu, 1);
+}
+
+#[test]
+fn patch_mid_stream_keeps_scheduled_frames() {
+    let (mut s, a, b) = link(delay(10 * MS), imp());
+    s.send(0, a, udp(64, 0));
+    s.send(MS, a, udp(64, 1));
+    let r = s.apply(Command::Patch { target: Target::Link(0), dir: 0, patch: ImpairmentsPatch { delay_ns: Some(MS), ..Default::default() } });
+    assert_eq!(r, Applied::Impairments(delay(MS)));
+    s.send(2 * MS, a, udp(64, 2));
+    s.finish();
+    // The frame sent after the change may not overtake those already in flight.
+    assert_eq!(s.arrivals(b), vec![(10 * MS, 0), (11 * MS, 1), (11 * MS, 2)]);
+    s.send(20 * MS, a, udp(64, 3));
+    s.finish();
+    assert_eq!(s.arrivals(b).last(), Some(&(21 * MS, 3)));
+    assert_eq!(s.core.impairments(Target::Link(0), 0).delay_ns, MS);
+    assert_eq!(s.core.impairments(Target::Link(0), 1).delay_ns, 0);
+}
+
+#[test]
+fn rate_change_takes_effect_for_the_next_frame() {
+    let (mut s, a, b) = link(rate(8_000_000), imp());
+    s.send(0, a, udp(1000, 0));
+    s.apply(Command::Patch { target: Target::Link(0), dir: 0, patch: ImpairmentsPatch { rate_bps: Some(Some(80_000_000)), ..Default::default() } });
+    s.send(0, a, udp(1000, 1));
+    s.finish();
+    assert_eq!(s.times(b), vec![MS, MS + 100 * US]);
+}
+
+#[test]
+fn link_down_drops_and_drops_carrier_then_recovers() {
+    let (mut s, a, b) = link(imp(), imp());
+    s.apply(Command::SetUp { target: Target::Link(0), up: false });
+    let carriers: Vec<(PortId, bool)> = s.events.iter().filter_map(|e| match e {
+        Event::Carrier { port, up } => Some((*port, *up)),
+        _ => None,
+    }).collect();
+    assert_eq!(carriers, vec![(a, false), (b, false)]);
+    s.send(0, a, udp(64, 0));
+    s.send(0, b, udp(64, 1));
+    s.finish();
+    assert!(s.out.is_empty());
+    assert_eq!(s.stats(Target::Link(0), 0).drop_down, 1);
+    assert_eq!(s.stats(Target::Link(0), 1).drop_down, 1);
+    s.apply(Command::SetUp { target: Target::Link(0), up: true });
+    assert!(matches!(s.events.last(), Some(Event::Carrier { up: true, .. })));
+    s.send(MS, a, udp(64, 2));
+    s.finish();
+    assert_eq!(s.arrivals(b), vec![(MS, 2)]);
+}
+
+#[test]
+fn counters_count_wire_frames_and_refused_writes() {
+    let (mut s, a, b) = link(imp(), imp());
+    s.send(0, a, udp(100, 0));
+    s.send(0, a, udp(200, 1));
+    s.finish();
+    s.refuse.push(b);
+    s.send(MS, a, udp(300, 2));
+    s.finish();
+    let st = s.stats(Target::Link(0), 0);
+    assert_eq!((st.rx_frames, st.rx_bytes), (3, 600));
+    assert_eq!((st.tx_frames, st.tx_bytes, st.write_errors), (2, 300, 1));
+}
+
+#[test]
+fn delay_histogram_buckets_the_time_held() {
+    let (mut s, a, _b) = link(delay(3 * MS), imp());
+    for i in 0..7 {
+        s.send(0, a, udp(64, i));
+    }
+    s.finish();
+    let h = s.stats(Target::Link(0), 0).delay_hist;
+    let i = vemu_engine::DELAY_BUCKETS_NS.iter().position(|&b| b == 5 * MS).unwrap();
+    assert_eq!(h[i], 7);
+    assert_eq!(h.iter().sum::<u64>(), 7);
+}
+
+#[test]
+fn lateness_is_measured_against_the_schedule() {
+    let (mut s, a, _b) = link(delay(MS), imp());
+    s.core.handle_frame(0, a, udp(64, 0));
+    s.core.handle_frame(0, a, udp(64, 1));
+    // The driver comes 3 ms late for the first frame, on time for nothing.
+    let tx = s.core.poll_transmit(4 * MS).unwrap();
+    s.core.on_written(&tx, true);
+    assert_eq!(tx.at_ns, MS);
+    let tx = s.core.poll_transmit(4 * MS).unwrap();
+    s.core.on_written(&tx, true);
+    let st = s.stats(Target::Link(0), 0);
+    assert_eq!(st.late_max_ns, 3 * MS);
+    let i = vemu_engine::DELAY_BUCKETS_NS.iter().position(|&b| b == 5 * MS).unwrap();
+    assert_eq!(st.late_hist[i], 2);
+}
+
+#[test]
+fn nothing_is_handed_out_early() {
+    let (mut s, a, _b) = link(delay(MS), imp());
+    s.core.handle_frame(0, a, udp(64, 0));
+    assert_eq!(s.core.poll_timeout(), Some(MS));
+    assert!(s.core.poll_transmit(MS - 1).is_none());
+    assert!(s.core.poll_transmit(MS).is_some());
+    assert_eq!(s.core.poll_timeout(), None);
+}
+
+// ---------------------------------------------------------------- GSO super-frames
+
+#[test]
+fn super_frame_crosses_an_unimpaired_link_whole() {
+    let (mut s, a, b) = link(imp(), imp());
+    s.send(0, a, tcp_super(14_480, 1448));
+    s.finish();
+    assert_eq!(s.out.len(), 1);
+    let st = s.stats(Target::Link(0), 0);
+    assert_eq!((st.rx_frames, st.tx_frames), (10, 10));
+    assert_eq!(st.rx_bytes, 14_480 + 10 * 54);
+    assert_eq!(s.out[0].1, b);
+}
+
+#[test]
+fn super_frame_is_split_where_loss_applies() {
+    let (mut s, a, b) = link(Impairments { loss: Loss::Bernoulli { rate: 0.5, correlation: 0.0 }, ..imp() }, imp());
+    s.send(0, a, tcp_super(14_480, 1448));
+    s.finish();
+    let st = s.stats(Target::Link(0), 0);
+    assert_eq!(st.rx_frames, 10);
+    assert_eq!(st.tx_frames + st.drop_loss, 10);
+    assert_eq!(s.arrivals(b).len() as u64, st.tx_frames);
+    // Every piece is one wire frame: no GSO left.
+    assert!(s.out.iter().all(|o| VnetHdr::parse(&o.2).gso_type == 0 && o.2.len() <= VNET_HDR_LEN + 54 + 1448));
+}
+
+#[test]
+fn super_frame_on_a_rate_limit_leaves_in_short_bursts() {
+    // At 1 Gbit/s, 100 µs of wire is 12500 bytes: 8 segments of 1502 bytes a piece.
+    let (mut s, a, b) = link(rate(1_000_000_000), imp());
+    s.send(0, a, tcp_super(62_264, 1448)); // 43 segments
+    s.finish();
+    let times = s.times(b);
+    assert_eq!(times.len(), 6, "43 segments in pieces of 8");
+    let bytes = 62_264 + 43 * 54;
+    assert_eq!(*times.last().unwrap(), (bytes as u64 * 8) as u64, "the last piece ends when the whole has been serialized");
+    assert!(times.windows(2).all(|w| w[1] - w[0] <= 100 * US));
+}
+
+#[test]
+fn corrupting_a_super_frame_hits_single_wire_frames() {
+    let (mut s, a, b) = link(Impairments { corrupt: Chance { probability: 1.0, correlation: 0.0 }, ..imp() }, imp());
+    s.send(0, a, tcp_super(4344, 1448));
+    s.finish();
+    assert_eq!(s.arrivals(b).len(), 3);
+    assert_eq!(s.stats(Target::Link(0), 0).corrupted, 3);
+}
+
+// ---------------------------------------------------------------- hostile input
+
+/// A small deterministic generator for hostile frames.
+fn xorshift(state: &mut u64) -> u64 {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    *state
+}
+
+#[test]
+fn short_frames_are_ignored() {
+    let (mut s, a, b) = link(imp(), imp());
+    for len in 0..vemu_engine::core::MIN_FRAME {
+        s.send(0, a, vec![0xff; len]);
+    }
+    s.send(0, 99, udp(64, 0)); // a port that does not exist
+    s.finish();
+    assert!(s.arrivals(b).is_empty());
+    assert_eq!(s.stats(Target::Link(0), 0).rx_frames, 0);
+}
+
+#[test]
+fn random_bytes_never_break_the_core() {
+    // Links with every kind of impairment, a LAN and a radio channel, fed random bytes
+    // with plausible and implausible virtio-net headers.
+    let hard = Impairments {
+        rate_bps: Some(100_000_000),
+        delay_ns: MS,
+        loss: Loss::Bernoulli { rate: 0.1, correlation: 0.0 },
+        corrupt: Chance { probability: 0.2, correlation: 0.0 },
+        duplicate: Chance { probability: 0.1, correlation: 0.0 },
+        mtu: Some(1400),
+        ..imp()
+    };
+    let mut core = Core::new();
+    core.add_link(LinkConfig { forward: imp(), reverse: hard.clone(), seeds: [1, 2] });
+    core.add_link(LinkConfig { forward: hard.clone(), reverse: rate(1_000_000), seeds: [3, 4] });
+    core.add_segment(SegmentConfig { members: (0..4).map(|_| MemberConfig { vlan: 1, egress: hard.clone(), ..Default::default() }).collect(), capacity_bps: Some(1_000_000_000), aging_ns: MS, radio: None });
+    let cfg = MediumConfig { model: Model::UnitDisk { range_m: 250.0 }, radio: Radio::default(), rate_bps: 11_000_000, preamble_ns: 192 * US, carrier_sense_m: 550.0, csma: true, queue_frames: 50, seed: 1 };
+    core.add_segment(SegmentConfig { members: (0..3).map(|_| MemberConfig { vlan: 1, ..Default::default() }).collect(), capacity_bps: None, aging_ns: MS, radio: Some((cfg, vec![Pos::new(0.0, 0.0), Pos::new(100.0, 0.0), Pos::new(200.0, 0.0)])) });
+    let ports = core.port_count() as u32;
+    let mut s = Sim::new(core);
+    let mut st = 0x9e37_79b9_7f4a_7c15u64;
+    for i in 0..20_000u64 {
+        let len = (xorshift(&mut st) % 9000) as usize;
+        let mut f: Vec<u8> = (0..len).map(|_| xorshift(&mut st) as u8).collect();
+        if f.len() > VNET_HDR_LEN + 60 && i % 2 == 0 {
+            // A GSO header over random bytes, sometimes with an IPv4/TCP look.
+            let gso_size = (xorshift(&mut st) % 2000) as u16;
+            VnetHdr { flags: 1, gso_type: [1, 4, 0x81][i as usize % 3], hdr_len: 54, gso_size, csum_start: 34, csum_offset: 16 }.write(&mut f);
+            f[VNET_HDR_LEN + 12] = 0x08;
+            f[VNET_HDR_LEN + 13] = 0x00;
+            f[VNET_HDR_LEN + 14] = 0x45;
+            f[VNET_HDR_LEN + 23] = 6;
+        }
+        s.send(i * 10 * US, (xorshift(&mut st) % ports as u64) as u32, f);
+        if i % 1000 == 0 {
+            s.out.clear();
+        }
+    }
+    s.finish();
+}
+
+// ---------------------------------------------------------------- LAN segments
+
+#[test]
+fn unknown_unicast_floods_then_learning_narrows_it() {
+    let (mut s, p) = plain_lan(4);
+    s.send(0, p[0], eth(mac(12), mac(10), 64, 1));
+    s.finish();
+    let mut got: Vec<PortId> = s.out.iter().map(|o| o.1).collect();
+    got.sort();
+    assert_eq!(got, vec![p[1], p[2], p[3]]);
+    // Member 2 answers: the switch knows where both live now.
+    s.out.clear();
+    s.send(MS, p[2], eth(mac(10), mac(12), 64, 2));
+    s.send(2 * MS, p[0], eth(mac(12), mac(10), 64, 3));
+    s.finish();
+    assert_eq!(s.arrivals(p[0]), vec![(MS, 2)]);
+    assert_eq!(s.arrivals(p[2]), vec![(2 * MS, 3)]);
+    assert_eq!(s.out.len(), 2);
+    let seg = s.core.segment_counters(0).snapshot();
+    assert_eq!((seg.flooded, seg.unicast), (1, 2));
+}
+
+#[test]
+fn broadcast_reaches_every_other_port_never_the_sender() {
+    let (mut s, p) = plain_lan(5);
+    s.send(0, p[3], eth([0xff; 6], mac(13), 64, 7));
+    s.finish();
+    let mut got: Vec<PortId> = s.out.iter().map(|o| o.1).collect();
+    got.sort();
+    assert_eq!(got, vec![p[0], p[1], p[2], p[4]]);
+}
+
+#[test]
+fn flooded_copies_share_one_buffer() {
+    let (mut s, p) = plain_lan(6);
+    s.send(0, p[0], eth([0xff; 6], mac(10), 64, 7));
+    s.finish();
+    assert_eq!(s.out.len(), 5);
+    assert!(s.out.windows(2).all(|w| Arc::ptr_eq(&w[0].2, &w[1].2)));
+}
+
+#[test]
+fn vlans_are_separate_broadcast_domains() {
+    let (mut s, p) = lan(vec![(10, imp(), imp()), (10, imp(), imp()), (20, imp(), imp()), (20, imp(), imp())], None, 300_000 * MS);
+    s.send(0, p[0], eth([0xff; 6], mac(10), 64, 1));
+    s.send(0, p[2], eth([0xff; 6], mac(12), 64, 2));
+    s.finish();
+    assert_eq!(s.arrivals(p[1]), vec![(0, 1)]);
+    assert_eq!(s.arrivals(p[3]), vec![(0, 2)]);
+    assert_eq!(s.out.len(), 2);
+}
+
+#[test]
+fn destination_on_the_ingress_port_is_filtered() {
+    let (mut s, p) = plain_lan(3);
+    s.send(0, p[0], eth(mac(20), mac(10), 64, 1)); // learn 10 on port 0
+    s.send(MS, p[0], eth(mac(10), mac(11), 64, 2)); // to 10, from port 0 again
+    s.finish();
+    assert_eq!(s.core.segment_counters(0).snapshot().filtered, 1);
+    assert!(s.arrivals(p[0]).is_empty());
+}
+
+#[test]
+fn learned_addresses_age_out() {
+    let (mut s, p) = lan((0..3).map(|_| (1, imp(), imp())).collect(), None, 10 * MS);
+    s.send(0, p[1], eth(mac(10), mac(11), 64, 1)); // 11 lives on port 1
+    s.send(5 * MS, p[0], eth(mac(11), mac(10), 64, 2));
+    s.finish();
+    assert_eq!(s.arrivals(p[2]).len(), 1, "only the first (unknown) frame flooded");
+    s.send(30 * MS, p[0], eth(mac(11), mac(10), 64, 3));
+    s.finish();
+    assert_eq!(s.arrivals(p[2]).len(), 2, "11 was forgotten: flooded again");
+}
+
+#[test]
+fn port_down_forgets_its_addresses_and_drops_carrier() {
+    let (mut s, p) = plain_lan(3);
+    s.send(0, p[1], eth([0xff; 6], mac(11), 64, 1));
+    s.apply(Command::SetUp { target: Target::Member(0, 1), up: false });
+    assert!(matches!(s.events.last(), Some(Event::Carrier { port, up: false }) if *port == p[1]));
+    s.out.clear();
+    s.send(MS, p[0], eth(mac(11), mac(10), 64, 2));
+    s.send(MS, p[1], eth(mac(10), mac(11), 64, 3));
+    s.finish();
+    // Unknown again: flooded, but not to the port that is down; the down port sends nothing.
+    assert_eq!(s.out.iter().map(|o| o.1).collect::<Vec<_>>(), vec![p[2]]);
+    assert_eq!(s.stats(Target::Member(0, 1), 0).drop_down, 1);
+}
+
+#[test]
+fn segment_capacity_is_shared_by_all_senders() {
+    // 1000-byte frames on an 8 Mbit/s switch: 1 ms each, whoever sends.
+    let (mut s, p) = lan((0..3).map(|_| (1, imp(), imp())).collect(), Some(8_000_000), 300_000 * MS);
+    s.send(0, p[0], eth(mac(12), mac(10), 1000, 1));
+    s.send(0, p[1], eth(mac(12), mac(11), 1000, 2));
+    s.send(0, p[0], eth(mac(12), mac(10), 1000, 3));
+    s.finish();
+    assert_eq!(s.arrivals(p[2]), vec![(MS, 1), (2 * MS, 2), (3 * MS, 3)]);
+}
+
+#[test]
+fn each_port_has_its_own_ingress_impairments() {
+    let (mut s, p) = lan(vec![(1, imp(), imp()), (1, imp(), delay(5 * MS)), (1, imp(), delay(MS))], None, 300_000 * MS);
+    s.send(0, p[0], eth([0xff; 6], mac(10), 64, 1));
+    s.finish();
+    assert_eq!(s.arrivals(p[1]), vec![(5 * MS, 1)]);
+    assert_eq!(s.arrivals(p[2]), vec![(MS, 1)]);
+}
+
+#[test]
+fn egress_impairments_act_before_the_switch() {
+    let (mut s, p) = lan(vec![(1, delay(2 * MS), imp()), (1, imp(), delay(3 * MS)), (1, imp(), imp())], None, 300_000 * MS);
+    s.send(0, p[0], eth([0xff; 6], mac(10), 64, 1));
+    s.finish();
+    assert_eq!(s.arrivals(p[1]), vec![(5 * MS, 1)]);
+    assert_eq!(s.arrivals(p[2]), vec![(2 * MS, 1)]);
+    let eg = s.stats(Target::Member(0, 0), 0);
+    assert_eq!((eg.rx_frames, eg.tx_frames), (1, 1));
+    assert_eq!(s.stats(Target::Member(0, 1), 1).tx_frames, 1);
+}
+
+#[test]
+fn a_corrupting_port_gets_its_own_copy() {
+    let (mut s, p) = lan(vec![(1, imp(), imp()), (1, imp(), Impairments { corrupt: Chance { probability: 1.0, correlation: 0.0 }, ..imp() }), (1, imp(), imp()), (1, imp(), imp())], None, 300_000 * MS);
+    let f = eth([0xff; 6], mac(10), 64, 1);
+    s.send(0, p[0], f.clone());
+    s.finish();
+    let of = |port| s.out.iter().find(|o| o.1 == port).unwrap().2.clone();
+    assert!(Arc::ptr_eq(&of(p[2]), &of(p[3])));
+    assert_eq!(**of(p[2]), f);
+    assert_ne!(**of(p[1]), f);
+}
+
+#[test]
+fn lan_port_patch_changes_one_direction() {
+    let (mut s, p) = plain_lan(2);
+    s.apply(Command::Patch { target: Target::Member(0, 1), dir: 1, patch: ImpairmentsPatch { delay_ns: Some(4 * MS), ..Default::default() } });
+    s.send(0, p[0], eth([0xff; 6], mac(10), 64, 1));
+    s.send(0, p[1], eth([0xff; 6], mac(11), 64, 2));
+    s.finish();
+    assert_eq!(s.arrivals(p[1]), vec![(4 * MS, 1)]);
+    assert_eq!(s.arrivals(p[0]), vec![(0, 2)]);
+}
+
+// ---------------------------------------------------------------- radio channel
+
+#[test]
+fn radio_reaches_members_in_range_only() {
+    // 11 Mbit/s, 100-byte frame: 800 bits → 72727 ns of airtime.
+    let (mut s, p) = radio(&[(0.0, 0.0), (200.0, 0.0), (400.0, 0.0)], false, 11_000_000);
+    s.send(0, p[0], eth([0xff; 6], mac(10), 100, 1));
+    s.finish();
+    let airtime: u64 = 100 * 8 * 1_000_000_000 / 11_000_000;
+    let d = s.arrivals(p[1]);
+    assert_eq!(d.len(), 1);
+    // Airtime, plus 200 m at the speed of light (667 ns).
+    assert!((d[0].0 as i64 - airtime as i64 - 667).abs() <= 1, "{d:?}");
+    assert!(s.arrivals(p[2]).is_empty(), "400 m is out of range");
+    let seg = s.core.segment_counters(0).snapshot();
+    assert_eq!(seg.air_frames, 1);
+}
+
+#[test]
+fn radio_frames_of_one_sender_take_turns_on_the_air() {
+    let (mut s, p) = radio(&[(0.0, 0.0), (0.0, 0.0)], false, 8_000_000);
+    for i in 0..3 {
+        s.send(0, p[0], eth([0xff; 6], mac(10), 1000, i)); // 1 ms of air each
+    }
+    s.finish();
+    assert_eq!(s.times(p[1]), vec![MS, 2 * MS, 3 * MS]);
+}
+
+#[test]
+fn radio_members_in_carrier_sense_range_share_the_air() {
+    let (mut s, p) = radio(&[(0.0, 0.0), (10.0, 0.0), (5.0, 5.0)], false, 8_000_000);
+    s.send(0, p[0], eth([0xff; 6], mac(10), 1000, 1));
+    s.send(0, p[1], eth([0xff; 6], mac(11), 1000, 2));
+    s.finish();
+    let t = s.arrivals(p[2]);
+    assert_eq!(t.len(), 2);
+    assert!(t[1].0 >= t[0].0 + MS, "one after the other: {t:?}");
+}
+
+#[test]
+fn moved_member_leaves_and_rejoins_range() {
+    let (mut s, p) = radio(&[(0.0, 0.0), (100.0, 0.0)], false, 11_000_000);
+    s.apply(Command::Positions { seg: 0, positions: vec![Pos::new(0.0, 0.0), Pos::new(1000.0, 0.0)] });
+    s.send(0, p[0], eth([0xff; 6], mac(10), 100, 1));
+    s.finish();
+    assert!(s.arrivals(p[1]).is_empty());
+    s.apply(Command::Positions { seg: 0, positions: vec![Pos::new(0.0, 0.0), Pos::new(50.0, 0.0)] });
+    s.send(10 * MS, p[0], eth([0xff; 6], mac(10), 100, 2));
+    s.finish();
+    assert_eq!(s.arrivals(p[1]).len(), 1);
+    let snap = s.core.radio(0).unwrap();
+    assert_eq!(snap.positions[1], Pos::new(50.0, 0.0));
+    assert_eq!(snap.neighbours[0].len(), 1);
+}
+
+#[test]
+fn radio_unicast_goes_to_the_learned_member_only() {
+    let (mut s, p) = radio(&[(0.0, 0.0), (10.0, 0.0), (20.0, 0.0)], false, 11_000_000);
+    s.send(0, p[2], eth([0xff; 6], mac(12), 100, 1)); // the channel learns 12 is member 2
+    s.send(MS, p[0], eth(mac(12), mac(10), 100, 2));
+    s.finish();
+    assert_eq!(s.arrivals(p[2]).len(), 1);
+    assert_eq!(s.arrivals(p[1]).iter().filter(|a| a.1 == 2).count(), 0);
+}
+
+#[test]
+fn hidden_terminals_collide_under_csma() {
+    // 0 and 2 cannot sense each other (400 m, carrier sense 250 m); 1 hears both.
+    let (mut s, p) = radio_with(&[(0.0, 0.0), (200.0, 0.0), (400.0, 0.0)], Model::UnitDisk { range_m: 250.0 }, true, 1_000_000, 3, 250.0);
+    for i in 0..50 {
+        s.send(0, p[0], eth(mac(11), mac(10), 250, i));
+        s.send(0, p[2], eth(mac(11), mac(12), 250, 1000 + i));
+    }
+    s.finish();
+    let snap = s.core.radio(0).unwrap();
+    let collided: u64 = snap.pairs.iter().map(|p| p.2.lost_collision).sum();
+    let delivered = s.arrivals(p[1]).len() as u64;
+    assert!(collided > 20, "collided {collided}");
+    assert!(delivered + collided <= 100);
+}
+
+#[test]
+fn radio_member_down_neither_sends_nor_receives() {
+    let (mut s, p) = radio(&[(0.0, 0.0), (10.0, 0.0), (20.0, 0.0)], false, 11_000_000);
+    s.apply(Command::SetUp { target: Target::Member(0, 2), up: false });
+    s.send(0, p[0], eth([0xff; 6], mac(10), 100, 1));
+    s.send(0, p[2], eth([0xff; 6], mac(12), 100, 2));
+    s.finish();
+    assert_eq!(s.arrivals(p[1]).iter().map(|a| a.1).collect::<Vec<_>>(), vec![1]);
+    assert!(s.arrivals(p[2]).is_empty());
+}
+
+#[test]
+fn radio_decisions_repeat_with_the_seed() {
+    let model = Model::LogDistance { exponent: 3.0, d0_m: 1.0, sigma_db: 6.0 };
+    let run = |seed: u64| {
+        let (mut s, p) = radio_with(&[(0.0, 0.0), (60.0, 0.0), (120.0, 0.0)], model, false, 11_000_000, seed, 550.0);
+        for i in 0..300 {
+            s.send(i as u64 * MS, p[0], eth([0xff; 6], mac(10), 100, i));
+        }
+        s.finish();
+        (s.arrivals(p[1]), s.arrivals(p[2]))
+    };
+    let (a, b) = run(5);
+    assert_eq!((a.clone(), b.clone()), run(5));
+    assert_ne!((a.clone(), b.clone()), run(6));
+    assert!(!a.is_empty() && a.len() < 300 || !b.is_empty() && b.len() < 300, "some but not all delivered");
+}
+
+#[test]
+fn routing_frames_on_the_air_are_counted() {
+    let (mut s, p) = radio(&[(0.0, 0.0), (10.0, 0.0)], false, 11_000_000);
+    s.send(0, p[0], ipv4_udp(6696)); // babel
+    s.send(0, p[0], ipv4_udp(5001)); // data
+    s.finish();
+    let seg = s.core.segment_counters(0).snapshot();
+    assert_eq!((seg.air_frames, seg.routing_frames), (2, 1));
+}
+
+// ---------------------------------------------------------------- captures
+
+fn captures(s: &Sim) -> Vec<(u64, u32, u64, bool, u32)> {
+    s.events.iter().filter_map(|e| match e {
+        Event::Capture { capture, iface, t_ns, outgoing, frame } => Some((*capture, *iface, *t_ns, *outgoing, seq_of(frame))),
+        _ => None,
+    }).collect()
+}
+
+#[test]
+fn capture_after_sees_what_leaves_and_arrives() {
+    let (mut s, a, b) = link(delay(2 * MS), imp());
+    s.apply(Command::Capture { id: 1, target: Target::Link(0), side: 1, iface: 0, point: CapturePoint::After });
+    s.apply(Command::Capture { id: 1, target: Target::Link(0), side: 0, iface: 1, point: CapturePoint::After });
+    s.send(0, a, udp(64, 5));
+    s.send(MS, b, udp(64, 6));
+    s.finish();
+    let c = captures(&s);
+    // a sends 5 at 0 (iface 1, outgoing), b sends 6 at 1 ms (iface 0, outgoing) and 6
+    // arrives at a at 1 ms, 5 arrives at b at 2 ms.
+    assert!(c.contains(&(1, 1, 0, true, 5)));
+    assert!(c.contains(&(1, 0, MS, true, 6)));
+    assert!(c.contains(&(1, 1, MS, false, 6)));
+    assert!(c.contains(&(1, 0, 2 * MS, false, 5)));
+    assert_eq!(c.len(), 4);
+}
+
+#[test]
+fn capture_before_sees_frames_the_link_drops() {
+    let (mut s, a, _b) = link(Impairments { loss: Loss::Bernoulli { rate: 1.0, correlation: 0.0 }, ..imp() }, imp());
+    s.apply(Command::Capture { id: 3, target: Target::Link(0), side: 1, iface: 0, point: CapturePoint::Before });
+    s.send(0, a, udp(64, 1));
+    s.finish();
+    assert_eq!(captures(&s), vec![(3, 0, 0, false, 1)]);
+    assert!(s.out.is_empty());
+}
+
+#[test]
+fn capture_on_a_lan_port_and_its_end() {
+    let (mut s, p) = lan(vec![(1, imp(), imp()), (1, imp(), delay(MS))], None, 300_000 * MS);
+    s.apply(Command::Capture { id: 9, target: Target::Member(0, 1), side: 0, iface: 0, point: CapturePoint::Before });
+    s.apply(Command::Capture { id: 10, target: Target::Member(0, 1), side: 0, iface: 0, point: CapturePoint::After });
+    s.send(0, p[0], eth([0xff; 6], mac(10), 64, 4));
+    s.finish();
+    let c = captures(&s);
+    assert!(c.contains(&(9, 0, 0, false, 4)), "before the port's ingress delay");
+    assert!(c.contains(&(10, 0, MS, false, 4)), "as delivered");
+    s.events.clear();
+    s.apply(Command::Uncapture(9));
+    s.apply(Command::Uncapture(10));
+    s.send(2 * MS, p[0], eth([0xff; 6], mac(10), 64, 5));
+    s.finish();
+    assert!(captures(&s).is_empty());
+    assert_eq!(s.arrivals(p[1]).len(), 2);
+}
