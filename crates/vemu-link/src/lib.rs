@@ -7,9 +7,12 @@
 //! by the caller. The same seed and the same sequence of offers give the same
 //! decisions, to the nanosecond.
 //!
-//! The order of operations follows Linux netem, which most users know:
-//! link state → loss → duplication → (per copy) corruption → queue limit → serialization
-//! at the link rate → propagation delay + jitter → reordering.
+//! The order of operations, as [`LinkDir::offer`] applies them:
+//! link state → loss → duplication → per copy: corruption → queue limit → serialization
+//! at the link rate → reordering (the copy skips the delay line) or propagation delay +
+//! jitter. Unlike Linux netem, which draws duplication first and lets a loss remove one
+//! of the copies, a lost frame here is never duplicated: with loss p and duplication d
+//! a frame is lost with probability p and arrives twice with probability (1 − p)·d.
 
 pub mod dist;
 mod model;
