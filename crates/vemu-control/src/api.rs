@@ -17,7 +17,6 @@ use axum::http::{header, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use axum::{Json, Router};
 use futures_util::stream::{self, Stream};
 use serde::Deserialize;
@@ -25,7 +24,8 @@ use serde_json::{json, Value};
 use tokio::sync::{broadcast, oneshot};
 use vemu_host::{LabPaths, NodeEntry};
 
-use crate::daemon::{Controller, StopRequest};
+use crate::error::LabError;
+use crate::lab::{Controller, StopRequest};
 use crate::Direction;
 
 /// The OpenAPI document of this API.
@@ -47,6 +47,17 @@ impl ApiError {
     }
     pub fn internal(m: impl Into<String>) -> ApiError {
         ApiError { status: StatusCode::INTERNAL_SERVER_ERROR, message: m.into() }
+    }
+}
+
+/// A failed operation on the lab: its kind decides the status.
+impl From<LabError> for ApiError {
+    fn from(e: LabError) -> ApiError {
+        match e {
+            LabError::Invalid(m) => ApiError::bad_request(m),
+            LabError::NotFound(m) => ApiError::not_found(m),
+            LabError::Internal(m) => ApiError::internal(m),
+        }
     }
 }
 
@@ -73,8 +84,8 @@ struct App {
 type AppState = State<Arc<App>>;
 
 /// Run blocking controller work off the async threads.
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, ApiError> + Send + 'static) -> Result<T, ApiError> {
-    tokio::task::spawn_blocking(f).await.map_err(|e| ApiError::internal(format!("the request failed: {e}")))?
+async fn blocking<T: Send + 'static, E: Into<ApiError> + Send + 'static>(f: impl FnOnce() -> Result<T, E> + Send + 'static) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| ApiError::internal(format!("the request failed: {e}")))?.map_err(Into::into)
 }
 
 fn to_value<T: serde::Serialize>(v: T) -> ApiResult {
@@ -162,7 +173,7 @@ async fn link_patch(State(app): AppState, Path(spec): Path<String>, body: Bytes)
         if let Some(up) = up {
             c.link_state(&spec, up)?;
         }
-        Ok(())
+        Ok::<(), LabError>(())
     })
     .await?;
     Ok(Json(json!({"ok": true})))
@@ -530,48 +541,62 @@ async fn not_found(req: Request) -> ApiError {
     ApiError::not_found(format!("no such endpoint: {} {} (see GET /v1/openapi.json)", req.method(), req.uri().path()))
 }
 
-#[cfg(test)]
-mod tests {
-    /// Every route the router serves is in the OpenAPI document, and nothing else.
-    #[test]
-    fn openapi_lists_every_route() {
-        let doc: serde_json::Value = serde_json::from_str(super::OPENAPI).unwrap();
-        let src = include_str!("api.rs");
-        let mut served: Vec<String> = src
-            .lines()
-            .filter_map(|l| l.trim().strip_prefix(".route(\""))
-            .map(|l| l.split('"').next().unwrap().to_string())
-            .collect();
-        served.sort();
-        let mut documented: Vec<String> = doc["paths"].as_object().unwrap().keys().cloned().collect();
-        documented.sort();
-        assert_eq!(served, documented);
-    }
+/// The API's routes as (path, method, handler): one table that the router is built from
+/// and that the test below holds against the OpenAPI document.
+macro_rules! routes {
+    ($($method:ident $path:literal => $handler:expr),* $(,)?) => {
+        vec![$(($path, stringify!($method), axum::routing::$method($handler))),*]
+    };
+}
+
+type Route = (&'static str, &'static str, axum::routing::MethodRouter<Arc<App>>);
+
+fn routes() -> Vec<Route> {
+    routes![
+        get "/v1/openapi.json" => openapi,
+        get "/v1/lab" => lab,
+        get "/v1/nodes" => nodes,
+        get "/v1/nodes/{node}" => node,
+        post "/v1/nodes/{node}/exec" => exec,
+        post "/v1/nodes/{node}/stop" => node_stop,
+        post "/v1/nodes/{node}/start" => node_start,
+        post "/v1/nodes/{node}/move" => node_move,
+        get "/v1/links" => links,
+        patch "/v1/links/{link}" => link_patch,
+        post "/v1/links/{link}/down" => link_down,
+        post "/v1/links/{link}/up" => link_up,
+        get "/v1/segments" => segments,
+        get "/v1/segments/{segment}" => segment,
+        get "/v1/stats" => stats,
+        post "/v1/traffic" => traffic,
+        get "/v1/capture" => capture,
+        get "/v1/events" => events,
+        post "/v1/down" => down,
+    ]
 }
 
 fn router(app: Arc<App>) -> Router {
-    Router::new()
-        .route("/v1/openapi.json", get(openapi))
-        .route("/v1/lab", get(lab))
-        .route("/v1/nodes", get(nodes))
-        .route("/v1/nodes/{node}", get(node))
-        .route("/v1/nodes/{node}/exec", post(exec))
-        .route("/v1/nodes/{node}/stop", post(node_stop))
-        .route("/v1/nodes/{node}/start", post(node_start))
-        .route("/v1/nodes/{node}/move", post(node_move))
-        .route("/v1/links", get(links))
-        .route("/v1/links/{link}", axum::routing::patch(link_patch))
-        .route("/v1/links/{link}/down", post(link_down))
-        .route("/v1/links/{link}/up", post(link_up))
-        .route("/v1/segments", get(segments))
-        .route("/v1/segments/{segment}", get(segment))
-        .route("/v1/stats", get(stats))
-        .route("/v1/traffic", post(traffic))
-        .route("/v1/capture", get(capture))
-        .route("/v1/events", get(events))
-        .route("/v1/down", post(down))
-        .fallback(not_found)
-        .with_state(app)
+    routes().into_iter().fold(Router::new(), |r, (path, _, handler)| r.route(path, handler)).fallback(not_found).with_state(app)
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every route the router serves is in the OpenAPI document with its method, and
+    /// the document lists nothing else.
+    #[test]
+    fn openapi_lists_every_route() {
+        let doc: serde_json::Value = serde_json::from_str(super::OPENAPI).unwrap();
+        let mut served: Vec<(String, String)> = super::routes().into_iter().map(|(p, m, _)| (p.to_string(), m.to_string())).collect();
+        served.sort();
+        let mut documented: Vec<(String, String)> = doc["paths"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .flat_map(|(p, ops)| ops.as_object().unwrap().keys().filter(|k| *k != "parameters").map(move |m| (p.clone(), m.clone())))
+            .collect();
+        documented.sort();
+        assert_eq!(served, documented);
+    }
 }
 
 /// Refuse requests without `Authorization: Bearer TOKEN` (compared in constant time).

@@ -8,7 +8,7 @@
 //! shards' load (time spent working per second of wall time).
 
 use serde::{Deserialize, Serialize};
-use vemu_engine::{DirStats, DELAY_BUCKETS_NS};
+use vemu_engine::{bucket_quantile_ns, DirStats, DELAY_BUCKETS_NS};
 pub use vemu_scenario::FidelityThresholds;
 
 use crate::worker::TapQueue;
@@ -82,22 +82,6 @@ pub struct Fidelity {
     pub taps_affected: Vec<TapFidelity>,
 }
 
-/// Upper bound of the bucket holding the `q` quantile of a histogram.
-fn quantile_ns(hist: &[u64], q: f64) -> u64 {
-    let total: u64 = hist.iter().sum();
-    if total == 0 {
-        return 0;
-    }
-    let want = (total as f64 * q).ceil() as u64;
-    let mut acc = 0;
-    for (i, &n) in hist.iter().enumerate() {
-        acc += n;
-        if acc >= want {
-            return DELAY_BUCKETS_NS.get(i).copied().unwrap_or(u64::MAX);
-        }
-    }
-    u64::MAX
-}
 
 fn judge(fraction: f64, th: &FidelityThresholds) -> Verdict {
     if fraction > th.invalid_fraction {
@@ -134,7 +118,7 @@ pub fn assess<'a>(dirs: impl IntoIterator<Item = (String, &'a DirStats)>, engine
                 frames: n,
                 late_frames: late,
                 late_fraction: fraction,
-                p99_late_ns: quantile_ns(&d.late_hist, 0.99),
+                p99_late_ns: bucket_quantile_ns(&d.late_hist, 0.99).unwrap_or(0),
                 max_late_ns: d.late_max_ns,
                 write_errors: d.write_errors,
             });
@@ -240,7 +224,8 @@ pub fn describe(f: &Fidelity) -> String {
     s
 }
 
-fn fmt_ns(ns: u64) -> String {
+/// A duration for people: `950 µs`, `2.5 ms`, `1.2 s`.
+pub fn fmt_ns(ns: u64) -> String {
     match ns {
         u64::MAX => "more than 10 s".into(),
         n if n >= 1_000_000_000 => format!("{:.1} s", n as f64 / 1e9),
@@ -275,7 +260,7 @@ fn tap_delta(now: &[TapQueue], before: &[TapQueue]) -> Vec<TapQueue> {
 }
 
 /// The thread that judges every [`WINDOW`] of the run and warns while it is not `ok`.
-pub(crate) fn start(ctl: std::sync::Arc<std::sync::Mutex<crate::daemon::Controller>>) -> crate::background::Background {
+pub(crate) fn start(ctl: std::sync::Arc<std::sync::Mutex<crate::lab::Controller>>) -> crate::background::Background {
     crate::background::Background::spawn("vemu-fidelity", true, move |stop| {
         // Never in the way of the engine's threads, which keep the schedule it judges.
         // SAFETY: setpriority on this thread (its tid) with an integer niceness.
@@ -288,10 +273,10 @@ pub(crate) fn start(ctl: std::sync::Arc<std::sync::Mutex<crate::daemon::Controll
             let mut c = ctl.lock().unwrap();
             let Ok(counters) = c.counters() else { continue };
             let taps = c.tap_queues().unwrap_or_else(|e| {
-                eprintln!("fidelity monitor: reading the TAP counters: {}", e.message);
+                eprintln!("fidelity monitor: reading the TAP counters: {e}");
                 Vec::new()
             });
-            let t_ns = vemu_engine::monotonic_ns().saturating_sub(c.epoch_ns);
+            let t_ns = c.clock.now_ns();
             let now = c.named_directions(&counters);
             let window: Vec<(String, DirStats)> =
                 now.iter().enumerate().map(|(i, (n, d))| (n.clone(), before.get(i).map_or_else(|| (*d).clone(), |b| delta(d, b)))).collect();

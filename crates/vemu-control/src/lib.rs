@@ -9,8 +9,11 @@
 pub mod api;
 mod background;
 pub mod daemon;
+pub mod error;
+pub mod lab;
 pub mod fidelity;
 pub mod pcapng;
+pub mod report;
 mod supervise;
 mod radio;
 mod timeline;
@@ -22,13 +25,14 @@ use std::os::unix::net::UnixStream;
 use anyhow::{anyhow, Context, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use vemu_engine::{DirStats, SegStats};
 use vemu_host::LabPaths;
 use vemu_link::Impairments;
 
 pub use supervise::{forget_waited, spawn_waited, ProcStatus};
 
 pub use vemu_scenario::Direction;
+/// What clients of the controller see of the engine: the lab clock and its counters.
+pub use vemu_engine::{bucket_quantile_ns, DirStats, LabClock, SegStats, DELAY_BUCKETS_NS};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LabStatus {

@@ -8,14 +8,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::json;
-use vemu_engine::monotonic_ns;
+use vemu_engine::LabClock;
 use vemu_radio::mobility::{Mobility, Walker};
 use vemu_radio::ns2::Trace;
 use vemu_radio::Pos;
 use vemu_scenario::Plan;
 
 use crate::background::Background;
-use crate::daemon::Controller;
+use crate::lab::Controller;
 
 /// The members of one wireless segment, moving.
 pub(crate) struct Movers {
@@ -103,16 +103,16 @@ impl Controller {
 }
 
 /// The thread that advances positions (none without wireless segments).
-pub(crate) fn start(ctl: Arc<Mutex<Controller>>, epoch_ns: u64) -> Background {
+pub(crate) fn start(ctl: Arc<Mutex<Controller>>, clock: LabClock) -> Background {
     let any = !ctl.lock().unwrap().movers.is_empty();
-    Background::spawn("vemu-mobility", any, move |stop| run(ctl, epoch_ns, stop))
+    Background::spawn("vemu-mobility", any, move |stop| run(ctl, clock, stop))
 }
 
-fn run(ctl: Arc<Mutex<Controller>>, epoch_ns: u64, stop: Receiver<()>) {
+fn run(ctl: Arc<Mutex<Controller>>, clock: LabClock, stop: Receiver<()>) {
     loop {
-        let now = monotonic_ns().saturating_sub(epoch_ns);
+        let now = clock.now_ns();
         let Some(next) = ctl.lock().unwrap().radio_ticks(now) else { return };
-        let wait = next.saturating_sub(monotonic_ns().saturating_sub(epoch_ns));
+        let wait = next.saturating_sub(clock.now_ns());
         match stop.recv_timeout(Duration::from_nanos(wait)) {
             Err(RecvTimeoutError::Timeout) => {}
             _ => return,

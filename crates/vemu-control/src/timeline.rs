@@ -8,12 +8,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::json;
-use vemu_engine::monotonic_ns;
+use vemu_engine::LabClock;
 use vemu_link::ImpairmentsPatch;
 use vemu_scenario::{EventAction, EventTarget, TimedEvent};
 
 use crate::background::Background;
-use crate::daemon::Controller;
+use crate::lab::Controller;
 
 /// One firing: event `idx`, its repetition `rep`, and for ramps the step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -25,13 +25,12 @@ struct Firing {
     step: Option<u64>,
 }
 
-/// Run `events` against the controller; times are on the lab clock whose zero is
-/// `epoch_ns` (CLOCK_MONOTONIC).
-pub(crate) fn start(ctl: Arc<Mutex<Controller>>, events: Vec<TimedEvent>, epoch_ns: u64) -> Background {
-    Background::spawn("vemu-timeline", !events.is_empty(), move |stop| run(ctl, events, epoch_ns, stop))
+/// Run `events` against the controller; times are on the lab clock.
+pub(crate) fn start(ctl: Arc<Mutex<Controller>>, events: Vec<TimedEvent>, clock: LabClock) -> Background {
+    Background::spawn("vemu-timeline", !events.is_empty(), move |stop| run(ctl, events, clock, stop))
 }
 
-fn run(ctl: Arc<Mutex<Controller>>, events: Vec<TimedEvent>, epoch_ns: u64, stop: Receiver<()>) {
+fn run(ctl: Arc<Mutex<Controller>>, events: Vec<TimedEvent>, clock: LabClock, stop: Receiver<()>) {
     let mut heap = BinaryHeap::new();
     let mut seq = 0u64;
     let mut push = |heap: &mut BinaryHeap<Reverse<Firing>>, t_ns, idx, rep, step| {
@@ -42,7 +41,7 @@ fn run(ctl: Arc<Mutex<Controller>>, events: Vec<TimedEvent>, epoch_ns: u64, stop
         push(&mut heap, e.at_ns, idx, 0, None);
     }
     while let Some(Reverse(f)) = heap.pop() {
-        let now = monotonic_ns().saturating_sub(epoch_ns);
+        let now = clock.now_ns();
         if f.t_ns > now {
             match stop.recv_timeout(Duration::from_nanos(f.t_ns - now)) {
                 Err(RecvTimeoutError::Timeout) => {}
@@ -75,7 +74,7 @@ fn run(ctl: Arc<Mutex<Controller>>, events: Vec<TimedEvent>, epoch_ns: u64, stop
 fn apply(ctl: &Arc<Mutex<Controller>>, e: &TimedEvent, f: Firing) -> Result<(), String> {
     let mut c = ctl.lock().unwrap();
     c.emit(json!({"type": "timeline", "event": f.idx, "t_ns": f.t_ns, "repetition": f.rep, "step": f.step}));
-    let set = |c: &mut Controller, spec: &str, dir, patch: ImpairmentsPatch| c.link_set(spec, dir, patch).map_err(|e| e.message);
+    let set = |c: &mut Controller, spec: &str, dir, patch: ImpairmentsPatch| c.link_set(spec, dir, patch).map_err(|e| e.to_string());
     match (&e.target, &e.action) {
         (EventTarget::Link { spec, direction }, EventAction::Set(p)) => set(&mut c, spec, *direction, p.clone()),
         (EventTarget::Link { spec, direction }, EventAction::Cycle(list)) => set(&mut c, spec, *direction, list[(f.rep as usize) % list.len()].clone()),
@@ -85,9 +84,9 @@ fn apply(ctl: &Arc<Mutex<Controller>>, e: &TimedEvent, f: Firing) -> Result<(), 
             let patch = ImpairmentsPatch::interpolate(from, to, frac)?;
             set(&mut c, spec, *direction, patch)
         }
-        (EventTarget::Link { spec, .. }, EventAction::State(up)) => c.link_state(spec, *up).map_err(|e| e.message),
-        (EventTarget::Node(n), EventAction::State(up)) => c.node_state(n, *up).map_err(|e| e.message),
-        (EventTarget::Node(n), EventAction::Move { x_m, y_m, speed_mps }) => c.node_move(n, vemu_radio::Pos::new(*x_m, *y_m), *speed_mps).map_err(|e| e.message),
+        (EventTarget::Link { spec, .. }, EventAction::State(up)) => c.link_state(spec, *up).map_err(|e| e.to_string()),
+        (EventTarget::Node(n), EventAction::State(up)) => c.node_state(n, *up).map_err(|e| e.to_string()),
+        (EventTarget::Node(n), EventAction::Move { x_m, y_m, speed_mps }) => c.node_move(n, vemu_radio::Pos::new(*x_m, *y_m), *speed_mps).map_err(|e| e.to_string()),
         (EventTarget::Node(n), EventAction::Run(cmd)) => {
             let paths = vemu_host::LabPaths::new(&c.plan().name);
             crate::supervise::spawn(&paths, n, cmd).map(drop).map_err(|e| format!("running '{cmd}' in {n}: {e}"))

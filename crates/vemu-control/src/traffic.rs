@@ -7,11 +7,10 @@ use std::net::IpAddr;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use vemu_engine::monotonic_ns;
 use vemu_host::LabPaths;
 
-use crate::api::ApiError;
-use crate::daemon::Controller;
+use crate::error::LabError;
+use crate::lab::Controller;
 
 /// Body of `POST /v1/traffic`.
 #[derive(Debug, Clone, Deserialize)]
@@ -62,16 +61,16 @@ fn quote(s: &str) -> String {
 
 impl Controller {
     /// Start a CBR flow; returns its description.
-    pub fn traffic_cbr(&mut self, r: CbrRequest) -> Result<Value, ApiError> {
+    pub fn traffic_cbr(&mut self, r: CbrRequest) -> Result<Value, LabError> {
         let (fi, ti) = (self.node_index(&r.from)?, self.node_index(&r.to)?);
         if fi == ti {
-            return Err(ApiError::bad_request("a flow needs two different nodes"));
+            return Err(LabError::invalid("a flow needs two different nodes"));
         }
         if r.size_bytes < HEADER_BYTES || r.size_bytes > 65_000 {
-            return Err(ApiError::bad_request(format!("size must be between {HEADER_BYTES} and 65000 bytes, got {}", r.size_bytes)));
+            return Err(LabError::invalid(format!("size must be between {HEADER_BYTES} and 65000 bytes, got {}", r.size_bytes)));
         }
         if !(r.rate_pps.is_finite() && r.rate_pps > 0.0 && r.rate_pps <= 1e6) {
-            return Err(ApiError::bad_request(format!("rate must be between 0 and 1000000 packets/s, got {}", r.rate_pps)));
+            return Err(LabError::invalid(format!("rate must be between 0 and 1000000 packets/s, got {}", r.rate_pps)));
         }
         let to = &self.plan.nodes[ti];
         let addr = match r.to_addr {
@@ -82,9 +81,9 @@ impl Controller {
                 .chain(to.ifaces.iter().flat_map(|i| i.addrs.iter()))
                 .map(|n| n.addr())
                 .min_by_key(|a| a.is_ipv6())
-                .ok_or_else(|| ApiError::bad_request(format!("node '{}' has no address to send to", r.to)))?,
+                .ok_or_else(|| LabError::invalid(format!("node '{}' has no address to send to", r.to)))?,
         };
-        let now = monotonic_ns().saturating_sub(self.epoch_ns);
+        let now = self.clock.now_ns();
         let start_ns = r.start_ns.unwrap_or(0).max(now + 100_000_000);
         let interval_ns = (1e9 / r.rate_pps).round().max(1.0) as u64;
         let count = r.count.or(r.duration_ns.map(|d| d.div_ceil(interval_ns).max(1)));
@@ -92,12 +91,12 @@ impl Controller {
         let port = FIRST_PORT + id as u16;
         let paths = LabPaths::new(&self.plan.name);
         let dir = paths.log_dir().join("traffic");
-        std::fs::create_dir_all(&dir).map_err(|e| ApiError::internal(format!("creating {}: {e}", dir.display())))?;
+        std::fs::create_dir_all(&dir).map_err(|e| LabError::internal(format!("creating {}: {e}", dir.display())))?;
         let (sent_file, received_file) = (format!("traffic/flow{id}-sent.csv"), format!("traffic/flow{id}-received.csv"));
-        let create = |f: &str| std::fs::File::create(paths.log_dir().join(f)).map_err(|e| ApiError::internal(format!("creating {f}: {e}")));
-        let exe = std::env::current_exe().map_err(|e| ApiError::internal(format!("finding the vemu program: {e}")))?;
+        let create = |f: &str| std::fs::File::create(paths.log_dir().join(f)).map_err(|e| LabError::internal(format!("creating {f}: {e}")));
+        let exe = std::env::current_exe().map_err(|e| LabError::internal(format!("finding the vemu program: {e}")))?;
         let exe = quote(&exe.to_string_lossy());
-        let epoch = self.epoch_ns;
+        let epoch = self.clock.epoch_ns;
         // The sink listens until a few seconds after the last packet (or until the lab ends).
         let until = count.map_or(u64::MAX, |c| start_ns + c * interval_ns + 5_000_000_000);
         let recv = format!("exec {exe} traffic-agent recv --flow {id} --port {port} --epoch-ns {epoch} --until-ns {until}");
@@ -109,7 +108,7 @@ impl Controller {
             r.size_bytes
         );
         let spawn = |node: &str, cmd: &str, file: std::fs::File| {
-            crate::supervise::spawn_to(&paths, node, cmd, file).map_err(|e| ApiError::internal(format!("starting the traffic agent in {node}: {e}")))
+            crate::supervise::spawn_to(&paths, node, cmd, file).map_err(|e| LabError::internal(format!("starting the traffic agent in {node}: {e}")))
         };
         let _sink = spawn(&r.to, &recv, create(&received_file)?)?;
         let _source = spawn(&r.from, &send, create(&sent_file)?)?;
@@ -128,7 +127,7 @@ impl Controller {
         };
         self.flows.push(flow.clone());
         let list = serde_json::to_vec_pretty(&self.flows).unwrap_or_default();
-        std::fs::write(dir.join("flows.json"), list).map_err(|e| ApiError::internal(format!("writing flows.json: {e}")))?;
+        std::fs::write(dir.join("flows.json"), list).map_err(|e| LabError::internal(format!("writing flows.json: {e}")))?;
         let v = json!(flow);
         self.emit(json!({"type": "traffic", "flow": v}));
         Ok(v)

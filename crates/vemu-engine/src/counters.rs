@@ -16,6 +16,24 @@ pub(crate) fn delay_bucket(ns: u64) -> usize {
     DELAY_BUCKETS_NS.iter().position(|&b| ns <= b).unwrap_or(DELAY_BUCKETS_NS.len())
 }
 
+/// Upper bound (ns) of the bucket of a [`DELAY_BUCKETS_NS`] histogram that holds its `q`
+/// quantile (0 < q ≤ 1); `u64::MAX` for the last, open bucket; `None` when it is empty.
+pub fn bucket_quantile_ns(hist: &[u64], q: f64) -> Option<u64> {
+    let total: u64 = hist.iter().sum();
+    if total == 0 {
+        return None;
+    }
+    let want = ((total as f64 * q).ceil() as u64).max(1);
+    let mut acc = 0;
+    for (i, &n) in hist.iter().enumerate() {
+        acc += n;
+        if acc >= want {
+            return Some(DELAY_BUCKETS_NS.get(i).copied().unwrap_or(u64::MAX));
+        }
+    }
+    Some(u64::MAX)
+}
+
 /// Counters of one link direction, in wire frames and wire bytes.
 #[derive(Debug, Default)]
 pub struct DirCounters {

@@ -24,7 +24,7 @@ use vemu_radio::Pos;
 
 pub use crate::clock::{monotonic_ns, LabClock};
 pub use crate::core::{is_routing, CapturePoint, Dir, RadioSnapshot, Target};
-pub use crate::counters::{DirCounters, DirStats, SegCounters, SegStats, DELAY_BUCKETS_NS};
+pub use crate::counters::{bucket_quantile_ns, DirCounters, DirStats, SegCounters, SegStats, DELAY_BUCKETS_NS};
 pub use crate::driver::Captured;
 use crate::core::{Command, Core, LinkConfig, MemberConfig, SegmentConfig};
 use crate::driver::{Control, ShardHandle};

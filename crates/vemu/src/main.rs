@@ -13,7 +13,7 @@ mod stats;
 mod traffic;
 
 use vemu_control::daemon::ApiOptions;
-use vemu_control::{percent_encode, ApiFailure, Client, LabStatus};
+use vemu_control::{percent_encode, ApiFailure, Client, DirStats, LabClock, LabStatus};
 use vemu_host::{LabPaths, NodeEntry};
 use vemu_link::{Impairments, Loss, QueueLimit};
 use vemu_scenario::Plan;
@@ -540,7 +540,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             if stats.is_none() && !paths.log_dir().exists() {
                 return Err(user(format!("no lab '{lab}' has run here (no {})", paths.log_dir().display())));
             }
-            let r = traffic::report(&paths.log_dir(), stats.as_ref())?;
+            let r = vemu_control::report::report(&paths.log_dir(), stats.as_ref())?;
             if as_json {
                 println!("{r}");
             } else {
@@ -548,8 +548,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
         }
         Cmd::TrafficAgent { cmd } => match cmd {
-            AgentCmd::Send { flow, to, size, interval_ns, start_ns, epoch_ns, count } => traffic::send(flow, to, size, interval_ns, start_ns, count, epoch_ns)?,
-            AgentCmd::Recv { flow, port, until_ns, epoch_ns } => traffic::recv(flow, port, until_ns, epoch_ns)?,
+            AgentCmd::Send { flow, to, size, interval_ns, start_ns, epoch_ns, count } => traffic::send(flow, to, size, interval_ns, start_ns, count, LabClock { epoch_ns })?,
+            AgentCmd::Recv { flow, port, until_ns, epoch_ns } => traffic::recv(flow, port, until_ns, LabClock { epoch_ns })?,
         },
         Cmd::Clean { all } => clean(all)?,
     }
@@ -788,7 +788,8 @@ fn clean(all: bool) -> Result<()> {
     Ok(())
 }
 
-fn fmt_ns(ns: u64) -> String {
+/// A duration in the scenario's unit syntax (`20ms`, `1s`, `250us`), as the user would write it.
+fn unit_ns(ns: u64) -> String {
     match ns {
         0 => "0".into(),
         n if n % 1_000_000_000 == 0 => format!("{}s", n / 1_000_000_000),
@@ -816,9 +817,9 @@ fn describe(imp: &Impairments) -> String {
     if let Some(r) = imp.rate_bps {
         parts.push(fmt_rate(r));
     }
-    parts.push(format!("delay {}", fmt_ns(imp.delay_ns)));
+    parts.push(format!("delay {}", unit_ns(imp.delay_ns)));
     if imp.jitter.amount_ns > 0 {
-        parts.push(format!("jitter {} {:?}", fmt_ns(imp.jitter.amount_ns), imp.jitter.distribution).to_lowercase());
+        parts.push(format!("jitter {} {:?}", unit_ns(imp.jitter.amount_ns), imp.jitter.distribution).to_lowercase());
     }
     match imp.loss {
         Loss::None => {}
@@ -852,7 +853,7 @@ fn yes_no(b: bool) -> &'static str {
 }
 
 /// The counter columns of a direction in `vemu status`: RX FRAMES … DOWN.
-fn counter_columns(st: &vemu_engine::DirStats) -> String {
+fn counter_columns(st: &DirStats) -> String {
     format!(
         "{:>10} {:>10} {:>12} {:>8} {:>8} {:>8}",
         st.rx_frames, st.tx_frames, st.tx_bytes, st.drop_loss, st.drop_queue, st.drop_down

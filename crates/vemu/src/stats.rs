@@ -6,7 +6,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use serde_json::Value;
-use vemu_engine::DELAY_BUCKETS_NS;
+use vemu_control::bucket_quantile_ns;
 
 /// One direction's previous counters, to turn totals into rates.
 #[derive(Default, Clone)]
@@ -65,18 +65,7 @@ const CSV_HEADER: &str = "t_s,kind,name,direction,tx_frames,tx_bytes,throughput_
 /// bucket (1-2-5 steps), in seconds.
 fn median_s(now: &[u64], before: &[u64]) -> Option<f64> {
     let d: Vec<u64> = now.iter().enumerate().map(|(i, v)| v - before.get(i).copied().unwrap_or(0).min(*v)).collect();
-    let total: u64 = d.iter().sum();
-    if total == 0 {
-        return None;
-    }
-    let mut acc = 0;
-    for (i, v) in d.iter().enumerate() {
-        acc += v;
-        if acc * 2 >= total {
-            return Some(DELAY_BUCKETS_NS.get(i).map_or(f64::INFINITY, |b| *b as f64 / 1e9));
-        }
-    }
-    None
+    bucket_quantile_ns(&d, 0.5).map(|ns| if ns == u64::MAX { f64::INFINITY } else { ns as f64 / 1e9 })
 }
 
 impl Sink {

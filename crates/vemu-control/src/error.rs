@@ -1,0 +1,37 @@
+//! The error of the controller's operations on a lab.
+
+/// Why an operation on a lab failed. The request was wrong (`Invalid`, `NotFound`: the
+/// lab is unchanged) or the lab could not carry it out (`Internal`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LabError {
+    /// A value out of range, a change that is not allowed, a malformed request.
+    Invalid(String),
+    /// No node, link, segment or interface of that name.
+    NotFound(String),
+    Internal(String),
+}
+
+impl LabError {
+    pub fn invalid(m: impl Into<String>) -> LabError {
+        LabError::Invalid(m.into())
+    }
+    pub fn not_found(m: impl Into<String>) -> LabError {
+        LabError::NotFound(m.into())
+    }
+    pub fn internal(m: impl Into<String>) -> LabError {
+        LabError::Internal(m.into())
+    }
+    pub fn message(&self) -> &str {
+        match self {
+            LabError::Invalid(m) | LabError::NotFound(m) | LabError::Internal(m) => m,
+        }
+    }
+}
+
+impl std::fmt::Display for LabError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.message())
+    }
+}
+
+impl std::error::Error for LabError {}

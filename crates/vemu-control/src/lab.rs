@@ -1,0 +1,394 @@
+//! A running lab as the controller holds it: what was built (the plan), what was set
+//! at run time, and every operation on it (status, link and node changes, captures,
+//! statistics). Operations fail with a [`LabError`]; the HTTP layer ([`crate::api`])
+//! maps it to a status code, and nothing here knows about HTTP.
+
+use std::sync::mpsc::Sender;
+
+use serde_json::{json, Value};
+use vemu_engine::{DirStats, LabClock, Target};
+use vemu_host::LabPaths;
+use vemu_link::Impairments;
+use vemu_scenario::{Plan, PortRef};
+
+use crate::error::LabError;
+use crate::worker::{Counters, Worker, WorkerReply, WorkerRequest};
+use crate::{DirStatus, Direction, IfaceStatus, LabStatus, LinkStatus, MemberStatus, NodeStatus, SegmentStatus};
+
+/// What the controller set on one link or segment port.
+#[derive(Debug, Clone)]
+pub(crate) struct PortState {
+    pub(crate) up: bool,
+    /// Forward and reverse (links), egress and ingress (segment ports).
+    pub(crate) imps: [Impairments; 2],
+}
+
+pub struct Controller {
+    pub(crate) plan: Plan,
+    pub(crate) worker: Box<dyn Worker>,
+    pub(crate) links: Vec<PortState>,
+    pub(crate) members: Vec<Vec<PortState>>,
+    /// Nodes taken down with `stop`.
+    pub(crate) stopped: Vec<bool>,
+    /// The lab clock (its zero is when the lab started building).
+    pub(crate) clock: LabClock,
+    /// CLOCK_REALTIME at the lab clock's zero, ns since 1970 (for capture timestamps).
+    pub realtime_epoch_ns: u64,
+    /// Where events go (the API's event stream).
+    pub(crate) events: tokio::sync::broadcast::Sender<Value>,
+    /// Members of wireless segments and how they move.
+    pub(crate) movers: Vec<crate::radio::Movers>,
+    /// `positions.csv` in the lab's log directory.
+    pub(crate) positions_log: Option<std::io::BufWriter<std::fs::File>>,
+    /// Traffic flows started so far.
+    pub(crate) flows: Vec<crate::traffic::Flow>,
+    /// What the fidelity monitor has seen.
+    pub(crate) watch: crate::fidelity::Watch,
+}
+
+/// A request to stop: from a signal (`None`), or from the API, which wants the result.
+pub type StopRequest = Option<Sender<Result<(), String>>>;
+
+pub(crate) fn call(worker: &mut dyn Worker, req: WorkerRequest) -> Result<WorkerReply, LabError> {
+    match worker.call(req, &mut |_, _| {}) {
+        WorkerReply::Error(e) => Err(LabError::internal(e)),
+        r => Ok(r),
+    }
+}
+
+/// The engine targets a name given by the user means, each with the direction that its
+/// "forward" is.
+fn resolve(plan: &Plan, spec: &str) -> Result<Vec<(Target, usize)>, LabError> {
+    let ports = plan.ports(spec).map_err(LabError::not_found)?;
+    Ok(ports
+        .into_iter()
+        .map(|(p, fwd)| {
+            let t = match p {
+                PortRef::Link(l) => Target::Link(l),
+                PortRef::Member(g, m) => Target::Member(g, m),
+            };
+            (t, fwd)
+        })
+        .collect())
+}
+
+impl Controller {
+    fn state(&mut self, t: Target) -> &mut PortState {
+        match t {
+            Target::Link(l) => &mut self.links[l],
+            Target::Member(g, m) => &mut self.members[g][m],
+        }
+    }
+
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    pub fn events(&self) -> &tokio::sync::broadcast::Sender<Value> {
+        &self.events
+    }
+
+    pub(crate) fn emit(&self, ev: Value) {
+        let _ = self.events.send(ev);
+    }
+
+    /// The engine's counters of every link direction and segment port.
+    pub(crate) fn counters(&mut self) -> Result<Counters, LabError> {
+        match call(self.worker.as_mut(), WorkerRequest::Stats)? {
+            WorkerReply::Stats(c) => Ok(c),
+            _ => Err(LabError::internal("unexpected worker reply")),
+        }
+    }
+
+    /// The nodes' kernel counters of their TAP interfaces.
+    pub(crate) fn tap_queues(&mut self) -> Result<Vec<crate::worker::TapQueue>, LabError> {
+        match call(self.worker.as_mut(), WorkerRequest::TapQueues)? {
+            WorkerReply::TapQueues(t) => Ok(t),
+            _ => Err(LabError::internal("unexpected worker reply")),
+        }
+    }
+
+    /// The fidelity verdict on the whole run so far: `c` and what the monitor saw.
+    fn fidelity(&self, c: &Counters) -> crate::fidelity::Fidelity {
+        let uptime_ns = self.clock.now_ns().max(1) as f64;
+        let w = &self.watch;
+        let engine = crate::fidelity::EngineEvidence {
+            shard_busy: c.shard_work_ns.iter().map(|&ns| ns as f64 / uptime_ns).collect(),
+            windows: w.windows,
+            saturated_windows: w.saturated_windows,
+            taps: w.taps.clone(),
+        };
+        crate::fidelity::assess(self.named_directions(c), &engine, &self.plan.fidelity)
+    }
+
+    /// Every direction of `c`, named for people: `LINK forward`, `SEGMENT NODE:IFACE egress`.
+    pub(crate) fn named_directions<'a>(&self, c: &'a Counters) -> Vec<(String, &'a DirStats)> {
+        let mut out = Vec::new();
+        for (l, s) in self.plan.links.iter().zip(&c.links) {
+            out.push((format!("{} forward", l.name), &s[0]));
+            out.push((format!("{} reverse", l.name), &s[1]));
+        }
+        for (g, seg) in self.plan.segments.iter().enumerate() {
+            for (m, s) in seg.members.iter().zip(&c.members[g]) {
+                let port = self.plan.endpoint_name(m.end);
+                out.push((format!("{} {port} egress", seg.name), &s[0]));
+                out.push((format!("{} {port} ingress", seg.name), &s[1]));
+            }
+        }
+        out
+    }
+
+    pub fn status(&mut self) -> Result<LabStatus, LabError> {
+        let stats = self.counters()?;
+        let WorkerReply::Processes(procs) = call(self.worker.as_mut(), WorkerRequest::Processes)? else {
+            return Err(LabError::internal("unexpected worker reply"));
+        };
+        let paths = LabPaths::new(&self.plan.name);
+        let nodes = self
+            .plan
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(ni, n)| NodeStatus {
+                name: n.name.clone(),
+                up: !self.stopped[ni],
+                netns: paths.netns_name(&n.name),
+                ifaces: n
+                    .ifaces
+                    .iter()
+                    .map(|i| IfaceStatus {
+                        name: i.name.clone(),
+                        mac: i.mac.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":"),
+                        addrs: i.addrs.iter().map(|a| a.to_string()).collect(),
+                    })
+                    .collect(),
+                processes: procs.iter().filter(|p| p.node == n.name).cloned().collect(),
+            })
+            .collect();
+        let dir = |st: &PortState, c: &[DirStats; 2], d: usize| DirStatus { impairments: st.imps[d].clone(), stats: c[d].clone() };
+        let links = self
+            .plan
+            .links
+            .iter()
+            .enumerate()
+            .map(|(i, l)| LinkStatus {
+                name: l.name.clone(),
+                a: self.plan.endpoint_name(l.a),
+                b: self.plan.endpoint_name(l.b),
+                up: self.links[i].up,
+                forward: dir(&self.links[i], &stats.links[i], 0),
+                reverse: dir(&self.links[i], &stats.links[i], 1),
+            })
+            .collect();
+        let mut radios = Vec::new();
+        for g in 0..self.plan.segments.len() {
+            radios.push(match self.plan.segments[g].wireless.is_some() {
+                true => match call(self.worker.as_mut(), WorkerRequest::Radio { seg: g })? {
+                    WorkerReply::Radio(r) => Some(r),
+                    _ => return Err(LabError::internal("unexpected worker reply")),
+                },
+                false => None,
+            });
+        }
+        let segments = self
+            .plan
+            .segments
+            .iter()
+            .enumerate()
+            .map(|(g, seg)| SegmentStatus {
+                name: seg.name.clone(),
+                kind: if seg.wireless.is_some() { "wireless" } else { "lan" }.to_string(),
+                capacity_bps: seg.capacity_bps,
+                stats: stats.segments[g].clone(),
+                members: seg
+                    .members
+                    .iter()
+                    .enumerate()
+                    .map(|(m, mp)| {
+                        let st = &self.members[g][m];
+                        let node_of = |i: u32| self.plan.nodes[seg.members[i as usize].end.node].name.clone();
+                        let radio = radios[g].as_ref().map(|r| crate::RadioStatus {
+                            x_m: r.positions[m].x,
+                            y_m: r.positions[m].y,
+                            neighbours: r.neighbours[m]
+                                .iter()
+                                .map(|n| crate::NeighbourStatus { node: node_of(n.member), distance_m: n.distance_m, delivery_probability: n.delivery_probability })
+                                .collect(),
+                            sent_to: r.pairs.iter().filter(|p| p.0 as usize == m).map(|p| crate::PairStatus { node: node_of(p.1), counters: p.2 }).collect(),
+                        });
+                        MemberStatus {
+                            port: self.plan.endpoint_name(mp.end),
+                            vlan: mp.vlan,
+                            radio,
+                            up: st.up,
+                            egress: dir(st, &stats.members[g][m], 0),
+                            ingress: dir(st, &stats.members[g][m], 1),
+                        }
+                    })
+                    .collect(),
+            })
+            .collect();
+        Ok(LabStatus {
+            fidelity: Some(self.fidelity(&stats)),
+            fidelity_now: self.watch.now.clone(),
+            name: self.plan.name.clone(),
+            pid: std::process::id(),
+            uptime_ns: self.clock.now_ns(),
+            nodes,
+            links,
+            segments,
+        })
+    }
+
+    /// Change impairments of links or segment ports; unspecified values stay. Every
+    /// direction is checked first, so that a bad value changes nothing.
+    pub fn link_set(&mut self, spec: &str, direction: Direction, patch: vemu_link::ImpairmentsPatch) -> Result<(), LabError> {
+        let targets = resolve(&self.plan, spec)?;
+        if patch.mtu.is_some() {
+            return Err(LabError::invalid("the MTU of a link cannot be changed while the lab runs"));
+        }
+        let changes: Vec<(Target, usize)> = targets
+            .into_iter()
+            .flat_map(|(t, fwd)| {
+                let dirs = match direction {
+                    Direction::Both => vec![0, 1],
+                    Direction::Forward => vec![fwd],
+                    Direction::Reverse => vec![1 - fwd],
+                };
+                dirs.into_iter().map(move |d| (t, d))
+            })
+            .collect();
+        for &(t, d) in &changes {
+            let mut imp = self.state(t).imps[d].clone();
+            patch.apply_to(&mut imp);
+            imp.validate().map_err(LabError::invalid)?;
+        }
+        for (t, d) in changes {
+            if let WorkerReply::Impairments(imp) = call(self.worker.as_mut(), WorkerRequest::Patch { target: t, dir: d, patch: patch.clone() })? {
+                self.emit(json!({"type": "link", "link": spec, "target": t, "direction": d, "impairments": imp}));
+                self.state(t).imps[d] = imp;
+            }
+        }
+        Ok(())
+    }
+
+    /// Take links or segment ports down (carrier lost, frames dropped) or back up.
+    pub fn link_state(&mut self, spec: &str, up: bool) -> Result<(), LabError> {
+        for (t, _) in resolve(&self.plan, spec)? {
+            call(self.worker.as_mut(), WorkerRequest::SetUp { target: t, up })?;
+            self.state(t).up = up;
+            self.emit(json!({"type": "link", "link": spec, "target": t, "up": up}));
+        }
+        Ok(())
+    }
+
+    /// Move a node on every wireless segment it is a member of: at once to `to`, or at
+    /// `speed_mps` in a straight line. It stays there afterwards.
+    pub fn node_move(&mut self, node: &str, to: vemu_radio::Pos, speed_mps: Option<f64>) -> Result<(), LabError> {
+        let ni = self.node_index(node)?;
+        if !(to.x.is_finite() && to.y.is_finite()) || speed_mps.is_some_and(|s| !(s.is_finite() && s > 0.0)) {
+            return Err(LabError::invalid("a position needs finite x and y, and a speed must be greater than 0"));
+        }
+        let now = self.clock.now_ns();
+        let mut found = false;
+        for k in 0..self.movers.len() {
+            let seg = self.movers[k].seg;
+            if let Some(m) = self.plan.segments[seg].members.iter().position(|m| m.end.node == ni) {
+                self.movers[k].move_to(m, to, speed_mps, now);
+                self.positions_at(k, now);
+                found = true;
+            }
+        }
+        if !found {
+            return Err(LabError::invalid(format!("node '{node}' is not a member of a wireless segment")));
+        }
+        Ok(())
+    }
+
+    pub fn node_index(&self, node: &str) -> Result<usize, LabError> {
+        self.plan.node_index(node).ok_or_else(|| LabError::not_found(format!("no node named '{node}' in lab '{}'", self.plan.name)))
+    }
+
+    /// Stop every process in a node (its `run` commands are not restarted), or start
+    /// its `run` commands again.
+    pub fn node_state(&mut self, node: &str, up: bool) -> Result<(), LabError> {
+        let ni = self.node_index(node)?;
+        call(self.worker.as_mut(), WorkerRequest::NodeState { node: node.to_string(), up })?;
+        self.stopped[ni] = !up;
+        self.emit(json!({"type": "node", "node": node, "up": up}));
+        Ok(())
+    }
+
+    /// Start capturing on `spec`: `NODE` (every interface) or `NODE:IFACE`. Returns the
+    /// capture's id and the names of its interfaces, in the order of `Captured::iface`.
+    pub fn capture_start(
+        &mut self,
+        spec: &str,
+        point: vemu_engine::CapturePoint,
+        tx: std::sync::mpsc::SyncSender<vemu_engine::Captured>,
+    ) -> Result<(u64, Vec<String>), LabError> {
+        let (node, iface) = match spec.split_once(':') {
+            Some((n, i)) => (n, Some(i)),
+            None => (spec, None),
+        };
+        let ni = self.node_index(node)?;
+        let n = &self.plan.nodes[ni];
+        let mut taps = Vec::new();
+        let mut names = Vec::new();
+        for (ii, i) in n.ifaces.iter().enumerate() {
+            if iface.is_some_and(|want| want != i.name) {
+                continue;
+            }
+            let (target, side) = match i.attach {
+                vemu_scenario::Attach::Link(l) => {
+                    let lp = &self.plan.links[l];
+                    (Target::Link(l), usize::from(!(lp.a.node == ni && lp.a.iface == ii)))
+                }
+                vemu_scenario::Attach::Segment(g, m) => (Target::Member(g, m), 0),
+            };
+            taps.push(vemu_engine::CaptureSpec { target, side, iface: names.len() as u32, point });
+            names.push(format!("{}:{}", n.name, i.name));
+        }
+        if taps.is_empty() {
+            let have: Vec<&str> = n.ifaces.iter().map(|i| i.name.as_str()).collect();
+            return Err(LabError::not_found(format!("node '{node}' has no interface '{}' (it has: {})", iface.unwrap_or(""), have.join(", "))));
+        }
+        let id = self.worker.capture(&taps, tx).map_err(|e| LabError::internal(format!("{e:#}")))?;
+        Ok((id, names))
+    }
+
+    pub fn capture_stop(&mut self, id: u64) {
+        self.worker.stop_capture(id);
+    }
+
+    /// Counters only, for the event stream and `GET /v1/stats`.
+    pub fn stats(&mut self) -> Result<Value, LabError> {
+        let c = self.counters()?;
+        let links: Vec<Value> = self
+            .plan
+            .links
+            .iter()
+            .zip(&c.links)
+            .map(|(l, s)| json!({"name": l.name, "forward": s[0], "reverse": s[1]}))
+            .collect();
+        let segments: Vec<Value> = self
+            .plan
+            .segments
+            .iter()
+            .enumerate()
+            .map(|(g, seg)| {
+                let members: Vec<Value> = seg
+                    .members
+                    .iter()
+                    .zip(&c.members[g])
+                    .map(|(m, s)| json!({"port": self.plan.endpoint_name(m.end), "egress": s[0], "ingress": s[1]}))
+                    .collect();
+                json!({"name": seg.name, "switch": c.segments[g], "members": members})
+            })
+            .collect();
+        let mut v = json!({"t_ns": self.clock.now_ns(), "links": links, "segments": segments});
+        v["fidelity"] = json!(self.fidelity(&c));
+        v["fidelity_now"] = json!(self.watch.now);
+        Ok(v)
+    }
+}
