@@ -292,8 +292,13 @@ fn captures_at_both_ends_of_a_link_line_up_on_the_lab_clock() {
         let d = if *kind == 8 { u - t } else { t - u };
         worst = worst.max((d - 0.020).abs());
     }
-    eprintln!("captures at both ends of a 20 ms link: largest deviation from 20 ms {:.1} µs", worst * 1e6);
-    assert!(worst <= 0.0001, "{worst}");
+    // An arrival is stamped when the engine writes the frame: if the engine was late
+    // (the machine took its core away), the capture says so truthfully. The bound is
+    // 100 µs beyond the lateness the engine itself measured on this link.
+    let st = lab.status();
+    let late_ns = ["forward", "reverse"].iter().map(|d| st["links"][0][d]["stats"]["late_max_ns"].as_u64().unwrap()).max().unwrap();
+    eprintln!("captures at both ends of a 20 ms link: largest deviation from 20 ms {:.1} µs (engine lateness at most {:.1} µs)", worst * 1e6, late_ns as f64 / 1e3);
+    assert!(worst <= 0.0001 + late_ns as f64 / 1e9, "{worst}");
     // Filters are checked; unknown interfaces are named.
     let o = lab.vemu(&["capture", "n1", "-c", "1", "no such ((filter"]);
     assert_eq!(o.status.code(), Some(2));
