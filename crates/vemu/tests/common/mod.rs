@@ -49,8 +49,13 @@ pub struct Lab {
 
 impl Lab {
     pub fn up(name: &str, yaml: &str) -> Lab {
+        Lab::up_env(name, yaml, &[])
+    }
+
+    /// Bring a lab up with these variables in `vemu up`'s environment.
+    pub fn up_env(name: &str, yaml: &str, env: &[(&str, &str)]) -> Lab {
         let path = write_scenario(name, yaml);
-        let o = vemu(&["up", path.to_str().unwrap(), "--name", name]);
+        let o = Command::new(env!("CARGO_BIN_EXE_vemu")).args(["up", path.to_str().unwrap(), "--name", name]).envs(env.iter().copied()).output().expect("running vemu");
         assert!(o.status.success(), "vemu up failed: {}", text(&o));
         Lab { name: name.to_string() }
     }
