@@ -106,6 +106,12 @@ pub enum QueueLimit {
     Bytes(u64),
 }
 
+/// Longest delay (and jitter) a direction may have, ns: one hour. Longer ones are
+/// surely mistakes, and they keep lab-clock arithmetic far from overflowing.
+pub const MAX_DELAY_NS: u64 = 3_600_000_000_000;
+/// Highest rate a direction may have, bits/s: 1 Tbit/s.
+pub const MAX_RATE_BPS: u64 = 1_000_000_000_000;
+
 /// Bytes of a full-size Ethernet frame (1500-byte IP packet + 14-byte header), used to
 /// convert between packet and byte limits.
 pub const FULL_FRAME_BYTES: u64 = 1514;
@@ -235,6 +241,15 @@ impl Impairments {
 
     /// Check ranges; returns a message naming the offending field.
     pub fn validate(&self) -> Result<(), String> {
+        if self.delay_ns > MAX_DELAY_NS {
+            return Err(format!("delay must be at most 1 hour, got {} s", self.delay_ns as f64 / 1e9));
+        }
+        if self.jitter.amount_ns > MAX_DELAY_NS {
+            return Err(format!("jitter must be at most 1 hour, got {} s", self.jitter.amount_ns as f64 / 1e9));
+        }
+        if self.rate_bps.is_some_and(|r| r > MAX_RATE_BPS) {
+            return Err(format!("bandwidth must be at most 1Tbit, got {} bit/s", self.rate_bps.unwrap_or(0)));
+        }
         fn prob(name: &str, v: f64) -> Result<(), String> {
             if !(0.0..=1.0).contains(&v) || v.is_nan() {
                 return Err(format!("{name} must be between 0% and 100%, got {}%", v * 100.0));

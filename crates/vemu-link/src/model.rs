@@ -194,7 +194,7 @@ impl LinkDir {
                 return Err(DropCause::Queue);
             }
             let tx_ns = (offer.wire_bytes as u128 * 8 * 1_000_000_000 / rate as u128) as u64;
-            tx_end = self.tx_free_ns.max(now_ns) + tx_ns;
+            tx_end = self.tx_free_ns.max(now_ns).saturating_add(tx_ns);
             self.tx_free_ns = tx_end;
             self.queue.push_back((tx_end, offer.wire_frames, offer.wire_bytes));
             self.queue_frames += offer.wire_frames as u64;
@@ -204,7 +204,7 @@ impl LinkDir {
             // Skips the delay line and overtakes the frames delayed before it.
             return Ok(Delivery { at_ns: tx_end, corrupt });
         }
-        let at_ns = (tx_end + self.delay_sample()).max(self.last_delivery_ns);
+        let at_ns = tx_end.saturating_add(self.delay_sample()).max(self.last_delivery_ns);
         self.last_delivery_ns = at_ns;
         Ok(Delivery { at_ns, corrupt })
     }

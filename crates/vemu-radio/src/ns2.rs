@@ -52,6 +52,9 @@ pub struct ParseError {
     pub message: String,
 }
 
+/// Node indices a movement file may use by default (`$node_(0)` … `$node_(65535)`).
+pub const MAX_NODES: usize = 65_536;
+
 fn node_index(s: &str) -> Option<usize> {
     s.trim().strip_prefix("$node_(")?.strip_suffix(')')?.parse().ok()
 }
@@ -65,8 +68,8 @@ fn num(s: &str, line: usize, what: &str) -> Result<f64, ParseError> {
 }
 
 /// Parse a movement file into one trace per node index (nodes the file never mentions
-/// stay at the origin, with no moves).
-pub fn parse(text: &str) -> Result<Vec<Trace>, ParseError> {
+/// stay at the origin, with no moves). Indices must be below `max_nodes`.
+pub fn parse(text: &str, max_nodes: usize) -> Result<Vec<Trace>, ParseError> {
     let mut traces: Vec<Trace> = Vec::new();
     let mut entries: Vec<(usize, u64, Pos, f64)> = Vec::new();
     let mut starts: Vec<(usize, char, f64)> = Vec::new();
@@ -79,7 +82,7 @@ pub fn parse(text: &str) -> Result<Vec<Trace>, ParseError> {
         let bad = |m: &str| ParseError { line, message: format!("{m}: '{l}'") };
         let words: Vec<&str> = l.split_whitespace().collect();
         if words.first().is_some_and(|w| w.starts_with("$node_(")) && words.get(1) == Some(&"set") {
-            let i = node_index(words[0]).ok_or_else(|| bad("bad node reference"))?;
+            let i = node_index(words[0]).filter(|&i| i < max_nodes).ok_or_else(|| bad(&format!("bad node reference (indices go from 0 to {})", max_nodes - 1)))?;
             let axis = match words.get(2) {
                 Some(&"X_") => 'x',
                 Some(&"Y_") => 'y',
@@ -98,7 +101,7 @@ pub fn parse(text: &str) -> Result<Vec<Trace>, ParseError> {
             if cmd.get(1) != Some(&"setdest") || cmd.len() != 5 {
                 return Err(bad("expected \"$node_(i) setdest X Y SPEED\""));
             }
-            let i = node_index(cmd[0]).ok_or_else(|| bad("bad node reference"))?;
+            let i = node_index(cmd[0]).filter(|&i| i < max_nodes).ok_or_else(|| bad(&format!("bad node reference (indices go from 0 to {})", max_nodes - 1)))?;
             let (x, y, s) = (num(cmd[2], line, "x")?, num(cmd[3], line, "y")?, num(cmd[4], line, "speed")?);
             if s < 0.0 {
                 return Err(bad("negative speed"));

@@ -118,7 +118,7 @@ $ns_ at 1.0 "$node_(0) setdest 200.0 50.0 10.0"
 $ns_ at 2.0 "$node_(1) setdest 30.0 40.0 5.0"
 $ns_ at 3.0 "$node_(0) setdest 150.0 50.0 20.0"
 "#;
-    let t = ns2::parse(text).unwrap();
+    let t = ns2::parse(text, ns2::MAX_NODES).unwrap();
     assert_eq!(t.len(), 2);
     let s = |x: f64| (x * 1e9) as u64;
     // Node 0: still until 1 s, then +10 m/s along x; redirected at 3 s (at x = 120)
@@ -132,10 +132,25 @@ $ns_ at 3.0 "$node_(0) setdest 150.0 50.0 20.0"
     assert_eq!(t[1].position_at(s(5.0)), Pos::new(9.0, 12.0));
     assert_eq!(t[1].position_at(s(12.0)), Pos::new(30.0, 40.0));
     assert_eq!(t[1].position_at(s(100.0)), Pos::new(30.0, 40.0));
-    let e = ns2::parse("$node_(0) set X_ 1\n$ns_ at 1 \"$node_(0) setdest 1 2\"\n").unwrap_err();
+    let e = ns2::parse("$node_(0) set X_ 1\n$ns_ at 1 \"$node_(0) setdest 1 2\"\n", ns2::MAX_NODES).unwrap_err();
     assert_eq!(e.line, 2);
     assert!(e.message.contains("setdest X Y SPEED"), "{e:?}");
-    assert_eq!(ns2::parse("hello").unwrap_err().line, 1);
+    assert_eq!(ns2::parse("hello", ns2::MAX_NODES).unwrap_err().line, 1);
+}
+
+#[test]
+fn ns2_hostile_node_indices_are_refused_with_their_line() {
+    // 28 bytes that once asked for 50 million traces, an index that overflowed, 10^12.
+    for idx in ["50000000", "18446744073709551615", "1000000000000", "18446744073709551616"] {
+        let text = format!("# x\n$node_({idx}) set X_ 1.0\n");
+        let e = vemu_radio::ns2::parse(&text, 5).unwrap_err();
+        assert_eq!(e.line, 2, "{e:?}");
+        assert!(e.message.contains("bad node reference"), "{e:?}");
+        let e = vemu_radio::ns2::parse(&format!("$ns_ at 1.0 \"$node_({idx}) setdest 1 2 3\"\n"), vemu_radio::ns2::MAX_NODES).unwrap_err();
+        assert_eq!(e.line, 1);
+    }
+    assert_eq!(vemu_radio::ns2::parse("$node_(4) set X_ 1.0\n", 5).unwrap().len(), 5);
+    assert!(vemu_radio::ns2::parse("$node_(5) set X_ 1.0\n", 5).is_err());
 }
 
 fn walker_stays_inside(model: Mobility, max_speed: f64) -> f64 {

@@ -361,10 +361,38 @@ impl fmt::Display for Errors {
 
 impl std::error::Error for Errors {}
 
+/// Largest scenario file, bytes.
+pub const MAX_SCENARIO_BYTES: u64 = 64 << 20;
+/// Largest file a node's `files:` entry copies or renders (`from:`, `template:`), bytes.
+pub const MAX_NODE_FILE_BYTES: u64 = 16 << 20;
+/// Largest ns-2 movement file (`trace:`), bytes.
+pub const MAX_TRACE_BYTES: u64 = 256 << 20;
+
+/// Read a text file named in a scenario: a regular file (not a device, FIFO or
+/// directory, which could be endless or block) of at most `max_bytes`.
+pub(crate) fn read_limited(path: &Path, max_bytes: u64) -> Result<String, String> {
+    use std::io::Read;
+    let f = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let meta = f.metadata().map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err("not a regular file".into());
+    }
+    if meta.len() > max_bytes {
+        return Err(format!("{} bytes, more than the {max_bytes} allowed", meta.len()));
+    }
+    let mut text = String::new();
+    // The file may grow while it is read: never take more than the limit.
+    f.take(max_bytes + 1).read_to_string(&mut text).map_err(|e| e.to_string())?;
+    if text.len() as u64 > max_bytes {
+        return Err(format!("more than the {max_bytes} bytes allowed"));
+    }
+    Ok(text)
+}
+
 /// Read, validate and plan a scenario file. `name` overrides the scenario's `name`.
 pub fn load(path: &Path, name: Option<&str>) -> Result<Plan, Errors> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| Errors {
+    let text = read_limited(path, MAX_SCENARIO_BYTES).map_err(|e| Errors {
         file: file.clone(),
         errors: vec![Error { line: 0, col: 0, field: String::new(), message: format!("cannot read: {e}") }],
     })?;

@@ -615,7 +615,7 @@ fn files(p: &mut P, node: &Node, field: &str, base: Option<&Path>) -> Vec<FileDe
                         def.verbatim = k == "from";
                         let Some(src) = p.string(x, &kf) else { continue };
                         let full = base.map(|b| b.join(&src)).unwrap_or_else(|| src.clone().into());
-                        match std::fs::read_to_string(&full) {
+                        match crate::read_limited(&full, crate::MAX_NODE_FILE_BYTES) {
                             Ok(t) => def.text = t,
                             Err(e) => p.err(x.mark, &kf, format!("cannot read {}: {e}", full.display())),
                         }
@@ -769,8 +769,9 @@ fn event(p: &mut P, node: &Node, field: &str) -> Option<EventDef> {
         match *k {
             "at" => at = p.scalar(v, &f, units::duration_ns),
             "every" => {
+                // A shorter period would keep a core busy for the lab's life.
                 every = p.scalar(v, &f, |s| match units::duration_ns(s) {
-                    Ok(0) => Err("'every' must be longer than 0".into()),
+                    Ok(n) if n < 10_000_000 => Err(format!("'every' must be at least 10ms, got '{s}'")),
                     r => r,
                 })
             }

@@ -49,9 +49,10 @@ pub fn duration_ns(text: &str) -> Result<u64, String> {
         "ms" => 1e6,
         "s" => 1e9,
         "min" => 60e9,
+        "h" => 3600e9,
         "" if v == 0.0 => 1.0,
         "" => return Err(format!("duration '{text}' needs a unit, e.g. 5ms")),
-        _ => return Err(format!("unknown unit '{unit}' in duration '{text}': expected ns, us, ms, s or min")),
+        _ => return Err(format!("unknown unit '{unit}' in duration '{text}': expected ns, us, ms, s, min or h")),
     };
     if v < 0.0 {
         return Err(format!("must not be negative, got '{text}'"));

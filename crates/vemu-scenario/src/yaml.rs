@@ -69,11 +69,27 @@ enum Frame {
     Map(Vec<(String, Mark, Node)>, Mark, usize, Option<(String, Mark)>),
 }
 
+/// YAML nodes that aliases may add to a document, in all: each alias is a copy of its
+/// anchor's tree, so ten levels of ten aliases would copy 10¹⁰ nodes (an "alias bomb").
+/// A scenario that needs more copies than this can say them out.
+pub const MAX_ALIAS_NODES: usize = 1_000_000;
+
+/// Nodes in a tree, itself included.
+fn size(n: &Node) -> usize {
+    1 + match &n.value {
+        Value::Scalar(..) => 0,
+        Value::Seq(items) => items.iter().map(size).sum(),
+        Value::Map(items) => items.iter().map(|(_, _, v)| size(v)).sum(),
+    }
+}
+
 /// Parse one YAML document into a marked tree. An empty document gives `None`.
 pub fn parse(text: &str) -> Result<Option<Node>, SyntaxError> {
     let mut parser = Parser::new_from_str(text);
     let mut stack: Vec<Frame> = Vec::new();
-    let mut anchors: HashMap<usize, Node> = HashMap::new();
+    // Each anchored tree with its size.
+    let mut anchors: HashMap<usize, (Node, usize)> = HashMap::new();
+    let mut copied = 0usize;
     let mut root: Option<Node> = None;
     let mut docs = 0;
     while let Some(ev) = parser.next_event() {
@@ -95,7 +111,16 @@ pub fn parse(text: &str) -> Result<Option<Node>, SyntaxError> {
                 Some((Node { value: Value::Scalar(s.into_owned(), quoted), mark }, anchor))
             }
             Event::Alias(id) => match anchors.get(&id) {
-                Some(n) => Some((n.clone(), 0)),
+                Some((n, n_size)) => {
+                    copied = copied.saturating_add(*n_size);
+                    if copied > MAX_ALIAS_NODES {
+                        return Err(SyntaxError {
+                            mark,
+                            message: format!("this alias makes the aliases of the file copy more than {MAX_ALIAS_NODES} YAML nodes in all (an alias bomb?); write the repeated parts out, or use fewer levels of aliases"),
+                        });
+                    }
+                    Some((n.clone(), 0))
+                }
                 None => return Err(SyntaxError { mark, message: "alias to an unknown anchor".into() }),
             },
             Event::SequenceStart(anchor, _) => {
@@ -118,7 +143,7 @@ pub fn parse(text: &str) -> Result<Option<Node>, SyntaxError> {
         };
         let Some((node, anchor)) = done else { continue };
         if anchor != 0 {
-            anchors.insert(anchor, node.clone());
+            anchors.insert(anchor, (node.clone(), size(&node)));
         }
         match stack.last_mut() {
             None => root = Some(node),
@@ -151,6 +176,22 @@ mod tests {
         assert_eq!(items[1].1, Mark { line: 2, col: 1 });
         let Value::Seq(seq) = &items[1].2.value else { panic!() };
         assert_eq!(seq[1].mark, Mark { line: 4, col: 5 });
+    }
+
+    #[test]
+    fn alias_bombs_are_refused_at_the_alias() {
+        // Ten levels of ten aliases: 10^10 copies if expanded.
+        let mut y = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 1..10 {
+            let p = i - 1;
+            y += &format!("a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n");
+        }
+        let e = parse(&y).unwrap_err();
+        assert!(e.message.contains("alias bomb"), "{e:?}");
+        assert!(e.mark.line >= 6 && e.mark.line <= 10, "{e:?}");
+        // Ordinary use of aliases is fine.
+        let n = parse("d: &d {delay: 5ms}\nl1: *d\nl2: *d\n").unwrap().unwrap();
+        assert_eq!(size(&n), 7);
     }
 
     #[test]

@@ -244,6 +244,61 @@ fn files_and_run_commands_are_templates() {
 }
 
 #[test]
+fn delays_and_rates_that_would_overflow_are_refused() {
+    let m = one_error("nodes: {a: {}, b: {}}\nlinks:\n  - endpoints: [a, b]\n    delay: 99999999999999999999s\n");
+    assert!(m.contains("links[0]") && m.contains("delay must be at most 1 hour"), "{m}");
+    let m = one_error("nodes: {a: {}, b: {}}\nlinks:\n  - endpoints: [a, b]\n    bandwidth: 1000000000000000000000Tbit\n");
+    assert!(m.contains("bandwidth must be at most 1Tbit"), "{m}");
+    let m = one_error("nodes: {a: {}, b: {}}\nlinks:\n  - endpoints: [a, b]\n    jitter: 2h\n");
+    assert!(m.contains("jitter must be at most 1 hour"), "{m}");
+    ok("nodes: {a: {}, b: {}}\nlinks:\n  - endpoints: [a, b]\n    delay: 1h\n    bandwidth: 1Tbit\n");
+}
+
+#[test]
+fn endless_or_special_files_are_refused() {
+    // Devices, FIFOs and directories are not read at all (a read of /dev/zero never ends).
+    let m = one_error("nodes:\n  a:\n    files:\n      /etc/z: {from: /dev/zero}\n");
+    assert!(m.contains("t.yaml:4:22: nodes.a.files./etc/z.from: cannot read /dev/zero: not a regular file"), "{m}");
+    let m = one_error("nodes:\n  a:\n    files:\n      /etc/z: {from: /tmp}\n");
+    assert!(m.contains("not a regular file"), "{m}");
+    let w = "nodes: {a: {}, b: {}}\nsegments:\n  r:\n    kind: wireless\n    members: [a, b]\n    trace: /dev/zero\n";
+    let m = one_error(w);
+    assert!(m.contains("cannot read ns-2 trace '/dev/zero': not a regular file"), "{m}");
+    let e = load(Path::new("/dev/zero"), None).unwrap_err();
+    assert!(e.to_string().contains("not a regular file"), "{e}");
+    // Files over the limit are refused by their size, before reading.
+    let big = std::env::temp_dir().join(format!("vemu-big-{}", std::process::id()));
+    let f = std::fs::File::create(&big).unwrap();
+    f.set_len(vemu_scenario::MAX_NODE_FILE_BYTES + 1).unwrap();
+    let m = one_error(&format!("nodes:\n  a:\n    files:\n      /etc/z: {{from: {}}}\n", big.display()));
+    let _ = std::fs::remove_file(&big);
+    assert!(m.contains("more than the 16777216 allowed"), "{m}");
+}
+
+#[test]
+fn hostile_trace_indices_name_the_line() {
+    let dir = std::env::temp_dir().join(format!("vemu-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("t.ns2"), "$node_(0) set X_ 1.0\n$node_(50000000) set X_ 1.0\n").unwrap();
+    let y = "nodes: {a: {}, b: {}}\nsegments:\n  r:\n    kind: wireless\n    members: [a, b]\n    trace: t.ns2\n";
+    std::fs::write(dir.join("lab.yaml"), y).unwrap();
+    let e = load(&dir.join("lab.yaml"), None).unwrap_err();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(e.to_string().contains("t.ns2:2: bad node reference"), "{e}");
+}
+
+#[test]
+fn alias_bomb_is_refused() {
+    let mut y = String::from("x0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+    for i in 1..10 {
+        y += &format!("x{i}: &a{i} [{}]\n", vec![format!("*a{}", i - 1); 10].join(", "));
+    }
+    y += "nodes: {a: {}}\n";
+    let m = one_error(&y);
+    assert!(m.contains("alias bomb"), "{m}");
+}
+
+#[test]
 fn bad_files_and_templates_are_reported() {
     let m = one_error("nodes:\n  a:\n    files:\n      etc/x: y\n");
     assert!(m.contains("t.yaml:4:7: nodes.a.files.etc/x: 'etc/x' is not an absolute path"), "{m}");

@@ -333,3 +333,30 @@ fn stats_give_rates_queues_and_delay_histograms() {
     assert_eq!(v["type"], "stats");
     assert!(v["links"][0]["forward"]["tx_frames"].as_u64().unwrap() >= 5);
 }
+
+/// Audit: a node's secret file was in a world-readable plan.json; the API token file was
+/// written before it was made private; impairments that overflow time arithmetic were
+/// accepted at run time.
+#[test]
+fn state_files_are_private_and_wild_values_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let _g = serial();
+    let yaml = "name: t-private\nnodes:\n  a:\n    files:\n      /etc/frr/secret.conf: {content: \"password hunter2\\n\", mode: '0600'}\n  b: {}\nlinks:\n  - endpoints: [a, b]\n";
+    let path = write_scenario("t-private", yaml);
+    let o = vemu(&["up", path.to_str().unwrap(), "--api", "127.0.0.1:0"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let lab = Lab { name: "t-private".into() };
+    for f in ["plan.json", "api-token"] {
+        let p = format!("/run/vemu/t-private/{f}");
+        let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{p} has mode {mode:o}");
+    }
+    assert!(std::fs::read_to_string("/run/vemu/t-private/plan.json").unwrap().contains("hunter2"));
+    for (flag, value, message) in [("--delay", "99999999999999999999s", "delay must be at most 1 hour"), ("--bandwidth", "2Tbit", "bandwidth must be at most 1Tbit")] {
+        let o = lab.vemu(&["link", "set", "a:b", flag, value]);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(text(&o).contains(message), "{}", text(&o));
+    }
+    let s = lab.status();
+    assert_eq!(s["links"][0]["forward"]["impairments"]["delay_ns"].as_u64(), Some(0), "unchanged: {}", s["links"][0]);
+}

@@ -264,14 +264,16 @@ fn traces(p: &mut P, node: &Node, field: &str, base: Option<&Path>, members: &[u
         return Vec::new();
     };
     let path = base.map(|b| b.join(&file)).unwrap_or_else(|| file.clone().into());
-    let text = match std::fs::read_to_string(&path) {
+    let text = match crate::read_limited(&path, crate::MAX_TRACE_BYTES) {
         Ok(t) => t,
         Err(e) => {
             p.err(node.mark, field, format!("cannot read ns-2 trace '{}': {e}", path.display()));
             return Vec::new();
         }
     };
-    let all = match ns2::parse(&text) {
+    // $node_(i) beyond the segment (and beyond any real movement file) is a mistake, not
+    // a reason to allocate a trace for every index below it.
+    let all = match ns2::parse(&text, members.len().max(ns2::MAX_NODES)) {
         Ok(t) => t,
         Err(e) => {
             p.err(node.mark, field, format!("{}:{}: {}", path.display(), e.line, e.message));
