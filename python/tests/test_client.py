@@ -279,3 +279,11 @@ def test_wireless_move_and_traffic(tmp_path):
         with pytest.raises(VemuError) as e:
             lab.traffic_cbr("a", "a", rate_pps=1)
         assert e.value.status == 400
+
+
+def test_https_urls_are_refused_not_downgraded():
+    # The token would otherwise go out in clear to a server the caller thinks is TLS.
+    for url in ("https://127.0.0.1:8443", "ftp://127.0.0.1"):
+        with pytest.raises(VemuError, match="unsupported URL scheme"):
+            Lab("x", url=url, token="secret")
+

@@ -43,6 +43,8 @@ class Result:
     stdout: str
     stderr: str
     timed_out: bool = False
+    #: Some output was cut at the API's limit (16 MiB per stream unless asked otherwise).
+    truncated: bool = False
 
     @property
     def ok(self) -> bool:
@@ -81,6 +83,11 @@ class Lab:
     def __init__(self, name: str, url: Optional[str] = None, token: Optional[str] = None, owned: bool = False) -> None:
         self.name = name
         self._url = urllib.parse.urlsplit(url) if url else None
+        if self._url is not None and self._url.scheme != "http":
+            # The controller serves plain HTTP only: never send the token somewhere the
+            # caller believes to be encrypted.
+            raise VemuError(0, f"unsupported URL scheme {self._url.scheme!r}: the lab API speaks plain http:// "
+                            "(reach a remote lab through an SSH tunnel to its 127.0.0.1 address)")
         self._token = token
         self._owned = owned
 
@@ -235,7 +242,7 @@ class Node:
         if stdin is not None:
             body["stdin"] = stdin
         r = self.lab._call("POST", self._path("/exec"), body, timeout=timeout + 30)
-        result = Result(r["exit"], r["stdout"], r["stderr"], r.get("timed_out", False))
+        result = Result(r["exit"], r["stdout"], r["stderr"], r.get("timed_out", False), r.get("truncated", False))
         if check and not result.ok:
             raise VemuError(0, f"'{cmd}' in {self.name} exited with {result.exit}: {result.stderr.strip()}")
         return result

@@ -242,6 +242,22 @@ struct ExecRequest {
     /// object at the end.
     #[serde(default)]
     stream: bool,
+    /// Bytes of stdout and of stderr kept in a (non-streamed) answer; the rest is read
+    /// and dropped, the answer says `truncated`. Default 16 MiB, at most 256 MiB.
+    #[serde(default)]
+    max_output_bytes: Option<u64>,
+}
+
+/// Output kept per stream in an exec answer unless the request says otherwise.
+pub const DEFAULT_EXEC_OUTPUT_BYTES: u64 = 16 << 20;
+const MAX_EXEC_OUTPUT_BYTES: u64 = 256 << 20;
+
+/// Sets a flag when dropped: the handler's future is dropped when its client goes away.
+struct Gone(Arc<std::sync::atomic::AtomicBool>);
+impl Drop for Gone {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -264,6 +280,12 @@ async fn exec(State(app): AppState, Path(node): Path<String>, body: Bytes) -> Re
     if !(timeout > 0.0 && timeout <= 86_400.0) {
         return Err(ApiError::bad_request(format!("timeout_s must be between 0 and 86400, got {timeout}")));
     }
+    let cap = req.max_output_bytes.unwrap_or(DEFAULT_EXEC_OUTPUT_BYTES);
+    if cap > MAX_EXEC_OUTPUT_BYTES {
+        return Err(ApiError::bad_request(format!("max_output_bytes must be at most {MAX_EXEC_OUTPUT_BYTES}, got {cap}")));
+    }
+    let gone = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let _gone = Gone(gone.clone());
     app.ctl.lock().unwrap().node_index(&node)?;
     let paths = app.paths.clone();
     let (stream_tx, stream_rx) = if req.stream {
@@ -282,6 +304,9 @@ async fn exec(State(app): AppState, Path(node): Path<String>, body: Bytes) -> Re
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped());
+        // Its own process group, so that a timeout or a client that goes away ends
+        // everything the command started.
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         entry.apply(&mut cmd);
         let child = match crate::spawn_waited(&mut cmd) {
             Ok(c) => c,
@@ -294,14 +319,29 @@ async fn exec(State(app): AppState, Path(node): Path<String>, body: Bytes) -> Re
         if let Some(lines) = stream_tx {
             return Ok(stream_child(child, input, timeout, lines));
         }
-        let out: [Arc<Mutex<Vec<u8>>>; 2] = Default::default();
+        // (bytes kept, bytes seen) per stream: the command is never blocked on a full
+        // pipe, and never costs more than `cap` of memory per stream.
+        let out: [Arc<Mutex<(Vec<u8>, u64)>>; 2] = Default::default();
         let bufs = out.clone();
         let (code, timed_out) = run_child(child, input, timeout, move |k, b| {
-            bufs[k].lock().unwrap().extend_from_slice(b);
+            let mut o = bufs[k].lock().unwrap_or_else(|e| e.into_inner());
+            let room = (cap as usize).saturating_sub(o.0.len());
+            o.0.extend_from_slice(&b[..b.len().min(room)]);
+            o.1 += b.len() as u64;
             true
-        }, || false);
-        let text = |k: usize| String::from_utf8_lossy(&out[k].lock().unwrap()).into_owned();
-        Ok(json!({"exit": code, "stdout": text(0), "stderr": text(1), "timed_out": timed_out}))
+        }, move || gone.load(std::sync::atomic::Ordering::Relaxed));
+        let mut truncated = false;
+        let mut text = |k: usize| {
+            let o = out[k].lock().unwrap_or_else(|e| e.into_inner());
+            let mut t = String::from_utf8_lossy(&o.0).into_owned();
+            if o.1 > o.0.len() as u64 {
+                truncated = true;
+                t += &format!("\n[vemu: output cut at {cap} bytes; {} more bytes dropped]\n", o.1 - o.0.len() as u64);
+            }
+            t
+        };
+        let (stdout, stderr) = (text(0), text(1));
+        Ok(json!({"exit": code, "stdout": stdout, "stderr": stderr, "timed_out": timed_out, "truncated": truncated}))
     })
     .await?;
     let ndjson = |body: axum::body::Body| ([(header::CONTENT_TYPE, "application/x-ndjson")], body).into_response();
@@ -364,6 +404,8 @@ fn run_child(
             Ok(Some(st)) => break Some(st),
             Ok(None) if cancelled() || std::time::Instant::now() >= deadline => {
                 timed_out = !cancelled();
+                // SAFETY: kill with a negative pid signals the child's process group.
+                unsafe { libc::kill(-(pid as i32), libc::SIGKILL) };
                 let _ = child.kill();
                 break child.wait().ok();
             }
@@ -632,6 +674,84 @@ impl Servers {
     }
 }
 
+/// Limits that keep the API answering whatever its clients do.
+pub mod limits {
+    use std::time::Duration;
+    /// A connection that has not sent a whole request head by then is closed (also an
+    /// idle keep-alive connection).
+    pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+    /// A request body that has not arrived whole by then is refused (408).
+    pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
+    /// Largest request body, bytes (413 beyond).
+    pub const MAX_BODY_BYTES: usize = 1 << 20;
+    /// TCP connections served at once; more are closed as they come. Well under the
+    /// descriptor limit, so that the Unix socket (with its own allowance) and the lab
+    /// always have descriptors left.
+    pub const MAX_TCP_CONNECTIONS: usize = 256;
+    pub const MAX_UNIX_CONNECTIONS: usize = 256;
+}
+
+/// Read the whole request body within [`limits::BODY_TIMEOUT`] and [`limits::MAX_BODY_BYTES`]
+/// before any handler sees the request: a client that trickles or floods a body gets a
+/// 408 or 413, and no handler waits on it.
+async fn bounded_body(req: Request, next: Next) -> Response {
+    let (parts, body) = req.into_parts();
+    let declared = parts.headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    let too_big = || ApiError { status: StatusCode::PAYLOAD_TOO_LARGE, message: format!("the request body is larger than {} bytes", limits::MAX_BODY_BYTES) }.into_response();
+    if declared.is_some_and(|n| n > limits::MAX_BODY_BYTES as u64) {
+        return too_big();
+    }
+    match tokio::time::timeout(limits::BODY_TIMEOUT, axum::body::to_bytes(body, limits::MAX_BODY_BYTES)).await {
+        Err(_) => ApiError { status: StatusCode::REQUEST_TIMEOUT, message: format!("the request body did not arrive within {} s", limits::BODY_TIMEOUT.as_secs()) }.into_response(),
+        Ok(Err(_)) => too_big(),
+        Ok(Ok(b)) => next.run(Request::from_parts(parts, axum::body::Body::from(b))).await,
+    }
+}
+
+/// Accept connections from `accept` and serve `router` on each (HTTP/1.1), at most `max`
+/// at once (more are closed as they come), each closed if it sends no request head
+/// within [`limits::HEADER_TIMEOUT`]. Returns when `stop` fires, after the requests in
+/// flight are answered.
+async fn serve_connections<S, F>(mut accept: impl FnMut() -> F, router: Router, max: usize, stop: oneshot::Receiver<()>)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    F: std::future::Future<Output = std::io::Result<S>>,
+{
+    let slots = Arc::new(tokio::sync::Semaphore::new(max));
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    tokio::pin!(stop);
+    loop {
+        let stream = tokio::select! {
+            _ = &mut stop => break,
+            s = accept() => s,
+        };
+        let stream = match stream {
+            Ok(s) => s,
+            Err(_) => {
+                // Out of descriptors (EMFILE) or a connection reset before accept: wait a
+                // little rather than spin.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            drop(stream);
+            continue;
+        };
+        let service = hyper_util::service::TowerToHyperService::new(router.clone());
+        let conn = hyper::server::conn::http1::Builder::new()
+            .timer(hyper_util::rt::TokioTimer::new())
+            .header_read_timeout(limits::HEADER_TIMEOUT)
+            .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            let _ = conn.await;
+            drop(slot);
+        });
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(5), graceful.shutdown()).await;
+}
+
 /// Serve the API on the Unix socket and, if given, the TCP listener with its token.
 pub fn serve(
     rt: &tokio::runtime::Runtime,
@@ -644,21 +764,26 @@ pub fn serve(
     let app = Arc::new(App { ctl, stop: Mutex::new(stop), paths });
     let mut servers = Servers { stop: Vec::new(), tasks: Vec::new() };
     let (tx, rx) = oneshot::channel::<()>();
-    let r = router(app.clone());
-    servers.tasks.push(rt.spawn(async move {
-        let _ = axum::serve(unix, r).with_graceful_shutdown(async move {
-            let _ = rx.await;
-        }).await;
-    }));
+    let r = router(app.clone()).layer(middleware::from_fn(bounded_body));
+    let unix = Arc::new(unix);
+    servers.tasks.push(rt.spawn(serve_connections(move || {
+        let l = unix.clone();
+        async move { l.accept().await.map(|(s, _)| s) }
+    }, r, limits::MAX_UNIX_CONNECTIONS, rx)));
     servers.stop.push(tx);
     if let Some((listener, token)) = tcp {
         let (tx, rx) = oneshot::channel::<()>();
-        let r = router(app).layer(middleware::from_fn_with_state(Arc::new(token), require_token));
-        servers.tasks.push(rt.spawn(async move {
-            let _ = axum::serve(listener, r).with_graceful_shutdown(async move {
-                let _ = rx.await;
-            }).await;
-        }));
+        // The token is checked before the body is read.
+        let r = router(app).layer(middleware::from_fn(bounded_body)).layer(middleware::from_fn_with_state(Arc::new(token), require_token));
+        let listener = Arc::new(listener);
+        servers.tasks.push(rt.spawn(serve_connections(move || {
+            let l = listener.clone();
+            async move {
+                let (s, _) = l.accept().await?;
+                let _ = s.set_nodelay(true);
+                Ok(s)
+            }
+        }, r, limits::MAX_TCP_CONNECTIONS, rx)));
         servers.stop.push(tx);
     }
     servers
