@@ -52,7 +52,30 @@ fn new_token() -> Result<String> {
 
 /// Build the lab described by `plan`, report progress through `report`, then serve it
 /// until it is taken down. Returns once everything is removed.
-pub fn run(plan: Plan, options: ApiOptions, mut report: impl FnMut(Event)) -> Result<()> {
+pub fn run(plan: Plan, options: ApiOptions, lock: vemu_host::LabLock, mut report: impl FnMut(Event)) -> Result<()> {
+    // Held until every trace of the lab is gone, then given up (on every path out).
+    let mut name = NameGuard(Some(lock));
+    serve_lab(plan, options, &mut name, &mut report)
+}
+
+/// The lab's name, given up when dropped or when the lab is gone.
+struct NameGuard(Option<vemu_host::LabLock>);
+
+impl NameGuard {
+    fn release(&mut self) {
+        if let Some(l) = self.0.take() {
+            l.release();
+        }
+    }
+}
+
+impl Drop for NameGuard {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+fn serve_lab(plan: Plan, options: ApiOptions, name: &mut NameGuard, report: &mut impl FnMut(Event)) -> Result<()> {
     let paths = LabPaths::new(&plan.name);
     if std::os::unix::net::UnixStream::connect(paths.socket()).is_ok() {
         bail!("lab '{}' is already running (take it down with 'vemu down --lab {}')", plan.name, plan.name);
@@ -165,6 +188,8 @@ pub fn run(plan: Plan, options: ApiOptions, mut report: impl FnMut(Event)) -> Re
         let _ = std::fs::write(paths.log_dir().join("stats-final.json"), serde_json::to_vec_pretty(&v).unwrap_or_default());
     }
     let result = call(ctl.lock().unwrap().worker.as_mut(), WorkerRequest::Teardown).map(|_| ()).map_err(|e| e.to_string());
+    // The lab is gone: its name is free before `down` hears so (an `up` right after works).
+    name.release();
     if let Some(tx) = reply_to {
         let _ = tx.send(result.clone());
     }

@@ -279,7 +279,8 @@ pub fn list_labs() -> (Vec<String>, Vec<String>) {
     let mut running = Vec::new();
     let mut stale = Vec::new();
     for lab in vemu_host::labs_present() {
-        if UnixStream::connect(LabPaths::new(&lab).socket()).is_ok() {
+        // Serving its API, or being built (its controller holds the lab's name).
+        if UnixStream::connect(LabPaths::new(&lab).socket()).is_ok() || vemu_host::LabLock::held(&lab) {
             running.push(lab);
         } else {
             stale.push(lab);

@@ -568,7 +568,8 @@ fn up_foreground(plan: Plan, options: ApiOptions) -> Result<()> {
     let name = plan.name.clone();
     let (nodes, links) = (plan.nodes.len(), plan.links.len());
     let bar = progress_bar(nodes);
-    daemon::run(plan, options, |ev| match ev {
+    let lock = lock_name(&name)?;
+    daemon::run(plan, options, lock, |ev| match ev {
         Event::Progress(d, _) => bar.set_position(d as u64),
         Event::Ready => {
             bar.finish_and_clear();
@@ -592,8 +593,17 @@ fn progress_bar(total: usize) -> indicatif::ProgressBar {
 }
 
 /// Start the lab's controller as a background process and follow it until ready.
+/// The lab's name for this process, or a clear refusal (exit 2) when another `vemu up`
+/// or a running lab holds it.
+fn lock_name(lab: &str) -> Result<vemu_host::LabLock> {
+    vemu_host::LabLock::try_acquire(lab)?.ok_or_else(|| {
+        user(format!("lab '{lab}' is already running or being started (take it down with 'vemu down --lab {lab}', or use --name)"))
+    })
+}
+
 fn up_background(plan: Plan, options: ApiOptions) -> Result<()> {
     let paths = LabPaths::new(&plan.name);
+    let lock = lock_name(&plan.name)?;
     // Before the log is opened (and emptied): it may be a running controller's.
     if std::os::unix::net::UnixStream::connect(paths.socket()).is_ok() {
         bail!("lab '{}' is already running (take it down with 'vemu down --lab {}')", plan.name, plan.name);
@@ -611,9 +621,12 @@ fn up_background(plan: Plan, options: ApiOptions) -> Result<()> {
             Ok(())
         });
     }
+    let lock_fd = lock.inheritable_fd()?;
     let mut child = cmd.spawn().context("starting the lab controller")?;
+    // The controller has its own descriptor of the lock now.
+    drop(lock);
     let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(&serde_json::to_vec(&json!({"plan": plan, "api_tcp": options.tcp}))?)?;
+    stdin.write_all(&serde_json::to_vec(&json!({"plan": plan, "api_tcp": options.tcp, "lock_fd": lock_fd}))?)?;
     drop(stdin);
     let bar = progress_bar(plan.nodes.len());
     let mut ready = false;
@@ -654,12 +667,17 @@ fn run_daemon() -> Result<()> {
     let mut input: serde_json::Value = serde_json::from_slice(&text).context("reading the plan")?;
     let plan: Plan = serde_json::from_value(input["plan"].take()).context("reading the plan")?;
     let tcp = serde_json::from_value(input["api_tcp"].take()).context("reading the API address")?;
+    let lock = match input["lock_fd"].as_i64() {
+        // SAFETY: `vemu up` handed us this descriptor of the lab's lock file.
+        Some(fd) => unsafe { vemu_host::LabLock::from_fd(fd as i32, &plan.name) },
+        None => vemu_host::LabLock::try_acquire(&plan.name)?.ok_or_else(|| anyhow::anyhow!("lab '{}' is already running or being started", plan.name))?,
+    };
     let emit = |v: serde_json::Value| {
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{v}");
         let _ = out.flush();
     };
-    let result = daemon::run(plan, ApiOptions { tcp }, |ev| match ev {
+    let result = daemon::run(plan, ApiOptions { tcp }, lock, |ev| match ev {
         Event::Progress(d, t) => emit(json!({"progress": [d, t]})),
         Event::Ready => {
             emit(json!({"ready": true}));
@@ -774,7 +792,12 @@ fn clean(all: bool) -> Result<()> {
                 unsafe { libc::kill(pid, libc::SIGKILL) };
             }
         }
-        match vemu_host::remove_lab(&lab) {
+        let removed = vemu_host::remove_lab(&lab);
+        // The name of a crashed lab is free again (never one a live process holds).
+        if let Ok(Some(l)) = vemu_host::LabLock::try_acquire(&lab) {
+            l.release();
+        }
+        match removed {
             Ok(()) => eprintln!("removed what lab '{lab}' left behind"),
             Err(e) => {
                 eprintln!("vemu: could not remove all of lab '{lab}': {e:#}");

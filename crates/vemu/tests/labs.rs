@@ -360,3 +360,41 @@ fn state_files_are_private_and_wild_values_refused() {
     let s = lab.status();
     assert_eq!(s["links"][0]["forward"]["impairments"]["delay_ns"].as_u64(), Some(0), "unchanged: {}", s["links"][0]);
 }
+
+/// Audit: two `vemu up` of one lab at once sometimes both "succeeded" while one's
+/// rollback removed the other's lab; `vemu clean` removed a lab still coming up.
+#[test]
+fn one_name_one_lab_and_clean_spares_a_lab_coming_up() {
+    let _g = serial();
+    let path = write_scenario("t-dup", &chain("t-dup", &[1.0; 40], ""));
+    for _ in 0..4 {
+        let spawn = || std::process::Command::new(env!("CARGO_BIN_EXE_vemu")).args(["up", path.to_str().unwrap()]).output();
+        let (a, b) = std::thread::scope(|s| {
+            let a = s.spawn(spawn);
+            let b = s.spawn(spawn);
+            (a.join().unwrap().unwrap(), b.join().unwrap().unwrap())
+        });
+        let mut codes = [a.status.code(), b.status.code()];
+        codes.sort();
+        assert_eq!(codes, [Some(0), Some(2)], "{}\n{}", text(&a), text(&b));
+        let loser = if a.status.success() { &b } else { &a };
+        assert!(text(loser).contains("already running or being started"), "{}", text(loser));
+        let lab = Lab { name: "t-dup".into() };
+        assert!(lab.exec("n1", &["ping", "-c", "1", "-W", "2", "n41"]).status.success(), "the winner's lab works");
+        drop(lab);
+    }
+    // `clean` while the lab is being built leaves it alone.
+    let up = std::process::Command::new(env!("CARGO_BIN_EXE_vemu")).args(["up", path.to_str().unwrap()]).spawn().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !std::path::Path::new("/run/vemu/t-dup").exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    let o = vemu(&["clean"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let out = up.wait_with_output().unwrap();
+    assert!(out.status.success(), "up failed after clean: {}", text(&out));
+    let lab = Lab { name: "t-dup".into() };
+    assert!(lab.exec("n1", &["ping", "-c", "1", "-W", "2", "n41"]).status.success());
+    drop(lab);
+    assert!(!std::path::Path::new("/run/vemu/t-dup.lock").exists(), "down gave the name up");
+}
