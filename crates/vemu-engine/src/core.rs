@@ -715,6 +715,8 @@ impl Core {
             Forward::Filter => &g.counters.filtered,
         };
         ctr.fetch_add(wire.0 as u64, Relaxed);
+        g.counters.learned.store(g.switch.learned() as u64, Relaxed);
+        g.counters.learn_refused.store(g.switch.refused(), Relaxed);
         let mut acc = std::mem::take(&mut self.accepted);
         for &p in &targets {
             self.to_member(seg, p, t_out, frame.clone(), &mut acc);

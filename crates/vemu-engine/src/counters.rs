@@ -135,6 +135,10 @@ pub struct SegCounters {
     /// protocols sent (see [`is_routing`]).
     pub air_frames: AtomicU64,
     pub routing_frames: AtomicU64,
+    /// LAN segments: addresses the switch has learned now, and new ones it could not
+    /// learn because its table was full (their frames flood).
+    pub learned: AtomicU64,
+    pub learn_refused: AtomicU64,
 }
 
 /// A snapshot of [`SegCounters`].
@@ -148,6 +152,10 @@ pub struct SegStats {
     pub air_frames: u64,
     #[serde(default)]
     pub routing_frames: u64,
+    #[serde(default)]
+    pub learned: u64,
+    #[serde(default)]
+    pub learn_refused: u64,
 }
 
 impl SegCounters {
@@ -159,6 +167,8 @@ impl SegCounters {
             drop_capacity: self.drop_capacity.load(Relaxed),
             air_frames: self.air_frames.load(Relaxed),
             routing_frames: self.routing_frames.load(Relaxed),
+            learned: self.learned.load(Relaxed),
+            learn_refused: self.learn_refused.load(Relaxed),
         }
     }
 }

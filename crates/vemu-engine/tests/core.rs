@@ -1005,3 +1005,17 @@ fn capture_on_a_lan_port_and_its_end() {
     assert!(captures(&s).is_empty());
     assert_eq!(s.arrivals(p[1]).len(), 2);
 }
+
+#[test]
+fn random_source_addresses_fill_the_table_only_to_its_cap() {
+    let (mut s, p) = plain_lan(3);
+    let mut st = 7u64;
+    for i in 0..10_000u64 {
+        let src = (xorshift(&mut st) & 0xfeff_ffff_ffff).to_be_bytes();
+        s.send(i * US, p[0], eth([0xff; 6], src[2..8].try_into().unwrap(), 64, i as u32));
+    }
+    s.finish();
+    let seg = s.core.segment_counters(0).snapshot();
+    assert_eq!(seg.learned, vemu_switch::DEFAULT_MAX_LEARNED as u64);
+    assert_eq!(seg.learn_refused, 10_000 - vemu_switch::DEFAULT_MAX_LEARNED as u64);
+}

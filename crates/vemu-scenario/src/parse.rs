@@ -186,15 +186,23 @@ fn valid_node_name(name: &str) -> Result<(), String> {
     valid_name("node", name, char::is_ascii_alphabetic, "a letter")
 }
 
+/// Segment and link names appear in CSV files, logs and `vemu link` specs.
+fn valid_medium_name(kind: &str, name: &str) -> Result<(), String> {
+    valid_name(kind, name, char::is_ascii_alphanumeric, "a letter or digit")
+}
+
 fn valid_iface_name(name: &str) -> Result<(), String> {
+    // The kernel refuses these as device names ('all' and 'default' are the names of
+    // its per-namespace settings directories).
+    let reserved = ["lo", ".", "..", "all", "default"];
     let ok = !name.is_empty()
         && name.len() <= 15
-        && name != "lo"
+        && !reserved.contains(&name)
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.');
     if ok {
         Ok(())
     } else {
-        Err(format!("interface name '{name}' must be 1-15 letters, digits, '-', '_' or '.' (and not 'lo')"))
+        Err(format!("interface name '{name}' must be 1-15 letters, digits, '-', '_' or '.' (and not lo, ., .., all or default)"))
     }
 }
 
@@ -650,8 +658,8 @@ const SEGMENT_KEYS: &[&str] = &["kind", "members", "capacity", "weight", "aging"
 
 fn segment(p: &mut P, name: &str, mark: Mark, node: &Node, names: &HashMap<String, usize>, base: Option<&Path>) -> SegmentDef {
     let field = format!("segments.{name}");
-    if name.contains(':') || name.is_empty() || name.len() > 64 {
-        p.err(mark, &field, format!("segment name '{name}' must be 1-64 characters without ':'"));
+    if let Err(m) = valid_medium_name("segment", name) {
+        p.err(mark, &field, m);
     }
     let mut allowed = SEGMENT_KEYS.to_vec();
     allowed.extend_from_slice(IMPAIRMENT_KEYS);
@@ -1152,6 +1160,12 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, base: Option<&
                 let mut files = default_node.files.clone();
                 files.retain(|f| !d.files.iter().any(|g| g.path == f.path));
                 files.append(&mut d.files);
+                // A file cannot also be a directory of another one.
+                for f in &files {
+                    if let Some(g) = files.iter().find(|g| g.path.starts_with(&format!("{}/", f.path.trim_end_matches('/')))) {
+                        p.err(g.mark, &format!("{field}.files.{}", g.path), format!("'{}' is also a file of this node, so it cannot be a directory", f.path));
+                    }
+                }
                 let mut run = default_node.run.clone();
                 run.append(&mut d.run);
                 let mut vars = default_node.vars.clone();
@@ -1196,11 +1210,7 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, base: Option<&
                     }
                     "name" => {
                         name = p.scalar(v, &f, |s| {
-                            if s.contains(':') || s.is_empty() || s.len() > 64 {
-                                Err(format!("link name '{s}' must be 1-64 characters without ':'"))
-                            } else {
-                                Ok(s.to_string())
-                            }
+                            valid_medium_name("link", s).map(|()| s.to_string())
                         })
                     }
                     "weight" => weight = p.scalar(v, &f, positive).unwrap_or(1),

@@ -255,6 +255,20 @@ fn delays_and_rates_that_would_overflow_are_refused() {
 }
 
 #[test]
+fn names_that_fail_at_up_are_caught_by_check() {
+    let m = one_error("nodes:\n  a:\n    files:\n      /etc/t/x: a\n      /etc/t/x/y: b\n");
+    assert!(m.contains("t.yaml:5:7: nodes.a.files./etc/t/x/y: '/etc/t/x' is also a file of this node"), "{m}");
+    for bad in ["..", "all", "default", "."] {
+        let m = one_error(&format!("nodes: {{a: {{}}, b: {{}}}}\nlinks:\n  - endpoints: [{{node: a, iface: '{bad}'}}, b]\n"));
+        assert!(m.contains(&format!("interface name '{bad}' must be")), "{m}");
+    }
+    let m = one_error("nodes: {a: {}, b: {}}\nsegments:\n  \"r,a\\nd/../i;o\":\n    kind: lan\n    members: [a, b]\n");
+    assert!(m.contains("segment name") && m.contains("must be 1-32 characters"), "{m}");
+    let m = one_error("nodes: {a: {}, b: {}}\nlinks:\n  - {endpoints: [a, b], name: 'x,y'}\n");
+    assert!(m.contains("link name 'x,y' must be"), "{m}");
+}
+
+#[test]
 fn endless_or_special_files_are_refused() {
     // Devices, FIFOs and directories are not read at all (a read of /dev/zero never ends).
     let m = one_error("nodes:\n  a:\n    files:\n      /etc/z: {from: /dev/zero}\n");

@@ -16,6 +16,12 @@ use serde::{Deserialize, Serialize};
 /// Default time a learned address stays without traffic from it, ns (IEEE 802.1D: 300 s).
 pub const DEFAULT_AGING_NS: u64 = 300_000_000_000;
 
+/// Addresses a switch learns at most, whatever its senders do: a node sending from
+/// random source addresses must not grow the table (and the controller) without end. A
+/// segment of many ports gets at least [`LEARNED_PER_PORT`] per port.
+pub const DEFAULT_MAX_LEARNED: usize = 8192;
+pub const LEARNED_PER_PORT: usize = 16;
+
 /// VLAN of ports that set none (IEEE 802.1Q's default VLAN).
 pub const DEFAULT_VLAN: u16 = 1;
 
@@ -93,6 +99,13 @@ pub struct Switch {
     pub aging_ns: u64,
     /// Next time expired entries are swept out of the table, ns.
     next_sweep_ns: u64,
+    /// Most addresses the table holds; a new one beyond is not learned (its frames
+    /// flood, as on a real switch whose table is full) and counted in `refused`.
+    max_learned: usize,
+    refused: u64,
+    /// While the table is full, aged entries are swept out at most once a second (not
+    /// once per refused frame: a flood of new addresses must not cost a scan each).
+    next_full_sweep_ns: u64,
 }
 
 /// Table key: the VLAN's group index and the address (tables of VLANs are separate).
@@ -117,7 +130,8 @@ impl Switch {
             groups[g].push(i as u32);
             out.push(Port { group: g as u32, up: true });
         }
-        Switch { ports: out, groups, table: FxHashMap::default(), aging_ns, next_sweep_ns: aging_ns }
+        let max_learned = DEFAULT_MAX_LEARNED.max(LEARNED_PER_PORT * ports.len());
+        Switch { ports: out, groups, table: FxHashMap::default(), aging_ns, next_sweep_ns: aging_ns, max_learned, refused: 0, next_full_sweep_ns: 0 }
     }
 
     pub fn port_count(&self) -> usize {
@@ -127,6 +141,20 @@ impl Switch {
     /// Addresses currently learned (expired ones may linger until the next sweep).
     pub fn learned(&self) -> usize {
         self.table.len()
+    }
+
+    /// Most addresses the table holds.
+    pub fn max_learned(&self) -> usize {
+        self.max_learned
+    }
+
+    pub fn set_max_learned(&mut self, n: usize) {
+        self.max_learned = n;
+    }
+
+    /// New addresses not learned because the table was full, since the start.
+    pub fn refused(&self) -> u64 {
+        self.refused
     }
 
     /// Take a port down (it neither sends nor receives, and what was learned on it is
@@ -151,10 +179,22 @@ impl Switch {
             self.next_sweep_ns = now_ns + aging;
         }
         if !is_group(src) {
-            self.table
-                .entry(key(group, src))
-                .and_modify(|e| *e = Entry { port: in_port, seen_ns: now_ns })
-                .or_insert(Entry { port: in_port, seen_ns: now_ns });
+            let k = key(group, src);
+            if let Some(e) = self.table.get_mut(&k) {
+                *e = Entry { port: in_port, seen_ns: now_ns };
+            } else {
+                if self.table.len() >= self.max_learned && now_ns >= self.next_full_sweep_ns {
+                    // Make room from what has aged out before refusing.
+                    let aging = self.aging_ns;
+                    self.table.retain(|_, e| now_ns.saturating_sub(e.seen_ns) <= aging);
+                    self.next_full_sweep_ns = now_ns + 1_000_000_000;
+                }
+                if self.table.len() < self.max_learned {
+                    self.table.insert(k, Entry { port: in_port, seen_ns: now_ns });
+                } else {
+                    self.refused += 1;
+                }
+            }
         }
         if !is_group(dst) {
             if let Some(e) = self.table.get(&key(group, dst)) {

@@ -95,3 +95,35 @@ fn many_ports_unicast_is_exact() {
         assert_eq!(targets(s.forward(n as u64 + p, 0, m(p), m(0))), if p == 0 { vec![] } else { vec![p as u32] });
     }
 }
+
+/// Audit: 2 nodes sending from random source addresses grew the table (and the
+/// controller) by 435 MB. The table stops at its cap; what it knew keeps working.
+#[test]
+fn a_flood_of_source_addresses_stops_at_the_cap() {
+    let mut s = Switch::new(&vec![PortConfig::default(); 3], 10_000_000_000);
+    s.set_max_learned(1000);
+    s.forward(0, 2, BCAST, m(2)); // a real host, learned first
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for i in 0..100_000u64 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        s.forward(i, 0, BCAST, x & 0xfeff_ffff_ffff); // unicast source bit
+    }
+    assert_eq!(s.learned(), 1000);
+    assert_eq!(s.refused(), 100_000 - 999);
+    assert_eq!(targets(s.forward(100_000, 1, m(2), m(1))), vec![2], "known addresses still switch");
+    // An unknown destination floods, as with a full table on a real switch.
+    assert_eq!(targets(s.forward(100_001, 1, m(77), m(1))), vec![0, 2]);
+    // Once the flood's entries age out, new addresses are learned again.
+    s.forward(30_000_000_000, 1, BCAST, m(5));
+    assert!(s.learned() < 10, "{}", s.learned());
+    assert_eq!(targets(s.forward(30_000_000_001, 0, m(5), m(6))), vec![1]);
+}
+
+#[test]
+fn big_segments_get_room_for_every_port() {
+    assert_eq!(switch(3).max_learned(), vemu_switch::DEFAULT_MAX_LEARNED);
+    assert_eq!(switch(10_000).max_learned(), 10_000 * vemu_switch::LEARNED_PER_PORT);
+}
+
