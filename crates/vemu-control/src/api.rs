@@ -27,6 +27,7 @@ use vemu_host::{LabPaths, NodeEntry};
 use crate::error::LabError;
 use crate::lab::{Controller, StopRequest};
 use crate::Direction;
+use crate::LockExt;
 
 /// The OpenAPI document of this API.
 pub const OPENAPI: &str = include_str!("../../../api/openapi.json");
@@ -94,13 +95,13 @@ fn to_value<T: serde::Serialize>(v: T) -> ApiResult {
 
 async fn lab(State(app): AppState) -> ApiResult {
     let ctl = app.ctl.clone();
-    to_value(blocking(move || ctl.lock().unwrap().status()).await?)
+    to_value(blocking(move || ctl.locked().status()).await?)
 }
 
 /// One part of the lab's status (`nodes`, `links`, `segments`), optionally one item by name.
 async fn part(app: &App, key: &'static str, name: Option<String>) -> ApiResult {
     let ctl = app.ctl.clone();
-    let status = serde_json::to_value(blocking(move || ctl.lock().unwrap().status()).await?).map_err(|e| ApiError::internal(e.to_string()))?;
+    let status = serde_json::to_value(blocking(move || ctl.locked().status()).await?).map_err(|e| ApiError::internal(e.to_string()))?;
     let items = status[key].clone();
     let Some(name) = name else { return Ok(Json(items)) };
     items
@@ -128,7 +129,7 @@ async fn segment(State(app): AppState, Path(n): Path<String>) -> ApiResult {
 
 async fn stats(State(app): AppState) -> ApiResult {
     let ctl = app.ctl.clone();
-    Ok(Json(blocking(move || ctl.lock().unwrap().stats()).await?))
+    Ok(Json(blocking(move || ctl.locked().stats()).await?))
 }
 
 /// `PATCH /v1/links/{link}`: `{"direction": "both|forward|reverse", "up": bool, "delay":
@@ -165,7 +166,7 @@ async fn link_patch(State(app): AppState, Path(spec): Path<String>, body: Bytes)
     }
     let ctl = app.ctl.clone();
     blocking(move || {
-        let mut c = ctl.lock().unwrap();
+        let mut c = ctl.locked();
         // Check the name first so that a bad one changes nothing.
         if !pairs.is_empty() {
             c.link_set(&spec, direction, patch)?;
@@ -181,7 +182,7 @@ async fn link_patch(State(app): AppState, Path(spec): Path<String>, body: Bytes)
 
 async fn link_updown(app: Arc<App>, spec: String, up: bool) -> ApiResult {
     let ctl = app.ctl.clone();
-    blocking(move || ctl.lock().unwrap().link_state(&spec, up)).await?;
+    blocking(move || ctl.locked().link_state(&spec, up)).await?;
     Ok(Json(json!({"ok": true})))
 }
 async fn link_down(State(app): AppState, Path(spec): Path<String>) -> ApiResult {
@@ -193,7 +194,7 @@ async fn link_up(State(app): AppState, Path(spec): Path<String>) -> ApiResult {
 
 async fn node_updown(app: Arc<App>, node: String, up: bool) -> ApiResult {
     let ctl = app.ctl.clone();
-    blocking(move || ctl.lock().unwrap().node_state(&node, up)).await?;
+    blocking(move || ctl.locked().node_state(&node, up)).await?;
     Ok(Json(json!({"ok": true})))
 }
 async fn node_stop(State(app): AppState, Path(node): Path<String>) -> ApiResult {
@@ -215,14 +216,14 @@ struct MoveRequest {
 async fn node_move(State(app): AppState, Path(node): Path<String>, body: Bytes) -> ApiResult {
     let m: MoveRequest = parse_body(&body)?;
     let ctl = app.ctl.clone();
-    blocking(move || ctl.lock().unwrap().node_move(&node, vemu_radio::Pos::new(m.x, m.y), m.speed)).await?;
+    blocking(move || ctl.locked().node_move(&node, vemu_radio::Pos::new(m.x, m.y), m.speed)).await?;
     Ok(Json(json!({"ok": true})))
 }
 
 async fn traffic(State(app): AppState, body: Bytes) -> ApiResult {
     let req: crate::traffic::CbrRequest = parse_body(&body)?;
     let ctl = app.ctl.clone();
-    Ok(Json(blocking(move || ctl.lock().unwrap().traffic_cbr(req)).await?))
+    Ok(Json(blocking(move || ctl.locked().traffic_cbr(req)).await?))
 }
 
 /// Body of `POST /v1/nodes/{node}/exec`.
@@ -286,7 +287,7 @@ async fn exec(State(app): AppState, Path(node): Path<String>, body: Bytes) -> Re
     }
     let gone = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let _gone = Gone(gone.clone());
-    app.ctl.lock().unwrap().node_index(&node)?;
+    app.ctl.locked().node_index(&node)?;
     let paths = app.paths.clone();
     let (stream_tx, stream_rx) = if req.stream {
         let (t, r) = tokio::sync::mpsc::channel::<Result<Bytes, Infallible>>(256);
@@ -437,7 +438,7 @@ fn stream_child(child: std::process::Child, input: String, timeout: f64, lines: 
 /// `POST /v1/down`: take the lab down; answers when everything is removed.
 async fn down(State(app): AppState) -> ApiResult {
     let (tx, rx) = std::sync::mpsc::channel();
-    let _ = app.stop.lock().unwrap().send(Some(tx));
+    let _ = app.stop.locked().send(Some(tx));
     let r = blocking(move || rx.recv().map_err(|_| ApiError::internal("the controller stopped"))).await?;
     r.map_err(ApiError::internal)?;
     Ok(Json(json!({"ok": true})))
@@ -460,7 +461,7 @@ async fn events(State(app): AppState, Query(q): Query<EventsQuery>) -> Result<Ss
     if period_ns != 0 && period_ns < 10_000_000 {
         return Err(ApiError::bad_request("the stats period must be at least 10ms"));
     }
-    let rx = app.ctl.lock().unwrap().events().subscribe();
+    let rx = app.ctl.locked().events().subscribe();
     let tick = (period_ns > 0).then(|| {
         let mut i = tokio::time::interval(Duration::from_nanos(period_ns));
         i.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -488,7 +489,7 @@ async fn events(State(app): AppState, Query(q): Query<EventsQuery>) -> Result<Ss
                 },
                 _ = stats_due => {
                     let c = ctl.clone();
-                    match tokio::task::spawn_blocking(move || c.lock().unwrap().stats()).await {
+                    match tokio::task::spawn_blocking(move || c.locked().stats()).await {
                         Ok(Ok(mut v)) => {
                             v["type"] = json!("stats");
                             break v;
@@ -532,7 +533,7 @@ async fn capture(State(app): AppState, Query(q): Query<CaptureQuery>) -> Result<
     }
     let (tx, rx) = std::sync::mpsc::sync_channel::<vemu_engine::Captured>(16384);
     let (id, names, epoch) = {
-        let mut c = app.ctl.lock().unwrap();
+        let mut c = app.ctl.locked();
         let (id, names) = c.capture_start(&q.iface, q.point, tx)?;
         (id, names, c.realtime_epoch_ns)
     };
@@ -568,7 +569,7 @@ async fn capture(State(app): AppState, Query(q): Query<CaptureQuery>) -> Result<
                     }
                 }
             }
-            ctl.lock().unwrap().capture_stop(id);
+            ctl.locked().capture_stop(id);
         })
         .map_err(|e| ApiError::internal(e.to_string()))?;
     let body = axum::body::Body::from_stream(stream::unfold(brx, |mut r| async move { r.recv().await.map(|x| (x, r)) }));

@@ -17,6 +17,7 @@ use vemu_scenario::Plan;
 use crate::api;
 use crate::lab::{call, Controller, PortState, StopRequest};
 use crate::worker::{LocalWorker, Worker, WorkerReply, WorkerRequest};
+use crate::LockExt;
 
 /// What the lab is doing while it comes up.
 #[derive(Debug, Clone)]
@@ -161,7 +162,7 @@ fn serve_lab(plan: Plan, options: ApiOptions, name: &mut NameGuard, report: &mut
     let servers = match started {
         Ok(s) => s,
         Err(e) => {
-            let _ = ctl.lock().unwrap().worker.call(WorkerRequest::Teardown, &mut |_, _| {});
+            let _ = ctl.locked().worker.call(WorkerRequest::Teardown, &mut |_, _| {});
             return Err(e);
         }
     };
@@ -182,12 +183,12 @@ fn serve_lab(plan: Plan, options: ApiOptions, name: &mut NameGuard, report: &mut
     ticker.stop();
     monitor.stop();
     let _ = std::fs::remove_file(paths.socket());
-    ctl.lock().unwrap().emit(json!({"type": "lab-down"}));
+    ctl.locked().emit(json!({"type": "lab-down"}));
     // The counters as the lab ends, for `vemu report` afterwards.
-    if let Ok(v) = ctl.lock().unwrap().stats() {
+    if let Ok(v) = ctl.locked().stats() {
         let _ = std::fs::write(paths.log_dir().join("stats-final.json"), serde_json::to_vec_pretty(&v).unwrap_or_default());
     }
-    let result = call(ctl.lock().unwrap().worker.as_mut(), WorkerRequest::Teardown).map(|_| ()).map_err(|e| e.to_string());
+    let result = call(ctl.locked().worker.as_mut(), WorkerRequest::Teardown).map(|_| ()).map_err(|e| e.to_string());
     // The lab is gone: its name is free before `down` hears so (an `up` right after works).
     name.release();
     if let Some(tx) = reply_to {

@@ -12,6 +12,7 @@ use vemu_engine::{bucket_quantile_ns, DirStats, DELAY_BUCKETS_NS};
 pub use vemu_scenario::FidelityThresholds;
 
 use crate::worker::TapQueue;
+use crate::LockExt;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -270,7 +271,7 @@ pub(crate) fn start(ctl: std::sync::Arc<std::sync::Mutex<crate::lab::Controller>
         let mut t_before = 0u64;
         let mut was = Verdict::Ok;
         while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(WINDOW) {
-            let mut c = ctl.lock().unwrap();
+            let mut c = ctl.locked();
             let Ok(counters) = c.counters() else { continue };
             let taps = c.tap_queues().unwrap_or_else(|e| {
                 eprintln!("fidelity monitor: reading the TAP counters: {e}");

@@ -16,6 +16,7 @@ use vemu_scenario::Plan;
 
 use crate::background::Background;
 use crate::lab::Controller;
+use crate::LockExt;
 
 /// The members of one wireless segment, moving.
 pub(crate) struct Movers {
@@ -104,14 +105,14 @@ impl Controller {
 
 /// The thread that advances positions (none without wireless segments).
 pub(crate) fn start(ctl: Arc<Mutex<Controller>>, clock: LabClock) -> Background {
-    let any = !ctl.lock().unwrap().movers.is_empty();
+    let any = !ctl.locked().movers.is_empty();
     Background::spawn("vemu-mobility", any, move |stop| run(ctl, clock, stop))
 }
 
 fn run(ctl: Arc<Mutex<Controller>>, clock: LabClock, stop: Receiver<()>) {
     loop {
         let now = clock.now_ns();
-        let Some(next) = ctl.lock().unwrap().radio_ticks(now) else { return };
+        let Some(next) = ctl.locked().radio_ticks(now) else { return };
         let wait = next.saturating_sub(clock.now_ns());
         match stop.recv_timeout(Duration::from_nanos(wait)) {
             Err(RecvTimeoutError::Timeout) => {}

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use vemu_host::{LabPaths, NodeEntry};
+use crate::LockExt;
 
 /// Times a failing command is started again before giving up.
 const MAX_RESTARTS: u32 = 3;
@@ -109,7 +110,7 @@ impl Supervisor {
             .name("vemu-supervise".into())
             .spawn(move || {
                 while !s.load(Ordering::Relaxed) {
-                    tick(&paths, &mut p.lock().unwrap());
+                    tick(&paths, &mut p.locked());
                     std::thread::sleep(POLL);
                 }
             })
@@ -121,14 +122,14 @@ impl Supervisor {
     /// then SIGKILL after `grace`).
     pub fn stop_node(&self, paths: &LabPaths, node: &str, grace: Duration) {
         {
-            let mut procs = self.procs.lock().unwrap();
+            let mut procs = self.procs.locked();
             for p in procs.iter_mut().filter(|p| p.status.node == node) {
                 p.restart_at = None;
                 p.status.state = ProcState::Stopped;
             }
         }
         vemu_host::kill_processes(&[paths.netns(node)], grace);
-        let mut procs = self.procs.lock().unwrap();
+        let mut procs = self.procs.locked();
         for p in procs.iter_mut().filter(|p| p.status.node == node) {
             if let Some(mut c) = p.child.take() {
                 let _ = c.kill();
@@ -142,7 +143,7 @@ impl Supervisor {
 
     /// Start the commands of a stopped node again (with a fresh restart budget).
     pub fn start_node(&self, paths: &LabPaths, node: &str) {
-        let mut procs = self.procs.lock().unwrap();
+        let mut procs = self.procs.locked();
         for p in procs.iter_mut().filter(|p| p.status.node == node && p.child.is_none()) {
             p.status.restarts = 0;
             p.status.state = ProcState::Done;
@@ -153,7 +154,7 @@ impl Supervisor {
     }
 
     pub fn status(&self) -> Vec<ProcStatus> {
-        self.procs.lock().unwrap().iter().map(|p| p.status.clone()).collect()
+        self.procs.locked().iter().map(|p| p.status.clone()).collect()
     }
 
     /// Stop watching; the processes themselves are ended with their namespaces.
@@ -162,7 +163,7 @@ impl Supervisor {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        for p in self.procs.lock().unwrap().iter_mut() {
+        for p in self.procs.locked().iter_mut() {
             if let Some(mut c) = p.child.take() {
                 let _ = c.kill();
                 let _ = c.wait();
@@ -183,14 +184,14 @@ static WAITED: Mutex<Vec<u32>> = Mutex::new(Vec::new());
 /// Spawn a child that the caller will wait for, so that the orphan reaper leaves it be;
 /// call [`forget_waited`] once it is waited for.
 pub fn spawn_waited(cmd: &mut Command) -> std::io::Result<Child> {
-    let mut w = WAITED.lock().unwrap();
+    let mut w = WAITED.locked();
     let c = cmd.spawn()?;
     w.push(c.id());
     Ok(c)
 }
 
 pub fn forget_waited(pid: u32) {
-    WAITED.lock().unwrap().retain(|&p| p != pid);
+    WAITED.locked().retain(|&p| p != pid);
 }
 
 /// Reap the controller's children that nobody waits for: processes of nodes orphaned
@@ -207,7 +208,7 @@ fn reap_orphans(procs: &[Proc]) {
         return;
     }
     let me = std::process::id();
-    let waited = WAITED.lock().unwrap();
+    let waited = WAITED.locked();
     let known: Vec<u32> = procs.iter().filter_map(|p| p.child.as_ref().map(|c| c.id())).chain(waited.iter().copied()).collect();
     let Ok(dir) = std::fs::read_dir("/proc") else { return };
     for pid in dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok()) {

@@ -14,6 +14,7 @@ use vemu_scenario::{EventAction, EventTarget, TimedEvent};
 
 use crate::background::Background;
 use crate::lab::Controller;
+use crate::LockExt;
 
 /// One firing: event `idx`, its repetition `rep`, and for ramps the step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -56,7 +57,7 @@ fn run(ctl: Arc<Mutex<Controller>>, events: Vec<TimedEvent>, clock: LabClock, st
         }
         if let Err(m) = apply(&ctl, e, f) {
             eprintln!("timeline: events[{}] at {} ns: {m}", f.idx, f.t_ns);
-            ctl.lock().unwrap().emit(json!({"type": "warning", "message": format!("timeline events[{}]: {m}", f.idx)}));
+            ctl.locked().emit(json!({"type": "warning", "message": format!("timeline events[{}]: {m}", f.idx)}));
         }
     }
 }
@@ -85,7 +86,7 @@ fn following(e: &TimedEvent, f: &Firing) -> Vec<(u64, u64, Option<u64>)> {
 }
 
 fn apply(ctl: &Arc<Mutex<Controller>>, e: &TimedEvent, f: Firing) -> Result<(), String> {
-    let mut c = ctl.lock().unwrap();
+    let mut c = ctl.locked();
     c.emit(json!({"type": "timeline", "event": f.idx, "t_ns": f.t_ns, "repetition": f.rep, "step": f.step}));
     let set = |c: &mut Controller, spec: &str, dir, patch: ImpairmentsPatch| c.link_set(spec, dir, patch).map_err(|e| e.to_string());
     match (&e.target, &e.action) {

@@ -14,6 +14,7 @@ use vemu_scenario::Plan;
 
 use crate::supervise::{ProcStatus, Supervisor};
 use crate::derive_seed;
+use crate::LockExt;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum WorkerRequest {
@@ -126,14 +127,14 @@ impl LocalWorker {
                     let tx = tx;
                     loop {
                         let i = next.fetch_add(1, Ordering::Relaxed);
-                        if i >= total || first_error.lock().unwrap().is_some() {
+                        if i >= total || first_error.locked().is_some() {
                             break;
                         }
                         match vemu_host::create_node(&paths, &plan.nodes[i], &template) {
-                            Ok(fds) => *taps[i].lock().unwrap() = Some(fds),
+                            Ok(fds) => *taps[i].locked() = Some(fds),
                             Err(e) => {
                                 let e = e.context(format!("creating node '{}'", plan.nodes[i].name));
-                                first_error.lock().unwrap().get_or_insert(e);
+                                first_error.locked().get_or_insert(e);
                             }
                         }
                         done.fetch_add(1, Ordering::Relaxed);
