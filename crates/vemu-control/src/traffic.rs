@@ -72,6 +72,9 @@ impl Controller {
         if !(r.rate_pps.is_finite() && r.rate_pps > 0.0 && r.rate_pps <= 1e6) {
             return Err(LabError::invalid(format!("rate must be between 0 and 1000000 packets/s, got {}", r.rate_pps)));
         }
+        if self.flows.len() >= (u16::MAX - FIRST_PORT) as usize {
+            return Err(LabError::invalid(format!("a lab runs at most {} traffic flows (one UDP port each from {FIRST_PORT})", u16::MAX - FIRST_PORT)));
+        }
         let to = &self.plan.nodes[ti];
         let addr = match r.to_addr {
             Some(a) => a,

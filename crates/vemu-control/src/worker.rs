@@ -160,6 +160,7 @@ impl LocalWorker {
                 taps[e.node][e.iface].take().ok_or_else(|| anyhow!("interface {} was not created", plan.endpoint_name(e)))
             };
             specs.push(LinkSpec {
+                mtu: plan.nodes[l.a.node].ifaces[l.a.iface].mtu,
                 a: take(l.a)?,
                 b: take(l.b)?,
                 forward: l.forward.clone(),
@@ -176,6 +177,7 @@ impl LocalWorker {
                 let e = m.end;
                 let fd = taps[e.node][e.iface].take().ok_or_else(|| anyhow!("interface {} was not created", plan.endpoint_name(e)))?;
                 members.push(MemberSpec {
+                    mtu: plan.nodes[e.node].ifaces[e.iface].mtu,
                     fd,
                     vlan: m.vlan,
                     egress: m.egress.clone(),

@@ -70,6 +70,10 @@ pub struct LinkConfig {
     pub reverse: Impairments,
     /// Seeds of the forward and reverse random generators.
     pub seeds: [u64; 2],
+    /// MTU of the interfaces at both ends (bytes of IP packet): a direction without an
+    /// `mtu` impairment of its own drops larger frames (a node may raise its interface's
+    /// MTU; the emulated wire does not follow). 0: no limit.
+    pub mtu: u32,
 }
 
 /// One port of a segment.
@@ -82,6 +86,8 @@ pub struct MemberConfig {
     pub ingress: Impairments,
     /// Seeds of the egress and ingress random generators.
     pub seeds: [u64; 2],
+    /// MTU of the member's interface, as [`LinkConfig::mtu`].
+    pub mtu: u32,
 }
 
 /// A LAN segment (a learning switch) or, with `radio`, a wireless segment.
@@ -189,6 +195,8 @@ struct LinkState {
     dirs: [LinkDir; 2],
     /// Indices into the core's counters, per direction.
     counters: [u32; 2],
+    /// Interface MTU (0: none), for directions without their own.
+    mtu: u32,
 }
 
 struct MemberState {
@@ -196,6 +204,7 @@ struct MemberState {
     /// Egress (to the switch), ingress (from the switch).
     dirs: [LinkDir; 2],
     counters: [u32; 2],
+    mtu: u32,
 }
 
 struct SegState {
@@ -303,7 +312,7 @@ pub fn is_routing(eth: &[u8]) -> bool {
 /// super-frame where per-frame impairments or the rate need it, and put every copy that
 /// survives into `out`. The frame's bytes are shared, not copied, unless it is split or
 /// corrupted.
-fn impair(d: &mut LinkDir, c: &DirCounters, now: u64, frame: Frame, out: &mut Vec<Accepted>) {
+fn impair(d: &mut LinkDir, c: &DirCounters, iface_mtu: u32, now: u64, frame: Frame, out: &mut Vec<Accepted>) {
     let hdr = VnetHdr::parse(&frame);
     let eth = &frame[VNET_HDR_LEN..];
     let g = if hdr.gso_type != 0 { gso::tcp_gso(&hdr, eth) } else { None };
@@ -311,7 +320,8 @@ fn impair(d: &mut LinkDir, c: &DirCounters, now: u64, frame: Frame, out: &mut Ve
     c.rx_frames.fetch_add(frames as u64, Relaxed);
     c.rx_bytes.fetch_add(bytes, Relaxed);
     let imp = d.impairments();
-    if let (None, Some(mtu)) = (&g, imp.mtu) {
+    let mtu = imp.mtu.or((iface_mtu > 0).then_some(iface_mtu));
+    if let (None, Some(mtu)) = (&g, mtu) {
         if eth.len() > mtu as usize + 14 + if eth.get(12..14) == Some(&[0x81, 0]) { 4 } else { 0 } {
             c.drop_mtu.fetch_add(1, Relaxed);
             return;
@@ -412,7 +422,7 @@ impl Core {
         let ports = [self.port(Owner::Link { link, side: 0 }), self.port(Owner::Link { link, side: 1 })];
         let counters = [self.counter(), self.counter()];
         let dirs = [LinkDir::new(cfg.forward, cfg.seeds[0]), LinkDir::new(cfg.reverse, cfg.seeds[1])];
-        self.links.push(LinkState { ports, dirs, counters });
+        self.links.push(LinkState { ports, dirs, counters, mtu: cfg.mtu });
         ports
     }
 
@@ -424,7 +434,7 @@ impl Core {
         for (i, m) in cfg.members.into_iter().enumerate() {
             let port = self.port(Owner::Member { seg, member: i as u32 });
             let counters = [self.counter(), self.counter()];
-            members.push(MemberState { port, dirs: [LinkDir::new(m.egress, m.seeds[0]), LinkDir::new(m.ingress, m.seeds[1])], counters });
+            members.push(MemberState { port, dirs: [LinkDir::new(m.egress, m.seeds[0]), LinkDir::new(m.ingress, m.seeds[1])], counters, mtu: m.mtu });
         }
         let capacity = cfg.capacity_bps.map(|rate| LinkDir::new(Impairments { rate_bps: Some(rate), ..Default::default() }, 0));
         let radio = cfg.radio.map(|(mc, pos)| {
@@ -500,7 +510,7 @@ impl Core {
                 // Frames read at side a travel forward (dir 0) to side b, and vice versa.
                 let l = &mut self.links[link as usize];
                 let dir = side as usize;
-                impair(&mut l.dirs[dir], &self.counters[l.counters[dir] as usize], now, frame, &mut acc);
+                impair(&mut l.dirs[dir], &self.counters[l.counters[dir] as usize], l.mtu, now, frame, &mut acc);
                 let action = Action::Write { port: l.ports[1 - dir], counter: l.counters[dir] };
                 for a in acc.drain(..) {
                     self.push(a, action);
@@ -508,7 +518,7 @@ impl Core {
             }
             Owner::Member { seg, member } => {
                 let m = &mut self.segments[seg as usize].members[member as usize];
-                impair(&mut m.dirs[0], &self.counters[m.counters[0] as usize], now, frame, &mut acc);
+                impair(&mut m.dirs[0], &self.counters[m.counters[0] as usize], m.mtu, now, frame, &mut acc);
                 for a in acc.drain(..) {
                     self.push(a, Action::Switch { seg, member });
                 }
@@ -670,7 +680,7 @@ impl Core {
             self.capture(port, t, false, CapturePoint::Before, &frame);
         }
         let m = &mut self.segments[seg as usize].members[member as usize];
-        impair(&mut m.dirs[1], &self.counters[m.counters[1] as usize], t, frame, acc);
+        impair(&mut m.dirs[1], &self.counters[m.counters[1] as usize], m.mtu, t, frame, acc);
         let action = Action::Write { port: m.port, counter: m.counters[1] };
         for a in acc.drain(..) {
             self.push(a, action);

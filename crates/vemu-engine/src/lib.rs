@@ -38,6 +38,8 @@ pub struct LinkSpec {
     pub reverse: Impairments,
     /// Seeds of the forward and reverse random generators.
     pub seeds: [u64; 2],
+    /// MTU of both ends' interfaces (see [`core::LinkConfig::mtu`]).
+    pub mtu: u32,
 }
 
 /// A switched LAN segment (or, with `radio`, a wireless one) to emulate.
@@ -61,6 +63,8 @@ pub struct MemberSpec {
     pub ingress: Impairments,
     /// Seeds of the egress and ingress random generators.
     pub seeds: [u64; 2],
+    /// MTU of the member's interface.
+    pub mtu: u32,
 }
 
 /// An interface to capture on: a link end (`Target::Link`, side 0 = a, 1 = b) or a
@@ -100,7 +104,7 @@ impl Engine {
             let s = lightest(&cores);
             let (core, fds) = &mut cores[s];
             let local = core.link_count();
-            core.add_link(LinkConfig { forward: l.forward, reverse: l.reverse, seeds: l.seeds });
+            core.add_link(LinkConfig { forward: l.forward, reverse: l.reverse, seeds: l.seeds, mtu: l.mtu });
             fds.extend([l.a, l.b]);
             link_counters.push(core.counters(Target::Link(local)));
             link_place.push((s, local));
@@ -115,7 +119,7 @@ impl Engine {
             let mut members = Vec::with_capacity(g.members.len());
             for m in g.members {
                 fds.push(m.fd);
-                members.push(MemberConfig { vlan: m.vlan, egress: m.egress, ingress: m.ingress, seeds: m.seeds });
+                members.push(MemberConfig { vlan: m.vlan, egress: m.egress, ingress: m.ingress, seeds: m.seeds, mtu: m.mtu });
             }
             let count = members.len();
             core.add_segment(SegmentConfig { members, capacity_bps: g.capacity_bps, aging_ns: g.aging_ns, radio: g.radio });

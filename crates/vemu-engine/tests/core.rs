@@ -177,14 +177,14 @@ fn link(forward: Impairments, reverse: Impairments) -> (Sim, PortId, PortId) {
 
 fn link_seeded(forward: Impairments, reverse: Impairments, seeds: [u64; 2]) -> (Sim, PortId, PortId) {
     let mut core = Core::new();
-    let [a, b] = core.add_link(LinkConfig { forward, reverse, seeds });
+    let [a, b] = core.add_link(LinkConfig { forward, reverse, seeds, mtu: 0 });
     (Sim::new(core), a, b)
 }
 
 /// A LAN of `n` members with the given per-member (egress, ingress) impairments.
 fn lan(members: Vec<(u16, Impairments, Impairments)>, capacity_bps: Option<u64>, aging_ns: u64) -> (Sim, Vec<PortId>) {
     let mut core = Core::new();
-    let members = members.into_iter().enumerate().map(|(i, (vlan, egress, ingress))| MemberConfig { vlan, egress, ingress, seeds: [2 * i as u64, 2 * i as u64 + 1] }).collect();
+    let members = members.into_iter().enumerate().map(|(i, (vlan, egress, ingress))| MemberConfig { vlan, egress, ingress, seeds: [2 * i as u64, 2 * i as u64 + 1], mtu: 0 }).collect();
     let ports = core.add_segment(SegmentConfig { members, capacity_bps, aging_ns, radio: None });
     (Sim::new(core), ports)
 }
@@ -471,6 +471,35 @@ fn mtu_drops_larger_frames_and_counts_them() {
 }
 
 #[test]
+fn the_interface_mtu_holds_without_an_mtu_impairment() {
+    // A node raised its interface's MTU to 65521 and sent a 60 KB frame: a "1500" wire
+    // must not carry it.
+    let mut core = Core::new();
+    let [a, b] = core.add_link(LinkConfig { mtu: 1500, ..Default::default() });
+    let mut s = Sim::new(core);
+    s.send(0, a, udp(1514, 1));
+    s.send(0, a, udp(60_000, 2));
+    s.finish();
+    assert_eq!(s.arrivals(b), vec![(0, 1)]);
+    assert_eq!(s.stats(Target::Link(0), 0).drop_mtu, 1);
+    // A direction's own mtu wins over the interface's.
+    let mut core = Core::new();
+    let [a, b] = core.add_link(LinkConfig { mtu: 1500, forward: Impairments { mtu: Some(9000), ..imp() }, ..Default::default() });
+    let mut s = Sim::new(core);
+    s.send(0, a, udp(9014, 1));
+    s.finish();
+    assert_eq!(s.arrivals(b).len(), 1);
+    // LAN ports too.
+    let mut core = Core::new();
+    let p = core.add_segment(SegmentConfig { members: (0..2).map(|_| MemberConfig { vlan: 1, mtu: 1500, ..Default::default() }).collect(), capacity_bps: None, aging_ns: MS, radio: None });
+    let mut s = Sim::new(core);
+    s.send(0, p[0], eth([0xff; 6], mac(10), 4000, 1));
+    s.finish();
+    assert!(s.out.is_empty());
+    assert_eq!(s.stats(Target::Member(0, 0), 0).drop_mtu, 1);
+}
+
+#[test]
 fn patch_mid_stream_keeps_scheduled_frames() {
     let (mut s, a, b) = link(delay(10 * MS), imp());
     s.send(0, a, udp(64, 0));
@@ -659,8 +688,8 @@ fn random_bytes_never_break_the_core() {
         ..imp()
     };
     let mut core = Core::new();
-    core.add_link(LinkConfig { forward: imp(), reverse: hard.clone(), seeds: [1, 2] });
-    core.add_link(LinkConfig { forward: hard.clone(), reverse: rate(1_000_000), seeds: [3, 4] });
+    core.add_link(LinkConfig { forward: imp(), reverse: hard.clone(), seeds: [1, 2], mtu: 1500 });
+    core.add_link(LinkConfig { forward: hard.clone(), reverse: rate(1_000_000), seeds: [3, 4], mtu: 0 });
     core.add_segment(SegmentConfig { members: (0..4).map(|_| MemberConfig { vlan: 1, egress: hard.clone(), ..Default::default() }).collect(), capacity_bps: Some(1_000_000_000), aging_ns: MS, radio: None });
     let cfg = MediumConfig { model: Model::UnitDisk { range_m: 250.0 }, radio: Radio::default(), rate_bps: 11_000_000, preamble_ns: 192 * US, carrier_sense_m: 550.0, csma: true, queue_frames: 50, seed: 1 };
     core.add_segment(SegmentConfig { members: (0..3).map(|_| MemberConfig { vlan: 1, ..Default::default() }).collect(), capacity_bps: None, aging_ns: MS, radio: Some((cfg, vec![Pos::new(0.0, 0.0), Pos::new(100.0, 0.0), Pos::new(200.0, 0.0)])) });
