@@ -509,7 +509,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let ctrl_c = async {
                 let _ = tokio::signal::ctrl_c().await;
             };
-            client.stream_to(&format!("/v1/capture?{q}"), &mut out, ctrl_c)?;
+            // A full disk (or a closed reader) ends this capture only: the controller
+            // drops its copies once we are gone, and the lab runs on.
+            client.stream_to(&format!("/v1/capture?{q}"), &mut out, ctrl_c).with_context(|| format!("the capture to {write} stopped (the lab runs on)"))?;
         }
         Cmd::Node { cmd } => {
             let (node, lab, verb, body) = match cmd {

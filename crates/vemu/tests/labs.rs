@@ -398,3 +398,31 @@ fn one_name_one_lab_and_clean_spares_a_lab_coming_up() {
     drop(lab);
     assert!(!std::path::Path::new("/run/vemu/t-dup.lock").exists(), "down gave the name up");
 }
+
+/// A full disk stops a capture with a message, and the lab runs on (issue 13).
+#[test]
+fn a_full_disk_stops_the_capture_not_the_lab() {
+    let _g = serial();
+    let lab = Lab::up("t-full", &chain("t-full", &[1.0], ""));
+    let dir = std::env::temp_dir().join("vemu-tests").join("small-disk");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mounted = std::process::Command::new("mount").args(["-t", "tmpfs", "-o", "size=64k", "vemu-test", dir.to_str().unwrap()]).status().unwrap();
+    assert!(mounted.success());
+    let file = dir.join("cap.pcapng");
+    let cap = std::process::Command::new(env!("CARGO_BIN_EXE_vemu"))
+        .args(["capture", "--lab", "t-full", "n1:eth0", "-w", file.to_str().unwrap()])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // 2000 pings of 1000 bytes: far more than 64 KiB of capture.
+    lab.exec("n1", &["ping", "-q", "-c", "2000", "-i", "0.002", "-s", "1000", "n2"]);
+    let out = cap.wait_with_output().unwrap();
+    let _ = std::process::Command::new("umount").arg(&dir).status();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("stopped (the lab runs on)") && err.contains("No space left on device"), "{err}");
+    // The lab runs on.
+    let o = lab.exec("n1", &["ping", "-c", "3", "-i", "0.2", "n2"]);
+    assert!(o.status.success(), "{}", text(&o));
+}
