@@ -107,7 +107,7 @@ impl LocalWorker {
         let hosts: String = std::iter::once("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n".to_string())
             .chain(plan.hosts.iter().map(|(a, n)| format!("{a}\t{n}\n")))
             .collect();
-        vemu_host::prepare_lab(&paths, &hosts, &plan.nodes)?;
+        vemu_host::prepare_lab(&paths, &hosts, &plan.nodes, plan.storage_bytes)?;
         self.lab = Some(paths.clone());
         self.sizes = plan.segments.iter().map(|g| g.members.len()).collect();
         self.ifaces = plan.nodes.iter().map(|n| (n.name.clone(), n.ifaces.iter().map(|i| i.name.clone()).collect())).collect();

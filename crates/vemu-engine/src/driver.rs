@@ -125,29 +125,31 @@ fn close_all(fds: Vec<OwnedFd>) {
     });
 }
 
-/// Environment variable that keeps the engine's threads at normal (time-sharing)
-/// priority: `VEMU_ENGINE_PRIORITY=normal`.
+/// Environment variable of `vemu up` that chooses the shards' priority:
+/// `VEMU_ENGINE_PRIORITY=realtime` for SCHED_FIFO (see [`keep_the_schedule`]).
 pub const PRIORITY_ENV: &str = "VEMU_ENGINE_PRIORITY";
-/// Real-time priority of the shards (SCHED_FIFO, 1..99): above ordinary programs, below
-/// the kernel's own real-time threads.
+/// Real-time priority of the shards when asked for (SCHED_FIFO, 1..99): above ordinary
+/// programs, below the kernel's own real-time threads.
 const FIFO_PRIORITY: i32 = 10;
 
-/// Give the calling shard thread the priority it needs to keep the schedule. When it
-/// shares a core with the nodes' programs it must run the moment a frame is due, or
-/// frames are late by the others' time slices. Measured on this 2-core machine (12
-/// nodes, 6 links at 500 pings/s from the moment `up` returns, 4 runs each): at
-/// niceness −10, 20–36 frames per run over 200 µs late, up to 2.5 ms, mostly while the
-/// nodes' processes start; with SCHED_FIFO, none in 3 runs of 4 (17 in the first
-/// 100 ms of the fourth, at most 0.57 ms). Linux keeps 5% of every second for other
-/// threads (`kernel.sched_rt_runtime_us`), so a saturated shard cannot lock the machine
-/// up. Where real-time priority is not allowed (no CAP_SYS_NICE, a cgroup without
-/// real-time budget) or `VEMU_ENGINE_PRIORITY=normal` asks for it, niceness −10 (or the
-/// default, without privilege).
+/// Give the calling shard thread the priority it needs to keep the schedule: when it
+/// shares a core with the nodes' programs it must win, or frames are late by their time
+/// slices. By default niceness −10 (~10× a normal process's weight; it sleeps whenever
+/// nothing is due; without privilege the call fails and the default stays).
+///
+/// `VEMU_ENGINE_PRIORITY=realtime` asks for SCHED_FIFO instead. Measured on this 2-core
+/// machine: it removes the lateness of the start-up burst (12 nodes, 6 links at 500
+/// pings/s from the moment `up` returns: 20–36 frames per run over 200 µs late, up to
+/// 2.5 ms, at niceness −10; none in 3 runs of 4 at SCHED_FIFO), but the shard's spinning
+/// before deadlines then holds its core against everything else: a 100 Mbit/s link (a
+/// deadline every 120 µs) lost 1–4% of its TCP goodput, and a shard busy for a whole
+/// second is throttled by Linux for 50 ms (`kernel.sched_rt_runtime_us`), which showed
+/// as frames 50 ms late. Hence opt-in, for light loads that need the tightest timing.
 fn keep_the_schedule() {
-    let normal = std::env::var(PRIORITY_ENV).is_ok_and(|v| v == "normal");
+    let realtime = std::env::var(PRIORITY_ENV).is_ok_and(|v| v == "realtime");
     let p = libc::sched_param { sched_priority: FIFO_PRIORITY };
     // SAFETY: sched_setscheduler on the calling thread (0) with a valid sched_param.
-    if normal || unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) } != 0 {
+    if !realtime || unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) } != 0 {
         // SAFETY: setpriority on this thread (its tid) with an integer niceness.
         unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, -10) };
     }

@@ -147,12 +147,14 @@ fn raise_host_limits() -> Result<()> {
 }
 
 /// Prepare the lab's directories and its `/etc/hosts`. Fails if the lab exists.
-pub fn prepare_lab(paths: &LabPaths, hosts: &str, nodes: &[NodePlan]) -> Result<()> {
+pub fn prepare_lab(paths: &LabPaths, hosts: &str, nodes: &[NodePlan], storage_bytes: u64) -> Result<()> {
     raise_host_limits()?;
     make_shared_dir(NETNS_DIR)?;
     make_shared_dir(STATE_DIR)?;
     fs::create_dir(&paths.dir).with_context(|| format!("creating {}", paths.dir.display()))?;
-    mount(Some("vemu"), &paths.dir, Some("tmpfs"), MsFlags::MS_NOSUID | MsFlags::MS_NODEV, Some("mode=0755"))
+    // Sized: a node that fills its /var/log fills the lab's allowance, not the machine's memory.
+    let options = format!("mode=0755,size={storage_bytes}");
+    mount(Some("vemu"), &paths.dir, Some("tmpfs"), MsFlags::MS_NOSUID | MsFlags::MS_NODEV, Some(options.as_str()))
         .with_context(|| format!("mounting a tmpfs on {}", paths.dir.display()))?;
     for d in ["uts", "netns", "mnt"] {
         fs::create_dir(paths.dir.join(d))?;

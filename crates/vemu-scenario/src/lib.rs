@@ -38,6 +38,19 @@ pub struct Plan {
     /// When the data plane's measured lateness makes results doubtful.
     #[serde(default)]
     pub fidelity: FidelityThresholds,
+    /// Size of the lab's tmpfs: what all its nodes may write under /etc, /var/lib,
+    /// /var/log and /run together, bytes (scenario key `storage`).
+    #[serde(default = "default_storage")]
+    pub storage_bytes: u64,
+}
+
+/// Default size of a lab's tmpfs (nodes' private files), bytes.
+pub const DEFAULT_STORAGE_BYTES: u64 = 1 << 30;
+/// Smallest one a scenario may ask for.
+pub const MIN_STORAGE_BYTES: u64 = 16 << 20;
+
+fn default_storage() -> u64 {
+    DEFAULT_STORAGE_BYTES
 }
 
 /// Thresholds of the fidelity monitor: a frame written more than `late_ns` after its

@@ -27,6 +27,8 @@ pub struct Scenario {
     pub addressing_mark: Mark,
     pub static_routing: bool,
     pub fidelity: crate::FidelityThresholds,
+    /// Size of the lab's tmpfs (what the nodes write under /etc, /var/lib, /var/log, /run), bytes.
+    pub storage_bytes: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -1091,7 +1093,7 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, base: Option<&
         }
     };
     let mut p = P { errors: Vec::new() };
-    let top = p.map(&root, "", &["name", "seed", "defaults", "nodes", "links", "segments", "events", "addressing", "routing", "fidelity"]);
+    let top = p.map(&root, "", &["name", "seed", "defaults", "nodes", "links", "segments", "events", "addressing", "routing", "fidelity", "storage"]);
     let get = |k: &str| top.iter().find(|(key, ..)| *key == k).map(|(_, m, n)| (*m, *n));
 
     let name = match (name_override, get("name")) {
@@ -1282,8 +1284,16 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, base: Option<&
             p.err(n.mark, "fidelity", "'invalid' must be at least 'degraded'");
         }
     }
+    let storage_bytes = get("storage")
+        .and_then(|(_, n)| {
+            p.scalar(n, "storage", |s| match units::size_bytes(s) {
+                Ok(b) if b < crate::MIN_STORAGE_BYTES => Err(format!("storage must be at least 16MiB, got '{s}'")),
+                r => r,
+            })
+        })
+        .unwrap_or(crate::DEFAULT_STORAGE_BYTES);
     if p.errors.is_empty() {
-        Ok(Scenario { name, seed, nodes, links, segments, events, addressing, addressing_mark, static_routing, fidelity })
+        Ok(Scenario { name, seed, nodes, links, segments, events, addressing, addressing_mark, static_routing, fidelity, storage_bytes })
     } else {
         Err(p.errors)
     }

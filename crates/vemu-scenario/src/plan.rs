@@ -266,7 +266,7 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
         addrs.sort_by_key(|a| a.is_ipv6());
         hosts.extend(addrs.into_iter().map(|a| (a, n.name.clone())));
     }
-    let mut plan = Plan { name: s.name.clone(), seed: s.seed, nodes, links, segments, events: Vec::new(), hosts, fidelity: s.fidelity.clone() };
+    let mut plan = Plan { name: s.name.clone(), seed: s.seed, nodes, links, segments, events: Vec::new(), hosts, fidelity: s.fidelity.clone(), storage_bytes: s.storage_bytes };
     crate::template::render_node_files(s, &mut plan, &mut errors);
     // Timeline: names must exist in the plan.
     for e in &s.events {

@@ -255,6 +255,14 @@ fn delays_and_rates_that_would_overflow_are_refused() {
 }
 
 #[test]
+fn the_labs_storage_has_a_size() {
+    assert_eq!(ok("nodes: {a: {}}\n").storage_bytes, vemu_scenario::DEFAULT_STORAGE_BYTES);
+    assert_eq!(ok("nodes: {a: {}}\nstorage: 64MiB\n").storage_bytes, 64 << 20);
+    let m = one_error("nodes: {a: {}}\nstorage: 1KiB\n");
+    assert!(m.contains("t.yaml:2:10: storage: storage must be at least 16MiB"), "{m}");
+}
+
+#[test]
 fn names_that_fail_at_up_are_caught_by_check() {
     let m = one_error("nodes:\n  a:\n    files:\n      /etc/t/x: a\n      /etc/t/x/y: b\n");
     assert!(m.contains("t.yaml:5:7: nodes.a.files./etc/t/x/y: '/etc/t/x' is also a file of this node"), "{m}");

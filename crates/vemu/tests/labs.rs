@@ -222,7 +222,7 @@ fn labs_side_by_side() {
     // The same name cannot run twice.
     let path = write_scenario("t-side-a", &chain("t-side-a", &[1.0], ""));
     let o = vemu(&["up", path.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(2), "a lab name in use is a mistake in the input");
     assert!(text(&o).contains("already running"), "{}", text(&o));
 }
 
@@ -425,4 +425,21 @@ fn a_full_disk_stops_the_capture_not_the_lab() {
     // The lab runs on.
     let o = lab.exec("n1", &["ping", "-c", "3", "-i", "0.2", "n2"]);
     assert!(o.status.success(), "{}", text(&o));
+}
+
+/// Audit: a node writing 300 MB into its /var/log grew the machine's memory without
+/// bound. The lab's tmpfs has a size (`storage:`); the node's write fails, the lab runs on.
+#[test]
+fn a_node_cannot_fill_the_machines_memory() {
+    let _g = serial();
+    let lab = Lab::up("t-storage", &format!("{}storage: 32MiB\n", chain("t-storage", &[1.0], "")));
+    let (code, _) = lab.sh("n1", "dd if=/dev/zero of=/var/log/big bs=1M count=300 2>/tmp/dd.err; echo $? > /var/log/dd.code; cat /tmp/dd.err >&2");
+    let (_, size) = lab.sh("n1", "stat -c %s /var/log/big");
+    let bytes: u64 = size.trim().parse().unwrap_or(u64::MAX);
+    assert!(bytes < 32 << 20, "the node wrote {bytes} bytes (dd exit {code})");
+    let o = lab.exec("n1", &["ping", "-c", "2", "-i", "0.2", "n2"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let df = std::process::Command::new("df").args(["--output=size", "-B1", "/run/vemu/t-storage"]).output().unwrap();
+    let total: u64 = String::from_utf8_lossy(&df.stdout).lines().nth(1).unwrap().trim().parse().unwrap();
+    assert_eq!(total, 32 << 20);
 }
