@@ -179,13 +179,21 @@ fn pids_of(pattern: &str) -> Vec<u32> {
 fn kill_9_then_clean_leaves_nothing() {
     let _g = serial();
     let name = "t-crash";
-    let yaml = "name: t-crash\nnodes:\n  a: {run: ['sleep 7777', 'iperf3 -s -D']}\n  b: {}\nlinks:\n  - {endpoints: [a, b], delay: 1ms}\n";
+    // Traffic flows when the controller (and its engine threads) die: 500 pings/s.
+    let yaml = "name: t-crash\nnodes:\n  a: {run: ['sleep 7777', 'iperf3 -s -D', 'ping -q -i 0.002 b']}\n  b: {}\nlinks:\n  - {endpoints: [a, b], delay: 1ms}\n";
     let path = write_scenario(name, yaml);
     let o = vemu(&["up", path.to_str().unwrap()]);
     assert!(o.status.success(), "{}", text(&o));
     let status: serde_json::Value = serde_json::from_slice(&vemu(&["status", "--lab", name, "--json"]).stdout).unwrap();
     let pid = status["pid"].as_u64().unwrap() as i32;
     assert!(!pids_of("sleep 7777").is_empty());
+    // The controller is a daemon: its own session, not a child of `vemu up`.
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat.rsplit(')').next().unwrap().split_whitespace().collect();
+    assert_eq!(fields[3], pid.to_string(), "the controller leads its own session: {stat}");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let before: serde_json::Value = serde_json::from_slice(&vemu(&["status", "--lab", name, "--json"]).stdout).unwrap();
+    assert!(before["links"][0]["forward"]["stats"]["tx_frames"].as_u64().unwrap() > 50, "traffic flows: {}", before["links"][0]);
     assert!(std::process::Command::new("kill").args(["-9", &pid.to_string()]).status().unwrap().success());
     std::thread::sleep(std::time::Duration::from_millis(300));
     let o = vemu(&["ls"]);
@@ -195,6 +203,8 @@ fn kill_9_then_clean_leaves_nothing() {
     assert!(lab_netns(name).is_empty(), "namespaces remain");
     assert!(pids_of("sleep 7777").is_empty(), "node processes remain");
     assert!(!std::path::Path::new("/run/vemu").join(name).exists());
+    assert!(!std::path::Path::new("/run/vemu/t-crash.lock").exists(), "clean frees the crashed lab's name");
+    assert!(pids_of("ping -q -i 0.002 b").is_empty(), "the traffic's processes are gone");
     // Killed: gone, or a zombie waiting for init to reap it (it holds nothing).
     let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let state = state.rsplit(')').next().unwrap_or("").trim_start().chars().next();
