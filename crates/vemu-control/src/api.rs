@@ -325,7 +325,7 @@ async fn exec(State(app): AppState, Path(node): Path<String>, body: Bytes) -> Re
         let out: [Arc<Mutex<(Vec<u8>, u64)>>; 2] = Default::default();
         let bufs = out.clone();
         let (code, timed_out) = run_child(child, input, timeout, move |k, b| {
-            let mut o = bufs[k].lock().unwrap_or_else(|e| e.into_inner());
+            let mut o = bufs[k].locked();
             let room = (cap as usize).saturating_sub(o.0.len());
             o.0.extend_from_slice(&b[..b.len().min(room)]);
             o.1 += b.len() as u64;
@@ -333,7 +333,7 @@ async fn exec(State(app): AppState, Path(node): Path<String>, body: Bytes) -> Re
         }, move || gone.load(std::sync::atomic::Ordering::Relaxed));
         let mut truncated = false;
         let mut text = |k: usize| {
-            let o = out[k].lock().unwrap_or_else(|e| e.into_inner());
+            let o = out[k].locked();
             let mut t = String::from_utf8_lossy(&o.0).into_owned();
             if o.1 > o.0.len() as u64 {
                 truncated = true;

@@ -13,7 +13,7 @@ use rustc_hash::FxHashMap;
 use vemu_link::Impairments;
 
 use crate::clock::LabClock;
-use crate::core::{Applied, Command, Core, Event, RadioSnapshot};
+use crate::core::{Applied, Command, Core, Event, Frame, RadioSnapshot};
 use crate::gso;
 
 /// Largest frame TAP hands over: a 64 KiB super-frame plus headers.
@@ -288,12 +288,18 @@ impl Shard {
     /// Carry out what the core asks: carriers and capture copies. A capture whose
     /// reader is gone ends; a full one skips frames (the data plane never waits).
     fn events(&mut self) {
+        // Captures watching the same port get the same frame: split it into wire frames once.
+        let mut split: Option<(Frame, Vec<Vec<u8>>)> = None;
         while let Some(ev) = self.core.poll_event() {
             match ev {
                 Event::Carrier { port, up } => set_carrier(self.fds[port as usize].as_raw_fd(), up),
                 Event::Capture { capture, iface, t_ns, outgoing, frame } => {
                     let Some(tx) = self.sinks.get(&capture) else { continue };
-                    for f in gso::wire_frames(&frame) {
+                    if !split.as_ref().is_some_and(|(f, _)| Arc::ptr_eq(f, &frame)) {
+                        split = Some((frame.clone(), gso::wire_frames(&frame)));
+                    }
+                    let wire = &split.as_ref().expect("just set").1;
+                    for f in wire.iter().cloned() {
                         if let Err(TrySendError::Disconnected(_)) = tx.try_send(Captured { t_ns, iface, outgoing, frame: f }) {
                             self.sinks.remove(&capture);
                             self.core.apply(Command::Uncapture(capture));

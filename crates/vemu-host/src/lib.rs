@@ -545,32 +545,41 @@ impl LabLock {
             }
             // The owner before us may have removed the file between our open and our
             // lock: then we hold a file nobody else can find, so try again.
-            if fs::metadata(&path).is_ok_and(|m| m.ino() == f.metadata().map(|m| m.ino()).unwrap_or(0)) {
-                return Ok(Some(LabLock { file: f, path }));
+            let l = LabLock { file: f, path: path.clone() };
+            if l.is_at_its_path() {
+                return Ok(Some(l));
             }
         }
     }
 
-    /// Whether a live process holds lab `lab`'s name.
-    pub fn held(lab: &str) -> bool {
-        if !LabLock::path(lab).exists() {
-            return false;
-        }
-        match LabLock::try_acquire(lab) {
-            Ok(Some(l)) => {
-                l.release();
-                false
+    /// The lock, waiting up to `wait` for a holder that only looks (see [`LabLock::held`]);
+    /// `None` when another process still holds it.
+    pub fn acquire_within(lab: &str, wait: Duration) -> Result<Option<LabLock>> {
+        let until = Instant::now() + wait;
+        loop {
+            match LabLock::try_acquire(lab)? {
+                None if Instant::now() < until => std::thread::sleep(Duration::from_millis(10)),
+                r => return Ok(r),
             }
-            Ok(None) => true,
-            Err(_) => false,
         }
+    }
+
+    /// Whether the lock file's path still names the file this lock holds.
+    fn is_at_its_path(&self) -> bool {
+        let ours = self.file.metadata().map(|m| m.ino()).ok();
+        fs::metadata(&self.path).map(|m| m.ino()).ok() == ours
+    }
+
+    /// Whether a live process holds lab `lab`'s name. Looking takes the lock for an
+    /// instant (and leaves the file): an `up` at that instant waits ([`LabLock::acquire_within`]).
+    pub fn held(lab: &str) -> bool {
+        LabLock::path(lab).exists() && matches!(LabLock::try_acquire(lab), Ok(None))
     }
 
     /// Give the name up for good: remove the file, then the lock.
     pub fn release(self) {
         // Only the file we hold (never one a later owner created).
-        let ours = self.file.metadata().ok().map(|m| m.ino());
-        if fs::metadata(&self.path).ok().map(|m| m.ino()) == ours {
+        if self.is_at_its_path() {
             let _ = fs::remove_file(&self.path);
         }
     }

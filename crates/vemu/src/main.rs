@@ -596,9 +596,10 @@ fn progress_bar(total: usize) -> indicatif::ProgressBar {
 
 /// Start the lab's controller as a background process and follow it until ready.
 /// The lab's name for this process, or a clear refusal (exit 2) when another `vemu up`
-/// or a running lab holds it.
+/// or a running lab holds it (a `vemu ls` or `clean` looking at it holds it for an
+/// instant only: wait that out).
 fn lock_name(lab: &str) -> Result<vemu_host::LabLock> {
-    vemu_host::LabLock::try_acquire(lab)?.ok_or_else(|| {
+    vemu_host::LabLock::acquire_within(lab, std::time::Duration::from_millis(200))?.ok_or_else(|| {
         user(format!("lab '{lab}' is already running or being started (take it down with 'vemu down --lab {lab}', or use --name)"))
     })
 }
