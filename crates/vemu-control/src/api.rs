@@ -308,8 +308,7 @@ async fn exec(State(app): AppState, Path(node): Path<String>, body: Bytes) -> Re
         // Its own process group, so that a timeout or a client that goes away ends
         // everything the command started.
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-        entry.apply(&mut cmd);
-        let child = match crate::spawn_waited(&mut cmd) {
+        let child = match entry.spawn(&mut cmd, crate::spawn_waited) {
             Ok(c) => c,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Ok(json!({"exit": 127, "stdout": "", "stderr": format!("{}: command not found\n", argv[0]), "timed_out": false}))

@@ -84,8 +84,7 @@ pub fn spawn_to(paths: &LabPaths, node: &str, command: &str, out: std::fs::File)
         .stdin(Stdio::null())
         .stdout(out)
         .stderr(log);
-    entry.apply(&mut cmd);
-    cmd.spawn()
+    entry.spawn(&mut cmd, Command::spawn)
 }
 
 impl Supervisor {
@@ -128,7 +127,8 @@ impl Supervisor {
                 p.status.state = ProcState::Stopped;
             }
         }
-        vemu_host::kill_processes(&[paths.netns(node)], grace);
+        // The node's init stays, so that its commands can start again in its PID namespace.
+        vemu_host::kill_processes(&[paths.netns(node)], grace, true);
         let mut procs = self.procs.locked();
         for p in procs.iter_mut().filter(|p| p.status.node == node) {
             if let Some(mut c) = p.child.take() {

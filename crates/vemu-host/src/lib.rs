@@ -64,6 +64,10 @@ impl LabPaths {
     pub fn mnt(&self, node: &str) -> PathBuf {
         self.dir.join("mnt").join(node)
     }
+    /// Where the node's PID namespace is pinned (absent for nodes with `isolation: none`).
+    pub fn pidns(&self, node: &str) -> PathBuf {
+        self.dir.join("pid").join(node)
+    }
     /// The node's private directories: `upper/` and `work/` of its overlays on
     /// [`PRIVATE_OVERLAYS`], and `run/`, its `/run`.
     pub fn node_fs(&self, node: &str) -> PathBuf {
@@ -156,7 +160,7 @@ pub fn prepare_lab(paths: &LabPaths, hosts: &str, nodes: &[NodePlan], storage_by
     let options = format!("mode=0755,size={storage_bytes}");
     mount(Some("vemu"), &paths.dir, Some("tmpfs"), MsFlags::MS_NOSUID | MsFlags::MS_NODEV, Some(options.as_str()))
         .with_context(|| format!("mounting a tmpfs on {}", paths.dir.display()))?;
-    for d in ["uts", "netns", "mnt"] {
+    for d in ["uts", "netns", "mnt", "pid"] {
         fs::create_dir(paths.dir.join(d))?;
     }
     fs::create_dir_all(paths.log_dir()).with_context(|| format!("creating {}", paths.log_dir().display()))?;
@@ -214,15 +218,19 @@ fn write_node_file(root: &Path, f: &vemu_scenario::FilePlan) -> Result<()> {
 
 /// Pin the calling thread's namespace `kind` ("net", "uts") at `target`.
 fn pin_ns(kind: &str, target: &Path) -> Result<()> {
+    pin(&format!("/proc/thread-self/ns/{kind}"), target).with_context(|| format!("pinning the {kind} namespace"))
+}
+
+/// Keep the namespace file `src` alive by bind-mounting it on a new file `target`.
+fn pin(src: &str, target: &Path) -> Result<()> {
     fs::File::options()
         .write(true)
         .create_new(true)
         .open(target)
         .with_context(|| format!("creating {}", target.display()))?;
-    let src = format!("/proc/thread-self/ns/{kind}");
-    if let Err(e) = mount(Some(src.as_str()), target, None::<&str>, MsFlags::MS_BIND, None::<&str>) {
+    if let Err(e) = mount(Some(src), target, None::<&str>, MsFlags::MS_BIND, None::<&str>) {
         let _ = fs::remove_file(target);
-        return Err(e).with_context(|| format!("pinning the {kind} namespace at {}", target.display()));
+        return Err(e).with_context(|| format!("bind-mounting {src} on {}", target.display()));
     }
     Ok(())
 }
@@ -284,10 +292,12 @@ fn enter_node_mounts(paths: &LabPaths, node: &str, template: &OwnedFd) -> Result
 }
 
 /// Create one node: its namespaces, its TAP interfaces (addressed, up), loopback
-/// addresses, routes and private filesystem view. Returns the TAP descriptors in the
+/// addresses, routes and private filesystem view; and, for a node with PIDs of its own
+/// (`own_pids`), a PID namespace whose first process is `init NODE` (the `vemu-init`
+/// program: it mounts the node's `/proc`, prints "ready" and reaps orphans). Returns the TAP descriptors in the
 /// order of `node.ifaces`. Runs on a thread of its own, since entering a namespace is
 /// per thread.
-pub fn create_node(paths: &LabPaths, node: &NodePlan, template: &OwnedFd) -> Result<Vec<OwnedFd>> {
+pub fn create_node(paths: &LabPaths, node: &NodePlan, template: &OwnedFd, init: &Path) -> Result<Vec<OwnedFd>> {
     let name = node.name.clone();
     let template = template.try_clone().context("duplicating the template descriptor")?;
     let (tid_tx, tid_rx) = std::sync::mpsc::channel::<i32>();
@@ -295,7 +305,8 @@ pub fn create_node(paths: &LabPaths, node: &NodePlan, template: &OwnedFd) -> Res
     let worker = {
         let paths = paths.clone();
         let node = node.clone();
-        std::thread::Builder::new().name(format!("mk-{}", node.name)).spawn(move || -> Result<Vec<OwnedFd>> {
+        let init = init.to_path_buf();
+        std::thread::Builder::new().name(format!("mk-{}", node.name)).spawn(move || -> Result<(Vec<OwnedFd>, Option<u32>)> {
             unshare(CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWUTS).context("creating namespaces")?;
             nix::unistd::sethostname(&node.name).context("setting the hostname")?;
             pin_ns("net", &paths.netns_pin(&node.name))?;
@@ -344,26 +355,60 @@ pub fn create_node(paths: &LabPaths, node: &NodePlan, template: &OwnedFd) -> Res
                 nl.add_route(r.dst, r.via, oif)?;
             }
             nl.flush().with_context(|| format!("adding routes of node {}", node.name))?;
-            Ok(fds)
+            let init_pid = if node.own_pids { Some(start_init(&init, &node.name)?) } else { None };
+            Ok((fds, init_pid))
         })?
     };
     if let Ok(tid) = tid_rx.recv() {
-        let pin = paths.mnt(&name);
-        let r = fs::File::options()
-            .write(true)
-            .create_new(true)
-            .open(&pin)
-            .with_context(|| format!("creating {}", pin.display()))
-            .and_then(|_| {
-                let src = format!("/proc/self/task/{tid}/ns/mnt");
-                mount(Some(src.as_str()), &pin, None::<&str>, MsFlags::MS_BIND, None::<&str>)
-                    .with_context(|| format!("pinning the mount namespace of node {name}"))
-            });
+        let r = pin(&format!("/proc/self/task/{tid}/ns/mnt"), &paths.mnt(&name)).with_context(|| format!("pinning the mount namespace of node {name}"));
         let _ = pinned_tx.send(r.is_ok());
         r?;
     }
-    worker.join().map_err(|_| anyhow!("the thread creating node {name} panicked"))?
+    let (fds, init_pid) = worker.join().map_err(|_| anyhow!("the thread creating node {name} panicked"))??;
+    if let Some(pid) = init_pid {
+        pin(&format!("/proc/{pid}/ns/pid"), &paths.pidns(&name)).with_context(|| format!("pinning the PID namespace of node {name}"))?;
+    }
+    Ok(fds)
 }
+
+/// From a thread inside the node's namespaces: make a PID namespace and start its first
+/// process, `init NODE`, which mounts the node's own `/proc` and says so.
+/// Returns its PID (in the machine's PID namespace).
+fn start_init(init: &Path, node: &str) -> Result<u32> {
+    use std::io::Read;
+    unshare(CloneFlags::CLONE_NEWPID).context("creating the node's PID namespace")?;
+    let mut child = Command::new(init)
+        .arg(node)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .with_context(|| format!("starting the node's init {}", init.display()))?;
+    let mut said = String::new();
+    let _ = child.stdout.take().map(|mut o| o.read_to_string(&mut said));
+    if said.trim() != INIT_READY {
+        let _ = child.kill();
+        let _ = child.wait();
+        bail!("the node's init ({}) failed: {}", init.display(), said.trim());
+    }
+    // Not waited for here: it lives as long as the node, and the controller (its
+    // parent, a subreaper) reaps it when it ends.
+    Ok(child.id())
+}
+
+/// The nodes' init program, `vemu-init`, installed beside the running executable
+/// (`cargo build` puts both in `target/…/`, `cargo install` both in `~/.cargo/bin`).
+pub fn init_program() -> Result<PathBuf> {
+    let exe = std::env::current_exe().context("finding the running executable")?;
+    let init = exe.with_file_name("vemu-init");
+    if !init.is_file() {
+        bail!("{} is missing: vemu-init (each node's first process) must be installed beside {}", init.display(), exe.display());
+    }
+    Ok(init)
+}
+
+/// What the init program prints once the node's `/proc` is mounted.
+const INIT_READY: &str = "ready";
 
 /// Everything a process needs to enter a node, opened before `fork` so that the child
 /// only makes system calls.
@@ -371,6 +416,8 @@ pub struct NodeEntry {
     net: OwnedFd,
     uts: OwnedFd,
     mnt: OwnedFd,
+    /// The node's PID namespace, when it has one.
+    pid: Option<OwnedFd>,
 }
 
 impl NodeEntry {
@@ -378,15 +425,24 @@ impl NodeEntry {
         let open = |p: PathBuf| -> Result<OwnedFd> {
             Ok(fs::File::open(&p).with_context(|| format!("node '{node}' of lab '{}' does not exist ({})", paths.lab, p.display()))?.into())
         };
-        Ok(NodeEntry { net: open(paths.netns(node))?, uts: open(paths.uts(node))?, mnt: open(paths.mnt(node))? })
+        let pid = match fs::File::open(paths.pidns(node)) {
+            Ok(f) => Some(f.into()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e).with_context(|| format!("opening {}", paths.pidns(node).display())),
+        };
+        Ok(NodeEntry { net: open(paths.netns(node))?, uts: open(paths.uts(node))?, mnt: open(paths.mnt(node))?, pid })
     }
 
-    /// Make `cmd` run inside the node: its network, UTS and mount namespaces (where
-    /// `/etc/hosts` is the lab's, `/sys` shows the node's interfaces, and `/etc`,
-    /// `/var/lib`, `/var/log` and `/run` are the node's own). The working directory
-    /// stays the one `cmd` was given.
-    pub fn apply(self, cmd: &mut Command) {
-        let NodeEntry { net, uts, mnt } = self;
+    /// Start `cmd` inside the node, with `spawn` (e.g. `Command::spawn`): in its network,
+    /// UTS and mount namespaces (where `/etc/hosts` is the lab's, `/sys` shows the node's
+    /// interfaces, and `/etc`, `/var/lib`, `/var/log` and `/run` are the node's own) and
+    /// in its PID namespace when it has one (then the command sees the node's
+    /// processes only). The working directory stays the one `cmd` was given.
+    pub fn spawn<T>(self, cmd: &mut Command, spawn: impl FnOnce(&mut Command) -> std::io::Result<T> + Send) -> std::io::Result<T>
+    where
+        T: Send,
+    {
+        let NodeEntry { net, uts, mnt, pid } = self;
         // SAFETY: the closure only makes async-signal-safe system calls on values prepared
         // before fork.
         unsafe {
@@ -402,6 +458,27 @@ impl NodeEntry {
                 Ok(())
             });
         }
+        let Some(pid) = pid else { return spawn(cmd) };
+        // A PID namespace is entered by the children of whoever enters it, and there
+        // is no way back: a thread of its own enters it and forks.
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                // SAFETY: setns on a descriptor we own; affects this thread's children only.
+                if unsafe { libc::setns(pid.as_raw_fd(), libc::CLONE_NEWPID) } != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                spawn(cmd).map_err(|e| {
+                    if e.raw_os_error() == Some(libc::ENOMEM) {
+                        // fork(2) into a PID namespace whose first process is gone.
+                        std::io::Error::other("the node's init process is gone (was it killed from outside?); restart the lab")
+                    } else {
+                        e
+                    }
+                })
+            })
+            .join()
+            .unwrap_or_else(|_| Err(std::io::Error::other("the thread starting a process in the node panicked")))
+        })
     }
 }
 
@@ -420,34 +497,48 @@ fn processes_in(inodes: &HashSet<u64>) -> Vec<i32> {
         .collect()
 }
 
+/// Whether `pid` is the first process of a PID namespace below the machine's (a node's
+/// init): its `NSpid` line ends in 1.
+fn is_node_init(pid: i32) -> bool {
+    let Ok(status) = fs::read_to_string(format!("/proc/{pid}/status")) else { return false };
+    status.lines().find_map(|l| l.strip_prefix("NSpid:")).is_some_and(|l| {
+        let ids: Vec<&str> = l.split_whitespace().collect();
+        ids.len() > 1 && ids.last() == Some(&"1")
+    })
+}
+
 /// Stop every process in the given network namespaces: SIGTERM, then SIGKILL for those
-/// still there after `grace`.
-pub fn kill_processes(netns: &[PathBuf], grace: Duration) {
+/// still there after `grace`. The nodes' inits ignore SIGTERM and are not waited for;
+/// they get SIGKILL at the end (which ends what is left of their node), unless
+/// `keep_inits` (a node that stops but may start again keeps its PID namespace).
+pub fn kill_processes(netns: &[PathBuf], grace: Duration, keep_inits: bool) {
     let inodes: HashSet<u64> = netns.iter().filter_map(|p| ns_inode(p)).collect();
     if inodes.is_empty() {
         return;
     }
-    let signal = |sig| {
-        let pids = processes_in(&inodes);
-        for &pid in &pids {
+    let others = || -> Vec<i32> { processes_in(&inodes).into_iter().filter(|&p| !is_node_init(p)).collect() };
+    let signal = |pids: &[i32], sig| {
+        for &pid in pids {
             // SAFETY: plain kill(2).
             unsafe { libc::kill(pid, sig) };
         }
-        !pids.is_empty()
     };
-    if !signal(libc::SIGTERM) {
+    let pids = others();
+    signal(&pids, libc::SIGTERM);
+    let deadline = Instant::now() + grace;
+    let mut left = pids;
+    while !left.is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+        left = others();
+    }
+    let last = if keep_inits { others() } else { processes_in(&inodes) };
+    if last.is_empty() {
         return;
     }
-    let deadline = Instant::now() + grace;
-    while Instant::now() < deadline {
-        if processes_in(&inodes).is_empty() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    signal(libc::SIGKILL);
+    signal(&last, libc::SIGKILL);
     let deadline = Instant::now() + Duration::from_secs(2);
-    while !processes_in(&inodes).is_empty() && Instant::now() < deadline {
+    let remaining = || if keep_inits { others() } else { processes_in(&inodes) };
+    while !remaining().is_empty() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
@@ -488,7 +579,7 @@ pub fn remove_lab(lab: &str) -> Result<()> {
     if let Ok(d) = fs::read_dir(paths.dir.join("netns")) {
         pins.extend(d.flatten().map(|e| e.path()));
     }
-    kill_processes(&pins, Duration::from_millis(500));
+    kill_processes(&pins, Duration::from_millis(500), false);
     let mut errors = Vec::new();
     for l in &links {
         if let Err(e) = fs::remove_file(l) {

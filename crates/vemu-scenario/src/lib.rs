@@ -92,6 +92,15 @@ pub struct NodePlan {
     /// `…conf.default.…` values apply to them).
     #[serde(default)]
     pub sysctls: Vec<(String, String)>,
+    /// Whether the node's processes run in a PID namespace of the node's own, with its
+    /// own `/proc` (scenario key `isolation: pid`, the default), or see the machine's
+    /// processes (`isolation: none`).
+    #[serde(default = "yes")]
+    pub own_pids: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// A file in a node's private view of the filesystem.

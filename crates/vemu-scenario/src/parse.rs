@@ -44,6 +44,9 @@ pub struct NodeDef {
     pub vars: Vec<(String, String)>,
     /// Network sysctls of the node (`net.…` keys), the node's over `defaults.node`'s.
     pub sysctls: Vec<(String, String)>,
+    /// Whether the node's processes get a PID namespace (and `/proc`) of their own
+    /// (`isolation: pid`, the default) or share the machine's (`isolation: none`).
+    pub own_pids: bool,
 }
 
 /// A file placed in a node's private view of the filesystem.
@@ -1013,7 +1016,7 @@ fn addressing(p: &mut P, node: &Node, field: &str) -> Addressing {
     a
 }
 
-const NODE_KEYS: &[&str] = &["run", "routes", "files", "loopback", "vars", "sysctl"];
+const NODE_KEYS: &[&str] = &["run", "routes", "files", "loopback", "vars", "sysctl", "isolation"];
 
 /// What a node definition (or `defaults.node`) gives.
 #[derive(Default)]
@@ -1024,6 +1027,8 @@ struct NodeParts {
     loopback: Vec<IpNet>,
     vars: Vec<(String, String)>,
     sysctls: Vec<(String, String)>,
+    /// `isolation`, when given: whether the node's processes have PIDs of their own.
+    own_pids: Option<bool>,
 }
 
 fn node_parts(p: &mut P, def: &Node, field: &str, base: Option<&Path>, allowed: &[&str]) -> NodeParts {
@@ -1032,6 +1037,13 @@ fn node_parts(p: &mut P, def: &Node, field: &str, base: Option<&Path>, allowed: 
         let f = join(field, k);
         match k {
             "run" => d.run = p.strings(v, &f),
+            "isolation" => {
+                d.own_pids = p.scalar(v, &f, |s| match s {
+                    "pid" => Ok(true),
+                    "none" => Ok(false),
+                    _ => Err(format!("expected 'pid' (a PID namespace and /proc of the node's own) or 'none' (the machine's PIDs), got '{s}'")),
+                })
+            }
             "files" => d.files = files(p, v, &f, base),
             "vars" => {
                 for (name, _, x) in p.map(v, &f, &[]) {
@@ -1136,7 +1148,7 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, base: Option<&
                 let entries = p.map(v, "defaults.link", IMPAIRMENT_KEYS);
                 default_link = impairments(&mut p, &entries, "defaults.link");
             } else {
-                default_node = node_parts(&mut p, v, "defaults.node", base, &["run", "files", "vars", "sysctl"]);
+                default_node = node_parts(&mut p, v, "defaults.node", base, &["run", "files", "vars", "sysctl", "isolation"]);
             }
         }
     }
@@ -1176,8 +1188,9 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, base: Option<&
                 sysctls.retain(|(k, _)| !d.sysctls.iter().any(|(k2, _)| k2 == k));
                 sysctls.extend(d.sysctls);
                 let (routes, loopback) = (d.routes, d.loopback);
+                let own_pids = d.own_pids.or(default_node.own_pids).unwrap_or(true);
                 names.insert(nname.to_string(), nodes.len());
-                nodes.push(NodeDef { name: nname.to_string(), mark: nmark, run, routes, files, loopback, vars, sysctls });
+                nodes.push(NodeDef { name: nname.to_string(), mark: nmark, run, routes, files, loopback, vars, sysctls, own_pids });
             }
         }
     }

@@ -139,6 +139,7 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
             loopback: n.loopback.clone(),
             files: Vec::new(),
             sysctls: n.sysctls.clone(),
+            own_pids: n.own_pids,
         })
         .collect();
 

@@ -513,3 +513,13 @@ fn fidelity_thresholds() {
     let m = one_error("nodes: {a: {}}\nfidelity: {degraded: 20%, invalid: 10%}\n");
     assert!(m.contains("'invalid' must be at least 'degraded'"), "{m}");
 }
+
+#[test]
+fn nodes_have_their_own_pids_unless_told_otherwise() {
+    let p = ok("defaults: {node: {isolation: none}}\nnodes: {a: {}, b: {isolation: pid}, c: {}}\n");
+    let own: Vec<bool> = p.nodes.iter().map(|n| n.own_pids).collect();
+    assert_eq!(own, [false, true, false]);
+    assert!(ok("nodes: {a: {}}\n").nodes[0].own_pids, "a node has its own PIDs by default");
+    let m = one_error("nodes:\n  a: {isolation: lab}\n");
+    assert!(m.contains("t.yaml:2:18: nodes.a.isolation: expected 'pid' (a PID namespace and /proc of the node's own) or 'none' (the machine's PIDs), got 'lab'"), "{m}");
+}

@@ -709,8 +709,7 @@ fn exec(lab: Option<String>, node: &str, argv: &[String]) -> Result<ExitCode> {
     let paths = LabPaths::new(&lab);
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..]).env("VEMU_LAB", &lab).env("VEMU_NODE", node);
-    NodeEntry::open(&paths, node)?.apply(&mut cmd);
-    let status = match cmd.status() {
+    let status = match NodeEntry::open(&paths, node)?.spawn(&mut cmd, Command::spawn).and_then(|mut c| c.wait()) {
         Ok(s) => s,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             eprintln!("vemu: cannot run '{}' in node '{node}': command not found", argv[0]);

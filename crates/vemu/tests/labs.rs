@@ -453,3 +453,61 @@ fn a_node_cannot_fill_the_machines_memory() {
     let total: u64 = String::from_utf8_lossy(&df.stdout).lines().nth(1).unwrap().trim().parse().unwrap();
     assert_eq!(total, 32 << 20);
 }
+
+/// Audit: processes in nodes were root in the machine's PID namespace, so a node of lab A
+/// drove lab B through `/proc/<B's controller>/root/run/vemu/B/api.sock`. By default a
+/// node has a PID namespace and `/proc` of its own; `isolation: none` is the old way.
+#[test]
+fn nodes_see_their_own_processes_only() {
+    let _g = serial();
+    let a = Lab::up(
+        "t-iso-a",
+        "name: t-iso-a\nnodes:\n  n1: {run: ['sleep 4242']}\n  n2: {isolation: none}\nlinks:\n  - endpoints: [n1, n2]\n",
+    );
+    let b = Lab::up("t-iso-b", &chain("t-iso-b", &[1.0], ""));
+    let daemon_b = b.status()["pid"].as_u64().unwrap();
+    let sock = format!("/proc/{daemon_b}/root/run/vemu/t-iso-b/api.sock");
+    let attack = format!(
+        "curl -sf -m 5 --unix-socket {sock} -X POST -H 'content-type: application/json' -d '{{\"cmd\":[\"touch\",\"/tmp/t-iso-pwned\"]}}' http://lab/v1/nodes/n1/exec"
+    );
+    let _ = std::fs::remove_file("/tmp/t-iso-pwned");
+    let (code, out) = a.sh("n1", &attack);
+    assert_ne!(code, 0, "a node reached another lab's API: {out}");
+    assert!(!std::path::Path::new("/tmp/t-iso-pwned").exists(), "a node ran a command in another lab");
+    // It sees its own processes (its init, its command, the shell running this) and
+    // nothing of the machine's: no controller, no other node's command.
+    let (_, ps) = a.sh("n1", "ps -eo pid=,args=");
+    let lines: Vec<&str> = ps.lines().collect();
+    assert!(lines.iter().any(|l| l.trim_start().starts_with("1 ") && l.contains("vemu-init n1")), "{ps}");
+    assert!(lines.iter().any(|l| l.contains("sleep 4242")), "{ps}");
+    assert!(lines.len() <= 6, "the node sees more than its own processes:\n{ps}");
+    assert!(!ps.contains("vemu daemon") && !ps.contains("vemu up"), "{ps}");
+    let (_, pid1) = a.sh("n2", "ps -o args= -p 1");
+    assert!(!pid1.contains("vemu-init"), "isolation: none shares the machine's PIDs: {pid1}");
+    let (code, _) = a.sh("n2", &format!("test -S {sock}"));
+    assert_eq!(code, 0, "with isolation: none the node sees the machine's processes (the documented old way)");
+    // A stopped node keeps its PID namespace, and its commands start again in it.
+    let o = a.vemu(&["node", "stop", "n1"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(pids_of("sleep 4242").is_empty());
+    let o = a.vemu(&["node", "start", "n1"]);
+    assert!(o.status.success(), "{}", text(&o));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let (_, ps) = a.sh("n1", "ps -eo pid=,args=");
+    assert!(ps.contains("sleep 4242") && ps.contains("vemu-init n1"), "{ps}");
+    // `vemu exec` and the API's exec both enter the node's PID namespace.
+    let (_, inner) = a.sh("n1", "echo $$");
+    let pid: u32 = inner.trim().parse().unwrap();
+    assert!(pid < 100, "a node's shell has a small PID of the node's own, got {pid}");
+    let o = std::process::Command::new("curl")
+        .args(["-sf", "-m", "10", "--unix-socket", "/run/vemu/t-iso-a/api.sock", "-X", "POST", "-H", "content-type: application/json"])
+        .args(["-d", r#"{"cmd":["sh","-c","ls /proc | grep -c '^[0-9]'"]}"#, "http://lab/v1/nodes/n1/exec"])
+        .output()
+        .unwrap();
+    let reply: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("{}", text(&o)));
+    let seen: u32 = reply["stdout"].as_str().unwrap().trim().parse().unwrap();
+    assert!(seen <= 6, "the API's exec sees {seen} processes: {reply}");
+    assert_eq!(pids_of("vemu-init n1").len(), 2, "one init per node with isolation: pid, in each lab");
+    drop(a);
+    assert_eq!(pids_of("vemu-init n1").len(), 1, "down ends the node's init (lab B's remains)");
+}
