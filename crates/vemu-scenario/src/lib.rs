@@ -383,6 +383,9 @@ impl fmt::Display for Errors {
 
 impl std::error::Error for Errors {}
 
+/// Most routes static routing may give a lab's nodes in all (each costs the kernel a few
+/// hundred bytes and the lab's start a netlink message; beyond this, routing daemons).
+pub const MAX_STATIC_ROUTES: u64 = 5_000_000;
 /// Largest scenario file, bytes.
 pub const MAX_SCENARIO_BYTES: u64 = 64 << 20;
 /// Largest file a node's `files:` entry copies or renders (`from:`, `template:`), bytes.

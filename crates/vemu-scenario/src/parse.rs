@@ -26,6 +26,8 @@ pub struct Scenario {
     pub addressing: Addressing,
     pub addressing_mark: Mark,
     pub static_routing: bool,
+    /// Where `routing` is (or the top of the file).
+    pub routing_mark: Mark,
     pub fidelity: crate::FidelityThresholds,
     /// Size of the lab's tmpfs (what the nodes write under /etc, /var/lib, /var/log, /run), bytes.
     pub storage_bytes: u64,
@@ -1125,6 +1127,7 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, base: Option<&
         }
     };
     let seed = get("seed").and_then(|(_, n)| p.scalar(n, "seed", integer::<u64>("a whole number"))).unwrap_or(1);
+    let routing_mark = get("routing").map(|(m, _)| m).unwrap_or(root.mark);
     let static_routing = match get("routing") {
         None => true,
         Some((_, n)) => p
@@ -1306,7 +1309,7 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, base: Option<&
         })
         .unwrap_or(crate::DEFAULT_STORAGE_BYTES);
     if p.errors.is_empty() {
-        Ok(Scenario { name, seed, nodes, links, segments, events, addressing, addressing_mark, static_routing, fidelity, storage_bytes })
+        Ok(Scenario { name, seed, nodes, links, segments, events, addressing, addressing_mark, static_routing, routing_mark, fidelity, storage_bytes })
     } else {
         Err(p.errors)
     }

@@ -252,6 +252,18 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
         return Err(errors);
     }
     if s.static_routing {
+        // Checked before any search: n nodes on a graph of l links hold up to n*l routes.
+        let lans = segments.iter().filter(|g| g.wireless.is_none()).count();
+        let loopbacks = nodes.iter().filter(|n| !n.loopback.is_empty()).count();
+        let most = nodes.len() as u64 * (links.len() + lans + loopbacks) as u64;
+        if most > crate::MAX_STATIC_ROUTES {
+            let m = format!(
+                "static routing would give the {} nodes up to {most} routes in all (more than {}): write 'routing: none' and run a routing daemon in the nodes, or join nodes in LAN segments",
+                nodes.len(),
+                crate::MAX_STATIC_ROUTES
+            );
+            return Err(vec![Error { line: s.routing_mark.line, col: s.routing_mark.col, field: "routing".into(), message: m }]);
+        }
         static_routes(&mut nodes, &links, &segments);
     }
     for (ni, def) in s.nodes.iter().enumerate() {
@@ -445,7 +457,25 @@ fn static_routes(nodes: &mut [NodePlan], links: &[LinkPlan], segments: &[Segment
         })
         .collect();
     let loopbacks: Vec<Vec<IpNet>> = nodes.iter().map(|x| x.loopback.clone()).collect();
+    let with_loopback: Vec<usize> = (0..n).filter(|&i| !loopbacks[i].is_empty()).collect();
+    let lans = segments.iter().filter(|g| g.wireless.is_none()).count();
     for src in 0..n {
+        let mut attached: HashSet<Attach> = HashSet::new();
+        for i in &nodes[src].ifaces {
+            attached.insert(match i.attach {
+                Attach::Segment(g, _) => Attach::Segment(g, 0),
+                a => a,
+            });
+        }
+        // Nothing to route to (e.g. every member of one big LAN): no search, so that a
+        // LAN of N hosts costs N, not N squared.
+        let own_links = attached.iter().filter(|a| matches!(a, Attach::Link(_))).count();
+        let own_lans = attached.iter().filter(|a| matches!(a, Attach::Segment(g, _) if segments[*g].wireless.is_none())).count();
+        let other_loopbacks = with_loopback.iter().any(|&d| d != src);
+        if own_links == links.len() && own_lans == lans && !other_loopbacks {
+            nodes[src].routes = Vec::new();
+            continue;
+        }
         // first[v] = (how the first hop is reached, the neighbour it leads to)
         let mut dist = vec![u64::MAX; v];
         let mut first: Vec<Option<(Attach, usize)>> = vec![None; v];
@@ -466,13 +496,6 @@ fn static_routes(nodes: &mut [NodePlan], links: &[LinkPlan], segments: &[Segment
                 }
             }
         }
-        let mut attached: HashSet<Attach> = HashSet::new();
-        for i in &nodes[src].ifaces {
-            attached.insert(match i.attach {
-                Attach::Segment(g, _) => Attach::Segment(g, 0),
-                a => a,
-            });
-        }
         let mut targets: Vec<(Option<(Attach, usize)>, &[IpNet])> = Vec::new();
         for (li, l) in links.iter().enumerate() {
             if !attached.contains(&Attach::Link(li)) {
@@ -485,9 +508,9 @@ fn static_routes(nodes: &mut [NodePlan], links: &[LinkPlan], segments: &[Segment
                 targets.push((first[n + gi], &seg_nets[gi]));
             }
         }
-        for (dst, lo) in loopbacks.iter().enumerate() {
+        for &dst in &with_loopback {
             if dst != src {
-                targets.push((first[dst], lo));
+                targets.push((first[dst], &loopbacks[dst]));
             }
         }
         let mut routes = Vec::new();

@@ -19,8 +19,9 @@ fn family(addrs: &[ipnet::IpNet], v6: bool, out: &mut Map<String, Value>) {
     }
 }
 
-/// What a template of node `ni` can use.
-pub fn context(plan: &Plan, ni: usize, vars: &[(String, String)]) -> Value {
+/// What a template of node `ni` can use; `nodes` is the list of every node's name,
+/// made once for all nodes (a copy per node would cost the square of the nodes).
+pub fn context(plan: &Plan, ni: usize, vars: &[(String, String)], nodes: &minijinja::Value) -> minijinja::Value {
     let n = &plan.nodes[ni];
     let mut ifaces = Vec::new();
     let mut by_name = Map::new();
@@ -52,7 +53,7 @@ pub fn context(plan: &Plan, ni: usize, vars: &[(String, String)]) -> Value {
     family(&n.loopback, true, &mut lo);
     let first_v4 = n.loopback.iter().chain(n.ifaces.iter().flat_map(|i| i.addrs.iter())).map(|a| a.addr()).find(IpAddr::is_ipv4);
     let router_id = first_v4.map(|a| a.to_string()).unwrap_or_else(|| std::net::Ipv4Addr::from(ni as u32 + 1).to_string());
-    json!({
+    let facts = json!({
         "lab": plan.name,
         "name": n.name,
         "index": ni + 1,
@@ -60,9 +61,9 @@ pub fn context(plan: &Plan, ni: usize, vars: &[(String, String)]) -> Value {
         "loopback": lo,
         "ifaces": ifaces,
         "iface": by_name,
-        "nodes": plan.nodes.iter().map(|x| x.name.clone()).collect::<Vec<_>>(),
         "vars": vars.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect::<Map<String, Value>>(),
-    })
+    });
+    minijinja::context! { nodes => nodes.clone(), ..minijinja::Value::from_serialize(&facts) }
 }
 
 /// Render every node's files and `run` commands; errors name the file's key in the
@@ -71,13 +72,16 @@ pub fn render_node_files(s: &Scenario, plan: &mut Plan, errors: &mut Vec<Error>)
     let mut env = Environment::new();
     env.set_undefined_behavior(UndefinedBehavior::Strict);
     env.set_keep_trailing_newline(true);
+    let nodes = minijinja::Value::from(plan.nodes.iter().map(|x| x.name.clone()).collect::<Vec<_>>());
     for (ni, def) in s.nodes.iter().enumerate() {
-        let ctx = context(plan, ni, &def.vars);
+        // Made only for nodes that have a template.
+        let ctx = std::cell::OnceCell::new();
         let render = |name: &str, text: &str| -> Result<String, String> {
             if !text.contains("{{") && !text.contains("{%") {
                 return Ok(text.to_string());
             }
-            env.render_named_str(name, text, &ctx).map_err(|e| {
+            let ctx = ctx.get_or_init(|| context(plan, ni, &def.vars, &nodes));
+            env.render_named_str(name, text, ctx).map_err(|e| {
                 let mut msg = format!("template error: {}", e.detail().unwrap_or(&e.kind().to_string()));
                 if let Some(line) = e.line() {
                     msg.push_str(&format!(" (line {line} of the template)"));

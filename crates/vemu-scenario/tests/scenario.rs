@@ -523,3 +523,38 @@ fn nodes_have_their_own_pids_unless_told_otherwise() {
     let m = one_error("nodes:\n  a: {isolation: lab}\n");
     assert!(m.contains("t.yaml:2:18: nodes.a.isolation: expected 'pid' (a PID namespace and /proc of the node's own) or 'none' (the machine's PIDs), got 'lab'"), "{m}");
 }
+
+/// Audit: `check` took 10.7 s for 10,000 nodes (every node's template context copied
+/// every node's name; every LAN member searched the whole graph for routes it did not
+/// need). A LAN of 20,000 hosts needs no route at all.
+#[test]
+fn a_big_lan_needs_no_routes() {
+    let n = 20_000;
+    let mut y = String::from("addressing: {ipv4: 10.0.0.0/8, ipv6: none}\nnodes:\n");
+    for i in 0..n {
+        y.push_str(&format!("  h{i}: {{}}\n"));
+    }
+    y.push_str("segments:\n  s:\n    members: [");
+    y.push_str(&(0..n).map(|i| format!("h{i}")).collect::<Vec<_>>().join(", "));
+    y.push_str("]\n");
+    let p = ok(&y);
+    assert_eq!(p.nodes.len(), n);
+    assert!(p.nodes.iter().all(|x| x.routes.is_empty()));
+}
+
+#[test]
+fn static_routing_has_a_bound() {
+    // A tree of 3,000 nodes would hold about 9 million static routes.
+    let n = 3000;
+    let mut y = String::from("addressing: {ipv4: 10.0.0.0/8, ipv6: none}\nnodes:\n");
+    for i in 0..n {
+        y.push_str(&format!("  n{i}: {{}}\n"));
+    }
+    y.push_str("links:\n");
+    for i in 1..n {
+        y.push_str(&format!("  - endpoints: [n{}, n{i}]\n", (i - 1) / 2));
+    }
+    let m = one_error(&y);
+    assert!(m.contains("t.yaml:1:1: routing: static routing would give the 3000 nodes up to 8997000 routes in all (more than 5000000)"), "{m}");
+    assert_eq!(ok(&format!("routing: none\n{y}")).nodes.len(), n);
+}
