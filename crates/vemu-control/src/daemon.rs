@@ -81,6 +81,10 @@ fn serve_lab(plan: Plan, options: ApiOptions, name: &mut NameGuard, report: &mut
     if std::os::unix::net::UnixStream::connect(paths.socket()).is_ok() {
         bail!("lab '{}' is already running (take it down with 'vemu down --lab {}')", plan.name, plan.name);
     }
+    // Movement files are read here, before anything is built, and only for the movers:
+    // the plan the controller keeps (and writes to plan.json) names them.
+    let mut moving = plan.clone();
+    moving.load_traces().map_err(|e| anyhow::anyhow!(e))?;
     if paths.dir.exists() || !vemu_host::lab_netns(&plan.name).is_empty() {
         eprintln!("removing what an earlier run of lab '{}' left behind", plan.name);
         vemu_host::remove_lab(&plan.name)?;
@@ -120,7 +124,8 @@ fn serve_lab(plan: Plan, options: ApiOptions, name: &mut NameGuard, report: &mut
     // Records of an earlier run of the same lab would mix with this one's.
     let _ = std::fs::remove_dir_all(paths.log_dir().join("traffic"));
     let _ = std::fs::remove_file(paths.log_dir().join("stats-final.json"));
-    let movers = crate::radio::movers(&plan);
+    let movers = crate::radio::movers(&moving);
+    drop(moving);
     let positions_log = (!movers.is_empty())
         .then(|| -> Result<_> {
             let mut f = std::io::BufWriter::new(std::fs::File::create(paths.log_dir().join("positions.csv"))?);

@@ -98,6 +98,8 @@ pub struct Walker {
     bounce: Option<(u64, f64)>,
     now_ns: u64,
     rng: ChaCha8Rng,
+    /// How far a trace has been followed.
+    cursor: Option<crate::ns2::TraceCursor>,
 }
 
 impl Walker {
@@ -122,6 +124,7 @@ impl Walker {
             bounce: None,
             now_ns: 0,
             rng: ChaCha8Rng::seed_from_u64(seed),
+            cursor: None,
         };
         if let Mobility::GaussMarkov { mean_speed_mps, .. } = w.model {
             let heading = w.uniform() * std::f64::consts::TAU;
@@ -229,8 +232,8 @@ impl Walker {
     /// Move to lab time `now_ns` (never backwards) and return the position.
     pub fn advance(&mut self, now_ns: u64) -> Pos {
         if let Mobility::Trace(t) = &self.model {
-            self.pos = t.position_at(now_ns.max(self.now_ns));
             self.now_ns = self.now_ns.max(now_ns);
+            self.pos = self.cursor.get_or_insert_with(|| t.cursor()).advance(t, self.now_ns);
             return self.pos;
         }
         if matches!(self.model, Mobility::Static) {

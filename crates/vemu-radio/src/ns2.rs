@@ -19,29 +19,52 @@ impl Trace {
     /// toward the destination in a straight line at the speed, until it arrives or the
     /// next `setdest` redirects it.
     pub fn position_at(&self, t_ns: u64) -> Pos {
-        let mut pos = self.start;
-        let mut since = 0u64;
-        let mut heading: Option<(Pos, f64)> = None;
-        let go = |pos: Pos, heading: Option<(Pos, f64)>, from: u64, to: u64| -> Pos {
-            let Some((dest, speed)) = heading else { return pos };
-            let dist = pos.distance(dest);
-            let travel = speed * (to - from) as f64 / 1e9;
-            if dist == 0.0 || travel >= dist {
-                dest
-            } else {
-                let f = travel / dist;
-                Pos::new(pos.x + (dest.x - pos.x) * f, pos.y + (dest.y - pos.y) * f)
-            }
-        };
-        for &(at, dest, speed) in &self.moves {
-            if at > t_ns {
-                break;
-            }
-            pos = go(pos, heading, since, at);
-            since = at;
-            heading = Some((dest, speed));
+        self.cursor().advance(self, t_ns)
+    }
+
+    /// A reader of this trace from lab time 0, for positions at times that only grow:
+    /// each move is looked at once (a trace may have millions).
+    pub fn cursor(&self) -> TraceCursor {
+        TraceCursor { next: 0, pos: self.start, since_ns: 0, heading: None }
+    }
+}
+
+/// Where a node following a [`Trace`] is, as time goes forward.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TraceCursor {
+    /// The first move not yet begun.
+    next: usize,
+    /// Position at `since_ns`, the start of the current move.
+    pos: Pos,
+    since_ns: u64,
+    /// The current move's destination and speed, m/s.
+    heading: Option<(Pos, f64)>,
+}
+
+impl TraceCursor {
+    /// Position at lab time `t_ns` (not earlier than the last call's).
+    pub fn advance(&mut self, trace: &Trace, t_ns: u64) -> Pos {
+        let t_ns = t_ns.max(self.since_ns);
+        while let Some(&(at, dest, speed)) = trace.moves.get(self.next).filter(|m| m.0 <= t_ns) {
+            self.pos = self.along(at);
+            self.since_ns = at;
+            self.heading = Some((dest, speed));
+            self.next += 1;
         }
-        go(pos, heading, since, t_ns)
+        self.along(t_ns)
+    }
+
+    /// Where the current move has taken the node at `to_ns`.
+    fn along(&self, to_ns: u64) -> Pos {
+        let Some((dest, speed)) = self.heading else { return self.pos };
+        let dist = self.pos.distance(dest);
+        let travel = speed * (to_ns - self.since_ns) as f64 / 1e9;
+        if dist == 0.0 || travel >= dist {
+            dest
+        } else {
+            let f = travel / dist;
+            Pos::new(self.pos.x + (dest.x - self.pos.x) * f, self.pos.y + (dest.y - self.pos.y) * f)
+        }
     }
 }
 

@@ -348,3 +348,30 @@ mod medium {
         assert_eq!(delivered(&drain(&mut m)).len(), 100);
     }
 }
+
+/// The walker follows a trace with a cursor (each move looked at once); it must agree
+/// with replaying the trace from the start at every time.
+#[test]
+fn trace_cursor_agrees_with_replaying_from_the_start() {
+    use vemu_radio::ns2::Trace;
+    let mut moves = Vec::new();
+    let mut rng = 7u64;
+    let mut next = || {
+        rng = vemu_radio::splitmix64(rng);
+        rng
+    };
+    let mut t = 0u64;
+    for _ in 0..500 {
+        t += next() % 3_000_000_000;
+        moves.push((t, vemu_radio::Pos::new((next() % 1000) as f64, (next() % 1000) as f64), (next() % 30) as f64));
+    }
+    let trace = Trace { start: vemu_radio::Pos::new(3.0, 4.0), moves };
+    let mut walker = vemu_radio::mobility::Walker::new(vemu_radio::mobility::Mobility::Trace(trace.clone()), trace.start, 0);
+    let mut now = 0u64;
+    while now < t + 5_000_000_000 {
+        let a = walker.advance(now);
+        let b = trace.position_at(now);
+        assert!(a.distance(b) < 1e-9, "at {now} ns: cursor {a:?}, replay {b:?}");
+        now += next() % 700_000_000;
+    }
+}

@@ -13,7 +13,7 @@ pub mod yaml;
 
 use std::fmt;
 use std::net::IpAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
@@ -179,6 +179,10 @@ pub struct WirelessPlan {
     pub tick_ns: u64,
     /// One per member, in member order.
     pub radios: Vec<MemberRadio>,
+    /// The movement file, if the segment replays one (its members' traces have no moves
+    /// until [`Plan::load_traces`]).
+    #[serde(default)]
+    pub trace: Option<TraceFile>,
 }
 
 /// Where a member of a wireless segment starts and how it moves.
@@ -396,6 +400,11 @@ pub const MAX_TRACE_BYTES: u64 = 256 << 20;
 /// Read a text file named in a scenario: a regular file (not a device, FIFO or
 /// directory, which could be endless or block) of at most `max_bytes`.
 pub(crate) fn read_limited(path: &Path, max_bytes: u64) -> Result<String, String> {
+    read_stamped(path, max_bytes).map(|(text, _)| text)
+}
+
+/// [`read_limited`], with the size and modification time of what was read.
+pub(crate) fn read_stamped(path: &Path, max_bytes: u64) -> Result<(String, FileStamp), String> {
     use std::io::Read;
     let f = std::fs::File::open(path).map_err(|e| e.to_string())?;
     let meta = f.metadata().map_err(|e| e.to_string())?;
@@ -411,7 +420,55 @@ pub(crate) fn read_limited(path: &Path, max_bytes: u64) -> Result<String, String
     if text.len() as u64 > max_bytes {
         return Err(format!("more than the {max_bytes} bytes allowed"));
     }
-    Ok(text)
+    Ok((text, FileStamp::of(&meta)))
+}
+
+/// Size and modification time of a file, to tell whether it changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileStamp {
+    pub bytes: u64,
+    pub modified_ns: i128,
+}
+
+impl FileStamp {
+    fn of(meta: &std::fs::Metadata) -> FileStamp {
+        use std::os::unix::fs::MetadataExt;
+        FileStamp { bytes: meta.len(), modified_ns: meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128 }
+    }
+}
+
+/// An ns-2 movement file a wireless segment replays. Not copied into the plan (a trace
+/// may have millions of lines): the lab's controller reads it when it starts
+/// ([`Plan::load_traces`]), and refuses it if it changed since the scenario was checked.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TraceFile {
+    /// Absolute.
+    pub path: PathBuf,
+    pub stamp: FileStamp,
+    /// (member of the segment, `$node_(i)` of the file) for every member it moves.
+    pub members: Vec<(usize, usize)>,
+}
+
+impl Plan {
+    /// Read the movement files of the wireless segments into their members' mobility
+    /// (the plan carries only their names: [`TraceFile`]).
+    pub fn load_traces(&mut self) -> Result<(), String> {
+        for g in &mut self.segments {
+            let Some(w) = g.wireless.as_mut() else { continue };
+            let Some(t) = &w.trace else { continue };
+            let (text, stamp) = read_stamped(&t.path, MAX_TRACE_BYTES).map_err(|e| format!("cannot read ns-2 trace '{}': {e}", t.path.display()))?;
+            if stamp != t.stamp {
+                return Err(format!("the ns-2 trace '{}' of segment '{}' changed since the scenario was checked", t.path.display(), g.name));
+            }
+            let all = vemu_radio::ns2::parse(&text, w.radios.len().max(vemu_radio::ns2::MAX_NODES))
+                .map_err(|e| format!("{}:{}: {}", t.path.display(), e.line, e.message))?;
+            for &(m, i) in &t.members {
+                let moves = all.get(i).cloned().ok_or_else(|| format!("the ns-2 trace '{}' has no $node_({i})", t.path.display()))?;
+                w.radios[m].mobility = vemu_radio::mobility::Mobility::Trace(moves);
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Read, validate and plan a scenario file. `name` overrides the scenario's `name`.

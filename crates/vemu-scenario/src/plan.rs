@@ -555,5 +555,5 @@ fn wireless_plan(w: &crate::parse::WirelessDef, seed: u64, gi: usize) -> crate::
             crate::MemberRadio { start, mobility: mobility.clone(), seed: derive_seed(base, 4 * mi as u64 + 3) }
         })
         .collect();
-    crate::WirelessPlan { medium, tick_ns: w.tick_ns, radios }
+    crate::WirelessPlan { medium, tick_ns: w.tick_ns, radios, trace: w.trace.clone() }
 }

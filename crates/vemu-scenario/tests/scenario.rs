@@ -474,7 +474,11 @@ fn ns2_traces_move_members_by_order_or_by_map() {
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("moves.tcl"), "$node_(0) set X_ 5.0\n$node_(0) set Y_ 6.0\n$node_(1) set X_ 7.0\n$node_(1) set Y_ 8.0\n$ns_ at 1.0 \"$node_(1) setdest 100.0 8.0 10.0\"\n").unwrap();
     let by_order = "nodes: {a: {}, b: {}}\nsegments:\n  air: {kind: wireless, trace: moves.tcl, members: [a, b]}\n";
-    let p = vemu_scenario::load_str_in(by_order, "t.yaml", "t", None, Some(&dir)).unwrap_or_else(|e| panic!("{e}"));
+    let mut p = vemu_scenario::load_str_in(by_order, "t.yaml", "t", None, Some(&dir)).unwrap_or_else(|e| panic!("{e}"));
+    // The plan names the file; its moves are read when the lab starts.
+    let json = serde_json::to_string(&p).unwrap();
+    assert!(json.contains("moves.tcl") && !json.contains("100.0"), "{json}");
+    p.load_traces().unwrap();
     let w = p.segments[0].wireless.as_ref().unwrap();
     assert_eq!((w.radios[0].start, w.radios[1].start), (vemu_radio::Pos::new(5.0, 6.0), vemu_radio::Pos::new(7.0, 8.0)));
     let mut walker = vemu_radio::mobility::Walker::new(w.radios[1].mobility.clone(), w.radios[1].start, 0);
@@ -485,6 +489,11 @@ fn ns2_traces_move_members_by_order_or_by_map() {
     assert_eq!((w.radios[0].start, w.radios[1].start), (vemu_radio::Pos::new(7.0, 8.0), vemu_radio::Pos::new(1.0, 1.0)));
     let e = vemu_scenario::load_str_in(&by_map.replace("a: 1", "a: 7"), "t.yaml", "t", None, Some(&dir)).unwrap_err().to_string();
     assert!(e.contains("segments.air.trace.nodes.a: the trace has no $node_(7) (it has 2 nodes)"), "{e}");
+    // A file that changed between the check and the lab's start is refused.
+    let mut p = vemu_scenario::load_str_in(by_map, "t.yaml", "t", None, Some(&dir)).unwrap();
+    std::fs::write(dir.join("moves.tcl"), "$node_(0) set X_ 5.0\n").unwrap();
+    let e = p.load_traces().unwrap_err();
+    assert!(e.contains("moves.tcl' of segment 'air' changed since the scenario was checked"), "{e}");
 }
 
 #[test]

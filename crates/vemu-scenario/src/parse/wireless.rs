@@ -46,8 +46,10 @@ pub struct WirelessDef {
     pub medium: MediumConfig,
     pub tick_ns: u64,
     pub area: Option<Area>,
-    /// Per member: its position (`None`: a random place in the area) and movement.
+    /// Per member: its position (`None`: a random place in the area) and movement (for
+    /// members moved by `trace`, a trace without its moves: see [`crate::TraceFile`]).
     pub members: Vec<(Option<Pos>, Mobility)>,
+    pub trace: Option<crate::TraceFile>,
 }
 
 /// `250m`, `1.5km` or a bare number of metres.
@@ -249,8 +251,9 @@ fn mobility(p: &mut P, node: &Node, field: &str, area: Option<Area>) -> Option<M
 }
 
 /// The ns-2 traces of `trace: FILE` or `trace: {file: FILE, nodes: {NODE: INDEX}}`,
-/// as (member node index → trace). Without `nodes`, `$node_(i)` is the i-th member.
-fn traces(p: &mut P, node: &Node, field: &str, base: Option<&Path>, members: &[usize], names: &[(&str, usize)]) -> Vec<(usize, ns2::Trace)> {
+/// as (member node index → trace), and the file (member node indices → `$node_(i)`).
+/// Without `nodes`, `$node_(i)` is the i-th member.
+fn traces(p: &mut P, node: &Node, field: &str, base: Option<&Path>, members: &[usize], names: &[(&str, usize)]) -> (Vec<(usize, usize, ns2::Trace)>, Option<(std::path::PathBuf, crate::FileStamp)>) {
     let (file, map_node) = match &node.value {
         Value::Map(_) => {
             let entries = p.map(node, field, &["file", "nodes"]);
@@ -261,14 +264,16 @@ fn traces(p: &mut P, node: &Node, field: &str, base: Option<&Path>, members: &[u
     };
     let Some(file) = file else {
         p.err(node.mark, field, "expected a file name, or a mapping with 'file' (and 'nodes')");
-        return Vec::new();
+        return (Vec::new(), None);
     };
     let path = base.map(|b| b.join(&file)).unwrap_or_else(|| file.clone().into());
-    let text = match crate::read_limited(&path, crate::MAX_TRACE_BYTES) {
+    // The lab's controller reads it again: by a name that does not depend on its directory.
+    let path = std::path::absolute(&path).unwrap_or(path);
+    let (text, stamp) = match crate::read_stamped(&path, crate::MAX_TRACE_BYTES) {
         Ok(t) => t,
         Err(e) => {
             p.err(node.mark, field, format!("cannot read ns-2 trace '{}': {e}", path.display()));
-            return Vec::new();
+            return (Vec::new(), None);
         }
     };
     // $node_(i) beyond the segment (and beyond any real movement file) is a mistake, not
@@ -277,7 +282,7 @@ fn traces(p: &mut P, node: &Node, field: &str, base: Option<&Path>, members: &[u
         Ok(t) => t,
         Err(e) => {
             p.err(node.mark, field, format!("{}:{}: {}", path.display(), e.line, e.message));
-            return Vec::new();
+            return (Vec::new(), None);
         }
     };
     let mut out = Vec::new();
@@ -292,7 +297,7 @@ fn traces(p: &mut P, node: &Node, field: &str, base: Option<&Path>, members: &[u
                 };
                 let Some(i) = p.scalar(v, &k, integer::<usize>("a node number of the trace")) else { continue };
                 match all.get(i) {
-                    Some(t) => out.push((idx, t.clone())),
+                    Some(t) => out.push((idx, i, t.clone())),
                     None => p.err(v.mark, &k, format!("the trace has no $node_({i}) (it has {} nodes)", all.len())),
                 }
             }
@@ -300,12 +305,12 @@ fn traces(p: &mut P, node: &Node, field: &str, base: Option<&Path>, members: &[u
         None => {
             if all.len() < members.len() {
                 p.err(node.mark, field, format!("the trace moves {} nodes but the segment has {} members; map them with 'nodes: {{NODE: INDEX}}'", all.len(), members.len()));
-                return Vec::new();
+                return (Vec::new(), None);
             }
-            out.extend(members.iter().zip(all).map(|(&m, t)| (m, t)));
+            out.extend(members.iter().zip(all).enumerate().map(|(i, (&m, t))| (m, i, t)));
         }
     }
-    out
+    (out, Some((path, stamp)))
 }
 
 /// Read a wireless segment's settings from its entries; `members` are the members' node
@@ -406,12 +411,18 @@ pub fn wireless(p: &mut P, entries: &Entries, field: &str, base: Option<&Path>, 
         }
         members.push((pos, mob));
     }
+    let mut trace = None;
     if let Some((_, v)) = get("trace") {
         let idx: Vec<usize> = member_entries.iter().map(|m| m.0).collect();
-        for (node, t) in traces(p, v, &f("trace"), base, &idx, &names) {
+        let (moved, file) = traces(p, v, &f("trace"), base, &idx, &names);
+        let mut map = Vec::with_capacity(moved.len());
+        for (node, ti, t) in moved {
             let i = member_entries.iter().position(|m| m.0 == node).unwrap();
-            members[i] = (Some(t.start), Mobility::Trace(t));
+            map.push((i, ti));
+            // The moves stay in the file: the lab's controller reads them (Plan::load_traces).
+            members[i] = (Some(t.start), Mobility::Trace(ns2::Trace { start: t.start, moves: Vec::new() }));
         }
+        trace = file.map(|(path, stamp)| crate::TraceFile { path, stamp, members: map });
     }
-    WirelessDef { medium, tick_ns, area, members }
+    WirelessDef { medium, tick_ns, area, members, trace }
 }
