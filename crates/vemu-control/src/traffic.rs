@@ -59,6 +59,13 @@ fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
 
+/// When a flow's sink stops listening: a few seconds after the last packet, or never
+/// (the lab's end) for a flow without a count; never before the sender stops, however
+/// large the count.
+fn sink_until_ns(start_ns: u64, count: Option<u64>, interval_ns: u64) -> u64 {
+    count.map_or(u64::MAX, |c| start_ns.saturating_add(c.saturating_mul(interval_ns)).saturating_add(5_000_000_000))
+}
+
 impl Controller {
     /// Start a CBR flow; returns its description.
     pub fn traffic_cbr(&mut self, r: CbrRequest) -> Result<Value, LabError> {
@@ -101,7 +108,7 @@ impl Controller {
         let exe = quote(&exe.to_string_lossy());
         let epoch = self.clock.epoch_ns;
         // The sink listens until a few seconds after the last packet (or until the lab ends).
-        let until = count.map_or(u64::MAX, |c| start_ns + c * interval_ns + 5_000_000_000);
+        let until = sink_until_ns(start_ns, count, interval_ns);
         let recv = format!("exec {exe} traffic-agent recv --flow {id} --port {port} --epoch-ns {epoch} --until-ns {until}");
         let count_arg = count.map(|c| format!(" --count {c}")).unwrap_or_default();
         let dst = std::net::SocketAddr::new(addr, port);
@@ -134,5 +141,18 @@ impl Controller {
         let v = json!(flow);
         self.emit(json!({"type": "traffic", "flow": v}));
         Ok(v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Audit: `count: 18446744073709551615` wrapped the sink's end time, so the sink
+    /// stopped after 4 s while the sender went on.
+    #[test]
+    fn the_sink_outlasts_any_count() {
+        assert_eq!(super::sink_until_ns(1_000, Some(u64::MAX), 10_000_000), u64::MAX);
+        assert_eq!(super::sink_until_ns(u64::MAX - 5, Some(1), 1), u64::MAX);
+        assert_eq!(super::sink_until_ns(1_000_000_000, Some(10), 100_000_000), 7_000_000_000);
+        assert_eq!(super::sink_until_ns(0, None, 1), u64::MAX);
     }
 }
