@@ -149,6 +149,10 @@ pub struct Addressing {
     pub ipv4_prefix: u8,
     pub ipv6: Option<Ipv6Net>,
     pub ipv6_prefix: u8,
+    /// With no IPv6 pool: `ipv6: link-local` keeps IPv6 on the nodes' interfaces (their
+    /// link-local addresses, for babeld or OSPFv3); `ipv6: none` turns it off, so that
+    /// nodes send no IPv6 at all.
+    pub ipv6_link_local: bool,
     /// Pools of loopback addresses: each node without one of that family gets the next.
     pub loopback_ipv4: Option<Ipv4Net>,
     pub loopback_ipv6: Option<Ipv6Net>,
@@ -161,6 +165,7 @@ impl Default for Addressing {
             ipv4_prefix: 30,
             ipv6: Some("fd00::/48".parse().unwrap()),
             ipv6_prefix: 64,
+            ipv6_link_local: true,
             loopback_ipv4: None,
             loopback_ipv6: None,
         }
@@ -981,12 +986,16 @@ fn addressing(p: &mut P, node: &Node, field: &str) -> Addressing {
         let off = matches!(v.as_str(), Some("none") | Some("false") | Some("off"));
         match k {
             "ipv4" if off => a.ipv4 = None,
-            "ipv6" if off => a.ipv6 = None,
+            "ipv6" if off => {
+                a.ipv6 = None;
+                a.ipv6_link_local = false;
+            }
+            "ipv6" if v.as_str() == Some("link-local") => a.ipv6 = None,
             "ipv4" => {
                 a.ipv4 = p.scalar(v, &f, |s| s.parse::<Ipv4Net>().map(|n| n.trunc()).map_err(|_| format!("'{s}' is not an IPv4 prefix like 10.0.0.0/16 (or 'none')")))
             }
             "ipv6" => {
-                a.ipv6 = p.scalar(v, &f, |s| s.parse::<Ipv6Net>().map(|n| n.trunc()).map_err(|_| format!("'{s}' is not an IPv6 prefix like fd00::/48 (or 'none')")))
+                a.ipv6 = p.scalar(v, &f, |s| s.parse::<Ipv6Net>().map(|n| n.trunc()).map_err(|_| format!("'{s}' is not an IPv6 prefix like fd00::/48 (or 'link-local', or 'none')")))
             }
             "loopback_ipv4" if off => a.loopback_ipv4 = None,
             "loopback_ipv6" if off => a.loopback_ipv6 = None,

@@ -251,6 +251,16 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
     if !errors.is_empty() {
         return Err(errors);
     }
+    // `ipv6: none`: interfaces of nodes without an IPv6 address have IPv6 off (set before
+    // they exist, so that they never send a router solicitation or an MLD report); the
+    // node's own sysctls come after and may say otherwise.
+    if s.addressing.ipv6.is_none() && !s.addressing.ipv6_link_local {
+        for n in nodes.iter_mut() {
+            if !n.ifaces.iter().any(|i| i.addrs.iter().any(|a| a.addr().is_ipv6())) {
+                n.sysctls.insert(0, ("net.ipv6.conf.default.disable_ipv6".into(), "1".into()));
+            }
+        }
+    }
     if s.static_routing {
         // Checked before any search: n nodes on a graph of l links hold up to n*l routes.
         let lans = segments.iter().filter(|g| g.wireless.is_none()).count();

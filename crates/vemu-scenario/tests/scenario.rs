@@ -567,3 +567,19 @@ fn static_routing_has_a_bound() {
     assert!(m.contains("t.yaml:1:1: routing: static routing would give the 3000 nodes up to 8997000 routes in all (more than 5000000)"), "{m}");
     assert_eq!(ok(&format!("routing: none\n{y}")).nodes.len(), n);
 }
+
+#[test]
+fn ipv6_none_turns_ipv6_off_and_link_local_keeps_it() {
+    let base = "nodes: {a: {}, b: {sysctl: {net.ipv6.conf.default.disable_ipv6: '0'}}}\nlinks: [{endpoints: [a, b]}]\n";
+    let p = ok(&format!("addressing: {{ipv6: none}}\n{base}"));
+    let off = ("net.ipv6.conf.default.disable_ipv6".to_string(), "1".to_string());
+    assert_eq!(p.nodes[0].sysctls, [off.clone()]);
+    // The node's own sysctl comes after, and wins.
+    assert_eq!(p.nodes[1].sysctls.first(), Some(&off));
+    assert_eq!(p.nodes[1].sysctls.last().unwrap().1, "0");
+    let p = ok(&format!("addressing: {{ipv6: link-local}}\n{base}"));
+    assert!(p.nodes[0].sysctls.is_empty());
+    assert!(p.nodes[0].ifaces[0].addrs.iter().all(|a| a.addr().is_ipv4()));
+    let m = one_error(&format!("addressing: {{ipv6: local}}\n{base}"));
+    assert!(m.contains("'local' is not an IPv6 prefix like fd00::/48 (or 'link-local', or 'none')"), "{m}");
+}

@@ -85,3 +85,35 @@ segments:
     assert_eq!(d["ingress"]["stats"]["rx_frames"], 0, "{d}");
     assert!(s["segments"][0]["stats"]["flooded"].as_u64().unwrap() >= 4);
 }
+
+fn frames_through_switch(lab: &Lab) -> u64 {
+    let st = &lab.status()["segments"][0]["stats"];
+    st["unicast"].as_u64().unwrap() + st["flooded"].as_u64().unwrap() + st["filtered"].as_u64().unwrap()
+}
+
+/// `addressing: {ipv6: none}` means no IPv6 on the nodes' interfaces: a quiet LAN stays
+/// quiet (no router solicitations, no MLD reports), and IPv4 works. `ipv6: link-local`
+/// keeps link-local IPv6 (for babeld, OSPFv3), whose start-up chatter crosses the switch.
+#[test]
+fn ipv6_none_sends_no_ipv6() {
+    let _g = serial();
+    let y = |name: &str, v6: &str| format!("name: {name}\naddressing: {{ipv6: {v6}}}\nnodes: {{a: {{}}, b: {{}}, c: {{}}}}\nsegments:\n  s: {{members: [a, b, c]}}\n");
+    let lab = Lab::up("t-nov6", &y("t-nov6", "none"));
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(frames_through_switch(&lab), 0, "frames crossed the switch of a quiet IPv4-only LAN: {}", lab.status()["segments"][0]["stats"]);
+    let (code, addrs) = lab.sh("a", "ip -6 addr show dev eth0");
+    assert_eq!((code, addrs.trim()), (0, ""), "eth0 has IPv6");
+    let (_, lo) = lab.sh("a", "ip -6 addr show dev lo");
+    assert!(lo.contains("::1/128"), "lo keeps ::1: {lo}");
+    let o = lab.exec("a", &["ping", "-c", "2", "-i", "0.2", "c"]);
+    assert!(o.status.success(), "{}", text(&o));
+    drop(lab);
+    let lab = Lab::up("t-llv6", &y("t-llv6", "link-local"));
+    let (_, addrs) = lab.sh("a", "ip -6 addr show dev eth0");
+    assert!(addrs.contains("fe80::"), "link-local IPv6 stays: {addrs}");
+    let t = std::time::Instant::now();
+    while frames_through_switch(&lab) == 0 && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(frames_through_switch(&lab) > 0, "link-local IPv6 nodes announce themselves");
+}
