@@ -217,10 +217,15 @@ impl LocalWorker {
 
     fn teardown(&mut self) -> Result<()> {
         self.node_sockets = None;
+        // Forwarding ends first, whatever it had queued (a start-up flood must not hold
+        // `down` up); the devices stay open until the nodes' processes are gone.
+        if let Some(e) = self.engine.as_mut() {
+            e.halt();
+        }
         if let Some(mut s) = self.supervisor.take() {
             s.stop();
         }
-        // Processes and namespaces first, so nothing in a node sees its interfaces
+        // Processes and namespaces next, so nothing in a node sees its interfaces
         // vanish while it still runs; then the engine closes the TAP devices.
         let removed = match self.lab.take() {
             Some(paths) => vemu_host::remove_lab(&paths.lab),

@@ -20,6 +20,9 @@ use crate::gso;
 const MAX_FRAME: usize = 65536 + 256;
 /// Frames read from one device before looking at the others and the timers.
 const READ_BATCH: usize = 32;
+/// Frames written before looking at control messages and devices again: a backlog (a
+/// LAN's start-up flood) must not keep a shard from hearing "stop" for seconds.
+const WRITE_BATCH: usize = 1024;
 /// The shard sleeps until at least this long before the next delivery time and polls its
 /// devices without sleeping for the rest: waking from a sleep takes tens of microseconds
 /// on a virtual machine, which would otherwise add to the delay of every hop. The cost
@@ -60,7 +63,7 @@ pub(crate) struct ShardHandle {
     wake: OwnedFd,
     /// Nanoseconds the shard has spent working (see [`Shard::work_ns`]).
     pub work_ns: Arc<AtomicU64>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    thread: Option<std::thread::JoinHandle<Vec<OwnedFd>>>,
 }
 
 impl ShardHandle {
@@ -103,18 +106,16 @@ impl ShardHandle {
         }
     }
 
-    /// Wait for the shard to end (after [`Control::Stop`]).
-    pub fn join(&mut self) {
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+    /// Wait for the shard to end (after [`Control::Stop`]); its devices, still open.
+    pub fn join(&mut self) -> Vec<OwnedFd> {
+        self.thread.take().and_then(|t| t.join().ok()).unwrap_or_default()
     }
 }
 
 /// Close TAP descriptors from many threads: each close unregisters a device and then
 /// waits for the kernel's RCU barriers (~30 ms here), waits that overlap when the
 /// closes run side by side (one by one, 1000 nodes took 36 s to tear down).
-fn close_all(fds: Vec<OwnedFd>) {
+pub(crate) fn close_all(fds: Vec<OwnedFd>) {
     let per = fds.len().div_ceil(CLOSE_THREADS).max(1);
     let mut fds = fds;
     std::thread::scope(|s| {
@@ -217,7 +218,9 @@ impl Shard {
         })
     }
 
-    fn run(&mut self) {
+    /// Forward until told to stop; then hand the devices back (frames still queued are
+    /// dropped with the core).
+    fn run(&mut self) -> Vec<OwnedFd> {
         // Timers as precise as the kernel allows: no slack on our sleeps.
         // SAFETY: prctl with an integer argument.
         unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1, 0, 0, 0) };
@@ -255,7 +258,7 @@ impl Shard {
                     // SAFETY: reading 8 bytes from an eventfd.
                     unsafe { libc::read(self.wake_fd, (&mut v as *mut u64).cast(), 8) };
                     if !self.control() {
-                        return;
+                        return std::mem::take(&mut self.fds);
                     }
                     continue;
                 }
@@ -274,9 +277,11 @@ impl Shard {
         }
     }
 
-    /// Write every frame that is due.
+    /// Write the frames that are due, up to [`WRITE_BATCH`] (the rest stay due: the
+    /// loop comes back at once, after a look at control messages and devices).
     fn transmit(&mut self) {
-        while let Some(tx) = self.core.poll_transmit(self.clock.now_ns()) {
+        for _ in 0..WRITE_BATCH {
+            let Some(tx) = self.core.poll_transmit(self.clock.now_ns()) else { break };
             let fd = self.fds[tx.port as usize].as_raw_fd();
             // SAFETY: writing a frame we hold to a TAP descriptor.
             let w = unsafe { libc::write(fd, tx.frame.as_ptr().cast(), tx.frame.len()) };
@@ -330,10 +335,7 @@ impl Shard {
                 Ok(Control::Radio { seg, done }) => {
                     let _ = done.send(self.core.radio(seg).unwrap_or_default());
                 }
-                Ok(Control::Stop) | Err(TryRecvError::Disconnected) => {
-                    close_all(std::mem::take(&mut self.fds));
-                    return false;
-                }
+                Ok(Control::Stop) | Err(TryRecvError::Disconnected) => return false,
                 Err(TryRecvError::Empty) => break,
             }
         }

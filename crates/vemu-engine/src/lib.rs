@@ -88,6 +88,9 @@ pub struct Engine {
     member_counters: Vec<Vec<[Arc<DirCounters>; 2]>>,
     seg_counters: Vec<Arc<SegCounters>>,
     pub clock: LabClock,
+    /// Devices of halted shards, closed by [`Engine::stop`]. (A halted shard answers
+    /// nothing: commands to it are dropped, and waits for it end at once.)
+    halted: Vec<OwnedFd>,
 }
 
 impl Engine {
@@ -131,7 +134,7 @@ impl Engine {
         for (s, (core, fds)) in cores.into_iter().enumerate() {
             handles.push(ShardHandle::spawn(s, core, fds, clock)?);
         }
-        Ok(Engine { shards: handles, link_place, seg_place, link_counters, member_counters, seg_counters, clock })
+        Ok(Engine { shards: handles, link_place, seg_place, link_counters, member_counters, seg_counters, clock, halted: Vec::new() })
     }
 
     /// Per shard, nanoseconds spent working since the start (handling frames, timers
@@ -226,23 +229,28 @@ impl Engine {
         }
     }
 
-    /// Stop every shard and close the TAP devices.
-    pub fn stop(mut self) {
-        self.stop_shards();
-    }
-
-    fn stop_shards(&mut self) {
+    /// Stop forwarding at once: every shard ends, dropping what it still had queued
+    /// (a backlog is never waited for). The TAP devices stay open, so that the nodes'
+    /// interfaces stay until [`Engine::stop`].
+    pub fn halt(&mut self) {
         for s in &self.shards {
             s.send(Control::Stop);
         }
         for s in &mut self.shards {
-            s.join();
+            self.halted.extend(s.join());
         }
+    }
+
+    /// Halt (if not yet) and close the TAP devices.
+    pub fn stop(mut self) {
+        self.halt();
+        driver::close_all(std::mem::take(&mut self.halted));
     }
 }
 
 impl Drop for Engine {
     fn drop(&mut self) {
-        self.stop_shards();
+        self.halt();
+        driver::close_all(std::mem::take(&mut self.halted));
     }
 }
