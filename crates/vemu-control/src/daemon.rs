@@ -24,7 +24,47 @@ use crate::LockExt;
 pub enum Event {
     /// Nodes created so far, of the total.
     Progress(usize, usize),
-    Ready,
+    /// The lab serves its API and its data plane has caught up with what the nodes sent
+    /// as they came up ([`Settled`]).
+    Ready(Settled),
+}
+
+/// How long the data plane took to catch up after the nodes were built.
+#[derive(Debug, Clone, Copy)]
+pub struct Settled {
+    pub waited_ms: u64,
+    /// Still this far behind when `up` stopped waiting (0: caught up), ms.
+    pub behind_ms: u64,
+}
+
+/// A frame this late (or later) means the data plane is behind.
+const BEHIND_NS: u64 = 1_000_000;
+/// Consecutive looks without a late frame that make the data plane caught up.
+const CAUGHT_UP_LOOKS: u32 = 3;
+/// `up` waits this long at most for the data plane.
+const SETTLE_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Wait until the data plane has written every frame that is due, seen a few times in a
+/// row (the nodes' start-up chatter — ARP, router solicitations, MLD reports — can be
+/// millions of frame copies on a big LAN, and a ping sent behind them is late).
+fn settle(ctl: &Arc<Mutex<Controller>>) -> Settled {
+    let start = std::time::Instant::now();
+    let mut good = 0;
+    loop {
+        let behind = match ctl.locked().worker.call(WorkerRequest::Backlog, &mut |_, _| {}) {
+            WorkerReply::Backlog(ns) => ns,
+            _ => 0,
+        };
+        good = if behind < BEHIND_NS { good + 1 } else { 0 };
+        let waited_ms = start.elapsed().as_millis() as u64;
+        if good >= CAUGHT_UP_LOOKS {
+            return Settled { waited_ms, behind_ms: 0 };
+        }
+        if start.elapsed() >= SETTLE_LIMIT {
+            return Settled { waited_ms, behind_ms: behind / 1_000_000 };
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
 }
 
 /// Where the API listens besides the lab's Unix socket.
@@ -181,7 +221,8 @@ fn serve_lab(plan: Plan, options: ApiOptions, name: &mut NameGuard, report: &mut
     let timeline = crate::timeline::start(ctl.clone(), plan.events.clone(), clock);
     let ticker = crate::radio::start(ctl.clone(), clock);
     let monitor = crate::fidelity::start(ctl.clone());
-    report(Event::Ready);
+    let settled = settle(&ctl);
+    report(Event::Ready(settled));
 
     let reply_to = stop.recv().ok().flatten();
     timeline.stop();

@@ -34,6 +34,8 @@ pub enum WorkerRequest {
     Radio { seg: usize },
     /// The nodes' kernel counters of their TAP interfaces.
     TapQueues,
+    /// How far behind its schedule the data plane is, ns.
+    Backlog,
     Teardown,
 }
 
@@ -45,6 +47,7 @@ pub enum WorkerReply {
     Processes(Vec<ProcStatus>),
     Radio(RadioSnapshot),
     TapQueues(Vec<TapQueue>),
+    Backlog(u64),
     Error(String),
 }
 
@@ -299,6 +302,7 @@ impl Worker for LocalWorker {
             }
             WorkerRequest::Radio { seg } => Ok(WorkerReply::Radio(self.engine()?.radio(seg))),
             WorkerRequest::TapQueues => Ok(WorkerReply::TapQueues(self.tap_queues()?)),
+            WorkerRequest::Backlog => Ok(WorkerReply::Backlog(self.engine()?.backlog_ns())),
             WorkerRequest::Teardown => {
                 self.teardown()?;
                 Ok(WorkerReply::Done)

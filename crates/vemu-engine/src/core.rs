@@ -533,6 +533,12 @@ impl Core {
         self.heap.peek().map(|p| p.at_ns).into_iter().chain(radio).min()
     }
 
+    /// How far behind its schedule the core is at `now`: the age of the oldest thing due
+    /// (0 when nothing is due). A driver that keeps up keeps this near zero.
+    pub fn backlog_ns(&self, now: u64) -> u64 {
+        self.poll_timeout().map_or(0, |t| now.saturating_sub(t))
+    }
+
     /// Let time reach `now`: the radio channels carry out what is due. Frames due are
     /// then handed out by [`Core::poll_transmit`].
     pub fn handle_timeout(&mut self, now: u64) {

@@ -54,6 +54,8 @@ pub(crate) enum Control {
     /// A capture's sink, before its `Command::Capture`s.
     CaptureSink { id: u64, tx: SyncSender<Captured> },
     Radio { seg: usize, done: Sender<RadioSnapshot> },
+    /// How far behind its schedule the shard is, ns ([`Core::backlog_ns`]).
+    Backlog(Sender<u64>),
     Stop,
 }
 
@@ -334,6 +336,9 @@ impl Shard {
                 }
                 Ok(Control::Radio { seg, done }) => {
                     let _ = done.send(self.core.radio(seg).unwrap_or_default());
+                }
+                Ok(Control::Backlog(done)) => {
+                    let _ = done.send(self.core.backlog_ns(self.clock.now_ns()));
                 }
                 Ok(Control::Stop) | Err(TryRecvError::Disconnected) => return false,
                 Err(TryRecvError::Empty) => break,

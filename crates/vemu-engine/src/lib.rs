@@ -229,6 +229,21 @@ impl Engine {
         }
     }
 
+    /// How far behind its schedule the furthest-behind shard is, ns: 0 when every frame
+    /// due has been written (a halted shard counts as 0).
+    pub fn backlog_ns(&self) -> u64 {
+        let asks: Vec<_> = self
+            .shards
+            .iter()
+            .map(|s| {
+                let (tx, rx) = std::sync::mpsc::channel();
+                s.send(Control::Backlog(tx));
+                rx
+            })
+            .collect();
+        asks.into_iter().filter_map(|rx| rx.recv().ok()).max().unwrap_or(0)
+    }
+
     /// Stop forwarding at once: every shard ends, dropping what it still had queued
     /// (a backlog is never waited for). The TAP devices stay open, so that the nodes'
     /// interfaces stay until [`Engine::stop`].

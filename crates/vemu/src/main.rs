@@ -573,9 +573,9 @@ fn up_foreground(plan: Plan, options: ApiOptions) -> Result<()> {
     let lock = lock_name(&name)?;
     daemon::run(plan, options, lock, |ev| match ev {
         Event::Progress(d, _) => bar.set_position(d as u64),
-        Event::Ready => {
+        Event::Ready(settled) => {
             bar.finish_and_clear();
-            eprintln!("lab '{name}' is up: {nodes} nodes, {links} links. Ctrl-C takes it down.");
+            eprintln!("lab '{name}' is up: {nodes} nodes, {links} links{}. Ctrl-C takes it down.", settle_note(settled.waited_ms, settled.behind_ms));
             print_api(&name);
         }
     })?;
@@ -633,6 +633,7 @@ fn up_background(plan: Plan, options: ApiOptions) -> Result<()> {
     drop(stdin);
     let bar = progress_bar(plan.nodes.len());
     let mut ready = false;
+    let mut settled = (0, 0);
     let mut error = None;
     for line in BufReader::new(child.stdout.take().unwrap()).lines() {
         let Ok(line) = line else { break };
@@ -641,6 +642,7 @@ fn up_background(plan: Plan, options: ApiOptions) -> Result<()> {
             bar.set_position(d);
         } else if v.get("ready").is_some() {
             ready = true;
+            settled = (v["settle_ms"].as_u64().unwrap_or(0), v["behind_ms"].as_u64().unwrap_or(0));
         } else if let Some(e) = v.get("error").and_then(|e| e.as_str()) {
             error = Some(e.to_string());
         }
@@ -652,15 +654,28 @@ fn up_background(plan: Plan, options: ApiOptions) -> Result<()> {
         bail!("lab '{}' did not come up: {msg}", plan.name);
     }
     println!(
-        "lab '{}' is up: {} nodes, {} links, {} segments (logs in {}). Try 'vemu status', 'vemu exec NODE -- CMD', 'vemu down'.",
+        "lab '{}' is up: {} nodes, {} links, {} segments{} (logs in {}). Try 'vemu status', 'vemu exec NODE -- CMD', 'vemu down'.",
         plan.name,
         plan.nodes.len(),
         plan.links.len(),
         plan.segments.len(),
+        settle_note(settled.0, settled.1),
         paths.log_dir().display()
     );
     print_api(&plan.name);
     Ok(())
+}
+
+/// What `up` says of the data plane's catching up with the nodes' start-up chatter:
+/// nothing when it took no time worth telling.
+fn settle_note(waited_ms: u64, behind_ms: u64) -> String {
+    if behind_ms > 0 {
+        format!("; the data plane is still {:.1} s behind after waiting {:.1} s (the nodes' start-up traffic: see docs/scenario.md)", behind_ms as f64 / 1e3, waited_ms as f64 / 1e3)
+    } else if waited_ms >= 200 {
+        format!("; data plane caught up with the nodes' start-up traffic in {:.1} s", waited_ms as f64 / 1e3)
+    } else {
+        String::new()
+    }
 }
 
 /// `vemu daemon`: read the plan on stdin, report on stdout (JSON lines) until ready.
@@ -682,8 +697,8 @@ fn run_daemon() -> Result<()> {
     };
     let result = daemon::run(plan, ApiOptions { tcp }, lock, |ev| match ev {
         Event::Progress(d, t) => emit(json!({"progress": [d, t]})),
-        Event::Ready => {
-            emit(json!({"ready": true}));
+        Event::Ready(settled) => {
+            emit(json!({"ready": true, "settle_ms": settled.waited_ms, "behind_ms": settled.behind_ms}));
             // Let `vemu up` see the end of our output and return.
             if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
                 // SAFETY: dup2 onto stdout.
