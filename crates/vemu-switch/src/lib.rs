@@ -13,6 +13,10 @@
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
+pub mod snoop;
+pub use snoop::Snooping;
+use snoop::{Class, Decision, VlanSnoop};
+
 /// Default time a learned address stays without traffic from it, ns (IEEE 802.1D: 300 s).
 pub const DEFAULT_AGING_NS: u64 = 300_000_000_000;
 
@@ -31,6 +35,9 @@ pub type Mac = u64;
 pub fn mac(bytes: &[u8]) -> Mac {
     bytes[..6].iter().fold(0u64, |acc, &b| acc << 8 | b as u64)
 }
+
+/// ff:ff:ff:ff:ff:ff.
+pub const BROADCAST: Mac = 0xffff_ffff_ffff;
 
 /// Group (broadcast or multicast) addresses have the lowest bit of the first byte set.
 pub fn is_group(m: Mac) -> bool {
@@ -89,9 +96,25 @@ impl Iterator for Flood<'_> {
     }
 }
 
+/// Where [`Switch::forward_frame`] sent a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    Unicast,
+    Flood,
+    /// To the members of its multicast group and the router ports only (snooping).
+    Multicast,
+    Filter,
+}
+
 /// A learning switch (see the crate documentation).
 #[derive(Debug, Clone)]
 pub struct Switch {
+    snooping: Snooping,
+    /// Snooping state per VLAN (as `groups`).
+    snoop: Vec<VlanSnoop>,
+    /// When the switch, as querier, sends its next general queries, and how many it sent.
+    next_query_ns: Option<u64>,
+    queries_sent: u32,
     ports: Vec<Port>,
     /// Ports of each VLAN, in port order.
     groups: Vec<Vec<u32>>,
@@ -131,7 +154,93 @@ impl Switch {
             out.push(Port { group: g as u32, up: true });
         }
         let max_learned = DEFAULT_MAX_LEARNED.max(LEARNED_PER_PORT * ports.len());
-        Switch { ports: out, groups, table: FxHashMap::default(), aging_ns, next_sweep_ns: aging_ns, max_learned, refused: 0, next_full_sweep_ns: 0 }
+        let snoop = vec![VlanSnoop::default(); groups.len()];
+        Switch {
+            snooping: Snooping::Off,
+            snoop,
+            next_query_ns: None,
+            queries_sent: 0,
+            ports: out,
+            groups,
+            table: FxHashMap::default(),
+            aging_ns,
+            next_sweep_ns: aging_ns,
+            max_learned,
+            refused: 0,
+            next_full_sweep_ns: 0,
+        }
+    }
+
+    /// How the switch treats multicast (a new switch floods it: [`Snooping::Off`]).
+    pub fn set_snooping(&mut self, s: Snooping) {
+        self.snooping = s;
+        self.next_query_ns = (s == Snooping::Querier).then_some(0);
+        self.queries_sent = 0;
+    }
+
+    /// Multicast groups with members, over all VLANs.
+    pub fn group_count(&self) -> usize {
+        self.snoop.iter().map(VlanSnoop::group_count).sum()
+    }
+
+    /// When the switch's next general queries are due (it is the querier).
+    pub fn next_query_ns(&self) -> Option<u64> {
+        self.next_query_ns
+    }
+
+    /// The general queries due at `now`, each with the ports it goes to (the VLAN's
+    /// ports that are up): an IGMPv3 and an MLDv2 query per VLAN.
+    pub fn poll_queries(&mut self, now_ns: u64) -> Vec<(Vec<u32>, Vec<u8>)> {
+        let Some(at) = self.next_query_ns.filter(|&t| t <= now_ns) else { return Vec::new() };
+        self.queries_sent += 1;
+        let every = if self.queries_sent < 2 { snoop::STARTUP_QUERY_INTERVAL_NS } else { snoop::QUERY_INTERVAL_NS };
+        self.next_query_ns = Some(at.max(now_ns) + every);
+        let mut out = Vec::new();
+        for g in &self.groups {
+            let ports: Vec<u32> = g.iter().copied().filter(|&p| self.ports[p as usize].up).collect();
+            out.push((ports.clone(), snoop::igmp_general_query()));
+            out.push((ports, snoop::mld_general_query()));
+        }
+        out
+    }
+
+    /// Decide where an Ethernet frame from `in_port` goes, at `now_ns`: learn its source,
+    /// and push the ports it goes to onto `out` (cleared first). Multicast goes through
+    /// snooping (see [`snoop`]) unless it is off.
+    pub fn forward_frame(&mut self, now_ns: u64, in_port: u32, eth: &[u8], out: &mut Vec<u32>) -> Delivery {
+        out.clear();
+        if eth.len() < 14 {
+            return Delivery::Filter;
+        }
+        let (dst, src) = (mac(&eth[0..6]), mac(&eth[6..12]));
+        let d = match self.forward(now_ns, in_port, dst, src) {
+            Forward::Unicast(p) => {
+                out.push(p);
+                return Delivery::Unicast;
+            }
+            Forward::Filter => return Delivery::Filter,
+            Forward::Flood(ports) => {
+                out.extend(ports);
+                Delivery::Flood
+            }
+        };
+        if self.snooping == Snooping::Off || dst == BROADCAST {
+            return d;
+        }
+        let class = snoop::classify(eth);
+        if matches!(class, Class::Other | Class::Flood) {
+            return d;
+        }
+        let group = self.ports[in_port as usize].group as usize;
+        let ports = &self.ports;
+        let mut chosen = Vec::new();
+        match self.snoop[group].handle(now_ns, self.snooping == Snooping::Querier, in_port, &class, |p| ports[p as usize].up, &mut chosen) {
+            Decision::Flood => d,
+            Decision::Ports => {
+                *out = chosen;
+                Delivery::Multicast
+            }
+        }
     }
 
     pub fn port_count(&self) -> usize {
@@ -163,6 +272,8 @@ impl Switch {
         self.ports[port as usize].up = up;
         if !up {
             self.table.retain(|_, e| e.port != port);
+            let g = self.ports[port as usize].group as usize;
+            self.snoop[g].forget_port(port);
         }
     }
 
@@ -177,6 +288,9 @@ impl Switch {
             let aging = self.aging_ns;
             self.table.retain(|_, e| now_ns.saturating_sub(e.seen_ns) <= aging);
             self.next_sweep_ns = now_ns + aging;
+            for s in &mut self.snoop {
+                s.sweep(now_ns);
+            }
         }
         if !is_group(src) {
             let k = key(group, src);
