@@ -191,7 +191,7 @@ impl LocalWorker {
                 stream += 2;
             }
             let radio = g.wireless.as_ref().map(|w| (w.medium.clone(), w.radios.iter().map(|r| r.start).collect()));
-            segments.push(SegmentSpec { members, capacity_bps: g.capacity_bps, aging_ns: g.aging_ns, radio });
+            segments.push(SegmentSpec { members, capacity_bps: g.capacity_bps, aging_ns: g.aging_ns, snooping: g.snooping, radio });
         }
         let shards = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
         self.engine = Some(Engine::start(specs, segments, shards, LabClock { epoch_ns: epoch })?);

@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 use vemu_link::{DropCause, Impairments, ImpairmentsPatch, LinkDir, Offer};
 use vemu_radio::medium::{Medium, MediumConfig, Neighbour, Outcome, PairCounters};
 use vemu_radio::Pos;
-use vemu_switch::{Forward, PortConfig, Switch};
+use vemu_switch::{Delivery, PortConfig, Snooping, Switch};
 
 use crate::counters::{delay_bucket, DirCounters, SegCounters};
 use crate::gso::{self, VnetHdr, VNET_HDR_LEN};
@@ -99,6 +99,8 @@ pub struct SegmentConfig {
     pub capacity_bps: Option<u64>,
     /// Learned MAC addresses are forgotten after this long without traffic, ns.
     pub aging_ns: u64,
+    /// IGMP/MLD snooping (a LAN's switch; with `Querier` it sends queries on its own).
+    pub snooping: vemu_switch::Snooping,
     /// A radio channel instead of a switch, with the members' first positions (m).
     pub radio: Option<(MediumConfig, Vec<Pos>)>,
 }
@@ -393,6 +395,8 @@ pub struct Core {
     counters: Vec<Arc<DirCounters>>,
     /// Indices of the wireless segments.
     radios: Vec<u32>,
+    /// LAN segments whose switch is the snooping querier (it sends queries on its own).
+    queriers: Vec<u32>,
     heap: BinaryHeap<Pending>,
     seq: u64,
     /// Scratch list of accepted copies.
@@ -443,9 +447,16 @@ impl Core {
         if radio.is_some() {
             self.radios.push(seg);
         }
+        let mut switch = Switch::new(&ports_cfg, cfg.aging_ns);
+        if radio.is_none() {
+            switch.set_snooping(cfg.snooping);
+            if cfg.snooping == Snooping::Querier {
+                self.queriers.push(seg);
+            }
+        }
         let ports = members.iter().map(|m| m.port).collect();
         self.segments.push(SegState {
-            switch: Switch::new(&ports_cfg, cfg.aging_ns),
+            switch,
             members,
             capacity,
             counters: Arc::new(SegCounters::default()),
@@ -530,7 +541,8 @@ impl Core {
     /// When the core next has something to do (lab ns), if anything.
     pub fn poll_timeout(&self) -> Option<u64> {
         let radio = self.radios.iter().filter_map(|&g| self.segments[g as usize].radio.as_ref().and_then(|r| r.medium.next_event_ns()));
-        self.heap.peek().map(|p| p.at_ns).into_iter().chain(radio).min()
+        let queries = self.queriers.iter().filter_map(|&g| self.segments[g as usize].switch.next_query_ns());
+        self.heap.peek().map(|p| p.at_ns).into_iter().chain(radio).chain(queries).min()
     }
 
     /// How far behind its schedule the core is at `now`: the age of the oldest thing due
@@ -542,6 +554,21 @@ impl Core {
     /// Let time reach `now`: the radio channels carry out what is due. Frames due are
     /// then handed out by [`Core::poll_transmit`].
     pub fn handle_timeout(&mut self, now: u64) {
+        for k in 0..self.queriers.len() {
+            let g = self.queriers[k];
+            for (ports, eth) in self.segments[g as usize].switch.poll_queries(now) {
+                // A query is the switch's own frame: it leaves through each port's
+                // ingress direction (toward the node), impairments and all.
+                let mut f = vec![0u8; VNET_HDR_LEN];
+                f.extend_from_slice(&eth);
+                let frame: Frame = Arc::new(f);
+                let mut acc = std::mem::take(&mut self.accepted);
+                for p in ports {
+                    self.to_member(g, p, now, frame.clone(), &mut acc);
+                }
+                self.accepted = acc;
+            }
+        }
         for k in 0..self.radios.len() {
             let g = self.radios[k];
             let r = self.segments[g as usize].radio.as_mut().expect("radio segment");
@@ -715,24 +742,17 @@ impl Core {
                 }
             }
         }
-        let eth = &frame[VNET_HDR_LEN..];
-        let (dst, src) = (vemu_switch::mac(&eth[0..6]), vemu_switch::mac(&eth[6..12]));
         let mut targets = std::mem::take(&mut g.targets);
-        targets.clear();
-        let ctr = match g.switch.forward(t, member, dst, src) {
-            Forward::Unicast(p) => {
-                targets.push(p);
-                &g.counters.unicast
-            }
-            Forward::Flood(ports) => {
-                targets.extend(ports);
-                &g.counters.flooded
-            }
-            Forward::Filter => &g.counters.filtered,
+        let ctr = match g.switch.forward_frame(t, member, &frame[VNET_HDR_LEN..], &mut targets) {
+            Delivery::Unicast => &g.counters.unicast,
+            Delivery::Flood => &g.counters.flooded,
+            Delivery::Multicast => &g.counters.multicast,
+            Delivery::Filter => &g.counters.filtered,
         };
         ctr.fetch_add(wire.0 as u64, Relaxed);
         g.counters.learned.store(g.switch.learned() as u64, Relaxed);
         g.counters.learn_refused.store(g.switch.refused(), Relaxed);
+        g.counters.groups.store(g.switch.group_count() as u64, Relaxed);
         let mut acc = std::mem::take(&mut self.accepted);
         for &p in &targets {
             self.to_member(seg, p, t_out, frame.clone(), &mut acc);

@@ -139,6 +139,10 @@ pub struct SegCounters {
     /// learn because its table was full (their frames flood).
     pub learned: AtomicU64,
     pub learn_refused: AtomicU64,
+    /// LAN segments with snooping: frames sent to their group's members and router
+    /// ports only (maybe none), and the groups with members now.
+    pub multicast: AtomicU64,
+    pub groups: AtomicU64,
 }
 
 /// A snapshot of [`SegCounters`].
@@ -156,6 +160,10 @@ pub struct SegStats {
     pub learned: u64,
     #[serde(default)]
     pub learn_refused: u64,
+    #[serde(default)]
+    pub multicast: u64,
+    #[serde(default)]
+    pub groups: u64,
 }
 
 impl SegCounters {
@@ -169,6 +177,8 @@ impl SegCounters {
             routing_frames: self.routing_frames.load(Relaxed),
             learned: self.learned.load(Relaxed),
             learn_refused: self.learn_refused.load(Relaxed),
+            multicast: self.multicast.load(Relaxed),
+            groups: self.groups.load(Relaxed),
         }
     }
 }

@@ -49,6 +49,8 @@ pub struct SegmentSpec {
     pub capacity_bps: Option<u64>,
     /// Learned MAC addresses are forgotten after this long without traffic, ns.
     pub aging_ns: u64,
+    /// IGMP/MLD snooping of a LAN segment.
+    pub snooping: vemu_switch::Snooping,
     /// A radio channel instead of a switch, with the members' first positions.
     pub radio: Option<(MediumConfig, Vec<Pos>)>,
 }
@@ -125,7 +127,7 @@ impl Engine {
                 members.push(MemberConfig { vlan: m.vlan, egress: m.egress, ingress: m.ingress, seeds: m.seeds, mtu: m.mtu });
             }
             let count = members.len();
-            core.add_segment(SegmentConfig { members, capacity_bps: g.capacity_bps, aging_ns: g.aging_ns, radio: g.radio });
+            core.add_segment(SegmentConfig { members, capacity_bps: g.capacity_bps, aging_ns: g.aging_ns, snooping: g.snooping, radio: g.radio });
             member_counters.push((0..count).map(|m| core.counters(Target::Member(local, m))).collect());
             seg_counters.push(core.segment_counters(local));
             seg_place.push((s, local));

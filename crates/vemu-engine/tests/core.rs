@@ -185,7 +185,7 @@ fn link_seeded(forward: Impairments, reverse: Impairments, seeds: [u64; 2]) -> (
 fn lan(members: Vec<(u16, Impairments, Impairments)>, capacity_bps: Option<u64>, aging_ns: u64) -> (Sim, Vec<PortId>) {
     let mut core = Core::new();
     let members = members.into_iter().enumerate().map(|(i, (vlan, egress, ingress))| MemberConfig { vlan, egress, ingress, seeds: [2 * i as u64, 2 * i as u64 + 1], mtu: 0 }).collect();
-    let ports = core.add_segment(SegmentConfig { members, capacity_bps, aging_ns, radio: None });
+    let ports = core.add_segment(SegmentConfig { members, capacity_bps, aging_ns, radio: None, ..Default::default() });
     (Sim::new(core), ports)
 }
 
@@ -203,7 +203,7 @@ fn radio_with(positions: &[(f64, f64)], model: Model, csma: bool, rate_bps: u64,
     let cfg = MediumConfig { model, radio: Radio::default(), rate_bps, preamble_ns: 0, carrier_sense_m, csma, queue_frames: 1000, seed };
     let pos: Vec<Pos> = positions.iter().map(|&(x, y)| Pos::new(x, y)).collect();
     let members = (0..positions.len()).map(|i| MemberConfig { vlan: 1, seeds: [i as u64, 100 + i as u64], ..Default::default() }).collect();
-    let ports = core.add_segment(SegmentConfig { members, capacity_bps: None, aging_ns: 300_000 * MS, radio: Some((cfg, pos)) });
+    let ports = core.add_segment(SegmentConfig { members, capacity_bps: None, aging_ns: 300_000 * MS, radio: Some((cfg, pos)), ..Default::default() });
     (Sim::new(core), ports)
 }
 
@@ -491,7 +491,7 @@ fn the_interface_mtu_holds_without_an_mtu_impairment() {
     assert_eq!(s.arrivals(b).len(), 1);
     // LAN ports too.
     let mut core = Core::new();
-    let p = core.add_segment(SegmentConfig { members: (0..2).map(|_| MemberConfig { vlan: 1, mtu: 1500, ..Default::default() }).collect(), capacity_bps: None, aging_ns: MS, radio: None });
+    let p = core.add_segment(SegmentConfig { members: (0..2).map(|_| MemberConfig { vlan: 1, mtu: 1500, ..Default::default() }).collect(), capacity_bps: None, aging_ns: MS, radio: None, ..Default::default() });
     let mut s = Sim::new(core);
     s.send(0, p[0], eth([0xff; 6], mac(10), 4000, 1));
     s.finish();
@@ -690,9 +690,9 @@ fn random_bytes_never_break_the_core() {
     let mut core = Core::new();
     core.add_link(LinkConfig { forward: imp(), reverse: hard.clone(), seeds: [1, 2], mtu: 1500 });
     core.add_link(LinkConfig { forward: hard.clone(), reverse: rate(1_000_000), seeds: [3, 4], mtu: 0 });
-    core.add_segment(SegmentConfig { members: (0..4).map(|_| MemberConfig { vlan: 1, egress: hard.clone(), ..Default::default() }).collect(), capacity_bps: Some(1_000_000_000), aging_ns: MS, radio: None });
+    core.add_segment(SegmentConfig { members: (0..4).map(|_| MemberConfig { vlan: 1, egress: hard.clone(), ..Default::default() }).collect(), capacity_bps: Some(1_000_000_000), aging_ns: MS, radio: None, ..Default::default() });
     let cfg = MediumConfig { model: Model::UnitDisk { range_m: 250.0 }, radio: Radio::default(), rate_bps: 11_000_000, preamble_ns: 192 * US, carrier_sense_m: 550.0, csma: true, queue_frames: 50, seed: 1 };
-    core.add_segment(SegmentConfig { members: (0..3).map(|_| MemberConfig { vlan: 1, ..Default::default() }).collect(), capacity_bps: None, aging_ns: MS, radio: Some((cfg, vec![Pos::new(0.0, 0.0), Pos::new(100.0, 0.0), Pos::new(200.0, 0.0)])) });
+    core.add_segment(SegmentConfig { members: (0..3).map(|_| MemberConfig { vlan: 1, ..Default::default() }).collect(), capacity_bps: None, aging_ns: MS, radio: Some((cfg, vec![Pos::new(0.0, 0.0), Pos::new(100.0, 0.0), Pos::new(200.0, 0.0)])), ..Default::default() });
     let ports = core.port_count() as u32;
     let mut s = Sim::new(core);
     let mut st = 0x9e37_79b9_7f4a_7c15u64;
@@ -1071,4 +1071,42 @@ fn backlog_is_the_age_of_the_oldest_due_frame() {
     sim.finish();
     assert_eq!(sim.out.len(), 49 - 10);
     assert_eq!(sim.core.backlog_ns(sim.now), 0, "caught up once everything due is written");
+}
+
+/// A LAN whose switch is the snooping querier: it sends its general queries through each
+/// port's impairments at 0 s and 31.25 s; a host's report keeps a group's data to it
+/// (and away from the others).
+#[test]
+fn a_querier_lan_queries_on_schedule_and_delivers_groups_to_members_only() {
+    let mut core = Core::new();
+    let members = (0..3).map(|i| MemberConfig { vlan: 1, ingress: delay(MS), seeds: [2 * i, 2 * i + 1], ..Default::default() }).collect();
+    let ports = core.add_segment(SegmentConfig { members, aging_ns: 300_000 * MS, snooping: vemu_switch::Snooping::Querier, ..Default::default() });
+    let mut sim = Sim::new(core);
+    assert_eq!(sim.core.poll_timeout(), Some(0), "the first queries are due at once");
+    sim.run_until(2 * MS);
+    let queries: Vec<(u64, PortId)> = sim.out.iter().map(|(t, p, _)| (*t, *p)).collect();
+    assert_eq!(queries.len(), 6, "an IGMP and an MLD query to each port");
+    assert!(queries.iter().all(|&(t, _)| t == MS), "each after its port's 1 ms: {queries:?}");
+    assert_eq!(sim.core.poll_timeout(), Some(31_250 * MS));
+    // Port 1's host joins 239.1.1.1 (IGMPv2 report); port 0 sends to the group.
+    let ip4 = |src: u8, dst: [u8; 4], proto: u8, payload: &[u8]| {
+        let mut f = vec![0u8; VNET_HDR_LEN];
+        f.extend_from_slice(&[0x01, 0x00, 0x5e, dst[1] & 0x7f, dst[2], dst[3]]);
+        f.extend_from_slice(&mac(src));
+        f.extend_from_slice(&[0x08, 0x00, 0x45, 0, 0, (20 + payload.len()) as u8, 0, 0, 0, 0, 1, proto, 0, 0, 10, 0, 0, src]);
+        f.extend_from_slice(&dst);
+        f.extend_from_slice(payload);
+        f
+    };
+    let g = [239, 1, 1, 1];
+    sim.out.clear();
+    sim.send(10 * MS, ports[1], ip4(2, g, 2, &[0x16, 0, 0, 0, 239, 1, 1, 1]));
+    sim.send(20 * MS, ports[0], ip4(1, g, 17, &[0; 12]));
+    sim.run_until(100 * MS);
+    let got: Vec<PortId> = sim.out.iter().map(|(_, p, _)| *p).collect();
+    assert_eq!(got, [ports[1]], "the report reaches no host; the data reaches the member only");
+    let seg = sim.core.segment_counters(0).snapshot();
+    assert_eq!((seg.multicast, seg.groups), (2, 1));
+    sim.run_until(31_251 * MS);
+    assert_eq!(sim.out.len(), 1 + 6, "the second round of queries");
 }

@@ -167,6 +167,9 @@ pub struct SegmentPlan {
     pub capacity_bps: Option<u64>,
     /// Learned MAC addresses are forgotten after this long without traffic, ns.
     pub aging_ns: u64,
+    /// IGMP/MLD snooping of a LAN.
+    #[serde(default)]
+    pub snooping: vemu_switch::Snooping,
     /// Cost of crossing the segment, for static route computation.
     pub weight: u32,
 }

@@ -96,6 +96,8 @@ pub struct SegmentDef {
     pub capacity_bps: Option<u64>,
     /// Learned MAC addresses are forgotten after this long without traffic, ns.
     pub aging_ns: u64,
+    /// IGMP/MLD snooping of a LAN (`snooping: off | on | querier`).
+    pub snooping: vemu_switch::Snooping,
     pub weight: u32,
     /// IPv4, IPv6.
     pub subnets: [SubnetChoice; 2],
@@ -666,7 +668,7 @@ fn subnet_choice(p: &mut P, node: &Node, field: &str, v6: bool) -> SubnetChoice 
     .unwrap_or(SubnetChoice::Auto)
 }
 
-const SEGMENT_KEYS: &[&str] = &["kind", "members", "capacity", "weight", "aging", "ipv4", "ipv6", "egress", "ingress"];
+const SEGMENT_KEYS: &[&str] = &["kind", "members", "capacity", "weight", "aging", "snooping", "ipv4", "ipv6", "egress", "ingress"];
 
 fn segment(p: &mut P, name: &str, mark: Mark, node: &Node, names: &HashMap<String, usize>, base: Option<&Path>) -> SegmentDef {
     let field = format!("segments.{name}");
@@ -685,7 +687,7 @@ fn segment(p: &mut P, name: &str, mark: Mark, node: &Node, names: &HashMap<Strin
     });
     let is_wireless = kind.as_deref() == Some("wireless");
     for (k, kmark, _) in &entries {
-        let (lan_only, radio_only) = (["capacity", "aging"].contains(k), wireless::WIRELESS_KEYS.contains(k));
+        let (lan_only, radio_only) = (["capacity", "aging", "snooping"].contains(k), wireless::WIRELESS_KEYS.contains(k));
         if (is_wireless && lan_only) || (!is_wireless && radio_only) {
             let other = if is_wireless { "lan" } else { "wireless" };
             p.err(*kmark, &join(&field, k), format!("'{k}' applies to 'kind: {other}' segments only"));
@@ -701,6 +703,10 @@ fn segment(p: &mut P, name: &str, mark: Mark, node: &Node, names: &HashMap<Strin
         members: Vec::new(),
         capacity_bps: None,
         aging_ns: vemu_switch::DEFAULT_AGING_NS,
+        // The switch is the LAN's snooping querier unless told otherwise: the nodes'
+        // IPv6 start-up chatter (MLD reports) and neighbour discovery then reach only
+        // the nodes concerned, not every port of a big LAN.
+        snooping: vemu_switch::Snooping::Querier,
         weight: 1,
         subnets: [SubnetChoice::Auto, SubnetChoice::Auto],
     };
@@ -711,6 +717,16 @@ fn segment(p: &mut P, name: &str, mark: Mark, node: &Node, names: &HashMap<Strin
         match *k {
             "capacity" => seg.capacity_bps = p.scalar(v, &f, units::rate_bps),
             "aging" => seg.aging_ns = p.scalar(v, &f, units::duration_ns).unwrap_or(seg.aging_ns),
+            "snooping" => {
+                seg.snooping = p
+                    .scalar(v, &f, |s| match s {
+                        "off" | "false" => Ok(vemu_switch::Snooping::Off),
+                        "on" | "true" => Ok(vemu_switch::Snooping::On),
+                        "querier" => Ok(vemu_switch::Snooping::Querier),
+                        _ => Err(format!("expected 'on' (snoop while a querier is heard), 'querier' (the switch is one) or 'off' (flood all multicast), got '{s}'")),
+                    })
+                    .unwrap_or(seg.snooping)
+            }
             "weight" => seg.weight = p.scalar(v, &f, positive).unwrap_or(1),
             "ipv4" => seg.subnets[0] = subnet_choice(p, v, &f, false),
             "ipv6" => seg.subnets[1] = subnet_choice(p, v, &f, true),

@@ -205,7 +205,7 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
             });
         }
         let wireless = g.wireless.as_ref().map(|w| wireless_plan(w, s.seed, gi));
-        segments.push(SegmentPlan { name: g.name.clone(), wireless, members, capacity_bps: g.capacity_bps, aging_ns: g.aging_ns, weight: g.weight });
+        segments.push(SegmentPlan { name: g.name.clone(), wireless, members, capacity_bps: g.capacity_bps, aging_ns: g.aging_ns, snooping: g.snooping, weight: g.weight });
     }
     let mut seen_macs = HashSet::new();
     for n in &nodes {

@@ -583,3 +583,15 @@ fn ipv6_none_turns_ipv6_off_and_link_local_keeps_it() {
     let m = one_error(&format!("addressing: {{ipv6: local}}\n{base}"));
     assert!(m.contains("'local' is not an IPv6 prefix like fd00::/48 (or 'link-local', or 'none')"), "{m}");
 }
+
+#[test]
+fn lan_snooping_defaults_to_querier() {
+    use vemu_switch::Snooping;
+    let p = ok("nodes: {a: {}, b: {}, c: {}}\nsegments:\n  l1: {members: [a, b]}\n  l2: {snooping: on, members: [b, c]}\n  l3: {snooping: off, members: [a, c]}\n");
+    let s: Vec<Snooping> = p.segments.iter().map(|g| g.snooping).collect();
+    assert_eq!(s, [Snooping::Querier, Snooping::On, Snooping::Off]);
+    let m = one_error("nodes: {a: {}, b: {}}\nsegments:\n  l: {snooping: maybe, members: [a, b]}\n");
+    assert!(m.contains("segments.l.snooping: expected 'on' (snoop while a querier is heard), 'querier' (the switch is one) or 'off' (flood all multicast), got 'maybe'"), "{m}");
+    let m = one_error("nodes: {a: {}, b: {}}\nsegments:\n  air: {kind: wireless, snooping: on, members: [{node: a, position: [0, 0]}, {node: b, position: [1, 0]}]}\n");
+    assert!(m.contains("segments.air.snooping: 'snooping' applies to 'kind: lan' segments only"), "{m}");
+}

@@ -196,10 +196,14 @@ impl Switch {
         let every = if self.queries_sent < 2 { snoop::STARTUP_QUERY_INTERVAL_NS } else { snoop::QUERY_INTERVAL_NS };
         self.next_query_ns = Some(at.max(now_ns) + every);
         let mut out = Vec::new();
-        for g in &self.groups {
+        for (g, s) in self.groups.iter().zip(&self.snoop) {
             let ports: Vec<u32> = g.iter().copied().filter(|&p| self.ports[p as usize].up).collect();
-            out.push((ports.clone(), snoop::igmp_general_query()));
-            out.push((ports, snoop::mld_general_query()));
+            if !s.other_querier(false, now_ns) {
+                out.push((ports.clone(), snoop::igmp_general_query()));
+            }
+            if !s.other_querier(true, now_ns) {
+                out.push((ports, snoop::mld_general_query()));
+            }
         }
         out
     }

@@ -53,8 +53,10 @@ pub enum Class {
     /// Multicast that every host must get (224.0.0.x, ff02::1, or a frame whose group is
     /// unreadable).
     Flood,
-    /// A general or group-specific query (from a multicast router).
+    /// A general or group-specific query: a querier (and a multicast router) is there.
     Query { v6: bool },
+    /// A PIM hello: a multicast router is there (not necessarily the querier).
+    Router { v6: bool },
     /// Membership reports and leaves, as group MAC addresses.
     Report { v6: bool, joins: Vec<Mac>, leaves: Vec<Mac> },
     /// Multicast data for a group.
@@ -96,6 +98,10 @@ fn classify4(ip: &[u8]) -> Class {
     if ip[9] == 2 {
         let Some(igmp) = ip.get(ihl..) else { return Class::Flood };
         return igmp_class(igmp).unwrap_or(Class::Flood);
+    }
+    // PIM (hellos to 224.0.0.13): a multicast router, whether or not it is the querier.
+    if ip[9] == 103 {
+        return Class::Router { v6: false };
     }
     // 224.0.0.0/24: link-local control traffic that hosts never report.
     if dst[..3] == [224, 0, 0] {
@@ -153,6 +159,9 @@ fn classify6(ip: &[u8]) -> Class {
         if let Some(c) = ip.get(at..).and_then(mld_class) {
             return c;
         }
+    }
+    if next == 103 {
+        return Class::Router { v6: true };
     }
     let group = mac6(dst);
     if group == ALL_NODES_V6 {
@@ -219,6 +228,10 @@ impl VlanSnoop {
                 self.routers.entry(in_port).or_default()[fam(*v6)] = now + OTHER_QUERIER_NS;
                 Decision::Flood
             }
+            Class::Router { v6 } => {
+                self.routers.entry(in_port).or_default()[fam(*v6)] = now + OTHER_QUERIER_NS;
+                Decision::Flood
+            }
             Class::Report { v6, joins, leaves } => {
                 for g in joins {
                     self.groups.entry(*g).or_default().insert(in_port, now + MEMBERSHIP_NS);
@@ -273,6 +286,12 @@ impl VlanSnoop {
             !m.is_empty()
         });
         self.routers.retain(|_, until| until.iter().any(|&u| u > now));
+    }
+
+    /// Whether another querier of the family was heard lately (the switch's own then
+    /// stands down, as a querier that loses the election does).
+    pub(crate) fn other_querier(&self, v6: bool, now: u64) -> bool {
+        self.querier_until[v6 as usize] > now
     }
 
     /// Groups with at least one member.

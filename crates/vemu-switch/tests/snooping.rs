@@ -228,3 +228,18 @@ fn snooping_off_floods_everything() {
     assert_eq!(send(&mut sw, S, 0, &udp4(0, G2)), (Delivery::Flood, vec![1, 2]));
     assert_eq!(sw.group_count(), 0);
 }
+
+/// A multicast router on the LAN: its PIM hellos make its port a router port (reports
+/// reach it), and the switch's own querier stands down while another querier is heard.
+#[test]
+fn routers_are_found_by_their_hellos_and_queries() {
+    let mut sw = switch(3, Snooping::Querier);
+    assert_eq!(sw.poll_queries(0).len(), 2);
+    assert_eq!(send(&mut sw, S, 2, &ipv4(9, [224, 0, 0, 13], 103, &[0x20, 0, 0, 0])).0, Delivery::Flood, "PIM hellos reach everyone");
+    assert_eq!(send(&mut sw, S, 0, &igmp(1, G1, 0x16, G1)), (Delivery::Multicast, vec![2]), "reports reach the router");
+    // Another IPv6 querier: the switch keeps only its IGMP queries.
+    send(&mut sw, 2 * S, 1, &ipv6(7, group6([0, 0, 0, 1]), 58, true, &[130, 0, 0, 0, 0x27, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 125, 0, 0]));
+    let q = sw.poll_queries(STARTUP_QUERY_INTERVAL_NS);
+    assert_eq!(q.len(), 1);
+    assert_eq!(q[0].1, igmp_general_query());
+}
