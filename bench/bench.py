@@ -21,7 +21,12 @@
                    time: delivery ratio, delay, routing overhead, engine CPU
                    (VEMU_MANET_DURATION seconds of traffic, default 60; VEMU_MANET_PAUSES,
                    default 0,15,30,60)
-  bench.py all     all of the above
+  bench.py mininet the same LANs in vemu and in Mininet (Linux bridge, no controller) in one
+                   run: N hosts on one switch (VEMU_MININET_SIZES, default 100,300,1000):
+                   up, down, the first ping from h1 to the last host right after start,
+                   and the time until h1 has reached every other host; vemu with its
+                   default (snooping querier) and as a Linux bridge does (snooping: on)
+  bench.py all     all of the above (mininet only when Mininet is installed)
 
 Run as root from the repository (after `cargo build --release`).
 """
@@ -819,6 +824,107 @@ def bench_manet():
     plot("manet_overhead.png", f"50-node MANET, babeld, 20 CBR flows, {duration} s", "pause time (s)", "routing frames per delivered packet", [("vemu + babeld", xs, [r[8] for r in rows])])
 
 
+MININET_LAN = r"""
+import sys, time, json
+from mininet.net import Mininet
+from mininet.topo import SingleSwitchTopo
+from mininet.nodelib import LinuxBridge
+from mininet.log import setLogLevel
+setLogLevel("error")
+n = int(sys.argv[1])
+net = Mininet(topo=SingleSwitchTopo(n), switch=LinuxBridge, controller=None, autoSetMacs=True)
+t0 = time.monotonic()
+net.start()
+t_up = time.monotonic() - t0
+hosts = net.hosts
+first = hosts[0].cmd(f"ping -c 1 -W 1 {hosts[-1].IP()}")
+ok = " 1 received" in first
+rtt = float(first.split("time=")[1].split()[0]) if ok else None
+t0 = time.monotonic()
+targets = " ".join(h.IP() for h in hosts[1:])
+out = hosts[0].cmd(f"n=0; for a in {targets}; do ping -c 1 -W 1 $a >/dev/null && n=$((n+1)); done; echo $n")
+reached = int(out.strip().split()[-1])
+t_all = time.monotonic() - t0
+t0 = time.monotonic()
+net.stop()
+t_down = time.monotonic() - t0
+print(json.dumps({"up": t_up, "down": t_down, "first_ok": ok, "first_rtt_ms": rtt, "reached": reached, "all_s": t_all}))
+"""
+
+
+def mininet_lan(n):
+    """One LAN of n hosts in Mininet (run in a process of its own; Mininet cleans up with mn -c)."""
+    r = subprocess.run(["python3", "-c", MININET_LAN, str(n)], capture_output=True, text=True, timeout=3600)
+    subprocess.run(["mn", "-c"], capture_output=True)
+    line = [l for l in r.stdout.splitlines() if l.startswith("{")]
+    if not line:
+        raise RuntimeError(f"mininet failed: {r.stdout[-2000:]}{r.stderr[-2000:]}")
+    return json.loads(line[-1])
+
+
+def vemu_lan(n, snooping):
+    """The same LAN in vemu: hosts h1..hn on one segment, default addressing (IPv4 and IPv6)."""
+    name = "bmn"
+    nodes = "".join(f"  h{i}: {{}}\n" for i in range(1, n + 1))
+    members = ", ".join(f"h{i}" for i in range(1, n + 1))
+    yaml = f"name: {name}\nrouting: none\nnodes:\n{nodes}segments:\n  s:\n    snooping: {snooping}\n    members: [{members}]\n"
+    t_up = up(name, yaml)
+    status = json.loads(vemu("status", "--lab", name, "--json"))
+    first = sh(*in_node(name, "h1"), "ping", "-c", "1", "-W", "1", addresses_of(status, f"h{n}"), check=False)
+    ok = " 1 received" in first
+    rtt = float(first.split("time=")[1].split()[0]) if ok else None
+    targets = " ".join(a for a in (addresses_of(status, f"h{i}") for i in range(2, n + 1)) if a)
+    t0 = time.monotonic()
+    out = sh(*in_node(name, "h1"), "sh", "-c", f"n=0; for a in {targets}; do ping -c 1 -W 1 $a >/dev/null && n=$((n+1)); done; echo $n")
+    reached = int(out.strip().split()[-1])
+    t_all = time.monotonic() - t0
+    t_down = down(name)
+    return {"up": t_up, "down": t_down, "first_ok": ok, "first_rtt_ms": rtt, "reached": reached, "all_s": t_all}
+
+
+def addresses_of(status, node):
+    """A node's first IPv4 address in a status document."""
+    for nd in status["nodes"]:
+        if nd["name"] == node:
+            for i in nd["ifaces"]:
+                for a in i["addrs"]:
+                    if ":" not in a:
+                        return a.split("/")[0]
+    return None
+
+
+def bench_mininet():
+    if subprocess.run(["python3", "-c", "import mininet"], capture_output=True).returncode != 0:
+        print("mininet: Mininet is not installed (bench/run.sh mininet installs it); skipped")
+        return
+    sizes = [int(x) for x in os.environ.get("VEMU_MININET_SIZES", "100,300,1000").split(",")]
+    rows = []
+    for n in sizes:
+        runs = [("vemu (snooping querier, default)", lambda: vemu_lan(n, "querier")), ("vemu (snooping on, as a Linux bridge)", lambda: vemu_lan(n, "on")), ("Mininet 2.3 (Linux bridge)", lambda: mininet_lan(n))]
+        got = {}
+        for label, run in runs:
+            wait_idle()
+            r = run()
+            got[label] = r
+            first = f"{r['first_rtt_ms']:.3f} ms" if r["first_ok"] else "LOST"
+            print(f"mininet LAN {n:5d} hosts, {label:38s}: up {r['up']:7.2f} s, down {r['down']:7.2f} s, first ping {first}, h1 reached {r['reached']}/{n - 1} in {r['all_s']:.1f} s")
+            rows.append([n, label, r["up"], r["down"], "yes" if r["first_ok"] else "no", r["first_rtt_ms"] if r["first_ok"] else "", r["reached"], r["all_s"]])
+        mn = got["Mininet 2.3 (Linux bridge)"]
+        v = got["vemu (snooping querier, default)"]
+        rows.append([n, "ratio vemu (default) / Mininet", v["up"] / mn["up"], v["down"] / mn["down"], "", "", "", v["all_s"] / max(mn["all_s"], 1e-9)])
+    write_csv("mininet.csv", ["hosts", "system", "up_s", "down_s", "first_ping_ok", "first_ping_ms", "reached", "reach_all_s"], rows)
+    for col, idx, label in [("up", 2, "start-up (s)"), ("down", 3, "tear-down (s)")]:
+        series = []
+        for system in ["vemu (snooping querier, default)", "vemu (snooping on, as a Linux bridge)", "Mininet 2.3 (Linux bridge)"]:
+            pts = [(r[0], r[idx]) for r in rows if r[1] == system]
+            series.append((system, [p[0] for p in pts], [p[1] for p in pts]))
+        plot(f"mininet_{col}.png", f"LAN of N hosts on one switch: {label}", "hosts", "seconds", series, logx=True, logy=True)
+    write_md("mininet", "vemu beside Mininet: one big LAN", "what a Mininet user does first (N hosts on one switch, ping); Mininet 2.3 with the Linux bridge and no controller",
+             ["hosts", "system", "up (s)", "down (s)", "first ping answered", "first ping (ms)", "h1 reached", "h1 reaches all (s)"], rows,
+             ["Goals (issue 20): up and down at most 0.2x Mininet's at every size, every first ping answered.",
+              "Both with IPv6 on (Mininet's hosts keep it); h1 pings every other host's IPv4 address once, in turn."])
+
+
 def main():
     if os.geteuid() != 0:
         sys.exit("benchmarks create namespaces: run as root")
@@ -834,7 +940,8 @@ def main():
         "api": [bench_api],
         "channel": [bench_channel],
         "manet": [bench_manet],
-        "all": [bench_link, bench_accuracy, bench_density, bench_chain, bench_scale, bench_cpu, bench_switch, bench_api, bench_channel, bench_manet],
+        "mininet": [bench_mininet],
+        "all": [bench_link, bench_accuracy, bench_density, bench_chain, bench_scale, bench_cpu, bench_switch, bench_api, bench_channel, bench_manet, bench_mininet],
     }
     if which not in todo:
         sys.exit(__doc__)

@@ -5,5 +5,8 @@ set -euo pipefail
 . "$(dirname "$0")/../scripts/setup.sh"
 python3 -c 'import matplotlib' 2>/dev/null || python3 -m pip install -q matplotlib || apt-get install -y -qq python3-matplotlib
 command -v nft >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables >/dev/null
+case "${1:-all}" in
+    mininet|all) command -v mn >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mininet bridge-utils >/dev/null ;;
+esac
 cargo build --release --quiet
 exec python3 -u bench/bench.py "${1:-all}"
