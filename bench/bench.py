@@ -824,6 +824,9 @@ def bench_manet():
     plot("manet_overhead.png", f"50-node MANET, babeld, 20 CBR flows, {duration} s", "pause time (s)", "routing frames per delivered packet", [("vemu + babeld", xs, [r[8] for r in rows])])
 
 
+# Debian's Mininet is a module of the system's Python (another python3 may come first on PATH).
+MININET_PYTHON = "/usr/bin/python3"
+
 MININET_LAN = r"""
 import sys, time, json
 from mininet.net import Mininet
@@ -832,8 +835,9 @@ from mininet.nodelib import LinuxBridge
 from mininet.log import setLogLevel
 setLogLevel("error")
 n = int(sys.argv[1])
-net = Mininet(topo=SingleSwitchTopo(n), switch=LinuxBridge, controller=None, autoSetMacs=True)
 t0 = time.monotonic()
+# The constructor builds the hosts, links and switch; start() brings the switch up.
+net = Mininet(topo=SingleSwitchTopo(n), switch=LinuxBridge, controller=None, autoSetMacs=True)
 net.start()
 t_up = time.monotonic() - t0
 hosts = net.hosts
@@ -841,8 +845,10 @@ first = hosts[0].cmd(f"ping -c 1 -W 1 {hosts[-1].IP()}")
 ok = " 1 received" in first
 rtt = float(first.split("time=")[1].split()[0]) if ok else None
 t0 = time.monotonic()
-targets = " ".join(h.IP() for h in hosts[1:])
-out = hosts[0].cmd(f"n=0; for a in {targets}; do ping -c 1 -W 1 $a >/dev/null && n=$((n+1)); done; echo $n")
+# Through a file: Mininet types commands into a terminal, whose lines end at 4096 bytes.
+with open("/tmp/bench-mininet-targets", "w") as f:
+    f.write("\n".join(h.IP() for h in hosts[1:]) + "\n")
+out = hosts[0].cmd("n=0; for a in $(cat /tmp/bench-mininet-targets); do ping -c 1 -W 1 $a >/dev/null && n=$((n+1)); done; echo $n")
 reached = int(out.strip().split()[-1])
 t_all = time.monotonic() - t0
 t0 = time.monotonic()
@@ -853,11 +859,12 @@ print(json.dumps({"up": t_up, "down": t_down, "first_ok": ok, "first_rtt_ms": rt
 
 
 def mininet_lan(n):
-    """One LAN of n hosts in Mininet (run in a process of its own; Mininet cleans up with mn -c)."""
-    r = subprocess.run(["python3", "-c", MININET_LAN, str(n)], capture_output=True, text=True, timeout=3600)
-    subprocess.run(["mn", "-c"], capture_output=True)
+    """One LAN of n hosts in Mininet, in a process of its own (net.stop() removes it)."""
+    r = subprocess.run([MININET_PYTHON, "-c", MININET_LAN, str(n)], capture_output=True, text=True, timeout=3600)
     line = [l for l in r.stdout.splitlines() if l.startswith("{")]
     if not line:
+        # Only after a failure: `mn -c` also deletes every /tmp/*.log and /tmp/*.out.
+        subprocess.run(["mn", "-c"], capture_output=True)
         raise RuntimeError(f"mininet failed: {r.stdout[-2000:]}{r.stderr[-2000:]}")
     return json.loads(line[-1])
 
@@ -894,7 +901,7 @@ def addresses_of(status, node):
 
 
 def bench_mininet():
-    if subprocess.run(["python3", "-c", "import mininet"], capture_output=True).returncode != 0:
+    if subprocess.run([MININET_PYTHON, "-c", "import mininet"], capture_output=True).returncode != 0:
         print("mininet: Mininet is not installed (bench/run.sh mininet installs it); skipped")
         return
     sizes = [int(x) for x in os.environ.get("VEMU_MININET_SIZES", "100,300,1000").split(",")]
