@@ -116,30 +116,30 @@ fn igmp_class(m: &[u8]) -> Option<Class> {
         0x11 => Class::Query { v6: false },
         0x12 | 0x16 => Class::Report { v6: false, joins: vec![mac4(group(4)?)], leaves: vec![] },
         0x17 => Class::Report { v6: false, joins: vec![], leaves: vec![mac4(group(4)?)] },
-        0x22 => {
-            let n = u16::from_be_bytes([*m.get(6)?, *m.get(7)?]) as usize;
-            let (mut joins, mut leaves) = (Vec::new(), Vec::new());
-            let mut at = 8;
-            for _ in 0..n {
-                let (rtype, aux, nsrc) = (*m.get(at)?, *m.get(at + 1)? as usize, u16::from_be_bytes([*m.get(at + 2)?, *m.get(at + 3)?]) as usize);
-                let g = mac4(group(at + 4)?);
-                record(rtype, nsrc, g, &mut joins, &mut leaves);
-                at += 8 + 4 * nsrc + 4 * aux;
-            }
-            Class::Report { v6: false, joins, leaves }
-        }
+        0x22 => v3_report(m, false)?,
         _ => Class::Flood,
     })
 }
 
-/// One IGMPv3/MLDv2 group record: a leave when it asks for no source at all
-/// (INCLUDE {}), a join otherwise (source lists are not tracked).
-fn record(rtype: u8, nsrc: usize, g: Mac, joins: &mut Vec<Mac>, leaves: &mut Vec<Mac>) {
-    match rtype {
-        1 | 3 if nsrc == 0 => leaves.push(g),
-        1..=5 => joins.push(g),
-        _ => {}
+/// An IGMPv3 (`v6` false) or MLDv2 report: its records, each a group address with a
+/// source list. A record asking for no source at all (INCLUDE {}) is a leave, the other
+/// record types a join (source lists are not tracked); BLOCK_OLD changes nothing.
+fn v3_report(m: &[u8], v6: bool) -> Option<Class> {
+    let (addr_len, to_mac): (usize, fn(&[u8]) -> Mac) = if v6 { (16, mac6) } else { (4, |g| mac4([g[0], g[1], g[2], g[3]])) };
+    let n = u16::from_be_bytes([*m.get(6)?, *m.get(7)?]) as usize;
+    let (mut joins, mut leaves) = (Vec::new(), Vec::new());
+    let mut at = 8;
+    for _ in 0..n {
+        let (rtype, aux, nsrc) = (*m.get(at)?, *m.get(at + 1)? as usize, u16::from_be_bytes([*m.get(at + 2)?, *m.get(at + 3)?]) as usize);
+        let g = to_mac(m.get(at + 4..at + 4 + addr_len)?);
+        match rtype {
+            1 | 3 if nsrc == 0 => leaves.push(g),
+            1..=5 => joins.push(g),
+            _ => {}
+        }
+        at += 4 + addr_len * (1 + nsrc) + 4 * aux;
     }
+    Some(Class::Report { v6, joins, leaves })
 }
 
 fn classify6(ip: &[u8]) -> Class {
@@ -177,17 +177,7 @@ fn mld_class(m: &[u8]) -> Option<Class> {
         130 => Class::Query { v6: true },
         131 => Class::Report { v6: true, joins: vec![group(8)?], leaves: vec![] },
         132 => Class::Report { v6: true, joins: vec![], leaves: vec![group(8)?] },
-        143 => {
-            let n = u16::from_be_bytes([*m.get(6)?, *m.get(7)?]) as usize;
-            let (mut joins, mut leaves) = (Vec::new(), Vec::new());
-            let mut at = 8;
-            for _ in 0..n {
-                let (rtype, aux, nsrc) = (*m.get(at)?, *m.get(at + 1)? as usize, u16::from_be_bytes([*m.get(at + 2)?, *m.get(at + 3)?]) as usize);
-                record(rtype, nsrc, group(at + 4)?, &mut joins, &mut leaves);
-                at += 20 + 16 * nsrc + 4 * aux;
-            }
-            Class::Report { v6: true, joins, leaves }
-        }
+        143 => v3_report(m, true)?,
         _ => return None,
     })
 }

@@ -243,3 +243,27 @@ fn routers_are_found_by_their_hellos_and_queries() {
     assert_eq!(q.len(), 1);
     assert_eq!(q[0].1, igmp_general_query());
 }
+
+/// Frames are hostile input: random damage to reports, queries and data never panics
+/// the classifier or the switch.
+#[test]
+fn damaged_frames_never_panic() {
+    let seeds = [igmp3(1, &[(4, G1, 2), (3, G2, 0)]), mld2(1, &[(4, group6([0xff, 0, 0, 7])), (6, group6([0, 0, 0, 9]))]), igmp(1, G1, 0x16, G1), igmp_general_query(), mld_general_query(), udp4(1, G1)];
+    let mut sw = switch(4, Snooping::Querier);
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for round in 0..20_000u64 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let mut f = seeds[(x % seeds.len() as u64) as usize].clone();
+        for k in 0..1 + (x >> 8) % 4 {
+            let at = ((x >> (16 + k * 8)) as usize) % f.len();
+            f[at] = (x >> (k * 5)) as u8;
+        }
+        if (x >> 40) % 3 == 0 {
+            f.truncate(((x >> 44) as usize) % (f.len() + 1));
+        }
+        let _ = classify(&f);
+        let _ = send(&mut sw, round, ((x >> 50) % 4) as u32, &f);
+    }
+}
