@@ -115,7 +115,6 @@ impl LocalWorker {
         self.sizes = plan.segments.iter().map(|g| g.members.len()).collect();
         self.ifaces = plan.nodes.iter().map(|n| (n.name.clone(), n.ifaces.iter().map(|i| i.name.clone()).collect())).collect();
         let template = vemu_host::mount_template(&paths)?;
-        let init = vemu_host::init_program()?;
 
         // Nodes, a few at a time.
         let total = plan.nodes.len();
@@ -134,7 +133,7 @@ impl LocalWorker {
                         if i >= total || first_error.locked().is_some() {
                             break;
                         }
-                        match vemu_host::create_node(&paths, &plan.nodes[i], &template, &init) {
+                        match vemu_host::create_node(&paths, &plan.nodes[i], &template) {
                             Ok(fds) => *taps[i].locked() = Some(fds),
                             Err(e) => {
                                 let e = e.context(format!("creating node '{}'", plan.nodes[i].name));

@@ -64,9 +64,14 @@ impl LabPaths {
     pub fn mnt(&self, node: &str) -> PathBuf {
         self.dir.join("mnt").join(node)
     }
-    /// Where the node's PID namespace is pinned (absent for nodes with `isolation: none`).
+    /// Where the node's PID namespace is pinned, once its first process runs.
     pub fn pidns(&self, node: &str) -> PathBuf {
         self.dir.join("pid").join(node)
+    }
+    /// Present for a node with PIDs of its own (`isolation: pid`); its lock guards the
+    /// making of the node's PID namespace.
+    pub fn pidns_wanted(&self, node: &str) -> PathBuf {
+        self.dir.join("pid").join(format!("{node}.wanted"))
     }
     /// The node's private directories: `upper/` and `work/` of its overlays on
     /// [`PRIVATE_OVERLAYS`], and `run/`, its `/run`.
@@ -150,6 +155,44 @@ fn raise_host_limits() -> Result<()> {
     Ok(())
 }
 
+/// Descriptors a lab's controller keeps open besides its devices and node sockets: API
+/// connections (256 on TCP, 256 on the Unix socket), captures, logs, epoll sets.
+pub const CONTROLLER_FILES: u64 = 700;
+
+/// Open files a lab's controller needs: a TAP device per link end and per LAN member,
+/// a netlink socket per node (the nodes' TAP counters), and [`CONTROLLER_FILES`].
+pub fn files_needed(links: usize, members: usize, nodes: usize) -> u64 {
+    2 * links as u64 + members as u64 + nodes as u64 + CONTROLLER_FILES
+}
+
+/// Make sure this process may open `needed` files: raise the soft RLIMIT_NOFILE up to
+/// the hard one if need be; fail at once, naming the limit, if even that is too low
+/// (rather than failing at the 10,000th node and rolling back for minutes).
+pub fn ensure_open_files(needed: u64) -> Result<()> {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit fills the struct.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return Err(std::io::Error::last_os_error()).context("reading RLIMIT_NOFILE");
+    }
+    if lim.rlim_cur >= needed {
+        return Ok(());
+    }
+    if lim.rlim_max < needed {
+        bail!(
+            "this lab needs about {needed} open files (2 per link, 1 per LAN member, 1 per node, {CONTROLLER_FILES} for the controller) \
+             but the hard limit on open files here is {} (RLIMIT_NOFILE): raise it (ulimit -Hn as root, LimitNOFILE= for a service, \
+             /etc/security/limits.conf) or make the lab smaller",
+            lim.rlim_max
+        );
+    }
+    let raised = libc::rlimit { rlim_cur: lim.rlim_max, rlim_max: lim.rlim_max };
+    // SAFETY: setrlimit with a valid struct (soft up to hard needs no privilege).
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
+        return Err(std::io::Error::last_os_error()).context("raising the soft RLIMIT_NOFILE to the hard one");
+    }
+    Ok(())
+}
+
 /// Prepare the lab's directories and its `/etc/hosts`. Fails if the lab exists.
 pub fn prepare_lab(paths: &LabPaths, hosts: &str, nodes: &[NodePlan], storage_bytes: u64) -> Result<()> {
     raise_host_limits()?;
@@ -167,6 +210,9 @@ pub fn prepare_lab(paths: &LabPaths, hosts: &str, nodes: &[NodePlan], storage_by
     fs::write(paths.hosts(), hosts)?;
     for n in nodes {
         fs::create_dir_all(paths.node_dir(&n.name))?;
+        if n.own_pids {
+            fs::write(paths.pidns_wanted(&n.name), "")?;
+        }
         let root = paths.node_fs(&n.name);
         for d in PRIVATE_OVERLAYS {
             fs::create_dir_all(root.join("upper").join(&d[1..]))?;
@@ -292,12 +338,11 @@ fn enter_node_mounts(paths: &LabPaths, node: &str, template: &OwnedFd) -> Result
 }
 
 /// Create one node: its namespaces, its TAP interfaces (addressed, up), loopback
-/// addresses, routes and private filesystem view; and, for a node with PIDs of its own
-/// (`own_pids`), a PID namespace whose first process is `init NODE` (the `vemu-init`
-/// program: it mounts the node's `/proc`, prints "ready" and reaps orphans). Returns the TAP descriptors in the
+/// addresses, routes and private filesystem view. Returns the TAP descriptors in the
 /// order of `node.ifaces`. Runs on a thread of its own, since entering a namespace is
-/// per thread.
-pub fn create_node(paths: &LabPaths, node: &NodePlan, template: &OwnedFd, init: &Path) -> Result<Vec<OwnedFd>> {
+/// per thread. (A node's PID namespace is made when its first process starts:
+/// [`NodeEntry::open`].)
+pub fn create_node(paths: &LabPaths, node: &NodePlan, template: &OwnedFd) -> Result<Vec<OwnedFd>> {
     let name = node.name.clone();
     let template = template.try_clone().context("duplicating the template descriptor")?;
     let (tid_tx, tid_rx) = std::sync::mpsc::channel::<i32>();
@@ -305,8 +350,7 @@ pub fn create_node(paths: &LabPaths, node: &NodePlan, template: &OwnedFd, init: 
     let worker = {
         let paths = paths.clone();
         let node = node.clone();
-        let init = init.to_path_buf();
-        std::thread::Builder::new().name(format!("mk-{}", node.name)).spawn(move || -> Result<(Vec<OwnedFd>, Option<u32>)> {
+        std::thread::Builder::new().name(format!("mk-{}", node.name)).spawn(move || -> Result<Vec<OwnedFd>> {
             unshare(CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWUTS).context("creating namespaces")?;
             nix::unistd::sethostname(&node.name).context("setting the hostname")?;
             pin_ns("net", &paths.netns_pin(&node.name))?;
@@ -355,8 +399,7 @@ pub fn create_node(paths: &LabPaths, node: &NodePlan, template: &OwnedFd, init: 
                 nl.add_route(r.dst, r.via, oif)?;
             }
             nl.flush().with_context(|| format!("adding routes of node {}", node.name))?;
-            let init_pid = if node.own_pids { Some(start_init(&init, &node.name)?) } else { None };
-            Ok((fds, init_pid))
+            Ok(fds)
         })?
     };
     if let Ok(tid) = tid_rx.recv() {
@@ -364,11 +407,41 @@ pub fn create_node(paths: &LabPaths, node: &NodePlan, template: &OwnedFd, init: 
         let _ = pinned_tx.send(r.is_ok());
         r?;
     }
-    let (fds, init_pid) = worker.join().map_err(|_| anyhow!("the thread creating node {name} panicked"))??;
-    if let Some(pid) = init_pid {
-        pin(&format!("/proc/{pid}/ns/pid"), &paths.pidns(&name)).with_context(|| format!("pinning the PID namespace of node {name}"))?;
+    worker.join().map_err(|_| anyhow!("the thread creating node {name} panicked"))?
+}
+
+/// The PID namespace of a node that has PIDs of its own, made (with its first process)
+/// the first time one of the node's processes starts, so that nodes that run nothing
+/// cost nothing. `wanted` is the node's marker file, whose lock makes one process
+/// (the controller, or a `vemu exec`) make it while others wait.
+fn pid_namespace(paths: &LabPaths, node: &str, wanted: &fs::File, ns: [&OwnedFd; 3]) -> Result<OwnedFd> {
+    let pin_path = paths.pidns(node);
+    if let Ok(f) = fs::File::open(&pin_path) {
+        return Ok(f.into());
     }
-    Ok(fds)
+    // SAFETY: flock on a descriptor we own; released when it is closed.
+    if unsafe { libc::flock(wanted.as_raw_fd(), libc::LOCK_EX) } != 0 {
+        return Err(std::io::Error::last_os_error()).context("locking the node's PID namespace");
+    }
+    if let Ok(f) = fs::File::open(&pin_path) {
+        return Ok(f.into());
+    }
+    let init = init_program()?;
+    let ns: Vec<OwnedFd> = ns.iter().map(|f| f.try_clone()).collect::<std::io::Result<_>>()?;
+    let node_name = node.to_string();
+    let pid = std::thread::scope(|s| {
+        s.spawn(move || -> Result<u32> {
+            unshare(CloneFlags::CLONE_FS).context("unsharing the filesystem context")?;
+            for (fd, kind) in ns.iter().zip([CloneFlags::CLONE_NEWNET, CloneFlags::CLONE_NEWUTS, CloneFlags::CLONE_NEWNS]) {
+                nix::sched::setns(fd, kind).context("entering the node")?;
+            }
+            start_init(&init, &node_name)
+        })
+        .join()
+        .map_err(|_| anyhow!("the thread starting node {node}'s init panicked"))?
+    })?;
+    pin(&format!("/proc/{pid}/ns/pid"), &pin_path).with_context(|| format!("pinning the PID namespace of node {node}"))?;
+    Ok(fs::File::open(&pin_path)?.into())
 }
 
 /// From a thread inside the node's namespaces: make a PID namespace and start its first
@@ -425,12 +498,13 @@ impl NodeEntry {
         let open = |p: PathBuf| -> Result<OwnedFd> {
             Ok(fs::File::open(&p).with_context(|| format!("node '{node}' of lab '{}' does not exist ({})", paths.lab, p.display()))?.into())
         };
-        let pid = match fs::File::open(paths.pidns(node)) {
-            Ok(f) => Some(f.into()),
+        let (net, uts, mnt) = (open(paths.netns(node))?, open(paths.uts(node))?, open(paths.mnt(node))?);
+        let pid = match fs::File::open(paths.pidns_wanted(node)) {
+            Ok(wanted) => Some(pid_namespace(paths, node, &wanted, [&net, &uts, &mnt])?),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(e).with_context(|| format!("opening {}", paths.pidns(node).display())),
+            Err(e) => return Err(e).with_context(|| format!("opening {}", paths.pidns_wanted(node).display())),
         };
-        Ok(NodeEntry { net: open(paths.netns(node))?, uts: open(paths.uts(node))?, mnt: open(paths.mnt(node))?, pid })
+        Ok(NodeEntry { net, uts, mnt, pid })
     }
 
     /// Start `cmd` inside the node, with `spawn` (e.g. `Command::spawn`): in its network,

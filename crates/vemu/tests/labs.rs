@@ -507,7 +507,18 @@ fn nodes_see_their_own_processes_only() {
     let reply: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("{}", text(&o)));
     let seen: u32 = reply["stdout"].as_str().unwrap().trim().parse().unwrap();
     assert!(seen <= 6, "the API's exec sees {seen} processes: {reply}");
-    assert_eq!(pids_of("vemu-init n1").len(), 2, "one init per node with isolation: pid, in each lab");
+    // An init per node that ran something (lab A's n1); lab B's nodes ran nothing and
+    // have none (they get one with their first process), nor has A's n2 (isolation: none).
+    assert_eq!(pids_of("vemu-init n1").len(), 1);
+    assert!(pids_of("vemu-init n2").is_empty());
     drop(a);
-    assert_eq!(pids_of("vemu-init n1").len(), 1, "down ends the node's init (lab B's remains)");
+    assert!(pids_of("vemu-init n1").is_empty(), "down ends the node's init");
+    // Processes starting at once in a fresh node share one init.
+    let racers: Vec<_> = (0..6).map(|_| std::process::Command::new(env!("CARGO_BIN_EXE_vemu")).args(["exec", "--lab", "t-iso-b", "n2", "--", "true"]).spawn().unwrap()).collect();
+    for mut r in racers {
+        assert!(r.wait().unwrap().success());
+    }
+    assert_eq!(pids_of("vemu-init n2").len(), 1, "one init for the node");
+    let (_, ps) = b.sh("n2", "ps -e -o args=");
+    assert!(ps.contains("vemu-init n2"), "the first process in a node makes its PID namespace: {ps}");
 }
