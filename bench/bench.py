@@ -900,6 +900,64 @@ def addresses_of(status, node):
     return None
 
 
+MININET_LINK = r"""
+import sys, time, json
+from mininet.net import Mininet
+from mininet.link import TCLink, Link
+from mininet.log import setLogLevel
+setLogLevel("error")
+bw = float(sys.argv[1])  # Mbit/s, 0: unshaped
+net = Mininet(controller=None, link=TCLink if bw else Link)
+h1, h2 = net.addHost("h1"), net.addHost("h2")
+if bw:
+    net.addLink(h1, h2, bw=bw)
+else:
+    net.addLink(h1, h2)
+net.start()
+h2.cmd("iperf3 -s -D")
+time.sleep(0.5)
+h1.cmd(f"ping -c 2 -i 0.1 {h2.IP()}")
+pings = h1.cmd(f"ping -c 200 -i 0.01 {h2.IP()}")
+rtts = [float(l.split("time=")[1].split()[0]) for l in pings.splitlines() if "time=" in l]
+out = h1.cmd(f"iperf3 -c {h2.IP()} -t 5 -O 1 -J")
+goodput = json.loads(out)["end"]["sum_received"]["bits_per_second"]
+h2.cmd("pkill iperf3")
+net.stop()
+print(json.dumps({"goodput": goodput, "rtts": rtts}))
+"""
+
+
+def rtt_stats(rtts):
+    """(median, p99, max) of round-trip times, ms."""
+    r = sorted(rtts)
+    if not r:
+        return (float("nan"),) * 3
+    return (r[len(r) // 2], r[min(len(r) - 1, int(len(r) * 0.99))], r[-1])
+
+
+def mininet_link(bw_mbit):
+    r = subprocess.run([MININET_PYTHON, "-c", MININET_LINK, str(bw_mbit)], capture_output=True, text=True, timeout=600)
+    line = [l for l in r.stdout.splitlines() if l.startswith("{")]
+    if not line:
+        subprocess.run(["mn", "-c"], capture_output=True)
+        raise RuntimeError(f"mininet failed: {r.stdout[-2000:]}{r.stderr[-2000:]}")
+    return json.loads(line[-1])
+
+
+def vemu_link(bw_mbit):
+    name = "bml"
+    bw = f"\n    bandwidth: {int(bw_mbit)}Mbit" if bw_mbit else ""
+    up(name, f"name: {name}\naddressing: {{ipv6: none}}\nnodes:\n  a: {{}}\n  b: {{run: ['iperf3 -s -D']}}\nlinks:\n  - endpoints: [a, b]{bw}\n")
+    time.sleep(0.5)
+    b = addresses_of(json.loads(vemu("status", "--lab", name, "--json")), "b")
+    sh(*in_node(name, "a"), "ping", "-c", "2", "-i", "0.1", b, check=False)
+    pings = sh(*in_node(name, "a"), "ping", "-c", "200", "-i", "0.01", b)
+    rtts = [float(l.split("time=")[1].split()[0]) for l in pings.splitlines() if "time=" in l]
+    goodput = iperf(in_node(name, "a"), b)
+    down(name)
+    return {"goodput": goodput, "rtts": rtts}
+
+
 def bench_mininet():
     if subprocess.run([MININET_PYTHON, "-c", "import mininet"], capture_output=True).returncode != 0:
         print("mininet: Mininet is not installed (bench/run.sh mininet installs it); skipped")
@@ -926,6 +984,21 @@ def bench_mininet():
             pts = [(r[0], r[idx]) for r in rows if r[1] == system]
             series.append((system, [p[0] for p in pts], [p[1] for p in pts]))
         plot(f"mininet_{col}.png", f"LAN of N hosts on one switch: {label}", "hosts", "seconds", series, logx=True, logy=True)
+    link_rows = []
+    for bw in [0, 100, 1000]:
+        got = {}
+        for label, run in [("vemu", lambda: vemu_link(bw)), ("Mininet 2.3", lambda: mininet_link(bw))]:
+            wait_idle()
+            got[label] = run()
+        v, m = got["vemu"], got["Mininet 2.3"]
+        vs, ms = rtt_stats(v["rtts"]), rtt_stats(m["rtts"])
+        setting = f"{bw} Mbit/s" if bw else "unshaped"
+        print(f"mininet link {setting:10s}: TCP vemu {v['goodput']/1e6:8.1f} Mbit/s, Mininet {m['goodput']/1e6:8.1f} Mbit/s; idle RTT median/p99/max vemu {vs[0]:.3f}/{vs[1]:.3f}/{vs[2]:.3f} ms, Mininet {ms[0]:.3f}/{ms[1]:.3f}/{ms[2]:.3f} ms")
+        link_rows.append([setting, v["goodput"] / 1e6, m["goodput"] / 1e6, *vs, *ms, vs[0] / ms[0], vs[1] / ms[1]])
+    write_csv("mininet_link.csv", ["link", "vemu_mbit", "mininet_mbit", "vemu_rtt_median_ms", "vemu_rtt_p99_ms", "vemu_rtt_max_ms", "mininet_rtt_median_ms", "mininet_rtt_p99_ms", "mininet_rtt_max_ms", "ratio_median", "ratio_p99"], link_rows)
+    write_md("mininet_link", "vemu beside Mininet: one link, unshaped and shaped", "Mininet's TCLink (htb for the rate; netem is absent here, so no delay) between two hosts",
+             ["link", "vemu TCP (Mbit/s)", "Mininet TCP (Mbit/s)", "vemu RTT median", "p99", "max (ms)", "Mininet RTT median", "p99", "max (ms)", "ratio median", "ratio p99"], link_rows,
+             ["Goal (issue 20): idle RTT on a shaped link at most 1.5x Mininet's at the median and p99. 200 pings 10 ms apart, then iperf3 TCP for 5 s."])
     write_md("mininet", "vemu beside Mininet: one big LAN", "what a Mininet user does first (N hosts on one switch, ping); Mininet 2.3 with the Linux bridge and no controller",
              ["hosts", "system", "up (s)", "down (s)", "first ping answered", "first ping (ms)", "h1 reached", "h1 reaches all (s)"], rows,
              ["Goals (issue 20): up and down at most 0.2x Mininet's at every size, every first ping answered.",
