@@ -87,6 +87,9 @@ pub fn spawn_to(paths: &LabPaths, node: &str, command: &str, out: std::fs::File)
     entry.spawn(&mut cmd, Command::spawn)
 }
 
+/// Threads making the nodes' PID namespaces when a lab starts.
+const PREPARE_THREADS: usize = 4;
+
 impl Supervisor {
     /// Start every `(node, command)` and watch them.
     pub fn start(paths: LabPaths, commands: Vec<(String, String)>) -> Supervisor {
@@ -99,6 +102,21 @@ impl Supervisor {
             })
             .collect();
         let mut procs = procs;
+        // Each node's PID namespace is made with its first process (a few ms each):
+        // made here side by side, so that the launch below does not pay them in turn.
+        let mut nodes: Vec<&str> = procs.iter().map(|p| p.status.node.as_str()).collect();
+        nodes.dedup();
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..PREPARE_THREADS.min(nodes.len()) {
+                s.spawn(|| {
+                    while let Some(n) = nodes.get(next.fetch_add(1, Ordering::Relaxed)) {
+                        // Errors show again, and are logged, when the command starts.
+                        let _ = NodeEntry::open(&paths, n);
+                    }
+                });
+            }
+        });
         // Launch everything now rather than at the first tick, so that `up` returns with
         // the commands started.
         tick(&paths, &mut procs);
