@@ -416,9 +416,8 @@ pub fn create_node(paths: &LabPaths, node: &NodePlan, template: &OwnedFd) -> Res
 /// (the controller, or a `vemu exec`) make it while others wait.
 fn pid_namespace(paths: &LabPaths, node: &str, wanted: &fs::File, ns: [&OwnedFd; 3]) -> Result<OwnedFd> {
     let pin_path = paths.pidns(node);
-    if let Ok(f) = fs::File::open(&pin_path) {
-        return Ok(f.into());
-    }
+    // Always under the lock: the pin is a file before it is a namespace (made, then
+    // bind-mounted), and only its maker knows when it is both.
     // SAFETY: flock on a descriptor we own; released when it is closed.
     if unsafe { libc::flock(wanted.as_raw_fd(), libc::LOCK_EX) } != 0 {
         return Err(std::io::Error::last_os_error()).context("locking the node's PID namespace");
