@@ -858,15 +858,21 @@ print(json.dumps({"up": t_up, "down": t_down, "first_ok": ok, "first_rtt_ms": rt
 """
 
 
-def mininet_lan(n):
-    """One LAN of n hosts in Mininet, in a process of its own (net.stop() removes it)."""
-    r = subprocess.run([MININET_PYTHON, "-c", MININET_LAN, str(n)], capture_output=True, text=True, timeout=3600)
+def run_mininet(script, arg, timeout_s):
+    """Run a Mininet script in a process of its own (its net.stop() removes what it
+    made); its result is the last JSON line it prints."""
+    r = subprocess.run([MININET_PYTHON, "-c", script, str(arg)], capture_output=True, text=True, timeout=timeout_s)
     line = [l for l in r.stdout.splitlines() if l.startswith("{")]
     if not line:
         # Only after a failure: `mn -c` also deletes every /tmp/*.log and /tmp/*.out.
         subprocess.run(["mn", "-c"], capture_output=True)
         raise RuntimeError(f"mininet failed: {r.stdout[-2000:]}{r.stderr[-2000:]}")
     return json.loads(line[-1])
+
+
+def mininet_lan(n):
+    """One LAN of n hosts in Mininet."""
+    return run_mininet(MININET_LAN, n, 3600)
 
 
 def vemu_lan(n, snooping):
@@ -936,12 +942,8 @@ def rtt_stats(rtts):
 
 
 def mininet_link(bw_mbit):
-    r = subprocess.run([MININET_PYTHON, "-c", MININET_LINK, str(bw_mbit)], capture_output=True, text=True, timeout=600)
-    line = [l for l in r.stdout.splitlines() if l.startswith("{")]
-    if not line:
-        subprocess.run(["mn", "-c"], capture_output=True)
-        raise RuntimeError(f"mininet failed: {r.stdout[-2000:]}{r.stderr[-2000:]}")
-    return json.loads(line[-1])
+    """Two Mininet hosts on one link, shaped to bw_mbit (0: unshaped)."""
+    return run_mininet(MININET_LINK, bw_mbit, 600)
 
 
 def vemu_link(bw_mbit):
