@@ -237,13 +237,9 @@ impl Switch {
         }
         let group = self.ports[in_port as usize].group as usize;
         let ports = &self.ports;
-        let mut chosen = Vec::new();
-        match self.snoop[group].handle(now_ns, self.snooping == Snooping::Querier, in_port, &class, |p| ports[p as usize].up, &mut chosen) {
+        match self.snoop[group].handle(now_ns, self.snooping == Snooping::Querier, in_port, &class, |p| ports[p as usize].up, out) {
             Decision::Flood => d,
-            Decision::Ports => {
-                *out = chosen;
-                Delivery::Multicast
-            }
+            Decision::Ports => Delivery::Multicast,
         }
     }
 

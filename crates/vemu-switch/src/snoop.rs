@@ -196,30 +196,28 @@ pub(crate) struct VlanSnoop {
 /// What snooping decided for a frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Decision {
-    /// Flood as any group frame.
+    /// Flood as any group frame (the list is left as it was).
     Flood,
-    /// Only the ports pushed to the list (maybe none).
+    /// Only the ports now in the list (maybe none).
     Ports,
 }
 
 impl VlanSnoop {
     fn active(&self, own_querier: bool, v6: bool, now: u64) -> bool {
-        own_querier || self.querier_until[v6 as usize] > now
+        own_querier || self.other_querier(v6, now)
     }
 
-    /// Take in a group frame from `in_port`; push the ports it goes to onto `out` (when
-    /// the decision is [`Decision::Ports`]); `up(p)` says whether port `p` is up.
+    /// Take in a group frame from `in_port`. `out` holds the ports a flood would reach;
+    /// when the decision is [`Decision::Ports`] it holds the ports the frame goes to
+    /// instead. `up(p)` says whether port `p` is up.
     pub(crate) fn handle(&mut self, now: u64, own_querier: bool, in_port: u32, class: &Class, up: impl Fn(u32) -> bool, out: &mut Vec<u32>) -> Decision {
-        let fam = |v6: bool| v6 as usize;
         match class {
             Class::Other | Class::Flood => Decision::Flood,
-            Class::Query { v6 } => {
-                self.querier_until[fam(*v6)] = now + OTHER_QUERIER_NS;
-                self.routers.entry(in_port).or_default()[fam(*v6)] = now + OTHER_QUERIER_NS;
-                Decision::Flood
-            }
-            Class::Router { v6 } => {
-                self.routers.entry(in_port).or_default()[fam(*v6)] = now + OTHER_QUERIER_NS;
+            Class::Query { v6 } | Class::Router { v6 } => {
+                if matches!(class, Class::Query { .. }) {
+                    self.querier_until[*v6 as usize] = now + OTHER_QUERIER_NS;
+                }
+                self.routers.entry(in_port).or_default()[*v6 as usize] = now + OTHER_QUERIER_NS;
                 Decision::Flood
             }
             Class::Report { v6, joins, leaves } => {
@@ -237,6 +235,7 @@ impl VlanSnoop {
                 if !self.active(own_querier, *v6, now) {
                     return Decision::Flood;
                 }
+                out.clear();
                 self.push_routers(now, *v6, in_port, &up, out);
                 Decision::Ports
             }
@@ -244,6 +243,7 @@ impl VlanSnoop {
                 if !self.active(own_querier, *v6, now) {
                     return Decision::Flood;
                 }
+                out.clear();
                 if let Some(m) = self.groups.get(group) {
                     out.extend(m.iter().filter(|&(&p, &until)| until > now && p != in_port && up(p)).map(|(&p, _)| p));
                 }
