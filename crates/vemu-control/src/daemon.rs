@@ -122,8 +122,7 @@ fn serve_lab(plan: Plan, options: ApiOptions, name: &mut NameGuard, report: &mut
         bail!("lab '{}' is already running (take it down with 'vemu down --lab {}')", plan.name, plan.name);
     }
     // Descriptors first: a lab too big for the limit fails now, having built nothing.
-    let members: usize = plan.segments.iter().map(|g| g.members.len()).sum();
-    vemu_host::ensure_open_files(vemu_host::files_needed(plan.links.len(), members, plan.nodes.len()))?;
+    vemu_host::ensure_open_files(vemu_host::files_needed(&plan))?;
     // Movement files are read here, before anything is built, and only for the movers:
     // the plan the controller keeps (and writes to plan.json) names them.
     let mut moving = plan.clone();

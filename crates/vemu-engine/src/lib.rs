@@ -258,10 +258,9 @@ impl Engine {
         }
     }
 
-    /// Halt (if not yet) and close the TAP devices.
-    pub fn stop(mut self) {
-        self.halt();
-        driver::close_all(std::mem::take(&mut self.halted));
+    /// Halt (if not yet) and close the TAP devices (what dropping the engine does).
+    pub fn stop(self) {
+        drop(self);
     }
 }
 

@@ -161,8 +161,9 @@ pub const CONTROLLER_FILES: u64 = 700;
 
 /// Open files a lab's controller needs: a TAP device per link end and per LAN member,
 /// a netlink socket per node (the nodes' TAP counters), and [`CONTROLLER_FILES`].
-pub fn files_needed(links: usize, members: usize, nodes: usize) -> u64 {
-    2 * links as u64 + members as u64 + nodes as u64 + CONTROLLER_FILES
+pub fn files_needed(plan: &vemu_scenario::Plan) -> u64 {
+    let members: usize = plan.segments.iter().map(|g| g.members.len()).sum();
+    2 * plan.links.len() as u64 + members as u64 + plan.nodes.len() as u64 + CONTROLLER_FILES
 }
 
 /// Make sure this process may open `needed` files: raise the soft RLIMIT_NOFILE up to

@@ -522,3 +522,29 @@ fn nodes_see_their_own_processes_only() {
     let (_, ps) = b.sh("n2", "ps -e -o args=");
     assert!(ps.contains("vemu-init n2"), "the first process in a node makes its PID namespace: {ps}");
 }
+
+/// A lab needing more open files than the hard limit fails at once, naming the limit,
+/// and builds nothing (a 10,000-node tree used to fail after 15 minutes and roll back).
+#[test]
+fn a_lab_beyond_the_open_file_limit_fails_at_once() {
+    use std::os::unix::process::CommandExt;
+    let _g = serial();
+    let path = write_scenario("t-nofile", &chain("t-nofile", &[0.0; 300], ""));
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_vemu"));
+    cmd.args(["up", path.to_str().unwrap()]);
+    // SAFETY: setrlimit with a valid struct, lowering the limit of the child only.
+    unsafe {
+        cmd.pre_exec(|| {
+            let l = libc::rlimit { rlim_cur: 1000, rlim_max: 1000 };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &l) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let o = cmd.output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("needs about 1601 open files") && text(&o).contains("the hard limit on open files here is 1000 (RLIMIT_NOFILE)"), "{}", text(&o));
+    assert!(lab_netns("t-nofile").is_empty());
+    assert!(!std::path::Path::new("/run/vemu/t-nofile").exists());
+}
