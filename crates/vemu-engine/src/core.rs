@@ -753,6 +753,7 @@ impl Core {
         g.counters.learned.store(g.switch.learned() as u64, Relaxed);
         g.counters.learn_refused.store(g.switch.refused(), Relaxed);
         g.counters.groups.store(g.switch.group_count() as u64, Relaxed);
+        g.counters.groups_refused.store(g.switch.groups_refused(), Relaxed);
         let mut acc = std::mem::take(&mut self.accepted);
         for &p in &targets {
             self.to_member(seg, p, t_out, frame.clone(), &mut acc);

@@ -143,6 +143,8 @@ pub struct SegCounters {
     /// ports only (maybe none), and the groups with members now.
     pub multicast: AtomicU64,
     pub groups: AtomicU64,
+    /// Group joins the switch could not record (its membership table was full).
+    pub groups_refused: AtomicU64,
 }
 
 /// A snapshot of [`SegCounters`].
@@ -164,6 +166,8 @@ pub struct SegStats {
     pub multicast: u64,
     #[serde(default)]
     pub groups: u64,
+    #[serde(default)]
+    pub groups_refused: u64,
 }
 
 impl SegCounters {
@@ -179,6 +183,7 @@ impl SegCounters {
             learn_refused: self.learn_refused.load(Relaxed),
             multicast: self.multicast.load(Relaxed),
             groups: self.groups.load(Relaxed),
+            groups_refused: self.groups_refused.load(Relaxed),
         }
     }
 }

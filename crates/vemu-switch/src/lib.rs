@@ -154,7 +154,8 @@ impl Switch {
             out.push(Port { group: g as u32, up: true });
         }
         let max_learned = DEFAULT_MAX_LEARNED.max(LEARNED_PER_PORT * ports.len());
-        let snoop = vec![VlanSnoop::default(); groups.len()];
+        // Group memberships have the same bound as learned addresses.
+        let snoop = vec![VlanSnoop::new(max_learned); groups.len()];
         Switch {
             snooping: Snooping::Off,
             snoop,
@@ -176,6 +177,12 @@ impl Switch {
         self.snooping = s;
         self.next_query_ns = (s == Snooping::Querier).then_some(0);
         self.queries_sent = 0;
+    }
+
+    /// Group joins not recorded because a VLAN's membership table was full (that VLAN's
+    /// group data then floods until there is room again), since the start.
+    pub fn groups_refused(&self) -> u64 {
+        self.snoop.iter().map(VlanSnoop::refused).sum()
     }
 
     /// Multicast groups with members, over all VLANs.

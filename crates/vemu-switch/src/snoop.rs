@@ -191,6 +191,15 @@ pub(crate) struct VlanSnoop {
     routers: FxHashMap<u32, [u64; 2]>,
     /// Group → member port → membership expiry.
     groups: FxHashMap<Mac, FxHashMap<u32, u64>>,
+    /// (port, group) memberships in `groups`, and the most it may hold: a node joining
+    /// group after group must not grow the table (and the controller) without end.
+    memberships: usize,
+    max_memberships: usize,
+    /// Joins not recorded because the table was full, since the start. While a join has
+    /// been missed (until a sweep finds room again) group data floods: a member may be
+    /// missing from the table.
+    refused: u64,
+    overflow: bool,
 }
 
 /// What snooping decided for a frame.
@@ -203,6 +212,27 @@ pub(crate) enum Decision {
 }
 
 impl VlanSnoop {
+    pub(crate) fn new(max_memberships: usize) -> VlanSnoop {
+        VlanSnoop { max_memberships, ..Default::default() }
+    }
+
+    fn join(&mut self, group: Mac, port: u32, until: u64) {
+        let full = self.memberships >= self.max_memberships;
+        let members = self.groups.entry(group).or_default();
+        if let Some(u) = members.get_mut(&port) {
+            *u = until;
+        } else if full {
+            if members.is_empty() {
+                self.groups.remove(&group);
+            }
+            self.refused += 1;
+            self.overflow = true;
+        } else {
+            members.insert(port, until);
+            self.memberships += 1;
+        }
+    }
+
     fn active(&self, own_querier: bool, v6: bool, now: u64) -> bool {
         own_querier || self.other_querier(v6, now)
     }
@@ -222,11 +252,11 @@ impl VlanSnoop {
             }
             Class::Report { v6, joins, leaves } => {
                 for g in joins {
-                    self.groups.entry(*g).or_default().insert(in_port, now + MEMBERSHIP_NS);
+                    self.join(*g, in_port, now + MEMBERSHIP_NS);
                 }
                 for g in leaves {
                     if let Some(m) = self.groups.get_mut(g) {
-                        m.remove(&in_port);
+                        self.memberships -= m.remove(&in_port).is_some() as usize;
                         if m.is_empty() {
                             self.groups.remove(g);
                         }
@@ -240,7 +270,7 @@ impl VlanSnoop {
                 Decision::Ports
             }
             Class::Data { v6, group } => {
-                if !self.active(own_querier, *v6, now) {
+                if !self.active(own_querier, *v6, now) || self.overflow {
                     return Decision::Flood;
                 }
                 out.clear();
@@ -267,6 +297,7 @@ impl VlanSnoop {
             m.remove(&port);
             !m.is_empty()
         });
+        self.recount();
     }
 
     /// Drop expired memberships and router ports.
@@ -276,6 +307,18 @@ impl VlanSnoop {
             !m.is_empty()
         });
         self.routers.retain(|_, until| until.iter().any(|&u| u > now));
+        self.recount();
+    }
+
+    /// Count the memberships again after a bulk removal; room again ends an overflow.
+    fn recount(&mut self) {
+        self.memberships = self.groups.values().map(FxHashMap::len).sum();
+        self.overflow &= self.memberships >= self.max_memberships;
+    }
+
+    /// Joins not recorded because the table was full.
+    pub(crate) fn refused(&self) -> u64 {
+        self.refused
     }
 
     /// Whether another querier of the family was heard lately (the switch's own then

@@ -267,3 +267,23 @@ fn damaged_frames_never_panic() {
         let _ = send(&mut sw, round, ((x >> 50) % 4) as u32, &f);
     }
 }
+
+/// A node joining group after group (a hostile one, or a broken program) fills the
+/// membership table up to its bound, not the controller's memory; while joins are
+/// being refused, group data floods so that no member misses it.
+#[test]
+fn the_membership_table_is_bounded() {
+    let mut sw = switch(3, Snooping::Querier);
+    send(&mut sw, 0, 1, &igmp(1, G1, 0x16, G1));
+    for i in 0..20_000u32 {
+        let g = (0xef00_0000u32 | (i + 10)).to_be_bytes();
+        send(&mut sw, S, 2, &igmp(2, g, 0x16, g));
+    }
+    assert_eq!(sw.group_count(), vemu_switch::DEFAULT_MAX_LEARNED, "one group of port 1, the rest port 2's");
+    assert_eq!(sw.groups_refused(), 20_000 - (vemu_switch::DEFAULT_MAX_LEARNED as u64 - 1));
+    assert_eq!(send(&mut sw, 2 * S, 0, &udp4(0, G1)), (Delivery::Flood, vec![1, 2]), "joins were missed: flood");
+    // The port goes away with its memberships: room again, snooping again.
+    sw.set_port_up(2, false);
+    assert_eq!(sw.group_count(), 1);
+    assert_eq!(send(&mut sw, 3 * S, 0, &udp4(0, G1)), (Delivery::Multicast, vec![1]));
+}
