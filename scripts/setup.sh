@@ -7,7 +7,8 @@ fi
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 need_pkgs=()
-for p in iperf3 iputils-ping iproute2 procps tcpdump tshark libpcap-dev frr bird2 babeld; do
+# clang and libbpf-dev build the kernel fast path's TC program (crates/vemu-fastpath).
+for p in iperf3 iputils-ping iproute2 procps tcpdump tshark libpcap-dev frr bird2 babeld clang libbpf-dev; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need_pkgs+=("$p")
 done
 if [ "${#need_pkgs[@]}" -gt 0 ]; then

@@ -1,0 +1,84 @@
+// vemu's kernel fast path: one TC ingress program (direct action) on every device of a
+// lab's plane namespace. The device a frame came in by names its route in `routes`:
+// to the ingress of a veth peer in another namespace (a node's interface), or to the
+// egress of a device here (the engine's TAP). Frames of devices without a route are
+// dropped. Built by build.rs with clang; loaded by src/lib.rs.
+#include <linux/bpf.h>
+#include <linux/pkt_cls.h>
+#include <linux/if_ether.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#define ROUTE_PEER 1   /* to the ingress of ifindex's veth peer (another namespace) */
+#define ROUTE_COUNT 2  /* count the frames (a fast-path direction) */
+
+struct route {
+	__u32 ifindex;
+	__u32 flags;
+};
+
+/* What a fast-path direction carried: wire frames (a TCP super-frame counts its
+ * segments) and wire bytes (every segment with its own headers). */
+struct count {
+	__u64 frames;
+	__u64 bytes;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 262144);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u32);
+	__type(value, struct route);
+} routes SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 262144);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u32);
+	__type(value, struct count);
+} counts SEC(".maps");
+
+/* Length of the Ethernet, IP and TCP headers of a TCP super-frame, 0 if unknown. */
+static __always_inline __u32 tcp_headers(struct __sk_buff *skb)
+{
+	__u8 b;
+	__u32 off = ETH_HLEN;
+	if (skb->protocol == bpf_htons(ETH_P_IP)) {
+		if (bpf_skb_load_bytes(skb, off, &b, 1))
+			return 0;
+		off += (b & 0x0f) * 4;
+	} else if (skb->protocol == bpf_htons(ETH_P_IPV6)) {
+		off += 40;
+	} else {
+		return 0;
+	}
+	if (bpf_skb_load_bytes(skb, off + 12, &b, 1))
+		return 0;
+	return off + (b >> 4) * 4;
+}
+
+SEC("classifier")
+int steer(struct __sk_buff *skb)
+{
+	__u32 key = skb->ifindex;
+	struct route *r = bpf_map_lookup_elem(&routes, &key);
+	if (!r)
+		return TC_ACT_SHOT;
+	if (r->flags & ROUTE_COUNT) {
+		struct count *c = bpf_map_lookup_elem(&counts, &key);
+		if (c) {
+			__u32 segs = skb->gso_segs > 1 ? skb->gso_segs : 1;
+			c->frames += segs;
+			c->bytes += skb->len;
+			if (segs > 1)
+				c->bytes += (__u64)(segs - 1) * tcp_headers(skb);
+		}
+	}
+	if (r->flags & ROUTE_PEER)
+		return bpf_redirect_peer(r->ifindex, 0);
+	return bpf_redirect(r->ifindex, 0);
+}
+
+char LICENSE[] SEC("license") = "GPL";

@@ -1,0 +1,184 @@
+//! vemu's kernel fast path.
+//!
+//! A node's link interface is one end of a veth pair; the other end lives in the lab's
+//! *plane* namespace, beside a TAP device of the engine's. One TC ingress program
+//! (`bpf/steer.bpf.c`, attached to every device of the plane) looks up where a frame
+//! goes by the device it came in by:
+//!
+//! - [`Route::Kernel`]: straight to the far node's interface (`bpf_redirect_peer`, the
+//!   way Cilium moves pod traffic), counted in a per-CPU map: a link direction that
+//!   needs no emulation at the moment never leaves the kernel;
+//! - [`Route::Engine`]: to the engine's TAP device, whose reader emulates the direction;
+//! - [`Route::Deliver`]: what the engine writes to its TAP device goes on to the node.
+//!
+//! Switching a direction between the kernel and the engine is one map update: the
+//! nodes see the same interface, addresses, MAC and carrier throughout.
+
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::path::Path;
+use std::sync::Mutex;
+
+use anyhow::{anyhow, bail, Context, Result};
+use aya::maps::{HashMap, MapData, MapError, PerCpuHashMap, PerCpuValues};
+use aya::programs::{ProgramFd, SchedClassifier};
+use aya::Ebpf;
+
+/// The compiled program; empty when vemu was built without clang.
+static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/steer.o"));
+
+/// `route.flags` bits, as in `bpf/steer.bpf.c`.
+const ROUTE_PEER: u32 = 1;
+const ROUTE_COUNT: u32 = 2;
+/// `bpf_map_update_elem` flag: only if the key is not there yet.
+const BPF_NOEXIST: u64 = 1;
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct RouteValue {
+    ifindex: u32,
+    flags: u32,
+}
+// SAFETY: plain integers, laid out as the program's `struct route`.
+unsafe impl aya::Pod for RouteValue {}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counted {
+    /// Wire frames (a TCP super-frame counts its segments).
+    pub frames: u64,
+    /// Wire bytes (every segment with its own headers).
+    pub bytes: u64,
+}
+// SAFETY: plain integers, laid out as the program's `struct count`.
+unsafe impl aya::Pod for Counted {}
+
+/// Where frames arriving at a plane device go (devices are named by their index in the
+/// plane namespace).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// To the node interface that is the veth peer of `peer_of`, counted.
+    Kernel { peer_of: u32 },
+    /// To the engine's TAP device `tap`.
+    Engine { tap: u32 },
+    /// To the node interface that is the veth peer of `peer_of` (frames the engine wrote).
+    Deliver { peer_of: u32 },
+}
+
+/// The loaded program and its maps, for one lab.
+pub struct FastPath {
+    prog: ProgramFd,
+    routes: Mutex<HashMap<MapData, u32, RouteValue>>,
+    counts: Mutex<PerCpuHashMap<MapData, u32, Counted>>,
+    /// A socket in the plane namespace, to take its devices down and up.
+    ctl: OwnedFd,
+    /// Keeps the program loaded.
+    _ebpf: Ebpf,
+}
+
+impl FastPath {
+    /// Load the program for the lab whose plane namespace is pinned at `plane`. Fails
+    /// (and the lab runs every link through its engine) where the kernel refuses BPF
+    /// programs or vemu was built without clang.
+    pub fn load(plane: &Path) -> Result<FastPath> {
+        if OBJECT.is_empty() {
+            bail!("vemu was built without clang, so without its TC program");
+        }
+        let mut ebpf = Ebpf::load(OBJECT).context("loading the TC program")?;
+        let prog: &mut SchedClassifier = ebpf
+            .program_mut("steer")
+            .ok_or_else(|| anyhow!("the TC program has no 'steer' section"))?
+            .try_into()
+            .context("the TC program is not a classifier")?;
+        prog.load().context("the kernel refused the TC program")?;
+        let prog = prog.fd()?.try_clone().context("duplicating the program's descriptor")?;
+        let routes = HashMap::try_from(ebpf.take_map("routes").ok_or_else(|| anyhow!("no map 'routes'"))?)?;
+        let counts = PerCpuHashMap::try_from(ebpf.take_map("counts").ok_or_else(|| anyhow!("no map 'counts'"))?)?;
+        let ctl = socket_in(plane)?;
+        Ok(FastPath { prog, routes: Mutex::new(routes), counts: Mutex::new(counts), ctl, _ebpf: ebpf })
+    }
+
+    /// The program, to attach to the plane's devices (`tc filter … bpf da`).
+    pub fn program(&self) -> BorrowedFd<'_> {
+        self.prog.as_fd()
+    }
+
+    /// Send frames arriving at plane device `from` by `route`.
+    pub fn route(&self, from: u32, route: Route) -> Result<()> {
+        let value = match route {
+            Route::Kernel { peer_of } => {
+                let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+                // A counter from the first kernel route on, kept across switches. (aya's
+                // per-CPU lookup cannot tell a missing key: insert unless present.)
+                let cpus = aya::util::nr_cpus().map_err(|(_, e)| e)?;
+                match counts.insert(from, PerCpuValues::try_from(vec![Counted::default(); cpus])?, BPF_NOEXIST) {
+                    Err(MapError::SyscallError(e)) if e.io_error.raw_os_error() == Some(libc::EEXIST) => {}
+                    r => r.with_context(|| format!("counting plane device {from}"))?,
+                }
+                RouteValue { ifindex: peer_of, flags: ROUTE_PEER | ROUTE_COUNT }
+            }
+            Route::Engine { tap } => RouteValue { ifindex: tap, flags: 0 },
+            Route::Deliver { peer_of } => RouteValue { ifindex: peer_of, flags: ROUTE_PEER },
+        };
+        let mut routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+        routes.insert(from, value, 0).with_context(|| format!("routing plane device {from}"))?;
+        Ok(())
+    }
+
+    /// What the kernel carried from plane device `from` (all CPUs, since the first
+    /// [`Route::Kernel`] from it).
+    pub fn counted(&self, from: u32) -> Counted {
+        let counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+        match counts.get(&from, 0) {
+            Ok(per_cpu) => per_cpu.iter().fold(Counted::default(), |a, c| Counted { frames: a.frames + c.frames, bytes: a.bytes + c.bytes }),
+            Err(_) => Counted::default(),
+        }
+    }
+
+    /// Take plane device `ifindex` down or up: its veth peer, a node's interface, loses
+    /// or regains its carrier.
+    pub fn set_device_up(&self, ifindex: u32, up: bool) -> Result<()> {
+        // SAFETY: ifreq is plain data; every ioctl below reads or writes one.
+        let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+        req.ifr_ifru.ifru_ifindex = ifindex as i32;
+        let fd = self.ctl.as_raw_fd();
+        // SAFETY: as above.
+        if unsafe { libc::ioctl(fd, libc::SIOCGIFNAME, &mut req) } < 0 {
+            return Err(std::io::Error::last_os_error()).with_context(|| format!("naming plane device {ifindex}"));
+        }
+        // SAFETY: as above.
+        if unsafe { libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut req) } < 0 {
+            return Err(std::io::Error::last_os_error()).with_context(|| format!("reading the flags of plane device {ifindex}"));
+        }
+        // SAFETY: the union's flags member, as SIOCGIFFLAGS filled it.
+        let flags = unsafe { req.ifr_ifru.ifru_flags };
+        let up_flag = libc::IFF_UP as libc::c_short;
+        req.ifr_ifru.ifru_flags = if up { flags | up_flag } else { flags & !up_flag };
+        // SAFETY: as above.
+        if unsafe { libc::ioctl(fd, libc::SIOCSIFFLAGS, &req) } < 0 {
+            return Err(std::io::Error::last_os_error()).with_context(|| format!("setting plane device {ifindex} up={up}"));
+        }
+        Ok(())
+    }
+}
+
+/// A datagram socket in the network namespace pinned at `netns`.
+fn socket_in(netns: &Path) -> Result<OwnedFd> {
+    let ns = std::fs::File::open(netns).with_context(|| format!("opening {}", netns.display()))?;
+    std::thread::scope(|s| {
+        s.spawn(|| -> Result<OwnedFd> {
+            // SAFETY: setns on this thread only, with a namespace descriptor.
+            if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } < 0 {
+                return Err(std::io::Error::last_os_error()).with_context(|| format!("entering {}", netns.display()));
+            }
+            // SAFETY: plain socket call; the descriptor is owned at once.
+            let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+            if fd < 0 {
+                return Err(std::io::Error::last_os_error()).context("opening a socket in the plane namespace");
+            }
+            // SAFETY: fd was just returned by socket().
+            Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+        })
+        .join()
+        .map_err(|_| anyhow!("the thread entering {} panicked", netns.display()))?
+    })
+}
