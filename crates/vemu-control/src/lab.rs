@@ -231,6 +231,7 @@ impl Controller {
         Ok(LabStatus {
             fidelity: Some(self.fidelity(&stats)),
             fidelity_now: self.watch.now.clone(),
+            fast_path: stats.fast_path.clone(),
             name: self.plan.name.clone(),
             pid: std::process::id(),
             uptime_ns: self.clock.now_ns(),

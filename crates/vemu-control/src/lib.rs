@@ -62,6 +62,10 @@ pub struct LabStatus {
     pub fidelity: Option<fidelity::Fidelity>,
     #[serde(default)]
     pub fidelity_now: Option<fidelity::Fidelity>,
+    /// Whether link directions that need no emulation go by the kernel: "on", or
+    /// "off: why".
+    #[serde(default)]
+    pub fast_path: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

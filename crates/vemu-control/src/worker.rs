@@ -7,7 +7,11 @@ use std::sync::Mutex;
 
 use anyhow::{anyhow, Result};
 use serde::{Deserialize, Serialize};
-use vemu_engine::{Captured, DirStats, Engine, LabClock, LinkSpec, MemberSpec, RadioSnapshot, SegStats, SegmentSpec, CaptureSpec, Target};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use vemu_engine::{Captured, CaptureSpec, DirStats, Engine, FastPath, LabClock, LinkSpec, MemberSpec, PlaneDevs, RadioSnapshot, SegStats, SegmentSpec, Target};
+use vemu_fastpath::Route;
 use vemu_host::LabPaths;
 use vemu_link::{Impairments, ImpairmentsPatch};
 use vemu_scenario::Plan;
@@ -74,7 +78,14 @@ pub struct Counters {
     pub segments: Vec<SegStats>,
     /// Per engine shard, nanoseconds spent working since the start ([`Engine::work_ns`]).
     pub shard_work_ns: Vec<u64>,
+    /// Whether unimpaired link directions go by the kernel: "on", or "off: why".
+    #[serde(default)]
+    pub fast_path: String,
 }
+
+/// Environment variable of `vemu up`: `VEMU_FAST_PATH=off` runs every link direction
+/// through the engine (to compare, or to test the engine's path).
+pub const FAST_PATH_ENV: &str = "VEMU_FAST_PATH";
 
 /// A machine that hosts nodes and links.
 pub trait Worker: Send {
@@ -102,6 +113,24 @@ pub struct LocalWorker {
     /// A netlink socket in each node's namespace, opened when first asked for TAP
     /// counters (they hold the namespaces: closed before the lab is removed).
     node_sockets: Option<Vec<vemu_host::netlink::Netlink>>,
+    /// "on", or why the kernel fast path is off.
+    fast_path: String,
+    /// The engine's TAP device in the plane of each link interface (`NODE:IFACE`, TAP
+    /// name), whose counters stand for the interface's queue, and a netlink socket there.
+    plane_taps: Vec<(String, String)>,
+    plane_socket: Option<vemu_host::netlink::Netlink>,
+}
+
+/// Load the kernel fast path for a lab with links, or say why not.
+fn fast_path(paths: &LabPaths, plan: &Plan) -> Result<Arc<FastPath>, String> {
+    if plan.links.is_empty() {
+        return Err("the lab has no point-to-point links".into());
+    }
+    if std::env::var(FAST_PATH_ENV).is_ok_and(|v| v == "off") {
+        return Err(format!("{FAST_PATH_ENV}=off"));
+    }
+    vemu_host::create_plane(paths).map_err(|e| format!("{e:#}"))?;
+    FastPath::load(&paths.plane()).map(Arc::new).map_err(|e| format!("{e:#}"))
 }
 
 impl LocalWorker {
@@ -115,10 +144,32 @@ impl LocalWorker {
         self.sizes = plan.segments.iter().map(|g| g.members.len()).collect();
         self.ifaces = plan.nodes.iter().map(|n| (n.name.clone(), n.ifaces.iter().map(|i| i.name.clone()).collect())).collect();
         let template = vemu_host::mount_template(&paths)?;
+        let fast = match fast_path(&paths, &plan) {
+            Ok(f) => {
+                self.fast_path = "on".into();
+                Some(f)
+            }
+            Err(why) => {
+                if !plan.links.is_empty() {
+                    eprintln!("kernel fast path off ({why}): every link direction goes through the engine");
+                }
+                self.fast_path = format!("off: {why}");
+                None
+            }
+        };
+        // With the fast path, a link's interfaces are veths whose peers are in the plane.
+        let mut peers: Vec<Vec<Option<String>>> = plan.nodes.iter().map(|n| vec![None; n.ifaces.len()]).collect();
+        if fast.is_some() {
+            for (l, link) in plan.links.iter().enumerate() {
+                for (side, e) in [link.a, link.b].into_iter().enumerate() {
+                    peers[e.node][e.iface] = Some(vemu_host::plane_names(l, side).0);
+                }
+            }
+        }
 
         // Nodes, a few at a time.
         let total = plan.nodes.len();
-        let taps: Vec<Mutex<Option<Vec<OwnedFd>>>> = (0..total).map(|_| Mutex::new(None)).collect();
+        let taps: Vec<Mutex<Option<Vec<Option<OwnedFd>>>>> = (0..total).map(|_| Mutex::new(None)).collect();
         let next = AtomicUsize::new(0);
         let done = AtomicUsize::new(0);
         let first_error: Mutex<Option<anyhow::Error>> = Mutex::new(None);
@@ -133,7 +184,7 @@ impl LocalWorker {
                         if i >= total || first_error.locked().is_some() {
                             break;
                         }
-                        match vemu_host::create_node(&paths, &plan.nodes[i], &template) {
+                        match vemu_host::create_node(&paths, &plan.nodes[i], &template, &peers[i]) {
                             Ok(fds) => *taps[i].locked() = Some(fds),
                             Err(e) => {
                                 let e = e.context(format!("creating node '{}'", plan.nodes[i].name));
@@ -154,18 +205,38 @@ impl LocalWorker {
             return Err(e);
         }
 
-        // Links: hand both TAP devices of each to the engine.
-        let mut taps: Vec<Vec<Option<OwnedFd>>> =
-            taps.into_iter().map(|m| m.into_inner().unwrap().unwrap_or_default().into_iter().map(Some).collect()).collect();
+        // Links: hand both TAP devices of each to the engine (with the fast path, the
+        // engine's own in the plane: frames reach them only while a direction needs it).
+        let mut taps: Vec<Vec<Option<OwnedFd>>> = taps.into_iter().map(|m| m.into_inner().unwrap().unwrap_or_default()).collect();
+        let mut plane: Vec<Option<vemu_host::PlaneEnd>> = Vec::new();
+        if let Some(fast) = &fast {
+            let names: Vec<(String, String)> = (0..plan.links.len()).flat_map(|l| [0, 1].map(|side| vemu_host::plane_names(l, side))).collect();
+            let ends = vemu_host::attach_plane(&paths, &names, fast.program())?;
+            for (i, e) in ends.iter().enumerate() {
+                let (l, side) = (i / 2, i % 2);
+                fast.route(e.tap, Route::Deliver { peer_of: e.veth })?;
+                fast.route(e.veth, Route::Engine { tap: e.tap })?;
+                let end = if side == 0 { plan.links[l].a } else { plan.links[l].b };
+                self.plane_taps.push((plan.endpoint_name(end), names[i].1.clone()));
+            }
+            plane = ends.into_iter().map(Some).collect();
+        }
         let mut specs = Vec::with_capacity(plan.links.len());
         for (i, l) in plan.links.iter().enumerate() {
-            let mut take = |e: vemu_scenario::EndpointRef| {
-                taps[e.node][e.iface].take().ok_or_else(|| anyhow!("interface {} was not created", plan.endpoint_name(e)))
+            let mut take = |e: vemu_scenario::EndpointRef, side: usize| -> Result<(OwnedFd, Option<PlaneDevs>)> {
+                if let Some(p) = plane.get_mut(2 * i + side).and_then(Option::take) {
+                    return Ok((p.fd, Some(PlaneDevs { veth: p.veth, tap: p.tap })));
+                }
+                let fd = taps[e.node][e.iface].take().ok_or_else(|| anyhow!("interface {} was not created", plan.endpoint_name(e)))?;
+                Ok((fd, None))
             };
+            let (a, pa) = take(l.a, 0)?;
+            let (b, pb) = take(l.b, 1)?;
             specs.push(LinkSpec {
                 mtu: plan.nodes[l.a.node].ifaces[l.a.iface].mtu,
-                a: take(l.a)?,
-                b: take(l.b)?,
+                a,
+                b,
+                plane: pa.zip(pb).map(|(a, b)| [a, b]),
                 forward: l.forward.clone(),
                 reverse: l.reverse.clone(),
                 seeds: [derive_seed(plan.seed, 2 * i as u64), derive_seed(plan.seed, 2 * i as u64 + 1)],
@@ -193,7 +264,7 @@ impl LocalWorker {
             segments.push(SegmentSpec { members, capacity_bps: g.capacity_bps, aging_ns: g.aging_ns, snooping: g.snooping, radio });
         }
         let shards = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-        self.engine = Some(Engine::start(specs, segments, shards, LabClock { epoch_ns: epoch })?);
+        self.engine = Some(Engine::start(specs, segments, shards, LabClock { epoch_ns: epoch }, fast)?);
 
         let commands = plan.nodes.iter().flat_map(|n| n.run.iter().map(|c| (n.name.clone(), c.clone()))).collect();
         self.supervisor = Some(Supervisor::start(paths, commands));
@@ -202,15 +273,34 @@ impl LocalWorker {
 
     fn tap_queues(&mut self) -> Result<Vec<TapQueue>> {
         let paths = self.lab.as_ref().ok_or_else(|| anyhow!("the lab is not built"))?;
-        if self.node_sockets.is_none() {
+        // Link interfaces with the fast path: the engine's TAP devices in the plane.
+        let mut out = Vec::new();
+        let on_plane: HashSet<&str> = self.plane_taps.iter().map(|(port, _)| port.as_str()).collect();
+        if !self.plane_taps.is_empty() {
+            if self.plane_socket.is_none() {
+                self.plane_socket = Some(vemu_host::netlink::Netlink::open_in(&paths.plane())?);
+            }
+            let stats: HashMap<String, _> = self.plane_socket.as_mut().unwrap().link_stats()?.into_iter().collect();
+            for (port, tap) in &self.plane_taps {
+                if let Some(st) = stats.get(tap) {
+                    out.push(TapQueue { port: port.clone(), read: st.tx_packets, dropped: st.tx_dropped });
+                }
+            }
+        }
+        // The others are TAP devices in the nodes.
+        let in_nodes = self.ifaces.iter().any(|(n, ifaces)| ifaces.iter().any(|i| !on_plane.contains(format!("{n}:{i}").as_str())));
+        if in_nodes && self.node_sockets.is_none() {
             let socks: Result<Vec<_>> = self.ifaces.iter().map(|(n, _)| vemu_host::netlink::Netlink::open_in(&paths.netns_pin(n))).collect();
             self.node_sockets = Some(socks?);
         }
-        let mut out = Vec::new();
-        for ((node, ifaces), sock) in self.ifaces.iter().zip(self.node_sockets.as_mut().unwrap()) {
+        for ((node, ifaces), sock) in self.ifaces.iter().zip(self.node_sockets.iter_mut().flatten()) {
+            if ifaces.iter().all(|i| on_plane.contains(format!("{node}:{i}").as_str())) {
+                continue;
+            }
             for (name, st) in sock.link_stats()? {
-                if ifaces.contains(&name) {
-                    out.push(TapQueue { port: format!("{node}:{name}"), read: st.tx_packets, dropped: st.tx_dropped });
+                let port = format!("{node}:{name}");
+                if ifaces.contains(&name) && !on_plane.contains(port.as_str()) {
+                    out.push(TapQueue { port, read: st.tx_packets, dropped: st.tx_dropped });
                 }
             }
         }
@@ -219,6 +309,7 @@ impl LocalWorker {
 
     fn teardown(&mut self) -> Result<()> {
         self.node_sockets = None;
+        self.plane_socket = None;
         // Forwarding ends first, whatever it had queued (a start-up flood must not hold
         // `down` up); the devices stay open until the nodes' processes are gone.
         if let Some(e) = self.engine.as_mut() {
@@ -279,6 +370,7 @@ impl Worker for LocalWorker {
                     members: self.sizes.iter().enumerate().map(|(g, &n)| (0..n).map(|m| e.stats(Target::Member(g, m))).collect()).collect(),
                     segments: (0..self.sizes.len()).map(|g| e.segment_stats(g)).collect(),
                     shard_work_ns: e.work_ns(),
+                    fast_path: self.fast_path.clone(),
                 }))
             }
             WorkerRequest::NodeState { node, up } => {

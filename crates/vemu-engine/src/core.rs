@@ -74,6 +74,9 @@ pub struct LinkConfig {
     /// `mtu` impairment of its own drops larger frames (a node may raise its interface's
     /// MTU; the emulated wire does not follow). 0: no limit.
     pub mtu: u32,
+    /// The driver can carry a direction of this link inside the kernel: the core then
+    /// says, with [`Event::Path`], whenever a direction needs it or the engine.
+    pub kernel_path: bool,
 }
 
 /// One port of a segment.
@@ -148,6 +151,10 @@ pub enum Applied {
 pub enum Event {
     /// Set the carrier of a port's device.
     Carrier { port: PortId, up: bool },
+    /// Frames sent by the node at `port` (a link end with a kernel path) go from now on
+    /// straight to the far end inside the kernel (`kernel`: the direction needs no
+    /// emulation: no impairment, up, not captured) or come to the core.
+    Path { port: PortId, kernel: bool },
     /// A copy for capture `capture`: `frame` (as devices hand it over; possibly a
     /// super-frame) was sent by (`outgoing`) or arrived at interface `iface` at `t_ns`.
     Capture { capture: u64, iface: u32, t_ns: u64, outgoing: bool, frame: Frame },
@@ -199,6 +206,8 @@ struct LinkState {
     counters: [u32; 2],
     /// Interface MTU (0: none), for directions without their own.
     mtu: u32,
+    /// Which directions go by the kernel now; `None`: the link has no kernel path.
+    kernel: Option<[bool; 2]>,
 }
 
 struct MemberState {
@@ -426,8 +435,26 @@ impl Core {
         let ports = [self.port(Owner::Link { link, side: 0 }), self.port(Owner::Link { link, side: 1 })];
         let counters = [self.counter(), self.counter()];
         let dirs = [LinkDir::new(cfg.forward, cfg.seeds[0]), LinkDir::new(cfg.reverse, cfg.seeds[1])];
-        self.links.push(LinkState { ports, dirs, counters, mtu: cfg.mtu });
+        self.links.push(LinkState { ports, dirs, counters, mtu: cfg.mtu, kernel: cfg.kernel_path.then_some([false; 2]) });
+        self.choose_paths(link as usize);
         ports
+    }
+
+    /// Whether each direction of link `l` needs the engine, told to the driver when that
+    /// changes: a direction goes by the kernel while it has no impairment, is up and
+    /// neither end is captured.
+    fn choose_paths(&mut self, l: usize) {
+        let link = &self.links[l];
+        let Some(now) = link.kernel else { return };
+        let watched = link.ports.iter().any(|&p| self.ports[p as usize].watched);
+        let want = [0, 1].map(|d| !watched && link.dirs[d].is_up() && *link.dirs[d].impairments() == Impairments::default());
+        for d in 0..2 {
+            if want[d] != now[d] {
+                self.events.push_back(Event::Path { port: link.ports[d], kernel: want[d] });
+                self.counters[link.counters[d] as usize].kernel_path.store(want[d], Relaxed);
+            }
+        }
+        self.links[l].kernel = Some(want);
     }
 
     /// Add a segment; returns the port of each member.
@@ -626,6 +653,9 @@ impl Core {
                 let mut imp = d.impairments().clone();
                 patch.apply_to(&mut imp);
                 d.set_impairments(imp.clone());
+                if let Target::Link(l) = target {
+                    self.choose_paths(l);
+                }
                 return Applied::Impairments(imp);
             }
             Command::SetUp { target, up } => {
@@ -633,7 +663,10 @@ impl Core {
                     d.set_up(up);
                 }
                 let ports = match target {
-                    Target::Link(l) => self.links[l].ports.to_vec(),
+                    Target::Link(l) => {
+                        self.choose_paths(l);
+                        self.links[l].ports.to_vec()
+                    }
                     Target::Member(g, m) => {
                         let seg = &mut self.segments[g];
                         seg.switch.set_port_up(m as u32, up);
@@ -661,6 +694,9 @@ impl Core {
                 };
                 self.ports[port as usize].watched = true;
                 self.watches.push(Watch { id, port, iface, point });
+                if let Target::Link(l) = target {
+                    self.choose_paths(l);
+                }
             }
             Command::Uncapture(id) => self.uncapture(&[id]),
         }
@@ -690,6 +726,9 @@ impl Core {
         }
         for w in &self.watches {
             self.ports[w.port as usize].watched = true;
+        }
+        for l in 0..self.links.len() {
+            self.choose_paths(l);
         }
     }
 

@@ -1,7 +1,7 @@
 //! Counters the data path keeps per link direction and per segment, shared with the
 //! threads that read statistics (atomics: the data path never waits for a reader).
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
 use serde::{Deserialize, Serialize};
 
@@ -63,6 +63,8 @@ pub struct DirCounters {
     pub late_hist: [AtomicU64; DELAY_BUCKETS_NS.len() + 1],
     /// The latest any frame was written, ns.
     pub late_max_ns: AtomicU64,
+    /// The direction goes by the kernel now (the fast path), not through the engine.
+    pub kernel_path: AtomicBool,
 }
 
 /// A snapshot of [`DirCounters`].
@@ -93,6 +95,9 @@ pub struct DirStats {
     pub late_hist: Vec<u64>,
     #[serde(default)]
     pub late_max_ns: u64,
+    /// Carried by the kernel now (no emulation needed), not by the engine.
+    #[serde(default)]
+    pub kernel_path: bool,
 }
 
 impl DirCounters {
@@ -115,6 +120,7 @@ impl DirCounters {
             delay_hist: self.delay_hist.iter().map(|b| b.load(Relaxed)).collect(),
             late_hist: self.late_hist.iter().map(|b| b.load(Relaxed)).collect(),
             late_max_ns: self.late_max_ns.load(Relaxed),
+            kernel_path: self.kernel_path.load(Relaxed),
         }
     }
 }

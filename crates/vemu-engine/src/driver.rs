@@ -15,6 +15,8 @@ use vemu_link::Impairments;
 use crate::clock::LabClock;
 use crate::core::{Applied, Command, Core, Event, Frame, RadioSnapshot};
 use crate::gso;
+use crate::PlaneDevs;
+use vemu_fastpath::{FastPath, Route};
 
 /// Largest frame TAP hands over: a 64 KiB super-frame plus headers.
 const MAX_FRAME: usize = 65536 + 256;
@@ -59,6 +61,13 @@ pub(crate) enum Control {
     Stop,
 }
 
+/// A port with a kernel path: its plane devices and the far end's veth.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PlanePort {
+    pub devs: PlaneDevs,
+    pub far_veth: u32,
+}
+
 /// The handle the engine keeps of a running shard.
 pub(crate) struct ShardHandle {
     tx: Sender<Control>,
@@ -69,9 +78,11 @@ pub(crate) struct ShardHandle {
 }
 
 impl ShardHandle {
-    /// Start a shard thread running `core` over `fds` (one per port of the core, in order).
-    pub fn spawn(index: usize, core: Core, fds: Vec<OwnedFd>, clock: LabClock) -> Result<ShardHandle> {
+    /// Start a shard thread running `core` over `fds` (one per port of the core, in
+    /// order), with the ports' plane devices (`plane`, one per port) on `fast`.
+    pub fn spawn(index: usize, core: Core, fds: Vec<OwnedFd>, plane: Vec<Option<PlanePort>>, fast: Option<Arc<FastPath>>, clock: LabClock) -> Result<ShardHandle> {
         assert_eq!(core.port_count(), fds.len(), "one device per port");
+        assert_eq!(fds.len(), plane.len(), "one plane entry per port");
         // SAFETY: eventfd returns a new descriptor or -1.
         let efd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
         if efd < 0 {
@@ -81,6 +92,10 @@ impl ShardHandle {
         let wake = unsafe { OwnedFd::from_raw_fd(efd) };
         let (tx, rx) = std::sync::mpsc::channel();
         let mut shard = Shard::new(core, fds, rx, wake.as_raw_fd(), clock)?;
+        shard.plane = plane;
+        shard.fast = fast;
+        // The first choice of paths is carried out before any frame moves.
+        shard.events();
         let work_ns = shard.work_ns.clone();
         let thread = std::thread::Builder::new().name(format!("vemu-engine-{index}")).spawn(move || shard.run())?;
         Ok(ShardHandle { tx, wake, work_ns, thread: Some(thread) })
@@ -182,6 +197,9 @@ struct Shard {
     /// Time spent handling frames, timers and control messages, ns: the shard's load.
     /// Not its CPU time, which also counts the spinning before deadlines.
     work_ns: Arc<AtomicU64>,
+    /// The plane devices of each port that has a kernel path, and the fast path.
+    plane: Vec<Option<PlanePort>>,
+    fast: Option<Arc<FastPath>>,
 }
 
 impl Shard {
@@ -217,6 +235,8 @@ impl Shard {
             wake_late_ns: 0,
             spin_ns: SPIN_NS,
             work_ns: Arc::new(AtomicU64::new(0)),
+            plane: Vec::new(),
+            fast: None,
         })
     }
 
@@ -299,7 +319,26 @@ impl Shard {
         let mut split: Option<(Frame, Vec<Vec<u8>>)> = None;
         while let Some(ev) = self.core.poll_event() {
             match ev {
-                Event::Carrier { port, up } => set_carrier(self.fds[port as usize].as_raw_fd(), up),
+                Event::Carrier { port, up } => match (self.plane.get(port as usize).copied().flatten(), &self.fast) {
+                    // The node's interface is the veth peer of a plane device.
+                    (Some(p), Some(fast)) => {
+                        if let Err(e) = fast.set_device_up(p.devs.veth, up) {
+                            eprintln!("engine: {e:#}");
+                        }
+                    }
+                    _ => set_carrier(self.fds[port as usize].as_raw_fd(), up),
+                },
+                Event::Path { port, kernel } => {
+                    if let (Some(p), Some(fast)) = (self.plane.get(port as usize).copied().flatten(), &self.fast) {
+                        let route = match kernel {
+                            true => Route::Kernel { peer_of: p.far_veth },
+                            false => Route::Engine { tap: p.devs.tap },
+                        };
+                        if let Err(e) = fast.route(p.devs.veth, route) {
+                            eprintln!("engine: {e:#}");
+                        }
+                    }
+                }
                 Event::Capture { capture, iface, t_ns, outgoing, frame } => {
                     let Some(tx) = self.sinks.get(&capture) else { continue };
                     if !split.as_ref().is_some_and(|(f, _)| Arc::ptr_eq(f, &frame)) {

@@ -27,19 +27,32 @@ pub use crate::core::{is_routing, CapturePoint, Dir, RadioSnapshot, Target};
 pub use crate::counters::{bucket_quantile_ns, DirCounters, DirStats, SegCounters, SegStats, DELAY_BUCKETS_NS};
 pub use crate::driver::Captured;
 use crate::core::{Command, Core, LinkConfig, MemberConfig, SegmentConfig};
-use crate::driver::{Control, ShardHandle};
+use crate::driver::{Control, PlanePort, ShardHandle};
+pub use vemu_fastpath::FastPath;
 
 /// A link to emulate: the TAP devices of its two ends and what each direction does.
 pub struct LinkSpec {
     /// Frames read here travel `forward` to `b`.
     pub a: OwnedFd,
     pub b: OwnedFd,
+    /// With the kernel fast path: the plane devices of ends a and b (the TAP devices
+    /// above are then the engine's, in the plane).
+    pub plane: Option<[PlaneDevs; 2]>,
     pub forward: Impairments,
     pub reverse: Impairments,
     /// Seeds of the forward and reverse random generators.
     pub seeds: [u64; 2],
     /// MTU of both ends' interfaces (see [`core::LinkConfig::mtu`]).
     pub mtu: u32,
+}
+
+/// A link end's devices in the lab's plane namespace (see `vemu-fastpath`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlaneDevs {
+    /// The veth peer of the node's interface.
+    pub veth: u32,
+    /// The engine's TAP device.
+    pub tap: u32,
 }
 
 /// A switched LAN segment (or, with `radio`, a wireless one) to emulate.
@@ -89,6 +102,9 @@ pub struct Engine {
     link_counters: Vec<[Arc<DirCounters>; 2]>,
     member_counters: Vec<Vec<[Arc<DirCounters>; 2]>>,
     seg_counters: Vec<Arc<SegCounters>>,
+    /// The kernel fast path, and each link's plane veths (ends a and b) when it has one.
+    fast: Option<Arc<FastPath>>,
+    link_veths: Vec<Option<[u32; 2]>>,
     pub clock: LabClock,
     /// Devices of halted shards, closed by [`Engine::stop`]. (A halted shard answers
     /// nothing: commands to it are dropped, and waits for it end at once.)
@@ -98,19 +114,27 @@ pub struct Engine {
 impl Engine {
     /// Start emulating `links` and `segments` on `shards` threads (at least one). Each
     /// link and each segment belongs to one shard; they are spread so that every shard
-    /// has about as many devices.
-    pub fn start(links: Vec<LinkSpec>, segments: Vec<SegmentSpec>, shards: usize, clock: LabClock) -> Result<Engine> {
+    /// has about as many devices. With `fast`, the links that have plane devices carry
+    /// each direction that needs no emulation inside the kernel.
+    pub fn start(links: Vec<LinkSpec>, segments: Vec<SegmentSpec>, shards: usize, clock: LabClock, fast: Option<Arc<FastPath>>) -> Result<Engine> {
         let n = shards.clamp(1, (links.len() + segments.len()).max(1));
-        let mut cores: Vec<(Core, Vec<OwnedFd>)> = (0..n).map(|_| (Core::new(), Vec::new())).collect();
-        let lightest = |cores: &[(Core, Vec<OwnedFd>)]| (0..n).min_by_key(|&s| cores[s].1.len()).unwrap_or(0);
+        let mut cores: Vec<(Core, Vec<OwnedFd>, Vec<Option<PlanePort>>)> = (0..n).map(|_| (Core::new(), Vec::new(), Vec::new())).collect();
+        let lightest = |cores: &[(Core, Vec<OwnedFd>, Vec<Option<PlanePort>>)]| (0..n).min_by_key(|&s| cores[s].1.len()).unwrap_or(0);
         let mut link_place = Vec::new();
         let mut link_counters = Vec::new();
+        let mut link_veths = Vec::new();
         for l in links {
             let s = lightest(&cores);
-            let (core, fds) = &mut cores[s];
+            let (core, fds, plane) = &mut cores[s];
             let local = core.link_count();
-            core.add_link(LinkConfig { forward: l.forward, reverse: l.reverse, seeds: l.seeds, mtu: l.mtu });
+            let devs = l.plane.filter(|_| fast.is_some());
+            core.add_link(LinkConfig { forward: l.forward, reverse: l.reverse, seeds: l.seeds, mtu: l.mtu, kernel_path: devs.is_some() });
             fds.extend([l.a, l.b]);
+            match devs {
+                Some([a, b]) => plane.extend([Some(PlanePort { devs: a, far_veth: b.veth }), Some(PlanePort { devs: b, far_veth: a.veth })]),
+                None => plane.extend([None, None]),
+            }
+            link_veths.push(devs.map(|[a, b]| [a.veth, b.veth]));
             link_counters.push(core.counters(Target::Link(local)));
             link_place.push((s, local));
         }
@@ -119,11 +143,12 @@ impl Engine {
         let mut seg_counters = Vec::new();
         for g in segments {
             let s = lightest(&cores);
-            let (core, fds) = &mut cores[s];
+            let (core, fds, plane) = &mut cores[s];
             let local = core.segment_count();
             let mut members = Vec::with_capacity(g.members.len());
             for m in g.members {
                 fds.push(m.fd);
+                plane.push(None);
                 members.push(MemberConfig { vlan: m.vlan, egress: m.egress, ingress: m.ingress, seeds: m.seeds, mtu: m.mtu });
             }
             let count = members.len();
@@ -133,10 +158,10 @@ impl Engine {
             seg_place.push((s, local));
         }
         let mut handles = Vec::new();
-        for (s, (core, fds)) in cores.into_iter().enumerate() {
-            handles.push(ShardHandle::spawn(s, core, fds, clock)?);
+        for (s, (core, fds, plane)) in cores.into_iter().enumerate() {
+            handles.push(ShardHandle::spawn(s, core, fds, plane, fast.clone(), clock)?);
         }
-        Ok(Engine { shards: handles, link_place, seg_place, link_counters, member_counters, seg_counters, clock, halted: Vec::new() })
+        Ok(Engine { shards: handles, link_place, seg_place, link_counters, member_counters, seg_counters, fast, link_veths, clock, halted: Vec::new() })
     }
 
     /// Per shard, nanoseconds spent working since the start (handling frames, timers
@@ -178,12 +203,24 @@ impl Engine {
         self.shards[s].apply(Command::SetUp { target: t, up });
     }
 
+    /// Counters of both directions of a link or port: what the engine carried plus, on
+    /// a link with a kernel path, what the kernel carried.
     pub fn stats(&self, target: Target) -> [DirStats; 2] {
         let c = match target {
             Target::Link(l) => &self.link_counters[l],
             Target::Member(g, m) => &self.member_counters[g][m],
         };
-        [c[0].snapshot(), c[1].snapshot()]
+        let mut s = [c[0].snapshot(), c[1].snapshot()];
+        if let (Target::Link(l), Some(fast)) = (target, &self.fast) {
+            for (d, veth) in self.link_veths[l].into_iter().flatten().enumerate() {
+                let k = fast.counted(veth);
+                s[d].rx_frames += k.frames;
+                s[d].tx_frames += k.frames;
+                s[d].rx_bytes += k.bytes;
+                s[d].tx_bytes += k.bytes;
+            }
+        }
+        s
     }
 
     /// Move the members of wireless segment `seg` (one position per member, m).

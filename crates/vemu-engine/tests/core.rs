@@ -177,7 +177,7 @@ fn link(forward: Impairments, reverse: Impairments) -> (Sim, PortId, PortId) {
 
 fn link_seeded(forward: Impairments, reverse: Impairments, seeds: [u64; 2]) -> (Sim, PortId, PortId) {
     let mut core = Core::new();
-    let [a, b] = core.add_link(LinkConfig { forward, reverse, seeds, mtu: 0 });
+    let [a, b] = core.add_link(LinkConfig { forward, reverse, seeds, mtu: 0, kernel_path: false });
     (Sim::new(core), a, b)
 }
 
@@ -688,8 +688,8 @@ fn random_bytes_never_break_the_core() {
         ..imp()
     };
     let mut core = Core::new();
-    core.add_link(LinkConfig { forward: imp(), reverse: hard.clone(), seeds: [1, 2], mtu: 1500 });
-    core.add_link(LinkConfig { forward: hard.clone(), reverse: rate(1_000_000), seeds: [3, 4], mtu: 0 });
+    core.add_link(LinkConfig { forward: imp(), reverse: hard.clone(), seeds: [1, 2], mtu: 1500, kernel_path: false });
+    core.add_link(LinkConfig { forward: hard.clone(), reverse: rate(1_000_000), seeds: [3, 4], mtu: 0, kernel_path: false });
     core.add_segment(SegmentConfig { members: (0..4).map(|_| MemberConfig { vlan: 1, egress: hard.clone(), ..Default::default() }).collect(), capacity_bps: Some(1_000_000_000), aging_ns: MS, radio: None, ..Default::default() });
     let cfg = MediumConfig { model: Model::UnitDisk { range_m: 250.0 }, radio: Radio::default(), rate_bps: 11_000_000, preamble_ns: 192 * US, carrier_sense_m: 550.0, csma: true, queue_frames: 50, seed: 1 };
     core.add_segment(SegmentConfig { members: (0..3).map(|_| MemberConfig { vlan: 1, ..Default::default() }).collect(), capacity_bps: None, aging_ns: MS, radio: Some((cfg, vec![Pos::new(0.0, 0.0), Pos::new(100.0, 0.0), Pos::new(200.0, 0.0)])), ..Default::default() });
@@ -1109,4 +1109,70 @@ fn a_querier_lan_queries_on_schedule_and_delivers_groups_to_members_only() {
     assert_eq!((seg.multicast, seg.groups), (2, 1));
     sim.run_until(31_251 * MS);
     assert_eq!(sim.out.len(), 1 + 6, "the second round of queries");
+}
+
+/// The paths the core asked for so far, as (port, kernel) in order.
+fn paths(s: &Sim) -> Vec<(PortId, bool)> {
+    s.events.iter().filter_map(|e| if let Event::Path { port, kernel } = e { Some((*port, *kernel)) } else { None }).collect()
+}
+
+fn kernel_link(forward: Impairments, reverse: Impairments) -> (Sim, PortId, PortId) {
+    let mut core = Core::new();
+    let [a, b] = core.add_link(LinkConfig { forward, reverse, seeds: [1, 2], mtu: 1500, kernel_path: true });
+    let mut s = Sim::new(core);
+    s.drain_events();
+    (s, a, b)
+}
+
+#[test]
+fn unimpaired_directions_of_a_kernel_path_link_go_by_the_kernel() {
+    let (s, a, _) = kernel_link(imp(), delay(MS));
+    // Only the unimpaired direction (a → b, chosen at a) leaves the engine.
+    assert_eq!(paths(&s), vec![(a, true)]);
+    assert!(s.stats(Target::Link(0), 0).kernel_path);
+    assert!(!s.stats(Target::Link(0), 1).kernel_path);
+    // A link without a kernel path never asks.
+    let (s, _, _) = link(imp(), imp());
+    assert_eq!(paths(&s), vec![]);
+}
+
+#[test]
+fn a_direction_changes_path_when_its_impairments_come_and_go() {
+    let (mut s, a, b) = kernel_link(imp(), imp());
+    assert_eq!(paths(&s), vec![(a, true), (b, true)]);
+    let set = |d| ImpairmentsPatch { delay_ns: Some(d), ..Default::default() };
+    s.apply(Command::Patch { target: Target::Link(0), dir: 1, patch: set(MS) });
+    assert_eq!(paths(&s)[2..], [(b, false)]);
+    // The engine's path emulates it from then on.
+    s.send(0, b, udp(100, 1));
+    s.finish();
+    assert_eq!(s.times(a), vec![MS]);
+    // Any impairment at all keeps it in the engine: a rate, a loss, a queue limit.
+    s.apply(Command::Patch { target: Target::Link(0), dir: 1, patch: ImpairmentsPatch { delay_ns: Some(0), rate_bps: Some(Some(1_000_000)), ..Default::default() } });
+    assert_eq!(paths(&s).len(), 3, "still impaired: no change asked");
+    s.apply(Command::Patch { target: Target::Link(0), dir: 1, patch: ImpairmentsPatch { rate_bps: Some(None), ..Default::default() } });
+    assert_eq!(paths(&s)[3..], [(b, true)]);
+    // The same patch again changes nothing.
+    s.apply(Command::Patch { target: Target::Link(0), dir: 1, patch: set(0) });
+    assert_eq!(paths(&s).len(), 4);
+}
+
+#[test]
+fn a_link_down_or_captured_goes_through_the_engine() {
+    let (mut s, a, b) = kernel_link(imp(), imp());
+    s.apply(Command::SetUp { target: Target::Link(0), up: false });
+    assert_eq!(paths(&s)[2..], [(a, false), (b, false)]);
+    // The engine drops what the nodes send while the link is down.
+    s.send(0, a, udp(100, 1));
+    s.finish();
+    assert_eq!(s.times(b), Vec::<u64>::new());
+    assert_eq!(s.stats(Target::Link(0), 0).drop_down, 1);
+    s.apply(Command::SetUp { target: Target::Link(0), up: true });
+    assert_eq!(paths(&s)[4..], [(a, true), (b, true)]);
+    // A capture on either end brings both directions to the engine, which copies them;
+    // its end sends them back.
+    s.apply(Command::Capture { id: 7, target: Target::Link(0), side: 1, iface: 0, point: CapturePoint::After });
+    assert_eq!(paths(&s)[6..], [(a, false), (b, false)]);
+    s.apply(Command::Uncapture(7));
+    assert_eq!(paths(&s)[8..], [(a, true), (b, true)]);
 }

@@ -18,7 +18,7 @@ pub mod tap;
 
 use std::collections::HashSet;
 use std::fs;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -56,6 +56,11 @@ impl LabPaths {
     /// Where the network namespace is pinned.
     pub fn netns_pin(&self, node: &str) -> PathBuf {
         self.dir.join("netns").join(node)
+    }
+    /// Where the lab's plane namespace is pinned: the far ends of the nodes' link
+    /// interfaces and the engine's TAP devices for them (see [`create_plane`]).
+    pub fn plane(&self) -> PathBuf {
+        self.dir.join("plane")
     }
     pub fn uts(&self, node: &str) -> PathBuf {
         self.dir.join("uts").join(node)
@@ -338,20 +343,95 @@ fn enter_node_mounts(paths: &LabPaths, node: &str, template: &OwnedFd) -> Result
     Ok(())
 }
 
-/// Create one node: its namespaces, its TAP interfaces (addressed, up), loopback
-/// addresses, routes and private filesystem view. Returns the TAP descriptors in the
-/// order of `node.ifaces`. Runs on a thread of its own, since entering a namespace is
+/// MTU of the plane's devices: the largest, so that the plane never drops a frame a
+/// node sends (the link's own MTU is enforced by the engine, or by the far interface).
+const PLANE_MTU: u32 = 65535;
+/// The largest a TAP device takes (65535 less its Ethernet header).
+const PLANE_TAP_MTU: u32 = 65535 - 14;
+
+/// Names of the plane devices of link `link`'s side `side` (0 = a): the veth peer of
+/// the node's interface, and the engine's TAP device.
+pub fn plane_names(link: usize, side: usize) -> (String, String) {
+    let s = ["a", "b"][side.min(1)];
+    (format!("v{link}{s}"), format!("t{link}{s}"))
+}
+
+/// Create the lab's plane namespace (pinned at [`LabPaths::plane`]): the kernel fast
+/// path's switchboard, where each link interface of a node has its veth peer and the
+/// engine a TAP device (see the `vemu-fastpath` crate). Nothing in it has an address
+/// or IPv6, so it sends nothing of its own.
+pub fn create_plane(paths: &LabPaths) -> Result<()> {
+    let pin_path = paths.plane();
+    std::thread::scope(|s| {
+        s.spawn(|| -> Result<()> {
+            unshare(CloneFlags::CLONE_NEWNET).context("creating the plane namespace")?;
+            pin_ns("net", &pin_path)?;
+            write_sysctl("/proc/sys/net/ipv6/conf/all/disable_ipv6", "1")?;
+            write_sysctl("/proc/sys/net/ipv6/conf/default/disable_ipv6", "1")
+        })
+        .join()
+        .map_err(|_| anyhow!("the thread creating the plane namespace panicked"))?
+    })
+}
+
+/// A link end's devices in the plane.
+pub struct PlaneEnd {
+    /// Index of the veth peer of the node's interface.
+    pub veth: u32,
+    /// Index of the engine's TAP device, and its descriptor.
+    pub tap: u32,
+    pub fd: OwnedFd,
+}
+
+/// Give every link end (`ends`: the names of [`plane_names`]) its TAP device in the
+/// plane, bring both devices up and attach TC program `prog` to both.
+pub fn attach_plane(paths: &LabPaths, ends: &[(String, String)], prog: BorrowedFd<'_>) -> Result<Vec<PlaneEnd>> {
+    let plane = fs::File::open(paths.plane()).with_context(|| format!("opening {}", paths.plane().display()))?;
+    std::thread::scope(|s| {
+        s.spawn(|| -> Result<Vec<PlaneEnd>> {
+            nix::sched::setns(&plane, CloneFlags::CLONE_NEWNET).context("entering the plane namespace")?;
+            let mut nl = netlink::Netlink::open()?;
+            let mut out = Vec::with_capacity(ends.len());
+            for (veth, tap) in ends {
+                let fd = tap::create(tap)?;
+                let (v, t) = (tap::ifindex(veth)?, tap::ifindex(tap)?);
+                nl.set_link(v, true, None, None)?;
+                nl.set_link(t, true, None, Some(PLANE_TAP_MTU))?;
+                for dev in [v, t] {
+                    nl.add_clsact(dev)?;
+                    nl.add_ingress_bpf(dev, &prog, "vemu-steer")?;
+                }
+                out.push(PlaneEnd { veth: v, tap: t, fd });
+            }
+            nl.flush().context("attaching the fast path's program")?;
+            Ok(out)
+        })
+        .join()
+        .map_err(|_| anyhow!("the thread entering the plane namespace panicked"))?
+    })
+}
+
+/// Create one node: its namespaces, its interfaces (addressed, up), loopback addresses,
+/// routes and private filesystem view. An interface whose `plane_peers` entry names a
+/// peer is one end of a veth pair whose other end (with that name) is in the lab's
+/// plane namespace; the others are TAP devices, whose descriptors are returned (in the
+/// order of `node.ifaces`). Runs on a thread of its own, since entering a namespace is
 /// per thread. (A node's PID namespace is made when its first process starts:
 /// [`NodeEntry::open`].)
-pub fn create_node(paths: &LabPaths, node: &NodePlan, template: &OwnedFd) -> Result<Vec<OwnedFd>> {
+pub fn create_node(paths: &LabPaths, node: &NodePlan, template: &OwnedFd, plane_peers: &[Option<String>]) -> Result<Vec<Option<OwnedFd>>> {
     let name = node.name.clone();
     let template = template.try_clone().context("duplicating the template descriptor")?;
+    let plane = match plane_peers.iter().any(Option::is_some) {
+        true => Some(fs::File::open(paths.plane()).with_context(|| format!("opening {}", paths.plane().display()))?),
+        false => None,
+    };
+    let plane_peers = plane_peers.to_vec();
     let (tid_tx, tid_rx) = std::sync::mpsc::channel::<i32>();
     let (pinned_tx, pinned_rx) = std::sync::mpsc::channel::<bool>();
     let worker = {
         let paths = paths.clone();
         let node = node.clone();
-        std::thread::Builder::new().name(format!("mk-{}", node.name)).spawn(move || -> Result<Vec<OwnedFd>> {
+        std::thread::Builder::new().name(format!("mk-{}", node.name)).spawn(move || -> Result<Vec<Option<OwnedFd>>> {
             unshare(CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWUTS).context("creating namespaces")?;
             nix::unistd::sethostname(&node.name).context("setting the hostname")?;
             pin_ns("net", &paths.netns_pin(&node.name))?;
@@ -382,8 +462,15 @@ pub fn create_node(paths: &LabPaths, node: &NodePlan, template: &OwnedFd) -> Res
             }
             let mut fds = Vec::with_capacity(node.ifaces.len());
             let mut idx = Vec::with_capacity(node.ifaces.len());
-            for i in &node.ifaces {
-                fds.push(tap::create(&i.name)?);
+            for (k, i) in node.ifaces.iter().enumerate() {
+                match (plane_peers.get(k).and_then(Option::as_ref), &plane) {
+                    (Some(peer), Some(plane)) => {
+                        nl.add_veth(&i.name, i.mac, i.mtu, peer, plane, PLANE_MTU)?;
+                        nl.flush().with_context(|| format!("creating interface {}", i.name))?;
+                        fds.push(None);
+                    }
+                    _ => fds.push(Some(tap::create(&i.name)?)),
+                }
                 let ix = tap::ifindex(&i.name)?;
                 idx.push(ix);
                 nl.set_link(ix, true, Some(i.mac), Some(i.mtu))?;

@@ -12,6 +12,8 @@ use netlink_packet_core::{
 };
 use netlink_packet_route::address::{AddressAttribute, AddressFlags, AddressHeaderFlags, AddressMessage};
 use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage, Stats64};
+use netlink_packet_route::link::{InfoData, InfoKind, InfoVeth, LinkInfo};
+use netlink_packet_route::tc::{TcAttribute, TcBpfFlags, TcFilterBpfOption, TcHandle, TcMessage, TcOption};
 use netlink_packet_route::route::{RouteAddress, RouteAttribute, RouteHeader, RouteMessage, RouteProtocol, RouteScope, RouteType};
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
@@ -172,6 +174,50 @@ impl Netlink {
             m.attributes.push(LinkAttribute::Mtu(mtu));
         }
         self.queue(RouteNetlinkMessage::SetLink(m), 0, format!("configuring interface #{index}"))
+    }
+
+    /// Create a veth pair: `name` here (with `mac` and `mtu`, down) and its peer `peer`
+    /// in the network namespace open at `peer_netns` (down, with `peer_mtu`).
+    pub fn add_veth(&mut self, name: &str, mac: [u8; 6], mtu: u32, peer: &str, peer_netns: &impl AsRawFd, peer_mtu: u32) -> Result<()> {
+        let mut p = LinkMessage::default();
+        p.attributes.push(LinkAttribute::IfName(peer.to_string()));
+        p.attributes.push(LinkAttribute::Mtu(peer_mtu));
+        p.attributes.push(LinkAttribute::NetNsFd(peer_netns.as_raw_fd()));
+        let mut m = LinkMessage::default();
+        m.attributes.push(LinkAttribute::IfName(name.to_string()));
+        m.attributes.push(LinkAttribute::Address(mac.to_vec()));
+        m.attributes.push(LinkAttribute::Mtu(mtu));
+        m.attributes.push(LinkAttribute::LinkInfo(vec![LinkInfo::Kind(InfoKind::Veth), LinkInfo::Data(InfoData::Veth(InfoVeth::Peer(p)))]));
+        self.queue(RouteNetlinkMessage::NewLink(m), NLM_F_CREATE | NLM_F_EXCL, format!("creating veth pair {name}/{peer}"))
+    }
+
+    /// Add a `clsact` qdisc to an interface, the hook of TC programs.
+    pub fn add_clsact(&mut self, index: u32) -> Result<()> {
+        let mut m = TcMessage::default();
+        m.header.index = index as i32;
+        m.header.parent = TcHandle::CLSACT;
+        m.header.handle = TcHandle { major: TcHandle::CLSACT.major, minor: 0 };
+        m.attributes.push(TcAttribute::Kind("clsact".into()));
+        self.queue(RouteNetlinkMessage::NewQueueDiscipline(m), NLM_F_CREATE | NLM_F_EXCL, format!("adding clsact to interface #{index}"))
+    }
+
+    /// Run BPF program `prog` (a classifier in direct-action mode) on every frame
+    /// arriving at an interface (which has a `clsact` qdisc).
+    pub fn add_ingress_bpf(&mut self, index: u32, prog: &impl AsRawFd, name: &str) -> Result<()> {
+        const ETH_P_ALL: u16 = 0x0003;
+        let mut m = TcMessage::default();
+        m.header.index = index as i32;
+        m.header.parent = TcHandle { major: TcHandle::CLSACT.major, minor: TcHandle::MIN_INGRESS };
+        m.header.handle = TcHandle { major: 0, minor: 1 };
+        // Priority 1, every protocol (in network byte order).
+        m.header.info = (1 << 16) | ETH_P_ALL.to_be() as u32;
+        m.attributes.push(TcAttribute::Kind("bpf".into()));
+        m.attributes.push(TcAttribute::Options(vec![
+            TcOption::Bpf(TcFilterBpfOption::ProgFd(prog.as_raw_fd() as u32)),
+            TcOption::Bpf(TcFilterBpfOption::ProgName(name.to_string())),
+            TcOption::Bpf(TcFilterBpfOption::Flags(TcBpfFlags::DirectAction)),
+        ]));
+        self.queue(RouteNetlinkMessage::NewTrafficFilter(m), NLM_F_CREATE | NLM_F_EXCL, format!("attaching {name} to interface #{index}"))
     }
 
     /// Add an address, usable at once (no duplicate address detection).

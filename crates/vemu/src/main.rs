@@ -920,13 +920,17 @@ fn print_status(s: &LabStatus) {
             println!("{:<15}   run '{}': {:?} (restarts {})", "", p.command, p.state, p.restarts);
         }
     }
+    if !s.links.is_empty() {
+        println!("\nkernel fast path: {}", s.fast_path);
+    }
     println!(
-        "\n{:<16} {:<4} {:<4} {:>10} {:>10} {:>12} {:>8} {:>8} {:>8}  IMPAIRMENTS",
-        "LINK", "UP", "DIR", "RX FRAMES", "TX FRAMES", "TX BYTES", "LOSS", "QUEUE", "DOWN"
+        "\n{:<16} {:<4} {:<4} {:<6} {:>10} {:>10} {:>12} {:>8} {:>8} {:>8}  IMPAIRMENTS",
+        "LINK", "UP", "DIR", "PATH", "RX FRAMES", "TX FRAMES", "TX BYTES", "LOSS", "QUEUE", "DOWN"
     );
     for l in &s.links {
         for (dir, arrow, d) in [("fwd", format!("{} -> {}", l.a, l.b), &l.forward), ("rev", format!("{} -> {}", l.b, l.a), &l.reverse)] {
-            println!("{:<16} {:<4} {:<4} {}  {} ({})", l.name, yes_no(l.up), dir, counter_columns(&d.stats), describe(&d.impairments), arrow);
+            let path = if d.stats.kernel_path { "kernel" } else { "engine" };
+            println!("{:<16} {:<4} {:<4} {:<6} {}  {} ({})", l.name, yes_no(l.up), dir, path, counter_columns(&d.stats), describe(&d.impairments), arrow);
         }
     }
     for g in s.segments.iter().filter(|g| g.kind == "wireless") {

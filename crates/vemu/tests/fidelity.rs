@@ -60,12 +60,18 @@ fn overload_is_judged_from_measured_lateness() {
     assert!(text(&o).contains("fidelity INVALID") || text(&o).contains("fidelity DEGRADED"), "{}", text(&o));
     assert!(text(&o).contains("engine shards busy"), "{}", text(&o));
 
-    // A UDP flood far above what the engine reads: c0's kernel drops frames on the full
-    // TAP queue. The monitor reads the same counter the kernel shows `ip -s link`.
+    // A UDP flood far above what the engine reads: the kernel drops frames on the full
+    // queue of the engine's TAP device for c0:eth0 (in the lab's plane namespace: c0's
+    // interface is a veth whose peer is there). The monitor reads the same counter the
+    // kernel shows `ip -s link`.
     lab.exec("c0", &["iperf3", "-u", "-b", "20G", "-l", "1400", "-t", "2", "-c", "s0"]);
     std::thread::sleep(std::time::Duration::from_millis(2500));
-    let (_, ip) = lab.sh("c0", "ip -s -j link show eth0");
-    let ip: serde_json::Value = serde_json::from_str(&ip).unwrap();
+    let ip = std::process::Command::new("nsenter")
+        .args(["--net=/run/vemu/t-fidelity/plane", "ip", "-s", "-j", "link", "show", "t0a"])
+        .output()
+        .unwrap();
+    assert!(ip.status.success(), "{}", text(&ip));
+    let ip: serde_json::Value = serde_json::from_slice(&ip.stdout).unwrap();
     let kernel = ip[0]["stats64"]["tx"]["dropped"].as_u64().unwrap();
     let f = lab.status()["fidelity"].clone();
     eprintln!("flood: the kernel dropped {kernel} frames on c0's TAP; vemu: {}", f["taps_affected"]);

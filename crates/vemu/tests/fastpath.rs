@@ -1,0 +1,127 @@
+//! The kernel fast path in real labs: unimpaired link directions go from node to node
+//! inside the kernel, and move to the engine and back at run time without the nodes
+//! seeing any change. Run as root.
+
+mod common;
+use common::*;
+
+const TWO: &str = "name: t-fast\naddressing: {ipv6: none}\nnodes: {a: {run: ['iperf3 -s -D']}, b: {run: ['iperf3 -s -D']}}\nlinks:\n  - {endpoints: [a, b]}\n";
+
+/// What a node's interface looks like to the node: index, MAC, flags, carrier changes.
+fn iface_view(lab: &Lab, node: &str) -> String {
+    let (code, out) = lab.sh(node, "cat /sys/class/net/eth0/ifindex /sys/class/net/eth0/address /sys/class/net/eth0/carrier_changes; ip -br addr show eth0");
+    assert_eq!(code, 0, "{out}");
+    out
+}
+
+/// `kernel_path` of the link's forward and reverse directions, and their frame counts.
+fn link_paths(lab: &Lab) -> ([bool; 2], [u64; 2]) {
+    let st = lab.status();
+    assert_eq!(st["fast_path"], "on", "{}", st["fast_path"]);
+    let l = &st["links"][0];
+    let dir = |d: &str| (l[d]["stats"]["kernel_path"].as_bool().unwrap(), l[d]["stats"]["rx_frames"].as_u64().unwrap());
+    let (f, r) = (dir("forward"), dir("reverse"));
+    ([f.0, r.0], [f.1, r.1])
+}
+
+#[test]
+fn unimpaired_traffic_stays_in_the_kernel_and_switches_paths_unseen() {
+    let _g = serial();
+    let lab = Lab::up("t-fast", TWO);
+    let (paths, _) = link_paths(&lab);
+    assert_eq!(paths, [true, true], "an unimpaired link goes by the kernel");
+    let before = [iface_view(&lab, "a"), iface_view(&lab, "b")];
+
+    // The kernel carries and counts: pings and a TCP stream.
+    let (sent, recv, rtt) = lab.ping("a", "b", 100, 0.01);
+    assert_eq!((sent, recv), (100, 100));
+    let bps = lab.iperf3("a", "b", 2);
+    let (_, frames) = link_paths(&lab);
+    eprintln!("kernel path: RTT {rtt:.3} ms, TCP {:.2} Gbit/s, frames {frames:?}", bps / 1e9);
+    // ≥ 2 s of TCP at any speed a 2-core machine manages is far more than 10,000
+    // segments each way (data forward, acknowledgements back).
+    assert!(frames[0] > 10_000 && frames[1] > 1_000, "{frames:?}");
+
+    // A delay on one direction takes it (only it) to the engine, at once.
+    let o = lab.vemu(&["link", "set", "a:b", "--direction", "forward", "--delay", "20ms"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(link_paths(&lab).0, [false, true]);
+    let (sent, recv, rtt) = lab.ping("a", "b", 20, 0.05);
+    assert_eq!((sent, recv), (20, 20));
+    assert!((20.0..22.0).contains(&rtt), "RTT {rtt} ms with 20 ms one way");
+    // Back to unimpaired: back to the kernel.
+    let o = lab.vemu(&["link", "set", "a:b", "--direction", "forward", "--delay", "0"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(link_paths(&lab).0, [true, true]);
+    let (_, recv, rtt) = lab.ping("a", "b", 20, 0.05);
+    assert_eq!(recv, 20);
+    assert!(rtt < 2.0, "RTT {rtt} ms on an unimpaired link");
+    // The nodes saw nothing change: same interface, MAC, addresses, no carrier flap.
+    assert_eq!([iface_view(&lab, "a"), iface_view(&lab, "b")], before);
+
+    // A capture takes both directions to the engine while it runs, and sees the frames.
+    let file = std::env::temp_dir().join("vemu-tests/t-fast.pcapng");
+    let cap = std::process::Command::new(env!("CARGO_BIN_EXE_vemu"))
+        .args(["capture", "--lab", "t-fast", "b:eth0", "-c", "6", "-w", file.to_str().unwrap()])
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while link_paths(&lab).0 != [false, false] {
+        assert!(std::time::Instant::now() < deadline, "the capture did not take the link to the engine");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    lab.ping("a", "b", 3, 0.1);
+    let out = cap.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let o = std::process::Command::new("tshark").args(["-r", file.to_str().unwrap(), "-Y", "icmp"]).output().unwrap();
+    let icmp = String::from_utf8_lossy(&o.stdout).lines().count();
+    assert!(icmp >= 5, "the capture of a kernel-path link saw {icmp} ICMP frames: {}", text(&o));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while link_paths(&lab).0 != [true, true] {
+        assert!(std::time::Instant::now() < deadline, "the link did not return to the kernel after the capture");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+
+    // Down: the nodes lose carrier and nothing passes; up: back, by the kernel.
+    assert!(lab.vemu(&["link", "down", "a:b"]).status.success());
+    let (_, carrier) = lab.sh("a", "cat /sys/class/net/eth0/carrier 2>&1");
+    assert_ne!(carrier.trim(), "1", "carrier while the link is down");
+    let (_, recv, _) = lab.ping("a", "b", 3, 0.1);
+    assert_eq!(recv, 0);
+    assert!(lab.vemu(&["link", "up", "a:b"]).status.success());
+    assert_eq!(link_paths(&lab).0, [true, true]);
+    let (_, recv, _) = lab.ping("a", "b", 3, 0.1);
+    assert_eq!(recv, 3);
+}
+
+#[test]
+fn the_fast_path_can_be_turned_off_and_leaves_nothing_behind() {
+    let _g = serial();
+    {
+        let lab = Lab::up_env("t-fast", TWO, &[("VEMU_FAST_PATH", "off")]);
+        let st = lab.status();
+        assert_eq!(st["fast_path"], "off: VEMU_FAST_PATH=off");
+        assert_eq!(st["links"][0]["forward"]["stats"]["kernel_path"], false);
+        let (_, recv, _) = lab.ping("a", "b", 10, 0.01);
+        assert_eq!(recv, 10);
+        assert!(st["links"][0]["forward"]["stats"]["rx_frames"].as_u64().is_some());
+    }
+    let others = loaded_steer_programs();
+    {
+        let lab = Lab::up("t-fast", TWO);
+        assert_eq!(lab.status()["fast_path"], "on");
+        assert_eq!(loaded_steer_programs(), others + 1);
+    }
+    // The lab's plane namespace went with its state directory (Lab's drop checks that);
+    // its TC program went with the last device and descriptor holding it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while loaded_steer_programs() > others {
+        assert!(std::time::Instant::now() < deadline, "the fast path's TC program is still loaded after down");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// TC programs named like the fast path's, loaded in the kernel.
+fn loaded_steer_programs() -> usize {
+    aya::programs::loaded_programs().flatten().filter(|p| p.name_as_str() == Some("steer")).count()
+}
