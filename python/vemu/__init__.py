@@ -284,6 +284,11 @@ class Node:
             body["speed"] = speed
         self.lab._call("POST", self._path("/move"), body)
 
+    def set_limits(self, **limits: Union[str, int, float, None]) -> Dict[str, Any]:
+        """Change the node's limits: ``cpu`` (cores), ``memory`` (bytes or "256MiB"),
+        ``pids``; ``None`` lifts one. Returns the limits now in force."""
+        return self.lab._call("PATCH", self._path(), dict(limits))["limits"]
+
     def __repr__(self) -> str:
         return f"Node({self.name!r})"
 

@@ -204,6 +204,32 @@ async fn node_start(State(app): AppState, Path(node): Path<String>) -> ApiResult
     node_updown(app, node, true).await
 }
 
+/// `PATCH /v1/nodes/{node}`: `{"cpu": 0.5, "memory": "256MiB", "pids": 200}`, any of
+/// them; `null` lifts that limit.
+async fn node_patch(State(app): AppState, Path(node): Path<String>, body: Bytes) -> ApiResult {
+    let v: Value = parse_body(&body)?;
+    let obj = v.as_object().ok_or_else(|| ApiError::bad_request("expected a JSON object with cpu, memory or pids"))?;
+    let mut patch = crate::lab::LimitsPatch::default();
+    for (k, x) in obj {
+        let bad = |what: &str| ApiError::bad_request(format!("'{k}': expected {what} or null, got {x}"));
+        match k.as_str() {
+            "cpu" => patch.cpu_cores = Some(if x.is_null() { None } else { Some(x.as_f64().ok_or_else(|| bad("cores (a number)"))?) }),
+            "memory" => {
+                patch.memory_bytes = Some(match x {
+                    Value::Null => None,
+                    Value::String(s) => Some(vemu_scenario::units::size_bytes(s).map_err(|e| ApiError::bad_request(format!("'memory': {e}")))?),
+                    _ => Some(x.as_u64().ok_or_else(|| bad("bytes (an integer, or a size such as \"256MiB\")"))?),
+                })
+            }
+            "pids" => patch.pids = Some(if x.is_null() { None } else { Some(x.as_u64().ok_or_else(|| bad("an integer"))?) }),
+            _ => return Err(ApiError::bad_request(format!("unknown field '{k}': expected cpu, memory or pids"))),
+        }
+    }
+    let ctl = app.ctl.clone();
+    let limits = blocking(move || ctl.locked().node_limits(&node, patch)).await?;
+    Ok(Json(json!({"ok": true, "limits": limits})))
+}
+
 /// Body of `POST /v1/nodes/{node}/move`: where to (m) and, optionally, how fast (m/s).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -599,6 +625,7 @@ fn routes() -> Vec<Route> {
         get "/v1/lab" => lab,
         get "/v1/nodes" => nodes,
         get "/v1/nodes/{node}" => node,
+        patch "/v1/nodes/{node}" => node_patch,
         post "/v1/nodes/{node}/exec" => exec,
         post "/v1/nodes/{node}/stop" => node_stop,
         post "/v1/nodes/{node}/start" => node_start,

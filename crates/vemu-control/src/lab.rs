@@ -13,7 +13,16 @@ use vemu_scenario::{Plan, PortRef};
 
 use crate::error::LabError;
 use crate::worker::{Counters, Worker, WorkerReply, WorkerRequest};
+use vemu_scenario::Limits;
 use crate::{DirStatus, Direction, IfaceStatus, LabStatus, LinkStatus, MemberStatus, NodeStatus, SegmentStatus};
+
+/// A change of a node's limits: a field that is `Some` sets (`Some(None)`: lifts) that limit.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LimitsPatch {
+    pub cpu_cores: Option<Option<f64>>,
+    pub memory_bytes: Option<Option<u64>>,
+    pub pids: Option<Option<u64>>,
+}
 
 /// What the controller set on one link or segment port.
 #[derive(Debug, Clone)]
@@ -143,6 +152,9 @@ impl Controller {
         let WorkerReply::Processes(procs) = call(self.worker.as_mut(), WorkerRequest::Processes)? else {
             return Err(LabError::internal("unexpected worker reply"));
         };
+        let WorkerReply::Usage(usage) = call(self.worker.as_mut(), WorkerRequest::Usage)? else {
+            return Err(LabError::internal("unexpected worker reply"));
+        };
         let paths = LabPaths::new(&self.plan.name);
         let nodes = self
             .plan
@@ -163,6 +175,8 @@ impl Controller {
                     })
                     .collect(),
                 processes: procs.iter().filter(|p| p.node == n.name).cloned().collect(),
+                limits: n.limits,
+                usage: usage.get(ni).copied().unwrap_or_default(),
             })
             .collect();
         let dir = |st: &PortState, c: &[DirStats; 2], d: usize| DirStatus { impairments: st.imps[d].clone(), stats: c[d].clone() };
@@ -304,6 +318,35 @@ impl Controller {
             return Err(LabError::invalid(format!("node '{node}' is not a member of a wireless segment")));
         }
         Ok(())
+    }
+
+    /// Change a node's CPU, memory and process limits: each field `patch` has sets that
+    /// limit (`Some(None)` lifts it); returns the limits now in force.
+    pub fn node_limits(&mut self, node: &str, patch: LimitsPatch) -> Result<Limits, LabError> {
+        let ni = self.node_index(node)?;
+        let mut l = self.plan.nodes[ni].limits;
+        if let Some(c) = patch.cpu_cores {
+            if c.is_some_and(|c| !(c.is_finite() && (vemu_scenario::MIN_CPU_CORES..=vemu_scenario::MAX_CPU_CORES).contains(&c))) {
+                return Err(LabError::invalid(format!("cpu must be {} to {} cores, got {}", vemu_scenario::MIN_CPU_CORES, vemu_scenario::MAX_CPU_CORES, c.unwrap_or_default())));
+            }
+            l.cpu_cores = c;
+        }
+        if let Some(m) = patch.memory_bytes {
+            if m.is_some_and(|m| m < vemu_scenario::MIN_MEMORY_BYTES) {
+                return Err(LabError::invalid(format!("memory must be at least 4MiB, got {} bytes", m.unwrap_or_default())));
+            }
+            l.memory_bytes = m;
+        }
+        if let Some(p) = patch.pids {
+            if p.is_some_and(|p| !(1..=vemu_scenario::MAX_PIDS).contains(&p)) {
+                return Err(LabError::invalid(format!("pids must be 1 to {}, got {}", vemu_scenario::MAX_PIDS, p.unwrap_or_default())));
+            }
+            l.pids = p;
+        }
+        call(self.worker.as_mut(), WorkerRequest::SetLimits { node: node.to_string(), limits: l })?;
+        self.plan.nodes[ni].limits = l;
+        self.emit(serde_json::json!({"type": "node", "node": node, "limits": l}));
+        Ok(l)
     }
 
     pub fn node_index(&self, node: &str) -> Result<usize, LabError> {

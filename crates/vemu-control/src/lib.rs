@@ -130,6 +130,12 @@ pub struct NodeStatus {
     pub netns: String,
     pub ifaces: Vec<IfaceStatus>,
     pub processes: Vec<ProcStatus>,
+    /// CPU, memory and process limits in force.
+    #[serde(default)]
+    pub limits: vemu_scenario::Limits,
+    /// What the node's processes use together.
+    #[serde(default)]
+    pub usage: vemu_host::cgroup::Usage,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -40,6 +40,10 @@ pub enum WorkerRequest {
     TapQueues,
     /// How far behind its schedule the data plane is, ns.
     Backlog,
+    /// Set (or lift) a node's CPU, memory and process limits.
+    SetLimits { node: String, limits: vemu_scenario::Limits },
+    /// What each node's processes use, in the plan's order of nodes.
+    Usage,
     Teardown,
 }
 
@@ -52,6 +56,7 @@ pub enum WorkerReply {
     Radio(RadioSnapshot),
     TapQueues(Vec<TapQueue>),
     Backlog(u64),
+    Usage(Vec<vemu_host::cgroup::Usage>),
     Error(String),
 }
 
@@ -394,6 +399,15 @@ impl Worker for LocalWorker {
             WorkerRequest::Radio { seg } => Ok(WorkerReply::Radio(self.engine()?.radio(seg))),
             WorkerRequest::TapQueues => Ok(WorkerReply::TapQueues(self.tap_queues()?)),
             WorkerRequest::Backlog => Ok(WorkerReply::Backlog(self.engine()?.backlog_ns())),
+            WorkerRequest::SetLimits { node, limits } => {
+                let paths = self.lab.as_ref().ok_or_else(|| anyhow!("the lab is not built"))?;
+                vemu_host::cgroup::set_limits(&paths.lab, &node, &limits)?;
+                Ok(WorkerReply::Done)
+            }
+            WorkerRequest::Usage => {
+                let paths = self.lab.as_ref().ok_or_else(|| anyhow!("the lab is not built"))?;
+                Ok(WorkerReply::Usage(self.ifaces.iter().map(|(n, _)| vemu_host::cgroup::usage(&paths.lab, n)).collect()))
+            }
             WorkerRequest::Teardown => {
                 self.teardown()?;
                 Ok(WorkerReply::Done)

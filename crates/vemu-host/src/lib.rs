@@ -13,6 +13,7 @@
 //! [`remove_lab`] removes all of it, also after a crash, with one lazy unmount of the
 //! lab's tmpfs (unmounting namespaces one by one costs an RCU grace period each).
 
+pub mod cgroup;
 pub mod netlink;
 pub mod tap;
 
@@ -495,7 +496,11 @@ pub fn create_node(paths: &LabPaths, node: &NodePlan, template: &OwnedFd, plane_
         let _ = pinned_tx.send(r.is_ok());
         r?;
     }
-    worker.join().map_err(|_| anyhow!("the thread creating node {name} panicked"))?
+    let fds = worker.join().map_err(|_| anyhow!("the thread creating node {name} panicked"))??;
+    if !node.limits.is_none() {
+        cgroup::set_limits(&paths.lab, &name, &node.limits)?;
+    }
+    Ok(fds)
 }
 
 /// The PID namespace of a node that has PIDs of its own, made (with its first process)
@@ -578,6 +583,8 @@ pub struct NodeEntry {
     mnt: OwnedFd,
     /// The node's PID namespace, when it has one.
     pid: Option<OwnedFd>,
+    /// The node's `cgroup.procs` files (see [`cgroup`]).
+    cgroups: Vec<OwnedFd>,
 }
 
 impl NodeEntry {
@@ -591,24 +598,32 @@ impl NodeEntry {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => return Err(e).with_context(|| format!("opening {}", paths.pidns_wanted(node).display())),
         };
-        Ok(NodeEntry { net, uts, mnt, pid })
+        let cgroups = cgroup::procs_files(&paths.lab, node)?;
+        Ok(NodeEntry { net, uts, mnt, pid, cgroups })
     }
 
     /// Start `cmd` inside the node, with `spawn` (e.g. `Command::spawn`): in its network,
     /// UTS and mount namespaces (where `/etc/hosts` is the lab's, `/sys` shows the node's
     /// interfaces, and `/etc`, `/var/lib`, `/var/log` and `/run` are the node's own) and
     /// in its PID namespace when it has one (then the command sees the node's
-    /// processes only). The working directory stays the one `cmd` was given.
+    /// processes only), and in the node's cgroups (its CPU, memory and process limits).
+    /// The working directory stays the one `cmd` was given.
     pub fn spawn<T>(self, cmd: &mut Command, spawn: impl FnOnce(&mut Command) -> std::io::Result<T> + Send) -> std::io::Result<T>
     where
         T: Send,
     {
-        let NodeEntry { net, uts, mnt, pid } = self;
+        let NodeEntry { net, uts, mnt, pid, cgroups } = self;
         // SAFETY: the closure only makes async-signal-safe system calls on values prepared
         // before fork.
         unsafe {
             cmd.pre_exec(move || {
                 let chk = |r: libc::c_int| if r < 0 { Err(std::io::Error::last_os_error()) } else { Ok(r) };
+                for f in &cgroups {
+                    // "0": the writing process itself.
+                    if libc::write(f.as_raw_fd(), c"0".as_ptr().cast(), 1) < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
                 chk(libc::setns(net.as_raw_fd(), libc::CLONE_NEWNET))?;
                 chk(libc::setns(uts.as_raw_fd(), libc::CLONE_NEWUTS))?;
                 // Entering a mount namespace moves to its root: come back afterwards.
@@ -742,6 +757,9 @@ pub fn remove_lab(lab: &str) -> Result<()> {
     }
     kill_processes(&pins, Duration::from_millis(500), false);
     let mut errors = Vec::new();
+    if let Err(e) = cgroup::remove_lab(lab) {
+        errors.push(format!("{e:#}"));
+    }
     for l in &links {
         if let Err(e) = fs::remove_file(l) {
             if e.kind() != std::io::ErrorKind::NotFound {

@@ -97,7 +97,41 @@ pub struct NodePlan {
     /// processes (`isolation: none`).
     #[serde(default = "yes")]
     pub own_pids: bool,
+    /// CPU, memory and process limits of the node's processes together.
+    #[serde(default)]
+    pub limits: Limits,
 }
+
+/// Limits on what a node's processes may use together (scenario keys `cpu`, `memory`,
+/// `pids`); `None`: no limit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Limits {
+    /// Cores' worth of CPU time, e.g. 0.5.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_cores: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_bytes: Option<u64>,
+    /// Most processes (and threads) at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pids: Option<u64>,
+}
+
+impl Limits {
+    /// These limits, with `defaults`' where these have none.
+    pub fn or(self, defaults: Limits) -> Limits {
+        Limits { cpu_cores: self.cpu_cores.or(defaults.cpu_cores), memory_bytes: self.memory_bytes.or(defaults.memory_bytes), pids: self.pids.or(defaults.pids) }
+    }
+
+    pub fn is_none(&self) -> bool {
+        *self == Limits::default()
+    }
+}
+
+/// Bounds of the `cpu`, `memory` and `pids` keys.
+pub const MIN_CPU_CORES: f64 = 0.01;
+pub const MAX_CPU_CORES: f64 = 1024.0;
+pub const MIN_MEMORY_BYTES: u64 = 4 << 20;
+pub const MAX_PIDS: u64 = 4_194_304;
 
 fn yes() -> bool {
     true

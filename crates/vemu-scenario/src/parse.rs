@@ -49,6 +49,9 @@ pub struct NodeDef {
     /// Whether the node's processes get a PID namespace (and `/proc`) of their own
     /// (`isolation: pid`, the default) or share the machine's (`isolation: none`).
     pub own_pids: bool,
+    /// CPU, memory and process limits (`cpu`, `memory`, `pids`), the node's over
+    /// `defaults.node`'s.
+    pub limits: crate::Limits,
 }
 
 /// A file placed in a node's private view of the filesystem.
@@ -1043,7 +1046,7 @@ fn addressing(p: &mut P, node: &Node, field: &str) -> Addressing {
     a
 }
 
-const NODE_KEYS: &[&str] = &["run", "routes", "files", "loopback", "vars", "sysctl", "isolation"];
+const NODE_KEYS: &[&str] = &["run", "routes", "files", "loopback", "vars", "sysctl", "isolation", "cpu", "memory", "pids"];
 
 /// What a node definition (or `defaults.node`) gives.
 #[derive(Default)]
@@ -1056,6 +1059,8 @@ struct NodeParts {
     sysctls: Vec<(String, String)>,
     /// `isolation`, when given: whether the node's processes have PIDs of their own.
     own_pids: Option<bool>,
+    /// `cpu`, `memory`, `pids`, when given.
+    limits: crate::Limits,
 }
 
 fn node_parts(p: &mut P, def: &Node, field: &str, base: Option<&Path>, allowed: &[&str]) -> NodeParts {
@@ -1069,6 +1074,25 @@ fn node_parts(p: &mut P, def: &Node, field: &str, base: Option<&Path>, allowed: 
                     "pid" => Ok(true),
                     "none" => Ok(false),
                     _ => Err(format!("expected 'pid' (a PID namespace and /proc of the node's own) or 'none' (the machine's PIDs), got '{s}'")),
+                })
+            }
+            "cpu" => {
+                d.limits.cpu_cores = p.scalar(v, &f, |s| match s.parse::<f64>() {
+                    Ok(c) if c.is_finite() && (crate::MIN_CPU_CORES..=crate::MAX_CPU_CORES).contains(&c) => Ok(c),
+                    _ => Err(format!("expected the cores the node may use, {} to {} (e.g. 0.5), got '{s}'", crate::MIN_CPU_CORES, crate::MAX_CPU_CORES)),
+                })
+            }
+            "memory" => {
+                d.limits.memory_bytes = p.scalar(v, &f, |s| match units::size_bytes(s) {
+                    Ok(b) if b >= crate::MIN_MEMORY_BYTES => Ok(b),
+                    Ok(_) => Err(format!("memory must be at least 4MiB, got '{s}'")),
+                    Err(e) => Err(e),
+                })
+            }
+            "pids" => {
+                d.limits.pids = p.scalar(v, &f, |s| match s.parse::<u64>() {
+                    Ok(n) if (1..=crate::MAX_PIDS).contains(&n) => Ok(n),
+                    _ => Err(format!("expected the most processes the node may have, 1 to {}, got '{s}'", crate::MAX_PIDS)),
                 })
             }
             "files" => d.files = files(p, v, &f, base),
@@ -1176,7 +1200,7 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, base: Option<&
                 let entries = p.map(v, "defaults.link", IMPAIRMENT_KEYS);
                 default_link = impairments(&mut p, &entries, "defaults.link");
             } else {
-                default_node = node_parts(&mut p, v, "defaults.node", base, &["run", "files", "vars", "sysctl", "isolation"]);
+                default_node = node_parts(&mut p, v, "defaults.node", base, &["run", "files", "vars", "sysctl", "isolation", "cpu", "memory", "pids"]);
             }
         }
     }
@@ -1217,8 +1241,9 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, base: Option<&
                 sysctls.extend(d.sysctls);
                 let (routes, loopback) = (d.routes, d.loopback);
                 let own_pids = d.own_pids.or(default_node.own_pids).unwrap_or(true);
+                let limits = d.limits.or(default_node.limits);
                 names.insert(nname.to_string(), nodes.len());
-                nodes.push(NodeDef { name: nname.to_string(), mark: nmark, run, routes, files, loopback, vars, sysctls, own_pids });
+                nodes.push(NodeDef { name: nname.to_string(), mark: nmark, run, routes, files, loopback, vars, sysctls, own_pids, limits });
             }
         }
     }

@@ -140,6 +140,7 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
             files: Vec::new(),
             sysctls: n.sysctls.clone(),
             own_pids: n.own_pids,
+            limits: n.limits,
         })
         .collect();
 

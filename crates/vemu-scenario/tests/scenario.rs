@@ -533,6 +533,27 @@ fn nodes_have_their_own_pids_unless_told_otherwise() {
     assert!(m.contains("t.yaml:2:18: nodes.a.isolation: expected 'pid' (a PID namespace and /proc of the node's own) or 'none' (the machine's PIDs), got 'lab'"), "{m}");
 }
 
+#[test]
+fn node_limits_from_defaults_and_nodes_with_bounds() {
+    let p = ok("defaults: {node: {cpu: 0.5, pids: 100}}\nnodes: {a: {}, b: {cpu: 2, memory: 256MiB}, c: {pids: 7}}\n");
+    let l: Vec<vemu_scenario::Limits> = p.nodes.iter().map(|n| n.limits).collect();
+    assert_eq!(l[0], vemu_scenario::Limits { cpu_cores: Some(0.5), memory_bytes: None, pids: Some(100) });
+    assert_eq!(l[1], vemu_scenario::Limits { cpu_cores: Some(2.0), memory_bytes: Some(256 << 20), pids: Some(100) });
+    assert_eq!(l[2], vemu_scenario::Limits { cpu_cores: Some(0.5), memory_bytes: None, pids: Some(7) });
+    assert!(ok("nodes: {a: {}}\n").nodes[0].limits.is_none(), "no limits by default");
+    for (yaml, want) in [
+        ("nodes:\n  a: {cpu: 0}\n", "t.yaml:2:12: nodes.a.cpu: expected the cores the node may use, 0.01 to 1024 (e.g. 0.5), got '0'"),
+        ("nodes:\n  a: {cpu: lots}\n", "nodes.a.cpu: expected the cores the node may use"),
+        ("nodes:\n  a: {memory: 1KiB}\n", "t.yaml:2:15: nodes.a.memory: memory must be at least 4MiB, got '1KiB'"),
+        ("nodes:\n  a: {memory: -5}\n", "nodes.a.memory:"),
+        ("nodes:\n  a: {pids: 0}\n", "t.yaml:2:13: nodes.a.pids: expected the most processes the node may have, 1 to 4194304, got '0'"),
+        ("defaults: {node: {pids: 1.5}}\nnodes: {a: {}}\n", "defaults.node.pids: expected the most processes"),
+    ] {
+        let m = one_error(yaml);
+        assert!(m.contains(want), "{yaml}: {m}");
+    }
+}
+
 /// Audit: `check` took 10.7 s for 10,000 nodes (every node's template context copied
 /// every node's name; every LAN member searched the whole graph for routes it did not
 /// need). A LAN of 20,000 hosts needs no route at all.

@@ -175,6 +175,22 @@ enum NodeCmd {
         #[command(flatten)]
         lab: LabArg,
     },
+    /// Change the node's CPU, memory and process limits (what is not given stays).
+    Set {
+        node: String,
+        /// Cores' worth of CPU time its processes may use together, e.g. 0.5; `none`
+        /// lifts the limit.
+        #[arg(long)]
+        cpu: Option<String>,
+        /// Memory its processes may use together, e.g. 256MiB; `none` lifts the limit.
+        #[arg(long)]
+        memory: Option<String>,
+        /// Most processes (and threads) at once; `none` lifts the limit.
+        #[arg(long)]
+        pids: Option<String>,
+        #[command(flatten)]
+        lab: LabArg,
+    },
     /// Move the node on the wireless segments it is a member of (it stays there).
     Move {
         node: String,
@@ -517,8 +533,33 @@ fn run(cli: Cli) -> Result<ExitCode> {
             // drops its copies once we are gone, and the lab runs on.
             client.stream_to(&format!("/v1/capture?{q}"), &mut out, ctrl_c).with_context(|| format!("the capture to {write} stopped (the lab runs on)"))?;
         }
+        Cmd::Node { cmd: NodeCmd::Set { node, cpu, memory, pids, lab } } => {
+            let mut body = serde_json::Map::new();
+            let value = |v: &str, number: fn(&str) -> Option<serde_json::Value>, what: &str| -> Result<serde_json::Value> {
+                match v {
+                    "none" => Ok(serde_json::Value::Null),
+                    _ => number(v).ok_or_else(|| anyhow::anyhow!("{what}: expected a value or 'none', got '{v}'")),
+                }
+            };
+            if let Some(c) = cpu {
+                body.insert("cpu".into(), value(&c, |v| v.parse::<f64>().ok().map(|f| json!(f)), "--cpu")?);
+            }
+            if let Some(m) = memory {
+                body.insert("memory".into(), value(&m, |v| Some(json!(v)), "--memory")?);
+            }
+            if let Some(p) = pids {
+                body.insert("pids".into(), value(&p, |v| v.parse::<u64>().ok().map(|n| json!(n)), "--pids")?);
+            }
+            if body.is_empty() {
+                bail!("nothing to change: give --cpu, --memory or --pids");
+            }
+            let lab = resolve_lab(lab.lab)?;
+            let v = connect(&lab)?.patch(&format!("/v1/nodes/{}", percent_encode(&node)), &serde_json::Value::Object(body))?;
+            println!("node {node}: {}", describe_limits(&serde_json::from_value(v["limits"].clone()).unwrap_or_default()));
+        }
         Cmd::Node { cmd } => {
             let (node, lab, verb, body) = match cmd {
+                NodeCmd::Set { .. } => unreachable!("handled above"),
                 NodeCmd::Stop { node, lab } => (node, lab, "stop", json!({})),
                 NodeCmd::Start { node, lab } => (node, lab, "start", json!({})),
                 NodeCmd::Move { node, to, speed, lab } => (node, lab, "move", json!({"x": to.0, "y": to.1, "speed": speed})),
@@ -888,6 +929,25 @@ fn describe(imp: &Impairments) -> String {
     parts.join(", ")
 }
 
+/// A node's limits for people: "cpu 0.5 cores, memory 256 MiB, pids 200", or "no limits".
+fn describe_limits(l: &vemu_scenario::Limits) -> String {
+    let mut parts = Vec::new();
+    if let Some(c) = l.cpu_cores {
+        parts.push(format!("cpu {c} cores"));
+    }
+    if let Some(m) = l.memory_bytes {
+        parts.push(format!("memory {:.1} MiB", m as f64 / (1u64 << 20) as f64));
+    }
+    if let Some(p) = l.pids {
+        parts.push(format!("pids {p}"));
+    }
+    if parts.is_empty() {
+        "no limits".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
 fn yes_no(b: bool) -> &'static str {
     if b {
         "yes"
@@ -916,6 +976,17 @@ fn print_status(s: &LabStatus) {
     for n in &s.nodes {
         let ifs: Vec<String> = n.ifaces.iter().map(|i| format!("{} {}", i.name, i.addrs.join(" "))).collect();
         println!("{:<15} {}", n.name, ifs.join(" | "));
+        if !n.limits.is_none() || n.usage.cpu_ns > 0 {
+            let u = &n.usage;
+            println!(
+                "{:<15}   used: cpu {:.2} s, memory {:.1} MiB, {} processes; {}",
+                "",
+                u.cpu_ns as f64 / 1e9,
+                u.memory_bytes as f64 / (1u64 << 20) as f64,
+                u.processes,
+                describe_limits(&n.limits)
+            );
+        }
         for p in &n.processes {
             println!("{:<15}   run '{}': {:?} (restarts {})", "", p.command, p.state, p.restarts);
         }

@@ -1,0 +1,208 @@
+//! Per-node CPU, memory and process limits, and what each node uses, through cgroups:
+//! a node's processes (run commands, `vemu exec`, `vemu shell`) all join the node's
+//! cgroup before they run (see [`crate::NodeEntry`]), so their children do too.
+//!
+//! A node's cgroup is `vemu/LAB/NODE` under each hierarchy: the v1 hierarchies `cpu`,
+//! `cpuacct`, `memory` and `pids` where the machine mounts them (as this one does), or
+//! the unified (v2) hierarchy where its controllers are enabled. It is made when the
+//! node's first process starts, or when the node has limits, and removed with the lab.
+
+use std::fs;
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use anyhow::{bail, Context, Result};
+use vemu_scenario::Limits;
+
+const ROOT: &str = "/sys/fs/cgroup";
+/// CFS period of a CPU limit, µs.
+const CPU_PERIOD_US: u64 = 100_000;
+
+/// Where the machine's cgroup controllers are.
+#[derive(Debug, Clone)]
+enum Layout {
+    /// v1: the hierarchy of each controller, where mounted.
+    V1 { cpu: Option<PathBuf>, cpuacct: Option<PathBuf>, memory: Option<PathBuf>, pids: Option<PathBuf> },
+    /// v2: the unified hierarchy, with cpu, memory and pids enabled at its root.
+    V2(PathBuf),
+    None,
+}
+
+fn layout() -> &'static Layout {
+    static L: OnceLock<Layout> = OnceLock::new();
+    L.get_or_init(|| {
+        let v1 = |c: &str| Some(Path::new(ROOT).join(c)).filter(|p| p.join("cgroup.procs").exists() && p.join("tasks").exists());
+        let (cpu, cpuacct, memory, pids) = (v1("cpu"), v1("cpuacct"), v1("memory"), v1("pids"));
+        if cpu.is_some() || memory.is_some() || pids.is_some() {
+            return Layout::V1 { cpu, cpuacct, memory, pids };
+        }
+        for root in [Path::new(ROOT).to_path_buf(), Path::new(ROOT).join("unified")] {
+            let controllers = fs::read_to_string(root.join("cgroup.controllers")).unwrap_or_default();
+            if ["cpu", "memory", "pids"].iter().all(|c| controllers.split_whitespace().any(|x| x == *c)) {
+                return Layout::V2(root);
+            }
+        }
+        Layout::None
+    })
+}
+
+fn node_rel(lab: &str, node: &str) -> PathBuf {
+    Path::new("vemu").join(lab).join(node)
+}
+
+/// The node's cgroup directories (one per v1 hierarchy, or the v2 one).
+fn node_dirs(lab: &str, node: &str) -> Vec<PathBuf> {
+    let rel = node_rel(lab, node);
+    match layout() {
+        Layout::V1 { cpu, cpuacct, memory, pids } => [cpu, cpuacct, memory, pids].into_iter().flatten().map(|h| h.join(&rel)).collect(),
+        Layout::V2(root) => vec![root.join(rel)],
+        Layout::None => Vec::new(),
+    }
+}
+
+/// Make the node's cgroups (idempotent). In v2 the controllers are enabled on the way.
+pub fn ensure(lab: &str, node: &str) -> Result<()> {
+    if let Layout::V2(root) = layout() {
+        let mut dir = root.clone();
+        for part in ["vemu", lab] {
+            let _ = fs::write(dir.join("cgroup.subtree_control"), "+cpu +memory +pids");
+            dir = dir.join(part);
+            fs::create_dir_all(&dir).with_context(|| format!("creating cgroup {}", dir.display()))?;
+        }
+        let _ = fs::write(dir.join("cgroup.subtree_control"), "+cpu +memory +pids");
+    }
+    for d in node_dirs(lab, node) {
+        fs::create_dir_all(&d).with_context(|| format!("creating cgroup {}", d.display()))?;
+    }
+    Ok(())
+}
+
+/// The node's `cgroup.procs` files, open for writing: a process that writes "0" to
+/// each joins the node's cgroups (done between fork and exec).
+pub fn procs_files(lab: &str, node: &str) -> Result<Vec<OwnedFd>> {
+    ensure(lab, node)?;
+    node_dirs(lab, node)
+        .into_iter()
+        .map(|d| {
+            let p = d.join("cgroup.procs");
+            let f = fs::OpenOptions::new().write(true).custom_flags(libc::O_CLOEXEC).open(&p).with_context(|| format!("opening {}", p.display()))?;
+            Ok(f.into())
+        })
+        .collect()
+}
+
+fn write(dir: &Path, file: &str, value: &str) -> Result<()> {
+    let p = dir.join(file);
+    fs::write(&p, value).with_context(|| format!("writing '{value}' to {}", p.display()))
+}
+
+/// Set (or, with `None`, lift) the node's limits.
+pub fn set_limits(lab: &str, node: &str, limits: &Limits) -> Result<()> {
+    let rel = node_rel(lab, node);
+    let quota_us = limits.cpu_cores.map(|c| ((c * CPU_PERIOD_US as f64).round() as u64).max(1000));
+    match layout() {
+        Layout::None if !limits.is_none() => bail!("this machine has no cgroup controllers for cpu, memory and pids (neither v1 hierarchies nor v2 with them enabled)"),
+        Layout::None => {}
+        Layout::V1 { cpu, memory, pids, .. } => {
+            ensure(lab, node)?;
+            let need = |h: &Option<PathBuf>, what: &str, set: bool| -> Result<Option<PathBuf>> {
+                match h {
+                    Some(h) => Ok(Some(h.join(&rel))),
+                    None if set => bail!("this machine has no '{what}' cgroup hierarchy for the node's {what} limit"),
+                    None => Ok(None),
+                }
+            };
+            if let Some(d) = need(cpu, "cpu", limits.cpu_cores.is_some())? {
+                write(&d, "cpu.cfs_period_us", &CPU_PERIOD_US.to_string())?;
+                write(&d, "cpu.cfs_quota_us", &quota_us.map_or("-1".to_string(), |q| q.to_string()))?;
+            }
+            if let Some(d) = need(memory, "memory", limits.memory_bytes.is_some())? {
+                write(&d, "memory.limit_in_bytes", &limits.memory_bytes.map_or("-1".to_string(), |b| b.to_string()))?;
+            }
+            if let Some(d) = need(pids, "pids", limits.pids.is_some())? {
+                write(&d, "pids.max", &limits.pids.map_or("max".to_string(), |n| n.to_string()))?;
+            }
+        }
+        Layout::V2(root) => {
+            ensure(lab, node)?;
+            let d = root.join(&rel);
+            write(&d, "cpu.max", &format!("{} {CPU_PERIOD_US}", quota_us.map_or("max".to_string(), |q| q.to_string())))?;
+            write(&d, "memory.max", &limits.memory_bytes.map_or("max".to_string(), |b| b.to_string()))?;
+            write(&d, "pids.max", &limits.pids.map_or("max".to_string(), |n| n.to_string()))?;
+        }
+    }
+    Ok(())
+}
+
+/// What a node's processes use together.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Usage {
+    /// CPU time since the node's cgroup was made, ns.
+    pub cpu_ns: u64,
+    pub memory_bytes: u64,
+    pub processes: u64,
+}
+
+fn read_u64(p: &Path) -> Option<u64> {
+    fs::read_to_string(p).ok()?.trim().parse().ok()
+}
+
+/// The node's use so far (zero for a node whose cgroup was never made).
+pub fn usage(lab: &str, node: &str) -> Usage {
+    let rel = node_rel(lab, node);
+    match layout() {
+        Layout::V1 { cpuacct, memory, pids, .. } => Usage {
+            cpu_ns: cpuacct.as_ref().and_then(|h| read_u64(&h.join(&rel).join("cpuacct.usage"))).unwrap_or(0),
+            memory_bytes: memory.as_ref().and_then(|h| read_u64(&h.join(&rel).join("memory.usage_in_bytes"))).unwrap_or(0),
+            processes: pids.as_ref().and_then(|h| read_u64(&h.join(&rel).join("pids.current"))).unwrap_or(0),
+        },
+        Layout::V2(root) => {
+            let d = root.join(rel);
+            let usec = fs::read_to_string(d.join("cpu.stat"))
+                .ok()
+                .and_then(|s| s.lines().find_map(|l| l.strip_prefix("usage_usec ").and_then(|v| v.trim().parse::<u64>().ok())));
+            Usage { cpu_ns: usec.unwrap_or(0) * 1000, memory_bytes: read_u64(&d.join("memory.current")).unwrap_or(0), processes: read_u64(&d.join("pids.current")).unwrap_or(0) }
+        }
+        Layout::None => Usage::default(),
+    }
+}
+
+/// Remove a lab's cgroups (its processes must be gone: a cgroup with processes cannot
+/// be removed, and is left, with an error, for `vemu clean` to retry).
+pub fn remove_lab(lab: &str) -> Result<()> {
+    let tops: Vec<PathBuf> = match layout() {
+        Layout::V1 { cpu, cpuacct, memory, pids } => [cpu, cpuacct, memory, pids].into_iter().flatten().map(|h| h.join("vemu").join(lab)).collect(),
+        Layout::V2(root) => vec![root.join("vemu").join(lab)],
+        Layout::None => Vec::new(),
+    };
+    // Killed processes leave their cgroups as they exit: a busy one is retried a while.
+    let rmdir = |d: &Path| -> std::io::Result<()> {
+        for _ in 0..40 {
+            match fs::remove_dir(d) {
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => std::thread::sleep(std::time::Duration::from_millis(50)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+                r => return r,
+            }
+        }
+        fs::remove_dir(d)
+    };
+    let mut first_error = None;
+    for top in tops.iter().filter(|t| t.is_dir()) {
+        for e in fs::read_dir(top).into_iter().flatten().flatten() {
+            if e.path().is_dir() {
+                if let Err(err) = rmdir(&e.path()) {
+                    first_error.get_or_insert(anyhow::Error::from(err).context(format!("removing cgroup {}", e.path().display())));
+                }
+            }
+        }
+        if let Err(err) = rmdir(top) {
+            first_error.get_or_insert(anyhow::Error::from(err).context(format!("removing cgroup {}", top.display())));
+        }
+    }
+    match first_error {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}

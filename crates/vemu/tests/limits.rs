@@ -1,0 +1,70 @@
+//! Per-node CPU, memory and process limits (cgroups) in real labs. Run as root.
+
+mod common;
+use common::*;
+
+const LAB: &str = "name: t-limits\naddressing: {ipv6: none}\nnodes:\n  a: {cpu: 0.25, memory: 64MiB, pids: 40}\n  b: {}\nlinks:\n  - {endpoints: [a, b]}\n";
+
+/// CPU time node `n` used (its cgroup's), s.
+fn cpu_s(lab: &Lab, n: &str) -> f64 {
+    let st = lab.status();
+    let node = st["nodes"].as_array().unwrap().iter().find(|x| x["name"] == n).unwrap().clone();
+    node["usage"]["cpu_ns"].as_u64().unwrap() as f64 / 1e9
+}
+
+/// Cores a busy loop in node `n` gets over `secs` of wall time.
+fn busy_cores(lab: &Lab, n: &str, secs: f64) -> f64 {
+    let before = cpu_s(lab, n);
+    let t0 = std::time::Instant::now();
+    lab.sh(n, &format!("timeout {secs} sh -c 'while :; do :; done'; true"));
+    let wall = t0.elapsed().as_secs_f64();
+    (cpu_s(lab, n) - before) / wall
+}
+
+#[test]
+fn a_node_gets_the_cpu_memory_and_processes_it_is_given() {
+    let _g = serial();
+    let lab = Lab::up("t-limits", LAB);
+    let st = lab.status();
+    assert_eq!(st["nodes"][0]["limits"], serde_json::json!({"cpu_cores": 0.25, "memory_bytes": 64 << 20, "pids": 40}));
+
+    // A busy loop limited to a quarter of a core uses a quarter of a core.
+    let cores = busy_cores(&lab, "a", 3.0);
+    eprintln!("busy loop at cpu 0.25: {cores:.3} cores");
+    assert!((cores - 0.25).abs() <= 0.03, "{cores:.3} cores at a limit of 0.25");
+
+    // A memory hog is killed inside its node; the lab runs on.
+    let o = lab.exec("a", &["python3", "-c", "a = bytearray(300 << 20); print('survived')"]);
+    assert_eq!(o.status.code(), Some(137), "a 300 MB allocation under 64 MiB: {}", text(&o));
+    let (_, recv, _) = lab.ping("a", "b", 3, 0.1);
+    assert_eq!(recv, 3, "the lab runs on after the node's OOM kill");
+
+    // No more processes than allowed: a fork bomb stops at the limit.
+    let (_, out) = lab.sh("a", "n=0; for i in $(seq 60); do sleep 3 2>/dev/null & n=$((n+1)); done 2>/dev/null; sleep 0.2; ps -e | wc -l");
+    let procs: u64 = out.trim().parse().unwrap_or(0);
+    assert!(procs <= 40, "{procs} processes under a limit of 40");
+
+    // Changed at run time, both ways; `none` lifts a limit.
+    let o = lab.vemu(&["node", "set", "a", "--cpu", "0.5", "--memory", "none"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("cpu 0.5 cores, pids 40"), "{}", text(&o));
+    let cores = busy_cores(&lab, "a", 3.0);
+    eprintln!("busy loop at cpu 0.5: {cores:.3} cores");
+    assert!((cores - 0.5).abs() <= 0.05, "{cores:.3} cores at a limit of 0.5");
+    let o = lab.exec("a", &["python3", "-c", "a = bytearray(300 << 20); print('survived')"]);
+    assert!(text(&o).contains("survived"), "no memory limit any more: {}", text(&o));
+    // Bad values are refused with the reason, and change nothing.
+    let o = lab.vemu(&["node", "set", "a", "--cpu", "0"]);
+    assert!(!o.status.success() && text(&o).contains("cpu must be 0.01 to 1024 cores"), "{}", text(&o));
+    let o = lab.vemu(&["node", "set", "nobody", "--pids", "3"]);
+    assert!(!o.status.success() && text(&o).contains("no node named 'nobody'"), "{}", text(&o));
+    assert_eq!(lab.status()["nodes"][0]["limits"], serde_json::json!({"cpu_cores": 0.5, "pids": 40}));
+    // A node without limits is accounted too.
+    lab.sh("b", "timeout 0.5 sh -c 'while :; do :; done'; true");
+    assert!(cpu_s(&lab, "b") > 0.1);
+    drop(lab);
+    for h in ["cpu", "cpuacct", "memory", "pids"] {
+        let d = std::path::Path::new("/sys/fs/cgroup").join(h).join("vemu/t-limits");
+        assert!(!d.exists(), "{} left after down", d.display());
+    }
+}
