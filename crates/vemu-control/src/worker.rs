@@ -120,9 +120,9 @@ pub struct LocalWorker {
     node_sockets: Option<Vec<vemu_host::netlink::Netlink>>,
     /// "on", or why the kernel fast path is off.
     fast_path: String,
-    /// The engine's TAP device in the plane of each link interface (`NODE:IFACE`, TAP
-    /// name), whose counters stand for the interface's queue, and a netlink socket there.
-    plane_taps: Vec<(String, String)>,
+    /// Each link interface's devices in the plane (`NODE:IFACE`, veth peer, engine's
+    /// TAP), whose counters stand for the interface's queue, and a netlink socket there.
+    plane_taps: Vec<(String, (String, String))>,
     plane_socket: Option<vemu_host::netlink::Netlink>,
 }
 
@@ -222,7 +222,7 @@ impl LocalWorker {
                 fast.route(e.tap, Route::Deliver { peer_of: e.veth })?;
                 fast.route(e.veth, Route::Engine { tap: e.tap })?;
                 let end = if side == 0 { plan.links[l].a } else { plan.links[l].b };
-                self.plane_taps.push((plan.endpoint_name(end), names[i].1.clone()));
+                self.plane_taps.push((plan.endpoint_name(end), names[i].clone()));
             }
             plane = ends.into_iter().map(Some).collect();
         }
@@ -286,9 +286,12 @@ impl LocalWorker {
                 self.plane_socket = Some(vemu_host::netlink::Netlink::open_in(&paths.plane())?);
             }
             let stats: HashMap<String, _> = self.plane_socket.as_mut().unwrap().link_stats()?.into_iter().collect();
-            for (port, tap) in &self.plane_taps {
-                if let Some(st) = stats.get(tap) {
-                    out.push(TapQueue { port: port.clone(), read: st.tx_packets, dropped: st.tx_dropped });
+            for (port, (veth, tap)) in &self.plane_taps {
+                // Frames are lost on the way to the engine where the plane's backlog is
+                // full (the veth peer's rx_dropped) or the TAP's queue is (its tx_dropped).
+                // (The veth peer also counts what a node sends while its link is down.)
+                if let (Some(v), Some(t)) = (stats.get(veth), stats.get(tap)) {
+                    out.push(TapQueue { port: port.clone(), read: t.tx_packets, dropped: t.tx_dropped + v.rx_dropped });
                 }
             }
         }
