@@ -200,6 +200,10 @@ pub fn remove_lab(lab: &str) -> Result<()> {
         if let Err(err) = rmdir(top) {
             first_error.get_or_insert(anyhow::Error::from(err).context(format!("removing cgroup {}", top.display())));
         }
+        // `vemu/` itself goes with the last lab (another lab's cgroups keep it).
+        if let Some(vemu) = top.parent() {
+            let _ = fs::remove_dir(vemu);
+        }
     }
     match first_error {
         Some(e) => Err(e),

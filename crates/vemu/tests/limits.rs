@@ -66,5 +66,6 @@ fn a_node_gets_the_cpu_memory_and_processes_it_is_given() {
     for h in ["cpu", "cpuacct", "memory", "pids"] {
         let d = std::path::Path::new("/sys/fs/cgroup").join(h).join("vemu/t-limits");
         assert!(!d.exists(), "{} left after down", d.display());
+        assert!(!d.parent().unwrap().exists(), "vemu/ left in the {h} hierarchy with no lab running");
     }
 }
