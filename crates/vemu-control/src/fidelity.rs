@@ -62,6 +62,9 @@ pub struct EngineEvidence {
     pub saturated_windows: u64,
     /// The TAP interfaces' counters over the stretch.
     pub taps: Vec<TapQueue>,
+    /// Engine shards that died (their links stopped): nothing measured is trustworthy.
+    #[serde(default)]
+    pub faults: Vec<String>,
 }
 
 /// The verdict of a lab (or of a window of its run).
@@ -81,6 +84,9 @@ pub struct Fidelity {
     pub tap_dropped: u64,
     /// TAP interfaces whose verdict is not `ok`, worst first.
     pub taps_affected: Vec<TapFidelity>,
+    /// Engine shards that died: the verdict is `invalid`.
+    #[serde(default)]
+    pub engine_faults: Vec<String>,
 }
 
 
@@ -145,6 +151,7 @@ pub fn assess<'a>(dirs: impl IntoIterator<Item = (String, &'a DirStats)>, engine
         .map(|a| a.verdict)
         .chain(taps_affected.iter().map(|t| t.verdict))
         .chain(saturated.then_some(Verdict::Degraded))
+        .chain((!engine.faults.is_empty()).then_some(Verdict::Invalid))
         .max()
         .unwrap_or(Verdict::Ok)
         .max(overall);
@@ -159,6 +166,7 @@ pub fn assess<'a>(dirs: impl IntoIterator<Item = (String, &'a DirStats)>, engine
         saturated_windows: engine.saturated_windows,
         tap_dropped: engine.taps.iter().map(|t| t.dropped).sum(),
         taps_affected,
+        engine_faults: engine.faults.clone(),
     }
 }
 
@@ -215,6 +223,9 @@ pub fn describe(f: &Fidelity) -> String {
             f.saturated_windows,
             f.windows
         ));
+    }
+    for fault in &f.engine_faults {
+        s.push_str(&format!("\n  {fault}: its links and segments no longer forward (restart the lab)"));
     }
     if f.tap_dropped > 0 {
         s.push_str(&format!("\n  {} frames dropped by the nodes' kernels on full TAP queues (the engine did not read them in time)", f.tap_dropped));
@@ -287,7 +298,13 @@ pub(crate) fn start(ctl: std::sync::Arc<std::sync::Mutex<crate::lab::Controller>
                 counters.shard_work_ns.iter().enumerate().map(|(i, w)| w.saturating_sub(work_before.get(i).copied().unwrap_or(0)) as f64 / span).collect();
             (work_before, t_before) = (counters.shard_work_ns.clone(), t_ns);
             let saturated = shard_busy.iter().any(|&b| b > c.plan.fidelity.busy_fraction);
-            let engine = EngineEvidence { shard_busy, windows: 1, saturated_windows: saturated as u64, taps: tap_delta(&taps, &c.watch.taps) };
+            let engine = EngineEvidence {
+                shard_busy,
+                windows: 1,
+                saturated_windows: saturated as u64,
+                taps: tap_delta(&taps, &c.watch.taps),
+                faults: counters.engine_faults.clone(),
+            };
             let f = assess(window.iter().map(|(n, d)| (n.clone(), d)), &engine, &c.plan.fidelity);
             if f.verdict != Verdict::Ok || was != Verdict::Ok {
                 eprintln!("[{:.1} s] {}", t_ns as f64 / 1e9, describe(&f));
@@ -352,7 +369,7 @@ mod tests {
         let f = assess([("a".to_string(), &a)], &EngineEvidence { taps: vec![tap(50)], ..Default::default() }, &th);
         assert_eq!(f.verdict, Verdict::Ok);
         // A shard saturated in 2 of 100 windows: no headroom left, degraded; 1 of 100 is not.
-        let busy = |saturated_windows| EngineEvidence { shard_busy: vec![0.5], windows: 100, saturated_windows, taps: Vec::new() };
+        let busy = |saturated_windows| EngineEvidence { shard_busy: vec![0.5], windows: 100, saturated_windows, ..Default::default() };
         assert_eq!(assess([("a".to_string(), &a)], &busy(2), &th).verdict, Verdict::Degraded);
         assert_eq!(assess([("a".to_string(), &a)], &busy(1), &th).verdict, Verdict::Ok);
         // Window deltas of the TAP counters.

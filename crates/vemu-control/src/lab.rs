@@ -126,6 +126,7 @@ impl Controller {
             windows: w.windows,
             saturated_windows: w.saturated_windows,
             taps: w.taps.clone(),
+            faults: c.engine_faults.clone(),
         };
         crate::fidelity::assess(self.named_directions(c), &engine, &self.plan.fidelity)
     }

@@ -86,6 +86,9 @@ pub struct Counters {
     /// Whether unimpaired link directions go by the kernel: "on", or "off: why".
     #[serde(default)]
     pub fast_path: String,
+    /// Engine shards that died, and why ([`Engine::faults`]).
+    #[serde(default)]
+    pub engine_faults: Vec<String>,
 }
 
 /// Environment variable of `vemu up`: `VEMU_FAST_PATH=off` runs every link direction
@@ -379,6 +382,7 @@ impl Worker for LocalWorker {
                     segments: (0..self.sizes.len()).map(|g| e.segment_stats(g)).collect(),
                     shard_work_ns: e.work_ns(),
                     fast_path: self.fast_path.clone(),
+                    engine_faults: e.faults(),
                 }))
             }
             WorkerRequest::NodeState { node, up } => {

@@ -74,8 +74,14 @@ pub(crate) struct ShardHandle {
     wake: OwnedFd,
     /// Nanoseconds the shard has spent working (see [`Shard::work_ns`]).
     pub work_ns: Arc<AtomicU64>,
+    /// Why the shard's thread ended on its own (it panicked), if it did.
+    pub died: Arc<std::sync::Mutex<Option<String>>>,
     thread: Option<std::thread::JoinHandle<Vec<OwnedFd>>>,
 }
+
+/// Environment variable for fault-injection tests: `VEMU_ENGINE_FAULT=panic-after:N`
+/// makes the first shard panic after it has read N frames.
+pub const FAULT_ENV: &str = "VEMU_ENGINE_FAULT";
 
 impl ShardHandle {
     /// Start a shard thread running `core` over `fds` (one per port of the core, in
@@ -96,9 +102,25 @@ impl ShardHandle {
         shard.fast = fast;
         // The first choice of paths is carried out before any frame moves.
         shard.events();
+        if index == 0 {
+            shard.panic_after = std::env::var(FAULT_ENV).ok().and_then(|v| v.strip_prefix("panic-after:").and_then(|n| n.parse().ok()));
+        }
         let work_ns = shard.work_ns.clone();
-        let thread = std::thread::Builder::new().name(format!("vemu-engine-{index}")).spawn(move || shard.run())?;
-        Ok(ShardHandle { tx, wake, work_ns, thread: Some(thread) })
+        let died = Arc::new(std::sync::Mutex::new(None));
+        let report = died.clone();
+        let thread = std::thread::Builder::new().name(format!("vemu-engine-{index}")).spawn(move || {
+            // A shard that panics (a bug) must not pass unnoticed: its links stop, and
+            // the controller says so (status, events, the fidelity verdict).
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| shard.run())) {
+                Ok(fds) => fds,
+                Err(p) => {
+                    let why = p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned()).unwrap_or_else(|| "a panic".into());
+                    *report.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
+                    std::mem::take(&mut shard.fds)
+                }
+            }
+        })?;
+        Ok(ShardHandle { tx, wake, work_ns, died, thread: Some(thread) })
     }
 
     pub fn send(&self, c: Control) {
@@ -200,6 +222,8 @@ struct Shard {
     /// The plane devices of each port that has a kernel path, and the fast path.
     plane: Vec<Option<PlanePort>>,
     fast: Option<Arc<FastPath>>,
+    /// Fault injection ([`FAULT_ENV`]): frames to read before panicking.
+    panic_after: Option<u64>,
 }
 
 impl Shard {
@@ -237,6 +261,7 @@ impl Shard {
             work_ns: Arc::new(AtomicU64::new(0)),
             plane: Vec::new(),
             fast: None,
+            panic_after: None,
         })
     }
 
@@ -407,6 +432,12 @@ impl Shard {
             }
             let now = self.clock.now_ns();
             self.core.handle_frame(now, port as u32, self.buf[..n as usize].to_vec());
+            if let Some(left) = self.panic_after.as_mut() {
+                *left = left.saturating_sub(1);
+                if *left == 0 {
+                    panic!("injected fault ({FAULT_ENV})");
+                }
+            }
         }
     }
 }

@@ -25,7 +25,7 @@ use vemu_radio::Pos;
 pub use crate::clock::{monotonic_ns, LabClock};
 pub use crate::core::{is_routing, CapturePoint, Dir, RadioSnapshot, Target};
 pub use crate::counters::{bucket_quantile_ns, DirCounters, DirStats, SegCounters, SegStats, DELAY_BUCKETS_NS};
-pub use crate::driver::Captured;
+pub use crate::driver::{Captured, FAULT_ENV};
 use crate::core::{Command, Core, LinkConfig, MemberConfig, SegmentConfig};
 use crate::driver::{Control, PlanePort, ShardHandle};
 pub use vemu_fastpath::FastPath;
@@ -173,6 +173,16 @@ impl Engine {
 
     pub fn link_count(&self) -> usize {
         self.link_place.len()
+    }
+
+    /// Shards that died on their own (a panic), and why: their links and segments no
+    /// longer forward anything.
+    pub fn faults(&self) -> Vec<String> {
+        self.shards
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.died.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|why| format!("engine shard {i} died: {why}")))
+            .collect()
     }
 
     /// The shard that runs `target`, and the target as that shard numbers it.

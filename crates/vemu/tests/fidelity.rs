@@ -88,3 +88,21 @@ fn overload_is_judged_from_measured_lateness() {
     let c0 = f["taps_affected"].as_array().unwrap().iter().find(|t| t["port"] == "c0:eth0").expect("c0:eth0 named");
     assert_eq!(c0["dropped"].as_u64(), Some(kernel), "{c0}");
 }
+
+/// An engine shard that dies (a bug: here an injected panic) does not pass unnoticed:
+/// its links stop, status and the verdict say so, and the lab still comes down cleanly.
+#[test]
+fn a_dead_engine_shard_is_reported_and_the_lab_still_comes_down() {
+    let _g = serial();
+    let yaml = "name: t-fault\naddressing: {ipv6: none}\nnodes: {a: {}, b: {}}\nlinks:\n  - {endpoints: [a, b], delay: 1ms}\n";
+    let lab = Lab::up_env("t-fault", yaml, &[("VEMU_ENGINE_FAULT", "panic-after:20")]);
+    let (sent, recv, _) = lab.ping("a", "b", 40, 0.02);
+    assert!(recv < sent, "the link kept forwarding after its shard died ({recv} of {sent})");
+    let st = lab.status();
+    let f = &st["fidelity"];
+    assert_eq!(f["verdict"], "invalid", "{f}");
+    let faults = f["engine_faults"].as_array().unwrap();
+    assert!(faults.iter().any(|x| x.as_str().unwrap().contains("engine shard 0 died: injected fault")), "{faults:?}");
+    let o = lab.vemu(&["status"]);
+    assert!(text(&o).contains("engine shard 0 died") && text(&o).contains("no longer forward"), "{}", text(&o));
+}
