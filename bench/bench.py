@@ -26,7 +26,11 @@
                    up, down, the first ping from h1 to the last host right after start,
                    and the time until h1 has reached every other host; vemu with its
                    default (snooping querier) and as a Linux bridge does (snooping: on)
-  bench.py all     all of the above (mininet only when Mininet is installed)
+  bench.py soak    a long run (VEMU_SOAK_SECONDS, default 3600) at half the links' capacity
+                   with a link change every second: controller memory over time, the
+                   fidelity verdict of every window, and frames lost that the model did
+                   not drop (must be none); not part of `all`
+  bench.py all     all of the above but soak (mininet only when Mininet is installed)
 
 Run as root from the repository (after `cargo build --release`).
 """
@@ -1023,6 +1027,53 @@ def bench_mininet():
               "Both with IPv6 on (Mininet's hosts keep it); h1 pings every other host's IPv4 address once, in turn."])
 
 
+def bench_soak():
+    """Half the capacity of 4 links (UDP at 50 of 100 Mbit/s, 5 ms) for a long time, the
+    delay of one link changed every second; every 10 s: the controller's memory and the
+    last window's fidelity. At the end, per direction, frames received by the link that
+    it neither delivered nor dropped by its model (loss, queue, down, MTU) nor duplicated."""
+    secs = int(os.environ.get("VEMU_SOAK_SECONDS", "3600"))
+    name, pairs = "bsoak", 4
+    up(name, pairs_yaml(name, pairs, "bandwidth: 100Mbit, delay: 5ms"))
+    rows, t0 = [], time.monotonic()
+    try:
+        status = json.loads(vemu("status", "--lab", name, "--json"))
+        pid = status["pid"]
+        clients = [subprocess.Popen(in_node(name, f"c{i}") + ["iperf3", "-u", "-b", "50M", "-l", "1400", "-t", str(secs), "-c", addresses_of(status, f"s{i}")],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for i in range(pairs)]
+        k = 0
+        while time.monotonic() - t0 < secs:
+            time.sleep(1)
+            k += 1
+            vemu("link", "set", "--lab", name, f"c{k % pairs}:s{k % pairs}", "--delay", f"{5 + k % 6}ms")
+            if k % 10 == 0:
+                st = json.loads(vemu("status", "--lab", name, "--json"))
+                now = st.get("fidelity_now") or {}
+                rows.append([round(time.monotonic() - t0), rss_kib(pid), now.get("verdict", "-"), st["fidelity"]["frames"], st["fidelity"]["late_frames"], st["fidelity"]["tap_dropped"]])
+                print(f"soak {rows[-1][0]:5d} s: controller RSS {rows[-1][1] / 1024:.1f} MiB, last window {rows[-1][2]}, frames {rows[-1][3]}, late {rows[-1][4]}")
+        for c in clients:
+            c.wait(timeout=30)
+        time.sleep(2)
+        st = json.loads(vemu("status", "--lab", name, "--json"))
+    finally:
+        down(name)
+    unexplained = []
+    for l in st["links"]:
+        for d in ("forward", "reverse"):
+            x = l[d]["stats"]
+            lost = x["rx_frames"] + x["duplicated"] - x["tx_frames"] - x["drop_loss"] - x["drop_queue"] - x["drop_down"] - x["drop_mtu"] - x["write_errors"]
+            unexplained.append(lost)
+    write_csv("soak.csv", ["t_s", "controller_rss_kib", "window_verdict", "frames", "late_frames", "tap_dropped"], rows)
+    plot("soak.png", "Soak: controller memory over the run", "s", "RSS (MiB)", [("controller", [r[0] for r in rows], [r[1] / 1024 for r in rows])])
+    not_ok = sum(1 for r in rows if r[2] not in ("ok", "-"))
+    rss = [r[1] for r in rows] or [0]
+    write_md("soak", f"Soak: {secs} s at half capacity with a link change every second", "issue 13's soak run",
+             ["t (s)", "controller RSS (KiB)", "last window", "frames", "late frames", "TAP drops"], rows[:: max(1, len(rows) // 20)],
+             [f"Controller RSS first / last / max: {rss[0] / 1024:.1f} / {rss[-1] / 1024:.1f} / {max(rss) / 1024:.1f} MiB.",
+              f"Samples whose last window was not ok: {not_ok} of {len(rows)}; whole run: {st['fidelity']['verdict']} ({st['fidelity']['late_frames']} of {st['fidelity']['frames']} frames late).",
+              f"Frames lost that the model did not drop, per direction: {unexplained} (must be all 0)."])
+
+
 def main():
     if os.geteuid() != 0:
         sys.exit("benchmarks create namespaces: run as root")
@@ -1039,6 +1090,7 @@ def main():
         "channel": [bench_channel],
         "manet": [bench_manet],
         "mininet": [bench_mininet],
+        "soak": [bench_soak],
         "all": [bench_link, bench_accuracy, bench_density, bench_chain, bench_scale, bench_cpu, bench_switch, bench_api, bench_channel, bench_manet, bench_mininet],
     }
     if which not in todo:
