@@ -118,9 +118,10 @@ pub struct LocalWorker {
     sizes: Vec<usize>,
     /// Each node's name and interfaces.
     ifaces: Vec<(String, Vec<String>)>,
-    /// A netlink socket in each node's namespace, opened when first asked for TAP
-    /// counters (they hold the namespaces: closed before the lab is removed).
-    node_sockets: Option<Vec<vemu_host::netlink::Netlink>>,
+    /// A netlink socket in the namespace of each node with TAP interfaces (its name and
+    /// theirs), opened when first asked for TAP counters (they hold the namespaces:
+    /// closed before the lab is removed).
+    node_sockets: Option<Vec<(String, Vec<String>, vemu_host::netlink::Netlink)>>,
     /// "on", or why the kernel fast path is off.
     fast_path: String,
     /// Each link interface's devices in the plane (`NODE:IFACE`, veth peer, engine's
@@ -298,20 +299,21 @@ impl LocalWorker {
                 }
             }
         }
-        // The others are TAP devices in the nodes.
-        let in_nodes = self.ifaces.iter().any(|(n, ifaces)| ifaces.iter().any(|i| !on_plane.contains(format!("{n}:{i}").as_str())));
-        if in_nodes && self.node_sockets.is_none() {
-            let socks: Result<Vec<_>> = self.ifaces.iter().map(|(n, _)| vemu_host::netlink::Netlink::open_in(&paths.netns_pin(n))).collect();
-            self.node_sockets = Some(socks?);
-        }
-        for ((node, ifaces), sock) in self.ifaces.iter().zip(self.node_sockets.iter_mut().flatten()) {
-            if ifaces.iter().all(|i| on_plane.contains(format!("{node}:{i}").as_str())) {
-                continue;
+        // The others are TAP devices in the nodes: a socket in each node that has one.
+        if self.node_sockets.is_none() {
+            let mut socks = Vec::new();
+            for (n, ifaces) in &self.ifaces {
+                let taps: Vec<String> = ifaces.iter().filter(|i| !on_plane.contains(format!("{n}:{i}").as_str())).cloned().collect();
+                if !taps.is_empty() {
+                    socks.push((n.clone(), taps, vemu_host::netlink::Netlink::open_in(&paths.netns_pin(n))?));
+                }
             }
+            self.node_sockets = Some(socks);
+        }
+        for (node, taps, sock) in self.node_sockets.iter_mut().flatten() {
             for (name, st) in sock.link_stats()? {
-                let port = format!("{node}:{name}");
-                if ifaces.contains(&name) && !on_plane.contains(port.as_str()) {
-                    out.push(TapQueue { port, read: st.tx_packets, dropped: st.tx_dropped });
+                if taps.contains(&name) {
+                    out.push(TapQueue { port: format!("{node}:{name}"), read: st.tx_packets, dropped: st.tx_dropped });
                 }
             }
         }
