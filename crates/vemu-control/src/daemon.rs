@@ -30,11 +30,13 @@ pub enum Event {
 }
 
 /// How long the data plane took to catch up after the nodes were built.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Settled {
     pub waited_ms: u64,
     /// Still this far behind when `up` stopped waiting (0: caught up), ms.
     pub behind_ms: u64,
+    /// Why a lab with links has no kernel fast path (every direction in the engine).
+    pub fast_path_off: Option<String>,
 }
 
 /// A frame this late (or later) means the data plane is behind.
@@ -48,6 +50,10 @@ const SETTLE_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
 /// row (the nodes' start-up chatter — ARP, router solicitations, MLD reports — can be
 /// millions of frame copies on a big LAN, and a ping sent behind them is late).
 fn settle(ctl: &Arc<Mutex<Controller>>) -> Settled {
+    let fast_path_off = match ctl.locked().counters() {
+        Ok(c) if c.fast_path.starts_with("off") && !c.links.is_empty() => Some(c.fast_path.trim_start_matches("off: ").to_string()),
+        _ => None,
+    };
     let start = std::time::Instant::now();
     let mut good = 0;
     loop {
@@ -58,10 +64,10 @@ fn settle(ctl: &Arc<Mutex<Controller>>) -> Settled {
         good = if behind < BEHIND_NS { good + 1 } else { 0 };
         let waited_ms = start.elapsed().as_millis() as u64;
         if good >= CAUGHT_UP_LOOKS {
-            return Settled { waited_ms, behind_ms: 0 };
+            return Settled { waited_ms, behind_ms: 0, fast_path_off };
         }
         if start.elapsed() >= SETTLE_LIMIT {
-            return Settled { waited_ms, behind_ms: behind / 1_000_000 };
+            return Settled { waited_ms, behind_ms: behind / 1_000_000, fast_path_off };
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }

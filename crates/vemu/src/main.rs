@@ -620,6 +620,9 @@ fn up_foreground(plan: Plan, options: ApiOptions) -> Result<()> {
         Event::Progress(d, _) => bar.set_position(d as u64),
         Event::Ready(settled) => {
             bar.finish_and_clear();
+            if let Some(why) = &settled.fast_path_off {
+                eprintln!("kernel fast path off ({why}): every link direction goes through the engine");
+            }
             eprintln!("lab '{name}' is up: {nodes} nodes, {links} links{}. Ctrl-C takes it down.", settle_note(settled.waited_ms, settled.behind_ms));
             print_api(&name);
         }
@@ -688,6 +691,9 @@ fn up_background(plan: Plan, options: ApiOptions) -> Result<()> {
         } else if v.get("ready").is_some() {
             ready = true;
             settled = (v["settle_ms"].as_u64().unwrap_or(0), v["behind_ms"].as_u64().unwrap_or(0));
+            if let Some(why) = v["fast_path_off"].as_str() {
+                eprintln!("kernel fast path off ({why}): every link direction goes through the engine");
+            }
         } else if let Some(e) = v.get("error").and_then(|e| e.as_str()) {
             error = Some(e.to_string());
         }
@@ -743,7 +749,7 @@ fn run_daemon() -> Result<()> {
     let result = daemon::run(plan, ApiOptions { tcp }, lock, |ev| match ev {
         Event::Progress(d, t) => emit(json!({"progress": [d, t]})),
         Event::Ready(settled) => {
-            emit(json!({"ready": true, "settle_ms": settled.waited_ms, "behind_ms": settled.behind_ms}));
+            emit(json!({"ready": true, "settle_ms": settled.waited_ms, "behind_ms": settled.behind_ms, "fast_path_off": settled.fast_path_off}));
             // Let `vemu up` see the end of our output and return.
             if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
                 // SAFETY: dup2 onto stdout.

@@ -98,7 +98,12 @@ fn unimpaired_traffic_stays_in_the_kernel_and_switches_paths_unseen() {
 fn the_fast_path_can_be_turned_off_and_leaves_nothing_behind() {
     let _g = serial();
     {
-        let lab = Lab::up_env("t-fast", TWO, &[("VEMU_FAST_PATH", "off")]);
+        let path = write_scenario("t-fast", TWO);
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_vemu")).args(["up", path.to_str().unwrap()]).env("VEMU_FAST_PATH", "off").output().unwrap();
+        assert!(o.status.success(), "{}", text(&o));
+        let lab = Lab { name: "t-fast".into() };
+        // `up` says so in one line.
+        assert_eq!(text(&o).matches("kernel fast path off (VEMU_FAST_PATH=off): every link direction goes through the engine").count(), 1, "{}", text(&o));
         let st = lab.status();
         assert_eq!(st["fast_path"], "off: VEMU_FAST_PATH=off");
         assert_eq!(st["links"][0]["forward"]["stats"]["kernel_path"], false);
@@ -108,7 +113,11 @@ fn the_fast_path_can_be_turned_off_and_leaves_nothing_behind() {
     }
     let others = loaded_steer_programs();
     {
-        let lab = Lab::up("t-fast", TWO);
+        let path = write_scenario("t-fast", TWO);
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_vemu")).args(["up", path.to_str().unwrap()]).output().unwrap();
+        assert!(o.status.success(), "{}", text(&o));
+        let lab = Lab { name: "t-fast".into() };
+        assert!(!text(&o).contains("fast path off"), "{}", text(&o));
         assert_eq!(lab.status()["fast_path"], "on");
         assert_eq!(loaded_steer_programs(), others + 1);
     }
