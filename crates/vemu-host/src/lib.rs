@@ -464,17 +464,24 @@ pub fn create_node(paths: &LabPaths, node: &NodePlan, template: &OwnedFd, plane_
             let mut fds = Vec::with_capacity(node.ifaces.len());
             let mut idx = Vec::with_capacity(node.ifaces.len());
             for (k, i) in node.ifaces.iter().enumerate() {
-                match (plane_peers.get(k).and_then(Option::as_ref), &plane) {
+                let veth = match (plane_peers.get(k).and_then(Option::as_ref), &plane) {
                     (Some(peer), Some(plane)) => {
                         nl.add_veth(&i.name, i.mac, i.mtu, peer, plane, PLANE_MTU)?;
                         nl.flush().with_context(|| format!("creating interface {}", i.name))?;
                         fds.push(None);
+                        true
                     }
-                    _ => fds.push(Some(tap::create(&i.name)?)),
-                }
+                    _ => {
+                        fds.push(Some(tap::create(&i.name)?));
+                        false
+                    }
+                };
                 let ix = tap::ifindex(&i.name)?;
                 idx.push(ix);
-                nl.set_link(ix, true, Some(i.mac), Some(i.mtu))?;
+                // A veth is made up, with its MAC and MTU; a TAP device is configured here.
+                if !veth {
+                    nl.set_link(ix, true, Some(i.mac), Some(i.mtu))?;
+                }
                 for a in &i.addrs {
                     nl.add_address(ix, *a)?;
                 }

@@ -176,14 +176,17 @@ impl Netlink {
         self.queue(RouteNetlinkMessage::SetLink(m), 0, format!("configuring interface #{index}"))
     }
 
-    /// Create a veth pair: `name` here (with `mac` and `mtu`, down) and its peer `peer`
-    /// in the network namespace open at `peer_netns` (down, with `peer_mtu`).
+    /// Create a veth pair: `name` here (with `mac` and `mtu`, up at once) and its peer
+    /// `peer` in the network namespace open at `peer_netns` (with `peer_mtu`, down: the
+    /// kernel cannot open a veth before its pair is linked, ENOTCONN).
     pub fn add_veth(&mut self, name: &str, mac: [u8; 6], mtu: u32, peer: &str, peer_netns: &impl AsRawFd, peer_mtu: u32) -> Result<()> {
         let mut p = LinkMessage::default();
         p.attributes.push(LinkAttribute::IfName(peer.to_string()));
         p.attributes.push(LinkAttribute::Mtu(peer_mtu));
         p.attributes.push(LinkAttribute::NetNsFd(peer_netns.as_raw_fd()));
         let mut m = LinkMessage::default();
+        m.header.flags = LinkFlags::Up;
+        m.header.change_mask = LinkFlags::Up;
         m.attributes.push(LinkAttribute::IfName(name.to_string()));
         m.attributes.push(LinkAttribute::Address(mac.to_vec()));
         m.attributes.push(LinkAttribute::Mtu(mtu));
