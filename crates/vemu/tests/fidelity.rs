@@ -30,6 +30,7 @@ fn overload_is_judged_from_measured_lateness() {
     });
     let st = lab.status();
     let f = &st["fidelity"];
+    eprintln!("light load: {} of {} frames late", f["late_frames"], f["frames"]);
     assert_eq!(f["verdict"], "ok", "light load judged {f}");
     assert!(f["frames"].as_u64().unwrap() >= 12000, "{f}");
     drop(lab);

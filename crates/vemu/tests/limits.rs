@@ -62,6 +62,15 @@ fn a_node_gets_the_cpu_memory_and_processes_it_is_given() {
     // A node without limits is accounted too.
     lab.sh("b", "timeout 0.5 sh -c 'while :; do :; done'; true");
     assert!(cpu_s(&lab, "b") > 0.1);
+    // A CPU limit given at run time holds for the processes already running too.
+    lab.sh("b", "(timeout 8 sh -c 'while :; do :; done' >/dev/null 2>&1 &) ; true");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(lab.vemu(&["node", "set", "b", "--cpu", "0.25"]).status.success());
+    let before = cpu_s(&lab, "b");
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let cores = (cpu_s(&lab, "b") - before) / 3.0;
+    eprintln!("a loop already running when b got cpu 0.25: {cores:.3} cores");
+    assert!((cores - 0.25).abs() <= 0.04, "{cores:.3} cores after a run-time limit of 0.25");
     drop(lab);
     for h in ["cpu", "cpuacct", "memory", "pids"] {
         let d = std::path::Path::new("/sys/fs/cgroup").join(h).join("vemu/t-limits");
