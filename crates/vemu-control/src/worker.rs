@@ -139,7 +139,8 @@ fn fast_path(paths: &LabPaths, plan: &Plan) -> Result<Arc<FastPath>, String> {
         return Err(format!("{FAST_PATH_ENV}=off"));
     }
     vemu_host::create_plane(paths).map_err(|e| format!("{e:#}"))?;
-    FastPath::load(&paths.plane()).map(Arc::new).map_err(|e| format!("{e:#}"))
+    let ctl = vemu_host::in_netns(&paths.plane(), || Ok(std::os::unix::net::UnixDatagram::unbound()?.into())).map_err(|e| format!("{e:#}"))?;
+    FastPath::load(ctl).map(Arc::new).map_err(|e| format!("{e:#}"))
 }
 
 impl LocalWorker {

@@ -14,8 +14,7 @@
 //! Switching a direction between the kernel and the engine is one map update: the
 //! nodes see the same interface, addresses, MAC and carrier throughout.
 
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
-use std::path::Path;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::Mutex;
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -76,10 +75,11 @@ pub struct FastPath {
 }
 
 impl FastPath {
-    /// Load the program for the lab whose plane namespace is pinned at `plane`. Fails
-    /// (and the lab runs every link through its engine) where the kernel refuses BPF
-    /// programs or vemu was built without clang.
-    pub fn load(plane: &Path) -> Result<FastPath> {
+    /// Load the program for a lab; `ctl` is a socket (of any family) opened in the lab's
+    /// plane namespace, through which its devices are taken down and up. Fails (and the
+    /// lab runs every link through its engine) where the kernel refuses BPF programs or
+    /// vemu was built without clang.
+    pub fn load(ctl: OwnedFd) -> Result<FastPath> {
         if OBJECT.is_empty() {
             bail!("vemu was built without clang, so without its TC program");
         }
@@ -93,7 +93,6 @@ impl FastPath {
         let prog = prog.fd()?.try_clone().context("duplicating the program's descriptor")?;
         let routes = HashMap::try_from(ebpf.take_map("routes").ok_or_else(|| anyhow!("no map 'routes'"))?)?;
         let counts = PerCpuHashMap::try_from(ebpf.take_map("counts").ok_or_else(|| anyhow!("no map 'counts'"))?)?;
-        let ctl = socket_in(plane)?;
         Ok(FastPath { prog, routes: Mutex::new(routes), counts: Mutex::new(counts), ctl, _ebpf: ebpf })
     }
 
@@ -159,26 +158,4 @@ impl FastPath {
         }
         Ok(())
     }
-}
-
-/// A datagram socket in the network namespace pinned at `netns`.
-fn socket_in(netns: &Path) -> Result<OwnedFd> {
-    let ns = std::fs::File::open(netns).with_context(|| format!("opening {}", netns.display()))?;
-    std::thread::scope(|s| {
-        s.spawn(|| -> Result<OwnedFd> {
-            // SAFETY: setns on this thread only, with a namespace descriptor.
-            if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } < 0 {
-                return Err(std::io::Error::last_os_error()).with_context(|| format!("entering {}", netns.display()));
-            }
-            // SAFETY: plain socket call; the descriptor is owned at once.
-            let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-            if fd < 0 {
-                return Err(std::io::Error::last_os_error()).context("opening a socket in the plane namespace");
-            }
-            // SAFETY: fd was just returned by socket().
-            Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-        })
-        .join()
-        .map_err(|_| anyhow!("the thread entering {} panicked", netns.display()))?
-    })
 }

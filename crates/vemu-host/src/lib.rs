@@ -384,31 +384,40 @@ pub struct PlaneEnd {
     pub fd: OwnedFd,
 }
 
+/// Run `f` on a thread of its own inside the network namespace pinned at `netns`
+/// (entering a namespace is per thread; the caller's thread does not move). What `f`
+/// opens there (sockets, TAP devices) stays there.
+pub fn in_netns<T: Send>(netns: &Path, f: impl FnOnce() -> Result<T> + Send) -> Result<T> {
+    let ns = fs::File::open(netns).with_context(|| format!("opening {}", netns.display()))?;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            nix::sched::setns(&ns, CloneFlags::CLONE_NEWNET).with_context(|| format!("entering {}", netns.display()))?;
+            f()
+        })
+        .join()
+        .map_err(|_| anyhow!("the thread entering {} panicked", netns.display()))?
+    })
+}
+
 /// Give every link end (`ends`: the names of [`plane_names`]) its TAP device in the
 /// plane, bring both devices up and attach TC program `prog` to both.
 pub fn attach_plane(paths: &LabPaths, ends: &[(String, String)], prog: BorrowedFd<'_>) -> Result<Vec<PlaneEnd>> {
-    let plane = fs::File::open(paths.plane()).with_context(|| format!("opening {}", paths.plane().display()))?;
-    std::thread::scope(|s| {
-        s.spawn(|| -> Result<Vec<PlaneEnd>> {
-            nix::sched::setns(&plane, CloneFlags::CLONE_NEWNET).context("entering the plane namespace")?;
-            let mut nl = netlink::Netlink::open()?;
-            let mut out = Vec::with_capacity(ends.len());
-            for (veth, tap) in ends {
-                let fd = tap::create(tap)?;
-                let (v, t) = (tap::ifindex(veth)?, tap::ifindex(tap)?);
-                nl.set_link(v, true, None, None)?;
-                nl.set_link(t, true, None, Some(PLANE_TAP_MTU))?;
-                for dev in [v, t] {
-                    nl.add_clsact(dev)?;
-                    nl.add_ingress_bpf(dev, &prog, "vemu-steer")?;
-                }
-                out.push(PlaneEnd { veth: v, tap: t, fd });
+    in_netns(&paths.plane(), || {
+        let mut nl = netlink::Netlink::open()?;
+        let mut out = Vec::with_capacity(ends.len());
+        for (veth, tap) in ends {
+            let fd = tap::create(tap)?;
+            let (v, t) = (tap::ifindex(veth)?, tap::ifindex(tap)?);
+            nl.set_link(v, true, None, None)?;
+            nl.set_link(t, true, None, Some(PLANE_TAP_MTU))?;
+            for dev in [v, t] {
+                nl.add_clsact(dev)?;
+                nl.add_ingress_bpf(dev, &prog, "vemu-steer")?;
             }
-            nl.flush().context("attaching the fast path's program")?;
-            Ok(out)
-        })
-        .join()
-        .map_err(|_| anyhow!("the thread entering the plane namespace panicked"))?
+            out.push(PlaneEnd { veth: v, tap: t, fd });
+        }
+        nl.flush().context("attaching the fast path's program")?;
+        Ok(out)
     })
 }
 

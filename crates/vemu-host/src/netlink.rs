@@ -44,15 +44,7 @@ impl Netlink {
     /// Open a socket in the network namespace pinned at `netns` (the socket stays
     /// there; the calling thread does not move).
     pub fn open_in(netns: &std::path::Path) -> Result<Netlink> {
-        let ns = std::fs::File::open(netns).with_context(|| format!("opening {}", netns.display()))?;
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                nix::sched::setns(&ns, nix::sched::CloneFlags::CLONE_NEWNET).with_context(|| format!("entering {}", netns.display()))?;
-                Netlink::open()
-            })
-            .join()
-            .map_err(|_| anyhow::anyhow!("the thread entering {} panicked", netns.display()))?
-        })
+        crate::in_netns(netns, Netlink::open)
     }
 
     /// Every interface's name and kernel counters (one dump).
