@@ -109,12 +109,13 @@ fn write(dir: &Path, file: &str, value: &str) -> Result<()> {
 pub fn set_limits(lab: &str, node: &str, limits: &Limits) -> Result<()> {
     let rel = node_rel(lab, node);
     let quota_us = limits.cpu_cores.map(|c| ((c * CPU_PERIOD_US as f64).round() as u64).max(1000));
+    if matches!(layout(), Layout::None) && !limits.is_none() {
+        bail!("this machine has no cgroup controllers for cpu, memory and pids (neither v1 hierarchies nor v2 with them enabled)");
+    }
+    ensure(lab, node)?;
     match layout() {
-        Layout::None if !limits.is_none() => bail!("this machine has no cgroup controllers for cpu, memory and pids (neither v1 hierarchies nor v2 with them enabled)"),
         Layout::None => {}
-        Layout::V1 { cpu, memory, pids, .. } => {
-            ensure(lab, node)?;
-            let cpuacct_dir = |lab: &str, node: &str| node_dirs(lab, node).into_iter().find(|d| d.join("cpuacct.usage").exists());
+        Layout::V1 { cpu, cpuacct, memory, pids } => {
             let need = |h: &Option<PathBuf>, what: &str, set: bool| -> Result<Option<PathBuf>> {
                 match h {
                     Some(h) => Ok(Some(h.join(&rel))),
@@ -131,8 +132,8 @@ pub fn set_limits(lab: &str, node: &str, limits: &Limits) -> Result<()> {
                         write(&d, "cpu.cfs_quota_us", &q.to_string())?;
                         if new {
                             // The node's processes so far (all in its cpuacct cgroup) join it.
-                            if let Some(acct) = cpuacct_dir(lab, node) {
-                                for pid in fs::read_to_string(acct.join("cgroup.procs")).unwrap_or_default().lines() {
+                            if let Some(acct) = cpuacct {
+                                for pid in fs::read_to_string(acct.join(&rel).join("cgroup.procs")).unwrap_or_default().lines() {
                                     let _ = fs::write(d.join("cgroup.procs"), pid);
                                 }
                             }
@@ -150,7 +151,6 @@ pub fn set_limits(lab: &str, node: &str, limits: &Limits) -> Result<()> {
             }
         }
         Layout::V2(root) => {
-            ensure(lab, node)?;
             let d = root.join(&rel);
             write(&d, "cpu.max", &format!("{} {CPU_PERIOD_US}", quota_us.map_or("max".to_string(), |q| q.to_string())))?;
             write(&d, "memory.max", &limits.memory_bytes.map_or("max".to_string(), |b| b.to_string()))?;

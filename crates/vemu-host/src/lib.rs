@@ -636,9 +636,7 @@ impl NodeEntry {
                 let chk = |r: libc::c_int| if r < 0 { Err(std::io::Error::last_os_error()) } else { Ok(r) };
                 for f in &cgroups {
                     // "0": the writing process itself.
-                    if libc::write(f.as_raw_fd(), c"0".as_ptr().cast(), 1) < 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
+                    chk(libc::write(f.as_raw_fd(), c"0".as_ptr().cast(), 1) as libc::c_int)?;
                 }
                 chk(libc::setns(net.as_raw_fd(), libc::CLONE_NEWNET))?;
                 chk(libc::setns(uts.as_raw_fd(), libc::CLONE_NEWUTS))?;
