@@ -326,24 +326,10 @@ impl Controller {
     pub fn node_limits(&mut self, node: &str, patch: LimitsPatch) -> Result<Limits, LabError> {
         let ni = self.node_index(node)?;
         let mut l = self.plan.nodes[ni].limits;
-        if let Some(c) = patch.cpu_cores {
-            if c.is_some_and(|c| !(c.is_finite() && (vemu_scenario::MIN_CPU_CORES..=vemu_scenario::MAX_CPU_CORES).contains(&c))) {
-                return Err(LabError::invalid(format!("cpu must be {} to {} cores, got {}", vemu_scenario::MIN_CPU_CORES, vemu_scenario::MAX_CPU_CORES, c.unwrap_or_default())));
-            }
-            l.cpu_cores = c;
-        }
-        if let Some(m) = patch.memory_bytes {
-            if m.is_some_and(|m| m < vemu_scenario::MIN_MEMORY_BYTES) {
-                return Err(LabError::invalid(format!("memory must be at least 4MiB, got {} bytes", m.unwrap_or_default())));
-            }
-            l.memory_bytes = m;
-        }
-        if let Some(p) = patch.pids {
-            if p.is_some_and(|p| !(1..=vemu_scenario::MAX_PIDS).contains(&p)) {
-                return Err(LabError::invalid(format!("pids must be 1 to {}, got {}", vemu_scenario::MAX_PIDS, p.unwrap_or_default())));
-            }
-            l.pids = p;
-        }
+        l.cpu_cores = patch.cpu_cores.unwrap_or(l.cpu_cores);
+        l.memory_bytes = patch.memory_bytes.unwrap_or(l.memory_bytes);
+        l.pids = patch.pids.unwrap_or(l.pids);
+        l.check().map_err(LabError::invalid)?;
         call(self.worker.as_mut(), WorkerRequest::SetLimits { node: node.to_string(), limits: l })?;
         self.plan.nodes[ni].limits = l;
         self.emit(serde_json::json!({"type": "node", "node": node, "limits": l}));

@@ -125,6 +125,21 @@ impl Limits {
     pub fn is_none(&self) -> bool {
         *self == Limits::default()
     }
+
+    /// Whether every limit given is within its bounds ([`MIN_CPU_CORES`] …); the first
+    /// that is not, said.
+    pub fn check(&self) -> Result<(), String> {
+        if let Some(c) = self.cpu_cores.filter(|c| !(c.is_finite() && (MIN_CPU_CORES..=MAX_CPU_CORES).contains(c))) {
+            return Err(format!("cpu must be {MIN_CPU_CORES} to {MAX_CPU_CORES} cores, got {c}"));
+        }
+        if let Some(m) = self.memory_bytes.filter(|&m| m < MIN_MEMORY_BYTES) {
+            return Err(format!("memory must be at least 4MiB, got {m} bytes"));
+        }
+        if let Some(p) = self.pids.filter(|p| !(1..=MAX_PIDS).contains(p)) {
+            return Err(format!("pids must be 1 to {MAX_PIDS}, got {p}"));
+        }
+        Ok(())
+    }
 }
 
 /// Bounds of the `cpu`, `memory` and `pids` keys.

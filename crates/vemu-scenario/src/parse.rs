@@ -1078,20 +1078,20 @@ fn node_parts(p: &mut P, def: &Node, field: &str, base: Option<&Path>, allowed: 
             }
             "cpu" => {
                 d.limits.cpu_cores = p.scalar(v, &f, |s| match s.parse::<f64>() {
-                    Ok(c) if c.is_finite() && (crate::MIN_CPU_CORES..=crate::MAX_CPU_CORES).contains(&c) => Ok(c),
+                    Ok(c) if crate::Limits { cpu_cores: Some(c), ..Default::default() }.check().is_ok() => Ok(c),
                     _ => Err(format!("expected the cores the node may use, {} to {} (e.g. 0.5), got '{s}'", crate::MIN_CPU_CORES, crate::MAX_CPU_CORES)),
                 })
             }
             "memory" => {
                 d.limits.memory_bytes = p.scalar(v, &f, |s| match units::size_bytes(s) {
-                    Ok(b) if b >= crate::MIN_MEMORY_BYTES => Ok(b),
+                    Ok(b) if crate::Limits { memory_bytes: Some(b), ..Default::default() }.check().is_ok() => Ok(b),
                     Ok(_) => Err(format!("memory must be at least 4MiB, got '{s}'")),
                     Err(e) => Err(e),
                 })
             }
             "pids" => {
                 d.limits.pids = p.scalar(v, &f, |s| match s.parse::<u64>() {
-                    Ok(n) if (1..=crate::MAX_PIDS).contains(&n) => Ok(n),
+                    Ok(n) if crate::Limits { pids: Some(n), ..Default::default() }.check().is_ok() => Ok(n),
                     _ => Err(format!("expected the most processes the node may have, 1 to {}, got '{s}'", crate::MAX_PIDS)),
                 })
             }
