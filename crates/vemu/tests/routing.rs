@@ -68,7 +68,8 @@ fn frr_ospf_ring_converges_and_reroutes_around_a_failed_link() {
     let (_, route) = lab.sh("r1", "ip route get 10.255.0.4");
     assert!(route.contains("dev eth1"), "not rerouted: {route}");
     eprintln!("FRR ring: link r2:r3 down -> traffic r1->r4 rerouted; longest gap between replies (reconvergence) {:.0} ms", gap * 1000.0);
-    assert!(gap < 5.0, "reconvergence took {gap} s");
+    // Under the 4 s dead interval: r2 and r3 saw their carrier go, not a silent neighbour.
+    assert!(gap < 3.0, "reconvergence took {gap} s");
 
     // The link comes back and OSPF returns to the short way.
     assert!(lab.vemu(&["link", "up", "r2:r3"]).status.success());
