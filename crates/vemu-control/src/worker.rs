@@ -184,7 +184,19 @@ impl LocalWorker {
         let done = AtomicUsize::new(0);
         let first_error: Mutex<Option<anyhow::Error>> = Mutex::new(None);
         let (tx, rx) = std::sync::mpsc::channel::<()>();
-        std::thread::scope(|s| {
+        // The plane's names of each link end (veth peer, engine's TAP), links in order.
+        let names: Vec<(String, String)> = match fast {
+            Some(_) => (0..plan.links.len()).flat_map(|l| [0, 1].map(|side| vemu_host::plane_names(l, side))).collect(),
+            None => Vec::new(),
+        };
+        let plane_taps = std::thread::scope(|s| {
+            // The engine's TAP devices in the plane are made meanwhile (the nodes'
+            // threads spend much of their time on other things than devices).
+            let plane_taps = fast.as_ref().map(|fast| {
+                let taps: Vec<String> = names.iter().map(|(_, t)| t.clone()).collect();
+                let paths = &paths;
+                s.spawn(move || vemu_host::plane_taps(paths, &taps, fast.program()))
+            });
             for _ in 0..BUILD_THREADS.min(total) {
                 let tx = tx.clone();
                 s.spawn(|| {
@@ -210,32 +222,34 @@ impl LocalWorker {
             while rx.recv().is_ok() {
                 progress(done.load(Ordering::Relaxed), total);
             }
+            plane_taps.map(|t| t.join().unwrap_or_else(|_| Err(anyhow!("the thread making the plane's devices panicked"))))
         });
         if let Some(e) = first_error.into_inner().unwrap() {
             return Err(e);
         }
+        let plane_taps = plane_taps.transpose()?;
 
         // Links: hand both TAP devices of each to the engine (with the fast path, the
         // engine's own in the plane: frames reach them only while a direction needs it).
         let mut taps: Vec<Vec<Option<OwnedFd>>> = taps.into_iter().map(|m| m.into_inner().unwrap().unwrap_or_default()).collect();
-        let mut plane: Vec<Option<vemu_host::PlaneEnd>> = Vec::new();
-        if let Some(fast) = &fast {
-            let names: Vec<(String, String)> = (0..plan.links.len()).flat_map(|l| [0, 1].map(|side| vemu_host::plane_names(l, side))).collect();
-            let ends = vemu_host::attach_plane(&paths, &names, fast.program())?;
-            for (i, e) in ends.iter().enumerate() {
+        let mut plane: Vec<Option<(OwnedFd, PlaneDevs)>> = Vec::new();
+        if let (Some(fast), Some(plane_taps)) = (&fast, plane_taps) {
+            let veths: Vec<String> = names.iter().map(|(v, _)| v.clone()).collect();
+            let veths = vemu_host::attach_plane(&paths, &veths, fast.program())?;
+            for (i, (veth, (tap, fd))) in veths.into_iter().zip(plane_taps).enumerate() {
                 let (l, side) = (i / 2, i % 2);
-                fast.route(e.tap, Route::Deliver { peer_of: e.veth })?;
-                fast.route(e.veth, Route::Engine { tap: e.tap })?;
+                fast.route(tap, Route::Deliver { peer_of: veth })?;
+                fast.route(veth, Route::Engine { tap })?;
                 let end = if side == 0 { plan.links[l].a } else { plan.links[l].b };
                 self.plane_taps.push((plan.endpoint_name(end), names[i].clone()));
+                plane.push(Some((fd, PlaneDevs { veth, tap })));
             }
-            plane = ends.into_iter().map(Some).collect();
         }
         let mut specs = Vec::with_capacity(plan.links.len());
         for (i, l) in plan.links.iter().enumerate() {
             let mut take = |e: vemu_scenario::EndpointRef, side: usize| -> Result<(OwnedFd, Option<PlaneDevs>)> {
-                if let Some(p) = plane.get_mut(2 * i + side).and_then(Option::take) {
-                    return Ok((p.fd, Some(PlaneDevs { veth: p.veth, tap: p.tap })));
+                if let Some((fd, devs)) = plane.get_mut(2 * i + side).and_then(Option::take) {
+                    return Ok((fd, Some(devs)));
                 }
                 let fd = taps[e.node][e.iface].take().ok_or_else(|| anyhow!("interface {} was not created", plan.endpoint_name(e)))?;
                 Ok((fd, None))

@@ -375,15 +375,6 @@ pub fn create_plane(paths: &LabPaths) -> Result<()> {
     })
 }
 
-/// A link end's devices in the plane.
-pub struct PlaneEnd {
-    /// Index of the veth peer of the node's interface.
-    pub veth: u32,
-    /// Index of the engine's TAP device, and its descriptor.
-    pub tap: u32,
-    pub fd: OwnedFd,
-}
-
 /// Run `f` on a thread of its own inside the network namespace pinned at `netns`
 /// (entering a namespace is per thread; the caller's thread does not move). What `f`
 /// opens there (sockets, TAP devices) stays there.
@@ -399,27 +390,53 @@ pub fn in_netns<T: Send>(netns: &Path, f: impl FnOnce() -> Result<T> + Send) -> 
     })
 }
 
-/// Give every link end (`ends`: the names of [`plane_names`]) its TAP device in the
-/// plane, bring both devices up and attach TC program `prog` to both.
-pub fn attach_plane(paths: &LabPaths, ends: &[(String, String)], prog: BorrowedFd<'_>) -> Result<Vec<PlaneEnd>> {
+/// Make the engine's TAP devices in the plane (`taps`: the second names of
+/// [`plane_names`]), up, with TC program `prog` attached; their indexes and
+/// descriptors. Runs beside the making of the nodes (see [`attach_plane`]).
+pub fn plane_taps(paths: &LabPaths, taps: &[String], prog: BorrowedFd<'_>) -> Result<Vec<(u32, OwnedFd)>> {
     in_netns(&paths.plane(), || {
         let mut nl = netlink::Netlink::open()?;
-        let mut out = Vec::with_capacity(ends.len());
-        for (veth, tap) in ends {
-            let fd = tap::create(tap)?;
-            let (v, t) = (tap::ifindex(veth)?, tap::ifindex(tap)?);
-            nl.set_link(v, true, None, None)?;
-            nl.set_link(t, true, None, Some(PLANE_TAP_MTU))?;
-            for dev in [v, t] {
-                nl.add_clsact(dev)?;
-                nl.add_ingress_bpf(dev, &prog, "vemu-steer")?;
+        let mut out = Vec::with_capacity(taps.len());
+        for chunk in taps.chunks(32) {
+            let _gate = NET_CONFIG.lock().unwrap_or_else(|e| e.into_inner());
+            for tap in chunk {
+                let fd = tap::create(tap)?;
+                let t = tap::ifindex(tap)?;
+                nl.set_link(t, true, None, Some(PLANE_TAP_MTU))?;
+                nl.add_clsact(t)?;
+                nl.add_ingress_bpf(t, &prog, "vemu-steer")?;
+                out.push((t, fd));
             }
-            out.push(PlaneEnd { veth: v, tap: t, fd });
+            nl.flush().context("making the engine's devices in the plane")?;
+        }
+        Ok(out)
+    })
+}
+
+/// Bring up the veth peers of the nodes' link interfaces in the plane (`veths`: the
+/// first names of [`plane_names`]) and attach TC program `prog` to them; their indexes.
+pub fn attach_plane(paths: &LabPaths, veths: &[String], prog: BorrowedFd<'_>) -> Result<Vec<u32>> {
+    in_netns(&paths.plane(), || {
+        let mut nl = netlink::Netlink::open()?;
+        let mut out = Vec::with_capacity(veths.len());
+        for veth in veths {
+            let v = tap::ifindex(veth)?;
+            nl.set_link(v, true, None, None)?;
+            nl.add_clsact(v)?;
+            nl.add_ingress_bpf(v, &prog, "vemu-steer")?;
+            out.push(v);
         }
         nl.flush().context("attaching the fast path's program")?;
         Ok(out)
     })
 }
+
+/// Held while a node's thread writes sysctls and configures its devices. Writing
+/// `ip_forward` or an IPv6 `forwarding` needs the kernel's RTNL lock, which the kernel
+/// only tries for, restarting the write while another thread holds it: with the
+/// build threads all creating devices, those writes spun for seconds (a third of
+/// the CPU time of a 1000-node `up`). Devices cannot be made in parallel anyway.
+static NET_CONFIG: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Create one node: its namespaces, its interfaces (addressed, up), loopback addresses,
 /// routes and private filesystem view. An interface whose `plane_peers` entry names a
@@ -454,6 +471,7 @@ pub fn create_node(paths: &LabPaths, node: &NodePlan, template: &OwnedFd, plane_
             if !pinned_rx.recv().unwrap_or(false) {
                 bail!("the node's mount namespace could not be pinned");
             }
+            let _gate = NET_CONFIG.lock().unwrap_or_else(|e| e.into_inner());
             write_sysctl("/proc/sys/net/ipv4/ip_forward", "1")?;
             write_sysctl("/proc/sys/net/ipv6/conf/all/forwarding", "1")?;
             write_sysctl("/proc/sys/net/ipv6/conf/default/forwarding", "1")?;
