@@ -1,0 +1,355 @@
+//! The wire format of links between machines (sans-IO): a frame that a link direction
+//! has carried (its impairments applied by the sending machine's engine) travels to the
+//! machine of the receiving node in UDP datagrams, each one a VXLAN header (RFC 7348;
+//! VNI = link direction, see [`vni`]) so that tcpdump and tshark decode it, a piece of
+//! the Ethernet frame, and a trailer of vemu's own:
+//!
+//! ```text
+//! | VXLAN: 08 00 00 00 | VNI (24 bits) | 00 | piece of the frame | trailer (28 bytes) |
+//! trailer: magic "vm" | piece index u8 | piece count u8 | sequence u32 |
+//!          departure (lab ns) u64 | virtio-net header (10) | 00 00
+//! ```
+//!
+//! Frames larger than what one datagram carries over the underlay's MTU (full-size
+//! frames over a 1500-byte underlay, TCP super-frames of up to 64 KiB) are cut into up
+//! to 255 pieces and made whole again at the far end, so the kernel never fragments IP
+//! and nodes keep their MTU. A frame missing a piece is dropped whole; the sequence
+//! numbers tell how many frames the underlay lost. Pieces of one frame leave together
+//! on one socket: a piece of a newer frame abandons a frame still incomplete.
+
+use crate::gso::VNET_HDR_LEN;
+
+/// UDP port of cross-machine links unless configured (clabernetes' choice, not VXLAN's
+/// 4789, so that a kernel VXLAN device on the machine is not disturbed).
+pub const DEFAULT_PORT: u16 = 14789;
+pub const VXLAN_LEN: usize = 8;
+pub const TRAILER_LEN: usize = 28;
+const MAGIC: [u8; 2] = *b"vm";
+/// Largest frame carried (virtio-net header excluded): a 64 KiB super-frame and a VLAN tag.
+pub const MAX_FRAME: usize = 65_535 + 18;
+/// Smallest underlay datagram payload accepted: enough for a maximal frame in 255 pieces.
+pub const MIN_PAYLOAD: usize = VXLAN_LEN + TRAILER_LEN + MAX_FRAME.div_ceil(255);
+
+/// The VXLAN network identifier of a link direction (0 = forward, 1 = reverse).
+pub fn vni(link: u32, dir: u8) -> u32 {
+    link * 2 + dir as u32
+}
+
+/// Link and direction of a VNI.
+pub fn link_dir(vni: u32) -> (u32, u8) {
+    (vni / 2, (vni % 2) as u8)
+}
+
+/// Largest VNI (24 bits): links beyond 2^23 cannot cross machines.
+pub const MAX_VNI: u32 = (1 << 24) - 1;
+
+/// UDP payload bytes available over an underlay with this MTU (IPv4 or IPv6 headers).
+pub fn payload_for_mtu(mtu: u32, ipv6: bool) -> usize {
+    (mtu as usize).saturating_sub(if ipv6 { 40 } else { 20 } + 8)
+}
+
+/// What a frame carries besides its bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Meta {
+    pub vni: u32,
+    /// Per VNI, one more for every frame sent.
+    pub seq: u32,
+    /// When the frame left the sending engine, lab ns of the sender's clock.
+    pub departure_ns: u64,
+}
+
+/// Why a datagram was not taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DecodeError {
+    /// Shorter than a header and trailer.
+    Short,
+    /// Not VXLAN with vemu's trailer.
+    NotVemu,
+    /// Piece index or count out of range, or a frame too large.
+    BadPiece,
+}
+
+/// Cut `frame` (virtio-net header + Ethernet frame, as the core hands it out) into
+/// datagrams of at most `payload` bytes each, appended to `out`. `payload` below
+/// [`MIN_PAYLOAD`] is raised to it; frames over [`MAX_FRAME`] or shorter than a
+/// virtio-net header are not sent (returns 0). Returns the number of datagrams.
+pub fn encode(frame: &[u8], meta: Meta, payload: usize, out: &mut Vec<Vec<u8>>) -> usize {
+    if frame.len() < VNET_HDR_LEN || frame.len() - VNET_HDR_LEN > MAX_FRAME || meta.vni > MAX_VNI {
+        return 0;
+    }
+    let (vnet, eth) = frame.split_at(VNET_HDR_LEN);
+    let chunk = payload.max(MIN_PAYLOAD) - VXLAN_LEN - TRAILER_LEN;
+    let count = eth.len().div_ceil(chunk).max(1);
+    for i in 0..count {
+        let piece = &eth[(i * chunk).min(eth.len())..((i + 1) * chunk).min(eth.len())];
+        let mut d = Vec::with_capacity(VXLAN_LEN + piece.len() + TRAILER_LEN);
+        let v = meta.vni.to_be_bytes();
+        d.extend_from_slice(&[0x08, 0, 0, 0, v[1], v[2], v[3], 0]);
+        d.extend_from_slice(piece);
+        d.extend_from_slice(&MAGIC);
+        d.extend_from_slice(&[i as u8, count as u8]);
+        d.extend_from_slice(&meta.seq.to_be_bytes());
+        d.extend_from_slice(&meta.departure_ns.to_be_bytes());
+        d.extend_from_slice(vnet);
+        d.extend_from_slice(&[0, 0]);
+        out.push(d);
+    }
+    count
+}
+
+/// One datagram, parsed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Piece<'a> {
+    pub meta: Meta,
+    pub index: u8,
+    pub count: u8,
+    pub vnet: [u8; VNET_HDR_LEN],
+    pub bytes: &'a [u8],
+}
+
+pub fn decode(d: &[u8]) -> Result<Piece<'_>, DecodeError> {
+    if d.len() < VXLAN_LEN + TRAILER_LEN {
+        return Err(DecodeError::Short);
+    }
+    let t = &d[d.len() - TRAILER_LEN..];
+    if d[0] != 0x08 || t[..2] != MAGIC {
+        return Err(DecodeError::NotVemu);
+    }
+    let (index, count) = (t[2], t[3]);
+    if count == 0 || index >= count {
+        return Err(DecodeError::BadPiece);
+    }
+    let mut vnet = [0u8; VNET_HDR_LEN];
+    vnet.copy_from_slice(&t[16..16 + VNET_HDR_LEN]);
+    Ok(Piece {
+        meta: Meta {
+            vni: u32::from_be_bytes([0, d[4], d[5], d[6]]),
+            seq: u32::from_be_bytes(t[4..8].try_into().expect("4 bytes")),
+            departure_ns: u64::from_be_bytes(t[8..16].try_into().expect("8 bytes")),
+        },
+        index,
+        count,
+        vnet,
+        bytes: &d[VXLAN_LEN..d.len() - TRAILER_LEN],
+    })
+}
+
+/// A frame made whole.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Whole {
+    pub meta: Meta,
+    /// Virtio-net header + Ethernet frame, as the core takes it.
+    pub frame: Vec<u8>,
+}
+
+/// Counts of what the underlay did to one VNI's frames.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UnderlayCounts {
+    pub frames: u64,
+    /// Frames that did not arrive whole (sequence gaps)...
+    pub lost: u64,
+    /// ...of which some pieces did arrive (dropped, being incomplete).
+    pub incomplete: u64,
+    /// Frames older than one already taken (reordered by the underlay), dropped.
+    pub late: u64,
+}
+
+#[derive(Default)]
+struct Partial {
+    seq: u32,
+    count: u8,
+    have: u32,
+    pieces: Vec<Option<Vec<u8>>>,
+    bytes: usize,
+}
+
+/// Makes frames whole, per VNI: one frame in the making each, so its memory is bounded
+/// by the number of VNIs the caller lets in times [`MAX_FRAME`].
+#[derive(Default)]
+pub struct Reassembler {
+    vnis: rustc_hash::FxHashMap<u32, (Partial, Option<u32>, UnderlayCounts)>,
+}
+
+impl Reassembler {
+    pub fn new() -> Reassembler {
+        Reassembler::default()
+    }
+
+    /// Take one piece; a frame when it completes one.
+    pub fn push(&mut self, p: &Piece<'_>) -> Option<Whole> {
+        let (partial, last, counts) = self.vnis.entry(p.meta.vni).or_default();
+        let seq = p.meta.seq;
+        // Sequence numbers wrap: "newer" is a forward distance under 2^31.
+        let ahead = |a: u32, b: u32| a != b && a.wrapping_sub(b) < 1 << 31;
+        if last.is_some_and(|l| !ahead(seq, l)) {
+            counts.late += (p.index == 0) as u64;
+            return None;
+        }
+        if partial.count != 0 && partial.seq != seq {
+            if ahead(seq, partial.seq) {
+                counts.incomplete += 1;
+                *partial = Partial::default();
+            } else {
+                counts.late += (p.index == 0) as u64;
+                return None;
+            }
+        }
+        if partial.count == 0 {
+            *partial = Partial { seq, count: p.count, have: 0, pieces: vec![None; p.count as usize], bytes: 0 };
+        }
+        let slot = partial.pieces.get_mut(p.index as usize)?;
+        if p.count != partial.count || slot.is_some() || partial.bytes + p.bytes.len() > MAX_FRAME {
+            return None;
+        }
+        *slot = Some(p.bytes.to_vec());
+        partial.have += 1;
+        partial.bytes += p.bytes.len();
+        if partial.have < partial.count as u32 {
+            return None;
+        }
+        let done = std::mem::take(partial);
+        if let Some(l) = *last {
+            counts.lost += seq.wrapping_sub(l).saturating_sub(1) as u64;
+        }
+        *last = Some(seq);
+        counts.frames += 1;
+        let mut frame = Vec::with_capacity(VNET_HDR_LEN + done.bytes);
+        frame.extend_from_slice(&p.vnet);
+        for piece in done.pieces.into_iter().flatten() {
+            frame.extend_from_slice(&piece);
+        }
+        Some(Whole { meta: p.meta, frame })
+    }
+
+    /// What the underlay did to a VNI's frames so far.
+    pub fn counts(&self, vni: u32) -> UnderlayCounts {
+        self.vnis.get(&vni).map(|v| v.2).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(len: usize, fill: u8) -> Vec<u8> {
+        let mut f = vec![0u8; VNET_HDR_LEN];
+        f[0] = 1; // a virtio-net flag, to see it carried
+        f.extend((0..len).map(|i| (i as u8).wrapping_add(fill)));
+        f
+    }
+
+    fn send(r: &mut Reassembler, f: &[u8], meta: Meta, payload: usize) -> (usize, Option<Whole>) {
+        let mut out = Vec::new();
+        let n = encode(f, meta, payload, &mut out);
+        let mut whole = None;
+        for d in &out {
+            assert!(d.len() <= payload.max(MIN_PAYLOAD), "{} > {payload}", d.len());
+            if let Some(w) = r.push(&decode(d).unwrap()) {
+                whole = Some(w);
+            }
+        }
+        (n, whole)
+    }
+
+    #[test]
+    fn a_full_size_frame_over_a_1500_byte_underlay_takes_two_datagrams_and_comes_back_whole() {
+        let mut r = Reassembler::new();
+        let f = frame(1514, 3);
+        let meta = Meta { vni: vni(7, 1), seq: 9, departure_ns: 123_456_789 };
+        let (n, w) = send(&mut r, &f, meta, payload_for_mtu(1500, false));
+        assert_eq!(n, 2);
+        assert_eq!(w, Some(Whole { meta, frame: f }));
+        assert_eq!(link_dir(meta.vni), (7, 1));
+    }
+
+    #[test]
+    fn small_frames_take_one_datagram_and_super_frames_at_most_255() {
+        let mut r = Reassembler::new();
+        let f = frame(100, 0);
+        let (n, w) = send(&mut r, &f, Meta { vni: 1, seq: 0, departure_ns: 0 }, payload_for_mtu(1400, true));
+        assert_eq!((n, w.unwrap().frame), (1, f));
+        let big = frame(MAX_FRAME, 5);
+        let (n, w) = send(&mut r, &big, Meta { vni: 1, seq: 1, departure_ns: 0 }, 0);
+        assert!(n <= 255);
+        assert_eq!(w.unwrap().frame, big);
+        // Too large, or no virtio-net header: nothing sent.
+        assert_eq!(encode(&frame(MAX_FRAME + 1, 0), Meta { vni: 1, seq: 2, departure_ns: 0 }, 1500, &mut Vec::new()), 0);
+        assert_eq!(encode(&[0; 4], Meta { vni: 1, seq: 2, departure_ns: 0 }, 1500, &mut Vec::new()), 0);
+    }
+
+    #[test]
+    fn the_datagram_is_vxlan_that_decoders_understand() {
+        let mut out = Vec::new();
+        encode(&frame(60, 0), Meta { vni: 0x12_3456, seq: 0, departure_ns: 0 }, 1472, &mut out);
+        assert_eq!(&out[0][..8], &[0x08, 0, 0, 0, 0x12, 0x34, 0x56, 0]);
+        // The inner Ethernet frame follows at once.
+        assert_eq!(out[0][8], frame(60, 0)[VNET_HDR_LEN]);
+    }
+
+    #[test]
+    fn a_lost_piece_loses_its_frame_and_gaps_count_as_underlay_loss() {
+        let mut r = Reassembler::new();
+        let payload = payload_for_mtu(1500, false);
+        let meta = |seq| Meta { vni: 4, seq, departure_ns: 0 };
+        assert!(send(&mut r, &frame(1514, 0), meta(0), payload).1.is_some());
+        // seq 1: only its first piece arrives.
+        let mut out = Vec::new();
+        encode(&frame(3000, 0), meta(1), payload, &mut out);
+        assert!(r.push(&decode(&out[0]).unwrap()).is_none());
+        // seq 2 never comes; seq 3 does.
+        assert!(send(&mut r, &frame(500, 0), meta(3), payload).1.is_some());
+        // seq 1's last piece, late: dropped.
+        assert!(r.push(&decode(&out[2]).unwrap()).is_none());
+        assert_eq!(r.counts(4), UnderlayCounts { frames: 2, lost: 2, incomplete: 1, late: 0 });
+        // A duplicate of an old frame is late.
+        assert!(send(&mut r, &frame(500, 0), meta(3), payload).1.is_none());
+        assert_eq!(r.counts(4).late, 1);
+        // Other VNIs are counted apart.
+        assert_eq!(r.counts(5), UnderlayCounts::default());
+    }
+
+    #[test]
+    fn sequence_numbers_wrap() {
+        let mut r = Reassembler::new();
+        for seq in [u32::MAX - 1, u32::MAX, 0, 1] {
+            assert!(send(&mut r, &frame(64, 0), Meta { vni: 2, seq, departure_ns: 0 }, 1472).1.is_some(), "seq {seq}");
+        }
+        assert_eq!(r.counts(2).lost, 0);
+    }
+
+    #[test]
+    fn hostile_datagrams_are_refused_or_ignored_never_a_panic() {
+        assert_eq!(decode(&[0u8; 10]), Err(DecodeError::Short));
+        assert_eq!(decode(&[0u8; 64]), Err(DecodeError::NotVemu));
+        let mut out = Vec::new();
+        encode(&frame(2000, 0), Meta { vni: 3, seq: 0, departure_ns: 0 }, 1472, &mut out);
+        let mut bad = out[0].clone();
+        let n = bad.len();
+        bad[n - TRAILER_LEN + 2] = 9; // index past count
+        assert_eq!(decode(&bad), Err(DecodeError::BadPiece));
+        // Random mutations of real datagrams: no panic, no frame over the limit.
+        let mut r = Reassembler::new();
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut rnd = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for round in 0..20_000u32 {
+            let mut d = out[(round % 2) as usize].clone();
+            for _ in 0..(rnd() % 4) {
+                let i = (rnd() as usize) % d.len();
+                d[i] = rnd() as u8;
+            }
+            if rnd() % 8 == 0 {
+                d.truncate((rnd() as usize) % (d.len() + 1));
+            }
+            if let Ok(p) = decode(&d) {
+                if let Some(w) = r.push(&p) {
+                    assert!(w.frame.len() <= VNET_HDR_LEN + MAX_FRAME);
+                }
+            }
+        }
+    }
+}
