@@ -77,6 +77,11 @@ pub struct LinkConfig {
     /// The driver can carry a direction of this link inside the kernel: the core then
     /// says, with [`Event::Path`], whenever a direction needs it or the engine.
     pub kernel_path: bool,
+    /// One side is on another machine: `(side, transit_ns)`. Frames toward it leave
+    /// `transit_ns` (the underlay's one-way delay) before their delivery time, so they
+    /// arrive at it; frames from it come in by [`Core::handle_delivered`], their
+    /// direction carried out by the other machine's core.
+    pub remote: Option<(usize, u64)>,
 }
 
 /// One port of a segment.
@@ -170,9 +175,12 @@ pub struct Transmit {
     /// Wire frames and bytes it stands for.
     pub wire_frames: u32,
     pub wire_bytes: u64,
-    /// The shard counter of the direction it leaves by.
+    /// The shard counter of the direction it leaves by ([`UNCOUNTED`]: none).
     counter: u32,
 }
+
+/// [`Transmit::counter`] of frames that another machine's core counted.
+const UNCOUNTED: u32 = u32::MAX;
 
 /// What a wireless segment's channel looks like now.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -208,6 +216,8 @@ struct LinkState {
     mtu: u32,
     /// Which directions go by the kernel now; `None`: the link has no kernel path.
     kernel: Option<[bool; 2]>,
+    /// How early frames leave toward a side on another machine, per side (ns).
+    transit_ns: [u64; 2],
 }
 
 struct MemberState {
@@ -255,6 +265,8 @@ struct Watch {
 enum Action {
     /// Hand it out for a port and count it as sent on a direction.
     Write { port: PortId, counter: u32 },
+    /// Hand it out for a port, uncounted: a direction of another machine's core carried it.
+    Deliver { port: PortId },
     /// It reaches a segment's switch (or channel) from one of its members.
     Switch { seg: u32, member: u32 },
 }
@@ -435,7 +447,12 @@ impl Core {
         let ports = [self.port(Owner::Link { link, side: 0 }), self.port(Owner::Link { link, side: 1 })];
         let counters = [self.counter(), self.counter()];
         let dirs = [LinkDir::new(cfg.forward, cfg.seeds[0]), LinkDir::new(cfg.reverse, cfg.seeds[1])];
-        self.links.push(LinkState { ports, dirs, counters, mtu: cfg.mtu, kernel: cfg.kernel_path.then_some([false; 2]) });
+        let mut transit_ns = [0; 2];
+        if let Some((side, t)) = cfg.remote {
+            transit_ns[side.min(1)] = t;
+        }
+        let kernel = (cfg.kernel_path && cfg.remote.is_none()).then_some([false; 2]);
+        self.links.push(LinkState { ports, dirs, counters, mtu: cfg.mtu, kernel, transit_ns });
         self.choose_paths(link as usize);
         ports
     }
@@ -550,7 +567,9 @@ impl Core {
                 let dir = side as usize;
                 impair(&mut l.dirs[dir], &self.counters[l.counters[dir] as usize], l.mtu, now, frame, &mut acc);
                 let action = Action::Write { port: l.ports[1 - dir], counter: l.counters[dir] };
-                for a in acc.drain(..) {
+                let early = l.transit_ns[1 - dir];
+                for mut a in acc.drain(..) {
+                    a.at_ns = a.at_ns.saturating_sub(early).max(now);
                     self.push(a, action);
                 }
             }
@@ -563,6 +582,20 @@ impl Core {
             }
         }
         self.accepted = acc;
+    }
+
+    /// A frame from another machine for `port`, a link end whose far side is there:
+    /// that machine's core carried out the direction (and counted it); it is handed
+    /// out for `port` at once, and captures see it arrive.
+    pub fn handle_delivered(&mut self, now: u64, port: PortId, frame: Vec<u8>) {
+        if frame.len() < MIN_FRAME || port as usize >= self.ports.len() {
+            return;
+        }
+        let frame = Arc::new(frame);
+        let hdr = VnetHdr::parse(&frame);
+        let g = if hdr.gso_type != 0 { gso::tcp_gso(&hdr, &frame[VNET_HDR_LEN..]) } else { None };
+        let wire = gso::wire_size(g.as_ref(), frame.len() - VNET_HDR_LEN);
+        self.push(Accepted { at_ns: now, wire, frame }, Action::Deliver { port });
     }
 
     /// When the core next has something to do (lab ns), if anything.
@@ -613,6 +646,12 @@ impl Core {
             let p = self.heap.pop().expect("peeked");
             match p.action {
                 Action::Switch { seg, member } => self.switch(p.at_ns, seg, member, p.wire, p.frame),
+                Action::Deliver { port } => {
+                    if self.ports[port as usize].watched {
+                        self.capture(port, now, false, CapturePoint::After, &p.frame);
+                    }
+                    return Some(Transmit { port, frame: p.frame, at_ns: p.at_ns, wire_frames: p.wire.0, wire_bytes: p.wire.1, counter: UNCOUNTED });
+                }
                 Action::Write { port, counter } => {
                     if self.ports[port as usize].watched {
                         self.capture(port, now, false, CapturePoint::After, &p.frame);
@@ -631,7 +670,7 @@ impl Core {
 
     /// The driver wrote `tx` (`ok`) or the device refused it.
     pub fn on_written(&mut self, tx: &Transmit, ok: bool) {
-        let c = &self.counters[tx.counter as usize];
+        let Some(c) = self.counters.get(tx.counter as usize) else { return };
         if ok {
             c.tx_frames.fetch_add(tx.wire_frames as u64, Relaxed);
             c.tx_bytes.fetch_add(tx.wire_bytes, Relaxed);

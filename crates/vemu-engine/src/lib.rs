@@ -129,7 +129,7 @@ impl Engine {
             let (core, fds, plane) = &mut cores[s];
             let local = core.link_count();
             let devs = l.plane.filter(|_| fast.is_some());
-            core.add_link(LinkConfig { forward: l.forward, reverse: l.reverse, seeds: l.seeds, mtu: l.mtu, kernel_path: devs.is_some() });
+            core.add_link(LinkConfig { forward: l.forward, reverse: l.reverse, seeds: l.seeds, mtu: l.mtu, kernel_path: devs.is_some(), remote: None });
             fds.extend([l.a, l.b]);
             match devs {
                 Some([a, b]) => plane.extend([Some(PlanePort { devs: a, far_veth: b.veth }), Some(PlanePort { devs: b, far_veth: a.veth })]),

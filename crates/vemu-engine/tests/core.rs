@@ -177,7 +177,7 @@ fn link(forward: Impairments, reverse: Impairments) -> (Sim, PortId, PortId) {
 
 fn link_seeded(forward: Impairments, reverse: Impairments, seeds: [u64; 2]) -> (Sim, PortId, PortId) {
     let mut core = Core::new();
-    let [a, b] = core.add_link(LinkConfig { forward, reverse, seeds, mtu: 0, kernel_path: false });
+    let [a, b] = core.add_link(LinkConfig { forward, reverse, seeds, mtu: 0, kernel_path: false, remote: None });
     (Sim::new(core), a, b)
 }
 
@@ -688,8 +688,8 @@ fn random_bytes_never_break_the_core() {
         ..imp()
     };
     let mut core = Core::new();
-    core.add_link(LinkConfig { forward: imp(), reverse: hard.clone(), seeds: [1, 2], mtu: 1500, kernel_path: false });
-    core.add_link(LinkConfig { forward: hard.clone(), reverse: rate(1_000_000), seeds: [3, 4], mtu: 0, kernel_path: false });
+    core.add_link(LinkConfig { forward: imp(), reverse: hard.clone(), seeds: [1, 2], mtu: 1500, kernel_path: false, remote: None });
+    core.add_link(LinkConfig { forward: hard.clone(), reverse: rate(1_000_000), seeds: [3, 4], mtu: 0, kernel_path: false, remote: None });
     core.add_segment(SegmentConfig { members: (0..4).map(|_| MemberConfig { vlan: 1, egress: hard.clone(), ..Default::default() }).collect(), capacity_bps: Some(1_000_000_000), aging_ns: MS, radio: None, ..Default::default() });
     let cfg = MediumConfig { model: Model::UnitDisk { range_m: 250.0 }, radio: Radio::default(), rate_bps: 11_000_000, preamble_ns: 192 * US, carrier_sense_m: 550.0, csma: true, queue_frames: 50, seed: 1 };
     core.add_segment(SegmentConfig { members: (0..3).map(|_| MemberConfig { vlan: 1, ..Default::default() }).collect(), capacity_bps: None, aging_ns: MS, radio: Some((cfg, vec![Pos::new(0.0, 0.0), Pos::new(100.0, 0.0), Pos::new(200.0, 0.0)])), ..Default::default() });
@@ -1118,7 +1118,7 @@ fn paths(s: &Sim) -> Vec<(PortId, bool)> {
 
 fn kernel_link(forward: Impairments, reverse: Impairments) -> (Sim, PortId, PortId) {
     let mut core = Core::new();
-    let [a, b] = core.add_link(LinkConfig { forward, reverse, seeds: [1, 2], mtu: 1500, kernel_path: true });
+    let [a, b] = core.add_link(LinkConfig { forward, reverse, seeds: [1, 2], mtu: 1500, kernel_path: true, remote: None });
     let mut s = Sim::new(core);
     s.drain_events();
     (s, a, b)
@@ -1175,4 +1175,132 @@ fn a_link_down_or_captured_goes_through_the_engine() {
     assert_eq!(paths(&s)[6..], [(a, false), (b, false)]);
     s.apply(Command::Uncapture(7));
     assert_eq!(paths(&s)[8..], [(a, true), (b, true)]);
+}
+
+/// A link whose sides are on two machines, each with its own core, joined by an
+/// underlay of one-way delay `transit_ns` that carries the tunnel's datagrams (over an
+/// MTU of 1500). Frames at `machines[0]`'s side a go forward; `machines[1]` has side b.
+struct Split {
+    machines: [Sim; 2],
+    /// (ports a and b) on each machine: a is local on machine 0, b on machine 1.
+    ports: [[PortId; 2]; 2],
+    transit_ns: u64,
+    reasm: [vemu_engine::tunnel::Reassembler; 2],
+    seq: u32,
+    /// Frames that reached their node, per machine: (time, seq).
+    delivered: [Vec<(u64, u32)>; 2],
+}
+
+impl Split {
+    fn new(forward: Impairments, reverse: Impairments, transit_ns: u64) -> Split {
+        let mk = |remote_side: usize| {
+            let mut core = Core::new();
+            let ports = core.add_link(LinkConfig { forward: forward.clone(), reverse: reverse.clone(), seeds: [1, 2], mtu: 1500, kernel_path: true, remote: Some((remote_side, transit_ns)) });
+            (Sim::new(core), ports)
+        };
+        let ((m0, p0), (m1, p1)) = (mk(1), mk(0));
+        Split { machines: [m0, m1], ports: [p0, p1], transit_ns, reasm: Default::default(), seq: 0, delivered: [Vec::new(), Vec::new()] }
+    }
+
+    /// Run both machines to `t`: what one hands out for the remote side crosses the
+    /// underlay as datagrams and is handed to the other at arrival.
+    fn run_until(&mut self, t: u64) {
+        loop {
+            let next = self.machines.iter().filter_map(|m| m.core.poll_timeout()).min();
+            let Some(d) = next.filter(|&d| d <= t) else { break };
+            for m in 0..2 {
+                let sim = &mut self.machines[m];
+                if sim.core.poll_timeout() != Some(d) {
+                    continue;
+                }
+                sim.now = sim.now.max(d);
+                sim.step();
+                let local = self.ports[m][m];
+                let mut crossing = Vec::new();
+                for (at, port, frame) in sim.out.drain(..) {
+                    if port == local {
+                        self.delivered[m].push((at, seq_of(&frame)));
+                    } else {
+                        crossing.push((at, frame));
+                    }
+                }
+                for (at, frame) in crossing {
+                    let mut dgrams = Vec::new();
+                    let vni = vemu_engine::tunnel::vni(0, m as u8);
+                    vemu_engine::tunnel::encode(&frame, vemu_engine::tunnel::Meta { vni, seq: self.seq, departure_ns: at }, vemu_engine::tunnel::payload_for_mtu(1500, false), &mut dgrams);
+                    self.seq += 1;
+                    let other = 1 - m;
+                    for d in &dgrams {
+                        let piece = vemu_engine::tunnel::decode(d).unwrap();
+                        if let Some(w) = self.reasm[other].push(&piece) {
+                            let peer = &mut self.machines[other];
+                            let arrive = at + self.transit_ns;
+                            peer.now = peer.now.max(arrive);
+                            peer.core.handle_delivered(arrive, self.ports[other][other], w.frame);
+                        }
+                    }
+                }
+            }
+        }
+        for m in &mut self.machines {
+            m.now = m.now.max(t);
+        }
+    }
+}
+
+#[test]
+fn a_link_across_machines_keeps_its_set_delay_the_underlay_transit_included() {
+    let mut s = Split::new(delay(5 * MS), delay(2 * MS), 300 * US);
+    s.machines[0].core.handle_frame(0, s.ports[0][0], udp(1514, 1));
+    s.machines[1].core.handle_frame(10 * US, s.ports[1][1], udp(200, 2));
+    s.run_until(20 * MS);
+    // Full-size frames cross in two datagrams and are made whole.
+    assert_eq!(s.delivered[1], vec![(5 * MS, 1)]);
+    assert_eq!(s.delivered[0], vec![(10 * US + 2 * MS, 2)]);
+    // Each direction is counted once, by the machine that carries it out: the sums of
+    // both machines' counters are the link's.
+    let fwd: Vec<_> = (0..2).map(|m| s.machines[m].stats(Target::Link(0), 0)).collect();
+    assert_eq!((fwd[0].rx_frames, fwd[0].tx_frames, fwd[1].rx_frames, fwd[1].tx_frames), (1, 1, 0, 0));
+    let rev: Vec<_> = (0..2).map(|m| s.machines[m].stats(Target::Link(0), 1)).collect();
+    assert_eq!((rev[0].rx_frames, rev[0].tx_frames, rev[1].rx_frames, rev[1].tx_frames), (0, 0, 1, 1));
+    // A cross-machine link never takes the kernel path.
+    assert!(s.machines.iter().all(|m| m.events.iter().all(|e| !matches!(e, Event::Path { .. }))));
+}
+
+#[test]
+fn a_set_delay_below_the_underlay_transit_arrives_at_the_transit() {
+    let mut s = Split::new(delay(100 * US), imp(), 300 * US);
+    s.machines[0].core.handle_frame(MS, s.ports[0][0], udp(100, 7));
+    s.run_until(5 * MS);
+    assert_eq!(s.delivered[1], vec![(MS + 300 * US, 7)]);
+}
+
+#[test]
+fn rate_and_loss_of_a_cross_machine_link_are_the_senders() {
+    // 10 Mbit/s: a 1250-byte frame takes 1 ms on the wire; every other frame lost.
+    let lossy = Impairments { rate_bps: Some(10_000_000), loss: Loss::Bernoulli { rate: 0.5, correlation: 0.0 }, ..imp() };
+    let mut s = Split::new(lossy, imp(), 200 * US);
+    for i in 0..200 {
+        s.machines[0].core.handle_frame(0, s.ports[0][0], udp(1250, i));
+    }
+    s.run_until(1000 * MS);
+    let got = &s.delivered[1];
+    assert!((80..=120).contains(&got.len()), "{}", got.len());
+    // Frames that survive keep the wire's spacing: at least 1 ms apart, in order.
+    assert!(got.windows(2).all(|w| w[1].0 - w[0].0 >= MS && w[1].1 > w[0].1), "{got:?}");
+    let st = s.machines[0].stats(Target::Link(0), 0);
+    assert_eq!(st.drop_loss + st.tx_frames, 200);
+    assert_eq!(st.tx_frames as usize, got.len());
+}
+
+#[test]
+fn captures_on_the_receiving_machine_see_frames_from_the_other() {
+    let mut s = Split::new(delay(MS), imp(), 100 * US);
+    s.machines[1].apply(Command::Capture { id: 9, target: Target::Link(0), side: 1, iface: 0, point: CapturePoint::After });
+    s.machines[0].core.handle_frame(0, s.ports[0][0], udp(300, 3));
+    s.run_until(5 * MS);
+    s.machines[1].drain_events();
+    let caps: Vec<u64> = s.machines[1].events.iter().filter_map(|e| match e { Event::Capture { capture: 9, t_ns, outgoing: false, .. } => Some(*t_ns), _ => None }).collect();
+    assert_eq!(caps, vec![MS]);
+    assert_eq!(s.delivered[1].len(), 1);
 }
