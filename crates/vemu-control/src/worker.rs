@@ -264,6 +264,7 @@ impl LocalWorker {
                 forward: l.forward.clone(),
                 reverse: l.reverse.clone(),
                 seeds: [derive_seed(plan.seed, 2 * i as u64), derive_seed(plan.seed, 2 * i as u64 + 1)],
+                remote: None,
             });
         }
         // Random streams: 2 per link, then 2 per segment member, all from the lab seed.

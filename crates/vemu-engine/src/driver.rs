@@ -15,6 +15,7 @@ use vemu_link::Impairments;
 use crate::clock::LabClock;
 use crate::core::{Applied, Command, Core, Event, Frame, RadioSnapshot};
 use crate::gso;
+use crate::tunnel;
 use crate::PlaneDevs;
 use vemu_fastpath::{FastPath, Route};
 
@@ -68,6 +69,48 @@ pub(crate) struct PlanePort {
     pub far_veth: u32,
 }
 
+/// What a port's descriptor is.
+pub(crate) enum PortDev {
+    /// A TAP device (a node's interface, or the engine's in the plane without a
+    /// kernel path).
+    Tap,
+    /// The engine's TAP device in the plane of a link end with a kernel path.
+    Plane(PlanePort),
+    /// A UDP socket, connected to the machine of a link's far side ([`crate::tunnel`]).
+    Tunnel(Box<TunnelPort>),
+}
+
+/// The far side of a link on another machine, as a port: frames written to it cross
+/// the underlay, and what the socket receives goes to the link's local port.
+pub(crate) struct TunnelPort {
+    /// VNI of the frames sent, and of those taken.
+    pub vni_out: u32,
+    pub vni_in: u32,
+    /// The link's local port.
+    pub deliver_to: u32,
+    /// Largest UDP payload over the underlay.
+    pub payload: usize,
+    pub seq: u32,
+    pub reasm: tunnel::Reassembler,
+    pub dgrams: Vec<Vec<u8>>,
+}
+
+impl TunnelPort {
+    /// Send a frame that left at `at_ns`; whether every datagram went.
+    fn send(&mut self, fd: RawFd, frame: &[u8], at_ns: u64) -> bool {
+        self.dgrams.clear();
+        tunnel::encode(frame, tunnel::Meta { vni: self.vni_out, seq: self.seq, departure_ns: at_ns }, self.payload, &mut self.dgrams);
+        self.seq = self.seq.wrapping_add(1);
+        let mut ok = !self.dgrams.is_empty();
+        for d in &self.dgrams {
+            // SAFETY: sending a datagram we hold on a connected UDP socket.
+            let n = unsafe { libc::send(fd, d.as_ptr().cast(), d.len(), libc::MSG_DONTWAIT) };
+            ok &= n == d.len() as isize;
+        }
+        ok
+    }
+}
+
 /// The handle the engine keeps of a running shard.
 pub(crate) struct ShardHandle {
     tx: Sender<Control>,
@@ -86,9 +129,9 @@ pub const FAULT_ENV: &str = "VEMU_ENGINE_FAULT";
 impl ShardHandle {
     /// Start a shard thread running `core` over `fds` (one per port of the core, in
     /// order), with the ports' plane devices (`plane`, one per port) on `fast`.
-    pub fn spawn(index: usize, core: Core, fds: Vec<OwnedFd>, plane: Vec<Option<PlanePort>>, fast: Option<Arc<FastPath>>, clock: LabClock) -> Result<ShardHandle> {
+    pub fn spawn(index: usize, core: Core, fds: Vec<OwnedFd>, devs: Vec<PortDev>, fast: Option<Arc<FastPath>>, clock: LabClock) -> Result<ShardHandle> {
         assert_eq!(core.port_count(), fds.len(), "one device per port");
-        assert_eq!(fds.len(), plane.len(), "one plane entry per port");
+        assert_eq!(fds.len(), devs.len(), "one kind per port");
         // SAFETY: eventfd returns a new descriptor or -1.
         let efd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
         if efd < 0 {
@@ -98,7 +141,7 @@ impl ShardHandle {
         let wake = unsafe { OwnedFd::from_raw_fd(efd) };
         let (tx, rx) = std::sync::mpsc::channel();
         let mut shard = Shard::new(core, fds, rx, wake.as_raw_fd(), clock)?;
-        shard.plane = plane;
+        shard.devs = devs;
         shard.fast = fast;
         // The first choice of paths is carried out before any frame moves.
         shard.events();
@@ -219,8 +262,8 @@ struct Shard {
     /// Time spent handling frames, timers and control messages, ns: the shard's load.
     /// Not its CPU time, which also counts the spinning before deadlines.
     work_ns: Arc<AtomicU64>,
-    /// The plane devices of each port that has a kernel path, and the fast path.
-    plane: Vec<Option<PlanePort>>,
+    /// What each port's descriptor is, and the fast path.
+    devs: Vec<PortDev>,
     fast: Option<Arc<FastPath>>,
     /// Fault injection ([`FAULT_ENV`]): frames to read before panicking.
     panic_after: Option<u64>,
@@ -259,7 +302,7 @@ impl Shard {
             wake_late_ns: 0,
             spin_ns: SPIN_NS,
             work_ns: Arc::new(AtomicU64::new(0)),
-            plane: Vec::new(),
+            devs: Vec::new(),
             fast: None,
             panic_after: None,
         })
@@ -310,6 +353,12 @@ impl Shard {
                     continue;
                 }
                 let port = ev.u64 as usize;
+                if let Some(PortDev::Tunnel(_)) = self.devs.get(port) {
+                    // (An error here is an ICMP one, the peer not listening yet:
+                    // reading clears it.)
+                    self.read_tunnel(port);
+                    continue;
+                }
                 if ev.events & (libc::EPOLLERR | libc::EPOLLHUP) as u32 != 0 {
                     self.forget(port);
                     continue;
@@ -330,9 +379,12 @@ impl Shard {
         for _ in 0..WRITE_BATCH {
             let Some(tx) = self.core.poll_transmit(self.clock.now_ns()) else { break };
             let fd = self.fds[tx.port as usize].as_raw_fd();
-            // SAFETY: writing a frame we hold to a TAP descriptor.
-            let w = unsafe { libc::write(fd, tx.frame.as_ptr().cast(), tx.frame.len()) };
-            self.core.on_written(&tx, w >= 0);
+            let ok = match self.devs.get_mut(tx.port as usize) {
+                Some(PortDev::Tunnel(t)) => t.send(fd, &tx.frame, tx.at_ns),
+                // SAFETY: writing a frame we hold to a TAP descriptor.
+                _ => (unsafe { libc::write(fd, tx.frame.as_ptr().cast(), tx.frame.len()) }) >= 0,
+            };
+            self.core.on_written(&tx, ok);
         }
         self.events();
     }
@@ -344,17 +396,19 @@ impl Shard {
         let mut split: Option<(Frame, Vec<Vec<u8>>)> = None;
         while let Some(ev) = self.core.poll_event() {
             match ev {
-                Event::Carrier { port, up } => match (self.plane.get(port as usize).copied().flatten(), &self.fast) {
+                Event::Carrier { port, up } => match (self.devs.get(port as usize), &self.fast) {
                     // The node's interface is the veth peer of a plane device.
-                    (Some(p), Some(fast)) => {
+                    (Some(PortDev::Plane(p)), Some(fast)) => {
                         if let Err(e) = fast.set_device_up(p.devs.veth, up) {
                             eprintln!("engine: {e:#}");
                         }
                     }
+                    // The other machine sets the carrier of its side.
+                    (Some(PortDev::Tunnel(_)), _) => {}
                     _ => set_carrier(self.fds[port as usize].as_raw_fd(), up),
                 },
                 Event::Path { port, kernel } => {
-                    if let (Some(p), Some(fast)) = (self.plane.get(port as usize).copied().flatten(), &self.fast) {
+                    if let (Some(PortDev::Plane(p)), Some(fast)) = (self.devs.get(port as usize), &self.fast) {
                         let route = match kernel {
                             true => Route::Kernel { peer_of: p.far_veth },
                             false => Route::Engine { tap: p.devs.tap },
@@ -417,6 +471,31 @@ impl Shard {
         let fd = self.fds[port].as_raw_fd();
         // SAFETY: removing a descriptor from our epoll set.
         unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), libc::EPOLL_CTL_DEL, fd, std::ptr::null_mut()) };
+    }
+
+    /// Take the datagrams a tunnel port's socket holds; frames made whole go to the
+    /// link's local port.
+    fn read_tunnel(&mut self, port: usize) {
+        let fd = self.fds[port].as_raw_fd();
+        let Some(PortDev::Tunnel(t)) = self.devs.get_mut(port) else { return };
+        for _ in 0..READ_BATCH * 4 {
+            // SAFETY: buf has MAX_FRAME bytes.
+            let n = unsafe { libc::recv(fd, self.buf.as_mut_ptr().cast(), self.buf.len(), libc::MSG_DONTWAIT) };
+            if n < 0 {
+                match std::io::Error::last_os_error().kind() {
+                    std::io::ErrorKind::WouldBlock => return,
+                    // ICMP errors of earlier sends, reported once each.
+                    _ => continue,
+                }
+            }
+            let Ok(piece) = tunnel::decode(&self.buf[..n as usize]) else { continue };
+            if piece.meta.vni != t.vni_in {
+                continue;
+            }
+            if let Some(whole) = t.reasm.push(&piece) {
+                self.core.handle_delivered(self.clock.now_ns(), t.deliver_to, whole.frame);
+            }
+        }
     }
 
     fn read_from(&mut self, port: usize) {

@@ -28,7 +28,7 @@ pub use crate::core::{is_routing, CapturePoint, Dir, RadioSnapshot, Target};
 pub use crate::counters::{bucket_quantile_ns, DirCounters, DirStats, SegCounters, SegStats, DELAY_BUCKETS_NS};
 pub use crate::driver::{Captured, FAULT_ENV};
 use crate::core::{Command, Core, LinkConfig, MemberConfig, SegmentConfig};
-use crate::driver::{Control, PlanePort, ShardHandle};
+use crate::driver::{Control, PlanePort, PortDev, ShardHandle, TunnelPort};
 pub use vemu_fastpath::FastPath;
 
 /// A link to emulate: the TAP devices of its two ends and what each direction does.
@@ -45,6 +45,22 @@ pub struct LinkSpec {
     pub seeds: [u64; 2],
     /// MTU of both ends' interfaces (see [`core::LinkConfig::mtu`]).
     pub mtu: u32,
+    /// One side is on another machine: its descriptor above is a UDP socket connected
+    /// to that machine's engine.
+    pub remote: Option<RemoteEnd>,
+}
+
+/// The side of a link that is on another machine (see [`tunnel`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RemoteEnd {
+    /// 0 = a, 1 = b.
+    pub side: usize,
+    /// The link's number in the lab (the same on every machine): its VNIs.
+    pub link_id: u32,
+    /// The underlay's one-way delay to that machine, ns.
+    pub transit_ns: u64,
+    /// Largest UDP payload over the underlay, bytes.
+    pub payload: usize,
 }
 
 /// A link end's devices in the lab's plane namespace (see `vemu-fastpath`).
@@ -119,8 +135,8 @@ impl Engine {
     /// each direction that needs no emulation inside the kernel.
     pub fn start(links: Vec<LinkSpec>, segments: Vec<SegmentSpec>, shards: usize, clock: LabClock, fast: Option<Arc<FastPath>>) -> Result<Engine> {
         let n = shards.clamp(1, (links.len() + segments.len()).max(1));
-        let mut cores: Vec<(Core, Vec<OwnedFd>, Vec<Option<PlanePort>>)> = (0..n).map(|_| (Core::new(), Vec::new(), Vec::new())).collect();
-        let lightest = |cores: &[(Core, Vec<OwnedFd>, Vec<Option<PlanePort>>)]| (0..n).min_by_key(|&s| cores[s].1.len()).unwrap_or(0);
+        let mut cores: Vec<(Core, Vec<OwnedFd>, Vec<PortDev>)> = (0..n).map(|_| (Core::new(), Vec::new(), Vec::new())).collect();
+        let lightest = |cores: &[(Core, Vec<OwnedFd>, Vec<PortDev>)]| (0..n).min_by_key(|&s| cores[s].1.len()).unwrap_or(0);
         let mut link_place = Vec::new();
         let mut link_counters = Vec::new();
         let mut link_veths = Vec::new();
@@ -128,12 +144,27 @@ impl Engine {
             let s = lightest(&cores);
             let (core, fds, plane) = &mut cores[s];
             let local = core.link_count();
-            let devs = l.plane.filter(|_| fast.is_some());
-            core.add_link(LinkConfig { forward: l.forward, reverse: l.reverse, seeds: l.seeds, mtu: l.mtu, kernel_path: devs.is_some(), remote: None });
+            let devs = l.plane.filter(|_| fast.is_some() && l.remote.is_none());
+            let remote = l.remote.map(|r| (r.side.min(1), r.transit_ns));
+            let ports = core.add_link(LinkConfig { forward: l.forward, reverse: l.reverse, seeds: l.seeds, mtu: l.mtu, kernel_path: devs.is_some(), remote });
             fds.extend([l.a, l.b]);
-            match devs {
-                Some([a, b]) => plane.extend([Some(PlanePort { devs: a, far_veth: b.veth }), Some(PlanePort { devs: b, far_veth: a.veth })]),
-                None => plane.extend([None, None]),
+            match (devs, l.remote) {
+                (_, Some(r)) => {
+                    let side = r.side.min(1);
+                    let mut kinds = [PortDev::Tap, PortDev::Tap];
+                    kinds[side] = PortDev::Tunnel(Box::new(TunnelPort {
+                        vni_out: tunnel::vni(r.link_id, 1 - side as u8),
+                        vni_in: tunnel::vni(r.link_id, side as u8),
+                        deliver_to: ports[1 - side],
+                        payload: r.payload,
+                        seq: 0,
+                        reasm: tunnel::Reassembler::new(),
+                        dgrams: Vec::new(),
+                    }));
+                    plane.extend(kinds);
+                }
+                (Some([a, b]), None) => plane.extend([PortDev::Plane(PlanePort { devs: a, far_veth: b.veth }), PortDev::Plane(PlanePort { devs: b, far_veth: a.veth })]),
+                (None, None) => plane.extend([PortDev::Tap, PortDev::Tap]),
             }
             link_veths.push(devs.map(|[a, b]| [a.veth, b.veth]));
             link_counters.push(core.counters(Target::Link(local)));
@@ -149,7 +180,7 @@ impl Engine {
             let mut members = Vec::with_capacity(g.members.len());
             for m in g.members {
                 fds.push(m.fd);
-                plane.push(None);
+                plane.push(PortDev::Tap);
                 members.push(MemberConfig { vlan: m.vlan, egress: m.egress, ingress: m.ingress, seeds: m.seeds, mtu: m.mtu });
             }
             let count = members.len();
