@@ -150,8 +150,11 @@ fn serve_lab(plan: Plan, options: ApiOptions, name: &mut NameGuard, report: &mut
 
     let clock = LabClock::start();
     let epoch_ns = clock.epoch_ns;
+    if !plan.machines.is_empty() {
+        bail!("this lab names 'machines', and labs across machines are not built yet by this version of vemu");
+    }
     let mut worker: Box<dyn Worker> = Box::new(LocalWorker::default());
-    let build = WorkerRequest::Build { plan: plan.clone(), clock_epoch_ns: epoch_ns };
+    let build = WorkerRequest::Build { plan: plan.clone(), clock_epoch_ns: epoch_ns, share: None };
     if let WorkerReply::Error(e) = worker.call(build, &mut |done, total| report(Event::Progress(done, total))) {
         bail!("{e}");
     }

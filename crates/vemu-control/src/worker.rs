@@ -5,12 +5,14 @@ use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use anyhow::{anyhow, Result};
+use std::net::{IpAddr, SocketAddr};
+
+use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use vemu_engine::{Captured, CaptureSpec, DirStats, Engine, FastPath, LabClock, LinkSpec, MemberSpec, PlaneDevs, RadioSnapshot, SegStats, SegmentSpec, Target};
+use vemu_engine::{Captured, CaptureSpec, DirStats, Engine, FastPath, LabClock, LinkSpec, MemberSpec, PlaneDevs, RadioSnapshot, RemoteEnd, SegStats, SegmentSpec, Target};
 use vemu_fastpath::Route;
 use vemu_host::LabPaths;
 use vemu_link::{Impairments, ImpairmentsPatch};
@@ -22,8 +24,16 @@ use crate::LockExt;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum WorkerRequest {
-    /// Build the nodes and links of the plan and start their commands.
-    Build { plan: Plan, clock_epoch_ns: u64 },
+    /// Build the nodes and links of the plan and start their commands; with `share`,
+    /// only those of one machine (see [`Share`]), answering with its tunnel endpoints.
+    Build {
+        plan: Plan,
+        clock_epoch_ns: u64,
+        #[serde(default)]
+        share: Option<Share>,
+    },
+    /// Join a share's tunnels to the other machines' (link, address there) and start it.
+    Connect { peers: Vec<(usize, SocketAddr)> },
     /// Change one direction of a link (0 = forward, 1 = reverse) or of a segment port
     /// (0 = egress, 1 = ingress).
     Patch { target: Target, dir: usize, patch: ImpairmentsPatch },
@@ -50,6 +60,8 @@ pub enum WorkerRequest {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum WorkerReply {
     Done,
+    /// The tunnel sockets of a share: (link, address).
+    Endpoints(Vec<(usize, SocketAddr)>),
     Impairments(Impairments),
     Stats(Counters),
     Processes(Vec<ProcStatus>),
@@ -91,6 +103,25 @@ pub struct Counters {
     pub engine_faults: Vec<String>,
 }
 
+/// A machine's part of a lab that spans machines.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Share {
+    /// Its number in [`Plan::machines`].
+    pub machine: usize,
+    /// The address its tunnel sockets use, and the underlay's MTU there.
+    pub underlay: IpAddr,
+    pub underlay_mtu: u32,
+}
+
+/// A share built and waiting for its tunnels' far ends.
+struct Pending {
+    specs: Vec<LinkSpec>,
+    segments: Vec<SegmentSpec>,
+    fast: Option<Arc<FastPath>>,
+    clock: LabClock,
+    commands: Vec<(String, String)>,
+}
+
 /// Environment variable of `vemu up`: `VEMU_FAST_PATH=off` runs every link direction
 /// through the engine (to compare, or to test the engine's path).
 pub const FAST_PATH_ENV: &str = "VEMU_FAST_PATH";
@@ -114,9 +145,16 @@ pub struct LocalWorker {
     lab: Option<LabPaths>,
     engine: Option<Engine>,
     supervisor: Option<Supervisor>,
-    /// Members of each segment.
+    /// Members of each segment of the lab.
     sizes: Vec<usize>,
-    /// Each node's name and interfaces.
+    /// Every node of the lab, by name.
+    nodes: Vec<String>,
+    /// The links and segments of the lab with an end on this machine, in the engine's order.
+    links_here: Vec<usize>,
+    segs_here: Vec<usize>,
+    /// A share built, waiting for [`WorkerRequest::Connect`].
+    pending: Option<Pending>,
+    /// Each node of this machine: its name and interfaces.
     ifaces: Vec<(String, Vec<String>)>,
     /// A netlink socket in the namespace of each node with TAP interfaces (its name and
     /// theirs), opened when first asked for TAP counters (they hold the namespaces:
@@ -130,10 +168,14 @@ pub struct LocalWorker {
     plane_socket: Option<vemu_host::netlink::Netlink>,
 }
 
-/// Load the kernel fast path for a lab with links, or say why not.
-fn fast_path(paths: &LabPaths, plan: &Plan) -> Result<Arc<FastPath>, String> {
-    if plan.links.is_empty() {
-        return Err("the lab has no point-to-point links".into());
+/// Load the kernel fast path for a lab with links (`links`: those within this
+/// machine), or say why not.
+fn fast_path(paths: &LabPaths, plan: &Plan, links: &[usize]) -> Result<Arc<FastPath>, String> {
+    if links.is_empty() {
+        return Err(match plan.machines.is_empty() {
+            true => "the lab has no point-to-point links".into(),
+            false => "no point-to-point link has both ends on this machine".into(),
+        });
     }
     if std::env::var(FAST_PATH_ENV).is_ok_and(|v| v == "off") {
         return Err(format!("{FAST_PATH_ENV}=off"));
@@ -144,17 +186,30 @@ fn fast_path(paths: &LabPaths, plan: &Plan) -> Result<Arc<FastPath>, String> {
 }
 
 impl LocalWorker {
-    fn build(&mut self, plan: Plan, epoch: u64, progress: &mut dyn FnMut(usize, usize)) -> Result<()> {
+    /// Build this machine's share of the lab (`share`: its number in `plan.machines`
+    /// and the address its tunnels use; `None`: the whole lab). Without links to other
+    /// machines the share starts at once; with them it waits for [`LocalWorker::connect`],
+    /// and the tunnel sockets it made are returned, as (link, address).
+    fn build(&mut self, plan: Plan, epoch: u64, share: Option<Share>, progress: &mut dyn FnMut(usize, usize)) -> Result<Vec<(usize, SocketAddr)>> {
         let paths = LabPaths::new(&plan.name);
+        let here = |node: usize| share.as_ref().is_none_or(|s| plan.nodes[node].machine == s.machine);
         let hosts: String = std::iter::once("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n".to_string())
             .chain(plan.hosts.iter().map(|(a, n)| format!("{a}\t{n}\n")))
             .collect();
-        vemu_host::prepare_lab(&paths, &hosts, &plan.nodes, plan.storage_bytes)?;
+        let local_nodes: Vec<usize> = (0..plan.nodes.len()).filter(|&n| here(n)).collect();
+        let share_nodes: Vec<vemu_scenario::NodePlan> = local_nodes.iter().map(|&n| plan.nodes[n].clone()).collect();
+        vemu_host::prepare_lab(&paths, &hosts, &share_nodes, plan.storage_bytes)?;
         self.lab = Some(paths.clone());
+        // Links with an end here (`links_here`, in the engine's order), both ends here
+        // or one (a tunnel to the other machine); segments are on one machine each.
+        self.links_here = (0..plan.links.len()).filter(|&l| here(plan.links[l].a.node) || here(plan.links[l].b.node)).collect();
+        self.segs_here = (0..plan.segments.len()).filter(|&g| plan.segments[g].members.first().is_some_and(|m| here(m.end.node))).collect();
+        let whole = |l: usize| here(plan.links[l].a.node) && here(plan.links[l].b.node);
         self.sizes = plan.segments.iter().map(|g| g.members.len()).collect();
-        self.ifaces = plan.nodes.iter().map(|n| (n.name.clone(), n.ifaces.iter().map(|i| i.name.clone()).collect())).collect();
+        self.nodes = plan.nodes.iter().map(|n| n.name.clone()).collect();
+        self.ifaces = share_nodes.iter().map(|n| (n.name.clone(), n.ifaces.iter().map(|i| i.name.clone()).collect())).collect();
         let template = vemu_host::mount_template(&paths)?;
-        let fast = match fast_path(&paths, &plan) {
+        let fast = match fast_path(&paths, &plan, &self.links_here.iter().copied().filter(|&l| whole(l)).collect::<Vec<_>>()) {
             Ok(f) => {
                 self.fast_path = "on".into();
                 Some(f)
@@ -167,33 +222,34 @@ impl LocalWorker {
                 None
             }
         };
-        // With the fast path, a link's interfaces are veths whose peers are in the plane.
+        // With the fast path, a link's interfaces are veths whose peers are in the plane
+        // (links within this machine only).
         let mut peers: Vec<Vec<Option<String>>> = plan.nodes.iter().map(|n| vec![None; n.ifaces.len()]).collect();
+        // The plane's names of each link end (veth peer, engine's TAP), by (link, side).
+        let mut names: Vec<((usize, usize), (String, String))> = Vec::new();
         if fast.is_some() {
-            for (l, link) in plan.links.iter().enumerate() {
+            for &l in self.links_here.iter().filter(|&&l| whole(l)) {
+                let link = &plan.links[l];
                 for (side, e) in [link.a, link.b].into_iter().enumerate() {
-                    peers[e.node][e.iface] = Some(vemu_host::plane_names(l, side).0);
+                    let n = vemu_host::plane_names(l, side);
+                    peers[e.node][e.iface] = Some(n.0.clone());
+                    names.push(((l, side), n));
                 }
             }
         }
 
         // Nodes, a few at a time.
-        let total = plan.nodes.len();
-        let taps: Vec<Mutex<Option<Vec<Option<OwnedFd>>>>> = (0..total).map(|_| Mutex::new(None)).collect();
+        let total = local_nodes.len();
+        let taps: Vec<Mutex<Option<Vec<Option<OwnedFd>>>>> = (0..plan.nodes.len()).map(|_| Mutex::new(None)).collect();
         let next = AtomicUsize::new(0);
         let done = AtomicUsize::new(0);
         let first_error: Mutex<Option<anyhow::Error>> = Mutex::new(None);
         let (tx, rx) = std::sync::mpsc::channel::<()>();
-        // The plane's names of each link end (veth peer, engine's TAP), links in order.
-        let names: Vec<(String, String)> = match fast {
-            Some(_) => (0..plan.links.len()).flat_map(|l| [0, 1].map(|side| vemu_host::plane_names(l, side))).collect(),
-            None => Vec::new(),
-        };
         let plane_taps = std::thread::scope(|s| {
             // The engine's TAP devices in the plane are made meanwhile (the nodes'
             // threads spend much of their time on other things than devices).
             let plane_taps = fast.as_ref().map(|fast| {
-                let taps: Vec<String> = names.iter().map(|(_, t)| t.clone()).collect();
+                let taps: Vec<String> = names.iter().map(|(_, (_, t))| t.clone()).collect();
                 let paths = &paths;
                 s.spawn(move || vemu_host::plane_taps(paths, &taps, fast.program()))
             });
@@ -202,10 +258,11 @@ impl LocalWorker {
                 s.spawn(|| {
                     let tx = tx;
                     loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        if i >= total || first_error.locked().is_some() {
+                        let k = next.fetch_add(1, Ordering::Relaxed);
+                        if k >= total || first_error.locked().is_some() {
                             break;
                         }
+                        let i = local_nodes[k];
                         match vemu_host::create_node(&paths, &plan.nodes[i], &template, &peers[i]) {
                             Ok(fds) => *taps[i].locked() = Some(fds),
                             Err(e) => {
@@ -232,24 +289,34 @@ impl LocalWorker {
         // Links: hand both TAP devices of each to the engine (with the fast path, the
         // engine's own in the plane: frames reach them only while a direction needs it).
         let mut taps: Vec<Vec<Option<OwnedFd>>> = taps.into_iter().map(|m| m.into_inner().unwrap().unwrap_or_default()).collect();
-        let mut plane: Vec<Option<(OwnedFd, PlaneDevs)>> = Vec::new();
+        let mut plane: HashMap<(usize, usize), (OwnedFd, PlaneDevs)> = HashMap::new();
         if let (Some(fast), Some(plane_taps)) = (&fast, plane_taps) {
-            let veths: Vec<String> = names.iter().map(|(v, _)| v.clone()).collect();
+            let veths: Vec<String> = names.iter().map(|(_, (v, _))| v.clone()).collect();
             let veths = vemu_host::attach_plane(&paths, &veths, fast.program())?;
-            for (i, (veth, (tap, fd))) in veths.into_iter().zip(plane_taps).enumerate() {
-                let (l, side) = (i / 2, i % 2);
+            for (((l, side), name), (veth, (tap, fd))) in names.iter().zip(veths.into_iter().zip(plane_taps)) {
                 fast.route(tap, Route::Deliver { peer_of: veth })?;
                 fast.route(veth, Route::Engine { tap })?;
-                let end = if side == 0 { plan.links[l].a } else { plan.links[l].b };
-                self.plane_taps.push((plan.endpoint_name(end), names[i].clone()));
-                plane.push(Some((fd, PlaneDevs { veth, tap })));
+                let end = if *side == 0 { plan.links[*l].a } else { plan.links[*l].b };
+                self.plane_taps.push((plan.endpoint_name(end), name.clone()));
+                plane.insert((*l, *side), (fd, PlaneDevs { veth, tap }));
             }
         }
-        let mut specs = Vec::with_capacity(plan.links.len());
-        for (i, l) in plan.links.iter().enumerate() {
+        let mut specs = Vec::with_capacity(self.links_here.len());
+        let mut endpoints = Vec::new();
+        for &i in &self.links_here {
+            let l = &plan.links[i];
+            let mut remote = None;
             let mut take = |e: vemu_scenario::EndpointRef, side: usize| -> Result<(OwnedFd, Option<PlaneDevs>)> {
-                if let Some((fd, devs)) = plane.get_mut(2 * i + side).and_then(Option::take) {
+                if let Some((fd, devs)) = plane.remove(&(i, side)) {
                     return Ok((fd, Some(devs)));
+                }
+                if !here(e.node) {
+                    // The far side is on another machine: a UDP socket toward it.
+                    let s = share.as_ref().ok_or_else(|| anyhow!("link {i} leaves this machine"))?;
+                    let sock = std::net::UdpSocket::bind(SocketAddr::new(s.underlay, 0)).with_context(|| format!("opening a tunnel socket on {}", s.underlay))?;
+                    endpoints.push((i, sock.local_addr()?));
+                    remote = Some(RemoteEnd { side, link_id: i as u32, transit_ns: 0, payload: vemu_engine::tunnel::payload_for_mtu(s.underlay_mtu, s.underlay.is_ipv6()) });
+                    return Ok((sock.into(), None));
                 }
                 let fd = taps[e.node][e.iface].take().ok_or_else(|| anyhow!("interface {} was not created", plan.endpoint_name(e)))?;
                 Ok((fd, None))
@@ -264,35 +331,59 @@ impl LocalWorker {
                 forward: l.forward.clone(),
                 reverse: l.reverse.clone(),
                 seeds: [derive_seed(plan.seed, 2 * i as u64), derive_seed(plan.seed, 2 * i as u64 + 1)],
-                remote: None,
+                remote,
             });
         }
         // Random streams: 2 per link, then 2 per segment member, all from the lab seed.
         let mut stream = 2 * plan.links.len() as u64;
-        let mut segments = Vec::with_capacity(plan.segments.len());
-        for g in &plan.segments {
+        let mut segments = Vec::with_capacity(self.segs_here.len());
+        for (gi, g) in plan.segments.iter().enumerate() {
+            let first = stream;
+            stream += 2 * g.members.len() as u64;
+            if !self.segs_here.contains(&gi) {
+                continue;
+            }
             let mut members = Vec::with_capacity(g.members.len());
-            for m in &g.members {
+            for (k, m) in g.members.iter().enumerate() {
                 let e = m.end;
                 let fd = taps[e.node][e.iface].take().ok_or_else(|| anyhow!("interface {} was not created", plan.endpoint_name(e)))?;
+                let seed = first + 2 * k as u64;
                 members.push(MemberSpec {
                     mtu: plan.nodes[e.node].ifaces[e.iface].mtu,
                     fd,
                     vlan: m.vlan,
                     egress: m.egress.clone(),
                     ingress: m.ingress.clone(),
-                    seeds: [derive_seed(plan.seed, stream), derive_seed(plan.seed, stream + 1)],
+                    seeds: [derive_seed(plan.seed, seed), derive_seed(plan.seed, seed + 1)],
                 });
-                stream += 2;
             }
             let radio = g.wireless.as_ref().map(|w| (w.medium.clone(), w.radios.iter().map(|r| r.start).collect()));
             segments.push(SegmentSpec { members, capacity_bps: g.capacity_bps, aging_ns: g.aging_ns, snooping: g.snooping, radio });
         }
-        let shards = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-        self.engine = Some(Engine::start(specs, segments, shards, LabClock { epoch_ns: epoch }, fast)?);
+        let commands = share_nodes.iter().flat_map(|n| n.run.iter().map(|c| (n.name.clone(), c.clone()))).collect();
+        self.pending = Some(Pending { specs, segments, fast, clock: LabClock { epoch_ns: epoch }, commands });
+        if endpoints.is_empty() {
+            self.connect(&[])?;
+        }
+        Ok(endpoints)
+    }
 
-        let commands = plan.nodes.iter().flat_map(|n| n.run.iter().map(|c| (n.name.clone(), c.clone()))).collect();
-        self.supervisor = Some(Supervisor::start(paths, commands));
+    /// Start the share built: join its tunnels to the other machines' (`peers`: link,
+    /// address of its socket there), start the engine and the nodes' commands.
+    fn connect(&mut self, peers: &[(usize, SocketAddr)]) -> Result<()> {
+        let Some(mut p) = self.pending.take() else { bail!("nothing is waiting to start") };
+        for spec in &mut p.specs {
+            let Some(r) = spec.remote else { continue };
+            let link = r.link_id as usize;
+            let peer = peers.iter().find(|(l, _)| *l == link).map(|(_, a)| *a).ok_or_else(|| anyhow!("no tunnel address for link {link}"))?;
+            let fd = if r.side == 0 { &spec.a } else { &spec.b };
+            let sock = std::net::UdpSocket::from(fd.try_clone()?);
+            sock.connect(peer).with_context(|| format!("joining link {link}'s tunnel to {peer}"))?;
+        }
+        let shards = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        self.engine = Some(Engine::start(p.specs, p.segments, shards, p.clock, p.fast)?);
+        let paths = self.lab.clone().ok_or_else(|| anyhow!("the lab is not built"))?;
+        self.supervisor = Some(Supervisor::start(paths, p.commands));
         Ok(())
     }
 
@@ -362,11 +453,24 @@ impl LocalWorker {
     fn engine(&self) -> Result<&Engine> {
         self.engine.as_ref().ok_or_else(|| anyhow!("the lab is not built"))
     }
+
+    /// The engine's number of a link or segment of the lab.
+    fn local(&self, target: Target) -> Result<Target> {
+        Ok(match target {
+            Target::Link(l) => Target::Link(self.links_here.iter().position(|&x| x == l).ok_or_else(|| anyhow!("link {l} is not on this machine"))?),
+            Target::Member(g, m) => Target::Member(self.local_seg(g)?, m),
+        })
+    }
+
+    fn local_seg(&self, g: usize) -> Result<usize> {
+        self.segs_here.iter().position(|&x| x == g).ok_or_else(|| anyhow!("segment {g} is not on this machine"))
+    }
 }
 
 impl Worker for LocalWorker {
     fn capture(&mut self, on: &[CaptureSpec], tx: std::sync::mpsc::SyncSender<Captured>) -> Result<u64> {
-        Ok(self.engine()?.capture(on, tx))
+        let on = on.iter().map(|c| Ok(CaptureSpec { target: self.local(c.target)?, ..*c })).collect::<Result<Vec<_>>>()?;
+        Ok(self.engine()?.capture(&on, tx))
     }
 
     fn stop_capture(&mut self, id: u64) {
@@ -377,31 +481,43 @@ impl Worker for LocalWorker {
 
     fn call(&mut self, req: WorkerRequest, progress: &mut dyn FnMut(usize, usize)) -> WorkerReply {
         let r: Result<WorkerReply> = (|| match req {
-            WorkerRequest::Build { plan, clock_epoch_ns } => {
-                if let Err(e) = self.build(plan, clock_epoch_ns, progress) {
-                    // Never leave a half-built lab.
-                    if let Err(e2) = self.teardown() {
-                        return Err(e.context(format!("and cleaning up failed too: {e2:#}")));
+            WorkerRequest::Build { plan, clock_epoch_ns, share } => {
+                let is_share = share.is_some();
+                match self.build(plan, clock_epoch_ns, share, progress) {
+                    Ok(endpoints) if is_share => Ok(WorkerReply::Endpoints(endpoints)),
+                    Ok(_) => Ok(WorkerReply::Done),
+                    Err(e) => {
+                        // Never leave a half-built lab.
+                        if let Err(e2) = self.teardown() {
+                            return Err(e.context(format!("and cleaning up failed too: {e2:#}")));
+                        }
+                        Err(e)
                     }
-                    return Err(e);
                 }
+            }
+            WorkerRequest::Connect { peers } => {
+                self.connect(&peers)?;
                 Ok(WorkerReply::Done)
             }
-            WorkerRequest::Patch { target, dir, patch } => Ok(WorkerReply::Impairments(self.engine()?.patch(target, dir, patch)?)),
+            WorkerRequest::Patch { target, dir, patch } => Ok(WorkerReply::Impairments(self.engine()?.patch(self.local(target)?, dir, patch)?)),
             WorkerRequest::SetUp { target, up } => {
-                self.engine()?.set_up(target, up);
+                self.engine()?.set_up(self.local(target)?, up);
                 Ok(WorkerReply::Done)
             }
             WorkerRequest::Stats => {
                 let e = self.engine()?;
-                Ok(WorkerReply::Stats(Counters {
-                    links: (0..e.link_count()).map(|i| e.stats(Target::Link(i))).collect(),
-                    members: self.sizes.iter().enumerate().map(|(g, &n)| (0..n).map(|m| e.stats(Target::Member(g, m))).collect()).collect(),
-                    segments: (0..self.sizes.len()).map(|g| e.segment_stats(g)).collect(),
-                    shard_work_ns: e.work_ns(),
-                    fast_path: self.fast_path.clone(),
-                    engine_faults: e.faults(),
-                }))
+                // In the lab's numbering: what is not on this machine counts nothing here.
+                let mut links = vec![<[DirStats; 2]>::default(); self.links_here.iter().max().map_or(0, |m| m + 1).max(e.link_count())];
+                for (k, &l) in self.links_here.iter().enumerate() {
+                    links[l] = e.stats(Target::Link(k));
+                }
+                let mut members: Vec<Vec<[DirStats; 2]>> = self.sizes.iter().map(|&n| vec![Default::default(); n]).collect();
+                let mut segments = vec![SegStats::default(); self.sizes.len()];
+                for (k, &g) in self.segs_here.iter().enumerate() {
+                    members[g] = (0..self.sizes[g]).map(|m| e.stats(Target::Member(k, m))).collect();
+                    segments[g] = e.segment_stats(k);
+                }
+                Ok(WorkerReply::Stats(Counters { links, members, segments, shard_work_ns: e.work_ns(), fast_path: self.fast_path.clone(), engine_faults: e.faults() }))
             }
             WorkerRequest::NodeState { node, up } => {
                 let (Some(sup), Some(paths)) = (&self.supervisor, &self.lab) else {
@@ -418,10 +534,10 @@ impl Worker for LocalWorker {
                 Ok(WorkerReply::Processes(self.supervisor.as_ref().map(|s| s.status()).unwrap_or_default()))
             }
             WorkerRequest::Positions { seg, positions } => {
-                self.engine()?.set_positions(seg, positions);
+                self.engine()?.set_positions(self.local_seg(seg)?, positions);
                 Ok(WorkerReply::Done)
             }
-            WorkerRequest::Radio { seg } => Ok(WorkerReply::Radio(self.engine()?.radio(seg))),
+            WorkerRequest::Radio { seg } => Ok(WorkerReply::Radio(self.engine()?.radio(self.local_seg(seg)?))),
             WorkerRequest::TapQueues => Ok(WorkerReply::TapQueues(self.tap_queues()?)),
             WorkerRequest::Backlog => Ok(WorkerReply::Backlog(self.engine()?.backlog_ns())),
             WorkerRequest::SetLimits { node, limits } => {
@@ -431,7 +547,9 @@ impl Worker for LocalWorker {
             }
             WorkerRequest::Usage => {
                 let paths = self.lab.as_ref().ok_or_else(|| anyhow!("the lab is not built"))?;
-                Ok(WorkerReply::Usage(self.ifaces.iter().map(|(n, _)| vemu_host::cgroup::usage(&paths.lab, n)).collect()))
+                // In the lab's order of nodes; those of other machines use nothing here.
+                let here: HashSet<&str> = self.ifaces.iter().map(|(n, _)| n.as_str()).collect();
+                Ok(WorkerReply::Usage(self.nodes.iter().map(|n| if here.contains(n.as_str()) { vemu_host::cgroup::usage(&paths.lab, n) } else { Default::default() }).collect()))
             }
             WorkerRequest::Teardown => {
                 self.teardown()?;

@@ -7,6 +7,7 @@
 
 mod parse;
 mod plan;
+pub mod placement;
 mod template;
 pub mod units;
 pub mod yaml;
@@ -42,6 +43,33 @@ pub struct Plan {
     /// /var/log and /run together, bytes (scenario key `storage`).
     #[serde(default = "default_storage")]
     pub storage_bytes: u64,
+    /// Machines hosting the nodes (empty: this machine alone); each node's is
+    /// [`NodePlan::machine`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub machines: Vec<Machine>,
+}
+
+/// A machine that hosts nodes of a lab: where its `vemu agent` listens.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Machine {
+    pub name: String,
+    pub address: std::net::SocketAddr,
+}
+
+/// TCP port of `vemu agent` unless one is given.
+pub const AGENT_PORT: u16 = 14790;
+
+impl Machine {
+    /// `ADDRESS` or `ADDRESS:PORT` (IPv6: `[ADDRESS]:PORT`), port [`AGENT_PORT`] by default.
+    pub fn parse_address(s: &str) -> Result<std::net::SocketAddr, String> {
+        if let Ok(a) = s.parse::<std::net::SocketAddr>() {
+            return Ok(a);
+        }
+        match s.parse::<IpAddr>() {
+            Ok(ip) => Ok(std::net::SocketAddr::new(ip, AGENT_PORT)),
+            Err(_) => Err(format!("expected the address of the machine's agent (an IP address, with ':PORT' if not {AGENT_PORT}), got '{s}'")),
+        }
+    }
 }
 
 /// Default size of a lab's tmpfs (nodes' private files), bytes.
@@ -100,6 +128,9 @@ pub struct NodePlan {
     /// CPU, memory and process limits of the node's processes together.
     #[serde(default)]
     pub limits: Limits,
+    /// Which of [`Plan::machines`] hosts the node (0 when the lab has none).
+    #[serde(default)]
+    pub machine: usize,
 }
 
 /// Limits on what a node's processes may use together (scenario keys `cpu`, `memory`,

@@ -31,6 +31,8 @@ pub struct Scenario {
     pub fidelity: crate::FidelityThresholds,
     /// Size of the lab's tmpfs (what the nodes write under /etc, /var/lib, /var/log, /run), bytes.
     pub storage_bytes: u64,
+    /// Machines that host the lab's nodes (`machines:`), by name; none: this machine.
+    pub machines: Vec<crate::Machine>,
 }
 
 #[derive(Debug, Clone)]
@@ -52,6 +54,8 @@ pub struct NodeDef {
     /// CPU, memory and process limits (`cpu`, `memory`, `pids`), the node's over
     /// `defaults.node`'s.
     pub limits: crate::Limits,
+    /// The machine the node must run on (`machine:`, an index into `machines`).
+    pub machine: Option<usize>,
 }
 
 /// A file placed in a node's private view of the filesystem.
@@ -1046,7 +1050,7 @@ fn addressing(p: &mut P, node: &Node, field: &str) -> Addressing {
     a
 }
 
-const NODE_KEYS: &[&str] = &["run", "routes", "files", "loopback", "vars", "sysctl", "isolation", "cpu", "memory", "pids"];
+const NODE_KEYS: &[&str] = &["run", "routes", "files", "loopback", "vars", "sysctl", "isolation", "cpu", "memory", "pids", "machine"];
 
 /// What a node definition (or `defaults.node`) gives.
 #[derive(Default)]
@@ -1061,6 +1065,8 @@ struct NodeParts {
     own_pids: Option<bool>,
     /// `cpu`, `memory`, `pids`, when given.
     limits: crate::Limits,
+    /// `machine`, when given: its name and where.
+    machine: Option<(String, Mark)>,
 }
 
 fn node_parts(p: &mut P, def: &Node, field: &str, base: Option<&Path>, allowed: &[&str]) -> NodeParts {
@@ -1096,6 +1102,7 @@ fn node_parts(p: &mut P, def: &Node, field: &str, base: Option<&Path>, allowed: 
                 })
             }
             "files" => d.files = files(p, v, &f, base),
+            "machine" => d.machine = p.string(v, &f).map(|m| (m, v.mark)),
             "vars" => {
                 for (name, _, x) in p.map(v, &f, &[]) {
                     if let Some(val) = p.string(x, &join(&f, name)) {
@@ -1156,7 +1163,7 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, base: Option<&
         }
     };
     let mut p = P { errors: Vec::new() };
-    let top = p.map(&root, "", &["name", "seed", "defaults", "nodes", "links", "segments", "events", "addressing", "routing", "fidelity", "storage"]);
+    let top = p.map(&root, "", &["name", "seed", "defaults", "nodes", "links", "segments", "events", "addressing", "routing", "fidelity", "storage", "machines"]);
     let get = |k: &str| top.iter().find(|(key, ..)| *key == k).map(|(_, m, n)| (*m, *n));
 
     let name = match (name_override, get("name")) {
@@ -1191,6 +1198,20 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, base: Option<&
         Some((m, n)) => (addressing(&mut p, n, "addressing"), m),
         None => (Addressing::default(), root.mark),
     };
+
+    let mut machines: Vec<crate::Machine> = Vec::new();
+    if let Some((_, n)) = get("machines") {
+        for (mname, mmark, v) in p.map(n, "machines", &[]) {
+            let f = join("machines", mname);
+            if let Err(m) = valid_name("machine", mname, char::is_ascii_alphanumeric, "a letter or digit") {
+                p.err(mmark, &f, m);
+                continue;
+            }
+            if let Some(address) = p.scalar(v, &f, crate::Machine::parse_address) {
+                machines.push(crate::Machine { name: mname.to_string(), address });
+            }
+        }
+    }
 
     let mut default_link = ImpairmentsPatch::default();
     let mut default_node = NodeParts::default();
@@ -1242,8 +1263,20 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, base: Option<&
                 let (routes, loopback) = (d.routes, d.loopback);
                 let own_pids = d.own_pids.or(default_node.own_pids).unwrap_or(true);
                 let limits = d.limits.or(default_node.limits);
+                let machine = d.machine.and_then(|(m, mark)| match machines.iter().position(|x| x.name == m) {
+                    Some(i) => Some(i),
+                    None => {
+                        let known: Vec<&str> = machines.iter().map(|x| x.name.as_str()).collect();
+                        let why = match known.is_empty() {
+                            true => "the scenario names no 'machines'".to_string(),
+                            false => format!("the machines are {}", known.join(", ")),
+                        };
+                        p.err(mark, &join(&field, "machine"), format!("unknown machine '{m}' ({why})"));
+                        None
+                    }
+                });
                 names.insert(nname.to_string(), nodes.len());
-                nodes.push(NodeDef { name: nname.to_string(), mark: nmark, run, routes, files, loopback, vars, sysctls, own_pids, limits });
+                nodes.push(NodeDef { name: nname.to_string(), mark: nmark, run, routes, files, loopback, vars, sysctls, own_pids, limits, machine });
             }
         }
     }
@@ -1359,7 +1392,7 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, base: Option<&
         })
         .unwrap_or(crate::DEFAULT_STORAGE_BYTES);
     if p.errors.is_empty() {
-        Ok(Scenario { name, seed, nodes, links, segments, events, addressing, addressing_mark, static_routing, routing_mark, fidelity, storage_bytes })
+        Ok(Scenario { name, seed, nodes, links, segments, events, addressing, addressing_mark, static_routing, routing_mark, fidelity, storage_bytes, machines })
     } else {
         Err(p.errors)
     }

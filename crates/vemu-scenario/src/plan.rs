@@ -141,8 +141,27 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
             sysctls: n.sysctls.clone(),
             own_pids: n.own_pids,
             limits: n.limits,
+            machine: 0,
         })
         .collect();
+    if !s.machines.is_empty() {
+        let g = crate::placement::Graph {
+            pins: s.nodes.iter().map(|n| n.machine).collect(),
+            links: s.links.iter().map(|l| (l.ends[0].node, l.ends[1].node)).collect(),
+            segments: s.segments.iter().map(|g| g.members.iter().map(|m| m.end.node).collect()).collect(),
+        };
+        match crate::placement::place(&g, s.machines.len()) {
+            Ok(at) => nodes.iter_mut().zip(at).for_each(|(n, m)| n.machine = m),
+            Err(crate::placement::PlaceError::SegmentSplit { segment, nodes: [a, b], machines: [ma, mb] }) => {
+                let g = &s.segments[segment];
+                let m = format!(
+                    "segment '{}' would span machines: '{}' is pinned to '{}' and '{}' to '{}' (a segment's members must be on one machine)",
+                    g.name, s.nodes[a].name, s.machines[ma].name, s.nodes[b].name, s.machines[mb].name
+                );
+                err(&mut errors, g.mark, &g.field, m);
+            }
+        }
+    }
 
     // Interface names: explicit names first, then eth0, eth1, ... skipping taken ones.
     let ends: Vec<&EndDef> = s.links.iter().flat_map(|l| l.ends.iter()).chain(s.segments.iter().flat_map(|g| g.members.iter().map(|m| &m.end))).collect();
@@ -290,7 +309,7 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
         addrs.sort_by_key(|a| a.is_ipv6());
         hosts.extend(addrs.into_iter().map(|a| (a, n.name.clone())));
     }
-    let mut plan = Plan { name: s.name.clone(), seed: s.seed, nodes, links, segments, events: Vec::new(), hosts, fidelity: s.fidelity.clone(), storage_bytes: s.storage_bytes };
+    let mut plan = Plan { name: s.name.clone(), seed: s.seed, nodes, links, segments, events: Vec::new(), hosts, fidelity: s.fidelity.clone(), storage_bytes: s.storage_bytes, machines: s.machines.clone() };
     crate::template::render_node_files(s, &mut plan, &mut errors);
     // Timeline: names must exist in the plan.
     for e in &s.events {

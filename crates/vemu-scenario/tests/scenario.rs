@@ -554,6 +554,29 @@ fn node_limits_from_defaults_and_nodes_with_bounds() {
     }
 }
 
+#[test]
+fn machines_pins_and_placement() {
+    let p = ok("machines: {a: 10.77.0.1, b: '10.77.0.2:9000'}\nnodes: {n1: {machine: b}, n2: {}, n3: {}, n4: {machine: a}}\nlinks:\n  - endpoints: [n1, n2]\n  - endpoints: [n2, n3]\n  - endpoints: [n3, n4]\n");
+    let m: Vec<String> = p.machines.iter().map(|m| format!("{}={}", m.name, m.address)).collect();
+    assert_eq!(m, ["a=10.77.0.1:14790", "b=10.77.0.2:9000"]);
+    let at: Vec<usize> = p.nodes.iter().map(|n| n.machine).collect();
+    // Pins hold; the free nodes follow their pinned neighbours, two nodes a machine.
+    assert_eq!(at, [1, 1, 0, 0]);
+    assert!(ok("nodes: {a: {}}\n").machines.is_empty());
+    for (yaml, want) in [
+        ("nodes:\n  a: {machine: x}\n", "t.yaml:2:16: nodes.a.machine: unknown machine 'x' (the scenario names no 'machines')"),
+        ("machines: {m1: 10.0.0.1}\nnodes:\n  a: {machine: x}\n", "unknown machine 'x' (the machines are m1)"),
+        ("machines: {m1: somewhere}\nnodes: {a: {}}\n", "t.yaml:1:16: machines.m1: expected the address of the machine's agent (an IP address, with ':PORT' if not 14790), got 'somewhere'"),
+        (
+            "machines: {m1: 10.0.0.1, m2: 10.0.0.2}\nnodes: {a: {machine: m1}, b: {machine: m2}}\nsegments:\n  lan: {members: [a, b]}\n",
+            "segment 'lan' would span machines: 'a' is pinned to 'm1' and 'b' to 'm2' (a segment's members must be on one machine)",
+        ),
+    ] {
+        let m = one_error(yaml);
+        assert!(m.contains(want), "{yaml}: {m}");
+    }
+}
+
 /// Audit: `check` took 10.7 s for 10,000 nodes (every node's template context copied
 /// every node's name; every LAN member searched the whole graph for routes it did not
 /// need). A LAN of 20,000 hosts needs no route at all.
