@@ -668,11 +668,15 @@ mod tests {
     }
 }
 
-/// Refuse requests without `Authorization: Bearer TOKEN` (compared in constant time).
+/// Whether a request carries `Authorization: Bearer TOKEN` (compared in constant time).
+pub(crate) fn bearer_matches(headers: &axum::http::HeaderMap, token: &str) -> bool {
+    let given = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
+    given.is_some_and(|g| g.len() == token.len() && g.bytes().zip(token.bytes()).fold(0u8, |a, (x, y)| a | (x ^ y)) == 0)
+}
+
+/// Refuse requests without `Authorization: Bearer TOKEN`.
 async fn require_token(State(token): State<Arc<String>>, req: Request, next: Next) -> Response {
-    let given = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
-    let ok = given.is_some_and(|g| g.len() == token.len() && g.bytes().zip(token.bytes()).fold(0u8, |a, (x, y)| a | (x ^ y)) == 0);
-    if ok {
+    if bearer_matches(req.headers(), &token) {
         next.run(req).await
     } else {
         let mut r = ApiError { status: StatusCode::UNAUTHORIZED, message: "a valid 'Authorization: Bearer TOKEN' header is needed (the token is in /run/vemu/LAB/api-token)".into() }.into_response();
@@ -739,7 +743,7 @@ async fn bounded_body(req: Request, next: Next) -> Response {
 /// at once (more are closed as they come), each closed if it sends no request head
 /// within [`limits::HEADER_TIMEOUT`]. Returns when `stop` fires, after the requests in
 /// flight are answered.
-async fn serve_connections<S, F>(mut accept: impl FnMut() -> F, router: Router, max: usize, stop: oneshot::Receiver<()>)
+pub(crate) async fn serve_connections<S, F>(mut accept: impl FnMut() -> F, router: Router, max: usize, stop: oneshot::Receiver<()>)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     F: std::future::Future<Output = std::io::Result<S>>,

@@ -82,7 +82,7 @@ pub struct ApiOptions {
 
 /// Write a file only root may read, created so (never readable by others, not even for
 /// an instant), replacing any earlier one.
-fn write_private(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
+pub(crate) fn write_private(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
     let _ = std::fs::remove_file(path);
     let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path).with_context(|| format!("creating {}", path.display()))?;
@@ -128,7 +128,9 @@ fn serve_lab(plan: Plan, options: ApiOptions, name: &mut NameGuard, report: &mut
         bail!("lab '{}' is already running (take it down with 'vemu down --lab {}')", plan.name, plan.name);
     }
     // Descriptors first: a lab too big for the limit fails now, having built nothing.
-    vemu_host::ensure_open_files(vemu_host::files_needed(&plan))?;
+    if plan.machines.is_empty() {
+        vemu_host::ensure_open_files(vemu_host::files_needed(&plan))?;
+    }
     // Movement files are read here, before anything is built, and only for the movers:
     // the plan the controller keeps (and writes to plan.json) names them.
     let mut moving = plan.clone();
@@ -150,10 +152,17 @@ fn serve_lab(plan: Plan, options: ApiOptions, name: &mut NameGuard, report: &mut
 
     let clock = LabClock::start();
     let epoch_ns = clock.epoch_ns;
-    if !plan.machines.is_empty() {
-        bail!("this lab names 'machines', and labs across machines are not built yet by this version of vemu");
-    }
-    let mut worker: Box<dyn Worker> = Box::new(LocalWorker::default());
+    // A lab across machines: the agents build it; this machine hosts none of its
+    // nodes, only the lab's directory (API socket, plan) and logs.
+    let mut worker: Box<dyn Worker> = match plan.machines.is_empty() {
+        true => Box::new(LocalWorker::default()),
+        false => {
+            let cluster = crate::cluster::Cluster::connect(&plan, &crate::cluster::agent_token()?)?;
+            std::fs::create_dir_all(&paths.dir).with_context(|| format!("creating {}", paths.dir.display()))?;
+            std::fs::create_dir_all(paths.log_dir()).with_context(|| format!("creating {}", paths.log_dir().display()))?;
+            Box::new(cluster)
+        }
+    };
     let build = WorkerRequest::Build { plan: plan.clone(), clock_epoch_ns: epoch_ns, share: None };
     if let WorkerReply::Error(e) = worker.call(build, &mut |done, total| report(Event::Progress(done, total))) {
         bail!("{e}");

@@ -6,7 +6,9 @@
 //! so that the same controller can drive a local worker (in-process) or, later, an
 //! agent on another machine.
 
+pub mod agent;
 pub mod api;
+pub mod cluster;
 mod background;
 pub mod daemon;
 pub mod error;

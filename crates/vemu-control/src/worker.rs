@@ -111,6 +111,9 @@ pub struct Share {
     /// The address its tunnel sockets use, and the underlay's MTU there.
     pub underlay: IpAddr,
     pub underlay_mtu: u32,
+    /// The lab clock's reading when the controller sent the order, ns (the machine's
+    /// lab clock starts from it: monotonic clocks differ between machines).
+    pub lab_now_ns: u64,
 }
 
 /// A share built and waiting for its tunnels' far ends.

@@ -100,6 +100,37 @@ pub struct DirStats {
     pub kernel_path: bool,
 }
 
+impl DirStats {
+    /// Add another machine's counts of the same direction (a direction of a link
+    /// between machines is counted in part by each: see `core::Core::handle_delivered`).
+    pub fn merge(&mut self, o: &DirStats) {
+        let add = |a: &mut Vec<u64>, b: &[u64]| {
+            if a.len() < b.len() {
+                a.resize(b.len(), 0);
+            }
+            a.iter_mut().zip(b).for_each(|(x, y)| *x += y);
+        };
+        self.rx_frames += o.rx_frames;
+        self.rx_bytes += o.rx_bytes;
+        self.tx_frames += o.tx_frames;
+        self.tx_bytes += o.tx_bytes;
+        self.drop_loss += o.drop_loss;
+        self.drop_queue += o.drop_queue;
+        self.drop_down += o.drop_down;
+        self.drop_mtu += o.drop_mtu;
+        self.duplicated += o.duplicated;
+        self.corrupted += o.corrupted;
+        self.write_errors += o.write_errors;
+        self.queue_frames += o.queue_frames;
+        self.queue_bytes += o.queue_bytes;
+        self.queue_frames_max = self.queue_frames_max.max(o.queue_frames_max);
+        add(&mut self.delay_hist, &o.delay_hist);
+        add(&mut self.late_hist, &o.late_hist);
+        self.late_max_ns = self.late_max_ns.max(o.late_max_ns);
+        self.kernel_path |= o.kernel_path;
+    }
+}
+
 impl DirCounters {
     pub fn snapshot(&self) -> DirStats {
         DirStats {
@@ -174,6 +205,24 @@ pub struct SegStats {
     pub groups: u64,
     #[serde(default)]
     pub groups_refused: u64,
+}
+
+impl SegStats {
+    /// Add another machine's counts of the same segment (one machine holds a segment:
+    /// the others count nothing).
+    pub fn merge(&mut self, o: &SegStats) {
+        self.unicast += o.unicast;
+        self.flooded += o.flooded;
+        self.filtered += o.filtered;
+        self.drop_capacity += o.drop_capacity;
+        self.air_frames += o.air_frames;
+        self.routing_frames += o.routing_frames;
+        self.learned += o.learned;
+        self.learn_refused += o.learn_refused;
+        self.multicast += o.multicast;
+        self.groups += o.groups;
+        self.groups_refused += o.groups_refused;
+    }
 }
 
 impl SegCounters {

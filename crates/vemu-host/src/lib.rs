@@ -153,6 +153,11 @@ const HOST_LIMITS: &[(&str, u64)] = &[
 /// tuning values, not lab objects, so they stay after the lab (as with Mininet).
 fn raise_host_limits() -> Result<()> {
     for (path, least) in HOST_LIMITS {
+        // Only the machine's first network namespace has them (an agent may run in
+        // another: the limits are the machine's, raised from there).
+        if !Path::new(path).exists() {
+            continue;
+        }
         let now: u64 = fs::read_to_string(path).with_context(|| format!("reading {path}"))?.trim().parse().unwrap_or(0);
         if now < *least {
             write_sysctl(path, &least.to_string())?;
@@ -316,13 +321,59 @@ pub fn mount_template(paths: &LabPaths) -> Result<OwnedFd> {
         .map_err(|_| anyhow!("the thread creating the nodes' mount namespace panicked"))?
 }
 
+/// The kernel's id of the mount namespace at `path` (`NS_GET_MNTNS_ID`, Linux 6.8), if
+/// it tells.
+fn mnt_ns_id(path: &str) -> Option<u64> {
+    const NS_GET_MNTNS_ID: libc::c_ulong = 0x8008_b705;
+    let f = fs::File::open(path).ok()?;
+    let mut id: u64 = 0;
+    // SAFETY: the ioctl writes one u64 through the pointer.
+    (unsafe { libc::ioctl(f.as_raw_fd(), NS_GET_MNTNS_ID, &mut id) } == 0).then_some(id)
+}
+
+/// Move the calling thread (with a filesystem context of its own) into a new mount
+/// namespace copied from `template`, whose id is above `above` (the namespace of the
+/// process that will pin it). The kernel refuses to pin a mount namespace from one
+/// that is not older ("a loop"), and it hands out ids in per-CPU batches, so a new
+/// namespace can be "older" than its maker's: seen whenever vemu itself runs in a
+/// mount namespace of its own (a container, an agent), never from the machine's
+/// first one (id 1). Each retry makes the namespace on another CPU, one of which is
+/// handing out the newest ids.
+fn new_mount_ns_after(template: &OwnedFd, above: Option<u64>) -> Result<()> {
+    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it for this thread.
+    let mut allowed: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let have = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut allowed) } == 0;
+    let mut result = Ok(());
+    for attempt in 0..=2 * cpus {
+        nix::sched::setns(template, CloneFlags::CLONE_NEWNS).context("entering the template mount namespace")?;
+        unshare(CloneFlags::CLONE_NEWNS).context("creating the node's mount namespace")?;
+        let (Some(above), Some(id)) = (above, mnt_ns_id("/proc/thread-self/ns/mnt")) else { break };
+        if id > above {
+            break;
+        }
+        if attempt == 2 * cpus {
+            result = Err(anyhow!("could not make a mount namespace newer than vemu's own (id {above}; got {id})"));
+            break;
+        }
+        // SAFETY: as above; a set with one CPU.
+        let mut one: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        unsafe { libc::CPU_SET(attempt % cpus, &mut one) };
+        unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &one) };
+    }
+    if have {
+        // SAFETY: restoring the set read above.
+        unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &allowed) };
+    }
+    result
+}
+
 /// Give the calling thread (already in the node's network namespace) the node's own
 /// mount namespace: a copy of `template` with copy-on-write overlays on
 /// [`PRIVATE_OVERLAYS`], the lab's `/etc/hosts`, the node's `/sys` and its own `/run`.
 fn enter_node_mounts(paths: &LabPaths, node: &str, template: &OwnedFd) -> Result<()> {
     unshare(CloneFlags::CLONE_FS).context("unsharing the filesystem context")?;
-    nix::sched::setns(template, CloneFlags::CLONE_NEWNS).context("entering the template mount namespace")?;
-    unshare(CloneFlags::CLONE_NEWNS).context("creating the node's mount namespace")?;
+    new_mount_ns_after(template, mnt_ns_id("/proc/self/ns/mnt"))?;
     let root = paths.node_fs(node);
     for d in PRIVATE_OVERLAYS {
         if !Path::new(d).is_dir() {

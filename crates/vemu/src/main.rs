@@ -150,6 +150,18 @@ enum Cmd {
         #[command(subcommand)]
         cmd: AgentCmd,
     },
+    /// Host this machine's share of labs that span machines (a scenario's `machines:`),
+    /// on the controller's orders; runs until SIGTERM, then takes its shares down.
+    Agent {
+        /// The address to listen on: the controller's orders come here, and the
+        /// tunnels of links to other machines use it.
+        #[arg(long, value_name = "ADDR[:PORT]", value_parser = vemu_scenario::Machine::parse_address)]
+        listen: std::net::SocketAddr,
+        /// A file holding the bearer token the controller must present (the
+        /// controller reads it from VEMU_AGENT_TOKEN_FILE, default /etc/vemu/agent-token).
+        #[arg(long, value_name = "FILE", default_value = vemu_control::cluster::DEFAULT_TOKEN_FILE)]
+        token_file: PathBuf,
+    },
     /// Remove what crashed labs left in the kernel (namespaces, devices, processes).
     Clean {
         /// Also take down labs that are still running.
@@ -451,7 +463,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             // The controller checks too, but only after the plan has reached it (a second
             // for 10,000 nodes): a lab too big for the limits fails here at once. The
             // controller inherits the raised soft limit.
-            vemu_host::ensure_open_files(vemu_host::files_needed(&plan)).with_context(|| format!("lab '{}' cannot come up", plan.name))?;
+            if plan.machines.is_empty() {
+                vemu_host::ensure_open_files(vemu_host::files_needed(&plan)).with_context(|| format!("lab '{}' cannot come up", plan.name))?;
+            }
             let options = ApiOptions { tcp: api };
             if foreground {
                 up_foreground(plan, options)?;
@@ -460,6 +474,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
         }
         Cmd::Daemon => run_daemon()?,
+        Cmd::Agent { listen, token_file } => {
+            need_root()?;
+            let token = std::fs::read_to_string(&token_file).with_context(|| format!("reading the agent's token from {}", token_file.display()))?;
+            let token = token.trim();
+            if token.len() < 16 {
+                return Err(user(format!("{}: the token must have at least 16 characters", token_file.display())));
+            }
+            vemu_control::agent::run(listen, token.to_string())?;
+        }
         Cmd::Down { name, lab } => {
             let lab = resolve_lab(name.or(lab.lab))?;
             connect(&lab)?.post("/v1/down", &json!({}))?;

@@ -1,0 +1,209 @@
+//! `vemu agent`: a machine's share of labs that span machines. It listens on one
+//! address, takes the controller's orders (a [`WorkerRequest`] per HTTP request, with
+//! `Authorization: Bearer TOKEN`) and carries them out with a [`LocalWorker`] per lab —
+//! a whole share per request, then local netlink calls. The address it listens on is
+//! also the one its tunnels use.
+//!
+//! Labs an agent builds are marked (`/run/vemu/LAB/agent`): when an agent starts, it
+//! removes what such labs left behind (an agent that died, a machine that rebooted
+//! keeps nothing in /run), and only those.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use anyhow::{Context, Result};
+use axum::extract::{Path, Request, State};
+use axum::http::{header, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+use tokio::sync::oneshot;
+use vemu_host::LabPaths;
+
+use crate::worker::{LocalWorker, Worker, WorkerReply, WorkerRequest};
+use crate::LockExt;
+
+/// What an agent says about itself.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AgentHello {
+    pub version: String,
+    /// The MTU of the interface its address is on (the underlay's, for its tunnels).
+    pub underlay_mtu: u32,
+    /// Labs it holds a share of.
+    pub labs: Vec<String>,
+}
+
+/// The marker of a lab share an agent built.
+fn marker(lab: &str) -> std::path::PathBuf {
+    LabPaths::new(lab).dir.join("agent")
+}
+
+struct Agent {
+    listen: SocketAddr,
+    token: String,
+    underlay_mtu: u32,
+    labs: Mutex<HashMap<String, Arc<Mutex<LocalWorker>>>>,
+}
+
+/// The MTU of the interface that has `addr` in this network namespace (1500 if none
+/// is found). (Asked of the kernel, not read from /sys, which shows the namespace it
+/// was mounted in.)
+pub fn mtu_of(addr: std::net::IpAddr) -> u32 {
+    let Ok(addrs) = nix::ifaddrs::getifaddrs() else { return 1500 };
+    for a in addrs {
+        let ip = a.address.as_ref().and_then(|s| {
+            s.as_sockaddr_in().map(|v| std::net::IpAddr::V4(v.ip())).or_else(|| s.as_sockaddr_in6().map(|v| std::net::IpAddr::V6(v.ip())))
+        });
+        if ip != Some(addr) {
+            continue;
+        }
+        let Ok(sock) = std::net::UdpSocket::bind("127.0.0.1:0").or_else(|_| std::net::UdpSocket::bind("[::1]:0")) else { return 1500 };
+        // SAFETY: ifreq is plain data; SIOCGIFMTU reads its name and writes its MTU.
+        let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+        for (d, c) in req.ifr_name.iter_mut().zip(a.interface_name.bytes().take(libc::IFNAMSIZ - 1)) {
+            *d = c as libc::c_char;
+        }
+        use std::os::fd::AsRawFd;
+        // SAFETY: as above, on a socket we own.
+        if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFMTU, &mut req) } == 0 {
+            // SAFETY: the union's MTU member, as the ioctl filled it.
+            return unsafe { req.ifr_ifru.ifru_mtu } as u32;
+        }
+    }
+    1500
+}
+
+/// Run an agent until SIGTERM or SIGINT; then take down every share it holds.
+pub fn run(listen: SocketAddr, token: String) -> Result<()> {
+    use nix::sys::signal::{SigSet, Signal};
+    // Leftovers of shares of earlier runs.
+    for lab in vemu_host::labs_present() {
+        if marker(&lab).exists() {
+            eprintln!("vemu agent: removing what lab '{lab}' left behind");
+            vemu_host::remove_lab(&lab).with_context(|| format!("removing lab '{lab}'"))?;
+        }
+    }
+    let mut signals = SigSet::empty();
+    for s in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+        signals.add(s);
+    }
+    signals.thread_block().context("blocking signals")?;
+    // Processes of nodes whose parents end become ours, for the supervisors to reap.
+    // SAFETY: prctl with integer arguments.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    let agent = Arc::new(Agent { listen, token, underlay_mtu: mtu_of(listen.ip()), labs: Mutex::new(HashMap::new()) });
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().thread_name("vemu-agent").build()?;
+    let listener = rt.block_on(tokio::net::TcpListener::bind(listen)).with_context(|| format!("listening on {listen}"))?;
+    eprintln!("vemu agent: listening on {} (underlay MTU {})", listener.local_addr()?, agent.underlay_mtu);
+    let router = Router::new()
+        .route("/v1/agent", axum::routing::get(hello))
+        .route("/v1/agent/labs/{lab}", axum::routing::post(call))
+        .with_state(agent.clone())
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_ORDER_BYTES))
+        .layer(middleware::from_fn_with_state(agent.clone(), require_token));
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let listener = Arc::new(listener);
+    let server = rt.spawn(crate::api::serve_connections(
+        move || {
+            let l = listener.clone();
+            async move {
+                let (s, _) = l.accept().await?;
+                let _ = s.set_nodelay(true);
+                Ok(s)
+            }
+        },
+        router,
+        crate::api::limits::MAX_TCP_CONNECTIONS,
+        stop_rx,
+    ));
+    let _ = signals.wait();
+    let _ = stop_tx.send(());
+    let _ = rt.block_on(server);
+    let labs: Vec<(String, Arc<Mutex<LocalWorker>>)> = agent.labs.locked().drain().collect();
+    for (lab, w) in labs {
+        eprintln!("vemu agent: taking down lab '{lab}'");
+        if let WorkerReply::Error(e) = w.locked().call(WorkerRequest::Teardown, &mut |_, _| {}) {
+            eprintln!("vemu agent: lab '{lab}': {e}");
+        }
+    }
+    Ok(())
+}
+
+/// Largest order (a whole lab's plan travels with `Build`).
+const MAX_ORDER_BYTES: usize = 256 << 20;
+
+async fn require_token(State(agent): State<Arc<Agent>>, req: Request, next: Next) -> Response {
+    if crate::api::bearer_matches(req.headers(), &agent.token) {
+        return next.run(req).await;
+    }
+    let mut r = (StatusCode::UNAUTHORIZED, Json(serde_json::json!({"error": "a valid 'Authorization: Bearer TOKEN' header is needed (the agent's token)"}))).into_response();
+    r.headers_mut().insert(header::WWW_AUTHENTICATE, "Bearer".parse().expect("a header value"));
+    r
+}
+
+async fn hello(State(agent): State<Arc<Agent>>) -> Json<AgentHello> {
+    let mut labs: Vec<String> = agent.labs.locked().keys().cloned().collect();
+    labs.sort();
+    Json(AgentHello { version: env!("CARGO_PKG_VERSION").into(), underlay_mtu: agent.underlay_mtu, labs })
+}
+
+async fn call(State(agent): State<Arc<Agent>>, Path(lab): Path<String>, Json(req): Json<WorkerRequest>) -> Response {
+    if let Err(m) = vemu_scenario::valid_lab_name(&lab) {
+        return (StatusCode::BAD_REQUEST, Json(serde_json::json!({ "error": m }))).into_response();
+    }
+    let reply = tokio::task::spawn_blocking(move || order(&agent, &lab, req)).await.unwrap_or_else(|e| WorkerReply::Error(format!("the order failed: {e}")));
+    Json(reply).into_response()
+}
+
+/// Carry out one order for `lab`.
+fn order(agent: &Agent, lab: &str, req: WorkerRequest) -> WorkerReply {
+    let (build, teardown) = (matches!(req, WorkerRequest::Build { .. }), matches!(req, WorkerRequest::Teardown));
+    let worker = {
+        let mut labs = agent.labs.locked();
+        match (labs.get(lab), build) {
+            (Some(_), true) => return WorkerReply::Error(format!("lab '{lab}' is already built on this machine")),
+            (Some(w), false) => w.clone(),
+            (None, true) => labs.entry(lab.to_string()).or_default().clone(),
+            (None, false) if teardown => return WorkerReply::Done,
+            (None, false) => return WorkerReply::Error(format!("this machine holds no share of lab '{lab}'")),
+        }
+    };
+    let mut w = worker.locked();
+    let req = match req {
+        WorkerRequest::Build { mut plan, clock_epoch_ns, share } => {
+            if plan.name != lab {
+                return WorkerReply::Error(format!("the plan is of lab '{}', not '{lab}'", plan.name));
+            }
+            // Tunnels use the agent's own address, whatever the order says; the lab
+            // clock is this machine's monotonic clock shifted to read what the
+            // controller's read when it sent the order.
+            let mut epoch = clock_epoch_ns;
+            let share = share.map(|mut s| {
+                s.underlay = agent.listen.ip();
+                s.underlay_mtu = agent.underlay_mtu;
+                epoch = vemu_engine::monotonic_ns().saturating_sub(s.lab_now_ns);
+                s
+            });
+            plan.name = lab.to_string();
+            let paths = LabPaths::new(lab);
+            let written = plan.clone();
+            let reply = w.call(WorkerRequest::Build { plan, clock_epoch_ns: epoch, share }, &mut |_, _| {});
+            if !matches!(reply, WorkerReply::Error(_)) {
+                // For `vemu exec` on this machine.
+                let _ = crate::daemon::write_private(&paths.plan(), &serde_json::to_vec(&written).unwrap_or_default());
+                let _ = std::fs::write(marker(lab), b"");
+            } else {
+                agent.labs.locked().remove(lab);
+            }
+            return reply;
+        }
+        r => r,
+    };
+    let reply = w.call(req, &mut |_, _| {});
+    if teardown {
+        agent.labs.locked().remove(lab);
+    }
+    reply
+}

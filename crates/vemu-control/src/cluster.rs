@@ -1,0 +1,355 @@
+//! The worker of a lab that spans machines: every order goes to the `vemu agent`s of
+//! the machines it concerns, and their answers are merged into the lab's.
+//!
+//! Bring-up goes in phases: every agent builds its share (nodes, devices, tunnel
+//! sockets) and says where its tunnels listen; then each is told where its tunnels'
+//! far ends are and starts its engine and commands. A failed phase takes every share
+//! down again.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::{anyhow, Context, Result};
+use vemu_engine::{CaptureSpec, Captured, Target};
+use vemu_scenario::Plan;
+
+use crate::agent::AgentHello;
+use crate::worker::{Counters, Share, Worker, WorkerReply, WorkerRequest};
+
+/// Environment variable naming the file with the agents' bearer token (default
+/// [`DEFAULT_TOKEN_FILE`]).
+pub const TOKEN_FILE_ENV: &str = "VEMU_AGENT_TOKEN_FILE";
+pub const DEFAULT_TOKEN_FILE: &str = "/etc/vemu/agent-token";
+
+/// How long an agent may take to answer an order (building a share of thousands of
+/// nodes takes minutes), and to accept a connection.
+const ORDER_TIMEOUT: Duration = Duration::from_secs(1800);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The token agents expect, from [`TOKEN_FILE_ENV`]'s file.
+pub fn agent_token() -> Result<String> {
+    let path = std::env::var(TOKEN_FILE_ENV).unwrap_or_else(|_| DEFAULT_TOKEN_FILE.into());
+    let t = std::fs::read_to_string(&path).with_context(|| format!("reading the agents' token from {path} (set {TOKEN_FILE_ENV} to another file)"))?;
+    let t = t.trim().to_string();
+    if t.is_empty() {
+        anyhow::bail!("{path} is empty: it must hold the token the agents were started with");
+    }
+    Ok(t)
+}
+
+/// A connection to one machine's agent.
+struct AgentClient {
+    name: String,
+    address: SocketAddr,
+    token: String,
+    rt: tokio::runtime::Runtime,
+}
+
+impl AgentClient {
+    async fn send(&self, method: &str, path: &str, body: String) -> Result<Vec<u8>> {
+        use http_body_util::{BodyExt, Full};
+        let stream = tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(self.address))
+            .await
+            .map_err(|_| anyhow!("no answer within {} s", CONNECT_TIMEOUT.as_secs()))??;
+        let _ = stream.set_nodelay(true);
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
+        tokio::spawn(conn);
+        let req = hyper::Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", "vemu-agent")
+            .header("content-type", "application/json")
+            .header("authorization", format!("Bearer {}", self.token))
+            .body(Full::new(hyper::body::Bytes::from(body)))?;
+        let res = tokio::time::timeout(ORDER_TIMEOUT, sender.send_request(req)).await.map_err(|_| anyhow!("no answer within {} s", ORDER_TIMEOUT.as_secs()))??;
+        let status = res.status();
+        let bytes = res.into_body().collect().await?.to_bytes().to_vec();
+        if !status.is_success() {
+            let m = serde_json::from_slice::<serde_json::Value>(&bytes).ok().and_then(|v| v["error"].as_str().map(String::from));
+            return Err(anyhow!("{}", m.unwrap_or_else(|| format!("HTTP {status}"))));
+        }
+        Ok(bytes)
+    }
+
+    fn hello(&self) -> Result<AgentHello> {
+        let bytes = self.rt.block_on(self.send("GET", "/v1/agent", String::new())).with_context(|| self.what())?;
+        serde_json::from_slice(&bytes).with_context(|| format!("{}: not an agent's answer", self.what()))
+    }
+
+    fn call(&self, lab: &str, req: &WorkerRequest) -> WorkerReply {
+        let body = match serde_json::to_string(req) {
+            Ok(b) => b,
+            Err(e) => return WorkerReply::Error(e.to_string()),
+        };
+        let r = self.rt.block_on(self.send("POST", &format!("/v1/agent/labs/{lab}"), body)).and_then(|b| Ok(serde_json::from_slice::<WorkerReply>(&b)?));
+        match r {
+            Ok(WorkerReply::Error(e)) => WorkerReply::Error(format!("{}: {e}", self.what())),
+            Ok(r) => r,
+            Err(e) => WorkerReply::Error(format!("{}: {e:#}", self.what())),
+        }
+    }
+
+    fn what(&self) -> String {
+        format!("machine '{}' ({})", self.name, self.address)
+    }
+}
+
+/// A lab's machines, as one worker.
+pub struct Cluster {
+    lab: String,
+    agents: Vec<AgentClient>,
+    /// Each node's machine, each link's machines (sides a and b), each segment's machine.
+    node_at: Vec<usize>,
+    link_at: Vec<[usize; 2]>,
+    seg_at: Vec<usize>,
+    node_names: Vec<String>,
+}
+
+impl Cluster {
+    /// Reach every machine of `plan` (checking its agent answers and takes the token).
+    pub fn connect(plan: &Plan, token: &str) -> Result<Cluster> {
+        let mut agents = Vec::new();
+        for m in &plan.machines {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            let a = AgentClient { name: m.name.clone(), address: m.address, token: token.to_string(), rt };
+            let hello = a.hello()?;
+            if hello.labs.contains(&plan.name) {
+                anyhow::bail!("{} already holds a share of lab '{}' (take it down first)", a.what(), plan.name);
+            }
+            agents.push(a);
+        }
+        let node_at: Vec<usize> = plan.nodes.iter().map(|n| n.machine).collect();
+        Ok(Cluster {
+            lab: plan.name.clone(),
+            link_at: plan.links.iter().map(|l| [node_at[l.a.node], node_at[l.b.node]]).collect(),
+            seg_at: plan.segments.iter().map(|g| g.members.first().map_or(0, |m| node_at[m.end.node])).collect(),
+            node_names: plan.nodes.iter().map(|n| n.name.clone()).collect(),
+            node_at,
+            agents,
+        })
+    }
+
+    /// Send `req` to machines `to` side by side; their answers in that order.
+    fn each(&self, to: &[usize], req: &WorkerRequest) -> Vec<WorkerReply> {
+        std::thread::scope(|s| {
+            let handles: Vec<_> = to.iter().map(|&m| s.spawn(move || self.agents[m].call(&self.lab, req))).collect();
+            handles.into_iter().map(|h| h.join().unwrap_or_else(|_| WorkerReply::Error("a thread panicked".into()))).collect()
+        })
+    }
+
+    fn all(&self) -> Vec<usize> {
+        (0..self.agents.len()).collect()
+    }
+
+    /// The machines a link or segment port is on.
+    fn machines_of(&self, target: Target) -> Vec<usize> {
+        let mut v = match target {
+            Target::Link(l) => self.link_at.get(l).map(|m| m.to_vec()).unwrap_or_default(),
+            Target::Member(g, _) => self.seg_at.get(g).map(|&m| vec![m]).unwrap_or_default(),
+        };
+        v.dedup();
+        v
+    }
+
+    fn node_machine(&self, node: &str) -> Result<usize, String> {
+        self.node_names.iter().position(|n| n == node).map(|i| self.node_at[i]).ok_or_else(|| format!("no node '{node}'"))
+    }
+
+    /// The first error among answers, else the first answer.
+    fn first(replies: Vec<WorkerReply>) -> WorkerReply {
+        let mut first = None;
+        for r in replies {
+            if let WorkerReply::Error(_) = r {
+                return r;
+            }
+            first.get_or_insert(r);
+        }
+        first.unwrap_or(WorkerReply::Done)
+    }
+
+    fn build(&self, plan: Plan, clock_epoch_ns: u64) -> WorkerReply {
+        let lab_now_ns = vemu_engine::monotonic_ns().saturating_sub(clock_epoch_ns);
+        // Phase 1: every machine builds its share.
+        let replies = std::thread::scope(|s| {
+            let plan = &plan;
+            let handles: Vec<_> = (0..self.agents.len())
+                .map(|m| {
+                    let share = Share { machine: m, underlay: self.agents[m].address.ip(), underlay_mtu: 0, lab_now_ns };
+                    let req = WorkerRequest::Build { plan: plan.clone(), clock_epoch_ns, share: Some(share) };
+                    s.spawn(move || self.agents[m].call(&self.lab, &req))
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap_or_else(|_| WorkerReply::Error("a thread panicked".into()))).collect::<Vec<_>>()
+        });
+        let mut ends: Vec<[Option<SocketAddr>; 2]> = vec![[None; 2]; self.link_at.len()];
+        let mut failed = Vec::new();
+        for (m, r) in replies.into_iter().enumerate() {
+            match r {
+                WorkerReply::Endpoints(eps) => {
+                    for (l, addr) in eps {
+                        // The socket of machine m for link l serves m's side.
+                        if let Some(at) = self.link_at.get(l) {
+                            let side = if at[0] == m { 0 } else { 1 };
+                            ends[l][side] = Some(addr);
+                        }
+                    }
+                }
+                WorkerReply::Error(e) => failed.push(e),
+                _ => failed.push(format!("{}: an answer that is not its tunnels", self.agents[m].what())),
+            }
+        }
+        // Phase 2: each machine joins its tunnels to the far ends and starts.
+        if failed.is_empty() {
+            let connects: Vec<WorkerReply> = std::thread::scope(|s| {
+                let ends = &ends;
+                let handles: Vec<_> = (0..self.agents.len())
+                    .map(|m| {
+                        // For each tunnel of machine m: the far side's socket.
+                        let peers: Vec<(usize, SocketAddr)> = self
+                            .link_at
+                            .iter()
+                            .enumerate()
+                            .filter(|(_, at)| at[0] != at[1] && at.contains(&m))
+                            .filter_map(|(l, at)| {
+                                let far = if at[0] == m { 1 } else { 0 };
+                                ends[l][far].map(|a| (l, a))
+                            })
+                            .collect();
+                        s.spawn(move || self.agents[m].call(&self.lab, &WorkerRequest::Connect { peers }))
+                    })
+                    .collect();
+                handles.into_iter().map(|h| h.join().unwrap_or_else(|_| WorkerReply::Error("a thread panicked".into()))).collect()
+            });
+            failed.extend(connects.into_iter().filter_map(|r| if let WorkerReply::Error(e) = r { Some(e) } else { None }));
+        }
+        if failed.is_empty() {
+            return WorkerReply::Done;
+        }
+        // Never a half-built lab: every share goes.
+        for r in self.each(&self.all(), &WorkerRequest::Teardown) {
+            if let WorkerReply::Error(e) = r {
+                failed.push(format!("and taking it down: {e}"));
+            }
+        }
+        WorkerReply::Error(failed.join("; "))
+    }
+}
+
+impl Worker for Cluster {
+    fn call(&mut self, req: WorkerRequest, _progress: &mut dyn FnMut(usize, usize)) -> WorkerReply {
+        match req {
+            WorkerRequest::Build { plan, clock_epoch_ns, .. } => self.build(plan, clock_epoch_ns),
+            WorkerRequest::Connect { .. } => WorkerReply::Error("a lab across machines connects its shares itself".into()),
+            WorkerRequest::Patch { target, dir, ref patch } => {
+                // Both machines of a link keep its impairments; the one that sends in
+                // direction `dir` carries them out and answers.
+                let ms = self.machines_of(target);
+                let sender = match target {
+                    Target::Link(l) => self.link_at[l][dir.min(1)],
+                    Target::Member(g, _) => self.seg_at[g],
+                };
+                let replies = self.each(&ms, &WorkerRequest::Patch { target, dir, patch: patch.clone() });
+                match ms.iter().position(|&m| m == sender).map(|i| replies[i].clone()) {
+                    Some(r @ WorkerReply::Impairments(_)) => r,
+                    _ => Self::first(replies),
+                }
+            }
+            WorkerRequest::SetUp { target, up } => Self::first(self.each(&self.machines_of(target), &WorkerRequest::SetUp { target, up })),
+            ref r @ (WorkerRequest::NodeState { ref node, .. } | WorkerRequest::SetLimits { ref node, .. }) => match self.node_machine(node) {
+                Ok(m) => self.agents[m].call(&self.lab, r),
+                Err(e) => WorkerReply::Error(e),
+            },
+            ref r @ (WorkerRequest::Positions { seg, .. } | WorkerRequest::Radio { seg }) => match self.seg_at.get(seg) {
+                Some(&m) => self.agents[m].call(&self.lab, r),
+                None => WorkerReply::Error(format!("no segment {seg}")),
+            },
+            WorkerRequest::Stats => {
+                let mut total: Option<Counters> = None;
+                for r in self.each(&self.all(), &WorkerRequest::Stats) {
+                    let c = match r {
+                        WorkerReply::Stats(c) => c,
+                        e => return e,
+                    };
+                    let Some(t) = total.as_mut() else {
+                        total = Some(c);
+                        continue;
+                    };
+                    for (a, b) in t.links.iter_mut().zip(&c.links) {
+                        a[0].merge(&b[0]);
+                        a[1].merge(&b[1]);
+                    }
+                    for (ga, gb) in t.members.iter_mut().zip(&c.members) {
+                        for (a, b) in ga.iter_mut().zip(gb) {
+                            a[0].merge(&b[0]);
+                            a[1].merge(&b[1]);
+                        }
+                    }
+                    for (a, b) in t.segments.iter_mut().zip(&c.segments) {
+                        a.merge(b);
+                    }
+                    t.shard_work_ns.extend(c.shard_work_ns);
+                    if t.fast_path != c.fast_path {
+                        t.fast_path = format!("{}; {}", t.fast_path, c.fast_path);
+                    }
+                    t.engine_faults.extend(c.engine_faults);
+                }
+                WorkerReply::Stats(total.unwrap_or_default())
+            }
+            WorkerRequest::Processes => {
+                let mut all = Vec::new();
+                for r in self.each(&self.all(), &WorkerRequest::Processes) {
+                    match r {
+                        WorkerReply::Processes(p) => all.extend(p),
+                        e => return e,
+                    }
+                }
+                WorkerReply::Processes(all)
+            }
+            WorkerRequest::TapQueues => {
+                let mut all = Vec::new();
+                for r in self.each(&self.all(), &WorkerRequest::TapQueues) {
+                    match r {
+                        WorkerReply::TapQueues(q) => all.extend(q),
+                        e => return e,
+                    }
+                }
+                WorkerReply::TapQueues(all)
+            }
+            WorkerRequest::Backlog => {
+                let mut most = 0;
+                for r in self.each(&self.all(), &WorkerRequest::Backlog) {
+                    match r {
+                        WorkerReply::Backlog(b) => most = most.max(b),
+                        e => return e,
+                    }
+                }
+                WorkerReply::Backlog(most)
+            }
+            WorkerRequest::Usage => {
+                let replies = self.each(&self.all(), &WorkerRequest::Usage);
+                let mut per_machine = Vec::new();
+                for r in replies {
+                    match r {
+                        WorkerReply::Usage(u) => per_machine.push(u),
+                        e => return e,
+                    }
+                }
+                // Each node's from its machine.
+                WorkerReply::Usage(self.node_at.iter().enumerate().map(|(i, &m)| per_machine.get(m).and_then(|u| u.get(i).cloned()).unwrap_or_default()).collect())
+            }
+            WorkerRequest::Teardown => {
+                let errors: Vec<String> = self.each(&self.all(), &WorkerRequest::Teardown).into_iter().filter_map(|r| if let WorkerReply::Error(e) = r { Some(e) } else { None }).collect();
+                match errors.is_empty() {
+                    true => WorkerReply::Done,
+                    false => WorkerReply::Error(errors.join("; ")),
+                }
+            }
+        }
+    }
+
+    fn capture(&mut self, _on: &[CaptureSpec], _tx: std::sync::mpsc::SyncSender<Captured>) -> Result<u64> {
+        Err(anyhow!("capture is not available yet in labs across machines"))
+    }
+
+    fn stop_capture(&mut self, _id: u64) {}
+}
