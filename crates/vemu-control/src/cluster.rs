@@ -225,11 +225,14 @@ impl Cluster {
         if failed.is_empty() {
             return WorkerReply::Done;
         }
-        // Never a half-built lab: every share goes.
+        // Never a half-built lab: every share goes, and the lab's directory here.
         for r in self.each(&self.all(), &WorkerRequest::Teardown) {
             if let WorkerReply::Error(e) = r {
                 failed.push(format!("and taking it down: {e}"));
             }
+        }
+        if let Err(e) = vemu_host::remove_lab(&self.lab) {
+            failed.push(format!("and removing it here: {e:#}"));
         }
         WorkerReply::Error(failed.join("; "))
     }
@@ -338,7 +341,11 @@ impl Worker for Cluster {
                 WorkerReply::Usage(self.node_at.iter().enumerate().map(|(i, &m)| per_machine.get(m).and_then(|u| u.get(i).cloned()).unwrap_or_default()).collect())
             }
             WorkerRequest::Teardown => {
-                let errors: Vec<String> = self.each(&self.all(), &WorkerRequest::Teardown).into_iter().filter_map(|r| if let WorkerReply::Error(e) = r { Some(e) } else { None }).collect();
+                let mut errors: Vec<String> = self.each(&self.all(), &WorkerRequest::Teardown).into_iter().filter_map(|r| if let WorkerReply::Error(e) = r { Some(e) } else { None }).collect();
+                // This machine kept only the lab's directory.
+                if let Err(e) = vemu_host::remove_lab(&self.lab) {
+                    errors.push(format!("{e:#}"));
+                }
                 match errors.is_empty() {
                     true => WorkerReply::Done,
                     false => WorkerReply::Error(errors.join("; ")),

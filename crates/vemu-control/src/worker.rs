@@ -150,8 +150,9 @@ pub struct LocalWorker {
     supervisor: Option<Supervisor>,
     /// Members of each segment of the lab.
     sizes: Vec<usize>,
-    /// Every node of the lab, by name.
+    /// Every node of the lab, by name, and how many links it has.
     nodes: Vec<String>,
+    lab_links: usize,
     /// The links and segments of the lab with an end on this machine, in the engine's order.
     links_here: Vec<usize>,
     segs_here: Vec<usize>,
@@ -210,6 +211,7 @@ impl LocalWorker {
         let whole = |l: usize| here(plan.links[l].a.node) && here(plan.links[l].b.node);
         self.sizes = plan.segments.iter().map(|g| g.members.len()).collect();
         self.nodes = plan.nodes.iter().map(|n| n.name.clone()).collect();
+        self.lab_links = plan.links.len();
         self.ifaces = share_nodes.iter().map(|n| (n.name.clone(), n.ifaces.iter().map(|i| i.name.clone()).collect())).collect();
         let template = vemu_host::mount_template(&paths)?;
         let fast = match fast_path(&paths, &plan, &self.links_here.iter().copied().filter(|&l| whole(l)).collect::<Vec<_>>()) {
@@ -510,7 +512,7 @@ impl Worker for LocalWorker {
             WorkerRequest::Stats => {
                 let e = self.engine()?;
                 // In the lab's numbering: what is not on this machine counts nothing here.
-                let mut links = vec![<[DirStats; 2]>::default(); self.links_here.iter().max().map_or(0, |m| m + 1).max(e.link_count())];
+                let mut links = vec![<[DirStats; 2]>::default(); self.lab_links];
                 for (k, &l) in self.links_here.iter().enumerate() {
                     links[l] = e.stats(Target::Link(k));
                 }
