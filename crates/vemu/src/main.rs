@@ -439,6 +439,24 @@ fn connect(lab: &str) -> Result<Client> {
     Client::connect(lab).map_err(|e| user(e.to_string()))
 }
 
+/// Where the nodes of a lab across machines go: nodes per machine, and the links
+/// between machines (the cut) with the rate they may carry.
+fn print_placement(plan: &Plan) {
+    if plan.machines.is_empty() {
+        return;
+    }
+    for (i, m) in plan.machines.iter().enumerate() {
+        let nodes: Vec<&str> = plan.nodes.iter().filter(|n| n.machine == i).map(|n| n.name.as_str()).collect();
+        let shown = if nodes.len() > 8 { format!("{} ...", nodes[..8].join(" ")) } else { nodes.join(" ") };
+        println!("machine {} ({}): {} nodes: {shown}", m.name, m.address, nodes.len());
+    }
+    let cut: Vec<&vemu_scenario::LinkPlan> = plan.links.iter().filter(|l| plan.nodes[l.a.node].machine != plan.nodes[l.b.node].machine).collect();
+    let unlimited = cut.iter().filter(|l| l.forward.rate_bps.is_none() || l.reverse.rate_bps.is_none()).count();
+    let rate_mbit: f64 = cut.iter().map(|l| l.forward.rate_bps.unwrap_or(0).max(l.reverse.rate_bps.unwrap_or(0)) as f64 / 1e6).sum();
+    let more = if unlimited > 0 { format!(" (+{unlimited} without a rate)") } else { String::new() };
+    println!("cut: {} links, {rate_mbit:.0} Mbit/s{more}", cut.len());
+}
+
 fn load_plan(lab: &str) -> Result<Plan> {
     let path = LabPaths::new(lab).plan();
     let text = std::fs::read(&path).map_err(|_| user(format!("lab '{lab}' is not running (see 'vemu ls')")))?;
@@ -456,6 +474,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 plan.nodes.len(),
                 plan.links.len()
             );
+            print_placement(&plan);
         }
         Cmd::Up { file, name, foreground, api } => {
             let plan = vemu_scenario::load(&file, name.as_deref())?;
