@@ -1,6 +1,6 @@
 //! `vemu agent`: a machine's share of labs that span machines. It listens on one
-//! address, takes the controller's orders (a [`WorkerRequest`] per HTTP request, with
-//! `Authorization: Bearer TOKEN`) and carries them out with a [`LocalWorker`] per lab —
+//! address, takes the controller's orders (a [`WorkerRequest`] per HTTP request over
+//! TLS, both sides proving they hold the token: see [`crate::channel`]) and carries them out with a [`LocalWorker`] per lab —
 //! a whole share per request, then local netlink calls. The address it listens on is
 //! also the one its tunnels use.
 //!
@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 use vemu_host::LabPaths;
 
+use crate::channel::{Binding, Role, PROOF_HEADER};
 use crate::worker::{LocalWorker, Worker, WorkerReply, WorkerRequest};
 use crate::LockExt;
 
@@ -104,20 +105,8 @@ pub fn run(listen: SocketAddr, token: String) -> Result<()> {
         .layer(axum::extract::DefaultBodyLimit::max(MAX_ORDER_BYTES))
         .layer(middleware::from_fn_with_state(agent.clone(), require_token));
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
-    let listener = Arc::new(listener);
-    let server = rt.spawn(crate::api::serve_connections(
-        move || {
-            let l = listener.clone();
-            async move {
-                let (s, _) = l.accept().await?;
-                let _ = s.set_nodelay(true);
-                Ok(s)
-            }
-        },
-        router,
-        crate::api::limits::MAX_TCP_CONNECTIONS,
-        stop_rx,
-    ));
+    let tls = tokio_rustls::TlsAcceptor::from(crate::channel::server_config()?);
+    let server = rt.spawn(serve_tls(listener, tls, router, stop_rx));
     let _ = signals.wait();
     let _ = stop_tx.send(());
     let _ = rt.block_on(server);
@@ -131,14 +120,61 @@ pub fn run(listen: SocketAddr, token: String) -> Result<()> {
     Ok(())
 }
 
+/// Serve `router` over TLS on `listener` until `stop`: each connection's requests carry
+/// its session's [`Binding`] (for the token proofs); as many connections as the API's
+/// TCP listener takes, each with its TLS handshake and headers within the API's time.
+async fn serve_tls(listener: tokio::net::TcpListener, tls: tokio_rustls::TlsAcceptor, router: Router, stop: oneshot::Receiver<()>) {
+    use crate::api::limits::{HEADER_TIMEOUT, MAX_TCP_CONNECTIONS};
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_TCP_CONNECTIONS));
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    tokio::pin!(stop);
+    loop {
+        let tcp = tokio::select! {
+            _ = &mut stop => break,
+            r = listener.accept() => match r {
+                Ok((s, _)) => s,
+                Err(_) => {
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else { continue };
+        let (tls, router, watcher) = (tls.clone(), router.clone(), graceful.watcher());
+        tokio::spawn(async move {
+            let _ = tcp.set_nodelay(true);
+            let Ok(Ok(stream)) = tokio::time::timeout(HEADER_TIMEOUT, tls.accept(tcp)).await else { return };
+            let Ok(binding) = Binding::of(stream.get_ref().1) else { return };
+            let service = hyper_util::service::TowerToHyperService::new(router.layer(axum::Extension(binding)));
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            let _ = watcher.watch(conn).await;
+            drop(slot);
+        });
+    }
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), graceful.shutdown()).await;
+}
+
 /// Largest order (a whole lab's plan travels with `Build`).
 const MAX_ORDER_BYTES: usize = 256 << 20;
 
+/// Refuse requests without the controller's proof of the token for this session; sign
+/// every answer with the agent's.
 async fn require_token(State(agent): State<Arc<Agent>>, req: Request, next: Next) -> Response {
-    if crate::api::bearer_matches(req.headers(), &agent.token) {
-        return next.run(req).await;
+    let binding = req.extensions().get::<Binding>().copied();
+    let given = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
+    if let (Some(b), Some(given)) = (binding, given) {
+        if b.check(&agent.token, Role::Controller, given) {
+            let mut r = next.run(req).await;
+            if let Ok(v) = b.proof(&agent.token, Role::Agent).parse() {
+                r.headers_mut().insert(PROOF_HEADER, v);
+            }
+            return r;
+        }
     }
-    let mut r = (StatusCode::UNAUTHORIZED, Json(serde_json::json!({"error": "a valid 'Authorization: Bearer TOKEN' header is needed (the agent's token)"}))).into_response();
+    let mut r = (StatusCode::UNAUTHORIZED, Json(serde_json::json!({"error": "a valid 'Authorization: Bearer PROOF' header is needed (made from the agents' token: see docs/machines.md)"}))).into_response();
     r.headers_mut().insert(header::WWW_AUTHENTICATE, "Bearer".parse().expect("a header value"));
     r
 }

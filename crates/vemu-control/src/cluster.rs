@@ -14,6 +14,7 @@ use vemu_engine::{CaptureSpec, Captured, Target};
 use vemu_scenario::Plan;
 
 use crate::agent::AgentHello;
+use crate::channel::{Binding, Role, PROOF_HEADER};
 use crate::worker::{Counters, Share, Worker, WorkerReply, WorkerRequest};
 
 /// Environment variable naming the file with the agents' bearer token (default
@@ -42,6 +43,7 @@ struct AgentClient {
     name: String,
     address: SocketAddr,
     token: String,
+    tls: tokio_rustls::TlsConnector,
     rt: tokio::runtime::Runtime,
 }
 
@@ -52,6 +54,12 @@ impl AgentClient {
             .await
             .map_err(|_| anyhow!("no answer within {} s", CONNECT_TIMEOUT.as_secs()))??;
         let _ = stream.set_nodelay(true);
+        let name = rustls::pki_types::ServerName::try_from("vemu-agent").expect("a valid name");
+        let stream = tokio::time::timeout(CONNECT_TIMEOUT, self.tls.connect(name, stream))
+            .await
+            .map_err(|_| anyhow!("no TLS handshake within {} s", CONNECT_TIMEOUT.as_secs()))?
+            .context("TLS handshake")?;
+        let binding = Binding::of(stream.get_ref().1)?;
         let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
         tokio::spawn(conn);
         let req = hyper::Request::builder()
@@ -59,10 +67,15 @@ impl AgentClient {
             .uri(path)
             .header("host", "vemu-agent")
             .header("content-type", "application/json")
-            .header("authorization", format!("Bearer {}", self.token))
+            .header("authorization", format!("Bearer {}", binding.proof(&self.token, Role::Controller)))
             .body(Full::new(hyper::body::Bytes::from(body)))?;
         let res = tokio::time::timeout(ORDER_TIMEOUT, sender.send_request(req)).await.map_err(|_| anyhow!("no answer within {} s", ORDER_TIMEOUT.as_secs()))??;
         let status = res.status();
+        // Only an agent that holds the token can sign this session.
+        let proof = res.headers().get(PROOF_HEADER).and_then(|v| v.to_str().ok()).unwrap_or("");
+        if status.is_success() && !binding.check(&self.token, Role::Agent, proof) {
+            return Err(anyhow!("the answer is not signed with the agents' token (not a vemu agent of this cluster, or someone in between)"));
+        }
         let bytes = res.into_body().collect().await?.to_bytes().to_vec();
         if !status.is_success() {
             let m = serde_json::from_slice::<serde_json::Value>(&bytes).ok().and_then(|v| v["error"].as_str().map(String::from));
@@ -109,9 +122,10 @@ impl Cluster {
     /// Reach every machine of `plan` (checking its agent answers and takes the token).
     pub fn connect(plan: &Plan, token: &str) -> Result<Cluster> {
         let mut agents = Vec::new();
+        let tls = crate::channel::client_config()?;
         for m in &plan.machines {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-            let a = AgentClient { name: m.name.clone(), address: m.address, token: token.to_string(), rt };
+            let a = AgentClient { name: m.name.clone(), address: m.address, token: token.to_string(), tls: tokio_rustls::TlsConnector::from(tls.clone()), rt };
             let hello = a.hello()?;
             if hello.labs.contains(&plan.name) {
                 anyhow::bail!("{} already holds a share of lab '{}' (take it down first)", a.what(), plan.name);

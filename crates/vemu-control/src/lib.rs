@@ -8,6 +8,7 @@
 
 pub mod agent;
 pub mod api;
+pub mod channel;
 pub mod cluster;
 mod background;
 pub mod daemon;

@@ -145,8 +145,24 @@ fn a_chain_across_two_machines_keeps_its_delays_and_rate() {
     let _g = serial();
     let m = Machines::start("vx", 78, &["a", "b"]);
     let yaml = "name: xm\naddressing: {ipv6: none}\nmachines: {a: 10.78.0.1, b: 10.78.0.2}\nnodes:\n  n1: {machine: a}\n  n2: {}\n  n3: {}\n  n4: {machine: b, run: ['iperf3 -s -D']}\nlinks:\n  - endpoints: [n1, n2]\n    delay: 1ms\n  - endpoints: [n2, n3]\n    delay: 2ms\n    bandwidth: 20Mbit\n  - endpoints: [n3, n4]\n    delay: 1ms\n";
+    // The control channel as someone on the underlay sees it (the controller's port),
+    // printed as text.
+    let mut dump = Command::new("ip")
+        .args(["netns", "exec", "vx-ul", "tcpdump", "-i", "vxu2", "-l", "-nn", "-A", "tcp"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
     let up = m.up("xm", yaml);
     assert!(up.status.success(), "{}", text(&up));
+    std::thread::sleep(Duration::from_millis(300));
+    let _ = Command::new("kill").arg(dump.id().to_string()).status();
+    let wire = dump.wait_with_output().unwrap().stdout;
+    let has = |needle: &[u8]| wire.windows(needle.len()).any(|w| w == needle);
+    assert!(has(b".14790:"), "nothing captured: {}", String::from_utf8_lossy(&wire));
+    // Encrypted: neither the token nor the plan (node names, commands) is readable.
+    assert!(!has(b"test-token-0123456789abcdef") && !has(b"iperf3 -s -D") && !has(b"\"nodes\""), "the control channel is readable on the underlay");
     let st = m.vemu(&["status", "--lab", "xm", "--json"]);
     let status: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&st)));
     let n4_ip = status["nodes"].as_array().unwrap().iter().find(|n| n["name"] == "n4").unwrap()["ifaces"][0]["addrs"][0].as_str().unwrap().split('/').next().unwrap().to_string();
