@@ -598,6 +598,18 @@ impl Core {
         self.push(Accepted { at_ns: now, wire, frame }, Action::Deliver { port });
     }
 
+    /// The underlay's one-way delay toward `port`, the side of a link on another
+    /// machine, is now `transit_ns` (as measured): frames toward it leave that much
+    /// before their delivery time from now on.
+    pub fn set_transit(&mut self, port: PortId, transit_ns: u64) {
+        if let Some(Owner::Link { link, side }) = self.ports.get(port as usize).map(|p| p.owner) {
+            let l = &mut self.links[link as usize];
+            l.transit_ns[side as usize] = transit_ns;
+            // Frames toward side b go forward (direction 0), toward a in reverse.
+            self.counters[l.counters[1 - side as usize] as usize].transit_ns.store(transit_ns, Relaxed);
+        }
+    }
+
     /// When the core next has something to do (lab ns), if anything.
     pub fn poll_timeout(&self) -> Option<u64> {
         let radio = self.radios.iter().filter_map(|&g| self.segments[g as usize].radio.as_ref().and_then(|r| r.medium.next_event_ns()));

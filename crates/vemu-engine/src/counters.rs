@@ -65,6 +65,9 @@ pub struct DirCounters {
     pub late_max_ns: AtomicU64,
     /// The direction goes by the kernel now (the fast path), not through the engine.
     pub kernel_path: AtomicBool,
+    /// Toward a side on another machine: the underlay's one-way delay as measured (half
+    /// the shortest probed round trip), taken off the direction's delay, ns.
+    pub transit_ns: AtomicU64,
 }
 
 /// A snapshot of [`DirCounters`].
@@ -98,6 +101,9 @@ pub struct DirStats {
     /// Carried by the kernel now (no emulation needed), not by the engine.
     #[serde(default)]
     pub kernel_path: bool,
+    /// Toward another machine: the underlay's measured one-way delay, ns (0: none).
+    #[serde(default)]
+    pub transit_ns: u64,
 }
 
 impl DirStats {
@@ -128,6 +134,7 @@ impl DirStats {
         add(&mut self.late_hist, &o.late_hist);
         self.late_max_ns = self.late_max_ns.max(o.late_max_ns);
         self.kernel_path |= o.kernel_path;
+        self.transit_ns = self.transit_ns.max(o.transit_ns);
     }
 }
 
@@ -152,6 +159,7 @@ impl DirCounters {
             late_hist: self.late_hist.iter().map(|b| b.load(Relaxed)).collect(),
             late_max_ns: self.late_max_ns.load(Relaxed),
             kernel_path: self.kernel_path.load(Relaxed),
+            transit_ns: self.transit_ns.load(Relaxed),
         }
     }
 }

@@ -93,7 +93,17 @@ pub(crate) struct TunnelPort {
     pub seq: u32,
     pub reasm: tunnel::Reassembler,
     pub dgrams: Vec<Vec<u8>>,
+    /// The shortest round trip of the underlay measured so far (probes), ns.
+    pub min_rtt_ns: Option<u64>,
 }
+
+/// Probes of each tunnel's round trip: every [`PROBE_EARLY_NS`] for the first
+/// [`PROBES_EARLY`] (the far engine may start a little later), then every
+/// [`PROBE_LATER_NS`]. Half the shortest round trip seen is the underlay's one-way delay,
+/// taken off the link's delay toward the far side.
+const PROBES_EARLY: u32 = 25;
+const PROBE_EARLY_NS: u64 = 200_000_000;
+const PROBE_LATER_NS: u64 = 5_000_000_000;
 
 impl TunnelPort {
     /// Send a frame that left at `at_ns`; whether every datagram went.
@@ -142,6 +152,9 @@ impl ShardHandle {
         let (tx, rx) = std::sync::mpsc::channel();
         let mut shard = Shard::new(core, fds, rx, wake.as_raw_fd(), clock)?;
         shard.devs = devs;
+        if shard.devs.iter().any(|d| matches!(d, PortDev::Tunnel(_))) {
+            shard.next_probe_ns = Some(0);
+        }
         shard.fast = fast;
         // The first choice of paths is carried out before any frame moves.
         shard.events();
@@ -267,6 +280,9 @@ struct Shard {
     fast: Option<Arc<FastPath>>,
     /// Fault injection ([`FAULT_ENV`]): frames to read before panicking.
     panic_after: Option<u64>,
+    /// When the tunnels are probed next (none without tunnels), and how often they were.
+    next_probe_ns: Option<u64>,
+    probes: u32,
 }
 
 impl Shard {
@@ -305,6 +321,8 @@ impl Shard {
             devs: Vec::new(),
             fast: None,
             panic_after: None,
+            next_probe_ns: None,
+            probes: 0,
         })
     }
 
@@ -324,7 +342,15 @@ impl Shard {
                 self.transmit();
                 work_ns += self.clock.now_ns().saturating_sub(now);
             }
-            let timeout = self.core.poll_timeout().map(|at| at.saturating_sub(now).saturating_sub(self.spin_ns));
+            if self.next_probe_ns.is_some_and(|t| t <= now) {
+                self.probe_tunnels(now);
+            }
+            let core_due = self.core.poll_timeout().map(|at| at.saturating_sub(now).saturating_sub(self.spin_ns));
+            let probe_due = self.next_probe_ns.map(|at| at.saturating_sub(now));
+            let timeout = match (core_due, probe_due) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
             let wake_at = timeout.filter(|&t| t > 0).map(|t| now + t);
             let ts = timeout.map(|ns| libc::timespec { tv_sec: (ns / 1_000_000_000) as i64, tv_nsec: (ns % 1_000_000_000) as i64 });
             let tsp = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
@@ -473,8 +499,22 @@ impl Shard {
         unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), libc::EPOLL_CTL_DEL, fd, std::ptr::null_mut()) };
     }
 
+    /// Send a round-trip probe on every tunnel.
+    fn probe_tunnels(&mut self, now: u64) {
+        for (port, dev) in self.devs.iter().enumerate() {
+            if let PortDev::Tunnel(t) = dev {
+                let p = tunnel::probe(t.vni_out, now, false);
+                // SAFETY: sending a datagram we hold on a connected UDP socket.
+                unsafe { libc::send(self.fds[port].as_raw_fd(), p.as_ptr().cast(), p.len(), libc::MSG_DONTWAIT) };
+            }
+        }
+        self.probes += 1;
+        let every = if self.probes < PROBES_EARLY { PROBE_EARLY_NS } else { PROBE_LATER_NS };
+        self.next_probe_ns = Some(now + every);
+    }
+
     /// Take the datagrams a tunnel port's socket holds; frames made whole go to the
-    /// link's local port.
+    /// link's local port; probes are answered, and answers measure the underlay.
     fn read_tunnel(&mut self, port: usize) {
         let fd = self.fds[port].as_raw_fd();
         let Some(PortDev::Tunnel(t)) = self.devs.get_mut(port) else { return };
@@ -487,6 +527,20 @@ impl Shard {
                     // ICMP errors of earlier sends, reported once each.
                     _ => continue,
                 }
+            }
+            if let Some((vni, answer, t_ns)) = tunnel::parse_probe(&self.buf[..n as usize]) {
+                if !answer && vni == t.vni_in {
+                    let a = tunnel::probe(t.vni_in, t_ns, true);
+                    // SAFETY: as in probe_tunnels.
+                    unsafe { libc::send(fd, a.as_ptr().cast(), a.len(), libc::MSG_DONTWAIT) };
+                } else if answer && vni == t.vni_out {
+                    let rtt = self.clock.now_ns().saturating_sub(t_ns);
+                    if t.min_rtt_ns.is_none_or(|m| rtt < m) {
+                        t.min_rtt_ns = Some(rtt);
+                        self.core.set_transit(port as u32, rtt / 2);
+                    }
+                }
+                continue;
             }
             let Ok(piece) = tunnel::decode(&self.buf[..n as usize]) else { continue };
             if piece.meta.vni != t.vni_in {

@@ -160,6 +160,7 @@ impl Engine {
                         seq: 0,
                         reasm: tunnel::Reassembler::new(),
                         dgrams: Vec::new(),
+                        min_rtt_ns: None,
                     }));
                     plane.extend(kinds);
                 }

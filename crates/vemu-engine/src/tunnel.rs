@@ -97,6 +97,27 @@ pub fn encode(frame: &[u8], meta: Meta, payload: usize, out: &mut Vec<Vec<u8>>) 
     count
 }
 
+/// Length of a probe: a VXLAN header whose second byte says probe (1) or answer (2),
+/// and the prober's clock reading (ns, big-endian). Shorter than any frame's datagram.
+pub const PROBE_LEN: usize = VXLAN_LEN + 8;
+
+/// A probe of the underlay's round trip (`answer`: the peer's echo of one).
+pub fn probe(vni: u32, t_ns: u64, answer: bool) -> [u8; PROBE_LEN] {
+    let v = vni.to_be_bytes();
+    let mut d = [0u8; PROBE_LEN];
+    d[..VXLAN_LEN].copy_from_slice(&[0x08, if answer { 2 } else { 1 }, 0, 0, v[1], v[2], v[3], 0]);
+    d[VXLAN_LEN..].copy_from_slice(&t_ns.to_be_bytes());
+    d
+}
+
+/// A probe datagram: (VNI, is an answer, clock reading).
+pub fn parse_probe(d: &[u8]) -> Option<(u32, bool, u64)> {
+    if d.len() != PROBE_LEN || d[0] != 0x08 || !matches!(d[1], 1 | 2) {
+        return None;
+    }
+    Some((u32::from_be_bytes([0, d[4], d[5], d[6]]), d[1] == 2, u64::from_be_bytes(d[VXLAN_LEN..].try_into().ok()?)))
+}
+
 /// One datagram, parsed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Piece<'a> {
@@ -306,6 +327,17 @@ mod tests {
         assert_eq!(r.counts(4).late, 1);
         // Other VNIs are counted apart.
         assert_eq!(r.counts(5), UnderlayCounts::default());
+    }
+
+    #[test]
+    fn probes_are_not_frames_and_frames_are_not_probes() {
+        let p = probe(0x01_0203, 77, false);
+        assert_eq!(parse_probe(&p), Some((0x01_0203, false, 77)));
+        assert_eq!(parse_probe(&probe(5, 9, true)), Some((5, true, 9)));
+        assert_eq!(decode(&p), Err(DecodeError::Short));
+        let mut out = Vec::new();
+        encode(&frame(8, 0), Meta { vni: 1, seq: 0, departure_ns: 0 }, 1472, &mut out);
+        assert_eq!(parse_probe(&out[0]), None);
     }
 
     #[test]
