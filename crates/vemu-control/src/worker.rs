@@ -139,6 +139,9 @@ pub trait Worker: Send {
     fn stop_capture(&mut self, id: u64);
 }
 
+/// Socket buffers of a tunnel to another machine, bytes.
+const TUNNEL_SOCKET_BUFFER: usize = 4 << 20;
+
 /// Nodes created concurrently while a lab comes up.
 const BUILD_THREADS: usize = 4;
 
@@ -319,6 +322,10 @@ impl LocalWorker {
                     // The far side is on another machine: a UDP socket toward it.
                     let s = share.as_ref().ok_or_else(|| anyhow!("link {i} leaves this machine"))?;
                     let sock = std::net::UdpSocket::bind(SocketAddr::new(s.underlay, 0)).with_context(|| format!("opening a tunnel socket on {}", s.underlay))?;
+                    // Room for bursts while the engine is busy elsewhere (the default
+                    // 208 KiB holds ~60 datagrams: 4 ms at 100 Mbit/s).
+                    let _ = nix::sys::socket::setsockopt(&sock, nix::sys::socket::sockopt::RcvBufForce, &TUNNEL_SOCKET_BUFFER);
+                    let _ = nix::sys::socket::setsockopt(&sock, nix::sys::socket::sockopt::SndBufForce, &TUNNEL_SOCKET_BUFFER);
                     endpoints.push((i, sock.local_addr()?));
                     remote = Some(RemoteEnd { side, link_id: i as u32, transit_ns: 0, payload: vemu_engine::tunnel::payload_for_mtu(s.underlay_mtu, s.underlay.is_ipv6()) });
                     return Ok((sock.into(), None));
