@@ -169,6 +169,12 @@ impl Cluster {
         self.node_names.iter().position(|n| n == node).map(|i| self.node_at[i]).ok_or_else(|| format!("no node '{node}'"))
     }
 
+    /// Every machine's answer to `req`, taken apart by `pick` (the first error, or an
+    /// answer of another kind, instead).
+    fn gather<T>(&self, req: &WorkerRequest, pick: impl Fn(WorkerReply) -> Result<T, WorkerReply>) -> Result<Vec<T>, WorkerReply> {
+        self.each(&self.all(), req).into_iter().map(pick).collect()
+    }
+
     /// The first error among answers, else the first answer.
     fn first(replies: Vec<WorkerReply>) -> WorkerReply {
         let mut first = None;
@@ -281,12 +287,12 @@ impl Worker for Cluster {
                 None => WorkerReply::Error(format!("no segment {seg}")),
             },
             WorkerRequest::Stats => {
+                let all = match self.gather(&WorkerRequest::Stats, |r| if let WorkerReply::Stats(c) = r { Ok(c) } else { Err(r) }) {
+                    Ok(all) => all,
+                    Err(e) => return e,
+                };
                 let mut total: Option<Counters> = None;
-                for r in self.each(&self.all(), &WorkerRequest::Stats) {
-                    let c = match r {
-                        WorkerReply::Stats(c) => c,
-                        e => return e,
-                    };
+                for c in all {
                     let Some(t) = total.as_mut() else {
                         total = Some(c);
                         continue;
@@ -312,48 +318,20 @@ impl Worker for Cluster {
                 }
                 WorkerReply::Stats(total.unwrap_or_default())
             }
-            WorkerRequest::Processes => {
-                let mut all = Vec::new();
-                for r in self.each(&self.all(), &WorkerRequest::Processes) {
-                    match r {
-                        WorkerReply::Processes(p) => all.extend(p),
-                        e => return e,
-                    }
-                }
-                WorkerReply::Processes(all)
-            }
-            WorkerRequest::TapQueues => {
-                let mut all = Vec::new();
-                for r in self.each(&self.all(), &WorkerRequest::TapQueues) {
-                    match r {
-                        WorkerReply::TapQueues(q) => all.extend(q),
-                        e => return e,
-                    }
-                }
-                WorkerReply::TapQueues(all)
-            }
-            WorkerRequest::Backlog => {
-                let mut most = 0;
-                for r in self.each(&self.all(), &WorkerRequest::Backlog) {
-                    match r {
-                        WorkerReply::Backlog(b) => most = most.max(b),
-                        e => return e,
-                    }
-                }
-                WorkerReply::Backlog(most)
-            }
-            WorkerRequest::Usage => {
-                let replies = self.each(&self.all(), &WorkerRequest::Usage);
-                let mut per_machine = Vec::new();
-                for r in replies {
-                    match r {
-                        WorkerReply::Usage(u) => per_machine.push(u),
-                        e => return e,
-                    }
-                }
+            WorkerRequest::Processes => self
+                .gather(&WorkerRequest::Processes, |r| if let WorkerReply::Processes(p) = r { Ok(p) } else { Err(r) })
+                .map_or_else(|e| e, |all| WorkerReply::Processes(all.concat())),
+            WorkerRequest::TapQueues => self
+                .gather(&WorkerRequest::TapQueues, |r| if let WorkerReply::TapQueues(q) = r { Ok(q) } else { Err(r) })
+                .map_or_else(|e| e, |all| WorkerReply::TapQueues(all.concat())),
+            WorkerRequest::Backlog => self
+                .gather(&WorkerRequest::Backlog, |r| if let WorkerReply::Backlog(b) = r { Ok(b) } else { Err(r) })
+                .map_or_else(|e| e, |all| WorkerReply::Backlog(all.into_iter().max().unwrap_or(0))),
+            WorkerRequest::Usage => match self.gather(&WorkerRequest::Usage, |r| if let WorkerReply::Usage(u) = r { Ok(u) } else { Err(r) }) {
                 // Each node's from its machine.
-                WorkerReply::Usage(self.node_at.iter().enumerate().map(|(i, &m)| per_machine.get(m).and_then(|u| u.get(i).cloned()).unwrap_or_default()).collect())
-            }
+                Ok(per_machine) => WorkerReply::Usage(self.node_at.iter().enumerate().map(|(i, &m)| per_machine.get(m).and_then(|u| u.get(i).cloned()).unwrap_or_default()).collect()),
+                Err(e) => e,
+            },
             WorkerRequest::Teardown => {
                 let mut errors: Vec<String> = self.each(&self.all(), &WorkerRequest::Teardown).into_iter().filter_map(|r| if let WorkerReply::Error(e) = r { Some(e) } else { None }).collect();
                 // This machine kept only the lab's directory.
