@@ -153,7 +153,7 @@ pub struct LocalWorker {
     supervisor: Option<Supervisor>,
     /// Members of each segment of the lab.
     sizes: Vec<usize>,
-    /// Every node of the lab, by name, and how many links it has.
+    /// Every node of the lab, by name, and the lab's number of links.
     nodes: Vec<String>,
     lab_links: usize,
     /// The links and segments of the lab with an end on this machine, in the engine's order.
