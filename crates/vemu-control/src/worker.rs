@@ -211,13 +211,14 @@ impl LocalWorker {
         // or one (a tunnel to the other machine); segments are on one machine each.
         self.links_here = (0..plan.links.len()).filter(|&l| here(plan.links[l].a.node) || here(plan.links[l].b.node)).collect();
         self.segs_here = (0..plan.segments.len()).filter(|&g| plan.segments[g].members.first().is_some_and(|m| here(m.end.node))).collect();
-        let whole = |l: usize| here(plan.links[l].a.node) && here(plan.links[l].b.node);
+        // The links with both ends here (the fast path's).
+        let whole: Vec<usize> = self.links_here.iter().copied().filter(|&l| here(plan.links[l].a.node) && here(plan.links[l].b.node)).collect();
         self.sizes = plan.segments.iter().map(|g| g.members.len()).collect();
         self.nodes = plan.nodes.iter().map(|n| n.name.clone()).collect();
         self.lab_links = plan.links.len();
         self.ifaces = share_nodes.iter().map(|n| (n.name.clone(), n.ifaces.iter().map(|i| i.name.clone()).collect())).collect();
         let template = vemu_host::mount_template(&paths)?;
-        let fast = match fast_path(&paths, &plan, &self.links_here.iter().copied().filter(|&l| whole(l)).collect::<Vec<_>>()) {
+        let fast = match fast_path(&paths, &plan, &whole) {
             Ok(f) => {
                 self.fast_path = "on".into();
                 Some(f)
@@ -236,7 +237,7 @@ impl LocalWorker {
         // The plane's names of each link end (veth peer, engine's TAP), by (link, side).
         let mut names: Vec<((usize, usize), (String, String))> = Vec::new();
         if fast.is_some() {
-            for &l in self.links_here.iter().filter(|&&l| whole(l)) {
+            for &l in &whole {
                 let link = &plan.links[l];
                 for (side, e) in [link.a, link.b].into_iter().enumerate() {
                     let n = vemu_host::plane_names(l, side);

@@ -33,7 +33,7 @@ use vemu_radio::Pos;
 use vemu_switch::{Delivery, PortConfig, Snooping, Switch};
 
 use crate::counters::{delay_bucket, DirCounters, SegCounters};
-use crate::gso::{self, VnetHdr, VNET_HDR_LEN};
+use crate::gso::{self, VNET_HDR_LEN};
 
 /// A port of the core: one node interface (a TAP device, to the driver).
 pub type PortId = u32;
@@ -336,9 +336,8 @@ pub fn is_routing(eth: &[u8]) -> bool {
 /// survives into `out`. The frame's bytes are shared, not copied, unless it is split or
 /// corrupted.
 fn impair(d: &mut LinkDir, c: &DirCounters, iface_mtu: u32, now: u64, frame: Frame, out: &mut Vec<Accepted>) {
-    let hdr = VnetHdr::parse(&frame);
     let eth = &frame[VNET_HDR_LEN..];
-    let g = if hdr.gso_type != 0 { gso::tcp_gso(&hdr, eth) } else { None };
+    let g = gso::frame_gso(&frame);
     let (frames, bytes) = gso::wire_size(g.as_ref(), eth.len());
     c.rx_frames.fetch_add(frames as u64, Relaxed);
     c.rx_bytes.fetch_add(bytes, Relaxed);
@@ -592,9 +591,7 @@ impl Core {
             return;
         }
         let frame = Arc::new(frame);
-        let hdr = VnetHdr::parse(&frame);
-        let g = if hdr.gso_type != 0 { gso::tcp_gso(&hdr, &frame[VNET_HDR_LEN..]) } else { None };
-        let wire = gso::wire_size(g.as_ref(), frame.len() - VNET_HDR_LEN);
+        let wire = gso::wire_size(gso::frame_gso(&frame).as_ref(), frame.len() - VNET_HDR_LEN);
         self.push(Accepted { at_ns: now, wire, frame }, Action::Deliver { port });
     }
 
@@ -857,8 +854,7 @@ impl Core {
     fn to_air(&mut self, t: u64, seg: u32, member: u32, wire: (u32, u64), frame: Frame) {
         let g = &mut self.segments[seg as usize];
         let r = g.radio.as_mut().expect("radio segment");
-        let hdr = VnetHdr::parse(&frame);
-        let gs = if hdr.gso_type != 0 { gso::tcp_gso(&hdr, &frame[VNET_HDR_LEN..]) } else { None };
+        let gs = gso::frame_gso(&frame);
         let pieces: Vec<Frame> = match &gs {
             Some(gs) if wire.0 > 1 => gso::split(&frame, gs, 1).into_iter().map(Arc::new).collect(),
             _ => vec![frame],

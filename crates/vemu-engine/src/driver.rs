@@ -113,12 +113,17 @@ impl TunnelPort {
         self.seq = self.seq.wrapping_add(1);
         let mut ok = !self.dgrams.is_empty();
         for d in &self.dgrams {
-            // SAFETY: sending a datagram we hold on a connected UDP socket.
-            let n = unsafe { libc::send(fd, d.as_ptr().cast(), d.len(), libc::MSG_DONTWAIT) };
-            ok &= n == d.len() as isize;
+            ok &= send_datagram(fd, d);
         }
         ok
     }
+}
+
+/// Send one datagram on a connected UDP socket without waiting; whether it went whole.
+fn send_datagram(fd: RawFd, d: &[u8]) -> bool {
+    // SAFETY: sending bytes we hold on a descriptor we own.
+    let n = unsafe { libc::send(fd, d.as_ptr().cast(), d.len(), libc::MSG_DONTWAIT) };
+    n == d.len() as isize
 }
 
 /// The handle the engine keeps of a running shard.
@@ -503,9 +508,7 @@ impl Shard {
     fn probe_tunnels(&mut self, now: u64) {
         for (port, dev) in self.devs.iter().enumerate() {
             if let PortDev::Tunnel(t) = dev {
-                let p = tunnel::probe(t.vni_out, now, false);
-                // SAFETY: sending a datagram we hold on a connected UDP socket.
-                unsafe { libc::send(self.fds[port].as_raw_fd(), p.as_ptr().cast(), p.len(), libc::MSG_DONTWAIT) };
+                send_datagram(self.fds[port].as_raw_fd(), &tunnel::probe(t.vni_out, now, false));
             }
         }
         self.probes += 1;
@@ -530,9 +533,7 @@ impl Shard {
             }
             if let Some((vni, answer, t_ns)) = tunnel::parse_probe(&self.buf[..n as usize]) {
                 if !answer && vni == t.vni_in {
-                    let a = tunnel::probe(t.vni_in, t_ns, true);
-                    // SAFETY: as in probe_tunnels.
-                    unsafe { libc::send(fd, a.as_ptr().cast(), a.len(), libc::MSG_DONTWAIT) };
+                    send_datagram(fd, &tunnel::probe(t.vni_in, t_ns, true));
                 } else if answer && vni == t.vni_out {
                     let rtt = self.clock.now_ns().saturating_sub(t_ns);
                     if t.min_rtt_ns.is_none_or(|m| rtt < m) {

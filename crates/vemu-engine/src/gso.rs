@@ -48,6 +48,16 @@ pub struct TcpGso {
     pub v6: bool,
 }
 
+/// The TCP super-frame `pkt` (virtio-net header + Ethernet frame) is, if its header says
+/// it is one and [`tcp_gso`] recognizes it.
+pub fn frame_gso(pkt: &[u8]) -> Option<TcpGso> {
+    let hdr = VnetHdr::parse(pkt);
+    if hdr.gso_type == 0 {
+        return None;
+    }
+    tcp_gso(&hdr, pkt.get(VNET_HDR_LEN..)?)
+}
+
 /// Recognize a TCP super-frame we can split (IPv4 or IPv6 without extension headers).
 pub fn tcp_gso(hdr: &VnetHdr, frame: &[u8]) -> Option<TcpGso> {
     let kind = hdr.gso_type & !GSO_ECN;
