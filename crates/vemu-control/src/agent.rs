@@ -101,6 +101,7 @@ pub fn run(listen: SocketAddr, token: String) -> Result<()> {
     let router = Router::new()
         .route("/v1/agent", axum::routing::get(hello))
         .route("/v1/agent/labs/{lab}", axum::routing::post(call))
+        .route("/v1/agent/labs/{lab}/nodes/{node}/exec", axum::routing::post(exec))
         .with_state(agent.clone())
         .layer(axum::extract::DefaultBodyLimit::max(MAX_ORDER_BYTES))
         .layer(middleware::from_fn_with_state(agent.clone(), require_token));
@@ -191,6 +192,20 @@ async fn call(State(agent): State<Arc<Agent>>, Path(lab): Path<String>, Json(req
     }
     let reply = tokio::task::spawn_blocking(move || order(&agent, &lab, req)).await.unwrap_or_else(|e| WorkerReply::Error(format!("the order failed: {e}")));
     Json(reply).into_response()
+}
+
+/// Run a command in a node of this machine (the controller passes its API's exec on).
+async fn exec(State(agent): State<Arc<Agent>>, Path((lab, node)): Path<(String, String)>, body: axum::body::Bytes) -> Response {
+    // (A worker busy with an order is not waited for; the name is checked anyway.)
+    let here = match agent.labs.locked().get(&lab) {
+        _ if vemu_scenario::valid_node_name(&node).is_err() => Err(format!("no node '{node}'")),
+        None => Err(format!("this machine holds no share of lab '{lab}'")),
+        Some(w) => w.try_lock().map_or(Ok(()), |w| if w.hosts(&node) { Ok(()) } else { Err(format!("node '{node}' of lab '{lab}' is not on this machine")) }),
+    };
+    if let Err(m) = here {
+        return (StatusCode::NOT_FOUND, Json(serde_json::json!({ "error": m }))).into_response();
+    }
+    crate::api::exec::run(LabPaths::new(&lab), node, body).await.into_response()
 }
 
 /// Carry out one order for `lab`.

@@ -38,18 +38,21 @@ pub fn agent_token() -> Result<String> {
     Ok(t)
 }
 
-/// A connection to one machine's agent.
-struct AgentClient {
+/// How to reach one machine's agent. Cheap to clone: the API forwards requests for
+/// nodes of other machines (e.g. exec) with it, on its own runtime.
+#[derive(Clone)]
+pub struct AgentRoute {
     name: String,
     address: SocketAddr,
     token: String,
     tls: tokio_rustls::TlsConnector,
-    rt: tokio::runtime::Runtime,
 }
 
-impl AgentClient {
-    async fn send(&self, method: &str, path: &str, body: String) -> Result<Vec<u8>> {
-        use http_body_util::{BodyExt, Full};
+impl AgentRoute {
+    /// Send one request; the answer once its head has come (a successful one only if
+    /// the agent signed it).
+    async fn request(&self, method: &str, path: &str, body: hyper::body::Bytes) -> Result<hyper::Response<hyper::body::Incoming>> {
+        use http_body_util::Full;
         let stream = tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(self.address))
             .await
             .map_err(|_| anyhow!("no answer within {} s", CONNECT_TIMEOUT.as_secs()))??;
@@ -68,24 +71,68 @@ impl AgentClient {
             .header("host", "vemu-agent")
             .header("content-type", "application/json")
             .header("authorization", format!("Bearer {}", binding.proof(&self.token, Role::Controller)))
-            .body(Full::new(hyper::body::Bytes::from(body)))?;
+            .body(Full::new(body))?;
         let res = tokio::time::timeout(ORDER_TIMEOUT, sender.send_request(req)).await.map_err(|_| anyhow!("no answer within {} s", ORDER_TIMEOUT.as_secs()))??;
-        let status = res.status();
         // Only an agent that holds the token can sign this session.
         let proof = res.headers().get(PROOF_HEADER).and_then(|v| v.to_str().ok()).unwrap_or("");
-        if status.is_success() && !binding.check(&self.token, Role::Agent, proof) {
+        if res.status().is_success() && !binding.check(&self.token, Role::Agent, proof) {
             return Err(anyhow!("the answer is not signed with the agents' token (not a vemu agent of this cluster, or someone in between)"));
         }
-        let bytes = res.into_body().collect().await?.to_bytes().to_vec();
-        if !status.is_success() {
-            let m = serde_json::from_slice::<serde_json::Value>(&bytes).ok().and_then(|v| v["error"].as_str().map(String::from));
-            return Err(anyhow!("{}", m.unwrap_or_else(|| format!("HTTP {status}"))));
-        }
-        Ok(bytes)
+        Ok(res)
     }
 
+    /// The error message of an answer that is not a success.
+    async fn failure(res: hyper::Response<hyper::body::Incoming>) -> String {
+        use http_body_util::BodyExt;
+        let status = res.status();
+        let bytes = res.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+        let m = serde_json::from_slice::<serde_json::Value>(&bytes).ok().and_then(|v| v["error"].as_str().map(String::from));
+        m.unwrap_or_else(|| format!("HTTP {status}"))
+    }
+
+    async fn send(&self, method: &str, path: &str, body: String) -> Result<Vec<u8>> {
+        use http_body_util::BodyExt;
+        let res = self.request(method, path, body.into()).await?;
+        if !res.status().is_success() {
+            return Err(anyhow!("{}", Self::failure(res).await));
+        }
+        Ok(res.into_body().collect().await?.to_bytes().to_vec())
+    }
+
+    /// Pass a request of the API on to the agent and its answer back as it comes (a
+    /// stream stays a stream). Its errors name the machine.
+    pub(crate) async fn forward(&self, method: &str, path: &str, body: hyper::body::Bytes) -> Result<axum::response::Response, crate::api::ApiError> {
+        use crate::api::ApiError;
+        let res = self.request(method, path, body).await.map_err(|e| ApiError { status: axum::http::StatusCode::BAD_GATEWAY, message: format!("{}: {e:#}", self.what()) })?;
+        let status = res.status();
+        if !status.is_success() {
+            let m = Self::failure(res).await;
+            let status = if status.is_client_error() && status != axum::http::StatusCode::UNAUTHORIZED { status } else { axum::http::StatusCode::BAD_GATEWAY };
+            return Err(ApiError { status, message: format!("{}: {m}", self.what()) });
+        }
+        let content_type = res.headers().get(axum::http::header::CONTENT_TYPE).cloned();
+        let mut out = axum::response::Response::new(axum::body::Body::new(res.into_body()));
+        *out.status_mut() = status;
+        if let Some(ct) = content_type {
+            out.headers_mut().insert(axum::http::header::CONTENT_TYPE, ct);
+        }
+        Ok(out)
+    }
+
+    fn what(&self) -> String {
+        format!("machine '{}' ({})", self.name, self.address)
+    }
+}
+
+/// A connection to one machine's agent, for the worker's orders.
+struct AgentClient {
+    route: AgentRoute,
+    rt: tokio::runtime::Runtime,
+}
+
+impl AgentClient {
     fn hello(&self) -> Result<AgentHello> {
-        let bytes = self.rt.block_on(self.send("GET", "/v1/agent", String::new())).with_context(|| self.what())?;
+        let bytes = self.rt.block_on(self.route.send("GET", "/v1/agent", String::new())).with_context(|| self.what())?;
         serde_json::from_slice(&bytes).with_context(|| format!("{}: not an agent's answer", self.what()))
     }
 
@@ -94,7 +141,7 @@ impl AgentClient {
             Ok(b) => b,
             Err(e) => return WorkerReply::Error(e.to_string()),
         };
-        let r = self.rt.block_on(self.send("POST", &format!("/v1/agent/labs/{lab}"), body)).and_then(|b| Ok(serde_json::from_slice::<WorkerReply>(&b)?));
+        let r = self.rt.block_on(self.route.send("POST", &format!("/v1/agent/labs/{lab}"), body)).and_then(|b| Ok(serde_json::from_slice::<WorkerReply>(&b)?));
         match r {
             Ok(WorkerReply::Error(e)) => WorkerReply::Error(format!("{}: {e}", self.what())),
             Ok(r) => r,
@@ -103,7 +150,7 @@ impl AgentClient {
     }
 
     fn what(&self) -> String {
-        format!("machine '{}' ({})", self.name, self.address)
+        self.route.what()
     }
 }
 
@@ -125,7 +172,8 @@ impl Cluster {
         let tls = crate::channel::client_config()?;
         for m in &plan.machines {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-            let a = AgentClient { name: m.name.clone(), address: m.address, token: token.to_string(), tls: tokio_rustls::TlsConnector::from(tls.clone()), rt };
+            let route = AgentRoute { name: m.name.clone(), address: m.address, token: token.to_string(), tls: tokio_rustls::TlsConnector::from(tls.clone()) };
+            let a = AgentClient { route, rt };
             let hello = a.hello()?;
             if hello.labs.contains(&plan.name) {
                 anyhow::bail!("{} already holds a share of lab '{}' (take it down first)", a.what(), plan.name);
@@ -194,7 +242,7 @@ impl Cluster {
             let plan = &plan;
             let handles: Vec<_> = (0..self.agents.len())
                 .map(|m| {
-                    let share = Share { machine: m, underlay: self.agents[m].address.ip(), underlay_mtu: 0, lab_now_ns };
+                    let share = Share { machine: m, underlay: self.agents[m].route.address.ip(), underlay_mtu: 0, lab_now_ns };
                     let req = WorkerRequest::Build { plan: plan.clone(), clock_epoch_ns, share: Some(share) };
                     s.spawn(move || self.agents[m].call(&self.lab, &req))
                 })
@@ -351,4 +399,8 @@ impl Worker for Cluster {
     }
 
     fn stop_capture(&mut self, _id: u64) {}
+
+    fn agent_of(&self, node: usize) -> Option<AgentRoute> {
+        self.node_at.get(node).map(|&m| self.agents[m].route.clone())
+    }
 }

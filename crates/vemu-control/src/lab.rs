@@ -178,6 +178,7 @@ impl Controller {
                 processes: procs.iter().filter(|p| p.node == n.name).cloned().collect(),
                 limits: n.limits,
                 usage: usage.get(ni).copied().unwrap_or_default(),
+                machine: self.plan.machines.get(n.machine).map(|m| m.name.clone()),
             })
             .collect();
         let dir = |st: &PortState, c: &[DirStats; 2], d: usize| DirStatus { impairments: st.imps[d].clone(), stats: c[d].clone() };
@@ -253,6 +254,13 @@ impl Controller {
             nodes,
             links,
             segments,
+            machines: self
+                .plan
+                .machines
+                .iter()
+                .enumerate()
+                .map(|(i, m)| crate::MachineStatus { name: m.name.clone(), address: m.address.to_string(), nodes: self.plan.nodes.iter().filter(|n| n.machine == i).count() })
+                .collect(),
         })
     }
 
@@ -334,6 +342,13 @@ impl Controller {
         self.plan.nodes[ni].limits = l;
         self.emit(serde_json::json!({"type": "node", "node": node, "limits": l}));
         Ok(l)
+    }
+
+    /// The agent of the machine that hosts `node` and the lab's name, when that is
+    /// another machine.
+    pub(crate) fn agent_of(&self, node: &str) -> Result<Option<(crate::cluster::AgentRoute, String)>, LabError> {
+        let i = self.node_index(node)?;
+        Ok(self.worker.agent_of(i).map(|r| (r, self.plan.name.clone())))
     }
 
     pub fn node_index(&self, node: &str) -> Result<usize, LabError> {

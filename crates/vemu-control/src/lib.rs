@@ -69,6 +69,9 @@ pub struct LabStatus {
     /// "off: why".
     #[serde(default)]
     pub fast_path: String,
+    /// The lab's machines (none: the lab is on the controller's machine).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub machines: Vec<MachineStatus>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -139,6 +142,19 @@ pub struct NodeStatus {
     /// What the node's processes use together.
     #[serde(default)]
     pub usage: vemu_host::cgroup::Usage,
+    /// The machine it runs on (labs across machines).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<String>,
+}
+
+/// A machine of a lab across machines.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MachineStatus {
+    pub name: String,
+    /// Its agent's address.
+    pub address: String,
+    /// How many of the lab's nodes it runs.
+    pub nodes: usize,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -253,17 +269,25 @@ impl Client {
     /// A GET whose body is copied to `out` as it arrives (e.g. a capture), until it ends
     /// or `stop` resolves (e.g. Ctrl-C).
     pub fn stream_to(&self, path: &str, out: &mut dyn std::io::Write, stop: impl std::future::Future<Output = ()>) -> Result<()> {
+        self.stream("GET", path, None, stop, |d| {
+            out.write_all(d)?;
+            Ok(out.flush()?)
+        })
+    }
+
+    /// One request whose answer's body is handed to `chunk` piece by piece as it
+    /// arrives, until it ends or `stop` resolves.
+    pub fn stream(&self, method: &str, path: &str, body: Option<&Value>, stop: impl std::future::Future<Output = ()>, mut chunk: impl FnMut(&[u8]) -> Result<()>) -> Result<()> {
         use http_body_util::BodyExt;
         self.rt.block_on(async {
-            let mut body = self.send("GET", path, None).await?;
+            let mut body = self.send(method, path, body).await?;
             tokio::pin!(stop);
             loop {
                 tokio::select! {
                     f = body.frame() => match f {
                         Some(Ok(f)) => {
                             if let Some(d) = f.data_ref() {
-                                out.write_all(d)?;
-                                out.flush()?;
+                                chunk(d)?;
                             }
                         }
                         Some(Err(e)) => return Err(e.into()),

@@ -137,6 +137,12 @@ pub trait Worker: Send {
     fn capture(&mut self, on: &[CaptureSpec], tx: std::sync::mpsc::SyncSender<Captured>) -> Result<u64>;
 
     fn stop_capture(&mut self, id: u64);
+
+    /// The agent of the machine that hosts node number `node`, when that is not this
+    /// machine (requests about the node go there).
+    fn agent_of(&self, _node: usize) -> Option<crate::cluster::AgentRoute> {
+        None
+    }
 }
 
 /// Socket buffers of a tunnel to another machine, bytes.
@@ -193,6 +199,11 @@ fn fast_path(paths: &LabPaths, plan: &Plan, links: &[usize]) -> Result<Arc<FastP
 }
 
 impl LocalWorker {
+    /// Whether node `node` is on this machine.
+    pub fn hosts(&self, node: &str) -> bool {
+        self.ifaces.iter().any(|(n, _)| n == node)
+    }
+
     /// Build this machine's share of the lab (`share`: its number in `plan.machines`
     /// and the address its tunnels use; `None`: the whole lab). Without links to other
     /// machines the share starts at once; with them it waits for [`LocalWorker::connect`],

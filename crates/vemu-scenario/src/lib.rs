@@ -578,4 +578,4 @@ pub fn load_str_in(text: &str, file: &str, stem: &str, name: Option<&str>, base:
     build_plan(&scenario).map_err(wrap)
 }
 
-pub use parse::{impairment_patch, valid_lab_name, Scenario, PRIVATE_DIRS};
+pub use parse::{impairment_patch, valid_lab_name, valid_node_name, Scenario, PRIVATE_DIRS};

@@ -203,7 +203,7 @@ pub fn valid_lab_name(name: &str) -> Result<(), String> {
 }
 
 /// Node names are also host names.
-fn valid_node_name(name: &str) -> Result<(), String> {
+pub fn valid_node_name(name: &str) -> Result<(), String> {
     valid_name("node", name, char::is_ascii_alphabetic, "a letter")
 }
 

@@ -832,6 +832,14 @@ fn exec(lab: Option<String>, node: &str, argv: &[String]) -> Result<ExitCode> {
         return Err(user(format!("no node '{node}' in lab '{lab}' (nodes: {})", names.join(", "))));
     }
     let paths = LabPaths::new(&lab);
+    // A node of a lab across machines that is not on this one: through the controller.
+    if !plan.machines.is_empty() && !paths.netns(node).exists() {
+        if !paths.socket().exists() {
+            let m = plan.node_index(node).and_then(|i| plan.machines.get(plan.nodes[i].machine)).map_or("another machine", |m| m.name.as_str());
+            return Err(user(format!("node '{node}' runs on machine '{m}' and lab '{lab}' has no controller here: run 'vemu exec' on the controller's machine or on '{m}'")));
+        }
+        return exec_through_api(&lab, node, argv);
+    }
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..]).env("VEMU_LAB", &lab).env("VEMU_NODE", node);
     let status = match NodeEntry::open(&paths, node)?.spawn(&mut cmd, Command::spawn).and_then(|mut c| c.wait()) {
@@ -844,6 +852,43 @@ fn exec(lab: Option<String>, node: &str, argv: &[String]) -> Result<ExitCode> {
     };
     let code = vemu_control::exit_code(status);
     Ok(ExitCode::from(code as u8))
+}
+
+/// `vemu exec` on a node of a lab across machines: the controller runs it through the
+/// node's agent, and its output comes back as it is written. Standard input, unless it
+/// is a terminal, is read to its end first and given to the command. Ctrl-C (or the
+/// connection dropping) kills the command.
+fn exec_through_api(lab: &str, node: &str, argv: &[String]) -> Result<ExitCode> {
+    use std::io::{IsTerminal, Read, Write};
+    let mut input = String::new();
+    if !std::io::stdin().is_terminal() {
+        std::io::stdin().read_to_string(&mut input).context("reading standard input")?;
+    }
+    let c = connect(lab)?;
+    let body = json!({"cmd": argv, "stream": true, "timeout_s": 86_400, "stdin": input});
+    let mut line = Vec::new();
+    let mut code = None;
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    c.stream("POST", &format!("/v1/nodes/{}/exec", percent_encode(node)), Some(&body), ctrl_c, |d| {
+        line.extend_from_slice(d);
+        while let Some(end) = line.iter().position(|&b| b == b'\n') {
+            let l: Vec<u8> = line.drain(..=end).collect();
+            let v: serde_json::Value = serde_json::from_slice(&l).context("the controller's answer is not JSON lines")?;
+            if let Some(t) = v["stdout"].as_str() {
+                std::io::stdout().write_all(t.as_bytes())?;
+                std::io::stdout().flush()?;
+            } else if let Some(t) = v["stderr"].as_str() {
+                std::io::stderr().write_all(t.as_bytes())?;
+            } else if let Some(e) = v["exit"].as_i64() {
+                code = Some(e);
+            }
+        }
+        Ok(())
+    })?;
+    // No exit status: interrupted, or the connection ended early.
+    Ok(ExitCode::from(code.map_or(130, |c| c.clamp(0, 255)) as u8))
 }
 
 fn link(cmd: LinkCmd) -> Result<()> {
@@ -1037,10 +1082,17 @@ fn print_status(s: &LabStatus) {
     if let Some(f) = &s.fidelity_now {
         println!("last {} s: {}", vemu_control::fidelity::WINDOW.as_secs(), vemu_control::fidelity::describe(f));
     }
+    if !s.machines.is_empty() {
+        println!("\n{:<15} {:<22} NODES", "MACHINE", "AGENT");
+        for m in &s.machines {
+            println!("{:<15} {:<22} {}", m.name, m.address, m.nodes);
+        }
+    }
     println!("\nNODE            INTERFACES");
     for n in &s.nodes {
         let ifs: Vec<String> = n.ifaces.iter().map(|i| format!("{} {}", i.name, i.addrs.join(" "))).collect();
-        println!("{:<15} {}", n.name, ifs.join(" | "));
+        let on = n.machine.as_ref().map(|m| format!(" (on {m})")).unwrap_or_default();
+        println!("{:<15} {}{on}", n.name, ifs.join(" | "));
         if !n.limits.is_none() || n.usage.cpu_ns > 0 {
             let u = &n.usage;
             println!(
@@ -1065,8 +1117,10 @@ fn print_status(s: &LabStatus) {
     );
     for l in &s.links {
         for (dir, arrow, d) in [("fwd", format!("{} -> {}", l.a, l.b), &l.forward), ("rev", format!("{} -> {}", l.b, l.a), &l.reverse)] {
-            let path = if d.stats.kernel_path { "kernel" } else { "engine" };
-            println!("{:<16} {:<4} {:<4} {:<6} {}  {} ({})", l.name, yes_no(l.up), dir, path, counter_columns(&d.stats), describe(&d.impairments), arrow);
+            let path = if d.stats.kernel_path { "kernel" } else if d.stats.transit_ns > 0 { "tunnel" } else { "engine" };
+            // Across machines: the underlay's share of the set delay, as measured.
+            let transit = if d.stats.transit_ns > 0 { format!(", underlay {:.0} us", d.stats.transit_ns as f64 / 1e3) } else { String::new() };
+            println!("{:<16} {:<4} {:<4} {:<6} {}  {} ({arrow}{transit})", l.name, yes_no(l.up), dir, path, counter_columns(&d.stats), describe(&d.impairments));
         }
     }
     for g in s.segments.iter().filter(|g| g.kind == "wireless") {

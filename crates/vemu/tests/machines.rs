@@ -167,9 +167,30 @@ fn a_chain_across_two_machines_keeps_its_delays_and_rate() {
     let status: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&st)));
     let n4_ip = status["nodes"].as_array().unwrap().iter().find(|n| n["name"] == "n4").unwrap()["ifaces"][0]["addrs"][0].as_str().unwrap().split('/').next().unwrap().to_string();
 
-    // Round trip: 2 x (1 + 2 + 1) ms, whichever machine each hop is on.
+    // Each node says where it runs; the status lists the machines.
+    let on: Vec<(String, String)> = status["nodes"].as_array().unwrap().iter().map(|n| (n["name"].as_str().unwrap().into(), n["machine"].as_str().unwrap_or("").into())).collect();
+    assert!(on.iter().any(|(n, mc)| n == "n1" && mc == "a") && on.iter().any(|(n, mc)| n == "n4" && mc == "b"), "{on:?}");
+    let machines: Vec<&str> = status["machines"].as_array().unwrap().iter().map(|x| x["name"].as_str().unwrap()).collect();
+    assert_eq!(machines, ["a", "b"]);
+
+    // `vemu exec` from the controller's machine runs the command on the node's
+    // machine: its output, standard input and exit status come back.
+    let o = m.vemu(&["exec", "--lab", "xm", "n4", "--", "sh", "-c", "hostname; echo to-stderr >&2; exit 7"]);
+    assert_eq!(o.status.code(), Some(7), "{}", text(&o));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "n4\n");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("to-stderr"), "{}", text(&o));
+    let mut c = Command::new("ip").args(["netns", "exec", "vx-ctl", VEMU, "exec", "--lab", "xm", "n1", "--", "wc", "-c"]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    std::io::Write::write_all(c.stdin.as_mut().unwrap(), &[b'x'; 100_000]).unwrap();
+    drop(c.stdin.take());
+    let o = c.wait_with_output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "100000");
+    let o = m.vemu(&["exec", "--lab", "xm", "n1", "--", "no-such-command"]);
+    assert_eq!(o.status.code(), Some(127), "{}", text(&o));
+
+    // Round trip: 2 x (1 + 2 + 1) ms, whichever machine each hop is on (run from
+    // the controller's machine, and on the node's machine).
     m.exec(0, "xm", "n1", &["ping", "-c", "3", "-i", "0.2", &n4_ip]);
-    let p = m.exec(0, "xm", "n1", &["ping", "-q", "-c", "20", "-i", "0.05", &n4_ip]);
+    let p = m.vemu(&["exec", "--lab", "xm", "n1", "--", "ping", "-q", "-c", "20", "-i", "0.05", &n4_ip]);
     let rtt = min_rtt_ms(&p);
     eprintln!("across 2 machines: n1 -> n4 min RTT {rtt:.3} ms (set 8 ms)");
     // Above the set delays: 2 x 39 us of serialization at 20 Mbit/s, six passes
