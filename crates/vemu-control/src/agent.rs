@@ -102,6 +102,7 @@ pub fn run(listen: SocketAddr, token: String) -> Result<()> {
         .route("/v1/agent", axum::routing::get(hello))
         .route("/v1/agent/labs/{lab}", axum::routing::post(call))
         .route("/v1/agent/labs/{lab}/nodes/{node}/exec", axum::routing::post(exec))
+        .route("/v1/agent/labs/{lab}/nodes/{node}/shell", axum::routing::get(shell))
         .with_state(agent.clone())
         .layer(axum::extract::DefaultBodyLimit::max(MAX_ORDER_BYTES))
         .layer(middleware::from_fn_with_state(agent.clone(), require_token));
@@ -126,36 +127,24 @@ pub fn run(listen: SocketAddr, token: String) -> Result<()> {
 /// TCP listener takes, each with its TLS handshake and headers within the API's time.
 async fn serve_tls(listener: tokio::net::TcpListener, tls: tokio_rustls::TlsAcceptor, router: Router, stop: oneshot::Receiver<()>) {
     use crate::api::limits::{HEADER_TIMEOUT, MAX_TCP_CONNECTIONS};
-    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_TCP_CONNECTIONS));
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    tokio::pin!(stop);
-    loop {
-        let tcp = tokio::select! {
-            _ = &mut stop => break,
-            r = listener.accept() => match r {
-                Ok((s, _)) => s,
-                Err(_) => {
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-        };
-        let Ok(slot) = slots.clone().try_acquire_owned() else { continue };
-        let (tls, router, watcher) = (tls.clone(), router.clone(), graceful.watcher());
-        tokio::spawn(async move {
-            let _ = tcp.set_nodelay(true);
-            let Ok(Ok(stream)) = tokio::time::timeout(HEADER_TIMEOUT, tls.accept(tcp)).await else { return };
-            let Ok(binding) = Binding::of(stream.get_ref().1) else { return };
-            let service = hyper_util::service::TowerToHyperService::new(router.layer(axum::Extension(binding)));
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(HEADER_TIMEOUT)
-                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
-            let _ = watcher.watch(conn).await;
-            drop(slot);
-        });
-    }
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), graceful.shutdown()).await;
+    let listener = Arc::new(listener);
+    let accept = move || {
+        let l = listener.clone();
+        async move {
+            let (s, _) = l.accept().await?;
+            let _ = s.set_nodelay(true);
+            Ok(s)
+        }
+    };
+    let prepare = move |tcp| {
+        let (tls, router) = (tls.clone(), router.clone());
+        async move {
+            let Ok(Ok(stream)) = tokio::time::timeout(HEADER_TIMEOUT, tls.accept(tcp)).await else { return None };
+            let binding = Binding::of(stream.get_ref().1).ok()?;
+            Some((stream, router.layer(axum::Extension(binding))))
+        }
+    };
+    crate::api::serve_connections(accept, prepare, MAX_TCP_CONNECTIONS, stop).await
 }
 
 /// Largest order (a whole lab's plan travels with `Build`).
@@ -196,16 +185,38 @@ async fn call(State(agent): State<Arc<Agent>>, Path(lab): Path<String>, Json(req
 
 /// Run a command in a node of this machine (the controller passes its API's exec on).
 async fn exec(State(agent): State<Arc<Agent>>, Path((lab, node)): Path<(String, String)>, body: axum::body::Bytes) -> Response {
-    // (A worker busy with an order is not waited for; the name is checked anyway.)
-    let here = match agent.labs.locked().get(&lab) {
-        _ if vemu_scenario::valid_node_name(&node).is_err() => Err(format!("no node '{node}'")),
-        None => Err(format!("this machine holds no share of lab '{lab}'")),
-        Some(w) => w.try_lock().map_or(Ok(()), |w| if w.hosts(&node) { Ok(()) } else { Err(format!("node '{node}' of lab '{lab}' is not on this machine")) }),
-    };
-    if let Err(m) = here {
+    if let Err(m) = hosted(&agent, &lab, &node) {
         return (StatusCode::NOT_FOUND, Json(serde_json::json!({ "error": m }))).into_response();
     }
     crate::api::exec::run(LabPaths::new(&lab), node, body).await.into_response()
+}
+
+/// A terminal in a node of this machine (the controller relays its API's shell).
+async fn shell(
+    State(agent): State<Arc<Agent>>,
+    Path((lab, node)): Path<(String, String)>,
+    axum::extract::Query(q): axum::extract::Query<crate::api::shell::ShellQuery>,
+    ws: axum::extract::WebSocketUpgrade,
+) -> Response {
+    if let Err(m) = hosted(&agent, &lab, &node) {
+        return (StatusCode::NOT_FOUND, Json(serde_json::json!({ "error": m }))).into_response();
+    }
+    let size = q.size();
+    match tokio::task::spawn_blocking(move || crate::api::shell::start(&LabPaths::new(&lab), &node, size)).await {
+        Ok(Ok(sh)) => ws.on_upgrade(move |socket| crate::api::shell::session(socket, sh)),
+        Ok(Err(e)) => e.into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, Json(serde_json::json!({"error": e.to_string()}))).into_response(),
+    }
+}
+
+/// Whether node `node` of lab `lab` is on this machine (or why not).
+fn hosted(agent: &Agent, lab: &str, node: &str) -> Result<(), String> {
+    // (A worker busy with an order is not waited for; the name is checked anyway.)
+    match agent.labs.locked().get(lab) {
+        _ if vemu_scenario::valid_node_name(node).is_err() => Err(format!("no node '{node}'")),
+        None => Err(format!("this machine holds no share of lab '{lab}'")),
+        Some(w) => w.try_lock().map_or(Ok(()), |w| if w.hosts(node) { Ok(()) } else { Err(format!("node '{node}' of lab '{lab}' is not on this machine")) }),
+    }
 }
 
 /// Carry out one order for `lab`.

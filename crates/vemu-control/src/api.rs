@@ -29,6 +29,7 @@ use crate::Direction;
 use crate::LockExt;
 
 pub(crate) mod exec;
+pub(crate) mod shell;
 pub use exec::DEFAULT_EXEC_OUTPUT_BYTES;
 
 /// The OpenAPI document of this API.
@@ -254,6 +255,25 @@ async fn traffic(State(app): AppState, body: Bytes) -> ApiResult {
     Ok(Json(blocking(move || ctl.locked().traffic_cbr(req)).await?))
 }
 
+/// `GET /v1/nodes/{node}/shell`: a terminal in the node over a WebSocket (see
+/// [`shell`]); for a node on another machine, its agent's, relayed.
+async fn node_shell(State(app): AppState, Path(node): Path<String>, Query(q): Query<shell::ShellQuery>, ws: axum::extract::WebSocketUpgrade) -> Result<Response, ApiError> {
+    let route = app.ctl.locked().agent_of(&node)?;
+    let size = q.size();
+    Ok(match route {
+        Some((route, lab)) => {
+            let path = format!("/v1/agent/labs/{lab}/nodes/{}/shell?rows={}&cols={}", crate::percent_encode(&node), size.rows, size.cols);
+            let agent = route.websocket(&path).await?;
+            ws.on_upgrade(move |socket| shell::relay(socket, agent))
+        }
+        None => {
+            let paths = app.paths.clone();
+            let sh = blocking(move || shell::start(&paths, &node, size)).await?;
+            ws.on_upgrade(move |socket| shell::session(socket, sh))
+        }
+    })
+}
+
 /// `POST /v1/nodes/{node}/exec`: run a command in a node (see [`exec`]); a node on
 /// another machine runs it there, through that machine's agent.
 async fn node_exec(State(app): AppState, Path(node): Path<String>, body: Bytes) -> Result<Response, ApiError> {
@@ -431,6 +451,7 @@ fn routes() -> Vec<Route> {
         get "/v1/nodes/{node}" => node,
         patch "/v1/nodes/{node}" => node_patch,
         post "/v1/nodes/{node}/exec" => node_exec,
+        get "/v1/nodes/{node}/shell" => node_shell,
         post "/v1/nodes/{node}/stop" => node_stop,
         post "/v1/nodes/{node}/start" => node_start,
         post "/v1/nodes/{node}/move" => node_move,
@@ -543,17 +564,21 @@ async fn bounded_body(req: Request, next: Next) -> Response {
     }
 }
 
-/// Accept connections from `accept` and serve `router` on each (HTTP/1.1), at most `max`
-/// at once (more are closed as they come), each closed if it sends no request head
-/// within [`limits::HEADER_TIMEOUT`]. Returns when `stop` fires, after the requests in
-/// flight are answered.
-pub(crate) async fn serve_connections<S, F>(mut accept: impl FnMut() -> F, router: Router, max: usize, stop: oneshot::Receiver<()>)
+/// Accept connections from `accept` and serve on each (HTTP/1.1, upgrades to WebSockets
+/// allowed) the router that `prepare` gives for it (`None`: close it; e.g. a failed TLS
+/// handshake), at most `max` at once (more are closed as they come), each closed if it
+/// sends no request head within [`limits::HEADER_TIMEOUT`]. Returns when `stop` fires,
+/// after the requests in flight are answered (at most 5 s).
+pub(crate) async fn serve_connections<S, F, I, P>(mut accept: impl FnMut() -> F, prepare: impl Fn(S) -> P + Clone + Send + 'static, max: usize, stop: oneshot::Receiver<()>)
 where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    S: Send + 'static,
     F: std::future::Future<Output = std::io::Result<S>>,
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    P: std::future::Future<Output = Option<(I, Router)>> + Send + 'static,
 {
     let slots = Arc::new(tokio::sync::Semaphore::new(max));
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    // Connections watch this: `true` asks them to finish; it is closed once they all have.
+    let (closing, watch) = tokio::sync::watch::channel(false);
     tokio::pin!(stop);
     loop {
         let stream = tokio::select! {
@@ -573,18 +598,27 @@ where
             drop(stream);
             continue;
         };
-        let service = hyper_util::service::TowerToHyperService::new(router.clone());
-        let conn = hyper::server::conn::http1::Builder::new()
-            .timer(hyper_util::rt::TokioTimer::new())
-            .header_read_timeout(limits::HEADER_TIMEOUT)
-            .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
-        let conn = graceful.watch(conn);
+        let (prepare, mut watch) = (prepare.clone(), watch.clone());
         tokio::spawn(async move {
+            let Some((io, router)) = prepare(stream).await else { return };
+            let service = hyper_util::service::TowerToHyperService::new(router);
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(limits::HEADER_TIMEOUT)
+                .serve_connection(hyper_util::rt::TokioIo::new(io), service)
+                .with_upgrades();
+            tokio::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => return,
+                _ = watch.wait_for(|c| *c) => conn.as_mut().graceful_shutdown(),
+            }
             let _ = conn.await;
             drop(slot);
         });
     }
-    let _ = tokio::time::timeout(Duration::from_secs(5), graceful.shutdown()).await;
+    drop(watch);
+    let _ = closing.send(true);
+    let _ = tokio::time::timeout(Duration::from_secs(5), closing.closed()).await;
 }
 
 /// Serve the API on the Unix socket and, if given, the TCP listener with its token.
@@ -604,7 +638,7 @@ pub fn serve(
     servers.tasks.push(rt.spawn(serve_connections(move || {
         let l = unix.clone();
         async move { l.accept().await.map(|(s, _)| s) }
-    }, r, limits::MAX_UNIX_CONNECTIONS, rx)));
+    }, move |s| std::future::ready(Some((s, r.clone()))), limits::MAX_UNIX_CONNECTIONS, rx)));
     servers.stop.push(tx);
     if let Some((listener, token)) = tcp {
         let (tx, rx) = oneshot::channel::<()>();
@@ -618,7 +652,7 @@ pub fn serve(
                 let _ = s.set_nodelay(true);
                 Ok(s)
             }
-        }, r, limits::MAX_TCP_CONNECTIONS, rx)));
+        }, move |s| std::future::ready(Some((s, r.clone()))), limits::MAX_TCP_CONNECTIONS, rx)));
         servers.stop.push(tx);
     }
     servers

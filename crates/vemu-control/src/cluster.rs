@@ -51,8 +51,8 @@ pub struct AgentRoute {
 impl AgentRoute {
     /// Send one request; the answer once its head has come (a successful one only if
     /// the agent signed it).
-    async fn request(&self, method: &str, path: &str, body: hyper::body::Bytes) -> Result<hyper::Response<hyper::body::Incoming>> {
-        use http_body_util::Full;
+    /// A TLS connection to the agent and its session's binding.
+    async fn connect(&self) -> Result<(tokio_rustls::client::TlsStream<tokio::net::TcpStream>, Binding)> {
         let stream = tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(self.address))
             .await
             .map_err(|_| anyhow!("no answer within {} s", CONNECT_TIMEOUT.as_secs()))??;
@@ -63,6 +63,40 @@ impl AgentRoute {
             .map_err(|_| anyhow!("no TLS handshake within {} s", CONNECT_TIMEOUT.as_secs()))?
             .context("TLS handshake")?;
         let binding = Binding::of(stream.get_ref().1)?;
+        Ok((stream, binding))
+    }
+
+    /// A WebSocket to the agent at `path` (e.g. a node's terminal), once the agent
+    /// signed its acceptance.
+    pub(crate) async fn websocket(&self, path: &str) -> Result<tokio_tungstenite::WebSocketStream<tokio_rustls::client::TlsStream<tokio::net::TcpStream>>, crate::api::ApiError> {
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+        let gateway = |m: String| crate::api::ApiError { status: axum::http::StatusCode::BAD_GATEWAY, message: format!("{}: {m}", self.what()) };
+        let (stream, binding) = self.connect().await.map_err(|e| gateway(format!("{e:#}")))?;
+        let mut req = format!("ws://vemu-agent{path}").into_client_request().map_err(|e| gateway(e.to_string()))?;
+        let bearer = format!("Bearer {}", binding.proof(&self.token, Role::Controller)).parse().map_err(|_| gateway("a header value".into()))?;
+        req.headers_mut().insert("authorization", bearer);
+        let (ws, res) = tokio::time::timeout(CONNECT_TIMEOUT, tokio_tungstenite::client_async(req, stream))
+            .await
+            .map_err(|_| gateway(format!("no answer within {} s", CONNECT_TIMEOUT.as_secs())))?
+            .map_err(|e| match e {
+                tokio_tungstenite::tungstenite::Error::Http(r) => {
+                    let body = r.body().as_deref().unwrap_or_default();
+                    let m = serde_json::from_slice::<serde_json::Value>(body).ok().and_then(|v| v["error"].as_str().map(String::from));
+                    let status = if r.status() == axum::http::StatusCode::NOT_FOUND { r.status() } else { axum::http::StatusCode::BAD_GATEWAY };
+                    crate::api::ApiError { status, message: format!("{}: {}", self.what(), m.unwrap_or_else(|| format!("HTTP {}", r.status()))) }
+                }
+                e => gateway(e.to_string()),
+            })?;
+        let proof = res.headers().get(PROOF_HEADER).and_then(|v| v.to_str().ok()).unwrap_or("");
+        if !binding.check(&self.token, Role::Agent, proof) {
+            return Err(gateway("the answer is not signed with the agents' token".into()));
+        }
+        Ok(ws)
+    }
+
+    async fn request(&self, method: &str, path: &str, body: hyper::body::Bytes) -> Result<hyper::Response<hyper::body::Incoming>> {
+        use http_body_util::Full;
+        let (stream, binding) = self.connect().await?;
         let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
         tokio::spawn(conn);
         let req = hyper::Request::builder()

@@ -27,7 +27,7 @@ use std::os::unix::net::UnixStream;
 
 use anyhow::{anyhow, Context, Result};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{json, Value};
 use vemu_host::LabPaths;
 use vemu_link::Impairments;
 
@@ -299,6 +299,67 @@ impl Client {
         })
     }
 
+    /// An interactive session on the API's terminal WebSocket at `path` (`GET
+    /// /v1/nodes/{node}/shell?rows=R&cols=C`): what this process reads on standard input
+    /// goes to the shell, the shell's output to standard output, and changes of this
+    /// terminal's size (SIGWINCH) follow. Returns the shell's exit status (`None`: the
+    /// connection ended without one). The caller puts the terminal in raw mode.
+    pub fn terminal(&self, path: &str) -> Result<Option<i32>> {
+        use futures_util::{SinkExt, StreamExt};
+        use std::io::{Read, Write};
+        use tokio_tungstenite::tungstenite::Message;
+        let lab = &self.lab;
+        self.rt.block_on(async {
+            let stream = tokio::net::UnixStream::connect(&self.socket).await.with_context(|| format!("connecting to lab '{lab}'"))?;
+            let (mut ws, _) = tokio_tungstenite::client_async(format!("ws://vemu{path}"), stream).await.map_err(|e| match e {
+                tokio_tungstenite::tungstenite::Error::Http(r) => {
+                    let m = r.body().as_deref().and_then(|b| serde_json::from_slice::<Value>(b).ok()).and_then(|v| v["error"].as_str().map(String::from));
+                    anyhow::Error::new(ApiFailure { status: r.status().as_u16(), message: m.unwrap_or_else(|| format!("HTTP {}", r.status())) })
+                }
+                e => anyhow!("opening a terminal in lab '{lab}': {e}"),
+            })?;
+            let (keys_tx, mut keys) = tokio::sync::mpsc::channel::<Vec<u8>>(64);
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                let mut stdin = std::io::stdin().lock();
+                while let Ok(n) = stdin.read(&mut buf) {
+                    if n == 0 || keys_tx.blocking_send(buf[..n].to_vec()).is_err() {
+                        break;
+                    }
+                }
+            });
+            let mut winch = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change())?;
+            let mut stdout = std::io::stdout();
+            let mut stdin_open = true;
+            loop {
+                tokio::select! {
+                    k = keys.recv(), if stdin_open => match k {
+                        Some(k) => ws.send(Message::Binary(k.into())).await?,
+                        None => stdin_open = false,
+                    },
+                    _ = winch.recv() => {
+                        if let Some((rows, cols)) = terminal_size() {
+                            ws.send(Message::Text(json!({"resize": {"rows": rows, "cols": cols}}).to_string().into())).await?;
+                        }
+                    }
+                    m = ws.next() => match m {
+                        Some(Ok(Message::Binary(b))) => {
+                            stdout.write_all(&b)?;
+                            stdout.flush()?;
+                        }
+                        Some(Ok(Message::Text(t))) => {
+                            if let Some(code) = serde_json::from_str::<Value>(&t).ok().and_then(|v| v["exit"].as_i64()) {
+                                return Ok(Some(code as i32));
+                            }
+                        }
+                        Some(Ok(_)) => {}
+                        Some(Err(_)) | None => return Ok(None),
+                    },
+                }
+            }
+        })
+    }
+
     pub fn get(&self, path: &str) -> Result<Value> {
         self.request("GET", path, None)
     }
@@ -314,6 +375,14 @@ impl Client {
     pub fn status(&self) -> Result<LabStatus> {
         Ok(serde_json::from_value(self.get("/v1/lab")?)?)
     }
+}
+
+/// The size of the terminal on standard input, (rows, columns).
+pub fn terminal_size() -> Option<(u16, u16)> {
+    // SAFETY: winsize is plain data; TIOCGWINSZ fills it.
+    let mut w: libc::winsize = unsafe { std::mem::zeroed() };
+    // SAFETY: as above, on descriptor 0.
+    (unsafe { libc::ioctl(0, libc::TIOCGWINSZ, &mut w) } == 0 && w.ws_row > 0).then_some((w.ws_row, w.ws_col))
 }
 
 /// A name for use in a URL path or query value: letters, digits and `-_.:~` stay, the

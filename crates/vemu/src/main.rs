@@ -532,6 +532,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Cmd::Exec { node, command, lab } => return exec(lab.lab, &node, &command),
         Cmd::Shell { node, lab } => {
+            if let Some(lab) = remote_node_lab(lab.lab.clone(), &node)? {
+                return shell_through_api(&lab, &node);
+            }
             let shell = std::env::var("SHELL").ok().filter(|s| !s.is_empty()).unwrap_or_else(|| "/bin/bash".into());
             let mut argv = vec![shell.clone()];
             if shell.ends_with("bash") {
@@ -824,22 +827,12 @@ fn run_daemon() -> Result<()> {
 }
 
 fn exec(lab: Option<String>, node: &str, argv: &[String]) -> Result<ExitCode> {
-    need_root()?;
-    let lab = resolve_lab(lab)?;
-    let plan = load_plan(&lab)?;
-    if plan.node_index(node).is_none() {
-        let names: Vec<&str> = plan.nodes.iter().map(|n| n.name.as_str()).collect();
-        return Err(user(format!("no node '{node}' in lab '{lab}' (nodes: {})", names.join(", "))));
-    }
+    let lab = match remote_node_lab(lab.clone(), node)? {
+        // A node of a lab across machines that is not on this one: through the controller.
+        Some(lab) => return exec_through_api(&lab, node, argv),
+        None => resolve_lab(lab)?,
+    };
     let paths = LabPaths::new(&lab);
-    // A node of a lab across machines that is not on this one: through the controller.
-    if !plan.machines.is_empty() && !paths.netns(node).exists() {
-        if !paths.socket().exists() {
-            let m = plan.node_index(node).and_then(|i| plan.machines.get(plan.nodes[i].machine)).map_or("another machine", |m| m.name.as_str());
-            return Err(user(format!("node '{node}' runs on machine '{m}' and lab '{lab}' has no controller here: run 'vemu exec' on the controller's machine or on '{m}'")));
-        }
-        return exec_through_api(&lab, node, argv);
-    }
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..]).env("VEMU_LAB", &lab).env("VEMU_NODE", node);
     let status = match NodeEntry::open(&paths, node)?.spawn(&mut cmd, Command::spawn).and_then(|mut c| c.wait()) {
@@ -852,6 +845,61 @@ fn exec(lab: Option<String>, node: &str, argv: &[String]) -> Result<ExitCode> {
     };
     let code = vemu_control::exit_code(status);
     Ok(ExitCode::from(code as u8))
+}
+
+/// The lab, when `node` is a node of a lab across machines that this machine does not
+/// host (commands for it go through the controller); `None` when it is here.
+fn remote_node_lab(lab: Option<String>, node: &str) -> Result<Option<String>> {
+    need_root()?;
+    let lab = resolve_lab(lab)?;
+    let plan = load_plan(&lab)?;
+    if plan.node_index(node).is_none() {
+        let names: Vec<&str> = plan.nodes.iter().map(|n| n.name.as_str()).collect();
+        return Err(user(format!("no node '{node}' in lab '{lab}' (nodes: {})", names.join(", "))));
+    }
+    let paths = LabPaths::new(&lab);
+    if plan.machines.is_empty() || paths.netns(node).exists() {
+        return Ok(None);
+    }
+    if !paths.socket().exists() {
+        let m = plan.node_index(node).and_then(|i| plan.machines.get(plan.nodes[i].machine)).map_or("another machine", |m| m.name.as_str());
+        return Err(user(format!("node '{node}' runs on machine '{m}' and lab '{lab}' has no controller here: use the controller's machine or '{m}'")));
+    }
+    Ok(Some(lab))
+}
+
+/// `vemu shell` on a node of another machine: a terminal on that machine, through the
+/// controller's WebSocket (this terminal in raw mode meanwhile).
+fn shell_through_api(lab: &str, node: &str) -> Result<ExitCode> {
+    use std::io::IsTerminal;
+    let c = connect(lab)?;
+    let (rows, cols) = vemu_control::terminal_size().unwrap_or((24, 80));
+    // Raw mode while the session lasts (keys go to the node's terminal as typed).
+    let saved = std::io::stdin().is_terminal().then(|| {
+        // SAFETY: termios is plain data; tcgetattr fills it, cfmakeraw and tcsetattr use it.
+        unsafe {
+            let mut t: libc::termios = std::mem::zeroed();
+            if libc::tcgetattr(0, &mut t) != 0 {
+                return None;
+            }
+            let saved = t;
+            libc::cfmakeraw(&mut t);
+            libc::tcsetattr(0, libc::TCSANOW, &t);
+            Some(saved)
+        }
+    }).flatten();
+    let r = c.terminal(&format!("/v1/nodes/{}/shell?rows={rows}&cols={cols}", percent_encode(node)));
+    if let Some(t) = saved {
+        // SAFETY: restores the settings read above.
+        unsafe { libc::tcsetattr(0, libc::TCSANOW, &t) };
+    }
+    match r? {
+        Some(code) => Ok(ExitCode::from(code.clamp(0, 255) as u8)),
+        None => {
+            eprintln!("vemu: the terminal's connection ended");
+            Ok(ExitCode::from(1))
+        }
+    }
 }
 
 /// `vemu exec` on a node of a lab across machines: the controller runs it through the

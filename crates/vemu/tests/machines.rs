@@ -187,6 +187,17 @@ fn a_chain_across_two_machines_keeps_its_delays_and_rate() {
     let o = m.vemu(&["exec", "--lab", "xm", "n1", "--", "no-such-command"]);
     assert_eq!(o.status.code(), Some(127), "{}", text(&o));
 
+    // `vemu shell` from the controller's machine: a terminal on the node's machine,
+    // of this terminal's size, that ends with the shell's exit status.
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(format!("(sleep 1; printf 'hostname; stty size\\r'; sleep 1; printf 'exit 3\\r'; sleep 3) | script -qefc 'stty rows 33 cols 101; ip netns exec vx-ctl {VEMU} shell --lab xm n4' /dev/null"))
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("n4\r\n33 101\r\n"), "{out}");
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+
     // Round trip: 2 x (1 + 2 + 1) ms, whichever machine each hop is on (run from
     // the controller's machine, and on the node's machine).
     m.exec(0, "xm", "n1", &["ping", "-c", "3", "-i", "0.2", &n4_ip]);
