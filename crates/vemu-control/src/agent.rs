@@ -103,6 +103,7 @@ pub fn run(listen: SocketAddr, token: String) -> Result<()> {
         .route("/v1/agent/labs/{lab}", axum::routing::post(call))
         .route("/v1/agent/labs/{lab}/nodes/{node}/exec", axum::routing::post(exec))
         .route("/v1/agent/labs/{lab}/nodes/{node}/shell", axum::routing::get(shell))
+        .route("/v1/agent/labs/{lab}/capture", axum::routing::post(capture))
         .with_state(agent.clone())
         .layer(axum::extract::DefaultBodyLimit::max(MAX_ORDER_BYTES))
         .layer(middleware::from_fn_with_state(agent.clone(), require_token));
@@ -209,6 +210,86 @@ async fn shell(
     }
 }
 
+/// Copies of the frames this machine's engine sees on some interfaces, as a stream of
+/// [`CaptureRecord`]s, until the controller goes away.
+async fn capture(State(agent): State<Arc<Agent>>, Path(lab): Path<String>, Json(on): Json<Vec<vemu_engine::CaptureSpec>>) -> Response {
+    let Some(w) = agent.labs.locked().get(&lab).cloned() else {
+        return (StatusCode::NOT_FOUND, Json(serde_json::json!({"error": format!("this machine holds no share of lab '{lab}'")}))).into_response();
+    };
+    let (tx, rx) = std::sync::mpsc::sync_channel::<vemu_engine::Captured>(16384);
+    let started = {
+        let w = w.clone();
+        tokio::task::spawn_blocking(move || w.locked().capture(&on, tx)).await
+    };
+    let id = match started {
+        Ok(Ok(id)) => id,
+        Ok(Err(e)) => return (StatusCode::BAD_REQUEST, Json(serde_json::json!({"error": format!("{e:#}")}))).into_response(),
+        Err(e) => return (StatusCode::INTERNAL_SERVER_ERROR, Json(serde_json::json!({"error": e.to_string()}))).into_response(),
+    };
+    let (btx, brx) = tokio::sync::mpsc::channel::<Result<axum::body::Bytes, std::convert::Infallible>>(256);
+    std::thread::spawn(move || {
+        use std::sync::mpsc::RecvTimeoutError;
+        loop {
+            match rx.recv_timeout(std::time::Duration::from_secs(1)) {
+                Ok(c) => {
+                    if btx.blocking_send(Ok(CaptureRecord::encode(&c).into())).is_err() {
+                        break;
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) if !btx.is_closed() => {}
+                Err(_) => break,
+            }
+        }
+        w.locked().stop_capture(id);
+    });
+    let body = axum::body::Body::from_stream(futures_util::stream::unfold(brx, |mut r| async move { r.recv().await.map(|x| (x, r)) }));
+    ([(header::CONTENT_TYPE, "application/octet-stream")], body).into_response()
+}
+
+/// A captured frame on the agent channel: lab-clock time (ns, u64), interface (u32),
+/// outgoing (u8), length (u32), then the frame; integers little-endian.
+pub(crate) struct CaptureRecord;
+
+impl CaptureRecord {
+    const HEAD: usize = 17;
+    /// Longest frame accepted (a GSO super-frame is at most 64 KiB and its header).
+    const MAX_FRAME: usize = 1 << 17;
+
+    pub(crate) fn encode(c: &vemu_engine::Captured) -> Vec<u8> {
+        let mut v = Vec::with_capacity(Self::HEAD + c.frame.len());
+        v.extend_from_slice(&c.t_ns.to_le_bytes());
+        v.extend_from_slice(&c.iface.to_le_bytes());
+        v.push(u8::from(c.outgoing));
+        v.extend_from_slice(&(c.frame.len() as u32).to_le_bytes());
+        v.extend_from_slice(&c.frame);
+        v
+    }
+
+    /// Take the whole records at the front of `buf` (the rest stays for more bytes).
+    pub(crate) fn decode(buf: &mut Vec<u8>, out: &mut Vec<vemu_engine::Captured>) -> Result<(), String> {
+        let mut at = 0;
+        while buf.len() - at >= Self::HEAD {
+            let h = &buf[at..at + Self::HEAD];
+            let len = u32::from_le_bytes(h[13..17].try_into().expect("4 bytes")) as usize;
+            if len > Self::MAX_FRAME {
+                return Err(format!("a captured frame of {len} bytes"));
+            }
+            if buf.len() - at < Self::HEAD + len {
+                break;
+            }
+            out.push(vemu_engine::Captured {
+                t_ns: u64::from_le_bytes(h[0..8].try_into().expect("8 bytes")),
+                iface: u32::from_le_bytes(h[8..12].try_into().expect("4 bytes")),
+                outgoing: h[12] != 0,
+                frame: buf[at + Self::HEAD..at + Self::HEAD + len].to_vec(),
+            });
+            at += Self::HEAD + len;
+        }
+        buf.drain(..at);
+        Ok(())
+    }
+}
+
 /// Whether node `node` of lab `lab` is on this machine (or why not).
 fn hosted(agent: &Agent, lab: &str, node: &str) -> Result<(), String> {
     // (A worker busy with an order is not waited for; the name is checked anyway.)
@@ -268,4 +349,31 @@ fn order(agent: &Agent, lab: &str, req: WorkerRequest) -> WorkerReply {
         agent.labs.locked().remove(lab);
     }
     reply
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CaptureRecord;
+    use vemu_engine::Captured;
+
+    #[test]
+    fn capture_records_survive_any_split_and_refuse_huge_frames() {
+        let frames: Vec<Captured> = (0..5u32).map(|i| Captured { t_ns: 1_000 + u64::from(i), iface: i, outgoing: i % 2 == 0, frame: vec![i as u8; 60 + i as usize * 700] }).collect();
+        let wire: Vec<u8> = frames.iter().flat_map(CaptureRecord::encode).collect();
+        for piece in [1, 7, 17, 100, wire.len()] {
+            let (mut buf, mut out) = (Vec::new(), Vec::new());
+            for chunk in wire.chunks(piece) {
+                buf.extend_from_slice(chunk);
+                CaptureRecord::decode(&mut buf, &mut out).unwrap();
+            }
+            assert!(buf.is_empty());
+            assert_eq!(out.len(), 5);
+            for (a, b) in out.iter().zip(&frames) {
+                assert_eq!((a.t_ns, a.iface, a.outgoing, &a.frame), (b.t_ns, b.iface, b.outgoing, &b.frame));
+            }
+        }
+        let mut bad = CaptureRecord::encode(&frames[0]);
+        bad[13..17].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(CaptureRecord::decode(&mut bad, &mut Vec::new()).unwrap_err().contains("4294967295"));
+    }
 }

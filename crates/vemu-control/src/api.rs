@@ -381,11 +381,14 @@ async fn capture(State(app): AppState, Query(q): Query<CaptureQuery>) -> Result<
         compile_filter(f)?;
     }
     let (tx, rx) = std::sync::mpsc::sync_channel::<vemu_engine::Captured>(16384);
-    let (id, names, epoch) = {
-        let mut c = app.ctl.locked();
-        let (id, names) = c.capture_start(&q.iface, q.point, tx)?;
-        (id, names, c.realtime_epoch_ns)
-    };
+    // (Off the async threads: a lab across machines asks its agents first.)
+    let (ctl, iface, point) = (app.ctl.clone(), q.iface.clone(), q.point);
+    let (id, names, epoch) = blocking(move || {
+        let mut c = ctl.locked();
+        let (id, names) = c.capture_start(&iface, point, tx)?;
+        Ok::<_, LabError>((id, names, c.realtime_epoch_ns))
+    })
+    .await?;
     let (btx, brx) = tokio::sync::mpsc::channel::<Result<Bytes, Infallible>>(256);
     let ctl = app.ctl.clone();
     std::thread::Builder::new()

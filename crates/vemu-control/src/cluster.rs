@@ -197,6 +197,9 @@ pub struct Cluster {
     link_at: Vec<[usize; 2]>,
     seg_at: Vec<usize>,
     node_names: Vec<String>,
+    /// Captures running, by id: a way to stop each machine's part.
+    captures: std::collections::HashMap<u64, Vec<tokio::sync::oneshot::Sender<()>>>,
+    next_capture: u64,
 }
 
 impl Cluster {
@@ -222,6 +225,8 @@ impl Cluster {
             node_names: plan.nodes.iter().map(|n| n.name.clone()).collect(),
             node_at,
             agents,
+            captures: Default::default(),
+            next_capture: 1,
         })
     }
 
@@ -267,6 +272,47 @@ impl Cluster {
             first.get_or_insert(r);
         }
         first.unwrap_or(WorkerReply::Done)
+    }
+
+    /// Start machine `m`'s part of a capture; a thread passes its frames to `tx` until
+    /// the returned sender fires, the agent's stream ends or `tx`'s receiver is gone.
+    fn start_capture(&self, m: usize, specs: &[CaptureSpec], tx: std::sync::mpsc::SyncSender<Captured>) -> Result<tokio::sync::oneshot::Sender<()>> {
+        use http_body_util::BodyExt;
+        let route = self.agents[m].route.clone();
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        let body = serde_json::to_vec(specs)?;
+        let res = rt.block_on(route.request("POST", &format!("/v1/agent/labs/{}/capture", self.lab), body.into())).with_context(|| route.what())?;
+        if !res.status().is_success() {
+            let m = rt.block_on(AgentRoute::failure(res));
+            return Err(anyhow!("{}: {m}", route.what()));
+        }
+        let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+        std::thread::Builder::new().name("vemu-capture-in".into()).spawn(move || {
+            rt.block_on(async move {
+                let mut body = res.into_body();
+                let (mut buf, mut frames) = (Vec::new(), Vec::new());
+                loop {
+                    tokio::select! {
+                        _ = &mut stopped => return,
+                        f = body.frame() => {
+                            let Some(Ok(f)) = f else { return };
+                            let Some(d) = f.data_ref() else { continue };
+                            buf.extend_from_slice(d);
+                            if let Err(e) = crate::agent::CaptureRecord::decode(&mut buf, &mut frames) {
+                                eprintln!("vemu: capture from {}: {e}", route.what());
+                                return;
+                            }
+                            for c in frames.drain(..) {
+                                if tx.send(c).is_err() {
+                                    return;
+                                }
+                            }
+                        }
+                    }
+                }
+            })
+        })?;
+        Ok(stop)
     }
 
     fn build(&self, plan: Plan, clock_epoch_ns: u64) -> WorkerReply {
@@ -428,11 +474,46 @@ impl Worker for Cluster {
         }
     }
 
-    fn capture(&mut self, _on: &[CaptureSpec], _tx: std::sync::mpsc::SyncSender<Captured>) -> Result<u64> {
-        Err(anyhow!("capture is not available yet in labs across machines"))
+    /// Each machine that sees frames of the interfaces captures its part and streams
+    /// copies here ([`CaptureRecord`]s). What arrives at an interface (`After`) is seen
+    /// by the node's machine only (the far machine's copy toward its tunnel would repeat
+    /// it); what enters a link at its other end (`Before`) is seen where that end is, so
+    /// both machines of the link take part (each records only what it sees).
+    fn capture(&mut self, on: &[CaptureSpec], tx: std::sync::mpsc::SyncSender<Captured>) -> Result<u64> {
+        let mut per: std::collections::BTreeMap<usize, Vec<CaptureSpec>> = Default::default();
+        for c in on {
+            let machines = match (c.target, c.point) {
+                (Target::Link(l), vemu_engine::CapturePoint::Before) => self.machines_of(Target::Link(l)),
+                (Target::Link(l), vemu_engine::CapturePoint::After) => self.link_at.get(l).map(|at| vec![at[c.side.min(1)]]).unwrap_or_default(),
+                (t @ Target::Member(..), _) => self.machines_of(t),
+            };
+            for m in machines {
+                per.entry(m).or_default().push(*c);
+            }
+        }
+        let mut stops = Vec::new();
+        for (m, specs) in per {
+            match self.start_capture(m, &specs, tx.clone()) {
+                Ok(stop) => stops.push(stop),
+                Err(e) => {
+                    for s in stops {
+                        let _ = s.send(());
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        let id = self.next_capture;
+        self.next_capture += 1;
+        self.captures.insert(id, stops);
+        Ok(id)
     }
 
-    fn stop_capture(&mut self, _id: u64) {}
+    fn stop_capture(&mut self, id: u64) {
+        for s in self.captures.remove(&id).unwrap_or_default() {
+            let _ = s.send(());
+        }
+    }
 
     fn agent_of(&self, node: usize) -> Option<AgentRoute> {
         self.node_at.get(node).map(|&m| self.agents[m].route.clone())

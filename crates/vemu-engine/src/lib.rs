@@ -101,7 +101,7 @@ pub struct MemberSpec {
 
 /// An interface to capture on: a link end (`Target::Link`, side 0 = a, 1 = b) or a
 /// segment port (`Target::Member`, side 0).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
 pub struct CaptureSpec {
     pub target: Target,
     pub side: usize,

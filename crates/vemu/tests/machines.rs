@@ -223,6 +223,28 @@ fn a_chain_across_two_machines_keeps_its_delays_and_rate() {
     let rtt = min_rtt_ms(&m.exec(0, "xm", "n1", &["ping", "-q", "-c", "20", "-i", "0.05", &n4_ip]));
     assert!((24.0..25.5).contains(&rtt), "min RTT {rtt} ms after link set, set 24 ms");
 
+    // Captures of a node whose link crosses to the other machine: each frame once, as
+    // delivered (after) or as it entered the link (before; the far machine's part).
+    for point in ["after", "before"] {
+        let file = format!("/tmp/vemu-tests/xm-{point}.pcapng");
+        let _ = std::fs::create_dir_all("/tmp/vemu-tests");
+        let cap = Command::new("ip").args(["netns", "exec", "vx-ctl", VEMU, "capture", "--lab", "xm", "n2", "--point", point, "-c", "12", "-w", &file, "icmp"]).spawn().unwrap();
+        std::thread::sleep(Duration::from_millis(1000));
+        m.vemu(&["exec", "--lab", "xm", "n1", "--", "ping", "-c", "3", "-i", "0.2", &n4_ip]);
+        let t0 = Instant::now();
+        let mut cap = cap;
+        while cap.try_wait().unwrap().is_none() {
+            assert!(t0.elapsed() < Duration::from_secs(20), "the capture ({point}) did not get its 12 frames");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let o = Command::new("tshark").args(["-r", &file, "-T", "fields", "-e", "icmp.type", "-e", "icmp.seq"]).output().unwrap();
+        let mut seen: Vec<String> = String::from_utf8_lossy(&o.stdout).lines().map(|l| l.split_whitespace().collect::<Vec<_>>().join(" ")).collect();
+        seen.sort();
+        // Requests (8) and replies (0) of 3 pings, each in on one interface and out on the other.
+        let want: Vec<String> = ["0 1", "0 1", "0 2", "0 2", "0 3", "0 3", "8 1", "8 1", "8 2", "8 2", "8 3", "8 3"].iter().map(|x| x.to_string()).collect();
+        assert_eq!(seen, want, "capture {point}: {}", text(&o));
+    }
+
     // Counters of the link between the machines: each direction counted once.
     let status: serde_json::Value = serde_json::from_slice(&m.vemu(&["status", "--lab", "xm", "--json"]).stdout).unwrap();
     let link = status["links"].as_array().unwrap().iter().find(|l| l["name"] == "n2:n3").unwrap_or_else(|| panic!("{status}"));
