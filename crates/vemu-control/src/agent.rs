@@ -46,6 +46,35 @@ struct Agent {
     token: String,
     underlay_mtu: u32,
     labs: Mutex<HashMap<String, Arc<Mutex<LocalWorker>>>>,
+    /// Each lab's lease (its length, and when the controller was last heard).
+    leases: Mutex<HashMap<String, (std::time::Duration, std::time::Instant)>>,
+}
+
+impl Agent {
+    /// The controller of `lab` was heard from: its lease starts again.
+    fn renew(&self, lab: &str) {
+        if let Some(l) = self.leases.locked().get_mut(lab) {
+            l.1 = std::time::Instant::now();
+        }
+    }
+
+    /// Take down the shares whose controller was silent for longer than their lease.
+    fn end_leases(&self) {
+        let expired: Vec<(String, std::time::Duration)> = self.leases.locked().iter().filter(|(_, (len, at))| at.elapsed() > *len).map(|(l, (len, _))| (l.clone(), *len)).collect();
+        for (lab, len) in expired {
+            // A share busy with an order (a long build) is not left: the order ends.
+            if self.labs.locked().get(&lab).is_some_and(|w| w.try_lock().is_err()) {
+                continue;
+            }
+            self.leases.locked().remove(&lab);
+            let Some(w) = self.labs.locked().remove(&lab) else { continue };
+            eprintln!("vemu agent: no word from the controller of lab '{lab}' for {} s (its lease): taking the lab's share down", len.as_secs());
+            let reply = w.locked().call(WorkerRequest::Teardown, &mut |_, _| {});
+            if let WorkerReply::Error(e) = reply {
+                eprintln!("vemu agent: lab '{lab}': {e}");
+            }
+        }
+    }
 }
 
 /// The MTU of the interface that has `addr` in this network namespace (1500 if none
@@ -94,7 +123,14 @@ pub fn run(listen: SocketAddr, token: String) -> Result<()> {
     // Processes of nodes whose parents end become ours, for the supervisors to reap.
     // SAFETY: prctl with integer arguments.
     unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
-    let agent = Arc::new(Agent { listen, token, underlay_mtu: mtu_of(listen.ip()), labs: Mutex::new(HashMap::new()) });
+    let agent = Arc::new(Agent { listen, token, underlay_mtu: mtu_of(listen.ip()), labs: Mutex::new(HashMap::new()), leases: Mutex::new(HashMap::new()) });
+    {
+        let agent = agent.clone();
+        std::thread::Builder::new().name("vemu-leases".into()).spawn(move || loop {
+            std::thread::sleep(std::time::Duration::from_secs(1));
+            agent.end_leases();
+        })?;
+    }
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().thread_name("vemu-agent").build()?;
     let listener = rt.block_on(tokio::net::TcpListener::bind(listen)).with_context(|| format!("listening on {listen}"))?;
     eprintln!("vemu agent: listening on {} (underlay MTU {})", listener.local_addr()?, agent.underlay_mtu);
@@ -104,6 +140,7 @@ pub fn run(listen: SocketAddr, token: String) -> Result<()> {
         .route("/v1/agent/labs/{lab}/nodes/{node}/exec", axum::routing::post(exec))
         .route("/v1/agent/labs/{lab}/nodes/{node}/shell", axum::routing::get(shell))
         .route("/v1/agent/labs/{lab}/capture", axum::routing::post(capture))
+        .route("/v1/agent/labs/{lab}/lease", axum::routing::post(lease))
         .with_state(agent.clone())
         .layer(axum::extract::DefaultBodyLimit::max(MAX_ORDER_BYTES))
         .layer(middleware::from_fn_with_state(agent.clone(), require_token));
@@ -182,6 +219,15 @@ async fn call(State(agent): State<Arc<Agent>>, Path(lab): Path<String>, Json(req
     }
     let reply = tokio::task::spawn_blocking(move || order(&agent, &lab, req)).await.unwrap_or_else(|e| WorkerReply::Error(format!("the order failed: {e}")));
     Json(reply).into_response()
+}
+
+/// The controller's heartbeat: renews the lab's lease.
+async fn lease(State(agent): State<Arc<Agent>>, Path(lab): Path<String>) -> Response {
+    if !agent.labs.locked().contains_key(&lab) {
+        return (StatusCode::NOT_FOUND, Json(serde_json::json!({"error": format!("this machine holds no share of lab '{lab}'")}))).into_response();
+    }
+    agent.renew(&lab);
+    Json(serde_json::json!({"ok": true})).into_response()
 }
 
 /// Run a command in a node of this machine (the controller passes its API's exec on).
@@ -323,6 +369,9 @@ fn order(agent: &Agent, lab: &str, req: WorkerRequest) -> WorkerReply {
             // clock is this machine's monotonic clock shifted to read what the
             // controller's read when it sent the order.
             let mut epoch = clock_epoch_ns;
+            if let Some(s) = share.as_ref().filter(|s| s.lease_s > 0) {
+                agent.leases.locked().insert(lab.to_string(), (std::time::Duration::from_secs(s.lease_s), std::time::Instant::now()));
+            }
             let share = share.map(|mut s| {
                 s.underlay = agent.listen.ip();
                 s.underlay_mtu = agent.underlay_mtu;
@@ -333,20 +382,25 @@ fn order(agent: &Agent, lab: &str, req: WorkerRequest) -> WorkerReply {
             let paths = LabPaths::new(lab);
             let written = plan.clone();
             let reply = w.call(WorkerRequest::Build { plan, clock_epoch_ns: epoch, share }, &mut |_, _| {});
+            agent.renew(lab);
             if !matches!(reply, WorkerReply::Error(_)) {
                 // For `vemu exec` on this machine.
                 let _ = crate::daemon::write_private(&paths.plan(), &serde_json::to_vec(&written).unwrap_or_default());
                 let _ = std::fs::write(marker(lab), b"");
             } else {
                 agent.labs.locked().remove(lab);
+                agent.leases.locked().remove(lab);
             }
             return reply;
         }
         r => r,
     };
+    agent.renew(lab);
     let reply = w.call(req, &mut |_, _| {});
+    agent.renew(lab);
     if teardown {
         agent.labs.locked().remove(lab);
+        agent.leases.locked().remove(lab);
     }
     reply
 }

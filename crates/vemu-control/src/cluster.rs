@@ -7,6 +7,8 @@
 //! down again.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{anyhow, Context, Result};
@@ -26,6 +28,29 @@ pub const DEFAULT_TOKEN_FILE: &str = "/etc/vemu/agent-token";
 /// nodes takes minutes), and to accept a connection.
 const ORDER_TIMEOUT: Duration = Duration::from_secs(1800);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Heartbeats: how often each agent is asked, how long its answer may take, and how
+/// many missed in a row make its machine lost.
+const HEARTBEAT: Duration = Duration::from_secs(1);
+const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(1);
+pub const MISSED_HEARTBEATS: u32 = 3;
+
+/// Environment variable of the controller: seconds an agent keeps its share of a lab
+/// without hearing from the controller (default [`DEFAULT_LEASE_S`]), e.g. after the
+/// controller's machine died.
+pub const LEASE_ENV: &str = "VEMU_AGENT_LEASE";
+pub const DEFAULT_LEASE_S: u64 = 60;
+
+/// The lease agents are given, from [`LEASE_ENV`].
+pub fn lease_s() -> Result<u64> {
+    match std::env::var(LEASE_ENV) {
+        Err(_) => Ok(DEFAULT_LEASE_S),
+        Ok(v) => match v.trim().parse::<u64>() {
+            Ok(s) if (2..=86_400).contains(&s) => Ok(s),
+            _ => anyhow::bail!("{LEASE_ENV} must be a number of seconds from 2 to 86400, got '{v}'"),
+        },
+    }
+}
 
 /// The token agents expect, from [`TOKEN_FILE_ENV`]'s file.
 pub fn agent_token() -> Result<String> {
@@ -188,6 +213,33 @@ impl AgentClient {
     }
 }
 
+/// Tell every machine of `plan` to take its share down (for `vemu clean` after the
+/// controller died); what could not be done, one message per machine.
+pub fn teardown_everywhere(plan: &Plan) -> Vec<String> {
+    let (token, tls) = match (agent_token(), crate::channel::client_config()) {
+        (Ok(t), Ok(c)) => (t, c),
+        (Err(e), _) | (_, Err(e)) => return vec![format!("{e:#} (the agents take lab '{}' down when their leases end)", plan.name)],
+    };
+    std::thread::scope(|s| {
+        let handles: Vec<_> = plan
+            .machines
+            .iter()
+            .map(|m| {
+                let route = AgentRoute { name: m.name.clone(), address: m.address, token: token.clone(), tls: tokio_rustls::TlsConnector::from(tls.clone()) };
+                s.spawn(move || {
+                    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
+                    let a = AgentClient { route, rt };
+                    match a.call(&plan.name, &WorkerRequest::Teardown) {
+                        WorkerReply::Error(e) => Err(e),
+                        _ => Ok(()),
+                    }
+                })
+            })
+            .collect();
+        handles.into_iter().filter_map(|h| h.join().unwrap_or_else(|_| Err("a thread panicked".into())).err()).collect()
+    })
+}
+
 /// A lab's machines, as one worker.
 pub struct Cluster {
     lab: String,
@@ -200,6 +252,26 @@ pub struct Cluster {
     /// Captures running, by id: a way to stop each machine's part.
     captures: std::collections::HashMap<u64, Vec<tokio::sync::oneshot::Sender<()>>>,
     next_capture: u64,
+    /// Which machines are lost (set by the heartbeat thread), and which of them the
+    /// controller was told about.
+    health: Arc<Health>,
+    told_lost: Vec<bool>,
+    heartbeat: Option<std::thread::JoinHandle<()>>,
+    lease_s: u64,
+}
+
+struct Health {
+    lost: Vec<AtomicBool>,
+    stop: AtomicBool,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.health.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.heartbeat.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 impl Cluster {
@@ -227,6 +299,10 @@ impl Cluster {
             agents,
             captures: Default::default(),
             next_capture: 1,
+            health: Arc::new(Health { lost: plan.machines.iter().map(|_| AtomicBool::new(false)).collect(), stop: AtomicBool::new(false) }),
+            told_lost: vec![false; plan.machines.len()],
+            heartbeat: None,
+            lease_s: lease_s()?,
         })
     }
 
@@ -238,8 +314,52 @@ impl Cluster {
         })
     }
 
+    /// The machines not lost.
     fn all(&self) -> Vec<usize> {
-        (0..self.agents.len()).collect()
+        (0..self.agents.len()).filter(|&m| !self.lost(m)).collect()
+    }
+
+    fn lost(&self, m: usize) -> bool {
+        self.health.lost[m].load(Ordering::Relaxed)
+    }
+
+    /// Ask every machine not lost, every [`HEARTBEAT`], whether it still holds its share
+    /// (which renews its lease); [`MISSED_HEARTBEATS`] unanswered in a row make it lost.
+    fn start_heartbeats(&mut self) -> Result<()> {
+        let routes: Vec<AgentRoute> = self.agents.iter().map(|a| a.route.clone()).collect();
+        let (health, lab) = (self.health.clone(), self.lab.clone());
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        let t = std::thread::Builder::new().name("vemu-heartbeat".into()).spawn(move || {
+            let mut missed = vec![0u32; routes.len()];
+            let mut next = std::time::Instant::now();
+            while !health.stop.load(Ordering::Relaxed) {
+                next += HEARTBEAT;
+                let asks = routes.iter().enumerate().filter(|(m, _)| !health.lost[*m].load(Ordering::Relaxed)).map(|(m, r)| {
+                    let path = format!("/v1/agent/labs/{lab}/lease");
+                    async move { (m, tokio::time::timeout(HEARTBEAT_TIMEOUT, r.send("POST", &path, String::new())).await) }
+                });
+                for (m, answer) in rt.block_on(futures_util::future::join_all(asks)) {
+                    match answer {
+                        Ok(Ok(_)) => missed[m] = 0,
+                        Ok(Err(e)) if e.to_string().contains("holds no share") => {
+                            // The agent restarted (and removed what it held): gone at once.
+                            eprintln!("vemu: {}: {e:#}", routes[m].what());
+                            health.lost[m].store(true, Ordering::Relaxed);
+                        }
+                        _ => {
+                            missed[m] += 1;
+                            if missed[m] >= MISSED_HEARTBEATS {
+                                eprintln!("vemu: {}: no answer to {MISSED_HEARTBEATS} heartbeats in a row: lost", routes[m].what());
+                                health.lost[m].store(true, Ordering::Relaxed);
+                            }
+                        }
+                    }
+                }
+                std::thread::sleep(next.saturating_duration_since(std::time::Instant::now()));
+            }
+        })?;
+        self.heartbeat = Some(t);
+        Ok(())
     }
 
     /// The machines a link or segment port is on.
@@ -249,11 +369,16 @@ impl Cluster {
             Target::Member(g, _) => self.seg_at.get(g).map(|&m| vec![m]).unwrap_or_default(),
         };
         v.dedup();
+        v.retain(|&m| !self.lost(m));
         v
     }
 
     fn node_machine(&self, node: &str) -> Result<usize, String> {
-        self.node_names.iter().position(|n| n == node).map(|i| self.node_at[i]).ok_or_else(|| format!("no node '{node}'"))
+        let m = self.node_names.iter().position(|n| n == node).map(|i| self.node_at[i]).ok_or_else(|| format!("no node '{node}'"))?;
+        match self.lost(m) {
+            true => Err(format!("node '{node}' is on {}, which is lost", self.agents[m].what())),
+            false => Ok(m),
+        }
     }
 
     /// Every machine's answer to `req`, taken apart by `pick` (the first error, or an
@@ -322,7 +447,7 @@ impl Cluster {
             let plan = &plan;
             let handles: Vec<_> = (0..self.agents.len())
                 .map(|m| {
-                    let share = Share { machine: m, underlay: self.agents[m].route.address.ip(), underlay_mtu: 0, lab_now_ns };
+                    let share = Share { machine: m, underlay: self.agents[m].route.address.ip(), underlay_mtu: 0, lab_now_ns, lease_s: self.lease_s };
                     let req = WorkerRequest::Build { plan: plan.clone(), clock_epoch_ns, share: Some(share) };
                     s.spawn(move || self.agents[m].call(&self.lab, &req))
                 })
@@ -389,7 +514,16 @@ impl Cluster {
 impl Worker for Cluster {
     fn call(&mut self, req: WorkerRequest, _progress: &mut dyn FnMut(usize, usize)) -> WorkerReply {
         match req {
-            WorkerRequest::Build { plan, clock_epoch_ns, .. } => self.build(plan, clock_epoch_ns),
+            WorkerRequest::Build { plan, clock_epoch_ns, .. } => match self.build(plan, clock_epoch_ns) {
+                WorkerReply::Done => match self.start_heartbeats() {
+                    Ok(()) => WorkerReply::Done,
+                    Err(e) => {
+                        let _ = self.call(WorkerRequest::Teardown, _progress);
+                        WorkerReply::Error(format!("starting the heartbeats: {e:#}"))
+                    }
+                },
+                r => r,
+            },
             WorkerRequest::Connect { .. } => WorkerReply::Error("a lab across machines connects its shares itself".into()),
             WorkerRequest::Patch { target, dir, ref patch } => {
                 // Both machines of a link keep its impairments; the one that sends in
@@ -455,13 +589,30 @@ impl Worker for Cluster {
             WorkerRequest::Backlog => self
                 .gather(&WorkerRequest::Backlog, |r| if let WorkerReply::Backlog(b) = r { Ok(b) } else { Err(r) })
                 .map_or_else(|e| e, |all| WorkerReply::Backlog(all.into_iter().max().unwrap_or(0))),
-            WorkerRequest::Usage => match self.gather(&WorkerRequest::Usage, |r| if let WorkerReply::Usage(u) = r { Ok(u) } else { Err(r) }) {
-                // Each node's from its machine.
-                Ok(per_machine) => WorkerReply::Usage(self.node_at.iter().enumerate().map(|(i, &m)| per_machine.get(m).and_then(|u| u.get(i).cloned()).unwrap_or_default()).collect()),
-                Err(e) => e,
-            },
+            WorkerRequest::Usage => {
+                // Each node's from its machine (nothing from lost machines).
+                let live = self.all();
+                let mut per_machine = vec![Vec::new(); self.agents.len()];
+                for (&m, r) in live.iter().zip(self.each(&live, &WorkerRequest::Usage)) {
+                    match r {
+                        WorkerReply::Usage(u) => per_machine[m] = u,
+                        r => return Self::first(vec![r]),
+                    }
+                }
+                WorkerReply::Usage(self.node_at.iter().enumerate().map(|(i, &m)| per_machine[m].get(i).cloned().unwrap_or_default()).collect())
+            }
             WorkerRequest::Teardown => {
-                let mut errors: Vec<String> = self.each(&self.all(), &WorkerRequest::Teardown).into_iter().filter_map(|r| if let WorkerReply::Error(e) = r { Some(e) } else { None }).collect();
+                // Lost machines too, in case they are back; if not, their agents remove
+                // their shares when the lease ends or when they start again.
+                let every: Vec<usize> = (0..self.agents.len()).collect();
+                let mut errors = Vec::new();
+                for (m, r) in every.iter().zip(self.each(&every, &WorkerRequest::Teardown)) {
+                    match r {
+                        WorkerReply::Error(e) if self.lost(*m) => eprintln!("vemu: lost {e} (its agent removes its share when its lease of {} s ends, or when it starts again)", self.lease_s),
+                        WorkerReply::Error(e) => errors.push(e),
+                        _ => {}
+                    }
+                }
                 // This machine kept only the lab's directory.
                 if let Err(e) = vemu_host::remove_lab(&self.lab) {
                     errors.push(format!("{e:#}"));
@@ -517,5 +668,16 @@ impl Worker for Cluster {
 
     fn agent_of(&self, node: usize) -> Option<AgentRoute> {
         self.node_at.get(node).map(|&m| self.agents[m].route.clone())
+    }
+
+    fn newly_lost(&mut self) -> Vec<usize> {
+        let mut v = Vec::new();
+        for m in 0..self.agents.len() {
+            if self.lost(m) && !self.told_lost[m] {
+                self.told_lost[m] = true;
+                v.push(m);
+            }
+        }
+        v
     }
 }

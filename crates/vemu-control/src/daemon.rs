@@ -201,7 +201,7 @@ fn serve_lab(plan: Plan, options: ApiOptions, name: &mut NameGuard, report: &mut
         })
         .transpose()
         .context("writing positions.csv")?;
-    let ctl = Arc::new(Mutex::new(Controller { plan: plan.clone(), worker, links, members, stopped, clock, realtime_epoch_ns, events, movers, positions_log, flows: Vec::new(), watch: Default::default() }));
+    let ctl = Arc::new(Mutex::new(Controller { plan: plan.clone(), worker, links, members, stopped, clock, realtime_epoch_ns, events, movers, positions_log, flows: Vec::new(), watch: Default::default(), lost: vec![false; plan.machines.len()] }));
     let (shutdown, stop) = channel::<StopRequest>();
 
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().thread_name("vemu-api").build()?;
@@ -241,6 +241,7 @@ fn serve_lab(plan: Plan, options: ApiOptions, name: &mut NameGuard, report: &mut
     let timeline = crate::timeline::start(ctl.clone(), plan.events.clone(), clock);
     let ticker = crate::radio::start(ctl.clone(), clock);
     let monitor = crate::fidelity::start(ctl.clone());
+    let health = crate::lab::watch_machines(ctl.clone(), !plan.machines.is_empty());
     let settled = settle(&ctl);
     report(Event::Ready(settled));
 
@@ -248,6 +249,7 @@ fn serve_lab(plan: Plan, options: ApiOptions, name: &mut NameGuard, report: &mut
     timeline.stop();
     ticker.stop();
     monitor.stop();
+    health.stop();
     let _ = std::fs::remove_file(paths.socket());
     ctl.locked().emit(json!({"type": "lab-down"}));
     // The counters as the lab ends, for `vemu report` afterwards.

@@ -53,6 +53,19 @@ pub struct Controller {
     pub(crate) flows: Vec<crate::traffic::Flow>,
     /// What the fidelity monitor has seen.
     pub(crate) watch: crate::fidelity::Watch,
+    /// Machines lost (their agents stopped answering), by number in the plan.
+    pub(crate) lost: Vec<bool>,
+}
+
+/// The thread that looks, every second, for machines of a lab across machines that were
+/// lost (see [`Controller::check_machines`]).
+pub(crate) fn watch_machines(ctl: std::sync::Arc<std::sync::Mutex<Controller>>, needed: bool) -> crate::background::Background {
+    use crate::LockExt;
+    crate::background::Background::spawn("vemu-machines", needed, move |stop| {
+        while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(std::time::Duration::from_secs(1)) {
+            ctl.locked().check_machines();
+        }
+    })
 }
 
 /// A request to stop: from a signal (`None`), or from the API, which wants the result.
@@ -99,6 +112,31 @@ impl Controller {
 
     pub(crate) fn emit(&self, ev: Value) {
         let _ = self.events.send(ev);
+    }
+
+    /// Machines the worker found lost: the links between them and the others go down
+    /// (carrier drops on the surviving ends, as when a cable is pulled: routing
+    /// reacts), their nodes are marked lost, and an event says so. The rest runs on.
+    pub(crate) fn check_machines(&mut self) {
+        for m in self.worker.newly_lost() {
+            let Some(machine) = self.plan.machines.get(m) else { continue };
+            self.lost[m] = true;
+            let nodes: Vec<String> = self.plan.nodes.iter().filter(|n| n.machine == m).map(|n| n.name.clone()).collect();
+            let mut links = Vec::new();
+            for (l, lp) in self.plan.links.iter().enumerate() {
+                let (ma, mb) = (self.plan.nodes[lp.a.node].machine, self.plan.nodes[lp.b.node].machine);
+                if ma != mb && (ma == m || mb == m) && self.links[l].up {
+                    self.links[l].up = false;
+                    if let Err(e) = call(self.worker.as_mut(), WorkerRequest::SetUp { target: Target::Link(l), up: false }) {
+                        eprintln!("vemu: taking link '{}' down: {e}", lp.name);
+                    }
+                    links.push(lp.name.clone());
+                }
+            }
+            let reason = format!("its agent ({}) stopped answering the controller's heartbeats or lost its share", machine.address);
+            eprintln!("vemu: machine '{}' is lost: {reason}; {} nodes lost, links down: {}", machine.name, nodes.len(), links.join(", "));
+            self.emit(json!({"type": "machine-lost", "machine": machine.name, "reason": reason, "nodes": nodes, "links": links}));
+        }
     }
 
     /// The engine's counters of every link direction and segment port.
@@ -164,7 +202,7 @@ impl Controller {
             .enumerate()
             .map(|(ni, n)| NodeStatus {
                 name: n.name.clone(),
-                up: !self.stopped[ni],
+                up: !self.stopped[ni] && !self.lost.get(n.machine).copied().unwrap_or(false),
                 netns: paths.netns_name(&n.name),
                 ifaces: n
                     .ifaces
@@ -259,7 +297,12 @@ impl Controller {
                 .machines
                 .iter()
                 .enumerate()
-                .map(|(i, m)| crate::MachineStatus { name: m.name.clone(), address: m.address.to_string(), nodes: self.plan.nodes.iter().filter(|n| n.machine == i).count() })
+                .map(|(i, m)| crate::MachineStatus {
+                    name: m.name.clone(),
+                    address: m.address.to_string(),
+                    nodes: self.plan.nodes.iter().filter(|n| n.machine == i).count(),
+                    state: if self.lost[i] { "lost" } else { "up" }.into(),
+                })
                 .collect(),
         })
     }
@@ -348,6 +391,10 @@ impl Controller {
     /// another machine.
     pub(crate) fn agent_of(&self, node: &str) -> Result<Option<(crate::cluster::AgentRoute, String)>, LabError> {
         let i = self.node_index(node)?;
+        let m = self.plan.nodes[i].machine;
+        if self.lost.get(m).copied().unwrap_or(false) {
+            return Err(LabError::invalid(format!("node '{node}' is on machine '{}', which is lost", self.plan.machines[m].name)));
+        }
         Ok(self.worker.agent_of(i).map(|r| (r, self.plan.name.clone())))
     }
 

@@ -155,6 +155,9 @@ pub struct MachineStatus {
     pub address: String,
     /// How many of the lab's nodes it runs.
     pub nodes: usize,
+    /// `up`, or `lost` once its agent stopped answering (its nodes count as down).
+    #[serde(default)]
+    pub state: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

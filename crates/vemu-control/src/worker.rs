@@ -114,6 +114,10 @@ pub struct Share {
     /// The lab clock's reading when the controller sent the order, ns (the machine's
     /// lab clock starts from it: monotonic clocks differ between machines).
     pub lab_now_ns: u64,
+    /// Seconds the agent keeps the share without hearing from the controller (orders or
+    /// heartbeats); 0: for ever.
+    #[serde(default)]
+    pub lease_s: u64,
 }
 
 /// A share built and waiting for its tunnels' far ends.
@@ -142,6 +146,12 @@ pub trait Worker: Send {
     /// machine (requests about the node go there).
     fn agent_of(&self, _node: usize) -> Option<crate::cluster::AgentRoute> {
         None
+    }
+
+    /// Machines (numbers in the plan) found lost since the last call: their agents
+    /// stopped answering. Orders leave them out from then on.
+    fn newly_lost(&mut self) -> Vec<usize> {
+        Vec::new()
     }
 }
 

@@ -1012,6 +1012,15 @@ fn clean(all: bool) -> Result<()> {
                 unsafe { libc::kill(pid, libc::SIGKILL) };
             }
         }
+        // A lab across machines: its agents take their shares down now (they would
+        // when their leases end).
+        if let Ok(plan) = load_plan(&lab) {
+            if !plan.machines.is_empty() {
+                for e in vemu_control::cluster::teardown_everywhere(&plan) {
+                    eprintln!("vemu: {e}");
+                }
+            }
+        }
         let removed = vemu_host::remove_lab(&lab);
         // The name of a crashed lab is free again (never one a live process holds).
         if let Ok(Some(l)) = vemu_host::LabLock::try_acquire(&lab) {
@@ -1131,15 +1140,16 @@ fn print_status(s: &LabStatus) {
         println!("last {} s: {}", vemu_control::fidelity::WINDOW.as_secs(), vemu_control::fidelity::describe(f));
     }
     if !s.machines.is_empty() {
-        println!("\n{:<15} {:<22} NODES", "MACHINE", "AGENT");
+        println!("\n{:<15} {:<22} {:<6} NODES", "MACHINE", "AGENT", "STATE");
         for m in &s.machines {
-            println!("{:<15} {:<22} {}", m.name, m.address, m.nodes);
+            println!("{:<15} {:<22} {:<6} {}", m.name, m.address, m.state, m.nodes);
         }
     }
     println!("\nNODE            INTERFACES");
     for n in &s.nodes {
         let ifs: Vec<String> = n.ifaces.iter().map(|i| format!("{} {}", i.name, i.addrs.join(" "))).collect();
-        let on = n.machine.as_ref().map(|m| format!(" (on {m})")).unwrap_or_default();
+        let lost = s.machines.iter().any(|m| Some(&m.name) == n.machine.as_ref() && m.state == "lost");
+        let on = n.machine.as_ref().map(|m| format!(" (on {m}{})", if lost { ", lost" } else { "" })).unwrap_or_default();
         println!("{:<15} {}{on}", n.name, ifs.join(" | "));
         if !n.limits.is_none() || n.usage.cpu_ns > 0 {
             let u = &n.usage;

@@ -93,6 +93,8 @@ impl Machines {
             .args(["netns", "exec", &format!("{}-ctl", self.tag), VEMU])
             .args(args)
             .env("VEMU_AGENT_TOKEN_FILE", &self.token_file)
+            // Agents of a lab whose controller is silent for 5 s take their share down.
+            .env("VEMU_AGENT_LEASE", "5")
             .output()
             .unwrap()
     }
@@ -292,4 +294,64 @@ fn a_machine_that_cannot_build_its_share_fails_the_lab_everywhere_with_a_clear_e
     std::fs::write(&m.token_file, "another-token-000000000000\n").unwrap();
     let o = m.up("xh", "name: xh\nmachines: {a: 10.79.0.1}\nnodes: {n1: {}}\n");
     assert!(!o.status.success() && text(&o).contains("Bearer"), "{}", text(&o));
+}
+
+/// Waits up to `secs` for `cond`.
+fn eventually(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !cond() {
+        assert!(t0.elapsed() < Duration::from_secs(secs), "{what}: not within {secs} s");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn a_lost_machine_or_a_lost_controller_leaves_the_rest_running_and_nothing_behind() {
+    let _g = serial();
+    let m = Machines::start("vz", 80, &["a", "b"]);
+    let yaml = "name: xl\naddressing: {ipv6: none}\nmachines: {a: 10.80.0.1, b: 10.80.0.2}\nnodes:\n  n1: {machine: a}\n  n2: {machine: a}\n  n3: {machine: b}\nlinks:\n  - endpoints: [n1, n2]\n  - endpoints: [n2, n3]\n    delay: 1ms\n";
+    let up = m.up("xl", yaml);
+    assert!(up.status.success(), "{}", text(&up));
+    let ping = |from: &str, to: &str| m.vemu(&["exec", "--lab", "xl", from, "--", "ping", "-c", "2", "-i", "0.2", "-W", "1", to]).status.success();
+    assert!(ping("n1", "n3"));
+    let status = || -> serde_json::Value { serde_json::from_slice(&m.vemu(&["status", "--lab", "xl", "--json"]).stdout).unwrap_or_default() };
+
+    // Machine b falls off the underlay (its port on the bridge goes down).
+    ok("ip -n vz-ul link set vzu1 down");
+    let t0 = Instant::now();
+    eventually(20, "machine b marked lost", || status()["machines"][1]["state"] == "lost");
+    eprintln!("lost machine noticed after {:.1} s", t0.elapsed().as_secs_f64());
+    let st = status();
+    assert_eq!(st["machines"][0]["state"], "up");
+    let link = st["links"].as_array().unwrap().iter().find(|l| l["name"] == "n2:n3").unwrap().clone();
+    assert_eq!(link["up"], false, "{link}");
+    let n3 = st["nodes"].as_array().unwrap().iter().find(|n| n["name"] == "n3").unwrap().clone();
+    assert_eq!(n3["up"], false, "{n3}");
+    // The surviving end lost carrier, as if its cable were pulled; the rest runs.
+    let o = m.vemu(&["exec", "--lab", "xl", "n2", "--", "cat", "/sys/class/net/eth1/carrier"]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "0", "{}", text(&o));
+    assert!(ping("n1", "n2"));
+    let o = m.vemu(&["exec", "--lab", "xl", "n3", "--", "true"]);
+    assert!(!o.status.success() && text(&o).contains("lost"), "{}", text(&o));
+    // Machine b no longer hears its controller: its agent takes its share down when
+    // the lease (5 s here) ends.
+    eventually(20, "machine b removes its share", || m.leftovers(1).is_empty());
+    // Back on the underlay: `down` ends the lab everywhere.
+    ok("ip -n vz-ul link set vzu1 up");
+    let o = m.vemu(&["down", "--lab", "xl"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(m.leftovers(0), "");
+
+    // The controller dies (SIGKILL): `vemu clean` on its machine tells the agents.
+    let up = m.up("xk", &yaml.replace("name: xl", "name: xk"));
+    assert!(up.status.success(), "{}", text(&up));
+    assert!(!m.leftovers(0).is_empty() && !m.leftovers(1).is_empty());
+    let pid = std::fs::read_to_string("/run/vemu/xk/daemon.pid").unwrap();
+    ok(&format!("kill -9 {}", pid.trim()));
+    let t0 = Instant::now();
+    let o = m.vemu(&["clean"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(t0.elapsed() < Duration::from_secs(4), "clean waited for the leases");
+    assert_eq!((m.leftovers(0), m.leftovers(1)), (String::new(), String::new()));
+    assert!(!std::path::Path::new("/run/vemu/xk").exists());
 }
