@@ -7,8 +7,9 @@ fi
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 need_pkgs=()
-# clang and libbpf-dev build the kernel fast path's TC program (crates/vemu-fastpath).
-for p in iperf3 iputils-ping iproute2 procps tcpdump tshark libpcap-dev frr bird2 babeld clang libbpf-dev; do
+# clang and libbpf-dev build the kernel fast path's TC program (crates/vemu-fastpath);
+# chromium and chromium-driver run the web interface's browser tests.
+for p in iperf3 iputils-ping iproute2 procps tcpdump tshark libpcap-dev frr bird2 babeld clang libbpf-dev chromium chromium-driver; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need_pkgs+=("$p")
 done
 if [ "${#need_pkgs[@]}" -gt 0 ]; then
@@ -27,11 +28,27 @@ if ! command -v cargo >/dev/null 2>&1; then
     apt-get install -y -qq cargo >/dev/null
 fi
 
+# Node.js and npm build the web interface (web/, bundled into the binary).
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+    echo "setup: installing Node.js and npm"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq nodejs npm >/dev/null
+fi
+
 # Python tests of the client (python/): pytest, from pip or Debian.
 if ! python3 -c 'import pytest' 2>/dev/null; then
     echo "setup: installing pytest"
     python3 -m pip install -q pytest 2>/dev/null || {
         export DEBIAN_FRONTEND=noninteractive
         apt-get install -y -qq python3-pytest >/dev/null
+    }
+fi
+# The web interface's browser tests (web/tests) drive Chromium with Selenium.
+if ! python3 -c 'import selenium' 2>/dev/null; then
+    echo "setup: installing selenium"
+    python3 -m pip install -q selenium 2>/dev/null || {
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get install -y -qq python3-selenium >/dev/null
     }
 fi

@@ -8,4 +8,4 @@ cargo test --workspace --release "$@"
 # The link semantics once more with every direction on the engine's path (unimpaired
 # ones otherwise go by the kernel fast path).
 VEMU_FAST_PATH=off cargo test --release -p vemu --test labs "$@" -- chain tcp_goodput loss runtime_link captures stats
-VEMU="$PWD/target/release/vemu" python3 -m pytest -q python/tests
+VEMU="$PWD/target/release/vemu" python3 -m pytest -q python/tests web/tests

@@ -30,6 +30,7 @@ use crate::LockExt;
 
 pub(crate) mod exec;
 pub(crate) mod shell;
+mod ui;
 pub use exec::DEFAULT_EXEC_OUTPUT_BYTES;
 
 /// The OpenAPI document of this API.
@@ -83,6 +84,12 @@ struct App {
     ctl: Arc<Mutex<Controller>>,
     stop: Mutex<Sender<StopRequest>>,
     paths: LabPaths,
+    /// Who may use the API over TCP (once it listens there), and where it listens.
+    access: Mutex<Option<ui::Access>>,
+    tcp: Mutex<Option<std::net::SocketAddr>>,
+    /// TCP servers started after the others (for the web interface), one at a time.
+    later: Mutex<Vec<(oneshot::Sender<()>, tokio::task::JoinHandle<()>)>>,
+    starting: tokio::sync::Mutex<()>,
 }
 
 type AppState = State<Arc<App>>;
@@ -469,6 +476,11 @@ fn routes() -> Vec<Route> {
         get "/v1/capture" => capture,
         get "/v1/events" => events,
         post "/v1/down" => down,
+        post "/v1/ui" => ui::link,
+        get "/ui/" => ui::index,
+        get "/ui/app.js" => ui::app_js,
+        get "/ui/app.css" => ui::app_css,
+        get "/ui/login" => ui::login,
     ]
 }
 
@@ -496,32 +508,42 @@ mod tests {
     }
 }
 
-/// Whether a request carries `Authorization: Bearer TOKEN` (compared in constant time).
-pub(crate) fn bearer_matches(headers: &axum::http::HeaderMap, token: &str) -> bool {
-    let given = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
-    given.is_some_and(|g| g.len() == token.len() && g.bytes().zip(token.bytes()).fold(0u8, |a, (x, y)| a | (x ^ y)) == 0)
-}
-
-/// Refuse requests without `Authorization: Bearer TOKEN`.
-async fn require_token(State(token): State<Arc<String>>, req: Request, next: Next) -> Response {
-    if bearer_matches(req.headers(), &token) {
-        next.run(req).await
-    } else {
-        let mut r = ApiError { status: StatusCode::UNAUTHORIZED, message: "a valid 'Authorization: Bearer TOKEN' header is needed (the token is in /run/vemu/LAB/api-token)".into() }.into_response();
-        r.headers_mut().insert(header::WWW_AUTHENTICATE, "Bearer".parse().unwrap());
-        r
+/// Refuse requests over TCP without `Authorization: Bearer TOKEN` or a session of the
+/// web interface (whose changes must come from the page: see [`ui::same_origin`]).
+/// The login link is the one way in without either.
+async fn require_access(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
+    let how = app.access.locked().as_ref().and_then(|a| a.check(req.headers()));
+    let allowed = match how {
+        Some(true) => true,
+        Some(false) => ui::same_origin(req.method(), req.headers()),
+        None => req.uri().path() == "/ui/login",
+    };
+    if allowed {
+        return next.run(req).await;
     }
+    if how == Some(false) {
+        return ApiError { status: StatusCode::FORBIDDEN, message: "a change with the web interface's session must come from its page".into() }.into_response();
+    }
+    let mut r = ApiError { status: StatusCode::UNAUTHORIZED, message: "a valid 'Authorization: Bearer TOKEN' header is needed (the token is in /run/vemu/LAB/api-token), or a login link of the web interface ('vemu ui')".into() }.into_response();
+    r.headers_mut().insert(header::WWW_AUTHENTICATE, "Bearer".parse().unwrap());
+    r
 }
 
 /// The running API servers.
 pub struct Servers {
     stop: Vec<oneshot::Sender<()>>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// Listeners started later (`ensure_tcp`) are the app's.
+    app: Arc<App>,
 }
 
 impl Servers {
     /// Stop accepting, finish the requests in flight, and return.
-    pub fn shutdown(self, rt: &tokio::runtime::Runtime) {
+    pub fn shutdown(mut self, rt: &tokio::runtime::Runtime) {
+        for (stop, task) in self.app.later.locked().drain(..) {
+            self.stop.push(stop);
+            self.tasks.push(task);
+        }
         for s in self.stop {
             let _ = s.send(());
         }
@@ -633,8 +655,8 @@ pub fn serve(
     unix: tokio::net::UnixListener,
     tcp: Option<(tokio::net::TcpListener, String)>,
 ) -> Servers {
-    let app = Arc::new(App { ctl, stop: Mutex::new(stop), paths });
-    let mut servers = Servers { stop: Vec::new(), tasks: Vec::new() };
+    let app = Arc::new(App { ctl, stop: Mutex::new(stop), paths, access: Mutex::new(None), tcp: Mutex::new(None), later: Mutex::new(Vec::new()), starting: tokio::sync::Mutex::new(()) });
+    let mut servers = Servers { stop: Vec::new(), tasks: Vec::new(), app: app.clone() };
     let (tx, rx) = oneshot::channel::<()>();
     let r = router(app.clone()).layer(middleware::from_fn(bounded_body));
     let unix = Arc::new(unix);
@@ -644,19 +666,48 @@ pub fn serve(
     }, move |s| std::future::ready(Some((s, r.clone()))), limits::MAX_UNIX_CONNECTIONS, rx)));
     servers.stop.push(tx);
     if let Some((listener, token)) = tcp {
-        let (tx, rx) = oneshot::channel::<()>();
-        // The token is checked before the body is read.
-        let r = router(app).layer(middleware::from_fn(bounded_body)).layer(middleware::from_fn_with_state(Arc::new(token), require_token));
-        let listener = Arc::new(listener);
-        servers.tasks.push(rt.spawn(serve_connections(move || {
-            let l = listener.clone();
-            async move {
-                let (s, _) = l.accept().await?;
-                let _ = s.set_nodelay(true);
-                Ok(s)
-            }
-        }, move |s| std::future::ready(Some((s, r.clone()))), limits::MAX_TCP_CONNECTIONS, rx)));
+        let _in_runtime = rt.enter();
+        let (tx, task) = serve_tcp(&app, listener, token);
         servers.stop.push(tx);
+        servers.tasks.push(task);
     }
     servers
+}
+
+/// Serve the API on a TCP listener, where requests need `token` (or a session of the
+/// web interface).
+fn serve_tcp(app: &Arc<App>, listener: tokio::net::TcpListener, token: String) -> (oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
+    *app.tcp.locked() = listener.local_addr().ok();
+    *app.access.locked() = Some(ui::Access::new(token));
+    let (tx, rx) = oneshot::channel::<()>();
+    // Access is checked before the body is read.
+    let r = router(app.clone()).layer(middleware::from_fn(bounded_body)).layer(middleware::from_fn_with_state(app.clone(), require_access));
+    let listener = Arc::new(listener);
+    let task = tokio::spawn(serve_connections(move || {
+        let l = listener.clone();
+        async move {
+            let (s, _) = l.accept().await?;
+            let _ = s.set_nodelay(true);
+            Ok(s)
+        }
+    }, move |s| std::future::ready(Some((s, r.clone()))), limits::MAX_TCP_CONNECTIONS, rx));
+    (tx, task)
+}
+
+/// The API's TCP address, listening first (on 127.0.0.1, a free port, with a new token
+/// written beside the socket) if it does not yet.
+async fn ensure_tcp(app: &Arc<App>) -> Result<std::net::SocketAddr, ApiError> {
+    let _one_at_a_time = app.starting.lock().await;
+    if let Some(a) = *app.tcp.locked() {
+        return Ok(a);
+    }
+    let internal = |e: String| ApiError::internal(e);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(|e| internal(format!("listening on 127.0.0.1: {e}")))?;
+    let addr = listener.local_addr().map_err(|e| internal(e.to_string()))?;
+    let token = ui::random_hex();
+    crate::daemon::write_private(&app.paths.api_token(), format!("{token}\n").as_bytes()).map_err(|e| internal(format!("{e:#}")))?;
+    std::fs::write(app.paths.api_address(), format!("{addr}\n")).map_err(|e| internal(e.to_string()))?;
+    let started = serve_tcp(app, listener, token);
+    app.later.locked().push(started);
+    Ok(addr)
 }

@@ -47,6 +47,15 @@ enum Cmd {
         /// there need the bearer token printed once (and kept in /run/vemu/LAB/api-token).
         #[arg(long, value_name = "ADDR")]
         api: Option<std::net::SocketAddr>,
+        /// Print a link to the lab's web interface (served by its controller on the
+        /// --api address, or on 127.0.0.1 at a free port).
+        #[arg(long)]
+        ui: bool,
+    },
+    /// Print a new link to a running lab's web interface (it works once, for 2 minutes).
+    Ui {
+        #[command(flatten)]
+        lab: LabArg,
     },
     /// Check a scenario file without building anything.
     Check { file: PathBuf },
@@ -476,7 +485,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             );
             print_placement(&plan);
         }
-        Cmd::Up { file, name, foreground, api } => {
+        Cmd::Up { file, name, foreground, api, ui } => {
             let plan = vemu_scenario::load(&file, name.as_deref())?;
             need_root()?;
             // The controller checks too, but only after the plan has reached it (a second
@@ -487,10 +496,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             let options = ApiOptions { tcp: api };
             if foreground {
-                up_foreground(plan, options)?;
+                up_foreground(plan, options, ui)?;
             } else {
+                let name = plan.name.clone();
                 up_background(plan, options)?;
+                if ui {
+                    print_ui(&name)?;
+                }
             }
+        }
+        Cmd::Ui { lab } => {
+            need_root()?;
+            print_ui(&resolve_lab(lab.lab)?)?;
         }
         Cmd::Daemon => run_daemon()?,
         Cmd::Agent { listen, token_file } => {
@@ -657,7 +674,16 @@ fn print_api(lab: &str) {
     }
 }
 
-fn up_foreground(plan: Plan, options: ApiOptions) -> Result<()> {
+/// Ask the lab's controller for a login link of its web interface and print it.
+fn print_ui(lab: &str) -> Result<()> {
+    let v = connect(lab)?.post("/v1/ui", &json!({}))?;
+    let url = v["url"].as_str().unwrap_or("");
+    println!("web interface: {url}");
+    eprintln!("(the link works once, for {} s; 'vemu ui --lab {lab}' makes another)", v["expires_s"].as_u64().unwrap_or(0));
+    Ok(())
+}
+
+fn up_foreground(plan: Plan, options: ApiOptions, ui: bool) -> Result<()> {
     let name = plan.name.clone();
     let (nodes, links) = (plan.nodes.len(), plan.links.len());
     let bar = progress_bar(nodes);
@@ -671,6 +697,11 @@ fn up_foreground(plan: Plan, options: ApiOptions) -> Result<()> {
             }
             eprintln!("lab '{name}' is up: {nodes} nodes, {links} links{}. Ctrl-C takes it down.", settle_note(settled.waited_ms, settled.behind_ms));
             print_api(&name);
+            if ui {
+                if let Err(e) = print_ui(&name) {
+                    eprintln!("vemu: the web interface: {e:#}");
+                }
+            }
         }
     })?;
     eprintln!("lab '{name}' is down");

@@ -1,0 +1,471 @@
+// vemu's web interface: the lab's topology, live, from the controller's own HTTP API
+// (GET /v1/lab, the /v1/events stream, PATCH /v1/links/..., the shell WebSocket).
+import cytoscape from 'cytoscape';
+import { Terminal } from '@xterm/xterm';
+import { FitAddon } from '@xterm/addon-fit';
+import '@xterm/xterm/css/xterm.css';
+import './style.css';
+
+const $ = (s) => document.querySelector(s);
+const enc = encodeURIComponent;
+
+const state = {
+  lab: null, // the last GET /v1/lab
+  cy: null,
+  selected: null, // { kind: 'node' | 'link' | 'port', name }
+  rates: {}, // edge id -> bits/s, both directions together
+  prev: null, // the previous stats event
+  clock: { labNs: 0, at: 0 },
+  term: null,
+};
+window.vemu = state; // for tests and for the curious (the browser's console)
+
+async function api(method, path, body) {
+  const r = await fetch(path, {
+    method,
+    headers: body === undefined ? {} : { 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+    credentials: 'same-origin',
+  });
+  const text = await r.text();
+  let v;
+  try { v = text ? JSON.parse(text) : {}; } catch { v = { error: text }; }
+  if (!r.ok) throw new Error(v.error || `HTTP ${r.status}`);
+  return v;
+}
+
+const nodeOf = (port) => port.split(':')[0];
+
+function fmtRate(bps) {
+  if (bps >= 1e9) return (bps / 1e9).toFixed(2) + ' Gbit/s';
+  if (bps >= 1e6) return (bps / 1e6).toFixed(2) + ' Mbit/s';
+  if (bps >= 1e3) return (bps / 1e3).toFixed(1) + ' kbit/s';
+  return Math.round(bps) + ' bit/s';
+}
+
+function fmtNs(ns) {
+  if (ns >= 1e9) return +(ns / 1e9).toFixed(3) + 's';
+  if (ns >= 1e6) return +(ns / 1e6).toFixed(3) + 'ms';
+  if (ns >= 1e3) return +(ns / 1e3).toFixed(3) + 'us';
+  return ns ? ns + 'ns' : '0';
+}
+
+/// One line for a direction's impairments, as `vemu status` says it.
+function describe(imp) {
+  const parts = [];
+  if (imp.rate_bps) parts.push('bandwidth ' + fmtRate(imp.rate_bps));
+  parts.push('delay ' + fmtNs(imp.delay_ns));
+  if (imp.jitter && imp.jitter.amount_ns) parts.push('jitter ' + fmtNs(imp.jitter.amount_ns));
+  if (imp.loss && imp.loss.model === 'bernoulli') parts.push('loss ' + +(imp.loss.rate * 100).toFixed(4) + '%');
+  if (imp.loss && imp.loss.model === 'gilbert-elliott') parts.push('loss gilbert-elliott');
+  if (imp.duplicate && imp.duplicate.probability) parts.push('duplicate ' + +(imp.duplicate.probability * 100).toFixed(4) + '%');
+  if (imp.corrupt && imp.corrupt.probability) parts.push('corrupt ' + +(imp.corrupt.probability * 100).toFixed(4) + '%');
+  if (imp.reorder && imp.reorder.probability) parts.push('reorder ' + +(imp.reorder.probability * 100).toFixed(4) + '%');
+  if (imp.queue) parts.push('queue ' + (imp.queue.packets !== undefined ? imp.queue.packets + ' frames' : imp.queue.bytes + ' bytes'));
+  return parts.join(', ');
+}
+
+/// The graph's elements: nodes, LAN hubs, links, LAN ports, and on wireless segments
+/// the members' neighbour relations (no hub: the medium is the air).
+function elements(lab) {
+  const els = [];
+  for (const n of lab.nodes) {
+    els.push({ group: 'nodes', data: { id: 'n:' + n.name, label: n.name, kind: 'node', up: n.up ? 1 : 0 } });
+  }
+  for (const g of lab.segments) {
+    if (g.kind === 'wireless') {
+      for (const m of g.members) {
+        for (const nb of (m.radio && m.radio.neighbours) || []) {
+          const a = nodeOf(m.port), b = nb.node;
+          if (a < b) {
+            els.push({ group: 'edges', data: { id: `r:${g.name}:${a}:${b}`, source: 'n:' + a, target: 'n:' + b, kind: 'radio', p: nb.delivery_probability } });
+          }
+        }
+      }
+      continue;
+    }
+    els.push({ group: 'nodes', data: { id: 's:' + g.name, label: g.name, kind: 'lan' } });
+    for (const m of g.members) {
+      els.push({ group: 'edges', data: { id: 'p:' + m.port, source: 'n:' + nodeOf(m.port), target: 's:' + g.name, kind: 'port', name: m.port, up: m.up ? 1 : 0 } });
+    }
+  }
+  for (const l of lab.links) {
+    els.push({ group: 'edges', data: { id: 'l:' + l.name, source: 'n:' + nodeOf(l.a), target: 'n:' + nodeOf(l.b), kind: 'link', name: l.name, up: l.up ? 1 : 0 } });
+  }
+  return els;
+}
+
+/// Where wireless members are, in metres, by node name.
+function positions(lab) {
+  const pos = {};
+  for (const g of lab.segments) {
+    if (g.kind !== 'wireless') continue;
+    for (const m of g.members) if (m.radio) pos[nodeOf(m.port)] = { x: m.radio.x_m, y: m.radio.y_m };
+  }
+  return pos;
+}
+
+// Wireless segments are drawn to scale: about 600 px across, whatever their size.
+let PX_PER_M = 2;
+
+function draw(lab) {
+  const cy = cytoscape({
+    container: $('#graph'),
+    elements: elements(lab),
+    minZoom: 0.05,
+    maxZoom: 1.6, // small labs are not blown up to fill the window
+    style: [
+      { selector: 'node', style: { label: 'data(label)', 'font-size': 11, 'text-valign': 'bottom', 'text-margin-y': 3, width: 22, height: 22, 'background-color': '#3b6fb6' } },
+      { selector: 'node[up = 0]', style: { 'background-color': '#aaa', 'border-width': 2, 'border-color': '#c62828' } },
+      { selector: 'node[kind = "lan"]', style: { shape: 'round-rectangle', width: 34, height: 16, 'background-color': '#6b7a8f' } },
+      { selector: 'edge', style: { width: 2, 'line-color': '#9aa6b6', 'curve-style': 'bezier' } },
+      { selector: 'edge[up = 0]', style: { 'line-color': '#c62828', 'line-style': 'dashed' } },
+      { selector: 'edge[kind = "radio"]', style: { 'line-color': '#7c4dff', opacity: 'mapData(p, 0, 1, 0.15, 0.9)', width: 1.5 } },
+      { selector: '.degraded', style: { 'line-color': '#e0a000' } },
+      { selector: '.invalid', style: { 'line-color': '#c62828' } },
+      { selector: ':selected', style: { 'overlay-color': '#ffb300', 'overlay-opacity': 0.35, 'overlay-padding': 4 } },
+    ],
+  });
+  const pos = positions(lab);
+  const xs = Object.values(pos).map((p) => p.x), ys = Object.values(pos).map((p) => p.y);
+  if (xs.length) {
+    const extent = Math.max(Math.max(...xs) - Math.min(...xs), Math.max(...ys) - Math.min(...ys), 1);
+    PX_PER_M = Math.min(10, Math.max(0.01, 600 / extent));
+  }
+  for (const [name, p] of Object.entries(pos)) {
+    const n = cy.$id('n:' + name);
+    n.position({ x: p.x * PX_PER_M, y: p.y * PX_PER_M });
+    n.lock();
+  }
+  // Locked (wireless) nodes stay at their positions; the layout places the others.
+  if (cy.nodes().some((n) => !n.locked())) {
+    cy.layout({ name: 'cose', animate: false, randomize: true, idealEdgeLength: () => 60, nodeRepulsion: () => 40000, numIter: 2500, fit: false }).run();
+  }
+  cy.fit(undefined, 30);
+  cy.on('tap', 'node', (e) => select(e.target.data('kind') === 'lan' ? null : { kind: 'node', name: e.target.data('label') }));
+  cy.on('tap', 'edge[kind = "link"]', (e) => select({ kind: 'link', name: e.target.data('name') }));
+  cy.on('tap', 'edge[kind = "port"]', (e) => select({ kind: 'port', name: e.target.data('name') }));
+  cy.on('tap', (e) => { if (e.target === cy) select(null); });
+  // Drag a wireless node to move it (the API's move; the medium follows).
+  cy.on('free', 'node', async (e) => {
+    const n = e.target;
+    if (!(n.data('label') in positions(state.lab))) return;
+    const p = n.position();
+    try {
+      await api('POST', `/v1/nodes/${enc(n.data('label'))}/move`, { x: p.x / PX_PER_M, y: p.y / PX_PER_M });
+    } catch (err) {
+      showError(err);
+    }
+  });
+  cy.nodes().forEach((n) => { if (n.locked()) { n.unlock(); n.grabify(); } });
+  return cy;
+}
+
+function setHeader(lab) {
+  $('#lab').textContent = 'lab ' + lab.name;
+  state.clock = { labNs: lab.uptime_ns, at: performance.now() };
+  const lost = (lab.machines || []).filter((m) => m.state === 'lost').map((m) => m.name);
+  $('#summary').textContent = `${lab.nodes.length} nodes, ${lab.links.length} links, ${lab.segments.length} segments` +
+    (lab.machines && lab.machines.length ? `, ${lab.machines.length} machines` : '') + (lost.length ? ` (lost: ${lost.join(', ')})` : '');
+  const f = lab.fidelity_now || lab.fidelity;
+  if (f) setFidelity(f);
+}
+
+function setFidelity(f) {
+  const el = $('#fidelity');
+  el.textContent = 'fidelity ' + f.verdict;
+  el.className = f.verdict;
+  el.title = `${f.late_frames} of ${f.frames} frames late` + (f.affected && f.affected.length ? '; worst: ' + f.affected.slice(0, 3).map((d) => d.direction || d.name || '').join(', ') : '');
+}
+
+async function refresh() {
+  const lab = await api('GET', '/v1/lab');
+  const first = !state.lab;
+  const shape = (l) => JSON.stringify([l.nodes.map((n) => n.name), l.links.map((x) => x.name), l.segments.map((g) => g.name)]);
+  state.lab = lab;
+  state.refreshedAt = performance.now();
+  setHeader(lab);
+  if (first || shape(lab) !== shape(state.drawn)) {
+    if (state.cy) state.cy.destroy();
+    state.cy = draw(lab);
+    state.drawn = lab;
+  } else {
+    for (const n of lab.nodes) state.cy.$id('n:' + n.name).data('up', n.up ? 1 : 0);
+    for (const l of lab.links) state.cy.$id('l:' + l.name).data('up', l.up ? 1 : 0);
+    for (const g of lab.segments) for (const m of g.members) state.cy.$id('p:' + m.port).data('up', m.up ? 1 : 0);
+    // Whom each wireless member reaches changes as they move.
+    state.cy.batch(() => {
+      state.cy.edges('[kind = "radio"]').remove();
+      state.cy.add(elements(lab).filter((e) => e.data.kind === 'radio'));
+    });
+  }
+  if (state.selected) renderPanel();
+}
+
+let refreshing = null;
+function refreshSoon(afterMs = 150) {
+  if (refreshing) return;
+  refreshing = setTimeout(() => { refreshing = null; refresh().catch(showError); }, afterMs);
+}
+
+/// Throughput of each link and port from two stats snapshots; edge widths follow.
+function onStats(v) {
+  if (state.prev && state.cy) {
+    const dt = (v.t_ns - state.prev.t_ns) / 1e9;
+    if (dt > 0) {
+      const before = {};
+      for (const l of state.prev.links) before['l:' + l.name] = l.forward.tx_bytes + l.reverse.tx_bytes;
+      for (const g of state.prev.segments) for (const m of g.members) before['p:' + m.port] = m.egress.tx_bytes + m.ingress.tx_bytes;
+      const now = {};
+      for (const l of v.links) now['l:' + l.name] = l.forward.tx_bytes + l.reverse.tx_bytes;
+      for (const g of v.segments) for (const m of g.members) now['p:' + m.port] = m.egress.tx_bytes + m.ingress.tx_bytes;
+      for (const [id, b] of Object.entries(now)) {
+        const bps = Math.max(0, (b - (before[id] || 0)) * 8 / dt);
+        state.rates[id] = bps;
+        const e = state.cy.$id(id);
+        if (e.nonempty()) e.style('width', 2 + Math.min(10, Math.max(0, Math.log10(bps + 1) - 3) * 2));
+      }
+    }
+  }
+  // Directions the monitor found degraded or invalid are marked; the evidence is in
+  // the edge's tooltip (the panel).
+  if (state.cy) {
+    state.cy.edges().removeClass('degraded invalid');
+    const f = v.fidelity_now || v.fidelity;
+    for (const d of (f && f.affected) || []) {
+      const name = (d.direction || d.name || '').split(' ')[0];
+      const e = state.cy.$id('l:' + name);
+      if (e.nonempty()) e.addClass(d.verdict);
+    }
+    if (f) setFidelity(f);
+  }
+  state.prev = v;
+  state.clock = { labNs: v.t_ns, at: performance.now() };
+  fillLive();
+}
+
+/// The live counters of the selected link or port (the rest of the panel, and what the
+/// user is typing there, stays).
+function fillLive() {
+  const sel = state.selected;
+  if (!sel || sel.kind === 'node' || !state.prev) return;
+  let dirs = null;
+  if (sel.kind === 'link') {
+    const l = state.prev.links.find((x) => x.name === sel.name);
+    if (l) dirs = [l.forward, l.reverse];
+  } else {
+    for (const g of state.prev.segments) {
+      const m = g.members.find((x) => x.port === sel.name);
+      if (m) dirs = [m.egress, m.ingress];
+    }
+  }
+  if (!dirs) return;
+  dirs.forEach((st, k) => {
+    const set = (what, text) => { const el = document.getElementById(`live-${k}-${what}`); if (el) el.textContent = text; };
+    set('path', st.kernel_path ? 'kernel' : st.transit_ns ? `tunnel (underlay ${fmtNs(st.transit_ns)})` : 'engine');
+    set('frames', `${st.tx_frames} of ${st.rx_frames} delivered`);
+    set('dropped', `loss ${st.drop_loss}, queue ${st.drop_queue}, down ${st.drop_down}`);
+    set('queue', `${st.queue_frames} frames (max ${st.queue_frames_max})`);
+  });
+  const id = (sel.kind === 'link' ? 'l:' : 'p:') + sel.name;
+  const rate = document.getElementById('live-rate');
+  if (rate && state.rates[id] !== undefined) rate.textContent = ` · ${fmtRate(state.rates[id])} now`;
+}
+
+function listen() {
+  const es = new EventSource('/v1/events?stats=1s');
+  es.onopen = () => { $('#conn').textContent = 'live'; $('#conn').className = 'ok'; };
+  es.onerror = () => { $('#conn').textContent = 'reconnecting…'; $('#conn').className = 'bad'; };
+  es.onmessage = (m) => {
+    const v = JSON.parse(m.data);
+    switch (v.type) {
+      case 'stats': onStats(v); break;
+      case 'positions':
+        for (const p of v.moved) {
+          const n = state.cy && state.cy.$id('n:' + p.node);
+          if (n && n.nonempty() && !n.grabbed()) n.position({ x: p.x_m * PX_PER_M, y: p.y_m * PX_PER_M });
+        }
+        // Neighbours from the lab's status, at most once a second.
+        refreshSoon(Math.max(150, 1000 - (performance.now() - (state.refreshedAt || 0))));
+        break;
+      case 'lab-down':
+        es.close();
+        $('#conn').textContent = 'the lab is down';
+        $('#conn').className = 'bad';
+        break;
+      case 'warning': break;
+      default: refreshSoon(); // link, node, machine-lost, timeline...
+    }
+  };
+}
+
+function select(sel) {
+  state.selected = sel;
+  if (state.cy) {
+    state.cy.elements().unselect();
+    if (sel) state.cy.$id((sel.kind === 'node' ? 'n:' : sel.kind === 'link' ? 'l:' : 'p:') + sel.name).select();
+  }
+  renderPanel();
+}
+
+function showError(err) {
+  const el = $('#panel .error') || $('#panel').appendChild(document.createElement('p'));
+  el.className = 'error';
+  el.textContent = String(err.message || err);
+}
+
+const h = (tag, attrs = {}, ...kids) => {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
+    else el.setAttribute(k, v);
+  }
+  for (const k of kids) el.append(k);
+  return el;
+};
+
+function renderPanel() {
+  const panel = $('#panel');
+  // Keep what the user is typing: the panel of a link being edited is not redrawn.
+  if (panel.contains(document.activeElement) && document.activeElement.tagName === 'INPUT') return;
+  const sel = state.selected, lab = state.lab;
+  panel.replaceChildren();
+  if (!sel || !lab) {
+    panel.append(h('p', { class: 'hint' }, 'Click a node, a link or a LAN port to see and change it.'));
+    return;
+  }
+  if (sel.kind === 'node') return renderNode(panel, lab.nodes.find((n) => n.name === sel.name));
+  const dirs = [];
+  let up, title;
+  if (sel.kind === 'link') {
+    const l = lab.links.find((x) => x.name === sel.name);
+    if (!l) return;
+    dirs.push(['forward', `${l.a} → ${l.b}`, l.forward.impairments]);
+    dirs.push(['reverse', `${l.b} → ${l.a}`, l.reverse.impairments]);
+    up = l.up; title = 'link ' + l.name;
+  } else {
+    const g = lab.segments.find((x) => x.members.some((m) => m.port === sel.name));
+    const m = g && g.members.find((x) => x.port === sel.name);
+    if (!m) return;
+    dirs.push(['forward', `${m.port} → ${g.name} (egress)`, m.egress.impairments]);
+    dirs.push(['reverse', `${g.name} → ${m.port} (ingress)`, m.ingress.impairments]);
+    up = m.up; title = `port ${m.port} of LAN ${g.name}`;
+  }
+  panel.append(h('h2', {}, title));
+  panel.append(h('p', {}, up ? 'up' : 'DOWN', h('span', { id: 'live-rate' })));
+  dirs.forEach(([, what, imp], k) => {
+    panel.append(h('h3', {}, what));
+    panel.append(h('table', {},
+      h('tr', {}, h('th', {}, 'set'), h('td', { class: 'imp' }, describe(imp))),
+      ...['path', 'frames', 'dropped', 'queue'].map((w) => h('tr', {}, h('th', {}, w), h('td', { id: `live-${k}-${w}` })))));
+  });
+  // Change: the same values and messages as `vemu link set`.
+  const fields = ['delay', 'jitter', 'loss', 'bandwidth', 'queue', 'duplicate', 'corrupt', 'reorder'];
+  const inputs = {};
+  const form = h('form', { id: 'impform' });
+  const table = h('table', {});
+  for (const f of fields) {
+    inputs[f] = h('input', { name: f, placeholder: { delay: '10ms', jitter: '2ms', loss: '1%', bandwidth: '10Mbit', queue: '100', duplicate: '0.1%', corrupt: '0.1%', reorder: '1%' }[f] });
+    table.append(h('tr', {}, h('th', {}, f), h('td', {}, inputs[f])));
+  }
+  const direction = h('select', { name: 'direction' }, h('option', { value: 'both' }, 'both directions'), h('option', { value: 'forward' }, 'forward'), h('option', { value: 'reverse' }, 'reverse'));
+  form.append(h('h3', {}, 'change'), table, h('p', {}, direction));
+  form.append(h('div', { class: 'buttons' },
+    h('button', { type: 'submit', id: 'apply' }, 'apply'),
+    h('button', { type: 'button', id: 'toggle', onclick: () => act(`/v1/links/${enc(sel.name)}/${up ? 'down' : 'up'}`) }, up ? 'take down' : 'bring up')));
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    const body = { direction: direction.value };
+    for (const f of fields) if (inputs[f].value.trim()) body[f] = inputs[f].value.trim();
+    if (Object.keys(body).length === 1) return showError('nothing to change: fill in at least one value');
+    try {
+      await api('PATCH', `/v1/links/${enc(sel.name)}`, body);
+      document.activeElement.blur();
+      await refresh();
+    } catch (err) {
+      showError(err);
+    }
+  });
+  panel.append(form);
+  fillLive();
+}
+
+async function act(path) {
+  try {
+    await api('POST', path, {});
+    await refresh();
+  } catch (err) {
+    showError(err);
+  }
+}
+
+function renderNode(panel, n) {
+  if (!n) return;
+  panel.append(h('h2', {}, 'node ' + n.name));
+  panel.append(h('p', {}, (n.up ? 'up' : 'DOWN') + (n.machine ? ` · on machine ${n.machine}` : '')));
+  const ifs = h('table', {});
+  for (const i of n.ifaces) ifs.append(h('tr', {}, h('th', {}, i.name), h('td', {}, i.addrs.join(' '))));
+  panel.append(h('h3', {}, 'interfaces'), ifs);
+  if (n.processes.length) {
+    const ps = h('table', {});
+    for (const p of n.processes) ps.append(h('tr', {}, h('td', {}, p.command), h('td', {}, typeof p.state === 'string' ? p.state : JSON.stringify(p.state))));
+    panel.append(h('h3', {}, 'run'), ps);
+  }
+  if (n.usage) {
+    panel.append(h('h3', {}, 'use'), h('p', {}, `cpu ${(n.usage.cpu_ns / 1e9).toFixed(2)} s, memory ${(n.usage.memory_bytes / 1048576).toFixed(1)} MiB, ${n.usage.processes} processes`));
+  }
+  panel.append(h('div', { class: 'buttons' },
+    h('button', { type: 'button', id: 'terminal', onclick: () => openTerminal(n.name) }, 'terminal'),
+    h('button', { type: 'button', id: 'toggle', onclick: () => act(`/v1/nodes/${enc(n.name)}/${n.up ? 'stop' : 'start'}`) }, n.up ? 'stop' : 'start')));
+}
+
+/// A terminal in the node: xterm.js over the API's shell WebSocket (a real PTY there).
+function openTerminal(node) {
+  closeTerminal();
+  $('#termbox').hidden = false;
+  $('#termtitle').textContent = 'shell in ' + node;
+  const term = new Terminal({ fontSize: 13, cursorBlink: true });
+  const fit = new FitAddon();
+  term.loadAddon(fit);
+  term.open($('#term'));
+  fit.fit();
+  const proto = location.protocol === 'https:' ? 'wss' : 'ws';
+  const ws = new WebSocket(`${proto}://${location.host}/v1/nodes/${enc(node)}/shell?rows=${term.rows}&cols=${term.cols}`);
+  ws.binaryType = 'arraybuffer';
+  const encoder = new TextEncoder();
+  ws.onmessage = (m) => {
+    if (typeof m.data === 'string') {
+      const v = JSON.parse(m.data);
+      if (v.exit !== undefined) term.write(`\r\n[the shell ended: exit status ${v.exit}]\r\n`);
+      return;
+    }
+    term.write(new Uint8Array(m.data));
+  };
+  ws.onclose = () => term.write('\r\n[connection closed]\r\n');
+  term.onData((d) => { if (ws.readyState === 1) ws.send(encoder.encode(d)); });
+  term.onResize(({ rows, cols }) => { if (ws.readyState === 1) ws.send(JSON.stringify({ resize: { rows, cols } })); });
+  const onWindow = () => fit.fit();
+  window.addEventListener('resize', onWindow);
+  state.term = { term, ws, onWindow, node };
+  term.focus();
+}
+
+function closeTerminal() {
+  if (!state.term) return;
+  state.term.ws.close();
+  state.term.term.dispose();
+  window.removeEventListener('resize', state.term.onWindow);
+  state.term = null;
+  $('#termbox').hidden = true;
+}
+
+$('#termclose').addEventListener('click', closeTerminal);
+setInterval(() => {
+  const ns = state.clock.labNs + (performance.now() - state.clock.at) * 1e6;
+  $('#clock').textContent = 't = ' + (ns / 1e9).toFixed(1) + ' s';
+}, 200);
+
+refresh().then(() => { listen(); state.ready = true; }).catch((err) => {
+  $('#conn').textContent = String(err.message || err);
+  $('#conn').className = 'bad';
+});
