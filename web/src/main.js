@@ -329,6 +329,13 @@ function renderPanel() {
   // Keep what the user is typing: the panel of a link being edited is not redrawn.
   if (panel.contains(document.activeElement) && document.activeElement.tagName === 'INPUT') return;
   const sel = state.selected, lab = state.lab;
+  // Unchanged: the panel (and the buttons the user may be about to click) stays.
+  const shown = sel && lab && (sel.kind === 'node' ? lab.nodes.find((n) => n.name === sel.name)
+    : sel.kind === 'link' ? lab.links.find((l) => l.name === sel.name)
+    : lab.segments.flatMap((g) => g.members).find((m) => m.port === sel.name));
+  const key = JSON.stringify([sel, shown && sel.kind === 'node' ? shown : shown && [shown.up, shown.forward || shown.egress, shown.reverse || shown.ingress].map((d) => d && d.impairments !== undefined ? d.impairments : d)]);
+  if (key === state.panelKey && panel.firstChild) return;
+  state.panelKey = key;
   panel.replaceChildren();
   if (!sel || !lab) {
     panel.append(h('p', { class: 'hint' }, 'Click a node, a link or a LAN port to see and change it.'));

@@ -2,6 +2,7 @@
 chromium-driver) driven by Selenium, against a real lab's controller. Run as root
 (labs need it): scripts/test.sh runs it."""
 
+import contextlib
 import json
 import os
 import subprocess
@@ -13,6 +14,7 @@ import urllib.request
 import pytest
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -51,18 +53,24 @@ def status():
     return json.loads(vemu("status", "--lab", "t-ui", "--json").stdout)
 
 
-@pytest.fixture(scope="module")
-def lab():
-    vemu("down", "--lab", "t-ui", check=False)
+@contextlib.contextmanager
+def ui_lab(name, yaml):
+    """A lab up with --ui: its login link."""
+    vemu("down", "--lab", name, check=False)
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-        f.write(LAB)
+        f.write(yaml)
     try:
         r = vemu("up", f.name, "--ui")
-        url = next(line.split(": ", 1)[1] for line in r.stdout.splitlines() if line.startswith("web interface: "))
-        yield url
+        yield next(line.split(": ", 1)[1] for line in r.stdout.splitlines() if line.startswith("web interface: "))
     finally:
-        vemu("down", "--lab", "t-ui", check=False)
+        vemu("down", "--lab", name, check=False)
         os.unlink(f.name)
+
+
+@pytest.fixture(scope="module")
+def lab():
+    with ui_lab("t-ui", LAB) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -103,6 +111,17 @@ def test_login_link_opens_the_page_once_and_the_api_needs_it(lab, browser):
     assert e.value.code == 401
 
 
+def click(d, element_id):
+    """Click the element with this id, found afresh if the page redrew it meanwhile."""
+    for _ in range(50):
+        try:
+            d.find_element(By.ID, element_id).click()
+            return
+        except StaleElementReferenceException:
+            time.sleep(0.1)
+    raise AssertionError(f"#{element_id} kept being redrawn")
+
+
 def click_edge(d, eid):
     d.execute_script("const e = window.vemu.cy.$id(arguments[0]); e.emit('tap');", eid)
 
@@ -114,7 +133,7 @@ def test_a_link_is_changed_from_the_page_with_the_clis_checks(lab, browser):
     assert "bandwidth 20.00 Mbit/s" in panel.text
     # A bad value: the CLI's message, nothing changed.
     browser.find_element(By.CSS_SELECTOR, "#impform input[name=delay]").send_keys("fast")
-    browser.find_element(By.ID, "apply").click()
+    click(browser, "apply")
     wait(browser, lambda: "delay" in browser.find_element(By.CSS_SELECTOR, "#panel .error").text, what="the error")
     link = next(l for l in status()["links"] if l["name"] == "router:server")
     assert link["forward"]["impairments"]["delay_ns"] == 0
@@ -123,18 +142,18 @@ def test_a_link_is_changed_from_the_page_with_the_clis_checks(lab, browser):
     field.clear()
     field.send_keys("15ms")
     browser.find_element(By.CSS_SELECTOR, "#impform select[name=direction] option[value=forward]").click()
-    browser.find_element(By.ID, "apply").click()
+    click(browser, "apply")
     wait(browser, lambda: next(l for l in status()["links"] if l["name"] == "router:server")["forward"]["impairments"]["delay_ns"] == 15_000_000,
          what="the new delay in the lab")
     link = next(l for l in status()["links"] if l["name"] == "router:server")
     assert link["reverse"]["impairments"]["delay_ns"] == 0
     wait(browser, lambda: "delay 15ms" in browser.find_element(By.ID, "panel").text, what="the panel to show it")
     # Down and up again; the edge shows it.
-    browser.find_element(By.ID, "toggle").click()
+    click(browser, "toggle")
     wait(browser, lambda: not next(l for l in status()["links"] if l["name"] == "router:server")["up"], what="the link down")
     wait(browser, lambda: browser.execute_script("return window.vemu.cy.$id('l:router:server').data('up')") == 0, what="the edge marked down")
     wait(browser, lambda: browser.find_element(By.ID, "toggle").text == "bring up", what="the button")
-    browser.find_element(By.ID, "toggle").click()
+    click(browser, "toggle")
     wait(browser, lambda: next(l for l in status()["links"] if l["name"] == "router:server")["up"], what="the link up")
 
 
@@ -155,7 +174,7 @@ def test_live_throughput_shows_on_the_link(lab, browser):
 def test_a_terminal_in_a_node(lab, browser):
     browser.execute_script("window.vemu.cy.$id('n:h1').emit('tap')")
     wait(browser, lambda: "node h1" in browser.find_element(By.ID, "panel").text, what="the node's panel")
-    browser.find_element(By.ID, "terminal").click()
+    click(browser, "terminal")
     wait(browser, lambda: browser.find_element(By.ID, "termbox").is_displayed(), what="the terminal")
     time.sleep(0.5)
     area = browser.find_element(By.CSS_SELECTOR, "#term textarea")
@@ -189,12 +208,7 @@ segments:
 
 
 def test_wireless_nodes_are_drawn_to_scale_and_follow_moves(browser):
-    vemu("down", "--lab", "t-ui-radio", check=False)
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-        f.write(RADIO)
-    try:
-        r = vemu("up", f.name, "--ui")
-        url = next(line.split(": ", 1)[1] for line in r.stdout.splitlines() if line.startswith("web interface: "))
+    with ui_lab("t-ui-radio", RADIO) as url:
         browser.get(url)
         wait(browser, lambda: browser.execute_script("return !!(window.vemu && window.vemu.ready) && window.vemu.lab.name === 't-ui-radio'"), what="the radio lab")
         pos = lambda n: browser.execute_script("return window.vemu.cy.$id('n:' + arguments[0]).position()", n)
@@ -207,6 +221,3 @@ def test_wireless_nodes_are_drawn_to_scale_and_follow_moves(browser):
         vemu("node", "move", "--lab", "t-ui-radio", "c", "--to", "0,100")
         wait(browser, lambda: abs(pos("c")["x"] - a["x"]) < 0.5, what="c drawn at its new place")
         wait(browser, lambda: radio() == ["r:air:a:b", "r:air:a:c", "r:air:b:c"], what="the new neighbours")
-    finally:
-        vemu("down", "--lab", "t-ui-radio", check=False)
-        os.unlink(f.name)
