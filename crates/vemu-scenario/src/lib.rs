@@ -58,8 +58,33 @@ pub struct Machine {
 
 /// TCP port of `vemu agent` unless one is given.
 pub const AGENT_PORT: u16 = 14790;
+/// Most machines a lab may span.
+pub const MAX_MACHINES: usize = 1024;
 
 impl Machine {
+    /// Machines as the command line names them: `NAME=ADDRESS[:PORT],...`.
+    pub fn parse_list(s: &str) -> Result<Vec<Machine>, String> {
+        let mut v: Vec<Machine> = Vec::new();
+        for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            let Some((name, addr)) = item.split_once('=') else {
+                return Err(format!("expected NAME=ADDRESS for each machine, got '{item}'"));
+            };
+            let name = name.trim();
+            parse::valid_machine_name(name)?;
+            if v.iter().any(|m| m.name == name) {
+                return Err(format!("machine '{name}' is named twice"));
+            }
+            v.push(Machine { name: name.to_string(), address: Machine::parse_address(addr.trim())? });
+            if v.len() > MAX_MACHINES {
+                return Err(format!("a lab spans at most {MAX_MACHINES} machines"));
+            }
+        }
+        if v.is_empty() {
+            return Err("no machines named (expected NAME=ADDRESS,...)".into());
+        }
+        Ok(v)
+    }
+
     /// `ADDRESS` or `ADDRESS:PORT` (IPv6: `[ADDRESS]:PORT`), port [`AGENT_PORT`] by default.
     pub fn parse_address(s: &str) -> Result<std::net::SocketAddr, String> {
         if let Ok(a) = s.parse::<std::net::SocketAddr>() {
@@ -562,7 +587,7 @@ pub fn load(path: &Path, name: Option<&str>) -> Result<Plan, Errors> {
         errors: vec![Error { line: 0, col: 0, field: String::new(), message: format!("cannot read: {e}") }],
     })?;
     let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("lab");
-    load_str_in(&text, &file, stem, name, path.parent())
+    load_text(&text, &file, stem, name, None, path.parent())
 }
 
 /// Like [`load`], from text; `file` is used in messages, `stem` is the default lab name.
@@ -573,8 +598,24 @@ pub fn load_str(text: &str, file: &str, stem: &str, name: Option<&str>) -> Resul
 
 /// Like [`load_str`], with files the scenario refers to looked up in `base`.
 pub fn load_str_in(text: &str, file: &str, stem: &str, name: Option<&str>, base: Option<&Path>) -> Result<Plan, Errors> {
+    load_text(text, file, stem, name, None, base)
+}
+
+/// Like [`load`], with the machines given on the command line (`vemu up --machines`)
+/// instead of the scenario's `machines:`.
+pub fn load_on(path: &Path, name: Option<&str>, machines: Vec<Machine>) -> Result<Plan, Errors> {
+    let file = path.display().to_string();
+    let text = read_limited(path, MAX_SCENARIO_BYTES).map_err(|e| Errors {
+        file: file.clone(),
+        errors: vec![Error { line: 0, col: 0, field: String::new(), message: format!("cannot read: {e}") }],
+    })?;
+    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("lab");
+    load_text(&text, &file, stem, name, Some(machines), path.parent())
+}
+
+fn load_text(text: &str, file: &str, stem: &str, name: Option<&str>, machines: Option<Vec<Machine>>, base: Option<&Path>) -> Result<Plan, Errors> {
     let wrap = |errors: Vec<Error>| Errors { file: file.to_string(), errors };
-    let scenario = parse::parse(text, stem, name, base).map_err(wrap)?;
+    let scenario = parse::parse(text, stem, name, machines, base).map_err(wrap)?;
     build_plan(&scenario).map_err(wrap)
 }
 

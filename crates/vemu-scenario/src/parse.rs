@@ -202,6 +202,11 @@ pub fn valid_lab_name(name: &str) -> Result<(), String> {
     valid_name("lab", name, char::is_ascii_alphanumeric, "a letter or digit")
 }
 
+/// Machine names appear in `machine:` keys, status and logs.
+pub(crate) fn valid_machine_name(name: &str) -> Result<(), String> {
+    valid_name("machine", name, char::is_ascii_alphanumeric, "a letter or digit")
+}
+
 /// Node names are also host names.
 pub fn valid_node_name(name: &str) -> Result<(), String> {
     valid_name("node", name, char::is_ascii_alphabetic, "a letter")
@@ -1147,7 +1152,7 @@ fn node_parts(p: &mut P, def: &Node, field: &str, base: Option<&Path>, allowed: 
 }
 
 /// Parse a scenario; `base` is the directory that file references are relative to.
-pub fn parse(text: &str, stem: &str, name_override: Option<&str>, base: Option<&Path>) -> Result<Scenario, Vec<Error>> {
+pub fn parse(text: &str, stem: &str, name_override: Option<&str>, machines_override: Option<Vec<crate::Machine>>, base: Option<&Path>) -> Result<Scenario, Vec<Error>> {
     let root = match yaml::parse(text) {
         Ok(Some(root)) => root,
         Ok(None) => {
@@ -1200,17 +1205,25 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, base: Option<&
     };
 
     let mut machines: Vec<crate::Machine> = Vec::new();
-    if let Some((_, n)) = get("machines") {
-        for (mname, mmark, v) in p.map(n, "machines", &[]) {
-            let f = join("machines", mname);
-            if let Err(m) = valid_name("machine", mname, char::is_ascii_alphanumeric, "a letter or digit") {
-                p.err(mmark, &f, m);
-                continue;
+    match (machines_override, get("machines")) {
+        // The command line's replace the scenario's.
+        (Some(given), _) => machines = given,
+        (None, Some((mark, n))) => {
+            for (mname, mmark, v) in p.map(n, "machines", &[]) {
+                let f = join("machines", mname);
+                if let Err(m) = valid_machine_name(mname) {
+                    p.err(mmark, &f, m);
+                    continue;
+                }
+                if let Some(address) = p.scalar(v, &f, crate::Machine::parse_address) {
+                    machines.push(crate::Machine { name: mname.to_string(), address });
+                }
             }
-            if let Some(address) = p.scalar(v, &f, crate::Machine::parse_address) {
-                machines.push(crate::Machine { name: mname.to_string(), address });
+            if machines.len() > crate::MAX_MACHINES {
+                p.err(mark, "machines", format!("a lab spans at most {} machines, this one names {}", crate::MAX_MACHINES, machines.len()));
             }
         }
+        (None, None) => {}
     }
 
     let mut default_link = ImpairmentsPatch::default();

@@ -577,6 +577,47 @@ fn machines_pins_and_placement() {
     }
 }
 
+/// `vemu up --machines a=ADDR,...`: the command line's machines replace the scenario's,
+/// pins refer to them; bad lists are refused with the item at fault; a scenario names
+/// at most MAX_MACHINES.
+#[test]
+fn machines_from_the_command_line() {
+    use vemu_scenario::Machine;
+    let list = Machine::parse_list("x=10.1.0.1, y=[fd00::2]:9000").unwrap();
+    let m: Vec<String> = list.iter().map(|m| format!("{}={}", m.name, m.address)).collect();
+    assert_eq!(m, ["x=10.1.0.1:14790", "y=[fd00::2]:9000"]);
+    for (bad, want) in [
+        ("x", "expected NAME=ADDRESS for each machine, got 'x'"),
+        ("x=10.1.0.1,x=10.1.0.2", "machine 'x' is named twice"),
+        ("-x=10.1.0.1", "machine name '-x' must be"),
+        ("x=nowhere", "got 'nowhere'"),
+        (" , ", "no machines named"),
+    ] {
+        let e = Machine::parse_list(bad).unwrap_err();
+        assert!(e.contains(want), "{bad}: {e}");
+    }
+    let many: String = (0..=vemu_scenario::MAX_MACHINES).map(|i| format!("m{i}=10.0.{}.{},", i / 250, i % 250 + 1)).collect();
+    assert!(Machine::parse_list(&many).unwrap_err().contains("at most 1024 machines"));
+
+    let dir = std::env::temp_dir().join(format!("vemu-scenario-machines-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("t.yaml");
+    std::fs::write(&file, "machines: {a: 10.9.0.1}\nnodes: {n1: {machine: y}, n2: {}}\nlinks:\n  - endpoints: [n1, n2]\n").unwrap();
+    let p = vemu_scenario::load_on(&file, None, list).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(p.machines.iter().map(|m| m.name.as_str()).collect::<Vec<_>>(), ["x", "y"]);
+    assert_eq!(p.nodes[0].machine, 1);
+    // Without the list, the pin names a machine the scenario does not have.
+    assert!(vemu_scenario::load(&file, None).unwrap_err().to_string().contains("unknown machine 'y' (the machines are a)"));
+    // A scenario naming too many machines.
+    let mut y = String::from("machines:\n");
+    for i in 0..=vemu_scenario::MAX_MACHINES {
+        y.push_str(&format!("  m{i}: 10.0.{}.{}\n", i / 250, i % 250 + 1));
+    }
+    y.push_str("nodes: {a: {}}\n");
+    assert!(one_error(&y).contains("a lab spans at most 1024 machines, this one names 1025"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Audit: `check` took 10.7 s for 10,000 nodes (every node's template context copied
 /// every node's name; every LAN member searched the whole graph for routes it did not
 /// need). A LAN of 20,000 hosts needs no route at all.

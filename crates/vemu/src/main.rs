@@ -51,6 +51,10 @@ enum Cmd {
         /// --api address, or on 127.0.0.1 at a free port).
         #[arg(long)]
         ui: bool,
+        /// The machines the lab spans, instead of the scenario's `machines:`:
+        /// NAME=ADDRESS[:PORT],... (each runs 'vemu agent').
+        #[arg(long, value_name = "LIST")]
+        machines: Option<String>,
     },
     /// Print a new link to a running lab's web interface (it works once, for 2 minutes).
     Ui {
@@ -58,7 +62,12 @@ enum Cmd {
         lab: LabArg,
     },
     /// Check a scenario file without building anything.
-    Check { file: PathBuf },
+    Check {
+        file: PathBuf,
+        /// Machines instead of the scenario's (as for 'vemu up'): placement is printed.
+        #[arg(long, value_name = "LIST")]
+        machines: Option<String>,
+    },
     /// Take a lab down and remove every trace of it.
     Down {
         /// The lab (or use --lab).
@@ -474,8 +483,8 @@ fn load_plan(lab: &str) -> Result<Plan> {
 
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.cmd {
-        Cmd::Check { file } => {
-            let plan = vemu_scenario::load(&file, None)?;
+        Cmd::Check { file, machines } => {
+            let plan = load_scenario(&file, None, machines.as_deref())?;
             println!(
                 "{}: lab '{}' with {} nodes and {} links is valid",
                 file.display(),
@@ -485,8 +494,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             );
             print_placement(&plan);
         }
-        Cmd::Up { file, name, foreground, api, ui } => {
-            let plan = vemu_scenario::load(&file, name.as_deref())?;
+        Cmd::Up { file, name, foreground, api, ui, machines } => {
+            let plan = load_scenario(&file, name.as_deref(), machines.as_deref())?;
             need_root()?;
             // The controller checks too, but only after the plan has reached it (a second
             // for 10,000 nodes): a lab too big for the limits fails here at once. The
@@ -672,6 +681,17 @@ fn print_api(lab: &str) {
     if let (Ok(addr), Ok(token)) = (std::fs::read_to_string(paths.api_address()), std::fs::read_to_string(paths.api_token())) {
         println!("API on http://{}/v1/ — send 'Authorization: Bearer {}'", addr.trim(), token.trim());
     }
+}
+
+/// A scenario file's plan, on the machines given with `--machines` if any.
+fn load_scenario(file: &std::path::Path, name: Option<&str>, machines: Option<&str>) -> Result<Plan> {
+    Ok(match machines {
+        None => vemu_scenario::load(file, name)?,
+        Some(list) => {
+            let machines = vemu_scenario::Machine::parse_list(list).map_err(|m| user(format!("--machines: {m}")))?;
+            vemu_scenario::load_on(file, name, machines)?
+        }
+    })
 }
 
 /// Ask the lab's controller for a login link of its web interface and print it.

@@ -78,9 +78,14 @@ impl Machines {
 
     /// `vemu up` of a scenario in the controller's namespace.
     fn up(&self, name: &str, yaml: &str) -> Output {
+        self.up_with(name, yaml, &[])
+    }
+
+    /// `vemu up SCENARIO ARGS`.
+    fn up_with(&self, name: &str, yaml: &str, args: &[&str]) -> Output {
         self.labs.lock().unwrap().push(name.to_string());
         let path = write_scenario(name, yaml);
-        self.vemu(&["up", path.to_str().unwrap()])
+        self.vemu(&[&["up", path.to_str().unwrap()], args].concat())
     }
 
     fn agent_pid(&self, i: usize) -> u32 {
@@ -309,8 +314,9 @@ fn eventually(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
 fn a_lost_machine_or_a_lost_controller_leaves_the_rest_running_and_nothing_behind() {
     let _g = serial();
     let m = Machines::start("vz", 80, &["a", "b"]);
-    let yaml = "name: xl\naddressing: {ipv6: none}\nmachines: {a: 10.80.0.1, b: 10.80.0.2}\nnodes:\n  n1: {machine: a}\n  n2: {machine: a}\n  n3: {machine: b}\nlinks:\n  - endpoints: [n1, n2]\n  - endpoints: [n2, n3]\n    delay: 1ms\n";
-    let up = m.up("xl", yaml);
+    // The machines given on the command line (the scenario names none).
+    let yaml = "name: xl\naddressing: {ipv6: none}\nnodes:\n  n1: {machine: a}\n  n2: {machine: a}\n  n3: {machine: b}\nlinks:\n  - endpoints: [n1, n2]\n  - endpoints: [n2, n3]\n    delay: 1ms\n";
+    let up = m.up_with("xl", yaml, &["--machines", "a=10.80.0.1,b=10.80.0.2"]);
     assert!(up.status.success(), "{}", text(&up));
     let ping = |from: &str, to: &str| {
         let o = m.vemu(&["exec", "--lab", "xl", from, "--", "ping", "-c", "3", "-i", "0.2", "-W", "2", to]);
@@ -346,7 +352,7 @@ fn a_lost_machine_or_a_lost_controller_leaves_the_rest_running_and_nothing_behin
     assert_eq!(m.leftovers(0), "");
 
     // The controller dies (SIGKILL): `vemu clean` on its machine tells the agents.
-    let up = m.up("xk", &yaml.replace("name: xl", "name: xk"));
+    let up = m.up_with("xk", &yaml.replace("name: xl", "name: xk"), &["--machines", "a=10.80.0.1,b=10.80.0.2"]);
     assert!(up.status.success(), "{}", text(&up));
     assert!(!m.leftovers(0).is_empty() && !m.leftovers(1).is_empty());
     let pid = std::fs::read_to_string("/run/vemu/xk/daemon.pid").unwrap();
