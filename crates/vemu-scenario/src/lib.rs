@@ -581,13 +581,7 @@ impl Plan {
 
 /// Read, validate and plan a scenario file. `name` overrides the scenario's `name`.
 pub fn load(path: &Path, name: Option<&str>) -> Result<Plan, Errors> {
-    let file = path.display().to_string();
-    let text = read_limited(path, MAX_SCENARIO_BYTES).map_err(|e| Errors {
-        file: file.clone(),
-        errors: vec![Error { line: 0, col: 0, field: String::new(), message: format!("cannot read: {e}") }],
-    })?;
-    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("lab");
-    load_text(&text, &file, stem, name, None, path.parent())
+    load_file(path, name, None)
 }
 
 /// Like [`load`], from text; `file` is used in messages, `stem` is the default lab name.
@@ -604,13 +598,17 @@ pub fn load_str_in(text: &str, file: &str, stem: &str, name: Option<&str>, base:
 /// Like [`load`], with the machines given on the command line (`vemu up --machines`)
 /// instead of the scenario's `machines:`.
 pub fn load_on(path: &Path, name: Option<&str>, machines: Vec<Machine>) -> Result<Plan, Errors> {
+    load_file(path, name, Some(machines))
+}
+
+fn load_file(path: &Path, name: Option<&str>, machines: Option<Vec<Machine>>) -> Result<Plan, Errors> {
     let file = path.display().to_string();
     let text = read_limited(path, MAX_SCENARIO_BYTES).map_err(|e| Errors {
         file: file.clone(),
         errors: vec![Error { line: 0, col: 0, field: String::new(), message: format!("cannot read: {e}") }],
     })?;
     let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("lab");
-    load_text(&text, &file, stem, name, Some(machines), path.parent())
+    load_text(&text, &file, stem, name, machines, path.parent())
 }
 
 fn load_text(text: &str, file: &str, stem: &str, name: Option<&str>, machines: Option<Vec<Machine>>, base: Option<&Path>) -> Result<Plan, Errors> {
