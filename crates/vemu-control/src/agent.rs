@@ -168,11 +168,7 @@ async fn serve_tls(listener: tokio::net::TcpListener, tls: tokio_rustls::TlsAcce
     let listener = Arc::new(listener);
     let accept = move || {
         let l = listener.clone();
-        async move {
-            let (s, _) = l.accept().await?;
-            let _ = s.set_nodelay(true);
-            Ok(s)
-        }
+        async move { crate::api::accept_nodelay(&l).await }
     };
     let prepare = move |tcp| {
         let (tls, router) = (tls.clone(), router.clone());
@@ -288,8 +284,7 @@ async fn capture(State(agent): State<Arc<Agent>>, Path(lab): Path<String>, Json(
         }
         w.locked().stop_capture(id);
     });
-    let body = axum::body::Body::from_stream(futures_util::stream::unfold(brx, |mut r| async move { r.recv().await.map(|x| (x, r)) }));
-    ([(header::CONTENT_TYPE, "application/octet-stream")], body).into_response()
+    ([(header::CONTENT_TYPE, "application/octet-stream")], crate::api::body_of(brx)).into_response()
 }
 
 /// A captured frame on the agent channel: lab-clock time (ns, u64), interface (u32),

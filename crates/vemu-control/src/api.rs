@@ -94,6 +94,18 @@ struct App {
 
 type AppState = State<Arc<App>>;
 
+/// A response body of the chunks a channel gives, until its senders are gone.
+pub(crate) fn body_of(rx: tokio::sync::mpsc::Receiver<Result<Bytes, Infallible>>) -> axum::body::Body {
+    axum::body::Body::from_stream(stream::unfold(rx, |mut r| async move { r.recv().await.map(|x| (x, r)) }))
+}
+
+/// Accept a TCP connection, with Nagle off (answers are small and awaited).
+pub(crate) async fn accept_nodelay(l: &tokio::net::TcpListener) -> std::io::Result<tokio::net::TcpStream> {
+    let (s, _) = l.accept().await?;
+    let _ = s.set_nodelay(true);
+    Ok(s)
+}
+
 /// Run blocking controller work off the async threads.
 async fn blocking<T: Send + 'static, E: Into<ApiError> + Send + 'static>(f: impl FnOnce() -> Result<T, E> + Send + 'static) -> Result<T, ApiError> {
     tokio::task::spawn_blocking(f).await.map_err(|e| ApiError::internal(format!("the request failed: {e}")))?.map_err(Into::into)
@@ -431,8 +443,7 @@ async fn capture(State(app): AppState, Query(q): Query<CaptureQuery>) -> Result<
             ctl.locked().capture_stop(id);
         })
         .map_err(|e| ApiError::internal(e.to_string()))?;
-    let body = axum::body::Body::from_stream(stream::unfold(brx, |mut r| async move { r.recv().await.map(|x| (x, r)) }));
-    Ok(([(header::CONTENT_TYPE, "application/x-pcapng")], body).into_response())
+    Ok(([(header::CONTENT_TYPE, "application/x-pcapng")], body_of(brx)).into_response())
 }
 
 async fn openapi() -> Response {
@@ -685,11 +696,7 @@ fn serve_tcp(app: &Arc<App>, listener: tokio::net::TcpListener, token: String) -
     let listener = Arc::new(listener);
     let task = tokio::spawn(serve_connections(move || {
         let l = listener.clone();
-        async move {
-            let (s, _) = l.accept().await?;
-            let _ = s.set_nodelay(true);
-            Ok(s)
-        }
+        async move { accept_nodelay(&l).await }
     }, move |s| std::future::ready(Some((s, r.clone()))), limits::MAX_TCP_CONNECTIONS, rx));
     (tx, task)
 }

@@ -106,7 +106,7 @@ impl AgentRoute {
             .map_err(|e| match e {
                 tokio_tungstenite::tungstenite::Error::Http(r) => {
                     let body = r.body().as_deref().unwrap_or_default();
-                    let m = serde_json::from_slice::<serde_json::Value>(body).ok().and_then(|v| v["error"].as_str().map(String::from));
+                    let m = crate::error_message(body);
                     let status = if r.status() == axum::http::StatusCode::NOT_FOUND { r.status() } else { axum::http::StatusCode::BAD_GATEWAY };
                     crate::api::ApiError { status, message: format!("{}: {}", self.what(), m.unwrap_or_else(|| format!("HTTP {}", r.status()))) }
                 }
@@ -145,8 +145,7 @@ impl AgentRoute {
         use http_body_util::BodyExt;
         let status = res.status();
         let bytes = res.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
-        let m = serde_json::from_slice::<serde_json::Value>(&bytes).ok().and_then(|v| v["error"].as_str().map(String::from));
-        m.unwrap_or_else(|| format!("HTTP {status}"))
+        crate::error_message(&bytes).unwrap_or_else(|| format!("HTTP {status}"))
     }
 
     async fn send(&self, method: &str, path: &str, body: String) -> Result<Vec<u8>> {

@@ -316,7 +316,7 @@ impl Client {
             let stream = tokio::net::UnixStream::connect(&self.socket).await.with_context(|| format!("connecting to lab '{lab}'"))?;
             let (mut ws, _) = tokio_tungstenite::client_async(format!("ws://vemu{path}"), stream).await.map_err(|e| match e {
                 tokio_tungstenite::tungstenite::Error::Http(r) => {
-                    let m = r.body().as_deref().and_then(|b| serde_json::from_slice::<Value>(b).ok()).and_then(|v| v["error"].as_str().map(String::from));
+                    let m = r.body().as_deref().and_then(error_message);
                     anyhow::Error::new(ApiFailure { status: r.status().as_u16(), message: m.unwrap_or_else(|| format!("HTTP {}", r.status())) })
                 }
                 e => anyhow!("opening a terminal in lab '{lab}': {e}"),
@@ -378,6 +378,11 @@ impl Client {
     pub fn status(&self) -> Result<LabStatus> {
         Ok(serde_json::from_value(self.get("/v1/lab")?)?)
     }
+}
+
+/// The message of an error answer (`{"error": "..."}`), if the body is one.
+pub(crate) fn error_message(body: &[u8]) -> Option<String> {
+    serde_json::from_slice::<Value>(body).ok().and_then(|v| v["error"].as_str().map(String::from))
 }
 
 /// The size of the terminal on standard input, (rows, columns).

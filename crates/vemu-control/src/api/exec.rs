@@ -11,7 +11,6 @@ use axum::body::Bytes;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use futures_util::stream;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use vemu_host::{LabPaths, NodeEntry};
@@ -142,7 +141,7 @@ pub(crate) async fn run(paths: LabPaths, node: String, body: Bytes) -> Result<Re
             let text = format!("{}\n{}\n", json!({"stderr": out["stderr"]}), json!({"exit": out["exit"], "timed_out": false}));
             ndjson(axum::body::Body::from(text))
         }
-        Some(rx) => ndjson(axum::body::Body::from_stream(stream::unfold(rx, |mut r| async move { r.recv().await.map(|x| (x, r)) }))),
+        Some(rx) => ndjson(super::body_of(rx)),
         None => Json(out).into_response(),
     })
 }
