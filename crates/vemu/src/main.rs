@@ -558,7 +558,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Cmd::Exec { node, command, lab } => return exec(lab.lab, &node, &command),
         Cmd::Shell { node, lab } => {
-            if let Some(lab) = remote_node_lab(lab.lab.clone(), &node)? {
+            if let (lab, true) = node_lab(lab.lab.clone(), &node)? {
                 return shell_through_api(&lab, &node);
             }
             let shell = std::env::var("SHELL").ok().filter(|s| !s.is_empty()).unwrap_or_else(|| "/bin/bash".into());
@@ -878,11 +878,11 @@ fn run_daemon() -> Result<()> {
 }
 
 fn exec(lab: Option<String>, node: &str, argv: &[String]) -> Result<ExitCode> {
-    let lab = match remote_node_lab(lab.clone(), node)? {
+    let (lab, remote) = node_lab(lab, node)?;
+    if remote {
         // A node of a lab across machines that is not on this one: through the controller.
-        Some(lab) => return exec_through_api(&lab, node, argv),
-        None => resolve_lab(lab)?,
-    };
+        return exec_through_api(&lab, node, argv);
+    }
     let paths = LabPaths::new(&lab);
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..]).env("VEMU_LAB", &lab).env("VEMU_NODE", node);
@@ -898,25 +898,25 @@ fn exec(lab: Option<String>, node: &str, argv: &[String]) -> Result<ExitCode> {
     Ok(ExitCode::from(code as u8))
 }
 
-/// The lab, when `node` is a node of a lab across machines that this machine does not
-/// host (commands for it go through the controller); `None` when it is here.
-fn remote_node_lab(lab: Option<String>, node: &str) -> Result<Option<String>> {
+/// The lab of `node`, and whether the node is on another machine of a lab across
+/// machines (commands for it then go through the controller).
+fn node_lab(lab: Option<String>, node: &str) -> Result<(String, bool)> {
     need_root()?;
     let lab = resolve_lab(lab)?;
     let plan = load_plan(&lab)?;
-    if plan.node_index(node).is_none() {
+    let Some(i) = plan.node_index(node) else {
         let names: Vec<&str> = plan.nodes.iter().map(|n| n.name.as_str()).collect();
         return Err(user(format!("no node '{node}' in lab '{lab}' (nodes: {})", names.join(", "))));
-    }
+    };
     let paths = LabPaths::new(&lab);
     if plan.machines.is_empty() || paths.netns(node).exists() {
-        return Ok(None);
+        return Ok((lab, false));
     }
     if !paths.socket().exists() {
-        let m = plan.node_index(node).and_then(|i| plan.machines.get(plan.nodes[i].machine)).map_or("another machine", |m| m.name.as_str());
+        let m = plan.machines.get(plan.nodes[i].machine).map_or("another machine", |m| m.name.as_str());
         return Err(user(format!("node '{node}' runs on machine '{m}' and lab '{lab}' has no controller here: use the controller's machine or '{m}'")));
     }
-    Ok(Some(lab))
+    Ok((lab, true))
 }
 
 /// `vemu shell` on a node of another machine: a terminal on that machine, through the
