@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 use vemu_host::LabPaths;
 
+use crate::api::ApiError;
 use crate::channel::{Binding, Role, PROOF_HEADER};
 use crate::worker::{LocalWorker, Worker, WorkerReply, WorkerRequest};
 use crate::LockExt;
@@ -211,27 +212,23 @@ async fn hello(State(agent): State<Arc<Agent>>) -> Json<AgentHello> {
 
 async fn call(State(agent): State<Arc<Agent>>, Path(lab): Path<String>, Json(req): Json<WorkerRequest>) -> Response {
     if let Err(m) = vemu_scenario::valid_lab_name(&lab) {
-        return (StatusCode::BAD_REQUEST, Json(serde_json::json!({ "error": m }))).into_response();
+        return ApiError::bad_request(m).into_response();
     }
     let reply = tokio::task::spawn_blocking(move || order(&agent, &lab, req)).await.unwrap_or_else(|e| WorkerReply::Error(format!("the order failed: {e}")));
     Json(reply).into_response()
 }
 
 /// The controller's heartbeat: renews the lab's lease.
-async fn lease(State(agent): State<Arc<Agent>>, Path(lab): Path<String>) -> Response {
-    if !agent.labs.locked().contains_key(&lab) {
-        return (StatusCode::NOT_FOUND, Json(serde_json::json!({"error": format!("this machine holds no share of lab '{lab}'")}))).into_response();
-    }
+async fn lease(State(agent): State<Arc<Agent>>, Path(lab): Path<String>) -> Result<Json<serde_json::Value>, ApiError> {
+    share(&agent, &lab)?;
     agent.renew(&lab);
-    Json(serde_json::json!({"ok": true})).into_response()
+    Ok(Json(serde_json::json!({"ok": true})))
 }
 
 /// Run a command in a node of this machine (the controller passes its API's exec on).
-async fn exec(State(agent): State<Arc<Agent>>, Path((lab, node)): Path<(String, String)>, body: axum::body::Bytes) -> Response {
-    if let Err(m) = hosted(&agent, &lab, &node) {
-        return (StatusCode::NOT_FOUND, Json(serde_json::json!({ "error": m }))).into_response();
-    }
-    crate::api::exec::run(LabPaths::new(&lab), node, body).await.into_response()
+async fn exec(State(agent): State<Arc<Agent>>, Path((lab, node)): Path<(String, String)>, body: axum::body::Bytes) -> Result<Response, ApiError> {
+    hosted(&agent, &lab, &node)?;
+    crate::api::exec::run(LabPaths::new(&lab), node, body).await
 }
 
 /// A terminal in a node of this machine (the controller relays its API's shell).
@@ -240,33 +237,21 @@ async fn shell(
     Path((lab, node)): Path<(String, String)>,
     axum::extract::Query(q): axum::extract::Query<crate::api::shell::ShellQuery>,
     ws: axum::extract::WebSocketUpgrade,
-) -> Response {
-    if let Err(m) = hosted(&agent, &lab, &node) {
-        return (StatusCode::NOT_FOUND, Json(serde_json::json!({ "error": m }))).into_response();
-    }
+) -> Result<Response, ApiError> {
+    hosted(&agent, &lab, &node)?;
     let size = q.size();
-    match tokio::task::spawn_blocking(move || crate::api::shell::start(&LabPaths::new(&lab), &node, size)).await {
-        Ok(Ok(sh)) => ws.on_upgrade(move |socket| crate::api::shell::session(socket, sh)),
-        Ok(Err(e)) => e.into_response(),
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, Json(serde_json::json!({"error": e.to_string()}))).into_response(),
-    }
+    let sh = crate::api::blocking(move || crate::api::shell::start(&LabPaths::new(&lab), &node, size)).await?;
+    Ok(ws.on_upgrade(move |socket| crate::api::shell::session(socket, sh)))
 }
 
 /// Copies of the frames this machine's engine sees on some interfaces, as a stream of
 /// [`CaptureRecord`]s, until the controller goes away.
-async fn capture(State(agent): State<Arc<Agent>>, Path(lab): Path<String>, Json(on): Json<Vec<vemu_engine::CaptureSpec>>) -> Response {
-    let Some(w) = agent.labs.locked().get(&lab).cloned() else {
-        return (StatusCode::NOT_FOUND, Json(serde_json::json!({"error": format!("this machine holds no share of lab '{lab}'")}))).into_response();
-    };
+async fn capture(State(agent): State<Arc<Agent>>, Path(lab): Path<String>, Json(on): Json<Vec<vemu_engine::CaptureSpec>>) -> Result<Response, ApiError> {
+    let w = share(&agent, &lab)?;
     let (tx, rx) = std::sync::mpsc::sync_channel::<vemu_engine::Captured>(16384);
-    let started = {
+    let id = {
         let w = w.clone();
-        tokio::task::spawn_blocking(move || w.locked().capture(&on, tx)).await
-    };
-    let id = match started {
-        Ok(Ok(id)) => id,
-        Ok(Err(e)) => return (StatusCode::BAD_REQUEST, Json(serde_json::json!({"error": format!("{e:#}")}))).into_response(),
-        Err(e) => return (StatusCode::INTERNAL_SERVER_ERROR, Json(serde_json::json!({"error": e.to_string()}))).into_response(),
+        crate::api::blocking(move || w.locked().capture(&on, tx).map_err(|e| ApiError::bad_request(format!("{e:#}")))).await?
     };
     let (btx, brx) = tokio::sync::mpsc::channel::<Result<axum::body::Bytes, std::convert::Infallible>>(256);
     std::thread::spawn(move || {
@@ -284,7 +269,7 @@ async fn capture(State(agent): State<Arc<Agent>>, Path(lab): Path<String>, Json(
         }
         w.locked().stop_capture(id);
     });
-    ([(header::CONTENT_TYPE, "application/octet-stream")], crate::api::body_of(brx)).into_response()
+    Ok(([(header::CONTENT_TYPE, "application/octet-stream")], crate::api::body_of(brx)).into_response())
 }
 
 /// A captured frame on the agent channel: lab-clock time (ns, u64), interface (u32),
@@ -331,13 +316,25 @@ impl CaptureRecord {
     }
 }
 
+/// Why this machine holds no share of lab `lab`.
+fn no_share(lab: &str) -> String {
+    format!("this machine holds no share of lab '{lab}'")
+}
+
+/// The worker of this machine's share of `lab`.
+fn share(agent: &Agent, lab: &str) -> Result<Arc<Mutex<LocalWorker>>, ApiError> {
+    agent.labs.locked().get(lab).cloned().ok_or_else(|| ApiError::not_found(no_share(lab)))
+}
+
 /// Whether node `node` of lab `lab` is on this machine (or why not).
-fn hosted(agent: &Agent, lab: &str, node: &str) -> Result<(), String> {
+fn hosted(agent: &Agent, lab: &str, node: &str) -> Result<(), ApiError> {
+    if vemu_scenario::valid_node_name(node).is_err() {
+        return Err(ApiError::not_found(format!("no node '{node}'")));
+    }
     // (A worker busy with an order is not waited for; the name is checked anyway.)
-    match agent.labs.locked().get(lab) {
-        _ if vemu_scenario::valid_node_name(node).is_err() => Err(format!("no node '{node}'")),
-        None => Err(format!("this machine holds no share of lab '{lab}'")),
-        Some(w) => w.try_lock().map_or(Ok(()), |w| if w.hosts(node) { Ok(()) } else { Err(format!("node '{node}' of lab '{lab}' is not on this machine")) }),
+    match share(agent, lab)?.try_lock() {
+        Ok(w) if !w.hosts(node) => Err(ApiError::not_found(format!("node '{node}' of lab '{lab}' is not on this machine"))),
+        _ => Ok(()),
     }
 }
 
@@ -351,7 +348,7 @@ fn order(agent: &Agent, lab: &str, req: WorkerRequest) -> WorkerReply {
             (Some(w), false) => w.clone(),
             (None, true) => labs.entry(lab.to_string()).or_default().clone(),
             (None, false) if teardown => return WorkerReply::Done,
-            (None, false) => return WorkerReply::Error(format!("this machine holds no share of lab '{lab}'")),
+            (None, false) => return WorkerReply::Error(no_share(lab)),
         }
     };
     let mut w = worker.locked();

@@ -107,7 +107,7 @@ pub(crate) async fn accept_nodelay(l: &tokio::net::TcpListener) -> std::io::Resu
 }
 
 /// Run blocking controller work off the async threads.
-async fn blocking<T: Send + 'static, E: Into<ApiError> + Send + 'static>(f: impl FnOnce() -> Result<T, E> + Send + 'static) -> Result<T, ApiError> {
+pub(crate) async fn blocking<T: Send + 'static, E: Into<ApiError> + Send + 'static>(f: impl FnOnce() -> Result<T, E> + Send + 'static) -> Result<T, ApiError> {
     tokio::task::spawn_blocking(f).await.map_err(|e| ApiError::internal(format!("the request failed: {e}")))?.map_err(Into::into)
 }
 

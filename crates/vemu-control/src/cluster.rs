@@ -74,6 +74,10 @@ pub struct AgentRoute {
 }
 
 impl AgentRoute {
+    fn new(m: &vemu_scenario::Machine, token: &str, tls: &Arc<rustls::ClientConfig>) -> AgentRoute {
+        AgentRoute { name: m.name.clone(), address: m.address, token: token.to_string(), tls: tokio_rustls::TlsConnector::from(tls.clone()) }
+    }
+
     /// Send one request; the answer once its head has come (a successful one only if
     /// the agent signed it).
     /// A TLS connection to the agent and its session's binding.
@@ -189,6 +193,10 @@ struct AgentClient {
 }
 
 impl AgentClient {
+    fn new(route: AgentRoute) -> Result<AgentClient> {
+        Ok(AgentClient { route, rt: tokio::runtime::Builder::new_current_thread().enable_all().build()? })
+    }
+
     fn hello(&self) -> Result<AgentHello> {
         let bytes = self.rt.block_on(self.route.send("GET", "/v1/agent", String::new())).with_context(|| self.what())?;
         serde_json::from_slice(&bytes).with_context(|| format!("{}: not an agent's answer", self.what()))
@@ -224,10 +232,9 @@ pub fn teardown_everywhere(plan: &Plan) -> Vec<String> {
             .machines
             .iter()
             .map(|m| {
-                let route = AgentRoute { name: m.name.clone(), address: m.address, token: token.clone(), tls: tokio_rustls::TlsConnector::from(tls.clone()) };
+                let route = AgentRoute::new(m, &token, &tls);
                 s.spawn(move || {
-                    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
-                    let a = AgentClient { route, rt };
+                    let a = AgentClient::new(route).map_err(|e| e.to_string())?;
                     match a.call(&plan.name, &WorkerRequest::Teardown) {
                         WorkerReply::Error(e) => Err(e),
                         _ => Ok(()),
@@ -251,10 +258,8 @@ pub struct Cluster {
     /// Captures running, by id: a way to stop each machine's part.
     captures: std::collections::HashMap<u64, Vec<tokio::sync::oneshot::Sender<()>>>,
     next_capture: u64,
-    /// Which machines are lost (set by the heartbeat thread), and which of them the
-    /// controller was told about.
+    /// Which machines are lost (set by the heartbeat thread).
     health: Arc<Health>,
-    told_lost: Vec<bool>,
     heartbeat: Option<std::thread::JoinHandle<()>>,
     lease_s: u64,
 }
@@ -279,9 +284,7 @@ impl Cluster {
         let mut agents = Vec::new();
         let tls = crate::channel::client_config()?;
         for m in &plan.machines {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-            let route = AgentRoute { name: m.name.clone(), address: m.address, token: token.to_string(), tls: tokio_rustls::TlsConnector::from(tls.clone()) };
-            let a = AgentClient { route, rt };
+            let a = AgentClient::new(AgentRoute::new(m, token, &tls))?;
             let hello = a.hello()?;
             if hello.labs.contains(&plan.name) {
                 anyhow::bail!("{} already holds a share of lab '{}' (take it down first)", a.what(), plan.name);
@@ -299,7 +302,6 @@ impl Cluster {
             captures: Default::default(),
             next_capture: 1,
             health: Arc::new(Health { lost: plan.machines.iter().map(|_| AtomicBool::new(false)).collect(), stop: AtomicBool::new(false) }),
-            told_lost: vec![false; plan.machines.len()],
             heartbeat: None,
             lease_s: lease_s()?,
         })
@@ -335,14 +337,15 @@ impl Cluster {
                 next += HEARTBEAT;
                 let asks = routes.iter().enumerate().filter(|(m, _)| !health.lost[*m].load(Ordering::Relaxed)).map(|(m, r)| {
                     let path = format!("/v1/agent/labs/{lab}/lease");
-                    async move { (m, tokio::time::timeout(HEARTBEAT_TIMEOUT, r.send("POST", &path, String::new())).await) }
+                    async move { (m, tokio::time::timeout(HEARTBEAT_TIMEOUT, r.request("POST", &path, hyper::body::Bytes::new())).await) }
                 });
                 for (m, answer) in rt.block_on(futures_util::future::join_all(asks)) {
                     match answer {
-                        Ok(Ok(_)) => missed[m] = 0,
-                        Ok(Err(e)) if e.to_string().contains("holds no share") => {
-                            // The agent restarted (and removed what it held): gone at once.
-                            eprintln!("vemu: {}: {e:#}", routes[m].what());
+                        Ok(Ok(res)) if res.status().is_success() => missed[m] = 0,
+                        Ok(Ok(res)) if res.status() == hyper::StatusCode::NOT_FOUND => {
+                            // The agent holds no share: it restarted (and removed what it
+                            // held). Gone at once.
+                            eprintln!("vemu: {}: {}", routes[m].what(), rt.block_on(AgentRoute::failure(res)));
                             health.lost[m].store(true, Ordering::Relaxed);
                         }
                         _ => {
@@ -595,7 +598,7 @@ impl Worker for Cluster {
                 for (&m, r) in live.iter().zip(self.each(&live, &WorkerRequest::Usage)) {
                     match r {
                         WorkerReply::Usage(u) => per_machine[m] = u,
-                        r => return Self::first(vec![r]),
+                        r => return r,
                     }
                 }
                 WorkerReply::Usage(self.node_at.iter().enumerate().map(|(i, &m)| per_machine[m].get(i).cloned().unwrap_or_default()).collect())
@@ -669,14 +672,7 @@ impl Worker for Cluster {
         self.node_at.get(node).map(|&m| self.agents[m].route.clone())
     }
 
-    fn newly_lost(&mut self) -> Vec<usize> {
-        let mut v = Vec::new();
-        for m in 0..self.agents.len() {
-            if self.lost(m) && !self.told_lost[m] {
-                self.told_lost[m] = true;
-                v.push(m);
-            }
-        }
-        v
+    fn lost_machines(&self) -> Vec<usize> {
+        (0..self.agents.len()).filter(|&m| self.lost(m)).collect()
     }
 }

@@ -114,12 +114,18 @@ impl Controller {
         let _ = self.events.send(ev);
     }
 
-    /// Machines the worker found lost: the links between them and the others go down
-    /// (carrier drops on the surviving ends, as when a cable is pulled: routing
-    /// reacts), their nodes are marked lost, and an event says so. The rest runs on.
+    /// Whether machine `m` was found lost (never for a lab on one machine).
+    fn machine_lost(&self, m: usize) -> bool {
+        self.lost.get(m).copied().unwrap_or(false)
+    }
+
+    /// Machines the worker found lost since the last look: the links between them and
+    /// the others go down (carrier drops on the surviving ends, as when a cable is
+    /// pulled: routing reacts), their nodes are marked lost, and an event says so. The
+    /// rest runs on.
     pub(crate) fn check_machines(&mut self) {
-        for m in self.worker.newly_lost() {
-            let Some(machine) = self.plan.machines.get(m) else { continue };
+        for m in self.worker.lost_machines() {
+            let Some(machine) = self.plan.machines.get(m).filter(|_| !self.lost[m]) else { continue };
             self.lost[m] = true;
             let nodes: Vec<String> = self.plan.nodes.iter().filter(|n| n.machine == m).map(|n| n.name.clone()).collect();
             let mut links = Vec::new();
@@ -202,7 +208,7 @@ impl Controller {
             .enumerate()
             .map(|(ni, n)| NodeStatus {
                 name: n.name.clone(),
-                up: !self.stopped[ni] && !self.lost.get(n.machine).copied().unwrap_or(false),
+                up: !self.stopped[ni] && !self.machine_lost(n.machine),
                 netns: paths.netns_name(&n.name),
                 ifaces: n
                     .ifaces
@@ -301,7 +307,7 @@ impl Controller {
                     name: m.name.clone(),
                     address: m.address.to_string(),
                     nodes: self.plan.nodes.iter().filter(|n| n.machine == i).count(),
-                    state: if self.lost[i] { "lost" } else { "up" }.into(),
+                    state: if self.machine_lost(i) { "lost" } else { "up" }.into(),
                 })
                 .collect(),
         })
@@ -392,7 +398,7 @@ impl Controller {
     pub(crate) fn agent_of(&self, node: &str) -> Result<Option<(crate::cluster::AgentRoute, String)>, LabError> {
         let i = self.node_index(node)?;
         let m = self.plan.nodes[i].machine;
-        if self.lost.get(m).copied().unwrap_or(false) {
+        if self.machine_lost(m) {
             return Err(LabError::invalid(format!("node '{node}' is on machine '{}', which is lost", self.plan.machines[m].name)));
         }
         Ok(self.worker.agent_of(i).map(|r| (r, self.plan.name.clone())))

@@ -148,9 +148,9 @@ pub trait Worker: Send {
         None
     }
 
-    /// Machines (numbers in the plan) found lost since the last call: their agents
-    /// stopped answering. Orders leave them out from then on.
-    fn newly_lost(&mut self) -> Vec<usize> {
+    /// Machines (numbers in the plan) found lost: their agents stopped answering.
+    /// Orders leave them out.
+    fn lost_machines(&self) -> Vec<usize> {
         Vec::new()
     }
 }
