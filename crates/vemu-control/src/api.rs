@@ -496,7 +496,28 @@ fn routes() -> Vec<Route> {
 }
 
 fn router(app: Arc<App>) -> Router {
-    routes().into_iter().fold(Router::new(), |r, (path, _, handler)| r.route(path, handler)).fallback(not_found).with_state(app)
+    routes().into_iter().fold(Router::new(), |r, (path, _, handler)| r.route(path, handler)).fallback(not_found).with_state(app).layer(middleware::from_fn(json_errors))
+}
+
+/// Every error answer is `{"error": "..."}`: those that axum's extractors make (a query
+/// that does not parse, a WebSocket route asked without the upgrade, ...) are plain
+/// text, and are wrapped.
+async fn json_errors(req: Request, next: Next) -> Response {
+    let r = next.run(req).await;
+    let json = r.headers().get(header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if !r.status().is_client_error() || json {
+        return r;
+    }
+    let (parts, body) = r.into_parts();
+    let text = axum::body::to_bytes(body, 64 << 10).await.unwrap_or_default();
+    let message = String::from_utf8_lossy(&text).trim().to_string();
+    let mut out = ApiError { status: parts.status, message }.into_response();
+    for h in [header::WWW_AUTHENTICATE, header::ALLOW] {
+        if let Some(v) = parts.headers.get(&h) {
+            out.headers_mut().insert(h, v.clone());
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -200,6 +200,12 @@ fn api_survives_mutated_requests() {
         ("GET", "/v1/stats", json!(null)),
         ("GET", "/v1/events?stats={query}", json!(null)),
         ("GET", "/v1/capture?iface={node}&count=1&filter={query}", json!(null)),
+        // The web interface: login links, the terminal's WebSocket asked without the
+        // upgrade and with wild sizes, the login with forged secrets.
+        ("POST", "/v1/ui", json!({})),
+        ("GET", "/v1/nodes/{node}/shell?rows={query}&cols={query}", json!(null)),
+        ("GET", "/ui/login?once={query}", json!(null)),
+        ("GET", "/ui/", json!(null)),
     ];
     let queries = ["1s", "0", "1ns", "99999999999999999999s", "icmp", "tcp%20port%2080", "%28%28%28", "x", ""];
     let mut rng = Rng(0x5eed_ab1e);

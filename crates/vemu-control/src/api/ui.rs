@@ -147,12 +147,7 @@ pub(crate) async fn login(State(app): AppState, Query(q): Query<LoginQuery>) -> 
             let cookie = format!("{COOKIE}={s}; HttpOnly; SameSite=Strict; Path=/");
             (StatusCode::SEE_OTHER, [(header::SET_COOKIE, cookie), (header::LOCATION, "/ui/".to_string())]).into_response()
         }
-        None => (
-            StatusCode::UNAUTHORIZED,
-            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-            "This login link was used already or is too old (links work once, for 2 minutes). Ask for a new one: vemu ui --lab LAB\n",
-        )
-            .into_response(),
+        None => ApiError { status: StatusCode::UNAUTHORIZED, message: "this login link was used already or is too old (links work once, for 2 minutes): ask for a new one with 'vemu ui --lab LAB'".into() }.into_response(),
     }
 }
 
