@@ -135,7 +135,9 @@ pub fn split(pkt: &[u8], g: &TcpGso, segs_per_piece: usize) -> Vec<Vec<u8>> {
     let tcp_flags = headers[g.l4 + 13];
     let n = payload.len().div_ceil(piece_bytes).max(1);
     let mut out = Vec::with_capacity(n);
-    for (i, chunk) in payload.chunks(piece_bytes).enumerate() {
+    // A super-frame of headers only (a sender's lie: the kernel makes none) is one frame.
+    let chunks: Vec<&[u8]> = if payload.is_empty() { vec![payload] } else { payload.chunks(piece_bytes).collect() };
+    for (i, chunk) in chunks.into_iter().enumerate() {
         let segs = chunk.len().div_ceil(g.mss);
         let mut p = Vec::with_capacity(VNET_HDR_LEN + g.hdr_len + chunk.len());
         // The header length the kernel gave is that of the super-frame's linear part,
@@ -317,6 +319,21 @@ mod tests {
             assert_eq!(hl, 66);
             assert!(hl <= piece.len() - VNET_HDR_LEN);
         }
+    }
+
+    #[test]
+    fn a_super_frame_of_headers_only_is_one_frame() {
+        // Found by the fuzzer: captures (wire_frames) showed nothing for it, while the
+        // link counted and delivered one frame.
+        let p = super_frame(0, 1448, 0x18);
+        let g = frame_gso(&p).expect("a TCP super-frame");
+        assert_eq!(wire_size(Some(&g), p.len() - VNET_HDR_LEN).0, 1);
+        let pieces = split(&p, &g, 1);
+        assert_eq!(pieces.len(), 1);
+        assert_eq!(VnetHdr::parse(&pieces[0]).gso_type, GSO_NONE);
+        let frames = wire_frames(&p);
+        assert_eq!(frames.len(), 1);
+        assert_eq!(frames[0].len(), p.len() - VNET_HDR_LEN);
     }
 
     #[test]
