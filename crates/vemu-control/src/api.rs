@@ -25,13 +25,13 @@ use vemu_host::LabPaths;
 
 use crate::error::LabError;
 use crate::lab::{Controller, StopRequest};
-use crate::Direction;
 use crate::LockExt;
 
 pub(crate) mod exec;
 pub(crate) mod shell;
+pub mod requests;
 mod ui;
-pub use exec::DEFAULT_EXEC_OUTPUT_BYTES;
+pub use requests::DEFAULT_EXEC_OUTPUT_BYTES;
 
 /// The OpenAPI document of this API.
 pub const OPENAPI: &str = include_str!("../../../api/openapi.json");
@@ -72,11 +72,6 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// A JSON request body, whatever its Content-Type says; an empty body is `{}`.
-fn parse_body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) { b"{}" } else { bytes };
-    serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request(format!("bad request body: {e}")))
-}
 
 type ApiResult = Result<Json<Value>, ApiError>;
 
@@ -154,46 +149,17 @@ async fn stats(State(app): AppState) -> ApiResult {
     Ok(Json(blocking(move || ctl.locked().stats()).await?))
 }
 
-/// `PATCH /v1/links/{link}`: `{"direction": "both|forward|reverse", "up": bool, "delay":
-/// "20ms", "loss": "1%", ...}` — impairments written as in a scenario file.
+/// `PATCH /v1/links/{link}`: impairments and state (see [`requests::link_change`]).
 async fn link_patch(State(app): AppState, Path(spec): Path<String>, body: Bytes) -> ApiResult {
-    let body: Value = parse_body(&body)?;
-    let Value::Object(fields) = body else {
-        return Err(ApiError::bad_request("the body must be a JSON object"));
-    };
-    let mut direction = Direction::Both;
-    let mut up = None;
-    let mut pairs: Vec<(String, String)> = Vec::new();
-    for (k, v) in fields {
-        match k.as_str() {
-            "direction" => {
-                direction = serde_json::from_value(v.clone())
-                    .map_err(|_| ApiError::bad_request(format!("direction must be \"both\", \"forward\" or \"reverse\", got {v}")))?
-            }
-            "up" => up = Some(v.as_bool().ok_or_else(|| ApiError::bad_request(format!("up must be true or false, got {v}")))?),
-            _ => {
-                let text = match v {
-                    Value::String(s) => s,
-                    Value::Number(n) => n.to_string(),
-                    other => other.to_string(),
-                };
-                pairs.push((k, text));
-            }
-        }
-    }
-    let refs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    let patch = vemu_scenario::impairment_patch(&refs).map_err(|m| ApiError::bad_request(m.replace("--", "")))?;
-    if refs.is_empty() && up.is_none() {
-        return Err(ApiError::bad_request("nothing to change: give 'up' or impairments such as \"delay\": \"20ms\""));
-    }
+    let change = requests::link_change(&body)?;
     let ctl = app.ctl.clone();
     blocking(move || {
         let mut c = ctl.locked();
         // Check the name first so that a bad one changes nothing.
-        if !pairs.is_empty() {
-            c.link_set(&spec, direction, patch)?;
+        if let Some(patch) = change.patch {
+            c.link_set(&spec, change.direction, patch)?;
         }
-        if let Some(up) = up {
+        if let Some(up) = change.up {
             c.link_state(&spec, up)?;
         }
         Ok::<(), LabError>(())
@@ -226,50 +192,23 @@ async fn node_start(State(app): AppState, Path(node): Path<String>) -> ApiResult
     node_updown(app, node, true).await
 }
 
-/// `PATCH /v1/nodes/{node}`: `{"cpu": 0.5, "memory": "256MiB", "pids": 200}`, any of
-/// them; `null` lifts that limit.
+/// `PATCH /v1/nodes/{node}`: CPU, memory and process limits (see [`requests::node_limits`]).
 async fn node_patch(State(app): AppState, Path(node): Path<String>, body: Bytes) -> ApiResult {
-    let v: Value = parse_body(&body)?;
-    let obj = v.as_object().ok_or_else(|| ApiError::bad_request("expected a JSON object with cpu, memory or pids"))?;
-    let mut patch = crate::lab::LimitsPatch::default();
-    for (k, x) in obj {
-        let bad = |what: &str| ApiError::bad_request(format!("'{k}': expected {what} or null, got {x}"));
-        match k.as_str() {
-            "cpu" => patch.cpu_cores = Some(if x.is_null() { None } else { Some(x.as_f64().ok_or_else(|| bad("cores (a number)"))?) }),
-            "memory" => {
-                patch.memory_bytes = Some(match x {
-                    Value::Null => None,
-                    Value::String(s) => Some(vemu_scenario::units::size_bytes(s).map_err(|e| ApiError::bad_request(format!("'memory': {e}")))?),
-                    _ => Some(x.as_u64().ok_or_else(|| bad("bytes (an integer, or a size such as \"256MiB\")"))?),
-                })
-            }
-            "pids" => patch.pids = Some(if x.is_null() { None } else { Some(x.as_u64().ok_or_else(|| bad("an integer"))?) }),
-            _ => return Err(ApiError::bad_request(format!("unknown field '{k}': expected cpu, memory or pids"))),
-        }
-    }
+    let patch = requests::node_limits(&body)?;
     let ctl = app.ctl.clone();
     let limits = blocking(move || ctl.locked().node_limits(&node, patch)).await?;
     Ok(Json(json!({"ok": true, "limits": limits})))
 }
 
-/// Body of `POST /v1/nodes/{node}/move`: where to (m) and, optionally, how fast (m/s).
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct MoveRequest {
-    x: f64,
-    y: f64,
-    speed: Option<f64>,
-}
-
 async fn node_move(State(app): AppState, Path(node): Path<String>, body: Bytes) -> ApiResult {
-    let m: MoveRequest = parse_body(&body)?;
+    let m = requests::node_move(&body)?;
     let ctl = app.ctl.clone();
     blocking(move || ctl.locked().node_move(&node, vemu_radio::Pos::new(m.x, m.y), m.speed)).await?;
     Ok(Json(json!({"ok": true})))
 }
 
 async fn traffic(State(app): AppState, body: Bytes) -> ApiResult {
-    let req: crate::traffic::CbrRequest = parse_body(&body)?;
+    let req = requests::traffic(&body)?;
     let ctl = app.ctl.clone();
     Ok(Json(blocking(move || ctl.locked().traffic_cbr(req)).await?))
 }

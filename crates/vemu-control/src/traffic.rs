@@ -32,6 +32,19 @@ pub struct CbrRequest {
     pub to_addr: Option<IpAddr>,
 }
 
+impl CbrRequest {
+    /// The flow's numbers, checked without the lab.
+    pub fn check(&self) -> Result<(), String> {
+        if self.size_bytes < HEADER_BYTES || self.size_bytes > 65_000 {
+            return Err(format!("size must be between {HEADER_BYTES} and 65000 bytes, got {}", self.size_bytes));
+        }
+        if !(self.rate_pps.is_finite() && self.rate_pps > 0.0 && self.rate_pps <= 1e6) {
+            return Err(format!("rate must be between 0 and 1000000 packets/s, got {}", self.rate_pps));
+        }
+        Ok(())
+    }
+}
+
 /// A flow as recorded in `traffic/flows.json`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Flow {
@@ -77,12 +90,7 @@ impl Controller {
             // The agents' lab clocks and the flows' CSV files would have to meet here.
             return Err(LabError::invalid("traffic flows are not available yet in labs across machines: run iperf3 or another program with 'vemu exec'"));
         }
-        if r.size_bytes < HEADER_BYTES || r.size_bytes > 65_000 {
-            return Err(LabError::invalid(format!("size must be between {HEADER_BYTES} and 65000 bytes, got {}", r.size_bytes)));
-        }
-        if !(r.rate_pps.is_finite() && r.rate_pps > 0.0 && r.rate_pps <= 1e6) {
-            return Err(LabError::invalid(format!("rate must be between 0 and 1000000 packets/s, got {}", r.rate_pps)));
-        }
+        r.check().map_err(LabError::invalid)?;
         if self.flows.len() >= (u16::MAX - FIRST_PORT) as usize {
             return Err(LabError::invalid(format!("a lab runs at most {} traffic flows (one UDP port each from {FIRST_PORT})", u16::MAX - FIRST_PORT)));
         }

@@ -11,39 +11,11 @@ use axum::body::Bytes;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde::Deserialize;
 use serde_json::{json, Value};
 use vemu_host::{LabPaths, NodeEntry};
 
-use super::{blocking, parse_body, ApiError};
+use super::{blocking, ApiError};
 use crate::LockExt;
-
-/// Body of `POST /v1/nodes/{node}/exec`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ExecRequest {
-    /// A program and its arguments, or one string run by `/bin/sh -c`.
-    cmd: ExecCmd,
-    /// Seconds before the command is killed (default 60).
-    #[serde(default)]
-    timeout_s: Option<f64>,
-    /// Text for its standard input.
-    #[serde(default)]
-    stdin: Option<String>,
-    /// Answer with a stream of JSON lines as the command runs (`{"stdout": "..."}`,
-    /// `{"stderr": "..."}`, and last `{"exit": N, "timed_out": bool}`) instead of one
-    /// object at the end.
-    #[serde(default)]
-    stream: bool,
-    /// Bytes of stdout and of stderr kept in a (non-streamed) answer; the rest is read
-    /// and dropped, the answer says `truncated`. Default 16 MiB, at most 256 MiB.
-    #[serde(default)]
-    max_output_bytes: Option<u64>,
-}
-
-/// Output kept per stream in an exec answer unless the request says otherwise.
-pub const DEFAULT_EXEC_OUTPUT_BYTES: u64 = 16 << 20;
-const MAX_EXEC_OUTPUT_BYTES: u64 = 256 << 20;
 
 /// Sets a flag when dropped: the handler's future is dropped when its client goes away.
 struct Gone(Arc<std::sync::atomic::AtomicBool>);
@@ -53,33 +25,13 @@ impl Drop for Gone {
     }
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-enum ExecCmd {
-    Argv(Vec<String>),
-    Shell(String),
-}
-
 /// Run a command in node `node` of the lab at `paths` (on this machine), wait for it (up
 /// to the timeout) and return its exit status and output.
 pub(crate) async fn run(paths: LabPaths, node: String, body: Bytes) -> Result<Response, ApiError> {
-    let req: ExecRequest = parse_body(&body)?;
-    let argv = match req.cmd {
-        ExecCmd::Argv(v) if v.is_empty() => return Err(ApiError::bad_request("cmd is empty")),
-        ExecCmd::Argv(v) => v,
-        ExecCmd::Shell(s) => vec!["/bin/sh".into(), "-c".into(), s],
-    };
-    let timeout = req.timeout_s.unwrap_or(60.0);
-    if !(timeout > 0.0 && timeout <= 86_400.0) {
-        return Err(ApiError::bad_request(format!("timeout_s must be between 0 and 86400, got {timeout}")));
-    }
-    let cap = req.max_output_bytes.unwrap_or(DEFAULT_EXEC_OUTPUT_BYTES);
-    if cap > MAX_EXEC_OUTPUT_BYTES {
-        return Err(ApiError::bad_request(format!("max_output_bytes must be at most {MAX_EXEC_OUTPUT_BYTES}, got {cap}")));
-    }
+    let super::requests::Exec { argv, timeout_s: timeout, stdin: input, stream, max_output_bytes: cap } = super::requests::exec(&body)?;
     let gone = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let _gone = Gone(gone.clone());
-    let (stream_tx, stream_rx) = if req.stream {
+    let (stream_tx, stream_rx) = if stream {
         let (t, r) = tokio::sync::mpsc::channel::<Result<Bytes, Infallible>>(256);
         (Some(t), Some(r))
     } else {
@@ -105,7 +57,6 @@ pub(crate) async fn run(paths: LabPaths, node: String, body: Bytes) -> Result<Re
             }
             Err(e) => return Err(ApiError::internal(format!("running {}: {e}", argv[0]))),
         };
-        let input = req.stdin.unwrap_or_default();
         if let Some(lines) = stream_tx {
             return Ok(stream_child(child, input, timeout, lines));
         }
