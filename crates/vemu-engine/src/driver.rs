@@ -15,6 +15,7 @@ use vemu_link::Impairments;
 use crate::clock::LabClock;
 use crate::core::{Applied, Command, Core, Event, Frame, RadioSnapshot};
 use crate::gso;
+use crate::schedule::{self, Priority, Schedule};
 use crate::tunnel;
 use crate::PlaneDevs;
 use vemu_fastpath::{FastPath, Route};
@@ -26,13 +27,6 @@ const READ_BATCH: usize = 32;
 /// Frames written before looking at control messages and devices again: a backlog (a
 /// LAN's start-up flood) must not keep a shard from hearing "stop" for seconds.
 const WRITE_BATCH: usize = 1024;
-/// The shard sleeps until at least this long before the next delivery time and polls its
-/// devices without sleeping for the rest: waking from a sleep takes tens of microseconds
-/// on a virtual machine, which would otherwise add to the delay of every hop. The cost
-/// is at most this much CPU per timer, and nothing while no frame is in flight.
-const SPIN_NS: u64 = 80_000;
-/// The margin grows to twice the wake-up lateness the shard observes (smoothed), up to this.
-const MAX_SPIN_NS: u64 = 1_000_000;
 const WAKE_TOKEN: u64 = u64::MAX;
 /// Threads closing TAP devices at once when the engine stops.
 const CLOSE_THREADS: usize = 32;
@@ -227,33 +221,29 @@ pub(crate) fn close_all(fds: Vec<OwnedFd>) {
 }
 
 /// Environment variable of `vemu up` that chooses the shards' priority:
-/// `VEMU_ENGINE_PRIORITY=realtime` for SCHED_FIFO (see [`keep_the_schedule`]).
+/// `VEMU_ENGINE_PRIORITY=normal` keeps them at niceness −10 (see [`crate::schedule`]).
 pub const PRIORITY_ENV: &str = "VEMU_ENGINE_PRIORITY";
-/// Real-time priority of the shards when asked for (SCHED_FIFO, 1..99): above ordinary
-/// programs, below the kernel's own real-time threads.
+/// Real-time priority of the shards (SCHED_FIFO, 1..99): above ordinary programs, below
+/// the kernel's own real-time threads.
 const FIFO_PRIORITY: i32 = 10;
 
-/// Give the calling shard thread the priority it needs to keep the schedule: when it
-/// shares a core with the nodes' programs it must win, or frames are late by their time
-/// slices. By default niceness −10 (~10× a normal process's weight; it sleeps whenever
-/// nothing is due; without privilege the call fails and the default stays).
-///
-/// `VEMU_ENGINE_PRIORITY=realtime` asks for SCHED_FIFO instead. Measured on this 2-core
-/// machine: it removes the lateness of the start-up burst (12 nodes, 6 links at 500
-/// pings/s from the moment `up` returns: 20–36 frames per run over 200 µs late, up to
-/// 2.5 ms, at niceness −10; none in 3 runs of 4 at SCHED_FIFO), but the shard's spinning
-/// before deadlines then holds its core against everything else: a 100 Mbit/s link (a
-/// deadline every 120 µs) lost 1–4% of its TCP goodput, and a shard busy for a whole
-/// second is throttled by Linux for 50 ms (`kernel.sched_rt_runtime_us`), which showed
-/// as frames 50 ms late. Hence opt-in, for light loads that need the tightest timing.
-fn keep_the_schedule() {
-    let realtime = std::env::var(PRIORITY_ENV).is_ok_and(|v| v == "realtime");
-    let p = libc::sched_param { sched_priority: FIFO_PRIORITY };
-    // SAFETY: sched_setscheduler on the calling thread (0) with a valid sched_param.
-    if !realtime || unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) } != 0 {
-        // SAFETY: setpriority on this thread (its tid) with an integer niceness.
-        unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, -10) };
+/// Put the calling shard thread at `p`; the priority it has afterwards (real time can be
+/// refused: no privilege, or a container's limits).
+fn set_priority(p: Priority) -> Priority {
+    if p == Priority::Realtime {
+        let param = libc::sched_param { sched_priority: FIFO_PRIORITY };
+        // SAFETY: sched_setscheduler on the calling thread (0) with a valid sched_param.
+        if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } == 0 {
+            return Priority::Realtime;
+        }
     }
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: as above; then setpriority on this thread (its tid) with an integer niceness.
+    unsafe {
+        libc::sched_setscheduler(0, libc::SCHED_OTHER, &param);
+        libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, -10);
+    }
+    Priority::Normal
 }
 
 /// Set the carrier of a TAP device (what `ip link` shows as LOWER_UP / NO-CARRIER).
@@ -274,9 +264,8 @@ struct Shard {
     buf: Vec<u8>,
     /// Where each capture's copies go.
     sinks: FxHashMap<u64, SyncSender<Captured>>,
-    /// How late timed wake-ups come, smoothed (ns), and the margin it calls for.
-    wake_late_ns: u64,
-    spin_ns: u64,
+    /// Its priority and how long it spins before deadlines.
+    schedule: Schedule,
     /// Time spent handling frames, timers and control messages, ns: the shard's load.
     /// Not its CPU time, which also counts the spinning before deadlines.
     work_ns: Arc<AtomicU64>,
@@ -320,8 +309,7 @@ impl Shard {
             clock,
             buf: vec![0; MAX_FRAME],
             sinks: FxHashMap::default(),
-            wake_late_ns: 0,
-            spin_ns: SPIN_NS,
+            schedule: Schedule::new(Priority::Normal, 0),
             work_ns: Arc::new(AtomicU64::new(0)),
             devs: Vec::new(),
             fast: None,
@@ -337,7 +325,12 @@ impl Shard {
         // Timers as precise as the kernel allows: no slack on our sleeps.
         // SAFETY: prctl with an integer argument.
         unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1, 0, 0, 0) };
-        keep_the_schedule();
+        let asked = match std::env::var(PRIORITY_ENV).as_deref() {
+            Ok("normal") => Priority::Normal,
+            _ => Priority::Realtime,
+        };
+        self.schedule = Schedule::new(set_priority(asked), self.clock.now_ns());
+        let mut told_busy = false;
         let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 64];
         let mut work_ns = 0u64;
         loop {
@@ -350,7 +343,15 @@ impl Shard {
             if self.next_probe_ns.is_some_and(|t| t <= now) {
                 self.probe_tunnels(now);
             }
-            let core_due = self.core.poll_timeout().map(|at| at.saturating_sub(now).saturating_sub(self.spin_ns));
+            if let Some(p) = self.schedule.review(now, work_ns) {
+                if set_priority(p) != p {
+                    self.schedule = Schedule::new(Priority::Normal, now);
+                } else if p == Priority::Normal && !std::mem::replace(&mut told_busy, true) {
+                    eprintln!("engine: a shard was busy over {:.0}% of {} ms: it leaves real-time priority until under {:.0}% (its frames may then wait behind the nodes' programs)", schedule::HIGH_LOAD * 100.0, schedule::WINDOW_NS / 1_000_000, schedule::LOW_LOAD * 100.0);
+                }
+            }
+            let spin_ns = self.schedule.spin_ns();
+            let core_due = self.core.poll_timeout().map(|at| at.saturating_sub(now).saturating_sub(spin_ns));
             let probe_due = self.next_probe_ns.map(|at| at.saturating_sub(now));
             let timeout = match (core_due, probe_due) {
                 (Some(a), Some(b)) => Some(a.min(b)),
@@ -369,9 +370,7 @@ impl Shard {
             let woke = self.clock.now_ns();
             if let (0, Some(at)) = (n, wake_at) {
                 // A timed wake-up: learn how late they come.
-                let late = woke.saturating_sub(at);
-                self.wake_late_ns = (self.wake_late_ns * 7 + late) / 8;
-                self.spin_ns = (2 * self.wake_late_ns).clamp(SPIN_NS, MAX_SPIN_NS);
+                self.schedule.woke(woke.saturating_sub(at));
             }
             for ev in &events[..n as usize] {
                 if ev.u64 == WAKE_TOKEN {

@@ -12,6 +12,7 @@ pub mod core;
 pub mod counters;
 mod driver;
 pub mod gso;
+pub mod schedule;
 pub mod tunnel;
 
 use std::os::fd::OwnedFd;
