@@ -89,6 +89,21 @@ def runs(ds):
 put("tunnel", "frames", runs(datagrams(plain[0], 2, 1) + datagrams(tcp_super, 3, 1) + datagrams(plain[0], 2, 2)))
 put("tunnel", "probe", runs([bytes([8, 1, 0, 0, 0, 0, 2, 0]) + struct.pack("!Q", 5)]))
 
+put("graphml", "zoo", """<?xml version="1.0" encoding="utf-8"?>
+<graphml xmlns="http://graphml.graphdrawing.org/xmlns">
+  <key attr.name="Latitude" attr.type="double" for="node" id="d29" />
+  <key attr.name="Longitude" attr.type="double" for="node" id="d32" />
+  <key attr.name="label" attr.type="string" for="node" id="d33" />
+  <key attr.name="LinkSpeedRaw" attr.type="double" for="edge" id="d38" />
+  <graph edgedefault="undirected">
+    <node id="0"><data key="d29">52.52437</data><data key="d32">13.41053</data><data key="d33">Berlin</data></node>
+    <node id="1"><data key="d29">48.13743</data><data key="d32">11.57549</data><data key="d33">M\u00fcnchen</data></node>
+    <node id="2"><data key="d33">Frankfurt</data></node>
+    <edge source="0" target="1"><data key="d38">10000000000.0</data></edge>
+    <edge source="1" target="2" /><edge source="2" target="0" /><edge source="0" target="1" /><edge source="2" target="2" />
+  </graph>
+</graphml>
+""")
 put("ns2", "trace", "$node_(0) set X_ 10.0\n$node_(0) set Y_ 20.0\n$node_(1) set X_ 300\n$node_(1) set Y_ 0\n"
     "$ns_ at 1.5 \"$node_(0) setdest 100.0 50.0 5.0\"\n$ns_ at 2.0 \"$node_(1) setdest 0 0 20\"\n")
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Coverage-guided fuzzing (cargo-fuzz / libFuzzer) of what vemu reads from outside:
-# scenario files, ns-2 traces, frames into the data-path core, GSO metadata, datagrams
+# scenario files, ns-2 traces, GraphML topologies, frames into the data-path core, GSO metadata, datagrams
 # from other machines, the API's request bodies (fuzz/fuzz_targets/). Each target runs
 # SECONDS (default 30) from its seeds (fuzz/seeds/TARGET, and examples/ for scenarios)
 # plus the corpus grown by earlier runs (target/fuzz-corpus/TARGET, kept between runs).
@@ -17,7 +17,7 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
     cargo install -q --locked cargo-fuzz --version 0.13.2
 fi
 targets=("$@")
-[ "${#targets[@]}" -gt 0 ] || targets=(scenario ns2 frames gso tunnel api_bodies)
+[ "${#targets[@]}" -gt 0 ] || targets=(scenario ns2 graphml frames gso tunnel api_bodies)
 cd fuzz
 # No sanitizer: safe Rust needs none, and it builds on stable. Debug assertions and
 # overflow checks are on (cargo-fuzz's default), so arithmetic that overflows fails.

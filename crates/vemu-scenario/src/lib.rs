@@ -7,6 +7,7 @@
 
 mod parse;
 mod plan;
+pub mod import;
 pub mod placement;
 mod template;
 pub mod units;

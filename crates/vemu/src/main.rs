@@ -68,6 +68,15 @@ enum Cmd {
         #[arg(long, value_name = "LIST")]
         machines: Option<String>,
     },
+    /// Make a scenario of a GraphML topology (e.g. an Internet Topology Zoo map): nodes
+    /// from its nodes, links from its edges with delays from the nodes' coordinates
+    /// (speed of light in fibre) and bandwidths from LinkSpeedRaw. Prints the YAML.
+    Import {
+        file: PathBuf,
+        /// Lab name (default: from the file's name).
+        #[arg(long)]
+        name: Option<String>,
+    },
     /// Take a lab down and remove every trace of it.
     Down {
         /// The lab (or use --lab).
@@ -493,6 +502,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 plan.links.len()
             );
             print_placement(&plan);
+        }
+        Cmd::Import { file, name } => {
+            let i = vemu_scenario::import::graphml_file(&file, name.as_deref()).map_err(user)?;
+            print!("{}", i.yaml);
+            for w in &i.warnings {
+                eprintln!("vemu import: {w}");
+            }
+            eprintln!("vemu import: {} nodes, {} links", i.nodes, i.links);
         }
         Cmd::Up { file, name, foreground, api, ui, machines } => {
             let plan = load_scenario(&file, name.as_deref(), machines.as_deref())?;
