@@ -44,6 +44,14 @@ if ! python3 -c 'import pytest' 2>/dev/null; then
         apt-get install -y -qq python3-pytest >/dev/null
     }
 fi
+# The Kubernetes packaging's test (deploy/kubernetes) renders it with kubectl (the
+# machine's; the Kubernetes project's own package elsewhere) and validates it against
+# the Kubernetes schemas that kubernetes-validate carries (offline).
+command -v kubectl >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kubectl >/dev/null 2>&1 || echo "setup: kubectl is not installed: the Kubernetes manifests' test will be skipped"
+if ! python3 -c 'import kubernetes_validate, yaml' 2>/dev/null; then
+    echo "setup: installing kubernetes-validate"
+    python3 -m pip install -q 'kubernetes-validate==1.37.0' pyyaml
+fi
 # The web interface's browser tests (web/tests) drive Chromium with Selenium.
 if ! python3 -c 'import selenium' 2>/dev/null; then
     echo "setup: installing selenium"
