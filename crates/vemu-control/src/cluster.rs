@@ -136,9 +136,12 @@ impl AgentRoute {
             .header("authorization", format!("Bearer {}", binding.proof(&self.token, Role::Controller)))
             .body(Full::new(body))?;
         let res = tokio::time::timeout(ORDER_TIMEOUT, sender.send_request(req)).await.map_err(|_| anyhow!("no answer within {} s", ORDER_TIMEOUT.as_secs()))??;
-        // Only an agent that holds the token can sign this session.
+        // Only an agent that holds the token can sign this session; it signs every
+        // answer to a request it accepted, errors too (a 404 "holds no share" makes the
+        // machine lost: someone on the underlay must not be able to fake one). A 401
+        // comes from an agent that refused our proof, unsigned, and says so itself.
         let proof = res.headers().get(PROOF_HEADER).and_then(|v| v.to_str().ok()).unwrap_or("");
-        if res.status().is_success() && !binding.check(&self.token, Role::Agent, proof) {
+        if res.status() != hyper::StatusCode::UNAUTHORIZED && !binding.check(&self.token, Role::Agent, proof) {
             return Err(anyhow!("the answer is not signed with the agents' token (not a vemu agent of this cluster, or someone in between)"));
         }
         Ok(res)

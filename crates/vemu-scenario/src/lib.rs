@@ -86,6 +86,39 @@ impl Machine {
         Ok(v)
     }
 
+    /// A cluster file: one machine a line, `NAME=ADDRESS[:PORT]` (or `NAME ADDRESS`),
+    /// `#` comments and blank lines ignored; problems name `file:line`.
+    pub fn parse_cluster(text: &str, file: &str) -> Result<Vec<Machine>, String> {
+        let mut v: Vec<Machine> = Vec::new();
+        for (i, raw) in text.lines().enumerate() {
+            let line = raw.split('#').next().unwrap_or("").trim();
+            if line.is_empty() {
+                continue;
+            }
+            let at = |m: String| format!("{file}:{}: {m}", i + 1);
+            let item = match line.split_once(char::is_whitespace) {
+                Some((n, a)) if !line.contains('=') => format!("{n}={}", a.trim()),
+                _ => line.to_string(),
+            };
+            let mut one = Machine::parse_list(&item).map_err(at)?;
+            if one.len() != 1 {
+                return Err(at("one machine a line (NAME=ADDRESS[:PORT])".into()));
+            }
+            let m = one.remove(0);
+            if v.iter().any(|x| x.name == m.name) {
+                return Err(at(format!("machine '{}' is named twice", m.name)));
+            }
+            v.push(m);
+            if v.len() > MAX_MACHINES {
+                return Err(at(format!("a lab spans at most {MAX_MACHINES} machines")));
+            }
+        }
+        if v.is_empty() {
+            return Err(format!("{file}: no machines (one a line: NAME=ADDRESS[:PORT])"));
+        }
+        Ok(v)
+    }
+
     /// `ADDRESS` or `ADDRESS:PORT` (IPv6: `[ADDRESS]:PORT`), port [`AGENT_PORT`] by default.
     pub fn parse_address(s: &str) -> Result<std::net::SocketAddr, String> {
         if let Ok(a) = s.parse::<std::net::SocketAddr>() {

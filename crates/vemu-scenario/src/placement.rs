@@ -1,22 +1,61 @@
 //! Which machine hosts each node of a lab that spans machines: pinned nodes
-//! (`machine:`) where they are pinned, the others spread so that the machines hold
-//! about as many nodes each and few links cross between machines. The members of a
-//! segment (a LAN or wireless medium) stay on one machine.
+//! (`machine:`) where they are pinned, the others spread so that the machines carry
+//! about the same expected load and the links between machines carry as little as
+//! possible. The members of a segment (a LAN or wireless medium) stay on one machine.
 //!
-//! The method is greedy graph growing: groups (a node, or a segment's members) are
-//! taken in depth-first order over the links (so that a machine fills with one region
-//! of the graph rather than one layer of it), and each goes to the machine with room
-//! that already holds most of its neighbours (then the least loaded, then the first).
-//! It is deterministic: the same scenario gives the same placement.
+//! A node weighs its expected CPU (its `cpu:` limit, else one core); a link weighs what
+//! it may carry (its set bandwidth, [`UNLIMITED_LINK_MBIT`] for a link without one).
+//! Two partitions are made and the one with the lighter cut kept:
+//!
+//! - METIS' multilevel k-way partitioning (Karypis and Kumar; the `metis` crate builds
+//!   the library it bundles) of the graph of groups (a node, or a segment's members),
+//!   seeded with the lab's seed, at most 3% over the balanced load; its parts are then
+//!   matched to machines so that as many pinned groups as possible are already where
+//!   they are pinned, and the others are moved there;
+//! - greedy graph growing: groups in depth-first order over the links (a machine fills
+//!   with one region of the graph, not one layer of it), each to the machine with room
+//!   that already holds most of its links' weight.
+//!
+//! Both are then refined by moving single groups to the machine their links pull them
+//! to while the move lightens the cut and keeps the balance (Fiduccia–Mattheyses
+//! without the hill-climbing). Everything is deterministic: the same scenario and seed
+//! give the same placement.
+
+/// What a link without a set bandwidth is assumed to carry, Mbit/s.
+pub const UNLIMITED_LINK_MBIT: u32 = 1000;
+/// How far over the balanced load a machine may be, in thousandths (METIS' `ufactor`).
+const IMBALANCE_PER_MILLE: u64 = 30;
 
 /// A node's wishes and ties, as placement sees them.
 pub struct Graph {
     /// Per node: the machine it is pinned to.
     pub pins: Vec<Option<usize>>,
+    /// Per node: its expected load (hundredths of a core; at least 1).
+    pub weights: Vec<u32>,
     /// Point-to-point links, as node pairs.
     pub links: Vec<(usize, usize)>,
+    /// Per link: what it may carry (Mbit/s; at least 1).
+    pub link_weights: Vec<u32>,
     /// Segments, as their member nodes.
     pub segments: Vec<Vec<usize>>,
+    /// The lab's seed (METIS' random choices).
+    pub seed: u64,
+}
+
+impl Graph {
+    /// A graph of equal nodes and equal links.
+    pub fn unweighted(pins: Vec<Option<usize>>, links: Vec<(usize, usize)>, segments: Vec<Vec<usize>>) -> Graph {
+        Graph { weights: vec![100; pins.len()], link_weights: vec![1; links.len()], pins, links, segments, seed: 1 }
+    }
+}
+
+/// What a link weighs: the larger of its directions' rates, Mbit/s (at least 1), or
+/// [`UNLIMITED_LINK_MBIT`] when a direction has no rate.
+pub fn link_weight_mbit(forward_bps: Option<u64>, reverse_bps: Option<u64>) -> u32 {
+    match (forward_bps, reverse_bps) {
+        (Some(f), Some(r)) => (f.max(r) / 1_000_000).clamp(1, 1_000_000) as u32,
+        _ => UNLIMITED_LINK_MBIT,
+    }
 }
 
 /// Why nodes cannot be placed.
@@ -26,11 +65,18 @@ pub enum PlaceError {
     SegmentSplit { segment: usize, nodes: [usize; 2], machines: [usize; 2] },
 }
 
-/// The machine of each node, for `machines` machines (at least one).
-pub fn place(g: &Graph, machines: usize) -> Result<Vec<usize>, PlaceError> {
+/// The graph of groups: a node, or the members of segments that share nodes.
+struct Groups {
+    /// Per node: its group.
+    of: Vec<usize>,
+    /// Per group: weight, pin, neighbour groups with the weight of the links between.
+    weight: Vec<u64>,
+    pin: Vec<Option<usize>>,
+    adj: Vec<Vec<(usize, u64)>>,
+}
+
+fn groups(g: &Graph, k: usize) -> Result<Groups, PlaceError> {
     let n = g.pins.len();
-    let k = machines.max(1);
-    // Groups: a segment's members together (union-find).
     let mut parent: Vec<usize> = (0..n).collect();
     fn find(p: &mut [usize], x: usize) -> usize {
         let mut r = x;
@@ -53,50 +99,106 @@ pub fn place(g: &Graph, machines: usize) -> Result<Vec<usize>, PlaceError> {
             }
         }
     }
-    let group: Vec<usize> = (0..n).map(|i| find(&mut parent, i)).collect();
-    let mut members: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for (i, &r) in group.iter().enumerate() {
-        members[r].push(i);
+    // Groups numbered in the order of their first node.
+    let mut id = vec![usize::MAX; n];
+    let mut of = vec![0; n];
+    let mut count = 0;
+    for i in 0..n {
+        let r = find(&mut parent, i);
+        if id[r] == usize::MAX {
+            id[r] = count;
+            count += 1;
+        }
+        of[i] = id[r];
     }
-    // A group's pin: its members' (which must agree).
-    let mut pin: Vec<Option<(usize, usize)>> = vec![None; n];
-    for (i, p) in g.pins.iter().enumerate() {
-        let Some(m) = *p else { continue };
-        let r = group[i];
-        match pin[r] {
-            Some((m0, i0)) if m0 != m => {
+    let mut weight = vec![0u64; count];
+    let mut pin: Vec<Option<(usize, usize)>> = vec![None; count];
+    for i in 0..n {
+        weight[of[i]] += g.weights.get(i).copied().unwrap_or(100).max(1) as u64;
+        let Some(m) = g.pins[i] else { continue };
+        match pin[of[i]] {
+            Some((m0, i0)) if m0 != m.min(k - 1) => {
                 let segment = g.segments.iter().position(|s| s.contains(&i) && s.contains(&i0)).unwrap_or(0);
                 return Err(PlaceError::SegmentSplit { segment, nodes: [i0, i], machines: [m0, m] });
             }
-            _ => pin[r] = Some((m.min(k - 1), i)),
+            Some(_) => {}
+            None => pin[of[i]] = Some((m.min(k - 1), i)),
         }
     }
-    let mut adj: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for &(a, b) in &g.links {
-        let (ga, gb) = (group[a], group[b]);
-        if ga != gb {
-            adj[ga].push(gb);
-            adj[gb].push(ga);
+    let mut adj: Vec<Vec<(usize, u64)>> = vec![Vec::new(); count];
+    for (j, &(a, b)) in g.links.iter().enumerate() {
+        let (ga, gb) = (of[a], of[b]);
+        if ga == gb {
+            continue;
+        }
+        let w = g.link_weights.get(j).copied().unwrap_or(1).max(1) as u64;
+        for (x, y) in [(ga, gb), (gb, ga)] {
+            match adj[x].iter_mut().find(|(z, _)| *z == y) {
+                Some(e) => e.1 += w,
+                None => adj[x].push((y, w)),
+            }
         }
     }
-    let mut at: Vec<Option<usize>> = vec![None; n];
-    let mut load = vec![0usize; k];
-    for r in (0..n).filter(|&r| group[r] == r) {
-        if let Some((m, _)) = pin[r] {
-            at[r] = Some(m);
-            load[m] += members[r].len();
+    Ok(Groups { of, weight, pin: pin.into_iter().map(|p| p.map(|(m, _)| m)).collect(), adj })
+}
+
+/// How to place: the lighter cut of both partitions (what labs use), or one of them
+/// (for comparing them: `bench/run.sh placement`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    Best,
+    Greedy,
+    Metis,
+}
+
+/// The machine of each node, for `machines` machines (at least one).
+pub fn place(g: &Graph, machines: usize) -> Result<Vec<usize>, PlaceError> {
+    place_by(g, machines, Method::Best)
+}
+
+/// [`place`] by one method (METIS falls back to the greedy partition when it has
+/// nothing to partition).
+pub fn place_by(g: &Graph, machines: usize, method: Method) -> Result<Vec<usize>, PlaceError> {
+    let k = machines.max(1);
+    let gr = groups(g, k)?;
+    if k == 1 {
+        return Ok(vec![0; g.pins.len()]);
+    }
+    let total: u64 = gr.weight.iter().sum();
+    let heaviest = gr.weight.iter().copied().max().unwrap_or(0);
+    let cap = (total.div_ceil(k as u64) * (1000 + IMBALANCE_PER_MILLE)).div_ceil(1000).max(heaviest);
+    let mut greedy = grow(&gr, k, cap);
+    refine(&gr, k, cap, &mut greedy);
+    let mut best = greedy;
+    if method != Method::Greedy {
+        if let Some(mut m) = metis(&gr, k, g.seed) {
+            refine(&gr, k, cap, &mut m);
+            if method == Method::Metis || weighted_cut(&gr, &m) < weighted_cut(&gr, &best) {
+                best = m;
+            }
         }
     }
-    let room = n.div_ceil(k);
-    // Depth-first over groups, from pinned groups first, then each unreached one.
-    let mut queue: Vec<usize> = (0..n).rev().filter(|&r| group[r] == r && at[r].is_some()).collect();
-    let mut seen: Vec<bool> = (0..n).map(|r| at[r].is_some()).collect();
+    Ok(gr.of.iter().map(|&x| best[x]).collect())
+}
+
+/// Greedy graph growing from the pinned groups, then from each group not yet reached.
+fn grow(gr: &Groups, k: usize, cap: u64) -> Vec<usize> {
+    let n = gr.weight.len();
+    let mut at: Vec<Option<usize>> = gr.pin.clone();
+    let mut load = vec![0u64; k];
+    for r in 0..n {
+        if let Some(m) = at[r] {
+            load[m] += gr.weight[r];
+        }
+    }
+    let mut queue: Vec<usize> = (0..n).rev().filter(|&r| at[r].is_some()).collect();
+    let mut seen: Vec<bool> = at.iter().map(Option::is_some).collect();
     let mut next_start = 0;
     loop {
         let r = match queue.pop() {
             Some(r) => r,
             None => {
-                while next_start < n && (group[next_start] != next_start || seen[next_start]) {
+                while next_start < n && seen[next_start] {
                     next_start += 1;
                 }
                 if next_start == n {
@@ -107,27 +209,148 @@ pub fn place(g: &Graph, machines: usize) -> Result<Vec<usize>, PlaceError> {
             }
         };
         if at[r].is_none() {
-            let size = members[r].len();
-            let mut ties = vec![0usize; k];
-            for &nb in &adj[r] {
+            let w = gr.weight[r];
+            let mut ties = vec![0u64; k];
+            for &(nb, lw) in &gr.adj[r] {
                 if let Some(m) = at[nb] {
-                    ties[m] += 1;
+                    ties[m] += lw;
                 }
             }
-            let fits = |m: usize| load[m] + size <= room.max(size);
+            let fits = |m: usize| load[m] + w <= cap;
             let best = (0..k).filter(|&m| fits(m)).max_by_key(|&m| (ties[m], std::cmp::Reverse(load[m]), std::cmp::Reverse(m)));
             let m = best.unwrap_or_else(|| (0..k).min_by_key(|&m| (load[m], m)).unwrap_or(0));
             at[r] = Some(m);
-            load[m] += size;
+            load[m] += w;
         }
-        for &nb in adj[r].iter().rev() {
+        for &(nb, _) in gr.adj[r].iter().rev() {
             if !seen[nb] {
                 seen[nb] = true;
                 queue.push(nb);
             }
         }
     }
-    Ok((0..n).map(|i| at[group[i]].unwrap_or(0)).collect())
+    at.into_iter().map(|m| m.unwrap_or(0)).collect()
+}
+
+/// METIS' k-way partition of the groups, its parts matched to machines so that the
+/// pinned groups move least, then every pinned group where it is pinned. `None` when
+/// there is nothing to partition or METIS fails.
+fn metis(gr: &Groups, k: usize, seed: u64) -> Option<Vec<usize>> {
+    let n = gr.weight.len();
+    if n <= k || gr.adj.iter().all(Vec::is_empty) {
+        return None;
+    }
+    let idx = |x: u64| metis::Idx::try_from(x.min(i32::MAX as u64 / 4)).ok();
+    let mut xadj = Vec::with_capacity(n + 1);
+    let mut adjncy = Vec::new();
+    let mut adjwgt = Vec::new();
+    xadj.push(0);
+    for nbs in &gr.adj {
+        for &(nb, w) in nbs {
+            adjncy.push(metis::Idx::try_from(nb).ok()?);
+            adjwgt.push(idx(w)?.max(1));
+        }
+        xadj.push(metis::Idx::try_from(adjncy.len()).ok()?);
+    }
+    let vwgt: Vec<metis::Idx> = gr.weight.iter().map(|&w| idx(w).map(|w| w.max(1))).collect::<Option<_>>()?;
+    let mut part = vec![0 as metis::Idx; n];
+    // METIS draws from one random generator for the whole process (seeded per call):
+    // two partitions at once would interleave their draws (and race on it).
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    metis::Graph::new(1, metis::Idx::try_from(k).ok()?, &xadj, &adjncy)
+        .ok()?
+        .set_vwgt(&vwgt)
+        .set_adjwgt(&adjwgt)
+        .set_option(metis::option::Seed((seed & 0x7fff_ffff) as metis::Idx))
+        .set_option(metis::option::UFactor(IMBALANCE_PER_MILLE as metis::Idx))
+        .part_kway(&mut part)
+        .ok()?;
+    // Parts to machines: the largest pinned weight first.
+    let mut votes: Vec<(u64, usize, usize)> = Vec::new();
+    let mut tally = vec![vec![0u64; k]; k];
+    for (r, p) in gr.pin.iter().enumerate() {
+        if let Some(m) = *p {
+            tally[part[r] as usize][m] += gr.weight[r];
+        }
+    }
+    for (p, row) in tally.iter().enumerate() {
+        for (m, &w) in row.iter().enumerate() {
+            if w > 0 {
+                votes.push((w, p, m));
+            }
+        }
+    }
+    votes.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+    let mut machine_of: Vec<Option<usize>> = vec![None; k];
+    let mut taken = vec![false; k];
+    for (_, p, m) in votes {
+        if machine_of[p].is_none() && !taken[m] {
+            machine_of[p] = Some(m);
+            taken[m] = true;
+        }
+    }
+    let mut free = (0..k).filter(|&m| !taken[m]);
+    for slot in machine_of.iter_mut() {
+        if slot.is_none() {
+            *slot = free.next();
+        }
+    }
+    Some((0..n).map(|r| gr.pin[r].unwrap_or_else(|| machine_of[part[r] as usize].unwrap_or(0))).collect())
+}
+
+/// Move single unpinned groups to the machine their links pull them to most, while a
+/// move lightens the cut and keeps every machine within `cap`; a few passes.
+fn refine(gr: &Groups, k: usize, cap: u64, at: &mut [usize]) {
+    let mut load = vec![0u64; k];
+    for (r, &m) in at.iter().enumerate() {
+        load[m] += gr.weight[r];
+    }
+    let mut pull = vec![0u64; k];
+    for _ in 0..8 {
+        let mut moved = false;
+        for r in 0..at.len() {
+            if gr.pin[r].is_some() || gr.adj[r].is_empty() {
+                continue;
+            }
+            pull.iter_mut().for_each(|x| *x = 0);
+            for &(nb, w) in &gr.adj[r] {
+                pull[at[nb]] += w;
+            }
+            let here = at[r];
+            let w = gr.weight[r];
+            let best = (0..k).filter(|&m| m != here && load[m] + w <= cap).max_by_key(|&m| (pull[m], std::cmp::Reverse(load[m]), std::cmp::Reverse(m)));
+            if let Some(m) = best {
+                if pull[m] > pull[here] {
+                    load[here] -= w;
+                    load[m] += w;
+                    at[r] = m;
+                    moved = true;
+                }
+            }
+        }
+        if !moved {
+            break;
+        }
+    }
+}
+
+/// The weight of the links between machines.
+fn weighted_cut(gr: &Groups, at: &[usize]) -> u64 {
+    let mut c = 0;
+    for (r, nbs) in gr.adj.iter().enumerate() {
+        for &(nb, w) in nbs {
+            if r < nb && at[r] != at[nb] {
+                c += w;
+            }
+        }
+    }
+    c
+}
+
+/// The weight of the links whose ends are on different machines.
+pub fn cut_weight(g: &Graph, at: &[usize]) -> u64 {
+    g.links.iter().zip(&g.link_weights).filter(|(l, _)| at[l.0] != at[l.1]).map(|(_, w)| *w as u64).sum()
 }
 
 /// Links whose ends are on different machines.
@@ -145,7 +368,7 @@ mod tests {
 
     #[test]
     fn a_chain_is_cut_once_per_machine_boundary_and_balanced() {
-        let g = Graph { pins: vec![None; 12], links: chain(12), segments: vec![] };
+        let g = Graph::unweighted(vec![None; 12], chain(12), vec![]);
         let at = place(&g, 3).unwrap();
         assert_eq!(at, vec![0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2]);
         assert_eq!(cut(&g.links, &at), 2);
@@ -156,7 +379,7 @@ mod tests {
         let mut pins = vec![None; 6];
         pins[5] = Some(0);
         pins[0] = Some(1);
-        let g = Graph { pins, links: chain(6), segments: vec![] };
+        let g = Graph::unweighted(pins, chain(6), vec![]);
         let at = place(&g, 2).unwrap();
         assert_eq!((at[5], at[0]), (0, 1));
         assert_eq!(cut(&g.links, &at), 1, "{at:?}");
@@ -164,27 +387,99 @@ mod tests {
 
     #[test]
     fn a_segment_stays_on_one_machine_and_split_pins_are_refused() {
-        let g = Graph { pins: vec![None; 5], links: vec![(0, 1)], segments: vec![vec![1, 2, 3, 4]] };
+        let g = Graph::unweighted(vec![None; 5], vec![(0, 1)], vec![vec![1, 2, 3, 4]]);
         let at = place(&g, 2).unwrap();
         assert!(at[1..].iter().all(|&m| m == at[1]), "{at:?}");
         let mut pins = vec![None; 5];
         pins[1] = Some(0);
         pins[3] = Some(1);
-        let g = Graph { pins, links: vec![], segments: vec![vec![1, 2, 3, 4]] };
+        let g = Graph::unweighted(pins, vec![], vec![vec![1, 2, 3, 4]]);
         assert_eq!(place(&g, 2), Err(PlaceError::SegmentSplit { segment: 0, nodes: [1, 3], machines: [0, 1] }));
     }
 
     #[test]
     fn one_machine_takes_everything_and_placement_is_deterministic() {
         let links: Vec<(usize, usize)> = (1..100).map(|i| (i / 2, i)).collect();
-        let g = Graph { pins: vec![None; 100], links, segments: vec![] };
+        let g = Graph::unweighted(vec![None; 100], links, vec![]);
         assert!(place(&g, 1).unwrap().iter().all(|&m| m == 0));
         let a = place(&g, 4).unwrap();
         assert_eq!(a, place(&g, 4).unwrap());
         for m in 0..4 {
-            assert_eq!(a.iter().filter(|&&x| x == m).count(), 25);
+            let n = a.iter().filter(|&&x| x == m).count();
+            assert!((24..=26).contains(&n), "machine {m}: {n} nodes");
         }
         // A tree cut by growing regions: far fewer crossing links than a random deal.
         assert!(cut(&g.links, &a) < 20, "{}", cut(&g.links, &a));
+    }
+
+    fn grid(w: usize) -> Vec<(usize, usize)> {
+        let mut l = Vec::new();
+        for y in 0..w {
+            for x in 0..w {
+                if x + 1 < w {
+                    l.push((y * w + x, y * w + x + 1));
+                }
+                if y + 1 < w {
+                    l.push((y * w + x, (y + 1) * w + x));
+                }
+            }
+        }
+        l
+    }
+
+    #[test]
+    fn a_grid_is_cut_along_short_lines_and_the_same_seed_gives_the_same_cut() {
+        // 30 x 30 nodes on 4 machines: two straight cuts cost 60 links; growing regions
+        // depth-first alone snakes through the grid.
+        let g = Graph::unweighted(vec![None; 900], grid(30), vec![]);
+        let a = place(&g, 4).unwrap();
+        let c = cut(&g.links, &a);
+        assert!(c <= 90, "cut {c}");
+        assert_eq!(a, place(&g, 4).unwrap());
+        for m in 0..4 {
+            let n = a.iter().filter(|&&x| x == m).count();
+            assert!(n <= 232, "machine {m}: {n} nodes (balanced: 225, 3% over: 232)");
+        }
+    }
+
+    #[test]
+    fn heavy_links_stay_inside_a_machine() {
+        // A ring of 8 where two opposite links carry 1 Mbit/s and the others 1 Gbit/s.
+        let links: Vec<(usize, usize)> = (0..8).map(|i| (i, (i + 1) % 8)).collect();
+        let mut g = Graph::unweighted(vec![None; 8], links, vec![]);
+        g.link_weights = vec![1000, 1, 1000, 1000, 1000, 1, 1000, 1000];
+        let at = place(&g, 2).unwrap();
+        let heavy_cut: Vec<usize> = (0..8).filter(|&j| g.link_weights[j] == 1000 && at[g.links[j].0] != at[g.links[j].1]).collect();
+        assert_eq!(heavy_cut, Vec::<usize>::new(), "{at:?}");
+        assert_eq!(cut(&g.links, &at), 2);
+    }
+
+    #[test]
+    fn machines_are_balanced_by_expected_cpu() {
+        // n0 expects 9 cores, the 9 others one each: n0's machine holds little else.
+        let mut g = Graph::unweighted(vec![None; 10], chain(10), vec![]);
+        g.weights[0] = 900;
+        let at = place(&g, 2).unwrap();
+        let load = |m: usize| (0..10).filter(|&i| at[i] == m).map(|i| g.weights[i] as u64).sum::<u64>();
+        assert!(load(at[0]) <= 927 && load(1 - at[0]) <= 927, "{at:?}");
+        assert_eq!(cut(&g.links, &at), 1);
+    }
+
+    #[test]
+    fn pins_hold_on_a_graph_metis_partitions() {
+        let mut pins = vec![None; 400];
+        pins[0] = Some(1); // a corner
+        pins[399] = Some(0); // the opposite corner
+        let g = Graph { seed: 7, ..Graph::unweighted(pins, grid(20), vec![]) };
+        let at = place(&g, 2).unwrap();
+        assert_eq!((at[0], at[399]), (1, 0));
+        assert!(cut(&g.links, &at) <= 30, "cut {}", cut(&g.links, &at));
+    }
+
+    #[test]
+    fn link_weights_come_from_the_set_rates() {
+        assert_eq!(link_weight_mbit(Some(100_000_000), Some(10_000_000)), 100);
+        assert_eq!(link_weight_mbit(Some(64_000), Some(64_000)), 1);
+        assert_eq!(link_weight_mbit(None, Some(10_000_000)), UNLIMITED_LINK_MBIT);
     }
 }

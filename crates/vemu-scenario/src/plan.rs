@@ -147,8 +147,11 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
     if !s.machines.is_empty() {
         let g = crate::placement::Graph {
             pins: s.nodes.iter().map(|n| n.machine).collect(),
+            weights: s.nodes.iter().map(|n| n.limits.cpu_cores.map_or(100, |c| (c * 100.0).round().clamp(1.0, 1e6) as u32)).collect(),
             links: s.links.iter().map(|l| (l.ends[0].node, l.ends[1].node)).collect(),
+            link_weights: s.links.iter().map(|l| crate::placement::link_weight_mbit(l.forward.rate_bps, l.reverse.rate_bps)).collect(),
             segments: s.segments.iter().map(|g| g.members.iter().map(|m| m.end.node).collect()).collect(),
+            seed: s.seed,
         };
         match crate::placement::place(&g, s.machines.len()) {
             Ok(at) => nodes.iter_mut().zip(at).for_each(|(n, m)| n.machine = m),

@@ -577,6 +577,25 @@ fn machines_pins_and_placement() {
     }
 }
 
+/// `vemu up --machines @FILE`: a cluster file, one machine a line, problems at file:line.
+#[test]
+fn machines_from_a_cluster_file() {
+    use vemu_scenario::Machine;
+    let text = "# the lab's machines\na=10.1.0.1\n\nb 10.1.0.2:9000   # spaces work too\n";
+    let list = Machine::parse_cluster(text, "cluster").unwrap();
+    let m: Vec<String> = list.iter().map(|m| format!("{}={}", m.name, m.address)).collect();
+    assert_eq!(m, ["a=10.1.0.1:14790", "b=10.1.0.2:9000"]);
+    for (bad, want) in [
+        ("a=10.1.0.1\na=10.1.0.2\n", "cluster:2: machine 'a' is named twice"),
+        ("a=10.1.0.1,b=10.1.0.2\n", "cluster:1: one machine a line"),
+        ("\n\na=somewhere\n", "cluster:3: expected the address"),
+        ("# nothing\n", "cluster: no machines"),
+    ] {
+        let e = Machine::parse_cluster(bad, "cluster").unwrap_err();
+        assert!(e.starts_with(want), "{bad:?}: {e}");
+    }
+}
+
 /// `vemu up --machines a=ADDR,...`: the command line's machines replace the scenario's,
 /// pins refer to them; bad lists are refused with the item at fault; a scenario names
 /// at most MAX_MACHINES.

@@ -52,8 +52,9 @@ enum Cmd {
         #[arg(long)]
         ui: bool,
         /// The machines the lab spans, instead of the scenario's `machines:`:
-        /// NAME=ADDRESS[:PORT],... (each runs 'vemu agent').
-        #[arg(long, value_name = "LIST")]
+        /// NAME=ADDRESS[:PORT],... (each runs 'vemu agent'), or @FILE: a cluster file
+        /// with one NAME=ADDRESS[:PORT] a line.
+        #[arg(long, value_name = "LIST|@FILE")]
         machines: Option<String>,
     },
     /// Print a new link to a running lab's web interface (it works once, for 2 minutes).
@@ -64,8 +65,9 @@ enum Cmd {
     /// Check a scenario file without building anything.
     Check {
         file: PathBuf,
-        /// Machines instead of the scenario's (as for 'vemu up'): placement is printed.
-        #[arg(long, value_name = "LIST")]
+        /// Machines instead of the scenario's (as for 'vemu up': LIST or @FILE):
+        /// placement is printed.
+        #[arg(long, value_name = "LIST|@FILE")]
         machines: Option<String>,
     },
     /// Make a scenario of a GraphML topology (e.g. an Internet Topology Zoo map): nodes
@@ -473,9 +475,12 @@ fn print_placement(plan: &Plan) {
         return;
     }
     for (i, m) in plan.machines.iter().enumerate() {
-        let nodes: Vec<&str> = plan.nodes.iter().filter(|n| n.machine == i).map(|n| n.name.as_str()).collect();
+        let here: Vec<&vemu_scenario::NodePlan> = plan.nodes.iter().filter(|n| n.machine == i).collect();
+        let nodes: Vec<&str> = here.iter().map(|n| n.name.as_str()).collect();
+        // A node's expected load: its CPU limit, else one core (what placement weighs).
+        let cores: f64 = here.iter().map(|n| n.limits.cpu_cores.unwrap_or(1.0)).sum();
         let shown = if nodes.len() > 8 { format!("{} ...", nodes[..8].join(" ")) } else { nodes.join(" ") };
-        println!("machine {} ({}): {} nodes: {shown}", m.name, m.address, nodes.len());
+        println!("machine {} ({}): {} nodes, expected load {cores:.1} cores: {shown}", m.name, m.address, nodes.len());
     }
     let cut: Vec<&vemu_scenario::LinkPlan> = plan.links.iter().filter(|l| plan.nodes[l.a.node].machine != plan.nodes[l.b.node].machine).collect();
     let unlimited = cut.iter().filter(|l| l.forward.rate_bps.is_none() || l.reverse.rate_bps.is_none()).count();
@@ -700,12 +705,27 @@ fn print_api(lab: &str) {
     }
 }
 
+/// A cluster file's text (at most 1 MiB).
+fn read_cluster_file(path: &str) -> Result<String> {
+    use std::io::Read;
+    let f = std::fs::File::open(path).map_err(|e| user(format!("--machines: cannot read the cluster file {path}: {e}")))?;
+    let mut text = String::new();
+    f.take(1 << 20).read_to_string(&mut text).map_err(|e| user(format!("--machines: cannot read the cluster file {path}: {e}")))?;
+    Ok(text)
+}
+
 /// A scenario file's plan, on the machines given with `--machines` if any.
 fn load_scenario(file: &std::path::Path, name: Option<&str>, machines: Option<&str>) -> Result<Plan> {
     Ok(match machines {
         None => vemu_scenario::load(file, name)?,
         Some(list) => {
-            let machines = vemu_scenario::Machine::parse_list(list).map_err(|m| user(format!("--machines: {m}")))?;
+            let machines = match list.strip_prefix('@') {
+                Some(path) => {
+                    let text = read_cluster_file(path)?;
+                    vemu_scenario::Machine::parse_cluster(&text, path).map_err(|m| user(format!("--machines: {m}")))?
+                }
+                None => vemu_scenario::Machine::parse_list(list).map_err(|m| user(format!("--machines: {m}")))?,
+            };
             vemu_scenario::load_on(file, name, machines)?
         }
     })
