@@ -32,6 +32,12 @@
                    not drop (must be none); not part of `all`
   bench.py machines the same labs on one machine and across two namespace machines (real
                    agents): chain RTT with one link across, TCP across, 200-node tree up/down
+  bench.py placement the partitioner for labs across machines: links cut (and their weight)
+                   for 1000-node graphs on 2, 4, 8 machines by a random deal, greedy
+                   growing, METIS, and what vemu uses (the lighter of the two)
+  bench.py ui      the web interface in headless Chromium: time until a lab of 100 and 1000
+                   nodes is drawn, and frames per second while it runs and while 50
+                   wireless nodes move at 10 Hz (needs chromium, chromium-driver, selenium)
   bench.py all     all of the above but soak (mininet only when Mininet is installed)
 
 Run as root from the repository (after `cargo build --release`).
@@ -1199,6 +1205,112 @@ def bench_machines():
               "Open question: TCP through the 8-hop chain at 100 Mbit/s a hop reaches ~40 Mbit/s across two machines against ~95 on one, with no drop and no retransmission, while a 4-node chain across gets 95 of 100 Mbit/s: not explained yet (two agents' four engine shards on two cores?)."])
 
 
+def bench_placement():
+    out = subprocess.run(["cargo", "run", "--release", "--quiet", "-p", "vemu-scenario", "--example", "placement"],
+                         capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    rows = list(csv.reader(out.strip().splitlines()))
+    header, rows = rows[0], rows[1:]
+    write_csv("placement.csv", header, rows)
+    series = []
+    for graph in sorted({r[0] for r in rows}):
+        for method in ["random", "greedy", "metis", "vemu"]:
+            pts = [(int(r[3]), int(r[6])) for r in rows if r[0] == graph and r[4] == method]
+            series.append((f"{graph}: {method}", [p[0] for p in pts], [p[1] for p in pts]))
+    plot("placement.png", "Placement of 1000 nodes: weight of the links cut", "machines", "Mbit/s cut", series, logy=True)
+    table = [[r[0], r[3], r[4], int(r[5]), int(r[6]), float(r[7]), float(r[8])] for r in rows]
+    for r in table:
+        print(f"placement {r[0]:10s} {r[1]} machines {r[2]:7s}: {r[3]:5d} links cut ({r[4]} Mbit/s), heaviest machine {r[5]:.3f} x balanced, {r[6]:.1f} ms")
+    write_md("placement", "Placement: what crosses between machines", "MaxiNet's METIS placement (issue 14's partitioner goal)",
+             ["graph", "machines", "method", "links cut", "Mbit/s cut", "heaviest machine ÷ balanced", "ms"], table,
+             ["Graphs of 1000 nodes: random geometric (radius 0.05 of a unit square) and preferential attachment (2 links per new node); links weigh 1000, 100 or 10 Mbit/s in turn.",
+              "vemu = the lighter cut of METIS and greedy growing, each refined by single moves; random = an even deal of the nodes."])
+
+
+def chromium():
+    """Headless Chromium under Selenium, as the web interface's tests drive it."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = "/usr/bin/chromium"
+    for a in ["--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+              "--disable-component-update", "--disable-sync", "--window-size=1400,900", f"--user-data-dir={tempfile.mkdtemp(prefix='vemu-bench-ui-')}"]:
+        opts.add_argument(a)
+    d = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
+    d.set_script_timeout(60)
+    return d
+
+
+# Counts animation frames for `ms` (the page's main thread draws the graph in them: a
+# busy page gets fewer): frames per second and the longest gap between two.
+FPS_JS = """
+const [ms, done] = arguments;
+const t = [];
+function f(now) { t.push(now); if (now - t[0] < ms) requestAnimationFrame(f); else done([(t.length - 1) * 1000 / (now - t[0]), Math.max(...t.slice(1).map((x, i) => x - t[i]))]); }
+requestAnimationFrame(f);
+"""
+
+
+def ui_measure(d, url, name):
+    """Open the lab's page: ms from navigation to the drawn graph (the page's own clock),
+    then frames per second over 10 s."""
+    d.get(url)
+    end = time.monotonic() + 120
+    while not d.execute_script("return !!(window.vemu && window.vemu.ready && window.vemu.lab.name === arguments[0])", name):
+        if time.monotonic() > end:
+            raise RuntimeError(f"the page of {name} did not load")
+        time.sleep(0.05)
+    load_ms = d.execute_script("return window.vemu.readyMs")
+    elements = d.execute_script("return window.vemu.cy.elements().length")
+    fps, gap = d.execute_async_script(FPS_JS, 10000)
+    return load_ms, elements, fps, gap
+
+
+def bench_ui():
+    rows = []
+    d = chromium()
+    try:
+        for n in [100, 1000]:
+            name = "bui"
+            nodes = "".join(f"  n{i}: {{}}\n" for i in range(1, n + 1))
+            links = "".join(f"  - endpoints: [n{i // 2}, n{i}]\n" for i in range(2, n + 1))
+            yaml = f"name: {name}\nrouting: none\naddressing: {{ipv6: none}}\nnodes:\n{nodes}links:\n{links}"
+            time.sleep(3)
+            up(name, yaml)
+            try:
+                url = vemu("ui", "--lab", name).split("web interface: ", 1)[1].split()[0]
+                load_ms, elements, fps, gap = ui_measure(d, url, name)
+            finally:
+                down(name)
+            rows.append([f"tree of {n} nodes", n, elements, round(load_ms), round(fps, 1), round(gap, 1)])
+            print(f"ui {rows[-1][0]}: drawn {load_ms:.0f} ms after navigation ({elements} elements), {fps:.1f} frames/s, longest frame gap {gap:.0f} ms")
+        # 50 wireless nodes moving at 10 Hz (examples/manet-50.yaml's segment, without
+        # its routing daemons).
+        names = ", ".join(f"n{i}" for i in range(1, 51))
+        manet = (f"name: bui-manet\nseed: 1\nrouting: none\naddressing: {{ipv6: none}}\nnodes: {{{', '.join(f'n{i}: {{}}' for i in range(1, 51))}}}\n"
+                 f"segments:\n  radio:\n    kind: wireless\n    area: 1500x300\n    range: 250m\n    tick: 100ms\n"
+                 f"    mobility: {{model: random-waypoint, speed: 0-20, pause: 0s}}\n    members: [{names}]\n")
+        time.sleep(3)
+        up("bui-manet", manet)
+        try:
+            url = vemu("ui", "--lab", "bui-manet").split("web interface: ", 1)[1].split()[0]
+            load_ms, elements, fps, gap = ui_measure(d, url, "bui-manet")
+            moved = d.execute_script("return window.vemu.moves || 0")
+        finally:
+            down("bui-manet")
+        rows.append(["50 wireless nodes moving at 10 Hz", 50, elements, round(load_ms), round(fps, 1), round(gap, 1)])
+        print(f"ui {rows[-1][0]}: drawn {load_ms:.0f} ms, {fps:.1f} frames/s, longest frame gap {gap:.0f} ms ({moved} position updates drawn)")
+    finally:
+        d.quit()
+    write_csv("ui.csv", ["case", "nodes", "graph_elements", "drawn_ms", "frames_per_s", "longest_frame_gap_ms"], rows)
+    trees = [r for r in rows if r[0].startswith("tree")]
+    plot("ui.png", "Web interface: time until the lab is drawn", "nodes", "ms", [("page load to drawn graph", [r[1] for r in trees], [r[3] for r in trees])], logx=True)
+    write_md("ui", "Web interface: drawing and interactivity (headless Chromium)", "issue 16's goals: a 1000-node lab drawn in 2 s; 30 frames/s while 50 wireless nodes move at 10 Hz",
+             ["case", "nodes", "graph elements", "drawn (ms)", "frames/s", "longest frame gap (ms)"], rows,
+             ["Headless Chromium with software rendering on the same 2-core machine as the lab; a desktop browser with a GPU draws faster.",
+              "Frames per second = requestAnimationFrame callbacks over 10 s (the browser's cap is 60): fewer means the page's main thread was busy drawing or handling events."])
+
+
 def main():
     if os.geteuid() != 0:
         sys.exit("benchmarks create namespaces: run as root")
@@ -1217,7 +1329,9 @@ def main():
         "mininet": [bench_mininet],
         "soak": [bench_soak],
         "machines": [bench_machines],
-        "all": [bench_link, bench_accuracy, bench_density, bench_chain, bench_scale, bench_cpu, bench_switch, bench_api, bench_channel, bench_manet, bench_mininet, bench_machines],
+        "ui": [bench_ui],
+        "placement": [bench_placement],
+        "all": [bench_link, bench_accuracy, bench_density, bench_chain, bench_scale, bench_cpu, bench_switch, bench_api, bench_channel, bench_manet, bench_mininet, bench_machines, bench_ui, bench_placement],
     }
     if which not in todo:
         sys.exit(__doc__)

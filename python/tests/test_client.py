@@ -215,6 +215,24 @@ def test_timeline_changes_the_link_at_the_right_lab_time(tmp_path):
         assert link["reverse"]["impairments"]["loss"] == {"model": "none"}
         time.sleep(max(0.0, epoch + 8.3 - time.time()))
         assert lab.link("n1", "n2").info()["forward"]["impairments"]["loss"] == {"model": "none"}
+        # The plan as the API gives it: each event with its index, in scenario order.
+        tl = lab.timeline()
+        assert [(e["index"], e["at_ns"], e["every_ns"]) for e in tl["events"]] == [(0, 5_000_000_000, None), (1, 6_000_000_000, None), (2, 7_500_000_000, 500_000_000)]
+        assert tl["events"][0]["target"] == {"link": {"spec": "n1:n2", "direction": "both"}} and tl["events"][0]["action"]["set"]["delay_ns"] == 100_000_000
+        assert tl["now_ns"] > 8_000_000_000
+
+
+def test_scenarios_are_checked_without_touching_the_lab(scenario):
+    with Lab.up(scenario("py-check")) as lab:
+        ok = lab.check_scenario("name: other\nnodes: {a: {}, b: {}}\nlinks:\n  - endpoints: [a, b]\n")
+        assert ok == {"valid": True, "name": "other", "nodes": 2, "links": 1, "segments": 0, "events": 0}
+        with pytest.raises(VemuError) as e:
+            lab.check_scenario("name: other\nnodes: {a: {}}\nlinks:\n  - endpoints: [a, b]\n    loss: 200%\n", file="other.yaml")
+        assert e.value.status == 422 and e.value.message.startswith("other.yaml:")
+        errors = e.value.details["errors"]
+        assert errors and all(x["line"] >= 4 and x["field"].startswith("links[0]") for x in errors), errors
+        # Checked, not built.
+        assert not os.path.exists("/run/vemu/other")
 
 
 def test_exec_output_streams_as_it_comes(scenario):

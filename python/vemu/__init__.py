@@ -26,10 +26,12 @@ STATE_DIR = "/run/vemu"
 class VemuError(Exception):
     """An error answer of the API (``status`` is the HTTP status), or a failed command."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, details: Optional[Dict[str, Any]] = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        #: The whole error answer, e.g. a scenario check's ``errors`` (line, col, field, message).
+        self.details = details or {}
 
     def __str__(self) -> str:
         return f"{self.message} (HTTP {self.status})" if self.status else self.message
@@ -163,12 +165,26 @@ class Lab:
             raise VemuError(res.status, raw.decode(errors="replace")) from None
         if res.status >= 400:
             message = value.get("error", "request failed") if isinstance(value, dict) else str(value)
-            raise VemuError(res.status, message)
+            raise VemuError(res.status, message, value if isinstance(value, dict) else None)
         return value
 
     def status(self) -> Dict[str, Any]:
         """Everything about the lab: nodes, links, segments, impairments, counters."""
         return self._call("GET", "/v1/lab")
+
+    def timeline(self) -> Dict[str, Any]:
+        """The scenario's events as planned (each with its ``index``) and the lab clock
+        (``now_ns``); their firings come as ``timeline`` events."""
+        return self._call("GET", "/v1/timeline")
+
+    def check_scenario(self, yaml: str, file: Optional[str] = None) -> Dict[str, Any]:
+        """Check a scenario's text as ``vemu check`` does (this lab is not touched): what
+        the lab would have, or :class:`VemuError` (422) whose ``details["errors"]`` give
+        each problem's line, column and field."""
+        body: Dict[str, Any] = {"yaml": yaml}
+        if file is not None:
+            body["file"] = file
+        return self._call("POST", "/v1/scenario/check", body)
 
     def stats(self) -> Dict[str, Any]:
         """Counters of every link direction and segment port (``t_ns``: lab-clock time)."""

@@ -1,10 +1,17 @@
 // vemu's web interface: the lab's topology, live, from the controller's own HTTP API
 // (GET /v1/lab, the /v1/events stream, PATCH /v1/links/..., the shell WebSocket).
 import cytoscape from 'cytoscape';
+import fcose from 'cytoscape-fcose';
 import { Terminal } from '@xterm/xterm';
 import { FitAddon } from '@xterm/addon-fit';
 import '@xterm/xterm/css/xterm.css';
 import './style.css';
+import { fmtRate, fmtNs, describe } from './fmt.js';
+import { History, rows, plotsIn, download } from './plots.js';
+import { Timeline } from './timeline.js';
+import { Editor } from './editor.js';
+
+cytoscape.use(fcose);
 
 const $ = (s) => document.querySelector(s);
 const enc = encodeURIComponent;
@@ -17,6 +24,11 @@ const state = {
   prev: null, // the previous stats event
   clock: { labNs: 0, at: 0 },
   term: null,
+  history: new History(), // per link and port: throughput, queue, time held
+  plots: null, // the selected link's or port's plots
+  evidence: {}, // graph id -> the fidelity monitor's evidence against it
+  timeline: null,
+  editor: null,
 };
 window.vemu = state; // for tests and for the curious (the browser's console)
 
@@ -30,40 +42,15 @@ async function api(method, path, body) {
   const text = await r.text();
   let v;
   try { v = text ? JSON.parse(text) : {}; } catch { v = { error: text }; }
-  if (!r.ok) throw new Error(v.error || `HTTP ${r.status}`);
+  if (!r.ok) {
+    const e = new Error(v.error || `HTTP ${r.status}`);
+    e.body = v;
+    throw e;
+  }
   return v;
 }
 
 const nodeOf = (port) => port.split(':')[0];
-
-function fmtRate(bps) {
-  if (bps >= 1e9) return (bps / 1e9).toFixed(2) + ' Gbit/s';
-  if (bps >= 1e6) return (bps / 1e6).toFixed(2) + ' Mbit/s';
-  if (bps >= 1e3) return (bps / 1e3).toFixed(1) + ' kbit/s';
-  return Math.round(bps) + ' bit/s';
-}
-
-function fmtNs(ns) {
-  if (ns >= 1e9) return +(ns / 1e9).toFixed(3) + 's';
-  if (ns >= 1e6) return +(ns / 1e6).toFixed(3) + 'ms';
-  if (ns >= 1e3) return +(ns / 1e3).toFixed(3) + 'us';
-  return ns ? ns + 'ns' : '0';
-}
-
-/// One line for a direction's impairments, as `vemu status` says it.
-function describe(imp) {
-  const parts = [];
-  if (imp.rate_bps) parts.push('bandwidth ' + fmtRate(imp.rate_bps));
-  parts.push('delay ' + fmtNs(imp.delay_ns));
-  if (imp.jitter && imp.jitter.amount_ns) parts.push('jitter ' + fmtNs(imp.jitter.amount_ns));
-  if (imp.loss && imp.loss.model === 'bernoulli') parts.push('loss ' + +(imp.loss.rate * 100).toFixed(4) + '%');
-  if (imp.loss && imp.loss.model === 'gilbert-elliott') parts.push('loss gilbert-elliott');
-  if (imp.duplicate && imp.duplicate.probability) parts.push('duplicate ' + +(imp.duplicate.probability * 100).toFixed(4) + '%');
-  if (imp.corrupt && imp.corrupt.probability) parts.push('corrupt ' + +(imp.corrupt.probability * 100).toFixed(4) + '%');
-  if (imp.reorder && imp.reorder.probability) parts.push('reorder ' + +(imp.reorder.probability * 100).toFixed(4) + '%');
-  if (imp.queue) parts.push('queue ' + (imp.queue.packets !== undefined ? imp.queue.packets + ' frames' : imp.queue.bytes + ' bytes'));
-  return parts.join(', ');
-}
 
 /// The graph's elements: nodes, LAN hubs, links, LAN ports, and on wireless segments
 /// the members' neighbour relations (no hub: the medium is the air).
@@ -108,6 +95,11 @@ function positions(lab) {
 // Wireless segments are drawn to scale: about 600 px across, whatever their size.
 let PX_PER_M = 2;
 
+/// fCoSE for a graph of `n` nodes: its draft (spectral) quality alone on big labs.
+function layoutOptions(n) {
+  return { name: 'fcose', quality: n > 400 ? 'draft' : 'default', animate: false, randomize: true, fit: false, idealEdgeLength: () => 60, nodeRepulsion: () => 8000, nodeSeparation: 60 };
+}
+
 function draw(lab) {
   const cy = cytoscape({
     container: $('#graph'),
@@ -121,6 +113,8 @@ function draw(lab) {
       { selector: 'edge', style: { width: 2, 'line-color': '#9aa6b6', 'curve-style': 'bezier' } },
       { selector: 'edge[up = 0]', style: { 'line-color': '#c62828', 'line-style': 'dashed' } },
       { selector: 'edge[kind = "radio"]', style: { 'line-color': '#7c4dff', opacity: 'mapData(p, 0, 1, 0.15, 0.9)', width: 1.5 } },
+      { selector: 'node[kind = "ring"]', style: { label: '', width: 'data(d)', height: 'data(d)', 'background-opacity': 0, 'border-width': 1.5, 'border-color': '#7c4dff', 'border-style': 'dashed', events: 'no', 'z-index': 0 } },
+      { selector: 'node[what = "cs"]', style: { 'border-color': '#b0a3d9', 'border-style': 'dotted' } },
       { selector: '.degraded', style: { 'line-color': '#e0a000' } },
       { selector: '.invalid', style: { 'line-color': '#c62828' } },
       { selector: ':selected', style: { 'overlay-color': '#ffb300', 'overlay-opacity': 0.35, 'overlay-padding': 4 } },
@@ -137,9 +131,15 @@ function draw(lab) {
     n.position({ x: p.x * PX_PER_M, y: p.y * PX_PER_M });
     n.lock();
   }
-  // Locked (wireless) nodes stay at their positions; the layout places the others.
-  if (cy.nodes().some((n) => !n.locked())) {
-    cy.layout({ name: 'cose', animate: false, randomize: true, idealEdgeLength: () => 60, nodeRepulsion: () => 40000, numIter: 2500, fit: false }).run();
+  // Locked (wireless) nodes stay at their positions; the layout places the others:
+  // CoSE around them, fCoSE (spectral, then force-directed; far faster on big labs)
+  // when nothing is locked.
+  if (cy.nodes().some((n) => n.locked())) {
+    if (cy.nodes().some((n) => !n.locked())) {
+      cy.layout({ name: 'cose', animate: false, randomize: true, idealEdgeLength: () => 60, nodeRepulsion: () => 40000, numIter: 2500, fit: false }).run();
+    }
+  } else {
+    cy.layout(layoutOptions(cy.nodes().length)).run();
   }
   cy.fit(undefined, 30);
   cy.on('tap', 'node', (e) => select(e.target.data('kind') === 'lan' ? null : { kind: 'node', name: e.target.data('label') }));
@@ -158,7 +158,51 @@ function draw(lab) {
     }
   });
   cy.nodes().forEach((n) => { if (n.locked()) { n.unlock(); n.grabify(); } });
+  // The range circles follow the selected node, dragged or moved by the lab.
+  cy.on('position', 'node[kind = "node"]', (e) => {
+    if (state.selected && state.selected.kind === 'node' && e.target.data('label') === state.selected.name) {
+      cy.nodes('[kind = "ring"]').position({ ...e.target.position() });
+    }
+  });
+  // The fidelity monitor's evidence against a link or port, on hover.
+  cy.on('mouseover', 'edge', (e) => {
+    const ev = state.evidence[e.target.id()];
+    if (!ev) return;
+    const tip = $('#tip');
+    tip.textContent = ev.map(evidenceText).join('\n');
+    const r = $('#graph').getBoundingClientRect();
+    tip.style.left = (r.left + e.renderedPosition.x + 12) + 'px';
+    tip.style.top = (r.top + e.renderedPosition.y + 12) + 'px';
+    tip.hidden = false;
+  });
+  cy.on('mouseout', 'edge', () => { $('#tip').hidden = true; });
   return cy;
+}
+
+/// Around the selected wireless node: its segment's range and carrier-sense circles.
+function rings() {
+  const cy = state.cy;
+  if (!cy) return;
+  cy.remove('node[kind = "ring"]');
+  const sel = state.selected;
+  if (!sel || sel.kind !== 'node' || !state.lab) return;
+  const g = state.lab.segments.find((s) => s.kind === 'wireless' && s.members.some((m) => nodeOf(m.port) === sel.name));
+  const n = cy.$id('n:' + sel.name);
+  if (!g || n.empty()) return;
+  for (const [what, r] of [['range', g.range_m], ['cs', g.carrier_sense_m]]) {
+    if (r > 0 && Number.isFinite(r)) cy.add({ group: 'nodes', data: { id: 'ring:' + what, kind: 'ring', what, d: 2 * r * PX_PER_M }, position: { ...n.position() }, selectable: false, grabbable: false });
+  }
+}
+
+/// One line of the fidelity monitor's evidence against a direction.
+function evidenceText(d) {
+  return `${d.verdict}: ${d.name}: ${d.late_frames} of ${d.frames} frames late (${(d.late_fraction * 100).toFixed(2)}%), p99 ${fmtNs(d.p99_late_ns)}, max ${fmtNs(d.max_late_ns)}` + (d.write_errors ? `, ${d.write_errors} refused by the TAP` : '');
+}
+
+/// The graph id of a direction the monitor names: `LINK forward`, `SEGMENT PORT egress`.
+function evidenceId(name) {
+  const parts = name.split(' ');
+  return parts.length === 3 ? 'p:' + parts[1] : 'l:' + parts[0];
 }
 
 function setHeader(lab) {
@@ -189,6 +233,7 @@ async function refresh() {
     if (state.cy) state.cy.destroy();
     state.cy = draw(lab);
     state.drawn = lab;
+    rings();
   } else {
     for (const n of lab.nodes) state.cy.$id('n:' + n.name).data('up', n.up ? 1 : 0);
     for (const l of lab.links) state.cy.$id('l:' + l.name).data('up', l.up ? 1 : 0);
@@ -232,12 +277,18 @@ function onStats(v) {
   if (state.cy) {
     state.cy.edges().removeClass('degraded invalid');
     const f = v.fidelity_now || v.fidelity;
+    state.evidence = {};
     for (const d of (f && f.affected) || []) {
-      const name = (d.direction || d.name || '').split(' ')[0];
-      const e = state.cy.$id('l:' + name);
-      if (e.nonempty()) e.addClass(d.verdict);
+      const id = evidenceId(d.name || '');
+      (state.evidence[id] = state.evidence[id] || []).push(d);
+      const e = state.cy.$id(id);
+      if (e.nonempty() && !e.hasClass('invalid')) e.removeClass('degraded').addClass(d.verdict);
     }
     if (f) setFidelity(f);
+  }
+  if (state.prev) {
+    state.history.add(rows(state.prev, v));
+    if (state.plots) state.plots.update();
   }
   state.prev = v;
   state.clock = { labNs: v.t_ns, at: performance.now() };
@@ -281,6 +332,7 @@ function listen() {
     switch (v.type) {
       case 'stats': onStats(v); break;
       case 'positions':
+        state.moves = (state.moves || 0) + v.moved.length;
         for (const p of v.moved) {
           const n = state.cy && state.cy.$id('n:' + p.node);
           if (n && n.nonempty() && !n.grabbed()) n.position({ x: p.x_m * PX_PER_M, y: p.y_m * PX_PER_M });
@@ -294,6 +346,10 @@ function listen() {
         $('#conn').className = 'bad';
         break;
       case 'warning': break;
+      case 'timeline':
+        if (state.timeline) state.timeline.fired(v.event);
+        refreshSoon();
+        break;
       default: refreshSoon(); // link, node, machine-lost, timeline...
     }
   };
@@ -305,6 +361,7 @@ function select(sel) {
     state.cy.elements().unselect();
     if (sel) state.cy.$id((sel.kind === 'node' ? 'n:' : sel.kind === 'link' ? 'l:' : 'p:') + sel.name).select();
   }
+  rings();
   renderPanel();
 }
 
@@ -336,6 +393,7 @@ function renderPanel() {
   const key = JSON.stringify([sel, shown && sel.kind === 'node' ? shown : shown && [shown.up, shown.forward || shown.egress, shown.reverse || shown.ingress].map((d) => d && d.impairments !== undefined ? d.impairments : d)]);
   if (key === state.panelKey && panel.firstChild) return;
   state.panelKey = key;
+  if (state.plots) { state.plots.destroy(); state.plots = null; }
   panel.replaceChildren();
   if (!sel || !lab) {
     panel.append(h('p', { class: 'hint' }, 'Click a node, a link or a LAN port to see and change it.'));
@@ -394,6 +452,15 @@ function renderPanel() {
     }
   });
   panel.append(form);
+  // Over time: throughput, queue, time held; exportable.
+  const id = (sel.kind === 'link' ? 'l:' : 'p:') + sel.name;
+  const ev = state.evidence[id];
+  if (ev) panel.append(h('h3', {}, 'fidelity'), h('p', { class: 'evidence' }, ev.map(evidenceText).join('\n')));
+  const plots = h('div', { id: 'plots' });
+  panel.append(h('h3', {}, 'over time'), plots, h('div', { class: 'buttons' },
+    h('button', { type: 'button', id: 'export-csv', onclick: () => download(`${sel.name.replace(/:/g, '-')}.csv`, state.history.csv(id), 'text/csv') }, 'export CSV'),
+    h('button', { type: 'button', id: 'export-png', onclick: () => state.plots && download(`${sel.name.replace(/:/g, '-')}.png`, state.plots.png()) }, 'export PNG')));
+  state.plots = plotsIn(plots, state.history, id, sel.kind === 'link' ? ['forward', 'reverse'] : ['egress', 'ingress']);
   fillLive();
 }
 
@@ -470,9 +537,31 @@ $('#termclose').addEventListener('click', closeTerminal);
 setInterval(() => {
   const ns = state.clock.labNs + (performance.now() - state.clock.at) * 1e6;
   $('#clock').textContent = 't = ' + (ns / 1e9).toFixed(1) + ' s';
+  if (state.timeline) state.timeline.tick(ns);
 }, 200);
 
-refresh().then(() => { listen(); state.ready = true; }).catch((err) => {
+// The lab's view and the editor, one at a time.
+function view(which) {
+  $('main').hidden = which !== 'lab';
+  $('#timeline').classList.toggle('away', which !== 'lab');
+  $('#editor').hidden = which !== 'editor';
+  for (const b of document.querySelectorAll('header [data-view]')) b.classList.toggle('on', b.dataset.view === which);
+  if (which === 'editor') {
+    if (!state.editor) state.editor = new Editor(api);
+    state.editor.show();
+  } else if (state.cy) {
+    state.cy.resize();
+  }
+}
+for (const b of document.querySelectorAll('header [data-view]')) b.addEventListener('click', () => view(b.dataset.view));
+
+async function loadTimeline() {
+  const t = await api('GET', '/v1/timeline');
+  state.timeline = new Timeline($('#timeline'));
+  state.timeline.set(t.events, t.now_ns);
+}
+
+refresh().then(() => { listen(); state.readyMs = performance.now(); state.ready = true; return loadTimeline(); }).catch((err) => {
   $('#conn').textContent = String(err.message || err);
   $('#conn').className = 'bad';
 });

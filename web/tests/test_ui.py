@@ -8,6 +8,8 @@ import os
 import subprocess
 import tempfile
 import time
+import pathlib
+import re
 import urllib.error
 import urllib.request
 
@@ -15,11 +17,15 @@ import pytest
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.common.exceptions import StaleElementReferenceException
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 VEMU = os.environ.get("VEMU", os.path.join(ROOT, "target", "release", "vemu"))
+# A screenshot of the page at the end of each test goes here.
+ARTIFACTS = pathlib.Path(os.environ.get("VEMU_UI_ARTIFACTS", os.path.join(ROOT, "target", "ui-artifacts")))
+DOWNLOADS = pathlib.Path(tempfile.mkdtemp(prefix="vemu-ui-downloads-"))
 
 LAB = """
 name: t-ui
@@ -39,6 +45,9 @@ segments:
   lan0:
     members: [router, h1, h2]
 routing: static
+events:
+  - {at: 1s, link: client:router, set: {delay: 2ms}}
+  - {at: 3600s, node: h2, state: stop}
 """
 
 
@@ -81,10 +90,58 @@ def browser():
               "--disable-background-networking", "--disable-component-update", "--disable-sync",
               "--window-size=1400,900", f"--user-data-dir={tempfile.mkdtemp(prefix='vemu-ui-')}"]:
         opts.add_argument(a)
+    opts.add_experimental_option("prefs", {"download.default_directory": str(DOWNLOADS), "download.prompt_for_download": False})
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     d = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
     d.set_script_timeout(30)
     yield d
     d.quit()
+
+
+def console_errors(d):
+    """Errors in the browser's console since the last call: script errors, failed loads.
+    A 4xx answer of the API to a request the test makes wrong on purpose is the page
+    doing its job (it shows the message), not an error of the page."""
+    return [e["message"] for e in d.get_log("browser")
+            if e["level"] == "SEVERE" and not re.search(r"the server responded with a status of 4(00|22)", e["message"])]
+
+
+@pytest.fixture(autouse=True)
+def screenshot_and_console(request):
+    """The page as the test left it, in ARTIFACTS/TEST.png; no console errors meanwhile."""
+    yield
+    if "browser" in request.fixturenames:
+        d = request.getfixturevalue("browser")
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        d.save_screenshot(str(ARTIFACTS / f"{request.node.name}.png"))
+        assert console_errors(d) == []
+
+
+def downloaded(name, secs=10):
+    """The bytes of a file the page offered for download, once it is complete."""
+    f = DOWNLOADS / name
+    end = time.time() + secs
+    while time.time() < end:
+        if f.exists() and not (DOWNLOADS / (name + ".crdownload")).exists():
+            return f.read_bytes()
+        time.sleep(0.1)
+    raise AssertionError(f"{name} was not downloaded: {sorted(p.name for p in DOWNLOADS.iterdir())}")
+
+
+def click_at(d, graph_id, x, y):
+    """A real mouse click at (x, y) of a cytoscape canvas (pixels from its top left)."""
+    el = d.find_element(By.ID, graph_id)
+    size = el.size
+    ActionChains(d).move_to_element_with_offset(el, int(x - size["width"] / 2), int(y - size["height"] / 2)).click().perform()
+
+
+def rendered(d, cy, eid):
+    return d.execute_script(f"return window.vemu.{cy}.$id(arguments[0]).renderedPosition()", eid)
+
+
+def ping_min_ms(node, dst):
+    out = vemu("exec", "--lab", "t-ui", node, "--", "ping", "-c", "4", "-i", "0.2", "-q", dst).stdout
+    return float(re.search(r"= ([0-9.]+)/", out).group(1))
 
 
 def wait(d, cond, secs=20, what="condition"):
@@ -148,6 +205,8 @@ def test_a_link_is_changed_from_the_page_with_the_clis_checks(lab, browser):
     link = next(l for l in status()["links"] if l["name"] == "router:server")
     assert link["reverse"]["impairments"]["delay_ns"] == 0
     wait(browser, lambda: "delay 15ms" in browser.find_element(By.ID, "panel").text, what="the panel to show it")
+    # And the lab's packets feel it: 15 ms more from router to server.
+    assert 15.0 <= ping_min_ms("router", "server") < 40.0
     # Down and up again; the edge shows it.
     click(browser, "toggle")
     wait(browser, lambda: not next(l for l in status()["links"] if l["name"] == "router:server")["up"], what="the link down")
@@ -190,6 +249,120 @@ def test_a_terminal_in_a_node(lab, browser):
     browser.find_element(By.ID, "termclose").click()
 
 
+def test_plots_of_a_link_over_time_and_their_export(lab, browser):
+    ping = subprocess.Popen([VEMU, "exec", "--lab", "t-ui", "client", "--", "ping", "-c", "150", "-i", "0.02", "-s", "1000", "-q", "router"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        click_edge(browser, "l:client:router")
+        wait(browser, lambda: "link client:router" in browser.find_element(By.ID, "panel").text, what="the link's panel")
+        # Three plots (throughput, queue, time held), filled from the stats stream.
+        assert len(browser.find_elements(By.CSS_SELECTOR, "#plots .uplot")) == 3
+        hist = lambda: browser.execute_script("return window.vemu.history.get('l:client:router')")
+        wait(browser, lambda: len(hist()[0]) >= 3 and max(hist()[1]) > 200_000, secs=15, what="rows with the pings' throughput")
+        # Time held over client:router: its 2 ms delay (the bucket bound above it, 2 ms).
+        wait(browser, lambda: 2.0 in [x for x in hist()[5] if x is not None], secs=10, what="the time held")
+    finally:
+        ping.wait(timeout=30)
+    click(browser, "export-csv")
+    csv = downloaded("client-router.csv").decode().splitlines()
+    assert csv[0].startswith("t_s,forward_bps,reverse_bps,forward_queue_frames")
+    assert len(csv) >= 4 and max(float(r.split(",")[1]) for r in csv[1:]) > 200_000
+    click(browser, "export-png")
+    assert downloaded("client-router.png")[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_timeline_shows_the_scenarios_events_and_the_clock(lab, browser):
+    tl = browser.find_element(By.ID, "timeline")
+    assert tl.is_displayed()
+    marks = browser.find_elements(By.CSS_SELECTOR, "#timeline .mark")
+    assert len(marks) == 2
+    assert "client:router: set delay 2ms" in marks[0].get_attribute("title")
+    # The lab is past 1 s: the first firing is done, the other (at 3600 s) is not.
+    wait(browser, lambda: "fired" in browser.find_elements(By.CSS_SELECTOR, "#timeline .mark")[0].get_attribute("class"), what="the first firing")
+    assert "fired" not in browser.find_elements(By.CSS_SELECTOR, "#timeline .mark")[1].get_attribute("class")
+    assert browser.find_element(By.CSS_SELECTOR, "#timeline .cursor").is_displayed()
+
+
+GRAPHML = """<?xml version="1.0" encoding="utf-8"?>
+<graphml xmlns="http://graphml.graphdrawing.org/xmlns">
+  <key attr.name="label" attr.type="string" for="node" id="d1"/>
+  <key attr.name="Latitude" attr.type="double" for="node" id="d2"/>
+  <key attr.name="Longitude" attr.type="double" for="node" id="d3"/>
+  <graph edgedefault="undirected">
+    <node id="0"><data key="d1">Paris</data><data key="d2">48.85</data><data key="d3">2.35</data></node>
+    <node id="1"><data key="d1">Lyon</data><data key="d2">45.76</data><data key="d3">4.84</data></node>
+    <node id="2"><data key="d1">Lille</data><data key="d2">50.63</data><data key="d3">3.06</data></node>
+    <edge source="0" target="1"/><edge source="0" target="2"/>
+  </graph>
+</graphml>
+"""
+
+
+def test_the_editor_draws_checks_saves_and_starts_a_lab(lab, browser):
+    click(browser, "open-editor")
+    wait(browser, lambda: browser.find_element(By.ID, "edgraph").is_displayed(), what="the editor")
+    ed = lambda: browser.execute_script("const e = window.vemu.editor; return {nodes: e.cy.nodes().map(n => n.id()), edges: e.cy.edges().map(x => x.id())}")
+    wait(browser, lambda: ed()["nodes"] == ["n:n1", "n:n2"], what="the new lab's template")
+    # A third node where the mouse clicks, and a link from n2 to it.
+    click(browser, "ed-delete")  # nothing selected: nothing happens
+    browser.find_element(By.CSS_SELECTOR, "#editor [data-tool=node]").click()
+    click_at(browser, "edgraph", 40, 40)  # the template's nodes are in the middle
+    wait(browser, lambda: "n:n3" in ed()["nodes"], what="n3 drawn")
+    browser.find_element(By.CSS_SELECTOR, "#editor [data-tool=link]").click()
+    for n in ["n:n2", "n:n3"]:
+        p = rendered(browser, "editor.cy", n)
+        click_at(browser, "edgraph", p["x"], p["y"])
+    wait(browser, lambda: "l:1" in ed()["edges"], what="the link drawn")
+    yaml = lambda: browser.find_element(By.ID, "edyaml").get_attribute("value")
+    assert "endpoints: [n2, n3]" in yaml()
+    # The new link is selected: a bad delay is shown at the link by the checker.
+    field = browser.find_element(By.CSS_SELECTOR, "#edpanel input[name=delay]")
+    field.send_keys("fast")
+    browser.find_element(By.CSS_SELECTOR, "#edpanel button[type=submit]").click()
+    click(browser, "ed-check")
+    wait(browser, lambda: "problem" in browser.find_element(By.ID, "ed-status").text, what="the checker's answer")
+    assert browser.execute_script("return window.vemu.editor.cy.$id('l:1').hasClass('error')")
+    assert "links[1].delay" in browser.find_element(By.ID, "edpanel").text
+    # Fixed in the text instead; the graph follows the text.
+    area = browser.find_element(By.ID, "edyaml")
+    browser.execute_script("arguments[0].value = arguments[0].value.replace('delay: fast', 'delay: 7ms').replace('name: drawn', 'name: t-ui-drawn'); arguments[0].dispatchEvent(new Event('input'))", area)
+    wait(browser, lambda: "7ms" in browser.execute_script("return JSON.stringify(window.vemu.editor.js())"), what="the text taken")
+    click(browser, "ed-check")
+    wait(browser, lambda: browser.find_element(By.ID, "ed-status").text.startswith("valid: lab t-ui-drawn, 3 nodes, 2 links"), what="valid")
+    # Downloaded, the file is one `vemu check` accepts.
+    click(browser, "ed-download")
+    saved = DOWNLOADS / "t-ui-drawn.yaml"
+    saved.write_bytes(downloaded("t-ui-drawn.yaml"))
+    vemu("check", str(saved))
+    # Started from the page, it comes up as a lab of its own.
+    vemu("down", "--lab", "t-ui-drawn", check=False)
+    try:
+        click(browser, "ed-up")
+        wait(browser, lambda: "is up" in browser.find_element(By.ID, "ed-status").text, secs=60, what="the drawn lab up")
+        assert browser.find_element(By.ID, "ed-uilink").get_attribute("href").startswith("http://127.0.0.1:")
+        st = json.loads(vemu("status", "--lab", "t-ui-drawn", "--json").stdout)
+        assert sorted(n["name"] for n in st["nodes"]) == ["n1", "n2", "n3"]
+        assert next(l for l in st["links"] if l["name"] == "n2:n3")["forward"]["impairments"]["delay_ns"] == 7_000_000
+    finally:
+        vemu("down", "--lab", "t-ui-drawn", check=False)
+    # A GraphML map opened in the editor is imported (delays from the distances).
+    with tempfile.NamedTemporaryFile("w", suffix=".graphml", delete=False) as f:
+        f.write(GRAPHML)
+    try:
+        browser.find_element(By.ID, "ed-open").send_keys(f.name)
+        wait(browser, lambda: browser.find_element(By.ID, "ed-status").text.startswith("imported"), what="the import")
+        assert sorted(ed()["nodes"]) == ["n:Lille", "n:Lyon", "n:Paris"]
+        assert "delay:" in yaml()
+    finally:
+        os.unlink(f.name)
+    # Select, delete: the node goes with its links.
+    browser.find_element(By.CSS_SELECTOR, "#editor [data-tool=select]").click()
+    browser.execute_script("window.vemu.editor.cy.$id('n:Paris').emit('tap')")
+    click(browser, "ed-delete")
+    wait(browser, lambda: sorted(ed()["nodes"]) == ["n:Lille", "n:Lyon"] and ed()["edges"] == [], what="Paris and its links gone")
+    browser.find_element(By.CSS_SELECTOR, "header [data-view=lab]").click()
+
+
 RADIO = """
 name: t-ui-radio
 addressing: {ipv6: none}
@@ -221,3 +394,26 @@ def test_wireless_nodes_are_drawn_to_scale_and_follow_moves(browser):
         vemu("node", "move", "--lab", "t-ui-radio", "c", "--to", "0,100")
         wait(browser, lambda: abs(pos("c")["x"] - a["x"]) < 0.5, what="c drawn at its new place")
         wait(browser, lambda: radio() == ["r:air:a:b", "r:air:a:c", "r:air:b:c"], what="the new neighbours")
+        # Selected, a shows its range (250 m) and carrier-sense (550 m) circles, to scale.
+        browser.execute_script("window.vemu.cy.$id('n:a').emit('tap')")
+        px = (b["x"] - a["x"]) / 200.0
+        ring = lambda w: browser.execute_script("const r = window.vemu.cy.$id('ring:' + arguments[0]); return r.empty() ? null : [r.data('d'), r.position()]", w)
+        wait(browser, lambda: ring("range") is not None, what="the circles")
+        assert abs(ring("range")[0] - 500 * px) < 0.5 and abs(ring("cs")[0] - 1100 * px) < 0.5
+        assert ring("range")[1] == pos("a")
+        # b dragged with the mouse 100 px to the right: the lab moves it (50 m at this scale).
+        before = next(m for m in next(g for g in json.loads(vemu("status", "--lab", "t-ui-radio", "--json").stdout)["segments"])["members"] if m["port"].startswith("b:"))
+        zoom = browser.execute_script("return window.vemu.cy.zoom()")
+        p = browser.execute_script("return window.vemu.cy.$id('n:b').renderedPosition()")
+        graph = browser.find_element(By.ID, "graph")
+        size = graph.size
+        ActionChains(browser).move_to_element_with_offset(graph, int(p["x"] - size["width"] / 2), int(p["y"] - size["height"] / 2)).click_and_hold() \
+            .move_by_offset(50, 0).move_by_offset(50, 0).release().perform()
+        want = before["radio"]["x_m"] + 100 / zoom / px
+
+        def b_x():
+            st = json.loads(vemu("status", "--lab", "t-ui-radio", "--json").stdout)
+            return next(m for m in st["segments"][0]["members"] if m["port"].startswith("b:"))["radio"]["x_m"]
+        wait(browser, lambda: abs(b_x() - want) < 3, what=f"b moved to x = {want:.0f} m")
+        # Away from the page before its lab goes down (it would ask a closed port).
+        browser.get("about:blank")

@@ -30,6 +30,7 @@ use crate::LockExt;
 pub(crate) mod exec;
 pub(crate) mod shell;
 pub mod requests;
+mod scenario;
 mod ui;
 pub use requests::DEFAULT_EXEC_OUTPUT_BYTES;
 
@@ -205,6 +206,24 @@ async fn node_move(State(app): AppState, Path(node): Path<String>, body: Bytes) 
     let ctl = app.ctl.clone();
     blocking(move || ctl.locked().node_move(&node, vemu_radio::Pos::new(m.x, m.y), m.speed)).await?;
     Ok(Json(json!({"ok": true})))
+}
+
+/// `GET /v1/timeline`: the scenario's events (as planned, each with its `index` in
+/// `events:`) and the lab clock; firings go to the event stream as `timeline` events.
+async fn timeline(State(app): AppState) -> ApiResult {
+    let ctl = app.ctl.locked();
+    let events = ctl
+        .plan()
+        .events
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let mut v = serde_json::to_value(e).map_err(|e| ApiError::internal(e.to_string()))?;
+            v["index"] = json!(i);
+            Ok(v)
+        })
+        .collect::<Result<Vec<Value>, ApiError>>()?;
+    Ok(Json(json!({"now_ns": ctl.now_ns(), "events": events})))
 }
 
 async fn traffic(State(app): AppState, body: Bytes) -> ApiResult {
@@ -425,6 +444,10 @@ fn routes() -> Vec<Route> {
         post "/v1/traffic" => traffic,
         get "/v1/capture" => capture,
         get "/v1/events" => events,
+        get "/v1/timeline" => timeline,
+        post "/v1/scenario/check" => scenario::check,
+        post "/v1/scenario/import" => scenario::import,
+        post "/v1/scenario/up" => scenario::up,
         post "/v1/down" => down,
         post "/v1/ui" => ui::link,
         get "/ui/" => ui::index,

@@ -102,6 +102,11 @@ impl Controller {
         }
     }
 
+    /// The lab clock's time, ns.
+    pub fn now_ns(&self) -> u64 {
+        self.clock.now_ns()
+    }
+
     pub fn plan(&self) -> &Plan {
         &self.plan
     }
@@ -258,6 +263,8 @@ impl Controller {
             .map(|(g, seg)| SegmentStatus {
                 name: seg.name.clone(),
                 kind: if seg.wireless.is_some() { "wireless" } else { "lan" }.to_string(),
+                range_m: seg.wireless.as_ref().map(|w| w.medium.model.range_m(&w.medium.radio)),
+                carrier_sense_m: seg.wireless.as_ref().map(|w| w.medium.carrier_sense_m),
                 capacity_bps: seg.capacity_bps,
                 stats: stats.segments[g].clone(),
                 members: seg
@@ -485,7 +492,7 @@ impl Controller {
                 json!({"name": seg.name, "switch": c.segments[g], "members": members})
             })
             .collect();
-        let mut v = json!({"t_ns": self.clock.now_ns(), "links": links, "segments": segments});
+        let mut v = json!({"t_ns": self.clock.now_ns(), "delay_buckets_ns": crate::DELAY_BUCKETS_NS, "links": links, "segments": segments});
         v["fidelity"] = json!(self.fidelity(&c));
         v["fidelity_now"] = json!(self.watch.now);
         Ok(v)

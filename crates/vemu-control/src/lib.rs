@@ -80,6 +80,12 @@ pub struct SegmentStatus {
     /// `lan` or `wireless`.
     #[serde(default)]
     pub kind: String,
+    /// A wireless segment's range (where the mean received power meets the receive
+    /// threshold) and carrier-sense distance, m.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub range_m: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub carrier_sense_m: Option<f64>,
     /// Aggregate capacity, bits/s.
     pub capacity_bps: Option<u64>,
     pub stats: SegStats,

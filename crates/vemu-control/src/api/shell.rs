@@ -38,7 +38,15 @@ pub(crate) struct ShellQuery {
 
 impl ShellQuery {
     pub fn size(&self) -> Size {
-        Size { rows: self.rows.unwrap_or(24).clamp(1, 1000), cols: self.cols.unwrap_or(80).clamp(1, 1000) }
+        Size { rows: self.rows.unwrap_or(24), cols: self.cols.unwrap_or(80) }.clamped()
+    }
+}
+
+impl Size {
+    /// Within 1 … 1000 rows and columns: what a client asks for (at the start or in a
+    /// resize message) is never a zero-sized or absurd terminal.
+    fn clamped(self) -> Size {
+        Size { rows: self.rows.clamp(1, 1000), cols: self.cols.clamp(1, 1000) }
     }
 }
 
@@ -48,6 +56,7 @@ struct Control {
 }
 
 fn winsize(s: Size) -> nix::pty::Winsize {
+    let s = s.clamped();
     nix::pty::Winsize { ws_row: s.rows, ws_col: s.cols, ws_xpixel: 0, ws_ypixel: 0 }
 }
 
@@ -229,4 +238,20 @@ where
         }
     }
     let _ = agent.close(None).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn terminal_sizes_are_clamped_wherever_they_come_from() {
+        let q = ShellQuery { rows: Some(0), cols: Some(60_000) };
+        assert_eq!((q.size().rows, q.size().cols), (1, 1000));
+        let q = ShellQuery { rows: None, cols: None };
+        assert_eq!((q.size().rows, q.size().cols), (24, 80));
+        let c: Control = serde_json::from_str(r#"{"resize": {"rows": 0, "cols": 65535}}"#).unwrap();
+        let w = winsize(c.resize);
+        assert_eq!((w.ws_row, w.ws_col), (1, 1000));
+    }
 }
