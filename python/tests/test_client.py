@@ -158,6 +158,11 @@ def test_node_stop_and_start(scenario):
         n2.start()
         assert n2.info()["up"]
         assert n2.run("pgrep --ns $$ --nslist net -x sleep").ok
+        # Its log tells what happened, in order; a short tail is whole lines of the end.
+        log = n2.log()
+        assert log.index("node stopped") < log.index("node started"), log
+        tail = n2.log(bytes=40)
+        assert log.endswith(tail) and (tail == "" or log[-len(tail) - 1] == "\n"), (log, tail)
 
 
 TIMELINE = """

@@ -284,6 +284,11 @@ class Node:
         finally:
             conn.close()
 
+    def log(self, bytes: int = 16384) -> str:
+        """The end of the node's log (its ``run`` and timeline commands' output): the
+        whole lines of its last ``bytes`` bytes."""
+        return self.lab._call("GET", self._path(f"/log?bytes={int(bytes)}"))["text"]
+
     def stop(self) -> None:
         """End every process in the node (its run commands are not restarted)."""
         self.lab._call("POST", self._path("/stop"), {})

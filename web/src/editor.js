@@ -200,7 +200,7 @@ export class Editor {
     this.pending = null;
     if (this.cy) this.cy.elements().removeClass('pending');
     for (const b of document.querySelectorAll('#editor [data-tool]')) b.classList.toggle('on', b.dataset.tool === t);
-    this.status({ select: 'click an element to edit it', node: 'click on the canvas to add a node', link: 'click two nodes (or a node and a LAN) to join them', lan: 'click on the canvas to add a LAN' }[t]);
+    this.status({ select: 'click an element to edit it', node: 'click on the canvas to add a node', link: 'click two nodes (or a node and a LAN or radio channel) to join them', lan: 'click on the canvas to add a LAN', radio: 'click on the canvas to add a radio channel (a wireless segment)' }[t]);
   }
 
   freeName(prefix, taken) {
@@ -220,10 +220,11 @@ export class Editor {
       this.selected = 'n:' + name;
       return this.changed();
     }
-    if (this.tool === 'lan' && onCanvas) {
-      const name = this.freeName('lan', new Set(Object.keys(mapOf(js.segments))));
+    if ((this.tool === 'lan' || this.tool === 'radio') && onCanvas) {
+      const name = this.freeName(this.tool, new Set(Object.keys(mapOf(js.segments))));
       if (!this.doc.has('segments') || !YAML.isMap(this.doc.get('segments', true))) this.doc.set('segments', this.doc.createNode({}));
-      const seg = this.doc.createNode({ kind: 'lan', members: [] });
+      // A radio channel: ns-2's radio (250 m range), members at random places of its area.
+      const seg = this.doc.createNode(this.tool === 'lan' ? { kind: 'lan', members: [] } : { kind: 'wireless', area: '1000x1000', range: '250m', members: [] });
       seg.get('members', true).flow = true;
       this.doc.setIn(['segments', name], seg);
       this.pos['s:' + name] = { ...e.position };
@@ -329,7 +330,7 @@ export class Editor {
     if (!id) {
       panel.append(h('h2', {}, 'lab'));
       panel.append(form('scenario', { name: 'mylab', routing: 'static' }, { name: js.name, routing: js.routing }, (v) => setFields([], v)));
-      panel.append(h('p', { class: 'hint' }, 'Tools: + node and + LAN add at the click; + link joins two nodes, or a node and a LAN. Select an element to change or delete it. The YAML on the right is the scenario: edit either side.'));
+      panel.append(h('p', { class: 'hint' }, 'Tools: + node, + LAN and + radio (a wireless channel) add at the click; + link joins two nodes, or a node and a LAN or radio channel (a channel needs two members or more). Select an element to change or delete it. The YAML on the right is the scenario: edit either side.'));
     } else if (id.startsWith('n:')) {
       const name = id.slice(2);
       const n = mapOf(mapOf(js.nodes)[name]);

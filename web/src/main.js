@@ -394,6 +394,7 @@ function renderPanel() {
   if (key === state.panelKey && panel.firstChild) return;
   state.panelKey = key;
   if (state.plots) { state.plots.destroy(); state.plots = null; }
+  clearInterval(state.logTimer);
   panel.replaceChildren();
   if (!sel || !lab) {
     panel.append(h('p', { class: 'hint' }, 'Click a node, a link or a LAN port to see and change it.'));
@@ -491,6 +492,23 @@ function renderNode(panel, n) {
   panel.append(h('div', { class: 'buttons' },
     h('button', { type: 'button', id: 'terminal', onclick: () => openTerminal(n.name) }, 'terminal'),
     h('button', { type: 'button', id: 'toggle', onclick: () => act(`/v1/nodes/${enc(n.name)}/${n.up ? 'stop' : 'start'}`) }, n.up ? 'stop' : 'start')));
+  // The end of its log, followed while the panel shows it.
+  const log = h('pre', { id: 'nodelog' });
+  panel.append(h('h3', {}, 'log'), log);
+  const follow = async () => {
+    try {
+      const v = await api('GET', `/v1/nodes/${enc(n.name)}/log?bytes=8192`);
+      const atEnd = log.scrollTop + log.clientHeight >= log.scrollHeight - 4;
+      if (log.textContent !== v.text) {
+        log.textContent = v.text || '(nothing yet)';
+        if (atEnd) log.scrollTop = log.scrollHeight;
+      }
+    } catch (err) {
+      log.textContent = String(err.message || err);
+    }
+  };
+  follow();
+  state.logTimer = setInterval(follow, 2000);
 }
 
 /// A terminal in the node: xterm.js over the API's shell WebSocket (a real PTY there).

@@ -33,7 +33,7 @@ addressing: {ipv6: none}
 nodes:
   client: {}
   router: {}
-  server: {}
+  server: {run: ["echo server says hello"]}
   h1: {}
   h2: {}
 links:
@@ -230,6 +230,17 @@ def test_live_throughput_shows_on_the_link(lab, browser):
         ping.wait(timeout=30)
 
 
+def test_a_nodes_log_in_its_panel(lab, browser):
+    browser.execute_script("window.vemu.cy.$id('n:server').emit('tap')")
+    wait(browser, lambda: "node server" in browser.find_element(By.ID, "panel").text, what="the node's panel")
+    wait(browser, lambda: "server says hello" in browser.find_element(By.ID, "nodelog").text, what="its run command's output")
+    # Followed: what the node writes next shows within a few seconds.
+    # (What the lab's supervisor does with a run command's output: append to the log.)
+    with open("/var/log/vemu/t-ui/server.log", "a") as f:
+        f.write("a later line\n")
+    wait(browser, lambda: "a later line" in browser.find_element(By.ID, "nodelog").text, secs=10, what="the log followed")
+
+
 def test_a_terminal_in_a_node(lab, browser):
     browser.execute_script("window.vemu.cy.$id('n:h1').emit('tap')")
     wait(browser, lambda: "node h1" in browser.find_element(By.ID, "panel").text, what="the node's panel")
@@ -355,11 +366,23 @@ def test_the_editor_draws_checks_saves_and_starts_a_lab(lab, browser):
         assert "delay:" in yaml()
     finally:
         os.unlink(f.name)
+    # A radio channel where the mouse clicks, Lyon and Lille on it.
+    browser.find_element(By.CSS_SELECTOR, "#editor [data-tool=radio]").click()
+    click_at(browser, "edgraph", 40, browser.find_element(By.ID, "edgraph").size["height"] - 40)
+    wait(browser, lambda: "s:radio1" in ed()["nodes"], what="the radio channel")
+    browser.find_element(By.CSS_SELECTOR, "#editor [data-tool=link]").click()
+    for n in ["n:Lyon", "s:radio1", "n:Lille", "s:radio1"]:
+        p = rendered(browser, "editor.cy", n)
+        click_at(browser, "edgraph", p["x"], p["y"])
+    wait(browser, lambda: {"m:radio1:0", "m:radio1:1"} <= set(ed()["edges"]), what="Lyon and Lille on the radio channel")
+    assert "kind: wireless" in yaml()
+    click(browser, "ed-check")
+    wait(browser, lambda: browser.find_element(By.ID, "ed-status").text.endswith("2 links, 1 segments"), what="valid with the channel")
     # Select, delete: the node goes with its links.
     browser.find_element(By.CSS_SELECTOR, "#editor [data-tool=select]").click()
     browser.execute_script("window.vemu.editor.cy.$id('n:Paris').emit('tap')")
     click(browser, "ed-delete")
-    wait(browser, lambda: sorted(ed()["nodes"]) == ["n:Lille", "n:Lyon"] and ed()["edges"] == [], what="Paris and its links gone")
+    wait(browser, lambda: sorted(ed()["nodes"]) == ["n:Lille", "n:Lyon", "s:radio1"] and sorted(ed()["edges"]) == ["m:radio1:0", "m:radio1:1"], what="Paris and its links gone")
     browser.find_element(By.CSS_SELECTOR, "header [data-view=lab]").click()
 
 

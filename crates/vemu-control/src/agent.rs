@@ -140,6 +140,7 @@ pub fn run(listen: SocketAddr, token: String) -> Result<()> {
         .route("/v1/agent/labs/{lab}", axum::routing::post(call))
         .route("/v1/agent/labs/{lab}/nodes/{node}/exec", axum::routing::post(exec))
         .route("/v1/agent/labs/{lab}/nodes/{node}/shell", axum::routing::get(shell))
+        .route("/v1/agent/labs/{lab}/nodes/{node}/log", axum::routing::get(log))
         .route("/v1/agent/labs/{lab}/capture", axum::routing::post(capture))
         .route("/v1/agent/labs/{lab}/lease", axum::routing::post(lease))
         .with_state(agent.clone())
@@ -242,6 +243,13 @@ async fn shell(
     let size = q.size();
     let sh = crate::api::blocking(move || crate::api::shell::start(&LabPaths::new(&lab), &node, size)).await?;
     Ok(ws.on_upgrade(move |socket| crate::api::shell::session(socket, sh)))
+}
+
+/// The end of the log of a node of this machine.
+async fn log(State(agent): State<Arc<Agent>>, Path((lab, node)): Path<(String, String)>, axum::extract::Query(q): axum::extract::Query<crate::api::log::LogQuery>) -> Result<Json<serde_json::Value>, ApiError> {
+    hosted(&agent, &lab, &node)?;
+    let bytes = q.bytes()?;
+    Ok(Json(crate::api::blocking(move || crate::api::log::tail(&LabPaths::new(&lab), &node, bytes)).await?))
 }
 
 /// Copies of the frames this machine's engine sees on some interfaces, as a stream of

@@ -28,6 +28,7 @@ use crate::lab::{Controller, StopRequest};
 use crate::LockExt;
 
 pub(crate) mod exec;
+pub(crate) mod log;
 pub(crate) mod shell;
 pub mod requests;
 mod scenario;
@@ -261,6 +262,20 @@ async fn node_exec(State(app): AppState, Path(node): Path<String>, body: Bytes) 
     }
 }
 
+/// `GET /v1/nodes/{node}/log?bytes=N`: the end of the node's log (see [`log`]); a node
+/// on another machine's, from its agent.
+async fn node_log(State(app): AppState, Path(node): Path<String>, Query(q): Query<log::LogQuery>) -> Result<Response, ApiError> {
+    let bytes = q.bytes()?;
+    let route = app.ctl.locked().agent_of(&node)?;
+    match route {
+        Some((route, lab)) => route.forward("GET", &format!("/v1/agent/labs/{lab}/nodes/{}/log?bytes={bytes}", crate::percent_encode(&node)), Bytes::new()).await,
+        None => {
+            let paths = app.paths.clone();
+            Ok(Json(blocking(move || log::tail(&paths, &node, bytes)).await?).into_response())
+        }
+    }
+}
+
 /// `POST /v1/down`: take the lab down; answers when everything is removed.
 async fn down(State(app): AppState) -> ApiResult {
     let (tx, rx) = std::sync::mpsc::channel();
@@ -431,6 +446,7 @@ fn routes() -> Vec<Route> {
         patch "/v1/nodes/{node}" => node_patch,
         post "/v1/nodes/{node}/exec" => node_exec,
         get "/v1/nodes/{node}/shell" => node_shell,
+        get "/v1/nodes/{node}/log" => node_log,
         post "/v1/nodes/{node}/stop" => node_stop,
         post "/v1/nodes/{node}/start" => node_start,
         post "/v1/nodes/{node}/move" => node_move,
