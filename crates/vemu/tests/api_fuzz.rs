@@ -206,8 +206,14 @@ fn api_survives_mutated_requests() {
         ("GET", "/v1/nodes/{node}/shell?rows={query}&cols={query}", json!(null)),
         ("GET", "/ui/login?once={query}", json!(null)),
         ("GET", "/ui/", json!(null)),
+        // The node panel's log, the timeline, the editor's checker and importer (not
+        // its "up": the fuzzer would start labs).
+        ("GET", "/v1/nodes/{node}/log?bytes={query}", json!(null)),
+        ("GET", "/v1/timeline", json!(null)),
+        ("POST", "/v1/scenario/check", json!({"yaml": "name: x\nnodes: {a: {}, b: {}}\nlinks: [{endpoints: [a, b], delay: 5ms}]\n", "file": "x.yaml"})),
+        ("POST", "/v1/scenario/import", json!({"graphml": "<graphml><graph edgedefault='undirected'><node id='0'/><node id='1'/><edge source='0' target='1'/></graph></graphml>", "file": "t.graphml"})),
     ];
-    let queries = ["1s", "0", "1ns", "99999999999999999999s", "icmp", "tcp%20port%2080", "%28%28%28", "x", ""];
+    let queries = ["1s", "0", "100", "1ns", "99999999999999999999s", "icmp", "tcp%20port%2080", "%28%28%28", "x", ""];
     let mut rng = Rng(0x5eed_ab1e);
     let mut seen = std::collections::BTreeMap::<u16, usize>::new();
     for round in 0..rounds(600) {
