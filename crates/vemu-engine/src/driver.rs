@@ -333,12 +333,16 @@ impl Shard {
         let mut told_busy = false;
         let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 64];
         let mut work_ns = 0u64;
+        // After working, poll until then before sleeping (see `schedule`).
+        let mut linger_until = 0u64;
         loop {
             let now = self.clock.now_ns();
             if self.core.poll_timeout().is_some_and(|t| t <= now) {
                 self.core.handle_timeout(now);
                 self.transmit();
-                work_ns += self.clock.now_ns().saturating_sub(now);
+                let done = self.clock.now_ns();
+                work_ns += done.saturating_sub(now);
+                linger_until = done + self.schedule.linger_ns();
             }
             if self.next_probe_ns.is_some_and(|t| t <= now) {
                 self.probe_tunnels(now);
@@ -353,7 +357,9 @@ impl Shard {
             let spin_ns = self.schedule.spin_ns();
             let core_due = self.core.poll_timeout().map(|at| at.saturating_sub(now).saturating_sub(spin_ns));
             let probe_due = self.next_probe_ns.map(|at| at.saturating_sub(now));
+            let lingering = now < linger_until;
             let timeout = match (core_due, probe_due) {
+                _ if lingering => Some(0),
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
@@ -371,6 +377,9 @@ impl Shard {
             if let (0, Some(at)) = (n, wake_at) {
                 // A timed wake-up: learn how late they come.
                 self.schedule.woke(woke.saturating_sub(at));
+            }
+            if n == 0 && lingering {
+                self.schedule.lingered(woke.saturating_sub(now));
             }
             for ev in &events[..n as usize] {
                 if ev.u64 == WAKE_TOKEN {
@@ -397,7 +406,9 @@ impl Shard {
             }
             self.events();
             if n > 0 {
-                work_ns += self.clock.now_ns().saturating_sub(woke);
+                let done = self.clock.now_ns();
+                work_ns += done.saturating_sub(woke);
+                linger_until = done + self.schedule.linger_ns();
             }
             self.work_ns.store(work_ns, Relaxed);
         }
