@@ -57,7 +57,7 @@ const nodeOf = (port) => port.split(':')[0];
 function elements(lab) {
   const els = [];
   for (const n of lab.nodes) {
-    els.push({ group: 'nodes', data: { id: 'n:' + n.name, label: n.name, kind: 'node', up: n.up ? 1 : 0 } });
+    els.push({ group: 'nodes', data: { id: 'n:' + n.name, label: n.host ? n.name + ' (this machine)' : n.name, kind: 'node', up: n.up ? 1 : 0, host: n.host ? 1 : 0 } });
   }
   for (const g of lab.segments) {
     if (g.kind === 'wireless') {
@@ -108,6 +108,7 @@ function draw(lab) {
     maxZoom: 1.6, // small labs are not blown up to fill the window
     style: [
       { selector: 'node', style: { label: 'data(label)', 'font-size': 11, 'text-valign': 'bottom', 'text-margin-y': 3, width: 22, height: 22, 'background-color': '#3b6fb6' } },
+      { selector: 'node[host = 1]', style: { shape: 'diamond', width: 28, height: 28, 'background-color': '#2e7d32' } },
       { selector: 'node[up = 0]', style: { 'background-color': '#aaa', 'border-width': 2, 'border-color': '#c62828' } },
       { selector: 'node[kind = "lan"]', style: { shape: 'round-rectangle', width: 34, height: 16, 'background-color': '#6b7a8f' } },
       { selector: 'edge', style: { width: 2, 'line-color': '#9aa6b6', 'curve-style': 'bezier' } },
@@ -485,6 +486,11 @@ function renderNode(panel, n) {
     const ps = h('table', {});
     for (const p of n.processes) ps.append(h('tr', {}, h('td', {}, p.command), h('td', {}, typeof p.state === 'string' ? p.state : JSON.stringify(p.state))));
     panel.append(h('h3', {}, 'run'), ps);
+  }
+  if (n.host) {
+    // The machine itself (kind: host): vemu runs nothing there and keeps no log of it.
+    panel.append(h('p', { class: 'hint' }, 'This node is the machine the lab runs on (kind: host): its programs reach the lab through these interfaces.'));
+    return;
   }
   if (n.usage) {
     panel.append(h('h3', {}, 'use'), h('p', {}, `cpu ${(n.usage.cpu_ns / 1e9).toFixed(2)} s, memory ${(n.usage.memory_bytes / 1048576).toFixed(1)} MiB, ${n.usage.processes} processes`));

@@ -214,7 +214,7 @@ impl Controller {
             .map(|(ni, n)| NodeStatus {
                 name: n.name.clone(),
                 up: !self.stopped[ni] && !self.machine_lost(n.machine),
-                netns: paths.netns_name(&n.name),
+                netns: if n.host { String::new() } else { paths.netns_name(&n.name) },
                 ifaces: n
                     .ifaces
                     .iter()
@@ -228,6 +228,7 @@ impl Controller {
                 limits: n.limits,
                 usage: usage.get(ni).copied().unwrap_or_default(),
                 machine: self.plan.machines.get(n.machine).map(|m| m.name.clone()),
+                host: n.host,
             })
             .collect();
         let dir = |st: &PortState, c: &[DirStats; 2], d: usize| DirStatus { impairments: st.imps[d].clone(), stats: c[d].clone() };
@@ -388,7 +389,7 @@ impl Controller {
     /// Change a node's CPU, memory and process limits: each field `patch` has sets that
     /// limit (`Some(None)` lifts it); returns the limits now in force.
     pub fn node_limits(&mut self, node: &str, patch: LimitsPatch) -> Result<Limits, LabError> {
-        let ni = self.node_index(node)?;
+        let ni = self.made_node(node)?;
         let mut l = self.plan.nodes[ni].limits;
         l.cpu_cores = patch.cpu_cores.unwrap_or(l.cpu_cores);
         l.memory_bytes = patch.memory_bytes.unwrap_or(l.memory_bytes);
@@ -403,7 +404,7 @@ impl Controller {
     /// The agent of the machine that hosts `node` and the lab's name, when that is
     /// another machine.
     pub(crate) fn agent_of(&self, node: &str) -> Result<Option<(crate::cluster::AgentRoute, String)>, LabError> {
-        let i = self.node_index(node)?;
+        let i = self.made_node(node)?;
         let m = self.plan.nodes[i].machine;
         if self.machine_lost(m) {
             return Err(LabError::invalid(format!("node '{node}' is on machine '{}', which is lost", self.plan.machines[m].name)));
@@ -415,10 +416,20 @@ impl Controller {
         self.plan.node_index(node).ok_or_else(|| LabError::not_found(format!("no node named '{node}' in lab '{}'", self.plan.name)))
     }
 
+    /// A node vemu made (not the machine itself, `kind: host`): one that programs can be
+    /// run in, stopped and limited.
+    pub fn made_node(&self, node: &str) -> Result<usize, LabError> {
+        let i = self.node_index(node)?;
+        match self.plan.nodes[i].host {
+            true => Err(LabError::invalid(format!("node '{node}' is the machine vemu runs on (kind: host): run its programs as usual; vemu does not enter, stop or limit it"))),
+            false => Ok(i),
+        }
+    }
+
     /// Stop every process in a node (its `run` commands are not restarted), or start
     /// its `run` commands again.
     pub fn node_state(&mut self, node: &str, up: bool) -> Result<(), LabError> {
-        let ni = self.node_index(node)?;
+        let ni = self.made_node(node)?;
         call(self.worker.as_mut(), WorkerRequest::NodeState { node: node.to_string(), up })?;
         self.stopped[ni] = !up;
         self.emit(json!({"type": "node", "node": node, "up": up}));

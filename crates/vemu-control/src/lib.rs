@@ -151,6 +151,9 @@ pub struct NodeStatus {
     /// The machine it runs on (labs across machines).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machine: Option<String>,
+    /// The node is the machine vemu runs on (`kind: host`; `netns` is then empty).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub host: bool,
 }
 
 /// A machine of a lab across machines.

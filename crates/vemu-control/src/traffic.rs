@@ -82,7 +82,7 @@ fn sink_until_ns(start_ns: u64, count: Option<u64>, interval_ns: u64) -> u64 {
 impl Controller {
     /// Start a CBR flow; returns its description.
     pub fn traffic_cbr(&mut self, r: CbrRequest) -> Result<Value, LabError> {
-        let (fi, ti) = (self.node_index(&r.from)?, self.node_index(&r.to)?);
+        let (fi, ti) = (self.made_node(&r.from)?, self.made_node(&r.to)?);
         if fi == ti {
             return Err(LabError::invalid("a flow needs two different nodes"));
         }

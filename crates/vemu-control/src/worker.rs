@@ -177,8 +177,9 @@ pub struct LocalWorker {
     segs_here: Vec<usize>,
     /// A share built, waiting for [`WorkerRequest::Connect`].
     pending: Option<Pending>,
-    /// Each node of this machine: its name and interfaces.
-    ifaces: Vec<(String, Vec<String>)>,
+    /// Each node of this machine: its name and interfaces, and whether it is the
+    /// machine itself (`kind: host`).
+    ifaces: Vec<(String, Vec<String>, bool)>,
     /// A netlink socket in the namespace of each node with TAP interfaces (its name and
     /// theirs), opened when first asked for TAP counters (they hold the namespaces:
     /// closed before the lab is removed).
@@ -211,7 +212,7 @@ fn fast_path(paths: &LabPaths, plan: &Plan, links: &[usize]) -> Result<Arc<FastP
 impl LocalWorker {
     /// Whether node `node` is on this machine.
     pub fn hosts(&self, node: &str) -> bool {
-        self.ifaces.iter().any(|(n, _)| n == node)
+        self.ifaces.iter().any(|(n, _, _)| n == node)
     }
 
     /// Build this machine's share of the lab (`share`: its number in `plan.machines`
@@ -237,7 +238,7 @@ impl LocalWorker {
         self.sizes = plan.segments.iter().map(|g| g.members.len()).collect();
         self.nodes = plan.nodes.iter().map(|n| n.name.clone()).collect();
         self.lab_links = plan.links.len();
-        self.ifaces = share_nodes.iter().map(|n| (n.name.clone(), n.ifaces.iter().map(|i| i.name.clone()).collect())).collect();
+        self.ifaces = share_nodes.iter().map(|n| (n.name.clone(), n.ifaces.iter().map(|i| i.name.clone()).collect(), n.host)).collect();
         let template = vemu_host::mount_template(&paths)?;
         let fast = match fast_path(&paths, &plan, &whole) {
             Ok(f) => {
@@ -293,7 +294,11 @@ impl LocalWorker {
                             break;
                         }
                         let i = local_nodes[k];
-                        match vemu_host::create_node(&paths, &plan.nodes[i], &template, &peers[i]) {
+                        let made = match plan.nodes[i].host {
+                            true => vemu_host::create_host_node(&paths, &plan.nodes[i], &peers[i]),
+                            false => vemu_host::create_node(&paths, &plan.nodes[i], &template, &peers[i]),
+                        };
+                        match made {
                             Ok(fds) => *taps[i].locked() = Some(fds),
                             Err(e) => {
                                 let e = e.context(format!("creating node '{}'", plan.nodes[i].name));
@@ -443,10 +448,14 @@ impl LocalWorker {
         // The others are TAP devices in the nodes: a socket in each node that has one.
         if self.node_sockets.is_none() {
             let mut socks = Vec::new();
-            for (n, ifaces) in &self.ifaces {
+            for (n, ifaces, host) in &self.ifaces {
                 let taps: Vec<String> = ifaces.iter().filter(|i| !on_plane.contains(format!("{n}:{i}").as_str())).cloned().collect();
                 if !taps.is_empty() {
-                    socks.push((n.clone(), taps, vemu_host::netlink::Netlink::open_in(&paths.netns_pin(n))?));
+                    let sock = match host {
+                        true => vemu_host::netlink::Netlink::open()?,
+                        false => vemu_host::netlink::Netlink::open_in(&paths.netns_pin(n))?,
+                    };
+                    socks.push((n.clone(), taps, sock));
                 }
             }
             self.node_sockets = Some(socks);
@@ -582,7 +591,7 @@ impl Worker for LocalWorker {
             WorkerRequest::Usage => {
                 let paths = self.lab.as_ref().ok_or_else(|| anyhow!("the lab is not built"))?;
                 // In the lab's order of nodes; those of other machines use nothing here.
-                let here: HashSet<&str> = self.ifaces.iter().map(|(n, _)| n.as_str()).collect();
+                let here: HashSet<&str> = self.ifaces.iter().map(|(n, _, _)| n.as_str()).collect();
                 Ok(WorkerReply::Usage(self.nodes.iter().map(|n| if here.contains(n.as_str()) { vemu_host::cgroup::usage(&paths.lab, n) } else { Default::default() }).collect()))
             }
             WorkerRequest::Teardown => {

@@ -539,41 +539,7 @@ pub fn create_node(paths: &LabPaths, node: &NodePlan, template: &OwnedFd, plane_
             for a in &node.loopback {
                 nl.add_address(lo, *a)?;
             }
-            let mut fds = Vec::with_capacity(node.ifaces.len());
-            let mut idx = Vec::with_capacity(node.ifaces.len());
-            for (k, i) in node.ifaces.iter().enumerate() {
-                let veth = match (plane_peers.get(k).and_then(Option::as_ref), &plane) {
-                    (Some(peer), Some(plane)) => {
-                        nl.add_veth(&i.name, i.mac, i.mtu, peer, plane, PLANE_MTU)?;
-                        nl.flush().with_context(|| format!("creating interface {}", i.name))?;
-                        fds.push(None);
-                        true
-                    }
-                    _ => {
-                        fds.push(Some(tap::create(&i.name)?));
-                        false
-                    }
-                };
-                let ix = tap::ifindex(&i.name)?;
-                idx.push(ix);
-                // A veth is made up, with its MAC and MTU; a TAP device is configured here.
-                if !veth {
-                    nl.set_link(ix, true, Some(i.mac), Some(i.mtu))?;
-                }
-                for a in &i.addrs {
-                    nl.add_address(ix, *a)?;
-                }
-            }
-            nl.flush().with_context(|| format!("configuring node {}", node.name))?;
-            for r in &node.routes {
-                let oif = match &r.dev {
-                    Some(d) => Some(idx[node.ifaces.iter().position(|i| &i.name == d).ok_or_else(|| anyhow!("no interface {d}"))?]),
-                    None => None,
-                };
-                nl.add_route(r.dst, r.via, oif)?;
-            }
-            nl.flush().with_context(|| format!("adding routes of node {}", node.name))?;
-            Ok(fds)
+            node_interfaces(&mut nl, &node, &plane_peers, plane.as_ref(), false)
         })?
     };
     if let Ok(tid) = tid_rx.recv() {
@@ -585,6 +551,119 @@ pub fn create_node(paths: &LabPaths, node: &NodePlan, template: &OwnedFd, plane_
     if !node.limits.is_none() {
         cgroup::set_limits(&paths.lab, &name, &node.limits)?;
     }
+    Ok(fds)
+}
+
+/// Give the machine vemu runs on — a node of kind `host` — its interfaces to the lab,
+/// their addresses, and routes to the lab's prefixes, in the calling process's network
+/// namespace. Nothing else of the machine changes: no namespace, sysctl or loopback
+/// address. What is made goes by itself when the lab goes: a TAP device with its
+/// descriptor (held by the engine), a veth with its peer in the lab's plane namespace,
+/// addresses and routes with their interface. An interface name the machine already
+/// has is refused before anything is made.
+pub fn create_host_node(paths: &LabPaths, node: &NodePlan, plane_peers: &[Option<String>]) -> Result<Vec<Option<OwnedFd>>> {
+    let plane = match plane_peers.iter().any(Option::is_some) {
+        true => Some(fs::File::open(paths.plane()).with_context(|| format!("opening {}", paths.plane().display()))?),
+        false => None,
+    };
+    for i in &node.ifaces {
+        if tap::ifindex(&i.name).is_ok() {
+            bail!("the machine has an interface named {} already (its own, or another lab's): name this one otherwise with 'iface:'", i.name);
+        }
+    }
+    let _gate = NET_CONFIG.lock().unwrap_or_else(|e| e.into_inner());
+    let mut nl = netlink::Netlink::open()?;
+    let made = node_interfaces(&mut nl, node, plane_peers, plane.as_ref(), true);
+    // Whatever was made (none of these names was the machine's before), so that down
+    // and clean delete exactly that.
+    let names: Vec<&str> = node.ifaces.iter().map(|i| i.name.as_str()).collect();
+    record_host_ifaces(paths, &names)?;
+    made
+}
+
+/// Where a lab notes the interfaces it gave the machine ("NAME IFINDEX" lines), and the
+/// network namespace they are in (the controller's, pinned: `vemu clean` may run in
+/// another one).
+fn host_ifaces_file(paths: &LabPaths) -> PathBuf {
+    paths.dir.join("host-ifaces")
+}
+fn host_netns_pin(paths: &LabPaths) -> PathBuf {
+    paths.dir.join("host-net")
+}
+
+fn record_host_ifaces(paths: &LabPaths, names: &[&str]) -> Result<()> {
+    let pin_path = host_netns_pin(paths);
+    if !pin_path.exists() {
+        pin("/proc/thread-self/ns/net", &pin_path).context("pinning the machine's network namespace")?;
+    }
+    let lines: String = names.iter().filter_map(|n| tap::ifindex(n).ok().map(|ix| format!("{n} {ix}\n"))).collect();
+    let mut f = fs::File::options().create(true).append(true).open(host_ifaces_file(paths)).context("noting the machine's interfaces")?;
+    std::io::Write::write_all(&mut f, lines.as_bytes()).context("noting the machine's interfaces")
+}
+
+/// Delete the interfaces a lab gave the machine, in the namespace they were made in,
+/// each only if its name still has the index noted (never one the machine made since).
+/// They would go by themselves (a TAP with its descriptor, a veth with its peer's plane
+/// namespace), but a namespace is destroyed some time after its last reference: this
+/// way they are gone when `down` or `clean` returns.
+fn remove_host_ifaces(paths: &LabPaths) -> Result<()> {
+    let Ok(list) = fs::read_to_string(host_ifaces_file(paths)) else { return Ok(()) };
+    let noted: Vec<(String, u32)> = list.lines().filter_map(|l| l.split_once(' ')).filter_map(|(n, ix)| Some((n.to_string(), ix.parse().ok()?))).collect();
+    in_netns(&host_netns_pin(paths), move || {
+        let mut nl = netlink::Netlink::open()?;
+        for (name, ix) in &noted {
+            if tap::ifindex(name).ok() == Some(*ix) {
+                nl.del_link(*ix)?;
+            }
+        }
+        nl.flush().context("deleting the machine's interfaces to the lab")
+    })
+}
+
+/// Make a node's interfaces in the calling thread's network namespace (a veth whose peer
+/// goes into the plane, or a TAP device whose descriptor is returned), with their MAC,
+/// MTU and addresses, then its routes. On the `host`, each interface's IPv6 is turned
+/// off on its own when the node's sysctls ask for it for all (the machine's defaults
+/// are not vemu's to change).
+fn node_interfaces(nl: &mut netlink::Netlink, node: &NodePlan, plane_peers: &[Option<String>], plane: Option<&fs::File>, host: bool) -> Result<Vec<Option<OwnedFd>>> {
+    let no_ipv6 = host && node.sysctls.iter().any(|(k, v)| k == "net.ipv6.conf.default.disable_ipv6" && v == "1");
+    let mut fds = Vec::with_capacity(node.ifaces.len());
+    let mut idx = Vec::with_capacity(node.ifaces.len());
+    for (k, i) in node.ifaces.iter().enumerate() {
+        let veth = match (plane_peers.get(k).and_then(Option::as_ref), plane) {
+            (Some(peer), Some(plane)) => {
+                nl.add_veth(&i.name, i.mac, i.mtu, peer, plane, PLANE_MTU)?;
+                nl.flush().with_context(|| format!("creating interface {}", i.name))?;
+                fds.push(None);
+                true
+            }
+            _ => {
+                fds.push(Some(tap::create(&i.name)?));
+                false
+            }
+        };
+        let ix = tap::ifindex(&i.name)?;
+        idx.push(ix);
+        if no_ipv6 {
+            write_sysctl(&format!("/proc/sys/net/ipv6/conf/{}/disable_ipv6", i.name), "1")?;
+        }
+        // A veth is made up, with its MAC and MTU; a TAP device is configured here.
+        if !veth {
+            nl.set_link(ix, true, Some(i.mac), Some(i.mtu))?;
+        }
+        for a in &i.addrs {
+            nl.add_address(ix, *a)?;
+        }
+    }
+    nl.flush().with_context(|| format!("configuring node {}", node.name))?;
+    for r in &node.routes {
+        let oif = match &r.dev {
+            Some(d) => Some(idx[node.ifaces.iter().position(|i| &i.name == d).ok_or_else(|| anyhow!("no interface {d}"))?]),
+            None => None,
+        };
+        nl.add_route(r.dst, r.via, oif)?;
+    }
+    nl.flush().with_context(|| format!("adding routes of node {}", node.name))?;
     Ok(fds)
 }
 
@@ -840,6 +919,9 @@ pub fn remove_lab(lab: &str) -> Result<()> {
     }
     kill_processes(&pins, Duration::from_millis(500), false);
     let mut errors = Vec::new();
+    if let Err(e) = remove_host_ifaces(&paths) {
+        errors.push(format!("{e:#}"));
+    }
     if let Err(e) = cgroup::remove_lab(lab) {
         errors.push(format!("{e:#}"));
     }

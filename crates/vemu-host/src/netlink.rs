@@ -168,6 +168,13 @@ impl Netlink {
         self.queue(RouteNetlinkMessage::SetLink(m), 0, format!("configuring interface #{index}"))
     }
 
+    /// Delete an interface (a veth takes its peer with it).
+    pub fn del_link(&mut self, index: u32) -> Result<()> {
+        let mut m = LinkMessage::default();
+        m.header.index = index;
+        self.queue(RouteNetlinkMessage::DelLink(m), 0, format!("deleting interface #{index}"))
+    }
+
     /// Create a veth pair: `name` here (with `mac` and `mtu`, up at once) and its peer
     /// `peer` in the network namespace open at `peer_netns` (with `peer_mtu`, down: the
     /// kernel cannot open a veth before its pair is linked, ENOTCONN).

@@ -190,6 +190,11 @@ pub struct NodePlan {
     /// Which of [`Plan::machines`] hosts the node (0 when the lab has none).
     #[serde(default)]
     pub machine: usize,
+    /// The node is the machine vemu runs on (`kind: host`): its interfaces, addresses
+    /// and routes go into the controller's own network namespace, and vemu makes no
+    /// namespace, runs nothing and sets no sysctl there.
+    #[serde(default)]
+    pub host: bool,
 }
 
 /// Limits on what a node's processes may use together (scenario keys `cpu`, `memory`,

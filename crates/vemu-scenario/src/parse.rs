@@ -56,6 +56,9 @@ pub struct NodeDef {
     pub limits: crate::Limits,
     /// The machine the node must run on (`machine:`, an index into `machines`).
     pub machine: Option<usize>,
+    /// `kind: host`: the node is the machine vemu runs on (its own network namespace),
+    /// not a new one.
+    pub host: bool,
 }
 
 /// A file placed in a node's private view of the filesystem.
@@ -1055,7 +1058,10 @@ fn addressing(p: &mut P, node: &Node, field: &str) -> Addressing {
     a
 }
 
-const NODE_KEYS: &[&str] = &["run", "routes", "files", "loopback", "vars", "sysctl", "isolation", "cpu", "memory", "pids", "machine"];
+const NODE_KEYS: &[&str] = &["kind", "run", "routes", "files", "loopback", "vars", "sysctl", "isolation", "cpu", "memory", "pids", "machine"];
+/// What a node of `kind: host` may not have: it is the machine itself, not a node vemu
+/// makes.
+const NOT_ON_HOST: &[&str] = &["run", "files", "loopback", "sysctl", "isolation", "cpu", "memory", "pids", "machine"];
 
 /// What a node definition (or `defaults.node`) gives.
 #[derive(Default)]
@@ -1072,13 +1078,26 @@ struct NodeParts {
     limits: crate::Limits,
     /// `machine`, when given: its name and where.
     machine: Option<(String, Mark)>,
+    /// `kind: host`, where it says so.
+    host: Option<Mark>,
+    /// The keys given, and where (to refuse those a host node may not have).
+    given: Vec<(String, Mark)>,
 }
 
 fn node_parts(p: &mut P, def: &Node, field: &str, base: Option<&Path>, allowed: &[&str]) -> NodeParts {
     let mut d = NodeParts::default();
-    for (k, _, v) in p.map(def, field, allowed) {
+    for (k, kmark, v) in p.map(def, field, allowed) {
         let f = join(field, k);
+        d.given.push((k.to_string(), kmark));
         match k {
+            "kind" => {
+                let host = p.scalar(v, &f, |s| match s {
+                    "host" => Ok(true),
+                    "namespace" => Ok(false),
+                    _ => Err(format!("expected 'namespace' (a node of its own, the default) or 'host' (the machine vemu runs on), got '{s}'")),
+                });
+                d.host = host.filter(|&h| h).map(|_| v.mark);
+            }
             "run" => d.run = p.strings(v, &f),
             "isolation" => {
                 d.own_pids = p.scalar(v, &f, |s| match s {
@@ -1240,6 +1259,7 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, machines_overr
     }
 
     // Nodes.
+    let no_defaults = NodeParts::default();
     let mut nodes = Vec::new();
     let mut names: HashMap<String, usize> = HashMap::new();
     match get("nodes") {
@@ -1256,6 +1276,24 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, machines_overr
                     continue;
                 }
                 let mut d = node_parts(&mut p, def, &field, base, NODE_KEYS);
+                let host = d.host.is_some();
+                if let Some(mark) = d.host {
+                    for (k, kmark) in d.given.iter().filter(|(k, _)| NOT_ON_HOST.contains(&k.as_str())) {
+                        p.err(*kmark, &join(&field, k), format!("a node of kind 'host' is the machine vemu runs on, not a node vemu makes: it has no '{k}'"));
+                    }
+                    if let Some(other) = nodes.iter().find(|n: &&NodeDef| n.host) {
+                        p.err(mark, &join(&field, "kind"), format!("only one node can be the host, and '{}' is", other.name));
+                    }
+                    if !machines.is_empty() {
+                        p.err(mark, &join(&field, "kind"), "a node of kind 'host' in a lab across machines is not supported yet");
+                    }
+                    // Nothing of defaults.node applies to the machine itself.
+                    d.own_pids = Some(false);
+                }
+                let default_node = match host {
+                    true => &no_defaults,
+                    false => &default_node,
+                };
                 // Defaults first: the node's own files replace default files at the same path.
                 let mut files = default_node.files.clone();
                 files.retain(|f| !d.files.iter().any(|g| g.path == f.path));
@@ -1289,7 +1327,7 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, machines_overr
                     }
                 });
                 names.insert(nname.to_string(), nodes.len());
-                nodes.push(NodeDef { name: nname.to_string(), mark: nmark, run, routes, files, loopback, vars, sysctls, own_pids, limits, machine });
+                nodes.push(NodeDef { name: nname.to_string(), mark: nmark, run, routes, files, loopback, vars, sysctls, own_pids, limits, machine, host });
             }
         }
     }

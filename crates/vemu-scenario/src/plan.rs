@@ -91,12 +91,16 @@ fn two_hosts(net: IpNet) -> (IpNet, IpNet) {
     (mk(first), mk(first + 1))
 }
 
-/// The interface name for an endpoint: its explicit name or the next free `ethN`.
-fn iface_name(e: &EndDef, used: &mut [HashSet<String>], next_auto: &mut [usize]) -> String {
+/// The interface name for an endpoint: its explicit name or the next free `ethN` — on
+/// the host node, `vh-LAB` and a number (the host has interfaces of its own).
+fn iface_name(e: &EndDef, used: &mut [HashSet<String>], next_auto: &mut [usize], host_prefix: Option<&str>) -> String {
     match &e.iface {
         Some(n) => n.clone(),
         None => loop {
-            let cand = format!("eth{}", next_auto[e.node]);
+            let cand = match host_prefix {
+                Some(p) => format!("{p}{}", next_auto[e.node]),
+                None => format!("eth{}", next_auto[e.node]),
+            };
             next_auto[e.node] += 1;
             if used[e.node].insert(cand.clone()) {
                 break cand;
@@ -142,6 +146,7 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
             own_pids: n.own_pids,
             limits: n.limits,
             machine: 0,
+            host: n.host,
         })
         .collect();
     if !s.machines.is_empty() {
@@ -191,6 +196,9 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
     let link_addrs: Vec<[Vec<IpNet>; 2]> = s.links.iter().map(|l| link_addresses(l, &mut v4, &mut v6, s, &mut errors)).collect();
 
     let mut next_auto = vec![0usize; nodes.len()];
+    // "vh-" and the lab's name, cut so that a number still fits in an interface name.
+    let host_iface = format!("vh-{}", s.name.chars().take(10).collect::<String>());
+    let host_prefix = |node: usize| s.nodes[node].host.then_some(host_iface.as_str());
     let mut links = Vec::new();
     for (li, l) in s.links.iter().enumerate() {
         let addrs = &link_addrs[li];
@@ -198,7 +206,7 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
         check_ipv6_mtu(&mut errors, mtu, &addrs.concat(), l.mark, &l.field);
         let mut refs = [EndpointRef { node: 0, iface: 0 }; 2];
         for (k, e) in l.ends.iter().enumerate() {
-            let name = iface_name(e, &mut used, &mut next_auto);
+            let name = iface_name(e, &mut used, &mut next_auto, host_prefix(e.node));
             let node = &mut nodes[e.node];
             let idx = node.ifaces.len();
             let mac = e.mac.unwrap_or_else(|| auto_mac(e.node, idx));
@@ -215,7 +223,7 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
             let e = &m.end;
             let mtu = port_mtu([&m.egress, &m.ingress]);
             check_ipv6_mtu(&mut errors, mtu, &seg_addrs[gi][mi], e.mark, &e.field);
-            let name = iface_name(e, &mut used, &mut next_auto);
+            let name = iface_name(e, &mut used, &mut next_auto, host_prefix(e.node));
             let node = &mut nodes[e.node];
             let idx = node.ifaces.len();
             let mac = e.mac.unwrap_or_else(|| auto_mac(e.node, idx));
@@ -242,7 +250,8 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
     // They start at the pool's first host address (10.255.0.1, not 10.255.0.0).
     let mut lo4 = Pool { cursor: 1, ..Pool::new(a.loopback_ipv4.map(IpNet::V4), explicit.clone()) };
     let mut lo6 = Pool { cursor: 1, ..Pool::new(a.loopback_ipv6.map(IpNet::V6), explicit) };
-    for n in nodes.iter_mut() {
+    // (Not on the host: vemu does not change the machine's own loopback.)
+    for n in nodes.iter_mut().filter(|n| !n.host) {
         for (pool, v6fam, len) in [(&mut lo4, false, 32), (&mut lo6, true, 128)] {
             if pool.pool.is_some() && !n.loopback.iter().any(|l| l.addr().is_ipv6() == v6fam) {
                 match pool.next(len) {
@@ -324,6 +333,7 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
                     let wireless = plan.segments.iter().any(|g| g.wireless.is_some() && g.members.iter().any(|m| m.end.node == ni));
                     (!wireless).then(|| format!("node '{n}' is not a member of a wireless segment, so it cannot move"))
                 }
+                Some(ni) if plan.nodes[ni].host => Some(format!("node '{n}' is the machine vemu runs on (kind: host): vemu does not run, stop or start anything there")),
                 Some(_) => None,
             },
         };

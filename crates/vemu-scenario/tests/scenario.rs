@@ -699,3 +699,41 @@ fn lan_snooping_defaults_to_querier() {
     let m = one_error("nodes: {a: {}, b: {}}\nsegments:\n  air: {kind: wireless, snooping: on, members: [{node: a, position: [0, 0]}, {node: b, position: [1, 0]}]}\n");
     assert!(m.contains("segments.air.snooping: 'snooping' applies to 'kind: lan' segments only"), "{m}");
 }
+
+#[test]
+fn the_machine_as_a_host_node() {
+    let p = ok("name: edge
+addressing: {ipv6: none}
+defaults:
+  node: {run: [x], sysctl: {net.ipv4.conf.all.rp_filter: '0'}, cpu: 0.5}
+nodes:
+  me: {kind: host}
+  r1: {}
+  r2: {kind: namespace}
+links:
+  - {endpoints: [me, r1]}
+  - {endpoints: [r1, r2]}
+  - {endpoints: [{node: me, iface: lab9}, r2]}
+");
+    let me = &p.nodes[0];
+    assert!(me.host && !p.nodes[1].host && !p.nodes[2].host);
+    // Interfaces the machine does not have already: vh-LAB0, or as named.
+    let names: Vec<&str> = me.ifaces.iter().map(|i| i.name.as_str()).collect();
+    assert_eq!(names, ["vh-edge0", "lab9"]);
+    // Nothing of defaults.node, no loopback; IPv6 off only by the per-interface rule.
+    assert!(me.run.is_empty() && me.limits.is_none() && me.loopback.is_empty() && !me.own_pids);
+    assert_eq!(me.sysctls, [("net.ipv6.conf.default.disable_ipv6".to_string(), "1".to_string())]);
+    assert_eq!(p.nodes[1].run, ["x"]);
+    // Routes to the lab's prefixes (the r1-r2 link), never a default route.
+    assert!(!me.routes.is_empty() && me.routes.iter().all(|r| r.dst.prefix_len() > 0));
+    // A long lab name is cut so that a number fits in an interface name (15 bytes).
+    let p = ok("name: a-very-long-lab-name\nnodes: {me: {kind: host}, r: {}}\nlinks: [{endpoints: [me, r]}]\n");
+    assert_eq!(p.nodes[0].ifaces[0].name, "vh-a-very-lon0");
+    // What the machine cannot be given, said where.
+    let e = bad("nodes:\n  me: {kind: host, loopback: [10.9.9.9/32], isolation: pid}\n  r: {}\nlinks: [{endpoints: [me, r]}]\n").to_string();
+    assert!(e.contains("t.yaml:2:") && e.contains("it has no 'loopback'") && e.contains("it has no 'isolation'"), "{e}");
+    let e = bad("nodes:\n  me: {kind: host}\n  r: {}\nlinks: [{endpoints: [me, r]}]\nevents: [{at: 1s, node: me, state: stop}]\n").to_string();
+    assert!(e.contains("t.yaml:5:") && e.contains("node 'me' is the machine vemu runs on"), "{e}");
+    let e = bad("machines: {a: 10.0.0.1, b: 10.0.0.2}\nnodes: {me: {kind: host}, r: {}}\nlinks: [{endpoints: [me, r]}]\n").to_string();
+    assert!(e.contains("lab across machines is not supported yet"), "{e}");
+}

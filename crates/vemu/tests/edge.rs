@@ -1,0 +1,162 @@
+//! The lab's edge: the machine vemu runs on as a node of the lab (`kind: host`). "The
+//! machine" is a stand-in network namespace here: vemu runs inside it (`nsenter --net`,
+//! the mounts stay the machine's), so these tests never touch the real machine's
+//! interfaces or routes, and all traffic stays between namespaces they made.
+
+mod common;
+
+use std::process::{Command, Output};
+
+use common::*;
+
+const HOST_NS: &str = "t-edge-host";
+
+/// The stand-in for the machine: a network namespace with only `lo`, removed at the end.
+struct StandIn;
+
+impl StandIn {
+    fn new() -> StandIn {
+        let _ = Command::new("ip").args(["netns", "del", HOST_NS]).output();
+        let o = Command::new("ip").args(["netns", "add", HOST_NS]).output().unwrap();
+        assert!(o.status.success(), "ip netns add: {}", text(&o));
+        in_host(&["ip", "link", "set", "lo", "up"]);
+        StandIn
+    }
+
+    /// The interfaces and routes the machine has (names, and routes as `ip` prints them).
+    fn devices(&self) -> (Vec<String>, String) {
+        let links = text(&in_host(&["ip", "-o", "link", "show"]));
+        let names = links.lines().filter_map(|l| l.split(": ").nth(1)).map(|n| n.split('@').next().unwrap().to_string()).collect();
+        let routes = text(&in_host(&["ip", "route", "show"])) + &text(&in_host(&["ip", "-6", "route", "show"]));
+        (names, routes)
+    }
+}
+
+impl Drop for StandIn {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", HOST_NS]).output();
+    }
+}
+
+/// Run a program on the (stand-in) machine.
+fn in_host(args: &[&str]) -> Output {
+    Command::new("nsenter").arg(format!("--net=/run/netns/{HOST_NS}")).args(args).output().expect("running nsenter")
+}
+
+fn vemu_on_host(args: &[&str]) -> Output {
+    let mut all = vec![env!("CARGO_BIN_EXE_vemu")];
+    all.extend_from_slice(args);
+    in_host(&all)
+}
+
+fn scenario(name: &str) -> String {
+    format!(
+        "name: {name}
+addressing: {{ipv6: none}}
+nodes:
+  me: {{kind: host}}
+  r1: {{}}
+  srv: {{run: ['iperf3 -s -D']}}
+links:
+  - {{endpoints: [me, r1], delay: 5ms}}
+  - {{endpoints: [r1, srv], bandwidth: 50Mbit}}
+"
+    )
+}
+
+fn up_on_host(name: &str) -> Lab {
+    let path = write_scenario(name, &scenario(name));
+    let o = vemu_on_host(&["up", path.to_str().unwrap(), "--name", name]);
+    assert!(o.status.success(), "vemu up: {}", text(&o));
+    Lab { name: name.to_string() }
+}
+
+#[test]
+fn the_machine_reaches_the_lab_through_its_emulated_links() {
+    let _g = serial();
+    let host = StandIn::new();
+    let lab = up_on_host("t-edge");
+    let st = lab.status();
+    let srv = lab.addrs(&st, "srv", false)[0].clone();
+    let (names, routes) = host.devices();
+    assert!(names.contains(&"vh-t-edge0".to_string()), "the machine's interface to the lab: {names:?}");
+    // Routes to the lab's prefixes, through the lab (the link to r1), none by default.
+    let srv_net = text(&lab.exec("srv", &["ip", "-o", "-4", "route", "show", "dev", "eth0", "scope", "link"]));
+    let srv_net = srv_net.split_whitespace().next().unwrap_or_default().to_string();
+    assert!(routes.contains(&srv_net) && routes.contains("vh-t-edge0"), "a route to {srv_net} on the machine: {routes}");
+    assert!(!routes.contains("default"), "no default route changed: {routes}");
+    // Programs of the machine cross the emulated links: 5 ms each way to r1.
+    let ping = text(&in_host(&["ping", "-c", "5", "-i", "0.2", "-W", "2", &srv]));
+    let (sent, got, avg_ms) = parse_ping(&ping);
+    assert_eq!((sent, got), (5, 5), "{ping}");
+    assert!((10.0..40.0).contains(&avg_ms), "RTT {avg_ms} ms through a 5 ms link each way: {ping}");
+    // TCP from the machine to a server in the lab, at the rate of the 50 Mbit/s link.
+    let mut bps = 0.0;
+    for _ in 0..20 {
+        let o = in_host(&["iperf3", "-c", &srv, "-t", "3", "-J"]);
+        if o.status.success() {
+            let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+            bps = v["end"]["sum_received"]["bits_per_second"].as_f64().unwrap();
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+    assert!((0.80 * 50e6..1.02 * 50e6).contains(&bps), "TCP from the machine: {bps} bit/s on a 50 Mbit/s link");
+    // vemu does not enter, stop or limit the machine.
+    let o = lab.vemu(&["exec", "me", "--", "true"]);
+    assert!(!o.status.success() && text(&o).contains("kind: host"), "{}", text(&o));
+    let o = lab.vemu(&["node", "stop", "me"]);
+    assert!(!o.status.success() && text(&o).contains("kind: host"), "{}", text(&o));
+    drop(lab);
+    let (names, routes) = host.devices();
+    assert_eq!(names, ["lo"], "nothing left on the machine after down");
+    assert!(routes.trim().is_empty(), "no route left: {routes}");
+}
+
+#[test]
+fn a_crashed_lab_leaves_nothing_on_the_machine_after_clean() {
+    let _g = serial();
+    let host = StandIn::new();
+    let lab = up_on_host("t-edge-crash");
+    let pid = lab.status()["pid"].as_u64().unwrap();
+    assert!(host.devices().0.len() > 1);
+    // SAFETY: plain kill(2) of the lab's controller.
+    let o = Command::new("kill").args(["-9", &pid.to_string()]).output().unwrap();
+    assert!(o.status.success());
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let o = vemu(&["clean"]);
+    assert!(o.status.success(), "clean: {}", text(&o));
+    std::mem::forget(lab);
+    let (names, routes) = host.devices();
+    assert_eq!(names, ["lo"], "nothing left on the machine after clean");
+    assert!(routes.trim().is_empty(), "no route left: {routes}");
+    assert!(lab_netns("t-edge-crash").is_empty());
+}
+
+#[test]
+fn host_nodes_that_cannot_be_are_refused() {
+    let _g = serial();
+    // In the file: said where.
+    let bad = "nodes:\n  a: {kind: host}\n  b: {kind: host}\n  c: {kind: host, run: [x]}\n  d: {kind: box}\nlinks: [{endpoints: [a, b]}]\n";
+    let path = write_scenario("t-edge-bad", bad);
+    let o = vemu(&["check", path.to_str().unwrap()]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    assert!(t.contains(":3:") && t.contains("only one node can be the host, and 'a' is"), "{t}");
+    assert!(t.contains(":4:") && t.contains("it has no 'run'"), "{t}");
+    assert!(t.contains(":5:") && t.contains("got 'box'"), "{t}");
+    // An interface name the machine has already: refused before anything is made, and
+    // nothing of the lab is left.
+    let host = StandIn::new();
+    let o = in_host(&["ip", "link", "add", "vh-t-edge-n0", "type", "veth", "peer", "name", "other0"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let path = write_scenario("t-edge-n", &scenario("t-edge-n"));
+    let o = vemu_on_host(&["up", path.to_str().unwrap(), "--name", "t-edge-n"]);
+    let t = text(&o);
+    assert!(!o.status.success() && t.contains("the machine has an interface named vh-t-edge-n0 already"), "{t}");
+    assert!(lab_netns("t-edge-n").is_empty(), "no namespace left");
+    assert!(!std::path::Path::new("/run/vemu/t-edge-n").exists(), "no state left");
+    let mut names = host.devices().0;
+    names.sort();
+    assert_eq!(names, ["lo", "other0", "vh-t-edge-n0"], "the machine's own interfaces untouched");
+}
