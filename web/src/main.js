@@ -57,7 +57,7 @@ const nodeOf = (port) => port.split(':')[0];
 function elements(lab) {
   const els = [];
   for (const n of lab.nodes) {
-    els.push({ group: 'nodes', data: { id: 'n:' + n.name, label: n.host ? n.name + ' (this machine)' : n.name, kind: 'node', up: n.up ? 1 : 0, host: n.host ? 1 : 0 } });
+    els.push({ group: 'nodes', data: { id: 'n:' + n.name, label: n.kind === 'host' ? n.name + ' (this machine)' : n.name, kind: 'node', up: n.up ? 1 : 0, host: n.kind ? 1 : 0 } });
   }
   for (const g of lab.segments) {
     if (g.kind === 'wireless') {
@@ -487,9 +487,11 @@ function renderNode(panel, n) {
     for (const p of n.processes) ps.append(h('tr', {}, h('td', {}, p.command), h('td', {}, typeof p.state === 'string' ? p.state : JSON.stringify(p.state))));
     panel.append(h('h3', {}, 'run'), ps);
   }
-  if (n.host) {
-    // The machine itself (kind: host): vemu runs nothing there and keeps no log of it.
-    panel.append(h('p', { class: 'hint' }, 'This node is the machine the lab runs on (kind: host): its programs reach the lab through these interfaces.'));
+  if (n.kind) {
+    // The machine itself, or a NIC's wire: vemu runs nothing there and keeps no log of it.
+    panel.append(h('p', { class: 'hint' }, n.kind === 'host'
+      ? 'This node is the machine the lab runs on (kind: host): its programs reach the lab through these interfaces.'
+      : 'This node is what is on the wire of a network interface of the machine (kind: external): its frames cross the lab.'));
     return;
   }
   if (n.usage) {

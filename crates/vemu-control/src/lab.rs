@@ -214,7 +214,7 @@ impl Controller {
             .map(|(ni, n)| NodeStatus {
                 name: n.name.clone(),
                 up: !self.stopped[ni] && !self.machine_lost(n.machine),
-                netns: if n.host { String::new() } else { paths.netns_name(&n.name) },
+                netns: if n.kind.is_made() { paths.netns_name(&n.name) } else { String::new() },
                 ifaces: n
                     .ifaces
                     .iter()
@@ -228,7 +228,7 @@ impl Controller {
                 limits: n.limits,
                 usage: usage.get(ni).copied().unwrap_or_default(),
                 machine: self.plan.machines.get(n.machine).map(|m| m.name.clone()),
-                host: n.host,
+                kind: (!n.kind.is_made()).then(|| n.kind.name().to_string()),
             })
             .collect();
         let dir = |st: &PortState, c: &[DirStats; 2], d: usize| DirStatus { impairments: st.imps[d].clone(), stats: c[d].clone() };
@@ -420,9 +420,10 @@ impl Controller {
     /// run in, stopped and limited.
     pub fn made_node(&self, node: &str) -> Result<usize, LabError> {
         let i = self.node_index(node)?;
-        match self.plan.nodes[i].host {
-            true => Err(LabError::invalid(format!("node '{node}' is the machine vemu runs on (kind: host): run its programs as usual; vemu does not enter, stop or limit it"))),
-            false => Ok(i),
+        match self.plan.nodes[i].kind {
+            vemu_scenario::NodeKind::Namespace => Ok(i),
+            vemu_scenario::NodeKind::Host => Err(LabError::invalid(format!("node '{node}' is the machine vemu runs on (kind: host): run its programs as usual; vemu does not enter, stop or limit it"))),
+            vemu_scenario::NodeKind::External => Err(LabError::invalid(format!("node '{node}' is what is on the wire of interface {} (kind: external): vemu does not enter, stop or limit it", self.plan.nodes[i].ifaces.first().map_or("?", |i| i.name.as_str())))),
         }
     }
 

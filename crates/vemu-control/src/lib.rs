@@ -151,9 +151,10 @@ pub struct NodeStatus {
     /// The machine it runs on (labs across machines).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machine: Option<String>,
-    /// The node is the machine vemu runs on (`kind: host`; `netns` is then empty).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub host: bool,
+    /// `host` (the machine vemu runs on) or `external` (what is on a NIC's wire) for
+    /// nodes vemu does not make (their `netns` is empty); absent for the others.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
 }
 
 /// A machine of a lab across machines.

@@ -16,7 +16,7 @@ use vemu_engine::{Captured, CaptureSpec, DirStats, Engine, FastPath, LabClock, L
 use vemu_fastpath::Route;
 use vemu_host::LabPaths;
 use vemu_link::{Impairments, ImpairmentsPatch};
-use vemu_scenario::Plan;
+use vemu_scenario::{NodeKind, Plan};
 
 use crate::supervise::{ProcStatus, Supervisor};
 use crate::derive_seed;
@@ -177,9 +177,8 @@ pub struct LocalWorker {
     segs_here: Vec<usize>,
     /// A share built, waiting for [`WorkerRequest::Connect`].
     pending: Option<Pending>,
-    /// Each node of this machine: its name and interfaces, and whether it is the
-    /// machine itself (`kind: host`).
-    ifaces: Vec<(String, Vec<String>, bool)>,
+    /// Each node of this machine: its name, interfaces and kind.
+    ifaces: Vec<(String, Vec<String>, NodeKind)>,
     /// A netlink socket in the namespace of each node with TAP interfaces (its name and
     /// theirs), opened when first asked for TAP counters (they hold the namespaces:
     /// closed before the lab is removed).
@@ -233,12 +232,19 @@ impl LocalWorker {
         // or one (a tunnel to the other machine); segments are on one machine each.
         self.links_here = (0..plan.links.len()).filter(|&l| here(plan.links[l].a.node) || here(plan.links[l].b.node)).collect();
         self.segs_here = (0..plan.segments.len()).filter(|&g| plan.segments[g].members.first().is_some_and(|m| here(m.end.node))).collect();
-        // The links with both ends here (the fast path's).
-        let whole: Vec<usize> = self.links_here.iter().copied().filter(|&l| here(plan.links[l].a.node) && here(plan.links[l].b.node)).collect();
+        // The links with both ends here (the fast path's), but those to a NIC's wire
+        // (its frames come through a packet socket, never a veth).
+        let external = |n: usize| plan.nodes[n].kind == NodeKind::External;
+        let whole: Vec<usize> = self
+            .links_here
+            .iter()
+            .copied()
+            .filter(|&l| here(plan.links[l].a.node) && here(plan.links[l].b.node) && !external(plan.links[l].a.node) && !external(plan.links[l].b.node))
+            .collect();
         self.sizes = plan.segments.iter().map(|g| g.members.len()).collect();
         self.nodes = plan.nodes.iter().map(|n| n.name.clone()).collect();
         self.lab_links = plan.links.len();
-        self.ifaces = share_nodes.iter().map(|n| (n.name.clone(), n.ifaces.iter().map(|i| i.name.clone()).collect(), n.host)).collect();
+        self.ifaces = share_nodes.iter().map(|n| (n.name.clone(), n.ifaces.iter().map(|i| i.name.clone()).collect(), n.kind)).collect();
         let template = vemu_host::mount_template(&paths)?;
         let fast = match fast_path(&paths, &plan, &whole) {
             Ok(f) => {
@@ -294,9 +300,10 @@ impl LocalWorker {
                             break;
                         }
                         let i = local_nodes[k];
-                        let made = match plan.nodes[i].host {
-                            true => vemu_host::create_host_node(&paths, &plan.nodes[i], &peers[i]),
-                            false => vemu_host::create_node(&paths, &plan.nodes[i], &template, &peers[i]),
+                        let made = match plan.nodes[i].kind {
+                            NodeKind::Host => vemu_host::create_host_node(&paths, &plan.nodes[i], &peers[i]),
+                            NodeKind::External => vemu_host::create_external_node(&plan.nodes[i]),
+                            NodeKind::Namespace => vemu_host::create_node(&paths, &plan.nodes[i], &template, &peers[i]),
                         };
                         match made {
                             Ok(fds) => *taps[i].locked() = Some(fds),
@@ -448,12 +455,13 @@ impl LocalWorker {
         // The others are TAP devices in the nodes: a socket in each node that has one.
         if self.node_sockets.is_none() {
             let mut socks = Vec::new();
-            for (n, ifaces, host) in &self.ifaces {
+            // (A NIC's counters say nothing of the engine's reading: not watched.)
+            for (n, ifaces, kind) in self.ifaces.iter().filter(|(_, _, k)| *k != NodeKind::External) {
                 let taps: Vec<String> = ifaces.iter().filter(|i| !on_plane.contains(format!("{n}:{i}").as_str())).cloned().collect();
                 if !taps.is_empty() {
-                    let sock = match host {
-                        true => vemu_host::netlink::Netlink::open()?,
-                        false => vemu_host::netlink::Netlink::open_in(&paths.netns_pin(n))?,
+                    let sock = match kind {
+                        NodeKind::Host => vemu_host::netlink::Netlink::open()?,
+                        _ => vemu_host::netlink::Netlink::open_in(&paths.netns_pin(n))?,
                     };
                     socks.push((n.clone(), taps, sock));
                 }

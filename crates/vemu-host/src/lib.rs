@@ -15,6 +15,7 @@
 
 pub mod cgroup;
 pub mod netlink;
+pub mod nic;
 pub mod tap;
 
 use std::collections::HashSet;
@@ -579,6 +580,13 @@ pub fn create_host_node(paths: &LabPaths, node: &NodePlan, plane_peers: &[Option
     let names: Vec<&str> = node.ifaces.iter().map(|i| i.name.as_str()).collect();
     record_host_ifaces(paths, &names)?;
     made
+}
+
+/// A node of kind `external`: its one interface is a NIC of the machine (of the calling
+/// process's network namespace), opened as a port of the lab (see [`nic`]). Nothing is
+/// made; the descriptor goes with the engine.
+pub fn create_external_node(node: &NodePlan) -> Result<Vec<Option<OwnedFd>>> {
+    node.ifaces.iter().map(|i| nic::open(&i.name).map(Some)).collect()
 }
 
 /// Where a lab notes the interfaces it gave the machine ("NAME IFINDEX" lines), and the

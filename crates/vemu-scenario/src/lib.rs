@@ -190,11 +190,41 @@ pub struct NodePlan {
     /// Which of [`Plan::machines`] hosts the node (0 when the lab has none).
     #[serde(default)]
     pub machine: usize,
-    /// The node is the machine vemu runs on (`kind: host`): its interfaces, addresses
-    /// and routes go into the controller's own network namespace, and vemu makes no
-    /// namespace, runs nothing and sets no sysctl there.
+    /// What the node is (scenario key `kind`).
     #[serde(default)]
-    pub host: bool,
+    pub kind: NodeKind,
+}
+
+/// What a node is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NodeKind {
+    /// A network namespace (and the rest of a node) that vemu makes.
+    #[default]
+    Namespace,
+    /// The machine vemu runs on: its interfaces, addresses and routes go into the
+    /// controller's own network namespace, and vemu makes no namespace, runs nothing
+    /// and sets no sysctl there.
+    Host,
+    /// What is on the wire of one of the machine's network interfaces (a NIC): the
+    /// node's one interface is that NIC, whose frames enter and leave the lab through
+    /// the engine (an `AF_PACKET` socket); vemu gives it no address and runs nothing.
+    External,
+}
+
+impl NodeKind {
+    /// A node vemu makes (a namespace it can run programs in, stop and limit).
+    pub fn is_made(self) -> bool {
+        self == NodeKind::Namespace
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            NodeKind::Namespace => "namespace",
+            NodeKind::Host => "host",
+            NodeKind::External => "external",
+        }
+    }
 }
 
 /// Limits on what a node's processes may use together (scenario keys `cpu`, `memory`,

@@ -56,9 +56,10 @@ pub struct NodeDef {
     pub limits: crate::Limits,
     /// The machine the node must run on (`machine:`, an index into `machines`).
     pub machine: Option<usize>,
-    /// `kind: host`: the node is the machine vemu runs on (its own network namespace),
-    /// not a new one.
-    pub host: bool,
+    /// `kind`: a namespace vemu makes, the machine itself, or a NIC's wire.
+    pub kind: crate::NodeKind,
+    /// `iface` of a node of kind `external`: the machine's interface (NIC).
+    pub nic: Option<String>,
 }
 
 /// A file placed in a node's private view of the filesystem.
@@ -1058,10 +1059,12 @@ fn addressing(p: &mut P, node: &Node, field: &str) -> Addressing {
     a
 }
 
-const NODE_KEYS: &[&str] = &["kind", "run", "routes", "files", "loopback", "vars", "sysctl", "isolation", "cpu", "memory", "pids", "machine"];
+const NODE_KEYS: &[&str] = &["kind", "iface", "run", "routes", "files", "loopback", "vars", "sysctl", "isolation", "cpu", "memory", "pids", "machine"];
 /// What a node of `kind: host` may not have: it is the machine itself, not a node vemu
 /// makes.
-const NOT_ON_HOST: &[&str] = &["run", "files", "loopback", "sysctl", "isolation", "cpu", "memory", "pids", "machine"];
+const NOT_ON_HOST: &[&str] = &["iface", "run", "files", "loopback", "sysctl", "isolation", "cpu", "memory", "pids", "machine"];
+/// What a node of kind `external` may have: it is what is on a NIC's wire.
+const ON_EXTERNAL: &[&str] = &["kind", "iface"];
 
 /// What a node definition (or `defaults.node`) gives.
 #[derive(Default)]
@@ -1078,8 +1081,10 @@ struct NodeParts {
     limits: crate::Limits,
     /// `machine`, when given: its name and where.
     machine: Option<(String, Mark)>,
-    /// `kind: host`, where it says so.
-    host: Option<Mark>,
+    /// `kind`, when given, and where.
+    kind: Option<(crate::NodeKind, Mark)>,
+    /// `iface` (the NIC of a node of kind `external`), and where.
+    iface: Option<(String, Mark)>,
     /// The keys given, and where (to refuse those a host node may not have).
     given: Vec<(String, Mark)>,
 }
@@ -1091,13 +1096,16 @@ fn node_parts(p: &mut P, def: &Node, field: &str, base: Option<&Path>, allowed: 
         d.given.push((k.to_string(), kmark));
         match k {
             "kind" => {
-                let host = p.scalar(v, &f, |s| match s {
-                    "host" => Ok(true),
-                    "namespace" => Ok(false),
-                    _ => Err(format!("expected 'namespace' (a node of its own, the default) or 'host' (the machine vemu runs on), got '{s}'")),
-                });
-                d.host = host.filter(|&h| h).map(|_| v.mark);
+                d.kind = p
+                    .scalar(v, &f, |s| match s {
+                        "namespace" => Ok(crate::NodeKind::Namespace),
+                        "host" => Ok(crate::NodeKind::Host),
+                        "external" => Ok(crate::NodeKind::External),
+                        _ => Err(format!("expected 'namespace' (a node of its own, the default), 'host' (the machine vemu runs on) or 'external' (what is on the wire of a NIC of the machine), got '{s}'")),
+                    })
+                    .map(|k| (k, v.mark));
             }
+            "iface" => d.iface = p.scalar(v, &f, |s| valid_iface_name(s).map(|()| s.to_string())).map(|n| (n, v.mark)),
             "run" => d.run = p.strings(v, &f),
             "isolation" => {
                 d.own_pids = p.scalar(v, &f, |s| match s {
@@ -1276,23 +1284,46 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, machines_overr
                     continue;
                 }
                 let mut d = node_parts(&mut p, def, &field, base, NODE_KEYS);
-                let host = d.host.is_some();
-                if let Some(mark) = d.host {
-                    for (k, kmark) in d.given.iter().filter(|(k, _)| NOT_ON_HOST.contains(&k.as_str())) {
-                        p.err(*kmark, &join(&field, k), format!("a node of kind 'host' is the machine vemu runs on, not a node vemu makes: it has no '{k}'"));
+                let kind = d.kind.map_or(crate::NodeKind::Namespace, |(k, _)| k);
+                match d.kind {
+                    Some((crate::NodeKind::Host, mark)) => {
+                        for (k, kmark) in d.given.iter().filter(|(k, _)| NOT_ON_HOST.contains(&k.as_str())) {
+                            p.err(*kmark, &join(&field, k), format!("a node of kind 'host' is the machine vemu runs on, not a node vemu makes: it has no '{k}'"));
+                        }
+                        if let Some(other) = nodes.iter().find(|n: &&NodeDef| n.kind == crate::NodeKind::Host) {
+                            p.err(mark, &join(&field, "kind"), format!("only one node can be the host, and '{}' is", other.name));
+                        }
                     }
-                    if let Some(other) = nodes.iter().find(|n: &&NodeDef| n.host) {
-                        p.err(mark, &join(&field, "kind"), format!("only one node can be the host, and '{}' is", other.name));
+                    Some((crate::NodeKind::External, mark)) => {
+                        for (k, kmark) in d.given.iter().filter(|(k, _)| !ON_EXTERNAL.contains(&k.as_str())) {
+                            p.err(*kmark, &join(&field, k), format!("a node of kind 'external' is what is on the wire of a NIC, not a node vemu makes: it has no '{k}'"));
+                        }
+                        match &d.iface {
+                            None => p.err(mark, &join(&field, "kind"), "a node of kind 'external' needs 'iface': the machine's interface (NIC) whose wire it stands for"),
+                            Some((nic, imark)) => {
+                                if let Some(other) = nodes.iter().find(|n: &&NodeDef| n.nic.as_ref() == Some(nic)) {
+                                    p.err(*imark, &join(&field, "iface"), format!("interface '{nic}' is node '{}' already", other.name));
+                                }
+                            }
+                        }
                     }
+                    _ => {
+                        if let Some((_, imark)) = d.iface {
+                            p.err(imark, &join(&field, "iface"), "'iface' names the NIC of a node of kind 'external' (name a link's interface in its endpoint: {node: n1, iface: eth5})");
+                        }
+                    }
+                }
+                if let Some((k, mark)) = d.kind.filter(|(k, _)| !k.is_made()) {
                     if !machines.is_empty() {
-                        p.err(mark, &join(&field, "kind"), "a node of kind 'host' in a lab across machines is not supported yet");
+                        p.err(mark, &join(&field, "kind"), format!("a node of kind '{}' in a lab across machines is not supported yet", k.name()));
                     }
-                    // Nothing of defaults.node applies to the machine itself.
+                    // Nothing of defaults.node applies to what vemu does not make.
                     d.own_pids = Some(false);
                 }
-                let default_node = match host {
-                    true => &no_defaults,
-                    false => &default_node,
+                let nic = d.iface.take().filter(|_| kind == crate::NodeKind::External).map(|(n, _)| n);
+                let default_node = match kind.is_made() {
+                    false => &no_defaults,
+                    true => &default_node,
                 };
                 // Defaults first: the node's own files replace default files at the same path.
                 let mut files = default_node.files.clone();
@@ -1327,7 +1358,7 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, machines_overr
                     }
                 });
                 names.insert(nname.to_string(), nodes.len());
-                nodes.push(NodeDef { name: nname.to_string(), mark: nmark, run, routes, files, loopback, vars, sysctls, own_pids, limits, machine, host });
+                nodes.push(NodeDef { name: nname.to_string(), mark: nmark, run, routes, files, loopback, vars, sysctls, own_pids, limits, machine, kind, nic });
             }
         }
     }

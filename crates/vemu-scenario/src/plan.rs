@@ -11,7 +11,7 @@ use vemu_link::Impairments;
 
 use crate::parse::{EndDef, LinkDef, Scenario, SegmentDef, SubnetChoice};
 use crate::yaml::Mark;
-use crate::{Attach, EndpointRef, Error, IfacePlan, LinkPlan, MemberPlan, NodePlan, Plan, RoutePlan, SegmentPlan};
+use crate::{Attach, EndpointRef, Error, IfacePlan, LinkPlan, MemberPlan, NodeKind, NodePlan, Plan, RoutePlan, SegmentPlan};
 
 /// Interface MTU when the link sets none, bytes.
 pub const DEFAULT_MTU: u32 = 1500;
@@ -92,8 +92,13 @@ fn two_hosts(net: IpNet) -> (IpNet, IpNet) {
 }
 
 /// The interface name for an endpoint: its explicit name or the next free `ethN` — on
-/// the host node, `vh-LAB` and a number (the host has interfaces of its own).
-fn iface_name(e: &EndDef, used: &mut [HashSet<String>], next_auto: &mut [usize], host_prefix: Option<&str>) -> String {
+/// the host node, `vh-LAB` and a number (the host has interfaces of its own); an
+/// external node's is its NIC's.
+fn iface_name(e: &EndDef, used: &mut [HashSet<String>], next_auto: &mut [usize], host_prefix: Option<&str>, nic: Option<&str>) -> String {
+    if let Some(nic) = nic {
+        used[e.node].insert(nic.to_string());
+        return nic.to_string();
+    }
     match &e.iface {
         Some(n) => n.clone(),
         None => loop {
@@ -146,7 +151,7 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
             own_pids: n.own_pids,
             limits: n.limits,
             machine: 0,
-            host: n.host,
+            kind: n.kind,
         })
         .collect();
     if !s.machines.is_empty() {
@@ -198,7 +203,7 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
     let mut next_auto = vec![0usize; nodes.len()];
     // "vh-" and the lab's name, cut so that a number still fits in an interface name.
     let host_iface = format!("vh-{}", s.name.chars().take(10).collect::<String>());
-    let host_prefix = |node: usize| s.nodes[node].host.then_some(host_iface.as_str());
+    let host_prefix = |node: usize| (s.nodes[node].kind == NodeKind::Host).then_some(host_iface.as_str());
     let mut links = Vec::new();
     for (li, l) in s.links.iter().enumerate() {
         let addrs = &link_addrs[li];
@@ -206,7 +211,7 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
         check_ipv6_mtu(&mut errors, mtu, &addrs.concat(), l.mark, &l.field);
         let mut refs = [EndpointRef { node: 0, iface: 0 }; 2];
         for (k, e) in l.ends.iter().enumerate() {
-            let name = iface_name(e, &mut used, &mut next_auto, host_prefix(e.node));
+            let name = iface_name(e, &mut used, &mut next_auto, host_prefix(e.node), s.nodes[e.node].nic.as_deref());
             let node = &mut nodes[e.node];
             let idx = node.ifaces.len();
             let mac = e.mac.unwrap_or_else(|| auto_mac(e.node, idx));
@@ -223,7 +228,7 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
             let e = &m.end;
             let mtu = port_mtu([&m.egress, &m.ingress]);
             check_ipv6_mtu(&mut errors, mtu, &seg_addrs[gi][mi], e.mark, &e.field);
-            let name = iface_name(e, &mut used, &mut next_auto, host_prefix(e.node));
+            let name = iface_name(e, &mut used, &mut next_auto, host_prefix(e.node), s.nodes[e.node].nic.as_deref());
             let node = &mut nodes[e.node];
             let idx = node.ifaces.len();
             let mac = e.mac.unwrap_or_else(|| auto_mac(e.node, idx));
@@ -251,7 +256,7 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
     let mut lo4 = Pool { cursor: 1, ..Pool::new(a.loopback_ipv4.map(IpNet::V4), explicit.clone()) };
     let mut lo6 = Pool { cursor: 1, ..Pool::new(a.loopback_ipv6.map(IpNet::V6), explicit) };
     // (Not on the host: vemu does not change the machine's own loopback.)
-    for n in nodes.iter_mut().filter(|n| !n.host) {
+    for n in nodes.iter_mut().filter(|n| n.kind.is_made()) {
         for (pool, v6fam, len) in [(&mut lo4, false, 32), (&mut lo6, true, 128)] {
             if pool.pool.is_some() && !n.loopback.iter().any(|l| l.addr().is_ipv6() == v6fam) {
                 match pool.next(len) {
@@ -321,6 +326,14 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
         addrs.sort_by_key(|a| a.is_ipv6());
         hosts.extend(addrs.into_iter().map(|a| (a, n.name.clone())));
     }
+    // An external node is one NIC's wire: one port; its addresses are those the lab
+    // expects the device there to have, and it has no routes vemu could install.
+    for (n, d) in nodes.iter_mut().zip(&s.nodes).filter(|(n, _)| n.kind == NodeKind::External) {
+        n.routes.clear();
+        if n.ifaces.len() != 1 {
+            err(&mut errors, d.mark, &format!("nodes.{}", n.name), format!("a node of kind 'external' is one NIC's wire: it is the end of exactly one link or a member of one segment, not {}", n.ifaces.len()));
+        }
+    }
     let mut plan = Plan { name: s.name.clone(), seed: s.seed, nodes, links, segments, events: Vec::new(), hosts, fidelity: s.fidelity.clone(), storage_bytes: s.storage_bytes, machines: s.machines.clone() };
     crate::template::render_node_files(s, &mut plan, &mut errors);
     // Timeline: names must exist in the plan.
@@ -333,7 +346,7 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
                     let wireless = plan.segments.iter().any(|g| g.wireless.is_some() && g.members.iter().any(|m| m.end.node == ni));
                     (!wireless).then(|| format!("node '{n}' is not a member of a wireless segment, so it cannot move"))
                 }
-                Some(ni) if plan.nodes[ni].host => Some(format!("node '{n}' is the machine vemu runs on (kind: host): vemu does not run, stop or start anything there")),
+                Some(ni) if !plan.nodes[ni].kind.is_made() => Some(format!("node '{n}' is of kind '{}', not a node vemu makes: vemu does not run, stop or start anything there", plan.nodes[ni].kind.name())),
                 Some(_) => None,
             },
         };

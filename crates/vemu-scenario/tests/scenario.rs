@@ -716,7 +716,8 @@ links:
   - {endpoints: [{node: me, iface: lab9}, r2]}
 ");
     let me = &p.nodes[0];
-    assert!(me.host && !p.nodes[1].host && !p.nodes[2].host);
+    use vemu_scenario::NodeKind;
+    assert_eq!([me.kind, p.nodes[1].kind, p.nodes[2].kind], [NodeKind::Host, NodeKind::Namespace, NodeKind::Namespace]);
     // Interfaces the machine does not have already: vh-LAB0, or as named.
     let names: Vec<&str> = me.ifaces.iter().map(|i| i.name.as_str()).collect();
     assert_eq!(names, ["vh-edge0", "lab9"]);
@@ -733,7 +734,28 @@ links:
     let e = bad("nodes:\n  me: {kind: host, loopback: [10.9.9.9/32], isolation: pid}\n  r: {}\nlinks: [{endpoints: [me, r]}]\n").to_string();
     assert!(e.contains("t.yaml:2:") && e.contains("it has no 'loopback'") && e.contains("it has no 'isolation'"), "{e}");
     let e = bad("nodes:\n  me: {kind: host}\n  r: {}\nlinks: [{endpoints: [me, r]}]\nevents: [{at: 1s, node: me, state: stop}]\n").to_string();
-    assert!(e.contains("t.yaml:5:") && e.contains("node 'me' is the machine vemu runs on"), "{e}");
+    assert!(e.contains("t.yaml:5:") && e.contains("node 'me' is of kind 'host', not a node vemu makes"), "{e}");
     let e = bad("machines: {a: 10.0.0.1, b: 10.0.0.2}\nnodes: {me: {kind: host}, r: {}}\nlinks: [{endpoints: [me, r]}]\n").to_string();
     assert!(e.contains("lab across machines is not supported yet"), "{e}");
+}
+
+#[test]
+fn a_nics_wire_as_an_external_node() {
+    use vemu_scenario::NodeKind;
+    let p = ok("nodes:\n  dev: {kind: external, iface: enp3s0}\n  r: {}\nsegments: {lan: {kind: lan, members: [r, dev]}}\n");
+    let dev = &p.nodes[0];
+    assert_eq!(dev.kind, NodeKind::External);
+    // Its one interface is the NIC, with the address the lab expects the device to use.
+    assert_eq!(dev.ifaces.len(), 1);
+    assert_eq!(dev.ifaces[0].name, "enp3s0");
+    assert_eq!(dev.ifaces[0].addrs.len(), 2, "{:?}", dev.ifaces[0].addrs);
+    assert!(dev.routes.is_empty() && dev.loopback.is_empty() && dev.run.is_empty());
+    // Said where: no iface, keys it cannot have, two ports, one NIC twice, iface elsewhere.
+    let e = bad("nodes:\n  a: {kind: external}\n  b: {kind: external, iface: x0, run: [y]}\n  c: {kind: external, iface: x0}\n  d: {iface: x1}\nlinks: [{endpoints: [d, b]}]\n").to_string();
+    assert!(e.contains("t.yaml:2:") && e.contains("needs 'iface'"), "{e}");
+    assert!(e.contains("t.yaml:3:") && e.contains("it has no 'run'"), "{e}");
+    assert!(e.contains("t.yaml:4:") && e.contains("interface 'x0' is node 'b' already"), "{e}");
+    assert!(e.contains("t.yaml:5:") && e.contains("names the NIC of a node of kind 'external'"), "{e}");
+    let e = bad("nodes:\n  dev: {kind: external, iface: x0}\n  r: {}\n  s: {}\nlinks: [{endpoints: [dev, r]}, {endpoints: [dev, s]}]\n").to_string();
+    assert!(e.contains("t.yaml:2:") && e.contains("exactly one link or a member of one segment, not 2"), "{e}");
 }

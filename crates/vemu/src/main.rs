@@ -945,8 +945,10 @@ fn node_lab(lab: Option<String>, node: &str) -> Result<(String, bool)> {
         let names: Vec<&str> = plan.nodes.iter().map(|n| n.name.as_str()).collect();
         return Err(user(format!("no node '{node}' in lab '{lab}' (nodes: {})", names.join(", "))));
     };
-    if plan.nodes[i].host {
-        return Err(user(format!("node '{node}' is this machine (kind: host): run the command as usual, without vemu")));
+    match plan.nodes[i].kind {
+        vemu_scenario::NodeKind::Host => return Err(user(format!("node '{node}' is this machine (kind: host): run the command as usual, without vemu"))),
+        vemu_scenario::NodeKind::External => return Err(user(format!("node '{node}' is what is on the wire of a NIC (kind: external): vemu cannot run commands there"))),
+        vemu_scenario::NodeKind::Namespace => {}
     }
     let paths = LabPaths::new(&lab);
     if plan.machines.is_empty() || paths.netns(node).exists() {
@@ -1241,7 +1243,11 @@ fn print_status(s: &LabStatus) {
         let ifs: Vec<String> = n.ifaces.iter().map(|i| format!("{} {}", i.name, i.addrs.join(" "))).collect();
         let lost = s.machines.iter().any(|m| Some(&m.name) == n.machine.as_ref() && m.state == "lost");
         let on = n.machine.as_ref().map(|m| format!(" (on {m}{})", if lost { ", lost" } else { "" })).unwrap_or_default();
-        let on = if n.host { format!("{on} (this machine)") } else { on };
+        let on = match n.kind.as_deref() {
+            Some("host") => format!("{on} (this machine)"),
+            Some("external") => format!("{on} (the wire of a NIC)"),
+            _ => on,
+        };
         println!("{:<15} {}{on}", n.name, ifs.join(" | "));
         if !n.limits.is_none() || n.usage.cpu_ns > 0 {
             let u = &n.usage;

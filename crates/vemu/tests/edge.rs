@@ -160,3 +160,88 @@ fn host_nodes_that_cannot_be_are_refused() {
     names.sort();
     assert_eq!(names, ["lo", "other0", "vh-t-edge-n0"], "the machine's own interfaces untouched");
 }
+
+/// What is on the wire of a NIC joins the lab (`kind: external`). The stand-in machine
+/// has two "NICs" (veths) whose other ends are in a namespace playing the devices on
+/// their wires; the devices take the addresses the lab planned for them.
+#[test]
+fn devices_on_a_nics_wire_cross_the_emulated_lan_and_link() {
+    let _g = serial();
+    let host = StandIn::new();
+    const DEV: &str = "t-edge-dev";
+    let _ = Command::new("ip").args(["netns", "del", DEV]).output();
+    let sh = |cmd: &str| {
+        let o = Command::new("sh").args(["-c", cmd]).output().unwrap();
+        assert!(o.status.success(), "{cmd}: {}", text(&o));
+    };
+    sh(&format!("ip netns add {DEV} && ip -n {DEV} link set lo up"));
+    struct Gone;
+    impl Drop for Gone {
+        fn drop(&mut self) {
+            let _ = Command::new("ip").args(["netns", "del", DEV]).output();
+        }
+    }
+    let _gone = Gone;
+    for k in 0..2 {
+        sh(&format!("ip -n {HOST_NS} link add t-nic{k} type veth peer name wire{k} netns {DEV} && ip -n {HOST_NS} link set t-nic{k} up && ip -n {DEV} link set wire{k} up"));
+    }
+    let name = "t-edge-nic";
+    let yaml = format!(
+        "name: {name}
+addressing: {{ipv6: none}}
+nodes:
+  n1: {{}}
+  n2: {{}}
+  dev: {{kind: external, iface: t-nic0}}
+  dev2: {{kind: external, iface: t-nic1}}
+segments:
+  lan: {{kind: lan, ipv4: 192.168.77.0/24, delay: 5ms, members: [n1, n2, dev]}}
+links:
+  - {{endpoints: [n1, dev2], delay: 3ms}}
+"
+    );
+    let path = write_scenario(name, &yaml);
+    let o = vemu_on_host(&["up", path.to_str().unwrap(), "--name", name]);
+    assert!(o.status.success(), "vemu up: {}", text(&o));
+    let lab = Lab { name: name.to_string() };
+    let st = lab.status();
+    // The devices take the addresses the lab planned for them.
+    let planned = |node: &str| -> String {
+        let n = st["nodes"].as_array().unwrap().iter().find(|n| n["name"] == node).unwrap();
+        assert_eq!(n["kind"], "external");
+        n["ifaces"][0]["addrs"][0].as_str().unwrap().to_string()
+    };
+    let (dev, dev2) = (planned("dev"), planned("dev2"));
+    sh(&format!("ip -n {DEV} addr add {dev} dev wire0 && ip -n {DEV} addr add {dev2} dev wire1"));
+    let dev_ip = dev.split('/').next().unwrap();
+    let dev2_ip = dev2.split('/').next().unwrap();
+    // Through the LAN: 5 ms on each port each way, 20 ms a round trip.
+    let (sent, got, avg) = lab.ping("n1", dev_ip, 5, 0.2);
+    assert_eq!((sent, got), (5, 5));
+    assert!((20.0..50.0).contains(&avg), "RTT {avg} ms to the device on the LAN");
+    // The device reaches the nodes too (its frames enter through the NIC).
+    let n2 = lab.addrs(&st, "n2", false).into_iter().find(|a| a.starts_with("192.168.77.")).unwrap();
+    let o = Command::new("ip").args(["netns", "exec", DEV, "ping", "-c", "3", "-i", "0.2", "-W", "2", &n2]).output().unwrap();
+    let (sent, got, avg) = parse_ping(&text(&o));
+    assert_eq!((sent, got), (3, 3), "{}", text(&o));
+    assert!((20.0..50.0).contains(&avg), "RTT {avg} ms from the device");
+    // Through the link: 3 ms each way.
+    let (sent, got, avg) = lab.ping("n1", dev2_ip, 5, 0.2);
+    assert_eq!((sent, got), (5, 5));
+    assert!((6.0..30.0).contains(&avg), "RTT {avg} ms to the device on the link");
+    // vemu does not enter it.
+    let o = lab.vemu(&["exec", "dev", "--", "true"]);
+    assert!(!o.status.success() && text(&o).contains("kind: external"), "{}", text(&o));
+    drop(lab);
+    // The NICs are the machine's: still there, no longer promiscuous, unchanged.
+    let (names, _) = host.devices();
+    assert_eq!(names, ["lo", "t-nic0", "t-nic1"]);
+    let d = text(&in_host(&["ip", "-d", "link", "show", "t-nic0"]));
+    assert!(d.contains("promiscuity 0") && d.contains("state UP"), "{d}");
+    // A NIC that is down is refused, and nothing is built.
+    sh(&format!("ip -n {HOST_NS} link set t-nic1 down"));
+    let o = vemu_on_host(&["up", path.to_str().unwrap(), "--name", name]);
+    let t = text(&o);
+    assert!(!o.status.success() && t.contains("interface t-nic1 is down"), "{t}");
+    assert!(lab_netns(name).is_empty() && !std::path::Path::new("/run/vemu").join(name).exists(), "nothing left");
+}
