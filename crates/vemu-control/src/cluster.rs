@@ -28,6 +28,10 @@ pub const DEFAULT_TOKEN_FILE: &str = "/etc/vemu/agent-token";
 /// nodes takes minutes), and to accept a connection.
 const ORDER_TIMEOUT: Duration = Duration::from_secs(1800);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// ... but only this long once a heartbeat to the machine went unanswered: orders are
+/// made with the controller's lock held, and each order to a machine that is dying
+/// (not yet lost) would stall the API for the whole connect timeout.
+const SUSPECT_CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// Heartbeats: how often each agent is asked, how long its answer may take, and how
 /// many missed in a row make its machine lost.
@@ -71,25 +75,36 @@ pub struct AgentRoute {
     address: SocketAddr,
     token: String,
     tls: tokio_rustls::TlsConnector,
+    /// The last heartbeat went unanswered (shared by the route's clones).
+    suspect: Arc<AtomicBool>,
 }
 
 impl AgentRoute {
     fn new(m: &vemu_scenario::Machine, token: &str, tls: &Arc<rustls::ClientConfig>) -> AgentRoute {
-        AgentRoute { name: m.name.clone(), address: m.address, token: token.to_string(), tls: tokio_rustls::TlsConnector::from(tls.clone()) }
+        AgentRoute { name: m.name.clone(), address: m.address, token: token.to_string(), tls: tokio_rustls::TlsConnector::from(tls.clone()), suspect: Arc::default() }
+    }
+
+    /// How long to wait for a connection (and its TLS handshake).
+    fn connect_timeout(&self) -> Duration {
+        match self.suspect.load(Ordering::Relaxed) {
+            true => SUSPECT_CONNECT_TIMEOUT,
+            false => CONNECT_TIMEOUT,
+        }
     }
 
     /// Send one request; the answer once its head has come (a successful one only if
     /// the agent signed it).
     /// A TLS connection to the agent and its session's binding.
     async fn connect(&self) -> Result<(tokio_rustls::client::TlsStream<tokio::net::TcpStream>, Binding)> {
-        let stream = tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(self.address))
+        let wait = self.connect_timeout();
+        let stream = tokio::time::timeout(wait, tokio::net::TcpStream::connect(self.address))
             .await
-            .map_err(|_| anyhow!("no answer within {} s", CONNECT_TIMEOUT.as_secs()))??;
+            .map_err(|_| anyhow!("no answer within {:.1} s", wait.as_secs_f64()))??;
         let _ = stream.set_nodelay(true);
         let name = rustls::pki_types::ServerName::try_from("vemu-agent").expect("a valid name");
-        let stream = tokio::time::timeout(CONNECT_TIMEOUT, self.tls.connect(name, stream))
+        let stream = tokio::time::timeout(wait, self.tls.connect(name, stream))
             .await
-            .map_err(|_| anyhow!("no TLS handshake within {} s", CONNECT_TIMEOUT.as_secs()))?
+            .map_err(|_| anyhow!("no TLS handshake within {:.1} s", wait.as_secs_f64()))?
             .context("TLS handshake")?;
         let binding = Binding::of(stream.get_ref().1)?;
         Ok((stream, binding))
@@ -343,6 +358,8 @@ impl Cluster {
                     async move { (m, tokio::time::timeout(HEARTBEAT_TIMEOUT, r.request("POST", &path, hyper::body::Bytes::new())).await) }
                 });
                 for (m, answer) in rt.block_on(futures_util::future::join_all(asks)) {
+                    let answered = matches!(&answer, Ok(Ok(res)) if res.status().is_success());
+                    routes[m].suspect.store(!answered, Ordering::Relaxed);
                     match answer {
                         Ok(Ok(res)) if res.status().is_success() => missed[m] = 0,
                         Ok(Ok(res)) if res.status() == hyper::StatusCode::NOT_FOUND => {
@@ -677,5 +694,23 @@ impl Worker for Cluster {
 
     fn lost_machines(&self) -> Vec<usize> {
         (0..self.agents.len()).filter(|&m| self.lost(m)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_machine_whose_heartbeat_went_unanswered_gets_a_short_connect_timeout() {
+        let m = vemu_scenario::Machine { name: "b".into(), address: "127.0.0.1:9".parse().unwrap() };
+        let route = AgentRoute::new(&m, "t", &crate::channel::client_config().unwrap());
+        let clone = route.clone();
+        assert_eq!(route.connect_timeout(), CONNECT_TIMEOUT);
+        // What the heartbeat does on a miss, seen by every clone (the API's too).
+        route.suspect.store(true, Ordering::Relaxed);
+        assert_eq!(clone.connect_timeout(), SUSPECT_CONNECT_TIMEOUT);
+        route.suspect.store(false, Ordering::Relaxed);
+        assert_eq!(clone.connect_timeout(), CONNECT_TIMEOUT);
     }
 }

@@ -416,8 +416,8 @@ impl Controller {
         self.plan.node_index(node).ok_or_else(|| LabError::not_found(format!("no node named '{node}' in lab '{}'", self.plan.name)))
     }
 
-    /// A node vemu made (not the machine itself, `kind: host`): one that programs can be
-    /// run in, stopped and limited.
+    /// A node vemu made (not the machine itself, `kind: host`, nor a NIC's wire, `kind:
+    /// external`): one that programs can be run in, stopped and limited.
     pub fn made_node(&self, node: &str) -> Result<usize, LabError> {
         let i = self.node_index(node)?;
         match self.plan.nodes[i].kind {

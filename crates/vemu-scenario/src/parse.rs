@@ -1085,7 +1085,7 @@ struct NodeParts {
     kind: Option<(crate::NodeKind, Mark)>,
     /// `iface` (the NIC of a node of kind `external`), and where.
     iface: Option<(String, Mark)>,
-    /// The keys given, and where (to refuse those a host node may not have).
+    /// The keys given, and where (to refuse those a node vemu does not make cannot have).
     given: Vec<(String, Mark)>,
 }
 
