@@ -87,7 +87,10 @@ def runs(ds):
 
 
 put("tunnel", "frames", runs(datagrams(plain[0], 2, 1) + datagrams(tcp_super, 3, 1) + datagrams(plain[0], 2, 2)))
-put("tunnel", "probe", runs([bytes([8, 1, 0, 0, 0, 0, 2, 0]) + struct.pack("!Q", 5)]))
+# A short probe, a padded one (path MTU discovery) and an answer saying its size.
+put("tunnel", "probe", runs([bytes([8, 1, 0, 0, 0, 0, 2, 0]) + struct.pack("!QH", 5, 18),
+                             (bytes([8, 1, 0, 0, 0, 0, 2, 0]) + struct.pack("!QH", 5, 1372)).ljust(1372, b"\0"),
+                             bytes([8, 2, 0, 0, 0, 0, 2, 0]) + struct.pack("!QH", 5, 1372)]))
 
 put("graphml", "zoo", """<?xml version="1.0" encoding="utf-8"?>
 <graphml xmlns="http://graphml.graphdrawing.org/xmlns">

@@ -12,7 +12,10 @@ fuzz_target!(|data: &[u8]| {
         let len = (u16::from_le_bytes([rest[0], rest[1]]) as usize).min(rest.len() - 2);
         let d = &rest[2..2 + len];
         rest = &rest[2 + len..];
-        let _ = tunnel::parse_probe(d);
+        if let Some(p) = tunnel::parse_probe(d) {
+            // A probe is as long as it says (an answer is short).
+            assert!(if p.answer { d.len() == tunnel::PROBE_LEN } else { p.size == d.len() });
+        }
         if let Ok(piece) = tunnel::decode(d) {
             if let Some(whole) = r.push(&piece) {
                 assert!(whole.frame.len() <= tunnel::MAX_FRAME + vemu_engine::gso::VNET_HDR_LEN);

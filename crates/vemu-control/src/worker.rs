@@ -360,8 +360,19 @@ impl LocalWorker {
                     // 208 KiB holds ~60 datagrams: 4 ms at 100 Mbit/s).
                     let _ = nix::sys::socket::setsockopt(&sock, nix::sys::socket::sockopt::RcvBufForce, &TUNNEL_SOCKET_BUFFER);
                     let _ = nix::sys::socket::setsockopt(&sock, nix::sys::socket::sockopt::SndBufForce, &TUNNEL_SOCKET_BUFFER);
+                    // Never fragmented, never sized by the kernel's path MTU cache (DF
+                    // set): the engine finds what the path carries by probing.
+                    let (level, opt) = match s.underlay.is_ipv6() {
+                        true => (libc::IPPROTO_IPV6, libc::IPV6_MTU_DISCOVER),
+                        false => (libc::IPPROTO_IP, libc::IP_MTU_DISCOVER),
+                    };
+                    let probe: libc::c_int = libc::IP_PMTUDISC_PROBE;
+                    // SAFETY: an int option on a socket we own.
+                    if unsafe { libc::setsockopt(std::os::fd::AsRawFd::as_raw_fd(&sock), level, opt, (&probe as *const libc::c_int).cast(), 4) } < 0 {
+                        return Err(std::io::Error::last_os_error()).context("setting path MTU discovery on a tunnel socket");
+                    }
                     endpoints.push((i, sock.local_addr()?));
-                    remote = Some(RemoteEnd { side, link_id: i as u32, transit_ns: 0, payload: vemu_engine::tunnel::payload_for_mtu(s.underlay_mtu, s.underlay.is_ipv6()) });
+                    remote = Some(RemoteEnd { side, link_id: i as u32, transit_ns: 0, payload: vemu_engine::tunnel::payload_for_mtu(s.underlay_mtu, s.underlay.is_ipv6()), ipv6: s.underlay.is_ipv6() });
                     return Ok((sock.into(), None));
                 }
                 let fd = taps[e.node][e.iface].take().ok_or_else(|| anyhow!("interface {} was not created", plan.endpoint_name(e)))?;

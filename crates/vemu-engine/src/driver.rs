@@ -82,8 +82,12 @@ pub(crate) struct TunnelPort {
     pub vni_in: u32,
     /// The link's local port.
     pub deliver_to: u32,
-    /// Largest UDP payload over the underlay.
+    /// Largest UDP payload used over the underlay: [`tunnel::SAFE_PAYLOAD`] until a
+    /// larger probe was answered (path MTU discovery of our own: the underlay may drop
+    /// larger datagrams without a word).
     pub payload: usize,
+    /// The probe sizes, largest first (the interface's payload first).
+    pub probe_sizes: Vec<usize>,
     pub seq: u32,
     pub reasm: tunnel::Reassembler,
     pub dgrams: Vec<Vec<u8>>,
@@ -514,11 +518,16 @@ impl Shard {
         unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), libc::EPOLL_CTL_DEL, fd, std::ptr::null_mut()) };
     }
 
-    /// Send a round-trip probe on every tunnel.
+    /// Probe every tunnel: its round trip, and the sizes of datagram that cross it
+    /// (sizes not above what is used already are not probed again).
     fn probe_tunnels(&mut self, now: u64) {
         for (port, dev) in self.devs.iter().enumerate() {
             if let PortDev::Tunnel(t) = dev {
-                send_datagram(self.fds[port].as_raw_fd(), &tunnel::probe(t.vni_out, now, false));
+                let fd = self.fds[port].as_raw_fd();
+                send_datagram(fd, &tunnel::probe(t.vni_out, now, false, 0));
+                for &size in t.probe_sizes.iter().filter(|&&s| s > t.payload) {
+                    send_datagram(fd, &tunnel::probe(t.vni_out, now, false, size));
+                }
             }
         }
         self.probes += 1;
@@ -541,14 +550,18 @@ impl Shard {
                     _ => continue,
                 }
             }
-            if let Some((vni, answer, t_ns)) = tunnel::parse_probe(&self.buf[..n as usize]) {
-                if !answer && vni == t.vni_in {
-                    send_datagram(fd, &tunnel::probe(t.vni_in, t_ns, true));
-                } else if answer && vni == t.vni_out {
-                    let rtt = self.clock.now_ns().saturating_sub(t_ns);
+            if let Some(p) = tunnel::parse_probe(&self.buf[..n as usize]) {
+                if !p.answer && p.vni == t.vni_in {
+                    send_datagram(fd, &tunnel::probe(t.vni_in, p.t_ns, true, p.size));
+                } else if p.answer && p.vni == t.vni_out {
+                    let rtt = self.clock.now_ns().saturating_sub(p.t_ns);
                     if t.min_rtt_ns.is_none_or(|m| rtt < m) {
                         t.min_rtt_ns = Some(rtt);
                         self.core.set_transit(port as u32, rtt / 2);
+                    }
+                    // Datagrams of this size cross: use them (never above the interface's).
+                    if p.size > t.payload && t.probe_sizes.contains(&p.size) {
+                        t.payload = p.size;
                     }
                 }
                 continue;

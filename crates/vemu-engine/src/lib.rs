@@ -60,8 +60,11 @@ pub struct RemoteEnd {
     pub link_id: u32,
     /// The underlay's one-way delay to that machine, ns.
     pub transit_ns: u64,
-    /// Largest UDP payload over the underlay, bytes.
+    /// Largest UDP payload the underlay's interface carries, bytes (the path may carry
+    /// less: probed).
     pub payload: usize,
+    /// The underlay is IPv6 (its headers are longer).
+    pub ipv6: bool,
 }
 
 /// A link end's devices in the lab's plane namespace (see `vemu-fastpath`).
@@ -157,7 +160,9 @@ impl Engine {
                         vni_out: tunnel::vni(r.link_id, 1 - side as u8),
                         vni_in: tunnel::vni(r.link_id, side as u8),
                         deliver_to: ports[1 - side],
-                        payload: r.payload,
+                        // Until probes show what the path carries.
+                        payload: r.payload.min(tunnel::SAFE_PAYLOAD),
+                        probe_sizes: tunnel::probe_sizes(r.payload, r.ipv6),
                         seq: 0,
                         reasm: tunnel::Reassembler::new(),
                         dgrams: Vec::new(),

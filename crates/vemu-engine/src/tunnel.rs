@@ -97,25 +97,70 @@ pub fn encode(frame: &[u8], meta: Meta, payload: usize, out: &mut Vec<Vec<u8>>) 
     count
 }
 
-/// Length of a probe: a VXLAN header whose second byte says probe (1) or answer (2),
-/// and the prober's clock reading (ns, big-endian). Shorter than any frame's datagram.
-pub const PROBE_LEN: usize = VXLAN_LEN + 8;
+/// Shortest probe: a VXLAN header whose second byte says probe (1) or answer (2), the
+/// prober's clock reading (ns, big-endian) and a size (u16, big-endian): a probe's own
+/// length (it is padded with zeros to it), or in an answer the length of the probe
+/// answered. A probe of a given size that is answered tells that datagrams of that size
+/// cross the underlay: the path's MTU, which may be below the interfaces' (a hop that
+/// drops larger packets without a word is the MTU black hole of other tools' tunnels).
+pub const PROBE_LEN: usize = VXLAN_LEN + 10;
 
-/// A probe of the underlay's round trip (`answer`: the peer's echo of one).
-pub fn probe(vni: u32, t_ns: u64, answer: bool) -> [u8; PROBE_LEN] {
+/// Largest datagram payload assumed to cross any underlay until a probe shows more: an
+/// IPv6 packet of the minimum MTU every IPv6 link carries (1280 bytes).
+pub const SAFE_PAYLOAD: usize = 1280 - 40 - 8;
+
+/// A probe of the underlay of `size` bytes (at least [`PROBE_LEN`]), or the answer to
+/// one of that size (`answer`: the peer's echo, itself short).
+pub fn probe(vni: u32, t_ns: u64, answer: bool, size: usize) -> Vec<u8> {
+    let size = size.clamp(PROBE_LEN, u16::MAX as usize);
     let v = vni.to_be_bytes();
-    let mut d = [0u8; PROBE_LEN];
+    let mut d = vec![0u8; if answer { PROBE_LEN } else { size }];
     d[..VXLAN_LEN].copy_from_slice(&[0x08, if answer { 2 } else { 1 }, 0, 0, v[1], v[2], v[3], 0]);
-    d[VXLAN_LEN..].copy_from_slice(&t_ns.to_be_bytes());
+    d[VXLAN_LEN..VXLAN_LEN + 8].copy_from_slice(&t_ns.to_be_bytes());
+    d[VXLAN_LEN + 8..PROBE_LEN].copy_from_slice(&(size as u16).to_be_bytes());
     d
 }
 
-/// A probe datagram: (VNI, is an answer, clock reading).
-pub fn parse_probe(d: &[u8]) -> Option<(u32, bool, u64)> {
-    if d.len() != PROBE_LEN || d[0] != 0x08 || !matches!(d[1], 1 | 2) {
+/// A probe datagram, parsed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Probe {
+    pub vni: u32,
+    pub answer: bool,
+    /// The prober's clock when it sent the probe, ns.
+    pub t_ns: u64,
+    /// The probe's size (of the one answered, in an answer).
+    pub size: usize,
+}
+
+/// A probe datagram, or `None` (a frame's piece, or damage: a probe must be as long as
+/// it says).
+pub fn parse_probe(d: &[u8]) -> Option<Probe> {
+    if d.len() < PROBE_LEN || d[0] != 0x08 || !matches!(d[1], 1 | 2) {
         return None;
     }
-    Some((u32::from_be_bytes([0, d[4], d[5], d[6]]), d[1] == 2, u64::from_be_bytes(d[VXLAN_LEN..].try_into().ok()?)))
+    let answer = d[1] == 2;
+    let size = u16::from_be_bytes([d[VXLAN_LEN + 8], d[VXLAN_LEN + 9]]) as usize;
+    let fits = match answer {
+        true => d.len() == PROBE_LEN && size >= PROBE_LEN,
+        false => d.len() == size,
+    };
+    fits.then(|| Probe { vni: u32::from_be_bytes([0, d[4], d[5], d[6]]), answer, t_ns: u64::from_be_bytes(d[VXLAN_LEN..VXLAN_LEN + 8].try_into().expect("8 bytes")), size })
+}
+
+/// The sizes to probe an underlay with whose interface carries `max_payload` bytes a
+/// datagram: those of common path MTUs (PPPoE, tunnels of every kind, IPv6's minimum)
+/// below it, and the interface's own; largest first.
+pub fn probe_sizes(max_payload: usize, ipv6: bool) -> Vec<usize> {
+    let mut v: Vec<usize> = [1500u32, 1492, 1480, 1460, 1450, 1440, 1420, 1400, 1380, 1360, 1320, 1280]
+        .iter()
+        .map(|&mtu| payload_for_mtu(mtu, ipv6))
+        .filter(|&p| p < max_payload)
+        .chain([max_payload])
+        .filter(|&p| p >= PROBE_LEN)
+        .collect();
+    v.sort_unstable_by(|a, b| b.cmp(a));
+    v.dedup();
+    v
 }
 
 /// One datagram, parsed.
@@ -331,13 +376,32 @@ mod tests {
 
     #[test]
     fn probes_are_not_frames_and_frames_are_not_probes() {
-        let p = probe(0x01_0203, 77, false);
-        assert_eq!(parse_probe(&p), Some((0x01_0203, false, 77)));
-        assert_eq!(parse_probe(&probe(5, 9, true)), Some((5, true, 9)));
+        let p = probe(0x01_0203, 77, false, 0);
+        assert_eq!(parse_probe(&p), Some(Probe { vni: 0x01_0203, answer: false, t_ns: 77, size: PROBE_LEN }));
+        assert_eq!(parse_probe(&probe(5, 9, true, 1400)), Some(Probe { vni: 5, answer: true, t_ns: 9, size: 1400 }));
         assert_eq!(decode(&p), Err(DecodeError::Short));
         let mut out = Vec::new();
         encode(&frame(8, 0), Meta { vni: 1, seq: 0, departure_ns: 0 }, 1472, &mut out);
         assert_eq!(parse_probe(&out[0]), None);
+    }
+
+    #[test]
+    fn probes_have_the_size_they_test_and_answers_say_it() {
+        let p = probe(3, 1, false, 1472);
+        assert_eq!(p.len(), 1472);
+        assert_eq!(parse_probe(&p).map(|x| x.size), Some(1472));
+        // Cut short on the way (or forged): not a probe of that size.
+        assert_eq!(parse_probe(&p[..1400]), None);
+        // The answer is short whatever it answers.
+        let a = probe(3, 1, true, 1472);
+        assert_eq!((a.len(), parse_probe(&a).map(|x| x.size)), (PROBE_LEN, Some(1472)));
+        // Sizes: common path MTUs below the interface's, largest first, the interface's too.
+        let s = probe_sizes(payload_for_mtu(1500, false), false);
+        assert_eq!((s[0], *s.last().unwrap()), (1472, 1252));
+        assert!(s.contains(&payload_for_mtu(1400, false)) && s.windows(2).all(|w| w[0] > w[1]));
+        assert_eq!(probe_sizes(payload_for_mtu(9000, true), true)[0], 8952);
+        assert_eq!(probe_sizes(payload_for_mtu(1400, false), false)[0], 1372);
+        assert!(SAFE_PAYLOAD <= payload_for_mtu(1280, false));
     }
 
     #[test]

@@ -364,3 +364,31 @@ fn a_lost_machine_or_a_lost_controller_leaves_the_rest_running_and_nothing_behin
     assert_eq!((m.leftovers(0), m.leftovers(1)), (String::new(), String::new()));
     assert!(!std::path::Path::new("/run/vemu/xk").exists());
 }
+
+/// An underlay whose path carries less than its machines' interfaces do (a 1400-byte
+/// hop between 1500-byte interfaces, frames over it dropped without a word: the MTU
+/// black hole of Mininet's and MaxiNet's tunnels): the engines find the path's size by
+/// probing, and full-size frames of the lab still cross, in pieces.
+#[test]
+fn a_path_mtu_below_the_interfaces_mtu_still_carries_full_size_frames() {
+    let _g = serial();
+    let m = Machines::start("vm", 80, &["a", "b"]);
+    for i in 0..3 {
+        ok(&format!("ip -n vm-ul link set vmu{i} mtu 1400"));
+    }
+    let yaml = "name: xp\naddressing: {ipv6: none}\nmachines: {a: 10.80.0.1, b: 10.80.0.2}\nnodes:\n  n1: {machine: a}\n  n2: {machine: b, run: ['iperf3 -s -D']}\nlinks:\n  - endpoints: [n1, n2]\n    bandwidth: 20Mbit\n";
+    let up = m.up("xp", yaml);
+    assert!(up.status.success(), "{}", text(&up));
+    let st: serde_json::Value = serde_json::from_slice(&m.vemu(&["status", "--lab", "xp", "--json"]).stdout).unwrap();
+    let n2 = st["nodes"].as_array().unwrap().iter().find(|n| n["name"] == "n2").unwrap()["ifaces"][0]["addrs"][0].as_str().unwrap().split('/').next().unwrap().to_string();
+    // Full-size ICMP (1472 bytes of data: a 1514-byte frame) and TCP at the set rate.
+    let o = m.exec(0, "xp", "n1", &["ping", "-c", "5", "-i", "0.2", "-W", "2", "-s", "1472", "-M", "do", &n2]);
+    let (sent, got, _) = parse_ping(&text(&o));
+    assert_eq!((sent, got), (5, 5), "{}", text(&o));
+    let o = m.exec(0, "xp", "n1", &["iperf3", "-c", &n2, "-t", "3", "-O", "1", "-J", "--connect-timeout", "3000"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("iperf3: {}", text(&o)));
+    let bps = v["end"]["sum_received"]["bits_per_second"].as_f64().unwrap_or(0.0);
+    assert!((0.85 * 20e6..=1.0 * 20e6).contains(&bps), "{bps} bit/s across a 1400-byte underlay hop: {}", text(&o));
+    let o = m.vemu(&["down", "--lab", "xp"]);
+    assert!(o.status.success(), "{}", text(&o));
+}
