@@ -392,3 +392,52 @@ fn a_path_mtu_below_the_interfaces_mtu_still_carries_full_size_frames() {
     let o = m.vemu(&["down", "--lab", "xp"]);
     assert!(o.status.success(), "{}", text(&o));
 }
+
+/// A routing daemon's view across machines: the 10-router FRR OSPF ring of the examples
+/// spread over three machines by the partitioner (several ring links cross machines),
+/// converging, then rerouting when a link between two machines goes down.
+#[test]
+fn an_frr_ospf_ring_across_three_machines_converges_and_reroutes() {
+    let _g = serial();
+    let m = Machines::start("vr", 81, &["a", "b", "c"]);
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/frr-ospf-ring.yaml");
+    m.labs.lock().unwrap().push("xr".into());
+    let o = m.vemu(&["up", file.to_str().unwrap(), "--name", "xr", "--machines", "a=10.81.0.1,b=10.81.0.2,c=10.81.0.3"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let st: serde_json::Value = serde_json::from_slice(&m.vemu(&["status", "--lab", "xr", "--json"]).stdout).unwrap();
+    let machine_of = |n: &str| st["nodes"].as_array().unwrap().iter().find(|x| x["name"] == n).unwrap()["machine"].as_str().unwrap().to_string();
+    // Links whose ends are on two machines.
+    let across: Vec<String> = st["links"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| machine_of(l["a"].as_str().unwrap().split(':').next().unwrap()) != machine_of(l["b"].as_str().unwrap().split(':').next().unwrap()))
+        .map(|l| l["name"].as_str().unwrap().to_string())
+        .collect();
+    let used: std::collections::BTreeSet<String> = (1..=10).map(|i| machine_of(&format!("r{i}"))).collect();
+    assert_eq!(used.len(), 3, "every machine hosts routers");
+    assert!(across.len() >= 3, "a ring over 3 machines crosses them at least 3 times: {across:?}");
+    // Every loopback reachable from r1 (FRR learnt every route over the machines).
+    let reach_all = |secs: u64| {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            let missing: Vec<u32> = (2..=10).filter(|i| !m.vemu(&["exec", "--lab", "xr", "r1", "--", "ping", "-c", "1", "-W", "1", &format!("10.255.0.{i}")]).status.success()).collect();
+            if missing.is_empty() {
+                return;
+            }
+            assert!(Instant::now() < deadline, "loopbacks of r{missing:?} unreachable from r1 after {secs} s");
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    };
+    reach_all(90);
+    // A link between two machines fails: OSPF goes the other way round.
+    let cut = &across[0];
+    let o = m.vemu(&["link", "down", cut, "--lab", "xr"]);
+    assert!(o.status.success(), "{}", text(&o));
+    reach_all(30);
+    let o = m.vemu(&["down", "--lab", "xr"]);
+    assert!(o.status.success(), "{}", text(&o));
+    for i in 0..3 {
+        assert_eq!(m.leftovers(i), "", "machine {i} keeps something after down");
+    }
+}
