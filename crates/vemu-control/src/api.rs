@@ -211,6 +211,21 @@ async fn node_move(State(app): AppState, Path(node): Path<String>, body: Bytes) 
 
 /// `GET /v1/timeline`: the scenario's events (as planned, each with its `index` in
 /// `events:`) and the lab clock; firings go to the event stream as `timeline` events.
+/// `GET /v1/convergence`: whether every node has a route to every prefix of the lab
+/// (see [`crate::converge`]).
+async fn convergence(State(app): AppState) -> ApiResult {
+    let plan = {
+        let ctl = app.ctl.locked();
+        if !ctl.plan().machines.is_empty() {
+            return Err(ApiError::bad_request("convergence is not looked at in labs across machines yet"));
+        }
+        ctl.plan().clone()
+    };
+    let paths = app.paths.clone();
+    let c = blocking(move || crate::converge::check(&paths, &plan).map_err(|e| ApiError::internal(format!("{e:#}")))).await?;
+    Ok(Json(serde_json::to_value(c).map_err(|e| ApiError::internal(e.to_string()))?))
+}
+
 async fn timeline(State(app): AppState) -> ApiResult {
     let ctl = app.ctl.locked();
     let events = ctl
@@ -461,6 +476,7 @@ fn routes() -> Vec<Route> {
         get "/v1/capture" => capture,
         get "/v1/events" => events,
         get "/v1/timeline" => timeline,
+        get "/v1/convergence" => convergence,
         post "/v1/scenario/check" => scenario::check,
         post "/v1/scenario/import" => scenario::import,
         post "/v1/scenario/up" => scenario::up,

@@ -11,6 +11,7 @@ pub mod api;
 pub mod channel;
 pub mod cluster;
 mod background;
+pub mod converge;
 pub mod daemon;
 pub mod error;
 pub mod lab;

@@ -47,35 +47,72 @@ impl Netlink {
         crate::in_netns(netns, Netlink::open)
     }
 
-    /// Every interface's name and kernel counters (one dump).
-    pub fn link_stats(&mut self) -> Result<Vec<(String, Stats64)>> {
+    /// Dump what `request` asks for (a `Get…` message), each answer to `each`.
+    fn dump(&mut self, request: RouteNetlinkMessage, what: &str, mut each: impl FnMut(RouteNetlinkMessage)) -> Result<()> {
         self.seq += 1;
         let mut header = NetlinkHeader::default();
         header.flags = NLM_F_REQUEST | NLM_F_DUMP;
         header.sequence_number = self.seq;
-        let mut m = NetlinkMessage::new(header, NetlinkPayload::InnerMessage(RouteNetlinkMessage::GetLink(LinkMessage::default())));
+        let mut m = NetlinkMessage::new(header, NetlinkPayload::InnerMessage(request));
         m.finalize();
         let mut req = vec![0u8; m.buffer_len()];
         m.serialize(&mut req);
-        self.sock.send(&req, 0).context("asking for interface counters")?;
-        let mut out = Vec::new();
+        self.sock.send(&req, 0).with_context(|| format!("asking for {what}"))?;
         let mut buf = vec![0u8; 64 * 1024];
         loop {
-            for msg in self.receive(&mut buf).context("reading interface counters")? {
+            for msg in self.receive(&mut buf).with_context(|| format!("reading {what}"))? {
                 match msg.payload {
-                    NetlinkPayload::Done(_) => return Ok(out),
-                    NetlinkPayload::Error(e) => bail!("dumping interfaces: {e}"),
-                    NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewLink(l)) => {
-                        let name = l.attributes.iter().find_map(|a| if let LinkAttribute::IfName(n) = a { Some(n.clone()) } else { None });
-                        let stats = l.attributes.iter().find_map(|a| if let LinkAttribute::Stats64(s) = a { Some(s.clone()) } else { None });
-                        if let (Some(name), Some(stats)) = (name, stats) {
-                            out.push((name, stats));
-                        }
-                    }
+                    NetlinkPayload::Done(_) => return Ok(()),
+                    NetlinkPayload::Error(e) => bail!("dumping {what}: {e}"),
+                    NetlinkPayload::InnerMessage(m) => each(m),
                     _ => {}
                 }
             }
         }
+    }
+
+    /// Every interface's name and kernel counters (one dump).
+    pub fn link_stats(&mut self) -> Result<Vec<(String, Stats64)>> {
+        let mut out = Vec::new();
+        self.dump(RouteNetlinkMessage::GetLink(LinkMessage::default()), "interface counters", |m| {
+            if let RouteNetlinkMessage::NewLink(l) = m {
+                let name = l.attributes.iter().find_map(|a| if let LinkAttribute::IfName(n) = a { Some(n.clone()) } else { None });
+                let stats = l.attributes.iter().find_map(|a| if let LinkAttribute::Stats64(s) = a { Some(s.clone()) } else { None });
+                if let (Some(name), Some(stats)) = (name, stats) {
+                    out.push((name, stats));
+                }
+            }
+        })?;
+        Ok(out)
+    }
+
+    /// The destinations of the main table's unicast routes, IPv4 and IPv6 (a default
+    /// route as 0.0.0.0/0 or ::/0).
+    pub fn route_destinations(&mut self) -> Result<Vec<IpNet>> {
+        let mut out = Vec::new();
+        self.dump(RouteNetlinkMessage::GetRoute(RouteMessage::default()), "routes", |m| {
+            let RouteNetlinkMessage::NewRoute(r) = m else { return };
+            let table = r.attributes.iter().find_map(|a| if let RouteAttribute::Table(t) = a { Some(*t) } else { None }).unwrap_or(r.header.table as u32);
+            if table != RouteHeader::RT_TABLE_MAIN as u32 || r.header.kind != RouteType::Unicast {
+                return;
+            }
+            let len = r.header.destination_prefix_length;
+            let dst = r.attributes.iter().find_map(|a| match a {
+                RouteAttribute::Destination(RouteAddress::Inet(a)) => Some(IpAddr::V4(*a)),
+                RouteAttribute::Destination(RouteAddress::Inet6(a)) => Some(IpAddr::V6(*a)),
+                _ => None,
+            });
+            let dst = match (dst, r.header.address_family) {
+                (Some(a), _) => a,
+                (None, AddressFamily::Inet) => IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+                (None, AddressFamily::Inet6) => IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
+                _ => return,
+            };
+            if let Ok(n) = IpNet::new(dst, len) {
+                out.push(n.trunc());
+            }
+        })?;
+        Ok(out)
     }
 
     /// Receive one datagram into `buf` and decode the messages in it.

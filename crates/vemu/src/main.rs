@@ -56,6 +56,11 @@ enum Cmd {
         /// with one NAME=ADDRESS[:PORT] a line.
         #[arg(long, value_name = "LIST|@FILE")]
         machines: Option<String>,
+        /// Then wait (up to SECONDS, default 300) until every node has a route to every
+        /// prefix of the lab — routing daemons need seconds after 'up' — and say how long
+        /// that took.
+        #[arg(long, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "300")]
+        wait_converged: Option<u64>,
     },
     /// Print a new link to a running lab's web interface (it works once, for 2 minutes).
     Ui {
@@ -516,7 +521,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             eprintln!("vemu import: {} nodes, {} links", i.nodes, i.links);
         }
-        Cmd::Up { file, name, foreground, api, ui, machines } => {
+        Cmd::Up { file, name, foreground, api, ui, machines, wait_converged } => {
             let plan = load_scenario(&file, name.as_deref(), machines.as_deref())?;
             need_root()?;
             // The controller checks too, but only after the plan has reached it (a second
@@ -525,12 +530,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
             if plan.machines.is_empty() {
                 vemu_host::ensure_open_files(vemu_host::files_needed(&plan)).with_context(|| format!("lab '{}' cannot come up", plan.name))?;
             }
+            if wait_converged.is_some() && (foreground || !plan.machines.is_empty()) {
+                return Err(user("--wait-converged: not with --foreground, nor yet for labs across machines"));
+            }
             let options = ApiOptions { tcp: api };
             if foreground {
                 up_foreground(plan, options, ui)?;
             } else {
                 let name = plan.name.clone();
                 up_background(plan, options)?;
+                if let Some(secs) = wait_converged {
+                    wait_converged_for(&name, secs)?;
+                }
                 if ui {
                     print_ui(&name)?;
                 }
@@ -784,6 +795,28 @@ fn lock_name(lab: &str) -> Result<vemu_host::LabLock> {
     vemu_host::LabLock::acquire_within(lab, std::time::Duration::from_millis(200))?.ok_or_else(|| {
         user(format!("lab '{lab}' is already running or being started (take it down with 'vemu down --lab {lab}', or use --name)"))
     })
+}
+
+/// `vemu up --wait-converged`: ask the lab every 250 ms whether every node has a route
+/// to every prefix (twice in a row), for up to `secs`; name the nodes lacking routes if
+/// not.
+fn wait_converged_for(lab: &str, secs: u64) -> Result<()> {
+    let client = connect(lab)?;
+    let t0 = std::time::Instant::now();
+    let mut in_a_row = 0;
+    loop {
+        let c = client.get("/v1/convergence")?;
+        in_a_row = if c["converged"] == true { in_a_row + 1 } else { 0 };
+        if in_a_row == 2 {
+            eprintln!("lab '{lab}': routes converged {:.1} s after up (every node has a route to every prefix of the lab)", t0.elapsed().as_secs_f64());
+            return Ok(());
+        }
+        if t0.elapsed().as_secs() >= secs {
+            let lacking: Vec<String> = c["lacking"].as_array().into_iter().flatten().map(|l| format!("{} lacks {}", l["node"].as_str().unwrap_or("?"), l["prefixes"].as_array().into_iter().flatten().filter_map(|p| p.as_str()).collect::<Vec<_>>().join(", "))).collect();
+            bail!("lab '{lab}' is up, but its routes did not converge within {secs} s: {} nodes lack routes ({}); the lab keeps running", c["nodes_lacking"], lacking.join("; "));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
 }
 
 fn up_background(plan: Plan, options: ApiOptions) -> Result<()> {

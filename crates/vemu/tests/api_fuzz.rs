@@ -210,6 +210,7 @@ fn api_survives_mutated_requests() {
         // its "up": the fuzzer would start labs).
         ("GET", "/v1/nodes/{node}/log?bytes={query}", json!(null)),
         ("GET", "/v1/timeline", json!(null)),
+        ("GET", "/v1/convergence", json!(null)),
         ("POST", "/v1/scenario/check", json!({"yaml": "name: x\nnodes: {a: {}, b: {}}\nlinks: [{endpoints: [a, b], delay: 5ms}]\n", "file": "x.yaml"})),
         ("POST", "/v1/scenario/import", json!({"graphml": "<graphml><graph edgedefault='undirected'><node id='0'/><node id='1'/><edge source='0' target='1'/></graph></graphml>", "file": "t.graphml"})),
     ];

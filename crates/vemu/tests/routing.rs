@@ -114,3 +114,29 @@ fn two_area_ospf_with_hosts_on_lans() {
     let (_, out) = lab.sh("abr1", "vtysh -c 'show ip ospf border-routers'");
     assert!(out.contains("ABR"), "{out}");
 }
+
+/// `vemu up --wait-converged` returns once every node has a route to every prefix of the
+/// lab: right after it, r1's first ping to every loopback (IPv4 and IPv6) is answered.
+/// Routes that never come: said, exit 1, the lab kept.
+#[test]
+fn up_can_wait_for_routing_to_converge() {
+    let _g = serial();
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/frr-ospf-ring.yaml");
+    let o = vemu(&["up", file.to_str().unwrap(), "--name", "t-conv", "--wait-converged", "90"]);
+    let lab = Lab { name: "t-conv".into() };
+    assert!(o.status.success() && text(&o).contains("routes converged"), "{}", text(&o));
+    for a in loopbacks(10, false).iter().chain(&loopbacks(10, true)).filter(|a| *a != "10.255.0.1" && *a != "fd00:ff::1") {
+        let (code, out) = lab.sh("r1", &format!("ping -c 1 -W 2 {a}"));
+        assert_eq!(code, 0, "r1's first ping to {a} after up --wait-converged: {out}");
+    }
+    drop(lab);
+    // No routing at all: a chain whose ends cannot reach each other.
+    let yaml = "name: t-noconv\nrouting: none\naddressing: {ipv6: none}\nnodes: {a: {}, b: {}, c: {}}\nlinks: [{endpoints: [a, b]}, {endpoints: [b, c]}]\n";
+    let path = write_scenario("t-noconv", yaml);
+    let o = vemu(&["up", path.to_str().unwrap(), "--wait-converged", "2"]);
+    let lab = Lab { name: "t-noconv".into() };
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(t.contains("did not converge within 2 s") && t.contains("a lacks") && t.contains("the lab keeps running"), "{t}");
+    assert!(lab.status()["nodes"].as_array().is_some_and(|n| n.len() == 3), "the lab still runs");
+}
