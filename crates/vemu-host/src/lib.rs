@@ -506,7 +506,7 @@ pub fn create_node(paths: &LabPaths, node: &NodePlan, template: &OwnedFd, plane_
     };
     let plane_peers = plane_peers.to_vec();
     let (tid_tx, tid_rx) = std::sync::mpsc::channel::<i32>();
-    let (pinned_tx, pinned_rx) = std::sync::mpsc::channel::<bool>();
+    let (pinned_tx, pinned_rx) = std::sync::mpsc::channel::<Pinned>();
     let worker = {
         let paths = paths.clone();
         let node = node.clone();
@@ -517,11 +517,16 @@ pub fn create_node(paths: &LabPaths, node: &NodePlan, template: &OwnedFd, plane_
             std::os::unix::fs::symlink(paths.netns_pin(&node.name), paths.netns(&node.name))
                 .with_context(|| format!("creating {}", paths.netns(&node.name).display()))?;
             pin_ns("uts", &paths.uts(&node.name))?;
-            enter_node_mounts(&paths, &node.name, &template)?;
-            // A mount namespace cannot be pinned from inside itself: the caller does it.
-            let _ = tid_tx.send(nix::unistd::gettid().as_raw());
-            if !pinned_rx.recv().unwrap_or(false) {
-                bail!("the node's mount namespace could not be pinned");
+            // A mount namespace cannot be pinned from inside itself: the caller does it,
+            // and may ask for another one (see [`PIN_RETRIES`]).
+            loop {
+                enter_node_mounts(&paths, &node.name, &template)?;
+                let _ = tid_tx.send(nix::unistd::gettid().as_raw());
+                match pinned_rx.recv() {
+                    Ok(Pinned::Done) => break,
+                    Ok(Pinned::Again) => continue,
+                    _ => bail!("the node's mount namespace could not be pinned"),
+                }
             }
             let _gate = NET_CONFIG.lock().unwrap_or_else(|e| e.into_inner());
             write_sysctl("/proc/sys/net/ipv4/ip_forward", "1")?;
@@ -543,10 +548,26 @@ pub fn create_node(paths: &LabPaths, node: &NodePlan, template: &OwnedFd, plane_
             node_interfaces(&mut nl, &node, &plane_peers, plane.as_ref(), false)
         })?
     };
-    if let Ok(tid) = tid_rx.recv() {
-        let r = pin(&format!("/proc/self/task/{tid}/ns/mnt"), &paths.mnt(&name)).with_context(|| format!("pinning the mount namespace of node {name}"));
-        let _ = pinned_tx.send(r.is_ok());
-        r?;
+    let mut attempt = 0;
+    while let Ok(tid) = tid_rx.recv() {
+        let r = pin(&format!("/proc/self/task/{tid}/ns/mnt"), &paths.mnt(&name));
+        let einval = r.as_ref().err().and_then(|e| e.root_cause().downcast_ref::<nix::errno::Errno>()) == Some(&nix::errno::Errno::EINVAL);
+        match r {
+            Ok(()) => {
+                let _ = pinned_tx.send(Pinned::Done);
+                break;
+            }
+            Err(_) if einval && attempt < PIN_RETRIES => {
+                attempt += 1;
+                eprintln!("vemu: node {name}: the kernel refused to pin its mount namespace (EINVAL); making another (attempt {attempt})");
+                std::thread::sleep(Duration::from_millis(25 << attempt));
+                let _ = pinned_tx.send(Pinned::Again);
+            }
+            Err(e) => {
+                let _ = pinned_tx.send(Pinned::Failed);
+                return Err(e).with_context(|| format!("pinning the mount namespace of node {name} (tried {} times)", attempt + 1));
+            }
+        }
     }
     let fds = worker.join().map_err(|_| anyhow!("the thread creating node {name} panicked"))??;
     if !node.limits.is_none() {
@@ -627,6 +648,21 @@ fn remove_host_ifaces(paths: &LabPaths) -> Result<()> {
         nl.flush().context("deleting the machine's interfaces to the lab")
     })
 }
+
+/// What the thread making a node hears about its mount namespace.
+enum Pinned {
+    Done,
+    /// Make another: the kernel refused to pin this one.
+    Again,
+    Failed,
+}
+
+/// How often a node's mount namespace is made again when the kernel refuses to pin it
+/// (EINVAL), waiting 50 ms, 100 ms, ... in between (6.4 s in all). Seen for some seconds
+/// after a machine's other mount namespaces went away in numbers (an agent's share of
+/// a lab ending; the ids vemu compares were in order, so not the loop check): the labs
+/// started then failed, one started 10 s later did not.
+const PIN_RETRIES: u32 = 7;
 
 /// Make a node's interfaces in the calling thread's network namespace (a veth whose peer
 /// goes into the plane, or a TAP device whose descriptor is returned), with their MAC,
