@@ -624,7 +624,7 @@ def rss_kib(pid):
 
 def bench_scale():
     rows = []
-    for n in [10, 100, 1000]:
+    for n in [10, 100, 1000, 10000]:
         for routing in ["static", "none"]:
             if routing == "static" and n > 100:
                 # Full static routes are n * links entries (1M for 1000 nodes); see README.

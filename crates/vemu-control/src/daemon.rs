@@ -129,7 +129,7 @@ fn serve_lab(plan: Plan, options: ApiOptions, name: &mut NameGuard, report: &mut
     }
     // Descriptors first: a lab too big for the limit fails now, having built nothing.
     if plan.machines.is_empty() {
-        vemu_host::ensure_open_files(vemu_host::files_needed(&plan))?;
+        vemu_host::ensure_open_files(vemu_host::files_needed(&plan, crate::fast_path_wanted()))?;
     }
     // Movement files are read here, before anything is built, and only for the movers:
     // the plan the controller keeps (and writes to plan.json) names them.

@@ -428,6 +428,7 @@ pub fn list_labs() -> (Vec<String>, Vec<String>) {
 }
 
 pub use vemu_scenario::derive_seed;
+pub use worker::fast_path_wanted;
 
 #[cfg(test)]
 mod lock_tests {

@@ -12,8 +12,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use vemu_engine::{Captured, CaptureSpec, DirStats, Engine, FastPath, LabClock, LinkSpec, MemberSpec, PlaneDevs, RadioSnapshot, RemoteEnd, SegStats, SegmentSpec, Target};
-use vemu_fastpath::Route;
+use vemu_engine::{Captured, CaptureSpec, DirStats, Engine, Fast, FastPath, LabClock, LinkSpec, MakeTaps, MemberSpec, PlaneDevs, RadioSnapshot, RemoteEnd, SegStats, SegmentSpec, Target};
 use vemu_host::LabPaths;
 use vemu_link::{Impairments, ImpairmentsPatch};
 use vemu_scenario::{NodeKind, Plan};
@@ -124,7 +123,7 @@ pub struct Share {
 struct Pending {
     specs: Vec<LinkSpec>,
     segments: Vec<SegmentSpec>,
-    fast: Option<Arc<FastPath>>,
+    fast: Option<Fast>,
     clock: LabClock,
     commands: Vec<(String, String)>,
 }
@@ -132,6 +131,11 @@ struct Pending {
 /// Environment variable of `vemu up`: `VEMU_FAST_PATH=off` runs every link direction
 /// through the engine (to compare, or to test the engine's path).
 pub const FAST_PATH_ENV: &str = "VEMU_FAST_PATH";
+
+/// Whether this process's labs try the kernel fast path ([`FAST_PATH_ENV`]).
+pub fn fast_path_wanted() -> bool {
+    !std::env::var(FAST_PATH_ENV).is_ok_and(|v| v == "off")
+}
 
 /// A machine that hosts nodes and links.
 pub trait Worker: Send {
@@ -200,12 +204,14 @@ fn fast_path(paths: &LabPaths, plan: &Plan, links: &[usize]) -> Result<Arc<FastP
             false => "no point-to-point link has both ends on this machine".into(),
         });
     }
-    if std::env::var(FAST_PATH_ENV).is_ok_and(|v| v == "off") {
+    if !fast_path_wanted() {
         return Err(format!("{FAST_PATH_ENV}=off"));
     }
     vemu_host::create_plane(paths).map_err(|e| format!("{e:#}"))?;
     let ctl = vemu_host::in_netns(&paths.plane(), || Ok(std::os::unix::net::UnixDatagram::unbound()?.into())).map_err(|e| format!("{e:#}"))?;
-    FastPath::load(ctl).map(Arc::new).map_err(|e| format!("{e:#}"))
+    let fast = FastPath::load(ctl).map_err(|e| format!("{e:#}"))?;
+    vemu_host::plane_program(paths, fast.program()).map_err(|e| format!("{e:#}"))?;
+    Ok(Arc::new(fast))
 }
 
 impl LocalWorker {
@@ -254,6 +260,8 @@ impl LocalWorker {
             Err(why) => {
                 if !plan.links.is_empty() {
                     eprintln!("kernel fast path off ({why}): every link direction goes through the engine");
+                    // Every link end then has a TAP device from the start.
+                    vemu_host::ensure_open_files(vemu_host::files_needed(&plan, false))?;
                 }
                 self.fast_path = format!("off: {why}");
                 None
@@ -274,6 +282,9 @@ impl LocalWorker {
                 }
             }
         }
+        // The engine's TAP devices of the links that need it from the start (an
+        // impaired direction); the others get theirs when they first do (MakeTaps).
+        let impaired = |l: usize| plan.links[l].forward != Default::default() || plan.links[l].reverse != Default::default();
 
         // Nodes, a few at a time.
         let total = local_nodes.len();
@@ -285,10 +296,10 @@ impl LocalWorker {
         let plane_taps = std::thread::scope(|s| {
             // The engine's TAP devices in the plane are made meanwhile (the nodes'
             // threads spend much of their time on other things than devices).
-            let plane_taps = fast.as_ref().map(|fast| {
-                let taps: Vec<String> = names.iter().map(|(_, (_, t))| t.clone()).collect();
+            let plane_taps = fast.as_ref().map(|_| {
+                let taps: Vec<String> = names.iter().filter(|((l, _), _)| impaired(*l)).map(|(_, (_, t))| t.clone()).collect();
                 let paths = &paths;
-                s.spawn(move || vemu_host::plane_taps(paths, &taps, fast.program()))
+                s.spawn(move || vemu_host::plane_taps(paths, &taps))
             });
             for _ in 0..BUILD_THREADS.min(total) {
                 let tx = tx.clone();
@@ -331,13 +342,16 @@ impl LocalWorker {
         // Links: hand both TAP devices of each to the engine (with the fast path, the
         // engine's own in the plane: frames reach them only while a direction needs it).
         let mut taps: Vec<Vec<Option<OwnedFd>>> = taps.into_iter().map(|m| m.into_inner().unwrap().unwrap_or_default()).collect();
-        let mut plane: HashMap<(usize, usize), (OwnedFd, PlaneDevs)> = HashMap::new();
-        if let (Some(fast), Some(plane_taps)) = (&fast, plane_taps) {
+        let mut plane: HashMap<(usize, usize), (Option<OwnedFd>, PlaneDevs)> = HashMap::new();
+        if let (Some(_), Some(plane_taps)) = (&fast, plane_taps) {
             let veths: Vec<String> = names.iter().map(|(_, (v, _))| v.clone()).collect();
-            let veths = vemu_host::attach_plane(&paths, &veths, fast.program())?;
-            for (((l, side), name), (veth, (tap, fd))) in names.iter().zip(veths.into_iter().zip(plane_taps)) {
-                fast.route(tap, Route::Deliver { peer_of: veth })?;
-                fast.route(veth, Route::Engine { tap })?;
+            let veths = vemu_host::plane_indexes(&paths, &veths)?;
+            let mut plane_taps = plane_taps.into_iter();
+            for (((l, side), name), veth) in names.iter().zip(veths) {
+                let (tap, fd) = match impaired(*l) {
+                    true => plane_taps.next().map(|(t, fd)| (Some(t), Some(fd))).ok_or_else(|| anyhow!("a plane device is missing"))?,
+                    false => (None, None),
+                };
                 let end = if *side == 0 { plan.links[*l].a } else { plan.links[*l].b };
                 self.plane_taps.push((plan.endpoint_name(end), name.clone()));
                 plane.insert((*l, *side), (fd, PlaneDevs { veth, tap }));
@@ -348,7 +362,7 @@ impl LocalWorker {
         for &i in &self.links_here {
             let l = &plan.links[i];
             let mut remote = None;
-            let mut take = |e: vemu_scenario::EndpointRef, side: usize| -> Result<(OwnedFd, Option<PlaneDevs>)> {
+            let mut take = |e: vemu_scenario::EndpointRef, side: usize| -> Result<(Option<OwnedFd>, Option<PlaneDevs>)> {
                 if let Some((fd, devs)) = plane.remove(&(i, side)) {
                     return Ok((fd, Some(devs)));
                 }
@@ -373,10 +387,10 @@ impl LocalWorker {
                     }
                     endpoints.push((i, sock.local_addr()?));
                     remote = Some(RemoteEnd { side, link_id: i as u32, transit_ns: 0, payload: vemu_engine::tunnel::payload_for_mtu(s.underlay_mtu, s.underlay.is_ipv6()), ipv6: s.underlay.is_ipv6() });
-                    return Ok((sock.into(), None));
+                    return Ok((Some(sock.into()), None));
                 }
                 let fd = taps[e.node][e.iface].take().ok_or_else(|| anyhow!("interface {} was not created", plan.endpoint_name(e)))?;
-                Ok((fd, None))
+                Ok((Some(fd), None))
             };
             let (a, pa) = take(l.a, 0)?;
             let (b, pb) = take(l.b, 1)?;
@@ -418,6 +432,20 @@ impl LocalWorker {
             segments.push(SegmentSpec { members, capacity_bps: g.capacity_bps, aging_ns: g.aging_ns, snooping: g.snooping, radio });
         }
         let commands = share_nodes.iter().flat_map(|n| n.run.iter().map(|c| (n.name.clone(), c.clone()))).collect();
+        let fast = fast.map(|path| {
+            // The engine numbers its links as `links_here`.
+            let (links, paths) = (self.links_here.clone(), paths.clone());
+            let make_taps: MakeTaps = Arc::new(move |k: usize| {
+                let l = *links.get(k).ok_or_else(|| anyhow!("no link {k} here"))?;
+                let names = [vemu_host::plane_names(l, 0).1, vemu_host::plane_names(l, 1).1];
+                let mut made = vemu_host::plane_taps(&paths, &names)?.into_iter();
+                match (made.next(), made.next()) {
+                    (Some(a), Some(b)) => Ok([a, b]),
+                    _ => bail!("the plane devices of link {l} were not made"),
+                }
+            });
+            Fast { path, make_taps }
+        });
         self.pending = Some(Pending { specs, segments, fast, clock: LabClock { epoch_ns: epoch }, commands });
         if endpoints.is_empty() {
             self.connect(&[])?;
@@ -434,6 +462,7 @@ impl LocalWorker {
             let link = r.link_id as usize;
             let peer = peers.iter().find(|(l, _)| *l == link).map(|(_, a)| *a).ok_or_else(|| anyhow!("no tunnel address for link {link}"))?;
             let fd = if r.side == 0 { &spec.a } else { &spec.b };
+            let fd = fd.as_ref().ok_or_else(|| anyhow!("link {link} has no tunnel socket"))?;
             let sock = std::net::UdpSocket::from(fd.try_clone()?);
             sock.connect(peer).with_context(|| format!("joining link {link}'s tunnel to {peer}"))?;
         }
@@ -500,6 +529,13 @@ impl LocalWorker {
         if let Some(mut s) = self.supervisor.take() {
             s.stop();
         }
+        // The engine's devices in the plane go together (closing their descriptors one
+        // by one would wait for the kernel once per device); the nodes see nothing of it.
+        if let Some(paths) = &self.lab {
+            if let Err(e) = vemu_host::remove_plane_taps(paths) {
+                eprintln!("vemu: {e:#}");
+            }
+        }
         // Processes and namespaces next, so nothing in a node sees its interfaces
         // vanish while it still runs; then the engine closes the TAP devices.
         let removed = match self.lab.take() {
@@ -532,7 +568,7 @@ impl LocalWorker {
 impl Worker for LocalWorker {
     fn capture(&mut self, on: &[CaptureSpec], tx: std::sync::mpsc::SyncSender<Captured>) -> Result<u64> {
         let on = on.iter().map(|c| Ok(CaptureSpec { target: self.local(c.target)?, ..*c })).collect::<Result<Vec<_>>>()?;
-        Ok(self.engine()?.capture(&on, tx))
+        self.engine()?.capture(&on, tx)
     }
 
     fn stop_capture(&mut self, id: u64) {
@@ -563,7 +599,7 @@ impl Worker for LocalWorker {
             }
             WorkerRequest::Patch { target, dir, patch } => Ok(WorkerReply::Impairments(self.engine()?.patch(self.local(target)?, dir, patch)?)),
             WorkerRequest::SetUp { target, up } => {
-                self.engine()?.set_up(self.local(target)?, up);
+                self.engine()?.set_up(self.local(target)?, up)?;
                 Ok(WorkerReply::Done)
             }
             WorkerRequest::Stats => {

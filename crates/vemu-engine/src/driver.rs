@@ -53,6 +53,9 @@ pub(crate) enum Control {
     Radio { seg: usize, done: Sender<RadioSnapshot> },
     /// How far behind its schedule the shard is, ns ([`Core::backlog_ns`]).
     Backlog(Sender<u64>),
+    /// The engine's TAP devices of plane link ends, just made: (port, index in the
+    /// plane, descriptor). Sent before the command that needs them.
+    Taps(Vec<(u32, u32, OwnedFd)>),
     Stop,
 }
 
@@ -142,7 +145,7 @@ pub const FAULT_ENV: &str = "VEMU_ENGINE_FAULT";
 impl ShardHandle {
     /// Start a shard thread running `core` over `fds` (one per port of the core, in
     /// order), with the ports' plane devices (`plane`, one per port) on `fast`.
-    pub fn spawn(index: usize, core: Core, fds: Vec<OwnedFd>, devs: Vec<PortDev>, fast: Option<Arc<FastPath>>, clock: LabClock) -> Result<ShardHandle> {
+    pub fn spawn(index: usize, core: Core, fds: Vec<Option<OwnedFd>>, devs: Vec<PortDev>, fast: Option<Arc<FastPath>>, clock: LabClock) -> Result<ShardHandle> {
         assert_eq!(core.port_count(), fds.len(), "one device per port");
         assert_eq!(fds.len(), devs.len(), "one kind per port");
         // SAFETY: eventfd returns a new descriptor or -1.
@@ -175,7 +178,7 @@ impl ShardHandle {
                 Err(p) => {
                     let why = p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned()).unwrap_or_else(|| "a panic".into());
                     *report.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
-                    std::mem::take(&mut shard.fds)
+                    std::mem::take(&mut shard.fds).into_iter().flatten().collect()
                 }
             }
         })?;
@@ -208,6 +211,16 @@ impl ShardHandle {
     pub fn join(&mut self) -> Vec<OwnedFd> {
         self.thread.take().and_then(|t| t.join().ok()).unwrap_or_default()
     }
+}
+
+/// Watch `fd` for frames to read, with `token`.
+fn epoll_add(ep: RawFd, fd: RawFd, token: u64) -> Result<()> {
+    let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: token };
+    // SAFETY: valid epoll and descriptor.
+    if unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, &mut ev) } < 0 {
+        return Err(std::io::Error::last_os_error()).context("adding a device to epoll");
+    }
+    Ok(())
 }
 
 /// Close TAP descriptors from many threads: each close unregisters a device and then
@@ -259,8 +272,9 @@ fn set_carrier(fd: RawFd, on: bool) {
 
 struct Shard {
     core: Core,
-    /// The device of each port of the core.
-    fds: Vec<OwnedFd>,
+    /// The device of each port of the core (none yet: a link end of the plane whose TAP
+    /// device is made when a direction first needs the engine, see [`Control::Taps`]).
+    fds: Vec<Option<OwnedFd>>,
     rx: Receiver<Control>,
     wake_fd: RawFd,
     epoll: OwnedFd,
@@ -284,7 +298,7 @@ struct Shard {
 }
 
 impl Shard {
-    fn new(core: Core, fds: Vec<OwnedFd>, rx: Receiver<Control>, wake_fd: RawFd, clock: LabClock) -> Result<Shard> {
+    fn new(core: Core, fds: Vec<Option<OwnedFd>>, rx: Receiver<Control>, wake_fd: RawFd, clock: LabClock) -> Result<Shard> {
         // SAFETY: epoll_create1 returns a new descriptor or -1.
         let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
         if ep < 0 {
@@ -292,17 +306,11 @@ impl Shard {
         }
         // SAFETY: ep is a fresh descriptor we own.
         let epoll = unsafe { OwnedFd::from_raw_fd(ep) };
-        let add = |fd: RawFd, token: u64| -> Result<()> {
-            let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: token };
-            // SAFETY: valid epoll and descriptor.
-            if unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, &mut ev) } < 0 {
-                return Err(std::io::Error::last_os_error()).context("adding a device to epoll");
-            }
-            Ok(())
-        };
-        add(wake_fd, WAKE_TOKEN)?;
+        epoll_add(ep, wake_fd, WAKE_TOKEN)?;
         for (i, fd) in fds.iter().enumerate() {
-            add(fd.as_raw_fd(), i as u64)?;
+            if let Some(fd) = fd {
+                epoll_add(ep, fd.as_raw_fd(), i as u64)?;
+            }
         }
         Ok(Shard {
             core,
@@ -321,6 +329,11 @@ impl Shard {
             next_probe_ns: None,
             probes: 0,
         })
+    }
+
+    /// The descriptor of a port (-1 while it has none: writes to it fail).
+    fn fd(&self, port: usize) -> RawFd {
+        self.fds.get(port).and_then(|f| f.as_ref()).map_or(-1, |f| f.as_raw_fd())
     }
 
     /// Forward until told to stop; then hand the devices back (frames still queued are
@@ -391,7 +404,7 @@ impl Shard {
                     // SAFETY: reading 8 bytes from an eventfd.
                     unsafe { libc::read(self.wake_fd, (&mut v as *mut u64).cast(), 8) };
                     if !self.control() {
-                        return std::mem::take(&mut self.fds);
+                        return std::mem::take(&mut self.fds).into_iter().flatten().collect();
                     }
                     continue;
                 }
@@ -423,7 +436,7 @@ impl Shard {
     fn transmit(&mut self) {
         for _ in 0..WRITE_BATCH {
             let Some(tx) = self.core.poll_transmit(self.clock.now_ns()) else { break };
-            let fd = self.fds[tx.port as usize].as_raw_fd();
+            let fd = self.fd(tx.port as usize);
             let ok = match self.devs.get_mut(tx.port as usize) {
                 Some(PortDev::Tunnel(t)) => t.send(fd, &tx.frame, tx.at_ns),
                 // SAFETY: writing a frame we hold to a TAP descriptor.
@@ -450,15 +463,18 @@ impl Shard {
                     }
                     // The other machine sets the carrier of its side.
                     (Some(PortDev::Tunnel(_)), _) => {}
-                    _ => set_carrier(self.fds[port as usize].as_raw_fd(), up),
+                    _ => set_carrier(self.fd(port as usize), up),
                 },
                 Event::Path { port, kernel } => {
                     if let (Some(PortDev::Plane(p)), Some(fast)) = (self.devs.get(port as usize), &self.fast) {
-                        let route = match kernel {
-                            true => Route::Kernel { peer_of: p.far_veth },
-                            false => Route::Engine { tap: p.devs.tap },
+                        let route = match (kernel, p.devs.tap) {
+                            (true, _) => Some(Route::Kernel { peer_of: p.far_veth }),
+                            (false, Some(tap)) => Some(Route::Engine { tap }),
+                            // (The engine makes a link's TAP devices before anything that
+                            // takes a direction off the kernel path reaches the core.)
+                            (false, None) => None,
                         };
-                        if let Err(e) = fast.route(p.devs.veth, route) {
+                        if let Some(Err(e)) = route.map(|r| fast.route(p.devs.veth, r)) {
                             eprintln!("engine: {e:#}");
                         }
                     }
@@ -500,6 +516,18 @@ impl Shard {
                 Ok(Control::Radio { seg, done }) => {
                     let _ = done.send(self.core.radio(seg).unwrap_or_default());
                 }
+                Ok(Control::Taps(taps)) => {
+                    for (port, tap, fd) in taps {
+                        let port = port as usize;
+                        if let Err(e) = epoll_add(self.epoll.as_raw_fd(), fd.as_raw_fd(), port as u64) {
+                            eprintln!("engine: {e:#}");
+                        }
+                        if let Some(PortDev::Plane(p)) = self.devs.get_mut(port) {
+                            p.devs.tap = Some(tap);
+                        }
+                        self.fds[port] = Some(fd);
+                    }
+                }
                 Ok(Control::Backlog(done)) => {
                     let _ = done.send(self.core.backlog_ns(self.clock.now_ns()));
                 }
@@ -513,7 +541,7 @@ impl Shard {
 
     /// Stop polling a device that went away (its namespace was removed).
     fn forget(&mut self, port: usize) {
-        let fd = self.fds[port].as_raw_fd();
+        let fd = self.fd(port);
         // SAFETY: removing a descriptor from our epoll set.
         unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), libc::EPOLL_CTL_DEL, fd, std::ptr::null_mut()) };
     }
@@ -523,7 +551,7 @@ impl Shard {
     fn probe_tunnels(&mut self, now: u64) {
         for (port, dev) in self.devs.iter().enumerate() {
             if let PortDev::Tunnel(t) = dev {
-                let fd = self.fds[port].as_raw_fd();
+                let fd = self.fd(port);
                 send_datagram(fd, &tunnel::probe(t.vni_out, now, false, 0));
                 for &size in t.probe_sizes.iter().filter(|&&s| s > t.payload) {
                     send_datagram(fd, &tunnel::probe(t.vni_out, now, false, size));
@@ -538,7 +566,7 @@ impl Shard {
     /// Take the datagrams a tunnel port's socket holds; frames made whole go to the
     /// link's local port; probes are answered, and answers measure the underlay.
     fn read_tunnel(&mut self, port: usize) {
-        let fd = self.fds[port].as_raw_fd();
+        let fd = self.fd(port);
         let Some(PortDev::Tunnel(t)) = self.devs.get_mut(port) else { return };
         for _ in 0..READ_BATCH * 4 {
             // SAFETY: buf has MAX_FRAME bytes.
@@ -577,7 +605,7 @@ impl Shard {
     }
 
     fn read_from(&mut self, port: usize) {
-        let fd = self.fds[port].as_raw_fd();
+        let fd = self.fd(port);
         for _ in 0..READ_BATCH {
             // SAFETY: buf has MAX_FRAME bytes.
             let n = unsafe { libc::read(fd, self.buf.as_mut_ptr().cast(), self.buf.len()) };

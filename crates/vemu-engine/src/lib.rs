@@ -30,13 +30,14 @@ pub use crate::counters::{bucket_quantile_ns, DirCounters, DirStats, SegCounters
 pub use crate::driver::{Captured, FAULT_ENV};
 use crate::core::{Command, Core, LinkConfig, MemberConfig, SegmentConfig};
 use crate::driver::{Control, PlanePort, PortDev, ShardHandle, TunnelPort};
-pub use vemu_fastpath::FastPath;
+pub use vemu_fastpath::{FastPath, Route};
 
 /// A link to emulate: the TAP devices of its two ends and what each direction does.
 pub struct LinkSpec {
-    /// Frames read here travel `forward` to `b`.
-    pub a: OwnedFd,
-    pub b: OwnedFd,
+    /// Frames read here travel `forward` to `b`. `None` only for a link with `plane`
+    /// devices whose TAP devices are not made yet (see [`MakeTaps`]).
+    pub a: Option<OwnedFd>,
+    pub b: Option<OwnedFd>,
     /// With the kernel fast path: the plane devices of ends a and b (the TAP devices
     /// above are then the engine's, in the plane).
     pub plane: Option<[PlaneDevs; 2]>,
@@ -72,8 +73,25 @@ pub struct RemoteEnd {
 pub struct PlaneDevs {
     /// The veth peer of the node's interface.
     pub veth: u32,
-    /// The engine's TAP device.
-    pub tap: u32,
+    /// The engine's TAP device, once made.
+    pub tap: Option<u32>,
+}
+
+/// Makes the engine's TAP devices of both ends of a link in the plane (number: the
+/// engine's link, in the order given to [`Engine::start`]), up and steered by the fast
+/// path's program: their indexes there and descriptors, ends a and b. A link whose
+/// directions both go by the kernel needs none — a lab of 10,000 unimpaired links has
+/// no TAP device and holds no descriptor for its links — so they are made when a
+/// direction first needs the engine (impairments set, the link taken down, a capture),
+/// before the command that needs them reaches the shard, and kept until the lab ends.
+pub type MakeTaps = Arc<dyn Fn(usize) -> Result<[(u32, OwnedFd); 2]> + Send + Sync>;
+
+/// The kernel fast path of a lab's links: its program and maps, and how to make the
+/// engine's TAP devices of a link when they are needed.
+#[derive(Clone)]
+pub struct Fast {
+    pub path: Arc<FastPath>,
+    pub make_taps: MakeTaps,
 }
 
 /// A switched LAN segment (or, with `radio`, a wireless one) to emulate.
@@ -116,16 +134,19 @@ pub struct CaptureSpec {
 /// The running data plane of a lab (or of this machine's share of it).
 pub struct Engine {
     shards: Vec<ShardHandle>,
-    /// For each link: its shard and its index there.
+    /// For each link: its shard and its index there, and its ports there (ends a and b).
     link_place: Vec<(usize, usize)>,
+    link_ports: Vec<[u32; 2]>,
     /// For each segment: its shard and its index there.
     seg_place: Vec<(usize, usize)>,
     link_counters: Vec<[Arc<DirCounters>; 2]>,
     member_counters: Vec<Vec<[Arc<DirCounters>; 2]>>,
     seg_counters: Vec<Arc<SegCounters>>,
     /// The kernel fast path, and each link's plane veths (ends a and b) when it has one.
-    fast: Option<Arc<FastPath>>,
+    fast: Option<Fast>,
     link_veths: Vec<Option<[u32; 2]>>,
+    /// Links with plane devices whose TAP devices are not made yet.
+    tapless: std::sync::Mutex<Vec<bool>>,
     pub clock: LabClock,
     /// Devices of halted shards, closed by [`Engine::stop`]. (A halted shard answers
     /// nothing: commands to it are dropped, and waits for it end at once.)
@@ -137,18 +158,38 @@ impl Engine {
     /// link and each segment belongs to one shard; they are spread so that every shard
     /// has about as many devices. With `fast`, the links that have plane devices carry
     /// each direction that needs no emulation inside the kernel.
-    pub fn start(links: Vec<LinkSpec>, segments: Vec<SegmentSpec>, shards: usize, clock: LabClock, fast: Option<Arc<FastPath>>) -> Result<Engine> {
+    pub fn start(links: Vec<LinkSpec>, segments: Vec<SegmentSpec>, shards: usize, clock: LabClock, fast: Option<Fast>) -> Result<Engine> {
         let n = shards.clamp(1, (links.len() + segments.len()).max(1));
-        let mut cores: Vec<(Core, Vec<OwnedFd>, Vec<PortDev>)> = (0..n).map(|_| (Core::new(), Vec::new(), Vec::new())).collect();
-        let lightest = |cores: &[(Core, Vec<OwnedFd>, Vec<PortDev>)]| (0..n).min_by_key(|&s| cores[s].1.len()).unwrap_or(0);
+        type Parts = (Core, Vec<Option<OwnedFd>>, Vec<PortDev>);
+        let mut cores: Vec<Parts> = (0..n).map(|_| (Core::new(), Vec::new(), Vec::new())).collect();
+        let lightest = |cores: &[Parts]| (0..n).min_by_key(|&s| cores[s].1.len()).unwrap_or(0);
         let mut link_place = Vec::new();
         let mut link_counters = Vec::new();
         let mut link_veths = Vec::new();
-        for l in links {
+        let mut tapless = Vec::new();
+        let mut link_ports = Vec::new();
+        for (k, mut l) in links.into_iter().enumerate() {
             let s = lightest(&cores);
             let (core, fds, plane) = &mut cores[s];
             let local = core.link_count();
-            let devs = l.plane.filter(|_| fast.is_some() && l.remote.is_none());
+            let mut devs = l.plane.filter(|_| fast.is_some() && l.remote.is_none());
+            let needs_engine = l.forward != Impairments::default() || l.reverse != Impairments::default();
+            if let (Some(d), Some(f), None, true) = (devs.as_mut(), &fast, &l.a, needs_engine) {
+                // (Made beside the nodes, normally; here if they were not.)
+                let [(ta, fa), (tb, fb)] = (f.make_taps)(k)?;
+                (d[0].tap, d[1].tap, l.a, l.b) = (Some(ta), Some(tb), Some(fa), Some(fb));
+            }
+            if let (Some(d), Some(f)) = (&devs, &fast) {
+                for end in d {
+                    if let Some(tap) = end.tap {
+                        // What the engine writes goes to the node; what the node sends,
+                        // to the engine until the core puts a direction on the kernel path.
+                        f.path.route(tap, Route::Deliver { peer_of: end.veth })?;
+                        f.path.route(end.veth, Route::Engine { tap })?;
+                    }
+                }
+            }
+            tapless.push(devs.is_some_and(|d| d[0].tap.is_none()));
             let remote = l.remote.map(|r| (r.side.min(1), r.transit_ns));
             let ports = core.add_link(LinkConfig { forward: l.forward, reverse: l.reverse, seeds: l.seeds, mtu: l.mtu, kernel_path: devs.is_some(), remote });
             fds.extend([l.a, l.b]);
@@ -174,6 +215,7 @@ impl Engine {
                 (None, None) => plane.extend([PortDev::Tap, PortDev::Tap]),
             }
             link_veths.push(devs.map(|[a, b]| [a.veth, b.veth]));
+            link_ports.push(ports);
             link_counters.push(core.counters(Target::Link(local)));
             link_place.push((s, local));
         }
@@ -186,7 +228,7 @@ impl Engine {
             let local = core.segment_count();
             let mut members = Vec::with_capacity(g.members.len());
             for m in g.members {
-                fds.push(m.fd);
+                fds.push(Some(m.fd));
                 plane.push(PortDev::Tap);
                 members.push(MemberConfig { vlan: m.vlan, egress: m.egress, ingress: m.ingress, seeds: m.seeds, mtu: m.mtu });
             }
@@ -198,9 +240,29 @@ impl Engine {
         }
         let mut handles = Vec::new();
         for (s, (core, fds, plane)) in cores.into_iter().enumerate() {
-            handles.push(ShardHandle::spawn(s, core, fds, plane, fast.clone(), clock)?);
+            handles.push(ShardHandle::spawn(s, core, fds, plane, fast.as_ref().map(|f| f.path.clone()), clock)?);
         }
-        Ok(Engine { shards: handles, link_place, seg_place, link_counters, member_counters, seg_counters, fast, link_veths, clock, halted: Vec::new() })
+        let tapless = std::sync::Mutex::new(tapless);
+        Ok(Engine { shards: handles, link_place, link_ports, seg_place, link_counters, member_counters, seg_counters, fast, link_veths, tapless, clock, halted: Vec::new() })
+    }
+
+    /// Make the engine's TAP devices of link `l` if it has plane devices and none yet
+    /// (see [`MakeTaps`]), and hand them to its shard: before anything that may take a
+    /// direction of the link off the kernel path. Fails (and the link keeps its paths)
+    /// when they cannot be made.
+    fn ensure_taps(&self, l: usize) -> Result<()> {
+        let mut tapless = self.tapless.lock().unwrap_or_else(|e| e.into_inner());
+        let (Some(true), Some(fast), Some([va, vb])) = (tapless.get(l).copied(), &self.fast, self.link_veths.get(l).copied().flatten()) else {
+            return Ok(());
+        };
+        let [(ta, fa), (tb, fb)] = (fast.make_taps)(l)?;
+        fast.path.route(ta, Route::Deliver { peer_of: va })?;
+        fast.path.route(tb, Route::Deliver { peer_of: vb })?;
+        let (s, _) = self.link_place[l];
+        let [pa, pb] = self.link_ports[l];
+        self.shards[s].send(Control::Taps(vec![(pa, ta, fa), (pb, tb, fb)]));
+        tapless[l] = false;
+        Ok(())
     }
 
     /// Per shard, nanoseconds spent working since the start (handling frames, timers
@@ -241,15 +303,22 @@ impl Engine {
     /// Change some impairments of one direction; returns the impairments now in force.
     /// Frames already scheduled keep their delivery times.
     pub fn patch(&self, target: Target, dir: Dir, patch: ImpairmentsPatch) -> Result<Impairments> {
+        if let Target::Link(l) = target {
+            self.ensure_taps(l)?;
+        }
         let (s, t) = self.place(target);
         self.shards[s].patched(Command::Patch { target: t, dir, patch }).ok_or_else(|| anyhow!("the engine has stopped"))
     }
 
     /// Take a link or a segment port down (frames offered in either direction are
     /// dropped, and the interfaces lose their carrier) or back up.
-    pub fn set_up(&self, target: Target, up: bool) {
+    pub fn set_up(&self, target: Target, up: bool) -> Result<()> {
+        if let (Target::Link(l), false) = (target, up) {
+            self.ensure_taps(l)?;
+        }
         let (s, t) = self.place(target);
         self.shards[s].apply(Command::SetUp { target: t, up });
+        Ok(())
     }
 
     /// Counters of both directions of a link or port: what the engine carried plus, on
@@ -262,7 +331,7 @@ impl Engine {
         let mut s = [c[0].snapshot(), c[1].snapshot()];
         if let (Target::Link(l), Some(fast)) = (target, &self.fast) {
             for (d, veth) in self.link_veths[l].into_iter().flatten().enumerate() {
-                let k = fast.counted(veth);
+                let k = fast.path.counted(veth);
                 s[d].rx_frames += k.frames;
                 s[d].tx_frames += k.frames;
                 s[d].rx_bytes += k.bytes;
@@ -294,7 +363,12 @@ impl Engine {
     /// them (at `point`), goes to `tx` as wire frames with lab-clock times. When `tx`
     /// is full, frames are skipped (the data plane never waits for a capture); when its
     /// receiver is gone, the capture ends by itself.
-    pub fn capture(&self, on: &[CaptureSpec], tx: std::sync::mpsc::SyncSender<Captured>) -> u64 {
+    pub fn capture(&self, on: &[CaptureSpec], tx: std::sync::mpsc::SyncSender<Captured>) -> Result<u64> {
+        for c in on {
+            if let Target::Link(l) = c.target {
+                self.ensure_taps(l)?;
+            }
+        }
         static NEXT: AtomicU64 = AtomicU64::new(1);
         let id = NEXT.fetch_add(1, Relaxed);
         for (s, shard) in self.shards.iter().enumerate() {
@@ -307,7 +381,7 @@ impl Engine {
                 shard.send(Control::Apply(Command::Capture { id, target, side: c.side, iface: c.iface, point: c.point }, None));
             }
         }
-        id
+        Ok(id)
     }
 
     /// End a capture.

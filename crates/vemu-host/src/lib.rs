@@ -18,7 +18,7 @@ pub mod netlink;
 pub mod nic;
 pub mod tap;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
@@ -79,6 +79,11 @@ impl LabPaths {
     /// making of the node's PID namespace.
     pub fn pidns_wanted(&self, node: &str) -> PathBuf {
         self.dir.join("pid").join(format!("{node}.wanted"))
+    }
+    /// Present once the node's own `/sys` is mounted ([`node_sysfs`]); its lock guards
+    /// the mounting.
+    pub fn sys_mounted(&self, node: &str) -> PathBuf {
+        self.dir.join("sys").join(node)
     }
     /// The node's private directories: `upper/` and `work/` of its overlays on
     /// [`PRIVATE_OVERLAYS`], and `run/`, its `/run`.
@@ -171,11 +176,14 @@ fn raise_host_limits() -> Result<()> {
 /// connections (256 on TCP, 256 on the Unix socket), captures, logs, epoll sets.
 pub const CONTROLLER_FILES: u64 = 700;
 
-/// Open files a lab's controller needs: a TAP device per link end and per LAN member,
-/// a netlink socket per node (the nodes' TAP counters), and [`CONTROLLER_FILES`].
-pub fn files_needed(plan: &vemu_scenario::Plan) -> u64 {
+/// Open files a lab's controller needs at the start: a TAP device per link end and per
+/// LAN member, a netlink socket per node (the nodes' TAP counters), and
+/// [`CONTROLLER_FILES`]. With the kernel fast path (`fast_path`), a link that starts
+/// unimpaired has no TAP device until a direction of it needs the engine.
+pub fn files_needed(plan: &vemu_scenario::Plan, fast_path: bool) -> u64 {
     let members: usize = plan.segments.iter().map(|g| g.members.len()).sum();
-    2 * plan.links.len() as u64 + members as u64 + plan.nodes.len() as u64 + CONTROLLER_FILES
+    let links = plan.links.iter().filter(|l| !fast_path || l.forward != Default::default() || l.reverse != Default::default()).count();
+    2 * links as u64 + members as u64 + plan.nodes.len() as u64 + CONTROLLER_FILES
 }
 
 /// Make sure this process may open `needed` files: raise the soft RLIMIT_NOFILE up to
@@ -192,7 +200,7 @@ pub fn ensure_open_files(needed: u64) -> Result<()> {
     }
     if lim.rlim_max < needed {
         bail!(
-            "this lab needs about {needed} open files (2 per link, 1 per LAN member, 1 per node, {CONTROLLER_FILES} for the controller) \
+            "this lab needs about {needed} open files (2 per impaired link, 1 per LAN member, 1 per node, {CONTROLLER_FILES} for the controller) \
              but the hard limit on open files here is {} (RLIMIT_NOFILE): raise it (ulimit -Hn as root, LimitNOFILE= for a service, \
              /etc/security/limits.conf) or make the lab smaller",
             lim.rlim_max
@@ -216,7 +224,7 @@ pub fn prepare_lab(paths: &LabPaths, hosts: &str, nodes: &[NodePlan], storage_by
     let options = format!("mode=0755,size={storage_bytes}");
     mount(Some("vemu"), &paths.dir, Some("tmpfs"), MsFlags::MS_NOSUID | MsFlags::MS_NODEV, Some(options.as_str()))
         .with_context(|| format!("mounting a tmpfs on {}", paths.dir.display()))?;
-    for d in ["uts", "netns", "mnt", "pid"] {
+    for d in ["uts", "netns", "mnt", "pid", "sys"] {
         fs::create_dir(paths.dir.join(d))?;
     }
     fs::create_dir_all(paths.log_dir()).with_context(|| format!("creating {}", paths.log_dir().display()))?;
@@ -371,7 +379,8 @@ fn new_mount_ns_after(template: &OwnedFd, above: Option<u64>) -> Result<()> {
 
 /// Give the calling thread (already in the node's network namespace) the node's own
 /// mount namespace: a copy of `template` with copy-on-write overlays on
-/// [`PRIVATE_OVERLAYS`], the lab's `/etc/hosts`, the node's `/sys` and its own `/run`.
+/// [`PRIVATE_OVERLAYS`], the lab's `/etc/hosts` and its own `/run` (its `/sys` comes
+/// with its first process: [`node_sysfs`]).
 fn enter_node_mounts(paths: &LabPaths, node: &str, template: &OwnedFd) -> Result<()> {
     unshare(CloneFlags::CLONE_FS).context("unsharing the filesystem context")?;
     new_mount_ns_after(template, mnt_ns_id("/proc/self/ns/mnt"))?;
@@ -389,11 +398,43 @@ fn enter_node_mounts(paths: &LabPaths, node: &str, template: &OwnedFd) -> Result
             .with_context(|| format!("mounting the node's overlay on {d}"))?;
     }
     mount(Some(&paths.hosts()), "/etc/hosts", None::<&str>, MsFlags::MS_BIND, None::<&str>).context("binding /etc/hosts")?;
-    if umount2("/sys", MntFlags::MNT_DETACH).is_ok() {
-        mount(Some("sysfs"), "/sys", Some("sysfs"), MsFlags::empty(), None::<&str>).context("mounting the node's /sys")?;
-    }
     mount(Some(&root.join("run")), "/run", None::<&str>, MsFlags::MS_BIND, None::<&str>).context("binding the node's /run")?;
     Ok(())
+}
+
+/// Mount the node's own `/sys` (its network namespace's interfaces) in its mount
+/// namespace, the first time one of its processes starts: a node that runs nothing
+/// costs no sysfs. (Each sysfs mount is looked up among all the machine's — one per
+/// network namespace that has one — so mounting one for every node of a 10,000-node lab
+/// cost a sixth of its `up`.) The marker's lock makes one process mount it while others
+/// wait.
+fn node_sysfs(paths: &LabPaths, node: &str, net: &OwnedFd, mnt: &OwnedFd) -> Result<()> {
+    let marker = paths.sys_mounted(node);
+    if marker.exists() {
+        return Ok(());
+    }
+    let lock = fs::OpenOptions::new().create(true).append(true).open(marker.with_extension("lock")).with_context(|| format!("opening {}", marker.display()))?;
+    // SAFETY: flock on a descriptor we own; released when it is closed.
+    if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } != 0 {
+        return Err(std::io::Error::last_os_error()).context("locking the node's /sys");
+    }
+    if marker.exists() {
+        return Ok(());
+    }
+    std::thread::scope(|s| {
+        s.spawn(|| -> Result<()> {
+            unshare(CloneFlags::CLONE_FS).context("unsharing the filesystem context")?;
+            nix::sched::setns(net, CloneFlags::CLONE_NEWNET).context("entering the node")?;
+            nix::sched::setns(mnt, CloneFlags::CLONE_NEWNS).context("entering the node's mounts")?;
+            if umount2("/sys", MntFlags::MNT_DETACH).is_ok() {
+                mount(Some("sysfs"), "/sys", Some("sysfs"), MsFlags::empty(), None::<&str>).context("mounting the node's /sys")?;
+            }
+            Ok(())
+        })
+        .join()
+        .map_err(|_| anyhow!("the thread mounting node {node}'s /sys panicked"))?
+    })?;
+    fs::write(&marker, "").with_context(|| format!("writing {}", marker.display()))
 }
 
 /// MTU of the plane's devices: the largest, so that the plane never drops a frame a
@@ -442,21 +483,26 @@ pub fn in_netns<T: Send>(netns: &Path, f: impl FnOnce() -> Result<T> + Send) -> 
     })
 }
 
+/// Device group of the engine's TAP devices in a lab's plane, deleted together when
+/// the lab goes ([`remove_plane_taps`]).
+const PLANE_TAP_GROUP: u32 = 0x7665;
+
 /// Make the engine's TAP devices in the plane (`taps`: the second names of
 /// [`plane_names`]), up, with TC program `prog` attached; their indexes and
-/// descriptors. Runs beside the making of the nodes (see [`attach_plane`]).
-pub fn plane_taps(paths: &LabPaths, taps: &[String], prog: BorrowedFd<'_>) -> Result<Vec<(u32, OwnedFd)>> {
+/// descriptors. Runs beside the making of the nodes (see [`attach_plane`]), and later
+/// for a link whose direction first needs the engine.
+pub fn plane_taps(paths: &LabPaths, taps: &[String]) -> Result<Vec<(u32, OwnedFd)>> {
     in_netns(&paths.plane(), || {
         let mut nl = netlink::Netlink::open()?;
         let mut out = Vec::with_capacity(taps.len());
         for chunk in taps.chunks(32) {
             let _gate = NET_CONFIG.lock().unwrap_or_else(|e| e.into_inner());
             for tap in chunk {
-                let fd = tap::create(tap)?;
+                let fd = tap::create(tap).with_context(|| format!("making the engine's TAP device {tap} in the lab's plane"))?;
                 let t = tap::ifindex(tap)?;
                 nl.set_link(t, true, None, Some(PLANE_TAP_MTU))?;
-                nl.add_clsact(t)?;
-                nl.add_ingress_bpf(t, &prog, "vemu-steer")?;
+                nl.set_group(t, PLANE_TAP_GROUP)?;
+                nl.add_ingress(t, PLANE_BLOCK)?;
                 out.push((t, fd));
             }
             nl.flush().context("making the engine's devices in the plane")?;
@@ -465,22 +511,40 @@ pub fn plane_taps(paths: &LabPaths, taps: &[String], prog: BorrowedFd<'_>) -> Re
     })
 }
 
-/// Bring up the veth peers of the nodes' link interfaces in the plane (`veths`: the
-/// first names of [`plane_names`]) and attach TC program `prog` to them; their indexes.
-pub fn attach_plane(paths: &LabPaths, veths: &[String], prog: BorrowedFd<'_>) -> Result<Vec<u32>> {
+/// Delete the engine's TAP devices of a lab's plane all at once (its descriptors may
+/// stay open: closing them is then quick). Nothing to do for a lab without a plane.
+pub fn remove_plane_taps(paths: &LabPaths) -> Result<()> {
+    if !paths.plane().exists() {
+        return Ok(());
+    }
     in_netns(&paths.plane(), || {
         let mut nl = netlink::Netlink::open()?;
-        let mut out = Vec::with_capacity(veths.len());
-        for veth in veths {
-            let v = tap::ifindex(veth)?;
-            nl.set_link(v, true, None, None)?;
-            nl.add_clsact(v)?;
-            nl.add_ingress_bpf(v, &prog, "vemu-steer")?;
-            out.push(v);
-        }
-        nl.flush().context("attaching the fast path's program")?;
-        Ok(out)
+        nl.del_group(PLANE_TAP_GROUP)?;
+        nl.flush().context("deleting the engine's devices in the plane")
     })
+}
+
+/// The plane's shared TC block (see [`netlink::Netlink::add_ingress`]).
+const PLANE_BLOCK: u32 = 1;
+
+/// Attach TC program `prog` to the lab's plane: to its shared block, which every
+/// device of the plane joins (the block lives on the plane's loopback, which carries
+/// nothing, so that it outlasts every other device).
+pub fn plane_program(paths: &LabPaths, prog: BorrowedFd<'_>) -> Result<()> {
+    in_netns(&paths.plane(), || {
+        let mut nl = netlink::Netlink::open()?;
+        nl.add_ingress(tap::ifindex("lo")?, PLANE_BLOCK)?;
+        nl.add_block_bpf(PLANE_BLOCK, &prog, "vemu-steer")?;
+        nl.flush().context("attaching the fast path's program")
+    })
+}
+
+/// The indexes of the veth peers of the nodes' link interfaces in the plane (`veths`:
+/// the first names of [`plane_names`]; the nodes' threads brought them up on the plane's
+/// TC block).
+pub fn plane_indexes(paths: &LabPaths, veths: &[String]) -> Result<Vec<u32>> {
+    let all: HashMap<String, u32> = netlink::Netlink::open_in(&paths.plane())?.link_indexes()?.into_iter().collect();
+    veths.iter().map(|v| all.get(v).copied().ok_or_else(|| anyhow!("the plane has no device {v}"))).collect()
 }
 
 /// Held while a node's thread writes sysctls and configures its devices. Writing
@@ -511,6 +575,15 @@ pub fn create_node(paths: &LabPaths, node: &NodePlan, template: &OwnedFd, plane_
         let paths = paths.clone();
         let node = node.clone();
         std::thread::Builder::new().name(format!("mk-{}", node.name)).spawn(move || -> Result<Vec<Option<OwnedFd>>> {
+            // A socket in the plane for the far ends of the node's link interfaces,
+            // opened from there before the thread leaves for the node's own namespace.
+            let mut plane_nl = match &plane {
+                Some(p) => {
+                    nix::sched::setns(p, CloneFlags::CLONE_NEWNET).context("entering the lab's plane")?;
+                    Some(netlink::Netlink::open()?)
+                }
+                None => None,
+            };
             unshare(CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWUTS).context("creating namespaces")?;
             nix::unistd::sethostname(&node.name).context("setting the hostname")?;
             pin_ns("net", &paths.netns_pin(&node.name))?;
@@ -528,6 +601,11 @@ pub fn create_node(paths: &LabPaths, node: &NodePlan, template: &OwnedFd, plane_
                     _ => bail!("the node's mount namespace could not be pinned"),
                 }
             }
+            // The sysctls through a procfs of the node's own, mounted for the while: in
+            // the machine's /proc every namespace's /proc/sys/net/... entries are cached
+            // side by side under one parent, and the kernel compares a name against all
+            // of them on each lookup (a third of the CPU of a 10,000-node `up` went there).
+            mount(Some("proc"), "/proc", Some("proc"), MsFlags::empty(), None::<&str>).context("mounting a procfs for the node's sysctls")?;
             let _gate = NET_CONFIG.lock().unwrap_or_else(|e| e.into_inner());
             write_sysctl("/proc/sys/net/ipv4/ip_forward", "1")?;
             write_sysctl("/proc/sys/net/ipv6/conf/all/forwarding", "1")?;
@@ -539,13 +617,14 @@ pub fn create_node(paths: &LabPaths, node: &NodePlan, template: &OwnedFd, plane_
             for (k, v) in &node.sysctls {
                 write_sysctl(&format!("/proc/sys/{}", k.replace('.', "/")), v).with_context(|| format!("setting sysctl {k} = {v}"))?;
             }
+            umount2("/proc", MntFlags::MNT_DETACH).context("unmounting the node's sysctl procfs")?;
             let mut nl = netlink::Netlink::open()?;
             let lo = tap::ifindex("lo")?;
             nl.set_link(lo, true, None, None)?;
             for a in &node.loopback {
                 nl.add_address(lo, *a)?;
             }
-            node_interfaces(&mut nl, &node, &plane_peers, plane.as_ref(), false)
+            node_interfaces(&mut nl, &node, &plane_peers, plane.as_ref().zip(plane_nl.as_mut()), false)
         })?
     };
     let mut attempt = 0;
@@ -595,7 +674,11 @@ pub fn create_host_node(paths: &LabPaths, node: &NodePlan, plane_peers: &[Option
     }
     let _gate = NET_CONFIG.lock().unwrap_or_else(|e| e.into_inner());
     let mut nl = netlink::Netlink::open()?;
-    let made = node_interfaces(&mut nl, node, plane_peers, plane.as_ref(), true);
+    let mut plane_nl = match &plane {
+        Some(_) => Some(netlink::Netlink::open_in(&paths.plane())?),
+        None => None,
+    };
+    let made = node_interfaces(&mut nl, node, plane_peers, plane.as_ref().zip(plane_nl.as_mut()), true);
     // Whatever was made (none of these names was the machine's before), so that down
     // and clean delete exactly that.
     let names: Vec<&str> = node.ifaces.iter().map(|i| i.name.as_str()).collect();
@@ -669,15 +752,21 @@ const PIN_RETRIES: u32 = 7;
 /// MTU and addresses, then its routes. On the `host`, each interface's IPv6 is turned
 /// off on its own when the node's sysctls ask for it for all (the machine's defaults
 /// are not vemu's to change).
-fn node_interfaces(nl: &mut netlink::Netlink, node: &NodePlan, plane_peers: &[Option<String>], plane: Option<&fs::File>, host: bool) -> Result<Vec<Option<OwnedFd>>> {
+fn node_interfaces(nl: &mut netlink::Netlink, node: &NodePlan, plane_peers: &[Option<String>], mut plane: Option<(&fs::File, &mut netlink::Netlink)>, host: bool) -> Result<Vec<Option<OwnedFd>>> {
     let no_ipv6 = host && node.sysctls.iter().any(|(k, v)| k == "net.ipv6.conf.default.disable_ipv6" && v == "1");
     let mut fds = Vec::with_capacity(node.ifaces.len());
     let mut idx = Vec::with_capacity(node.ifaces.len());
     for (k, i) in node.ifaces.iter().enumerate() {
-        let veth = match (plane_peers.get(k).and_then(Option::as_ref), plane) {
-            (Some(peer), Some(plane)) => {
-                nl.add_veth(&i.name, i.mac, i.mtu, peer, plane, PLANE_MTU)?;
+        let veth = match (plane_peers.get(k).and_then(Option::as_ref), plane.as_mut()) {
+            (Some(peer), Some((plane, pnl))) => {
+                nl.add_veth(&i.name, i.mac, i.mtu, peer, *plane, PLANE_MTU)?;
                 nl.flush().with_context(|| format!("creating interface {}", i.name))?;
+                // The far end, in the plane, up at once and on the fast path's block.
+                // (Left down, it would wait in the kernel's queue of link events, which
+                // is walked whole each time a device comes up: quadratic in big labs.)
+                let v = pnl.index_of(peer)?;
+                pnl.set_link(v, true, None, None)?;
+                pnl.add_ingress(v, PLANE_BLOCK)?;
                 fds.push(None);
                 true
             }
@@ -700,6 +789,9 @@ fn node_interfaces(nl: &mut netlink::Netlink, node: &NodePlan, plane_peers: &[Op
         }
     }
     nl.flush().with_context(|| format!("configuring node {}", node.name))?;
+    if let Some((_, pnl)) = plane.as_mut() {
+        pnl.flush().context("attaching the node's link interfaces to the plane")?;
+    }
     for r in &node.routes {
         let oif = match &r.dev {
             Some(d) => Some(idx[node.ifaces.iter().position(|i| &i.name == d).ok_or_else(|| anyhow!("no interface {d}"))?]),
@@ -801,6 +893,7 @@ impl NodeEntry {
             Ok(fs::File::open(&p).with_context(|| format!("node '{node}' of lab '{}' does not exist ({})", paths.lab, p.display()))?.into())
         };
         let (net, uts, mnt) = (open(paths.netns(node))?, open(paths.uts(node))?, open(paths.mnt(node))?);
+        node_sysfs(paths, node, &net, &mnt)?;
         let pid = match fs::File::open(paths.pidns_wanted(node)) {
             Ok(wanted) => Some(pid_namespace(paths, node, &wanted, [&net, &uts, &mnt])?),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,

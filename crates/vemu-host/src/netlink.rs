@@ -8,7 +8,7 @@ use std::net::IpAddr;
 use anyhow::{bail, Context, Result};
 use ipnet::IpNet;
 use netlink_packet_core::{
-    NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REQUEST,
+    DefaultNla, NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REQUEST,
 };
 use netlink_packet_route::address::{AddressAttribute, AddressFlags, AddressHeaderFlags, AddressMessage};
 use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage, Stats64};
@@ -80,6 +80,46 @@ impl Netlink {
                 let stats = l.attributes.iter().find_map(|a| if let LinkAttribute::Stats64(s) = a { Some(s.clone()) } else { None });
                 if let (Some(name), Some(stats)) = (name, stats) {
                     out.push((name, stats));
+                }
+            }
+        })?;
+        Ok(out)
+    }
+
+    /// The index of interface `name` (one request; cheaper than a dump in a namespace
+    /// of thousands of interfaces).
+    pub fn index_of(&mut self, name: &str) -> Result<u32> {
+        self.flush()?;
+        self.seq += 1;
+        let mut header = NetlinkHeader::default();
+        header.flags = NLM_F_REQUEST;
+        header.sequence_number = self.seq;
+        let mut l = LinkMessage::default();
+        l.attributes.push(LinkAttribute::IfName(name.to_string()));
+        let mut m = NetlinkMessage::new(header, NetlinkPayload::InnerMessage(RouteNetlinkMessage::GetLink(l)));
+        m.finalize();
+        let mut req = vec![0u8; m.buffer_len()];
+        m.serialize(&mut req);
+        self.sock.send(&req, 0).with_context(|| format!("asking for interface {name}"))?;
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            for msg in self.receive(&mut buf).with_context(|| format!("reading interface {name}"))? {
+                match msg.payload {
+                    NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewLink(l)) => return Ok(l.header.index),
+                    NetlinkPayload::Error(e) => bail!("no interface {name}: {e}"),
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    /// Every interface's name and index (one dump).
+    pub fn link_indexes(&mut self) -> Result<Vec<(String, u32)>> {
+        let mut out = Vec::new();
+        self.dump(RouteNetlinkMessage::GetLink(LinkMessage::default()), "interfaces", |m| {
+            if let RouteNetlinkMessage::NewLink(l) = m {
+                if let Some(name) = l.attributes.iter().find_map(|a| if let LinkAttribute::IfName(n) = a { Some(n.clone()) } else { None }) {
+                    out.push((name, l.header.index));
                 }
             }
         })?;
@@ -205,6 +245,24 @@ impl Netlink {
         self.queue(RouteNetlinkMessage::SetLink(m), 0, format!("configuring interface #{index}"))
     }
 
+    /// Put an interface in device group `group` (see [`Netlink::del_group`]).
+    pub fn set_group(&mut self, index: u32, group: u32) -> Result<()> {
+        let mut m = LinkMessage::default();
+        m.header.index = index;
+        m.attributes.push(LinkAttribute::Group(group));
+        self.queue(RouteNetlinkMessage::SetLink(m), 0, format!("putting interface #{index} in group {group}"))
+    }
+
+    /// Delete every interface of device group `group` at once. The kernel unregisters
+    /// them together, waiting once for its RCU grace periods where one by one (or
+    /// closing TAP descriptors one by one) each waits its own: 2000 TAP devices went in
+    /// 0.4 s this way, in 40 s closed one after the other.
+    pub fn del_group(&mut self, group: u32) -> Result<()> {
+        let mut m = LinkMessage::default();
+        m.attributes.push(LinkAttribute::Group(group));
+        self.queue(RouteNetlinkMessage::DelLink(m), 0, format!("deleting the interfaces of group {group}"))
+    }
+
     /// Delete an interface (a veth takes its peer with it).
     pub fn del_link(&mut self, index: u32) -> Result<()> {
         let mut m = LinkMessage::default();
@@ -230,23 +288,34 @@ impl Netlink {
         self.queue(RouteNetlinkMessage::NewLink(m), NLM_F_CREATE | NLM_F_EXCL, format!("creating veth pair {name}/{peer}"))
     }
 
-    /// Add a `clsact` qdisc to an interface, the hook of TC programs.
-    pub fn add_clsact(&mut self, index: u32) -> Result<()> {
+    /// Add an `ingress` qdisc to an interface, its filters those of shared block
+    /// `block` of the namespace (made with the first qdisc naming it; see
+    /// [`Netlink::add_block_bpf`]). One block for the lab's plane, rather than a filter
+    /// on each device: adding a device costs one qdisc and the kernel has one block to
+    /// keep. (The kernel keeps every TC block of the machine in one list that each new
+    /// block is looked up in, so the time to add one grows with those there are: 20,000
+    /// `clsact` qdiscs took 12.9 s here, 20,000 `ingress` 2.5 s, 20,000 `ingress` on one
+    /// shared block 0.56 s.)
+    pub fn add_ingress(&mut self, index: u32, block: u32) -> Result<()> {
+        const TCA_INGRESS_BLOCK: u16 = 13;
         let mut m = TcMessage::default();
         m.header.index = index as i32;
-        m.header.parent = TcHandle::CLSACT;
-        m.header.handle = TcHandle { major: TcHandle::CLSACT.major, minor: 0 };
-        m.attributes.push(TcAttribute::Kind("clsact".into()));
-        self.queue(RouteNetlinkMessage::NewQueueDiscipline(m), NLM_F_CREATE | NLM_F_EXCL, format!("adding clsact to interface #{index}"))
+        m.header.parent = TcHandle::INGRESS;
+        m.header.handle = TcHandle { major: TcHandle::INGRESS.major, minor: 0 };
+        m.attributes.push(TcAttribute::Kind("ingress".into()));
+        m.attributes.push(TcAttribute::Other(DefaultNla::new(TCA_INGRESS_BLOCK, block.to_ne_bytes().to_vec())));
+        self.queue(RouteNetlinkMessage::NewQueueDiscipline(m), NLM_F_CREATE | NLM_F_EXCL, format!("adding an ingress qdisc to interface #{index}"))
     }
 
     /// Run BPF program `prog` (a classifier in direct-action mode) on every frame
-    /// arriving at an interface (which has a `clsact` qdisc).
-    pub fn add_ingress_bpf(&mut self, index: u32, prog: &impl AsRawFd, name: &str) -> Result<()> {
+    /// arriving at the interfaces whose ingress qdisc is on shared block `block`.
+    pub fn add_block_bpf(&mut self, block: u32, prog: &impl AsRawFd, name: &str) -> Result<()> {
         const ETH_P_ALL: u16 = 0x0003;
+        /// `tcm_ifindex` of a filter on a shared block (`TCM_IFINDEX_MAGIC_BLOCK`).
+        const ON_BLOCK: i32 = -1;
         let mut m = TcMessage::default();
-        m.header.index = index as i32;
-        m.header.parent = TcHandle { major: TcHandle::CLSACT.major, minor: TcHandle::MIN_INGRESS };
+        m.header.index = ON_BLOCK;
+        m.header.parent = TcHandle::from(block);
         m.header.handle = TcHandle { major: 0, minor: 1 };
         // Priority 1, every protocol (in network byte order).
         m.header.info = (1 << 16) | ETH_P_ALL.to_be() as u32;
@@ -256,7 +325,7 @@ impl Netlink {
             TcOption::Bpf(TcFilterBpfOption::ProgName(name.to_string())),
             TcOption::Bpf(TcFilterBpfOption::Flags(TcBpfFlags::DirectAction)),
         ]));
-        self.queue(RouteNetlinkMessage::NewTrafficFilter(m), NLM_F_CREATE | NLM_F_EXCL, format!("attaching {name} to interface #{index}"))
+        self.queue(RouteNetlinkMessage::NewTrafficFilter(m), NLM_F_CREATE | NLM_F_EXCL, format!("attaching {name} to TC block {block}"))
     }
 
     /// Add an address, usable at once (no duplicate address detection).

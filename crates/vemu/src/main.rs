@@ -528,7 +528,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             // for 10,000 nodes): a lab too big for the limits fails here at once. The
             // controller inherits the raised soft limit.
             if plan.machines.is_empty() {
-                vemu_host::ensure_open_files(vemu_host::files_needed(&plan)).with_context(|| format!("lab '{}' cannot come up", plan.name))?;
+                vemu_host::ensure_open_files(vemu_host::files_needed(&plan, vemu_control::fast_path_wanted())).with_context(|| format!("lab '{}' cannot come up", plan.name))?;
             }
             if wait_converged.is_some() && (foreground || !plan.machines.is_empty()) {
                 return Err(user("--wait-converged: not with --foreground, nor yet for labs across machines"));
