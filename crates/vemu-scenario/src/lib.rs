@@ -5,6 +5,7 @@
 //!
 //! This crate does no I/O beyond reading the scenario file.
 
+pub mod aggregate;
 mod parse;
 mod plan;
 pub mod import;

@@ -569,7 +569,9 @@ fn static_routes(nodes: &mut [NodePlan], links: &[LinkPlan], segments: &[Segment
                 targets.push((first[dst], &loopbacks[dst]));
             }
         }
-        let mut routes = Vec::new();
+        // (destination, next hop's number in `gateways`)
+        let mut routes: Vec<(IpNet, usize)> = Vec::new();
+        let mut gateways: Vec<IpAddr> = Vec::new();
         for (hop, nets) in targets {
             let Some((att, nb)) = hop else { continue };
             let nb_iface = nodes[nb].ifaces.iter().find(|i| match (i.attach, att) {
@@ -579,11 +581,18 @@ fn static_routes(nodes: &mut [NodePlan], links: &[LinkPlan], segments: &[Segment
             let Some(nb_iface) = nb_iface else { continue };
             for net in nets {
                 if let Some(gw) = nb_iface.addrs.iter().find(|a| a.addr().is_ipv6() == net.addr().is_ipv6()) {
-                    routes.push(RoutePlan { dst: *net, via: Some(gw.addr()), dev: None });
+                    let k = gateways.iter().position(|g| *g == gw.addr()).unwrap_or_else(|| {
+                        gateways.push(gw.addr());
+                        gateways.len() - 1
+                    });
+                    routes.push((*net, k));
                 }
             }
         }
-        nodes[src].routes = routes;
+        // Fewer, wider routes where that changes no forwarding decision (a 1000-node
+        // tree: ~20 routes a node instead of 999).
+        let own: Vec<IpNet> = nodes[src].ifaces.iter().flat_map(|i| i.addrs.iter().map(|a| a.trunc())).chain(nodes[src].loopback.iter().copied()).collect();
+        nodes[src].routes = crate::aggregate::aggregate(&routes, &own).into_iter().map(|(dst, k)| RoutePlan { dst, via: Some(gateways[k]), dev: None }).collect();
     }
 }
 
