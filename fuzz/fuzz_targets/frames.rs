@@ -35,6 +35,7 @@ fn core() -> Core {
         aging_ns: MS,
         snooping: Snooping::Querier,
         radio: None,
+        kernel_path: true,
     });
     let cfg = MediumConfig { model: Model::UnitDisk { range_m: 250.0 }, radio: Radio::default(), rate_bps: 11_000_000, preamble_ns: 192 * US, carrier_sense_m: 550.0, csma: true, queue_frames: 50, seed: 1 };
     c.add_segment(SegmentConfig {
@@ -43,6 +44,7 @@ fn core() -> Core {
         aging_ns: MS,
         snooping: Snooping::On,
         radio: Some((cfg, vec![Pos::new(0.0, 0.0), Pos::new(100.0, 0.0), Pos::new(200.0, 0.0)])),
+        kernel_path: false,
     });
     c.apply(Command::Capture { id: 1, target: Target::Link(0), side: 1, iface: 0, point: CapturePoint::After });
     c.apply(Command::Capture { id: 2, target: Target::Member(0, 2), side: 0, iface: 1, point: CapturePoint::Before });

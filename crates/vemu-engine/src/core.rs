@@ -111,6 +111,10 @@ pub struct SegmentConfig {
     pub snooping: vemu_switch::Snooping,
     /// A radio channel instead of a switch, with the members' first positions (m).
     pub radio: Option<(MediumConfig, Vec<Pos>)>,
+    /// The driver can switch this LAN inside the kernel (a bridge): the core then says,
+    /// with [`Event::Path`] for every member port, whenever the whole segment needs no
+    /// emulation or needs the engine. (Never for a wireless segment.)
+    pub kernel_path: bool,
 }
 
 /// Where a capture records frames arriving at an interface.
@@ -156,9 +160,11 @@ pub enum Applied {
 pub enum Event {
     /// Set the carrier of a port's device.
     Carrier { port: PortId, up: bool },
-    /// Frames sent by the node at `port` (a link end with a kernel path) go from now on
-    /// straight to the far end inside the kernel (`kernel`: the direction needs no
-    /// emulation: no impairment, up, not captured) or come to the core.
+    /// Frames sent by the node at `port` (a link end or LAN port with a kernel path) go
+    /// from now on straight to the far end or the LAN's bridge inside the kernel
+    /// (`kernel`: no emulation needed — on a link the direction has no impairment, is up
+    /// and not captured; on a LAN the same holds for every direction of every port and
+    /// the LAN has no capacity limit) or come to the core.
     Path { port: PortId, kernel: bool },
     /// A copy for capture `capture`: `frame` (as devices hand it over; possibly a
     /// super-frame) was sent by (`outgoing`) or arrived at interface `iface` at `t_ns`.
@@ -238,6 +244,8 @@ struct SegState {
     targets: Vec<u32>,
     /// A wireless segment's channel (the switch is then unused).
     radio: Option<Box<Channel>>,
+    /// Whether the LAN is switched by the kernel now; `None`: it has no kernel path.
+    kernel: Option<bool>,
 }
 
 /// The channel of a wireless segment and the frames on it.
@@ -498,6 +506,7 @@ impl Core {
             }
         }
         let ports = members.iter().map(|m| m.port).collect();
+        let kernel = (cfg.kernel_path && radio.is_none()).then_some(false);
         self.segments.push(SegState {
             switch,
             members,
@@ -505,8 +514,33 @@ impl Core {
             counters: Arc::new(SegCounters::default()),
             targets: Vec::new(),
             radio,
+            kernel,
         });
+        self.choose_segment_path(seg as usize);
         ports
+    }
+
+    /// Whether LAN segment `g` needs the engine, told to the driver (for every member
+    /// port) when that changes: the kernel switches it while no port of it has an
+    /// impairment in either direction, every port is up, none is captured and the LAN
+    /// has no capacity limit. It is all or nothing: one switch decides for every frame
+    /// of a LAN, so that its learning and snooping see all of it.
+    fn choose_segment_path(&mut self, g: usize) {
+        let seg = &self.segments[g];
+        let Some(now) = seg.kernel else { return };
+        let clear = Impairments::default();
+        let want = seg.capacity.is_none()
+            && seg.members.iter().all(|m| !self.ports[m.port as usize].watched && m.dirs.iter().all(|d| d.is_up() && *d.impairments() == clear));
+        if want == now {
+            return;
+        }
+        for m in &seg.members {
+            self.events.push_back(Event::Path { port: m.port, kernel: want });
+            for c in m.counters {
+                self.counters[c as usize].kernel_path.store(want, Relaxed);
+            }
+        }
+        self.segments[g].kernel = Some(want);
     }
 
     pub fn port_count(&self) -> usize {
@@ -610,7 +644,8 @@ impl Core {
     /// When the core next has something to do (lab ns), if anything.
     pub fn poll_timeout(&self) -> Option<u64> {
         let radio = self.radios.iter().filter_map(|&g| self.segments[g as usize].radio.as_ref().and_then(|r| r.medium.next_event_ns()));
-        let queries = self.queriers.iter().filter_map(|&g| self.segments[g as usize].switch.next_query_ns());
+        // (A LAN the kernel switches has the kernel's querier.)
+        let queries = self.queriers.iter().filter(|&&g| self.segments[g as usize].kernel != Some(true)).filter_map(|&g| self.segments[g as usize].switch.next_query_ns());
         self.heap.peek().map(|p| p.at_ns).into_iter().chain(radio).chain(queries).min()
     }
 
@@ -625,6 +660,9 @@ impl Core {
     pub fn handle_timeout(&mut self, now: u64) {
         for k in 0..self.queriers.len() {
             let g = self.queriers[k];
+            if self.segments[g as usize].kernel == Some(true) {
+                continue;
+            }
             for (ports, eth) in self.segments[g as usize].switch.poll_queries(now) {
                 // A query is the switch's own frame: it leaves through each port's
                 // ingress direction (toward the node), impairments and all.
@@ -701,8 +739,9 @@ impl Core {
                 let mut imp = d.impairments().clone();
                 patch.apply_to(&mut imp);
                 d.set_impairments(imp.clone());
-                if let Target::Link(l) = target {
-                    self.choose_paths(l);
+                match target {
+                    Target::Link(l) => self.choose_paths(l),
+                    Target::Member(g, _) => self.choose_segment_path(g),
                 }
                 return Applied::Impairments(imp);
             }
@@ -722,6 +761,7 @@ impl Core {
                             r.medium.set_up(m as u32, up, &mut r.outcomes);
                             self.radio_outcomes(g as u32);
                         }
+                        self.choose_segment_path(g);
                         vec![self.segments[g].members[m].port]
                     }
                 };
@@ -742,8 +782,9 @@ impl Core {
                 };
                 self.ports[port as usize].watched = true;
                 self.watches.push(Watch { id, port, iface, point });
-                if let Target::Link(l) = target {
-                    self.choose_paths(l);
+                match target {
+                    Target::Link(l) => self.choose_paths(l),
+                    Target::Member(g, _) => self.choose_segment_path(g),
                 }
             }
             Command::Uncapture(id) => self.uncapture(&[id]),
@@ -777,6 +818,9 @@ impl Core {
         }
         for l in 0..self.links.len() {
             self.choose_paths(l);
+        }
+        for g in 0..self.segments.len() {
+            self.choose_segment_path(g);
         }
     }
 

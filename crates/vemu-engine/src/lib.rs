@@ -233,7 +233,7 @@ impl Engine {
                 members.push(MemberConfig { vlan: m.vlan, egress: m.egress, ingress: m.ingress, seeds: m.seeds, mtu: m.mtu });
             }
             let count = members.len();
-            core.add_segment(SegmentConfig { members, capacity_bps: g.capacity_bps, aging_ns: g.aging_ns, snooping: g.snooping, radio: g.radio });
+            core.add_segment(SegmentConfig { members, capacity_bps: g.capacity_bps, aging_ns: g.aging_ns, snooping: g.snooping, radio: g.radio, kernel_path: false });
             member_counters.push((0..count).map(|m| core.counters(Target::Member(local, m))).collect());
             seg_counters.push(core.segment_counters(local));
             seg_place.push((s, local));

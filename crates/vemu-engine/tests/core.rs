@@ -1177,6 +1177,78 @@ fn a_link_down_or_captured_goes_through_the_engine() {
     assert_eq!(paths(&s)[8..], [(a, true), (b, true)]);
 }
 
+/// A LAN whose ports the kernel can switch (a bridge in the plane), with `impaired`
+/// given to member 0's ingress; the paths asked for at the start drained.
+fn kernel_lan(n: usize, capacity_bps: Option<u64>, snooping: vemu_switch::Snooping, impaired: Impairments) -> (Sim, Vec<PortId>, Vec<(PortId, bool)>) {
+    let mut core = Core::new();
+    let members = (0..n).map(|i| MemberConfig { vlan: 1, ingress: if i == 0 { impaired.clone() } else { imp() }, seeds: [2 * i as u64, 2 * i as u64 + 1], ..Default::default() }).collect();
+    let ports = core.add_segment(SegmentConfig { members, capacity_bps, aging_ns: 300_000 * MS, snooping, kernel_path: true, ..Default::default() });
+    let mut s = Sim::new(core);
+    s.drain_events();
+    let first = paths(&s);
+    s.events.clear();
+    (s, ports, first)
+}
+
+/// A LAN is switched by the kernel while nothing of it needs emulating, all or nothing:
+/// an impairment on one direction of one port, a port down, a capture or a capacity
+/// bring every port to the engine; lifting it sends them back.
+#[test]
+fn a_lan_goes_by_the_kernel_while_nothing_of_it_needs_emulating() {
+    let (mut s, p, first) = kernel_lan(3, None, vemu_switch::Snooping::On, imp());
+    assert_eq!(first, p.iter().map(|&q| (q, true)).collect::<Vec<_>>(), "every port to the kernel at once");
+    assert!(s.stats(Target::Member(0, 2), 0).kernel_path && s.stats(Target::Member(0, 2), 1).kernel_path);
+    let set = |d| ImpairmentsPatch { delay_ns: Some(d), ..Default::default() };
+    s.apply(Command::Patch { target: Target::Member(0, 1), dir: 1, patch: set(MS) });
+    assert_eq!(paths(&s), p.iter().map(|&q| (q, false)).collect::<Vec<_>>(), "one port's impairment takes the whole LAN to the engine");
+    assert!(!s.stats(Target::Member(0, 0), 0).kernel_path);
+    // The engine switches it from then on: a broadcast from 0 reaches 1 after its 1 ms.
+    s.send(0, p[0], udp(60, 1));
+    s.finish();
+    assert_eq!(s.times(p[1]), vec![MS]);
+    assert_eq!(s.times(p[2]), vec![0]);
+    s.events.clear();
+    s.apply(Command::Patch { target: Target::Member(0, 1), dir: 1, patch: set(0) });
+    assert_eq!(paths(&s), p.iter().map(|&q| (q, true)).collect::<Vec<_>>());
+    s.events.clear();
+    s.apply(Command::SetUp { target: Target::Member(0, 2), up: false });
+    assert_eq!(paths(&s).len(), 3);
+    assert!(paths(&s).iter().all(|&(_, k)| !k), "a port down: the engine drops its frames");
+    s.events.clear();
+    s.apply(Command::SetUp { target: Target::Member(0, 2), up: true });
+    assert!(paths(&s).iter().all(|&(_, k)| k));
+    s.events.clear();
+    s.apply(Command::Capture { id: 3, target: Target::Member(0, 0), side: 0, iface: 0, point: CapturePoint::After });
+    assert!(paths(&s).len() == 3 && paths(&s).iter().all(|&(_, k)| !k), "a capture needs the engine's copies");
+    s.events.clear();
+    s.apply(Command::Uncapture(3));
+    assert!(paths(&s).len() == 3 && paths(&s).iter().all(|&(_, k)| k));
+    // Impaired from the start, or with a capacity: the engine from the start (no path
+    // asked: the engine is where a LAN starts).
+    let (_, _, first) = kernel_lan(3, None, vemu_switch::Snooping::On, delay(MS));
+    assert_eq!(first, vec![]);
+    let (_, _, first) = kernel_lan(3, Some(1_000_000_000), vemu_switch::Snooping::On, imp());
+    assert_eq!(first, vec![]);
+    // A LAN without a kernel path never asks; nor does a wireless one.
+    let (s, _) = plain_lan(3);
+    assert_eq!(paths(&s), vec![]);
+}
+
+/// The switch of a LAN the kernel switches sends no queries of its own (the kernel's
+/// bridge is the querier then); taken to the engine, it queries at once.
+#[test]
+fn a_kernel_switched_lan_leaves_the_queries_to_the_kernel() {
+    let (mut s, p, _) = kernel_lan(2, None, vemu_switch::Snooping::Querier, imp());
+    assert_eq!(s.core.poll_timeout(), None, "nothing to do while the kernel switches");
+    s.run_until(40_000 * MS);
+    assert!(s.out.is_empty());
+    s.apply(Command::Patch { target: Target::Member(0, 0), dir: 0, patch: ImpairmentsPatch { delay_ns: Some(MS), ..Default::default() } });
+    assert_eq!(s.core.poll_timeout(), Some(0), "queries due since the start go at once");
+    s.run_until(40_001 * MS);
+    let to: Vec<PortId> = s.out.iter().map(|(_, q, _)| *q).collect();
+    assert_eq!(to, [p[0], p[1], p[0], p[1]], "an IGMP and an MLD query to each port");
+}
+
 /// A link whose sides are on two machines, each with its own core, joined by an
 /// underlay of one-way delay `transit_ns` that carries the tunnel's datagrams (over an
 /// MTU of 1500). Frames at `machines[0]`'s side a go forward; `machines[1]` has side b.
