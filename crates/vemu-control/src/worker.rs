@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use vemu_engine::{Captured, CaptureSpec, DirStats, Engine, Fast, FastPath, LabClock, LinkSpec, MakeTaps, MemberSpec, PlaneDevs, RadioSnapshot, RemoteEnd, SegStats, SegmentSpec, Target};
+use vemu_engine::{Captured, CaptureSpec, DirStats, Engine, Fast, FastPath, LabClock, LinkSpec, MakeTaps, MemberSpec, PlaneDevs, RadioSnapshot, RemoteEnd, SegStats, SegmentSpec, TapsOf, Target};
 use vemu_host::LabPaths;
 use vemu_link::{Impairments, ImpairmentsPatch};
 use vemu_scenario::{NodeKind, Plan};
@@ -119,6 +119,14 @@ pub struct Share {
     pub lease_s: u64,
 }
 
+/// A device of the plane: a link's end (link, side 0 = a) or a LAN's port (segment,
+/// member).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum PlaneEnd {
+    Link(usize, usize),
+    Member(usize, usize),
+}
+
 /// A share built and waiting for its tunnels' far ends.
 struct Pending {
     specs: Vec<LinkSpec>,
@@ -195,13 +203,13 @@ pub struct LocalWorker {
     plane_socket: Option<vemu_host::netlink::Netlink>,
 }
 
-/// Load the kernel fast path for a lab with links (`links`: those within this
-/// machine), or say why not.
-fn fast_path(paths: &LabPaths, plan: &Plan, links: &[usize]) -> Result<Arc<FastPath>, String> {
-    if links.is_empty() {
+/// Load the kernel fast path for a lab with links or LANs it can carry (`carried`: how
+/// many, on this machine), or say why not.
+fn fast_path(paths: &LabPaths, plan: &Plan, carried: usize) -> Result<Arc<FastPath>, String> {
+    if carried == 0 {
         return Err(match plan.machines.is_empty() {
-            true => "the lab has no point-to-point links".into(),
-            false => "no point-to-point link has both ends on this machine".into(),
+            true => "the lab has no point-to-point link or plain LAN".into(),
+            false => "no point-to-point link has both ends on this machine, and no plain LAN is here".into(),
         });
     }
     if !fast_path_wanted() {
@@ -210,7 +218,7 @@ fn fast_path(paths: &LabPaths, plan: &Plan, links: &[usize]) -> Result<Arc<FastP
     vemu_host::create_plane(paths).map_err(|e| format!("{e:#}"))?;
     let ctl = vemu_host::in_netns(&paths.plane(), || Ok(std::os::unix::net::UnixDatagram::unbound()?.into())).map_err(|e| format!("{e:#}"))?;
     let fast = FastPath::load(ctl).map_err(|e| format!("{e:#}"))?;
-    vemu_host::plane_program(paths, fast.program()).map_err(|e| format!("{e:#}"))?;
+    vemu_host::plane_program(paths, fast.program(), fast.egress_program()).map_err(|e| format!("{e:#}"))?;
     Ok(Arc::new(fast))
 }
 
@@ -251,14 +259,25 @@ impl LocalWorker {
         self.nodes = plan.nodes.iter().map(|n| n.name.clone()).collect();
         self.lab_links = plan.links.len();
         self.ifaces = share_nodes.iter().map(|n| (n.name.clone(), n.ifaces.iter().map(|i| i.name.clone()).collect(), n.kind)).collect();
+        // The LANs the kernel can switch: plain ones (no radio, one VLAN) of members
+        // that are nodes or the machine (a NIC's wire comes through a packet socket).
+        let lans: Vec<usize> = self
+            .segs_here
+            .iter()
+            .copied()
+            .filter(|&g| {
+                let seg = &plan.segments[g];
+                seg.wireless.is_none() && seg.members.iter().all(|m| m.vlan == seg.members[0].vlan && !external(m.end.node))
+            })
+            .collect();
         let template = vemu_host::mount_template(&paths)?;
-        let fast = match fast_path(&paths, &plan, &whole) {
+        let fast = match fast_path(&paths, &plan, whole.len() + lans.len()) {
             Ok(f) => {
                 self.fast_path = "on".into();
                 Some(f)
             }
             Err(why) => {
-                if !plan.links.is_empty() {
+                if !plan.links.is_empty() || !lans.is_empty() {
                     eprintln!("kernel fast path off ({why}): every link direction goes through the engine");
                     // Every link end then has a TAP device from the start.
                     vemu_host::ensure_open_files(vemu_host::files_needed(&plan, false))?;
@@ -267,24 +286,38 @@ impl LocalWorker {
                 None
             }
         };
-        // With the fast path, a link's interfaces are veths whose peers are in the plane
-        // (links within this machine only).
-        let mut peers: Vec<Vec<Option<String>>> = plan.nodes.iter().map(|n| vec![None; n.ifaces.len()]).collect();
-        // The plane's names of each link end (veth peer, engine's TAP), by (link, side).
-        let mut names: Vec<((usize, usize), (String, String))> = Vec::new();
+        // With the fast path, a link's interfaces and a plain LAN's are veths whose peers
+        // are in the plane (a LAN's are ports of its bridge there).
+        let mut peers: Vec<Vec<Option<vemu_host::PlanePeer>>> = plan.nodes.iter().map(|n| vec![None; n.ifaces.len()]).collect();
+        // The plane's names of each link end and LAN port (veth peer, engine's TAP).
+        let mut names: Vec<(PlaneEnd, (String, String))> = Vec::new();
         if fast.is_some() {
             for &l in &whole {
                 let link = &plan.links[l];
                 for (side, e) in [link.a, link.b].into_iter().enumerate() {
                     let n = vemu_host::plane_names(l, side);
-                    peers[e.node][e.iface] = Some(n.0.clone());
-                    names.push(((l, side), n));
+                    peers[e.node][e.iface] = Some(vemu_host::PlanePeer { name: n.0.clone(), bridge: None });
+                    names.push((PlaneEnd::Link(l, side), n));
+                }
+            }
+            for &g in &lans {
+                let seg = &plan.segments[g];
+                let br = vemu_host::plane_bridge(&paths, g, seg.snooping != vemu_engine::Snooping::Off, seg.snooping == vemu_engine::Snooping::Querier, seg.aging_ns)?;
+                for (k, m) in seg.members.iter().enumerate() {
+                    let n = vemu_host::plane_member_names(g, k);
+                    peers[m.end.node][m.end.iface] = Some(vemu_host::PlanePeer { name: n.0.clone(), bridge: Some(br) });
+                    names.push((PlaneEnd::Member(g, k), n));
                 }
             }
         }
-        // The engine's TAP devices of the links that need it from the start (an
-        // impaired direction); the others get theirs when they first do (MakeTaps).
-        let impaired = |l: usize| plan.links[l].forward != Default::default() || plan.links[l].reverse != Default::default();
+        // The engine's TAP devices of the links and LANs that need it from the start (an
+        // impaired direction, a LAN's capacity); the others get theirs when they first
+        // do (MakeTaps).
+        let clear = vemu_link::Impairments::default();
+        let impaired = |end: &PlaneEnd| match *end {
+            PlaneEnd::Link(l, _) => plan.links[l].forward != clear || plan.links[l].reverse != clear,
+            PlaneEnd::Member(g, _) => plan.segments[g].capacity_bps.is_some() || plan.segments[g].members.iter().any(|m| m.egress != clear || m.ingress != clear),
+        };
 
         // Nodes, a few at a time.
         let total = local_nodes.len();
@@ -297,7 +330,7 @@ impl LocalWorker {
             // The engine's TAP devices in the plane are made meanwhile (the nodes'
             // threads spend much of their time on other things than devices).
             let plane_taps = fast.as_ref().map(|_| {
-                let taps: Vec<String> = names.iter().filter(|((l, _), _)| impaired(*l)).map(|(_, (_, t))| t.clone()).collect();
+                let taps: Vec<String> = names.iter().filter(|(end, _)| impaired(end)).map(|(_, (_, t))| t.clone()).collect();
                 let paths = &paths;
                 s.spawn(move || vemu_host::plane_taps(paths, &taps))
             });
@@ -342,19 +375,23 @@ impl LocalWorker {
         // Links: hand both TAP devices of each to the engine (with the fast path, the
         // engine's own in the plane: frames reach them only while a direction needs it).
         let mut taps: Vec<Vec<Option<OwnedFd>>> = taps.into_iter().map(|m| m.into_inner().unwrap().unwrap_or_default()).collect();
-        let mut plane: HashMap<(usize, usize), (Option<OwnedFd>, PlaneDevs)> = HashMap::new();
+        let mut plane: HashMap<PlaneEnd, (Option<OwnedFd>, PlaneDevs)> = HashMap::new();
         if let (Some(_), Some(plane_taps)) = (&fast, plane_taps) {
             let veths: Vec<String> = names.iter().map(|(_, (v, _))| v.clone()).collect();
             let veths = vemu_host::plane_indexes(&paths, &veths)?;
             let mut plane_taps = plane_taps.into_iter();
-            for (((l, side), name), veth) in names.iter().zip(veths) {
-                let (tap, fd) = match impaired(*l) {
+            for ((end, name), veth) in names.iter().zip(veths) {
+                let (tap, fd) = match impaired(end) {
                     true => plane_taps.next().map(|(t, fd)| (Some(t), Some(fd))).ok_or_else(|| anyhow!("a plane device is missing"))?,
                     false => (None, None),
                 };
-                let end = if *side == 0 { plan.links[*l].a } else { plan.links[*l].b };
-                self.plane_taps.push((plan.endpoint_name(end), name.clone()));
-                plane.insert((*l, *side), (fd, PlaneDevs { veth, tap }));
+                let e = match *end {
+                    PlaneEnd::Link(l, 0) => plan.links[l].a,
+                    PlaneEnd::Link(l, _) => plan.links[l].b,
+                    PlaneEnd::Member(g, k) => plan.segments[g].members[k].end,
+                };
+                self.plane_taps.push((plan.endpoint_name(e), name.clone()));
+                plane.insert(*end, (fd, PlaneDevs { veth, tap }));
             }
         }
         let mut specs = Vec::with_capacity(self.links_here.len());
@@ -363,7 +400,7 @@ impl LocalWorker {
             let l = &plan.links[i];
             let mut remote = None;
             let mut take = |e: vemu_scenario::EndpointRef, side: usize| -> Result<(Option<OwnedFd>, Option<PlaneDevs>)> {
-                if let Some((fd, devs)) = plane.remove(&(i, side)) {
+                if let Some((fd, devs)) = plane.remove(&PlaneEnd::Link(i, side)) {
                     return Ok((fd, Some(devs)));
                 }
                 if !here(e.node) {
@@ -415,9 +452,16 @@ impl LocalWorker {
                 continue;
             }
             let mut members = Vec::with_capacity(g.members.len());
+            let mut devs = Vec::new();
             for (k, m) in g.members.iter().enumerate() {
                 let e = m.end;
-                let fd = taps[e.node][e.iface].take().ok_or_else(|| anyhow!("interface {} was not created", plan.endpoint_name(e)))?;
+                let fd = match plane.remove(&PlaneEnd::Member(gi, k)) {
+                    Some((fd, d)) => {
+                        devs.push(d);
+                        fd
+                    }
+                    None => Some(taps[e.node][e.iface].take().ok_or_else(|| anyhow!("interface {} was not created", plan.endpoint_name(e)))?),
+                };
                 let seed = first + 2 * k as u64;
                 members.push(MemberSpec {
                     mtu: plan.nodes[e.node].ifaces[e.iface].mtu,
@@ -429,20 +473,25 @@ impl LocalWorker {
                 });
             }
             let radio = g.wireless.as_ref().map(|w| (w.medium.clone(), w.radios.iter().map(|r| r.start).collect()));
-            segments.push(SegmentSpec { members, capacity_bps: g.capacity_bps, aging_ns: g.aging_ns, snooping: g.snooping, radio });
+            let plane = (!devs.is_empty()).then_some(devs);
+            segments.push(SegmentSpec { members, capacity_bps: g.capacity_bps, aging_ns: g.aging_ns, snooping: g.snooping, radio, plane });
         }
         let commands = share_nodes.iter().flat_map(|n| n.run.iter().map(|c| (n.name.clone(), c.clone()))).collect();
         let fast = fast.map(|path| {
-            // The engine numbers its links as `links_here`.
-            let (links, paths) = (self.links_here.clone(), paths.clone());
-            let make_taps: MakeTaps = Arc::new(move |k: usize| {
-                let l = *links.get(k).ok_or_else(|| anyhow!("no link {k} here"))?;
-                let names = [vemu_host::plane_names(l, 0).1, vemu_host::plane_names(l, 1).1];
-                let mut made = vemu_host::plane_taps(&paths, &names)?.into_iter();
-                match (made.next(), made.next()) {
-                    (Some(a), Some(b)) => Ok([a, b]),
-                    _ => bail!("the plane devices of link {l} were not made"),
-                }
+            // The engine numbers its links as `links_here`, its segments as `segs_here`.
+            let (links, segs, sizes, paths) = (self.links_here.clone(), self.segs_here.clone(), self.sizes.clone(), paths.clone());
+            let make_taps: MakeTaps = Arc::new(move |of: TapsOf| {
+                let names: Vec<String> = match of {
+                    TapsOf::Link(k) => {
+                        let l = *links.get(k).ok_or_else(|| anyhow!("no link {k} here"))?;
+                        vec![vemu_host::plane_names(l, 0).1, vemu_host::plane_names(l, 1).1]
+                    }
+                    TapsOf::Segment(k) => {
+                        let g = *segs.get(k).ok_or_else(|| anyhow!("no segment {k} here"))?;
+                        (0..sizes[g]).map(|m| vemu_host::plane_member_names(g, m).1).collect()
+                    }
+                };
+                vemu_host::plane_taps(&paths, &names)
             });
             Fast { path, make_taps }
         });

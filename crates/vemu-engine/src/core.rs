@@ -540,6 +540,10 @@ impl Core {
                 self.counters[c as usize].kernel_path.store(want, Relaxed);
             }
         }
+        if !want {
+            // Back from the kernel's bridge: what the switch knew may be stale.
+            self.segments[g].switch.restart();
+        }
         self.segments[g].kernel = Some(want);
     }
 

@@ -59,11 +59,12 @@ pub(crate) enum Control {
     Stop,
 }
 
-/// A port with a kernel path: its plane devices and the far end's veth.
+/// A port with a kernel path: its plane devices, and the kernel's route of what its node
+/// sends while on that path: the far end's veth (a link), or the LAN's bridge (`None`).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct PlanePort {
     pub devs: PlaneDevs,
-    pub far_veth: u32,
+    pub far_veth: Option<u32>,
 }
 
 /// What a port's descriptor is.
@@ -468,7 +469,7 @@ impl Shard {
                 Event::Path { port, kernel } => {
                     if let (Some(PortDev::Plane(p)), Some(fast)) = (self.devs.get(port as usize), &self.fast) {
                         let route = match (kernel, p.devs.tap) {
-                            (true, _) => Some(Route::Kernel { peer_of: p.far_veth }),
+                            (true, _) => Some(p.far_veth.map_or(Route::Bridge, |peer_of| Route::Kernel { peer_of })),
                             (false, Some(tap)) => Some(Route::Engine { tap }),
                             // (The engine makes a link's TAP devices before anything that
                             // takes a direction off the kernel path reaches the core.)

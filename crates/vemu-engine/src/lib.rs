@@ -31,6 +31,7 @@ pub use crate::driver::{Captured, FAULT_ENV};
 use crate::core::{Command, Core, LinkConfig, MemberConfig, SegmentConfig};
 use crate::driver::{Control, PlanePort, PortDev, ShardHandle, TunnelPort};
 pub use vemu_fastpath::{FastPath, Route};
+pub use vemu_switch::Snooping;
 
 /// A link to emulate: the TAP devices of its two ends and what each direction does.
 pub struct LinkSpec {
@@ -77,14 +78,22 @@ pub struct PlaneDevs {
     pub tap: Option<u32>,
 }
 
-/// Makes the engine's TAP devices of both ends of a link in the plane (number: the
-/// engine's link, in the order given to [`Engine::start`]), up and steered by the fast
-/// path's program: their indexes there and descriptors, ends a and b. A link whose
-/// directions both go by the kernel needs none — a lab of 10,000 unimpaired links has
-/// no TAP device and holds no descriptor for its links — so they are made when a
-/// direction first needs the engine (impairments set, the link taken down, a capture),
-/// before the command that needs them reaches the shard, and kept until the lab ends.
-pub type MakeTaps = Arc<dyn Fn(usize) -> Result<[(u32, OwnedFd); 2]> + Send + Sync>;
+/// Makes the engine's TAP devices in the plane of both ends of a link, or of every
+/// member of a LAN (numbers: the engine's, in the order given to [`Engine::start`]),
+/// up and steered by the fast path's program: their indexes there and descriptors, in
+/// the order of the ends or members. A link or LAN the kernel carries needs none — a lab
+/// of 10,000 unimpaired links has no TAP device and holds no descriptor for its links —
+/// so they are made when it first needs the engine (impairments set, taken down, a
+/// capture), before the command that needs them reaches the shard, and kept until the
+/// lab ends.
+pub type MakeTaps = Arc<dyn Fn(TapsOf) -> Result<Vec<(u32, OwnedFd)>> + Send + Sync>;
+
+/// Whose TAP devices [`MakeTaps`] makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TapsOf {
+    Link(usize),
+    Segment(usize),
+}
 
 /// The kernel fast path of a lab's links: its program and maps, and how to make the
 /// engine's TAP devices of a link when they are needed.
@@ -105,11 +114,16 @@ pub struct SegmentSpec {
     pub snooping: vemu_switch::Snooping,
     /// A radio channel instead of a switch, with the members' first positions.
     pub radio: Option<(MediumConfig, Vec<Pos>)>,
+    /// With the kernel fast path, a LAN's plane devices, one per member (the TAP
+    /// devices above are then the engine's, in the plane; the veths are ports of the
+    /// LAN's bridge there).
+    pub plane: Option<Vec<PlaneDevs>>,
 }
 
 /// One port of a segment: a member's TAP device.
 pub struct MemberSpec {
-    pub fd: OwnedFd,
+    /// `None` only for a LAN with `plane` devices whose TAP devices are not made yet.
+    pub fd: Option<OwnedFd>,
     pub vlan: u16,
     /// Frames the member sends, on their way to the switch.
     pub egress: Impairments,
@@ -131,6 +145,20 @@ pub struct CaptureSpec {
     pub point: CapturePoint,
 }
 
+/// Which links and segments (by the engine's numbers) have plane devices but no TAP
+/// devices yet.
+#[derive(Debug, Default)]
+struct Tapless {
+    links: Vec<bool>,
+    segments: Vec<bool>,
+}
+
+/// The two devices [`MakeTaps`] made for a link.
+fn two(made: Vec<(u32, OwnedFd)>) -> Result<[(u32, OwnedFd); 2]> {
+    let n = made.len();
+    made.try_into().map_err(|_| anyhow!("{n} TAP devices made for a link"))
+}
+
 /// The running data plane of a lab (or of this machine's share of it).
 pub struct Engine {
     shards: Vec<ShardHandle>,
@@ -145,8 +173,11 @@ pub struct Engine {
     /// The kernel fast path, and each link's plane veths (ends a and b) when it has one.
     fast: Option<Fast>,
     link_veths: Vec<Option<[u32; 2]>>,
-    /// Links with plane devices whose TAP devices are not made yet.
-    tapless: std::sync::Mutex<Vec<bool>>,
+    /// Links and segments with plane devices whose TAP devices are not made yet.
+    tapless: std::sync::Mutex<Tapless>,
+    /// Each segment's plane veths (one per member) when it has them, and its ports.
+    seg_veths: Vec<Option<Vec<u32>>>,
+    seg_ports: Vec<Vec<u32>>,
     pub clock: LabClock,
     /// Devices of halted shards, closed by [`Engine::stop`]. (A halted shard answers
     /// nothing: commands to it are dropped, and waits for it end at once.)
@@ -166,7 +197,7 @@ impl Engine {
         let mut link_place = Vec::new();
         let mut link_counters = Vec::new();
         let mut link_veths = Vec::new();
-        let mut tapless = Vec::new();
+        let mut tapless = Tapless::default();
         let mut link_ports = Vec::new();
         for (k, mut l) in links.into_iter().enumerate() {
             let s = lightest(&cores);
@@ -176,7 +207,7 @@ impl Engine {
             let needs_engine = l.forward != Impairments::default() || l.reverse != Impairments::default();
             if let (Some(d), Some(f), None, true) = (devs.as_mut(), &fast, &l.a, needs_engine) {
                 // (Made beside the nodes, normally; here if they were not.)
-                let [(ta, fa), (tb, fb)] = (f.make_taps)(k)?;
+                let [(ta, fa), (tb, fb)] = two((f.make_taps)(TapsOf::Link(k))?)?;
                 (d[0].tap, d[1].tap, l.a, l.b) = (Some(ta), Some(tb), Some(fa), Some(fb));
             }
             if let (Some(d), Some(f)) = (&devs, &fast) {
@@ -189,7 +220,7 @@ impl Engine {
                     }
                 }
             }
-            tapless.push(devs.is_some_and(|d| d[0].tap.is_none()));
+            tapless.links.push(devs.is_some_and(|d| d[0].tap.is_none()));
             let remote = l.remote.map(|r| (r.side.min(1), r.transit_ns));
             let ports = core.add_link(LinkConfig { forward: l.forward, reverse: l.reverse, seeds: l.seeds, mtu: l.mtu, kernel_path: devs.is_some(), remote });
             fds.extend([l.a, l.b]);
@@ -211,7 +242,7 @@ impl Engine {
                     }));
                     plane.extend(kinds);
                 }
-                (Some([a, b]), None) => plane.extend([PortDev::Plane(PlanePort { devs: a, far_veth: b.veth }), PortDev::Plane(PlanePort { devs: b, far_veth: a.veth })]),
+                (Some([a, b]), None) => plane.extend([PortDev::Plane(PlanePort { devs: a, far_veth: Some(b.veth) }), PortDev::Plane(PlanePort { devs: b, far_veth: Some(a.veth) })]),
                 (None, None) => plane.extend([PortDev::Tap, PortDev::Tap]),
             }
             link_veths.push(devs.map(|[a, b]| [a.veth, b.veth]));
@@ -222,46 +253,91 @@ impl Engine {
         let mut seg_place = Vec::new();
         let mut member_counters = Vec::new();
         let mut seg_counters = Vec::new();
-        for g in segments {
+        let mut seg_veths = Vec::new();
+        let mut seg_ports = Vec::new();
+        for (k, mut g) in segments.into_iter().enumerate() {
             let s = lightest(&cores);
             let (core, fds, plane) = &mut cores[s];
             let local = core.segment_count();
+            let mut devs = g.plane.take().filter(|d| fast.is_some() && g.radio.is_none() && d.len() == g.members.len());
+            let clear = Impairments::default();
+            let needs_engine = g.capacity_bps.is_some() || g.members.iter().any(|m| m.egress != clear || m.ingress != clear);
+            if let (Some(d), Some(f), true) = (devs.as_mut(), &fast, needs_engine) {
+                if g.members.iter().any(|m| m.fd.is_none()) {
+                    let made = (f.make_taps)(TapsOf::Segment(k))?;
+                    if made.len() != d.len() {
+                        return Err(anyhow!("{} TAP devices made for a LAN of {}", made.len(), d.len()));
+                    }
+                    for ((dev, m), (tap, fd)) in d.iter_mut().zip(&mut g.members).zip(made) {
+                        (dev.tap, m.fd) = (Some(tap), Some(fd));
+                    }
+                }
+            }
+            if let (Some(d), Some(f)) = (&devs, &fast) {
+                for end in d {
+                    if let Some(tap) = end.tap {
+                        f.path.route(tap, Route::Deliver { peer_of: end.veth })?;
+                        f.path.route(end.veth, Route::Engine { tap })?;
+                    }
+                }
+            }
+            tapless.segments.push(devs.as_ref().is_some_and(|d| d.iter().any(|x| x.tap.is_none())));
             let mut members = Vec::with_capacity(g.members.len());
-            for m in g.members {
-                fds.push(Some(m.fd));
-                plane.push(PortDev::Tap);
+            for (i, m) in g.members.into_iter().enumerate() {
+                fds.push(m.fd);
+                plane.push(match &devs {
+                    Some(d) => PortDev::Plane(PlanePort { devs: d[i], far_veth: None }),
+                    None => PortDev::Tap,
+                });
                 members.push(MemberConfig { vlan: m.vlan, egress: m.egress, ingress: m.ingress, seeds: m.seeds, mtu: m.mtu });
             }
             let count = members.len();
-            core.add_segment(SegmentConfig { members, capacity_bps: g.capacity_bps, aging_ns: g.aging_ns, snooping: g.snooping, radio: g.radio, kernel_path: false });
+            let ports = core.add_segment(SegmentConfig { members, capacity_bps: g.capacity_bps, aging_ns: g.aging_ns, snooping: g.snooping, radio: g.radio, kernel_path: devs.is_some() });
             member_counters.push((0..count).map(|m| core.counters(Target::Member(local, m))).collect());
             seg_counters.push(core.segment_counters(local));
             seg_place.push((s, local));
+            seg_veths.push(devs.map(|d| d.iter().map(|x| x.veth).collect()));
+            seg_ports.push(ports);
         }
         let mut handles = Vec::new();
         for (s, (core, fds, plane)) in cores.into_iter().enumerate() {
             handles.push(ShardHandle::spawn(s, core, fds, plane, fast.as_ref().map(|f| f.path.clone()), clock)?);
         }
         let tapless = std::sync::Mutex::new(tapless);
-        Ok(Engine { shards: handles, link_place, link_ports, seg_place, link_counters, member_counters, seg_counters, fast, link_veths, tapless, clock, halted: Vec::new() })
+        Ok(Engine { shards: handles, link_place, link_ports, seg_place, link_counters, member_counters, seg_counters, fast, link_veths, tapless, seg_veths, seg_ports, clock, halted: Vec::new() })
     }
 
-    /// Make the engine's TAP devices of link `l` if it has plane devices and none yet
-    /// (see [`MakeTaps`]), and hand them to its shard: before anything that may take a
-    /// direction of the link off the kernel path. Fails (and the link keeps its paths)
+    /// Make the engine's TAP devices of a link or LAN (`target`'s) if it has plane
+    /// devices and none yet (see [`MakeTaps`]), and hand them to its shard: before
+    /// anything that may take it off the kernel path. Fails (and it keeps its paths)
     /// when they cannot be made.
-    fn ensure_taps(&self, l: usize) -> Result<()> {
+    fn ensure_taps(&self, target: Target) -> Result<()> {
         let mut tapless = self.tapless.lock().unwrap_or_else(|e| e.into_inner());
-        let (Some(true), Some(fast), Some([va, vb])) = (tapless.get(l).copied(), &self.fast, self.link_veths.get(l).copied().flatten()) else {
-            return Ok(());
+        let Some(fast) = &self.fast else { return Ok(()) };
+        let (of, veths, ports, shard) = match target {
+            Target::Link(l) => match (tapless.links.get(l).copied(), self.link_veths.get(l).copied().flatten()) {
+                (Some(true), Some(v)) => (TapsOf::Link(l), v.to_vec(), self.link_ports[l].to_vec(), self.link_place[l].0),
+                _ => return Ok(()),
+            },
+            Target::Member(g, _) => match (tapless.segments.get(g).copied(), self.seg_veths.get(g).and_then(|v| v.clone())) {
+                (Some(true), Some(v)) => (TapsOf::Segment(g), v, self.seg_ports[g].clone(), self.seg_place[g].0),
+                _ => return Ok(()),
+            },
         };
-        let [(ta, fa), (tb, fb)] = (fast.make_taps)(l)?;
-        fast.path.route(ta, Route::Deliver { peer_of: va })?;
-        fast.path.route(tb, Route::Deliver { peer_of: vb })?;
-        let (s, _) = self.link_place[l];
-        let [pa, pb] = self.link_ports[l];
-        self.shards[s].send(Control::Taps(vec![(pa, ta, fa), (pb, tb, fb)]));
-        tapless[l] = false;
+        let made = (fast.make_taps)(of)?;
+        if made.len() != veths.len() {
+            return Err(anyhow!("{} TAP devices made for {} ports", made.len(), veths.len()));
+        }
+        let mut taps = Vec::with_capacity(made.len());
+        for ((tap, fd), (veth, port)) in made.into_iter().zip(veths.into_iter().zip(ports)) {
+            fast.path.route(tap, Route::Deliver { peer_of: veth })?;
+            taps.push((port, tap, fd));
+        }
+        self.shards[shard].send(Control::Taps(taps));
+        match target {
+            Target::Link(l) => tapless.links[l] = false,
+            Target::Member(g, _) => tapless.segments[g] = false,
+        }
         Ok(())
     }
 
@@ -303,9 +379,7 @@ impl Engine {
     /// Change some impairments of one direction; returns the impairments now in force.
     /// Frames already scheduled keep their delivery times.
     pub fn patch(&self, target: Target, dir: Dir, patch: ImpairmentsPatch) -> Result<Impairments> {
-        if let Target::Link(l) = target {
-            self.ensure_taps(l)?;
-        }
+        self.ensure_taps(target)?;
         let (s, t) = self.place(target);
         self.shards[s].patched(Command::Patch { target: t, dir, patch }).ok_or_else(|| anyhow!("the engine has stopped"))
     }
@@ -313,8 +387,8 @@ impl Engine {
     /// Take a link or a segment port down (frames offered in either direction are
     /// dropped, and the interfaces lose their carrier) or back up.
     pub fn set_up(&self, target: Target, up: bool) -> Result<()> {
-        if let (Target::Link(l), false) = (target, up) {
-            self.ensure_taps(l)?;
+        if !up {
+            self.ensure_taps(target)?;
         }
         let (s, t) = self.place(target);
         self.shards[s].apply(Command::SetUp { target: t, up });
@@ -329,14 +403,27 @@ impl Engine {
             Target::Member(g, m) => &self.member_counters[g][m],
         };
         let mut s = [c[0].snapshot(), c[1].snapshot()];
-        if let (Target::Link(l), Some(fast)) = (target, &self.fast) {
-            for (d, veth) in self.link_veths[l].into_iter().flatten().enumerate() {
-                let k = fast.path.counted(veth);
-                s[d].rx_frames += k.frames;
-                s[d].tx_frames += k.frames;
-                s[d].rx_bytes += k.bytes;
-                s[d].tx_bytes += k.bytes;
+        let add = |d: &mut DirStats, k: vemu_fastpath::Counted| {
+            d.rx_frames += k.frames;
+            d.tx_frames += k.frames;
+            d.rx_bytes += k.bytes;
+            d.tx_bytes += k.bytes;
+        };
+        match (target, &self.fast) {
+            (Target::Link(l), Some(fast)) => {
+                for (d, veth) in self.link_veths[l].into_iter().flatten().enumerate() {
+                    add(&mut s[d], fast.path.counted(veth));
+                }
             }
+            // A LAN port: what the node sent to the bridge (egress), and what the bridge
+            // sent it (ingress).
+            (Target::Member(g, m), Some(fast)) => {
+                if let Some(&veth) = self.seg_veths[g].as_ref().and_then(|v| v.get(m)) {
+                    add(&mut s[0], fast.path.counted(veth));
+                    add(&mut s[1], fast.path.counted_out(veth));
+                }
+            }
+            _ => {}
         }
         s
     }
@@ -365,9 +452,7 @@ impl Engine {
     /// receiver is gone, the capture ends by itself.
     pub fn capture(&self, on: &[CaptureSpec], tx: std::sync::mpsc::SyncSender<Captured>) -> Result<u64> {
         for c in on {
-            if let Target::Link(l) = c.target {
-                self.ensure_taps(l)?;
-            }
+            self.ensure_taps(c.target)?;
         }
         static NEXT: AtomicU64 = AtomicU64::new(1);
         let id = NEXT.fetch_add(1, Relaxed);

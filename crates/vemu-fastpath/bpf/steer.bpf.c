@@ -1,8 +1,11 @@
 // vemu's kernel fast path: one TC ingress program (direct action) on every device of a
 // lab's plane namespace. The device a frame came in by names its route in `routes`:
-// to the ingress of a veth peer in another namespace (a node's interface), or to the
-// egress of a device here (the engine's TAP). Frames of devices without a route are
-// dropped. Built by build.rs with clang; loaded by src/lib.rs.
+// to the ingress of a veth peer in another namespace (a node's interface), to the
+// egress of a device here (the engine's TAP), or on into the device's own receive path
+// (a LAN port: the LAN's bridge). Frames of devices without a route are dropped. A
+// second program, on the egress of LAN ports, lets out (and counts) what the bridge
+// sends while the LAN is switched by the kernel, and nothing otherwise. Built by
+// build.rs with clang; loaded by src/lib.rs.
 #include <linux/bpf.h>
 #include <linux/pkt_cls.h>
 #include <linux/if_ether.h>
@@ -11,6 +14,10 @@
 
 #define ROUTE_PEER 1   /* to the ingress of ifindex's veth peer (another namespace) */
 #define ROUTE_COUNT 2  /* count the frames (a fast-path direction) */
+#define ROUTE_PASS 4   /* on to the device's receive path: its bridge */
+
+/* Key of the counts of what leaves a device (the device's index with this bit). */
+#define OUT 0x80000000u
 
 struct route {
 	__u32 ifindex;
@@ -59,6 +66,19 @@ static __always_inline __u32 tcp_headers(struct __sk_buff *skb)
 	return off + (b >> 4) * 4;
 }
 
+/* Count a frame (wire frames and bytes) under `key`, if counted. */
+static __always_inline void count(struct __sk_buff *skb, __u32 key)
+{
+	struct count *c = bpf_map_lookup_elem(&counts, &key);
+	if (c) {
+		__u32 segs = skb->gso_segs > 1 ? skb->gso_segs : 1;
+		c->frames += segs;
+		c->bytes += skb->len;
+		if (segs > 1)
+			c->bytes += (__u64)(segs - 1) * tcp_headers(skb);
+	}
+}
+
 SEC("classifier")
 int steer(struct __sk_buff *skb)
 {
@@ -66,19 +86,27 @@ int steer(struct __sk_buff *skb)
 	struct route *r = bpf_map_lookup_elem(&routes, &key);
 	if (!r)
 		return TC_ACT_SHOT;
-	if (r->flags & ROUTE_COUNT) {
-		struct count *c = bpf_map_lookup_elem(&counts, &key);
-		if (c) {
-			__u32 segs = skb->gso_segs > 1 ? skb->gso_segs : 1;
-			c->frames += segs;
-			c->bytes += skb->len;
-			if (segs > 1)
-				c->bytes += (__u64)(segs - 1) * tcp_headers(skb);
-		}
-	}
+	if (r->flags & ROUTE_COUNT)
+		count(skb, key);
+	if (r->flags & ROUTE_PASS)
+		return TC_ACT_OK;
 	if (r->flags & ROUTE_PEER)
 		return bpf_redirect_peer(r->ifindex, 0);
 	return bpf_redirect(r->ifindex, 0);
+}
+
+/* On the egress of a LAN port: what its bridge sends to the node, let out and counted
+ * while the LAN is the kernel's (the port's route passes frames to the bridge), dropped
+ * while it is the engine's (the bridge's own queries and the like would come twice). */
+SEC("classifier")
+int leave(struct __sk_buff *skb)
+{
+	__u32 key = skb->ifindex;
+	struct route *r = bpf_map_lookup_elem(&routes, &key);
+	if (!r || !(r->flags & ROUTE_PASS))
+		return TC_ACT_SHOT;
+	count(skb, key | OUT);
+	return TC_ACT_OK;
 }
 
 char LICENSE[] SEC("license") = "GPL";

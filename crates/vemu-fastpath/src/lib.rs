@@ -9,7 +9,11 @@
 //!   way Cilium moves pod traffic), counted in a per-CPU map: a link direction that
 //!   needs no emulation at the moment never leaves the kernel;
 //! - [`Route::Engine`]: to the engine's TAP device, whose reader emulates the direction;
-//! - [`Route::Deliver`]: what the engine writes to its TAP device goes on to the node.
+//! - [`Route::Deliver`]: what the engine writes to its TAP device goes on to the node;
+//! - [`Route::Bridge`]: on to the device's own receive path — a LAN port's, whose bridge
+//!   switches the LAN inside the kernel — counted; a second program on the port's egress
+//!   ([`FastPath::egress_program`]) lets out and counts what the bridge sends to the node
+//!   while the port's route is this one, and drops it otherwise.
 //!
 //! Switching a direction between the kernel and the engine is one map update: the
 //! nodes see the same interface, addresses, MAC and carrier throughout.
@@ -28,6 +32,9 @@ static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/st
 /// `route.flags` bits, as in `bpf/steer.bpf.c`.
 const ROUTE_PEER: u32 = 1;
 const ROUTE_COUNT: u32 = 2;
+const ROUTE_PASS: u32 = 4;
+/// Bit of the counts' key for what leaves a device.
+const OUT: u32 = 0x8000_0000;
 /// `bpf_map_update_elem` flag: only if the key is not there yet.
 const BPF_NOEXIST: u64 = 1;
 
@@ -61,11 +68,14 @@ pub enum Route {
     Engine { tap: u32 },
     /// To the node interface that is the veth peer of `peer_of` (frames the engine wrote).
     Deliver { peer_of: u32 },
+    /// On to the device's bridge (a LAN the kernel switches), counted both ways.
+    Bridge,
 }
 
 /// The loaded program and its maps, for one lab.
 pub struct FastPath {
     prog: ProgramFd,
+    egress: ProgramFd,
     routes: Mutex<HashMap<MapData, u32, RouteValue>>,
     counts: Mutex<PerCpuHashMap<MapData, u32, Counted>>,
     /// A socket in the plane namespace, to take its devices down and up.
@@ -91,9 +101,16 @@ impl FastPath {
             .context("the TC program is not a classifier")?;
         prog.load().context("the kernel refused the TC program")?;
         let prog = prog.fd()?.try_clone().context("duplicating the program's descriptor")?;
+        let egress: &mut SchedClassifier = ebpf
+            .program_mut("leave")
+            .ok_or_else(|| anyhow!("the TC program has no 'leave' section"))?
+            .try_into()
+            .context("the TC egress program is not a classifier")?;
+        egress.load().context("the kernel refused the TC egress program")?;
+        let egress = egress.fd()?.try_clone().context("duplicating the egress program's descriptor")?;
         let routes = HashMap::try_from(ebpf.take_map("routes").ok_or_else(|| anyhow!("no map 'routes'"))?)?;
         let counts = PerCpuHashMap::try_from(ebpf.take_map("counts").ok_or_else(|| anyhow!("no map 'counts'"))?)?;
-        Ok(FastPath { prog, routes: Mutex::new(routes), counts: Mutex::new(counts), ctl, _ebpf: ebpf })
+        Ok(FastPath { prog, egress, routes: Mutex::new(routes), counts: Mutex::new(counts), ctl, _ebpf: ebpf })
     }
 
     /// The program, to attach to the plane's devices (`tc filter … bpf da`).
@@ -101,33 +118,57 @@ impl FastPath {
         self.prog.as_fd()
     }
 
+    /// The program for the egress of LAN ports (see [`Route::Bridge`]).
+    pub fn egress_program(&self) -> BorrowedFd<'_> {
+        self.egress.as_fd()
+    }
+
     /// Send frames arriving at plane device `from` by `route`.
     pub fn route(&self, from: u32, route: Route) -> Result<()> {
         let value = match route {
             Route::Kernel { peer_of } => {
-                let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
-                // A counter from the first kernel route on, kept across switches. (aya's
-                // per-CPU lookup cannot tell a missing key: insert unless present.)
-                let cpus = aya::util::nr_cpus().map_err(|(_, e)| e)?;
-                match counts.insert(from, PerCpuValues::try_from(vec![Counted::default(); cpus])?, BPF_NOEXIST) {
-                    Err(MapError::SyscallError(e)) if e.io_error.raw_os_error() == Some(libc::EEXIST) => {}
-                    r => r.with_context(|| format!("counting plane device {from}"))?,
-                }
+                self.count(from)?;
                 RouteValue { ifindex: peer_of, flags: ROUTE_PEER | ROUTE_COUNT }
             }
             Route::Engine { tap } => RouteValue { ifindex: tap, flags: 0 },
             Route::Deliver { peer_of } => RouteValue { ifindex: peer_of, flags: ROUTE_PEER },
+            Route::Bridge => {
+                self.count(from)?;
+                self.count(from | OUT)?;
+                RouteValue { ifindex: 0, flags: ROUTE_PASS | ROUTE_COUNT }
+            }
         };
         let mut routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
         routes.insert(from, value, 0).with_context(|| format!("routing plane device {from}"))?;
         Ok(())
     }
 
+    /// Make counter `key` (from the first kernel route on, kept across switches).
+    fn count(&self, key: u32) -> Result<()> {
+        let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+        // (aya's per-CPU lookup cannot tell a missing key: insert unless present.)
+        let cpus = aya::util::nr_cpus().map_err(|(_, e)| e)?;
+        match counts.insert(key, PerCpuValues::try_from(vec![Counted::default(); cpus])?, BPF_NOEXIST) {
+            Err(MapError::SyscallError(e)) if e.io_error.raw_os_error() == Some(libc::EEXIST) => Ok(()),
+            r => r.with_context(|| format!("counting plane device {}", key & !OUT)),
+        }
+    }
+
     /// What the kernel carried from plane device `from` (all CPUs, since the first
-    /// [`Route::Kernel`] from it).
+    /// [`Route::Kernel`] or [`Route::Bridge`] from it).
     pub fn counted(&self, from: u32) -> Counted {
+        self.counted_key(from)
+    }
+
+    /// What the kernel's bridge sent out of plane device `to` toward its node (all
+    /// CPUs, since its first [`Route::Bridge`]).
+    pub fn counted_out(&self, to: u32) -> Counted {
+        self.counted_key(to | OUT)
+    }
+
+    fn counted_key(&self, key: u32) -> Counted {
         let counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
-        match counts.get(&from, 0) {
+        match counts.get(&key, 0) {
             Ok(per_cpu) => per_cpu.iter().fold(Counted::default(), |a, c| Counted { frames: a.frames + c.frames, bytes: a.bytes + c.bytes }),
             Err(_) => Counted::default(),
         }

@@ -178,10 +178,17 @@ pub const CONTROLLER_FILES: u64 = 700;
 
 /// Open files a lab's controller needs at the start: a TAP device per link end and per
 /// LAN member, a netlink socket per node (the nodes' TAP counters), and
-/// [`CONTROLLER_FILES`]. With the kernel fast path (`fast_path`), a link that starts
-/// unimpaired has no TAP device until a direction of it needs the engine.
+/// [`CONTROLLER_FILES`]. With the kernel fast path (`fast_path`), a link or plain LAN
+/// (no radio, one VLAN) that starts unimpaired has no TAP device until it needs the
+/// engine.
 pub fn files_needed(plan: &vemu_scenario::Plan, fast_path: bool) -> u64 {
-    let members: usize = plan.segments.iter().map(|g| g.members.len()).sum();
+    let kernel_lan = |g: &vemu_scenario::SegmentPlan| {
+        fast_path
+            && g.wireless.is_none()
+            && g.capacity_bps.is_none()
+            && g.members.iter().all(|m| m.vlan == g.members[0].vlan && m.egress == Default::default() && m.ingress == Default::default())
+    };
+    let members: usize = plan.segments.iter().filter(|g| !kernel_lan(g)).map(|g| g.members.len()).sum();
     let links = plan.links.iter().filter(|l| !fast_path || l.forward != Default::default() || l.reverse != Default::default()).count();
     2 * links as u64 + members as u64 + plan.nodes.len() as u64 + CONTROLLER_FILES
 }
@@ -200,7 +207,7 @@ pub fn ensure_open_files(needed: u64) -> Result<()> {
     }
     if lim.rlim_max < needed {
         bail!(
-            "this lab needs about {needed} open files (2 per impaired link, 1 per LAN member, 1 per node, {CONTROLLER_FILES} for the controller) \
+            "this lab needs about {needed} open files (2 per impaired link, 1 per member of an impaired LAN, 1 per node, {CONTROLLER_FILES} for the controller) \
              but the hard limit on open files here is {} (RLIMIT_NOFILE): raise it (ulimit -Hn as root, LimitNOFILE= for a service, \
              /etc/security/limits.conf) or make the lab smaller",
             lim.rlim_max
@@ -524,18 +531,57 @@ pub fn remove_plane_taps(paths: &LabPaths) -> Result<()> {
     })
 }
 
-/// The plane's shared TC block (see [`netlink::Netlink::add_ingress`]).
+/// The plane's shared TC blocks (see [`netlink::Netlink::add_ingress`]): the ingress of
+/// every device, and the egress of LAN ports.
 const PLANE_BLOCK: u32 = 1;
+const PLANE_EGRESS_BLOCK: u32 = 2;
 
-/// Attach TC program `prog` to the lab's plane: to its shared block, which every
-/// device of the plane joins (the block lives on the plane's loopback, which carries
-/// nothing, so that it outlasts every other device).
-pub fn plane_program(paths: &LabPaths, prog: BorrowedFd<'_>) -> Result<()> {
+/// Attach the fast path's TC programs to the lab's plane: `prog` to the shared block
+/// every device's ingress joins, `egress` to the one of LAN ports' egress (the blocks
+/// live on the plane's loopback, which carries nothing, so that they outlast every
+/// other device).
+pub fn plane_program(paths: &LabPaths, prog: BorrowedFd<'_>, egress: BorrowedFd<'_>) -> Result<()> {
     in_netns(&paths.plane(), || {
         let mut nl = netlink::Netlink::open()?;
-        nl.add_ingress(tap::ifindex("lo")?, PLANE_BLOCK)?;
+        nl.add_clsact_blocks(tap::ifindex("lo")?, PLANE_BLOCK, PLANE_EGRESS_BLOCK)?;
         nl.add_block_bpf(PLANE_BLOCK, &prog, "vemu-steer")?;
-        nl.flush().context("attaching the fast path's program")
+        nl.add_block_bpf(PLANE_EGRESS_BLOCK, &egress, "vemu-leave")?;
+        nl.flush().context("attaching the fast path's programs")
+    })
+}
+
+/// A node interface's far end in the plane: its name there, and for a LAN port the
+/// index of the LAN's bridge.
+#[derive(Debug, Clone)]
+pub struct PlanePeer {
+    pub name: String,
+    pub bridge: Option<u32>,
+}
+
+/// Names of the plane devices of LAN `seg`'s member `member`: the veth peer of the
+/// node's interface (a port of the LAN's bridge), and the engine's TAP device.
+pub fn plane_member_names(seg: usize, member: usize) -> (String, String) {
+    (format!("s{seg}m{member}"), format!("u{seg}m{member}"))
+}
+
+/// Make the bridge of LAN `seg` in the lab's plane, the kernel's switch of the LAN while
+/// nothing of it needs emulating: IGMP/MLD snooping (`snooping`), its own querier
+/// (`querier`), MAC addresses forgotten after `aging_ns`. IPv6 is on for it alone (an
+/// MLD querier needs a link-local address), without duplicate address detection. Its
+/// index in the plane.
+pub fn plane_bridge(paths: &LabPaths, seg: usize, snooping: bool, querier: bool, aging_ns: u64) -> Result<u32> {
+    let name = format!("b{seg}");
+    in_netns(&paths.plane(), || {
+        let mut nl = netlink::Netlink::open()?;
+        // Hosts answer a query within 1 s (the kernel's default 10 s would flood
+        // multicast for the first 10 s of the lab).
+        nl.add_bridge(&name, snooping, querier, (aging_ns / 10_000_000).clamp(1, u32::MAX as u64) as u32, 100)?;
+        nl.flush().with_context(|| format!("making the bridge of LAN #{seg}"))?;
+        if querier {
+            write_sysctl(&format!("/proc/sys/net/ipv6/conf/{name}/accept_dad"), "0")?;
+            write_sysctl(&format!("/proc/sys/net/ipv6/conf/{name}/disable_ipv6"), "0")?;
+        }
+        nl.index_of(&name)
     })
 }
 
@@ -561,7 +607,7 @@ static NET_CONFIG: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// order of `node.ifaces`). Runs on a thread of its own, since entering a namespace is
 /// per thread. (A node's PID namespace is made when its first process starts:
 /// [`NodeEntry::open`].)
-pub fn create_node(paths: &LabPaths, node: &NodePlan, template: &OwnedFd, plane_peers: &[Option<String>]) -> Result<Vec<Option<OwnedFd>>> {
+pub fn create_node(paths: &LabPaths, node: &NodePlan, template: &OwnedFd, plane_peers: &[Option<PlanePeer>]) -> Result<Vec<Option<OwnedFd>>> {
     let name = node.name.clone();
     let template = template.try_clone().context("duplicating the template descriptor")?;
     let plane = match plane_peers.iter().any(Option::is_some) {
@@ -662,7 +708,7 @@ pub fn create_node(paths: &LabPaths, node: &NodePlan, template: &OwnedFd, plane_
 /// descriptor (held by the engine), a veth with its peer in the lab's plane namespace,
 /// addresses and routes with their interface. An interface name the machine already
 /// has is refused before anything is made.
-pub fn create_host_node(paths: &LabPaths, node: &NodePlan, plane_peers: &[Option<String>]) -> Result<Vec<Option<OwnedFd>>> {
+pub fn create_host_node(paths: &LabPaths, node: &NodePlan, plane_peers: &[Option<PlanePeer>]) -> Result<Vec<Option<OwnedFd>>> {
     let plane = match plane_peers.iter().any(Option::is_some) {
         true => Some(fs::File::open(paths.plane()).with_context(|| format!("opening {}", paths.plane().display()))?),
         false => None,
@@ -752,21 +798,30 @@ const PIN_RETRIES: u32 = 7;
 /// MTU and addresses, then its routes. On the `host`, each interface's IPv6 is turned
 /// off on its own when the node's sysctls ask for it for all (the machine's defaults
 /// are not vemu's to change).
-fn node_interfaces(nl: &mut netlink::Netlink, node: &NodePlan, plane_peers: &[Option<String>], mut plane: Option<(&fs::File, &mut netlink::Netlink)>, host: bool) -> Result<Vec<Option<OwnedFd>>> {
+fn node_interfaces(nl: &mut netlink::Netlink, node: &NodePlan, plane_peers: &[Option<PlanePeer>], mut plane: Option<(&fs::File, &mut netlink::Netlink)>, host: bool) -> Result<Vec<Option<OwnedFd>>> {
     let no_ipv6 = host && node.sysctls.iter().any(|(k, v)| k == "net.ipv6.conf.default.disable_ipv6" && v == "1");
     let mut fds = Vec::with_capacity(node.ifaces.len());
     let mut idx = Vec::with_capacity(node.ifaces.len());
     for (k, i) in node.ifaces.iter().enumerate() {
         let veth = match (plane_peers.get(k).and_then(Option::as_ref), plane.as_mut()) {
             (Some(peer), Some((plane, pnl))) => {
-                nl.add_veth(&i.name, i.mac, i.mtu, peer, *plane, PLANE_MTU)?;
+                nl.add_veth(&i.name, i.mac, i.mtu, &peer.name, *plane, PLANE_MTU)?;
                 nl.flush().with_context(|| format!("creating interface {}", i.name))?;
                 // The far end, in the plane, up at once and on the fast path's block.
                 // (Left down, it would wait in the kernel's queue of link events, which
                 // is walked whole each time a device comes up: quadratic in big labs.)
-                let v = pnl.index_of(peer)?;
-                pnl.set_link(v, true, None, None)?;
-                pnl.add_ingress(v, PLANE_BLOCK)?;
+                let v = pnl.index_of(&peer.name)?;
+                match peer.bridge {
+                    // A LAN port: also a port of the LAN's bridge, with the egress block.
+                    Some(br) => {
+                        pnl.set_master(v, br)?;
+                        pnl.add_clsact_blocks(v, PLANE_BLOCK, PLANE_EGRESS_BLOCK)?;
+                    }
+                    None => {
+                        pnl.set_link(v, true, None, None)?;
+                        pnl.add_ingress(v, PLANE_BLOCK)?;
+                    }
+                }
                 fds.push(None);
                 true
             }

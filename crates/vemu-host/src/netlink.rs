@@ -270,6 +270,53 @@ impl Netlink {
         self.queue(RouteNetlinkMessage::DelLink(m), 0, format!("deleting interface #{index}"))
     }
 
+    /// Create a bridge `name`, up: IGMP/MLD snooping on or off, its own querier or not,
+    /// MAC addresses forgotten after `ageing_cs` centiseconds, and `response_cs` for the
+    /// hosts to answer a query (the bridge snoops that long after it starts).
+    pub fn add_bridge(&mut self, name: &str, snooping: bool, querier: bool, ageing_cs: u32, response_cs: u64) -> Result<()> {
+        use netlink_packet_route::link::InfoBridge;
+        let mut m = LinkMessage::default();
+        m.header.flags = LinkFlags::Up;
+        m.header.change_mask = LinkFlags::Up;
+        m.attributes.push(LinkAttribute::IfName(name.to_string()));
+        m.attributes.push(LinkAttribute::LinkInfo(vec![
+            LinkInfo::Kind(InfoKind::Bridge),
+            LinkInfo::Data(InfoData::Bridge(vec![
+                InfoBridge::MulticastSnooping(snooping),
+                InfoBridge::MulticastQuerier(querier),
+                InfoBridge::AgeingTime(ageing_cs),
+                InfoBridge::MulticastQueryResponseInterval(response_cs),
+            ])),
+        ]));
+        self.queue(RouteNetlinkMessage::NewLink(m), NLM_F_CREATE | NLM_F_EXCL, format!("creating bridge {name}"))
+    }
+
+    /// Make interface `index` a port of bridge `master`, and up.
+    pub fn set_master(&mut self, index: u32, master: u32) -> Result<()> {
+        let mut m = LinkMessage::default();
+        m.header.index = index;
+        m.header.flags = LinkFlags::Up;
+        m.header.change_mask = LinkFlags::Up;
+        m.attributes.push(LinkAttribute::Controller(master));
+        self.queue(RouteNetlinkMessage::SetLink(m), 0, format!("adding interface #{index} to bridge #{master}"))
+    }
+
+    /// Add a `clsact` qdisc to an interface, its ingress filters those of shared block
+    /// `ingress` and its egress filters those of shared block `egress` (see
+    /// [`Netlink::add_ingress`]).
+    pub fn add_clsact_blocks(&mut self, index: u32, ingress: u32, egress: u32) -> Result<()> {
+        const TCA_INGRESS_BLOCK: u16 = 13;
+        const TCA_EGRESS_BLOCK: u16 = 14;
+        let mut m = TcMessage::default();
+        m.header.index = index as i32;
+        m.header.parent = TcHandle::CLSACT;
+        m.header.handle = TcHandle { major: TcHandle::CLSACT.major, minor: 0 };
+        m.attributes.push(TcAttribute::Kind("clsact".into()));
+        m.attributes.push(TcAttribute::Other(DefaultNla::new(TCA_INGRESS_BLOCK, ingress.to_ne_bytes().to_vec())));
+        m.attributes.push(TcAttribute::Other(DefaultNla::new(TCA_EGRESS_BLOCK, egress.to_ne_bytes().to_vec())));
+        self.queue(RouteNetlinkMessage::NewQueueDiscipline(m), NLM_F_CREATE | NLM_F_EXCL, format!("adding clsact to interface #{index}"))
+    }
+
     /// Create a veth pair: `name` here (with `mac` and `mtu`, up at once) and its peer
     /// `peer` in the network namespace open at `peer_netns` (with `peer_mtu`, down: the
     /// kernel cannot open a veth before its pair is linked, ENOTCONN).

@@ -190,6 +190,25 @@ impl Switch {
         self.snoop.iter().map(VlanSnoop::group_count).sum()
     }
 
+    /// Start over, as a switch just switched on: the LAN comes back to the engine from
+    /// the kernel's bridge, which switched it meanwhile, so what this switch learned
+    /// before may be stale. It forgets the addresses it learned and the group
+    /// memberships, floods group data until the hosts have answered a general query
+    /// (sent at once when it is the querier, else the next one heard) — a host that
+    /// joined while the bridge switched must not miss its groups' frames — and, as
+    /// querier, starts its query schedule again (at once, 31.25 s later, then every
+    /// 125 s). Router ports and other queriers heard are kept.
+    pub fn restart(&mut self) {
+        self.table.clear();
+        for s in &mut self.snoop {
+            s.restart();
+        }
+        if self.snooping == Snooping::Querier {
+            self.next_query_ns = Some(0);
+            self.queries_sent = 0;
+        }
+    }
+
     /// When the switch's next general queries are due (it is the querier).
     pub fn next_query_ns(&self) -> Option<u64> {
         self.next_query_ns
@@ -203,7 +222,8 @@ impl Switch {
         let every = if self.queries_sent < 2 { snoop::STARTUP_QUERY_INTERVAL_NS } else { snoop::QUERY_INTERVAL_NS };
         self.next_query_ns = Some(at.max(now_ns) + every);
         let mut out = Vec::new();
-        for (g, s) in self.groups.iter().zip(&self.snoop) {
+        for (g, s) in self.groups.iter().zip(&mut self.snoop) {
+            s.queried(now_ns);
             let ports: Vec<u32> = g.iter().copied().filter(|&p| self.ports[p as usize].up).collect();
             if !s.other_querier(false, now_ns) {
                 out.push((ports.clone(), snoop::igmp_general_query()));

@@ -44,6 +44,10 @@ pub const OTHER_QUERIER_NS: u64 = 255_000_000_000;
 /// The switch's own queries: the first two this far apart, then [`QUERY_INTERVAL_NS`].
 pub const STARTUP_QUERY_INTERVAL_NS: u64 = 31_250_000_000;
 pub const QUERY_INTERVAL_NS: u64 = 125_000_000_000;
+/// How long hosts take at most to answer a general query (the Max Resp Code of the
+/// switch's queries, 10 s; RFC 3376's default): a switch that starts over floods group
+/// data this long after the first query it sends or hears (see `Switch::restart`).
+pub const QUERY_RESPONSE_NS: u64 = 10_000_000_000;
 
 /// What a frame is, as far as snooping goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -200,6 +204,10 @@ pub(crate) struct VlanSnoop {
     /// missing from the table.
     refused: u64,
     overflow: bool,
+    /// Started over (the memberships are not known): group data floods until
+    /// [`QUERY_RESPONSE_NS`] after the next query sent or heard, and until `relearn_until`.
+    relearn: bool,
+    relearn_until: u64,
 }
 
 /// What snooping decided for a frame.
@@ -234,7 +242,23 @@ impl VlanSnoop {
     }
 
     fn active(&self, own_querier: bool, v6: bool, now: u64) -> bool {
-        own_querier || self.other_querier(v6, now)
+        (own_querier || self.other_querier(v6, now)) && !self.relearn && now >= self.relearn_until
+    }
+
+    /// Forget the memberships, which may be stale (see `Switch::restart`): flood group
+    /// data until the hosts have answered a query.
+    pub(crate) fn restart(&mut self) {
+        self.groups.clear();
+        self.recount();
+        self.relearn = true;
+    }
+
+    /// A general query goes out or is heard at `now`: a switch that started over
+    /// knows the memberships once the hosts have had time to answer it.
+    pub(crate) fn queried(&mut self, now: u64) {
+        if std::mem::take(&mut self.relearn) {
+            self.relearn_until = now + QUERY_RESPONSE_NS;
+        }
     }
 
     /// Take in a group frame from `in_port`. `out` holds the ports a flood would reach;
@@ -246,6 +270,7 @@ impl VlanSnoop {
             Class::Query { v6 } | Class::Router { v6 } => {
                 if matches!(class, Class::Query { .. }) {
                     self.querier_until[*v6 as usize] = now + OTHER_QUERIER_NS;
+                    self.queried(now);
                 }
                 self.routers.entry(in_port).or_default()[*v6 as usize] = now + OTHER_QUERIER_NS;
                 Decision::Flood

@@ -1,7 +1,7 @@
 //! IGMP/MLD snooping against RFC 4541's forwarding rules (and the Linux bridge's
 //! behaviour without a querier), on a virtual clock.
 
-use vemu_switch::snoop::{classify, igmp_general_query, mld_general_query, Class, MEMBERSHIP_NS, QUERY_INTERVAL_NS, STARTUP_QUERY_INTERVAL_NS};
+use vemu_switch::snoop::{classify, igmp_general_query, mld_general_query, Class, MEMBERSHIP_NS, QUERY_INTERVAL_NS, QUERY_RESPONSE_NS, STARTUP_QUERY_INTERVAL_NS};
 use vemu_switch::{Delivery, PortConfig, Snooping, Switch, DEFAULT_AGING_NS};
 
 const S: u64 = 1_000_000_000;
@@ -194,6 +194,36 @@ fn the_querier_sends_general_queries_on_schedule() {
     assert_eq!(sw.poll_queries(STARTUP_QUERY_INTERVAL_NS).len(), 2);
     assert_eq!(sw.next_query_ns(), Some(STARTUP_QUERY_INTERVAL_NS + QUERY_INTERVAL_NS));
     assert_eq!(switch(3, Snooping::On).next_query_ns(), None);
+}
+
+/// A switch that starts over (its LAN comes back from the kernel's bridge) forgets the
+/// memberships and floods group data until the hosts have answered its query; then it
+/// snoops again with what they reported.
+#[test]
+fn a_switch_that_starts_over_floods_groups_until_the_hosts_have_answered() {
+    let mut sw = switch(3, Snooping::Querier);
+    sw.poll_queries(0);
+    send(&mut sw, S, 1, &igmp(1, G1, 0x16, G1));
+    assert_eq!(send(&mut sw, S, 0, &udp4(0, G1)), (Delivery::Multicast, vec![1]));
+    sw.restart();
+    assert_eq!(sw.group_count(), 0, "memberships forgotten");
+    assert_eq!(sw.next_query_ns(), Some(0), "queries at once");
+    assert_eq!(send(&mut sw, 100 * S, 0, &udp4(0, G1)).0, Delivery::Flood, "before its query");
+    assert_eq!(sw.poll_queries(100 * S).len(), 2);
+    assert_eq!(sw.next_query_ns(), Some(100 * S + STARTUP_QUERY_INTERVAL_NS));
+    // Port 2's host (which joined meanwhile) answers; port 1's does not yet.
+    send(&mut sw, 101 * S, 2, &igmp(2, G1, 0x16, G1));
+    assert_eq!(send(&mut sw, 100 * S + QUERY_RESPONSE_NS - 1, 0, &udp4(0, G1)).0, Delivery::Flood, "hosts may still answer");
+    assert_eq!(send(&mut sw, 100 * S + QUERY_RESPONSE_NS, 0, &udp4(0, G1)), (Delivery::Multicast, vec![2]));
+    // Without its own querier: flooding until a query is heard, and its answers.
+    let mut sw = switch(3, Snooping::On);
+    let query = ipv4(9, [224, 0, 0, 1], 2, &[0x11, 100, 0, 0, 0, 0, 0, 0]);
+    send(&mut sw, 0, 2, &query);
+    sw.restart();
+    send(&mut sw, S, 1, &igmp(1, G1, 0x16, G1));
+    assert_eq!(send(&mut sw, 50 * S, 0, &udp4(0, G1)).0, Delivery::Flood, "no query since the restart");
+    send(&mut sw, 60 * S, 2, &query);
+    assert_eq!(send(&mut sw, 60 * S + QUERY_RESPONSE_NS, 0, &udp4(0, G1)), (Delivery::Multicast, vec![1, 2]));
 }
 
 /// Internet checksums of the queries (a host drops a query whose checksum is wrong).

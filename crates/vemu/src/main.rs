@@ -1297,7 +1297,7 @@ fn print_status(s: &LabStatus) {
             println!("{:<15}   run '{}': {:?} (restarts {})", "", p.command, p.state, p.restarts);
         }
     }
-    if !s.links.is_empty() {
+    if !s.links.is_empty() || s.segments.iter().any(|g| g.kind != "wireless") {
         println!("\nkernel fast path: {}", s.fast_path);
     }
     println!(
@@ -1327,17 +1327,21 @@ fn print_status(s: &LabStatus) {
     for g in s.segments.iter().filter(|g| g.kind != "wireless") {
         let st = &g.stats;
         let cap = g.capacity_bps.map(|c| format!(", capacity {}", fmt_rate(c))).unwrap_or_default();
+        // Switched by the kernel's bridge now: the engine's switch sees none of it.
+        let kernel = g.members.first().is_some_and(|m| m.egress.stats.kernel_path);
+        let path = if kernel { "switched by the kernel (the engine's switch counts nothing meanwhile); " } else { "" };
         println!(
-            "\nSEGMENT {} (lan{cap}): {} unicast, {} flooded, {} filtered, {} over capacity",
+            "\nSEGMENT {} (lan{cap}): {path}{} unicast, {} flooded, {} filtered, {} over capacity",
             g.name, st.unicast, st.flooded, st.filtered, st.drop_capacity
         );
         println!(
-            "{:<22} {:<4} {:<4} {:<4} {:>10} {:>10} {:>12} {:>8} {:>8} {:>8}  IMPAIRMENTS",
-            "PORT", "VLAN", "UP", "DIR", "RX FRAMES", "TX FRAMES", "TX BYTES", "LOSS", "QUEUE", "DOWN"
+            "{:<22} {:<4} {:<4} {:<4} {:<6} {:>10} {:>10} {:>12} {:>8} {:>8} {:>8}  IMPAIRMENTS",
+            "PORT", "VLAN", "UP", "DIR", "PATH", "RX FRAMES", "TX FRAMES", "TX BYTES", "LOSS", "QUEUE", "DOWN"
         );
         for m in &g.members {
             for (dir, d) in [("out", &m.egress), ("in", &m.ingress)] {
-                println!("{:<22} {:<4} {:<4} {:<4} {}  {}", m.port, m.vlan, yes_no(m.up), dir, counter_columns(&d.stats), describe(&d.impairments));
+                let path = if d.stats.kernel_path { "kernel" } else { "engine" };
+                println!("{:<22} {:<4} {:<4} {:<4} {:<6} {}  {}", m.port, m.vlan, yes_no(m.up), dir, path, counter_columns(&d.stats), describe(&d.impairments));
             }
         }
     }

@@ -134,3 +134,63 @@ fn the_fast_path_can_be_turned_off_and_leaves_nothing_behind() {
 fn loaded_steer_programs() -> usize {
     aya::programs::loaded_programs().flatten().filter(|p| p.name_as_str() == Some("steer")).count()
 }
+
+/// `kernel_path` of every port of the lab's first LAN, and the frames its ports carried
+/// (what the nodes sent into it, what it delivered to them).
+fn lan_paths(lab: &Lab) -> (Vec<bool>, u64, u64) {
+    let st = lab.status();
+    let ms = st["segments"][0]["members"].as_array().unwrap().clone();
+    let paths = ms.iter().flat_map(|m| [m["egress"]["stats"]["kernel_path"].as_bool().unwrap(), m["ingress"]["stats"]["kernel_path"].as_bool().unwrap()]).collect();
+    let sent = ms.iter().map(|m| m["egress"]["stats"]["rx_frames"].as_u64().unwrap()).sum();
+    let got = ms.iter().map(|m| m["ingress"]["stats"]["tx_frames"].as_u64().unwrap()).sum();
+    (paths, sent, got)
+}
+
+/// A plain LAN without impairments is switched by the kernel (a bridge in the plane);
+/// an impairment on one port takes the whole LAN to the engine's switch at once, and
+/// removing it brings it back — the nodes see no change of interface or carrier, and
+/// the ports count on both paths.
+#[test]
+fn an_unimpaired_lan_is_switched_by_the_kernel_and_moves_unseen() {
+    let _g = serial();
+    let y = "name: t-klan\naddressing: {ipv6: none}\nnodes: {a: {}, b: {}, c: {}}\nsegments:\n  lan: {members: [a, b, c]}\n";
+    let lab = Lab::up("t-klan", y);
+    let (paths, _, _) = lan_paths(&lab);
+    assert!(paths.iter().all(|&k| k), "{paths:?}");
+    let before: Vec<String> = ["a", "b", "c"].iter().map(|n| iface_view(&lab, n)).collect();
+    let (sent, recv, rtt) = lab.ping("a", "c", 50, 0.01);
+    assert_eq!((sent, recv), (50, 50));
+    let (_, s0, g0) = lan_paths(&lab);
+    eprintln!("kernel: RTT {rtt:.3} ms; frames sent into the LAN {s0}, delivered {g0}");
+    assert!(s0 >= 2 * 53 && g0 >= 2 * 53, "the bridge's traffic is counted: {s0} sent, {g0} delivered");
+    // 10 ms on b's port (both ways): the whole LAN to the engine.
+    let o = lab.vemu(&["link", "set", "lan:b", "--delay", "10ms"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(lan_paths(&lab).0.iter().all(|&k| !k));
+    let (sent, recv, rtt) = lab.ping("a", "b", 20, 0.05);
+    assert_eq!((sent, recv), (20, 20));
+    assert!((20.0..23.0).contains(&rtt), "RTT {rtt} ms through a port of 10 ms each way");
+    let (_, recv, rtt) = lab.ping("a", "c", 20, 0.05);
+    assert_eq!(recv, 20);
+    assert!(rtt < 3.0, "RTT {rtt} ms between unimpaired ports of the engine's switch");
+    let (_, s1, g1) = lan_paths(&lab);
+    assert!(s1 >= s0 + 2 * 46 && g1 >= g0 + 2 * 46, "the engine's traffic is counted: {s1} sent, {g1} delivered");
+    let o = lab.vemu(&["link", "set", "lan:b", "--delay", "0"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(lan_paths(&lab).0.iter().all(|&k| k));
+    let (_, recv, rtt) = lab.ping("a", "b", 20, 0.05);
+    assert_eq!(recv, 20);
+    assert!(rtt < 2.0, "RTT {rtt} ms on an unimpaired LAN");
+    let after: Vec<String> = ["a", "b", "c"].iter().map(|n| iface_view(&lab, n)).collect();
+    assert_eq!(after, before, "the nodes saw their interfaces change");
+    // Taken down, a port loses its carrier (the engine drops its frames); back up, the
+    // LAN returns to the kernel.
+    let o = lab.vemu(&["link", "down", "lan:c"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(lab.sh("c", "cat /sys/class/net/eth0/carrier").1.trim(), "0");
+    assert!(!lab.exec("a", &["ping", "-c", "1", "-W", "1", "c"]).status.success());
+    let o = lab.vemu(&["link", "up", "lan:c"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(lan_paths(&lab).0.iter().all(|&k| k));
+    assert_eq!(lab.ping("a", "c", 5, 0.05).1, 5);
+}
