@@ -8,18 +8,13 @@ use std::path::Path;
 use vemu_radio::ns2;
 use vemu_scenario::load_str_in;
 
-/// xorshift64*: small, seeded, good enough to pick mutations.
+/// Seeded choices of mutations: splitmix64 (vemu's seed mixer) over a counter.
 struct Rng(u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
     fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
+        self.0 = self.0.wrapping_add(1);
+        (vemu_radio::splitmix64(self.0) % n.max(1) as u64) as usize
     }
 }
 

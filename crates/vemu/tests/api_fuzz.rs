@@ -19,18 +19,13 @@ use serde_json::{json, Value};
 const LAB: &str = "t-fuzz";
 const YAML: &str = "name: t-fuzz\nnodes:\n  a: {}\n  b: {}\n  w1: {}\n  w2: {}\nlinks:\n  - {endpoints: [a, b], name: ab}\nsegments:\n  air:\n    kind: wireless\n    members: [{node: w1, position: [0, 0]}, {node: w2, position: [100, 0]}]\n";
 
-/// xorshift64*: small, seeded, good enough to pick mutations.
+/// Seeded choices of requests: splitmix64 (vemu's seed mixer) over a counter.
 struct Rng(u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
     fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
+        self.0 = self.0.wrapping_add(1);
+        (vemu_radio::splitmix64(self.0) % n.max(1) as u64) as usize
     }
 }
 
