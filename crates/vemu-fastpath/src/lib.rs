@@ -58,6 +58,17 @@ pub struct Counted {
 // SAFETY: plain integers, laid out as the program's `struct count`.
 unsafe impl aya::Pod for Counted {}
 
+/// Load the classifier `name` of the object; its descriptor.
+fn classifier(ebpf: &mut Ebpf, name: &str) -> Result<ProgramFd> {
+    let prog: &mut SchedClassifier = ebpf
+        .program_mut(name)
+        .ok_or_else(|| anyhow!("the TC program has no '{name}' section"))?
+        .try_into()
+        .with_context(|| format!("the TC program '{name}' is not a classifier"))?;
+    prog.load().with_context(|| format!("the kernel refused the TC program '{name}'"))?;
+    prog.fd()?.try_clone().context("duplicating a program's descriptor")
+}
+
 /// Where frames arriving at a plane device go (devices are named by their index in the
 /// plane namespace).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,20 +105,8 @@ impl FastPath {
             bail!("vemu was built without clang, so without its TC program");
         }
         let mut ebpf = Ebpf::load(OBJECT).context("loading the TC program")?;
-        let prog: &mut SchedClassifier = ebpf
-            .program_mut("steer")
-            .ok_or_else(|| anyhow!("the TC program has no 'steer' section"))?
-            .try_into()
-            .context("the TC program is not a classifier")?;
-        prog.load().context("the kernel refused the TC program")?;
-        let prog = prog.fd()?.try_clone().context("duplicating the program's descriptor")?;
-        let egress: &mut SchedClassifier = ebpf
-            .program_mut("leave")
-            .ok_or_else(|| anyhow!("the TC program has no 'leave' section"))?
-            .try_into()
-            .context("the TC egress program is not a classifier")?;
-        egress.load().context("the kernel refused the TC egress program")?;
-        let egress = egress.fd()?.try_clone().context("duplicating the egress program's descriptor")?;
+        let prog = classifier(&mut ebpf, "steer")?;
+        let egress = classifier(&mut ebpf, "leave")?;
         let routes = HashMap::try_from(ebpf.take_map("routes").ok_or_else(|| anyhow!("no map 'routes'"))?)?;
         let counts = PerCpuHashMap::try_from(ebpf.take_map("counts").ok_or_else(|| anyhow!("no map 'counts'"))?)?;
         Ok(FastPath { prog, egress, routes: Mutex::new(routes), counts: Mutex::new(counts), ctl, _ebpf: ebpf })

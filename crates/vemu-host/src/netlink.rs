@@ -47,11 +47,13 @@ impl Netlink {
         crate::in_netns(netns, Netlink::open)
     }
 
-    /// Dump what `request` asks for (a `Get…` message), each answer to `each`.
-    fn dump(&mut self, request: RouteNetlinkMessage, what: &str, mut each: impl FnMut(RouteNetlinkMessage)) -> Result<()> {
+    /// Send `request` (a `Get…` message; `dump`: all of them) and hand each answer to
+    /// `each` until it says it has what it wanted (`Some`), or the dump is done (`None`).
+    fn ask<T>(&mut self, request: RouteNetlinkMessage, dump: bool, what: &str, mut each: impl FnMut(RouteNetlinkMessage) -> Option<T>) -> Result<Option<T>> {
+        self.flush()?;
         self.seq += 1;
         let mut header = NetlinkHeader::default();
-        header.flags = NLM_F_REQUEST | NLM_F_DUMP;
+        header.flags = if dump { NLM_F_REQUEST | NLM_F_DUMP } else { NLM_F_REQUEST };
         header.sequence_number = self.seq;
         let mut m = NetlinkMessage::new(header, NetlinkPayload::InnerMessage(request));
         m.finalize();
@@ -62,13 +64,26 @@ impl Netlink {
         loop {
             for msg in self.receive(&mut buf).with_context(|| format!("reading {what}"))? {
                 match msg.payload {
-                    NetlinkPayload::Done(_) => return Ok(()),
-                    NetlinkPayload::Error(e) => bail!("dumping {what}: {e}"),
-                    NetlinkPayload::InnerMessage(m) => each(m),
+                    NetlinkPayload::Done(_) => return Ok(None),
+                    NetlinkPayload::Error(e) => bail!("asking for {what}: {e}"),
+                    NetlinkPayload::InnerMessage(m) => {
+                        if let Some(t) = each(m) {
+                            return Ok(Some(t));
+                        }
+                    }
                     _ => {}
                 }
             }
         }
+    }
+
+    /// Dump what `request` asks for (a `Get…` message), each answer to `each`.
+    fn dump(&mut self, request: RouteNetlinkMessage, what: &str, mut each: impl FnMut(RouteNetlinkMessage)) -> Result<()> {
+        self.ask(request, true, what, |m| -> Option<()> {
+            each(m);
+            None
+        })?;
+        Ok(())
     }
 
     /// Every interface's name and kernel counters (one dump).
@@ -89,28 +104,13 @@ impl Netlink {
     /// The index of interface `name` (one request; cheaper than a dump in a namespace
     /// of thousands of interfaces).
     pub fn index_of(&mut self, name: &str) -> Result<u32> {
-        self.flush()?;
-        self.seq += 1;
-        let mut header = NetlinkHeader::default();
-        header.flags = NLM_F_REQUEST;
-        header.sequence_number = self.seq;
         let mut l = LinkMessage::default();
         l.attributes.push(LinkAttribute::IfName(name.to_string()));
-        let mut m = NetlinkMessage::new(header, NetlinkPayload::InnerMessage(RouteNetlinkMessage::GetLink(l)));
-        m.finalize();
-        let mut req = vec![0u8; m.buffer_len()];
-        m.serialize(&mut req);
-        self.sock.send(&req, 0).with_context(|| format!("asking for interface {name}"))?;
-        let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            for msg in self.receive(&mut buf).with_context(|| format!("reading interface {name}"))? {
-                match msg.payload {
-                    NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewLink(l)) => return Ok(l.header.index),
-                    NetlinkPayload::Error(e) => bail!("no interface {name}: {e}"),
-                    _ => {}
-                }
-            }
-        }
+        let found = self.ask(RouteNetlinkMessage::GetLink(l), false, &format!("interface {name}"), |m| match m {
+            RouteNetlinkMessage::NewLink(l) => Some(l.header.index),
+            _ => None,
+        })?;
+        found.ok_or_else(|| anyhow::anyhow!("no interface {name}"))
     }
 
     /// Every interface's name and index (one dump).
@@ -305,16 +305,24 @@ impl Netlink {
     /// `ingress` and its egress filters those of shared block `egress` (see
     /// [`Netlink::add_ingress`]).
     pub fn add_clsact_blocks(&mut self, index: u32, ingress: u32, egress: u32) -> Result<()> {
+        self.add_hook_qdisc(index, "clsact", ingress, Some(egress))
+    }
+
+    /// An `ingress` or `clsact` qdisc (`kind`) on interface `index`, with shared blocks.
+    fn add_hook_qdisc(&mut self, index: u32, kind: &str, ingress: u32, egress: Option<u32>) -> Result<()> {
         const TCA_INGRESS_BLOCK: u16 = 13;
         const TCA_EGRESS_BLOCK: u16 = 14;
         let mut m = TcMessage::default();
         m.header.index = index as i32;
+        // (TC_H_INGRESS and TC_H_CLSACT are the same handle.)
         m.header.parent = TcHandle::CLSACT;
         m.header.handle = TcHandle { major: TcHandle::CLSACT.major, minor: 0 };
-        m.attributes.push(TcAttribute::Kind("clsact".into()));
+        m.attributes.push(TcAttribute::Kind(kind.into()));
         m.attributes.push(TcAttribute::Other(DefaultNla::new(TCA_INGRESS_BLOCK, ingress.to_ne_bytes().to_vec())));
-        m.attributes.push(TcAttribute::Other(DefaultNla::new(TCA_EGRESS_BLOCK, egress.to_ne_bytes().to_vec())));
-        self.queue(RouteNetlinkMessage::NewQueueDiscipline(m), NLM_F_CREATE | NLM_F_EXCL, format!("adding clsact to interface #{index}"))
+        if let Some(egress) = egress {
+            m.attributes.push(TcAttribute::Other(DefaultNla::new(TCA_EGRESS_BLOCK, egress.to_ne_bytes().to_vec())));
+        }
+        self.queue(RouteNetlinkMessage::NewQueueDiscipline(m), NLM_F_CREATE | NLM_F_EXCL, format!("adding a {kind} qdisc to interface #{index}"))
     }
 
     /// Create a veth pair: `name` here (with `mac` and `mtu`, up at once) and its peer
@@ -344,14 +352,7 @@ impl Netlink {
     /// `clsact` qdiscs took 12.9 s here, 20,000 `ingress` 2.5 s, 20,000 `ingress` on one
     /// shared block 0.56 s.)
     pub fn add_ingress(&mut self, index: u32, block: u32) -> Result<()> {
-        const TCA_INGRESS_BLOCK: u16 = 13;
-        let mut m = TcMessage::default();
-        m.header.index = index as i32;
-        m.header.parent = TcHandle::INGRESS;
-        m.header.handle = TcHandle { major: TcHandle::INGRESS.major, minor: 0 };
-        m.attributes.push(TcAttribute::Kind("ingress".into()));
-        m.attributes.push(TcAttribute::Other(DefaultNla::new(TCA_INGRESS_BLOCK, block.to_ne_bytes().to_vec())));
-        self.queue(RouteNetlinkMessage::NewQueueDiscipline(m), NLM_F_CREATE | NLM_F_EXCL, format!("adding an ingress qdisc to interface #{index}"))
+        self.add_hook_qdisc(index, "ingress", block, None)
     }
 
     /// Run BPF program `prog` (a classifier in direct-action mode) on every frame
