@@ -46,6 +46,7 @@ Run as root from the repository (after `cargo build --release`).
 import csv
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -344,6 +345,48 @@ def bench_link():
         [["raw veth pair (kernel)", mean(1), 1.0], ["Linux bridge (kernel)", mean(2), mean(2) / mean(1)], ["vemu link", mean(3), mean(3) / mean(1)], ["vemu LAN segment (2 ports)", mean(4), mean(4) / mean(1)]],
         ["vemu copies every frame through user space twice (TAP read, TAP write) but keeps TCP super-frames whole when nothing needs them split."],
     )
+
+
+def bench_profile():
+    """Where the engine's CPU goes on one link carrying TCP through the engine (the
+    fast path off, no impairment): perf's call-graph profile of the controller's engine
+    threads while iperf3 runs, with the top functions by thread kind in a summary."""
+    if shutil.which("perf") is None:
+        sh("apt-get", "install", "-y", "-qq", "linux-perf")
+    name = "bprof"
+    seconds = int(os.environ.get("VEMU_PROFILE_SECONDS", "6"))
+    up(name, chain_yaml(name, 1), fast_path=False)
+    data = os.path.join(OUT, "profile.data")
+    try:
+        time.sleep(0.3)
+        pid = str(json.loads(vemu("status", "--lab", name, "--json"))["pid"])
+        server = addresses(name)["n2"]
+        client = subprocess.Popen(in_node(name, "n1") + ["iperf3", "-c", server, "-t", str(seconds + 2), "-J"], stdout=subprocess.PIPE, text=True)
+        time.sleep(1)
+        sh("perf", "record", "-q", "-g", "-F", "999", "-p", pid, "-o", data, "--", "sleep", str(seconds))
+        out, _ = client.communicate()
+        gbps = json.loads(out)["end"]["sum_received"]["bits_per_second"] / 1e9
+    finally:
+        down(name)
+    # Flat profile of the engine's threads (vemu-engine-N), and every thread's share.
+    report = sh("perf", "report", "-i", data, "--stdio", "--no-children", "--comms", ",".join(f"vemu-engine-{i}" for i in range(16)), "--sort", "sym", "-g", "none", "--percent-limit", "0.5")
+    threads = sh("perf", "report", "-i", data, "--stdio", "--no-children", "--sort", "comm", "-g", "none", "--percent-limit", "0.5")
+    with open(os.path.join(OUT, "profile.txt"), "w") as f:
+        f.write(f"# one vemu link through the engine, iperf3 TCP {gbps:.2f} Gbit/s; perf record -g -F 999 -p CONTROLLER for {seconds} s\n\n")
+        f.write("## by thread\n" + threads + "\n## engine threads, by function\n" + report)
+    rows = []
+    for line in report.splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and parts[0].endswith("%"):
+            rows.append([float(parts[0].rstrip("%")), " ".join(parts[2:])])
+    rows = rows[:20]
+    write_csv("profile.csv", ["percent_of_engine_samples", "function"], rows)
+    print(f"profile: one link through the engine at {gbps:.2f} Gbit/s; engine threads' top functions:")
+    for pct, fn in rows[:12]:
+        print(f"  {pct:5.1f}%  {fn}")
+    write_md("profile", "Where the engine's CPU goes (one link, TCP, engine path)", "issue 15's ask for a CPU profile of the one-link case",
+             ["% of the engine threads' samples", "function"], rows,
+             [f"iperf3 TCP through the engine: {gbps:.2f} Gbit/s. The whole report (by thread, then by function) is profile.txt; perf's data is profile.data (perf report -i bench/out/profile.data)."])
 
 
 def bench_accuracy():
@@ -1332,6 +1375,7 @@ def main():
         "machines": [bench_machines],
         "ui": [bench_ui],
         "placement": [bench_placement],
+        "profile": [bench_profile],
         "all": [bench_link, bench_accuracy, bench_density, bench_chain, bench_scale, bench_cpu, bench_switch, bench_api, bench_channel, bench_manet, bench_mininet, bench_machines, bench_ui, bench_placement],
     }
     if which not in todo:

@@ -153,6 +153,19 @@ struct Tapless {
     segments: Vec<bool>,
 }
 
+/// Route the plane devices `ends` that have TAP devices through the engine: what the
+/// engine writes goes to the node; what the node sends, to the engine (until the core
+/// puts the direction or LAN on the kernel path).
+fn route_to_engine(f: &Fast, ends: &[PlaneDevs]) -> Result<()> {
+    for end in ends {
+        if let Some(tap) = end.tap {
+            f.path.route(tap, Route::Deliver { peer_of: end.veth })?;
+            f.path.route(end.veth, Route::Engine { tap })?;
+        }
+    }
+    Ok(())
+}
+
 /// The two devices [`MakeTaps`] made for a link.
 fn two(made: Vec<(u32, OwnedFd)>) -> Result<[(u32, OwnedFd); 2]> {
     let n = made.len();
@@ -211,14 +224,7 @@ impl Engine {
                 (d[0].tap, d[1].tap, l.a, l.b) = (Some(ta), Some(tb), Some(fa), Some(fb));
             }
             if let (Some(d), Some(f)) = (&devs, &fast) {
-                for end in d {
-                    if let Some(tap) = end.tap {
-                        // What the engine writes goes to the node; what the node sends,
-                        // to the engine until the core puts a direction on the kernel path.
-                        f.path.route(tap, Route::Deliver { peer_of: end.veth })?;
-                        f.path.route(end.veth, Route::Engine { tap })?;
-                    }
-                }
+                route_to_engine(f, d)?;
             }
             tapless.links.push(devs.is_some_and(|d| d[0].tap.is_none()));
             let remote = l.remote.map(|r| (r.side.min(1), r.transit_ns));
@@ -274,12 +280,7 @@ impl Engine {
                 }
             }
             if let (Some(d), Some(f)) = (&devs, &fast) {
-                for end in d {
-                    if let Some(tap) = end.tap {
-                        f.path.route(tap, Route::Deliver { peer_of: end.veth })?;
-                        f.path.route(end.veth, Route::Engine { tap })?;
-                    }
-                }
+                route_to_engine(f, d)?;
             }
             tapless.segments.push(devs.as_ref().is_some_and(|d| d.iter().any(|x| x.tap.is_none())));
             let mut members = Vec::with_capacity(g.members.len());
