@@ -645,6 +645,15 @@ impl Core {
         }
     }
 
+    /// The tunnel toward `port` (a link side on another machine) carries datagrams of up
+    /// to `bytes` of payload (probed): shown in the stats of the direction toward it.
+    pub fn set_path_payload(&mut self, port: PortId, bytes: u64) {
+        if let Some(Owner::Link { link, side }) = self.ports.get(port as usize).map(|p| p.owner) {
+            let l = &self.links[link as usize];
+            self.counters[l.counters[1 - side as usize] as usize].path_payload.store(bytes, Relaxed);
+        }
+    }
+
     /// When the core next has something to do (lab ns), if anything.
     pub fn poll_timeout(&self) -> Option<u64> {
         let radio = self.radios.iter().filter_map(|&g| self.segments[g as usize].radio.as_ref().and_then(|r| r.medium.next_event_ns()));

@@ -68,6 +68,9 @@ pub struct DirCounters {
     /// Toward a side on another machine: the underlay's one-way delay as measured (half
     /// the shortest probed round trip), taken off the direction's delay, ns.
     pub transit_ns: AtomicU64,
+    /// Toward a side on another machine: the largest UDP payload the underlay's path was
+    /// found to carry (probed), bytes.
+    pub path_payload: AtomicU64,
 }
 
 /// A snapshot of [`DirCounters`].
@@ -104,6 +107,10 @@ pub struct DirStats {
     /// Toward another machine: the underlay's measured one-way delay, ns (0: none).
     #[serde(default)]
     pub transit_ns: u64,
+    /// Toward another machine: the largest tunnel datagram payload in use, bytes (what
+    /// the underlay's path was found to carry; frames longer are cut in pieces).
+    #[serde(default)]
+    pub path_payload_bytes: u64,
 }
 
 impl DirStats {
@@ -135,6 +142,7 @@ impl DirStats {
         self.late_max_ns = self.late_max_ns.max(o.late_max_ns);
         self.kernel_path |= o.kernel_path;
         self.transit_ns = self.transit_ns.max(o.transit_ns);
+        self.path_payload_bytes = self.path_payload_bytes.max(o.path_payload_bytes);
     }
 }
 
@@ -160,6 +168,7 @@ impl DirCounters {
             late_max_ns: self.late_max_ns.load(Relaxed),
             kernel_path: self.kernel_path.load(Relaxed),
             transit_ns: self.transit_ns.load(Relaxed),
+            path_payload_bytes: self.path_payload.load(Relaxed),
         }
     }
 }

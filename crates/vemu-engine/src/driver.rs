@@ -165,6 +165,11 @@ impl ShardHandle {
         if shard.devs.iter().any(|d| matches!(d, PortDev::Tunnel(_))) {
             shard.next_probe_ns = Some(0);
         }
+        for (port, d) in shard.devs.iter().enumerate() {
+            if let PortDev::Tunnel(t) = d {
+                shard.core.set_path_payload(port as u32, t.payload as u64);
+            }
+        }
         shard.fast = fast;
         // The first choice of paths is carried out before any frame moves.
         shard.events();
@@ -599,6 +604,7 @@ impl Shard {
                     // Datagrams of this size cross: use them (never above the interface's).
                     if p.size > t.payload && t.probe_sizes.contains(&p.size) {
                         t.payload = p.size;
+                        self.core.set_path_payload(port as u32, p.size as u64);
                     }
                 }
                 continue;

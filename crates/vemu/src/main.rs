@@ -1304,13 +1304,32 @@ fn print_status(s: &LabStatus) {
         "\n{:<16} {:<4} {:<4} {:<6} {:>10} {:>10} {:>12} {:>8} {:>8} {:>8}  IMPAIRMENTS",
         "LINK", "UP", "DIR", "PATH", "RX FRAMES", "TX FRAMES", "TX BYTES", "LOSS", "QUEUE", "DOWN"
     );
+    let mut below_underlay = Vec::new();
     for l in &s.links {
         for (dir, arrow, d) in [("fwd", format!("{} -> {}", l.a, l.b), &l.forward), ("rev", format!("{} -> {}", l.b, l.a), &l.reverse)] {
             let path = if d.stats.kernel_path { "kernel" } else if d.stats.transit_ns > 0 { "tunnel" } else { "engine" };
             // Across machines: the underlay's share of the set delay, as measured.
-            let transit = if d.stats.transit_ns > 0 { format!(", underlay {:.0} us", d.stats.transit_ns as f64 / 1e3) } else { String::new() };
+            let transit = if d.stats.transit_ns > 0 {
+                let pieces = if d.stats.path_payload_bytes > 0 { format!(", datagrams of {} B", d.stats.path_payload_bytes) } else { String::new() };
+                format!(", underlay {:.0} us{pieces}", d.stats.transit_ns as f64 / 1e3)
+            } else {
+                String::new()
+            };
+            // A set delay shorter than the underlay's cannot be kept: say by how much.
+            if d.stats.transit_ns > d.impairments.delay_ns {
+                below_underlay.push(format!(
+                    "{} {dir}: the set delay ({:.0} us) is below the underlay's one-way delay ({:.0} us): frames arrive {:.0} us late",
+                    l.name,
+                    d.impairments.delay_ns as f64 / 1e3,
+                    d.stats.transit_ns as f64 / 1e3,
+                    (d.stats.transit_ns - d.impairments.delay_ns) as f64 / 1e3
+                ));
+            }
             println!("{:<16} {:<4} {:<4} {:<6} {}  {} ({arrow}{transit})", l.name, yes_no(l.up), dir, path, counter_columns(&d.stats), describe(&d.impairments));
         }
+    }
+    for w in &below_underlay {
+        println!("warning: {w}");
     }
     for g in s.segments.iter().filter(|g| g.kind == "wireless") {
         println!("\nSEGMENT {} (wireless): {} frames refused by full radio queues", g.name, g.stats.drop_capacity);

@@ -389,6 +389,15 @@ fn a_path_mtu_below_the_interfaces_mtu_still_carries_full_size_frames() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("iperf3: {}", text(&o)));
     let bps = v["end"]["sum_received"]["bits_per_second"].as_f64().unwrap_or(0.0);
     assert!((0.85 * 20e6..=1.0 * 20e6).contains(&bps), "{bps} bit/s across a 1400-byte underlay hop: {}", text(&o));
+    // The status says what the path carries (datagrams found to cross the 1400-byte hop,
+    // more than the 1232 bytes any path does) and that this link's set delay (none) is
+    // below the underlay's.
+    let st: serde_json::Value = serde_json::from_slice(&m.vemu(&["status", "--lab", "xp", "--json"]).stdout).unwrap();
+    let payload = st["links"][0]["forward"]["stats"]["path_payload_bytes"].as_u64().unwrap_or(0);
+    assert!((1233..=1372).contains(&payload), "datagrams of {payload} bytes over a 1400-byte hop: {}", st["links"][0]);
+    let text_status = text(&m.vemu(&["status", "--lab", "xp"]));
+    assert!(text_status.contains(&format!("datagrams of {payload} B")), "{text_status}");
+    assert!(text_status.contains("warning: n1:n2 fwd: the set delay (0 us) is below the underlay's one-way delay"), "{text_status}");
     let o = m.vemu(&["down", "--lab", "xp"]);
     assert!(o.status.success(), "{}", text(&o));
 }
