@@ -259,17 +259,8 @@ impl LocalWorker {
         self.nodes = plan.nodes.iter().map(|n| n.name.clone()).collect();
         self.lab_links = plan.links.len();
         self.ifaces = share_nodes.iter().map(|n| (n.name.clone(), n.ifaces.iter().map(|i| i.name.clone()).collect(), n.kind)).collect();
-        // The LANs the kernel can switch: plain ones (no radio, one VLAN) of members
-        // that are nodes or the machine (a NIC's wire comes through a packet socket).
-        let lans: Vec<usize> = self
-            .segs_here
-            .iter()
-            .copied()
-            .filter(|&g| {
-                let seg = &plan.segments[g];
-                seg.wireless.is_none() && seg.members.iter().all(|m| m.vlan == seg.members[0].vlan && !external(m.end.node))
-            })
-            .collect();
+        // The LANs the kernel can switch.
+        let lans: Vec<usize> = self.segs_here.iter().copied().filter(|&g| plan.kernel_lan(g)).collect();
         let template = vemu_host::mount_template(&paths)?;
         let fast = match fast_path(&paths, &plan, whole.len() + lans.len()) {
             Ok(f) => {
@@ -313,10 +304,9 @@ impl LocalWorker {
         // The engine's TAP devices of the links and LANs that need it from the start (an
         // impaired direction, a LAN's capacity); the others get theirs when they first
         // do (MakeTaps).
-        let clear = vemu_link::Impairments::default();
         let impaired = |end: &PlaneEnd| match *end {
-            PlaneEnd::Link(l, _) => plan.links[l].forward != clear || plan.links[l].reverse != clear,
-            PlaneEnd::Member(g, _) => plan.segments[g].capacity_bps.is_some() || plan.segments[g].members.iter().any(|m| m.egress != clear || m.ingress != clear),
+            PlaneEnd::Link(l, _) => !plan.links[l].unimpaired(),
+            PlaneEnd::Member(g, _) => !plan.segments[g].unimpaired(),
         };
 
         // Nodes, a few at a time.

@@ -414,6 +414,12 @@ fn impair(d: &mut LinkDir, c: &DirCounters, iface_mtu: u32, now: u64, frame: Fra
     c.queue_frames_max.fetch_max(qf, Relaxed);
 }
 
+/// A direction needs no emulation: up, with no impairment at all (what puts it on the
+/// kernel path, unless captured).
+fn unemulated(d: &LinkDir) -> bool {
+    d.is_up() && *d.impairments() == Impairments::default()
+}
+
 /// The sans-IO data path of one shard (see the module documentation).
 #[derive(Default)]
 pub struct Core {
@@ -471,7 +477,7 @@ impl Core {
         let link = &self.links[l];
         let Some(now) = link.kernel else { return };
         let watched = link.ports.iter().any(|&p| self.ports[p as usize].watched);
-        let want = [0, 1].map(|d| !watched && link.dirs[d].is_up() && *link.dirs[d].impairments() == Impairments::default());
+        let want = [0, 1].map(|d| !watched && unemulated(&link.dirs[d]));
         for d in 0..2 {
             if want[d] != now[d] {
                 self.events.push_back(Event::Path { port: link.ports[d], kernel: want[d] });
@@ -479,6 +485,15 @@ impl Core {
             }
         }
         self.links[l].kernel = Some(want);
+    }
+
+    /// Whether a link or LAN with a kernel path has something on the engine's path now
+    /// (its driver must have the engine's devices for it); false without a kernel path.
+    pub fn needs_engine(&self, target: Target) -> bool {
+        match target {
+            Target::Link(l) => self.links[l].kernel.is_some_and(|k| !(k[0] && k[1])),
+            Target::Member(g, _) => self.segments[g].kernel == Some(false),
+        }
     }
 
     /// Add a segment; returns the port of each member.
@@ -528,9 +543,7 @@ impl Core {
     fn choose_segment_path(&mut self, g: usize) {
         let seg = &self.segments[g];
         let Some(now) = seg.kernel else { return };
-        let clear = Impairments::default();
-        let want = seg.capacity.is_none()
-            && seg.members.iter().all(|m| !self.ports[m.port as usize].watched && m.dirs.iter().all(|d| d.is_up() && *d.impairments() == clear));
+        let want = seg.capacity.is_none() && seg.members.iter().all(|m| !self.ports[m.port as usize].watched && m.dirs.iter().all(unemulated));
         if want == now {
             return;
         }

@@ -56,8 +56,9 @@ pub(crate) enum Control {
     Radio { seg: usize, done: Sender<RadioSnapshot> },
     /// How far behind its schedule the shard is, ns ([`Core::backlog_ns`]).
     Backlog(Sender<u64>),
-    /// The engine's TAP devices of plane link ends, just made: (port, index in the
-    /// plane, descriptor). Sent before the command that needs them.
+    /// The engine's TAP devices of a link's ends or a LAN's ports in the plane, just
+    /// made: (port, index in the plane, descriptor). Sent before the command that needs
+    /// them.
     Taps(Vec<(u32, u32, OwnedFd)>),
     Stop,
 }
@@ -281,8 +282,9 @@ fn set_carrier(fd: RawFd, on: bool) {
 
 struct Shard {
     core: Core,
-    /// The device of each port of the core (none yet: a link end of the plane whose TAP
-    /// device is made when a direction first needs the engine, see [`Control::Taps`]).
+    /// The device of each port of the core (none yet: a link end or LAN port of the
+    /// plane whose TAP device is made when it first needs the engine, see
+    /// [`Control::Taps`]).
     fds: Vec<Option<OwnedFd>>,
     rx: Receiver<Control>,
     wake_fd: RawFd,
@@ -481,8 +483,8 @@ impl Shard {
                         let route = match (kernel, p.devs.tap) {
                             (true, _) => Some(p.far_veth.map_or(Route::Bridge, |peer_of| Route::Kernel { peer_of })),
                             (false, Some(tap)) => Some(Route::Engine { tap }),
-                            // (The engine makes a link's TAP devices before anything that
-                            // takes a direction off the kernel path reaches the core.)
+                            // (The engine makes a link's or LAN's TAP devices before
+                            // anything that takes it off the kernel path reaches the core.)
                             (false, None) => None,
                         };
                         if let Some(Err(e)) = route.map(|r| fast.route(p.devs.veth, r)) {

@@ -217,8 +217,9 @@ impl Engine {
             let (core, fds, plane) = &mut cores[s];
             let local = core.link_count();
             let mut devs = l.plane.filter(|_| fast.is_some() && l.remote.is_none());
-            let needs_engine = l.forward != Impairments::default() || l.reverse != Impairments::default();
-            if let (Some(d), Some(f), None, true) = (devs.as_mut(), &fast, &l.a, needs_engine) {
+            let remote = l.remote.map(|r| (r.side.min(1), r.transit_ns));
+            let ports = core.add_link(LinkConfig { forward: l.forward, reverse: l.reverse, seeds: l.seeds, mtu: l.mtu, kernel_path: devs.is_some(), remote });
+            if let (Some(d), Some(f), None, true) = (devs.as_mut(), &fast, &l.a, core.needs_engine(Target::Link(local))) {
                 // (Made beside the nodes, normally; here if they were not.)
                 let [(ta, fa), (tb, fb)] = two((f.make_taps)(TapsOf::Link(k))?)?;
                 (d[0].tap, d[1].tap, l.a, l.b) = (Some(ta), Some(tb), Some(fa), Some(fb));
@@ -227,8 +228,6 @@ impl Engine {
                 route_to_engine(f, d)?;
             }
             tapless.links.push(devs.is_some_and(|d| d[0].tap.is_none()));
-            let remote = l.remote.map(|r| (r.side.min(1), r.transit_ns));
-            let ports = core.add_link(LinkConfig { forward: l.forward, reverse: l.reverse, seeds: l.seeds, mtu: l.mtu, kernel_path: devs.is_some(), remote });
             fds.extend([l.a, l.b]);
             match (devs, l.remote) {
                 (_, Some(r)) => {
@@ -266,16 +265,23 @@ impl Engine {
             let (core, fds, plane) = &mut cores[s];
             let local = core.segment_count();
             let mut devs = g.plane.take().filter(|d| fast.is_some() && g.radio.is_none() && d.len() == g.members.len());
-            let clear = Impairments::default();
-            let needs_engine = g.capacity_bps.is_some() || g.members.iter().any(|m| m.egress != clear || m.ingress != clear);
-            if let (Some(d), Some(f), true) = (devs.as_mut(), &fast, needs_engine) {
-                if g.members.iter().any(|m| m.fd.is_none()) {
+            let mut fds_of: Vec<Option<OwnedFd>> = Vec::with_capacity(g.members.len());
+            let mut members = Vec::with_capacity(g.members.len());
+            for m in g.members {
+                fds_of.push(m.fd);
+                members.push(MemberConfig { vlan: m.vlan, egress: m.egress, ingress: m.ingress, seeds: m.seeds, mtu: m.mtu });
+            }
+            let count = members.len();
+            let ports = core.add_segment(SegmentConfig { members, capacity_bps: g.capacity_bps, aging_ns: g.aging_ns, snooping: g.snooping, radio: g.radio, kernel_path: devs.is_some() });
+            if let (Some(d), Some(f), true) = (devs.as_mut(), &fast, core.needs_engine(Target::Member(local, 0))) {
+                if fds_of.iter().any(Option::is_none) {
+                    // (Made beside the nodes, normally; here if they were not.)
                     let made = (f.make_taps)(TapsOf::Segment(k))?;
                     if made.len() != d.len() {
                         return Err(anyhow!("{} TAP devices made for a LAN of {}", made.len(), d.len()));
                     }
-                    for ((dev, m), (tap, fd)) in d.iter_mut().zip(&mut g.members).zip(made) {
-                        (dev.tap, m.fd) = (Some(tap), Some(fd));
+                    for ((dev, fd), (tap, made_fd)) in d.iter_mut().zip(&mut fds_of).zip(made) {
+                        (dev.tap, *fd) = (Some(tap), Some(made_fd));
                     }
                 }
             }
@@ -283,17 +289,13 @@ impl Engine {
                 route_to_engine(f, d)?;
             }
             tapless.segments.push(devs.as_ref().is_some_and(|d| d.iter().any(|x| x.tap.is_none())));
-            let mut members = Vec::with_capacity(g.members.len());
-            for (i, m) in g.members.into_iter().enumerate() {
-                fds.push(m.fd);
+            for (i, fd) in fds_of.into_iter().enumerate() {
+                fds.push(fd);
                 plane.push(match &devs {
                     Some(d) => PortDev::Plane(PlanePort { devs: d[i], far_veth: None }),
                     None => PortDev::Tap,
                 });
-                members.push(MemberConfig { vlan: m.vlan, egress: m.egress, ingress: m.ingress, seeds: m.seeds, mtu: m.mtu });
             }
-            let count = members.len();
-            let ports = core.add_segment(SegmentConfig { members, capacity_bps: g.capacity_bps, aging_ns: g.aging_ns, snooping: g.snooping, radio: g.radio, kernel_path: devs.is_some() });
             member_counters.push((0..count).map(|m| core.counters(Target::Member(local, m))).collect());
             seg_counters.push(core.segment_counters(local));
             seg_place.push((s, local));

@@ -1129,6 +1129,7 @@ fn unimpaired_directions_of_a_kernel_path_link_go_by_the_kernel() {
     let (s, a, _) = kernel_link(imp(), delay(MS));
     // Only the unimpaired direction (a → b, chosen at a) leaves the engine.
     assert_eq!(paths(&s), vec![(a, true)]);
+    assert!(s.core.needs_engine(Target::Link(0)), "one direction is the engine's");
     assert!(s.stats(Target::Link(0), 0).kernel_path);
     assert!(!s.stats(Target::Link(0), 1).kernel_path);
     // A link without a kernel path never asks.
@@ -1140,6 +1141,7 @@ fn unimpaired_directions_of_a_kernel_path_link_go_by_the_kernel() {
 fn a_direction_changes_path_when_its_impairments_come_and_go() {
     let (mut s, a, b) = kernel_link(imp(), imp());
     assert_eq!(paths(&s), vec![(a, true), (b, true)]);
+    assert!(!s.core.needs_engine(Target::Link(0)));
     let set = |d| ImpairmentsPatch { delay_ns: Some(d), ..Default::default() };
     s.apply(Command::Patch { target: Target::Link(0), dir: 1, patch: set(MS) });
     assert_eq!(paths(&s)[2..], [(b, false)]);
@@ -1197,10 +1199,12 @@ fn kernel_lan(n: usize, capacity_bps: Option<u64>, snooping: vemu_switch::Snoopi
 fn a_lan_goes_by_the_kernel_while_nothing_of_it_needs_emulating() {
     let (mut s, p, first) = kernel_lan(3, None, vemu_switch::Snooping::On, imp());
     assert_eq!(first, p.iter().map(|&q| (q, true)).collect::<Vec<_>>(), "every port to the kernel at once");
+    assert!(!s.core.needs_engine(Target::Member(0, 0)));
     assert!(s.stats(Target::Member(0, 2), 0).kernel_path && s.stats(Target::Member(0, 2), 1).kernel_path);
     let set = |d| ImpairmentsPatch { delay_ns: Some(d), ..Default::default() };
     s.apply(Command::Patch { target: Target::Member(0, 1), dir: 1, patch: set(MS) });
     assert_eq!(paths(&s), p.iter().map(|&q| (q, false)).collect::<Vec<_>>(), "one port's impairment takes the whole LAN to the engine");
+    assert!(s.core.needs_engine(Target::Member(0, 2)));
     assert!(!s.stats(Target::Member(0, 0), 0).kernel_path);
     // The engine switches it from then on: a broadcast from 0 reaches 1 after its 1 ms.
     s.send(0, p[0], udp(60, 1));

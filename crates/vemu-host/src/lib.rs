@@ -182,14 +182,8 @@ pub const CONTROLLER_FILES: u64 = 700;
 /// (no radio, one VLAN) that starts unimpaired has no TAP device until it needs the
 /// engine.
 pub fn files_needed(plan: &vemu_scenario::Plan, fast_path: bool) -> u64 {
-    let kernel_lan = |g: &vemu_scenario::SegmentPlan| {
-        fast_path
-            && g.wireless.is_none()
-            && g.capacity_bps.is_none()
-            && g.members.iter().all(|m| m.vlan == g.members[0].vlan && m.egress == Default::default() && m.ingress == Default::default())
-    };
-    let members: usize = plan.segments.iter().filter(|g| !kernel_lan(g)).map(|g| g.members.len()).sum();
-    let links = plan.links.iter().filter(|l| !fast_path || l.forward != Default::default() || l.reverse != Default::default()).count();
+    let members: usize = (0..plan.segments.len()).filter(|&g| !(fast_path && plan.kernel_lan(g) && plan.segments[g].unimpaired())).map(|g| plan.segments[g].members.len()).sum();
+    let links = plan.links.iter().filter(|l| !(fast_path && l.unimpaired())).count();
     2 * links as u64 + members as u64 + plan.nodes.len() as u64 + CONTROLLER_FILES
 }
 
@@ -495,9 +489,9 @@ pub fn in_netns<T: Send>(netns: &Path, f: impl FnOnce() -> Result<T> + Send) -> 
 const PLANE_TAP_GROUP: u32 = 0x7665;
 
 /// Make the engine's TAP devices in the plane (`taps`: the second names of
-/// [`plane_names`]), up, with TC program `prog` attached; their indexes and
-/// descriptors. Runs beside the making of the nodes (see [`attach_plane`]), and later
-/// for a link whose direction first needs the engine.
+/// [`plane_names`] or [`plane_member_names`]), up, on the plane's TC block; their
+/// indexes and descriptors. Runs beside the making of the nodes, and later for a link or
+/// LAN that first needs the engine.
 pub fn plane_taps(paths: &LabPaths, taps: &[String]) -> Result<Vec<(u32, OwnedFd)>> {
     in_netns(&paths.plane(), || {
         let mut nl = netlink::Netlink::open()?;
@@ -573,8 +567,9 @@ pub fn plane_bridge(paths: &LabPaths, seg: usize, snooping: bool, querier: bool,
     let name = format!("b{seg}");
     in_netns(&paths.plane(), || {
         let mut nl = netlink::Netlink::open()?;
-        // Hosts answer a query within 1 s (the kernel's default 10 s would flood
-        // multicast for the first 10 s of the lab).
+        // Hosts are asked to answer a query within 1 s (the kernel's default is 10 s).
+        // The bridge was still seen flooding group data for ~10 s after `up`: why is
+        // not known (docs/scenario.md says so).
         nl.add_bridge(&name, snooping, querier, (aging_ns / 10_000_000).clamp(1, u32::MAX as u64) as u32, 100)?;
         nl.flush().with_context(|| format!("making the bridge of LAN #{seg}"))?;
         if querier {

@@ -446,7 +446,31 @@ pub struct RoutePlan {
     pub dev: Option<String>,
 }
 
+impl LinkPlan {
+    /// Neither direction has an impairment: the kernel fast path can carry the link
+    /// from the start, with no TAP device of the engine's.
+    pub fn unimpaired(&self) -> bool {
+        self.forward == Impairments::default() && self.reverse == Impairments::default()
+    }
+}
+
+impl SegmentPlan {
+    /// No port has an impairment in either direction and there is no capacity: a plain
+    /// LAN ([`Plan::kernel_lan`]) the kernel can switch from the start.
+    pub fn unimpaired(&self) -> bool {
+        self.capacity_bps.is_none() && self.members.iter().all(|m| m.egress == Impairments::default() && m.ingress == Impairments::default())
+    }
+}
+
 impl Plan {
+    /// Whether the kernel fast path can switch segment `g` (a Linux bridge): a plain LAN —
+    /// no radio, every port in one VLAN — none of whose members is a NIC's wire (whose
+    /// frames come through a packet socket, never a veth).
+    pub fn kernel_lan(&self, g: usize) -> bool {
+        let seg = &self.segments[g];
+        seg.wireless.is_none() && seg.members.iter().all(|m| m.vlan == seg.members[0].vlan && self.nodes[m.end.node].kind != NodeKind::External)
+    }
+
     pub fn segment_index(&self, name: &str) -> Option<usize> {
         self.segments.iter().position(|s| s.name == name)
     }
