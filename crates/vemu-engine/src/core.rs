@@ -27,12 +27,14 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
-use vemu_link::{DropCause, Impairments, ImpairmentsPatch, LinkDir, Offer};
+use vemu_link::{DropCause, Impairments, ImpairmentsPatch, Left, LinkDir, Offer, Outcome as LinkOutcome};
+use vemu_qos::classify;
+use vemu_qos::stage::Refusal;
 use vemu_radio::medium::{Medium, MediumConfig, Neighbour, Outcome, PairCounters};
 use vemu_radio::Pos;
 use vemu_switch::{Delivery, PortConfig, Snooping, Switch};
 
-use crate::counters::{delay_bucket, DirCounters, SegCounters};
+use crate::counters::{delay_bucket, ClassCounters, DirCounters, SegCounters};
 use crate::gso::{self, VNET_HDR_LEN};
 
 /// A port of the core: one node interface (a TAP device, to the driver).
@@ -314,6 +316,22 @@ struct Accepted {
     frame: Frame,
 }
 
+/// Frames waiting in the qos stages of directions, by handle.
+#[derive(Default)]
+struct Held {
+    frames: FxHashMap<u64, (Frame, (u32, u64))>,
+    next_id: u64,
+}
+
+/// A direction, named by where it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Hop {
+    /// Link `l`, direction `dir`.
+    Link(u32, u8),
+    /// Member `m` of segment `g`, direction `dir` (0 egress, 1 ingress).
+    Member(u32, u32, u8),
+}
+
 /// Whether an Ethernet frame carries a routing protocol's message: OSPF (IP protocol 89)
 /// or UDP to babel (6696), OLSR (698), AODV (654), RIP (520) or RIPng (521). Counted on
 /// wireless segments for the routing overhead of MANET experiments.
@@ -343,7 +361,7 @@ pub fn is_routing(eth: &[u8]) -> bool {
 /// super-frame where per-frame impairments or the rate need it, and put every copy that
 /// survives into `out`. The frame's bytes are shared, not copied, unless it is split or
 /// corrupted.
-fn impair(d: &mut LinkDir, c: &DirCounters, iface_mtu: u32, now: u64, frame: Frame, out: &mut Vec<Accepted>) {
+fn impair(d: &mut LinkDir, c: &DirCounters, held: &mut Held, iface_mtu: u32, now: u64, frame: Frame, out: &mut Vec<Accepted>) {
     let eth = &frame[VNET_HDR_LEN..];
     let g = gso::frame_gso(&frame);
     let (frames, bytes) = gso::wire_size(g.as_ref(), eth.len());
@@ -375,43 +393,107 @@ fn impair(d: &mut LinkDir, c: &DirCounters, iface_mtu: u32, now: u64, frame: Fra
         }
         _ => vec![frame],
     };
-    for piece in pieces {
-        // The super-frame's headers and MSS hold for each of its pieces.
-        let (pf, pb) = gso::wire_size(g.as_ref(), piece.len() - VNET_HDR_LEN);
-        let o = d.offer(now, Offer { wire_frames: pf, wire_bytes: pb });
-        if o.duplicate.is_some() {
-            c.duplicated.fetch_add(pf as u64, Relaxed);
-        }
-        for copy in [Some(o.first), o.duplicate].into_iter().flatten() {
-            match copy {
+    if d.stage().is_some() {
+        let classes = c.classes.read().map(|c| c.clone()).unwrap_or_default();
+        for mut piece in pieces {
+            let wire = gso::wire_size(g.as_ref(), piece.len() - VNET_HDR_LEN);
+            let id = held.next_id;
+            held.next_id += 1;
+            let packet = classify::parse(&piece[VNET_HDR_LEN..]);
+            let a = match d.offer_classed(now, id, &packet, Offer { wire_frames: wire.0, wire_bytes: wire.1 }) {
+                Ok(a) => a,
                 Err(cause) => {
-                    let ctr = match cause {
-                        DropCause::Loss => &c.drop_loss,
-                        DropCause::Queue => &c.drop_queue,
-                        DropCause::Down => &c.drop_down,
-                    };
-                    ctr.fetch_add(pf as u64, Relaxed);
+                    drop_counter(c, cause).fetch_add(wire.0 as u64, Relaxed);
+                    continue;
                 }
-                Ok(dl) => {
-                    c.delay_hist[delay_bucket(dl.at_ns.saturating_sub(now))].fetch_add(pf as u64, Relaxed);
-                    let mut f = piece.clone();
-                    if let Some(r) = dl.corrupt {
-                        let bytes = Arc::make_mut(&mut f);
-                        gso::finish_checksum(bytes);
-                        let bits = ((bytes.len() - VNET_HDR_LEN) * 8) as u32;
-                        let bit = (r % bits) as usize;
-                        bytes[VNET_HDR_LEN + bit / 8] ^= 1 << (bit % 8);
-                        c.corrupted.fetch_add(1, Relaxed);
+            };
+            let Some(k) = classes.get(a.class) else { continue };
+            k.rx_frames.fetch_add(wire.0 as u64, Relaxed);
+            k.rx_bytes.fetch_add(wire.1, Relaxed);
+            let (kc, dc) = match a.verdict {
+                Ok(()) => {
+                    if let Some(dscp) = a.remark {
+                        classify::set_dscp(&mut Arc::make_mut(&mut piece)[VNET_HDR_LEN..], &packet, dscp);
+                        k.remarked.fetch_add(wire.0 as u64, Relaxed);
                     }
-                    out.push(Accepted { at_ns: dl.at_ns, wire: (pf, pb), frame: f });
+                    held.frames.insert(id, (piece, wire));
+                    continue;
                 }
-            }
+                Err(Refusal::Police) => (&k.drop_police, &c.drop_police),
+                Err(Refusal::Red) => (&k.drop_red, &c.drop_queue),
+                Err(Refusal::Queue) => (&k.drop_queue, &c.drop_queue),
+            };
+            kc.fetch_add(wire.0 as u64, Relaxed);
+            dc.fetch_add(wire.0 as u64, Relaxed);
+        }
+        drain_stage(d, c, &classes, held, now, out);
+    } else {
+        for piece in pieces {
+            // The super-frame's headers and MSS hold for each of its pieces.
+            let (pf, pb) = gso::wire_size(g.as_ref(), piece.len() - VNET_HDR_LEN);
+            let o = d.offer(now, Offer { wire_frames: pf, wire_bytes: pb });
+            accept(c, now, o, piece, (pf, pb), out);
         }
     }
     let (qf, qb) = d.queue_depth(now);
     c.queue_frames.store(qf, Relaxed);
     c.queue_bytes.store(qb, Relaxed);
     c.queue_frames_max.fetch_max(qf, Relaxed);
+}
+
+fn drop_counter(c: &DirCounters, cause: DropCause) -> &std::sync::atomic::AtomicU64 {
+    match cause {
+        DropCause::Loss => &c.drop_loss,
+        DropCause::Queue => &c.drop_queue,
+        DropCause::Down => &c.drop_down,
+    }
+}
+
+/// Count a direction's outcome for one piece (offered at `since`) and put the copies
+/// that survive into `out`, corrupted where the model says.
+fn accept(c: &DirCounters, since: u64, o: LinkOutcome, piece: Frame, (pf, pb): (u32, u64), out: &mut Vec<Accepted>) {
+    if o.duplicate.is_some() {
+        c.duplicated.fetch_add(pf as u64, Relaxed);
+    }
+    for copy in [Some(o.first), o.duplicate].into_iter().flatten() {
+        match copy {
+            Err(cause) => {
+                drop_counter(c, cause).fetch_add(pf as u64, Relaxed);
+            }
+            Ok(dl) => {
+                c.delay_hist[delay_bucket(dl.at_ns.saturating_sub(since))].fetch_add(pf as u64, Relaxed);
+                let mut f = piece.clone();
+                if let Some(r) = dl.corrupt {
+                    let bytes = Arc::make_mut(&mut f);
+                    gso::finish_checksum(bytes);
+                    let bits = ((bytes.len() - VNET_HDR_LEN) * 8) as u32;
+                    let bit = (r % bits) as usize;
+                    bytes[VNET_HDR_LEN + bit / 8] ^= 1 << (bit % 8);
+                    c.corrupted.fetch_add(1, Relaxed);
+                }
+                out.push(Accepted { at_ns: dl.at_ns, wire: (pf, pb), frame: f });
+            }
+        }
+    }
+}
+
+/// The frames whose serialization on a qos direction started by `now`: counted per
+/// class, and on to the wire after the stage.
+fn drain_stage(d: &mut LinkDir, c: &DirCounters, classes: &[ClassCounters], held: &mut Held, now: u64, out: &mut Vec<Accepted>) {
+    while let Some(Left { id, arrival_ns, class, waited_ns, outcome }) = d.poll_left(now) {
+        let Some((piece, wire)) = held.frames.remove(&id) else { continue };
+        if let Some(k) = class.and_then(|k| classes.get(k)) {
+            k.tx_frames.fetch_add(wire.0 as u64, Relaxed);
+            k.tx_bytes.fetch_add(wire.1, Relaxed);
+            k.wait_hist[delay_bucket(waited_ns)].fetch_add(wire.0 as u64, Relaxed);
+        }
+        accept(c, arrival_ns, outcome, piece, wire, out);
+    }
+    if let Some(s) = d.stage() {
+        for (i, k) in classes.iter().enumerate() {
+            k.queue_frames.store(s.backlog(i).0, Relaxed);
+        }
+    }
 }
 
 /// A direction needs no emulation: up, with no impairment at all (what puts it on the
@@ -437,6 +519,11 @@ pub struct Core {
     accepted: Vec<Accepted>,
     watches: Vec<Watch>,
     events: VecDeque<Event>,
+    /// Frames in qos stages, and the directions that have one.
+    held: Held,
+    qos_hops: Vec<Hop>,
+    /// The latest time the driver gave (for commands, which come without one).
+    now_ns: u64,
 }
 
 impl Core {
@@ -466,6 +553,8 @@ impl Core {
         }
         let kernel = (cfg.kernel_path && cfg.remote.is_none()).then_some([false; 2]);
         self.links.push(LinkState { ports, dirs, counters, mtu: cfg.mtu, kernel, transit_ns });
+        self.track_qos(Hop::Link(link, 0));
+        self.track_qos(Hop::Link(link, 1));
         self.choose_paths(link as usize);
         ports
     }
@@ -521,6 +610,7 @@ impl Core {
             }
         }
         let ports = members.iter().map(|m| m.port).collect();
+        let member_count = members.len() as u32;
         let kernel = (cfg.kernel_path && radio.is_none()).then_some(false);
         self.segments.push(SegState {
             switch,
@@ -531,8 +621,91 @@ impl Core {
             radio,
             kernel,
         });
+        for m in 0..member_count {
+            self.track_qos(Hop::Member(seg, m, 0));
+            self.track_qos(Hop::Member(seg, m, 1));
+        }
         self.choose_segment_path(seg as usize);
         ports
+    }
+
+    fn dir(&self, hop: Hop) -> (&LinkDir, u32) {
+        match hop {
+            Hop::Link(l, d) => {
+                let l = &self.links[l as usize];
+                (&l.dirs[d as usize], l.counters[d as usize])
+            }
+            Hop::Member(g, m, d) => {
+                let m = &self.segments[g as usize].members[m as usize];
+                (&m.dirs[d as usize], m.counters[d as usize])
+            }
+        }
+    }
+
+    /// Keep the list of directions with a qos stage, and their class counters, as the
+    /// direction's impairments say.
+    fn track_qos(&mut self, hop: Hop) {
+        let (d, ci) = self.dir(hop);
+        let names = d.stage().map(|s| s.class_names());
+        let c = &self.counters[ci as usize];
+        let same = c.classes.read().is_ok_and(|k| k.iter().map(|k| &k.name).eq(names.iter().flatten()));
+        if !same {
+            if let Ok(mut k) = c.classes.write() {
+                *k = names.iter().flatten().map(|name| ClassCounters { name: name.clone(), ..Default::default() }).collect();
+            }
+        }
+        let listed = self.qos_hops.contains(&hop);
+        if names.is_some() && !listed {
+            self.qos_hops.push(hop);
+        } else if names.is_none() && listed {
+            self.qos_hops.retain(|h| *h != hop);
+        }
+    }
+
+    /// Hand what a direction's qos stage let go by `now` to the wire after it.
+    fn step_hop(&mut self, hop: Hop, now: u64) {
+        let mut acc = std::mem::take(&mut self.accepted);
+        let (d, ci) = match hop {
+            Hop::Link(l, dir) => {
+                let l = &mut self.links[l as usize];
+                (&mut l.dirs[dir as usize], l.counters[dir as usize])
+            }
+            Hop::Member(g, m, dir) => {
+                let m = &mut self.segments[g as usize].members[m as usize];
+                (&mut m.dirs[dir as usize], m.counters[dir as usize])
+            }
+        };
+        let c = &self.counters[ci as usize];
+        let classes = c.classes.read().map(|k| k.clone()).unwrap_or_default();
+        drain_stage(d, c, &classes, &mut self.held, now, &mut acc);
+        let (qf, qb) = d.queue_depth(now);
+        c.queue_frames.store(qf, Relaxed);
+        c.queue_bytes.store(qb, Relaxed);
+        self.finish(hop, now, &mut acc);
+        self.accepted = acc;
+    }
+
+    /// Schedule the copies a direction accepted toward where it leads: a link's far
+    /// side (early by the underlay's delay when that is on another machine), a
+    /// segment's switch, or a member's interface.
+    fn finish(&mut self, hop: Hop, now: u64, acc: &mut Vec<Accepted>) {
+        let (action, early) = match hop {
+            Hop::Link(l, dir) => {
+                let (l, dir) = (&self.links[l as usize], dir as usize);
+                (Action::Write { port: l.ports[1 - dir], counter: l.counters[dir] }, Some(l.transit_ns[1 - dir]))
+            }
+            Hop::Member(seg, member, 0) => (Action::Switch { seg, member }, None),
+            Hop::Member(seg, member, _) => {
+                let m = &self.segments[seg as usize].members[member as usize];
+                (Action::Write { port: m.port, counter: m.counters[1] }, None)
+            }
+        };
+        for mut a in acc.drain(..) {
+            if let Some(early) = early {
+                a.at_ns = a.at_ns.saturating_sub(early).max(now);
+            }
+            self.push(a, action);
+        }
     }
 
     /// Whether LAN segment `g` needs the engine, told to the driver (for every member
@@ -609,28 +782,23 @@ impl Core {
                 self.capture(far, now, false, CapturePoint::Before, &frame);
             }
         }
+        self.now_ns = self.now_ns.max(now);
         let mut acc = std::mem::take(&mut self.accepted);
-        match owner {
+        let hop = match owner {
             Owner::Link { link, side } => {
                 // Frames read at side a travel forward (dir 0) to side b, and vice versa.
                 let l = &mut self.links[link as usize];
                 let dir = side as usize;
-                impair(&mut l.dirs[dir], &self.counters[l.counters[dir] as usize], l.mtu, now, frame, &mut acc);
-                let action = Action::Write { port: l.ports[1 - dir], counter: l.counters[dir] };
-                let early = l.transit_ns[1 - dir];
-                for mut a in acc.drain(..) {
-                    a.at_ns = a.at_ns.saturating_sub(early).max(now);
-                    self.push(a, action);
-                }
+                impair(&mut l.dirs[dir], &self.counters[l.counters[dir] as usize], &mut self.held, l.mtu, now, frame, &mut acc);
+                Hop::Link(link, side)
             }
             Owner::Member { seg, member } => {
                 let m = &mut self.segments[seg as usize].members[member as usize];
-                impair(&mut m.dirs[0], &self.counters[m.counters[0] as usize], m.mtu, now, frame, &mut acc);
-                for a in acc.drain(..) {
-                    self.push(a, Action::Switch { seg, member });
-                }
+                impair(&mut m.dirs[0], &self.counters[m.counters[0] as usize], &mut self.held, m.mtu, now, frame, &mut acc);
+                Hop::Member(seg, member, 0)
             }
-        }
+        };
+        self.finish(hop, now, &mut acc);
         self.accepted = acc;
     }
 
@@ -672,7 +840,8 @@ impl Core {
         let radio = self.radios.iter().filter_map(|&g| self.segments[g as usize].radio.as_ref().and_then(|r| r.medium.next_event_ns()));
         // (A LAN the kernel switches has the kernel's querier.)
         let queries = self.queriers.iter().filter(|&&g| self.segments[g as usize].kernel != Some(true)).filter_map(|&g| self.segments[g as usize].switch.next_query_ns());
-        self.heap.peek().map(|p| p.at_ns).into_iter().chain(radio).chain(queries).min()
+        let qos = self.qos_hops.iter().filter_map(|&h| self.dir(h).0.next_event_ns());
+        self.heap.peek().map(|p| p.at_ns).into_iter().chain(radio).chain(queries).chain(qos).min()
     }
 
     /// How far behind its schedule the core is at `now`: the age of the oldest thing due
@@ -684,6 +853,13 @@ impl Core {
     /// Let time reach `now`: the radio channels carry out what is due. Frames due are
     /// then handed out by [`Core::poll_transmit`].
     pub fn handle_timeout(&mut self, now: u64) {
+        self.now_ns = self.now_ns.max(now);
+        for k in 0..self.qos_hops.len() {
+            let hop = self.qos_hops[k];
+            if self.dir(hop).0.next_event_ns().is_some_and(|t| t <= now) {
+                self.step_hop(hop, now);
+            }
+        }
         for k in 0..self.queriers.len() {
             let g = self.queriers[k];
             if self.segments[g as usize].kernel == Some(true) {
@@ -761,10 +937,18 @@ impl Core {
     pub fn apply(&mut self, cmd: Command) -> Applied {
         match cmd {
             Command::Patch { target, dir, patch } => {
+                let now = self.now_ns;
                 let d = &mut self.dirs(target)[dir.min(1)];
                 let mut imp = d.impairments().clone();
                 patch.apply_to(&mut imp);
-                d.set_impairments(imp.clone());
+                d.set_impairments(now, imp.clone());
+                let hop = match target {
+                    Target::Link(l) => Hop::Link(l as u32, dir.min(1) as u8),
+                    Target::Member(g, m) => Hop::Member(g as u32, m as u32, dir.min(1) as u8),
+                };
+                // Frames a changed stage let go (or refused) leave now.
+                self.step_hop(hop, now);
+                self.track_qos(hop);
                 match target {
                     Target::Link(l) => self.choose_paths(l),
                     Target::Member(g, _) => self.choose_segment_path(g),
@@ -870,11 +1054,8 @@ impl Core {
             self.capture(port, t, false, CapturePoint::Before, &frame);
         }
         let m = &mut self.segments[seg as usize].members[member as usize];
-        impair(&mut m.dirs[1], &self.counters[m.counters[1] as usize], m.mtu, t, frame, acc);
-        let action = Action::Write { port: m.port, counter: m.counters[1] };
-        for a in acc.drain(..) {
-            self.push(a, action);
-        }
+        impair(&mut m.dirs[1], &self.counters[m.counters[1] as usize], &mut self.held, m.mtu, t, frame, acc);
+        self.finish(Hop::Member(seg, member, 1), t, acc);
     }
 
     /// A frame reaches a segment's switch at `t`: it crosses the aggregate capacity, the

@@ -2,6 +2,7 @@
 //! threads that read statistics (atomics: the data path never waits for a reader).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, RwLock};
 
 use serde::{Deserialize, Serialize};
 
@@ -71,6 +72,69 @@ pub struct DirCounters {
     /// Toward a side on another machine: the largest UDP payload the underlay's path was
     /// found to carry (probed), bytes.
     pub path_payload: AtomicU64,
+    /// Frames a qos meter dropped (its colour's action).
+    pub drop_police: AtomicU64,
+    /// With `qos`: per-class counters (replaced when the classes change; the data path
+    /// takes the lock to read only when a frame crosses a qos stage).
+    pub classes: RwLock<Arc<[ClassCounters]>>,
+}
+
+/// Counters of one qos class of a direction, in wire frames and bytes.
+#[derive(Debug, Default)]
+pub struct ClassCounters {
+    pub name: String,
+    /// Frames that reached the class (before its meter, RED and limit).
+    pub rx_frames: AtomicU64,
+    pub rx_bytes: AtomicU64,
+    /// Frames that left its queue for the wire.
+    pub tx_frames: AtomicU64,
+    pub tx_bytes: AtomicU64,
+    pub drop_police: AtomicU64,
+    /// Dropped early by RED / WRED.
+    pub drop_red: AtomicU64,
+    /// Dropped because the class's queue was full.
+    pub drop_queue: AtomicU64,
+    /// Frames whose DSCP the meter's action or the class re-marked.
+    pub remarked: AtomicU64,
+    /// Frames waiting now (as of the last frame offered or sent).
+    pub queue_frames: AtomicU64,
+    /// Time frames waited for the serializer, by bucket of [`DELAY_BUCKETS_NS`].
+    pub wait_hist: [AtomicU64; DELAY_BUCKETS_NS.len() + 1],
+}
+
+/// A snapshot of [`ClassCounters`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClassStats {
+    pub name: String,
+    pub rx_frames: u64,
+    pub rx_bytes: u64,
+    pub tx_frames: u64,
+    pub tx_bytes: u64,
+    pub drop_police: u64,
+    pub drop_red: u64,
+    pub drop_queue: u64,
+    pub remarked: u64,
+    pub queue_frames: u64,
+    /// Frames by time waited for the serializer, per bucket of [`DELAY_BUCKETS_NS`].
+    pub wait_hist: Vec<u64>,
+}
+
+impl ClassCounters {
+    pub fn snapshot(&self) -> ClassStats {
+        ClassStats {
+            name: self.name.clone(),
+            rx_frames: self.rx_frames.load(Relaxed),
+            rx_bytes: self.rx_bytes.load(Relaxed),
+            tx_frames: self.tx_frames.load(Relaxed),
+            tx_bytes: self.tx_bytes.load(Relaxed),
+            drop_police: self.drop_police.load(Relaxed),
+            drop_red: self.drop_red.load(Relaxed),
+            drop_queue: self.drop_queue.load(Relaxed),
+            remarked: self.remarked.load(Relaxed),
+            queue_frames: self.queue_frames.load(Relaxed),
+            wait_hist: self.wait_hist.iter().map(|b| b.load(Relaxed)).collect(),
+        }
+    }
 }
 
 /// A snapshot of [`DirCounters`].
@@ -111,6 +175,12 @@ pub struct DirStats {
     /// the underlay's path was found to carry; frames longer are cut in pieces).
     #[serde(default)]
     pub path_payload_bytes: u64,
+    /// Frames a qos meter dropped.
+    #[serde(default)]
+    pub drop_police: u64,
+    /// With `qos`: each class's counters, in the order of the classes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub classes: Vec<ClassStats>,
 }
 
 impl DirStats {
@@ -143,6 +213,11 @@ impl DirStats {
         self.kernel_path |= o.kernel_path;
         self.transit_ns = self.transit_ns.max(o.transit_ns);
         self.path_payload_bytes = self.path_payload_bytes.max(o.path_payload_bytes);
+        self.drop_police += o.drop_police;
+        // One machine carries out a direction's qos stage; the other has no classes.
+        if self.classes.is_empty() {
+            self.classes = o.classes.clone();
+        }
     }
 }
 
@@ -169,6 +244,8 @@ impl DirCounters {
             kernel_path: self.kernel_path.load(Relaxed),
             transit_ns: self.transit_ns.load(Relaxed),
             path_payload_bytes: self.path_payload.load(Relaxed),
+            drop_police: self.drop_police.load(Relaxed),
+            classes: self.classes.read().map(|c| c.iter().map(ClassCounters::snapshot).collect()).unwrap_or_default(),
         }
     }
 }

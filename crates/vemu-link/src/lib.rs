@@ -10,7 +10,11 @@
 //! The order of operations, as [`LinkDir::offer`] applies them:
 //! link state → loss → duplication → per copy: corruption → queue limit → serialization
 //! at the link rate → reordering (the copy skips the delay line) or propagation delay +
-//! jitter. Unlike Linux netem, which draws duplication first and lets a loss remove one
+//! jitter. With `qos` set, a conditioning stage ([`vemu_qos::stage`]: classes, meters,
+//! WRED, strict priority and DRR) takes the place of the single queue and serializer,
+//! and the wire after it does the rest: link state → qos stage (classify, meter, queue,
+//! serialize in the scheduler's order) → loss → duplication → per copy: corruption →
+//! reordering or delay + jitter; see [`LinkDir::offer_classed`]. Unlike Linux netem, which draws duplication first and lets a loss remove one
 //! of the copies, a lost frame here is never duplicated: with loss p and duplication d
 //! a frame is lost with probability p and arrives twice with probability (1 − p)·d.
 
@@ -18,7 +22,8 @@ pub mod dist;
 mod model;
 
 pub use dist::Distribution;
-pub use model::{Delivery, DropCause, LinkDir, Offer, Outcome};
+pub use model::{Delivery, DropCause, Left, LinkDir, Offer, Outcome};
+pub use vemu_qos::stage::QosConfig;
 
 use serde::{Deserialize, Serialize};
 
@@ -42,6 +47,10 @@ pub struct Impairments {
     pub queue: Option<QueueLimit>,
     /// Largest frame (IP packet, bytes) this direction carries; `None`: interface default.
     pub mtu: Option<u32>,
+    /// Traffic conditioning and per-class queues in front of the serializer (DiffServ);
+    /// `None`: one FIFO queue.
+    #[serde(default)]
+    pub qos: Option<QosConfig>,
 }
 
 /// A probability with netem-style correlation to the previous draw.
@@ -135,23 +144,26 @@ pub struct ImpairmentsPatch {
     pub reorder: Option<Reorder>,
     pub queue: Option<Option<QueueLimit>>,
     pub mtu: Option<Option<u32>>,
+    /// `Some(None)` goes back to one FIFO queue.
+    #[serde(default)]
+    pub qos: Option<Option<QosConfig>>,
 }
 
 impl ImpairmentsPatch {
     /// Overwrite the fields this patch sets.
     pub fn apply_to(&self, imp: &mut Impairments) {
         macro_rules! set {
-            ($($f:ident),*) => { $( if let Some(v) = self.$f { imp.$f = v; } )* };
+            ($($f:ident),*) => { $( if let Some(v) = &self.$f { imp.$f = v.clone(); } )* };
         }
-        set!(rate_bps, delay_ns, jitter, loss, duplicate, corrupt, reorder, queue, mtu);
+        set!(rate_bps, delay_ns, jitter, loss, duplicate, corrupt, reorder, queue, mtu, qos);
     }
 
     /// Fields of `later` win over fields of `self`.
     pub fn merged(&self, later: &ImpairmentsPatch) -> ImpairmentsPatch {
         macro_rules! pick {
-            ($($f:ident),*) => { ImpairmentsPatch { $( $f: later.$f.or(self.$f), )* } };
+            ($($f:ident),*) => { ImpairmentsPatch { $( $f: later.$f.clone().or_else(|| self.$f.clone()), )* } };
         }
-        pick!(rate_bps, delay_ns, jitter, loss, duplicate, corrupt, reorder, queue, mtu)
+        pick!(rate_bps, delay_ns, jitter, loss, duplicate, corrupt, reorder, queue, mtu, qos)
     }
 
     /// The patch a fraction `f` (0 … 1) of the way from `from` to `to`, for ramps. Both
@@ -197,7 +209,7 @@ impl ImpairmentsPatch {
                 *slot = Some(Chance { probability: lerp(a.probability, b.probability), correlation: b.correlation });
             }
         }
-        for (name, set) in [("reorder", from.reorder.is_some() || to.reorder.is_some()), ("queue", from.queue.is_some() || to.queue.is_some()), ("mtu", from.mtu.is_some() || to.mtu.is_some())] {
+        for (name, set) in [("reorder", from.reorder.is_some() || to.reorder.is_some()), ("queue", from.queue.is_some() || to.queue.is_some()), ("mtu", from.mtu.is_some() || to.mtu.is_some()), ("qos", from.qos.is_some() || to.qos.is_some())] {
             if set {
                 return Err(format!("'{name}' cannot be ramped"));
             }
@@ -297,6 +309,9 @@ impl Impairments {
             if !(68..=65535).contains(&mtu) {
                 return Err(format!("mtu must be between 68 and 65535 bytes, got {mtu}"));
             }
+        }
+        if let Some(q) = &self.qos {
+            q.validate().map_err(|m| format!("qos: {m}"))?;
         }
         Ok(())
     }

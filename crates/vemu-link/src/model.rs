@@ -4,8 +4,14 @@ use rand_chacha::rand_core::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
+use vemu_qos::classify::Packet;
+use vemu_qos::stage::{Arrival, ClassLimit, Stage};
+
 use crate::dist::Correlated;
 use crate::{Impairments, Loss, QueueLimit};
+
+/// Mixed into a direction's seed for its qos stage (RED's randomness).
+const STAGE_SEED: u64 = 0x5145_4f53_5f53_4545;
 
 /// A frame offered to a link direction. A GSO super-frame that the caller does not
 /// split counts as `wire_frames` frames of `wire_bytes` in total; the caller must split
@@ -53,6 +59,23 @@ pub struct Outcome {
     pub duplicate: Option<Result<Delivery, DropCause>>,
 }
 
+/// A frame that left a direction's qos stage ([`LinkDir::poll_left`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Left {
+    /// The handle it was offered with.
+    pub id: u64,
+    /// When it was offered, ns.
+    pub arrival_ns: u64,
+    /// Its class; `None` when the qos setting was removed while it waited (it then went
+    /// through the FIFO).
+    pub class: Option<usize>,
+    /// Time it waited for the serializer, ns.
+    pub waited_ns: u64,
+    /// What the wire after the stage did with it (a frame the new classes of a
+    /// reconfiguration had no room for: `Err(Queue)`).
+    pub outcome: Outcome,
+}
+
 /// One direction of a link: its impairments and the state they need.
 #[derive(Debug, Clone)]
 pub struct LinkDir {
@@ -75,11 +98,25 @@ pub struct LinkDir {
     corrupt_c: Correlated,
     reorder_c: Correlated,
     jitter_c: Correlated,
+    seed: u64,
+    /// The qos stage, when `imp.qos` is set.
+    stage: Option<Stage>,
+    /// Frames that left the stage outside [`LinkDir::poll_left`]'s own stepping (when the
+    /// qos setting changed), to hand out first.
+    released: VecDeque<Left>,
+}
+
+fn class_limit(q: QueueLimit) -> ClassLimit {
+    match q {
+        QueueLimit::Packets(n) => ClassLimit::Packets(n),
+        QueueLimit::Bytes(b) => ClassLimit::Bytes(b),
+    }
 }
 
 impl LinkDir {
     /// A link direction with the given impairments, drawing randomness from `seed`.
     pub fn new(imp: Impairments, seed: u64) -> LinkDir {
+        let stage = imp.qos.as_ref().map(|q| Stage::new(q, imp.rate_bps, class_limit(imp.queue_limit()), seed ^ STAGE_SEED));
         LinkDir {
             limit: imp.queue_limit(),
             imp,
@@ -97,6 +134,9 @@ impl LinkDir {
             corrupt_c: Correlated::default(),
             reorder_c: Correlated::default(),
             jitter_c: Correlated::default(),
+            stage,
+            seed,
+            released: VecDeque::new(),
         }
     }
 
@@ -104,10 +144,45 @@ impl LinkDir {
         &self.imp
     }
 
-    /// Replace the impairments. Frames already scheduled keep their delivery times; the
-    /// serializer, queue and loss-model state carry over.
-    pub fn set_impairments(&mut self, imp: Impairments) {
+    /// Replace the impairments at `now_ns`. Frames already scheduled keep their delivery
+    /// times; the serializer, queue and loss-model state carry over. Frames waiting in a
+    /// qos stage move to the new classes (or, when `qos` is removed, through the FIFO in
+    /// the order they came), keeping their place on the serializer's timeline; they are
+    /// handed out by [`LinkDir::poll_left`].
+    pub fn set_impairments(&mut self, now_ns: u64, imp: Impairments) {
         self.limit = imp.queue_limit();
+        let seed = self.seed ^ STAGE_SEED;
+        match (&mut self.stage, &imp.qos) {
+            (Some(stage), Some(q)) => {
+                if imp.qos != self.imp.qos || imp.queue_limit() != self.imp.queue_limit() {
+                    for id in stage.reconfigure(now_ns, q, imp.rate_bps, class_limit(self.limit), seed) {
+                        self.released.push_back(Left { id, arrival_ns: now_ns, class: None, waited_ns: 0, outcome: Outcome { first: Err(DropCause::Queue), duplicate: None } });
+                    }
+                } else {
+                    stage.set_rate(imp.rate_bps);
+                }
+            }
+            (None, Some(q)) => self.stage = Some(Stage::new(q, imp.rate_bps, class_limit(self.limit), seed)),
+            (Some(_), None) => {
+                let mut stage = self.stage.take().expect("matched");
+                // What has started serializing leaves as the stage decided…
+                stage.advance(now_ns);
+                while let Some(d) = stage.poll_departure() {
+                    let left = self.leave(d);
+                    self.released.push_back(left);
+                }
+                // …and what still waits goes through the FIFO as if it arrived now, in
+                // the order it came, after the frame on the wire.
+                self.imp = imp;
+                self.tx_free_ns = self.tx_free_ns.max(stage.tx_free_ns());
+                for w in stage.take_waiting() {
+                    let outcome = self.offer(now_ns, Offer { wire_frames: w.wire_frames, wire_bytes: w.wire_bytes });
+                    self.released.push_back(Left { id: w.id, arrival_ns: w.arrival_ns, class: None, waited_ns: now_ns.saturating_sub(w.arrival_ns), outcome });
+                }
+                return;
+            }
+            (None, None) => {}
+        }
         self.imp = imp;
     }
 
@@ -119,15 +194,71 @@ impl LinkDir {
         self.up = up;
     }
 
-    /// Frames and bytes admitted and not yet serialized at `now_ns`.
+    /// Frames and bytes admitted and not yet serialized at `now_ns` (waiting in a qos
+    /// stage's classes, with `qos`).
     pub fn queue_depth(&mut self, now_ns: u64) -> (u64, u64) {
+        if let Some(s) = &self.stage {
+            return s.backlog_all();
+        }
         self.expire(now_ns);
         (self.queue_frames, self.queue_bytes)
     }
 
-    /// Decide the fate of a frame offered at `now_ns`.
-    pub fn offer(&mut self, now_ns: u64, offer: Offer) -> Outcome {
+    /// The qos stage, when `qos` is set: frames go through [`LinkDir::offer_classed`]
+    /// and [`LinkDir::poll_left`] instead of [`LinkDir::offer`].
+    pub fn stage(&self) -> Option<&Stage> {
+        self.stage.as_ref()
+    }
+
+    /// With `qos`: a frame (handle `id`, header fields `packet`) arrives at `now_ns`.
+    /// `Err(Down)` when the direction is down; otherwise what the stage did (a refused
+    /// frame is gone; an accepted one leaves later by [`LinkDir::poll_left`], maybe at
+    /// once). Without `qos`, every frame is accepted at once into the FIFO's place.
+    pub fn offer_classed(&mut self, now_ns: u64, id: u64, packet: &Packet, offer: Offer) -> Result<Arrival, DropCause> {
         if !self.up {
+            return Err(DropCause::Down);
+        }
+        let stage = self.stage.as_mut().ok_or(DropCause::Queue)?;
+        Ok(stage.offer(now_ns, id, packet, offer.wire_frames, offer.wire_bytes))
+    }
+
+    /// With `qos`: when [`LinkDir::poll_left`] next has something to hand out.
+    pub fn next_event_ns(&self) -> Option<u64> {
+        if !self.released.is_empty() {
+            return Some(0);
+        }
+        self.stage.as_ref().and_then(|s| s.next_event_ns())
+    }
+
+    /// With `qos`: the next frame whose serialization started by `now_ns`, and what the
+    /// wire after the stage does with it (loss, duplication, corruption, delay — at the
+    /// end of its serialization).
+    pub fn poll_left(&mut self, now_ns: u64) -> Option<Left> {
+        if let Some(l) = self.released.pop_front() {
+            return Some(l);
+        }
+        let stage = self.stage.as_mut()?;
+        stage.advance(now_ns);
+        let d = stage.poll_departure()?;
+        Some(self.leave(d))
+    }
+
+    /// The wire after the stage, for a frame that left it.
+    fn leave(&mut self, d: vemu_qos::stage::Departure) -> Left {
+        let offer = Offer { wire_frames: d.wire_frames, wire_bytes: d.wire_bytes };
+        let outcome = self.impair(d.end_ns, offer, false);
+        Left { id: d.id, arrival_ns: d.arrival_ns, class: Some(d.class), waited_ns: d.start_ns - d.arrival_ns, outcome }
+    }
+
+    /// Decide the fate of a frame offered at `now_ns` (a direction without `qos`).
+    pub fn offer(&mut self, now_ns: u64, offer: Offer) -> Outcome {
+        self.impair(now_ns, offer, true)
+    }
+
+    /// Loss, duplication and each copy's way (through the queue and serializer when
+    /// `serialize`).
+    fn impair(&mut self, now_ns: u64, offer: Offer, serialize: bool) -> Outcome {
+        if serialize && !self.up {
             return Outcome { first: Err(DropCause::Down), duplicate: None };
         }
         if self.lose() {
@@ -137,8 +268,8 @@ impl LinkDir {
             let u = self.uniform();
             self.dup_c.next(u, self.imp.duplicate.correlation) < self.imp.duplicate.probability
         };
-        let first = self.send(now_ns, offer);
-        let duplicate = dup.then(|| self.send(now_ns, offer));
+        let first = self.send(now_ns, offer, serialize);
+        let duplicate = dup.then(|| self.send(now_ns, offer, serialize));
         Outcome { first, duplicate }
     }
 
@@ -174,15 +305,15 @@ impl LinkDir {
         }
     }
 
-    /// Queue, serialize and delay one copy.
-    fn send(&mut self, now_ns: u64, offer: Offer) -> Result<Delivery, DropCause> {
+    /// Queue, serialize (when `serialize`) and delay one copy.
+    fn send(&mut self, now_ns: u64, offer: Offer, serialize: bool) -> Result<Delivery, DropCause> {
         let corrupt = (self.imp.corrupt.probability > 0.0 && {
             let u = self.uniform();
             self.corrupt_c.next(u, self.imp.corrupt.correlation) < self.imp.corrupt.probability
         })
         .then(|| self.rng.next_u32());
         let mut tx_end = now_ns;
-        if let Some(rate) = self.imp.rate_bps {
+        if let Some(rate) = self.imp.rate_bps.filter(|_| serialize) {
             self.expire(now_ns);
             let full = match self.limit {
                 QueueLimit::Packets(n) => self.queue_frames + offer.wire_frames as u64 > n,

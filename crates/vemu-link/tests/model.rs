@@ -264,3 +264,68 @@ fn validation_names_the_field() {
     let imp = Impairments { rate_bps: Some(0), ..Default::default() };
     assert!(imp.validate().unwrap_err().contains("bandwidth"));
 }
+
+fn packet(dscp: u8) -> vemu_qos::classify::Packet {
+    vemu_qos::classify::Packet { dscp: Some(dscp), ip_offset: Some(14), ..Default::default() }
+}
+
+fn left_all(d: &mut LinkDir, until_ns: u64) -> Vec<Left> {
+    let mut out = Vec::new();
+    loop {
+        out.extend(std::iter::from_fn(|| d.poll_left(until_ns)));
+        match d.next_event_ns() {
+            Some(t) if t <= until_ns => d.poll_left(t).into_iter().for_each(|l| out.push(l)),
+            _ => return out,
+        }
+    }
+}
+
+#[test]
+fn qos_stage_comes_before_the_wires_delay_and_loss() {
+    // 10 Mbit/s, 5 ms, DiffServ: EF overtakes a best-effort backlog, then both get the delay.
+    let imp = Impairments { rate_bps: Some(10_000_000), delay_ns: 5 * MS, qos: Some(QosConfig::Diffserv), ..Default::default() };
+    let mut d = LinkDir::new(imp, 1);
+    for id in 0..10 {
+        let a = d.offer_classed(0, id, &packet(0), Offer::single(1250)).unwrap();
+        assert_eq!(a.verdict, Ok(()));
+    }
+    assert_eq!(d.queue_depth(0), (9, 9 * 1250));
+    d.offer_classed(MS / 2, 99, &packet(46), Offer::single(125)).unwrap();
+    let out = left_all(&mut d, 100 * MS);
+    let order: Vec<u64> = out.iter().map(|l| l.id).collect();
+    assert_eq!(order, [0, 99, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    let at = |id| out.iter().find(|l| l.id == id).unwrap().outcome.first.unwrap().at_ns;
+    // Frame 0 ends at 1 ms; EF's 125 bytes take 0.1 ms more; 5 ms of delay after each.
+    assert_eq!(at(0), 6 * MS);
+    assert_eq!(at(99), 6 * MS + 100_000);
+    assert_eq!(out[1].waited_ns, MS / 2);
+    assert_eq!(at(1), 6 * MS + 100_000 + MS);
+    // Down: refused before the stage.
+    d.set_up(false);
+    assert_eq!(d.offer_classed(200 * MS, 1, &packet(0), Offer::single(100)), Err(DropCause::Down));
+}
+
+#[test]
+fn removing_qos_sends_what_waits_through_the_fifo_in_order() {
+    let q = Impairments { rate_bps: Some(1_000_000), qos: Some(QosConfig::Diffserv), ..Default::default() };
+    let mut d = LinkDir::new(q.clone(), 1);
+    for id in 0..5 {
+        d.offer_classed(0, id, &packet(if id == 3 { 46 } else { 0 }), Offer::single(1000)).unwrap();
+    }
+    // 8 ms per frame: at 10 ms frame 0 is done and EF (3) is on the wire.
+    let first = left_all(&mut d, 10 * MS);
+    assert_eq!(first.iter().map(|l| l.id).collect::<Vec<_>>(), [0, 3]);
+    d.set_impairments(10 * MS, Impairments { qos: None, ..q });
+    assert!(d.stage().is_none());
+    let rest: Vec<(u64, u64)> = std::iter::from_fn(|| d.poll_left(10 * MS)).map(|l| (l.id, l.outcome.first.unwrap().at_ns)).collect();
+    // After EF's serialization (8-16 ms), FIFO at 8 ms a frame.
+    assert_eq!(rest, [(1, 24 * MS), (2, 32 * MS), (4, 40 * MS)]);
+    assert_eq!(d.next_event_ns(), None);
+}
+
+#[test]
+fn qos_validation_is_part_of_the_impairments() {
+    let bad = vemu_qos::stage::QosConfig::Classes { classes: vec![] };
+    let imp = Impairments { qos: Some(bad), ..Default::default() };
+    assert_eq!(imp.validate().unwrap_err(), "qos: at least one class is needed");
+}

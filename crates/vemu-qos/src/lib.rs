@@ -17,6 +17,7 @@ pub mod classify;
 pub mod meter;
 pub mod red;
 pub mod sched;
+pub mod stage;
 
 /// The colour a meter gives a packet (RFC 2697/2698), which is also its drop precedence
 /// (AFx1 = green, AFx2 = yellow, AFx3 = red).

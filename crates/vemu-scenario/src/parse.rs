@@ -9,6 +9,7 @@ use vemu_link::{Chance, Distribution, Impairments, ImpairmentsPatch, Jitter, Los
 
 use crate::units;
 
+mod qos;
 mod wireless;
 pub use wireless::WirelessDef;
 use crate::yaml::{self, Mark, Node, Value};
@@ -186,7 +187,7 @@ impl Default for Addressing {
 }
 
 const IMPAIRMENT_KEYS: &[&str] =
-    &["bandwidth", "delay", "jitter", "loss", "duplicate", "corrupt", "reorder", "queue", "mtu"];
+    &["bandwidth", "delay", "jitter", "loss", "duplicate", "corrupt", "reorder", "queue", "mtu", "qos"];
 
 /// A name of 1-32 letters, digits, '-' or '_' whose first character passes `first`.
 fn valid_name(kind: &str, name: &str, first: fn(&char) -> bool, first_desc: &str) -> Result<(), String> {
@@ -492,6 +493,7 @@ fn impairments(p: &mut P, entries: &Entries, field: &str) -> ImpairmentsPatch {
             }
             "queue" => patch.queue = p.scalar(v, &f, queue).map(Some),
             "mtu" => patch.mtu = p.scalar(v, &f, integer::<u32>("an MTU in bytes, e.g. 1500")).map(Some),
+            "qos" => patch.qos = qos::qos(p, v, &f),
             _ => {}
         }
     }

@@ -763,3 +763,73 @@ fn a_nics_wire_as_an_external_node() {
     let e = bad("nodes:\n  dev: {kind: external, iface: x0}\n  r: {}\n  s: {}\nlinks: [{endpoints: [dev, r]}, {endpoints: [dev, s]}]\n").to_string();
     assert!(e.contains("t.yaml:2:") && e.contains("exactly one link or a member of one segment, not 2"), "{e}");
 }
+
+const QOS: &str = "
+nodes: {a: {}, b: {}, c: {}}
+links:
+  - endpoints: [a, b]
+    bandwidth: 10Mbit
+    forward:
+      qos: diffserv
+  - endpoints: [b, c]
+    bandwidth: 10Mbit
+    qos:
+      - name: voice
+        match: {dscp: EF}
+        priority: 0
+        police: {rate: 2Mbit, burst: 10KB}
+      - name: video
+        match: [{dscp: [AF41, AF42, AF43]}, {proto: udp, dport: 5000-5010, dst: 10.0.0.0/8}]
+        weight: 4
+        meter: {type: trtcm, cir: 2Mbit, cbs: 10KB, pir: 4Mbit, pbs: 20KB, color-aware: true, yellow: AF42, red: drop}
+        wred: {green: {min: 30KB, max: 60KB}, red: {min: 10KB, max: 30KB, probability: 20%}}
+      - name: rest
+        mark: CS1
+        red: {min: 20KB, max: 60KB}
+        limit: 100
+";
+
+#[test]
+fn qos_classes_parse_per_direction() {
+    use vemu_qos::stage::{ClassLimit, ColorAction, MeterKind, QosConfig};
+    let p = ok(QOS);
+    assert_eq!(p.links[0].forward.qos, Some(QosConfig::Diffserv));
+    assert_eq!(p.links[0].reverse.qos, None);
+    let Some(QosConfig::Classes { classes }) = &p.links[1].reverse.qos else { panic!("{:?}", p.links[1].reverse.qos) };
+    assert_eq!(classes.len(), 3);
+    assert_eq!(classes[0].meter.unwrap().kind, MeterKind::TokenBucket { rate_bps: 2_000_000, burst_bytes: 10_000 });
+    let video = &classes[1];
+    assert_eq!(video.rules.len(), 2);
+    assert_eq!(video.rules[0].dscp, [34, 36, 38]);
+    assert_eq!((video.rules[1].proto, video.rules[1].dport), (Some(17), Some((5000, 5010))));
+    let m = video.meter.unwrap();
+    assert!(m.color_aware);
+    assert_eq!((m.yellow, m.red), (ColorAction::Mark(36), ColorAction::Drop));
+    let w = video.red.unwrap();
+    assert_eq!((w.green.unwrap().max_p, w.yellow, w.red.unwrap().max_p), (0.1, None, 0.2));
+    assert_eq!((classes[2].set_dscp, classes[2].limit), (Some(8), Some(ClassLimit::Packets(100))));
+    // From the command line and the API: the same rules.
+    let patch = vemu_scenario::impairment_patch(&[("qos", "none")]).unwrap();
+    assert_eq!(patch.qos, Some(None));
+    let patch = vemu_scenario::impairment_patch(&[("qos", r#"[{"name": "ef", "match": {"dscp": 46}, "priority": 0}, {"name": "be", "weight": 2}]"#)]).unwrap();
+    assert!(matches!(patch.qos, Some(Some(QosConfig::Classes { ref classes })) if classes[1].weight == 2));
+}
+
+#[test]
+fn qos_errors_name_the_field() {
+    let link = |qos: &str| one_error(&format!("nodes: {{a: {{}}, b: {{}}}}\nlinks:\n  - endpoints: [a, b]\n    qos: {qos}\n"));
+    let m = link("fast");
+    assert!(m.contains("t.yaml:4:10: links[0].qos: expected diffserv, none or a list of classes, got 'fast'"), "{m}");
+    let m = link("[{name: a, match: {dscp: XX}}, {name: b}]");
+    assert!(m.contains("links[0].qos[0].match.dscp: 'XX' is not a DSCP"), "{m}");
+    let m = link("[{name: a, match: {dscp: EF}}]");
+    assert!(m.contains("links[0].qos: exactly one class must have no 'match'"), "{m}");
+    let m = link("[{name: a, meter: {type: srtcm, cir: 1Mbit, cbs: 1KB}}]");
+    assert!(m.contains("links[0].qos[0].meter: the srtcm meter needs ebs"), "{m}");
+    let m = link("[{name: a, red: {min: 50KB, max: 10KB}}]");
+    assert!(m.contains("links[0].qos[0].red: RED needs min < max"), "{m}");
+    let m = link("[{name: a, weight: 0}]");
+    assert!(m.contains("class 'a': weight must be 1 to 1000, got 0"), "{m}");
+    let m = link("[{match: {dport: 9-3}}]");
+    assert!(m.contains("links[0].qos[0].match.dport: '9-3' is not a port or a range"), "{m}");
+}

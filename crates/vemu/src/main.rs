@@ -386,6 +386,10 @@ enum LinkCmd {
         /// packets (e.g. 100) or bytes (e.g. 256KiB)
         #[arg(long)]
         queue: Option<String>,
+        /// 'diffserv', 'none' (one FIFO), or classes as in a scenario file, e.g.
+        /// '[{name: ef, match: {dscp: EF}, priority: 0}, {name: be}]'
+        #[arg(long)]
+        qos: Option<String>,
         #[command(flatten)]
         lab: LabArg,
     },
@@ -1067,7 +1071,7 @@ fn exec_through_api(lab: &str, node: &str, argv: &[String]) -> Result<ExitCode> 
 
 fn link(cmd: LinkCmd) -> Result<()> {
     let (lab, link, verb, body) = match cmd {
-        LinkCmd::Set { link, direction, bandwidth, delay, jitter, loss, duplicate, corrupt, reorder, queue, lab } => {
+        LinkCmd::Set { link, direction, bandwidth, delay, jitter, loss, duplicate, corrupt, reorder, queue, qos, lab } => {
             let given = [
                 ("bandwidth", bandwidth),
                 ("delay", delay),
@@ -1077,6 +1081,7 @@ fn link(cmd: LinkCmd) -> Result<()> {
                 ("corrupt", corrupt),
                 ("reorder", reorder),
                 ("queue", queue),
+                ("qos", qos),
             ];
             let mut body = serde_json::Map::new();
             for (k, v) in given {
@@ -1085,7 +1090,7 @@ fn link(cmd: LinkCmd) -> Result<()> {
                 }
             }
             if body.is_empty() {
-                return Err(user("nothing to change: give at least one of --bandwidth, --delay, --jitter, --loss, --duplicate, --corrupt, --reorder, --queue"));
+                return Err(user("nothing to change: give at least one of --bandwidth, --delay, --jitter, --loss, --duplicate, --corrupt, --reorder, --queue, --qos"));
             }
             let direction = match direction {
                 DirArg::Both => "both",
@@ -1218,6 +1223,13 @@ fn describe(imp: &Impairments) -> String {
             QueueLimit::Packets(n) => format!("queue {n}p"),
             QueueLimit::Bytes(n) => format!("queue {n}B"),
         });
+    }
+    match &imp.qos {
+        None => {}
+        Some(vemu_link::QosConfig::Diffserv) => parts.push("qos diffserv".into()),
+        Some(vemu_link::QosConfig::Classes { classes }) => {
+            parts.push(format!("qos {}", classes.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join("/")))
+        }
     }
     parts.join(", ")
 }

@@ -33,6 +33,7 @@ struct Row {
     drop_loss: u64,
     drop_queue: u64,
     drop_down: u64,
+    drop_police: u64,
     queue: u64,
     queue_max: u64,
 }
@@ -59,7 +60,7 @@ pub fn is_done(e: &anyhow::Error) -> bool {
     e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.get_ref().is_some_and(|i| i.is::<Done>())))
 }
 
-const CSV_HEADER: &str = "t_s,kind,name,direction,tx_frames,tx_bytes,throughput_bps,frames_per_s,drop_loss,drop_queue,drop_down,queue_frames,queue_frames_max,delay_median_le_s\n";
+const CSV_HEADER: &str = "t_s,kind,name,direction,tx_frames,tx_bytes,throughput_bps,frames_per_s,drop_loss,drop_queue,drop_down,queue_frames,queue_frames_max,delay_median_le_s,drop_police\n";
 
 /// The median of the frames counted between two histograms, as the upper bound of its
 /// bucket (1-2-5 steps), in seconds.
@@ -90,7 +91,7 @@ impl Sink {
         let mut dir = |kind: &'static str, name: String, direction: &'static str, s: &Value| {
             let get = |k: &str| s[k].as_u64().unwrap_or(0);
             let hist: Vec<u64> = s["delay_hist"].as_array().map(|a| a.iter().filter_map(|x| x.as_u64()).collect()).unwrap_or_default();
-            let drops = get("drop_loss") + get("drop_queue") + get("drop_down") + get("drop_mtu");
+            let drops = get("drop_loss") + get("drop_queue") + get("drop_down") + get("drop_mtu") + get("drop_police");
             let now = Prev { t_ns, tx_bytes: get("tx_bytes"), tx_frames: get("tx_frames"), drops, hist };
             let prev = self.prev.insert(format!("{kind} {name} {direction}"), now.clone()).unwrap_or(Prev { t_ns, ..Default::default() });
             let dt = (now.t_ns.saturating_sub(prev.t_ns)) as f64 / 1e9;
@@ -108,20 +109,35 @@ impl Sink {
                 drop_loss: get("drop_loss"),
                 drop_queue: get("drop_queue"),
                 drop_down: get("drop_down"),
+                drop_police: get("drop_police"),
                 queue: get("queue_frames"),
                 queue_max: get("queue_frames_max"),
             });
         };
+        // A direction, then each of its qos classes: what left the class's queue, its
+        // drops (RED and queue limit as queue drops) and the time frames waited in it.
+        let mut both = |kind: &'static str, name: String, direction: &'static str, s: &Value| {
+            dir(kind, name.clone(), direction, s);
+            for c in s["classes"].as_array().into_iter().flatten() {
+                let get = |k: &str| c[k].as_u64().unwrap_or(0);
+                let row = serde_json::json!({
+                    "tx_frames": get("tx_frames"), "tx_bytes": get("tx_bytes"),
+                    "drop_queue": get("drop_red") + get("drop_queue"), "drop_police": get("drop_police"),
+                    "delay_hist": c["wait_hist"], "queue_frames": get("queue_frames"),
+                });
+                dir("class", format!("{name}/{}", c["name"].as_str().unwrap_or("")), direction, &row);
+            }
+        };
         for l in v["links"].as_array().into_iter().flatten() {
             let name = l["name"].as_str().unwrap_or("").to_string();
-            dir("link", name.clone(), "forward", &l["forward"]);
-            dir("link", name, "reverse", &l["reverse"]);
+            both("link", name.clone(), "forward", &l["forward"]);
+            both("link", name, "reverse", &l["reverse"]);
         }
         for g in v["segments"].as_array().into_iter().flatten() {
             for m in g["members"].as_array().into_iter().flatten() {
                 let name = format!("{}/{}", g["name"].as_str().unwrap_or(""), m["port"].as_str().unwrap_or(""));
-                dir("port", name.clone(), "egress", &m["egress"]);
-                dir("port", name, "ingress", &m["ingress"]);
+                both("port", name.clone(), "egress", &m["egress"]);
+                both("port", name, "ingress", &m["ingress"]);
             }
         }
         let t_s = t_ns as f64 / 1e9;
@@ -130,8 +146,8 @@ impl Sink {
                 let med = r.median_s.map(|m| format!("{m}")).unwrap_or_default();
                 writeln!(
                     f,
-                    "{t_s:.3},{},{},{},{},{},{:.0},{:.1},{},{},{},{},{},{med}",
-                    r.kind, r.name, r.direction, r.tx_frames, r.tx_bytes, r.bps, r.fps, r.drop_loss, r.drop_queue, r.drop_down, r.queue, r.queue_max
+                    "{t_s:.3},{},{},{},{},{},{:.0},{:.1},{},{},{},{},{},{med},{}",
+                    r.kind, r.name, r.direction, r.tx_frames, r.tx_bytes, r.bps, r.fps, r.drop_loss, r.drop_queue, r.drop_down, r.queue, r.queue_max, r.drop_police
                 )?;
             }
         }
