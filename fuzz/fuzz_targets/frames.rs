@@ -2,12 +2,12 @@
 //! links, a link to another machine, a LAN with a snooping querier and a radio channel,
 //! captures at both points. The input is a run of records — port, time step, length,
 //! bytes — and a port byte of 0xff makes the next byte a change to the lab (impairments,
-//! link down/up, positions). Every frame must be delivered, dropped or counted; the core
+//! qos classes on and off, link down/up, positions). Every frame must be delivered, dropped or counted; the core
 //! must never panic or loop, and what it hands out must stay within what went in.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use vemu_engine::core::{CapturePoint, Command, Core, LinkConfig, MemberConfig, SegmentConfig, Target};
-use vemu_link::{Chance, Impairments, ImpairmentsPatch, Loss};
+use vemu_link::{Chance, Impairments, ImpairmentsPatch, Loss, QosConfig};
 use vemu_radio::medium::MediumConfig;
 use vemu_radio::propagation::{Model, Radio};
 use vemu_radio::Pos;
@@ -28,7 +28,7 @@ fn core() -> Core {
     };
     let mut c = Core::new();
     c.add_link(LinkConfig { forward: Impairments::default(), reverse: hard.clone(), seeds: [1, 2], mtu: 1500, kernel_path: true, remote: None });
-    c.add_link(LinkConfig { forward: hard.clone(), reverse: Impairments { rate_bps: Some(1_000_000), ..Impairments::default() }, seeds: [3, 4], mtu: 0, kernel_path: false, remote: Some((1, 20 * US)) });
+    c.add_link(LinkConfig { forward: hard.clone(), reverse: Impairments { rate_bps: Some(1_000_000), qos: Some(QosConfig::Diffserv), ..Impairments::default() }, seeds: [3, 4], mtu: 0, kernel_path: false, remote: Some((1, 20 * US)) });
     c.add_segment(SegmentConfig {
         members: (0..4).map(|i| MemberConfig { vlan: 1 + (i % 2), egress: hard.clone(), seeds: [i as u64, 9], mtu: 1500, ..Default::default() }).collect(),
         capacity_bps: Some(1_000_000_000),
@@ -54,7 +54,11 @@ fn core() -> Core {
 fn change(c: &mut Core, b: u8) {
     let _ = match b % 6 {
         0 => c.apply(Command::Patch { target: Target::Link(0), dir: 0, patch: ImpairmentsPatch { delay_ns: Some(b as u64 * 10 * US), ..Default::default() } }),
-        1 => c.apply(Command::Patch { target: Target::Member(0, (b as usize / 6) % 4), dir: 1, patch: ImpairmentsPatch { rate_bps: Some(Some(1_000_000)), ..Default::default() } }),
+        1 => c.apply(Command::Patch {
+            target: Target::Member(0, (b as usize / 6) % 4),
+            dir: 1,
+            patch: ImpairmentsPatch { rate_bps: Some(Some(1_000_000)), qos: Some((b & 0x80 != 0).then_some(QosConfig::Diffserv)), ..Default::default() },
+        }),
         2 => c.apply(Command::SetUp { target: Target::Link(1), up: b & 0x80 != 0 }),
         3 => c.apply(Command::SetUp { target: Target::Member(1, 1), up: b & 0x80 != 0 }),
         4 => c.apply(Command::Positions { seg: 1, positions: vec![Pos::new(0.0, 0.0), Pos::new(b as f64 * 3.0, 0.0), Pos::new(300.0, 0.0)] }),
