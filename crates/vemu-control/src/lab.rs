@@ -318,6 +318,21 @@ impl Controller {
                     state: if self.machine_lost(i) { "lost" } else { "up" }.into(),
                 })
                 .collect(),
+            diverts: self
+                .plan
+                .diverts
+                .iter()
+                .enumerate()
+                .map(|(i, d)| {
+                    let st = |k: usize| stats.diverts.get(i).map(|s| s[k].clone()).unwrap_or_default();
+                    crate::DivertStatus {
+                        name: d.name.clone(),
+                        matches: d.matches.clone(),
+                        forward: DirStatus { impairments: d.forward.clone(), stats: st(0) },
+                        reverse: DirStatus { impairments: d.reverse.clone(), stats: st(1) },
+                    }
+                })
+                .collect(),
         })
     }
 

@@ -73,6 +73,9 @@ pub struct LabStatus {
     /// The lab's machines (none: the lab is on the controller's machine).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub machines: Vec<MachineStatus>,
+    /// The machine's traffic through emulated paths.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub diverts: Vec<DivertStatus>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -185,6 +188,18 @@ pub struct LinkStatus {
     pub a: String,
     pub b: String,
     pub up: bool,
+    pub forward: DirStatus,
+    pub reverse: DirStatus,
+}
+
+/// A path the machine's own traffic takes through the lab's emulation (`divert:`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DivertStatus {
+    pub name: String,
+    /// The nftables expression selecting the connections.
+    #[serde(rename = "match")]
+    pub matches: String,
+    /// The machine's outgoing packets, and the replies.
     pub forward: DirStatus,
     pub reverse: DirStatus,
 }

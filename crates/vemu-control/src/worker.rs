@@ -13,6 +13,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use vemu_engine::{Captured, CaptureSpec, DirStats, Engine, Fast, FastPath, LabClock, LinkSpec, MakeTaps, MemberSpec, PlaneDevs, RadioSnapshot, RemoteEnd, SegStats, SegmentSpec, TapsOf, Target};
+use vemu_engine::divert::{DivertSpec, Diverter};
 use vemu_host::LabPaths;
 use vemu_link::{Impairments, ImpairmentsPatch};
 use vemu_scenario::{NodeKind, Plan};
@@ -100,6 +101,9 @@ pub struct Counters {
     /// Engine shards that died, and why ([`Engine::faults`]).
     #[serde(default)]
     pub engine_faults: Vec<String>,
+    /// Per diverted path, forward and reverse (the controller's machine only).
+    #[serde(default)]
+    pub diverts: Vec<[DirStats; 2]>,
 }
 
 /// A machine's part of a lab that spans machines.
@@ -134,6 +138,8 @@ struct Pending {
     fast: Option<Fast>,
     clock: LabClock,
     commands: Vec<(String, String)>,
+    /// The first netfilter queue of the lab's diverted paths (rules in place), and the paths.
+    diverts: Option<(u16, Vec<DivertSpec>)>,
 }
 
 /// Environment variable of `vemu up`: `VEMU_FAST_PATH=off` runs every link direction
@@ -170,6 +176,9 @@ pub trait Worker: Send {
 /// Socket buffers of a tunnel to another machine, bytes.
 const TUNNEL_SOCKET_BUFFER: usize = 4 << 20;
 
+/// First random stream of the diverted paths (links and segments take theirs from 0).
+const DIVERT_STREAMS: u64 = 1 << 40;
+
 /// Nodes created concurrently while a lab comes up.
 const BUILD_THREADS: usize = 4;
 
@@ -201,6 +210,8 @@ pub struct LocalWorker {
     /// TAP), whose counters stand for the interface's queue, and a netlink socket there.
     plane_taps: Vec<(String, (String, String))>,
     plane_socket: Option<vemu_host::netlink::Netlink>,
+    /// The machine's traffic through the lab's diverted paths.
+    diverter: Option<Diverter>,
 }
 
 /// Load the kernel fast path for a lab with links or LANs it can carry (`carried`: how
@@ -242,6 +253,28 @@ impl LocalWorker {
         let share_nodes: Vec<vemu_scenario::NodePlan> = local_nodes.iter().map(|&n| plan.nodes[n].clone()).collect();
         vemu_host::prepare_lab(&paths, &hosts, &share_nodes, plan.storage_bytes)?;
         self.lab = Some(paths.clone());
+        // The machine's traffic through emulated paths: the rules (in this process's
+        // network namespace, the machine's) before anything else can fail, so that a
+        // failed `up` removes them with the rest.
+        let diverts = match (&share, plan.diverts.is_empty()) {
+            (None, false) => {
+                let matches: Vec<&str> = plan.diverts.iter().map(|d| d.matches.as_str()).collect();
+                let base = vemu_host::divert::install(&paths, &matches, vemu_engine::divert::REINJECT_MARK)?;
+                let specs = plan
+                    .diverts
+                    .iter()
+                    .enumerate()
+                    .map(|(i, d)| DivertSpec {
+                        name: d.name.clone(),
+                        forward: d.forward.clone(),
+                        reverse: d.reverse.clone(),
+                        seeds: [derive_seed(plan.seed, DIVERT_STREAMS + 2 * i as u64), derive_seed(plan.seed, DIVERT_STREAMS + 2 * i as u64 + 1)],
+                    })
+                    .collect();
+                Some((base, specs))
+            }
+            _ => None,
+        };
         // Links with an end here (`links_here`, in the engine's order), both ends here
         // or one (a tunnel to the other machine); segments are on one machine each.
         self.links_here = (0..plan.links.len()).filter(|&l| here(plan.links[l].a.node) || here(plan.links[l].b.node)).collect();
@@ -485,7 +518,7 @@ impl LocalWorker {
             });
             Fast { path, make_taps }
         });
-        self.pending = Some(Pending { specs, segments, fast, clock: LabClock { epoch_ns: epoch }, commands });
+        self.pending = Some(Pending { specs, segments, fast, clock: LabClock { epoch_ns: epoch }, commands, diverts });
         if endpoints.is_empty() {
             self.connect(&[])?;
         }
@@ -507,6 +540,9 @@ impl LocalWorker {
         }
         let shards = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
         self.engine = Some(Engine::start(p.specs, p.segments, shards, p.clock, p.fast)?);
+        if let Some((base, specs)) = p.diverts {
+            self.diverter = Some(Diverter::start(base, specs, p.clock)?);
+        }
         let paths = self.lab.clone().ok_or_else(|| anyhow!("the lab is not built"))?;
         self.supervisor = Some(Supervisor::start(paths, p.commands));
         Ok(())
@@ -564,6 +600,9 @@ impl LocalWorker {
         // `down` up); the devices stay open until the nodes' processes are gone.
         if let Some(e) = self.engine.as_mut() {
             e.halt();
+        }
+        if let Some(d) = self.diverter.take() {
+            d.stop();
         }
         if let Some(mut s) = self.supervisor.take() {
             s.stop();
@@ -654,7 +693,8 @@ impl Worker for LocalWorker {
                     members[g] = (0..self.sizes[g]).map(|m| e.stats(Target::Member(k, m))).collect();
                     segments[g] = e.segment_stats(k);
                 }
-                Ok(WorkerReply::Stats(Counters { links, members, segments, shard_work_ns: e.work_ns(), fast_path: self.fast_path.clone(), engine_faults: e.faults() }))
+                let diverts = self.diverter.as_ref().map(|d| d.stats()).unwrap_or_default();
+                Ok(WorkerReply::Stats(Counters { links, members, segments, shard_work_ns: e.work_ns(), fast_path: self.fast_path.clone(), engine_faults: e.faults(), diverts }))
             }
             WorkerRequest::NodeState { node, up } => {
                 let (Some(sup), Some(paths)) = (&self.supervisor, &self.lab) else {

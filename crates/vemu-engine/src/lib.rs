@@ -10,6 +10,7 @@
 pub mod clock;
 pub mod core;
 pub mod counters;
+pub mod divert;
 mod driver;
 pub mod gso;
 pub mod schedule;

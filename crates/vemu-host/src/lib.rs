@@ -14,6 +14,7 @@
 //! lab's tmpfs (unmounting namespaces one by one costs an RCU grace period each).
 
 pub mod cgroup;
+pub mod divert;
 pub mod netlink;
 pub mod nic;
 pub mod tap;
@@ -744,11 +745,18 @@ fn host_netns_pin(paths: &LabPaths) -> PathBuf {
     paths.dir.join("host-net")
 }
 
-fn record_host_ifaces(paths: &LabPaths, names: &[&str]) -> Result<()> {
+/// Pin the calling thread's network namespace (the machine's) in the lab's state, once:
+/// what a lab makes there is removed there by `down` and `clean`, wherever they run.
+fn pin_host_netns(paths: &LabPaths) -> Result<()> {
     let pin_path = host_netns_pin(paths);
     if !pin_path.exists() {
         pin("/proc/thread-self/ns/net", &pin_path).context("pinning the machine's network namespace")?;
     }
+    Ok(())
+}
+
+fn record_host_ifaces(paths: &LabPaths, names: &[&str]) -> Result<()> {
+    pin_host_netns(paths)?;
     let lines: String = names.iter().filter_map(|n| tap::ifindex(n).ok().map(|ix| format!("{n} {ix}\n"))).collect();
     let mut f = fs::File::options().create(true).append(true).open(host_ifaces_file(paths)).context("noting the machine's interfaces")?;
     std::io::Write::write_all(&mut f, lines.as_bytes()).context("noting the machine's interfaces")
@@ -1107,6 +1115,9 @@ pub fn remove_lab(lab: &str) -> Result<()> {
     kill_processes(&pins, Duration::from_millis(500), false);
     let mut errors = Vec::new();
     if let Err(e) = remove_host_ifaces(&paths) {
+        errors.push(format!("{e:#}"));
+    }
+    if let Err(e) = divert::remove(&paths, &host_netns_pin(&paths)) {
         errors.push(format!("{e:#}"));
     }
     if let Err(e) = cgroup::remove_lab(lab) {

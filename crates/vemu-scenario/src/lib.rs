@@ -49,6 +49,20 @@ pub struct Plan {
     /// [`NodePlan::machine`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub machines: Vec<Machine>,
+    /// The machine's own traffic sent through emulated paths (`divert:`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub diverts: Vec<Divert>,
+}
+
+/// Traffic of the machine itself (the controller's network namespace) that crosses an
+/// emulated path: connections whose first outgoing packet matches `matches` (an
+/// nftables expression) take `forward` on the way out and `reverse` on the way back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Divert {
+    pub name: String,
+    pub matches: String,
+    pub forward: Impairments,
+    pub reverse: Impairments,
 }
 
 /// A machine that hosts nodes of a lab: where its `vemu agent` listens.

@@ -9,6 +9,7 @@ use vemu_link::{Chance, Distribution, Impairments, ImpairmentsPatch, Jitter, Los
 
 use crate::units;
 
+mod divert;
 mod qos;
 mod wireless;
 pub use wireless::WirelessDef;
@@ -34,6 +35,8 @@ pub struct Scenario {
     pub storage_bytes: u64,
     /// Machines that host the lab's nodes (`machines:`), by name; none: this machine.
     pub machines: Vec<crate::Machine>,
+    /// The machine's own traffic through emulated paths (`divert:`).
+    pub diverts: Vec<crate::Divert>,
 }
 
 #[derive(Debug, Clone)]
@@ -1197,7 +1200,7 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, machines_overr
         }
     };
     let mut p = P { errors: Vec::new() };
-    let top = p.map(&root, "", &["name", "seed", "defaults", "nodes", "links", "segments", "events", "addressing", "routing", "fidelity", "storage", "machines"]);
+    let top = p.map(&root, "", &["name", "seed", "defaults", "nodes", "links", "segments", "events", "addressing", "routing", "fidelity", "storage", "machines", "divert"]);
     let get = |k: &str| top.iter().find(|(key, ..)| *key == k).map(|(_, m, n)| (*m, *n));
 
     let name = match (name_override, get("name")) {
@@ -1451,6 +1454,7 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, machines_overr
             }
         }
     }
+    let diverts = get("divert").map(|(_, n)| divert::diverts(&mut p, n)).unwrap_or_default();
     let mut fidelity = crate::FidelityThresholds::default();
     if let Some((_, n)) = get("fidelity") {
         for (k, _, v) in p.map(n, "fidelity", &["late", "degraded", "invalid", "min_frames", "busy"]) {
@@ -1475,8 +1479,11 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, machines_overr
             })
         })
         .unwrap_or(crate::DEFAULT_STORAGE_BYTES);
+    if let (false, false, Some((mark, _))) = (diverts.is_empty(), machines.is_empty(), get("divert")) {
+        p.err(mark, "divert", "diverted paths take the controller's machine's traffic: not in labs across machines yet");
+    }
     if p.errors.is_empty() {
-        Ok(Scenario { name, seed, nodes, links, segments, events, addressing, addressing_mark, static_routing, routing_mark, fidelity, storage_bytes, machines })
+        Ok(Scenario { name, seed, nodes, links, segments, events, addressing, addressing_mark, static_routing, routing_mark, fidelity, storage_bytes, machines, diverts })
     } else {
         Err(p.errors)
     }

@@ -833,3 +833,24 @@ fn qos_errors_name_the_field() {
     let m = link("[{match: {dport: 9-3}}]");
     assert!(m.contains("links[0].qos[0].match.dport: '9-3' is not a port or a range"), "{m}");
 }
+
+#[test]
+fn diverted_paths_parse_and_refuse_what_they_cannot_do() {
+    let p = ok("nodes: {a: {}}\ndivert:\n  - {name: web, match: 'tcp dport {80, 443}', delay: 5ms, reverse: {loss: 1%}}\n  - {match: ip6 daddr 2001:db8::/32, forward: {bandwidth: 1Mbit}}\n");
+    assert_eq!(p.diverts.len(), 2);
+    let (w, d) = (&p.diverts[0], &p.diverts[1]);
+    assert_eq!((w.name.as_str(), w.matches.as_str(), w.forward.delay_ns, w.reverse.delay_ns), ("web", "tcp dport {80, 443}", 5_000_000, 5_000_000));
+    assert_eq!(w.reverse.loss, Loss::Bernoulli { rate: 0.01, correlation: 0.0 });
+    assert_eq!((d.name.as_str(), d.forward.rate_bps, d.reverse.rate_bps), ("divert1", Some(1_000_000), None));
+    let one = |d: &str| one_error(&format!("nodes: {{a: {{}}}}\ndivert:\n  - {d}\n"));
+    let m = one("{match: 'tcp dport 80; flush ruleset'}");
+    assert!(m.contains("divert[0].match: ';' may not appear in a match"), "{m}");
+    let m = one("{match: tcp dport 80 accept}");
+    assert!(m.contains("'accept' is an nftables statement"), "{m}");
+    let m = one("{match: tcp dport 80, duplicate: 1%}");
+    assert!(m.contains("divert[0].forward: a diverted path cannot duplicate"), "{m}");
+    let m = one("{delay: 1ms}");
+    assert!(m.contains("divert[0]: missing 'match'"), "{m}");
+    let m = one_error("machines: {m1: 10.0.0.1, m2: 10.0.0.2}\nnodes: {a: {machine: m1}, b: {machine: m2}}\ndivert:\n  - {match: tcp dport 80}\n");
+    assert!(m.contains("divert: diverted paths take the controller's machine's traffic"), "{m}");
+}

@@ -1343,6 +1343,11 @@ fn print_status(s: &LabStatus) {
     for w in &below_underlay {
         println!("warning: {w}");
     }
+    for d in &s.diverts {
+        for (dir, what, st) in [("fwd", "the machine's packets out", &d.forward), ("rev", "replies back", &d.reverse)] {
+            println!("{:<16} {:<4} {:<4} {:<6} {}  {} (divert '{}': {what})", d.name, "yes", dir, "nfq", counter_columns(&st.stats), describe(&st.impairments), d.matches);
+        }
+    }
     for g in s.segments.iter().filter(|g| g.kind == "wireless") {
         println!("\nSEGMENT {} (wireless): {} frames refused by full radio queues", g.name, g.stats.drop_capacity);
         println!("{:<22} {:>9} {:>9}  NEIGHBOURS (delivery probability)   SENT -> DELIVERED/LOST/COLLIDED", "MEMBER", "X (m)", "Y (m)");

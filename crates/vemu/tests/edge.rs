@@ -244,3 +244,113 @@ links:
     assert!(!o.status.success() && t.contains("interface t-nic1 is down"), "{t}");
     assert!(lab_netns(name).is_empty() && !std::path::Path::new("/run/vemu").join(name).exists(), "nothing left");
 }
+
+/// A stand-in for the network beyond the machine: a namespace with 10.88.0.2 and
+/// 10.88.0.3 (an iperf3 server), wired to the stand-in machine (10.88.0.1); removed at the end.
+struct Beyond;
+
+const BEYOND_NS: &str = "t-edge-beyond";
+
+impl Beyond {
+    fn new() -> Beyond {
+        let _ = Command::new("ip").args(["netns", "del", BEYOND_NS]).output();
+        let sh = |cmd: &str| {
+            let o = Command::new("sh").args(["-c", cmd]).output().unwrap();
+            assert!(o.status.success(), "{cmd}: {}", text(&o));
+        };
+        sh(&format!("ip netns add {BEYOND_NS} && ip -n {BEYOND_NS} link set lo up"));
+        sh(&format!("ip -n {HOST_NS} link add t-wan type veth peer name wan netns {BEYOND_NS}"));
+        sh(&format!("ip -n {HOST_NS} addr add 10.88.0.1/24 dev t-wan && ip -n {HOST_NS} link set t-wan up"));
+        sh(&format!("ip -n {BEYOND_NS} addr add 10.88.0.2/24 dev wan && ip -n {BEYOND_NS} addr add 10.88.0.3/24 dev wan && ip -n {BEYOND_NS} link set wan up"));
+        // (nsenter, not `ip netns exec`: a daemon in a mount namespace of its own would
+        // hold on to the labs' state mounts.)
+        sh(&format!("nsenter --net=/run/netns/{BEYOND_NS} iperf3 -s -D"));
+        Beyond
+    }
+}
+
+impl Drop for Beyond {
+    fn drop(&mut self) {
+        let _ = Command::new("sh").args(["-c", &format!("ip netns pids {BEYOND_NS} | xargs -r kill -9; ip netns del {BEYOND_NS}")]).output();
+    }
+}
+
+/// Average RTT of `ping -U` (user-to-user: what an application sees) from the machine.
+fn ping_u(addr: &str) -> (u32, f64) {
+    let o = in_host(&["ping", "-U", "-c", "5", "-i", "0.2", "-W", "2", addr]);
+    let (_, got, avg) = parse_ping(&text(&o));
+    (got, avg)
+}
+
+fn divert_rules_left() -> String {
+    let tables = text(&in_host(&["nft", "list", "tables"]));
+    let chains = text(&in_host(&["iptables", "-t", "mangle", "-S"])) + &text(&in_host(&["ip6tables", "-t", "mangle", "-S"]));
+    tables.lines().filter(|l| l.contains("vemu")).chain(chains.lines().filter(|l| l.contains("VEMU"))).collect::<Vec<_>>().join("\n")
+}
+
+#[test]
+fn the_machines_own_traffic_takes_a_diverted_path() {
+    let _g = serial();
+    let _host = StandIn::new();
+    let _beyond = Beyond::new();
+    assert!(ping_u("10.88.0.2").1 < 5.0);
+    let name = "t-edge-divert";
+    let yaml = format!(
+        "name: {name}
+nodes: {{n1: {{}}}}
+divert:
+  - name: wan
+    match: ip daddr 10.88.0.2
+    forward: {{delay: 20ms, bandwidth: 20Mbit}}
+    reverse: {{delay: 30ms}}
+"
+    );
+    let path = write_scenario(name, &yaml);
+    let o = vemu_on_host(&["up", path.to_str().unwrap(), "--name", name]);
+    assert!(o.status.success(), "vemu up: {}", text(&o));
+    let lab = Lab { name: name.to_string() };
+    // 20 ms out, 30 ms back, as an application sees it; other traffic is untouched.
+    let (got, rtt) = ping_u("10.88.0.2");
+    assert!(got == 5 && (50.0..65.0).contains(&rtt), "diverted RTT {rtt} ms ({got} of 5)");
+    let (got, rtt) = ping_u("10.88.0.3");
+    assert!(got == 5 && rtt < 5.0, "not diverted: RTT {rtt} ms");
+    // TCP out of the machine at the path's 20 Mbit/s.
+    let o = in_host(&["iperf3", "-c", "10.88.0.2", "-t", "4", "-O", "1", "-J"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("iperf3: {}", text(&o)));
+    let bps = v["end"]["sum_received"]["bits_per_second"].as_f64().unwrap();
+    assert!((0.85 * 20e6..1.02 * 20e6).contains(&bps), "TCP out through the diverted path: {bps} bit/s at 20 Mbit/s");
+    let st = lab.status();
+    let d = &st["diverts"][0];
+    assert_eq!((d["name"].as_str(), d["match"].as_str()), (Some("wan"), Some("ip daddr 10.88.0.2")));
+    assert!(d["forward"]["stats"]["tx_frames"].as_u64().unwrap() > 1000 && d["reverse"]["stats"]["tx_frames"].as_u64().unwrap() > 100, "{d}");
+    assert!(text(&lab.vemu(&["status"])).contains("divert 'ip daddr 10.88.0.2'"));
+    drop(lab);
+    assert_eq!(divert_rules_left(), "", "rules left after down");
+    assert!(ping_u("10.88.0.2").1 < 5.0, "the path is gone after down");
+
+    // A crashed controller: the rules let packets pass (bypass), and clean removes them.
+    let o = vemu_on_host(&["up", path.to_str().unwrap(), "--name", name]);
+    assert!(o.status.success(), "vemu up: {}", text(&o));
+    let lab = Lab { name: name.to_string() };
+    let pid = lab.status()["pid"].as_u64().unwrap();
+    assert!(!divert_rules_left().is_empty());
+    assert!(Command::new("kill").args(["-9", &pid.to_string()]).status().unwrap().success());
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let (got, rtt) = ping_u("10.88.0.2");
+    assert!(got == 5 && rtt < 5.0, "after a crash the machine's traffic passes: {got} of 5, {rtt} ms");
+    let o = vemu(&["clean"]);
+    assert!(o.status.success(), "clean: {}", text(&o));
+    std::mem::forget(lab);
+    assert_eq!(divert_rules_left(), "", "rules left after clean");
+
+    // A match nftables refuses fails `up` with its message, and leaves nothing.
+    let bad = write_scenario("t-edge-divert-bad", &format!("name: {name}\nnodes: {{n1: {{}}}}\ndivert:\n  - {{match: ip daddrr 10.88.0.2, delay: 1ms}}\n"));
+    let o = vemu_on_host(&["up", bad.to_str().unwrap(), "--name", name]);
+    assert!(!o.status.success() && text(&o).contains("nftables refuses a divert match"), "{}", text(&o));
+    assert_eq!(divert_rules_left(), "");
+    assert!(lab_netns(name).is_empty());
+    // What could act rather than select is refused when the file is read.
+    let bad = write_scenario("t-edge-divert-bad2", &format!("name: {name}\nnodes: {{n1: {{}}}}\ndivert:\n  - {{match: 'tcp dport 80 drop', delay: 1ms}}\n"));
+    let o = vemu_on_host(&["check", bad.to_str().unwrap()]);
+    assert!(!o.status.success() && text(&o).contains("divert[0].match: 'drop' is an nftables statement"), "{}", text(&o));
+}
