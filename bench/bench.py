@@ -1117,7 +1117,7 @@ def bench_soak():
     for l in st["links"]:
         for d in ("forward", "reverse"):
             x = l[d]["stats"]
-            lost = x["rx_frames"] + x["duplicated"] - x["tx_frames"] - x["drop_loss"] - x["drop_queue"] - x["drop_down"] - x["drop_mtu"] - x["write_errors"]
+            lost = x["rx_frames"] + x["duplicated"] - x["tx_frames"] - x["drop_loss"] - x["drop_queue"] - x["drop_down"] - x["drop_mtu"] - x["write_errors"] - x.get("drop_police", 0)
             unexplained.append(lost)
     write_csv("soak.csv", ["t_s", "controller_rss_kib", "window_verdict", "frames", "late_frames", "tap_dropped"], rows)
     plot("soak.png", "Soak: controller memory over the run", "s", "RSS (MiB)", [("controller", [r[0] for r in rows], [r[1] / 1024 for r in rows])])

@@ -55,6 +55,9 @@ pub struct Controller {
     pub(crate) watch: crate::fidelity::Watch,
     /// Machines lost (their agents stopped answering), by number in the plan.
     pub(crate) lost: Vec<bool>,
+    /// The nodes' use as last read (lab ns, per node): the event stream reads it at most
+    /// once a second (a read is two files per node).
+    pub(crate) usage: Option<(u64, Vec<vemu_host::cgroup::Usage>)>,
 }
 
 /// The thread that looks, every second, for machines of a lab across machines that were
@@ -519,7 +522,30 @@ impl Controller {
                 json!({"name": seg.name, "switch": c.segments[g], "members": members})
             })
             .collect();
-        let mut v = json!({"t_ns": self.clock.now_ns(), "delay_buckets_ns": crate::DELAY_BUCKETS_NS, "links": links, "segments": segments});
+        let now = self.clock.now_ns();
+        if self.usage.as_ref().is_none_or(|(t, _)| now.saturating_sub(*t) >= 1_000_000_000) {
+            if let WorkerReply::Usage(u) = call(self.worker.as_mut(), WorkerRequest::Usage)? {
+                self.usage = Some((now, u));
+            }
+        }
+        let (usage_t, usage) = self.usage.as_ref().map(|(t, u)| (*t, u.as_slice())).unwrap_or((now, &[]));
+        // Nodes vemu makes: CPU time and memory in use (as of `t_ns`, read once a second).
+        let nodes: Vec<Value> = self
+            .plan
+            .nodes
+            .iter()
+            .zip(usage)
+            .filter(|(n, _)| n.kind.is_made())
+            .map(|(n, u)| json!({"name": n.name, "t_ns": usage_t, "cpu_ns": u.cpu_ns, "memory_bytes": u.memory_bytes, "processes": u.processes}))
+            .collect();
+        let diverts: Vec<Value> = self
+            .plan
+            .diverts
+            .iter()
+            .zip(&c.diverts)
+            .map(|(d, s)| json!({"name": d.name, "forward": s[0], "reverse": s[1]}))
+            .collect();
+        let mut v = json!({"t_ns": now, "delay_buckets_ns": crate::DELAY_BUCKETS_NS, "links": links, "segments": segments, "nodes": nodes, "diverts": diverts});
         v["fidelity"] = json!(self.fidelity(&c));
         v["fidelity_now"] = json!(self.watch.now);
         Ok(v)

@@ -156,7 +156,7 @@ pub fn dscp_named(name: &str) -> Option<u8> {
         "BE" | "DF" => Some(0),
         _ if n.len() == 4 && n.starts_with("AF") => {
             let (c, d) = (n.as_bytes()[2].wrapping_sub(b'0'), n.as_bytes()[3].wrapping_sub(b'0'));
-            ((1..=4).contains(&c) && (1..=3).contains(&d)).then_some(8 * c + 2 * d)
+            ((1..=4).contains(&c) && (1..=3).contains(&d)).then(|| 8 * c + 2 * d)
         }
         _ if n.len() == 3 && n.starts_with("CS") => n.as_bytes()[2].wrapping_sub(b'0').checked_mul(8).filter(|v| *v <= 56),
         _ => None,
@@ -256,7 +256,8 @@ mod tests {
         assert_eq!(dscp_named("AF43"), Some(38));
         assert_eq!(dscp_named("CS7"), Some(56));
         assert_eq!(dscp_named("be"), Some(0));
-        for bad in ["AF44", "AF50", "CS8", "XX", ""] {
+        // (Found by fuzzing: "AF4." once overflowed computing a value it then threw away.)
+        for bad in ["AF44", "AF50", "CS8", "XX", "", "AF4.", "AF\u{ff}1", "CS\u{7f}", "AF4\u{0}"] {
             assert_eq!(dscp_named(bad), None, "{bad}");
         }
     }

@@ -38,7 +38,17 @@ struct Row {
     queue_max: u64,
 }
 
+/// A node's use in one sample: CPU cores over the last reading, memory.
+struct NodeRow {
+    name: String,
+    cores: f64,
+    memory_bytes: u64,
+    processes: u64,
+}
+
 pub struct Sink {
+    /// Each node's last CPU time reading (lab ns, cpu ns) and the rate it gave (cores).
+    cpu: std::collections::HashMap<String, (u64, u64, f64)>,
     json: bool,
     csv: Option<std::fs::File>,
     left: Option<u64>,
@@ -60,7 +70,7 @@ pub fn is_done(e: &anyhow::Error) -> bool {
     e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.get_ref().is_some_and(|i| i.is::<Done>())))
 }
 
-const CSV_HEADER: &str = "t_s,kind,name,direction,tx_frames,tx_bytes,throughput_bps,frames_per_s,drop_loss,drop_queue,drop_down,queue_frames,queue_frames_max,delay_median_le_s,drop_police\n";
+const CSV_HEADER: &str = "t_s,kind,name,direction,tx_frames,tx_bytes,throughput_bps,frames_per_s,drop_loss,drop_queue,drop_down,queue_frames,queue_frames_max,delay_median_le_s,drop_police,cpu_cores,memory_bytes\n";
 
 /// The median of the frames counted between two histograms, as the upper bound of its
 /// bucket (1-2-5 steps), in seconds.
@@ -82,7 +92,7 @@ impl Sink {
             }
             None => None,
         };
-        Ok(Sink { json, csv, left: count, buf: Vec::new(), prev: Default::default() })
+        Ok(Sink { json, csv, left: count, buf: Vec::new(), prev: Default::default(), cpu: Default::default() })
     }
 
     fn sample(&mut self, v: &Value) -> std::io::Result<()> {
@@ -140,15 +150,34 @@ impl Sink {
                 both("port", name, "ingress", &m["ingress"]);
             }
         }
+        for d in v["diverts"].as_array().into_iter().flatten() {
+            let name = d["name"].as_str().unwrap_or("").to_string();
+            both("divert", name.clone(), "forward", &d["forward"]);
+            both("divert", name, "reverse", &d["reverse"]);
+        }
+        let mut nodes = Vec::new();
+        for n in v["nodes"].as_array().into_iter().flatten() {
+            let get = |k: &str| n[k].as_u64().unwrap_or(0);
+            let name = n["name"].as_str().unwrap_or("").to_string();
+            let (t, cpu) = (get("t_ns"), get("cpu_ns"));
+            let (t0, cpu0, last) = self.cpu.get(&name).copied().unwrap_or((t, cpu, f64::NAN));
+            // Readings come once a second: keep the last rate until a new one comes.
+            let cores = if t > t0 { cpu.saturating_sub(cpu0) as f64 / (t - t0) as f64 } else { last };
+            self.cpu.insert(name.clone(), if t > t0 { (t, cpu, cores) } else { (t0, cpu0, last) });
+            nodes.push(NodeRow { name, cores, memory_bytes: get("memory_bytes"), processes: get("processes") });
+        }
         let t_s = t_ns as f64 / 1e9;
         if let Some(f) = &mut self.csv {
             for r in &rows {
                 let med = r.median_s.map(|m| format!("{m}")).unwrap_or_default();
                 writeln!(
                     f,
-                    "{t_s:.3},{},{},{},{},{},{:.0},{:.1},{},{},{},{},{},{med},{}",
+                    "{t_s:.3},{},{},{},{},{},{:.0},{:.1},{},{},{},{},{},{med},{},,",
                     r.kind, r.name, r.direction, r.tx_frames, r.tx_bytes, r.bps, r.fps, r.drop_loss, r.drop_queue, r.drop_down, r.queue, r.queue_max, r.drop_police
                 )?;
+            }
+            for n in nodes.iter().filter(|n| n.cores.is_finite()) {
+                writeln!(f, "{t_s:.3},node,{},,,,,,,,,,,,,{:.4},{}", n.name, n.cores, n.memory_bytes)?;
             }
         }
         let mut out = std::io::stdout().lock();
@@ -163,6 +192,13 @@ impl Sink {
             for r in &rows {
                 let med = r.median_s.map(|m| format!("<={} ms", m * 1e3)).unwrap_or_else(|| "-".into());
                 writeln!(out, "{:<6} {:<32} {:<8} {:>12.3} {:>10.0} {:>8} {:>7} {:>10}", r.kind, r.name, r.direction, r.bps / 1e6, r.fps, r.new_drops, r.queue, med)?;
+            }
+            if !nodes.is_empty() {
+                writeln!(out, "\n{:<32} {:>10} {:>12} {:>6}", "NODE", "CPU cores", "memory MiB", "procs")?;
+                for n in &nodes {
+                    let cores = if n.cores.is_finite() { format!("{:.3}", n.cores) } else { "-".into() };
+                    writeln!(out, "{:<32} {:>10} {:>12.1} {:>6}", n.name, cores, n.memory_bytes as f64 / 1048576.0, n.processes)?;
+                }
             }
         }
         out.flush()?;

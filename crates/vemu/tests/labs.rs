@@ -347,12 +347,18 @@ fn stats_give_rates_queues_and_delay_histograms() {
     assert!(text(&o).contains("Mbit/s"), "{}", text(&o));
     let rows: Vec<String> = std::fs::read_to_string(&csv).unwrap().lines().map(String::from).collect();
     assert!(rows[0].starts_with("t_s,kind,name,direction"));
-    assert_eq!(rows.len(), 1 + 3 * 2, "{rows:?}");
+    assert_eq!(rows.iter().filter(|r| r.contains(",link,")).count(), 3 * 2, "{rows:?}");
+    // (Node rows come once a node's CPU rate is known: readings are a second apart.)
+    assert!(rows[1..].iter().all(|r| r.contains(",link,") || r.contains(",node,")), "{rows:?}");
     assert!(rows[1].contains(",link,n1:n2,forward,"), "{}", rows[1]);
     let o = lab.vemu(&["stats", "--json", "--count", "1"]);
     let v: serde_json::Value = serde_json::from_str(String::from_utf8_lossy(&o.stdout).lines().next().unwrap()).unwrap();
     assert_eq!(v["type"], "stats");
     assert!(v["links"][0]["forward"]["tx_frames"].as_u64().unwrap() >= 5);
+    // Each node's CPU time and memory in use.
+    let nodes = v["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 2, "{v}");
+    assert!(nodes[0]["cpu_ns"].as_u64().unwrap() > 0 && nodes[0]["memory_bytes"].as_u64().unwrap() > 0, "{v}");
 }
 
 /// Audit: a node's secret file was in a world-readable plan.json; the API token file was
