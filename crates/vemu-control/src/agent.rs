@@ -133,7 +133,15 @@ pub fn run(listen: SocketAddr, token: String) -> Result<()> {
         })?;
     }
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().thread_name("vemu-agent").build()?;
-    let listener = rt.block_on(tokio::net::TcpListener::bind(listen)).with_context(|| format!("listening on {listen}"))?;
+    let listener = rt
+        .block_on(async {
+            let sock = if listen.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+            sock.set_reuseaddr(true)?;
+            crate::cluster::clamp_mss(&sock);
+            sock.bind(listen)?;
+            sock.listen(1024)
+        })
+        .with_context(|| format!("listening on {listen}"))?;
     eprintln!("vemu agent: listening on {} (underlay MTU {})", listener.local_addr()?, agent.underlay_mtu);
     let router = Router::new()
         .route("/v1/agent", axum::routing::get(hello))

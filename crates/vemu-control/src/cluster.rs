@@ -79,6 +79,20 @@ pub struct AgentRoute {
     suspect: Arc<AtomicBool>,
 }
 
+/// Largest TCP segment of the control channel, bytes: what any IPv6 path carries (1280
+/// bytes) less the headers. The underlay may drop larger packets without a word (a hop
+/// with a smaller MTU that sends no ICMP: the black hole the tunnels probe around); the
+/// control channel does not need the speed and must never stall on it (it did: a status
+/// answer that grew past 1400 bytes hung on the test underlay's 1400-byte hop).
+pub(crate) const CONTROL_MSS: libc::c_int = 1200;
+
+/// Keep a control-channel socket's segments to [`CONTROL_MSS`] (before it connects or
+/// listens: what it sends, and what it asks the peer to send).
+pub(crate) fn clamp_mss(sock: &impl std::os::fd::AsRawFd) {
+    // SAFETY: an int option on a socket we own.
+    unsafe { libc::setsockopt(sock.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_MAXSEG, (&CONTROL_MSS as *const libc::c_int).cast(), 4) };
+}
+
 impl AgentRoute {
     fn new(m: &vemu_scenario::Machine, token: &str, tls: &Arc<rustls::ClientConfig>) -> AgentRoute {
         AgentRoute { name: m.name.clone(), address: m.address, token: token.to_string(), tls: tokio_rustls::TlsConnector::from(tls.clone()), suspect: Arc::default() }
@@ -92,12 +106,12 @@ impl AgentRoute {
         }
     }
 
-    /// Send one request; the answer once its head has come (a successful one only if
-    /// the agent signed it).
     /// A TLS connection to the agent and its session's binding.
     async fn connect(&self) -> Result<(tokio_rustls::client::TlsStream<tokio::net::TcpStream>, Binding)> {
         let wait = self.connect_timeout();
-        let stream = tokio::time::timeout(wait, tokio::net::TcpStream::connect(self.address))
+        let sock = if self.address.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+        clamp_mss(&sock);
+        let stream = tokio::time::timeout(wait, sock.connect(self.address))
             .await
             .map_err(|_| anyhow!("no answer within {:.1} s", wait.as_secs_f64()))??;
         let _ = stream.set_nodelay(true);

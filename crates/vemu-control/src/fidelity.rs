@@ -37,7 +37,19 @@ pub struct DirFidelity {
     pub p99_late_ns: u64,
     pub max_late_ns: u64,
     pub write_errors: u64,
+    /// Probes of the direction's input queue, and those that waited there longer than
+    /// the threshold before the engine read them (frames there wait as long: the late
+    /// fraction counts the larger of the two witnesses), and their 99th percentile, ns.
+    #[serde(default)]
+    pub input_probes: u64,
+    #[serde(default)]
+    pub input_late_probes: u64,
+    #[serde(default)]
+    pub p99_input_wait_ns: u64,
 }
+
+/// Fewest input probes a direction needs before they count (10 s of them when it is busy).
+pub const MIN_INPUT_PROBES: u64 = 20;
 
 /// One TAP interface whose kernel queue overflowed.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -109,7 +121,12 @@ pub fn assess<'a>(dirs: impl IntoIterator<Item = (String, &'a DirStats)>, engine
     let mut affected = Vec::new();
     for (name, d) in dirs {
         let n: u64 = d.late_hist.iter().sum();
-        let late = d.late_hist.iter().skip(first_late).sum::<u64>() + d.write_errors;
+        let written_late = d.late_hist.iter().skip(first_late).sum::<u64>() + d.write_errors;
+        // Frames that waited too long in the input queue, estimated from the probes that did.
+        let probes: u64 = d.input_wait_hist.iter().sum();
+        let input_late: u64 = d.input_wait_hist.iter().skip(first_late).sum();
+        let waited_late = if probes >= MIN_INPUT_PROBES { (n as f64 * input_late as f64 / probes as f64).round() as u64 } else { 0 };
+        let late = written_late.max(waited_late);
         frames += n;
         late_frames += late;
         let judged = n + d.write_errors;
@@ -128,6 +145,9 @@ pub fn assess<'a>(dirs: impl IntoIterator<Item = (String, &'a DirStats)>, engine
                 p99_late_ns: bucket_quantile_ns(&d.late_hist, 0.99).unwrap_or(0),
                 max_late_ns: d.late_max_ns,
                 write_errors: d.write_errors,
+                input_probes: probes,
+                input_late_probes: input_late,
+                p99_input_wait_ns: bucket_quantile_ns(&d.input_wait_hist, 0.99).unwrap_or(0),
             });
         }
     }
@@ -178,6 +198,8 @@ pub fn delta(now: &DirStats, before: &DirStats) -> DirStats {
         write_errors: now.write_errors.saturating_sub(before.write_errors),
         late_hist: sub(&now.late_hist, &before.late_hist),
         late_max_ns: now.late_max_ns,
+        input_wait_hist: sub(&now.input_wait_hist, &before.input_wait_hist),
+        input_wait_max_ns: now.input_wait_max_ns,
         ..DirStats::default()
     }
 }
@@ -210,6 +232,9 @@ pub fn describe(f: &Fidelity) -> String {
             fmt_ns(a.max_late_ns),
             a.write_errors
         ));
+        if a.input_probes > 0 {
+            s.push_str(&format!("; input queue: p99 {}, {} of {} probes waited longer", fmt_ns(a.p99_input_wait_ns), a.input_late_probes, a.input_probes));
+        }
     }
     if f.affected.len() > 10 {
         s.push_str(&format!("\n  ... and {} more", f.affected.len() - 10));
@@ -352,6 +377,32 @@ mod tests {
         // Windows: the difference of two snapshots.
         let d = delta(&dir(10_000, 200, 0), &dir(9_000, 0, 0));
         assert_eq!((d.late_hist[3], d.late_hist[10]), (1_000, 200));
+    }
+
+    #[test]
+    fn frames_written_on_time_after_a_long_wait_in_the_input_queue_count_as_late() {
+        // Issue 20: every frame written on time, but a fifth of the probes waited 2 ms in
+        // the TAP's queue before the engine read them (the default threshold is 1 ms).
+        let th = FidelityThresholds::default();
+        let mut d = dir(10_000, 0, 0);
+        d.input_wait_hist = vec![0; DELAY_BUCKETS_NS.len() + 1];
+        d.input_wait_hist[4] = 80; // ≤ 20 µs
+        d.input_wait_hist[10] = 20; // ≤ 2 ms
+        let f = assess([("a".to_string(), &d)], &EngineEvidence::default(), &th);
+        assert_eq!(f.verdict, Verdict::Invalid);
+        assert_eq!((f.late_frames, f.affected[0].input_late_probes, f.affected[0].p99_input_wait_ns), (2_000, 20, 2_000_000));
+        assert!(describe(&f).contains("input queue: p99 2.0 ms, 20 of 100 probes waited longer"), "{}", describe(&f));
+        // Too few probes say nothing; quick ones say all is well.
+        d.input_wait_hist[10] = 2;
+        d.input_wait_hist[4] = 2;
+        assert_eq!(assess([("a".to_string(), &d)], &EngineEvidence::default(), &th).verdict, Verdict::Ok);
+        d.input_wait_hist[10] = 0;
+        d.input_wait_hist[4] = 500;
+        assert_eq!(assess([("a".to_string(), &d)], &EngineEvidence::default(), &th).verdict, Verdict::Ok);
+        // A window: the probes between two snapshots.
+        let mut later = d.clone();
+        later.input_wait_hist[10] = 7;
+        assert_eq!(delta(&later, &d).input_wait_hist[10], 7);
     }
 
     #[test]

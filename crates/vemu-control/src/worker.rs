@@ -501,6 +501,8 @@ impl LocalWorker {
         }
         let commands = share_nodes.iter().flat_map(|n| n.run.iter().map(|c| (n.name.clone(), c.clone()))).collect();
         let fast = fast.map(|path| {
+            // (Without it the lab runs; only its input queues go unprobed.)
+            let probe = vemu_host::plane_packet_socket(&paths).map_err(|e| eprintln!("vemu: {e:#}")).ok().map(Arc::new);
             // The engine numbers its links as `links_here`, its segments as `segs_here`.
             let (links, segs, sizes, paths) = (self.links_here.clone(), self.segs_here.clone(), self.sizes.clone(), paths.clone());
             let make_taps: MakeTaps = Arc::new(move |of: TapsOf| {
@@ -516,7 +518,7 @@ impl LocalWorker {
                 };
                 vemu_host::plane_taps(&paths, &names)
             });
-            Fast { path, make_taps }
+            Fast { path, make_taps, probe }
         });
         self.pending = Some(Pending { specs, segments, fast, clock: LabClock { epoch_ns: epoch }, commands, diverts });
         if endpoints.is_empty() {

@@ -826,6 +826,19 @@ impl Core {
         }
     }
 
+    /// A probe the driver put at the tail of `port`'s input queue waited `wait_ns` there
+    /// before it was read: counted for the direction that port feeds.
+    pub fn note_input_wait(&mut self, port: PortId, wait_ns: u64) {
+        let c = match self.ports.get(port as usize).map(|p| p.owner) {
+            Some(Owner::Link { link, side }) => self.links[link as usize].counters[side as usize],
+            Some(Owner::Member { seg, member }) => self.segments[seg as usize].members[member as usize].counters[0],
+            None => return,
+        };
+        let c = &self.counters[c as usize];
+        c.input_wait_hist[delay_bucket(wait_ns)].fetch_add(1, Relaxed);
+        c.input_wait_max_ns.fetch_max(wait_ns, Relaxed);
+    }
+
     /// The tunnel toward `port` (a link side on another machine) carries datagrams of up
     /// to `bytes` of payload (probed): shown in the stats of the direction toward it.
     pub fn set_path_payload(&mut self, port: PortId, bytes: u64) {

@@ -74,6 +74,11 @@ pub struct DirCounters {
     pub path_payload: AtomicU64,
     /// Frames a qos meter dropped (its colour's action).
     pub drop_police: AtomicU64,
+    /// Fidelity: how long the engine's probes waited in the port's input queue (the
+    /// TAP device's) before the engine read them — what frames wait there unseen by
+    /// `late_hist` — by bucket of [`DELAY_BUCKETS_NS`]; and the longest.
+    pub input_wait_hist: [AtomicU64; DELAY_BUCKETS_NS.len() + 1],
+    pub input_wait_max_ns: AtomicU64,
     /// With `qos`: per-class counters (replaced when the classes change; the data path
     /// takes the lock to read only when a frame crosses a qos stage).
     pub classes: RwLock<Arc<[ClassCounters]>>,
@@ -178,6 +183,12 @@ pub struct DirStats {
     /// Frames a qos meter dropped.
     #[serde(default)]
     pub drop_police: u64,
+    /// Probes of the direction's input queue, by how long they waited there before the
+    /// engine read them, per bucket of [`DELAY_BUCKETS_NS`] (empty: never probed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub input_wait_hist: Vec<u64>,
+    #[serde(default)]
+    pub input_wait_max_ns: u64,
     /// With `qos`: each class's counters, in the order of the classes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub classes: Vec<ClassStats>,
@@ -214,6 +225,8 @@ impl DirStats {
         self.transit_ns = self.transit_ns.max(o.transit_ns);
         self.path_payload_bytes = self.path_payload_bytes.max(o.path_payload_bytes);
         self.drop_police += o.drop_police;
+        add(&mut self.input_wait_hist, &o.input_wait_hist);
+        self.input_wait_max_ns = self.input_wait_max_ns.max(o.input_wait_max_ns);
         // One machine carries out a direction's qos stage; the other has no classes.
         if self.classes.is_empty() {
             self.classes = o.classes.clone();
@@ -245,6 +258,11 @@ impl DirCounters {
             transit_ns: self.transit_ns.load(Relaxed),
             path_payload_bytes: self.path_payload.load(Relaxed),
             drop_police: self.drop_police.load(Relaxed),
+            input_wait_hist: {
+                let h: Vec<u64> = self.input_wait_hist.iter().map(|b| b.load(Relaxed)).collect();
+                if h.iter().all(|&n| n == 0) { Vec::new() } else { h }
+            },
+            input_wait_max_ns: self.input_wait_max_ns.load(Relaxed),
             classes: self.classes.read().map(|c| c.iter().map(ClassCounters::snapshot).collect()).unwrap_or_default(),
         }
     }

@@ -14,6 +14,7 @@ use vemu_link::Impairments;
 
 use crate::clock::LabClock;
 use crate::core::{Applied, Command, Core, Event, Frame, RadioSnapshot};
+use crate::gso::VNET_HDR_LEN;
 use crate::gso;
 use crate::schedule::{self, Priority, Schedule};
 use crate::tunnel;
@@ -90,12 +91,9 @@ pub(crate) struct TunnelPort {
     pub vni_in: u32,
     /// The link's local port.
     pub deliver_to: u32,
-    /// Largest UDP payload used over the underlay: [`tunnel::SAFE_PAYLOAD`] until a
-    /// larger probe was answered (path MTU discovery of our own: the underlay may drop
+    /// The datagram size in use (path MTU discovery of our own: the underlay may drop
     /// larger datagrams without a word).
-    pub payload: usize,
-    /// The probe sizes, largest first (the interface's payload first).
-    pub probe_sizes: Vec<usize>,
+    pub mtu: tunnel::PathMtu,
     pub seq: u32,
     pub reasm: tunnel::Reassembler,
     pub dgrams: Vec<Vec<u8>>,
@@ -109,17 +107,23 @@ pub(crate) struct TunnelPort {
 /// taken off the link's delay toward the far side.
 const PROBES_EARLY: u32 = 25;
 const PROBE_EARLY_NS: u64 = 200_000_000;
-const PROBE_LATER_NS: u64 = 5_000_000_000;
+const PROBE_LATER_NS: u64 = 1_000_000_000;
 
 impl TunnelPort {
-    /// Send a frame that left at `at_ns`; whether every datagram went.
+    /// Send a frame that left at `at_ns`; whether every datagram went. A datagram the
+    /// machine's own interface cannot carry makes the tunnel fall back to the safe size.
     fn send(&mut self, fd: RawFd, frame: &[u8], at_ns: u64) -> bool {
         self.dgrams.clear();
-        tunnel::encode(frame, tunnel::Meta { vni: self.vni_out, seq: self.seq, departure_ns: at_ns }, self.payload, &mut self.dgrams);
+        tunnel::encode(frame, tunnel::Meta { vni: self.vni_out, seq: self.seq, departure_ns: at_ns }, self.mtu.payload(), &mut self.dgrams);
         self.seq = self.seq.wrapping_add(1);
         let mut ok = !self.dgrams.is_empty();
         for d in &self.dgrams {
-            ok &= send_datagram(fd, d);
+            if !send_datagram(fd, d) {
+                ok = false;
+                if std::io::Error::last_os_error().raw_os_error() == Some(libc::EMSGSIZE) {
+                    self.mtu.too_big();
+                }
+            }
         }
         ok
     }
@@ -144,13 +148,15 @@ pub(crate) struct ShardHandle {
 }
 
 /// Environment variable for fault-injection tests: `VEMU_ENGINE_FAULT=panic-after:N`
-/// makes the first shard panic after it has read N frames.
+/// makes the first shard panic after it has read N frames; `stall-reads-us:N` makes
+/// every shard wait N µs before each look at a device (an engine too slow to read: frames
+/// wait in the input queues, and are written on time after it).
 pub const FAULT_ENV: &str = "VEMU_ENGINE_FAULT";
 
 impl ShardHandle {
     /// Start a shard thread running `core` over `fds` (one per port of the core, in
     /// order), with the ports' plane devices (`plane`, one per port) on `fast`.
-    pub fn spawn(index: usize, core: Core, fds: Vec<Option<OwnedFd>>, devs: Vec<PortDev>, fast: Option<Arc<FastPath>>, clock: LabClock) -> Result<ShardHandle> {
+    pub fn spawn(index: usize, core: Core, fds: Vec<Option<OwnedFd>>, devs: Vec<PortDev>, fast: Option<Arc<FastPath>>, probe: Option<Arc<OwnedFd>>, clock: LabClock) -> Result<ShardHandle> {
         assert_eq!(core.port_count(), fds.len(), "one device per port");
         assert_eq!(fds.len(), devs.len(), "one kind per port");
         // SAFETY: eventfd returns a new descriptor or -1.
@@ -168,15 +174,21 @@ impl ShardHandle {
         }
         for (port, d) in shard.devs.iter().enumerate() {
             if let PortDev::Tunnel(t) = d {
-                shard.core.set_path_payload(port as u32, t.payload as u64);
+                shard.core.set_path_payload(port as u32, t.mtu.payload() as u64);
             }
         }
         shard.fast = fast;
+        if probe.is_some() {
+            shard.last_read_ns = vec![None; shard.fds.len()];
+            shard.next_input_probe_ns = Some(INPUT_PROBE_EVERY_NS);
+        }
+        shard.probe_sock = probe;
         // The first choice of paths is carried out before any frame moves.
         shard.events();
         if index == 0 {
             shard.panic_after = std::env::var(FAULT_ENV).ok().and_then(|v| v.strip_prefix("panic-after:").and_then(|n| n.parse().ok()));
         }
+        shard.stall_reads_ns = std::env::var(FAULT_ENV).ok().and_then(|v| v.strip_prefix("stall-reads-us:").and_then(|n| n.parse::<u64>().ok())).map_or(0, |us| us * 1000);
         let work_ns = shard.work_ns.clone();
         let died = Arc::new(std::sync::Mutex::new(None));
         let report = died.clone();
@@ -305,9 +317,44 @@ struct Shard {
     fast: Option<Arc<FastPath>>,
     /// Fault injection ([`FAULT_ENV`]): frames to read before panicking.
     panic_after: Option<u64>,
+    /// Fault injection ([`FAULT_ENV`]): wait this long before each read of a device, ns.
+    stall_reads_ns: u64,
     /// When the tunnels are probed next (none without tunnels), and how often they were.
     next_probe_ns: Option<u64>,
     probes: u32,
+    /// Input probes (see [`INPUT_PROBE_EVERY_NS`]): the plane's packet socket, when the
+    /// next round is, where it goes on, and when each port last read a frame.
+    probe_sock: Option<Arc<OwnedFd>>,
+    next_input_probe_ns: Option<u64>,
+    input_probe_cursor: usize,
+    last_read_ns: Vec<Option<u64>>,
+}
+
+/// Input probes: every 100 ms, each plane TAP port that read a frame in the last 2 s
+/// (at most [`INPUT_PROBES_PER_ROUND`] a round, in turn) gets a probe frame sent on its
+/// TAP device through a packet socket: the kernel queues it behind the frames waiting
+/// for the engine there, and when the engine reads it, how long it waited is what those
+/// frames waited before the engine saw them — time the lateness of writes cannot show.
+const INPUT_PROBE_EVERY_NS: u64 = 100_000_000;
+const INPUT_PROBE_ACTIVE_NS: u64 = 2_000_000_000;
+const INPUT_PROBES_PER_ROUND: usize = 64;
+/// A probe frame: local experimental ethertype, this tag, the lab time sent (ns, BE).
+const INPUT_PROBE_TAG: &[u8; 8] = b"VEMU-IWP";
+
+/// The probe frame sent at lab time `t_ns`.
+fn input_probe_frame(t_ns: u64) -> [u8; 60] {
+    let mut f = [0u8; 60];
+    f[..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0]);
+    f[6..12].copy_from_slice(&[0x02, 0x56, 0x45, 0x4d, 0x55, 0x01]);
+    f[12..14].copy_from_slice(&[0x88, 0xb5]);
+    f[14..22].copy_from_slice(INPUT_PROBE_TAG);
+    f[22..30].copy_from_slice(&t_ns.to_be_bytes());
+    f
+}
+
+/// The lab time an Ethernet frame was sent at, if it is an input probe.
+pub(crate) fn input_probe_time(eth: &[u8]) -> Option<u64> {
+    (eth.len() >= 30 && eth[12..14] == [0x88, 0xb5] && &eth[14..22] == INPUT_PROBE_TAG).then(|| u64::from_be_bytes(eth[22..30].try_into().expect("8 bytes")))
 }
 
 impl Shard {
@@ -339,8 +386,13 @@ impl Shard {
             devs: Vec::new(),
             fast: None,
             panic_after: None,
+            stall_reads_ns: 0,
             next_probe_ns: None,
             probes: 0,
+            probe_sock: None,
+            next_input_probe_ns: None,
+            input_probe_cursor: 0,
+            last_read_ns: Vec::new(),
         })
     }
 
@@ -377,6 +429,9 @@ impl Shard {
             if self.next_probe_ns.is_some_and(|t| t <= now) {
                 self.probe_tunnels(now);
             }
+            if self.next_input_probe_ns.is_some_and(|t| t <= now) {
+                self.probe_inputs(now);
+            }
             if let Some(p) = self.schedule.review(now, work_ns) {
                 if set_priority(p) != p {
                     self.schedule = Schedule::new(Priority::Normal, now);
@@ -386,7 +441,7 @@ impl Shard {
             }
             let spin_ns = self.schedule.spin_ns();
             let core_due = self.core.poll_timeout().map(|at| at.saturating_sub(now).saturating_sub(spin_ns));
-            let probe_due = self.next_probe_ns.map(|at| at.saturating_sub(now));
+            let probe_due = self.next_probe_ns.into_iter().chain(self.next_input_probe_ns).min().map(|at| at.saturating_sub(now));
             let lingering = now < linger_until;
             let timeout = match (core_due, probe_due) {
                 _ if lingering => Some(0),
@@ -559,21 +614,52 @@ impl Shard {
         unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), libc::EPOLL_CTL_DEL, fd, std::ptr::null_mut()) };
     }
 
-    /// Probe every tunnel: its round trip, and the sizes of datagram that cross it
-    /// (sizes not above what is used already are not probed again).
+    /// Probe every tunnel: its round trip, the size of datagram in use and the larger
+    /// ones (see [`tunnel::PathMtu`]).
     fn probe_tunnels(&mut self, now: u64) {
-        for (port, dev) in self.devs.iter().enumerate() {
-            if let PortDev::Tunnel(t) = dev {
-                let fd = self.fd(port);
-                send_datagram(fd, &tunnel::probe(t.vni_out, now, false, 0));
-                for &size in t.probe_sizes.iter().filter(|&&s| s > t.payload) {
-                    send_datagram(fd, &tunnel::probe(t.vni_out, now, false, size));
-                }
+        for port in 0..self.devs.len() {
+            let fd = self.fd(port);
+            let Some(PortDev::Tunnel(t)) = self.devs.get_mut(port) else { continue };
+            let before = t.mtu.payload();
+            for size in t.mtu.round() {
+                send_datagram(fd, &tunnel::probe(t.vni_out, now, false, size));
+            }
+            if t.mtu.payload() != before {
+                self.core.set_path_payload(port as u32, t.mtu.payload() as u64);
             }
         }
         self.probes += 1;
         let every = if self.probes < PROBES_EARLY { PROBE_EARLY_NS } else { PROBE_LATER_NS };
         self.next_probe_ns = Some(now + every);
+    }
+
+    /// Send this round's input probes (see [`INPUT_PROBE_EVERY_NS`]).
+    fn probe_inputs(&mut self, now: u64) {
+        self.next_input_probe_ns = Some(now + INPUT_PROBE_EVERY_NS);
+        let Some(sock) = self.probe_sock.clone() else { return };
+        let n = self.devs.len();
+        let mut sent = 0;
+        for k in 0..n {
+            let port = (self.input_probe_cursor + k) % n;
+            let Some(PortDev::Plane(p)) = self.devs.get(port) else { continue };
+            let (Some(tap), Some(Some(last))) = (p.devs.tap, self.last_read_ns.get(port)) else { continue };
+            if now.saturating_sub(*last) > INPUT_PROBE_ACTIVE_NS {
+                continue;
+            }
+            // SAFETY: sockaddr_ll is plain data.
+            let mut to: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+            to.sll_family = libc::AF_PACKET as u16;
+            to.sll_ifindex = tap as i32;
+            to.sll_halen = 6;
+            let f = input_probe_frame(self.clock.now_ns());
+            // SAFETY: sendto(2) of a frame we hold, to an address we built.
+            unsafe { libc::sendto(sock.as_raw_fd(), f.as_ptr().cast(), f.len(), libc::MSG_DONTWAIT, (&to as *const libc::sockaddr_ll).cast(), std::mem::size_of::<libc::sockaddr_ll>() as u32) };
+            sent += 1;
+            if sent == INPUT_PROBES_PER_ROUND {
+                self.input_probe_cursor = (port + 1) % n;
+                return;
+            }
+        }
     }
 
     /// Take the datagrams a tunnel port's socket holds; frames made whole go to the
@@ -603,10 +689,9 @@ impl Shard {
                         t.min_rtt_ns = Some(rtt);
                         self.core.set_transit(port as u32, rtt / 2);
                     }
-                    // Datagrams of this size cross: use them (never above the interface's).
-                    if p.size > t.payload && t.probe_sizes.contains(&p.size) {
-                        t.payload = p.size;
-                        self.core.set_path_payload(port as u32, p.size as u64);
+                    // Datagrams of this size cross (larger ones: use them).
+                    if t.mtu.answered(p.size) {
+                        self.core.set_path_payload(port as u32, t.mtu.payload() as u64);
                     }
                 }
                 continue;
@@ -623,6 +708,9 @@ impl Shard {
 
     fn read_from(&mut self, port: usize) {
         let fd = self.fd(port);
+        if self.stall_reads_ns > 0 {
+            std::thread::sleep(std::time::Duration::from_nanos(self.stall_reads_ns));
+        }
         for _ in 0..READ_BATCH {
             self.buf.clear();
             // SAFETY: buf has room for MAX_FRAME bytes.
@@ -640,6 +728,13 @@ impl Shard {
             // busy shard's time (bench/run.sh profile). A small one is copied out.
             // SAFETY: the kernel wrote n bytes, at most the capacity.
             unsafe { self.buf.set_len(n as usize) };
+            if let Some(t) = self.last_read_ns.get_mut(port) {
+                if let Some(sent) = self.buf.get(VNET_HDR_LEN..).and_then(input_probe_time) {
+                    self.core.note_input_wait(port as u32, now.saturating_sub(sent));
+                    continue;
+                }
+                *t = Some(now);
+            }
             let frame = if n as usize >= COPY_BELOW { std::mem::replace(&mut self.buf, Vec::with_capacity(MAX_FRAME)) } else { self.buf.clone() };
             self.core.handle_frame(now, port as u32, frame);
             if let Some(left) = self.panic_after.as_mut() {

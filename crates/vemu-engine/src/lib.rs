@@ -102,6 +102,9 @@ pub enum TapsOf {
 pub struct Fast {
     pub path: Arc<FastPath>,
     pub make_taps: MakeTaps,
+    /// A packet socket in the plane: the engine sends probes on its TAP devices with it,
+    /// which queue behind the frames waiting there (see [`driver`]'s input probes).
+    pub probe: Option<Arc<OwnedFd>>,
 }
 
 /// A switched LAN segment (or, with `radio`, a wireless one) to emulate.
@@ -238,9 +241,7 @@ impl Engine {
                         vni_out: tunnel::vni(r.link_id, 1 - side as u8),
                         vni_in: tunnel::vni(r.link_id, side as u8),
                         deliver_to: ports[1 - side],
-                        // Until probes show what the path carries.
-                        payload: r.payload.min(tunnel::SAFE_PAYLOAD),
-                        probe_sizes: tunnel::probe_sizes(r.payload, r.ipv6),
+                        mtu: tunnel::PathMtu::new(r.payload, r.ipv6),
                         seq: 0,
                         reasm: tunnel::Reassembler::new(),
                         dgrams: Vec::new(),
@@ -305,7 +306,7 @@ impl Engine {
         }
         let mut handles = Vec::new();
         for (s, (core, fds, plane)) in cores.into_iter().enumerate() {
-            handles.push(ShardHandle::spawn(s, core, fds, plane, fast.as_ref().map(|f| f.path.clone()), clock)?);
+            handles.push(ShardHandle::spawn(s, core, fds, plane, fast.as_ref().map(|f| f.path.clone()), fast.as_ref().and_then(|f| f.probe.clone()), clock)?);
         }
         let tapless = std::sync::Mutex::new(tapless);
         Ok(Engine { shards: handles, link_place, link_ports, seg_place, link_counters, member_counters, seg_counters, fast, link_veths, tapless, seg_veths, seg_ports, clock, halted: Vec::new() })

@@ -147,6 +147,85 @@ pub fn parse_probe(d: &[u8]) -> Option<Probe> {
     fits.then(|| Probe { vni: u32::from_be_bytes([0, d[4], d[5], d[6]]), answer, t_ns: u64::from_be_bytes(d[VXLAN_LEN..VXLAN_LEN + 8].try_into().expect("8 bytes")), size })
 }
 
+/// Probe rounds in a row in which the datagram size in use went unanswered (while the
+/// underlay answered smaller probes) before a tunnel falls back to [`SAFE_PAYLOAD`].
+pub const MISSES_TO_SHRINK: u32 = 3;
+
+/// The datagram size a tunnel uses, from its probes' answers: vemu's own path MTU
+/// discovery. It starts at [`SAFE_PAYLOAD`] (or the interface's, if smaller) and grows
+/// to the largest probe size answered. Each round also probes the size in use: when a
+/// path shrinks (a hop's MTU lowered while the lab runs), that probe goes unanswered
+/// while smaller ones come back, and after [`MISSES_TO_SHRINK`] such rounds the tunnel
+/// falls back to the safe size and probes upward again. A send the local kernel refuses
+/// as too long (the machine's own interface shrank) falls back at once.
+#[derive(Debug, Clone)]
+pub struct PathMtu {
+    payload: usize,
+    /// The sizes to probe, largest first.
+    sizes: Vec<usize>,
+    misses: u32,
+    /// In the round under way: the size in use was answered; anything was.
+    in_use_answered: bool,
+    any_answered: bool,
+    started: bool,
+}
+
+impl PathMtu {
+    /// For an interface that carries `max_payload` bytes a datagram.
+    pub fn new(max_payload: usize, ipv6: bool) -> PathMtu {
+        PathMtu { payload: max_payload.min(SAFE_PAYLOAD), sizes: probe_sizes(max_payload, ipv6), misses: 0, in_use_answered: false, any_answered: false, started: false }
+    }
+
+    /// Largest datagram payload in use, bytes.
+    pub fn payload(&self) -> usize {
+        self.payload
+    }
+
+    /// Close the round under way and start the next: the probe sizes to send (0 for the
+    /// round-trip probe): the size in use when above the safe one, and every larger.
+    pub fn round(&mut self) -> Vec<usize> {
+        if self.started && self.payload > SAFE_PAYLOAD {
+            if self.in_use_answered {
+                self.misses = 0;
+            } else if self.any_answered {
+                self.misses += 1;
+                if self.misses >= MISSES_TO_SHRINK {
+                    self.payload = SAFE_PAYLOAD.min(self.payload);
+                    self.misses = 0;
+                }
+            }
+        }
+        self.started = true;
+        self.in_use_answered = false;
+        self.any_answered = false;
+        let safe = SAFE_PAYLOAD;
+        std::iter::once(0).chain(self.sizes.iter().copied().filter(|&s| s > self.payload || (s == self.payload && s > safe))).collect()
+    }
+
+    /// A probe of `size` was answered; whether the size in use changed.
+    pub fn answered(&mut self, size: usize) -> bool {
+        self.any_answered = true;
+        if size == self.payload {
+            self.in_use_answered = true;
+        }
+        if size > self.payload && self.sizes.contains(&size) {
+            self.payload = size;
+            self.in_use_answered = true;
+            self.misses = 0;
+            return true;
+        }
+        false
+    }
+
+    /// The local kernel refused a datagram as too long; whether the size in use changed.
+    pub fn too_big(&mut self) -> bool {
+        let was = self.payload;
+        self.payload = self.payload.min(SAFE_PAYLOAD);
+        self.misses = 0;
+        was != self.payload
+    }
+}
+
 /// The sizes to probe an underlay with whose interface carries `max_payload` bytes a
 /// datagram: those of common path MTUs (PPPoE, tunnels of every kind, IPv6's minimum)
 /// below it, and the interface's own; largest first.
@@ -372,6 +451,50 @@ mod tests {
         assert_eq!(r.counts(4).late, 1);
         // Other VNIs are counted apart.
         assert_eq!(r.counts(5), UnderlayCounts::default());
+    }
+
+    #[test]
+    fn the_size_in_use_grows_with_answers_and_falls_back_when_the_path_shrinks() {
+        let (p1500, p1400) = (payload_for_mtu(1500, false), payload_for_mtu(1400, false));
+        let mut m = PathMtu::new(p1500, false);
+        assert_eq!(m.payload(), SAFE_PAYLOAD);
+        let first = m.round();
+        assert_eq!(first[0], 0);
+        assert!(first.contains(&p1500) && first.contains(&p1400) && !first.contains(&SAFE_PAYLOAD));
+        // Answers come back largest-first or not: the largest answered wins.
+        for size in [PROBE_LEN, p1400, p1500] {
+            m.answered(size);
+        }
+        assert_eq!(m.payload(), p1500);
+        // Steady: the size in use is probed each round and answered.
+        for _ in 0..10 {
+            assert!(m.round().contains(&p1500));
+            m.answered(PROBE_LEN);
+            m.answered(p1500);
+        }
+        assert_eq!(m.payload(), p1500);
+        // The path shrinks to 1400: only smaller probes come back.
+        for k in 1..=MISSES_TO_SHRINK {
+            m.round();
+            m.answered(PROBE_LEN);
+            m.answered(p1400);
+            assert_eq!(m.payload(), p1500, "round {k}: still the old size (the round is not over)");
+        }
+        m.round();
+        assert_eq!(m.payload(), SAFE_PAYLOAD);
+        // …and it probes upward again, finding 1400.
+        m.answered(PROBE_LEN);
+        assert!(m.answered(p1400));
+        assert_eq!(m.payload(), p1400);
+        // A round with no answer at all (the underlay is down, not smaller) shrinks nothing.
+        for _ in 0..5 {
+            m.round();
+        }
+        assert_eq!(m.payload(), p1400);
+        // The machine's own interface refused a datagram: at once.
+        assert!(m.too_big());
+        assert_eq!(m.payload(), SAFE_PAYLOAD);
+        assert!(!m.too_big());
     }
 
     #[test]

@@ -1096,6 +1096,20 @@ pub fn labs_present() -> Vec<String> {
     labs
 }
 
+/// A packet socket in the lab's plane that sends frames on its devices and receives
+/// none (protocol 0): the engine's input probes go out on its TAP devices with it.
+pub fn plane_packet_socket(paths: &LabPaths) -> Result<OwnedFd> {
+    in_netns(&paths.plane(), || {
+        // SAFETY: plain socket(2); the descriptor is owned at once.
+        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error()).context("opening a packet socket in the plane");
+        }
+        // SAFETY: a new descriptor nothing else owns.
+        Ok(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
+    })
+}
+
 /// Network namespaces of a lab, by what is in /run/netns.
 pub fn lab_netns(lab: &str) -> Vec<PathBuf> {
     let prefix = LabPaths::new(lab).netns_name("");

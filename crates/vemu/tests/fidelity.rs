@@ -120,3 +120,34 @@ fn a_dead_engine_shard_is_reported_and_the_lab_still_comes_down() {
     let o = lab.vemu(&["status"]);
     assert!(text(&o).contains("engine shard 0 died") && text(&o).contains("no longer forward"), "{}", text(&o));
 }
+
+/// Issue 20: an engine slow to read its input queues writes every frame on time after
+/// reading it, so the lateness of writes says all is well; the input probes see the wait.
+#[test]
+fn frames_kept_waiting_in_the_input_queues_are_seen() {
+    let _g = serial();
+    let yaml = "name: t-inwait\naddressing: {ipv6: none}\nnodes: {a: {}, b: {}}\nlinks:\n  - {endpoints: [a, b], delay: 1ms}\n";
+    let probes = |lab: &Lab| -> (u64, String, serde_json::Value) {
+        // 8 s of pings, 50 a second: every direction is probed 10 times a second.
+        lab.exec("a", &["ping", "-q", "-c", "400", "-i", "0.02", "b"]);
+        let st = lab.status();
+        let hist = &st["links"][0]["forward"]["stats"]["input_wait_hist"];
+        let n = hist.as_array().map_or(0, |h| h.iter().map(|v| v.as_u64().unwrap()).sum());
+        (n, st["fidelity"]["verdict"].as_str().unwrap().to_string(), st["fidelity"].clone())
+    };
+    {
+        let lab = Lab::up("t-inwait", yaml);
+        let (n, verdict, f) = probes(&lab);
+        assert!(n >= 40, "probes of an active input queue: {n}");
+        assert_eq!(verdict, "ok", "{f}");
+    }
+    // Each look at a device 3 ms late: frames wait there 3 ms, unseen by write lateness.
+    let lab = Lab::up_env("t-inwait", yaml, &[("VEMU_ENGINE_FAULT", "stall-reads-us:3000")]);
+    let (n, verdict, f) = probes(&lab);
+    assert!(n >= 40, "{n}");
+    assert_eq!(verdict, "invalid", "{f}");
+    let a = &f["affected"][0];
+    assert!(a["input_late_probes"].as_u64().unwrap() * 2 > a["input_probes"].as_u64().unwrap(), "{a}");
+    assert!(a["p99_input_wait_ns"].as_u64().unwrap() >= 2_000_000, "{a}");
+    assert!(text(&lab.vemu(&["status"])).contains("input queue: p99"), "the status says why");
+}
