@@ -154,12 +154,13 @@ impl LinkDir {
         let seed = self.seed ^ STAGE_SEED;
         match (&mut self.stage, &imp.qos) {
             (Some(stage), Some(q)) => {
-                if imp.qos != self.imp.qos || imp.queue_limit() != self.imp.queue_limit() {
-                    for id in stage.reconfigure(now_ns, q, imp.rate_bps, class_limit(self.limit), seed) {
+                let limit = class_limit(self.limit);
+                // Same classes at the new rate: only the serializer's speed changes.
+                let same = imp.qos == self.imp.qos && imp.queue_limit() == self.imp.queue_limit() && stage.set_rate(q, imp.rate_bps, limit);
+                if !same {
+                    for id in stage.reconfigure(now_ns, q, imp.rate_bps, limit, seed) {
                         self.released.push_back(Left { id, arrival_ns: now_ns, class: None, waited_ns: 0, outcome: Outcome { first: Err(DropCause::Queue), duplicate: None } });
                     }
-                } else {
-                    stage.set_rate(imp.rate_bps);
                 }
             }
             (None, Some(q)) => self.stage = Some(Stage::new(q, imp.rate_bps, class_limit(self.limit), seed)),

@@ -329,3 +329,17 @@ fn qos_validation_is_part_of_the_impairments() {
     let imp = Impairments { qos: Some(bad), ..Default::default() };
     assert_eq!(imp.validate().unwrap_err(), "qos: at least one class is needed");
 }
+
+#[test]
+fn the_diffserv_policer_follows_a_new_rate() {
+    // EF is policed to 30% of the rate: 3 Mbit/s at 10 Mbit/s, 30 Mbit/s at 100 Mbit/s.
+    let imp = Impairments { rate_bps: Some(10_000_000), qos: Some(QosConfig::Diffserv), ..Default::default() };
+    let mut d = LinkDir::new(imp.clone(), 1);
+    let policed = |d: &mut LinkDir, t0: u64| {
+        // 1 s of EF at 20 Mbit/s (1250-byte packets every 0.5 ms).
+        (0..2000u64).filter(|i| d.offer_classed(t0 + i * 500_000, t0 + i, &packet(46), Offer::single(1250)).unwrap().verdict.is_err()).count()
+    };
+    assert!(policed(&mut d, 0) > 1000);
+    d.set_impairments(2_000_000_000, Impairments { rate_bps: Some(100_000_000), ..imp });
+    assert_eq!(policed(&mut d, 3_000_000_000), 0);
+}

@@ -337,6 +337,15 @@ pub struct Stage {
     departures: VecDeque<Departure>,
 }
 
+/// The classes a stage for `cfg` has on a direction of `rate_bps` whose queue limit is `limit`.
+fn classes_for(cfg: &QosConfig, rate_bps: Option<u64>, limit: ClassLimit) -> Vec<ClassConfig> {
+    let limit_bytes = match limit {
+        ClassLimit::Packets(n) => n.saturating_mul(FULL_FRAME_BYTES),
+        ClassLimit::Bytes(b) => b,
+    };
+    cfg.classes(rate_bps, limit_bytes)
+}
+
 /// The colour a DSCP's AF drop precedence gives (RFC 2597); green for anything else.
 pub fn precedence_color(dscp: Option<u8>) -> Color {
     match dscp {
@@ -354,11 +363,7 @@ impl Stage {
     /// limit is `limit` (the direction's, for classes without their own), with RED's
     /// randomness from `seed`.
     pub fn new(cfg: &QosConfig, rate_bps: Option<u64>, limit: ClassLimit, seed: u64) -> Stage {
-        let limit_bytes = match limit {
-            ClassLimit::Packets(n) => n.saturating_mul(FULL_FRAME_BYTES),
-            ClassLimit::Bytes(b) => b,
-        };
-        let classes = cfg.classes(rate_bps, limit_bytes);
+        let classes = classes_for(cfg, rate_bps, limit);
         let sched = Scheduler::new(&classes.iter().map(|c| (c.priority, c.weight as u64 * FULL_FRAME_BYTES)).collect::<Vec<_>>());
         let mut classifier = Classifier::default();
         for (i, c) in classes.iter().enumerate() {
@@ -403,9 +408,15 @@ impl Stage {
         self.classes.iter().fold((0, 0), |(f, b), c| (f + c.waiting.len() as u64, b + c.bytes))
     }
 
-    /// A new serialization rate (frames being serialized finish at the old one).
-    pub fn set_rate(&mut self, rate_bps: Option<u64>) {
+    /// A new serialization rate (frames being serialized finish at the old one), when
+    /// `cfg`'s classes do not depend on it (true); false when they do (the DiffServ
+    /// preset polices EF to a share of the rate): then [`Stage::reconfigure`].
+    pub fn set_rate(&mut self, cfg: &QosConfig, rate_bps: Option<u64>, limit: ClassLimit) -> bool {
+        if classes_for(cfg, rate_bps, limit).iter().ne(self.classes.iter().map(|c| &c.cfg)) {
+            return false;
+        }
         self.rate_bps = rate_bps;
+        true
     }
 
     /// When the serializer frees up with frames waiting: call [`Stage::advance`] then.
