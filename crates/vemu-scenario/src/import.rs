@@ -48,11 +48,11 @@ pub fn distance_km(lat1: f64, lon1: f64, lat2: f64, lon2: f64) -> f64 {
     2.0 * EARTH_RADIUS_KM * a.sqrt().min(1.0).asin()
 }
 
-/// A name the scenario accepts (1–32 letters, digits, '-', '_', starting with a
-/// letter), made from a label; `taken` makes it unique.
-fn node_name(label: &str, fallback: &str, taken: &mut HashMap<String, usize>) -> String {
+/// `s` in the letters a node name may have (ASCII letters, digits, '-', '_'): accents
+/// dropped, anything else a single '-', none at the ends.
+fn ascii_name(s: &str) -> String {
     let mut base = String::new();
-    for c in label.trim().chars() {
+    for c in s.trim().chars() {
         match c {
             c if c.is_ascii_alphanumeric() || c == '-' || c == '_' => base.push(c),
             'ä' | 'à' | 'á' | 'â' | 'ã' | 'å' => base.push('a'),
@@ -73,9 +73,19 @@ fn node_name(label: &str, fallback: &str, taken: &mut HashMap<String, usize>) ->
     while base.contains("--") {
         base = base.replace("--", "-");
     }
-    let mut base = base.trim_matches('-').to_string();
+    base.trim_matches('-').to_string()
+}
+
+/// A name the scenario accepts (1–32 letters, digits, '-', '_', starting with a
+/// letter), made from a label; `taken` makes it unique.
+fn node_name(label: &str, fallback: &str, taken: &mut HashMap<String, usize>) -> String {
+    let mut base = ascii_name(label);
     if base.is_empty() {
-        base = fallback.to_string();
+        // The fallback holds the file's node id, which may be anything too.
+        base = ascii_name(fallback);
+    }
+    if base.is_empty() {
+        base = "n".to_string();
     }
     if !base.starts_with(|c: char| c.is_ascii_alphabetic()) {
         base = format!("n-{base}");
@@ -315,5 +325,10 @@ mod tests {
         assert!(long.len() <= 32);
         assert_eq!(node_name("Zürich Öst", "n", &mut t), "Zurich-Ost");
         assert!(crate::parse::valid_node_name(&node_name("東京", "n9", &mut t)).is_ok());
+        // Without a label the node's id names it: any text there, cut on a character
+        // boundary (found by the graphml fuzz target: a multi-byte letter at byte 28).
+        let from_id = node_name("", "n2meatvr\u{49b}amu________meatvr\u{49b}amuf", &mut t);
+        assert_eq!(from_id, "n2meatvr-amu________meatvr-a");
+        assert!(crate::parse::valid_node_name(&node_name(" ", "n<a b>\u{49b}", &mut t)).is_ok());
     }
 }
