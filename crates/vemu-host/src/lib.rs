@@ -143,6 +143,17 @@ fn make_shared_dir(dir: &str) -> Result<()> {
     bail!("could not make {dir} a shared mount")
 }
 
+/// Make `dir` a mount point of its own that propagates nothing. The nodes' mount
+/// namespaces are pinned there, and the kernel refuses to copy a mount namespace file
+/// into another mount namespace (EINVAL): under the lab's shared tmpfs, a pin would be
+/// propagated into every mount namespace holding a copy of it — the one of a process
+/// started with `ip netns exec` (its mounts are slaves of the machine's), or ones still
+/// going away — and each such copy made pinning, and so `up`, fail.
+fn private_dir(dir: &Path) -> Result<()> {
+    mount(Some(dir), dir, None::<&str>, MsFlags::MS_BIND, None::<&str>).with_context(|| format!("bind-mounting {} onto itself", dir.display()))?;
+    mount(None::<&str>, dir, None::<&str>, MsFlags::MS_PRIVATE, None::<&str>).with_context(|| format!("making {} a private mount", dir.display()))
+}
+
 /// Kernel limits a lab needs, as (sysctl, least value). The neighbour (ARP and NDP)
 /// tables are shared by every network namespace of the machine, and their default hard
 /// limit (1024 entries) is reached by one LAN of 33 hosts that all talk to each other:
@@ -229,6 +240,7 @@ pub fn prepare_lab(paths: &LabPaths, hosts: &str, nodes: &[NodePlan], storage_by
     for d in ["uts", "netns", "mnt", "pid", "sys"] {
         fs::create_dir(paths.dir.join(d))?;
     }
+    private_dir(&paths.dir.join("mnt"))?;
     fs::create_dir_all(paths.log_dir()).with_context(|| format!("creating {}", paths.log_dir().display()))?;
     fs::write(paths.hosts(), hosts)?;
     for n in nodes {

@@ -247,6 +247,28 @@ fn labs_side_by_side() {
     assert!(text(&o).contains("already running"), "{}", text(&o));
 }
 
+/// A program started with `ip netns exec` lives in a mount namespace whose mounts are
+/// slaves of the machine's: every pin made under the lab's (shared) state directory is
+/// propagated into it, and the kernel refuses to copy a mount namespace file — `up`
+/// failed with "pinning the mount namespace ... EINVAL" while such a program ran.
+#[test]
+fn a_program_started_with_ip_netns_exec_does_not_stop_labs() {
+    let _g = serial();
+    let mut slave = std::process::Command::new("unshare").args(["-m", "--propagation", "slave", "sleep", "60"]).spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let path = write_scenario("t-slave", &chain("t-slave", &[1.0], ""));
+    let o = vemu(&["up", path.to_str().unwrap(), "--name", "t-slave"]);
+    let up_ok = o.status.success();
+    if up_ok {
+        let lab = Lab { name: "t-slave".into() };
+        let (sent, received, _) = lab.ping("n1", "n2", 3, 0.1);
+        assert_eq!(received, sent);
+    }
+    let _ = slave.kill();
+    let _ = slave.wait();
+    assert!(up_ok, "{}", text(&o));
+}
+
 #[test]
 fn run_commands_are_supervised_and_logged() {
     let _g = serial();
