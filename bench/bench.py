@@ -58,7 +58,9 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "bench", "out")
-VEMU = os.path.join(ROOT, "target", "release", "vemu")
+# VEMU=/path/to/vemu runs another binary (a copy, so that a build during a long run
+# cannot pull it away).
+VEMU = os.environ.get("VEMU") or os.path.join(ROOT, "target", "release", "vemu")
 
 
 def sh(*args, check=True, capture=True):
@@ -1157,7 +1159,7 @@ class NsMachines:
         os.makedirs("/run/vemu", exist_ok=True)
         self.agents = []
         for i in range(n):
-            script = f"mount -t tmpfs tmpfs /run/vemu && mount -t tmpfs tmpfs /run/netns && exec {VEMU} agent --listen 10.{net}.0.{i + 1} --token-file {self.token}"
+            script = f"mount -t tmpfs tmpfs /run/vemu && mount -t tmpfs tmpfs /run/netns && mkdir -p /var/log/vemu && mount -t tmpfs tmpfs /var/log/vemu && exec {VEMU} agent --listen 10.{net}.0.{i + 1} --token-file {self.token}"
             self.agents.append(subprocess.Popen(["nsenter", f"--net=/run/netns/{tag}-{i}", "unshare", "-m", "--propagation", "private", "sh", "-c", script],
                                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         time.sleep(1.0)

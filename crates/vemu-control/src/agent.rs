@@ -49,6 +49,9 @@ struct Agent {
     labs: Mutex<HashMap<String, Arc<Mutex<LocalWorker>>>>,
     /// Each lab's lease (its length, and when the controller was last heard).
     leases: Mutex<HashMap<String, (std::time::Duration, std::time::Instant)>>,
+    /// Each lab's clock (its epoch on this machine's monotonic clock), read out with
+    /// every heartbeat for the controller's [`crate::clock_sync`].
+    epochs: Mutex<HashMap<String, u64>>,
 }
 
 impl Agent {
@@ -68,6 +71,7 @@ impl Agent {
                 continue;
             }
             self.leases.locked().remove(&lab);
+            self.epochs.locked().remove(&lab);
             let Some(w) = self.labs.locked().remove(&lab) else { continue };
             eprintln!("vemu agent: no word from the controller of lab '{lab}' for {} s (its lease): taking the lab's share down", len.as_secs());
             let reply = w.locked().call(WorkerRequest::Teardown, &mut |_, _| {});
@@ -124,7 +128,7 @@ pub fn run(listen: SocketAddr, token: String) -> Result<()> {
     // Processes of nodes whose parents end become ours, for the supervisors to reap.
     // SAFETY: prctl with integer arguments.
     unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
-    let agent = Arc::new(Agent { listen, token, underlay_mtu: mtu_of(listen.ip()), labs: Mutex::new(HashMap::new()), leases: Mutex::new(HashMap::new()) });
+    let agent = Arc::new(Agent { listen, token, underlay_mtu: mtu_of(listen.ip()), labs: Mutex::new(HashMap::new()), leases: Mutex::new(HashMap::new()), epochs: Mutex::new(HashMap::new()) });
     {
         let agent = agent.clone();
         std::thread::Builder::new().name("vemu-leases".into()).spawn(move || loop {
@@ -227,11 +231,13 @@ async fn call(State(agent): State<Arc<Agent>>, Path(lab): Path<String>, Json(req
     Json(reply).into_response()
 }
 
-/// The controller's heartbeat: renews the lab's lease.
+/// The controller's heartbeat: renews the lab's lease, and says what the lab clock
+/// reads here (`lab_now_ns`: a sample for [`crate::clock_sync`]).
 async fn lease(State(agent): State<Arc<Agent>>, Path(lab): Path<String>) -> Result<Json<serde_json::Value>, ApiError> {
+    let lab_now_ns = agent.epochs.locked().get(&lab).map(|&epoch_ns| vemu_engine::LabClock { epoch_ns }.now_ns());
     share(&agent, &lab)?;
     agent.renew(&lab);
-    Ok(Json(serde_json::json!({"ok": true})))
+    Ok(Json(serde_json::json!({"ok": true, "lab_now_ns": lab_now_ns})))
 }
 
 /// Run a command in a node of this machine (the controller passes its API's exec on).
@@ -392,12 +398,14 @@ fn order(agent: &Agent, lab: &str, req: WorkerRequest) -> WorkerReply {
             let reply = w.call(WorkerRequest::Build { plan, clock_epoch_ns: epoch, share }, &mut |_, _| {});
             agent.renew(lab);
             if !matches!(reply, WorkerReply::Error(_)) {
+                agent.epochs.locked().insert(lab.to_string(), epoch);
                 // For `vemu exec` on this machine.
                 let _ = crate::daemon::write_private(&paths.plan(), &serde_json::to_vec(&written).unwrap_or_default());
                 let _ = std::fs::write(marker(lab), b"");
             } else {
                 agent.labs.locked().remove(lab);
                 agent.leases.locked().remove(lab);
+                agent.epochs.locked().remove(lab);
             }
             return reply;
         }
@@ -409,6 +417,7 @@ fn order(agent: &Agent, lab: &str, req: WorkerRequest) -> WorkerReply {
     if teardown {
         agent.labs.locked().remove(lab);
         agent.leases.locked().remove(lab);
+        agent.epochs.locked().remove(lab);
     }
     reply
 }

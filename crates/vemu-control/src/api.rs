@@ -248,6 +248,14 @@ async fn traffic(State(app): AppState, body: Bytes) -> ApiResult {
     Ok(Json(blocking(move || ctl.locked().traffic_cbr(req)).await?))
 }
 
+/// `POST /v1/traffic/collect`: copy the records of flow ends on other machines into
+/// the lab's log directory here (for `vemu report`); says how many bytes.
+async fn traffic_collect(State(app): AppState) -> ApiResult {
+    let ctl = app.ctl.clone();
+    let bytes = blocking(move || ctl.locked().collect_traffic()).await?;
+    Ok(Json(json!({"bytes": bytes})))
+}
+
 /// `GET /v1/nodes/{node}/shell`: a terminal in the node over a WebSocket (see
 /// [`shell`]); for a node on another machine, its agent's, relayed.
 async fn node_shell(State(app): AppState, Path(node): Path<String>, Query(q): Query<shell::ShellQuery>, ws: axum::extract::WebSocketUpgrade) -> Result<Response, ApiError> {
@@ -473,6 +481,7 @@ fn routes() -> Vec<Route> {
         get "/v1/segments/{segment}" => segment,
         get "/v1/stats" => stats,
         post "/v1/traffic" => traffic,
+        post "/v1/traffic/collect" => traffic_collect,
         get "/v1/capture" => capture,
         get "/v1/events" => events,
         get "/v1/timeline" => timeline,

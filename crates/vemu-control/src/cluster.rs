@@ -12,10 +12,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{anyhow, Context, Result};
-use vemu_engine::{CaptureSpec, Captured, Target};
+use vemu_engine::{CaptureSpec, Captured, LabClock, Target};
 use vemu_scenario::Plan;
 
 use crate::agent::AgentHello;
+use crate::clock_sync::{ClockFilter, Offset, Sample};
 use crate::channel::{Binding, Role, PROOF_HEADER};
 use crate::worker::{Counters, Share, Worker, WorkerReply, WorkerRequest};
 
@@ -153,6 +154,12 @@ impl AgentRoute {
     }
 
     async fn request(&self, method: &str, path: &str, body: hyper::body::Bytes) -> Result<hyper::Response<hyper::body::Incoming>> {
+        Ok(self.request_timed(method, path, body, None).await?.0)
+    }
+
+    /// [`AgentRoute::request`], with the readings of `clock` as the request leaves (the
+    /// connection made) and as the answer's head arrives (0 without a clock).
+    async fn request_timed(&self, method: &str, path: &str, body: hyper::body::Bytes, clock: Option<LabClock>) -> Result<(hyper::Response<hyper::body::Incoming>, u64, u64)> {
         use http_body_util::Full;
         let (stream, binding) = self.connect().await?;
         let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
@@ -164,7 +171,9 @@ impl AgentRoute {
             .header("content-type", "application/json")
             .header("authorization", format!("Bearer {}", binding.proof(&self.token, Role::Controller)))
             .body(Full::new(body))?;
+        let sent_ns = clock.map_or(0, |c| c.now_ns());
         let res = tokio::time::timeout(ORDER_TIMEOUT, sender.send_request(req)).await.map_err(|_| anyhow!("no answer within {} s", ORDER_TIMEOUT.as_secs()))??;
+        let received_ns = clock.map_or(0, |c| c.now_ns());
         // Only an agent that holds the token can sign this session; it signs every
         // answer to a request it accepted, errors too (a 404 "holds no share" makes the
         // machine lost: someone on the underlay must not be able to fake one). A 401
@@ -173,7 +182,7 @@ impl AgentRoute {
         if res.status() != hyper::StatusCode::UNAUTHORIZED && !binding.check(&self.token, Role::Agent, proof) {
             return Err(anyhow!("the answer is not signed with the agents' token (not a vemu agent of this cluster, or someone in between)"));
         }
-        Ok(res)
+        Ok((res, sent_ns, received_ns))
     }
 
     /// The error message of an answer that is not a success.
@@ -299,6 +308,14 @@ pub struct Cluster {
 struct Health {
     lost: Vec<AtomicBool>,
     stop: AtomicBool,
+    /// Each machine's lab clock against ours, from the heartbeats.
+    clocks: Vec<std::sync::Mutex<ClockFilter>>,
+}
+
+impl Health {
+    fn offset(&self, m: usize) -> Option<Offset> {
+        self.clocks.get(m).and_then(|c| c.lock().unwrap_or_else(|e| e.into_inner()).estimate())
+    }
 }
 
 impl Drop for Cluster {
@@ -333,7 +350,11 @@ impl Cluster {
             agents,
             captures: Default::default(),
             next_capture: 1,
-            health: Arc::new(Health { lost: plan.machines.iter().map(|_| AtomicBool::new(false)).collect(), stop: AtomicBool::new(false) }),
+            health: Arc::new(Health {
+                lost: plan.machines.iter().map(|_| AtomicBool::new(false)).collect(),
+                stop: AtomicBool::new(false),
+                clocks: plan.machines.iter().map(|_| Default::default()).collect(),
+            }),
             heartbeat: None,
             lease_s: lease_s()?,
         })
@@ -358,7 +379,9 @@ impl Cluster {
 
     /// Ask every machine not lost, every [`HEARTBEAT`], whether it still holds its share
     /// (which renews its lease); [`MISSED_HEARTBEATS`] unanswered in a row make it lost.
-    fn start_heartbeats(&mut self) -> Result<()> {
+    /// Each answer says what the machine's lab clock read: a sample of its offset from
+    /// `clock`, the controller's ([`crate::clock_sync`]).
+    fn start_heartbeats(&mut self, clock: LabClock) -> Result<()> {
         let routes: Vec<AgentRoute> = self.agents.iter().map(|a| a.route.clone()).collect();
         let (health, lab) = (self.health.clone(), self.lab.clone());
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
@@ -369,17 +392,31 @@ impl Cluster {
                 next += HEARTBEAT;
                 let asks = routes.iter().enumerate().filter(|(m, _)| !health.lost[*m].load(Ordering::Relaxed)).map(|(m, r)| {
                     let path = format!("/v1/agent/labs/{lab}/lease");
-                    async move { (m, tokio::time::timeout(HEARTBEAT_TIMEOUT, r.request("POST", &path, hyper::body::Bytes::new())).await) }
+                    // The answer's head and body, within the heartbeat's time.
+                    let ask = async move {
+                        use http_body_util::BodyExt;
+                        let (res, sent_ns, received_ns) = r.request_timed("POST", &path, hyper::body::Bytes::new(), Some(clock)).await?;
+                        let status = res.status();
+                        let body = res.into_body().collect().await?.to_bytes();
+                        anyhow::Ok((status, body, sent_ns, received_ns))
+                    };
+                    async move { (m, tokio::time::timeout(HEARTBEAT_TIMEOUT, ask).await) }
                 });
                 for (m, answer) in rt.block_on(futures_util::future::join_all(asks)) {
-                    let answered = matches!(&answer, Ok(Ok(res)) if res.status().is_success());
+                    let answered = matches!(&answer, Ok(Ok((status, ..))) if status.is_success());
                     routes[m].suspect.store(!answered, Ordering::Relaxed);
                     match answer {
-                        Ok(Ok(res)) if res.status().is_success() => missed[m] = 0,
-                        Ok(Ok(res)) if res.status() == hyper::StatusCode::NOT_FOUND => {
+                        Ok(Ok((status, body, sent_ns, received_ns))) if status.is_success() => {
+                            missed[m] = 0;
+                            let agent_ns = serde_json::from_slice::<serde_json::Value>(&body).ok().and_then(|v| v["lab_now_ns"].as_u64());
+                            if let Some(agent_ns) = agent_ns {
+                                health.clocks[m].lock().unwrap_or_else(|e| e.into_inner()).add(Sample { sent_ns, agent_ns, received_ns });
+                            }
+                        }
+                        Ok(Ok((status, body, ..))) if status == hyper::StatusCode::NOT_FOUND => {
                             // The agent holds no share: it restarted (and removed what it
                             // held). Gone at once.
-                            eprintln!("vemu: {}: {}", routes[m].what(), rt.block_on(AgentRoute::failure(res)));
+                            eprintln!("vemu: {}: {}", routes[m].what(), crate::error_message(&body).unwrap_or_else(|| format!("HTTP {status}")));
                             health.lost[m].store(true, Ordering::Relaxed);
                         }
                         _ => {
@@ -440,6 +477,7 @@ impl Cluster {
     fn start_capture(&self, m: usize, specs: &[CaptureSpec], tx: std::sync::mpsc::SyncSender<Captured>) -> Result<tokio::sync::oneshot::Sender<()>> {
         use http_body_util::BodyExt;
         let route = self.agents[m].route.clone();
+        let health = self.health.clone();
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         let body = serde_json::to_vec(specs)?;
         let res = rt.block_on(route.request("POST", &format!("/v1/agent/labs/{}/capture", self.lab), body.into())).with_context(|| route.what())?;
@@ -463,7 +501,10 @@ impl Cluster {
                                 eprintln!("vemu: capture from {}: {e}", route.what());
                                 return;
                             }
-                            for c in frames.drain(..) {
+                            // On the controller's lab clock (as the other machines' frames).
+                            let offset = health.offset(m).unwrap_or_default();
+                            for mut c in frames.drain(..) {
+                                c.t_ns = offset.to_controller(c.t_ns);
                                 if tx.send(c).is_err() {
                                     return;
                                 }
@@ -551,7 +592,7 @@ impl Worker for Cluster {
     fn call(&mut self, req: WorkerRequest, _progress: &mut dyn FnMut(usize, usize)) -> WorkerReply {
         match req {
             WorkerRequest::Build { plan, clock_epoch_ns, .. } => match self.build(plan, clock_epoch_ns) {
-                WorkerReply::Done => match self.start_heartbeats() {
+                WorkerReply::Done => match self.start_heartbeats(LabClock { epoch_ns: clock_epoch_ns }) {
                     Ok(()) => WorkerReply::Done,
                     Err(e) => {
                         let _ = self.call(WorkerRequest::Teardown, _progress);
@@ -576,7 +617,10 @@ impl Worker for Cluster {
                 }
             }
             WorkerRequest::SetUp { target, up } => Self::first(self.each(&self.machines_of(target), &WorkerRequest::SetUp { target, up })),
-            ref r @ (WorkerRequest::NodeState { ref node, .. } | WorkerRequest::SetLimits { ref node, .. }) => match self.node_machine(node) {
+            ref r @ (WorkerRequest::NodeState { ref node, .. }
+            | WorkerRequest::SetLimits { ref node, .. }
+            | WorkerRequest::TrafficEnd { ref node, .. }
+            | WorkerRequest::TrafficRecords { ref node, .. }) => match self.node_machine(node) {
                 Ok(m) => self.agents[m].call(&self.lab, r),
                 Err(e) => WorkerReply::Error(e),
             },
@@ -708,6 +752,10 @@ impl Worker for Cluster {
 
     fn lost_machines(&self) -> Vec<usize> {
         (0..self.agents.len()).filter(|&m| self.lost(m)).collect()
+    }
+
+    fn clock_offsets(&self) -> Vec<Option<Offset>> {
+        (0..self.agents.len()).map(|m| self.health.offset(m)).collect()
     }
 }
 

@@ -252,7 +252,11 @@ fn serve_lab(plan: Plan, options: ApiOptions, name: &mut NameGuard, report: &mut
     health.stop();
     let _ = std::fs::remove_file(paths.socket());
     ctl.locked().emit(json!({"type": "lab-down"}));
-    // The counters as the lab ends, for `vemu report` afterwards.
+    // The counters and the flows' records (from other machines) as the lab ends, for
+    // `vemu report` afterwards.
+    if let Err(e) = ctl.locked().collect_traffic() {
+        eprintln!("vemu: gathering the traffic records of lab '{}': {e}", plan.name);
+    }
     if let Ok(v) = ctl.locked().stats() {
         let _ = std::fs::write(paths.log_dir().join("stats-final.json"), serde_json::to_vec_pretty(&v).unwrap_or_default());
     }

@@ -299,6 +299,7 @@ impl Controller {
                     .collect(),
             })
             .collect();
+        let offsets = self.worker.clock_offsets();
         Ok(LabStatus {
             fidelity: Some(self.fidelity(&stats)),
             fidelity_now: self.watch.now.clone(),
@@ -319,6 +320,8 @@ impl Controller {
                     address: m.address.to_string(),
                     nodes: self.plan.nodes.iter().filter(|n| n.machine == i).count(),
                     state: if self.machine_lost(i) { "lost" } else { "up" }.into(),
+                    clock_offset_ns: offsets.get(i).copied().flatten().map(|o| o.offset_ns),
+                    clock_rtt_ns: offsets.get(i).copied().flatten().map(|o| o.rtt_ns),
                 })
                 .collect(),
             diverts: self

@@ -9,6 +9,7 @@
 pub mod agent;
 pub mod api;
 pub mod channel;
+pub mod clock_sync;
 pub mod cluster;
 mod background;
 pub mod converge;
@@ -172,6 +173,13 @@ pub struct MachineStatus {
     /// `up`, or `lost` once its agent stopped answering (its nodes count as down).
     #[serde(default)]
     pub state: String,
+    /// How far its lab clock is ahead of the controller's (negative: behind), ns, and
+    /// the round trip of the heartbeat that measured it (the error is at most half of
+    /// it); absent until the first heartbeat answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_offset_ns: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_rtt_ns: Option<u64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -9,8 +9,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use vemu_host::LabPaths;
 
+use crate::clock_sync::Offset;
 use crate::error::LabError;
 use crate::lab::Controller;
+use crate::worker::{WorkerReply, WorkerRequest};
 
 /// Body of `POST /v1/traffic`.
 #[derive(Debug, Clone, Deserialize)]
@@ -86,10 +88,6 @@ impl Controller {
         if fi == ti {
             return Err(LabError::invalid("a flow needs two different nodes"));
         }
-        if !self.plan.machines.is_empty() {
-            // The agents' lab clocks and the flows' CSV files would have to meet here.
-            return Err(LabError::invalid("traffic flows are not available yet in labs across machines: run iperf3 or another program with 'vemu exec'"));
-        }
         r.check().map_err(LabError::invalid)?;
         if self.flows.len() >= (u16::MAX - FIRST_PORT) as usize {
             return Err(LabError::invalid(format!("a lab runs at most {} traffic flows (one UDP port each from {FIRST_PORT})", u16::MAX - FIRST_PORT)));
@@ -105,35 +103,23 @@ impl Controller {
                 .min_by_key(|a| a.is_ipv6())
                 .ok_or_else(|| LabError::invalid(format!("node '{}' has no address to send to", r.to)))?,
         };
-        let now = self.clock.now_ns();
-        let start_ns = r.start_ns.unwrap_or(0).max(now + 100_000_000);
+        // Time for both ends to start: one order to each end's machine across machines.
+        let lead_ns = if self.plan.machines.is_empty() { 100_000_000 } else { 500_000_000 };
+        let start_ns = r.start_ns.unwrap_or(0).max(self.clock.now_ns() + lead_ns);
         let interval_ns = (1e9 / r.rate_pps).round().max(1.0) as u64;
         let count = r.count.or(r.duration_ns.map(|d| d.div_ceil(interval_ns).max(1)));
         let id = self.flows.len() as u32;
         let port = FIRST_PORT + id as u16;
-        let paths = LabPaths::new(&self.plan.name);
-        let dir = paths.log_dir().join("traffic");
-        std::fs::create_dir_all(&dir).map_err(|e| LabError::internal(format!("creating {}: {e}", dir.display())))?;
-        let (sent_file, received_file) = (format!("traffic/flow{id}-sent.csv"), format!("traffic/flow{id}-received.csv"));
-        let create = |f: &str| std::fs::File::create(paths.log_dir().join(f)).map_err(|e| LabError::internal(format!("creating {f}: {e}")));
-        let exe = std::env::current_exe().map_err(|e| LabError::internal(format!("finding the vemu program: {e}")))?;
-        let exe = quote(&exe.to_string_lossy());
-        let epoch = self.clock.epoch_ns;
-        // The sink listens until a few seconds after the last packet (or until the lab ends).
-        let until = sink_until_ns(start_ns, count, interval_ns);
-        let recv = format!("exec {exe} traffic-agent recv --flow {id} --port {port} --epoch-ns {epoch} --until-ns {until}");
-        let count_arg = count.map(|c| format!(" --count {c}")).unwrap_or_default();
-        let dst = std::net::SocketAddr::new(addr, port);
-        let send = format!(
-            "exec {exe} traffic-agent send --flow {id} --to {} --size {} --interval-ns {interval_ns} --start-ns {start_ns} --epoch-ns {epoch}{count_arg}",
-            quote(&dst.to_string()),
-            r.size_bytes
+        let dir = LabPaths::new(&self.plan.name).log_dir().join("traffic");
+        let (recv, send) = (
+            End::Recv { flow: id, port, until_ns: sink_until_ns(start_ns, count, interval_ns) },
+            End::Send { flow: id, to: std::net::SocketAddr::new(addr, port), size_bytes: r.size_bytes, interval_ns, start_ns, count },
         );
-        let spawn = |node: &str, cmd: &str, file: std::fs::File| {
-            crate::supervise::spawn_to(&paths, node, cmd, file).map_err(|e| LabError::internal(format!("starting the traffic agent in {node}: {e}")))
-        };
-        let _sink = spawn(&r.to, &recv, create(&received_file)?)?;
-        let _source = spawn(&r.from, &send, create(&sent_file)?)?;
+        let (received_file, sent_file) = (recv.file(), send.file());
+        // The sink listens first; each end starts on its node's machine, which keeps its
+        // records (gathered here by [`Controller::collect_traffic`]).
+        crate::lab::call(self.worker.as_mut(), WorkerRequest::TrafficEnd { node: r.to.clone(), end: recv })?;
+        crate::lab::call(self.worker.as_mut(), WorkerRequest::TrafficEnd { node: r.from.clone(), end: send })?;
         let flow = Flow {
             id,
             from: r.from.clone(),
@@ -148,18 +134,175 @@ impl Controller {
             received_file,
         };
         self.flows.push(flow.clone());
+        std::fs::create_dir_all(&dir).map_err(|e| LabError::internal(format!("creating {}: {e}", dir.display())))?;
         let list = serde_json::to_vec_pretty(&self.flows).unwrap_or_default();
         std::fs::write(dir.join("flows.json"), list).map_err(|e| LabError::internal(format!("writing flows.json: {e}")))?;
         let v = json!(flow);
         self.emit(json!({"type": "traffic", "flow": v}));
         Ok(v)
     }
+
+    /// Copy here what the flows' ends on other machines recorded since the last time
+    /// (whole lines: an end may be writing one), their times put on this machine's lab
+    /// clock ([`crate::clock_sync`]), so that `vemu report` reads every flow's records in
+    /// this machine's log directory; returns the bytes copied. A lab on one machine has
+    /// them here already.
+    pub fn collect_traffic(&mut self) -> Result<u64, LabError> {
+        if self.plan.machines.is_empty() {
+            return Ok(0);
+        }
+        let log = LabPaths::new(&self.plan.name).log_dir();
+        let offsets = self.worker.clock_offsets();
+        let offset_of = |node: &str| -> Option<Offset> {
+            let m = self.plan.nodes.iter().find(|n| n.name == node)?.machine;
+            Some(offsets.get(m).copied().flatten().unwrap_or_default())
+        };
+        // (node whose machine has the file, file, the machine clock of each column)
+        let files: Vec<(String, String, Vec<Option<Offset>>)> = self
+            .flows
+            .iter()
+            .flat_map(|f| {
+                let (from, to) = (offset_of(&f.from), offset_of(&f.to));
+                // seq,t_ns,ok and seq,sent_ns,received_ns
+                [(f.from.clone(), f.sent_file.clone(), vec![None, from]), (f.to.clone(), f.received_file.clone(), vec![None, from, to])]
+            })
+            .collect();
+        let mut copied = 0;
+        for (node, file, clocks) in files {
+            let path = log.join(&file);
+            let mut out = std::fs::OpenOptions::new().create(true).append(true).open(&path).map_err(|e| LabError::internal(format!("opening {}: {e}", path.display())))?;
+            loop {
+                let offset = out.metadata().map_err(|e| LabError::internal(format!("reading {}: {e}", path.display())))?.len();
+                let chunk = match crate::lab::call(self.worker.as_mut(), WorkerRequest::TrafficRecords { node: node.clone(), file: file.clone(), offset })? {
+                    WorkerReply::Text(t) => t,
+                    r => return Err(LabError::internal(format!("gathering {file} from node {node}'s machine: unexpected answer {r:?}"))),
+                };
+                if chunk.is_empty() {
+                    break;
+                }
+                let chunk = on_controller_clock(&chunk, &clocks);
+                std::io::Write::write_all(&mut out, chunk.as_bytes()).map_err(|e| LabError::internal(format!("writing {}: {e}", path.display())))?;
+                copied += chunk.len() as u64;
+            }
+        }
+        Ok(copied)
+    }
+}
+
+/// Lines of records with the times in the columns that have a clock offset moved to
+/// the controller's lab clock (lines that are not numbers, the header, stay as they are).
+fn on_controller_clock(records: &str, clocks: &[Option<Offset>]) -> String {
+    let mut out = String::with_capacity(records.len());
+    for line in records.lines() {
+        for (i, field) in line.split(',').enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            match (clocks.get(i).copied().flatten(), field.parse::<u64>()) {
+                (Some(o), Ok(t)) => out.push_str(&o.to_controller(t).to_string()),
+                _ => out.push_str(field),
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// One end of a flow, as the machine of its node starts it ([`start_end`]).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum End {
+    /// The sink: listens on `port` until lab time `until_ns`.
+    Recv { flow: u32, port: u16, until_ns: u64 },
+    /// The source: `count` packets (or until the lab ends) of `size_bytes` to `to`, one
+    /// each `interval_ns` from lab time `start_ns`.
+    Send { flow: u32, to: std::net::SocketAddr, size_bytes: usize, interval_ns: u64, start_ns: u64, count: Option<u64> },
+}
+
+impl End {
+    /// Its records' file, in the lab's log directory.
+    pub fn file(&self) -> String {
+        match self {
+            End::Recv { flow, .. } => format!("traffic/flow{flow}-received.csv"),
+            End::Send { flow, .. } => format!("traffic/flow{flow}-sent.csv"),
+        }
+    }
+
+    /// The shell command running it, with `exe` (this vemu) on a lab clock that started
+    /// at `epoch_ns` of this machine's monotonic clock.
+    fn command(&self, exe: &str, epoch_ns: u64) -> String {
+        let exe = quote(exe);
+        match self {
+            End::Recv { flow, port, until_ns } => format!("exec {exe} traffic-agent recv --flow {flow} --port {port} --epoch-ns {epoch_ns} --until-ns {until_ns}"),
+            End::Send { flow, to, size_bytes, interval_ns, start_ns, count } => {
+                let count = count.map(|c| format!(" --count {c}")).unwrap_or_default();
+                let to = quote(&to.to_string());
+                format!("exec {exe} traffic-agent send --flow {flow} --to {to} --size {size_bytes} --interval-ns {interval_ns} --start-ns {start_ns} --epoch-ns {epoch_ns}{count}")
+            }
+        }
+    }
+}
+
+/// Start `end` in `node` (of this machine) of the lab at `paths`, whose lab clock is
+/// `clock`, its records going to [`End::file`].
+pub fn start_end(paths: &LabPaths, node: &str, end: &End, clock: vemu_engine::LabClock) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let file = paths.log_dir().join(end.file());
+    if let Some(dir) = file.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let out = std::fs::File::create(&file).with_context(|| format!("creating {}", file.display()))?;
+    let exe = std::env::current_exe().context("finding the vemu program")?;
+    crate::supervise::spawn_to(paths, node, &end.command(&exe.to_string_lossy(), clock.epoch_ns), out).with_context(|| format!("starting the traffic agent in {node}"))?;
+    Ok(())
+}
+
+/// Most bytes of records handed over at once.
+pub const RECORDS_CHUNK_BYTES: u64 = 4 << 20;
+
+/// The whole lines of a flow's records file `file` (as [`End::file`] names it) of the
+/// lab at `paths` from byte `offset`, at most [`RECORDS_CHUNK_BYTES`] of them; empty
+/// at the end. Any other file name is refused (it comes from another machine).
+pub fn records_chunk(paths: &LabPaths, file: &str, offset: u64) -> anyhow::Result<String> {
+    use std::io::{Read, Seek};
+    let valid = file
+        .strip_prefix("traffic/flow")
+        .and_then(|r| r.strip_suffix("-sent.csv").or_else(|| r.strip_suffix("-received.csv")))
+        .is_some_and(|n| !n.is_empty() && n.len() <= 5 && n.bytes().all(|b| b.is_ascii_digit()));
+    if !valid {
+        anyhow::bail!("'{file}' is not a traffic records file");
+    }
+    let path = paths.log_dir().join(file);
+    let mut f = std::fs::File::open(&path).map_err(|e| anyhow::anyhow!("opening {}: {e}", path.display()))?;
+    f.seek(std::io::SeekFrom::Start(offset))?;
+    let mut buf = Vec::new();
+    f.take(RECORDS_CHUNK_BYTES).read_to_end(&mut buf)?;
+    // Whole lines only: the rest is taken next time.
+    buf.truncate(buf.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1));
+    String::from_utf8(buf).map_err(|_| anyhow::anyhow!("{} holds what is not text", path.display()))
 }
 
 #[cfg(test)]
 mod tests {
     /// Audit: `count: 18446744073709551615` wrapped the sink's end time, so the sink
     /// stopped after 4 s while the sender went on.
+    #[test]
+    fn records_of_other_machines_move_to_the_controllers_clock() {
+        use crate::clock_sync::Offset;
+        let (a, b) = (Offset { offset_ns: 2_000, rtt_ns: 10 }, Offset { offset_ns: -500, rtt_ns: 10 });
+        let got = super::on_controller_clock("seq,sent_ns,received_ns\n0,10000,13000\n1,1000,x\n", &[None, Some(a), Some(b)]);
+        assert_eq!(got, "seq,sent_ns,received_ns\n0,8000,13500\n1,0,x\n");
+        assert_eq!(super::on_controller_clock("7,5,1\n", &[None, None]), "7,5,1\n");
+    }
+
+    #[test]
+    fn only_record_files_are_handed_out() {
+        let paths = vemu_host::LabPaths::new("no-such-lab-here");
+        for bad in ["../plan.json", "traffic/flow-sent.csv", "traffic/flow1-sent.csv/..", "traffic/flow123456-sent.csv", "traffic/flows.json", "/etc/shadow"] {
+            assert!(super::records_chunk(&paths, bad, 0).unwrap_err().to_string().contains("is not a traffic records file"), "{bad}");
+        }
+        assert!(super::records_chunk(&paths, "traffic/flow3-received.csv", 0).unwrap_err().to_string().contains("opening"));
+    }
+
     #[test]
     fn the_sink_outlasts_any_count() {
         assert_eq!(super::sink_until_ns(1_000, Some(u64::MAX), 10_000_000), u64::MAX);

@@ -54,6 +54,11 @@ pub enum WorkerRequest {
     SetLimits { node: String, limits: vemu_scenario::Limits },
     /// What each node's processes use, in the plan's order of nodes.
     Usage,
+    /// Start one end of a traffic flow in a node (on the node's machine).
+    TrafficEnd { node: String, end: crate::traffic::End },
+    /// The whole lines of a traffic records file of the node's machine from byte
+    /// `offset` ([`crate::traffic::records_chunk`]): [`WorkerReply::Text`].
+    TrafficRecords { node: String, file: String, offset: u64 },
     Teardown,
 }
 
@@ -69,6 +74,7 @@ pub enum WorkerReply {
     TapQueues(Vec<TapQueue>),
     Backlog(u64),
     Usage(Vec<vemu_host::cgroup::Usage>),
+    Text(String),
     Error(String),
 }
 
@@ -171,6 +177,12 @@ pub trait Worker: Send {
     fn lost_machines(&self) -> Vec<usize> {
         Vec::new()
     }
+
+    /// Each machine's lab clock against this one's, as measured so far (in the plan's
+    /// order of machines; empty for a lab on one machine).
+    fn clock_offsets(&self) -> Vec<Option<crate::clock_sync::Offset>> {
+        Vec::new()
+    }
 }
 
 /// Socket buffers of a tunnel to another machine, bytes.
@@ -212,6 +224,8 @@ pub struct LocalWorker {
     plane_socket: Option<vemu_host::netlink::Netlink>,
     /// The machine's traffic through the lab's diverted paths.
     diverter: Option<Diverter>,
+    /// The lab clock, once the share started.
+    clock: Option<LabClock>,
 }
 
 /// Load the kernel fast path for a lab with links or LANs it can carry (`carried`: how
@@ -541,6 +555,7 @@ impl LocalWorker {
             sock.connect(peer).with_context(|| format!("joining link {link}'s tunnel to {peer}"))?;
         }
         let shards = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        self.clock = Some(p.clock);
         self.engine = Some(Engine::start(p.specs, p.segments, shards, p.clock, p.fast)?);
         if let Some((base, specs)) = p.diverts {
             self.diverter = Some(Diverter::start(base, specs, p.clock)?);
@@ -729,6 +744,20 @@ impl Worker for LocalWorker {
                 // In the lab's order of nodes; those of other machines use nothing here.
                 let here: HashSet<&str> = self.ifaces.iter().map(|(n, _, _)| n.as_str()).collect();
                 Ok(WorkerReply::Usage(self.nodes.iter().map(|n| if here.contains(n.as_str()) { vemu_host::cgroup::usage(&paths.lab, n) } else { Default::default() }).collect()))
+            }
+            WorkerRequest::TrafficEnd { node, end } => {
+                let (Some(paths), Some(clock)) = (&self.lab, self.clock) else {
+                    return Err(anyhow!("the lab is not running"));
+                };
+                if !self.hosts(&node) {
+                    bail!("node '{node}' is not on this machine");
+                }
+                crate::traffic::start_end(paths, &node, &end, clock)?;
+                Ok(WorkerReply::Done)
+            }
+            WorkerRequest::TrafficRecords { file, offset, .. } => {
+                let paths = self.lab.as_ref().ok_or_else(|| anyhow!("the lab is not built"))?;
+                Ok(WorkerReply::Text(crate::traffic::records_chunk(paths, &file, offset)?))
             }
             WorkerRequest::Teardown => {
                 self.teardown()?;

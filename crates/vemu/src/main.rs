@@ -690,7 +690,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let lab = resolve_lab(lab.lab)?;
             let paths = LabPaths::new(&lab);
             let stats = match Client::connect(&lab) {
-                Ok(c) => Some(c.get("/v1/stats")?),
+                Ok(c) => {
+                    // Records kept on other machines (a lab across machines) come here first.
+                    c.post("/v1/traffic/collect", &json!({}))?;
+                    Some(c.get("/v1/stats")?)
+                }
                 Err(_) => std::fs::read(paths.log_dir().join("stats-final.json")).ok().and_then(|b| serde_json::from_slice(&b).ok()),
             };
             if stats.is_none() && !paths.log_dir().exists() {

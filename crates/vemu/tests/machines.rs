@@ -1,6 +1,6 @@
 //! Labs across machines, with machines made of namespaces: each "machine" is a network
 //! namespace running a real `vemu agent` in a mount namespace of its own (its own
-//! /run/vemu and /run/netns, as on a separate computer), joined to the others by veth
+//! /run/vemu, /run/netns and /var/log/vemu, as on a separate computer), joined to the others by veth
 //! pairs on a Linux bridge that plays the underlay; the controller runs in a namespace
 //! of its own on the same bridge. Run as root.
 
@@ -51,7 +51,7 @@ impl Machines {
         ok("mkdir -p /run/vemu /run/netns");
         for (i, h) in m.names.clone().iter().enumerate() {
             let script = format!(
-                "mount -t tmpfs tmpfs /run/vemu && mount -t tmpfs tmpfs /run/netns && exec {VEMU} agent --listen 10.{net}.0.{} --token-file {}",
+                "mount -t tmpfs tmpfs /run/vemu && mount -t tmpfs tmpfs /run/netns && mkdir -p /var/log/vemu && mount -t tmpfs tmpfs /var/log/vemu && exec {VEMU} agent --listen 10.{net}.0.{} --token-file {}",
                 i + 1,
                 m.token_file.display()
             );
@@ -230,6 +230,40 @@ fn a_chain_across_two_machines_keeps_its_delays_and_rate() {
     let rtt = min_rtt_ms(&m.exec(0, "xm", "n1", &["ping", "-q", "-c", "20", "-i", "0.05", &n4_ip]));
     assert!((24.0..25.5).contains(&rtt), "min RTT {rtt} ms after link set, set 24 ms");
 
+    // A traffic flow from a node of one machine to a node of the other: each end runs on
+    // its node's machine and keeps its records there; `vemu report` on the controller's
+    // machine gathers them (and `down` does, for a report afterwards). The one-way delay
+    // compares two machines' lab clocks: 1 + 10 + 1 ms set.
+    let flow = |count: &str| {
+        let o = m.vemu(&["traffic", "cbr", "--lab", "xm", "--from", "n1", "--to", "n4", "--to-addr", &n4_ip, "--rate", "200", "--count", count]);
+        assert!(o.status.success(), "{}", text(&o));
+    };
+    let report = || -> serde_json::Value {
+        let o = m.vemu(&["report", "--lab", "xm", "--json"]);
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)))
+    };
+    flow("100");
+    let t0 = Instant::now();
+    let mut r = report();
+    while r["flows"][0]["delivered"] != 100 && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(300));
+        r = report();
+    }
+    let f = &r["flows"][0];
+    assert_eq!((f["sent"].as_u64(), f["delivered"].as_u64()), (Some(100), Some(100)), "{r}");
+    // The machines' lab clocks, measured against the controller's by the heartbeats.
+    let status: serde_json::Value = serde_json::from_slice(&m.vemu(&["status", "--lab", "xm", "--json"]).stdout).unwrap();
+    for mc in status["machines"].as_array().unwrap() {
+        let (offset, rtt) = (mc["clock_offset_ns"].as_i64(), mc["clock_rtt_ns"].as_u64());
+        eprintln!("across 2 machines: machine {}: lab clock {offset:?} ns ahead, measured with a {rtt:?} ns round trip", mc["name"]);
+        assert!(offset.is_some() && rtt.is_some_and(|r| r < 50_000_000), "{mc}");
+    }
+    let p50 = f["delay_ms"]["p50"].as_f64().unwrap();
+    eprintln!("across 2 machines: CBR flow n1 -> n4 one-way delay p50 {p50:.3} ms (set 12 ms)");
+    assert!((12.0..13.5).contains(&p50), "one-way delay p50 {p50} ms, set 12 ms: {r}");
+    // This one's records reach the controller's machine with `down`.
+    flow("60");
+
     // Captures of a node whose link crosses to the other machine: each frame once, as
     // delivered (after) or as it entered the link (before; the far machine's part).
     for point in ["after", "before"] {
@@ -271,6 +305,9 @@ fn a_chain_across_two_machines_keeps_its_delays_and_rate() {
         assert_eq!(m.leftovers(i), "", "machine {i} keeps something after down");
     }
     assert!(!std::path::Path::new("/run/vemu/xm").exists());
+    let r = report();
+    let sent_delivered: Vec<(Option<u64>, Option<u64>)> = r["flows"].as_array().unwrap().iter().map(|f| (f["sent"].as_u64(), f["delivered"].as_u64())).collect();
+    assert_eq!(sent_delivered, [(Some(100), Some(100)), (Some(60), Some(60))], "report after down: {r}");
 }
 
 #[test]
