@@ -155,6 +155,8 @@ pub fn run(listen: SocketAddr, token: String) -> Result<()> {
         .route("/v1/agent/labs/{lab}/nodes/{node}/log", axum::routing::get(log))
         .route("/v1/agent/labs/{lab}/capture", axum::routing::post(capture))
         .route("/v1/agent/labs/{lab}/lease", axum::routing::post(lease))
+        .route("/v1/agent/underlay/probe", axum::routing::post(underlay_probe))
+        .route("/v1/agent/underlay/sink", axum::routing::post(underlay_sink))
         .with_state(agent.clone())
         .layer(axum::extract::DefaultBodyLimit::max(MAX_ORDER_BYTES))
         .layer(middleware::from_fn_with_state(agent.clone(), require_token));
@@ -238,6 +240,60 @@ async fn lease(State(agent): State<Arc<Agent>>, Path(lab): Path<String>) -> Resu
     share(&agent, &lab)?;
     agent.renew(&lab);
     Ok(Json(serde_json::json!({"ok": true, "lab_now_ns": lab_now_ns})))
+}
+
+/// Body of `POST /v1/agent/underlay/probe`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProbeOrder {
+    /// The other machine's agent.
+    to: SocketAddr,
+    duration_ms: u64,
+}
+
+/// Measure the underlay from this machine to another machine's agent (the controller
+/// asks, as a lab across machines comes up): `{"bps": ...}`.
+async fn underlay_probe(State(agent): State<Arc<Agent>>, Json(o): Json<ProbeOrder>) -> Result<Json<serde_json::Value>, ApiError> {
+    let duration = std::time::Duration::from_millis(o.duration_ms).min(crate::cluster::MAX_UNDERLAY_PROBE);
+    let tls = crate::channel::client_config().map_err(|e| ApiError::internal(format!("{e:#}")))?;
+    let route = crate::cluster::AgentRoute::to_peer(o.to, &agent.token, &tls);
+    let gateway = |m: String| ApiError { status: StatusCode::BAD_GATEWAY, message: format!("measuring the underlay to {}: {m}", o.to) };
+    let bps = tokio::time::timeout(duration + crate::cluster::MAX_UNDERLAY_PROBE, route.measure_to(duration))
+        .await
+        .map_err(|_| gateway("no answer in time".into()))?
+        .map_err(|e| gateway(format!("{e:#}")))?;
+    Ok(Json(serde_json::json!({"bps": bps})))
+}
+
+/// The other end of [`underlay_probe`]: counts what arrives after the first piece and
+/// the time from the first piece to the last (`{"bytes": ..., "ns": ...}`), for at most
+/// [`crate::cluster::MAX_UNDERLAY_PROBE`].
+async fn underlay_sink(body: axum::body::Body) -> Result<Json<serde_json::Value>, ApiError> {
+    use http_body_util::BodyExt;
+    let mut body = body;
+    let limit = crate::cluster::MAX_UNDERLAY_PROBE;
+    let (mut first, mut last, mut bytes) = (None::<std::time::Instant>, std::time::Instant::now(), 0u64);
+    loop {
+        match tokio::time::timeout(limit, body.frame()).await {
+            Ok(Some(Ok(f))) => {
+                let Some(d) = f.data_ref() else { continue };
+                last = std::time::Instant::now();
+                match first {
+                    None => first = Some(last),
+                    Some(t) if last - t > limit => return Err(ApiError::bad_request(format!("a probe may last {} s at most", limit.as_secs()))),
+                    Some(_) => bytes += d.len() as u64,
+                }
+            }
+            Ok(None) => break,
+            // (A size limit met on a very fast underlay ends the measure too: what came
+            // until then is counted.)
+            Ok(Some(Err(_))) if bytes > 0 => break,
+            Ok(Some(Err(e))) => return Err(ApiError::bad_request(format!("the probe broke off: {e}"))),
+            Err(_) => return Err(ApiError::bad_request("the probe stalled")),
+        }
+    }
+    let ns = first.map_or(0, |t| (last - t).as_nanos() as u64);
+    Ok(Json(serde_json::json!({"bytes": bytes, "ns": ns})))
 }
 
 /// Run a command in a node of this machine (the controller passes its API's exec on).

@@ -154,13 +154,18 @@ impl AgentRoute {
     }
 
     async fn request(&self, method: &str, path: &str, body: hyper::body::Bytes) -> Result<hyper::Response<hyper::body::Incoming>> {
-        Ok(self.request_timed(method, path, body, None).await?.0)
+        Ok(self.request_timed(method, path, http_body_util::Full::new(body), None).await?.0)
     }
 
-    /// [`AgentRoute::request`], with the readings of `clock` as the request leaves (the
-    /// connection made) and as the answer's head arrives (0 without a clock).
-    async fn request_timed(&self, method: &str, path: &str, body: hyper::body::Bytes, clock: Option<LabClock>) -> Result<(hyper::Response<hyper::body::Incoming>, u64, u64)> {
-        use http_body_util::Full;
+    /// [`AgentRoute::request`] with any body, and the readings of `clock` as the
+    /// request leaves (the connection made) and as the answer's head arrives (0 without
+    /// a clock).
+    async fn request_timed<B>(&self, method: &str, path: &str, body: B, clock: Option<LabClock>) -> Result<(hyper::Response<hyper::body::Incoming>, u64, u64)>
+    where
+        B: hyper::body::Body + Send + 'static,
+        B::Data: Send,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
         let (stream, binding) = self.connect().await?;
         let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
         tokio::spawn(conn);
@@ -170,7 +175,7 @@ impl AgentRoute {
             .header("host", "vemu-agent")
             .header("content-type", "application/json")
             .header("authorization", format!("Bearer {}", binding.proof(&self.token, Role::Controller)))
-            .body(Full::new(body))?;
+            .body(body)?;
         let sent_ns = clock.map_or(0, |c| c.now_ns());
         let res = tokio::time::timeout(ORDER_TIMEOUT, sender.send_request(req)).await.map_err(|_| anyhow!("no answer within {} s", ORDER_TIMEOUT.as_secs()))??;
         let received_ns = clock.map_or(0, |c| c.now_ns());
@@ -225,7 +230,45 @@ impl AgentRoute {
     fn what(&self) -> String {
         format!("machine '{}' ({})", self.name, self.address)
     }
+
+    /// The way to the agent at `address`, for another agent (which holds the token too).
+    pub(crate) fn to_peer(address: SocketAddr, token: &str, tls: &Arc<rustls::ClientConfig>) -> AgentRoute {
+        AgentRoute::new(&vemu_scenario::Machine { name: "peer".into(), address }, token, tls)
+    }
+
+    /// The underlay's capacity from this process's machine to the agent, bits/s: zeros
+    /// streamed for `duration` over the agents' channel (TLS over TCP, whose segments
+    /// are those of the tunnels) to its sink, which counts what arrives after the first
+    /// piece over the time from the first piece to the last.
+    pub(crate) async fn measure_to(&self, duration: Duration) -> Result<u64> {
+        use http_body_util::{BodyExt, StreamBody};
+        let end = tokio::time::Instant::now() + duration;
+        let zeros = futures_util::stream::unfold((), move |()| async move {
+            (tokio::time::Instant::now() < end).then(|| (Ok::<_, std::convert::Infallible>(hyper::body::Frame::data(hyper::body::Bytes::from_static(&PROBE_CHUNK))), ()))
+        });
+        let (res, ..) = self.request_timed("POST", "/v1/agent/underlay/sink", StreamBody::new(zeros), None).await?;
+        if !res.status().is_success() {
+            return Err(anyhow!("{}", Self::failure(res).await));
+        }
+        let v: serde_json::Value = serde_json::from_slice(&res.into_body().collect().await?.to_bytes())?;
+        match (v["bytes"].as_u64(), v["ns"].as_u64()) {
+            (Some(bytes), Some(ns)) if ns > 0 => Ok((u128::from(bytes) * 8 * 1_000_000_000 / u128::from(ns)).min(u128::from(u64::MAX)) as u64),
+            _ => Err(anyhow!("the sink's answer says no time passed: {v}")),
+        }
+    }
 }
+
+/// What the underlay probe sends at a time: zeros.
+static PROBE_CHUNK: [u8; 64 * 1024] = [0; 64 * 1024];
+
+/// How long the probe of each direction between two machines streams, at `up`.
+pub const UNDERLAY_PROBE: Duration = Duration::from_millis(300);
+
+/// Most directions measured as a lab comes up (each takes [`UNDERLAY_PROBE`]).
+pub const MAX_UNDERLAY_PROBES: usize = 32;
+
+/// Longest probe an agent sends or takes.
+pub const MAX_UNDERLAY_PROBE: Duration = Duration::from_secs(2);
 
 /// A connection to one machine's agent, for the worker's orders.
 struct AgentClient {
@@ -303,6 +346,9 @@ pub struct Cluster {
     health: Arc<Health>,
     heartbeat: Option<std::thread::JoinHandle<()>>,
     lease_s: u64,
+    /// The underlay's capacity between machines with links between them, measured as
+    /// the lab came up: (from, to, bits/s; `None` if the measure failed).
+    underlay: Vec<(usize, usize, Option<u64>)>,
 }
 
 struct Health {
@@ -357,6 +403,7 @@ impl Cluster {
             }),
             heartbeat: None,
             lease_s: lease_s()?,
+            underlay: Vec::new(),
         })
     }
 
@@ -395,7 +442,7 @@ impl Cluster {
                     // The answer's head and body, within the heartbeat's time.
                     let ask = async move {
                         use http_body_util::BodyExt;
-                        let (res, sent_ns, received_ns) = r.request_timed("POST", &path, hyper::body::Bytes::new(), Some(clock)).await?;
+                        let (res, sent_ns, received_ns) = r.request_timed("POST", &path, http_body_util::Full::new(hyper::body::Bytes::new()), Some(clock)).await?;
                         let status = res.status();
                         let body = res.into_body().collect().await?.to_bytes();
                         anyhow::Ok((status, body, sent_ns, received_ns))
@@ -433,6 +480,26 @@ impl Cluster {
         })?;
         self.heartbeat = Some(t);
         Ok(())
+    }
+
+    /// Measure the underlay both ways between every two machines that links join (the
+    /// first [`MAX_UNDERLAY_PROBES`] directions), one after the other ([`UNDERLAY_PROBE`]
+    /// each: they could share wires). A measure that fails is said and left out; the
+    /// lab runs anyway.
+    fn measure_underlay(&mut self) {
+        let pairs: std::collections::BTreeSet<(usize, usize)> = self.link_at.iter().filter(|[a, b]| a != b).flat_map(|&[a, b]| [(a, b), (b, a)]).collect();
+        for (a, b) in pairs.into_iter().take(MAX_UNDERLAY_PROBES) {
+            let body = serde_json::json!({"to": self.agents[b].route.address, "duration_ms": UNDERLAY_PROBE.as_millis() as u64}).to_string();
+            let agent = &self.agents[a];
+            let bps = agent
+                .rt
+                .block_on(agent.route.send("POST", "/v1/agent/underlay/probe", body))
+                .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b)?["bps"].as_u64().ok_or_else(|| anyhow!("an answer without 'bps'")));
+            if let Err(e) = &bps {
+                eprintln!("vemu: {}: {e:#}", agent.what());
+            }
+            self.underlay.push((a, b, bps.ok()));
+        }
     }
 
     /// The machines a link or segment port is on.
@@ -593,7 +660,11 @@ impl Worker for Cluster {
         match req {
             WorkerRequest::Build { plan, clock_epoch_ns, .. } => match self.build(plan, clock_epoch_ns) {
                 WorkerReply::Done => match self.start_heartbeats(LabClock { epoch_ns: clock_epoch_ns }) {
-                    Ok(()) => WorkerReply::Done,
+                    Ok(()) => {
+                        // (The heartbeats keep the leases meanwhile.)
+                        self.measure_underlay();
+                        WorkerReply::Done
+                    }
                     Err(e) => {
                         let _ = self.call(WorkerRequest::Teardown, _progress);
                         WorkerReply::Error(format!("starting the heartbeats: {e:#}"))
@@ -756,6 +827,10 @@ impl Worker for Cluster {
 
     fn clock_offsets(&self) -> Vec<Option<Offset>> {
         (0..self.agents.len()).map(|m| self.health.offset(m)).collect()
+    }
+
+    fn underlay(&self) -> Vec<(usize, usize, Option<u64>)> {
+        self.underlay.clone()
     }
 }
 

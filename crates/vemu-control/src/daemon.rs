@@ -37,6 +37,9 @@ pub struct Settled {
     pub behind_ms: u64,
     /// Why a lab with links has no kernel fast path (every direction in the engine).
     pub fast_path_off: Option<String>,
+    /// What the user should know before relying on the lab (links between machines set
+    /// faster than the underlay carries).
+    pub warnings: Vec<String>,
 }
 
 /// A frame this late (or later) means the data plane is behind.
@@ -54,6 +57,7 @@ fn settle(ctl: &Arc<Mutex<Controller>>) -> Settled {
         Ok(c) if c.fast_path.starts_with("off") && !c.links.is_empty() => Some(c.fast_path.trim_start_matches("off: ").to_string()),
         _ => None,
     };
+    let warnings = ctl.locked().underlay_warnings();
     let start = std::time::Instant::now();
     let mut good = 0;
     loop {
@@ -64,10 +68,10 @@ fn settle(ctl: &Arc<Mutex<Controller>>) -> Settled {
         good = if behind < BEHIND_NS { good + 1 } else { 0 };
         let waited_ms = start.elapsed().as_millis() as u64;
         if good >= CAUGHT_UP_LOOKS {
-            return Settled { waited_ms, behind_ms: 0, fast_path_off };
+            return Settled { waited_ms, behind_ms: 0, fast_path_off, warnings };
         }
         if start.elapsed() >= SETTLE_LIMIT {
-            return Settled { waited_ms, behind_ms: behind / 1_000_000, fast_path_off };
+            return Settled { waited_ms, behind_ms: behind / 1_000_000, fast_path_off, warnings };
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }

@@ -30,13 +30,18 @@ pub struct DirFidelity {
     pub verdict: Verdict,
     /// Frames written.
     pub frames: u64,
-    /// Frames written later than the threshold, plus frames the TAP refused.
+    /// Frames written later than the threshold, plus frames the TAP refused or the
+    /// underlay between machines lost.
     pub late_frames: u64,
     pub late_fraction: f64,
     /// 99th percentile of lateness (upper bound of its bucket), ns.
     pub p99_late_ns: u64,
     pub max_late_ns: u64,
     pub write_errors: u64,
+    /// Frames the underlay between machines lost on the way (counted as late: the
+    /// model did not drop them).
+    #[serde(default)]
+    pub underlay_lost: u64,
     /// Probes of the direction's input queue, and those that waited there longer than
     /// the threshold before the engine read them (frames there wait as long: the late
     /// fraction counts the larger of the two witnesses), and their 99th percentile, ns.
@@ -121,7 +126,7 @@ pub fn assess<'a>(dirs: impl IntoIterator<Item = (String, &'a DirStats)>, engine
     let mut affected = Vec::new();
     for (name, d) in dirs {
         let n: u64 = d.late_hist.iter().sum();
-        let written_late = d.late_hist.iter().skip(first_late).sum::<u64>() + d.write_errors;
+        let written_late = d.late_hist.iter().skip(first_late).sum::<u64>() + d.write_errors + d.underlay_lost;
         // Frames that waited too long in the input queue, estimated from the probes that did.
         let probes: u64 = d.input_wait_hist.iter().sum();
         let input_late: u64 = d.input_wait_hist.iter().skip(first_late).sum();
@@ -129,7 +134,7 @@ pub fn assess<'a>(dirs: impl IntoIterator<Item = (String, &'a DirStats)>, engine
         let late = written_late.max(waited_late);
         frames += n;
         late_frames += late;
-        let judged = n + d.write_errors;
+        let judged = n + d.write_errors + d.underlay_lost;
         if judged < th.min_frames {
             continue;
         }
@@ -145,6 +150,7 @@ pub fn assess<'a>(dirs: impl IntoIterator<Item = (String, &'a DirStats)>, engine
                 p99_late_ns: bucket_quantile_ns(&d.late_hist, 0.99).unwrap_or(0),
                 max_late_ns: d.late_max_ns,
                 write_errors: d.write_errors,
+                underlay_lost: d.underlay_lost,
                 input_probes: probes,
                 input_late_probes: input_late,
                 p99_input_wait_ns: bucket_quantile_ns(&d.input_wait_hist, 0.99).unwrap_or(0),
@@ -196,6 +202,7 @@ pub fn delta(now: &DirStats, before: &DirStats) -> DirStats {
     DirStats {
         tx_frames: now.tx_frames.saturating_sub(before.tx_frames),
         write_errors: now.write_errors.saturating_sub(before.write_errors),
+        underlay_lost: now.underlay_lost.saturating_sub(before.underlay_lost),
         late_hist: sub(&now.late_hist, &before.late_hist),
         late_max_ns: now.late_max_ns,
         input_wait_hist: sub(&now.input_wait_hist, &before.input_wait_hist),
@@ -232,6 +239,9 @@ pub fn describe(f: &Fidelity) -> String {
             fmt_ns(a.max_late_ns),
             a.write_errors
         ));
+        if a.underlay_lost > 0 {
+            s.push_str(&format!(", {} lost by the underlay between machines", a.underlay_lost));
+        }
         if a.input_probes > 0 {
             s.push_str(&format!("; input queue: p99 {}, {} of {} probes waited longer", fmt_ns(a.p99_input_wait_ns), a.input_late_probes, a.input_probes));
         }
@@ -377,6 +387,21 @@ mod tests {
         // Windows: the difference of two snapshots.
         let d = delta(&dir(10_000, 200, 0), &dir(9_000, 0, 0));
         assert_eq!((d.late_hist[3], d.late_hist[10]), (1_000, 200));
+    }
+
+    #[test]
+    fn frames_the_underlay_lost_count_against_the_direction() {
+        // Issue 14: a link between machines set faster than the underlay carries; the
+        // far engine sees sequence gaps. All written on time, 3% lost on the way.
+        let th = FidelityThresholds::default();
+        let mut d = dir(9_700, 0, 0);
+        d.underlay_lost = 300;
+        let f = assess([("x".to_string(), &d)], &EngineEvidence::default(), &th);
+        assert_eq!((f.verdict, f.affected[0].underlay_lost, f.affected[0].late_frames), (Verdict::Degraded, 300, 300));
+        assert!(describe(&f).contains("300 lost by the underlay between machines"), "{}", describe(&f));
+        let mut before = d.clone();
+        before.underlay_lost = 100;
+        assert_eq!(delta(&d, &before).underlay_lost, 200);
     }
 
     #[test]

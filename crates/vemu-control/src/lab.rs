@@ -200,6 +200,45 @@ impl Controller {
         out
     }
 
+    /// The links from machine `from` to each other machine, by their rates set now,
+    /// against the `measured` underlay ([`crate::worker::Worker::underlay`]).
+    fn underlay_from(&self, from: usize, measured: &[(usize, usize, Option<u64>)]) -> Vec<crate::UnderlayStatus> {
+        let mut out: Vec<crate::UnderlayStatus> = Vec::new();
+        for (i, l) in self.plan.links.iter().enumerate() {
+            let (ma, mb) = (self.plan.nodes[l.a.node].machine, self.plan.nodes[l.b.node].machine);
+            // The direction that leaves `from`: forward from a, reverse from b.
+            let (to, dir) = match (ma == from, mb == from) {
+                (true, false) => (mb, 0),
+                (false, true) => (ma, 1),
+                _ => continue,
+            };
+            let name = &self.plan.machines[to].name;
+            let k = match out.iter().position(|u| &u.to == name) {
+                Some(k) => k,
+                None => {
+                    let measured_bps = measured.iter().find(|m| (m.0, m.1) == (from, to)).and_then(|m| m.2);
+                    out.push(crate::UnderlayStatus { to: name.clone(), links: 0, set_bps: 0, unlimited_links: 0, measured_bps });
+                    out.len() - 1
+                }
+            };
+            let u = &mut out[k];
+            u.links += 1;
+            match self.links[i].imps[dir].rate_bps {
+                Some(r) => u.set_bps = u.set_bps.saturating_add(r),
+                None => u.unlimited_links += 1,
+            }
+        }
+        out
+    }
+
+    /// Every machine's links set faster than the underlay carried that way.
+    pub fn underlay_warnings(&self) -> Vec<String> {
+        let measured = self.worker.underlay();
+        (0..self.plan.machines.len())
+            .flat_map(|m| self.underlay_from(m, &measured).into_iter().filter_map(|u| u.warning(&self.plan.machines[m].name)).collect::<Vec<_>>())
+            .collect()
+    }
+
     pub fn status(&mut self) -> Result<LabStatus, LabError> {
         let stats = self.counters()?;
         let WorkerReply::Processes(procs) = call(self.worker.as_mut(), WorkerRequest::Processes)? else {
@@ -299,7 +338,7 @@ impl Controller {
                     .collect(),
             })
             .collect();
-        let offsets = self.worker.clock_offsets();
+        let (offsets, underlay) = (self.worker.clock_offsets(), self.worker.underlay());
         Ok(LabStatus {
             fidelity: Some(self.fidelity(&stats)),
             fidelity_now: self.watch.now.clone(),
@@ -322,6 +361,7 @@ impl Controller {
                     state: if self.machine_lost(i) { "lost" } else { "up" }.into(),
                     clock_offset_ns: offsets.get(i).copied().flatten().map(|o| o.offset_ns),
                     clock_rtt_ns: offsets.get(i).copied().flatten().map(|o| o.rtt_ns),
+                    underlay: self.underlay_from(i, &underlay),
                 })
                 .collect(),
             diverts: self

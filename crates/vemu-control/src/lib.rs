@@ -180,6 +180,41 @@ pub struct MachineStatus {
     pub clock_offset_ns: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock_rtt_ns: Option<u64>,
+    /// The links from it to each other machine, against the underlay's capacity.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub underlay: Vec<UnderlayStatus>,
+}
+
+/// The links from one machine to another: the rates set on them in that direction, and
+/// what the underlay carried that way when the lab came up.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct UnderlayStatus {
+    /// The other machine.
+    pub to: String,
+    pub links: usize,
+    /// The sum of the rates set now in this direction, bits/s, and how many of the
+    /// links have none (unlimited: not in the sum).
+    pub set_bps: u64,
+    pub unlimited_links: usize,
+    /// Bits/s, measured as the lab came up (absent if the measure failed, or for more
+    /// machine pairs than are measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured_bps: Option<u64>,
+}
+
+impl UnderlayStatus {
+    /// Why the links may deliver less than their set rates, if so.
+    pub fn warning(&self, from: &str) -> Option<String> {
+        let measured = self.measured_bps?;
+        (self.set_bps > measured).then(|| {
+            format!(
+                "the links from machine '{from}' to '{}' are set to {:.1} Mbit/s in all, more than the {:.1} Mbit/s the underlay carried that way: they may deliver less than set",
+                self.to,
+                self.set_bps as f64 / 1e6,
+                measured as f64 / 1e6
+            )
+        })
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -472,3 +507,17 @@ mod lock_tests {
     }
 }
 
+
+#[cfg(test)]
+mod underlay_tests {
+    use super::UnderlayStatus;
+
+    #[test]
+    fn a_warning_only_when_the_rates_set_exceed_what_the_underlay_carried() {
+        let u = |set_bps, measured_bps| UnderlayStatus { to: "b".into(), links: 2, set_bps, unlimited_links: 1, measured_bps };
+        assert_eq!(u(40_000_000, Some(48_000_000)).warning("a"), None);
+        assert_eq!(u(40_000_000, None).warning("a"), None);
+        let w = u(100_000_000, Some(48_200_000)).warning("a").unwrap();
+        assert!(w.starts_with("the links from machine 'a' to 'b' are set to 100.0 Mbit/s in all, more than the 48.2 Mbit/s"), "{w}");
+    }
+}

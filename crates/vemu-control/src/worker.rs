@@ -183,6 +183,12 @@ pub trait Worker: Send {
     fn clock_offsets(&self) -> Vec<Option<crate::clock_sync::Offset>> {
         Vec::new()
     }
+
+    /// The underlay's capacity between machines as measured when the lab came up:
+    /// (from, to, bits/s if the measure worked), machines numbered as in the plan.
+    fn underlay(&self) -> Vec<(usize, usize, Option<u64>)> {
+        Vec::new()
+    }
 }
 
 /// Socket buffers of a tunnel to another machine, bytes.

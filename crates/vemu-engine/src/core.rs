@@ -826,6 +826,17 @@ impl Core {
         }
     }
 
+    /// The underlay lost `lost` frames in all (so far) of those that came to `port` —
+    /// the far side of a link, on another machine — from there: counted for the
+    /// direction from that side.
+    pub fn set_underlay_lost(&mut self, port: PortId, lost: u64) {
+        if let Some(Owner::Link { link, side }) = self.ports.get(port as usize).map(|p| p.owner) {
+            let l = &self.links[link as usize];
+            // Frames from side a go forward (direction 0), from b in reverse.
+            self.counters[l.counters[side as usize] as usize].underlay_lost.store(lost, Relaxed);
+        }
+    }
+
     /// A probe the driver put at the tail of `port`'s input queue waited `wait_ns` there
     /// before it was read: counted for the direction that port feeds.
     pub fn note_input_wait(&mut self, port: PortId, wait_ns: u64) {

@@ -74,6 +74,9 @@ pub struct DirCounters {
     pub path_payload: AtomicU64,
     /// Frames a qos meter dropped (its colour's action).
     pub drop_police: AtomicU64,
+    /// From a side on another machine: frames the underlay lost or reordered past use
+    /// (tunnel sequence gaps, frames missing pieces, late ones) — not the model's loss.
+    pub underlay_lost: AtomicU64,
     /// Fidelity: how long the engine's probes waited in the port's input queue (the
     /// TAP device's) before the engine read them — what frames wait there unseen by
     /// `late_hist` — by bucket of [`DELAY_BUCKETS_NS`]; and the longest.
@@ -183,6 +186,9 @@ pub struct DirStats {
     /// Frames a qos meter dropped.
     #[serde(default)]
     pub drop_police: u64,
+    /// From another machine: frames the underlay lost (not the model's loss).
+    #[serde(default)]
+    pub underlay_lost: u64,
     /// Probes of the direction's input queue, by how long they waited there before the
     /// engine read them, per bucket of [`DELAY_BUCKETS_NS`] (empty: never probed).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -225,6 +231,7 @@ impl DirStats {
         self.transit_ns = self.transit_ns.max(o.transit_ns);
         self.path_payload_bytes = self.path_payload_bytes.max(o.path_payload_bytes);
         self.drop_police += o.drop_police;
+        self.underlay_lost += o.underlay_lost;
         add(&mut self.input_wait_hist, &o.input_wait_hist);
         self.input_wait_max_ns = self.input_wait_max_ns.max(o.input_wait_max_ns);
         // One machine carries out a direction's qos stage; the other has no classes.
@@ -258,6 +265,7 @@ impl DirCounters {
             transit_ns: self.transit_ns.load(Relaxed),
             path_payload_bytes: self.path_payload.load(Relaxed),
             drop_police: self.drop_police.load(Relaxed),
+            underlay_lost: self.underlay_lost.load(Relaxed),
             input_wait_hist: {
                 let h: Vec<u64> = self.input_wait_hist.iter().map(|b| b.load(Relaxed)).collect();
                 if h.iter().all(|&n| n == 0) { Vec::new() } else { h }

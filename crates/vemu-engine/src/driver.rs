@@ -703,6 +703,8 @@ impl Shard {
             if let Some(whole) = t.reasm.push(&piece) {
                 self.core.handle_delivered(self.clock.now_ns(), t.deliver_to, whole.frame);
             }
+            let c = t.reasm.counts(t.vni_in);
+            self.core.set_underlay_lost(port as u32, c.lost + c.late);
         }
     }
 

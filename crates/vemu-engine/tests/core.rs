@@ -1265,6 +1265,8 @@ struct Split {
     seq: u32,
     /// Frames that reached their node, per machine: (time, seq).
     delivered: [Vec<(u64, u32)>; 2],
+    /// Tunnel sequence numbers whose datagrams the underlay loses.
+    underlay_drops: Vec<u32>,
 }
 
 impl Split {
@@ -1275,7 +1277,7 @@ impl Split {
             (Sim::new(core), ports)
         };
         let ((m0, p0), (m1, p1)) = (mk(1), mk(0));
-        Split { machines: [m0, m1], ports: [p0, p1], transit_ns, reasm: Default::default(), seq: 0, delivered: [Vec::new(), Vec::new()] }
+        Split { machines: [m0, m1], ports: [p0, p1], transit_ns, reasm: Default::default(), seq: 0, delivered: [Vec::new(), Vec::new()], underlay_drops: Vec::new() }
     }
 
     /// Run both machines to `t`: what one hands out for the remote side crosses the
@@ -1305,15 +1307,21 @@ impl Split {
                     let vni = vemu_engine::tunnel::vni(0, m as u8);
                     vemu_engine::tunnel::encode(&frame, vemu_engine::tunnel::Meta { vni, seq: self.seq, departure_ns: at }, vemu_engine::tunnel::payload_for_mtu(1500, false), &mut dgrams);
                     self.seq += 1;
+                    if self.underlay_drops.contains(&(self.seq - 1)) {
+                        continue;
+                    }
                     let other = 1 - m;
                     for d in &dgrams {
                         let piece = vemu_engine::tunnel::decode(d).unwrap();
+                        let peer = &mut self.machines[other];
                         if let Some(w) = self.reasm[other].push(&piece) {
-                            let peer = &mut self.machines[other];
                             let arrive = at + self.transit_ns;
                             peer.now = peer.now.max(arrive);
                             peer.core.handle_delivered(arrive, self.ports[other][other], w.frame);
                         }
+                        // As the driver does: the far side's port counts what never came.
+                        let c = self.reasm[other].counts(vni);
+                        peer.core.set_underlay_lost(self.ports[other][m], c.lost + c.late);
                     }
                 }
             }
@@ -1341,6 +1349,23 @@ fn a_link_across_machines_keeps_its_set_delay_the_underlay_transit_included() {
     assert_eq!((rev[0].rx_frames, rev[0].tx_frames, rev[1].rx_frames, rev[1].tx_frames), (0, 0, 1, 1));
     // A cross-machine link never takes the kernel path.
     assert!(s.machines.iter().all(|m| m.events.iter().all(|e| !matches!(e, Event::Path { .. }))));
+}
+
+#[test]
+fn frames_the_underlay_loses_are_counted_for_the_direction_they_were_going() {
+    let mut s = Split::new(delay(MS), imp(), 100 * US);
+    s.underlay_drops = vec![1, 2];
+    for i in 0..5u32 {
+        s.machines[0].core.handle_frame(u64::from(i) * 10 * US, s.ports[0][0], udp(300, i));
+    }
+    s.run_until(10 * MS);
+    let got: Vec<u32> = s.delivered[1].iter().map(|d| d.1).collect();
+    assert_eq!(got, [0, 3, 4]);
+    // Counted by the receiving machine, for the direction from the far side (forward);
+    // the model dropped nothing.
+    assert_eq!(s.machines[1].stats(Target::Link(0), 0).underlay_lost, 2);
+    assert_eq!(s.machines[1].stats(Target::Link(0), 1).underlay_lost, 0);
+    assert_eq!(s.machines[0].stats(Target::Link(0), 0).drop_loss, 0);
 }
 
 #[test]

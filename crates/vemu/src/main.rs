@@ -771,6 +771,9 @@ fn up_foreground(plan: Plan, options: ApiOptions, ui: bool) -> Result<()> {
             if let Some(why) = &settled.fast_path_off {
                 eprintln!("kernel fast path off ({why}): every link direction goes through the engine");
             }
+            for w in &settled.warnings {
+                eprintln!("warning: {w}");
+            }
             eprintln!("lab '{name}' is up: {nodes} nodes, {links} links{}. Ctrl-C takes it down.", settle_note(settled.waited_ms, settled.behind_ms));
             print_api(&name);
             if ui {
@@ -869,6 +872,9 @@ fn up_background(plan: Plan, options: ApiOptions) -> Result<()> {
             if let Some(why) = v["fast_path_off"].as_str() {
                 eprintln!("kernel fast path off ({why}): every link direction goes through the engine");
             }
+            for w in v["warnings"].as_array().into_iter().flatten().filter_map(|w| w.as_str()) {
+                eprintln!("warning: {w}");
+            }
         } else if let Some(e) = v.get("error").and_then(|e| e.as_str()) {
             error = Some(e.to_string());
         }
@@ -940,7 +946,7 @@ fn run_daemon() -> Result<()> {
     let result = daemon::run(plan, ApiOptions { tcp }, lock, |ev| match ev {
         Event::Progress(d, t) => emit(json!({"progress": [d, t]})),
         Event::Ready(settled) => {
-            emit(json!({"ready": true, "settle_ms": settled.waited_ms, "behind_ms": settled.behind_ms, "fast_path_off": settled.fast_path_off}));
+            emit(json!({"ready": true, "settle_ms": settled.waited_ms, "behind_ms": settled.behind_ms, "fast_path_off": settled.fast_path_off, "warnings": settled.warnings}));
             // Let `vemu up` see the end of our output and return.
             if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
                 // SAFETY: dup2 onto stdout.
@@ -1282,9 +1288,24 @@ fn print_status(s: &LabStatus) {
         println!("last {} s: {}", vemu_control::fidelity::WINDOW.as_secs(), vemu_control::fidelity::describe(f));
     }
     if !s.machines.is_empty() {
-        println!("\n{:<15} {:<22} {:<6} NODES", "MACHINE", "AGENT", "STATE");
+        println!("\n{:<15} {:<22} {:<6} {:<6} LAB CLOCK", "MACHINE", "AGENT", "STATE", "NODES");
         for m in &s.machines {
-            println!("{:<15} {:<22} {:<6} {}", m.name, m.address, m.state, m.nodes);
+            // Against the controller's, within half the round trip that measured it.
+            let clock = match (m.clock_offset_ns, m.clock_rtt_ns) {
+                (Some(o), Some(rtt)) => format!("{:+.3} ms (+/- {:.3} ms)", o as f64 / 1e6, rtt as f64 / 2e6),
+                _ => "not measured yet".to_string(),
+            };
+            println!("{:<15} {:<22} {:<6} {:<6} {clock}", m.name, m.address, m.state, m.nodes);
+            for u in &m.underlay {
+                let unlimited = if u.unlimited_links > 0 { format!(" (and {} without a rate)", u.unlimited_links) } else { String::new() };
+                let measured = u.measured_bps.map_or("not measured".to_string(), |b| format!("{:.1} Mbit/s", b as f64 / 1e6));
+                println!("  to {}: {} links, {:.1} Mbit/s set{unlimited}; the underlay carried {measured}", u.to, u.links, u.set_bps as f64 / 1e6);
+            }
+        }
+        for m in &s.machines {
+            for w in m.underlay.iter().filter_map(|u| u.warning(&m.name)) {
+                println!("warning: {w}");
+            }
         }
     }
     println!("\nNODE            INTERFACES");

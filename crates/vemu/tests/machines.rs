@@ -160,6 +160,9 @@ fn a_chain_across_two_machines_keeps_its_delays_and_rate() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    // The underlay towards machine b carries 50 Mbit/s (the rest of the bridge as much
+    // as the CPU moves): `up` measures both ways between the machines.
+    ok("ip netns exec vx-ul tc qdisc add dev vxu1 root tbf rate 50mbit burst 64kb latency 50ms");
     std::thread::sleep(Duration::from_millis(500));
     let up = m.up("xm", yaml);
     assert!(up.status.success(), "{}", text(&up));
@@ -179,6 +182,16 @@ fn a_chain_across_two_machines_keeps_its_delays_and_rate() {
     assert!(on.iter().any(|(n, mc)| n == "n1" && mc == "a") && on.iter().any(|(n, mc)| n == "n4" && mc == "b"), "{on:?}");
     let machines: Vec<&str> = status["machines"].as_array().unwrap().iter().map(|x| x["name"].as_str().unwrap()).collect();
     assert_eq!(machines, ["a", "b"]);
+    // The cut against the underlay: n2:n3 (20 Mbit/s) each way, about 50 Mbit/s measured
+    // towards b, more the other way.
+    let underlay = |from: &str| status["machines"].as_array().unwrap().iter().find(|x| x["name"] == from).unwrap()["underlay"][0].clone();
+    let (ab, ba) = (underlay("a"), underlay("b"));
+    for (u, to) in [(&ab, "b"), (&ba, "a")] {
+        assert_eq!((u["to"].as_str(), u["links"].as_u64(), u["set_bps"].as_u64()), (Some(to), Some(1), Some(20_000_000)), "{u}");
+    }
+    let (ab_bps, ba_bps) = (ab["measured_bps"].as_f64().unwrap(), ba["measured_bps"].as_f64().unwrap());
+    eprintln!("across 2 machines: underlay measured a -> b {:.1} Mbit/s (50 Mbit/s tbf), b -> a {:.1} Mbit/s", ab_bps / 1e6, ba_bps / 1e6);
+    assert!((30e6..55e6).contains(&ab_bps) && ba_bps > 100e6, "a -> b {ab_bps}, b -> a {ba_bps} bit/s");
 
     // `vemu exec` from the controller's machine runs the command on the node's
     // machine: its output, standard input and exit status come back.
@@ -229,6 +242,29 @@ fn a_chain_across_two_machines_keeps_its_delays_and_rate() {
     assert!(o.status.success(), "{}", text(&o));
     let rtt = min_rtt_ms(&m.exec(0, "xm", "n1", &["ping", "-q", "-c", "20", "-i", "0.05", &n4_ip]));
     assert!((24.0..25.5).contains(&rtt), "min RTT {rtt} ms after link set, set 24 ms");
+    // More than the underlay carries towards b: status says so (that way only).
+    let warnings = || -> Vec<String> {
+        let o = m.vemu(&["status", "--lab", "xm"]);
+        String::from_utf8_lossy(&o.stdout).lines().filter(|l| l.starts_with("warning: the links from machine")).map(String::from).collect()
+    };
+    assert!(warnings().is_empty(), "{:?}", warnings());
+    let o = m.vemu(&["link", "set", "n2:n3", "--bandwidth", "100Mbit", "--lab", "xm"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let w = warnings();
+    assert!(w.len() == 1 && w[0].contains("from machine 'a' to 'b' are set to 100.0 Mbit/s in all"), "{w:?}");
+    // And it is so: 80 Mbit/s of UDP fit the link but not the underlay. The far engine
+    // counts the frames that never came (tunnel sequence gaps): not the model's loss,
+    // so the fidelity monitor holds them against the direction.
+    let o = m.exec(0, "xm", "n1", &["iperf3", "-u", "-b", "80M", "-t", "2", "-c", &n4_ip]);
+    assert!(o.status.success(), "{}", text(&o));
+    let status: serde_json::Value = serde_json::from_slice(&m.vemu(&["status", "--lab", "xm", "--json"]).stdout).unwrap();
+    let link = status["links"].as_array().unwrap().iter().find(|l| l["name"] == "n2:n3").unwrap().clone();
+    let lost = |d: &str| link[d]["stats"]["underlay_lost"].as_u64().unwrap_or(0);
+    let (fwd, rev) = (lost("forward"), lost("reverse"));
+    eprintln!("across 2 machines: 80 Mbit/s over a 50 Mbit/s underlay: {fwd} + {rev} frames lost by the underlay");
+    assert!(fwd.max(rev) > 1000, "underlay losses forward {fwd}, reverse {rev}: {link}");
+    let affected = status["fidelity"]["affected"].as_array().unwrap();
+    assert!(affected.iter().any(|a| a["name"].as_str().unwrap_or("").contains("n2:n3") && a["underlay_lost"].as_u64().unwrap_or(0) > 1000), "{}", status["fidelity"]);
 
     // A traffic flow from a node of one machine to a node of the other: each end runs on
     // its node's machine and keeps its records there; `vemu report` on the controller's
@@ -258,6 +294,9 @@ fn a_chain_across_two_machines_keeps_its_delays_and_rate() {
         eprintln!("across 2 machines: machine {}: lab clock {offset:?} ns ahead, measured with a {rtt:?} ns round trip", mc["name"]);
         assert!(offset.is_some() && rtt.is_some_and(|r| r < 50_000_000), "{mc}");
     }
+    let o = m.vemu(&["status", "--lab", "xm"]);
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(table.lines().filter(|l| (l.starts_with("a ") || l.starts_with("b ")) && l.contains(" ms (+/- ")).count(), 2, "{table}");
     let p50 = f["delay_ms"]["p50"].as_f64().unwrap();
     eprintln!("across 2 machines: CBR flow n1 -> n4 one-way delay p50 {p50:.3} ms (set 12 ms)");
     assert!((12.0..13.5).contains(&p50), "one-way delay p50 {p50} ms, set 12 ms: {r}");
@@ -308,6 +347,16 @@ fn a_chain_across_two_machines_keeps_its_delays_and_rate() {
     let r = report();
     let sent_delivered: Vec<(Option<u64>, Option<u64>)> = r["flows"].as_array().unwrap().iter().map(|f| (f["sent"].as_u64(), f["delivered"].as_u64())).collect();
     assert_eq!(sent_delivered, [(Some(100), Some(100)), (Some(60), Some(60))], "report after down: {r}");
+    assert!(!text(&up).contains("warning:"), "{}", text(&up));
+
+    // A lab whose link between the machines is set faster than the underlay towards b:
+    // `up` says so at once.
+    let yaml = "name: xw\naddressing: {ipv6: none}\nmachines: {a: 10.78.0.1, b: 10.78.0.2}\nnodes:\n  w1: {machine: a}\n  w2: {machine: b}\nlinks:\n  - {endpoints: [w1, w2], bandwidth: 100Mbit}\n";
+    let up = m.up("xw", yaml);
+    assert!(up.status.success(), "{}", text(&up));
+    assert!(text(&up).contains("warning: the links from machine 'a' to 'b' are set to 100.0 Mbit/s in all"), "{}", text(&up));
+    let o = m.vemu(&["down", "--lab", "xw"]);
+    assert!(o.status.success(), "{}", text(&o));
 }
 
 #[test]
