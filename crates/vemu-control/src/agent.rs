@@ -456,7 +456,7 @@ fn order(agent: &Agent, lab: &str, req: WorkerRequest) -> WorkerReply {
             if !matches!(reply, WorkerReply::Error(_)) {
                 agent.epochs.locked().insert(lab.to_string(), epoch);
                 // For `vemu exec` on this machine.
-                let _ = crate::daemon::write_private(&paths.plan(), &serde_json::to_vec(&written).unwrap_or_default());
+                let _ = crate::files::write_private(&paths.plan(), &serde_json::to_vec(&written).unwrap_or_default());
                 let _ = std::fs::write(marker(lab), b"");
             } else {
                 agent.labs.locked().remove(lab);

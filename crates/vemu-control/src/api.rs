@@ -736,7 +736,7 @@ async fn ensure_tcp(app: &Arc<App>) -> Result<std::net::SocketAddr, ApiError> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(|e| internal(format!("listening on 127.0.0.1: {e}")))?;
     let addr = listener.local_addr().map_err(|e| internal(e.to_string()))?;
     let token = ui::random_hex();
-    crate::daemon::write_private(&app.paths.api_token(), format!("{token}\n").as_bytes()).map_err(|e| internal(format!("{e:#}")))?;
+    crate::files::write_private(&app.paths.api_token(), format!("{token}\n").as_bytes()).map_err(|e| internal(format!("{e:#}")))?;
     std::fs::write(app.paths.api_address(), format!("{addr}\n")).map_err(|e| internal(e.to_string()))?;
     let started = serve_tcp(app, listener, token);
     app.later.locked().push(started);

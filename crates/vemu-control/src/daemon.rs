@@ -84,15 +84,6 @@ pub struct ApiOptions {
     pub tcp: Option<SocketAddr>,
 }
 
-/// Write a file only root may read, created so (never readable by others, not even for
-/// an instant), replacing any earlier one.
-pub(crate) fn write_private(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let _ = std::fs::remove_file(path);
-    let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path).with_context(|| format!("creating {}", path.display()))?;
-    f.write_all(bytes)?;
-    Ok(())
-}
 
 /// A random bearer token: 32 bytes from the kernel, in hex.
 fn new_token() -> Result<String> {
@@ -212,14 +203,14 @@ fn serve_lab(plan: Plan, options: ApiOptions, name: &mut NameGuard, report: &mut
     let started = (|| -> Result<api::Servers> {
         std::fs::write(paths.pid_file(), format!("{}\n", std::process::id()))?;
         // The plan holds the nodes' files, which may be secrets (keys, passwords).
-        write_private(&paths.plan(), &serde_json::to_vec_pretty(&plan)?)?;
+        crate::files::write_private(&paths.plan(), &serde_json::to_vec_pretty(&plan)?)?;
         let unix = rt.block_on(async { tokio::net::UnixListener::bind(paths.socket()) }).context("creating the API socket")?;
         std::fs::set_permissions(paths.socket(), std::fs::Permissions::from_mode(0o600))?;
         let tcp = match options.tcp {
             Some(addr) => {
                 let token = new_token()?;
                 let tf = paths.api_token();
-                write_private(&tf, format!("{token}\n").as_bytes())?;
+                crate::files::write_private(&tf, format!("{token}\n").as_bytes())?;
                 let l = rt.block_on(tokio::net::TcpListener::bind(addr)).with_context(|| format!("listening on {addr}"))?;
                 std::fs::write(paths.api_address(), format!("{}\n", l.local_addr()?))?;
                 Some((l, token))

@@ -15,6 +15,7 @@ mod background;
 pub mod converge;
 pub mod daemon;
 pub mod error;
+mod files;
 pub mod lab;
 pub mod fidelity;
 pub mod pcapng;

@@ -99,7 +99,7 @@ pub(crate) async fn up(body: Bytes) -> Result<Response, ApiError> {
         use std::os::unix::fs::DirBuilderExt;
         std::fs::DirBuilder::new().recursive(true).mode(0o700).create(SAVED_DIR).map_err(|e| internal(format!("creating {SAVED_DIR}: {e}")))?;
     }
-    crate::daemon::write_private(&file, text.as_bytes()).map_err(|e| internal(format!("{e:#}")))?;
+    crate::files::write_private(&file, text.as_bytes()).map_err(|e| internal(format!("{e:#}")))?;
     let exe = std::env::current_exe().map_err(|e| internal(format!("finding the vemu program: {e}")))?;
     let up_file = file.clone();
     // `vemu up` ends once the lab is up (its controller goes on in the background).
