@@ -51,6 +51,9 @@ pub struct Controller {
     pub(crate) positions_log: Option<std::io::BufWriter<std::fs::File>>,
     /// Traffic flows started so far.
     pub(crate) flows: Vec<crate::traffic::Flow>,
+    /// Bytes of each flow record file of another machine copied here so far, as that
+    /// machine has them (the copies here differ: their times are moved to this clock).
+    pub(crate) records_copied: std::collections::HashMap<String, u64>,
     /// What the fidelity monitor has seen.
     pub(crate) watch: crate::fidelity::Watch,
     /// Machines lost (their agents stopped answering), by number in the plan.

@@ -172,7 +172,9 @@ impl Controller {
             let path = log.join(&file);
             let mut out = std::fs::OpenOptions::new().create(true).append(true).open(&path).map_err(|e| LabError::internal(format!("opening {}: {e}", path.display())))?;
             loop {
-                let offset = out.metadata().map_err(|e| LabError::internal(format!("reading {}: {e}", path.display())))?.len();
+                // Where the machine's file goes on: the copy here is no guide, its
+                // numbers changed length when they moved to this clock.
+                let offset = self.records_copied.get(&file).copied().unwrap_or(0);
                 let chunk = match crate::lab::call(self.worker.as_mut(), WorkerRequest::TrafficRecords { node: node.clone(), file: file.clone(), offset })? {
                     WorkerReply::Text(t) => t,
                     r => return Err(LabError::internal(format!("gathering {file} from node {node}'s machine: unexpected answer {r:?}"))),
@@ -180,6 +182,7 @@ impl Controller {
                 if chunk.is_empty() {
                     break;
                 }
+                *self.records_copied.entry(file.clone()).or_default() += chunk.len() as u64;
                 let chunk = on_controller_clock(&chunk, &clocks);
                 std::io::Write::write_all(&mut out, chunk.as_bytes()).map_err(|e| LabError::internal(format!("writing {}: {e}", path.display())))?;
                 copied += chunk.len() as u64;
