@@ -4,6 +4,9 @@
 # client's tests against real labs. Installs what is missing first.
 set -euo pipefail
 . "$(dirname "$0")/../scripts/setup.sh"
+# No dependency cycle between the modules of a crate (docs/design.md, "Crate map").
+python3 scripts/module_cycles.py --self-test
+python3 scripts/module_cycles.py
 cargo test --workspace --release "$@"
 # The link semantics once more with every direction on the engine's path (unimpaired
 # ones otherwise go by the kernel fast path).

@@ -18,24 +18,15 @@ use axum::http::{header, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::{Json, Router};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use tokio::sync::oneshot;
 use vemu_host::LabPaths;
 
 use crate::api::ApiError;
 use crate::channel::{Binding, Role, PROOF_HEADER};
 use crate::worker::{LocalWorker, Worker, WorkerReply, WorkerRequest};
+use crate::wire::{AgentHello, CaptureRecord};
 use crate::LockExt;
-
-/// What an agent says about itself.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct AgentHello {
-    pub version: String,
-    /// The MTU of the interface its address is on (the underlay's, for its tunnels).
-    pub underlay_mtu: u32,
-    /// Labs it holds a share of.
-    pub labs: Vec<String>,
-}
 
 /// The marker of a lab share an agent built.
 fn marker(lab: &str) -> std::path::PathBuf {
@@ -141,7 +132,7 @@ pub fn run(listen: SocketAddr, token: String) -> Result<()> {
         .block_on(async {
             let sock = if listen.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
             sock.set_reuseaddr(true)?;
-            crate::cluster::clamp_mss(&sock);
+            crate::route::clamp_mss(&sock);
             sock.bind(listen)?;
             sock.listen(1024)
         })
@@ -254,11 +245,11 @@ struct ProbeOrder {
 /// Measure the underlay from this machine to another machine's agent (the controller
 /// asks, as a lab across machines comes up): `{"bps": ...}`.
 async fn underlay_probe(State(agent): State<Arc<Agent>>, Json(o): Json<ProbeOrder>) -> Result<Json<serde_json::Value>, ApiError> {
-    let duration = std::time::Duration::from_millis(o.duration_ms).min(crate::cluster::MAX_UNDERLAY_PROBE);
+    let duration = std::time::Duration::from_millis(o.duration_ms).min(crate::route::MAX_UNDERLAY_PROBE);
     let tls = crate::channel::client_config().map_err(|e| ApiError::internal(format!("{e:#}")))?;
-    let route = crate::cluster::AgentRoute::to_peer(o.to, &agent.token, &tls);
+    let route = crate::route::AgentRoute::to_peer(o.to, &agent.token, &tls);
     let gateway = |m: String| ApiError { status: StatusCode::BAD_GATEWAY, message: format!("measuring the underlay to {}: {m}", o.to) };
-    let bps = tokio::time::timeout(duration + crate::cluster::MAX_UNDERLAY_PROBE, route.measure_to(duration))
+    let bps = tokio::time::timeout(duration + crate::route::MAX_UNDERLAY_PROBE, route.measure_to(duration))
         .await
         .map_err(|_| gateway("no answer in time".into()))?
         .map_err(|e| gateway(format!("{e:#}")))?;
@@ -267,11 +258,11 @@ async fn underlay_probe(State(agent): State<Arc<Agent>>, Json(o): Json<ProbeOrde
 
 /// The other end of [`underlay_probe`]: counts what arrives after the first piece and
 /// the time from the first piece to the last (`{"bytes": ..., "ns": ...}`), for at most
-/// [`crate::cluster::MAX_UNDERLAY_PROBE`].
+/// [`crate::route::MAX_UNDERLAY_PROBE`].
 async fn underlay_sink(body: axum::body::Body) -> Result<Json<serde_json::Value>, ApiError> {
     use http_body_util::BodyExt;
     let mut body = body;
-    let limit = crate::cluster::MAX_UNDERLAY_PROBE;
+    let limit = crate::route::MAX_UNDERLAY_PROBE;
     let (mut first, mut last, mut bytes) = (None::<std::time::Instant>, std::time::Instant::now(), 0u64);
     loop {
         match tokio::time::timeout(limit, body.frame()).await {
@@ -348,50 +339,6 @@ async fn capture(State(agent): State<Arc<Agent>>, Path(lab): Path<String>, Json(
         w.locked().stop_capture(id);
     });
     Ok(([(header::CONTENT_TYPE, "application/octet-stream")], crate::api::body_of(brx)).into_response())
-}
-
-/// A captured frame on the agent channel: lab-clock time (ns, u64), interface (u32),
-/// outgoing (u8), length (u32), then the frame; integers little-endian.
-pub(crate) struct CaptureRecord;
-
-impl CaptureRecord {
-    const HEAD: usize = 17;
-    /// Longest frame accepted (a GSO super-frame is at most 64 KiB and its header).
-    const MAX_FRAME: usize = 1 << 17;
-
-    pub(crate) fn encode(c: &vemu_engine::Captured) -> Vec<u8> {
-        let mut v = Vec::with_capacity(Self::HEAD + c.frame.len());
-        v.extend_from_slice(&c.t_ns.to_le_bytes());
-        v.extend_from_slice(&c.iface.to_le_bytes());
-        v.push(u8::from(c.outgoing));
-        v.extend_from_slice(&(c.frame.len() as u32).to_le_bytes());
-        v.extend_from_slice(&c.frame);
-        v
-    }
-
-    /// Take the whole records at the front of `buf` (the rest stays for more bytes).
-    pub(crate) fn decode(buf: &mut Vec<u8>, out: &mut Vec<vemu_engine::Captured>) -> Result<(), String> {
-        let mut at = 0;
-        while buf.len() - at >= Self::HEAD {
-            let h = &buf[at..at + Self::HEAD];
-            let len = u32::from_le_bytes(h[13..17].try_into().expect("4 bytes")) as usize;
-            if len > Self::MAX_FRAME {
-                return Err(format!("a captured frame of {len} bytes"));
-            }
-            if buf.len() - at < Self::HEAD + len {
-                break;
-            }
-            out.push(vemu_engine::Captured {
-                t_ns: u64::from_le_bytes(h[0..8].try_into().expect("8 bytes")),
-                iface: u32::from_le_bytes(h[8..12].try_into().expect("4 bytes")),
-                outgoing: h[12] != 0,
-                frame: buf[at + Self::HEAD..at + Self::HEAD + len].to_vec(),
-            });
-            at += Self::HEAD + len;
-        }
-        buf.drain(..at);
-        Ok(())
-    }
 }
 
 /// Why this machine holds no share of lab `lab`.
@@ -476,31 +423,4 @@ fn order(agent: &Agent, lab: &str, req: WorkerRequest) -> WorkerReply {
         agent.epochs.locked().remove(lab);
     }
     reply
-}
-
-#[cfg(test)]
-mod tests {
-    use super::CaptureRecord;
-    use vemu_engine::Captured;
-
-    #[test]
-    fn capture_records_survive_any_split_and_refuse_huge_frames() {
-        let frames: Vec<Captured> = (0..5u32).map(|i| Captured { t_ns: 1_000 + u64::from(i), iface: i, outgoing: i % 2 == 0, frame: vec![i as u8; 60 + i as usize * 700] }).collect();
-        let wire: Vec<u8> = frames.iter().flat_map(CaptureRecord::encode).collect();
-        for piece in [1, 7, 17, 100, wire.len()] {
-            let (mut buf, mut out) = (Vec::new(), Vec::new());
-            for chunk in wire.chunks(piece) {
-                buf.extend_from_slice(chunk);
-                CaptureRecord::decode(&mut buf, &mut out).unwrap();
-            }
-            assert!(buf.is_empty());
-            assert_eq!(out.len(), 5);
-            for (a, b) in out.iter().zip(&frames) {
-                assert_eq!((a.t_ns, a.iface, a.outgoing, &a.frame), (b.t_ns, b.iface, b.outgoing, &b.frame));
-            }
-        }
-        let mut bad = CaptureRecord::encode(&frames[0]);
-        bad[13..17].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert!(CaptureRecord::decode(&mut bad, &mut Vec::new()).unwrap_err().contains("4294967295"));
-    }
 }

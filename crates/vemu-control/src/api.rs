@@ -45,6 +45,12 @@ pub struct ApiError {
     pub message: String,
 }
 
+impl From<crate::route::RelayError> for ApiError {
+    fn from(e: crate::route::RelayError) -> ApiError {
+        ApiError { status: e.status, message: e.message }
+    }
+}
+
 impl ApiError {
     pub fn bad_request(m: impl Into<String>) -> ApiError {
         ApiError { status: StatusCode::BAD_REQUEST, message: m.into() }
@@ -280,7 +286,7 @@ async fn node_shell(State(app): AppState, Path(node): Path<String>, Query(q): Qu
 async fn node_exec(State(app): AppState, Path(node): Path<String>, body: Bytes) -> Result<Response, ApiError> {
     let route = app.ctl.locked().agent_of(&node)?;
     match route {
-        Some((route, lab)) => route.forward("POST", &format!("/v1/agent/labs/{lab}/nodes/{}/exec", crate::percent_encode(&node)), body).await,
+        Some((route, lab)) => route.forward("POST", &format!("/v1/agent/labs/{lab}/nodes/{}/exec", crate::percent_encode(&node)), body).await.map_err(ApiError::from),
         None => exec::run(app.paths.clone(), node, body).await,
     }
 }
@@ -291,7 +297,7 @@ async fn node_log(State(app): AppState, Path(node): Path<String>, Query(q): Quer
     let bytes = q.bytes()?;
     let route = app.ctl.locked().agent_of(&node)?;
     match route {
-        Some((route, lab)) => route.forward("GET", &format!("/v1/agent/labs/{lab}/nodes/{}/log?bytes={bytes}", crate::percent_encode(&node)), Bytes::new()).await,
+        Some((route, lab)) => route.forward("GET", &format!("/v1/agent/labs/{lab}/nodes/{}/log?bytes={bytes}", crate::percent_encode(&node)), Bytes::new()).await.map_err(ApiError::from),
         None => {
             let paths = app.paths.clone();
             Ok(Json(blocking(move || log::tail(&paths, &node, bytes)).await?).into_response())

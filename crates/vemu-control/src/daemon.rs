@@ -234,8 +234,8 @@ fn serve_lab(plan: Plan, options: ApiOptions, name: &mut NameGuard, report: &mut
         });
     }
     let timeline = crate::timeline::start(ctl.clone(), plan.events.clone(), clock);
-    let ticker = crate::radio::start(ctl.clone(), clock);
-    let monitor = crate::fidelity::start(ctl.clone());
+    let ticker = crate::tasks::mobility(ctl.clone(), clock);
+    let monitor = crate::tasks::fidelity_monitor(ctl.clone());
     let health = crate::lab::watch_machines(ctl.clone(), !plan.machines.is_empty());
     let settled = settle(&ctl);
     report(Event::Ready(settled));

@@ -14,6 +14,9 @@ use vemu_scenario::{Plan, PortRef};
 use crate::error::LabError;
 use crate::worker::{Counters, Worker, WorkerReply, WorkerRequest};
 use vemu_scenario::Limits;
+mod flows;
+mod mobility;
+
 use crate::{DirStatus, Direction, IfaceStatus, LabStatus, LinkStatus, MemberStatus, NodeStatus, SegmentStatus};
 
 /// A change of a node's limits: a field that is `Some` sets (`Some(None)`: lifts) that limit.
@@ -467,7 +470,7 @@ impl Controller {
 
     /// The agent of the machine that hosts `node` and the lab's name, when that is
     /// another machine.
-    pub(crate) fn agent_of(&self, node: &str) -> Result<Option<(crate::cluster::AgentRoute, String)>, LabError> {
+    pub(crate) fn agent_of(&self, node: &str) -> Result<Option<(crate::route::AgentRoute, String)>, LabError> {
         let i = self.made_node(node)?;
         let m = self.plan.nodes[i].machine;
         if self.machine_lost(m) {

@@ -252,7 +252,7 @@ fn tick(paths: &LabPaths, procs: &mut [Proc]) {
             match child.try_wait() {
                 Ok(Some(st)) => {
                     p.child = None;
-                    let code = crate::exit_code(st);
+                    let code = exit_code(st);
                     log_line(paths, &p.status.node, &format!("'{}' exited with status {code}", p.status.command));
                     if p.status.state == ProcState::Stopped {
                         // Ended by a node stop: not restarted.
@@ -287,4 +287,11 @@ fn tick(paths: &LabPaths, procs: &mut [Proc]) {
             }
         }
     }
+}
+
+/// A process's exit status as a shell reports it: its code, or 128 + the signal that
+/// ended it.
+pub fn exit_code(status: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
 }

@@ -168,7 +168,7 @@ pub trait Worker: Send {
 
     /// The agent of the machine that hosts node number `node`, when that is not this
     /// machine (requests about the node go there).
-    fn agent_of(&self, _node: usize) -> Option<crate::cluster::AgentRoute> {
+    fn agent_of(&self, _node: usize) -> Option<crate::route::AgentRoute> {
         None
     }
 

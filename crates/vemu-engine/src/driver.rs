@@ -18,7 +18,6 @@ use crate::gso::VNET_HDR_LEN;
 use crate::gso;
 use crate::schedule::{self, Priority, Schedule};
 use crate::tunnel;
-use crate::PlaneDevs;
 use vemu_fastpath::{FastPath, Route};
 
 /// Largest frame TAP hands over: a 64 KiB super-frame plus headers.
@@ -36,6 +35,15 @@ const WAKE_TOKEN: u64 = u64::MAX;
 const CLOSE_THREADS: usize = 32;
 
 const TUNSETCARRIER: libc::c_ulong = 0x4004_54e2;
+
+/// A link end's devices in the lab's plane namespace (see `vemu-fastpath`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlaneDevs {
+    /// The veth peer of the node's interface.
+    pub veth: u32,
+    /// The engine's TAP device, once made.
+    pub tap: Option<u32>,
+}
 
 /// One frame seen by a capture: an Ethernet frame as on the wire.
 #[derive(Debug, Clone)]

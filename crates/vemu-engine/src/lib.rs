@@ -28,7 +28,7 @@ use vemu_radio::Pos;
 pub use crate::clock::{monotonic_ns, LabClock};
 pub use crate::core::{is_routing, CapturePoint, Dir, RadioSnapshot, Target};
 pub use crate::counters::{bucket_quantile_ns, DirCounters, DirStats, SegCounters, SegStats, DELAY_BUCKETS_NS};
-pub use crate::driver::{Captured, FAULT_ENV};
+pub use crate::driver::{Captured, PlaneDevs, FAULT_ENV};
 use crate::core::{Command, Core, LinkConfig, MemberConfig, SegmentConfig};
 use crate::driver::{Control, PlanePort, PortDev, ShardHandle, TunnelPort};
 pub use vemu_fastpath::{FastPath, Route};
@@ -68,15 +68,6 @@ pub struct RemoteEnd {
     pub payload: usize,
     /// The underlay is IPv6 (its headers are longer).
     pub ipv6: bool,
-}
-
-/// A link end's devices in the lab's plane namespace (see `vemu-fastpath`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PlaneDevs {
-    /// The veth peer of the node's interface.
-    pub veth: u32,
-    /// The engine's TAP device, once made.
-    pub tap: Option<u32>,
 }
 
 /// Makes the engine's TAP devices in the plane of both ends of a link, or of every

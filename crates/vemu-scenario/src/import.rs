@@ -324,11 +324,11 @@ mod tests {
         let long = node_name(&"x".repeat(100), "x", &mut t);
         assert!(long.len() <= 32);
         assert_eq!(node_name("Zürich Öst", "n", &mut t), "Zurich-Ost");
-        assert!(crate::parse::valid_node_name(&node_name("東京", "n9", &mut t)).is_ok());
+        assert!(crate::valid_node_name(&node_name("東京", "n9", &mut t)).is_ok());
         // Without a label the node's id names it: any text there, cut on a character
         // boundary (found by the graphml fuzz target: a multi-byte letter at byte 28).
         let from_id = node_name("", "n2meatvr\u{49b}amu________meatvr\u{49b}amuf", &mut t);
         assert_eq!(from_id, "n2meatvr-amu________meatvr-a");
-        assert!(crate::parse::valid_node_name(&node_name(" ", "n<a b>\u{49b}", &mut t)).is_ok());
+        assert!(crate::valid_node_name(&node_name(" ", "n<a b>\u{49b}", &mut t)).is_ok());
     }
 }

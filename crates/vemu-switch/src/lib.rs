@@ -13,7 +13,9 @@
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
+pub mod addr;
 pub mod snoop;
+pub use addr::{is_group, mac, Mac, BROADCAST};
 pub use snoop::Snooping;
 use snoop::{Class, Decision, VlanSnoop};
 
@@ -28,21 +30,6 @@ pub const LEARNED_PER_PORT: usize = 16;
 
 /// VLAN of ports that set none (IEEE 802.1Q's default VLAN).
 pub const DEFAULT_VLAN: u16 = 1;
-
-/// A MAC address as the 48 low bits of a u64 (first byte on the wire = highest).
-pub type Mac = u64;
-
-pub fn mac(bytes: &[u8]) -> Mac {
-    bytes[..6].iter().fold(0u64, |acc, &b| acc << 8 | b as u64)
-}
-
-/// ff:ff:ff:ff:ff:ff.
-pub const BROADCAST: Mac = 0xffff_ffff_ffff;
-
-/// Group (broadcast or multicast) addresses have the lowest bit of the first byte set.
-pub fn is_group(m: Mac) -> bool {
-    m >> 40 & 1 == 1
-}
 
 /// One port of a switch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

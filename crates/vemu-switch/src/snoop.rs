@@ -19,7 +19,7 @@
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
-use crate::Mac;
+use crate::addr::Mac;
 
 /// How a LAN segment treats multicast (scenario key `snooping`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

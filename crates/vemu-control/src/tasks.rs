@@ -1,0 +1,81 @@
+//! The lab's threads that act on its controller on the lab clock: the mobility ticker
+//! ([`crate::radio`]) and the fidelity monitor ([`crate::fidelity`]). The daemon starts
+//! them once the lab is up; dropping their [`Background`] stops them.
+
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use vemu_engine::{DirStats, LabClock};
+
+use crate::background::Background;
+use crate::fidelity::{assess, describe, tap_delta, delta, EngineEvidence, Verdict, WINDOW};
+use crate::lab::Controller;
+use crate::LockExt;
+
+/// The thread that advances positions (none without wireless segments).
+pub(crate) fn mobility(ctl: Arc<Mutex<Controller>>, clock: LabClock) -> Background {
+    let any = !ctl.locked().movers.is_empty();
+    Background::spawn("vemu-mobility", any, move |stop| run(ctl, clock, stop))
+}
+
+fn run(ctl: Arc<Mutex<Controller>>, clock: LabClock, stop: Receiver<()>) {
+    loop {
+        let now = clock.now_ns();
+        let Some(next) = ctl.locked().radio_ticks(now) else { return };
+        let wait = next.saturating_sub(clock.now_ns());
+        match stop.recv_timeout(Duration::from_nanos(wait)) {
+            Err(RecvTimeoutError::Timeout) => {}
+            _ => return,
+        }
+    }
+}
+
+/// The thread that judges every [`WINDOW`] of the run and warns while it is not `ok`.
+pub(crate) fn fidelity_monitor(ctl: Arc<Mutex<Controller>>) -> Background {
+    Background::spawn("vemu-fidelity", true, move |stop| {
+        // Never in the way of the engine's threads, which keep the schedule it judges.
+        // SAFETY: setpriority on this thread (its tid) with an integer niceness.
+        unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 10) };
+        let mut before: Vec<DirStats> = Vec::new();
+        let mut work_before: Vec<u64> = Vec::new();
+        let mut t_before = 0u64;
+        let mut was = Verdict::Ok;
+        while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(WINDOW) {
+            let mut c = ctl.locked();
+            let Ok(counters) = c.counters() else { continue };
+            let taps = c.tap_queues().unwrap_or_else(|e| {
+                eprintln!("fidelity monitor: reading the TAP counters: {e}");
+                Vec::new()
+            });
+            let t_ns = c.clock.now_ns();
+            let now = c.named_directions(&counters);
+            let window: Vec<(String, DirStats)> =
+                now.iter().enumerate().map(|(i, (n, d))| (n.clone(), before.get(i).map_or_else(|| (*d).clone(), |b| delta(d, b)))).collect();
+            before = now.into_iter().map(|(_, d)| d.clone()).collect();
+            let span = t_ns.saturating_sub(t_before).max(1) as f64;
+            let shard_busy: Vec<f64> =
+                counters.shard_work_ns.iter().enumerate().map(|(i, w)| w.saturating_sub(work_before.get(i).copied().unwrap_or(0)) as f64 / span).collect();
+            (work_before, t_before) = (counters.shard_work_ns.clone(), t_ns);
+            let saturated = shard_busy.iter().any(|&b| b > c.plan.fidelity.busy_fraction);
+            let engine = EngineEvidence {
+                shard_busy,
+                windows: 1,
+                saturated_windows: saturated as u64,
+                taps: tap_delta(&taps, &c.watch.taps),
+                faults: counters.engine_faults.clone(),
+            };
+            let f = assess(window.iter().map(|(n, d)| (n.clone(), d)), &engine, &c.plan.fidelity);
+            if f.verdict != Verdict::Ok || was != Verdict::Ok {
+                eprintln!("[{:.1} s] {}", t_ns as f64 / 1e9, describe(&f));
+                c.emit(serde_json::json!({"type": "fidelity", "t_ns": t_ns, "window_ns": WINDOW.as_nanos() as u64, "fidelity": f}));
+            }
+            was = f.verdict;
+            let w = &mut c.watch;
+            w.windows += 1;
+            w.saturated_windows += saturated as u64;
+            w.taps = taps;
+            w.now = Some(f);
+        }
+    })
+}

@@ -1,0 +1,673 @@
+//! The plan of a lab: every node, link, segment, route and event a scenario describes,
+//! checked and numbered ([`Plan`]), the limits it is held to, and its errors.
+
+use std::fmt;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use ipnet::IpNet;
+use serde::{Deserialize, Serialize};
+use vemu_link::Impairments;
+
+/// Everything needed to build a lab.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    pub name: String,
+    pub seed: u64,
+    pub nodes: Vec<NodePlan>,
+    pub links: Vec<LinkPlan>,
+    #[serde(default)]
+    pub segments: Vec<SegmentPlan>,
+    /// What happens while the lab runs, on the lab clock.
+    #[serde(default)]
+    pub events: Vec<TimedEvent>,
+    /// Lines of every node's `/etc/hosts`: each node name with each of its addresses.
+    pub hosts: Vec<(IpAddr, String)>,
+    /// When the data plane's measured lateness makes results doubtful.
+    #[serde(default)]
+    pub fidelity: FidelityThresholds,
+    /// Size of the lab's tmpfs: what all its nodes may write under /etc, /var/lib,
+    /// /var/log and /run together, bytes (scenario key `storage`).
+    #[serde(default = "default_storage")]
+    pub storage_bytes: u64,
+    /// Machines hosting the nodes (empty: this machine alone); each node's is
+    /// [`NodePlan::machine`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub machines: Vec<Machine>,
+    /// The machine's own traffic sent through emulated paths (`divert:`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub diverts: Vec<Divert>,
+}
+
+/// Traffic of the machine itself (the controller's network namespace) that crosses an
+/// emulated path: connections whose first outgoing packet matches `matches` (an
+/// nftables expression) take `forward` on the way out and `reverse` on the way back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Divert {
+    pub name: String,
+    pub matches: String,
+    pub forward: Impairments,
+    pub reverse: Impairments,
+}
+
+/// A machine that hosts nodes of a lab: where its `vemu agent` listens.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Machine {
+    pub name: String,
+    pub address: std::net::SocketAddr,
+}
+
+/// TCP port of `vemu agent` unless one is given.
+pub const AGENT_PORT: u16 = 14790;
+/// Most machines a lab may span.
+pub const MAX_MACHINES: usize = 1024;
+
+impl Machine {
+    /// Machines as the command line names them: `NAME=ADDRESS[:PORT],...`.
+    pub fn parse_list(s: &str) -> Result<Vec<Machine>, String> {
+        let mut v: Vec<Machine> = Vec::new();
+        for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            let Some((name, addr)) = item.split_once('=') else {
+                return Err(format!("expected NAME=ADDRESS for each machine, got '{item}'"));
+            };
+            let name = name.trim();
+            crate::names::valid_machine_name(name)?;
+            if v.iter().any(|m| m.name == name) {
+                return Err(format!("machine '{name}' is named twice"));
+            }
+            v.push(Machine { name: name.to_string(), address: Machine::parse_address(addr.trim())? });
+            if v.len() > MAX_MACHINES {
+                return Err(format!("a lab spans at most {MAX_MACHINES} machines"));
+            }
+        }
+        if v.is_empty() {
+            return Err("no machines named (expected NAME=ADDRESS,...)".into());
+        }
+        Ok(v)
+    }
+
+    /// A cluster file: one machine a line, `NAME=ADDRESS[:PORT]` (or `NAME ADDRESS`),
+    /// `#` comments and blank lines ignored; problems name `file:line`.
+    pub fn parse_cluster(text: &str, file: &str) -> Result<Vec<Machine>, String> {
+        let mut v: Vec<Machine> = Vec::new();
+        for (i, raw) in text.lines().enumerate() {
+            let line = raw.split('#').next().unwrap_or("").trim();
+            if line.is_empty() {
+                continue;
+            }
+            let at = |m: String| format!("{file}:{}: {m}", i + 1);
+            let item = match line.split_once(char::is_whitespace) {
+                Some((n, a)) if !line.contains('=') => format!("{n}={}", a.trim()),
+                _ => line.to_string(),
+            };
+            let mut one = Machine::parse_list(&item).map_err(at)?;
+            if one.len() != 1 {
+                return Err(at("one machine a line (NAME=ADDRESS[:PORT])".into()));
+            }
+            let m = one.remove(0);
+            if v.iter().any(|x| x.name == m.name) {
+                return Err(at(format!("machine '{}' is named twice", m.name)));
+            }
+            v.push(m);
+            if v.len() > MAX_MACHINES {
+                return Err(at(format!("a lab spans at most {MAX_MACHINES} machines")));
+            }
+        }
+        if v.is_empty() {
+            return Err(format!("{file}: no machines (one a line: NAME=ADDRESS[:PORT])"));
+        }
+        Ok(v)
+    }
+
+    /// `ADDRESS` or `ADDRESS:PORT` (IPv6: `[ADDRESS]:PORT`), port [`AGENT_PORT`] by default.
+    pub fn parse_address(s: &str) -> Result<std::net::SocketAddr, String> {
+        if let Ok(a) = s.parse::<std::net::SocketAddr>() {
+            return Ok(a);
+        }
+        match s.parse::<IpAddr>() {
+            Ok(ip) => Ok(std::net::SocketAddr::new(ip, AGENT_PORT)),
+            Err(_) => Err(format!("expected the address of the machine's agent (an IP address, with ':PORT' if not {AGENT_PORT}), got '{s}'")),
+        }
+    }
+}
+
+/// Default size of a lab's tmpfs (nodes' private files), bytes.
+pub const DEFAULT_STORAGE_BYTES: u64 = 1 << 30;
+/// Smallest one a scenario may ask for.
+pub const MIN_STORAGE_BYTES: u64 = 16 << 20;
+
+fn default_storage() -> u64 {
+    DEFAULT_STORAGE_BYTES
+}
+
+/// Thresholds of the fidelity monitor: a frame written more than `late_ns` after its
+/// scheduled time is late; a direction (and the lab) is `degraded` when more than
+/// `degraded_fraction` of its frames are late, `invalid` above `invalid_fraction`.
+/// Directions with fewer than `min_frames` frames are not judged alone. The same
+/// fractions judge the frames the nodes' kernels dropped on their TAP queues because the
+/// engine did not read them in time. An engine shard working more than `busy_fraction`
+/// of a second has no headroom left: that second is `degraded` at least.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FidelityThresholds {
+    pub late_ns: u64,
+    pub degraded_fraction: f64,
+    pub invalid_fraction: f64,
+    pub min_frames: u64,
+    pub busy_fraction: f64,
+}
+
+impl Default for FidelityThresholds {
+    fn default() -> Self {
+        FidelityThresholds { late_ns: 1_000_000, degraded_fraction: 0.01, invalid_fraction: 0.10, min_frames: 100, busy_fraction: 0.9 }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodePlan {
+    pub name: String,
+    pub ifaces: Vec<IfacePlan>,
+    pub routes: Vec<RoutePlan>,
+    /// Shell commands started when the lab comes up, supervised by the controller.
+    pub run: Vec<String>,
+    /// Addresses on `lo`.
+    #[serde(default)]
+    pub loopback: Vec<IpNet>,
+    /// Files in the node's private directories.
+    #[serde(default)]
+    pub files: Vec<FilePlan>,
+    /// Network sysctls (`net.ipv4.…`), set before its interfaces exist (so that
+    /// `…conf.default.…` values apply to them).
+    #[serde(default)]
+    pub sysctls: Vec<(String, String)>,
+    /// Whether the node's processes run in a PID namespace of the node's own, with its
+    /// own `/proc` (scenario key `isolation: pid`, the default), or see the machine's
+    /// processes (`isolation: none`).
+    #[serde(default = "yes")]
+    pub own_pids: bool,
+    /// CPU, memory and process limits of the node's processes together.
+    #[serde(default)]
+    pub limits: Limits,
+    /// Which of [`Plan::machines`] hosts the node (0 when the lab has none).
+    #[serde(default)]
+    pub machine: usize,
+    /// What the node is (scenario key `kind`).
+    #[serde(default)]
+    pub kind: NodeKind,
+}
+
+/// What a node is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NodeKind {
+    /// A network namespace (and the rest of a node) that vemu makes.
+    #[default]
+    Namespace,
+    /// The machine vemu runs on: its interfaces, addresses and routes go into the
+    /// controller's own network namespace, and vemu makes no namespace, runs nothing
+    /// and sets no sysctl there.
+    Host,
+    /// What is on the wire of one of the machine's network interfaces (a NIC): the
+    /// node's one interface is that NIC, whose frames enter and leave the lab through
+    /// the engine (an `AF_PACKET` socket); vemu gives it no address and runs nothing.
+    External,
+}
+
+impl NodeKind {
+    /// A node vemu makes (a namespace it can run programs in, stop and limit).
+    pub fn is_made(self) -> bool {
+        self == NodeKind::Namespace
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            NodeKind::Namespace => "namespace",
+            NodeKind::Host => "host",
+            NodeKind::External => "external",
+        }
+    }
+}
+
+/// Limits on what a node's processes may use together (scenario keys `cpu`, `memory`,
+/// `pids`); `None`: no limit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Limits {
+    /// Cores' worth of CPU time, e.g. 0.5.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_cores: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_bytes: Option<u64>,
+    /// Most processes (and threads) at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pids: Option<u64>,
+}
+
+impl Limits {
+    /// These limits, with `defaults`' where these have none.
+    pub fn or(self, defaults: Limits) -> Limits {
+        Limits { cpu_cores: self.cpu_cores.or(defaults.cpu_cores), memory_bytes: self.memory_bytes.or(defaults.memory_bytes), pids: self.pids.or(defaults.pids) }
+    }
+
+    pub fn is_none(&self) -> bool {
+        *self == Limits::default()
+    }
+
+    /// Whether every limit given is within its bounds ([`MIN_CPU_CORES`] …); the first
+    /// that is not, said.
+    pub fn check(&self) -> Result<(), String> {
+        if let Some(c) = self.cpu_cores.filter(|c| !(c.is_finite() && (MIN_CPU_CORES..=MAX_CPU_CORES).contains(c))) {
+            return Err(format!("cpu must be {MIN_CPU_CORES} to {MAX_CPU_CORES} cores, got {c}"));
+        }
+        if let Some(m) = self.memory_bytes.filter(|&m| m < MIN_MEMORY_BYTES) {
+            return Err(format!("memory must be at least 4MiB, got {m} bytes"));
+        }
+        if let Some(p) = self.pids.filter(|p| !(1..=MAX_PIDS).contains(p)) {
+            return Err(format!("pids must be 1 to {MAX_PIDS}, got {p}"));
+        }
+        Ok(())
+    }
+}
+
+/// Bounds of the `cpu`, `memory` and `pids` keys.
+pub const MIN_CPU_CORES: f64 = 0.01;
+pub const MAX_CPU_CORES: f64 = 1024.0;
+pub const MIN_MEMORY_BYTES: u64 = 4 << 20;
+pub const MAX_PIDS: u64 = 4_194_304;
+
+fn yes() -> bool {
+    true
+}
+
+/// A file in a node's private view of the filesystem.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FilePlan {
+    /// Absolute path inside the node, under one of [`PRIVATE_DIRS`].
+    pub path: String,
+    pub content: String,
+    /// Permission bits.
+    pub mode: u32,
+}
+
+/// What an interface is attached to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Attach {
+    /// A point-to-point link (index into `Plan::links`).
+    Link(usize),
+    /// A port of a segment (index into `Plan::segments`, index of the member there).
+    Segment(usize, usize),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IfacePlan {
+    /// Name inside the node, e.g. `eth0`.
+    pub name: String,
+    pub mac: [u8; 6],
+    /// IP MTU, bytes.
+    pub mtu: u32,
+    pub addrs: Vec<IpNet>,
+    pub attach: Attach,
+}
+
+/// One end of a link: a node and one of its interfaces (indices into the plan).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndpointRef {
+    pub node: usize,
+    pub iface: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LinkPlan {
+    /// Name to refer to the link at run time (the scenario's `name`, or `a:b`).
+    pub name: String,
+    pub a: EndpointRef,
+    pub b: EndpointRef,
+    /// a → b
+    pub forward: Impairments,
+    /// b → a
+    pub reverse: Impairments,
+    /// Cost for static route computation.
+    pub weight: u32,
+}
+
+/// A shared medium joining many interfaces: a switched Ethernet LAN, or a radio
+/// channel when `wireless` is set.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SegmentPlan {
+    pub name: String,
+    #[serde(default)]
+    pub wireless: Option<WirelessPlan>,
+    pub members: Vec<MemberPlan>,
+    /// Aggregate capacity of the whole segment, bits/s; `None`: unlimited.
+    pub capacity_bps: Option<u64>,
+    /// Learned MAC addresses are forgotten after this long without traffic, ns.
+    pub aging_ns: u64,
+    /// IGMP/MLD snooping of a LAN.
+    #[serde(default)]
+    pub snooping: vemu_switch::Snooping,
+    /// Cost of crossing the segment, for static route computation.
+    pub weight: u32,
+}
+
+/// A radio channel: how it carries frames, and where its members are and go.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WirelessPlan {
+    pub medium: vemu_radio::medium::MediumConfig,
+    /// Positions advance every this many ns of lab time.
+    pub tick_ns: u64,
+    /// One per member, in member order.
+    pub radios: Vec<MemberRadio>,
+    /// The movement file, if the segment replays one (its members' traces have no moves
+    /// until [`Plan::load_traces`]).
+    #[serde(default)]
+    pub trace: Option<TraceFile>,
+}
+
+/// Where a member of a wireless segment starts and how it moves.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemberRadio {
+    pub start: vemu_radio::Pos,
+    pub mobility: vemu_radio::mobility::Mobility,
+    /// Seed of its mobility model's generator.
+    pub seed: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemberPlan {
+    pub end: EndpointRef,
+    /// Access VLAN on the segment's switch.
+    pub vlan: u16,
+    /// Frames the member sends, on their way to the switch.
+    pub egress: Impairments,
+    /// Frames the switch delivers to the member.
+    pub ingress: Impairments,
+}
+
+/// Which directions of a link a change applies to, relative to how the link was named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    #[default]
+    Both,
+    Forward,
+    Reverse,
+}
+
+/// A link or a segment port, as the plan numbers them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PortRef {
+    Link(usize),
+    /// Segment, member.
+    Member(usize, usize),
+}
+
+/// An entry of the scenario's timeline: an action at a lab-clock time, possibly
+/// repeated every `every_ns` until `until_ns`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TimedEvent {
+    pub at_ns: u64,
+    pub every_ns: Option<u64>,
+    pub until_ns: Option<u64>,
+    pub target: EventTarget,
+    pub action: EventAction,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventTarget {
+    /// A link or segment port as `vemu link` names it, and the directions concerned.
+    Link { spec: String, direction: Direction },
+    Node(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventAction {
+    /// Change impairments.
+    Set(vemu_link::ImpairmentsPatch),
+    /// Link: up/down (carrier). Node: start/stop.
+    State(bool),
+    /// Change impairments step by step from `from` to `to` over `over_ns`.
+    Ramp { from: vemu_link::ImpairmentsPatch, to: vemu_link::ImpairmentsPatch, over_ns: u64, step_ns: u64 },
+    /// Each firing applies the next patch of the list (with `every`: e.g. a square wave).
+    Cycle(Vec<vemu_link::ImpairmentsPatch>),
+    /// Run a shell command in the node (output in the node's log).
+    Run(String),
+    /// Move the node on its wireless segments: at once, or at `speed_mps`.
+    Move { x_m: f64, y_m: f64, speed_mps: Option<f64> },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoutePlan {
+    pub dst: IpNet,
+    pub via: Option<IpAddr>,
+    /// Interface name, when the route is bound to one.
+    pub dev: Option<String>,
+}
+
+impl LinkPlan {
+    /// Neither direction has an impairment: the kernel fast path can carry the link
+    /// from the start, with no TAP device of the engine's.
+    pub fn unimpaired(&self) -> bool {
+        self.forward == Impairments::default() && self.reverse == Impairments::default()
+    }
+}
+
+impl SegmentPlan {
+    /// No port has an impairment in either direction and there is no capacity: a plain
+    /// LAN ([`Plan::kernel_lan`]) the kernel can switch from the start.
+    pub fn unimpaired(&self) -> bool {
+        self.capacity_bps.is_none() && self.members.iter().all(|m| m.egress == Impairments::default() && m.ingress == Impairments::default())
+    }
+}
+
+impl Plan {
+    /// Whether the kernel fast path can switch segment `g` (a Linux bridge): a plain LAN —
+    /// no radio, every port in one VLAN — none of whose members is a NIC's wire (whose
+    /// frames come through a packet socket, never a veth).
+    pub fn kernel_lan(&self, g: usize) -> bool {
+        let seg = &self.segments[g];
+        seg.wireless.is_none() && seg.members.iter().all(|m| m.vlan == seg.members[0].vlan && self.nodes[m.end.node].kind != NodeKind::External)
+    }
+
+    pub fn segment_index(&self, name: &str) -> Option<usize> {
+        self.segments.iter().position(|s| s.name == name)
+    }
+
+    pub fn node_index(&self, name: &str) -> Option<usize> {
+        self.nodes.iter().position(|n| n.name == name)
+    }
+
+    /// Find a link by its name or by `a:b` node names (either order). Returns the link
+    /// index and whether `a:b` was written in the link's b → a order.
+    pub fn find_link(&self, spec: &str) -> Result<(usize, bool), String> {
+        if let Some(i) = self.links.iter().position(|l| l.name == spec) {
+            return Ok((i, false));
+        }
+        let Some((x, y)) = spec.split_once(':') else {
+            return Err(format!("no link named '{spec}' (write a link as NODE:NODE or by its name)"));
+        };
+        for name in [x, y] {
+            if self.node_index(name).is_none() {
+                return Err(format!("no node named '{name}' in lab '{}'", self.name));
+            }
+        }
+        let matches: Vec<(usize, bool)> = self
+            .links
+            .iter()
+            .enumerate()
+            .filter_map(|(i, l)| {
+                let (a, b) = (&self.nodes[l.a.node].name, &self.nodes[l.b.node].name);
+                if a == x && b == y {
+                    Some((i, false))
+                } else if a == y && b == x {
+                    Some((i, true))
+                } else {
+                    None
+                }
+            })
+            .collect();
+        match matches.as_slice() {
+            [one] => Ok(*one),
+            [] => Err(format!("no link between '{x}' and '{y}'")),
+            many => Err(format!(
+                "{} links join '{x}' and '{y}'; name one of: {}",
+                many.len(),
+                many.iter().map(|(i, _)| self.links[*i].name.as_str()).collect::<Vec<_>>().join(", ")
+            )),
+        }
+    }
+
+    /// The links or segment ports a name given by the user means, each with the
+    /// direction that its "forward" is (0 or 1): a link as in [`Plan::find_link`], a
+    /// segment port as `SEG:NODE` (forward: toward the node) or `NODE:SEG`, or `SEG` for
+    /// every port of a segment (forward: toward the members).
+    pub fn ports(&self, spec: &str) -> Result<Vec<(PortRef, usize)>, String> {
+        let link_err = match self.find_link(spec) {
+            Ok((i, reversed)) => return Ok(vec![(PortRef::Link(i), reversed as usize)]),
+            Err(e) => e,
+        };
+        if let Some(g) = self.segment_index(spec) {
+            return Ok((0..self.segments[g].members.len()).map(|m| (PortRef::Member(g, m), 1)).collect());
+        }
+        if let Some((x, y)) = spec.split_once(':') {
+            for (seg, node, forward) in [(x, y, 1), (y, x, 0)] {
+                if let Some(g) = self.segment_index(seg) {
+                    let Some(ni) = self.node_index(node) else {
+                        return Err(format!("no node named '{node}' in lab '{}'", self.name));
+                    };
+                    return match self.segments[g].members.iter().position(|m| m.end.node == ni) {
+                        Some(m) => Ok(vec![(PortRef::Member(g, m), forward)]),
+                        None => Err(format!("node '{node}' is not a member of segment '{seg}'")),
+                    };
+                }
+            }
+        }
+        Err(if self.segments.is_empty() { link_err } else { format!("{link_err}, and no segment port '{spec}' (write SEGMENT:NODE)") })
+    }
+
+    /// `node:iface` of an endpoint, for messages and status.
+    pub fn endpoint_name(&self, e: EndpointRef) -> String {
+        let n = &self.nodes[e.node];
+        format!("{}:{}", n.name, n.ifaces[e.iface].name)
+    }
+}
+
+/// One problem in a scenario, with where it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error {
+    pub line: usize,
+    pub col: usize,
+    /// Dotted path of the field, e.g. `links[1].forward.loss`.
+    pub field: String,
+    pub message: String,
+}
+
+/// Every problem found in a scenario file.
+#[derive(Debug, Clone)]
+pub struct Errors {
+    pub file: String,
+    pub errors: Vec<Error>,
+}
+
+impl fmt::Display for Errors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.errors.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            match (e.line, e.field.is_empty()) {
+                (0, _) => write!(f, "{}: {}", self.file, e.message)?,
+                (_, true) => write!(f, "{}:{}:{}: {}", self.file, e.line, e.col, e.message)?,
+                (_, false) => write!(f, "{}:{}:{}: {}: {}", self.file, e.line, e.col, e.field, e.message)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Errors {}
+
+/// Most routes static routing may give a lab's nodes in all (each costs the kernel a few
+/// hundred bytes and the lab's start a netlink message; beyond this, routing daemons).
+pub const MAX_STATIC_ROUTES: u64 = 5_000_000;
+/// Largest scenario file, bytes.
+pub const MAX_SCENARIO_BYTES: u64 = 64 << 20;
+/// Largest file a node's `files:` entry copies or renders (`from:`, `template:`), bytes.
+pub const MAX_NODE_FILE_BYTES: u64 = 16 << 20;
+/// Largest ns-2 movement file (`trace:`), bytes.
+pub const MAX_TRACE_BYTES: u64 = 256 << 20;
+
+/// Read a text file named in a scenario: a regular file (not a device, FIFO or
+/// directory, which could be endless or block) of at most `max_bytes`.
+pub(crate) fn read_limited(path: &Path, max_bytes: u64) -> Result<String, String> {
+    read_stamped(path, max_bytes).map(|(text, _)| text)
+}
+
+/// [`read_limited`], with the size and modification time of what was read.
+pub(crate) fn read_stamped(path: &Path, max_bytes: u64) -> Result<(String, FileStamp), String> {
+    use std::io::Read;
+    let f = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let meta = f.metadata().map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err("not a regular file".into());
+    }
+    if meta.len() > max_bytes {
+        return Err(format!("{} bytes, more than the {max_bytes} allowed", meta.len()));
+    }
+    let mut text = String::new();
+    // The file may grow while it is read: never take more than the limit.
+    f.take(max_bytes + 1).read_to_string(&mut text).map_err(|e| e.to_string())?;
+    if text.len() as u64 > max_bytes {
+        return Err(format!("more than the {max_bytes} bytes allowed"));
+    }
+    Ok((text, FileStamp::of(&meta)))
+}
+
+/// Size and modification time of a file, to tell whether it changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileStamp {
+    pub bytes: u64,
+    pub modified_ns: i128,
+}
+
+impl FileStamp {
+    fn of(meta: &std::fs::Metadata) -> FileStamp {
+        use std::os::unix::fs::MetadataExt;
+        FileStamp { bytes: meta.len(), modified_ns: meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128 }
+    }
+}
+
+/// An ns-2 movement file a wireless segment replays. Not copied into the plan (a trace
+/// may have millions of lines): the lab's controller reads it when it starts
+/// ([`Plan::load_traces`]), and refuses it if it changed since the scenario was checked.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TraceFile {
+    /// Absolute.
+    pub path: PathBuf,
+    pub stamp: FileStamp,
+    /// (member of the segment, `$node_(i)` of the file) for every member it moves.
+    pub members: Vec<(usize, usize)>,
+}
+
+impl Plan {
+    /// Read the movement files of the wireless segments into their members' mobility
+    /// (the plan carries only their names: [`TraceFile`]).
+    pub fn load_traces(&mut self) -> Result<(), String> {
+        for g in &mut self.segments {
+            let Some(w) = g.wireless.as_mut() else { continue };
+            let Some(t) = &w.trace else { continue };
+            let (text, stamp) = read_stamped(&t.path, MAX_TRACE_BYTES).map_err(|e| format!("cannot read ns-2 trace '{}': {e}", t.path.display()))?;
+            if stamp != t.stamp {
+                return Err(format!("the ns-2 trace '{}' of segment '{}' changed since the scenario was checked", t.path.display(), g.name));
+            }
+            let all = vemu_radio::ns2::parse(&text, w.radios.len().max(vemu_radio::ns2::MAX_NODES))
+                .map_err(|e| format!("{}:{}: {}", t.path.display(), e.line, e.message))?;
+            for &(m, i) in &t.members {
+                let moves = all.get(i).cloned().ok_or_else(|| format!("the ns-2 trace '{}' has no $node_({i})", t.path.display()))?;
+                w.radios[m].mobility = vemu_radio::mobility::Mobility::Trace(moves);
+            }
+        }
+        Ok(())
+    }
+}
