@@ -200,6 +200,13 @@ pub struct DirStats {
     pub classes: Vec<ClassStats>,
 }
 
+/// `$a.f += $b.f` for each field `f` named.
+macro_rules! add_fields {
+    ($a:ident, $b:ident, $($f:ident),+) => {
+        $($a.$f += $b.$f;)+
+    };
+}
+
 impl DirStats {
     /// Add another machine's counts of the same direction (a direction of a link
     /// between machines is counted in part by each: see `core::Core::handle_delivered`).
@@ -210,19 +217,8 @@ impl DirStats {
             }
             a.iter_mut().zip(b).for_each(|(x, y)| *x += y);
         };
-        self.rx_frames += o.rx_frames;
-        self.rx_bytes += o.rx_bytes;
-        self.tx_frames += o.tx_frames;
-        self.tx_bytes += o.tx_bytes;
-        self.drop_loss += o.drop_loss;
-        self.drop_queue += o.drop_queue;
-        self.drop_down += o.drop_down;
-        self.drop_mtu += o.drop_mtu;
-        self.duplicated += o.duplicated;
-        self.corrupted += o.corrupted;
-        self.write_errors += o.write_errors;
-        self.queue_frames += o.queue_frames;
-        self.queue_bytes += o.queue_bytes;
+        add_fields!(self, o, rx_frames, rx_bytes, tx_frames, tx_bytes, drop_loss, drop_queue, drop_down, drop_mtu);
+        add_fields!(self, o, duplicated, corrupted, write_errors, queue_frames, queue_bytes, drop_police, underlay_lost);
         self.queue_frames_max = self.queue_frames_max.max(o.queue_frames_max);
         add(&mut self.delay_hist, &o.delay_hist);
         add(&mut self.late_hist, &o.late_hist);
@@ -230,8 +226,6 @@ impl DirStats {
         self.kernel_path |= o.kernel_path;
         self.transit_ns = self.transit_ns.max(o.transit_ns);
         self.path_payload_bytes = self.path_payload_bytes.max(o.path_payload_bytes);
-        self.drop_police += o.drop_police;
-        self.underlay_lost += o.underlay_lost;
         add(&mut self.input_wait_hist, &o.input_wait_hist);
         self.input_wait_max_ns = self.input_wait_max_ns.max(o.input_wait_max_ns);
         // One machine carries out a direction's qos stage; the other has no classes.
@@ -331,17 +325,8 @@ impl SegStats {
     /// Add another machine's counts of the same segment (one machine holds a segment:
     /// the others count nothing).
     pub fn merge(&mut self, o: &SegStats) {
-        self.unicast += o.unicast;
-        self.flooded += o.flooded;
-        self.filtered += o.filtered;
-        self.drop_capacity += o.drop_capacity;
-        self.air_frames += o.air_frames;
-        self.routing_frames += o.routing_frames;
-        self.learned += o.learned;
-        self.learn_refused += o.learn_refused;
-        self.multicast += o.multicast;
-        self.groups += o.groups;
-        self.groups_refused += o.groups_refused;
+        add_fields!(self, o, unicast, flooded, filtered, drop_capacity, air_frames, routing_frames);
+        add_fields!(self, o, learned, learn_refused, multicast, groups, groups_refused);
     }
 }
 

@@ -112,6 +112,14 @@ fn one_error(text: &str) -> String {
     e.to_string()
 }
 
+/// Each case's scenario (made by `make`) fails with an error that says what it gives.
+fn each_error_says(make: impl Fn(&str) -> String, cases: &[(&str, &str)]) {
+    for (input, says) in cases {
+        let m = make(input);
+        assert!(m.contains(says), "{input}: {m}");
+    }
+}
+
 #[test]
 fn unknown_node() {
     let m = one_error("nodes: {a: {}, b: {}}\nlinks:\n  - endpoints: [a, c]\n");
@@ -449,22 +457,19 @@ fn wireless_segments_plan_radios_positions_and_mobility() {
 #[test]
 fn wireless_errors_name_the_field() {
     let seg = |body: &str| one_error(&format!("nodes: {{a: {{}}, b: {{}}}}\nsegments:\n  air:\n    kind: wireless\n{body}"));
-    let m = seg("    propagation: rayleigh\n    members: [{node: a, position: [0, 0]}, {node: b, position: [1, 0]}]\n");
-    assert!(m.contains("t.yaml:5:18: segments.air.propagation: unknown propagation model 'rayleigh'"), "{m}");
-    let m = seg("    members: [a, {node: b, position: [1, 0]}]\n");
-    assert!(m.contains("segments.air.members[0]: member 'a' needs a 'position'"), "{m}");
-    let m = seg("    mobility: {model: random-walk, speed: 1-5}\n    members: [{node: a, position: [0, 0]}, {node: b, position: [1, 0]}]\n");
-    assert!(m.contains("segments.air.mobility: 'random-walk' needs the segment's 'area'"), "{m}");
-    let m = seg("    area: 100x100\n    mobility: {model: random-waypoint, speed: 20-5}\n    members: [a, b]\n");
-    assert!(m.contains("segments.air.mobility.speed: expected a speed like 5 or a range like 0-20 (m/s), got '20-5'"), "{m}");
-    let m = seg("    area: 100x100\n    members: [a, {node: b, position: [150, 0]}]\n");
-    assert!(m.contains("segments.air.members[1].position: (150, 0) is outside the area 100x100"), "{m}");
-    let m = seg("    capacity: 10Mbit\n    members: [{node: a, position: [0, 0]}, {node: b, position: [1, 0]}]\n");
-    assert!(m.contains("segments.air.capacity: 'capacity' applies to 'kind: lan' segments only"), "{m}");
-    let m = seg("    tick: 5s\n    members: [{node: a, position: [0, 0]}, {node: b, position: [1, 0]}]\n");
-    assert!(m.contains("segments.air.tick: tick must be between 1ms and 1s"), "{m}");
-    let m = seg("    trace: /nonexistent.tcl\n    members: [a, b]\n");
-    assert!(m.contains("cannot read ns-2 trace '/nonexistent.tcl'"), "{m}");
+    each_error_says(
+        seg,
+        &[
+            ("    propagation: rayleigh\n    members: [{node: a, position: [0, 0]}, {node: b, position: [1, 0]}]\n", "t.yaml:5:18: segments.air.propagation: unknown propagation model 'rayleigh'"),
+            ("    members: [a, {node: b, position: [1, 0]}]\n", "segments.air.members[0]: member 'a' needs a 'position'"),
+            ("    mobility: {model: random-walk, speed: 1-5}\n    members: [{node: a, position: [0, 0]}, {node: b, position: [1, 0]}]\n", "segments.air.mobility: 'random-walk' needs the segment's 'area'"),
+            ("    area: 100x100\n    mobility: {model: random-waypoint, speed: 20-5}\n    members: [a, b]\n", "segments.air.mobility.speed: expected a speed like 5 or a range like 0-20 (m/s), got '20-5'"),
+            ("    area: 100x100\n    members: [a, {node: b, position: [150, 0]}]\n", "segments.air.members[1].position: (150, 0) is outside the area 100x100"),
+            ("    capacity: 10Mbit\n    members: [{node: a, position: [0, 0]}, {node: b, position: [1, 0]}]\n", "segments.air.capacity: 'capacity' applies to 'kind: lan' segments only"),
+            ("    tick: 5s\n    members: [{node: a, position: [0, 0]}, {node: b, position: [1, 0]}]\n", "segments.air.tick: tick must be between 1ms and 1s"),
+            ("    trace: /nonexistent.tcl\n    members: [a, b]\n", "cannot read ns-2 trace '/nonexistent.tcl'"),
+        ],
+    );
     let m = one_error("nodes: {a: {}, b: {}}\nsegments:\n  lan: {members: [{node: a, position: [0, 0]}, b], range: 100m}\n");
     assert!(m.contains("segments.lan.range: 'range' applies to 'kind: wireless' segments only"), "{m}");
     assert!(m.contains("segments.lan.members[0].position: 'position' applies to members of 'kind: wireless' segments only"), "{m}");
@@ -818,20 +823,18 @@ fn qos_classes_parse_per_direction() {
 #[test]
 fn qos_errors_name_the_field() {
     let link = |qos: &str| one_error(&format!("nodes: {{a: {{}}, b: {{}}}}\nlinks:\n  - endpoints: [a, b]\n    qos: {qos}\n"));
-    let m = link("fast");
-    assert!(m.contains("t.yaml:4:10: links[0].qos: expected diffserv, none or a list of classes, got 'fast'"), "{m}");
-    let m = link("[{name: a, match: {dscp: XX}}, {name: b}]");
-    assert!(m.contains("links[0].qos[0].match.dscp: 'XX' is not a DSCP"), "{m}");
-    let m = link("[{name: a, match: {dscp: EF}}]");
-    assert!(m.contains("links[0].qos: exactly one class must have no 'match'"), "{m}");
-    let m = link("[{name: a, meter: {type: srtcm, cir: 1Mbit, cbs: 1KB}}]");
-    assert!(m.contains("links[0].qos[0].meter: the srtcm meter needs ebs"), "{m}");
-    let m = link("[{name: a, red: {min: 50KB, max: 10KB}}]");
-    assert!(m.contains("links[0].qos[0].red: RED needs min < max"), "{m}");
-    let m = link("[{name: a, weight: 0}]");
-    assert!(m.contains("class 'a': weight must be 1 to 1000, got 0"), "{m}");
-    let m = link("[{match: {dport: 9-3}}]");
-    assert!(m.contains("links[0].qos[0].match.dport: '9-3' is not a port or a range"), "{m}");
+    each_error_says(
+        link,
+        &[
+            ("fast", "t.yaml:4:10: links[0].qos: expected diffserv, none or a list of classes, got 'fast'"),
+            ("[{name: a, match: {dscp: XX}}, {name: b}]", "links[0].qos[0].match.dscp: 'XX' is not a DSCP"),
+            ("[{name: a, match: {dscp: EF}}]", "links[0].qos: exactly one class must have no 'match'"),
+            ("[{name: a, meter: {type: srtcm, cir: 1Mbit, cbs: 1KB}}]", "links[0].qos[0].meter: the srtcm meter needs ebs"),
+            ("[{name: a, red: {min: 50KB, max: 10KB}}]", "links[0].qos[0].red: RED needs min < max"),
+            ("[{name: a, weight: 0}]", "class 'a': weight must be 1 to 1000, got 0"),
+            ("[{match: {dport: 9-3}}]", "links[0].qos[0].match.dport: '9-3' is not a port or a range"),
+        ],
+    );
 }
 
 #[test]
