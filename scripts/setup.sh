@@ -9,8 +9,9 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 need_pkgs=()
 # clang and libbpf-dev build the kernel fast path's TC program (crates/vemu-fastpath);
 # chromium and chromium-driver run the web interface's browser tests.
-# nftables and iptables put the diverted paths of `divert:` in place.
-for p in iperf3 iputils-ping iproute2 procps nftables iptables tcpdump tshark libpcap-dev frr bird2 babeld clang libbpf-dev chromium chromium-driver; do
+# nftables and iptables put the diverted paths of `divert:` in place; rt-tests'
+# cyclictest measures the machine's own scheduling lateness beside the soak bench.
+for p in iperf3 iputils-ping iproute2 procps nftables iptables tcpdump tshark libpcap-dev frr bird2 babeld clang libbpf-dev chromium chromium-driver rt-tests; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need_pkgs+=("$p")
 done
 if [ "${#need_pkgs[@]}" -gt 0 ]; then
