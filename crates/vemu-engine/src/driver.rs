@@ -12,6 +12,7 @@ use anyhow::{Context, Result};
 use rustc_hash::FxHashMap;
 use vemu_link::Impairments;
 
+use crate::batch::{self, TapWriter};
 use crate::clock::LabClock;
 use crate::core::{Applied, Command, Core, Event, Frame, RadioSnapshot};
 use crate::gso::VNET_HDR_LEN;
@@ -336,6 +337,9 @@ struct Shard {
     next_input_probe_ns: Option<u64>,
     input_probe_cursor: usize,
     last_read_ns: Vec<Option<u64>>,
+    /// Writes frames to TAP devices a batch at a time, and the batch being filled.
+    writer: TapWriter,
+    batch: batch::Batch,
 }
 
 /// Input probes: every 100 ms, each plane TAP port that read a frame in the last 2 s
@@ -401,6 +405,8 @@ impl Shard {
             next_input_probe_ns: None,
             input_probe_cursor: 0,
             last_read_ns: Vec::new(),
+            writer: TapWriter::new(),
+            batch: Vec::with_capacity(batch::BATCH),
         })
     }
 
@@ -510,15 +516,28 @@ impl Shard {
     /// Write the frames that are due, up to [`WRITE_BATCH`] (the rest stay due: the
     /// loop comes back at once, after a look at control messages and devices).
     fn transmit(&mut self) {
-        for _ in 0..WRITE_BATCH {
-            let Some(tx) = self.core.poll_transmit(self.clock.now_ns()) else { break };
-            let fd = self.fd(tx.port as usize);
-            let ok = match self.devs.get_mut(tx.port as usize) {
-                Some(PortDev::Tunnel(t)) => t.send(fd, &tx.frame, tx.at_ns),
-                // SAFETY: writing a frame we hold to a TAP descriptor.
-                _ => (unsafe { libc::write(fd, tx.frame.as_ptr().cast(), tx.frame.len()) }) >= 0,
-            };
-            self.core.on_written(&tx, ok);
+        let mut polled = 0;
+        let mut more = true;
+        while more && polled < WRITE_BATCH {
+            // Up to a batch of TAP frames, written together ([`batch`]); a tunnel's
+            // datagrams go at once.
+            while self.batch.len() < batch::BATCH && polled < WRITE_BATCH {
+                let Some(tx) = self.core.poll_transmit(self.clock.now_ns()) else {
+                    more = false;
+                    break;
+                };
+                polled += 1;
+                let fd = self.fd(tx.port as usize);
+                match self.devs.get_mut(tx.port as usize) {
+                    Some(PortDev::Tunnel(t)) => {
+                        let ok = t.send(fd, &tx.frame, tx.at_ns);
+                        self.core.on_written(&tx, ok);
+                    }
+                    _ => self.batch.push((fd, tx)),
+                }
+            }
+            let core = &mut self.core;
+            self.writer.write(&mut self.batch, |tx, ok| core.on_written(tx, ok));
         }
         self.events();
     }

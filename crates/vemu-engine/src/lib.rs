@@ -7,6 +7,7 @@
 //! the controller's commands on. An idle link or segment costs nothing: no thread, no
 //! timer.
 
+mod batch;
 pub mod clock;
 pub mod core;
 pub mod counters;
@@ -25,6 +26,7 @@ use vemu_link::{Impairments, ImpairmentsPatch};
 use vemu_radio::medium::MediumConfig;
 use vemu_radio::Pos;
 
+pub use crate::batch::WRITES_ENV;
 pub use crate::clock::{monotonic_ns, LabClock};
 pub use crate::core::{is_routing, CapturePoint, Dir, RadioSnapshot, Target};
 pub use crate::counters::{bucket_quantile_ns, DirCounters, DirStats, SegCounters, SegStats, DELAY_BUCKETS_NS};

@@ -185,7 +185,8 @@ fn raise_host_limits() -> Result<()> {
 }
 
 /// Descriptors a lab's controller keeps open besides its devices and node sockets: API
-/// connections (256 on TCP, 256 on the Unix socket), captures, logs, epoll sets.
+/// connections (256 on TCP, 256 on the Unix socket), captures, logs, each engine shard's epoll
+/// set, eventfd and io_uring.
 pub const CONTROLLER_FILES: u64 = 700;
 
 /// Open files a lab's controller needs at the start: a TAP device per link end and per

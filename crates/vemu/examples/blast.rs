@@ -1,6 +1,7 @@
 //! Raw Ethernet frame generator for benchmarks (`bench/bench.py switch`): sends frames
 //! of SIZE bytes to DST_MAC (or `broadcast`) out of IFACE as fast as it can for SECONDS,
-//! then prints the number of frames sent. Run inside a node: `vemu exec h1 -- blast ...`.
+//! then prints the number of frames sent; with RATE, at most RATE frames a second, evenly
+//! spread. Run inside a node: `vemu exec h1 -- blast ...`.
 
 use std::time::{Duration, Instant};
 
@@ -14,14 +15,15 @@ fn mac(s: &str) -> [u8; 6] {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if args.len() != 5 {
-        eprintln!("usage: blast IFACE DST_MAC|broadcast SIZE SECONDS");
+    if args.len() != 5 && args.len() != 6 {
+        eprintln!("usage: blast IFACE DST_MAC|broadcast SIZE SECONDS [RATE]");
         std::process::exit(2);
     }
     let iface = &args[1];
     let dst = mac(&args[2]);
     let size: usize = args[3].parse().expect("SIZE");
     let seconds: f64 = args[4].parse().expect("SECONDS");
+    let rate: Option<f64> = args.get(5).map(|r| r.parse().expect("RATE"));
     let src = mac(&std::fs::read_to_string(format!("/sys/class/net/{iface}/address")).expect("no such interface"));
     let mut frame = vec![0u8; size.max(60)];
     frame[..6].copy_from_slice(&dst);
@@ -53,11 +55,20 @@ fn main() {
             m
         })
         .collect();
-    let end = Instant::now() + Duration::from_secs_f64(seconds);
+    let start = Instant::now();
+    let end = start + Duration::from_secs_f64(seconds);
     let mut sent: u64 = 0;
     while Instant::now() < end {
+        let due = match rate {
+            Some(r) => ((start.elapsed().as_secs_f64() * r) as u64).saturating_sub(sent).min(BATCH as u64),
+            None => BATCH as u64,
+        };
+        if due == 0 {
+            std::thread::sleep(Duration::from_micros(20));
+            continue;
+        }
         // SAFETY: msgs holds BATCH valid headers.
-        let n = unsafe { libc::sendmmsg(fd, msgs.as_mut_ptr(), BATCH as u32, 0) };
+        let n = unsafe { libc::sendmmsg(fd, msgs.as_mut_ptr(), due as u32, 0) };
         if n > 0 {
             sent += n as u64;
         } else {
