@@ -196,7 +196,7 @@ fn serve_lab(plan: Plan, options: ApiOptions, name: &mut NameGuard, report: &mut
         })
         .transpose()
         .context("writing positions.csv")?;
-    let ctl = Arc::new(Mutex::new(Controller { plan: plan.clone(), worker, links, members, stopped, clock, realtime_epoch_ns, events, movers, positions_log, flows: Vec::new(), records_copied: Default::default(), watch: Default::default(), lost: vec![false; plan.machines.len()], usage: None }));
+    let ctl = Arc::new(Mutex::new(Controller { plan: plan.clone(), worker, links, members, stopped, clock, realtime_epoch_ns, events, movers, positions_log, flows: Vec::new(), flows_asked: 0, records_copied: Default::default(), watch: Default::default(), lost: vec![false; plan.machines.len()], usage: None }));
     let (shutdown, stop) = channel::<StopRequest>();
 
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().thread_name("vemu-api").build()?;

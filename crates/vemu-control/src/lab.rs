@@ -54,6 +54,10 @@ pub struct Controller {
     pub(crate) positions_log: Option<std::io::BufWriter<std::fs::File>>,
     /// Traffic flows started so far.
     pub(crate) flows: Vec<crate::traffic::Flow>,
+    /// Flows asked for so far, started or not: the next flow's number (and UDP port). A
+    /// flow whose source failed to start may leave its sink listening until its end
+    /// time; its port is never given again.
+    pub(crate) flows_asked: u32,
     /// Bytes of each flow record file of another machine copied here so far, as that
     /// machine has them (the copies here differ: their times are moved to this clock).
     pub(crate) records_copied: std::collections::HashMap<String, u64>,
@@ -206,32 +210,30 @@ impl Controller {
         out
     }
 
-    /// The links from machine `from` to each other machine, by their rates set now,
-    /// against the `measured` underlay ([`crate::worker::Worker::underlay`]).
-    fn underlay_from(&self, from: usize, measured: &[(usize, usize, Option<u64>)]) -> Vec<crate::UnderlayStatus> {
-        let mut out: Vec<crate::UnderlayStatus> = Vec::new();
+    /// For each machine, the links from it to each other machine, by their rates set now,
+    /// against the `measured` underlay ([`crate::worker::Worker::underlay`]). One pass
+    /// over the links, whatever the number of machines.
+    fn underlay_by_machine(&self, measured: &[(usize, usize, Option<u64>)]) -> Vec<Vec<crate::UnderlayStatus>> {
+        let mut out: Vec<Vec<crate::UnderlayStatus>> = vec![Vec::new(); self.plan.machines.len()];
+        let mut row: std::collections::HashMap<(usize, usize), usize> = std::collections::HashMap::new();
         for (i, l) in self.plan.links.iter().enumerate() {
             let (ma, mb) = (self.plan.nodes[l.a.node].machine, self.plan.nodes[l.b.node].machine);
-            // The direction that leaves `from`: forward from a, reverse from b.
-            let (to, dir) = match (ma == from, mb == from) {
-                (true, false) => (mb, 0),
-                (false, true) => (ma, 1),
-                _ => continue,
-            };
-            let name = &self.plan.machines[to].name;
-            let k = match out.iter().position(|u| &u.to == name) {
-                Some(k) => k,
-                None => {
+            if ma == mb {
+                continue;
+            }
+            // Forward leaves a's machine, reverse b's.
+            for (from, to, dir) in [(ma, mb, 0), (mb, ma, 1)] {
+                let k = *row.entry((from, to)).or_insert_with(|| {
                     let measured_bps = measured.iter().find(|m| (m.0, m.1) == (from, to)).and_then(|m| m.2);
-                    out.push(crate::UnderlayStatus { to: name.clone(), links: 0, set_bps: 0, unlimited_links: 0, measured_bps });
-                    out.len() - 1
+                    out[from].push(crate::UnderlayStatus { to: self.plan.machines[to].name.clone(), links: 0, set_bps: 0, unlimited_links: 0, measured_bps });
+                    out[from].len() - 1
+                });
+                let u = &mut out[from][k];
+                u.links += 1;
+                match self.links[i].imps[dir].rate_bps {
+                    Some(r) => u.set_bps = u.set_bps.saturating_add(r),
+                    None => u.unlimited_links += 1,
                 }
-            };
-            let u = &mut out[k];
-            u.links += 1;
-            match self.links[i].imps[dir].rate_bps {
-                Some(r) => u.set_bps = u.set_bps.saturating_add(r),
-                None => u.unlimited_links += 1,
             }
         }
         out
@@ -240,8 +242,10 @@ impl Controller {
     /// Every machine's links set faster than the underlay carried that way.
     pub fn underlay_warnings(&self) -> Vec<String> {
         let measured = self.worker.underlay();
-        (0..self.plan.machines.len())
-            .flat_map(|m| self.underlay_from(m, &measured).into_iter().filter_map(|u| u.warning(&self.plan.machines[m].name)).collect::<Vec<_>>())
+        self.underlay_by_machine(&measured)
+            .into_iter()
+            .enumerate()
+            .flat_map(|(m, rows)| rows.into_iter().filter_map(|u| u.warning(&self.plan.machines[m].name)).collect::<Vec<_>>())
             .collect()
     }
 
@@ -344,7 +348,13 @@ impl Controller {
                     .collect(),
             })
             .collect();
-        let (offsets, underlay) = (self.worker.clock_offsets(), self.worker.underlay());
+        let (offsets, underlay_rows) = (self.worker.clock_offsets(), self.underlay_by_machine(&self.worker.underlay()));
+        let mut nodes_on = vec![0; self.plan.machines.len()];
+        for n in &self.plan.nodes {
+            if let Some(c) = nodes_on.get_mut(n.machine) {
+                *c += 1;
+            }
+        }
         Ok(LabStatus {
             fidelity: Some(self.fidelity(&stats)),
             fidelity_now: self.watch.now.clone(),
@@ -359,15 +369,16 @@ impl Controller {
                 .plan
                 .machines
                 .iter()
+                .zip(underlay_rows)
                 .enumerate()
-                .map(|(i, m)| crate::MachineStatus {
+                .map(|(i, (m, underlay))| crate::MachineStatus {
                     name: m.name.clone(),
                     address: m.address.to_string(),
-                    nodes: self.plan.nodes.iter().filter(|n| n.machine == i).count(),
+                    nodes: nodes_on[i],
                     state: if self.machine_lost(i) { "lost" } else { "up" }.into(),
                     clock_offset_ns: offsets.get(i).copied().flatten().map(|o| o.offset_ns),
                     clock_rtt_ns: offsets.get(i).copied().flatten().map(|o| o.rtt_ns),
-                    underlay: self.underlay_from(i, &underlay),
+                    underlay,
                 })
                 .collect(),
             diverts: self

@@ -24,8 +24,8 @@ pub struct LabStatus {
     pub fidelity: Option<fidelity::Fidelity>,
     #[serde(default)]
     pub fidelity_now: Option<fidelity::Fidelity>,
-    /// Whether link directions that need no emulation go by the kernel: "on", or
-    /// "off: why".
+    /// Whether link directions that need no emulation go by the kernel: "on", "off:
+    /// why", or "unused: why" (no link or LAN it could carry).
     #[serde(default)]
     pub fast_path: String,
     /// The lab's machines (none: the lab is on the controller's machine).

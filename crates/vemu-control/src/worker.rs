@@ -101,7 +101,8 @@ pub struct Counters {
     pub segments: Vec<SegStats>,
     /// Per engine shard, nanoseconds spent working since the start ([`Engine::work_ns`]).
     pub shard_work_ns: Vec<u64>,
-    /// Whether unimpaired link directions go by the kernel: "on", or "off: why".
+    /// Whether unimpaired link directions go by the kernel: "on", "off: why", or
+    /// "unused: why" (nothing on this machine it could carry).
     #[serde(default)]
     pub fast_path: String,
     /// Engine shards that died, and why ([`Engine::faults`]).
@@ -234,15 +235,9 @@ pub struct LocalWorker {
     clock: Option<LabClock>,
 }
 
-/// Load the kernel fast path for a lab with links or LANs it can carry (`carried`: how
-/// many, on this machine), or say why not.
-fn fast_path(paths: &LabPaths, plan: &Plan, carried: usize) -> Result<Arc<FastPath>, String> {
-    if carried == 0 {
-        return Err(match plan.machines.is_empty() {
-            true => "the lab has no point-to-point link or plain LAN".into(),
-            false => "no point-to-point link has both ends on this machine, and no plain LAN is here".into(),
-        });
-    }
+/// Load the kernel fast path for a lab with links or LANs it can carry on this machine,
+/// or say why not.
+fn fast_path(paths: &LabPaths) -> Result<Arc<FastPath>, String> {
     if !fast_path_wanted() {
         return Err(format!("{FAST_PATH_ENV}=off"));
     }
@@ -315,19 +310,28 @@ impl LocalWorker {
         // The LANs the kernel can switch.
         let lans: Vec<usize> = self.segs_here.iter().copied().filter(|&g| plan.kernel_lan(g)).collect();
         let template = vemu_host::mount_template(&paths)?;
-        let fast = match fast_path(&paths, &plan, whole.len() + lans.len()) {
-            Ok(f) => {
-                self.fast_path = "on".into();
-                Some(f)
-            }
-            Err(why) => {
-                if !plan.links.is_empty() || !lans.is_empty() {
+        // Nothing here it could carry is not worth a word (a lab whose every link
+        // crosses machines, or one without links).
+        let fast = if whole.is_empty() && lans.is_empty() {
+            self.fast_path = match plan.machines.is_empty() {
+                true => "unused: the lab has no point-to-point link or plain LAN".into(),
+                false => "unused: no point-to-point link has both ends on this machine, and no plain LAN is here".into(),
+            };
+            vemu_host::ensure_open_files(vemu_host::files_needed(&plan, false))?;
+            None
+        } else {
+            match fast_path(&paths) {
+                Ok(f) => {
+                    self.fast_path = "on".into();
+                    Some(f)
+                }
+                Err(why) => {
                     eprintln!("kernel fast path off ({why}): every link direction goes through the engine");
                     // Every link end then has a TAP device from the start.
                     vemu_host::ensure_open_files(vemu_host::files_needed(&plan, false))?;
+                    self.fast_path = format!("off: {why}");
+                    None
                 }
-                self.fast_path = format!("off: {why}");
-                None
             }
         };
         // With the fast path, a link's interfaces and a plain LAN's are veths whose peers

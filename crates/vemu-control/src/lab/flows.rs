@@ -18,7 +18,7 @@ impl Controller {
             return Err(LabError::invalid("a flow needs two different nodes"));
         }
         r.check().map_err(LabError::invalid)?;
-        if self.flows.len() >= (u16::MAX - FIRST_PORT) as usize {
+        if self.flows_asked >= u32::from(u16::MAX - FIRST_PORT) {
             return Err(LabError::invalid(format!("a lab runs at most {} traffic flows (one UDP port each from {FIRST_PORT})", u16::MAX - FIRST_PORT)));
         }
         let to = &self.plan.nodes[ti];
@@ -37,7 +37,8 @@ impl Controller {
         let start_ns = r.start_ns.unwrap_or(0).max(self.clock.now_ns() + lead_ns);
         let interval_ns = (1e9 / r.rate_pps).round().max(1.0) as u64;
         let count = r.count.or(r.duration_ns.map(|d| d.div_ceil(interval_ns).max(1)));
-        let id = self.flows.len() as u32;
+        let id = self.flows_asked;
+        self.flows_asked += 1;
         let port = FIRST_PORT + id as u16;
         let dir = LabPaths::new(&self.plan.name).log_dir().join("traffic");
         let (recv, send) = (
