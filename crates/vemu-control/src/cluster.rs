@@ -59,6 +59,19 @@ pub fn agent_token() -> Result<String> {
     Ok(t)
 }
 
+/// `pairs` (sender, receiver) in rounds in which no machine takes part twice, each in
+/// the first round it fits, in the order given.
+fn probe_rounds(pairs: &[(usize, usize)]) -> Vec<Vec<(usize, usize)>> {
+    let mut rounds: Vec<Vec<(usize, usize)>> = Vec::new();
+    for &(a, b) in pairs {
+        match rounds.iter_mut().find(|r| r.iter().all(|&(x, y)| x != a && x != b && y != a && y != b)) {
+            Some(r) => r.push((a, b)),
+            None => rounds.push(vec![(a, b)]),
+        }
+    }
+    rounds
+}
+
 /// A connection to one machine's agent, for the worker's orders.
 struct AgentClient {
     route: AgentRoute,
@@ -272,22 +285,38 @@ impl Cluster {
     }
 
     /// Measure the underlay both ways between every two machines that links join (the
-    /// first [`MAX_UNDERLAY_PROBES`] directions), one after the other ([`UNDERLAY_PROBE`]
-    /// each: they could share wires). A measure that fails is said and left out; the
-    /// lab runs anyway.
+    /// first [`MAX_UNDERLAY_PROBES`] directions, [`UNDERLAY_PROBE`] each), in rounds in
+    /// which no machine sends or receives two probes ([`probe_rounds`]): a 4-machine ring
+    /// takes 4 rounds instead of 8. Probes of one round could still share a switch. A
+    /// measure that fails is said and left out; the lab runs anyway.
     fn measure_underlay(&mut self) {
         let pairs: std::collections::BTreeSet<(usize, usize)> = self.link_at.iter().filter(|[a, b]| a != b).flat_map(|&[a, b]| [(a, b), (b, a)]).collect();
-        for (a, b) in pairs.into_iter().take(MAX_UNDERLAY_PROBES) {
-            let body = serde_json::json!({"to": self.agents[b].route.address, "duration_ms": UNDERLAY_PROBE.as_millis() as u64}).to_string();
-            let agent = &self.agents[a];
-            let bps = agent
-                .rt
-                .block_on(agent.route.send("POST", "/v1/agent/underlay/probe", body))
-                .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b)?["bps"].as_u64().ok_or_else(|| anyhow!("an answer without 'bps'")));
-            if let Err(e) = &bps {
-                eprintln!("vemu: {}: {e:#}", agent.what());
+        let pairs: Vec<(usize, usize)> = pairs.into_iter().take(MAX_UNDERLAY_PROBES).collect();
+        for round in probe_rounds(&pairs) {
+            // Directions with no machine in common are measured at once (each by its
+            // own sender's runtime); the others wait for their round.
+            let results: Vec<Result<u64>> = std::thread::scope(|scope| {
+                let probes: Vec<_> = round
+                    .iter()
+                    .map(|&(a, b)| {
+                        let (agent, to) = (&self.agents[a], self.agents[b].route.address);
+                        scope.spawn(move || {
+                            let body = serde_json::json!({"to": to, "duration_ms": UNDERLAY_PROBE.as_millis() as u64}).to_string();
+                            agent
+                                .rt
+                                .block_on(agent.route.send("POST", "/v1/agent/underlay/probe", body))
+                                .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b)?["bps"].as_u64().ok_or_else(|| anyhow!("an answer without 'bps'")))
+                        })
+                    })
+                    .collect();
+                probes.into_iter().map(|p| p.join().unwrap_or_else(|_| Err(anyhow!("the probe's thread panicked")))).collect()
+            });
+            for (&(a, b), bps) in round.iter().zip(results) {
+                if let Err(e) = &bps {
+                    eprintln!("vemu: {}: {e:#}", self.agents[a].what());
+                }
+                self.underlay.push((a, b, bps.ok()));
             }
-            self.underlay.push((a, b, bps.ok()));
         }
     }
 
@@ -620,5 +649,31 @@ impl Worker for Cluster {
 
     fn underlay(&self) -> Vec<(usize, usize, Option<u64>)> {
         self.underlay.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::probe_rounds;
+
+    #[test]
+    fn underlay_probes_go_at_once_when_they_share_no_machine() {
+        // Two machines: both directions share both, one after the other.
+        assert_eq!(probe_rounds(&[(0, 1), (1, 0)]), vec![vec![(0, 1)], vec![(1, 0)]]);
+        // A ring of four: (0,1) with (2,3), (1,2) with (3,0), and their reverses.
+        let ring = [(0, 1), (1, 0), (1, 2), (2, 1), (2, 3), (3, 2), (3, 0), (0, 3)];
+        let rounds = probe_rounds(&ring);
+        assert_eq!(rounds.len(), 4, "{rounds:?}");
+        let mut all: Vec<_> = rounds.concat();
+        all.sort();
+        let mut want = ring.to_vec();
+        want.sort();
+        assert_eq!(all, want, "every direction measured once");
+        for r in &rounds {
+            let mut m: Vec<usize> = r.iter().flat_map(|&(a, b)| [a, b]).collect();
+            m.sort();
+            m.dedup();
+            assert_eq!(m.len(), 2 * r.len(), "a machine twice in {r:?}");
+        }
     }
 }
