@@ -127,3 +127,13 @@ for i, (route, body) in enumerate([
     (4, {"cmd": "echo hi"}),
 ]):
     put("api_bodies", f"body{i}", bytes([route]) + json.dumps(body).encode())
+
+# agent_channel: route byte, then a worker order, an agent's hello, a stream of
+# captured-frame records (after a piece-size byte), or records after three offsets.
+put("agent_channel", "request-backlog", b"\x00" + json.dumps("Backlog").encode())
+put("agent_channel", "request-records", b"\x00" + json.dumps({"TrafficRecords": {"node": "a", "file": "traffic/flow1-sent.csv", "offset": 0}}).encode())
+put("agent_channel", "hello", b"\x01" + json.dumps({"version": "0.1.0", "underlay_mtu": 1500, "labs": ["x"]}).encode())
+capture = lambda t, i, o, f: struct.pack("<QIBI", t, i, o, len(f)) + f
+put("agent_channel", "captures", b"\x02\x07" + capture(1000, 0, 1, b"\xff" * 60) + capture(2000, 1, 0, b"\x01" * 1514) + capture(3, 2, 1, b"")[:10])
+put("agent_channel", "records", b"\x03" + struct.pack("<qqq", 1, -5_000_000, 9_999)
+    + b"seq,sent_ns,received_ns\n1,1000000,2000000\n2,18446744073709551615,5\nx,y\n")

@@ -79,7 +79,7 @@ pub(crate) fn sink_until_ns(start_ns: u64, count: Option<u64>, interval_ns: u64)
 
 /// Lines of records with the times in the columns that have a clock offset moved to
 /// the controller's lab clock (lines that are not numbers, the header, stay as they are).
-pub(crate) fn on_controller_clock(records: &str, clocks: &[Option<Offset>]) -> String {
+pub fn on_controller_clock(records: &str, clocks: &[Option<Offset>]) -> String {
     let mut out = String::with_capacity(records.len());
     for line in records.lines() {
         for (i, field) in line.split(',').enumerate() {

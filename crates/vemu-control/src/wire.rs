@@ -15,14 +15,14 @@ pub struct AgentHello {
 
 /// A captured frame on the agent channel: lab-clock time (ns, u64), interface (u32),
 /// outgoing (u8), length (u32), then the frame; integers little-endian.
-pub(crate) struct CaptureRecord;
+pub struct CaptureRecord;
 
 impl CaptureRecord {
     const HEAD: usize = 17;
     /// Longest frame accepted (a GSO super-frame is at most 64 KiB and its header).
-    const MAX_FRAME: usize = 1 << 17;
+    pub const MAX_FRAME: usize = 1 << 17;
 
-    pub(crate) fn encode(c: &vemu_engine::Captured) -> Vec<u8> {
+    pub fn encode(c: &vemu_engine::Captured) -> Vec<u8> {
         let mut v = Vec::with_capacity(Self::HEAD + c.frame.len());
         v.extend_from_slice(&c.t_ns.to_le_bytes());
         v.extend_from_slice(&c.iface.to_le_bytes());
@@ -33,7 +33,7 @@ impl CaptureRecord {
     }
 
     /// Take the whole records at the front of `buf` (the rest stays for more bytes).
-    pub(crate) fn decode(buf: &mut Vec<u8>, out: &mut Vec<vemu_engine::Captured>) -> Result<(), String> {
+    pub fn decode(buf: &mut Vec<u8>, out: &mut Vec<vemu_engine::Captured>) -> Result<(), String> {
         let mut at = 0;
         while buf.len() - at >= Self::HEAD {
             let h = &buf[at..at + Self::HEAD];
