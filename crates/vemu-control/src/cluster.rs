@@ -59,13 +59,15 @@ pub fn agent_token() -> Result<String> {
     Ok(t)
 }
 
-/// `pairs` (sender, receiver) in rounds in which no machine sends twice or receives
-/// twice (a machine may send one probe and receive another: its link to the underlay
-/// is full duplex), each in the first round it fits, in the order given.
+/// `pairs` (sender, receiver) in rounds in which no machine takes part twice, each in
+/// the first round it fits, in the order given. Not even as sender of one probe and
+/// receiver of another: the probes are TCP, and the acknowledgements of one direction
+/// queue behind the other direction's data — measured at once, a 50 Mbit/s direction
+/// held its reverse (> 9 Gbit/s alone) to 51 Mbit/s.
 fn probe_rounds(pairs: &[(usize, usize)]) -> Vec<Vec<(usize, usize)>> {
     let mut rounds: Vec<Vec<(usize, usize)>> = Vec::new();
     for &(a, b) in pairs {
-        match rounds.iter_mut().find(|r| r.iter().all(|&(x, y)| x != a && y != b)) {
+        match rounds.iter_mut().find(|r| r.iter().all(|&(x, y)| x != a && x != b && y != a && y != b)) {
             Some(r) => r.push((a, b)),
             None => rounds.push(vec![(a, b)]),
         }
@@ -287,8 +289,8 @@ impl Cluster {
 
     /// Measure the underlay both ways between every two machines that links join (the
     /// first [`MAX_UNDERLAY_PROBES`] directions, [`UNDERLAY_PROBE`] each), in rounds in
-    /// which no machine sends two probes or receives two ([`probe_rounds`]): a 4-machine
-    /// ring takes 2 rounds instead of 8. Probes of one round could still share a switch. A
+    /// which no machine takes part twice ([`probe_rounds`]): a 4-machine ring takes 4
+    /// rounds instead of 8. Probes of one round could still share a switch. A
     /// measure that fails is said and left out; the lab runs anyway.
     fn measure_underlay(&self) -> Vec<(usize, usize, Option<u64>)> {
         let mut measured = Vec::new();
@@ -668,25 +670,23 @@ mod tests {
     use super::probe_rounds;
 
     #[test]
-    fn underlay_probes_go_at_once_unless_a_machine_would_send_or_receive_two() {
-        // Two machines: both directions at once (full duplex).
-        assert_eq!(probe_rounds(&[(0, 1), (1, 0)]), vec![vec![(0, 1), (1, 0)]]);
-        // Two probes from one machine, or to one, never together.
-        assert_eq!(probe_rounds(&[(0, 1), (0, 2)]).len(), 2);
-        assert_eq!(probe_rounds(&[(1, 0), (2, 0)]).len(), 2);
-        // A ring of four: each machine sends to both neighbours and hears from both.
+    fn underlay_probes_go_at_once_when_they_share_no_machine() {
+        // Two machines: both directions share both, one after the other.
+        assert_eq!(probe_rounds(&[(0, 1), (1, 0)]), vec![vec![(0, 1)], vec![(1, 0)]]);
+        // A ring of four: (0,1) with (2,3), (1,2) with (3,0), and their reverses.
         let ring = [(0, 1), (1, 0), (1, 2), (2, 1), (2, 3), (3, 2), (3, 0), (0, 3)];
         let rounds = probe_rounds(&ring);
-        assert_eq!(rounds.len(), 2, "{rounds:?}");
+        assert_eq!(rounds.len(), 4, "{rounds:?}");
         let mut all: Vec<_> = rounds.concat();
         all.sort();
         let mut want = ring.to_vec();
         want.sort();
         assert_eq!(all, want, "every direction measured once");
         for r in &rounds {
-            for (i, &(a, b)) in r.iter().enumerate() {
-                assert!(r[i + 1..].iter().all(|&(x, y)| x != a && y != b), "a machine sends or receives twice in {r:?}");
-            }
+            let mut m: Vec<usize> = r.iter().flat_map(|&(a, b)| [a, b]).collect();
+            m.sort();
+            m.dedup();
+            assert_eq!(m.len(), 2 * r.len(), "a machine twice in {r:?}");
         }
     }
 }

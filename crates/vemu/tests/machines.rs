@@ -556,3 +556,50 @@ fn an_frr_ospf_ring_across_three_machines_converges_and_reroutes() {
         assert_eq!(m.leftovers(i), "", "machine {i} keeps something after down");
     }
 }
+
+/// Four machines in a ring, one node each: every link crosses, so the underlay is
+/// measured both ways between neighbours — at once where no machine takes part in two
+/// probes (four rounds for the ring) — every direction gets a figure, no machine
+/// has anything for the kernel fast path (and says so without a warning), pings go
+/// round, and `down` leaves nothing anywhere.
+#[test]
+fn a_ring_on_four_machines_measures_every_direction_of_its_underlay() {
+    let _g = serial();
+    let m = Machines::start("vq", 82, &["a", "b", "c", "d"]);
+    let yaml = "name: xq
+routing: static
+addressing: {ipv6: none}
+machines: {a: 10.82.0.1, b: 10.82.0.2, c: 10.82.0.3, d: 10.82.0.4}
+nodes: {n1: {machine: a}, n2: {machine: b}, n3: {machine: c}, n4: {machine: d}}
+links:
+  - {endpoints: [n1, n2], bandwidth: 10Mbit}
+  - {endpoints: [n2, n3], bandwidth: 10Mbit}
+  - {endpoints: [n3, n4], bandwidth: 10Mbit}
+  - {endpoints: [n4, n1], bandwidth: 10Mbit}
+";
+    let o = m.up("xq", yaml);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(!text(&o).contains("fast path off"), "nothing here the fast path could carry is not a warning: {}", text(&o));
+    let st: serde_json::Value = serde_json::from_slice(&m.vemu(&["status", "--lab", "xq", "--json"]).stdout).unwrap();
+    assert!(st["fast_path"].as_str().unwrap().starts_with("unused:"), "{}", st["fast_path"]);
+    let machines = st["machines"].as_array().unwrap();
+    assert_eq!(machines.len(), 4);
+    for mm in machines {
+        let rows = mm["underlay"].as_array().unwrap();
+        assert_eq!(rows.len(), 2, "{} reaches its two neighbours: {rows:?}", mm["name"]);
+        for u in rows {
+            let bps = u["measured_bps"].as_u64().unwrap_or_else(|| panic!("{} -> {} not measured: {u}", mm["name"], u["to"]));
+            assert!(bps > 10_000_000, "{} -> {}: {bps} bit/s measured, the links want 10 Mbit/s", mm["name"], u["to"]);
+            assert_eq!(u["set_bps"].as_u64(), Some(10_000_000));
+        }
+    }
+    // Round the ring: n1 reaches n3, two machines away.
+    let n3 = st["nodes"].as_array().unwrap().iter().find(|n| n["name"] == "n3").unwrap()["ifaces"][0]["addrs"][0].as_str().unwrap().split('/').next().unwrap().to_string();
+    let o = m.exec(0, "xq", "n1", &["ping", "-c", "3", "-i", "0.2", "-W", "2", &n3]);
+    assert!(o.status.success(), "n1 -> n3 across machines: {}", text(&o));
+    let o = m.vemu(&["down", "--lab", "xq"]);
+    assert!(o.status.success(), "{}", text(&o));
+    for i in 0..4 {
+        assert_eq!(m.leftovers(i), "", "machine {i} keeps something after down");
+    }
+}
