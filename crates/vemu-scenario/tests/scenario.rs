@@ -121,33 +121,23 @@ fn each_error_says(make: impl Fn(&str) -> String, cases: &[(&str, &str)]) {
 }
 
 #[test]
-fn unknown_node() {
-    let m = one_error("nodes: {a: {}, b: {}}\nlinks:\n  - endpoints: [a, c]\n");
-    assert!(m.contains("t.yaml:3:20: links[0].endpoints[1]: unknown node 'c'"), "{m}");
-}
-
-#[test]
-fn duplicate_node_name() {
-    let m = one_error("nodes:\n  a: {}\n  a: {}\n");
-    assert!(m.contains("t.yaml:3:3: nodes.a: 'a' is given twice (first on line 2)"), "{m}");
-}
-
-#[test]
-fn loss_out_of_range() {
-    let m = one_error("nodes: {a: {}, b: {}}\nlinks:\n  - {endpoints: [a, b], loss: 150%}\n");
-    assert!(m.contains("t.yaml:3:31: links[0].loss: must be between 0% and 100%, got 150%"), "{m}");
-}
-
-#[test]
-fn negative_delay() {
-    let m = one_error("nodes: {a: {}, b: {}}\nlinks:\n  - endpoints: [a, b]\n    delay: -5ms\n");
-    assert!(m.contains("t.yaml:4:12: links[0].delay: must not be negative, got '-5ms'"), "{m}");
-}
-
-#[test]
-fn unknown_unit() {
-    let m = one_error("nodes: {a: {}, b: {}}\nlinks:\n  - endpoints: [a, b]\n    bandwidth: 10MB/s\n");
-    assert!(m.contains("t.yaml:4:16: links[0].bandwidth: unknown unit 'MB/s'"), "{m}");
+fn single_mistakes_name_file_line_and_field() {
+    each_error_says(one_error, &[
+        // unknown node
+        ("nodes: {a: {}, b: {}}\nlinks:\n  - endpoints: [a, c]\n", "t.yaml:3:20: links[0].endpoints[1]: unknown node 'c'"),
+        // duplicate node name
+        ("nodes:\n  a: {}\n  a: {}\n", "t.yaml:3:3: nodes.a: 'a' is given twice (first on line 2)"),
+        // loss out of range
+        ("nodes: {a: {}, b: {}}\nlinks:\n  - {endpoints: [a, b], loss: 150%}\n", "t.yaml:3:31: links[0].loss: must be between 0% and 100%, got 150%"),
+        // negative delay
+        ("nodes: {a: {}, b: {}}\nlinks:\n  - endpoints: [a, b]\n    delay: -5ms\n", "t.yaml:4:12: links[0].delay: must not be negative, got '-5ms'"),
+        // unknown unit
+        ("nodes: {a: {}, b: {}}\nlinks:\n  - endpoints: [a, b]\n    bandwidth: 10MB/s\n", "t.yaml:4:16: links[0].bandwidth: unknown unit 'MB/s'"),
+        // half addressed link is an error
+        ("nodes: {a: {}, b: {}}\nlinks:\n  - endpoints: [{node: a, ip: 10.9.0.1/24}, b]\n", "a has an IPv4 address but b has none"),
+        // gateway must be connected
+        ("nodes:\n  a: {routes: [{dst: 1.2.3.0/24, via: 9.9.9.9}]}\n  b: {}\nlinks:\n  - endpoints: [a, b]\n", "gateway 9.9.9.9 is not on any subnet of node 'a'"),
+    ]);
 }
 
 #[test]
@@ -175,18 +165,6 @@ links:
     assert_eq!(e.errors.len(), 5, "{e}");
     assert!(e.to_string().contains("unknown field 'lossy'"));
     assert!(e.to_string().contains("cannot join node 'a' to itself"));
-}
-
-#[test]
-fn half_addressed_link_is_an_error() {
-    let m = one_error("nodes: {a: {}, b: {}}\nlinks:\n  - endpoints: [{node: a, ip: 10.9.0.1/24}, b]\n");
-    assert!(m.contains("a has an IPv4 address but b has none"), "{m}");
-}
-
-#[test]
-fn gateway_must_be_connected() {
-    let m = one_error("nodes:\n  a: {routes: [{dst: 1.2.3.0/24, via: 9.9.9.9}]}\n  b: {}\nlinks:\n  - endpoints: [a, b]\n");
-    assert!(m.contains("gateway 9.9.9.9 is not on any subnet of node 'a'"), "{m}");
 }
 
 #[test]
