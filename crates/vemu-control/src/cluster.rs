@@ -181,14 +181,22 @@ impl Drop for Cluster {
 impl Cluster {
     /// Reach every machine of `plan` (checking its agent answers and takes the token).
     pub fn connect(plan: &Plan, token: &str) -> Result<Cluster> {
+        Cluster::connect_agents(plan, token, |a, lab| {
+            let hello = a.hello()?;
+            if hello.labs.iter().any(|l| l == lab) {
+                anyhow::bail!("{} already holds a share of lab '{lab}' (take it down first)", a.what());
+            }
+            Ok(())
+        })
+    }
+
+    /// A client for every machine of `plan`, each checked by `check` first.
+    fn connect_agents(plan: &Plan, token: &str, check: impl Fn(&AgentClient, &str) -> Result<()>) -> Result<Cluster> {
         let mut agents = Vec::new();
         let tls = crate::channel::client_config()?;
         for m in &plan.machines {
             let a = AgentClient::new(AgentRoute::new(m, token, &tls))?;
-            let hello = a.hello()?;
-            if hello.labs.contains(&plan.name) {
-                anyhow::bail!("{} already holds a share of lab '{}' (take it down first)", a.what(), plan.name);
-            }
+            check(&a, &plan.name)?;
             agents.push(a);
         }
         let node_at: Vec<usize> = plan.nodes.iter().map(|n| n.machine).collect();
@@ -210,6 +218,36 @@ impl Cluster {
             lease_s: lease_s()?,
             underlay: Vec::new(),
         })
+    }
+
+    /// Take over lab `plan` (built by an earlier controller, which died) from the agents
+    /// that hold its shares: heartbeats start at once, on the lab clock of `clock` (the
+    /// agents' clocks started from it). A machine whose agent does not answer, or no
+    /// longer holds its share, is lost from the start (its links are taken down as for
+    /// any lost machine); a lab no agent holds any more is an error.
+    pub fn attach(plan: &Plan, token: &str, clock: LabClock, underlay: Vec<(usize, usize, Option<u64>)>) -> Result<Cluster> {
+        let mut cluster = Cluster::connect_agents(plan, token, |_, _| Ok(()))?;
+        let held: Vec<Result<(), String>> = std::thread::scope(|s| {
+            let handles: Vec<_> = cluster.agents.iter().map(|a| s.spawn(|| match a.hello() {
+                Ok(h) if h.labs.contains(&plan.name) => Ok(()),
+                Ok(_) => Err(format!("{} no longer holds a share of lab '{}' (its lease ended, or it restarted)", a.what(), plan.name)),
+                Err(e) => Err(format!("{e:#}")),
+            })).collect();
+            handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("a thread panicked".into()))).collect()
+        });
+        if held.iter().all(Result::is_err) {
+            let why: Vec<String> = held.into_iter().filter_map(Result::err).collect();
+            anyhow::bail!("no machine holds lab '{}' any more ({}); 'vemu clean' removes what is left of it", plan.name, why.join("; "));
+        }
+        for (m, h) in held.into_iter().enumerate() {
+            if let Err(e) = h {
+                eprintln!("vemu: {e}: lost");
+                cluster.health.lost[m].store(true, Ordering::Relaxed);
+            }
+        }
+        cluster.underlay = underlay;
+        cluster.start_heartbeats(clock)?;
+        Ok(cluster)
     }
 
     /// Send `req` to machines `to` side by side; their answers in that order.

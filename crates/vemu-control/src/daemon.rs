@@ -15,6 +15,7 @@ use vemu_host::LabPaths;
 use vemu_scenario::Plan;
 
 use crate::api;
+use crate::lab::saved::Saved;
 use crate::lab::{call, Controller, PortState, StopRequest};
 use crate::worker::{LocalWorker, Worker, WorkerReply, WorkerRequest};
 use crate::LockExt;
@@ -97,7 +98,27 @@ fn new_token() -> Result<String> {
 pub fn run(plan: Plan, options: ApiOptions, lock: vemu_host::LabLock, mut report: impl FnMut(Event)) -> Result<()> {
     // Held until every trace of the lab is gone, then given up (on every path out).
     let mut name = NameGuard(Some(lock));
-    serve_lab(plan, options, &mut name, &mut report)
+    serve_lab(plan, options, None, &mut name, &mut report)
+}
+
+/// Take over lab `lab`, across machines, whose controller died (`vemu attach`): its plan
+/// and what was set at run time are read from its directory ([`Saved`]), its agents are
+/// asked whether they still hold their shares, and the lab is served as before — nothing
+/// is built, and the nodes and the data plane never stopped. `options.tcp` (or, if
+/// `None`, where the dead controller served it) is where the API is served on TCP.
+pub fn attach(lab: &str, options: ApiOptions, lock: vemu_host::LabLock, mut report: impl FnMut(Event)) -> Result<()> {
+    let mut name = NameGuard(Some(lock));
+    let paths = LabPaths::new(lab);
+    let plan: Plan = std::fs::read(paths.plan())
+        .map_err(anyhow::Error::from)
+        .and_then(|b| Ok(serde_json::from_slice(&b)?))
+        .with_context(|| format!("reading the plan of lab '{lab}' from {} (was it started on this machine?)", paths.plan().display()))?;
+    if plan.machines.is_empty() {
+        bail!("lab '{lab}' runs on this machine alone: its controller was its data plane, and a lab whose controller died cannot be taken over (take it down with 'vemu clean', then up again)");
+    }
+    let saved = Saved::load(lab).context("the state its controller saved")?;
+    let options = ApiOptions { tcp: options.tcp.or(saved.api_tcp) };
+    serve_lab(plan, options, Some(saved), &mut name, &mut report)
 }
 
 /// The lab's name, given up when dropped or when the lab is gone.
@@ -117,10 +138,16 @@ impl Drop for NameGuard {
     }
 }
 
-fn serve_lab(plan: Plan, options: ApiOptions, name: &mut NameGuard, report: &mut impl FnMut(Event)) -> Result<()> {
+/// Build (or with `resume`, take over) the lab and serve it until it is taken down.
+fn serve_lab(plan: Plan, options: ApiOptions, resume: Option<Saved>, name: &mut NameGuard, report: &mut impl FnMut(Event)) -> Result<()> {
     let paths = LabPaths::new(&plan.name);
     if std::os::unix::net::UnixStream::connect(paths.socket()).is_ok() {
         bail!("lab '{}' is already running (take it down with 'vemu down --lab {}')", plan.name, plan.name);
+    }
+    let resuming = resume.is_some();
+    if resuming {
+        // The dead controller's socket.
+        let _ = std::fs::remove_file(paths.socket());
     }
     // Descriptors first: a lab too big for the limit fails now, having built nothing.
     if plan.machines.is_empty() {
@@ -130,7 +157,7 @@ fn serve_lab(plan: Plan, options: ApiOptions, name: &mut NameGuard, report: &mut
     // the plan the controller keeps (and writes to plan.json) names them.
     let mut moving = plan.clone();
     moving.load_traces().map_err(|e| anyhow::anyhow!(e))?;
-    if paths.dir.exists() || !vemu_host::lab_netns(&plan.name).is_empty() {
+    if resume.is_none() && (paths.dir.exists() || !vemu_host::lab_netns(&plan.name).is_empty()) {
         eprintln!("removing what an earlier run of lab '{}' left behind", plan.name);
         vemu_host::remove_lab(&plan.name)?;
     }
@@ -145,22 +172,29 @@ fn serve_lab(plan: Plan, options: ApiOptions, name: &mut NameGuard, report: &mut
     // SAFETY: prctl with integer arguments.
     unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
 
-    let clock = LabClock::start();
+    let clock = match &resume {
+        Some(s) => LabClock { epoch_ns: s.clock_epoch_ns },
+        None => LabClock::start(),
+    };
     let epoch_ns = clock.epoch_ns;
     // A lab across machines: the agents build it; this machine hosts none of its
     // nodes, only the lab's directory (API socket, plan) and logs.
-    let mut worker: Box<dyn Worker> = match plan.machines.is_empty() {
-        true => Box::new(LocalWorker::default()),
-        false => {
+    let worker: Box<dyn Worker> = match (plan.machines.is_empty(), &resume) {
+        (true, _) => Box::new(LocalWorker::default()),
+        (false, Some(s)) => Box::new(crate::cluster::Cluster::attach(&plan, &crate::cluster::agent_token()?, clock, s.underlay.clone())?),
+        (false, None) => {
             let cluster = crate::cluster::Cluster::connect(&plan, &crate::cluster::agent_token()?)?;
             std::fs::create_dir_all(&paths.dir).with_context(|| format!("creating {}", paths.dir.display()))?;
             std::fs::create_dir_all(paths.log_dir()).with_context(|| format!("creating {}", paths.log_dir().display()))?;
             Box::new(cluster)
         }
     };
-    let build = WorkerRequest::Build { plan: plan.clone(), clock_epoch_ns: epoch_ns, share: None };
-    if let WorkerReply::Error(e) = worker.call(build, &mut |done, total| report(Event::Progress(done, total))) {
-        bail!("{e}");
+    let mut worker = worker;
+    if resume.is_none() {
+        let build = WorkerRequest::Build { plan: plan.clone(), clock_epoch_ns: epoch_ns, share: None };
+        if let WorkerReply::Error(e) = worker.call(build, &mut |done, total| report(Event::Progress(done, total))) {
+            bail!("{e}");
+        }
     }
     let links = plan.links.iter().map(|l| PortState { up: true, imps: [l.forward.clone(), l.reverse.clone()] }).collect();
     let members = plan
@@ -170,20 +204,42 @@ fn serve_lab(plan: Plan, options: ApiOptions, name: &mut NameGuard, report: &mut
         .collect();
     let (events, _) = tokio::sync::broadcast::channel(1024);
     let stopped = vec![false; plan.nodes.len()];
-    let realtime_epoch_ns = {
+    let realtime_epoch_ns = match &resume {
+        Some(s) => s.realtime_epoch_ns,
+        None => {
         let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
         // SAFETY: clock_gettime writes the timespec.
         unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
-        (ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64).saturating_sub(clock.now_ns())
+            (ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64).saturating_sub(clock.now_ns())
+        }
     };
-    // Records of an earlier run of the same lab would mix with this one's.
-    let _ = std::fs::remove_dir_all(paths.log_dir().join("traffic"));
-    let _ = std::fs::remove_file(paths.log_dir().join("stats-final.json"));
-    let movers = crate::radio::movers(&moving);
+    if resume.is_none() {
+        // Records of an earlier run of the same lab would mix with this one's.
+        let _ = std::fs::remove_dir_all(paths.log_dir().join("traffic"));
+        let _ = std::fs::remove_file(paths.log_dir().join("stats-final.json"));
+    }
+    let mut movers = crate::radio::movers(&moving);
     drop(moving);
+    if resume.is_some() {
+        // Movement goes on where the models are now (each a function of the seed and
+        // the ticks), told to the engines at the next tick.
+        let now = clock.now_ns();
+        for m in &mut movers {
+            while m.next_ns <= now {
+                let t = m.next_ns;
+                m.next_ns += m.tick_ns;
+                let (pos, _) = m.advance(t);
+                m.last = pos;
+            }
+        }
+    }
     let positions_log = (!movers.is_empty())
         .then(|| -> Result<_> {
-            let mut f = std::io::BufWriter::new(std::fs::File::create(paths.log_dir().join("positions.csv"))?);
+            let file = paths.log_dir().join("positions.csv");
+            if resume.is_some() {
+                return Ok(std::io::BufWriter::new(std::fs::OpenOptions::new().append(true).create(true).open(file)?));
+            }
+            let mut f = std::io::BufWriter::new(std::fs::File::create(file)?);
             writeln!(f, "t_s,segment,node,x_m,y_m")?;
             for m in &movers {
                 let g = &plan.segments[m.seg];
@@ -196,7 +252,17 @@ fn serve_lab(plan: Plan, options: ApiOptions, name: &mut NameGuard, report: &mut
         })
         .transpose()
         .context("writing positions.csv")?;
-    let ctl = Arc::new(Mutex::new(Controller { plan: plan.clone(), worker, links, members, stopped, clock, realtime_epoch_ns, events, movers, positions_log, flows: Vec::new(), flows_asked: 0, records_copied: Default::default(), watch: Default::default(), lost: vec![false; plan.machines.len()], usage: None }));
+    let ctl = Arc::new(Mutex::new(Controller { plan: plan.clone(), worker, links, members, stopped, clock, realtime_epoch_ns, events, movers, positions_log, flows: Vec::new(), flows_asked: 0, records_copied: Default::default(), watch: Default::default(), lost: vec![false; plan.machines.len()], usage: None, timeline_fired: 0, api_tcp: options.tcp }));
+    let timeline_skip = match resume {
+        Some(saved) => {
+            let mut c = ctl.locked();
+            let tcp = c.api_tcp;
+            c.restore(saved)?;
+            c.api_tcp = tcp;
+            c.timeline_fired
+        }
+        None => 0,
+    };
     let (shutdown, stop) = channel::<StopRequest>();
 
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().thread_name("vemu-api").build()?;
@@ -213,16 +279,23 @@ fn serve_lab(plan: Plan, options: ApiOptions, name: &mut NameGuard, report: &mut
                 crate::files::write_private(&tf, format!("{token}\n").as_bytes())?;
                 let l = rt.block_on(tokio::net::TcpListener::bind(addr)).with_context(|| format!("listening on {addr}"))?;
                 std::fs::write(paths.api_address(), format!("{}\n", l.local_addr()?))?;
+                ctl.locked().api_tcp = Some(l.local_addr()?);
                 Some((l, token))
             }
             None => None,
         };
+        // What a controller taking over after a crash of this one needs.
+        ctl.locked().save();
         Ok(api::serve(&rt, ctl.clone(), shutdown.clone(), paths.clone(), unix, tcp))
     })();
     let servers = match started {
         Ok(s) => s,
         Err(e) => {
-            let _ = ctl.locked().worker.call(WorkerRequest::Teardown, &mut |_, _| {});
+            // A lab being taken over keeps running (its agents hold it until their
+            // leases end; 'vemu clean' ends it).
+            if !resuming {
+                let _ = ctl.locked().worker.call(WorkerRequest::Teardown, &mut |_, _| {});
+            }
             return Err(e);
         }
     };
@@ -233,7 +306,7 @@ fn serve_lab(plan: Plan, options: ApiOptions, name: &mut NameGuard, report: &mut
             let _ = shutdown.send(None);
         });
     }
-    let timeline = crate::timeline::start(ctl.clone(), plan.events.clone(), clock);
+    let timeline = crate::timeline::start(ctl.clone(), plan.events.clone(), clock, timeline_skip);
     let ticker = crate::tasks::mobility(ctl.clone(), clock);
     let monitor = crate::tasks::fidelity_monitor(ctl.clone());
     let health = crate::lab::watch_machines(ctl.clone(), !plan.machines.is_empty());

@@ -16,6 +16,7 @@ use crate::worker::{Counters, Worker, WorkerReply, WorkerRequest};
 use vemu_scenario::Limits;
 mod flows;
 mod mobility;
+pub mod saved;
 
 use crate::{DirStatus, Direction, IfaceStatus, LabStatus, LinkStatus, MemberStatus, NodeStatus, SegmentStatus};
 
@@ -28,8 +29,8 @@ pub struct LimitsPatch {
 }
 
 /// What the controller set on one link or segment port.
-#[derive(Debug, Clone)]
-pub(crate) struct PortState {
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct PortState {
     pub(crate) up: bool,
     /// Forward and reverse (links), egress and ingress (segment ports).
     pub(crate) imps: [Impairments; 2],
@@ -68,6 +69,10 @@ pub struct Controller {
     /// The nodes' use as last read (lab ns, per node): the event stream reads it at most
     /// once a second (a read is two files per node).
     pub(crate) usage: Option<(u64, Vec<vemu_host::cgroup::Usage>)>,
+    /// Timeline firings carried out so far (see [`saved`]).
+    pub(crate) timeline_fired: u64,
+    /// Where the API is served on TCP besides the lab's socket.
+    pub(crate) api_tcp: Option<std::net::SocketAddr>,
 }
 
 /// The thread that looks, every second, for machines of a lab across machines that were
@@ -160,6 +165,7 @@ impl Controller {
             let reason = format!("its agent ({}) stopped answering the controller's heartbeats or lost its share", machine.address);
             eprintln!("vemu: machine '{}' is lost: {reason}; {} nodes lost, links down: {}", machine.name, nodes.len(), links.join(", "));
             self.emit(json!({"type": "machine-lost", "machine": machine.name, "reason": reason, "nodes": nodes, "links": links}));
+            self.save();
         }
     }
 
@@ -428,6 +434,7 @@ impl Controller {
                 self.state(t).imps[d] = imp;
             }
         }
+        self.save();
         Ok(())
     }
 
@@ -438,6 +445,7 @@ impl Controller {
             self.state(t).up = up;
             self.emit(json!({"type": "link", "link": spec, "target": t, "up": up}));
         }
+        self.save();
         Ok(())
     }
 
@@ -475,6 +483,7 @@ impl Controller {
         l.check().map_err(LabError::invalid)?;
         call(self.worker.as_mut(), WorkerRequest::SetLimits { node: node.to_string(), limits: l })?;
         self.plan.nodes[ni].limits = l;
+        self.save();
         self.emit(serde_json::json!({"type": "node", "node": node, "limits": l}));
         Ok(l)
     }
@@ -511,6 +520,7 @@ impl Controller {
         let ni = self.made_node(node)?;
         call(self.worker.as_mut(), WorkerRequest::NodeState { node: node.to_string(), up })?;
         self.stopped[ni] = !up;
+        self.save();
         self.emit(json!({"type": "node", "node": node, "up": up}));
         Ok(())
     }

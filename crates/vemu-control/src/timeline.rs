@@ -27,11 +27,14 @@ struct Firing {
 }
 
 /// Run `events` against the controller; times are on the lab clock.
-pub(crate) fn start(ctl: Arc<Mutex<Controller>>, events: Vec<TimedEvent>, clock: LabClock) -> Background {
-    Background::spawn("vemu-timeline", !events.is_empty(), move |stop| run(ctl, events, clock, stop))
+/// `skip`: the first firings, carried out by an earlier controller of the lab (which
+/// died; see [`crate::lab::saved`]); the ones after them that fell due meanwhile are
+/// carried out at once.
+pub(crate) fn start(ctl: Arc<Mutex<Controller>>, events: Vec<TimedEvent>, clock: LabClock, skip: u64) -> Background {
+    Background::spawn("vemu-timeline", !events.is_empty(), move |stop| run(ctl, events, clock, skip, stop))
 }
 
-fn run(ctl: Arc<Mutex<Controller>>, events: Vec<TimedEvent>, clock: LabClock, stop: Receiver<()>) {
+fn run(ctl: Arc<Mutex<Controller>>, events: Vec<TimedEvent>, clock: LabClock, skip: u64, stop: Receiver<()>) {
     let mut heap = BinaryHeap::new();
     let mut seq = 0u64;
     let mut push = |heap: &mut BinaryHeap<Reverse<Firing>>, t_ns, idx, rep, step| {
@@ -41,7 +44,15 @@ fn run(ctl: Arc<Mutex<Controller>>, events: Vec<TimedEvent>, clock: LabClock, st
     for (idx, e) in events.iter().enumerate() {
         push(&mut heap, e.at_ns, idx, 0, None);
     }
+    let mut fired = 0u64;
     while let Some(Reverse(f)) = heap.pop() {
+        if fired < skip {
+            fired += 1;
+            for (t_ns, rep, step) in following(&events[f.idx], &f) {
+                push(&mut heap, t_ns, f.idx, rep, step);
+            }
+            continue;
+        }
         let now = clock.now_ns();
         if f.t_ns > now {
             match stop.recv_timeout(Duration::from_nanos(f.t_ns - now)) {
@@ -59,6 +70,10 @@ fn run(ctl: Arc<Mutex<Controller>>, events: Vec<TimedEvent>, clock: LabClock, st
             eprintln!("timeline: events[{}] at {} ns: {m}", f.idx, f.t_ns);
             ctl.locked().emit(json!({"type": "warning", "message": format!("timeline events[{}]: {m}", f.idx)}));
         }
+        fired += 1;
+        let mut c = ctl.locked();
+        c.timeline_fired = fired;
+        c.save();
     }
 }
 

@@ -196,6 +196,17 @@ enum Cmd {
         #[arg(long, value_name = "FILE", default_value = vemu_control::cluster::DEFAULT_TOKEN_FILE)]
         token_file: PathBuf,
     },
+    /// Take over a lab across machines whose controller died: its agents still hold the
+    /// nodes and links (until their leases end); a new controller serves the lab again
+    /// with what was set at run time.
+    Attach {
+        /// Also serve the API on this TCP address (default: where the dead controller
+        /// served it, if it did).
+        #[arg(long, value_name = "ADDR:PORT")]
+        api: Option<std::net::SocketAddr>,
+        #[command(flatten)]
+        lab: LabArg,
+    },
     /// Remove what crashed labs left in the kernel (namespaces, devices, processes).
     Clean {
         /// Also take down labs that are still running.
@@ -566,6 +577,25 @@ fn run(cli: Cli) -> Result<ExitCode> {
             lock_memory();
             vemu_control::agent::run(listen, token.to_string())?;
         }
+        Cmd::Attach { api, lab } => {
+            need_root()?;
+            let lab = match lab.lab {
+                Some(l) => {
+                    vemu_scenario::valid_lab_name(&l).map_err(user)?;
+                    l
+                }
+                None => match vemu_control::list_labs().1.as_slice() {
+                    [one] => one.clone(),
+                    [] => return Err(user("no lab has lost its controller ('vemu ls' lists the labs)")),
+                    many => return Err(user(format!("{} labs have no controller ({}); say which with --lab", many.len(), many.join(", ")))),
+                },
+            };
+            let plan = load_plan(&lab).map_err(|_| user(format!("lab '{lab}' has no plan on this machine (it was started elsewhere, or cleaned)")))?;
+            if plan.machines.is_empty() {
+                return Err(user(format!("lab '{lab}' runs on this machine alone: its controller was also its data plane, so there is nothing left to take over ('vemu clean' removes it)")));
+            }
+            start_controller(Start::Attach(plan), ApiOptions { tcp: api })?;
+        }
         Cmd::Down { name, lab } => {
             let lab = resolve_lab(name.or(lab.lab))?;
             connect(&lab)?.post("/v1/down", &json!({}))?;
@@ -581,7 +611,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 println!("{l}\trunning\t{n}");
             }
             for l in stale {
-                println!("{l}\tleft behind by a crash (run 'vemu clean')");
+                match load_plan(&l) {
+                    Ok(p) if !p.machines.is_empty() => println!("{l}\tleft behind by a crash of its controller ('vemu attach' takes it over while its agents hold it; 'vemu clean' removes it)"),
+                    _ => println!("{l}\tleft behind by a crash (run 'vemu clean')"),
+                }
             }
         }
         Cmd::Status { name, lab, json } => {
@@ -830,7 +863,24 @@ fn wait_converged_for(lab: &str, secs: u64) -> Result<()> {
     }
 }
 
+/// What a background controller is started for.
+enum Start {
+    /// Build the lab of this plan.
+    Up(Plan),
+    /// Take over this lab (its plan as the dead controller saved it).
+    Attach(Plan),
+}
+
 fn up_background(plan: Plan, options: ApiOptions) -> Result<()> {
+    start_controller(Start::Up(plan), options)
+}
+
+/// Start a lab's controller in the background and follow it until it serves the lab.
+fn start_controller(start: Start, options: ApiOptions) -> Result<()> {
+    let (plan, attach) = match start {
+        Start::Up(p) => (p, false),
+        Start::Attach(p) => (p, true),
+    };
     let paths = LabPaths::new(&plan.name);
     let lock = lock_name(&plan.name)?;
     // Before the log is opened (and emptied): it may be a running controller's.
@@ -839,7 +889,8 @@ fn up_background(plan: Plan, options: ApiOptions) -> Result<()> {
     }
     std::fs::create_dir_all(paths.log_dir()).with_context(|| format!("creating {}", paths.log_dir().display()))?;
     let log_path = paths.log_dir().join("vemu.log");
-    let log = std::fs::File::create(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
+    // A controller taking over goes on with the dead one's log.
+    let log = std::fs::OpenOptions::new().create(true).write(true).append(attach).truncate(!attach).open(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
     let exe = std::env::current_exe().context("finding the vemu executable")?;
     let mut cmd = Command::new(exe);
     cmd.arg("daemon").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(log);
@@ -855,7 +906,11 @@ fn up_background(plan: Plan, options: ApiOptions) -> Result<()> {
     // The controller has its own descriptor of the lock now.
     drop(lock);
     let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(&serde_json::to_vec(&json!({"plan": plan, "api_tcp": options.tcp, "lock_fd": lock_fd}))?)?;
+    let order = match attach {
+        true => json!({"attach": plan.name, "api_tcp": options.tcp, "lock_fd": lock_fd}),
+        false => json!({"plan": plan, "api_tcp": options.tcp, "lock_fd": lock_fd}),
+    };
+    stdin.write_all(&serde_json::to_vec(&order)?)?;
     drop(stdin);
     let bar = progress_bar(plan.nodes.len());
     let mut ready = false;
@@ -883,7 +938,15 @@ fn up_background(plan: Plan, options: ApiOptions) -> Result<()> {
     if !ready {
         let _ = child.wait();
         let msg = error.unwrap_or_else(|| format!("the lab controller stopped; see {}", log_path.display()));
+        if attach {
+            bail!("lab '{}' could not be taken over: {msg}", plan.name);
+        }
         bail!("lab '{}' did not come up: {msg}", plan.name);
+    }
+    if attach {
+        println!("lab '{}' is served again: {} nodes, {} links on {} machines (logs in {}). 'vemu status' shows what it has.", plan.name, plan.nodes.len(), plan.links.len(), plan.machines.len(), paths.log_dir().display());
+        print_api(&plan.name);
+        return Ok(());
     }
     println!(
         "lab '{}' is up: {} nodes, {} links, {} segments{} (logs in {}). Try 'vemu status', 'vemu exec NODE -- CMD', 'vemu down'.",
@@ -931,19 +994,24 @@ fn run_daemon() -> Result<()> {
     let mut text = Vec::new();
     std::io::Read::read_to_end(&mut std::io::stdin(), &mut text)?;
     let mut input: serde_json::Value = serde_json::from_slice(&text).context("reading the plan")?;
-    let plan: Plan = serde_json::from_value(input["plan"].take()).context("reading the plan")?;
+    let attach = input["attach"].as_str().map(str::to_string);
+    let plan: Option<Plan> = match attach {
+        Some(_) => None,
+        None => Some(serde_json::from_value(input["plan"].take()).context("reading the plan")?),
+    };
+    let name = attach.clone().or(plan.as_ref().map(|p| p.name.clone())).unwrap_or_default();
     let tcp = serde_json::from_value(input["api_tcp"].take()).context("reading the API address")?;
     let lock = match input["lock_fd"].as_i64() {
         // SAFETY: `vemu up` handed us this descriptor of the lab's lock file.
-        Some(fd) => unsafe { vemu_host::LabLock::from_fd(fd as i32, &plan.name) },
-        None => vemu_host::LabLock::try_acquire(&plan.name)?.ok_or_else(|| anyhow::anyhow!("lab '{}' is already running or being started", plan.name))?,
+        Some(fd) => unsafe { vemu_host::LabLock::from_fd(fd as i32, &name) },
+        None => vemu_host::LabLock::try_acquire(&name)?.ok_or_else(|| anyhow::anyhow!("lab '{name}' is already running or being started"))?,
     };
     let emit = |v: serde_json::Value| {
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{v}");
         let _ = out.flush();
     };
-    let result = daemon::run(plan, ApiOptions { tcp }, lock, |ev| match ev {
+    let report = |ev| match ev {
         Event::Progress(d, t) => emit(json!({"progress": [d, t]})),
         Event::Ready(settled) => {
             emit(json!({"ready": true, "settle_ms": settled.waited_ms, "behind_ms": settled.behind_ms, "fast_path_off": settled.fast_path_off, "warnings": settled.warnings}));
@@ -953,7 +1021,11 @@ fn run_daemon() -> Result<()> {
                 unsafe { libc::dup2(std::os::fd::AsRawFd::as_raw_fd(&null), 1) };
             }
         }
-    });
+    };
+    let result = match plan {
+        Some(plan) => daemon::run(plan, ApiOptions { tcp }, lock, report),
+        None => daemon::attach(&name, ApiOptions { tcp }, lock, report),
+    };
     if let Err(e) = &result {
         emit(json!({"error": format!("{e:#}")}));
         eprintln!("vemu daemon: {e:#}");

@@ -94,12 +94,18 @@ impl Machines {
 
     /// `vemu ARGS` in the controller's namespace.
     fn vemu(&self, args: &[&str]) -> Output {
+        // Agents of a lab whose controller is silent for 5 s take their share down.
+        self.vemu_leased(args, 5)
+    }
+
+    /// `vemu ARGS`, a lab it brings up held by its agents for `lease_s` without a word
+    /// from its controller.
+    fn vemu_leased(&self, args: &[&str], lease_s: u32) -> Output {
         Command::new("ip")
             .args(["netns", "exec", &format!("{}-ctl", self.tag), VEMU])
             .args(args)
             .env("VEMU_AGENT_TOKEN_FILE", &self.token_file)
-            // Agents of a lab whose controller is silent for 5 s take their share down.
-            .env("VEMU_AGENT_LEASE", "5")
+            .env("VEMU_AGENT_LEASE", lease_s.to_string())
             .output()
             .unwrap()
     }
@@ -449,6 +455,74 @@ fn a_lost_machine_or_a_lost_controller_leaves_the_rest_running_and_nothing_behin
     assert!(t0.elapsed() < Duration::from_secs(4), "clean waited for the leases");
     assert_eq!((m.leftovers(0), m.leftovers(1)), (String::new(), String::new()));
     assert!(!std::path::Path::new("/run/vemu/xk").exists());
+}
+
+/// The controller dies mid-lab (SIGKILL) and a new one takes the lab over (`vemu
+/// attach`): the nodes and links never stopped, what was set at run time holds, and the
+/// lab is served, changed and taken down as before.
+#[test]
+fn a_new_controller_takes_over_a_lab_whose_controller_died() {
+    let _g = serial();
+    let m = Machines::start("va", 81, &["a", "b"]);
+    let yaml = "name: xa\naddressing: {ipv6: none}\nnodes:\n  n1: {machine: a}\n  n2: {machine: a}\n  n3: {machine: b}\nlinks:\n  - endpoints: [n1, n2]\n  - endpoints: [n2, n3]\n    delay: 1ms\n";
+    m.labs.lock().unwrap().push("xa".into());
+    let path = write_scenario("xa", yaml);
+    // A lease that a loaded machine cannot outlast between the kill and the attach.
+    let up = m.vemu_leased(&["up", path.to_str().unwrap(), "--machines", "a=10.81.0.1,b=10.81.0.2"], 30);
+    assert!(up.status.success(), "{}", text(&up));
+    let o = m.vemu(&["link", "set", "--lab", "xa", "n2:n3", "--delay", "20ms"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let rtt = |from: &str, to: &str| min_rtt_ms(&m.vemu(&["exec", "--lab", "xa", from, "--", "ping", "-c", "5", "-i", "0.2", "-W", "2", to]));
+    let before = rtt("n1", "n3");
+    assert!((40.0..42.0).contains(&before), "RTT {before} ms for 2 x 20 ms set");
+    let status = || -> serde_json::Value { serde_json::from_slice(&m.vemu(&["status", "--lab", "xa", "--json"]).stdout).unwrap_or_default() };
+    let delay_of = |st: &serde_json::Value, dir: &str| st["links"].as_array().unwrap().iter().find(|l| l["name"] == "n2:n3").unwrap()[dir]["impairments"]["delay_ns"].clone();
+
+    let pid = std::fs::read_to_string("/run/vemu/xa/daemon.pid").unwrap();
+    ok(&format!("kill -9 {}", pid.trim()));
+    let o = m.vemu(&["status", "--lab", "xa"]);
+    assert!(!o.status.success(), "a dead controller answered: {}", text(&o));
+    let o = m.vemu(&["ls"]);
+    assert!(text(&o).contains("xa\tleft behind"), "{}", text(&o));
+
+    // The only lab without a controller is the one taken over.
+    let o = m.vemu(&["attach"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("lab 'xa' is served again"), "{}", text(&o));
+    let st = status();
+    assert_eq!((st["machines"][0]["state"].clone(), st["machines"][1]["state"].clone()), ("up".into(), "up".into()), "{st}");
+    assert_eq!((delay_of(&st, "forward"), delay_of(&st, "reverse")), (20_000_000.into(), 20_000_000.into()), "what link set set before the crash");
+    let after = rtt("n1", "n3");
+    assert!((40.0..42.0).contains(&after), "RTT {after} ms after the attach");
+    let o = m.vemu(&["link", "set", "--lab", "xa", "n2:n3", "--delay", "5ms"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let changed = rtt("n1", "n3");
+    assert!((10.0..12.0).contains(&changed), "RTT {changed} ms for 2 x 5 ms set");
+    // A second attach finds the lab served.
+    let o = m.vemu(&["attach", "--lab", "xa"]);
+    assert!(!o.status.success() && text(&o).contains("already running"), "{}", text(&o));
+
+    let o = m.vemu(&["down", "--lab", "xa"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!((m.leftovers(0), m.leftovers(1)), (String::new(), String::new()));
+    assert!(!std::path::Path::new("/run/vemu/xa").exists());
+    let o = m.vemu(&["attach", "--lab", "xa"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("no plan on this machine"), "{}", text(&o));
+
+    // Too late: the agents' leases (5 s) ran out and they took the lab down. The attach
+    // says so; `vemu clean` removes what is left here.
+    m.labs.lock().unwrap().push("xb".into());
+    let up = m.vemu(&["up", write_scenario("xb", &yaml.replace("name: xa", "name: xb")).to_str().unwrap(), "--machines", "a=10.81.0.1,b=10.81.0.2"]);
+    assert!(up.status.success(), "{}", text(&up));
+    let pid = std::fs::read_to_string("/run/vemu/xb/daemon.pid").unwrap();
+    ok(&format!("kill -9 {}", pid.trim()));
+    eventually(30, "the agents end lab xb", || m.leftovers(0).is_empty() && m.leftovers(1).is_empty());
+    let o = m.vemu(&["attach", "--lab", "xb"]);
+    assert!(!o.status.success() && text(&o).contains("no machine holds lab 'xb' any more"), "{}", text(&o));
+    let o = m.vemu(&["clean"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(!std::path::Path::new("/run/vemu/xb").exists());
 }
 
 /// An underlay whose path carries less than its machines' interfaces do (a 1400-byte

@@ -64,6 +64,7 @@ impl Controller {
             received_file,
         };
         self.flows.push(flow.clone());
+        self.save();
         std::fs::create_dir_all(&dir).map_err(|e| LabError::internal(format!("creating {}: {e}", dir.display())))?;
         let list = serde_json::to_vec_pretty(&self.flows).unwrap_or_default();
         std::fs::write(dir.join("flows.json"), list).map_err(|e| LabError::internal(format!("writing flows.json: {e}")))?;
@@ -116,6 +117,8 @@ impl Controller {
                 let chunk = on_controller_clock(&chunk, &clocks);
                 std::io::Write::write_all(&mut out, chunk.as_bytes()).map_err(|e| LabError::internal(format!("writing {}: {e}", path.display())))?;
                 copied += chunk.len() as u64;
+                // A controller that takes over after a crash goes on from here.
+                self.save();
             }
         }
         Ok(copied)

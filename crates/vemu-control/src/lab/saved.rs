@@ -1,0 +1,115 @@
+//! What the controller of a lab across machines keeps on disk, so that a new controller
+//! can take the lab over when the first one died (`vemu attach`): the agents hold the
+//! nodes and the data plane, but what was set at run time, the lab clock's zero, the
+//! flows and the timeline's progress lived only in the dead controller's memory.
+//!
+//! The file (`controller.json` in the lab's directory, root only) is written whole
+//! after every change, to a temporary name and then renamed: a controller killed while
+//! writing it leaves the one before. A lab on one machine has no such file: its
+//! controller is also its engine, and a lab whose engine died is cleaned, not attached.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use vemu_host::LabPaths;
+use vemu_scenario::Limits;
+
+use super::{Controller, PortState};
+use crate::traffic::Flow;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Saved {
+    /// CLOCK_MONOTONIC at the lab clock's zero, ns (the agents' clocks started from it).
+    pub clock_epoch_ns: u64,
+    pub realtime_epoch_ns: u64,
+    pub links: Vec<PortState>,
+    pub members: Vec<Vec<PortState>>,
+    pub stopped: Vec<bool>,
+    /// Each node's limits now (`vemu node set` changes them).
+    pub limits: Vec<Limits>,
+    pub flows: Vec<Flow>,
+    pub flows_asked: u32,
+    pub records_copied: HashMap<String, u64>,
+    /// Machines found lost (their links were taken down then).
+    pub lost: Vec<bool>,
+    /// The underlay as measured when the lab came up (not measured again on attach: the
+    /// probes would take the lab's network while it runs).
+    pub underlay: Vec<(usize, usize, Option<u64>)>,
+    /// Timeline firings carried out so far, in the timeline's (deterministic) order.
+    pub timeline_fired: u64,
+    /// Where the API was served on TCP, served there again.
+    pub api_tcp: Option<SocketAddr>,
+}
+
+impl Saved {
+    pub fn path(lab: &str) -> PathBuf {
+        LabPaths::new(lab).dir.join("controller.json")
+    }
+
+    /// The state the controller of `lab` saved last.
+    pub fn load(lab: &str) -> Result<Saved> {
+        let path = Saved::path(lab);
+        let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+        serde_json::from_slice(&bytes).with_context(|| format!("reading {}", path.display()))
+    }
+}
+
+impl Controller {
+    /// The state a new controller needs to take this lab over.
+    pub(crate) fn saved(&self) -> Saved {
+        Saved {
+            clock_epoch_ns: self.clock.epoch_ns,
+            realtime_epoch_ns: self.realtime_epoch_ns,
+            links: self.links.clone(),
+            members: self.members.clone(),
+            stopped: self.stopped.clone(),
+            limits: self.plan.nodes.iter().map(|n| n.limits).collect(),
+            flows: self.flows.clone(),
+            flows_asked: self.flows_asked,
+            records_copied: self.records_copied.clone(),
+            lost: self.lost.clone(),
+            underlay: self.worker.underlay(),
+            timeline_fired: self.timeline_fired,
+            api_tcp: self.api_tcp,
+        }
+    }
+
+    /// Write [`Saved`] (labs across machines only). A failure is said, not returned: the
+    /// change it follows was made.
+    pub(crate) fn save(&self) {
+        if self.plan.machines.is_empty() {
+            return;
+        }
+        let path = Saved::path(&self.plan.name);
+        let tmp = path.with_extension("json.new");
+        let r = serde_json::to_vec(&self.saved()).map_err(anyhow::Error::from).and_then(|b| crate::files::write_private(&tmp, &b)).and_then(|()| std::fs::rename(&tmp, &path).with_context(|| format!("renaming {}", tmp.display())));
+        if let Err(e) = r {
+            eprintln!("vemu: saving the controller's state of lab '{}' (a controller that takes it over after a crash would not have it): {e:#}", self.plan.name);
+        }
+    }
+
+    /// Take over `saved`, what an earlier controller of this lab set (refused when it
+    /// does not fit the plan: the two files are of different runs).
+    pub(crate) fn restore(&mut self, saved: Saved) -> Result<()> {
+        let members: Vec<usize> = self.members.iter().map(Vec::len).collect();
+        if saved.links.len() != self.links.len() || saved.members.iter().map(Vec::len).collect::<Vec<_>>() != members || saved.stopped.len() != self.stopped.len() || saved.limits.len() != self.plan.nodes.len() || saved.lost.len() != self.lost.len() {
+            anyhow::bail!("{} does not fit the lab's plan (of another run of lab '{}'?)", Saved::path(&self.plan.name).display(), self.plan.name);
+        }
+        self.links = saved.links;
+        self.members = saved.members;
+        self.stopped = saved.stopped;
+        for (n, l) in self.plan.nodes.iter_mut().zip(saved.limits) {
+            n.limits = l;
+        }
+        self.flows = saved.flows;
+        self.flows_asked = saved.flows_asked;
+        self.records_copied = saved.records_copied;
+        self.lost = saved.lost;
+        self.timeline_fired = saved.timeline_fired;
+        self.api_tcp = saved.api_tcp;
+        Ok(())
+    }
+}
