@@ -20,7 +20,10 @@ fn modified(p: &Path) -> Option<std::time::SystemTime> {
 }
 
 fn main() {
-    let web = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../web");
+    // Read when the script runs, not when it was compiled: cargo reuses a compiled build
+    // script for a copy of the tree elsewhere (a git worktree sharing the target
+    // directory), whose own web/ must be built.
+    let web = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR")).join("../../web");
     for f in ["src", "package.json", "package-lock.json", "build.mjs"] {
         println!("cargo:rerun-if-changed={}", web.join(f).display());
     }
