@@ -179,7 +179,7 @@ fn serve_lab(plan: Plan, options: ApiOptions, resume: Option<Saved>, name: &mut 
     let epoch_ns = clock.epoch_ns;
     // A lab across machines: the agents build it; this machine hosts none of its
     // nodes, only the lab's directory (API socket, plan) and logs.
-    let worker: Box<dyn Worker> = match (plan.machines.is_empty(), &resume) {
+    let mut worker: Box<dyn Worker> = match (plan.machines.is_empty(), &resume) {
         (true, _) => Box::new(LocalWorker::default()),
         (false, Some(s)) => Box::new(crate::cluster::Cluster::attach(&plan, &crate::cluster::agent_token()?, clock, s.underlay.clone())?),
         (false, None) => {
@@ -189,7 +189,6 @@ fn serve_lab(plan: Plan, options: ApiOptions, resume: Option<Saved>, name: &mut 
             Box::new(cluster)
         }
     };
-    let mut worker = worker;
     if resume.is_none() {
         let build = WorkerRequest::Build { plan: plan.clone(), clock_epoch_ns: epoch_ns, share: None };
         if let WorkerReply::Error(e) = worker.call(build, &mut |done, total| report(Event::Progress(done, total))) {
@@ -207,9 +206,9 @@ fn serve_lab(plan: Plan, options: ApiOptions, resume: Option<Saved>, name: &mut 
     let realtime_epoch_ns = match &resume {
         Some(s) => s.realtime_epoch_ns,
         None => {
-        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-        // SAFETY: clock_gettime writes the timespec.
-        unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+            let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+            // SAFETY: clock_gettime writes the timespec.
+            unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
             (ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64).saturating_sub(clock.now_ns())
         }
     };
@@ -225,11 +224,8 @@ fn serve_lab(plan: Plan, options: ApiOptions, resume: Option<Saved>, name: &mut 
         // the ticks), told to the engines at the next tick.
         let now = clock.now_ns();
         for m in &mut movers {
-            while m.next_ns <= now {
-                let t = m.next_ns;
-                m.next_ns += m.tick_ns;
-                let (pos, _) = m.advance(t);
-                m.last = pos;
+            while let Some(t) = m.next_due(now) {
+                m.last = m.advance(t).0;
             }
         }
     }
@@ -256,9 +252,7 @@ fn serve_lab(plan: Plan, options: ApiOptions, resume: Option<Saved>, name: &mut 
     let timeline_skip = match resume {
         Some(saved) => {
             let mut c = ctl.locked();
-            let tcp = c.api_tcp;
             c.restore(saved)?;
-            c.api_tcp = tcp;
             c.timeline_fired
         }
         None => 0,

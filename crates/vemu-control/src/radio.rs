@@ -34,6 +34,16 @@ pub(crate) fn movers(plan: &Plan) -> Vec<Movers> {
 }
 
 impl Movers {
+    /// The time of the next tick if it is due by `now_ns` (the tick after it then
+    /// becomes the next); `None` when none is due yet.
+    pub fn next_due(&mut self, now_ns: u64) -> Option<u64> {
+        let t = self.next_ns;
+        (t <= now_ns).then(|| {
+            self.next_ns += self.tick_ns;
+            t
+        })
+    }
+
     /// Positions at lab time `t_ns`, and whether any changed since the last call.
     pub fn advance(&mut self, t_ns: u64) -> (Vec<Pos>, Vec<usize>) {
         let pos: Vec<Pos> = self.walkers.iter_mut().map(|w| w.advance(t_ns)).collect();

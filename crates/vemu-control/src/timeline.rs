@@ -44,10 +44,10 @@ fn run(ctl: Arc<Mutex<Controller>>, events: Vec<TimedEvent>, clock: LabClock, sk
     for (idx, e) in events.iter().enumerate() {
         push(&mut heap, e.at_ns, idx, 0, None);
     }
-    let mut fired = 0u64;
+    let mut skipped = 0u64;
     while let Some(Reverse(f)) = heap.pop() {
-        if fired < skip {
-            fired += 1;
+        if skipped < skip {
+            skipped += 1;
             for (t_ns, rep, step) in following(&events[f.idx], &f) {
                 push(&mut heap, t_ns, f.idx, rep, step);
             }
@@ -70,10 +70,6 @@ fn run(ctl: Arc<Mutex<Controller>>, events: Vec<TimedEvent>, clock: LabClock, sk
             eprintln!("timeline: events[{}] at {} ns: {m}", f.idx, f.t_ns);
             ctl.locked().emit(json!({"type": "warning", "message": format!("timeline events[{}]: {m}", f.idx)}));
         }
-        fired += 1;
-        let mut c = ctl.locked();
-        c.timeline_fired = fired;
-        c.save();
     }
 }
 
@@ -103,15 +99,26 @@ fn following(e: &TimedEvent, f: &Firing) -> Vec<(u64, u64, Option<u64>)> {
 fn apply(ctl: &Arc<Mutex<Controller>>, e: &TimedEvent, f: Firing) -> Result<(), String> {
     let mut c = ctl.locked();
     c.emit(json!({"type": "timeline", "event": f.idx, "t_ns": f.t_ns, "repetition": f.rep, "step": f.step}));
+    // Counted before the change is made, so that a change that saves the controller's
+    // state (see `crate::lab::saved`) saves the count with it: a controller taking over
+    // never carries a firing out twice. The count of the others is saved after them.
+    c.timeline_fired += 1;
+    let r = carry_out(&mut c, e, f);
+    c.save();
+    r
+}
+
+/// What firing `f` of event `e` does, on the controller `c`.
+fn carry_out(c: &mut Controller, e: &TimedEvent, f: Firing) -> Result<(), String> {
     let set = |c: &mut Controller, spec: &str, dir, patch: ImpairmentsPatch| c.link_set(spec, dir, patch).map_err(|e| e.to_string());
     match (&e.target, &e.action) {
-        (EventTarget::Link { spec, direction }, EventAction::Set(p)) => set(&mut c, spec, *direction, p.clone()),
-        (EventTarget::Link { spec, direction }, EventAction::Cycle(list)) => set(&mut c, spec, *direction, list[(f.rep as usize) % list.len()].clone()),
+        (EventTarget::Link { spec, direction }, EventAction::Set(p)) => set(c, spec, *direction, p.clone()),
+        (EventTarget::Link { spec, direction }, EventAction::Cycle(list)) => set(c, spec, *direction, list[(f.rep as usize) % list.len()].clone()),
         (EventTarget::Link { spec, direction }, EventAction::Ramp { from, to, over_ns, step_ns }) => {
             let done = f.step.map_or(0, |j| (j * step_ns).min(*over_ns));
             let frac = if *over_ns == 0 { 1.0 } else { done as f64 / *over_ns as f64 };
             let patch = ImpairmentsPatch::interpolate(from, to, frac)?;
-            set(&mut c, spec, *direction, patch)
+            set(c, spec, *direction, patch)
         }
         (EventTarget::Link { spec, .. }, EventAction::State(up)) => c.link_state(spec, *up).map_err(|e| e.to_string()),
         (EventTarget::Node(n), EventAction::State(up)) => c.node_state(n, *up).map_err(|e| e.to_string()),

@@ -594,7 +594,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             if plan.machines.is_empty() {
                 return Err(user(format!("lab '{lab}' runs on this machine alone: its controller was also its data plane, so there is nothing left to take over ('vemu clean' removes it)")));
             }
-            start_controller(Start::Attach(plan), ApiOptions { tcp: api })?;
+            start_controller(plan, ApiOptions { tcp: api }, true)?;
         }
         Cmd::Down { name, lab } => {
             let lab = resolve_lab(name.or(lab.lab))?;
@@ -863,24 +863,14 @@ fn wait_converged_for(lab: &str, secs: u64) -> Result<()> {
     }
 }
 
-/// What a background controller is started for.
-enum Start {
-    /// Build the lab of this plan.
-    Up(Plan),
-    /// Take over this lab (its plan as the dead controller saved it).
-    Attach(Plan),
-}
-
 fn up_background(plan: Plan, options: ApiOptions) -> Result<()> {
-    start_controller(Start::Up(plan), options)
+    start_controller(plan, options, false)
 }
 
-/// Start a lab's controller in the background and follow it until it serves the lab.
-fn start_controller(start: Start, options: ApiOptions) -> Result<()> {
-    let (plan, attach) = match start {
-        Start::Up(p) => (p, false),
-        Start::Attach(p) => (p, true),
-    };
+/// Start a lab's controller in the background and follow it until it serves the lab:
+/// one that builds `plan`, or with `attach` one that takes the running lab over (it
+/// reads the plan the dead controller left).
+fn start_controller(plan: Plan, options: ApiOptions, attach: bool) -> Result<()> {
     let paths = LabPaths::new(&plan.name);
     let lock = lock_name(&plan.name)?;
     // Before the log is opened (and emptied): it may be a running controller's.

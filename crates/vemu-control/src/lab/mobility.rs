@@ -13,9 +13,7 @@ impl Controller {
     /// next one is due.
     pub(crate) fn radio_ticks(&mut self, now_ns: u64) -> Option<u64> {
         for k in 0..self.movers.len() {
-            while self.movers[k].next_ns <= now_ns {
-                let t = self.movers[k].next_ns;
-                self.movers[k].next_ns += self.movers[k].tick_ns;
+            while let Some(t) = self.movers[k].next_due(now_ns) {
                 self.positions_at(k, t);
             }
         }

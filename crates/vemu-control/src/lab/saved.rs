@@ -92,7 +92,8 @@ impl Controller {
     }
 
     /// Take over `saved`, what an earlier controller of this lab set (refused when it
-    /// does not fit the plan: the two files are of different runs).
+    /// does not fit the plan: the two files are of different runs). Where the API is
+    /// served is the caller's choice ([`crate::daemon::attach`] defaults to the saved one).
     pub(crate) fn restore(&mut self, saved: Saved) -> Result<()> {
         let members: Vec<usize> = self.members.iter().map(Vec::len).collect();
         if saved.links.len() != self.links.len() || saved.members.iter().map(Vec::len).collect::<Vec<_>>() != members || saved.stopped.len() != self.stopped.len() || saved.limits.len() != self.plan.nodes.len() || saved.lost.len() != self.lost.len() {
@@ -109,7 +110,6 @@ impl Controller {
         self.records_copied = saved.records_copied;
         self.lost = saved.lost;
         self.timeline_fired = saved.timeline_fired;
-        self.api_tcp = saved.api_tcp;
         Ok(())
     }
 }
