@@ -435,8 +435,12 @@ fn user(msg: impl Into<String>) -> anyhow::Error {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // Commands that print end quietly when their reader goes away (`vemu status | head`);
-    // the controller (`up`, `daemon`) keeps ignoring SIGPIPE, as its API clients come and go.
-    if !matches!(cli.cmd, Cmd::Up { .. } | Cmd::Daemon | Cmd::TrafficAgent { .. }) {
+    // the servers — the controller (`up`, `daemon`, `attach`'s daemon) and the agent —
+    // keep ignoring SIGPIPE, as their clients come and go: a write to a connection the
+    // other end closed (rustls writes with writev, which has no MSG_NOSIGNAL) must be an
+    // error, not the end of the process. An agent killed so took its machine's share of
+    // a lab with it (seen in CI: a heartbeat the controller gave up on).
+    if !matches!(cli.cmd, Cmd::Up { .. } | Cmd::Daemon | Cmd::TrafficAgent { .. } | Cmd::Agent { .. }) {
         // SAFETY: restoring the default disposition of one signal.
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     }

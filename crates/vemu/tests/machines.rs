@@ -470,6 +470,17 @@ fn a_new_controller_takes_over_a_lab_whose_controller_died() {
     // A lease that a loaded machine cannot outlast between the kill and the attach.
     let up = m.vemu_leased(&["up", path.to_str().unwrap(), "--machines", "a=10.81.0.1,b=10.81.0.2"], 30);
     assert!(up.status.success(), "{}", text(&up));
+    // Servers outlive clients that hang up on them: the agents and the controller ignore
+    // SIGPIPE (an agent once died of it when the controller gave up on a heartbeat).
+    let ignores_sigpipe = |pid: &str| {
+        let st = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let mask = st.lines().find_map(|l| l.strip_prefix("SigIgn:")).unwrap().trim().to_string();
+        u64::from_str_radix(&mask, 16).unwrap() & (1 << (libc::SIGPIPE - 1)) != 0
+    };
+    for i in 0..2 {
+        assert!(ignores_sigpipe(&m.agent_pid(i).to_string()), "agent {i} dies of SIGPIPE");
+    }
+    assert!(ignores_sigpipe(std::fs::read_to_string("/run/vemu/xa/daemon.pid").unwrap().trim()), "the controller dies of SIGPIPE");
     let o = m.vemu(&["link", "set", "--lab", "xa", "n2:n3", "--delay", "20ms"]);
     assert!(o.status.success(), "{}", text(&o));
     let rtt = |from: &str, to: &str| min_rtt_ms(&m.vemu(&["exec", "--lab", "xa", from, "--", "ping", "-c", "5", "-i", "0.2", "-W", "2", to]));
