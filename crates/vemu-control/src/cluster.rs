@@ -139,10 +139,13 @@ pub fn teardown_everywhere(plan: &Plan) -> Vec<String> {
 pub struct Cluster {
     lab: String,
     agents: Vec<AgentClient>,
-    /// Each node's machine, each link's machines (sides a and b), each segment's machine.
+    /// Each node's machine, each tunnel's machines (sides a and b: a link's ends, then a
+    /// segment member's and its segment's; see [`Plan::tunnel_machines`]), each
+    /// segment's machine and its members' first tunnel.
     node_at: Vec<usize>,
-    link_at: Vec<[usize; 2]>,
+    tunnel_at: Vec<[usize; 2]>,
     seg_at: Vec<usize>,
+    member_base: Vec<usize>,
     node_names: Vec<String>,
     /// Captures running, by id: a way to stop each machine's part.
     captures: std::collections::HashMap<u64, Vec<tokio::sync::oneshot::Sender<()>>>,
@@ -202,8 +205,9 @@ impl Cluster {
         let node_at: Vec<usize> = plan.nodes.iter().map(|n| n.machine).collect();
         Ok(Cluster {
             lab: plan.name.clone(),
-            link_at: plan.links.iter().map(|l| [node_at[l.a.node], node_at[l.b.node]]).collect(),
-            seg_at: plan.segments.iter().map(|g| g.members.first().map_or(0, |m| node_at[m.end.node])).collect(),
+            tunnel_at: plan.tunnel_machines(),
+            seg_at: (0..plan.segments.len()).map(|g| plan.segment_machine(g)).collect(),
+            member_base: (0..plan.segments.len()).map(|g| plan.member_tunnel(g, 0)).collect(),
             node_names: plan.nodes.iter().map(|n| n.name.clone()).collect(),
             node_at,
             agents,
@@ -332,7 +336,7 @@ impl Cluster {
     /// measure that fails is said and left out; the lab runs anyway.
     fn measure_underlay(&self) -> Vec<(usize, usize, Option<u64>)> {
         let mut measured = Vec::new();
-        let pairs: std::collections::BTreeSet<(usize, usize)> = self.link_at.iter().filter(|[a, b]| a != b).flat_map(|&[a, b]| [(a, b), (b, a)]).collect();
+        let pairs: std::collections::BTreeSet<(usize, usize)> = self.tunnel_at.iter().filter(|[a, b]| a != b).flat_map(|&[a, b]| [(a, b), (b, a)]).collect();
         let pairs: Vec<(usize, usize)> = pairs.into_iter().take(MAX_UNDERLAY_PROBES).collect();
         for round in probe_rounds(&pairs) {
             // Directions with no machine in common are measured at once (each by its
@@ -363,12 +367,19 @@ impl Cluster {
         measured
     }
 
-    /// The machines a link or segment port is on.
+    /// The tunnel of a link or segment port: a member's goes from its node (side a) to
+    /// its segment's machine (side b), forward being its egress.
+    fn tunnel(&self, target: Target) -> usize {
+        match target {
+            Target::Link(l) => l,
+            Target::Member(g, k) => self.member_base.get(g).map_or(usize::MAX, |b| b + k),
+        }
+    }
+
+    /// The machines a link or segment port is on (a member's: its node's and its
+    /// segment's).
     fn machines_of(&self, target: Target) -> Vec<usize> {
-        let mut v = match target {
-            Target::Link(l) => self.link_at.get(l).map(|m| m.to_vec()).unwrap_or_default(),
-            Target::Member(g, _) => self.seg_at.get(g).map(|&m| vec![m]).unwrap_or_default(),
-        };
+        let mut v = self.tunnel_at.get(self.tunnel(target)).map(|m| m.to_vec()).unwrap_or_default();
         v.dedup();
         v.retain(|&m| !self.lost(m));
         v
@@ -459,14 +470,14 @@ impl Cluster {
                 .collect();
             handles.into_iter().map(|h| h.join().unwrap_or_else(|_| WorkerReply::Error("a thread panicked".into()))).collect::<Vec<_>>()
         });
-        let mut ends: Vec<[Option<SocketAddr>; 2]> = vec![[None; 2]; self.link_at.len()];
+        let mut ends: Vec<[Option<SocketAddr>; 2]> = vec![[None; 2]; self.tunnel_at.len()];
         let mut failed = Vec::new();
         for (m, r) in replies.into_iter().enumerate() {
             match r {
                 WorkerReply::Endpoints(eps) => {
                     for (l, addr) in eps {
                         // The socket of machine m for link l serves m's side.
-                        if let Some(at) = self.link_at.get(l) {
+                        if let Some(at) = self.tunnel_at.get(l) {
                             let side = if at[0] == m { 0 } else { 1 };
                             ends[l][side] = Some(addr);
                         }
@@ -484,7 +495,7 @@ impl Cluster {
                     .map(|m| {
                         // For each tunnel of machine m: the far side's socket.
                         let peers: Vec<(usize, SocketAddr)> = self
-                            .link_at
+                            .tunnel_at
                             .iter()
                             .enumerate()
                             .filter(|(_, at)| at[0] != at[1] && at.contains(&m))
@@ -546,10 +557,7 @@ impl Worker for Cluster {
                 // Both machines of a link keep its impairments; the one that sends in
                 // direction `dir` carries them out and answers.
                 let ms = self.machines_of(target);
-                let sender = match target {
-                    Target::Link(l) => self.link_at[l][dir.min(1)],
-                    Target::Member(g, _) => self.seg_at[g],
-                };
+                let sender = self.tunnel_at.get(self.tunnel(target)).map_or(usize::MAX, |at| at[dir.min(1)]);
                 let replies = self.each(&ms, &WorkerRequest::Patch { target, dir, patch: patch.clone() });
                 match ms.iter().position(|&m| m == sender).map(|i| replies[i].clone()) {
                     Some(r @ WorkerReply::Impairments(_)) => r,
@@ -653,10 +661,11 @@ impl Worker for Cluster {
     fn capture(&mut self, on: &[CaptureSpec], tx: std::sync::mpsc::SyncSender<Captured>) -> Result<u64> {
         let mut per: std::collections::BTreeMap<usize, Vec<CaptureSpec>> = Default::default();
         for c in on {
-            let machines = match (c.target, c.point) {
-                (Target::Link(l), vemu_engine::CapturePoint::Before) => self.machines_of(Target::Link(l)),
-                (Target::Link(l), vemu_engine::CapturePoint::After) => self.link_at.get(l).map(|at| vec![at[c.side.min(1)]]).unwrap_or_default(),
-                (t @ Target::Member(..), _) => self.machines_of(t),
+            // (A member is side a of its tunnel.)
+            let side = if let Target::Member(..) = c.target { 0 } else { c.side.min(1) };
+            let machines = match c.point {
+                vemu_engine::CapturePoint::Before => self.machines_of(c.target),
+                vemu_engine::CapturePoint::After => self.tunnel_at.get(self.tunnel(c.target)).map(|at| vec![at[side]]).unwrap_or_default(),
             };
             for m in machines {
                 per.entry(m).or_default().push(*c);

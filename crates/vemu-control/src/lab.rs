@@ -162,6 +162,20 @@ impl Controller {
                     links.push(lp.name.clone());
                 }
             }
+            // The ports of segments that span machines, between the lost one and another.
+            for g in 0..self.plan.segments.len() {
+                let at = self.plan.segment_machine(g);
+                for k in 0..self.plan.segments[g].members.len() {
+                    let mk = self.plan.nodes[self.plan.segments[g].members[k].end.node].machine;
+                    if mk != at && (mk == m || at == m) && self.members[g][k].up {
+                        self.members[g][k].up = false;
+                        if let Err(e) = call(self.worker.as_mut(), WorkerRequest::SetUp { target: Target::Member(g, k), up: false }) {
+                            eprintln!("vemu: taking a port of segment '{}' down: {e}", self.plan.segments[g].name);
+                        }
+                        links.push(format!("{} ({})", self.plan.segments[g].name, self.plan.endpoint_name(self.plan.segments[g].members[k].end)));
+                    }
+                }
+            }
             let reason = format!("its agent ({}) stopped answering the controller's heartbeats or lost its share", machine.address);
             eprintln!("vemu: machine '{}' is lost: {reason}; {} nodes lost, links down: {}", machine.name, nodes.len(), links.join(", "));
             self.emit(json!({"type": "machine-lost", "machine": machine.name, "reason": reason, "nodes": nodes, "links": links}));

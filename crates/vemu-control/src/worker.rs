@@ -215,6 +215,10 @@ pub struct LocalWorker {
     /// The links and segments of the lab with an end on this machine, in the engine's order.
     links_here: Vec<usize>,
     segs_here: Vec<usize>,
+    /// Members here (segment, member) of segments whose switch or channel is on another
+    /// machine: each is a link of the engine's, after `links_here` (forward = the
+    /// member's egress, its side b a tunnel to the segment's machine).
+    spurs_here: Vec<(usize, usize)>,
     /// A share built, waiting for [`WorkerRequest::Connect`].
     pending: Option<Pending>,
     /// Each node of this machine: its name, interfaces and kind.
@@ -246,6 +250,36 @@ fn fast_path(paths: &LabPaths) -> Result<Arc<FastPath>, String> {
     let fast = FastPath::load(ctl).map_err(|e| format!("{e:#}"))?;
     vemu_host::plane_program(paths, fast.program(), fast.egress_program()).map_err(|e| format!("{e:#}"))?;
     Ok(Arc::new(fast))
+}
+
+/// A UDP socket on the machine's underlay address for tunnel `tunnel` (a link, or a
+/// segment member: [`Plan::member_tunnel`]) whose far `side` is on another machine.
+fn tunnel_socket(s: &Share, tunnel: usize, side: usize) -> Result<(std::net::UdpSocket, RemoteEnd)> {
+    let sock = std::net::UdpSocket::bind(SocketAddr::new(s.underlay, 0)).with_context(|| format!("opening a tunnel socket on {}", s.underlay))?;
+    // Room for bursts while the engine is busy elsewhere (the default
+    // 208 KiB holds ~60 datagrams: 4 ms at 100 Mbit/s).
+    let _ = nix::sys::socket::setsockopt(&sock, nix::sys::socket::sockopt::RcvBufForce, &TUNNEL_SOCKET_BUFFER);
+    let _ = nix::sys::socket::setsockopt(&sock, nix::sys::socket::sockopt::SndBufForce, &TUNNEL_SOCKET_BUFFER);
+    // Never fragmented, never sized by the kernel's path MTU cache (DF
+    // set): the engine finds what the path carries by probing.
+    let (level, opt) = match s.underlay.is_ipv6() {
+        true => (libc::IPPROTO_IPV6, libc::IPV6_MTU_DISCOVER),
+        false => (libc::IPPROTO_IP, libc::IP_MTU_DISCOVER),
+    };
+    let probe: libc::c_int = libc::IP_PMTUDISC_PROBE;
+    // SAFETY: an int option on a socket we own.
+    if unsafe { libc::setsockopt(std::os::fd::AsRawFd::as_raw_fd(&sock), level, opt, (&probe as *const libc::c_int).cast(), 4) } < 0 {
+        return Err(std::io::Error::last_os_error()).context("setting path MTU discovery on a tunnel socket");
+    }
+    let payload = vemu_engine::tunnel::payload_for_mtu(s.underlay_mtu, s.underlay.is_ipv6());
+    Ok((sock, RemoteEnd { side, link_id: tunnel as u32, transit_ns: 0, payload, ipv6: s.underlay.is_ipv6() }))
+}
+
+/// Connect tunnel `tunnel`'s socket to the far machine's (`peer`).
+fn join_tunnel(fd: Option<&OwnedFd>, tunnel: usize, peer: SocketAddr) -> Result<()> {
+    let fd = fd.ok_or_else(|| anyhow!("tunnel {tunnel} has no socket"))?;
+    let sock = std::net::UdpSocket::from(fd.try_clone()?);
+    sock.connect(peer).with_context(|| format!("joining tunnel {tunnel} to {peer}"))
 }
 
 impl LocalWorker {
@@ -294,6 +328,10 @@ impl LocalWorker {
         // or one (a tunnel to the other machine); segments are on one machine each.
         self.links_here = (0..plan.links.len()).filter(|&l| here(plan.links[l].a.node) || here(plan.links[l].b.node)).collect();
         self.segs_here = (0..plan.segments.len()).filter(|&g| plan.segments[g].members.first().is_some_and(|m| here(m.end.node))).collect();
+        self.spurs_here = (0..plan.segments.len())
+            .filter(|g| !self.segs_here.contains(g))
+            .flat_map(|g| plan.segments[g].members.iter().enumerate().filter(|(_, m)| here(m.end.node)).map(move |(k, _)| (g, k)))
+            .collect();
         // The links with both ends here (the fast path's), but those to a NIC's wire
         // (its frames come through a packet socket, never a veth).
         let external = |n: usize| plan.nodes[n].kind == NodeKind::External;
@@ -453,24 +491,9 @@ impl LocalWorker {
                 if !here(e.node) {
                     // The far side is on another machine: a UDP socket toward it.
                     let s = share.as_ref().ok_or_else(|| anyhow!("link {i} leaves this machine"))?;
-                    let sock = std::net::UdpSocket::bind(SocketAddr::new(s.underlay, 0)).with_context(|| format!("opening a tunnel socket on {}", s.underlay))?;
-                    // Room for bursts while the engine is busy elsewhere (the default
-                    // 208 KiB holds ~60 datagrams: 4 ms at 100 Mbit/s).
-                    let _ = nix::sys::socket::setsockopt(&sock, nix::sys::socket::sockopt::RcvBufForce, &TUNNEL_SOCKET_BUFFER);
-                    let _ = nix::sys::socket::setsockopt(&sock, nix::sys::socket::sockopt::SndBufForce, &TUNNEL_SOCKET_BUFFER);
-                    // Never fragmented, never sized by the kernel's path MTU cache (DF
-                    // set): the engine finds what the path carries by probing.
-                    let (level, opt) = match s.underlay.is_ipv6() {
-                        true => (libc::IPPROTO_IPV6, libc::IPV6_MTU_DISCOVER),
-                        false => (libc::IPPROTO_IP, libc::IP_MTU_DISCOVER),
-                    };
-                    let probe: libc::c_int = libc::IP_PMTUDISC_PROBE;
-                    // SAFETY: an int option on a socket we own.
-                    if unsafe { libc::setsockopt(std::os::fd::AsRawFd::as_raw_fd(&sock), level, opt, (&probe as *const libc::c_int).cast(), 4) } < 0 {
-                        return Err(std::io::Error::last_os_error()).context("setting path MTU discovery on a tunnel socket");
-                    }
+                    let (sock, r) = tunnel_socket(s, i, side)?;
                     endpoints.push((i, sock.local_addr()?));
-                    remote = Some(RemoteEnd { side, link_id: i as u32, transit_ns: 0, payload: vemu_engine::tunnel::payload_for_mtu(s.underlay_mtu, s.underlay.is_ipv6()), ipv6: s.underlay.is_ipv6() });
+                    remote = Some(r);
                     return Ok((Some(sock.into()), None));
                 }
                 let fd = taps[e.node][e.iface].take().ok_or_else(|| anyhow!("interface {} was not created", plan.endpoint_name(e)))?;
@@ -489,7 +512,28 @@ impl LocalWorker {
                 remote,
             });
         }
-        // Random streams: 2 per link, then 2 per segment member, all from the lab seed.
+        // Members here of segments elsewhere: links toward the segment's machine (random
+        // streams as the member's, below).
+        for &(g, k) in &self.spurs_here {
+            let m = &plan.segments[g].members[k];
+            let s = share.as_ref().ok_or_else(|| anyhow!("segment {g} leaves this machine"))?;
+            let t = plan.member_tunnel(g, k);
+            let (sock, remote) = tunnel_socket(s, t, 1)?;
+            endpoints.push((t, sock.local_addr()?));
+            let seed = 2 * t as u64;
+            specs.push(LinkSpec {
+                mtu: plan.nodes[m.end.node].ifaces[m.end.iface].mtu,
+                a: Some(taps[m.end.node][m.end.iface].take().ok_or_else(|| anyhow!("interface {} was not created", plan.endpoint_name(m.end)))?),
+                b: Some(sock.into()),
+                plane: None,
+                forward: m.egress.clone(),
+                reverse: m.ingress.clone(),
+                seeds: [derive_seed(plan.seed, seed), derive_seed(plan.seed, seed + 1)],
+                remote: Some(remote),
+            });
+        }
+        // Random streams: 2 per link, then 2 per segment member, all from the lab seed
+        // (those of a member are its tunnel's number × 2 and the next).
         let mut stream = 2 * plan.links.len() as u64;
         let mut segments = Vec::with_capacity(self.segs_here.len());
         for (gi, g) in plan.segments.iter().enumerate() {
@@ -502,10 +546,20 @@ impl LocalWorker {
             let mut devs = Vec::new();
             for (k, m) in g.members.iter().enumerate() {
                 let e = m.end;
+                let mut remote = None;
                 let fd = match plane.remove(&PlaneEnd::Member(gi, k)) {
                     Some((fd, d)) => {
                         devs.push(d);
                         fd
+                    }
+                    // A member on another machine: a UDP socket toward it.
+                    None if !here(e.node) => {
+                        let s = share.as_ref().ok_or_else(|| anyhow!("segment {gi} leaves this machine"))?;
+                        let t = plan.member_tunnel(gi, k);
+                        let (sock, r) = tunnel_socket(s, t, 0)?;
+                        endpoints.push((t, sock.local_addr()?));
+                        remote = Some(r);
+                        Some(sock.into())
                     }
                     None => Some(taps[e.node][e.iface].take().ok_or_else(|| anyhow!("interface {} was not created", plan.endpoint_name(e)))?),
                 };
@@ -517,6 +571,7 @@ impl LocalWorker {
                     egress: m.egress.clone(),
                     ingress: m.ingress.clone(),
                     seeds: [derive_seed(plan.seed, seed), derive_seed(plan.seed, seed + 1)],
+                    remote,
                 });
             }
             let radio = g.wireless.as_ref().map(|w| (w.medium.clone(), w.radios.iter().map(|r| r.start).collect()));
@@ -560,9 +615,13 @@ impl LocalWorker {
             let link = r.link_id as usize;
             let peer = peers.iter().find(|(l, _)| *l == link).map(|(_, a)| *a).ok_or_else(|| anyhow!("no tunnel address for link {link}"))?;
             let fd = if r.side == 0 { &spec.a } else { &spec.b };
-            let fd = fd.as_ref().ok_or_else(|| anyhow!("link {link} has no tunnel socket"))?;
-            let sock = std::net::UdpSocket::from(fd.try_clone()?);
-            sock.connect(peer).with_context(|| format!("joining link {link}'s tunnel to {peer}"))?;
+            join_tunnel(fd.as_ref(), link, peer)?;
+        }
+        for m in p.segments.iter().flat_map(|g| &g.members) {
+            let Some(r) = m.remote else { continue };
+            let t = r.link_id as usize;
+            let peer = peers.iter().find(|(l, _)| *l == t).map(|(_, a)| *a).ok_or_else(|| anyhow!("no tunnel address for tunnel {t}"))?;
+            join_tunnel(m.fd.as_ref(), t, peer)?;
         }
         let shards = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
         self.clock = Some(p.clock);
@@ -661,7 +720,11 @@ impl LocalWorker {
     fn local(&self, target: Target) -> Result<Target> {
         Ok(match target {
             Target::Link(l) => Target::Link(self.links_here.iter().position(|&x| x == l).ok_or_else(|| anyhow!("link {l} is not on this machine"))?),
-            Target::Member(g, m) => Target::Member(self.local_seg(g)?, m),
+            // A member here whose segment is elsewhere: its link toward it.
+            Target::Member(g, m) => match self.spurs_here.iter().position(|&x| x == (g, m)) {
+                Some(j) => Target::Link(self.links_here.len() + j),
+                None => Target::Member(self.local_seg(g)?, m),
+            },
         })
     }
 
@@ -672,7 +735,8 @@ impl LocalWorker {
 
 impl Worker for LocalWorker {
     fn capture(&mut self, on: &[CaptureSpec], tx: std::sync::mpsc::SyncSender<Captured>) -> Result<u64> {
-        let on = on.iter().map(|c| Ok(CaptureSpec { target: self.local(c.target)?, ..*c })).collect::<Result<Vec<_>>>()?;
+        // (A member's link toward its segment has the member at side a.)
+        let on = on.iter().map(|c| Ok(CaptureSpec { target: self.local(c.target)?, side: if self.local(c.target)? == c.target { c.side } else { 0 }, ..*c })).collect::<Result<Vec<_>>>()?;
         self.engine()?.capture(&on, tx)
     }
 
@@ -719,6 +783,9 @@ impl Worker for LocalWorker {
                 for (k, &g) in self.segs_here.iter().enumerate() {
                     members[g] = (0..self.sizes[g]).map(|m| e.stats(Target::Member(k, m))).collect();
                     segments[g] = e.segment_stats(k);
+                }
+                for (j, &(g, m)) in self.spurs_here.iter().enumerate() {
+                    members[g][m] = e.stats(Target::Link(self.links_here.len() + j));
                 }
                 let diverts = self.diverter.as_ref().map(|d| d.stats()).unwrap_or_default();
                 Ok(WorkerReply::Stats(Counters { links, members, segments, shard_work_ns: e.work_ns(), fast_path: self.fast_path.clone(), engine_faults: e.faults(), diverts }))

@@ -98,6 +98,11 @@ pub struct MemberConfig {
     pub seeds: [u64; 2],
     /// MTU of the member's interface, as [`LinkConfig::mtu`].
     pub mtu: u32,
+    /// The member is on another machine: `Some(transit_ns)`. Its egress direction is
+    /// carried out there (frames from it come in by [`Core::handle_delivered`] as they
+    /// reach the switch); its ingress is carried out here, and frames leave toward it
+    /// `transit_ns` (the underlay's one-way delay) before their delivery time.
+    pub remote: Option<u64>,
 }
 
 /// A LAN segment (a learning switch) or, with `radio`, a wireless segment.
@@ -234,6 +239,8 @@ struct MemberState {
     dirs: [LinkDir; 2],
     counters: [u32; 2],
     mtu: u32,
+    /// On another machine: how early frames leave toward it (ns).
+    remote: Option<u64>,
 }
 
 struct SegState {
@@ -593,7 +600,7 @@ impl Core {
         for (i, m) in cfg.members.into_iter().enumerate() {
             let port = self.port(Owner::Member { seg, member: i as u32 });
             let counters = [self.counter(), self.counter()];
-            members.push(MemberState { port, dirs: [LinkDir::new(m.egress, m.seeds[0]), LinkDir::new(m.ingress, m.seeds[1])], counters, mtu: m.mtu });
+            members.push(MemberState { port, dirs: [LinkDir::new(m.egress, m.seeds[0]), LinkDir::new(m.ingress, m.seeds[1])], counters, mtu: m.mtu, remote: m.remote });
         }
         let capacity = cfg.capacity_bps.map(|rate| LinkDir::new(Impairments { rate_bps: Some(rate), ..Default::default() }, 0));
         let radio = cfg.radio.map(|(mc, pos)| {
@@ -611,7 +618,8 @@ impl Core {
         }
         let ports = members.iter().map(|m| m.port).collect();
         let member_count = members.len() as u32;
-        let kernel = (cfg.kernel_path && radio.is_none()).then_some(false);
+        let spans = members.iter().any(|m| m.remote.is_some());
+        let kernel = (cfg.kernel_path && radio.is_none() && !spans).then_some(false);
         self.segments.push(SegState {
             switch,
             members,
@@ -697,7 +705,7 @@ impl Core {
             Hop::Member(seg, member, 0) => (Action::Switch { seg, member }, None),
             Hop::Member(seg, member, _) => {
                 let m = &self.segments[seg as usize].members[member as usize];
-                (Action::Write { port: m.port, counter: m.counters[1] }, None)
+                (Action::Write { port: m.port, counter: m.counters[1] }, m.remote)
             }
         };
         for mut a in acc.drain(..) {
@@ -802,38 +810,65 @@ impl Core {
         self.accepted = acc;
     }
 
-    /// A frame from another machine for `port`, a link end whose far side is there:
-    /// that machine's core carried out the direction (and counted it); it is handed
-    /// out for `port` at once, and captures see it arrive.
+    /// A frame from another machine for `port`: a link end whose far side is there
+    /// (that machine's core carried out the direction and counted it: the frame is
+    /// handed out for `port` at once, and captures see it arrive), or a segment member
+    /// that is there (its machine carried out the member's egress: the frame reaches the
+    /// switch or radio channel now).
     pub fn handle_delivered(&mut self, now: u64, port: PortId, frame: Vec<u8>) {
         if frame.len() < MIN_FRAME || port as usize >= self.ports.len() {
             return;
         }
+        self.now_ns = self.now_ns.max(now);
         let frame = Arc::new(frame);
         let wire = gso::wire_size(gso::frame_gso(&frame).as_ref(), frame.len() - VNET_HDR_LEN);
-        self.push(Accepted { at_ns: now, wire, frame }, Action::Deliver { port });
+        let action = match self.ports[port as usize].owner {
+            Owner::Member { seg, member } => Action::Switch { seg, member },
+            Owner::Link { .. } => Action::Deliver { port },
+        };
+        self.push(Accepted { at_ns: now, wire, frame }, action);
     }
 
     /// The underlay's one-way delay toward `port`, the side of a link on another
     /// machine, is now `transit_ns` (as measured): frames toward it leave that much
     /// before their delivery time from now on.
     pub fn set_transit(&mut self, port: PortId, transit_ns: u64) {
-        if let Some(Owner::Link { link, side }) = self.ports.get(port as usize).map(|p| p.owner) {
-            let l = &mut self.links[link as usize];
-            l.transit_ns[side as usize] = transit_ns;
-            // Frames toward side b go forward (direction 0), toward a in reverse.
-            self.counters[l.counters[1 - side as usize] as usize].transit_ns.store(transit_ns, Relaxed);
+        match self.ports.get(port as usize).map(|p| p.owner) {
+            Some(Owner::Link { link, side }) => {
+                let l = &mut self.links[link as usize];
+                l.transit_ns[side as usize] = transit_ns;
+                // Frames toward side b go forward (direction 0), toward a in reverse.
+                self.counters[l.counters[1 - side as usize] as usize].transit_ns.store(transit_ns, Relaxed);
+            }
+            Some(Owner::Member { seg, member }) => {
+                let m = &mut self.segments[seg as usize].members[member as usize];
+                if m.remote.is_some() {
+                    m.remote = Some(transit_ns);
+                    self.counters[m.counters[1] as usize].transit_ns.store(transit_ns, Relaxed);
+                }
+            }
+            None => {}
         }
+    }
+
+    /// The counter of the direction that carries frames toward (`toward`) or from a
+    /// port whose far side is on another machine.
+    fn remote_counter(&self, port: PortId, toward: bool) -> Option<&DirCounters> {
+        let c = match self.ports.get(port as usize)?.owner {
+            Owner::Link { link, side } => self.links[link as usize].counters[side as usize ^ toward as usize],
+            Owner::Member { seg, member } => self.segments[seg as usize].members[member as usize].counters[toward as usize],
+        };
+        Some(&self.counters[c as usize])
     }
 
     /// The underlay lost `lost` frames in all (so far) of those that came to `port` —
     /// the far side of a link, on another machine — from there: counted for the
     /// direction from that side.
     pub fn set_underlay_lost(&mut self, port: PortId, lost: u64) {
-        if let Some(Owner::Link { link, side }) = self.ports.get(port as usize).map(|p| p.owner) {
-            let l = &self.links[link as usize];
-            // Frames from side a go forward (direction 0), from b in reverse.
-            self.counters[l.counters[side as usize] as usize].underlay_lost.store(lost, Relaxed);
+        // Frames from side a go forward (direction 0), from b in reverse; from a member,
+        // by its egress.
+        if let Some(c) = self.remote_counter(port, false) {
+            c.underlay_lost.store(lost, Relaxed);
         }
     }
 
@@ -853,9 +888,8 @@ impl Core {
     /// The tunnel toward `port` (a link side on another machine) carries datagrams of up
     /// to `bytes` of payload (probed): shown in the stats of the direction toward it.
     pub fn set_path_payload(&mut self, port: PortId, bytes: u64) {
-        if let Some(Owner::Link { link, side }) = self.ports.get(port as usize).map(|p| p.owner) {
-            let l = &self.links[link as usize];
-            self.counters[l.counters[1 - side as usize] as usize].path_payload.store(bytes, Relaxed);
+        if let Some(c) = self.remote_counter(port, true) {
+            c.path_payload.store(bytes, Relaxed);
         }
     }
 
@@ -1087,9 +1121,12 @@ impl Core {
     /// shares the frame's bytes.
     fn switch(&mut self, t: u64, seg: u32, member: u32, wire: (u32, u64), frame: Frame) {
         let g = &mut self.segments[seg as usize];
-        let sent = &self.counters[g.members[member as usize].counters[0] as usize];
-        sent.tx_frames.fetch_add(wire.0 as u64, Relaxed);
-        sent.tx_bytes.fetch_add(wire.1, Relaxed);
+        // (A member on another machine: its machine counted its egress.)
+        if g.members[member as usize].remote.is_none() {
+            let sent = &self.counters[g.members[member as usize].counters[0] as usize];
+            sent.tx_frames.fetch_add(wire.0 as u64, Relaxed);
+            sent.tx_bytes.fetch_add(wire.1, Relaxed);
+        }
         if g.radio.is_some() {
             self.to_air(t, seg, member, wire, frame);
             return;

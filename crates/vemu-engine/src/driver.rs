@@ -119,6 +119,21 @@ const PROBE_EARLY_NS: u64 = 200_000_000;
 const PROBE_LATER_NS: u64 = 1_000_000_000;
 
 impl TunnelPort {
+    /// The tunnel of `r`, sending in direction `dir_out` (receiving in the other) and
+    /// handing what it receives to the core as for port `deliver_to`.
+    pub fn new(r: crate::RemoteEnd, dir_out: u8, deliver_to: u32) -> TunnelPort {
+        TunnelPort {
+            vni_out: tunnel::vni(r.link_id, dir_out),
+            vni_in: tunnel::vni(r.link_id, 1 - dir_out),
+            deliver_to,
+            mtu: tunnel::PathMtu::new(r.payload, r.ipv6),
+            seq: 0,
+            reasm: tunnel::Reassembler::new(),
+            dgrams: Vec::new(),
+            min_rtt_ns: None,
+        }
+    }
+
     /// Send a frame that left at `at_ns`; whether every datagram went. A datagram the
     /// machine's own interface cannot carry makes the tunnel fall back to the safe size.
     fn send(&mut self, fd: RawFd, frame: &[u8], at_ns: u64) -> bool {

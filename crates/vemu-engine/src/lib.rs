@@ -130,6 +130,10 @@ pub struct MemberSpec {
     pub seeds: [u64; 2],
     /// MTU of the member's interface.
     pub mtu: u32,
+    /// The member is on another machine (`side` 0: the member's; its VNIs are those of
+    /// its tunnel): `fd` is then a UDP socket connected to that machine's engine, which
+    /// carries out the member's egress.
+    pub remote: Option<RemoteEnd>,
 }
 
 /// An interface to capture on: a link end (`Target::Link`, side 0 = a, 1 = b) or a
@@ -230,16 +234,7 @@ impl Engine {
                 (_, Some(r)) => {
                     let side = r.side.min(1);
                     let mut kinds = [PortDev::Tap, PortDev::Tap];
-                    kinds[side] = PortDev::Tunnel(Box::new(TunnelPort {
-                        vni_out: tunnel::vni(r.link_id, 1 - side as u8),
-                        vni_in: tunnel::vni(r.link_id, side as u8),
-                        deliver_to: ports[1 - side],
-                        mtu: tunnel::PathMtu::new(r.payload, r.ipv6),
-                        seq: 0,
-                        reasm: tunnel::Reassembler::new(),
-                        dgrams: Vec::new(),
-                        min_rtt_ns: None,
-                    }));
+                    kinds[side] = PortDev::Tunnel(Box::new(TunnelPort::new(r, 1 - side as u8, ports[1 - side])));
                     plane.extend(kinds);
                 }
                 (Some([a, b]), None) => plane.extend([PortDev::Plane(PlanePort { devs: a, far_veth: Some(b.veth) }), PortDev::Plane(PlanePort { devs: b, far_veth: Some(a.veth) })]),
@@ -259,12 +254,15 @@ impl Engine {
             let s = lightest(&cores);
             let (core, fds, plane) = &mut cores[s];
             let local = core.segment_count();
-            let mut devs = g.plane.take().filter(|d| fast.is_some() && g.radio.is_none() && d.len() == g.members.len());
+            let spans = g.members.iter().any(|m| m.remote.is_some());
+            let mut devs = g.plane.take().filter(|d| fast.is_some() && g.radio.is_none() && !spans && d.len() == g.members.len());
             let mut fds_of: Vec<Option<OwnedFd>> = Vec::with_capacity(g.members.len());
             let mut members = Vec::with_capacity(g.members.len());
+            let mut remotes = Vec::with_capacity(g.members.len());
             for m in g.members {
                 fds_of.push(m.fd);
-                members.push(MemberConfig { vlan: m.vlan, egress: m.egress, ingress: m.ingress, seeds: m.seeds, mtu: m.mtu });
+                remotes.push(m.remote);
+                members.push(MemberConfig { vlan: m.vlan, egress: m.egress, ingress: m.ingress, seeds: m.seeds, mtu: m.mtu, remote: m.remote.map(|r| r.transit_ns) });
             }
             let count = members.len();
             let ports = core.add_segment(SegmentConfig { members, capacity_bps: g.capacity_bps, aging_ns: g.aging_ns, snooping: g.snooping, radio: g.radio, kernel_path: devs.is_some() });
@@ -286,9 +284,11 @@ impl Engine {
             tapless.segments.push(devs.as_ref().is_some_and(|d| d.iter().any(|x| x.tap.is_none())));
             for (i, fd) in fds_of.into_iter().enumerate() {
                 fds.push(fd);
-                plane.push(match &devs {
-                    Some(d) => PortDev::Plane(PlanePort { devs: d[i], far_veth: None }),
-                    None => PortDev::Tap,
+                plane.push(match (&devs, remotes[i]) {
+                    // The member's machine sends in direction 0 (egress), this one in 1.
+                    (_, Some(r)) => PortDev::Tunnel(Box::new(TunnelPort::new(r, 1, ports[i]))),
+                    (Some(d), None) => PortDev::Plane(PlanePort { devs: d[i], far_veth: None }),
+                    (None, None) => PortDev::Tap,
                 });
             }
             member_counters.push((0..count).map(|m| core.counters(Target::Member(local, m))).collect());

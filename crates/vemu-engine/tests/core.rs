@@ -184,7 +184,7 @@ fn link_seeded(forward: Impairments, reverse: Impairments, seeds: [u64; 2]) -> (
 /// A LAN of `n` members with the given per-member (egress, ingress) impairments.
 fn lan(members: Vec<(u16, Impairments, Impairments)>, capacity_bps: Option<u64>, aging_ns: u64) -> (Sim, Vec<PortId>) {
     let mut core = Core::new();
-    let members = members.into_iter().enumerate().map(|(i, (vlan, egress, ingress))| MemberConfig { vlan, egress, ingress, seeds: [2 * i as u64, 2 * i as u64 + 1], mtu: 0 }).collect();
+    let members = members.into_iter().enumerate().map(|(i, (vlan, egress, ingress))| MemberConfig { vlan, egress, ingress, seeds: [2 * i as u64, 2 * i as u64 + 1], mtu: 0, remote: None }).collect();
     let ports = core.add_segment(SegmentConfig { members, capacity_bps, aging_ns, radio: None, ..Default::default() });
     (Sim::new(core), ports)
 }
@@ -1404,6 +1404,53 @@ fn captures_on_the_receiving_machine_see_frames_from_the_other() {
     let caps: Vec<u64> = s.machines[1].events.iter().filter_map(|e| match e { Event::Capture { capture: 9, t_ns, outgoing: false, .. } => Some(*t_ns), _ => None }).collect();
     assert_eq!(caps, vec![MS]);
     assert_eq!(s.delivered[1].len(), 1);
+}
+
+#[test]
+fn a_lan_member_on_another_machine_has_its_egress_there_and_its_ingress_at_the_switch() {
+    // The LAN's machine (the switch) holds members 0 and 1; member 2 is on another
+    // machine, reached over an underlay of 100 us one way. There, the member's port is a
+    // link whose forward direction is its egress and whose far side is the switch.
+    let t = 100 * US;
+    let mut owner = Core::new();
+    let members = vec![
+        MemberConfig { vlan: 1, ingress: delay(MS), seeds: [1, 2], ..Default::default() },
+        MemberConfig { vlan: 1, seeds: [3, 4], ..Default::default() },
+        MemberConfig { vlan: 1, egress: delay(2 * MS), ingress: delay(MS), seeds: [5, 6], remote: Some(t), ..Default::default() },
+    ];
+    let p = owner.add_segment(SegmentConfig { members, aging_ns: 300_000 * MS, kernel_path: true, ..Default::default() });
+    let mut owner = Sim::new(owner);
+    let mut far = Core::new();
+    let [node, tunnel] = far.add_link(LinkConfig { forward: delay(2 * MS), reverse: delay(MS), seeds: [5, 6], mtu: 1500, kernel_path: false, remote: Some((1, t)) });
+    let mut far = Sim::new(far);
+    // Member 2's node broadcasts at 0: its egress (2 ms) runs on its machine, which sends
+    // the frame early by the underlay's delay, so that it reaches the switch at 2 ms.
+    far.send(0, node, eth([0xff; 6], mac(3), 100, 1));
+    far.run_until(5 * MS);
+    let (left, port, frame) = far.out.remove(0);
+    assert_eq!((left, port), (2 * MS - t, tunnel));
+    owner.core.handle_delivered(left + t, p[2], frame.to_vec());
+    owner.now = left + t;
+    owner.run_until(10 * MS);
+    let got: Vec<(u64, PortId, u32)> = owner.out.drain(..).map(|(at, port, f)| (at, port, seq_of(&f))).collect();
+    assert_eq!(got, vec![(2 * MS, p[1], 1), (3 * MS, p[0], 1)]);
+    // Member 0 broadcasts at 10 ms: member 2's ingress (1 ms) runs at the switch, whose
+    // machine sends early by the underlay's delay; the far machine delivers on arrival.
+    owner.send(10 * MS, p[0], eth([0xff; 6], mac(1), 100, 2));
+    owner.run_until(20 * MS);
+    let got: Vec<(u64, PortId, u32)> = owner.out.drain(..).map(|(at, port, f)| (at, port, seq_of(&f))).collect();
+    assert_eq!(got, vec![(10 * MS, p[1], 2), (11 * MS - t, p[2], 2)]);
+    // Each direction counted once, where it is carried out; no kernel path for a LAN
+    // that spans machines.
+    assert_eq!((owner.stats(Target::Member(0, 2), 0).tx_frames, far.stats(Target::Link(0), 0).tx_frames), (0, 1));
+    assert_eq!(owner.stats(Target::Member(0, 2), 1).tx_frames, 1);
+    assert!(owner.events.iter().all(|e| !matches!(e, Event::Path { .. })));
+    // The measured transit is the new lead.
+    owner.core.set_transit(p[2], 40 * US);
+    owner.send(30 * MS, p[1], eth([0xff; 6], mac(2), 100, 3));
+    owner.run_until(40 * MS);
+    assert_eq!(owner.out.iter().find(|o| o.1 == p[2]).map(|o| o.0), Some(31 * MS - 40 * US));
+    assert_eq!(owner.stats(Target::Member(0, 2), 1).transit_ns, 40 * US);
 }
 
 /// A UDP/IPv4 frame from host 1 to host 2 with `dscp`, `len` Ethernet bytes, carrying

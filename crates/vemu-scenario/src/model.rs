@@ -467,7 +467,37 @@ impl Plan {
     /// frames come through a packet socket, never a veth).
     pub fn kernel_lan(&self, g: usize) -> bool {
         let seg = &self.segments[g];
-        seg.wireless.is_none() && seg.members.iter().all(|m| m.vlan == seg.members[0].vlan && self.nodes[m.end.node].kind != NodeKind::External)
+        seg.wireless.is_none() && !self.spans(g) && seg.members.iter().all(|m| m.vlan == seg.members[0].vlan && self.nodes[m.end.node].kind != NodeKind::External)
+    }
+
+    /// The machine of segment `g`'s switch or radio channel: its first member's. Members
+    /// on other machines reach it through tunnels ([`Plan::member_tunnel`]).
+    pub fn segment_machine(&self, g: usize) -> usize {
+        self.segments[g].members.first().map_or(0, |m| self.nodes[m.end.node].machine)
+    }
+
+    /// Whether segment `g` has members on more than one machine.
+    pub fn spans(&self, g: usize) -> bool {
+        let at = self.segment_machine(g);
+        self.segments[g].members.iter().any(|m| self.nodes[m.end.node].machine != at)
+    }
+
+    /// The number of the tunnel between member `k` of segment `g` and the segment's
+    /// machine, when they differ (its VNIs; direction 0 = the member's egress, toward the
+    /// segment's machine, 1 = its ingress): after the links' numbers, the same on every
+    /// machine.
+    pub fn member_tunnel(&self, g: usize, k: usize) -> usize {
+        self.links.len() + self.segments[..g].iter().map(|s| s.members.len()).sum::<usize>() + k
+    }
+
+    /// The machines of every tunnel's two sides (links: ends a and b; then every segment
+    /// member: its node's machine, the segment's), by tunnel number; both the same where
+    /// nothing crosses machines.
+    pub fn tunnel_machines(&self) -> Vec<[usize; 2]> {
+        let at = |e: EndpointRef| self.nodes[e.node].machine;
+        let links = self.links.iter().map(|l| [at(l.a), at(l.b)]);
+        let members = self.segments.iter().enumerate().flat_map(|(g, s)| s.members.iter().map(move |m| [at(m.end), self.segment_machine(g)]));
+        links.chain(members).collect()
     }
 
     pub fn segment_index(&self, name: &str) -> Option<usize> {

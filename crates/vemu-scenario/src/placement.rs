@@ -1,7 +1,9 @@
 //! Which machine hosts each node of a lab that spans machines: pinned nodes
 //! (`machine:`) where they are pinned, the others spread so that the machines carry
 //! about the same expected load and the links between machines carry as little as
-//! possible. The members of a segment (a LAN or wireless medium) stay on one machine.
+//! possible. The members of a segment (a LAN or wireless medium) stay on one machine,
+//! unless the scenario pins them to several: then each member is placed as a node of
+//! its own, tied to the segment's first member as by an unlimited link.
 //!
 //! A node weighs its expected CPU (its `cpu:` limit, else one core); a link weighs what
 //! it may carry (its set bandwidth, [`UNLIMITED_LINK_MBIT`] for a link without one).
@@ -61,7 +63,8 @@ pub fn link_weight_mbit(forward_bps: Option<u64>, reverse_bps: Option<u64>) -> u
 /// Why nodes cannot be placed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PlaceError {
-    /// A segment has members pinned to two machines: (segment, node a, machine a, node b, machine b).
+    /// Segments that share nodes are kept on one machine, but their members are pinned
+    /// to two: (segment, node a, machine a, node b, machine b).
     SegmentSplit { segment: usize, nodes: [usize; 2], machines: [usize; 2] },
 }
 
@@ -91,7 +94,12 @@ fn groups(g: &Graph, k: usize) -> Result<Groups, PlaceError> {
         }
         r
     }
-    for seg in &g.segments {
+    // A segment pinned to several machines spans them; the others keep together.
+    let spans = |seg: &Vec<usize>| {
+        let mut pins = seg.iter().filter_map(|&i| g.pins.get(i).copied().flatten().map(|m| m.min(k - 1)));
+        pins.next().is_some_and(|first| pins.any(|m| m != first))
+    };
+    for seg in g.segments.iter().filter(|s| !spans(s)) {
         for w in seg.windows(2) {
             let (a, b) = (find(&mut parent, w[0]), find(&mut parent, w[1]));
             if a != b {
@@ -118,7 +126,7 @@ fn groups(g: &Graph, k: usize) -> Result<Groups, PlaceError> {
         let Some(m) = g.pins[i] else { continue };
         match pin[of[i]] {
             Some((m0, i0)) if m0 != m.min(k - 1) => {
-                let segment = g.segments.iter().position(|s| s.contains(&i) && s.contains(&i0)).unwrap_or(0);
+                let segment = g.segments.iter().position(|s| s.contains(&i) && s.contains(&i0)).or_else(|| g.segments.iter().position(|s| s.contains(&i))).unwrap_or(0);
                 return Err(PlaceError::SegmentSplit { segment, nodes: [i0, i], machines: [m0, m] });
             }
             Some(_) => {}
@@ -126,12 +134,14 @@ fn groups(g: &Graph, k: usize) -> Result<Groups, PlaceError> {
         }
     }
     let mut adj: Vec<Vec<(usize, u64)>> = vec![Vec::new(); count];
-    for (j, &(a, b)) in g.links.iter().enumerate() {
+    let stars = g.segments.iter().filter(|s| spans(s)).flat_map(|s| s.iter().skip(1).map(|&i| ((s[0], i), UNLIMITED_LINK_MBIT)));
+    let links = g.links.iter().copied().zip(g.link_weights.iter().copied().chain(std::iter::repeat(1)));
+    for ((a, b), w) in links.chain(stars) {
         let (ga, gb) = (of[a], of[b]);
         if ga == gb {
             continue;
         }
-        let w = g.link_weights.get(j).copied().unwrap_or(1).max(1) as u64;
+        let w = w.max(1) as u64;
         for (x, y) in [(ga, gb), (gb, ga)] {
             match adj[x].iter_mut().find(|(z, _)| *z == y) {
                 Some(e) => e.1 += w,
@@ -386,15 +396,21 @@ mod tests {
     }
 
     #[test]
-    fn a_segment_stays_on_one_machine_and_split_pins_are_refused() {
+    fn a_segment_stays_on_one_machine_unless_pinned_to_several() {
         let g = Graph::unweighted(vec![None; 5], vec![(0, 1)], vec![vec![1, 2, 3, 4]]);
         let at = place(&g, 2).unwrap();
         assert!(at[1..].iter().all(|&m| m == at[1]), "{at:?}");
-        let mut pins = vec![None; 5];
+        // Pinned to two machines: it spans them, its other members placed one by one.
+        let mut pins = vec![None; 6];
         pins[1] = Some(0);
         pins[3] = Some(1);
-        let g = Graph::unweighted(pins, vec![], vec![vec![1, 2, 3, 4]]);
-        assert_eq!(place(&g, 2), Err(PlaceError::SegmentSplit { segment: 0, nodes: [1, 3], machines: [0, 1] }));
+        let g = Graph::unweighted(pins.clone(), vec![], vec![vec![1, 2, 3, 4, 5]]);
+        let at = place(&g, 2).unwrap();
+        assert_eq!((at[1], at[3]), (0, 1));
+        assert_eq!(at, place(&g, 2).unwrap());
+        // Two segments that share a node keep together, and cannot then be split by pins.
+        let g = Graph::unweighted(pins, vec![], vec![vec![1, 2], vec![2, 3]]);
+        assert_eq!(place(&g, 2), Err(PlaceError::SegmentSplit { segment: 1, nodes: [1, 3], machines: [0, 1] }));
     }
 
     #[test]

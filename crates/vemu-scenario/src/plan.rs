@@ -168,7 +168,7 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
             Err(crate::placement::PlaceError::SegmentSplit { segment, nodes: [a, b], machines: [ma, mb] }) => {
                 let g = &s.segments[segment];
                 let m = format!(
-                    "segment '{}' would span machines: '{}' is pinned to '{}' and '{}' to '{}' (a segment's members must be on one machine)",
+                    "segment '{}' shares nodes with another segment, which keeps them on one machine, but '{}' is pinned to '{}' and '{}' to '{}' (a segment spans machines only when its own members are pinned to several)",
                     g.name, s.nodes[a].name, s.machines[ma].name, s.nodes[b].name, s.machines[mb].name
                 );
                 err(&mut errors, g.mark, &g.field, m);

@@ -555,13 +555,21 @@ fn machines_pins_and_placement() {
         ("machines: {m1: 10.0.0.1}\nnodes:\n  a: {machine: x}\n", "unknown machine 'x' (the machines are m1)"),
         ("machines: {m1: somewhere}\nnodes: {a: {}}\n", "t.yaml:1:16: machines.m1: expected the address of the machine's agent (an IP address, with ':PORT' if not 14790), got 'somewhere'"),
         (
-            "machines: {m1: 10.0.0.1, m2: 10.0.0.2}\nnodes: {a: {machine: m1}, b: {machine: m2}}\nsegments:\n  lan: {members: [a, b]}\n",
-            "segment 'lan' would span machines: 'a' is pinned to 'm1' and 'b' to 'm2' (a segment's members must be on one machine)",
+            "machines: {m1: 10.0.0.1, m2: 10.0.0.2}\nnodes: {a: {machine: m1}, b: {}, c: {machine: m2}}\nsegments:\n  l1: {members: [a, b]}\n  l2: {members: [b, c]}\n",
+            "segment 'l2' shares nodes with another segment, which keeps them on one machine, but 'a' is pinned to 'm1' and 'c' to 'm2'",
         ),
     ] {
         let m = one_error(yaml);
         assert!(m.contains(want), "{yaml}: {m}");
     }
+    // A segment whose members are pinned to two machines spans them: its switch is on its
+    // first member's machine, and the kernel never switches it.
+    let p = ok("machines: {m1: 10.0.0.1, m2: 10.0.0.2}\nnodes: {a: {machine: m1}, b: {machine: m2}, c: {}}\nsegments:\n  lan: {members: [a, b, c]}\n");
+    assert_eq!((p.nodes[0].machine, p.nodes[1].machine), (0, 1));
+    assert!(p.spans(0) && !p.kernel_lan(0));
+    assert_eq!(p.segment_machine(0), 0);
+    assert_eq!(p.tunnel_machines(), vec![[0, 0], [1, 0], [p.nodes[2].machine, 0]]);
+    assert_eq!(p.member_tunnel(0, 2), 2);
 }
 
 /// `vemu up --machines @FILE`: a cluster file, one machine a line, problems at file:line.

@@ -508,9 +508,17 @@ fn print_placement(plan: &Plan) {
     }
     let cut: Vec<&vemu_scenario::LinkPlan> = plan.links.iter().filter(|l| plan.nodes[l.a.node].machine != plan.nodes[l.b.node].machine).collect();
     let unlimited = cut.iter().filter(|l| l.forward.rate_bps.is_none() || l.reverse.rate_bps.is_none()).count();
-    let rate_mbit: f64 = cut.iter().map(|l| l.forward.rate_bps.unwrap_or(0).max(l.reverse.rate_bps.unwrap_or(0)) as f64 / 1e6).sum();
+    // (+ 0.0: an empty sum of floats is -0.)
+    let rate_mbit: f64 = cut.iter().map(|l| l.forward.rate_bps.unwrap_or(0).max(l.reverse.rate_bps.unwrap_or(0)) as f64 / 1e6).sum::<f64>() + 0.0;
     let more = if unlimited > 0 { format!(" (+{unlimited} without a rate)") } else { String::new() };
     println!("cut: {} links, {rate_mbit:.0} Mbit/s{more}", cut.len());
+    // Segments whose members are on several machines: each such member reaches the
+    // segment's machine through a tunnel of its own.
+    for (g, seg) in plan.segments.iter().enumerate().filter(|&(g, _)| plan.spans(g)) {
+        let at = plan.segment_machine(g);
+        let away = seg.members.iter().filter(|m| plan.nodes[m.end.node].machine != at).count();
+        println!("segment {} spans machines: its {} on machine {}, {away} of {} members elsewhere", seg.name, if seg.wireless.is_some() { "radio channel" } else { "switch" }, plan.machines[at].name, seg.members.len());
+    }
 }
 
 fn load_plan(lab: &str) -> Result<Plan> {

@@ -688,3 +688,108 @@ links:
         assert_eq!(m.leftovers(i), "", "machine {i} keeps something after down");
     }
 }
+
+/// A MANET on two machines: the five-node radio line with n1, n2 on machine a and n4,
+/// n5 on b (examples/manet-two-machines.yaml). The radio channel runs on a; n4's and n5's
+/// frames reach it, and its deliveries reach them, through tunnels. babeld routes n1 to
+/// n5 over exactly 4 hops across the machines; the channel's view (who hears whom, who
+/// sent to whom) includes the far members; each member's directions are counted once,
+/// with the underlay's delay taken off both ways; moving n3 away (an order to a's
+/// channel) cuts the line; `down` leaves nothing on either machine.
+#[test]
+fn a_manet_across_two_machines_routes_with_babeld_over_one_radio_channel() {
+    let _g = serial();
+    let m = Machines::start("vw", 83, &["a", "b"]);
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/manet-two-machines.yaml");
+    m.labs.lock().unwrap().push("xw".into());
+    let o = m.vemu(&["up", file.to_str().unwrap(), "--name", "xw", "--machines", "a=10.83.0.1,b=10.83.0.2"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let st: serde_json::Value = serde_json::from_slice(&m.vemu(&["status", "--lab", "xw", "--json"]).stdout).unwrap();
+    let machine_of = |n: &str| st["nodes"].as_array().unwrap().iter().find(|x| x["name"] == n).unwrap()["machine"].as_str().unwrap().to_string();
+    assert_eq!((machine_of("n1"), machine_of("n2"), machine_of("n4"), machine_of("n5")), ("a".into(), "a".into(), "b".into(), "b".into()));
+    let ping = |ttl: &str| m.vemu(&["exec", "--lab", "xw", "n1", "--", "ping", "-c", "1", "-W", "2", "-t", ttl, "10.255.0.5"]);
+    eventually(90, "n1 reaches n5's loopback across the machines", || ping("64").status.success());
+    // Exactly 4 hops: a TTL of 3 dies at n4 (on machine b), a TTL of 4 arrives.
+    let o = ping("3");
+    assert!(!o.status.success() && text(&o).contains("Time to live exceeded"), "{}", text(&o));
+    let o = ping("4");
+    assert!(o.status.success(), "{}", text(&o));
+    // The channel (on a) knows the far members: n5 hears n4 only, and sent to n4 only.
+    let st: serde_json::Value = serde_json::from_slice(&m.vemu(&["status", "--lab", "xw", "--json"]).stdout).unwrap();
+    let n5 = &st["segments"][0]["members"][4]["radio"];
+    let names = |v: &serde_json::Value| v.as_array().unwrap().iter().map(|n| n["node"].as_str().unwrap().to_string()).collect::<Vec<_>>();
+    assert_eq!((names(&n5["neighbours"]), names(&n5["sent_to"])), (vec!["n4".to_string()], vec!["n4".to_string()]), "{n5}");
+    // n5's egress is carried out (and counted) on b, its ingress on a; both lead by the
+    // underlay's one-way delay, measured.
+    let port = &st["segments"][0]["members"][4];
+    for d in ["egress", "ingress"] {
+        let s = &port[d]["stats"];
+        let (tx, transit) = (s["tx_frames"].as_u64().unwrap(), s["transit_ns"].as_u64().unwrap());
+        assert!(tx > 0 && transit > 0 && transit < 5_000_000, "n5's {d}: {port}");
+        assert!(s["rx_frames"].as_u64().unwrap() >= tx, "n5's {d} counted twice: {port}");
+    }
+    // n3 walks away: a's channel hears of it, and the line is cut.
+    let o = m.vemu(&["node", "move", "n3", "--to", "500,1000", "--lab", "xw"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = m.vemu(&["exec", "--lab", "xw", "n1", "--", "ping", "-c", "3", "-i", "0.2", "-W", "1", "10.255.0.5"]);
+    assert!(!o.status.success(), "still reachable with n3 away: {}", text(&o));
+    let o = m.vemu(&["down", "--lab", "xw"]);
+    assert!(o.status.success(), "{}", text(&o));
+    for i in 0..2 {
+        assert_eq!(m.leftovers(i), "", "machine {i} keeps something after down");
+    }
+}
+
+/// A LAN across two machines: h1, h2 on a (with the switch), h3 on b with 2 ms egress and
+/// 1 ms ingress. Ping RTTs are the set delays (the underlay's taken off both ways), ARP
+/// and broadcasts cross, `link set` on h3's port takes effect where each direction is
+/// carried out, and a capture of h3 sees each frame once.
+#[test]
+fn a_lan_across_two_machines_keeps_each_ports_delays() {
+    let _g = serial();
+    let m = Machines::start("vl", 84, &["a", "b"]);
+    let yaml = "name: xl\naddressing: {ipv6: none}\nmachines: {a: 10.84.0.1, b: 10.84.0.2}\nnodes:\n  h1: {machine: a}\n  h2: {machine: a}\n  h3: {machine: b}\nsegments:\n  lan:\n    members:\n      - {node: h1}\n      - {node: h2}\n      - {node: h3, egress: {delay: 2ms}, ingress: {delay: 1ms}}\n";
+    let o = m.up("xl", yaml);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = m.vemu(&["check", &write_scenario("xl", yaml).to_string_lossy(), "--machines", "a=10.84.0.1,b=10.84.0.2"]);
+    assert!(text(&o).contains("segment lan spans machines: its switch on machine a, 1 of 3 members elsewhere"), "{}", text(&o));
+    let ping = |from: &str, to: &str| m.vemu(&["exec", "--lab", "xl", from, "--", "ping", "-c", "5", "-i", "0.2", "-W", "2", to]);
+    // Let the underlay's delay be measured (probes in the first second), then: h1 -> h3
+    // is 1 ms there and 2 ms back; h3 -> h2 the same; h1 -> h2 stays local (no delay).
+    std::thread::sleep(Duration::from_millis(1500));
+    for (from, to, want) in [("h1", "10.0.0.3", 3.0), ("h3", "10.0.0.2", 3.0), ("h1", "10.0.0.2", 0.0)] {
+        let rtt = min_rtt_ms(&ping(from, to));
+        eprintln!("LAN across 2 machines: {from} -> {to} min RTT {rtt:.3} ms (set {want} ms)");
+        assert!(rtt >= want && rtt < want + 1.0, "{from} -> {to}: {rtt} ms, set {want} ms");
+    }
+    // h3's egress (h3 -> lan forward; carried out on b) to 5 ms: 6 ms round trips.
+    let o = m.vemu(&["link", "set", "h3:lan", "--lab", "xl", "--direction", "forward", "--delay", "5ms"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let rtt = min_rtt_ms(&ping("h1", "10.0.0.3"));
+    assert!((6.0..7.0).contains(&rtt), "after link set: {rtt} ms");
+    // And its ingress (lan -> h3; carried out on a, with the switch) to 4 ms: 9 ms.
+    let o = m.vemu(&["link", "set", "lan:h3", "--lab", "xl", "--direction", "forward", "--delay", "4ms"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let rtt = min_rtt_ms(&ping("h1", "10.0.0.3"));
+    assert!((9.0..10.0).contains(&rtt), "after link set: {rtt} ms");
+    // A capture of h3 (on b): 3 requests in, 3 replies out, each once.
+    let file = "/tmp/vemu-tests/xl-h3.pcapng";
+    let _ = std::fs::create_dir_all("/tmp/vemu-tests");
+    let mut cap = Command::new("ip").args(["netns", "exec", "vl-ctl", VEMU, "capture", "--lab", "xl", "h3", "-c", "6", "-w", file, "icmp"]).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(1000));
+    m.vemu(&["exec", "--lab", "xl", "h1", "--", "ping", "-c", "3", "-i", "0.2", "10.0.0.3"]);
+    let t0 = Instant::now();
+    while cap.try_wait().unwrap().is_none() {
+        assert!(t0.elapsed() < Duration::from_secs(20), "the capture did not get its 6 frames");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let o = Command::new("tshark").args(["-r", file, "-T", "fields", "-e", "icmp.type", "-e", "icmp.seq"]).output().unwrap();
+    let mut seen: Vec<String> = String::from_utf8_lossy(&o.stdout).lines().map(|l| l.split_whitespace().collect::<Vec<_>>().join(" ")).collect();
+    seen.sort();
+    assert_eq!(seen, ["0 1", "0 2", "0 3", "8 1", "8 2", "8 3"], "{}", text(&o));
+    let o = m.vemu(&["down", "--lab", "xl"]);
+    assert!(o.status.success(), "{}", text(&o));
+    for i in 0..2 {
+        assert_eq!(m.leftovers(i), "", "machine {i} keeps something after down");
+    }
+}
