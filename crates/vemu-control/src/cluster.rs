@@ -557,7 +557,10 @@ impl Worker for Cluster {
                 // Both machines of a link keep its impairments; the one that sends in
                 // direction `dir` carries them out and answers.
                 let ms = self.machines_of(target);
-                let sender = self.tunnel_at.get(self.tunnel(target)).map_or(usize::MAX, |at| at[dir.min(1)]);
+                // (A segment member's two directions are both carried out on its node's
+                // machine: its ingress after the trunk from the segment's.)
+                let side = if let Target::Member(..) = target { 0 } else { dir.min(1) };
+                let sender = self.tunnel_at.get(self.tunnel(target)).map_or(usize::MAX, |at| at[side]);
                 let replies = self.each(&ms, &WorkerRequest::Patch { target, dir, patch: patch.clone() });
                 match ms.iter().position(|&m| m == sender).map(|i| replies[i].clone()) {
                     Some(r @ WorkerReply::Impairments(_)) => r,
@@ -661,9 +664,13 @@ impl Worker for Cluster {
     fn capture(&mut self, on: &[CaptureSpec], tx: std::sync::mpsc::SyncSender<Captured>) -> Result<u64> {
         let mut per: std::collections::BTreeMap<usize, Vec<CaptureSpec>> = Default::default();
         for c in on {
-            // (A member is side a of its tunnel.)
-            let side = if let Target::Member(..) = c.target { 0 } else { c.side.min(1) };
-            let machines = match c.point {
+            // (A segment member, side a of its tunnel, sees both points on its machine:
+            // its ingress is carried out there.)
+            let (side, point) = match c.target {
+                Target::Member(..) => (0, vemu_engine::CapturePoint::After),
+                Target::Link(_) => (c.side.min(1), c.point),
+            };
+            let machines = match point {
                 vemu_engine::CapturePoint::Before => self.machines_of(c.target),
                 vemu_engine::CapturePoint::After => self.tunnel_at.get(self.tunnel(c.target)).map(|at| vec![at[side]]).unwrap_or_default(),
             };

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use vemu_engine::{Captured, CaptureSpec, DirStats, Engine, Fast, FastPath, LabClock, LinkSpec, MakeTaps, MemberSpec, PlaneDevs, RadioSnapshot, RemoteEnd, SegStats, SegmentSpec, TapsOf, Target};
+use vemu_engine::{Captured, CaptureSpec, DirStats, Engine, Fast, FastPath, LabClock, LinkSpec, MakeTaps, MemberSpec, PlaneDevs, RadioSnapshot, RemoteEnd, SegStats, SegmentSpec, TapsOf, Target, TrunkInSpec, TrunkSpec};
 use vemu_engine::divert::{DivertSpec, Diverter};
 use vemu_host::LabPaths;
 use vemu_link::{Impairments, ImpairmentsPatch};
@@ -142,6 +142,7 @@ enum PlaneEnd {
 struct Pending {
     specs: Vec<LinkSpec>,
     segments: Vec<SegmentSpec>,
+    trunks_in: Vec<TrunkInSpec>,
     fast: Option<Fast>,
     clock: LabClock,
     commands: Vec<(String, String)>,
@@ -532,6 +533,19 @@ impl LocalWorker {
                 remote: Some(remote),
             });
         }
+        // The trunks that end here: each brings the frames of a segment elsewhere to the
+        // ingress of its members here (carried out by their links' reverse directions).
+        let trunks = plan.trunks();
+        let mut trunks_in = Vec::new();
+        if let Some(s) = share.as_ref() {
+            for (k, &(g, _)) in trunks.iter().enumerate().filter(|(_, t)| t.1 == s.machine) {
+                let t = plan.trunk_tunnel(k);
+                let (sock, remote) = tunnel_socket(s, t, 1)?;
+                endpoints.push((t, sock.local_addr()?));
+                let members = self.spurs_here.iter().enumerate().filter(|(_, x)| x.0 == g).map(|(j, x)| (x.1 as u32, self.links_here.len() + j)).collect();
+                trunks_in.push(TrunkInSpec { fd: sock.into(), remote, members });
+            }
+        }
         // Random streams: 2 per link, then 2 per segment member, all from the lab seed
         // (those of a member are its tunnel's number × 2 and the next).
         let mut stream = 2 * plan.links.len() as u64;
@@ -576,7 +590,17 @@ impl LocalWorker {
             }
             let radio = g.wireless.as_ref().map(|w| (w.medium.clone(), w.radios.iter().map(|r| r.start).collect()));
             let plane = (!devs.is_empty()).then_some(devs);
-            segments.push(SegmentSpec { members, capacity_bps: g.capacity_bps, aging_ns: g.aging_ns, snooping: g.snooping, radio, plane });
+            // Toward each other machine with members: a trunk.
+            let mut seg_trunks = Vec::new();
+            for (k, &(_, m)) in trunks.iter().enumerate().filter(|(_, t)| t.0 == gi) {
+                let s = share.as_ref().ok_or_else(|| anyhow!("segment {gi} leaves this machine"))?;
+                let t = plan.trunk_tunnel(k);
+                let (sock, remote) = tunnel_socket(s, t, 0)?;
+                endpoints.push((t, sock.local_addr()?));
+                let members = g.members.iter().enumerate().filter(|(_, x)| plan.nodes[x.end.node].machine == m).map(|(j, _)| j).collect();
+                seg_trunks.push(TrunkSpec { fd: sock.into(), remote, members });
+            }
+            segments.push(SegmentSpec { members, capacity_bps: g.capacity_bps, aging_ns: g.aging_ns, snooping: g.snooping, radio, plane, trunks: seg_trunks });
         }
         let commands = share_nodes.iter().flat_map(|n| n.run.iter().map(|c| (n.name.clone(), c.clone()))).collect();
         let fast = fast.map(|path| {
@@ -599,7 +623,7 @@ impl LocalWorker {
             });
             Fast { path, make_taps, probe }
         });
-        self.pending = Some(Pending { specs, segments, fast, clock: LabClock { epoch_ns: epoch }, commands, diverts });
+        self.pending = Some(Pending { specs, segments, trunks_in, fast, clock: LabClock { epoch_ns: epoch }, commands, diverts });
         if endpoints.is_empty() {
             self.connect(&[])?;
         }
@@ -617,15 +641,16 @@ impl LocalWorker {
             let fd = if r.side == 0 { &spec.a } else { &spec.b };
             join_tunnel(fd.as_ref(), link, peer)?;
         }
-        for m in p.segments.iter().flat_map(|g| &g.members) {
-            let Some(r) = m.remote else { continue };
+        let members = p.segments.iter().flat_map(|g| &g.members).filter_map(|m| Some((m.remote?, m.fd.as_ref())));
+        let trunks = p.segments.iter().flat_map(|g| &g.trunks).map(|t| (t.remote, Some(&t.fd)));
+        for (r, fd) in members.chain(trunks).chain(p.trunks_in.iter().map(|t| (t.remote, Some(&t.fd)))) {
             let t = r.link_id as usize;
             let peer = peers.iter().find(|(l, _)| *l == t).map(|(_, a)| *a).ok_or_else(|| anyhow!("no tunnel address for tunnel {t}"))?;
-            join_tunnel(m.fd.as_ref(), t, peer)?;
+            join_tunnel(fd, t, peer)?;
         }
         let shards = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
         self.clock = Some(p.clock);
-        self.engine = Some(Engine::start(p.specs, p.segments, shards, p.clock, p.fast)?);
+        self.engine = Some(Engine::start(p.specs, p.segments, p.trunks_in, shards, p.clock, p.fast)?);
         if let Some((base, specs)) = p.diverts {
             self.diverter = Some(Diverter::start(base, specs, p.clock)?);
         }

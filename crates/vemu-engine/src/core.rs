@@ -211,7 +211,31 @@ pub struct RadioSnapshot {
 enum Owner {
     Link { link: u32, side: u8 },
     Member { seg: u32, member: u32 },
+    /// A trunk ([`Core::add_trunk`], [`Core::add_trunk_in`]).
+    Trunk { trunk: u32 },
 }
+
+/// Frames of a segment toward several of its members on another machine, one copy per
+/// machine: on the segment's machine, the members it serves; on theirs, the links that
+/// carry out their ingress. The copy carries the receivers after the Ethernet frame:
+/// `(member u32, offset ns u32)` each — the offset after the copy's time at which that
+/// member's ingress takes it (radio propagation) — then how far behind its time the copy
+/// arrives (ns u32: the underlay's delay less the lead it left with; the switch decides
+/// at the frame's time, so the copy cannot leave before), then their count (u16), all
+/// big-endian. The far machine's ingress directions take the copy at its arrival less
+/// that, as if it had arrived at the frame's time.
+struct TrunkState {
+    port: PortId,
+    /// How early copies leave (the underlay's one-way delay, measured), ns.
+    transit_ns: u64,
+    /// Receivers of the copy being made: (member, offset).
+    pending: Vec<(u32, u32)>,
+    /// On the members' machine: member → the link carrying out its ingress.
+    links: FxHashMap<u32, u32>,
+}
+
+/// Most receivers one trunk copy names; more go in further copies.
+pub const TRUNK_MAX_RECEIVERS: usize = 256;
 
 struct Port {
     owner: Owner,
@@ -241,6 +265,8 @@ struct MemberState {
     mtu: u32,
     /// On another machine: how early frames leave toward it (ns).
     remote: Option<u64>,
+    /// The trunk toward its machine, if it has one: its ingress is carried out there.
+    trunk: Option<u32>,
 }
 
 struct SegState {
@@ -286,6 +312,9 @@ enum Action {
     Deliver { port: PortId },
     /// It reaches a segment's switch (or channel) from one of its members.
     Switch { seg: u32, member: u32 },
+    /// It came through a trunk: link `link`'s reverse direction (a member's ingress)
+    /// takes it now.
+    Ingress { link: u32 },
 }
 
 /// A frame waiting for its time.
@@ -531,6 +560,11 @@ pub struct Core {
     qos_hops: Vec<Hop>,
     /// The latest time the driver gave (for commands, which come without one).
     now_ns: u64,
+    trunks: Vec<TrunkState>,
+    /// Trunks with receivers pending, and scratch space for radio deliveries through
+    /// trunks: (trunk, frame id, member, time).
+    trunks_pending: Vec<u32>,
+    radio_remote: Vec<(u32, u64, u32, u64, Frame)>,
 }
 
 impl Core {
@@ -600,7 +634,7 @@ impl Core {
         for (i, m) in cfg.members.into_iter().enumerate() {
             let port = self.port(Owner::Member { seg, member: i as u32 });
             let counters = [self.counter(), self.counter()];
-            members.push(MemberState { port, dirs: [LinkDir::new(m.egress, m.seeds[0]), LinkDir::new(m.ingress, m.seeds[1])], counters, mtu: m.mtu, remote: m.remote });
+            members.push(MemberState { port, dirs: [LinkDir::new(m.egress, m.seeds[0]), LinkDir::new(m.ingress, m.seeds[1])], counters, mtu: m.mtu, remote: m.remote, trunk: None });
         }
         let capacity = cfg.capacity_bps.map(|rate| LinkDir::new(Impairments { rate_bps: Some(rate), ..Default::default() }, 0));
         let radio = cfg.radio.map(|(mc, pos)| {
@@ -635,6 +669,99 @@ impl Core {
         }
         self.choose_segment_path(seg as usize);
         ports
+    }
+
+    /// On a segment's machine: a trunk toward another machine serving `members` of
+    /// segment `seg` (on another machine, each added with `remote`): the switch or
+    /// channel sends each frame one copy through it, naming its receivers there, whose
+    /// ingress is carried out on their machine ([`Core::add_trunk_in`]). Returns its port.
+    pub fn add_trunk(&mut self, seg: usize, members: &[usize]) -> PortId {
+        let trunk = self.trunks.len() as u32;
+        let port = self.port(Owner::Trunk { trunk });
+        for &m in members {
+            if let Some(ms) = self.segments.get_mut(seg).and_then(|g| g.members.get_mut(m)) {
+                ms.trunk = Some(trunk);
+            }
+        }
+        self.trunks.push(TrunkState { port, transit_ns: 0, pending: Vec::new(), links: FxHashMap::default() });
+        port
+    }
+
+    /// On the members' machine: the far end of a trunk, handing each copy to the ingress
+    /// of the members it names — (member, link), the link's reverse direction being the
+    /// member's ingress and its side a the member's interface. Returns its port.
+    pub fn add_trunk_in(&mut self, members: &[(u32, usize)]) -> PortId {
+        let trunk = self.trunks.len() as u32;
+        let port = self.port(Owner::Trunk { trunk });
+        let links = members.iter().map(|&(m, l)| (m, l as u32)).collect();
+        self.trunks.push(TrunkState { port, transit_ns: 0, pending: Vec::new(), links });
+        port
+    }
+
+    /// Send one copy of `frame` (due at `at_ns`) through every trunk with receivers
+    /// pending, early by its transit.
+    fn flush_trunks(&mut self, at_ns: u64, wire: (u32, u64), frame: &Frame) {
+        for k in std::mem::take(&mut self.trunks_pending) {
+            let t = &mut self.trunks[k as usize];
+            let pending = std::mem::take(&mut t.pending);
+            let (port, at) = (t.port, at_ns.saturating_sub(t.transit_ns).max(self.now_ns.min(at_ns)));
+            let behind = (at + t.transit_ns).saturating_sub(at_ns).min(u32::MAX as u64) as u32;
+            for chunk in pending.chunks(TRUNK_MAX_RECEIVERS) {
+                let mut f = Vec::with_capacity(frame.len() + chunk.len() * 8 + 6);
+                f.extend_from_slice(frame);
+                for &(m, off) in chunk {
+                    f.extend_from_slice(&m.to_be_bytes());
+                    f.extend_from_slice(&off.to_be_bytes());
+                }
+                f.extend_from_slice(&behind.to_be_bytes());
+                f.extend_from_slice(&(chunk.len() as u16).to_be_bytes());
+                self.push(Accepted { at_ns: at, wire, frame: Arc::new(f) }, Action::Deliver { port });
+            }
+        }
+    }
+
+    /// A member's copy to the trunk toward its machine, if it has one (true).
+    fn to_trunk(&mut self, seg: u32, member: u32, offset_ns: u32) -> bool {
+        let Some(k) = self.segments[seg as usize].members[member as usize].trunk else { return false };
+        let t = &mut self.trunks[k as usize];
+        if t.pending.is_empty() {
+            self.trunks_pending.push(k);
+        }
+        t.pending.push((member, offset_ns));
+        true
+    }
+
+    /// A copy through trunk `k` at `now`: each member it names gets it in its ingress.
+    fn from_trunk(&mut self, now: u64, k: u32, mut frame: Vec<u8>) {
+        let n = frame.len();
+        let Some(count) = frame.get(n.saturating_sub(2)..).and_then(|b| b.try_into().ok()).map(u16::from_be_bytes) else { return };
+        let list = count as usize * 8 + 6;
+        if count == 0 || n < MIN_FRAME + list {
+            return;
+        }
+        let be32 = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as u64;
+        let entries: Vec<(u32, u64)> = frame[n - list..n - 6].chunks_exact(8).map(|e| (be32(e) as u32, be32(&e[4..]))).collect();
+        let at = now.saturating_sub(be32(&frame[n - 6..]));
+        frame.truncate(n - list);
+        let frame = Arc::new(frame);
+        let wire = gso::wire_size(gso::frame_gso(&frame).as_ref(), frame.len() - VNET_HDR_LEN);
+        for (m, off) in entries {
+            let Some(&link) = self.trunks[k as usize].links.get(&m) else { continue };
+            self.push(Accepted { at_ns: at + off, wire, frame: frame.clone() }, Action::Ingress { link });
+        }
+    }
+
+    /// A frame from a trunk reaches link `l`'s reverse direction (a member's ingress) at `t`.
+    fn link_ingress(&mut self, t: u64, l: u32, frame: Frame) {
+        let port = self.links[l as usize].ports[0];
+        if self.ports[port as usize].watched {
+            self.capture(port, t, false, CapturePoint::Before, &frame);
+        }
+        let mut acc = std::mem::take(&mut self.accepted);
+        let link = &mut self.links[l as usize];
+        impair(&mut link.dirs[1], &self.counters[link.counters[1] as usize], &mut self.held, link.mtu, t, frame, &mut acc);
+        self.finish(Hop::Link(l, 1), t, &mut acc);
+        self.accepted = acc;
     }
 
     fn dir(&self, hop: Hop) -> (&LinkDir, u32) {
@@ -779,8 +906,12 @@ impl Core {
         if frame.len() < MIN_FRAME || port as usize >= self.ports.len() {
             return;
         }
-        let frame = Arc::new(frame);
         let owner = self.ports[port as usize].owner;
+        if let Owner::Trunk { .. } = owner {
+            // (A trunk is a socket: what comes from it comes by handle_delivered.)
+            return;
+        }
+        let frame = Arc::new(frame);
         if self.ports[port as usize].watched {
             self.capture(port, now, true, CapturePoint::After, &frame);
         }
@@ -805,6 +936,7 @@ impl Core {
                 impair(&mut m.dirs[0], &self.counters[m.counters[0] as usize], &mut self.held, m.mtu, now, frame, &mut acc);
                 Hop::Member(seg, member, 0)
             }
+            Owner::Trunk { .. } => unreachable!("returned above"),
         };
         self.finish(hop, now, &mut acc);
         self.accepted = acc;
@@ -820,12 +952,13 @@ impl Core {
             return;
         }
         self.now_ns = self.now_ns.max(now);
-        let frame = Arc::new(frame);
-        let wire = gso::wire_size(gso::frame_gso(&frame).as_ref(), frame.len() - VNET_HDR_LEN);
         let action = match self.ports[port as usize].owner {
             Owner::Member { seg, member } => Action::Switch { seg, member },
             Owner::Link { .. } => Action::Deliver { port },
+            Owner::Trunk { trunk } => return self.from_trunk(now, trunk, frame),
         };
+        let frame = Arc::new(frame);
+        let wire = gso::wire_size(gso::frame_gso(&frame).as_ref(), frame.len() - VNET_HDR_LEN);
         self.push(Accepted { at_ns: now, wire, frame }, action);
     }
 
@@ -847,6 +980,7 @@ impl Core {
                     self.counters[m.counters[1] as usize].transit_ns.store(transit_ns, Relaxed);
                 }
             }
+            Some(Owner::Trunk { trunk }) => self.trunks[trunk as usize].transit_ns = transit_ns,
             None => {}
         }
     }
@@ -857,6 +991,7 @@ impl Core {
         let c = match self.ports.get(port as usize)?.owner {
             Owner::Link { link, side } => self.links[link as usize].counters[side as usize ^ toward as usize],
             Owner::Member { seg, member } => self.segments[seg as usize].members[member as usize].counters[toward as usize],
+            Owner::Trunk { .. } => return None,
         };
         Some(&self.counters[c as usize])
     }
@@ -866,8 +1001,12 @@ impl Core {
     /// direction from that side.
     pub fn set_underlay_lost(&mut self, port: PortId, lost: u64) {
         // Frames from side a go forward (direction 0), from b in reverse; from a member,
-        // by its egress.
-        if let Some(c) = self.remote_counter(port, false) {
+        // by its egress; through a trunk, toward each member it serves (its ingress).
+        if let Some(Owner::Trunk { trunk }) = self.ports.get(port as usize).map(|p| p.owner) {
+            for &l in self.trunks[trunk as usize].links.values() {
+                self.counters[self.links[l as usize].counters[1] as usize].underlay_lost.store(lost, Relaxed);
+            }
+        } else if let Some(c) = self.remote_counter(port, false) {
             c.underlay_lost.store(lost, Relaxed);
         }
     }
@@ -878,7 +1017,7 @@ impl Core {
         let c = match self.ports.get(port as usize).map(|p| p.owner) {
             Some(Owner::Link { link, side }) => self.links[link as usize].counters[side as usize],
             Some(Owner::Member { seg, member }) => self.segments[seg as usize].members[member as usize].counters[0],
-            None => return,
+            Some(Owner::Trunk { .. }) | None => return,
         };
         let c = &self.counters[c as usize];
         c.input_wait_hist[delay_bucket(wait_ns)].fetch_add(1, Relaxed);
@@ -953,6 +1092,7 @@ impl Core {
             let p = self.heap.pop().expect("peeked");
             match p.action {
                 Action::Switch { seg, member } => self.switch(p.at_ns, seg, member, p.wire, p.frame),
+                Action::Ingress { link } => self.link_ingress(p.at_ns, link, p.frame),
                 Action::Deliver { port } => {
                     if self.ports[port as usize].watched {
                         self.capture(port, now, false, CapturePoint::After, &p.frame);
@@ -1155,9 +1295,12 @@ impl Core {
         g.counters.groups_refused.store(g.switch.groups_refused(), Relaxed);
         let mut acc = std::mem::take(&mut self.accepted);
         for &p in &targets {
-            self.to_member(seg, p, t_out, frame.clone(), &mut acc);
+            if !self.to_trunk(seg, p, 0) {
+                self.to_member(seg, p, t_out, frame.clone(), &mut acc);
+            }
         }
         self.accepted = acc;
+        self.flush_trunks(t_out, wire, &frame);
         self.segments[seg as usize].targets = targets;
     }
 
@@ -1205,11 +1348,28 @@ impl Core {
                 }
                 Outcome::Deliver { id, receiver, at_ns } => {
                     let Some(frame) = r.frames.get(&id).cloned() else { continue };
-                    self.to_member(seg, receiver, at_ns, frame, &mut acc);
+                    match self.segments[seg as usize].members[receiver as usize].trunk {
+                        Some(k) => self.radio_remote.push((k, id, receiver, at_ns, frame)),
+                        None => self.to_member(seg, receiver, at_ns, frame, &mut acc),
+                    }
                 }
             }
         }
         self.accepted = acc;
+        // Receivers on other machines: one copy per machine and transmission, each
+        // receiver at its own offset after the earliest.
+        let mut remote = std::mem::take(&mut self.radio_remote);
+        remote.sort_unstable_by_key(|&(k, id, m, at, _)| (id, k, at, m));
+        for group in remote.chunk_by(|a, b| (a.0, a.1) == (b.0, b.1)) {
+            let (first, frame) = (group[0].3, &group[0].4);
+            for &(_, _, m, at, _) in group {
+                self.to_trunk(seg, m, (at - first).min(u32::MAX as u64) as u32);
+            }
+            let wire = gso::wire_size(gso::frame_gso(frame).as_ref(), frame.len() - VNET_HDR_LEN);
+            self.flush_trunks(first, wire, frame);
+        }
+        remote.clear();
+        self.radio_remote = remote;
         if let Some(r) = &mut self.segments[seg as usize].radio {
             r.outcomes = outcomes;
         }

@@ -115,6 +115,28 @@ pub struct SegmentSpec {
     /// devices above are then the engine's, in the plane; the veths are ports of the
     /// LAN's bridge there).
     pub plane: Option<Vec<PlaneDevs>>,
+    /// Toward each other machine with members (added with `remote`): one trunk.
+    pub trunks: Vec<TrunkSpec>,
+}
+
+/// A trunk of a segment whose switch or channel is here, toward the members `members`
+/// (their numbers in the segment) on another machine: each frame crosses it once, with
+/// the members that receive it ([`core::Core::add_trunk`]). `fd` is a UDP socket
+/// connected to that machine's engine; `remote.side` is 0.
+pub struct TrunkSpec {
+    pub fd: OwnedFd,
+    pub remote: RemoteEnd,
+    pub members: Vec<usize>,
+}
+
+/// The far end of a trunk, on the machine of a segment's members whose switch is on
+/// another machine: each `(member, link)` names a member and the link (an index into
+/// [`Engine::start`]'s `links`) whose reverse direction carries out its ingress.
+/// `remote.side` is 1.
+pub struct TrunkInSpec {
+    pub fd: OwnedFd,
+    pub remote: RemoteEnd,
+    pub members: Vec<(u32, usize)>,
 }
 
 /// One port of a segment: a member's TAP device.
@@ -203,18 +225,28 @@ impl Engine {
     /// link and each segment belongs to one shard; they are spread so that every shard
     /// has about as many devices. With `fast`, the links that have plane devices carry
     /// each direction that needs no emulation inside the kernel.
-    pub fn start(links: Vec<LinkSpec>, segments: Vec<SegmentSpec>, shards: usize, clock: LabClock, fast: Option<Fast>) -> Result<Engine> {
+    pub fn start(links: Vec<LinkSpec>, segments: Vec<SegmentSpec>, trunks_in: Vec<TrunkInSpec>, shards: usize, clock: LabClock, fast: Option<Fast>) -> Result<Engine> {
         let n = shards.clamp(1, (links.len() + segments.len()).max(1));
         type Parts = (Core, Vec<Option<OwnedFd>>, Vec<PortDev>);
         let mut cores: Vec<Parts> = (0..n).map(|_| (Core::new(), Vec::new(), Vec::new())).collect();
         let lightest = |cores: &[Parts]| (0..n).min_by_key(|&s| cores[s].1.len()).unwrap_or(0);
-        let mut link_place = Vec::new();
+        let mut link_place: Vec<(usize, usize)> = Vec::new();
         let mut link_counters = Vec::new();
         let mut link_veths = Vec::new();
         let mut tapless = Tapless::default();
         let mut link_ports = Vec::new();
+        // The links a trunk feeds share its shard: that of the first.
+        let mut with: Vec<Option<usize>> = vec![None; links.len()];
+        for t in &trunks_in {
+            let first = t.members.iter().map(|m| m.1).min().unwrap_or(0);
+            for &(_, k) in &t.members {
+                if k != first && k < with.len() {
+                    with[k] = Some(first);
+                }
+            }
+        }
         for (k, mut l) in links.into_iter().enumerate() {
-            let s = lightest(&cores);
+            let s = with[k].map_or_else(|| lightest(&cores), |f| link_place[f].0);
             let (core, fds, plane) = &mut cores[s];
             let local = core.link_count();
             let mut devs = l.plane.filter(|_| fast.is_some() && l.remote.is_none());
@@ -295,7 +327,20 @@ impl Engine {
             seg_counters.push(core.segment_counters(local));
             seg_place.push((s, local));
             seg_veths.push(devs.map(|d| d.iter().map(|x| x.veth).collect()));
+            for t in g.trunks {
+                let port = core.add_trunk(local, &t.members);
+                fds.push(Some(t.fd));
+                plane.push(PortDev::Tunnel(Box::new(TunnelPort::new(t.remote, 1, port))));
+            }
             seg_ports.push(ports);
+        }
+        for t in trunks_in {
+            let Some(&(s, _)) = t.members.first().and_then(|m| link_place.get(m.1)) else { continue };
+            let (core, fds, plane) = &mut cores[s];
+            let members: Vec<(u32, usize)> = t.members.iter().map(|&(m, k)| (m, link_place[k].1)).collect();
+            let port = core.add_trunk_in(&members);
+            fds.push(Some(t.fd));
+            plane.push(PortDev::Tunnel(Box::new(TunnelPort::new(t.remote, 0, port))));
         }
         let mut handles = Vec::new();
         for (s, (core, fds, plane)) in cores.into_iter().enumerate() {

@@ -1453,6 +1453,111 @@ fn a_lan_member_on_another_machine_has_its_egress_there_and_its_ingress_at_the_s
     assert_eq!(owner.stats(Target::Member(0, 2), 1).transit_ns, 40 * US);
 }
 
+/// A segment whose switch (or channel) is on one machine (`owner`, members 0 and 1) and
+/// whose members 2 and 3 are on another (`far`), joined by a trunk: there, each of them is
+/// a link (forward = egress toward the switch, reverse = ingress) and the trunk's far end
+/// hands copies to the reverse directions it names.
+struct Trunked {
+    owner: Sim,
+    far: Sim,
+    ports: Vec<PortId>,
+    trunk: PortId,
+    trunk_in: PortId,
+    /// On the far machine: each remote member's node port and tunnel port.
+    nodes: [[PortId; 2]; 2],
+}
+
+impl Trunked {
+    fn new(ingress: [Impairments; 2], radio: Option<(MediumConfig, Vec<Pos>)>, transit: u64) -> Trunked {
+        let mut owner = Core::new();
+        let members = (0..4).map(|i| MemberConfig { vlan: 1, seeds: [2 * i, 2 * i + 1], remote: (i >= 2).then_some(transit), ..Default::default() }).collect();
+        let ports = owner.add_segment(SegmentConfig { members, aging_ns: 300_000 * MS, radio, ..Default::default() });
+        let trunk = owner.add_trunk(0, &[2, 3]);
+        owner.set_transit(trunk, transit);
+        let mut far = Core::new();
+        let [i2, i3] = ingress;
+        let n2 = far.add_link(LinkConfig { forward: imp(), reverse: i2, seeds: [5, 6], mtu: 1500, kernel_path: false, remote: Some((1, transit)) });
+        let n3 = far.add_link(LinkConfig { forward: imp(), reverse: i3, seeds: [7, 8], mtu: 1500, kernel_path: false, remote: Some((1, transit)) });
+        let trunk_in = far.add_trunk_in(&[(2, 0), (3, 1)]);
+        Trunked { owner: Sim::new(owner), far: Sim::new(far), ports, trunk, trunk_in, nodes: [n2, n3] }
+    }
+
+    /// Run the owner to `t`; what it hands out for the trunk crosses (arriving after the
+    /// transit) and the far machine runs to `t` too. Returns the owner's other writes.
+    fn run_until(&mut self, t: u64, transit: u64) -> (Vec<(u64, PortId, u32)>, usize) {
+        self.owner.run_until(t);
+        let mut local = Vec::new();
+        let mut copies = 0;
+        for (at, port, frame) in self.owner.out.drain(..) {
+            if port == self.trunk {
+                copies += 1;
+                self.far.run_until(at + transit);
+                self.far.core.handle_delivered(at + transit, self.trunk_in, frame.to_vec());
+            } else {
+                local.push((at, port, seq_of(&frame)));
+            }
+        }
+        self.far.run_until(t);
+        (local, copies)
+    }
+
+    fn far_out(&mut self) -> Vec<(u64, PortId, u32)> {
+        self.far.out.drain(..).map(|(at, port, f)| (at, port, seq_of(&f))).collect()
+    }
+}
+
+#[test]
+fn a_flooded_frame_crosses_to_another_machine_once_and_each_member_there_has_its_own_ingress() {
+    let t = 100 * US;
+    let mut s = Trunked::new([delay(MS), delay(3 * MS)], None, t);
+    s.owner.send(0, s.ports[0], eth([0xff; 6], mac(1), 100, 7));
+    let (local, copies) = s.run_until(10 * MS, t);
+    assert_eq!(local, vec![(0, s.ports[1], 7)]);
+    // One copy for both members of the far machine, leaving early by the transit; each
+    // member's ingress (1 ms, 3 ms) runs there, from the frame's time at the switch.
+    assert_eq!(copies, 1);
+    assert_eq!(s.far_out(), vec![(MS, s.nodes[0][0], 7), (3 * MS, s.nodes[1][0], 7)]);
+    // Counted once: the far machine's reverse directions, not the owner's ingress.
+    assert_eq!((s.far.stats(Target::Link(0), 1).tx_frames, s.owner.stats(Target::Member(0, 2), 1).tx_frames), (1, 0));
+    // A unicast to member 3 (learnt) goes to it alone, still through the trunk.
+    s.far.send(10 * MS, s.nodes[1][0], eth(mac(1), mac(4), 100, 8));
+    s.far.run_until(11 * MS);
+    let (at, _, f) = s.far.out.remove(0);
+    s.owner.core.handle_delivered(at + t, s.ports[3], f.to_vec());
+    s.owner.now = at + t;
+    let (local, _) = s.run_until(12 * MS, t);
+    // (No egress delay to hide the underlay's: it arrives after the transit.)
+    assert_eq!(local, vec![(10 * MS + t, s.ports[0], 8)]);
+    s.owner.send(20 * MS, s.ports[0], eth(mac(4), mac(1), 100, 9));
+    let (local, copies) = s.run_until(30 * MS, t);
+    assert!(local.is_empty() && copies == 1);
+    assert_eq!(s.far_out(), vec![(23 * MS, s.nodes[1][0], 9)]);
+    // A copy naming nobody, or cut short, is dropped whole.
+    for bad in [eth([0xff; 6], mac(1), 100, 1), vec![0xff; 3]] {
+        s.far.core.handle_delivered(40 * MS, s.trunk_in, bad);
+    }
+    s.far.run_until(50 * MS);
+    assert!(s.far_out().is_empty());
+}
+
+#[test]
+fn a_radio_transmission_reaches_the_far_machines_receivers_in_one_copy_at_their_own_times() {
+    let t = 50 * US;
+    let cfg = MediumConfig { model: Model::UnitDisk { range_m: 2000.0 }, radio: Radio::default(), rate_bps: 54_000_000, preamble_ns: 0, carrier_sense_m: 2000.0, csma: false, queue_frames: 100, seed: 3 };
+    // Members 2 and 3 at 300 m and 1500 m from member 0: 1 us and 5 us of propagation.
+    let pos = vec![Pos::new(0.0, 0.0), Pos::new(3000.0, 0.0), Pos::new(299.792458, 0.0), Pos::new(1498.96229, 0.0)];
+    // (Ingress delays longer than the underlay's, which they hide.)
+    let mut s = Trunked::new([delay(MS), delay(MS)], Some((cfg, pos)), t);
+    s.owner.send(0, s.ports[0], eth([0xff; 6], mac(1), 100, 5));
+    let (local, copies) = s.run_until(10 * MS, t);
+    assert!(local.is_empty(), "member 1 is out of range: {local:?}");
+    assert_eq!(copies, 1);
+    let got = s.far_out();
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert_eq!((got[0].1, got[1].1), (s.nodes[0][0], s.nodes[1][0]));
+    assert_eq!(got[1].0 - got[0].0, 4 * US, "each receiver at its own propagation delay: {got:?}");
+}
+
 /// A UDP/IPv4 frame from host 1 to host 2 with `dscp`, `len` Ethernet bytes, carrying
 /// `seq` in its payload (read by [`qos_seq`]).
 fn ipv4_dscp(dscp: u8, len: usize, seq: u32) -> Vec<u8> {

@@ -490,14 +490,38 @@ impl Plan {
         self.links.len() + self.segments[..g].iter().map(|s| s.members.len()).sum::<usize>() + k
     }
 
+    /// The trunks of the segments that span machines, in tunnel order: (segment, a
+    /// machine other than the segment's with members of it). Through its trunk the
+    /// segment's switch or channel sends each frame once toward that machine, naming
+    /// the members there that receive it; its number as a tunnel is
+    /// [`Plan::trunk_tunnel`].
+    pub fn trunks(&self) -> Vec<(usize, usize)> {
+        let mut t = Vec::new();
+        for g in (0..self.segments.len()).filter(|&g| self.spans(g)) {
+            let at = self.segment_machine(g);
+            let mut ms: Vec<usize> = self.segments[g].members.iter().map(|m| self.nodes[m.end.node].machine).filter(|&m| m != at).collect();
+            ms.sort_unstable();
+            ms.dedup();
+            t.extend(ms.into_iter().map(|m| (g, m)));
+        }
+        t
+    }
+
+    /// The tunnel number of trunk `k` of [`Plan::trunks`]: after every link and member.
+    pub fn trunk_tunnel(&self, k: usize) -> usize {
+        self.links.len() + self.segments.iter().map(|s| s.members.len()).sum::<usize>() + k
+    }
+
     /// The machines of every tunnel's two sides (links: ends a and b; then every segment
-    /// member: its node's machine, the segment's), by tunnel number; both the same where
-    /// nothing crosses machines.
+    /// member: its node's machine, the segment's; then every trunk: the members'
+    /// machine, the segment's), by tunnel number; both the same where nothing crosses
+    /// machines.
     pub fn tunnel_machines(&self) -> Vec<[usize; 2]> {
         let at = |e: EndpointRef| self.nodes[e.node].machine;
         let links = self.links.iter().map(|l| [at(l.a), at(l.b)]);
         let members = self.segments.iter().enumerate().flat_map(|(g, s)| s.members.iter().map(move |m| [at(m.end), self.segment_machine(g)]));
-        links.chain(members).collect()
+        let trunks = self.trunks().into_iter().map(|(g, m)| [m, self.segment_machine(g)]);
+        links.chain(members).chain(trunks).collect()
     }
 
     pub fn segment_index(&self, name: &str) -> Option<usize> {

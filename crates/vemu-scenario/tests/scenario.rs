@@ -568,7 +568,10 @@ fn machines_pins_and_placement() {
     assert_eq!((p.nodes[0].machine, p.nodes[1].machine), (0, 1));
     assert!(p.spans(0) && !p.kernel_lan(0));
     assert_eq!(p.segment_machine(0), 0);
-    assert_eq!(p.tunnel_machines(), vec![[0, 0], [1, 0], [p.nodes[2].machine, 0]]);
+    let c = p.nodes[2].machine;
+    assert_eq!(p.trunks(), vec![(0, 1)]);
+    assert_eq!(p.trunk_tunnel(0), 3);
+    assert_eq!(p.tunnel_machines(), vec![[0, 0], [1, 0], [c, 0], [1, 0]]);
     assert_eq!(p.member_tunnel(0, 2), 2);
 }
 

@@ -237,7 +237,7 @@ fn a_chain_across_two_machines_keeps_its_delays_and_rate() {
     assert!((8.0..9.5).contains(&rtt), "min RTT {rtt} ms, set 8 ms");
 
     // TCP at the 20 Mbit/s set on the link between the machines.
-    let o = m.exec(0, "xm", "n1", &["iperf3", "-c", &n4_ip, "-t", "4", "-O", "1", "-J"]);
+    let o = m.exec(0, "xm", "n1", &["iperf3", "-c", &n4_ip, "-t", "4", "-O", "1", "-J", "--connect-timeout", "3000"]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("iperf3: {}", text(&o)));
     let bps = v["end"]["sum_received"]["bits_per_second"].as_f64().unwrap();
     eprintln!("across 2 machines: TCP {:.2} Mbit/s over a 20 Mbit/s link", bps / 1e6);
@@ -741,23 +741,24 @@ fn a_manet_across_two_machines_routes_with_babeld_over_one_radio_channel() {
 }
 
 /// A LAN across two machines: h1, h2 on a (with the switch), h3 on b with 2 ms egress and
-/// 1 ms ingress. Ping RTTs are the set delays (the underlay's taken off both ways), ARP
-/// and broadcasts cross, `link set` on h3's port takes effect where each direction is
-/// carried out, and a capture of h3 sees each frame once.
+/// 1 ms ingress, h4 on b too. Ping RTTs are the set delays (the underlay's taken off both
+/// ways), ARP and broadcasts cross (once per machine, through the trunk), h3 and h4 reach
+/// each other through the switch on a, `link set` on h3's port takes effect where each
+/// direction is carried out, and a capture of h3 sees each frame once.
 #[test]
 fn a_lan_across_two_machines_keeps_each_ports_delays() {
     let _g = serial();
     let m = Machines::start("vl", 84, &["a", "b"]);
-    let yaml = "name: xl\naddressing: {ipv6: none}\nmachines: {a: 10.84.0.1, b: 10.84.0.2}\nnodes:\n  h1: {machine: a}\n  h2: {machine: a}\n  h3: {machine: b}\nsegments:\n  lan:\n    members:\n      - {node: h1}\n      - {node: h2}\n      - {node: h3, egress: {delay: 2ms}, ingress: {delay: 1ms}}\n";
+    let yaml = "name: xl\naddressing: {ipv6: none}\nmachines: {a: 10.84.0.1, b: 10.84.0.2}\nnodes:\n  h1: {machine: a}\n  h2: {machine: a}\n  h3: {machine: b}\n  h4: {machine: b}\nsegments:\n  lan:\n    members:\n      - {node: h1}\n      - {node: h2}\n      - {node: h3, egress: {delay: 2ms}, ingress: {delay: 1ms}}\n      - {node: h4}\n";
     let o = m.up("xl", yaml);
     assert!(o.status.success(), "{}", text(&o));
     let o = m.vemu(&["check", &write_scenario("xl", yaml).to_string_lossy(), "--machines", "a=10.84.0.1,b=10.84.0.2"]);
-    assert!(text(&o).contains("segment lan spans machines: its switch on machine a, 1 of 3 members elsewhere"), "{}", text(&o));
+    assert!(text(&o).contains("segment lan spans machines: its switch on machine a, 2 of 4 members elsewhere"), "{}", text(&o));
     let ping = |from: &str, to: &str| m.vemu(&["exec", "--lab", "xl", from, "--", "ping", "-c", "5", "-i", "0.2", "-W", "2", to]);
     // Let the underlay's delay be measured (probes in the first second), then: h1 -> h3
     // is 1 ms there and 2 ms back; h3 -> h2 the same; h1 -> h2 stays local (no delay).
     std::thread::sleep(Duration::from_millis(1500));
-    for (from, to, want) in [("h1", "10.0.0.3", 3.0), ("h3", "10.0.0.2", 3.0), ("h1", "10.0.0.2", 0.0)] {
+    for (from, to, want) in [("h1", "10.0.0.3", 3.0), ("h3", "10.0.0.2", 3.0), ("h1", "10.0.0.2", 0.0), ("h3", "10.0.0.4", 3.0)] {
         let rtt = min_rtt_ms(&ping(from, to));
         eprintln!("LAN across 2 machines: {from} -> {to} min RTT {rtt:.3} ms (set {want} ms)");
         assert!(rtt >= want && rtt < want + 1.0, "{from} -> {to}: {rtt} ms, set {want} ms");
@@ -767,7 +768,7 @@ fn a_lan_across_two_machines_keeps_each_ports_delays() {
     assert!(o.status.success(), "{}", text(&o));
     let rtt = min_rtt_ms(&ping("h1", "10.0.0.3"));
     assert!((6.0..7.0).contains(&rtt), "after link set: {rtt} ms");
-    // And its ingress (lan -> h3; carried out on a, with the switch) to 4 ms: 9 ms.
+    // And its ingress (lan -> h3; carried out on b, after the trunk) to 4 ms: 9 ms.
     let o = m.vemu(&["link", "set", "lan:h3", "--lab", "xl", "--direction", "forward", "--delay", "4ms"]);
     assert!(o.status.success(), "{}", text(&o));
     let rtt = min_rtt_ms(&ping("h1", "10.0.0.3"));
