@@ -1,11 +1,23 @@
 //! Datagrams from another machine's engine (VXLAN + vemu's trailer): decoded, made whole
-//! by the reassembler (bounded: one frame in the making per VNI), probes answered.
+//! by the reassembler (bounded: one frame in the making per VNI), probes answered; each
+//! frame made whole then goes to a core as the driver hands it over: as a trunk's copy
+//! (receivers named after the frame), and as a far segment member's frame for the switch.
 //! The input is a run of datagrams, each a 2-byte length and its bytes.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
+use vemu_engine::core::{Core, LinkConfig, MemberConfig, SegmentConfig};
 use vemu_engine::tunnel;
 
 fuzz_target!(|data: &[u8]| {
+    let mut core = Core::new();
+    let remote = Some((1, 20_000));
+    core.add_link(LinkConfig { remote, ..Default::default() });
+    core.add_link(LinkConfig { remote, ..Default::default() });
+    let trunk_in = core.add_trunk_in(&[(0, 0), (7, 1)]);
+    let members = (0..3).map(|i| MemberConfig { vlan: 1, remote: (i > 0).then_some(20_000), ..Default::default() }).collect();
+    let ports = core.add_segment(SegmentConfig { members, aging_ns: 1_000_000_000, ..Default::default() });
+    core.add_trunk(0, &[1, 2]);
+    let mut now = 0u64;
     let mut r = tunnel::Reassembler::new();
     let mut rest = data;
     while rest.len() >= 2 {
@@ -20,6 +32,12 @@ fuzz_target!(|data: &[u8]| {
             if let Some(whole) = r.push(&piece) {
                 assert!(whole.frame.len() <= tunnel::MAX_FRAME + vemu_engine::gso::VNET_HDR_LEN);
                 let _ = r.counts(whole.meta.vni);
+                now += 1_000;
+                core.handle_delivered(now, trunk_in, whole.frame.clone());
+                core.handle_delivered(now, ports[1], whole.frame);
+                core.handle_timeout(now + 5_000_000_000);
+                while core.poll_transmit(now + 5_000_000_000).is_some() {}
+                while core.poll_event().is_some() {}
             }
         }
     }
