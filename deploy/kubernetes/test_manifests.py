@@ -7,6 +7,7 @@ import copy
 import os
 import subprocess
 
+import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
@@ -30,7 +31,8 @@ def validate(doc, version):
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_every_rendered_object_is_valid_kubernetes(docs, version):
-    assert sorted(d["kind"] for d in docs) == ["DaemonSet", "Namespace"]
+    kinds = ["ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "DaemonSet", "Deployment", "Namespace", "Role", "RoleBinding", "ServiceAccount"]
+    assert sorted(d["kind"] for d in docs) == kinds
     for d in docs:
         validate(d, version)
 
@@ -68,3 +70,52 @@ def test_the_agent_is_what_vemu_agent_needs(docs):
     assert mounts["run-netns"]["mountPropagation"] == "Bidirectional"
     assert c["ports"][0]["containerPort"] == 14790
     assert c["image"].endswith("/vemu:latest")
+
+
+def test_the_operator_runs_one_controller_with_the_agents_token_and_just_the_rights_it_needs(docs):
+    dep = next(d for d in docs if d["kind"] == "Deployment")
+    assert dep["spec"]["replicas"] == 1 and dep["spec"]["strategy"]["type"] == "Recreate"
+    pod = dep["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    assert c["command"] == ["vemu-operator", "run"] and c["image"].endswith("/vemu:latest")
+    env = {e["name"]: e for e in c["env"]}
+    mounts = {m["name"]: m for m in c["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert env["VEMU_AGENT_TOKEN_FILE"]["value"] == mounts["agent-token"]["mountPath"] + "/token"
+    assert volumes["agent-token"]["secret"]["secretName"] == "vemu-agent-token"
+    # Not privileged: it only talks to the agents and the API server.
+    assert "privileged" not in c["securityContext"] and c["securityContext"]["allowPrivilegeEscalation"] is False
+    sa = pod["serviceAccountName"]
+    rules = {(d["kind"], tuple(r["resources"])): r["verbs"] for d in docs if d["kind"] in ("Role", "ClusterRole") for r in d["rules"]}
+    assert rules[("ClusterRole", ("vemulabs",))] == ["get", "list", "watch", "patch", "update"]
+    assert rules[("ClusterRole", ("vemulabs/status",))] == ["get", "patch", "update"]
+    assert rules[("Role", ("pods",))] == ["get", "list", "watch"]
+    for b in (d for d in docs if d["kind"] in ("RoleBinding", "ClusterRoleBinding")):
+        assert b["subjects"] == [{"kind": "ServiceAccount", "name": sa, "namespace": "vemu"}]
+
+
+def crd_schema(docs):
+    crd = next(d for d in docs if d["kind"] == "CustomResourceDefinition")
+    (v,) = crd["spec"]["versions"]
+    assert crd["spec"]["group"] == "vemu.dev" and v["name"] == "v1alpha1" and v["subresources"] == {"status": {}}
+    return v["schema"]["openAPIV3Schema"]
+
+
+def test_the_example_vemulab_fits_the_crd_and_its_scenario_is_valid(docs):
+    schema = crd_schema(docs)
+    with open(os.path.join(HERE, "examples", "vemulab-chain.yaml")) as f:
+        lab = yaml.safe_load(f)
+    jsonschema.validate(lab, schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**lab, "spec": {"nodes": ["w1"]}}, schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**lab, "spec": {**lab["spec"], "nodes": "w1"}}, schema)
+    vemu = os.environ.get("VEMU")
+    if not vemu:
+        pytest.skip("VEMU (the vemu binary) is not set")
+    path = os.path.join(os.environ.get("TMPDIR", "/tmp"), "vemulab-chain-scenario.yaml")
+    with open(path, "w") as f:
+        f.write(lab["spec"]["scenario"])
+    out = subprocess.run([vemu, "check", path, "--machines", "w1=10.0.0.11,w2=10.0.0.12"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "machine w1" in out.stdout and "cut:" in out.stdout

@@ -119,14 +119,15 @@ const PROBE_EARLY_NS: u64 = 200_000_000;
 const PROBE_LATER_NS: u64 = 1_000_000_000;
 
 impl TunnelPort {
-    /// The tunnel of `r`, sending in direction `dir_out` (receiving in the other) and
-    /// handing what it receives to the core as for port `deliver_to`.
-    pub fn new(r: crate::RemoteEnd, dir_out: u8, deliver_to: u32) -> TunnelPort {
+    /// Tunnel `id`'s port, sending in direction `dir_out` (receiving in the other),
+    /// handing what it receives to the core as for port `deliver_to`; the underlay's
+    /// interface carries `payload` bytes of UDP (`ipv6`: over IPv6).
+    pub fn new(id: u32, payload: usize, ipv6: bool, dir_out: u8, deliver_to: u32) -> TunnelPort {
         TunnelPort {
-            vni_out: tunnel::vni(r.link_id, dir_out),
-            vni_in: tunnel::vni(r.link_id, 1 - dir_out),
+            vni_out: tunnel::vni(id, dir_out),
+            vni_in: tunnel::vni(id, 1 - dir_out),
             deliver_to,
-            mtu: tunnel::PathMtu::new(r.payload, r.ipv6),
+            mtu: tunnel::PathMtu::new(payload, ipv6),
             seq: 0,
             reasm: tunnel::Reassembler::new(),
             dgrams: Vec::new(),

@@ -266,7 +266,7 @@ impl Engine {
                 (_, Some(r)) => {
                     let side = r.side.min(1);
                     let mut kinds = [PortDev::Tap, PortDev::Tap];
-                    kinds[side] = PortDev::Tunnel(Box::new(TunnelPort::new(r, 1 - side as u8, ports[1 - side])));
+                    kinds[side] = PortDev::Tunnel(Box::new(TunnelPort::new(r.link_id, r.payload, r.ipv6, 1 - side as u8, ports[1 - side])));
                     plane.extend(kinds);
                 }
                 (Some([a, b]), None) => plane.extend([PortDev::Plane(PlanePort { devs: a, far_veth: Some(b.veth) }), PortDev::Plane(PlanePort { devs: b, far_veth: Some(a.veth) })]),
@@ -318,7 +318,7 @@ impl Engine {
                 fds.push(fd);
                 plane.push(match (&devs, remotes[i]) {
                     // The member's machine sends in direction 0 (egress), this one in 1.
-                    (_, Some(r)) => PortDev::Tunnel(Box::new(TunnelPort::new(r, 1, ports[i]))),
+                    (_, Some(r)) => PortDev::Tunnel(Box::new(TunnelPort::new(r.link_id, r.payload, r.ipv6, 1, ports[i]))),
                     (Some(d), None) => PortDev::Plane(PlanePort { devs: d[i], far_veth: None }),
                     (None, None) => PortDev::Tap,
                 });
@@ -330,7 +330,7 @@ impl Engine {
             for t in g.trunks {
                 let port = core.add_trunk(local, &t.members);
                 fds.push(Some(t.fd));
-                plane.push(PortDev::Tunnel(Box::new(TunnelPort::new(t.remote, 1, port))));
+                plane.push(PortDev::Tunnel(Box::new(TunnelPort::new(t.remote.link_id, t.remote.payload, t.remote.ipv6, 1, port))));
             }
             seg_ports.push(ports);
         }
@@ -340,7 +340,7 @@ impl Engine {
             let members: Vec<(u32, usize)> = t.members.iter().map(|&(m, k)| (m, link_place[k].1)).collect();
             let port = core.add_trunk_in(&members);
             fds.push(Some(t.fd));
-            plane.push(PortDev::Tunnel(Box::new(TunnelPort::new(t.remote, 0, port))));
+            plane.push(PortDev::Tunnel(Box::new(TunnelPort::new(t.remote.link_id, t.remote.payload, t.remote.ipv6, 0, port))));
         }
         let mut handles = Vec::new();
         for (s, (core, fds, plane)) in cores.into_iter().enumerate() {

@@ -1,0 +1,254 @@
+//! vemu on Kubernetes: the `VemuLab` custom resource and what the operator decides for
+//! one (sans-IO: [`decide`] takes what the cluster and the lab look like and returns the
+//! step to take; `main.rs` watches the resources, runs the steps with the `vemu`
+//! command and writes the status).
+//!
+//! A `VemuLab` holds a scenario (the same YAML as `vemu up` reads). The operator brings
+//! it up across the machines that run a ready vemu agent (the DaemonSet of
+//! `deploy/kubernetes`), each machine named after its Kubernetes node, and runs the
+//! lab's controller in its own pod; deleting the resource takes the lab down on every
+//! machine. A changed scenario is brought up anew; a lab whose controller was lost with
+//! the operator's pod is taken over (`vemu attach`) while its agents still hold it.
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Finalizer the operator puts on every VemuLab: the lab is taken down before the
+/// resource goes.
+pub const FINALIZER: &str = "vemu.dev/lab";
+/// Label of the agents' pods (deploy/kubernetes/agent-daemonset.yaml).
+pub const AGENT_LABEL: &str = "app.kubernetes.io/name=vemu-agent";
+
+/// A lab of vemu's on the cluster.
+#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "vemu.dev",
+    version = "v1alpha1",
+    kind = "VemuLab",
+    namespaced,
+    status = "VemuLabStatus",
+    shortname = "vlab",
+    printcolumn = r#"{"name": "Phase", "type": "string", "jsonPath": ".status.phase"}"#,
+    printcolumn = r#"{"name": "Lab", "type": "string", "jsonPath": ".status.lab"}"#,
+    printcolumn = r#"{"name": "Machines", "type": "string", "jsonPath": ".status.machines"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct VemuLabSpec {
+    /// The scenario, as `vemu up` reads it (docs/scenario.md). Its `machines:` are
+    /// replaced by the cluster's; `machine:` pins name Kubernetes nodes (dots as '-').
+    pub scenario: String,
+    /// The Kubernetes nodes to spread the lab over (each must run a ready agent);
+    /// default: every node with a ready agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<Vec<String>>,
+}
+
+/// What the operator did with a VemuLab.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VemuLabStatus {
+    /// `Pending` (waiting for agents), `Up`, or `Failed` (see `message`).
+    pub phase: String,
+    /// The lab's name for `vemu` (`NAMESPACE-NAME`).
+    #[serde(default)]
+    pub lab: String,
+    /// The machines it was brought up on, as `vemu up --machines` took them.
+    #[serde(default)]
+    pub machines: String,
+    #[serde(default)]
+    pub message: String,
+    /// Digest of the scenario and nodes the lab runs (a changed spec brings it up anew).
+    #[serde(default)]
+    pub digest: String,
+}
+
+/// A pod of the agents' DaemonSet, as the decision needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Agent {
+    /// The Kubernetes node it runs on.
+    pub node: String,
+    /// Its address (the node's: the agents use the host network).
+    pub host_ip: Option<String>,
+    /// Running, and its readiness probe passes.
+    pub ready: bool,
+}
+
+/// What to do for a VemuLab now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Bring the lab up: `vemu up SCENARIO --name LAB --machines MACHINES`.
+    Up { lab: String, machines: String },
+    /// The running lab has another spec: down, then up.
+    Recreate { lab: String, machines: String },
+    /// Its controller is gone (the operator's pod restarted) but it was up: take it
+    /// over with `vemu attach` (and bring it up anew if that fails).
+    Attach { lab: String, machines: String },
+    /// Up as specified: nothing to do.
+    Keep,
+    /// Not possible yet (no ready agent, a named node without one): try again later.
+    Wait(String),
+    /// Never possible as specified: the status says why.
+    Invalid(String),
+}
+
+/// A stable digest of a spec (FNV-1a, 64 bits, as hex): the same spec gives the same
+/// digest in every version of the operator.
+pub fn digest(spec: &VemuLabSpec) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let text = serde_json::to_string(spec).unwrap_or_default();
+    for b in text.bytes() {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+/// vemu's name of a machine for Kubernetes node `node`: dots become '-', and it must
+/// then be a vemu machine name (1-32 letters, digits, '-' or '_', starting with a letter
+/// or digit).
+pub fn machine_name(node: &str) -> Result<String, String> {
+    let m = node.replace('.', "-");
+    let ok = !m.is_empty() && m.len() <= 32 && m.starts_with(|c: char| c.is_ascii_alphanumeric()) && m.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    match ok {
+        true => Ok(m),
+        false => Err(format!("node '{node}' does not make a vemu machine name (1-32 letters, digits, '-' or '_' once dots become '-')")),
+    }
+}
+
+/// vemu's name of the lab of VemuLab `name` in `namespace`.
+pub fn lab_name(namespace: &str, name: &str) -> Result<String, String> {
+    let lab = format!("{namespace}-{name}");
+    let ok = lab.len() <= 32 && lab.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    match ok {
+        true => Ok(lab),
+        false => Err(format!("the lab's name '{lab}' (NAMESPACE-NAME) must be at most 32 letters, digits, '-' or '_'")),
+    }
+}
+
+/// The step for VemuLab `name` in `namespace` given the agents and the lab's state:
+/// `status` as last written, `running`: whether `vemu status` reaches its controller.
+pub fn decide(namespace: &str, name: &str, spec: &VemuLabSpec, status: Option<&VemuLabStatus>, agents: &[Agent], running: bool) -> Step {
+    let lab = match lab_name(namespace, name) {
+        Ok(l) => l,
+        Err(e) => return Step::Invalid(e),
+    };
+    if spec.scenario.trim().is_empty() {
+        return Step::Invalid("spec.scenario is empty".into());
+    }
+    let ready: Vec<&Agent> = agents.iter().filter(|a| a.ready && a.host_ip.is_some()).collect();
+    let chosen: Vec<&Agent> = match &spec.nodes {
+        Some(nodes) => {
+            if nodes.is_empty() {
+                return Step::Invalid("spec.nodes is empty (leave it out to use every node with an agent)".into());
+            }
+            let mut v = Vec::new();
+            for n in nodes {
+                match ready.iter().find(|a| &a.node == n) {
+                    Some(a) => v.push(*a),
+                    None => return Step::Wait(format!("node '{n}' has no ready vemu agent")),
+                }
+            }
+            v
+        }
+        None => ready,
+    };
+    if chosen.is_empty() {
+        return Step::Wait("no node has a ready vemu agent (is the DaemonSet of deploy/kubernetes running, and are nodes labelled vemu.dev/agent=true?)".into());
+    }
+    let mut machines: Vec<(String, &str)> = Vec::new();
+    for a in &chosen {
+        let m = match machine_name(&a.node) {
+            Ok(m) => m,
+            Err(e) => return Step::Invalid(e),
+        };
+        if machines.iter().any(|(x, _)| *x == m) {
+            return Step::Invalid(format!("two nodes make the machine name '{m}'"));
+        }
+        machines.push((m, a.host_ip.as_deref().unwrap_or_default()));
+    }
+    machines.sort();
+    let machines = machines.iter().map(|(m, ip)| format!("{m}={ip}")).collect::<Vec<_>>().join(",");
+    let same = status.is_some_and(|s| s.digest == digest(spec) && s.lab == lab);
+    match (running, same, status.is_some_and(|s| s.phase == "Up")) {
+        (true, true, _) => Step::Keep,
+        (true, false, _) => Step::Recreate { lab, machines },
+        // Up, as last known, on the machines it was brought up on.
+        (false, true, true) => Step::Attach { lab, machines: status.map(|s| s.machines.clone()).unwrap_or(machines) },
+        (false, _, _) => Step::Up { lab, machines },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn agent(node: &str, ip: &str, ready: bool) -> Agent {
+        Agent { node: node.into(), host_ip: (!ip.is_empty()).then(|| ip.to_string()), ready }
+    }
+
+    fn spec(nodes: Option<&[&str]>) -> VemuLabSpec {
+        VemuLabSpec { scenario: "nodes: {a: {}}\n".into(), nodes: nodes.map(|n| n.iter().map(|s| s.to_string()).collect()) }
+    }
+
+    fn up_status(s: &VemuLabSpec, lab: &str, machines: &str) -> VemuLabStatus {
+        VemuLabStatus { phase: "Up".into(), lab: lab.into(), machines: machines.into(), message: String::new(), digest: digest(s) }
+    }
+
+    #[test]
+    fn a_new_lab_comes_up_on_every_ready_agent_named_after_its_node() {
+        let agents = [agent("w2.example.org", "10.0.0.12", true), agent("w1", "10.0.0.11", true), agent("w3", "10.0.0.13", false), agent("w4", "", true)];
+        let s = spec(None);
+        assert_eq!(decide("labs", "ring", &s, None, &agents, false), Step::Up { lab: "labs-ring".into(), machines: "w1=10.0.0.11,w2-example-org=10.0.0.12".into() });
+        // Only the nodes named, each with a ready agent, else wait for it.
+        assert_eq!(decide("labs", "ring", &spec(Some(&["w1"])), None, &agents, false), Step::Up { lab: "labs-ring".into(), machines: "w1=10.0.0.11".into() });
+        assert_eq!(decide("labs", "ring", &spec(Some(&["w1", "w3"])), None, &agents, false), Step::Wait("node 'w3' has no ready vemu agent".into()));
+        assert!(matches!(decide("labs", "ring", &s, None, &[], false), Step::Wait(m) if m.contains("no node has a ready vemu agent")));
+    }
+
+    #[test]
+    fn a_running_lab_is_kept_recreated_when_its_spec_changes_and_taken_over_when_its_controller_is_gone() {
+        let agents = [agent("w1", "10.0.0.11", true)];
+        let s = spec(None);
+        let st = up_status(&s, "labs-ring", "w1=10.0.0.11");
+        assert_eq!(decide("labs", "ring", &s, Some(&st), &agents, true), Step::Keep);
+        let changed = VemuLabSpec { scenario: "nodes: {a: {}, b: {}}\n".into(), nodes: None };
+        assert_eq!(decide("labs", "ring", &changed, Some(&st), &agents, true), Step::Recreate { lab: "labs-ring".into(), machines: "w1=10.0.0.11".into() });
+        // Up when last seen, its controller gone (the operator's pod restarted): attach,
+        // on the machines it was brought up on.
+        let agents2 = [agent("w1", "10.0.0.11", true), agent("w2", "10.0.0.12", true)];
+        assert_eq!(decide("labs", "ring", &s, Some(&st), &agents2, false), Step::Attach { lab: "labs-ring".into(), machines: "w1=10.0.0.11".into() });
+        // Failed earlier: tried again.
+        let failed = VemuLabStatus { phase: "Failed".into(), ..st.clone() };
+        assert!(matches!(decide("labs", "ring", &s, Some(&failed), &agents, false), Step::Up { .. }));
+    }
+
+    #[test]
+    fn what_can_never_work_says_why() {
+        let agents = [agent("w1", "10.0.0.11", true)];
+        assert!(matches!(decide("a-very-long-namespace-name", "and-a-long-lab", &spec(None), None, &agents, false), Step::Invalid(m) if m.contains("at most 32")));
+        assert_eq!(decide("labs", "x", &VemuLabSpec { scenario: " \n".into(), nodes: None }, None, &agents, false), Step::Invalid("spec.scenario is empty".into()));
+        assert!(matches!(decide("labs", "x", &spec(Some(&[])), None, &agents, false), Step::Invalid(m) if m.contains("spec.nodes is empty")));
+        let clash = [agent("w.1", "10.0.0.1", true), agent("w-1", "10.0.0.2", true)];
+        assert_eq!(decide("labs", "x", &spec(None), None, &clash, false), Step::Invalid("two nodes make the machine name 'w-1'".into()));
+        assert!(matches!(decide("labs", "x", &spec(None), None, &[agent("-bad", "10.0.0.1", true)], false), Step::Invalid(m) if m.contains("node '-bad'")));
+    }
+
+    #[test]
+    fn the_digest_is_stable_and_follows_the_spec() {
+        // (A fixed value: an operator upgrade must not bring every lab up anew.)
+        assert_eq!(digest(&spec(None)), digest(&spec(None)));
+        assert_ne!(digest(&spec(None)), digest(&spec(Some(&["w1"]))));
+        assert_eq!(digest(&VemuLabSpec { scenario: String::new(), nodes: None }), "639c6eb51c8b6a3d");
+    }
+
+    /// The CRD in deploy/kubernetes is the one the operator's types make
+    /// (`vemu-operator crd > deploy/kubernetes/vemulab-crd.json` after a change).
+    #[test]
+    fn the_crd_in_the_repository_is_the_types_one() {
+        use kube::CustomResourceExt;
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/kubernetes/vemulab-crd.json");
+        let file: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).expect("the CRD file")).expect("JSON");
+        assert_eq!(file, serde_json::to_value(VemuLab::crd()).unwrap(), "regenerate it: vemu-operator crd > deploy/kubernetes/vemulab-crd.json");
+    }
+}

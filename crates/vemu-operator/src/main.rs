@@ -1,0 +1,202 @@
+//! `vemu-operator`: watches VemuLab resources and brings their labs up and down on the
+//! cluster's vemu agents (see the library's documentation and docs/kubernetes.md).
+//!
+//! `vemu-operator crd` prints the CustomResourceDefinition (JSON, which kubectl and
+//! kustomize read as YAML); `vemu-operator run` is the operator. It finds the agents as
+//! the pods labelled `app.kubernetes.io/name=vemu-agent` in `VEMU_AGENT_NAMESPACE`
+//! (default `vemu`), and runs `vemu` (`VEMU`, default `vemu` on the PATH) with the
+//! agents' token (`VEMU_AGENT_TOKEN_FILE`).
+
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::finalizer::{finalizer, Event};
+use kube::runtime::watcher;
+use kube::{Client, CustomResourceExt, ResourceExt};
+use vemu_operator::{decide, digest, Agent, Step, VemuLab, VemuLabStatus, AGENT_LABEL, FINALIZER};
+
+#[derive(Debug, thiserror::Error)]
+enum Error {
+    #[error("Kubernetes: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("{0}")]
+    Vemu(String),
+    #[error("finalizer: {0}")]
+    Finalizer(String),
+}
+
+struct Ctx {
+    client: Client,
+    agent_namespace: String,
+    vemu: String,
+}
+
+/// `vemu ARGS`: its exit status and output (the runtime's other tasks go on meanwhile:
+/// `vemu up` of a big lab takes a while).
+fn vemu(ctx: &Ctx, args: &[&str]) -> (bool, String) {
+    match tokio::task::block_in_place(|| Command::new(&ctx.vemu).args(args).output()) {
+        Ok(o) => (o.status.success(), format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)).trim().to_string()),
+        Err(e) => (false, format!("cannot run {}: {e}", ctx.vemu)),
+    }
+}
+
+async fn agents(ctx: &Ctx) -> Result<Vec<Agent>, Error> {
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ctx.agent_namespace);
+    let list = pods.list(&ListParams::default().labels(AGENT_LABEL)).await?;
+    Ok(list
+        .items
+        .iter()
+        .map(|p| {
+            let st = p.status.as_ref();
+            let ready = st.is_some_and(|s| s.phase.as_deref() == Some("Running") && s.conditions.iter().flatten().any(|c| c.type_ == "Ready" && c.status == "True"));
+            Agent { node: p.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default(), host_ip: st.and_then(|s| s.host_ip.clone()), ready }
+        })
+        .collect())
+}
+
+async fn set_status(api: &Api<VemuLab>, name: &str, status: VemuLabStatus) -> Result<(), Error> {
+    let patch = serde_json::json!({"status": status});
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    Ok(())
+}
+
+/// Bring lab `lab` up from the scenario on `machines`.
+fn up(ctx: &Ctx, lab: &str, scenario: &str, machines: &str) -> Result<String, Error> {
+    let file = std::env::temp_dir().join(format!("vemulab-{lab}.yaml"));
+    std::fs::write(&file, scenario).map_err(|e| Error::Vemu(format!("writing {}: {e}", file.display())))?;
+    let (ok, out) = vemu(ctx, &["up", &file.to_string_lossy(), "--name", lab, "--machines", machines]);
+    let _ = std::fs::remove_file(&file);
+    match ok {
+        true => Ok(out),
+        false => Err(Error::Vemu(out)),
+    }
+}
+
+async fn apply(lab_obj: Arc<VemuLab>, ctx: &Ctx, api: &Api<VemuLab>) -> Result<Action, Error> {
+    let (ns, name) = (lab_obj.namespace().unwrap_or_default(), lab_obj.name_any());
+    let status = lab_obj.status.clone();
+    let agents = agents(ctx).await?;
+    let lab_now = status.as_ref().map(|s| s.lab.clone()).unwrap_or_default();
+    let running = !lab_now.is_empty() && vemu(ctx, &["status", "--lab", &lab_now, "--json"]).0;
+    let step = decide(&ns, &name, &lab_obj.spec, status.as_ref(), &agents, running);
+    let mut st = VemuLabStatus { digest: digest(&lab_obj.spec), ..status.clone().unwrap_or_default() };
+    let result = match step {
+        Step::Keep => return Ok(Action::requeue(Duration::from_secs(30))),
+        Step::Wait(why) => {
+            st.phase = "Pending".into();
+            st.message = why;
+            set_status(api, &name, st).await?;
+            return Ok(Action::requeue(Duration::from_secs(10)));
+        }
+        Step::Invalid(why) => {
+            st.phase = "Failed".into();
+            st.message = why;
+            set_status(api, &name, st).await?;
+            return Ok(Action::await_change());
+        }
+        Step::Up { lab, machines } => up(ctx, &lab, &lab_obj.spec.scenario, &machines).map(|m| (lab, machines, m)),
+        Step::Recreate { lab, machines } => {
+            let _ = vemu(ctx, &["down", "--lab", &lab_now]);
+            up(ctx, &lab, &lab_obj.spec.scenario, &machines).map(|m| (lab, machines, m))
+        }
+        Step::Attach { lab, machines } => match vemu(ctx, &["attach", "--lab", &lab]) {
+            (true, out) => Ok((lab, machines, out)),
+            // Its agents no longer hold it: what is left goes, and it comes up anew.
+            (false, _) => {
+                let _ = vemu(ctx, &["clean"]);
+                up(ctx, &lab, &lab_obj.spec.scenario, &machines).map(|m| (lab, machines, m))
+            }
+        },
+    };
+    match result {
+        Ok((lab, machines, out)) => {
+            st = VemuLabStatus { phase: "Up".into(), lab, machines, message: out.lines().last().unwrap_or_default().to_string(), digest: st.digest };
+            set_status(api, &name, st).await?;
+            Ok(Action::requeue(Duration::from_secs(30)))
+        }
+        Err(e) => {
+            st.phase = "Failed".into();
+            st.message = e.to_string();
+            set_status(api, &name, st).await?;
+            Ok(Action::requeue(Duration::from_secs(60)))
+        }
+    }
+}
+
+async fn reconcile(lab: Arc<VemuLab>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    let api: Api<VemuLab> = Api::namespaced(ctx.client.clone(), &lab.namespace().unwrap_or_default());
+    finalizer(&api, FINALIZER, lab, |event| async {
+        match event {
+            Event::Apply(l) => apply(l, &ctx, &api).await,
+            Event::Cleanup(l) => {
+                if let Some(s) = l.status.as_ref().filter(|s| !s.lab.is_empty()) {
+                    let (ok, out) = vemu(&ctx, &["down", "--lab", &s.lab]);
+                    if !ok && !out.contains("is not running") {
+                        return Err(Error::Vemu(out));
+                    }
+                }
+                Ok(Action::await_change())
+            }
+        }
+    })
+    .await
+    .map_err(|e| Error::Finalizer(e.to_string()))
+}
+
+fn error_policy(_lab: Arc<VemuLab>, err: &Error, _ctx: Arc<Ctx>) -> Action {
+    eprintln!("vemu-operator: {err}");
+    Action::requeue(Duration::from_secs(15))
+}
+
+async fn run() -> anyhow::Result<()> {
+    let client = Client::try_default().await?;
+    let ctx = Arc::new(Ctx {
+        client: client.clone(),
+        agent_namespace: std::env::var("VEMU_AGENT_NAMESPACE").unwrap_or_else(|_| "vemu".into()),
+        vemu: std::env::var("VEMU").unwrap_or_else(|_| "vemu".into()),
+    });
+    let labs: Api<VemuLab> = Api::all(client);
+    Controller::new(labs, watcher::Config::default())
+        .run(reconcile, error_policy, ctx)
+        .for_each(|r| async move {
+            if let Err(e) = r {
+                eprintln!("vemu-operator: {e}");
+            }
+        })
+        .await;
+    Ok(())
+}
+
+fn main() -> std::process::ExitCode {
+    match std::env::args().nth(1).as_deref() {
+        Some("crd") => {
+            println!("{}", serde_json::to_string_pretty(&VemuLab::crd()).unwrap_or_default());
+            std::process::ExitCode::SUCCESS
+        }
+        Some("run") => {
+            let rt = match tokio::runtime::Runtime::new() {
+                Ok(rt) => rt,
+                Err(e) => {
+                    eprintln!("vemu-operator: {e}");
+                    return std::process::ExitCode::FAILURE;
+                }
+            };
+            match rt.block_on(run()) {
+                Ok(()) => std::process::ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("vemu-operator: {e:#}");
+                    std::process::ExitCode::FAILURE
+                }
+            }
+        }
+        _ => {
+            eprintln!("usage: vemu-operator crd | run");
+            std::process::ExitCode::from(2)
+        }
+    }
+}
