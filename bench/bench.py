@@ -1376,7 +1376,7 @@ def bench_lan_machines():
              ["members", "on m1", "RTT on m0 (ms)", "RTT m0 -> m1 (ms)", "RTT m1 -> m1 (ms)", "underlay datagrams on m1 per broadcast"], rows,
              ["Every port has 1 ms of delay each way: every RTT is set to 4 ms; between two members of m1 frames go through m0's switch (two underlay crossings, hidden by the set delays).",
               "A broadcast from h0 on m0 reaches all m1 members through one trunk copy (datagrams per broadcast ~1 whatever the number of receivers); the idle underlay traffic (probes, heartbeats) measured just before is taken off.",
-              "RTTs below the set 4 ms are frames arriving early: the underlay's one-way delay is estimated as half the shortest probe round trip, which includes the engines' wake-ups; with many tunnels on two loaded cores the estimate (printed) exceeds the true delay and frames sent that much early arrive early. Known, not fixed (see the notes of issue 14)."])
+              "RTTs below the set 4 ms are frames arriving early: frames toward another machine leave early by the underlay's one-way delay as estimated (half the shortest probe round trip between kernel receive times, printed per far member); an estimate above the true delay makes them arrive early."])
 
 
 def bench_placement():

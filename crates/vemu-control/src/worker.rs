@@ -261,6 +261,9 @@ fn tunnel_socket(s: &Share, tunnel: usize, side: usize) -> Result<(std::net::Udp
     // 208 KiB holds ~60 datagrams: 4 ms at 100 Mbit/s).
     let _ = nix::sys::socket::setsockopt(&sock, nix::sys::socket::sockopt::RcvBufForce, &TUNNEL_SOCKET_BUFFER);
     let _ = nix::sys::socket::setsockopt(&sock, nix::sys::socket::sockopt::SndBufForce, &TUNNEL_SOCKET_BUFFER);
+    // The kernel's time of arrival of each datagram: the engine measures the underlay
+    // without its own wake-ups (see the driver's read_tunnel).
+    let _ = nix::sys::socket::setsockopt(&sock, nix::sys::socket::sockopt::ReceiveTimestampns, &true);
     // Never fragmented, never sized by the kernel's path MTU cache (DF
     // set): the engine finds what the path carries by probing.
     let (level, opt) = match s.underlay.is_ipv6() {

@@ -154,6 +154,48 @@ impl TunnelPort {
     }
 }
 
+/// Receive one datagram into `buf` (its capacity) without waiting: its length (or
+/// `usize::MAX` for an error the socket reports, such as an ICMP error of an earlier
+/// send) and how long it waited in the socket, by the kernel's receive timestamp (0
+/// without one); `None` when nothing is waiting.
+fn recv_stamped(fd: RawFd, buf: &mut Vec<u8>) -> Option<(usize, u64)> {
+    let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.capacity() };
+    let mut control = [0u64; 8];
+    // SAFETY: msghdr is plain data; the pointers set below outlive the call.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&control) as _;
+    // SAFETY: recvmsg(2) into buffers we own, sized as told.
+    let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT) };
+    if n < 0 {
+        return match std::io::Error::last_os_error().kind() {
+            std::io::ErrorKind::WouldBlock => None,
+            _ => Some((usize::MAX, 0)),
+        };
+    }
+    // SAFETY: the kernel wrote n bytes, at most the capacity.
+    unsafe { buf.set_len(n as usize) };
+    let mut held = 0;
+    // SAFETY: walking the control messages the kernel wrote into `control`.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
+                let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                let mut now: libc::timespec = std::mem::zeroed();
+                libc::clock_gettime(libc::CLOCK_REALTIME, &mut now);
+                let ns = |t: &libc::timespec| t.tv_sec as i128 * 1_000_000_000 + t.tv_nsec as i128;
+                // (A realtime clock stepped meanwhile could make it absurd: at most 1 s.)
+                held = (ns(&now) - ns(&ts)).clamp(0, 1_000_000_000) as u64;
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    Some((n as usize, held))
+}
+
 /// Send one datagram on a connected UDP socket without waiting; whether it went whole.
 fn send_datagram(fd: RawFd, d: &[u8]) -> bool {
     // SAFETY: sending bytes we hold on a descriptor we own.
@@ -707,27 +749,29 @@ impl Shard {
 
     /// Take the datagrams a tunnel port's socket holds; frames made whole go to the
     /// link's local port; probes are answered, and answers measure the underlay.
+    ///
+    /// Each datagram's time of arrival is the kernel's (`SO_TIMESTAMPNS`, set on tunnel
+    /// sockets), not when this thread got round to it: a frame is handed to the core as
+    /// of then (so the engine's own wake-up shows as lateness, not as underlay delay), a
+    /// probe's answer carries the probe's send time moved on by how long the probe sat
+    /// here, and the round trip of an answer ends when it arrived. The round trip is then
+    /// the underlay's alone, and half of it the lead frames leave with.
     fn read_tunnel(&mut self, port: usize) {
         let fd = self.fd(port);
         let Some(PortDev::Tunnel(t)) = self.devs.get_mut(port) else { return };
         for _ in 0..READ_BATCH * 4 {
             self.buf.clear();
-            // SAFETY: buf has room for MAX_FRAME bytes.
-            let n = unsafe { libc::recv(fd, self.buf.as_mut_ptr().cast(), self.buf.capacity(), libc::MSG_DONTWAIT) };
-            if n < 0 {
-                match std::io::Error::last_os_error().kind() {
-                    std::io::ErrorKind::WouldBlock => return,
-                    // ICMP errors of earlier sends, reported once each.
-                    _ => continue,
-                }
+            let Some((n, held_ns)) = recv_stamped(fd, &mut self.buf) else { return };
+            if n == usize::MAX {
+                // ICMP errors of earlier sends, reported once each.
+                continue;
             }
-            // SAFETY: the kernel wrote n bytes, at most the capacity.
-            unsafe { self.buf.set_len(n as usize) };
+            let arrived = self.clock.now_ns().saturating_sub(held_ns);
             if let Some(p) = tunnel::parse_probe(&self.buf) {
                 if !p.answer && p.vni == t.vni_in {
-                    send_datagram(fd, &tunnel::probe(t.vni_in, p.t_ns, true, p.size));
+                    send_datagram(fd, &tunnel::probe(t.vni_in, p.t_ns.saturating_add(held_ns), true, p.size));
                 } else if p.answer && p.vni == t.vni_out {
-                    let rtt = self.clock.now_ns().saturating_sub(p.t_ns);
+                    let rtt = arrived.saturating_sub(p.t_ns);
                     if t.min_rtt_ns.is_none_or(|m| rtt < m) {
                         t.min_rtt_ns = Some(rtt);
                         self.core.set_transit(port as u32, rtt / 2);
@@ -744,7 +788,7 @@ impl Shard {
                 continue;
             }
             if let Some(whole) = t.reasm.push(&piece) {
-                self.core.handle_delivered(self.clock.now_ns(), t.deliver_to, whole.frame);
+                self.core.handle_delivered(arrived, t.deliver_to, whole.frame);
             }
             let c = t.reasm.counts(t.vni_in);
             self.core.set_underlay_lost(port as u32, c.lost + c.late);

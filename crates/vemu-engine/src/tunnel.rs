@@ -126,7 +126,9 @@ pub fn probe(vni: u32, t_ns: u64, answer: bool, size: usize) -> Vec<u8> {
 pub struct Probe {
     pub vni: u32,
     pub answer: bool,
-    /// The prober's clock when it sent the probe, ns.
+    /// The prober's clock when it sent the probe, ns; in an answer, moved on by how long
+    /// the probe waited at the answering machine before it was read (so that the round
+    /// trip is the underlay's, not the engines' wake-ups).
     pub t_ns: u64,
     /// The probe's size (of the one answered, in an answer).
     pub size: usize,
