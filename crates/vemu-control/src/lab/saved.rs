@@ -51,9 +51,14 @@ impl Saved {
 
     /// The state the controller of `lab` saved last.
     pub fn load(lab: &str) -> Result<Saved> {
-        let path = Saved::path(lab);
-        let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
-        serde_json::from_slice(&bytes).with_context(|| format!("reading {}", path.display()))
+        Saved::read(&Saved::path(lab))
+    }
+
+    /// The state saved in `path`; what is not such a state is an error naming the file
+    /// and, for bad contents, the line and column.
+    pub fn read(path: &std::path::Path) -> Result<Saved> {
+        let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        serde_json::from_slice(&bytes).with_context(|| format!("reading {} (not a controller's saved state)", path.display()))
     }
 }
 
@@ -111,5 +116,49 @@ impl Controller {
         self.lost = saved.lost;
         self.timeline_fired = saved.timeline_fired;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Saved {
+        Saved {
+            clock_epoch_ns: 5,
+            realtime_epoch_ns: 6,
+            links: Vec::new(),
+            members: vec![Vec::new()],
+            stopped: vec![false, true],
+            limits: vec![Limits::default(); 2],
+            flows: Vec::new(),
+            flows_asked: 3,
+            records_copied: HashMap::from([("a.csv".to_string(), 10)]),
+            lost: vec![false],
+            underlay: vec![(0, 1, Some(1_000_000))],
+            timeline_fired: 4,
+            api_tcp: Some("127.0.0.1:9000".parse().unwrap()),
+        }
+    }
+
+    /// What a controller writes, a new one reads back whole; a damaged or missing file
+    /// is an error naming it (and where the damage is), never a panic.
+    #[test]
+    fn the_saved_state_reads_back_and_damage_is_named() {
+        let dir = std::env::temp_dir().join(format!("vemu-saved-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("controller.json");
+        std::fs::write(&path, serde_json::to_vec(&sample()).unwrap()).unwrap();
+        let back = Saved::read(&path).unwrap();
+        assert_eq!((back.stopped, back.timeline_fired, back.flows_asked, back.api_tcp), (vec![false, true], 4, 3, sample().api_tcp));
+        for (bytes, want) in [(&b"{\"clock_epoch_ns\": 5,"[..], "line 1"), (b"[1, 2]", "line 1"), (b"", "line 1"), (b"{\"clock_epoch_ns\": -1}", "line 1")] {
+            std::fs::write(&path, bytes).unwrap();
+            let e = format!("{:#}", Saved::read(&path).unwrap_err());
+            assert!(e.contains(&path.display().to_string()) && e.contains("not a controller's saved state") && e.contains(want), "{e}");
+        }
+        std::fs::remove_file(&path).unwrap();
+        let e = format!("{:#}", Saved::read(&path).unwrap_err());
+        assert!(e.contains("reading") && e.contains("No such file"), "{e}");
+        let _ = std::fs::remove_dir(&dir);
     }
 }
