@@ -551,11 +551,8 @@ impl LocalWorker {
         }
         // Random streams: 2 per link, then 2 per segment member, all from the lab seed
         // (those of a member are its tunnel's number × 2 and the next).
-        let mut stream = 2 * plan.links.len() as u64;
         let mut segments = Vec::with_capacity(self.segs_here.len());
         for (gi, g) in plan.segments.iter().enumerate() {
-            let first = stream;
-            stream += 2 * g.members.len() as u64;
             if !self.segs_here.contains(&gi) {
                 continue;
             }
@@ -580,7 +577,7 @@ impl LocalWorker {
                     }
                     None => Some(taps[e.node][e.iface].take().ok_or_else(|| anyhow!("interface {} was not created", plan.endpoint_name(e)))?),
                 };
-                let seed = first + 2 * k as u64;
+                let seed = 2 * plan.member_tunnel(gi, k) as u64;
                 members.push(MemberSpec {
                     mtu: plan.nodes[e.node].ifaces[e.iface].mtu,
                     fd,
@@ -636,17 +633,12 @@ impl LocalWorker {
     /// Start the share built: join its tunnels to the other machines' (`peers`: link,
     /// address of its socket there), start the engine and the nodes' commands.
     fn connect(&mut self, peers: &[(usize, SocketAddr)]) -> Result<()> {
-        let Some(mut p) = self.pending.take() else { bail!("nothing is waiting to start") };
-        for spec in &mut p.specs {
-            let Some(r) = spec.remote else { continue };
-            let link = r.link_id as usize;
-            let peer = peers.iter().find(|(l, _)| *l == link).map(|(_, a)| *a).ok_or_else(|| anyhow!("no tunnel address for link {link}"))?;
-            let fd = if r.side == 0 { &spec.a } else { &spec.b };
-            join_tunnel(fd.as_ref(), link, peer)?;
-        }
+        let Some(p) = self.pending.take() else { bail!("nothing is waiting to start") };
+        // Every tunnel socket: of links, of segment members, of trunks (both ends).
+        let links = p.specs.iter().filter_map(|l| l.remote.map(|r| (r, if r.side == 0 { l.a.as_ref() } else { l.b.as_ref() })));
         let members = p.segments.iter().flat_map(|g| &g.members).filter_map(|m| Some((m.remote?, m.fd.as_ref())));
         let trunks = p.segments.iter().flat_map(|g| &g.trunks).map(|t| (t.remote, Some(&t.fd)));
-        for (r, fd) in members.chain(trunks).chain(p.trunks_in.iter().map(|t| (t.remote, Some(&t.fd)))) {
+        for (r, fd) in links.chain(members).chain(trunks).chain(p.trunks_in.iter().map(|t| (t.remote, Some(&t.fd)))) {
             let t = r.link_id as usize;
             let peer = peers.iter().find(|(l, _)| *l == t).map(|(_, a)| *a).ok_or_else(|| anyhow!("no tunnel address for tunnel {t}"))?;
             join_tunnel(fd, t, peer)?;
