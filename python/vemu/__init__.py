@@ -327,7 +327,8 @@ class Link:
     def set(self, direction: str = "both", **impairments: Union[str, int, float]) -> None:
         """Change impairments, written as in a scenario file: ``delay="20ms"``,
         ``loss="1%"``, ``bandwidth="10Mbit"`` (or ``"unlimited"``), ``jitter``,
-        ``duplicate``, ``corrupt``, ``reorder``, ``queue``. ``direction``: ``both``,
+        ``duplicate``, ``corrupt``, ``reorder``, ``queue``, ``shaper`` (``"engine"`` or
+        ``"kernel"``). ``direction``: ``both``,
         ``forward`` (from the first-named end) or ``reverse``."""
         if not impairments:
             raise ValueError("give at least one impairment, e.g. delay='20ms'")

@@ -247,7 +247,7 @@ fn fast_path(paths: &LabPaths) -> Result<Arc<FastPath>, String> {
         return Err(format!("{FAST_PATH_ENV}=off"));
     }
     vemu_host::create_plane(paths).map_err(|e| format!("{e:#}"))?;
-    let ctl = vemu_host::in_netns(&paths.plane(), || Ok(std::os::unix::net::UnixDatagram::unbound()?.into())).map_err(|e| format!("{e:#}"))?;
+    let ctl = vemu_host::in_netns(&paths.plane(), || Ok(vemu_engine::netlink_socket()?)).map_err(|e| format!("{e:#}"))?;
     let fast = FastPath::load(ctl).map_err(|e| format!("{e:#}"))?;
     vemu_host::plane_program(paths, fast.program(), fast.egress_program()).map_err(|e| format!("{e:#}"))?;
     Ok(Arc::new(fast))

@@ -66,6 +66,8 @@ pub struct DirCounters {
     pub late_max_ns: AtomicU64,
     /// The direction goes by the kernel now (the fast path), not through the engine.
     pub kernel_path: AtomicBool,
+    /// ... through the kernel's token bucket (a rate given to the kernel's shaper).
+    pub kernel_shaper: AtomicBool,
     /// Toward a side on another machine: the underlay's one-way delay as measured (half
     /// the shortest probed round trip), taken off the direction's delay, ns.
     pub transit_ns: AtomicU64,
@@ -176,6 +178,9 @@ pub struct DirStats {
     /// Carried by the kernel now (no emulation needed), not by the engine.
     #[serde(default)]
     pub kernel_path: bool,
+    /// ... and shaped there by the kernel's token bucket (`shaper: kernel`).
+    #[serde(default)]
+    pub kernel_shaper: bool,
     /// Toward another machine: the underlay's measured one-way delay, ns (0: none).
     #[serde(default)]
     pub transit_ns: u64,
@@ -224,6 +229,7 @@ impl DirStats {
         add(&mut self.late_hist, &o.late_hist);
         self.late_max_ns = self.late_max_ns.max(o.late_max_ns);
         self.kernel_path |= o.kernel_path;
+        self.kernel_shaper |= o.kernel_shaper;
         self.transit_ns = self.transit_ns.max(o.transit_ns);
         self.path_payload_bytes = self.path_payload_bytes.max(o.path_payload_bytes);
         add(&mut self.input_wait_hist, &o.input_wait_hist);
@@ -256,6 +262,7 @@ impl DirCounters {
             late_hist: self.late_hist.iter().map(|b| b.load(Relaxed)).collect(),
             late_max_ns: self.late_max_ns.load(Relaxed),
             kernel_path: self.kernel_path.load(Relaxed),
+            kernel_shaper: self.kernel_shaper.load(Relaxed),
             transit_ns: self.transit_ns.load(Relaxed),
             path_payload_bytes: self.path_payload.load(Relaxed),
             drop_police: self.drop_police.load(Relaxed),

@@ -14,12 +14,12 @@ use vemu_link::Impairments;
 
 use crate::batch::{self, TapWriter};
 use crate::clock::LabClock;
-use crate::core::{Applied, Command, Core, Event, Frame, RadioSnapshot};
+use crate::core::{Applied, Command, Core, Event, Frame, Path, RadioSnapshot, Shape};
 use crate::gso::VNET_HDR_LEN;
 use crate::gso;
 use crate::schedule::{self, Priority, Schedule};
 use crate::tunnel;
-use vemu_fastpath::{FastPath, Route};
+use vemu_fastpath::{Bucket, FastPath, Route};
 
 /// Largest frame TAP hands over: a 64 KiB super-frame plus headers.
 const MAX_FRAME: usize = 65536 + 256;
@@ -618,16 +618,19 @@ impl Shard {
                     (Some(PortDev::Tunnel(_)), _) => {}
                     _ => set_carrier(self.fd(port as usize), up),
                 },
-                Event::Path { port, kernel } => {
+                Event::Path { port, path } => {
                     if let (Some(PortDev::Plane(p)), Some(fast)) = (self.devs.get(port as usize), &self.fast) {
-                        let route = match (kernel, p.devs.tap) {
-                            (true, _) => Some(p.far_veth.map_or(Route::Bridge, |peer_of| Route::Kernel { peer_of })),
-                            (false, Some(tap)) => Some(Route::Engine { tap }),
+                        let route = match (path, p.devs.tap, p.far_veth) {
+                            (Path::Kernel, _, far) => Ok(Some(far.map_or(Route::Bridge, |peer_of| Route::Kernel { peer_of }))),
+                            // The bucket first, then the frames.
+                            (Path::Shaped(shape), _, Some(via)) => fast.shape(via, bucket(shape)).map(|()| Some(Route::Shaped { via })),
+                            (Path::Engine, Some(tap), _) => Ok(Some(Route::Engine { tap })),
                             // (The engine makes a link's or LAN's TAP devices before
-                            // anything that takes it off the kernel path reaches the core.)
-                            (false, None) => None,
+                            // anything that takes it off the kernel path reaches the core;
+                            // only links' directions are shaped.)
+                            _ => Ok(None),
                         };
-                        if let Some(Err(e)) = route.map(|r| fast.route(p.devs.veth, r)) {
+                        if let Err(e) = route.and_then(|r| r.map_or(Ok(()), |r| fast.route(p.devs.veth, r))) {
                             eprintln!("engine: {e:#}");
                         }
                     }
@@ -834,4 +837,10 @@ impl Shard {
             }
         }
     }
+}
+
+/// The kernel's token bucket for a shaped direction.
+fn bucket(s: Shape) -> Bucket {
+    let bytes = |b: u64| b.min(u64::from(u32::MAX)) as u32;
+    Bucket { rate_bps: s.rate_bps, burst_bytes: bytes(s.burst_bytes), limit_bytes: bytes(s.limit_bytes) }
 }

@@ -33,7 +33,7 @@ pub use crate::counters::{bucket_quantile_ns, DirCounters, DirStats, SegCounters
 pub use crate::driver::{Captured, PlaneDevs, FAULT_ENV};
 use crate::core::{Command, Core, LinkConfig, MemberConfig, SegmentConfig};
 use crate::driver::{Control, PlanePort, PortDev, ShardHandle, TunnelPort};
-pub use vemu_fastpath::{FastPath, Route};
+pub use vemu_fastpath::{netlink_socket, FastPath, Route};
 pub use vemu_switch::Snooping;
 
 /// A link to emulate: the TAP devices of its two ends and what each direction does.
@@ -454,8 +454,25 @@ impl Engine {
         };
         match (target, &self.fast) {
             (Target::Link(l), Some(fast)) => {
+                let veths = self.link_veths[l].unwrap_or_default();
                 for (d, veth) in self.link_veths[l].into_iter().flatten().enumerate() {
                     add(&mut s[d], fast.path.counted(veth));
+                    // Through the kernel's token bucket on the far plane device: what
+                    // came in, and what the bucket sent on, dropped and holds.
+                    let shaped = fast.path.counted_shaped(veth);
+                    if shaped.frames > 0 {
+                        let far = veths[1 - d];
+                        let b = fast.path.shaped(far).unwrap_or_default();
+                        let s = &mut s[d];
+                        s.rx_frames += shaped.frames;
+                        s.rx_bytes += shaped.bytes;
+                        s.tx_frames += b.frames;
+                        s.tx_bytes += b.bytes;
+                        s.drop_queue += b.drops;
+                        s.queue_frames += b.queue_frames;
+                        s.queue_bytes += b.queue_bytes;
+                        s.queue_frames_max = s.queue_frames_max.max(b.queue_frames);
+                    }
                 }
             }
             // A LAN port: what the node sent to the bridge (egress), and what the bridge

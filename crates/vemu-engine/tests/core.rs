@@ -6,9 +6,9 @@
 
 use std::sync::Arc;
 
-use vemu_engine::core::{Applied, CapturePoint, Command, Core, Event, Frame, LinkConfig, MemberConfig, PortId, SegmentConfig, Target};
+use vemu_engine::core::{Applied, CapturePoint, Command, Core, Event, Frame, LinkConfig, MemberConfig, Path, PortId, SegmentConfig, Shape, Target};
 use vemu_engine::gso::{VnetHdr, VNET_HDR_LEN};
-use vemu_link::{Chance, Distribution, Impairments, ImpairmentsPatch, Jitter, Loss, QueueLimit, Reorder};
+use vemu_link::{Chance, Distribution, Impairments, ImpairmentsPatch, Jitter, Loss, QueueLimit, Reorder, Shaper};
 use vemu_radio::medium::MediumConfig;
 use vemu_radio::propagation::{Model, Radio};
 use vemu_radio::Pos;
@@ -1111,9 +1111,13 @@ fn a_querier_lan_queries_on_schedule_and_delivers_groups_to_members_only() {
     assert_eq!(sim.out.len(), 1 + 6, "the second round of queries");
 }
 
-/// The paths the core asked for so far, as (port, kernel) in order.
+/// The paths the core asked for so far, as (port, in the kernel) in order.
 fn paths(s: &Sim) -> Vec<(PortId, bool)> {
-    s.events.iter().filter_map(|e| if let Event::Path { port, kernel } = e { Some((*port, *kernel)) } else { None }).collect()
+    full_paths(s).into_iter().map(|(p, path)| (p, path.in_kernel())).collect()
+}
+
+fn full_paths(s: &Sim) -> Vec<(PortId, Path)> {
+    s.events.iter().filter_map(|e| if let Event::Path { port, path } = e { Some((*port, *path)) } else { None }).collect()
 }
 
 fn kernel_link(forward: Impairments, reverse: Impairments) -> (Sim, PortId, PortId) {
@@ -1157,6 +1161,46 @@ fn a_direction_changes_path_when_its_impairments_come_and_go() {
     // The same patch again changes nothing.
     s.apply(Command::Patch { target: Target::Link(0), dir: 1, patch: set(0) });
     assert_eq!(paths(&s).len(), 4);
+}
+
+#[test]
+fn a_rate_alone_given_to_the_kernels_shaper_goes_by_the_kernels_token_bucket() {
+    let kernel = |rate| Impairments { rate_bps: Some(rate), shaper: Shaper::Kernel, ..Default::default() };
+    let mut queued = kernel(1_000_000);
+    queued.queue = Some(QueueLimit::Bytes(50_000));
+    let (mut s, a, b) = kernel_link(kernel(100_000_000), queued);
+    // 1 ms at the rate (at least two frames of the MTU with their headers); the queue
+    // limit in bytes (the default 1000 packets as full-size frames).
+    let fwd = Shape { rate_bps: 100_000_000, burst_bytes: 12_500, limit_bytes: 1000 * 1514 };
+    let rev = Shape { rate_bps: 1_000_000, burst_bytes: 2 * 1518, limit_bytes: 50_000 };
+    assert_eq!(full_paths(&s), vec![(a, Path::Shaped(fwd)), (b, Path::Shaped(rev))]);
+    assert!(!s.core.needs_engine(Target::Link(0)), "both directions are the kernel's");
+    let st = s.stats(Target::Link(0), 0);
+    assert!(st.kernel_path && st.kernel_shaper);
+    // A new rate is a new bucket; anything else besides the rate takes the engine's
+    // serializer, and back.
+    s.apply(Command::Patch { target: Target::Link(0), dir: 0, patch: ImpairmentsPatch { rate_bps: Some(Some(1_000_000_000)), ..Default::default() } });
+    assert_eq!(full_paths(&s)[2..], [(a, Path::Shaped(Shape { rate_bps: 1_000_000_000, burst_bytes: 125_000, limit_bytes: 1000 * 1514 }))]);
+    s.apply(Command::Patch { target: Target::Link(0), dir: 0, patch: ImpairmentsPatch { delay_ns: Some(MS), ..Default::default() } });
+    assert_eq!(full_paths(&s)[3..], [(a, Path::Engine)]);
+    assert!(!s.stats(Target::Link(0), 0).kernel_shaper);
+    s.send(0, a, udp(1250, 1));
+    s.finish();
+    assert_eq!(s.times(b), vec![10_000 + MS], "the engine serializes: 1250 bytes at 1 Gbit/s, then the delay");
+    s.apply(Command::Patch { target: Target::Link(0), dir: 0, patch: ImpairmentsPatch { delay_ns: Some(0), ..Default::default() } });
+    assert!(matches!(full_paths(&s)[4..], [(p, Path::Shaped(_))] if p == a));
+    // The rate removed: nothing to shape, the plain kernel path; the engine's shaper
+    // (the default): the engine.
+    s.apply(Command::Patch { target: Target::Link(0), dir: 0, patch: ImpairmentsPatch { rate_bps: Some(None), ..Default::default() } });
+    assert_eq!(full_paths(&s)[5..], [(a, Path::Kernel)]);
+    s.apply(Command::Patch { target: Target::Link(0), dir: 1, patch: ImpairmentsPatch { shaper: Some(Shaper::Engine), ..Default::default() } });
+    assert_eq!(full_paths(&s)[6..], [(b, Path::Engine)]);
+    // Captured: the engine, whatever the shaper.
+    s.apply(Command::Patch { target: Target::Link(0), dir: 0, patch: ImpairmentsPatch { rate_bps: Some(Some(1_000_000)), ..Default::default() } });
+    s.apply(Command::Capture { id: 3, target: Target::Link(0), side: 0, iface: 0, point: CapturePoint::After });
+    assert_eq!(full_paths(&s).last(), Some(&(a, Path::Engine)));
+    s.apply(Command::Uncapture(3));
+    assert!(matches!(full_paths(&s).last(), Some((p, Path::Shaped(_))) if *p == a));
 }
 
 #[test]

@@ -1,8 +1,10 @@
 // vemu's kernel fast path: one TC ingress program (direct action) on every device of a
 // lab's plane namespace. The device a frame came in by names its route in `routes`:
 // to the ingress of a veth peer in another namespace (a node's interface), to the
-// egress of a device here (the engine's TAP), or on into the device's own receive path
-// (a LAN port: the LAN's bridge). Frames of devices without a route are dropped. A
+// egress of a device here (the engine's TAP; or, for a direction the kernel shapes, the
+// far node's plane device, whose root qdisc is a token bucket), or on into the device's
+// own receive path (a LAN port: the LAN's bridge). Frames of devices without a route
+// are dropped. A
 // second program, on the egress of LAN ports, lets out (and counts) what the bridge
 // sends while the LAN is switched by the kernel, and nothing otherwise. Built by
 // build.rs with clang; loaded by src/lib.rs.
@@ -15,9 +17,12 @@
 #define ROUTE_PEER 1   /* to the ingress of ifindex's veth peer (another namespace) */
 #define ROUTE_COUNT 2  /* count the frames (a fast-path direction) */
 #define ROUTE_PASS 4   /* on to the device's receive path: its bridge */
+#define ROUTE_SHAPED 8 /* counted apart: to the egress of ifindex, through its token bucket */
 
 /* Key of the counts of what leaves a device (the device's index with this bit). */
 #define OUT 0x80000000u
+/* Key of the counts of what a device's frames took to a token bucket. */
+#define SHAPED 0x40000000u
 
 struct route {
 	__u32 ifindex;
@@ -87,7 +92,7 @@ int steer(struct __sk_buff *skb)
 	if (!r)
 		return TC_ACT_SHOT;
 	if (r->flags & ROUTE_COUNT)
-		count(skb, key);
+		count(skb, r->flags & ROUTE_SHAPED ? key | SHAPED : key);
 	if (r->flags & ROUTE_PASS)
 		return TC_ACT_OK;
 	if (r->flags & ROUTE_PEER)

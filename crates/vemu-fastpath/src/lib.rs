@@ -13,7 +13,11 @@
 //! - [`Route::Bridge`]: on to the device's own receive path — a LAN port's, whose bridge
 //!   switches the LAN inside the kernel — counted; a second program on the port's egress
 //!   ([`FastPath::egress_program`]) lets out and counts what the bridge sends to the node
-//!   while the port's route is this one, and drops it otherwise.
+//!   while the port's route is this one, and drops it otherwise;
+//! - [`Route::Shaped`]: to the egress of the far node's plane device, whose root qdisc is
+//!   a token bucket ([`FastPath::shape`]) that holds the direction to its rate before
+//!   the veth hands frames to the far node; counted apart, and the bucket's own
+//!   counters ([`FastPath::shaped`]) say what it sent, dropped and holds.
 //!
 //! Switching a direction between the kernel and the engine is one map update: the
 //! nodes see the same interface, addresses, MAC and carrier throughout.
@@ -26,6 +30,8 @@ use aya::maps::{HashMap, MapData, MapError, PerCpuHashMap, PerCpuValues};
 use aya::programs::{ProgramFd, SchedClassifier};
 use aya::Ebpf;
 
+mod netlink;
+
 /// The compiled program; empty when vemu was built without clang.
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/steer.o"));
 
@@ -33,8 +39,11 @@ static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/st
 const ROUTE_PEER: u32 = 1;
 const ROUTE_COUNT: u32 = 2;
 const ROUTE_PASS: u32 = 4;
+const ROUTE_SHAPED: u32 = 8;
 /// Bit of the counts' key for what leaves a device.
 const OUT: u32 = 0x8000_0000;
+/// Bit of the counts' key for what a device's frames took to a token bucket.
+const SHAPED: u32 = 0x4000_0000;
 /// `bpf_map_update_elem` flag: only if the key is not there yet.
 const BPF_NOEXIST: u64 = 1;
 
@@ -81,6 +90,33 @@ pub enum Route {
     Deliver { peer_of: u32 },
     /// On to the device's bridge (a LAN the kernel switches), counted both ways.
     Bridge,
+    /// To the egress of plane device `via` (through its token bucket, see
+    /// [`FastPath::shape`], to its veth peer), counted apart from [`Route::Kernel`].
+    Shaped { via: u32 },
+}
+
+/// A token bucket (`tbf`) as the root qdisc of a plane device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bucket {
+    pub rate_bps: u64,
+    /// What may leave back to back, bytes (frames longer are cut in wire frames first;
+    /// a frame longer than this and not a super-frame is dropped).
+    pub burst_bytes: u32,
+    /// What may wait, bytes.
+    pub limit_bytes: u32,
+}
+
+/// What a plane device's token bucket did since it was first set.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BucketStats {
+    /// Sent on (wire frames: a super-frame counts its segments) and their bytes.
+    pub frames: u64,
+    pub bytes: u64,
+    /// Dropped because the queue was full (a super-frame dropped whole counts once).
+    pub drops: u64,
+    /// Waiting now.
+    pub queue_frames: u64,
+    pub queue_bytes: u64,
 }
 
 /// The loaded program and its maps, for one lab.
@@ -89,17 +125,18 @@ pub struct FastPath {
     egress: ProgramFd,
     routes: Mutex<HashMap<MapData, u32, RouteValue>>,
     counts: Mutex<PerCpuHashMap<MapData, u32, Counted>>,
-    /// A socket in the plane namespace, to take its devices down and up.
-    ctl: OwnedFd,
+    /// A route netlink socket in the plane namespace: its devices are taken down and up
+    /// (ioctls) and their token buckets set and read (requests) through it.
+    ctl: Mutex<OwnedFd>,
     /// Keeps the program loaded.
     _ebpf: Ebpf,
 }
 
 impl FastPath {
-    /// Load the program for a lab; `ctl` is a socket (of any family) opened in the lab's
-    /// plane namespace, through which its devices are taken down and up. Fails (and the
-    /// lab runs every link through its engine) where the kernel refuses BPF programs or
-    /// vemu was built without clang.
+    /// Load the program for a lab; `ctl` is a route netlink socket ([`netlink_socket`])
+    /// opened in the lab's plane namespace, through which its devices are taken down
+    /// and up and given token buckets. Fails (and the lab runs every link through its
+    /// engine) where the kernel refuses BPF programs or vemu was built without clang.
     pub fn load(ctl: OwnedFd) -> Result<FastPath> {
         if OBJECT.is_empty() {
             bail!("vemu was built without clang, so without its TC program");
@@ -109,7 +146,7 @@ impl FastPath {
         let egress = classifier(&mut ebpf, "leave")?;
         let routes = HashMap::try_from(ebpf.take_map("routes").ok_or_else(|| anyhow!("no map 'routes'"))?)?;
         let counts = PerCpuHashMap::try_from(ebpf.take_map("counts").ok_or_else(|| anyhow!("no map 'counts'"))?)?;
-        Ok(FastPath { prog, egress, routes: Mutex::new(routes), counts: Mutex::new(counts), ctl, _ebpf: ebpf })
+        Ok(FastPath { prog, egress, routes: Mutex::new(routes), counts: Mutex::new(counts), ctl: Mutex::new(ctl), _ebpf: ebpf })
     }
 
     /// The program, to attach to the plane's devices (`tc filter … bpf da`).
@@ -136,6 +173,10 @@ impl FastPath {
                 self.count(from | OUT)?;
                 RouteValue { ifindex: 0, flags: ROUTE_PASS | ROUTE_COUNT }
             }
+            Route::Shaped { via } => {
+                self.count(from | SHAPED)?;
+                RouteValue { ifindex: via, flags: ROUTE_COUNT | ROUTE_SHAPED }
+            }
         };
         let mut routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
         routes.insert(from, value, 0).with_context(|| format!("routing plane device {from}"))?;
@@ -159,6 +200,12 @@ impl FastPath {
         self.counted_key(from)
     }
 
+    /// What came in by plane device `from` and was taken to a token bucket (all CPUs,
+    /// since its first [`Route::Shaped`]).
+    pub fn counted_shaped(&self, from: u32) -> Counted {
+        self.counted_key(from | SHAPED)
+    }
+
     /// What the kernel's bridge sent out of plane device `to` toward its node (all
     /// CPUs, since its first [`Route::Bridge`]).
     pub fn counted_out(&self, to: u32) -> Counted {
@@ -179,7 +226,8 @@ impl FastPath {
         // SAFETY: ifreq is plain data; every ioctl below reads or writes one.
         let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
         req.ifr_ifru.ifru_ifindex = ifindex as i32;
-        let fd = self.ctl.as_raw_fd();
+        let ctl = self.ctl.lock().unwrap_or_else(|p| p.into_inner());
+        let fd = ctl.as_raw_fd();
         // SAFETY: as above.
         if unsafe { libc::ioctl(fd, libc::SIOCGIFNAME, &mut req) } < 0 {
             return Err(std::io::Error::last_os_error()).with_context(|| format!("naming plane device {ifindex}"));
@@ -198,4 +246,31 @@ impl FastPath {
         }
         Ok(())
     }
+
+    /// Make (or change) the token bucket at the root of plane device `ifindex`'s egress.
+    /// Its counters are kept across changes.
+    pub fn shape(&self, ifindex: u32, bucket: Bucket) -> Result<()> {
+        let ctl = self.ctl.lock().unwrap_or_else(|p| p.into_inner());
+        netlink::request(&ctl, netlink::tbf(ifindex, bucket), netlink::CREATE_OR_CHANGE)
+            .with_context(|| format!("giving plane device {ifindex} a token bucket of {} bit/s", bucket.rate_bps))?;
+        Ok(())
+    }
+
+    /// What the token bucket of plane device `ifindex` did (see [`FastPath::shape`]).
+    pub fn shaped(&self, ifindex: u32) -> Result<BucketStats> {
+        let ctl = self.ctl.lock().unwrap_or_else(|p| p.into_inner());
+        let reply = netlink::request(&ctl, netlink::get_root(ifindex), netlink::ECHO).with_context(|| format!("reading the token bucket of plane device {ifindex}"))?;
+        reply.map(|m| netlink::bucket_stats(&m)).ok_or_else(|| anyhow!("the kernel did not describe the token bucket of plane device {ifindex}"))
+    }
+}
+
+/// A route netlink socket (open it in the plane namespace for [`FastPath::load`]).
+pub fn netlink_socket() -> std::io::Result<OwnedFd> {
+    // SAFETY: plain socket(2); the descriptor is owned at once.
+    let fd = unsafe { libc::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_CLOEXEC, libc::NETLINK_ROUTE) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor nothing else owns.
+    Ok(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
 }

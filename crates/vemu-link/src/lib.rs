@@ -51,6 +51,36 @@ pub struct Impairments {
     /// `None`: one FIFO queue.
     #[serde(default)]
     pub qos: Option<QosConfig>,
+    /// What carries out the rate when it is the only impairment (see [`Shaper`]).
+    #[serde(default)]
+    pub shaper: Shaper,
+}
+
+/// What carries out a direction's rate when the rate (with its queue limit) is the only
+/// impairment, the direction is up and not captured. With anything else set, or
+/// captured, the engine's exact serializer does, whatever this says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Shaper {
+    /// The engine's serializer: every frame waits its transmission time at the set rate
+    /// (an idle link delays a 1500-byte frame by 120 µs at 100 Mbit/s), exactly.
+    #[default]
+    Engine,
+    /// The kernel's token bucket (`tbf`) on the kernel fast path, as Mininet's and
+    /// containerlab's links shape: the rate holds on average and bursts last at most
+    /// 100 µs (one full frame at least), but a frame on an idle link leaves at once, not
+    /// after its transmission time. No frame leaves the kernel, so many shaped links cost
+    /// no more than the kernel's own forwarding.
+    Kernel,
+}
+
+impl Shaper {
+    pub fn name(self) -> &'static str {
+        match self {
+            Shaper::Engine => "engine",
+            Shaper::Kernel => "kernel",
+        }
+    }
 }
 
 /// A probability with netem-style correlation to the previous draw.
@@ -147,6 +177,8 @@ pub struct ImpairmentsPatch {
     /// `Some(None)` goes back to one FIFO queue.
     #[serde(default)]
     pub qos: Option<Option<QosConfig>>,
+    #[serde(default)]
+    pub shaper: Option<Shaper>,
 }
 
 impl ImpairmentsPatch {
@@ -155,7 +187,7 @@ impl ImpairmentsPatch {
         macro_rules! set {
             ($($f:ident),*) => { $( if let Some(v) = &self.$f { imp.$f = v.clone(); } )* };
         }
-        set!(rate_bps, delay_ns, jitter, loss, duplicate, corrupt, reorder, queue, mtu, qos);
+        set!(rate_bps, delay_ns, jitter, loss, duplicate, corrupt, reorder, queue, mtu, qos, shaper);
     }
 
     /// Fields of `later` win over fields of `self`.
@@ -163,7 +195,7 @@ impl ImpairmentsPatch {
         macro_rules! pick {
             ($($f:ident),*) => { ImpairmentsPatch { $( $f: later.$f.clone().or_else(|| self.$f.clone()), )* } };
         }
-        pick!(rate_bps, delay_ns, jitter, loss, duplicate, corrupt, reorder, queue, mtu, qos)
+        pick!(rate_bps, delay_ns, jitter, loss, duplicate, corrupt, reorder, queue, mtu, qos, shaper)
     }
 
     /// The patch a fraction `f` (0 … 1) of the way from `from` to `to`, for ramps. Both

@@ -5,7 +5,7 @@ use std::net::IpAddr;
 use std::path::Path;
 
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
-use vemu_link::{Chance, Distribution, Impairments, ImpairmentsPatch, Jitter, Loss, QueueLimit, Reorder};
+use vemu_link::{Chance, Distribution, Impairments, ImpairmentsPatch, Jitter, Loss, QueueLimit, Reorder, Shaper};
 
 use crate::units;
 
@@ -191,7 +191,7 @@ impl Default for Addressing {
 }
 
 const IMPAIRMENT_KEYS: &[&str] =
-    &["bandwidth", "delay", "jitter", "loss", "duplicate", "corrupt", "reorder", "queue", "mtu", "qos"];
+    &["bandwidth", "delay", "jitter", "loss", "duplicate", "corrupt", "reorder", "queue", "mtu", "qos", "shaper"];
 
 fn valid_iface_name(name: &str) -> Result<(), String> {
     // The kernel refuses these as device names ('all' and 'default' are the names of
@@ -443,6 +443,14 @@ fn queue(s: &str) -> Result<QueueLimit, String> {
         .map_err(|m| format!("{m} (or a number of packets, e.g. 100)"))
 }
 
+fn shaper(s: &str) -> Result<Shaper, String> {
+    match s.trim() {
+        "engine" => Ok(Shaper::Engine),
+        "kernel" => Ok(Shaper::Kernel),
+        other => Err(format!("'{other}' is not a shaper: engine (exact serialization, the default) or kernel (the kernel's token bucket)")),
+    }
+}
+
 /// The impairment keys among `entries`, as a patch.
 fn impairments(p: &mut P, entries: &Entries, field: &str) -> ImpairmentsPatch {
     let mut patch = ImpairmentsPatch::default();
@@ -465,6 +473,7 @@ fn impairments(p: &mut P, entries: &Entries, field: &str) -> ImpairmentsPatch {
             "queue" => patch.queue = p.scalar(v, &f, queue).map(Some),
             "mtu" => patch.mtu = p.scalar(v, &f, integer::<u32>("an MTU in bytes, e.g. 1500")).map(Some),
             "qos" => patch.qos = qos::qos(p, v, &f),
+            "shaper" => patch.shaper = p.scalar(v, &f, shaper),
             _ => {}
         }
     }

@@ -137,7 +137,13 @@ fn single_mistakes_name_file_line_and_field() {
         ("nodes: {a: {}, b: {}}\nlinks:\n  - endpoints: [{node: a, ip: 10.9.0.1/24}, b]\n", "a has an IPv4 address but b has none"),
         // gateway must be connected
         ("nodes:\n  a: {routes: [{dst: 1.2.3.0/24, via: 9.9.9.9}]}\n  b: {}\nlinks:\n  - endpoints: [a, b]\n", "gateway 9.9.9.9 is not on any subnet of node 'a'"),
+        // unknown shaper
+        ("nodes: {a: {}, b: {}}\nlinks:\n  - {endpoints: [a, b], bandwidth: 1Gbit, shaper: tc}\n", "t.yaml:3:51: links[0].shaper: 'tc' is not a shaper: engine (exact serialization, the default) or kernel"),
     ]);
+    // Given, per link or direction and in the defaults.
+    let plan = ok("nodes: {a: {}, b: {}}\ndefaults: {link: {shaper: kernel}}\nlinks:\n  - {endpoints: [a, b], bandwidth: 1Gbit, reverse: {shaper: engine}}\n");
+    assert_eq!(plan.links[0].forward.shaper, vemu_link::Shaper::Kernel);
+    assert_eq!(plan.links[0].reverse.shaper, vemu_link::Shaper::Engine);
 }
 
 #[test]

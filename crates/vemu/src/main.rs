@@ -401,6 +401,10 @@ enum LinkCmd {
         /// '[{name: ef, match: {dscp: EF}, priority: 0}, {name: be}]'
         #[arg(long)]
         qos: Option<String>,
+        /// what carries out the bandwidth when it is the only impairment: 'engine'
+        /// (exact serialization, the default) or 'kernel' (the kernel's token bucket)
+        #[arg(long)]
+        shaper: Option<String>,
         #[command(flatten)]
         lab: LabArg,
     },
@@ -1155,7 +1159,7 @@ fn exec_through_api(lab: &str, node: &str, argv: &[String]) -> Result<ExitCode> 
 
 fn link(cmd: LinkCmd) -> Result<()> {
     let (lab, link, verb, body) = match cmd {
-        LinkCmd::Set { link, direction, bandwidth, delay, jitter, loss, duplicate, corrupt, reorder, queue, qos, lab } => {
+        LinkCmd::Set { link, direction, bandwidth, delay, jitter, loss, duplicate, corrupt, reorder, queue, qos, shaper, lab } => {
             let given = [
                 ("bandwidth", bandwidth),
                 ("delay", delay),
@@ -1166,6 +1170,7 @@ fn link(cmd: LinkCmd) -> Result<()> {
                 ("reorder", reorder),
                 ("queue", queue),
                 ("qos", qos),
+                ("shaper", shaper),
             ];
             let mut body = serde_json::Map::new();
             for (k, v) in given {
@@ -1174,7 +1179,7 @@ fn link(cmd: LinkCmd) -> Result<()> {
                 }
             }
             if body.is_empty() {
-                return Err(user("nothing to change: give at least one of --bandwidth, --delay, --jitter, --loss, --duplicate, --corrupt, --reorder, --queue, --qos"));
+                return Err(user("nothing to change: give at least one of --bandwidth, --delay, --jitter, --loss, --duplicate, --corrupt, --reorder, --queue, --qos, --shaper"));
             }
             let direction = match direction {
                 DirArg::Both => "both",
@@ -1315,6 +1320,9 @@ fn describe(imp: &Impairments) -> String {
             parts.push(format!("qos {}", classes.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join("/")))
         }
     }
+    if imp.shaper != vemu_link::Shaper::Engine {
+        parts.push(format!("{} shaper", imp.shaper.name()));
+    }
     parts.join(", ")
 }
 
@@ -1418,7 +1426,7 @@ fn print_status(s: &LabStatus) {
     let mut below_underlay = Vec::new();
     for l in &s.links {
         for (dir, arrow, d) in [("fwd", format!("{} -> {}", l.a, l.b), &l.forward), ("rev", format!("{} -> {}", l.b, l.a), &l.reverse)] {
-            let path = if d.stats.kernel_path { "kernel" } else if d.stats.transit_ns > 0 { "tunnel" } else { "engine" };
+            let path = if d.stats.kernel_shaper { "kernel-tbf" } else if d.stats.kernel_path { "kernel" } else if d.stats.transit_ns > 0 { "tunnel" } else { "engine" };
             // Across machines: the underlay's share of the set delay, as measured.
             let transit = if d.stats.transit_ns > 0 {
                 let pieces = if d.stats.path_payload_bytes > 0 { format!(", datagrams of {} B", d.stats.path_payload_bytes) } else { String::new() };

@@ -94,6 +94,71 @@ fn unimpaired_traffic_stays_in_the_kernel_and_switches_paths_unseen() {
     assert_eq!(recv, 3);
 }
 
+/// Each direction's (`kernel_shaper`, stats) of the lab's first link.
+fn shaped(lab: &Lab) -> [(bool, serde_json::Value); 2] {
+    let st = lab.status();
+    assert_eq!(st["fast_path"], "on", "{}", st["fast_path"]);
+    ["forward", "reverse"].map(|d| {
+        let s = st["links"][0][d]["stats"].clone();
+        (s["kernel_shaper"].as_bool().unwrap(), s)
+    })
+}
+
+#[test]
+fn a_rate_given_to_the_kernels_shaper_holds_in_the_kernel_until_more_is_set() {
+    let _g = serial();
+    let yaml = "name: t-tbf\naddressing: {ipv6: none}\nnodes: {a: {run: ['iperf3 -s -D']}, b: {run: ['iperf3 -s -D']}}\nlinks:\n  - {endpoints: [a, b], bandwidth: 50Mbit, shaper: kernel}\n";
+    let lab = Lab::up("t-tbf", yaml);
+    assert!(shaped(&lab).iter().all(|(k, _)| *k), "both directions go through the kernel's token bucket");
+    let before = [iface_view(&lab, "a"), iface_view(&lab, "b")];
+
+    // TCP gets the rate; an idle link delays a ping by no transmission time.
+    let bps = lab.iperf3("a", "b", 3);
+    assert!((0.80..1.02).contains(&(bps / 50e6)), "TCP {:.1} Mbit/s through a 50 Mbit/s token bucket", bps / 1e6);
+    let (sent, recv, rtt) = lab.ping("a", "b", 20, 0.05);
+    assert_eq!((sent, recv), (20, 20));
+    assert!(rtt < 2.0, "RTT {rtt} ms on an idle shaped link");
+    let [(_, fwd), _] = shaped(&lab);
+    let n = |k: &str| fwd[k].as_u64().unwrap();
+    // ≥ 3 s at 50 Mbit/s: more than 10,000 full frames, each counted in and out.
+    assert!(n("tx_frames") > 10_000 && n("tx_bytes") > 15_000_000, "{fwd}");
+    assert_eq!(n("rx_frames"), n("tx_frames") + n("drop_queue") + n("queue_frames"), "{fwd}");
+
+    // Twice the rate in UDP: the bucket's queue fills and it drops, counted as queue
+    // drops. (Its queue must be shorter than the sending socket's buffer: a frame waiting
+    // in the bucket is still charged to its socket, as on a NIC of that rate, so one
+    // UDP socket is slowed down, not dropped, by the default 1000 frames.)
+    let o = lab.vemu(&["link", "set", "a:b", "--direction", "forward", "--queue", "20"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(shaped(&lab)[0].0, "a queue limit keeps the bucket");
+    let o = lab.exec("a", &["iperf3", "-u", "-b", "100M", "-t", "2", "-c", "b", "-J"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("iperf3: {}", text(&o)));
+    let lost = v["end"]["sum"]["lost_percent"].as_f64().unwrap();
+    assert!(lost > 25.0, "{lost}% of 100 Mbit/s lost through 50 Mbit/s");
+    let [(_, fwd), _] = shaped(&lab);
+    assert!(fwd["drop_queue"].as_u64().unwrap() > 1_000, "{fwd}");
+
+    // A delay as well: the engine's serializer; taken away: the kernel's bucket again.
+    let o = lab.vemu(&["link", "set", "a:b", "--direction", "forward", "--delay", "5ms"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(shaped(&lab).map(|(k, _)| k), [false, true]);
+    assert_eq!(link_paths(&lab).0, [false, true]);
+    let (_, recv, rtt) = lab.ping("a", "b", 10, 0.05);
+    assert_eq!(recv, 10);
+    assert!((5.0..7.0).contains(&rtt), "RTT {rtt} ms with 5 ms one way");
+    let o = lab.vemu(&["link", "set", "a:b", "--direction", "forward", "--delay", "0"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(shaped(&lab).map(|(k, _)| k), [true, true]);
+    // The engine's shaper asked for: the engine.
+    let o = lab.vemu(&["link", "set", "a:b", "--shaper", "engine"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(link_paths(&lab).0, [false, false]);
+    let bps = lab.iperf3("a", "b", 2);
+    assert!((0.80..1.02).contains(&(bps / 50e6)), "TCP {:.1} Mbit/s through the engine at 50 Mbit/s", bps / 1e6);
+    // The nodes saw nothing change.
+    assert_eq!([iface_view(&lab, "a"), iface_view(&lab, "b")], before);
+}
+
 #[test]
 fn the_fast_path_can_be_turned_off_and_leaves_nothing_behind() {
     let _g = serial();

@@ -1,0 +1,145 @@
+//! The fast path's few route netlink requests: a plane device's token bucket, made or
+//! changed, and read back.
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+
+use anyhow::{bail, Context, Result};
+use netlink_packet_core::{DefaultNla, Nla, NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_CREATE, NLM_F_ECHO, NLM_F_REPLACE, NLM_F_REQUEST};
+use netlink_packet_route::tc::{TcAttribute, TcHandle, TcMessage, TcOption, TcStats2};
+use netlink_packet_route::RouteNetlinkMessage;
+
+use crate::{Bucket, BucketStats};
+
+/// `tc qdisc replace`: make the root qdisc, or change it if it is a bucket already.
+pub(crate) const CREATE_OR_CHANGE: u16 = NLM_F_CREATE | NLM_F_REPLACE;
+
+/// Ask for the answer to a `get` to be sent to the asker (a qdisc's is otherwise only
+/// broadcast to the TC group).
+pub(crate) const ECHO: u16 = NLM_F_ECHO;
+
+/// The bucket's handle, `1:`.
+const HANDLE: TcHandle = TcHandle { major: 1, minor: 0 };
+
+/// `RTM_NEWQDISC` of a `tbf` root qdisc on `ifindex` (`linux/pkt_sched.h`).
+pub(crate) fn tbf(ifindex: u32, b: Bucket) -> RouteNetlinkMessage {
+    const TCA_TBF_PARMS: u16 = 1;
+    const TCA_TBF_RATE64: u16 = 4;
+    const TCA_TBF_BURST: u16 = 6;
+    const TC_LINKLAYER_ETHERNET: u8 = 1;
+    let rate_bytes = (b.rate_bps / 8).max(1);
+    // struct tc_tbf_qopt: rate and peakrate (struct tc_ratespec: cell_log, linklayer,
+    // overhead, cell_align, mpu, rate in bytes/s), limit, buffer (in the kernel's ticks
+    // of 64 ns; TCA_TBF_BURST below takes its place), mtu (of the peak rate: none).
+    let mut qopt = Vec::with_capacity(36);
+    qopt.extend([0, TC_LINKLAYER_ETHERNET]);
+    qopt.extend([0u8; 6]);
+    qopt.extend((rate_bytes.min(u64::from(u32::MAX)) as u32).to_ne_bytes());
+    qopt.extend([0u8; 12]);
+    qopt.extend(b.limit_bytes.to_ne_bytes());
+    let buffer_ticks = (u128::from(b.burst_bytes) * 1_000_000_000 / u128::from(rate_bytes)) >> 6;
+    qopt.extend((buffer_ticks.min(u128::from(u32::MAX)) as u32).to_ne_bytes());
+    qopt.extend(0u32.to_ne_bytes());
+    let mut options = vec![TcOption::Other(DefaultNla::new(TCA_TBF_PARMS, qopt))];
+    if rate_bytes > u64::from(u32::MAX) {
+        options.push(TcOption::Other(DefaultNla::new(TCA_TBF_RATE64, rate_bytes.to_ne_bytes().to_vec())));
+    }
+    options.push(TcOption::Other(DefaultNla::new(TCA_TBF_BURST, b.burst_bytes.to_ne_bytes().to_vec())));
+    let mut m = root(ifindex);
+    m.attributes.push(TcAttribute::Kind("tbf".into()));
+    m.attributes.push(TcAttribute::Options(options));
+    RouteNetlinkMessage::NewQueueDiscipline(m)
+}
+
+/// `RTM_GETQDISC` of the bucket at the root of `ifindex`.
+pub(crate) fn get_root(ifindex: u32) -> RouteNetlinkMessage {
+    RouteNetlinkMessage::GetQueueDiscipline(root(ifindex))
+}
+
+fn root(ifindex: u32) -> TcMessage {
+    let mut m = TcMessage::default();
+    m.header.index = ifindex as i32;
+    m.header.parent = TcHandle::ROOT;
+    m.header.handle = HANDLE;
+    m
+}
+
+/// The counters of a qdisc's description.
+pub(crate) fn bucket_stats(m: &RouteNetlinkMessage) -> BucketStats {
+    const TCA_STATS_PKT64: u16 = 8;
+    let mut s = BucketStats::default();
+    let RouteNetlinkMessage::NewQueueDiscipline(m) = m else { return s };
+    for a in &m.attributes {
+        let TcAttribute::Stats2(stats) = a else { continue };
+        for st in stats {
+            match st {
+                TcStats2::Basic(b) => {
+                    s.bytes = b.bytes;
+                    s.frames = s.frames.max(u64::from(b.packets));
+                }
+                TcStats2::Queue(q) => {
+                    s.drops = u64::from(q.drops);
+                    s.queue_frames = u64::from(q.qlen);
+                    s.queue_bytes = u64::from(q.backlog);
+                }
+                // (Sent only when the packet count outgrows 32 bits.)
+                TcStats2::Other(nla) if nla.kind() == TCA_STATS_PKT64 => {
+                    let mut v = [0u8; 8];
+                    nla.emit_value(&mut v);
+                    s.frames = u64::from_ne_bytes(v);
+                }
+                _ => {}
+            }
+        }
+    }
+    s
+}
+
+static SEQ: AtomicU32 = AtomicU32::new(1);
+
+/// Send one request on `fd` and wait for its acknowledgement; the message the kernel
+/// answered with before it (a `get`'s), if any.
+pub(crate) fn request(fd: &OwnedFd, msg: RouteNetlinkMessage, flags: u16) -> Result<Option<RouteNetlinkMessage>> {
+    let seq = SEQ.fetch_add(1, Relaxed);
+    let mut header = NetlinkHeader::default();
+    header.flags = NLM_F_REQUEST | NLM_F_ACK | flags;
+    header.sequence_number = seq;
+    let mut m = NetlinkMessage::new(header, NetlinkPayload::InnerMessage(msg));
+    m.finalize();
+    let mut buf = vec![0u8; m.buffer_len()];
+    m.serialize(&mut buf);
+    // SAFETY: sending from a buffer we own, its length.
+    if unsafe { libc::send(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len(), 0) } < 0 {
+        return Err(std::io::Error::last_os_error()).context("sending a netlink request");
+    }
+    let mut reply = None;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        // SAFETY: receiving into a buffer we own, at most its length.
+        let n = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+        if n < 0 {
+            return Err(std::io::Error::last_os_error()).context("reading a netlink answer");
+        }
+        let mut off = 0;
+        while off < n as usize {
+            let msg = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&buf[off..n as usize]).context("decoding a netlink answer")?;
+            let len = msg.header.length as usize;
+            if len == 0 {
+                break;
+            }
+            off += (len + 3) & !3;
+            if msg.header.sequence_number != seq {
+                continue;
+            }
+            match msg.payload {
+                NetlinkPayload::InnerMessage(m) => reply = Some(m),
+                NetlinkPayload::Error(e) => match e.code {
+                    Some(code) => bail!(std::io::Error::from_raw_os_error(-code.get())),
+                    None => return Ok(reply),
+                },
+                NetlinkPayload::Done(_) => return Ok(reply),
+                _ => {}
+            }
+        }
+    }
+}
