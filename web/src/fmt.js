@@ -27,6 +27,7 @@ function parts(imp, always) {
   if (imp.loss && imp.loss.model === 'none' && !always) out.push('no loss');
   for (const k of ['duplicate', 'corrupt', 'reorder']) if (imp[k] && (always ? imp[k].probability : true)) out.push(`${k} ${pct(imp[k].probability)}`);
   if (imp.queue) out.push('queue ' + (imp.queue.packets !== undefined ? imp.queue.packets + ' frames' : imp.queue.bytes + ' bytes'));
+  if (imp.shaper && imp.shaper !== 'engine') out.push(imp.shaper + ' shaper');
   return out;
 }
 

@@ -314,7 +314,7 @@ function fillLive() {
   if (!dirs) return;
   dirs.forEach((st, k) => {
     const set = (what, text) => { const el = document.getElementById(`live-${k}-${what}`); if (el) el.textContent = text; };
-    set('path', st.kernel_path ? 'kernel' : st.transit_ns ? `tunnel (underlay ${fmtNs(st.transit_ns)})` : 'engine');
+    set('path', st.kernel_shaper ? 'kernel (token bucket)' : st.kernel_path ? 'kernel' : st.transit_ns ? `tunnel (underlay ${fmtNs(st.transit_ns)})` : 'engine');
     set('frames', `${st.tx_frames} of ${st.rx_frames} delivered`);
     set('dropped', `loss ${st.drop_loss}, queue ${st.drop_queue}, down ${st.drop_down}`);
     set('queue', `${st.queue_frames} frames (max ${st.queue_frames_max})`);
@@ -427,12 +427,12 @@ function renderPanel() {
       ...['path', 'frames', 'dropped', 'queue'].map((w) => h('tr', {}, h('th', {}, w), h('td', { id: `live-${k}-${w}` })))));
   });
   // Change: the same values and messages as `vemu link set`.
-  const fields = ['delay', 'jitter', 'loss', 'bandwidth', 'queue', 'duplicate', 'corrupt', 'reorder'];
+  const fields = ['delay', 'jitter', 'loss', 'bandwidth', 'queue', 'duplicate', 'corrupt', 'reorder', 'shaper'];
   const inputs = {};
   const form = h('form', { id: 'impform' });
   const table = h('table', {});
   for (const f of fields) {
-    inputs[f] = h('input', { name: f, placeholder: { delay: '10ms', jitter: '2ms', loss: '1%', bandwidth: '10Mbit', queue: '100', duplicate: '0.1%', corrupt: '0.1%', reorder: '1%' }[f] });
+    inputs[f] = h('input', { name: f, placeholder: { delay: '10ms', jitter: '2ms', loss: '1%', bandwidth: '10Mbit', queue: '100', duplicate: '0.1%', corrupt: '0.1%', reorder: '1%', shaper: 'engine or kernel' }[f] });
     table.append(h('tr', {}, h('th', {}, f), h('td', {}, inputs[f])));
   }
   const direction = h('select', { name: 'direction' }, h('option', { value: 'both' }, 'both directions'), h('option', { value: 'forward' }, 'forward'), h('option', { value: 'reverse' }, 'reverse'));

@@ -365,6 +365,10 @@ impl LocalWorker {
             match fast_path(&paths) {
                 Ok(f) => {
                     self.fast_path = "on".into();
+                    let asks = plan.links.iter().any(|l| [&l.forward, &l.reverse].iter().any(|d| d.shaper == vemu_link::Shaper::Kernel));
+                    if let (Err(why), true) = (f.shaper(), asks) {
+                        eprintln!("kernel shaper unavailable ({why}): the engine shapes the directions that ask for 'shaper: kernel'");
+                    }
                     Some(f)
                 }
                 Err(why) => {

@@ -251,7 +251,7 @@ impl Engine {
             let local = core.link_count();
             let mut devs = l.plane.filter(|_| fast.is_some() && l.remote.is_none());
             let remote = l.remote.map(|r| (r.side.min(1), r.transit_ns));
-            let ports = core.add_link(LinkConfig { forward: l.forward, reverse: l.reverse, seeds: l.seeds, mtu: l.mtu, kernel_path: devs.is_some(), remote });
+            let ports = core.add_link(LinkConfig { forward: l.forward, reverse: l.reverse, seeds: l.seeds, mtu: l.mtu, kernel_path: devs.is_some(), kernel_shaper: fast.as_ref().is_some_and(|f| f.path.shaper().is_ok()), remote });
             if let (Some(d), Some(f), None, true) = (devs.as_mut(), &fast, &l.a, core.needs_engine(Target::Link(local))) {
                 // (Made beside the nodes, normally; here if they were not.)
                 let [(ta, fa), (tb, fb)] = two((f.make_taps)(TapsOf::Link(k))?)?;

@@ -177,7 +177,7 @@ fn link(forward: Impairments, reverse: Impairments) -> (Sim, PortId, PortId) {
 
 fn link_seeded(forward: Impairments, reverse: Impairments, seeds: [u64; 2]) -> (Sim, PortId, PortId) {
     let mut core = Core::new();
-    let [a, b] = core.add_link(LinkConfig { forward, reverse, seeds, mtu: 0, kernel_path: false, remote: None });
+    let [a, b] = core.add_link(LinkConfig { forward, reverse, seeds, mtu: 0, kernel_path: false, kernel_shaper: false, remote: None });
     (Sim::new(core), a, b)
 }
 
@@ -688,8 +688,8 @@ fn random_bytes_never_break_the_core() {
         ..imp()
     };
     let mut core = Core::new();
-    core.add_link(LinkConfig { forward: imp(), reverse: hard.clone(), seeds: [1, 2], mtu: 1500, kernel_path: false, remote: None });
-    core.add_link(LinkConfig { forward: hard.clone(), reverse: rate(1_000_000), seeds: [3, 4], mtu: 0, kernel_path: false, remote: None });
+    core.add_link(LinkConfig { forward: imp(), reverse: hard.clone(), seeds: [1, 2], mtu: 1500, kernel_path: false, kernel_shaper: false, remote: None });
+    core.add_link(LinkConfig { forward: hard.clone(), reverse: rate(1_000_000), seeds: [3, 4], mtu: 0, kernel_path: false, kernel_shaper: false, remote: None });
     core.add_segment(SegmentConfig { members: (0..4).map(|_| MemberConfig { vlan: 1, egress: hard.clone(), ..Default::default() }).collect(), capacity_bps: Some(1_000_000_000), aging_ns: MS, radio: None, ..Default::default() });
     let cfg = MediumConfig { model: Model::UnitDisk { range_m: 250.0 }, radio: Radio::default(), rate_bps: 11_000_000, preamble_ns: 192 * US, carrier_sense_m: 550.0, csma: true, queue_frames: 50, seed: 1 };
     core.add_segment(SegmentConfig { members: (0..3).map(|_| MemberConfig { vlan: 1, ..Default::default() }).collect(), capacity_bps: None, aging_ns: MS, radio: Some((cfg, vec![Pos::new(0.0, 0.0), Pos::new(100.0, 0.0), Pos::new(200.0, 0.0)])), ..Default::default() });
@@ -1122,7 +1122,7 @@ fn full_paths(s: &Sim) -> Vec<(PortId, Path)> {
 
 fn kernel_link(forward: Impairments, reverse: Impairments) -> (Sim, PortId, PortId) {
     let mut core = Core::new();
-    let [a, b] = core.add_link(LinkConfig { forward, reverse, seeds: [1, 2], mtu: 1500, kernel_path: true, remote: None });
+    let [a, b] = core.add_link(LinkConfig { forward, reverse, seeds: [1, 2], mtu: 1500, kernel_path: true, kernel_shaper: true, remote: None });
     let mut s = Sim::new(core);
     s.drain_events();
     (s, a, b)
@@ -1169,9 +1169,9 @@ fn a_rate_alone_given_to_the_kernels_shaper_goes_by_the_kernels_token_bucket() {
     let mut queued = kernel(1_000_000);
     queued.queue = Some(QueueLimit::Bytes(50_000));
     let (mut s, a, b) = kernel_link(kernel(100_000_000), queued);
-    // 1 ms at the rate (at least two frames of the MTU with their headers); the queue
+    // 4 ms at the rate (at least two frames of the MTU with their headers); the queue
     // limit in bytes (the default 1000 packets as full-size frames).
-    let fwd = Shape { rate_bps: 100_000_000, burst_bytes: 12_500, limit_bytes: 1000 * 1514 };
+    let fwd = Shape { rate_bps: 100_000_000, burst_bytes: 50_000, limit_bytes: 1000 * 1514 };
     let rev = Shape { rate_bps: 1_000_000, burst_bytes: 2 * 1518, limit_bytes: 50_000 };
     assert_eq!(full_paths(&s), vec![(a, Path::Shaped(fwd)), (b, Path::Shaped(rev))]);
     assert!(!s.core.needs_engine(Target::Link(0)), "both directions are the kernel's");
@@ -1180,7 +1180,7 @@ fn a_rate_alone_given_to_the_kernels_shaper_goes_by_the_kernels_token_bucket() {
     // A new rate is a new bucket; anything else besides the rate takes the engine's
     // serializer, and back.
     s.apply(Command::Patch { target: Target::Link(0), dir: 0, patch: ImpairmentsPatch { rate_bps: Some(Some(1_000_000_000)), ..Default::default() } });
-    assert_eq!(full_paths(&s)[2..], [(a, Path::Shaped(Shape { rate_bps: 1_000_000_000, burst_bytes: 125_000, limit_bytes: 1000 * 1514 }))]);
+    assert_eq!(full_paths(&s)[2..], [(a, Path::Shaped(Shape { rate_bps: 1_000_000_000, burst_bytes: 500_000, limit_bytes: 1000 * 1514 }))]);
     s.apply(Command::Patch { target: Target::Link(0), dir: 0, patch: ImpairmentsPatch { delay_ns: Some(MS), ..Default::default() } });
     assert_eq!(full_paths(&s)[3..], [(a, Path::Engine)]);
     assert!(!s.stats(Target::Link(0), 0).kernel_shaper);
@@ -1317,7 +1317,7 @@ impl Split {
     fn new(forward: Impairments, reverse: Impairments, transit_ns: u64) -> Split {
         let mk = |remote_side: usize| {
             let mut core = Core::new();
-            let ports = core.add_link(LinkConfig { forward: forward.clone(), reverse: reverse.clone(), seeds: [1, 2], mtu: 1500, kernel_path: true, remote: Some((remote_side, transit_ns)) });
+            let ports = core.add_link(LinkConfig { forward: forward.clone(), reverse: reverse.clone(), seeds: [1, 2], mtu: 1500, kernel_path: true, kernel_shaper: true, remote: Some((remote_side, transit_ns)) });
             (Sim::new(core), ports)
         };
         let ((m0, p0), (m1, p1)) = (mk(1), mk(0));
@@ -1465,7 +1465,7 @@ fn a_lan_member_on_another_machine_has_its_egress_there_and_its_ingress_at_the_s
     let p = owner.add_segment(SegmentConfig { members, aging_ns: 300_000 * MS, kernel_path: true, ..Default::default() });
     let mut owner = Sim::new(owner);
     let mut far = Core::new();
-    let [node, tunnel] = far.add_link(LinkConfig { forward: delay(2 * MS), reverse: delay(MS), seeds: [5, 6], mtu: 1500, kernel_path: false, remote: Some((1, t)) });
+    let [node, tunnel] = far.add_link(LinkConfig { forward: delay(2 * MS), reverse: delay(MS), seeds: [5, 6], mtu: 1500, kernel_path: false, kernel_shaper: false, remote: Some((1, t)) });
     let mut far = Sim::new(far);
     // Member 2's node broadcasts at 0: its egress (2 ms) runs on its machine, which sends
     // the frame early by the underlay's delay, so that it reaches the switch at 2 ms.
@@ -1520,8 +1520,8 @@ impl Trunked {
         owner.set_transit(trunk, transit);
         let mut far = Core::new();
         let [i2, i3] = ingress;
-        let n2 = far.add_link(LinkConfig { forward: imp(), reverse: i2, seeds: [5, 6], mtu: 1500, kernel_path: false, remote: Some((1, transit)) });
-        let n3 = far.add_link(LinkConfig { forward: imp(), reverse: i3, seeds: [7, 8], mtu: 1500, kernel_path: false, remote: Some((1, transit)) });
+        let n2 = far.add_link(LinkConfig { forward: imp(), reverse: i2, seeds: [5, 6], mtu: 1500, kernel_path: false, kernel_shaper: false, remote: Some((1, transit)) });
+        let n3 = far.add_link(LinkConfig { forward: imp(), reverse: i3, seeds: [7, 8], mtu: 1500, kernel_path: false, kernel_shaper: false, remote: Some((1, transit)) });
         let trunk_in = far.add_trunk_in(&[(2, 0), (3, 1)]);
         Trunked { owner: Sim::new(owner), far: Sim::new(far), ports, trunk, trunk_in, nodes: [n2, n3] }
     }

@@ -31,6 +31,7 @@ use aya::programs::{ProgramFd, SchedClassifier};
 use aya::Ebpf;
 
 mod netlink;
+pub use netlink::{Bucket, BucketStats};
 
 /// The compiled program; empty when vemu was built without clang.
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/steer.o"));
@@ -95,29 +96,6 @@ pub enum Route {
     Shaped { via: u32 },
 }
 
-/// A token bucket (`tbf`) as the root qdisc of a plane device.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Bucket {
-    pub rate_bps: u64,
-    /// What may leave back to back, bytes (frames longer are cut in wire frames first;
-    /// a frame longer than this and not a super-frame is dropped).
-    pub burst_bytes: u32,
-    /// What may wait, bytes.
-    pub limit_bytes: u32,
-}
-
-/// What a plane device's token bucket did since it was first set.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct BucketStats {
-    /// Sent on (wire frames: a super-frame counts its segments) and their bytes.
-    pub frames: u64,
-    pub bytes: u64,
-    /// Dropped because the queue was full (a super-frame dropped whole counts once).
-    pub drops: u64,
-    /// Waiting now.
-    pub queue_frames: u64,
-    pub queue_bytes: u64,
-}
 
 /// The loaded program and its maps, for one lab.
 pub struct FastPath {
@@ -128,6 +106,8 @@ pub struct FastPath {
     /// A route netlink socket in the plane namespace: its devices are taken down and up
     /// (ioctls) and their token buckets set and read (requests) through it.
     ctl: Mutex<OwnedFd>,
+    /// Whether the kernel makes token buckets (see [`FastPath::shaper`]).
+    shaper: std::result::Result<(), String>,
     /// Keeps the program loaded.
     _ebpf: Ebpf,
 }
@@ -146,7 +126,9 @@ impl FastPath {
         let egress = classifier(&mut ebpf, "leave")?;
         let routes = HashMap::try_from(ebpf.take_map("routes").ok_or_else(|| anyhow!("no map 'routes'"))?)?;
         let counts = PerCpuHashMap::try_from(ebpf.take_map("counts").ok_or_else(|| anyhow!("no map 'counts'"))?)?;
-        Ok(FastPath { prog, egress, routes: Mutex::new(routes), counts: Mutex::new(counts), ctl: Mutex::new(ctl), _ebpf: ebpf })
+        let mut fast = FastPath { prog, egress, routes: Mutex::new(routes), counts: Mutex::new(counts), ctl: Mutex::new(ctl), shaper: Ok(()), _ebpf: ebpf };
+        fast.shaper = fast.try_shaper().map_err(|e| format!("{e:#}"));
+        Ok(fast)
     }
 
     /// The program, to attach to the plane's devices (`tc filter … bpf da`).
@@ -244,6 +226,20 @@ impl FastPath {
         if unsafe { libc::ioctl(fd, libc::SIOCSIFFLAGS, &req) } < 0 {
             return Err(std::io::Error::last_os_error()).with_context(|| format!("setting plane device {ifindex} up={up}"));
         }
+        Ok(())
+    }
+
+    /// Whether the kernel makes token buckets here (it may lack `sch_tbf`): if not, why.
+    /// Directions that ask for the kernel's shaper must then be left to the engine.
+    pub fn shaper(&self) -> std::result::Result<(), &str> {
+        self.shaper.as_ref().map(|_| ()).map_err(String::as_str)
+    }
+
+    /// Give the namespace's loopback device (index 1) a bucket and take it away.
+    fn try_shaper(&self) -> Result<()> {
+        self.shape(1, Bucket { rate_bps: 1_000_000, burst_bytes: 3036, limit_bytes: 3036 })?;
+        let ctl = self.ctl.lock().unwrap_or_else(|p| p.into_inner());
+        netlink::request(&ctl, netlink::delete_root(1), 0).context("taking a token bucket away")?;
         Ok(())
     }
 

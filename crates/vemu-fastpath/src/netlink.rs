@@ -9,7 +9,29 @@ use netlink_packet_core::{DefaultNla, Nla, NetlinkHeader, NetlinkMessage, Netlin
 use netlink_packet_route::tc::{TcAttribute, TcHandle, TcMessage, TcOption, TcStats2};
 use netlink_packet_route::RouteNetlinkMessage;
 
-use crate::{Bucket, BucketStats};
+/// A token bucket (`tbf`) as the root qdisc of a plane device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bucket {
+    pub rate_bps: u64,
+    /// What may leave back to back, bytes (frames longer are cut in wire frames first;
+    /// a frame longer than this and not a super-frame is dropped).
+    pub burst_bytes: u32,
+    /// What may wait, bytes.
+    pub limit_bytes: u32,
+}
+
+/// What a plane device's token bucket did since it was first set.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BucketStats {
+    /// Sent on (wire frames: a super-frame counts its segments) and their bytes.
+    pub frames: u64,
+    pub bytes: u64,
+    /// Dropped because the queue was full (a super-frame dropped whole counts once).
+    pub drops: u64,
+    /// Waiting now.
+    pub queue_frames: u64,
+    pub queue_bytes: u64,
+}
 
 /// `tc qdisc replace`: make the root qdisc, or change it if it is a bucket already.
 pub(crate) const CREATE_OR_CHANGE: u16 = NLM_F_CREATE | NLM_F_REPLACE;
@@ -49,6 +71,11 @@ pub(crate) fn tbf(ifindex: u32, b: Bucket) -> RouteNetlinkMessage {
     m.attributes.push(TcAttribute::Kind("tbf".into()));
     m.attributes.push(TcAttribute::Options(options));
     RouteNetlinkMessage::NewQueueDiscipline(m)
+}
+
+/// `RTM_DELQDISC` of the bucket at the root of `ifindex`.
+pub(crate) fn delete_root(ifindex: u32) -> RouteNetlinkMessage {
+    RouteNetlinkMessage::DelQueueDiscipline(root(ifindex))
 }
 
 /// `RTM_GETQDISC` of the bucket at the root of `ifindex`.

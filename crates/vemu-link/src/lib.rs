@@ -68,7 +68,7 @@ pub enum Shaper {
     Engine,
     /// The kernel's token bucket (`tbf`) on the kernel fast path, as Mininet's and
     /// containerlab's links shape: the rate holds on average and bursts last at most
-    /// 100 µs (one full frame at least), but a frame on an idle link leaves at once, not
+    /// 4 ms (two full frames at least), but a frame on an idle link leaves at once, not
     /// after its transmission time. No frame leaves the kernel, so many shaped links cost
     /// no more than the kernel's own forwarding.
     Kernel,
