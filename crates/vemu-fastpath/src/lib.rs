@@ -96,7 +96,6 @@ pub enum Route {
     Shaped { via: u32 },
 }
 
-
 /// The loaded program and its maps, for one lab.
 pub struct FastPath {
     prog: ProgramFd,
