@@ -7,7 +7,7 @@
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use vemu_engine::core::{CapturePoint, Command, Core, LinkConfig, MemberConfig, SegmentConfig, Target};
-use vemu_link::{Chance, Impairments, ImpairmentsPatch, Loss, QosConfig};
+use vemu_link::{Chance, Impairments, ImpairmentsPatch, Loss, QosConfig, Shaper};
 use vemu_radio::medium::MediumConfig;
 use vemu_radio::propagation::{Model, Radio};
 use vemu_radio::Pos;
@@ -36,6 +36,7 @@ fn core() -> Core {
         snooping: Snooping::Querier,
         radio: None,
         kernel_path: true,
+        kernel_shaper: true,
     });
     let cfg = MediumConfig { model: Model::UnitDisk { range_m: 250.0 }, radio: Radio::default(), rate_bps: 11_000_000, preamble_ns: 192 * US, carrier_sense_m: 550.0, csma: true, queue_frames: 50, seed: 1 };
     c.add_segment(SegmentConfig {
@@ -45,6 +46,15 @@ fn core() -> Core {
         snooping: Snooping::On,
         radio: Some((cfg, vec![Pos::new(0.0, 0.0), Pos::new(100.0, 0.0), Pos::new(200.0, 0.0)])),
         kernel_path: false,
+        kernel_shaper: false,
+    });
+    // A plain LAN the kernel may switch, its rates shaped by the kernel's buckets.
+    c.add_segment(SegmentConfig {
+        members: (0..3).map(|i| MemberConfig { vlan: 1, seeds: [i, 7], mtu: 1500, ..Default::default() }).collect(),
+        aging_ns: MS,
+        kernel_path: true,
+        kernel_shaper: true,
+        ..Default::default()
     });
     c.apply(Command::Capture { id: 1, target: Target::Link(0), side: 1, iface: 0, point: CapturePoint::After });
     c.apply(Command::Capture { id: 2, target: Target::Member(0, 2), side: 0, iface: 1, point: CapturePoint::Before });
@@ -55,9 +65,14 @@ fn change(c: &mut Core, b: u8) {
     let _ = match b % 6 {
         0 => c.apply(Command::Patch { target: Target::Link(0), dir: 0, patch: ImpairmentsPatch { delay_ns: Some(b as u64 * 10 * US), ..Default::default() } }),
         1 => c.apply(Command::Patch {
-            target: Target::Member(0, (b as usize / 6) % 4),
+            target: if b & 0x20 != 0 { Target::Member(2, (b as usize / 6) % 3) } else { Target::Member(0, (b as usize / 6) % 4) },
             dir: 1,
-            patch: ImpairmentsPatch { rate_bps: Some(Some(1_000_000)), qos: Some((b & 0x80 != 0).then_some(QosConfig::Diffserv)), ..Default::default() },
+            patch: ImpairmentsPatch {
+                rate_bps: Some(Some(1_000_000)),
+                qos: Some((b & 0x80 != 0).then_some(QosConfig::Diffserv)),
+                shaper: Some(if b & 0x40 != 0 { Shaper::Kernel } else { Shaper::Engine }),
+                ..Default::default()
+            },
         }),
         2 => c.apply(Command::SetUp { target: Target::Link(1), up: b & 0x80 != 0 }),
         3 => c.apply(Command::SetUp { target: Target::Member(1, 1), up: b & 0x80 != 0 }),

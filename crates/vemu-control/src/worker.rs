@@ -365,9 +365,14 @@ impl LocalWorker {
             match fast_path(&paths) {
                 Ok(f) => {
                     self.fast_path = "on".into();
-                    let asks = plan.links.iter().any(|l| [&l.forward, &l.reverse].iter().any(|d| d.shaper == vemu_link::Shaper::Kernel));
+                    let kernel = |d: &&vemu_link::Impairments| d.shaper == vemu_link::Shaper::Kernel;
+                    let asks = plan.links.iter().any(|l| [&l.forward, &l.reverse].iter().any(kernel));
                     if let (Err(why), true) = (f.shaper(), asks) {
                         eprintln!("kernel shaper unavailable ({why}): the engine shapes the directions that ask for 'shaper: kernel'");
+                    }
+                    let lan_asks = lans.iter().any(|&g| plan.segments[g].members.iter().any(|m| [&m.egress, &m.ingress].iter().any(kernel)));
+                    if let (Err(why), true) = (f.bridge_shaper(), lan_asks) {
+                        eprintln!("kernel shaper unavailable on LAN ports ({why}): the engine switches the LANs whose ports ask for 'shaper: kernel'");
                     }
                     Some(f)
                 }

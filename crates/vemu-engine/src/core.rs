@@ -124,6 +124,11 @@ pub struct SegmentConfig {
     /// with [`Event::Path`] for every member port, whenever the whole segment needs no
     /// emulation or needs the engine. (Never for a wireless segment.)
     pub kernel_path: bool,
+    /// ... and can shape its ports' directions there with token buckets: a port
+    /// direction whose one impairment is a rate given to the kernel's shaper keeps the
+    /// LAN on the bridge ([`Path::Shaped`] for its egress, [`Event::Ingress`] for its
+    /// ingress).
+    pub kernel_shaper: bool,
 }
 
 /// Where a capture records frames arriving at an interface.
@@ -175,8 +180,14 @@ pub enum Event {
     /// impairment, is up and not captured; on a LAN the same holds for every direction
     /// of every port and the LAN has no capacity limit), through the kernel's token
     /// bucket to the far end ([`Path::Shaped`]: a link direction whose one impairment is
-    /// a rate given to the kernel's shaper), or to the core ([`Path::Engine`]).
+    /// a rate given to the kernel's shaper; on a LAN, the port's egress, through a bucket
+    /// to the bridge), or to the core ([`Path::Engine`]).
     Path { port: PortId, path: Path },
+    /// What the kernel's bridge sends to the node at LAN port `port` goes from now on
+    /// through the token bucket `shape` (the port's ingress direction; `None`: straight).
+    /// Told before the [`Event::Path`]s that put the LAN on the bridge, and only while
+    /// it is there or about to be (on the engine's path it does not matter).
+    Ingress { port: PortId, shape: Option<Shape> },
     /// A copy for capture `capture`: `frame` (as devices hand it over; possibly a
     /// super-frame) was sent by (`outgoing`) or arrived at interface `iface` at `t_ns`.
     Capture { capture: u64, iface: u32, t_ns: u64, outgoing: bool, frame: Frame },
@@ -309,6 +320,10 @@ struct MemberState {
     remote: Option<u64>,
     /// The trunk toward its machine, if it has one: its ingress is carried out there.
     trunk: Option<u32>,
+    /// The ingress bucket the driver was last told of ([`Event::Ingress`]).
+    bucket_in: Option<Shape>,
+    /// The egress path the driver was last told of, while the LAN is the kernel's.
+    egress_path: Path,
 }
 
 struct SegState {
@@ -323,6 +338,8 @@ struct SegState {
     radio: Option<Box<Channel>>,
     /// Whether the LAN is switched by the kernel now; `None`: it has no kernel path.
     kernel: Option<bool>,
+    /// The kernel can shape its ports' directions ([`SegmentConfig::kernel_shaper`]).
+    kernel_shaper: bool,
 }
 
 /// The channel of a wireless segment and the frames on it.
@@ -704,7 +721,7 @@ impl Core {
         for (i, m) in cfg.members.into_iter().enumerate() {
             let port = self.port(Owner::Member { seg, member: i as u32 });
             let counters = [self.counter(), self.counter()];
-            members.push(MemberState { port, dirs: [LinkDir::new(m.egress, m.seeds[0]), LinkDir::new(m.ingress, m.seeds[1])], counters, mtu: m.mtu, remote: m.remote, trunk: None });
+            members.push(MemberState { port, dirs: [LinkDir::new(m.egress, m.seeds[0]), LinkDir::new(m.ingress, m.seeds[1])], counters, mtu: m.mtu, remote: m.remote, trunk: None, bucket_in: None, egress_path: Path::Engine });
         }
         let capacity = cfg.capacity_bps.map(|rate| LinkDir::new(Impairments { rate_bps: Some(rate), ..Default::default() }, 0));
         let radio = cfg.radio.map(|(mc, pos)| {
@@ -732,6 +749,7 @@ impl Core {
             targets: Vec::new(),
             radio,
             kernel,
+            kernel_shaper: cfg.kernel_shaper,
         });
         for m in 0..member_count {
             self.track_qos(Hop::Member(seg, m, 0));
@@ -915,27 +933,70 @@ impl Core {
 
     /// Whether LAN segment `g` needs the engine, told to the driver (for every member
     /// port) when that changes: the kernel switches it while no port of it has an
-    /// impairment in either direction, every port is up, none is captured and the LAN
-    /// has no capacity limit. It is all or nothing: one switch decides for every frame
-    /// of a LAN, so that its learning and snooping see all of it.
+    /// impairment in either direction (but a rate given to the kernel's shaper, where
+    /// the driver can shape), every port is up, none is captured and the LAN has no
+    /// capacity limit. It is all or nothing: one switch decides for every frame of a
+    /// LAN, so that its learning and snooping see all of it. While the kernel switches
+    /// it, each port's directions are told apart: straight or through a bucket.
     fn choose_segment_path(&mut self, g: usize) {
         let seg = &self.segments[g];
         let Some(now) = seg.kernel else { return };
-        let want = seg.capacity.is_none() && seg.members.iter().all(|m| !self.ports[m.port as usize].watched && m.dirs.iter().all(unemulated));
-        if want == now {
+        // Per member, its egress and ingress paths on the kernel's bridge, if it can be there.
+        let on_bridge = |m: &MemberState| -> Option<[Path; 2]> {
+            if self.ports[m.port as usize].watched {
+                return None;
+            }
+            let mut paths = [Path::Kernel; 2];
+            for (d, path) in paths.iter_mut().enumerate() {
+                if !unemulated(&m.dirs[d]) {
+                    *path = Path::Shaped(kernel_shape(&m.dirs[d], m.mtu).filter(|_| seg.kernel_shaper)?);
+                }
+            }
+            Some(paths)
+        };
+        let want: Option<Vec<[Path; 2]>> = if seg.capacity.is_none() { seg.members.iter().map(on_bridge).collect() } else { None };
+        let Some(paths) = want else {
+            if now {
+                for m in &seg.members {
+                    self.events.push_back(Event::Path { port: m.port, path: Path::Engine });
+                    for c in m.counters {
+                        self.counters[c as usize].kernel_path.store(false, Relaxed);
+                        self.counters[c as usize].kernel_shaper.store(false, Relaxed);
+                    }
+                }
+                let seg = &mut self.segments[g];
+                for m in &mut seg.members {
+                    m.egress_path = Path::Engine;
+                }
+                // Back from the kernel's bridge: what the switch knew may be stale.
+                seg.switch.restart();
+                seg.kernel = Some(false);
+            }
             return;
-        }
-        for m in &seg.members {
-            self.events.push_back(Event::Path { port: m.port, path: if want { Path::Kernel } else { Path::Engine } });
-            for c in m.counters {
-                self.counters[c as usize].kernel_path.store(want, Relaxed);
+        };
+        // Buckets toward the nodes first, then what the nodes send.
+        let seg = &mut self.segments[g];
+        for (m, p) in seg.members.iter_mut().zip(&paths) {
+            let shape = match p[1] {
+                Path::Shaped(s) => Some(s),
+                _ => None,
+            };
+            if shape != m.bucket_in {
+                self.events.push_back(Event::Ingress { port: m.port, shape });
+                m.bucket_in = shape;
             }
         }
-        if !want {
-            // Back from the kernel's bridge: what the switch knew may be stale.
-            self.segments[g].switch.restart();
+        for (m, p) in seg.members.iter_mut().zip(&paths) {
+            if !now || m.egress_path != p[0] {
+                self.events.push_back(Event::Path { port: m.port, path: p[0] });
+                m.egress_path = p[0];
+            }
+            for (d, c) in m.counters.into_iter().enumerate() {
+                self.counters[c as usize].kernel_path.store(true, Relaxed);
+                self.counters[c as usize].kernel_shaper.store(matches!(p[d], Path::Shaped(_)), Relaxed);
+            }
         }
-        self.segments[g].kernel = Some(want);
+        seg.kernel = Some(true);
     }
 
     pub fn port_count(&self) -> usize {

@@ -622,15 +622,25 @@ impl Shard {
                     if let (Some(PortDev::Plane(p)), Some(fast)) = (self.devs.get(port as usize), &self.fast) {
                         let route = match (path, p.devs.tap, p.far_veth) {
                             (Path::Kernel, _, far) => Ok(Some(far.map_or(Route::Bridge, |peer_of| Route::Kernel { peer_of }))),
-                            // The bucket first, then the frames.
+                            // The bucket first, then the frames: a link's on the far
+                            // end's plane device, a LAN port's on its IFB device.
                             (Path::Shaped(shape), _, Some(via)) => fast.shape(via, bucket(shape)).map(|()| Some(Route::Shaped { via })),
+                            (Path::Shaped(shape), _, None) => fast.ifb(p.devs.veth).and_then(|ifb| fast.shape(ifb, bucket(shape)).map(|()| Some(Route::BridgeShaped { ifb }))),
                             (Path::Engine, Some(tap), _) => Ok(Some(Route::Engine { tap })),
                             // (The engine makes a link's or LAN's TAP devices before
-                            // anything that takes it off the kernel path reaches the core;
-                            // only links' directions are shaped.)
+                            // anything that takes it off the kernel path reaches the core.)
                             _ => Ok(None),
                         };
                         if let Err(e) = route.and_then(|r| r.map_or(Ok(()), |r| fast.route(p.devs.veth, r))) {
+                            eprintln!("engine: {e:#}");
+                        }
+                    }
+                }
+                // What a LAN's bridge sends to a port: through a bucket at the port's
+                // root, or straight.
+                Event::Ingress { port, shape } => {
+                    if let (Some(PortDev::Plane(p)), Some(fast)) = (self.devs.get(port as usize), &self.fast) {
+                        if let Err(e) = fast.shape_out(p.devs.veth, shape.map(bucket)) {
                             eprintln!("engine: {e:#}");
                         }
                     }

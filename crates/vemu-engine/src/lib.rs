@@ -297,7 +297,7 @@ impl Engine {
                 members.push(MemberConfig { vlan: m.vlan, egress: m.egress, ingress: m.ingress, seeds: m.seeds, mtu: m.mtu, remote: m.remote.map(|r| r.transit_ns) });
             }
             let count = members.len();
-            let ports = core.add_segment(SegmentConfig { members, capacity_bps: g.capacity_bps, aging_ns: g.aging_ns, snooping: g.snooping, radio: g.radio, kernel_path: devs.is_some() });
+            let ports = core.add_segment(SegmentConfig { members, capacity_bps: g.capacity_bps, aging_ns: g.aging_ns, snooping: g.snooping, radio: g.radio, kernel_path: devs.is_some(), kernel_shaper: devs.is_some() && fast.as_ref().is_some_and(|f| f.path.bridge_shaper().is_ok()) });
             if let (Some(d), Some(f), true) = (devs.as_mut(), &fast, core.needs_engine(Target::Member(local, 0))) {
                 if fds_of.iter().any(Option::is_none) {
                     // (Made beside the nodes, normally; here if they were not.)
@@ -452,35 +452,41 @@ impl Engine {
             d.rx_bytes += k.bytes;
             d.tx_bytes += k.bytes;
         };
+        // Through a kernel token bucket (on device `dev`): what came in, and what the
+        // bucket sent on, dropped and holds.
+        let bucket = |d: &mut DirStats, fast: &FastPath, into: vemu_fastpath::Counted, dev: Option<u32>| {
+            if into.frames == 0 {
+                return;
+            }
+            let b = dev.map(|dev| fast.shaped(dev).unwrap_or_default()).unwrap_or_default();
+            d.rx_frames += into.frames;
+            d.rx_bytes += into.bytes;
+            d.tx_frames += b.frames;
+            d.tx_bytes += b.bytes;
+            d.drop_queue += b.drops;
+            d.queue_frames += b.queue_frames;
+            d.queue_bytes += b.queue_bytes;
+            d.queue_frames_max = d.queue_frames_max.max(b.queue_frames);
+        };
         match (target, &self.fast) {
             (Target::Link(l), Some(fast)) => {
-                let veths = self.link_veths[l].unwrap_or_default();
-                for (d, veth) in self.link_veths[l].into_iter().flatten().enumerate() {
-                    add(&mut s[d], fast.path.counted(veth));
-                    // Through the kernel's token bucket on the far plane device: what
-                    // came in, and what the bucket sent on, dropped and holds.
-                    let shaped = fast.path.counted_shaped(veth);
-                    if shaped.frames > 0 {
-                        let far = veths[1 - d];
-                        let b = fast.path.shaped(far).unwrap_or_default();
-                        let s = &mut s[d];
-                        s.rx_frames += shaped.frames;
-                        s.rx_bytes += shaped.bytes;
-                        s.tx_frames += b.frames;
-                        s.tx_bytes += b.bytes;
-                        s.drop_queue += b.drops;
-                        s.queue_frames += b.queue_frames;
-                        s.queue_bytes += b.queue_bytes;
-                        s.queue_frames_max = s.queue_frames_max.max(b.queue_frames);
+                if let Some(veths) = self.link_veths[l] {
+                    for (d, veth) in veths.into_iter().enumerate() {
+                        add(&mut s[d], fast.path.counted(veth));
+                        // (The bucket is on the far end's plane device.)
+                        bucket(&mut s[d], &fast.path, fast.path.counted_shaped(veth), Some(veths[1 - d]));
                     }
                 }
             }
-            // A LAN port: what the node sent to the bridge (egress), and what the bridge
-            // sent it (ingress).
+            // A LAN port: what the node sent to the bridge (egress; through the bucket
+            // of the port's IFB device when shaped), and what the bridge sent it
+            // (ingress; through the bucket at the port's root when shaped).
             (Target::Member(g, m), Some(fast)) => {
                 if let Some(&veth) = self.seg_veths[g].as_ref().and_then(|v| v.get(m)) {
                     add(&mut s[0], fast.path.counted(veth));
+                    bucket(&mut s[0], &fast.path, fast.path.counted_shaped(veth), fast.path.ifb_of(veth));
                     add(&mut s[1], fast.path.counted_out(veth));
+                    bucket(&mut s[1], &fast.path, fast.path.counted_out_shaped(veth), Some(veth));
                 }
             }
             _ => {}

@@ -1282,6 +1282,84 @@ fn a_lan_goes_by_the_kernel_while_nothing_of_it_needs_emulating() {
     assert_eq!(paths(&s), vec![]);
 }
 
+/// Each path and bucket event of a LAN port: `(port, Some(egress path))` or
+/// `(port, None, ingress bucket)`, in order.
+fn lan_events(s: &Sim) -> Vec<(PortId, Option<Path>, Option<Shape>)> {
+    s.events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Path { port, path } => Some((*port, Some(*path), None)),
+            Event::Ingress { port, shape } => Some((*port, None, *shape)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A LAN port direction whose one impairment is a rate given to the kernel's shaper
+/// keeps the LAN on the kernel's bridge where the driver can shape there: its egress
+/// through a bucket ([`Path::Shaped`]), its ingress through one ([`Event::Ingress`],
+/// told before the paths); anything else still takes the whole LAN to the engine, and
+/// only what changed is told again.
+#[test]
+fn a_lan_whose_rates_the_kernel_shapes_stays_on_the_bridge() {
+    let kernel = |rate| Impairments { rate_bps: Some(rate), shaper: Shaper::Kernel, ..Default::default() };
+    let lan = |shaper: bool| {
+        let mut core = Core::new();
+        let members = (0..3)
+            .map(|i| MemberConfig {
+                vlan: 1,
+                egress: if i == 1 { kernel(50_000_000) } else { imp() },
+                ingress: if i == 0 { kernel(10_000_000) } else { imp() },
+                seeds: [2 * i, 2 * i + 1],
+                mtu: 1500,
+                ..Default::default()
+            })
+            .collect();
+        let ports = core.add_segment(SegmentConfig { members, aging_ns: 300_000 * MS, kernel_path: true, kernel_shaper: shaper, ..Default::default() });
+        let mut s = Sim::new(core);
+        s.drain_events();
+        (s, ports)
+    };
+    let (mut s, p) = lan(true);
+    // 4 ms at the rate, at least two frames of 1518 bytes; the default queue of 1000 full frames.
+    let bucket = |rate: u64| Shape { rate_bps: rate, burst_bytes: (rate / 250 / 8).max(3036), limit_bytes: 1000 * 1514 };
+    let (b0, b1) = (bucket(10_000_000), bucket(50_000_000));
+    let first = vec![(p[0], None, Some(b0)), (p[0], Some(Path::Kernel), None), (p[1], Some(Path::Shaped(b1)), None), (p[2], Some(Path::Kernel), None)];
+    assert_eq!(lan_events(&s), first, "the buckets toward the nodes first, then every port's path");
+    assert!(!s.core.needs_engine(Target::Member(0, 0)));
+    let (e0, e1) = (s.stats(Target::Member(0, 0), 0), s.stats(Target::Member(0, 0), 1));
+    assert!(e0.kernel_path && !e0.kernel_shaper && e1.kernel_path && e1.kernel_shaper);
+    // A delay anywhere: every port to the engine, the buckets left as they are.
+    s.events.clear();
+    s.apply(Command::Patch { target: Target::Member(0, 2), dir: 0, patch: ImpairmentsPatch { delay_ns: Some(MS), ..Default::default() } });
+    assert_eq!(lan_events(&s), p.iter().map(|&q| (q, Some(Path::Engine), None)).collect::<Vec<_>>());
+    assert!(!s.stats(Target::Member(0, 0), 1).kernel_shaper);
+    // The engine serializes port 0's ingress at 10 Mbit/s: a 1500-byte frame from 1
+    // takes 1200 µs there (port 1's 50 Mbit/s egress first: 240 µs).
+    s.send(0, p[1], udp(1500, 1));
+    s.finish();
+    assert_eq!(s.times(p[0]), vec![240_000 + 1_200_000]);
+    // Taken away: back on the bridge; only the paths are told again (the buckets stayed).
+    s.events.clear();
+    s.apply(Command::Patch { target: Target::Member(0, 2), dir: 0, patch: ImpairmentsPatch { delay_ns: Some(0), ..Default::default() } });
+    assert_eq!(lan_events(&s), first[1..]);
+    // Port 0's ingress rate lifted: only its bucket goes; a new rate on port 2's: a bucket.
+    s.events.clear();
+    s.apply(Command::Patch { target: Target::Member(0, 0), dir: 1, patch: ImpairmentsPatch { rate_bps: Some(None), ..Default::default() } });
+    assert_eq!(lan_events(&s), vec![(p[0], None, None)]);
+    s.events.clear();
+    s.apply(Command::Patch { target: Target::Member(0, 2), dir: 1, patch: ImpairmentsPatch { rate_bps: Some(Some(20_000_000)), shaper: Some(Shaper::Kernel), ..Default::default() } });
+    assert_eq!(lan_events(&s), vec![(p[2], None, Some(bucket(20_000_000)))]);
+    // The engine's shaper asked for on one port: the engine.
+    s.events.clear();
+    s.apply(Command::Patch { target: Target::Member(0, 1), dir: 0, patch: ImpairmentsPatch { shaper: Some(Shaper::Engine), ..Default::default() } });
+    assert_eq!(lan_events(&s), p.iter().map(|&q| (q, Some(Path::Engine), None)).collect::<Vec<_>>());
+    // A driver that cannot shape on the bridge: the engine from the start.
+    let (s, _) = lan(false);
+    assert_eq!(lan_events(&s), vec![]);
+    assert!(s.core.needs_engine(Target::Member(0, 0)));
+}
+
 /// The switch of a LAN the kernel switches sends no queries of its own (the kernel's
 /// bridge is the querier then); taken to the engine, it queries at once.
 #[test]

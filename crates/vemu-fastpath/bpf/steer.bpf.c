@@ -3,8 +3,10 @@
 // to the ingress of a veth peer in another namespace (a node's interface), to the
 // egress of a device here (the engine's TAP; or, for a direction the kernel shapes, the
 // far node's plane device, whose root qdisc is a token bucket), or on into the device's
-// own receive path (a LAN port: the LAN's bridge). Frames of devices without a route
-// are dropped. A
+// own receive path (a LAN port: the LAN's bridge) — for a LAN port whose node's frames
+// the kernel shapes, first to the egress of the port's IFB device, whose root qdisc is
+// a token bucket and which hands them back to the port's receive path, past this
+// program. Frames of devices without a route are dropped. A
 // second program, on the egress of LAN ports, lets out (and counts) what the bridge
 // sends while the LAN is switched by the kernel, and nothing otherwise. Built by
 // build.rs with clang; loaded by src/lib.rs.
@@ -17,7 +19,10 @@
 #define ROUTE_PEER 1   /* to the ingress of ifindex's veth peer (another namespace) */
 #define ROUTE_COUNT 2  /* count the frames (a fast-path direction) */
 #define ROUTE_PASS 4   /* on to the device's receive path: its bridge */
-#define ROUTE_SHAPED 8 /* counted apart: to the egress of ifindex, through its token bucket */
+#define ROUTE_SHAPED 8 /* counted apart: to the egress of ifindex, through its token bucket
+                        * (with ROUTE_PASS: an IFB device that brings them back here) */
+#define ROUTE_OUT_SHAPED 16 /* a LAN port: what its bridge sends goes through the token
+                             * bucket at its root: counted apart */
 
 /* Key of the counts of what leaves a device (the device's index with this bit). */
 #define OUT 0x80000000u
@@ -93,7 +98,7 @@ int steer(struct __sk_buff *skb)
 		return TC_ACT_SHOT;
 	if (r->flags & ROUTE_COUNT)
 		count(skb, r->flags & ROUTE_SHAPED ? key | SHAPED : key);
-	if (r->flags & ROUTE_PASS)
+	if ((r->flags & (ROUTE_PASS | ROUTE_SHAPED)) == ROUTE_PASS)
 		return TC_ACT_OK;
 	if (r->flags & ROUTE_PEER)
 		return bpf_redirect_peer(r->ifindex, 0);
@@ -101,8 +106,9 @@ int steer(struct __sk_buff *skb)
 }
 
 /* On the egress of a LAN port: what its bridge sends to the node, let out and counted
- * while the LAN is the kernel's (the port's route passes frames to the bridge), dropped
- * while it is the engine's (the bridge's own queries and the like would come twice). */
+ * (apart when a token bucket at the port's root takes it next) while the LAN is the
+ * kernel's (the port's route passes frames to the bridge), dropped while it is the
+ * engine's (the bridge's own queries and the like would come twice). */
 SEC("classifier")
 int leave(struct __sk_buff *skb)
 {
@@ -110,7 +116,7 @@ int leave(struct __sk_buff *skb)
 	struct route *r = bpf_map_lookup_elem(&routes, &key);
 	if (!r || !(r->flags & ROUTE_PASS))
 		return TC_ACT_SHOT;
-	count(skb, key | OUT);
+	count(skb, r->flags & ROUTE_OUT_SHAPED ? key | OUT | SHAPED : key | OUT);
 	return TC_ACT_OK;
 }
 

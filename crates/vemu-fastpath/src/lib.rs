@@ -17,7 +17,12 @@
 //! - [`Route::Shaped`]: to the egress of the far node's plane device, whose root qdisc is
 //!   a token bucket ([`FastPath::shape`]) that holds the direction to its rate before
 //!   the veth hands frames to the far node; counted apart, and the bucket's own
-//!   counters ([`FastPath::shaped`]) say what it sent, dropped and holds.
+//!   counters ([`FastPath::shaped`]) say what it sent, dropped and holds;
+//! - [`Route::BridgeShaped`]: a LAN port whose node's frames the kernel shapes — to the
+//!   egress of the port's IFB device ([`FastPath::ifb`]), whose root qdisc is a token
+//!   bucket and which hands each frame back to the port's receive path (past the
+//!   program), so that the bridge switches it after the bucket. What the bridge sends
+//!   to such a port is shaped by a bucket at the root of the port itself.
 //!
 //! Switching a direction between the kernel and the engine is one map update: the
 //! nodes see the same interface, addresses, MAC and carrier throughout.
@@ -41,6 +46,7 @@ const ROUTE_PEER: u32 = 1;
 const ROUTE_COUNT: u32 = 2;
 const ROUTE_PASS: u32 = 4;
 const ROUTE_SHAPED: u32 = 8;
+const ROUTE_OUT_SHAPED: u32 = 16;
 /// Bit of the counts' key for what leaves a device.
 const OUT: u32 = 0x8000_0000;
 /// Bit of the counts' key for what a device's frames took to a token bucket.
@@ -94,6 +100,10 @@ pub enum Route {
     /// To the egress of plane device `via` (through its token bucket, see
     /// [`FastPath::shape`], to its veth peer), counted apart from [`Route::Kernel`].
     Shaped { via: u32 },
+    /// Through the token bucket of IFB device `ifb` ([`FastPath::ifb`]), then on to the
+    /// device's bridge; counted apart from [`Route::Bridge`] on the way in, and as it
+    /// on the way out.
+    BridgeShaped { ifb: u32 },
 }
 
 /// The loaded program and its maps, for one lab.
@@ -107,6 +117,18 @@ pub struct FastPath {
     ctl: Mutex<OwnedFd>,
     /// Whether the kernel makes token buckets (see [`FastPath::shaper`]).
     shaper: std::result::Result<(), String>,
+    /// The IFB device made for each LAN port (plane device) whose node's frames the
+    /// kernel shapes ([`FastPath::ifb`]).
+    ifbs: Mutex<std::collections::HashMap<u32, u32>>,
+    /// LAN ports whose bridge's frames go through a bucket at their root
+    /// ([`FastPath::shape_out`]): their routes say so, for the counts.
+    shaped_out: Mutex<std::collections::HashSet<u32>>,
+    /// Devices that were ever given a bucket: only theirs are asked for.
+    ever_shaped: Mutex<std::collections::HashSet<u32>>,
+    /// Whether the kernel makes IFB devices (see [`FastPath::bridge_shaper`]), once asked.
+    ifb_probe: std::sync::OnceLock<std::result::Result<(), String>>,
+    /// What buckets taken away ([`FastPath::unshape`]) had done, by device.
+    retired: Mutex<std::collections::HashMap<u32, BucketStats>>,
     /// Keeps the program loaded.
     _ebpf: Ebpf,
 }
@@ -125,7 +147,7 @@ impl FastPath {
         let egress = classifier(&mut ebpf, "leave")?;
         let routes = HashMap::try_from(ebpf.take_map("routes").ok_or_else(|| anyhow!("no map 'routes'"))?)?;
         let counts = PerCpuHashMap::try_from(ebpf.take_map("counts").ok_or_else(|| anyhow!("no map 'counts'"))?)?;
-        let mut fast = FastPath { prog, egress, routes: Mutex::new(routes), counts: Mutex::new(counts), ctl: Mutex::new(ctl), shaper: Ok(()), _ebpf: ebpf };
+        let mut fast = FastPath { prog, egress, routes: Mutex::new(routes), counts: Mutex::new(counts), ctl: Mutex::new(ctl), shaper: Ok(()), ifbs: Mutex::default(), shaped_out: Mutex::default(), ever_shaped: Mutex::default(), ifb_probe: std::sync::OnceLock::new(), retired: Mutex::default(), _ebpf: ebpf };
         fast.shaper = fast.try_shaper().map_err(|e| format!("{e:#}"));
         Ok(fast)
     }
@@ -152,15 +174,53 @@ impl FastPath {
             Route::Bridge => {
                 self.count(from)?;
                 self.count(from | OUT)?;
-                RouteValue { ifindex: 0, flags: ROUTE_PASS | ROUTE_COUNT }
+                RouteValue { ifindex: 0, flags: ROUTE_PASS | ROUTE_COUNT | self.out_flag(from) }
             }
             Route::Shaped { via } => {
                 self.count(from | SHAPED)?;
                 RouteValue { ifindex: via, flags: ROUTE_COUNT | ROUTE_SHAPED }
             }
+            Route::BridgeShaped { ifb } => {
+                self.count(from | SHAPED)?;
+                self.count(from | OUT)?;
+                RouteValue { ifindex: ifb, flags: ROUTE_PASS | ROUTE_COUNT | ROUTE_SHAPED | self.out_flag(from) }
+            }
         };
         let mut routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
         routes.insert(from, value, 0).with_context(|| format!("routing plane device {from}"))?;
+        Ok(())
+    }
+
+    /// [`ROUTE_OUT_SHAPED`] for a LAN port whose bridge's frames go through a bucket.
+    fn out_flag(&self, port: u32) -> u32 {
+        if self.shaped_out.lock().unwrap_or_else(|p| p.into_inner()).contains(&port) {
+            ROUTE_OUT_SHAPED
+        } else {
+            0
+        }
+    }
+
+    /// What LAN port `port`'s bridge sends it goes through a token bucket at its root
+    /// (`Some`), or straight (`None`, taking the bucket away): the port's ingress while
+    /// the kernel switches its LAN.
+    pub fn shape_out(&self, port: u32, bucket: Option<Bucket>) -> Result<()> {
+        match bucket {
+            Some(b) => {
+                self.shape(port, b)?;
+                self.count(port | OUT | SHAPED)?;
+                self.shaped_out.lock().unwrap_or_else(|p| p.into_inner()).insert(port);
+            }
+            None => {
+                self.shaped_out.lock().unwrap_or_else(|p| p.into_inner()).remove(&port);
+                self.unshape(port)?;
+            }
+        }
+        // The port's route (if it has one yet) says so to the program that counts.
+        let mut routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+        if let Ok(mut r) = routes.get(&port, 0) {
+            r.flags = (r.flags & !ROUTE_OUT_SHAPED) | if bucket.is_some() { ROUTE_OUT_SHAPED } else { 0 };
+            routes.insert(port, r, 0).with_context(|| format!("routing plane device {port}"))?;
+        }
         Ok(())
     }
 
@@ -188,9 +248,21 @@ impl FastPath {
     }
 
     /// What the kernel's bridge sent out of plane device `to` toward its node (all
-    /// CPUs, since its first [`Route::Bridge`]).
+    /// CPUs, since its first [`Route::Bridge`]), not counting what a bucket at its root
+    /// took ([`FastPath::counted_out_shaped`]).
     pub fn counted_out(&self, to: u32) -> Counted {
         self.counted_key(to | OUT)
+    }
+
+    /// What the kernel's bridge sent toward plane device `to`'s node into the bucket at
+    /// its root ([`FastPath::shape_out`]).
+    pub fn counted_out_shaped(&self, to: u32) -> Counted {
+        self.counted_key(to | OUT | SHAPED)
+    }
+
+    /// The IFB device of LAN port `port`, if one was made ([`FastPath::ifb`]).
+    pub fn ifb_of(&self, port: u32) -> Option<u32> {
+        self.ifbs.lock().unwrap_or_else(|p| p.into_inner()).get(&port).copied()
     }
 
     fn counted_key(&self, key: u32) -> Counted {
@@ -234,6 +306,19 @@ impl FastPath {
         self.shaper.as_ref().map(|_| ()).map_err(String::as_str)
     }
 
+    /// Whether LAN ports can be shaped here too ([`Route::BridgeShaped`]): token buckets
+    /// and IFB devices (the kernel may lack `ifb`); if not, why. Found out the first time
+    /// it is asked, by making an IFB device (`qprobe`, left in the plane: making one is a
+    /// few ms, taking one away waits for the kernel's RCU grace period).
+    pub fn bridge_shaper(&self) -> std::result::Result<(), &str> {
+        self.shaper()?;
+        let probe = self.ifb_probe.get_or_init(|| {
+            let ctl = self.ctl.lock().unwrap_or_else(|p| p.into_inner());
+            netlink::request(&ctl, netlink::new_ifb("qprobe"), netlink::CREATE_NEW).map(|_| ()).map_err(|e| format!("the kernel makes no IFB device: {e:#}"))
+        });
+        probe.as_ref().map(|_| ()).map_err(String::as_str)
+    }
+
     /// Give the namespace's loopback device (index 1) a bucket and take it away.
     fn try_shaper(&self) -> Result<()> {
         self.shape(1, Bucket { rate_bps: 1_000_000, burst_bytes: 3036, limit_bytes: 3036 })?;
@@ -248,14 +333,80 @@ impl FastPath {
         let ctl = self.ctl.lock().unwrap_or_else(|p| p.into_inner());
         netlink::request(&ctl, netlink::tbf(ifindex, bucket), netlink::CREATE_OR_CHANGE)
             .with_context(|| format!("giving plane device {ifindex} a token bucket of {} bit/s", bucket.rate_bps))?;
+        self.ever_shaped.lock().unwrap_or_else(|p| p.into_inner()).insert(ifindex);
         Ok(())
     }
 
-    /// What the token bucket of plane device `ifindex` did (see [`FastPath::shape`]).
+    /// What the token bucket of plane device `ifindex` did (see [`FastPath::shape`]),
+    /// with what its earlier buckets taken away did ([`FastPath::unshape`]); zeros for
+    /// a device that never had one.
     pub fn shaped(&self, ifindex: u32) -> Result<BucketStats> {
+        let retired = self.retired.lock().unwrap_or_else(|p| p.into_inner()).get(&ifindex).copied().unwrap_or_default();
+        Ok(match self.live_bucket(ifindex)? {
+            Some(live) => BucketStats {
+                frames: live.frames + retired.frames,
+                bytes: live.bytes + retired.bytes,
+                drops: live.drops + retired.drops,
+                queue_frames: live.queue_frames,
+                queue_bytes: live.queue_bytes,
+            },
+            None => retired,
+        })
+    }
+
+    /// The counters of the bucket at the root of `ifindex` now, if it has one.
+    fn live_bucket(&self, ifindex: u32) -> Result<Option<BucketStats>> {
+        if !self.ever_shaped.lock().unwrap_or_else(|p| p.into_inner()).contains(&ifindex) {
+            return Ok(None);
+        }
         let ctl = self.ctl.lock().unwrap_or_else(|p| p.into_inner());
-        let reply = netlink::request(&ctl, netlink::get_root(ifindex), netlink::ECHO).with_context(|| format!("reading the token bucket of plane device {ifindex}"))?;
-        reply.map(|m| netlink::bucket_stats(&m)).ok_or_else(|| anyhow!("the kernel did not describe the token bucket of plane device {ifindex}"))
+        match netlink::request(&ctl, netlink::get_root(ifindex), netlink::ECHO) {
+            Ok(reply) => Ok(reply.filter(netlink::is_tbf).map(|m| netlink::bucket_stats(&m))),
+            Err(e) if e.downcast_ref::<std::io::Error>().and_then(std::io::Error::raw_os_error).is_some_and(|c| c == libc::ENOENT || c == libc::EINVAL) => Ok(None),
+            Err(e) => Err(e.context(format!("reading the token bucket of plane device {ifindex}"))),
+        }
+    }
+
+    /// Take the token bucket at the root of plane device `ifindex` away (if it has
+    /// one), keeping what it did for [`FastPath::shaped`].
+    pub fn unshape(&self, ifindex: u32) -> Result<()> {
+        let Some(last) = self.live_bucket(ifindex)? else { return Ok(()) };
+        {
+            let ctl = self.ctl.lock().unwrap_or_else(|p| p.into_inner());
+            netlink::request(&ctl, netlink::delete_root(ifindex), 0).with_context(|| format!("taking the token bucket of plane device {ifindex} away"))?;
+        }
+        let mut retired = self.retired.lock().unwrap_or_else(|p| p.into_inner());
+        let r = retired.entry(ifindex).or_default();
+        r.frames += last.frames;
+        r.bytes += last.bytes;
+        r.drops += last.drops;
+        Ok(())
+    }
+
+    /// The IFB device of LAN port `port` (a plane device), made and brought up the
+    /// first time it is asked for: the egress of a port whose node's frames the kernel
+    /// shapes ([`Route::BridgeShaped`]). It lives in the plane, and goes with it.
+    pub fn ifb(&self, port: u32) -> Result<u32> {
+        let mut ifbs = self.ifbs.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(&ifb) = ifbs.get(&port) {
+            return Ok(ifb);
+        }
+        let name = format!("q{port}");
+        let ctl = self.ctl.lock().unwrap_or_else(|p| p.into_inner());
+        netlink::request(&ctl, netlink::new_ifb(&name), netlink::CREATE_NEW).with_context(|| format!("making the IFB device of plane device {port} (the kernel needs the ifb module)"))?;
+        // SAFETY: ifreq is plain data; SIOCGIFINDEX reads its name and writes its index.
+        let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+        for (d, s) in req.ifr_name.iter_mut().zip(name.bytes()) {
+            *d = s as libc::c_char;
+        }
+        // SAFETY: as above.
+        if unsafe { libc::ioctl(ctl.as_raw_fd(), libc::SIOCGIFINDEX, &mut req) } < 0 {
+            return Err(std::io::Error::last_os_error()).with_context(|| format!("finding IFB device {name}"));
+        }
+        // SAFETY: the union's index member, as SIOCGIFINDEX filled it.
+        let ifb = unsafe { req.ifr_ifru.ifru_ifindex } as u32;
+        ifbs.insert(port, ifb);
+        Ok(ifb)
     }
 }
 

@@ -1,11 +1,12 @@
 //! The fast path's few route netlink requests: a plane device's token bucket, made or
-//! changed, and read back.
+//! changed, and read back; an IFB device made.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 
 use anyhow::{bail, Context, Result};
-use netlink_packet_core::{DefaultNla, Nla, NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_CREATE, NLM_F_ECHO, NLM_F_REPLACE, NLM_F_REQUEST};
+use netlink_packet_core::{DefaultNla, Nla, NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_CREATE, NLM_F_ECHO, NLM_F_EXCL, NLM_F_REPLACE, NLM_F_REQUEST};
+use netlink_packet_route::link::{InfoKind, LinkAttribute, LinkFlags, LinkInfo, LinkMessage};
 use netlink_packet_route::tc::{TcAttribute, TcHandle, TcMessage, TcOption, TcStats2};
 use netlink_packet_route::RouteNetlinkMessage;
 
@@ -35,6 +36,9 @@ pub struct BucketStats {
 
 /// `tc qdisc replace`: make the root qdisc, or change it if it is a bucket already.
 pub(crate) const CREATE_OR_CHANGE: u16 = NLM_F_CREATE | NLM_F_REPLACE;
+
+/// Make something that must not exist yet.
+pub(crate) const CREATE_NEW: u16 = NLM_F_CREATE | NLM_F_EXCL;
 
 /// Ask for the answer to a `get` to be sent to the asker (a qdisc's is otherwise only
 /// broadcast to the TC group).
@@ -71,6 +75,21 @@ pub(crate) fn tbf(ifindex: u32, b: Bucket) -> RouteNetlinkMessage {
     m.attributes.push(TcAttribute::Kind("tbf".into()));
     m.attributes.push(TcAttribute::Options(options));
     RouteNetlinkMessage::NewQueueDiscipline(m)
+}
+
+/// `RTM_NEWLINK` of an IFB device `name`, up.
+pub(crate) fn new_ifb(name: &str) -> RouteNetlinkMessage {
+    let mut m = LinkMessage::default();
+    m.header.flags = LinkFlags::Up;
+    m.header.change_mask = LinkFlags::Up;
+    m.attributes.push(LinkAttribute::IfName(name.to_string()));
+    m.attributes.push(LinkAttribute::LinkInfo(vec![LinkInfo::Kind(InfoKind::Ifb)]));
+    RouteNetlinkMessage::NewLink(m)
+}
+
+/// Whether a qdisc's description is a token bucket's.
+pub(crate) fn is_tbf(m: &RouteNetlinkMessage) -> bool {
+    matches!(m, RouteNetlinkMessage::NewQueueDiscipline(m) if m.attributes.iter().any(|a| matches!(a, TcAttribute::Kind(k) if k == "tbf")))
 }
 
 /// `RTM_DELQDISC` of the bucket at the root of `ifindex`.

@@ -1284,6 +1284,19 @@ fn pct(p: f64) -> String {
 }
 
 /// One line describing what a link direction does, for people.
+/// Which way a direction goes now, as `vemu status` says it.
+fn path_of(d: &DirStats) -> &'static str {
+    if d.kernel_shaper {
+        "kernel-tbf"
+    } else if d.kernel_path {
+        "kernel"
+    } else if d.transit_ns > 0 {
+        "tunnel"
+    } else {
+        "engine"
+    }
+}
+
 fn describe(imp: &Impairments) -> String {
     let mut parts = Vec::new();
     if let Some(r) = imp.rate_bps {
@@ -1420,13 +1433,13 @@ fn print_status(s: &LabStatus) {
         println!("\nkernel fast path: {}", s.fast_path);
     }
     println!(
-        "\n{:<16} {:<4} {:<4} {:<6} {:>10} {:>10} {:>12} {:>8} {:>8} {:>8}  IMPAIRMENTS",
+        "\n{:<16} {:<4} {:<4} {:<10} {:>10} {:>10} {:>12} {:>8} {:>8} {:>8}  IMPAIRMENTS",
         "LINK", "UP", "DIR", "PATH", "RX FRAMES", "TX FRAMES", "TX BYTES", "LOSS", "QUEUE", "DOWN"
     );
     let mut below_underlay = Vec::new();
     for l in &s.links {
         for (dir, arrow, d) in [("fwd", format!("{} -> {}", l.a, l.b), &l.forward), ("rev", format!("{} -> {}", l.b, l.a), &l.reverse)] {
-            let path = if d.stats.kernel_shaper { "kernel-tbf" } else if d.stats.kernel_path { "kernel" } else if d.stats.transit_ns > 0 { "tunnel" } else { "engine" };
+            let path = path_of(&d.stats);
             // Across machines: the underlay's share of the set delay, as measured.
             let transit = if d.stats.transit_ns > 0 {
                 let pieces = if d.stats.path_payload_bytes > 0 { format!(", datagrams of {} B", d.stats.path_payload_bytes) } else { String::new() };
@@ -1444,7 +1457,7 @@ fn print_status(s: &LabStatus) {
                     (d.stats.transit_ns - d.impairments.delay_ns) as f64 / 1e3
                 ));
             }
-            println!("{:<16} {:<4} {:<4} {:<6} {}  {} ({arrow}{transit})", l.name, yes_no(l.up), dir, path, counter_columns(&d.stats), describe(&d.impairments));
+            println!("{:<16} {:<4} {:<4} {:<10} {}  {} ({arrow}{transit})", l.name, yes_no(l.up), dir, path, counter_columns(&d.stats), describe(&d.impairments));
         }
     }
     for w in &below_underlay {
@@ -1452,7 +1465,7 @@ fn print_status(s: &LabStatus) {
     }
     for d in &s.diverts {
         for (dir, what, st) in [("fwd", "the machine's packets out", &d.forward), ("rev", "replies back", &d.reverse)] {
-            println!("{:<16} {:<4} {:<4} {:<6} {}  {} (divert '{}': {what})", d.name, "yes", dir, "nfq", counter_columns(&st.stats), describe(&st.impairments), d.matches);
+            println!("{:<16} {:<4} {:<4} {:<10} {}  {} (divert '{}': {what})", d.name, "yes", dir, "nfq", counter_columns(&st.stats), describe(&st.impairments), d.matches);
         }
     }
     for g in s.segments.iter().filter(|g| g.kind == "wireless") {
@@ -1478,13 +1491,13 @@ fn print_status(s: &LabStatus) {
             g.name, st.unicast, st.flooded, st.filtered, st.drop_capacity
         );
         println!(
-            "{:<22} {:<4} {:<4} {:<4} {:<6} {:>10} {:>10} {:>12} {:>8} {:>8} {:>8}  IMPAIRMENTS",
+            "{:<22} {:<4} {:<4} {:<4} {:<10} {:>10} {:>10} {:>12} {:>8} {:>8} {:>8}  IMPAIRMENTS",
             "PORT", "VLAN", "UP", "DIR", "PATH", "RX FRAMES", "TX FRAMES", "TX BYTES", "LOSS", "QUEUE", "DOWN"
         );
         for m in &g.members {
             for (dir, d) in [("out", &m.egress), ("in", &m.ingress)] {
-                let path = if d.stats.kernel_path { "kernel" } else { "engine" };
-                println!("{:<22} {:<4} {:<4} {:<4} {:<6} {}  {}", m.port, m.vlan, yes_no(m.up), dir, path, counter_columns(&d.stats), describe(&d.impairments));
+                let path = path_of(&d.stats);
+                println!("{:<22} {:<4} {:<4} {:<4} {:<10} {}  {}", m.port, m.vlan, yes_no(m.up), dir, path, counter_columns(&d.stats), describe(&d.impairments));
             }
         }
     }

@@ -259,3 +259,72 @@ fn an_unimpaired_lan_is_switched_by_the_kernel_and_moves_unseen() {
     assert!(lan_paths(&lab).0.iter().all(|&k| k));
     assert_eq!(lab.ping("a", "c", 5, 0.05).1, 5);
 }
+
+/// `kernel_shaper` of each port's egress and ingress on the lab's first LAN, and the
+/// stats of port `m`'s egress and ingress.
+fn lan_shaped(lab: &Lab, m: usize) -> (Vec<bool>, [serde_json::Value; 2]) {
+    let st = lab.status();
+    let ms = st["segments"][0]["members"].as_array().unwrap().clone();
+    let shaped = ms.iter().flat_map(|m| [m["egress"]["stats"]["kernel_shaper"].as_bool().unwrap(), m["ingress"]["stats"]["kernel_shaper"].as_bool().unwrap()]).collect();
+    (shaped, ["egress", "ingress"].map(|d| ms[m][d]["stats"].clone()))
+}
+
+/// A LAN whose ports' one impairment is a rate given to the kernel's shaper stays on the
+/// kernel's bridge: each port's frames through a token bucket (an IFB device's) on their
+/// way to the bridge, and what the bridge sends it through a bucket at its plane device.
+/// TCP gets each port's rate, an idle ping is not held by the engine, the counters add
+/// up, and a delay takes the LAN to the engine and back, unseen by the nodes.
+#[test]
+fn a_lan_with_rates_given_to_the_kernels_shaper_stays_on_the_bridge() {
+    let _g = serial();
+    let y = "name: t-slan\naddressing: {ipv6: none}\nnodes: {a: {}, b: {run: ['iperf3 -s -D']}, c: {run: ['iperf3 -s -D']}}\nsegments:\n  lan: {bandwidth: 50Mbit, shaper: kernel, members: [a, b, {node: c, ingress: {bandwidth: 20Mbit}}]}\n";
+    let lab = Lab::up("t-slan", y);
+    let (paths, _, _) = lan_paths(&lab);
+    assert!(paths.iter().all(|&k| k), "{paths:?}");
+    assert!(lan_shaped(&lab, 0).0.iter().all(|&k| k), "every port direction through a bucket");
+    let before: Vec<String> = ["a", "b", "c"].iter().map(|n| iface_view(&lab, n)).collect();
+
+    // TCP gets the rate of the slower bucket on its way: 50 Mbit/s to b, 20 to c.
+    let bps = lab.iperf3("a", "b", 3);
+    assert!((0.80..1.02).contains(&(bps / 50e6)), "TCP {:.1} Mbit/s a -> b through 50 Mbit/s buckets", bps / 1e6);
+    let bps = lab.iperf3("a", "c", 3);
+    assert!((0.80..1.02).contains(&(bps / 20e6)), "TCP {:.1} Mbit/s a -> c through a 20 Mbit/s bucket", bps / 1e6);
+    let (sent, recv, rtt) = lab.ping("a", "b", 20, 0.05);
+    assert_eq!((sent, recv), (20, 20));
+    assert!(rtt < 2.0, "RTT {rtt} ms on an idle shaped LAN");
+    // a's egress: what a sent came into its bucket, and left it or waits or was dropped;
+    // c's ingress: what the bridge sent c, the same through c's bucket.
+    let (_, [a_out, _]) = lan_shaped(&lab, 0);
+    let (_, [_, c_in]) = lan_shaped(&lab, 2);
+    for d in [&a_out, &c_in] {
+        let n = |k: &str| d[k].as_u64().unwrap();
+        assert!(n("tx_frames") > 4_000 && n("tx_bytes") > 6_000_000, "{d}");
+        assert_eq!(n("rx_frames"), n("tx_frames") + n("drop_queue") + n("queue_frames"), "{d}");
+    }
+
+    // A delay on one port: the whole LAN to the engine's switch and serializers.
+    let o = lab.vemu(&["link", "set", "lan:b", "--delay", "5ms"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(lan_paths(&lab).0.iter().all(|&k| !k));
+    assert!(lan_shaped(&lab, 0).0.iter().all(|&k| !k));
+    let (_, recv, rtt) = lab.ping("a", "b", 10, 0.05);
+    assert_eq!(recv, 10);
+    assert!((10.0..13.0).contains(&rtt), "RTT {rtt} ms through a port of 5 ms each way");
+    let bps = lab.iperf3("a", "c", 2);
+    assert!((0.80..1.02).contains(&(bps / 20e6)), "TCP {:.1} Mbit/s a -> c through the engine at 20 Mbit/s", bps / 1e6);
+    // Taken away: back on the bridge, through the buckets; c's ingress lifted: straight.
+    let o = lab.vemu(&["link", "set", "lan:b", "--delay", "0"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = lab.vemu(&["link", "set", "lan:c", "--direction", "forward", "--bandwidth", "none"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let (paths, _, _) = lan_paths(&lab);
+    assert!(paths.iter().all(|&k| k), "{paths:?}");
+    assert_eq!(lan_shaped(&lab, 0).0, [true, true, true, true, true, false]);
+    let bps = lab.iperf3("a", "c", 2);
+    assert!((0.80..1.02).contains(&(bps / 50e6)), "TCP {:.1} Mbit/s a -> c through a's 50 Mbit/s bucket only", bps / 1e6);
+    let (_, recv, rtt) = lab.ping("a", "b", 20, 0.05);
+    assert_eq!(recv, 20);
+    assert!(rtt < 2.0, "RTT {rtt} ms on an idle shaped LAN");
+    let after: Vec<String> = ["a", "b", "c"].iter().map(|n| iface_view(&lab, n)).collect();
+    assert_eq!(after, before, "the nodes saw their interfaces change");
+}

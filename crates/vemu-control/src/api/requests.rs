@@ -183,6 +183,9 @@ mod tests {
         assert!(p.loss.is_some());
         let c = link_change(br#"{"up": false}"#).unwrap();
         assert!(c.patch.is_none() && c.up == Some(false));
+        let c = link_change(br#"{"bandwidth": "50Mbit", "shaper": "kernel"}"#).unwrap();
+        let p = c.patch.unwrap();
+        assert_eq!((p.rate_bps, p.shaper), (Some(Some(50_000_000)), Some(vemu_link::Shaper::Kernel)));
         for (body, says) in [
             (&b"[]"[..], "JSON object"),
             (b"", "nothing to change"),
@@ -191,6 +194,8 @@ mod tests {
             (b"{\"delay\": \"-1ms\"}", "delay"),
             (b"{\"loss\": 1}", "needs a % sign"),
             (b"{\"colour\": \"red\"}", "colour"),
+            (b"{\"shaper\": \"htb\"}", "not a shaper"),
+            (b"{\"shaper\": 1}", "shaper"),
             (b"{\"delay\": ", "bad request body"),
         ] {
             let e = link_change(body).unwrap_err();
