@@ -954,7 +954,8 @@ print(json.dumps({"up": t_up, "down": t_down, "first_ok": ok, "first_rtt_ms": rt
 def run_mininet(script, arg, timeout_s):
     """Run a Mininet script in a process of its own (its net.stop() removes what it
     made); its result is the last JSON line it prints."""
-    r = subprocess.run([MININET_PYTHON, "-c", script, str(arg)], capture_output=True, text=True, timeout=timeout_s)
+    args = [str(a) for a in (arg if isinstance(arg, (list, tuple)) else [arg])]
+    r = subprocess.run([MININET_PYTHON, "-c", script, *args], capture_output=True, text=True, timeout=timeout_s)
     line = [l for l in r.stdout.splitlines() if l.startswith("{")]
     if not line:
         # Only after a failure: `mn -c` also deletes every /tmp/*.log and /tmp/*.out.
@@ -1003,20 +1004,24 @@ MININET_LINK = r"""
 import sys, time, json
 from mininet.net import Mininet
 from mininet.link import TCLink, Link
+from mininet.nodelib import LinuxBridge
 from mininet.log import setLogLevel
 setLogLevel("error")
 bw = float(sys.argv[1])  # Mbit/s, 0: unshaped
-net = Mininet(controller=None, link=TCLink if bw else Link)
+lan = len(sys.argv) > 2 and sys.argv[2] == "lan"  # h1 - s1 - h2, both host links shaped
+net = Mininet(controller=None, link=TCLink if bw else Link, switch=LinuxBridge)
 h1, h2 = net.addHost("h1"), net.addHost("h2")
-if bw:
-    net.addLink(h1, h2, bw=bw)
-else:
-    net.addLink(h1, h2)
+ends = [(h1, net.addSwitch("s1")), (net.get("s1"), h2)] if lan else [(h1, h2)]
+for a, b in ends:
+    if bw:
+        net.addLink(a, b, bw=bw)
+    else:
+        net.addLink(a, b)
 net.start()
 h2.cmd("iperf3 -s -D")
 time.sleep(0.5)
 h1.cmd(f"ping -c 2 -i 0.1 {h2.IP()}")
-pings = h1.cmd(f"ping -c 200 -i 0.01 {h2.IP()}")
+pings = h1.cmd(f"ping -c 500 -i 0.01 {h2.IP()}")
 rtts = [float(l.split("time=")[1].split()[0]) for l in pings.splitlines() if "time=" in l]
 out = h1.cmd(f"iperf3 -c {h2.IP()} -t 5 -O 1 -J")
 goodput = json.loads(out)["end"]["sum_received"]["bits_per_second"]
@@ -1034,19 +1039,22 @@ def rtt_stats(rtts):
     return (r[len(r) // 2], r[min(len(r) - 1, int(len(r) * 0.99))], r[-1])
 
 
-def mininet_link(bw_mbit):
-    """Two Mininet hosts on one link, shaped to bw_mbit (0: unshaped)."""
-    return run_mininet(MININET_LINK, bw_mbit, 600)
+def mininet_link(bw_mbit, lan=False):
+    """Two Mininet hosts on one link, or on a switch (`lan`: both host links shaped),
+    shaped to bw_mbit (0: unshaped)."""
+    return run_mininet(MININET_LINK, [bw_mbit, "lan"] if lan else bw_mbit, 600)
 
 
-def vemu_link(bw_mbit, shaper="engine"):
+def vemu_link(bw_mbit, shaper="engine", lan=False):
+    """Two vemu nodes on one link, or on a LAN (`lan`: every port shaped both ways)."""
     name = "bml"
     bw = f"\n    bandwidth: {int(bw_mbit)}Mbit\n    shaper: {shaper}" if bw_mbit else ""
-    up(name, f"name: {name}\naddressing: {{ipv6: none}}\nnodes:\n  a: {{}}\n  b: {{run: ['iperf3 -s -D']}}\nlinks:\n  - endpoints: [a, b]{bw}\n")
+    joined = f"segments:\n  lan:\n    members: [a, b]{bw}\n" if lan else f"links:\n  - endpoints: [a, b]{bw}\n"
+    up(name, f"name: {name}\naddressing: {{ipv6: none}}\nnodes:\n  a: {{}}\n  b: {{run: ['iperf3 -s -D']}}\n{joined}")
     time.sleep(0.5)
     b = addresses_of(json.loads(vemu("status", "--lab", name, "--json")), "b")
     sh(*in_node(name, "a"), "ping", "-c", "2", "-i", "0.1", b, check=False)
-    pings = sh(*in_node(name, "a"), "ping", "-c", "200", "-i", "0.01", b)
+    pings = sh(*in_node(name, "a"), "ping", "-c", "500", "-i", "0.01", b)
     rtts = [float(l.split("time=")[1].split()[0]) for l in pings.splitlines() if "time=" in l]
     goodput = iperf(in_node(name, "a"), b)
     down(name)
@@ -1094,28 +1102,30 @@ def bench_mininet_lan_outputs(rows):
 
 def bench_mininet_links():
     link_rows = []
-    for bw in [0, 100, 1000]:
-        got = {}
-        runs = [("vemu", lambda: vemu_link(bw)), ("Mininet 2.3", lambda: mininet_link(bw))]
-        if bw:
-            runs.insert(1, ("vemu shaper: kernel", lambda: vemu_link(bw, "kernel")))
-        for label, run in runs:
-            wait_idle()
-            got[label] = run()
-        m = got["Mininet 2.3"]
-        ms = rtt_stats(m["rtts"])
-        setting = f"{bw} Mbit/s" if bw else "unshaped"
-        for label in [l for l, _ in runs if l != "Mininet 2.3"]:
-            v = got[label]
-            vs = rtt_stats(v["rtts"])
-            print(f"mininet link {setting:10s}, {label:19s}: TCP vemu {v['goodput']/1e6:8.1f} Mbit/s, Mininet {m['goodput']/1e6:8.1f} Mbit/s; "
-                  f"idle RTT median/p99/max vemu {vs[0]:.3f}/{vs[1]:.3f}/{vs[2]:.3f} ms, Mininet {ms[0]:.3f}/{ms[1]:.3f}/{ms[2]:.3f} ms")
-            link_rows.append([f"{setting}, {label}", v["goodput"] / 1e6, m["goodput"] / 1e6, *vs, *ms, vs[0] / ms[0], vs[1] / ms[1]])
+    for lan in [False, True]:
+        for bw in [0, 100, 1000]:
+            got = {}
+            runs = [("vemu", lambda: vemu_link(bw, lan=lan)), ("Mininet 2.3", lambda: mininet_link(bw, lan))]
+            if bw:
+                runs.insert(1, ("vemu shaper: kernel", lambda: vemu_link(bw, "kernel", lan)))
+            for label, run in runs:
+                wait_idle()
+                got[label] = run()
+            m = got["Mininet 2.3"]
+            ms = rtt_stats(m["rtts"])
+            setting = (f"{bw} Mbit/s" if bw else "unshaped") + (" LAN" if lan else " link")
+            for label in [l for l, _ in runs if l != "Mininet 2.3"]:
+                v = got[label]
+                vs = rtt_stats(v["rtts"])
+                print(f"mininet {setting:15s}, {label:19s}: TCP vemu {v['goodput']/1e6:8.1f} Mbit/s, Mininet {m['goodput']/1e6:8.1f} Mbit/s; "
+                      f"idle RTT median/p99/max vemu {vs[0]:.3f}/{vs[1]:.3f}/{vs[2]:.3f} ms, Mininet {ms[0]:.3f}/{ms[1]:.3f}/{ms[2]:.3f} ms")
+                link_rows.append([f"{setting}, {label}", v["goodput"] / 1e6, m["goodput"] / 1e6, *vs, *ms, vs[0] / ms[0], vs[1] / ms[1]])
     write_csv("mininet_link.csv", ["link", "vemu_mbit", "mininet_mbit", "vemu_rtt_median_ms", "vemu_rtt_p99_ms", "vemu_rtt_max_ms", "mininet_rtt_median_ms", "mininet_rtt_p99_ms", "mininet_rtt_max_ms", "ratio_median", "ratio_p99"], link_rows)
-    write_md("mininet_link", "vemu beside Mininet: one link, unshaped and shaped", "Mininet's TCLink (htb for the rate; netem is absent here, so no delay) between two hosts",
+    write_md("mininet_link", "vemu beside Mininet: one link or a LAN of two, unshaped and shaped", "Mininet's TCLink (htb for the rate; netem is absent here, so no delay) between two hosts, or between each of two hosts and a Linux bridge",
              ["link", "vemu TCP (Mbit/s)", "Mininet TCP (Mbit/s)", "vemu RTT median", "p99", "max (ms)", "Mininet RTT median", "p99", "max (ms)", "ratio median", "ratio p99"], link_rows,
-             ["Goal (issue 20): idle RTT on a shaped link at most 1.5x Mininet's at the median and p99. 200 pings 10 ms apart, then iperf3 TCP for 5 s.",
-              "vemu: the engine's exact serializer (the default; an idle ping waits its transmission time and the engine's wake-up) and shaper: kernel (the kernel's token bucket on the fast path, as Mininet shapes)."])
+             ["Goal (issue 20): idle RTT on a shaped link or LAN at most 1.5x Mininet's at the median and p99. 500 pings 10 ms apart, then iperf3 TCP for 5 s.",
+              "vemu: the engine's exact serializer (the default; an idle ping waits its transmission time and the engine's wake-up) and shaper: kernel (the kernel's token buckets on the fast path, as Mininet shapes: on a LAN, both ways of every port).",
+              "A LAN of two: every frame crosses the sender's port and the receiver's, shaped at the rate on each (Mininet: htb on both ends of each host's link)."])
 
 
 def bench_soak():
