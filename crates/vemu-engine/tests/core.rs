@@ -1169,9 +1169,10 @@ fn a_rate_alone_given_to_the_kernels_shaper_goes_by_the_kernels_token_bucket() {
     let mut queued = kernel(1_000_000);
     queued.queue = Some(QueueLimit::Bytes(50_000));
     let (mut s, a, b) = kernel_link(kernel(100_000_000), queued);
-    // 4 ms at the rate (at least two frames of the MTU with their headers); the queue
-    // limit in bytes (the default 1000 packets as full-size frames).
-    let fwd = Shape { rate_bps: 100_000_000, burst_bytes: 50_000, limit_bytes: 1000 * 1514 };
+    // 4 ms at the rate (at least two frames of the MTU with their headers, and a TCP
+    // super-frame where that is at most 8 ms: 50 kB at 100 Mbit/s grows to 72 KiB); the
+    // queue limit in bytes (the default 1000 packets as full-size frames).
+    let fwd = Shape { rate_bps: 100_000_000, burst_bytes: 72 * 1024, limit_bytes: 1000 * 1514 };
     let rev = Shape { rate_bps: 1_000_000, burst_bytes: 2 * 1518, limit_bytes: 50_000 };
     assert_eq!(full_paths(&s), vec![(a, Path::Shaped(fwd)), (b, Path::Shaped(rev))]);
     assert!(!s.core.needs_engine(Target::Link(0)), "both directions are the kernel's");
@@ -1201,6 +1202,15 @@ fn a_rate_alone_given_to_the_kernels_shaper_goes_by_the_kernels_token_bucket() {
     assert_eq!(full_paths(&s).last(), Some(&(a, Path::Engine)));
     s.apply(Command::Uncapture(3));
     assert!(matches!(full_paths(&s).last(), Some((p, Path::Shaped(_))) if *p == a));
+    // A super-frame (72 KiB) is 8 ms at 73.7 Mbit/s: above that the bucket holds one.
+    let burst = |s: &Sim| match full_paths(s).last() {
+        Some((_, Path::Shaped(shape))) => shape.burst_bytes,
+        other => panic!("{other:?}"),
+    };
+    s.apply(Command::Patch { target: Target::Link(0), dir: 0, patch: ImpairmentsPatch { rate_bps: Some(Some(73_000_000)), ..Default::default() } });
+    assert_eq!(burst(&s), 36_500, "4 ms at 73 Mbit/s");
+    s.apply(Command::Patch { target: Target::Link(0), dir: 0, patch: ImpairmentsPatch { rate_bps: Some(Some(74_000_000)), ..Default::default() } });
+    assert_eq!(burst(&s), 72 * 1024, "a super-frame at 74 Mbit/s");
 }
 
 #[test]
@@ -1322,6 +1332,7 @@ fn a_lan_whose_rates_the_kernel_shapes_stays_on_the_bridge() {
     };
     let (mut s, p) = lan(true);
     // 4 ms at the rate, at least two frames of 1518 bytes; the default queue of 1000 full frames.
+    // 4 ms at the rate, at least two frames (and a super-frame from 74 Mbit/s on).
     let bucket = |rate: u64| Shape { rate_bps: rate, burst_bytes: (rate / 250 / 8).max(3036), limit_bytes: 1000 * 1514 };
     let (b0, b1) = (bucket(10_000_000), bucket(50_000_000));
     let first = vec![(p[0], None, Some(b0)), (p[0], Some(Path::Kernel), None), (p[1], Some(Path::Shaped(b1)), None), (p[2], Some(Path::Kernel), None)];
