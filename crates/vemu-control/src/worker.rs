@@ -627,6 +627,7 @@ impl LocalWorker {
                         let g = *segs.get(k).ok_or_else(|| anyhow!("no segment {k} here"))?;
                         (0..sizes[g]).map(|m| vemu_host::plane_member_names(g, m).1).collect()
                     }
+                    TapsOf::FanOut(shard) => vec![vemu_host::plane_fanout_name(shard)],
                 };
                 vemu_host::plane_taps(&paths, &names)
             });

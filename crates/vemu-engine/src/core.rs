@@ -185,8 +185,9 @@ pub enum Event {
     Path { port: PortId, path: Path },
     /// What the kernel's bridge sends to the node at LAN port `port` goes from now on
     /// through the token bucket `shape` (the port's ingress direction; `None`: straight).
-    /// Told before the [`Event::Path`]s that put the LAN on the bridge, and only while
-    /// it is there or about to be (on the engine's path it does not matter).
+    /// Told before the [`Event::Path`]s that put the LAN on the bridge, and before those
+    /// that take it to the engine (`None`: what the engine writes for the port leaves
+    /// through the same device, and must not meet a bucket).
     Ingress { port: PortId, shape: Option<Shape> },
     /// A copy for capture `capture`: `frame` (as devices hand it over; possibly a
     /// super-frame) was sent by (`outgoing`) or arrived at interface `iface` at `t_ns`.
@@ -974,6 +975,11 @@ impl Core {
         let want: Option<Vec<[Path; 2]>> = if seg.capacity.is_none() { seg.members.iter().map(on_bridge).collect() } else { None };
         let Some(paths) = want else {
             if now {
+                // What the engine writes for a port goes out through the port's plane
+                // device too, which must not shape it: the buckets toward the nodes go.
+                for m in seg.members.iter().filter(|m| m.bucket_in.is_some()) {
+                    self.events.push_back(Event::Ingress { port: m.port, shape: None });
+                }
                 for m in &seg.members {
                     self.events.push_back(Event::Path { port: m.port, path: Path::Engine });
                     for c in m.counters {
@@ -984,6 +990,7 @@ impl Core {
                 let seg = &mut self.segments[g];
                 for m in &mut seg.members {
                     m.egress_path = Path::Engine;
+                    m.bucket_in = None;
                 }
                 // Back from the kernel's bridge: what the switch knew may be stale.
                 seg.switch.restart();

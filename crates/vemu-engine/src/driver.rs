@@ -14,7 +14,7 @@ use vemu_link::Impairments;
 
 use crate::batch::{self, TapWriter};
 use crate::clock::LabClock;
-use crate::core::{Applied, Command, Core, Event, Frame, Path, RadioSnapshot, Shape};
+use crate::core::{Applied, Command, Core, Event, Frame, Path, RadioSnapshot, Shape, Transmit};
 use crate::gso::VNET_HDR_LEN;
 use crate::gso;
 use crate::schedule::{self, Priority, Schedule};
@@ -23,6 +23,9 @@ use vemu_fastpath::{Bucket, FastPath, Route};
 
 /// Largest frame TAP hands over: a 64 KiB super-frame plus headers.
 const MAX_FRAME: usize = 65536 + 256;
+/// Largest frame written to the fan-out device (with its virtio-net header), before
+/// the list of ports: a jumbo frame.
+const FANOUT_FRAME_MAX: usize = 9216 + VNET_HDR_LEN;
 /// Frames read shorter than this are copied out of the read buffer; longer ones take it
 /// with them (see `Shard::read_from`).
 const COPY_BELOW: usize = 4096;
@@ -203,6 +206,32 @@ fn send_datagram(fd: RawFd, d: &[u8]) -> bool {
     n == d.len() as isize
 }
 
+/// What a shard writes to one device: a frame the core handed out, or one frame for the
+/// fan-out device with the list of LAN ports at its end, standing for the copies the
+/// core handed out for each of them.
+pub(crate) enum Out {
+    One(Transmit),
+    Fan { bytes: Vec<u8>, txs: Vec<Transmit> },
+}
+
+impl Out {
+    fn transmits(&self) -> &[Transmit] {
+        match self {
+            Out::One(tx) => std::slice::from_ref(tx),
+            Out::Fan { txs, .. } => txs,
+        }
+    }
+}
+
+impl batch::Bytes for Out {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Out::One(tx) => &tx.frame,
+            Out::Fan { bytes, .. } => bytes,
+        }
+    }
+}
+
 /// The handle the engine keeps of a running shard.
 pub(crate) struct ShardHandle {
     tx: Sender<Control>,
@@ -223,7 +252,9 @@ pub const FAULT_ENV: &str = "VEMU_ENGINE_FAULT";
 impl ShardHandle {
     /// Start a shard thread running `core` over `fds` (one per port of the core, in
     /// order), with the ports' plane devices (`plane`, one per port) on `fast`.
-    pub fn spawn(index: usize, core: Core, fds: Vec<Option<OwnedFd>>, devs: Vec<PortDev>, fast: Option<Arc<FastPath>>, probe: Option<Arc<OwnedFd>>, clock: LabClock) -> Result<ShardHandle> {
+    /// `fanout`: the shard's fan-out device in the plane (see [`Shard::fan_target`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn spawn(index: usize, core: Core, fds: Vec<Option<OwnedFd>>, devs: Vec<PortDev>, fast: Option<Arc<FastPath>>, probe: Option<Arc<OwnedFd>>, fanout: Option<OwnedFd>, clock: LabClock) -> Result<ShardHandle> {
         assert_eq!(core.port_count(), fds.len(), "one device per port");
         assert_eq!(fds.len(), devs.len(), "one kind per port");
         // SAFETY: eventfd returns a new descriptor or -1.
@@ -250,6 +281,7 @@ impl ShardHandle {
             shard.next_input_probe_ns = Some(INPUT_PROBE_EVERY_NS);
         }
         shard.probe_sock = probe;
+        shard.fanout = fanout;
         // The first choice of paths is carried out before any frame moves.
         shard.events();
         if index == 0 {
@@ -396,8 +428,12 @@ struct Shard {
     input_probe_cursor: usize,
     last_read_ns: Vec<Option<u64>>,
     /// Writes frames to TAP devices a batch at a time, and the batch being filled.
-    writer: TapWriter,
-    batch: batch::Batch,
+    writer: TapWriter<Out>,
+    batch: batch::Batch<Out>,
+    /// The fan-out device (see [`Shard::fan_target`]), and the copies of one frame for
+    /// LAN ports gathered for it: each with its port's plane device.
+    fanout: Option<OwnedFd>,
+    fan: Vec<(Transmit, u32)>,
 }
 
 /// Input probes: every 100 ms, each plane TAP port that read a frame in the last 2 s
@@ -465,6 +501,8 @@ impl Shard {
             last_read_ns: Vec::new(),
             writer: TapWriter::new(),
             batch: Vec::with_capacity(batch::BATCH),
+            fanout: None,
+            fan: Vec::new(),
         })
     }
 
@@ -578,26 +616,75 @@ impl Shard {
         let mut more = true;
         while more && polled < WRITE_BATCH {
             // Up to a batch of TAP frames, written together ([`batch`]); a tunnel's
-            // datagrams go at once.
-            while self.batch.len() < batch::BATCH && polled < WRITE_BATCH {
+            // datagrams go at once. (One place is kept for the copies being gathered.)
+            while self.batch.len() + 1 < batch::BATCH && polled < WRITE_BATCH {
                 let Some(tx) = self.core.poll_transmit(self.clock.now_ns()) else {
                     more = false;
                     break;
                 };
                 polled += 1;
+                if let Some(port) = self.fan_target(&tx) {
+                    if self.fan.first().is_some_and(|(f, _)| !Arc::ptr_eq(&f.frame, &tx.frame)) || self.fan.len() == vemu_fastpath::FANOUT_MAX {
+                        self.flush_fan();
+                    }
+                    self.fan.push((tx, port));
+                    continue;
+                }
+                self.flush_fan();
                 let fd = self.fd(tx.port as usize);
                 match self.devs.get_mut(tx.port as usize) {
                     Some(PortDev::Tunnel(t)) => {
                         let ok = t.send(fd, &tx.frame, tx.at_ns);
                         self.core.on_written(&tx, ok);
                     }
-                    _ => self.batch.push((fd, tx)),
+                    _ => self.batch.push((fd, Out::One(tx))),
                 }
             }
+            self.flush_fan();
             let core = &mut self.core;
-            self.writer.write(&mut self.batch, |tx, ok| core.on_written(tx, ok));
+            self.writer.write(&mut self.batch, |out, ok| {
+                for tx in out.transmits() {
+                    core.on_written(tx, ok);
+                }
+            });
         }
         self.events();
+    }
+
+    /// Whether a frame for a LAN port goes by the fan-out device, and the port's plane
+    /// device if so: a LAN port in the plane whose LAN the engine switches (it has a TAP
+    /// device), a frame that is not a TCP super-frame (those cannot carry the list of
+    /// ports at their end). The copies of one frame for several ports are then written
+    /// once, and the kernel clones them to each port ([`vemu_fastpath::Route::FanOut`]):
+    /// a flood costs one write, not one per port. The rest of what the engine writes for
+    /// a LAN port goes through the port's own TAP device to the same place, the port's
+    /// egress, so that each port's frames keep their order.
+    fn fan_target(&self, tx: &Transmit) -> Option<u32> {
+        self.fanout.as_ref()?;
+        let Some(PortDev::Plane(p)) = self.devs.get(tx.port as usize) else { return None };
+        let plain = tx.frame.get(1) == Some(&0) && tx.frame.len() <= FANOUT_FRAME_MAX;
+        (p.far_veth.is_none() && p.devs.tap.is_some() && plain).then_some(p.devs.veth)
+    }
+
+    /// Put the copies gathered for the fan-out device in the batch: one write naming
+    /// their ports, or a plain write to the one port's TAP device.
+    fn flush_fan(&mut self) {
+        match self.fan.len() {
+            0 => {}
+            1 => {
+                let (tx, _) = self.fan.pop().expect("one");
+                let fd = self.fd(tx.port as usize);
+                self.batch.push((fd, Out::One(tx)));
+            }
+            n => {
+                let (txs, ports): (Vec<Transmit>, Vec<u32>) = self.fan.drain(..).unzip();
+                let mut bytes = Vec::with_capacity(txs[0].frame.len() + 4 * n + 4);
+                bytes.extend_from_slice(&txs[0].frame);
+                vemu_fastpath::fanout_trailer(&ports, &mut bytes);
+                let fd = self.fanout.as_ref().map_or(-1, |f| f.as_raw_fd());
+                self.batch.push((fd, Out::Fan { bytes, txs }));
+            }
+        }
     }
 
     /// Carry out what the core asks: carriers and capture copies. A capture whose

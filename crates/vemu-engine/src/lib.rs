@@ -87,6 +87,8 @@ pub type MakeTaps = Arc<dyn Fn(TapsOf) -> Result<Vec<(u32, OwnedFd)>> + Send + S
 pub enum TapsOf {
     Link(usize),
     Segment(usize),
+    /// The fan-out device of shard `n` ([`vemu_fastpath::Route::FanOut`]): one.
+    FanOut(usize),
 }
 
 /// The kernel fast path of a lab's links: its program and maps, and how to make the
@@ -179,14 +181,24 @@ struct Tapless {
 /// Route the plane devices `ends` that have TAP devices through the engine: what the
 /// engine writes goes to the node; what the node sends, to the engine (until the core
 /// puts the direction or LAN on the kernel path).
-fn route_to_engine(f: &Fast, ends: &[PlaneDevs]) -> Result<()> {
+fn route_to_engine(f: &Fast, ends: &[PlaneDevs], of: TapsOf) -> Result<()> {
     for end in ends {
         if let Some(tap) = end.tap {
-            f.path.route(tap, Route::Deliver { peer_of: end.veth })?;
+            f.path.route(tap, delivery(of, end.veth))?;
             f.path.route(end.veth, Route::Engine { tap })?;
         }
     }
     Ok(())
+}
+
+/// How what the engine writes to the TAP device of plane device `veth` reaches the
+/// node: a link's straight into the node's interface; a LAN port's through the port's
+/// egress, where the frames of the shard's fan-out device go too (one order for both).
+fn delivery(of: TapsOf, veth: u32) -> Route {
+    match of {
+        TapsOf::Segment(_) => Route::DeliverLan { port: veth },
+        _ => Route::Deliver { peer_of: veth },
+    }
 }
 
 /// The two devices [`MakeTaps`] made for a link.
@@ -258,7 +270,7 @@ impl Engine {
                 (d[0].tap, d[1].tap, l.a, l.b) = (Some(ta), Some(tb), Some(fa), Some(fb));
             }
             if let (Some(d), Some(f)) = (&devs, &fast) {
-                route_to_engine(f, d)?;
+                route_to_engine(f, d, TapsOf::Link(k))?;
             }
             tapless.links.push(devs.is_some_and(|d| d[0].tap.is_none()));
             fds.extend([l.a, l.b]);
@@ -311,7 +323,7 @@ impl Engine {
                 }
             }
             if let (Some(d), Some(f)) = (&devs, &fast) {
-                route_to_engine(f, d)?;
+                route_to_engine(f, d, TapsOf::Segment(k))?;
             }
             tapless.segments.push(devs.as_ref().is_some_and(|d| d.iter().any(|x| x.tap.is_none())));
             for (i, fd) in fds_of.into_iter().enumerate() {
@@ -344,7 +356,20 @@ impl Engine {
         }
         let mut handles = Vec::new();
         for (s, (core, fds, plane)) in cores.into_iter().enumerate() {
-            handles.push(ShardHandle::spawn(s, core, fds, plane, fast.as_ref().map(|f| f.path.clone()), fast.as_ref().and_then(|f| f.probe.clone()), clock)?);
+            // A shard with LAN ports in the plane writes a frame for several of them once,
+            // to its fan-out device (without one, once for each).
+            let lan = plane.iter().any(|d| matches!(d, PortDev::Plane(p) if p.far_veth.is_none()));
+            let fanout = match &fast {
+                Some(f) if lan => match (f.make_taps)(TapsOf::FanOut(s)).and_then(|mut made| made.pop().ok_or_else(|| anyhow!("no fan-out device made"))) {
+                    Ok((tap, fd)) => f.path.route(tap, Route::FanOut).map(|()| Some(fd))?,
+                    Err(e) => {
+                        eprintln!("engine: {e:#}: a frame for several LAN ports is written to each");
+                        None
+                    }
+                },
+                _ => None,
+            };
+            handles.push(ShardHandle::spawn(s, core, fds, plane, fast.as_ref().map(|f| f.path.clone()), fast.as_ref().and_then(|f| f.probe.clone()), fanout, clock)?);
         }
         let tapless = std::sync::Mutex::new(tapless);
         Ok(Engine { shards: handles, link_place, link_ports, seg_place, link_counters, member_counters, seg_counters, fast, link_veths, tapless, seg_veths, seg_ports, clock, halted: Vec::new() })
@@ -373,7 +398,7 @@ impl Engine {
         }
         let mut taps = Vec::with_capacity(made.len());
         for ((tap, fd), (veth, port)) in made.into_iter().zip(veths.into_iter().zip(ports)) {
-            fast.path.route(tap, Route::Deliver { peer_of: veth })?;
+            fast.path.route(tap, delivery(of, veth))?;
             taps.push((port, tap, fd));
         }
         self.shards[shard].send(Control::Taps(taps));

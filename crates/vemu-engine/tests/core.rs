@@ -1340,20 +1340,22 @@ fn a_lan_whose_rates_the_kernel_shapes_stays_on_the_bridge() {
     assert!(!s.core.needs_engine(Target::Member(0, 0)));
     let (e0, e1) = (s.stats(Target::Member(0, 0), 0), s.stats(Target::Member(0, 0), 1));
     assert!(e0.kernel_path && !e0.kernel_shaper && e1.kernel_path && e1.kernel_shaper);
-    // A delay anywhere: every port to the engine, the buckets left as they are.
+    // A delay anywhere: every port to the engine, the buckets toward the nodes first
+    // taken away (the engine's frames for a port leave through the same device).
     s.events.clear();
     s.apply(Command::Patch { target: Target::Member(0, 2), dir: 0, patch: ImpairmentsPatch { delay_ns: Some(MS), ..Default::default() } });
-    assert_eq!(lan_events(&s), p.iter().map(|&q| (q, Some(Path::Engine), None)).collect::<Vec<_>>());
+    let to_engine: Vec<_> = [(p[0], None, None)].into_iter().chain(p.iter().map(|&q| (q, Some(Path::Engine), None))).collect();
+    assert_eq!(lan_events(&s), to_engine);
     assert!(!s.stats(Target::Member(0, 0), 1).kernel_shaper);
     // The engine serializes port 0's ingress at 10 Mbit/s: a 1500-byte frame from 1
     // takes 1200 µs there (port 1's 50 Mbit/s egress first: 240 µs).
     s.send(0, p[1], udp(1500, 1));
     s.finish();
     assert_eq!(s.times(p[0]), vec![240_000 + 1_200_000]);
-    // Taken away: back on the bridge; only the paths are told again (the buckets stayed).
+    // Taken away: back on the bridge, its bucket and paths told again.
     s.events.clear();
     s.apply(Command::Patch { target: Target::Member(0, 2), dir: 0, patch: ImpairmentsPatch { delay_ns: Some(0), ..Default::default() } });
-    assert_eq!(lan_events(&s), first[1..]);
+    assert_eq!(lan_events(&s), first);
     // Port 0's ingress rate lifted: only its bucket goes; a new rate on port 2's: a bucket.
     s.events.clear();
     s.apply(Command::Patch { target: Target::Member(0, 0), dir: 1, patch: ImpairmentsPatch { rate_bps: Some(None), ..Default::default() } });
@@ -1361,10 +1363,11 @@ fn a_lan_whose_rates_the_kernel_shapes_stays_on_the_bridge() {
     s.events.clear();
     s.apply(Command::Patch { target: Target::Member(0, 2), dir: 1, patch: ImpairmentsPatch { rate_bps: Some(Some(20_000_000)), shaper: Some(Shaper::Kernel), ..Default::default() } });
     assert_eq!(lan_events(&s), vec![(p[2], None, Some(bucket(20_000_000)))]);
-    // The engine's shaper asked for on one port: the engine.
+    // The engine's shaper asked for on one port: the engine (port 2's bucket goes).
     s.events.clear();
     s.apply(Command::Patch { target: Target::Member(0, 1), dir: 0, patch: ImpairmentsPatch { shaper: Some(Shaper::Engine), ..Default::default() } });
-    assert_eq!(lan_events(&s), p.iter().map(|&q| (q, Some(Path::Engine), None)).collect::<Vec<_>>());
+    let to_engine: Vec<_> = [(p[2], None, None)].into_iter().chain(p.iter().map(|&q| (q, Some(Path::Engine), None))).collect();
+    assert_eq!(lan_events(&s), to_engine);
     // A driver that cannot shape on the bridge: the engine from the start.
     let (s, _) = lan(false);
     assert_eq!(lan_events(&s), vec![]);

@@ -6,9 +6,12 @@
 // own receive path (a LAN port: the LAN's bridge) — for a LAN port whose node's frames
 // the kernel shapes, first to the egress of the port's IFB device, whose root qdisc is
 // a token bucket and which hands them back to the port's receive path, past this
-// program. Frames of devices without a route are dropped. A
-// second program, on the egress of LAN ports, lets out (and counts) what the bridge
-// sends while the LAN is switched by the kernel, and nothing otherwise. Built by
+// program. What the engine writes for a LAN's node goes to the egress of the port's
+// plane device, marked as the engine's; a frame the engine writes once for several
+// LAN ports (its fan-out device) names them at its end, and a clone goes to each
+// (`fan_out`). Frames of devices without a route are dropped. A second program, on the
+// egress of LAN ports, lets out (and counts) what the bridge sends while the LAN is
+// switched by the kernel, and the engine's marked frames, and nothing else. Built by
 // build.rs with clang; loaded by src/lib.rs.
 #include <linux/bpf.h>
 #include <linux/pkt_cls.h>
@@ -23,6 +26,17 @@
                         * (with ROUTE_PASS: an IFB device that brings them back here) */
 #define ROUTE_OUT_SHAPED 16 /* a LAN port: what its bridge sends goes through the token
                              * bucket at its root: counted apart */
+#define ROUTE_MARKED 32 /* to the egress of ifindex (a LAN port), marked as the engine's */
+#define ROUTE_FANOUT 64 /* the engine's fan-out device: each frame names its LAN ports */
+
+/* The mark of frames the engine delivers to LAN ports (the ports' egress program lets
+ * them out uncounted and takes the mark off): "vemu". */
+#define ENGINE_MARK 0x76656d75u
+
+/* A frame on the fan-out device ends with the plane devices it goes to: a __u32 index
+ * each (host order), then a __u16 count, then FANOUT_MAGIC (__u16). */
+#define FANOUT_MAGIC 0xfa17
+#define FANOUT_MAX 64
 
 /* Key of the counts of what leaves a device (the device's index with this bit). */
 #define OUT 0x80000000u
@@ -89,6 +103,31 @@ static __always_inline void count(struct __sk_buff *skb, __u32 key)
 	}
 }
 
+/* A frame of the fan-out device: its list of LAN ports taken off its end, then a clone
+ * to the egress of each, marked as the engine's. The frame itself ends here. */
+static __always_inline int fan_out(struct __sk_buff *skb)
+{
+	__u32 len = skb->len;
+	__u16 tail[2];
+	__u32 targets[FANOUT_MAX];
+	if (len < 4 || bpf_skb_load_bytes(skb, len - 4, tail, sizeof(tail)))
+		return TC_ACT_SHOT;
+	__u32 n = tail[0];
+	if (tail[1] != FANOUT_MAGIC || n == 0 || n > FANOUT_MAX || len < ETH_HLEN + 4 + 4 * n)
+		return TC_ACT_SHOT;
+	__u32 start = len - 4 - 4 * n;
+	for (__u32 i = 0; i < FANOUT_MAX && i < n; i++) {
+		if (bpf_skb_load_bytes(skb, start + 4 * i, &targets[i], sizeof(__u32)))
+			return TC_ACT_SHOT;
+	}
+	if (bpf_skb_change_tail(skb, start, 0))
+		return TC_ACT_SHOT;
+	skb->mark = ENGINE_MARK;
+	for (__u32 i = 0; i < FANOUT_MAX && i < n; i++)
+		bpf_clone_redirect(skb, targets[i], 0);
+	return TC_ACT_SHOT;
+}
+
 SEC("classifier")
 int steer(struct __sk_buff *skb)
 {
@@ -96,6 +135,12 @@ int steer(struct __sk_buff *skb)
 	struct route *r = bpf_map_lookup_elem(&routes, &key);
 	if (!r)
 		return TC_ACT_SHOT;
+	if (r->flags & ROUTE_FANOUT)
+		return fan_out(skb);
+	if (r->flags & ROUTE_MARKED) {
+		skb->mark = ENGINE_MARK;
+		return bpf_redirect(r->ifindex, 0);
+	}
 	if (r->flags & ROUTE_COUNT)
 		count(skb, r->flags & ROUTE_SHAPED ? key | SHAPED : key);
 	if ((r->flags & (ROUTE_PASS | ROUTE_SHAPED)) == ROUTE_PASS)
@@ -113,6 +158,10 @@ SEC("classifier")
 int leave(struct __sk_buff *skb)
 {
 	__u32 key = skb->ifindex;
+	if (skb->mark == ENGINE_MARK) {
+		skb->mark = 0;
+		return TC_ACT_OK;
+	}
 	struct route *r = bpf_map_lookup_elem(&routes, &key);
 	if (!r || !(r->flags & ROUTE_PASS))
 		return TC_ACT_SHOT;

@@ -9,7 +9,11 @@
 //!   way Cilium moves pod traffic), counted in a per-CPU map: a link direction that
 //!   needs no emulation at the moment never leaves the kernel;
 //! - [`Route::Engine`]: to the engine's TAP device, whose reader emulates the direction;
-//! - [`Route::Deliver`]: what the engine writes to its TAP device goes on to the node;
+//! - [`Route::Deliver`]: what the engine writes to its TAP device goes on to the node
+//!   (for a LAN port, [`Route::DeliverLan`]: through the egress of the port's plane
+//!   device, marked as the engine's, where a LAN's frames from the engine's fan-out
+//!   device go too — [`Route::FanOut`], one write for several ports — so that a port's
+//!   frames keep their order whichever way they came);
 //! - [`Route::Bridge`]: on to the device's own receive path — a LAN port's, whose bridge
 //!   switches the LAN inside the kernel — counted; a second program on the port's egress
 //!   ([`FastPath::egress_program`]) lets out and counts what the bridge sends to the node
@@ -47,6 +51,25 @@ const ROUTE_COUNT: u32 = 2;
 const ROUTE_PASS: u32 = 4;
 const ROUTE_SHAPED: u32 = 8;
 const ROUTE_OUT_SHAPED: u32 = 16;
+const ROUTE_MARKED: u32 = 32;
+const ROUTE_FANOUT: u32 = 64;
+
+/// The end of a frame written to the fan-out device ([`Route::FanOut`]): the plane
+/// devices it goes to (a `u32` index each, host order), their count (`u16`) and this.
+const FANOUT_MAGIC: u16 = 0xfa17;
+/// Most LAN ports one fan-out frame names.
+pub const FANOUT_MAX: usize = 64;
+
+/// Append to `frame` (as written to the fan-out device) the LAN ports (plane devices)
+/// it goes to: at most [`FANOUT_MAX`].
+pub fn fanout_trailer(targets: &[u32], frame: &mut Vec<u8>) {
+    debug_assert!(!targets.is_empty() && targets.len() <= FANOUT_MAX);
+    for t in targets {
+        frame.extend(t.to_ne_bytes());
+    }
+    frame.extend((targets.len() as u16).to_ne_bytes());
+    frame.extend(FANOUT_MAGIC.to_ne_bytes());
+}
 /// Bit of the counts' key for what leaves a device.
 const OUT: u32 = 0x8000_0000;
 /// Bit of the counts' key for what a device's frames took to a token bucket.
@@ -95,6 +118,12 @@ pub enum Route {
     Engine { tap: u32 },
     /// To the node interface that is the veth peer of `peer_of` (frames the engine wrote).
     Deliver { peer_of: u32 },
+    /// To the egress of LAN port `port` (a plane device, whose veth peer is the node's
+    /// interface), marked as the engine's: what the engine wrote for the port.
+    DeliverLan { port: u32 },
+    /// The engine's fan-out device: each frame goes, cloned, to the LAN ports named at
+    /// its end ([`fanout_trailer`]), as by [`Route::DeliverLan`].
+    FanOut,
     /// On to the device's bridge (a LAN the kernel switches), counted both ways.
     Bridge,
     /// To the egress of plane device `via` (through its token bucket, see
@@ -171,6 +200,8 @@ impl FastPath {
             }
             Route::Engine { tap } => RouteValue { ifindex: tap, flags: 0 },
             Route::Deliver { peer_of } => RouteValue { ifindex: peer_of, flags: ROUTE_PEER },
+            Route::DeliverLan { port } => RouteValue { ifindex: port, flags: ROUTE_MARKED },
+            Route::FanOut => RouteValue { ifindex: 0, flags: ROUTE_FANOUT },
             Route::Bridge => {
                 self.count(from)?;
                 self.count(from | OUT)?;

@@ -572,6 +572,12 @@ pub fn plane_member_names(seg: usize, member: usize) -> (String, String) {
     (format!("s{seg}m{member}"), format!("u{seg}m{member}"))
 }
 
+/// Name of engine shard `shard`'s fan-out device in the plane: a TAP device whose
+/// frames each go to several LAN ports (see `vemu-fastpath`).
+pub fn plane_fanout_name(shard: usize) -> String {
+    format!("fo{shard}")
+}
+
 /// Make the bridge of LAN `seg` in the lab's plane, the kernel's switch of the LAN while
 /// nothing of it needs emulating: IGMP/MLD snooping (`snooping`), its own querier
 /// (`querier`), MAC addresses forgotten after `aging_ns`. IPv6 is on for it alone (an
