@@ -103,8 +103,8 @@ static __always_inline void count(struct __sk_buff *skb, __u32 key)
 	}
 }
 
-/* A frame of the fan-out device: its list of LAN ports taken off its end, then a clone
- * to the egress of each, marked as the engine's. The frame itself ends here. */
+/* A frame of the fan-out device: its list of LAN ports taken off its end, then a copy
+ * to the egress of each, marked as the engine's. */
 static __always_inline int fan_out(struct __sk_buff *skb)
 {
 	__u32 len = skb->len;
@@ -123,9 +123,11 @@ static __always_inline int fan_out(struct __sk_buff *skb)
 	if (bpf_skb_change_tail(skb, start, 0))
 		return TC_ACT_SHOT;
 	skb->mark = ENGINE_MARK;
-	for (__u32 i = 0; i < FANOUT_MAX && i < n; i++)
+	/* A clone to each but the last, which takes the frame itself (each clone makes the
+	 * kernel copy the frame's head once more). */
+	for (__u32 i = 0; i + 1 < FANOUT_MAX && i + 1 < n; i++)
 		bpf_clone_redirect(skb, targets[i], 0);
-	return TC_ACT_SHOT;
+	return bpf_redirect(targets[(n - 1) & (FANOUT_MAX - 1)], 0);
 }
 
 SEC("classifier")
