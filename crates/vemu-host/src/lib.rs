@@ -358,39 +358,48 @@ fn mnt_ns_id(path: &str) -> Option<u64> {
 /// Move the calling thread (with a filesystem context of its own) into a new mount
 /// namespace copied from `template`, whose id is above `above` (the namespace of the
 /// process that will pin it). The kernel refuses to pin a mount namespace from one
-/// that is not older ("a loop"), and it hands out ids in per-CPU batches, so a new
-/// namespace can be "older" than its maker's: seen whenever vemu itself runs in a
-/// mount namespace of its own (a container, an agent), never from the machine's
-/// first one (id 1). Each retry makes the namespace on another CPU, one of which is
-/// handing out the newest ids.
+/// that is not older ("a loop"), and it hands out ids in per-CPU batches
+/// ([`MNT_NS_ID_BATCH`] at a time), so a new namespace can be "older" than its maker's:
+/// seen whenever vemu itself runs in a mount namespace of its own (a container, an
+/// agent), never from the machine's first one (id 1). The first tries make the namespace
+/// on each CPU the thread may run on, one of which may be handing out the newest ids;
+/// where none is (one CPU allowed, say a container's or `taskset`'s), the CPU's batch
+/// is used up until the next one it takes is newer.
 fn new_mount_ns_after(template: &OwnedFd, above: Option<u64>) -> Result<()> {
-    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it for this thread.
     let mut allowed: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     let have = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut allowed) } == 0;
+    // SAFETY: CPU_ISSET reads the set filled above.
+    let cpus: Vec<usize> = if have { (0..libc::CPU_SETSIZE as usize).filter(|&c| unsafe { libc::CPU_ISSET(c, &allowed) }).collect() } else { Vec::new() };
+    let tries = cpus.len().max(1) + 2 * MNT_NS_ID_BATCH;
     let mut result = Ok(());
-    for attempt in 0..=2 * cpus {
+    for attempt in 0..tries {
         nix::sched::setns(template, CloneFlags::CLONE_NEWNS).context("entering the template mount namespace")?;
         unshare(CloneFlags::CLONE_NEWNS).context("creating the node's mount namespace")?;
         let (Some(above), Some(id)) = (above, mnt_ns_id("/proc/thread-self/ns/mnt")) else { break };
         if id > above {
             break;
         }
-        if attempt == 2 * cpus {
-            result = Err(anyhow!("could not make a mount namespace newer than vemu's own (id {above}; got {id})"));
+        if attempt + 1 == tries {
+            result = Err(anyhow!("could not make a mount namespace newer than vemu's own (id {above}; got {id} after {tries} tries)"));
             break;
         }
-        // SAFETY: as above; a set with one CPU.
-        let mut one: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-        unsafe { libc::CPU_SET(attempt % cpus, &mut one) };
-        unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &one) };
+        if cpus.len() > 1 {
+            // SAFETY: as above; a set with one of the allowed CPUs.
+            let mut one: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+            unsafe { libc::CPU_SET(cpus[attempt % cpus.len()], &mut one) };
+            unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &one) };
+        }
     }
-    if have {
+    if have && cpus.len() > 1 {
         // SAFETY: restoring the set read above.
         unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &allowed) };
     }
     result
 }
+
+/// How many namespace ids a CPU takes at a time (the kernel's `COOKIE_LOCAL_BATCH`).
+const MNT_NS_ID_BATCH: usize = 4096;
 
 /// Give the calling thread (already in the node's network namespace) the node's own
 /// mount namespace: a copy of `template` with copy-on-write overlays on
@@ -1273,3 +1282,29 @@ impl LabLock {
     }
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A thread that may run on one CPU only still gets a mount namespace newer than a
+    /// given id: it uses its CPU's ids up until they pass it (run as root; Linux 6.8+).
+    #[test]
+    fn a_newer_mount_namespace_is_made_on_one_cpu() {
+        std::thread::spawn(|| {
+            unshare(CloneFlags::CLONE_FS).unwrap();
+            // SAFETY: cpu_set_t is plain data; one CPU, the one this thread runs on.
+            let mut one: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+            unsafe { libc::CPU_SET(libc::sched_getcpu().max(0) as usize, &mut one) };
+            assert_eq!(unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &one) }, 0);
+            let template: OwnedFd = fs::File::open("/proc/self/ns/mnt").unwrap().into();
+            unshare(CloneFlags::CLONE_NEWNS).unwrap();
+            let Some(now) = mnt_ns_id("/proc/thread-self/ns/mnt") else { return }; // (an older kernel)
+            // Ten ids ahead: ten namespaces or more on this CPU.
+            new_mount_ns_after(&template, Some(now + 10)).unwrap();
+            assert!(mnt_ns_id("/proc/thread-self/ns/mnt").unwrap() > now + 10);
+        })
+        .join()
+        .unwrap();
+    }
+}
