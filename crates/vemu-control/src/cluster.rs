@@ -155,8 +155,11 @@ pub struct Cluster {
     heartbeat: Option<std::thread::JoinHandle<()>>,
     lease_s: u64,
     /// The underlay's capacity between machines with links between them, measured as
-    /// the lab came up: (from, to, bits/s; `None` if the measure failed).
+    /// the lab came up or when a rate was first set on a link that way: (from, to,
+    /// bits/s; `None` if the measure failed).
     underlay: Vec<(usize, usize, Option<u64>)>,
+    /// Each link's machines, when they differ ([`Cluster::rated_directions`]).
+    link_machines: Vec<Option<[usize; 2]>>,
 }
 
 struct Health {
@@ -203,7 +206,9 @@ impl Cluster {
             agents.push(a);
         }
         let node_at: Vec<usize> = plan.nodes.iter().map(|n| n.machine).collect();
+        let link_machines = plan.links.iter().map(|l| Some([node_at[l.a.node], node_at[l.b.node]]).filter(|[a, b]| a != b)).collect();
         Ok(Cluster {
+            link_machines,
             lab: plan.name.clone(),
             tunnel_at: plan.tunnel_machines(),
             seg_at: (0..plan.segments.len()).map(|g| plan.segment_machine(g)).collect(),
@@ -329,15 +334,31 @@ impl Cluster {
         Ok(())
     }
 
-    /// Measure the underlay both ways between every two machines that links join (the
-    /// first [`MAX_UNDERLAY_PROBES`] directions, [`UNDERLAY_PROBE`] each), in rounds in
-    /// which no machine takes part twice ([`probe_rounds`]): a 4-machine ring takes 4
-    /// rounds instead of 8. Probes of one round could still share a switch. A
-    /// measure that fails is said and left out; the lab runs anyway.
-    fn measure_underlay(&self) -> Vec<(usize, usize, Option<u64>)> {
+    /// The directions between machines (sender, receiver) that a link with a rate set
+    /// crosses, from `plan`: those whose rates are weighed against the underlay
+    /// ([`crate::UnderlayStatus`]; links without a rate are not).
+    fn rated_directions(&self, plan: &Plan) -> Vec<(usize, usize)> {
+        let mut pairs = std::collections::BTreeSet::new();
+        for (l, m) in plan.links.iter().zip(&self.link_machines) {
+            let Some([a, b]) = *m else { continue };
+            if l.forward.rate_bps.is_some() {
+                pairs.insert((a, b));
+            }
+            if l.reverse.rate_bps.is_some() {
+                pairs.insert((b, a));
+            }
+        }
+        pairs.into_iter().collect()
+    }
+
+    /// Measure the underlay in the directions `pairs` (the first [`MAX_UNDERLAY_PROBES`],
+    /// [`UNDERLAY_PROBE`] each), in rounds in which no machine takes part twice
+    /// ([`probe_rounds`]): a 4-machine ring takes 4 rounds instead of 8. Probes of one
+    /// round could still share a switch. A measure that fails is said and left out; the
+    /// lab runs anyway.
+    fn measure_underlay(&self, pairs: &[(usize, usize)]) -> Vec<(usize, usize, Option<u64>)> {
         let mut measured = Vec::new();
-        let pairs: std::collections::BTreeSet<(usize, usize)> = self.tunnel_at.iter().filter(|[a, b]| a != b).flat_map(|&[a, b]| [(a, b), (b, a)]).collect();
-        let pairs: Vec<(usize, usize)> = pairs.into_iter().take(MAX_UNDERLAY_PROBES).collect();
+        let pairs: Vec<(usize, usize)> = pairs.iter().copied().take(MAX_UNDERLAY_PROBES).collect();
         for round in probe_rounds(&pairs) {
             // Directions with no machine in common are measured at once (each by its
             // own sender's runtime); the others wait for their round.
@@ -533,10 +554,13 @@ impl Worker for Cluster {
             WorkerRequest::Build { plan, clock_epoch_ns, .. } => {
                 // The underlay is measured while the shares are built: building takes
                 // the machines' CPUs, the probes their network (on one computer, as in
-                // the tests, they share the CPUs and the figures are lower bounds).
+                // the tests, they share the CPUs and the figures are lower bounds) —
+                // where a link with a rate crosses it: a lab of unlimited links waits
+                // for no probe (a direction is measured when a rate is first set there).
                 let this = &*self;
+                let rated = this.rated_directions(&plan);
                 let (built, underlay) = std::thread::scope(|s| {
-                    let probes = s.spawn(|| this.measure_underlay());
+                    let probes = s.spawn(|| this.measure_underlay(&rated));
                     let built = this.build(plan, clock_epoch_ns);
                     (built, probes.join().unwrap_or_default())
                 });
@@ -562,10 +586,22 @@ impl Worker for Cluster {
                 let side = if let Target::Member(..) = target { 0 } else { dir.min(1) };
                 let sender = self.tunnel_at.get(self.tunnel(target)).map_or(usize::MAX, |at| at[side]);
                 let replies = self.each(&ms, &WorkerRequest::Patch { target, dir, patch: patch.clone() });
-                match ms.iter().position(|&m| m == sender).map(|i| replies[i].clone()) {
+                let reply = match ms.iter().position(|&m| m == sender).map(|i| replies[i].clone()) {
                     Some(r @ WorkerReply::Impairments(_)) => r,
                     _ => Self::first(replies),
+                };
+                // A rate set on a link between machines, that way, for the first time:
+                // the underlay is measured that way now.
+                if let (WorkerReply::Impairments(i), Target::Link(l)) = (&reply, target) {
+                    if let (Some(_), Some([a, b])) = (i.rate_bps, self.link_machines.get(l).copied().flatten()) {
+                        let way = if dir == 0 { (a, b) } else { (b, a) };
+                        if !self.underlay.iter().any(|u| (u.0, u.1) == way) && !self.lost(way.0) && !self.lost(way.1) {
+                            let measured = self.measure_underlay(&[way]);
+                            self.underlay.extend(measured);
+                        }
+                    }
                 }
+                reply
             }
             WorkerRequest::SetUp { target, up } => Self::first(self.each(&self.machines_of(target), &WorkerRequest::SetUp { target, up })),
             ref r @ (WorkerRequest::NodeState { ref node, .. }

@@ -661,6 +661,7 @@ links:
   - {endpoints: [n2, n3], bandwidth: 10Mbit}
   - {endpoints: [n3, n4], bandwidth: 10Mbit}
   - {endpoints: [n4, n1], bandwidth: 10Mbit}
+  - {endpoints: [n1, n3]}
 ";
     let o = m.up("xq", yaml);
     assert!(o.status.success(), "{}", text(&o));
@@ -669,16 +670,28 @@ links:
     assert!(st["fast_path"].as_str().unwrap().starts_with("unused:"), "{}", st["fast_path"]);
     let machines = st["machines"].as_array().unwrap();
     assert_eq!(machines.len(), 4);
+    // Every direction a link with a rate crosses is measured; a and c, joined by a link
+    // without one, are not (nothing to weigh) until a rate is set a -> c.
+    let row = |st: &serde_json::Value, from: &str, to: &str| st["machines"].as_array().unwrap().iter().find(|x| x["name"] == from).unwrap()["underlay"].as_array().unwrap().iter().find(|u| u["to"] == to).cloned().unwrap();
     for mm in machines {
         let rows = mm["underlay"].as_array().unwrap();
-        assert_eq!(rows.len(), 2, "{} reaches its two neighbours: {rows:?}", mm["name"]);
-        for u in rows {
+        let diagonal = ["a", "c"].contains(&mm["name"].as_str().unwrap());
+        assert_eq!(rows.len(), 2 + diagonal as usize, "{} reaches its two neighbours (and a or c the other): {rows:?}", mm["name"]);
+        for u in rows.iter().filter(|u| u["unlimited_links"] == 0) {
             let bps = u["measured_bps"].as_u64().unwrap_or_else(|| panic!("{} -> {} not measured: {u}", mm["name"], u["to"]));
             assert!(bps > 10_000_000, "{} -> {}: {bps} bit/s measured, the links want 10 Mbit/s", mm["name"], u["to"]);
             assert_eq!(u["set_bps"].as_u64(), Some(10_000_000));
         }
     }
-    // Round the ring: n1 reaches n3, two machines away.
+    for (from, to) in [("a", "c"), ("c", "a")] {
+        assert!(row(&st, from, to)["measured_bps"].is_null(), "{from} -> {to} measured for a link without a rate");
+    }
+    let o = m.vemu(&["link", "set", "--lab", "xq", "n1:n3", "--direction", "forward", "--bandwidth", "5Mbit"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let st2: serde_json::Value = serde_json::from_slice(&m.vemu(&["status", "--lab", "xq", "--json"]).stdout).unwrap();
+    assert!(row(&st2, "a", "c")["measured_bps"].as_u64().is_some_and(|b| b > 5_000_000), "{}", row(&st2, "a", "c"));
+    assert!(row(&st2, "c", "a")["measured_bps"].is_null(), "only the direction given a rate is measured");
+    // n1 reaches n3, on another machine (by their own link).
     let n3 = st["nodes"].as_array().unwrap().iter().find(|n| n["name"] == "n3").unwrap()["ifaces"][0]["addrs"][0].as_str().unwrap().split('/').next().unwrap().to_string();
     let o = m.exec(0, "xq", "n1", &["ping", "-c", "3", "-i", "0.2", "-W", "2", &n3]);
     assert!(o.status.success(), "n1 -> n3 across machines: {}", text(&o));
