@@ -230,14 +230,26 @@ pub struct LocalWorker {
     node_sockets: Option<Vec<(String, Vec<String>, vemu_host::netlink::Netlink)>>,
     /// "on", or why the kernel fast path is off.
     fast_path: String,
-    /// Each link interface's devices in the plane (`NODE:IFACE`, veth peer, engine's
-    /// TAP), whose counters stand for the interface's queue, and a netlink socket there.
-    plane_taps: Vec<(String, (String, String))>,
+    /// Each link interface and LAN port with devices in the plane, whose counters stand
+    /// for the interface's queue once the engine's TAP device is made; the index of each
+    /// TAP device made so far in the plane, by name; and a netlink socket there.
+    plane_ports: Vec<PlanePort>,
+    tap_indexes: Arc<Mutex<HashMap<String, u32>>>,
     plane_socket: Option<vemu_host::netlink::Netlink>,
     /// The machine's traffic through the lab's diverted paths.
     diverter: Option<Diverter>,
     /// The lab clock, once the share started.
     clock: Option<LabClock>,
+}
+
+/// A link end or LAN port with devices in the plane.
+struct PlanePort {
+    /// `NODE:IFACE`.
+    port: String,
+    /// The index of the veth peer of the node's interface.
+    veth: u32,
+    /// The name of the engine's TAP device (made when the port first needs the engine).
+    tap: String,
 }
 
 /// Load the kernel fast path for a lab with links or LANs it can carry on this machine,
@@ -483,12 +495,15 @@ impl LocalWorker {
                     true => plane_taps.next().map(|(t, fd)| (Some(t), Some(fd))).ok_or_else(|| anyhow!("a plane device is missing"))?,
                     false => (None, None),
                 };
+                if let Some(t) = tap {
+                    self.tap_indexes.locked().insert(name.1.clone(), t);
+                }
                 let e = match *end {
                     PlaneEnd::Link(l, 0) => plan.links[l].a,
                     PlaneEnd::Link(l, _) => plan.links[l].b,
                     PlaneEnd::Member(g, k) => plan.segments[g].members[k].end,
                 };
-                self.plane_taps.push((plan.endpoint_name(e), name.clone()));
+                self.plane_ports.push(PlanePort { port: plan.endpoint_name(e), veth, tap: name.1.clone() });
                 plane.insert(*end, (fd, PlaneDevs { veth, tap }));
             }
         }
@@ -616,7 +631,7 @@ impl LocalWorker {
             // (Without it the lab runs; only its input queues go unprobed.)
             let probe = vemu_host::plane_packet_socket(&paths).map_err(|e| eprintln!("vemu: {e:#}")).ok().map(Arc::new);
             // The engine numbers its links as `links_here`, its segments as `segs_here`.
-            let (links, segs, sizes, paths) = (self.links_here.clone(), self.segs_here.clone(), self.sizes.clone(), paths.clone());
+            let (links, segs, sizes, paths, indexes) = (self.links_here.clone(), self.segs_here.clone(), self.sizes.clone(), paths.clone(), self.tap_indexes.clone());
             let make_taps: MakeTaps = Arc::new(move |of: TapsOf| {
                 let names: Vec<String> = match of {
                     TapsOf::Link(k) => {
@@ -629,7 +644,9 @@ impl LocalWorker {
                     }
                     TapsOf::FanOut(shard) => vec![vemu_host::plane_fanout_name(shard)],
                 };
-                vemu_host::plane_taps(&paths, &names)
+                let made = vemu_host::plane_taps(&paths, &names)?;
+                indexes.locked().extend(names.into_iter().zip(made.iter().map(|(t, _)| *t)));
+                Ok(made)
             });
             Fast { path, make_taps, probe }
         });
@@ -668,19 +685,23 @@ impl LocalWorker {
         let paths = self.lab.as_ref().ok_or_else(|| anyhow!("the lab is not built"))?;
         // Link interfaces with the fast path: the engine's TAP devices in the plane.
         let mut out = Vec::new();
-        let on_plane: HashSet<&str> = self.plane_taps.iter().map(|(port, _)| port.as_str()).collect();
-        if !self.plane_taps.is_empty() {
+        let on_plane: HashSet<&str> = self.plane_ports.iter().map(|p| p.port.as_str()).collect();
+        // Only ports whose TAP device is made (the others never reached the engine),
+        // each asked for by index: a lab on the kernel fast path asks nothing.
+        let taps = self.tap_indexes.locked();
+        let made: Vec<(&PlanePort, u32)> = self.plane_ports.iter().filter_map(|p| Some((p, *taps.get(&p.tap)?))).collect();
+        drop(taps);
+        if !made.is_empty() {
             if self.plane_socket.is_none() {
                 self.plane_socket = Some(vemu_host::netlink::Netlink::open_in(&paths.plane())?);
             }
-            let stats: HashMap<String, _> = self.plane_socket.as_mut().unwrap().link_stats()?.into_iter().collect();
-            for (port, (veth, tap)) in &self.plane_taps {
+            let sock = self.plane_socket.as_mut().expect("opened above");
+            for (p, tap) in made {
                 // Frames are lost on the way to the engine where the plane's backlog is
                 // full (the veth peer's rx_dropped) or the TAP's queue is (its tx_dropped).
                 // (The veth peer also counts what a node sends while its link is down.)
-                if let (Some(v), Some(t)) = (stats.get(veth), stats.get(tap)) {
-                    out.push(TapQueue { port: port.clone(), read: t.tx_packets, dropped: t.tx_dropped + v.rx_dropped });
-                }
+                let (v, t) = (sock.stats_of(p.veth)?, sock.stats_of(tap)?);
+                out.push(TapQueue { port: p.port.clone(), read: t.tx_packets, dropped: t.tx_dropped + v.rx_dropped });
             }
         }
         // The others are TAP devices in the nodes: a socket in each node that has one.

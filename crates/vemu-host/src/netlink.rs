@@ -14,6 +14,7 @@ use netlink_packet_route::address::{AddressAttribute, AddressFlags, AddressHeade
 use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage, Stats64};
 use netlink_packet_route::link::{InfoData, InfoKind, InfoVeth, LinkInfo};
 use netlink_packet_route::tc::{TcAttribute, TcBpfFlags, TcFilterBpfOption, TcHandle, TcMessage, TcOption};
+use netlink_packet_route::stats::{StatsAttribute, StatsFilterMask, StatsMessage};
 use netlink_packet_route::route::{RouteAddress, RouteAttribute, RouteHeader, RouteMessage, RouteProtocol, RouteScope, RouteType};
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
@@ -101,6 +102,22 @@ impl Netlink {
             }
         })?;
         Ok(out)
+    }
+
+    /// The kernel counters of the interface with index `index`: one statistics request,
+    /// whose answer carries no other attribute of the interface. (A link request's answer
+    /// names a veth's peer's namespace, which the kernel looks up among every namespace
+    /// id this namespace holds: in the plane of a 10,000-node lab, a dump of its links
+    /// once a second took 0.6 of a core.)
+    pub fn stats_of(&mut self, index: u32) -> Result<Stats64> {
+        let mut m = StatsMessage::default();
+        m.header.ifindex = index;
+        m.header.filter_mask = StatsFilterMask::Link64;
+        let found = self.ask(RouteNetlinkMessage::GetStats(m), false, &format!("the counters of interface #{index}"), |m| match m {
+            RouteNetlinkMessage::NewStats(s) => Some(s.attributes.into_iter().find_map(|a| if let StatsAttribute::Link64(s) = a { Some(s) } else { None })),
+            _ => None,
+        })?;
+        found.flatten().ok_or_else(|| anyhow::anyhow!("interface #{index} has no counters"))
     }
 
     /// The index of interface `name` (one request; cheaper than a dump in a namespace
