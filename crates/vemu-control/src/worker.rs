@@ -407,7 +407,7 @@ impl LocalWorker {
                 let link = &plan.links[l];
                 for (side, e) in [link.a, link.b].into_iter().enumerate() {
                     let n = vemu_host::plane_names(l, side);
-                    peers[e.node][e.iface] = Some(vemu_host::PlanePeer { name: n.0.clone(), bridge: None });
+                    peers[e.node][e.iface] = Some(vemu_host::PlanePeer { name: n.0.clone(), index: vemu_host::plane_index(names.len()), bridge: None });
                     names.push((PlaneEnd::Link(l, side), n));
                 }
             }
@@ -416,7 +416,7 @@ impl LocalWorker {
                 let br = vemu_host::plane_bridge(&paths, g, seg.snooping != vemu_engine::Snooping::Off, seg.snooping == vemu_engine::Snooping::Querier, seg.aging_ns)?;
                 for (k, m) in seg.members.iter().enumerate() {
                     let n = vemu_host::plane_member_names(g, k);
-                    peers[m.end.node][m.end.iface] = Some(vemu_host::PlanePeer { name: n.0.clone(), bridge: Some(br) });
+                    peers[m.end.node][m.end.iface] = Some(vemu_host::PlanePeer { name: n.0.clone(), index: vemu_host::plane_index(names.len()), bridge: Some(br) });
                     names.push((PlaneEnd::Member(g, k), n));
                 }
             }
@@ -487,10 +487,9 @@ impl LocalWorker {
         let mut taps: Vec<Vec<Option<OwnedFd>>> = taps.into_iter().map(|m| m.into_inner().unwrap().unwrap_or_default()).collect();
         let mut plane: HashMap<PlaneEnd, (Option<OwnedFd>, PlaneDevs)> = HashMap::new();
         if let (Some(_), Some(plane_taps)) = (&fast, plane_taps) {
-            let veths: Vec<String> = names.iter().map(|(_, (v, _))| v.clone()).collect();
-            let veths = vemu_host::plane_indexes(&paths, &veths)?;
             let mut plane_taps = plane_taps.into_iter();
-            for ((end, name), veth) in names.iter().zip(veths) {
+            for (n, (end, name)) in names.iter().enumerate() {
+                let veth = vemu_host::plane_index(n);
                 let (tap, fd) = match impaired(end) {
                     true => plane_taps.next().map(|(t, fd)| (Some(t), Some(fd))).ok_or_else(|| anyhow!("a plane device is missing"))?,
                     false => (None, None),

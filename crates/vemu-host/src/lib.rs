@@ -19,7 +19,7 @@ pub mod netlink;
 pub mod nic;
 pub mod tap;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::fs;
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
@@ -567,12 +567,24 @@ pub fn plane_program(paths: &LabPaths, prog: BorrowedFd<'_>, egress: BorrowedFd<
     })
 }
 
-/// A node interface's far end in the plane: its name there, and for a LAN port the
-/// index of the LAN's bridge.
+/// A node interface's far end in the plane: its name and index there ([`plane_index`]),
+/// and for a LAN port the index of the LAN's bridge.
 #[derive(Debug, Clone)]
 pub struct PlanePeer {
     pub name: String,
+    pub index: u32,
     pub bridge: Option<u32>,
+}
+
+/// The first index of the node interfaces' far ends in the plane. Their indexes are
+/// chosen (the `n`th far end made has `PLANE_INDEX_BASE + n`) rather than asked for:
+/// the plane's other devices (bridges, the engine's TAP devices, ...) take the kernel's
+/// next free index, counted up from 1, which stays far below.
+pub const PLANE_INDEX_BASE: u32 = 1 << 24;
+
+/// The index in the plane of the `n`th node interface's far end made there.
+pub fn plane_index(n: usize) -> u32 {
+    PLANE_INDEX_BASE + n as u32
 }
 
 /// Names of the plane devices of LAN `seg`'s member `member`: the veth peer of the
@@ -607,14 +619,6 @@ pub fn plane_bridge(paths: &LabPaths, seg: usize, snooping: bool, querier: bool,
         }
         nl.index_of(&name)
     })
-}
-
-/// The indexes of the veth peers of the nodes' link interfaces in the plane (`veths`:
-/// the first names of [`plane_names`]; the nodes' threads brought them up on the plane's
-/// TC block).
-pub fn plane_indexes(paths: &LabPaths, veths: &[String]) -> Result<Vec<u32>> {
-    let all: HashMap<String, u32> = netlink::Netlink::open_in(&paths.plane())?.link_indexes()?.into_iter().collect();
-    veths.iter().map(|v| all.get(v).copied().ok_or_else(|| anyhow!("the plane has no device {v}"))).collect()
 }
 
 /// Held while a node's thread writes sysctls and configures its devices. Writing
@@ -694,7 +698,7 @@ pub fn create_node(paths: &LabPaths, node: &NodePlan, template: &OwnedFd, plane_
             for a in &node.loopback {
                 nl.add_address(lo, *a)?;
             }
-            node_interfaces(&mut nl, &node, &plane_peers, plane.as_ref().zip(plane_nl.as_mut()), false)
+            node_interfaces(&mut nl, &node, &plane_peers, plane_nl.as_mut(), false)
         })?
     };
     let mut attempt = 0;
@@ -748,7 +752,7 @@ pub fn create_host_node(paths: &LabPaths, node: &NodePlan, plane_peers: &[Option
         Some(_) => Some(netlink::Netlink::open_in(&paths.plane())?),
         None => None,
     };
-    let made = node_interfaces(&mut nl, node, plane_peers, plane.as_ref().zip(plane_nl.as_mut()), true);
+    let made = node_interfaces(&mut nl, node, plane_peers, plane_nl.as_mut(), true);
     // Whatever was made (none of these names was the machine's before), so that down
     // and clean delete exactly that.
     let names: Vec<&str> = node.ifaces.iter().map(|i| i.name.as_str()).collect();
@@ -829,53 +833,47 @@ const PIN_RETRIES: u32 = 7;
 /// MTU and addresses, then its routes. On the `host`, each interface's IPv6 is turned
 /// off on its own when the node's sysctls ask for it for all (the machine's defaults
 /// are not vemu's to change).
-fn node_interfaces(nl: &mut netlink::Netlink, node: &NodePlan, plane_peers: &[Option<PlanePeer>], mut plane: Option<(&fs::File, &mut netlink::Netlink)>, host: bool) -> Result<Vec<Option<OwnedFd>>> {
+fn node_interfaces(nl: &mut netlink::Netlink, node: &NodePlan, plane_peers: &[Option<PlanePeer>], mut plane: Option<&mut netlink::Netlink>, host: bool) -> Result<Vec<Option<OwnedFd>>> {
     let no_ipv6 = host && node.sysctls.iter().any(|(k, v)| k == "net.ipv6.conf.default.disable_ipv6" && v == "1");
     let mut fds = Vec::with_capacity(node.ifaces.len());
     let mut idx = Vec::with_capacity(node.ifaces.len());
     for (k, i) in node.ifaces.iter().enumerate() {
-        let veth = match (plane_peers.get(k).and_then(Option::as_ref), plane.as_mut()) {
-            (Some(peer), Some((plane, pnl))) => {
-                nl.add_veth(&i.name, i.mac, i.mtu, &peer.name, *plane, PLANE_MTU)?;
-                nl.flush().with_context(|| format!("creating interface {}", i.name))?;
-                // The far end, in the plane, up at once and on the fast path's block.
-                // (Left down, it would wait in the kernel's queue of link events, which
-                // is walked whole each time a device comes up: quadratic in big labs.)
-                let v = pnl.index_of(&peer.name)?;
+        match (plane_peers.get(k).and_then(Option::as_ref), plane.as_mut()) {
+            (Some(peer), Some(pnl)) => {
+                // Made from the plane, where its far end has the index chosen for it
+                // (see [`PLANE_INDEX_BASE`]); the interface here takes the next free one.
+                // The far end is up at once and on the fast path's block. (Left down, it
+                // would wait in the kernel's queue of link events, which is walked whole
+                // each time a device comes up: quadratic in big labs.)
+                let here = fs::File::open("/proc/thread-self/ns/net").context("opening the node's network namespace")?;
+                let v = peer.index;
+                pnl.add_veth_at(&peer.name, v, PLANE_MTU, peer.bridge.is_none(), &i.name, i.mac, i.mtu, &here)?;
+                pnl.flush().with_context(|| format!("creating interface {}", i.name))?;
                 match peer.bridge {
-                    // A LAN port: also a port of the LAN's bridge, with the egress block.
+                    // A LAN port: also a port of the LAN's bridge (which brings it up),
+                    // with the egress block.
                     Some(br) => {
                         pnl.set_master(v, br)?;
                         pnl.add_clsact_blocks(v, PLANE_BLOCK, PLANE_EGRESS_BLOCK)?;
                     }
-                    None => {
-                        pnl.set_link(v, true, None, None)?;
-                        pnl.add_ingress(v, PLANE_BLOCK)?;
-                    }
+                    None => pnl.add_ingress(v, PLANE_BLOCK)?,
                 }
                 fds.push(None);
-                true
             }
-            _ => {
-                fds.push(Some(tap::create(&i.name)?));
-                false
-            }
-        };
+            _ => fds.push(Some(tap::create(&i.name)?)),
+        }
         let ix = tap::ifindex(&i.name)?;
         idx.push(ix);
         if no_ipv6 {
             write_sysctl(&format!("/proc/sys/net/ipv6/conf/{}/disable_ipv6", i.name), "1")?;
         }
-        // A veth is made up, with its MAC and MTU; a TAP device is configured here.
-        if !veth {
-            nl.set_link(ix, true, Some(i.mac), Some(i.mtu))?;
-        }
+        nl.set_link(ix, true, Some(i.mac), Some(i.mtu))?;
         for a in &i.addrs {
             nl.add_address(ix, *a)?;
         }
     }
     nl.flush().with_context(|| format!("configuring node {}", node.name))?;
-    if let Some((_, pnl)) = plane.as_mut() {
+    if let Some(pnl) = plane.as_mut() {
         pnl.flush().context("attaching the node's link interfaces to the plane")?;
     }
     for r in &node.routes {

@@ -132,19 +132,6 @@ impl Netlink {
         found.ok_or_else(|| anyhow::anyhow!("no interface {name}"))
     }
 
-    /// Every interface's name and index (one dump).
-    pub fn link_indexes(&mut self) -> Result<Vec<(String, u32)>> {
-        let mut out = Vec::new();
-        self.dump(RouteNetlinkMessage::GetLink(LinkMessage::default()), "interfaces", |m| {
-            if let RouteNetlinkMessage::NewLink(l) = m {
-                if let Some(name) = l.attributes.iter().find_map(|a| if let LinkAttribute::IfName(n) = a { Some(n.clone()) } else { None }) {
-                    out.push((name, l.header.index));
-                }
-            }
-        })?;
-        Ok(out)
-    }
-
     /// The destinations of the main table's unicast routes, IPv4 and IPv6 (a default
     /// route as 0.0.0.0/0 or ::/0).
     pub fn route_destinations(&mut self) -> Result<Vec<IpNet>> {
@@ -347,19 +334,28 @@ impl Netlink {
         self.queue(RouteNetlinkMessage::NewQueueDiscipline(m), NLM_F_CREATE | NLM_F_EXCL, format!("adding a {kind} qdisc to interface #{index}"))
     }
 
-    /// Create a veth pair: `name` here (with `mac` and `mtu`, up at once) and its peer
-    /// `peer` in the network namespace open at `peer_netns` (with `peer_mtu`, down: the
-    /// kernel cannot open a veth before its pair is linked, ENOTCONN).
-    pub fn add_veth(&mut self, name: &str, mac: [u8; 6], mtu: u32, peer: &str, peer_netns: &impl AsRawFd, peer_mtu: u32) -> Result<()> {
+    /// Make a veth pair from this namespace: its end here, `name`, at index `index`
+    /// (brought up or not: `up`), and the other, `peer`, in namespace `peer_netns` with
+    /// its MAC and MTU, at the next free index there, down (the kernel cannot open a
+    /// veth's peer before the pair is linked: ENOTCONN). (The kernel takes a peer's
+    /// index from the request only where the first end's is given: the end whose index
+    /// is chosen must be this one.) With the index chosen, nobody has to ask the kernel
+    /// for it: a link request for a veth names its peer's namespace, which the kernel
+    /// looks up among every namespace id of this one — quadratic in a big lab's plane.
+    #[allow(clippy::too_many_arguments)]
+    pub fn add_veth_at(&mut self, name: &str, index: u32, mtu: u32, up: bool, peer: &str, peer_mac: [u8; 6], peer_mtu: u32, peer_netns: &impl AsRawFd) -> Result<()> {
         let mut p = LinkMessage::default();
         p.attributes.push(LinkAttribute::IfName(peer.to_string()));
+        p.attributes.push(LinkAttribute::Address(peer_mac.to_vec()));
         p.attributes.push(LinkAttribute::Mtu(peer_mtu));
         p.attributes.push(LinkAttribute::NetNsFd(peer_netns.as_raw_fd()));
         let mut m = LinkMessage::default();
-        m.header.flags = LinkFlags::Up;
-        m.header.change_mask = LinkFlags::Up;
+        m.header.index = index;
+        if up {
+            m.header.flags = LinkFlags::Up;
+            m.header.change_mask = LinkFlags::Up;
+        }
         m.attributes.push(LinkAttribute::IfName(name.to_string()));
-        m.attributes.push(LinkAttribute::Address(mac.to_vec()));
         m.attributes.push(LinkAttribute::Mtu(mtu));
         m.attributes.push(LinkAttribute::LinkInfo(vec![LinkInfo::Kind(InfoKind::Veth), LinkInfo::Data(InfoData::Veth(InfoVeth::Peer(p)))]));
         self.queue(RouteNetlinkMessage::NewLink(m), NLM_F_CREATE | NLM_F_EXCL, format!("creating veth pair {name}/{peer}"))
