@@ -50,6 +50,17 @@ fi
 # machine's; the Kubernetes project's own package elsewhere) and validates it against
 # the Kubernetes schemas that kubernetes-validate carries (offline).
 command -v kubectl >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kubectl >/dev/null 2>&1 || echo "setup: kubectl is not installed: the Kubernetes manifests' test will be skipped"
+# The Helm chart's test (deploy/helm) renders it with helm, which Debian does not
+# package: built once from the Go module proxy with the machine's Go (into ~/.local/bin).
+export PATH="$HOME/.local/bin:$PATH:/usr/local/go/bin"
+if ! command -v helm >/dev/null 2>&1; then
+    if command -v go >/dev/null 2>&1; then
+        echo "setup: building helm (Go module proxy)"
+        GOBIN="$HOME/.local/bin" go install helm.sh/helm/v3/cmd/helm@v3.22.0 >/dev/null 2>&1 || echo "setup: helm could not be built: the Helm chart's test will be skipped"
+    else
+        echo "setup: Go is not installed, so helm is not: the Helm chart's test will be skipped"
+    fi
+fi
 if ! python3 -c 'import kubernetes_validate, yaml' 2>/dev/null; then
     echo "setup: installing kubernetes-validate"
     python3 -m pip install -q 'kubernetes-validate==1.37.0' pyyaml

@@ -11,6 +11,6 @@ cargo test --workspace --release "$@"
 # The link semantics once more with every direction on the engine's path (unimpaired
 # ones otherwise go by the kernel fast path).
 VEMU_FAST_PATH=off cargo test --release -p vemu --test labs "$@" -- chain tcp_goodput loss runtime_link captures stats
-VEMU="$PWD/target/release/vemu" python3 -m pytest -q python/tests web/tests deploy/kubernetes
+VEMU="$PWD/target/release/vemu" python3 -m pytest -q python/tests web/tests deploy/kubernetes deploy/helm
 # Coverage-guided fuzzing of what vemu reads from outside (fuzz/; docs/security.md).
 scripts/fuzz.sh "${VEMU_FUZZ_SECONDS:-30}"
