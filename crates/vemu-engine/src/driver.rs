@@ -549,8 +549,10 @@ impl Shard {
                     eprintln!("engine: a shard was busy over {:.0}% of {} ms: it leaves real-time priority until under {:.0}% (its frames may then wait behind the nodes' programs)", schedule::HIGH_LOAD * 100.0, schedule::WINDOW_NS / 1_000_000, schedule::LOW_LOAD * 100.0);
                 }
             }
-            let spin_ns = self.schedule.spin_ns();
-            let core_due = self.core.poll_timeout().map(|at| at.saturating_sub(now).saturating_sub(spin_ns));
+            // How long until the core's next deadline, and so until the shard wakes
+            // for it: that much earlier than the wake-ups of a sleep as long came late.
+            let core_until = self.core.poll_timeout().map(|at| at.saturating_sub(now));
+            let core_due = core_until.map(|until| until.saturating_sub(self.schedule.spin_ns(until)));
             let probe_due = self.next_probe_ns.into_iter().chain(self.next_input_probe_ns).min().map(|at| at.saturating_sub(now));
             let lingering = now < linger_until;
             let timeout = match (core_due, probe_due) {
@@ -558,7 +560,12 @@ impl Shard {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
+            // The wake-up's time, and how far its deadline was (the class of its sleep).
             let wake_at = timeout.filter(|&t| t > 0).map(|t| now + t);
+            let asked_until = match (core_due, core_until) {
+                (Some(d), Some(u)) if timeout == Some(d) => u,
+                _ => timeout.unwrap_or(0),
+            };
             let ts = timeout.map(|ns| libc::timespec { tv_sec: (ns / 1_000_000_000) as i64, tv_nsec: (ns % 1_000_000_000) as i64 });
             let tsp = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
             // SAFETY: events has room for its length; tsp is null or valid.
@@ -571,7 +578,7 @@ impl Shard {
             let woke = self.clock.now_ns();
             if let (0, Some(at)) = (n, wake_at) {
                 // A timed wake-up: learn how late they come.
-                self.schedule.woke(woke.saturating_sub(at));
+                self.schedule.woke(asked_until, woke.saturating_sub(at));
             }
             if n == 0 && lingering {
                 self.schedule.lingered(woke.saturating_sub(now));
