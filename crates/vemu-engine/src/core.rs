@@ -25,14 +25,15 @@ use std::collections::{BinaryHeap, VecDeque};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use serde::{Deserialize, Serialize};
 use vemu_link::{DropCause, Impairments, ImpairmentsPatch, Left, LinkDir, Offer, Outcome as LinkOutcome, QueueLimit, Shaper, FULL_FRAME_BYTES};
 use vemu_qos::classify;
 use vemu_qos::stage::Refusal;
 use vemu_radio::medium::{Medium, MediumConfig, Neighbour, Outcome, PairCounters};
 use vemu_radio::Pos;
-use vemu_switch::{Delivery, PortConfig, Snooping, Switch};
+use vemu_switch::snoop::{classify, Class};
+use vemu_switch::{Delivery, Mac, PortConfig, Snooping, Switch};
 
 use crate::counters::{delay_bucket, ClassCounters, DirCounters, SegCounters};
 use crate::gso::{self, VNET_HDR_LEN};
@@ -117,6 +118,7 @@ pub struct SegmentConfig {
     /// Learned MAC addresses are forgotten after this long without traffic, ns.
     pub aging_ns: u64,
     /// IGMP/MLD snooping (a LAN's switch; with `Querier` it sends queries on its own).
+    /// On a wireless segment anything but `Off` filters groups at the receivers.
     pub snooping: vemu_switch::Snooping,
     /// A radio channel instead of a switch, with the members' first positions (m).
     pub radio: Option<(MediumConfig, Vec<Pos>)>,
@@ -366,6 +368,47 @@ struct Channel {
     macs: FxHashMap<u64, u32>,
     /// Scratch list of the medium's outcomes.
     outcomes: Vec<Outcome>,
+    /// With snooping (not `off`): the groups each member joined, by MAC address, as its
+    /// own membership reports and leaves say (read as it sends them, before the air can
+    /// lose them). A receiver in range is handed a group's data only if it joined, as a
+    /// radio's multicast filter does; what every host must hear (see
+    /// [`vemu_switch::snoop`]) and broadcast reach every receiver in range.
+    groups: Option<Vec<FxHashSet<Mac>>>,
+}
+
+impl Channel {
+    /// Note the groups member `member` joins or leaves in a frame it sends.
+    fn note_reports(&mut self, member: u32, eth: &[u8]) {
+        let Some(groups) = &mut self.groups else { return };
+        if eth.first().is_none_or(|b| b & 1 == 0) {
+            return;
+        }
+        if let Class::Report { joins, leaves, .. } = classify(eth) {
+            let g = &mut groups[member as usize];
+            g.extend(joins);
+            for l in leaves {
+                g.remove(&l);
+            }
+        }
+    }
+
+    /// Whether `receiver` takes a frame it hears (group data for a group it did not join:
+    /// no).
+    fn takes(&self, receiver: u32, eth: &[u8]) -> bool {
+        let Some(groups) = &self.groups else { return true };
+        if eth.first().is_none_or(|b| b & 1 == 0) {
+            return true;
+        }
+        match classify(eth) {
+            Class::Data { group, .. } => groups[receiver as usize].contains(&group),
+            _ => true,
+        }
+    }
+
+    /// Memberships now, over all members.
+    fn group_count(&self) -> u64 {
+        self.groups.as_ref().map_or(0, |g| g.iter().map(|m| m.len() as u64).sum())
+    }
 }
 
 /// A capture's interest in one port.
@@ -743,7 +786,8 @@ impl Core {
         }
         let capacity = cfg.capacity_bps.map(|rate| LinkDir::new(Impairments { rate_bps: Some(rate), ..Default::default() }, 0));
         let radio = cfg.radio.map(|(mc, pos)| {
-            Box::new(Channel { medium: Medium::new(mc, &pos), frames: FxHashMap::default(), next_id: 0, macs: FxHashMap::default(), outcomes: Vec::new() })
+            let groups = (cfg.snooping != Snooping::Off).then(|| vec![FxHashSet::default(); pos.len()]);
+            Box::new(Channel { medium: Medium::new(mc, &pos), frames: FxHashMap::default(), next_id: 0, macs: FxHashMap::default(), outcomes: Vec::new(), groups })
         });
         if radio.is_some() {
             self.radios.push(seg);
@@ -1473,6 +1517,7 @@ impl Core {
             let eth = &piece[VNET_HDR_LEN..];
             let (dst, src) = (vemu_switch::mac(&eth[0..6]), vemu_switch::mac(&eth[6..12]));
             r.macs.insert(src, member);
+            r.note_reports(member, eth);
             let to = if eth[0] & 1 == 0 { r.macs.get(&dst).copied() } else { None };
             let pw = gso::wire_size(gs.as_ref(), piece.len() - VNET_HDR_LEN);
             let id = r.next_id;
@@ -1487,6 +1532,7 @@ impl Core {
                 g.counters.drop_capacity.fetch_add(pw.0 as u64, Relaxed);
             }
         }
+        g.counters.groups.store(r.group_count(), Relaxed);
     }
 
     /// Hand the frames a wireless channel delivered to their receivers' ingress
@@ -1503,6 +1549,10 @@ impl Core {
                 }
                 Outcome::Deliver { id, receiver, at_ns } => {
                     let Some(frame) = r.frames.get(&id).cloned() else { continue };
+                    if !r.takes(receiver, &frame[VNET_HDR_LEN..]) {
+                        self.segments[seg as usize].counters.filtered.fetch_add(1, Relaxed);
+                        continue;
+                    }
                     match self.segments[seg as usize].members[receiver as usize].trunk {
                         Some(k) => self.radio_remote.push((k, id, receiver, at_ns, frame)),
                         None => self.to_member(seg, receiver, at_ns, frame, &mut acc),

@@ -284,7 +284,8 @@ pub struct SegCounters {
     pub unicast: AtomicU64,
     /// Frames flooded to every other port of their VLAN (broadcast, multicast, unknown).
     pub flooded: AtomicU64,
-    /// Frames whose destination is on their ingress port.
+    /// Frames whose destination is on their ingress port. Wireless segments: receptions
+    /// held back because the receiver did not join the frame's group.
     pub filtered: AtomicU64,
     /// Frames dropped because the segment's aggregate capacity queue was full (on a
     /// wireless segment: the sender's radio queue).
@@ -298,7 +299,8 @@ pub struct SegCounters {
     pub learned: AtomicU64,
     pub learn_refused: AtomicU64,
     /// LAN segments with snooping: frames sent to their group's members and router
-    /// ports only (maybe none), and the groups with members now.
+    /// ports only (maybe none), and the groups with members now (wireless segments: the
+    /// memberships, over all members).
     pub multicast: AtomicU64,
     pub groups: AtomicU64,
     /// Group joins the switch could not record (its membership table was full).

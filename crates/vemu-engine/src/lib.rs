@@ -109,7 +109,7 @@ pub struct SegmentSpec {
     pub capacity_bps: Option<u64>,
     /// Learned MAC addresses are forgotten after this long without traffic, ns.
     pub aging_ns: u64,
-    /// IGMP/MLD snooping of a LAN segment.
+    /// IGMP/MLD snooping of a LAN segment (a wireless one: its receivers' group filter).
     pub snooping: vemu_switch::Snooping,
     /// A radio channel instead of a switch, with the members' first positions.
     pub radio: Option<(MediumConfig, Vec<Pos>)>,

@@ -1073,6 +1073,51 @@ fn backlog_is_the_age_of_the_oldest_due_frame() {
     assert_eq!(sim.core.backlog_ns(sim.now), 0, "caught up once everything due is written");
 }
 
+/// An IPv4 frame from host `src` to group address `dst` (IP protocol `proto`).
+fn ip4_group(src: u8, dst: [u8; 4], proto: u8, payload: &[u8]) -> Vec<u8> {
+    let mut f = vec![0u8; VNET_HDR_LEN];
+    f.extend_from_slice(&[0x01, 0x00, 0x5e, dst[1] & 0x7f, dst[2], dst[3]]);
+    f.extend_from_slice(&mac(src));
+    f.extend_from_slice(&[0x08, 0x00, 0x45, 0, 0, (20 + payload.len()) as u8, 0, 0, 0, 0, 1, proto, 0, 0, 10, 0, 0, src]);
+    f.extend_from_slice(&dst);
+    f.extend_from_slice(payload);
+    f
+}
+
+/// On a wireless segment a receiver in range takes a group's data only once it reported
+/// the group (its report read as it was sent) and no longer after its leave, as a
+/// radio's multicast filter does; 224.0.0.x, the reports themselves and broadcast reach
+/// everyone in range. With `snooping: off` every receiver takes everything.
+#[test]
+fn radio_receivers_take_the_groups_they_joined_only() {
+    for (snooping, p1, p2, filtered) in [
+        (vemu_switch::Snooping::On, vec![2, 3, 6], vec![1, 3, 4, 6], 5),
+        (vemu_switch::Snooping::Off, vec![0, 2, 3, 5, 6], vec![0, 1, 2, 3, 4, 5, 6], 0),
+    ] {
+        let mut core = Core::new();
+        let cfg = MediumConfig { model: Model::UnitDisk { range_m: 250.0 }, radio: Radio::default(), rate_bps: 11_000_000, preamble_ns: 0, carrier_sense_m: 250.0, csma: false, queue_frames: 1000, seed: 7 };
+        let pos = vec![Pos::new(0.0, 0.0), Pos::new(10.0, 0.0), Pos::new(20.0, 0.0)];
+        let members = (0..3).map(|i| MemberConfig { vlan: 1, seeds: [i, 100 + i], ..Default::default() }).collect();
+        let p = core.add_segment(SegmentConfig { members, aging_ns: 300_000 * MS, snooping, radio: Some((cfg, pos)), ..Default::default() });
+        let mut s = Sim::new(core);
+        let g = [239, 1, 1, 1];
+        s.send(0, p[0], ip4_group(1, g, 17, &[0; 12])); // nobody joined yet
+        s.send(MS, p[1], ip4_group(2, g, 2, &[0x16, 0, 0, 0, 239, 1, 1, 1])); // 1 joins
+        s.send(2 * MS, p[0], ip4_group(1, g, 17, &[0; 12]));
+        s.send(3 * MS, p[0], ip4_group(1, [224, 0, 0, 5], 89, &[0; 12])); // OSPF: everyone
+        s.send(4 * MS, p[1], ip4_group(2, [224, 0, 0, 2], 2, &[0x17, 0, 0, 0, 239, 1, 1, 1])); // 1 leaves
+        s.send(5 * MS, p[0], ip4_group(1, g, 17, &[0; 12]));
+        s.send(6 * MS, p[0], eth([0xff; 6], mac(1), 100, 7)); // broadcast: everyone
+        s.finish();
+        // Which of the sends (one a millisecond; each on the air well under 1 ms) each took.
+        let slots = |port| s.times(port).iter().map(|t| t / MS).collect::<Vec<_>>();
+        assert_eq!(slots(p[1]), p1, "{snooping:?}: member 1");
+        assert_eq!(slots(p[2]), p2, "{snooping:?}: member 2 never joined");
+        let seg = s.core.segment_counters(0).snapshot();
+        assert_eq!((seg.filtered, seg.groups), (filtered, 0), "{snooping:?}: receptions held back; groups left");
+    }
+}
+
 /// A LAN whose switch is the snooping querier: it sends its general queries through each
 /// port's impairments at 0 s and 31.25 s; a host's report keeps a group's data to it
 /// (and away from the others).
@@ -1089,15 +1134,7 @@ fn a_querier_lan_queries_on_schedule_and_delivers_groups_to_members_only() {
     assert!(queries.iter().all(|&(t, _)| t == MS), "each after its port's 1 ms: {queries:?}");
     assert_eq!(sim.core.poll_timeout(), Some(31_250 * MS));
     // Port 1's host joins 239.1.1.1 (IGMPv2 report); port 0 sends to the group.
-    let ip4 = |src: u8, dst: [u8; 4], proto: u8, payload: &[u8]| {
-        let mut f = vec![0u8; VNET_HDR_LEN];
-        f.extend_from_slice(&[0x01, 0x00, 0x5e, dst[1] & 0x7f, dst[2], dst[3]]);
-        f.extend_from_slice(&mac(src));
-        f.extend_from_slice(&[0x08, 0x00, 0x45, 0, 0, (20 + payload.len()) as u8, 0, 0, 0, 0, 1, proto, 0, 0, 10, 0, 0, src]);
-        f.extend_from_slice(&dst);
-        f.extend_from_slice(payload);
-        f
-    };
+    let ip4 = ip4_group;
     let g = [239, 1, 1, 1];
     sim.out.clear();
     sim.send(10 * MS, ports[1], ip4(2, g, 2, &[0x16, 0, 0, 0, 239, 1, 1, 1]));

@@ -341,7 +341,7 @@ pub struct SegmentPlan {
     pub capacity_bps: Option<u64>,
     /// Learned MAC addresses are forgotten after this long without traffic, ns.
     pub aging_ns: u64,
-    /// IGMP/MLD snooping of a LAN.
+    /// IGMP/MLD snooping of a LAN; on a wireless segment, whether receivers filter groups.
     #[serde(default)]
     pub snooping: vemu_switch::Snooping,
     /// Cost of crossing the segment, for static route computation.

@@ -112,7 +112,8 @@ pub struct SegmentDef {
     pub capacity_bps: Option<u64>,
     /// Learned MAC addresses are forgotten after this long without traffic, ns.
     pub aging_ns: u64,
-    /// IGMP/MLD snooping of a LAN (`snooping: off | on | querier`).
+    /// IGMP/MLD snooping of a LAN (`snooping: off | on | querier`), or a wireless
+    /// segment's group filter at its receivers (`on | off`).
     pub snooping: vemu_switch::Snooping,
     pub weight: u32,
     /// IPv4, IPv6.
@@ -685,7 +686,7 @@ fn segment(p: &mut P, name: &str, mark: Mark, node: &Node, names: &HashMap<Strin
     });
     let is_wireless = kind.as_deref() == Some("wireless");
     for (k, kmark, _) in &entries {
-        let (lan_only, radio_only) = (["capacity", "aging", "snooping"].contains(k), wireless::WIRELESS_KEYS.contains(k));
+        let (lan_only, radio_only) = (["capacity", "aging"].contains(k), wireless::WIRELESS_KEYS.contains(k));
         if (is_wireless && lan_only) || (!is_wireless && radio_only) {
             let other = if is_wireless { "lan" } else { "wireless" };
             p.err(*kmark, &join(&field, k), format!("'{k}' applies to 'kind: {other}' segments only"));
@@ -715,6 +716,17 @@ fn segment(p: &mut P, name: &str, mark: Mark, node: &Node, names: &HashMap<Strin
         match *k {
             "capacity" => seg.capacity_bps = p.scalar(v, &f, units::rate_bps),
             "aging" => seg.aging_ns = p.scalar(v, &f, units::duration_ns).unwrap_or(seg.aging_ns),
+            "snooping" if is_wireless => {
+                // A radio's group filter at each receiver: on, or off (every receiver in
+                // range takes every frame). There is no switch to be a querier.
+                seg.snooping = p
+                    .scalar(v, &f, |s| match s {
+                        "off" | "false" => Ok(vemu_switch::Snooping::Off),
+                        "on" | "true" => Ok(vemu_switch::Snooping::On),
+                        _ => Err(format!("expected 'on' (a receiver takes a group's frames only if it joined the group) or 'off' (every receiver in range takes every frame) on a wireless segment, got '{s}'")),
+                    })
+                    .unwrap_or(seg.snooping)
+            }
             "snooping" => {
                 seg.snooping = p
                     .scalar(v, &f, |s| match s {

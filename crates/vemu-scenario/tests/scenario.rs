@@ -700,8 +700,14 @@ fn lan_snooping_defaults_to_querier() {
     assert_eq!(s, [Snooping::Querier, Snooping::On, Snooping::Off]);
     let m = one_error("nodes: {a: {}, b: {}}\nsegments:\n  l: {snooping: maybe, members: [a, b]}\n");
     assert!(m.contains("segments.l.snooping: expected 'on' (snoop while a querier is heard), 'querier' (the switch is one) or 'off' (flood all multicast), got 'maybe'"), "{m}");
-    let m = one_error("nodes: {a: {}, b: {}}\nsegments:\n  air: {kind: wireless, snooping: on, members: [{node: a, position: [0, 0]}, {node: b, position: [1, 0]}]}\n");
-    assert!(m.contains("segments.air.snooping: 'snooping' applies to 'kind: lan' segments only"), "{m}");
+    // A wireless segment's receivers filter groups (on, the default) or not (off); it
+    // has no switch to be a querier.
+    let air = |k: &str| format!("nodes: {{a: {{}}, b: {{}}}}\nsegments:\n  air: {{kind: wireless, {k}members: [{{node: a, position: [0, 0]}}, {{node: b, position: [1, 0]}}]}}\n");
+    assert_ne!(ok(&air("")).segments[0].snooping, Snooping::Off);
+    assert_eq!(ok(&air("snooping: on, ")).segments[0].snooping, Snooping::On);
+    assert_eq!(ok(&air("snooping: off, ")).segments[0].snooping, Snooping::Off);
+    let m = one_error(&air("snooping: querier, "));
+    assert!(m.contains("segments.air.snooping: expected 'on' (a receiver takes a group's frames only if it joined the group) or 'off' (every receiver in range takes every frame) on a wireless segment, got 'querier'"), "{m}");
 }
 
 #[test]

@@ -1469,7 +1469,10 @@ fn print_status(s: &LabStatus) {
         }
     }
     for g in s.segments.iter().filter(|g| g.kind == "wireless") {
-        println!("\nSEGMENT {} (wireless): {} frames refused by full radio queues", g.name, g.stats.drop_capacity);
+        println!(
+            "\nSEGMENT {} (wireless): {} frames refused by full radio queues; {} receptions of groups the receiver did not join held back, {} memberships",
+            g.name, g.stats.drop_capacity, g.stats.filtered, g.stats.groups
+        );
         println!("{:<22} {:>9} {:>9}  NEIGHBOURS (delivery probability)   SENT -> DELIVERED/LOST/COLLIDED", "MEMBER", "X (m)", "Y (m)");
         for m in &g.members {
             let Some(r) = &m.radio else { continue };

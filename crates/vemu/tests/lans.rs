@@ -237,6 +237,33 @@ fn multicast_reaches_the_nodes_that_joined_only() {
     }
 }
 
+/// On a wireless segment every receiver in range hears a group's frames on the air, but
+/// one that did not join the group does not take them (a radio's multicast filter,
+/// `snooping: on`, the default); with `snooping: off` it does. b's port may carry a's
+/// own membership reports (those go on the air to everyone), never the group's data.
+#[test]
+fn on_the_air_a_groups_frames_reach_the_nodes_that_joined_only() {
+    let _g = serial();
+    for (name, snooping) in [("t-wsnoop", "on"), ("t-wnosnoop", "off")] {
+        let y = format!("name: {name}\naddressing: {{ipv6: none}}\nnodes: {{a: {{}}, b: {{}}, c: {{}}}}\nsegments:\n  s: {{kind: wireless, snooping: {snooping}, members: [{{node: a, position: [0, 0]}}, {{node: b, position: [10, 0]}}, {{node: c, position: [20, 0]}}]}}\n");
+        let lab = Lab::up(name, &y);
+        for n in ["a", "c"] {
+            assert_eq!(lab.sh(n, "ip route add 224.0.0.0/4 dev eth0").0, 0);
+        }
+        let (got, to_b) = send_to_group(&lab);
+        let filtered = lab.status()["segments"][0]["stats"]["filtered"].as_u64().unwrap();
+        eprintln!("{name}: a received {got} of 20, b's port carried {to_b} frames, {filtered} receptions held back");
+        assert_eq!(got, "20", "{name}: the member received {got} of 20");
+        if snooping == "on" {
+            assert!(to_b <= 2, "{name}: b did not join, yet its port carried {to_b} frames");
+            assert!(filtered >= 20, "{name}: the group's 20 frames were held back from b ({filtered})");
+        } else {
+            assert!(to_b >= 20, "{name}: without the filter b takes the group's frames ({to_b})");
+            assert_eq!(filtered, 0);
+        }
+    }
+}
+
 /// The same on a LAN the kernel switches (its bridge snoops, as the LAN's querier): it
 /// floods group data for its first seconds (about 10 s here), as a Linux bridge does
 /// until it knows a querier; then a group's frames reach its member only.
