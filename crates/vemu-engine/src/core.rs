@@ -1213,13 +1213,24 @@ impl Core {
     /// A probe the driver put at the tail of `port`'s input queue waited `wait_ns` there
     /// before it was read: counted for the direction that port feeds.
     pub fn note_input_wait(&mut self, port: PortId, wait_ns: u64) {
-        let c = match self.ports.get(port as usize).map(|p| p.owner) {
-            Some(Owner::Link { link, side }) => self.links[link as usize].counters[side as usize],
-            Some(Owner::Member { seg, member }) => self.segments[seg as usize].members[member as usize].counters[0],
+        let (c, d) = match self.ports.get(port as usize).map(|p| p.owner) {
+            Some(Owner::Link { link, side }) => {
+                let l = &self.links[link as usize];
+                (l.counters[side as usize], &l.dirs[side as usize])
+            }
+            Some(Owner::Member { seg, member }) => {
+                let m = &self.segments[seg as usize].members[member as usize];
+                (m.counters[0], &m.dirs[0])
+            }
             Some(Owner::Trunk { .. }) | None => return,
         };
+        // The driver times a frame from its arrival (the time its kernel stamped on
+        // it), so what it waited for the read is part of its delay, up to the least
+        // delay the direction gives: only the rest makes it late.
+        let imp = d.impairments();
+        let excess = wait_ns.saturating_sub(imp.delay_ns.saturating_sub(imp.jitter.amount_ns));
         let c = &self.counters[c as usize];
-        c.input_wait_hist[delay_bucket(wait_ns)].fetch_add(1, Relaxed);
+        c.input_wait_hist[delay_bucket(excess)].fetch_add(1, Relaxed);
         c.input_wait_max_ns.fetch_max(wait_ns, Relaxed);
     }
 

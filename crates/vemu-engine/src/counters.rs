@@ -80,8 +80,10 @@ pub struct DirCounters {
     /// (tunnel sequence gaps, frames missing pieces, late ones) — not the model's loss.
     pub underlay_lost: AtomicU64,
     /// Fidelity: how long the engine's probes waited in the port's input queue (the
-    /// TAP device's) before the engine read them — what frames wait there unseen by
-    /// `late_hist` — by bucket of [`DELAY_BUCKETS_NS`]; and the longest.
+    /// TAP device's) before the engine read them, beyond the least delay the direction
+    /// gives (frames are timed from their arrival, so their delay absorbs that much of
+    /// the wait) — what makes frames late unseen by `late_hist` — by bucket of
+    /// [`DELAY_BUCKETS_NS`]; and the longest wait (all of it).
     pub input_wait_hist: [AtomicU64; DELAY_BUCKETS_NS.len() + 1],
     pub input_wait_max_ns: AtomicU64,
     /// With `qos`: per-class counters (replaced when the classes change; the data path

@@ -276,6 +276,7 @@ impl ShardHandle {
             }
         }
         shard.fast = fast;
+        shard.last_arrival_ns = vec![0; shard.fds.len()];
         if probe.is_some() {
             shard.last_read_ns = vec![None; shard.fds.len()];
             shard.next_input_probe_ns = Some(INPUT_PROBE_EVERY_NS);
@@ -427,6 +428,11 @@ struct Shard {
     next_input_probe_ns: Option<u64>,
     input_probe_cursor: usize,
     last_read_ns: Vec<Option<u64>>,
+    /// Frames read from the plane's TAP devices are timed from their arrival there
+    /// (see [`Shard::arrival`]): when the core last handled its timers, and the arrival
+    /// time last given to it for each port.
+    timers_ns: u64,
+    last_arrival_ns: Vec<u64>,
     /// Writes frames to TAP devices a batch at a time, and the batch being filled.
     writer: TapWriter<Out>,
     batch: batch::Batch<Out>,
@@ -499,6 +505,8 @@ impl Shard {
             next_input_probe_ns: None,
             input_probe_cursor: 0,
             last_read_ns: Vec::new(),
+            timers_ns: 0,
+            last_arrival_ns: Vec::new(),
             writer: TapWriter::new(),
             batch: Vec::with_capacity(batch::BATCH),
             fanout: None,
@@ -531,6 +539,7 @@ impl Shard {
             let now = self.clock.now_ns();
             if self.core.poll_timeout().is_some_and(|t| t <= now) {
                 self.core.handle_timeout(now);
+                self.timers_ns = now;
                 self.transmit();
                 let done = self.clock.now_ns();
                 work_ns += done.saturating_sub(now);
@@ -931,8 +940,9 @@ impl Shard {
                 }
                 *t = Some(now);
             }
-            let frame = if n as usize >= COPY_BELOW { std::mem::replace(&mut self.buf, Vec::with_capacity(MAX_FRAME)) } else { self.buf.clone() };
-            self.core.handle_frame(now, port as u32, frame);
+            let at = self.arrival(port, now);
+            let frame = if self.buf.len() >= COPY_BELOW { std::mem::replace(&mut self.buf, Vec::with_capacity(MAX_FRAME)) } else { self.buf.clone() };
+            self.core.handle_frame(at, port as u32, frame);
             if let Some(left) = self.panic_after.as_mut() {
                 *left = left.saturating_sub(1);
                 if *left == 0 {
@@ -940,6 +950,32 @@ impl Shard {
                 }
             }
         }
+    }
+}
+
+impl Shard {
+    /// When the frame just read from `port` (in `buf`) reached the engine, read at `now`.
+    /// The plane's program appends to every frame it passes to one of the engine's TAP
+    /// devices, but GSO super-frames, the time it arrived (`vemu_fastpath::STAMP_LEN`
+    /// bytes, CLOCK_MONOTONIC): taken off here, it times the frame, so that the time the
+    /// frame waited for the shard to wake and read it is part of its delay, not added to
+    /// it. Time never goes back for the core: not before the last time it handled its
+    /// timers (their deliveries were decided then), nor before this port's previous frame.
+    fn arrival(&mut self, port: usize, now: u64) -> u64 {
+        // (Not a super-frame of any kind: what the program sees as gso_size 0.)
+        let stamped = self.buf.len() >= VNET_HDR_LEN + vemu_fastpath::STAMP_LEN
+            && matches!(self.devs.get(port), Some(PortDev::Plane(_)))
+            && gso::VnetHdr::parse(&self.buf).gso_type == 0;
+        if !stamped {
+            return now;
+        }
+        let at = self.buf.len() - vemu_fastpath::STAMP_LEN;
+        let mono = u64::from_ne_bytes(self.buf[at..].try_into().expect("8 bytes"));
+        self.buf.truncate(at);
+        let Some(last) = self.last_arrival_ns.get_mut(port) else { return now };
+        let t = mono.saturating_sub(self.clock.epoch_ns).clamp(self.timers_ns.max(*last).min(now), now);
+        *last = t;
+        t
     }
 }
 

@@ -28,6 +28,10 @@
                              * bucket at its root: counted apart */
 #define ROUTE_MARKED 32 /* to the egress of ifindex (a LAN port), marked as the engine's */
 #define ROUTE_FANOUT 64 /* the engine's fan-out device: each frame names its LAN ports */
+#define ROUTE_STAMP 128 /* to the engine's TAP device: a frame that is not a GSO
+                         * super-frame gets the time it arrived here appended (ns,
+                         * CLOCK_MONOTONIC, 8 bytes, host order); the engine takes it off
+                         * and times the frame from it, not from when it read it */
 
 /* The mark of frames the engine delivers to LAN ports (the ports' egress program lets
  * them out uncounted and takes the mark off): "vemu". */
@@ -149,6 +153,14 @@ int steer(struct __sk_buff *skb)
 		return TC_ACT_OK;
 	if (r->flags & ROUTE_PEER)
 		return bpf_redirect_peer(r->ifindex, 0);
+	if ((r->flags & ROUTE_STAMP) && skb->gso_size == 0) {
+		/* Every such frame carries its time, or none goes: the engine takes the last
+		 * 8 bytes of each for it. */
+		__u64 t = bpf_ktime_get_ns();
+		__u32 len = skb->len;
+		if (bpf_skb_change_tail(skb, len + 8, 0) || bpf_skb_store_bytes(skb, len, &t, sizeof(t), 0))
+			return TC_ACT_SHOT;
+	}
 	return bpf_redirect(r->ifindex, 0);
 }
 

@@ -53,6 +53,11 @@ const ROUTE_SHAPED: u32 = 8;
 const ROUTE_OUT_SHAPED: u32 = 16;
 const ROUTE_MARKED: u32 = 32;
 const ROUTE_FANOUT: u32 = 64;
+const ROUTE_STAMP: u32 = 128;
+/// Bytes at the end of a frame the engine reads from a TAP device of the plane, unless
+/// it is a GSO super-frame: the time it arrived in the plane, ns on CLOCK_MONOTONIC
+/// (host order). See [`Route::Engine`].
+pub const STAMP_LEN: usize = 8;
 
 /// The end of a frame written to the fan-out device ([`Route::FanOut`]): the plane
 /// devices it goes to (a `u32` index each, host order), their count (`u16`) and this.
@@ -114,7 +119,9 @@ fn classifier(ebpf: &mut Ebpf, name: &str) -> Result<ProgramFd> {
 pub enum Route {
     /// To the node interface that is the veth peer of `peer_of`, counted.
     Kernel { peer_of: u32 },
-    /// To the engine's TAP device `tap`.
+    /// To the engine's TAP device `tap`; a frame that is not a GSO super-frame gets the
+    /// time it arrived appended ([`STAMP_LEN`] bytes), so that the engine times it from
+    /// then and not from when it got round to reading it.
     Engine { tap: u32 },
     /// To the node interface that is the veth peer of `peer_of` (frames the engine wrote).
     Deliver { peer_of: u32 },
@@ -198,7 +205,7 @@ impl FastPath {
                 self.count(from)?;
                 RouteValue { ifindex: peer_of, flags: ROUTE_PEER | ROUTE_COUNT }
             }
-            Route::Engine { tap } => RouteValue { ifindex: tap, flags: 0 },
+            Route::Engine { tap } => RouteValue { ifindex: tap, flags: ROUTE_STAMP },
             Route::Deliver { peer_of } => RouteValue { ifindex: peer_of, flags: ROUTE_PEER },
             Route::DeliverLan { port } => RouteValue { ifindex: port, flags: ROUTE_MARKED },
             Route::FanOut => RouteValue { ifindex: 0, flags: ROUTE_FANOUT },

@@ -151,3 +151,37 @@ fn frames_kept_waiting_in_the_input_queues_are_seen() {
     assert!(a["p99_input_wait_ns"].as_u64().unwrap() >= 2_000_000, "{a}");
     assert!(text(&lab.vemu(&["status"])).contains("input queue: p99"), "the status says why");
 }
+
+/// A frame is timed from its arrival in the plane (stamped there by the fast path's
+/// program), not from when the engine got round to reading it: with every read 2 ms
+/// late, a link of 5 ms each way still gives a round trip of 10 ms (it gave 14 ms when
+/// frames were timed from their reading), never less, and the input probes' waits are
+/// not held against the link: its delay absorbed them. (The injected stall holds the
+/// shard's thread, so a write that falls due during another read's stall is late: the
+/// verdict is not asserted.)
+#[test]
+fn a_links_delay_absorbs_the_time_frames_wait_to_be_read() {
+    let _g = serial();
+    let yaml = "name: t-absorb\naddressing: {ipv6: none}\nnodes: {a: {}, b: {}}\nlinks:\n  - {endpoints: [a, b], delay: 5ms}\n";
+    let lab = Lab::up_env("t-absorb", yaml, &[("VEMU_ENGINE_FAULT", "stall-reads-us:2000")]);
+    lab.exec("a", &["ping", "-c", "3", "-i", "0.2", "-W", "2", "b"]);
+    let o = lab.exec("a", &["ping", "-q", "-c", "100", "-i", "0.05", "-W", "3", "b"]);
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    let rtt: Vec<f64> = out.lines().find(|l| l.starts_with("rtt")).and_then(|l| l.split('=').nth(1)).map(|v| v.trim().split(' ').next().unwrap().split('/').map(|x| x.parse().unwrap()).collect()).unwrap_or_else(|| panic!("{out}"));
+    let (min, avg) = (rtt[0], rtt[1]);
+    eprintln!("5 ms each way, every read 2 ms late: RTT min {min:.3} avg {avg:.3} ms");
+    assert!(out.contains(" 0% packet loss"), "{out}");
+    assert!(min >= 10.0, "a frame delivered before its time: min RTT {min} ms");
+    assert!(min < 11.0 && avg < 12.5, "the wait for the read was added to the delay: RTT min {min}, avg {avg} ms (14 ms if it is)");
+    let st = lab.status();
+    for dir in ["forward", "reverse"] {
+        let s = &st["links"][0][dir]["stats"];
+        let hist: Vec<u64> = s["input_wait_hist"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
+        assert!(hist.iter().sum::<u64>() >= 20, "{dir}: the input queue was probed ({hist:?})");
+        assert!(s["input_wait_max_ns"].as_u64().unwrap() >= 1_500_000, "{dir}: the probes waited for the stalled reads");
+        // Buckets of the delay histogram: ..., 9 = up to 1 ms, 10 = up to 2 ms, ...
+        assert_eq!(hist[10..].iter().sum::<u64>(), 0, "{dir}: a probe's wait beyond the 5 ms of delay ({hist:?})");
+    }
+    let f = &st["fidelity"];
+    assert!(f["affected"].as_array().unwrap().iter().all(|a| a["input_late_probes"] == 0), "{f}");
+}
