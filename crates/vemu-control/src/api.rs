@@ -417,8 +417,8 @@ async fn capture(State(app): AppState, Query(q): Query<CaptureQuery>) -> Result<
         .spawn(move || {
             let filter = q.filter.as_deref().and_then(|f| compile_filter(f).ok());
             let mut head = crate::pcapng::section_header();
-            for n in &names {
-                head.extend(crate::pcapng::interface(n));
+            for (n, description) in &names {
+                head.extend(crate::pcapng::interface(n, description.as_deref()));
             }
             let mut matched = 0u64;
             if btx.blocking_send(Ok(Bytes::from(head))).is_ok() {

@@ -546,7 +546,7 @@ impl Controller {
         spec: &str,
         point: vemu_engine::CapturePoint,
         tx: std::sync::mpsc::SyncSender<vemu_engine::Captured>,
-    ) -> Result<(u64, Vec<String>), LabError> {
+    ) -> Result<(u64, Vec<(String, Option<String>)>), LabError> {
         let (node, iface) = match spec.split_once(':') {
             Some((n, i)) => (n, Some(i)),
             None => (spec, None),
@@ -567,7 +567,7 @@ impl Controller {
                 vemu_scenario::Attach::Segment(g, m) => (Target::Member(g, m), 0),
             };
             taps.push(vemu_engine::CaptureSpec { target, side, iface: names.len() as u32, point });
-            names.push(format!("{}:{}", n.name, i.name));
+            names.push((format!("{}:{}", n.name, i.name), self.clock_note(n.machine)));
         }
         if taps.is_empty() {
             let have: Vec<&str> = n.ifaces.iter().map(|i| i.name.as_str()).collect();
@@ -575,6 +575,20 @@ impl Controller {
         }
         let id = self.worker.capture(&taps, tx).map_err(|e| LabError::internal(format!("{e:#}")))?;
         Ok((id, names))
+    }
+
+    /// For a capture's interfaces on machine `m` of a lab across machines: where their
+    /// times come from, and how far they can be off (what the pcapng file says of them).
+    fn clock_note(&self, m: usize) -> Option<String> {
+        let name = &self.plan.machines.get(m)?.name;
+        Some(match self.worker.clock_offsets().get(m).copied().flatten() {
+            Some(o) => format!(
+                "on machine {name}: times moved to the controller's lab clock by {:+} ns, within ±{} ns (half the shortest of its last heartbeats' round trips, at the capture's start)",
+                -o.offset_ns,
+                o.rtt_ns / 2
+            ),
+            None => format!("on machine {name}: times on that machine's lab clock (its offset to the controller's was not measured yet)"),
+        })
     }
 
     pub fn capture_stop(&mut self, id: u64) {

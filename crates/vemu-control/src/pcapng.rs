@@ -36,13 +36,18 @@ pub fn section_header() -> Vec<u8> {
     block(0x0A0D_0D0A, &b)
 }
 
-/// Interface description block of an Ethernet interface, timestamps in nanoseconds.
-pub fn interface(name: &str) -> Vec<u8> {
+/// Interface description block of an Ethernet interface, timestamps in nanoseconds,
+/// with a description if any (where its times come from, for a node on another machine).
+pub fn interface(name: &str, description: Option<&str>) -> Vec<u8> {
     let mut b = Vec::new();
     b.extend_from_slice(&1u16.to_le_bytes()); // LINKTYPE_ETHERNET
     b.extend_from_slice(&0u16.to_le_bytes());
     b.extend_from_slice(&0u32.to_le_bytes()); // no snapshot limit
     option(&mut b, 2, name.as_bytes()); // if_name
+    if let Some(d) = description {
+        // if_description (an option's length is 16 bits).
+        option(&mut b, 3, &d.as_bytes()[..d.len().min(u16::MAX as usize - 3)]);
+    }
     option(&mut b, 9, &[9]); // if_tsresol: 10^-9 s
     end_of_options(&mut b);
     block(1, &b)
@@ -70,7 +75,7 @@ mod tests {
 
     #[test]
     fn blocks_are_framed_and_aligned() {
-        for b in [section_header(), interface("r1:eth0"), packet(0, 1_700_000_000_123_456_789, &[1, 2, 3, 4, 5], true)] {
+        for b in [section_header(), interface("r1:eth0", None), interface("r1:eth0", Some("on machine b")), packet(0, 1_700_000_000_123_456_789, &[1, 2, 3, 4, 5], true)] {
             assert_eq!(b.len() % 4, 0);
             let len = u32::from_le_bytes(b[4..8].try_into().unwrap()) as usize;
             assert_eq!(len, b.len());

@@ -329,6 +329,10 @@ fn a_chain_across_two_machines_keeps_its_delays_and_rate() {
         // Requests (8) and replies (0) of 3 pings, each in on one interface and out on the other.
         let want: Vec<String> = ["0 1", "0 1", "0 2", "0 2", "0 3", "0 3", "8 1", "8 1", "8 2", "8 2", "8 3", "8 3"].iter().map(|x| x.to_string()).collect();
         assert_eq!(seen, want, "capture {point}: {}", text(&o));
+        // The file says where the times come from, and how far off they can be.
+        let o = Command::new("tshark").args(["-r", &file, "-c", "1", "-T", "fields", "-e", "frame.interface_description"]).output().unwrap();
+        let d = String::from_utf8_lossy(&o.stdout);
+        assert!(d.contains("on machine ") && d.contains(": times moved to the controller's lab clock by") && d.contains(" ns, within ±"), "capture {point}: {d}");
     }
 
     // Counters of the link between the machines: each direction counted once.
