@@ -242,6 +242,9 @@ pub struct LocalWorker {
     clock: Option<LabClock>,
 }
 
+// The far ends' indexes that vemu-host chooses are those the fast path keeps in arrays.
+const _: () = assert!(vemu_host::PLANE_INDEX_BASE == vemu_engine::DENSE_BASE);
+
 /// A link end or LAN port with devices in the plane.
 struct PlanePort {
     /// `NODE:IFACE`.
@@ -254,13 +257,14 @@ struct PlanePort {
 
 /// Load the kernel fast path for a lab with links or LANs it can carry on this machine,
 /// or say why not.
-fn fast_path(paths: &LabPaths) -> Result<Arc<FastPath>, String> {
+fn fast_path(paths: &LabPaths, dense_devices: usize) -> Result<Arc<FastPath>, String> {
     if !fast_path_wanted() {
         return Err(format!("{FAST_PATH_ENV}=off"));
     }
     vemu_host::create_plane(paths).map_err(|e| format!("{e:#}"))?;
     let ctl = vemu_host::in_netns(&paths.plane(), || Ok(vemu_engine::netlink_socket()?)).map_err(|e| format!("{e:#}"))?;
-    let fast = FastPath::load(ctl).map_err(|e| format!("{e:#}"))?;
+    let dense = u32::try_from(dense_devices).map_err(|_| format!("{dense_devices} plane devices are too many"))?;
+    let fast = FastPath::load(ctl, dense).map_err(|e| format!("{e:#}"))?;
     vemu_host::plane_program(paths, fast.program(), fast.egress_program()).map_err(|e| format!("{e:#}"))?;
     Ok(Arc::new(fast))
 }
@@ -374,7 +378,9 @@ impl LocalWorker {
             vemu_host::ensure_open_files(vemu_host::files_needed(&plan, false))?;
             None
         } else {
-            match fast_path(&paths) {
+            // The nodes' interfaces' far ends in the plane (see `names` below).
+            let far_ends = 2 * whole.len() + lans.iter().map(|&g| plan.segments[g].members.len()).sum::<usize>();
+            match fast_path(&paths, far_ends) {
                 Ok(f) => {
                     self.fast_path = "on".into();
                     let kernel = |d: &&vemu_link::Impairments| d.shaper == vemu_link::Shaper::Kernel;

@@ -33,7 +33,7 @@ pub use crate::counters::{bucket_quantile_ns, DirCounters, DirStats, SegCounters
 pub use crate::driver::{Captured, PlaneDevs, FAULT_ENV};
 use crate::core::{Command, Core, LinkConfig, MemberConfig, SegmentConfig};
 use crate::driver::{Control, PlanePort, PortDev, ShardHandle, TunnelPort};
-pub use vemu_fastpath::{netlink_socket, FastPath, Route};
+pub use vemu_fastpath::{netlink_socket, FastPath, Route, DENSE_BASE};
 pub use vemu_switch::Snooping;
 
 /// A link to emulate: the TAP devices of its two ends and what each direction does.

@@ -35,9 +35,9 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::Mutex;
 
 use anyhow::{anyhow, bail, Context, Result};
-use aya::maps::{HashMap, MapData, MapError, PerCpuHashMap, PerCpuValues};
+use aya::maps::{Array, HashMap, MapData, MapError, PerCpuArray, PerCpuHashMap, PerCpuValues};
 use aya::programs::{ProgramFd, SchedClassifier};
-use aya::Ebpf;
+use aya::{Ebpf, EbpfLoader};
 
 mod netlink;
 pub use netlink::{Bucket, BucketStats};
@@ -75,6 +75,15 @@ pub fn fanout_trailer(targets: &[u32], frame: &mut Vec<u8>) {
     frame.extend((targets.len() as u16).to_ne_bytes());
     frame.extend(FANOUT_MAGIC.to_ne_bytes());
 }
+/// Plane devices from this index on are the far ends of the nodes' interfaces, whose
+/// indexes vemu chooses (`vemu_host::PLANE_INDEX_BASE` + n, made first n, n < the count
+/// given to [`FastPath::load`]): their routes and counters are in arrays (by n), which
+/// the program indexes without hashing; other devices' in hashes (as in
+/// `bpf/steer.bpf.c`).
+pub const DENSE_BASE: u32 = 1 << 24;
+/// Counters a dense device has: in, in to a token bucket, out, out to a token bucket.
+const DENSE_COUNTS: u32 = 4;
+
 /// Bit of the counts' key for what leaves a device.
 const OUT: u32 = 0x8000_0000;
 /// Bit of the counts' key for what a device's frames took to a token bucket.
@@ -142,12 +151,49 @@ pub enum Route {
     BridgeShaped { ifb: u32 },
 }
 
+/// Where routes are: by device index (hash), or by n for [`DENSE_BASE`] + n (array).
+struct Routes {
+    hash: HashMap<MapData, u32, RouteValue>,
+    dense: Array<MapData, RouteValue>,
+}
+
+impl Routes {
+    /// (A dense device's route with no flag is no route: the array holds every slot.)
+    fn get(&self, dev: u32) -> Option<RouteValue> {
+        match dev.checked_sub(DENSE_BASE) {
+            Some(n) => self.dense.get(&n, 0).ok().filter(|r| r.flags != 0),
+            None => self.hash.get(&dev, 0).ok(),
+        }
+    }
+
+    fn set(&mut self, dev: u32, r: RouteValue) -> Result<()> {
+        match dev.checked_sub(DENSE_BASE) {
+            Some(n) => self.dense.set(n, r, 0),
+            None => self.hash.insert(dev, r, 0),
+        }
+        .with_context(|| format!("routing plane device {dev}"))
+    }
+}
+
+/// Counters by key (a device's index with [`OUT`] and [`SHAPED`] bits): in a hash, or
+/// for a dense device in an array ([`dense_slot`]).
+struct Counts {
+    hash: PerCpuHashMap<MapData, u32, Counted>,
+    dense: PerCpuArray<MapData, Counted>,
+}
+
+/// The slot in the counters' array of key `key`, if its device is a dense one.
+fn dense_slot(key: u32) -> Option<u32> {
+    let n = (key & !(OUT | SHAPED)).checked_sub(DENSE_BASE)?;
+    Some(n * DENSE_COUNTS + if key & OUT != 0 { 2 } else { 0 } + u32::from(key & SHAPED != 0))
+}
+
 /// The loaded program and its maps, for one lab.
 pub struct FastPath {
     prog: ProgramFd,
     egress: ProgramFd,
-    routes: Mutex<HashMap<MapData, u32, RouteValue>>,
-    counts: Mutex<PerCpuHashMap<MapData, u32, Counted>>,
+    routes: Mutex<Routes>,
+    counts: Mutex<Counts>,
     /// A route netlink socket in the plane namespace: its devices are taken down and up
     /// (ioctls) and their token buckets set and read (requests) through it.
     ctl: Mutex<OwnedFd>,
@@ -174,15 +220,25 @@ impl FastPath {
     /// opened in the lab's plane namespace, through which its devices are taken down
     /// and up and given token buckets. Fails (and the lab runs every link through its
     /// engine) where the kernel refuses BPF programs or vemu was built without clang.
-    pub fn load(ctl: OwnedFd) -> Result<FastPath> {
+    pub fn load(ctl: OwnedFd, dense_devices: u32) -> Result<FastPath> {
         if OBJECT.is_empty() {
             bail!("vemu was built without clang, so without its TC program");
         }
-        let mut ebpf = Ebpf::load(OBJECT).context("loading the TC program")?;
+        // (Their indexes must stay clear of the counters' key bits.)
+        if dense_devices > SHAPED - DENSE_BASE {
+            bail!("{dense_devices} plane devices are more than the fast path can index");
+        }
+        let n = dense_devices.max(1);
+        let mut ebpf = EbpfLoader::new()
+            .set_max_entries("routes_dense", n)
+            .set_max_entries("counts_dense", n * DENSE_COUNTS)
+            .load(OBJECT)
+            .context("loading the TC program")?;
         let prog = classifier(&mut ebpf, "steer")?;
         let egress = classifier(&mut ebpf, "leave")?;
-        let routes = HashMap::try_from(ebpf.take_map("routes").ok_or_else(|| anyhow!("no map 'routes'"))?)?;
-        let counts = PerCpuHashMap::try_from(ebpf.take_map("counts").ok_or_else(|| anyhow!("no map 'counts'"))?)?;
+        let mut map = |name: &str| ebpf.take_map(name).ok_or_else(|| anyhow!("no map '{name}'"));
+        let routes = Routes { hash: HashMap::try_from(map("routes")?)?, dense: Array::try_from(map("routes_dense")?)? };
+        let counts = Counts { hash: PerCpuHashMap::try_from(map("counts")?)?, dense: PerCpuArray::try_from(map("counts_dense")?)? };
         let mut fast = FastPath { prog, egress, routes: Mutex::new(routes), counts: Mutex::new(counts), ctl: Mutex::new(ctl), shaper: Ok(()), ifbs: Mutex::default(), shaped_out: Mutex::default(), ever_shaped: Mutex::default(), ifb_probe: std::sync::OnceLock::new(), retired: Mutex::default(), _ebpf: ebpf };
         fast.shaper = fast.try_shaper().map_err(|e| format!("{e:#}"));
         Ok(fast)
@@ -224,9 +280,7 @@ impl FastPath {
                 RouteValue { ifindex: ifb, flags: ROUTE_PASS | ROUTE_COUNT | ROUTE_SHAPED | self.out_flag(from) }
             }
         };
-        let mut routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
-        routes.insert(from, value, 0).with_context(|| format!("routing plane device {from}"))?;
-        Ok(())
+        self.routes.lock().unwrap_or_else(|p| p.into_inner()).set(from, value)
     }
 
     /// [`ROUTE_OUT_SHAPED`] for a LAN port whose bridge's frames go through a bucket.
@@ -255,19 +309,23 @@ impl FastPath {
         }
         // The port's route (if it has one yet) says so to the program that counts.
         let mut routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
-        if let Ok(mut r) = routes.get(&port, 0) {
+        if let Some(mut r) = routes.get(port) {
             r.flags = (r.flags & !ROUTE_OUT_SHAPED) | if bucket.is_some() { ROUTE_OUT_SHAPED } else { 0 };
-            routes.insert(port, r, 0).with_context(|| format!("routing plane device {port}"))?;
+            routes.set(port, r)?;
         }
         Ok(())
     }
 
     /// Make counter `key` (from the first kernel route on, kept across switches).
     fn count(&self, key: u32) -> Result<()> {
+        // (A dense device's counters are there from the start, at zero.)
+        if dense_slot(key).is_some() {
+            return Ok(());
+        }
         let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
         // (aya's per-CPU lookup cannot tell a missing key: insert unless present.)
         let cpus = aya::util::nr_cpus().map_err(|(_, e)| e)?;
-        match counts.insert(key, PerCpuValues::try_from(vec![Counted::default(); cpus])?, BPF_NOEXIST) {
+        match counts.hash.insert(key, PerCpuValues::try_from(vec![Counted::default(); cpus])?, BPF_NOEXIST) {
             Err(MapError::SyscallError(e)) if e.io_error.raw_os_error() == Some(libc::EEXIST) => Ok(()),
             r => r.with_context(|| format!("counting plane device {}", key & !OUT)),
         }
@@ -305,7 +363,11 @@ impl FastPath {
 
     fn counted_key(&self, key: u32) -> Counted {
         let counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
-        match counts.get(&key, 0) {
+        let per_cpu = match dense_slot(key) {
+            Some(slot) => counts.dense.get(&slot, 0),
+            None => counts.hash.get(&key, 0),
+        };
+        match per_cpu {
             Ok(per_cpu) => per_cpu.iter().fold(Counted::default(), |a, c| Counted { frames: a.frames + c.frames, bytes: a.bytes + c.bytes }),
             Err(_) => Counted::default(),
         }

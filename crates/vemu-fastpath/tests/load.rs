@@ -5,7 +5,7 @@ use vemu_fastpath::{Bucket, BucketStats, Counted, FastPath, Route};
 #[test]
 fn routes_and_counters_of_a_loaded_program() {
     let ctl = vemu_fastpath::netlink_socket().unwrap();
-    let fp = FastPath::load(ctl).expect("the TC program loads (clang and BPF are needed)");
+    let fp = FastPath::load(ctl, 4).expect("the TC program loads (clang and BPF are needed)");
     fp.route(7, Route::Engine { tap: 8 }).unwrap();
     assert_eq!(fp.counted(7), Counted::default(), "no counter before a kernel route");
     fp.route(7, Route::Kernel { peer_of: 9 }).unwrap();
@@ -14,6 +14,17 @@ fn routes_and_counters_of_a_loaded_program() {
     fp.route(7, Route::Engine { tap: 8 }).unwrap();
     fp.route(7, Route::Kernel { peer_of: 9 }).unwrap();
     fp.route(8, Route::Deliver { peer_of: 7 }).unwrap();
+    // The far ends of nodes' interfaces (from DENSE_BASE on) have theirs in arrays.
+    let dense = vemu_fastpath::DENSE_BASE + 3;
+    fp.route(dense, Route::Engine { tap: 8 }).unwrap();
+    assert_eq!(fp.counted(dense), Counted::default());
+    fp.route(dense, Route::Kernel { peer_of: 9 }).unwrap();
+    fp.route(dense, Route::Bridge).unwrap();
+    assert_eq!((fp.counted(dense), fp.counted_out(dense), fp.counted_shaped(dense)), (Counted::default(), Counted::default(), Counted::default()));
+    // Beyond the devices the program was loaded for: a clear error, not a crash.
+    let e = fp.route(vemu_fastpath::DENSE_BASE + 4, Route::Kernel { peer_of: 9 }).unwrap_err();
+    assert!(format!("{e:#}").contains(&format!("plane device {}", vemu_fastpath::DENSE_BASE + 4)), "{e:#}");
+    assert!(FastPath::load(vemu_fastpath::netlink_socket().unwrap(), u32::MAX).is_err());
 }
 
 #[test]
@@ -23,7 +34,7 @@ fn a_token_bucket_is_set_changed_and_read_back() {
     std::thread::spawn(|| {
         // SAFETY: unshare(2) of this thread's network namespace only.
         assert_eq!(unsafe { libc::unshare(libc::CLONE_NEWNET) }, 0, "{}", std::io::Error::last_os_error());
-        let fp = FastPath::load(vemu_fastpath::netlink_socket().unwrap()).expect("the TC program loads");
+        let fp = FastPath::load(vemu_fastpath::netlink_socket().unwrap(), 0).expect("the TC program loads");
         assert_eq!(fp.shaped(1).unwrap(), BucketStats::default(), "a device without a bucket counts nothing");
         fp.shape(1, Bucket { rate_bps: 100_000_000, burst_bytes: 12_500, limit_bytes: 1_514_000 }).unwrap();
         assert_eq!(fp.shaped(1).unwrap(), BucketStats::default());
