@@ -429,8 +429,8 @@ struct Shard {
     input_probe_cursor: usize,
     last_read_ns: Vec<Option<u64>>,
     /// Frames read from the plane's TAP devices are timed from their arrival there
-    /// (see [`Shard::arrival`]): when the core last handled its timers, and the arrival
-    /// time last given to it for each port.
+    /// (see [`Shard::arrival`]): up to when the core last carried out what was due (its
+    /// timers, its frames due), and the arrival time last given to it for each port.
     timers_ns: u64,
     last_arrival_ns: Vec<u64>,
     /// Writes frames to TAP devices a batch at a time, and the batch being filled.
@@ -634,7 +634,9 @@ impl Shard {
             // Up to a batch of TAP frames, written together ([`batch`]); a tunnel's
             // datagrams go at once. (One place is kept for the copies being gathered.)
             while self.batch.len() + 1 < batch::BATCH && polled < WRITE_BATCH {
-                let Some(tx) = self.core.poll_transmit(self.clock.now_ns()) else {
+                let t = self.clock.now_ns();
+                self.timers_ns = t;
+                let Some(tx) = self.core.poll_transmit(t) else {
                     more = false;
                     break;
                 };
@@ -951,16 +953,15 @@ impl Shard {
             }
         }
     }
-}
 
-impl Shard {
     /// When the frame just read from `port` (in `buf`) reached the engine, read at `now`.
     /// The plane's program appends to every frame it passes to one of the engine's TAP
     /// devices, but GSO super-frames, the time it arrived (`vemu_fastpath::STAMP_LEN`
     /// bytes, CLOCK_MONOTONIC): taken off here, it times the frame, so that the time the
     /// frame waited for the shard to wake and read it is part of its delay, not added to
-    /// it. Time never goes back for the core: not before the last time it handled its
-    /// timers (their deliveries were decided then), nor before this port's previous frame.
+    /// it. Time never goes back for the core: not before the last time it carried out
+    /// what was due (frames reaching a LAN's switch, say, were decided then), nor before
+    /// this port's previous frame.
     fn arrival(&mut self, port: usize, now: u64) -> u64 {
         // (Not a super-frame of any kind: what the program sees as gso_size 0.)
         let stamped = self.buf.len() >= VNET_HDR_LEN + vemu_fastpath::STAMP_LEN
