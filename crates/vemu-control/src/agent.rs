@@ -4,9 +4,14 @@
 //! a whole share per request, then local netlink calls. The address it listens on is
 //! also the one its tunnels use.
 //!
-//! Labs an agent builds are marked (`/run/vemu/LAB/agent`): when an agent starts, it
-//! removes what such labs left behind (an agent that died, a machine that rebooted
-//! keeps nothing in /run), and only those.
+//! A machine's share of lab LAB is kept under the name `LAB@MACHINE`
+//! ([`vemu_host::share_name`]: `/run/vemu/LAB@MACHINE`, namespaces
+//! `vemu-LAB@MACHINE.NODE`, its cgroups and logs), never the lab's own, so the lab's
+//! controller may run on a machine that holds a share too; the agent holds the share's
+//! lock ([`vemu_host::LabLock`]) while it holds the share. Shares are marked
+//! (`/run/vemu/LAB@MACHINE/agent`): when an agent starts, it removes what such shares
+//! left behind (an agent that died, a machine that rebooted keeps nothing in /run), and
+//! only those.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -28,9 +33,16 @@ use crate::worker::{LocalWorker, Worker, WorkerReply, WorkerRequest};
 use crate::wire::{AgentHello, CaptureRecord};
 use crate::LockExt;
 
-/// The marker of a lab share an agent built.
-fn marker(lab: &str) -> std::path::PathBuf {
-    LabPaths::new(lab).dir.join("agent")
+/// The marker of a lab share an agent built (`share`: its name on this machine).
+fn marker(share: &str) -> std::path::PathBuf {
+    LabPaths::new(share).dir.join("agent")
+}
+
+/// A share this agent holds: its name on this machine ([`vemu_host::share_name`]) and
+/// the lock of that name.
+struct Held {
+    name: String,
+    lock: vemu_host::LabLock,
 }
 
 struct Agent {
@@ -38,6 +50,8 @@ struct Agent {
     token: String,
     underlay_mtu: u32,
     labs: Mutex<HashMap<String, Arc<Mutex<LocalWorker>>>>,
+    /// Each built share's name here and lock, by lab.
+    held: Mutex<HashMap<String, Held>>,
     /// Each lab's lease (its length, and when the controller was last heard).
     leases: Mutex<HashMap<String, (std::time::Duration, std::time::Instant)>>,
     /// Each lab's clock (its epoch on this machine's monotonic clock), read out with
@@ -46,6 +60,23 @@ struct Agent {
 }
 
 impl Agent {
+    /// The paths of this machine's share of `lab` (a lab it does not hold: its own name,
+    /// which holds nothing of the agent's).
+    fn paths(&self, lab: &str) -> LabPaths {
+        LabPaths::new(self.held.locked().get(lab).map_or(lab, |h| h.name.as_str()))
+    }
+
+    /// Forget `lab`: its worker, lease, clock and (after the worker took the share down)
+    /// the share's name.
+    fn forget(&self, lab: &str) {
+        self.labs.locked().remove(lab);
+        self.leases.locked().remove(lab);
+        self.epochs.locked().remove(lab);
+        if let Some(h) = self.held.locked().remove(lab) {
+            h.lock.release();
+        }
+    }
+
     /// The controller of `lab` was heard from: its lease starts again.
     fn renew(&self, lab: &str) {
         if let Some(l) = self.leases.locked().get_mut(lab) {
@@ -62,13 +93,13 @@ impl Agent {
                 continue;
             }
             self.leases.locked().remove(&lab);
-            self.epochs.locked().remove(&lab);
-            let Some(w) = self.labs.locked().remove(&lab) else { continue };
+            let Some(w) = self.labs.locked().get(&lab).cloned() else { continue };
             eprintln!("vemu agent: no word from the controller of lab '{lab}' for {} s (its lease): taking the lab's share down", len.as_secs());
             let reply = w.locked().call(WorkerRequest::Teardown, &mut |_, _| {});
             if let WorkerReply::Error(e) = reply {
                 eprintln!("vemu agent: lab '{lab}': {e}");
             }
+            self.forget(&lab);
         }
     }
 }
@@ -105,10 +136,13 @@ pub fn mtu_of(addr: std::net::IpAddr) -> u32 {
 pub fn run(listen: SocketAddr, token: String) -> Result<()> {
     use nix::sys::signal::{SigSet, Signal};
     // Leftovers of shares of earlier runs.
-    for lab in vemu_host::labs_present() {
-        if marker(&lab).exists() {
-            eprintln!("vemu agent: removing what lab '{lab}' left behind");
-            vemu_host::remove_lab(&lab).with_context(|| format!("removing lab '{lab}'"))?;
+    for name in vemu_host::labs_present() {
+        if marker(&name).exists() {
+            eprintln!("vemu agent: removing what share '{name}' left behind");
+            vemu_host::remove_lab(&name).with_context(|| format!("removing share '{name}'"))?;
+            if let Ok(Some(l)) = vemu_host::LabLock::try_acquire(&name) {
+                l.release();
+            }
         }
     }
     let mut signals = SigSet::empty();
@@ -119,7 +153,7 @@ pub fn run(listen: SocketAddr, token: String) -> Result<()> {
     // Processes of nodes whose parents end become ours, for the supervisors to reap.
     // SAFETY: prctl with integer arguments.
     unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
-    let agent = Arc::new(Agent { listen, token, underlay_mtu: mtu_of(listen.ip()), labs: Mutex::new(HashMap::new()), leases: Mutex::new(HashMap::new()), epochs: Mutex::new(HashMap::new()) });
+    let agent = Arc::new(Agent { listen, token, underlay_mtu: mtu_of(listen.ip()), labs: Mutex::new(HashMap::new()), held: Mutex::new(HashMap::new()), leases: Mutex::new(HashMap::new()), epochs: Mutex::new(HashMap::new()) });
     {
         let agent = agent.clone();
         std::thread::Builder::new().name("vemu-leases".into()).spawn(move || loop {
@@ -157,12 +191,13 @@ pub fn run(listen: SocketAddr, token: String) -> Result<()> {
     let _ = signals.wait();
     let _ = stop_tx.send(());
     let _ = rt.block_on(server);
-    let labs: Vec<(String, Arc<Mutex<LocalWorker>>)> = agent.labs.locked().drain().collect();
+    let labs: Vec<(String, Arc<Mutex<LocalWorker>>)> = agent.labs.locked().iter().map(|(l, w)| (l.clone(), w.clone())).collect();
     for (lab, w) in labs {
         eprintln!("vemu agent: taking down lab '{lab}'");
         if let WorkerReply::Error(e) = w.locked().call(WorkerRequest::Teardown, &mut |_, _| {}) {
             eprintln!("vemu agent: lab '{lab}': {e}");
         }
+        agent.forget(&lab);
     }
     Ok(())
 }
@@ -290,7 +325,7 @@ async fn underlay_sink(body: axum::body::Body) -> Result<Json<serde_json::Value>
 /// Run a command in a node of this machine (the controller passes its API's exec on).
 async fn exec(State(agent): State<Arc<Agent>>, Path((lab, node)): Path<(String, String)>, body: axum::body::Bytes) -> Result<Response, ApiError> {
     hosted(&agent, &lab, &node)?;
-    crate::api::exec::run(LabPaths::new(&lab), node, body).await
+    crate::api::exec::run(agent.paths(&lab), node, body).await
 }
 
 /// A terminal in a node of this machine (the controller relays its API's shell).
@@ -301,16 +336,16 @@ async fn shell(
     ws: axum::extract::WebSocketUpgrade,
 ) -> Result<Response, ApiError> {
     hosted(&agent, &lab, &node)?;
-    let size = q.size();
-    let sh = crate::api::blocking(move || crate::api::shell::start(&LabPaths::new(&lab), &node, size)).await?;
+    let (size, paths) = (q.size(), agent.paths(&lab));
+    let sh = crate::api::blocking(move || crate::api::shell::start(&paths, &node, size)).await?;
     Ok(ws.on_upgrade(move |socket| crate::api::shell::session(socket, sh)))
 }
 
 /// The end of the log of a node of this machine.
 async fn log(State(agent): State<Arc<Agent>>, Path((lab, node)): Path<(String, String)>, axum::extract::Query(q): axum::extract::Query<crate::api::log::LogQuery>) -> Result<Json<serde_json::Value>, ApiError> {
     hosted(&agent, &lab, &node)?;
-    let bytes = q.bytes()?;
-    Ok(Json(crate::api::blocking(move || crate::api::log::tail(&LabPaths::new(&lab), &node, bytes)).await?))
+    let (bytes, paths) = (q.bytes()?, agent.paths(&lab));
+    Ok(Json(crate::api::blocking(move || crate::api::log::tail(&paths, &node, bytes)).await?))
 }
 
 /// Copies of the frames this machine's engine sees on some interfaces, as a stream of
@@ -395,20 +430,32 @@ fn order(agent: &Agent, lab: &str, req: WorkerRequest) -> WorkerReply {
                 epoch = vemu_engine::monotonic_ns().saturating_sub(s.lab_now_ns);
                 s
             });
-            plan.name = lab.to_string();
-            let paths = LabPaths::new(lab);
+            // The share's objects carry its own name, not the lab's (see the module's doc).
             let written = plan.clone();
+            let name = share.as_ref().and_then(|s| plan.machines.get(s.machine)).map_or_else(|| lab.to_string(), |m| vemu_host::share_name(lab, &m.name));
+            match vemu_host::LabLock::try_acquire(&name) {
+                Ok(Some(lock)) => {
+                    agent.held.locked().insert(lab.to_string(), Held { name: name.clone(), lock });
+                }
+                other => {
+                    agent.forget(lab);
+                    return WorkerReply::Error(match other {
+                        Err(e) => format!("{e:#}"),
+                        _ => format!("another process holds '{name}' (this machine's share of lab '{lab}')"),
+                    });
+                }
+            }
+            plan.name = name.clone();
+            let paths = LabPaths::new(&name);
             let reply = w.call(WorkerRequest::Build { plan, clock_epoch_ns: epoch, share }, &mut |_, _| {});
             agent.renew(lab);
             if !matches!(reply, WorkerReply::Error(_)) {
                 agent.epochs.locked().insert(lab.to_string(), epoch);
                 // For `vemu exec` on this machine.
                 let _ = crate::files::write_private(&paths.plan(), &serde_json::to_vec(&written).unwrap_or_default());
-                let _ = std::fs::write(marker(lab), b"");
+                let _ = std::fs::write(marker(&name), b"");
             } else {
-                agent.labs.locked().remove(lab);
-                agent.leases.locked().remove(lab);
-                agent.epochs.locked().remove(lab);
+                agent.forget(lab);
             }
             return reply;
         }
@@ -418,9 +465,7 @@ fn order(agent: &Agent, lab: &str, req: WorkerRequest) -> WorkerReply {
     let reply = w.call(req, &mut |_, _| {});
     agent.renew(lab);
     if teardown {
-        agent.labs.locked().remove(lab);
-        agent.leases.locked().remove(lab);
-        agent.epochs.locked().remove(lab);
+        agent.forget(lab);
     }
     reply
 }

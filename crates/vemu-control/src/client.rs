@@ -210,11 +210,15 @@ pub fn percent_encode(s: &str) -> String {
         .collect()
 }
 
-/// Labs whose controller answers, and labs that only left traces behind.
+/// Labs whose controller answers, and labs that only left traces behind (the shares
+/// agents keep here of labs across machines are apart: [`list_shares`]).
 pub fn list_labs() -> (Vec<String>, Vec<String>) {
     let mut running = Vec::new();
     let mut stale = Vec::new();
     for lab in vemu_host::labs_present() {
+        if vemu_host::share_of(&lab).is_some() {
+            continue;
+        }
         // Serving its API, or being built (its controller holds the lab's name).
         if UnixStream::connect(LabPaths::new(&lab).socket()).is_ok() || vemu_host::LabLock::held(&lab) {
             running.push(lab);
@@ -223,4 +227,14 @@ pub fn list_labs() -> (Vec<String>, Vec<String>) {
         }
     }
     (running, stale)
+}
+
+/// The shares of labs across machines on this machine (their names here:
+/// [`vemu_host::share_name`]), each with whether an agent holds it (else an agent that
+/// died left it).
+pub fn list_shares() -> Vec<(String, bool)> {
+    vemu_host::labs_present().into_iter().filter(|n| vemu_host::share_of(n).is_some()).map(|n| {
+        let held = vemu_host::LabLock::held(&n);
+        (n, held)
+    }).collect()
 }

@@ -32,7 +32,7 @@ pub mod traffic;
 pub mod wire;
 pub mod worker;
 
-pub use client::{list_labs, percent_encode, terminal_size, ApiFailure, Client};
+pub use client::{list_labs, list_shares, percent_encode, terminal_size, ApiFailure, Client};
 pub use status::*;
 pub use supervise::{exit_code, forget_waited, spawn_waited, ProcStatus};
 pub(crate) use sync::LockExt;

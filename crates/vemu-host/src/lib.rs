@@ -46,8 +46,13 @@ pub struct LabPaths {
 }
 
 impl LabPaths {
+    /// A lab's paths, or (`lab` a [`share_name`]) those of a machine's share of one.
     pub fn new(lab: &str) -> LabPaths {
         LabPaths { lab: lab.to_string(), dir: Path::new(STATE_DIR).join(lab) }
+    }
+    /// The lab's own name (a share's is its lab's): what programs in nodes see as `VEMU_LAB`.
+    pub fn lab_name(&self) -> &str {
+        share_of(&self.lab).map_or(&self.lab, |(lab, _)| lab)
     }
     pub fn netns_name(&self, node: &str) -> String {
         format!("{NETNS_PREFIX}{}.{node}", self.lab)
@@ -1102,7 +1107,22 @@ pub fn kill_processes(netns: &[PathBuf], grace: Duration, keep_inits: bool) {
     }
 }
 
-/// Names of the labs that have anything in the kernel or in the state directory.
+/// The name under which an agent keeps machine `machine`'s share of lab `lab` (its
+/// directory, namespaces, cgroups and logs; its lock is [`LabLock`]'s of that name, held
+/// by the agent while it holds the share). It can never be a lab's own name ('@' is not
+/// allowed in one), so a lab's controller may run on a machine that also holds a share
+/// of the lab.
+pub fn share_name(lab: &str, machine: &str) -> String {
+    format!("{lab}@{machine}")
+}
+
+/// The lab and the machine of a share's name ([`share_name`]); `None` for a lab's own.
+pub fn share_of(name: &str) -> Option<(&str, &str)> {
+    name.split_once('@')
+}
+
+/// Names of the labs (and the shares of labs, see [`share_name`]) that have anything in
+/// the kernel or in the state directory.
 pub fn labs_present() -> Vec<String> {
     let mut labs: Vec<String> = Vec::new();
     if let Ok(d) = fs::read_dir(NETNS_DIR) {

@@ -483,7 +483,15 @@ fn resolve_lab(explicit: Option<String>) -> Result<String> {
         vemu_scenario::valid_lab_name(&l).map_err(user)?;
         return Ok(l);
     }
-    let (running, _) = vemu_control::list_labs();
+    let (mut running, _) = vemu_control::list_labs();
+    // A machine of labs across machines: the labs of the shares its agent holds.
+    for (name, held) in vemu_control::list_shares() {
+        if let (Some((lab, _)), true) = (vemu_host::share_of(&name), held) {
+            running.push(lab.to_string());
+        }
+    }
+    running.sort();
+    running.dedup();
     match running.as_slice() {
         [one] => Ok(one.clone()),
         [] => Err(user("no lab is running")),
@@ -632,6 +640,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     _ => println!("{l}\tleft behind by a crash (run 'vemu clean')"),
                 }
             }
+            for (name, held) in vemu_control::list_shares() {
+                let Some((l, m)) = vemu_host::share_of(&name) else { continue };
+                match held {
+                    true => println!("{l}\tmachine {m}'s share, held by this machine's agent for the lab's controller"),
+                    false => println!("{l}\tmachine {m}'s share, left behind by an agent that died (its next start or 'vemu clean' removes it)"),
+                }
+            }
         }
         Cmd::Status { name, lab, json } => {
             let lab = resolve_lab(name.or(lab.lab))?;
@@ -644,7 +659,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Cmd::Exec { node, command, lab } => return exec(lab.lab, &node, &command),
         Cmd::Shell { node, lab } => {
-            if let (lab, true) = node_lab(lab.lab.clone(), &node)? {
+            if let (lab, NodeAt::Remote) = node_lab(lab.lab.clone(), &node)? {
                 return shell_through_api(&lab, &node);
             }
             let shell = std::env::var("SHELL").ok().filter(|s| !s.is_empty()).unwrap_or_else(|| "/bin/bash".into());
@@ -1040,12 +1055,11 @@ fn run_daemon() -> Result<()> {
 }
 
 fn exec(lab: Option<String>, node: &str, argv: &[String]) -> Result<ExitCode> {
-    let (lab, remote) = node_lab(lab, node)?;
-    if remote {
+    let (lab, paths) = match node_lab(lab, node)? {
+        (lab, NodeAt::Here(paths)) => (lab, paths),
         // A node of a lab across machines that is not on this one: through the controller.
-        return exec_through_api(&lab, node, argv);
-    }
-    let paths = LabPaths::new(&lab);
+        (lab, NodeAt::Remote) => return exec_through_api(&lab, node, argv),
+    };
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..]).env("VEMU_LAB", &lab).env("VEMU_NODE", node);
     let status = match NodeEntry::open(&paths, node)?.spawn(&mut cmd, Command::spawn).and_then(|mut c| c.wait()) {
@@ -1060,12 +1074,30 @@ fn exec(lab: Option<String>, node: &str, argv: &[String]) -> Result<ExitCode> {
     Ok(ExitCode::from(code as u8))
 }
 
-/// The lab of `node`, and whether the node is on another machine of a lab across
-/// machines (commands for it then go through the controller).
-fn node_lab(lab: Option<String>, node: &str) -> Result<(String, bool)> {
+/// Where a node is, seen from this machine.
+enum NodeAt {
+    /// In a namespace here: of the lab's own, or of this machine's share of a lab
+    /// across machines.
+    Here(LabPaths),
+    /// On another machine of a lab across machines: commands go through the controller.
+    Remote,
+}
+
+/// This machine's share of lab `lab` (of a lab across machines), if it holds one.
+fn share_here(lab: &str) -> Option<LabPaths> {
+    vemu_control::list_shares().into_iter().find(|(n, _)| vemu_host::share_of(n).is_some_and(|(l, _)| l == lab)).map(|(n, _)| LabPaths::new(&n))
+}
+
+/// The lab of `node`, and where the node is.
+fn node_lab(lab: Option<String>, node: &str) -> Result<(String, NodeAt)> {
     need_root()?;
     let lab = resolve_lab(lab)?;
-    let plan = load_plan(&lab)?;
+    let share = share_here(&lab);
+    let plan = match (load_plan(&lab), &share) {
+        (Ok(p), _) => p,
+        (Err(_), Some(s)) => load_plan(&s.lab)?,
+        (Err(e), None) => return Err(e),
+    };
     let Some(i) = plan.node_index(node) else {
         let names: Vec<&str> = plan.nodes.iter().map(|n| n.name.as_str()).collect();
         return Err(user(format!("no node '{node}' in lab '{lab}' (nodes: {})", names.join(", "))));
@@ -1077,13 +1109,16 @@ fn node_lab(lab: Option<String>, node: &str) -> Result<(String, bool)> {
     }
     let paths = LabPaths::new(&lab);
     if plan.machines.is_empty() || paths.netns(node).exists() {
-        return Ok((lab, false));
+        return Ok((lab, NodeAt::Here(paths)));
+    }
+    if let Some(s) = share.filter(|s| s.netns(node).exists()) {
+        return Ok((lab, NodeAt::Here(s)));
     }
     if !paths.socket().exists() {
         let m = plan.machines.get(plan.nodes[i].machine).map_or("another machine", |m| m.name.as_str());
         return Err(user(format!("node '{node}' runs on machine '{m}' and lab '{lab}' has no controller here: use the controller's machine or '{m}'")));
     }
-    Ok((lab, true))
+    Ok((lab, NodeAt::Remote))
 }
 
 /// `vemu shell` on a node of another machine: a terminal on that machine, through the
@@ -1250,6 +1285,26 @@ fn clean(all: bool) -> Result<()> {
             Ok(()) => eprintln!("removed what lab '{lab}' left behind"),
             Err(e) => {
                 eprintln!("vemu: could not remove all of lab '{lab}': {e:#}");
+                failed = true;
+            }
+        }
+    }
+    // Shares of labs across machines: those an agent holds are its controller's to take
+    // down; those of an agent that died are removed.
+    for (name, held) in vemu_control::list_shares() {
+        let lab = vemu_host::share_of(&name).map_or(name.as_str(), |(l, _)| l);
+        if held {
+            eprintln!("this machine's agent holds a share of lab '{lab}' ('{name}'); 'vemu down --lab {lab}' on the lab's controller removes it");
+            continue;
+        }
+        let removed = vemu_host::remove_lab(&name);
+        if let Ok(Some(l)) = vemu_host::LabLock::try_acquire(&name) {
+            l.release();
+        }
+        match removed {
+            Ok(()) => eprintln!("removed what share '{name}' of lab '{lab}' left behind"),
+            Err(e) => {
+                eprintln!("vemu: could not remove all of share '{name}': {e:#}");
                 failed = true;
             }
         }

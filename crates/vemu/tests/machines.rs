@@ -811,3 +811,50 @@ fn a_lan_across_two_machines_keeps_each_ports_delays() {
         assert_eq!(m.leftovers(i), "", "machine {i} keeps something after down");
     }
 }
+
+/// The controller runs on a machine that also hosts nodes of its lab (its agent beside
+/// it, on the same /run/vemu), as with two computers and no third: up, exec on both
+/// machines, down, nothing left on either.
+#[test]
+fn a_controller_can_run_on_a_machine_of_its_own_lab() {
+    let _g = serial();
+    let m = Machines::start("vo", 86, &["a", "b"]);
+    let yaml = "name: xo\naddressing: {ipv6: none}\nnodes:\n  n1: {machine: a}\n  n2: {machine: a}\n  n3: {machine: b}\nlinks:\n  - endpoints: [n1, n2]\n  - endpoints: [n2, n3]\n    delay: 1ms\n";
+    let path = write_scenario("xo", yaml);
+    // `vemu ARGS` on machine `i`, beside its agent (its network and /run).
+    let on = |i: usize, args: &[&str]| -> Output {
+        Command::new("nsenter")
+            .args(["-t", &m.agent_pid(i).to_string(), "-n", "-m", VEMU])
+            .args(args)
+            .env("VEMU_AGENT_TOKEN_FILE", &m.token_file)
+            .env("VEMU_AGENT_LEASE", "5")
+            .output()
+            .unwrap()
+    };
+    let up = on(0, &["up", path.to_str().unwrap(), "--machines", "a=10.86.0.1,b=10.86.0.2"]);
+    assert!(up.status.success(), "{}", text(&up));
+    // n1 and n2 are in machine a's share, n3 through the controller and b's agent.
+    for (from, to) in [("n1", "n3"), ("n3", "n1"), ("n1", "n2")] {
+        let o = on(0, &["exec", "--lab", "xo", from, "--", "ping", "-c", "2", "-i", "0.2", "-W", "2", to]);
+        assert!(o.status.success(), "ping {from} -> {to}: {}", text(&o));
+    }
+    let o = on(0, &["exec", "n1", "--", "sh", "-c", "echo $VEMU_LAB"]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "xo", "{}", text(&o));
+    let ls = text(&on(0, &["ls"]));
+    assert!(ls.contains("xo\trunning") && ls.contains("machine a's share, held by this machine's agent"), "{ls}");
+    assert!(on(0, &["status", "--lab", "xo"]).status.success());
+    // On b, whose agent alone holds a share: `ls` says so, and `clean` leaves it (it
+    // used to take it for a crash's leftover and the lab down everywhere).
+    let ls = text(&on(1, &["ls"]));
+    assert!(ls.contains("machine b's share, held by this machine's agent"), "{ls}");
+    let o = on(1, &["clean"]);
+    assert!(o.status.success() && text(&o).contains("holds a share of lab 'xo'"), "{}", text(&o));
+    // n3 in b's share, entered on b; the lab still runs.
+    let o = m.exec(1, "xo", "n3", &["sh", "-c", "hostname; echo $VEMU_LAB"]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout).split_whitespace().collect::<Vec<_>>(), ["n3", "xo"], "{}", text(&o));
+    let o = on(0, &["exec", "n3", "--", "ping", "-c", "2", "-i", "0.2", "-W", "2", "n1"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = on(0, &["down", "--lab", "xo"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!((m.leftovers(0), m.leftovers(1)), (String::new(), String::new()));
+}

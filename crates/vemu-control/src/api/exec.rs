@@ -42,7 +42,7 @@ pub(crate) async fn run(paths: LabPaths, node: String, body: Bytes) -> Result<Re
         let mut cmd = Command::new(&argv[0]);
         cmd.args(&argv[1..])
             .current_dir(paths.node_dir(&node))
-            .env("VEMU_LAB", &paths.lab)
+            .env("VEMU_LAB", paths.lab_name())
             .env("VEMU_NODE", &node)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())

@@ -97,7 +97,7 @@ pub(crate) fn start(paths: &LabPaths, node: &str, size: Size) -> Result<Shell, A
     cmd.current_dir(paths.node_dir(node))
         .env("TERM", "xterm-256color")
         .env("PS1", format!("[{node}] \\w# "))
-        .env("VEMU_LAB", &paths.lab)
+        .env("VEMU_LAB", paths.lab_name())
         .env("VEMU_NODE", node)
         .stdin(dup(&slave)?)
         .stdout(dup(&slave)?)
