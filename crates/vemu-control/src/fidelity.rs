@@ -50,6 +50,14 @@ pub struct DirFidelity {
     pub input_late_probes: u64,
     #[serde(default)]
     pub p99_input_wait_ns: u64,
+    /// A direction from another machine: frames that waited longer than the threshold
+    /// on the receiving machine, from their arrival until its engine wrote them (the
+    /// sending machine's engine judged the rest of their way), and the 99th percentile
+    /// of that wait, ns.
+    #[serde(default)]
+    pub arrival_late_frames: u64,
+    #[serde(default)]
+    pub p99_arrival_wait_ns: u64,
 }
 
 /// Fewest input probes a direction needs before they count (10 s of them when it is busy).
@@ -130,7 +138,10 @@ pub fn assess<'a>(dirs: impl IntoIterator<Item = (String, &'a DirStats)>, engine
         let probes: u64 = d.input_wait_hist.iter().sum();
         let input_late: u64 = d.input_wait_hist.iter().skip(first_late).sum();
         let waited_late = if probes >= MIN_INPUT_PROBES { (n as f64 * input_late as f64 / probes as f64).round() as u64 } else { 0 };
-        let late = written_late.max(waited_late);
+        // Frames from another machine are judged on both: late on either is late (a
+        // frame late on both counts twice, so at most every frame).
+        let arrival_late: u64 = d.arrival_wait_hist.iter().skip(first_late).sum();
+        let late = (written_late.max(waited_late) + arrival_late).min(n + d.write_errors + d.underlay_lost);
         frames += n;
         late_frames += late;
         let judged = n + d.write_errors + d.underlay_lost;
@@ -153,6 +164,8 @@ pub fn assess<'a>(dirs: impl IntoIterator<Item = (String, &'a DirStats)>, engine
                 input_probes: probes,
                 input_late_probes: input_late,
                 p99_input_wait_ns: bucket_quantile_ns(&d.input_wait_hist, 0.99).unwrap_or(0),
+                arrival_late_frames: arrival_late,
+                p99_arrival_wait_ns: bucket_quantile_ns(&d.arrival_wait_hist, 0.99).unwrap_or(0),
             });
         }
     }
@@ -206,6 +219,8 @@ pub fn delta(now: &DirStats, before: &DirStats) -> DirStats {
         late_max_ns: now.late_max_ns,
         input_wait_hist: sub(&now.input_wait_hist, &before.input_wait_hist),
         input_wait_max_ns: now.input_wait_max_ns,
+        arrival_wait_hist: sub(&now.arrival_wait_hist, &before.arrival_wait_hist),
+        arrival_wait_max_ns: now.arrival_wait_max_ns,
         ..DirStats::default()
     }
 }
@@ -243,6 +258,9 @@ pub fn describe(f: &Fidelity) -> String {
         }
         if a.input_probes > 0 {
             s.push_str(&format!("; input queue: p99 {}, {} of {} probes waited longer", fmt_ns(a.p99_input_wait_ns), a.input_late_probes, a.input_probes));
+        }
+        if a.arrival_late_frames > 0 {
+            s.push_str(&format!("; on the receiving machine: p99 {} from arrival to write, {} frames waited longer", fmt_ns(a.p99_arrival_wait_ns), a.arrival_late_frames));
         }
     }
     if f.affected.len() > 10 {
@@ -378,6 +396,33 @@ mod tests {
         let mut later = d.clone();
         later.input_wait_hist[10] = 7;
         assert_eq!(delta(&later, &d).input_wait_hist[10], 7);
+    }
+
+    #[test]
+    fn frames_from_another_machine_that_wait_there_before_their_write_count_as_late() {
+        // Issue 14: the sending machine wrote every frame to the underlay on time; the
+        // receiving machine's engine, busy, wrote a fifth of them to the node 2 ms after
+        // they arrived (the default threshold is 1 ms).
+        let th = FidelityThresholds::default();
+        let mut d = dir(10_000, 0, 0);
+        d.arrival_wait_hist = vec![0; DELAY_BUCKETS_NS.len() + 1];
+        d.arrival_wait_hist[4] = 8_000; // ≤ 20 µs
+        d.arrival_wait_hist[10] = 2_000; // ≤ 2 ms
+        let f = assess([("a".to_string(), &d)], &EngineEvidence::default(), &th);
+        assert_eq!(f.verdict, Verdict::Invalid);
+        assert_eq!((f.late_frames, f.affected[0].arrival_late_frames, f.affected[0].p99_arrival_wait_ns), (2_000, 2_000, 2_000_000));
+        assert!(describe(&f).contains("on the receiving machine: p99 2.0 ms from arrival to write, 2000 frames waited longer"), "{}", describe(&f));
+        // Late on both machines: counted on each, at most every frame.
+        let mut both = d.clone();
+        both.late_hist[3] = 0;
+        both.late_hist[10] = 10_000;
+        assert_eq!(assess([("a".to_string(), &both)], &EngineEvidence::default(), &th).late_frames, 10_000);
+        // Quick writes say all is well; a window holds the waits between two snapshots.
+        d.arrival_wait_hist[10] = 0;
+        assert_eq!(assess([("a".to_string(), &d)], &EngineEvidence::default(), &th).verdict, Verdict::Ok);
+        let mut later = d.clone();
+        later.arrival_wait_hist[10] = 7;
+        assert_eq!(delta(&later, &d).arrival_wait_hist[10], 7);
     }
 
     #[test]

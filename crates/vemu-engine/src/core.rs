@@ -1307,6 +1307,15 @@ impl Core {
                     if self.ports[port as usize].watched {
                         self.capture(port, now, false, CapturePoint::After, &p.frame);
                     }
+                    // Fidelity: how long the frame waited here since it arrived (the
+                    // far machine judged the rest).
+                    if let Owner::Link { link, side } = self.ports[port as usize].owner {
+                        let l = &self.links[link as usize];
+                        let wait = now.saturating_sub(p.at_ns);
+                        let c = &self.counters[l.counters[1 - side as usize] as usize];
+                        c.arrival_wait_hist[delay_bucket(wait)].fetch_add(p.wire.0 as u64, Relaxed);
+                        c.arrival_wait_max_ns.fetch_max(wait, Relaxed);
+                    }
                     return Some(Transmit { port, frame: p.frame, at_ns: p.at_ns, wire_frames: p.wire.0, wire_bytes: p.wire.1, counter: UNCOUNTED });
                 }
                 Action::Write { port, counter } => {

@@ -86,6 +86,13 @@ pub struct DirCounters {
     /// [`DELAY_BUCKETS_NS`]; and the longest wait (all of it).
     pub input_wait_hist: [AtomicU64; DELAY_BUCKETS_NS.len() + 1],
     pub input_wait_max_ns: AtomicU64,
+    /// Fidelity, from a side on another machine (whose engine carried the direction
+    /// out and counted its frames): how long frames waited here from their arrival (the
+    /// kernel's time of the datagram) until the engine wrote them to the node — this
+    /// engine's own lateness, which the far one cannot see — by bucket of
+    /// [`DELAY_BUCKETS_NS`]; and the longest wait.
+    pub arrival_wait_hist: [AtomicU64; DELAY_BUCKETS_NS.len() + 1],
+    pub arrival_wait_max_ns: AtomicU64,
     /// With `qos`: per-class counters (replaced when the classes change; the data path
     /// takes the lock to read only when a frame crosses a qos stage).
     pub classes: RwLock<Arc<[ClassCounters]>>,
@@ -202,6 +209,13 @@ pub struct DirStats {
     pub input_wait_hist: Vec<u64>,
     #[serde(default)]
     pub input_wait_max_ns: u64,
+    /// From another machine: frames by how long they waited here from their arrival
+    /// until the engine wrote them to the node, per bucket of [`DELAY_BUCKETS_NS`]
+    /// (empty: none came that way).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub arrival_wait_hist: Vec<u64>,
+    #[serde(default)]
+    pub arrival_wait_max_ns: u64,
     /// With `qos`: each class's counters, in the order of the classes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub classes: Vec<ClassStats>,
@@ -236,11 +250,19 @@ impl DirStats {
         self.path_payload_bytes = self.path_payload_bytes.max(o.path_payload_bytes);
         add(&mut self.input_wait_hist, &o.input_wait_hist);
         self.input_wait_max_ns = self.input_wait_max_ns.max(o.input_wait_max_ns);
+        add(&mut self.arrival_wait_hist, &o.arrival_wait_hist);
+        self.arrival_wait_max_ns = self.arrival_wait_max_ns.max(o.arrival_wait_max_ns);
         // One machine carries out a direction's qos stage; the other has no classes.
         if self.classes.is_empty() {
             self.classes = o.classes.clone();
         }
     }
+}
+
+/// A histogram's counts, or none if all are 0.
+fn nonzero(h: &[AtomicU64]) -> Vec<u64> {
+    let h: Vec<u64> = h.iter().map(|b| b.load(Relaxed)).collect();
+    if h.iter().all(|&n| n == 0) { Vec::new() } else { h }
 }
 
 impl DirCounters {
@@ -269,11 +291,10 @@ impl DirCounters {
             path_payload_bytes: self.path_payload.load(Relaxed),
             drop_police: self.drop_police.load(Relaxed),
             underlay_lost: self.underlay_lost.load(Relaxed),
-            input_wait_hist: {
-                let h: Vec<u64> = self.input_wait_hist.iter().map(|b| b.load(Relaxed)).collect();
-                if h.iter().all(|&n| n == 0) { Vec::new() } else { h }
-            },
+            input_wait_hist: nonzero(&self.input_wait_hist),
             input_wait_max_ns: self.input_wait_max_ns.load(Relaxed),
+            arrival_wait_hist: nonzero(&self.arrival_wait_hist),
+            arrival_wait_max_ns: self.arrival_wait_max_ns.load(Relaxed),
             classes: self.classes.read().map(|c| c.iter().map(ClassCounters::snapshot).collect()).unwrap_or_default(),
         }
     }

@@ -1836,3 +1836,29 @@ fn qos_set_and_removed_at_run_time_keeps_every_waiting_frame_in_order() {
     assert!(st.classes.is_empty());
     assert_eq!((st.tx_frames, st.drop_queue), (7, 0));
 }
+
+#[test]
+fn a_frame_from_another_machine_counts_its_wait_between_arrival_and_write() {
+    // The far machine carried out the direction; this one hands the frame to the node
+    // on arrival. An engine that writes it 3 ms after it arrived shows that wait in the
+    // direction's arrival histogram (which the far machine cannot see); one on time, 0.
+    let mut c = Core::new();
+    let [node, tunnel] = c.add_link(LinkConfig { forward: delay(MS), reverse: delay(MS), seeds: [1, 2], mtu: 1500, kernel_path: false, kernel_shaper: false, remote: Some((1, 50 * US)) });
+    c.handle_delivered(5 * MS, node, eth(mac(1), mac(2), 100, 1));
+    assert!(c.poll_transmit(5 * MS - 1).is_none());
+    let tx = c.poll_transmit(8 * MS).expect("due since its arrival");
+    assert_eq!((tx.port, seq_of(&tx.frame)), (node, 1));
+    c.handle_delivered(9 * MS, node, eth(mac(1), mac(2), 100, 2));
+    assert_eq!(c.poll_transmit(9 * MS).map(|t| t.port), Some(node));
+    let toward_node = c.counters(Target::Link(0))[1].snapshot();
+    let bucket = |ns: u64| vemu_engine::DELAY_BUCKETS_NS.iter().position(|&b| ns <= b).unwrap();
+    let mut want = vec![0; vemu_engine::DELAY_BUCKETS_NS.len() + 1];
+    want[bucket(3 * MS)] = 1;
+    want[bucket(0)] = 1;
+    assert_eq!((toward_node.arrival_wait_hist, toward_node.arrival_wait_max_ns), (want, 3 * MS));
+    // Nothing of it on the direction this machine carries out (toward the tunnel), and
+    // the frames are not counted as this machine's.
+    let toward_far = c.counters(Target::Link(0))[0].snapshot();
+    assert!(toward_far.arrival_wait_hist.is_empty() && toward_node.tx_frames == 0 && toward_node.late_hist.iter().sum::<u64>() == 0);
+    let _ = tunnel;
+}

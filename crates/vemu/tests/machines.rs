@@ -242,6 +242,14 @@ fn a_chain_across_two_machines_keeps_its_delays_and_rate() {
     let bps = v["end"]["sum_received"]["bits_per_second"].as_f64().unwrap();
     eprintln!("across 2 machines: TCP {:.2} Mbit/s over a 20 Mbit/s link", bps / 1e6);
     assert!((0.88 * 20e6..=1.0 * 20e6).contains(&bps), "{bps} bit/s");
+    // The machine that receives a direction judges its own wait for what the other sent
+    // (from each datagram's arrival to the write to the node): both ways have frames.
+    let status: serde_json::Value = serde_json::from_slice(&m.vemu(&["status", "--lab", "xm", "--json"]).stdout).unwrap();
+    let link = status["links"].as_array().unwrap().iter().find(|l| l["name"] == "n2:n3").unwrap().clone();
+    for d in ["forward", "reverse"] {
+        let judged: u64 = link[d]["stats"]["arrival_wait_hist"].as_array().map_or(0, |h| h.iter().filter_map(|x| x.as_u64()).sum());
+        assert!(judged >= 20, "{d}: {judged} frames judged on arrival: {}", link[d]["stats"]);
+    }
 
     // Run-time changes reach the machine that carries each direction.
     let o = m.vemu(&["link", "set", "n2:n3", "--delay", "10ms", "--lab", "xm"]);
