@@ -484,7 +484,7 @@ impl Cluster {
             let plan = &plan;
             let handles: Vec<_> = (0..self.agents.len())
                 .map(|m| {
-                    let share = Share { machine: m, underlay: self.agents[m].route.address.ip(), underlay_mtu: 0, lab_now_ns, lease_s: self.lease_s };
+                    let share = Share { machine: m, underlay: self.agents[m].route.address.ip(), underlay_mtu: 0, lab_now_ns, lease_s: self.lease_s, vxlan_port: vemu_host::vxlan_port(&self.lab) };
                     let req = WorkerRequest::Build { plan: plan.clone(), clock_epoch_ns, share: Some(share) };
                     s.spawn(move || self.agents[m].call(&self.lab, &req))
                 })
@@ -493,9 +493,14 @@ impl Cluster {
         });
         let mut ends: Vec<[Option<SocketAddr>; 2]> = vec![[None; 2]; self.tunnel_at.len()];
         let mut failed = Vec::new();
+        // The machines that made the lab's VXLAN device, by their underlay address.
+        let mut vxlan: Vec<Option<std::net::Ipv4Addr>> = vec![None; self.agents.len()];
         for (m, r) in replies.into_iter().enumerate() {
             match r {
-                WorkerReply::Endpoints(eps) => {
+                WorkerReply::Endpoints(eps, has_vxlan) => {
+                    if let (true, std::net::IpAddr::V4(a)) = (has_vxlan, self.agents[m].route.address.ip()) {
+                        vxlan[m] = Some(a);
+                    }
                     for (l, addr) in eps {
                         // The socket of machine m for link l serves m's side.
                         if let Some(at) = self.tunnel_at.get(l) {
@@ -525,7 +530,20 @@ impl Cluster {
                                 ends[l][far].map(|a| (l, a))
                             })
                             .collect();
-                        s.spawn(move || self.agents[m].call(&self.lab, &WorkerRequest::Connect { peers }))
+                        // The links of machine m whose both machines have the kernel's
+                        // tunnel: the far one's address (links come first in `tunnel_at`).
+                        let kernel: Vec<(usize, std::net::Ipv4Addr)> = match vxlan[m] {
+                            None => Vec::new(),
+                            Some(_) => self
+                                .tunnel_at
+                                .iter()
+                                .enumerate()
+                                .take(plan.links.len())
+                                .filter(|(_, at)| at[0] != at[1] && at.contains(&m))
+                                .filter_map(|(l, at)| vxlan[if at[0] == m { at[1] } else { at[0] }].map(|a| (l, a)))
+                                .collect(),
+                        };
+                        s.spawn(move || self.agents[m].call(&self.lab, &WorkerRequest::Connect { peers, vxlan: kernel }))
                     })
                     .collect();
                 handles.into_iter().map(|h| h.join().unwrap_or_else(|_| WorkerReply::Error("a thread panicked".into()))).collect()
@@ -706,9 +724,12 @@ impl Worker for Cluster {
                 Target::Member(..) => (0, vemu_engine::CapturePoint::After),
                 Target::Link(_) => (c.side.min(1), c.point),
             };
-            let machines = match point {
-                vemu_engine::CapturePoint::Before => self.machines_of(c.target),
-                vemu_engine::CapturePoint::After => self.tunnel_at.get(self.tunnel(c.target)).map(|at| vec![at[side]]).unwrap_or_default(),
+            // (A link's other machine takes part in a capture of what arrives, only to
+            // keep its direction toward the interface off the kernel path: it records
+            // nothing of it.)
+            let machines = match (point, c.target) {
+                (vemu_engine::CapturePoint::Before, _) | (_, Target::Link(_)) => self.machines_of(c.target),
+                (vemu_engine::CapturePoint::After, _) => self.tunnel_at.get(self.tunnel(c.target)).map(|at| vec![at[side]]).unwrap_or_default(),
             };
             for m in machines {
                 per.entry(m).or_default().push(*c);

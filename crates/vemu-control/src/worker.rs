@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use vemu_engine::{Captured, CaptureSpec, DirStats, Engine, Fast, FastPath, LabClock, LinkSpec, MakeTaps, MemberSpec, PlaneDevs, RadioSnapshot, RemoteEnd, SegStats, SegmentSpec, TapsOf, Target, TrunkInSpec, TrunkSpec};
+use vemu_engine::{Captured, CaptureSpec, DirStats, Engine, Fast, FastPath, KernelTunnel, LabClock, LinkSpec, MakeTaps, MemberSpec, PlaneDevs, RadioSnapshot, RemoteEnd, SegStats, SegmentSpec, TapsOf, Target, TrunkInSpec, TrunkSpec};
 use vemu_engine::divert::{DivertSpec, Diverter};
 use vemu_host::LabPaths;
 use vemu_link::{Impairments, ImpairmentsPatch};
@@ -32,8 +32,14 @@ pub enum WorkerRequest {
         #[serde(default)]
         share: Option<Share>,
     },
-    /// Join a share's tunnels to the other machines' (link, address there) and start it.
-    Connect { peers: Vec<(usize, SocketAddr)> },
+    /// Join a share's tunnels to the other machines' (link, address there) and start it;
+    /// `vxlan`: for each link to another machine that has the lab's VXLAN device too
+    /// (when this one has), that machine's underlay address (see [`Share::vxlan_port`]).
+    Connect {
+        peers: Vec<(usize, SocketAddr)>,
+        #[serde(default)]
+        vxlan: Vec<(usize, std::net::Ipv4Addr)>,
+    },
     /// Change one direction of a link (0 = forward, 1 = reverse) or of a segment port
     /// (0 = egress, 1 = ingress).
     Patch { target: Target, dir: usize, patch: ImpairmentsPatch },
@@ -65,8 +71,9 @@ pub enum WorkerRequest {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum WorkerReply {
     Done,
-    /// The tunnel sockets of a share: (link, address).
-    Endpoints(Vec<(usize, SocketAddr)>),
+    /// The tunnel sockets of a share: (link, address); and whether it made the lab's
+    /// VXLAN device (see [`Share::vxlan_port`]).
+    Endpoints(Vec<(usize, SocketAddr)>, bool),
     Impairments(Impairments),
     Stats(Counters),
     Processes(Vec<ProcStatus>),
@@ -128,6 +135,11 @@ pub struct Share {
     /// heartbeats); 0: for ever.
     #[serde(default)]
     pub lease_s: u64,
+    /// UDP port of the lab's VXLAN devices, the same on every machine (0: none): the
+    /// kernel's way between machines for the directions of links that need no
+    /// emulation, where the underlay carries whole frames (IPv4 underlays).
+    #[serde(default)]
+    pub vxlan_port: u16,
 }
 
 /// A device of the plane: a link's end (link, side 0 = a) or a LAN's port (segment,
@@ -238,6 +250,8 @@ pub struct LocalWorker {
     plane_socket: Option<vemu_host::netlink::Netlink>,
     /// The machine's traffic through the lab's diverted paths.
     diverter: Option<Diverter>,
+    /// The lab's VXLAN device in the plane (its index), when made.
+    vxlan: Option<u32>,
     /// The lab clock, once the share started.
     clock: Option<LabClock>,
 }
@@ -361,6 +375,26 @@ impl LocalWorker {
             .copied()
             .filter(|&l| here(plan.links[l].a.node) && here(plan.links[l].b.node) && !external(plan.links[l].a.node) && !external(plan.links[l].b.node))
             .collect();
+        // The ends here of links to other machines, which the kernel may carry through
+        // the lab's VXLAN device (IPv4 underlays; nodes that are namespaces).
+        let vxlan_port = share.as_ref().filter(|s| s.underlay.is_ipv4()).map_or(0, |s| s.vxlan_port);
+        let mut crossing: Vec<(usize, usize)> = match vxlan_port {
+            0 => Vec::new(),
+            _ => self
+                .links_here
+                .iter()
+                .filter_map(|&l| {
+                    let (a, b) = (plan.links[l].a.node, plan.links[l].b.node);
+                    let side = match (here(a), here(b)) {
+                        (true, false) => 0,
+                        (false, true) => 1,
+                        _ => return None,
+                    };
+                    let n = if side == 0 { a } else { b };
+                    (plan.nodes[n].kind == NodeKind::Namespace).then_some((l, side))
+                })
+                .collect(),
+        };
         self.sizes = plan.segments.iter().map(|g| g.members.len()).collect();
         self.nodes = plan.nodes.iter().map(|n| n.name.clone()).collect();
         self.lab_links = plan.links.len();
@@ -370,7 +404,7 @@ impl LocalWorker {
         let template = vemu_host::mount_template(&paths)?;
         // Nothing here it could carry is not worth a word (a lab whose every link
         // crosses machines, or one without links).
-        let fast = if whole.is_empty() && lans.is_empty() {
+        let fast = if whole.is_empty() && lans.is_empty() && crossing.is_empty() {
             self.fast_path = match plan.machines.is_empty() {
                 true => "unused: the lab has no point-to-point link or plain LAN".into(),
                 false => "unused: no point-to-point link has both ends on this machine, and no plain LAN is here".into(),
@@ -379,7 +413,7 @@ impl LocalWorker {
             None
         } else {
             // The nodes' interfaces' far ends in the plane (see `names` below).
-            let far_ends = 2 * whole.len() + lans.iter().map(|&g| plan.segments[g].members.len()).sum::<usize>();
+            let far_ends = 2 * whole.len() + crossing.len() + lans.iter().map(|&g| plan.segments[g].members.len()).sum::<usize>();
             match fast_path(&paths, far_ends) {
                 Ok(f) => {
                     self.fast_path = "on".into();
@@ -391,6 +425,15 @@ impl LocalWorker {
                     let lan_asks = lans.iter().any(|&g| plan.segments[g].members.iter().any(|m| [&m.egress, &m.ingress].iter().any(kernel)));
                     if let (Err(why), true) = (f.bridge_shaper(), lan_asks) {
                         eprintln!("kernel shaper unavailable on LAN ports ({why}): the engine switches the LANs whose ports ask for 'shaper: kernel'");
+                    }
+                    if !crossing.is_empty() {
+                        match vemu_host::plane_vxlan(&paths, vxlan_port).and_then(|ix| f.route(ix, vemu_engine::Route::FromTunnel).map(|()| ix)) {
+                            Ok(ix) => self.vxlan = Some(ix),
+                            Err(e) => {
+                                eprintln!("no kernel tunnel to other machines ({e:#}): the links between machines go through the engine");
+                                crossing.clear();
+                            }
+                        }
                     }
                     Some(f)
                 }
@@ -409,13 +452,13 @@ impl LocalWorker {
         // The plane's names of each link end and LAN port (veth peer, engine's TAP).
         let mut names: Vec<(PlaneEnd, (String, String))> = Vec::new();
         if fast.is_some() {
-            for &l in &whole {
+            let ends = whole.iter().flat_map(|&l| [(l, 0), (l, 1)]).chain(crossing.iter().copied());
+            for (l, side) in ends {
                 let link = &plan.links[l];
-                for (side, e) in [link.a, link.b].into_iter().enumerate() {
-                    let n = vemu_host::plane_names(l, side);
-                    peers[e.node][e.iface] = Some(vemu_host::PlanePeer { name: n.0.clone(), index: vemu_host::plane_index(names.len()), bridge: None });
-                    names.push((PlaneEnd::Link(l, side), n));
-                }
+                let e = if side == 0 { link.a } else { link.b };
+                let n = vemu_host::plane_names(l, side);
+                peers[e.node][e.iface] = Some(vemu_host::PlanePeer { name: n.0.clone(), index: vemu_host::plane_index(names.len()), bridge: None });
+                names.push((PlaneEnd::Link(l, side), n));
             }
             for &g in &lans {
                 let seg = &plan.segments[g];
@@ -430,8 +473,10 @@ impl LocalWorker {
         // The engine's TAP devices of the links and LANs that need it from the start (an
         // impaired direction, a LAN's capacity); the others get theirs when they first
         // do (MakeTaps).
+        // (A link to another machine: the engine carries it until the underlay is known
+        // to carry its frames whole.)
         let impaired = |end: &PlaneEnd| match *end {
-            PlaneEnd::Link(l, _) => !plan.links[l].unimpaired(),
+            PlaneEnd::Link(l, _) => !plan.links[l].unimpaired() || !(here(plan.links[l].a.node) && here(plan.links[l].b.node)),
             PlaneEnd::Member(g, _) => !plan.segments[g].unimpaired(),
         };
 
@@ -534,6 +579,12 @@ impl LocalWorker {
             };
             let (a, pa) = take(l.a, 0)?;
             let (b, pb) = take(l.b, 1)?;
+            // An end here of a link to another machine, in the plane: the kernel's way
+            // there is known when the share connects.
+            let kernel_tunnel = match (remote, pa.or(pb), self.vxlan) {
+                (Some(_), Some(local), Some(vxlan)) => Some(KernelTunnel { local, vxlan, remote: None }),
+                _ => None,
+            };
             specs.push(LinkSpec {
                 mtu: plan.nodes[l.a.node].ifaces[l.a.iface].mtu,
                 a,
@@ -543,6 +594,7 @@ impl LocalWorker {
                 reverse: l.reverse.clone(),
                 seeds: [derive_seed(plan.seed, 2 * i as u64), derive_seed(plan.seed, 2 * i as u64 + 1)],
                 remote,
+                kernel_tunnel,
             });
         }
         // Members here of segments elsewhere: links toward the segment's machine (random
@@ -563,6 +615,7 @@ impl LocalWorker {
                 reverse: m.ingress.clone(),
                 seeds: [derive_seed(plan.seed, seed), derive_seed(plan.seed, seed + 1)],
                 remote: Some(remote),
+                kernel_tunnel: None,
             });
         }
         // The trunks that end here: each brings the frames of a segment elsewhere to the
@@ -657,15 +710,21 @@ impl LocalWorker {
         });
         self.pending = Some(Pending { specs, segments, trunks_in, fast, clock: LabClock { epoch_ns: epoch }, commands, diverts });
         if endpoints.is_empty() {
-            self.connect(&[])?;
+            self.connect(&[], &[])?;
         }
         Ok(endpoints)
     }
 
     /// Start the share built: join its tunnels to the other machines' (`peers`: link,
     /// address of its socket there), start the engine and the nodes' commands.
-    fn connect(&mut self, peers: &[(usize, SocketAddr)]) -> Result<()> {
-        let Some(p) = self.pending.take() else { bail!("nothing is waiting to start") };
+    fn connect(&mut self, peers: &[(usize, SocketAddr)], vxlan: &[(usize, std::net::Ipv4Addr)]) -> Result<()> {
+        let Some(mut p) = self.pending.take() else { bail!("nothing is waiting to start") };
+        // The kernel's way to the machines that have it too.
+        for l in &mut p.specs {
+            if let (Some(kt), Some(r)) = (l.kernel_tunnel.as_mut(), l.remote) {
+                kt.remote = vxlan.iter().find(|(t, _)| *t == r.link_id as usize).map(|(_, a)| *a);
+            }
+        }
         // Every tunnel socket: of links, of segment members, of trunks (both ends).
         let links = p.specs.iter().filter_map(|l| l.remote.map(|r| (r, if r.side == 0 { l.a.as_ref() } else { l.b.as_ref() })));
         let members = p.segments.iter().flat_map(|g| &g.members).filter_map(|m| Some((m.remote?, m.fd.as_ref())));
@@ -751,9 +810,16 @@ impl LocalWorker {
         }
         // The engine's devices in the plane go together (closing their descriptors one
         // by one would wait for the kernel once per device); the nodes see nothing of it.
+        // The VXLAN device goes now too, and its UDP port with it (not whenever the
+        // plane namespace does).
         if let Some(paths) = &self.lab {
             if let Err(e) = vemu_host::remove_plane_taps(paths) {
                 eprintln!("vemu: {e:#}");
+            }
+            if let Some(ix) = self.vxlan.take() {
+                if let Err(e) = vemu_host::remove_plane_device(paths, ix) {
+                    eprintln!("vemu: {e:#}");
+                }
             }
         }
         // Processes and namespaces next, so nothing in a node sees its interfaces
@@ -791,8 +857,19 @@ impl LocalWorker {
 
 impl Worker for LocalWorker {
     fn capture(&mut self, on: &[CaptureSpec], tx: std::sync::mpsc::SyncSender<Captured>) -> Result<u64> {
-        // (A member's link toward its segment has the member at side a.)
-        let on = on.iter().map(|c| Ok(CaptureSpec { target: self.local(c.target)?, side: if self.local(c.target)? == c.target { c.side } else { 0 }, ..*c })).collect::<Result<Vec<_>>>()?;
+        // (A member's link toward its segment has the member at side a. A link keeps
+        // its side, whatever its number here.)
+        let on = on
+            .iter()
+            .map(|c| {
+                let target = self.local(c.target)?;
+                let side = match (c.target, target) {
+                    (Target::Member(..), Target::Link(_)) => 0,
+                    _ => c.side,
+                };
+                Ok(CaptureSpec { target, side, ..*c })
+            })
+            .collect::<Result<Vec<_>>>()?;
         self.engine()?.capture(&on, tx)
     }
 
@@ -807,7 +884,7 @@ impl Worker for LocalWorker {
             WorkerRequest::Build { plan, clock_epoch_ns, share } => {
                 let is_share = share.is_some();
                 match self.build(plan, clock_epoch_ns, share, progress) {
-                    Ok(endpoints) if is_share => Ok(WorkerReply::Endpoints(endpoints)),
+                    Ok(endpoints) if is_share => Ok(WorkerReply::Endpoints(endpoints, self.vxlan.is_some())),
                     Ok(_) => Ok(WorkerReply::Done),
                     Err(e) => {
                         // Never leave a half-built lab.
@@ -818,8 +895,8 @@ impl Worker for LocalWorker {
                     }
                 }
             }
-            WorkerRequest::Connect { peers } => {
-                self.connect(&peers)?;
+            WorkerRequest::Connect { peers, vxlan } => {
+                self.connect(&peers, &vxlan)?;
                 Ok(WorkerReply::Done)
             }
             WorkerRequest::Patch { target, dir, patch } => Ok(WorkerReply::Impairments(self.engine()?.patch(self.local(target)?, dir, patch)?)),

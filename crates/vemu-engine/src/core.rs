@@ -324,6 +324,8 @@ struct LinkState {
     kernel_shaper: bool,
     /// How early frames leave toward a side on another machine, per side (ns).
     transit_ns: [u64; 2],
+    /// The side on another machine, if one is.
+    remote: Option<usize>,
 }
 
 struct MemberState {
@@ -732,8 +734,9 @@ impl Core {
         if let Some((side, t)) = cfg.remote {
             transit_ns[side.min(1)] = t;
         }
-        let kernel = (cfg.kernel_path && cfg.remote.is_none()).then_some([Path::Engine; 2]);
-        self.links.push(LinkState { ports, dirs, counters, mtu: cfg.mtu, kernel, kernel_shaper: cfg.kernel_shaper, transit_ns });
+        let kernel = cfg.kernel_path.then_some([Path::Engine; 2]);
+        let remote = cfg.remote.map(|(side, _)| side.min(1));
+        self.links.push(LinkState { ports, dirs, counters, mtu: cfg.mtu, kernel, kernel_shaper: cfg.kernel_shaper, transit_ns, remote });
         self.track_qos(Hop::Link(link, 0));
         self.track_qos(Hop::Link(link, 1));
         self.choose_paths(link as usize);
@@ -743,13 +746,15 @@ impl Core {
     /// Whether each direction of link `l` needs the engine, told to the driver when that
     /// changes: a direction goes by the kernel while it has no impairment, is up and
     /// neither end is captured, and through the kernel's token bucket while the same
-    /// holds but for a rate whose shaper is the kernel's.
+    /// holds but for a rate whose shaper is the kernel's. Of a link to another machine,
+    /// only the direction from here, and never through a token bucket (the driver sends
+    /// it through the kernel's tunnel); the other machine decides the other.
     fn choose_paths(&mut self, l: usize) {
         let link = &self.links[l];
         let Some(now) = link.kernel else { return };
         let watched = link.ports.iter().any(|&p| self.ports[p as usize].watched);
-        let want = [0, 1].map(|d| match kernel_shape(&link.dirs[d], link.mtu).filter(|_| link.kernel_shaper) {
-            _ if watched => Path::Engine,
+        let want = [0, 1].map(|d| match kernel_shape(&link.dirs[d], link.mtu).filter(|_| link.kernel_shaper && link.remote.is_none()) {
+            _ if watched || link.remote == Some(d) => Path::Engine,
             _ if unemulated(&link.dirs[d]) => Path::Kernel,
             Some(shape) => Path::Shaped(shape),
             None => Path::Engine,
@@ -758,11 +763,22 @@ impl Core {
             if want[d] != now[d] {
                 self.events.push_back(Event::Path { port: link.ports[d], path: want[d] });
                 let c = &self.counters[link.counters[d] as usize];
-                c.kernel_path.store(want[d].in_kernel(), Relaxed);
+                // (Toward another machine the driver says when the kernel carries it:
+                // [`Core::set_kernel_carried`].)
+                c.kernel_path.store(want[d].in_kernel() && link.remote.is_none(), Relaxed);
                 c.kernel_shaper.store(matches!(want[d], Path::Shaped(_)), Relaxed);
             }
         }
         self.links[l].kernel = Some(want);
+    }
+
+    /// The direction from link end `port` (toward another machine) goes through the
+    /// kernel now (`yes`), or through the engine: what its counters say.
+    pub fn set_kernel_carried(&mut self, port: PortId, yes: bool) {
+        if let Some(Owner::Link { link, side }) = self.ports.get(port as usize).map(|p| p.owner) {
+            let c = self.links[link as usize].counters[side as usize];
+            self.counters[c as usize].kernel_path.store(yes, Relaxed);
+        }
     }
 
     /// Whether a link or LAN with a kernel path has something on the engine's path now
@@ -1454,6 +1470,14 @@ impl Core {
     /// Copy a frame to the captures on `port`: `outgoing` frames to all of them,
     /// arriving ones to those at `point`.
     fn capture(&mut self, port: PortId, t_ns: u64, outgoing: bool, point: CapturePoint, frame: &Frame) {
+        // What arrives at an interface on another machine is that machine's to record
+        // (a capture there watches this side too, only to keep its frames off the
+        // kernel path).
+        if let (CapturePoint::After, false, Owner::Link { link, side }) = (point, outgoing, self.ports[port as usize].owner) {
+            if self.links[link as usize].remote == Some(side as usize) {
+                return;
+            }
+        }
         for w in self.watches.iter().filter(|w| w.port == port && (outgoing || w.point == point)) {
             self.events.push_back(Event::Capture { capture: w.id, iface: w.iface, t_ns, outgoing, frame: frame.clone() });
         }

@@ -77,12 +77,42 @@ pub(crate) enum Control {
 }
 
 /// A port with a kernel path: its plane devices, and the kernel's route of what its node
-/// sends while on that path: the far end's veth (a link), or the LAN's bridge (`None`).
+/// sends while on that path ([`Far`]).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct PlanePort {
     pub devs: PlaneDevs,
-    pub far_veth: Option<u32>,
+    pub far: Far,
+    /// A [`Far::Tunnel`] port: the core put the direction on the kernel path
+    /// (`wants_tunnel`), and its frames go through the kernel's tunnel now (`on_tunnel`:
+    /// only while the underlay's path carries them whole, else through the engine).
+    pub wants_tunnel: bool,
+    pub on_tunnel: bool,
 }
+
+impl PlanePort {
+    pub fn new(devs: PlaneDevs, far: Far) -> PlanePort {
+        PlanePort { devs, far, wants_tunnel: false, on_tunnel: false }
+    }
+}
+
+/// Where the kernel sends what a node sends while its direction is on the kernel path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Far {
+    /// The far end's veth (a link on this machine).
+    Veth(u32),
+    /// The LAN's bridge.
+    Bridge,
+    /// Another machine, through the lab's VXLAN device `vxlan` to `remote` with VNI
+    /// `vni`: when the link's tunnel port `port` has found the underlay's path to carry
+    /// `needs_payload` bytes a datagram (a whole frame and its VXLAN header).
+    Tunnel { vxlan: u32, remote: std::net::Ipv4Addr, vni: u32, port: u32, needs_payload: usize },
+    /// Nowhere: a link end toward another machine that has no kernel tunnel.
+    Nowhere,
+}
+
+/// UDP payload a frame needs beyond its interface's MTU through the kernel's VXLAN
+/// device: its Ethernet header (14), a VLAN tag (4), the VXLAN header (8).
+pub(crate) const TUNNEL_FRAME_EXTRA: usize = 26;
 
 /// What a port's descriptor is.
 pub(crate) enum PortDev {
@@ -440,6 +470,8 @@ struct Shard {
     /// LAN ports gathered for it: each with its port's plane device.
     fanout: Option<OwnedFd>,
     fan: Vec<(Transmit, u32)>,
+    /// A tunnel's datagram size changed: see [`Shard::tunnel_routes`].
+    tunnels_changed: bool,
 }
 
 /// Input probes: every 100 ms, each plane TAP port that read a frame in the last 2 s
@@ -511,6 +543,7 @@ impl Shard {
             batch: Vec::with_capacity(batch::BATCH),
             fanout: None,
             fan: Vec::new(),
+            tunnels_changed: false,
         })
     }
 
@@ -681,7 +714,7 @@ impl Shard {
         self.fanout.as_ref()?;
         let Some(PortDev::Plane(p)) = self.devs.get(tx.port as usize) else { return None };
         let plain = tx.frame.get(1) == Some(&0) && tx.frame.len() <= FANOUT_FRAME_MAX;
-        (p.far_veth.is_none() && p.devs.tap.is_some() && plain).then_some(p.devs.veth)
+        (p.far == Far::Bridge && p.devs.tap.is_some() && plain).then_some(p.devs.veth)
     }
 
     /// Put the copies gathered for the fan-out device in the batch: one write naming
@@ -708,6 +741,9 @@ impl Shard {
     /// Carry out what the core asks: carriers and capture copies. A capture whose
     /// reader is gone ends; a full one skips frames (the data plane never waits).
     fn events(&mut self) {
+        if std::mem::take(&mut self.tunnels_changed) {
+            self.tunnel_routes();
+        }
         // Captures watching the same port get the same frame: split it into wire frames once.
         let mut split: Option<(Frame, Vec<Vec<u8>>)> = None;
         while let Some(ev) = self.core.poll_event() {
@@ -724,13 +760,22 @@ impl Shard {
                     _ => set_carrier(self.fd(port as usize), up),
                 },
                 Event::Path { port, path } => {
+                    if let Some(PortDev::Plane(p)) = self.devs.get_mut(port as usize) {
+                        if let Far::Tunnel { .. } = p.far {
+                            p.wants_tunnel = path == Path::Kernel;
+                            self.tunnel_routes();
+                            continue;
+                        }
+                    }
                     if let (Some(PortDev::Plane(p)), Some(fast)) = (self.devs.get(port as usize), &self.fast) {
-                        let route = match (path, p.devs.tap, p.far_veth) {
-                            (Path::Kernel, _, far) => Ok(Some(far.map_or(Route::Bridge, |peer_of| Route::Kernel { peer_of }))),
+                        let route = match (path, p.devs.tap, p.far) {
+                            (Path::Kernel, _, Far::Veth(peer_of)) => Ok(Some(Route::Kernel { peer_of })),
+                            (Path::Kernel, _, Far::Bridge) => Ok(Some(Route::Bridge)),
+                            (_, _, Far::Tunnel { .. } | Far::Nowhere) => Ok(None),
                             // The bucket first, then the frames: a link's on the far
                             // end's plane device, a LAN port's on its IFB device.
-                            (Path::Shaped(shape), _, Some(via)) => fast.shape(via, bucket(shape)).map(|()| Some(Route::Shaped { via })),
-                            (Path::Shaped(shape), _, None) => fast.ifb(p.devs.veth).and_then(|ifb| fast.shape(ifb, bucket(shape)).map(|()| Some(Route::BridgeShaped { ifb }))),
+                            (Path::Shaped(shape), _, Far::Veth(via)) => fast.shape(via, bucket(shape)).map(|()| Some(Route::Shaped { via })),
+                            (Path::Shaped(shape), _, Far::Bridge) => fast.ifb(p.devs.veth).and_then(|ifb| fast.shape(ifb, bucket(shape)).map(|()| Some(Route::BridgeShaped { ifb }))),
                             (Path::Engine, Some(tap), _) => Ok(Some(Route::Engine { tap })),
                             // (The engine makes a link's or LAN's TAP devices before
                             // anything that takes it off the kernel path reaches the core.)
@@ -834,6 +879,39 @@ impl Shard {
         self.probes += 1;
         let every = if self.probes < PROBES_EARLY { PROBE_EARLY_NS } else { PROBE_LATER_NS };
         self.next_probe_ns = Some(now + every);
+        self.tunnel_routes();
+    }
+
+    /// Route each link end with a kernel tunnel ([`Far::Tunnel`]) through it while the
+    /// core has its direction on the kernel path and the link's tunnel port has found
+    /// the underlay's path to carry its frames whole; through the engine otherwise (its
+    /// tunnel cuts frames into pieces that fit). Called when either changes: a path that
+    /// shrinks takes the end back to the engine at the next probe round.
+    fn tunnel_routes(&mut self) {
+        let Some(fast) = self.fast.clone() else { return };
+        for i in 0..self.devs.len() {
+            let Some(PortDev::Plane(p)) = self.devs.get(i) else { continue };
+            let Far::Tunnel { vxlan, remote, vni, port, needs_payload } = p.far else { continue };
+            let fits = matches!(self.devs.get(port as usize), Some(PortDev::Tunnel(t)) if t.mtu.payload() >= needs_payload);
+            let want = p.wants_tunnel && fits;
+            if want == p.on_tunnel {
+                continue;
+            }
+            let route = match (want, p.devs.tap) {
+                (true, _) => Route::Tunnel { vxlan, remote, vni },
+                (false, Some(tap)) => Route::Engine { tap },
+                (false, None) => continue,
+            };
+            match fast.route(p.devs.veth, route) {
+                Ok(()) => {
+                    if let Some(PortDev::Plane(p)) = self.devs.get_mut(i) {
+                        p.on_tunnel = want;
+                    }
+                    self.core.set_kernel_carried(i as u32, want);
+                }
+                Err(e) => eprintln!("engine: {e:#}"),
+            }
+        }
     }
 
     /// Send this round's input probes (see [`INPUT_PROBE_EVERY_NS`]).
@@ -897,6 +975,7 @@ impl Shard {
                     // Datagrams of this size cross (larger ones: use them).
                     if t.mtu.answered(p.size) {
                         self.core.set_path_payload(port as u32, t.mtu.payload() as u64);
+                        self.tunnels_changed = true;
                     }
                 }
                 continue;

@@ -32,7 +32,7 @@ pub use crate::core::{is_routing, CapturePoint, Dir, RadioSnapshot, Target};
 pub use crate::counters::{bucket_quantile_ns, DirCounters, DirStats, SegCounters, SegStats, DELAY_BUCKETS_NS};
 pub use crate::driver::{Captured, PlaneDevs, FAULT_ENV};
 use crate::core::{Command, Core, LinkConfig, MemberConfig, SegmentConfig};
-use crate::driver::{Control, PlanePort, PortDev, ShardHandle, TunnelPort};
+use crate::driver::{Control, Far, PlanePort, PortDev, ShardHandle, TunnelPort, TUNNEL_FRAME_EXTRA};
 pub use vemu_fastpath::{netlink_socket, FastPath, Route, DENSE_BASE};
 pub use vemu_switch::Snooping;
 
@@ -54,6 +54,22 @@ pub struct LinkSpec {
     /// One side is on another machine: its descriptor above is a UDP socket connected
     /// to that machine's engine.
     pub remote: Option<RemoteEnd>,
+    /// With `remote` and the kernel fast path: the kernel's way to that machine.
+    pub kernel_tunnel: Option<KernelTunnel>,
+}
+
+/// The kernel fast path of a link end here whose far side is on another machine: the
+/// node's interface is a veth whose peer `local` is in the plane (the descriptor of
+/// this side in [`LinkSpec`] is then its TAP device's, in the plane), and — when that
+/// machine has the lab's VXLAN device too (`remote`: its underlay address) — while the
+/// direction from here needs no emulation its frames go through the lab's VXLAN device
+/// `vxlan` there, once the underlay's path is found to carry them whole; what that
+/// machine sends this way arrives on the same device and goes straight to the node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KernelTunnel {
+    pub local: PlaneDevs,
+    pub vxlan: u32,
+    pub remote: Option<std::net::Ipv4Addr>,
 }
 
 /// The side of a link that is on another machine (see [`tunnel`]).
@@ -221,6 +237,8 @@ pub struct Engine {
     /// The kernel fast path, and each link's plane veths (ends a and b) when it has one.
     fast: Option<Fast>,
     link_veths: Vec<Option<[u32; 2]>>,
+    /// Each link with a kernel tunnel to another machine: its side here and plane veth.
+    tunnel_veths: Vec<Option<(usize, u32)>>,
     /// Links and segments with plane devices whose TAP devices are not made yet.
     tapless: std::sync::Mutex<Tapless>,
     /// Each segment's plane veths (one per member) when it has them, and its ports.
@@ -245,6 +263,7 @@ impl Engine {
         let mut link_place: Vec<(usize, usize)> = Vec::new();
         let mut link_counters = Vec::new();
         let mut link_veths = Vec::new();
+        let mut tunnel_veths = Vec::new();
         let mut tapless = Tapless::default();
         let mut link_ports = Vec::new();
         // The links a trunk feeds share its shard: that of the first.
@@ -263,7 +282,9 @@ impl Engine {
             let local = core.link_count();
             let mut devs = l.plane.filter(|_| fast.is_some() && l.remote.is_none());
             let remote = l.remote.map(|r| (r.side.min(1), r.transit_ns));
-            let ports = core.add_link(LinkConfig { forward: l.forward, reverse: l.reverse, seeds: l.seeds, mtu: l.mtu, kernel_path: devs.is_some(), kernel_shaper: fast.as_ref().is_some_and(|f| f.path.shaper().is_ok()), remote });
+            let tunneled = l.kernel_tunnel.filter(|_| fast.is_some() && l.remote.is_some());
+            let kernel_path = devs.is_some() || tunneled.is_some_and(|t| t.remote.is_some());
+            let ports = core.add_link(LinkConfig { forward: l.forward, reverse: l.reverse, seeds: l.seeds, mtu: l.mtu, kernel_path, kernel_shaper: fast.as_ref().is_some_and(|f| f.path.shaper().is_ok()), remote });
             if let (Some(d), Some(f), None, true) = (devs.as_mut(), &fast, &l.a, core.needs_engine(Target::Link(local))) {
                 // (Made beside the nodes, normally; here if they were not.)
                 let [(ta, fa), (tb, fb)] = two((f.make_taps)(TapsOf::Link(k))?)?;
@@ -279,10 +300,27 @@ impl Engine {
                     let side = r.side.min(1);
                     let mut kinds = [PortDev::Tap, PortDev::Tap];
                     kinds[side] = PortDev::Tunnel(Box::new(TunnelPort::new(r.link_id, r.payload, r.ipv6, 1 - side as u8, ports[1 - side])));
+                    if let (Some(kt), Some(f)) = (tunneled, &fast) {
+                        // The local end: as a link end in the plane, and what the other
+                        // machine sends through the kernel goes to its node.
+                        route_to_engine(f, &[kt.local], TapsOf::Link(k))?;
+                        let far = match kt.remote {
+                            Some(remote) => {
+                                f.path.tunnel_in(tunnel::vni(r.link_id, side as u8), remote, kt.local.veth)?;
+                                Far::Tunnel { vxlan: kt.vxlan, remote, vni: tunnel::vni(r.link_id, 1 - side as u8), port: ports[side], needs_payload: l.mtu as usize + TUNNEL_FRAME_EXTRA }
+                            }
+                            None => Far::Nowhere,
+                        };
+                        kinds[1 - side] = PortDev::Plane(PlanePort::new(kt.local, far));
+                    }
+                    tunnel_veths.push(tunneled.filter(|kt| kt.remote.is_some()).map(|kt| (1 - side, kt.local.veth)));
                     plane.extend(kinds);
                 }
-                (Some([a, b]), None) => plane.extend([PortDev::Plane(PlanePort { devs: a, far_veth: Some(b.veth) }), PortDev::Plane(PlanePort { devs: b, far_veth: Some(a.veth) })]),
+                (Some([a, b]), None) => plane.extend([PortDev::Plane(PlanePort::new(a, Far::Veth(b.veth))), PortDev::Plane(PlanePort::new(b, Far::Veth(a.veth)))]),
                 (None, None) => plane.extend([PortDev::Tap, PortDev::Tap]),
+            }
+            if l.remote.is_none() {
+                tunnel_veths.push(None);
             }
             link_veths.push(devs.map(|[a, b]| [a.veth, b.veth]));
             link_ports.push(ports);
@@ -331,7 +369,7 @@ impl Engine {
                 plane.push(match (&devs, remotes[i]) {
                     // The member's machine sends in direction 0 (egress), this one in 1.
                     (_, Some(r)) => PortDev::Tunnel(Box::new(TunnelPort::new(r.link_id, r.payload, r.ipv6, 1, ports[i]))),
-                    (Some(d), None) => PortDev::Plane(PlanePort { devs: d[i], far_veth: None }),
+                    (Some(d), None) => PortDev::Plane(PlanePort::new(d[i], Far::Bridge)),
                     (None, None) => PortDev::Tap,
                 });
             }
@@ -358,7 +396,7 @@ impl Engine {
         for (s, (core, fds, plane)) in cores.into_iter().enumerate() {
             // A shard with LAN ports in the plane writes a frame for several of them once,
             // to its fan-out device (without one, once for each).
-            let lan = plane.iter().any(|d| matches!(d, PortDev::Plane(p) if p.far_veth.is_none()));
+            let lan = plane.iter().any(|d| matches!(d, PortDev::Plane(p) if p.far == Far::Bridge));
             let fanout = match &fast {
                 Some(f) if lan => match (f.make_taps)(TapsOf::FanOut(s)).and_then(|mut made| made.pop().ok_or_else(|| anyhow!("no fan-out device made"))) {
                     Ok((tap, fd)) => f.path.route(tap, Route::FanOut).map(|()| Some(fd))?,
@@ -372,7 +410,7 @@ impl Engine {
             handles.push(ShardHandle::spawn(s, core, fds, plane, fast.as_ref().map(|f| f.path.clone()), fast.as_ref().and_then(|f| f.probe.clone()), fanout, clock)?);
         }
         let tapless = std::sync::Mutex::new(tapless);
-        Ok(Engine { shards: handles, link_place, link_ports, seg_place, link_counters, member_counters, seg_counters, fast, link_veths, tapless, seg_veths, seg_ports, clock, halted: Vec::new() })
+        Ok(Engine { shards: handles, link_place, link_ports, seg_place, link_counters, member_counters, seg_counters, fast, link_veths, tunnel_veths, tapless, seg_veths, seg_ports, clock, halted: Vec::new() })
     }
 
     /// Make the engine's TAP devices of a link or LAN (`target`'s) if it has plane
@@ -501,6 +539,10 @@ impl Engine {
                         // (The bucket is on the far end's plane device.)
                         bucket(&mut s[d], &fast.path, fast.path.counted_shaped(veth), Some(veths[1 - d]));
                     }
+                }
+                // (Through the kernel's tunnel: what left this side.)
+                if let Some((d, veth)) = self.tunnel_veths[l] {
+                    add(&mut s[d], fast.path.counted(veth));
                 }
             }
             // A LAN port: what the node sent to the bridge (egress; through the bucket

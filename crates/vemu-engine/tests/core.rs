@@ -1862,3 +1862,36 @@ fn a_frame_from_another_machine_counts_its_wait_between_arrival_and_write() {
     assert!(toward_far.arrival_wait_hist.is_empty() && toward_node.tx_frames == 0 && toward_node.late_hist.iter().sum::<u64>() == 0);
     let _ = tunnel;
 }
+
+#[test]
+fn a_link_to_another_machine_puts_only_its_direction_from_here_on_the_kernel_path() {
+    // Side a here, side b on another machine (its port here is the tunnel's), with the
+    // kernel's tunnel: the direction a -> b needs no emulation, so it goes by the kernel;
+    // b -> a is the other machine's to decide and never gets a path here.
+    let mut c = Core::new();
+    let [node, tunnel] = c.add_link(LinkConfig { forward: imp(), reverse: delay(MS), seeds: [1, 2], mtu: 1500, kernel_path: true, kernel_shaper: true, remote: Some((1, 50 * US)) });
+    let mut s = Sim::new(c);
+    s.drain_events();
+    assert_eq!(full_paths(&s), vec![(node, Path::Kernel)]);
+    // (Its counters say "kernel" once the driver sends it there: when the underlay's
+    // path carries its frames whole.)
+    assert!(!s.stats(Target::Link(0), 0).kernel_path && !s.stats(Target::Link(0), 1).kernel_path);
+    s.core.set_kernel_carried(node, true);
+    assert!(s.stats(Target::Link(0), 0).kernel_path && !s.stats(Target::Link(0), 1).kernel_path);
+    // A rate: the engine's (the kernel's token bucket is not on the way to another
+    // machine); taken off: the kernel's again.
+    s.apply(Command::Patch { target: Target::Link(0), dir: 0, patch: ImpairmentsPatch { rate_bps: Some(Some(80_000_000)), ..Default::default() } });
+    s.apply(Command::Patch { target: Target::Link(0), dir: 0, patch: ImpairmentsPatch { rate_bps: Some(None), ..Default::default() } });
+    assert_eq!(full_paths(&s), vec![(node, Path::Kernel), (node, Path::Engine), (node, Path::Kernel)]);
+    // A capture of the far end (what arrives at b is recorded on b's machine; here it
+    // only keeps a -> b off the kernel path, and records nothing arriving there).
+    s.apply(Command::Capture { id: 7, target: Target::Link(0), side: 1, iface: 0, point: CapturePoint::After });
+    assert_eq!(full_paths(&s).last(), Some(&(node, Path::Engine)));
+    s.send(MS, node, eth(mac(2), mac(1), 100, 1));
+    s.run_until(3 * MS);
+    assert_eq!(s.out.iter().map(|o| o.1).collect::<Vec<_>>(), vec![tunnel]);
+    assert!(!s.events.iter().any(|e| matches!(e, Event::Capture { outgoing: false, .. })), "{:?}", s.events);
+    s.apply(Command::Uncapture(7));
+    assert_eq!(full_paths(&s).last(), Some(&(node, Path::Kernel)));
+    assert!(full_paths(&s).iter().all(|&(p, _)| p == node));
+}

@@ -11,8 +11,12 @@
 // LAN ports (its fan-out device) names them at its end, and a clone goes to each
 // (`fan_out`). Frames of devices without a route are dropped. A second program, on the
 // egress of LAN ports, lets out (and counts) what the bridge sends while the LAN is
-// switched by the kernel, and the engine's marked frames, and nothing else. Built by
-// build.rs with clang; loaded by src/lib.rs.
+// switched by the kernel, and the engine's marked frames, and nothing else. A link
+// whose other end is on another machine goes, while its direction from here needs no
+// emulation, through the kernel's VXLAN device of the lab (in the plane, its socket on
+// the machine's underlay): the frame gets the link's tunnel key and is sent; what that
+// device receives goes by its VNI to the node interface it is for, if it came from the
+// machine that end's link leads to. Built by build.rs with clang; loaded by src/lib.rs.
 #include <linux/bpf.h>
 #include <linux/pkt_cls.h>
 #include <linux/if_ether.h>
@@ -32,6 +36,10 @@
                          * super-frame gets the time it arrived here appended (ns,
                          * CLOCK_MONOTONIC, 8 bytes, host order); the engine takes it off
                          * and times the frame from it, not from when it read it */
+#define ROUTE_TUNNEL 256 /* to the lab's VXLAN device (ifindex), with the tunnel key of
+                          * the device the frame came by (`tunnel_out`) */
+#define ROUTE_TUNNEL_IN 512 /* the lab's VXLAN device: by the frame's VNI (`tunnel_in`)
+                             * to the ingress of a veth peer (a node's interface) */
 
 /* The mark of frames the engine delivers to LAN ports (the ports' egress program lets
  * them out uncounted and takes the mark off): "vemu". */
@@ -74,6 +82,35 @@ struct {
 	__type(key, __u32);
 	__type(value, struct count);
 } counts SEC(".maps");
+
+/* A link end whose far side is on another machine: the tunnel key of its frames. */
+struct tunnel_out {
+	__u32 remote_ipv4; /* the far machine's underlay address, host order */
+	__u32 vni;
+};
+
+/* What arrives on the lab's VXLAN device with a VNI: whose veth peer it goes to, and
+ * the only machine it may come from. */
+struct tunnel_in {
+	__u32 peer_of;
+	__u32 remote_ipv4; /* host order */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u32); /* plane device */
+	__type(value, struct tunnel_out);
+} tunnels_out SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u32); /* VNI */
+	__type(value, struct tunnel_in);
+} tunnels_in SEC(".maps");
 
 /* The far ends of the nodes' interfaces have the indexes DENSE_BASE + n, which vemu
  * chooses: their routes and counts are in arrays, by n (a route with no flag is none),
@@ -175,6 +212,35 @@ static __always_inline int fan_out(struct __sk_buff *skb)
 	return bpf_redirect(targets[(n - 1) & (FANOUT_MAX - 1)], 0);
 }
 
+/* A frame the lab's VXLAN device received: to the node interface its VNI names, if it
+ * came from the machine that names. */
+static __always_inline int from_tunnel(struct __sk_buff *skb)
+{
+	struct bpf_tunnel_key k = {};
+	if (bpf_skb_get_tunnel_key(skb, &k, sizeof(k), 0))
+		return TC_ACT_SHOT;
+	__u32 vni = k.tunnel_id;
+	struct tunnel_in *t = bpf_map_lookup_elem(&tunnels_in, &vni);
+	if (!t || t->remote_ipv4 != k.remote_ipv4)
+		return TC_ACT_SHOT;
+	return bpf_redirect_peer(t->peer_of, 0);
+}
+
+/* A frame for another machine: its link's tunnel key, then to the VXLAN device. */
+static __always_inline int to_tunnel(struct __sk_buff *skb, __u32 dev, __u32 vxlan)
+{
+	struct tunnel_out *t = bpf_map_lookup_elem(&tunnels_out, &dev);
+	if (!t)
+		return TC_ACT_SHOT;
+	struct bpf_tunnel_key k = {};
+	k.remote_ipv4 = t->remote_ipv4;
+	k.tunnel_id = t->vni;
+	k.tunnel_ttl = 64;
+	if (bpf_skb_set_tunnel_key(skb, &k, sizeof(k), 0))
+		return TC_ACT_SHOT;
+	return bpf_redirect(vxlan, 0);
+}
+
 SEC("classifier")
 int steer(struct __sk_buff *skb)
 {
@@ -182,6 +248,8 @@ int steer(struct __sk_buff *skb)
 	struct route *r = route_of(key);
 	if (!r)
 		return TC_ACT_SHOT;
+	if (r->flags & ROUTE_TUNNEL_IN)
+		return from_tunnel(skb);
 	if (r->flags & ROUTE_FANOUT)
 		return fan_out(skb);
 	if (r->flags & ROUTE_MARKED) {
@@ -194,6 +262,8 @@ int steer(struct __sk_buff *skb)
 		return TC_ACT_OK;
 	if (r->flags & ROUTE_PEER)
 		return bpf_redirect_peer(r->ifindex, 0);
+	if (r->flags & ROUTE_TUNNEL)
+		return to_tunnel(skb, key, r->ifindex);
 	if ((r->flags & ROUTE_STAMP) && skb->gso_size == 0) {
 		/* Every such frame carries its time, or none goes: the engine takes the last
 		 * 8 bytes of each for it. */

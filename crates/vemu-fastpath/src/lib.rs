@@ -28,6 +28,12 @@
 //!   program), so that the bridge switches it after the bucket. What the bridge sends
 //!   to such a port is shaped by a bucket at the root of the port itself.
 //!
+//! - [`Route::Tunnel`]: a link end whose far side is on another machine — to the lab's
+//!   VXLAN device in the plane (its socket on the machine's underlay), with the link's
+//!   tunnel key (the far machine's address, the VNI), counted; what that device
+//!   receives ([`Route::FromTunnel`]) goes by its VNI to the node interface named with
+//!   [`FastPath::tunnel_in`], if it came from the machine named there.
+//!
 //! Switching a direction between the kernel and the engine is one map update: the
 //! nodes see the same interface, addresses, MAC and carrier throughout.
 
@@ -54,6 +60,8 @@ const ROUTE_OUT_SHAPED: u32 = 16;
 const ROUTE_MARKED: u32 = 32;
 const ROUTE_FANOUT: u32 = 64;
 const ROUTE_STAMP: u32 = 128;
+const ROUTE_TUNNEL: u32 = 256;
+const ROUTE_TUNNEL_IN: u32 = 512;
 /// Bytes at the end of a frame the engine reads from a TAP device of the plane, unless
 /// it is a GSO super-frame: the time it arrived in the plane, ns on CLOCK_MONOTONIC
 /// (host order). See [`Route::Engine`].
@@ -111,6 +119,16 @@ pub struct Counted {
 // SAFETY: plain integers, laid out as the program's `struct count`.
 unsafe impl aya::Pod for Counted {}
 
+/// The program's `struct tunnel_out` and `struct tunnel_in` (IPv4 addresses in host order).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct TunnelValue {
+    a: u32,
+    b: u32,
+}
+// SAFETY: plain integers, laid out as the program's structs.
+unsafe impl aya::Pod for TunnelValue {}
+
 /// Load the classifier `name` of the object; its descriptor.
 fn classifier(ebpf: &mut Ebpf, name: &str) -> Result<ProgramFd> {
     let prog: &mut SchedClassifier = ebpf
@@ -149,6 +167,11 @@ pub enum Route {
     /// device's bridge; counted apart from [`Route::Bridge`] on the way in, and as it
     /// on the way out.
     BridgeShaped { ifb: u32 },
+    /// To another machine: through the lab's VXLAN device `vxlan` to `remote` (its
+    /// underlay address) with VNI `vni`, counted as [`Route::Kernel`].
+    Tunnel { vxlan: u32, remote: std::net::Ipv4Addr, vni: u32 },
+    /// The lab's VXLAN device: what it receives goes by VNI ([`FastPath::tunnel_in`]).
+    FromTunnel,
 }
 
 /// Where routes are: by device index (hash), or by n for [`DENSE_BASE`] + n (array).
@@ -194,6 +217,10 @@ pub struct FastPath {
     egress: ProgramFd,
     routes: Mutex<Routes>,
     counts: Mutex<Counts>,
+    /// Tunnel keys of link ends toward other machines, by plane device; and where
+    /// frames from them go, by VNI (see [`Route::Tunnel`]).
+    tunnels_out: Mutex<HashMap<MapData, u32, TunnelValue>>,
+    tunnels_in: Mutex<HashMap<MapData, u32, TunnelValue>>,
     /// A route netlink socket in the plane namespace: its devices are taken down and up
     /// (ioctls) and their token buckets set and read (requests) through it.
     ctl: Mutex<OwnedFd>,
@@ -239,7 +266,9 @@ impl FastPath {
         let mut map = |name: &str| ebpf.take_map(name).ok_or_else(|| anyhow!("no map '{name}'"));
         let routes = Routes { hash: HashMap::try_from(map("routes")?)?, dense: Array::try_from(map("routes_dense")?)? };
         let counts = Counts { hash: PerCpuHashMap::try_from(map("counts")?)?, dense: PerCpuArray::try_from(map("counts_dense")?)? };
-        let mut fast = FastPath { prog, egress, routes: Mutex::new(routes), counts: Mutex::new(counts), ctl: Mutex::new(ctl), shaper: Ok(()), ifbs: Mutex::default(), shaped_out: Mutex::default(), ever_shaped: Mutex::default(), ifb_probe: std::sync::OnceLock::new(), retired: Mutex::default(), _ebpf: ebpf };
+        let tunnels_out = Mutex::new(HashMap::try_from(map("tunnels_out")?)?);
+        let tunnels_in = Mutex::new(HashMap::try_from(map("tunnels_in")?)?);
+        let mut fast = FastPath { prog, egress, routes: Mutex::new(routes), counts: Mutex::new(counts), tunnels_out, tunnels_in, ctl: Mutex::new(ctl), shaper: Ok(()), ifbs: Mutex::default(), shaped_out: Mutex::default(), ever_shaped: Mutex::default(), ifb_probe: std::sync::OnceLock::new(), retired: Mutex::default(), _ebpf: ebpf };
         fast.shaper = fast.try_shaper().map_err(|e| format!("{e:#}"));
         Ok(fast)
     }
@@ -279,8 +308,23 @@ impl FastPath {
                 self.count(from | OUT)?;
                 RouteValue { ifindex: ifb, flags: ROUTE_PASS | ROUTE_COUNT | ROUTE_SHAPED | self.out_flag(from) }
             }
+            Route::Tunnel { vxlan, remote, vni } => {
+                self.count(from)?;
+                let key = TunnelValue { a: u32::from(remote), b: vni };
+                self.tunnels_out.lock().unwrap_or_else(|p| p.into_inner()).insert(from, key, 0).with_context(|| format!("the tunnel key of plane device {from}"))?;
+                RouteValue { ifindex: vxlan, flags: ROUTE_TUNNEL | ROUTE_COUNT }
+            }
+            Route::FromTunnel => RouteValue { ifindex: 0, flags: ROUTE_TUNNEL_IN },
         };
         self.routes.lock().unwrap_or_else(|p| p.into_inner()).set(from, value)
+    }
+
+    /// Frames the lab's VXLAN device receives with VNI `vni` from `remote` (another
+    /// machine's underlay address) go to the node interface that is the veth peer of
+    /// plane device `peer_of`; from anywhere else they are dropped.
+    pub fn tunnel_in(&self, vni: u32, remote: std::net::Ipv4Addr, peer_of: u32) -> Result<()> {
+        let v = TunnelValue { a: peer_of, b: u32::from(remote) };
+        self.tunnels_in.lock().unwrap_or_else(|p| p.into_inner()).insert(vni, v, 0).with_context(|| format!("routing VNI {vni} from the underlay"))
     }
 
     /// [`ROUTE_OUT_SHAPED`] for a LAN port whose bridge's frames go through a bucket.

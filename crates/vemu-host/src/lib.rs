@@ -572,6 +572,60 @@ pub fn plane_program(paths: &LabPaths, prog: BorrowedFd<'_>, egress: BorrowedFd<
     })
 }
 
+/// The UDP port of a lab's VXLAN devices ([`plane_vxlan`]), the same on every machine of
+/// the lab: from a hash of its name, in 14800 … 15799 (clear of the agents' 14790 and of
+/// the ephemeral ports the engines' tunnel sockets take).
+pub fn vxlan_port(lab: &str) -> u16 {
+    let h = lab.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
+    14800 + (h % 1000) as u16
+}
+
+/// The name in the plane of the lab's VXLAN device ([`plane_vxlan`]).
+pub const PLANE_VXLAN: &str = "vxlan0";
+
+/// Make the lab's VXLAN device for links to other machines ([`PLANE_VXLAN`], see
+/// `vemu-fastpath`'s `Route::Tunnel`): its UDP socket on `port` of this process's
+/// network namespace (the machine's, where the underlay is), the device in the plane,
+/// up, on the plane's TC block; its index there. Fails where the kernel has no VXLAN or
+/// the port is taken (by another lab's device: then that lab's links between machines
+/// keep to the engine).
+pub fn plane_vxlan(paths: &LabPaths, port: u16) -> Result<u32> {
+    let plane = fs::File::open(paths.plane()).with_context(|| format!("opening {}", paths.plane().display()))?;
+    // A name of its own in the machine's namespace for the moment it is there.
+    let temp = format!("vx{:x}{:x}", std::process::id() & 0xffff, port);
+    let mut nl = netlink::Netlink::open()?;
+    nl.add_vxlan_external(&temp, port)?;
+    nl.flush()?;
+    let index = tap::ifindex(&temp)?;
+    nl.move_link(index, &plane, PLANE_VXLAN)?;
+    if let Err(e) = nl.flush() {
+        nl.del_link(index)?;
+        let _ = nl.flush();
+        return Err(e);
+    }
+    in_netns(&paths.plane(), || {
+        let mut nl = netlink::Netlink::open()?;
+        let index = tap::ifindex(PLANE_VXLAN)?;
+        nl.set_link(index, true, None, None)?;
+        nl.add_ingress(index, PLANE_BLOCK)?;
+        // (Up, its socket opens: a port another holds fails here.)
+        nl.flush().with_context(|| format!("opening UDP port {port} for the lab's VXLAN device"))?;
+        Ok(index)
+    })
+}
+
+/// Delete device `index` of the lab's plane (nothing to do without a plane).
+pub fn remove_plane_device(paths: &LabPaths, index: u32) -> Result<()> {
+    if !paths.plane().exists() {
+        return Ok(());
+    }
+    in_netns(&paths.plane(), || {
+        let mut nl = netlink::Netlink::open()?;
+        nl.del_link(index)?;
+        nl.flush().context("deleting a device of the plane")
+    })
+}
+
 /// A node interface's far end in the plane: its name and index there ([`plane_index`]),
 /// and for a LAN port the index of the LAN's bridge.
 #[derive(Debug, Clone)]

@@ -361,6 +361,30 @@ impl Netlink {
         self.queue(RouteNetlinkMessage::NewLink(m), NLM_F_CREATE | NLM_F_EXCL, format!("creating veth pair {name}/{peer}"))
     }
 
+    /// Make a VXLAN device `name` for every VNI ("external": the sender gives each frame
+    /// its key; see `vemu-fastpath`), without learning, its outer packets never
+    /// fragmented (DF set); its UDP socket, on `port` of every address, is of this
+    /// namespace, wherever the device goes later.
+    pub fn add_vxlan_external(&mut self, name: &str, port: u16) -> Result<()> {
+        use netlink_packet_route::link::{InfoVxlan, VxlanDf};
+        let mut m = LinkMessage::default();
+        m.attributes.push(LinkAttribute::IfName(name.to_string()));
+        m.attributes.push(LinkAttribute::LinkInfo(vec![
+            LinkInfo::Kind(InfoKind::Vxlan),
+            LinkInfo::Data(InfoData::Vxlan(vec![InfoVxlan::CollectMetadata(true), InfoVxlan::Port(port), InfoVxlan::Learning(false), InfoVxlan::Df(VxlanDf::Set)])),
+        ]));
+        self.queue(RouteNetlinkMessage::NewLink(m), NLM_F_CREATE | NLM_F_EXCL, format!("creating VXLAN device {name} on UDP port {port}"))
+    }
+
+    /// Move interface `index` to namespace `netns`, named `name` there.
+    pub fn move_link(&mut self, index: u32, netns: &impl AsRawFd, name: &str) -> Result<()> {
+        let mut m = LinkMessage::default();
+        m.header.index = index;
+        m.attributes.push(LinkAttribute::NetNsFd(netns.as_raw_fd()));
+        m.attributes.push(LinkAttribute::IfName(name.to_string()));
+        self.queue(RouteNetlinkMessage::SetLink(m), 0, format!("moving interface #{index} to another namespace"))
+    }
+
     /// Add an `ingress` qdisc to an interface, its filters those of shared block
     /// `block` of the namespace (made with the first qdisc naming it; see
     /// [`Netlink::add_block_bpf`]). One block for the lab's plane, rather than a filter
