@@ -543,13 +543,19 @@ pub fn plane_taps(paths: &LabPaths, taps: &[String]) -> Result<Vec<(u32, OwnedFd
 /// Delete the engine's TAP devices of a lab's plane all at once (its descriptors may
 /// stay open: closing them is then quick). Nothing to do for a lab without a plane.
 pub fn remove_plane_taps(paths: &LabPaths) -> Result<()> {
+    in_plane(paths, "deleting the engine's devices in the plane", |nl| nl.del_group(PLANE_TAP_GROUP))
+}
+
+/// Send the netlink requests `f` queues in the lab's plane (`what` they do, for an
+/// error); nothing to do for a lab without a plane.
+fn in_plane(paths: &LabPaths, what: &str, f: impl FnOnce(&mut netlink::Netlink) -> Result<()> + Send) -> Result<()> {
     if !paths.plane().exists() {
         return Ok(());
     }
     in_netns(&paths.plane(), || {
         let mut nl = netlink::Netlink::open()?;
-        nl.del_group(PLANE_TAP_GROUP)?;
-        nl.flush().context("deleting the engine's devices in the plane")
+        f(&mut nl)?;
+        nl.flush().with_context(|| what.to_string())
     })
 }
 
@@ -616,14 +622,7 @@ pub fn plane_vxlan(paths: &LabPaths, port: u16) -> Result<u32> {
 
 /// Delete device `index` of the lab's plane (nothing to do without a plane).
 pub fn remove_plane_device(paths: &LabPaths, index: u32) -> Result<()> {
-    if !paths.plane().exists() {
-        return Ok(());
-    }
-    in_netns(&paths.plane(), || {
-        let mut nl = netlink::Netlink::open()?;
-        nl.del_link(index)?;
-        nl.flush().context("deleting a device of the plane")
-    })
+    in_plane(paths, "deleting a device of the plane", |nl| nl.del_link(index))
 }
 
 /// A node interface's far end in the plane: its name and index there ([`plane_index`]),

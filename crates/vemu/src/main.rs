@@ -1276,18 +1276,7 @@ fn clean(all: bool) -> Result<()> {
                 }
             }
         }
-        let removed = vemu_host::remove_lab(&lab);
-        // The name of a crashed lab is free again (never one a live process holds).
-        if let Ok(Some(l)) = vemu_host::LabLock::try_acquire(&lab) {
-            l.release();
-        }
-        match removed {
-            Ok(()) => eprintln!("removed what lab '{lab}' left behind"),
-            Err(e) => {
-                eprintln!("vemu: could not remove all of lab '{lab}': {e:#}");
-                failed = true;
-            }
-        }
+        failed |= !remove_left_behind(&lab, &format!("lab '{lab}'"));
     }
     // Shares of labs across machines: those an agent holds are its controller's to take
     // down; those of an agent that died are removed.
@@ -1297,22 +1286,31 @@ fn clean(all: bool) -> Result<()> {
             eprintln!("this machine's agent holds a share of lab '{lab}' ('{name}'); 'vemu down --lab {lab}' on the lab's controller removes it");
             continue;
         }
-        let removed = vemu_host::remove_lab(&name);
-        if let Ok(Some(l)) = vemu_host::LabLock::try_acquire(&name) {
-            l.release();
-        }
-        match removed {
-            Ok(()) => eprintln!("removed what share '{name}' of lab '{lab}' left behind"),
-            Err(e) => {
-                eprintln!("vemu: could not remove all of share '{name}': {e:#}");
-                failed = true;
-            }
-        }
+        failed |= !remove_left_behind(&name, &format!("share '{name}' of lab '{lab}'"));
     }
     if failed {
         bail!("some objects could not be removed");
     }
     Ok(())
+}
+
+/// Remove what lab (or share) `name` left behind and free its name (never one a live
+/// process holds); `what` names it for people. False if something stayed.
+fn remove_left_behind(name: &str, what: &str) -> bool {
+    let removed = vemu_host::remove_lab(name);
+    if let Ok(Some(l)) = vemu_host::LabLock::try_acquire(name) {
+        l.release();
+    }
+    match removed {
+        Ok(()) => {
+            eprintln!("removed what {what} left behind");
+            true
+        }
+        Err(e) => {
+            eprintln!("vemu: could not remove all of {what}: {e:#}");
+            false
+        }
+    }
 }
 
 /// A duration in the scenario's unit syntax (`20ms`, `1s`, `250us`), as the user would write it.
