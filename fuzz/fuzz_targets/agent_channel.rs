@@ -42,7 +42,7 @@ fuzz_target!(|data: &[u8]| {
                 .chunks(8)
                 .map(|c| {
                     let v = i64::from_le_bytes(c.try_into().expect("8 bytes"));
-                    (v % 3 != 0).then_some(Offset { offset_ns: v, rtt_ns: 0 })
+                    (v % 3 != 0).then_some(Offset { offset_ns: v, rtt_ns: 0, wall_bound_ns: None })
                 })
                 .collect();
             let text = String::from_utf8_lossy(&body[24..]);

@@ -260,12 +260,16 @@ async fn call(State(agent): State<Arc<Agent>>, Path(lab): Path<String>, Json(req
 }
 
 /// The controller's heartbeat: renews the lab's lease, and says what the lab clock
-/// reads here (`lab_now_ns`: a sample for [`crate::clock_sync`]).
+/// reads here (`lab_now_ns`: a sample for [`crate::clock_sync`]), and where a daemon
+/// disciplines this machine's wall clock, that read with the lab clock (`wall`).
 async fn lease(State(agent): State<Arc<Agent>>, Path(lab): Path<String>) -> Result<Json<serde_json::Value>, ApiError> {
-    let lab_now_ns = agent.epochs.locked().get(&lab).map(|&epoch_ns| vemu_engine::LabClock { epoch_ns }.now_ns());
+    let clock = agent.epochs.locked().get(&lab).map(|&epoch_ns| vemu_engine::LabClock { epoch_ns });
+    let lab_now_ns = clock.map(|c| c.now_ns());
+    // Where a daemon disciplines this machine's wall clock: it, read with the lab clock.
+    let wall = clock.and_then(crate::clock_sync::Wall::read);
     share(&agent, &lab)?;
     agent.renew(&lab);
-    Ok(Json(serde_json::json!({"ok": true, "lab_now_ns": lab_now_ns})))
+    Ok(Json(serde_json::json!({"ok": true, "lab_now_ns": lab_now_ns, "wall": wall})))
 }
 
 /// Body of `POST /v1/agent/underlay/probe`.

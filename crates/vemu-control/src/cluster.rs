@@ -15,7 +15,7 @@ use anyhow::{anyhow, Context, Result};
 use vemu_engine::{CaptureSpec, Captured, LabClock, Target};
 use vemu_scenario::Plan;
 
-use crate::clock_sync::{ClockFilter, Offset, Sample};
+use crate::clock_sync::{ClockFilter, Offset, Sample, Wall};
 use crate::route::{AgentRoute, MAX_UNDERLAY_PROBES, UNDERLAY_PROBE};
 use crate::wire::AgentHello;
 use crate::worker::{Counters, Share, Worker, WorkerReply, WorkerRequest};
@@ -307,9 +307,12 @@ impl Cluster {
                     match answer {
                         Ok(Ok((status, body, sent_ns, received_ns))) if status.is_success() => {
                             missed[m] = 0;
-                            let agent_ns = serde_json::from_slice::<serde_json::Value>(&body).ok().and_then(|v| v["lab_now_ns"].as_u64());
-                            if let Some(agent_ns) = agent_ns {
-                                health.clocks[m].lock().unwrap_or_else(|e| e.into_inner()).add(Sample { sent_ns, agent_ns, received_ns });
+                            let v = serde_json::from_slice::<serde_json::Value>(&body).unwrap_or_default();
+                            if let Some(agent_ns) = v["lab_now_ns"].as_u64() {
+                                // (Disciplined wall clocks: the agent's with its answer, ours now.)
+                                let agent_wall = serde_json::from_value::<Wall>(v["wall"].clone()).ok();
+                                let controller_wall = agent_wall.and_then(|_| Wall::read(clock));
+                                health.clocks[m].lock().unwrap_or_else(|e| e.into_inner()).add(Sample { sent_ns, agent_ns, received_ns, agent_wall, controller_wall });
                             }
                         }
                         Ok(Ok((status, body, ..))) if status == hyper::StatusCode::NOT_FOUND => {

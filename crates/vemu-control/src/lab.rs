@@ -398,6 +398,8 @@ impl Controller {
                     state: if self.machine_lost(i) { "lost" } else { "up" }.into(),
                     clock_offset_ns: offsets.get(i).copied().flatten().map(|o| o.offset_ns),
                     clock_rtt_ns: offsets.get(i).copied().flatten().map(|o| o.rtt_ns),
+                    clock_error_ns: offsets.get(i).copied().flatten().map(|o| o.bound_ns()),
+                    clock_source: offsets.get(i).copied().flatten().map(|o| if o.wall_bound_ns.is_some() { "disciplined clocks" } else { "round trip" }.to_string()),
                     underlay,
                 })
                 .collect(),
@@ -583,9 +585,13 @@ impl Controller {
         let name = &self.plan.machines.get(m)?.name;
         Some(match self.worker.clock_offsets().get(m).copied().flatten() {
             Some(o) => format!(
-                "on machine {name}: times moved to the controller's lab clock by {:+} ns, within ±{} ns (half the shortest of its last heartbeats' round trips, at the capture's start)",
+                "on machine {name}: times moved to the controller's lab clock by {:+} ns, within ±{} ns ({}, at the capture's start)",
                 -o.offset_ns,
-                o.rtt_ns / 2
+                o.bound_ns(),
+                match o.wall_bound_ns {
+                    Some(_) => "the maximum errors of both machines' disciplined wall clocks, as their kernels say",
+                    None => "half the shortest of its last heartbeats' round trips",
+                }
             ),
             None => format!("on machine {name}: times on that machine's lab clock (its offset to the controller's was not measured yet)"),
         })

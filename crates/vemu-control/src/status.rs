@@ -137,6 +137,13 @@ pub struct MachineStatus {
     pub clock_offset_ns: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock_rtt_ns: Option<u64>,
+    /// How far `clock_offset_ns` may be off: half that round trip, or less where both
+    /// machines' wall clocks are disciplined (NTP/PTP) and their kernels say so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_error_ns: Option<u64>,
+    /// Where that bound comes from: `round trip` or `disciplined clocks`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_source: Option<String>,
     /// The links from it to each other machine, against the underlay's capacity.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub underlay: Vec<UnderlayStatus>,

@@ -176,7 +176,7 @@ mod tests {
     #[test]
     fn records_of_other_machines_move_to_the_controllers_clock() {
         use crate::clock_sync::Offset;
-        let (a, b) = (Offset { offset_ns: 2_000, rtt_ns: 10 }, Offset { offset_ns: -500, rtt_ns: 10 });
+        let (a, b) = (Offset { offset_ns: 2_000, rtt_ns: 10, wall_bound_ns: None }, Offset { offset_ns: -500, rtt_ns: 10, wall_bound_ns: None });
         let got = super::on_controller_clock("seq,sent_ns,received_ns\n0,10000,13000\n1,1000,x\n", &[None, Some(a), Some(b)]);
         assert_eq!(got, "seq,sent_ns,received_ns\n0,8000,13500\n1,0,x\n");
         assert_eq!(super::on_controller_clock("7,5,1\n", &[None, None]), "7,5,1\n");

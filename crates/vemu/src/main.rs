@@ -1438,9 +1438,10 @@ fn print_status(s: &LabStatus) {
     if !s.machines.is_empty() {
         println!("\n{:<15} {:<22} {:<6} {:<6} LAB CLOCK", "MACHINE", "AGENT", "STATE", "NODES");
         for m in &s.machines {
-            // Against the controller's, within half the round trip that measured it.
-            let clock = match (m.clock_offset_ns, m.clock_rtt_ns) {
-                (Some(o), Some(rtt)) => format!("{:+.3} ms (+/- {:.3} ms)", o as f64 / 1e6, rtt as f64 / 2e6),
+            // Against the controller's, within half the round trip that measured it (or
+            // the disciplined wall clocks' errors).
+            let clock = match (m.clock_offset_ns, m.clock_error_ns.or(m.clock_rtt_ns.map(|r| r / 2))) {
+                (Some(o), Some(e)) => format!("{:+.3} ms (+/- {:.3} ms{})", o as f64 / 1e6, e as f64 / 1e6, if m.clock_source.as_deref() == Some("disciplined clocks") { ", disciplined clocks" } else { "" }),
                 _ => "not measured yet".to_string(),
             };
             println!("{:<15} {:<22} {:<6} {:<6} {clock}", m.name, m.address, m.state, m.nodes);
