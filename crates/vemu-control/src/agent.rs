@@ -259,16 +259,23 @@ async fn call(State(agent): State<Arc<Agent>>, Path(lab): Path<String>, Json(req
     Json(reply).into_response()
 }
 
-/// The controller's heartbeat: renews the lab's lease, and says what the lab clock
-/// reads here (`lab_now_ns`: a sample for [`crate::clock_sync`]), and where a daemon
-/// disciplines this machine's wall clock, that read with the lab clock (`wall`).
-async fn lease(State(agent): State<Arc<Agent>>, Path(lab): Path<String>) -> Result<Json<serde_json::Value>, ApiError> {
+/// The controller's heartbeat: renews the lab's lease, keeps the controller's state it
+/// may carry, and says what the lab clock reads here (`lab_now_ns`: a sample for
+/// [`crate::clock_sync`]), and where a daemon disciplines this machine's wall clock,
+/// that read with the lab clock (`wall`).
+async fn lease(State(agent): State<Arc<Agent>>, Path(lab): Path<String>, state: axum::body::Bytes) -> Result<Json<serde_json::Value>, ApiError> {
     let clock = agent.epochs.locked().get(&lab).map(|&epoch_ns| vemu_engine::LabClock { epoch_ns });
     let lab_now_ns = clock.map(|c| c.now_ns());
     // Where a daemon disciplines this machine's wall clock: it, read with the lab clock.
     let wall = clock.and_then(crate::clock_sync::Wall::read);
     share(&agent, &lab)?;
     agent.renew(&lab);
+    // The controller's state, kept for a controller that takes the lab over from
+    // another machine (`vemu attach --from`).
+    if !state.is_empty() {
+        let path = crate::worker::saved_copy(&agent.paths(&lab));
+        crate::api::blocking(move || crate::lab::saved::write_whole(&path, &state).map_err(|e| ApiError::internal(format!("keeping the controller's state: {e:#}")))).await?;
+    }
     Ok(Json(serde_json::json!({"ok": true, "lab_now_ns": lab_now_ns, "wall": wall})))
 }
 

@@ -135,6 +135,30 @@ pub fn teardown_everywhere(plan: &Plan) -> Vec<String> {
     })
 }
 
+/// What the agent at `address` holds of lab `lab` for a controller that takes it over
+/// from another machine: the lab's plan and the state its controller last handed on
+/// (JSON; `None` if it handed none on), with the lab clock's zero moved to this
+/// machine's monotonic clock (the dead controller's was another machine's): the agent's
+/// lab clock, read halfway through the exchange.
+pub fn fetch_state(address: SocketAddr, lab: &str) -> Result<(serde_json::Value, Option<serde_json::Value>)> {
+    let (token, tls) = (agent_token()?, crate::channel::client_config()?);
+    let a = AgentClient::new(AgentRoute::to_peer(address, &token, &tls))?;
+    let asked_ns = vemu_engine::monotonic_ns();
+    match a.call(lab, &WorkerRequest::State) {
+        WorkerReply::Text(t) => {
+            let answered_ns = vemu_engine::monotonic_ns();
+            let mut v: serde_json::Value = serde_json::from_str(&t).with_context(|| format!("{}: not a lab's state", a.what()))?;
+            let mut saved = Some(v["saved"].take()).filter(|s| !s.is_null());
+            if let (Some(s), Some(lab_now)) = (saved.as_mut(), v["lab_now_ns"].as_u64()) {
+                s["clock_epoch_ns"] = (asked_ns / 2 + answered_ns / 2).saturating_sub(lab_now).into();
+            }
+            Ok((v["plan"].take(), saved))
+        }
+        WorkerReply::Error(e) => anyhow::bail!("{}: {e}", a.what()),
+        _ => anyhow::bail!("{}: an answer that is not a lab's state", a.what()),
+    }
+}
+
 /// A lab's machines, as one worker.
 pub struct Cluster {
     lab: String,
@@ -167,6 +191,9 @@ struct Health {
     stop: AtomicBool,
     /// Each machine's lab clock against ours, from the heartbeats.
     clocks: Vec<std::sync::Mutex<ClockFilter>>,
+    /// The controller's state as last saved, and its version: each agent gets it with
+    /// its next heartbeat when it has an older one ([`Worker::keep_saved`]).
+    saved: std::sync::Mutex<(u64, Option<Arc<Vec<u8>>>)>,
 }
 
 impl Health {
@@ -222,6 +249,7 @@ impl Cluster {
                 lost: plan.machines.iter().map(|_| AtomicBool::new(false)).collect(),
                 stop: AtomicBool::new(false),
                 clocks: plan.machines.iter().map(|_| Default::default()).collect(),
+                saved: Default::default(),
             }),
             heartbeat: None,
             lease_s: lease_s()?,
@@ -286,15 +314,23 @@ impl Cluster {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         let t = std::thread::Builder::new().name("vemu-heartbeat".into()).spawn(move || {
             let mut missed = vec![0u32; routes.len()];
+            // The version of the controller's state each agent has.
+            let mut has = vec![0u64; routes.len()];
             let mut next = std::time::Instant::now();
             while !health.stop.load(Ordering::Relaxed) {
                 next += HEARTBEAT;
+                let (version, state) = health.saved.lock().unwrap_or_else(|e| e.into_inner()).clone();
                 let asks = routes.iter().enumerate().filter(|(m, _)| !health.lost[*m].load(Ordering::Relaxed)).map(|(m, r)| {
                     let path = format!("/v1/agent/labs/{lab}/lease");
+                    // With the controller's state, if the agent's is older.
+                    let body = match (&state, has[m] < version) {
+                        (Some(s), true) => hyper::body::Bytes::from(s.as_ref().clone()),
+                        _ => hyper::body::Bytes::new(),
+                    };
                     // The answer's head and body, within the heartbeat's time.
                     let ask = async move {
                         use http_body_util::BodyExt;
-                        let (res, sent_ns, received_ns) = r.request_timed("POST", &path, http_body_util::Full::new(hyper::body::Bytes::new()), Some(clock)).await?;
+                        let (res, sent_ns, received_ns) = r.request_timed("POST", &path, http_body_util::Full::new(body), Some(clock)).await?;
                         let status = res.status();
                         let body = res.into_body().collect().await?.to_bytes();
                         anyhow::Ok((status, body, sent_ns, received_ns))
@@ -307,6 +343,7 @@ impl Cluster {
                     match answer {
                         Ok(Ok((status, body, sent_ns, received_ns))) if status.is_success() => {
                             missed[m] = 0;
+                            has[m] = version;
                             let v = serde_json::from_slice::<serde_json::Value>(&body).unwrap_or_default();
                             if let Some(agent_ns) = v["lab_now_ns"].as_u64() {
                                 // (Disciplined wall clocks: the agent's with its answer, ours now.)
@@ -598,6 +635,7 @@ impl Worker for Cluster {
                 }
             }
             WorkerRequest::Connect { .. } => WorkerReply::Error("a lab across machines connects its shares itself".into()),
+            WorkerRequest::State => WorkerReply::Error("each agent holds its machine's state".into()),
             WorkerRequest::Patch { target, dir, ref patch } => {
                 // Both machines of a link keep its impairments; the one that sends in
                 // direction `dir` carries them out and answers.
@@ -776,6 +814,11 @@ impl Worker for Cluster {
 
     fn underlay(&self) -> Vec<(usize, usize, Option<u64>)> {
         self.underlay.clone()
+    }
+
+    fn keep_saved(&self, state: Arc<Vec<u8>>) {
+        let mut s = self.health.saved.lock().unwrap_or_else(|e| e.into_inner());
+        *s = (s.0 + 1, Some(state));
     }
 }
 

@@ -34,6 +34,7 @@ pub mod worker;
 
 pub use client::{list_labs, list_shares, percent_encode, terminal_size, ApiFailure, Client};
 pub use status::*;
+pub use files::write_private;
 pub use supervise::{exit_code, forget_waited, spawn_waited, ProcStatus};
 pub(crate) use sync::LockExt;
 pub use worker::fast_path_wanted;

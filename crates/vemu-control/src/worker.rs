@@ -65,6 +65,11 @@ pub enum WorkerRequest {
     /// The whole lines of a traffic records file of the node's machine from byte
     /// `offset` ([`crate::traffic::records_chunk`]): [`WorkerReply::Text`].
     TrafficRecords { node: String, file: String, offset: u64 },
+    /// What this machine holds of the lab for a controller that takes it over from
+    /// another machine: [`WorkerReply::Text`], a JSON object with the lab's `plan`, the
+    /// `saved` state its controller last handed on (null if none) and what the lab clock
+    /// reads here (`lab_now_ns`).
+    State,
     Teardown,
 }
 
@@ -203,6 +208,15 @@ pub trait Worker: Send {
     fn underlay(&self) -> Vec<(usize, usize, Option<u64>)> {
         Vec::new()
     }
+
+    /// The controller's state as just saved (`lab::saved`): a lab across machines hands
+    /// it to its agents, so that a controller on another machine can take the lab over.
+    fn keep_saved(&self, _state: Arc<Vec<u8>>) {}
+}
+
+/// Where a machine's share keeps the state its lab's controller last handed on.
+pub(crate) fn saved_copy(paths: &LabPaths) -> std::path::PathBuf {
+    paths.dir.join("controller.json")
 }
 
 /// Socket buffers of a tunnel to another machine, bytes.
@@ -968,6 +982,13 @@ impl Worker for LocalWorker {
             WorkerRequest::TrafficRecords { file, offset, .. } => {
                 let paths = self.lab.as_ref().ok_or_else(|| anyhow!("the lab is not built"))?;
                 Ok(WorkerReply::Text(crate::traffic::records_chunk(paths, &file, offset)?))
+            }
+            WorkerRequest::State => {
+                let paths = self.lab.as_ref().ok_or_else(|| anyhow!("the lab is not built"))?;
+                let plan: serde_json::Value = serde_json::from_slice(&std::fs::read(paths.plan()).context("reading the lab's plan")?).context("reading the lab's plan")?;
+                let saved: serde_json::Value = std::fs::read(saved_copy(paths)).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
+                let lab_now_ns = self.clock.map(|c| c.now_ns());
+                Ok(WorkerReply::Text(serde_json::json!({"plan": plan, "saved": saved, "lab_now_ns": lab_now_ns}).to_string()))
             }
             WorkerRequest::Teardown => {
                 self.teardown()?;

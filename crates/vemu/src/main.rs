@@ -204,6 +204,11 @@ enum Cmd {
         /// served it, if it did).
         #[arg(long, value_name = "ADDR:PORT")]
         api: Option<std::net::SocketAddr>,
+        /// Take the lab's plan and its dead controller's state from this agent of the
+        /// lab (ADDRESS[:PORT]), on a machine other than the dead controller's (or whose
+        /// state it lost); `--lab` names the lab.
+        #[arg(long, value_name = "AGENT")]
+        from: Option<String>,
         #[command(flatten)]
         lab: LabArg,
     },
@@ -601,8 +606,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
             lock_memory();
             vemu_control::agent::run(listen, token.to_string())?;
         }
-        Cmd::Attach { api, lab } => {
+        Cmd::Attach { api, from, lab } => {
             need_root()?;
+            if let Some(from) = from {
+                let lab = lab.lab.ok_or_else(|| user("--from needs --lab: the lab to take over"))?;
+                vemu_scenario::valid_lab_name(&lab).map_err(user)?;
+                fetch_lab(&lab, &from)?;
+                let plan = load_plan(&lab)?;
+                return start_controller(plan, ApiOptions { tcp: api }, true).map(|()| ExitCode::SUCCESS);
+            }
             let lab = match lab.lab {
                 Some(l) => {
                     vemu_scenario::valid_lab_name(&l).map_err(user)?;
@@ -1291,6 +1303,25 @@ fn clean(all: bool) -> Result<()> {
     if failed {
         bail!("some objects could not be removed");
     }
+    Ok(())
+}
+
+/// Make lab `lab`'s directory here from what its agent at `from` (ADDRESS[:PORT]) holds:
+/// the plan and the state its dead controller handed on (for `vemu attach --from`).
+fn fetch_lab(lab: &str, from: &str) -> Result<()> {
+    let address = vemu_scenario::Machine::parse_address(from).map_err(|e| user(format!("--from: {e}")))?;
+    let paths = LabPaths::new(lab);
+    if paths.socket().exists() && std::os::unix::net::UnixStream::connect(paths.socket()).is_ok() {
+        return Err(user(format!("lab '{lab}' is already served here")));
+    }
+    let (plan, saved) = vemu_control::cluster::fetch_state(address, lab).map_err(|e| user(format!("taking lab '{lab}' from {from}: {e:#}")))?;
+    let saved = saved.ok_or_else(|| user(format!("the agent at {from} has no state of lab '{lab}' from its controller (the controller died before it handed one on)")))?;
+    if plan["name"].as_str() != Some(lab) {
+        return Err(user(format!("the agent at {from} answered with a plan of another lab")));
+    }
+    std::fs::create_dir_all(&paths.dir).with_context(|| format!("creating {}", paths.dir.display()))?;
+    vemu_control::write_private(&paths.plan(), &serde_json::to_vec(&plan)?)?;
+    vemu_control::write_private(&paths.dir.join("controller.json"), &serde_json::to_vec(&saved)?)?;
     Ok(())
 }
 

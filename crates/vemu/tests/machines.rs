@@ -950,3 +950,66 @@ fn unimpaired_links_between_machines_take_the_kernels_tunnel_where_the_underlay_
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!((m.leftovers(0), m.leftovers(1)), (String::new(), String::new()));
 }
+
+/// The controller's machine is gone with its controller: a controller on another
+/// machine takes the lab over from what its agents hold (`vemu attach --from`), the
+/// plan and the state the dead controller handed on with its heartbeats — what was set
+/// at run time holds, and the lab is served, changed and taken down as before.
+#[test]
+fn a_controller_on_another_machine_takes_over_a_lab_from_its_agents() {
+    let _g = serial();
+    let m = Machines::start("vf", 88, &["a", "b"]);
+    let yaml = "name: xf\naddressing: {ipv6: none}\nnodes:\n  n1: {machine: a}\n  n2: {machine: a}\n  n3: {machine: b}\nlinks:\n  - endpoints: [n1, n2]\n  - endpoints: [n2, n3]\n    delay: 1ms\n";
+    m.labs.lock().unwrap().push("xf".into());
+    let up = m.vemu_leased(&["up", write_scenario("xf", yaml).to_str().unwrap(), "--machines", "a=10.88.0.1,b=10.88.0.2"], 30);
+    assert!(up.status.success(), "{}", text(&up));
+    let o = m.vemu(&["link", "set", "--lab", "xf", "n2:n3", "--delay", "20ms"]);
+    assert!(o.status.success(), "{}", text(&o));
+    // The agents get the controller's state with its next heartbeats.
+    let held = |i: usize| {
+        let o = Command::new("nsenter").args(["-t", &m.agent_pid(i).to_string(), "-m", "cat", &format!("/run/vemu/xf@{}/controller.json", ["a", "b"][i])]).output().unwrap();
+        String::from_utf8_lossy(&o.stdout).contains("20000000")
+    };
+    eventually(10, "both agents hold the state with the delay set", || held(0) && held(1));
+    let pid = std::fs::read_to_string("/run/vemu/xf/daemon.pid").unwrap();
+    ok(&format!("kill -9 {}", pid.trim()));
+
+    // Another machine (the controller's network namespace, with a /run and logs of its
+    // own): `attach --from` one of the agents.
+    let script = format!(
+        "mount -t tmpfs tmpfs /run/vemu && mkdir -p /var/log/vemu && mount -t tmpfs tmpfs /var/log/vemu && {VEMU} attach --from 10.88.0.1 && cat /run/vemu/xf/daemon.pid"
+    );
+    let o = Command::new("ip")
+        .args(["netns", "exec", "vf-ctl", "unshare", "-m", "--propagation", "private", "sh", "-c", &script])
+        .env("VEMU_AGENT_TOKEN_FILE", &m.token_file)
+        .output()
+        .unwrap();
+    assert!(!o.status.success() && text(&o).contains("--from needs --lab"), "{}", text(&o));
+    let o = Command::new("ip")
+        .args(["netns", "exec", "vf-ctl", "unshare", "-m", "--propagation", "private", "sh", "-c", &script.replace("--from", "--lab xf --from")])
+        .env("VEMU_AGENT_TOKEN_FILE", &m.token_file)
+        .env("VEMU_AGENT_LEASE", "5")
+        .output()
+        .unwrap();
+    assert!(o.status.success() && text(&o).contains("lab 'xf' is served again"), "{}", text(&o));
+    let daemon = String::from_utf8_lossy(&o.stdout).lines().last().unwrap_or_default().trim().to_string();
+    let there = |args: &[&str]| Command::new("nsenter").args(["-t", &daemon, "-m", "-n", VEMU]).args(args).output().unwrap();
+    let st: serde_json::Value = serde_json::from_slice(&there(&["status", "--lab", "xf", "--json"]).stdout).unwrap_or_default();
+    assert_eq!((st["machines"][0]["state"].clone(), st["machines"][1]["state"].clone()), ("up".into(), "up".into()), "{st}");
+    let delay = st["links"].as_array().unwrap().iter().find(|l| l["name"] == "n2:n3").unwrap()["forward"]["impairments"]["delay_ns"].clone();
+    assert_eq!(delay, serde_json::Value::from(20_000_000), "what link set set before the crash");
+    let rtt = || min_rtt_ms(&there(&["exec", "--lab", "xf", "n1", "--", "ping", "-c", "5", "-i", "0.2", "-W", "2", "n3"]));
+    let after = rtt();
+    assert!((40.0..42.0).contains(&after), "RTT {after} ms after the attach");
+    let o = there(&["link", "set", "--lab", "xf", "n2:n3", "--delay", "5ms"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let changed = rtt();
+    assert!((10.0..12.0).contains(&changed), "RTT {changed} ms for 2 x 5 ms set");
+    let o = there(&["down", "--lab", "xf"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!((m.leftovers(0), m.leftovers(1)), (String::new(), String::new()));
+    // What the dead controller left on its own machine.
+    let o = m.vemu(&["clean"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(!std::path::Path::new("/run/vemu/xf").exists());
+}

@@ -62,6 +62,14 @@ impl Saved {
     }
 }
 
+/// Write `bytes` to `path` (root only) by way of a new file renamed over it: a reader
+/// (or a crash) sees the old contents or the new, never part of them.
+pub(crate) fn write_whole(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
+    let tmp = path.with_extension("json.new");
+    crate::files::write_private(&tmp, bytes)?;
+    std::fs::rename(&tmp, path).with_context(|| format!("renaming {}", tmp.display()))
+}
+
 impl Controller {
     /// The state a new controller needs to take this lab over.
     pub(crate) fn saved(&self) -> Saved {
@@ -89,11 +97,15 @@ impl Controller {
             return;
         }
         let path = Saved::path(&self.plan.name);
-        let tmp = path.with_extension("json.new");
-        let r = serde_json::to_vec(&self.saved()).map_err(anyhow::Error::from).and_then(|b| crate::files::write_private(&tmp, &b)).and_then(|()| std::fs::rename(&tmp, &path).with_context(|| format!("renaming {}", tmp.display())));
-        if let Err(e) = r {
+        let bytes = match serde_json::to_vec(&self.saved()) {
+            Ok(b) => b,
+            Err(e) => return eprintln!("vemu: saving the controller's state of lab '{}': {e}", self.plan.name),
+        };
+        if let Err(e) = write_whole(&path, &bytes) {
             eprintln!("vemu: saving the controller's state of lab '{}' (a controller that takes it over after a crash would not have it): {e:#}", self.plan.name);
         }
+        // The agents keep a copy, for a controller on another machine.
+        self.worker.keep_saved(std::sync::Arc::new(bytes));
     }
 
     /// Take over `saved`, what an earlier controller of this lab set (refused when it
