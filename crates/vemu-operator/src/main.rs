@@ -104,8 +104,11 @@ async fn apply(lab_obj: Arc<VemuLab>, ctx: &Ctx, api: &Api<VemuLab>) -> Result<A
             let _ = vemu(ctx, &["down", "--lab", &lab_now]);
             up(ctx, &lab, &lab_obj.spec.scenario, &machines).map(|m| (lab, machines, m))
         }
+        // From this pod's own state, else (a new pod: its /run is empty) from the state
+        // the dead controller handed to the agents, that of the first machine.
         Step::Attach { lab, machines } => match vemu(ctx, &["attach", "--lab", &lab]) {
             (true, out) => Ok((lab, machines, out)),
+            (false, _) if first_agent(&machines).is_some_and(|a| vemu(ctx, &["attach", "--lab", &lab, "--from", a]).0) => Ok((lab, machines, "taken over from its agents".into())),
             // Its agents no longer hold it: what is left goes, and it comes up anew.
             (false, _) => {
                 let _ = vemu(ctx, &["clean"]);
@@ -199,4 +202,9 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::from(2)
         }
     }
+}
+
+/// The agent's address of the first machine in `NAME=ADDRESS,...`.
+fn first_agent(machines: &str) -> Option<&str> {
+    machines.split(',').next()?.split_once('=').map(|(_, a)| a.trim()).filter(|a| !a.is_empty())
 }
