@@ -147,8 +147,8 @@ pub fn fetch_state(address: SocketAddr, lab: &str) -> Result<(serde_json::Value,
     match a.call(lab, &WorkerRequest::State) {
         WorkerReply::Text(t) => {
             let answered_ns = vemu_engine::monotonic_ns();
-            let mut v: serde_json::Value = serde_json::from_str(&t).with_context(|| format!("{}: not a lab's state", a.what()))?;
-            let mut saved = Some(v["saved"].take()).filter(|s| !s.is_null());
+            let mut v: serde_json::Value = serde_json::from_str(&t).ok().filter(serde_json::Value::is_object).ok_or_else(|| anyhow::anyhow!("{}: not a lab's state", a.what()))?;
+            let mut saved = Some(v["saved"].take()).filter(|s| s.is_object());
             if let (Some(s), Some(lab_now)) = (saved.as_mut(), v["lab_now_ns"].as_u64()) {
                 s["clock_epoch_ns"] = (asked_ns / 2 + answered_ns / 2).saturating_sub(lab_now).into();
             }
