@@ -751,7 +751,13 @@ impl Shard {
                 Event::Carrier { port, up } => match (self.devs.get(port as usize), &self.fast) {
                     // The node's interface is the veth peer of a plane device.
                     (Some(PortDev::Plane(p)), Some(fast)) => {
-                        if let Err(e) = fast.set_device_up(p.devs.veth, up) {
+                        // A link to another machine that is down here takes nothing that
+                        // machine's kernel still sends (a machine found lost may go on).
+                        let r = match p.far {
+                            Far::Tunnel { remote, vni, .. } => fast.tunnel_in_set(tunnel::vni_reverse(vni), remote, p.devs.veth, up),
+                            _ => Ok(()),
+                        };
+                        if let Err(e) = r.and_then(|()| fast.set_device_up(p.devs.veth, up)) {
                             eprintln!("engine: {e:#}");
                         }
                     }

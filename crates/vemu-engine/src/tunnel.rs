@@ -35,6 +35,11 @@ pub fn vni(link: u32, dir: u8) -> u32 {
     link * 2 + dir as u32
 }
 
+/// The VNI of the other direction of the same link.
+pub fn vni_reverse(vni: u32) -> u32 {
+    vni ^ 1
+}
+
 /// Link and direction of a VNI.
 pub fn link_dir(vni: u32) -> (u32, u8) {
     (vni / 2, (vni % 2) as u8)

@@ -327,6 +327,17 @@ impl FastPath {
         self.tunnels_in.lock().unwrap_or_else(|p| p.into_inner()).insert(vni, v, 0).with_context(|| format!("routing VNI {vni} from the underlay"))
     }
 
+    /// [`FastPath::tunnel_in`] (`on`), or frames with VNI `vni` dropped (`!on`).
+    pub fn tunnel_in_set(&self, vni: u32, remote: std::net::Ipv4Addr, peer_of: u32, on: bool) -> Result<()> {
+        if on {
+            return self.tunnel_in(vni, remote, peer_of);
+        }
+        match self.tunnels_in.lock().unwrap_or_else(|p| p.into_inner()).remove(&vni) {
+            Err(MapError::SyscallError(e)) if e.io_error.raw_os_error() == Some(libc::ENOENT) => Ok(()),
+            r => r.with_context(|| format!("stopping VNI {vni} from the underlay")),
+        }
+    }
+
     /// [`ROUTE_OUT_SHAPED`] for a LAN port whose bridge's frames go through a bucket.
     fn out_flag(&self, port: u32) -> u32 {
         if self.shaped_out.lock().unwrap_or_else(|p| p.into_inner()).contains(&port) {

@@ -886,7 +886,9 @@ fn unimpaired_links_between_machines_take_the_kernels_tunnel_where_the_underlay_
     let _g = serial();
     let m = Machines::start_mtu("vk", 87, &["a", "b"], 9000);
     let yaml = "name: xk9\naddressing: {ipv6: none}\nmachines: {a: 10.87.0.1, b: 10.87.0.2}\nnodes:\n  n1: {machine: a}\n  n2: {machine: b, run: ['iperf3 -s -D']}\nlinks:\n  - endpoints: [n1, n2]\n";
-    let up = m.up("xk9", yaml);
+    // (Machine b is cut from its controller below: its share must outlast that.)
+    m.labs.lock().unwrap().push("xk9".into());
+    let up = m.vemu_leased(&["up", write_scenario("xk9", yaml).to_str().unwrap()], 30);
     assert!(up.status.success(), "{}", text(&up));
     let status = || -> serde_json::Value { serde_json::from_slice(&m.vemu(&["status", "--lab", "xk9", "--json"]).stdout).unwrap_or_default() };
     let kernel = |st: &serde_json::Value| {
@@ -946,6 +948,19 @@ fn unimpaired_links_between_machines_take_the_kernels_tunnel_where_the_underlay_
     seen.sort();
     assert_eq!(seen, ["0", "0", "0", "0", "0", "8", "8", "8", "8", "8"], "{}", text(&o));
     eventually(5, "back in the kernel after the capture", || kernel(&status()) == (true, true));
+    // Machine b loses its controller (the agents' channel cut; the underlay still carries
+    // UDP): found lost, its link is down on a, whose kernel then takes nothing more that
+    // b's kernel sends — n1 sees none of n2's pings.
+    ok("ip netns exec vk-b nft add table inet cut && ip netns exec vk-b nft add chain inet cut in '{ type filter hook input priority 0; }' && ip netns exec vk-b nft add rule inet cut in tcp dport 14790 drop");
+    eventually(20, "machine b lost", || status()["machines"][1]["state"] == "lost");
+    let n1_ip = status()["nodes"].as_array().unwrap().iter().find(|n| n["name"] == "n1").unwrap()["ifaces"][0]["addrs"][0].as_str().unwrap().split('/').next().unwrap().to_string();
+    let dump = Command::new("nsenter").args(["-t", &m.agent_pid(0).to_string(), "-m", VEMU, "exec", "--lab", "xk9", "n1", "--", "timeout", "4", "tcpdump", "-i", "eth0", "-c", "1", "-nn", "icmp"]).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(1000));
+    let o = m.exec(1, "xk9", "n2", &["ping", "-c", "3", "-i", "0.2", "-W", "1", &n1_ip]);
+    assert!(!o.status.success(), "n2 reached n1 over a link that is down on n1's machine: {}", text(&o));
+    let heard = String::from_utf8_lossy(&dump.wait_with_output().unwrap().stdout).to_string();
+    assert!(!heard.contains("ICMP"), "n1 heard n2 over a link down on its machine: {heard}");
+    ok("ip netns exec vk-b nft delete table inet cut");
     let o = m.vemu(&["down", "--lab", "xk9"]);
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!((m.leftovers(0), m.leftovers(1)), (String::new(), String::new()));
