@@ -136,8 +136,9 @@ pub fn mtu_of(addr: std::net::IpAddr) -> u32 {
 pub fn run(listen: SocketAddr, token: String) -> Result<()> {
     use nix::sys::signal::{SigSet, Signal};
     // Leftovers of shares of earlier runs.
+    // (Not a share another agent on this machine still holds: its lock says so.)
     for name in vemu_host::labs_present() {
-        if marker(&name).exists() {
+        if marker(&name).exists() && !vemu_host::LabLock::held(&name) {
             eprintln!("vemu agent: removing what share '{name}' left behind");
             vemu_host::remove_lab(&name).with_context(|| format!("removing share '{name}'"))?;
             if let Ok(Some(l)) = vemu_host::LabLock::try_acquire(&name) {

@@ -611,9 +611,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
             if let Some(from) = from {
                 let lab = lab.lab.ok_or_else(|| user("--from needs --lab: the lab to take over"))?;
                 vemu_scenario::valid_lab_name(&lab).map_err(user)?;
-                fetch_lab(&lab, &from)?;
-                let plan = load_plan(&lab)?;
-                return start_controller(plan, ApiOptions { tcp: api }, true).map(|()| ExitCode::SUCCESS);
+                let dir = LabPaths::new(&lab).dir;
+                let made = !dir.exists();
+                let r = fetch_lab(&lab, &from).and_then(|()| load_plan(&lab)).and_then(|plan| start_controller(plan, ApiOptions { tcp: api }, true));
+                // Nothing of a failed take-over stays here.
+                if r.is_err() && made {
+                    let _ = std::fs::remove_dir_all(&dir);
+                }
+                return r.map(|()| ExitCode::SUCCESS);
             }
             let lab = match lab.lab {
                 Some(l) => {

@@ -1000,6 +1000,13 @@ fn a_controller_on_another_machine_takes_over_a_lab_from_its_agents() {
         .output()
         .unwrap();
     assert!(!o.status.success() && text(&o).contains("--from needs --lab"), "{}", text(&o));
+    // A lab the agent does not hold: a clear error, and nothing made here.
+    let o = Command::new("ip")
+        .args(["netns", "exec", "vf-ctl", "unshare", "-m", "--propagation", "private", "sh", "-c", &format!("mount -t tmpfs tmpfs /run/vemu && {VEMU} attach --lab nosuch --from 10.88.0.1; echo \"left: $(ls -A /run/vemu)\"")])
+        .env("VEMU_AGENT_TOKEN_FILE", &m.token_file)
+        .output()
+        .unwrap();
+    assert!(text(&o).contains("holds no share of lab 'nosuch'") && text(&o).contains("left: \n"), "{}", text(&o));
     let o = Command::new("ip")
         .args(["netns", "exec", "vf-ctl", "unshare", "-m", "--propagation", "private", "sh", "-c", &script.replace("--from", "--lab xf --from")])
         .env("VEMU_AGENT_TOKEN_FILE", &m.token_file)
