@@ -1466,15 +1466,29 @@ def bench_machines():
     try:
         for size in (n, 1000):
             tree_n = tree if size == n else tree_yaml("bt", size)
-            t1 = (t_up1, t_down1) if size == n else (up("bt", tree_n), down("bt"))
+            if size == n:
+                t1 = (t_up1, t_down1)
+            else:
+                t_up = up("bt", tree_n)
+                rss1 = rss_kib(json.loads(vemu("status", "--lab", "bt", "--json"))["pid"])
+                t1 = (t_up, down("bt"))
             time.sleep(2)
             t_up4 = m4.up("bt", m4.machines_yaml() + tree_n)
             st = json.loads(subprocess.run(["ip", "netns", "exec", "bm4-ctl", VEMU, "status", "--lab", "bt", "--json"], capture_output=True, text=True, check=True).stdout)
             measured = [(mm["name"], u["to"], u.get("measured_bps")) for mm in st.get("machines", []) for u in mm.get("underlay", [])]
+            # Memory: the controller (in the controller's namespace) and each machine's
+            # agent (its engine's threads and the share's state; the nodes' programs
+            # are processes of their own).
+            rss_ctl4, rss_agents = rss_kib(st["pid"]), [rss_kib(a.pid) for a in m4.agents]
             t_down4 = down("bt")
             rows.append([f"{size}-node tree up / down, one machine and 4 (s)", t1[0], t_up4, t1[1], t_down4])
             print(f"machines: {size}-node tree up {t1[0]:.2f} s / down {t1[1]:.2f} s on one machine; up {t_up4:.2f} s / down {t_down4:.2f} s across four "
                   f"({t_up4 / t1[0]:.2f}x one machine's up; goal <= 2x); underlay measured in {sum(1 for x in measured if x[2])} of {len(measured)} directions")
+            if size != n:
+                rows.append([f"{size}-node tree memory (MiB): controller on one machine / on 4; agents on 4 min / max",
+                             rss1 / 1024, rss_ctl4 / 1024, min(rss_agents) / 1024, max(rss_agents) / 1024])
+                print(f"machines: {size}-node tree memory: controller {rss1 / 1024:.1f} MiB on one machine, {rss_ctl4 / 1024:.1f} MiB across four; "
+                      f"agents {', '.join(f'{r / 1024:.1f}' for r in rss_agents)} MiB")
     finally:
         m4.close()
     write_csv("machines.csv", ["case", "one_machine", "two_machines", "one_machine_b", "two_machines_b"], rows)
@@ -1484,7 +1498,7 @@ def bench_machines():
     extra_hop = (rows[0][2] - rows[0][1]) * 1000 / 2
     write_md("machines", "Labs across machines (machines made of namespaces on one computer)", "Virtual Routers' distributed hops, NET's multi-machine testbed",
              ["case", "one machine", "two (four) machines", "one machine (2nd figure)", "two (four) machines (2nd figure)"], rows,
-             [f"Rows 1-3: RTT (ms) of a chain of {hops} hops whose middle link crosses machines; row 3's 2nd figures: TCP (Mbit/s). Last rows: up (s), then down (s), on one machine and across two, then four.",
+             [f"Rows 1-3: RTT (ms) of a chain of {hops} hops whose middle link crosses machines; row 3's 2nd figures: TCP (Mbit/s). Then: up (s), then down (s), on one machine and across two, then four; last row: resident memory (VmRSS, MiB) of the controller and the agents.",
               f"The link between machines goes through both engines and the underlay instead of the kernel fast path: it adds {extra_hop:.0f} µs one way to the unimpaired chain.",
               "With set delays the underlay's measured delay is taken off, so RTT stays the set one plus the engines' passes.",
               "Each namespace machine's agent, engine and node programs are pinned to one core of this computer's two (taskset; four machines: two a core), where the one-machine lab has both: the same cores in all, as two real machines of one core each would have.",

@@ -650,17 +650,30 @@ fn drain_stage(d: &mut LinkDir, c: &DirCounters, classes: &[ClassCounters], held
     }
 }
 
-/// A direction needs no emulation: up, with no impairment at all (what puts it on the
-/// kernel path, unless captured).
-fn unemulated(d: &LinkDir) -> bool {
-    d.is_up() && *d.impairments() == Impairments { shaper: d.impairments().shaper, ..Default::default() }
+/// A direction's impairments less an `mtu` that its interfaces have anyway (`iface_mtu`,
+/// 0: none): the engine drops frames above the interface's MTU with or without it, and so
+/// does the kernel path (the driver's kernel routes carry the MTU, see
+/// [`Core::iface_mtu`]).
+fn beyond_interface(d: &LinkDir, iface_mtu: u32) -> Impairments {
+    let mut imp = d.impairments().clone();
+    if imp.mtu.is_some_and(|m| iface_mtu > 0 && m >= iface_mtu) {
+        imp.mtu = None;
+    }
+    imp
+}
+
+/// A direction needs no emulation: up, with no impairment at all but its shaper's choice
+/// and its interfaces' MTU (what puts it on the kernel path, unless captured).
+fn unemulated(d: &LinkDir, iface_mtu: u32) -> bool {
+    let imp = beyond_interface(d, iface_mtu);
+    d.is_up() && imp == Impairments { shaper: imp.shaper, ..Default::default() }
 }
 
 /// The kernel's token bucket for a direction that is up, whose one impairment is its
 /// rate (with a queue limit) and that asks for the kernel's shaper; `mtu`: the link's
 /// (0: 1500).
 fn kernel_shape(d: &LinkDir, mtu: u32) -> Option<Shape> {
-    let imp = d.impairments();
+    let imp = &beyond_interface(d, mtu);
     let rate_bps = imp.rate_bps?;
     let only_rate = Impairments { rate_bps: imp.rate_bps, queue: imp.queue, shaper: Shaper::Kernel, ..Default::default() };
     if !d.is_up() || *imp != only_rate || rate_bps == 0 {
@@ -755,7 +768,7 @@ impl Core {
         let watched = link.ports.iter().any(|&p| self.ports[p as usize].watched);
         let want = [0, 1].map(|d| match kernel_shape(&link.dirs[d], link.mtu).filter(|_| link.kernel_shaper && link.remote.is_none()) {
             _ if watched || link.remote == Some(d) => Path::Engine,
-            _ if unemulated(&link.dirs[d]) => Path::Kernel,
+            _ if unemulated(&link.dirs[d], link.mtu) => Path::Kernel,
             Some(shape) => Path::Shaped(shape),
             None => Path::Engine,
         });
@@ -778,6 +791,16 @@ impl Core {
         if let Some(Owner::Link { link, side }) = self.ports.get(port as usize).map(|p| p.owner) {
             let c = self.links[link as usize].counters[side as usize];
             self.counters[c as usize].kernel_path.store(yes, Relaxed);
+        }
+    }
+
+    /// The MTU of the interface at link or LAN port `port` (bytes of IP packet; 0: none),
+    /// which frames on its kernel path must not exceed either.
+    pub fn iface_mtu(&self, port: PortId) -> u32 {
+        match self.ports.get(port as usize).map(|p| p.owner) {
+            Some(Owner::Link { link, .. }) => self.links[link as usize].mtu,
+            Some(Owner::Member { seg, member }) => self.segments[seg as usize].members[member as usize].mtu,
+            _ => 0,
         }
     }
 
@@ -1026,7 +1049,7 @@ impl Core {
             }
             let mut paths = [Path::Kernel; 2];
             for (d, path) in paths.iter_mut().enumerate() {
-                if !unemulated(&m.dirs[d]) {
+                if !unemulated(&m.dirs[d], m.mtu) {
                     *path = Path::Shaped(kernel_shape(&m.dirs[d], m.mtu).filter(|_| seg.kernel_shaper)?);
                 }
             }

@@ -775,7 +775,7 @@ impl Shard {
                     }
                     if let (Some(PortDev::Plane(p)), Some(fast)) = (self.devs.get(port as usize), &self.fast) {
                         let route = match (path, p.devs.tap, p.far) {
-                            (Path::Kernel, _, Far::Veth(peer_of)) => Ok(Some(Route::Kernel { peer_of })),
+                            (Path::Kernel, _, Far::Veth(peer_of)) => Ok(Some(Route::Kernel { peer_of, mtu: self.core.iface_mtu(port) })),
                             (Path::Kernel, _, Far::Bridge) => Ok(Some(Route::Bridge)),
                             (_, _, Far::Tunnel { .. } | Far::Nowhere) => Ok(None),
                             // The bucket first, then the frames: a link's on the far
@@ -904,7 +904,7 @@ impl Shard {
                 continue;
             }
             let route = match (want, p.devs.tap) {
-                (true, _) => Route::Tunnel { vxlan, remote, vni },
+                (true, _) => Route::Tunnel { vxlan, remote, vni, mtu: self.core.iface_mtu(i as u32) },
                 (false, Some(tap)) => Route::Engine { tap },
                 (false, None) => continue,
             };

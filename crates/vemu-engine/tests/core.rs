@@ -1201,6 +1201,31 @@ fn a_direction_changes_path_when_its_impairments_come_and_go() {
 }
 
 #[test]
+fn an_mtu_the_interfaces_have_anyway_keeps_a_direction_on_the_kernel_path() {
+    // `mtu: 1446` on a link makes both interfaces 1446 bytes: the direction's limit is
+    // theirs, which the kernel path enforces too (its routes carry the MTU).
+    let mtu = |m| Impairments { mtu: Some(m), ..Default::default() };
+    let mut core = Core::new();
+    let [a, b] = core.add_link(LinkConfig { forward: mtu(1446), reverse: imp(), seeds: [1, 2], mtu: 1446, kernel_path: true, kernel_shaper: true, remote: None });
+    let mut s = Sim::new(core);
+    s.drain_events();
+    assert_eq!(paths(&s), vec![(a, true), (b, true)]);
+    assert_eq!((s.core.iface_mtu(a), s.core.iface_mtu(b)), (1446, 1446));
+    // A limit below the interfaces' is the engine's to carry out, and back.
+    let set = |m| ImpairmentsPatch { mtu: Some(Some(m)), ..Default::default() };
+    s.apply(Command::Patch { target: Target::Link(0), dir: 0, patch: set(1300) });
+    assert_eq!(paths(&s)[2..], [(a, false)]);
+    s.send(0, a, udp(1400, 1));
+    s.finish();
+    assert_eq!(s.stats(Target::Link(0), 0).drop_mtu, 1, "1386 bytes beyond the Ethernet header over a 1300-byte limit");
+    s.apply(Command::Patch { target: Target::Link(0), dir: 0, patch: set(1446) });
+    assert_eq!(paths(&s)[3..], [(a, true)]);
+    // With a rate for the kernel's shaper: its token bucket.
+    s.apply(Command::Patch { target: Target::Link(0), dir: 0, patch: ImpairmentsPatch { rate_bps: Some(Some(10_000_000)), shaper: Some(Shaper::Kernel), ..Default::default() } });
+    assert!(matches!(full_paths(&s)[4..], [(p, Path::Shaped(Shape { rate_bps: 10_000_000, .. }))] if p == a));
+}
+
+#[test]
 fn a_rate_alone_given_to_the_kernels_shaper_goes_by_the_kernels_token_bucket() {
     let kernel = |rate| Impairments { rate_bps: Some(rate), shaper: Shaper::Kernel, ..Default::default() };
     let mut queued = kernel(1_000_000);

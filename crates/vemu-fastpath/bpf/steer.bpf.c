@@ -40,6 +40,11 @@
                           * the device the frame came by (`tunnel_out`) */
 #define ROUTE_TUNNEL_IN 512 /* the lab's VXLAN device: by the frame's VNI (`tunnel_in`)
                              * to the ingress of a veth peer (a node's interface) */
+/* The top 16 bits of a route's flags: the MTU of the link's interfaces (bytes of IP
+ * packet; 0: none). A route to a veth peer or a tunnel drops a frame longer than that
+ * and its Ethernet header, as the engine does (a node that raised its interface's MTU
+ * does not get past the link's): `bpf_redirect_peer` checks no MTU. */
+#define ROUTE_MTU_SHIFT 16
 
 /* The mark of frames the engine delivers to LAN ports (the ports' egress program lets
  * them out uncounted and takes the mark off): "vemu". */
@@ -241,6 +246,20 @@ static __always_inline int to_tunnel(struct __sk_buff *skb, __u32 dev, __u32 vxl
 	return bpf_redirect(vxlan, 0);
 }
 
+/* Longer than the route's MTU allows (a GSO super-frame is cut to its segments later:
+ * never). At TC ingress a VLAN tag is normally out of the frame already (skb->len
+ * without it); one still in it is allowed its 4 bytes. */
+static __always_inline int too_big(struct __sk_buff *skb, __u32 flags)
+{
+	__u32 mtu = flags >> ROUTE_MTU_SHIFT;
+	if (!mtu || skb->gso_size)
+		return 0;
+	__u32 hdr = ETH_HLEN;
+	if (skb->protocol == bpf_htons(ETH_P_8021Q) || skb->protocol == bpf_htons(ETH_P_8021AD))
+		hdr += 4;
+	return skb->len > mtu + hdr;
+}
+
 SEC("classifier")
 int steer(struct __sk_buff *skb)
 {
@@ -256,6 +275,8 @@ int steer(struct __sk_buff *skb)
 		skb->mark = ENGINE_MARK;
 		return bpf_redirect(r->ifindex, 0);
 	}
+	if (too_big(skb, r->flags))
+		return TC_ACT_SHOT;
 	if (r->flags & ROUTE_COUNT)
 		count(skb, r->flags & ROUTE_SHAPED ? key | SHAPED : key);
 	if ((r->flags & (ROUTE_PASS | ROUTE_SHAPED)) == ROUTE_PASS)

@@ -62,6 +62,13 @@ const ROUTE_FANOUT: u32 = 64;
 const ROUTE_STAMP: u32 = 128;
 const ROUTE_TUNNEL: u32 = 256;
 const ROUTE_TUNNEL_IN: u32 = 512;
+/// Where a route's MTU sits in its flags (see [`Route::Kernel`]).
+const ROUTE_MTU_SHIFT: u32 = 16;
+
+/// The flag bits of an MTU (bytes of IP packet; 0: none).
+fn mtu_flags(mtu: u32) -> u32 {
+    mtu.min(0xffff) << ROUTE_MTU_SHIFT
+}
 /// Bytes at the end of a frame the engine reads from a TAP device of the plane, unless
 /// it is a GSO super-frame: the time it arrived in the plane, ns on CLOCK_MONOTONIC
 /// (host order). See [`Route::Engine`].
@@ -144,8 +151,11 @@ fn classifier(ebpf: &mut Ebpf, name: &str) -> Result<ProgramFd> {
 /// plane namespace).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Route {
-    /// To the node interface that is the veth peer of `peer_of`, counted.
-    Kernel { peer_of: u32 },
+    /// To the node interface that is the veth peer of `peer_of`, counted; a frame longer
+    /// than `mtu` (the link's interfaces' MTU, bytes of IP packet; 0: none) with its
+    /// Ethernet header is dropped, as the engine drops it (uncounted here), so that a node
+    /// that raised its own interface's MTU gets no further than the link allows.
+    Kernel { peer_of: u32, mtu: u32 },
     /// To the engine's TAP device `tap`; a frame that is not a GSO super-frame gets the
     /// time it arrived appended ([`STAMP_LEN`] bytes), so that the engine times it from
     /// then and not from when it got round to reading it.
@@ -168,8 +178,8 @@ pub enum Route {
     /// on the way out.
     BridgeShaped { ifb: u32 },
     /// To another machine: through the lab's VXLAN device `vxlan` to `remote` (its
-    /// underlay address) with VNI `vni`, counted as [`Route::Kernel`].
-    Tunnel { vxlan: u32, remote: std::net::Ipv4Addr, vni: u32 },
+    /// underlay address) with VNI `vni`, counted and held to `mtu` as [`Route::Kernel`].
+    Tunnel { vxlan: u32, remote: std::net::Ipv4Addr, vni: u32, mtu: u32 },
     /// The lab's VXLAN device: what it receives goes by VNI ([`FastPath::tunnel_in`]).
     FromTunnel,
 }
@@ -286,9 +296,9 @@ impl FastPath {
     /// Send frames arriving at plane device `from` by `route`.
     pub fn route(&self, from: u32, route: Route) -> Result<()> {
         let value = match route {
-            Route::Kernel { peer_of } => {
+            Route::Kernel { peer_of, mtu } => {
                 self.count(from)?;
-                RouteValue { ifindex: peer_of, flags: ROUTE_PEER | ROUTE_COUNT }
+                RouteValue { ifindex: peer_of, flags: ROUTE_PEER | ROUTE_COUNT | mtu_flags(mtu) }
             }
             Route::Engine { tap } => RouteValue { ifindex: tap, flags: ROUTE_STAMP },
             Route::Deliver { peer_of } => RouteValue { ifindex: peer_of, flags: ROUTE_PEER },
@@ -308,11 +318,11 @@ impl FastPath {
                 self.count(from | OUT)?;
                 RouteValue { ifindex: ifb, flags: ROUTE_PASS | ROUTE_COUNT | ROUTE_SHAPED | self.out_flag(from) }
             }
-            Route::Tunnel { vxlan, remote, vni } => {
+            Route::Tunnel { vxlan, remote, vni, mtu } => {
                 self.count(from)?;
                 let key = TunnelValue { a: u32::from(remote), b: vni };
                 self.tunnels_out.lock().unwrap_or_else(|p| p.into_inner()).insert(from, key, 0).with_context(|| format!("the tunnel key of plane device {from}"))?;
-                RouteValue { ifindex: vxlan, flags: ROUTE_TUNNEL | ROUTE_COUNT }
+                RouteValue { ifindex: vxlan, flags: ROUTE_TUNNEL | ROUTE_COUNT | mtu_flags(mtu) }
             }
             Route::FromTunnel => RouteValue { ifindex: 0, flags: ROUTE_TUNNEL_IN },
         };

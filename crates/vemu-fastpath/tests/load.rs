@@ -8,21 +8,21 @@ fn routes_and_counters_of_a_loaded_program() {
     let fp = FastPath::load(ctl, 4).expect("the TC program loads (clang and BPF are needed)");
     fp.route(7, Route::Engine { tap: 8 }).unwrap();
     assert_eq!(fp.counted(7), Counted::default(), "no counter before a kernel route");
-    fp.route(7, Route::Kernel { peer_of: 9 }).unwrap();
+    fp.route(7, Route::Kernel { peer_of: 9, mtu: 1500 }).unwrap();
     assert_eq!(fp.counted(7), Counted::default());
     // Back to the engine and to the kernel again: the counter stays.
     fp.route(7, Route::Engine { tap: 8 }).unwrap();
-    fp.route(7, Route::Kernel { peer_of: 9 }).unwrap();
+    fp.route(7, Route::Kernel { peer_of: 9, mtu: 1500 }).unwrap();
     fp.route(8, Route::Deliver { peer_of: 7 }).unwrap();
     // The far ends of nodes' interfaces (from DENSE_BASE on) have theirs in arrays.
     let dense = vemu_fastpath::DENSE_BASE + 3;
     fp.route(dense, Route::Engine { tap: 8 }).unwrap();
     assert_eq!(fp.counted(dense), Counted::default());
-    fp.route(dense, Route::Kernel { peer_of: 9 }).unwrap();
+    fp.route(dense, Route::Kernel { peer_of: 9, mtu: 1500 }).unwrap();
     fp.route(dense, Route::Bridge).unwrap();
     assert_eq!((fp.counted(dense), fp.counted_out(dense), fp.counted_shaped(dense)), (Counted::default(), Counted::default(), Counted::default()));
     // Beyond the devices the program was loaded for: a clear error, not a crash.
-    let e = fp.route(vemu_fastpath::DENSE_BASE + 4, Route::Kernel { peer_of: 9 }).unwrap_err();
+    let e = fp.route(vemu_fastpath::DENSE_BASE + 4, Route::Kernel { peer_of: 9, mtu: 1500 }).unwrap_err();
     assert!(format!("{e:#}").contains(&format!("plane device {}", vemu_fastpath::DENSE_BASE + 4)), "{e:#}");
     assert!(FastPath::load(vemu_fastpath::netlink_socket().unwrap(), u32::MAX).is_err());
 }

@@ -159,6 +159,33 @@ fn a_rate_given_to_the_kernels_shaper_holds_in_the_kernel_until_more_is_set() {
     assert_eq!([iface_view(&lab, "a"), iface_view(&lab, "b")], before);
 }
 
+/// `mtu` on a link is its interfaces' MTU: the link stays on the kernel path, which
+/// holds a node that raises its own interface's MTU to the link's, as the engine does.
+#[test]
+fn a_links_mtu_keeps_it_in_the_kernel_which_holds_nodes_to_it() {
+    let _g = serial();
+    let lab = Lab::up("t-fast", &TWO.replace("{endpoints: [a, b]}", "{endpoints: [a, b], mtu: 1400}"));
+    assert_eq!(link_paths(&lab).0, [true, true], "an MTU the interfaces have anyway is no reason for the engine");
+    assert_eq!(lab.sh("a", "cat /sys/class/net/eth0/mtu").1.trim(), "1400");
+    let ping = |size: u32| lab.sh("a", &format!("ping -c 3 -i 0.2 -W 1 -M do -s {size} b"));
+    let (code, out) = ping(1372);
+    assert_eq!(code, 0, "whole 1400-byte packets: {out}");
+    // Node a raises its interface's MTU: 1428-byte packets leave it, and go no further
+    // (without the route's MTU the kernel path delivered them, and b answered).
+    assert_eq!(lab.sh("a", "ip link set eth0 mtu 1500").0, 0);
+    let (code, out) = ping(1400);
+    assert_ne!(code, 0, "a 1428-byte packet crossed a link of 1400 in the kernel: {out}");
+    assert!(out.contains("3 packets transmitted, 0 received"), "{out}");
+    // The same through the engine, which counts them.
+    let o = lab.vemu(&["link", "set", "a:b", "--direction", "forward", "--delay", "1ms"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(link_paths(&lab).0, [false, true]);
+    let (code, out) = ping(1400);
+    assert_ne!(code, 0, "{out}");
+    assert_eq!(lab.status()["links"][0]["forward"]["stats"]["drop_mtu"], 3);
+    assert_eq!(ping(1372).0, 0);
+}
+
 #[test]
 fn the_fast_path_can_be_turned_off_and_leaves_nothing_behind() {
     let _g = serial();
