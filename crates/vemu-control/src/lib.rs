@@ -40,5 +40,5 @@ pub(crate) use sync::LockExt;
 pub use worker::fast_path_wanted;
 
 /// What clients of the controller see of the engine: the lab clock and its counters.
-pub use vemu_engine::{bucket_quantile_ns, LabClock, DELAY_BUCKETS_NS};
+pub use vemu_engine::{bucket_quantile_ns, LabClock, DELAY_BUCKETS_NS, TUNNEL_FRAME_EXTRA};
 pub use vemu_scenario::derive_seed;

@@ -112,7 +112,7 @@ pub(crate) enum Far {
 
 /// UDP payload a frame needs beyond its interface's MTU through the kernel's VXLAN
 /// device: its Ethernet header (14), a VLAN tag (4), the VXLAN header (8).
-pub(crate) const TUNNEL_FRAME_EXTRA: usize = 26;
+pub const TUNNEL_FRAME_EXTRA: usize = 26;
 
 /// What a port's descriptor is.
 pub(crate) enum PortDev {

@@ -32,7 +32,8 @@ pub use crate::core::{is_routing, CapturePoint, Dir, RadioSnapshot, Target};
 pub use crate::counters::{bucket_quantile_ns, DirCounters, DirStats, SegCounters, SegStats, DELAY_BUCKETS_NS};
 pub use crate::driver::{Captured, PlaneDevs, FAULT_ENV};
 use crate::core::{Command, Core, LinkConfig, MemberConfig, SegmentConfig};
-use crate::driver::{Control, Far, PlanePort, PortDev, ShardHandle, TunnelPort, TUNNEL_FRAME_EXTRA};
+use crate::driver::{Control, Far, PlanePort, PortDev, ShardHandle, TunnelPort};
+pub use crate::driver::TUNNEL_FRAME_EXTRA;
 pub use vemu_fastpath::{netlink_socket, FastPath, Route, DENSE_BASE};
 pub use vemu_switch::Snooping;
 

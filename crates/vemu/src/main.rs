@@ -13,7 +13,7 @@ mod stats;
 mod traffic;
 
 use vemu_control::daemon::ApiOptions;
-use vemu_control::{percent_encode, ApiFailure, Client, DirStats, LabClock, LabStatus};
+use vemu_control::{percent_encode, ApiFailure, Client, DirStats, LabClock, LabStatus, TUNNEL_FRAME_EXTRA};
 use vemu_host::{LabPaths, NodeEntry};
 use vemu_link::{Impairments, Loss, QueueLimit};
 use vemu_scenario::Plan;
@@ -1526,7 +1526,7 @@ fn print_status(s: &LabStatus) {
         "\n{:<16} {:<4} {:<4} {:<10} {:>10} {:>10} {:>12} {:>8} {:>8} {:>8}  IMPAIRMENTS",
         "LINK", "UP", "DIR", "PATH", "RX FRAMES", "TX FRAMES", "TX BYTES", "LOSS", "QUEUE", "DOWN"
     );
-    let mut below_underlay = Vec::new();
+    let (mut below_underlay, mut notes) = (Vec::new(), Vec::new());
     for l in &s.links {
         for (dir, arrow, d) in [("fwd", format!("{} -> {}", l.a, l.b), &l.forward), ("rev", format!("{} -> {}", l.b, l.a), &l.reverse)] {
             let path = path_of(&d.stats);
@@ -1537,6 +1537,19 @@ fn print_status(s: &LabStatus) {
             } else {
                 String::new()
             };
+            // Unimpaired across machines but through the engines because whole frames do
+            // not fit the underlay's datagrams: say what would let the kernel carry it.
+            let iface_mtu = d.impairments.mtu.unwrap_or(1500) as usize;
+            let bare = Impairments { shaper: d.impairments.shaper, mtu: d.impairments.mtu, ..Default::default() };
+            if d.stats.transit_ns > 0 && !d.stats.kernel_path && d.impairments == bare && d.stats.path_payload_bytes > 0 && (d.stats.path_payload_bytes as usize) < iface_mtu + TUNNEL_FRAME_EXTRA {
+                notes.push(format!(
+                    "{} {dir} goes through the engines: the underlay carries datagrams of {} B, a frame of its {iface_mtu}-byte interfaces needs {} B in the kernel's tunnel (mtu: {} or less on the link, or a larger MTU on the underlay, lets the kernel carry it)",
+                    l.name,
+                    d.stats.path_payload_bytes,
+                    iface_mtu + TUNNEL_FRAME_EXTRA,
+                    (d.stats.path_payload_bytes as usize).saturating_sub(TUNNEL_FRAME_EXTRA)
+                ));
+            }
             // A set delay shorter than the underlay's cannot be kept: say by how much.
             if d.stats.transit_ns > d.impairments.delay_ns {
                 below_underlay.push(format!(
@@ -1552,6 +1565,9 @@ fn print_status(s: &LabStatus) {
     }
     for w in &below_underlay {
         println!("warning: {w}");
+    }
+    for n in &notes {
+        println!("note: {n}");
     }
     for d in &s.diverts {
         for (dir, what, st) in [("fwd", "the machine's packets out", &d.forward), ("rev", "replies back", &d.reverse)] {

@@ -966,6 +966,44 @@ fn unimpaired_links_between_machines_take_the_kernels_tunnel_where_the_underlay_
     assert_eq!((m.leftovers(0), m.leftovers(1)), (String::new(), String::new()));
 }
 
+/// On an underlay of 1500-byte interfaces a frame of a 1500-byte interface does not fit
+/// one VXLAN datagram, so such links go through the engines (which split frames); a link
+/// whose `mtu` leaves room for the headers (1446 here) takes the kernel's tunnel.
+#[test]
+fn a_link_whose_mtu_leaves_room_takes_the_kernels_tunnel_over_a_1500_byte_underlay() {
+    let _g = serial();
+    let m = Machines::start("vn", 89, &["a", "b"]);
+    let yaml = "name: xn\naddressing: {ipv6: none}\nmachines: {a: 10.89.0.1, b: 10.89.0.2}\nnodes:\n  n1: {machine: a}\n  n2: {machine: b}\n  n3: {machine: b}\nlinks:\n  - {endpoints: [n1, n2], mtu: 1446}\n  - {endpoints: [n1, n3]}\n";
+    m.labs.lock().unwrap().push("xn".into());
+    let up = m.vemu(&["up", write_scenario("xn", yaml).to_str().unwrap()]);
+    assert!(up.status.success(), "{}", text(&up));
+    let status = || -> serde_json::Value { serde_json::from_slice(&m.vemu(&["status", "--lab", "xn", "--json"]).stdout).unwrap_or_default() };
+    let kernel = |st: &serde_json::Value, name: &str| {
+        let l = st["links"].as_array().unwrap().iter().find(|l| l["name"] == name).unwrap().clone();
+        (l["forward"]["stats"]["kernel_path"] == true, l["reverse"]["stats"]["kernel_path"] == true)
+    };
+    eventually(10, "n1:n2 through the kernel", || kernel(&status(), "n1:n2") == (true, true));
+    assert_eq!(kernel(&status(), "n1:n3"), (false, false), "1500-byte frames in 1472-byte datagrams");
+    let ip = |n: &str| status()["nodes"].as_array().unwrap().iter().find(|x| x["name"] == n).unwrap()["ifaces"][0]["addrs"][0].as_str().unwrap().split('/').next().unwrap().to_string();
+    let (n2, n3) = (ip("n2"), ip("n3"));
+    // Whole packets of each link's MTU cross, through the kernel and through the engines.
+    let o = m.exec(0, "xn", "n1", &["ping", "-c", "5", "-i", "0.1", "-s", "1418", "-M", "do", &n2]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = m.exec(0, "xn", "n1", &["ping", "-c", "5", "-i", "0.1", "-s", "1472", "-M", "do", &n3]);
+    assert!(o.status.success(), "{}", text(&o));
+    let st = status();
+    let l = st["links"].as_array().unwrap().iter().find(|l| l["name"] == "n1:n2").unwrap();
+    assert!(l["forward"]["stats"]["rx_frames"].as_u64().unwrap() >= 5, "{l}");
+    // `vemu status` says why n1:n3 is not the kernel's, and what would make it so.
+    let o = m.vemu(&["status", "--lab", "xn"]);
+    let notes: Vec<String> = text(&o).lines().filter(|l| l.starts_with("note: ")).map(String::from).collect();
+    assert_eq!(notes.len(), 2, "{}", text(&o));
+    assert!(notes.iter().all(|n| n.starts_with("note: n1:n3 ") && n.contains("datagrams of 1472 B") && n.contains("needs 1526 B") && n.contains("mtu: 1446 or less")), "{notes:?}");
+    let o = m.vemu(&["down", "--lab", "xn"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!((m.leftovers(0), m.leftovers(1)), (String::new(), String::new()));
+}
+
 /// The controller's machine is gone with its controller: a controller on another
 /// machine takes the lab over from what its agents hold (`vemu attach --from`), the
 /// plan and the state the dead controller handed on with its heartbeats — what was set
