@@ -685,7 +685,14 @@ impl Shard {
                 let fd = self.fd(tx.port as usize);
                 match self.devs.get_mut(tx.port as usize) {
                     Some(PortDev::Tunnel(t)) => {
+                        let before = t.mtu.payload();
                         let ok = t.send(fd, &tx.frame, tx.at_ns);
+                        if t.mtu.payload() != before {
+                            // Fell back to the safe size: say so now, and take a kernel
+                            // tunnel that no longer fits off at once, not at the next round.
+                            self.core.set_path_payload(tx.port, t.mtu.payload() as u64);
+                            self.tunnels_changed = true;
+                        }
                         self.core.on_written(&tx, ok);
                     }
                     _ => self.batch.push((fd, Out::One(tx))),

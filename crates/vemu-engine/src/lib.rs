@@ -284,7 +284,10 @@ impl Engine {
             let mut devs = l.plane.filter(|_| fast.is_some() && l.remote.is_none());
             let remote = l.remote.map(|r| (r.side.min(1), r.transit_ns));
             let tunneled = l.kernel_tunnel.filter(|_| fast.is_some() && l.remote.is_some());
-            let kernel_path = devs.is_some() || tunneled.is_some_and(|t| t.remote.is_some());
+            // This end's plane veth, where the kernel's tunnel to a known far machine
+            // may carry its direction: (the side here, veth).
+            let tunnel_veth = l.remote.zip(tunneled.filter(|t| t.remote.is_some())).map(|(r, t)| (1 - r.side.min(1), t.local.veth));
+            let kernel_path = devs.is_some() || tunnel_veth.is_some();
             let ports = core.add_link(LinkConfig { forward: l.forward, reverse: l.reverse, seeds: l.seeds, mtu: l.mtu, kernel_path, kernel_shaper: fast.as_ref().is_some_and(|f| f.path.shaper().is_ok()), remote });
             if let (Some(d), Some(f), None, true) = (devs.as_mut(), &fast, &l.a, core.needs_engine(Target::Link(local))) {
                 // (Made beside the nodes, normally; here if they were not.)
@@ -314,15 +317,12 @@ impl Engine {
                         };
                         kinds[1 - side] = PortDev::Plane(PlanePort::new(kt.local, far));
                     }
-                    tunnel_veths.push(tunneled.filter(|kt| kt.remote.is_some()).map(|kt| (1 - side, kt.local.veth)));
                     plane.extend(kinds);
                 }
                 (Some([a, b]), None) => plane.extend([PortDev::Plane(PlanePort::new(a, Far::Veth(b.veth))), PortDev::Plane(PlanePort::new(b, Far::Veth(a.veth)))]),
                 (None, None) => plane.extend([PortDev::Tap, PortDev::Tap]),
             }
-            if l.remote.is_none() {
-                tunnel_veths.push(None);
-            }
+            tunnel_veths.push(tunnel_veth);
             link_veths.push(devs.map(|[a, b]| [a.veth, b.veth]));
             link_ports.push(ports);
             link_counters.push(core.counters(Target::Link(local)));
