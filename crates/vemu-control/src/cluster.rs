@@ -30,6 +30,10 @@ pub const DEFAULT_TOKEN_FILE: &str = "/etc/vemu/agent-token";
 const HEARTBEAT: Duration = Duration::from_secs(1);
 const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(1);
 pub const MISSED_HEARTBEATS: u32 = 3;
+/// A new controller state goes to the agents at once, not with the next heartbeat — at
+/// most once in this long (a timeline that changes links every millisecond sends it
+/// 10 times a second).
+const STATE_GAP: Duration = Duration::from_millis(100);
 
 /// Environment variable of the controller: seconds an agent keeps its share of a lab
 /// without hearing from the controller (default [`DEFAULT_LEASE_S`]), e.g. after the
@@ -191,9 +195,12 @@ struct Health {
     stop: AtomicBool,
     /// Each machine's lab clock against ours, from the heartbeats.
     clocks: Vec<std::sync::Mutex<ClockFilter>>,
-    /// The controller's state as last saved, and its version: each agent gets it with
-    /// its next heartbeat when it has an older one ([`Worker::keep_saved`]).
+    /// The controller's state as last saved, and its version: each agent that has an
+    /// older one gets it at once (within [`STATE_GAP`] of the last time), and with every
+    /// heartbeat until it took it ([`Worker::keep_saved`]).
     saved: std::sync::Mutex<(u64, Option<Arc<Vec<u8>>>)>,
+    /// Told when `saved` changes.
+    saved_changed: std::sync::Condvar,
 }
 
 impl Health {
@@ -205,6 +212,7 @@ impl Health {
 impl Drop for Cluster {
     fn drop(&mut self) {
         self.health.stop.store(true, Ordering::Relaxed);
+        self.health.saved_changed.notify_all();
         if let Some(t) = self.heartbeat.take() {
             let _ = t.join();
         }
@@ -250,6 +258,7 @@ impl Cluster {
                 stop: AtomicBool::new(false),
                 clocks: plan.machines.iter().map(|_| Default::default()).collect(),
                 saved: Default::default(),
+                saved_changed: Default::default(),
             }),
             heartbeat: None,
             lease_s: lease_s()?,
@@ -317,10 +326,36 @@ impl Cluster {
             // The version of the controller's state each agent has.
             let mut has = vec![0u64; routes.len()];
             let mut next = std::time::Instant::now();
+            let mut last_round = next;
             while !health.stop.load(Ordering::Relaxed) {
-                next += HEARTBEAT;
+                // Until the next heartbeat, or a state newer than what a machine that
+                // answered last time has (an early round, for those machines only).
+                let oldest = (0..routes.len()).filter(|&m| !health.lost[m].load(Ordering::Relaxed) && !routes[m].suspect.load(Ordering::Relaxed)).map(|m| has[m]).min();
+                let regular = {
+                    let mut g = health.saved.lock().unwrap_or_else(|e| e.into_inner());
+                    loop {
+                        let now = std::time::Instant::now();
+                        if now >= next {
+                            break true;
+                        }
+                        let newer = oldest.is_some_and(|o| g.0 > o);
+                        if newer && now >= last_round + STATE_GAP {
+                            break false;
+                        }
+                        let until = if newer { next.min(last_round + STATE_GAP) } else { next };
+                        g = health.saved_changed.wait_timeout(g, until - now).unwrap_or_else(|e| e.into_inner()).0;
+                    }
+                };
+                if health.stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                if regular {
+                    next += HEARTBEAT;
+                }
+                last_round = std::time::Instant::now();
                 let (version, state) = health.saved.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                let asks = routes.iter().enumerate().filter(|(m, _)| !health.lost[*m].load(Ordering::Relaxed)).map(|(m, r)| {
+                let asked = |m: usize| !health.lost[m].load(Ordering::Relaxed) && (regular || (has[m] < version && !routes[m].suspect.load(Ordering::Relaxed)));
+                let asks = routes.iter().enumerate().filter(|(m, _)| asked(*m)).map(|(m, r)| {
                     let path = format!("/v1/agent/labs/{lab}/lease");
                     // With the controller's state, if the agent's is older.
                     let body = match (&state, has[m] < version) {
@@ -339,6 +374,10 @@ impl Cluster {
                 });
                 for (m, answer) in rt.block_on(futures_util::future::join_all(asks)) {
                     let answered = matches!(&answer, Ok(Ok((status, ..))) if status.is_success());
+                    if !regular && !answered {
+                        // (Only heartbeats count as missed; the next one carries the state.)
+                        continue;
+                    }
                     routes[m].suspect.store(!answered, Ordering::Relaxed);
                     match answer {
                         Ok(Ok((status, body, sent_ns, received_ns))) if status.is_success() => {
@@ -367,7 +406,6 @@ impl Cluster {
                         }
                     }
                 }
-                std::thread::sleep(next.saturating_duration_since(std::time::Instant::now()));
             }
         })?;
         self.heartbeat = Some(t);
@@ -819,6 +857,7 @@ impl Worker for Cluster {
     fn keep_saved(&self, state: Arc<Vec<u8>>) {
         let mut s = self.health.saved.lock().unwrap_or_else(|e| e.into_inner());
         *s = (s.0 + 1, Some(state));
+        self.health.saved_changed.notify_all();
     }
 }
 

@@ -1016,14 +1016,26 @@ fn a_controller_on_another_machine_takes_over_a_lab_from_its_agents() {
     m.labs.lock().unwrap().push("xf".into());
     let up = m.vemu_leased(&["up", write_scenario("xf", yaml).to_str().unwrap(), "--machines", "a=10.88.0.1,b=10.88.0.2"], 30);
     assert!(up.status.success(), "{}", text(&up));
-    let o = m.vemu(&["link", "set", "--lab", "xf", "n2:n3", "--delay", "20ms"]);
-    assert!(o.status.success(), "{}", text(&o));
-    // The agents get the controller's state with its next heartbeats.
-    let held = |i: usize| {
+    // The agents get the controller's state as it changes (within 0.1 s of the last
+    // time they got it), not with the next heartbeat (up to 1 s later): five changes in
+    // a row, each held by both agents well within a heartbeat.
+    let held = |i: usize, delay_ns: u64| {
         let o = Command::new("nsenter").args(["-t", &m.agent_pid(i).to_string(), "-m", "cat", &format!("/run/vemu/xf@{}/controller.json", ["a", "b"][i])]).output().unwrap();
-        String::from_utf8_lossy(&o.stdout).contains("20000000")
+        String::from_utf8_lossy(&o.stdout).contains(&format!("\"delay_ns\":{delay_ns}"))
     };
-    eventually(10, "both agents hold the state with the delay set", || held(0) && held(1));
+    let mut took = Vec::new();
+    for ms in [21u64, 22, 23, 24, 20] {
+        let o = m.vemu(&["link", "set", "--lab", "xf", "n2:n3", "--delay", &format!("{ms}ms")]);
+        assert!(o.status.success(), "{}", text(&o));
+        let t0 = Instant::now();
+        while !(held(0, ms * 1_000_000) && held(1, ms * 1_000_000)) {
+            assert!(t0.elapsed() < Duration::from_secs(10), "the agents never got the state with {ms} ms");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        took.push(t0.elapsed().as_secs_f64());
+    }
+    eprintln!("the agents held each change after {took:.3?} s");
+    assert!(took.iter().all(|&t| t < 0.7), "the state reached the agents after {took:.3?} s (heartbeats come every 1 s)");
     let pid = std::fs::read_to_string("/run/vemu/xf/daemon.pid").unwrap();
     ok(&format!("kill -9 {}", pid.trim()));
 
