@@ -27,8 +27,8 @@ fn core() -> Core {
         ..Impairments::default()
     };
     let mut c = Core::new();
-    c.add_link(LinkConfig { forward: Impairments::default(), reverse: hard.clone(), seeds: [1, 2], mtu: 1500, kernel_path: true, kernel_shaper: true, remote: None });
-    c.add_link(LinkConfig { forward: hard.clone(), reverse: Impairments { rate_bps: Some(1_000_000), qos: Some(QosConfig::Diffserv), ..Impairments::default() }, seeds: [3, 4], mtu: 0, kernel_path: true, kernel_shaper: false, remote: Some((1, 20 * US)) });
+    c.add_link(LinkConfig { forward: Impairments::default(), reverse: hard.clone(), seeds: [1, 2], mtu: 1500, kernel_path: true, kernel_shaper: true, remote: None , spur: None });
+    c.add_link(LinkConfig { forward: hard.clone(), reverse: Impairments { rate_bps: Some(1_000_000), qos: Some(QosConfig::Diffserv), ..Impairments::default() }, seeds: [3, 4], mtu: 0, kernel_path: true, kernel_shaper: false, remote: Some((1, 20 * US)) , spur: None });
     c.add_segment(SegmentConfig {
         members: (0..4).map(|i| MemberConfig { vlan: 1 + (i % 2), egress: hard.clone(), seeds: [i as u64, 9], mtu: 1500, ..Default::default() }).collect(),
         capacity_bps: Some(1_000_000_000),

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use vemu_engine::core::Spur;
 use vemu_engine::{Captured, CaptureSpec, DirStats, Engine, Fast, FastPath, KernelTunnel, LabClock, LinkSpec, MakeTaps, MemberSpec, PlaneDevs, RadioSnapshot, RemoteEnd, SegStats, SegmentSpec, TapsOf, Target, TrunkInSpec, TrunkSpec};
 use vemu_engine::divert::{DivertSpec, Diverter};
 use vemu_host::LabPaths;
@@ -609,12 +610,14 @@ impl LocalWorker {
                 seeds: [derive_seed(plan.seed, 2 * i as u64), derive_seed(plan.seed, 2 * i as u64 + 1)],
                 remote,
                 kernel_tunnel,
+                spur: None,
             });
         }
         // Members here of segments elsewhere: links toward the segment's machine (random
         // streams as the member's, below).
         for &(g, k) in &self.spurs_here {
-            let m = &plan.segments[g].members[k];
+            let seg = &plan.segments[g];
+            let m = &seg.members[k];
             let s = share.as_ref().ok_or_else(|| anyhow!("segment {g} leaves this machine"))?;
             let t = plan.member_tunnel(g, k);
             let (sock, remote) = tunnel_socket(s, t, 1)?;
@@ -630,6 +633,9 @@ impl LocalWorker {
                 seeds: [derive_seed(plan.seed, seed), derive_seed(plan.seed, seed + 1)],
                 remote: Some(remote),
                 kernel_tunnel: None,
+                // Unicast between members here is switched here (not through a shared
+                // capacity or a radio channel, which only the segment's machine has).
+                spur: (seg.wireless.is_none() && seg.capacity_bps.is_none()).then_some(Spur { segment: g as u32, vlan: m.vlan, aging_ns: seg.aging_ns }),
             });
         }
         // The trunks that end here: each brings the frames of a segment elsewhere to the

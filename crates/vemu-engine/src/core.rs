@@ -33,7 +33,7 @@ use vemu_qos::stage::Refusal;
 use vemu_radio::medium::{Medium, MediumConfig, Neighbour, Outcome, PairCounters};
 use vemu_radio::Pos;
 use vemu_switch::snoop::{classify, Class};
-use vemu_switch::{Delivery, Mac, PortConfig, Snooping, Switch};
+use vemu_switch::{mac, Delivery, Mac, PortConfig, Snooping, Switch};
 
 use crate::counters::{delay_bucket, ClassCounters, DirCounters, SegCounters};
 use crate::gso::{self, VNET_HDR_LEN};
@@ -87,6 +87,28 @@ pub struct LinkConfig {
     /// arrive at it; frames from it come in by [`Core::handle_delivered`], their
     /// direction carried out by the other machine's core.
     pub remote: Option<(usize, u64)>,
+    /// The link is a member here of a LAN whose switch is on another machine (side a:
+    /// the member's interface; side b, `remote`: toward the switch): see [`Spur`].
+    pub spur: Option<Spur>,
+}
+
+/// A member of a LAN segment whose switch is on another machine, carried out here as a
+/// link toward it. Unicast frames from one such member of a segment to another on this
+/// machine are switched here, at the time they would have reached the switch, and
+/// never cross the underlay (twice) to the segment's machine: each machine learns where
+/// the source addresses its members send from are, as the switch does, and forgets one
+/// when the segment's machine hands a frame from it to that member (so it is not
+/// behind it) or when it was not seen for `aging_ns`. Everything else — broadcast,
+/// multicast, unknown or far destinations — goes to the switch as before. Only for
+/// segments without an aggregate capacity (which every frame must cross at the switch)
+/// and not wireless.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Spur {
+    /// The segment, as numbered in the lab (the same on every machine).
+    pub segment: u32,
+    /// The member's access VLAN (0: none): frames are switched within one VLAN only.
+    pub vlan: u16,
+    pub aging_ns: u64,
 }
 
 /// One port of a segment.
@@ -326,6 +348,16 @@ struct LinkState {
     transit_ns: [u64; 2],
     /// The side on another machine, if one is.
     remote: Option<usize>,
+    /// A member of a segment switched elsewhere: its group here and access VLAN.
+    spur: Option<(u32, u16)>,
+}
+
+/// The members here of one segment switched on another machine ([`Spur`]): where the
+/// source addresses they sent from are, (VLAN, MAC) → (link, last seen ns).
+struct SpurGroup {
+    segment: u32,
+    aging_ns: u64,
+    macs: FxHashMap<(u16, Mac), (u32, u64)>,
 }
 
 struct MemberState {
@@ -433,6 +465,10 @@ enum Action {
     /// It came through a trunk: link `link`'s reverse direction (a member's ingress)
     /// takes it now.
     Ingress { link: u32 },
+    /// Switched here between two members of a segment switched elsewhere ([`Spur`]):
+    /// counted as sent by link `from`'s forward direction (the member's egress), then
+    /// link `to`'s reverse direction (the other member's ingress) takes it now.
+    Local { from: u32, to: u32 },
 }
 
 /// A frame waiting for its time.
@@ -720,6 +756,7 @@ pub struct Core {
     /// trunks: (trunk, frame id, member, time).
     trunks_pending: Vec<u32>,
     radio_remote: Vec<(u32, u64, u32, u64, Frame)>,
+    spurs: Vec<SpurGroup>,
 }
 
 impl Core {
@@ -749,7 +786,17 @@ impl Core {
         }
         let kernel = cfg.kernel_path.then_some([Path::Engine; 2]);
         let remote = cfg.remote.map(|(side, _)| side.min(1));
-        self.links.push(LinkState { ports, dirs, counters, mtu: cfg.mtu, kernel, kernel_shaper: cfg.kernel_shaper, transit_ns, remote });
+        let spur = cfg.spur.filter(|_| remote == Some(1)).map(|sp| {
+            let g = match self.spurs.iter().position(|g| g.segment == sp.segment) {
+                Some(g) => g,
+                None => {
+                    self.spurs.push(SpurGroup { segment: sp.segment, aging_ns: sp.aging_ns, macs: FxHashMap::default() });
+                    self.spurs.len() - 1
+                }
+            };
+            (g as u32, sp.vlan)
+        });
+        self.links.push(LinkState { ports, dirs, counters, mtu: cfg.mtu, kernel, kernel_shaper: cfg.kernel_shaper, transit_ns, remote, spur });
         self.track_qos(Hop::Link(link, 0));
         self.track_qos(Hop::Link(link, 1));
         self.choose_paths(link as usize);
@@ -934,8 +981,16 @@ impl Core {
         frame.truncate(n - list);
         let frame = Arc::new(frame);
         let wire = gso::wire_size(gso::frame_gso(&frame).as_ref(), frame.len() - VNET_HDR_LEN);
+        let src = frame.get(VNET_HDR_LEN + 6..VNET_HDR_LEN + 12).map(mac);
         for (m, off) in entries {
             let Some(&link) = self.trunks[k as usize].links.get(&m) else { continue };
+            // The switch hands it to this member: its source is not behind it.
+            if let (Some((g, vlan)), Some(src)) = (self.links.get(link as usize).and_then(|l| l.spur), src) {
+                let macs = &mut self.spurs[g as usize].macs;
+                if macs.get(&(vlan, src)).is_some_and(|e| e.0 == link) {
+                    macs.remove(&(vlan, src));
+                }
+            }
             self.push(Accepted { at_ns: at + off, wire, frame: frame.clone() }, Action::Ingress { link });
         }
     }
@@ -1024,12 +1079,38 @@ impl Core {
                 (Action::Write { port: m.port, counter: m.counters[1] }, m.remote)
             }
         };
+        let spur = match hop {
+            Hop::Link(l, 0) => self.links[l as usize].spur.map(|s| (l, s)),
+            _ => None,
+        };
         for mut a in acc.drain(..) {
+            if let Some((from, (g, vlan))) = spur {
+                if let Some(to) = self.spur_switch(g, vlan, from, now, &a.frame) {
+                    self.push(a, Action::Local { from, to });
+                    continue;
+                }
+            }
             if let Some(early) = early {
                 a.at_ns = a.at_ns.saturating_sub(early).max(now);
             }
             self.push(a, action);
         }
+    }
+
+    /// A frame member link `from` sends toward its segment's switch elsewhere (spur
+    /// group `g`, VLAN `vlan`), at `now`: learn its source; the link of the member here
+    /// its unicast destination is behind, if known and fresh ([`Spur`]).
+    fn spur_switch(&mut self, g: u32, vlan: u16, from: u32, now: u64, frame: &[u8]) -> Option<u32> {
+        let eth = frame.get(VNET_HDR_LEN..VNET_HDR_LEN + 12)?;
+        let group = &mut self.spurs[g as usize];
+        if eth[6] & 1 == 0 {
+            group.macs.insert((vlan, mac(&eth[6..])), (from, now));
+        }
+        if eth[0] & 1 != 0 {
+            return None;
+        }
+        let &(to, seen) = group.macs.get(&(vlan, mac(eth)))?;
+        (to != from && now.saturating_sub(seen) < group.aging_ns).then_some(to)
     }
 
     /// Whether LAN segment `g` needs the engine, told to the driver (for every member
@@ -1342,6 +1423,12 @@ impl Core {
             match p.action {
                 Action::Switch { seg, member } => self.switch(p.at_ns, seg, member, p.wire, p.frame),
                 Action::Ingress { link } => self.link_ingress(p.at_ns, link, p.frame),
+                Action::Local { from, to } => {
+                    let c = &self.counters[self.links[from as usize].counters[0] as usize];
+                    c.tx_frames.fetch_add(p.wire.0 as u64, Relaxed);
+                    c.tx_bytes.fetch_add(p.wire.1, Relaxed);
+                    self.link_ingress(p.at_ns, to, p.frame);
+                }
                 Action::Deliver { port } => {
                     if self.ports[port as usize].watched {
                         self.capture(port, now, false, CapturePoint::After, &p.frame);

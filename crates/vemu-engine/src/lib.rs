@@ -57,6 +57,8 @@ pub struct LinkSpec {
     pub remote: Option<RemoteEnd>,
     /// With `remote` and the kernel fast path: the kernel's way to that machine.
     pub kernel_tunnel: Option<KernelTunnel>,
+    /// A member here of a LAN switched on another machine ([`core::Spur`]).
+    pub spur: Option<core::Spur>,
 }
 
 /// The kernel fast path of a link end here whose far side is on another machine: the
@@ -288,7 +290,7 @@ impl Engine {
             // may carry its direction: (the side here, veth).
             let tunnel_veth = l.remote.zip(tunneled.filter(|t| t.remote.is_some())).map(|(r, t)| (1 - r.side.min(1), t.local.veth));
             let kernel_path = devs.is_some() || tunnel_veth.is_some();
-            let ports = core.add_link(LinkConfig { forward: l.forward, reverse: l.reverse, seeds: l.seeds, mtu: l.mtu, kernel_path, kernel_shaper: fast.as_ref().is_some_and(|f| f.path.shaper().is_ok()), remote });
+            let ports = core.add_link(LinkConfig { forward: l.forward, reverse: l.reverse, seeds: l.seeds, mtu: l.mtu, kernel_path, kernel_shaper: fast.as_ref().is_some_and(|f| f.path.shaper().is_ok()), remote, spur: l.spur });
             if let (Some(d), Some(f), None, true) = (devs.as_mut(), &fast, &l.a, core.needs_engine(Target::Link(local))) {
                 // (Made beside the nodes, normally; here if they were not.)
                 let [(ta, fa), (tb, fb)] = two((f.make_taps)(TapsOf::Link(k))?)?;

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use vemu_engine::core::{Applied, CapturePoint, Command, Core, Event, Frame, LinkConfig, MemberConfig, Path, PortId, SegmentConfig, Shape, Target};
+use vemu_engine::core::{Spur, Applied, CapturePoint, Command, Core, Event, Frame, LinkConfig, MemberConfig, Path, PortId, SegmentConfig, Shape, Target};
 use vemu_engine::gso::{VnetHdr, VNET_HDR_LEN};
 use vemu_link::{Chance, Distribution, Impairments, ImpairmentsPatch, Jitter, Loss, QueueLimit, Reorder, Shaper};
 use vemu_radio::medium::MediumConfig;
@@ -177,7 +177,7 @@ fn link(forward: Impairments, reverse: Impairments) -> (Sim, PortId, PortId) {
 
 fn link_seeded(forward: Impairments, reverse: Impairments, seeds: [u64; 2]) -> (Sim, PortId, PortId) {
     let mut core = Core::new();
-    let [a, b] = core.add_link(LinkConfig { forward, reverse, seeds, mtu: 0, kernel_path: false, kernel_shaper: false, remote: None });
+    let [a, b] = core.add_link(LinkConfig { forward, reverse, seeds, mtu: 0, kernel_path: false, kernel_shaper: false, remote: None , spur: None });
     (Sim::new(core), a, b)
 }
 
@@ -688,8 +688,8 @@ fn random_bytes_never_break_the_core() {
         ..imp()
     };
     let mut core = Core::new();
-    core.add_link(LinkConfig { forward: imp(), reverse: hard.clone(), seeds: [1, 2], mtu: 1500, kernel_path: false, kernel_shaper: false, remote: None });
-    core.add_link(LinkConfig { forward: hard.clone(), reverse: rate(1_000_000), seeds: [3, 4], mtu: 0, kernel_path: false, kernel_shaper: false, remote: None });
+    core.add_link(LinkConfig { forward: imp(), reverse: hard.clone(), seeds: [1, 2], mtu: 1500, kernel_path: false, kernel_shaper: false, remote: None , spur: None });
+    core.add_link(LinkConfig { forward: hard.clone(), reverse: rate(1_000_000), seeds: [3, 4], mtu: 0, kernel_path: false, kernel_shaper: false, remote: None , spur: None });
     core.add_segment(SegmentConfig { members: (0..4).map(|_| MemberConfig { vlan: 1, egress: hard.clone(), ..Default::default() }).collect(), capacity_bps: Some(1_000_000_000), aging_ns: MS, radio: None, ..Default::default() });
     let cfg = MediumConfig { model: Model::UnitDisk { range_m: 250.0 }, radio: Radio::default(), rate_bps: 11_000_000, preamble_ns: 192 * US, carrier_sense_m: 550.0, csma: true, queue_frames: 50, seed: 1 };
     core.add_segment(SegmentConfig { members: (0..3).map(|_| MemberConfig { vlan: 1, ..Default::default() }).collect(), capacity_bps: None, aging_ns: MS, radio: Some((cfg, vec![Pos::new(0.0, 0.0), Pos::new(100.0, 0.0), Pos::new(200.0, 0.0)])), ..Default::default() });
@@ -1159,7 +1159,7 @@ fn full_paths(s: &Sim) -> Vec<(PortId, Path)> {
 
 fn kernel_link(forward: Impairments, reverse: Impairments) -> (Sim, PortId, PortId) {
     let mut core = Core::new();
-    let [a, b] = core.add_link(LinkConfig { forward, reverse, seeds: [1, 2], mtu: 1500, kernel_path: true, kernel_shaper: true, remote: None });
+    let [a, b] = core.add_link(LinkConfig { forward, reverse, seeds: [1, 2], mtu: 1500, kernel_path: true, kernel_shaper: true, remote: None , spur: None });
     let mut s = Sim::new(core);
     s.drain_events();
     (s, a, b)
@@ -1206,7 +1206,7 @@ fn an_mtu_the_interfaces_have_anyway_keeps_a_direction_on_the_kernel_path() {
     // theirs, which the kernel path enforces too (its routes carry the MTU).
     let mtu = |m| Impairments { mtu: Some(m), ..Default::default() };
     let mut core = Core::new();
-    let [a, b] = core.add_link(LinkConfig { forward: mtu(1446), reverse: imp(), seeds: [1, 2], mtu: 1446, kernel_path: true, kernel_shaper: true, remote: None });
+    let [a, b] = core.add_link(LinkConfig { forward: mtu(1446), reverse: imp(), seeds: [1, 2], mtu: 1446, kernel_path: true, kernel_shaper: true, remote: None , spur: None });
     let mut s = Sim::new(core);
     s.drain_events();
     assert_eq!(paths(&s), vec![(a, true), (b, true)]);
@@ -1471,7 +1471,7 @@ impl Split {
     fn new(forward: Impairments, reverse: Impairments, transit_ns: u64) -> Split {
         let mk = |remote_side: usize| {
             let mut core = Core::new();
-            let ports = core.add_link(LinkConfig { forward: forward.clone(), reverse: reverse.clone(), seeds: [1, 2], mtu: 1500, kernel_path: true, kernel_shaper: true, remote: Some((remote_side, transit_ns)) });
+            let ports = core.add_link(LinkConfig { forward: forward.clone(), reverse: reverse.clone(), seeds: [1, 2], mtu: 1500, kernel_path: true, kernel_shaper: true, remote: Some((remote_side, transit_ns)) , spur: None });
             (Sim::new(core), ports)
         };
         let ((m0, p0), (m1, p1)) = (mk(1), mk(0));
@@ -1619,7 +1619,7 @@ fn a_lan_member_on_another_machine_has_its_egress_there_and_its_ingress_at_the_s
     let p = owner.add_segment(SegmentConfig { members, aging_ns: 300_000 * MS, kernel_path: true, ..Default::default() });
     let mut owner = Sim::new(owner);
     let mut far = Core::new();
-    let [node, tunnel] = far.add_link(LinkConfig { forward: delay(2 * MS), reverse: delay(MS), seeds: [5, 6], mtu: 1500, kernel_path: false, kernel_shaper: false, remote: Some((1, t)) });
+    let [node, tunnel] = far.add_link(LinkConfig { forward: delay(2 * MS), reverse: delay(MS), seeds: [5, 6], mtu: 1500, kernel_path: false, kernel_shaper: false, remote: Some((1, t)) , spur: None });
     let mut far = Sim::new(far);
     // Member 2's node broadcasts at 0: its egress (2 ms) runs on its machine, which sends
     // the frame early by the underlay's delay, so that it reaches the switch at 2 ms.
@@ -1667,6 +1667,12 @@ struct Trunked {
 
 impl Trunked {
     fn new(ingress: [Impairments; 2], radio: Option<(MediumConfig, Vec<Pos>)>, transit: u64) -> Trunked {
+        Trunked::with(ingress, imp(), radio, transit, None)
+    }
+
+    /// ... with `egress` on the far members and, with `spur`, unicast between them
+    /// switched on their machine.
+    fn with(ingress: [Impairments; 2], egress: Impairments, radio: Option<(MediumConfig, Vec<Pos>)>, transit: u64, spur: Option<Spur>) -> Trunked {
         let mut owner = Core::new();
         let members = (0..4).map(|i| MemberConfig { vlan: 1, seeds: [2 * i, 2 * i + 1], remote: (i >= 2).then_some(transit), ..Default::default() }).collect();
         let ports = owner.add_segment(SegmentConfig { members, aging_ns: 300_000 * MS, radio, ..Default::default() });
@@ -1674,8 +1680,8 @@ impl Trunked {
         owner.set_transit(trunk, transit);
         let mut far = Core::new();
         let [i2, i3] = ingress;
-        let n2 = far.add_link(LinkConfig { forward: imp(), reverse: i2, seeds: [5, 6], mtu: 1500, kernel_path: false, kernel_shaper: false, remote: Some((1, transit)) });
-        let n3 = far.add_link(LinkConfig { forward: imp(), reverse: i3, seeds: [7, 8], mtu: 1500, kernel_path: false, kernel_shaper: false, remote: Some((1, transit)) });
+        let n2 = far.add_link(LinkConfig { forward: egress.clone(), reverse: i2, seeds: [5, 6], mtu: 1500, kernel_path: false, kernel_shaper: false, remote: Some((1, transit)), spur });
+        let n3 = far.add_link(LinkConfig { forward: egress, reverse: i3, seeds: [7, 8], mtu: 1500, kernel_path: false, kernel_shaper: false, remote: Some((1, transit)), spur });
         let trunk_in = far.add_trunk_in(&[(2, 0), (3, 1)]);
         Trunked { owner: Sim::new(owner), far: Sim::new(far), ports, trunk, trunk_in, nodes: [n2, n3] }
     }
@@ -1736,6 +1742,58 @@ fn a_flooded_frame_crosses_to_another_machine_once_and_each_member_there_has_its
     }
     s.far.run_until(50 * MS);
     assert!(s.far_out().is_empty());
+}
+
+#[test]
+fn unicast_between_two_members_on_another_machine_is_switched_there() {
+    let t = 100 * US;
+    let spur = Spur { segment: 0, vlan: 1, aging_ns: 50 * MS };
+    let mut s = Trunked::with([delay(MS), delay(MS)], delay(2 * MS), None, t, Some(spur));
+    let to_owner = |s: &mut Trunked| -> Vec<u32> {
+        let tunnels = [s.nodes[0][1], s.nodes[1][1]];
+        let (sent, rest): (Vec<_>, Vec<_>) = s.far.out.drain(..).partition(|o| tunnels.contains(&o.1));
+        s.far.out = rest;
+        sent.iter().map(|o| seq_of(&o.2)).collect()
+    };
+    // Member 2 (MAC 3) broadcasts: through the switch as ever (one trunk copy back, for
+    // member 3); its machine learns where MAC 3 is.
+    s.far.send(0, s.nodes[0][0], eth([0xff; 6], mac(3), 100, 1));
+    s.far.run_until(2 * MS - t);
+    let sent: Vec<(u64, PortId, u32)> = s.far.out.iter().map(|o| (o.0, o.1, seq_of(&o.2))).collect();
+    assert_eq!(sent, vec![(2 * MS - t, s.nodes[0][1], 1)], "to the switch, early by the underlay's delay");
+    let f = s.far.out.remove(0).2.to_vec();
+    s.owner.core.handle_delivered(2 * MS, s.ports[2], f);
+    s.owner.now = 2 * MS;
+    let (_, copies) = s.run_until(10 * MS, t);
+    assert_eq!(copies, 1);
+    assert_eq!(s.far_out(), vec![(3 * MS, s.nodes[1][0], 1)]);
+    // Member 3 answers member 2: switched on their machine at the frame's time at the
+    // switch (2 ms of egress), then member 2's ingress (1 ms); nothing to the owner.
+    s.far.send(10 * MS, s.nodes[1][0], eth(mac(3), mac(4), 100, 2));
+    s.far.run_until(20 * MS);
+    assert_eq!(to_owner(&mut s), Vec::<u32>::new());
+    assert_eq!(s.far_out(), vec![(13 * MS, s.nodes[0][0], 2)]);
+    // Each direction counted as if through the switch: member 3's egress, member 2's ingress.
+    assert_eq!((s.far.stats(Target::Link(1), 0).tx_frames, s.far.stats(Target::Link(0), 1).tx_frames), (1, 1));
+    // And back: member 2 to member 3 (learnt from the answer).
+    s.far.send(20 * MS, s.nodes[0][0], eth(mac(4), mac(3), 100, 3));
+    s.far.run_until(30 * MS);
+    assert_eq!(to_owner(&mut s), Vec::<u32>::new());
+    assert_eq!(s.far_out(), vec![(23 * MS, s.nodes[1][0], 3)]);
+    // The switch hands member 2 a frame from MAC 3 (it moved to member 0): no longer
+    // behind member 2 here, so frames to it go to the switch.
+    s.owner.send(30 * MS, s.ports[0], eth([0xff; 6], mac(3), 100, 4));
+    let (_, copies) = s.run_until(40 * MS, t);
+    assert_eq!(copies, 1);
+    s.far_out();
+    s.far.send(40 * MS, s.nodes[1][0], eth(mac(3), mac(4), 100, 5));
+    s.far.run_until(45 * MS);
+    assert_eq!(to_owner(&mut s), vec![5]);
+    // A station not heard from for the aging time is forgotten too (MAC 4, last seen
+    // sending at 40 ms).
+    s.far.send(100 * MS, s.nodes[0][0], eth(mac(4), mac(3), 100, 6));
+    s.far.run_until(110 * MS);
+    assert_eq!(to_owner(&mut s), vec![6]);
 }
 
 #[test]
@@ -1868,7 +1926,7 @@ fn a_frame_from_another_machine_counts_its_wait_between_arrival_and_write() {
     // on arrival. An engine that writes it 3 ms after it arrived shows that wait in the
     // direction's arrival histogram (which the far machine cannot see); one on time, 0.
     let mut c = Core::new();
-    let [node, tunnel] = c.add_link(LinkConfig { forward: delay(MS), reverse: delay(MS), seeds: [1, 2], mtu: 1500, kernel_path: false, kernel_shaper: false, remote: Some((1, 50 * US)) });
+    let [node, tunnel] = c.add_link(LinkConfig { forward: delay(MS), reverse: delay(MS), seeds: [1, 2], mtu: 1500, kernel_path: false, kernel_shaper: false, remote: Some((1, 50 * US)) , spur: None });
     c.handle_delivered(5 * MS, node, eth(mac(1), mac(2), 100, 1));
     assert!(c.poll_transmit(5 * MS - 1).is_none());
     let tx = c.poll_transmit(8 * MS).expect("due since its arrival");
@@ -1894,7 +1952,7 @@ fn a_link_to_another_machine_puts_only_its_direction_from_here_on_the_kernel_pat
     // kernel's tunnel: the direction a -> b needs no emulation, so it goes by the kernel;
     // b -> a is the other machine's to decide and never gets a path here.
     let mut c = Core::new();
-    let [node, tunnel] = c.add_link(LinkConfig { forward: imp(), reverse: delay(MS), seeds: [1, 2], mtu: 1500, kernel_path: true, kernel_shaper: true, remote: Some((1, 50 * US)) });
+    let [node, tunnel] = c.add_link(LinkConfig { forward: imp(), reverse: delay(MS), seeds: [1, 2], mtu: 1500, kernel_path: true, kernel_shaper: true, remote: Some((1, 50 * US)) , spur: None });
     let mut s = Sim::new(c);
     s.drain_events();
     assert_eq!(full_paths(&s), vec![(node, Path::Kernel)]);
