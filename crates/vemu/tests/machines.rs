@@ -799,12 +799,14 @@ fn a_lan_across_two_machines_keeps_each_ports_delays() {
     // Unicast between h3 and h4 (both on b) is switched on b: none of it crosses the
     // underlay (pings with a payload of their own, looked for in the datagrams), where
     // h1's to h3 do.
-    let dump = Command::new("ip").args(["netns", "exec", "vl-ul", "timeout", "5", "tcpdump", "-i", "br0", "-l", "-nn", "-A", "udp"]).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let dump = Command::new("ip").args(["netns", "exec", "vl-ul", "tcpdump", "-i", "br0", "-l", "-nn", "-A", "udp"]).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
     std::thread::sleep(Duration::from_millis(1000));
     let mark = |from: &str, to: &str, pattern: &str| m.vemu(&["exec", "--lab", "xl", from, "--", "ping", "-c", "5", "-i", "0.2", "-W", "2", "-p", pattern, to]);
     let rtt = min_rtt_ms(&mark("h4", "10.0.0.3", "766d756c"));
     assert!((3.0..4.0).contains(&rtt), "h4 -> h3 switched on b: {rtt} ms, 3 ms set");
     assert!(mark("h1", "10.0.0.3", "6c6f6f6b").status.success());
+    std::thread::sleep(Duration::from_millis(300));
+    let _ = Command::new("kill").arg(dump.id().to_string()).status();
     let seen = String::from_utf8_lossy(&dump.wait_with_output().unwrap().stdout).to_string();
     let (local, across) = (seen.matches("vmulvmulvmul").count(), seen.matches("looklooklook").count());
     assert!(local == 0 && across >= 10, "datagrams on the underlay with pings between h4 and h3 (both on b): {local}; between h1 and h3: {across}");
