@@ -37,6 +37,7 @@ fn core() -> Core {
         radio: None,
         kernel_path: true,
         kernel_shaper: true,
+        far_switching: false,
     });
     let cfg = MediumConfig { model: Model::UnitDisk { range_m: 250.0 }, radio: Radio::default(), rate_bps: 11_000_000, preamble_ns: 192 * US, carrier_sense_m: 550.0, csma: true, queue_frames: 50, seed: 1 };
     c.add_segment(SegmentConfig {
@@ -47,6 +48,7 @@ fn core() -> Core {
         radio: Some((cfg, vec![Pos::new(0.0, 0.0), Pos::new(100.0, 0.0), Pos::new(200.0, 0.0)])),
         kernel_path: false,
         kernel_shaper: false,
+        far_switching: false,
     });
     // A plain LAN the kernel may switch, its rates shaped by the kernel's buckets.
     c.add_segment(SegmentConfig {

@@ -298,6 +298,13 @@ fn fast_path(paths: &LabPaths, dense_devices: usize) -> Result<Arc<FastPath>, St
     Ok(Arc::new(fast))
 }
 
+/// Whether the members of segment `g` on each machine other than its switch's are
+/// switched among themselves there ([`Spur`]): not through a shared capacity or a radio
+/// channel, which only the segment's machine has.
+fn switched_where_members_are(g: &vemu_scenario::SegmentPlan) -> bool {
+    g.wireless.is_none() && g.capacity_bps.is_none()
+}
+
 /// A UDP socket on the machine's underlay address for tunnel `tunnel` (a link, or a
 /// segment member: [`Plan::member_tunnel`]) whose far `side` is on another machine.
 fn tunnel_socket(s: &Share, tunnel: usize, side: usize) -> Result<(std::net::UdpSocket, RemoteEnd)> {
@@ -633,9 +640,7 @@ impl LocalWorker {
                 seeds: [derive_seed(plan.seed, seed), derive_seed(plan.seed, seed + 1)],
                 remote: Some(remote),
                 kernel_tunnel: None,
-                // Unicast between members here is switched here (not through a shared
-                // capacity or a radio channel, which only the segment's machine has).
-                spur: (seg.wireless.is_none() && seg.capacity_bps.is_none()).then_some(Spur { segment: g as u32, vlan: m.vlan, aging_ns: seg.aging_ns }),
+                spur: switched_where_members_are(seg).then_some(Spur { segment: g as u32, vlan: m.vlan, aging_ns: seg.aging_ns }),
             });
         }
         // The trunks that end here: each brings the frames of a segment elsewhere to the
@@ -702,7 +707,7 @@ impl LocalWorker {
                 let members = g.members.iter().enumerate().filter(|(_, x)| plan.nodes[x.end.node].machine == m).map(|(j, _)| j).collect();
                 seg_trunks.push(TrunkSpec { fd: sock.into(), remote, members });
             }
-            segments.push(SegmentSpec { members, capacity_bps: g.capacity_bps, aging_ns: g.aging_ns, snooping: g.snooping, radio, plane, trunks: seg_trunks });
+            segments.push(SegmentSpec { members, capacity_bps: g.capacity_bps, aging_ns: g.aging_ns, snooping: g.snooping, radio, plane, trunks: seg_trunks, far_switching: switched_where_members_are(g) });
         }
         let commands = share_nodes.iter().flat_map(|n| n.run.iter().map(|c| (n.name.clone(), c.clone()))).collect();
         let fast = fast.map(|path| {

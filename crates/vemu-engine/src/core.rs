@@ -33,7 +33,7 @@ use vemu_qos::stage::Refusal;
 use vemu_radio::medium::{Medium, MediumConfig, Neighbour, Outcome, PairCounters};
 use vemu_radio::Pos;
 use vemu_switch::snoop::{classify, Class};
-use vemu_switch::{mac, Delivery, Mac, PortConfig, Snooping, Switch};
+use vemu_switch::{is_group, mac, Delivery, Mac, PortConfig, Snooping, Switch, BROADCAST};
 
 use crate::counters::{delay_bucket, ClassCounters, DirCounters, SegCounters};
 use crate::gso::{self, VNET_HDR_LEN};
@@ -93,15 +93,18 @@ pub struct LinkConfig {
 }
 
 /// A member of a LAN segment whose switch is on another machine, carried out here as a
-/// link toward it. Unicast frames from one such member of a segment to another on this
-/// machine are switched here, at the time they would have reached the switch, and
-/// never cross the underlay (twice) to the segment's machine: each machine learns where
-/// the source addresses its members send from are, as the switch does, and forgets one
-/// when the segment's machine hands a frame from it to that member (so it is not
-/// behind it) or when it was not seen for `aging_ns`. Everything else — broadcast,
-/// multicast, unknown or far destinations — goes to the switch as before. Only for
-/// segments without an aggregate capacity (which every frame must cross at the switch)
-/// and not wireless.
+/// link toward it. The members of a segment on one such machine are switched among
+/// themselves there, at the time frames would have reached the switch, so that nothing
+/// between them crosses the underlay (twice) through the segment's machine: each
+/// machine learns, as the switch does, where the source addresses its members send from
+/// are — here (a member) or elsewhere (the switch handed a frame from it to a member
+/// here) — and forgets an address not seen for `aging_ns`. A unicast frame to an
+/// address here goes to that member only; to an address elsewhere, to the switch only;
+/// a broadcast or a unicast frame to an unknown address to every other member here of
+/// its VLAN and to the switch, which does not send it back to this machine
+/// ([`SegmentConfig::far_switching`]); multicast to the switch (its snooping decides).
+/// Only for segments without an aggregate capacity (which every frame must cross at
+/// the switch) and not wireless.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Spur {
     /// The segment, as numbered in the lab (the same on every machine).
@@ -153,6 +156,10 @@ pub struct SegmentConfig {
     /// LAN on the bridge ([`Path::Shaped`] for its egress, [`Event::Ingress`] for its
     /// ingress).
     pub kernel_shaper: bool,
+    /// The members on each other machine are switched among themselves there ([`Spur`]):
+    /// a broadcast or unicast frame from such a member is not sent back to the members
+    /// of its own machine (they had it there); multicast is.
+    pub far_switching: bool,
 }
 
 /// Where a capture records frames arriving at an interface.
@@ -357,7 +364,23 @@ struct LinkState {
 struct SpurGroup {
     segment: u32,
     aging_ns: u64,
+    /// (link or [`ELSEWHERE`], last seen ns).
     macs: FxHashMap<(u16, Mac), (u32, u64)>,
+    /// The members here: (link, VLAN).
+    members: Vec<(u32, u16)>,
+}
+
+/// Where a [`SpurGroup`] knows an address to be on another machine.
+const ELSEWHERE: u32 = u32::MAX;
+
+/// Where a frame from a member of a [`SpurGroup`] goes.
+enum SpurWay {
+    /// To the member of this link here only.
+    Here(u32),
+    /// To every other member here of its VLAN, and to the switch.
+    Flood,
+    /// To the switch only.
+    Switch,
 }
 
 struct MemberState {
@@ -390,6 +413,8 @@ struct SegState {
     kernel: Option<bool>,
     /// The kernel can shape its ports' directions ([`SegmentConfig::kernel_shaper`]).
     kernel_shaper: bool,
+    /// [`SegmentConfig::far_switching`].
+    far_switching: bool,
 }
 
 /// The channel of a wireless segment and the frames on it.
@@ -466,9 +491,10 @@ enum Action {
     /// takes it now.
     Ingress { link: u32 },
     /// Switched here between two members of a segment switched elsewhere ([`Spur`]):
-    /// counted as sent by link `from`'s forward direction (the member's egress), then
-    /// link `to`'s reverse direction (the other member's ingress) takes it now.
-    Local { from: u32, to: u32 },
+    /// counted as sent by link `from`'s forward direction (the member's egress; `None`:
+    /// the copy to the switch counts it), then link `to`'s reverse direction (the other
+    /// member's ingress) takes it now.
+    Local { from: Option<u32>, to: u32 },
 }
 
 /// A frame waiting for its time.
@@ -790,10 +816,11 @@ impl Core {
             let g = match self.spurs.iter().position(|g| g.segment == sp.segment) {
                 Some(g) => g,
                 None => {
-                    self.spurs.push(SpurGroup { segment: sp.segment, aging_ns: sp.aging_ns, macs: FxHashMap::default() });
+                    self.spurs.push(SpurGroup { segment: sp.segment, aging_ns: sp.aging_ns, macs: FxHashMap::default(), members: Vec::new() });
                     self.spurs.len() - 1
                 }
             };
+            self.spurs[g].members.push((link, sp.vlan));
             (g as u32, sp.vlan)
         });
         self.links.push(LinkState { ports, dirs, counters, mtu: cfg.mtu, kernel, kernel_shaper: cfg.kernel_shaper, transit_ns, remote, spur });
@@ -898,6 +925,7 @@ impl Core {
             radio,
             kernel,
             kernel_shaper: cfg.kernel_shaper,
+            far_switching: cfg.far_switching,
         });
         for m in 0..member_count {
             self.track_qos(Hop::Member(seg, m, 0));
@@ -984,11 +1012,13 @@ impl Core {
         let src = frame.get(VNET_HDR_LEN + 6..VNET_HDR_LEN + 12).map(mac);
         for (m, off) in entries {
             let Some(&link) = self.trunks[k as usize].links.get(&m) else { continue };
-            // The switch hands it to this member: its source is not behind it.
-            if let (Some((g, vlan)), Some(src)) = (self.links.get(link as usize).and_then(|l| l.spur), src) {
-                let macs = &mut self.spurs[g as usize].macs;
-                if macs.get(&(vlan, src)).is_some_and(|e| e.0 == link) {
-                    macs.remove(&(vlan, src));
+            // The switch hands it to this member: its source is not behind it, and is
+            // elsewhere unless a member here sent from it lately (its own multicast).
+            if let (Some((g, vlan)), Some(src)) = (self.links.get(link as usize).and_then(|l| l.spur), src.filter(|s| !is_group(*s))) {
+                let group = &mut self.spurs[g as usize];
+                let here = group.macs.get(&(vlan, src)).is_some_and(|&(l, seen)| l != link && l != ELSEWHERE && now.saturating_sub(seen) < group.aging_ns);
+                if !here {
+                    group.macs.insert((vlan, src), (ELSEWHERE, now));
                 }
             }
             self.push(Accepted { at_ns: at + off, wire, frame: frame.clone() }, Action::Ingress { link });
@@ -1085,9 +1115,21 @@ impl Core {
         };
         for mut a in acc.drain(..) {
             if let Some((from, (g, vlan))) = spur {
-                if let Some(to) = self.spur_switch(g, vlan, from, now, &a.frame) {
-                    self.push(a, Action::Local { from, to });
-                    continue;
+                match self.spur_switch(g, vlan, from, now, &a.frame) {
+                    SpurWay::Here(to) => {
+                        self.push(a, Action::Local { from: Some(from), to });
+                        continue;
+                    }
+                    SpurWay::Flood => {
+                        // (Counted as sent once: by the copy to the switch.)
+                        for i in 0..self.spurs[g as usize].members.len() {
+                            let (to, v) = self.spurs[g as usize].members[i];
+                            if to != from && v == vlan {
+                                self.push(Accepted { at_ns: a.at_ns, wire: a.wire, frame: a.frame.clone() }, Action::Local { from: None, to });
+                            }
+                        }
+                    }
+                    SpurWay::Switch => {}
                 }
             }
             if let Some(early) = early {
@@ -1100,17 +1142,28 @@ impl Core {
     /// A frame member link `from` sends toward its segment's switch elsewhere (spur
     /// group `g`, VLAN `vlan`), at `now`: learn its source; the link of the member here
     /// its unicast destination is behind, if known and fresh ([`Spur`]).
-    fn spur_switch(&mut self, g: u32, vlan: u16, from: u32, now: u64, frame: &[u8]) -> Option<u32> {
-        let eth = frame.get(VNET_HDR_LEN..VNET_HDR_LEN + 12)?;
+    fn spur_switch(&mut self, g: u32, vlan: u16, from: u32, now: u64, frame: &[u8]) -> SpurWay {
+        let Some(eth) = frame.get(VNET_HDR_LEN..VNET_HDR_LEN + 12) else { return SpurWay::Switch };
         let group = &mut self.spurs[g as usize];
-        if eth[6] & 1 == 0 {
-            group.macs.insert((vlan, mac(&eth[6..])), (from, now));
+        let (dst, src) = (mac(eth), mac(&eth[6..]));
+        if !is_group(src) {
+            group.macs.insert((vlan, src), (from, now));
         }
-        if eth[0] & 1 != 0 {
-            return None;
+        if dst == BROADCAST {
+            return SpurWay::Flood;
         }
-        let &(to, seen) = group.macs.get(&(vlan, mac(eth)))?;
-        (to != from && now.saturating_sub(seen) < group.aging_ns).then_some(to)
+        if is_group(dst) {
+            return SpurWay::Switch;
+        }
+        match group.macs.get(&(vlan, dst)) {
+            Some(&(to, seen)) if now.saturating_sub(seen) < group.aging_ns => match to {
+                ELSEWHERE => SpurWay::Switch,
+                // (To itself: the switch drops it.)
+                to if to == from => SpurWay::Switch,
+                to => SpurWay::Here(to),
+            },
+            _ => SpurWay::Flood,
+        }
     }
 
     /// Whether LAN segment `g` needs the engine, told to the driver (for every member
@@ -1424,9 +1477,11 @@ impl Core {
                 Action::Switch { seg, member } => self.switch(p.at_ns, seg, member, p.wire, p.frame),
                 Action::Ingress { link } => self.link_ingress(p.at_ns, link, p.frame),
                 Action::Local { from, to } => {
-                    let c = &self.counters[self.links[from as usize].counters[0] as usize];
-                    c.tx_frames.fetch_add(p.wire.0 as u64, Relaxed);
-                    c.tx_bytes.fetch_add(p.wire.1, Relaxed);
+                    if let Some(from) = from {
+                        let c = &self.counters[self.links[from as usize].counters[0] as usize];
+                        c.tx_frames.fetch_add(p.wire.0 as u64, Relaxed);
+                        c.tx_bytes.fetch_add(p.wire.1, Relaxed);
+                    }
                     self.link_ingress(p.at_ns, to, p.frame);
                 }
                 Action::Deliver { port } => {
@@ -1646,6 +1701,13 @@ impl Core {
         g.counters.learn_refused.store(g.switch.refused(), Relaxed);
         g.counters.groups.store(g.switch.group_count() as u64, Relaxed);
         g.counters.groups_refused.store(g.switch.groups_refused(), Relaxed);
+        // Members on the sender's own machine had a broadcast or unicast frame there.
+        let dst = frame.get(VNET_HDR_LEN..VNET_HDR_LEN + 6).map_or(0, mac);
+        let had_it = g.members[member as usize].trunk.filter(|_| g.far_switching && (!is_group(dst) || dst == BROADCAST));
+        if let Some(k) = had_it {
+            let members = &g.members;
+            targets.retain(|&p| members[p as usize].trunk != Some(k));
+        }
         let mut acc = std::mem::take(&mut self.accepted);
         for &p in &targets {
             if !self.to_trunk(seg, p, 0) {

@@ -138,6 +138,9 @@ pub struct SegmentSpec {
     pub plane: Option<Vec<PlaneDevs>>,
     /// Toward each other machine with members (added with `remote`): one trunk.
     pub trunks: Vec<TrunkSpec>,
+    /// Its members on each other machine are switched among themselves there
+    /// ([`core::SegmentConfig::far_switching`], [`LinkSpec::spur`]).
+    pub far_switching: bool,
 }
 
 /// A trunk of a segment whose switch or channel is here, toward the members `members`
@@ -350,7 +353,7 @@ impl Engine {
                 members.push(MemberConfig { vlan: m.vlan, egress: m.egress, ingress: m.ingress, seeds: m.seeds, mtu: m.mtu, remote: m.remote.map(|r| r.transit_ns) });
             }
             let count = members.len();
-            let ports = core.add_segment(SegmentConfig { members, capacity_bps: g.capacity_bps, aging_ns: g.aging_ns, snooping: g.snooping, radio: g.radio, kernel_path: devs.is_some(), kernel_shaper: devs.is_some() && fast.as_ref().is_some_and(|f| f.path.bridge_shaper().is_ok()) });
+            let ports = core.add_segment(SegmentConfig { members, capacity_bps: g.capacity_bps, aging_ns: g.aging_ns, snooping: g.snooping, radio: g.radio, kernel_path: devs.is_some(), kernel_shaper: devs.is_some() && fast.as_ref().is_some_and(|f| f.path.bridge_shaper().is_ok()), far_switching: g.far_switching });
             if let (Some(d), Some(f), true) = (devs.as_mut(), &fast, core.needs_engine(Target::Member(local, 0))) {
                 if fds_of.iter().any(Option::is_none) {
                     // (Made beside the nodes, normally; here if they were not.)

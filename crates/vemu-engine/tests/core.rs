@@ -1675,7 +1675,7 @@ impl Trunked {
     fn with(ingress: [Impairments; 2], egress: Impairments, radio: Option<(MediumConfig, Vec<Pos>)>, transit: u64, spur: Option<Spur>) -> Trunked {
         let mut owner = Core::new();
         let members = (0..4).map(|i| MemberConfig { vlan: 1, seeds: [2 * i, 2 * i + 1], remote: (i >= 2).then_some(transit), ..Default::default() }).collect();
-        let ports = owner.add_segment(SegmentConfig { members, aging_ns: 300_000 * MS, radio, ..Default::default() });
+        let ports = owner.add_segment(SegmentConfig { members, aging_ns: 300_000 * MS, radio, far_switching: spur.is_some(), ..Default::default() });
         let trunk = owner.add_trunk(0, &[2, 3]);
         owner.set_transit(trunk, transit);
         let mut far = Core::new();
@@ -1745,55 +1745,95 @@ fn a_flooded_frame_crosses_to_another_machine_once_and_each_member_there_has_its
 }
 
 #[test]
-fn unicast_between_two_members_on_another_machine_is_switched_there() {
+fn members_on_another_machine_are_switched_among_themselves_there() {
     let t = 100 * US;
     let spur = Spur { segment: 0, vlan: 1, aging_ns: 50 * MS };
     let mut s = Trunked::with([delay(MS), delay(MS)], delay(2 * MS), None, t, Some(spur));
-    let to_owner = |s: &mut Trunked| -> Vec<u32> {
+    let to_owner = |s: &mut Trunked| -> Vec<(u64, PortId, Vec<u8>)> {
         let tunnels = [s.nodes[0][1], s.nodes[1][1]];
         let (sent, rest): (Vec<_>, Vec<_>) = s.far.out.drain(..).partition(|o| tunnels.contains(&o.1));
         s.far.out = rest;
-        sent.iter().map(|o| seq_of(&o.2)).collect()
+        sent.into_iter().map(|(at, port, f)| (at, port, f.to_vec())).collect()
     };
-    // Member 2 (MAC 3) broadcasts: through the switch as ever (one trunk copy back, for
-    // member 3); its machine learns where MAC 3 is.
+    let seqs = |v: &[(u64, PortId, Vec<u8>)]| v.iter().map(|o| seq_of(&o.2)).collect::<Vec<_>>();
+    // Member 2 (MAC 3) broadcasts: member 3, on the same machine, gets it there (2 ms of
+    // egress to the switch's time, 1 ms of ingress); the switch gets it early by the
+    // underlay's delay, hands it to members 0 and 1, and sends nothing back.
     s.far.send(0, s.nodes[0][0], eth([0xff; 6], mac(3), 100, 1));
     s.far.run_until(2 * MS - t);
-    let sent: Vec<(u64, PortId, u32)> = s.far.out.iter().map(|o| (o.0, o.1, seq_of(&o.2))).collect();
-    assert_eq!(sent, vec![(2 * MS - t, s.nodes[0][1], 1)], "to the switch, early by the underlay's delay");
-    let f = s.far.out.remove(0).2.to_vec();
-    s.owner.core.handle_delivered(2 * MS, s.ports[2], f);
+    let sent = to_owner(&mut s);
+    assert_eq!(sent.iter().map(|o| (o.0, o.1, seq_of(&o.2))).collect::<Vec<_>>(), vec![(2 * MS - t, s.nodes[0][1], 1)]);
+    s.owner.core.handle_delivered(2 * MS, s.ports[2], sent[0].2.clone());
     s.owner.now = 2 * MS;
-    let (_, copies) = s.run_until(10 * MS, t);
-    assert_eq!(copies, 1);
+    let (local, copies) = s.run_until(10 * MS, t);
+    assert_eq!((local, copies), (vec![(2 * MS, s.ports[0], 1), (2 * MS, s.ports[1], 1)], 0));
     assert_eq!(s.far_out(), vec![(3 * MS, s.nodes[1][0], 1)]);
-    // Member 3 answers member 2: switched on their machine at the frame's time at the
-    // switch (2 ms of egress), then member 2's ingress (1 ms); nothing to the owner.
+    // Counted once each way: member 2's egress (its copy to the switch), member 3's ingress.
+    assert_eq!((s.far.stats(Target::Link(0), 0).tx_frames, s.far.stats(Target::Link(1), 1).tx_frames), (1, 1));
+    // Member 3 answers member 2: switched there; nothing to the switch.
     s.far.send(10 * MS, s.nodes[1][0], eth(mac(3), mac(4), 100, 2));
     s.far.run_until(20 * MS);
-    assert_eq!(to_owner(&mut s), Vec::<u32>::new());
+    assert!(to_owner(&mut s).is_empty());
     assert_eq!(s.far_out(), vec![(13 * MS, s.nodes[0][0], 2)]);
-    // Each direction counted as if through the switch: member 3's egress, member 2's ingress.
     assert_eq!((s.far.stats(Target::Link(1), 0).tx_frames, s.far.stats(Target::Link(0), 1).tx_frames), (1, 1));
-    // And back: member 2 to member 3 (learnt from the answer).
+    // And back, to MAC 4, learnt from the answer.
     s.far.send(20 * MS, s.nodes[0][0], eth(mac(4), mac(3), 100, 3));
     s.far.run_until(30 * MS);
-    assert_eq!(to_owner(&mut s), Vec::<u32>::new());
+    assert!(to_owner(&mut s).is_empty());
     assert_eq!(s.far_out(), vec![(23 * MS, s.nodes[1][0], 3)]);
-    // The switch hands member 2 a frame from MAC 3 (it moved to member 0): no longer
-    // behind member 2 here, so frames to it go to the switch.
-    s.owner.send(30 * MS, s.ports[0], eth([0xff; 6], mac(3), 100, 4));
-    let (_, copies) = s.run_until(40 * MS, t);
+    // To an unknown address (MAC 1, member 0's): member 3 and the switch, which floods
+    // it to its own machine's members only (member 0 has not sent yet).
+    s.far.send(30 * MS, s.nodes[0][0], eth(mac(1), mac(3), 100, 4));
+    s.far.run_until(32 * MS - t);
+    let sent = to_owner(&mut s);
+    assert_eq!(seqs(&sent), vec![4]);
+    s.owner.core.handle_delivered(32 * MS, s.ports[2], sent[0].2.clone());
+    s.owner.now = 32 * MS;
+    let (local, copies) = s.run_until(34 * MS, t);
+    assert_eq!((local, copies), (vec![(32 * MS, s.ports[0], 4), (32 * MS, s.ports[1], 4)], 0));
+    assert_eq!(s.far_out(), vec![(33 * MS, s.nodes[1][0], 4)]);
+    // Member 0 answers: through the trunk to member 2; its machine learns MAC 1 is
+    // elsewhere, and the next frame to it goes to the switch alone.
+    s.owner.send(40 * MS, s.ports[0], eth(mac(3), mac(1), 100, 5));
+    let (_, copies) = s.run_until(41 * MS, t);
+    assert_eq!(copies, 1);
+    assert_eq!(s.far_out(), vec![(41 * MS, s.nodes[0][0], 5)]);
+    s.far.send(42 * MS, s.nodes[0][0], eth(mac(1), mac(3), 100, 6));
+    s.far.run_until(45 * MS);
+    assert_eq!(seqs(&to_owner(&mut s)), vec![6]);
+    assert!(s.far_out().is_empty(), "not flooded to member 3");
+    // Multicast goes to the switch alone (its snooping decides), which sends it back to
+    // this machine's members too.
+    s.far.send(50 * MS, s.nodes[0][0], eth([0x01, 0, 0x5e, 0, 0, 9], mac(3), 100, 7));
+    s.far.run_until(52 * MS - t);
+    let sent = to_owner(&mut s);
+    assert_eq!(seqs(&sent), vec![7]);
+    assert!(s.far_out().is_empty());
+    s.owner.core.handle_delivered(52 * MS, s.ports[2], sent[0].2.clone());
+    s.owner.now = 52 * MS;
+    let (_, copies) = s.run_until(54 * MS, t);
+    assert_eq!(copies, 1);
+    assert_eq!(s.far_out(), vec![(53 * MS, s.nodes[1][0], 7)]);
+    // ... and that copy (from MAC 3, which member 2 sent from lately) does not make MAC 3
+    // "elsewhere": member 3 to MAC 3 stays on this machine.
+    s.far.send(60 * MS, s.nodes[1][0], eth(mac(3), mac(4), 100, 8));
+    s.far.run_until(70 * MS);
+    assert!(to_owner(&mut s).is_empty());
+    assert_eq!(s.far_out(), vec![(63 * MS, s.nodes[0][0], 8)]);
+    // The switch hands member 2 a frame from MAC 4 (it moved to member 0): elsewhere now.
+    s.owner.send(70 * MS, s.ports[0], eth([0xff; 6], mac(4), 100, 9));
+    let (_, copies) = s.run_until(80 * MS, t);
     assert_eq!(copies, 1);
     s.far_out();
-    s.far.send(40 * MS, s.nodes[1][0], eth(mac(3), mac(4), 100, 5));
-    s.far.run_until(45 * MS);
-    assert_eq!(to_owner(&mut s), vec![5]);
-    // A station not heard from for the aging time is forgotten too (MAC 4, last seen
-    // sending at 40 ms).
-    s.far.send(100 * MS, s.nodes[0][0], eth(mac(4), mac(3), 100, 6));
-    s.far.run_until(110 * MS);
-    assert_eq!(to_owner(&mut s), vec![6]);
+    s.far.send(80 * MS, s.nodes[0][0], eth(mac(4), mac(3), 100, 10));
+    s.far.run_until(85 * MS);
+    assert_eq!(seqs(&to_owner(&mut s)), vec![10]);
+    assert!(s.far_out().is_empty());
+    // An address not heard from for the aging time is unknown again: flooded.
+    s.far.send(200 * MS, s.nodes[1][0], eth(mac(3), mac(4), 100, 11));
+    s.far.run_until(210 * MS);
+    assert_eq!(seqs(&to_owner(&mut s)), vec![11]);
+    assert_eq!(s.far_out(), vec![(203 * MS, s.nodes[0][0], 11)]);
 }
 
 #[test]
