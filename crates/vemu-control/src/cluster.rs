@@ -32,8 +32,15 @@ const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(1);
 pub const MISSED_HEARTBEATS: u32 = 3;
 /// A new controller state goes to the agents at once, not with the next heartbeat — at
 /// most once in this long (a timeline that changes links every millisecond sends it
-/// 10 times a second).
+/// 10 times a second), and no more than [`STATE_BYTES_PER_S`] to each agent (the state
+/// holds every link's settings: some MB for a lab of 10,000 links).
 const STATE_GAP: Duration = Duration::from_millis(100);
+const STATE_BYTES_PER_S: f64 = 4e6;
+
+/// How long after handing on a state of `bytes` the next may go.
+fn state_gap(bytes: usize) -> Duration {
+    STATE_GAP.max(Duration::from_secs_f64(bytes as f64 / STATE_BYTES_PER_S))
+}
 
 /// Environment variable of the controller: seconds an agent keeps its share of a lab
 /// without hearing from the controller (default [`DEFAULT_LEASE_S`]), e.g. after the
@@ -326,7 +333,8 @@ impl Cluster {
             // The version of the controller's state each agent has.
             let mut has = vec![0u64; routes.len()];
             let mut next = std::time::Instant::now();
-            let mut last_round = next;
+            // When a round last carried a state, and the gap its size asks after it.
+            let (mut last_state, mut gap) = (next, Duration::ZERO);
             while !health.stop.load(Ordering::Relaxed) {
                 // Until the next heartbeat, or a state newer than what a machine that
                 // answered last time has (an early round, for those machines only).
@@ -339,10 +347,10 @@ impl Cluster {
                             break true;
                         }
                         let newer = oldest.is_some_and(|o| g.0 > o);
-                        if newer && now >= last_round + STATE_GAP {
+                        if newer && now >= last_state + gap {
                             break false;
                         }
-                        let until = if newer { next.min(last_round + STATE_GAP) } else { next };
+                        let until = if newer { next.min(last_state + gap) } else { next };
                         g = health.saved_changed.wait_timeout(g, until - now).unwrap_or_else(|e| e.into_inner()).0;
                     }
                 };
@@ -352,13 +360,18 @@ impl Cluster {
                 if regular {
                     next += HEARTBEAT;
                 }
-                last_round = std::time::Instant::now();
+                let now = std::time::Instant::now();
                 let (version, state) = health.saved.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                // (A heartbeat carries the state only once its gap has passed too.)
+                let hand_on = state.as_ref().filter(|_| now >= last_state + gap);
+                if let Some(s) = hand_on.filter(|_| (0..routes.len()).any(|m| has[m] < version)) {
+                    (last_state, gap) = (now, state_gap(s.len()));
+                }
                 let asked = |m: usize| !health.lost[m].load(Ordering::Relaxed) && (regular || (has[m] < version && !routes[m].suspect.load(Ordering::Relaxed)));
                 let asks = routes.iter().enumerate().filter(|(m, _)| asked(*m)).map(|(m, r)| {
                     let path = format!("/v1/agent/labs/{lab}/lease");
                     // With the controller's state, if the agent's is older.
-                    let body = match (&state, has[m] < version) {
+                    let body = match (hand_on, has[m] < version) {
                         (Some(s), true) => hyper::body::Bytes::from(s.as_ref().clone()),
                         _ => hyper::body::Bytes::new(),
                     };
@@ -382,7 +395,9 @@ impl Cluster {
                     match answer {
                         Ok(Ok((status, body, sent_ns, received_ns))) if status.is_success() => {
                             missed[m] = 0;
-                            has[m] = version;
+                            if hand_on.is_some() {
+                                has[m] = version;
+                            }
                             let v = serde_json::from_slice::<serde_json::Value>(&body).unwrap_or_default();
                             if let Some(agent_ns) = v["lab_now_ns"].as_u64() {
                                 // (Disciplined wall clocks: the agent's with its answer, ours now.)
@@ -863,7 +878,17 @@ impl Worker for Cluster {
 
 #[cfg(test)]
 mod tests {
-    use super::probe_rounds;
+    use super::{probe_rounds, state_gap};
+    use std::time::Duration;
+
+    #[test]
+    fn a_big_state_goes_to_the_agents_less_often() {
+        // Small states at most every 0.1 s; 8 MB (a lab of ~15,000 links) every 2 s:
+        // 4 MB/s to each agent at most.
+        assert_eq!(state_gap(0), Duration::from_millis(100));
+        assert_eq!(state_gap(300_000), Duration::from_millis(100));
+        assert_eq!(state_gap(8_000_000), Duration::from_secs(2));
+    }
 
     #[test]
     fn underlay_probes_go_at_once_when_they_share_no_machine() {
