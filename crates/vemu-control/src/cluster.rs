@@ -33,7 +33,8 @@ pub const MISSED_HEARTBEATS: u32 = 3;
 /// A new controller state goes to the agents at once, not with the next heartbeat — at
 /// most once in this long (a timeline that changes links every millisecond sends it
 /// 10 times a second), and no more than [`STATE_BYTES_PER_S`] to each agent (the state
-/// holds every link's settings: some MB for a lab of 10,000 links).
+/// holds the settings of every link changed at run time: some MB once a timeline has
+/// changed 10,000).
 const STATE_GAP: Duration = Duration::from_millis(100);
 const STATE_BYTES_PER_S: f64 = 4e6;
 

@@ -195,12 +195,7 @@ fn serve_lab(plan: Plan, options: ApiOptions, resume: Option<Saved>, name: &mut 
             bail!("{e}");
         }
     }
-    let links = plan.links.iter().map(|l| PortState { up: true, imps: [l.forward.clone(), l.reverse.clone()] }).collect();
-    let members = plan
-        .segments
-        .iter()
-        .map(|g| g.members.iter().map(|m| PortState { up: true, imps: [m.egress.clone(), m.ingress.clone()] }).collect())
-        .collect();
+    let (links, members) = (PortState::of_links(&plan), PortState::of_members(&plan));
     let (events, _) = tokio::sync::broadcast::channel(1024);
     let stopped = vec![false; plan.nodes.len()];
     let realtime_epoch_ns = match &resume {

@@ -36,6 +36,23 @@ pub struct PortState {
     pub(crate) imps: [Impairments; 2],
 }
 
+impl PortState {
+    /// Each link's state as the plan sets it.
+    pub(crate) fn of_links(plan: &Plan) -> Vec<PortState> {
+        plan.links.iter().map(|l| PortState { up: true, imps: [l.forward.clone(), l.reverse.clone()] }).collect()
+    }
+
+    /// Whether it is up with these impairments (as the plan sets it).
+    pub(crate) fn is(&self, a: &Impairments, b: &Impairments) -> bool {
+        self.up && self.imps[0] == *a && self.imps[1] == *b
+    }
+
+    /// Each segment port's state as the plan sets it, by segment.
+    pub(crate) fn of_members(plan: &Plan) -> Vec<Vec<PortState>> {
+        plan.segments.iter().map(|g| g.members.iter().map(|m| PortState { up: true, imps: [m.egress.clone(), m.ingress.clone()] }).collect()).collect()
+    }
+}
+
 pub struct Controller {
     pub(crate) plan: Plan,
     pub(crate) worker: Box<dyn Worker>,

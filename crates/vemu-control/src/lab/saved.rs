@@ -25,7 +25,17 @@ pub struct Saved {
     /// CLOCK_MONOTONIC at the lab clock's zero, ns (the agents' clocks started from it).
     pub clock_epoch_ns: u64,
     pub realtime_epoch_ns: u64,
+    /// The links whose state is not the plan's: (link, state). Only those, so that the
+    /// state of a lab of 10,000 links that changed three is small.
+    #[serde(default)]
+    pub changed_links: Vec<(usize, PortState)>,
+    /// The same of segment ports: (segment, member, state).
+    #[serde(default)]
+    pub changed_members: Vec<(usize, usize, PortState)>,
+    /// (Earlier versions wrote every link's and port's state; still read.)
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub links: Vec<PortState>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub members: Vec<Vec<PortState>>,
     pub stopped: Vec<bool>,
     /// Each node's limits now (`vemu node set` changes them).
@@ -76,8 +86,16 @@ impl Controller {
         Saved {
             clock_epoch_ns: self.clock.epoch_ns,
             realtime_epoch_ns: self.realtime_epoch_ns,
-            links: self.links.clone(),
-            members: self.members.clone(),
+            changed_links: self.links.iter().zip(&self.plan.links).enumerate().filter(|(_, (now, l))| !now.is(&l.forward, &l.reverse)).map(|(i, (now, _))| (i, now.clone())).collect(),
+            changed_members: self
+                .members
+                .iter()
+                .zip(&self.plan.segments)
+                .enumerate()
+                .flat_map(|(g, (now, seg))| now.iter().zip(&seg.members).enumerate().filter(|(_, (n, m))| !n.is(&m.egress, &m.ingress)).map(move |(k, (n, _))| (g, k, n.clone())))
+                .collect(),
+            links: Vec::new(),
+            members: Vec::new(),
             stopped: self.stopped.clone(),
             limits: self.plan.nodes.iter().map(|n| n.limits).collect(),
             flows: self.flows.clone(),
@@ -113,11 +131,23 @@ impl Controller {
     /// served is the caller's choice ([`crate::daemon::attach`] defaults to the saved one).
     pub(crate) fn restore(&mut self, saved: Saved) -> Result<()> {
         let members: Vec<usize> = self.members.iter().map(Vec::len).collect();
-        if saved.links.len() != self.links.len() || saved.members.iter().map(Vec::len).collect::<Vec<_>>() != members || saved.stopped.len() != self.stopped.len() || saved.limits.len() != self.plan.nodes.len() || saved.lost.len() != self.lost.len() {
+        let legacy = !saved.links.is_empty() || !saved.members.is_empty();
+        let fits = (!legacy || (saved.links.len() == self.links.len() && saved.members.iter().map(Vec::len).collect::<Vec<_>>() == members))
+            && saved.changed_links.iter().all(|(i, _)| *i < self.links.len())
+            && saved.changed_members.iter().all(|(g, k, _)| members.get(*g).is_some_and(|n| k < n));
+        if !fits || saved.stopped.len() != self.stopped.len() || saved.limits.len() != self.plan.nodes.len() || saved.lost.len() != self.lost.len() {
             anyhow::bail!("{} does not fit the lab's plan (of another run of lab '{}'?)", Saved::path(&self.plan.name).display(), self.plan.name);
         }
-        self.links = saved.links;
-        self.members = saved.members;
+        if legacy {
+            self.links = saved.links;
+            self.members = saved.members;
+        }
+        for (i, st) in saved.changed_links {
+            self.links[i] = st;
+        }
+        for (g, k, st) in saved.changed_members {
+            self.members[g][k] = st;
+        }
         self.stopped = saved.stopped;
         for (n, l) in self.plan.nodes.iter_mut().zip(saved.limits) {
             n.limits = l;
@@ -139,6 +169,8 @@ mod tests {
         Saved {
             clock_epoch_ns: 5,
             realtime_epoch_ns: 6,
+            changed_links: Vec::new(),
+            changed_members: Vec::new(),
             links: Vec::new(),
             members: vec![Vec::new()],
             stopped: vec![false, true],
@@ -151,6 +183,24 @@ mod tests {
             timeline_fired: 4,
             api_tcp: Some("127.0.0.1:9000".parse().unwrap()),
         }
+    }
+
+    /// Only the ports changed at run time are written; a file of an earlier version
+    /// (every port's state) still reads.
+    #[test]
+    fn only_changed_ports_are_written_and_the_old_form_still_reads() {
+        let mut s = sample();
+        s.members = Vec::new();
+        let state = PortState { up: false, imps: Default::default() };
+        s.changed_links = vec![(7, state.clone())];
+        let json = serde_json::to_string(&s).unwrap();
+        assert!(json.contains("\"changed_links\":[[7,{\"up\":false") && !json.contains("\"links\"") && !json.contains("\"members\""), "{json}");
+        let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        v.as_object_mut().unwrap().remove("changed_links");
+        v.as_object_mut().unwrap().remove("changed_members");
+        v["links"] = serde_json::to_value(vec![state.clone(), state]).unwrap();
+        let old: Saved = serde_json::from_value(v).unwrap();
+        assert_eq!((old.links.len(), old.changed_links.len()), (2, 0));
     }
 
     /// What a controller writes, a new one reads back whole; a damaged or missing file
