@@ -200,10 +200,19 @@ impl Controller {
         }
     }
 
-    /// The engine's counters of every link direction and segment port.
+    /// The engine's counters of every link direction and segment port: zeros for what
+    /// no engine counted (every machine of the lab lost).
     pub(crate) fn counters(&mut self) -> Result<Counters, LabError> {
         match call(self.worker.as_mut(), WorkerRequest::Stats)? {
-            WorkerReply::Stats(c) => Ok(c),
+            WorkerReply::Stats(mut c) => {
+                c.links.resize_with(self.plan.links.len(), Default::default);
+                c.members.resize_with(self.plan.segments.len(), Vec::new);
+                for (m, g) in c.members.iter_mut().zip(&self.plan.segments) {
+                    m.resize_with(g.members.len(), Default::default);
+                }
+                c.segments.resize_with(self.plan.segments.len(), Default::default);
+                Ok(c)
+            }
             _ => Err(LabError::internal("unexpected worker reply")),
         }
     }

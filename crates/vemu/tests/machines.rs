@@ -454,6 +454,13 @@ fn a_lost_machine_or_a_lost_controller_leaves_the_rest_running_and_nothing_behin
     // Machine b no longer hears its controller: its agent takes its share down when
     // the lease (5 s here) ends.
     eventually(20, "machine b removes its share", || m.leftovers(1).is_empty());
+    // Every machine lost (a falls off too): the controller still answers, with no
+    // engine's counters (it panicked on them before).
+    ok("ip -n vz-ul link set vzu0 down");
+    eventually(20, "machine a lost too", || status()["machines"][0]["state"] == "lost");
+    let o = m.vemu(&["status", "--lab", "xl"]);
+    assert!(o.status.success() && text(&o).contains("n2:n3"), "{}", text(&o));
+    ok("ip -n vz-ul link set vzu0 up");
     // Back on the underlay: `down` ends the lab everywhere.
     ok("ip -n vz-ul link set vzu1 up");
     let o = m.vemu(&["down", "--lab", "xl"]);
