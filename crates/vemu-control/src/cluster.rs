@@ -588,12 +588,12 @@ impl Cluster {
         let mut ends: Vec<[Option<SocketAddr>; 2]> = vec![[None; 2]; self.tunnel_at.len()];
         let mut failed = Vec::new();
         // The machines that made the lab's VXLAN device, by their underlay address.
-        let mut vxlan: Vec<Option<std::net::Ipv4Addr>> = vec![None; self.agents.len()];
+        let mut vxlan: Vec<Option<std::net::IpAddr>> = vec![None; self.agents.len()];
         for (m, r) in replies.into_iter().enumerate() {
             match r {
                 WorkerReply::Endpoints(eps, has_vxlan) => {
-                    if let (true, std::net::IpAddr::V4(a)) = (has_vxlan, self.agents[m].route.address.ip()) {
-                        vxlan[m] = Some(a);
+                    if has_vxlan {
+                        vxlan[m] = Some(self.agents[m].route.address.ip());
                     }
                     for (l, addr) in eps {
                         // The socket of machine m for link l serves m's side.
@@ -626,7 +626,7 @@ impl Cluster {
                             .collect();
                         // The links of machine m whose both machines have the kernel's
                         // tunnel: the far one's address (links come first in `tunnel_at`).
-                        let kernel: Vec<(usize, std::net::Ipv4Addr)> = match vxlan[m] {
+                        let kernel: Vec<(usize, std::net::IpAddr)> = match vxlan[m] {
                             None => Vec::new(),
                             Some(_) => self
                                 .tunnel_at

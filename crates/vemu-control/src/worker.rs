@@ -39,7 +39,7 @@ pub enum WorkerRequest {
     Connect {
         peers: Vec<(usize, SocketAddr)>,
         #[serde(default)]
-        vxlan: Vec<(usize, std::net::Ipv4Addr)>,
+        vxlan: Vec<(usize, std::net::IpAddr)>,
     },
     /// Change one direction of a link (0 = forward, 1 = reverse) or of a segment port
     /// (0 = egress, 1 = ingress).
@@ -143,7 +143,7 @@ pub struct Share {
     pub lease_s: u64,
     /// UDP port of the lab's VXLAN devices, the same on every machine (0: none): the
     /// kernel's way between machines for the directions of links that need no
-    /// emulation, where the underlay carries whole frames (IPv4 underlays).
+    /// emulation, where the underlay carries whole frames.
     #[serde(default)]
     pub vxlan_port: u16,
 }
@@ -398,8 +398,8 @@ impl LocalWorker {
             .filter(|&l| here(plan.links[l].a.node) && here(plan.links[l].b.node) && !external(plan.links[l].a.node) && !external(plan.links[l].b.node))
             .collect();
         // The ends here of links to other machines, which the kernel may carry through
-        // the lab's VXLAN device (IPv4 underlays; nodes that are namespaces).
-        let vxlan_port = share.as_ref().filter(|s| s.underlay.is_ipv4()).map_or(0, |s| s.vxlan_port);
+        // the lab's VXLAN device (nodes that are namespaces).
+        let vxlan_port = share.as_ref().map_or(0, |s| s.vxlan_port);
         let mut crossing: Vec<(usize, usize)> = match vxlan_port {
             0 => Vec::new(),
             _ => self
@@ -742,7 +742,7 @@ impl LocalWorker {
 
     /// Start the share built: join its tunnels to the other machines' (`peers`: link,
     /// address of its socket there), start the engine and the nodes' commands.
-    fn connect(&mut self, peers: &[(usize, SocketAddr)], vxlan: &[(usize, std::net::Ipv4Addr)]) -> Result<()> {
+    fn connect(&mut self, peers: &[(usize, SocketAddr)], vxlan: &[(usize, std::net::IpAddr)]) -> Result<()> {
         let Some(mut p) = self.pending.take() else { bail!("nothing is waiting to start") };
         // The kernel's way to the machines that have it too.
         for l in &mut p.specs {

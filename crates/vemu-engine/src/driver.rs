@@ -105,7 +105,7 @@ pub(crate) enum Far {
     /// Another machine, through the lab's VXLAN device `vxlan` to `remote` with VNI
     /// `vni`: when the link's tunnel port `port` has found the underlay's path to carry
     /// `needs_payload` bytes a datagram (a whole frame and its VXLAN header).
-    Tunnel { vxlan: u32, remote: std::net::Ipv4Addr, vni: u32, port: u32, needs_payload: usize },
+    Tunnel { vxlan: u32, remote: std::net::IpAddr, vni: u32, port: u32, needs_payload: usize },
     /// Nowhere: a link end toward another machine that has no kernel tunnel.
     Nowhere,
 }

@@ -72,7 +72,7 @@ pub struct LinkSpec {
 pub struct KernelTunnel {
     pub local: PlaneDevs,
     pub vxlan: u32,
-    pub remote: Option<std::net::Ipv4Addr>,
+    pub remote: Option<std::net::IpAddr>,
 }
 
 /// The side of a link that is on another machine (see [`tunnel`]).

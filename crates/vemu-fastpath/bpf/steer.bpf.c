@@ -88,17 +88,24 @@ struct {
 	__type(value, struct count);
 } counts SEC(".maps");
 
+/* A machine's underlay address: IPv4 in addr[0], host order (v6 = 0), or IPv6 as its
+ * 16 bytes in network order (v6 = 1), as struct bpf_tunnel_key has them. */
+struct underlay {
+	__u32 addr[4];
+	__u32 v6;
+};
+
 /* A link end whose far side is on another machine: the tunnel key of its frames. */
 struct tunnel_out {
-	__u32 remote_ipv4; /* the far machine's underlay address, host order */
+	struct underlay to;
 	__u32 vni;
 };
 
 /* What arrives on the lab's VXLAN device with a VNI: whose veth peer it goes to, and
  * the only machine it may come from. */
 struct tunnel_in {
+	struct underlay from;
 	__u32 peer_of;
-	__u32 remote_ipv4; /* host order */
 };
 
 struct {
@@ -222,11 +229,20 @@ static __always_inline int fan_out(struct __sk_buff *skb)
 static __always_inline int from_tunnel(struct __sk_buff *skb)
 {
 	struct bpf_tunnel_key k = {};
-	if (bpf_skb_get_tunnel_key(skb, &k, sizeof(k), 0))
-		return TC_ACT_SHOT;
+	__u32 v6 = 0;
+	/* (The key of an IPv6 tunnel is refused without the flag, and the other way.) */
+	if (bpf_skb_get_tunnel_key(skb, &k, sizeof(k), 0)) {
+		if (bpf_skb_get_tunnel_key(skb, &k, sizeof(k), BPF_F_TUNINFO_IPV6))
+			return TC_ACT_SHOT;
+		v6 = 1;
+	}
 	__u32 vni = k.tunnel_id;
 	struct tunnel_in *t = bpf_map_lookup_elem(&tunnels_in, &vni);
-	if (!t || t->remote_ipv4 != k.remote_ipv4)
+	if (!t || t->from.v6 != v6)
+		return TC_ACT_SHOT;
+	if (v6 ? (t->from.addr[0] != k.remote_ipv6[0] || t->from.addr[1] != k.remote_ipv6[1] || t->from.addr[2] != k.remote_ipv6[2] ||
+		  t->from.addr[3] != k.remote_ipv6[3])
+	       : t->from.addr[0] != k.remote_ipv4)
 		return TC_ACT_SHOT;
 	return bpf_redirect_peer(t->peer_of, 0);
 }
@@ -238,10 +254,19 @@ static __always_inline int to_tunnel(struct __sk_buff *skb, __u32 dev, __u32 vxl
 	if (!t)
 		return TC_ACT_SHOT;
 	struct bpf_tunnel_key k = {};
-	k.remote_ipv4 = t->remote_ipv4;
+	__u64 flags = 0;
+	if (t->to.v6) {
+		k.remote_ipv6[0] = t->to.addr[0];
+		k.remote_ipv6[1] = t->to.addr[1];
+		k.remote_ipv6[2] = t->to.addr[2];
+		k.remote_ipv6[3] = t->to.addr[3];
+		flags = BPF_F_TUNINFO_IPV6;
+	} else {
+		k.remote_ipv4 = t->to.addr[0];
+	}
 	k.tunnel_id = t->vni;
 	k.tunnel_ttl = 64;
-	if (bpf_skb_set_tunnel_key(skb, &k, sizeof(k), 0))
+	if (bpf_skb_set_tunnel_key(skb, &k, sizeof(k), flags))
 		return TC_ACT_SHOT;
 	return bpf_redirect(vxlan, 0);
 }

@@ -37,6 +37,7 @@
 //! Switching a direction between the kernel and the engine is one map update: the
 //! nodes see the same interface, addresses, MAC and carrier throughout.
 
+use std::net::IpAddr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::Mutex;
 
@@ -127,14 +128,48 @@ pub struct Counted {
 unsafe impl aya::Pod for Counted {}
 
 /// The program's `struct tunnel_out` and `struct tunnel_in` (IPv4 addresses in host order).
+/// A machine's underlay address as the program's `struct underlay` has it.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
-struct TunnelValue {
-    a: u32,
-    b: u32,
+struct Underlay {
+    addr: [u32; 4],
+    v6: u32,
+}
+
+impl From<IpAddr> for Underlay {
+    fn from(a: IpAddr) -> Underlay {
+        match a {
+            // (Host order, as the kernel gives `remote_ipv4`.)
+            IpAddr::V4(a) => Underlay { addr: [u32::from(a), 0, 0, 0], v6: 0 },
+            // (The 16 bytes as they are, as `remote_ipv6` holds them.)
+            IpAddr::V6(a) => {
+                let o = a.octets();
+                let w = |i: usize| u32::from_ne_bytes([o[i], o[i + 1], o[i + 2], o[i + 3]]);
+                Underlay { addr: [w(0), w(4), w(8), w(12)], v6: 1 }
+            }
+        }
+    }
+}
+
+/// `struct tunnel_out`: the tunnel key of a link end's frames.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct TunnelOut {
+    to: Underlay,
+    vni: u32,
+}
+
+/// `struct tunnel_in`: where frames with a VNI go, and the machine they may come from.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct TunnelIn {
+    from: Underlay,
+    peer_of: u32,
 }
 // SAFETY: plain integers, laid out as the program's structs.
-unsafe impl aya::Pod for TunnelValue {}
+unsafe impl aya::Pod for TunnelOut {}
+// SAFETY: as above.
+unsafe impl aya::Pod for TunnelIn {}
 
 /// Load the classifier `name` of the object; its descriptor.
 fn classifier(ebpf: &mut Ebpf, name: &str) -> Result<ProgramFd> {
@@ -179,7 +214,7 @@ pub enum Route {
     BridgeShaped { ifb: u32 },
     /// To another machine: through the lab's VXLAN device `vxlan` to `remote` (its
     /// underlay address) with VNI `vni`, counted and held to `mtu` as [`Route::Kernel`].
-    Tunnel { vxlan: u32, remote: std::net::Ipv4Addr, vni: u32, mtu: u32 },
+    Tunnel { vxlan: u32, remote: IpAddr, vni: u32, mtu: u32 },
     /// The lab's VXLAN device: what it receives goes by VNI ([`FastPath::tunnel_in`]).
     FromTunnel,
 }
@@ -229,8 +264,8 @@ pub struct FastPath {
     counts: Mutex<Counts>,
     /// Tunnel keys of link ends toward other machines, by plane device; and where
     /// frames from them go, by VNI (see [`Route::Tunnel`]).
-    tunnels_out: Mutex<HashMap<MapData, u32, TunnelValue>>,
-    tunnels_in: Mutex<HashMap<MapData, u32, TunnelValue>>,
+    tunnels_out: Mutex<HashMap<MapData, u32, TunnelOut>>,
+    tunnels_in: Mutex<HashMap<MapData, u32, TunnelIn>>,
     /// A route netlink socket in the plane namespace: its devices are taken down and up
     /// (ioctls) and their token buckets set and read (requests) through it.
     ctl: Mutex<OwnedFd>,
@@ -320,7 +355,7 @@ impl FastPath {
             }
             Route::Tunnel { vxlan, remote, vni, mtu } => {
                 self.count(from)?;
-                let key = TunnelValue { a: u32::from(remote), b: vni };
+                let key = TunnelOut { to: remote.into(), vni };
                 self.tunnels_out.lock().unwrap_or_else(|p| p.into_inner()).insert(from, key, 0).with_context(|| format!("the tunnel key of plane device {from}"))?;
                 RouteValue { ifindex: vxlan, flags: ROUTE_TUNNEL | ROUTE_COUNT | mtu_flags(mtu) }
             }
@@ -332,13 +367,13 @@ impl FastPath {
     /// Frames the lab's VXLAN device receives with VNI `vni` from `remote` (another
     /// machine's underlay address) go to the node interface that is the veth peer of
     /// plane device `peer_of`; from anywhere else they are dropped.
-    pub fn tunnel_in(&self, vni: u32, remote: std::net::Ipv4Addr, peer_of: u32) -> Result<()> {
-        let v = TunnelValue { a: peer_of, b: u32::from(remote) };
+    pub fn tunnel_in(&self, vni: u32, remote: IpAddr, peer_of: u32) -> Result<()> {
+        let v = TunnelIn { from: remote.into(), peer_of };
         self.tunnels_in.lock().unwrap_or_else(|p| p.into_inner()).insert(vni, v, 0).with_context(|| format!("routing VNI {vni} from the underlay"))
     }
 
     /// [`FastPath::tunnel_in`] (`on`), or frames with VNI `vni` dropped (`!on`).
-    pub fn tunnel_in_set(&self, vni: u32, remote: std::net::Ipv4Addr, peer_of: u32, on: bool) -> Result<()> {
+    pub fn tunnel_in_set(&self, vni: u32, remote: IpAddr, peer_of: u32, on: bool) -> Result<()> {
         if on {
             return self.tunnel_in(vni, remote, peer_of);
         }

@@ -39,6 +39,22 @@ impl Machines {
 
     /// ... on an underlay whose interfaces have MTU `mtu`.
     fn start_mtu(tag: &str, net: u8, names: &[&str], mtu: u32) -> Machines {
+        Machines::start_with(tag, net, names, mtu, false)
+    }
+
+    /// ... on an IPv6 underlay (fdNET::1, fdNET::2, …; the controller fdNET::fe).
+    fn start_v6(tag: &str, net: u8, names: &[&str]) -> Machines {
+        Machines::start_with(tag, net, names, 1500, true)
+    }
+
+    fn start_with(tag: &str, net: u8, names: &[&str], mtu: u32, v6: bool) -> Machines {
+        let addr = |i: usize, ctl: bool| match (v6, ctl) {
+            (false, false) => format!("10.{net}.0.{}", i + 1),
+            (false, true) => format!("10.{net}.0.254"),
+            (true, false) => format!("fd{net}::{}", i + 1),
+            (true, true) => format!("fd{net}::fe"),
+        };
+        let prefix = if v6 { "/64 nodad" } else { "/24" };
         let m = Machines { tag: tag.into(), names: names.iter().map(|s| s.to_string()).collect(), agents: Vec::new(), token_file: std::env::temp_dir().join(format!("vemu-{tag}-token")), labs: Default::default() };
         m.remove_namespaces();
         std::fs::write(&m.token_file, "test-token-0123456789abcdef\n").unwrap();
@@ -48,16 +64,16 @@ impl Machines {
         let hosts: Vec<String> = m.names.iter().cloned().chain(["ctl".to_string()]).collect();
         for (i, h) in hosts.iter().enumerate() {
             let ns = format!("{tag}-{h}");
-            let ip = if h == "ctl" { format!("10.{net}.0.254") } else { format!("10.{net}.0.{}", i + 1) };
+            let ip = addr(i, h == "ctl");
             ok(&format!(
-                "ip netns add {ns} && ip link add {tag}u{i} netns {ul} mtu {mtu} type veth peer name eth0 netns {ns} mtu {mtu} && ip -n {ul} link set {tag}u{i} master br0 up && ip -n {ns} link set lo up && ip -n {ns} link set eth0 up && ip -n {ns} addr add {ip}/24 dev eth0"
+                "ip netns add {ns} && ip link add {tag}u{i} netns {ul} mtu {mtu} type veth peer name eth0 netns {ns} mtu {mtu} && ip -n {ul} link set {tag}u{i} master br0 up && ip -n {ns} link set lo up && ip -n {ns} link set eth0 up && ip -n {ns} addr add {ip}{prefix} dev eth0"
             ));
         }
         ok("mkdir -p /run/vemu /run/netns");
         for (i, h) in m.names.clone().iter().enumerate() {
             let script = format!(
-                "mount -t tmpfs tmpfs /run/vemu && mount -t tmpfs tmpfs /run/netns && mkdir -p /var/log/vemu && mount -t tmpfs tmpfs /var/log/vemu && exec {VEMU} agent --listen 10.{net}.0.{} --token-file {}",
-                i + 1,
+                "mount -t tmpfs tmpfs /run/vemu && mount -t tmpfs tmpfs /run/netns && mkdir -p /var/log/vemu && mount -t tmpfs tmpfs /var/log/vemu && exec {VEMU} agent --listen {} --token-file {}",
+                addr(i, false),
                 m.token_file.display()
             );
             let child = Command::new("nsenter")
@@ -72,9 +88,9 @@ impl Machines {
         // Until every agent answers.
         let deadline = Instant::now() + Duration::from_secs(10);
         for i in 0..m.names.len() {
-            let url = format!("10.{net}.0.{}:14790", i + 1);
-            while sh(&format!("ip netns exec {tag}-ctl sh -c 'exec 3<>/dev/tcp/{}/{}' 2>/dev/null || ip netns exec {tag}-ctl bash -c 'exec 3<>/dev/tcp/{}/{}'", url.split(':').next().unwrap(), 14790, url.split(':').next().unwrap(), 14790)).status.code() != Some(0) {
-                assert!(Instant::now() < deadline, "agent at {url} does not answer");
+            let a = addr(i, false);
+            while sh(&format!("ip netns exec {tag}-ctl bash -c 'exec 3<>/dev/tcp/{a}/14790' 2>/dev/null")).status.code() != Some(0) {
+                assert!(Instant::now() < deadline, "agent at {a} port 14790 does not answer");
                 std::thread::sleep(Duration::from_millis(100));
             }
         }
@@ -1026,6 +1042,49 @@ fn a_link_whose_mtu_leaves_room_takes_the_kernels_tunnel_over_a_1500_byte_underl
     assert_eq!(notes.len(), 2, "{}", text(&o));
     assert!(notes.iter().all(|n| n.starts_with("note: n1:n3 ") && n.contains("datagrams of 1472 B") && n.contains("needs 1526 B") && n.contains("mtu: 1446 or less")), "{notes:?}");
     let o = m.vemu(&["down", "--lab", "xn"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!((m.leftovers(0), m.leftovers(1)), (String::new(), String::new()));
+}
+
+/// Machines joined by an IPv6 underlay: the engines' tunnels carry a link with a delay
+/// (full-size frames in pieces: 1452 bytes of UDP payload a datagram there), and a link
+/// whose `mtu` leaves room for the headers goes through the kernel's VXLAN over IPv6.
+#[test]
+fn machines_on_an_ipv6_underlay_carry_links_through_the_engines_and_the_kernel() {
+    let _g = serial();
+    let m = Machines::start_v6("v6", 90, &["a", "b"]);
+    let yaml = "name: x6\naddressing: {ipv6: none}\nmachines: {a: 'fd90::1', b: 'fd90::2'}\nnodes:\n  n1: {machine: a}\n  n2: {machine: b, run: ['iperf3 -s -D']}\nlinks:\n  - {endpoints: [n1, n2], delay: 1ms}\n  - {endpoints: [n1, n2], mtu: 1426}\n";
+    let up = m.up("x6", yaml);
+    assert!(up.status.success(), "{}", text(&up));
+    let status = || -> serde_json::Value { serde_json::from_slice(&m.vemu(&["status", "--lab", "x6", "--json"]).stdout).unwrap_or_default() };
+    let kernel = |st: &serde_json::Value, i: usize| (st["links"][i]["forward"]["stats"]["kernel_path"] == true, st["links"][i]["reverse"]["stats"]["kernel_path"] == true);
+    eventually(10, "the second link through the kernel", || kernel(&status(), 1) == (true, true));
+    let st = status();
+    assert_eq!(kernel(&st, 0), (false, false));
+    assert_eq!(st["links"][0]["forward"]["stats"]["path_payload_bytes"], 1452, "{}", st["links"][0]);
+    let dump = Command::new("ip").args(["netns", "exec", "v6-ul", "tcpdump", "-i", "br0", "-l", "-nn", "ip6 and udp"]).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    // Through the engines: the set delay, and whole 1500-byte packets in pieces.
+    let rtt = min_rtt_ms(&m.exec(0, "x6", "n1", &["ping", "-c", "5", "-i", "0.2", "-s", "1472", "-M", "do", "10.0.0.2"]));
+    assert!((2.0..2.3).contains(&rtt), "min RTT {rtt} ms, 1 ms set each way");
+    // Through the kernel: whole 1426-byte packets, and TCP.
+    let o = m.exec(0, "x6", "n1", &["ping", "-c", "5", "-i", "0.1", "-s", "1398", "-M", "do", "10.0.0.6"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = m.exec(0, "x6", "n1", &["iperf3", "-c", "10.0.0.6", "-t", "2", "-J", "--connect-timeout", "3000"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("iperf3: {}", text(&o)));
+    assert!(v["end"]["sum_received"]["bits_per_second"].as_f64().unwrap() > 50e6, "{}", v["end"]);
+    std::thread::sleep(Duration::from_millis(300));
+    let _ = Command::new("kill").arg(dump.id().to_string()).status();
+    let seen = String::from_utf8_lossy(&dump.wait_with_output().unwrap().stdout).to_string();
+    let port = {
+        let h = "x6".bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
+        14800 + (h % 1000) as u16
+    };
+    let vxlan = seen.lines().filter(|l| l.contains(&format!(".{port}: "))).count();
+    assert!(vxlan > 100, "{vxlan} VXLAN datagrams over IPv6 to port {port}: {}", seen.lines().take(10).collect::<Vec<_>>().join("\n"));
+    let st = status();
+    assert!(st["links"][1]["forward"]["stats"]["rx_frames"].as_u64().unwrap() > 100, "{}", st["links"][1]);
+    let o = m.vemu(&["down", "--lab", "x6"]);
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!((m.leftovers(0), m.leftovers(1)), (String::new(), String::new()));
 }
