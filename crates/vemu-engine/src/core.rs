@@ -33,7 +33,7 @@ use vemu_qos::stage::Refusal;
 use vemu_radio::medium::{Medium, MediumConfig, Neighbour, Outcome, PairCounters};
 use vemu_radio::Pos;
 use vemu_switch::snoop::{classify, Class};
-use vemu_switch::{is_group, mac, Delivery, Mac, PortConfig, Snooping, Switch, BROADCAST};
+use vemu_switch::{is_group, mac, Delivery, Forward, Mac, PortConfig, Snooping, Switch, BROADCAST};
 
 use crate::counters::{delay_bucket, ClassCounters, DirCounters, SegCounters};
 use crate::gso::{self, VNET_HDR_LEN};
@@ -355,29 +355,52 @@ struct LinkState {
     transit_ns: [u64; 2],
     /// The side on another machine, if one is.
     remote: Option<usize>,
-    /// A member of a segment switched elsewhere: its group here and access VLAN.
-    spur: Option<(u32, u16)>,
+    /// A member of a segment switched elsewhere: its group here and its port in the
+    /// group's switch.
+    spur: Option<(u32, u32)>,
 }
 
-/// The members here of one segment switched on another machine ([`Spur`]): where the
-/// source addresses they sent from are, (VLAN, MAC) → (link, last seen ns).
+/// The members here of one segment switched on another machine ([`Spur`]), and the
+/// learning switch ([`vemu_switch::Switch`]: VLANs, aging, a bounded table) that says
+/// where the addresses they send to are: its ports are the members (their links) and,
+/// one per VLAN, the way to the segment's switch (its "uplink", where an address the
+/// segment's switch handed a member a frame from is learnt).
 struct SpurGroup {
     segment: u32,
     aging_ns: u64,
-    /// (link or [`ELSEWHERE`], last seen ns).
-    macs: FxHashMap<(u16, Mac), (u32, u64)>,
-    /// The members here: (link, VLAN).
-    members: Vec<(u32, u16)>,
+    /// Each port of the switch: its VLAN, and the member's link (`None`: an uplink).
+    ports: Vec<(PortConfig, Option<u32>)>,
+    /// Made from `ports` when first needed (members join one by one as links are added).
+    switch: Option<Switch>,
 }
 
-/// Where a [`SpurGroup`] knows an address to be on another machine.
-const ELSEWHERE: u32 = u32::MAX;
+impl SpurGroup {
+    /// Add member link `link` of access VLAN `vlan` (and the VLAN's uplink, if it is
+    /// new); its port.
+    fn add(&mut self, link: u32, vlan: u16) -> u32 {
+        let port = self.ports.len() as u32;
+        self.ports.push((PortConfig { vlan }, Some(link)));
+        if !self.ports.iter().any(|(c, l)| l.is_none() && c.vlan == vlan) {
+            self.ports.push((PortConfig { vlan }, None));
+        }
+        self.switch = None;
+        port
+    }
+
+    /// The switch and the ports (split, so that both may be used at once).
+    fn parts(&mut self) -> (&mut Switch, &[(PortConfig, Option<u32>)]) {
+        let SpurGroup { ports, switch, aging_ns, .. } = self;
+        let sw = switch.get_or_insert_with(|| Switch::new(&ports.iter().map(|p| p.0).collect::<Vec<_>>(), *aging_ns));
+        (sw, ports)
+    }
+}
 
 /// Where a frame from a member of a [`SpurGroup`] goes.
 enum SpurWay {
     /// To the member of this link here only.
     Here(u32),
-    /// To every other member here of its VLAN, and to the switch.
+    /// To the other members here of its VLAN (left in `Core::spur_flood`), and to the
+    /// switch.
     Flood,
     /// To the switch only.
     Switch,
@@ -783,6 +806,8 @@ pub struct Core {
     trunks_pending: Vec<u32>,
     radio_remote: Vec<(u32, u64, u32, u64, Frame)>,
     spurs: Vec<SpurGroup>,
+    /// Scratch list of the members a [`SpurWay::Flood`] goes to.
+    spur_flood: Vec<u32>,
 }
 
 impl Core {
@@ -816,12 +841,11 @@ impl Core {
             let g = match self.spurs.iter().position(|g| g.segment == sp.segment) {
                 Some(g) => g,
                 None => {
-                    self.spurs.push(SpurGroup { segment: sp.segment, aging_ns: sp.aging_ns, macs: FxHashMap::default(), members: Vec::new() });
+                    self.spurs.push(SpurGroup { segment: sp.segment, aging_ns: sp.aging_ns, ports: Vec::new(), switch: None });
                     self.spurs.len() - 1
                 }
             };
-            self.spurs[g].members.push((link, sp.vlan));
-            (g as u32, sp.vlan)
+            (g as u32, self.spurs[g].add(link, sp.vlan))
         });
         self.links.push(LinkState { ports, dirs, counters, mtu: cfg.mtu, kernel, kernel_shaper: cfg.kernel_shaper, transit_ns, remote, spur });
         self.track_qos(Hop::Link(link, 0));
@@ -1014,11 +1038,12 @@ impl Core {
             let Some(&link) = self.trunks[k as usize].links.get(&m) else { continue };
             // The switch hands it to this member: its source is not behind it, and is
             // elsewhere unless a member here sent from it lately (its own multicast).
-            if let (Some((g, vlan)), Some(src)) = (self.links.get(link as usize).and_then(|l| l.spur), src.filter(|s| !is_group(*s))) {
-                let group = &mut self.spurs[g as usize];
-                let here = group.macs.get(&(vlan, src)).is_some_and(|&(l, seen)| l != link && l != ELSEWHERE && now.saturating_sub(seen) < group.aging_ns);
+            if let (Some((g, port)), Some(src)) = (self.links.get(link as usize).and_then(|l| l.spur), src) {
+                let (sw, ports) = self.spurs[g as usize].parts();
+                let here = sw.lookup(now, port, src).is_some_and(|p| p != port && ports[p as usize].1.is_some());
                 if !here {
-                    group.macs.insert((vlan, src), (ELSEWHERE, now));
+                    let uplink = ports.iter().position(|(c, l)| l.is_none() && c.vlan == ports[port as usize].0.vlan).expect("every VLAN has its uplink");
+                    sw.learn(now, uplink as u32, src);
                 }
             }
             self.push(Accepted { at_ns: at + off, wire, frame: frame.clone() }, Action::Ingress { link });
@@ -1114,20 +1139,19 @@ impl Core {
             _ => None,
         };
         for mut a in acc.drain(..) {
-            if let Some((from, (g, vlan))) = spur {
-                match self.spur_switch(g, vlan, from, now, &a.frame) {
+            if let Some((from, (g, port))) = spur {
+                match self.spur_switch(g, port, now, &a.frame) {
                     SpurWay::Here(to) => {
                         self.push(a, Action::Local { from: Some(from), to });
                         continue;
                     }
                     SpurWay::Flood => {
                         // (Counted as sent once: by the copy to the switch.)
-                        for i in 0..self.spurs[g as usize].members.len() {
-                            let (to, v) = self.spurs[g as usize].members[i];
-                            if to != from && v == vlan {
-                                self.push(Accepted { at_ns: a.at_ns, wire: a.wire, frame: a.frame.clone() }, Action::Local { from: None, to });
-                            }
+                        let targets = std::mem::take(&mut self.spur_flood);
+                        for &to in &targets {
+                            self.push(Accepted { at_ns: a.at_ns, wire: a.wire, frame: a.frame.clone() }, Action::Local { from: None, to });
                         }
+                        self.spur_flood = targets;
                     }
                     SpurWay::Switch => {}
                 }
@@ -1139,30 +1163,23 @@ impl Core {
         }
     }
 
-    /// A frame member link `from` sends toward its segment's switch elsewhere (spur
-    /// group `g`, VLAN `vlan`), at `now`: learn its source; the link of the member here
-    /// its unicast destination is behind, if known and fresh ([`Spur`]).
-    fn spur_switch(&mut self, g: u32, vlan: u16, from: u32, now: u64, frame: &[u8]) -> SpurWay {
+    /// A frame a member sends toward its segment's switch elsewhere (from `port` of spur
+    /// group `g`), at `now`: its source learnt, where it goes ([`Spur`]). Multicast goes
+    /// to the segment's switch alone, whose snooping decides.
+    fn spur_switch(&mut self, g: u32, port: u32, now: u64, frame: &[u8]) -> SpurWay {
         let Some(eth) = frame.get(VNET_HDR_LEN..VNET_HDR_LEN + 12) else { return SpurWay::Switch };
-        let group = &mut self.spurs[g as usize];
         let (dst, src) = (mac(eth), mac(&eth[6..]));
-        if !is_group(src) {
-            group.macs.insert((vlan, src), (from, now));
-        }
-        if dst == BROADCAST {
-            return SpurWay::Flood;
-        }
-        if is_group(dst) {
-            return SpurWay::Switch;
-        }
-        match group.macs.get(&(vlan, dst)) {
-            Some(&(to, seen)) if now.saturating_sub(seen) < group.aging_ns => match to {
-                ELSEWHERE => SpurWay::Switch,
-                // (To itself: the switch drops it.)
-                to if to == from => SpurWay::Switch,
-                to => SpurWay::Here(to),
-            },
-            _ => SpurWay::Flood,
+        let (sw, ports) = self.spurs[g as usize].parts();
+        match sw.forward(now, port, dst, src) {
+            _ if is_group(dst) && dst != BROADCAST => SpurWay::Switch,
+            Forward::Unicast(p) => ports[p as usize].1.map_or(SpurWay::Switch, SpurWay::Here),
+            // (Behind the sender's own port: the segment's switch drops it.)
+            Forward::Filter => SpurWay::Switch,
+            Forward::Flood(to) => {
+                self.spur_flood.clear();
+                self.spur_flood.extend(to.filter_map(|p| ports[p as usize].1));
+                SpurWay::Flood
+            }
         }
     }
 

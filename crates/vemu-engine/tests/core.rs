@@ -1836,6 +1836,28 @@ fn members_on_another_machine_are_switched_among_themselves_there() {
     assert_eq!(s.far_out(), vec![(203 * MS, s.nodes[0][0], 11)]);
 }
 
+/// A member sending from ever new source addresses does not grow its machine's table
+/// without end: past the bound new addresses are not learnt, and frames to them go
+/// everywhere (the other members there and the segment's switch), as on a full switch.
+#[test]
+fn members_on_another_machine_learn_a_bounded_number_of_addresses() {
+    let t = 100 * US;
+    let spur = Spur { segment: 0, vlan: 1, aging_ns: 300_000 * MS };
+    let mut s = Trunked::with([imp(), imp()], imp(), None, t, Some(spur));
+    for i in 0..(vemu_switch::DEFAULT_MAX_LEARNED as u32 + 100) {
+        let src = [0x02, 0x10, (i >> 16) as u8, (i >> 8) as u8, i as u8, 1];
+        s.far.send(u64::from(i) * US, s.nodes[0][0], eth([0xff; 6], src, 64, i));
+    }
+    s.far.run_until(20 * MS);
+    s.far.out.clear();
+    // MAC 4 (member 3) comes too late to be learnt: a frame to it floods.
+    s.far.send(30 * MS, s.nodes[1][0], eth([0xff; 6], mac(4), 64, 1));
+    s.far.send(31 * MS, s.nodes[0][0], eth(mac(4), mac(3), 64, 2));
+    s.far.run_until(40 * MS);
+    let to_2: Vec<u32> = s.far.out.iter().filter(|o| o.1 == s.nodes[0][1] || o.1 == s.nodes[1][0]).map(|o| seq_of(&o.2)).collect();
+    assert_eq!(to_2, vec![2, 2], "to the switch and to member 3 alike: {:?}", s.far.out.iter().map(|o| (o.1, seq_of(&o.2))).collect::<Vec<_>>());
+}
+
 #[test]
 fn a_radio_transmission_reaches_the_far_machines_receivers_in_one_copy_at_their_own_times() {
     let t = 50 * US;

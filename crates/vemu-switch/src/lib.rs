@@ -298,6 +298,18 @@ impl Switch {
             return Forward::Filter;
         }
         let group = port.group as usize;
+        self.learn(now_ns, in_port, src);
+        if let Some(p) = self.lookup(now_ns, in_port, dst) {
+            return if p == in_port { Forward::Filter } else { Forward::Unicast(p) };
+        }
+        Forward::Flood(Flood { members: self.groups[group].iter(), ports: &self.ports, except: in_port })
+    }
+
+    /// Learn that `src` (unless a group address) is behind `in_port`, at `now_ns`: aged
+    /// entries are swept out when due; a new address beyond the table's bound is refused
+    /// (counted in [`Switch::refused`]).
+    pub fn learn(&mut self, now_ns: u64, in_port: u32, src: Mac) {
+        let group = self.ports[in_port as usize].group as usize;
         if now_ns >= self.next_sweep_ns {
             let aging = self.aging_ns;
             self.table.retain(|_, e| now_ns.saturating_sub(e.seen_ns) <= aging);
@@ -324,13 +336,13 @@ impl Switch {
                 }
             }
         }
-        if !is_group(dst) {
-            if let Some(e) = self.table.get(&key(group, dst)) {
-                if now_ns.saturating_sub(e.seen_ns) <= self.aging_ns {
-                    return if e.port == in_port { Forward::Filter } else { Forward::Unicast(e.port) };
-                }
-            }
-        }
-        Forward::Flood(Flood { members: self.groups[group].iter(), ports: &self.ports, except: in_port })
+    }
+
+    /// The port unicast address `dst` was last seen behind in `in_port`'s VLAN, if that
+    /// was within the aging time of `now_ns`.
+    pub fn lookup(&self, now_ns: u64, in_port: u32, dst: Mac) -> Option<u32> {
+        let group = self.ports[in_port as usize].group as usize;
+        let e = self.table.get(&key(group, dst)).filter(|_| !is_group(dst))?;
+        (now_ns.saturating_sub(e.seen_ns) <= self.aging_ns).then_some(e.port)
     }
 }
