@@ -21,7 +21,7 @@ use std::path::Path;
 pub use model::*;
 pub(crate) use model::{read_limited, read_stamped};
 pub use names::{valid_lab_name, valid_node_name};
-pub use plan::{build_plan, derive_seed};
+pub use plan::{build_plan, derive_seed, port_mtu};
 
 /// Read, validate and plan a scenario file. `name` overrides the scenario's `name`.
 pub fn load(path: &Path, name: Option<&str>) -> Result<Plan, Errors> {

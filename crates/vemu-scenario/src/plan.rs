@@ -119,8 +119,9 @@ fn auto_mac(node: usize, idx: usize) -> [u8; 6] {
     [0x02, (n >> 16) as u8, (n >> 8) as u8, n as u8, (idx >> 8) as u8, idx as u8]
 }
 
-/// IP MTU of a port whose directions carry these impairments.
-fn port_mtu(dirs: [&Impairments; 2]) -> u32 {
+/// The IP MTU of both interfaces of a link or segment port with these directions: the
+/// smaller of their `mtu`s, or the default.
+pub fn port_mtu(dirs: [&Impairments; 2]) -> u32 {
     dirs.iter().filter_map(|d| d.mtu).min().unwrap_or(DEFAULT_MTU)
 }
 

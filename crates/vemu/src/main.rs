@@ -1326,7 +1326,7 @@ fn fetch_lab(lab: &str, from: &str) -> Result<()> {
     }
     std::fs::create_dir_all(&paths.dir).with_context(|| format!("creating {}", paths.dir.display()))?;
     vemu_control::write_private(&paths.plan(), &serde_json::to_vec(&plan)?)?;
-    vemu_control::write_private(&paths.dir.join("controller.json"), &serde_json::to_vec(&saved)?)?;
+    vemu_control::write_private(&vemu_control::lab::saved::Saved::path_in(&paths), &serde_json::to_vec(&saved)?)?;
     Ok(())
 }
 
@@ -1539,7 +1539,7 @@ fn print_status(s: &LabStatus) {
             };
             // Unimpaired across machines but through the engines because whole frames do
             // not fit the underlay's datagrams: say what would let the kernel carry it.
-            let iface_mtu = d.impairments.mtu.unwrap_or(1500) as usize;
+            let iface_mtu = vemu_scenario::port_mtu([&l.forward.impairments, &l.reverse.impairments]) as usize;
             let bare = Impairments { shaper: d.impairments.shaper, mtu: d.impairments.mtu, ..Default::default() };
             if d.stats.transit_ns > 0 && !d.stats.kernel_path && d.impairments == bare && d.stats.path_payload_bytes > 0 && (d.stats.path_payload_bytes as usize) < iface_mtu + TUNNEL_FRAME_EXTRA {
                 notes.push(format!(

@@ -56,7 +56,12 @@ pub struct Saved {
 
 impl Saved {
     pub fn path(lab: &str) -> PathBuf {
-        LabPaths::new(lab).dir.join("controller.json")
+        Saved::path_in(&LabPaths::new(lab))
+    }
+
+    /// Where a lab's directory (the controller's, or a machine's share of it) keeps it.
+    pub fn path_in(paths: &LabPaths) -> PathBuf {
+        paths.dir.join("controller.json")
     }
 
     /// The state the controller of `lab` saved last.
