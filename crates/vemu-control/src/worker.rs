@@ -217,7 +217,7 @@ pub trait Worker: Send {
 
 /// Where a machine's share keeps the state its lab's controller last handed on.
 pub(crate) fn saved_copy(paths: &LabPaths) -> std::path::PathBuf {
-    crate::lab::saved::Saved::path_in(paths)
+    paths.dir.join("controller.json")
 }
 
 /// Socket buffers of a tunnel to another machine, bytes.

@@ -61,7 +61,7 @@ impl Saved {
 
     /// Where a lab's directory (the controller's, or a machine's share of it) keeps it.
     pub fn path_in(paths: &LabPaths) -> PathBuf {
-        paths.dir.join("controller.json")
+        crate::worker::saved_copy(paths)
     }
 
     /// The state the controller of `lab` saved last.
