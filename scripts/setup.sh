@@ -10,8 +10,9 @@ need_pkgs=()
 # clang and libbpf-dev build the kernel fast path's TC program (crates/vemu-fastpath);
 # chromium and chromium-driver run the web interface's browser tests.
 # nftables and iptables put the diverted paths of `divert:` in place; rt-tests'
-# cyclictest measures the machine's own scheduling lateness beside the soak bench.
-for p in iperf3 iputils-ping iproute2 procps nftables iptables tcpdump tshark libpcap-dev frr bird2 babeld clang libbpf-dev chromium chromium-driver rt-tests; do
+# cyclictest measures the machine's own scheduling lateness beside the soak bench;
+# openssl makes the keys of the operator test's API server.
+for p in openssl iperf3 iputils-ping iproute2 procps nftables iptables tcpdump tshark libpcap-dev frr bird2 babeld clang libbpf-dev chromium chromium-driver rt-tests; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need_pkgs+=("$p")
 done
 if [ "${#need_pkgs[@]}" -gt 0 ]; then
@@ -53,6 +54,8 @@ command -v kubectl >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install 
 # The Helm chart's test (deploy/helm) renders it with helm, which Debian does not
 # package: built once from the Go module proxy with the machine's Go (into ~/.local/bin).
 export PATH="$HOME/.local/bin:$PATH:/usr/local/go/bin"
+# Go also builds the Kubernetes API server of the operator's test (scripts/test.sh).
+command -v go >/dev/null 2>&1 || { echo "setup: installing Go"; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go >/dev/null; }
 if ! command -v helm >/dev/null 2>&1; then
     if command -v go >/dev/null 2>&1; then
         echo "setup: building helm (Go module proxy)"

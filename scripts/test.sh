@@ -7,6 +7,11 @@ set -euo pipefail
 # No dependency cycle between the modules of a crate (docs/design.md, "Crate map").
 python3 scripts/module_cycles.py --self-test
 python3 scripts/module_cycles.py
+# The operator's test (crates/vemu/tests/machines.rs) runs vemu-operator against a real
+# Kubernetes API server and etcd, built from their Go modules (a few minutes the first
+# time, seconds after: Go's build cache).
+cargo build --release -p vemu-operator
+go build -buildvcs=false -C deploy/kubernetes/test-apiserver -o "$PWD/target/vemu-test-apiserver" .
 cargo test --workspace --release "$@"
 # The link semantics once more with every direction on the engine's path (unimpaired
 # ones otherwise go by the kernel fast path).

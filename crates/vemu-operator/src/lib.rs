@@ -92,6 +92,20 @@ pub enum Step {
     Invalid(String),
 }
 
+impl Step {
+    /// The step in words, for the operator's log.
+    pub fn describe(&self) -> String {
+        match self {
+            Step::Up { lab, machines } => format!("bringing lab {lab} up on {machines}"),
+            Step::Recreate { lab, machines } => format!("the spec changed: bringing lab {lab} up anew on {machines}"),
+            Step::Attach { lab, machines } => format!("lab {lab} lost its controller: taking it over on {machines}"),
+            Step::Keep => "up as specified, kept".into(),
+            Step::Wait(why) => format!("waiting: {why}"),
+            Step::Invalid(why) => format!("invalid: {why}"),
+        }
+    }
+}
+
 /// A stable digest of a spec (FNV-1a, 64 bits, as hex): the same spec gives the same
 /// digest in every version of the operator.
 pub fn digest(spec: &VemuLabSpec) -> String {

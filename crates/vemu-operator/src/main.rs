@@ -84,6 +84,8 @@ async fn apply(lab_obj: Arc<VemuLab>, ctx: &Ctx, api: &Api<VemuLab>) -> Result<A
     let lab_now = status.as_ref().map(|s| s.lab.clone()).unwrap_or_default();
     let running = !lab_now.is_empty() && vemu(ctx, &["status", "--lab", &lab_now, "--json"]).0;
     let step = decide(&ns, &name, &lab_obj.spec, status.as_ref(), &agents, running);
+    // One line a decision (`kubectl logs` shows what the operator did and why).
+    eprintln!("vemu-operator: {ns}/{name}: {}", step.describe());
     let mut st = VemuLabStatus { digest: digest(&lab_obj.spec), ..status.clone().unwrap_or_default() };
     let result = match step {
         Step::Keep => return Ok(Action::requeue(Duration::from_secs(30))),

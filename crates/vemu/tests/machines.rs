@@ -1182,3 +1182,250 @@ fn a_controller_on_another_machine_takes_over_a_lab_from_its_agents() {
     assert!(o.status.success(), "{}", text(&o));
     assert!(!std::path::Path::new("/run/vemu/xf").exists());
 }
+
+/// A Kubernetes API server (with etcd) in the controller's namespace of machines `m`,
+/// on its loopback: the real kube-apiserver and etcd, built from their Go modules
+/// (deploy/kubernetes/test-apiserver, into target/ by scripts/test.sh), with RBAC and
+/// its admission plugins but without kubelet, scheduler or controller manager.
+struct Kube {
+    dir: std::path::PathBuf,
+    ctl: String,
+    procs: Vec<Child>,
+}
+
+impl Kube {
+    fn start(m: &Machines) -> Kube {
+        let bin = std::env::var("VEMU_TEST_APISERVER").unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/vemu-test-apiserver").to_string());
+        assert!(std::path::Path::new(&bin).exists(), "{bin} is missing: build it with `go build -C deploy/kubernetes/test-apiserver -o $PWD/target/vemu-test-apiserver .` (scripts/test.sh does)");
+        let dir = std::env::temp_dir().join(format!("vemu-{}-kube", m.tag));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("certs")).unwrap();
+        let d = dir.display();
+        ok(&format!("openssl genrsa -out {d}/sa.key 2048 2>/dev/null && openssl rsa -in {d}/sa.key -pubout -out {d}/sa.pub 2>/dev/null"));
+        std::fs::write(dir.join("tokens.csv"), "admin-token-0123456789abcdef,admin,admin,system:masters\n").unwrap();
+        let ctl = format!("{}-ctl", m.tag);
+        let spawn = |args: &[&str], log: &str| {
+            let log = std::fs::File::create(dir.join(log)).unwrap();
+            Command::new("ip").args(["netns", "exec", &ctl, &bin]).args(args).stdin(Stdio::null()).stdout(log.try_clone().unwrap()).stderr(log).spawn().unwrap()
+        };
+        let etcd = spawn(&["etcd", "--data-dir", &format!("{d}/etcd"), "--listen-client-urls", "http://127.0.0.1:2379", "--advertise-client-urls", "http://127.0.0.1:2379", "--listen-peer-urls", "http://127.0.0.1:2380"], "etcd.log");
+        let api = spawn(
+            &[
+                "apiserver",
+                "--etcd-servers=http://127.0.0.1:2379",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                "--secure-port=6443",
+                &format!("--cert-dir={d}/certs"),
+                &format!("--token-auth-file={d}/tokens.csv"),
+                "--authorization-mode=RBAC",
+                "--service-cluster-ip-range=10.255.0.0/24",
+                "--service-account-issuer=https://kubernetes.default.svc",
+                &format!("--service-account-key-file={d}/sa.pub"),
+                &format!("--service-account-signing-key-file={d}/sa.key"),
+                // Its controller (which makes the "default" service accounts) does not run.
+                "--disable-admission-plugins=ServiceAccount",
+                "--allow-privileged=true",
+            ],
+            "apiserver.log",
+        );
+        let k = Kube { dir, ctl, procs: vec![etcd, api] };
+        k.write_config("admin", "admin-token-0123456789abcdef");
+        eventually(60, "the API server is ready", || k.kubectl(&["get", "--raw", "/readyz"], "").status.success());
+        k
+    }
+
+    /// A kubeconfig for this API server as `user`, who shows `token`.
+    fn write_config(&self, user: &str, token: &str) -> std::path::PathBuf {
+        let path = self.dir.join(format!("{user}.kubeconfig"));
+        let ca = self.dir.join("certs/apiserver.crt");
+        let cfg = format!(
+            "apiVersion: v1\nkind: Config\nclusters: [{{name: t, cluster: {{server: 'https://127.0.0.1:6443', certificate-authority: {}}}}}]\nusers: [{{name: {user}, user: {{token: '{token}'}}}}]\ncontexts: [{{name: t, context: {{cluster: t, user: {user}}}}}]\ncurrent-context: t\n",
+            ca.display()
+        );
+        std::fs::write(&path, cfg).unwrap();
+        path
+    }
+
+    /// `kubectl ARGS` as the cluster's administrator, `stdin` on its input.
+    fn kubectl(&self, args: &[&str], stdin: &str) -> Output {
+        self.kubectl_as("admin", args, stdin)
+    }
+
+    fn kubectl_as(&self, user: &str, args: &[&str], stdin: &str) -> Output {
+        use std::io::Write;
+        let mut c = Command::new("ip")
+            .args(["netns", "exec", &self.ctl, "kubectl", "--kubeconfig", &self.dir.join(format!("{user}.kubeconfig")).to_string_lossy()])
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        c.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+        c.wait_with_output().unwrap()
+    }
+
+    fn must(&self, args: &[&str], stdin: &str) -> String {
+        let o = self.kubectl(args, stdin);
+        assert!(o.status.success(), "kubectl {args:?}: {}", text(&o));
+        String::from_utf8_lossy(&o.stdout).to_string()
+    }
+
+    /// A kubeconfig for service account `sa` of namespace `ns` (a token the API server
+    /// signs), so that RBAC judges what its roles allow.
+    fn service_account_config(&self, ns: &str, sa: &str) -> std::path::PathBuf {
+        let token = self.must(&["-n", ns, "create", "token", sa, "--duration=2h"], "");
+        self.write_config(sa, token.trim())
+    }
+}
+
+impl Drop for Kube {
+    fn drop(&mut self) {
+        for p in &mut self.procs {
+            let _ = p.kill();
+            let _ = p.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The operator of docs/kubernetes.md against a real Kubernetes API server: the
+/// packaging (`kubectl kustomize deploy/kubernetes`) applied as is, the agents' pods made
+/// from its DaemonSet's template on two machines (the test plays their kubelet: it sets
+/// them running and ready at their machine's address), `vemu-operator run` with its
+/// service account's token, so that RBAC judges operator.yaml's roles. A VemuLab waits
+/// for a node without an agent; the repository's example comes up across both machines
+/// with its delays; the operator restarted keeps it; its controller lost with the
+/// operator's container is taken over; a changed spec brings it up anew; deleting it
+/// takes it down everywhere, leaving nothing.
+#[test]
+fn the_operator_brings_a_vemulab_up_across_machines_and_down_when_it_is_deleted() {
+    let _g = serial();
+    let m = Machines::start("vk", 91, &["w1", "w2"]);
+    let k = Kube::start(&m);
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let rendered = Command::new("kubectl").args(["kustomize", &format!("{root}/deploy/kubernetes")]).output().unwrap();
+    assert!(rendered.status.success(), "{}", text(&rendered));
+    k.must(&["apply", "-f", "-"], &String::from_utf8_lossy(&rendered.stdout));
+    k.must(&["-n", "vemu", "create", "secret", "generic", "vemu-agent-token", &format!("--from-file=token={}", m.token_file.display())], "");
+    let ds: serde_json::Value = serde_json::from_str(&k.must(&["-n", "vemu", "get", "daemonset", "vemu-agent", "-o", "json"], "")).unwrap();
+    for (i, node) in m.names.iter().enumerate() {
+        let template = &ds["spec"]["template"];
+        let mut spec = template["spec"].clone();
+        spec["nodeName"] = node.as_str().into();
+        let pod = serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": format!("vemu-agent-{node}"), "namespace": "vemu", "labels": template["metadata"]["labels"]}, "spec": spec});
+        k.must(&["create", "-f", "-"], &pod.to_string());
+        let status = serde_json::json!({"status": {"phase": "Running", "hostIP": format!("10.91.0.{}", i + 1), "podIP": format!("10.91.0.{}", i + 1), "conditions": [{"type": "Ready", "status": "True"}]}});
+        k.must(&["-n", "vemu", "patch", "pod", &format!("vemu-agent-{node}"), "--subresource=status", "--type=merge", "-p", &status.to_string()], "");
+    }
+    let operator_config = k.service_account_config("vemu", "vemu-operator");
+    let operator_bin = std::path::Path::new(VEMU).with_file_name("vemu-operator");
+    assert!(operator_bin.exists(), "{} is missing: cargo build --release -p vemu-operator (scripts/test.sh does)", operator_bin.display());
+    let log = k.dir.join("operator.log");
+    let start_operator = || {
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(&log).unwrap();
+        Command::new("ip")
+            .args(["netns", "exec", &k.ctl, &operator_bin.to_string_lossy(), "run"])
+            .env("KUBECONFIG", &operator_config)
+            .env("VEMU", VEMU)
+            .env("VEMU_AGENT_TOKEN_FILE", &m.token_file)
+            .env("VEMU_AGENT_NAMESPACE", "vemu")
+            // The agents hold a lab whose controller is silent this long (the takeovers
+            // below must come within it).
+            .env("VEMU_AGENT_LEASE", "60")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap()
+    };
+    struct Killed(Child);
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut operator = Killed(start_operator());
+    m.labs.lock().unwrap().push("default-chain".into());
+    let lab_status = |name: &str| -> serde_json::Value {
+        let o = k.kubectl(&["-n", "default", "get", "vemulab", name, "-o", "json"], "");
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap_or_default()["status"].clone()
+    };
+    let oplog = || std::fs::read_to_string(&log).unwrap_or_default();
+
+    // A node without an agent: the lab waits, saying so.
+    let waiting = "apiVersion: vemu.dev/v1alpha1\nkind: VemuLab\nmetadata: {name: waits, namespace: default}\nspec:\n  scenario: 'nodes: {a: {}}'\n  nodes: [w1, w3]\n";
+    k.must(&["apply", "-f", "-"], waiting);
+    eventually(30, "the VemuLab naming w3 is pending", || lab_status("waits")["phase"] == "Pending");
+    assert_eq!(lab_status("waits")["message"], "node 'w3' has no ready vemu agent", "{}", oplog());
+    k.must(&["-n", "default", "delete", "vemulab", "waits", "--timeout=30s"], "");
+
+    // The repository's example: a chain of three nodes, 10 ms a link, over both machines.
+    let example = std::fs::read_to_string(format!("{root}/deploy/kubernetes/examples/vemulab-chain.yaml")).unwrap();
+    k.must(&["apply", "-f", "-"], &example);
+    eventually(90, "the example VemuLab is up", || lab_status("chain")["phase"] == "Up" || lab_status("chain")["phase"] == "Failed");
+    let st = lab_status("chain");
+    assert_eq!((st["phase"].as_str(), st["lab"].as_str(), st["machines"].as_str()), (Some("Up"), Some("default-chain"), Some("w1=10.91.0.1,w2=10.91.0.2")), "{st} {}", oplog());
+    let table = k.must(&["get", "vemulabs", "-A"], "");
+    assert!(table.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["default", "chain", "Up", "default-chain", "w1=10.91.0.1,w2=10.91.0.2"]), "{table}");
+    let vs = m.status("default-chain");
+    let machines_used: std::collections::BTreeSet<String> = vs["nodes"].as_array().unwrap().iter().map(|n| n["machine"].as_str().unwrap_or_default().to_string()).collect();
+    assert_eq!(machines_used.len(), 2, "the lab spans both machines: {vs}");
+    let rtt = || min_rtt_ms(&m.vemu(&["exec", "--lab", "default-chain", "n1", "--", "ping", "-c", "5", "-i", "0.2", "-W", "2", "n3"]));
+    let r = rtt();
+    assert!((40.0..42.0).contains(&r), "RTT {r} ms for 2 x 10 ms set");
+    let controller_pid = || std::fs::read_to_string("/run/vemu/default-chain/daemon.pid").unwrap_or_default().trim().to_string();
+    let first = controller_pid();
+
+    // The operator restarted (its controller alive): the lab is kept, not brought up anew.
+    let _ = operator.0.kill();
+    let _ = operator.0.wait();
+    let mark = oplog().len();
+    operator = Killed(start_operator());
+    let t0 = Instant::now();
+    while !oplog()[mark..].contains("default/chain: ") {
+        assert!(t0.elapsed() < Duration::from_secs(30), "the new operator did not look at the lab within 30 s: {}", oplog());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(oplog()[mark..].contains("default/chain: up as specified, kept"), "{}", &oplog()[mark..]);
+    assert_eq!((controller_pid(), lab_status("chain")["phase"].clone()), (first.clone(), "Up".into()), "{}", &oplog()[mark..]);
+
+    // The operator's container restarted: the lab's controller died with it, /run/vemu
+    // was kept. The new operator takes the lab over from what it saved there.
+    let _ = operator.0.kill();
+    let _ = operator.0.wait();
+    ok(&format!("kill -9 {first}"));
+    operator = Killed(start_operator());
+    eventually(60, "the lab has a controller again", || {
+        let p = controller_pid();
+        !p.is_empty() && p != first && m.vemu(&["status", "--lab", "default-chain"]).status.success()
+    });
+    let st = lab_status("chain");
+    assert_eq!(st["phase"], "Up", "{st}");
+    assert!(st["message"].as_str().unwrap_or_default().contains("served again"), "taken over, not brought up anew: {st}");
+    let r = rtt();
+    assert!((40.0..42.0).contains(&r), "RTT {r} ms after the takeover");
+
+    // A changed spec: the lab comes up anew with it.
+    k.must(&["apply", "-f", "-"], &example.replace("delay: 10ms", "delay: 5ms"));
+    let second = controller_pid();
+    eventually(90, "the changed lab is up", || {
+        let p = controller_pid();
+        !p.is_empty() && p != second && lab_status("chain")["phase"] == "Up" && m.vemu(&["status", "--lab", "default-chain"]).status.success()
+    });
+    let r = rtt();
+    assert!((20.0..22.0).contains(&r), "RTT {r} ms for 2 x 5 ms set");
+
+    // Deleted: the finalizer holds the resource until the lab is down on every machine.
+    k.must(&["-n", "default", "delete", "vemulab", "chain", "--timeout=60s"], "");
+    let gone = k.kubectl(&["-n", "default", "get", "vemulab", "chain"], "");
+    assert!(!gone.status.success() && text(&gone).contains("not found"), "{}", text(&gone));
+    assert!(!std::path::Path::new("/run/vemu/default-chain").exists(), "{}", oplog());
+    for i in 0..2 {
+        assert_eq!(m.leftovers(i), "", "machine {i} keeps something after the VemuLab went");
+    }
+    drop(operator);
+    assert!(!oplog().contains("panicked"), "{}", oplog());
+}
