@@ -16,6 +16,8 @@ const VEMU: &str = env!("CARGO_BIN_EXE_vemu");
 /// (10.<net>.0.254) on one underlay bridge; torn down when dropped.
 struct Machines {
     tag: String,
+    net: u8,
+    v6: bool,
     names: Vec<String>,
     agents: Vec<Child>,
     token_file: std::path::PathBuf,
@@ -39,15 +41,15 @@ impl Machines {
 
     /// ... on an underlay whose interfaces have MTU `mtu`.
     fn start_mtu(tag: &str, net: u8, names: &[&str], mtu: u32) -> Machines {
-        Machines::start_with(tag, net, names, mtu, false)
+        Machines::start_with(tag, net, names, mtu, false, true)
     }
 
     /// ... on an IPv6 underlay (fdNET::1, fdNET::2, …; the controller fdNET::fe).
     fn start_v6(tag: &str, net: u8, names: &[&str]) -> Machines {
-        Machines::start_with(tag, net, names, 1500, true)
+        Machines::start_with(tag, net, names, 1500, true, true)
     }
 
-    fn start_with(tag: &str, net: u8, names: &[&str], mtu: u32, v6: bool) -> Machines {
+    fn start_with(tag: &str, net: u8, names: &[&str], mtu: u32, v6: bool, agents: bool) -> Machines {
         let addr = |i: usize, ctl: bool| match (v6, ctl) {
             (false, false) => format!("10.{net}.0.{}", i + 1),
             (false, true) => format!("10.{net}.0.254"),
@@ -55,7 +57,7 @@ impl Machines {
             (true, true) => format!("fd{net}::fe"),
         };
         let prefix = if v6 { "/64 nodad" } else { "/24" };
-        let m = Machines { tag: tag.into(), names: names.iter().map(|s| s.to_string()).collect(), agents: Vec::new(), token_file: std::env::temp_dir().join(format!("vemu-{tag}-token")), labs: Default::default() };
+        let m = Machines { tag: tag.into(), net, v6, names: names.iter().map(|s| s.to_string()).collect(), agents: Vec::new(), token_file: std::env::temp_dir().join(format!("vemu-{tag}-token")), labs: Default::default() };
         m.remove_namespaces();
         std::fs::write(&m.token_file, "test-token-0123456789abcdef\n").unwrap();
         let ul = format!("{tag}-ul");
@@ -70,31 +72,55 @@ impl Machines {
             ));
         }
         ok("mkdir -p /run/vemu /run/netns");
-        for (i, h) in m.names.clone().iter().enumerate() {
-            let script = format!(
-                "mount -t tmpfs tmpfs /run/vemu && mount -t tmpfs tmpfs /run/netns && mkdir -p /var/log/vemu && mount -t tmpfs tmpfs /var/log/vemu && exec {VEMU} agent --listen {} --token-file {}",
-                addr(i, false),
-                m.token_file.display()
-            );
-            let child = Command::new("nsenter")
-                .args([&format!("--net=/run/netns/{tag}-{h}"), "unshare", "-m", "--propagation", "private", "sh", "-c", &script])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::inherit())
-                .spawn()
-                .unwrap();
-            m.agents.push(child);
+        if !agents {
+            return m;
         }
-        // Until every agent answers.
-        let deadline = Instant::now() + Duration::from_secs(10);
         for i in 0..m.names.len() {
-            let a = addr(i, false);
-            while sh(&format!("ip netns exec {tag}-ctl bash -c 'exec 3<>/dev/tcp/{a}/14790' 2>/dev/null")).status.code() != Some(0) {
+            let cmd = format!("exec {VEMU} agent --listen {} --token-file {}", addr(i, false), m.token_file.display());
+            m.spawn_agent(i, &cmd);
+        }
+        m.wait_for_agents();
+        m
+    }
+
+    /// The underlay and the machines' namespaces, no agent yet ([`Machines::spawn_agent`]).
+    fn start_bare(tag: &str, net: u8, names: &[&str]) -> Machines {
+        Machines::start_with(tag, net, names, 1500, false, false)
+    }
+
+    /// Starts machine `i`'s agent: shell command `cmd` (ending in `exec vemu agent ...`)
+    /// in the machine's network namespace and a mount namespace of its own, with its own
+    /// /run/vemu, /run/netns and /var/log/vemu, as on a separate computer.
+    fn spawn_agent(&mut self, i: usize, cmd: &str) {
+        let script = format!("mount -t tmpfs tmpfs /run/vemu && mount -t tmpfs tmpfs /run/netns && mkdir -p /var/log/vemu && mount -t tmpfs tmpfs /var/log/vemu && {cmd}");
+        let child = Command::new("nsenter")
+            .args([&format!("--net=/run/netns/{}-{}", self.tag, self.names[i]), "unshare", "-m", "--propagation", "private", "sh", "-c", &script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        self.agents.push(child);
+    }
+
+    /// Machine `i`'s address.
+    fn address(&self, i: usize) -> String {
+        match self.v6 {
+            false => format!("10.{}.0.{}", self.net, i + 1),
+            true => format!("fd{}::{}", self.net, i + 1),
+        }
+    }
+
+    /// Until every machine's agent answers on its port.
+    fn wait_for_agents(&self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        for i in 0..self.names.len() {
+            let a = self.address(i);
+            while sh(&format!("ip netns exec {}-ctl bash -c 'exec 3<>/dev/tcp/{a}/14790' 2>/dev/null", self.tag)).status.code() != Some(0) {
                 assert!(Instant::now() < deadline, "agent at {a} port 14790 does not answer");
                 std::thread::sleep(Duration::from_millis(100));
             }
         }
-        m
     }
 
     /// `vemu up` of a scenario in the controller's namespace.
@@ -1272,6 +1298,52 @@ impl Kube {
         String::from_utf8_lossy(&o.stdout).to_string()
     }
 
+    /// What a kubelet would run for `pod`'s (first) container on the machine of address
+    /// `host_ip`, as a shell command: its command and arguments with `$(VAR)` taken from
+    /// its environment (values and `status.hostIP`), its secret volumes mounted (the
+    /// secret's keys as files, its mode), `vemu` being the binary under test. Its hostPath
+    /// volumes are the machine's own paths (asserted: the same path in the container).
+    /// /etc is overlaid in the container's mount namespace, so that mount points made
+    /// there never reach the real machine's.
+    fn container_command(&self, pod: &serde_json::Value, host_ip: &str) -> String {
+        let c = &pod["spec"]["containers"][0];
+        let mut env = Vec::new();
+        for e in c["env"].as_array().into_iter().flatten() {
+            let v = match (&e["value"], e["valueFrom"]["fieldRef"]["fieldPath"].as_str()) {
+                (serde_json::Value::String(v), _) => v.clone(),
+                (_, Some("status.hostIP")) => host_ip.to_string(),
+                _ => panic!("the stand-in kubelet cannot fill {e}"),
+            };
+            env.push((e["name"].as_str().unwrap().to_string(), v));
+        }
+        let expand = |a: &str| env.iter().fold(a.to_string(), |a, (n, v)| a.replace(&format!("$({n})"), v));
+        let mut argv: Vec<String> = c["command"].as_array().into_iter().chain(c["args"].as_array()).flatten().map(|a| expand(a.as_str().unwrap())).collect();
+        assert_eq!(argv.first().map(String::as_str), Some("vemu"), "{c}");
+        argv[0] = VEMU.to_string();
+        let pod_dir = self.dir.join(pod["metadata"]["name"].as_str().unwrap());
+        let _ = std::fs::remove_dir_all(&pod_dir);
+        std::fs::create_dir_all(pod_dir.join("etc")).unwrap();
+        std::fs::create_dir_all(pod_dir.join("work")).unwrap();
+        let mut script = format!("mount -t overlay overlay -o lowerdir=/etc,upperdir={0}/etc,workdir={0}/work /etc", pod_dir.display());
+        for vm in c["volumeMounts"].as_array().into_iter().flatten() {
+            let mp = vm["mountPath"].as_str().unwrap();
+            let vol = pod["spec"]["volumes"].as_array().unwrap().iter().find(|v| v["name"] == vm["name"]).unwrap();
+            if let Some(path) = vol["hostPath"]["path"].as_str() {
+                assert_eq!(path, mp, "a hostPath mounted elsewhere in the container: the stand-in kubelet does not do that");
+            } else if let Some(name) = vol["secret"]["secretName"].as_str() {
+                let secret: serde_json::Value = serde_json::from_str(&self.must(&["-n", pod["metadata"]["namespace"].as_str().unwrap(), "get", "secret", name, "-o", "json"], "")).unwrap();
+                let mode = vol["secret"]["defaultMode"].as_u64().unwrap_or(0o644);
+                script += &format!(" && mkdir -p {mp} && mount -t tmpfs tmpfs {mp}");
+                for (key, b64) in secret["data"].as_object().unwrap() {
+                    script += &format!(" && echo {} | base64 -d > {mp}/{key} && chmod {mode:o} {mp}/{key}", b64.as_str().unwrap());
+                }
+            } else {
+                panic!("the stand-in kubelet cannot mount {vol}");
+            }
+        }
+        script + " && exec " + &argv.iter().map(|a| format!("'{a}'")).collect::<Vec<_>>().join(" ")
+    }
+
     /// A kubeconfig for service account `sa` of namespace `ns` (a token the API server
     /// signs), so that RBAC judges what its roles allow.
     fn service_account_config(&self, ns: &str, sa: &str) -> std::path::PathBuf {
@@ -1291,18 +1363,20 @@ impl Drop for Kube {
 }
 
 /// The operator of docs/kubernetes.md against a real Kubernetes API server: the
-/// packaging (`kubectl kustomize deploy/kubernetes`) applied as is, the agents' pods made
-/// from its DaemonSet's template on two machines (the test plays their kubelet: it sets
-/// them running and ready at their machine's address), `vemu-operator run` with its
-/// service account's token, so that RBAC judges operator.yaml's roles. A VemuLab waits
-/// for a node without an agent; the repository's example comes up across both machines
-/// with its delays; the operator restarted keeps it; its controller lost with the
-/// operator's container is taken over; a changed spec brings it up anew; deleting it
-/// takes it down everywhere, leaving nothing.
+/// packaging (`kubectl kustomize deploy/kubernetes`) applied as is; the agents' pods made
+/// from its DaemonSet's template on two machines (the test plays their kubelet: it runs
+/// their container's command with its environment and secret volume, as the pod says, on
+/// the machine, and reports them running and ready at its address); `vemu-operator run`
+/// with its service account's token, so that RBAC judges operator.yaml's roles. A
+/// VemuLab waits for a node without an agent; the repository's example comes up across
+/// both machines with its delays; the operator restarted keeps it; its controller lost
+/// with the operator's container is taken over, by the same pod (its /run/vemu kept) and
+/// by a new one (from the agents); a changed spec brings it up anew; deleting it takes it
+/// down everywhere, leaving nothing.
 #[test]
 fn the_operator_brings_a_vemulab_up_across_machines_and_down_when_it_is_deleted() {
     let _g = serial();
-    let m = Machines::start("vk", 91, &["w1", "w2"]);
+    let mut m = Machines::start_bare("vk", 91, &["w1", "w2"]);
     let k = Kube::start(&m);
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
     let rendered = Command::new("kubectl").args(["kustomize", &format!("{root}/deploy/kubernetes")]).output().unwrap();
@@ -1310,13 +1384,20 @@ fn the_operator_brings_a_vemulab_up_across_machines_and_down_when_it_is_deleted(
     k.must(&["apply", "-f", "-"], &String::from_utf8_lossy(&rendered.stdout));
     k.must(&["-n", "vemu", "create", "secret", "generic", "vemu-agent-token", &format!("--from-file=token={}", m.token_file.display())], "");
     let ds: serde_json::Value = serde_json::from_str(&k.must(&["-n", "vemu", "get", "daemonset", "vemu-agent", "-o", "json"], "")).unwrap();
-    for (i, node) in m.names.iter().enumerate() {
+    for (i, node) in m.names.clone().iter().enumerate() {
         let template = &ds["spec"]["template"];
         let mut spec = template["spec"].clone();
         spec["nodeName"] = node.as_str().into();
         let pod = serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": format!("vemu-agent-{node}"), "namespace": "vemu", "labels": template["metadata"]["labels"]}, "spec": spec});
         k.must(&["create", "-f", "-"], &pod.to_string());
-        let status = serde_json::json!({"status": {"phase": "Running", "hostIP": format!("10.91.0.{}", i + 1), "podIP": format!("10.91.0.{}", i + 1), "conditions": [{"type": "Ready", "status": "True"}]}});
+        let pod: serde_json::Value = serde_json::from_str(&k.must(&["-n", "vemu", "get", "pod", &format!("vemu-agent-{node}"), "-o", "json"], "")).unwrap();
+        let cmd = k.container_command(&pod, &m.address(i));
+        m.spawn_agent(i, &cmd);
+    }
+    // Their readiness probe (a TCP port), then what the kubelet would report.
+    m.wait_for_agents();
+    for (i, node) in m.names.iter().enumerate() {
+        let status = serde_json::json!({"status": {"phase": "Running", "hostIP": m.address(i), "podIP": m.address(i), "conditions": [{"type": "Ready", "status": "True"}]}});
         k.must(&["-n", "vemu", "patch", "pod", &format!("vemu-agent-{node}"), "--subresource=status", "--type=merge", "-p", &status.to_string()], "");
     }
     let operator_config = k.service_account_config("vemu", "vemu-operator");
@@ -1407,6 +1488,24 @@ fn the_operator_brings_a_vemulab_up_across_machines_and_down_when_it_is_deleted(
     assert!(st["message"].as_str().unwrap_or_default().contains("served again"), "taken over, not brought up anew: {st}");
     let r = rtt();
     assert!((40.0..42.0).contains(&r), "RTT {r} ms after the takeover");
+
+    // A new operator pod: the controller died with the old one, and the new pod's /run
+    // is empty. It takes the lab over from the state the controller handed to the agents.
+    let _ = operator.0.kill();
+    let _ = operator.0.wait();
+    let taken = controller_pid();
+    ok(&format!("kill -9 {taken}"));
+    std::thread::sleep(Duration::from_millis(300));
+    std::fs::remove_dir_all("/run/vemu/default-chain").unwrap();
+    operator = Killed(start_operator());
+    eventually(60, "the lab has a controller again", || {
+        let p = controller_pid();
+        !p.is_empty() && p != taken && m.vemu(&["status", "--lab", "default-chain"]).status.success()
+    });
+    let st = lab_status("chain");
+    assert_eq!((st["phase"].as_str(), st["message"].as_str()), (Some("Up"), Some("taken over from its agents")), "{st}");
+    let r = rtt();
+    assert!((40.0..42.0).contains(&r), "RTT {r} ms after the takeover from the agents");
 
     // A changed spec: the lab comes up anew with it.
     k.must(&["apply", "-f", "-"], &example.replace("delay: 10ms", "delay: 5ms"));
