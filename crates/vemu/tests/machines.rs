@@ -1528,3 +1528,68 @@ fn the_operator_brings_a_vemulab_up_across_machines_and_down_when_it_is_deleted(
     drop(operator);
     assert!(!oplog().contains("panicked"), "{}", oplog());
 }
+
+/// The Helm chart installed, upgraded and uninstalled by a real `helm` on a real API
+/// server (see [`Kube`]): every object it renders is accepted (the API server's own
+/// validation and admission, Pod Security among them), the operator's service account may
+/// do what the operator does and no more, `operator.enabled=false` removes the operator,
+/// and uninstalling removes everything but the resource definition (Helm's rule for CRDs).
+#[test]
+fn the_helm_chart_installs_upgrades_and_uninstalls_on_a_real_api_server() {
+    let _g = serial();
+    let m = Machines::start_bare("vh", 92, &[]);
+    let k = Kube::start(&m);
+    let helm_bin = ["helm", "/root/.local/bin/helm"].into_iter().find(|h| Command::new(h).arg("version").output().is_ok_and(|o| o.status.success()));
+    let helm_bin = helm_bin.expect("helm is not installed (scripts/setup.sh builds it into ~/.local/bin with Go)");
+    let chart = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/helm/vemu");
+    let helm = |args: &[&str]| -> String {
+        let o = Command::new("ip")
+            .args(["netns", "exec", &k.ctl, helm_bin, "--kubeconfig", &k.dir.join("admin.kubeconfig").to_string_lossy()])
+            .args(args)
+            .env("HELM_CACHE_HOME", k.dir.join("helm/cache"))
+            .env("HELM_CONFIG_HOME", k.dir.join("helm/config"))
+            .env("HELM_DATA_HOME", k.dir.join("helm/data"))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "helm {args:?}: {}", text(&o));
+        String::from_utf8_lossy(&o.stdout).to_string()
+    };
+    k.must(&["create", "namespace", "vemu"], "");
+    k.must(&["label", "namespace", "vemu", "pod-security.kubernetes.io/enforce=privileged"], "");
+    helm(&["install", "vemu", chart, "-n", "vemu", "--set", "image.repository=registry.example.org/vemu"]);
+    let manifest = helm(&["get", "manifest", "vemu", "-n", "vemu"]);
+    // Every object the release holds is there, and the CRD serves its resource.
+    k.must(&["get", "-f", "-"], &manifest);
+    k.must(&["wait", "--for=condition=Established", "crd/vemulabs.vemu.dev", "--timeout=30s"], "");
+    let kinds = k.must(&["get", "-f", "-", "-o", "jsonpath={range .items[*]}{.kind}/{.metadata.name} {end}"], &manifest);
+    for want in ["ServiceAccount/vemu-operator", "DaemonSet/vemu-agent", "Deployment/vemu-operator", "ClusterRole/vemu-operator-vemu", "ClusterRoleBinding/vemu-operator-vemu"] {
+        assert!(kinds.split_whitespace().any(|x| x == want), "{want} not in the release: {kinds}");
+    }
+    // What the operator may do (main.rs): watch and patch VemuLabs and their status
+    // everywhere, list the agents' pods in its own namespace; nothing else.
+    let can = |verb: &str, what: &str, ns: &str| {
+        let o = k.kubectl(&["auth", "can-i", verb, what, "-n", ns, "--as=system:serviceaccount:vemu:vemu-operator"], "");
+        String::from_utf8_lossy(&o.stdout).trim() == "yes"
+    };
+    for (verb, what, ns) in [("watch", "vemulabs.vemu.dev", "default"), ("patch", "vemulabs.vemu.dev", "labs"), ("patch", "vemulabs.vemu.dev/status", "default"), ("list", "pods", "vemu")] {
+        assert!(can(verb, what, ns), "the operator may not {verb} {what} in {ns}");
+    }
+    for (verb, what, ns) in [("list", "pods", "default"), ("delete", "pods", "vemu"), ("get", "secrets", "vemu"), ("delete", "vemulabs.vemu.dev", "default")] {
+        assert!(!can(verb, what, ns), "the operator may {verb} {what} in {ns}");
+    }
+    // The example VemuLab is a valid resource of the installed CRD.
+    let example = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/kubernetes/examples/vemulab-chain.yaml")).unwrap();
+    k.must(&["apply", "--dry-run=server", "-f", "-"], &example);
+    let bad = k.kubectl(&["apply", "--dry-run=server", "-f", "-"], &example.replace("scenario: |", "scenarios: |"));
+    assert!(!bad.status.success() && text(&bad).contains(r#"unknown field "spec.scenarios""#), "{}", text(&bad));
+
+    helm(&["upgrade", "vemu", chart, "-n", "vemu", "--set", "operator.enabled=false"]);
+    let o = k.kubectl(&["-n", "vemu", "get", "deployment", "vemu-operator"], "");
+    assert!(!o.status.success() && text(&o).contains("not found"), "{}", text(&o));
+    k.must(&["-n", "vemu", "get", "daemonset", "vemu-agent"], "");
+
+    helm(&["uninstall", "vemu", "-n", "vemu"]);
+    let o = k.kubectl(&["-n", "vemu", "get", "daemonset", "vemu-agent"], "");
+    assert!(!o.status.success() && text(&o).contains("not found"), "{}", text(&o));
+    k.must(&["get", "crd", "vemulabs.vemu.dev"], "");
+}
