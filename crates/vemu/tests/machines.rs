@@ -1298,57 +1298,114 @@ impl Kube {
         String::from_utf8_lossy(&o.stdout).to_string()
     }
 
+    /// Pod `name` in namespace vemu from a workload's pod `template` (on Kubernetes node
+    /// `node`, if given), as the API server made it.
+    fn create_pod(&self, template: &serde_json::Value, name: &str, node: Option<&str>) -> serde_json::Value {
+        let mut spec = template["spec"].clone();
+        if let Some(node) = node {
+            spec["nodeName"] = node.into();
+        }
+        let pod = serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "vemu", "labels": template["metadata"]["labels"]}, "spec": spec});
+        serde_json::from_str(&self.must(&["create", "-f", "-", "-o", "json"], &pod.to_string())).unwrap()
+    }
+
+    /// What a kubelet reports of pod `name` (namespace vemu) once its container runs and
+    /// its readiness probe passes: running and ready, at `ip`.
+    fn set_ready(&self, name: &str, ip: &str) {
+        let status = serde_json::json!({"status": {"phase": "Running", "hostIP": ip, "podIP": ip, "conditions": [{"type": "Ready", "status": "True"}]}});
+        self.must(&["-n", "vemu", "patch", "pod", name, "--subresource=status", "--type=merge", "-p", &status.to_string()], "");
+    }
+
     /// What a kubelet would run for `pod`'s (first) container on the machine of address
-    /// `host_ip`, as a shell command: its command and arguments with `$(VAR)` taken from
-    /// its environment (values and `status.hostIP`), its secret volumes mounted (the
-    /// secret's keys as files, its mode), `vemu` being the binary under test. Its hostPath
-    /// volumes are the machine's own paths (asserted: the same path in the container).
-    /// /etc is overlaid in the container's mount namespace, so that mount points made
-    /// there never reach the real machine's.
-    fn container_command(&self, pod: &serde_json::Value, host_ip: &str) -> String {
+    /// `host_ip`, as a shell command for a mount namespace of its own: its command and
+    /// arguments with `$(VAR)` from its environment (values and the fields `status.hostIP`,
+    /// `metadata.namespace`, `metadata.name`, `spec.nodeName`); its volumes: secrets (the
+    /// keys as files, with the volume's mode), emptyDirs (a directory of the test's, kept
+    /// while the pod lives: `fresh` starts them empty), hostPaths (the machine's own path,
+    /// asserted to be the same in the container); the service account's token, CA and
+    /// namespace in /run/secrets/kubernetes.io/serviceaccount with KUBERNETES_SERVICE_HOST
+    /// and _PORT, as in-cluster clients read them (the API server's address, 127.0.0.1:
+    /// no kube-proxy here). The image's programs are the binaries under test (on PATH). A
+    /// container without the machine's /run gets its own; /etc and /var/log are overlaid,
+    /// so that what the container writes there never reaches the real machine's.
+    fn container_command(&self, pod: &serde_json::Value, host_ip: &str, fresh: bool) -> String {
         let c = &pod["spec"]["containers"][0];
-        let mut env = Vec::new();
+        let (name, ns) = (pod["metadata"]["name"].as_str().unwrap(), pod["metadata"]["namespace"].as_str().unwrap());
+        let mut env = vec![("PATH".to_string(), format!("{}:/usr/sbin:/usr/bin:/sbin:/bin", std::path::Path::new(VEMU).parent().unwrap().display()))];
         for e in c["env"].as_array().into_iter().flatten() {
             let v = match (&e["value"], e["valueFrom"]["fieldRef"]["fieldPath"].as_str()) {
                 (serde_json::Value::String(v), _) => v.clone(),
                 (_, Some("status.hostIP")) => host_ip.to_string(),
+                (_, Some("metadata.namespace")) => ns.to_string(),
+                (_, Some("metadata.name")) => name.to_string(),
+                (_, Some("spec.nodeName")) => pod["spec"]["nodeName"].as_str().unwrap_or_default().to_string(),
                 _ => panic!("the stand-in kubelet cannot fill {e}"),
             };
             env.push((e["name"].as_str().unwrap().to_string(), v));
         }
-        let expand = |a: &str| env.iter().fold(a.to_string(), |a, (n, v)| a.replace(&format!("$({n})"), v));
-        let mut argv: Vec<String> = c["command"].as_array().into_iter().chain(c["args"].as_array()).flatten().map(|a| expand(a.as_str().unwrap())).collect();
-        assert_eq!(argv.first().map(String::as_str), Some("vemu"), "{c}");
-        argv[0] = VEMU.to_string();
-        let pod_dir = self.dir.join(pod["metadata"]["name"].as_str().unwrap());
-        let _ = std::fs::remove_dir_all(&pod_dir);
-        std::fs::create_dir_all(pod_dir.join("etc")).unwrap();
-        std::fs::create_dir_all(pod_dir.join("work")).unwrap();
-        let mut script = format!("mount -t overlay overlay -o lowerdir=/etc,upperdir={0}/etc,workdir={0}/work /etc", pod_dir.display());
-        for vm in c["volumeMounts"].as_array().into_iter().flatten() {
+        let pod_dir = self.dir.join(name);
+        if fresh {
+            let _ = std::fs::remove_dir_all(&pod_dir);
+        }
+        for d in ["etc", "etc-work", "log", "log-work"] {
+            let _ = std::fs::remove_dir_all(pod_dir.join(d));
+            std::fs::create_dir_all(pod_dir.join(d)).unwrap();
+        }
+        let volumes = pod["spec"]["volumes"].as_array().cloned().unwrap_or_default();
+        let mounts = c["volumeMounts"].as_array().cloned().unwrap_or_default();
+        let machines = |base: &str| mounts.iter().any(|vm| vm["mountPath"].as_str().unwrap().starts_with(base) && volumes.iter().any(|v| v["name"] == vm["name"] && v["hostPath"].is_object()));
+        let mut script = "true".to_string();
+        for (base, upper) in [("/etc", "etc"), ("/var/log", "log")] {
+            if !machines(base) {
+                script += &format!(" && mount -t overlay overlay -o lowerdir={base},upperdir={0}/{upper},workdir={0}/{upper}-work {base}", pod_dir.display());
+            }
+        }
+        if !machines("/run/") {
+            script += " && mount -t tmpfs tmpfs /run";
+        }
+        let files = |mp: &str, data: &[(String, String)], mode: u64| {
+            let mut s = format!(" && mkdir -p {mp} && mount -t tmpfs tmpfs {mp}");
+            for (key, b64) in data {
+                s += &format!(" && echo {b64} | base64 -d > {mp}/{key} && chmod {mode:o} {mp}/{key}");
+            }
+            s
+        };
+        for vm in &mounts {
             let mp = vm["mountPath"].as_str().unwrap();
-            let vol = pod["spec"]["volumes"].as_array().unwrap().iter().find(|v| v["name"] == vm["name"]).unwrap();
+            let vol = volumes.iter().find(|v| v["name"] == vm["name"]).unwrap();
             if let Some(path) = vol["hostPath"]["path"].as_str() {
                 assert_eq!(path, mp, "a hostPath mounted elsewhere in the container: the stand-in kubelet does not do that");
-            } else if let Some(name) = vol["secret"]["secretName"].as_str() {
-                let secret: serde_json::Value = serde_json::from_str(&self.must(&["-n", pod["metadata"]["namespace"].as_str().unwrap(), "get", "secret", name, "-o", "json"], "")).unwrap();
-                let mode = vol["secret"]["defaultMode"].as_u64().unwrap_or(0o644);
-                script += &format!(" && mkdir -p {mp} && mount -t tmpfs tmpfs {mp}");
-                for (key, b64) in secret["data"].as_object().unwrap() {
-                    script += &format!(" && echo {} | base64 -d > {mp}/{key} && chmod {mode:o} {mp}/{key}", b64.as_str().unwrap());
-                }
+            } else if let Some(secret) = vol["secret"]["secretName"].as_str() {
+                let secret: serde_json::Value = serde_json::from_str(&self.must(&["-n", ns, "get", "secret", secret, "-o", "json"], "")).unwrap();
+                let data: Vec<(String, String)> = secret["data"].as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string())).collect();
+                script += &files(mp, &data, vol["secret"]["defaultMode"].as_u64().unwrap_or(0o644));
+            } else if vol["emptyDir"].is_object() {
+                let dir = pod_dir.join(format!("volume-{}", vol["name"].as_str().unwrap()));
+                std::fs::create_dir_all(&dir).unwrap();
+                script += &format!(" && mkdir -p {mp} && mount --bind {} {mp}", dir.display());
             } else {
                 panic!("the stand-in kubelet cannot mount {vol}");
             }
         }
-        script + " && exec " + &argv.iter().map(|a| format!("'{a}'")).collect::<Vec<_>>().join(" ")
-    }
-
-    /// A kubeconfig for service account `sa` of namespace `ns` (a token the API server
-    /// signs), so that RBAC judges what its roles allow.
-    fn service_account_config(&self, ns: &str, sa: &str) -> std::path::PathBuf {
-        let token = self.must(&["-n", ns, "create", "token", sa, "--duration=2h"], "");
-        self.write_config(sa, token.trim())
+        if let Some(sa) = pod["spec"]["serviceAccountName"].as_str().filter(|_| pod["spec"]["automountServiceAccountToken"] != false) {
+            let uid = pod["metadata"]["uid"].as_str().unwrap();
+            let token = self.must(&["-n", ns, "create", "token", sa, "--duration=2h", "--bound-object-kind=Pod", &format!("--bound-object-name={name}"), &format!("--bound-object-uid={uid}")], "");
+            let b64 = |t: &[u8]| {
+                use std::io::Write;
+                let mut c = Command::new("base64").args(["-w", "0"]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+                c.stdin.take().unwrap().write_all(t).unwrap();
+                String::from_utf8(c.wait_with_output().unwrap().stdout).unwrap()
+            };
+            let ca = std::fs::read(self.dir.join("certs/apiserver.crt")).unwrap();
+            let data = [("token".to_string(), b64(token.trim().as_bytes())), ("ca.crt".to_string(), b64(&ca)), ("namespace".to_string(), b64(ns.as_bytes()))];
+            script += &files("/run/secrets/kubernetes.io/serviceaccount", &data, 0o644);
+            env.push(("KUBERNETES_SERVICE_HOST".into(), "127.0.0.1".into()));
+            env.push(("KUBERNETES_SERVICE_PORT".into(), "6443".into()));
+        }
+        let expand = |a: &str| env.iter().fold(a.to_string(), |a, (n, v)| a.replace(&format!("$({n})"), v));
+        let argv: Vec<String> = c["command"].as_array().into_iter().chain(c["args"].as_array()).flatten().map(|a| format!("'{}'", expand(a.as_str().unwrap()))).collect();
+        let env: Vec<String> = env.iter().map(|(n, v)| format!("{n}='{v}'")).collect();
+        format!("{script} && exec env -i {} {}", env.join(" "), argv.join(" "))
     }
 }
 
@@ -1364,15 +1421,16 @@ impl Drop for Kube {
 
 /// The operator of docs/kubernetes.md against a real Kubernetes API server: the
 /// packaging (`kubectl kustomize deploy/kubernetes`) applied as is; the agents' pods made
-/// from its DaemonSet's template on two machines (the test plays their kubelet: it runs
-/// their container's command with its environment and secret volume, as the pod says, on
-/// the machine, and reports them running and ready at its address); `vemu-operator run`
-/// with its service account's token, so that RBAC judges operator.yaml's roles. A
-/// VemuLab waits for a node without an agent; the repository's example comes up across
-/// both machines with its delays; the operator restarted keeps it; its controller lost
-/// with the operator's container is taken over, by the same pod (its /run/vemu kept) and
-/// by a new one (from the agents); a changed spec brings it up anew; deleting it takes it
-/// down everywhere, leaving nothing.
+/// from its DaemonSet's template on two machines and the operator's pod from its
+/// Deployment's, each run as the pod says by the test, which plays their kubelet
+/// ([`Kube::container_command`]: command, environment, secret and emptyDir volumes, the
+/// service account's token for the operator's in-cluster configuration, so that RBAC
+/// judges operator.yaml's roles; the operator's container in a PID namespace that dies
+/// with it). A VemuLab waits for a node without an agent; the repository's example comes
+/// up across both machines with its delays and is kept; its controller lost with the
+/// operator's container is taken over, by the restarted container (its /run/vemu kept)
+/// and by a new pod (from the agents); a changed spec brings it up anew; deleting it
+/// takes it down everywhere, leaving nothing.
 #[test]
 fn the_operator_brings_a_vemulab_up_across_machines_and_down_when_it_is_deleted() {
     let _g = serial();
@@ -1383,53 +1441,57 @@ fn the_operator_brings_a_vemulab_up_across_machines_and_down_when_it_is_deleted(
     assert!(rendered.status.success(), "{}", text(&rendered));
     k.must(&["apply", "-f", "-"], &String::from_utf8_lossy(&rendered.stdout));
     k.must(&["-n", "vemu", "create", "secret", "generic", "vemu-agent-token", &format!("--from-file=token={}", m.token_file.display())], "");
-    let ds: serde_json::Value = serde_json::from_str(&k.must(&["-n", "vemu", "get", "daemonset", "vemu-agent", "-o", "json"], "")).unwrap();
+    let template = |kind: &str, name: &str| serde_json::from_str::<serde_json::Value>(&k.must(&["-n", "vemu", "get", kind, name, "-o", "json"], "")).unwrap()["spec"]["template"].clone();
+    let agent = template("daemonset", "vemu-agent");
     for (i, node) in m.names.clone().iter().enumerate() {
-        let template = &ds["spec"]["template"];
-        let mut spec = template["spec"].clone();
-        spec["nodeName"] = node.as_str().into();
-        let pod = serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": format!("vemu-agent-{node}"), "namespace": "vemu", "labels": template["metadata"]["labels"]}, "spec": spec});
-        k.must(&["create", "-f", "-"], &pod.to_string());
-        let pod: serde_json::Value = serde_json::from_str(&k.must(&["-n", "vemu", "get", "pod", &format!("vemu-agent-{node}"), "-o", "json"], "")).unwrap();
-        let cmd = k.container_command(&pod, &m.address(i));
+        let pod = k.create_pod(&agent, &format!("vemu-agent-{node}"), Some(node));
+        let cmd = k.container_command(&pod, &m.address(i), true);
         m.spawn_agent(i, &cmd);
     }
-    // Their readiness probe (a TCP port), then what the kubelet would report.
+    // Their readiness probe (a TCP port), then what their kubelet would report.
     m.wait_for_agents();
     for (i, node) in m.names.iter().enumerate() {
-        let status = serde_json::json!({"status": {"phase": "Running", "hostIP": m.address(i), "podIP": m.address(i), "conditions": [{"type": "Ready", "status": "True"}]}});
-        k.must(&["-n", "vemu", "patch", "pod", &format!("vemu-agent-{node}"), "--subresource=status", "--type=merge", "-p", &status.to_string()], "");
+        k.set_ready(&format!("vemu-agent-{node}"), &m.address(i));
     }
-    let operator_config = k.service_account_config("vemu", "vemu-operator");
-    let operator_bin = std::path::Path::new(VEMU).with_file_name("vemu-operator");
-    assert!(operator_bin.exists(), "{} is missing: cargo build --release -p vemu-operator (scripts/test.sh does)", operator_bin.display());
-    let log = k.dir.join("operator.log");
-    let start_operator = || {
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(&log).unwrap();
-        Command::new("ip")
-            .args(["netns", "exec", &k.ctl, &operator_bin.to_string_lossy(), "run"])
-            .env("KUBECONFIG", &operator_config)
-            .env("VEMU", VEMU)
-            .env("VEMU_AGENT_TOKEN_FILE", &m.token_file)
-            .env("VEMU_AGENT_NAMESPACE", "vemu")
-            // The agents hold a lab whose controller is silent this long (the takeovers
-            // below must come within it).
-            .env("VEMU_AGENT_LEASE", "60")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .unwrap()
-    };
-    struct Killed(Child);
-    impl Drop for Killed {
+
+    // The operator's pod, from its Deployment's template, in the controller's namespace
+    // (the pod network): a container of its own (its PID namespace dies with it, as the
+    // labs' controllers it started do), in-cluster configuration from its service
+    // account, whose roles RBAC applies.
+    let operator = template("deployment", "vemu-operator");
+    struct Container(Child);
+    impl Drop for Container {
         fn drop(&mut self) {
             let _ = self.0.kill();
             let _ = self.0.wait();
         }
     }
-    let mut operator = Killed(start_operator());
-    m.labs.lock().unwrap().push("default-chain".into());
+    let log = k.dir.join("operator.log");
+    let run_pod = |name: &str, fresh: bool| {
+        let pod = match fresh {
+            true => k.create_pod(&operator, name, None),
+            false => serde_json::from_str(&k.must(&["-n", "vemu", "get", "pod", name, "-o", "json"], "")).unwrap(),
+        };
+        let script = k.container_command(&pod, "10.91.0.254", fresh);
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(&log).unwrap();
+        let c = Command::new("ip")
+            .args(["netns", "exec", &k.ctl, "unshare", "-m", "-p", "-f", "--kill-child", "--mount-proc", "--propagation", "private", "sh", "-c", &script])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        k.set_ready(name, "10.91.0.254");
+        Container(c)
+    };
+    // `kubectl exec POD -- vemu ARGS`: in the container's namespaces.
+    let in_pod = |c: &Container, args: &[&str]| -> Output {
+        let init = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", c.0.id())).unwrap_or_default();
+        let init = init.split_whitespace().next().unwrap_or("0").to_string();
+        Command::new("nsenter").args(["-t", &init, "-m", "-n", "-p", VEMU]).args(args).output().unwrap()
+    };
+    let mut pod = run_pod("vemu-operator-1", true);
+    let mut pod_name = "vemu-operator-1";
     let lab_status = |name: &str| -> serde_json::Value {
         let o = k.kubectl(&["-n", "default", "get", "vemulab", name, "-o", "json"], "");
         serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap_or_default()["status"].clone()
@@ -1451,81 +1513,56 @@ fn the_operator_brings_a_vemulab_up_across_machines_and_down_when_it_is_deleted(
     assert_eq!((st["phase"].as_str(), st["lab"].as_str(), st["machines"].as_str()), (Some("Up"), Some("default-chain"), Some("w1=10.91.0.1,w2=10.91.0.2")), "{st} {}", oplog());
     let table = k.must(&["get", "vemulabs", "-A"], "");
     assert!(table.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["default", "chain", "Up", "default-chain", "w1=10.91.0.1,w2=10.91.0.2"]), "{table}");
-    let vs = m.status("default-chain");
+    let vs: serde_json::Value = serde_json::from_slice(&in_pod(&pod, &["status", "--lab", "default-chain", "--json"]).stdout).unwrap_or_default();
     let machines_used: std::collections::BTreeSet<String> = vs["nodes"].as_array().unwrap().iter().map(|n| n["machine"].as_str().unwrap_or_default().to_string()).collect();
     assert_eq!(machines_used.len(), 2, "the lab spans both machines: {vs}");
-    let rtt = || min_rtt_ms(&m.vemu(&["exec", "--lab", "default-chain", "n1", "--", "ping", "-c", "5", "-i", "0.2", "-W", "2", "n3"]));
-    let r = rtt();
+    let rtt = |pod: &Container| min_rtt_ms(&in_pod(pod, &["exec", "--lab", "default-chain", "n1", "--", "ping", "-c", "5", "-i", "0.2", "-W", "2", "n3"]));
+    let r = rtt(&pod);
     assert!((40.0..42.0).contains(&r), "RTT {r} ms for 2 x 10 ms set");
-    let controller_pid = || std::fs::read_to_string("/run/vemu/default-chain/daemon.pid").unwrap_or_default().trim().to_string();
-    let first = controller_pid();
+    // Looked at again (its status written), the lab is kept.
+    eventually(60, "the operator keeps the running lab", || oplog().contains("default/chain: up as specified, kept"));
+    let controller_pid = |pod: &str| std::fs::read_to_string(k.dir.join(pod).join("volume-run-vemu/default-chain/daemon.pid")).unwrap_or_default().trim().to_string();
+    assert!(!controller_pid(pod_name).is_empty(), "the lab's controller keeps its state in the pod's /run/vemu");
 
-    // The operator restarted (its controller alive): the lab is kept, not brought up anew.
-    let _ = operator.0.kill();
-    let _ = operator.0.wait();
-    let mark = oplog().len();
-    operator = Killed(start_operator());
-    let t0 = Instant::now();
-    while !oplog()[mark..].contains("default/chain: ") {
-        assert!(t0.elapsed() < Duration::from_secs(30), "the new operator did not look at the lab within 30 s: {}", oplog());
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    assert!(oplog()[mark..].contains("default/chain: up as specified, kept"), "{}", &oplog()[mark..]);
-    assert_eq!((controller_pid(), lab_status("chain")["phase"].clone()), (first.clone(), "Up".into()), "{}", &oplog()[mark..]);
-
-    // The operator's container restarted: the lab's controller died with it, /run/vemu
-    // was kept. The new operator takes the lab over from what it saved there.
-    let _ = operator.0.kill();
-    let _ = operator.0.wait();
-    ok(&format!("kill -9 {first}"));
-    operator = Killed(start_operator());
-    eventually(60, "the lab has a controller again", || {
-        let p = controller_pid();
-        !p.is_empty() && p != first && m.vemu(&["status", "--lab", "default-chain"]).status.success()
-    });
-    let st = lab_status("chain");
-    assert_eq!(st["phase"], "Up", "{st}");
-    assert!(st["message"].as_str().unwrap_or_default().contains("served again"), "taken over, not brought up anew: {st}");
-    let r = rtt();
+    // The operator's container restarts: the lab's controller dies with it; the pod's
+    // /run/vemu (an emptyDir) is kept. The new container takes the lab over from it.
+    drop(pod);
+    pod = run_pod(pod_name, false);
+    eventually(60, "the lab has a controller again", || lab_status("chain")["message"].as_str().unwrap_or_default().contains("served again") && in_pod(&pod, &["status", "--lab", "default-chain"]).status.success());
+    assert_eq!(lab_status("chain")["phase"], "Up");
+    let r = rtt(&pod);
     assert!((40.0..42.0).contains(&r), "RTT {r} ms after the takeover");
 
-    // A new operator pod: the controller died with the old one, and the new pod's /run
-    // is empty. It takes the lab over from the state the controller handed to the agents.
-    let _ = operator.0.kill();
-    let _ = operator.0.wait();
-    let taken = controller_pid();
-    ok(&format!("kill -9 {taken}"));
-    std::thread::sleep(Duration::from_millis(300));
-    std::fs::remove_dir_all("/run/vemu/default-chain").unwrap();
-    operator = Killed(start_operator());
-    eventually(60, "the lab has a controller again", || {
-        let p = controller_pid();
-        !p.is_empty() && p != taken && m.vemu(&["status", "--lab", "default-chain"]).status.success()
-    });
-    let st = lab_status("chain");
-    assert_eq!((st["phase"].as_str(), st["message"].as_str()), (Some("Up"), Some("taken over from its agents")), "{st}");
-    let r = rtt();
+    // A new pod (the old one deleted): its /run is empty. It takes the lab over from the
+    // state the controller handed to the agents.
+    drop(pod);
+    k.must(&["-n", "vemu", "delete", "pod", pod_name, "--wait=false"], "");
+    pod_name = "vemu-operator-2";
+    pod = run_pod(pod_name, true);
+    eventually(60, "the lab has a controller in the new pod", || lab_status("chain")["message"] == "taken over from its agents" && in_pod(&pod, &["status", "--lab", "default-chain"]).status.success());
+    assert_eq!(lab_status("chain")["phase"], "Up");
+    let r = rtt(&pod);
     assert!((40.0..42.0).contains(&r), "RTT {r} ms after the takeover from the agents");
 
     // A changed spec: the lab comes up anew with it.
+    let before = controller_pid(pod_name);
     k.must(&["apply", "-f", "-"], &example.replace("delay: 10ms", "delay: 5ms"));
-    let second = controller_pid();
     eventually(90, "the changed lab is up", || {
-        let p = controller_pid();
-        !p.is_empty() && p != second && lab_status("chain")["phase"] == "Up" && m.vemu(&["status", "--lab", "default-chain"]).status.success()
+        let p = controller_pid(pod_name);
+        !p.is_empty() && p != before && lab_status("chain")["phase"] == "Up" && in_pod(&pod, &["status", "--lab", "default-chain"]).status.success()
     });
-    let r = rtt();
+    let r = rtt(&pod);
     assert!((20.0..22.0).contains(&r), "RTT {r} ms for 2 x 5 ms set");
 
     // Deleted: the finalizer holds the resource until the lab is down on every machine.
     k.must(&["-n", "default", "delete", "vemulab", "chain", "--timeout=60s"], "");
     let gone = k.kubectl(&["-n", "default", "get", "vemulab", "chain"], "");
     assert!(!gone.status.success() && text(&gone).contains("not found"), "{}", text(&gone));
-    assert!(!std::path::Path::new("/run/vemu/default-chain").exists(), "{}", oplog());
+    assert!(controller_pid(pod_name).is_empty(), "{}", oplog());
     for i in 0..2 {
         assert_eq!(m.leftovers(i), "", "machine {i} keeps something after the VemuLab went");
     }
-    drop(operator);
+    drop(pod);
     assert!(!oplog().contains("panicked"), "{}", oplog());
 }
 
