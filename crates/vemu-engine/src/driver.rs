@@ -141,6 +141,10 @@ pub(crate) struct TunnelPort {
     pub dgrams: Vec<Vec<u8>>,
     /// The shortest round trip of the underlay measured so far (probes), ns.
     pub min_rtt_ns: Option<u64>,
+    /// The pieces of a frame go by UDP segmentation offload (see [`send_datagrams`])
+    /// until the kernel refuses it once; the buffer they are laid out in.
+    gso: bool,
+    gso_buf: Vec<u8>,
 }
 
 /// Probes of each tunnel's round trip: every [`PROBE_EARLY_NS`] for the first
@@ -165,6 +169,8 @@ impl TunnelPort {
             reasm: tunnel::Reassembler::new(),
             dgrams: Vec::new(),
             min_rtt_ns: None,
+            gso: true,
+            gso_buf: Vec::new(),
         }
     }
 
@@ -174,59 +180,170 @@ impl TunnelPort {
         self.dgrams.clear();
         tunnel::encode(frame, tunnel::Meta { vni: self.vni_out, seq: self.seq, departure_ns: at_ns }, self.mtu.payload(), &mut self.dgrams);
         self.seq = self.seq.wrapping_add(1);
-        let mut ok = !self.dgrams.is_empty();
-        for d in &self.dgrams {
-            if !send_datagram(fd, d) {
-                ok = false;
-                if std::io::Error::last_os_error().raw_os_error() == Some(libc::EMSGSIZE) {
+        if self.dgrams.is_empty() {
+            return false;
+        }
+        match send_datagrams(fd, &self.dgrams, &mut self.gso_buf, &mut self.gso) {
+            Ok(()) => true,
+            Err(e) => {
+                if e == libc::EMSGSIZE {
                     self.mtu.too_big();
                 }
+                false
             }
         }
-        ok
     }
 }
 
-/// Receive one datagram into `buf` (its capacity) without waiting: its length (or
-/// `usize::MAX` for an error the socket reports, such as an ICMP error of an earlier
-/// send) and how long it waited in the socket, by the kernel's receive timestamp (0
-/// without one); `None` when nothing is waiting.
-fn recv_stamped(fd: RawFd, buf: &mut Vec<u8>) -> Option<(usize, u64)> {
-    let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.capacity() };
-    let mut control = [0u64; 8];
+/// `UDP_SEGMENT` (linux/udp.h), which the libc crate has only for some C libraries.
+const UDP_SEGMENT: libc::c_int = 103;
+/// At most this many datagrams, and this many bytes of them, in one segmented send: the
+/// kernel's limits (`UDP_MAX_SEGMENTS`; one UDP datagram's payload, with room for IPv6).
+const GSO_MAX_SEGMENTS: usize = 64;
+const GSO_MAX_BYTES: usize = 65_000;
+
+/// Send datagrams `ds` on a connected UDP socket without waiting — each as long as the
+/// first but the last, which is no longer, as [`tunnel::encode`] cuts a frame — in as
+/// few system calls as the kernel allows: runs of them laid out in `buf` and cut at the
+/// first's length by UDP segmentation offload (`UDP_SEGMENT`, one `sendmsg` for up to
+/// 64), while `gso` holds (cleared for good when the kernel refuses a segmented send
+/// that it then takes one by one). `Ok` when every datagram went, else the error of the
+/// first that did not (`EMSGSIZE`: too big for the machine's own interface).
+fn send_datagrams(fd: RawFd, ds: &[Vec<u8>], buf: &mut Vec<u8>, gso: &mut bool) -> std::result::Result<(), i32> {
+    let Some(seg) = ds.first().map(Vec::len) else { return Ok(()) };
+    let uniform = ds.len() > 1 && ds[..ds.len() - 1].iter().all(|d| d.len() == seg) && ds[ds.len() - 1].len() <= seg && seg <= u16::MAX as usize;
+    let mut sent = 0;
+    let mut refused = false;
+    if *gso && uniform {
+        let per = (GSO_MAX_BYTES / seg).clamp(1, GSO_MAX_SEGMENTS);
+        while ds.len() - sent > 1 {
+            let run = &ds[sent..(sent + per).min(ds.len())];
+            buf.clear();
+            for d in run {
+                buf.extend_from_slice(d);
+            }
+            match send_segmented(fd, buf, seg as u16) {
+                Ok(()) => sent += run.len(),
+                Err(e) if matches!(e, libc::EMSGSIZE | libc::EAGAIN | libc::ENOBUFS | libc::ECONNREFUSED) => return Err(e),
+                Err(_) => {
+                    refused = true;
+                    break;
+                }
+            }
+        }
+    }
+    let mut first_err = None;
+    for d in &ds[sent..] {
+        if !send_datagram(fd, d) {
+            first_err.get_or_insert(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO));
+        }
+    }
+    if refused && first_err.is_none() {
+        // The kernel takes the datagrams, not their segmented send.
+        *gso = false;
+    }
+    first_err.map_or(Ok(()), Err)
+}
+
+/// One `sendmsg` of `buf`, which the kernel cuts into datagrams of `seg` bytes (the last
+/// may be shorter); the error number if it fails.
+fn send_segmented(fd: RawFd, buf: &[u8], seg: u16) -> std::result::Result<(), i32> {
+    let mut iov = libc::iovec { iov_base: buf.as_ptr() as *mut libc::c_void, iov_len: buf.len() };
+    let mut control = [0u64; 4];
     // SAFETY: msghdr is plain data; the pointers set below outlive the call.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     msg.msg_iov = &mut iov;
     msg.msg_iovlen = 1;
     msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = std::mem::size_of_val(&control) as _;
-    // SAFETY: recvmsg(2) into buffers we own, sized as told.
-    let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT) };
+    // SAFETY: CMSG_SPACE/CMSG_LEN are arithmetic.
+    msg.msg_controllen = unsafe { libc::CMSG_SPACE(2) } as _;
+    // SAFETY: one control message of 2 bytes written inside `control`, which is larger
+    // than CMSG_SPACE(2); then sendmsg(2) of bytes we hold on a descriptor we own.
+    let n = unsafe {
+        let c = libc::CMSG_FIRSTHDR(&msg);
+        (*c).cmsg_level = libc::IPPROTO_UDP;
+        (*c).cmsg_type = UDP_SEGMENT;
+        (*c).cmsg_len = libc::CMSG_LEN(2) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<u16>(), seg);
+        libc::sendmsg(fd, &msg, libc::MSG_DONTWAIT)
+    };
+    match n == buf.len() as isize {
+        true => Ok(()),
+        false => Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)),
+    }
+}
+
+/// Datagrams a tunnel's socket gives at once ([`recv_batch`]).
+const RECV_BATCH: usize = 32;
+/// Room for one datagram: the largest a UDP socket delivers.
+const DATAGRAM_MAX: usize = 65_536;
+
+/// Datagrams received by one [`recv_batch`]: each one's bytes (in `bufs[i][..len[i]]`)
+/// and how long it waited in the socket, by the kernel's receive timestamp (0 without
+/// one).
+pub(crate) struct Received {
+    bufs: Vec<Vec<u8>>,
+    len: Vec<usize>,
+    held_ns: Vec<u64>,
+}
+
+impl Received {
+    fn new() -> Received {
+        Received { bufs: Vec::new(), len: vec![0; RECV_BATCH], held_ns: vec![0; RECV_BATCH] }
+    }
+}
+
+/// Receive what a socket holds, up to [`RECV_BATCH`] datagrams in one `recvmmsg`,
+/// without waiting: how many (`Some(0)`: the socket reported an error, such as an ICMP
+/// error of an earlier send, and there may be more); `None` when nothing is waiting.
+fn recv_batch(fd: RawFd, r: &mut Received) -> Option<usize> {
+    if r.bufs.is_empty() {
+        // (Made the first time: only shards with tunnels need them.)
+        r.bufs = (0..RECV_BATCH).map(|_| vec![0u8; DATAGRAM_MAX]).collect();
+    }
+    let mut iovs: Vec<libc::iovec> = r.bufs.iter_mut().map(|b| libc::iovec { iov_base: b.as_mut_ptr().cast(), iov_len: b.len() }).collect();
+    let mut controls = [[0u64; 8]; RECV_BATCH];
+    // SAFETY: mmsghdr is plain data; each points at its own iovec and control buffer,
+    // which outlive the call.
+    let mut msgs: Vec<libc::mmsghdr> = (0..RECV_BATCH)
+        .map(|i| {
+            let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
+            m.msg_hdr.msg_iov = &mut iovs[i];
+            m.msg_hdr.msg_iovlen = 1;
+            m.msg_hdr.msg_control = controls[i].as_mut_ptr().cast();
+            m.msg_hdr.msg_controllen = std::mem::size_of_val(&controls[i]) as _;
+            m
+        })
+        .collect();
+    // SAFETY: recvmmsg(2) into buffers we own, sized as told.
+    let n = unsafe { libc::recvmmsg(fd, msgs.as_mut_ptr(), RECV_BATCH as u32, libc::MSG_DONTWAIT, std::ptr::null_mut()) };
     if n < 0 {
         return match std::io::Error::last_os_error().kind() {
             std::io::ErrorKind::WouldBlock => None,
-            _ => Some((usize::MAX, 0)),
+            _ => Some(0),
         };
     }
-    // SAFETY: the kernel wrote n bytes, at most the capacity.
-    unsafe { buf.set_len(n as usize) };
-    let mut held = 0;
-    // SAFETY: walking the control messages the kernel wrote into `control`.
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(&msg);
-        while !c.is_null() {
-            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
-                let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
-                let mut now: libc::timespec = std::mem::zeroed();
-                libc::clock_gettime(libc::CLOCK_REALTIME, &mut now);
-                let ns = |t: &libc::timespec| t.tv_sec as i128 * 1_000_000_000 + t.tv_nsec as i128;
-                // (A realtime clock stepped meanwhile could make it absurd: at most 1 s.)
-                held = (ns(&now) - ns(&ts)).clamp(0, 1_000_000_000) as u64;
+    // SAFETY: timespec is plain data; clock_gettime writes into the one we own.
+    let mut now: libc::timespec = unsafe { std::mem::zeroed() };
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut now) };
+    let ns = |t: &libc::timespec| t.tv_sec as i128 * 1_000_000_000 + t.tv_nsec as i128;
+    for (i, m) in msgs.iter().take(n as usize).enumerate() {
+        r.len[i] = m.msg_len as usize;
+        r.held_ns[i] = 0;
+        // SAFETY: walking the control messages the kernel wrote into this message's buffer.
+        unsafe {
+            let mut c = libc::CMSG_FIRSTHDR(&m.msg_hdr);
+            while !c.is_null() {
+                if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
+                    let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                    // (A realtime clock stepped meanwhile could make it absurd: at most 1 s.)
+                    r.held_ns[i] = (ns(&now) - ns(&ts)).clamp(0, 1_000_000_000) as u64;
+                }
+                c = libc::CMSG_NXTHDR(&m.msg_hdr, c);
             }
-            c = libc::CMSG_NXTHDR(&msg, c);
         }
     }
-    Some((n as usize, held))
+    Some(n as usize)
 }
 
 /// Send one datagram on a connected UDP socket without waiting; whether it went whole.
@@ -435,6 +552,8 @@ struct Shard {
     /// What a device read last: room for [`MAX_FRAME`] bytes, none of them needing to
     /// be zeroed first (the kernel writes what is read).
     buf: Vec<u8>,
+    /// What the tunnels' sockets gave last (see [`recv_batch`]).
+    received: Received,
     /// Where each capture's copies go.
     sinks: FxHashMap<u64, SyncSender<Captured>>,
     /// Its priority and how long it spins before deadlines.
@@ -524,6 +643,7 @@ impl Shard {
             epoll,
             clock,
             buf: Vec::with_capacity(MAX_FRAME),
+            received: Received::new(),
             sinks: FxHashMap::default(),
             schedule: Schedule::new(Priority::Normal, 0),
             work_ns: Arc::new(AtomicU64::new(0)),
@@ -967,42 +1087,47 @@ impl Shard {
     /// the underlay's alone, and half of it the lead frames leave with.
     fn read_tunnel(&mut self, port: usize) {
         let fd = self.fd(port);
-        let Some(PortDev::Tunnel(t)) = self.devs.get_mut(port) else { return };
-        for _ in 0..READ_BATCH * 4 {
-            self.buf.clear();
-            let Some((n, held_ns)) = recv_stamped(fd, &mut self.buf) else { return };
-            if n == usize::MAX {
-                // ICMP errors of earlier sends, reported once each.
-                continue;
+        let mut got = std::mem::replace(&mut self.received, Received::new());
+        for _ in 0..READ_BATCH * 4 / RECV_BATCH {
+            let Some(n) = recv_batch(fd, &mut got) else { break };
+            for i in 0..n {
+                self.tunnel_datagram(port, fd, &got.bufs[i][..got.len[i]], got.held_ns[i]);
             }
-            let arrived = self.clock.now_ns().saturating_sub(held_ns);
-            if let Some(p) = tunnel::parse_probe(&self.buf) {
-                if !p.answer && p.vni == t.vni_in {
-                    send_datagram(fd, &tunnel::probe(t.vni_in, p.t_ns.saturating_add(held_ns), true, p.size));
-                } else if p.answer && p.vni == t.vni_out {
-                    let rtt = arrived.saturating_sub(p.t_ns);
-                    if t.min_rtt_ns.is_none_or(|m| rtt < m) {
-                        t.min_rtt_ns = Some(rtt);
-                        self.core.set_transit(port as u32, rtt / 2);
-                    }
-                    // Datagrams of this size cross (larger ones: use them).
-                    if t.mtu.answered(p.size) {
-                        self.core.set_path_payload(port as u32, t.mtu.payload() as u64);
-                        self.tunnels_changed = true;
-                    }
-                }
-                continue;
-            }
-            let Ok(piece) = tunnel::decode(&self.buf) else { continue };
-            if piece.meta.vni != t.vni_in {
-                continue;
-            }
-            if let Some(whole) = t.reasm.push(&piece) {
-                self.core.handle_delivered(arrived, t.deliver_to, whole.frame);
-            }
-            let c = t.reasm.counts(t.vni_in);
-            self.core.set_underlay_lost(port as u32, c.lost + c.late);
         }
+        self.received = got;
+    }
+
+    /// One datagram tunnel port `port` received (`fd`, its socket), after it waited
+    /// `held_ns` in the socket (see [`Shard::read_tunnel`]).
+    fn tunnel_datagram(&mut self, port: usize, fd: RawFd, d: &[u8], held_ns: u64) {
+        let Some(PortDev::Tunnel(t)) = self.devs.get_mut(port) else { return };
+        let arrived = self.clock.now_ns().saturating_sub(held_ns);
+        if let Some(p) = tunnel::parse_probe(d) {
+            if !p.answer && p.vni == t.vni_in {
+                send_datagram(fd, &tunnel::probe(t.vni_in, p.t_ns.saturating_add(held_ns), true, p.size));
+            } else if p.answer && p.vni == t.vni_out {
+                let rtt = arrived.saturating_sub(p.t_ns);
+                if t.min_rtt_ns.is_none_or(|m| rtt < m) {
+                    t.min_rtt_ns = Some(rtt);
+                    self.core.set_transit(port as u32, rtt / 2);
+                }
+                // Datagrams of this size cross (larger ones: use them).
+                if t.mtu.answered(p.size) {
+                    self.core.set_path_payload(port as u32, t.mtu.payload() as u64);
+                    self.tunnels_changed = true;
+                }
+            }
+            return;
+        }
+        let Ok(piece) = tunnel::decode(d) else { return };
+        if piece.meta.vni != t.vni_in {
+            return;
+        }
+        if let Some(whole) = t.reasm.push(&piece) {
+            self.core.handle_delivered(arrived, t.deliver_to, whole.frame);
+        }
+        let c = t.reasm.counts(t.vni_in);
+        self.core.set_underlay_lost(port as u32, c.lost + c.late);
     }
 
     fn read_from(&mut self, port: usize) {
@@ -1076,4 +1201,79 @@ impl Shard {
 fn bucket(s: Shape) -> Bucket {
     let bytes = |b: u64| b.min(u64::from(u32::MAX)) as u32;
     Bucket { rate_bps: s.rate_bps, burst_bytes: bytes(s.burst_bytes), limit_bytes: bytes(s.limit_bytes) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsRawFd;
+
+    /// Two UDP sockets on loopback joined to each other, the receiver timestamping.
+    fn pair() -> (std::net::UdpSocket, std::net::UdpSocket) {
+        let a = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let b = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        a.connect(b.local_addr().unwrap()).unwrap();
+        b.connect(a.local_addr().unwrap()).unwrap();
+        for (opt, v) in [(libc::SO_TIMESTAMPNS, 1 as libc::c_int), (libc::SO_RCVBUFFORCE, 4 << 20)] {
+            // SAFETY: an int option on a socket we own.
+            assert_eq!(unsafe { libc::setsockopt(b.as_raw_fd(), libc::SOL_SOCKET, opt, (&v as *const libc::c_int).cast(), 4) }, 0);
+        }
+        (a, b)
+    }
+
+    /// Everything `b` holds, datagram by datagram, in `recv_batch` calls (how many).
+    fn drain(b: &std::net::UdpSocket) -> (Vec<Vec<u8>>, usize) {
+        let (mut got, mut r, mut calls) = (Vec::new(), Received::new(), 0);
+        while let Some(n) = recv_batch(b.as_raw_fd(), &mut r) {
+            calls += 1;
+            got.extend((0..n).map(|i| r.bufs[i][..r.len[i]].to_vec()));
+        }
+        (got, calls)
+    }
+
+    /// The pieces of a super-frame leave in a few segmented sends and arrive as the
+    /// datagrams they are, in order, in batches; so do they one by one without
+    /// segmentation offload, and a frame that is one datagram.
+    #[test]
+    fn a_frames_pieces_cross_in_few_system_calls_each_as_its_own_datagram() {
+        let (a, b) = pair();
+        let mut frame = vec![0u8; VNET_HDR_LEN];
+        frame.extend((0..64_000u32).map(|i| (i * 7 % 251) as u8));
+        for (gso, len) in [(true, frame.len()), (false, frame.len()), (true, VNET_HDR_LEN + 100)] {
+            let mut ds = Vec::new();
+            let n = tunnel::encode(&frame[..len], tunnel::Meta { vni: 7, seq: 1, departure_ns: 5 }, 1472, &mut ds);
+            assert_eq!(n, ds.len());
+            let (mut buf, mut on) = (Vec::new(), gso);
+            assert_eq!(send_datagrams(a.as_raw_fd(), &ds, &mut buf, &mut on), Ok(()));
+            assert_eq!(on, gso, "the kernel took segmented sends");
+            let (got, calls) = drain(&b);
+            assert_eq!(got, ds, "{n} datagrams, gso {gso}");
+            assert!(calls <= n.div_ceil(RECV_BATCH) + 1, "{calls} receive calls for {n} datagrams");
+            // Made whole again.
+            let mut r = tunnel::Reassembler::new();
+            let whole = got.iter().filter_map(|d| r.push(&tunnel::decode(d).unwrap())).next().expect("the frame, whole");
+            assert_eq!(whole.frame, frame[..len]);
+        }
+        // Datagrams as large as the kernel allows: 64 KiB frames in pieces of 9000 bytes.
+        let mut ds = Vec::new();
+        tunnel::encode(&frame, tunnel::Meta { vni: 9, seq: 2, departure_ns: 6 }, 8972, &mut ds);
+        let (mut buf, mut on) = (Vec::new(), true);
+        assert_eq!(send_datagrams(a.as_raw_fd(), &ds, &mut buf, &mut on), Ok(()));
+        assert_eq!(drain(&b).0, ds);
+    }
+
+    /// A datagram waiting in the socket: its wait, from the kernel's timestamp.
+    #[test]
+    fn a_received_datagram_tells_how_long_it_waited() {
+        let (a, b) = pair();
+        // (The kernel turns its receive timestamps on a moment after the first socket asks.)
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        a.send(b"hello").unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        let mut r = Received::new();
+        assert_eq!(recv_batch(b.as_raw_fd(), &mut r), Some(1));
+        assert_eq!(&r.bufs[0][..r.len[0]], b"hello");
+        assert!((25_000_000..1_000_000_000).contains(&r.held_ns[0]), "waited {} ns", r.held_ns[0]);
+        assert_eq!(recv_batch(b.as_raw_fd(), &mut r), None);
+    }
 }
