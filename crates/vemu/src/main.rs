@@ -328,6 +328,9 @@ enum AgentCmd {
     },
 }
 
+/// Warnings and notes of one kind `vemu status` prints at most, then how many more.
+const STATUS_LINES_MAX: usize = 8;
+
 /// `4`, `4/s` or `240/min` packets per second.
 fn parse_rate_pps(s: &str) -> Result<f64, String> {
     let bad = || format!("expected packets per second like 4, 4/s or 240/min, got '{s}'");
@@ -1563,11 +1566,14 @@ fn print_status(s: &LabStatus) {
             println!("{:<16} {:<4} {:<4} {:<10} {}  {} ({arrow}{transit})", l.name, yes_no(l.up), dir, path, counter_columns(&d.stats), describe(&d.impairments));
         }
     }
-    for w in &below_underlay {
-        println!("warning: {w}");
-    }
-    for n in &notes {
-        println!("note: {n}");
+    // (A lab with hundreds of links between machines would print hundreds of lines.)
+    for (kind, lines) in [("warning", &below_underlay), ("note", &notes)] {
+        for l in lines.iter().take(STATUS_LINES_MAX) {
+            println!("{kind}: {l}");
+        }
+        if lines.len() > STATUS_LINES_MAX {
+            println!("{kind}: ... and {} more like these (vemu status --json has every direction)", lines.len() - STATUS_LINES_MAX);
+        }
     }
     for d in &s.diverts {
         for (dir, what, st) in [("fwd", "the machine's packets out", &d.forward), ("rev", "replies back", &d.reverse)] {

@@ -776,6 +776,13 @@ links:
     for (from, to) in [("a", "c"), ("c", "a")] {
         assert!(row(&st, from, to)["measured_bps"].is_null(), "{from} -> {to} measured for a link without a rate");
     }
+    // Ten directions between machines without a set delay, each below the underlay's:
+    // eight warnings, then how many more (not a line each in a lab of hundreds).
+    let text_status = text(&m.vemu(&["status", "--lab", "xq"]));
+    let lines: Vec<&str> = text_status.lines().filter(|l| l.starts_with("warning: ")).collect();
+    assert_eq!(lines.len(), 9, "{text_status}");
+    assert!(lines[..8].iter().all(|l| l.contains("is below the underlay's one-way delay")), "{text_status}");
+    assert_eq!(lines[8], "warning: ... and 2 more like these (vemu status --json has every direction)", "{text_status}");
     let o = m.vemu(&["link", "set", "--lab", "xq", "n1:n3", "--direction", "forward", "--bandwidth", "5Mbit"]);
     assert!(o.status.success(), "{}", text(&o));
     let st2: serde_json::Value = serde_json::from_slice(&m.vemu(&["status", "--lab", "xq", "--json"]).stdout).unwrap();
