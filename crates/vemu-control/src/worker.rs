@@ -166,6 +166,9 @@ struct Pending {
     commands: Vec<(String, String)>,
     /// The first netfilter queue of the lab's diverted paths (rules in place), and the paths.
     diverts: Option<(u16, Vec<DivertSpec>)>,
+    /// The engine's shards, and the tunnel socket of each that has one.
+    shards: usize,
+    tunnel_sockets: Vec<Option<OwnedFd>>,
 }
 
 /// Environment variable of `vemu up`: `VEMU_FAST_PATH=off` runs every link direction
@@ -220,8 +223,9 @@ pub(crate) fn saved_copy(paths: &LabPaths) -> std::path::PathBuf {
     paths.dir.join("controller.json")
 }
 
-/// Socket buffers of a tunnel to another machine, bytes.
-const TUNNEL_SOCKET_BUFFER: usize = 4 << 20;
+/// Socket buffers of an engine shard's tunnel socket, bytes (it carries all the
+/// shard's links to other machines).
+const TUNNEL_SOCKET_BUFFER: usize = 16 << 20;
 
 /// First random stream of the diverted paths (links and segments take theirs from 0).
 const DIVERT_STREAMS: u64 = 1 << 40;
@@ -305,16 +309,30 @@ fn switched_where_members_are(g: &vemu_scenario::SegmentPlan) -> bool {
     g.wireless.is_none() && g.capacity_bps.is_none()
 }
 
-/// A UDP socket on the machine's underlay address for tunnel `tunnel` (a link, or a
-/// segment member: [`Plan::member_tunnel`]) whose far `side` is on another machine.
-fn tunnel_socket(s: &Share, tunnel: usize, side: usize) -> Result<(std::net::UdpSocket, RemoteEnd)> {
+/// Tunnel `tunnel` (a link, a segment member: [`Plan::member_tunnel`], or a trunk)
+/// whose far `side` is on another machine, carried by the tunnel socket of engine shard
+/// `shard` (made the first time, in `sockets`: one UDP socket on the machine's underlay
+/// address per shard, for every tunnel of that shard, whichever machine it leads to):
+/// the socket's address, to hand to the far machine, and the tunnel's far end.
+fn tunnel_socket(s: &Share, tunnel: usize, side: usize, shard: usize, sockets: &mut [Option<std::net::UdpSocket>]) -> Result<(SocketAddr, RemoteEnd)> {
+    let slot = sockets.get_mut(shard).ok_or_else(|| anyhow!("no engine shard {shard} for tunnel {tunnel}"))?;
+    if slot.is_none() {
+        *slot = Some(new_tunnel_socket(s)?);
+    }
+    let addr = slot.as_ref().map(|x| x.local_addr()).transpose()?.ok_or_else(|| anyhow!("no tunnel socket"))?;
+    let payload = vemu_engine::tunnel::payload_for_mtu(s.underlay_mtu, s.underlay.is_ipv6());
+    Ok((addr, RemoteEnd { side, link_id: tunnel as u32, transit_ns: 0, payload, ipv6: s.underlay.is_ipv6(), socket: shard, far: None }))
+}
+
+/// A UDP socket on the machine's underlay address for tunnels to other machines.
+fn new_tunnel_socket(s: &Share) -> Result<std::net::UdpSocket> {
     let sock = std::net::UdpSocket::bind(SocketAddr::new(s.underlay, 0)).with_context(|| format!("opening a tunnel socket on {}", s.underlay))?;
     // Room for bursts while the engine is busy elsewhere (the default
-    // 208 KiB holds ~60 datagrams: 4 ms at 100 Mbit/s).
+    // 208 KiB holds ~60 datagrams: 4 ms at 100 Mbit/s); it serves a shard's tunnels.
     let _ = nix::sys::socket::setsockopt(&sock, nix::sys::socket::sockopt::RcvBufForce, &TUNNEL_SOCKET_BUFFER);
     let _ = nix::sys::socket::setsockopt(&sock, nix::sys::socket::sockopt::SndBufForce, &TUNNEL_SOCKET_BUFFER);
     // The kernel's time of arrival of each datagram: the engine measures the underlay
-    // without its own wake-ups (see the driver's read_tunnel).
+    // without its own wake-ups (see the driver's read_tunnels).
     let _ = nix::sys::socket::setsockopt(&sock, nix::sys::socket::sockopt::ReceiveTimestampns, &true);
     // Never fragmented, never sized by the kernel's path MTU cache (DF
     // set): the engine finds what the path carries by probing.
@@ -327,15 +345,7 @@ fn tunnel_socket(s: &Share, tunnel: usize, side: usize) -> Result<(std::net::Udp
     if unsafe { libc::setsockopt(std::os::fd::AsRawFd::as_raw_fd(&sock), level, opt, (&probe as *const libc::c_int).cast(), 4) } < 0 {
         return Err(std::io::Error::last_os_error()).context("setting path MTU discovery on a tunnel socket");
     }
-    let payload = vemu_engine::tunnel::payload_for_mtu(s.underlay_mtu, s.underlay.is_ipv6());
-    Ok((sock, RemoteEnd { side, link_id: tunnel as u32, transit_ns: 0, payload, ipv6: s.underlay.is_ipv6() }))
-}
-
-/// Connect tunnel `tunnel`'s socket to the far machine's (`peer`).
-fn join_tunnel(fd: Option<&OwnedFd>, tunnel: usize, peer: SocketAddr) -> Result<()> {
-    let fd = fd.ok_or_else(|| anyhow!("tunnel {tunnel} has no socket"))?;
-    let sock = std::net::UdpSocket::from(fd.try_clone()?);
-    sock.connect(peer).with_context(|| format!("joining tunnel {tunnel} to {peer}"))
+    Ok(sock)
 }
 
 impl LocalWorker {
@@ -581,7 +591,13 @@ impl LocalWorker {
         }
         let mut specs = Vec::with_capacity(self.links_here.len());
         let mut endpoints = Vec::new();
-        for &i in &self.links_here {
+        // One tunnel socket per engine shard (as many as the engine will run): a link
+        // to another machine goes on shard (its number here) mod shards, everything of
+        // a segment on shard (its number in the lab) mod shards.
+        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        let shards = vemu_engine::shard_count(cores, self.links_here.len() + self.spurs_here.len(), self.segs_here.len());
+        let mut sockets: Vec<Option<std::net::UdpSocket>> = (0..shards).map(|_| None).collect();
+        for (k, &i) in self.links_here.iter().enumerate() {
             let l = &plan.links[i];
             let mut remote = None;
             let mut take = |e: vemu_scenario::EndpointRef, side: usize| -> Result<(Option<OwnedFd>, Option<PlaneDevs>)> {
@@ -591,10 +607,10 @@ impl LocalWorker {
                 if !here(e.node) {
                     // The far side is on another machine: a UDP socket toward it.
                     let s = share.as_ref().ok_or_else(|| anyhow!("link {i} leaves this machine"))?;
-                    let (sock, r) = tunnel_socket(s, i, side)?;
-                    endpoints.push((i, sock.local_addr()?));
+                    let (addr, r) = tunnel_socket(s, i, side, k % shards, &mut sockets)?;
+                    endpoints.push((i, addr));
                     remote = Some(r);
-                    return Ok((Some(sock.into()), None));
+                    return Ok((None, None));
                 }
                 let fd = taps[e.node][e.iface].take().ok_or_else(|| anyhow!("interface {} was not created", plan.endpoint_name(e)))?;
                 Ok((Some(fd), None))
@@ -627,13 +643,13 @@ impl LocalWorker {
             let m = &seg.members[k];
             let s = share.as_ref().ok_or_else(|| anyhow!("segment {g} leaves this machine"))?;
             let t = plan.member_tunnel(g, k);
-            let (sock, remote) = tunnel_socket(s, t, 1)?;
-            endpoints.push((t, sock.local_addr()?));
+            let (addr, remote) = tunnel_socket(s, t, 1, g % shards, &mut sockets)?;
+            endpoints.push((t, addr));
             let seed = 2 * t as u64;
             specs.push(LinkSpec {
                 mtu: plan.nodes[m.end.node].ifaces[m.end.iface].mtu,
                 a: Some(taps[m.end.node][m.end.iface].take().ok_or_else(|| anyhow!("interface {} was not created", plan.endpoint_name(m.end)))?),
-                b: Some(sock.into()),
+                b: None,
                 plane: None,
                 forward: m.egress.clone(),
                 reverse: m.ingress.clone(),
@@ -650,10 +666,10 @@ impl LocalWorker {
         if let Some(s) = share.as_ref() {
             for (k, &(g, _)) in trunks.iter().enumerate().filter(|(_, t)| t.1 == s.machine) {
                 let t = plan.trunk_tunnel(k);
-                let (sock, remote) = tunnel_socket(s, t, 1)?;
-                endpoints.push((t, sock.local_addr()?));
+                let (addr, remote) = tunnel_socket(s, t, 1, g % shards, &mut sockets)?;
+                endpoints.push((t, addr));
                 let members = self.spurs_here.iter().enumerate().filter(|(_, x)| x.0 == g).map(|(j, x)| (x.1 as u32, self.links_here.len() + j)).collect();
-                trunks_in.push(TrunkInSpec { fd: sock.into(), remote, members });
+                trunks_in.push(TrunkInSpec { remote, members });
             }
         }
         // Random streams: 2 per link, then 2 per segment member, all from the lab seed
@@ -677,10 +693,10 @@ impl LocalWorker {
                     None if !here(e.node) => {
                         let s = share.as_ref().ok_or_else(|| anyhow!("segment {gi} leaves this machine"))?;
                         let t = plan.member_tunnel(gi, k);
-                        let (sock, r) = tunnel_socket(s, t, 0)?;
-                        endpoints.push((t, sock.local_addr()?));
+                        let (addr, r) = tunnel_socket(s, t, 0, gi % shards, &mut sockets)?;
+                        endpoints.push((t, addr));
                         remote = Some(r);
-                        Some(sock.into())
+                        None
                     }
                     None => Some(taps[e.node][e.iface].take().ok_or_else(|| anyhow!("interface {} was not created", plan.endpoint_name(e)))?),
                 };
@@ -702,10 +718,10 @@ impl LocalWorker {
             for (k, &(_, m)) in trunks.iter().enumerate().filter(|(_, t)| t.0 == gi) {
                 let s = share.as_ref().ok_or_else(|| anyhow!("segment {gi} leaves this machine"))?;
                 let t = plan.trunk_tunnel(k);
-                let (sock, remote) = tunnel_socket(s, t, 0)?;
-                endpoints.push((t, sock.local_addr()?));
+                let (addr, remote) = tunnel_socket(s, t, 0, gi % shards, &mut sockets)?;
+                endpoints.push((t, addr));
                 let members = g.members.iter().enumerate().filter(|(_, x)| plan.nodes[x.end.node].machine == m).map(|(j, _)| j).collect();
-                seg_trunks.push(TrunkSpec { fd: sock.into(), remote, members });
+                seg_trunks.push(TrunkSpec { remote, members });
             }
             segments.push(SegmentSpec { members, capacity_bps: g.capacity_bps, aging_ns: g.aging_ns, snooping: g.snooping, radio, plane, trunks: seg_trunks, far_switching: switched_where_members_are(g) });
         }
@@ -733,7 +749,8 @@ impl LocalWorker {
             });
             Fast { path, make_taps, probe }
         });
-        self.pending = Some(Pending { specs, segments, trunks_in, fast, clock: LabClock { epoch_ns: epoch }, commands, diverts });
+        let tunnel_sockets = sockets.into_iter().map(|x| x.map(OwnedFd::from)).collect();
+        self.pending = Some(Pending { specs, segments, trunks_in, fast, clock: LabClock { epoch_ns: epoch }, commands, diverts, shards, tunnel_sockets });
         if endpoints.is_empty() {
             self.connect(&[], &[])?;
         }
@@ -750,18 +767,28 @@ impl LocalWorker {
                 kt.remote = vxlan.iter().find(|(t, _)| *t == r.link_id as usize).map(|(_, a)| *a);
             }
         }
-        // Every tunnel socket: of links, of segment members, of trunks (both ends).
-        let links = p.specs.iter().filter_map(|l| l.remote.map(|r| (r, if r.side == 0 { l.a.as_ref() } else { l.b.as_ref() })));
-        let members = p.segments.iter().flat_map(|g| &g.members).filter_map(|m| Some((m.remote?, m.fd.as_ref())));
-        let trunks = p.segments.iter().flat_map(|g| &g.trunks).map(|t| (t.remote, Some(&t.fd)));
-        for (r, fd) in links.chain(members).chain(trunks).chain(p.trunks_in.iter().map(|t| (t.remote, Some(&t.fd)))) {
+        // Every tunnel's far end: of links, of segment members, of trunks (both ends).
+        let far = |r: &mut RemoteEnd| -> Result<()> {
             let t = r.link_id as usize;
-            let peer = peers.iter().find(|(l, _)| *l == t).map(|(_, a)| *a).ok_or_else(|| anyhow!("no tunnel address for tunnel {t}"))?;
-            join_tunnel(fd, t, peer)?;
+            r.far = Some(peers.iter().find(|(l, _)| *l == t).map(|(_, a)| *a).ok_or_else(|| anyhow!("no tunnel address for tunnel {t}"))?);
+            Ok(())
+        };
+        for r in p.specs.iter_mut().filter_map(|l| l.remote.as_mut()) {
+            far(r)?;
         }
-        let shards = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        for g in &mut p.segments {
+            for r in g.members.iter_mut().filter_map(|m| m.remote.as_mut()) {
+                far(r)?;
+            }
+            for t in &mut g.trunks {
+                far(&mut t.remote)?;
+            }
+        }
+        for t in &mut p.trunks_in {
+            far(&mut t.remote)?;
+        }
         self.clock = Some(p.clock);
-        self.engine = Some(Engine::start(p.specs, p.segments, p.trunks_in, shards, p.clock, p.fast)?);
+        self.engine = Some(Engine::start(p.specs, p.segments, p.trunks_in, p.shards, p.clock, p.fast, p.tunnel_sockets)?);
         if let Some((base, specs)) = p.diverts {
             self.diverter = Some(Diverter::start(base, specs, p.clock)?);
         }

@@ -17,6 +17,7 @@ use crate::clock::LabClock;
 use crate::core::{Applied, Command, Core, Event, Frame, Path, RadioSnapshot, Shape, Transmit};
 use crate::gso::VNET_HDR_LEN;
 use crate::gso;
+use crate::RemoteEnd;
 use crate::schedule::{self, Priority, Schedule};
 use crate::tunnel;
 use vemu_fastpath::{Bucket, FastPath, Route};
@@ -35,6 +36,8 @@ const READ_BATCH: usize = 32;
 /// LAN's start-up flood) must not keep a shard from hearing "stop" for seconds.
 const WRITE_BATCH: usize = 1024;
 const WAKE_TOKEN: u64 = u64::MAX;
+/// The shard's tunnel socket (see [`Shard::read_tunnels`]).
+const TUNNEL_TOKEN: u64 = u64::MAX - 1;
 /// Threads closing TAP devices at once when the engine stops.
 const CLOSE_THREADS: usize = 32;
 
@@ -121,13 +124,17 @@ pub(crate) enum PortDev {
     Tap,
     /// The engine's TAP device in the plane of a link end with a kernel path.
     Plane(PlanePort),
-    /// A UDP socket, connected to the machine of a link's far side ([`crate::tunnel`]).
+    /// The far side of a link on another machine, through the shard's tunnel socket
+    /// ([`crate::tunnel`]); no descriptor of its own.
     Tunnel(Box<TunnelPort>),
 }
 
 /// The far side of a link on another machine, as a port: frames written to it cross
-/// the underlay, and what the socket receives goes to the link's local port.
+/// the underlay from the shard's tunnel socket to `far`, and what the socket receives
+/// from `far` with this port's VNIs goes to the link's local port.
 pub(crate) struct TunnelPort {
+    /// The far machine's socket (set once the machines exchanged their addresses).
+    pub far: Option<SockAddr>,
     /// VNI of the frames sent, and of those taken.
     pub vni_out: u32,
     pub vni_in: u32,
@@ -156,11 +163,13 @@ const PROBE_EARLY_NS: u64 = 200_000_000;
 const PROBE_LATER_NS: u64 = 1_000_000_000;
 
 impl TunnelPort {
-    /// Tunnel `id`'s port, sending in direction `dir_out` (receiving in the other),
-    /// handing what it receives to the core as for port `deliver_to`; the underlay's
-    /// interface carries `payload` bytes of UDP (`ipv6`: over IPv6).
-    pub fn new(id: u32, payload: usize, ipv6: bool, dir_out: u8, deliver_to: u32) -> TunnelPort {
+    /// The port of tunnel `r.link_id` to `r.far`, sending in direction `dir_out`
+    /// (receiving in the other), handing what it receives to the core as for port
+    /// `deliver_to`; the underlay's interface carries `r.payload` bytes of UDP.
+    pub fn new(r: RemoteEnd, dir_out: u8, deliver_to: u32) -> TunnelPort {
+        let (id, payload, ipv6) = (r.link_id, r.payload, r.ipv6);
         TunnelPort {
+            far: r.far.map(|a| SockAddr::from(&a)),
             vni_out: tunnel::vni(id, dir_out),
             vni_in: tunnel::vni(id, 1 - dir_out),
             deliver_to,
@@ -177,13 +186,14 @@ impl TunnelPort {
     /// Send a frame that left at `at_ns`; whether every datagram went. A datagram the
     /// machine's own interface cannot carry makes the tunnel fall back to the safe size.
     fn send(&mut self, fd: RawFd, frame: &[u8], at_ns: u64) -> bool {
+        let Some(far) = self.far else { return false };
         self.dgrams.clear();
         tunnel::encode(frame, tunnel::Meta { vni: self.vni_out, seq: self.seq, departure_ns: at_ns }, self.mtu.payload(), &mut self.dgrams);
         self.seq = self.seq.wrapping_add(1);
         if self.dgrams.is_empty() {
             return false;
         }
-        match send_datagrams(fd, &self.dgrams, &mut self.gso_buf, &mut self.gso) {
+        match send_datagrams(fd, Some(&far), &self.dgrams, &mut self.gso_buf, &mut self.gso) {
             Ok(()) => true,
             Err(e) => {
                 if e == libc::EMSGSIZE {
@@ -195,6 +205,59 @@ impl TunnelPort {
     }
 }
 
+/// A socket address as the kernel takes it (`sockaddr_in` or `sockaddr_in6`).
+#[derive(Clone, Copy)]
+pub(crate) struct SockAddr {
+    storage: libc::sockaddr_storage,
+    len: libc::socklen_t,
+}
+
+impl From<&std::net::SocketAddr> for SockAddr {
+    fn from(a: &std::net::SocketAddr) -> SockAddr {
+        // SAFETY: sockaddr_storage is plain data, large enough for either family, and
+        // aligned for both; each branch writes its own family's structure into it.
+        let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        let len = match a {
+            std::net::SocketAddr::V4(v4) => {
+                let sin = libc::sockaddr_in { sin_family: libc::AF_INET as u16, sin_port: v4.port().to_be(), sin_addr: libc::in_addr { s_addr: u32::from_ne_bytes(v4.ip().octets()) }, sin_zero: [0; 8] };
+                unsafe { std::ptr::write((&mut storage as *mut libc::sockaddr_storage).cast(), sin) };
+                std::mem::size_of::<libc::sockaddr_in>()
+            }
+            std::net::SocketAddr::V6(v6) => {
+                let sin6 = libc::sockaddr_in6 { sin6_family: libc::AF_INET6 as u16, sin6_port: v6.port().to_be(), sin6_flowinfo: v6.flowinfo(), sin6_addr: libc::in6_addr { s6_addr: v6.ip().octets() }, sin6_scope_id: v6.scope_id() };
+                unsafe { std::ptr::write((&mut storage as *mut libc::sockaddr_storage).cast(), sin6) };
+                std::mem::size_of::<libc::sockaddr_in6>()
+            }
+        };
+        SockAddr { storage, len: len as libc::socklen_t }
+    }
+}
+
+impl SockAddr {
+    /// The address the kernel wrote (`None`: neither IPv4 nor IPv6).
+    fn to_std(&self) -> Option<std::net::SocketAddr> {
+        // SAFETY: reading the structure of the family the kernel wrote.
+        unsafe {
+            match self.storage.ss_family as i32 {
+                libc::AF_INET => {
+                    let sin: libc::sockaddr_in = std::ptr::read((&self.storage as *const libc::sockaddr_storage).cast());
+                    Some(std::net::SocketAddr::from((sin.sin_addr.s_addr.to_ne_bytes(), u16::from_be(sin.sin_port))))
+                }
+                libc::AF_INET6 => {
+                    let sin6: libc::sockaddr_in6 = std::ptr::read((&self.storage as *const libc::sockaddr_storage).cast());
+                    Some(std::net::SocketAddr::V6(std::net::SocketAddrV6::new(sin6.sin6_addr.s6_addr.into(), u16::from_be(sin6.sin6_port), sin6.sin6_flowinfo, sin6.sin6_scope_id)))
+                }
+                _ => None,
+            }
+        }
+    }
+
+    /// Whether it is the same address as `other` (family, address and port).
+    fn same(&self, other: &SockAddr) -> bool {
+        self.to_std().is_some() && self.to_std() == other.to_std()
+    }
+}
+
 /// `UDP_SEGMENT` (linux/udp.h), which the libc crate has only for some C libraries.
 const UDP_SEGMENT: libc::c_int = 103;
 /// At most this many datagrams, and this many bytes of them, in one segmented send: the
@@ -202,14 +265,14 @@ const UDP_SEGMENT: libc::c_int = 103;
 const GSO_MAX_SEGMENTS: usize = 64;
 const GSO_MAX_BYTES: usize = 65_000;
 
-/// Send datagrams `ds` on a connected UDP socket without waiting — each as long as the
+/// Send datagrams `ds` on a UDP socket (to `to`, or where it is connected) without waiting — each as long as the
 /// first but the last, which is no longer, as [`tunnel::encode`] cuts a frame — in as
 /// few system calls as the kernel allows: runs of them laid out in `buf` and cut at the
 /// first's length by UDP segmentation offload (`UDP_SEGMENT`, one `sendmsg` for up to
 /// 64), while `gso` holds (cleared for good when the kernel refuses a segmented send
 /// that it then takes one by one). `Ok` when every datagram went, else the error of the
 /// first that did not (`EMSGSIZE`: too big for the machine's own interface).
-fn send_datagrams(fd: RawFd, ds: &[Vec<u8>], buf: &mut Vec<u8>, gso: &mut bool) -> std::result::Result<(), i32> {
+fn send_datagrams(fd: RawFd, to: Option<&SockAddr>, ds: &[Vec<u8>], buf: &mut Vec<u8>, gso: &mut bool) -> std::result::Result<(), i32> {
     let Some(seg) = ds.first().map(Vec::len) else { return Ok(()) };
     let uniform = ds.len() > 1 && ds[..ds.len() - 1].iter().all(|d| d.len() == seg) && ds[ds.len() - 1].len() <= seg && seg <= u16::MAX as usize;
     let mut sent = 0;
@@ -222,7 +285,7 @@ fn send_datagrams(fd: RawFd, ds: &[Vec<u8>], buf: &mut Vec<u8>, gso: &mut bool) 
             for d in run {
                 buf.extend_from_slice(d);
             }
-            match send_segmented(fd, buf, seg as u16) {
+            match send_segmented(fd, to, buf, seg as u16) {
                 Ok(()) => sent += run.len(),
                 Err(e) if matches!(e, libc::EMSGSIZE | libc::EAGAIN | libc::ENOBUFS | libc::ECONNREFUSED) => return Err(e),
                 Err(_) => {
@@ -234,7 +297,7 @@ fn send_datagrams(fd: RawFd, ds: &[Vec<u8>], buf: &mut Vec<u8>, gso: &mut bool) 
     }
     let mut first_err = None;
     for d in &ds[sent..] {
-        if !send_datagram(fd, d) {
+        if !send_datagram(fd, to, d) {
             first_err.get_or_insert(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO));
         }
     }
@@ -247,11 +310,15 @@ fn send_datagrams(fd: RawFd, ds: &[Vec<u8>], buf: &mut Vec<u8>, gso: &mut bool) 
 
 /// One `sendmsg` of `buf`, which the kernel cuts into datagrams of `seg` bytes (the last
 /// may be shorter); the error number if it fails.
-fn send_segmented(fd: RawFd, buf: &[u8], seg: u16) -> std::result::Result<(), i32> {
+fn send_segmented(fd: RawFd, to: Option<&SockAddr>, buf: &[u8], seg: u16) -> std::result::Result<(), i32> {
     let mut iov = libc::iovec { iov_base: buf.as_ptr() as *mut libc::c_void, iov_len: buf.len() };
     let mut control = [0u64; 4];
     // SAFETY: msghdr is plain data; the pointers set below outlive the call.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    if let Some(to) = to {
+        msg.msg_name = (&to.storage as *const libc::sockaddr_storage) as *mut libc::c_void;
+        msg.msg_namelen = to.len;
+    }
     msg.msg_iov = &mut iov;
     msg.msg_iovlen = 1;
     msg.msg_control = control.as_mut_ptr().cast();
@@ -285,11 +352,13 @@ pub(crate) struct Received {
     bufs: Vec<Vec<u8>>,
     len: Vec<usize>,
     held_ns: Vec<u64>,
+    /// Where each came from.
+    from: Vec<SockAddr>,
 }
 
 impl Received {
     fn new() -> Received {
-        Received { bufs: Vec::new(), len: vec![0; RECV_BATCH], held_ns: vec![0; RECV_BATCH] }
+        Received { bufs: Vec::new(), len: vec![0; RECV_BATCH], held_ns: vec![0; RECV_BATCH], from: vec![SockAddr::from(&std::net::SocketAddr::from(([0, 0, 0, 0], 0))); RECV_BATCH] }
     }
 }
 
@@ -308,6 +377,8 @@ fn recv_batch(fd: RawFd, r: &mut Received) -> Option<usize> {
     let mut msgs: Vec<libc::mmsghdr> = (0..RECV_BATCH)
         .map(|i| {
             let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
+            m.msg_hdr.msg_name = (&mut r.from[i].storage as *mut libc::sockaddr_storage).cast();
+            m.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
             m.msg_hdr.msg_iov = &mut iovs[i];
             m.msg_hdr.msg_iovlen = 1;
             m.msg_hdr.msg_control = controls[i].as_mut_ptr().cast();
@@ -329,6 +400,7 @@ fn recv_batch(fd: RawFd, r: &mut Received) -> Option<usize> {
     let ns = |t: &libc::timespec| t.tv_sec as i128 * 1_000_000_000 + t.tv_nsec as i128;
     for (i, m) in msgs.iter().take(n as usize).enumerate() {
         r.len[i] = m.msg_len as usize;
+        r.from[i].len = m.msg_hdr.msg_namelen;
         r.held_ns[i] = 0;
         // SAFETY: walking the control messages the kernel wrote into this message's buffer.
         unsafe {
@@ -346,10 +418,14 @@ fn recv_batch(fd: RawFd, r: &mut Received) -> Option<usize> {
     Some(n as usize)
 }
 
-/// Send one datagram on a connected UDP socket without waiting; whether it went whole.
-fn send_datagram(fd: RawFd, d: &[u8]) -> bool {
-    // SAFETY: sending bytes we hold on a descriptor we own.
-    let n = unsafe { libc::send(fd, d.as_ptr().cast(), d.len(), libc::MSG_DONTWAIT) };
+/// Send one datagram on a UDP socket (to `to`, or where it is connected) without
+/// waiting; whether it went whole.
+fn send_datagram(fd: RawFd, to: Option<&SockAddr>, d: &[u8]) -> bool {
+    // SAFETY: sending bytes we hold on a descriptor we own, to an address we built.
+    let n = match to {
+        Some(to) => unsafe { libc::sendto(fd, d.as_ptr().cast(), d.len(), libc::MSG_DONTWAIT, (&to.storage as *const libc::sockaddr_storage).cast(), to.len) },
+        None => unsafe { libc::send(fd, d.as_ptr().cast(), d.len(), libc::MSG_DONTWAIT) },
+    };
     n == d.len() as isize
 }
 
@@ -401,7 +477,8 @@ impl ShardHandle {
     /// order), with the ports' plane devices (`plane`, one per port) on `fast`.
     /// `fanout`: the shard's fan-out device in the plane (see [`Shard::fan_target`]).
     #[allow(clippy::too_many_arguments)]
-    pub fn spawn(index: usize, core: Core, fds: Vec<Option<OwnedFd>>, devs: Vec<PortDev>, fast: Option<Arc<FastPath>>, probe: Option<Arc<OwnedFd>>, fanout: Option<OwnedFd>, clock: LabClock) -> Result<ShardHandle> {
+    /// `tunnel`: the shard's UDP socket for its tunnel ports (see [`TunnelPort`]).
+    pub fn spawn(index: usize, core: Core, fds: Vec<Option<OwnedFd>>, devs: Vec<PortDev>, fast: Option<Arc<FastPath>>, probe: Option<Arc<OwnedFd>>, fanout: Option<OwnedFd>, tunnel: Option<OwnedFd>, clock: LabClock) -> Result<ShardHandle> {
         assert_eq!(core.port_count(), fds.len(), "one device per port");
         assert_eq!(fds.len(), devs.len(), "one kind per port");
         // SAFETY: eventfd returns a new descriptor or -1.
@@ -420,8 +497,16 @@ impl ShardHandle {
         for (port, d) in shard.devs.iter().enumerate() {
             if let PortDev::Tunnel(t) = d {
                 shard.core.set_path_payload(port as u32, t.mtu.payload() as u64);
+                // What comes with either VNI of its link: frames and probes the far
+                // side sends (vni_in), answers to this side's probes (vni_out).
+                shard.tunnel_ports.insert(t.vni_in, port);
+                shard.tunnel_ports.insert(t.vni_out, port);
             }
         }
+        if let Some(t) = &tunnel {
+            epoll_add(shard.epoll.as_raw_fd(), t.as_raw_fd(), TUNNEL_TOKEN)?;
+        }
+        shard.tunnel = tunnel;
         shard.fast = fast;
         shard.last_arrival_ns = vec![0; shard.fds.len()];
         if probe.is_some() {
@@ -554,6 +639,9 @@ struct Shard {
     buf: Vec<u8>,
     /// What the tunnels' sockets gave last (see [`recv_batch`]).
     received: Received,
+    /// The shard's tunnel socket, and its tunnel ports by the VNIs they take.
+    tunnel: Option<OwnedFd>,
+    tunnel_ports: FxHashMap<u32, usize>,
     /// Where each capture's copies go.
     sinks: FxHashMap<u64, SyncSender<Captured>>,
     /// Its priority and how long it spins before deadlines.
@@ -644,6 +732,8 @@ impl Shard {
             clock,
             buf: Vec::with_capacity(MAX_FRAME),
             received: Received::new(),
+            tunnel: None,
+            tunnel_ports: FxHashMap::default(),
             sinks: FxHashMap::default(),
             schedule: Schedule::new(Priority::Normal, 0),
             work_ns: Arc::new(AtomicU64::new(0)),
@@ -670,6 +760,11 @@ impl Shard {
     /// The descriptor of a port (-1 while it has none: writes to it fail).
     fn fd(&self, port: usize) -> RawFd {
         self.fds.get(port).and_then(|f| f.as_ref()).map_or(-1, |f| f.as_raw_fd())
+    }
+
+    /// The shard's tunnel socket (-1 without one).
+    fn tunnel_fd(&self) -> RawFd {
+        self.tunnel.as_ref().map_or(-1, |f| f.as_raw_fd())
     }
 
     /// Forward until told to stop; then hand the devices back (frames still queued are
@@ -751,17 +846,15 @@ impl Shard {
                     // SAFETY: reading 8 bytes from an eventfd.
                     unsafe { libc::read(self.wake_fd, (&mut v as *mut u64).cast(), 8) };
                     if !self.control() {
-                        return std::mem::take(&mut self.fds).into_iter().flatten().collect();
+                        return std::mem::take(&mut self.fds).into_iter().flatten().chain(self.tunnel.take()).collect();
                     }
                     continue;
                 }
-                let port = ev.u64 as usize;
-                if let Some(PortDev::Tunnel(_)) = self.devs.get(port) {
-                    // (An error here is an ICMP one, the peer not listening yet:
-                    // reading clears it.)
-                    self.read_tunnel(port);
+                if ev.u64 == TUNNEL_TOKEN {
+                    self.read_tunnels();
                     continue;
                 }
+                let port = ev.u64 as usize;
                 if ev.events & (libc::EPOLLERR | libc::EPOLLHUP) as u32 != 0 {
                     self.forget(port);
                     continue;
@@ -803,10 +896,11 @@ impl Shard {
                 }
                 self.flush_fan();
                 let fd = self.fd(tx.port as usize);
+                let tunnel_fd = self.tunnel_fd();
                 match self.devs.get_mut(tx.port as usize) {
                     Some(PortDev::Tunnel(t)) => {
                         let before = t.mtu.payload();
-                        let ok = t.send(fd, &tx.frame, tx.at_ns);
+                        let ok = t.send(tunnel_fd, &tx.frame, tx.at_ns);
                         if t.mtu.payload() != before {
                             // Fell back to the safe size: say so now, and take a kernel
                             // tunnel that no longer fits off at once, not at the next round.
@@ -998,12 +1092,13 @@ impl Shard {
     /// Probe every tunnel: its round trip, the size of datagram in use and the larger
     /// ones (see [`tunnel::PathMtu`]).
     fn probe_tunnels(&mut self, now: u64) {
+        let fd = self.tunnel_fd();
         for port in 0..self.devs.len() {
-            let fd = self.fd(port);
             let Some(PortDev::Tunnel(t)) = self.devs.get_mut(port) else { continue };
+            let Some(far) = t.far else { continue };
             let before = t.mtu.payload();
             for size in t.mtu.round() {
-                send_datagram(fd, &tunnel::probe(t.vni_out, now, false, size));
+                send_datagram(fd, Some(&far), &tunnel::probe(t.vni_out, now, false, size));
             }
             if t.mtu.payload() != before {
                 self.core.set_path_payload(port as u32, t.mtu.payload() as u64);
@@ -1076,8 +1171,10 @@ impl Shard {
         }
     }
 
-    /// Take the datagrams a tunnel port's socket holds; frames made whole go to the
-    /// link's local port; probes are answered, and answers measure the underlay.
+    /// Take the datagrams the shard's tunnel socket holds, each to the tunnel port of
+    /// its VNI if it comes from that port's far end (anything else is dropped): frames
+    /// made whole go to the link's local port; probes are answered, and answers measure
+    /// the underlay.
     ///
     /// Each datagram's time of arrival is the kernel's (`SO_TIMESTAMPNS`, set on tunnel
     /// sockets), not when this thread got round to it: a frame is handed to the core as
@@ -1085,26 +1182,31 @@ impl Shard {
     /// probe's answer carries the probe's send time moved on by how long the probe sat
     /// here, and the round trip of an answer ends when it arrived. The round trip is then
     /// the underlay's alone, and half of it the lead frames leave with.
-    fn read_tunnel(&mut self, port: usize) {
-        let fd = self.fd(port);
+    fn read_tunnels(&mut self) {
+        let fd = self.tunnel_fd();
         let mut got = std::mem::replace(&mut self.received, Received::new());
         for _ in 0..READ_BATCH * 4 / RECV_BATCH {
             let Some(n) = recv_batch(fd, &mut got) else { break };
             for i in 0..n {
-                self.tunnel_datagram(port, fd, &got.bufs[i][..got.len[i]], got.held_ns[i]);
+                let d = &got.bufs[i][..got.len[i]];
+                let Some(&port) = tunnel::vni_of(d).and_then(|v| self.tunnel_ports.get(&v)) else { continue };
+                let from_far = matches!(self.devs.get(port), Some(PortDev::Tunnel(t)) if t.far.is_some_and(|f| f.same(&got.from[i])));
+                if from_far {
+                    self.tunnel_datagram(port, fd, d, got.held_ns[i]);
+                }
             }
         }
         self.received = got;
     }
 
-    /// One datagram tunnel port `port` received (`fd`, its socket), after it waited
-    /// `held_ns` in the socket (see [`Shard::read_tunnel`]).
+    /// One datagram tunnel port `port` received on the shard's socket `fd`, after it
+    /// waited `held_ns` there (see [`Shard::read_tunnels`]).
     fn tunnel_datagram(&mut self, port: usize, fd: RawFd, d: &[u8], held_ns: u64) {
         let Some(PortDev::Tunnel(t)) = self.devs.get_mut(port) else { return };
         let arrived = self.clock.now_ns().saturating_sub(held_ns);
         if let Some(p) = tunnel::parse_probe(d) {
             if !p.answer && p.vni == t.vni_in {
-                send_datagram(fd, &tunnel::probe(t.vni_in, p.t_ns.saturating_add(held_ns), true, p.size));
+                send_datagram(fd, t.far.as_ref(), &tunnel::probe(t.vni_in, p.t_ns.saturating_add(held_ns), true, p.size));
             } else if p.answer && p.vni == t.vni_out {
                 let rtt = arrived.saturating_sub(p.t_ns);
                 if t.min_rtt_ns.is_none_or(|m| rtt < m) {
@@ -1244,7 +1346,7 @@ mod tests {
             let n = tunnel::encode(&frame[..len], tunnel::Meta { vni: 7, seq: 1, departure_ns: 5 }, 1472, &mut ds);
             assert_eq!(n, ds.len());
             let (mut buf, mut on) = (Vec::new(), gso);
-            assert_eq!(send_datagrams(a.as_raw_fd(), &ds, &mut buf, &mut on), Ok(()));
+            assert_eq!(send_datagrams(a.as_raw_fd(), None, &ds, &mut buf, &mut on), Ok(()));
             assert_eq!(on, gso, "the kernel took segmented sends");
             let (got, calls) = drain(&b);
             assert_eq!(got, ds, "{n} datagrams, gso {gso}");
@@ -1258,8 +1360,33 @@ mod tests {
         let mut ds = Vec::new();
         tunnel::encode(&frame, tunnel::Meta { vni: 9, seq: 2, departure_ns: 6 }, 8972, &mut ds);
         let (mut buf, mut on) = (Vec::new(), true);
-        assert_eq!(send_datagrams(a.as_raw_fd(), &ds, &mut buf, &mut on), Ok(()));
+        assert_eq!(send_datagrams(a.as_raw_fd(), None, &ds, &mut buf, &mut on), Ok(()));
         assert_eq!(drain(&b).0, ds);
+    }
+
+    /// Unconnected, as a shard's tunnel socket is: datagrams go to the address given,
+    /// and each one received says where it came from.
+    #[test]
+    fn datagrams_go_where_told_and_say_where_they_came_from() {
+        for any in ["127.0.0.1:0", "[::1]:0"] {
+            let (a, b, c) = (std::net::UdpSocket::bind(any).unwrap(), std::net::UdpSocket::bind(any).unwrap(), std::net::UdpSocket::bind(any).unwrap());
+            let to_b = SockAddr::from(&b.local_addr().unwrap());
+            assert_eq!(to_b.to_std(), Some(b.local_addr().unwrap()));
+            assert!(to_b.same(&SockAddr::from(&b.local_addr().unwrap())) && !to_b.same(&SockAddr::from(&c.local_addr().unwrap())));
+            let mut ds = Vec::new();
+            tunnel::encode(&[0u8; VNET_HDR_LEN + 3000], tunnel::Meta { vni: 3, seq: 0, departure_ns: 0 }, 1472, &mut ds);
+            let (mut buf, mut on) = (Vec::new(), true);
+            assert_eq!(send_datagrams(a.as_raw_fd(), Some(&to_b), &ds, &mut buf, &mut on), Ok(()));
+            assert!(send_datagram(c.as_raw_fd(), Some(&to_b), b"from c"));
+            let mut r = Received::new();
+            let mut got = Vec::new();
+            while let Some(n) = recv_batch(b.as_raw_fd(), &mut r) {
+                got.extend((0..n).map(|i| (r.bufs[i][..r.len[i]].to_vec(), r.from[i].to_std())));
+            }
+            let want: Vec<_> = ds.iter().map(|d| (d.clone(), Some(a.local_addr().unwrap()))).chain([(b"from c".to_vec(), Some(c.local_addr().unwrap()))]).collect();
+            assert_eq!(got, want, "{any}");
+            assert_eq!(tunnel::vni_of(&got[0].0), Some(3));
+        }
     }
 
     /// A datagram waiting in the socket: its wait, from the kernel's timestamp.

@@ -52,8 +52,8 @@ pub struct LinkSpec {
     pub seeds: [u64; 2],
     /// MTU of both ends' interfaces (see [`core::LinkConfig::mtu`]).
     pub mtu: u32,
-    /// One side is on another machine: its descriptor above is a UDP socket connected
-    /// to that machine's engine.
+    /// One side is on another machine: its descriptor above is `None`; the link's
+    /// frames go through its shard's tunnel socket ([`RemoteEnd::socket`]).
     pub remote: Option<RemoteEnd>,
     /// With `remote` and the kernel fast path: the kernel's way to that machine.
     pub kernel_tunnel: Option<KernelTunnel>,
@@ -89,6 +89,18 @@ pub struct RemoteEnd {
     pub payload: usize,
     /// The underlay is IPv6 (its headers are longer).
     pub ipv6: bool,
+    /// The shard whose tunnel socket carries it (see [`Engine::start`]: one socket per
+    /// shard for every link, member and trunk to other machines, their VNIs telling
+    /// them apart), and the far end's socket: its datagrams go there, and only
+    /// datagrams from there are taken.
+    pub socket: usize,
+    pub far: Option<std::net::SocketAddr>,
+}
+
+/// Shards an engine of `links` and `segments` runs on `cores` cores: what
+/// [`Engine::start`] uses, and so how many tunnel sockets it takes.
+pub fn shard_count(cores: usize, links: usize, segments: usize) -> usize {
+    cores.clamp(1, (links + segments).max(1))
 }
 
 /// Makes the engine's TAP devices in the plane of both ends of a link, or of every
@@ -145,10 +157,9 @@ pub struct SegmentSpec {
 
 /// A trunk of a segment whose switch or channel is here, toward the members `members`
 /// (their numbers in the segment) on another machine: each frame crosses it once, with
-/// the members that receive it ([`core::Core::add_trunk`]). `fd` is a UDP socket
-/// connected to that machine's engine; `remote.side` is 0.
+/// the members that receive it ([`core::Core::add_trunk`]), through its shard's tunnel
+/// socket; `remote.side` is 0.
 pub struct TrunkSpec {
-    pub fd: OwnedFd,
     pub remote: RemoteEnd,
     pub members: Vec<usize>,
 }
@@ -158,7 +169,6 @@ pub struct TrunkSpec {
 /// [`Engine::start`]'s `links`) whose reverse direction carries out its ingress.
 /// `remote.side` is 1.
 pub struct TrunkInSpec {
-    pub fd: OwnedFd,
     pub remote: RemoteEnd,
     pub members: Vec<(u32, usize)>,
 }
@@ -177,8 +187,8 @@ pub struct MemberSpec {
     /// MTU of the member's interface.
     pub mtu: u32,
     /// The member is on another machine (`side` 0: the member's; its VNIs are those of
-    /// its tunnel): `fd` is then a UDP socket connected to that machine's engine, which
-    /// carries out the member's egress.
+    /// its tunnel): `fd` is then `None`, and that machine's engine carries out the
+    /// member's egress.
     pub remote: Option<RemoteEnd>,
 }
 
@@ -261,8 +271,13 @@ impl Engine {
     /// link and each segment belongs to one shard; they are spread so that every shard
     /// has about as many devices. With `fast`, the links that have plane devices carry
     /// each direction that needs no emulation inside the kernel.
-    pub fn start(links: Vec<LinkSpec>, segments: Vec<SegmentSpec>, trunks_in: Vec<TrunkInSpec>, shards: usize, clock: LabClock, fast: Option<Fast>) -> Result<Engine> {
-        let n = shards.clamp(1, (links.len() + segments.len()).max(1));
+    ///
+    /// Links, members and trunks toward other machines ([`RemoteEnd`]) go through the
+    /// UDP socket of the shard their `socket` names (`tunnel_sockets`, one per shard of
+    /// [`shard_count`]): a link with one is on that shard, and so is a segment with one.
+    pub fn start(links: Vec<LinkSpec>, segments: Vec<SegmentSpec>, trunks_in: Vec<TrunkInSpec>, shards: usize, clock: LabClock, fast: Option<Fast>, tunnel_sockets: Vec<Option<OwnedFd>>) -> Result<Engine> {
+        let n = shard_count(shards, links.len(), segments.len());
+        let tunneled = |r: &RemoteEnd| if r.socket < n && tunnel_sockets.get(r.socket).is_some_and(Option::is_some) { Ok(r.socket) } else { Err(anyhow!("tunnel {} has no socket (shard {} of {n})", r.link_id, r.socket)) };
         type Parts = (Core, Vec<Option<OwnedFd>>, Vec<PortDev>);
         let mut cores: Vec<Parts> = (0..n).map(|_| (Core::new(), Vec::new(), Vec::new())).collect();
         let lightest = |cores: &[Parts]| (0..n).min_by_key(|&s| cores[s].1.len()).unwrap_or(0);
@@ -283,7 +298,11 @@ impl Engine {
             }
         }
         for (k, mut l) in links.into_iter().enumerate() {
-            let s = with[k].map_or_else(|| lightest(&cores), |f| link_place[f].0);
+            let s = match (with[k], l.remote) {
+                (Some(f), _) => link_place[f].0,
+                (None, Some(r)) => tunneled(&r)?,
+                (None, None) => lightest(&cores),
+            };
             let (core, fds, plane) = &mut cores[s];
             let local = core.link_count();
             let mut devs = l.plane.filter(|_| fast.is_some() && l.remote.is_none());
@@ -308,7 +327,7 @@ impl Engine {
                 (_, Some(r)) => {
                     let side = r.side.min(1);
                     let mut kinds = [PortDev::Tap, PortDev::Tap];
-                    kinds[side] = PortDev::Tunnel(Box::new(TunnelPort::new(r.link_id, r.payload, r.ipv6, 1 - side as u8, ports[1 - side])));
+                    kinds[side] = PortDev::Tunnel(Box::new(TunnelPort::new(r, 1 - side as u8, ports[1 - side])));
                     if let (Some(kt), Some(f)) = (tunneled, &fast) {
                         // The local end: as a link end in the plane, and what the other
                         // machine sends through the kernel goes to its node.
@@ -339,7 +358,10 @@ impl Engine {
         let mut seg_veths = Vec::new();
         let mut seg_ports = Vec::new();
         for (k, mut g) in segments.into_iter().enumerate() {
-            let s = lightest(&cores);
+            let s = match g.members.iter().filter_map(|m| m.remote).chain(g.trunks.iter().map(|t| t.remote)).next() {
+                Some(r) => tunneled(&r)?,
+                None => lightest(&cores),
+            };
             let (core, fds, plane) = &mut cores[s];
             let local = core.segment_count();
             let spans = g.members.iter().any(|m| m.remote.is_some());
@@ -374,7 +396,7 @@ impl Engine {
                 fds.push(fd);
                 plane.push(match (&devs, remotes[i]) {
                     // The member's machine sends in direction 0 (egress), this one in 1.
-                    (_, Some(r)) => PortDev::Tunnel(Box::new(TunnelPort::new(r.link_id, r.payload, r.ipv6, 1, ports[i]))),
+                    (_, Some(r)) => PortDev::Tunnel(Box::new(TunnelPort::new(r, 1, ports[i]))),
                     (Some(d), None) => PortDev::Plane(PlanePort::new(d[i], Far::Bridge)),
                     (None, None) => PortDev::Tap,
                 });
@@ -385,8 +407,8 @@ impl Engine {
             seg_veths.push(devs.map(|d| d.iter().map(|x| x.veth).collect()));
             for t in g.trunks {
                 let port = core.add_trunk(local, &t.members);
-                fds.push(Some(t.fd));
-                plane.push(PortDev::Tunnel(Box::new(TunnelPort::new(t.remote.link_id, t.remote.payload, t.remote.ipv6, 1, port))));
+                fds.push(None);
+                plane.push(PortDev::Tunnel(Box::new(TunnelPort::new(t.remote, 1, port))));
             }
             seg_ports.push(ports);
         }
@@ -395,11 +417,13 @@ impl Engine {
             let (core, fds, plane) = &mut cores[s];
             let members: Vec<(u32, usize)> = t.members.iter().map(|&(m, k)| (m, link_place[k].1)).collect();
             let port = core.add_trunk_in(&members);
-            fds.push(Some(t.fd));
-            plane.push(PortDev::Tunnel(Box::new(TunnelPort::new(t.remote.link_id, t.remote.payload, t.remote.ipv6, 0, port))));
+            fds.push(None);
+            plane.push(PortDev::Tunnel(Box::new(TunnelPort::new(t.remote, 0, port))));
         }
         let mut handles = Vec::new();
-        for (s, (core, fds, plane)) in cores.into_iter().enumerate() {
+        let mut tunnel_sockets = tunnel_sockets;
+        tunnel_sockets.resize_with(n, || None);
+        for ((s, (core, fds, plane)), tunnel) in cores.into_iter().enumerate().zip(tunnel_sockets) {
             // A shard with LAN ports in the plane writes a frame for several of them once,
             // to its fan-out device (without one, once for each).
             let lan = plane.iter().any(|d| matches!(d, PortDev::Plane(p) if p.far == Far::Bridge));
@@ -413,7 +437,7 @@ impl Engine {
                 },
                 _ => None,
             };
-            handles.push(ShardHandle::spawn(s, core, fds, plane, fast.as_ref().map(|f| f.path.clone()), fast.as_ref().and_then(|f| f.probe.clone()), fanout, clock)?);
+            handles.push(ShardHandle::spawn(s, core, fds, plane, fast.as_ref().map(|f| f.path.clone()), fast.as_ref().and_then(|f| f.probe.clone()), fanout, tunnel, clock)?);
         }
         let tapless = std::sync::Mutex::new(tapless);
         Ok(Engine { shards: handles, link_place, link_ports, seg_place, link_counters, member_counters, seg_counters, fast, link_veths, tunnel_veths, tapless, seg_veths, seg_ports, clock, halted: Vec::new() })

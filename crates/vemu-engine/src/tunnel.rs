@@ -40,6 +40,11 @@ pub fn vni_reverse(vni: u32) -> u32 {
     vni ^ 1
 }
 
+/// The VNI a datagram (a frame's piece or a probe) carries in its VXLAN header.
+pub fn vni_of(d: &[u8]) -> Option<u32> {
+    (d.len() >= VXLAN_LEN).then(|| u32::from_be_bytes([0, d[4], d[5], d[6]]))
+}
+
 /// Link and direction of a VNI.
 pub fn link_dir(vni: u32) -> (u32, u8) {
     (vni / 2, (vni % 2) as u8)

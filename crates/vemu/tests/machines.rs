@@ -776,6 +776,13 @@ links:
     for (from, to) in [("a", "c"), ("c", "a")] {
         assert!(row(&st, from, to)["measured_bps"].is_null(), "{from} -> {to} measured for a link without a rate");
     }
+    // Machine a's three links to other machines share its engine's tunnel sockets: one
+    // per shard (at most one per core), not one per link.
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let agent = m.agent_pid(0).to_string();
+    let o = sh("ip netns exec vq-a ss -uanpH src 10.82.0.1");
+    let sockets = text(&o).lines().filter(|l| l.contains(&format!("pid={agent},"))).count();
+    assert!((1..=cores.min(3)).contains(&sockets), "{sockets} tunnel sockets for 3 links on {cores} cores: {}", text(&o));
     // Ten directions between machines without a set delay, each below the underlay's:
     // eight warnings, then how many more (not a line each in a lab of hundreds).
     let text_status = text(&m.vemu(&["status", "--lab", "xq"]));
