@@ -17,7 +17,6 @@ use crate::clock::LabClock;
 use crate::core::{Applied, Command, Core, Event, Frame, Path, RadioSnapshot, Shape, Transmit};
 use crate::gso::VNET_HDR_LEN;
 use crate::gso;
-use crate::RemoteEnd;
 use crate::schedule::{self, Priority, Schedule};
 use crate::tunnel;
 use vemu_fastpath::{Bucket, FastPath, Route};
@@ -163,13 +162,13 @@ const PROBE_EARLY_NS: u64 = 200_000_000;
 const PROBE_LATER_NS: u64 = 1_000_000_000;
 
 impl TunnelPort {
-    /// The port of tunnel `r.link_id` to `r.far`, sending in direction `dir_out`
+    /// The port of tunnel `id` to the far socket `far`, sending in direction `dir_out`
     /// (receiving in the other), handing what it receives to the core as for port
-    /// `deliver_to`; the underlay's interface carries `r.payload` bytes of UDP.
-    pub fn new(r: RemoteEnd, dir_out: u8, deliver_to: u32) -> TunnelPort {
-        let (id, payload, ipv6) = (r.link_id, r.payload, r.ipv6);
+    /// `deliver_to`; the underlay's interface carries `payload` bytes of UDP (`ipv6`:
+    /// over IPv6).
+    pub fn new(id: u32, payload: usize, ipv6: bool, far: Option<std::net::SocketAddr>, dir_out: u8, deliver_to: u32) -> TunnelPort {
         TunnelPort {
-            far: r.far.map(|a| SockAddr::from(&a)),
+            far: far.map(|a| SockAddr::from(&a)),
             vni_out: tunnel::vni(id, dir_out),
             vni_in: tunnel::vni(id, 1 - dir_out),
             deliver_to,
@@ -265,9 +264,9 @@ const UDP_SEGMENT: libc::c_int = 103;
 const GSO_MAX_SEGMENTS: usize = 64;
 const GSO_MAX_BYTES: usize = 65_000;
 
-/// Send datagrams `ds` on a UDP socket (to `to`, or where it is connected) without waiting — each as long as the
-/// first but the last, which is no longer, as [`tunnel::encode`] cuts a frame — in as
-/// few system calls as the kernel allows: runs of them laid out in `buf` and cut at the
+/// Send datagrams `ds` on a UDP socket (to `to`, or where it is connected) without
+/// waiting — each as long as the first but the last, which is no longer, as
+/// [`tunnel::encode`] cuts a frame — in as few system calls as the kernel allows: runs of them laid out in `buf` and cut at the
 /// first's length by UDP segmentation offload (`UDP_SEGMENT`, one `sendmsg` for up to
 /// 64), while `gso` holds (cleared for good when the kernel refuses a segmented send
 /// that it then takes one by one). `Ok` when every datagram went, else the error of the
@@ -370,22 +369,22 @@ fn recv_batch(fd: RawFd, r: &mut Received) -> Option<usize> {
         // (Made the first time: only shards with tunnels need them.)
         r.bufs = (0..RECV_BATCH).map(|_| vec![0u8; DATAGRAM_MAX]).collect();
     }
-    let mut iovs: Vec<libc::iovec> = r.bufs.iter_mut().map(|b| libc::iovec { iov_base: b.as_mut_ptr().cast(), iov_len: b.len() }).collect();
+    // (On the stack: this runs at every wake-up of a shard with tunnels.)
+    let mut iovs: [libc::iovec; RECV_BATCH] = std::array::from_fn(|i| libc::iovec { iov_base: r.bufs[i].as_mut_ptr().cast(), iov_len: r.bufs[i].len() });
     let mut controls = [[0u64; 8]; RECV_BATCH];
-    // SAFETY: mmsghdr is plain data; each points at its own iovec and control buffer,
-    // which outlive the call.
-    let mut msgs: Vec<libc::mmsghdr> = (0..RECV_BATCH)
-        .map(|i| {
-            let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
-            m.msg_hdr.msg_name = (&mut r.from[i].storage as *mut libc::sockaddr_storage).cast();
-            m.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-            m.msg_hdr.msg_iov = &mut iovs[i];
-            m.msg_hdr.msg_iovlen = 1;
-            m.msg_hdr.msg_control = controls[i].as_mut_ptr().cast();
-            m.msg_hdr.msg_controllen = std::mem::size_of_val(&controls[i]) as _;
-            m
-        })
-        .collect();
+    let from = r.from.as_mut_ptr();
+    // SAFETY: mmsghdr is plain data; each points at its own address, iovec and control
+    // buffer, which outlive the call (`from` has RECV_BATCH entries).
+    let mut msgs: [libc::mmsghdr; RECV_BATCH] = std::array::from_fn(|i| {
+        let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
+        m.msg_hdr.msg_name = unsafe { std::ptr::addr_of_mut!((*from.add(i)).storage) }.cast();
+        m.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        m.msg_hdr.msg_iov = &mut iovs[i];
+        m.msg_hdr.msg_iovlen = 1;
+        m.msg_hdr.msg_control = controls[i].as_mut_ptr().cast();
+        m.msg_hdr.msg_controllen = std::mem::size_of_val(&controls[i]) as _;
+        m
+    });
     // SAFETY: recvmmsg(2) into buffers we own, sized as told.
     let n = unsafe { libc::recvmmsg(fd, msgs.as_mut_ptr(), RECV_BATCH as u32, libc::MSG_DONTWAIT, std::ptr::null_mut()) };
     if n < 0 {
@@ -476,8 +475,8 @@ impl ShardHandle {
     /// Start a shard thread running `core` over `fds` (one per port of the core, in
     /// order), with the ports' plane devices (`plane`, one per port) on `fast`.
     /// `fanout`: the shard's fan-out device in the plane (see [`Shard::fan_target`]).
-    #[allow(clippy::too_many_arguments)]
     /// `tunnel`: the shard's UDP socket for its tunnel ports (see [`TunnelPort`]).
+    #[allow(clippy::too_many_arguments)]
     pub fn spawn(index: usize, core: Core, fds: Vec<Option<OwnedFd>>, devs: Vec<PortDev>, fast: Option<Arc<FastPath>>, probe: Option<Arc<OwnedFd>>, fanout: Option<OwnedFd>, tunnel: Option<OwnedFd>, clock: LabClock) -> Result<ShardHandle> {
         assert_eq!(core.port_count(), fds.len(), "one device per port");
         assert_eq!(fds.len(), devs.len(), "one kind per port");
@@ -637,8 +636,8 @@ struct Shard {
     /// What a device read last: room for [`MAX_FRAME`] bytes, none of them needing to
     /// be zeroed first (the kernel writes what is read).
     buf: Vec<u8>,
-    /// What the tunnels' sockets gave last (see [`recv_batch`]).
-    received: Received,
+    /// Buffers of what the tunnel socket gives (see [`recv_batch`]).
+    received: Option<Received>,
     /// The shard's tunnel socket, and its tunnel ports by the VNIs they take.
     tunnel: Option<OwnedFd>,
     tunnel_ports: FxHashMap<u32, usize>,
@@ -731,7 +730,7 @@ impl Shard {
             epoll,
             clock,
             buf: Vec::with_capacity(MAX_FRAME),
-            received: Received::new(),
+            received: None,
             tunnel: None,
             tunnel_ports: FxHashMap::default(),
             sinks: FxHashMap::default(),
@@ -1184,7 +1183,7 @@ impl Shard {
     /// the underlay's alone, and half of it the lead frames leave with.
     fn read_tunnels(&mut self) {
         let fd = self.tunnel_fd();
-        let mut got = std::mem::replace(&mut self.received, Received::new());
+        let mut got = self.received.take().unwrap_or_else(Received::new);
         for _ in 0..READ_BATCH * 4 / RECV_BATCH {
             let Some(n) = recv_batch(fd, &mut got) else { break };
             for i in 0..n {
@@ -1196,7 +1195,7 @@ impl Shard {
                 }
             }
         }
-        self.received = got;
+        self.received = Some(got);
     }
 
     /// One datagram tunnel port `port` received on the shard's socket `fd`, after it

@@ -97,6 +97,12 @@ pub struct RemoteEnd {
     pub far: Option<std::net::SocketAddr>,
 }
 
+/// The port of the far end `r` of a tunnel, sending in direction `dir_out`, delivering
+/// to port `deliver_to`.
+fn tunnel_port(r: &RemoteEnd, dir_out: u8, deliver_to: u32) -> PortDev {
+    PortDev::Tunnel(Box::new(TunnelPort::new(r.link_id, r.payload, r.ipv6, r.far, dir_out, deliver_to)))
+}
+
 /// Shards an engine of `links` and `segments` runs on `cores` cores: what
 /// [`Engine::start`] uses, and so how many tunnel sockets it takes.
 pub fn shard_count(cores: usize, links: usize, segments: usize) -> usize {
@@ -327,7 +333,7 @@ impl Engine {
                 (_, Some(r)) => {
                     let side = r.side.min(1);
                     let mut kinds = [PortDev::Tap, PortDev::Tap];
-                    kinds[side] = PortDev::Tunnel(Box::new(TunnelPort::new(r, 1 - side as u8, ports[1 - side])));
+                    kinds[side] = tunnel_port(&r, 1 - side as u8, ports[1 - side]);
                     if let (Some(kt), Some(f)) = (tunneled, &fast) {
                         // The local end: as a link end in the plane, and what the other
                         // machine sends through the kernel goes to its node.
@@ -396,7 +402,7 @@ impl Engine {
                 fds.push(fd);
                 plane.push(match (&devs, remotes[i]) {
                     // The member's machine sends in direction 0 (egress), this one in 1.
-                    (_, Some(r)) => PortDev::Tunnel(Box::new(TunnelPort::new(r, 1, ports[i]))),
+                    (_, Some(r)) => tunnel_port(&r, 1, ports[i]),
                     (Some(d), None) => PortDev::Plane(PlanePort::new(d[i], Far::Bridge)),
                     (None, None) => PortDev::Tap,
                 });
@@ -408,7 +414,7 @@ impl Engine {
             for t in g.trunks {
                 let port = core.add_trunk(local, &t.members);
                 fds.push(None);
-                plane.push(PortDev::Tunnel(Box::new(TunnelPort::new(t.remote, 1, port))));
+                plane.push(tunnel_port(&t.remote, 1, port));
             }
             seg_ports.push(ports);
         }
@@ -418,7 +424,7 @@ impl Engine {
             let members: Vec<(u32, usize)> = t.members.iter().map(|&(m, k)| (m, link_place[k].1)).collect();
             let port = core.add_trunk_in(&members);
             fds.push(None);
-            plane.push(PortDev::Tunnel(Box::new(TunnelPort::new(t.remote, 0, port))));
+            plane.push(tunnel_port(&t.remote, 0, port));
         }
         let mut handles = Vec::new();
         let mut tunnel_sockets = tunnel_sockets;
