@@ -2,7 +2,7 @@
 //! automatic addresses, `/etc/hosts` and shortest-path static routes.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashSet};
+use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
@@ -219,9 +219,10 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
             node.ifaces.push(IfacePlan { name, mac, mtu, addrs: addrs[k].clone(), attach: Attach::Link(li) });
             refs[k] = EndpointRef { node: e.node, iface: idx };
         }
-        let name = l.name.clone().unwrap_or_else(|| format!("{}:{}", s.nodes[l.ends[0].node].name, s.nodes[l.ends[1].node].name));
+        let name = l.name.clone().unwrap_or_default();
         links.push(LinkPlan { name, a: refs[0], b: refs[1], forward: l.forward.clone(), reverse: l.reverse.clone(), weight: l.weight });
     }
+    default_link_names(&mut links, &s.links, |n| s.nodes[n].name.as_str());
     let mut segments = Vec::new();
     for (gi, g) in s.segments.iter().enumerate() {
         let mut members = Vec::new();
@@ -622,4 +623,27 @@ fn wireless_plan(w: &crate::parse::WirelessDef, seed: u64, gi: usize) -> crate::
         })
         .collect();
     crate::WirelessPlan { medium, tick_ns: w.tick_ns, radios, trace: w.trace.clone() }
+}
+
+/// Names for the links the scenario leaves unnamed: `A:B` (its nodes, in the order
+/// written) — or, where several unnamed links join the same two nodes, `A:B#1`, `A:B#2`,
+/// ... in the order written, so that each link has a name of its own and `A:B` alone
+/// names none of them (`Plan::find_link` then says which to pick). (An explicit name
+/// has neither ':' nor '#': it never takes a default one.)
+fn default_link_names<'a>(links: &mut [LinkPlan], defs: &[LinkDef], node_name: impl Fn(usize) -> &'a str) {
+    let pair = |d: &LinkDef| {
+        let (a, b) = (d.ends[0].node, d.ends[1].node);
+        (a.min(b), a.max(b))
+    };
+    let mut parallel: HashMap<(usize, usize), usize> = HashMap::new();
+    for d in defs.iter().filter(|d| d.name.is_none()) {
+        *parallel.entry(pair(d)).or_default() += 1;
+    }
+    let mut seen: HashMap<(usize, usize), usize> = HashMap::new();
+    for (l, d) in links.iter_mut().zip(defs).filter(|(_, d)| d.name.is_none()) {
+        let base = format!("{}:{}", node_name(d.ends[0].node), node_name(d.ends[1].node));
+        let k = seen.entry(pair(d)).or_default();
+        *k += 1;
+        l.name = if parallel[&pair(d)] > 1 { format!("{base}#{k}") } else { base };
+    }
 }

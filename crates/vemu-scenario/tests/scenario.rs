@@ -59,6 +59,27 @@ fn the_issue_example_plans() {
     assert_eq!(p.find_link("n3:n2").unwrap(), (1, true));
 }
 
+/// Two unnamed links between the same nodes are `a:b#1` and `a:b#2`, not both `a:b`
+/// (which made `vemu link set a:b` change the first without a word); `a:b` then asks
+/// which.
+#[test]
+fn parallel_links_get_names_of_their_own() {
+    let p = ok("
+nodes: {a: {}, b: {}, c: {}}
+links:
+  - {endpoints: [a, b]}
+  - {endpoints: [b, a], delay: 5ms}
+  - {endpoints: [b, c]}
+  - {endpoints: [a, b], name: uplink}
+");
+    let names: Vec<&str> = p.links.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(names, ["a:b#1", "b:a#2", "b:c", "uplink"]);
+    assert_eq!(p.find_link("b:a#2").unwrap(), (1, false));
+    assert_eq!(p.find_link("uplink").unwrap(), (3, false));
+    assert_eq!(p.find_link("b:c").unwrap(), (2, false));
+    assert_eq!(p.find_link("a:b").unwrap_err(), "3 links join 'a' and 'b'; name one of: a:b#1, b:a#2, uplink");
+}
+
 #[test]
 fn static_routes_honour_weights() {
     // Square a-b-c-d-a; the a-b link is expensive, so a reaches b's far subnet via d, c.
