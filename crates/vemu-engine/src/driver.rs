@@ -134,6 +134,9 @@ pub(crate) enum PortDev {
 pub(crate) struct TunnelPort {
     /// The far machine's socket (set once the machines exchanged their addresses).
     pub far: Option<SockAddr>,
+    /// The shard's first tunnel port to the same far socket, which probes the path for
+    /// both (`None`: this one probes); this port's path MTU and round trip follow it.
+    pub prober: Option<usize>,
     /// VNI of the frames sent, and of those taken.
     pub vni_out: u32,
     pub vni_in: u32,
@@ -169,6 +172,7 @@ impl TunnelPort {
     pub fn new(id: u32, payload: usize, ipv6: bool, far: Option<std::net::SocketAddr>, dir_out: u8, deliver_to: u32) -> TunnelPort {
         TunnelPort {
             far: far.map(|a| SockAddr::from(&a)),
+            prober: None,
             vni_out: tunnel::vni(id, dir_out),
             vni_in: tunnel::vni(id, 1 - dir_out),
             deliver_to,
@@ -500,6 +504,16 @@ impl ShardHandle {
                 // side sends (vni_in), answers to this side's probes (vni_out).
                 shard.tunnel_ports.insert(t.vni_in, port);
                 shard.tunnel_ports.insert(t.vni_out, port);
+            }
+        }
+        // One port probes each far socket: the path is the same for all its tunnels.
+        let mut probers: Vec<(SockAddr, usize)> = Vec::new();
+        for (port, d) in shard.devs.iter_mut().enumerate() {
+            let PortDev::Tunnel(t) = d else { continue };
+            let Some(far) = t.far else { continue };
+            match probers.iter().find(|(a, _)| a.same(&far)) {
+                Some(&(_, first)) => t.prober = Some(first),
+                None => probers.push((far, port)),
             }
         }
         if let Some(t) = &tunnel {
@@ -901,9 +915,15 @@ impl Shard {
                         let before = t.mtu.payload();
                         let ok = t.send(tunnel_fd, &tx.frame, tx.at_ns);
                         if t.mtu.payload() != before {
-                            // Fell back to the safe size: say so now, and take a kernel
-                            // tunnel that no longer fits off at once, not at the next round.
-                            self.core.set_path_payload(tx.port, t.mtu.payload() as u64);
+                            // Fell back to the safe size: say so now (for every tunnel of
+                            // that path), and take a kernel tunnel that no longer fits off
+                            // at once, not at the next round.
+                            let prober = t.prober.unwrap_or(tx.port as usize);
+                            if let Some(PortDev::Tunnel(p)) = self.devs.get_mut(prober) {
+                                p.mtu.too_big();
+                            }
+                            self.follow_prober(prober);
+                            self.core.set_path_payload(tx.port, before.min(tunnel::SAFE_PAYLOAD) as u64);
                             self.tunnels_changed = true;
                         }
                         self.core.on_written(&tx, ok);
@@ -1088,19 +1108,41 @@ impl Shard {
         unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), libc::EPOLL_CTL_DEL, fd, std::ptr::null_mut()) };
     }
 
-    /// Probe every tunnel: its round trip, the size of datagram in use and the larger
-    /// ones (see [`tunnel::PathMtu`]).
+    /// The tunnel ports that `prober` probes for take its path MTU and round trip (and
+    /// the core their datagram size and the underlay's one-way delay).
+    fn follow_prober(&mut self, prober: usize) {
+        let Some(PortDev::Tunnel(p)) = self.devs.get(prober) else { return };
+        let (mtu, rtt) = (p.mtu.clone(), p.min_rtt_ns);
+        for port in 0..self.devs.len() {
+            let Some(PortDev::Tunnel(t)) = self.devs.get_mut(port) else { continue };
+            if t.prober != Some(prober) {
+                continue;
+            }
+            if t.mtu.payload() != mtu.payload() {
+                self.core.set_path_payload(port as u32, mtu.payload() as u64);
+            }
+            if let Some(r) = rtt.filter(|&r| t.min_rtt_ns != Some(r)) {
+                self.core.set_transit(port as u32, r / 2);
+            }
+            (t.mtu, t.min_rtt_ns) = (mtu.clone(), rtt);
+        }
+    }
+
+    /// Probe every path to a far socket (one tunnel port each, the others follow it):
+    /// its round trip, the size of datagram in use and the larger ones (see
+    /// [`tunnel::PathMtu`]).
     fn probe_tunnels(&mut self, now: u64) {
         let fd = self.tunnel_fd();
         for port in 0..self.devs.len() {
             let Some(PortDev::Tunnel(t)) = self.devs.get_mut(port) else { continue };
-            let Some(far) = t.far else { continue };
+            let (Some(far), None) = (t.far, t.prober) else { continue };
             let before = t.mtu.payload();
             for size in t.mtu.round() {
                 send_datagram(fd, Some(&far), &tunnel::probe(t.vni_out, now, false, size));
             }
             if t.mtu.payload() != before {
                 self.core.set_path_payload(port as u32, t.mtu.payload() as u64);
+                self.follow_prober(port);
             }
         }
         self.probes += 1;
@@ -1208,14 +1250,20 @@ impl Shard {
                 send_datagram(fd, t.far.as_ref(), &tunnel::probe(t.vni_in, p.t_ns.saturating_add(held_ns), true, p.size));
             } else if p.answer && p.vni == t.vni_out {
                 let rtt = arrived.saturating_sub(p.t_ns);
+                let mut changed = false;
                 if t.min_rtt_ns.is_none_or(|m| rtt < m) {
                     t.min_rtt_ns = Some(rtt);
                     self.core.set_transit(port as u32, rtt / 2);
+                    changed = true;
                 }
                 // Datagrams of this size cross (larger ones: use them).
                 if t.mtu.answered(p.size) {
                     self.core.set_path_payload(port as u32, t.mtu.payload() as u64);
                     self.tunnels_changed = true;
+                    changed = true;
+                }
+                if changed {
+                    self.follow_prober(port);
                 }
             }
             return;

@@ -1109,8 +1109,8 @@ fn machines_on_an_ipv6_underlay_carry_links_through_the_engines_and_the_kernel()
     let up = m.up("x6", yaml);
     assert!(up.status.success(), "{}", text(&up));
     let status = || m.status("x6");
-    // (Both links are named n1:n2: the kernel carries the second.)
-    let kernel = |st: &serde_json::Value, i: usize| kernel_paths(&serde_json::json!({"links": [st["links"][i]]}), "n1:n2");
+    // (The links are n1:n2#1 and n1:n2#2: the kernel carries the second.)
+    let kernel = |st: &serde_json::Value, i: usize| kernel_paths(&serde_json::json!({"links": [st["links"][i]]}), &format!("n1:n2#{}", i + 1));
     eventually(10, "the second link through the kernel", || kernel(&status(), 1) == (true, true));
     let st = status();
     assert_eq!(kernel(&st, 0), (false, false));
@@ -1643,4 +1643,55 @@ fn the_helm_chart_installs_upgrades_and_uninstalls_on_a_real_api_server() {
     let o = k.kubectl(&["-n", "vemu", "get", "daemonset", "vemu-agent"], "");
     assert!(!o.status.success() && text(&o).contains("not found"), "{}", text(&o));
     k.must(&["get", "crd", "vemulabs.vemu.dev"], "");
+}
+
+/// The tunnels of a shard to one far socket share its path: one of them probes it (round
+/// trip, path MTU) and the others take its findings. Four links between two machines on
+/// this computer's shards: the probes on the underlay carry one VNI per pair of shard
+/// sockets (2 here), not one per link, and every direction still knows the underlay's
+/// delay and datagram size.
+#[test]
+fn links_to_one_machine_share_their_path_probes() {
+    let _g = serial();
+    let m = Machines::start("vs", 93, &["a", "b"]);
+    let yaml = "name: xs\naddressing: {ipv6: none}\nmachines: {a: 10.93.0.1, b: 10.93.0.2}\nnodes: {n1: {machine: a}, n2: {machine: b}}\nlinks:\n  - {endpoints: [n1, n2]}\n  - {endpoints: [n1, n2]}\n  - {endpoints: [n1, n2]}\n  - {endpoints: [n1, n2]}\n";
+    let o = m.up("xs", yaml);
+    assert!(o.status.success(), "{}", text(&o));
+    // Probes (VXLAN flags byte 8, then 1) machine a sends, for 2 s: their VNIs.
+    let dump = Command::new("ip")
+        .args(["netns", "exec", "vs-ul", "timeout", "2", "tcpdump", "-i", "vsu0", "-l", "-nn", "-x", "udp and src host 10.93.0.1 and udp[8] = 8 and udp[9] = 1"])
+        .output()
+        .unwrap();
+    let mut vnis = std::collections::BTreeSet::new();
+    let mut bytes: Vec<u8> = Vec::new();
+    let mut flush = |bytes: &mut Vec<u8>| {
+        // IPv4 header (20), UDP (8), then VXLAN: the VNI in its bytes 4-6.
+        if bytes.len() >= 35 {
+            vnis.insert(u32::from_be_bytes([0, bytes[32], bytes[33], bytes[34]]));
+        }
+        bytes.clear();
+    };
+    for line in String::from_utf8_lossy(&dump.stdout).lines() {
+        match line.trim_start().strip_prefix("0x") {
+            Some(rest) => bytes.extend(rest.split_whitespace().skip(1).flat_map(|w| (0..w.len() / 2).map(move |i| u8::from_str_radix(&w[2 * i..2 * i + 2], 16).unwrap()))),
+            None => flush(&mut bytes),
+        }
+    }
+    flush(&mut bytes);
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    assert_eq!(vnis.len(), cores.min(4), "probe VNIs from machine a: {vnis:?} ({cores} cores): {}", String::from_utf8_lossy(&dump.stdout).lines().take(20).collect::<Vec<_>>().join("\n"));
+    let st = m.status("xs");
+    for l in st["links"].as_array().unwrap() {
+        for dir in ["forward", "reverse"] {
+            let s = &l[dir]["stats"];
+            assert!(s["transit_ns"].as_u64().unwrap_or(0) > 0 && s["path_payload_bytes"].as_u64().unwrap_or(0) >= 1472, "{} {dir}: {s}", l["name"]);
+        }
+    }
+    // And the links carry traffic, each its own.
+    for k in 0..4 {
+        let ip = st["nodes"].as_array().unwrap().iter().find(|n| n["name"] == "n2").unwrap()["ifaces"][k]["addrs"][0].as_str().unwrap().split('/').next().unwrap().to_string();
+        let o = m.exec(0, "xs", "n1", &["ping", "-c", "2", "-i", "0.2", "-W", "2", "-s", "1472", &ip]);
+        assert_eq!(parse_ping(&text(&o)).1, 2, "link {k}: {}", text(&o));
+    }
+    m.down_leaving_nothing("xs");
 }
