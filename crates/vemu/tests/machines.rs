@@ -1011,11 +1011,7 @@ fn unimpaired_links_between_machines_take_the_kernels_tunnel_where_the_underlay_
     std::thread::sleep(Duration::from_millis(300));
     let _ = Command::new("kill").arg(dump.id().to_string()).status();
     let seen = String::from_utf8_lossy(&dump.wait_with_output().unwrap().stdout).to_string();
-    let port = {
-        // (vemu_host::vxlan_port of the lab's name)
-        let h = "xk9".bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
-        14800 + (h % 1000) as u16
-    };
+    let port = vemu_host::vxlan_port("xk9");
     let vxlan = seen.lines().filter(|l| l.contains(&format!(".{port}: "))).count();
     assert!(vxlan > 100, "{vxlan} VXLAN datagrams to port {port} on the underlay: {}", seen.lines().take(20).collect::<Vec<_>>().join("\n"));
     // A delay set one way: that way through the engine (which takes the underlay's
@@ -1130,10 +1126,7 @@ fn machines_on_an_ipv6_underlay_carry_links_through_the_engines_and_the_kernel()
     std::thread::sleep(Duration::from_millis(300));
     let _ = Command::new("kill").arg(dump.id().to_string()).status();
     let seen = String::from_utf8_lossy(&dump.wait_with_output().unwrap().stdout).to_string();
-    let port = {
-        let h = "x6".bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
-        14800 + (h % 1000) as u16
-    };
+    let port = vemu_host::vxlan_port("x6");
     let vxlan = seen.lines().filter(|l| l.contains(&format!(".{port}: "))).count();
     assert!(vxlan > 100, "{vxlan} VXLAN datagrams over IPv6 to port {port}: {}", seen.lines().take(10).collect::<Vec<_>>().join("\n"));
     let st = status();
