@@ -17,6 +17,7 @@ use crate::clock::LabClock;
 use crate::core::{Applied, Command, Core, Event, Frame, Path, RadioSnapshot, Shape, Transmit};
 use crate::gso::VNET_HDR_LEN;
 use crate::gso;
+use nix::sys::socket::SockaddrLike;
 use crate::schedule::{self, Priority, Schedule};
 use crate::tunnel;
 use vemu_fastpath::{Bucket, FastPath, Route};
@@ -171,7 +172,7 @@ impl TunnelPort {
     /// over IPv6).
     pub fn new(id: u32, payload: usize, ipv6: bool, far: Option<std::net::SocketAddr>, dir_out: u8, deliver_to: u32) -> TunnelPort {
         TunnelPort {
-            far: far.map(|a| SockAddr::from(&a)),
+            far: far.map(SockAddr::from),
             prober: None,
             vni_out: tunnel::vni(id, dir_out),
             vni_in: tunnel::vni(id, 1 - dir_out),
@@ -208,58 +209,8 @@ impl TunnelPort {
     }
 }
 
-/// A socket address as the kernel takes it (`sockaddr_in` or `sockaddr_in6`).
-#[derive(Clone, Copy)]
-pub(crate) struct SockAddr {
-    storage: libc::sockaddr_storage,
-    len: libc::socklen_t,
-}
-
-impl From<&std::net::SocketAddr> for SockAddr {
-    fn from(a: &std::net::SocketAddr) -> SockAddr {
-        // SAFETY: sockaddr_storage is plain data, large enough for either family, and
-        // aligned for both; each branch writes its own family's structure into it.
-        let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-        let len = match a {
-            std::net::SocketAddr::V4(v4) => {
-                let sin = libc::sockaddr_in { sin_family: libc::AF_INET as u16, sin_port: v4.port().to_be(), sin_addr: libc::in_addr { s_addr: u32::from_ne_bytes(v4.ip().octets()) }, sin_zero: [0; 8] };
-                unsafe { std::ptr::write((&mut storage as *mut libc::sockaddr_storage).cast(), sin) };
-                std::mem::size_of::<libc::sockaddr_in>()
-            }
-            std::net::SocketAddr::V6(v6) => {
-                let sin6 = libc::sockaddr_in6 { sin6_family: libc::AF_INET6 as u16, sin6_port: v6.port().to_be(), sin6_flowinfo: v6.flowinfo(), sin6_addr: libc::in6_addr { s6_addr: v6.ip().octets() }, sin6_scope_id: v6.scope_id() };
-                unsafe { std::ptr::write((&mut storage as *mut libc::sockaddr_storage).cast(), sin6) };
-                std::mem::size_of::<libc::sockaddr_in6>()
-            }
-        };
-        SockAddr { storage, len: len as libc::socklen_t }
-    }
-}
-
-impl SockAddr {
-    /// The address the kernel wrote (`None`: neither IPv4 nor IPv6).
-    fn to_std(&self) -> Option<std::net::SocketAddr> {
-        // SAFETY: reading the structure of the family the kernel wrote.
-        unsafe {
-            match self.storage.ss_family as i32 {
-                libc::AF_INET => {
-                    let sin: libc::sockaddr_in = std::ptr::read((&self.storage as *const libc::sockaddr_storage).cast());
-                    Some(std::net::SocketAddr::from((sin.sin_addr.s_addr.to_ne_bytes(), u16::from_be(sin.sin_port))))
-                }
-                libc::AF_INET6 => {
-                    let sin6: libc::sockaddr_in6 = std::ptr::read((&self.storage as *const libc::sockaddr_storage).cast());
-                    Some(std::net::SocketAddr::V6(std::net::SocketAddrV6::new(sin6.sin6_addr.s6_addr.into(), u16::from_be(sin6.sin6_port), sin6.sin6_flowinfo, sin6.sin6_scope_id)))
-                }
-                _ => None,
-            }
-        }
-    }
-
-    /// Whether it is the same address as `other` (family, address and port).
-    fn same(&self, other: &SockAddr) -> bool {
-        self.to_std().is_some() && self.to_std() == other.to_std()
-    }
-}
+/// A socket address as the kernel takes it (`sockaddr_in` or `sockaddr_in6`): nix's.
+type SockAddr = nix::sys::socket::SockaddrStorage;
 
 /// `UDP_SEGMENT` (linux/udp.h), which the libc crate has only for some C libraries.
 const UDP_SEGMENT: libc::c_int = 103;
@@ -319,8 +270,8 @@ fn send_segmented(fd: RawFd, to: Option<&SockAddr>, buf: &[u8], seg: u16) -> std
     // SAFETY: msghdr is plain data; the pointers set below outlive the call.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     if let Some(to) = to {
-        msg.msg_name = (&to.storage as *const libc::sockaddr_storage) as *mut libc::c_void;
-        msg.msg_namelen = to.len;
+        msg.msg_name = to.as_ptr() as *mut libc::c_void;
+        msg.msg_namelen = to.len();
     }
     msg.msg_iov = &mut iov;
     msg.msg_iovlen = 1;
@@ -355,13 +306,22 @@ pub(crate) struct Received {
     bufs: Vec<Vec<u8>>,
     len: Vec<usize>,
     held_ns: Vec<u64>,
-    /// Where each came from.
-    from: Vec<SockAddr>,
+    /// Where each came from, as the kernel wrote it, and its length.
+    names: Vec<libc::sockaddr_storage>,
+    name_len: Vec<libc::socklen_t>,
 }
 
 impl Received {
     fn new() -> Received {
-        Received { bufs: Vec::new(), len: vec![0; RECV_BATCH], held_ns: vec![0; RECV_BATCH], from: vec![SockAddr::from(&std::net::SocketAddr::from(([0, 0, 0, 0], 0))); RECV_BATCH] }
+        // SAFETY: sockaddr_storage is plain data.
+        let name: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        Received { bufs: Vec::new(), len: vec![0; RECV_BATCH], held_ns: vec![0; RECV_BATCH], names: vec![name; RECV_BATCH], name_len: vec![0; RECV_BATCH] }
+    }
+
+    /// Where datagram `i` came from.
+    fn from(&self, i: usize) -> Option<SockAddr> {
+        // SAFETY: the address the kernel wrote, of the length it said (checked by nix).
+        unsafe { SockAddr::from_raw((&self.names[i] as *const libc::sockaddr_storage).cast(), Some(self.name_len[i])) }
     }
 }
 
@@ -376,12 +336,12 @@ fn recv_batch(fd: RawFd, r: &mut Received) -> Option<usize> {
     // (On the stack: this runs at every wake-up of a shard with tunnels.)
     let mut iovs: [libc::iovec; RECV_BATCH] = std::array::from_fn(|i| libc::iovec { iov_base: r.bufs[i].as_mut_ptr().cast(), iov_len: r.bufs[i].len() });
     let mut controls = [[0u64; 8]; RECV_BATCH];
-    let from = r.from.as_mut_ptr();
+    let names = r.names.as_mut_ptr();
     // SAFETY: mmsghdr is plain data; each points at its own address, iovec and control
-    // buffer, which outlive the call (`from` has RECV_BATCH entries).
+    // buffer, which outlive the call (`names` has RECV_BATCH entries).
     let mut msgs: [libc::mmsghdr; RECV_BATCH] = std::array::from_fn(|i| {
         let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
-        m.msg_hdr.msg_name = unsafe { std::ptr::addr_of_mut!((*from.add(i)).storage) }.cast();
+        m.msg_hdr.msg_name = unsafe { names.add(i) }.cast();
         m.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
         m.msg_hdr.msg_iov = &mut iovs[i];
         m.msg_hdr.msg_iovlen = 1;
@@ -403,7 +363,7 @@ fn recv_batch(fd: RawFd, r: &mut Received) -> Option<usize> {
     let ns = |t: &libc::timespec| t.tv_sec as i128 * 1_000_000_000 + t.tv_nsec as i128;
     for (i, m) in msgs.iter().take(n as usize).enumerate() {
         r.len[i] = m.msg_len as usize;
-        r.from[i].len = m.msg_hdr.msg_namelen;
+        r.name_len[i] = m.msg_hdr.msg_namelen;
         r.held_ns[i] = 0;
         // SAFETY: walking the control messages the kernel wrote into this message's buffer.
         unsafe {
@@ -426,7 +386,7 @@ fn recv_batch(fd: RawFd, r: &mut Received) -> Option<usize> {
 fn send_datagram(fd: RawFd, to: Option<&SockAddr>, d: &[u8]) -> bool {
     // SAFETY: sending bytes we hold on a descriptor we own, to an address we built.
     let n = match to {
-        Some(to) => unsafe { libc::sendto(fd, d.as_ptr().cast(), d.len(), libc::MSG_DONTWAIT, (&to.storage as *const libc::sockaddr_storage).cast(), to.len) },
+        Some(to) => unsafe { libc::sendto(fd, d.as_ptr().cast(), d.len(), libc::MSG_DONTWAIT, to.as_ptr(), to.len()) },
         None => unsafe { libc::send(fd, d.as_ptr().cast(), d.len(), libc::MSG_DONTWAIT) },
     };
     n == d.len() as isize
@@ -511,7 +471,7 @@ impl ShardHandle {
         for (port, d) in shard.devs.iter_mut().enumerate() {
             let PortDev::Tunnel(t) = d else { continue };
             let Some(far) = t.far else { continue };
-            match probers.iter().find(|(a, _)| a.same(&far)) {
+            match probers.iter().find(|(a, _)| *a == far) {
                 Some(&(_, first)) => t.prober = Some(first),
                 None => probers.push((far, port)),
             }
@@ -1231,7 +1191,7 @@ impl Shard {
             for i in 0..n {
                 let d = &got.bufs[i][..got.len[i]];
                 let Some(&port) = tunnel::vni_of(d).and_then(|v| self.tunnel_ports.get(&v)) else { continue };
-                let from_far = matches!(self.devs.get(port), Some(PortDev::Tunnel(t)) if t.far.is_some_and(|f| f.same(&got.from[i])));
+                let from_far = matches!(self.devs.get(port), Some(PortDev::Tunnel(t)) if t.far.is_some() && t.far == got.from(i));
                 if from_far {
                     self.tunnel_datagram(port, fd, d, got.held_ns[i]);
                 }
@@ -1417,9 +1377,8 @@ mod tests {
     fn datagrams_go_where_told_and_say_where_they_came_from() {
         for any in ["127.0.0.1:0", "[::1]:0"] {
             let (a, b, c) = (std::net::UdpSocket::bind(any).unwrap(), std::net::UdpSocket::bind(any).unwrap(), std::net::UdpSocket::bind(any).unwrap());
-            let to_b = SockAddr::from(&b.local_addr().unwrap());
-            assert_eq!(to_b.to_std(), Some(b.local_addr().unwrap()));
-            assert!(to_b.same(&SockAddr::from(&b.local_addr().unwrap())) && !to_b.same(&SockAddr::from(&c.local_addr().unwrap())));
+            let to_b = SockAddr::from(b.local_addr().unwrap());
+            assert!(to_b == SockAddr::from(b.local_addr().unwrap()) && to_b != SockAddr::from(c.local_addr().unwrap()));
             let mut ds = Vec::new();
             tunnel::encode(&[0u8; VNET_HDR_LEN + 3000], tunnel::Meta { vni: 3, seq: 0, departure_ns: 0 }, 1472, &mut ds);
             let (mut buf, mut on) = (Vec::new(), true);
@@ -1428,9 +1387,9 @@ mod tests {
             let mut r = Received::new();
             let mut got = Vec::new();
             while let Some(n) = recv_batch(b.as_raw_fd(), &mut r) {
-                got.extend((0..n).map(|i| (r.bufs[i][..r.len[i]].to_vec(), r.from[i].to_std())));
+                got.extend((0..n).map(|i| (r.bufs[i][..r.len[i]].to_vec(), r.from(i))));
             }
-            let want: Vec<_> = ds.iter().map(|d| (d.clone(), Some(a.local_addr().unwrap()))).chain([(b"from c".to_vec(), Some(c.local_addr().unwrap()))]).collect();
+            let want: Vec<_> = ds.iter().map(|d| (d.clone(), Some(SockAddr::from(a.local_addr().unwrap())))).chain([(b"from c".to_vec(), Some(SockAddr::from(c.local_addr().unwrap())))]).collect();
             assert_eq!(got, want, "{any}");
             assert_eq!(tunnel::vni_of(&got[0].0), Some(3));
         }
