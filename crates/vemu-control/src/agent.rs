@@ -234,6 +234,7 @@ async fn require_token(State(agent): State<Arc<Agent>>, req: Request, next: Next
     let given = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
     if let (Some(b), Some(given)) = (binding, given) {
         if b.check(&agent.token, Role::Controller, given) {
+            crate::api::Proof::proven(&req);
             let mut r = next.run(req).await;
             if let Ok(v) = b.proof(&agent.token, Role::Agent).parse() {
                 r.headers_mut().insert(PROOF_HEADER, v);

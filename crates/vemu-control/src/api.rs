@@ -24,9 +24,11 @@ use tokio::sync::{broadcast, oneshot};
 use vemu_host::LabPaths;
 
 use crate::error::LabError;
+use admission::Admission;
 use crate::lab::{Controller, StopRequest};
 use crate::LockExt;
 
+pub(crate) mod admission;
 pub(crate) mod exec;
 pub(crate) mod log;
 pub(crate) mod shell;
@@ -103,10 +105,10 @@ pub(crate) fn body_of(rx: tokio::sync::mpsc::Receiver<Result<Bytes, Infallible>>
 }
 
 /// Accept a TCP connection, with Nagle off (answers are small and awaited).
-pub(crate) async fn accept_nodelay(l: &tokio::net::TcpListener) -> std::io::Result<tokio::net::TcpStream> {
-    let (s, _) = l.accept().await?;
+pub(crate) async fn accept_nodelay(l: &tokio::net::TcpListener) -> std::io::Result<(tokio::net::TcpStream, Option<std::net::IpAddr>)> {
+    let (s, from) = l.accept().await?;
     let _ = s.set_nodelay(true);
-    Ok(s)
+    Ok((s, Some(from.ip().to_canonical())))
 }
 
 /// Run blocking controller work off the async threads.
@@ -560,6 +562,9 @@ async fn require_access(State(app): State<Arc<App>>, req: Request, next: Next) -
         None => req.uri().path() == "/ui/login",
     };
     if allowed {
+        if how.is_some() {
+            Proof::proven(&req);
+        }
         return next.run(req).await;
     }
     if how == Some(false) {
@@ -635,23 +640,29 @@ async fn bounded_body(req: Request, next: Next) -> Response {
 /// handshake), at most `max` at once (more are closed as they come), each closed if it
 /// sends no request head within [`limits::HEADER_TIMEOUT`]. Returns when `stop` fires,
 /// after the requests in flight are answered (at most 5 s).
+///
+/// `accept` gives each connection's source address where it has one (TCP): such a
+/// connection is unproven until a request's [`Proof`] says it carried a valid proof,
+/// and held to [`admission`]'s rules meanwhile; one without (the root-only Unix socket)
+/// counts as proven.
 pub(crate) async fn serve_connections<S, F, I, P>(mut accept: impl FnMut() -> F, prepare: impl Fn(S) -> P + Clone + Send + 'static, max: usize, stop: oneshot::Receiver<()>)
 where
     S: Send + 'static,
-    F: std::future::Future<Output = std::io::Result<S>>,
+    F: std::future::Future<Output = std::io::Result<(S, Option<std::net::IpAddr>)>>,
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     P: std::future::Future<Output = Option<(I, Router)>> + Send + 'static,
 {
     let slots = Arc::new(tokio::sync::Semaphore::new(max));
+    let unproven: Arc<Mutex<Admission<Arc<tokio::sync::Notify>>>> = Arc::default();
     // Connections watch this: `true` asks them to finish; it is closed once they all have.
     let (closing, watch) = tokio::sync::watch::channel(false);
     tokio::pin!(stop);
     loop {
-        let stream = tokio::select! {
+        let accepted = tokio::select! {
             _ = &mut stop => break,
             s = accept() => s,
         };
-        let stream = match stream {
+        let (stream, source) = match accepted {
             Ok(s) => s,
             Err(_) => {
                 // Out of descriptors (EMFILE) or a connection reset before accept: wait a
@@ -664,27 +675,69 @@ where
             drop(stream);
             continue;
         };
-        let (prepare, mut watch) = (prepare.clone(), watch.clone());
-        tokio::spawn(async move {
-            let Some((io, router)) = prepare(stream).await else { return };
-            let service = hyper_util::service::TowerToHyperService::new(router);
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(limits::HEADER_TIMEOUT)
-                .serve_connection(hyper_util::rt::TokioIo::new(io), service)
-                .with_upgrades();
-            tokio::pin!(conn);
-            tokio::select! {
-                _ = conn.as_mut() => return,
-                _ = watch.wait_for(|c| *c) => conn.as_mut().graceful_shutdown(),
+        // An unproven connection: its number, what pushes it out, what says it proved itself.
+        let ticket = match source {
+            None => None,
+            Some(ip) => {
+                let out = Arc::new(tokio::sync::Notify::new());
+                let kept = unproven.locked().admit(Some(ip), out.clone());
+                if let Some(e) = kept.evicted {
+                    e.notify_one();
+                }
+                Some((kept.id, out, Arc::new(tokio::sync::Notify::new())))
             }
-            let _ = conn.await;
-            drop(slot);
+        };
+        let proof = Proof(ticket.as_ref().map(|(id, _, proven)| (*id, unproven.clone(), proven.clone())));
+        let (prepare, mut watch, unproven) = (prepare.clone(), watch.clone(), unproven.clone());
+        tokio::spawn(async move {
+            let _slot = slot;
+            let serve = async move {
+                let Some((io, router)) = prepare(stream).await else { return };
+                let service = hyper_util::service::TowerToHyperService::new(router.layer(axum::Extension(proof)));
+                let conn = hyper::server::conn::http1::Builder::new()
+                    .timer(hyper_util::rt::TokioTimer::new())
+                    .header_read_timeout(limits::HEADER_TIMEOUT)
+                    .serve_connection(hyper_util::rt::TokioIo::new(io), service)
+                    .with_upgrades();
+                tokio::pin!(conn);
+                tokio::select! {
+                    _ = conn.as_mut() => return,
+                    _ = watch.wait_for(|c| *c) => conn.as_mut().graceful_shutdown(),
+                }
+                let _ = conn.await;
+            };
+            let Some((id, out, proven)) = ticket else { return serve.await };
+            // Until it proves itself: closed when pushed out or too late.
+            tokio::pin!(serve);
+            tokio::select! {
+                _ = &mut serve => {}
+                _ = proven.notified() => serve.await,
+                _ = out.notified() => {}
+                _ = tokio::time::sleep(admission::PROOF_TIMEOUT) => {}
+            }
+            unproven.locked().remove(id);
         });
     }
     drop(watch);
     let _ = closing.send(true);
     let _ = tokio::time::timeout(Duration::from_secs(5), closing.closed()).await;
+}
+
+/// In each request's extensions: what the access check calls once the request carried
+/// a valid proof (token, web session), so that its connection no longer counts as
+/// unproven ([`admission`]). Nothing for connections that need none.
+#[derive(Clone)]
+pub(crate) struct Proof(Option<(u64, Arc<Mutex<Admission<Arc<tokio::sync::Notify>>>>, Arc<tokio::sync::Notify>)>);
+
+impl Proof {
+    /// The request that carries this proved itself.
+    pub(crate) fn proven(req: &Request) {
+        if let Some(Proof(Some((id, unproven, proven)))) = req.extensions().get::<Proof>() {
+            if unproven.locked().remove(*id).is_some() {
+                proven.notify_one();
+            }
+        }
+    }
 }
 
 /// Serve the API on the Unix socket and, if given, the TCP listener with its token.
@@ -703,7 +756,7 @@ pub fn serve(
     let unix = Arc::new(unix);
     servers.tasks.push(rt.spawn(serve_connections(move || {
         let l = unix.clone();
-        async move { l.accept().await.map(|(s, _)| s) }
+        async move { l.accept().await.map(|(s, _)| (s, None)) }
     }, move |s| std::future::ready(Some((s, r.clone()))), limits::MAX_UNIX_CONNECTIONS, rx)));
     servers.stop.push(tx);
     if let Some((listener, token)) = tcp {

@@ -123,3 +123,27 @@ fn half_sent_requests_cannot_lock_the_api_out() {
     c.read_to_string(&mut a).unwrap();
     assert!(a.starts_with("HTTP/1.1 200"), "{a}");
 }
+
+/// Idle connections (a local user's, no request) beyond the TCP allowance cannot keep
+/// the web interface's or the API's own clients out (issue 39): a new connection that
+/// proves itself is answered while they are held.
+#[test]
+fn idle_connections_cannot_lock_the_tcp_api_out() {
+    let _g = serial();
+    let path = write_scenario("t-idle", &YAML.replace("t-api", "t-idle"));
+    let o = vemu(&["up", path.to_str().unwrap(), "--api", "127.0.0.1:0"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let _lab = Lab { name: "t-idle".into() };
+    let addr = std::fs::read_to_string("/run/vemu/t-idle/api-address").unwrap().trim().to_string();
+    let token = std::fs::read_to_string("/run/vemu/t-idle/api-token").unwrap().trim().to_string();
+    let idle: Vec<TcpStream> = (0..260).map(|_| TcpStream::connect(&addr).unwrap()).collect();
+    for _ in 0..3 {
+        let mut c = TcpStream::connect(&addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(4))).unwrap();
+        write!(c, "GET /v1/lab HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n").unwrap();
+        let mut a = String::new();
+        let _ = c.read_to_string(&mut a);
+        assert!(a.starts_with("HTTP/1.1 200"), "with 260 idle connections held: {a:?}");
+    }
+    drop(idle);
+}
