@@ -321,8 +321,9 @@ impl Cluster {
         self.health.lost[m].load(Ordering::Relaxed)
     }
 
-    /// Ask every machine not lost, every [`HEARTBEAT`], whether it still holds its share
-    /// (which renews its lease); [`MISSED_HEARTBEATS`] unanswered in a row make it lost.
+    /// Ask every machine, every [`HEARTBEAT`], whether it still holds its share (which
+    /// renews its lease); [`MISSED_HEARTBEATS`] unanswered in a row make it lost, an
+    /// answer from a lost one makes it rejoin (not once its agent said it holds no share).
     /// Each answer says what the machine's lab clock read: a sample of its offset from
     /// `clock`, the controller's ([`crate::clock_sync`]).
     fn start_heartbeats(&mut self, clock: LabClock) -> Result<()> {
@@ -331,6 +332,8 @@ impl Cluster {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         let t = std::thread::Builder::new().name("vemu-heartbeat".into()).spawn(move || {
             let mut missed = vec![0u32; routes.len()];
+            // Machines whose agent said it holds no share (it restarted): never back.
+            let mut gone = vec![false; routes.len()];
             // The version of the controller's state each agent has.
             let mut has = vec![0u64; routes.len()];
             let mut next = std::time::Instant::now();
@@ -368,7 +371,12 @@ impl Cluster {
                 if let Some(s) = hand_on.filter(|_| (0..routes.len()).any(|m| has[m] < version)) {
                     (last_state, gap) = (now, state_gap(s.len()));
                 }
-                let asked = |m: usize| !health.lost[m].load(Ordering::Relaxed) && (regular || (has[m] < version && !routes[m].suspect.load(Ordering::Relaxed)));
+                // (Lost machines too, at each heartbeat, unless their agent said it holds
+                // no share: one that answers again rejoins.)
+                let asked = |m: usize| match health.lost[m].load(Ordering::Relaxed) {
+                    true => regular && !gone[m],
+                    false => regular || (has[m] < version && !routes[m].suspect.load(Ordering::Relaxed)),
+                };
                 let asks = routes.iter().enumerate().filter(|(m, _)| asked(*m)).map(|(m, r)| {
                     let path = format!("/v1/agent/labs/{lab}/lease");
                     // With the controller's state, if the agent's is older.
@@ -393,9 +401,16 @@ impl Cluster {
                         continue;
                     }
                     routes[m].suspect.store(!answered, Ordering::Relaxed);
+                    let was_lost = health.lost[m].load(Ordering::Relaxed);
                     match answer {
                         Ok(Ok((status, body, sent_ns, received_ns))) if status.is_success() => {
                             missed[m] = 0;
+                            if was_lost {
+                                // (The controller's state goes to it again.)
+                                eprintln!("vemu: {}: answers again", routes[m].what());
+                                has[m] = 0;
+                                health.lost[m].store(false, Ordering::Relaxed);
+                            }
                             if hand_on.is_some() {
                                 has[m] = version;
                             }
@@ -412,10 +427,11 @@ impl Cluster {
                             // held). Gone at once.
                             eprintln!("vemu: {}: {}", routes[m].what(), crate::error::error_message(&body).unwrap_or_else(|| format!("HTTP {status}")));
                             health.lost[m].store(true, Ordering::Relaxed);
+                            gone[m] = true;
                         }
                         _ => {
                             missed[m] += 1;
-                            if missed[m] >= MISSED_HEARTBEATS {
+                            if missed[m] >= MISSED_HEARTBEATS && !was_lost {
                                 eprintln!("vemu: {}: no answer to {MISSED_HEARTBEATS} heartbeats in a row: lost", routes[m].what());
                                 health.lost[m].store(true, Ordering::Relaxed);
                             }

@@ -243,7 +243,7 @@ fn serve_lab(plan: Plan, options: ApiOptions, resume: Option<Saved>, name: &mut 
         })
         .transpose()
         .context("writing positions.csv")?;
-    let ctl = Arc::new(Mutex::new(Controller { plan: plan.clone(), worker, links, members, stopped, clock, realtime_epoch_ns, events, movers, positions_log, flows: Vec::new(), flows_asked: 0, records_copied: Default::default(), watch: Default::default(), lost: vec![false; plan.machines.len()], usage: None, timeline_fired: 0, api_tcp: options.tcp }));
+    let ctl = Arc::new(Mutex::new(Controller { plan: plan.clone(), worker, links, members, stopped, clock, realtime_epoch_ns, events, movers, positions_log, flows: Vec::new(), flows_asked: 0, records_copied: Default::default(), watch: Default::default(), lost: vec![false; plan.machines.len()], lost_took: Vec::new(), usage: None, timeline_fired: 0, api_tcp: options.tcp }));
     let timeline_skip = match resume {
         Some(saved) => {
             let mut c = ctl.locked();

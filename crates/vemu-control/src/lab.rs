@@ -83,6 +83,9 @@ pub struct Controller {
     pub(crate) watch: crate::fidelity::Watch,
     /// Machines lost (their agents stopped answering), by number in the plan.
     pub(crate) lost: Vec<bool>,
+    /// The links and ports a machine's loss took down (machine, target): up again if it
+    /// rejoins.
+    pub(crate) lost_took: Vec<(usize, Target)>,
     /// The nodes' use as last read (lab ns, per node): the event stream reads it at most
     /// once a second (a read is two files per node).
     pub(crate) usage: Option<(u64, Vec<vemu_host::cgroup::Usage>)>,
@@ -159,45 +162,99 @@ impl Controller {
         self.lost.get(m).copied().unwrap_or(false)
     }
 
+    /// The links and segment ports between machine `m` and the others.
+    fn crossing(&self, m: usize) -> Vec<Target> {
+        let mut out = Vec::new();
+        for (l, lp) in self.plan.links.iter().enumerate() {
+            let (ma, mb) = (self.plan.nodes[lp.a.node].machine, self.plan.nodes[lp.b.node].machine);
+            if ma != mb && (ma == m || mb == m) {
+                out.push(Target::Link(l));
+            }
+        }
+        for g in 0..self.plan.segments.len() {
+            let at = self.plan.segment_machine(g);
+            for (k, member) in self.plan.segments[g].members.iter().enumerate() {
+                let mk = self.plan.nodes[member.end.node].machine;
+                if mk != at && (mk == m || at == m) {
+                    out.push(Target::Member(g, k));
+                }
+            }
+        }
+        out
+    }
+
+    /// A link's or port's name for people.
+    fn target_name(&self, t: Target) -> String {
+        match t {
+            Target::Link(l) => self.plan.links[l].name.clone(),
+            Target::Member(g, k) => format!("{} ({})", self.plan.segments[g].name, self.plan.endpoint_name(self.plan.segments[g].members[k].end)),
+        }
+    }
+
     /// Machines the worker found lost since the last look: the links between them and
     /// the others go down (carrier drops on the surviving ends, as when a cable is
     /// pulled: routing reacts), their nodes are marked lost, and an event says so. The
-    /// rest runs on.
+    /// rest runs on. Lost machines whose agents answer again rejoin ([`Controller::rejoin`]).
     pub(crate) fn check_machines(&mut self) {
-        for m in self.worker.lost_machines() {
-            let Some(machine) = self.plan.machines.get(m).filter(|_| !self.lost[m]) else { continue };
+        let lost_now = self.worker.lost_machines();
+        for m in 0..self.lost.len() {
+            if self.lost[m] && !lost_now.contains(&m) {
+                self.rejoin(m);
+            }
+        }
+        for m in lost_now {
+            let Some(machine) = self.plan.machines.get(m).filter(|_| !self.lost[m]).cloned() else { continue };
             self.lost[m] = true;
             let nodes: Vec<String> = self.plan.nodes.iter().filter(|n| n.machine == m).map(|n| n.name.clone()).collect();
             let mut links = Vec::new();
-            for (l, lp) in self.plan.links.iter().enumerate() {
-                let (ma, mb) = (self.plan.nodes[lp.a.node].machine, self.plan.nodes[lp.b.node].machine);
-                if ma != mb && (ma == m || mb == m) && self.links[l].up {
-                    self.links[l].up = false;
-                    if let Err(e) = call(self.worker.as_mut(), WorkerRequest::SetUp { target: Target::Link(l), up: false }) {
-                        eprintln!("vemu: taking link '{}' down: {e}", lp.name);
-                    }
-                    links.push(lp.name.clone());
+            for t in self.crossing(m) {
+                if !self.state(t).up {
+                    continue;
                 }
-            }
-            // The ports of segments that span machines, between the lost one and another.
-            for g in 0..self.plan.segments.len() {
-                let at = self.plan.segment_machine(g);
-                for k in 0..self.plan.segments[g].members.len() {
-                    let mk = self.plan.nodes[self.plan.segments[g].members[k].end.node].machine;
-                    if mk != at && (mk == m || at == m) && self.members[g][k].up {
-                        self.members[g][k].up = false;
-                        if let Err(e) = call(self.worker.as_mut(), WorkerRequest::SetUp { target: Target::Member(g, k), up: false }) {
-                            eprintln!("vemu: taking a port of segment '{}' down: {e}", self.plan.segments[g].name);
-                        }
-                        links.push(format!("{} ({})", self.plan.segments[g].name, self.plan.endpoint_name(self.plan.segments[g].members[k].end)));
-                    }
+                self.state(t).up = false;
+                self.lost_took.push((m, t));
+                if let Err(e) = call(self.worker.as_mut(), WorkerRequest::SetUp { target: t, up: false }) {
+                    eprintln!("vemu: taking '{}' down: {e}", self.target_name(t));
                 }
+                links.push(self.target_name(t));
             }
             let reason = format!("its agent ({}) stopped answering the controller's heartbeats or lost its share", machine.address);
             eprintln!("vemu: machine '{}' is lost: {reason}; {} nodes lost, links down: {}", machine.name, nodes.len(), links.join(", "));
             self.emit(json!({"type": "machine-lost", "machine": machine.name, "reason": reason, "nodes": nodes, "links": links}));
             self.save();
         }
+    }
+
+    /// Machine `m`, lost, answers again with its share: every link and port between it
+    /// and the others gets its settings of now (changes made meanwhile did not reach
+    /// it), those its loss took down come up again, and an event says so. (Its nodes
+    /// ran on; what else changed meanwhile — limits, stopped nodes, positions — is not
+    /// handed on.)
+    fn rejoin(&mut self, m: usize) {
+        self.lost[m] = false;
+        let took: Vec<Target> = self.lost_took.iter().filter(|(lm, _)| *lm == m).map(|&(_, t)| t).collect();
+        self.lost_took.retain(|(lm, _)| *lm != m);
+        let mut links = Vec::new();
+        for t in self.crossing(m) {
+            for d in 0..2 {
+                let patch = vemu_link::ImpairmentsPatch::whole(&self.state(t).imps[d]);
+                if let Err(e) = call(self.worker.as_mut(), WorkerRequest::Patch { target: t, dir: d, patch }) {
+                    eprintln!("vemu: '{}' on the machine that rejoins: {e}", self.target_name(t));
+                }
+            }
+            let up = self.state(t).up || took.contains(&t);
+            if let Err(e) = call(self.worker.as_mut(), WorkerRequest::SetUp { target: t, up }) {
+                eprintln!("vemu: taking '{}' {}: {e}", self.target_name(t), if up { "up" } else { "down" });
+            }
+            self.state(t).up = up;
+            if took.contains(&t) {
+                links.push(self.target_name(t));
+            }
+        }
+        let machine = &self.plan.machines[m];
+        eprintln!("vemu: machine '{}' ({}) answers again with its share: it rejoins the lab; links up again: {}", machine.name, machine.address, links.join(", "));
+        self.emit(json!({"type": "machine-rejoined", "machine": machine.name, "links": links}));
+        self.save();
     }
 
     /// The engine's counters of every link direction and segment port: zeros for what

@@ -182,6 +182,15 @@ pub struct ImpairmentsPatch {
 }
 
 impl ImpairmentsPatch {
+    /// The patch that sets every field to `imp`'s, but the MTU (which does not change
+    /// at run time).
+    pub fn whole(imp: &Impairments) -> ImpairmentsPatch {
+        macro_rules! all {
+            ($($f:ident),*) => { ImpairmentsPatch { $( $f: Some(imp.$f.clone()), )* mtu: None } };
+        }
+        all!(rate_bps, delay_ns, jitter, loss, duplicate, corrupt, reorder, queue, qos, shaper)
+    }
+
     /// Overwrite the fields this patch sets.
     pub fn apply_to(&self, imp: &mut Impairments) {
         macro_rules! set {

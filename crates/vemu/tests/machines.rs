@@ -544,6 +544,84 @@ fn a_lost_machine_or_a_lost_controller_leaves_the_rest_running_and_nothing_behin
     assert!(!std::path::Path::new("/run/vemu/xk").exists());
 }
 
+/// A stranger on the underlay (no token) holds ~270 plain TCP connections to an agent's
+/// port, reopened as they close, for 12 s (issue 39): the agent keeps serving the
+/// controller — the machine stays up and the link across carries pings. Then the
+/// machine really is cut off and marked lost, and rejoins when it is back (its agent
+/// still holds its share): the link across comes up again with the delay set meanwhile.
+#[test]
+fn a_stranger_cannot_knock_an_agent_off_and_a_lost_machine_that_answers_again_rejoins() {
+    let _g = serial();
+    let m = Machines::start("vk", 77, &["a", "b"]);
+    // The stranger: a namespace on the underlay, with its own address.
+    ok("ip netns add vk-x && ip link add vku9 netns vk-ul type veth peer name eth0 netns vk-x && ip -n vk-ul link set vku9 master br0 up && ip -n vk-x link set lo up && ip -n vk-x link set eth0 up && ip -n vk-x addr add 10.77.0.200/24 dev eth0");
+    let yaml = "name: xf\naddressing: {ipv6: none}\nnodes:\n  n1: {machine: a}\n  n2: {machine: b}\nlinks:\n  - endpoints: [n1, n2]\n    delay: 1ms\n";
+    m.labs.lock().unwrap().push("xf".into());
+    let path = write_scenario("xf", yaml);
+    let up = m.vemu_leased(&["up", path.to_str().unwrap(), "--machines", "a=10.77.0.1,b=10.77.0.2"], 30);
+    assert!(up.status.success(), "{}", text(&up));
+    let ping = || m.vemu(&["exec", "--lab", "xf", "n1", "--", "ping", "-c", "3", "-i", "0.2", "-W", "2", "n2"]);
+    let o = ping();
+    assert!(o.status.success(), "{}", text(&o));
+    let flood = r#"
+import socket, time
+socks, end, opened = [], time.time() + 12, 0
+def open_one():
+    s = socket.socket(); s.setblocking(False)
+    try: s.connect(("10.77.0.2", 14790))
+    except BlockingIOError: pass
+    return s
+socks = [open_one() for _ in range(270)]
+opened = 270
+while time.time() < end:
+    alive = []
+    for s in socks:
+        try:
+            if s.recv(1) == b"": s.close(); continue
+        except BlockingIOError: pass
+        except OSError: s.close(); continue
+        alive.append(s)
+    socks = alive
+    if len(socks) < 270:
+        socks.append(open_one()); opened += 1
+    time.sleep(1 / 70)
+print(opened)
+"#;
+    let stranger = Command::new("ip").args(["netns", "exec", "vk-x", "python3", "-c", flood]).stdout(Stdio::piped()).spawn().unwrap();
+    // Through the flood: the machine stays up, the link carries pings.
+    let t0 = Instant::now();
+    std::thread::sleep(Duration::from_secs(1));
+    while t0.elapsed() < Duration::from_secs(11) {
+        let st = m.status("xf");
+        assert_eq!(st["machines"][1]["state"], "up", "machine b under the stranger's flood: {st}");
+        let o = ping();
+        assert!(o.status.success(), "ping under the flood: {}", text(&o));
+    }
+    let o = stranger.wait_with_output().unwrap();
+    let opened: u64 = String::from_utf8_lossy(&o.stdout).trim().parse().unwrap_or(0);
+    eprintln!("the stranger opened {opened} connections");
+    assert!(opened > 300, "the stranger's connections were closed and reopened: {opened}");
+    ok("ip netns del vk-x");
+
+    // Machine b falls off the underlay: lost, the link down.
+    ok("ip -n vk-ul link set vku1 down");
+    eventually(20, "machine b marked lost", || m.status("xf")["machines"][1]["state"] == "lost");
+    let link = |st: &serde_json::Value| st["links"].as_array().and_then(|l| l.first()).cloned().unwrap_or_default();
+    assert_eq!(link(&m.status("xf"))["up"], false);
+    // A change meanwhile (b does not hear of it).
+    let o = m.vemu(&["link", "set", "--lab", "xf", "n1:n2", "--delay", "20ms"]);
+    assert!(o.status.success(), "{}", text(&o));
+    // Back within its lease: b rejoins, the link is up with the new delay both ways.
+    ok("ip -n vk-ul link set vku1 up");
+    eventually(20, "machine b rejoins", || m.status("xf")["machines"][1]["state"] == "up");
+    let st = m.status("xf");
+    assert_eq!(link(&st)["up"], true, "{st}");
+    eventually(20, "pings cross the link again", || ping().status.success());
+    let rtt = min_rtt_ms(&ping());
+    assert!((40.0..60.0).contains(&rtt), "RTT {rtt} ms for 2 x 20 ms");
+    m.down_leaving_nothing("xf");
+}
+
 /// The controller dies mid-lab (SIGKILL) and a new one takes the lab over (`vemu
 /// attach`): the nodes and links never stopped, what was set at run time holds, and the
 /// lab is served, changed and taken down as before.
