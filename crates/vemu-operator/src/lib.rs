@@ -50,7 +50,7 @@ pub struct VemuLabSpec {
 pub struct VemuLabStatus {
     /// `Pending` (waiting for agents), `Up`, or `Failed` (see `message`).
     pub phase: String,
-    /// The lab's name for `vemu` (`NAMESPACE-NAME`).
+    /// The lab's name for `vemu` (`NAMESPACE_NAME`).
     #[serde(default)]
     pub lab: String,
     /// The machines it was brought up on, as `vemu up --machines` took them.
@@ -130,13 +130,18 @@ pub fn machine_name(node: &str) -> Result<String, String> {
     }
 }
 
-/// vemu's name of the lab of VemuLab `name` in `namespace`.
+/// vemu's name of the lab of VemuLab `name` in `namespace`: `NAMESPACE_NAME`. Neither
+/// a namespace nor a resource's name can hold '_' in Kubernetes, so two VemuLabs never
+/// map to one lab (with '-', `team`/`x-prod` and `team-x`/`prod` did).
 pub fn lab_name(namespace: &str, name: &str) -> Result<String, String> {
-    let lab = format!("{namespace}-{name}");
+    if namespace.contains('_') || name.contains('_') {
+        return Err(format!("'{namespace}/{name}': a Kubernetes name holds no '_'"));
+    }
+    let lab = format!("{namespace}_{name}");
     let ok = lab.len() <= 32 && lab.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
     match ok {
         true => Ok(lab),
-        false => Err(format!("the lab's name '{lab}' (NAMESPACE-NAME) must be at most 32 letters, digits, '-' or '_'")),
+        false => Err(format!("the lab's name '{lab}' (NAMESPACE_NAME) must be at most 32 letters, digits, '-' or '_'")),
     }
 }
 
@@ -213,9 +218,9 @@ mod tests {
     fn a_new_lab_comes_up_on_every_ready_agent_named_after_its_node() {
         let agents = [agent("w2.example.org", "10.0.0.12", true), agent("w1", "10.0.0.11", true), agent("w3", "10.0.0.13", false), agent("w4", "", true)];
         let s = spec(None);
-        assert_eq!(decide("labs", "ring", &s, None, &agents, false), Step::Up { lab: "labs-ring".into(), machines: "w1=10.0.0.11,w2-example-org=10.0.0.12".into() });
+        assert_eq!(decide("labs", "ring", &s, None, &agents, false), Step::Up { lab: "labs_ring".into(), machines: "w1=10.0.0.11,w2-example-org=10.0.0.12".into() });
         // Only the nodes named, each with a ready agent, else wait for it.
-        assert_eq!(decide("labs", "ring", &spec(Some(&["w1"])), None, &agents, false), Step::Up { lab: "labs-ring".into(), machines: "w1=10.0.0.11".into() });
+        assert_eq!(decide("labs", "ring", &spec(Some(&["w1"])), None, &agents, false), Step::Up { lab: "labs_ring".into(), machines: "w1=10.0.0.11".into() });
         assert_eq!(decide("labs", "ring", &spec(Some(&["w1", "w3"])), None, &agents, false), Step::Wait("node 'w3' has no ready vemu agent".into()));
         assert!(matches!(decide("labs", "ring", &s, None, &[], false), Step::Wait(m) if m.contains("no node has a ready vemu agent")));
     }
@@ -224,17 +229,27 @@ mod tests {
     fn a_running_lab_is_kept_recreated_when_its_spec_changes_and_taken_over_when_its_controller_is_gone() {
         let agents = [agent("w1", "10.0.0.11", true)];
         let s = spec(None);
-        let st = up_status(&s, "labs-ring", "w1=10.0.0.11");
+        let st = up_status(&s, "labs_ring", "w1=10.0.0.11");
         assert_eq!(decide("labs", "ring", &s, Some(&st), &agents, true), Step::Keep);
         let changed = VemuLabSpec { scenario: "nodes: {a: {}, b: {}}\n".into(), nodes: None };
-        assert_eq!(decide("labs", "ring", &changed, Some(&st), &agents, true), Step::Recreate { lab: "labs-ring".into(), machines: "w1=10.0.0.11".into() });
+        assert_eq!(decide("labs", "ring", &changed, Some(&st), &agents, true), Step::Recreate { lab: "labs_ring".into(), machines: "w1=10.0.0.11".into() });
         // Up when last seen, its controller gone (the operator's pod restarted): attach,
         // on the machines it was brought up on.
         let agents2 = [agent("w1", "10.0.0.11", true), agent("w2", "10.0.0.12", true)];
-        assert_eq!(decide("labs", "ring", &s, Some(&st), &agents2, false), Step::Attach { lab: "labs-ring".into(), machines: "w1=10.0.0.11".into() });
+        assert_eq!(decide("labs", "ring", &s, Some(&st), &agents2, false), Step::Attach { lab: "labs_ring".into(), machines: "w1=10.0.0.11".into() });
         // Failed earlier: tried again.
         let failed = VemuLabStatus { phase: "Failed".into(), ..st.clone() };
         assert!(matches!(decide("labs", "ring", &s, Some(&failed), &agents, false), Step::Up { .. }));
+    }
+
+    #[test]
+    fn two_vemulabs_never_map_to_one_lab() {
+        assert_eq!(lab_name("team", "x-prod"), Ok("team_x-prod".into()));
+        assert_eq!(lab_name("team-x", "prod"), Ok("team-x_prod".into()));
+        // Kubernetes names hold no '_' ...
+        assert!(lab_name("team", "x_prod").is_err());
+        // ... and what vemu cannot name is refused.
+        assert!(lab_name("team", "x.prod").is_err());
     }
 
     #[test]

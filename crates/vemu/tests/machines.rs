@@ -1595,25 +1595,25 @@ fn the_operator_brings_a_vemulab_up_across_machines_and_down_when_it_is_deleted(
     k.must(&["apply", "-f", "-"], &example);
     eventually(90, "the example VemuLab is up", || lab_status("chain")["phase"] == "Up" || lab_status("chain")["phase"] == "Failed");
     let st = lab_status("chain");
-    assert_eq!((st["phase"].as_str(), st["lab"].as_str(), st["machines"].as_str()), (Some("Up"), Some("default-chain"), Some("w1=10.91.0.1,w2=10.91.0.2")), "{st} {}", oplog());
+    assert_eq!((st["phase"].as_str(), st["lab"].as_str(), st["machines"].as_str()), (Some("Up"), Some("default_chain"), Some("w1=10.91.0.1,w2=10.91.0.2")), "{st} {}", oplog());
     let table = k.must(&["get", "vemulabs", "-A"], "");
-    assert!(table.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["default", "chain", "Up", "default-chain", "w1=10.91.0.1,w2=10.91.0.2"]), "{table}");
-    let vs: serde_json::Value = serde_json::from_slice(&in_pod(&pod, &["status", "--lab", "default-chain", "--json"]).stdout).unwrap_or_default();
+    assert!(table.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["default", "chain", "Up", "default_chain", "w1=10.91.0.1,w2=10.91.0.2"]), "{table}");
+    let vs: serde_json::Value = serde_json::from_slice(&in_pod(&pod, &["status", "--lab", "default_chain", "--json"]).stdout).unwrap_or_default();
     let machines_used: std::collections::BTreeSet<String> = vs["nodes"].as_array().unwrap().iter().map(|n| n["machine"].as_str().unwrap_or_default().to_string()).collect();
     assert_eq!(machines_used.len(), 2, "the lab spans both machines: {vs}");
-    let rtt = |pod: &Container| min_rtt_ms(&in_pod(pod, &["exec", "--lab", "default-chain", "n1", "--", "ping", "-c", "5", "-i", "0.2", "-W", "2", "n3"]));
+    let rtt = |pod: &Container| min_rtt_ms(&in_pod(pod, &["exec", "--lab", "default_chain", "n1", "--", "ping", "-c", "5", "-i", "0.2", "-W", "2", "n3"]));
     let r = rtt(&pod);
     assert!((40.0..42.0).contains(&r), "RTT {r} ms for 2 x 10 ms set");
     // Looked at again (its status written), the lab is kept.
     eventually(60, "the operator keeps the running lab", || oplog().contains("default/chain: up as specified, kept"));
-    let controller_pid = |pod: &str| std::fs::read_to_string(k.dir.join(pod).join("volume-run-vemu/default-chain/daemon.pid")).unwrap_or_default().trim().to_string();
+    let controller_pid = |pod: &str| std::fs::read_to_string(k.dir.join(pod).join("volume-run-vemu/default_chain/daemon.pid")).unwrap_or_default().trim().to_string();
     assert!(!controller_pid(pod_name).is_empty(), "the lab's controller keeps its state in the pod's /run/vemu");
 
     // The operator's container restarts: the lab's controller dies with it; the pod's
     // /run/vemu (an emptyDir) is kept. The new container takes the lab over from it.
     drop(pod);
     pod = run_pod(pod_name, false);
-    eventually(60, "the lab has a controller again", || lab_status("chain")["message"].as_str().unwrap_or_default().contains("served again") && in_pod(&pod, &["status", "--lab", "default-chain"]).status.success());
+    eventually(60, "the lab has a controller again", || lab_status("chain")["message"].as_str().unwrap_or_default().contains("served again") && in_pod(&pod, &["status", "--lab", "default_chain"]).status.success());
     assert_eq!(lab_status("chain")["phase"], "Up");
     let r = rtt(&pod);
     assert!((40.0..42.0).contains(&r), "RTT {r} ms after the takeover");
@@ -1624,7 +1624,7 @@ fn the_operator_brings_a_vemulab_up_across_machines_and_down_when_it_is_deleted(
     k.must(&["-n", "vemu", "delete", "pod", pod_name, "--wait=false"], "");
     pod_name = "vemu-operator-2";
     pod = run_pod(pod_name, true);
-    eventually(60, "the lab has a controller in the new pod", || lab_status("chain")["message"] == "taken over from its agents" && in_pod(&pod, &["status", "--lab", "default-chain"]).status.success());
+    eventually(60, "the lab has a controller in the new pod", || lab_status("chain")["message"] == "taken over from its agents" && in_pod(&pod, &["status", "--lab", "default_chain"]).status.success());
     assert_eq!(lab_status("chain")["phase"], "Up");
     let r = rtt(&pod);
     assert!((40.0..42.0).contains(&r), "RTT {r} ms after the takeover from the agents");
@@ -1634,7 +1634,7 @@ fn the_operator_brings_a_vemulab_up_across_machines_and_down_when_it_is_deleted(
     k.must(&["apply", "-f", "-"], &example.replace("delay: 10ms", "delay: 5ms"));
     eventually(90, "the changed lab is up", || {
         let p = controller_pid(pod_name);
-        !p.is_empty() && p != before && lab_status("chain")["phase"] == "Up" && in_pod(&pod, &["status", "--lab", "default-chain"]).status.success()
+        !p.is_empty() && p != before && lab_status("chain")["phase"] == "Up" && in_pod(&pod, &["status", "--lab", "default_chain"]).status.success()
     });
     let r = rtt(&pod);
     assert!((20.0..22.0).contains(&r), "RTT {r} ms for 2 x 5 ms set");
