@@ -117,6 +117,7 @@ pub fn attach(lab: &str, options: ApiOptions, lock: vemu_host::LabLock, mut repo
         bail!("lab '{lab}' runs on this machine alone: its controller was its data plane, and a lab whose controller died cannot be taken over (take it down with 'vemu clean', then up again)");
     }
     let saved = Saved::load(lab).context("the state its controller saved")?;
+    saved.check(&plan).with_context(|| format!("{} holds a value out of range", Saved::path(lab).display()))?;
     let options = ApiOptions { tcp: options.tcp.or(saved.api_tcp) };
     serve_lab(plan, options, Some(saved), &mut name, &mut report)
 }

@@ -77,6 +77,62 @@ impl Saved {
     }
 }
 
+impl Saved {
+    /// Whether every value fits `plan` and this machine's clocks; else an error naming
+    /// the field and the value (a damaged or forged file must not make a controller
+    /// that reports nonsense, or reads files outside the lab's directory).
+    pub fn check(&self, plan: &vemu_scenario::Plan) -> Result<()> {
+        let bad = |field: &str, why: String| anyhow::anyhow!("{field}: {why}");
+        let mono = vemu_engine::monotonic_ns();
+        if self.clock_epoch_ns > mono {
+            return Err(bad("clock_epoch_ns", format!("{} is after this machine's monotonic clock now ({mono}): the lab clock cannot have started in the future", self.clock_epoch_ns)));
+        }
+        let real = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(u64::MAX, |d| d.as_nanos() as u64);
+        if self.realtime_epoch_ns > real.saturating_add(86_400_000_000_000) {
+            return Err(bad("realtime_epoch_ns", format!("{} is more than a day after now ({real})", self.realtime_epoch_ns)));
+        }
+        let imps = |field: String, st: &PortState| st.imps.iter().try_for_each(|i| i.validate().map_err(|e| bad(&field, e)));
+        for (i, st) in &self.changed_links {
+            imps(format!("changed_links[{i}]"), st)?;
+        }
+        for (g, k, st) in &self.changed_members {
+            imps(format!("changed_members[{g}][{k}]"), st)?;
+        }
+        for (i, st) in self.links.iter().enumerate() {
+            imps(format!("links[{i}]"), st)?;
+        }
+        for (i, l) in self.limits.iter().enumerate() {
+            let cpu_ok = l.cpu_cores.is_none_or(|c| c.is_finite() && c > 0.0 && c <= 4096.0);
+            if !cpu_ok || l.memory_bytes == Some(0) || l.pids == Some(0) {
+                return Err(bad(&format!("limits[{i}]"), format!("{l:?} is not a limit a node can have")));
+            }
+        }
+        let machines = plan.machines.len();
+        for (i, &(a, b, _)) in self.underlay.iter().enumerate() {
+            if a >= machines || b >= machines || a == b {
+                return Err(bad(&format!("underlay[{i}]"), format!("({a}, {b}) is not a direction between two of the lab's {machines} machines")));
+            }
+        }
+        for (i, f) in self.flows.iter().enumerate() {
+            let node = |n: &str| plan.nodes.iter().any(|x| x.name == n);
+            let file = |n: &str| in_log_dir(n);
+            let ok = node(&f.from) && node(&f.to) && file(&f.sent_file) && file(&f.received_file) && f.rate_pps.is_finite() && f.rate_pps > 0.0 && f.size_bytes <= 65_535;
+            if !ok {
+                return Err(bad(&format!("flows[{i}]"), "not a flow of this lab (unknown node, a records file outside the lab's directory, or a rate or size out of range)".into()));
+            }
+        }
+        if let Some(f) = self.records_copied.keys().find(|f| !in_log_dir(f)) {
+            return Err(bad("records_copied", format!("'{f}' is not a file of the lab's log directory")));
+        }
+        Ok(())
+    }
+}
+
+/// Whether `name` is a file name under the lab's log directory (relative, no `..`).
+fn in_log_dir(name: &str) -> bool {
+    !name.is_empty() && name.len() <= 4096 && std::path::Path::new(name).components().all(|c| matches!(c, std::path::Component::Normal(_)))
+}
+
 /// Write `bytes` to `path` (root only) by way of a new file renamed over it: a reader
 /// (or a crash) sees the old contents or the new, never part of them.
 pub(crate) fn write_whole(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
@@ -206,6 +262,32 @@ mod tests {
         v["links"] = serde_json::to_value(vec![state.clone(), state]).unwrap();
         let old: Saved = serde_json::from_value(v).unwrap();
         assert_eq!((old.links.len(), old.changed_links.len()), (2, 0));
+    }
+
+    /// Values a damaged or forged file may hold are refused, naming the field (the
+    /// audit of issue 39 attached with these, and status said "engine shards busy
+    /// 266090500%").
+    #[test]
+    fn values_out_of_range_are_refused_naming_the_field() {
+        let mut plan = vemu_scenario::load_str("nodes: {a: {}, b: {}}\n", "t.yaml", "t", None).unwrap();
+        for (name, ip) in [("m1", "10.0.0.1:1"), ("m2", "10.0.0.2:1")] {
+            plan.machines.push(vemu_scenario::Machine { name: name.into(), address: ip.parse().unwrap() });
+        }
+        let good = sample();
+        good.check(&plan).unwrap();
+        let field = |s: Saved| format!("{:#}", s.check(&plan).unwrap_err());
+        let e = field(Saved { clock_epoch_ns: u64::MAX, ..sample() });
+        assert!(e.starts_with("clock_epoch_ns: 18446744073709551615 is after"), "{e}");
+        let e = field(Saved { underlay: vec![(99, 100, Some(1))], ..sample() });
+        assert!(e.starts_with("underlay[0]: (99, 100) is not a direction"), "{e}");
+        let e = field(Saved { records_copied: HashMap::from([("../../etc/shadow".to_string(), 0)]), ..sample() });
+        assert!(e.starts_with("records_copied: '../../etc/shadow'"), "{e}");
+        let mut bad_link = PortState { up: true, imps: Default::default() };
+        bad_link.imps[1].delay_ns = u64::MAX;
+        let e = field(Saved { changed_links: vec![(0, bad_link)], ..sample() });
+        assert!(e.starts_with("changed_links[0]: "), "{e}");
+        let e = field(Saved { limits: vec![Limits { cpu_cores: Some(f64::NAN), ..Limits::default() }; 2], ..sample() });
+        assert!(e.starts_with("limits[0]: "), "{e}");
     }
 
     /// What a controller writes, a new one reads back whole; a damaged or missing file
