@@ -494,7 +494,7 @@ impl LocalWorker {
             }
             for &g in &lans {
                 let seg = &plan.segments[g];
-                let br = vemu_host::plane_bridge(&paths, g, seg.snooping != vemu_engine::Snooping::Off, seg.snooping == vemu_engine::Snooping::Querier, seg.aging_ns)?;
+                let br = vemu_host::plane_bridge(&paths, g, seg.snooping != vemu_engine::Snooping::Off, seg.snooping == vemu_engine::Snooping::Querier, plan.segment_carries_ipv6(g), seg.aging_ns)?;
                 for (k, m) in seg.members.iter().enumerate() {
                     let n = vemu_host::plane_member_names(g, k);
                     peers[m.end.node][m.end.iface] = Some(vemu_host::PlanePeer { name: n.0.clone(), index: vemu_host::plane_index(names.len()), bridge: Some(br) });
@@ -723,7 +723,7 @@ impl LocalWorker {
                 let members = g.members.iter().enumerate().filter(|(_, x)| plan.nodes[x.end.node].machine == m).map(|(j, _)| j).collect();
                 seg_trunks.push(TrunkSpec { remote, members });
             }
-            segments.push(SegmentSpec { members, capacity_bps: g.capacity_bps, aging_ns: g.aging_ns, snooping: g.snooping, radio, plane, trunks: seg_trunks, far_switching: switched_where_members_are(g) });
+            segments.push(SegmentSpec { members, capacity_bps: g.capacity_bps, aging_ns: g.aging_ns, snooping: g.snooping, radio, plane, trunks: seg_trunks, far_switching: switched_where_members_are(g), ipv6_off: !plan.segment_carries_ipv6(gi) });
         }
         let commands = share_nodes.iter().flat_map(|n| n.run.iter().map(|c| (n.name.clone(), c.clone()))).collect();
         let fast = fast.map(|path| {

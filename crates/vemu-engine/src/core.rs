@@ -160,6 +160,9 @@ pub struct SegmentConfig {
     /// a broadcast or unicast frame from such a member is not sent back to the members
     /// of its own machine (they had it there); multicast is.
     pub far_switching: bool,
+    /// No member has IPv6 on: the switch, as querier, sends IGMP queries only (no IPv6
+    /// frame at all in a lab of `ipv6: none`).
+    pub ipv6_off: bool,
 }
 
 /// Where a capture records frames arriving at an interface.
@@ -932,6 +935,7 @@ impl Core {
         let mut switch = Switch::new(&ports_cfg, cfg.aging_ns);
         if radio.is_none() {
             switch.set_snooping(cfg.snooping);
+            switch.set_query_families(true, !cfg.ipv6_off);
             if cfg.snooping == Snooping::Querier {
                 self.queriers.push(seg);
             }

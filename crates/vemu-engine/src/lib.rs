@@ -159,6 +159,9 @@ pub struct SegmentSpec {
     /// Its members on each other machine are switched among themselves there
     /// ([`core::SegmentConfig::far_switching`], [`LinkSpec::spur`]).
     pub far_switching: bool,
+    /// No member has IPv6 on: its querier sends IGMP queries only
+    /// ([`core::SegmentConfig::ipv6_off`]).
+    pub ipv6_off: bool,
 }
 
 /// A trunk of a segment whose switch or channel is here, toward the members `members`
@@ -381,7 +384,7 @@ impl Engine {
                 members.push(MemberConfig { vlan: m.vlan, egress: m.egress, ingress: m.ingress, seeds: m.seeds, mtu: m.mtu, remote: m.remote.map(|r| r.transit_ns) });
             }
             let count = members.len();
-            let ports = core.add_segment(SegmentConfig { members, capacity_bps: g.capacity_bps, aging_ns: g.aging_ns, snooping: g.snooping, radio: g.radio, kernel_path: devs.is_some(), kernel_shaper: devs.is_some() && fast.as_ref().is_some_and(|f| f.path.bridge_shaper().is_ok()), far_switching: g.far_switching });
+            let ports = core.add_segment(SegmentConfig { members, capacity_bps: g.capacity_bps, aging_ns: g.aging_ns, snooping: g.snooping, radio: g.radio, kernel_path: devs.is_some(), kernel_shaper: devs.is_some() && fast.as_ref().is_some_and(|f| f.path.bridge_shaper().is_ok()), far_switching: g.far_switching, ipv6_off: g.ipv6_off });
             if let (Some(d), Some(f), true) = (devs.as_mut(), &fast, core.needs_engine(Target::Member(local, 0))) {
                 if fds_of.iter().any(Option::is_none) {
                     // (Made beside the nodes, normally; here if they were not.)

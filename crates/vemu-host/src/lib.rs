@@ -659,10 +659,11 @@ pub fn plane_fanout_name(shard: usize) -> String {
 
 /// Make the bridge of LAN `seg` in the lab's plane, the kernel's switch of the LAN while
 /// nothing of it needs emulating: IGMP/MLD snooping (`snooping`), its own querier
-/// (`querier`), MAC addresses forgotten after `aging_ns`. IPv6 is on for it alone (an
-/// MLD querier needs a link-local address), without duplicate address detection. Its
-/// index in the plane.
-pub fn plane_bridge(paths: &LabPaths, seg: usize, snooping: bool, querier: bool, aging_ns: u64) -> Result<u32> {
+/// (`querier`), MAC addresses forgotten after `aging_ns`. Where the LAN carries IPv6
+/// (`ipv6`), IPv6 is on for the querier alone (an MLD querier needs a link-local
+/// address), without duplicate address detection; else it queries IGMP only. Its index
+/// in the plane.
+pub fn plane_bridge(paths: &LabPaths, seg: usize, snooping: bool, querier: bool, ipv6: bool, aging_ns: u64) -> Result<u32> {
     let name = format!("b{seg}");
     in_netns(&paths.plane(), || {
         let mut nl = netlink::Netlink::open()?;
@@ -671,7 +672,7 @@ pub fn plane_bridge(paths: &LabPaths, seg: usize, snooping: bool, querier: bool,
         // not known (docs/scenario.md says so).
         nl.add_bridge(&name, snooping, querier, (aging_ns / 10_000_000).clamp(1, u32::MAX as u64) as u32, 100)?;
         nl.flush().with_context(|| format!("making the bridge of LAN #{seg}"))?;
-        if querier {
+        if querier && ipv6 {
             write_sysctl(&format!("/proc/sys/net/ipv6/conf/{name}/accept_dad"), "0")?;
             write_sysctl(&format!("/proc/sys/net/ipv6/conf/{name}/disable_ipv6"), "0")?;
         }

@@ -476,6 +476,16 @@ impl Plan {
         self.segments[g].members.first().map_or(0, |m| self.nodes[m.end.node].machine)
     }
 
+    /// Whether any member of segment `g` has IPv6 on (a node whose interfaces have it
+    /// off, as `ipv6: none` sets, sends and takes no IPv6 frame: the LAN's querier then
+    /// sends no MLD query either).
+    pub fn segment_carries_ipv6(&self, g: usize) -> bool {
+        self.segments[g].members.iter().any(|m| {
+            let off = self.nodes[m.end.node].sysctls.iter().rev().find(|(k, _)| k == "net.ipv6.conf.default.disable_ipv6").is_some_and(|(_, v)| v.trim() == "1");
+            !off
+        })
+    }
+
     /// Whether segment `g` has members on more than one machine.
     pub fn spans(&self, g: usize) -> bool {
         let at = self.segment_machine(g);

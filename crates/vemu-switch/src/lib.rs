@@ -102,6 +102,8 @@ pub struct Switch {
     /// When the switch, as querier, sends its next general queries, and how many it sent.
     next_query_ns: Option<u64>,
     queries_sent: u32,
+    /// The families it queries: IPv4 (IGMP), IPv6 (MLD).
+    query_families: [bool; 2],
     ports: Vec<Port>,
     /// Ports of each VLAN, in port order.
     groups: Vec<Vec<u32>>,
@@ -148,6 +150,7 @@ impl Switch {
             snoop,
             next_query_ns: None,
             queries_sent: 0,
+            query_families: [true, true],
             ports: out,
             groups,
             table: FxHashMap::default(),
@@ -164,6 +167,12 @@ impl Switch {
         self.snooping = s;
         self.next_query_ns = (s == Snooping::Querier).then_some(0);
         self.queries_sent = 0;
+    }
+
+    /// Which families the switch, as querier, queries (IPv4: IGMP, IPv6: MLD); both at
+    /// first.
+    pub fn set_query_families(&mut self, ipv4: bool, ipv6: bool) {
+        self.query_families = [ipv4, ipv6];
     }
 
     /// Group joins not recorded because a VLAN's membership table was full (that VLAN's
@@ -212,10 +221,10 @@ impl Switch {
         for (g, s) in self.groups.iter().zip(&mut self.snoop) {
             s.queried(now_ns);
             let ports: Vec<u32> = g.iter().copied().filter(|&p| self.ports[p as usize].up).collect();
-            if !s.other_querier(false, now_ns) {
+            if self.query_families[0] && !s.other_querier(false, now_ns) {
                 out.push((ports.clone(), snoop::igmp_general_query()));
             }
-            if !s.other_querier(true, now_ns) {
+            if self.query_families[1] && !s.other_querier(true, now_ns) {
                 out.push((ports, snoop::mld_general_query()));
             }
         }

@@ -196,6 +196,18 @@ fn the_querier_sends_general_queries_on_schedule() {
     assert_eq!(switch(3, Snooping::On).next_query_ns(), None);
 }
 
+/// A LAN whose members have IPv6 off (`ipv6: none`) gets IGMP queries only.
+#[test]
+fn a_querier_queries_only_the_families_the_lan_carries() {
+    let mut sw = switch(3, Snooping::Querier);
+    sw.set_query_families(true, false);
+    let q = sw.poll_queries(0);
+    assert_eq!(q.len(), 1);
+    assert_eq!(q[0].1, igmp_general_query());
+    sw.set_query_families(false, true);
+    assert_eq!(sw.poll_queries(STARTUP_QUERY_INTERVAL_NS).iter().map(|(_, f)| f.clone()).collect::<Vec<_>>(), vec![mld_general_query()]);
+}
+
 /// A switch that starts over (its LAN comes back from the kernel's bridge) forgets the
 /// memberships and floods group data until the hosts have answered its query; then it
 /// snoops again with what they reported.

@@ -114,6 +114,15 @@ fn ipv6_none_sends_no_ipv6() {
     assert!(lo.contains("::1/128"), "lo keeps ::1: {lo}");
     let o = lab.exec("a", &["ping", "-c", "2", "-i", "0.2", "c"]);
     assert!(o.status.success(), "{}", text(&o));
+    // The switch's querier asks for IGMP only (issue 39: it sent MLDv2 queries too).
+    // A delay moves the LAN from the kernel's bridge to the engine, whose switch starts
+    // over and queries at once.
+    let (igmp, ip6) = (capture("t-nov6", "a", "igmp", 4), capture("t-nov6", "a", "ip6", 4));
+    std::thread::sleep(Duration::from_millis(1500));
+    let o = lab.vemu(&["link", "set", "s", "--delay", "1ms"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(captured(igmp), "the switch's IGMP query");
+    assert!(!captured(ip6), "an IPv6 frame in a lab of ipv6: none");
     drop(lab);
     let lab = Lab::up("t-llv6", &y("t-llv6", "link-local"));
     let (_, addrs) = lab.sh("a", "ip -6 addr show dev eth0");
