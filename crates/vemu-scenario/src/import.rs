@@ -13,8 +13,9 @@ use std::path::Path;
 pub const FIBRE_KM_PER_S: f64 = 299_792.458 / 1.468;
 /// Mean radius of the Earth, km.
 const EARTH_RADIUS_KM: f64 = 6_371.0;
-/// Largest file read (the biggest Topology Zoo map is ~0.5 MB).
-pub const MAX_GRAPHML_BYTES: u64 = 64 << 20;
+/// Largest file read (the biggest Topology Zoo map is ~0.5 MB; reading one costs about
+/// 50 times its size in memory, so this keeps `vemu import` under ~200 MB).
+pub const MAX_GRAPHML_BYTES: u64 = 4 << 20;
 /// Most nodes and edges taken.
 pub const MAX_NODES: usize = 100_000;
 pub const MAX_EDGES: usize = 1_000_000;
@@ -211,7 +212,12 @@ pub fn graphml(text: &str, file: &str, stem: &str) -> Result<Imported, String> {
     let _ = writeln!(y, "# Delays: great-circle distance between the nodes' coordinates at the speed of light");
     let _ = writeln!(y, "# in fibre ({FIBRE_KM_PER_S:.0} km/s, 4.9 us/km); bandwidth from the edges' LinkSpeedRaw.");
     let _ = writeln!(y, "name: {lab}");
-    let _ = writeln!(y, "routing: static");
+    // Static routes where they fit (n nodes on l links hold up to n*l); else none, said.
+    let static_routes = nodes.len() as u64 * links.len() as u64 <= crate::MAX_STATIC_ROUTES;
+    if !static_routes {
+        warnings.push(format!("{} nodes on {} links are too many for static routes: the scenario says 'routing: none' (run a routing daemon in the nodes)", nodes.len(), links.len()));
+    }
+    let _ = writeln!(y, "routing: {}", if static_routes { "static" } else { "none" });
     let _ = writeln!(y, "nodes:");
     for n in &nodes {
         let place = n.pos.map(|(lat, lon)| format!(" ({lat:.4}, {lon:.4})")).unwrap_or_else(|| " (no coordinates)".into());
@@ -279,6 +285,38 @@ mod tests {
     <edge source="3" target="3" />
   </graph>
 </graphml>"#;
+
+    /// A tree of `n` nodes as GraphML.
+    fn tree(n: usize) -> String {
+        let mut g = String::from("<graphml><graph edgedefault=\"undirected\">\n");
+        for i in 0..n {
+            g += &format!("<node id=\"{i}\"/>\n");
+        }
+        for i in 1..n {
+            g += &format!("<edge source=\"{}\" target=\"{i}\"/>\n", (i - 1) / 2);
+        }
+        g + "</graph></graphml>\n"
+    }
+
+    /// Audit (issue 39): a 16 MB file cost `vemu import` 1.16 GB. Files are read up to
+    /// 4 MiB (about 200 MB of memory); a graph too big for static routes (which made a
+    /// scenario the loader refused, "a bug in vemu import") gets `routing: none`, said.
+    #[test]
+    fn big_files_are_refused_and_big_graphs_get_no_static_routes() {
+        let dir = std::env::temp_dir().join(format!("vemu-import-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let big = dir.join("big.graphml");
+        std::fs::write(&big, tree(100_000)).unwrap();
+        assert!(std::fs::metadata(&big).unwrap().len() > MAX_GRAPHML_BYTES);
+        let e = graphml_file(&big, None).map(|i| i.nodes).unwrap_err();
+        assert!(e.contains("big.graphml") && e.contains("4194304"), "{e}");
+        let i = graphml(&tree(5_000), "t.graphml", "t").unwrap();
+        assert!(i.yaml.contains("\nrouting: none\n") && i.warnings.iter().any(|w| w.contains("too many for static routes")), "{:?}", i.warnings);
+        crate::load_str_in(&i.yaml, "t.yaml", "t", None, None).unwrap();
+        let i = graphml(&tree(100), "t.graphml", "t").unwrap();
+        assert!(i.yaml.contains("\nrouting: static\n"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn a_topology_zoo_map_becomes_a_valid_scenario_with_fibre_delays() {
