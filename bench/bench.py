@@ -1352,6 +1352,7 @@ class NsMachines:
         self.token = os.path.join(tempfile.gettempdir(), f"vemu-{tag}-token")
         with open(self.token, "w") as f:
             f.write("bench-token-0123456789abcdef\n")
+        os.chmod(self.token, 0o600)  # the agents refuse a token others can read
         ul = f"{tag}-ul"
         sh("ip", "netns", "add", ul)
         sh("ip", "-n", ul, "link", "add", "br0", "type", "bridge")

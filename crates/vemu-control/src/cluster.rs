@@ -63,10 +63,22 @@ pub fn lease_s() -> Result<u64> {
 /// The token agents expect, from [`TOKEN_FILE_ENV`]'s file.
 pub fn agent_token() -> Result<String> {
     let path = std::env::var(TOKEN_FILE_ENV).unwrap_or_else(|_| DEFAULT_TOKEN_FILE.into());
-    let t = std::fs::read_to_string(&path).with_context(|| format!("reading the agents' token from {path} (set {TOKEN_FILE_ENV} to another file)"))?;
+    read_token(std::path::Path::new(&path)).with_context(|| format!("the agents' token (set {TOKEN_FILE_ENV} to another file)"))
+}
+
+/// The agents' token from `path`: a file only its owner may read or write (as ssh
+/// insists for keys: a token others can read is no secret), of at least 16 characters.
+pub fn read_token(path: &std::path::Path) -> Result<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::metadata(path).with_context(|| format!("reading {}", path.display()))?;
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        anyhow::bail!("{} is open to others (mode {mode:04o}): the token must be readable by its owner alone (chmod 600 {})", path.display(), path.display());
+    }
+    let t = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let t = t.trim().to_string();
-    if t.is_empty() {
-        anyhow::bail!("{path} is empty: it must hold the token the agents were started with");
+    if t.len() < 16 {
+        anyhow::bail!("{}: the token must have at least 16 characters", path.display());
     }
     Ok(t)
 }
@@ -897,6 +909,24 @@ impl Worker for Cluster {
 mod tests {
     use super::{probe_rounds, state_gap};
     use std::time::Duration;
+
+    /// Audit (issue 39): the agent took a world-readable token file.
+    #[test]
+    fn a_token_file_others_can_read_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let path = std::env::temp_dir().join(format!("vemu-token-test-{}", std::process::id()));
+        std::fs::write(&path, "a-token-0123456789abcdef\n").unwrap();
+        for (mode, ok) in [(0o644, false), (0o640, false), (0o604, false), (0o600, true), (0o400, true)] {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+            match super::read_token(&path) {
+                Ok(t) => assert!(ok && t == "a-token-0123456789abcdef", "mode {mode:o}"),
+                Err(e) => assert!(!ok && format!("{e:#}").contains(&format!("mode {mode:04o}")) && format!("{e:#}").contains("chmod 600"), "mode {mode:o}: {e:#}"),
+            }
+        }
+        std::fs::write(&path, "short\n").unwrap();
+        assert!(format!("{:#}", super::read_token(&path).unwrap_err()).contains("at least 16 characters"));
+        let _ = std::fs::remove_file(&path);
+    }
 
     #[test]
     fn a_big_state_goes_to_the_agents_less_often() {

@@ -601,13 +601,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Cmd::Daemon => run_daemon()?,
         Cmd::Agent { listen, token_file } => {
             need_root()?;
-            let token = std::fs::read_to_string(&token_file).with_context(|| format!("reading the agent's token from {}", token_file.display()))?;
-            let token = token.trim();
-            if token.len() < 16 {
-                return Err(user(format!("{}: the token must have at least 16 characters", token_file.display())));
-            }
+            let token = vemu_control::cluster::read_token(&token_file).map_err(|e| user(format!("the agent's token: {e:#}")))?;
             lock_memory();
-            vemu_control::agent::run(listen, token.to_string())?;
+            vemu_control::agent::run(listen, token)?;
         }
         Cmd::Attach { api, from, lab } => {
             need_root()?;

@@ -25,6 +25,13 @@ struct Machines {
     labs: std::sync::Mutex<Vec<String>>,
 }
 
+/// A token file as the agents want it: readable by its owner alone.
+fn write_token(path: &std::path::Path, token: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, token).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+}
+
 fn sh(cmd: &str) -> Output {
     Command::new("sh").args(["-c", cmd]).output().expect("sh")
 }
@@ -59,7 +66,7 @@ impl Machines {
         let prefix = if v6 { "/64 nodad" } else { "/24" };
         let m = Machines { tag: tag.into(), net, v6, names: names.iter().map(|s| s.to_string()).collect(), agents: Vec::new(), token_file: std::env::temp_dir().join(format!("vemu-{tag}-token")), labs: Default::default() };
         m.remove_namespaces();
-        std::fs::write(&m.token_file, "test-token-0123456789abcdef\n").unwrap();
+        write_token(&m.token_file, "test-token-0123456789abcdef\n");
         let ul = format!("{tag}-ul");
         ok(&format!("ip netns add {ul} && ip -n {ul} link add br0 type bridge && ip -n {ul} link set br0 up"));
         let mut m = m;
@@ -468,7 +475,7 @@ fn a_machine_that_cannot_build_its_share_fails_the_lab_everywhere_with_a_clear_e
     assert!(t0.elapsed() < Duration::from_secs(15));
     assert_eq!(m.leftovers(0), "");
     // A wrong token is refused by the agent.
-    std::fs::write(&m.token_file, "another-token-000000000000\n").unwrap();
+    write_token(&m.token_file, "another-token-000000000000\n");
     let o = m.up("xh", "name: xh\nmachines: {a: 10.79.0.1}\nnodes: {n1: {}}\n");
     assert!(!o.status.success() && text(&o).contains("Bearer"), "{}", text(&o));
 }
