@@ -160,6 +160,8 @@ pub fn run(listen: SocketAddr, token: String) -> Result<()> {
         std::thread::Builder::new().name("vemu-leases".into()).spawn(move || loop {
             std::thread::sleep(std::time::Duration::from_secs(1));
             agent.end_leases();
+            // (Also once no share is left, whose supervisor would do it.)
+            crate::supervise::reap_orphans();
         })?;
     }
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().thread_name("vemu-agent").build()?;

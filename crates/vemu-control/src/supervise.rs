@@ -73,6 +73,16 @@ pub fn spawn(paths: &LabPaths, node: &str, command: &str) -> std::io::Result<Chi
 /// Start a shell command in a node with its standard output going to `out` (a file of
 /// the host's) and its errors to the node's log.
 pub fn spawn_to(paths: &LabPaths, node: &str, command: &str, out: std::fs::File) -> std::io::Result<Child> {
+    spawn_with(paths, node, command, out, Command::spawn)
+}
+
+/// [`spawn`] for a supervisor, which waits for the command: the orphan reapers of
+/// every lab this process holds leave it be ([`spawn_waited`]).
+fn spawn_supervised(paths: &LabPaths, node: &str, command: &str) -> std::io::Result<Child> {
+    spawn_with(paths, node, command, open_log(paths, node)?, spawn_waited)
+}
+
+fn spawn_with(paths: &LabPaths, node: &str, command: &str, out: std::fs::File, spawner: fn(&mut Command) -> std::io::Result<Child>) -> std::io::Result<Child> {
     let log = open_log(paths, node)?;
     let entry = NodeEntry::open(paths, node).map_err(std::io::Error::other)?;
     let mut cmd = Command::new("/bin/sh");
@@ -84,7 +94,7 @@ pub fn spawn_to(paths: &LabPaths, node: &str, command: &str, out: std::fs::File)
         .stdin(Stdio::null())
         .stdout(out)
         .stderr(log);
-    entry.spawn(&mut cmd, Command::spawn)
+    entry.spawn(&mut cmd, spawner)
 }
 
 /// Threads making the nodes' PID namespaces when a lab starts.
@@ -152,6 +162,7 @@ impl Supervisor {
             if let Some(mut c) = p.child.take() {
                 let _ = c.kill();
                 let _ = c.wait();
+                forget_waited(c.id());
             }
             p.restart_at = None;
             p.status.state = ProcState::Stopped;
@@ -185,6 +196,7 @@ impl Supervisor {
             if let Some(mut c) = p.child.take() {
                 let _ = c.kill();
                 let _ = c.wait();
+                forget_waited(c.id());
             }
         }
     }
@@ -212,10 +224,12 @@ pub fn forget_waited(pid: u32) {
     WAITED.locked().retain(|&p| p != pid);
 }
 
-/// Reap the controller's children that nobody waits for: processes of nodes orphaned
-/// when their parent ended (the controller is their subreaper), which would otherwise
-/// stay zombies. Supervised commands and [`spawn_waited`] children are left alone.
-fn reap_orphans(procs: &[Proc]) {
+/// Reap this process's children that nobody waits for: processes of nodes orphaned
+/// when their parent ended (the controller, or an agent, is their subreaper), and nodes'
+/// inits once their node is gone, which would otherwise stay zombies. Children that
+/// some thread waits for — supervised commands of any lab here, [`spawn_waited`]
+/// children — are left alone.
+pub fn reap_orphans() {
     // Cheap check first: is any child of ours a zombie at all? (WNOWAIT: reap nothing.)
     // SAFETY: siginfo_t is plain data; waitid fills it.
     let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
@@ -226,8 +240,7 @@ fn reap_orphans(procs: &[Proc]) {
         return;
     }
     let me = std::process::id();
-    let waited = WAITED.locked();
-    let known: Vec<u32> = procs.iter().filter_map(|p| p.child.as_ref().map(|c| c.id())).chain(waited.iter().copied()).collect();
+    let known = WAITED.locked();
     let Ok(dir) = std::fs::read_dir("/proc") else { return };
     for pid in dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok()) {
         if known.contains(&pid) {
@@ -245,12 +258,13 @@ fn reap_orphans(procs: &[Proc]) {
 }
 
 fn tick(paths: &LabPaths, procs: &mut [Proc]) {
-    reap_orphans(procs);
+    reap_orphans();
     let now = Instant::now();
     for p in procs.iter_mut() {
         if let Some(child) = &mut p.child {
             match child.try_wait() {
                 Ok(Some(st)) => {
+                    forget_waited(child.id());
                     p.child = None;
                     let code = exit_code(st);
                     log_line(paths, &p.status.node, &format!("'{}' exited with status {code}", p.status.command));
@@ -266,7 +280,10 @@ fn tick(paths: &LabPaths, procs: &mut [Proc]) {
                     }
                 }
                 Ok(None) => {}
-                Err(_) => p.child = None,
+                Err(_) => {
+                    forget_waited(child.id());
+                    p.child = None;
+                }
             }
         }
         if p.restart_at.is_some_and(|t| t <= now) {
@@ -274,7 +291,7 @@ fn tick(paths: &LabPaths, procs: &mut [Proc]) {
                 p.status.restarts += 1;
             }
             p.restart_at = None;
-            match spawn(paths, &p.status.node, &p.status.command) {
+            match spawn_supervised(paths, &p.status.node, &p.status.command) {
                 Ok(c) => {
                     log_line(paths, &p.status.node, &format!("started '{}' (pid {})", p.status.command, c.id()));
                     p.status.state = ProcState::Running { pid: c.id() };

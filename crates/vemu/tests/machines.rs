@@ -182,6 +182,11 @@ impl Machines {
         for i in 0..self.names.len() {
             assert_eq!(self.leftovers(i), "", "machine {i} keeps something after down");
         }
+        // Nor a zombie child (issue 39: each agent kept a node's vemu-init).
+        for i in 0..self.names.len() {
+            let pid = self.agent_pid(i);
+            eventually(5, &format!("machine {i}'s agent reaps its children"), || zombies_of(pid).is_empty());
+        }
     }
 
     /// What machine `i` holds under /run/vemu and /run/netns.
@@ -209,6 +214,20 @@ impl Drop for Machines {
         self.remove_namespaces();
         let _ = std::fs::remove_file(&self.token_file);
     }
+}
+
+/// The zombie children of process `parent`.
+fn zombies_of(parent: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        let mut rest = stat.rsplit_once(')').map(|(_, r)| r.split_whitespace()).into_iter().flatten();
+        if rest.next() == Some("Z") && rest.next().and_then(|p| p.parse::<u32>().ok()) == Some(parent) {
+            out.push(pid);
+        }
+    }
+    out
 }
 
 /// Whether the kernel carries each direction (forward, reverse) of the link named `name`
