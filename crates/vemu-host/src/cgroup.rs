@@ -6,6 +6,13 @@
 //! `cpuacct`, `memory` and `pids` where the machine mounts them (as this one does), or
 //! the unified (v2) hierarchy where its controllers are enabled. It is made when the
 //! node's first process starts, or when the node has limits, and removed with the lab.
+//!
+//! Processes are always capped, so that no node and no lab can take every PID of the
+//! machine (its `kernel.pid_max` is 32,768 on many machines): a node without `pids:`
+//! may have [`DEFAULT_NODE_PIDS`] at once, and all the nodes of all labs together
+//! ([`labs_pids_cap`], at `vemu/` and at each `vemu/LAB`) three quarters of what the
+//! machine allows, leaving the rest to the machine's own programs and to the labs'
+//! controllers and agents (which are in no lab's cgroup).
 
 use std::fs;
 use std::os::fd::OwnedFd;
@@ -17,6 +24,33 @@ use anyhow::{bail, Context, Result};
 use vemu_scenario::Limits;
 
 const ROOT: &str = "/sys/fs/cgroup";
+/// Processes (and threads) a node may have at once when its scenario sets no `pids:`.
+pub const DEFAULT_NODE_PIDS: u64 = 1024;
+/// Environment variable that sets [`labs_pids_cap`] (a number, or `max`).
+pub const LABS_PIDS_ENV: &str = "VEMU_LABS_PIDS";
+
+/// Processes all labs' nodes may have together on this machine: [`LABS_PIDS_ENV`], else
+/// three quarters of the lower of `kernel.pid_max` and `kernel.threads-max`.
+pub fn labs_pids_cap() -> String {
+    if let Ok(v) = std::env::var(LABS_PIDS_ENV) {
+        let v = v.trim();
+        if v == "max" || v.parse::<u64>().is_ok_and(|n| n > 0) {
+            return v.to_string();
+        }
+    }
+    let read = |p: &str| fs::read_to_string(p).ok().and_then(|s| s.trim().parse::<u64>().ok());
+    let machine = [read("/proc/sys/kernel/pid_max"), read("/proc/sys/kernel/threads-max")].into_iter().flatten().min().unwrap_or(32_768);
+    (machine / 4 * 3).max(DEFAULT_NODE_PIDS).to_string()
+}
+
+/// The pids controller's directory of `rel` (v1's pids hierarchy, or v2's unified one).
+fn pids_dir(rel: &Path) -> Option<PathBuf> {
+    match layout() {
+        Layout::V1 { pids, .. } => pids.as_ref().map(|h| h.join(rel)),
+        Layout::V2(root) => Some(root.join(rel)),
+        Layout::None => None,
+    }
+}
 /// CFS period of a CPU limit, µs.
 const CPU_PERIOD_US: u64 = 100_000;
 
@@ -70,7 +104,12 @@ fn node_dirs(lab: &str, node: &str) -> Vec<PathBuf> {
 }
 
 /// Make the node's cgroups (idempotent). In v2 the controllers are enabled on the way.
+/// `vemu/` and `vemu/LAB` get the labs' process cap, a new node its default one.
 pub fn ensure(lab: &str, node: &str) -> Result<()> {
+    let caps: Vec<(PathBuf, String)> = [(Path::new("vemu").to_path_buf(), labs_pids_cap()), (Path::new("vemu").join(lab), labs_pids_cap()), (node_rel(lab, node), DEFAULT_NODE_PIDS.to_string())]
+        .into_iter()
+        .filter_map(|(rel, cap)| pids_dir(&rel).filter(|d| !d.is_dir()).map(|d| (d, cap)))
+        .collect();
     if let Layout::V2(root) = layout() {
         let mut dir = root.clone();
         for part in ["vemu", lab] {
@@ -82,6 +121,9 @@ pub fn ensure(lab: &str, node: &str) -> Result<()> {
     }
     for d in node_dirs(lab, node) {
         fs::create_dir_all(&d).with_context(|| format!("creating cgroup {}", d.display()))?;
+    }
+    for (d, cap) in caps {
+        write(&d, "pids.max", &cap)?;
     }
     Ok(())
 }
@@ -105,7 +147,8 @@ fn write(dir: &Path, file: &str, value: &str) -> Result<()> {
     fs::write(&p, value).with_context(|| format!("writing '{value}' to {}", p.display()))
 }
 
-/// Set (or, with `None`, lift) the node's limits.
+/// Set (or, with `None`, lift) the node's limits; a node's processes are never lifted
+/// beyond [`DEFAULT_NODE_PIDS`] (`None` there is the default cap).
 pub fn set_limits(lab: &str, node: &str, limits: &Limits) -> Result<()> {
     let rel = node_rel(lab, node);
     let quota_us = limits.cpu_cores.map(|c| ((c * CPU_PERIOD_US as f64).round() as u64).max(1000));
@@ -147,14 +190,14 @@ pub fn set_limits(lab: &str, node: &str, limits: &Limits) -> Result<()> {
                 write(&d, "memory.limit_in_bytes", &limits.memory_bytes.map_or("-1".to_string(), |b| b.to_string()))?;
             }
             if let Some(d) = need(pids, "pids", limits.pids.is_some())? {
-                write(&d, "pids.max", &limits.pids.map_or("max".to_string(), |n| n.to_string()))?;
+                write(&d, "pids.max", &limits.pids.unwrap_or(DEFAULT_NODE_PIDS).to_string())?;
             }
         }
         Layout::V2(root) => {
             let d = root.join(&rel);
             write(&d, "cpu.max", &format!("{} {CPU_PERIOD_US}", quota_us.map_or("max".to_string(), |q| q.to_string())))?;
             write(&d, "memory.max", &limits.memory_bytes.map_or("max".to_string(), |b| b.to_string()))?;
-            write(&d, "pids.max", &limits.pids.map_or("max".to_string(), |n| n.to_string()))?;
+            write(&d, "pids.max", &limits.pids.unwrap_or(DEFAULT_NODE_PIDS).to_string())?;
         }
     }
     Ok(())

@@ -1004,6 +1004,18 @@ fn start_init(init: &Path, node: &str) -> Result<u32> {
     Ok(child.id())
 }
 
+/// The OOM score adjustment of the controller and the agents: least likely to be killed
+/// when the machine runs out of memory (the nodes' programs, at 0, go first), but not
+/// exempt (-1000). Their children in nodes are set back to 0 ([`NodeEntry::spawn`]).
+pub const OOM_SCORE_ADJ: &str = "-900";
+
+/// Make this process (a controller or an agent) an unlikely victim of the OOM killer.
+pub fn avoid_oom_killer() {
+    if let Err(e) = fs::write("/proc/self/oom_score_adj", OOM_SCORE_ADJ) {
+        eprintln!("vemu: cannot lower this process's OOM score ({e}): the OOM killer may pick it before the nodes' programs");
+    }
+}
+
 /// The nodes' init program, `vemu-init`, installed beside the running executable
 /// (`cargo build` puts both in `target/…/`, `cargo install` both in `~/.cargo/bin`).
 pub fn init_program() -> Result<PathBuf> {
@@ -1062,6 +1074,13 @@ impl NodeEntry {
         unsafe {
             cmd.pre_exec(move || {
                 let chk = |r: libc::c_int| if r < 0 { Err(std::io::Error::last_os_error()) } else { Ok(r) };
+                // The controller and the agents keep clear of the OOM killer
+                // ([`OOM_SCORE_ADJ`]); a node's programs are ordinary victims again.
+                let adj = libc::open(c"/proc/self/oom_score_adj".as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                if adj >= 0 {
+                    libc::write(adj, c"0".as_ptr().cast(), 1);
+                    libc::close(adj);
+                }
                 for f in &cgroups {
                     // "0": the writing process itself.
                     chk(libc::write(f.as_raw_fd(), c"0".as_ptr().cast(), 1) as libc::c_int)?;

@@ -1018,6 +1018,7 @@ fn settle_note(waited_ms: u64, behind_ms: u64) -> String {
 /// late). What the binary maps now is read in and locked; later mappings (thread stacks,
 /// the heap's growth) are locked as they are touched. Children do not inherit it.
 fn lock_memory() {
+    vemu_host::avoid_oom_killer();
     // SAFETY: mlockall with flag arguments only.
     unsafe {
         if libc::mlockall(libc::MCL_CURRENT) != 0 || libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE | libc::MCL_ONFAULT) != 0 {

@@ -78,3 +78,56 @@ fn a_node_gets_the_cpu_memory_and_processes_it_is_given() {
         assert!(!d.parent().unwrap().exists(), "vemu/ left in the {h} hierarchy with no lab running");
     }
 }
+
+/// Audit (issue 39): a node without `pids:` started 3000 `sleep`s, with no cap at the
+/// `vemu/` and `vemu/LAB` levels either (this machine's pid_max is 32,768). Now a node
+/// is capped at 1024 by default and all labs together at 3/4 of what the machine
+/// allows; a real fork bomb in a node stops at its cap, and the lab, its controller
+/// and the machine keep answering.
+#[test]
+fn a_node_without_a_pids_limit_is_capped_and_a_fork_bomb_stays_in_it() {
+    let _g = serial();
+    let lab = Lab::up("t-bomb", "name: t-bomb\naddressing: {ipv6: none}\nnodes:\n  a: {}\n  b: {}\nlinks:\n  - {endpoints: [a, b]}\n");
+    let pids = std::path::Path::new("/sys/fs/cgroup/pids/vemu");
+    let read = |p: std::path::PathBuf| std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display())).trim().to_string();
+    let max = |s: String| s.parse::<u64>().unwrap_or(u64::MAX);
+    let machine = max(read("/proc/sys/kernel/pid_max".into())).min(max(read("/proc/sys/kernel/threads-max".into())));
+    // (A node's cgroups are made with its first process.) 3000 sleeps, for a while.
+    lab.sh("a", "(timeout -s KILL 8 sh -c 'for i in $(seq 3000); do sleep 20 2>/dev/null & done' >/dev/null 2>&1 &); true");
+    for level in [pids.to_path_buf(), pids.join("t-bomb")] {
+        let cap = max(read(level.join("pids.max")));
+        assert!(cap < machine, "{}: {cap} of the machine's {machine}", level.display());
+    }
+    assert_eq!(read(pids.join("t-bomb/a/pids.max")), "1024");
+    let peak = |secs: u64| {
+        let (mut most, t0) = (0, std::time::Instant::now());
+        while t0.elapsed() < std::time::Duration::from_secs(secs) {
+            most = most.max(max(read(pids.join("t-bomb/a/pids.current"))));
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        most
+    };
+    let most = peak(5);
+    assert!((900..=1024).contains(&most), "{most} processes in a node without pids: (default cap 1024)");
+    let stop = |what: &str| {
+        for verb in ["stop", "start"] {
+            let o = lab.vemu(&["node", verb, "a"]);
+            assert!(o.status.success(), "{what}: node {verb}: {}", text(&o));
+        }
+    };
+    stop("after the sleeps");
+    // A real fork bomb, for a few seconds.
+    lab.sh("a", "(timeout -s KILL 8 bash -c 'f() { f | f & }; f' >/dev/null 2>&1 &); true");
+    let most = peak(3);
+    assert!(most <= 1024, "{most} processes in the bombed node");
+    // The controller, the machine and the other node keep answering meanwhile.
+    let st = lab.status();
+    assert!(st["nodes"].as_array().unwrap().iter().any(|n| n["name"] == "a" && n["usage"]["processes"].as_u64().is_some_and(|p| p <= 1024)), "{st}");
+    assert!(std::process::Command::new("true").status().unwrap().success());
+    let o = lab.exec("b", &["true"]);
+    assert!(o.status.success(), "{}", text(&o));
+    stop("after the bomb");
+    // `down` takes the bomb with the node, and leaves nothing.
+    drop(lab);
+    assert!(!pids.join("t-bomb").exists());
+}
