@@ -1236,7 +1236,7 @@ impl Shard {
             self.core.handle_delivered(arrived, t.deliver_to, whole.frame);
         }
         let c = t.reasm.counts(t.vni_in);
-        self.core.set_underlay_lost(port as u32, c.lost + c.late);
+        self.core.set_underlay_lost(port as u32, c.lost + c.late + c.out_of_window);
     }
 
     fn read_from(&mut self, port: usize) {

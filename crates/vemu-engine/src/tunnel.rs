@@ -309,7 +309,21 @@ pub struct UnderlayCounts {
     pub incomplete: u64,
     /// Frames older than one already taken (reordered by the underlay), dropped.
     pub late: u64,
+    /// Frames whose sequence number was out of the window around the last one taken
+    /// ([`SEQ_WINDOW`]), dropped: forged, or the far side started over...
+    pub out_of_window: u64,
+    /// ... which it did when [`RESYNC_RUN`] such frames came in a row: the sequence was
+    /// taken up from there.
+    pub resyncs: u64,
 }
+
+/// Frames more than this far ahead of, or behind, the last one taken are out of the
+/// sequence's window: one datagram with a forged number far ahead would otherwise make
+/// every later real frame "late" for good.
+pub const SEQ_WINDOW: u32 = 1 << 16;
+/// Out-of-window frames with consecutive numbers, none taken in between, that make the
+/// sequence start over from them (a far engine that started over; link down and up).
+pub const RESYNC_RUN: u32 = 8;
 
 #[derive(Default)]
 struct Partial {
@@ -320,11 +334,21 @@ struct Partial {
     bytes: usize,
 }
 
+/// One VNI's state: the frame in the making, the last sequence number taken, the counts,
+/// and the run of out-of-window frames (latest number, how many in a row).
+#[derive(Default)]
+struct Sequence {
+    partial: Partial,
+    last: Option<u32>,
+    counts: UnderlayCounts,
+    run: Option<(u32, u32)>,
+}
+
 /// Makes frames whole, per VNI: one frame in the making each, so its memory is bounded
 /// by the number of VNIs the caller lets in times [`MAX_FRAME`].
 #[derive(Default)]
 pub struct Reassembler {
-    vnis: rustc_hash::FxHashMap<u32, (Partial, Option<u32>, UnderlayCounts)>,
+    vnis: rustc_hash::FxHashMap<u32, Sequence>,
 }
 
 impl Reassembler {
@@ -334,8 +358,33 @@ impl Reassembler {
 
     /// Take one piece; a frame when it completes one.
     pub fn push(&mut self, p: &Piece<'_>) -> Option<Whole> {
-        let (partial, last, counts) = self.vnis.entry(p.meta.vni).or_default();
+        let Sequence { partial, last, counts, run } = self.vnis.entry(p.meta.vni).or_default();
         let seq = p.meta.seq;
+        if let Some(l) = *last {
+            // Not the next ones (up to SEQ_WINDOW ahead): late (reordered, up to
+            // SEQ_WINDOW behind) or out of the window; dropped, unless RESYNC_RUN of them
+            // in a row, none taken in between, say the far side started over.
+            let (ahead, behind) = (seq.wrapping_sub(l), l.wrapping_sub(seq));
+            if ahead == 0 || ahead > SEQ_WINDOW {
+                *run = match *run {
+                    Some((s, n)) if s == seq => Some((s, n)),
+                    Some((s, n)) if seq == s.wrapping_add(1) => Some((seq, n + 1)),
+                    _ => Some((seq, 1)),
+                };
+                if run.is_some_and(|(_, n)| n < RESYNC_RUN) {
+                    match behind <= SEQ_WINDOW {
+                        true => counts.late += (p.index == 0) as u64,
+                        false => counts.out_of_window += (p.index == 0) as u64,
+                    }
+                    return None;
+                }
+                // Started over: taken up from this frame (the gap is not counted lost).
+                counts.resyncs += 1;
+                *last = Some(seq.wrapping_sub(1));
+                *run = None;
+                *partial = Partial::default();
+            }
+        }
         // Sequence numbers wrap: "newer" is a forward distance under 2^31.
         let ahead = |a: u32, b: u32| a != b && a.wrapping_sub(b) < 1 << 31;
         if last.is_some_and(|l| !ahead(seq, l)) {
@@ -369,6 +418,8 @@ impl Reassembler {
             counts.lost += seq.wrapping_sub(l).saturating_sub(1) as u64;
         }
         *last = Some(seq);
+        // (A frame taken in the window ends a run of out-of-window ones.)
+        *run = None;
         counts.frames += 1;
         let mut frame = Vec::with_capacity(VNET_HDR_LEN + done.bytes);
         frame.extend_from_slice(&p.vnet);
@@ -380,7 +431,7 @@ impl Reassembler {
 
     /// What the underlay did to a VNI's frames so far.
     pub fn counts(&self, vni: u32) -> UnderlayCounts {
-        self.vnis.get(&vni).map(|v| v.2).unwrap_or_default()
+        self.vnis.get(&vni).map(|v| v.counts).unwrap_or_default()
     }
 }
 
@@ -457,7 +508,7 @@ mod tests {
         assert!(send(&mut r, &frame(500, 0), meta(3), payload).1.is_some());
         // seq 1's last piece, late: dropped.
         assert!(r.push(&decode(&out[2]).unwrap()).is_none());
-        assert_eq!(r.counts(4), UnderlayCounts { frames: 2, lost: 2, incomplete: 1, late: 0 });
+        assert_eq!(r.counts(4), UnderlayCounts { frames: 2, lost: 2, incomplete: 1, late: 0, ..Default::default() });
         // A duplicate of an old frame is late.
         assert!(send(&mut r, &frame(500, 0), meta(3), payload).1.is_none());
         assert_eq!(r.counts(4).late, 1);
@@ -546,6 +597,54 @@ mod tests {
             assert!(send(&mut r, &frame(64, 0), Meta { vni: 2, seq, departure_ns: 0 }, 1472).1.is_some(), "seq {seq}");
         }
         assert_eq!(r.counts(2).lost, 0);
+    }
+
+    /// Audit (issue 39): one forged datagram up to 2^31 ahead made every later real frame
+    /// "late", for good. Numbers out of the window are dropped; a run of them, none
+    /// taken in between, is a far side that started over, and the sequence follows it.
+    #[test]
+    fn a_forged_number_far_ahead_blackholes_nothing_and_a_restart_resyncs() {
+        let mut r = Reassembler::new();
+        let meta = |seq| Meta { vni: 5, seq, departure_ns: 0 };
+        let take = |r: &mut Reassembler, seq: u32| send(r, &frame(64, 0), meta(seq), 1472).1.is_some();
+        for seq in 0..10 {
+            assert!(take(&mut r, seq));
+        }
+        // The forger: one datagram far ahead, then even a few in a row.
+        for (i, forged) in [(1u32 << 31) - 1, 5_000_000, 5_000_001, 5_000_002].into_iter().enumerate() {
+            assert!(!take(&mut r, forged), "forged {forged} taken");
+            assert!(take(&mut r, 10 + i as u32), "a real frame after forged {forged}");
+        }
+        let c = r.counts(5);
+        assert_eq!((c.out_of_window, c.resyncs, c.late), (4, 0, 0), "{c:?}");
+        // Real frames around the last one taken keep their meaning: reordered ones late.
+        assert!(take(&mut r, 30));
+        assert!(!take(&mut r, 29));
+        assert_eq!(r.counts(5).late, 1);
+        // The far side starts over from 0 (behind): after RESYNC_RUN frames in a row,
+        // the sequence follows it; the gap is not counted lost.
+        let lost = r.counts(5).lost;
+        for seq in 0..RESYNC_RUN - 1 {
+            assert!(!take(&mut r, seq), "seq {seq} before the resync");
+        }
+        assert!(take(&mut r, RESYNC_RUN - 1));
+        assert!(take(&mut r, RESYNC_RUN));
+        let c = r.counts(5);
+        assert_eq!((c.resyncs, c.lost), (1, lost), "{c:?}");
+        // The same from far behind (out of the window).
+        for seq in 0..2 * RESYNC_RUN {
+            assert!(take(&mut r, 3_000_000_000u32.wrapping_add(seq)) == (seq >= RESYNC_RUN - 1), "seq {seq}");
+        }
+        assert_eq!(r.counts(5).resyncs, 2);
+        // A frame of many pieces that ends a run is made whole too.
+        let mut r = Reassembler::new();
+        assert!(take(&mut r, 0));
+        for i in 0..RESYNC_RUN - 1 {
+            assert!(!take(&mut r, 1_000_000 + i));
+        }
+        let big = frame(3000, 1);
+        let (n, whole) = send(&mut r, &big, meta(1_000_000 + RESYNC_RUN - 1), 1472);
+        assert!(n > 1 && whole.is_some_and(|w| w.frame == big), "{n} pieces");
     }
 
     #[test]
