@@ -3,7 +3,7 @@
 //! watches them all.
 
 use std::fs::OpenOptions;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -18,6 +18,8 @@ use crate::LockExt;
 const MAX_RESTARTS: u32 = 3;
 const RESTART_PAUSE: Duration = Duration::from_secs(1);
 const POLL: Duration = Duration::from_millis(100);
+/// How often each node's log size is looked at.
+const LOG_LOOK: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case", tag = "state")]
@@ -54,8 +56,38 @@ pub struct Supervisor {
     thread: Option<JoinHandle<()>>,
 }
 
+/// A node's log, to append to: made readable by root and its group only (commands may
+/// print secrets the scenario's files hold).
 fn open_log(paths: &LabPaths, node: &str) -> std::io::Result<std::fs::File> {
-    OpenOptions::new().create(true).append(true).open(paths.node_log(node))
+    use std::os::unix::fs::OpenOptionsExt;
+    OpenOptions::new().create(true).append(true).mode(0o640).open(paths.node_log(node))
+}
+
+/// Keep `node`'s log under `max_bytes`: once over, its last `max_bytes` go to
+/// `NODE.log.1` (replacing what was there) and the log starts again (its writers
+/// append, so they go on at its new end). Between two looks a node can write more:
+/// the supervisor looks every second.
+fn cap_log(paths: &LabPaths, node: &str, max_bytes: u64) {
+    use std::io::{Seek, SeekFrom};
+    let path = paths.node_log(node);
+    let Ok(mut f) = OpenOptions::new().read(true).write(true).open(&path) else { return };
+    let Ok(len) = f.metadata().map(|m| m.len()) else { return };
+    if len <= max_bytes {
+        return;
+    }
+    let old = path.with_extension("log.1");
+    let kept = f.seek(SeekFrom::Start(len - max_bytes)).and_then(|_| {
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut out = OpenOptions::new().create(true).write(true).truncate(true).mode(0o640).open(&old)?;
+        std::io::copy(&mut (&mut f).take(max_bytes), &mut out)
+    });
+    let _ = f.set_len(0);
+    drop(f);
+    let said = match kept {
+        Ok(n) => format!("the log passed {max_bytes} bytes: its last {n} are in {}", old.display()),
+        Err(e) => format!("the log passed {max_bytes} bytes and was cut (keeping its end in {} failed: {e})", old.display()),
+    };
+    log_line(paths, node, &said);
 }
 
 fn log_line(paths: &LabPaths, node: &str, msg: &str) {
@@ -101,8 +133,9 @@ fn spawn_with(paths: &LabPaths, node: &str, command: &str, out: std::fs::File, s
 const PREPARE_THREADS: usize = 4;
 
 impl Supervisor {
-    /// Start every `(node, command)` and watch them.
-    pub fn start(paths: LabPaths, commands: Vec<(String, String)>) -> Supervisor {
+    /// Start every `(node, command)` and watch them, and keep each node's log under
+    /// `log_bytes`.
+    pub fn start(paths: LabPaths, commands: Vec<(String, String)>, log_bytes: u64) -> Supervisor {
         let procs: Vec<Proc> = commands
             .into_iter()
             .map(|(node, command)| Proc {
@@ -136,8 +169,17 @@ impl Supervisor {
         let thread = std::thread::Builder::new()
             .name("vemu-supervise".into())
             .spawn(move || {
+                let mut last_look = Instant::now();
                 while !s.load(Ordering::Relaxed) {
                     tick(&paths, &mut p.locked());
+                    if last_look.elapsed() >= LOG_LOOK {
+                        last_look = Instant::now();
+                        let mut nodes: Vec<String> = p.locked().iter().map(|x| x.status.node.clone()).collect();
+                        nodes.dedup();
+                        for n in nodes {
+                            cap_log(&paths, &n, log_bytes);
+                        }
+                    }
                     std::thread::sleep(POLL);
                 }
             })

@@ -164,6 +164,8 @@ struct Pending {
     fast: Option<Fast>,
     clock: LabClock,
     commands: Vec<(String, String)>,
+    /// Largest size of a node's log (the plan's `log_bytes`).
+    log_bytes: u64,
     /// The first netfilter queue of the lab's diverted paths (rules in place), and the paths.
     diverts: Option<(u16, Vec<DivertSpec>)>,
     /// The engine's shards, and the tunnel socket of each that has one.
@@ -750,7 +752,7 @@ impl LocalWorker {
             Fast { path, make_taps, probe }
         });
         let tunnel_sockets = sockets.into_iter().map(|x| x.map(OwnedFd::from)).collect();
-        self.pending = Some(Pending { specs, segments, trunks_in, fast, clock: LabClock { epoch_ns: epoch }, commands, diverts, shards, tunnel_sockets });
+        self.pending = Some(Pending { specs, segments, trunks_in, fast, clock: LabClock { epoch_ns: epoch }, commands, log_bytes: plan.log_bytes, diverts, shards, tunnel_sockets });
         if endpoints.is_empty() {
             self.connect(&[], &[])?;
         }
@@ -793,7 +795,7 @@ impl LocalWorker {
             self.diverter = Some(Diverter::start(base, specs, p.clock)?);
         }
         let paths = self.lab.clone().ok_or_else(|| anyhow!("the lab is not built"))?;
-        self.supervisor = Some(Supervisor::start(paths, p.commands));
+        self.supervisor = Some(Supervisor::start(paths, p.commands, p.log_bytes));
         Ok(())
     }
 

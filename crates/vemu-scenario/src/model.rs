@@ -30,6 +30,11 @@ pub struct Plan {
     /// /var/log and /run together, bytes (scenario key `storage`).
     #[serde(default = "default_storage")]
     pub storage_bytes: u64,
+    /// Largest size of a node's log (`/var/log/vemu/LAB/NODE.log`, what its commands
+    /// print), bytes (scenario key `logs`): beyond it the log moves to `NODE.log.1`
+    /// (replacing the one there) and starts again.
+    #[serde(default = "default_log")]
+    pub log_bytes: u64,
     /// Machines hosting the nodes (empty: this machine alone); each node's is
     /// [`NodePlan::machine`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -133,6 +138,13 @@ impl Machine {
 
 /// Default size of a lab's tmpfs (nodes' private files), bytes.
 pub const DEFAULT_STORAGE_BYTES: u64 = 1 << 30;
+/// Default and least cap of a node's log (scenario key `logs`).
+pub const DEFAULT_LOG_BYTES: u64 = 64 << 20;
+pub const MIN_LOG_BYTES: u64 = 64 << 10;
+
+fn default_log() -> u64 {
+    DEFAULT_LOG_BYTES
+}
 /// Smallest one a scenario may ask for.
 pub const MIN_STORAGE_BYTES: u64 = 16 << 20;
 

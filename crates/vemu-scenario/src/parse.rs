@@ -34,6 +34,7 @@ pub struct Scenario {
     pub fidelity: crate::FidelityThresholds,
     /// Size of the lab's tmpfs (what the nodes write under /etc, /var/lib, /var/log, /run), bytes.
     pub storage_bytes: u64,
+    pub log_bytes: u64,
     /// Machines that host the lab's nodes (`machines:`), by name; none: this machine.
     pub machines: Vec<crate::Machine>,
     /// The machine's own traffic through emulated paths (`divert:`).
@@ -1189,7 +1190,7 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, machines_overr
         }
     };
     let mut p = P { errors: Vec::new() };
-    let top = p.map(&root, "", &["name", "seed", "defaults", "nodes", "links", "segments", "events", "addressing", "routing", "fidelity", "storage", "machines", "divert"]);
+    let top = p.map(&root, "", &["name", "seed", "defaults", "nodes", "links", "segments", "events", "addressing", "routing", "fidelity", "storage", "logs", "machines", "divert"]);
     let get = |k: &str| top.iter().find(|(key, ..)| *key == k).map(|(_, m, n)| (*m, *n));
 
     let name = match (name_override, get("name")) {
@@ -1468,11 +1469,19 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, machines_overr
             })
         })
         .unwrap_or(crate::DEFAULT_STORAGE_BYTES);
+    let log_bytes = get("logs")
+        .and_then(|(_, n)| {
+            p.scalar(n, "logs", |s| match units::size_bytes(s) {
+                Ok(b) if b < crate::MIN_LOG_BYTES => Err(format!("logs must be at least 64KiB, got '{s}'")),
+                r => r,
+            })
+        })
+        .unwrap_or(crate::DEFAULT_LOG_BYTES);
     if let (false, false, Some((mark, _))) = (diverts.is_empty(), machines.is_empty(), get("divert")) {
         p.err(mark, "divert", "diverted paths take the controller's machine's traffic: not in labs across machines yet");
     }
     if p.errors.is_empty() {
-        Ok(Scenario { name, seed, nodes, links, segments, events, addressing, addressing_mark, static_routing, routing_mark, fidelity, storage_bytes, machines, diverts })
+        Ok(Scenario { name, seed, nodes, links, segments, events, addressing, addressing_mark, static_routing, routing_mark, fidelity, storage_bytes, log_bytes, machines, diverts })
     } else {
         Err(p.errors)
     }

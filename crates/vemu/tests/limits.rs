@@ -131,3 +131,33 @@ fn a_node_without_a_pids_limit_is_capped_and_a_fork_bomb_stays_in_it() {
     drop(lab);
     assert!(!pids.join("t-bomb").exists());
 }
+
+/// Audit (issue 39): a node printing 200 MB made a 200 MB log, mode 0644, kept after
+/// down. A node's log is kept under the scenario's `logs:` (64 MiB by default; 1 MiB
+/// here): its end moves to NODE.log.1 and it starts again; both root-and-group only.
+#[test]
+fn a_nodes_log_is_capped_and_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let _g = serial();
+    let lab = Lab::up("t-logs", "name: t-logs\nlogs: 1MiB\naddressing: {ipv6: none}\nnodes:\n  a: {run: [\"head -c 20000000 /dev/zero | tr '\\\\0' x; echo the-end\"]}\n");
+    let (log, old) = (std::path::Path::new("/var/log/vemu/t-logs/a.log"), std::path::Path::new("/var/log/vemu/t-logs/a.log.1"));
+    let size = |p: &std::path::Path| std::fs::metadata(p).map_or(0, |m| m.len());
+    let t0 = std::time::Instant::now();
+    while !(size(old) > 0 && size(log) <= 1 << 20) && t0.elapsed() < std::time::Duration::from_secs(20) {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    assert_eq!(size(old), 1 << 20, "the log's last MiB kept beside it");
+    assert!(size(log) <= 1 << 20, "{} bytes in the log", size(log));
+    let kept = std::fs::read(old).unwrap();
+    assert!(kept.iter().filter(|&&b| b != b'x').count() <= 256, "the end of what the node printed (x..., the-end, its exit)");
+    for p in [log, old] {
+        let mode = std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode & 0o007, 0, "{} is mode {mode:o}", p.display());
+    }
+    let said = std::fs::read_to_string(log).unwrap_or_default();
+    assert!(said.contains("the log passed 1048576 bytes"), "{said}");
+    drop(lab);
+    let o = vemu(&["check", write_scenario("t-logs2", "logs: 10KiB\nnodes: {a: {}}\n").to_str().unwrap()]);
+    assert!(!o.status.success() && text(&o).contains("logs must be at least 64KiB"), "{}", text(&o));
+}
+
