@@ -1085,6 +1085,12 @@ impl NodeEntry {
                     // "0": the writing process itself.
                     chk(libc::write(f.as_raw_fd(), c"0".as_ptr().cast(), 1) as libc::c_int)?;
                 }
+                // A cgroup namespace rooted where it now is (the node's cgroups, where it
+                // has any): a cgroup file system mounted in the node shows the node's own
+                // subtree, and the process cannot move out of its limits.
+                if !cgroups.is_empty() {
+                    chk(libc::unshare(libc::CLONE_NEWCGROUP))?;
+                }
                 chk(libc::setns(net.as_raw_fd(), libc::CLONE_NEWNET))?;
                 chk(libc::setns(uts.as_raw_fd(), libc::CLONE_NEWUTS))?;
                 // Entering a mount namespace moves to its root: come back afterwards.

@@ -161,3 +161,21 @@ fn a_nodes_log_is_capped_and_private() {
     assert!(!o.status.success() && text(&o).contains("logs must be at least 64KiB"), "{}", text(&o));
 }
 
+
+/// Audit (issue 39): a process of a node with `pids: 30` mounted the pids hierarchy and
+/// moved itself to its root, out of the limit. Each node process has a cgroup namespace
+/// rooted at the node's cgroups: what it mounts is its own subtree.
+#[test]
+fn a_node_cannot_move_out_of_its_cgroups() {
+    let _g = serial();
+    let lab = Lab::up("t-cgns", "name: t-cgns\naddressing: {ipv6: none}\nnodes:\n  a: {pids: 30}\n");
+    // The audit's escape, then as many processes as it can make (python: a shell
+    // exits when a fork fails).
+    let fork = "import os, time\nn = 0\nfor i in range(60):\n    try:\n        if os.fork() == 0:\n            time.sleep(3); os._exit(0)\n        n += 1\n    except OSError:\n        pass\nprint('forked', n)";
+    let (code, out) = lab.sh("a", &format!("mkdir -p /tmp/cg && mount -t cgroup -o pids none /tmp/cg && echo $$ > /tmp/cg/cgroup.procs; echo max=$(cat /tmp/cg/pids.max); exec python3 -c \"{fork}\""));
+    eprintln!("{out}");
+    // What it mounted is its own subtree: the node's limit at its root, and it stays under it.
+    assert!(out.contains("max=30"), "pids.max at the mount's root: {out} (exit {code})");
+    let procs: u64 = out.split("forked ").nth(1).and_then(|v| v.trim().parse().ok()).unwrap_or(u64::MAX);
+    assert!(procs <= 30, "{procs} processes under pids: 30 after the escape attempt");
+}
