@@ -1461,22 +1461,19 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, machines_overr
             p.err(n.mark, "fidelity", "'invalid' must be at least 'degraded'");
         }
     }
-    let storage_bytes = get("storage")
-        .and_then(|(_, n)| {
-            p.scalar(n, "storage", |s| match units::size_bytes(s) {
-                Ok(b) if b < crate::MIN_STORAGE_BYTES => Err(format!("storage must be at least 16MiB, got '{s}'")),
-                r => r,
+    // A size of at least `min` (said as `least`), or `default` when not given.
+    let mut size = |key: &str, min: u64, least: &str, default: u64| {
+        get(key)
+            .and_then(|(_, n)| {
+                p.scalar(n, key, |s| match units::size_bytes(s) {
+                    Ok(b) if b < min => Err(format!("{key} must be at least {least}, got '{s}'")),
+                    r => r,
+                })
             })
-        })
-        .unwrap_or(crate::DEFAULT_STORAGE_BYTES);
-    let log_bytes = get("logs")
-        .and_then(|(_, n)| {
-            p.scalar(n, "logs", |s| match units::size_bytes(s) {
-                Ok(b) if b < crate::MIN_LOG_BYTES => Err(format!("logs must be at least 64KiB, got '{s}'")),
-                r => r,
-            })
-        })
-        .unwrap_or(crate::DEFAULT_LOG_BYTES);
+            .unwrap_or(default)
+    };
+    let storage_bytes = size("storage", crate::MIN_STORAGE_BYTES, "16MiB", crate::DEFAULT_STORAGE_BYTES);
+    let log_bytes = size("logs", crate::MIN_LOG_BYTES, "64KiB", crate::DEFAULT_LOG_BYTES);
     if let (false, false, Some((mark, _))) = (diverts.is_empty(), machines.is_empty(), get("divert")) {
         p.err(mark, "divert", "diverted paths take the controller's machine's traffic: not in labs across machines yet");
     }
