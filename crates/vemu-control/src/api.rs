@@ -754,16 +754,17 @@ pub fn serve(
     let (tx, rx) = oneshot::channel::<()>();
     let r = router(app.clone()).layer(middleware::from_fn(bounded_body));
     let unix = Arc::new(unix);
-    let here = netns_of("self");
+    let here = pidns_of("self");
     servers.tasks.push(rt.spawn(serve_connections(move || {
         let l = unix.clone();
         async move { l.accept().await.map(|(s, _)| (s, None)) }
     }, move |s: tokio::net::UnixStream| {
         let r = r.clone();
         async move {
-            // Only processes of this process's network namespace: not the lab's nodes,
-            // even one that unmounted its own /run to find the socket.
-            let peer = s.peer_cred().ok().and_then(|c| c.pid()).and_then(|pid| netns_of(&pid.to_string()));
+            // Only processes of this process's PID namespace: not the lab's nodes (each
+            // has its own, which its processes cannot leave), even one that unmounted
+            // its own /run to find the socket.
+            let peer = s.peer_cred().ok().and_then(|c| c.pid()).and_then(|pid| pidns_of(&pid.to_string()));
             if peer.is_none() || peer != here {
                 refuse_other_namespace(s).await;
                 return None;
@@ -781,17 +782,17 @@ pub fn serve(
     servers
 }
 
-/// The network namespace of process `pid` (or "self"): its inode.
-fn netns_of(pid: &str) -> Option<u64> {
+/// The PID namespace of process `pid` (or "self"): its inode.
+fn pidns_of(pid: &str) -> Option<u64> {
     use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(format!("/proc/{pid}/ns/net")).ok().map(|m| m.ino())
+    std::fs::metadata(format!("/proc/{pid}/ns/pid")).ok().map(|m| m.ino())
 }
 
-/// Answer a connection to the lab's socket from another network namespace with a 403
-/// that says why, and close it.
+/// Answer a connection to the lab's socket from another PID namespace with a 403 that
+/// says why, and close it.
 async fn refuse_other_namespace(mut s: tokio::net::UnixStream) {
     use tokio::io::AsyncWriteExt;
-    let body = r#"{"error": "the lab's socket serves processes in its controller's network namespace only (not the lab's nodes): run vemu on the machine itself, or use the API over TCP with its token"}"#;
+    let body = r#"{"error": "the lab's socket serves processes in its controller's PID namespace only (not the lab's nodes): run vemu on the machine itself, or use the API over TCP with its token"}"#;
     let answer = format!("HTTP/1.1 403 Forbidden\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
     let _ = tokio::time::timeout(Duration::from_secs(1), s.write_all(answer.as_bytes())).await;
     let _ = s.shutdown().await;

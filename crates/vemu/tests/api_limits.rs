@@ -149,8 +149,8 @@ fn idle_connections_cannot_lock_the_tcp_api_out() {
 }
 
 /// Audit (issue 39): a node that unmounted its own /run found the lab's socket and
-/// could exec in its sibling nodes. The socket serves its controller's network
-/// namespace only: the node gets a 403 that says why.
+/// could exec in its sibling nodes. The socket serves its controller's PID namespace
+/// only (each node has its own): the node gets a 403 that says why.
 #[test]
 fn a_node_cannot_use_its_labs_socket() {
     let _g = serial();
@@ -158,7 +158,7 @@ fn a_node_cannot_use_its_labs_socket() {
     let ask = "import socket\ns = socket.socket(socket.AF_UNIX)\ns.connect('/run/vemu/t-nosock/api.sock')\ns.sendall(b'GET /v1/lab HTTP/1.1\\r\\nHost: x\\r\\nConnection: close\\r\\n\\r\\n')\nprint(s.recv(4096).decode())";
     let (code, out) = lab.sh("a", &format!("umount -l /run && python3 -c \"{ask}\""));
     assert_eq!(code, 0, "{out}");
-    assert!(out.starts_with("HTTP/1.1 403") && out.contains("network namespace only"), "{out}");
+    assert!(out.starts_with("HTTP/1.1 403") && out.contains("PID namespace only"), "{out}");
     // The machine's own clients are served as before.
     let o = lab.vemu(&["status"]);
     assert!(o.status.success(), "{}", text(&o));
