@@ -38,6 +38,7 @@ fn core() -> Core {
         kernel_path: true,
         kernel_shaper: true,
         far_switching: false,
+        ipv6_off: false,
     });
     let cfg = MediumConfig { model: Model::UnitDisk { range_m: 250.0 }, radio: Radio::default(), rate_bps: 11_000_000, preamble_ns: 192 * US, carrier_sense_m: 550.0, csma: true, queue_frames: 50, seed: 1 };
     c.add_segment(SegmentConfig {
@@ -49,6 +50,7 @@ fn core() -> Core {
         kernel_path: false,
         kernel_shaper: false,
         far_switching: false,
+        ipv6_off: false,
     });
     // A plain LAN the kernel may switch, its rates shaped by the kernel's buckets.
     c.add_segment(SegmentConfig {
