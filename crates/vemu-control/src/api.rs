@@ -794,8 +794,18 @@ async fn refuse_other_namespace(mut s: tokio::net::UnixStream) {
     use tokio::io::AsyncWriteExt;
     let body = r#"{"error": "the lab's socket serves processes in its controller's PID namespace only (not the lab's nodes): run vemu on the machine itself, or use the API over TCP with its token"}"#;
     let answer = format!("HTTP/1.1 403 Forbidden\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
-    let _ = tokio::time::timeout(Duration::from_secs(1), s.write_all(answer.as_bytes())).await;
-    let _ = s.shutdown().await;
+    // The answer, then what the client sends is read (for at most 1 s) until it closes:
+    // closed at once, a client still sending its request would get a broken pipe before
+    // it reads the answer.
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        use tokio::io::AsyncReadExt;
+        s.write_all(answer.as_bytes()).await?;
+        s.shutdown().await?;
+        let mut sink = [0u8; 4096];
+        while s.read(&mut sink).await? > 0 {}
+        std::io::Result::Ok(())
+    })
+    .await;
 }
 
 /// Serve the API on a TCP listener, where requests need `token` (or a session of the
