@@ -385,12 +385,9 @@ impl Reassembler {
                 *partial = Partial::default();
             }
         }
-        // Sequence numbers wrap: "newer" is a forward distance under 2^31.
+        // (From here `seq` is ahead of the last one taken.) Sequence numbers wrap: "newer"
+        // is a forward distance under 2^31.
         let ahead = |a: u32, b: u32| a != b && a.wrapping_sub(b) < 1 << 31;
-        if last.is_some_and(|l| !ahead(seq, l)) {
-            counts.late += (p.index == 0) as u64;
-            return None;
-        }
         if partial.count != 0 && partial.seq != seq {
             if ahead(seq, partial.seq) {
                 counts.incomplete += 1;
