@@ -30,17 +30,21 @@ pub const DEFAULT_NODE_PIDS: u64 = 1024;
 pub const LABS_PIDS_ENV: &str = "VEMU_LABS_PIDS";
 
 /// Processes all labs' nodes may have together on this machine: [`LABS_PIDS_ENV`], else
-/// three quarters of the lower of `kernel.pid_max` and `kernel.threads-max`.
-pub fn labs_pids_cap() -> String {
-    if let Ok(v) = std::env::var(LABS_PIDS_ENV) {
-        let v = v.trim();
-        if v == "max" || v.parse::<u64>().is_ok_and(|n| n > 0) {
-            return v.to_string();
+/// three quarters of the lower of `kernel.pid_max` and `kernel.threads-max` (found once
+/// a process: every node process's start asks).
+pub fn labs_pids_cap() -> &'static str {
+    static CAP: OnceLock<String> = OnceLock::new();
+    CAP.get_or_init(|| {
+        if let Ok(v) = std::env::var(LABS_PIDS_ENV) {
+            let v = v.trim();
+            if v == "max" || v.parse::<u64>().is_ok_and(|n| n > 0) {
+                return v.to_string();
+            }
         }
-    }
-    let read = |p: &str| fs::read_to_string(p).ok().and_then(|s| s.trim().parse::<u64>().ok());
-    let machine = [read("/proc/sys/kernel/pid_max"), read("/proc/sys/kernel/threads-max")].into_iter().flatten().min().unwrap_or(32_768);
-    (machine / 4 * 3).max(DEFAULT_NODE_PIDS).to_string()
+        let read = |p: &str| fs::read_to_string(p).ok().and_then(|s| s.trim().parse::<u64>().ok());
+        let machine = [read("/proc/sys/kernel/pid_max"), read("/proc/sys/kernel/threads-max")].into_iter().flatten().min().unwrap_or(32_768);
+        (machine / 4 * 3).max(DEFAULT_NODE_PIDS).to_string()
+    })
 }
 
 /// The pids controller's directory of `rel` (v1's pids hierarchy, or v2's unified one).
@@ -106,7 +110,8 @@ fn node_dirs(lab: &str, node: &str) -> Vec<PathBuf> {
 /// Make the node's cgroups (idempotent). In v2 the controllers are enabled on the way.
 /// `vemu/` and `vemu/LAB` get the labs' process cap, a new node its default one.
 pub fn ensure(lab: &str, node: &str) -> Result<()> {
-    let caps: Vec<(PathBuf, String)> = [(Path::new("vemu").to_path_buf(), labs_pids_cap()), (Path::new("vemu").join(lab), labs_pids_cap()), (node_rel(lab, node), DEFAULT_NODE_PIDS.to_string())]
+    let node_cap = DEFAULT_NODE_PIDS.to_string();
+    let caps: Vec<(PathBuf, &str)> = [(Path::new("vemu").to_path_buf(), labs_pids_cap()), (Path::new("vemu").join(lab), labs_pids_cap()), (node_rel(lab, node), node_cap.as_str())]
         .into_iter()
         .filter_map(|(rel, cap)| pids_dir(&rel).filter(|d| !d.is_dir()).map(|d| (d, cap)))
         .collect();
@@ -123,7 +128,7 @@ pub fn ensure(lab: &str, node: &str) -> Result<()> {
         fs::create_dir_all(&d).with_context(|| format!("creating cgroup {}", d.display()))?;
     }
     for (d, cap) in caps {
-        write(&d, "pids.max", &cap)?;
+        write(&d, "pids.max", cap)?;
     }
     Ok(())
 }
