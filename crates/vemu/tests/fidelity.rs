@@ -180,8 +180,12 @@ fn a_links_delay_absorbs_the_time_frames_wait_to_be_read() {
         assert!(hist.iter().sum::<u64>() >= 20, "{dir}: the input queue was probed ({hist:?})");
         assert!(s["input_wait_max_ns"].as_u64().unwrap() >= 1_500_000, "{dir}: the probes waited for the stalled reads");
         // Buckets of the delay histogram: ..., 9 = up to 1 ms, 10 = up to 2 ms, ...
-        assert_eq!(hist[10..].iter().sum::<u64>(), 0, "{dir}: a probe's wait beyond the 5 ms of delay ({hist:?})");
+        // Unabsorbed, nearly every probe would sit in bucket 10 (2 ms of wait); absorbed,
+        // only one the scheduler held beyond the stall (the shard's thread preempted on
+        // a loaded 2-core machine: 1 of 54 once in CI) may wait past the delay.
+        let beyond: u64 = hist[10..].iter().sum();
+        assert!(beyond * 10 <= hist.iter().sum::<u64>(), "{dir}: probes' waits beyond the 5 ms of delay ({hist:?})");
     }
     let f = &st["fidelity"];
-    assert!(f["affected"].as_array().unwrap().iter().all(|a| a["input_late_probes"] == 0), "{f}");
+    assert!(f["affected"].as_array().unwrap().iter().all(|a| a["input_late_probes"].as_u64().unwrap() * 10 <= a["input_probes"].as_u64().unwrap()), "{f}");
 }
