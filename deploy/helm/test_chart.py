@@ -60,7 +60,7 @@ def test_helm_lint_passes():
 @pytest.mark.parametrize("version", VERSIONS)
 def test_every_rendered_object_is_valid_kubernetes(version):
     chart = render(kube=version)
-    kinds = ["ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "DaemonSet", "Deployment", "Role", "RoleBinding", "ServiceAccount"]
+    kinds = ["ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "CustomResourceDefinition", "DaemonSet", "Deployment", "Role", "RoleBinding", "ServiceAccount"]
     assert sorted(d["kind"] for d in chart) == kinds
     for d in chart:
         kubernetes_validate.validate(d, version, strict=True)
@@ -83,9 +83,11 @@ def test_the_chart_renders_what_kustomize_does(chart, kustomized):
         assert h["subjects"] == k["subjects"]
         assert h["roleRef"]["name"] == one(chart, h["roleRef"]["kind"])["metadata"]["name"]
     # The same resource definition (the one made from the operator's types).
-    assert one(chart, "CustomResourceDefinition") == one(kustomized, "CustomResourceDefinition")
-    with open(os.path.join(CHART, "crds", "vemulab-crd.json")) as a, open(os.path.join(KUSTOMIZE, "vemulab-crd.json")) as b:
-        assert json.load(a) == json.load(b), "crds/vemulab-crd.json must be a copy of deploy/kubernetes/vemulab-crd.json"
+    for name in ["vemulabs.vemu.dev", "vemulabpolicies.vemu.dev"]:
+        assert one(chart, "CustomResourceDefinition", name) == one(kustomized, "CustomResourceDefinition", name)
+    for f in ["vemulab-crd.json", "vemulabpolicy-crd.json"]:
+        with open(os.path.join(CHART, "crds", f)) as a, open(os.path.join(KUSTOMIZE, f)) as b:
+            assert json.load(a) == json.load(b), f"crds/{f} must be a copy of deploy/kubernetes/{f}"
 
 
 def test_values_reach_the_objects():
@@ -93,7 +95,7 @@ def test_values_reach_the_objects():
                   "--set", "operator.enabled=false", "--set-json", 'agent.nodeSelector={"pool":"emu"}',
                   "--set-json", 'agent.tolerations=[{"key":"emu","operator":"Exists","effect":"NoSchedule"}]',
                   "--set", "agent.resources.limits.memory=8Gi", "--namespace", "labs")
-    assert sorted(d["kind"] for d in docs) == ["CustomResourceDefinition", "DaemonSet"]
+    assert sorted(d["kind"] for d in docs) == ["CustomResourceDefinition", "CustomResourceDefinition", "DaemonSet"]
     ds = one(docs, "DaemonSet")
     pod = ds["spec"]["template"]["spec"]
     (c,) = pod["containers"]

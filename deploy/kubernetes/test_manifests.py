@@ -31,7 +31,7 @@ def validate(doc, version):
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_every_rendered_object_is_valid_kubernetes(docs, version):
-    kinds = ["ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "DaemonSet", "Deployment", "Namespace", "Role", "RoleBinding", "ServiceAccount"]
+    kinds = ["ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "CustomResourceDefinition", "DaemonSet", "Deployment", "Namespace", "Role", "RoleBinding", "ServiceAccount"]
     assert sorted(d["kind"] for d in docs) == kinds
     for d in docs:
         validate(d, version)
@@ -89,16 +89,29 @@ def test_the_operator_runs_one_controller_with_the_agents_token_and_just_the_rig
     rules = {(d["kind"], tuple(r["resources"])): r["verbs"] for d in docs if d["kind"] in ("Role", "ClusterRole") for r in d["rules"]}
     assert rules[("ClusterRole", ("vemulabs",))] == ["get", "list", "watch", "patch", "update"]
     assert rules[("ClusterRole", ("vemulabs/status",))] == ["get", "patch", "update"]
+    # The administrator's policies: read, never written (docs/kubernetes.md, trust model).
+    assert rules[("ClusterRole", ("vemulabpolicies",))] == ["get", "list", "watch"]
     assert rules[("Role", ("pods",))] == ["get", "list", "watch"]
     for b in (d for d in docs if d["kind"] in ("RoleBinding", "ClusterRoleBinding")):
         assert b["subjects"] == [{"kind": "ServiceAccount", "name": sa, "namespace": "vemu"}]
 
 
-def crd_schema(docs):
-    crd = next(d for d in docs if d["kind"] == "CustomResourceDefinition")
+def crd_schema(docs, name="vemulabs.vemu.dev"):
+    crd = next(d for d in docs if d["kind"] == "CustomResourceDefinition" and d["metadata"]["name"] == name)
     (v,) = crd["spec"]["versions"]
-    assert crd["spec"]["group"] == "vemu.dev" and v["name"] == "v1alpha1" and v["subresources"] == {"status": {}}
+    assert crd["spec"]["group"] == "vemu.dev" and v["name"] == "v1alpha1"
+    assert (v.get("subresources") == {"status": {}}) == (name == "vemulabs.vemu.dev")
     return v["schema"]["openAPIV3Schema"]
+
+
+def test_a_policy_is_cluster_scoped_and_allows_only_known_features(docs):
+    crd = next(d for d in docs if d["kind"] == "CustomResourceDefinition" and d["metadata"]["name"] == "vemulabpolicies.vemu.dev")
+    assert crd["spec"]["scope"] == "Cluster"
+    schema = crd_schema(docs, "vemulabpolicies.vemu.dev")
+    policy = {"apiVersion": "vemu.dev/v1alpha1", "kind": "VemuLabPolicy", "metadata": {"name": "p"}, "spec": {"namespaces": ["team"], "allow": ["from", "trace"]}}
+    jsonschema.validate(policy, schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**policy, "spec": {"allow": ["root"]}}, schema)
 
 
 def test_the_example_vemulab_fits_the_crd_and_its_scenario_is_valid(docs):

@@ -362,6 +362,7 @@ impl LocalWorker {
     /// and the tunnel sockets it made are returned, as (link, address).
     fn build(&mut self, plan: Plan, epoch: u64, share: Option<Share>, progress: &mut dyn FnMut(usize, usize)) -> Result<Vec<(usize, SocketAddr)>> {
         let paths = LabPaths::new(&plan.name);
+        let is_share = share.is_some();
         let here = |node: usize| share.as_ref().is_none_or(|s| plan.nodes[node].machine == s.machine);
         let hosts: String = std::iter::once("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n".to_string())
             .chain(plan.hosts.iter().map(|(a, n)| format!("{a}\t{n}\n")))
@@ -753,7 +754,11 @@ impl LocalWorker {
         });
         let tunnel_sockets = sockets.into_iter().map(|x| x.map(OwnedFd::from)).collect();
         self.pending = Some(Pending { specs, segments, trunks_in, fast, clock: LabClock { epoch_ns: epoch }, commands, log_bytes: plan.log_bytes, diverts, shards, tunnel_sockets });
-        if endpoints.is_empty() {
+        // A lab of this machine alone starts now; a machine's share of a lab across
+        // machines when the controller says (`Connect`), even one with no tunnel (a
+        // machine with no node of a small lab's: it was started twice, and the second
+        // failed: "nothing is waiting to start").
+        if !is_share {
             self.connect(&[], &[])?;
         }
         Ok(endpoints)

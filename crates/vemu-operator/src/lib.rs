@@ -13,6 +13,7 @@
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use vemu_scenario::{Reach, Trust};
 
 /// Finalizer the operator puts on every VemuLab: the lab is taken down before the
 /// resource goes.
@@ -61,6 +62,125 @@ pub struct VemuLabStatus {
     /// Digest of the scenario and nodes the lab runs (a changed spec brings it up anew).
     #[serde(default)]
     pub digest: String,
+    /// `Admitted`: whether the scenario uses only what its namespace may (a tenant's
+    /// lab gets its own nodes, plus what a VemuLabPolicy allows); when not, the fields
+    /// refused.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<LabCondition>,
+}
+
+/// A condition of a VemuLab (as Kubernetes' own: `kubectl wait --for=condition=...`).
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LabCondition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True` or `False`.
+    pub status: String,
+    pub reason: String,
+    pub message: String,
+    /// RFC 3339.
+    #[serde(default)]
+    pub last_transition_time: String,
+}
+
+/// What the VemuLabs of some namespaces may use beyond their own nodes. Cluster-scoped:
+/// only a cluster administrator makes one (a tenant allowed to create VemuLabs in its
+/// namespace cannot). Without one, a VemuLab gets its own nodes only.
+#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "vemu.dev",
+    version = "v1alpha1",
+    kind = "VemuLabPolicy",
+    shortname = "vlabpolicy",
+    printcolumn = r#"{"name": "Namespaces", "type": "string", "jsonPath": ".spec.namespaces"}"#,
+    printcolumn = r#"{"name": "Allow", "type": "string", "jsonPath": ".spec.allow"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct VemuLabPolicySpec {
+    /// The namespaces whose VemuLabs it applies to; leave it out for every namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespaces: Option<Vec<String>>,
+    /// What they may use: `from` (files of the operator's pod copied into nodes:
+    /// `files: {from:}`, `template:`), `trace` (movement files of the operator's pod),
+    /// `host` and `external` (the machine, its NICs), `divert` (the machine's traffic),
+    /// `shared-pids` (`isolation: none`).
+    pub allow: Vec<Feature>,
+}
+
+/// A scenario feature a [`VemuLabPolicy`] can allow (vemu_scenario's [`Reach`]).
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Feature {
+    From,
+    Trace,
+    Host,
+    External,
+    Divert,
+    SharedPids,
+}
+
+impl Feature {
+    pub fn reach(self) -> Reach {
+        match self {
+            Feature::From => Reach::From,
+            Feature::Trace => Reach::Trace,
+            Feature::Host => Reach::Host,
+            Feature::External => Reach::External,
+            Feature::Divert => Reach::Divert,
+            Feature::SharedPids => Reach::SharedPids,
+        }
+    }
+}
+
+/// What the VemuLabs of `namespace` may use: the union of what the policies that apply
+/// to it allow.
+pub fn trust_of(namespace: &str, policies: &[VemuLabPolicySpec]) -> Trust {
+    let mut allowed: Vec<Reach> = policies
+        .iter()
+        .filter(|p| p.namespaces.as_ref().is_none_or(|n| n.iter().any(|n| n == namespace)))
+        .flat_map(|p| p.allow.iter().map(|f| f.reach()))
+        .collect();
+    allowed.sort();
+    allowed.dedup();
+    Trust::Tenant(allowed)
+}
+
+/// `vemu up --tenant`'s argument for `trust`.
+pub fn tenant_arg(trust: &Trust) -> String {
+    match trust {
+        Trust::Tenant(a) if !a.is_empty() => a.iter().map(|r| r.name()).collect::<Vec<_>>().join(","),
+        _ => "none".into(),
+    }
+}
+
+/// The scenario checked as `vemu up --tenant` will load it, on `machines`
+/// (`NAME=ADDRESS,...`), without reading any file it is not allowed to: `Err` with what
+/// is wrong, each refused field named.
+pub fn admit(spec: &VemuLabSpec, lab: &str, machines: &str, trust: &Trust) -> Result<(), Refusal> {
+    let machines = vemu_scenario::Machine::parse_list(machines).map_err(|e| Refusal { reason: "InvalidScenario", message: format!("machines: {e}") })?;
+    // `from:` and `trace:` (when allowed) are read where `vemu up` reads them: relative
+    // to the scenario's file, which the operator writes in its temporary directory.
+    let base = std::env::temp_dir();
+    match vemu_scenario::load_str_as(&spec.scenario, "spec.scenario", lab, Some(lab), Some(machines), Some(&base), trust) {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            let refused: Vec<_> = e.errors.iter().filter(|e| e.message.starts_with(vemu_scenario::REFUSED)).collect();
+            let (reason, shown) = match refused.is_empty() {
+                true => ("InvalidScenario", e.errors.iter().collect::<Vec<_>>()),
+                false => ("Refused", refused),
+            };
+            Err(Refusal { reason, message: format!("spec.scenario: {}", shown.iter().map(|e| format!("{} (line {}): {}", e.field, e.line, e.message)).collect::<Vec<_>>().join("; ")) })
+        }
+    }
+}
+
+/// Why a VemuLab's scenario is not brought up: the `Admitted` condition's reason
+/// (`Refused`: it uses what its namespace may not; `InvalidScenario`) and message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub reason: &'static str,
+    pub message: String,
 }
 
 /// A pod of the agents' DaemonSet, as the decision needs it.
@@ -211,7 +331,7 @@ mod tests {
     }
 
     fn up_status(s: &VemuLabSpec, lab: &str, machines: &str) -> VemuLabStatus {
-        VemuLabStatus { phase: "Up".into(), lab: lab.into(), machines: machines.into(), message: String::new(), digest: digest(s) }
+        VemuLabStatus { phase: "Up".into(), lab: lab.into(), machines: machines.into(), message: String::new(), digest: digest(s), conditions: Vec::new() }
     }
 
     #[test]
@@ -271,13 +391,39 @@ mod tests {
         assert_eq!(digest(&VemuLabSpec { scenario: String::new(), nodes: None }), "639c6eb51c8b6a3d");
     }
 
-    /// The CRD in deploy/kubernetes is the one the operator's types make
-    /// (`vemu-operator crd > deploy/kubernetes/vemulab-crd.json` after a change).
+    /// The CRDs in deploy/kubernetes are the ones the operator's types make
+    /// (`vemu-operator crd KIND > deploy/kubernetes/KIND-crd.json` after a change).
     #[test]
-    fn the_crd_in_the_repository_is_the_types_one() {
+    fn the_crds_in_the_repository_are_the_types_ones() {
         use kube::CustomResourceExt;
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/kubernetes/vemulab-crd.json");
-        let file: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).expect("the CRD file")).expect("JSON");
-        assert_eq!(file, serde_json::to_value(VemuLab::crd()).unwrap(), "regenerate it: vemu-operator crd > deploy/kubernetes/vemulab-crd.json");
+        for (kind, crd) in [("vemulab", VemuLab::crd()), ("vemulabpolicy", VemuLabPolicy::crd())] {
+            let path = format!("{}/../../deploy/kubernetes/{kind}-crd.json", env!("CARGO_MANIFEST_DIR"));
+            let file: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).expect("the CRD file")).expect("JSON");
+            assert_eq!(file, serde_json::to_value(crd).unwrap(), "regenerate it: vemu-operator crd {kind} > deploy/kubernetes/{kind}-crd.json");
+        }
+    }
+
+    /// Issue 39: a tenant's VemuLab gets its own nodes, plus what the policies for its
+    /// namespace allow; what it may not use is refused naming its fields.
+    #[test]
+    fn a_vemulab_gets_what_the_policies_for_its_namespace_allow() {
+        let policies = [
+            VemuLabPolicySpec { namespaces: Some(vec!["lab-admins".into()]), allow: vec![Feature::Host, Feature::Divert] },
+            VemuLabPolicySpec { namespaces: None, allow: vec![Feature::Trace] },
+        ];
+        assert_eq!(trust_of("team", &policies), Trust::Tenant(vec![Reach::Trace]));
+        assert_eq!(trust_of("lab-admins", &policies), Trust::Tenant(vec![Reach::Trace, Reach::Host, Reach::Divert]));
+        assert_eq!(trust_of("team", &[]), Trust::Tenant(vec![]));
+        assert_eq!((tenant_arg(&trust_of("team", &[])), tenant_arg(&trust_of("lab-admins", &policies))), ("none".to_string(), "trace,host,divert".to_string()));
+        let spec = |y: &str| VemuLabSpec { scenario: y.into(), nodes: None };
+        let m = "w1=10.0.0.1,w2=10.0.0.2";
+        assert_eq!(admit(&spec("nodes: {a: {}, b: {machine: w2}}\nlinks: [{endpoints: [a, b]}]\n"), "team_x", m, &Trust::Tenant(vec![])), Ok(()));
+        let r = admit(&spec("nodes:\n  a: {isolation: none}\n  b:\n    files: {/etc/t: {from: /etc/vemu/agent-token/token}}\n"), "team_x", m, &Trust::Tenant(vec![])).unwrap_err();
+        assert_eq!(r.reason, "Refused");
+        assert!(r.message.starts_with("spec.scenario: nodes.a.isolation (line 2): refused") && r.message.contains("; nodes.b.files./etc/t.from (line 4): refused"), "{}", r.message);
+        assert!(!r.message.contains("cannot read"), "nothing refused is read: {}", r.message);
+        let r = admit(&spec("nodes: {a: {bogus: 1}}\n"), "team_x", m, &Trust::Tenant(vec![])).unwrap_err();
+        assert_eq!(r.reason, "InvalidScenario");
+        assert!(r.message.contains("nodes.a.bogus"), "{}", r.message);
     }
 }

@@ -18,7 +18,8 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::finalizer::{finalizer, Event};
 use kube::runtime::watcher;
 use kube::{Client, CustomResourceExt, ResourceExt};
-use vemu_operator::{decide, digest, Agent, Step, VemuLab, VemuLabStatus, AGENT_LABEL, FINALIZER};
+use vemu_operator::{admit, decide, digest, tenant_arg, trust_of, Agent, LabCondition, Step, VemuLab, VemuLabPolicy, VemuLabStatus, AGENT_LABEL, FINALIZER};
+use vemu_scenario::Trust;
 
 #[derive(Debug, thiserror::Error)]
 enum Error {
@@ -65,11 +66,32 @@ async fn set_status(api: &Api<VemuLab>, name: &str, status: VemuLabStatus) -> Re
     Ok(())
 }
 
-/// Bring lab `lab` up from the scenario on `machines`.
-fn up(ctx: &Ctx, lab: &str, scenario: &str, machines: &str) -> Result<String, Error> {
+/// What the VemuLabs of `namespace` may use (the cluster's VemuLabPolicies).
+async fn trust(ctx: &Ctx, namespace: &str) -> Result<Trust, Error> {
+    let policies: Api<VemuLabPolicy> = Api::all(ctx.client.clone());
+    let list = policies.list(&ListParams::default()).await?;
+    Ok(trust_of(namespace, &list.items.into_iter().map(|p| p.spec).collect::<Vec<_>>()))
+}
+
+/// The `Admitted` condition: `Ok`, or the refusal.
+fn admitted(verdict: &Result<(), vemu_operator::Refusal>, before: &[LabCondition]) -> Vec<LabCondition> {
+    let (status, reason, message) = match verdict {
+        Ok(()) => ("True", "Allowed", "the scenario uses only what its namespace may".to_string()),
+        Err(r) => ("False", r.reason, r.message.clone()),
+    };
+    let old = before.iter().find(|c| c.type_ == "Admitted");
+    let since = match old.filter(|c| c.status == status) {
+        Some(c) => c.last_transition_time.clone(),
+        None => k8s_openapi::jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+    };
+    vec![LabCondition { type_: "Admitted".into(), status: status.into(), reason: reason.into(), message, last_transition_time: since }]
+}
+
+/// Bring lab `lab` up from the scenario on `machines`, for a tenant allowed `trust`.
+fn up(ctx: &Ctx, lab: &str, scenario: &str, machines: &str, trust: &Trust) -> Result<String, Error> {
     let file = std::env::temp_dir().join(format!("vemulab-{lab}.yaml"));
     std::fs::write(&file, scenario).map_err(|e| Error::Vemu(format!("writing {}: {e}", file.display())))?;
-    let (ok, out) = vemu(ctx, &["up", &file.to_string_lossy(), "--name", lab, "--machines", machines]);
+    let (ok, out) = vemu(ctx, &["up", &file.to_string_lossy(), "--name", lab, "--machines", machines, "--tenant", &tenant_arg(trust)]);
     let _ = std::fs::remove_file(&file);
     match ok {
         true => Ok(out),
@@ -87,6 +109,24 @@ async fn apply(lab_obj: Arc<VemuLab>, ctx: &Ctx, api: &Api<VemuLab>) -> Result<A
     // One line a decision (`kubectl logs` shows what the operator did and why).
     eprintln!("vemu-operator: {ns}/{name}: {}", step.describe());
     let mut st = VemuLabStatus { digest: digest(&lab_obj.spec), ..status.clone().unwrap_or_default() };
+    let trust = trust(ctx, &ns).await?;
+    // What is brought up from the spec is a tenant's: checked first, without running or
+    // reading anything it may not.
+    if let Step::Up { lab, machines } | Step::Recreate { lab, machines } = &step {
+        let verdict = admit(&lab_obj.spec, lab, machines, &trust);
+        st.conditions = admitted(&verdict, &st.conditions);
+        if let Err(r) = verdict {
+            eprintln!("vemu-operator: {ns}/{name}: not admitted: {}", r.message);
+            if matches!(step, Step::Recreate { .. }) {
+                let _ = vemu(ctx, &["down", "--lab", &lab_now]);
+            }
+            st.phase = "Failed".into();
+            st.message = r.message;
+            set_status(api, &name, st).await?;
+            // A policy made later admits it: looked at again.
+            return Ok(Action::requeue(Duration::from_secs(20)));
+        }
+    }
     let result = match step {
         Step::Keep => return Ok(Action::requeue(Duration::from_secs(30))),
         Step::Wait(why) => {
@@ -101,10 +141,10 @@ async fn apply(lab_obj: Arc<VemuLab>, ctx: &Ctx, api: &Api<VemuLab>) -> Result<A
             set_status(api, &name, st).await?;
             return Ok(Action::await_change());
         }
-        Step::Up { lab, machines } => up(ctx, &lab, &lab_obj.spec.scenario, &machines).map(|m| (lab, machines, m)),
+        Step::Up { lab, machines } => up(ctx, &lab, &lab_obj.spec.scenario, &machines, &trust).map(|m| (lab, machines, m)),
         Step::Recreate { lab, machines } => {
             let _ = vemu(ctx, &["down", "--lab", &lab_now]);
-            up(ctx, &lab, &lab_obj.spec.scenario, &machines).map(|m| (lab, machines, m))
+            up(ctx, &lab, &lab_obj.spec.scenario, &machines, &trust).map(|m| (lab, machines, m))
         }
         // From this pod's own state, else (a new pod: its /run is empty) from the state
         // the dead controller handed to the agents, that of the first machine.
@@ -114,13 +154,13 @@ async fn apply(lab_obj: Arc<VemuLab>, ctx: &Ctx, api: &Api<VemuLab>) -> Result<A
             // Its agents no longer hold it: what is left goes, and it comes up anew.
             (false, _) => {
                 let _ = vemu(ctx, &["clean"]);
-                up(ctx, &lab, &lab_obj.spec.scenario, &machines).map(|m| (lab, machines, m))
+                up(ctx, &lab, &lab_obj.spec.scenario, &machines, &trust).map(|m| (lab, machines, m))
             }
         },
     };
     match result {
         Ok((lab, machines, out)) => {
-            st = VemuLabStatus { phase: "Up".into(), lab, machines, message: out.lines().last().unwrap_or_default().to_string(), digest: st.digest };
+            st = VemuLabStatus { phase: "Up".into(), lab, machines, message: out.lines().last().unwrap_or_default().to_string(), digest: st.digest, conditions: st.conditions };
             set_status(api, &name, st).await?;
             Ok(Action::requeue(Duration::from_secs(30)))
         }
@@ -180,7 +220,15 @@ async fn run() -> anyhow::Result<()> {
 fn main() -> std::process::ExitCode {
     match std::env::args().nth(1).as_deref() {
         Some("crd") => {
-            println!("{}", serde_json::to_string_pretty(&VemuLab::crd()).unwrap_or_default());
+            let crd = match std::env::args().nth(2).as_deref() {
+                None | Some("vemulab") => VemuLab::crd(),
+                Some("vemulabpolicy") => VemuLabPolicy::crd(),
+                Some(other) => {
+                    eprintln!("vemu-operator crd: '{other}' is not a resource of vemu's (vemulab, vemulabpolicy)");
+                    return std::process::ExitCode::from(2);
+                }
+            };
+            println!("{}", serde_json::to_string_pretty(&crd).unwrap_or_default());
             std::process::ExitCode::SUCCESS
         }
         Some("run") => {
@@ -200,7 +248,7 @@ fn main() -> std::process::ExitCode {
             }
         }
         _ => {
-            eprintln!("usage: vemu-operator crd | run");
+            eprintln!("usage: vemu-operator crd [vemulab | vemulabpolicy] | run");
             std::process::ExitCode::from(2)
         }
     }

@@ -42,6 +42,11 @@ pub struct Plan {
     /// The machine's own traffic sent through emulated paths (`divert:`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub diverts: Vec<Divert>,
+    /// A tenant's lab (`vemu up --tenant`): its nodes' processes are confined (a
+    /// read-only view of the machine's files, a /dev and /sys of their own, fewer
+    /// capabilities; docs/security.md).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub confined: bool,
 }
 
 /// Traffic of the machine itself (the controller's network namespace) that crosses an

@@ -39,6 +39,8 @@ pub struct Scenario {
     pub machines: Vec<crate::Machine>,
     /// The machine's own traffic through emulated paths (`divert:`).
     pub diverts: Vec<crate::Divert>,
+    /// A tenant's: its nodes are confined.
+    pub confined: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -212,6 +214,8 @@ fn valid_iface_name(name: &str) -> Result<(), String> {
 
 struct P {
     errors: Vec<Error>,
+    /// Whose scenario it is: what reaches beyond its nodes is refused to a tenant.
+    trust: crate::Trust,
 }
 
 type Entries<'n> = Vec<(&'n str, Mark, &'n Node)>;
@@ -219,6 +223,17 @@ type Entries<'n> = Vec<(&'n str, Mark, &'n Node)>;
 impl P {
     fn err(&mut self, mark: Mark, field: &str, message: impl Into<String>) {
         self.errors.push(Error { line: mark.line, col: mark.col, field: field.to_string(), message: message.into() });
+    }
+
+    /// Whether the scenario may use `r` (at `field`); when it may not, says so there.
+    fn reach(&mut self, r: crate::Reach, mark: Mark, field: &str) -> bool {
+        match self.trust.refusal(r) {
+            None => true,
+            Some(why) => {
+                self.err(mark, field, why);
+                false
+            }
+        }
     }
 
     /// The entries of a mapping (null counts as empty), reporting unknown and repeated keys.
@@ -636,6 +651,9 @@ fn files(p: &mut P, node: &Node, field: &str, base: Option<&Path>) -> Vec<FileDe
                         have = true;
                         def.verbatim = k == "from";
                         let Some(src) = p.string(x, &kf) else { continue };
+                        if !p.reach(crate::Reach::From, x.mark, &kf) {
+                            continue;
+                        }
                         let full = base.map(|b| b.join(&src)).unwrap_or_else(|| src.clone().into());
                         match crate::read_limited(&full, crate::MAX_NODE_FILE_BYTES) {
                             Ok(t) => def.text = t,
@@ -1099,6 +1117,12 @@ fn node_parts(p: &mut P, def: &Node, field: &str, base: Option<&Path>, allowed: 
                         _ => Err(format!("expected 'namespace' (a node of its own, the default), 'host' (the machine vemu runs on) or 'external' (what is on the wire of a NIC of the machine), got '{s}'")),
                     })
                     .map(|k| (k, v.mark));
+                // Refused to a tenant, it is kept for the checks that follow (one error).
+                match d.kind {
+                    Some((crate::NodeKind::Host, _)) => p.reach(crate::Reach::Host, v.mark, &f),
+                    Some((crate::NodeKind::External, _)) => p.reach(crate::Reach::External, v.mark, &f),
+                    _ => true,
+                };
             }
             "iface" => d.iface = p.scalar(v, &f, |s| valid_iface_name(s).map(|()| s.to_string())).map(|n| (n, v.mark)),
             "run" => d.run = p.strings(v, &f),
@@ -1108,6 +1132,7 @@ fn node_parts(p: &mut P, def: &Node, field: &str, base: Option<&Path>, allowed: 
                     "none" => Ok(false),
                     _ => Err(format!("expected 'pid' (a PID namespace and /proc of the node's own) or 'none' (the machine's PIDs), got '{s}'")),
                 })
+                .inspect(|own| _ = *own || p.reach(crate::Reach::SharedPids, v.mark, &f))
             }
             "cpu" => {
                 d.limits.cpu_cores = p.scalar(v, &f, |s| match s.parse::<f64>() {
@@ -1174,7 +1199,7 @@ fn node_parts(p: &mut P, def: &Node, field: &str, base: Option<&Path>, allowed: 
 }
 
 /// Parse a scenario; `base` is the directory that file references are relative to.
-pub fn parse(text: &str, stem: &str, name_override: Option<&str>, machines_override: Option<Vec<crate::Machine>>, base: Option<&Path>) -> Result<Scenario, Vec<Error>> {
+pub fn parse(text: &str, stem: &str, name_override: Option<&str>, machines_override: Option<Vec<crate::Machine>>, base: Option<&Path>, trust: &crate::Trust) -> Result<Scenario, Vec<Error>> {
     let root = match yaml::parse(text) {
         Ok(Some(root)) => root,
         Ok(None) => {
@@ -1189,7 +1214,7 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, machines_overr
             }])
         }
     };
-    let mut p = P { errors: Vec::new() };
+    let mut p = P { errors: Vec::new(), trust: trust.clone() };
     let top = p.map(&root, "", &["name", "seed", "defaults", "nodes", "links", "segments", "events", "addressing", "routing", "fidelity", "storage", "logs", "machines", "divert"]);
     let get = |k: &str| top.iter().find(|(key, ..)| *key == k).map(|(_, m, n)| (*m, *n));
 
@@ -1444,7 +1469,7 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, machines_overr
             }
         }
     }
-    let diverts = get("divert").map(|(_, n)| divert::diverts(&mut p, n)).unwrap_or_default();
+    let diverts = get("divert").filter(|(m, _)| p.reach(crate::Reach::Divert, *m, "divert")).map(|(_, n)| divert::diverts(&mut p, n)).unwrap_or_default();
     let mut fidelity = crate::FidelityThresholds::default();
     if let Some((_, n)) = get("fidelity") {
         for (k, _, v) in p.map(n, "fidelity", &["late", "degraded", "invalid", "min_frames", "busy"]) {
@@ -1478,7 +1503,7 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, machines_overr
         p.err(mark, "divert", "diverted paths take the controller's machine's traffic: not in labs across machines yet");
     }
     if p.errors.is_empty() {
-        Ok(Scenario { name, seed, nodes, links, segments, events, addressing, addressing_mark, static_routing, routing_mark, fidelity, storage_bytes, log_bytes, machines, diverts })
+        Ok(Scenario { name, seed, nodes, links, segments, events, addressing, addressing_mark, static_routing, routing_mark, fidelity, storage_bytes, log_bytes, machines, diverts, confined: matches!(p.trust, crate::Trust::Tenant(_)) })
     } else {
         Err(p.errors)
     }
@@ -1488,7 +1513,7 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, machines_overr
 /// (`("delay", "20ms")`, `("loss", "{model: gilbert-elliott, p: 1%}")`), with the same
 /// rules and messages as in a scenario file. `bandwidth: unlimited` lifts a rate limit.
 pub fn impairment_patch(pairs: &[(&str, &str)]) -> Result<ImpairmentsPatch, String> {
-    let mut p = P { errors: Vec::new() };
+    let mut p = P { errors: Vec::new(), trust: crate::Trust::Owner };
     let mut patch = ImpairmentsPatch::default();
     for (key, value) in pairs {
         if !IMPAIRMENT_KEYS.contains(key) {

@@ -336,7 +336,7 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
             err(&mut errors, d.mark, &format!("nodes.{}", n.name), format!("a node of kind 'external' is one NIC's wire: it is the end of exactly one link or a member of one segment, not {}", n.ifaces.len()));
         }
     }
-    let mut plan = Plan { name: s.name.clone(), seed: s.seed, nodes, links, segments, events: Vec::new(), hosts, fidelity: s.fidelity.clone(), storage_bytes: s.storage_bytes, log_bytes: s.log_bytes, machines: s.machines.clone(), diverts: s.diverts.clone() };
+    let mut plan = Plan { name: s.name.clone(), seed: s.seed, nodes, links, segments, events: Vec::new(), hosts, fidelity: s.fidelity.clone(), storage_bytes: s.storage_bytes, log_bytes: s.log_bytes, machines: s.machines.clone(), diverts: s.diverts.clone(), confined: s.confined };
     crate::template::render_node_files(s, &mut plan, &mut errors);
     // Timeline: names must exist in the plan.
     for e in &s.events {

@@ -912,3 +912,43 @@ fn templates_run_within_a_bound() {
     let p = ok(&y);
     assert_eq!(p.nodes[7].files[0].content.matches(" n7;").count(), 300);
 }
+
+/// Issue 39: a tenant's scenario (a Kubernetes VemuLab) may not use what reaches beyond
+/// its nodes unless allowed: each is refused at its field, before anything it names is
+/// read (a file that cannot be read would say "cannot read"; a refused one does not).
+#[test]
+fn a_tenants_scenario_gets_only_what_it_is_allowed() {
+    use vemu_scenario::{load_str_as, Reach, Trust};
+    let dir = std::env::temp_dir().join(format!("vemu-tenant-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("secret"), "the agent's token\n").unwrap();
+    std::fs::write(dir.join("t.ns2"), "$node_(0) set X_ 1.0\n$node_(0) set Y_ 1.0\n$node_(1) set X_ 2.0\n$node_(1) set Y_ 2.0\n").unwrap();
+    let cases = [
+        ("nodes:\n  a:\n    files: {/etc/x: {from: secret}}\n", "nodes.a.files./etc/x.from", Reach::From),
+        ("nodes:\n  a:\n    files: {/etc/x: {template: secret}}\n", "nodes.a.files./etc/x.template", Reach::From),
+        ("nodes: {a: {}, b: {}}\nsegments:\n  r: {kind: wireless, members: [a, b], trace: t.ns2}\n", "segments.r.trace", Reach::Trace),
+        ("nodes:\n  h: {kind: host}\n  a: {}\nlinks: [{endpoints: [h, a]}]\n", "nodes.h.kind", Reach::Host),
+        ("nodes:\n  dev: {kind: external, iface: enp3s0}\n  a: {}\nlinks: [{endpoints: [dev, a]}]\n", "nodes.dev.kind", Reach::External),
+        ("nodes: {a: {}}\ndivert:\n  - {match: tcp dport 80, delay: 5ms}\n", "divert", Reach::Divert),
+        ("nodes:\n  a: {isolation: none}\n", "nodes.a.isolation", Reach::SharedPids),
+        ("defaults:\n  node: {isolation: none}\nnodes: {a: {}}\n", "defaults.node.isolation", Reach::SharedPids),
+    ];
+    let load = |y: &str, trust: &Trust| load_str_as(y, "t.yaml", "t", None, None, Some(&dir), trust);
+    for (yaml, field, reach) in cases {
+        // The machine's owner may.
+        load(yaml, &Trust::Owner).unwrap_or_else(|e| panic!("{yaml}: {e}"));
+        // A tenant may not, unless allowed that very feature.
+        let others: Vec<Reach> = Reach::ALL.into_iter().filter(|r| *r != reach).collect();
+        let e = load(yaml, &Trust::Tenant(others)).expect_err(yaml);
+        assert_eq!(e.errors.len(), 1, "{e}");
+        let (err, name) = (&e.errors[0], reach.name());
+        assert_eq!(err.field, field, "{e}");
+        assert!(err.line > 0 && err.message.contains("refused in a tenant's lab") && err.message.contains(&format!("'{name}'")), "{e}");
+        load(yaml, &Trust::Tenant(vec![reach])).unwrap_or_else(|e| panic!("{yaml} with {name} allowed: {e}"));
+    }
+    // Nothing named is read: a tenant's from: of a file that does not exist is refused,
+    // not "cannot read" (which would tell the tenant what exists on the machine).
+    let e = load("nodes:\n  a:\n    files: {/etc/x: {from: /nonexistent/token}}\n", &Trust::Tenant(vec![])).unwrap_err().to_string();
+    assert!(e.contains("refused") && !e.contains("cannot read"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

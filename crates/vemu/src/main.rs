@@ -61,6 +61,12 @@ enum Cmd {
         /// that took.
         #[arg(long, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "300")]
         wait_converged: Option<u64>,
+        /// The scenario is a tenant's (someone not trusted with this machine, e.g. a
+        /// Kubernetes VemuLab): only its own nodes, plus the features ALLOWED lists
+        /// ('none', or some of from, trace, host, external, divert, shared-pids);
+        /// anything else is refused at its field before it is read.
+        #[arg(long, value_name = "ALLOWED")]
+        tenant: Option<String>,
     },
     /// Print a new link to a running lab's web interface (it works once, for 2 minutes).
     Ui {
@@ -74,6 +80,12 @@ enum Cmd {
         /// placement is printed.
         #[arg(long, value_name = "LIST|@FILE")]
         machines: Option<String>,
+        /// The scenario is a tenant's (someone not trusted with this machine, e.g. a
+        /// Kubernetes VemuLab): only its own nodes, plus the features ALLOWED lists
+        /// ('none', or some of from, trace, host, external, divert, shared-pids);
+        /// anything else is refused at its field before it is read.
+        #[arg(long, value_name = "ALLOWED")]
+        tenant: Option<String>,
     },
     /// Make a scenario of a GraphML topology (e.g. an Internet Topology Zoo map): nodes
     /// from its nodes, links from its edges with delays from the nodes' coordinates
@@ -549,8 +561,8 @@ fn load_plan(lab: &str) -> Result<Plan> {
 
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.cmd {
-        Cmd::Check { file, machines } => {
-            let plan = load_scenario(&file, None, machines.as_deref())?;
+        Cmd::Check { file, machines, tenant } => {
+            let plan = load_scenario(&file, None, machines.as_deref(), tenant.as_deref())?;
             println!(
                 "{}: lab '{}' with {} nodes and {} links is valid",
                 file.display(),
@@ -568,8 +580,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             eprintln!("vemu import: {} nodes, {} links", i.nodes, i.links);
         }
-        Cmd::Up { file, name, foreground, api, ui, machines, wait_converged } => {
-            let plan = load_scenario(&file, name.as_deref(), machines.as_deref())?;
+        Cmd::Up { file, name, foreground, api, ui, machines, wait_converged, tenant } => {
+            let plan = load_scenario(&file, name.as_deref(), machines.as_deref(), tenant.as_deref())?;
             need_root()?;
             // The controller checks too, but only after the plan has reached it (a second
             // for 10,000 nodes): a lab too big for the limits fails here at once. The
@@ -813,21 +825,24 @@ fn read_cluster_file(path: &str) -> Result<String> {
     Ok(text)
 }
 
-/// A scenario file's plan, on the machines given with `--machines` if any.
-fn load_scenario(file: &std::path::Path, name: Option<&str>, machines: Option<&str>) -> Result<Plan> {
-    Ok(match machines {
-        None => vemu_scenario::load(file, name)?,
-        Some(list) => {
-            let machines = match list.strip_prefix('@') {
-                Some(path) => {
-                    let text = read_cluster_file(path)?;
-                    vemu_scenario::Machine::parse_cluster(&text, path).map_err(|m| user(format!("--machines: {m}")))?
-                }
-                None => vemu_scenario::Machine::parse_list(list).map_err(|m| user(format!("--machines: {m}")))?,
-            };
-            vemu_scenario::load_on(file, name, machines)?
-        }
-    })
+/// A scenario file's plan, on the machines given with `--machines` if any, a tenant's
+/// if `--tenant` says what it is allowed.
+fn load_scenario(file: &std::path::Path, name: Option<&str>, machines: Option<&str>, tenant: Option<&str>) -> Result<Plan> {
+    let trust = match tenant {
+        None => vemu_scenario::Trust::Owner,
+        Some(list) => vemu_scenario::Trust::tenant(list).map_err(|m| user(format!("--tenant: {m}")))?,
+    };
+    let machines = match machines {
+        None => None,
+        Some(list) => Some(match list.strip_prefix('@') {
+            Some(path) => {
+                let text = read_cluster_file(path)?;
+                vemu_scenario::Machine::parse_cluster(&text, path).map_err(|m| user(format!("--machines: {m}")))?
+            }
+            None => vemu_scenario::Machine::parse_list(list).map_err(|m| user(format!("--machines: {m}")))?,
+        }),
+    };
+    Ok(vemu_scenario::load_as(file, name, machines, &trust)?)
 }
 
 /// Ask the lab's controller for a login link of its web interface and print it.

@@ -1339,7 +1339,7 @@ impl Kube {
         std::fs::create_dir_all(dir.join("certs")).unwrap();
         let d = dir.display();
         ok(&format!("openssl genrsa -out {d}/sa.key 2048 2>/dev/null && openssl rsa -in {d}/sa.key -pubout -out {d}/sa.pub 2>/dev/null"));
-        std::fs::write(dir.join("tokens.csv"), "admin-token-0123456789abcdef,admin,admin,system:masters\n").unwrap();
+        std::fs::write(dir.join("tokens.csv"), "admin-token-0123456789abcdef,admin,admin,system:masters\ntenant-token-0123456789abcdef,tenant,tenant\n").unwrap();
         let ctl = format!("{}-ctl", m.tag);
         let spawn = |args: &[&str], log: &str| {
             let log = std::fs::File::create(dir.join(log)).unwrap();
@@ -1616,6 +1616,64 @@ fn the_operator_brings_a_vemulab_up_across_machines_and_down_when_it_is_deleted(
     assert_eq!(lab_status("waits")["message"], "node 'w3' has no ready vemu agent", "{}", oplog());
     k.must(&["-n", "default", "delete", "vemulab", "waits", "--timeout=30s"], "");
 
+    // Issue 39: a tenant allowed to make VemuLabs in its namespace, and nothing else.
+    k.must(&["create", "namespace", "team"], "");
+    k.must(&["-n", "team", "create", "role", "vemulabs", "--verb=get,list,watch,create,update,patch,delete", "--resource=vemulabs.vemu.dev"], "");
+    k.must(&["-n", "team", "create", "rolebinding", "tenant", "--role=vemulabs", "--user=tenant"], "");
+    k.write_config("tenant", "tenant-token-0123456789abcdef");
+    let policy = "apiVersion: vemu.dev/v1alpha1\nkind: VemuLabPolicy\nmetadata: {name: team-files}\nspec: {namespaces: [team], allow: [from]}\n";
+    let o = k.kubectl_as("tenant", &["apply", "-f", "-"], policy);
+    assert!(!o.status.success() && text(&o).contains("forbidden"), "a tenant cannot allow itself: {}", text(&o));
+    // Each feature that reads the machine's files or reaches beyond the lab's nodes: the
+    // VemuLab is refused, the condition naming the field; nothing runs.
+    let refused = [
+        ("token", "nodes:\n  a:\n    files: {/etc/t: {from: /etc/vemu/agent-token/token}}\n", "nodes.a.files./etc/t.from"),
+        ("host", "nodes:\n  h: {kind: host}\n  a: {}\nlinks: [{endpoints: [h, a]}]\n", "nodes.h.kind"),
+        ("nic", "nodes:\n  x: {kind: external, iface: eth0}\n  a: {}\nlinks: [{endpoints: [x, a]}]\n", "nodes.x.kind"),
+        ("divert", "nodes: {a: {}}\ndivert: [{match: tcp dport 80, delay: 5ms}]\n", "divert"),
+        ("trace", "nodes: {a: {}, b: {}}\nsegments:\n  r: {kind: wireless, members: [a, b], trace: /etc/vemu/agent-token/token}\n", "segments.r.trace"),
+        ("pids", "nodes:\n  a: {isolation: none, run: ['touch /tmp/vemu-tenant-ran']}\n", "nodes.a.isolation"),
+    ];
+    let vemulab = |name: &str, scenario: &str| serde_json::json!({"apiVersion": "vemu.dev/v1alpha1", "kind": "VemuLab", "metadata": {"name": name, "namespace": "team"}, "spec": {"scenario": scenario}}).to_string();
+    let team_status = |name: &str| -> serde_json::Value {
+        let o = k.kubectl_as("tenant", &["-n", "team", "get", "vemulab", name, "-o", "json"], "");
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap_or_default()["status"].clone()
+    };
+    for (name, scenario, _) in refused {
+        let o = k.kubectl_as("tenant", &["apply", "-f", "-"], &vemulab(name, scenario));
+        assert!(o.status.success(), "{}", text(&o));
+    }
+    for (name, _, field) in refused {
+        eventually(60, &format!("VemuLab team/{name} is refused"), || team_status(name)["phase"] == "Failed");
+        let st = team_status(name);
+        let c = &st["conditions"][0];
+        assert_eq!((c["type"].as_str(), c["status"].as_str(), c["reason"].as_str()), (Some("Admitted"), Some("False"), Some("Refused")), "{st}");
+        let msg = c["message"].as_str().unwrap();
+        assert!(msg.contains(&format!("{field} (line ")) && msg.contains("refused in a tenant's lab"), "{name}: {msg}");
+        assert_eq!(st["message"].as_str(), Some(msg), "{st}");
+        assert!(!msg.contains("cannot read"), "nothing refused is read: {msg}");
+    }
+    let ls = in_pod(&pod, &["ls"]);
+    assert!(!text(&ls).contains("team_"), "a refused VemuLab runs nothing: {}", text(&ls));
+    for i in 0..2 {
+        assert_eq!(m.leftovers(i), "", "machine {i} holds something of a refused VemuLab");
+    }
+    assert!(!std::path::Path::new("/tmp/vemu-tenant-ran").exists());
+    // The administrator allows `from` for the team: that VemuLab (looked at again) comes
+    // up, with the file where its operator reads it (its pod's own files).
+    k.must(&["apply", "-f", "-"], policy);
+    k.must(&["-n", "team", "delete", "vemulab", "host", "nic", "divert", "trace", "pids", "--timeout=30s"], "");
+    let os_release = "nodes:\n  a:\n    files: {/etc/os: {from: /etc/os-release}}\n";
+    assert!(k.kubectl_as("tenant", &["apply", "-f", "-"], &vemulab("token", os_release)).status.success());
+    eventually(90, "the allowed VemuLab is up", || team_status("token")["phase"] == "Up" || team_status("token")["message"].as_str().is_some_and(|m| m.contains("vemu")));
+    let st = team_status("token");
+    assert_eq!(st["phase"], "Up", "{st} {}", oplog());
+    assert_eq!((st["conditions"][0]["status"].as_str(), st["conditions"][0]["reason"].as_str()), (Some("True"), Some("Allowed")), "{st}");
+    let o = in_pod(&pod, &["exec", "--lab", "team_token", "a", "--", "grep", "-c", "^ID=", "/etc/os"]);
+    assert_eq!(text(&o).trim(), "1", "the node holds the allowed file: {}", text(&o));
+    k.must(&["-n", "team", "delete", "vemulab", "token", "--timeout=60s"], "");
+    k.must(&["delete", "vemulabpolicy", "team-files"], "");
+
     // The repository's example: a chain of three nodes, 10 ms a link, over both machines.
     let example = std::fs::read_to_string(format!("{root}/deploy/kubernetes/examples/vemulab-chain.yaml")).unwrap();
     k.must(&["apply", "-f", "-"], &example);
@@ -1719,10 +1777,10 @@ fn the_helm_chart_installs_upgrades_and_uninstalls_on_a_real_api_server() {
         let o = k.kubectl(&["auth", "can-i", verb, what, "-n", ns, "--as=system:serviceaccount:vemu:vemu-operator"], "");
         String::from_utf8_lossy(&o.stdout).trim() == "yes"
     };
-    for (verb, what, ns) in [("watch", "vemulabs.vemu.dev", "default"), ("patch", "vemulabs.vemu.dev", "labs"), ("patch", "vemulabs.vemu.dev/status", "default"), ("list", "pods", "vemu")] {
+    for (verb, what, ns) in [("watch", "vemulabs.vemu.dev", "default"), ("patch", "vemulabs.vemu.dev", "labs"), ("patch", "vemulabs.vemu.dev/status", "default"), ("list", "pods", "vemu"), ("watch", "vemulabpolicies.vemu.dev", "")] {
         assert!(can(verb, what, ns), "the operator may not {verb} {what} in {ns}");
     }
-    for (verb, what, ns) in [("list", "pods", "default"), ("delete", "pods", "vemu"), ("get", "secrets", "vemu"), ("delete", "vemulabs.vemu.dev", "default")] {
+    for (verb, what, ns) in [("list", "pods", "default"), ("delete", "pods", "vemu"), ("get", "secrets", "vemu"), ("delete", "vemulabs.vemu.dev", "default"), ("create", "vemulabpolicies.vemu.dev", "")] {
         assert!(!can(verb, what, ns), "the operator may {verb} {what} in {ns}");
     }
     // The example VemuLab is a valid resource of the installed CRD.

@@ -266,6 +266,9 @@ fn traces(p: &mut P, node: &Node, field: &str, base: Option<&Path>, members: &[u
         p.err(node.mark, field, "expected a file name, or a mapping with 'file' (and 'nodes')");
         return (Vec::new(), None);
     };
+    if !p.reach(crate::Reach::Trace, node.mark, field) {
+        return (Vec::new(), None);
+    }
     let path = base.map(|b| b.join(&file)).unwrap_or_else(|| file.clone().into());
     // The lab's controller reads it again: by a name that does not depend on its directory.
     let path = std::path::absolute(&path).unwrap_or(path);
