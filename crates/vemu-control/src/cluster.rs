@@ -69,6 +69,8 @@ pub fn agent_token() -> Result<String> {
 /// The agents' token from `path`: a file only its owner may read or write (as ssh
 /// insists for keys: a token others can read is no secret), of at least 16 characters.
 pub fn read_token(path: &std::path::Path) -> Result<String> {
+    // Never shown to a tenant's nodes this process makes.
+    vemu_host::confine::hide_in_confined_nodes(path);
     use std::os::unix::fs::PermissionsExt;
     let meta = std::fs::metadata(path).with_context(|| format!("reading {}", path.display()))?;
     let mode = meta.permissions().mode() & 0o777;

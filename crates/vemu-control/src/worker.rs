@@ -369,7 +369,7 @@ impl LocalWorker {
             .collect();
         let local_nodes: Vec<usize> = (0..plan.nodes.len()).filter(|&n| here(n)).collect();
         let share_nodes: Vec<vemu_scenario::NodePlan> = local_nodes.iter().map(|&n| plan.nodes[n].clone()).collect();
-        vemu_host::prepare_lab(&paths, &hosts, &share_nodes, plan.storage_bytes)?;
+        vemu_host::prepare_lab(&paths, &hosts, &share_nodes, plan.storage_bytes, plan.confined)?;
         self.lab = Some(paths.clone());
         // The machine's traffic through emulated paths: the rules (in this process's
         // network namespace, the machine's) before anything else can fail, so that a

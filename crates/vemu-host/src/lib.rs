@@ -14,6 +14,7 @@
 //! lab's tmpfs (unmounting namespaces one by one costs an RCU grace period each).
 
 pub mod cgroup;
+pub mod confine;
 pub mod divert;
 pub mod netlink;
 pub mod nic;
@@ -85,6 +86,10 @@ impl LabPaths {
     /// making of the node's PID namespace.
     pub fn pidns_wanted(&self, node: &str) -> PathBuf {
         self.dir.join("pid").join(format!("{node}.wanted"))
+    }
+    /// Present when the lab is a tenant's: its nodes are confined ([`confine`]).
+    pub fn confined(&self) -> PathBuf {
+        self.dir.join("confined")
     }
     /// Present once the node's own `/sys` is mounted ([`node_sysfs`]); its lock guards
     /// the mounting.
@@ -234,7 +239,7 @@ pub fn ensure_open_files(needed: u64) -> Result<()> {
 }
 
 /// Prepare the lab's directories and its `/etc/hosts`. Fails if the lab exists.
-pub fn prepare_lab(paths: &LabPaths, hosts: &str, nodes: &[NodePlan], storage_bytes: u64) -> Result<()> {
+pub fn prepare_lab(paths: &LabPaths, hosts: &str, nodes: &[NodePlan], storage_bytes: u64, confined: bool) -> Result<()> {
     raise_host_limits()?;
     make_shared_dir(NETNS_DIR)?;
     make_shared_dir(STATE_DIR)?;
@@ -249,6 +254,9 @@ pub fn prepare_lab(paths: &LabPaths, hosts: &str, nodes: &[NodePlan], storage_by
     private_dir(&paths.dir.join("mnt"))?;
     fs::create_dir_all(paths.log_dir()).with_context(|| format!("creating {}", paths.log_dir().display()))?;
     fs::write(paths.hosts(), hosts)?;
+    if confined {
+        fs::write(paths.confined(), "")?;
+    }
     for n in nodes {
         fs::create_dir_all(paths.node_dir(&n.name))?;
         if n.own_pids {
@@ -414,6 +422,10 @@ fn enter_node_mounts(paths: &LabPaths, node: &str, template: &OwnedFd) -> Result
     unshare(CloneFlags::CLONE_FS).context("unsharing the filesystem context")?;
     new_mount_ns_after(template, mnt_ns_id("/proc/self/ns/mnt"))?;
     let root = paths.node_fs(node);
+    let confined = paths.confined().exists();
+    if confined {
+        confine::read_only_view(&paths.dir)?;
+    }
     for d in PRIVATE_OVERLAYS {
         if !Path::new(d).is_dir() {
             continue;
@@ -427,6 +439,9 @@ fn enter_node_mounts(paths: &LabPaths, node: &str, template: &OwnedFd) -> Result
             .with_context(|| format!("mounting the node's overlay on {d}"))?;
     }
     mount(Some(&paths.hosts()), "/etc/hosts", None::<&str>, MsFlags::MS_BIND, None::<&str>).context("binding /etc/hosts")?;
+    if confined {
+        confine::confine_mounts(&root).with_context(|| format!("confining node {node}'s mounts"))?;
+    }
     mount(Some(&root.join("run")), "/run", None::<&str>, MsFlags::MS_BIND, None::<&str>).context("binding the node's /run")?;
     Ok(())
 }
@@ -450,13 +465,17 @@ fn node_sysfs(paths: &LabPaths, node: &str, net: &OwnedFd, mnt: &OwnedFd) -> Res
     if marker.exists() {
         return Ok(());
     }
+    // (Looked at here: the node's mounts show its own /run, not the lab's state.)
+    let confined = paths.confined().exists();
     std::thread::scope(|s| {
         s.spawn(|| -> Result<()> {
             unshare(CloneFlags::CLONE_FS).context("unsharing the filesystem context")?;
             nix::sched::setns(net, CloneFlags::CLONE_NEWNET).context("entering the node")?;
             nix::sched::setns(mnt, CloneFlags::CLONE_NEWNS).context("entering the node's mounts")?;
             if umount2("/sys", MntFlags::MNT_DETACH).is_ok() {
-                mount(Some("sysfs"), "/sys", Some("sysfs"), MsFlags::empty(), None::<&str>).context("mounting the node's /sys")?;
+                // A confined node's read-only.
+                let ro = if confined { MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC | MsFlags::MS_NODEV } else { MsFlags::empty() };
+                mount(Some("sysfs"), "/sys", Some("sysfs"), ro, None::<&str>).context("mounting the node's /sys")?;
             }
             Ok(())
         })
@@ -962,6 +981,7 @@ fn pid_namespace(paths: &LabPaths, node: &str, wanted: &fs::File, ns: [&OwnedFd;
         return Ok(f.into());
     }
     let init = init_program()?;
+    let confined = paths.confined().exists();
     let ns: Vec<OwnedFd> = ns.iter().map(|f| f.try_clone()).collect::<std::io::Result<_>>()?;
     let node_name = node.to_string();
     let pid = std::thread::scope(|s| {
@@ -970,7 +990,7 @@ fn pid_namespace(paths: &LabPaths, node: &str, wanted: &fs::File, ns: [&OwnedFd;
             for (fd, kind) in ns.iter().zip([CloneFlags::CLONE_NEWNET, CloneFlags::CLONE_NEWUTS, CloneFlags::CLONE_NEWNS]) {
                 nix::sched::setns(fd, kind).context("entering the node")?;
             }
-            start_init(&init, &node_name)
+            start_init(&init, &node_name, confined)
         })
         .join()
         .map_err(|_| anyhow!("the thread starting node {node}'s init panicked"))?
@@ -980,13 +1000,15 @@ fn pid_namespace(paths: &LabPaths, node: &str, wanted: &fs::File, ns: [&OwnedFd;
 }
 
 /// From a thread inside the node's namespaces: make a PID namespace and start its first
-/// process, `init NODE`, which mounts the node's own `/proc` and says so.
+/// process, `init NODE [--confined]`, which mounts the node's own `/proc` (for a
+/// confined node, with `/proc/sys` read-only but for `net`) and says so.
 /// Returns its PID (in the machine's PID namespace).
-fn start_init(init: &Path, node: &str) -> Result<u32> {
+fn start_init(init: &Path, node: &str, confined: bool) -> Result<u32> {
     use std::io::Read;
     unshare(CloneFlags::CLONE_NEWPID).context("creating the node's PID namespace")?;
     let mut child = Command::new(init)
         .arg(node)
+        .args(confined.then_some("--confined"))
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
@@ -1040,6 +1062,9 @@ pub struct NodeEntry {
     pid: Option<OwnedFd>,
     /// The node's `cgroup.procs` files (see [`cgroup`]).
     cgroups: Vec<OwnedFd>,
+    /// A tenant's node: its processes lose capabilities and get a seccomp filter
+    /// ([`confine`]).
+    confined: Option<std::sync::Arc<confine::NodeFilter>>,
 }
 
 impl NodeEntry {
@@ -1055,7 +1080,11 @@ impl NodeEntry {
             Err(e) => return Err(e).with_context(|| format!("opening {}", paths.pidns_wanted(node).display())),
         };
         let cgroups = cgroup::procs_files(&paths.lab, node)?;
-        Ok(NodeEntry { net, uts, mnt, pid, cgroups })
+        let confined = match paths.confined().exists() {
+            true => Some(node_filter()?),
+            false => None,
+        };
+        Ok(NodeEntry { net, uts, mnt, pid, cgroups, confined })
     }
 
     /// Start `cmd` inside the node, with `spawn` (e.g. `Command::spawn`): in its network,
@@ -1068,7 +1097,7 @@ impl NodeEntry {
     where
         T: Send,
     {
-        let NodeEntry { net, uts, mnt, pid, cgroups } = self;
+        let NodeEntry { net, uts, mnt, pid, cgroups, confined } = self;
         // SAFETY: the closure only makes async-signal-safe system calls on values prepared
         // before fork.
         unsafe {
@@ -1098,6 +1127,10 @@ impl NodeEntry {
                 chk(libc::setns(mnt.as_raw_fd(), libc::CLONE_NEWNS))?;
                 chk(libc::fchdir(cwd))?;
                 libc::close(cwd);
+                if let Some(filter) = &confined {
+                    confine::drop_capabilities()?;
+                    filter.apply()?;
+                }
                 Ok(())
             });
         }
@@ -1123,6 +1156,16 @@ impl NodeEntry {
             .unwrap_or_else(|_| Err(std::io::Error::other("the thread starting a process in the node panicked")))
         })
     }
+}
+
+/// The confined nodes' seccomp filter, compiled once a process.
+fn node_filter() -> Result<std::sync::Arc<confine::NodeFilter>> {
+    static FILTER: std::sync::OnceLock<std::sync::Arc<confine::NodeFilter>> = std::sync::OnceLock::new();
+    if let Some(f) = FILTER.get() {
+        return Ok(f.clone());
+    }
+    let f = std::sync::Arc::new(confine::NodeFilter::new()?);
+    Ok(FILTER.get_or_init(|| f).clone())
 }
 
 /// Inode of a namespace file (what `/proc/PID/ns/net` of its members points to).

@@ -179,3 +179,78 @@ fn a_node_cannot_move_out_of_its_cgroups() {
     let procs: u64 = out.split("forked ").nth(1).and_then(|v| v.trim().parse().ok()).unwrap_or(u64::MAX);
     assert!(procs <= 30, "{procs} processes under pids: 30 after the escape attempt");
 }
+
+/// Issue 39: a tenant's nodes (`vemu up --tenant`, every Kubernetes VemuLab) run routing
+/// software as usual — FRR's OSPF here, whose daemons want CAP_SYS_ADMIN — but cannot
+/// reach the machine: its files read-only, vemu's logs unseen, no mount or unmount (so
+/// nothing can be uncovered), no new namespaces, a /dev of a few devices, kernel
+/// settings read-only but the node's own net.*, /sys read-only, and no capability to
+/// load modules, do raw I/O, trace, make devices, set the clock or open files by handle.
+/// Each check fails for an owner's lab (checked: the same script there).
+#[test]
+fn a_tenants_nodes_run_routing_daemons_but_cannot_reach_the_machine() {
+    let _g = serial();
+    let yaml = r#"name: t-tenant
+routing: none
+addressing: {ipv6: none, loopback_ipv4: 10.255.0.0/24}
+defaults:
+  link: {delay: 1ms}
+  node:
+    files:
+      /etc/frr/daemons: {content: "zebra=yes\nospfd=yes\nvtysh_enable=yes\nzebra_options=\"-A 127.0.0.1\"\nospfd_options=\"-A 127.0.0.1\"\n"}
+      /etc/frr/frr.conf:
+        content: |
+          frr defaults traditional
+          hostname {{ name }}
+          interface lo
+           ip ospf area 0
+          {% for i in ifaces %}interface {{ i.name }}
+           ip ospf area 0
+           ip ospf hello-interval 1
+           ip ospf dead-interval 4
+           ip ospf network point-to-point
+          {% endfor %}router ospf
+           ospf router-id {{ router_id }}
+    run: [/usr/lib/frr/frrinit.sh start]
+nodes: {a: {}, b: {}}
+links:
+  - endpoints: [a, b]
+"#;
+    let lab = Lab::up_with("t-tenant", yaml, &[], &["--tenant", "none"]);
+    assert!(lab.wait_reachable("a", &["10.255.0.2".to_string()], 60.0).is_empty(), "OSPF in confined nodes: b's loopback unreachable from a");
+    let _ = std::fs::remove_file("/tmp/vemu-tenant-tmp");
+    let script = r#"
+        fail() { echo "ESCAPED: $1"; }
+        touch /usr/vemu-tenant-x 2>/dev/null && fail "wrote the machine's /usr"
+        [ -n "$(ls -A /var/log/vemu 2>/dev/null)" ] && fail "sees vemu's logs"
+        umount -l /etc 2>/dev/null && fail "unmounted its /etc overlay"
+        unshare -m true 2>/dev/null && fail "made a mount namespace"
+        unshare -U true 2>/dev/null && fail "made a user namespace"
+        mount -t tmpfs x /mnt 2>/dev/null && fail "mounted"
+        [ -e /dev/mem ] || [ -e /dev/kmsg ] || [ "$(ls /dev | wc -l)" -gt 20 ] && fail "has the machine's /dev"
+        mknod /tmp/vemu-tenant-m c 1 3 2>/dev/null && fail "made a device"; rm -f /tmp/vemu-tenant-m
+        v=$(cat /proc/sys/kernel/core_pattern); (echo "$v" > /proc/sys/kernel/core_pattern) 2>/dev/null && fail "wrote a kernel setting"
+        (echo 1400 > /sys/class/net/lo/mtu) 2>/dev/null && fail "wrote /sys"
+        (echo 1 > /etc/hosts) 2>/dev/null && fail "wrote the lab's /etc/hosts"
+        bnd=$(awk '/CapBnd/ {print $2}' /proc/self/status)
+        for c in 2 16 17 19 25 27 39; do [ $(( 0x$bnd >> c & 1 )) = 1 ] && fail "has capability $c"; done
+        echo 1 > /proc/sys/net/ipv4/ip_forward || echo "BROKEN: cannot set its own net.*"
+        touch /tmp/vemu-tenant-tmp /etc/x /var/lib/x || echo "BROKEN: cannot write its own /tmp, /etc, /var/lib"
+        echo done
+    "#;
+    let (code, out) = lab.sh("a", script);
+    assert_eq!((code, out.trim()), (0, "done"), "{out}");
+    assert!(!std::path::Path::new("/usr/vemu-tenant-x").exists() && !std::path::Path::new("/tmp/vemu-tenant-tmp").exists());
+    let o = lab.exec("a", &["vtysh", "-c", "show ip ospf neighbor"]);
+    assert!(text(&o).contains("Full"), "{}", text(&o));
+    drop(lab);
+    // The same script in an owner's lab: every check tells (what a node may do there;
+    // the kernel setting is written with the value it has).
+    let owner = Lab::up("t-tenant", "nodes: {a: {}}\n");
+    let (_, out) = owner.sh("a", script);
+    for what in ["unmounted", "made a mount namespace", "mounted", "made a device", "wrote a kernel setting", "wrote /sys", "has capability 16"] {
+        assert!(out.contains(&format!("ESCAPED: {what}")), "the check of '{what}' cannot fail: {out}");
+    }
+    let _ = std::fs::remove_file("/usr/vemu-tenant-x");
+    let _ = std::fs::remove_file("/tmp/vemu-tenant-tmp");
+}

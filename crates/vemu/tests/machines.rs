@@ -1671,6 +1671,10 @@ fn the_operator_brings_a_vemulab_up_across_machines_and_down_when_it_is_deleted(
     assert_eq!((st["conditions"][0]["status"].as_str(), st["conditions"][0]["reason"].as_str()), (Some("True"), Some("Allowed")), "{st}");
     let o = in_pod(&pod, &["exec", "--lab", "team_token", "a", "--", "grep", "-c", "^ID=", "/etc/os"]);
     assert_eq!(text(&o).trim(), "1", "the node holds the allowed file: {}", text(&o));
+    // Its node runs on an agent's machine, confined: the agent's token (its pod's
+    // /etc/vemu/agent-token) is not there, and nothing can be unmounted to find it.
+    let o = in_pod(&pod, &["exec", "--lab", "team_token", "a", "--", "sh", "-c", "cat /etc/vemu/agent-token/token; umount -l /etc && echo UNMOUNTED; ls -A /etc/vemu | wc -l"]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "0", "{}", text(&o));
     k.must(&["-n", "team", "delete", "vemulab", "token", "--timeout=60s"], "");
     k.must(&["delete", "vemulabpolicy", "team-files"], "");
 

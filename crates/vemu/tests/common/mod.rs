@@ -54,8 +54,13 @@ impl Lab {
 
     /// Bring a lab up with these variables in `vemu up`'s environment.
     pub fn up_env(name: &str, yaml: &str, env: &[(&str, &str)]) -> Lab {
+        Lab::up_with(name, yaml, env, &[])
+    }
+
+    /// [`Lab::up_env`], with more arguments for `vemu up`.
+    pub fn up_with(name: &str, yaml: &str, env: &[(&str, &str)], args: &[&str]) -> Lab {
         let path = write_scenario(name, yaml);
-        let o = Command::new(env!("CARGO_BIN_EXE_vemu")).args(["up", path.to_str().unwrap(), "--name", name]).envs(env.iter().copied()).output().expect("running vemu");
+        let o = Command::new(env!("CARGO_BIN_EXE_vemu")).args(["up", path.to_str().unwrap(), "--name", name]).args(args).envs(env.iter().copied()).output().expect("running vemu");
         assert!(o.status.success(), "vemu up failed: {}", text(&o));
         Lab { name: name.to_string() }
     }
