@@ -32,12 +32,32 @@ const state = {
 };
 window.vemu = state; // for tests and for the curious (the browser's console)
 
+/// The session this page holds (in its origin's sessionStorage: this address and
+/// port only, never sent by the browser on its own), traded for the login link's
+/// one-time secret (the link's #once=...) the first time.
+const SESSION_KEY = 'vemu-session';
+async function login() {
+  const once = /[#&]once=([0-9a-f]+)/.exec(location.hash);
+  if (once) {
+    history.replaceState(null, '', location.pathname + location.search);
+    const r = await fetch('/ui/session', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ once: once[1] }) });
+    const v = await r.json().catch(() => ({}));
+    if (!r.ok) throw new Error(v.error || `HTTP ${r.status}`);
+    sessionStorage.setItem(SESSION_KEY, v.session);
+  }
+  const s = sessionStorage.getItem(SESSION_KEY);
+  if (!s) throw new Error("not logged in: open a login link from 'vemu ui --lab LAB'");
+  state.session = s;
+}
+
+const authed = (headers = {}) => ({ ...headers, 'x-vemu-session': state.session });
+
 async function api(method, path, body) {
   const r = await fetch(path, {
     method,
-    headers: body === undefined ? {} : { 'content-type': 'application/json' },
+    headers: authed(body === undefined ? {} : { 'content-type': 'application/json' }),
     body: body === undefined ? undefined : JSON.stringify(body),
-    credentials: 'same-origin',
+    credentials: 'omit',
   });
   const text = await r.text();
   let v;
@@ -324,12 +344,12 @@ function fillLive() {
   if (rate && state.rates[id] !== undefined) rate.textContent = ` · ${fmtRate(state.rates[id])} now`;
 }
 
-function listen() {
-  const es = new EventSource('/v1/events?stats=1s');
-  es.onopen = () => { $('#conn').textContent = 'live'; $('#conn').className = 'ok'; };
-  es.onerror = () => { $('#conn').textContent = 'reconnecting…'; $('#conn').className = 'bad'; };
-  es.onmessage = (m) => {
-    const v = JSON.parse(m.data);
+/// The lab's event stream (server-sent events, read with fetch: EventSource cannot send
+/// the session header), read until the lab is down; reconnects a second after a break.
+async function listen() {
+  let down = false;
+  const onEvent = (data) => {
+    const v = JSON.parse(data);
     switch (v.type) {
       case 'stats': onStats(v); break;
       case 'positions':
@@ -342,7 +362,7 @@ function listen() {
         refreshSoon(Math.max(150, 1000 - (performance.now() - (state.refreshedAt || 0))));
         break;
       case 'lab-down':
-        es.close();
+        down = true;
         $('#conn').textContent = 'the lab is down';
         $('#conn').className = 'bad';
         break;
@@ -354,6 +374,36 @@ function listen() {
       default: refreshSoon(); // link, node, machine-lost, timeline...
     }
   };
+  while (!down) {
+    try {
+      const r = await fetch('/v1/events?stats=1s', { headers: authed({ accept: 'text/event-stream' }), credentials: 'omit' });
+      if (!r.ok) throw new Error(`HTTP ${r.status}`);
+      $('#conn').textContent = 'live';
+      $('#conn').className = 'ok';
+      const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buf = '';
+      while (!down) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buf += value.replace(/\r\n/g, '\n');
+        let end;
+        while ((end = buf.indexOf('\n\n')) >= 0) {
+          const block = buf.slice(0, end);
+          buf = buf.slice(end + 2);
+          const data = block.split('\n').filter((l) => l.startsWith('data:')).map((l) => l.slice(5).replace(/^ /, '')).join('\n');
+          if (data) onEvent(data);
+        }
+      }
+      if (down) reader.cancel().catch(() => {});
+    } catch (e) {
+      // The stream broke (the controller restarted, the network): tried again.
+    }
+    if (!down) {
+      $('#conn').textContent = 'reconnecting…';
+      $('#conn').className = 'bad';
+      await new Promise((ok) => setTimeout(ok, 1000));
+    }
+  }
 }
 
 function select(sel) {
@@ -533,10 +583,13 @@ function openTerminal(node) {
   const ws = new WebSocket(`${proto}://${location.host}/v1/nodes/${enc(node)}/shell?rows=${term.rows}&cols=${term.cols}`);
   ws.binaryType = 'arraybuffer';
   const encoder = new TextEncoder();
+  // A browser's WebSocket carries no header: its first message is the session.
+  ws.onopen = () => ws.send(JSON.stringify({ session: state.session }));
   ws.onmessage = (m) => {
     if (typeof m.data === 'string') {
       const v = JSON.parse(m.data);
       if (v.exit !== undefined) term.write(`\r\n[the shell ended: exit status ${v.exit}]\r\n`);
+      if (v.error !== undefined) term.write(`\r\n[${v.error}]\r\n`);
       return;
     }
     term.write(new Uint8Array(m.data));
@@ -587,7 +640,7 @@ async function loadTimeline() {
   state.timeline.set(t.events, t.now_ns);
 }
 
-refresh().then(() => { listen(); state.readyMs = performance.now(); state.ready = true; return loadTimeline(); }).catch((err) => {
+login().then(refresh).then(() => { listen(); state.readyMs = performance.now(); state.ready = true; return loadTimeline(); }).catch((err) => {
   $('#conn').textContent = String(err.message || err);
   $('#conn').className = 'bad';
 });

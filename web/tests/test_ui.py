@@ -148,15 +148,22 @@ def wait(d, cond, secs=20, what="condition"):
     return WebDriverWait(d, secs, poll_frequency=0.1).until(lambda _: cond(), message=what)
 
 
+def post_json(url, body, headers=None):
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST", headers={"content-type": "application/json", **(headers or {})})
+    return urllib.request.urlopen(req, timeout=10)
+
+
 def test_login_link_opens_the_page_once_and_the_api_needs_it(lab, browser):
-    base = lab.split("/ui/login")[0]
-    # Without the link's session, neither the page nor the API answers.
-    for path in ["/ui/", "/v1/lab"]:
-        with pytest.raises(urllib.error.HTTPError) as e:
-            urllib.request.urlopen(base + path, timeout=5)
-        assert e.value.code == 401
+    base = lab.split("/ui/")[0]
+    assert lab.startswith(base + "/ui/#once=")
+    # The page itself is public (it holds no secret); the API needs a session.
+    assert urllib.request.urlopen(base + "/ui/", timeout=5).status == 200
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(base + "/v1/lab", timeout=5)
+    assert e.value.code == 401
     browser.get(lab)
     wait(browser, lambda: browser.execute_script("return !!(window.vemu && window.vemu.ready)"), what="the page to load the lab")
+    # The secret is gone from the address bar (and the browser's history).
     assert browser.current_url == base + "/ui/"
     assert browser.find_element(By.ID, "summary").text.startswith("5 nodes, 2 links, 1 segments")
     # The graph: 5 nodes and the LAN's hub; 2 links and 3 LAN ports.
@@ -164,8 +171,48 @@ def test_login_link_opens_the_page_once_and_the_api_needs_it(lab, browser):
     assert counts == [6, 5]
     # The link works once.
     with pytest.raises(urllib.error.HTTPError) as e:
-        urllib.request.urlopen(lab, timeout=5)
+        post_json(base + "/ui/session", {"once": lab.split("#once=")[1]})
     assert e.value.code == 401
+
+
+def test_what_the_browser_keeps_cannot_be_replayed_by_another_program(lab, browser):
+    """Issue 39: the session lives in the page's origin storage and travels in a header;
+    the browser keeps no cookie that another port's page (any local user's) could have
+    it send. A cookie holding the session is refused; so is a WebSocket whose first
+    message is not the session."""
+    base = lab.split("/ui/")[0]
+    session = browser.execute_script("return sessionStorage.getItem('vemu-session')")
+    assert session and browser.get_cookies() == []
+    exec_body = {"cmd": ["id", "-u"]}
+    with pytest.raises(urllib.error.HTTPError) as e:
+        post_json(base + "/v1/nodes/client/exec", exec_body, {"Cookie": f"vemu_session={session}"})
+    assert e.value.code == 401
+    # The header is what the page sends (a program that has the session could too: it
+    # is the browser's, never sent by the browser on its own).
+    v = json.loads(post_json(base + "/v1/nodes/client/exec", exec_body, {"X-Vemu-Session": session}).read())
+    assert v["stdout"].strip() == "0"
+    # A WebSocket without a header: its first message must be the session.
+    said = browser.execute_async_script("""
+        const done = arguments[arguments.length - 1];
+        const ws = new WebSocket(`ws://${location.host}/v1/nodes/client/shell`);
+        const got = [];
+        ws.onopen = () => ws.send(JSON.stringify({session: 'not-' + window.vemu.session}));
+        ws.onmessage = (m) => got.push(typeof m.data === 'string' ? m.data : 'bytes');
+        ws.onclose = () => done(got);
+    """)
+    assert len(said) == 1 and "first message must be" in json.loads(said[0])["error"], said
+
+
+def test_two_labs_pages_open_at_once_keep_their_sessions(lab, browser):
+    """Issue 39: with a cookie (which ignores ports), the second lab's login logged the
+    first's page out."""
+    base = lab.split("/ui/")[0]
+    with ui_lab("t-ui-second", "name: t-ui-second\nnodes: {x: {}}\n") as second:
+        browser.get(second)
+        wait(browser, lambda: browser.execute_script("return !!(window.vemu && window.vemu.ready) && window.vemu.lab.name === 't-ui-second'"), what="the second lab's page")
+        browser.get(base + "/ui/")
+        wait(browser, lambda: browser.execute_script("return !!(window.vemu && window.vemu.ready) && window.vemu.lab.name === 't-ui'"), what="the first lab's page, still logged in")
+        assert browser.find_element(By.ID, "conn").text == "live"
 
 
 def click(d, element_id):

@@ -266,19 +266,51 @@ async fn traffic_collect(State(app): AppState) -> ApiResult {
 
 /// `GET /v1/nodes/{node}/shell`: a terminal in the node over a WebSocket (see
 /// [`shell`]); for a node on another machine, its agent's, relayed.
-async fn node_shell(State(app): AppState, Path(node): Path<String>, Query(q): Query<shell::ShellQuery>, ws: axum::extract::WebSocketUpgrade) -> Result<Response, ApiError> {
-    let route = app.ctl.locked().agent_of(&node)?;
+async fn node_shell(
+    State(app): AppState,
+    Path(node): Path<String>,
+    Query(q): Query<shell::ShellQuery>,
+    first: Option<axum::Extension<ProveByFirstMessage>>,
+    ws: axum::extract::WebSocketUpgrade,
+) -> Result<Response, ApiError> {
     let size = q.size();
+    let Some(axum::Extension(ProveByFirstMessage(proof))) = first else {
+        return Ok(match start_shell(&app, node, size).await? {
+            StartedShell::Relay(agent) => ws.on_upgrade(move |socket| shell::relay(socket, agent)),
+            StartedShell::Here(sh) => ws.on_upgrade(move |socket| shell::session(socket, sh)),
+        });
+    };
+    // Nothing starts before the first message proved the web interface's session.
+    Ok(ws.on_upgrade(move |mut socket| async move {
+        let valid = |s: &str| app.access.locked().as_ref().is_some_and(|a| a.is_session(s));
+        if !shell::first_message_proves(&mut socket, valid).await {
+            return;
+        }
+        proof.done();
+        match start_shell(&app, node, size).await {
+            Ok(StartedShell::Relay(agent)) => shell::relay(socket, agent).await,
+            Ok(StartedShell::Here(sh)) => shell::session(socket, sh).await,
+            Err(e) => shell::refuse(socket, &e.message).await,
+        }
+    }))
+}
+
+enum StartedShell {
+    Relay(tokio_tungstenite::WebSocketStream<tokio_rustls::client::TlsStream<tokio::net::TcpStream>>),
+    Here(shell::Shell),
+}
+
+/// A shell in `node`: here, or its agent's WebSocket for a node on another machine.
+async fn start_shell(app: &Arc<App>, node: String, size: shell::Size) -> Result<StartedShell, ApiError> {
+    let route = app.ctl.locked().agent_of(&node)?;
     Ok(match route {
         Some((route, lab)) => {
             let path = format!("/v1/agent/labs/{lab}/nodes/{}/shell?rows={}&cols={}", crate::percent_encode(&node), size.rows, size.cols);
-            let agent = route.websocket(&path).await?;
-            ws.on_upgrade(move |socket| shell::relay(socket, agent))
+            StartedShell::Relay(route.websocket(&path).await?)
         }
         None => {
             let paths = app.paths.clone();
-            let sh = blocking(move || shell::start(&paths, &node, size)).await?;
-            ws.on_upgrade(move |socket| shell::session(socket, sh))
+            StartedShell::Here(blocking(move || shell::start(&paths, &node, size)).await?)
         }
     })
 }
@@ -503,6 +535,7 @@ fn routes() -> Vec<Route> {
         get "/ui/app.js" => ui::app_js,
         get "/ui/app.css" => ui::app_css,
         get "/ui/login" => ui::login,
+        post "/ui/session" => ui::session,
     ]
 }
 
@@ -551,15 +584,33 @@ mod tests {
     }
 }
 
+/// What needs no proof over TCP: the web interface's page, script and style (they hold
+/// no secret), its login (the link's secret is the proof).
+const PUBLIC: &[&str] = &["/ui/", "/ui/app.js", "/ui/app.css", "/ui/login", "/ui/session"];
+
+/// In the extensions of a shell WebSocket's upgrade that carried no proof: its first
+/// message must be the web interface's session (a browser's WebSocket carries no
+/// header), within [`ui::FIRST_MESSAGE_WITHIN`], before anything starts.
+#[derive(Clone)]
+pub(crate) struct ProveByFirstMessage(Proof);
+
 /// Refuse requests over TCP without `Authorization: Bearer TOKEN` or a session of the
 /// web interface (whose changes must come from the page: see [`ui::same_origin`]).
-/// The login link is the one way in without either.
-async fn require_access(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
+/// The page and the login are the ways in without either; a shell WebSocket without
+/// either proves itself with its first message ([`ProveByFirstMessage`]).
+async fn require_access(State(app): State<Arc<App>>, mut req: Request, next: Next) -> Response {
     let how = app.access.locked().as_ref().and_then(|a| a.check(req.headers()));
+    let path = req.uri().path();
+    let shell = path.starts_with("/v1/nodes/") && path.ends_with("/shell") && req.headers().contains_key(header::UPGRADE);
     let allowed = match how {
         Some(true) => true,
         Some(false) => ui::same_origin(req.method(), req.headers()),
-        None => req.uri().path() == "/ui/login",
+        None if shell && ui::same_origin(req.method(), req.headers()) => {
+            let proof = req.extensions().get::<Proof>().cloned().unwrap_or(Proof(None));
+            req.extensions_mut().insert(ProveByFirstMessage(proof));
+            return next.run(req).await;
+        }
+        None => PUBLIC.contains(&path),
     };
     if allowed {
         if how.is_some() {
@@ -570,7 +621,7 @@ async fn require_access(State(app): State<Arc<App>>, req: Request, next: Next) -
     if how == Some(false) {
         return ApiError { status: StatusCode::FORBIDDEN, message: "a change with the web interface's session must come from its page".into() }.into_response();
     }
-    let mut r = ApiError { status: StatusCode::UNAUTHORIZED, message: "a valid 'Authorization: Bearer TOKEN' header is needed (the token is in /run/vemu/LAB/api-token), or a login link of the web interface ('vemu ui')".into() }.into_response();
+    let mut r = ApiError { status: StatusCode::UNAUTHORIZED, message: "a valid 'Authorization: Bearer TOKEN' header is needed (the token is in /run/vemu/LAB/api-token), or the web interface's session header (log in with a link from 'vemu ui'; a cookie is not enough)".into() }.into_response();
     r.headers_mut().insert(header::WWW_AUTHENTICATE, "Bearer".parse().unwrap());
     r
 }
@@ -732,7 +783,14 @@ pub(crate) struct Proof(Option<(u64, Arc<Mutex<Admission<Arc<tokio::sync::Notify
 impl Proof {
     /// The request that carries this proved itself.
     pub(crate) fn proven(req: &Request) {
-        if let Some(Proof(Some((id, unproven, proven)))) = req.extensions().get::<Proof>() {
+        if let Some(p) = req.extensions().get::<Proof>() {
+            p.done();
+        }
+    }
+
+    /// Its connection proved itself.
+    pub(crate) fn done(&self) {
+        if let Proof(Some((id, unproven, proven))) = self {
             if unproven.locked().remove(*id).is_some() {
                 proven.notify_one();
             }

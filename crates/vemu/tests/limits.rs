@@ -223,7 +223,6 @@ links:
         fail() { echo "ESCAPED: $1"; }
         touch /usr/vemu-tenant-x 2>/dev/null && fail "wrote the machine's /usr"
         [ -n "$(ls -A /var/log/vemu 2>/dev/null)" ] && fail "sees vemu's logs"
-        umount -l /etc 2>/dev/null && fail "unmounted its /etc overlay"
         unshare -m true 2>/dev/null && fail "made a mount namespace"
         unshare -U true 2>/dev/null && fail "made a user namespace"
         mount -t tmpfs x /mnt 2>/dev/null && fail "mounted"
@@ -236,6 +235,9 @@ links:
         for c in 2 16 17 19 25 27 39; do [ $(( 0x$bnd >> c & 1 )) = 1 ] && fail "has capability $c"; done
         echo 1 > /proc/sys/net/ipv4/ip_forward || echo "BROKEN: cannot set its own net.*"
         touch /tmp/vemu-tenant-tmp /etc/x /var/lib/x || echo "BROKEN: cannot write its own /tmp, /etc, /var/lib"
+        # Last: in an owner's lab this succeeds, and what is written after would reach
+        # the machine's own /etc.
+        umount -l /etc 2>/dev/null && fail "unmounted its /etc overlay"
         echo done
     "#;
     let (code, out) = lab.sh("a", script);
@@ -245,7 +247,9 @@ links:
     assert!(text(&o).contains("Full"), "{}", text(&o));
     drop(lab);
     // The same script in an owner's lab: every check tells (what a node may do there;
-    // the kernel setting is written with the value it has).
+    // the kernel setting is written with the value it has; nothing is written after
+    // the unmount, which would reach the machine's /etc — an earlier order of this
+    // script overwrote the machine's /etc/hosts).
     let owner = Lab::up("t-tenant", "nodes: {a: {}}\n");
     let (_, out) = owner.sh("a", script);
     for what in ["unmounted", "made a mount namespace", "mounted", "made a device", "wrote a kernel setting", "wrote /sys", "has capability 16"] {

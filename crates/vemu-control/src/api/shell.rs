@@ -117,6 +117,35 @@ pub(crate) fn start(paths: &LabPaths, node: &str, size: Size) -> Result<Shell, A
     Ok(Shell { child: Some(child), master: Some(master) })
 }
 
+/// Wait (at most [`super::ui::FIRST_MESSAGE_WITHIN`]) for the first message of a
+/// WebSocket made without a proof: `{"session": S}` with a session `valid` says is the
+/// web interface's. Anything else is answered `{"error": ...}` and the socket closed.
+pub(crate) async fn first_message_proves(ws: &mut WebSocket, valid: impl Fn(&str) -> bool) -> bool {
+    #[derive(Deserialize)]
+    struct First {
+        session: String,
+    }
+    let first = tokio::time::timeout(super::ui::FIRST_MESSAGE_WITHIN, ws.recv()).await;
+    let ok = match first {
+        Ok(Some(Ok(Message::Text(t)))) => serde_json::from_str::<First>(t.as_str()).is_ok_and(|f| valid(&f.session)),
+        _ => false,
+    };
+    if !ok {
+        refuse_now(ws, "this WebSocket's first message must be {\"session\": S}, a session of the web interface (or its upgrade must carry 'Authorization: Bearer TOKEN')").await;
+    }
+    ok
+}
+
+/// Say why in `{"error": ...}`, and close.
+pub(crate) async fn refuse(mut ws: WebSocket, why: &str) {
+    refuse_now(&mut ws, why).await;
+}
+
+async fn refuse_now(ws: &mut WebSocket, why: &str) {
+    let _ = ws.send(Message::Text(json!({"error": why}).to_string().into())).await;
+    let _ = ws.send(Message::Close(None)).await;
+}
+
 /// Carry the terminal's bytes between `ws` and the shell until either ends.
 pub(crate) async fn session(mut ws: WebSocket, mut shell: Shell) {
     let (Some(mut child), Some(master)) = (shell.child.take(), shell.master.take()) else { return };

@@ -1,12 +1,17 @@
 //! The web interface: its page, served by the lab's controller from the same HTTP API
 //! (built from `web/` by this crate's build script and kept in the binary), and the
 //! access to it over TCP: a one-time login link (`POST /v1/ui`, made for `vemu up
-//! --ui` and `vemu ui`) that the browser trades for a session cookie.
+//! --ui` and `vemu ui`: `http://ADDR/ui/#once=SECRET`) whose secret the page trades
+//! (`POST /ui/session`) for a session secret.
 //!
-//! The API over TCP takes either the bearer token or a session cookie
-//! (`vemu_session`, HttpOnly, SameSite=Strict). Requests that change something, and
-//! WebSockets, made with the cookie must come from the page itself (an `Origin`
-//! header, when sent, must be this server's).
+//! The page keeps the session in its origin's storage (`sessionStorage`: this scheme,
+//! address *and port* only) and sends it in a header, `X-Vemu-Session`, on every
+//! request; its shell WebSocket, which cannot carry headers, proves it with its first
+//! message. No cookie is used: a browser sends cookies to every port of an address, so a
+//! page another local user serves on another port of 127.0.0.1 could have had the
+//! browser use it (and two labs' pages logged each other out). The page and its script
+//! and style are public (they hold no secret); everything else needs the bearer token
+//! or a session.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -25,8 +30,10 @@ const INDEX_HTML: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/web/index.ht
 const APP_JS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/web/app.js"));
 const APP_CSS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/web/app.css"));
 
-/// The session cookie's name.
-const COOKIE: &str = "vemu_session";
+/// The header that carries a session of the web interface.
+pub(crate) const SESSION_HEADER: &str = "x-vemu-session";
+/// How long a WebSocket made with a session has to prove it with its first message.
+pub(crate) const FIRST_MESSAGE_WITHIN: Duration = Duration::from_secs(5);
 /// How long a login link works (once), how many may wait, how many sessions are kept
 /// (the oldest goes first).
 const LINK_LIFETIME: Duration = Duration::from_secs(120);
@@ -81,27 +88,28 @@ impl Access {
         Some(s)
     }
 
-    /// How a request proves access: `Some(true)` the token, `Some(false)` a session
-    /// cookie, `None` neither.
+    /// How a request proves access: `Some(true)` the token, `Some(false)` a session of
+    /// the web interface (in [`SESSION_HEADER`]), `None` neither (cookies count for
+    /// nothing).
     pub(crate) fn check(&self, headers: &HeaderMap) -> Option<bool> {
         let bearer = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
         if bearer.is_some_and(|g| same_secret(g, &self.token)) {
             return Some(true);
         }
-        let cookie = headers
-            .get_all(header::COOKIE)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(';'))
-            .filter_map(|c| c.trim().strip_prefix(COOKIE).and_then(|r| r.strip_prefix('=')))
-            .any(|given| self.sessions.iter().fold(false, |found, s| found | same_secret(s, given)));
-        cookie.then_some(false)
+        let session = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok());
+        session.is_some_and(|s| self.is_session(s)).then_some(false)
+    }
+
+    /// Whether `given` is a session of the web interface.
+    pub(crate) fn is_session(&self, given: &str) -> bool {
+        self.sessions.iter().fold(false, |found, s| found | same_secret(s, given))
     }
 }
 
-/// Whether a request made with the session cookie may go on: reading is fine from
-/// anywhere the cookie is sent (SameSite=Strict: the page's own requests); changes and
-/// WebSockets must come from this server's page when the browser says where from.
+/// Whether a request made with a session may go on: reading is fine; changes must come
+/// from this server's page when the browser says where from (a page of another origin
+/// cannot send the session header without a CORS preflight, which is never granted:
+/// this is a second fence).
 pub(crate) fn same_origin(method: &Method, headers: &HeaderMap) -> bool {
     let upgrade = headers.contains_key(header::UPGRADE);
     if (*method == Method::GET || *method == Method::HEAD) && !upgrade {
@@ -134,21 +142,25 @@ pub(crate) async fn app_css() -> Response {
 }
 
 #[derive(Deserialize)]
-pub(crate) struct LoginQuery {
+pub(crate) struct LoginBody {
     once: String,
 }
 
-/// `GET /ui/login?once=SECRET`: the login link. A fresh secret, once, sets the session
-/// cookie and sends the browser to the page.
-pub(crate) async fn login(State(app): AppState, Query(q): Query<LoginQuery>) -> Response {
-    let session = app.access.locked().as_mut().and_then(|a| a.login(&q.once));
+/// `POST /ui/session` `{"once": SECRET}`: the page trades its login link's secret (once,
+/// while fresh) for a session.
+pub(crate) async fn session(State(app): AppState, Json(b): Json<LoginBody>) -> Result<Json<serde_json::Value>, ApiError> {
+    let session = app.access.locked().as_mut().and_then(|a| a.login(&b.once));
     match session {
-        Some(s) => {
-            let cookie = format!("{COOKIE}={s}; HttpOnly; SameSite=Strict; Path=/");
-            (StatusCode::SEE_OTHER, [(header::SET_COOKIE, cookie), (header::LOCATION, "/ui/".to_string())]).into_response()
-        }
-        None => ApiError { status: StatusCode::UNAUTHORIZED, message: "this login link was used already or is too old (links work once, for 2 minutes): ask for a new one with 'vemu ui --lab LAB'".into() }.into_response(),
+        Some(s) => Ok(Json(json!({"session": s, "header": SESSION_HEADER}))),
+        None => Err(ApiError { status: StatusCode::UNAUTHORIZED, message: "this login link was used already or is too old (links work once, for 2 minutes): ask for a new one with 'vemu ui --lab LAB'".into() }),
     }
+}
+
+/// `GET /ui/login?once=SECRET` (links printed before the page kept its session): to
+/// the page, which trades the secret.
+pub(crate) async fn login(Query(q): Query<std::collections::HashMap<String, String>>) -> Response {
+    let once: String = q.get("once").map(|o| o.chars().filter(|c| c.is_ascii_hexdigit()).collect()).unwrap_or_default();
+    (StatusCode::SEE_OTHER, [(header::LOCATION, format!("/ui/#once={once}"))]).into_response()
 }
 
 /// `POST /v1/ui`: a new login link for the web interface. The API starts listening on
@@ -157,7 +169,7 @@ pub(crate) async fn link(State(app): AppState) -> Result<Json<serde_json::Value>
     let addr = super::ensure_tcp(&app).await?;
     let once = app.access.locked().as_mut().map(Access::new_link).ok_or_else(|| ApiError::internal("the API has no TCP listener"))?;
     Ok(Json(json!({
-        "url": format!("http://{addr}/ui/login?once={once}"),
+        "url": format!("http://{addr}/ui/#once={once}"),
         "expires_s": LINK_LIFETIME.as_secs(),
     })))
 }
@@ -182,8 +194,11 @@ mod tests {
         let s = a.login(&once).unwrap();
         assert!(a.login(&once).is_none(), "a link works once");
         assert!(a.login("not-a-link").is_none());
-        assert_eq!(a.check(&with(header::COOKIE, &format!("x=1; {COOKIE}={s}"))), Some(false));
-        assert_eq!(a.check(&with(header::COOKIE, &format!("{COOKIE}={s}x"))), None);
+        let session = header::HeaderName::from_static(SESSION_HEADER);
+        assert_eq!(a.check(&with(session.clone(), &s)), Some(false));
+        assert_eq!(a.check(&with(session.clone(), &format!("{s}x"))), None);
+        // A cookie holding it counts for nothing.
+        assert_eq!(a.check(&with(header::COOKIE, &format!("vemu_session={s}"))), None);
         // Old links expire; sessions are bounded.
         a.links.push_back(("old".into(), Instant::now() - LINK_LIFETIME));
         assert!(a.login("old").is_none());
@@ -192,7 +207,7 @@ mod tests {
             a.login(&l).unwrap();
         }
         assert_eq!(a.sessions.len(), MAX_SESSIONS);
-        assert_eq!(a.check(&with(header::COOKIE, &format!("{COOKIE}={s}"))), None, "the oldest session went first");
+        assert_eq!(a.check(&with(session, &s)), None, "the oldest session went first");
         for _ in 0..MAX_LINKS + 5 {
             a.new_link();
         }
