@@ -57,6 +57,9 @@ struct Agent {
     /// Each lab's clock (its epoch on this machine's monotonic clock), read out with
     /// every heartbeat for the controller's [`crate::clock_sync`].
     epochs: Mutex<HashMap<String, u64>>,
+    /// Each lab's machines (their agents' addresses), from its plan: the only addresses
+    /// an underlay probe may go to.
+    machines: Mutex<HashMap<String, Vec<SocketAddr>>>,
 }
 
 impl Agent {
@@ -72,6 +75,7 @@ impl Agent {
         self.labs.locked().remove(lab);
         self.leases.locked().remove(lab);
         self.epochs.locked().remove(lab);
+        self.machines.locked().remove(lab);
         if let Some(h) = self.held.locked().remove(lab) {
             h.lock.release();
         }
@@ -154,7 +158,7 @@ pub fn run(listen: SocketAddr, token: String) -> Result<()> {
     // Processes of nodes whose parents end become ours, for the supervisors to reap.
     // SAFETY: prctl with integer arguments.
     unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
-    let agent = Arc::new(Agent { listen, token, underlay_mtu: mtu_of(listen.ip()), labs: Mutex::new(HashMap::new()), held: Mutex::new(HashMap::new()), leases: Mutex::new(HashMap::new()), epochs: Mutex::new(HashMap::new()) });
+    let agent = Arc::new(Agent { listen, token, underlay_mtu: mtu_of(listen.ip()), labs: Mutex::new(HashMap::new()), held: Mutex::new(HashMap::new()), leases: Mutex::new(HashMap::new()), epochs: Mutex::new(HashMap::new()), machines: Mutex::new(HashMap::new()) });
     {
         let agent = agent.clone();
         std::thread::Builder::new().name("vemu-leases".into()).spawn(move || loop {
@@ -287,14 +291,32 @@ async fn lease(State(agent): State<Arc<Agent>>, Path(lab): Path<String>, state: 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ProbeOrder {
+    /// The lab whose machines are measured.
+    lab: String,
     /// The other machine's agent.
     to: SocketAddr,
     duration_ms: u64,
 }
 
+/// How long a probe waits for its lab's plan (the controller measures while the shares
+/// are built: its probe may come before the order to build).
+const PROBE_WAITS_FOR_PLAN: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Measure the underlay from this machine to another machine's agent (the controller
-/// asks, as a lab across machines comes up): `{"bps": ...}`.
+/// asks, as a lab across machines comes up): `{"bps": ...}`. Only toward a machine of
+/// the lab (once this agent has its plan): the token does not make the agent connect
+/// to any address its holder names.
 async fn underlay_probe(State(agent): State<Arc<Agent>>, Json(o): Json<ProbeOrder>) -> Result<Json<serde_json::Value>, ApiError> {
+    let started = tokio::time::Instant::now();
+    loop {
+        let known = agent.machines.locked().get(&o.lab).map(|m| m.contains(&o.to));
+        match known {
+            Some(true) => break,
+            Some(false) => return Err(ApiError { status: StatusCode::FORBIDDEN, message: format!("{} is not a machine of lab '{}': the underlay is measured toward the lab's machines only", o.to, o.lab) }),
+            None if started.elapsed() >= PROBE_WAITS_FOR_PLAN => return Err(ApiError { status: StatusCode::FORBIDDEN, message: format!("this machine has no share of lab '{}' to measure the underlay for", o.lab) }),
+            None => tokio::time::sleep(std::time::Duration::from_millis(50)).await,
+        }
+    }
     let duration = std::time::Duration::from_millis(o.duration_ms).min(crate::route::MAX_UNDERLAY_PROBE);
     let tls = crate::channel::client_config().map_err(|e| ApiError::internal(format!("{e:#}")))?;
     let route = crate::route::AgentRoute::to_peer(o.to, &agent.token, &tls);
@@ -445,6 +467,7 @@ fn order(agent: &Agent, lab: &str, req: WorkerRequest) -> WorkerReply {
                 epoch = vemu_engine::monotonic_ns().saturating_sub(s.lab_now_ns);
                 s
             });
+            agent.machines.locked().insert(lab.to_string(), plan.machines.iter().map(|m| m.address).collect());
             // The share's objects carry its own name, not the lab's (see the module's doc).
             let written = plan.clone();
             let name = share.as_ref().and_then(|s| plan.machines.get(s.machine)).map_or_else(|| lab.to_string(), |m| vemu_host::share_name(lab, &m.name));
@@ -483,4 +506,43 @@ fn order(agent: &Agent, lab: &str, req: WorkerRequest) -> WorkerReply {
         agent.forget(lab);
     }
     reply
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn agent() -> Arc<Agent> {
+        let listen: SocketAddr = "127.0.0.1:14790".parse().unwrap();
+        Arc::new(Agent {
+            listen,
+            token: "0123456789abcdef0123".into(),
+            underlay_mtu: 1500,
+            labs: Mutex::new(HashMap::new()),
+            held: Mutex::new(HashMap::new()),
+            leases: Mutex::new(HashMap::new()),
+            epochs: Mutex::new(HashMap::new()),
+            machines: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Issue 39: a token holder could make an agent connect to any address (a port scan
+    /// from the machine's own network). Probes go to the lab's machines only.
+    #[tokio::test(start_paused = true)]
+    async fn the_underlay_is_probed_toward_the_labs_machines_only() {
+        let a = agent();
+        let order = |lab: &str, to: &str| Json(ProbeOrder { lab: lab.into(), to: to.parse().unwrap(), duration_ms: 100 });
+        // A lab this machine has no plan of: refused once the wait for its plan is over.
+        let e = underlay_probe(State(a.clone()), order("x", "10.9.9.9:22")).await.unwrap_err();
+        assert_eq!(e.status, StatusCode::FORBIDDEN, "{}", e.message);
+        assert!(e.message.contains("no share of lab 'x'"), "{}", e.message);
+        a.machines.locked().insert("x".into(), vec!["127.0.0.1:1".parse().unwrap()]);
+        // Not one of its machines: refused at once.
+        let e = underlay_probe(State(a.clone()), order("x", "10.9.9.9:22")).await.unwrap_err();
+        assert_eq!(e.status, StatusCode::FORBIDDEN, "{}", e.message);
+        assert!(e.message.contains("10.9.9.9:22 is not a machine of lab 'x'"), "{}", e.message);
+        // One of them: measured (nothing listens there: the measure fails, not the check).
+        let e = underlay_probe(State(a.clone()), order("x", "127.0.0.1:1")).await.unwrap_err();
+        assert_eq!(e.status, StatusCode::BAD_GATEWAY, "{}", e.message);
+    }
 }

@@ -492,7 +492,7 @@ impl Cluster {
                     .map(|&(a, b)| {
                         let (agent, to) = (&self.agents[a], self.agents[b].route.address);
                         scope.spawn(move || {
-                            let body = serde_json::json!({"to": to, "duration_ms": UNDERLAY_PROBE.as_millis() as u64}).to_string();
+                            let body = serde_json::json!({"lab": self.lab, "to": to, "duration_ms": UNDERLAY_PROBE.as_millis() as u64}).to_string();
                             agent
                                 .rt
                                 .block_on(agent.route.send("POST", "/v1/agent/underlay/probe", body))
