@@ -1,0 +1,200 @@
+//! Mount namespaces: the template the nodes' are copied from, a node's own (overlays,
+//! `/etc/hosts`, `/run`; confined for a tenant's lab), its `/sys`, pins.
+
+use super::*;
+
+/// Pin the calling thread's namespace `kind` ("net", "uts") at `target`.
+pub(crate) fn pin_ns(kind: &str, target: &Path) -> Result<()> {
+    pin(&format!("/proc/thread-self/ns/{kind}"), target).with_context(|| format!("pinning the {kind} namespace"))
+}
+
+/// Keep the namespace file `src` alive by bind-mounting it on a new file `target`.
+pub(crate) fn pin(src: &str, target: &Path) -> Result<()> {
+    fs::File::options()
+        .write(true)
+        .create_new(true)
+        .open(target)
+        .with_context(|| format!("creating {}", target.display()))?;
+    if let Err(e) = mount(Some(src), target, None::<&str>, MsFlags::MS_BIND, None::<&str>) {
+        let _ = fs::remove_file(target);
+        return Err(e).with_context(|| format!("bind-mounting {src} on {}", target.display()));
+    }
+    Ok(())
+}
+
+/// A mount namespace to copy the nodes' from: the machine's mounts, made private (so
+/// that what is mounted later, such as pinned namespaces, does not propagate into
+/// nodes), without `/run/netns` and without other labs' state, which would otherwise
+/// keep their namespaces alive. Returns a descriptor of it.
+pub fn mount_template(paths: &LabPaths) -> Result<OwnedFd> {
+    let paths = paths.clone();
+    std::thread::Builder::new()
+        .name("mk-mnt".into())
+        .spawn(move || -> Result<OwnedFd> {
+            unshare(CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_FS).context("creating a mount namespace")?;
+            mount(None::<&str>, "/", None::<&str>, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None::<&str>)
+                .context("making the nodes' mounts private")?;
+            let _ = umount2(NETNS_DIR, MntFlags::MNT_DETACH);
+            if let Ok(d) = fs::read_dir(STATE_DIR) {
+                for e in d.flatten().filter(|e| e.path() != paths.dir) {
+                    let _ = umount2(&e.path(), MntFlags::MNT_DETACH);
+                }
+            }
+            Ok(fs::File::open("/proc/thread-self/ns/mnt").context("opening the template mount namespace")?.into())
+        })?
+        .join()
+        .map_err(|_| anyhow!("the thread creating the nodes' mount namespace panicked"))?
+}
+
+/// The kernel's id of the mount namespace at `path` (`NS_GET_MNTNS_ID`, Linux 6.8), if
+/// it tells.
+pub(crate) fn mnt_ns_id(path: &str) -> Option<u64> {
+    const NS_GET_MNTNS_ID: libc::c_ulong = 0x8008_b705;
+    let f = fs::File::open(path).ok()?;
+    let mut id: u64 = 0;
+    // SAFETY: the ioctl writes one u64 through the pointer.
+    (unsafe { libc::ioctl(f.as_raw_fd(), NS_GET_MNTNS_ID, &mut id) } == 0).then_some(id)
+}
+
+/// Move the calling thread (with a filesystem context of its own) into a new mount
+/// namespace copied from `template`, whose id is above `above` (the namespace of the
+/// process that will pin it). The kernel refuses to pin a mount namespace from one
+/// that is not older ("a loop"), and it hands out ids in per-CPU batches
+/// ([`MNT_NS_ID_BATCH`] at a time), so a new namespace can be "older" than its maker's:
+/// seen whenever vemu itself runs in a mount namespace of its own (a container, an
+/// agent), never from the machine's first one (id 1). The first tries make the namespace
+/// on each CPU the thread may run on, one of which may be handing out the newest ids;
+/// where none is (one CPU allowed, say a container's or `taskset`'s), the CPU's batch
+/// is used up until the next one it takes is newer.
+pub(crate) fn new_mount_ns_after(template: &OwnedFd, above: Option<u64>) -> Result<()> {
+    // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it for this thread.
+    let mut allowed: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let have = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut allowed) } == 0;
+    // SAFETY: CPU_ISSET reads the set filled above.
+    let cpus: Vec<usize> = if have { (0..libc::CPU_SETSIZE as usize).filter(|&c| unsafe { libc::CPU_ISSET(c, &allowed) }).collect() } else { Vec::new() };
+    let tries = cpus.len().max(1) + 2 * MNT_NS_ID_BATCH;
+    let mut result = Ok(());
+    for attempt in 0..tries {
+        nix::sched::setns(template, CloneFlags::CLONE_NEWNS).context("entering the template mount namespace")?;
+        unshare(CloneFlags::CLONE_NEWNS).context("creating the node's mount namespace")?;
+        let (Some(above), Some(id)) = (above, mnt_ns_id("/proc/thread-self/ns/mnt")) else { break };
+        if id > above {
+            break;
+        }
+        if attempt + 1 == tries {
+            result = Err(anyhow!("could not make a mount namespace newer than vemu's own (id {above}; got {id} after {tries} tries)"));
+            break;
+        }
+        if cpus.len() > 1 {
+            // SAFETY: as above; a set with one of the allowed CPUs.
+            let mut one: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+            unsafe { libc::CPU_SET(cpus[attempt % cpus.len()], &mut one) };
+            unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &one) };
+        }
+    }
+    if have && cpus.len() > 1 {
+        // SAFETY: restoring the set read above.
+        unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &allowed) };
+    }
+    result
+}
+
+/// How many namespace ids a CPU takes at a time (the kernel's `COOKIE_LOCAL_BATCH`).
+pub(crate) const MNT_NS_ID_BATCH: usize = 4096;
+
+/// Give the calling thread (already in the node's network namespace) the node's own
+/// mount namespace: a copy of `template` with copy-on-write overlays on
+/// [`PRIVATE_OVERLAYS`], the lab's `/etc/hosts` and its own `/run` (its `/sys` comes
+/// with its first process: [`node_sysfs`]).
+pub(crate) fn enter_node_mounts(paths: &LabPaths, node: &str, template: &OwnedFd) -> Result<()> {
+    unshare(CloneFlags::CLONE_FS).context("unsharing the filesystem context")?;
+    new_mount_ns_after(template, mnt_ns_id("/proc/self/ns/mnt"))?;
+    let root = paths.node_fs(node);
+    let confined = paths.confined().exists();
+    if confined {
+        confine::read_only_view(&paths.dir)?;
+    }
+    for d in PRIVATE_OVERLAYS {
+        if !Path::new(d).is_dir() {
+            continue;
+        }
+        let opts = format!(
+            "lowerdir={d},upperdir={},workdir={}",
+            root.join("upper").join(&d[1..]).display(),
+            root.join("work").join(&d[1..]).display()
+        );
+        mount(Some("vemu"), *d, Some("overlay"), MsFlags::empty(), Some(opts.as_str()))
+            .with_context(|| format!("mounting the node's overlay on {d}"))?;
+    }
+    mount(Some(&paths.hosts()), "/etc/hosts", None::<&str>, MsFlags::MS_BIND, None::<&str>).context("binding /etc/hosts")?;
+    if confined {
+        confine::confine_mounts(&root).with_context(|| format!("confining node {node}'s mounts"))?;
+    }
+    mount(Some(&root.join("run")), "/run", None::<&str>, MsFlags::MS_BIND, None::<&str>).context("binding the node's /run")?;
+    Ok(())
+}
+
+/// Mount the node's own `/sys` (its network namespace's interfaces) in its mount
+/// namespace, the first time one of its processes starts: a node that runs nothing
+/// costs no sysfs. (Each sysfs mount is looked up among all the machine's — one per
+/// network namespace that has one — so mounting one for every node of a 10,000-node lab
+/// cost a sixth of its `up`.) The marker's lock makes one process mount it while others
+/// wait.
+pub(crate) fn node_sysfs(paths: &LabPaths, node: &str, net: &OwnedFd, mnt: &OwnedFd) -> Result<()> {
+    let marker = paths.sys_mounted(node);
+    if marker.exists() {
+        return Ok(());
+    }
+    let lock = fs::OpenOptions::new().create(true).append(true).open(marker.with_extension("lock")).with_context(|| format!("opening {}", marker.display()))?;
+    // SAFETY: flock on a descriptor we own; released when it is closed.
+    if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } != 0 {
+        return Err(std::io::Error::last_os_error()).context("locking the node's /sys");
+    }
+    if marker.exists() {
+        return Ok(());
+    }
+    // (Looked at here: the node's mounts show its own /run, not the lab's state.)
+    let confined = paths.confined().exists();
+    std::thread::scope(|s| {
+        s.spawn(|| -> Result<()> {
+            unshare(CloneFlags::CLONE_FS).context("unsharing the filesystem context")?;
+            nix::sched::setns(net, CloneFlags::CLONE_NEWNET).context("entering the node")?;
+            nix::sched::setns(mnt, CloneFlags::CLONE_NEWNS).context("entering the node's mounts")?;
+            if umount2("/sys", MntFlags::MNT_DETACH).is_ok() {
+                // A confined node's read-only.
+                let ro = if confined { MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC | MsFlags::MS_NODEV } else { MsFlags::empty() };
+                mount(Some("sysfs"), "/sys", Some("sysfs"), ro, None::<&str>).context("mounting the node's /sys")?;
+            }
+            Ok(())
+        })
+        .join()
+        .map_err(|_| anyhow!("the thread mounting node {node}'s /sys panicked"))?
+    })?;
+    fs::write(&marker, "").with_context(|| format!("writing {}", marker.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A thread that may run on one CPU only still gets a mount namespace newer than a
+    /// given id: it uses its CPU's ids up until they pass it (run as root; Linux 6.8+).
+    #[test]
+    fn a_newer_mount_namespace_is_made_on_one_cpu() {
+        std::thread::spawn(|| {
+            unshare(CloneFlags::CLONE_FS).unwrap();
+            // SAFETY: cpu_set_t is plain data; one CPU, the one this thread runs on.
+            let mut one: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+            unsafe { libc::CPU_SET(libc::sched_getcpu().max(0) as usize, &mut one) };
+            assert_eq!(unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &one) }, 0);
+            let template: OwnedFd = fs::File::open("/proc/self/ns/mnt").unwrap().into();
+            unshare(CloneFlags::CLONE_NEWNS).unwrap();
+            let Some(now) = mnt_ns_id("/proc/thread-self/ns/mnt") else { return }; // (an older kernel)
+            // Ten ids ahead: ten namespaces or more on this CPU.
+            new_mount_ns_after(&template, Some(now + 10)).unwrap();
+            assert!(mnt_ns_id("/proc/thread-self/ns/mnt").unwrap() > now + 10);
+        })
+        .join()
+        .unwrap();
+    }
+}

@@ -1,0 +1,478 @@
+//! Nodes: making one (namespaces, interfaces, addresses, routes, sysctls), its PID
+//! namespace and init, and entering it to start a process ([`NodeEntry`]).
+
+use super::*;
+
+pub(crate) fn write_sysctl(path: &str, value: &str) -> Result<()> {
+    fs::write(path, value).with_context(|| format!("setting {path}"))
+}
+
+/// Held while a node's thread writes sysctls and configures its devices. Writing
+/// `ip_forward` or an IPv6 `forwarding` needs the kernel's RTNL lock, which the kernel
+/// only tries for, restarting the write while another thread holds it: with the
+/// build threads all creating devices, those writes spun for seconds (a third of
+/// the CPU time of a 1000-node `up`). Devices cannot be made in parallel anyway.
+pub(crate) static NET_CONFIG: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Create one node: its namespaces, its interfaces (addressed, up), loopback addresses,
+/// routes and private filesystem view. An interface whose `plane_peers` entry names a
+/// peer is one end of a veth pair whose other end (with that name) is in the lab's
+/// plane namespace; the others are TAP devices, whose descriptors are returned (in the
+/// order of `node.ifaces`). Runs on a thread of its own, since entering a namespace is
+/// per thread. (A node's PID namespace is made when its first process starts:
+/// [`NodeEntry::open`].)
+pub fn create_node(paths: &LabPaths, node: &NodePlan, template: &OwnedFd, plane_peers: &[Option<PlanePeer>]) -> Result<Vec<Option<OwnedFd>>> {
+    let name = node.name.clone();
+    let template = template.try_clone().context("duplicating the template descriptor")?;
+    let plane = match plane_peers.iter().any(Option::is_some) {
+        true => Some(fs::File::open(paths.plane()).with_context(|| format!("opening {}", paths.plane().display()))?),
+        false => None,
+    };
+    let plane_peers = plane_peers.to_vec();
+    let (tid_tx, tid_rx) = std::sync::mpsc::channel::<i32>();
+    let (pinned_tx, pinned_rx) = std::sync::mpsc::channel::<Pinned>();
+    let worker = {
+        let paths = paths.clone();
+        let node = node.clone();
+        std::thread::Builder::new().name(format!("mk-{}", node.name)).spawn(move || -> Result<Vec<Option<OwnedFd>>> {
+            // A socket in the plane for the far ends of the node's link interfaces,
+            // opened from there before the thread leaves for the node's own namespace.
+            let mut plane_nl = match &plane {
+                Some(p) => {
+                    nix::sched::setns(p, CloneFlags::CLONE_NEWNET).context("entering the lab's plane")?;
+                    Some(netlink::Netlink::open()?)
+                }
+                None => None,
+            };
+            unshare(CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWUTS).context("creating namespaces")?;
+            nix::unistd::sethostname(&node.name).context("setting the hostname")?;
+            pin_ns("net", &paths.netns_pin(&node.name))?;
+            std::os::unix::fs::symlink(paths.netns_pin(&node.name), paths.netns(&node.name))
+                .with_context(|| format!("creating {}", paths.netns(&node.name).display()))?;
+            pin_ns("uts", &paths.uts(&node.name))?;
+            // A mount namespace cannot be pinned from inside itself: the caller does it,
+            // and may ask for another one (see [`PIN_RETRIES`]).
+            loop {
+                enter_node_mounts(&paths, &node.name, &template)?;
+                let _ = tid_tx.send(nix::unistd::gettid().as_raw());
+                match pinned_rx.recv() {
+                    Ok(Pinned::Done) => break,
+                    Ok(Pinned::Again) => continue,
+                    _ => bail!("the node's mount namespace could not be pinned"),
+                }
+            }
+            // The sysctls through a procfs of the node's own, mounted for the while: in
+            // the machine's /proc every namespace's /proc/sys/net/... entries are cached
+            // side by side under one parent, and the kernel compares a name against all
+            // of them on each lookup (a third of the CPU of a 10,000-node `up` went there).
+            mount(Some("proc"), "/proc", Some("proc"), MsFlags::empty(), None::<&str>).context("mounting a procfs for the node's sysctls")?;
+            let _gate = NET_CONFIG.lock().unwrap_or_else(|e| e.into_inner());
+            write_sysctl("/proc/sys/net/ipv4/ip_forward", "1")?;
+            write_sysctl("/proc/sys/net/ipv6/conf/all/forwarding", "1")?;
+            write_sysctl("/proc/sys/net/ipv6/conf/default/forwarding", "1")?;
+            // Addresses (link-local ones too) are usable at once: no duplicate address
+            // detection delaying the first seconds of a lab.
+            write_sysctl("/proc/sys/net/ipv6/conf/default/accept_dad", "0")?;
+            write_sysctl("/proc/sys/net/ipv6/conf/all/accept_dad", "0")?;
+            for (k, v) in &node.sysctls {
+                write_sysctl(&format!("/proc/sys/{}", k.replace('.', "/")), v).with_context(|| format!("setting sysctl {k} = {v}"))?;
+            }
+            umount2("/proc", MntFlags::MNT_DETACH).context("unmounting the node's sysctl procfs")?;
+            let mut nl = netlink::Netlink::open()?;
+            let lo = tap::ifindex("lo")?;
+            nl.set_link(lo, true, None, None)?;
+            for a in &node.loopback {
+                nl.add_address(lo, *a)?;
+            }
+            node_interfaces(&mut nl, &node, &plane_peers, plane_nl.as_mut(), false)
+        })?
+    };
+    let mut attempt = 0;
+    while let Ok(tid) = tid_rx.recv() {
+        let r = pin(&format!("/proc/self/task/{tid}/ns/mnt"), &paths.mnt(&name));
+        let einval = r.as_ref().err().and_then(|e| e.root_cause().downcast_ref::<nix::errno::Errno>()) == Some(&nix::errno::Errno::EINVAL);
+        match r {
+            Ok(()) => {
+                let _ = pinned_tx.send(Pinned::Done);
+                break;
+            }
+            Err(_) if einval && attempt < PIN_RETRIES => {
+                attempt += 1;
+                eprintln!("vemu: node {name}: the kernel refused to pin its mount namespace (EINVAL); making another (attempt {attempt})");
+                std::thread::sleep(Duration::from_millis(25 << attempt));
+                let _ = pinned_tx.send(Pinned::Again);
+            }
+            Err(e) => {
+                let _ = pinned_tx.send(Pinned::Failed);
+                return Err(e).with_context(|| format!("pinning the mount namespace of node {name} (tried {} times)", attempt + 1));
+            }
+        }
+    }
+    let fds = worker.join().map_err(|_| anyhow!("the thread creating node {name} panicked"))??;
+    if !node.limits.is_none() {
+        cgroup::set_limits(&paths.lab, &name, &node.limits)?;
+    }
+    Ok(fds)
+}
+
+/// Give the machine vemu runs on — a node of kind `host` — its interfaces to the lab,
+/// their addresses, and routes to the lab's prefixes, in the calling process's network
+/// namespace. Nothing else of the machine changes: no namespace, sysctl or loopback
+/// address. What is made goes by itself when the lab goes: a TAP device with its
+/// descriptor (held by the engine), a veth with its peer in the lab's plane namespace,
+/// addresses and routes with their interface. An interface name the machine already
+/// has is refused before anything is made.
+pub fn create_host_node(paths: &LabPaths, node: &NodePlan, plane_peers: &[Option<PlanePeer>]) -> Result<Vec<Option<OwnedFd>>> {
+    let plane = match plane_peers.iter().any(Option::is_some) {
+        true => Some(fs::File::open(paths.plane()).with_context(|| format!("opening {}", paths.plane().display()))?),
+        false => None,
+    };
+    for i in &node.ifaces {
+        if tap::ifindex(&i.name).is_ok() {
+            bail!("the machine has an interface named {} already (its own, or another lab's): name this one otherwise with 'iface:'", i.name);
+        }
+    }
+    let _gate = NET_CONFIG.lock().unwrap_or_else(|e| e.into_inner());
+    let mut nl = netlink::Netlink::open()?;
+    let mut plane_nl = match &plane {
+        Some(_) => Some(netlink::Netlink::open_in(&paths.plane())?),
+        None => None,
+    };
+    let made = node_interfaces(&mut nl, node, plane_peers, plane_nl.as_mut(), true);
+    // Whatever was made (none of these names was the machine's before), so that down
+    // and clean delete exactly that.
+    let names: Vec<&str> = node.ifaces.iter().map(|i| i.name.as_str()).collect();
+    record_host_ifaces(paths, &names)?;
+    made
+}
+
+/// A node of kind `external`: its one interface is a NIC of the machine (of the calling
+/// process's network namespace), opened as a port of the lab (see [`nic`]). Nothing is
+/// made; the descriptor goes with the engine.
+pub fn create_external_node(node: &NodePlan) -> Result<Vec<Option<OwnedFd>>> {
+    node.ifaces.iter().map(|i| nic::open(&i.name).map(Some)).collect()
+}
+
+/// Where a lab notes the interfaces it gave the machine ("NAME IFINDEX" lines), and the
+/// network namespace they are in (the controller's, pinned: `vemu clean` may run in
+/// another one).
+pub(crate) fn host_ifaces_file(paths: &LabPaths) -> PathBuf {
+    paths.dir.join("host-ifaces")
+}
+
+pub(crate) fn host_netns_pin(paths: &LabPaths) -> PathBuf {
+    paths.dir.join("host-net")
+}
+
+/// Pin the calling thread's network namespace (the machine's) in the lab's state, once:
+/// what a lab makes there is removed there by `down` and `clean`, wherever they run.
+pub(crate) fn pin_host_netns(paths: &LabPaths) -> Result<()> {
+    let pin_path = host_netns_pin(paths);
+    if !pin_path.exists() {
+        pin("/proc/thread-self/ns/net", &pin_path).context("pinning the machine's network namespace")?;
+    }
+    Ok(())
+}
+
+pub(crate) fn record_host_ifaces(paths: &LabPaths, names: &[&str]) -> Result<()> {
+    pin_host_netns(paths)?;
+    let lines: String = names.iter().filter_map(|n| tap::ifindex(n).ok().map(|ix| format!("{n} {ix}\n"))).collect();
+    let mut f = fs::File::options().create(true).append(true).open(host_ifaces_file(paths)).context("noting the machine's interfaces")?;
+    std::io::Write::write_all(&mut f, lines.as_bytes()).context("noting the machine's interfaces")
+}
+
+/// Delete the interfaces a lab gave the machine, in the namespace they were made in,
+/// each only if its name still has the index noted (never one the machine made since).
+/// They would go by themselves (a TAP with its descriptor, a veth with its peer's plane
+/// namespace), but a namespace is destroyed some time after its last reference: this
+/// way they are gone when `down` or `clean` returns.
+pub(crate) fn remove_host_ifaces(paths: &LabPaths) -> Result<()> {
+    let Ok(list) = fs::read_to_string(host_ifaces_file(paths)) else { return Ok(()) };
+    let noted: Vec<(String, u32)> = list.lines().filter_map(|l| l.split_once(' ')).filter_map(|(n, ix)| Some((n.to_string(), ix.parse().ok()?))).collect();
+    in_netns(&host_netns_pin(paths), move || {
+        let mut nl = netlink::Netlink::open()?;
+        for (name, ix) in &noted {
+            if tap::ifindex(name).ok() == Some(*ix) {
+                nl.del_link(*ix)?;
+            }
+        }
+        nl.flush().context("deleting the machine's interfaces to the lab")
+    })
+}
+
+/// What the thread making a node hears about its mount namespace.
+pub(crate) enum Pinned {
+    Done,
+    /// Make another: the kernel refused to pin this one.
+    Again,
+    Failed,
+}
+
+/// How often a node's mount namespace is made again when the kernel refuses to pin it
+/// (EINVAL), waiting 50 ms, 100 ms, ... in between (6.4 s in all). Seen for some seconds
+/// after a machine's other mount namespaces went away in numbers (an agent's share of
+/// a lab ending; the ids vemu compares were in order, so not the loop check): the labs
+/// started then failed, one started 10 s later did not.
+pub(crate) const PIN_RETRIES: u32 = 7;
+
+/// Make a node's interfaces in the calling thread's network namespace (a veth whose peer
+/// goes into the plane, or a TAP device whose descriptor is returned), with their MAC,
+/// MTU and addresses, then its routes. On the `host`, each interface's IPv6 is turned
+/// off on its own when the node's sysctls ask for it for all (the machine's defaults
+/// are not vemu's to change).
+pub(crate) fn node_interfaces(nl: &mut netlink::Netlink, node: &NodePlan, plane_peers: &[Option<PlanePeer>], mut plane: Option<&mut netlink::Netlink>, host: bool) -> Result<Vec<Option<OwnedFd>>> {
+    let no_ipv6 = host && node.sysctls.iter().any(|(k, v)| k == "net.ipv6.conf.default.disable_ipv6" && v == "1");
+    let mut fds = Vec::with_capacity(node.ifaces.len());
+    let mut idx = Vec::with_capacity(node.ifaces.len());
+    for (k, i) in node.ifaces.iter().enumerate() {
+        match (plane_peers.get(k).and_then(Option::as_ref), plane.as_mut()) {
+            (Some(peer), Some(pnl)) => {
+                // Made from the plane, where its far end has the index chosen for it
+                // (see [`PLANE_INDEX_BASE`]); the interface here takes the next free one.
+                // The far end is up at once and on the fast path's block. (Left down, it
+                // would wait in the kernel's queue of link events, which is walked whole
+                // each time a device comes up: quadratic in big labs.)
+                let here = fs::File::open("/proc/thread-self/ns/net").context("opening the node's network namespace")?;
+                let v = peer.index;
+                pnl.add_veth_at(&peer.name, v, PLANE_MTU, peer.bridge.is_none(), &i.name, i.mac, i.mtu, &here)?;
+                pnl.flush().with_context(|| format!("creating interface {}", i.name))?;
+                match peer.bridge {
+                    // A LAN port: also a port of the LAN's bridge (which brings it up),
+                    // with the egress block.
+                    Some(br) => {
+                        pnl.set_master(v, br)?;
+                        pnl.add_clsact_blocks(v, PLANE_BLOCK, PLANE_EGRESS_BLOCK)?;
+                    }
+                    None => pnl.add_ingress(v, PLANE_BLOCK)?,
+                }
+                fds.push(None);
+            }
+            _ => fds.push(Some(tap::create(&i.name)?)),
+        }
+        let ix = tap::ifindex(&i.name)?;
+        idx.push(ix);
+        if no_ipv6 {
+            write_sysctl(&format!("/proc/sys/net/ipv6/conf/{}/disable_ipv6", i.name), "1")?;
+        }
+        nl.set_link(ix, true, Some(i.mac), Some(i.mtu))?;
+        for a in &i.addrs {
+            nl.add_address(ix, *a)?;
+        }
+    }
+    nl.flush().with_context(|| format!("configuring node {}", node.name))?;
+    if let Some(pnl) = plane.as_mut() {
+        pnl.flush().context("attaching the node's link interfaces to the plane")?;
+    }
+    for r in &node.routes {
+        let oif = match &r.dev {
+            Some(d) => Some(idx[node.ifaces.iter().position(|i| &i.name == d).ok_or_else(|| anyhow!("no interface {d}"))?]),
+            None => None,
+        };
+        nl.add_route(r.dst, r.via, oif)?;
+    }
+    nl.flush().with_context(|| format!("adding routes of node {}", node.name))?;
+    Ok(fds)
+}
+
+/// The PID namespace of a node that has PIDs of its own, made (with its first process)
+/// the first time one of the node's processes starts, so that nodes that run nothing
+/// cost nothing. `wanted` is the node's marker file, whose lock makes one process
+/// (the controller, or a `vemu exec`) make it while others wait.
+pub(crate) fn pid_namespace(paths: &LabPaths, node: &str, wanted: &fs::File, ns: [&OwnedFd; 3]) -> Result<OwnedFd> {
+    let pin_path = paths.pidns(node);
+    // Always under the lock: the pin is a file before it is a namespace (made, then
+    // bind-mounted), and only its maker knows when it is both.
+    // SAFETY: flock on a descriptor we own; released when it is closed.
+    if unsafe { libc::flock(wanted.as_raw_fd(), libc::LOCK_EX) } != 0 {
+        return Err(std::io::Error::last_os_error()).context("locking the node's PID namespace");
+    }
+    if let Ok(f) = fs::File::open(&pin_path) {
+        return Ok(f.into());
+    }
+    let init = init_program()?;
+    let confined = paths.confined().exists();
+    let ns: Vec<OwnedFd> = ns.iter().map(|f| f.try_clone()).collect::<std::io::Result<_>>()?;
+    let node_name = node.to_string();
+    let pid = std::thread::scope(|s| {
+        s.spawn(move || -> Result<u32> {
+            unshare(CloneFlags::CLONE_FS).context("unsharing the filesystem context")?;
+            for (fd, kind) in ns.iter().zip([CloneFlags::CLONE_NEWNET, CloneFlags::CLONE_NEWUTS, CloneFlags::CLONE_NEWNS]) {
+                nix::sched::setns(fd, kind).context("entering the node")?;
+            }
+            start_init(&init, &node_name, confined)
+        })
+        .join()
+        .map_err(|_| anyhow!("the thread starting node {node}'s init panicked"))?
+    })?;
+    pin(&format!("/proc/{pid}/ns/pid"), &pin_path).with_context(|| format!("pinning the PID namespace of node {node}"))?;
+    Ok(fs::File::open(&pin_path)?.into())
+}
+
+/// From a thread inside the node's namespaces: make a PID namespace and start its first
+/// process, `init NODE [--confined]`, which mounts the node's own `/proc` (for a
+/// confined node, with `/proc/sys` read-only but for `net`) and says so.
+/// Returns its PID (in the machine's PID namespace).
+pub(crate) fn start_init(init: &Path, node: &str, confined: bool) -> Result<u32> {
+    use std::io::Read;
+    unshare(CloneFlags::CLONE_NEWPID).context("creating the node's PID namespace")?;
+    let mut child = Command::new(init)
+        .arg(node)
+        .args(confined.then_some("--confined"))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .with_context(|| format!("starting the node's init {}", init.display()))?;
+    let mut said = String::new();
+    let _ = child.stdout.take().map(|mut o| o.read_to_string(&mut said));
+    if said.trim() != INIT_READY {
+        let _ = child.kill();
+        let _ = child.wait();
+        bail!("the node's init ({}) failed: {}", init.display(), said.trim());
+    }
+    // Not waited for here: it lives as long as the node, and the controller (its
+    // parent, a subreaper) reaps it when it ends.
+    Ok(child.id())
+}
+
+/// The OOM score adjustment of the controller and the agents: least likely to be killed
+/// when the machine runs out of memory (the nodes' programs, at 0, go first), but not
+/// exempt (-1000). Their children in nodes are set back to 0 ([`NodeEntry::spawn`]).
+pub const OOM_SCORE_ADJ: &str = "-900";
+
+/// Make this process (a controller or an agent) an unlikely victim of the OOM killer.
+pub fn avoid_oom_killer() {
+    if let Err(e) = fs::write("/proc/self/oom_score_adj", OOM_SCORE_ADJ) {
+        eprintln!("vemu: cannot lower this process's OOM score ({e}): the OOM killer may pick it before the nodes' programs");
+    }
+}
+
+/// The nodes' init program, `vemu-init`, installed beside the running executable
+/// (`cargo build` puts both in `target/…/`, `cargo install` both in `~/.cargo/bin`).
+pub fn init_program() -> Result<PathBuf> {
+    let exe = std::env::current_exe().context("finding the running executable")?;
+    let init = exe.with_file_name("vemu-init");
+    if !init.is_file() {
+        bail!("{} is missing: vemu-init (each node's first process) must be installed beside {}", init.display(), exe.display());
+    }
+    Ok(init)
+}
+
+/// What the init program prints once the node's `/proc` is mounted.
+pub(crate) const INIT_READY: &str = "ready";
+
+/// Everything a process needs to enter a node, opened before `fork` so that the child
+/// only makes system calls.
+pub struct NodeEntry {
+    net: OwnedFd,
+    uts: OwnedFd,
+    mnt: OwnedFd,
+    /// The node's PID namespace, when it has one.
+    pid: Option<OwnedFd>,
+    /// The node's `cgroup.procs` files (see [`cgroup`]).
+    cgroups: Vec<OwnedFd>,
+    /// A tenant's node: its processes lose capabilities and get a seccomp filter
+    /// ([`confine`]).
+    confined: Option<std::sync::Arc<confine::NodeFilter>>,
+}
+
+impl NodeEntry {
+    pub fn open(paths: &LabPaths, node: &str) -> Result<NodeEntry> {
+        let open = |p: PathBuf| -> Result<OwnedFd> {
+            Ok(fs::File::open(&p).with_context(|| format!("node '{node}' of lab '{}' does not exist ({})", paths.lab, p.display()))?.into())
+        };
+        let (net, uts, mnt) = (open(paths.netns(node))?, open(paths.uts(node))?, open(paths.mnt(node))?);
+        node_sysfs(paths, node, &net, &mnt)?;
+        let pid = match fs::File::open(paths.pidns_wanted(node)) {
+            Ok(wanted) => Some(pid_namespace(paths, node, &wanted, [&net, &uts, &mnt])?),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e).with_context(|| format!("opening {}", paths.pidns_wanted(node).display())),
+        };
+        let cgroups = cgroup::procs_files(&paths.lab, node)?;
+        let confined = match paths.confined().exists() {
+            true => Some(node_filter()?),
+            false => None,
+        };
+        Ok(NodeEntry { net, uts, mnt, pid, cgroups, confined })
+    }
+
+    /// Start `cmd` inside the node, with `spawn` (e.g. `Command::spawn`): in its network,
+    /// UTS and mount namespaces (where `/etc/hosts` is the lab's, `/sys` shows the node's
+    /// interfaces, and `/etc`, `/var/lib`, `/var/log` and `/run` are the node's own) and
+    /// in its PID namespace when it has one (then the command sees the node's
+    /// processes only), and in the node's cgroups (its CPU, memory and process limits).
+    /// The working directory stays the one `cmd` was given.
+    pub fn spawn<T>(self, cmd: &mut Command, spawn: impl FnOnce(&mut Command) -> std::io::Result<T> + Send) -> std::io::Result<T>
+    where
+        T: Send,
+    {
+        let NodeEntry { net, uts, mnt, pid, cgroups, confined } = self;
+        // SAFETY: the closure only makes async-signal-safe system calls on values prepared
+        // before fork.
+        unsafe {
+            cmd.pre_exec(move || {
+                let chk = |r: libc::c_int| if r < 0 { Err(std::io::Error::last_os_error()) } else { Ok(r) };
+                // The controller and the agents keep clear of the OOM killer
+                // ([`OOM_SCORE_ADJ`]); a node's programs are ordinary victims again.
+                let adj = libc::open(c"/proc/self/oom_score_adj".as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                if adj >= 0 {
+                    libc::write(adj, c"0".as_ptr().cast(), 1);
+                    libc::close(adj);
+                }
+                for f in &cgroups {
+                    // "0": the writing process itself.
+                    chk(libc::write(f.as_raw_fd(), c"0".as_ptr().cast(), 1) as libc::c_int)?;
+                }
+                // A cgroup namespace rooted where it now is (the node's cgroups, where it
+                // has any): a cgroup file system mounted in the node shows the node's own
+                // subtree, and the process cannot move out of its limits.
+                if !cgroups.is_empty() {
+                    chk(libc::unshare(libc::CLONE_NEWCGROUP))?;
+                }
+                chk(libc::setns(net.as_raw_fd(), libc::CLONE_NEWNET))?;
+                chk(libc::setns(uts.as_raw_fd(), libc::CLONE_NEWUTS))?;
+                // Entering a mount namespace moves to its root: come back afterwards.
+                let cwd = chk(libc::open(c".".as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC))?;
+                chk(libc::setns(mnt.as_raw_fd(), libc::CLONE_NEWNS))?;
+                chk(libc::fchdir(cwd))?;
+                libc::close(cwd);
+                if let Some(filter) = &confined {
+                    confine::drop_capabilities()?;
+                    filter.apply()?;
+                }
+                Ok(())
+            });
+        }
+        let Some(pid) = pid else { return spawn(cmd) };
+        // A PID namespace is entered by the children of whoever enters it, and there
+        // is no way back: a thread of its own enters it and forks.
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                // SAFETY: setns on a descriptor we own; affects this thread's children only.
+                if unsafe { libc::setns(pid.as_raw_fd(), libc::CLONE_NEWPID) } != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                spawn(cmd).map_err(|e| {
+                    if e.raw_os_error() == Some(libc::ENOMEM) {
+                        // fork(2) into a PID namespace whose first process is gone.
+                        std::io::Error::other("the node's init process is gone (was it killed from outside?); restart the lab")
+                    } else {
+                        e
+                    }
+                })
+            })
+            .join()
+            .unwrap_or_else(|_| Err(std::io::Error::other("the thread starting a process in the node panicked")))
+        })
+    }
+}
+
+/// The confined nodes' seccomp filter, compiled once a process.
+pub(crate) fn node_filter() -> Result<std::sync::Arc<confine::NodeFilter>> {
+    static FILTER: std::sync::OnceLock<std::sync::Arc<confine::NodeFilter>> = std::sync::OnceLock::new();
+    if let Some(f) = FILTER.get() {
+        return Ok(f.clone());
+    }
+    let f = std::sync::Arc::new(confine::NodeFilter::new()?);
+    Ok(FILTER.get_or_init(|| f).clone())
+}

@@ -1,0 +1,179 @@
+//! Making a lab's state: its tmpfs, directories, `/etc/hosts`, the nodes' private
+//! files, and the machine's limits labs outgrow (open files, neighbour tables).
+
+use super::*;
+
+/// Make `dir` a shared mount point, as iproute2 does for /run/netns, so that namespace
+/// mounts made later propagate into (and their removal out of) other mount namespaces.
+pub(crate) fn make_shared_dir(dir: &str) -> Result<()> {
+    fs::create_dir_all(dir).with_context(|| format!("creating {dir}"))?;
+    for _ in 0..2 {
+        match mount(None::<&str>, dir, Some("none"), MsFlags::MS_SHARED | MsFlags::MS_REC, None::<&str>) {
+            Ok(()) => return Ok(()),
+            Err(nix::errno::Errno::EINVAL) => {
+                mount(Some(dir), dir, Some("none"), MsFlags::MS_BIND | MsFlags::MS_REC, None::<&str>)
+                    .with_context(|| format!("bind-mounting {dir} onto itself"))?;
+            }
+            Err(e) => return Err(e).with_context(|| format!("making {dir} a shared mount")),
+        }
+    }
+    bail!("could not make {dir} a shared mount")
+}
+
+/// Make `dir` a mount point of its own that propagates nothing. The nodes' mount
+/// namespaces are pinned there, and the kernel refuses to copy a mount namespace file
+/// into another mount namespace (EINVAL): under the lab's shared tmpfs, a pin would be
+/// propagated into every mount namespace holding a copy of it — the one of a process
+/// started with `ip netns exec` (its mounts are slaves of the machine's), or ones still
+/// going away — and each such copy made pinning, and so `up`, fail.
+pub(crate) fn private_dir(dir: &Path) -> Result<()> {
+    mount(Some(dir), dir, None::<&str>, MsFlags::MS_BIND, None::<&str>).with_context(|| format!("bind-mounting {} onto itself", dir.display()))?;
+    mount(None::<&str>, dir, None::<&str>, MsFlags::MS_PRIVATE, None::<&str>).with_context(|| format!("making {} a private mount", dir.display()))
+}
+
+/// Kernel limits a lab needs, as (sysctl, least value). The neighbour (ARP and NDP)
+/// tables are shared by every network namespace of the machine, and their default hard
+/// limit (1024 entries) is reached by one LAN of 33 hosts that all talk to each other:
+/// beyond it, sends fail with ENOBUFS.
+pub(crate) const HOST_LIMITS: &[(&str, u64)] = &[
+    ("/proc/sys/net/ipv4/neigh/default/gc_thresh1", 4096),
+    ("/proc/sys/net/ipv4/neigh/default/gc_thresh2", 262144),
+    ("/proc/sys/net/ipv4/neigh/default/gc_thresh3", 1048576),
+    ("/proc/sys/net/ipv6/neigh/default/gc_thresh1", 4096),
+    ("/proc/sys/net/ipv6/neigh/default/gc_thresh2", 262144),
+    ("/proc/sys/net/ipv6/neigh/default/gc_thresh3", 1048576),
+];
+
+/// Raise the machine's kernel limits that labs outgrow (never lowers one). These are
+/// tuning values, not lab objects, so they stay after the lab (as with Mininet).
+pub(crate) fn raise_host_limits() -> Result<()> {
+    for (path, least) in HOST_LIMITS {
+        // Only the machine's first network namespace has them (an agent may run in
+        // another: the limits are the machine's, raised from there).
+        if !Path::new(path).exists() {
+            continue;
+        }
+        let now: u64 = fs::read_to_string(path).with_context(|| format!("reading {path}"))?.trim().parse().unwrap_or(0);
+        if now < *least {
+            write_sysctl(path, &least.to_string())?;
+        }
+    }
+    Ok(())
+}
+
+/// Descriptors a lab's controller keeps open besides its devices and node sockets: API
+/// connections (256 on TCP, 256 on the Unix socket), captures, logs, each engine shard's epoll
+/// set, eventfd and io_uring.
+pub const CONTROLLER_FILES: u64 = 700;
+
+/// Open files a lab's controller needs at the start: a TAP device per link end and per
+/// LAN member, a netlink socket per node (the nodes' TAP counters), and
+/// [`CONTROLLER_FILES`]. With the kernel fast path (`fast_path`), a link or plain LAN
+/// (no radio, one VLAN) that starts unimpaired has no TAP device until it needs the
+/// engine.
+pub fn files_needed(plan: &vemu_scenario::Plan, fast_path: bool) -> u64 {
+    let members: usize = (0..plan.segments.len()).filter(|&g| !(fast_path && plan.kernel_lan(g) && plan.segments[g].unimpaired())).map(|g| plan.segments[g].members.len()).sum();
+    let links = plan.links.iter().filter(|l| !(fast_path && l.unimpaired())).count();
+    2 * links as u64 + members as u64 + plan.nodes.len() as u64 + CONTROLLER_FILES
+}
+
+/// Make sure this process may open `needed` files: raise the soft RLIMIT_NOFILE up to
+/// the hard one if need be; fail at once, naming the limit, if even that is too low
+/// (rather than failing at the 10,000th node and rolling back for minutes).
+pub fn ensure_open_files(needed: u64) -> Result<()> {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit fills the struct.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return Err(std::io::Error::last_os_error()).context("reading RLIMIT_NOFILE");
+    }
+    if lim.rlim_cur >= needed {
+        return Ok(());
+    }
+    if lim.rlim_max < needed {
+        bail!(
+            "this lab needs about {needed} open files (2 per impaired link, 1 per member of an impaired LAN, 1 per node, {CONTROLLER_FILES} for the controller) \
+             but the hard limit on open files here is {} (RLIMIT_NOFILE): raise it (ulimit -Hn as root, LimitNOFILE= for a service, \
+             /etc/security/limits.conf) or make the lab smaller",
+            lim.rlim_max
+        );
+    }
+    let raised = libc::rlimit { rlim_cur: lim.rlim_max, rlim_max: lim.rlim_max };
+    // SAFETY: setrlimit with a valid struct (soft up to hard needs no privilege).
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
+        return Err(std::io::Error::last_os_error()).context("raising the soft RLIMIT_NOFILE to the hard one");
+    }
+    Ok(())
+}
+
+/// Prepare the lab's directories and its `/etc/hosts`. Fails if the lab exists.
+pub fn prepare_lab(paths: &LabPaths, hosts: &str, nodes: &[NodePlan], storage_bytes: u64, confined: bool) -> Result<()> {
+    raise_host_limits()?;
+    make_shared_dir(NETNS_DIR)?;
+    make_shared_dir(STATE_DIR)?;
+    fs::create_dir(&paths.dir).with_context(|| format!("creating {}", paths.dir.display()))?;
+    // Sized: a node that fills its /var/log fills the lab's allowance, not the machine's memory.
+    let options = format!("mode=0755,size={storage_bytes}");
+    mount(Some("vemu"), &paths.dir, Some("tmpfs"), MsFlags::MS_NOSUID | MsFlags::MS_NODEV, Some(options.as_str()))
+        .with_context(|| format!("mounting a tmpfs on {}", paths.dir.display()))?;
+    for d in ["uts", "netns", "mnt", "pid", "sys"] {
+        fs::create_dir(paths.dir.join(d))?;
+    }
+    private_dir(&paths.dir.join("mnt"))?;
+    fs::create_dir_all(paths.log_dir()).with_context(|| format!("creating {}", paths.log_dir().display()))?;
+    fs::write(paths.hosts(), hosts)?;
+    if confined {
+        fs::write(paths.confined(), "")?;
+    }
+    for n in nodes {
+        fs::create_dir_all(paths.node_dir(&n.name))?;
+        if n.own_pids {
+            fs::write(paths.pidns_wanted(&n.name), "")?;
+        }
+        let root = paths.node_fs(&n.name);
+        for d in PRIVATE_OVERLAYS {
+            fs::create_dir_all(root.join("upper").join(&d[1..]))?;
+            fs::create_dir_all(root.join("work").join(&d[1..]))?;
+        }
+        fs::create_dir_all(root.join("run/lock"))?;
+        for f in &n.files {
+            write_node_file(&root, f).with_context(|| format!("writing {} of node {}", f.path, n.name))?;
+        }
+    }
+    Ok(())
+}
+
+/// Directories every node sees through a copy-on-write overlay of its own: what a node
+/// writes there stays in the node (and goes with the lab).
+pub const PRIVATE_OVERLAYS: &[&str] = &["/etc", "/var/lib", "/var/log"];
+
+/// Put a node's file where its private view will show it: in the upper layer of an
+/// overlay, or in its `/run`. Directories on the way get the owner and mode of the
+/// machine's own, so that daemons can use them as usual.
+pub(crate) fn write_node_file(root: &Path, f: &vemu_scenario::FilePlan) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let rel = Path::new(&f.path).strip_prefix("/")?;
+    let base = if rel.starts_with("run") { root.to_path_buf() } else { root.join("upper") };
+    let mut host = PathBuf::from("/");
+    let mut dir = base.clone();
+    if let Some(parent) = rel.parent() {
+        for c in parent.components() {
+            host.push(c);
+            dir.push(c);
+            if !dir.exists() {
+                fs::create_dir(&dir)?;
+                if let Ok(m) = fs::metadata(&host) {
+                    fs::set_permissions(&dir, fs::Permissions::from_mode(m.mode() & 0o7777))?;
+                    nix::unistd::chown(&dir, Some(m.uid().into()), Some(m.gid().into()))?;
+                }
+            }
+        }
+    }
+    let target = base.join(rel);
+    fs::write(&target, &f.content)?;
+    fs::set_permissions(&target, fs::Permissions::from_mode(f.mode))?;
+    // Owned like the directory it is in (e.g. frr:frr in /etc/frr).
+    if let Some(m) = target.parent().and_then(|p| fs::metadata(p).ok()) {
+        nix::unistd::chown(&target, Some(m.uid().into()), Some(m.gid().into()))?;
+    }
+    Ok(())
+}
