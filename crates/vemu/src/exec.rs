@@ -1,0 +1,142 @@
+//! `vemu exec` and `vemu shell`: a command or a terminal in a node — entered directly
+//! when the node is on this machine, through the lab's API when it is on another.
+
+use super::*;
+
+pub(crate) fn exec(lab: Option<String>, node: &str, argv: &[String]) -> Result<ExitCode> {
+    let (lab, paths) = match node_lab(lab, node)? {
+        (lab, NodeAt::Here(paths)) => (lab, paths),
+        // A node of a lab across machines that is not on this one: through the controller.
+        (lab, NodeAt::Remote) => return exec_through_api(&lab, node, argv),
+    };
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..]).env("VEMU_LAB", &lab).env("VEMU_NODE", node);
+    let status = match NodeEntry::open(&paths, node)?.spawn(&mut cmd, Command::spawn).and_then(|mut c| c.wait()) {
+        Ok(s) => s,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            eprintln!("vemu: cannot run '{}' in node '{node}': command not found", argv[0]);
+            return Ok(ExitCode::from(127));
+        }
+        Err(e) => return Err(e).with_context(|| format!("running '{}' in node '{node}'", argv[0])),
+    };
+    let code = vemu_control::exit_code(status);
+    Ok(ExitCode::from(code as u8))
+}
+
+/// Where a node is, seen from this machine.
+pub(crate) enum NodeAt {
+    /// In a namespace here: of the lab's own, or of this machine's share of a lab
+    /// across machines.
+    Here(LabPaths),
+    /// On another machine of a lab across machines: commands go through the controller.
+    Remote,
+}
+
+/// This machine's share of lab `lab` (of a lab across machines), if it holds one.
+pub(crate) fn share_here(lab: &str) -> Option<LabPaths> {
+    vemu_control::list_shares().into_iter().find(|(n, _)| vemu_host::share_of(n).is_some_and(|(l, _)| l == lab)).map(|(n, _)| LabPaths::new(&n))
+}
+
+/// The lab of `node`, and where the node is.
+pub(crate) fn node_lab(lab: Option<String>, node: &str) -> Result<(String, NodeAt)> {
+    need_root()?;
+    let lab = resolve_lab(lab)?;
+    let share = share_here(&lab);
+    let plan = match (load_plan(&lab), &share) {
+        (Ok(p), _) => p,
+        (Err(_), Some(s)) => load_plan(&s.lab)?,
+        (Err(e), None) => return Err(e),
+    };
+    let Some(i) = plan.node_index(node) else {
+        let names: Vec<&str> = plan.nodes.iter().map(|n| n.name.as_str()).collect();
+        return Err(user(format!("no node '{node}' in lab '{lab}' (nodes: {})", names.join(", "))));
+    };
+    match plan.nodes[i].kind {
+        vemu_scenario::NodeKind::Host => return Err(user(format!("node '{node}' is this machine (kind: host): run the command as usual, without vemu"))),
+        vemu_scenario::NodeKind::External => return Err(user(format!("node '{node}' is what is on the wire of a NIC (kind: external): vemu cannot run commands there"))),
+        vemu_scenario::NodeKind::Namespace => {}
+    }
+    let paths = LabPaths::new(&lab);
+    if plan.machines.is_empty() || paths.netns(node).exists() {
+        return Ok((lab, NodeAt::Here(paths)));
+    }
+    if let Some(s) = share.filter(|s| s.netns(node).exists()) {
+        return Ok((lab, NodeAt::Here(s)));
+    }
+    if !paths.socket().exists() {
+        let m = plan.machines.get(plan.nodes[i].machine).map_or("another machine", |m| m.name.as_str());
+        return Err(user(format!("node '{node}' runs on machine '{m}' and lab '{lab}' has no controller here: use the controller's machine or '{m}'")));
+    }
+    Ok((lab, NodeAt::Remote))
+}
+
+/// `vemu shell` on a node of another machine: a terminal on that machine, through the
+/// controller's WebSocket (this terminal in raw mode meanwhile).
+pub(crate) fn shell_through_api(lab: &str, node: &str) -> Result<ExitCode> {
+    use std::io::IsTerminal;
+    let c = connect(lab)?;
+    let (rows, cols) = vemu_control::terminal_size().unwrap_or((24, 80));
+    // Raw mode while the session lasts (keys go to the node's terminal as typed).
+    let saved = std::io::stdin().is_terminal().then(|| {
+        // SAFETY: termios is plain data; tcgetattr fills it, cfmakeraw and tcsetattr use it.
+        unsafe {
+            let mut t: libc::termios = std::mem::zeroed();
+            if libc::tcgetattr(0, &mut t) != 0 {
+                return None;
+            }
+            let saved = t;
+            libc::cfmakeraw(&mut t);
+            libc::tcsetattr(0, libc::TCSANOW, &t);
+            Some(saved)
+        }
+    }).flatten();
+    let r = c.terminal(&format!("/v1/nodes/{}/shell?rows={rows}&cols={cols}", percent_encode(node)));
+    if let Some(t) = saved {
+        // SAFETY: restores the settings read above.
+        unsafe { libc::tcsetattr(0, libc::TCSANOW, &t) };
+    }
+    match r? {
+        Some(code) => Ok(ExitCode::from(code.clamp(0, 255) as u8)),
+        None => {
+            eprintln!("vemu: the terminal's connection ended");
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
+/// `vemu exec` on a node of a lab across machines: the controller runs it through the
+/// node's agent, and its output comes back as it is written. Standard input, unless it
+/// is a terminal, is read to its end first and given to the command. Ctrl-C (or the
+/// connection dropping) kills the command.
+pub(crate) fn exec_through_api(lab: &str, node: &str, argv: &[String]) -> Result<ExitCode> {
+    use std::io::{IsTerminal, Read, Write};
+    let mut input = String::new();
+    if !std::io::stdin().is_terminal() {
+        std::io::stdin().read_to_string(&mut input).context("reading standard input")?;
+    }
+    let c = connect(lab)?;
+    let body = json!({"cmd": argv, "stream": true, "timeout_s": 86_400, "stdin": input});
+    let mut line = Vec::new();
+    let mut code = None;
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    c.stream("POST", &format!("/v1/nodes/{}/exec", percent_encode(node)), Some(&body), ctrl_c, |d| {
+        line.extend_from_slice(d);
+        while let Some(end) = line.iter().position(|&b| b == b'\n') {
+            let l: Vec<u8> = line.drain(..=end).collect();
+            let v: serde_json::Value = serde_json::from_slice(&l).context("the controller's answer is not JSON lines")?;
+            if let Some(t) = v["stdout"].as_str() {
+                std::io::stdout().write_all(t.as_bytes())?;
+                std::io::stdout().flush()?;
+            } else if let Some(t) = v["stderr"].as_str() {
+                std::io::stderr().write_all(t.as_bytes())?;
+            } else if let Some(e) = v["exit"].as_i64() {
+                code = Some(e);
+            }
+        }
+        Ok(())
+    })?;
+    // No exit status: interrupted, or the connection ended early.
+    Ok(ExitCode::from(code.map_or(130, |c| c.clamp(0, 255)) as u8))
+}

@@ -1,0 +1,330 @@
+//! `vemu up`, `check`, `ui`, `attach` and the controller's daemon: loading a scenario,
+//! starting the lab's controller (in the foreground or as a daemon) and waiting for it.
+
+use super::*;
+
+/// Where the nodes of a lab across machines go: nodes per machine, and the links
+/// between machines (the cut) with the rate they may carry.
+pub(crate) fn print_placement(plan: &Plan) {
+    if plan.machines.is_empty() {
+        return;
+    }
+    for (i, m) in plan.machines.iter().enumerate() {
+        let here: Vec<&vemu_scenario::NodePlan> = plan.nodes.iter().filter(|n| n.machine == i).collect();
+        let nodes: Vec<&str> = here.iter().map(|n| n.name.as_str()).collect();
+        // A node's expected load: its CPU limit, else one core (what placement weighs).
+        let cores: f64 = here.iter().map(|n| n.limits.cpu_cores.unwrap_or(1.0)).sum();
+        let shown = if nodes.len() > 8 { format!("{} ...", nodes[..8].join(" ")) } else { nodes.join(" ") };
+        println!("machine {} ({}): {} nodes, expected load {cores:.1} cores: {shown}", m.name, m.address, nodes.len());
+    }
+    let cut: Vec<&vemu_scenario::LinkPlan> = plan.links.iter().filter(|l| plan.nodes[l.a.node].machine != plan.nodes[l.b.node].machine).collect();
+    let unlimited = cut.iter().filter(|l| l.forward.rate_bps.is_none() || l.reverse.rate_bps.is_none()).count();
+    // (+ 0.0: an empty sum of floats is -0.)
+    let rate_mbit: f64 = cut.iter().map(|l| l.forward.rate_bps.unwrap_or(0).max(l.reverse.rate_bps.unwrap_or(0)) as f64 / 1e6).sum::<f64>() + 0.0;
+    let more = if unlimited > 0 { format!(" (+{unlimited} without a rate)") } else { String::new() };
+    println!("cut: {} links, {rate_mbit:.0} Mbit/s{more}", cut.len());
+    // Segments whose members are on several machines: each such member reaches the
+    // segment's machine through a tunnel of its own.
+    for (g, seg) in plan.segments.iter().enumerate().filter(|&(g, _)| plan.spans(g)) {
+        let at = plan.segment_machine(g);
+        let away = seg.members.iter().filter(|m| plan.nodes[m.end.node].machine != at).count();
+        println!("segment {} spans machines: its {} on machine {}, {away} of {} members elsewhere", seg.name, if seg.wireless.is_some() { "radio channel" } else { "switch" }, plan.machines[at].name, seg.members.len());
+    }
+}
+
+/// Tell the user where the TCP API is and its token, once.
+pub(crate) fn print_api(lab: &str) {
+    let paths = LabPaths::new(lab);
+    if let (Ok(addr), Ok(token)) = (std::fs::read_to_string(paths.api_address()), std::fs::read_to_string(paths.api_token())) {
+        println!("API on http://{}/v1/ — send 'Authorization: Bearer {}'", addr.trim(), token.trim());
+    }
+}
+
+/// A cluster file's text (at most 1 MiB).
+pub(crate) fn read_cluster_file(path: &str) -> Result<String> {
+    use std::io::Read;
+    let f = std::fs::File::open(path).map_err(|e| user(format!("--machines: cannot read the cluster file {path}: {e}")))?;
+    let mut text = String::new();
+    f.take(1 << 20).read_to_string(&mut text).map_err(|e| user(format!("--machines: cannot read the cluster file {path}: {e}")))?;
+    Ok(text)
+}
+
+/// A scenario file's plan, on the machines given with `--machines` if any, a tenant's
+/// if `--tenant` says what it is allowed.
+pub(crate) fn load_scenario(file: &std::path::Path, name: Option<&str>, machines: Option<&str>, tenant: Option<&str>) -> Result<Plan> {
+    let trust = match tenant {
+        None => vemu_scenario::Trust::Owner,
+        Some(list) => vemu_scenario::Trust::tenant(list).map_err(|m| user(format!("--tenant: {m}")))?,
+    };
+    let machines = match machines {
+        None => None,
+        Some(list) => Some(match list.strip_prefix('@') {
+            Some(path) => {
+                let text = read_cluster_file(path)?;
+                vemu_scenario::Machine::parse_cluster(&text, path).map_err(|m| user(format!("--machines: {m}")))?
+            }
+            None => vemu_scenario::Machine::parse_list(list).map_err(|m| user(format!("--machines: {m}")))?,
+        }),
+    };
+    Ok(vemu_scenario::load_as(file, name, machines, &trust)?)
+}
+
+/// Ask the lab's controller for a login link of its web interface and print it.
+pub(crate) fn print_ui(lab: &str) -> Result<()> {
+    let v = connect(lab)?.post("/v1/ui", &json!({}))?;
+    let url = v["url"].as_str().unwrap_or("");
+    println!("web interface: {url}");
+    eprintln!("(the link works once, for {} s; 'vemu ui --lab {lab}' makes another)", v["expires_s"].as_u64().unwrap_or(0));
+    Ok(())
+}
+
+pub(crate) fn up_foreground(plan: Plan, options: ApiOptions, ui: bool) -> Result<()> {
+    let name = plan.name.clone();
+    let (nodes, links) = (plan.nodes.len(), plan.links.len());
+    let bar = progress_bar(nodes);
+    let lock = lock_name(&name)?;
+    daemon::run(plan, options, lock, |ev| match ev {
+        Event::Progress(d, _) => bar.set_position(d as u64),
+        Event::Ready(settled) => {
+            bar.finish_and_clear();
+            if let Some(why) = &settled.fast_path_off {
+                eprintln!("kernel fast path off ({why}): every link direction goes through the engine");
+            }
+            for w in &settled.warnings {
+                eprintln!("warning: {w}");
+            }
+            eprintln!("lab '{name}' is up: {nodes} nodes, {links} links{}. Ctrl-C takes it down.", settle_note(settled.waited_ms, settled.behind_ms));
+            print_api(&name);
+            if ui {
+                if let Err(e) = print_ui(&name) {
+                    eprintln!("vemu: the web interface: {e:#}");
+                }
+            }
+        }
+    })?;
+    eprintln!("lab '{name}' is down");
+    Ok(())
+}
+
+pub(crate) fn progress_bar(total: usize) -> indicatif::ProgressBar {
+    if total < 20 || !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(total as u64);
+    if let Ok(style) = indicatif::ProgressStyle::with_template("creating nodes {bar:40} {pos}/{len} {elapsed}") {
+        bar.set_style(style);
+    }
+    bar
+}
+
+/// Start the lab's controller as a background process and follow it until ready.
+/// The lab's name for this process, or a clear refusal (exit 2) when another `vemu up`
+/// or a running lab holds it (a `vemu ls` or `clean` looking at it holds it for an
+/// instant only: wait that out).
+pub(crate) fn lock_name(lab: &str) -> Result<vemu_host::LabLock> {
+    vemu_host::LabLock::acquire_within(lab, std::time::Duration::from_millis(200))?.ok_or_else(|| {
+        user(format!("lab '{lab}' is already running or being started (take it down with 'vemu down --lab {lab}', or use --name)"))
+    })
+}
+
+/// `vemu up --wait-converged`: ask the lab every 250 ms whether every node has a route
+/// to every prefix (twice in a row), for up to `secs`; name the nodes lacking routes if
+/// not.
+pub(crate) fn wait_converged_for(lab: &str, secs: u64) -> Result<()> {
+    let client = connect(lab)?;
+    let t0 = std::time::Instant::now();
+    let mut in_a_row = 0;
+    loop {
+        let c = client.get("/v1/convergence")?;
+        in_a_row = if c["converged"] == true { in_a_row + 1 } else { 0 };
+        if in_a_row == 2 {
+            eprintln!("lab '{lab}': routes converged {:.1} s after up (every node has a route to every prefix of the lab)", t0.elapsed().as_secs_f64());
+            return Ok(());
+        }
+        if t0.elapsed().as_secs() >= secs {
+            let lacking: Vec<String> = c["lacking"].as_array().into_iter().flatten().map(|l| format!("{} lacks {}", l["node"].as_str().unwrap_or("?"), l["prefixes"].as_array().into_iter().flatten().filter_map(|p| p.as_str()).collect::<Vec<_>>().join(", "))).collect();
+            bail!("lab '{lab}' is up, but its routes did not converge within {secs} s: {} nodes lack routes ({}); the lab keeps running", c["nodes_lacking"], lacking.join("; "));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+}
+
+pub(crate) fn up_background(plan: Plan, options: ApiOptions) -> Result<()> {
+    start_controller(plan, options, false)
+}
+
+/// Start a lab's controller in the background and follow it until it serves the lab:
+/// one that builds `plan`, or with `attach` one that takes the running lab over (it
+/// reads the plan the dead controller left).
+pub(crate) fn start_controller(plan: Plan, options: ApiOptions, attach: bool) -> Result<()> {
+    let paths = LabPaths::new(&plan.name);
+    let lock = lock_name(&plan.name)?;
+    // Before the log is opened (and emptied): it may be a running controller's.
+    if std::os::unix::net::UnixStream::connect(paths.socket()).is_ok() {
+        bail!("lab '{}' is already running (take it down with 'vemu down --lab {}')", plan.name, plan.name);
+    }
+    std::fs::create_dir_all(paths.log_dir()).with_context(|| format!("creating {}", paths.log_dir().display()))?;
+    let log_path = paths.log_dir().join("vemu.log");
+    // A controller taking over goes on with the dead one's log.
+    let log = std::fs::OpenOptions::new().create(true).write(true).append(attach).truncate(!attach).open(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
+    let exe = std::env::current_exe().context("finding the vemu executable")?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("daemon").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(log);
+    // SAFETY: setsid is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let lock_fd = lock.inheritable_fd()?;
+    let mut child = cmd.spawn().context("starting the lab controller")?;
+    // The controller has its own descriptor of the lock now.
+    drop(lock);
+    let mut stdin = child.stdin.take().unwrap();
+    let order = match attach {
+        true => json!({"attach": plan.name, "api_tcp": options.tcp, "lock_fd": lock_fd}),
+        false => json!({"plan": plan, "api_tcp": options.tcp, "lock_fd": lock_fd}),
+    };
+    stdin.write_all(&serde_json::to_vec(&order)?)?;
+    drop(stdin);
+    let bar = progress_bar(plan.nodes.len());
+    let mut ready = false;
+    let mut settled = (0, 0);
+    let mut error = None;
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let Ok(line) = line else { break };
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
+        if let Some(d) = v.get("progress").and_then(|p| p.get(0)).and_then(|d| d.as_u64()) {
+            bar.set_position(d);
+        } else if v.get("ready").is_some() {
+            ready = true;
+            settled = (v["settle_ms"].as_u64().unwrap_or(0), v["behind_ms"].as_u64().unwrap_or(0));
+            if let Some(why) = v["fast_path_off"].as_str() {
+                eprintln!("kernel fast path off ({why}): every link direction goes through the engine");
+            }
+            for w in v["warnings"].as_array().into_iter().flatten().filter_map(|w| w.as_str()) {
+                eprintln!("warning: {w}");
+            }
+        } else if let Some(e) = v.get("error").and_then(|e| e.as_str()) {
+            error = Some(e.to_string());
+        }
+    }
+    bar.finish_and_clear();
+    if !ready {
+        let _ = child.wait();
+        let msg = error.unwrap_or_else(|| format!("the lab controller stopped; see {}", log_path.display()));
+        if attach {
+            bail!("lab '{}' could not be taken over: {msg}", plan.name);
+        }
+        bail!("lab '{}' did not come up: {msg}", plan.name);
+    }
+    if attach {
+        println!("lab '{}' is served again: {} nodes, {} links on {} machines (logs in {}). 'vemu status' shows what it has.", plan.name, plan.nodes.len(), plan.links.len(), plan.machines.len(), paths.log_dir().display());
+        print_api(&plan.name);
+        return Ok(());
+    }
+    println!(
+        "lab '{}' is up: {} nodes, {} links, {} segments{} (logs in {}). Try 'vemu status', 'vemu exec NODE -- CMD', 'vemu down'.",
+        plan.name,
+        plan.nodes.len(),
+        plan.links.len(),
+        plan.segments.len(),
+        settle_note(settled.0, settled.1),
+        paths.log_dir().display()
+    );
+    print_api(&plan.name);
+    Ok(())
+}
+
+/// What `up` says of the data plane's catching up with the nodes' start-up chatter:
+/// nothing when it took no time worth telling.
+pub(crate) fn settle_note(waited_ms: u64, behind_ms: u64) -> String {
+    if behind_ms > 0 {
+        format!("; the data plane is still {:.1} s behind after waiting {:.1} s (the nodes' start-up traffic: see docs/scenario.md)", behind_ms as f64 / 1e3, waited_ms as f64 / 1e3)
+    } else if waited_ms >= 200 {
+        format!("; data plane caught up with the nodes' start-up traffic in {:.1} s", waited_ms as f64 / 1e3)
+    } else {
+        String::new()
+    }
+}
+
+/// `vemu daemon`: read the plan on stdin, report on stdout (JSON lines) until ready.
+/// Keep the controller's memory (the engine's code and data among it) in RAM. Machines
+/// that reclaim cold pages on their own (DAMON's pageout, as on the machine vemu is
+/// developed on) drop rarely run code of the binary, and the engine then stalls for
+/// milliseconds reading it back (2-3 ms stalls made 1-2% of the frames of a light load
+/// late). What the binary maps now is read in and locked; later mappings (thread stacks,
+/// the heap's growth) are locked as they are touched. Children do not inherit it.
+pub(crate) fn lock_memory() {
+    vemu_host::avoid_oom_killer();
+    // SAFETY: mlockall with flag arguments only.
+    unsafe {
+        if libc::mlockall(libc::MCL_CURRENT) != 0 || libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE | libc::MCL_ONFAULT) != 0 {
+            eprintln!("vemu: cannot lock the controller's memory ({}); the engine may stall when pages are reclaimed", std::io::Error::last_os_error());
+        }
+    }
+}
+
+pub(crate) fn run_daemon() -> Result<()> {
+    lock_memory();
+    let mut text = Vec::new();
+    std::io::Read::read_to_end(&mut std::io::stdin(), &mut text)?;
+    let mut input: serde_json::Value = serde_json::from_slice(&text).context("reading the plan")?;
+    let attach = input["attach"].as_str().map(str::to_string);
+    let plan: Option<Plan> = match attach {
+        Some(_) => None,
+        None => Some(serde_json::from_value(input["plan"].take()).context("reading the plan")?),
+    };
+    let name = attach.clone().or(plan.as_ref().map(|p| p.name.clone())).unwrap_or_default();
+    let tcp = serde_json::from_value(input["api_tcp"].take()).context("reading the API address")?;
+    let lock = match input["lock_fd"].as_i64() {
+        // SAFETY: `vemu up` handed us this descriptor of the lab's lock file.
+        Some(fd) => unsafe { vemu_host::LabLock::from_fd(fd as i32, &name) },
+        None => vemu_host::LabLock::try_acquire(&name)?.ok_or_else(|| anyhow::anyhow!("lab '{name}' is already running or being started"))?,
+    };
+    let emit = |v: serde_json::Value| {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{v}");
+        let _ = out.flush();
+    };
+    let report = |ev| match ev {
+        Event::Progress(d, t) => emit(json!({"progress": [d, t]})),
+        Event::Ready(settled) => {
+            emit(json!({"ready": true, "settle_ms": settled.waited_ms, "behind_ms": settled.behind_ms, "fast_path_off": settled.fast_path_off, "warnings": settled.warnings}));
+            // Let `vemu up` see the end of our output and return.
+            if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
+                // SAFETY: dup2 onto stdout.
+                unsafe { libc::dup2(std::os::fd::AsRawFd::as_raw_fd(&null), 1) };
+            }
+        }
+    };
+    let result = match plan {
+        Some(plan) => daemon::run(plan, ApiOptions { tcp }, lock, report),
+        None => daemon::attach(&name, ApiOptions { tcp }, lock, report),
+    };
+    if let Err(e) = &result {
+        emit(json!({"error": format!("{e:#}")}));
+        eprintln!("vemu daemon: {e:#}");
+    }
+    result
+}
+
+/// Make lab `lab`'s directory here from what its agent at `from` (ADDRESS[:PORT]) holds:
+/// the plan and the state its dead controller handed on (for `vemu attach --from`).
+pub(crate) fn fetch_lab(lab: &str, from: &str) -> Result<()> {
+    let address = vemu_scenario::Machine::parse_address(from).map_err(|e| user(format!("--from: {e}")))?;
+    let paths = LabPaths::new(lab);
+    if paths.socket().exists() && std::os::unix::net::UnixStream::connect(paths.socket()).is_ok() {
+        return Err(user(format!("lab '{lab}' is already served here")));
+    }
+    let (plan, saved) = vemu_control::cluster::fetch_state(address, lab).map_err(|e| user(format!("taking lab '{lab}' from {from}: {e:#}")))?;
+    let saved = saved.ok_or_else(|| user(format!("the agent at {from} has no state of lab '{lab}' from its controller (the controller died before it handed one on)")))?;
+    if plan["name"].as_str() != Some(lab) {
+        return Err(user(format!("the agent at {from} answered with a plan of another lab")));
+    }
+    std::fs::create_dir_all(&paths.dir).with_context(|| format!("creating {}", paths.dir.display()))?;
+    vemu_control::write_private(&paths.plan(), &serde_json::to_vec(&plan)?)?;
+    vemu_control::write_private(&vemu_control::lab::saved::Saved::path_in(&paths), &serde_json::to_vec(&saved)?)?;
+    Ok(())
+}
