@@ -3,7 +3,9 @@
 
 A crate's modules are its top-level ones (a module's own sub-modules are folded into it)
 plus the crate root (lib.rs/main.rs). Module A depends on B when A's non-test code names
-`crate::B`, `super::B` (from a top-level module), or an item the root re-exports from B;
+`crate::B`, `super::B` (from a top-level module), an item the root re-exports from B, or
+— when A imports its parent whole (`use super::*;`) — a top-level item of B by its bare
+name;
 an item defined in the root itself makes A depend on the root, and the root depends on
 every module whose items it names outside `mod`/`pub use` lines (a re-export is the
 root's table of contents, not a use). Prints every strongly connected component of more
@@ -112,7 +114,7 @@ def crate_graph(src):
         if rest.strip() == "::*":
             for f in files[module]:
                 reexport.update((n, module) for n in re.findall(
-                    r"^pub\s+(?:struct|enum|fn|const|static|type|trait|mod)\s+(" + IDENT + ")", strip(f.read_text()), re.M))
+                    r"^pub(?:\([^)]*\))?\s+(?:struct|enum|fn|const|static|type|trait|mod)\s+(" + IDENT + ")", strip(f.read_text()), re.M))
             continue
         for name in re.findall(IDENT, rest):
             if name != "as" and name != "self":
@@ -133,6 +135,16 @@ def crate_graph(src):
             return reexport[name]
         return "<root>"
 
+    # Top-level items by module (and the root's own): what a module that imports its
+    # parent whole (`use super::*;`, `use crate::*;`) reaches by bare name.
+    top_item = r"^(?:pub(?:\([^)]*\))?\s+)?(?:struct|enum|fn|const|static|type|trait)\s+(" + IDENT + ")"
+    defined = {}
+    for m, fs in files.items():
+        for f in fs:
+            for n in re.findall(top_item, strip(f.read_text()), re.M):
+                defined.setdefault(n, m)
+    for n in re.findall(top_item, root_text, re.M):
+        defined.setdefault(n, "<root>")
     for m, fs in files.items():
         for f in fs:
             text = strip(f.read_text())
@@ -146,6 +158,14 @@ def crate_graph(src):
                 if t != m:
                     edges[m].add(t)
                     why.setdefault((m, t), set()).add(n)
+            if f.parent == src and re.search(r"^\s*use\s+(?:super|crate)::\*\s*;", text, re.M):
+                # Bare names (not a path's later segment, a method, a field or a
+                # macro) of another module's top-level items.
+                for n in set(re.findall(r"(?<![A-Za-z0-9_:.])(" + IDENT + r")\b(?!\s*:(?!:)|!)", text)):
+                    t = defined.get(n, m)
+                    if t != m:
+                        edges[m].add(t)
+                        why.setdefault((m, t), set()).add(n)
     body = "\n".join(
         l for l in root_text.splitlines() if not re.match(r"^\s*(pub(\([^)]*\))?\s+)?(mod|use)\b", l)
     )
@@ -209,6 +229,15 @@ def self_test():
         (src / "b" / "inner.rs").write_text("fn f() -> crate::Root { todo!() }\n")
         (src / "lib.rs").write_text("mod a;\nmod b;\npub use b::Thing;\npub struct Root;\nfn g() { b::inner::f(); }\n")
         assert cycles(crate_graph(src)[0]) == [["<root>", "b"]], cycles(crate_graph(src)[0])
+        # Modules that import their parent whole reach each other's items by bare name;
+        # a field, a method or a path's later segment of the same name is no use.
+        (src / "lib.rs").write_text("mod a;\nmod b;\nuse a::*;\nuse b::*;\n")
+        (src / "a.rs").write_text("use super::*;\npub(crate) fn alpha() { beta(); }\n")
+        (src / "b.rs").write_text("use super::*;\npub(crate) fn beta() {}\nstruct S { alpha: u8 }\nfn g(s: S) { s.alpha(); x::alpha(); }\n")
+        (src / "b" / "inner.rs").write_text("")
+        assert not cycles(crate_graph(src)[0]), cycles(crate_graph(src)[0])
+        (src / "b.rs").write_text("use super::*;\npub(crate) fn beta() { alpha(); }\n")
+        assert cycles(crate_graph(src)[0]) == [["a", "b"]], cycles(crate_graph(src)[0])
     print("module_cycles self-test: ok")
     return 0
 

@@ -3,17 +3,6 @@
 
 use super::*;
 
-pub(crate) fn write_sysctl(path: &str, value: &str) -> Result<()> {
-    fs::write(path, value).with_context(|| format!("setting {path}"))
-}
-
-/// Held while a node's thread writes sysctls and configures its devices. Writing
-/// `ip_forward` or an IPv6 `forwarding` needs the kernel's RTNL lock, which the kernel
-/// only tries for, restarting the write while another thread holds it: with the
-/// build threads all creating devices, those writes spun for seconds (a third of
-/// the CPU time of a 1000-node `up`). Devices cannot be made in parallel anyway.
-pub(crate) static NET_CONFIG: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 /// Create one node: its namespaces, its interfaces (addressed, up), loopback addresses,
 /// routes and private filesystem view. An interface whose `plane_peers` entry names a
 /// peer is one end of a veth pair whose other end (with that name) is in the lab's

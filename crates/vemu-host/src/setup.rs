@@ -1,5 +1,6 @@
 //! Making a lab's state: its tmpfs, directories, `/etc/hosts`, the nodes' private
-//! files, and the machine's limits labs outgrow (open files, neighbour tables).
+//! files, the machine's limits labs outgrow (open files, neighbour tables), and writing
+//! sysctls one thread at a time.
 
 use super::*;
 
@@ -177,3 +178,14 @@ pub(crate) fn write_node_file(root: &Path, f: &vemu_scenario::FilePlan) -> Resul
     }
     Ok(())
 }
+
+pub(crate) fn write_sysctl(path: &str, value: &str) -> Result<()> {
+    fs::write(path, value).with_context(|| format!("setting {path}"))
+}
+
+/// Held while a node's thread writes sysctls and configures its devices. Writing
+/// `ip_forward` or an IPv6 `forwarding` needs the kernel's RTNL lock, which the kernel
+/// only tries for, restarting the write while another thread holds it: with the
+/// build threads all creating devices, those writes spun for seconds (a third of
+/// the CPU time of a 1000-node `up`). Devices cannot be made in parallel anyway.
+pub(crate) static NET_CONFIG: std::sync::Mutex<()> = std::sync::Mutex::new(());

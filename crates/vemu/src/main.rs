@@ -12,6 +12,7 @@ use vemu_control::daemon::{self, Event};
 mod clean;
 mod cli;
 mod exec;
+mod lab;
 mod link;
 mod show;
 mod stats;
@@ -21,6 +22,7 @@ mod up;
 use clean::*;
 use cli::*;
 use exec::*;
+use lab::*;
 use link::*;
 use show::*;
 use up::*;
@@ -30,20 +32,6 @@ use vemu_control::{percent_encode, ApiFailure, Client, DirStats, LabClock, LabSt
 use vemu_host::{LabPaths, NodeEntry};
 use vemu_link::{Impairments, Loss, QueueLimit};
 use vemu_scenario::Plan;
-
-/// A mistake of the user's: reported plainly, exit status 2.
-#[derive(Debug)]
-struct UserError(String);
-impl std::fmt::Display for UserError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-impl std::error::Error for UserError {}
-
-fn user(msg: impl Into<String>) -> anyhow::Error {
-    UserError(msg.into()).into()
-}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -76,47 +64,6 @@ fn main() -> ExitCode {
             }
         }
     }
-}
-
-fn need_root() -> Result<()> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        bail!("vemu creates namespaces and devices and must run as root");
-    }
-    Ok(())
-}
-
-/// The lab a command acts on: the one named, or the only one running.
-fn resolve_lab(explicit: Option<String>) -> Result<String> {
-    if let Some(l) = explicit {
-        vemu_scenario::valid_lab_name(&l).map_err(user)?;
-        return Ok(l);
-    }
-    let (mut running, _) = vemu_control::list_labs();
-    // A machine of labs across machines: the labs of the shares its agent holds.
-    for (name, held) in vemu_control::list_shares() {
-        if let (Some((lab, _)), true) = (vemu_host::share_of(&name), held) {
-            running.push(lab.to_string());
-        }
-    }
-    running.sort();
-    running.dedup();
-    match running.as_slice() {
-        [one] => Ok(one.clone()),
-        [] => Err(user("no lab is running")),
-        many => Err(user(format!("{} labs are running ({}); say which with --lab", many.len(), many.join(", ")))),
-    }
-}
-
-/// Connect to a running lab; a lab that is not running is the user's mistake.
-fn connect(lab: &str) -> Result<Client> {
-    Client::connect(lab).map_err(|e| user(e.to_string()))
-}
-
-fn load_plan(lab: &str) -> Result<Plan> {
-    let path = LabPaths::new(lab).plan();
-    let text = std::fs::read(&path).map_err(|_| user(format!("lab '{lab}' is not running (see 'vemu ls')")))?;
-    serde_json::from_slice(&text).context("reading the lab's plan")
 }
 
 fn run(cli: Cli) -> Result<ExitCode> {

@@ -1,0 +1,84 @@
+//! A link's endpoints (node, interface, addresses, MAC).
+
+use super::*;
+
+/// One end of a link or a member of a segment: `node`, `node:iface`, or a mapping with
+/// `node`, `iface`, `ip`, `mac` and the `extra` keys, whose entries are returned.
+pub(crate) fn endpoint<'n>(
+    p: &mut P,
+    node: &'n Node,
+    field: &str,
+    names: &HashMap<String, usize>,
+    extra: &[&str],
+) -> Option<(EndDef, Entries<'n>)> {
+    let mut rest = Vec::new();
+    let (node_name, iface, ips, mac_addr) = if let Value::Map(_) = node.value {
+        let mut n = None;
+        let (mut iface, mut ips, mut m) = (None, Vec::new(), None);
+        let mut allowed = vec!["node", "iface", "ip", "mac"];
+        allowed.extend_from_slice(extra);
+        for (k, kmark, v) in p.map(node, field, &allowed) {
+            let f = join(field, k);
+            match k {
+                "node" => n = p.string(v, &f),
+                "iface" => iface = p.scalar(v, &f, |s| valid_iface_name(s).map(|_| s.to_string())),
+                "ip" => ips = ip_list(p, v, &f),
+                "mac" => m = p.scalar(v, &f, mac),
+                _ => rest.push((k, kmark, v)),
+            }
+        }
+        let Some(n) = n else {
+            p.err(node.mark, field, "missing 'node'");
+            return None;
+        };
+        (n, iface, ips, m)
+    } else {
+        let s = p.string(node, field)?;
+        match s.split_once(':') {
+            Some((n, i)) => match valid_iface_name(i) {
+                Ok(()) => (n.to_string(), Some(i.to_string()), Vec::new(), None),
+                Err(m) => {
+                    p.err(node.mark, field, m);
+                    return None;
+                }
+            },
+            None => (s, None, Vec::new(), None),
+        }
+    };
+    let Some(&idx) = names.get(&node_name) else {
+        let mut known: Vec<&str> = names.keys().map(|s| s.as_str()).collect();
+        known.sort();
+        p.err(node.mark, field, format!("unknown node '{node_name}' (nodes are: {})", known.join(", ")));
+        return None;
+    };
+    Some((EndDef { node: idx, iface, ips, mac: mac_addr, mark: node.mark, field: field.to_string() }, rest))
+}
+
+pub(crate) fn mac(s: &str) -> Result<[u8; 6], String> {
+    let parts: Vec<&str> = s.split(':').collect();
+    let bad = || format!("'{s}' is not a MAC address like 02:00:00:00:00:01");
+    if parts.len() != 6 {
+        return Err(bad());
+    }
+    let mut m = [0u8; 6];
+    for (i, part) in parts.iter().enumerate() {
+        m[i] = u8::from_str_radix(part, 16).map_err(|_| bad())?;
+    }
+    if m[0] & 1 == 1 {
+        return Err(format!("'{s}' is a multicast MAC address"));
+    }
+    Ok(m)
+}
+
+pub(crate) fn ip_list(p: &mut P, node: &Node, field: &str) -> Vec<IpNet> {
+    p.strings(node, field)
+        .into_iter()
+        .filter_map(|s| match s.parse::<IpNet>() {
+            Ok(n) => Some(n),
+            Err(_) => {
+                p.err(node.mark, field, format!("'{s}' is not an address with a prefix length, e.g. 10.0.0.1/30"));
+                None
+            }
+        })
+        .collect()
+}

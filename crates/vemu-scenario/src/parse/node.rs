@@ -1,0 +1,251 @@
+//! A node (or `defaults.node`): kind, interfaces, commands, files, routes, sysctls,
+//! isolation and limits.
+
+use super::*;
+
+pub(crate) fn valid_iface_name(name: &str) -> Result<(), String> {
+    // The kernel refuses these as device names ('all' and 'default' are the names of
+    // its per-namespace settings directories).
+    let reserved = ["lo", ".", "..", "all", "default"];
+    let ok = !name.is_empty()
+        && name.len() <= 15
+        && !reserved.contains(&name)
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("interface name '{name}' must be 1-15 letters, digits, '-', '_' or '.' (and not lo, ., .., all or default)"))
+    }
+}
+
+/// `0640`-style permission bits.
+pub(crate) fn file_mode(s: &str) -> Result<u32, String> {
+    u32::from_str_radix(s.trim_start_matches("0o"), 8)
+        .ok()
+        .filter(|m| *m <= 0o7777)
+        .ok_or_else(|| format!("'{s}' is not a file mode like 0644"))
+}
+
+/// Directories of a node that are private to it (and writable), where `files:` may go.
+pub const PRIVATE_DIRS: &[&str] = &["/etc", "/var/lib", "/var/log", "/run"];
+
+pub(crate) fn file_path(s: &str) -> Result<String, String> {
+    let s = s.strip_prefix("/var/run/").map(|r| format!("/run/{r}")).unwrap_or_else(|| s.to_string());
+    if !s.starts_with('/') || s.ends_with('/') || s.split('/').any(|c| c == ".." || c == ".") || s.contains("//") {
+        return Err(format!("'{s}' is not an absolute path to a file"));
+    }
+    if s == "/etc/hosts" {
+        return Err("/etc/hosts is written by vemu (every node's name and addresses)".into());
+    }
+    if !PRIVATE_DIRS.iter().any(|d| s.starts_with(&format!("{d}/"))) {
+        return Err(format!("'{s}' is not in a node's private directories ({})", PRIVATE_DIRS.join(", ")));
+    }
+    Ok(s)
+}
+
+pub(crate) fn files(p: &mut P, node: &Node, field: &str, base: Option<&Path>) -> Vec<FileDef> {
+    let mut out = Vec::new();
+    for (path, kmark, v) in p.map(node, field, &[]) {
+        let f = format!("{field}.{path}");
+        let Some(path) = p.scalar(&Node { value: Value::Scalar(path.to_string(), false), mark: kmark }, &f, file_path) else {
+            continue;
+        };
+        let mut def = FileDef { path, text: String::new(), verbatim: false, mode: 0o644, mark: kmark, field: f.clone() };
+        if let Value::Map(_) = v.value {
+            let mut have = false;
+            for (k, _, x) in p.map(v, &f, &["content", "from", "template", "mode"]) {
+                let kf = join(&f, k);
+                match k {
+                    "mode" => def.mode = p.scalar(x, &kf, file_mode).unwrap_or(0o644),
+                    "content" => {
+                        have = true;
+                        def.text = p.string(x, &kf).unwrap_or_default();
+                    }
+                    _ => {
+                        have = true;
+                        def.verbatim = k == "from";
+                        let Some(src) = p.string(x, &kf) else { continue };
+                        if !p.reach(crate::Reach::From, x.mark, &kf) {
+                            continue;
+                        }
+                        let full = base.map(|b| b.join(&src)).unwrap_or_else(|| src.clone().into());
+                        match crate::read_limited(&full, crate::MAX_NODE_FILE_BYTES) {
+                            Ok(t) => def.text = t,
+                            Err(e) => p.err(x.mark, &kf, format!("cannot read {}: {e}", full.display())),
+                        }
+                    }
+                }
+            }
+            if !have {
+                p.err(v.mark, &f, "a file needs 'content', 'from' (copied as is) or 'template'");
+            }
+        } else {
+            def.text = p.string(v, &f).unwrap_or_default();
+        }
+        out.push(def);
+    }
+    out
+}
+
+pub(crate) fn route(p: &mut P, node: &Node, field: &str) -> Option<RouteDef> {
+    let mut dst = None;
+    let (mut via, mut dev) = (None, None);
+    for (k, _, v) in p.map(node, field, &["dst", "via", "dev"]) {
+        let f = join(field, k);
+        match k {
+            "dst" => {
+                dst = p.scalar(v, &f, |s| match s {
+                    "default" => Ok("0.0.0.0/0".parse().unwrap()),
+                    "default6" => Ok("::/0".parse().unwrap()),
+                    _ => s.parse::<IpNet>().map(|n| n.trunc()).map_err(|_| format!("'{s}' is not a prefix like 10.1.0.0/16 or 'default'")),
+                })
+            }
+            "via" => via = p.scalar(v, &f, |s| s.parse::<IpAddr>().map_err(|_| format!("'{s}' is not an IP address"))),
+            "dev" => dev = p.scalar(v, &f, |s| valid_iface_name(s).map(|_| s.to_string())),
+            _ => unreachable!(),
+        }
+    }
+    let Some(dst) = dst else {
+        p.err(node.mark, field, "a route needs 'dst'");
+        return None;
+    };
+    if via.is_none() && dev.is_none() {
+        p.err(node.mark, field, "a route needs 'via' or 'dev'");
+        return None;
+    }
+    if let Some(v) = via {
+        if v.is_ipv4() != dst.addr().is_ipv4() {
+            p.err(node.mark, field, format!("'via {v}' is not of the same IP family as 'dst {dst}'"));
+            return None;
+        }
+    }
+    Some(RouteDef { dst, via, dev, mark: node.mark, field: field.to_string() })
+}
+
+pub(crate) const NODE_KEYS: &[&str] = &["kind", "iface", "run", "routes", "files", "loopback", "vars", "sysctl", "isolation", "cpu", "memory", "pids", "machine"];
+
+/// What a node of `kind: host` may not have: it is the machine itself, not a node vemu
+/// makes.
+pub(crate) const NOT_ON_HOST: &[&str] = &["iface", "run", "files", "loopback", "sysctl", "isolation", "cpu", "memory", "pids", "machine"];
+
+/// What a node of kind `external` may have: it is what is on a NIC's wire.
+pub(crate) const ON_EXTERNAL: &[&str] = &["kind", "iface"];
+
+/// What a node definition (or `defaults.node`) gives.
+#[derive(Default)]
+pub(crate) struct NodeParts {
+    pub(crate) run: Vec<String>,
+    pub(crate) routes: Vec<RouteDef>,
+    pub(crate) files: Vec<FileDef>,
+    pub(crate) loopback: Vec<IpNet>,
+    pub(crate) vars: Vec<(String, String)>,
+    pub(crate) sysctls: Vec<(String, String)>,
+    /// `isolation`, when given: whether the node's processes have PIDs of their own.
+    pub(crate) own_pids: Option<bool>,
+    /// `cpu`, `memory`, `pids`, when given.
+    pub(crate) limits: crate::Limits,
+    /// `machine`, when given: its name and where.
+    pub(crate) machine: Option<(String, Mark)>,
+    /// `kind`, when given, and where.
+    pub(crate) kind: Option<(crate::NodeKind, Mark)>,
+    /// `iface` (the NIC of a node of kind `external`), and where.
+    pub(crate) iface: Option<(String, Mark)>,
+    /// The keys given, and where (to refuse those a node vemu does not make cannot have).
+    pub(crate) given: Vec<(String, Mark)>,
+}
+
+pub(crate) fn node_parts(p: &mut P, def: &Node, field: &str, base: Option<&Path>, allowed: &[&str]) -> NodeParts {
+    let mut d = NodeParts::default();
+    for (k, kmark, v) in p.map(def, field, allowed) {
+        let f = join(field, k);
+        d.given.push((k.to_string(), kmark));
+        match k {
+            "kind" => {
+                d.kind = p
+                    .scalar(v, &f, |s| match s {
+                        "namespace" => Ok(crate::NodeKind::Namespace),
+                        "host" => Ok(crate::NodeKind::Host),
+                        "external" => Ok(crate::NodeKind::External),
+                        _ => Err(format!("expected 'namespace' (a node of its own, the default), 'host' (the machine vemu runs on) or 'external' (what is on the wire of a NIC of the machine), got '{s}'")),
+                    })
+                    .map(|k| (k, v.mark));
+                // Refused to a tenant, it is kept for the checks that follow (one error).
+                match d.kind {
+                    Some((crate::NodeKind::Host, _)) => p.reach(crate::Reach::Host, v.mark, &f),
+                    Some((crate::NodeKind::External, _)) => p.reach(crate::Reach::External, v.mark, &f),
+                    _ => true,
+                };
+            }
+            "iface" => d.iface = p.scalar(v, &f, |s| valid_iface_name(s).map(|()| s.to_string())).map(|n| (n, v.mark)),
+            "run" => d.run = p.strings(v, &f),
+            "isolation" => {
+                d.own_pids = p.scalar(v, &f, |s| match s {
+                    "pid" => Ok(true),
+                    "none" => Ok(false),
+                    _ => Err(format!("expected 'pid' (a PID namespace and /proc of the node's own) or 'none' (the machine's PIDs), got '{s}'")),
+                })
+                .inspect(|own| _ = *own || p.reach(crate::Reach::SharedPids, v.mark, &f))
+            }
+            "cpu" => {
+                d.limits.cpu_cores = p.scalar(v, &f, |s| match s.parse::<f64>() {
+                    Ok(c) if crate::Limits { cpu_cores: Some(c), ..Default::default() }.check().is_ok() => Ok(c),
+                    _ => Err(format!("expected the cores the node may use, {} to {} (e.g. 0.5), got '{s}'", crate::MIN_CPU_CORES, crate::MAX_CPU_CORES)),
+                })
+            }
+            "memory" => {
+                d.limits.memory_bytes = p.scalar(v, &f, |s| match units::size_bytes(s) {
+                    Ok(b) if crate::Limits { memory_bytes: Some(b), ..Default::default() }.check().is_ok() => Ok(b),
+                    Ok(_) => Err(format!("memory must be at least 4MiB, got '{s}'")),
+                    Err(e) => Err(e),
+                })
+            }
+            "pids" => {
+                d.limits.pids = p.scalar(v, &f, |s| match s.parse::<u64>() {
+                    Ok(n) if crate::Limits { pids: Some(n), ..Default::default() }.check().is_ok() => Ok(n),
+                    _ => Err(format!("expected the most processes the node may have, 1 to {}, got '{s}'", crate::MAX_PIDS)),
+                })
+            }
+            "files" => d.files = files(p, v, &f, base),
+            "machine" => d.machine = p.string(v, &f).map(|m| (m, v.mark)),
+            "vars" => {
+                for (name, _, x) in p.map(v, &f, &[]) {
+                    if let Some(val) = p.string(x, &join(&f, name)) {
+                        d.vars.push((name.to_string(), val));
+                    }
+                }
+            }
+            "sysctl" => {
+                for (name, kmark, x) in p.map(v, &f, &[]) {
+                    let kf = join(&f, name);
+                    // Only the network sysctls are the node's own (per network namespace).
+                    let ok = name.starts_with("net.") && name.split('.').all(|w| !w.is_empty() && w != ".." && !w.contains('/'));
+                    if !ok {
+                        p.err(kmark, &kf, format!("'{name}' is not a network sysctl of the node (write net.…, e.g. net.ipv4.conf.all.rp_filter)"));
+                        continue;
+                    }
+                    if let Some(val) = p.string(x, &kf) {
+                        d.sysctls.push((name.to_string(), val));
+                    }
+                }
+            }
+            "loopback" => {
+                d.loopback = ip_list(p, v, &f)
+                    .into_iter()
+                    .map(|a| match a {
+                        IpNet::V4(n) => IpNet::V4(Ipv4Net::new(n.addr(), 32).unwrap()),
+                        IpNet::V6(n) => IpNet::V6(Ipv6Net::new(n.addr(), 128).unwrap()),
+                    })
+                    .collect()
+            }
+            "routes" => {
+                for (i, r) in p.seq(v, &f).iter().enumerate() {
+                    if let Some(r) = route(p, r, &format!("{f}[{i}]")) {
+                        d.routes.push(r);
+                    }
+                }
+            }
+            _ => unreachable!(),
+        }
+    }
+    d
+}

@@ -1,0 +1,61 @@
+//! Finding a lab and talking to it: its name when left out, its API client, its plan;
+//! the user's mistakes (exit status 2) and the need for root.
+
+use super::*;
+
+/// A mistake of the user's: reported plainly, exit status 2.
+#[derive(Debug)]
+pub(crate) struct UserError(String);
+
+impl std::fmt::Display for UserError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UserError {}
+
+pub(crate) fn user(msg: impl Into<String>) -> anyhow::Error {
+    UserError(msg.into()).into()
+}
+
+pub(crate) fn need_root() -> Result<()> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        bail!("vemu creates namespaces and devices and must run as root");
+    }
+    Ok(())
+}
+
+/// The lab a command acts on: the one named, or the only one running.
+pub(crate) fn resolve_lab(explicit: Option<String>) -> Result<String> {
+    if let Some(l) = explicit {
+        vemu_scenario::valid_lab_name(&l).map_err(user)?;
+        return Ok(l);
+    }
+    let (mut running, _) = vemu_control::list_labs();
+    // A machine of labs across machines: the labs of the shares its agent holds.
+    for (name, held) in vemu_control::list_shares() {
+        if let (Some((lab, _)), true) = (vemu_host::share_of(&name), held) {
+            running.push(lab.to_string());
+        }
+    }
+    running.sort();
+    running.dedup();
+    match running.as_slice() {
+        [one] => Ok(one.clone()),
+        [] => Err(user("no lab is running")),
+        many => Err(user(format!("{} labs are running ({}); say which with --lab", many.len(), many.join(", ")))),
+    }
+}
+
+/// Connect to a running lab; a lab that is not running is the user's mistake.
+pub(crate) fn connect(lab: &str) -> Result<Client> {
+    Client::connect(lab).map_err(|e| user(e.to_string()))
+}
+
+pub(crate) fn load_plan(lab: &str) -> Result<Plan> {
+    let path = LabPaths::new(lab).plan();
+    let text = std::fs::read(&path).map_err(|_| user(format!("lab '{lab}' is not running (see 'vemu ls')")))?;
+    serde_json::from_slice(&text).context("reading the lab's plan")
+}
