@@ -1,0 +1,121 @@
+//! The radio channel: range, turns on the air, carrier sense, hidden terminals,
+//! movement, seeds.
+
+use super::*;
+
+#[test]
+fn radio_reaches_members_in_range_only() {
+    // 11 Mbit/s, 100-byte frame: 800 bits → 72727 ns of airtime.
+    let (mut s, p) = radio(&[(0.0, 0.0), (200.0, 0.0), (400.0, 0.0)], false, 11_000_000);
+    s.send(0, p[0], eth([0xff; 6], mac(10), 100, 1));
+    s.finish();
+    let airtime: u64 = 100 * 8 * 1_000_000_000 / 11_000_000;
+    let d = s.arrivals(p[1]);
+    assert_eq!(d.len(), 1);
+    // Airtime, plus 200 m at the speed of light (667 ns).
+    assert!((d[0].0 as i64 - airtime as i64 - 667).abs() <= 1, "{d:?}");
+    assert!(s.arrivals(p[2]).is_empty(), "400 m is out of range");
+    let seg = s.core.segment_counters(0).snapshot();
+    assert_eq!(seg.air_frames, 1);
+}
+
+#[test]
+fn radio_frames_of_one_sender_take_turns_on_the_air() {
+    let (mut s, p) = radio(&[(0.0, 0.0), (0.0, 0.0)], false, 8_000_000);
+    for i in 0..3 {
+        s.send(0, p[0], eth([0xff; 6], mac(10), 1000, i)); // 1 ms of air each
+    }
+    s.finish();
+    assert_eq!(s.times(p[1]), vec![MS, 2 * MS, 3 * MS]);
+}
+
+#[test]
+fn radio_members_in_carrier_sense_range_share_the_air() {
+    let (mut s, p) = radio(&[(0.0, 0.0), (10.0, 0.0), (5.0, 5.0)], false, 8_000_000);
+    s.send(0, p[0], eth([0xff; 6], mac(10), 1000, 1));
+    s.send(0, p[1], eth([0xff; 6], mac(11), 1000, 2));
+    s.finish();
+    let t = s.arrivals(p[2]);
+    assert_eq!(t.len(), 2);
+    assert!(t[1].0 >= t[0].0 + MS, "one after the other: {t:?}");
+}
+
+#[test]
+fn moved_member_leaves_and_rejoins_range() {
+    let (mut s, p) = radio(&[(0.0, 0.0), (100.0, 0.0)], false, 11_000_000);
+    s.apply(Command::Positions { seg: 0, positions: vec![Pos::new(0.0, 0.0), Pos::new(1000.0, 0.0)] });
+    s.send(0, p[0], eth([0xff; 6], mac(10), 100, 1));
+    s.finish();
+    assert!(s.arrivals(p[1]).is_empty());
+    s.apply(Command::Positions { seg: 0, positions: vec![Pos::new(0.0, 0.0), Pos::new(50.0, 0.0)] });
+    s.send(10 * MS, p[0], eth([0xff; 6], mac(10), 100, 2));
+    s.finish();
+    assert_eq!(s.arrivals(p[1]).len(), 1);
+    let snap = s.core.radio(0).unwrap();
+    assert_eq!(snap.positions[1], Pos::new(50.0, 0.0));
+    assert_eq!(snap.neighbours[0].len(), 1);
+}
+
+#[test]
+fn radio_unicast_goes_to_the_learned_member_only() {
+    let (mut s, p) = radio(&[(0.0, 0.0), (10.0, 0.0), (20.0, 0.0)], false, 11_000_000);
+    s.send(0, p[2], eth([0xff; 6], mac(12), 100, 1)); // the channel learns 12 is member 2
+    s.send(MS, p[0], eth(mac(12), mac(10), 100, 2));
+    s.finish();
+    assert_eq!(s.arrivals(p[2]).len(), 1);
+    assert_eq!(s.arrivals(p[1]).iter().filter(|a| a.1 == 2).count(), 0);
+}
+
+#[test]
+fn hidden_terminals_collide_under_csma() {
+    // 0 and 2 cannot sense each other (400 m, carrier sense 250 m); 1 hears both.
+    let (mut s, p) = radio_with(&[(0.0, 0.0), (200.0, 0.0), (400.0, 0.0)], Model::UnitDisk { range_m: 250.0 }, true, 1_000_000, 3, 250.0);
+    for i in 0..50 {
+        s.send(0, p[0], eth(mac(11), mac(10), 250, i));
+        s.send(0, p[2], eth(mac(11), mac(12), 250, 1000 + i));
+    }
+    s.finish();
+    let snap = s.core.radio(0).unwrap();
+    let collided: u64 = snap.pairs.iter().map(|p| p.2.lost_collision).sum();
+    let delivered = s.arrivals(p[1]).len() as u64;
+    assert!(collided > 20, "collided {collided}");
+    assert!(delivered + collided <= 100);
+}
+
+#[test]
+fn radio_member_down_neither_sends_nor_receives() {
+    let (mut s, p) = radio(&[(0.0, 0.0), (10.0, 0.0), (20.0, 0.0)], false, 11_000_000);
+    s.apply(Command::SetUp { target: Target::Member(0, 2), up: false });
+    s.send(0, p[0], eth([0xff; 6], mac(10), 100, 1));
+    s.send(0, p[2], eth([0xff; 6], mac(12), 100, 2));
+    s.finish();
+    assert_eq!(s.arrivals(p[1]).iter().map(|a| a.1).collect::<Vec<_>>(), vec![1]);
+    assert!(s.arrivals(p[2]).is_empty());
+}
+
+#[test]
+fn radio_decisions_repeat_with_the_seed() {
+    let model = Model::LogDistance { exponent: 3.0, d0_m: 1.0, sigma_db: 6.0 };
+    let run = |seed: u64| {
+        let (mut s, p) = radio_with(&[(0.0, 0.0), (60.0, 0.0), (120.0, 0.0)], model, false, 11_000_000, seed, 550.0);
+        for i in 0..300 {
+            s.send(i as u64 * MS, p[0], eth([0xff; 6], mac(10), 100, i));
+        }
+        s.finish();
+        (s.arrivals(p[1]), s.arrivals(p[2]))
+    };
+    let (a, b) = run(5);
+    assert_eq!((a.clone(), b.clone()), run(5));
+    assert_ne!((a.clone(), b.clone()), run(6));
+    assert!(!a.is_empty() && a.len() < 300 || !b.is_empty() && b.len() < 300, "some but not all delivered");
+}
+
+#[test]
+fn routing_frames_on_the_air_are_counted() {
+    let (mut s, p) = radio(&[(0.0, 0.0), (10.0, 0.0)], false, 11_000_000);
+    s.send(0, p[0], ipv4_udp(6696)); // babel
+    s.send(0, p[0], ipv4_udp(5001)); // data
+    s.finish();
+    let seg = s.core.segment_counters(0).snapshot();
+    assert_eq!((seg.air_frames, seg.routing_frames), (2, 1));
+}
