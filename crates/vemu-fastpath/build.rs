@@ -27,7 +27,8 @@ fn main() {
             println!("cargo:warning=the kernel fast path is not built: {why}");
             // A path that does not exist makes cargo run this script again on every
             // build, so a clang installed later is found without `cargo clean`.
-            let path = if clang.contains('/') { clang.clone() } else { format!("/usr/bin/{clang}") };
+            let path =
+                if clang.contains('/') { clang.clone() } else { format!("/usr/bin/{clang}") };
             println!("cargo:rerun-if-changed={path}");
             std::fs::write(&out, b"").expect("writing an empty object");
         }

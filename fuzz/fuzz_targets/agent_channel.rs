@@ -29,7 +29,10 @@ fuzz_target!(|data: &[u8]| {
                 if CaptureRecord::decode(&mut buf, &mut out).is_err() {
                     return;
                 }
-                assert!(buf.len() < 17 + CaptureRecord::MAX_FRAME, "a whole record left in the buffer");
+                assert!(
+                    buf.len() < 17 + CaptureRecord::MAX_FRAME,
+                    "a whole record left in the buffer"
+                );
             }
             assert!(out.iter().all(|c| c.frame.len() <= CaptureRecord::MAX_FRAME));
         }

@@ -6,7 +6,9 @@
 //! must never panic or loop, and what it hands out must stay within what went in.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use vemu_engine::core::{CapturePoint, Command, Core, LinkConfig, MemberConfig, SegmentConfig, Target};
+use vemu_engine::core::{
+    CapturePoint, Command, Core, LinkConfig, MemberConfig, SegmentConfig, Target,
+};
 use vemu_link::{Chance, Impairments, ImpairmentsPatch, Loss, QosConfig, Shaper};
 use vemu_radio::medium::MediumConfig;
 use vemu_radio::propagation::{Model, Radio};
@@ -27,10 +29,40 @@ fn core() -> Core {
         ..Impairments::default()
     };
     let mut c = Core::new();
-    c.add_link(LinkConfig { forward: Impairments::default(), reverse: hard.clone(), seeds: [1, 2], mtu: 1500, kernel_path: true, kernel_shaper: true, remote: None , spur: None });
-    c.add_link(LinkConfig { forward: hard.clone(), reverse: Impairments { rate_bps: Some(1_000_000), qos: Some(QosConfig::Diffserv), ..Impairments::default() }, seeds: [3, 4], mtu: 0, kernel_path: true, kernel_shaper: false, remote: Some((1, 20 * US)) , spur: None });
+    c.add_link(LinkConfig {
+        forward: Impairments::default(),
+        reverse: hard.clone(),
+        seeds: [1, 2],
+        mtu: 1500,
+        kernel_path: true,
+        kernel_shaper: true,
+        remote: None,
+        spur: None,
+    });
+    c.add_link(LinkConfig {
+        forward: hard.clone(),
+        reverse: Impairments {
+            rate_bps: Some(1_000_000),
+            qos: Some(QosConfig::Diffserv),
+            ..Impairments::default()
+        },
+        seeds: [3, 4],
+        mtu: 0,
+        kernel_path: true,
+        kernel_shaper: false,
+        remote: Some((1, 20 * US)),
+        spur: None,
+    });
     c.add_segment(SegmentConfig {
-        members: (0..4).map(|i| MemberConfig { vlan: 1 + (i % 2), egress: hard.clone(), seeds: [i as u64, 9], mtu: 1500, ..Default::default() }).collect(),
+        members: (0..4)
+            .map(|i| MemberConfig {
+                vlan: 1 + (i % 2),
+                egress: hard.clone(),
+                seeds: [i as u64, 9],
+                mtu: 1500,
+                ..Default::default()
+            })
+            .collect(),
         capacity_bps: Some(1_000_000_000),
         aging_ns: MS,
         snooping: Snooping::Querier,
@@ -40,7 +72,16 @@ fn core() -> Core {
         far_switching: false,
         ipv6_off: false,
     });
-    let cfg = MediumConfig { model: Model::UnitDisk { range_m: 250.0 }, radio: Radio::default(), rate_bps: 11_000_000, preamble_ns: 192 * US, carrier_sense_m: 550.0, csma: true, queue_frames: 50, seed: 1 };
+    let cfg = MediumConfig {
+        model: Model::UnitDisk { range_m: 250.0 },
+        radio: Radio::default(),
+        rate_bps: 11_000_000,
+        preamble_ns: 192 * US,
+        carrier_sense_m: 550.0,
+        csma: true,
+        queue_frames: 50,
+        seed: 1,
+    };
     c.add_segment(SegmentConfig {
         members: (0..3).map(|_| MemberConfig { vlan: 1, ..Default::default() }).collect(),
         capacity_bps: None,
@@ -54,22 +95,44 @@ fn core() -> Core {
     });
     // A plain LAN the kernel may switch, its rates shaped by the kernel's buckets.
     c.add_segment(SegmentConfig {
-        members: (0..3).map(|i| MemberConfig { vlan: 1, seeds: [i, 7], mtu: 1500, ..Default::default() }).collect(),
+        members: (0..3)
+            .map(|i| MemberConfig { vlan: 1, seeds: [i, 7], mtu: 1500, ..Default::default() })
+            .collect(),
         aging_ns: MS,
         kernel_path: true,
         kernel_shaper: true,
         ..Default::default()
     });
-    c.apply(Command::Capture { id: 1, target: Target::Link(0), side: 1, iface: 0, point: CapturePoint::After });
-    c.apply(Command::Capture { id: 2, target: Target::Member(0, 2), side: 0, iface: 1, point: CapturePoint::Before });
+    c.apply(Command::Capture {
+        id: 1,
+        target: Target::Link(0),
+        side: 1,
+        iface: 0,
+        point: CapturePoint::After,
+    });
+    c.apply(Command::Capture {
+        id: 2,
+        target: Target::Member(0, 2),
+        side: 0,
+        iface: 1,
+        point: CapturePoint::Before,
+    });
     c
 }
 
 fn change(c: &mut Core, b: u8) {
     let _ = match b % 6 {
-        0 => c.apply(Command::Patch { target: Target::Link(0), dir: 0, patch: ImpairmentsPatch { delay_ns: Some(b as u64 * 10 * US), ..Default::default() } }),
+        0 => c.apply(Command::Patch {
+            target: Target::Link(0),
+            dir: 0,
+            patch: ImpairmentsPatch { delay_ns: Some(b as u64 * 10 * US), ..Default::default() },
+        }),
         1 => c.apply(Command::Patch {
-            target: if b & 0x20 != 0 { Target::Member(2, (b as usize / 6) % 3) } else { Target::Member(0, (b as usize / 6) % 4) },
+            target: if b & 0x20 != 0 {
+                Target::Member(2, (b as usize / 6) % 3)
+            } else {
+                Target::Member(0, (b as usize / 6) % 4)
+            },
             dir: 1,
             patch: ImpairmentsPatch {
                 rate_bps: Some(Some(1_000_000)),
@@ -80,7 +143,14 @@ fn change(c: &mut Core, b: u8) {
         }),
         2 => c.apply(Command::SetUp { target: Target::Link(1), up: b & 0x80 != 0 }),
         3 => c.apply(Command::SetUp { target: Target::Member(1, 1), up: b & 0x80 != 0 }),
-        4 => c.apply(Command::Positions { seg: 1, positions: vec![Pos::new(0.0, 0.0), Pos::new(b as f64 * 3.0, 0.0), Pos::new(300.0, 0.0)] }),
+        4 => c.apply(Command::Positions {
+            seg: 1,
+            positions: vec![
+                Pos::new(0.0, 0.0),
+                Pos::new(b as f64 * 3.0, 0.0),
+                Pos::new(300.0, 0.0),
+            ],
+        }),
         _ => c.apply(Command::Uncapture(1)),
     };
 }

@@ -8,7 +8,10 @@ fuzz_target!(|data: &[u8]| {
         // No base directory: `from:` and `trace:` files are looked up from the current
         // one (fuzz/), where none of the names the fuzzer makes up exist.
         if let Err(errors) = vemu_scenario::load_str_in(text, "fuzz.yaml", "fuzz", None, None) {
-            assert!(errors.to_string().contains("fuzz.yaml"), "an error that does not name the file: {errors}");
+            assert!(
+                errors.to_string().contains("fuzz.yaml"),
+                "an error that does not name the file: {errors}"
+            );
         }
     }
 });

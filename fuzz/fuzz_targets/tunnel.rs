@@ -17,8 +17,15 @@ fuzz_target!(|data: &[u8]| {
     core.add_link(LinkConfig { remote, spur, ..Default::default() });
     core.add_link(LinkConfig { remote, spur, ..Default::default() });
     let trunk_in = core.add_trunk_in(&[(0, 0), (7, 1)]);
-    let members = (0..3).map(|i| MemberConfig { vlan: 1, remote: (i > 0).then_some(20_000), ..Default::default() }).collect();
-    let ports = core.add_segment(SegmentConfig { members, aging_ns: 1_000_000_000, far_switching: true, ..Default::default() });
+    let members = (0..3)
+        .map(|i| MemberConfig { vlan: 1, remote: (i > 0).then_some(20_000), ..Default::default() })
+        .collect();
+    let ports = core.add_segment(SegmentConfig {
+        members,
+        aging_ns: 1_000_000_000,
+        far_switching: true,
+        ..Default::default()
+    });
     core.add_trunk(0, &[1, 2]);
     let mut now = 0u64;
     let mut r = tunnel::Reassembler::new();

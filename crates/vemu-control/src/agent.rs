@@ -29,8 +29,8 @@ use vemu_host::LabPaths;
 
 use crate::api::ApiError;
 use crate::channel::{Binding, Role, PROOF_HEADER};
-use crate::worker::{LocalWorker, Worker, WorkerReply, WorkerRequest};
 use crate::wire::{AgentHello, CaptureRecord};
+use crate::worker::{LocalWorker, Worker, WorkerReply, WorkerRequest};
 use crate::LockExt;
 
 /// The marker of a lab share an agent built (`share`: its name on this machine).
@@ -90,7 +90,13 @@ impl Agent {
 
     /// Take down the shares whose controller was silent for longer than their lease.
     fn end_leases(&self) {
-        let expired: Vec<(String, std::time::Duration)> = self.leases.locked().iter().filter(|(_, (len, at))| at.elapsed() > *len).map(|(l, (len, _))| (l.clone(), *len)).collect();
+        let expired: Vec<(String, std::time::Duration)> = self
+            .leases
+            .locked()
+            .iter()
+            .filter(|(_, (len, at))| at.elapsed() > *len)
+            .map(|(l, (len, _))| (l.clone(), *len))
+            .collect();
         for (lab, len) in expired {
             // A share busy with an order (a long build) is not left: the order ends.
             if self.labs.locked().get(&lab).is_some_and(|w| w.try_lock().is_err()) {
@@ -115,15 +121,22 @@ pub fn mtu_of(addr: std::net::IpAddr) -> u32 {
     let Ok(addrs) = nix::ifaddrs::getifaddrs() else { return 1500 };
     for a in addrs {
         let ip = a.address.as_ref().and_then(|s| {
-            s.as_sockaddr_in().map(|v| std::net::IpAddr::V4(v.ip())).or_else(|| s.as_sockaddr_in6().map(|v| std::net::IpAddr::V6(v.ip())))
+            s.as_sockaddr_in()
+                .map(|v| std::net::IpAddr::V4(v.ip()))
+                .or_else(|| s.as_sockaddr_in6().map(|v| std::net::IpAddr::V6(v.ip())))
         });
         if ip != Some(addr) {
             continue;
         }
-        let Ok(sock) = std::net::UdpSocket::bind("127.0.0.1:0").or_else(|_| std::net::UdpSocket::bind("[::1]:0")) else { return 1500 };
+        let Ok(sock) = std::net::UdpSocket::bind("127.0.0.1:0")
+            .or_else(|_| std::net::UdpSocket::bind("[::1]:0"))
+        else {
+            return 1500;
+        };
         // SAFETY: ifreq is plain data; SIOCGIFMTU reads its name and writes its MTU.
         let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
-        for (d, c) in req.ifr_name.iter_mut().zip(a.interface_name.bytes().take(libc::IFNAMSIZ - 1)) {
+        for (d, c) in req.ifr_name.iter_mut().zip(a.interface_name.bytes().take(libc::IFNAMSIZ - 1))
+        {
             *d = c as libc::c_char;
         }
         use std::os::fd::AsRawFd;
@@ -158,7 +171,16 @@ pub fn run(listen: SocketAddr, token: String) -> Result<()> {
     // Processes of nodes whose parents end become ours, for the supervisors to reap.
     // SAFETY: prctl with integer arguments.
     unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
-    let agent = Arc::new(Agent { listen, token, underlay_mtu: mtu_of(listen.ip()), labs: Mutex::new(HashMap::new()), held: Mutex::new(HashMap::new()), leases: Mutex::new(HashMap::new()), epochs: Mutex::new(HashMap::new()), machines: Mutex::new(HashMap::new()) });
+    let agent = Arc::new(Agent {
+        listen,
+        token,
+        underlay_mtu: mtu_of(listen.ip()),
+        labs: Mutex::new(HashMap::new()),
+        held: Mutex::new(HashMap::new()),
+        leases: Mutex::new(HashMap::new()),
+        epochs: Mutex::new(HashMap::new()),
+        machines: Mutex::new(HashMap::new()),
+    });
     {
         let agent = agent.clone();
         std::thread::Builder::new().name("vemu-leases".into()).spawn(move || loop {
@@ -168,17 +190,29 @@ pub fn run(listen: SocketAddr, token: String) -> Result<()> {
             crate::supervise::reap_orphans();
         })?;
     }
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().thread_name("vemu-agent").build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .thread_name("vemu-agent")
+        .build()?;
     let listener = rt
         .block_on(async {
-            let sock = if listen.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+            let sock = if listen.is_ipv4() {
+                tokio::net::TcpSocket::new_v4()?
+            } else {
+                tokio::net::TcpSocket::new_v6()?
+            };
             sock.set_reuseaddr(true)?;
             crate::route::clamp_mss(&sock);
             sock.bind(listen)?;
             sock.listen(1024)
         })
         .with_context(|| format!("listening on {listen}"))?;
-    eprintln!("vemu agent: listening on {} (underlay MTU {})", listener.local_addr()?, agent.underlay_mtu);
+    eprintln!(
+        "vemu agent: listening on {} (underlay MTU {})",
+        listener.local_addr()?,
+        agent.underlay_mtu
+    );
     let router = Router::new()
         .route("/v1/agent", axum::routing::get(hello))
         .route("/v1/agent/labs/{lab}", axum::routing::post(call))
@@ -198,7 +232,8 @@ pub fn run(listen: SocketAddr, token: String) -> Result<()> {
     let _ = signals.wait();
     let _ = stop_tx.send(());
     let _ = rt.block_on(server);
-    let labs: Vec<(String, Arc<Mutex<LocalWorker>>)> = agent.labs.locked().iter().map(|(l, w)| (l.clone(), w.clone())).collect();
+    let labs: Vec<(String, Arc<Mutex<LocalWorker>>)> =
+        agent.labs.locked().iter().map(|(l, w)| (l.clone(), w.clone())).collect();
     for (lab, w) in labs {
         eprintln!("vemu agent: taking down lab '{lab}'");
         if let WorkerReply::Error(e) = w.locked().call(WorkerRequest::Teardown, &mut |_, _| {}) {
@@ -212,7 +247,12 @@ pub fn run(listen: SocketAddr, token: String) -> Result<()> {
 /// Serve `router` over TLS on `listener` until `stop`: each connection's requests carry
 /// its session's [`Binding`] (for the token proofs); as many connections as the API's
 /// TCP listener takes, each with its TLS handshake and headers within the API's time.
-async fn serve_tls(listener: tokio::net::TcpListener, tls: tokio_rustls::TlsAcceptor, router: Router, stop: oneshot::Receiver<()>) {
+async fn serve_tls(
+    listener: tokio::net::TcpListener,
+    tls: tokio_rustls::TlsAcceptor,
+    router: Router,
+    stop: oneshot::Receiver<()>,
+) {
     use crate::api::limits::{HEADER_TIMEOUT, MAX_TCP_CONNECTIONS};
     let listener = Arc::new(listener);
     let accept = move || {
@@ -222,7 +262,9 @@ async fn serve_tls(listener: tokio::net::TcpListener, tls: tokio_rustls::TlsAcce
     let prepare = move |tcp| {
         let (tls, router) = (tls.clone(), router.clone());
         async move {
-            let Ok(Ok(stream)) = tokio::time::timeout(HEADER_TIMEOUT, tls.accept(tcp)).await else { return None };
+            let Ok(Ok(stream)) = tokio::time::timeout(HEADER_TIMEOUT, tls.accept(tcp)).await else {
+                return None;
+            };
             let binding = Binding::of(stream.get_ref().1).ok()?;
             Some((stream, router.layer(axum::Extension(binding))))
         }
@@ -237,7 +279,11 @@ const MAX_ORDER_BYTES: usize = 256 << 20;
 /// every answer with the agent's.
 async fn require_token(State(agent): State<Arc<Agent>>, req: Request, next: Next) -> Response {
     let binding = req.extensions().get::<Binding>().copied();
-    let given = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
+    let given = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
     if let (Some(b), Some(given)) = (binding, given) {
         if b.check(&agent.token, Role::Controller, given) {
             crate::api::Proof::proven(&req);
@@ -256,14 +302,24 @@ async fn require_token(State(agent): State<Arc<Agent>>, req: Request, next: Next
 async fn hello(State(agent): State<Arc<Agent>>) -> Json<AgentHello> {
     let mut labs: Vec<String> = agent.labs.locked().keys().cloned().collect();
     labs.sort();
-    Json(AgentHello { version: env!("CARGO_PKG_VERSION").into(), underlay_mtu: agent.underlay_mtu, labs })
+    Json(AgentHello {
+        version: env!("CARGO_PKG_VERSION").into(),
+        underlay_mtu: agent.underlay_mtu,
+        labs,
+    })
 }
 
-async fn call(State(agent): State<Arc<Agent>>, Path(lab): Path<String>, Json(req): Json<WorkerRequest>) -> Response {
+async fn call(
+    State(agent): State<Arc<Agent>>,
+    Path(lab): Path<String>,
+    Json(req): Json<WorkerRequest>,
+) -> Response {
     if let Err(m) = vemu_scenario::valid_lab_name(&lab) {
         return ApiError::bad_request(m).into_response();
     }
-    let reply = tokio::task::spawn_blocking(move || order(&agent, &lab, req)).await.unwrap_or_else(|e| WorkerReply::Error(format!("the order failed: {e}")));
+    let reply = tokio::task::spawn_blocking(move || order(&agent, &lab, req))
+        .await
+        .unwrap_or_else(|e| WorkerReply::Error(format!("the order failed: {e}")));
     Json(reply).into_response()
 }
 
@@ -271,7 +327,11 @@ async fn call(State(agent): State<Arc<Agent>>, Path(lab): Path<String>, Json(req
 /// may carry, and says what the lab clock reads here (`lab_now_ns`: a sample for
 /// [`crate::clock_sync`]), and where a daemon disciplines this machine's wall clock,
 /// that read with the lab clock (`wall`).
-async fn lease(State(agent): State<Arc<Agent>>, Path(lab): Path<String>, state: axum::body::Bytes) -> Result<Json<serde_json::Value>, ApiError> {
+async fn lease(
+    State(agent): State<Arc<Agent>>,
+    Path(lab): Path<String>,
+    state: axum::body::Bytes,
+) -> Result<Json<serde_json::Value>, ApiError> {
     let clock = agent.epochs.locked().get(&lab).map(|&epoch_ns| vemu_engine::LabClock { epoch_ns });
     let lab_now_ns = clock.map(|c| c.now_ns());
     // Where a daemon disciplines this machine's wall clock: it, read with the lab clock.
@@ -282,7 +342,11 @@ async fn lease(State(agent): State<Arc<Agent>>, Path(lab): Path<String>, state: 
     // another machine (`vemu attach --from`).
     if !state.is_empty() {
         let path = crate::worker::saved_copy(&agent.paths(&lab));
-        crate::api::blocking(move || crate::lab::saved::write_whole(&path, &state).map_err(|e| ApiError::internal(format!("keeping the controller's state: {e:#}")))).await?;
+        crate::api::blocking(move || {
+            crate::lab::saved::write_whole(&path, &state)
+                .map_err(|e| ApiError::internal(format!("keeping the controller's state: {e:#}")))
+        })
+        .await?;
     }
     Ok(Json(serde_json::json!({"ok": true, "lab_now_ns": lab_now_ns, "wall": wall})))
 }
@@ -306,7 +370,10 @@ const PROBE_WAITS_FOR_PLAN: std::time::Duration = std::time::Duration::from_secs
 /// asks, as a lab across machines comes up): `{"bps": ...}`. Only toward a machine of
 /// the lab (once this agent has its plan): the token does not make the agent connect
 /// to any address its holder names.
-async fn underlay_probe(State(agent): State<Arc<Agent>>, Json(o): Json<ProbeOrder>) -> Result<Json<serde_json::Value>, ApiError> {
+async fn underlay_probe(
+    State(agent): State<Arc<Agent>>,
+    Json(o): Json<ProbeOrder>,
+) -> Result<Json<serde_json::Value>, ApiError> {
     let started = tokio::time::Instant::now();
     loop {
         let known = agent.machines.locked().get(&o.lab).map(|m| m.contains(&o.to));
@@ -317,14 +384,21 @@ async fn underlay_probe(State(agent): State<Arc<Agent>>, Json(o): Json<ProbeOrde
             None => tokio::time::sleep(std::time::Duration::from_millis(50)).await,
         }
     }
-    let duration = std::time::Duration::from_millis(o.duration_ms).min(crate::route::MAX_UNDERLAY_PROBE);
+    let duration =
+        std::time::Duration::from_millis(o.duration_ms).min(crate::route::MAX_UNDERLAY_PROBE);
     let tls = crate::channel::client_config().map_err(|e| ApiError::internal(format!("{e:#}")))?;
     let route = crate::route::AgentRoute::to_peer(o.to, &agent.token, &tls);
-    let gateway = |m: String| ApiError { status: StatusCode::BAD_GATEWAY, message: format!("measuring the underlay to {}: {m}", o.to) };
-    let bps = tokio::time::timeout(duration + crate::route::MAX_UNDERLAY_PROBE, route.measure_to(duration))
-        .await
-        .map_err(|_| gateway("no answer in time".into()))?
-        .map_err(|e| gateway(format!("{e:#}")))?;
+    let gateway = |m: String| ApiError {
+        status: StatusCode::BAD_GATEWAY,
+        message: format!("measuring the underlay to {}: {m}", o.to),
+    };
+    let bps = tokio::time::timeout(
+        duration + crate::route::MAX_UNDERLAY_PROBE,
+        route.measure_to(duration),
+    )
+    .await
+    .map_err(|_| gateway("no answer in time".into()))?
+    .map_err(|e| gateway(format!("{e:#}")))?;
     Ok(Json(serde_json::json!({"bps": bps})))
 }
 
@@ -335,7 +409,8 @@ async fn underlay_sink(body: axum::body::Body) -> Result<Json<serde_json::Value>
     use http_body_util::BodyExt;
     let mut body = body;
     let limit = crate::route::MAX_UNDERLAY_PROBE;
-    let (mut first, mut last, mut bytes) = (None::<std::time::Instant>, std::time::Instant::now(), 0u64);
+    let (mut first, mut last, mut bytes) =
+        (None::<std::time::Instant>, std::time::Instant::now(), 0u64);
     loop {
         match tokio::time::timeout(limit, body.frame()).await {
             Ok(Some(Ok(f))) => {
@@ -343,7 +418,12 @@ async fn underlay_sink(body: axum::body::Body) -> Result<Json<serde_json::Value>
                 last = std::time::Instant::now();
                 match first {
                     None => first = Some(last),
-                    Some(t) if last - t > limit => return Err(ApiError::bad_request(format!("a probe may last {} s at most", limit.as_secs()))),
+                    Some(t) if last - t > limit => {
+                        return Err(ApiError::bad_request(format!(
+                            "a probe may last {} s at most",
+                            limit.as_secs()
+                        )))
+                    }
                     Some(_) => bytes += d.len() as u64,
                 }
             }
@@ -351,7 +431,9 @@ async fn underlay_sink(body: axum::body::Body) -> Result<Json<serde_json::Value>
             // (A size limit met on a very fast underlay ends the measure too: what came
             // until then is counted.)
             Ok(Some(Err(_))) if bytes > 0 => break,
-            Ok(Some(Err(e))) => return Err(ApiError::bad_request(format!("the probe broke off: {e}"))),
+            Ok(Some(Err(e))) => {
+                return Err(ApiError::bad_request(format!("the probe broke off: {e}")))
+            }
             Err(_) => return Err(ApiError::bad_request("the probe stalled")),
         }
     }
@@ -360,7 +442,11 @@ async fn underlay_sink(body: axum::body::Body) -> Result<Json<serde_json::Value>
 }
 
 /// Run a command in a node of this machine (the controller passes its API's exec on).
-async fn exec(State(agent): State<Arc<Agent>>, Path((lab, node)): Path<(String, String)>, body: axum::body::Bytes) -> Result<Response, ApiError> {
+async fn exec(
+    State(agent): State<Arc<Agent>>,
+    Path((lab, node)): Path<(String, String)>,
+    body: axum::body::Bytes,
+) -> Result<Response, ApiError> {
     hosted(&agent, &lab, &node)?;
     crate::api::exec::run(agent.paths(&lab), node, body).await
 }
@@ -379,7 +465,11 @@ async fn shell(
 }
 
 /// The end of the log of a node of this machine.
-async fn log(State(agent): State<Arc<Agent>>, Path((lab, node)): Path<(String, String)>, axum::extract::Query(q): axum::extract::Query<crate::api::log::LogQuery>) -> Result<Json<serde_json::Value>, ApiError> {
+async fn log(
+    State(agent): State<Arc<Agent>>,
+    Path((lab, node)): Path<(String, String)>,
+    axum::extract::Query(q): axum::extract::Query<crate::api::log::LogQuery>,
+) -> Result<Json<serde_json::Value>, ApiError> {
     hosted(&agent, &lab, &node)?;
     let (bytes, paths) = (q.bytes()?, agent.paths(&lab));
     Ok(Json(crate::api::blocking(move || crate::api::log::tail(&paths, &node, bytes)).await?))
@@ -387,14 +477,22 @@ async fn log(State(agent): State<Arc<Agent>>, Path((lab, node)): Path<(String, S
 
 /// Copies of the frames this machine's engine sees on some interfaces, as a stream of
 /// [`CaptureRecord`]s, until the controller goes away.
-async fn capture(State(agent): State<Arc<Agent>>, Path(lab): Path<String>, Json(on): Json<Vec<vemu_engine::CaptureSpec>>) -> Result<Response, ApiError> {
+async fn capture(
+    State(agent): State<Arc<Agent>>,
+    Path(lab): Path<String>,
+    Json(on): Json<Vec<vemu_engine::CaptureSpec>>,
+) -> Result<Response, ApiError> {
     let w = share(&agent, &lab)?;
     let (tx, rx) = std::sync::mpsc::sync_channel::<vemu_engine::Captured>(16384);
     let id = {
         let w = w.clone();
-        crate::api::blocking(move || w.locked().capture(&on, tx).map_err(|e| ApiError::bad_request(format!("{e:#}")))).await?
+        crate::api::blocking(move || {
+            w.locked().capture(&on, tx).map_err(|e| ApiError::bad_request(format!("{e:#}")))
+        })
+        .await?
     };
-    let (btx, brx) = tokio::sync::mpsc::channel::<Result<axum::body::Bytes, std::convert::Infallible>>(256);
+    let (btx, brx) =
+        tokio::sync::mpsc::channel::<Result<axum::body::Bytes, std::convert::Infallible>>(256);
     std::thread::spawn(move || {
         use std::sync::mpsc::RecvTimeoutError;
         loop {
@@ -410,7 +508,8 @@ async fn capture(State(agent): State<Arc<Agent>>, Path(lab): Path<String>, Json(
         }
         w.locked().stop_capture(id);
     });
-    Ok(([(header::CONTENT_TYPE, "application/octet-stream")], crate::api::body_of(brx)).into_response())
+    Ok(([(header::CONTENT_TYPE, "application/octet-stream")], crate::api::body_of(brx))
+        .into_response())
 }
 
 /// Why this machine holds no share of lab `lab`.
@@ -430,18 +529,23 @@ fn hosted(agent: &Agent, lab: &str, node: &str) -> Result<(), ApiError> {
     }
     // (A worker busy with an order is not waited for; the name is checked anyway.)
     match share(agent, lab)?.try_lock() {
-        Ok(w) if !w.hosts(node) => Err(ApiError::not_found(format!("node '{node}' of lab '{lab}' is not on this machine"))),
+        Ok(w) if !w.hosts(node) => {
+            Err(ApiError::not_found(format!("node '{node}' of lab '{lab}' is not on this machine")))
+        }
         _ => Ok(()),
     }
 }
 
 /// Carry out one order for `lab`.
 fn order(agent: &Agent, lab: &str, req: WorkerRequest) -> WorkerReply {
-    let (build, teardown) = (matches!(req, WorkerRequest::Build { .. }), matches!(req, WorkerRequest::Teardown));
+    let (build, teardown) =
+        (matches!(req, WorkerRequest::Build { .. }), matches!(req, WorkerRequest::Teardown));
     let worker = {
         let mut labs = agent.labs.locked();
         match (labs.get(lab), build) {
-            (Some(_), true) => return WorkerReply::Error(format!("lab '{lab}' is already built on this machine")),
+            (Some(_), true) => {
+                return WorkerReply::Error(format!("lab '{lab}' is already built on this machine"))
+            }
             (Some(w), false) => w.clone(),
             (None, true) => labs.entry(lab.to_string()).or_default().clone(),
             (None, false) if teardown => return WorkerReply::Done,
@@ -452,14 +556,20 @@ fn order(agent: &Agent, lab: &str, req: WorkerRequest) -> WorkerReply {
     let req = match req {
         WorkerRequest::Build { mut plan, clock_epoch_ns, share } => {
             if plan.name != lab {
-                return WorkerReply::Error(format!("the plan is of lab '{}', not '{lab}'", plan.name));
+                return WorkerReply::Error(format!(
+                    "the plan is of lab '{}', not '{lab}'",
+                    plan.name
+                ));
             }
             // Tunnels use the agent's own address, whatever the order says; the lab
             // clock is this machine's monotonic clock shifted to read what the
             // controller's read when it sent the order.
             let mut epoch = clock_epoch_ns;
             if let Some(s) = share.as_ref().filter(|s| s.lease_s > 0) {
-                agent.leases.locked().insert(lab.to_string(), (std::time::Duration::from_secs(s.lease_s), std::time::Instant::now()));
+                agent.leases.locked().insert(
+                    lab.to_string(),
+                    (std::time::Duration::from_secs(s.lease_s), std::time::Instant::now()),
+                );
             }
             let share = share.map(|mut s| {
                 s.underlay = agent.listen.ip();
@@ -467,10 +577,16 @@ fn order(agent: &Agent, lab: &str, req: WorkerRequest) -> WorkerReply {
                 epoch = vemu_engine::monotonic_ns().saturating_sub(s.lab_now_ns);
                 s
             });
-            agent.machines.locked().insert(lab.to_string(), plan.machines.iter().map(|m| m.address).collect());
+            agent
+                .machines
+                .locked()
+                .insert(lab.to_string(), plan.machines.iter().map(|m| m.address).collect());
             // The share's objects carry its own name, not the lab's (see the module's doc).
             let written = plan.clone();
-            let name = share.as_ref().and_then(|s| plan.machines.get(s.machine)).map_or_else(|| lab.to_string(), |m| vemu_host::share_name(lab, &m.name));
+            let name = share
+                .as_ref()
+                .and_then(|s| plan.machines.get(s.machine))
+                .map_or_else(|| lab.to_string(), |m| vemu_host::share_name(lab, &m.name));
             match vemu_host::LabLock::try_acquire(&name) {
                 Ok(Some(lock)) => {
                     agent.held.locked().insert(lab.to_string(), Held { name: name.clone(), lock });
@@ -479,18 +595,24 @@ fn order(agent: &Agent, lab: &str, req: WorkerRequest) -> WorkerReply {
                     agent.forget(lab);
                     return WorkerReply::Error(match other {
                         Err(e) => format!("{e:#}"),
-                        _ => format!("another process holds '{name}' (this machine's share of lab '{lab}')"),
+                        _ => format!(
+                            "another process holds '{name}' (this machine's share of lab '{lab}')"
+                        ),
                     });
                 }
             }
             plan.name = name.clone();
             let paths = LabPaths::new(&name);
-            let reply = w.call(WorkerRequest::Build { plan, clock_epoch_ns: epoch, share }, &mut |_, _| {});
+            let reply =
+                w.call(WorkerRequest::Build { plan, clock_epoch_ns: epoch, share }, &mut |_, _| {});
             agent.renew(lab);
             if !matches!(reply, WorkerReply::Error(_)) {
                 agent.epochs.locked().insert(lab.to_string(), epoch);
                 // For `vemu exec` on this machine.
-                let _ = crate::files::write_private(&paths.plan(), &serde_json::to_vec(&written).unwrap_or_default());
+                let _ = crate::files::write_private(
+                    &paths.plan(),
+                    &serde_json::to_vec(&written).unwrap_or_default(),
+                );
                 let _ = std::fs::write(marker(&name), b"");
             } else {
                 agent.forget(lab);
@@ -531,7 +653,9 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn the_underlay_is_probed_toward_the_labs_machines_only() {
         let a = agent();
-        let order = |lab: &str, to: &str| Json(ProbeOrder { lab: lab.into(), to: to.parse().unwrap(), duration_ms: 100 });
+        let order = |lab: &str, to: &str| {
+            Json(ProbeOrder { lab: lab.into(), to: to.parse().unwrap(), duration_ms: 100 })
+        };
         // A lab this machine has no plan of: refused once the wait for its plan is over.
         let e = underlay_probe(State(a.clone()), order("x", "10.9.9.9:22")).await.unwrap_err();
         assert_eq!(e.status, StatusCode::FORBIDDEN, "{}", e.message);

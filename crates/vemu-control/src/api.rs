@@ -24,16 +24,16 @@ use tokio::sync::{broadcast, oneshot};
 use vemu_host::LabPaths;
 
 use crate::error::LabError;
-use admission::Admission;
 use crate::lab::{Controller, StopRequest};
 use crate::LockExt;
+use admission::Admission;
 
 pub(crate) mod admission;
 pub(crate) mod exec;
 pub(crate) mod log;
-pub(crate) mod shell;
 pub mod requests;
 mod scenario;
+pub(crate) mod shell;
 mod ui;
 pub use requests::DEFAULT_EXEC_OUTPUT_BYTES;
 
@@ -82,7 +82,6 @@ impl IntoResponse for ApiError {
     }
 }
 
-
 type ApiResult = Result<Json<Value>, ApiError>;
 
 struct App {
@@ -100,20 +99,31 @@ struct App {
 type AppState = State<Arc<App>>;
 
 /// A response body of the chunks a channel gives, until its senders are gone.
-pub(crate) fn body_of(rx: tokio::sync::mpsc::Receiver<Result<Bytes, Infallible>>) -> axum::body::Body {
-    axum::body::Body::from_stream(stream::unfold(rx, |mut r| async move { r.recv().await.map(|x| (x, r)) }))
+pub(crate) fn body_of(
+    rx: tokio::sync::mpsc::Receiver<Result<Bytes, Infallible>>,
+) -> axum::body::Body {
+    axum::body::Body::from_stream(stream::unfold(rx, |mut r| async move {
+        r.recv().await.map(|x| (x, r))
+    }))
 }
 
 /// Accept a TCP connection, with Nagle off (answers are small and awaited).
-pub(crate) async fn accept_nodelay(l: &tokio::net::TcpListener) -> std::io::Result<(tokio::net::TcpStream, Option<std::net::IpAddr>)> {
+pub(crate) async fn accept_nodelay(
+    l: &tokio::net::TcpListener,
+) -> std::io::Result<(tokio::net::TcpStream, Option<std::net::IpAddr>)> {
     let (s, from) = l.accept().await?;
     let _ = s.set_nodelay(true);
     Ok((s, Some(from.ip().to_canonical())))
 }
 
 /// Run blocking controller work off the async threads.
-pub(crate) async fn blocking<T: Send + 'static, E: Into<ApiError> + Send + 'static>(f: impl FnOnce() -> Result<T, E> + Send + 'static) -> Result<T, ApiError> {
-    tokio::task::spawn_blocking(f).await.map_err(|e| ApiError::internal(format!("the request failed: {e}")))?.map_err(Into::into)
+pub(crate) async fn blocking<T: Send + 'static, E: Into<ApiError> + Send + 'static>(
+    f: impl FnOnce() -> Result<T, E> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ApiError::internal(format!("the request failed: {e}")))?
+        .map_err(Into::into)
 }
 
 fn to_value<T: serde::Serialize>(v: T) -> ApiResult {
@@ -128,7 +138,8 @@ async fn lab(State(app): AppState) -> ApiResult {
 /// One part of the lab's status (`nodes`, `links`, `segments`), optionally one item by name.
 async fn part(app: &App, key: &'static str, name: Option<String>) -> ApiResult {
     let ctl = app.ctl.clone();
-    let status = serde_json::to_value(blocking(move || ctl.locked().status()).await?).map_err(|e| ApiError::internal(e.to_string()))?;
+    let status = serde_json::to_value(blocking(move || ctl.locked().status()).await?)
+        .map_err(|e| ApiError::internal(e.to_string()))?;
     let items = status[key].clone();
     let Some(name) = name else { return Ok(Json(items)) };
     items
@@ -213,7 +224,8 @@ async fn node_patch(State(app): AppState, Path(node): Path<String>, body: Bytes)
 async fn node_move(State(app): AppState, Path(node): Path<String>, body: Bytes) -> ApiResult {
     let m = requests::node_move(&body)?;
     let ctl = app.ctl.clone();
-    blocking(move || ctl.locked().node_move(&node, vemu_radio::Pos::new(m.x, m.y), m.speed)).await?;
+    blocking(move || ctl.locked().node_move(&node, vemu_radio::Pos::new(m.x, m.y), m.speed))
+        .await?;
     Ok(Json(json!({"ok": true})))
 }
 
@@ -225,12 +237,17 @@ async fn convergence(State(app): AppState) -> ApiResult {
     let plan = {
         let ctl = app.ctl.locked();
         if !ctl.plan().machines.is_empty() {
-            return Err(ApiError::bad_request("convergence is not looked at in labs across machines yet"));
+            return Err(ApiError::bad_request(
+                "convergence is not looked at in labs across machines yet",
+            ));
         }
         ctl.plan().clone()
     };
     let paths = app.paths.clone();
-    let c = blocking(move || crate::converge::check(&paths, &plan).map_err(|e| ApiError::internal(format!("{e:#}")))).await?;
+    let c = blocking(move || {
+        crate::converge::check(&paths, &plan).map_err(|e| ApiError::internal(format!("{e:#}")))
+    })
+    .await?;
     Ok(Json(serde_json::to_value(c).map_err(|e| ApiError::internal(e.to_string()))?))
 }
 
@@ -296,16 +313,27 @@ async fn node_shell(
 }
 
 enum StartedShell {
-    Relay(tokio_tungstenite::WebSocketStream<tokio_rustls::client::TlsStream<tokio::net::TcpStream>>),
+    Relay(
+        tokio_tungstenite::WebSocketStream<tokio_rustls::client::TlsStream<tokio::net::TcpStream>>,
+    ),
     Here(shell::Shell),
 }
 
 /// A shell in `node`: here, or its agent's WebSocket for a node on another machine.
-async fn start_shell(app: &Arc<App>, node: String, size: shell::Size) -> Result<StartedShell, ApiError> {
+async fn start_shell(
+    app: &Arc<App>,
+    node: String,
+    size: shell::Size,
+) -> Result<StartedShell, ApiError> {
     let route = app.ctl.locked().agent_of(&node)?;
     Ok(match route {
         Some((route, lab)) => {
-            let path = format!("/v1/agent/labs/{lab}/nodes/{}/shell?rows={}&cols={}", crate::percent_encode(&node), size.rows, size.cols);
+            let path = format!(
+                "/v1/agent/labs/{lab}/nodes/{}/shell?rows={}&cols={}",
+                crate::percent_encode(&node),
+                size.rows,
+                size.cols
+            );
             StartedShell::Relay(route.websocket(&path).await?)
         }
         None => {
@@ -317,21 +345,46 @@ async fn start_shell(app: &Arc<App>, node: String, size: shell::Size) -> Result<
 
 /// `POST /v1/nodes/{node}/exec`: run a command in a node (see [`exec`]); a node on
 /// another machine runs it there, through that machine's agent.
-async fn node_exec(State(app): AppState, Path(node): Path<String>, body: Bytes) -> Result<Response, ApiError> {
+async fn node_exec(
+    State(app): AppState,
+    Path(node): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
     let route = app.ctl.locked().agent_of(&node)?;
     match route {
-        Some((route, lab)) => route.forward("POST", &format!("/v1/agent/labs/{lab}/nodes/{}/exec", crate::percent_encode(&node)), body).await.map_err(ApiError::from),
+        Some((route, lab)) => route
+            .forward(
+                "POST",
+                &format!("/v1/agent/labs/{lab}/nodes/{}/exec", crate::percent_encode(&node)),
+                body,
+            )
+            .await
+            .map_err(ApiError::from),
         None => exec::run(app.paths.clone(), node, body).await,
     }
 }
 
 /// `GET /v1/nodes/{node}/log?bytes=N`: the end of the node's log (see [`log`]); a node
 /// on another machine's, from its agent.
-async fn node_log(State(app): AppState, Path(node): Path<String>, Query(q): Query<log::LogQuery>) -> Result<Response, ApiError> {
+async fn node_log(
+    State(app): AppState,
+    Path(node): Path<String>,
+    Query(q): Query<log::LogQuery>,
+) -> Result<Response, ApiError> {
     let bytes = q.bytes()?;
     let route = app.ctl.locked().agent_of(&node)?;
     match route {
-        Some((route, lab)) => route.forward("GET", &format!("/v1/agent/labs/{lab}/nodes/{}/log?bytes={bytes}", crate::percent_encode(&node)), Bytes::new()).await.map_err(ApiError::from),
+        Some((route, lab)) => route
+            .forward(
+                "GET",
+                &format!(
+                    "/v1/agent/labs/{lab}/nodes/{}/log?bytes={bytes}",
+                    crate::percent_encode(&node)
+                ),
+                Bytes::new(),
+            )
+            .await
+            .map_err(ApiError::from),
         None => {
             let paths = app.paths.clone();
             Ok(Json(blocking(move || log::tail(&paths, &node, bytes)).await?).into_response())
@@ -343,7 +396,8 @@ async fn node_log(State(app): AppState, Path(node): Path<String>, Query(q): Quer
 async fn down(State(app): AppState) -> ApiResult {
     let (tx, rx) = std::sync::mpsc::channel();
     let _ = app.stop.locked().send(Some(tx));
-    let r = blocking(move || rx.recv().map_err(|_| ApiError::internal("the controller stopped"))).await?;
+    let r = blocking(move || rx.recv().map_err(|_| ApiError::internal("the controller stopped")))
+        .await?;
     r.map_err(ApiError::internal)?;
     Ok(Json(json!({"ok": true})))
 }
@@ -356,7 +410,10 @@ struct EventsQuery {
 
 /// `GET /v1/events`: server-sent events, one JSON object each: link and node changes as
 /// they happen, and counter snapshots (`"type": "stats"`) every period.
-async fn events(State(app): AppState, Query(q): Query<EventsQuery>) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
+async fn events(
+    State(app): AppState,
+    Query(q): Query<EventsQuery>,
+) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
     let period_ns = match q.stats.as_deref() {
         None => 1_000_000_000,
         Some("0") => 0,
@@ -424,14 +481,18 @@ struct CaptureQuery {
 }
 
 fn compile_filter(expr: &str) -> Result<pcap::BpfProgram, ApiError> {
-    let dead = pcap::Capture::dead(pcap::Linktype::ETHERNET).map_err(|e| ApiError::internal(e.to_string()))?;
+    let dead = pcap::Capture::dead(pcap::Linktype::ETHERNET)
+        .map_err(|e| ApiError::internal(e.to_string()))?;
     dead.compile(expr, true).map_err(|e| ApiError::bad_request(format!("bad filter '{expr}': {e}")))
 }
 
 /// `GET /v1/capture`: a pcapng stream of the frames an interface sends and receives,
 /// timestamped on the lab clock (as wall-clock time), until the client goes away or
 /// `count` frames matched.
-async fn capture(State(app): AppState, Query(q): Query<CaptureQuery>) -> Result<Response, ApiError> {
+async fn capture(
+    State(app): AppState,
+    Query(q): Query<CaptureQuery>,
+) -> Result<Response, ApiError> {
     if let Some(f) = &q.filter {
         compile_filter(f)?;
     }
@@ -462,7 +523,12 @@ async fn capture(State(app): AppState, Query(q): Query<CaptureQuery>) -> Result<
                             if filter.as_ref().is_some_and(|f| !f.filter(&c.frame)) {
                                 continue;
                             }
-                            let block = crate::pcapng::packet(c.iface, epoch + c.t_ns, &c.frame, c.outgoing);
+                            let block = crate::pcapng::packet(
+                                c.iface,
+                                epoch + c.t_ns,
+                                &c.frame,
+                                c.outgoing,
+                            );
                             if btx.blocking_send(Ok(Bytes::from(block))).is_err() {
                                 break;
                             }
@@ -487,7 +553,11 @@ async fn openapi() -> Response {
 }
 
 async fn not_found(req: Request) -> ApiError {
-    ApiError::not_found(format!("no such endpoint: {} {} (see GET /v1/openapi.json)", req.method(), req.uri().path()))
+    ApiError::not_found(format!(
+        "no such endpoint: {} {} (see GET /v1/openapi.json)",
+        req.method(),
+        req.uri().path()
+    ))
 }
 
 /// The API's routes as (path, method, handler): one table that the router is built from
@@ -540,7 +610,12 @@ fn routes() -> Vec<Route> {
 }
 
 fn router(app: Arc<App>) -> Router {
-    routes().into_iter().fold(Router::new(), |r, (path, _, handler)| r.route(path, handler)).fallback(not_found).with_state(app).layer(middleware::from_fn(json_errors))
+    routes()
+        .into_iter()
+        .fold(Router::new(), |r, (path, _, handler)| r.route(path, handler))
+        .fallback(not_found)
+        .with_state(app)
+        .layer(middleware::from_fn(json_errors))
 }
 
 /// Every error answer is `{"error": "..."}`: those that axum's extractors make (a query
@@ -548,7 +623,10 @@ fn router(app: Arc<App>) -> Router {
 /// text, and are wrapped.
 async fn json_errors(req: Request, next: Next) -> Response {
     let r = next.run(req).await;
-    let json = r.headers().get(header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    let json = r
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
     if !r.status().is_client_error() || json {
         return r;
     }
@@ -571,13 +649,20 @@ mod tests {
     #[test]
     fn openapi_lists_every_route() {
         let doc: serde_json::Value = serde_json::from_str(super::OPENAPI).unwrap();
-        let mut served: Vec<(String, String)> = super::routes().into_iter().map(|(p, m, _)| (p.to_string(), m.to_string())).collect();
+        let mut served: Vec<(String, String)> =
+            super::routes().into_iter().map(|(p, m, _)| (p.to_string(), m.to_string())).collect();
         served.sort();
         let mut documented: Vec<(String, String)> = doc["paths"]
             .as_object()
             .unwrap()
             .iter()
-            .flat_map(|(p, ops)| ops.as_object().unwrap().keys().filter(|k| *k != "parameters").map(move |m| (p.clone(), m.clone())))
+            .flat_map(|(p, ops)| {
+                ops.as_object()
+                    .unwrap()
+                    .keys()
+                    .filter(|k| *k != "parameters")
+                    .map(move |m| (p.clone(), m.clone()))
+            })
             .collect();
         documented.sort();
         assert_eq!(served, documented);
@@ -601,7 +686,9 @@ pub(crate) struct ProveByFirstMessage(Proof);
 async fn require_access(State(app): State<Arc<App>>, mut req: Request, next: Next) -> Response {
     let how = app.access.locked().as_ref().and_then(|a| a.check(req.headers()));
     let path = req.uri().path();
-    let shell = path.starts_with("/v1/nodes/") && path.ends_with("/shell") && req.headers().contains_key(header::UPGRADE);
+    let shell = path.starts_with("/v1/nodes/")
+        && path.ends_with("/shell")
+        && req.headers().contains_key(header::UPGRADE);
     let allowed = match how {
         Some(true) => true,
         Some(false) => ui::same_origin(req.method(), req.headers()),
@@ -619,7 +706,11 @@ async fn require_access(State(app): State<Arc<App>>, mut req: Request, next: Nex
         return next.run(req).await;
     }
     if how == Some(false) {
-        return ApiError { status: StatusCode::FORBIDDEN, message: "a change with the web interface's session must come from its page".into() }.into_response();
+        return ApiError {
+            status: StatusCode::FORBIDDEN,
+            message: "a change with the web interface's session must come from its page".into(),
+        }
+        .into_response();
     }
     let mut r = ApiError { status: StatusCode::UNAUTHORIZED, message: "a valid 'Authorization: Bearer TOKEN' header is needed (the token is in /run/vemu/LAB/api-token), or the web interface's session header (log in with a link from 'vemu ui'; a cookie is not enough)".into() }.into_response();
     r.headers_mut().insert(header::WWW_AUTHENTICATE, "Bearer".parse().unwrap());
@@ -674,13 +765,35 @@ pub mod limits {
 /// 408 or 413, and no handler waits on it.
 async fn bounded_body(req: Request, next: Next) -> Response {
     let (parts, body) = req.into_parts();
-    let declared = parts.headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
-    let too_big = || ApiError { status: StatusCode::PAYLOAD_TOO_LARGE, message: format!("the request body is larger than {} bytes", limits::MAX_BODY_BYTES) }.into_response();
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let too_big = || {
+        ApiError {
+            status: StatusCode::PAYLOAD_TOO_LARGE,
+            message: format!("the request body is larger than {} bytes", limits::MAX_BODY_BYTES),
+        }
+        .into_response()
+    };
     if declared.is_some_and(|n| n > limits::MAX_BODY_BYTES as u64) {
         return too_big();
     }
-    match tokio::time::timeout(limits::BODY_TIMEOUT, axum::body::to_bytes(body, limits::MAX_BODY_BYTES)).await {
-        Err(_) => ApiError { status: StatusCode::REQUEST_TIMEOUT, message: format!("the request body did not arrive within {} s", limits::BODY_TIMEOUT.as_secs()) }.into_response(),
+    match tokio::time::timeout(
+        limits::BODY_TIMEOUT,
+        axum::body::to_bytes(body, limits::MAX_BODY_BYTES),
+    )
+    .await
+    {
+        Err(_) => ApiError {
+            status: StatusCode::REQUEST_TIMEOUT,
+            message: format!(
+                "the request body did not arrive within {} s",
+                limits::BODY_TIMEOUT.as_secs()
+            ),
+        }
+        .into_response(),
         Ok(Err(_)) => too_big(),
         Ok(Ok(b)) => next.run(Request::from_parts(parts, axum::body::Body::from(b))).await,
     }
@@ -696,8 +809,12 @@ async fn bounded_body(req: Request, next: Next) -> Response {
 /// connection is unproven until a request's [`Proof`] says it carried a valid proof,
 /// and held to [`admission`]'s rules meanwhile; one without (the root-only Unix socket)
 /// counts as proven.
-pub(crate) async fn serve_connections<S, F, I, P>(mut accept: impl FnMut() -> F, prepare: impl Fn(S) -> P + Clone + Send + 'static, max: usize, stop: oneshot::Receiver<()>)
-where
+pub(crate) async fn serve_connections<S, F, I, P>(
+    mut accept: impl FnMut() -> F,
+    prepare: impl Fn(S) -> P + Clone + Send + 'static,
+    max: usize,
+    stop: oneshot::Receiver<()>,
+) where
     S: Send + 'static,
     F: std::future::Future<Output = std::io::Result<(S, Option<std::net::IpAddr>)>>,
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
@@ -738,13 +855,16 @@ where
                 Some((kept.id, out, Arc::new(tokio::sync::Notify::new())))
             }
         };
-        let proof = Proof(ticket.as_ref().map(|(id, _, proven)| (*id, unproven.clone(), proven.clone())));
+        let proof =
+            Proof(ticket.as_ref().map(|(id, _, proven)| (*id, unproven.clone(), proven.clone())));
         let (prepare, mut watch, unproven) = (prepare.clone(), watch.clone(), unproven.clone());
         tokio::spawn(async move {
             let _slot = slot;
             let serve = async move {
                 let Some((io, router)) = prepare(stream).await else { return };
-                let service = hyper_util::service::TowerToHyperService::new(router.layer(axum::Extension(proof)));
+                let service = hyper_util::service::TowerToHyperService::new(
+                    router.layer(axum::Extension(proof)),
+                );
                 let conn = hyper::server::conn::http1::Builder::new()
                     .timer(hyper_util::rt::TokioTimer::new())
                     .header_read_timeout(limits::HEADER_TIMEOUT)
@@ -778,7 +898,9 @@ where
 /// a valid proof (token, web session), so that its connection no longer counts as
 /// unproven ([`admission`]). Nothing for connections that need none.
 #[derive(Clone)]
-pub(crate) struct Proof(Option<(u64, Arc<Mutex<Admission<Arc<tokio::sync::Notify>>>>, Arc<tokio::sync::Notify>)>);
+pub(crate) struct Proof(
+    Option<(u64, Arc<Mutex<Admission<Arc<tokio::sync::Notify>>>>, Arc<tokio::sync::Notify>)>,
+);
 
 impl Proof {
     /// The request that carries this proved itself.
@@ -807,29 +929,46 @@ pub fn serve(
     unix: tokio::net::UnixListener,
     tcp: Option<(tokio::net::TcpListener, String)>,
 ) -> Servers {
-    let app = Arc::new(App { ctl, stop: Mutex::new(stop), paths, access: Mutex::new(None), tcp: Mutex::new(None), later: Mutex::new(Vec::new()), starting: tokio::sync::Mutex::new(()) });
+    let app = Arc::new(App {
+        ctl,
+        stop: Mutex::new(stop),
+        paths,
+        access: Mutex::new(None),
+        tcp: Mutex::new(None),
+        later: Mutex::new(Vec::new()),
+        starting: tokio::sync::Mutex::new(()),
+    });
     let mut servers = Servers { stop: Vec::new(), tasks: Vec::new(), app: app.clone() };
     let (tx, rx) = oneshot::channel::<()>();
     let r = router(app.clone()).layer(middleware::from_fn(bounded_body));
     let unix = Arc::new(unix);
     let here = pidns_of("self");
-    servers.tasks.push(rt.spawn(serve_connections(move || {
-        let l = unix.clone();
-        async move { l.accept().await.map(|(s, _)| (s, None)) }
-    }, move |s: tokio::net::UnixStream| {
-        let r = r.clone();
-        async move {
-            // Only processes of this process's PID namespace: not the lab's nodes (each
-            // has its own, which its processes cannot leave), even one that unmounted
-            // its own /run to find the socket.
-            let peer = s.peer_cred().ok().and_then(|c| c.pid()).and_then(|pid| pidns_of(&pid.to_string()));
-            if peer.is_none() || peer != here {
-                refuse_other_namespace(s).await;
-                return None;
+    servers.tasks.push(rt.spawn(serve_connections(
+        move || {
+            let l = unix.clone();
+            async move { l.accept().await.map(|(s, _)| (s, None)) }
+        },
+        move |s: tokio::net::UnixStream| {
+            let r = r.clone();
+            async move {
+                // Only processes of this process's PID namespace: not the lab's nodes (each
+                // has its own, which its processes cannot leave), even one that unmounted
+                // its own /run to find the socket.
+                let peer = s
+                    .peer_cred()
+                    .ok()
+                    .and_then(|c| c.pid())
+                    .and_then(|pid| pidns_of(&pid.to_string()));
+                if peer.is_none() || peer != here {
+                    refuse_other_namespace(s).await;
+                    return None;
+                }
+                Some((s, r))
             }
-            Some((s, r))
-        }
-    }, limits::MAX_UNIX_CONNECTIONS, rx)));
+        },
+        limits::MAX_UNIX_CONNECTIONS,
+        rx,
+    )));
     servers.stop.push(tx);
     if let Some((listener, token)) = tcp {
         let _in_runtime = rt.enter();
@@ -868,17 +1007,28 @@ async fn refuse_other_namespace(mut s: tokio::net::UnixStream) {
 
 /// Serve the API on a TCP listener, where requests need `token` (or a session of the
 /// web interface).
-fn serve_tcp(app: &Arc<App>, listener: tokio::net::TcpListener, token: String) -> (oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
+fn serve_tcp(
+    app: &Arc<App>,
+    listener: tokio::net::TcpListener,
+    token: String,
+) -> (oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
     *app.tcp.locked() = listener.local_addr().ok();
     *app.access.locked() = Some(ui::Access::new(token));
     let (tx, rx) = oneshot::channel::<()>();
     // Access is checked before the body is read.
-    let r = router(app.clone()).layer(middleware::from_fn(bounded_body)).layer(middleware::from_fn_with_state(app.clone(), require_access));
+    let r = router(app.clone())
+        .layer(middleware::from_fn(bounded_body))
+        .layer(middleware::from_fn_with_state(app.clone(), require_access));
     let listener = Arc::new(listener);
-    let task = tokio::spawn(serve_connections(move || {
-        let l = listener.clone();
-        async move { accept_nodelay(&l).await }
-    }, move |s| std::future::ready(Some((s, r.clone()))), limits::MAX_TCP_CONNECTIONS, rx));
+    let task = tokio::spawn(serve_connections(
+        move || {
+            let l = listener.clone();
+            async move { accept_nodelay(&l).await }
+        },
+        move |s| std::future::ready(Some((s, r.clone()))),
+        limits::MAX_TCP_CONNECTIONS,
+        rx,
+    ));
     (tx, task)
 }
 
@@ -890,11 +1040,15 @@ async fn ensure_tcp(app: &Arc<App>) -> Result<std::net::SocketAddr, ApiError> {
         return Ok(a);
     }
     let internal = |e: String| ApiError::internal(e);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(|e| internal(format!("listening on 127.0.0.1: {e}")))?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| internal(format!("listening on 127.0.0.1: {e}")))?;
     let addr = listener.local_addr().map_err(|e| internal(e.to_string()))?;
     let token = ui::random_hex();
-    crate::files::write_private(&app.paths.api_token(), format!("{token}\n").as_bytes()).map_err(|e| internal(format!("{e:#}")))?;
-    std::fs::write(app.paths.api_address(), format!("{addr}\n")).map_err(|e| internal(e.to_string()))?;
+    crate::files::write_private(&app.paths.api_token(), format!("{token}\n").as_bytes())
+        .map_err(|e| internal(format!("{e:#}")))?;
+    std::fs::write(app.paths.api_address(), format!("{addr}\n"))
+        .map_err(|e| internal(e.to_string()))?;
     let started = serve_tcp(app, listener, token);
     app.later.locked().push(started);
     Ok(addr)

@@ -12,9 +12,15 @@ pub(crate) struct Background {
 impl Background {
     /// Run `body` on a thread named `name` (if `needed`); it should return soon after
     /// its receiver reports [`Background::stop`] (a message or a disconnection).
-    pub fn spawn(name: &str, needed: bool, body: impl FnOnce(Receiver<()>) + Send + 'static) -> Background {
+    pub fn spawn(
+        name: &str,
+        needed: bool,
+        body: impl FnOnce(Receiver<()>) + Send + 'static,
+    ) -> Background {
         let (stop, rx) = channel();
-        let thread = needed.then(|| std::thread::Builder::new().name(name.into()).spawn(move || body(rx)).ok()).flatten();
+        let thread = needed
+            .then(|| std::thread::Builder::new().name(name.into()).spawn(move || body(rx)).ok())
+            .flatten();
         Background { stop, thread }
     }
 

@@ -28,7 +28,8 @@ pub struct Binding(pub [u8; 32]);
 impl Binding {
     pub fn of<D>(conn: &rustls::ConnectionCommon<D>) -> Result<Binding> {
         let mut out = [0u8; 32];
-        conn.export_keying_material(&mut out[..], EXPORTER_LABEL, None).map_err(|e| anyhow!("TLS keying material: {e}"))?;
+        conn.export_keying_material(&mut out[..], EXPORTER_LABEL, None)
+            .map_err(|e| anyhow!("TLS keying material: {e}"))?;
         Ok(Binding(out))
     }
 
@@ -83,7 +84,8 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 
 /// The agent's TLS configuration, with a certificate made now.
 pub fn server_config() -> Result<Arc<rustls::ServerConfig>> {
-    let cert = rcgen::generate_simple_self_signed(vec!["vemu-agent".to_string()]).context("making the agent's certificate")?;
+    let cert = rcgen::generate_simple_self_signed(vec!["vemu-agent".to_string()])
+        .context("making the agent's certificate")?;
     let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(cert.key_pair.serialize_der()));
     let cfg = rustls::ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])?
@@ -110,16 +112,43 @@ pub fn client_config() -> Result<Arc<rustls::ClientConfig>> {
 struct TokenVerified(Arc<rustls::crypto::CryptoProvider>);
 
 impl rustls::client::danger::ServerCertVerifier for TokenVerified {
-    fn verify_server_cert(&self, _: &CertificateDer<'_>, _: &[CertificateDer<'_>], _: &ServerName<'_>, _: &[u8], _: UnixTime) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+    fn verify_server_cert(
+        &self,
+        _: &CertificateDer<'_>,
+        _: &[CertificateDer<'_>],
+        _: &ServerName<'_>,
+        _: &[u8],
+        _: UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
         Ok(rustls::client::danger::ServerCertVerified::assertion())
     }
 
-    fn verify_tls12_signature(&self, message: &[u8], cert: &CertificateDer<'_>, dss: &rustls::DigitallySignedStruct) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
     }
 
-    fn verify_tls13_signature(&self, message: &[u8], cert: &CertificateDer<'_>, dss: &rustls::DigitallySignedStruct) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
     }
 
     fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {

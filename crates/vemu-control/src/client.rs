@@ -36,7 +36,9 @@ impl Client {
         let socket = LabPaths::new(lab).socket();
         if let Err(e) = UnixStream::connect(&socket) {
             return Err(match e.kind() {
-                std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => anyhow!("lab '{lab}' is not running (see 'vemu ls')"),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
+                    anyhow!("lab '{lab}' is not running (see 'vemu ls')")
+                }
                 _ => anyhow!("connecting to lab '{lab}' at {}: {e}", socket.display()),
             });
         }
@@ -46,12 +48,20 @@ impl Client {
 
     /// Send one request and return the answer's body once its status says success;
     /// an error answer becomes an [`ApiFailure`] with the controller's message.
-    async fn send(&self, method: &str, path: &str, body: Option<&Value>) -> Result<hyper::body::Incoming> {
+    async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<hyper::body::Incoming> {
         use http_body_util::{BodyExt, Full};
         use hyper::body::Bytes;
         let lab = &self.lab;
-        let stream = tokio::net::UnixStream::connect(&self.socket).await.with_context(|| format!("connecting to lab '{lab}'"))?;
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
+        let stream = tokio::net::UnixStream::connect(&self.socket)
+            .await
+            .with_context(|| format!("connecting to lab '{lab}'"))?;
+        let (mut sender, conn) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
         tokio::spawn(conn);
         let data = body.map(|b| b.to_string()).unwrap_or_default();
         let req = hyper::Request::builder()
@@ -60,10 +70,16 @@ impl Client {
             .header("host", "vemu")
             .header("content-type", "application/json")
             .body(Full::new(Bytes::from(data)))?;
-        let res = sender.send_request(req).await.with_context(|| format!("talking to lab '{lab}'"))?;
+        let res =
+            sender.send_request(req).await.with_context(|| format!("talking to lab '{lab}'"))?;
         let status = res.status().as_u16();
         if status >= 400 {
-            let bytes = res.into_body().collect().await.with_context(|| format!("reading from lab '{lab}'"))?.to_bytes();
+            let bytes = res
+                .into_body()
+                .collect()
+                .await
+                .with_context(|| format!("reading from lab '{lab}'"))?
+                .to_bytes();
             let message = match serde_json::from_slice::<Value>(&bytes) {
                 Ok(v) => v["error"].as_str().unwrap_or("request failed").to_string(),
                 Err(_) => String::from_utf8_lossy(&bytes).into_owned(),
@@ -78,14 +94,26 @@ impl Client {
         use http_body_util::BodyExt;
         let lab = &self.lab;
         self.rt.block_on(async {
-            let bytes = self.send(method, path, body).await?.collect().await.with_context(|| format!("reading from lab '{lab}'"))?.to_bytes();
-            serde_json::from_slice(&bytes).with_context(|| format!("lab '{lab}' answered with something that is not JSON"))
+            let bytes = self
+                .send(method, path, body)
+                .await?
+                .collect()
+                .await
+                .with_context(|| format!("reading from lab '{lab}'"))?
+                .to_bytes();
+            serde_json::from_slice(&bytes)
+                .with_context(|| format!("lab '{lab}' answered with something that is not JSON"))
         })
     }
 
     /// A GET whose body is copied to `out` as it arrives (e.g. a capture), until it ends
     /// or `stop` resolves (e.g. Ctrl-C).
-    pub fn stream_to(&self, path: &str, out: &mut dyn std::io::Write, stop: impl std::future::Future<Output = ()>) -> Result<()> {
+    pub fn stream_to(
+        &self,
+        path: &str,
+        out: &mut dyn std::io::Write,
+        stop: impl std::future::Future<Output = ()>,
+    ) -> Result<()> {
         self.stream("GET", path, None, stop, |d| {
             out.write_all(d)?;
             Ok(out.flush()?)
@@ -94,7 +122,14 @@ impl Client {
 
     /// One request whose answer's body is handed to `chunk` piece by piece as it
     /// arrives, until it ends or `stop` resolves.
-    pub fn stream(&self, method: &str, path: &str, body: Option<&Value>, stop: impl std::future::Future<Output = ()>, mut chunk: impl FnMut(&[u8]) -> Result<()>) -> Result<()> {
+    pub fn stream(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+        stop: impl std::future::Future<Output = ()>,
+        mut chunk: impl FnMut(&[u8]) -> Result<()>,
+    ) -> Result<()> {
         use http_body_util::BodyExt;
         self.rt.block_on(async {
             let mut body = self.send(method, path, body).await?;
@@ -199,14 +234,21 @@ pub fn terminal_size() -> Option<(u16, u16)> {
     // SAFETY: winsize is plain data; TIOCGWINSZ fills it.
     let mut w: libc::winsize = unsafe { std::mem::zeroed() };
     // SAFETY: as above, on descriptor 0.
-    (unsafe { libc::ioctl(0, libc::TIOCGWINSZ, &mut w) } == 0 && w.ws_row > 0).then_some((w.ws_row, w.ws_col))
+    (unsafe { libc::ioctl(0, libc::TIOCGWINSZ, &mut w) } == 0 && w.ws_row > 0)
+        .then_some((w.ws_row, w.ws_col))
 }
 
 /// A name for use in a URL path or query value: letters, digits and `-_.:~` stay, the
 /// rest is percent-encoded.
 pub fn percent_encode(s: &str) -> String {
     s.bytes()
-        .map(|b| if b.is_ascii_alphanumeric() || b"-_.:~".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") })
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-_.:~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
         .collect()
 }
 
@@ -220,7 +262,9 @@ pub fn list_labs() -> (Vec<String>, Vec<String>) {
             continue;
         }
         // Serving its API, or being built (its controller holds the lab's name).
-        if UnixStream::connect(LabPaths::new(&lab).socket()).is_ok() || vemu_host::LabLock::held(&lab) {
+        if UnixStream::connect(LabPaths::new(&lab).socket()).is_ok()
+            || vemu_host::LabLock::held(&lab)
+        {
             running.push(lab);
         } else {
             stale.push(lab);
@@ -233,8 +277,12 @@ pub fn list_labs() -> (Vec<String>, Vec<String>) {
 /// [`vemu_host::share_name`]), each with whether an agent holds it (else an agent that
 /// died left it).
 pub fn list_shares() -> Vec<(String, bool)> {
-    vemu_host::labs_present().into_iter().filter(|n| vemu_host::share_of(n).is_some()).map(|n| {
-        let held = vemu_host::LabLock::held(&n);
-        (n, held)
-    }).collect()
+    vemu_host::labs_present()
+        .into_iter()
+        .filter(|n| vemu_host::share_of(n).is_some())
+        .map(|n| {
+            let held = vemu_host::LabLock::held(&n);
+            (n, held)
+        })
+        .collect()
 }

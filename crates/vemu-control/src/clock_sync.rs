@@ -50,13 +50,23 @@ impl Wall {
         // SAFETY: adjtimex with modes 0 only reads; timex is plain data.
         let mut t: libc::timex = unsafe { std::mem::zeroed() };
         let state = unsafe { libc::adjtimex(&mut t) };
-        if state < 0 || state == libc::TIME_ERROR || t.status & libc::STA_UNSYNC != 0 || t.maxerror < 0 {
+        if state < 0
+            || state == libc::TIME_ERROR
+            || t.status & libc::STA_UNSYNC != 0
+            || t.maxerror < 0
+        {
             return None;
         }
         let before = clock.now_ns();
-        let wall = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).ok()?.as_nanos() as u64;
+        let wall =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).ok()?.as_nanos()
+                as u64;
         let after = clock.now_ns();
-        Some(Wall { lab_ns: before / 2 + after / 2, wall_ns: wall, max_error_ns: t.maxerror as u64 * 1000 + (after - before) / 2 })
+        Some(Wall {
+            lab_ns: before / 2 + after / 2,
+            wall_ns: wall,
+            max_error_ns: t.maxerror as u64 * 1000 + (after - before) / 2,
+        })
     }
 }
 
@@ -100,12 +110,14 @@ impl ClockFilter {
         if s.received_ns >= s.sent_ns {
             let rtt_ns = s.received_ns - s.sent_ns;
             let mid = (s.sent_ns as i128 + s.received_ns as i128) / 2;
-            let mut o = Offset { offset_ns: clamp(s.agent_ns as i128 - mid), rtt_ns, wall_bound_ns: None };
+            let mut o =
+                Offset { offset_ns: clamp(s.agent_ns as i128 - mid), rtt_ns, wall_bound_ns: None };
             // Both wall clocks disciplined: lab − wall on each side, within both errors.
             if let (Some(a), Some(c)) = (s.agent_wall, s.controller_wall) {
                 let bound = a.max_error_ns.saturating_add(c.max_error_ns);
                 if bound < rtt_ns / 2 {
-                    let ahead = (a.lab_ns as i128 - a.wall_ns as i128) - (c.lab_ns as i128 - c.wall_ns as i128);
+                    let ahead = (a.lab_ns as i128 - a.wall_ns as i128)
+                        - (c.lab_ns as i128 - c.wall_ns as i128);
                     o = Offset { offset_ns: clamp(ahead), rtt_ns, wall_bound_ns: Some(bound) };
                 }
             }
@@ -161,7 +173,11 @@ mod tests {
         assert_eq!(f.estimate().unwrap(), offset(2_000_000, 100_000));
         // Later slow (and lopsided) samples do not displace it ...
         for k in 2..=ClockFilter::WINDOW as u64 {
-            f.add(sample(k * 1_000_000_000, k * 1_000_000_000 + 3_000_000, k * 1_000_000_000 + 1_000_000));
+            f.add(sample(
+                k * 1_000_000_000,
+                k * 1_000_000_000 + 3_000_000,
+                k * 1_000_000_000 + 1_000_000,
+            ));
         }
         assert_eq!(f.estimate().unwrap(), offset(2_000_000, 100_000));
         // ... until it leaves the window.
@@ -183,9 +199,15 @@ mod tests {
         s.controller_wall = wall(12_000_000, 1_000_000_000_000_000 + 2_000_000);
         let e = f.add(s).unwrap();
         // (Off by the wall clocks' 20 us, within the 60 us said.)
-        assert_eq!((e.offset_ns, e.bound_ns(), e.wall_bound_ns), (-3_020_000, 60_000, Some(60_000)));
+        assert_eq!(
+            (e.offset_ns, e.bound_ns(), e.wall_bound_ns),
+            (-3_020_000, 60_000, Some(60_000))
+        );
         // A later exchange with a 100 us round trip is known better: it wins.
-        assert_eq!(f.add(sample(20_000_000, 20_050_000 - 3_000_000, 20_100_000)).unwrap(), offset(-3_000_000, 100_000));
+        assert_eq!(
+            f.add(sample(20_000_000, 20_050_000 - 3_000_000, 20_100_000)).unwrap(),
+            offset(-3_000_000, 100_000)
+        );
         // Without both sides disciplined, or with their errors larger than half the round
         // trip, the round trip's bound holds.
         let mut g = ClockFilter::default();

@@ -55,7 +55,9 @@ pub fn lease_s() -> Result<u64> {
         Err(_) => Ok(DEFAULT_LEASE_S),
         Ok(v) => match v.trim().parse::<u64>() {
             Ok(s) if (2..=86_400).contains(&s) => Ok(s),
-            _ => anyhow::bail!("{LEASE_ENV} must be a number of seconds from 2 to 86400, got '{v}'"),
+            _ => {
+                anyhow::bail!("{LEASE_ENV} must be a number of seconds from 2 to 86400, got '{v}'")
+            }
         },
     }
 }
@@ -63,7 +65,8 @@ pub fn lease_s() -> Result<u64> {
 /// The token agents expect, from [`TOKEN_FILE_ENV`]'s file.
 pub fn agent_token() -> Result<String> {
     let path = std::env::var(TOKEN_FILE_ENV).unwrap_or_else(|_| DEFAULT_TOKEN_FILE.into());
-    read_token(std::path::Path::new(&path)).with_context(|| format!("the agents' token (set {TOKEN_FILE_ENV} to another file)"))
+    read_token(std::path::Path::new(&path))
+        .with_context(|| format!("the agents' token (set {TOKEN_FILE_ENV} to another file)"))
 }
 
 /// The agents' token from `path`: a file only its owner may read or write (as ssh
@@ -93,7 +96,10 @@ pub fn read_token(path: &std::path::Path) -> Result<String> {
 fn probe_rounds(pairs: &[(usize, usize)]) -> Vec<Vec<(usize, usize)>> {
     let mut rounds: Vec<Vec<(usize, usize)>> = Vec::new();
     for &(a, b) in pairs {
-        match rounds.iter_mut().find(|r| r.iter().all(|&(x, y)| x != a && x != b && y != a && y != b)) {
+        match rounds
+            .iter_mut()
+            .find(|r| r.iter().all(|&(x, y)| x != a && x != b && y != a && y != b))
+        {
             Some(r) => r.push((a, b)),
             None => rounds.push(vec![(a, b)]),
         }
@@ -109,12 +115,19 @@ struct AgentClient {
 
 impl AgentClient {
     fn new(route: AgentRoute) -> Result<AgentClient> {
-        Ok(AgentClient { route, rt: tokio::runtime::Builder::new_current_thread().enable_all().build()? })
+        Ok(AgentClient {
+            route,
+            rt: tokio::runtime::Builder::new_current_thread().enable_all().build()?,
+        })
     }
 
     fn hello(&self) -> Result<AgentHello> {
-        let bytes = self.rt.block_on(self.route.send("GET", "/v1/agent", String::new())).with_context(|| self.what())?;
-        serde_json::from_slice(&bytes).with_context(|| format!("{}: not an agent's answer", self.what()))
+        let bytes = self
+            .rt
+            .block_on(self.route.send("GET", "/v1/agent", String::new()))
+            .with_context(|| self.what())?;
+        serde_json::from_slice(&bytes)
+            .with_context(|| format!("{}: not an agent's answer", self.what()))
     }
 
     fn call(&self, lab: &str, req: &WorkerRequest) -> WorkerReply {
@@ -122,7 +135,10 @@ impl AgentClient {
             Ok(b) => b,
             Err(e) => return WorkerReply::Error(e.to_string()),
         };
-        let r = self.rt.block_on(self.route.send("POST", &format!("/v1/agent/labs/{lab}"), body)).and_then(|b| Ok(serde_json::from_slice::<WorkerReply>(&b)?));
+        let r = self
+            .rt
+            .block_on(self.route.send("POST", &format!("/v1/agent/labs/{lab}"), body))
+            .and_then(|b| Ok(serde_json::from_slice::<WorkerReply>(&b)?));
         match r {
             Ok(WorkerReply::Error(e)) => WorkerReply::Error(format!("{}: {e}", self.what())),
             Ok(r) => r,
@@ -140,7 +156,12 @@ impl AgentClient {
 pub fn teardown_everywhere(plan: &Plan) -> Vec<String> {
     let (token, tls) = match (agent_token(), crate::channel::client_config()) {
         (Ok(t), Ok(c)) => (t, c),
-        (Err(e), _) | (_, Err(e)) => return vec![format!("{e:#} (the agents take lab '{}' down when their leases end)", plan.name)],
+        (Err(e), _) | (_, Err(e)) => {
+            return vec![format!(
+                "{e:#} (the agents take lab '{}' down when their leases end)",
+                plan.name
+            )]
+        }
     };
     std::thread::scope(|s| {
         let handles: Vec<_> = plan
@@ -157,7 +178,10 @@ pub fn teardown_everywhere(plan: &Plan) -> Vec<String> {
                 })
             })
             .collect();
-        handles.into_iter().filter_map(|h| h.join().unwrap_or_else(|_| Err("a thread panicked".into())).err()).collect()
+        handles
+            .into_iter()
+            .filter_map(|h| h.join().unwrap_or_else(|_| Err("a thread panicked".into())).err())
+            .collect()
     })
 }
 
@@ -166,17 +190,24 @@ pub fn teardown_everywhere(plan: &Plan) -> Vec<String> {
 /// (JSON; `None` if it handed none on), with the lab clock's zero moved to this
 /// machine's monotonic clock (the dead controller's was another machine's): the agent's
 /// lab clock, read halfway through the exchange.
-pub fn fetch_state(address: SocketAddr, lab: &str) -> Result<(serde_json::Value, Option<serde_json::Value>)> {
+pub fn fetch_state(
+    address: SocketAddr,
+    lab: &str,
+) -> Result<(serde_json::Value, Option<serde_json::Value>)> {
     let (token, tls) = (agent_token()?, crate::channel::client_config()?);
     let a = AgentClient::new(AgentRoute::to_peer(address, &token, &tls))?;
     let asked_ns = vemu_engine::monotonic_ns();
     match a.call(lab, &WorkerRequest::State) {
         WorkerReply::Text(t) => {
             let answered_ns = vemu_engine::monotonic_ns();
-            let mut v: serde_json::Value = serde_json::from_str(&t).ok().filter(serde_json::Value::is_object).ok_or_else(|| anyhow::anyhow!("{}: not a lab's state", a.what()))?;
+            let mut v: serde_json::Value = serde_json::from_str(&t)
+                .ok()
+                .filter(serde_json::Value::is_object)
+                .ok_or_else(|| anyhow::anyhow!("{}: not a lab's state", a.what()))?;
             let mut saved = Some(v["saved"].take()).filter(|s| s.is_object());
             if let (Some(s), Some(lab_now)) = (saved.as_mut(), v["lab_now_ns"].as_u64()) {
-                s["clock_epoch_ns"] = (asked_ns / 2 + answered_ns / 2).saturating_sub(lab_now).into();
+                s["clock_epoch_ns"] =
+                    (asked_ns / 2 + answered_ns / 2).saturating_sub(lab_now).into();
             }
             Ok((v["plan"].take(), saved))
         }
@@ -247,14 +278,21 @@ impl Cluster {
         Cluster::connect_agents(plan, token, |a, lab| {
             let hello = a.hello()?;
             if hello.labs.iter().any(|l| l == lab) {
-                anyhow::bail!("{} already holds a share of lab '{lab}' (take it down first)", a.what());
+                anyhow::bail!(
+                    "{} already holds a share of lab '{lab}' (take it down first)",
+                    a.what()
+                );
             }
             Ok(())
         })
     }
 
     /// A client for every machine of `plan`, each checked by `check` first.
-    fn connect_agents(plan: &Plan, token: &str, check: impl Fn(&AgentClient, &str) -> Result<()>) -> Result<Cluster> {
+    fn connect_agents(
+        plan: &Plan,
+        token: &str,
+        check: impl Fn(&AgentClient, &str) -> Result<()>,
+    ) -> Result<Cluster> {
         let mut agents = Vec::new();
         let tls = crate::channel::client_config()?;
         for m in &plan.machines {
@@ -263,7 +301,11 @@ impl Cluster {
             agents.push(a);
         }
         let node_at: Vec<usize> = plan.nodes.iter().map(|n| n.machine).collect();
-        let link_machines = plan.links.iter().map(|l| Some([node_at[l.a.node], node_at[l.b.node]]).filter(|[a, b]| a != b)).collect();
+        let link_machines = plan
+            .links
+            .iter()
+            .map(|l| Some([node_at[l.a.node], node_at[l.b.node]]).filter(|[a, b]| a != b))
+            .collect();
         Ok(Cluster {
             link_machines,
             lab: plan.name.clone(),
@@ -293,7 +335,12 @@ impl Cluster {
     /// agents' clocks started from it). A machine whose agent does not answer, or no
     /// longer holds its share, is lost from the start (its links are taken down as for
     /// any lost machine); a lab no agent holds any more is an error.
-    pub fn attach(plan: &Plan, token: &str, clock: LabClock, underlay: Vec<(usize, usize, Option<u64>)>) -> Result<Cluster> {
+    pub fn attach(
+        plan: &Plan,
+        token: &str,
+        clock: LabClock,
+        underlay: Vec<(usize, usize, Option<u64>)>,
+    ) -> Result<Cluster> {
         let mut cluster = Cluster::connect_agents(plan, token, |_, _| Ok(()))?;
         let held: Vec<Result<(), String>> = std::thread::scope(|s| {
             let handles: Vec<_> = cluster.agents.iter().map(|a| s.spawn(|| match a.hello() {
@@ -301,11 +348,18 @@ impl Cluster {
                 Ok(_) => Err(format!("{} no longer holds a share of lab '{}' (its lease ended, or it restarted)", a.what(), plan.name)),
                 Err(e) => Err(format!("{e:#}")),
             })).collect();
-            handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("a thread panicked".into()))).collect()
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|_| Err("a thread panicked".into())))
+                .collect()
         });
         if held.iter().all(Result::is_err) {
             let why: Vec<String> = held.into_iter().filter_map(Result::err).collect();
-            anyhow::bail!("no machine holds lab '{}' any more ({}); 'vemu clean' removes what is left of it", plan.name, why.join("; "));
+            anyhow::bail!(
+                "no machine holds lab '{}' any more ({}); 'vemu clean' removes what is left of it",
+                plan.name,
+                why.join("; ")
+            );
         }
         for (m, h) in held.into_iter().enumerate() {
             if let Err(e) = h {
@@ -321,8 +375,14 @@ impl Cluster {
     /// Send `req` to machines `to` side by side; their answers in that order.
     fn each(&self, to: &[usize], req: &WorkerRequest) -> Vec<WorkerReply> {
         std::thread::scope(|s| {
-            let handles: Vec<_> = to.iter().map(|&m| s.spawn(move || self.agents[m].call(&self.lab, req))).collect();
-            handles.into_iter().map(|h| h.join().unwrap_or_else(|_| WorkerReply::Error("a thread panicked".into()))).collect()
+            let handles: Vec<_> =
+                to.iter().map(|&m| s.spawn(move || self.agents[m].call(&self.lab, req))).collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| WorkerReply::Error("a thread panicked".into()))
+                })
+                .collect()
         })
     }
 
@@ -500,7 +560,12 @@ impl Cluster {
                         })
                     })
                     .collect();
-                probes.into_iter().map(|p| p.join().unwrap_or_else(|_| Err(anyhow!("the probe's thread panicked")))).collect()
+                probes
+                    .into_iter()
+                    .map(|p| {
+                        p.join().unwrap_or_else(|_| Err(anyhow!("the probe's thread panicked")))
+                    })
+                    .collect()
             });
             for (&(a, b), bps) in round.iter().zip(results) {
                 if let Err(e) = &bps {
@@ -531,7 +596,12 @@ impl Cluster {
     }
 
     fn node_machine(&self, node: &str) -> Result<usize, String> {
-        let m = self.node_names.iter().position(|n| n == node).map(|i| self.node_at[i]).ok_or_else(|| format!("no node '{node}'"))?;
+        let m = self
+            .node_names
+            .iter()
+            .position(|n| n == node)
+            .map(|i| self.node_at[i])
+            .ok_or_else(|| format!("no node '{node}'"))?;
         match self.lost(m) {
             true => Err(format!("node '{node}' is on {}, which is lost", self.agents[m].what())),
             false => Ok(m),
@@ -540,7 +610,11 @@ impl Cluster {
 
     /// Every machine's answer to `req`, taken apart by `pick` (the first error, or an
     /// answer of another kind, instead).
-    fn gather<T>(&self, req: &WorkerRequest, pick: impl Fn(WorkerReply) -> Result<T, WorkerReply>) -> Result<Vec<T>, WorkerReply> {
+    fn gather<T>(
+        &self,
+        req: &WorkerRequest,
+        pick: impl Fn(WorkerReply) -> Result<T, WorkerReply>,
+    ) -> Result<Vec<T>, WorkerReply> {
         self.each(&self.all(), req).into_iter().map(pick).collect()
     }
 
@@ -558,13 +632,24 @@ impl Cluster {
 
     /// Start machine `m`'s part of a capture; a thread passes its frames to `tx` until
     /// the returned sender fires, the agent's stream ends or `tx`'s receiver is gone.
-    fn start_capture(&self, m: usize, specs: &[CaptureSpec], tx: std::sync::mpsc::SyncSender<Captured>) -> Result<tokio::sync::oneshot::Sender<()>> {
+    fn start_capture(
+        &self,
+        m: usize,
+        specs: &[CaptureSpec],
+        tx: std::sync::mpsc::SyncSender<Captured>,
+    ) -> Result<tokio::sync::oneshot::Sender<()>> {
         use http_body_util::BodyExt;
         let route = self.agents[m].route.clone();
         let health = self.health.clone();
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         let body = serde_json::to_vec(specs)?;
-        let res = rt.block_on(route.request("POST", &format!("/v1/agent/labs/{}/capture", self.lab), body.into())).with_context(|| route.what())?;
+        let res = rt
+            .block_on(route.request(
+                "POST",
+                &format!("/v1/agent/labs/{}/capture", self.lab),
+                body.into(),
+            ))
+            .with_context(|| route.what())?;
         if !res.status().is_success() {
             let m = rt.block_on(AgentRoute::failure(res));
             return Err(anyhow!("{}: {m}", route.what()));
@@ -608,12 +693,28 @@ impl Cluster {
             let plan = &plan;
             let handles: Vec<_> = (0..self.agents.len())
                 .map(|m| {
-                    let share = Share { machine: m, underlay: self.agents[m].route.address.ip(), underlay_mtu: 0, lab_now_ns, lease_s: self.lease_s, vxlan_port: vemu_host::vxlan_port(&self.lab) };
-                    let req = WorkerRequest::Build { plan: plan.clone(), clock_epoch_ns, share: Some(share) };
+                    let share = Share {
+                        machine: m,
+                        underlay: self.agents[m].route.address.ip(),
+                        underlay_mtu: 0,
+                        lab_now_ns,
+                        lease_s: self.lease_s,
+                        vxlan_port: vemu_host::vxlan_port(&self.lab),
+                    };
+                    let req = WorkerRequest::Build {
+                        plan: plan.clone(),
+                        clock_epoch_ns,
+                        share: Some(share),
+                    };
                     s.spawn(move || self.agents[m].call(&self.lab, &req))
                 })
                 .collect();
-            handles.into_iter().map(|h| h.join().unwrap_or_else(|_| WorkerReply::Error("a thread panicked".into()))).collect::<Vec<_>>()
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| WorkerReply::Error("a thread panicked".into()))
+                })
+                .collect::<Vec<_>>()
         });
         let mut ends: Vec<[Option<SocketAddr>; 2]> = vec![[None; 2]; self.tunnel_at.len()];
         let mut failed = Vec::new();
@@ -634,7 +735,8 @@ impl Cluster {
                     }
                 }
                 WorkerReply::Error(e) => failed.push(e),
-                _ => failed.push(format!("{}: an answer that is not its tunnels", self.agents[m].what())),
+                _ => failed
+                    .push(format!("{}: an answer that is not its tunnels", self.agents[m].what())),
             }
         }
         // Phase 2: each machine joins its tunnels to the far ends and starts.
@@ -664,15 +766,31 @@ impl Cluster {
                                 .enumerate()
                                 .take(plan.links.len())
                                 .filter(|(_, at)| at[0] != at[1] && at.contains(&m))
-                                .filter_map(|(l, at)| vxlan[if at[0] == m { at[1] } else { at[0] }].map(|a| (l, a)))
+                                .filter_map(|(l, at)| {
+                                    vxlan[if at[0] == m { at[1] } else { at[0] }].map(|a| (l, a))
+                                })
                                 .collect(),
                         };
-                        s.spawn(move || self.agents[m].call(&self.lab, &WorkerRequest::Connect { peers, vxlan: kernel }))
+                        s.spawn(move || {
+                            self.agents[m]
+                                .call(&self.lab, &WorkerRequest::Connect { peers, vxlan: kernel })
+                        })
                     })
                     .collect();
-                handles.into_iter().map(|h| h.join().unwrap_or_else(|_| WorkerReply::Error("a thread panicked".into()))).collect()
+                handles
+                    .into_iter()
+                    .map(|h| {
+                        h.join().unwrap_or_else(|_| WorkerReply::Error("a thread panicked".into()))
+                    })
+                    .collect()
             });
-            failed.extend(connects.into_iter().filter_map(|r| if let WorkerReply::Error(e) = r { Some(e) } else { None }));
+            failed.extend(connects.into_iter().filter_map(|r| {
+                if let WorkerReply::Error(e) = r {
+                    Some(e)
+                } else {
+                    None
+                }
+            }));
         }
         if failed.is_empty() {
             return WorkerReply::Done;
@@ -708,18 +826,24 @@ impl Worker for Cluster {
                 });
                 self.underlay = underlay;
                 match built {
-                    WorkerReply::Done => match self.start_heartbeats(LabClock { epoch_ns: clock_epoch_ns }) {
-                        Ok(()) => WorkerReply::Done,
-                        Err(e) => {
-                            let _ = self.call(WorkerRequest::Teardown, _progress);
-                            WorkerReply::Error(format!("starting the heartbeats: {e:#}"))
+                    WorkerReply::Done => {
+                        match self.start_heartbeats(LabClock { epoch_ns: clock_epoch_ns }) {
+                            Ok(()) => WorkerReply::Done,
+                            Err(e) => {
+                                let _ = self.call(WorkerRequest::Teardown, _progress);
+                                WorkerReply::Error(format!("starting the heartbeats: {e:#}"))
+                            }
                         }
-                    },
+                    }
                     r => r,
                 }
             }
-            WorkerRequest::Connect { .. } => WorkerReply::Error("a lab across machines connects its shares itself".into()),
-            WorkerRequest::State => WorkerReply::Error("each agent holds its machine's state".into()),
+            WorkerRequest::Connect { .. } => {
+                WorkerReply::Error("a lab across machines connects its shares itself".into())
+            }
+            WorkerRequest::State => {
+                WorkerReply::Error("each agent holds its machine's state".into())
+            }
             WorkerRequest::Patch { target, dir, ref patch } => {
                 // Both machines of a link keep its impairments; the one that sends in
                 // direction `dir` carries them out and answers.
@@ -727,8 +851,10 @@ impl Worker for Cluster {
                 // (A segment member's two directions are both carried out on its node's
                 // machine: its ingress after the trunk from the segment's.)
                 let side = if let Target::Member(..) = target { 0 } else { dir.min(1) };
-                let sender = self.tunnel_at.get(self.tunnel(target)).map_or(usize::MAX, |at| at[side]);
-                let replies = self.each(&ms, &WorkerRequest::Patch { target, dir, patch: patch.clone() });
+                let sender =
+                    self.tunnel_at.get(self.tunnel(target)).map_or(usize::MAX, |at| at[side]);
+                let replies =
+                    self.each(&ms, &WorkerRequest::Patch { target, dir, patch: patch.clone() });
                 let reply = match ms.iter().position(|&m| m == sender).map(|i| replies[i].clone()) {
                     Some(r @ WorkerReply::Impairments(_)) => r,
                     _ => Self::first(replies),
@@ -736,9 +862,14 @@ impl Worker for Cluster {
                 // A rate set on a link between machines, that way, for the first time:
                 // the underlay is measured that way now.
                 if let (WorkerReply::Impairments(i), Target::Link(l)) = (&reply, target) {
-                    if let (Some(_), Some([a, b])) = (i.rate_bps, self.link_machines.get(l).copied().flatten()) {
+                    if let (Some(_), Some([a, b])) =
+                        (i.rate_bps, self.link_machines.get(l).copied().flatten())
+                    {
                         let way = if dir == 0 { (a, b) } else { (b, a) };
-                        if !self.underlay.iter().any(|u| (u.0, u.1) == way) && !self.lost(way.0) && !self.lost(way.1) {
+                        if !self.underlay.iter().any(|u| (u.0, u.1) == way)
+                            && !self.lost(way.0)
+                            && !self.lost(way.1)
+                        {
                             let measured = self.measure_underlay(&[way]);
                             self.underlay.extend(measured);
                         }
@@ -746,7 +877,9 @@ impl Worker for Cluster {
                 }
                 reply
             }
-            WorkerRequest::SetUp { target, up } => Self::first(self.each(&self.machines_of(target), &WorkerRequest::SetUp { target, up })),
+            WorkerRequest::SetUp { target, up } => Self::first(
+                self.each(&self.machines_of(target), &WorkerRequest::SetUp { target, up }),
+            ),
             ref r @ (WorkerRequest::NodeState { ref node, .. }
             | WorkerRequest::SetLimits { ref node, .. }
             | WorkerRequest::TrafficEnd { ref node, .. }
@@ -754,12 +887,20 @@ impl Worker for Cluster {
                 Ok(m) => self.agents[m].call(&self.lab, r),
                 Err(e) => WorkerReply::Error(e),
             },
-            ref r @ (WorkerRequest::Positions { seg, .. } | WorkerRequest::Radio { seg }) => match self.seg_at.get(seg) {
-                Some(&m) => self.agents[m].call(&self.lab, r),
-                None => WorkerReply::Error(format!("no segment {seg}")),
-            },
+            ref r @ (WorkerRequest::Positions { seg, .. } | WorkerRequest::Radio { seg }) => {
+                match self.seg_at.get(seg) {
+                    Some(&m) => self.agents[m].call(&self.lab, r),
+                    None => WorkerReply::Error(format!("no segment {seg}")),
+                }
+            }
             WorkerRequest::Stats => {
-                let all = match self.gather(&WorkerRequest::Stats, |r| if let WorkerReply::Stats(c) = r { Ok(c) } else { Err(r) }) {
+                let all = match self.gather(&WorkerRequest::Stats, |r| {
+                    if let WorkerReply::Stats(c) = r {
+                        Ok(c)
+                    } else {
+                        Err(r)
+                    }
+                }) {
                     Ok(all) => all,
                     Err(e) => return e,
                 };
@@ -791,13 +932,31 @@ impl Worker for Cluster {
                 WorkerReply::Stats(total.unwrap_or_default())
             }
             WorkerRequest::Processes => self
-                .gather(&WorkerRequest::Processes, |r| if let WorkerReply::Processes(p) = r { Ok(p) } else { Err(r) })
+                .gather(&WorkerRequest::Processes, |r| {
+                    if let WorkerReply::Processes(p) = r {
+                        Ok(p)
+                    } else {
+                        Err(r)
+                    }
+                })
                 .map_or_else(|e| e, |all| WorkerReply::Processes(all.concat())),
             WorkerRequest::TapQueues => self
-                .gather(&WorkerRequest::TapQueues, |r| if let WorkerReply::TapQueues(q) = r { Ok(q) } else { Err(r) })
+                .gather(&WorkerRequest::TapQueues, |r| {
+                    if let WorkerReply::TapQueues(q) = r {
+                        Ok(q)
+                    } else {
+                        Err(r)
+                    }
+                })
                 .map_or_else(|e| e, |all| WorkerReply::TapQueues(all.concat())),
             WorkerRequest::Backlog => self
-                .gather(&WorkerRequest::Backlog, |r| if let WorkerReply::Backlog(b) = r { Ok(b) } else { Err(r) })
+                .gather(&WorkerRequest::Backlog, |r| {
+                    if let WorkerReply::Backlog(b) = r {
+                        Ok(b)
+                    } else {
+                        Err(r)
+                    }
+                })
                 .map_or_else(|e| e, |all| WorkerReply::Backlog(all.into_iter().max().unwrap_or(0))),
             WorkerRequest::Usage => {
                 // Each node's from its machine (nothing from lost machines).
@@ -809,7 +968,13 @@ impl Worker for Cluster {
                         r => return r,
                     }
                 }
-                WorkerReply::Usage(self.node_at.iter().enumerate().map(|(i, &m)| per_machine[m].get(i).cloned().unwrap_or_default()).collect())
+                WorkerReply::Usage(
+                    self.node_at
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &m)| per_machine[m].get(i).cloned().unwrap_or_default())
+                        .collect(),
+                )
             }
             WorkerRequest::Teardown => {
                 // Lost machines too, in case they are back; if not, their agents remove
@@ -840,7 +1005,11 @@ impl Worker for Cluster {
     /// by the node's machine only (the far machine's copy toward its tunnel would repeat
     /// it); what enters a link at its other end (`Before`) is seen where that end is, so
     /// both machines of the link take part (each records only what it sees).
-    fn capture(&mut self, on: &[CaptureSpec], tx: std::sync::mpsc::SyncSender<Captured>) -> Result<u64> {
+    fn capture(
+        &mut self,
+        on: &[CaptureSpec],
+        tx: std::sync::mpsc::SyncSender<Captured>,
+    ) -> Result<u64> {
         let mut per: std::collections::BTreeMap<usize, Vec<CaptureSpec>> = Default::default();
         for c in on {
             // (A segment member, side a of its tunnel, sees both points on its machine:
@@ -853,8 +1022,14 @@ impl Worker for Cluster {
             // keep its direction toward the interface off the kernel path: it records
             // nothing of it.)
             let machines = match (point, c.target) {
-                (vemu_engine::CapturePoint::Before, _) | (_, Target::Link(_)) => self.machines_of(c.target),
-                (vemu_engine::CapturePoint::After, _) => self.tunnel_at.get(self.tunnel(c.target)).map(|at| vec![at[side]]).unwrap_or_default(),
+                (vemu_engine::CapturePoint::Before, _) | (_, Target::Link(_)) => {
+                    self.machines_of(c.target)
+                }
+                (vemu_engine::CapturePoint::After, _) => self
+                    .tunnel_at
+                    .get(self.tunnel(c.target))
+                    .map(|at| vec![at[side]])
+                    .unwrap_or_default(),
             };
             for m in machines {
                 per.entry(m).or_default().push(*c);
@@ -918,15 +1093,22 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let path = std::env::temp_dir().join(format!("vemu-token-test-{}", std::process::id()));
         std::fs::write(&path, "a-token-0123456789abcdef\n").unwrap();
-        for (mode, ok) in [(0o644, false), (0o640, false), (0o604, false), (0o600, true), (0o400, true)] {
+        for (mode, ok) in
+            [(0o644, false), (0o640, false), (0o604, false), (0o600, true), (0o400, true)]
+        {
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
             match super::read_token(&path) {
                 Ok(t) => assert!(ok && t == "a-token-0123456789abcdef", "mode {mode:o}"),
-                Err(e) => assert!(!ok && format!("{e:#}").contains(&format!("mode {mode:04o}")) && format!("{e:#}").contains("chmod 600"), "mode {mode:o}: {e:#}"),
+                Err(e) => assert!(
+                    !ok && format!("{e:#}").contains(&format!("mode {mode:04o}"))
+                        && format!("{e:#}").contains("chmod 600"),
+                    "mode {mode:o}: {e:#}"
+                ),
             }
         }
         std::fs::write(&path, "short\n").unwrap();
-        assert!(format!("{:#}", super::read_token(&path).unwrap_err()).contains("at least 16 characters"));
+        assert!(format!("{:#}", super::read_token(&path).unwrap_err())
+            .contains("at least 16 characters"));
         let _ = std::fs::remove_file(&path);
     }
 

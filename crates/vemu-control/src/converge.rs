@@ -15,7 +15,12 @@ const LISTED: usize = 10;
 
 /// Every prefix of the lab: the networks of the nodes' addresses and loopbacks.
 pub fn lab_prefixes(plan: &Plan) -> Vec<IpNet> {
-    let mut v: Vec<IpNet> = plan.nodes.iter().flat_map(|n| n.ifaces.iter().flat_map(|i| i.addrs.iter()).chain(&n.loopback)).map(|a| a.trunc()).collect();
+    let mut v: Vec<IpNet> = plan
+        .nodes
+        .iter()
+        .flat_map(|n| n.ifaces.iter().flat_map(|i| i.addrs.iter()).chain(&n.loopback))
+        .map(|a| a.trunc())
+        .collect();
     v.sort();
     v.dedup();
     v
@@ -26,7 +31,9 @@ pub fn uncovered(needed: &[IpNet], have: &[IpNet], v4: bool, v6: bool) -> Vec<Ip
     needed
         .iter()
         .filter(|n| if n.addr().is_ipv4() { v4 } else { v6 })
-        .filter(|n| !have.iter().any(|h| h.prefix_len() <= n.prefix_len() && h.contains(&n.network())))
+        .filter(|n| {
+            !have.iter().any(|h| h.prefix_len() <= n.prefix_len() && h.contains(&n.network()))
+        })
         .copied()
         .collect()
 }
@@ -65,7 +72,10 @@ pub fn check(paths: &LabPaths, plan: &Plan) -> anyhow::Result<Convergence> {
         if !missing.is_empty() {
             nodes_lacking += 1;
             if lacking.len() < LISTED {
-                lacking.push(Lacking { node: n.name.clone(), prefixes: missing.iter().take(LISTED).map(|p| p.to_string()).collect() });
+                lacking.push(Lacking {
+                    node: n.name.clone(),
+                    prefixes: missing.iter().take(LISTED).map(|p| p.to_string()).collect(),
+                });
             }
         }
     }
@@ -82,12 +92,16 @@ mod tests {
 
     #[test]
     fn a_prefix_is_covered_by_a_route_to_it_or_to_a_wider_one() {
-        let needed = nets(&["10.0.0.0/30", "10.0.0.4/30", "10.255.0.2/32", "fd00::/64", "fd00:ff::2/128"]);
+        let needed =
+            nets(&["10.0.0.0/30", "10.0.0.4/30", "10.255.0.2/32", "fd00::/64", "fd00:ff::2/128"]);
         // Connected routes and one learnt route: the rest is lacking.
         let have = nets(&["10.0.0.0/30", "10.255.0.0/24", "fd00::/64"]);
         assert_eq!(uncovered(&needed, &have, true, true), nets(&["10.0.0.4/30", "fd00:ff::2/128"]));
         // A narrower route does not cover a wider prefix.
-        assert_eq!(uncovered(&nets(&["10.0.0.0/24"]), &nets(&["10.0.0.0/25"]), true, true), nets(&["10.0.0.0/24"]));
+        assert_eq!(
+            uncovered(&nets(&["10.0.0.0/24"]), &nets(&["10.0.0.0/25"]), true, true),
+            nets(&["10.0.0.0/24"])
+        );
         // Default routes cover their family.
         assert!(uncovered(&needed, &nets(&["0.0.0.0/0", "::/0"]), true, true).is_empty());
         // A family the node has no address of is not asked for.

@@ -55,7 +55,9 @@ const SETTLE_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
 /// millions of frame copies on a big LAN, and a ping sent behind them is late).
 fn settle(ctl: &Arc<Mutex<Controller>>) -> Settled {
     let fast_path_off = match ctl.locked().counters() {
-        Ok(c) if c.fast_path.starts_with("off") && !c.links.is_empty() => Some(c.fast_path.trim_start_matches("off: ").to_string()),
+        Ok(c) if c.fast_path.starts_with("off") && !c.links.is_empty() => {
+            Some(c.fast_path.trim_start_matches("off: ").to_string())
+        }
         _ => None,
     };
     let warnings = ctl.locked().underlay_warnings();
@@ -85,7 +87,6 @@ pub struct ApiOptions {
     pub tcp: Option<SocketAddr>,
 }
 
-
 /// A random bearer token: 32 bytes from the kernel, in hex.
 fn new_token() -> Result<String> {
     let mut b = [0u8; 32];
@@ -95,7 +96,12 @@ fn new_token() -> Result<String> {
 
 /// Build the lab described by `plan`, report progress through `report`, then serve it
 /// until it is taken down. Returns once everything is removed.
-pub fn run(plan: Plan, options: ApiOptions, lock: vemu_host::LabLock, mut report: impl FnMut(Event)) -> Result<()> {
+pub fn run(
+    plan: Plan,
+    options: ApiOptions,
+    lock: vemu_host::LabLock,
+    mut report: impl FnMut(Event),
+) -> Result<()> {
     // Held until every trace of the lab is gone, then given up (on every path out).
     let mut name = NameGuard(Some(lock));
     serve_lab(plan, options, None, &mut name, &mut report)
@@ -106,18 +112,30 @@ pub fn run(plan: Plan, options: ApiOptions, lock: vemu_host::LabLock, mut report
 /// asked whether they still hold their shares, and the lab is served as before — nothing
 /// is built, and the nodes and the data plane never stopped. `options.tcp` (or, if
 /// `None`, where the dead controller served it) is where the API is served on TCP.
-pub fn attach(lab: &str, options: ApiOptions, lock: vemu_host::LabLock, mut report: impl FnMut(Event)) -> Result<()> {
+pub fn attach(
+    lab: &str,
+    options: ApiOptions,
+    lock: vemu_host::LabLock,
+    mut report: impl FnMut(Event),
+) -> Result<()> {
     let mut name = NameGuard(Some(lock));
     let paths = LabPaths::new(lab);
     let plan: Plan = std::fs::read(paths.plan())
         .map_err(anyhow::Error::from)
         .and_then(|b| Ok(serde_json::from_slice(&b)?))
-        .with_context(|| format!("reading the plan of lab '{lab}' from {} (was it started on this machine?)", paths.plan().display()))?;
+        .with_context(|| {
+            format!(
+                "reading the plan of lab '{lab}' from {} (was it started on this machine?)",
+                paths.plan().display()
+            )
+        })?;
     if plan.machines.is_empty() {
         bail!("lab '{lab}' runs on this machine alone: its controller was its data plane, and a lab whose controller died cannot be taken over (take it down with 'vemu clean', then up again)");
     }
     let saved = Saved::load(lab).context("the state its controller saved")?;
-    saved.check(&plan).with_context(|| format!("{} holds a value out of range", Saved::path(lab).display()))?;
+    saved
+        .check(&plan)
+        .with_context(|| format!("{} holds a value out of range", Saved::path(lab).display()))?;
     let options = ApiOptions { tcp: options.tcp.or(saved.api_tcp) };
     serve_lab(plan, options, Some(saved), &mut name, &mut report)
 }
@@ -140,10 +158,20 @@ impl Drop for NameGuard {
 }
 
 /// Build (or with `resume`, take over) the lab and serve it until it is taken down.
-fn serve_lab(plan: Plan, options: ApiOptions, resume: Option<Saved>, name: &mut NameGuard, report: &mut impl FnMut(Event)) -> Result<()> {
+fn serve_lab(
+    plan: Plan,
+    options: ApiOptions,
+    resume: Option<Saved>,
+    name: &mut NameGuard,
+    report: &mut impl FnMut(Event),
+) -> Result<()> {
     let paths = LabPaths::new(&plan.name);
     if std::os::unix::net::UnixStream::connect(paths.socket()).is_ok() {
-        bail!("lab '{}' is already running (take it down with 'vemu down --lab {}')", plan.name, plan.name);
+        bail!(
+            "lab '{}' is already running (take it down with 'vemu down --lab {}')",
+            plan.name,
+            plan.name
+        );
     }
     let resuming = resume.is_some();
     if resuming {
@@ -182,17 +210,27 @@ fn serve_lab(plan: Plan, options: ApiOptions, resume: Option<Saved>, name: &mut 
     // nodes, only the lab's directory (API socket, plan) and logs.
     let mut worker: Box<dyn Worker> = match (plan.machines.is_empty(), &resume) {
         (true, _) => Box::new(LocalWorker::default()),
-        (false, Some(s)) => Box::new(crate::cluster::Cluster::attach(&plan, &crate::cluster::agent_token()?, clock, s.underlay.clone())?),
+        (false, Some(s)) => Box::new(crate::cluster::Cluster::attach(
+            &plan,
+            &crate::cluster::agent_token()?,
+            clock,
+            s.underlay.clone(),
+        )?),
         (false, None) => {
             let cluster = crate::cluster::Cluster::connect(&plan, &crate::cluster::agent_token()?)?;
-            std::fs::create_dir_all(&paths.dir).with_context(|| format!("creating {}", paths.dir.display()))?;
-            std::fs::create_dir_all(paths.log_dir()).with_context(|| format!("creating {}", paths.log_dir().display()))?;
+            std::fs::create_dir_all(&paths.dir)
+                .with_context(|| format!("creating {}", paths.dir.display()))?;
+            std::fs::create_dir_all(paths.log_dir())
+                .with_context(|| format!("creating {}", paths.log_dir().display()))?;
             Box::new(cluster)
         }
     };
     if resume.is_none() {
-        let build = WorkerRequest::Build { plan: plan.clone(), clock_epoch_ns: epoch_ns, share: None };
-        if let WorkerReply::Error(e) = worker.call(build, &mut |done, total| report(Event::Progress(done, total))) {
+        let build =
+            WorkerRequest::Build { plan: plan.clone(), clock_epoch_ns: epoch_ns, share: None };
+        if let WorkerReply::Error(e) =
+            worker.call(build, &mut |done, total| report(Event::Progress(done, total)))
+        {
             bail!("{e}");
         }
     }
@@ -229,14 +267,20 @@ fn serve_lab(plan: Plan, options: ApiOptions, resume: Option<Saved>, name: &mut 
         .then(|| -> Result<_> {
             let file = paths.log_dir().join("positions.csv");
             if resume.is_some() {
-                return Ok(std::io::BufWriter::new(std::fs::OpenOptions::new().append(true).create(true).open(file)?));
+                return Ok(std::io::BufWriter::new(
+                    std::fs::OpenOptions::new().append(true).create(true).open(file)?,
+                ));
             }
             let mut f = std::io::BufWriter::new(std::fs::File::create(file)?);
             writeln!(f, "t_s,segment,node,x_m,y_m")?;
             for m in &movers {
                 let g = &plan.segments[m.seg];
                 for (mp, p) in g.members.iter().zip(&m.last) {
-                    writeln!(f, "0.000,{},{},{:.3},{:.3}", g.name, plan.nodes[mp.end.node].name, p.x, p.y)?;
+                    writeln!(
+                        f,
+                        "0.000,{},{},{:.3},{:.3}",
+                        g.name, plan.nodes[mp.end.node].name, p.x, p.y
+                    )?;
                 }
             }
             f.flush()?;
@@ -244,7 +288,27 @@ fn serve_lab(plan: Plan, options: ApiOptions, resume: Option<Saved>, name: &mut 
         })
         .transpose()
         .context("writing positions.csv")?;
-    let ctl = Arc::new(Mutex::new(Controller { plan: plan.clone(), worker, links, members, stopped, clock, realtime_epoch_ns, events, movers, positions_log, flows: Vec::new(), flows_asked: 0, records_copied: Default::default(), watch: Default::default(), lost: vec![false; plan.machines.len()], lost_took: Vec::new(), usage: None, timeline_fired: 0, api_tcp: options.tcp }));
+    let ctl = Arc::new(Mutex::new(Controller {
+        plan: plan.clone(),
+        worker,
+        links,
+        members,
+        stopped,
+        clock,
+        realtime_epoch_ns,
+        events,
+        movers,
+        positions_log,
+        flows: Vec::new(),
+        flows_asked: 0,
+        records_copied: Default::default(),
+        watch: Default::default(),
+        lost: vec![false; plan.machines.len()],
+        lost_took: Vec::new(),
+        usage: None,
+        timeline_fired: 0,
+        api_tcp: options.tcp,
+    }));
     let timeline_skip = match resume {
         Some(saved) => {
             let mut c = ctl.locked();
@@ -255,19 +319,27 @@ fn serve_lab(plan: Plan, options: ApiOptions, resume: Option<Saved>, name: &mut 
     };
     let (shutdown, stop) = channel::<StopRequest>();
 
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().thread_name("vemu-api").build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .thread_name("vemu-api")
+        .build()?;
     let started = (|| -> Result<api::Servers> {
         std::fs::write(paths.pid_file(), format!("{}\n", std::process::id()))?;
         // The plan holds the nodes' files, which may be secrets (keys, passwords).
         crate::files::write_private(&paths.plan(), &serde_json::to_vec_pretty(&plan)?)?;
-        let unix = rt.block_on(async { tokio::net::UnixListener::bind(paths.socket()) }).context("creating the API socket")?;
+        let unix = rt
+            .block_on(async { tokio::net::UnixListener::bind(paths.socket()) })
+            .context("creating the API socket")?;
         std::fs::set_permissions(paths.socket(), std::fs::Permissions::from_mode(0o600))?;
         let tcp = match options.tcp {
             Some(addr) => {
                 let token = new_token()?;
                 let tf = paths.api_token();
                 crate::files::write_private(&tf, format!("{token}\n").as_bytes())?;
-                let l = rt.block_on(tokio::net::TcpListener::bind(addr)).with_context(|| format!("listening on {addr}"))?;
+                let l = rt
+                    .block_on(tokio::net::TcpListener::bind(addr))
+                    .with_context(|| format!("listening on {addr}"))?;
                 std::fs::write(paths.api_address(), format!("{}\n", l.local_addr()?))?;
                 ctl.locked().api_tcp = Some(l.local_addr()?);
                 Some((l, token))
@@ -316,9 +388,14 @@ fn serve_lab(plan: Plan, options: ApiOptions, resume: Option<Saved>, name: &mut 
         eprintln!("vemu: gathering the traffic records of lab '{}': {e}", plan.name);
     }
     if let Ok(v) = ctl.locked().stats() {
-        let _ = std::fs::write(paths.log_dir().join("stats-final.json"), serde_json::to_vec_pretty(&v).unwrap_or_default());
+        let _ = std::fs::write(
+            paths.log_dir().join("stats-final.json"),
+            serde_json::to_vec_pretty(&v).unwrap_or_default(),
+        );
     }
-    let result = call(ctl.locked().worker.as_mut(), WorkerRequest::Teardown).map(|_| ()).map_err(|e| e.to_string());
+    let result = call(ctl.locked().worker.as_mut(), WorkerRequest::Teardown)
+        .map(|_| ())
+        .map_err(|e| e.to_string());
     // The lab is gone: its name is free before `down` hears so (an `up` right after works).
     name.release();
     if let Some(tx) = reply_to {

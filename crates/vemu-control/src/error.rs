@@ -38,5 +38,7 @@ impl std::error::Error for LabError {}
 
 /// The message of an error answer (`{"error": "..."}`), if the body is one.
 pub(crate) fn error_message(body: &[u8]) -> Option<String> {
-    serde_json::from_slice::<serde_json::Value>(body).ok().and_then(|v| v["error"].as_str().map(String::from))
+    serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v["error"].as_str().map(String::from))
 }

@@ -113,7 +113,6 @@ pub struct Fidelity {
     pub engine_faults: Vec<String>,
 }
 
-
 fn judge(fraction: f64, th: &FidelityThresholds) -> Verdict {
     if fraction > th.invalid_fraction {
         Verdict::Invalid
@@ -126,22 +125,35 @@ fn judge(fraction: f64, th: &FidelityThresholds) -> Verdict {
 
 /// The verdict from per-direction counters (`(name, counters)`) and the engine's
 /// evidence.
-pub fn assess<'a>(dirs: impl IntoIterator<Item = (String, &'a DirStats)>, engine: &EngineEvidence, th: &FidelityThresholds) -> Fidelity {
+pub fn assess<'a>(
+    dirs: impl IntoIterator<Item = (String, &'a DirStats)>,
+    engine: &EngineEvidence,
+    th: &FidelityThresholds,
+) -> Fidelity {
     // Buckets wholly above the threshold count as late.
-    let first_late = DELAY_BUCKETS_NS.iter().position(|&b| b >= th.late_ns).map_or(DELAY_BUCKETS_NS.len(), |i| i + 1);
+    let first_late = DELAY_BUCKETS_NS
+        .iter()
+        .position(|&b| b >= th.late_ns)
+        .map_or(DELAY_BUCKETS_NS.len(), |i| i + 1);
     let (mut frames, mut late_frames) = (0u64, 0u64);
     let mut affected = Vec::new();
     for (name, d) in dirs {
         let n: u64 = d.late_hist.iter().sum();
-        let written_late = d.late_hist.iter().skip(first_late).sum::<u64>() + d.write_errors + d.underlay_lost;
+        let written_late =
+            d.late_hist.iter().skip(first_late).sum::<u64>() + d.write_errors + d.underlay_lost;
         // Frames that waited too long in the input queue, estimated from the probes that did.
         let probes: u64 = d.input_wait_hist.iter().sum();
         let input_late: u64 = d.input_wait_hist.iter().skip(first_late).sum();
-        let waited_late = if probes >= MIN_INPUT_PROBES { (n as f64 * input_late as f64 / probes as f64).round() as u64 } else { 0 };
+        let waited_late = if probes >= MIN_INPUT_PROBES {
+            (n as f64 * input_late as f64 / probes as f64).round() as u64
+        } else {
+            0
+        };
         // Frames from another machine are judged on both: late on either is late (a
         // frame late on both counts twice, so at most every frame).
         let arrival_late: u64 = d.arrival_wait_hist.iter().skip(first_late).sum();
-        let late = (written_late.max(waited_late) + arrival_late).min(n + d.write_errors + d.underlay_lost);
+        let late = (written_late.max(waited_late) + arrival_late)
+            .min(n + d.write_errors + d.underlay_lost);
         frames += n;
         late_frames += late;
         let judged = n + d.write_errors + d.underlay_lost;
@@ -169,21 +181,34 @@ pub fn assess<'a>(dirs: impl IntoIterator<Item = (String, &'a DirStats)>, engine
             });
         }
     }
-    affected.sort_by(|a, b| b.verdict.cmp(&a.verdict).then(b.late_fraction.total_cmp(&a.late_fraction)));
+    affected.sort_by(|a, b| {
+        b.verdict.cmp(&a.verdict).then(b.late_fraction.total_cmp(&a.late_fraction))
+    });
     let mut taps_affected: Vec<TapFidelity> = engine
         .taps
         .iter()
         .filter(|t| t.read + t.dropped >= th.min_frames)
         .map(|t| {
             let dropped_fraction = t.dropped as f64 / (t.read + t.dropped) as f64;
-            TapFidelity { port: t.port.clone(), verdict: judge(dropped_fraction, th), read: t.read, dropped: t.dropped, dropped_fraction }
+            TapFidelity {
+                port: t.port.clone(),
+                verdict: judge(dropped_fraction, th),
+                read: t.read,
+                dropped: t.dropped,
+                dropped_fraction,
+            }
         })
         .filter(|t| t.verdict != Verdict::Ok)
         .collect();
     taps_affected.sort_by(|a, b| b.dropped_fraction.total_cmp(&a.dropped_fraction));
-    let overall = if frames >= th.min_frames { judge(late_frames as f64 / frames as f64, th) } else { Verdict::Ok };
+    let overall = if frames >= th.min_frames {
+        judge(late_frames as f64 / frames as f64, th)
+    } else {
+        Verdict::Ok
+    };
     // A saturated engine has no headroom: degraded at least, whatever the frames say.
-    let saturated = engine.windows > 0 && engine.saturated_windows as f64 / engine.windows as f64 > th.degraded_fraction;
+    let saturated = engine.windows > 0
+        && engine.saturated_windows as f64 / engine.windows as f64 > th.degraded_fraction;
     let verdict = affected
         .iter()
         .map(|a| a.verdict)
@@ -210,7 +235,12 @@ pub fn assess<'a>(dirs: impl IntoIterator<Item = (String, &'a DirStats)>, engine
 
 /// The counters of one direction between two snapshots.
 pub fn delta(now: &DirStats, before: &DirStats) -> DirStats {
-    let sub = |a: &[u64], b: &[u64]| a.iter().enumerate().map(|(i, x)| x.saturating_sub(b.get(i).copied().unwrap_or(0))).collect();
+    let sub = |a: &[u64], b: &[u64]| {
+        a.iter()
+            .enumerate()
+            .map(|(i, x)| x.saturating_sub(b.get(i).copied().unwrap_or(0)))
+            .collect()
+    };
     DirStats {
         tx_frames: now.tx_frames.saturating_sub(before.tx_frames),
         write_errors: now.write_errors.saturating_sub(before.write_errors),
@@ -257,10 +287,19 @@ pub fn describe(f: &Fidelity) -> String {
             s.push_str(&format!(", {} lost by the underlay between machines", a.underlay_lost));
         }
         if a.input_probes > 0 {
-            s.push_str(&format!("; input queue: p99 {}, {} of {} probes waited longer", fmt_ns(a.p99_input_wait_ns), a.input_late_probes, a.input_probes));
+            s.push_str(&format!(
+                "; input queue: p99 {}, {} of {} probes waited longer",
+                fmt_ns(a.p99_input_wait_ns),
+                a.input_late_probes,
+                a.input_probes
+            ));
         }
         if a.arrival_late_frames > 0 {
-            s.push_str(&format!("; on the receiving machine: p99 {} from arrival to write, {} frames waited longer", fmt_ns(a.p99_arrival_wait_ns), a.arrival_late_frames));
+            s.push_str(&format!(
+                "; on the receiving machine: p99 {} from arrival to write, {} frames waited longer",
+                fmt_ns(a.p99_arrival_wait_ns),
+                a.arrival_late_frames
+            ));
         }
     }
     if f.affected.len() > 10 {
@@ -277,13 +316,22 @@ pub fn describe(f: &Fidelity) -> String {
         ));
     }
     for fault in &f.engine_faults {
-        s.push_str(&format!("\n  {fault}: its links and segments no longer forward (restart the lab)"));
+        s.push_str(&format!(
+            "\n  {fault}: its links and segments no longer forward (restart the lab)"
+        ));
     }
     if f.tap_dropped > 0 {
         s.push_str(&format!("\n  {} frames dropped by the nodes' kernels on full TAP queues (the engine did not read them in time)", f.tap_dropped));
     }
     for t in f.taps_affected.iter().take(10) {
-        s.push_str(&format!("\n  {:?} {} TAP queue: {:.1}% dropped ({} of {})", t.verdict, t.port, t.dropped_fraction * 100.0, t.dropped, t.read + t.dropped));
+        s.push_str(&format!(
+            "\n  {:?} {} TAP queue: {:.1}% dropped ({} of {})",
+            t.verdict,
+            t.port,
+            t.dropped_fraction * 100.0,
+            t.dropped,
+            t.read + t.dropped
+        ));
     }
     s
 }
@@ -318,7 +366,11 @@ pub(crate) fn tap_delta(now: &[TapQueue], before: &[TapQueue]) -> Vec<TapQueue> 
         .enumerate()
         .map(|(i, t)| {
             let b = before.get(i).filter(|b| b.port == t.port).cloned().unwrap_or_default();
-            TapQueue { port: t.port.clone(), read: t.read.saturating_sub(b.read), dropped: t.dropped.saturating_sub(b.dropped) }
+            TapQueue {
+                port: t.port.clone(),
+                read: t.read.saturating_sub(b.read),
+                dropped: t.dropped.saturating_sub(b.dropped),
+            }
         })
         .collect()
 }
@@ -331,7 +383,12 @@ mod tests {
         let mut h = vec![0; DELAY_BUCKETS_NS.len() + 1];
         h[3] = on_time; // ≤ 10 µs
         h[10] = late_2ms; // (1 ms, 2 ms]
-        DirStats { late_hist: h, write_errors: errors, late_max_ns: if late_2ms > 0 { 1_900_000 } else { 9_000 }, ..DirStats::default() }
+        DirStats {
+            late_hist: h,
+            write_errors: errors,
+            late_max_ns: if late_2ms > 0 { 1_900_000 } else { 9_000 },
+            ..DirStats::default()
+        }
     }
 
     #[test]
@@ -345,7 +402,11 @@ mod tests {
         assert_eq!(f.verdict, Verdict::Degraded);
         assert_eq!(f.affected[0].name, "b");
         assert_eq!(f.affected[0].p99_late_ns, 2_000_000);
-        let f = assess([("a".to_string(), &a), ("b".to_string(), &b), ("c".to_string(), &c)], &none, &th);
+        let f = assess(
+            [("a".to_string(), &a), ("b".to_string(), &b), ("c".to_string(), &c)],
+            &none,
+            &th,
+        );
         assert_eq!(f.verdict, Verdict::Invalid);
         assert_eq!((f.affected[0].name.as_str(), f.affected[0].late_frames), ("c", 5_010));
         assert!(describe(&f).contains("INVALID"), "{}", describe(&f));
@@ -365,8 +426,15 @@ mod tests {
         let mut d = dir(9_700, 0, 0);
         d.underlay_lost = 300;
         let f = assess([("x".to_string(), &d)], &EngineEvidence::default(), &th);
-        assert_eq!((f.verdict, f.affected[0].underlay_lost, f.affected[0].late_frames), (Verdict::Degraded, 300, 300));
-        assert!(describe(&f).contains("300 lost by the underlay between machines"), "{}", describe(&f));
+        assert_eq!(
+            (f.verdict, f.affected[0].underlay_lost, f.affected[0].late_frames),
+            (Verdict::Degraded, 300, 300)
+        );
+        assert!(
+            describe(&f).contains("300 lost by the underlay between machines"),
+            "{}",
+            describe(&f)
+        );
         let mut before = d.clone();
         before.underlay_lost = 100;
         assert_eq!(delta(&d, &before).underlay_lost, 200);
@@ -383,15 +451,28 @@ mod tests {
         d.input_wait_hist[10] = 20; // ≤ 2 ms
         let f = assess([("a".to_string(), &d)], &EngineEvidence::default(), &th);
         assert_eq!(f.verdict, Verdict::Invalid);
-        assert_eq!((f.late_frames, f.affected[0].input_late_probes, f.affected[0].p99_input_wait_ns), (2_000, 20, 2_000_000));
-        assert!(describe(&f).contains("input queue: p99 2.0 ms, 20 of 100 probes waited longer"), "{}", describe(&f));
+        assert_eq!(
+            (f.late_frames, f.affected[0].input_late_probes, f.affected[0].p99_input_wait_ns),
+            (2_000, 20, 2_000_000)
+        );
+        assert!(
+            describe(&f).contains("input queue: p99 2.0 ms, 20 of 100 probes waited longer"),
+            "{}",
+            describe(&f)
+        );
         // Too few probes say nothing; quick ones say all is well.
         d.input_wait_hist[10] = 2;
         d.input_wait_hist[4] = 2;
-        assert_eq!(assess([("a".to_string(), &d)], &EngineEvidence::default(), &th).verdict, Verdict::Ok);
+        assert_eq!(
+            assess([("a".to_string(), &d)], &EngineEvidence::default(), &th).verdict,
+            Verdict::Ok
+        );
         d.input_wait_hist[10] = 0;
         d.input_wait_hist[4] = 500;
-        assert_eq!(assess([("a".to_string(), &d)], &EngineEvidence::default(), &th).verdict, Verdict::Ok);
+        assert_eq!(
+            assess([("a".to_string(), &d)], &EngineEvidence::default(), &th).verdict,
+            Verdict::Ok
+        );
         // A window: the probes between two snapshots.
         let mut later = d.clone();
         later.input_wait_hist[10] = 7;
@@ -410,16 +491,25 @@ mod tests {
         d.arrival_wait_hist[10] = 2_000; // ≤ 2 ms
         let f = assess([("a".to_string(), &d)], &EngineEvidence::default(), &th);
         assert_eq!(f.verdict, Verdict::Invalid);
-        assert_eq!((f.late_frames, f.affected[0].arrival_late_frames, f.affected[0].p99_arrival_wait_ns), (2_000, 2_000, 2_000_000));
+        assert_eq!(
+            (f.late_frames, f.affected[0].arrival_late_frames, f.affected[0].p99_arrival_wait_ns),
+            (2_000, 2_000, 2_000_000)
+        );
         assert!(describe(&f).contains("on the receiving machine: p99 2.0 ms from arrival to write, 2000 frames waited longer"), "{}", describe(&f));
         // Late on both machines: counted on each, at most every frame.
         let mut both = d.clone();
         both.late_hist[3] = 0;
         both.late_hist[10] = 10_000;
-        assert_eq!(assess([("a".to_string(), &both)], &EngineEvidence::default(), &th).late_frames, 10_000);
+        assert_eq!(
+            assess([("a".to_string(), &both)], &EngineEvidence::default(), &th).late_frames,
+            10_000
+        );
         // Quick writes say all is well; a window holds the waits between two snapshots.
         d.arrival_wait_hist[10] = 0;
-        assert_eq!(assess([("a".to_string(), &d)], &EngineEvidence::default(), &th).verdict, Verdict::Ok);
+        assert_eq!(
+            assess([("a".to_string(), &d)], &EngineEvidence::default(), &th).verdict,
+            Verdict::Ok
+        );
         let mut later = d.clone();
         later.arrival_wait_hist[10] = 7;
         assert_eq!(delta(&later, &d).arrival_wait_hist[10], 7);
@@ -431,16 +521,33 @@ mod tests {
         let a = dir(10_000, 0, 0);
         let tap = |dropped| TapQueue { port: "n1:eth0".into(), read: 10_000, dropped };
         // Every frame on time, but the kernel dropped 5% of what n1 sent.
-        let f = assess([("a".to_string(), &a)], &EngineEvidence { taps: vec![tap(500)], ..Default::default() }, &th);
+        let f = assess(
+            [("a".to_string(), &a)],
+            &EngineEvidence { taps: vec![tap(500)], ..Default::default() },
+            &th,
+        );
         assert_eq!(f.verdict, Verdict::Degraded);
         assert_eq!((f.taps_affected[0].port.as_str(), f.tap_dropped), ("n1:eth0", 500));
         assert!(describe(&f).contains("n1:eth0 TAP queue: 4.8% dropped"), "{}", describe(&f));
-        let f = assess([("a".to_string(), &a)], &EngineEvidence { taps: vec![tap(5_000)], ..Default::default() }, &th);
+        let f = assess(
+            [("a".to_string(), &a)],
+            &EngineEvidence { taps: vec![tap(5_000)], ..Default::default() },
+            &th,
+        );
         assert_eq!(f.verdict, Verdict::Invalid);
-        let f = assess([("a".to_string(), &a)], &EngineEvidence { taps: vec![tap(50)], ..Default::default() }, &th);
+        let f = assess(
+            [("a".to_string(), &a)],
+            &EngineEvidence { taps: vec![tap(50)], ..Default::default() },
+            &th,
+        );
         assert_eq!(f.verdict, Verdict::Ok);
         // A shard saturated in 2 of 100 windows: no headroom left, degraded; 1 of 100 is not.
-        let busy = |saturated_windows| EngineEvidence { shard_busy: vec![0.5], windows: 100, saturated_windows, ..Default::default() };
+        let busy = |saturated_windows| EngineEvidence {
+            shard_busy: vec![0.5],
+            windows: 100,
+            saturated_windows,
+            ..Default::default()
+        };
         assert_eq!(assess([("a".to_string(), &a)], &busy(2), &th).verdict, Verdict::Degraded);
         assert_eq!(assess([("a".to_string(), &a)], &busy(1), &th).verdict, Verdict::Ok);
         // Window deltas of the TAP counters.

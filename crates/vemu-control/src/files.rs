@@ -9,7 +9,12 @@ use anyhow::{Context, Result};
 pub fn write_private(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
     let _ = std::fs::remove_file(path);
-    let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path).with_context(|| format!("creating {}", path.display()))?;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("creating {}", path.display()))?;
     f.write_all(bytes)?;
     Ok(())
 }

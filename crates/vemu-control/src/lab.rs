@@ -18,7 +18,10 @@ mod flows;
 mod mobility;
 pub mod saved;
 
-use crate::{DirStatus, Direction, IfaceStatus, LabStatus, LinkStatus, MemberStatus, NodeStatus, SegmentStatus};
+use crate::{
+    DirStatus, Direction, IfaceStatus, LabStatus, LinkStatus, MemberStatus, NodeStatus,
+    SegmentStatus,
+};
 
 /// A change of a node's limits: a field that is `Some` sets (`Some(None)`: lifts) that limit.
 #[derive(Debug, Clone, Copy, Default)]
@@ -39,7 +42,10 @@ pub struct PortState {
 impl PortState {
     /// Each link's state as the plan sets it.
     pub(crate) fn of_links(plan: &Plan) -> Vec<PortState> {
-        plan.links.iter().map(|l| PortState { up: true, imps: [l.forward.clone(), l.reverse.clone()] }).collect()
+        plan.links
+            .iter()
+            .map(|l| PortState { up: true, imps: [l.forward.clone(), l.reverse.clone()] })
+            .collect()
     }
 
     /// Whether it is up with these impairments (as the plan sets it).
@@ -49,7 +55,15 @@ impl PortState {
 
     /// Each segment port's state as the plan sets it, by segment.
     pub(crate) fn of_members(plan: &Plan) -> Vec<Vec<PortState>> {
-        plan.segments.iter().map(|g| g.members.iter().map(|m| PortState { up: true, imps: [m.egress.clone(), m.ingress.clone()] }).collect()).collect()
+        plan.segments
+            .iter()
+            .map(|g| {
+                g.members
+                    .iter()
+                    .map(|m| PortState { up: true, imps: [m.egress.clone(), m.ingress.clone()] })
+                    .collect()
+            })
+            .collect()
     }
 }
 
@@ -97,10 +111,15 @@ pub struct Controller {
 
 /// The thread that looks, every second, for machines of a lab across machines that were
 /// lost (see [`Controller::check_machines`]).
-pub(crate) fn watch_machines(ctl: std::sync::Arc<std::sync::Mutex<Controller>>, needed: bool) -> crate::background::Background {
+pub(crate) fn watch_machines(
+    ctl: std::sync::Arc<std::sync::Mutex<Controller>>,
+    needed: bool,
+) -> crate::background::Background {
     use crate::LockExt;
     crate::background::Background::spawn("vemu-machines", needed, move |stop| {
-        while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(std::time::Duration::from_secs(1)) {
+        while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+            stop.recv_timeout(std::time::Duration::from_secs(1))
+        {
             ctl.locked().check_machines();
         }
     })
@@ -187,7 +206,11 @@ impl Controller {
     fn target_name(&self, t: Target) -> String {
         match t {
             Target::Link(l) => self.plan.links[l].name.clone(),
-            Target::Member(g, k) => format!("{} ({})", self.plan.segments[g].name, self.plan.endpoint_name(self.plan.segments[g].members[k].end)),
+            Target::Member(g, k) => format!(
+                "{} ({})",
+                self.plan.segments[g].name,
+                self.plan.endpoint_name(self.plan.segments[g].members[k].end)
+            ),
         }
     }
 
@@ -203,9 +226,12 @@ impl Controller {
             }
         }
         for m in lost_now {
-            let Some(machine) = self.plan.machines.get(m).filter(|_| !self.lost[m]).cloned() else { continue };
+            let Some(machine) = self.plan.machines.get(m).filter(|_| !self.lost[m]).cloned() else {
+                continue;
+            };
             self.lost[m] = true;
-            let nodes: Vec<String> = self.plan.nodes.iter().filter(|n| n.machine == m).map(|n| n.name.clone()).collect();
+            let nodes: Vec<String> =
+                self.plan.nodes.iter().filter(|n| n.machine == m).map(|n| n.name.clone()).collect();
             let mut links = Vec::new();
             for t in self.crossing(m) {
                 if !self.state(t).up {
@@ -213,13 +239,23 @@ impl Controller {
                 }
                 self.state(t).up = false;
                 self.lost_took.push((m, t));
-                if let Err(e) = call(self.worker.as_mut(), WorkerRequest::SetUp { target: t, up: false }) {
+                if let Err(e) =
+                    call(self.worker.as_mut(), WorkerRequest::SetUp { target: t, up: false })
+                {
                     eprintln!("vemu: taking '{}' down: {e}", self.target_name(t));
                 }
                 links.push(self.target_name(t));
             }
-            let reason = format!("its agent ({}) stopped answering the controller's heartbeats or lost its share", machine.address);
-            eprintln!("vemu: machine '{}' is lost: {reason}; {} nodes lost, links down: {}", machine.name, nodes.len(), links.join(", "));
+            let reason = format!(
+                "its agent ({}) stopped answering the controller's heartbeats or lost its share",
+                machine.address
+            );
+            eprintln!(
+                "vemu: machine '{}' is lost: {reason}; {} nodes lost, links down: {}",
+                machine.name,
+                nodes.len(),
+                links.join(", ")
+            );
             self.emit(json!({"type": "machine-lost", "machine": machine.name, "reason": reason, "nodes": nodes, "links": links}));
             self.save();
         }
@@ -232,19 +268,26 @@ impl Controller {
     /// handed on.)
     fn rejoin(&mut self, m: usize) {
         self.lost[m] = false;
-        let took: Vec<Target> = self.lost_took.iter().filter(|(lm, _)| *lm == m).map(|&(_, t)| t).collect();
+        let took: Vec<Target> =
+            self.lost_took.iter().filter(|(lm, _)| *lm == m).map(|&(_, t)| t).collect();
         self.lost_took.retain(|(lm, _)| *lm != m);
         let mut links = Vec::new();
         for t in self.crossing(m) {
             for d in 0..2 {
                 let patch = vemu_link::ImpairmentsPatch::whole(&self.state(t).imps[d]);
-                if let Err(e) = call(self.worker.as_mut(), WorkerRequest::Patch { target: t, dir: d, patch }) {
+                if let Err(e) =
+                    call(self.worker.as_mut(), WorkerRequest::Patch { target: t, dir: d, patch })
+                {
                     eprintln!("vemu: '{}' on the machine that rejoins: {e}", self.target_name(t));
                 }
             }
             let up = self.state(t).up || took.contains(&t);
             if let Err(e) = call(self.worker.as_mut(), WorkerRequest::SetUp { target: t, up }) {
-                eprintln!("vemu: taking '{}' {}: {e}", self.target_name(t), if up { "up" } else { "down" });
+                eprintln!(
+                    "vemu: taking '{}' {}: {e}",
+                    self.target_name(t),
+                    if up { "up" } else { "down" }
+                );
             }
             self.state(t).up = up;
             if took.contains(&t) {
@@ -316,9 +359,13 @@ impl Controller {
     /// For each machine, the links from it to each other machine, by their rates set now,
     /// against the `measured` underlay ([`crate::worker::Worker::underlay`]). One pass
     /// over the links, whatever the number of machines.
-    fn underlay_by_machine(&self, measured: &[(usize, usize, Option<u64>)]) -> Vec<Vec<crate::UnderlayStatus>> {
+    fn underlay_by_machine(
+        &self,
+        measured: &[(usize, usize, Option<u64>)],
+    ) -> Vec<Vec<crate::UnderlayStatus>> {
         let mut out: Vec<Vec<crate::UnderlayStatus>> = vec![Vec::new(); self.plan.machines.len()];
-        let mut row: std::collections::HashMap<(usize, usize), usize> = std::collections::HashMap::new();
+        let mut row: std::collections::HashMap<(usize, usize), usize> =
+            std::collections::HashMap::new();
         for (i, l) in self.plan.links.iter().enumerate() {
             let (ma, mb) = (self.plan.nodes[l.a.node].machine, self.plan.nodes[l.b.node].machine);
             if ma == mb {
@@ -327,8 +374,15 @@ impl Controller {
             // Forward leaves a's machine, reverse b's.
             for (from, to, dir) in [(ma, mb, 0), (mb, ma, 1)] {
                 let k = *row.entry((from, to)).or_insert_with(|| {
-                    let measured_bps = measured.iter().find(|m| (m.0, m.1) == (from, to)).and_then(|m| m.2);
-                    out[from].push(crate::UnderlayStatus { to: self.plan.machines[to].name.clone(), links: 0, set_bps: 0, unlimited_links: 0, measured_bps });
+                    let measured_bps =
+                        measured.iter().find(|m| (m.0, m.1) == (from, to)).and_then(|m| m.2);
+                    out[from].push(crate::UnderlayStatus {
+                        to: self.plan.machines[to].name.clone(),
+                        links: 0,
+                        set_bps: 0,
+                        unlimited_links: 0,
+                        measured_bps,
+                    });
                     out[from].len() - 1
                 });
                 let u = &mut out[from][k];
@@ -348,13 +402,18 @@ impl Controller {
         self.underlay_by_machine(&measured)
             .into_iter()
             .enumerate()
-            .flat_map(|(m, rows)| rows.into_iter().filter_map(|u| u.warning(&self.plan.machines[m].name)).collect::<Vec<_>>())
+            .flat_map(|(m, rows)| {
+                rows.into_iter()
+                    .filter_map(|u| u.warning(&self.plan.machines[m].name))
+                    .collect::<Vec<_>>()
+            })
             .collect()
     }
 
     pub fn status(&mut self) -> Result<LabStatus, LabError> {
         let stats = self.counters()?;
-        let WorkerReply::Processes(procs) = call(self.worker.as_mut(), WorkerRequest::Processes)? else {
+        let WorkerReply::Processes(procs) = call(self.worker.as_mut(), WorkerRequest::Processes)?
+        else {
             return Err(LabError::internal("unexpected worker reply"));
         };
         let WorkerReply::Usage(usage) = call(self.worker.as_mut(), WorkerRequest::Usage)? else {
@@ -386,7 +445,10 @@ impl Controller {
                 kind: (!n.kind.is_made()).then(|| n.kind.name().to_string()),
             })
             .collect();
-        let dir = |st: &PortState, c: &[DirStats; 2], d: usize| DirStatus { impairments: st.imps[d].clone(), stats: c[d].clone() };
+        let dir = |st: &PortState, c: &[DirStats; 2], d: usize| DirStatus {
+            impairments: st.imps[d].clone(),
+            stats: c[d].clone(),
+        };
         let links = self
             .plan
             .links
@@ -429,15 +491,25 @@ impl Controller {
                     .enumerate()
                     .map(|(m, mp)| {
                         let st = &self.members[g][m];
-                        let node_of = |i: u32| self.plan.nodes[seg.members[i as usize].end.node].name.clone();
+                        let node_of =
+                            |i: u32| self.plan.nodes[seg.members[i as usize].end.node].name.clone();
                         let radio = radios[g].as_ref().map(|r| crate::RadioStatus {
                             x_m: r.positions[m].x,
                             y_m: r.positions[m].y,
                             neighbours: r.neighbours[m]
                                 .iter()
-                                .map(|n| crate::NeighbourStatus { node: node_of(n.member), distance_m: n.distance_m, delivery_probability: n.delivery_probability })
+                                .map(|n| crate::NeighbourStatus {
+                                    node: node_of(n.member),
+                                    distance_m: n.distance_m,
+                                    delivery_probability: n.delivery_probability,
+                                })
                                 .collect(),
-                            sent_to: r.pairs.iter().filter(|p| p.0 as usize == m).map(|p| crate::PairStatus { node: node_of(p.1), counters: p.2 }).collect(),
+                            sent_to: r
+                                .pairs
+                                .iter()
+                                .filter(|p| p.0 as usize == m)
+                                .map(|p| crate::PairStatus { node: node_of(p.1), counters: p.2 })
+                                .collect(),
                         });
                         MemberStatus {
                             port: self.plan.endpoint_name(mp.end),
@@ -451,7 +523,8 @@ impl Controller {
                     .collect(),
             })
             .collect();
-        let (offsets, underlay_rows) = (self.worker.clock_offsets(), self.underlay_by_machine(&self.worker.underlay()));
+        let (offsets, underlay_rows) =
+            (self.worker.clock_offsets(), self.underlay_by_machine(&self.worker.underlay()));
         let mut nodes_on = vec![0; self.plan.machines.len()];
         for n in &self.plan.nodes {
             if let Some(c) = nodes_on.get_mut(n.machine) {
@@ -482,7 +555,10 @@ impl Controller {
                     clock_offset_ns: offsets.get(i).copied().flatten().map(|o| o.offset_ns),
                     clock_rtt_ns: offsets.get(i).copied().flatten().map(|o| o.rtt_ns),
                     clock_error_ns: offsets.get(i).copied().flatten().map(|o| o.bound_ns()),
-                    clock_source: offsets.get(i).copied().flatten().map(|o| if o.wall_bound_ns.is_some() { "disciplined clocks" } else { "round trip" }.to_string()),
+                    clock_source: offsets.get(i).copied().flatten().map(|o| {
+                        if o.wall_bound_ns.is_some() { "disciplined clocks" } else { "round trip" }
+                            .to_string()
+                    }),
                     underlay,
                 })
                 .collect(),
@@ -492,7 +568,8 @@ impl Controller {
                 .iter()
                 .enumerate()
                 .map(|(i, d)| {
-                    let st = |k: usize| stats.diverts.get(i).map(|s| s[k].clone()).unwrap_or_default();
+                    let st =
+                        |k: usize| stats.diverts.get(i).map(|s| s[k].clone()).unwrap_or_default();
                     crate::DivertStatus {
                         name: d.name.clone(),
                         matches: d.matches.clone(),
@@ -506,10 +583,17 @@ impl Controller {
 
     /// Change impairments of links or segment ports; unspecified values stay. Every
     /// direction is checked first, so that a bad value changes nothing.
-    pub fn link_set(&mut self, spec: &str, direction: Direction, patch: vemu_link::ImpairmentsPatch) -> Result<(), LabError> {
+    pub fn link_set(
+        &mut self,
+        spec: &str,
+        direction: Direction,
+        patch: vemu_link::ImpairmentsPatch,
+    ) -> Result<(), LabError> {
         let targets = resolve(&self.plan, spec)?;
         if patch.mtu.is_some() {
-            return Err(LabError::invalid("the MTU of a link cannot be changed while the lab runs"));
+            return Err(LabError::invalid(
+                "the MTU of a link cannot be changed while the lab runs",
+            ));
         }
         let changes: Vec<(Target, usize)> = targets
             .into_iter()
@@ -528,7 +612,10 @@ impl Controller {
             imp.validate().map_err(LabError::invalid)?;
         }
         for (t, d) in changes {
-            if let WorkerReply::Impairments(imp) = call(self.worker.as_mut(), WorkerRequest::Patch { target: t, dir: d, patch: patch.clone() })? {
+            if let WorkerReply::Impairments(imp) = call(
+                self.worker.as_mut(),
+                WorkerRequest::Patch { target: t, dir: d, patch: patch.clone() },
+            )? {
                 self.emit(json!({"type": "link", "link": spec, "target": t, "direction": d, "impairments": imp}));
                 self.state(t).imps[d] = imp;
             }
@@ -550,10 +637,19 @@ impl Controller {
 
     /// Move a node on every wireless segment it is a member of: at once to `to`, or at
     /// `speed_mps` in a straight line. It stays there afterwards.
-    pub fn node_move(&mut self, node: &str, to: vemu_radio::Pos, speed_mps: Option<f64>) -> Result<(), LabError> {
+    pub fn node_move(
+        &mut self,
+        node: &str,
+        to: vemu_radio::Pos,
+        speed_mps: Option<f64>,
+    ) -> Result<(), LabError> {
         let ni = self.node_index(node)?;
-        if !(to.x.is_finite() && to.y.is_finite()) || speed_mps.is_some_and(|s| !(s.is_finite() && s > 0.0)) {
-            return Err(LabError::invalid("a position needs finite x and y, and a speed must be greater than 0"));
+        if !(to.x.is_finite() && to.y.is_finite())
+            || speed_mps.is_some_and(|s| !(s.is_finite() && s > 0.0))
+        {
+            return Err(LabError::invalid(
+                "a position needs finite x and y, and a speed must be greater than 0",
+            ));
         }
         let now = self.clock.now_ns();
         let mut found = false;
@@ -566,7 +662,9 @@ impl Controller {
             }
         }
         if !found {
-            return Err(LabError::invalid(format!("node '{node}' is not a member of a wireless segment")));
+            return Err(LabError::invalid(format!(
+                "node '{node}' is not a member of a wireless segment"
+            )));
         }
         Ok(())
     }
@@ -589,17 +687,25 @@ impl Controller {
 
     /// The agent of the machine that hosts `node` and the lab's name, when that is
     /// another machine.
-    pub(crate) fn agent_of(&self, node: &str) -> Result<Option<(crate::route::AgentRoute, String)>, LabError> {
+    pub(crate) fn agent_of(
+        &self,
+        node: &str,
+    ) -> Result<Option<(crate::route::AgentRoute, String)>, LabError> {
         let i = self.made_node(node)?;
         let m = self.plan.nodes[i].machine;
         if self.machine_lost(m) {
-            return Err(LabError::invalid(format!("node '{node}' is on machine '{}', which is lost", self.plan.machines[m].name)));
+            return Err(LabError::invalid(format!(
+                "node '{node}' is on machine '{}', which is lost",
+                self.plan.machines[m].name
+            )));
         }
         Ok(self.worker.agent_of(i).map(|r| (r, self.plan.name.clone())))
     }
 
     pub fn node_index(&self, node: &str) -> Result<usize, LabError> {
-        self.plan.node_index(node).ok_or_else(|| LabError::not_found(format!("no node named '{node}' in lab '{}'", self.plan.name)))
+        self.plan.node_index(node).ok_or_else(|| {
+            LabError::not_found(format!("no node named '{node}' in lab '{}'", self.plan.name))
+        })
     }
 
     /// A node vemu made (not the machine itself, `kind: host`, nor a NIC's wire, `kind:
@@ -656,9 +762,14 @@ impl Controller {
         }
         if taps.is_empty() {
             let have: Vec<&str> = n.ifaces.iter().map(|i| i.name.as_str()).collect();
-            return Err(LabError::not_found(format!("node '{node}' has no interface '{}' (it has: {})", iface.unwrap_or(""), have.join(", "))));
+            return Err(LabError::not_found(format!(
+                "node '{node}' has no interface '{}' (it has: {})",
+                iface.unwrap_or(""),
+                have.join(", ")
+            )));
         }
-        let id = self.worker.capture(&taps, tx).map_err(|e| LabError::internal(format!("{e:#}")))?;
+        let id =
+            self.worker.capture(&taps, tx).map_err(|e| LabError::internal(format!("{e:#}")))?;
         Ok((id, names))
     }
 
@@ -715,7 +826,8 @@ impl Controller {
                 self.usage = Some((now, u));
             }
         }
-        let (usage_t, usage) = self.usage.as_ref().map(|(t, u)| (*t, u.as_slice())).unwrap_or((now, &[]));
+        let (usage_t, usage) =
+            self.usage.as_ref().map(|(t, u)| (*t, u.as_slice())).unwrap_or((now, &[]));
         // Nodes vemu makes: CPU time and memory in use (as of `t_ns`, read once a second).
         let nodes: Vec<Value> = self
             .plan

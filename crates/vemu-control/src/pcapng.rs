@@ -75,7 +75,12 @@ mod tests {
 
     #[test]
     fn blocks_are_framed_and_aligned() {
-        for b in [section_header(), interface("r1:eth0", None), interface("r1:eth0", Some("on machine b")), packet(0, 1_700_000_000_123_456_789, &[1, 2, 3, 4, 5], true)] {
+        for b in [
+            section_header(),
+            interface("r1:eth0", None),
+            interface("r1:eth0", Some("on machine b")),
+            packet(0, 1_700_000_000_123_456_789, &[1, 2, 3, 4, 5], true),
+        ] {
             assert_eq!(b.len() % 4, 0);
             let len = u32::from_le_bytes(b[4..8].try_into().unwrap()) as usize;
             assert_eq!(len, b.len());

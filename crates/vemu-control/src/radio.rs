@@ -7,7 +7,6 @@ use vemu_radio::ns2::Trace;
 use vemu_radio::Pos;
 use vemu_scenario::Plan;
 
-
 /// The members of one wireless segment, moving.
 pub(crate) struct Movers {
     pub seg: usize,
@@ -26,7 +25,8 @@ pub(crate) fn movers(plan: &Plan) -> Vec<Movers> {
         .enumerate()
         .filter_map(|(seg, g)| {
             let w = g.wireless.as_ref()?;
-            let walkers: Vec<Walker> = w.radios.iter().map(|r| Walker::new(r.mobility.clone(), r.start, r.seed)).collect();
+            let walkers: Vec<Walker> =
+                w.radios.iter().map(|r| Walker::new(r.mobility.clone(), r.start, r.seed)).collect();
             let last = walkers.iter().map(|w| w.position()).collect();
             Some(Movers { seg, tick_ns: w.tick_ns, walkers, last, next_ns: w.tick_ns })
         })
@@ -58,7 +58,11 @@ impl Movers {
         self.walkers[m] = match speed_mps {
             None => Walker::new(Mobility::Static, to, 0),
             Some(s) => {
-                let mut w = Walker::new(Mobility::Trace(Trace { start: from, moves: vec![(now_ns, to, s)] }), from, 0);
+                let mut w = Walker::new(
+                    Mobility::Trace(Trace { start: from, moves: vec![(now_ns, to, s)] }),
+                    from,
+                    0,
+                );
                 w.advance(now_ns);
                 w
             }

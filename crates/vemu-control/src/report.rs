@@ -10,8 +10,14 @@ use crate::traffic::Flow;
 
 /// Rows of a CSV file of numbers, without its header line.
 fn rows(path: &Path) -> Result<Vec<Vec<u64>>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    Ok(text.lines().skip(1).map(|l| l.split(',').filter_map(|x| x.trim().parse().ok()).collect::<Vec<u64>>()).filter(|r| !r.is_empty()).collect())
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(text
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').filter_map(|x| x.trim().parse().ok()).collect::<Vec<u64>>())
+        .filter(|r| !r.is_empty())
+        .collect())
 }
 
 fn percentile(sorted: &[f64], q: f64) -> f64 {
@@ -26,7 +32,8 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
 pub fn report(log_dir: &Path, stats: Option<&Value>) -> Result<Value> {
     let flows_file = log_dir.join("traffic/flows.json");
     let flows: Vec<Flow> = match std::fs::read(&flows_file) {
-        Ok(b) => serde_json::from_slice(&b).with_context(|| format!("reading {}", flows_file.display()))?,
+        Ok(b) => serde_json::from_slice(&b)
+            .with_context(|| format!("reading {}", flows_file.display()))?,
         Err(_) => Vec::new(),
     };
     let mut out = Vec::new();
@@ -36,7 +43,11 @@ pub fn report(log_dir: &Path, stats: Option<&Value>) -> Result<Value> {
         let mut got = rows(&log_dir.join(&f.received_file))?;
         got.sort_by_key(|r| r[0]);
         got.dedup_by_key(|r| r[0]);
-        let mut delays: Vec<f64> = got.iter().filter(|r| r.len() >= 3).map(|r| r[2].saturating_sub(r[1]) as f64 / 1e6).collect();
+        let mut delays: Vec<f64> = got
+            .iter()
+            .filter(|r| r.len() >= 3)
+            .map(|r| r[2].saturating_sub(r[1]) as f64 / 1e6)
+            .collect();
         delays.sort_by(f64::total_cmp);
         let n = got.len() as u64;
         out.push(json!({
@@ -50,7 +61,11 @@ pub fn report(log_dir: &Path, stats: Option<&Value>) -> Result<Value> {
     }
     all_delays.sort_by(f64::total_cmp);
     let seg_sum = |key: &str| -> Option<u64> {
-        stats.map(|s| s["segments"].as_array().map_or(0, |a| a.iter().map(|g| g["switch"][key].as_u64().unwrap_or(0)).sum()))
+        stats.map(|s| {
+            s["segments"]
+                .as_array()
+                .map_or(0, |a| a.iter().map(|g| g["switch"][key].as_u64().unwrap_or(0)).sum())
+        })
     };
     let routing = seg_sum("routing_frames");
     Ok(json!({
@@ -65,7 +80,6 @@ pub fn report(log_dir: &Path, stats: Option<&Value>) -> Result<Value> {
         "fidelity": stats.map(|s| s["fidelity"].clone()),
     }))
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -82,7 +96,11 @@ mod tests {
         let flow = |id: u32, from: &str, to: &str| json!({"id": id, "from": from, "to": to, "addr": "10.0.0.1", "port": 40000 + id, "size_bytes": 64, "rate_pps": 4.0, "start_ns": 0, "count": null, "sent_file": format!("traffic/{id}-sent.csv"), "received_file": format!("traffic/{id}-received.csv")});
         let flows = json!([flow(1, "n1", "n5"), flow(2, "n2", "n4")]);
         write(&dir, "traffic/flows.json", &flows.to_string());
-        write(&dir, "traffic/1-sent.csv", "seq,t_ns,ok\n0,0,1\n1,250000000,1\n2,500000000,1\n3,750000000,1\n");
+        write(
+            &dir,
+            "traffic/1-sent.csv",
+            "seq,t_ns,ok\n0,0,1\n1,250000000,1\n2,500000000,1\n3,750000000,1\n",
+        );
         // Seq 1 lost, seq 2 received twice (duplicates count once); delays 10, 30, 20 ms.
         write(&dir, "traffic/1-received.csv", "seq,sent_ns,received_ns\n0,0,10000000\n2,500000000,530000000\n2,500000000,531000000\n3,750000000,770000000\n");
         write(&dir, "traffic/2-sent.csv", "seq,t_ns,ok\n0,0,1\n1,250000000,1\n");

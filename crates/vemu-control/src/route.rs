@@ -53,12 +53,30 @@ pub(crate) const CONTROL_MSS: libc::c_int = 1200;
 /// listens: what it sends, and what it asks the peer to send).
 pub(crate) fn clamp_mss(sock: &impl std::os::fd::AsRawFd) {
     // SAFETY: an int option on a socket we own.
-    unsafe { libc::setsockopt(sock.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_MAXSEG, (&CONTROL_MSS as *const libc::c_int).cast(), 4) };
+    unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_MAXSEG,
+            (&CONTROL_MSS as *const libc::c_int).cast(),
+            4,
+        )
+    };
 }
 
 impl AgentRoute {
-    pub(crate) fn new(m: &vemu_scenario::Machine, token: &str, tls: &Arc<rustls::ClientConfig>) -> AgentRoute {
-        AgentRoute { name: m.name.clone(), address: m.address, token: token.to_string(), tls: tokio_rustls::TlsConnector::from(tls.clone()), suspect: Arc::default() }
+    pub(crate) fn new(
+        m: &vemu_scenario::Machine,
+        token: &str,
+        tls: &Arc<rustls::ClientConfig>,
+    ) -> AgentRoute {
+        AgentRoute {
+            name: m.name.clone(),
+            address: m.address,
+            token: token.to_string(),
+            tls: tokio_rustls::TlsConnector::from(tls.clone()),
+            suspect: Arc::default(),
+        }
     }
 
     /// How long to wait for a connection (and its TLS handshake).
@@ -70,9 +88,15 @@ impl AgentRoute {
     }
 
     /// A TLS connection to the agent and its session's binding.
-    pub(crate) async fn connect(&self) -> Result<(tokio_rustls::client::TlsStream<tokio::net::TcpStream>, Binding)> {
+    pub(crate) async fn connect(
+        &self,
+    ) -> Result<(tokio_rustls::client::TlsStream<tokio::net::TcpStream>, Binding)> {
         let wait = self.connect_timeout();
-        let sock = if self.address.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+        let sock = if self.address.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
         clamp_mss(&sock);
         let stream = tokio::time::timeout(wait, sock.connect(self.address))
             .await
@@ -89,25 +113,50 @@ impl AgentRoute {
 
     /// A WebSocket to the agent at `path` (e.g. a node's terminal), once the agent
     /// signed its acceptance.
-    pub(crate) async fn websocket(&self, path: &str) -> Result<tokio_tungstenite::WebSocketStream<tokio_rustls::client::TlsStream<tokio::net::TcpStream>>, RelayError> {
+    pub(crate) async fn websocket(
+        &self,
+        path: &str,
+    ) -> Result<
+        tokio_tungstenite::WebSocketStream<tokio_rustls::client::TlsStream<tokio::net::TcpStream>>,
+        RelayError,
+    > {
         use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-        let gateway = |m: String| RelayError { status: StatusCode::BAD_GATEWAY, message: format!("{}: {m}", self.what()) };
+        let gateway = |m: String| RelayError {
+            status: StatusCode::BAD_GATEWAY,
+            message: format!("{}: {m}", self.what()),
+        };
         let (stream, binding) = self.connect().await.map_err(|e| gateway(format!("{e:#}")))?;
-        let mut req = format!("ws://vemu-agent{path}").into_client_request().map_err(|e| gateway(e.to_string()))?;
-        let bearer = format!("Bearer {}", binding.proof(&self.token, Role::Controller)).parse().map_err(|_| gateway("a header value".into()))?;
+        let mut req = format!("ws://vemu-agent{path}")
+            .into_client_request()
+            .map_err(|e| gateway(e.to_string()))?;
+        let bearer = format!("Bearer {}", binding.proof(&self.token, Role::Controller))
+            .parse()
+            .map_err(|_| gateway("a header value".into()))?;
         req.headers_mut().insert("authorization", bearer);
-        let (ws, res) = tokio::time::timeout(CONNECT_TIMEOUT, tokio_tungstenite::client_async(req, stream))
-            .await
-            .map_err(|_| gateway(format!("no answer within {} s", CONNECT_TIMEOUT.as_secs())))?
-            .map_err(|e| match e {
-                tokio_tungstenite::tungstenite::Error::Http(r) => {
-                    let body = r.body().as_deref().unwrap_or_default();
-                    let m = crate::error::error_message(body);
-                    let status = if r.status() == axum::http::StatusCode::NOT_FOUND { r.status() } else { axum::http::StatusCode::BAD_GATEWAY };
-                    RelayError { status, message: format!("{}: {}", self.what(), m.unwrap_or_else(|| format!("HTTP {}", r.status()))) }
-                }
-                e => gateway(e.to_string()),
-            })?;
+        let (ws, res) =
+            tokio::time::timeout(CONNECT_TIMEOUT, tokio_tungstenite::client_async(req, stream))
+                .await
+                .map_err(|_| gateway(format!("no answer within {} s", CONNECT_TIMEOUT.as_secs())))?
+                .map_err(|e| match e {
+                    tokio_tungstenite::tungstenite::Error::Http(r) => {
+                        let body = r.body().as_deref().unwrap_or_default();
+                        let m = crate::error::error_message(body);
+                        let status = if r.status() == axum::http::StatusCode::NOT_FOUND {
+                            r.status()
+                        } else {
+                            axum::http::StatusCode::BAD_GATEWAY
+                        };
+                        RelayError {
+                            status,
+                            message: format!(
+                                "{}: {}",
+                                self.what(),
+                                m.unwrap_or_else(|| format!("HTTP {}", r.status()))
+                            ),
+                        }
+                    }
+                    e => gateway(e.to_string()),
+                })?;
         let proof = res.headers().get(PROOF_HEADER).and_then(|v| v.to_str().ok()).unwrap_or("");
         if !binding.check(&self.token, Role::Agent, proof) {
             return Err(gateway("the answer is not signed with the agents' token".into()));
@@ -115,38 +164,57 @@ impl AgentRoute {
         Ok(ws)
     }
 
-    pub(crate) async fn request(&self, method: &str, path: &str, body: hyper::body::Bytes) -> Result<hyper::Response<hyper::body::Incoming>> {
+    pub(crate) async fn request(
+        &self,
+        method: &str,
+        path: &str,
+        body: hyper::body::Bytes,
+    ) -> Result<hyper::Response<hyper::body::Incoming>> {
         Ok(self.request_timed(method, path, http_body_util::Full::new(body), None).await?.0)
     }
 
     /// [`AgentRoute::request`] with any body, and the readings of `clock` as the
     /// request leaves (the connection made) and as the answer's head arrives (0 without
     /// a clock).
-    pub(crate) async fn request_timed<B>(&self, method: &str, path: &str, body: B, clock: Option<LabClock>) -> Result<(hyper::Response<hyper::body::Incoming>, u64, u64)>
+    pub(crate) async fn request_timed<B>(
+        &self,
+        method: &str,
+        path: &str,
+        body: B,
+        clock: Option<LabClock>,
+    ) -> Result<(hyper::Response<hyper::body::Incoming>, u64, u64)>
     where
         B: hyper::body::Body + Send + 'static,
         B::Data: Send,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
         let (stream, binding) = self.connect().await?;
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
+        let (mut sender, conn) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
         tokio::spawn(conn);
         let req = hyper::Request::builder()
             .method(method)
             .uri(path)
             .header("host", "vemu-agent")
             .header("content-type", "application/json")
-            .header("authorization", format!("Bearer {}", binding.proof(&self.token, Role::Controller)))
+            .header(
+                "authorization",
+                format!("Bearer {}", binding.proof(&self.token, Role::Controller)),
+            )
             .body(body)?;
         let sent_ns = clock.map_or(0, |c| c.now_ns());
-        let res = tokio::time::timeout(ORDER_TIMEOUT, sender.send_request(req)).await.map_err(|_| anyhow!("no answer within {} s", ORDER_TIMEOUT.as_secs()))??;
+        let res = tokio::time::timeout(ORDER_TIMEOUT, sender.send_request(req))
+            .await
+            .map_err(|_| anyhow!("no answer within {} s", ORDER_TIMEOUT.as_secs()))??;
         let received_ns = clock.map_or(0, |c| c.now_ns());
         // Only an agent that holds the token can sign this session; it signs every
         // answer to a request it accepted, errors too (a 404 "holds no share" makes the
         // machine lost: someone on the underlay must not be able to fake one). A 401
         // comes from an agent that refused our proof, unsigned, and says so itself.
         let proof = res.headers().get(PROOF_HEADER).and_then(|v| v.to_str().ok()).unwrap_or("");
-        if res.status() != hyper::StatusCode::UNAUTHORIZED && !binding.check(&self.token, Role::Agent, proof) {
+        if res.status() != hyper::StatusCode::UNAUTHORIZED
+            && !binding.check(&self.token, Role::Agent, proof)
+        {
             return Err(anyhow!("the answer is not signed with the agents' token (not a vemu agent of this cluster, or someone in between)"));
         }
         Ok((res, sent_ns, received_ns))
@@ -171,12 +239,25 @@ impl AgentRoute {
 
     /// Pass a request of the API on to the agent and its answer back as it comes (a
     /// stream stays a stream). Its errors name the machine.
-    pub(crate) async fn forward(&self, method: &str, path: &str, body: hyper::body::Bytes) -> Result<axum::response::Response, RelayError> {
-        let res = self.request(method, path, body).await.map_err(|e| RelayError { status: StatusCode::BAD_GATEWAY, message: format!("{}: {e:#}", self.what()) })?;
+    pub(crate) async fn forward(
+        &self,
+        method: &str,
+        path: &str,
+        body: hyper::body::Bytes,
+    ) -> Result<axum::response::Response, RelayError> {
+        let res = self.request(method, path, body).await.map_err(|e| RelayError {
+            status: StatusCode::BAD_GATEWAY,
+            message: format!("{}: {e:#}", self.what()),
+        })?;
         let status = res.status();
         if !status.is_success() {
             let m = Self::failure(res).await;
-            let status = if status.is_client_error() && status != axum::http::StatusCode::UNAUTHORIZED { status } else { axum::http::StatusCode::BAD_GATEWAY };
+            let status =
+                if status.is_client_error() && status != axum::http::StatusCode::UNAUTHORIZED {
+                    status
+                } else {
+                    axum::http::StatusCode::BAD_GATEWAY
+                };
             return Err(RelayError { status, message: format!("{}: {m}", self.what()) });
         }
         let content_type = res.headers().get(axum::http::header::CONTENT_TYPE).cloned();
@@ -193,7 +274,11 @@ impl AgentRoute {
     }
 
     /// The way to the agent at `address`, for another agent (which holds the token too).
-    pub(crate) fn to_peer(address: SocketAddr, token: &str, tls: &Arc<rustls::ClientConfig>) -> AgentRoute {
+    pub(crate) fn to_peer(
+        address: SocketAddr,
+        token: &str,
+        tls: &Arc<rustls::ClientConfig>,
+    ) -> AgentRoute {
         AgentRoute::new(&vemu_scenario::Machine { name: "peer".into(), address }, token, tls)
     }
 
@@ -205,15 +290,27 @@ impl AgentRoute {
         use http_body_util::{BodyExt, StreamBody};
         let end = tokio::time::Instant::now() + duration;
         let zeros = futures_util::stream::unfold((), move |()| async move {
-            (tokio::time::Instant::now() < end).then(|| (Ok::<_, std::convert::Infallible>(hyper::body::Frame::data(hyper::body::Bytes::from_static(&PROBE_CHUNK))), ()))
+            (tokio::time::Instant::now() < end).then(|| {
+                (
+                    Ok::<_, std::convert::Infallible>(hyper::body::Frame::data(
+                        hyper::body::Bytes::from_static(&PROBE_CHUNK),
+                    )),
+                    (),
+                )
+            })
         });
-        let (res, ..) = self.request_timed("POST", "/v1/agent/underlay/sink", StreamBody::new(zeros), None).await?;
+        let (res, ..) = self
+            .request_timed("POST", "/v1/agent/underlay/sink", StreamBody::new(zeros), None)
+            .await?;
         if !res.status().is_success() {
             return Err(anyhow!("{}", Self::failure(res).await));
         }
-        let v: serde_json::Value = serde_json::from_slice(&res.into_body().collect().await?.to_bytes())?;
+        let v: serde_json::Value =
+            serde_json::from_slice(&res.into_body().collect().await?.to_bytes())?;
         match (v["bytes"].as_u64(), v["ns"].as_u64()) {
-            (Some(bytes), Some(ns)) if ns > 0 => Ok((u128::from(bytes) * 8 * 1_000_000_000 / u128::from(ns)).min(u128::from(u64::MAX)) as u64),
+            (Some(bytes), Some(ns)) if ns > 0 => Ok((u128::from(bytes) * 8 * 1_000_000_000
+                / u128::from(ns))
+            .min(u128::from(u64::MAX)) as u64),
             _ => Err(anyhow!("the sink's answer says no time passed: {v}")),
         }
     }
@@ -237,7 +334,8 @@ mod tests {
 
     #[test]
     fn a_machine_whose_heartbeat_went_unanswered_gets_a_short_connect_timeout() {
-        let m = vemu_scenario::Machine { name: "b".into(), address: "127.0.0.1:9".parse().unwrap() };
+        let m =
+            vemu_scenario::Machine { name: "b".into(), address: "127.0.0.1:9".parse().unwrap() };
         let route = AgentRoute::new(&m, "t", &crate::channel::client_config().unwrap());
         let clone = route.clone();
         assert_eq!(route.connect_timeout(), CONNECT_TIMEOUT);

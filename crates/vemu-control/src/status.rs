@@ -221,14 +221,19 @@ fn yes() -> bool {
     true
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::UnderlayStatus;
 
     #[test]
     fn a_warning_only_when_the_rates_set_exceed_what_the_underlay_carried() {
-        let u = |set_bps, measured_bps| UnderlayStatus { to: "b".into(), links: 2, set_bps, unlimited_links: 1, measured_bps };
+        let u = |set_bps, measured_bps| UnderlayStatus {
+            to: "b".into(),
+            links: 2,
+            set_bps,
+            unlimited_links: 1,
+            measured_bps,
+        };
         assert_eq!(u(40_000_000, Some(48_000_000)).warning("a"), None);
         assert_eq!(u(40_000_000, None).warning("a"), None);
         let w = u(100_000_000, Some(48_200_000)).warning("a").unwrap();

@@ -10,9 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::LockExt;
 use serde::{Deserialize, Serialize};
 use vemu_host::{LabPaths, NodeEntry};
-use crate::LockExt;
 
 /// Times a failing command is started again before giving up.
 const MAX_RESTARTS: u32 = 3;
@@ -24,13 +24,20 @@ const LOG_LOOK: Duration = Duration::from_secs(1);
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case", tag = "state")]
 pub enum ProcState {
-    Running { pid: u32 },
+    Running {
+        pid: u32,
+    },
     /// Ended with status 0 (or was stopped by the lab).
     Done,
     /// Failed and will be started again.
-    Restarting { code: i32 },
+    Restarting {
+        code: i32,
+    },
     /// Failed too often, or could not be started.
-    Failed { code: i32, reason: String },
+    Failed {
+        code: i32,
+        reason: String,
+    },
     /// Its node was stopped.
     Stopped,
 }
@@ -78,14 +85,18 @@ fn cap_log(paths: &LabPaths, node: &str, max_bytes: u64) {
     let old = path.with_extension("log.1");
     let kept = f.seek(SeekFrom::Start(len - max_bytes)).and_then(|_| {
         use std::os::unix::fs::OpenOptionsExt;
-        let mut out = OpenOptions::new().create(true).write(true).truncate(true).mode(0o640).open(&old)?;
+        let mut out =
+            OpenOptions::new().create(true).write(true).truncate(true).mode(0o640).open(&old)?;
         std::io::copy(&mut (&mut f).take(max_bytes), &mut out)
     });
     let _ = f.set_len(0);
     drop(f);
     let said = match kept {
         Ok(n) => format!("the log passed {max_bytes} bytes: its last {n} are in {}", old.display()),
-        Err(e) => format!("the log passed {max_bytes} bytes and was cut (keeping its end in {} failed: {e})", old.display()),
+        Err(e) => format!(
+            "the log passed {max_bytes} bytes and was cut (keeping its end in {} failed: {e})",
+            old.display()
+        ),
     };
     log_line(paths, node, &said);
 }
@@ -104,7 +115,12 @@ pub fn spawn(paths: &LabPaths, node: &str, command: &str) -> std::io::Result<Chi
 
 /// Start a shell command in a node with its standard output going to `out` (a file of
 /// the host's) and its errors to the node's log.
-pub fn spawn_to(paths: &LabPaths, node: &str, command: &str, out: std::fs::File) -> std::io::Result<Child> {
+pub fn spawn_to(
+    paths: &LabPaths,
+    node: &str,
+    command: &str,
+    out: std::fs::File,
+) -> std::io::Result<Child> {
     spawn_with(paths, node, command, out, Command::spawn)
 }
 
@@ -114,7 +130,13 @@ fn spawn_supervised(paths: &LabPaths, node: &str, command: &str) -> std::io::Res
     spawn_with(paths, node, command, open_log(paths, node)?, spawn_waited)
 }
 
-fn spawn_with(paths: &LabPaths, node: &str, command: &str, out: std::fs::File, spawner: fn(&mut Command) -> std::io::Result<Child>) -> std::io::Result<Child> {
+fn spawn_with(
+    paths: &LabPaths,
+    node: &str,
+    command: &str,
+    out: std::fs::File,
+    spawner: fn(&mut Command) -> std::io::Result<Child>,
+) -> std::io::Result<Child> {
     let log = open_log(paths, node)?;
     let entry = NodeEntry::open(paths, node).map_err(std::io::Error::other)?;
     let mut cmd = Command::new("/bin/sh");
@@ -174,7 +196,8 @@ impl Supervisor {
                     tick(&paths, &mut p.locked());
                     if last_look.elapsed() >= LOG_LOOK {
                         last_look = Instant::now();
-                        let mut nodes: Vec<String> = p.locked().iter().map(|x| x.status.node.clone()).collect();
+                        let mut nodes: Vec<String> =
+                            p.locked().iter().map(|x| x.status.node.clone()).collect();
                         nodes.dedup();
                         for n in nodes {
                             cap_log(&paths, &n, log_bytes);
@@ -276,7 +299,9 @@ pub fn reap_orphans() {
     // SAFETY: siginfo_t is plain data; waitid fills it.
     let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
     // SAFETY: waitid with a valid siginfo pointer.
-    let r = unsafe { libc::waitid(libc::P_ALL, 0, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT) };
+    let r = unsafe {
+        libc::waitid(libc::P_ALL, 0, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT)
+    };
     // SAFETY: si_pid is set (or left 0) by a successful waitid.
     if r != 0 || unsafe { info.si_pid() } == 0 {
         return;
@@ -290,7 +315,8 @@ pub fn reap_orphans() {
         }
         let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
         // pid (comm) state ppid ...: comm may hold spaces, so split after the last ')'.
-        let mut rest = stat.rsplit_once(')').map(|(_, r)| r.split_whitespace()).into_iter().flatten();
+        let mut rest =
+            stat.rsplit_once(')').map(|(_, r)| r.split_whitespace()).into_iter().flatten();
         let (state, ppid) = (rest.next(), rest.next().and_then(|p| p.parse::<u32>().ok()));
         if state == Some("Z") && ppid == Some(me) {
             // SAFETY: waiting for a zombie child of ours.
@@ -309,7 +335,11 @@ fn tick(paths: &LabPaths, procs: &mut [Proc]) {
                     forget_waited(child.id());
                     p.child = None;
                     let code = exit_code(st);
-                    log_line(paths, &p.status.node, &format!("'{}' exited with status {code}", p.status.command));
+                    log_line(
+                        paths,
+                        &p.status.node,
+                        &format!("'{}' exited with status {code}", p.status.command),
+                    );
                     if p.status.state == ProcState::Stopped {
                         // Ended by a node stop: not restarted.
                     } else if code == 0 {
@@ -318,7 +348,10 @@ fn tick(paths: &LabPaths, procs: &mut [Proc]) {
                         p.status.state = ProcState::Restarting { code };
                         p.restart_at = Some(now + RESTART_PAUSE);
                     } else {
-                        p.status.state = ProcState::Failed { code, reason: format!("failed {} times", MAX_RESTARTS + 1) };
+                        p.status.state = ProcState::Failed {
+                            code,
+                            reason: format!("failed {} times", MAX_RESTARTS + 1),
+                        };
                     }
                 }
                 Ok(None) => {}
@@ -335,12 +368,20 @@ fn tick(paths: &LabPaths, procs: &mut [Proc]) {
             p.restart_at = None;
             match spawn_supervised(paths, &p.status.node, &p.status.command) {
                 Ok(c) => {
-                    log_line(paths, &p.status.node, &format!("started '{}' (pid {})", p.status.command, c.id()));
+                    log_line(
+                        paths,
+                        &p.status.node,
+                        &format!("started '{}' (pid {})", p.status.command, c.id()),
+                    );
                     p.status.state = ProcState::Running { pid: c.id() };
                     p.child = Some(c);
                 }
                 Err(e) => {
-                    log_line(paths, &p.status.node, &format!("cannot start '{}': {e}", p.status.command));
+                    log_line(
+                        paths,
+                        &p.status.node,
+                        &format!("cannot start '{}': {e}", p.status.command),
+                    );
                     p.status.state = ProcState::Failed { code: -1, reason: e.to_string() };
                 }
             }

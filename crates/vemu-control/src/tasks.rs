@@ -9,7 +9,7 @@ use std::time::Duration;
 use vemu_engine::{DirStats, LabClock};
 
 use crate::background::Background;
-use crate::fidelity::{assess, describe, tap_delta, delta, EngineEvidence, Verdict, WINDOW};
+use crate::fidelity::{assess, delta, describe, tap_delta, EngineEvidence, Verdict, WINDOW};
 use crate::lab::Controller;
 use crate::LockExt;
 
@@ -50,12 +50,23 @@ pub(crate) fn fidelity_monitor(ctl: Arc<Mutex<Controller>>) -> Background {
             });
             let t_ns = c.clock.now_ns();
             let now = c.named_directions(&counters);
-            let window: Vec<(String, DirStats)> =
-                now.iter().enumerate().map(|(i, (n, d))| (n.clone(), before.get(i).map_or_else(|| (*d).clone(), |b| delta(d, b)))).collect();
+            let window: Vec<(String, DirStats)> = now
+                .iter()
+                .enumerate()
+                .map(|(i, (n, d))| {
+                    (n.clone(), before.get(i).map_or_else(|| (*d).clone(), |b| delta(d, b)))
+                })
+                .collect();
             before = now.into_iter().map(|(_, d)| d.clone()).collect();
             let span = t_ns.saturating_sub(t_before).max(1) as f64;
-            let shard_busy: Vec<f64> =
-                counters.shard_work_ns.iter().enumerate().map(|(i, w)| w.saturating_sub(work_before.get(i).copied().unwrap_or(0)) as f64 / span).collect();
+            let shard_busy: Vec<f64> = counters
+                .shard_work_ns
+                .iter()
+                .enumerate()
+                .map(|(i, w)| {
+                    w.saturating_sub(work_before.get(i).copied().unwrap_or(0)) as f64 / span
+                })
+                .collect();
             (work_before, t_before) = (counters.shard_work_ns.clone(), t_ns);
             let saturated = shard_busy.iter().any(|&b| b > c.plan.fidelity.busy_fraction);
             let engine = EngineEvidence {

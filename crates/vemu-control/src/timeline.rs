@@ -30,11 +30,24 @@ struct Firing {
 /// `skip`: the first firings, carried out by an earlier controller of the lab (which
 /// died; see [`crate::lab::saved`]); the ones after them that fell due meanwhile are
 /// carried out at once.
-pub(crate) fn start(ctl: Arc<Mutex<Controller>>, events: Vec<TimedEvent>, clock: LabClock, skip: u64) -> Background {
-    Background::spawn("vemu-timeline", !events.is_empty(), move |stop| run(ctl, events, clock, skip, stop))
+pub(crate) fn start(
+    ctl: Arc<Mutex<Controller>>,
+    events: Vec<TimedEvent>,
+    clock: LabClock,
+    skip: u64,
+) -> Background {
+    Background::spawn("vemu-timeline", !events.is_empty(), move |stop| {
+        run(ctl, events, clock, skip, stop)
+    })
 }
 
-fn run(ctl: Arc<Mutex<Controller>>, events: Vec<TimedEvent>, clock: LabClock, skip: u64, stop: Receiver<()>) {
+fn run(
+    ctl: Arc<Mutex<Controller>>,
+    events: Vec<TimedEvent>,
+    clock: LabClock,
+    skip: u64,
+    stop: Receiver<()>,
+) {
     let mut heap = BinaryHeap::new();
     let mut seq = 0u64;
     let mut push = |heap: &mut BinaryHeap<Reverse<Firing>>, t_ns, idx, rep, step| {
@@ -68,7 +81,9 @@ fn run(ctl: Arc<Mutex<Controller>>, events: Vec<TimedEvent>, clock: LabClock, sk
         }
         if let Err(m) = apply(&ctl, e, f) {
             eprintln!("timeline: events[{}] at {} ns: {m}", f.idx, f.t_ns);
-            ctl.locked().emit(json!({"type": "warning", "message": format!("timeline events[{}]: {m}", f.idx)}));
+            ctl.locked().emit(
+                json!({"type": "warning", "message": format!("timeline events[{}]: {m}", f.idx)}),
+            );
         }
     }
 }
@@ -110,22 +125,39 @@ fn apply(ctl: &Arc<Mutex<Controller>>, e: &TimedEvent, f: Firing) -> Result<(), 
 
 /// What firing `f` of event `e` does, on the controller `c`.
 fn carry_out(c: &mut Controller, e: &TimedEvent, f: Firing) -> Result<(), String> {
-    let set = |c: &mut Controller, spec: &str, dir, patch: ImpairmentsPatch| c.link_set(spec, dir, patch).map_err(|e| e.to_string());
+    let set = |c: &mut Controller, spec: &str, dir, patch: ImpairmentsPatch| {
+        c.link_set(spec, dir, patch).map_err(|e| e.to_string())
+    };
     match (&e.target, &e.action) {
-        (EventTarget::Link { spec, direction }, EventAction::Set(p)) => set(c, spec, *direction, p.clone()),
-        (EventTarget::Link { spec, direction }, EventAction::Cycle(list)) => set(c, spec, *direction, list[(f.rep as usize) % list.len()].clone()),
-        (EventTarget::Link { spec, direction }, EventAction::Ramp { from, to, over_ns, step_ns }) => {
+        (EventTarget::Link { spec, direction }, EventAction::Set(p)) => {
+            set(c, spec, *direction, p.clone())
+        }
+        (EventTarget::Link { spec, direction }, EventAction::Cycle(list)) => {
+            set(c, spec, *direction, list[(f.rep as usize) % list.len()].clone())
+        }
+        (
+            EventTarget::Link { spec, direction },
+            EventAction::Ramp { from, to, over_ns, step_ns },
+        ) => {
             let done = f.step.map_or(0, |j| (j * step_ns).min(*over_ns));
             let frac = if *over_ns == 0 { 1.0 } else { done as f64 / *over_ns as f64 };
             let patch = ImpairmentsPatch::interpolate(from, to, frac)?;
             set(c, spec, *direction, patch)
         }
-        (EventTarget::Link { spec, .. }, EventAction::State(up)) => c.link_state(spec, *up).map_err(|e| e.to_string()),
-        (EventTarget::Node(n), EventAction::State(up)) => c.node_state(n, *up).map_err(|e| e.to_string()),
-        (EventTarget::Node(n), EventAction::Move { x_m, y_m, speed_mps }) => c.node_move(n, vemu_radio::Pos::new(*x_m, *y_m), *speed_mps).map_err(|e| e.to_string()),
+        (EventTarget::Link { spec, .. }, EventAction::State(up)) => {
+            c.link_state(spec, *up).map_err(|e| e.to_string())
+        }
+        (EventTarget::Node(n), EventAction::State(up)) => {
+            c.node_state(n, *up).map_err(|e| e.to_string())
+        }
+        (EventTarget::Node(n), EventAction::Move { x_m, y_m, speed_mps }) => {
+            c.node_move(n, vemu_radio::Pos::new(*x_m, *y_m), *speed_mps).map_err(|e| e.to_string())
+        }
         (EventTarget::Node(n), EventAction::Run(cmd)) => {
             let paths = vemu_host::LabPaths::new(&c.plan().name);
-            crate::supervise::spawn(&paths, n, cmd).map(drop).map_err(|e| format!("running '{cmd}' in {n}: {e}"))
+            crate::supervise::spawn(&paths, n, cmd)
+                .map(drop)
+                .map_err(|e| format!("running '{cmd}' in {n}: {e}"))
         }
         _ => Err("this action does not apply to this target".into()),
     }
@@ -169,7 +201,16 @@ mod tests {
     #[test]
     fn ramp_steps_come_one_at_a_time_on_their_schedule() {
         let s = walk(&ramp(35, 10, None), 100);
-        assert_eq!(s, vec![(1_000, 0, None), (1_010, 0, Some(1)), (1_020, 0, Some(2)), (1_030, 0, Some(3)), (1_035, 0, Some(4))]);
+        assert_eq!(
+            s,
+            vec![
+                (1_000, 0, None),
+                (1_010, 0, Some(1)),
+                (1_020, 0, Some(2)),
+                (1_030, 0, Some(3)),
+                (1_035, 0, Some(4))
+            ]
+        );
     }
 
     #[test]
@@ -185,6 +226,17 @@ mod tests {
     #[test]
     fn repeated_ramps_restart_their_steps() {
         let s = walk(&ramp(20, 10, Some(100)), 7);
-        assert_eq!(s, vec![(1_000, 0, None), (1_010, 0, Some(1)), (1_020, 0, Some(2)), (1_100, 1, None), (1_110, 1, Some(1)), (1_120, 1, Some(2)), (1_200, 2, None)]);
+        assert_eq!(
+            s,
+            vec![
+                (1_000, 0, None),
+                (1_010, 0, Some(1)),
+                (1_020, 0, Some(2)),
+                (1_100, 1, None),
+                (1_110, 1, Some(1)),
+                (1_120, 1, Some(2)),
+                (1_200, 2, None)
+            ]
+        );
     }
 }

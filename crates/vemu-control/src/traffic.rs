@@ -34,10 +34,16 @@ impl CbrRequest {
     /// The flow's numbers, checked without the lab.
     pub fn check(&self) -> Result<(), String> {
         if self.size_bytes < HEADER_BYTES || self.size_bytes > 65_000 {
-            return Err(format!("size must be between {HEADER_BYTES} and 65000 bytes, got {}", self.size_bytes));
+            return Err(format!(
+                "size must be between {HEADER_BYTES} and 65000 bytes, got {}",
+                self.size_bytes
+            ));
         }
         if !(self.rate_pps.is_finite() && self.rate_pps > 0.0 && self.rate_pps <= 1e6) {
-            return Err(format!("rate must be between 0 and 1000000 packets/s, got {}", self.rate_pps));
+            return Err(format!(
+                "rate must be between 0 and 1000000 packets/s, got {}",
+                self.rate_pps
+            ));
         }
         Ok(())
     }
@@ -74,7 +80,9 @@ fn quote(s: &str) -> String {
 /// (the lab's end) for a flow without a count; never before the sender stops, however
 /// large the count.
 pub(crate) fn sink_until_ns(start_ns: u64, count: Option<u64>, interval_ns: u64) -> u64 {
-    count.map_or(u64::MAX, |c| start_ns.saturating_add(c.saturating_mul(interval_ns)).saturating_add(5_000_000_000))
+    count.map_or(u64::MAX, |c| {
+        start_ns.saturating_add(c.saturating_mul(interval_ns)).saturating_add(5_000_000_000)
+    })
 }
 
 /// Lines of records with the times in the columns that have a clock offset moved to
@@ -103,7 +111,14 @@ pub enum End {
     Recv { flow: u32, port: u16, until_ns: u64 },
     /// The source: `count` packets (or until the lab ends) of `size_bytes` to `to`, one
     /// each `interval_ns` from lab time `start_ns`.
-    Send { flow: u32, to: std::net::SocketAddr, size_bytes: usize, interval_ns: u64, start_ns: u64, count: Option<u64> },
+    Send {
+        flow: u32,
+        to: std::net::SocketAddr,
+        size_bytes: usize,
+        interval_ns: u64,
+        start_ns: u64,
+        count: Option<u64>,
+    },
 }
 
 impl End {
@@ -132,15 +147,27 @@ impl End {
 
 /// Start `end` in `node` (of this machine) of the lab at `paths`, whose lab clock is
 /// `clock`, its records going to [`End::file`].
-pub fn start_end(paths: &LabPaths, node: &str, end: &End, clock: vemu_engine::LabClock) -> anyhow::Result<()> {
+pub fn start_end(
+    paths: &LabPaths,
+    node: &str,
+    end: &End,
+    clock: vemu_engine::LabClock,
+) -> anyhow::Result<()> {
     use anyhow::Context;
     let file = paths.log_dir().join(end.file());
     if let Some(dir) = file.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
-    let out = std::fs::File::create(&file).with_context(|| format!("creating {}", file.display()))?;
+    let out =
+        std::fs::File::create(&file).with_context(|| format!("creating {}", file.display()))?;
     let exe = std::env::current_exe().context("finding the vemu program")?;
-    crate::supervise::spawn_to(paths, node, &end.command(&exe.to_string_lossy(), clock.epoch_ns), out).with_context(|| format!("starting the traffic agent in {node}"))?;
+    crate::supervise::spawn_to(
+        paths,
+        node,
+        &end.command(&exe.to_string_lossy(), clock.epoch_ns),
+        out,
+    )
+    .with_context(|| format!("starting the traffic agent in {node}"))?;
     Ok(())
 }
 
@@ -160,7 +187,8 @@ pub fn records_chunk(paths: &LabPaths, file: &str, offset: u64) -> anyhow::Resul
         anyhow::bail!("'{file}' is not a traffic records file");
     }
     let path = paths.log_dir().join(file);
-    let mut f = std::fs::File::open(&path).map_err(|e| anyhow::anyhow!("opening {}: {e}", path.display()))?;
+    let mut f = std::fs::File::open(&path)
+        .map_err(|e| anyhow::anyhow!("opening {}: {e}", path.display()))?;
     f.seek(std::io::SeekFrom::Start(offset))?;
     let mut buf = Vec::new();
     f.take(RECORDS_CHUNK_BYTES).read_to_end(&mut buf)?;
@@ -176,8 +204,14 @@ mod tests {
     #[test]
     fn records_of_other_machines_move_to_the_controllers_clock() {
         use crate::clock_sync::Offset;
-        let (a, b) = (Offset { offset_ns: 2_000, rtt_ns: 10, wall_bound_ns: None }, Offset { offset_ns: -500, rtt_ns: 10, wall_bound_ns: None });
-        let got = super::on_controller_clock("seq,sent_ns,received_ns\n0,10000,13000\n1,1000,x\n", &[None, Some(a), Some(b)]);
+        let (a, b) = (
+            Offset { offset_ns: 2_000, rtt_ns: 10, wall_bound_ns: None },
+            Offset { offset_ns: -500, rtt_ns: 10, wall_bound_ns: None },
+        );
+        let got = super::on_controller_clock(
+            "seq,sent_ns,received_ns\n0,10000,13000\n1,1000,x\n",
+            &[None, Some(a), Some(b)],
+        );
         assert_eq!(got, "seq,sent_ns,received_ns\n0,8000,13500\n1,0,x\n");
         assert_eq!(super::on_controller_clock("7,5,1\n", &[None, None]), "7,5,1\n");
     }
@@ -185,10 +219,26 @@ mod tests {
     #[test]
     fn only_record_files_are_handed_out() {
         let paths = vemu_host::LabPaths::new("no-such-lab-here");
-        for bad in ["../plan.json", "traffic/flow-sent.csv", "traffic/flow1-sent.csv/..", "traffic/flow123456-sent.csv", "traffic/flows.json", "/etc/shadow"] {
-            assert!(super::records_chunk(&paths, bad, 0).unwrap_err().to_string().contains("is not a traffic records file"), "{bad}");
+        for bad in [
+            "../plan.json",
+            "traffic/flow-sent.csv",
+            "traffic/flow1-sent.csv/..",
+            "traffic/flow123456-sent.csv",
+            "traffic/flows.json",
+            "/etc/shadow",
+        ] {
+            assert!(
+                super::records_chunk(&paths, bad, 0)
+                    .unwrap_err()
+                    .to_string()
+                    .contains("is not a traffic records file"),
+                "{bad}"
+            );
         }
-        assert!(super::records_chunk(&paths, "traffic/flow3-received.csv", 0).unwrap_err().to_string().contains("opening"));
+        assert!(super::records_chunk(&paths, "traffic/flow3-received.csv", 0)
+            .unwrap_err()
+            .to_string()
+            .contains("opening"));
     }
 
     #[test]

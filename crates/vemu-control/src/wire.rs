@@ -64,7 +64,14 @@ mod tests {
 
     #[test]
     fn capture_records_survive_any_split_and_refuse_huge_frames() {
-        let frames: Vec<Captured> = (0..5u32).map(|i| Captured { t_ns: 1_000 + u64::from(i), iface: i, outgoing: i % 2 == 0, frame: vec![i as u8; 60 + i as usize * 700] }).collect();
+        let frames: Vec<Captured> = (0..5u32)
+            .map(|i| Captured {
+                t_ns: 1_000 + u64::from(i),
+                iface: i,
+                outgoing: i % 2 == 0,
+                frame: vec![i as u8; 60 + i as usize * 700],
+            })
+            .collect();
         let wire: Vec<u8> = frames.iter().flat_map(CaptureRecord::encode).collect();
         for piece in [1, 7, 17, 100, wire.len()] {
             let (mut buf, mut out) = (Vec::new(), Vec::new());
@@ -75,11 +82,16 @@ mod tests {
             assert!(buf.is_empty());
             assert_eq!(out.len(), 5);
             for (a, b) in out.iter().zip(&frames) {
-                assert_eq!((a.t_ns, a.iface, a.outgoing, &a.frame), (b.t_ns, b.iface, b.outgoing, &b.frame));
+                assert_eq!(
+                    (a.t_ns, a.iface, a.outgoing, &a.frame),
+                    (b.t_ns, b.iface, b.outgoing, &b.frame)
+                );
             }
         }
         let mut bad = CaptureRecord::encode(&frames[0]);
         bad[13..17].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert!(CaptureRecord::decode(&mut bad, &mut Vec::new()).unwrap_err().contains("4294967295"));
+        assert!(CaptureRecord::decode(&mut bad, &mut Vec::new())
+            .unwrap_err()
+            .contains("4294967295"));
     }
 }

@@ -13,14 +13,18 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use vemu_engine::core::Spur;
-use vemu_engine::{Captured, CaptureSpec, DirStats, Engine, Fast, FastPath, KernelTunnel, LabClock, LinkSpec, MakeTaps, MemberSpec, PlaneDevs, RadioSnapshot, RemoteEnd, SegStats, SegmentSpec, TapsOf, Target, TrunkInSpec, TrunkSpec};
 use vemu_engine::divert::{DivertSpec, Diverter};
+use vemu_engine::{
+    CaptureSpec, Captured, DirStats, Engine, Fast, FastPath, KernelTunnel, LabClock, LinkSpec,
+    MakeTaps, MemberSpec, PlaneDevs, RadioSnapshot, RemoteEnd, SegStats, SegmentSpec, TapsOf,
+    Target, TrunkInSpec, TrunkSpec,
+};
 use vemu_host::LabPaths;
 use vemu_link::{Impairments, ImpairmentsPatch};
 use vemu_scenario::{NodeKind, Plan};
 
-use crate::supervise::{ProcStatus, Supervisor};
 use crate::derive_seed;
+use crate::supervise::{ProcStatus, Supervisor};
 use crate::LockExt;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -43,29 +47,54 @@ pub enum WorkerRequest {
     },
     /// Change one direction of a link (0 = forward, 1 = reverse) or of a segment port
     /// (0 = egress, 1 = ingress).
-    Patch { target: Target, dir: usize, patch: ImpairmentsPatch },
-    SetUp { target: Target, up: bool },
+    Patch {
+        target: Target,
+        dir: usize,
+        patch: ImpairmentsPatch,
+    },
+    SetUp {
+        target: Target,
+        up: bool,
+    },
     /// Stop every process in a node (`up: false`) or start its commands again.
-    NodeState { node: String, up: bool },
+    NodeState {
+        node: String,
+        up: bool,
+    },
     Stats,
     Processes,
     /// New positions of a wireless segment's members (one per member, m).
-    Positions { seg: usize, positions: Vec<vemu_radio::Pos> },
+    Positions {
+        seg: usize,
+        positions: Vec<vemu_radio::Pos>,
+    },
     /// Positions, neighbours and per-pair counters of a wireless segment.
-    Radio { seg: usize },
+    Radio {
+        seg: usize,
+    },
     /// The nodes' kernel counters of their TAP interfaces.
     TapQueues,
     /// How far behind its schedule the data plane is, ns.
     Backlog,
     /// Set (or lift) a node's CPU, memory and process limits.
-    SetLimits { node: String, limits: vemu_scenario::Limits },
+    SetLimits {
+        node: String,
+        limits: vemu_scenario::Limits,
+    },
     /// What each node's processes use, in the plan's order of nodes.
     Usage,
     /// Start one end of a traffic flow in a node (on the node's machine).
-    TrafficEnd { node: String, end: crate::traffic::End },
+    TrafficEnd {
+        node: String,
+        end: crate::traffic::End,
+    },
     /// The whole lines of a traffic records file of the node's machine from byte
     /// `offset` ([`crate::traffic::records_chunk`]): [`WorkerReply::Text`].
-    TrafficRecords { node: String, file: String, offset: u64 },
+    TrafficRecords {
+        node: String,
+        file: String,
+        offset: u64,
+    },
     /// What this machine holds of the lab for a controller that takes it over from
     /// another machine: [`WorkerReply::Text`], a JSON object with the lab's `plan`, the
     /// `saved` state its controller last handed on (null if none) and what the lab clock
@@ -187,7 +216,11 @@ pub trait Worker: Send {
     fn call(&mut self, req: WorkerRequest, progress: &mut dyn FnMut(usize, usize)) -> WorkerReply;
 
     /// Start capturing on interfaces (see [`Engine::capture`]); returns its id.
-    fn capture(&mut self, on: &[CaptureSpec], tx: std::sync::mpsc::SyncSender<Captured>) -> Result<u64>;
+    fn capture(
+        &mut self,
+        on: &[CaptureSpec],
+        tx: std::sync::mpsc::SyncSender<Captured>,
+    ) -> Result<u64>;
 
     fn stop_capture(&mut self, id: u64);
 
@@ -297,10 +330,13 @@ fn fast_path(paths: &LabPaths, dense_devices: usize) -> Result<Arc<FastPath>, St
         return Err(format!("{FAST_PATH_ENV}=off"));
     }
     vemu_host::create_plane(paths).map_err(|e| format!("{e:#}"))?;
-    let ctl = vemu_host::in_netns(&paths.plane(), || Ok(vemu_engine::netlink_socket()?)).map_err(|e| format!("{e:#}"))?;
-    let dense = u32::try_from(dense_devices).map_err(|_| format!("{dense_devices} plane devices are too many"))?;
+    let ctl = vemu_host::in_netns(&paths.plane(), || Ok(vemu_engine::netlink_socket()?))
+        .map_err(|e| format!("{e:#}"))?;
+    let dense = u32::try_from(dense_devices)
+        .map_err(|_| format!("{dense_devices} plane devices are too many"))?;
     let fast = FastPath::load(ctl, dense).map_err(|e| format!("{e:#}"))?;
-    vemu_host::plane_program(paths, fast.program(), fast.egress_program()).map_err(|e| format!("{e:#}"))?;
+    vemu_host::plane_program(paths, fast.program(), fast.egress_program())
+        .map_err(|e| format!("{e:#}"))?;
     Ok(Arc::new(fast))
 }
 
@@ -316,26 +352,59 @@ fn switched_where_members_are(g: &vemu_scenario::SegmentPlan) -> bool {
 /// `shard` (made the first time, in `sockets`: one UDP socket on the machine's underlay
 /// address per shard, for every tunnel of that shard, whichever machine it leads to):
 /// the socket's address, to hand to the far machine, and the tunnel's far end.
-fn tunnel_socket(s: &Share, tunnel: usize, side: usize, shard: usize, sockets: &mut [Option<std::net::UdpSocket>]) -> Result<(SocketAddr, RemoteEnd)> {
-    let slot = sockets.get_mut(shard).ok_or_else(|| anyhow!("no engine shard {shard} for tunnel {tunnel}"))?;
+fn tunnel_socket(
+    s: &Share,
+    tunnel: usize,
+    side: usize,
+    shard: usize,
+    sockets: &mut [Option<std::net::UdpSocket>],
+) -> Result<(SocketAddr, RemoteEnd)> {
+    let slot = sockets
+        .get_mut(shard)
+        .ok_or_else(|| anyhow!("no engine shard {shard} for tunnel {tunnel}"))?;
     if slot.is_none() {
         *slot = Some(new_tunnel_socket(s)?);
     }
-    let addr = slot.as_ref().map(|x| x.local_addr()).transpose()?.ok_or_else(|| anyhow!("no tunnel socket"))?;
+    let addr = slot
+        .as_ref()
+        .map(|x| x.local_addr())
+        .transpose()?
+        .ok_or_else(|| anyhow!("no tunnel socket"))?;
     let payload = vemu_engine::tunnel::payload_for_mtu(s.underlay_mtu, s.underlay.is_ipv6());
-    Ok((addr, RemoteEnd { side, link_id: tunnel as u32, transit_ns: 0, payload, ipv6: s.underlay.is_ipv6(), socket: shard, far: None }))
+    Ok((
+        addr,
+        RemoteEnd {
+            side,
+            link_id: tunnel as u32,
+            transit_ns: 0,
+            payload,
+            ipv6: s.underlay.is_ipv6(),
+            socket: shard,
+            far: None,
+        },
+    ))
 }
 
 /// A UDP socket on the machine's underlay address for tunnels to other machines.
 fn new_tunnel_socket(s: &Share) -> Result<std::net::UdpSocket> {
-    let sock = std::net::UdpSocket::bind(SocketAddr::new(s.underlay, 0)).with_context(|| format!("opening a tunnel socket on {}", s.underlay))?;
+    let sock = std::net::UdpSocket::bind(SocketAddr::new(s.underlay, 0))
+        .with_context(|| format!("opening a tunnel socket on {}", s.underlay))?;
     // Room for bursts while the engine is busy elsewhere (the default
     // 208 KiB holds ~60 datagrams: 4 ms at 100 Mbit/s); it serves a shard's tunnels.
-    let _ = nix::sys::socket::setsockopt(&sock, nix::sys::socket::sockopt::RcvBufForce, &TUNNEL_SOCKET_BUFFER);
-    let _ = nix::sys::socket::setsockopt(&sock, nix::sys::socket::sockopt::SndBufForce, &TUNNEL_SOCKET_BUFFER);
+    let _ = nix::sys::socket::setsockopt(
+        &sock,
+        nix::sys::socket::sockopt::RcvBufForce,
+        &TUNNEL_SOCKET_BUFFER,
+    );
+    let _ = nix::sys::socket::setsockopt(
+        &sock,
+        nix::sys::socket::sockopt::SndBufForce,
+        &TUNNEL_SOCKET_BUFFER,
+    );
     // The kernel's time of arrival of each datagram: the engine measures the underlay
     // without its own wake-ups (see the driver's read_tunnels).
-    let _ = nix::sys::socket::setsockopt(&sock, nix::sys::socket::sockopt::ReceiveTimestampns, &true);
+    let _ =
+        nix::sys::socket::setsockopt(&sock, nix::sys::socket::sockopt::ReceiveTimestampns, &true);
     // Never fragmented, never sized by the kernel's path MTU cache (DF
     // set): the engine finds what the path carries by probing.
     let (level, opt) = match s.underlay.is_ipv6() {
@@ -344,8 +413,18 @@ fn new_tunnel_socket(s: &Share) -> Result<std::net::UdpSocket> {
     };
     let probe: libc::c_int = libc::IP_PMTUDISC_PROBE;
     // SAFETY: an int option on a socket we own.
-    if unsafe { libc::setsockopt(std::os::fd::AsRawFd::as_raw_fd(&sock), level, opt, (&probe as *const libc::c_int).cast(), 4) } < 0 {
-        return Err(std::io::Error::last_os_error()).context("setting path MTU discovery on a tunnel socket");
+    if unsafe {
+        libc::setsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(&sock),
+            level,
+            opt,
+            (&probe as *const libc::c_int).cast(),
+            4,
+        )
+    } < 0
+    {
+        return Err(std::io::Error::last_os_error())
+            .context("setting path MTU discovery on a tunnel socket");
     }
     Ok(sock)
 }
@@ -360,15 +439,25 @@ impl LocalWorker {
     /// and the address its tunnels use; `None`: the whole lab). Without links to other
     /// machines the share starts at once; with them it waits for [`LocalWorker::connect`],
     /// and the tunnel sockets it made are returned, as (link, address).
-    fn build(&mut self, plan: Plan, epoch: u64, share: Option<Share>, progress: &mut dyn FnMut(usize, usize)) -> Result<Vec<(usize, SocketAddr)>> {
+    fn build(
+        &mut self,
+        plan: Plan,
+        epoch: u64,
+        share: Option<Share>,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<Vec<(usize, SocketAddr)>> {
         let paths = LabPaths::new(&plan.name);
         let is_share = share.is_some();
-        let here = |node: usize| share.as_ref().is_none_or(|s| plan.nodes[node].machine == s.machine);
-        let hosts: String = std::iter::once("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n".to_string())
-            .chain(plan.hosts.iter().map(|(a, n)| format!("{a}\t{n}\n")))
-            .collect();
+        let here =
+            |node: usize| share.as_ref().is_none_or(|s| plan.nodes[node].machine == s.machine);
+        let hosts: String = std::iter::once(
+            "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n".to_string(),
+        )
+        .chain(plan.hosts.iter().map(|(a, n)| format!("{a}\t{n}\n")))
+        .collect();
         let local_nodes: Vec<usize> = (0..plan.nodes.len()).filter(|&n| here(n)).collect();
-        let share_nodes: Vec<vemu_scenario::NodePlan> = local_nodes.iter().map(|&n| plan.nodes[n].clone()).collect();
+        let share_nodes: Vec<vemu_scenario::NodePlan> =
+            local_nodes.iter().map(|&n| plan.nodes[n].clone()).collect();
         vemu_host::prepare_lab(&paths, &hosts, &share_nodes, plan.storage_bytes, plan.confined)?;
         self.lab = Some(paths.clone());
         // The machine's traffic through emulated paths: the rules (in this process's
@@ -377,7 +466,11 @@ impl LocalWorker {
         let diverts = match (&share, plan.diverts.is_empty()) {
             (None, false) => {
                 let matches: Vec<&str> = plan.diverts.iter().map(|d| d.matches.as_str()).collect();
-                let base = vemu_host::divert::install(&paths, &matches, vemu_engine::divert::REINJECT_MARK)?;
+                let base = vemu_host::divert::install(
+                    &paths,
+                    &matches,
+                    vemu_engine::divert::REINJECT_MARK,
+                )?;
                 let specs = plan
                     .diverts
                     .iter()
@@ -386,7 +479,10 @@ impl LocalWorker {
                         name: d.name.clone(),
                         forward: d.forward.clone(),
                         reverse: d.reverse.clone(),
-                        seeds: [derive_seed(plan.seed, DIVERT_STREAMS + 2 * i as u64), derive_seed(plan.seed, DIVERT_STREAMS + 2 * i as u64 + 1)],
+                        seeds: [
+                            derive_seed(plan.seed, DIVERT_STREAMS + 2 * i as u64),
+                            derive_seed(plan.seed, DIVERT_STREAMS + 2 * i as u64 + 1),
+                        ],
                     })
                     .collect();
                 Some((base, specs))
@@ -395,11 +491,22 @@ impl LocalWorker {
         };
         // Links with an end here (`links_here`, in the engine's order), both ends here
         // or one (a tunnel to the other machine); segments are on one machine each.
-        self.links_here = (0..plan.links.len()).filter(|&l| here(plan.links[l].a.node) || here(plan.links[l].b.node)).collect();
-        self.segs_here = (0..plan.segments.len()).filter(|&g| plan.segments[g].members.first().is_some_and(|m| here(m.end.node))).collect();
+        self.links_here = (0..plan.links.len())
+            .filter(|&l| here(plan.links[l].a.node) || here(plan.links[l].b.node))
+            .collect();
+        self.segs_here = (0..plan.segments.len())
+            .filter(|&g| plan.segments[g].members.first().is_some_and(|m| here(m.end.node)))
+            .collect();
         self.spurs_here = (0..plan.segments.len())
             .filter(|g| !self.segs_here.contains(g))
-            .flat_map(|g| plan.segments[g].members.iter().enumerate().filter(|(_, m)| here(m.end.node)).map(move |(k, _)| (g, k)))
+            .flat_map(|g| {
+                plan.segments[g]
+                    .members
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, m)| here(m.end.node))
+                    .map(move |(k, _)| (g, k))
+            })
             .collect();
         // The links with both ends here (the fast path's), but those to a NIC's wire
         // (its frames come through a packet socket, never a veth).
@@ -408,7 +515,12 @@ impl LocalWorker {
             .links_here
             .iter()
             .copied()
-            .filter(|&l| here(plan.links[l].a.node) && here(plan.links[l].b.node) && !external(plan.links[l].a.node) && !external(plan.links[l].b.node))
+            .filter(|&l| {
+                here(plan.links[l].a.node)
+                    && here(plan.links[l].b.node)
+                    && !external(plan.links[l].a.node)
+                    && !external(plan.links[l].b.node)
+            })
             .collect();
         // The ends here of links to other machines, which the kernel may carry through
         // the lab's VXLAN device (nodes that are namespaces).
@@ -433,9 +545,13 @@ impl LocalWorker {
         self.sizes = plan.segments.iter().map(|g| g.members.len()).collect();
         self.nodes = plan.nodes.iter().map(|n| n.name.clone()).collect();
         self.lab_links = plan.links.len();
-        self.ifaces = share_nodes.iter().map(|n| (n.name.clone(), n.ifaces.iter().map(|i| i.name.clone()).collect(), n.kind)).collect();
+        self.ifaces = share_nodes
+            .iter()
+            .map(|n| (n.name.clone(), n.ifaces.iter().map(|i| i.name.clone()).collect(), n.kind))
+            .collect();
         // The LANs the kernel can switch.
-        let lans: Vec<usize> = self.segs_here.iter().copied().filter(|&g| plan.kernel_lan(g)).collect();
+        let lans: Vec<usize> =
+            self.segs_here.iter().copied().filter(|&g| plan.kernel_lan(g)).collect();
         let template = vemu_host::mount_template(&paths)?;
         // Nothing here it could carry is not worth a word (a lab whose every link
         // crosses machines, or one without links).
@@ -448,21 +564,32 @@ impl LocalWorker {
             None
         } else {
             // The nodes' interfaces' far ends in the plane (see `names` below).
-            let far_ends = 2 * whole.len() + crossing.len() + lans.iter().map(|&g| plan.segments[g].members.len()).sum::<usize>();
+            let far_ends = 2 * whole.len()
+                + crossing.len()
+                + lans.iter().map(|&g| plan.segments[g].members.len()).sum::<usize>();
             match fast_path(&paths, far_ends) {
                 Ok(f) => {
                     self.fast_path = "on".into();
-                    let kernel = |d: &&vemu_link::Impairments| d.shaper == vemu_link::Shaper::Kernel;
-                    let asks = plan.links.iter().any(|l| [&l.forward, &l.reverse].iter().any(kernel));
+                    let kernel =
+                        |d: &&vemu_link::Impairments| d.shaper == vemu_link::Shaper::Kernel;
+                    let asks =
+                        plan.links.iter().any(|l| [&l.forward, &l.reverse].iter().any(kernel));
                     if let (Err(why), true) = (f.shaper(), asks) {
                         eprintln!("kernel shaper unavailable ({why}): the engine shapes the directions that ask for 'shaper: kernel'");
                     }
-                    let lan_asks = lans.iter().any(|&g| plan.segments[g].members.iter().any(|m| [&m.egress, &m.ingress].iter().any(kernel)));
+                    let lan_asks = lans.iter().any(|&g| {
+                        plan.segments[g]
+                            .members
+                            .iter()
+                            .any(|m| [&m.egress, &m.ingress].iter().any(kernel))
+                    });
                     if let (Err(why), true) = (f.bridge_shaper(), lan_asks) {
                         eprintln!("kernel shaper unavailable on LAN ports ({why}): the engine switches the LANs whose ports ask for 'shaper: kernel'");
                     }
                     if !crossing.is_empty() {
-                        match vemu_host::plane_vxlan(&paths, vxlan_port).and_then(|ix| f.route(ix, vemu_engine::Route::FromTunnel).map(|()| ix)) {
+                        match vemu_host::plane_vxlan(&paths, vxlan_port)
+                            .and_then(|ix| f.route(ix, vemu_engine::Route::FromTunnel).map(|()| ix))
+                        {
                             Ok(ix) => self.vxlan = Some(ix),
                             Err(e) => {
                                 eprintln!("no kernel tunnel to other machines ({e:#}): the links between machines go through the engine");
@@ -483,7 +610,8 @@ impl LocalWorker {
         };
         // With the fast path, a link's interfaces and a plain LAN's are veths whose peers
         // are in the plane (a LAN's are ports of its bridge there).
-        let mut peers: Vec<Vec<Option<vemu_host::PlanePeer>>> = plan.nodes.iter().map(|n| vec![None; n.ifaces.len()]).collect();
+        let mut peers: Vec<Vec<Option<vemu_host::PlanePeer>>> =
+            plan.nodes.iter().map(|n| vec![None; n.ifaces.len()]).collect();
         // The plane's names of each link end and LAN port (veth peer, engine's TAP).
         let mut names: Vec<(PlaneEnd, (String, String))> = Vec::new();
         if fast.is_some() {
@@ -492,15 +620,30 @@ impl LocalWorker {
                 let link = &plan.links[l];
                 let e = if side == 0 { link.a } else { link.b };
                 let n = vemu_host::plane_names(l, side);
-                peers[e.node][e.iface] = Some(vemu_host::PlanePeer { name: n.0.clone(), index: vemu_host::plane_index(names.len()), bridge: None });
+                peers[e.node][e.iface] = Some(vemu_host::PlanePeer {
+                    name: n.0.clone(),
+                    index: vemu_host::plane_index(names.len()),
+                    bridge: None,
+                });
                 names.push((PlaneEnd::Link(l, side), n));
             }
             for &g in &lans {
                 let seg = &plan.segments[g];
-                let br = vemu_host::plane_bridge(&paths, g, seg.snooping != vemu_engine::Snooping::Off, seg.snooping == vemu_engine::Snooping::Querier, plan.segment_carries_ipv6(g), seg.aging_ns)?;
+                let br = vemu_host::plane_bridge(
+                    &paths,
+                    g,
+                    seg.snooping != vemu_engine::Snooping::Off,
+                    seg.snooping == vemu_engine::Snooping::Querier,
+                    plan.segment_carries_ipv6(g),
+                    seg.aging_ns,
+                )?;
                 for (k, m) in seg.members.iter().enumerate() {
                     let n = vemu_host::plane_member_names(g, k);
-                    peers[m.end.node][m.end.iface] = Some(vemu_host::PlanePeer { name: n.0.clone(), index: vemu_host::plane_index(names.len()), bridge: Some(br) });
+                    peers[m.end.node][m.end.iface] = Some(vemu_host::PlanePeer {
+                        name: n.0.clone(),
+                        index: vemu_host::plane_index(names.len()),
+                        bridge: Some(br),
+                    });
                     names.push((PlaneEnd::Member(g, k), n));
                 }
             }
@@ -511,13 +654,17 @@ impl LocalWorker {
         // (A link to another machine: the engine carries it until the underlay is known
         // to carry its frames whole.)
         let impaired = |end: &PlaneEnd| match *end {
-            PlaneEnd::Link(l, _) => !plan.links[l].unimpaired() || !(here(plan.links[l].a.node) && here(plan.links[l].b.node)),
+            PlaneEnd::Link(l, _) => {
+                !plan.links[l].unimpaired()
+                    || !(here(plan.links[l].a.node) && here(plan.links[l].b.node))
+            }
             PlaneEnd::Member(g, _) => !plan.segments[g].unimpaired(),
         };
 
         // Nodes, a few at a time.
         let total = local_nodes.len();
-        let taps: Vec<Mutex<Option<Vec<Option<OwnedFd>>>>> = (0..plan.nodes.len()).map(|_| Mutex::new(None)).collect();
+        let taps: Vec<Mutex<Option<Vec<Option<OwnedFd>>>>> =
+            (0..plan.nodes.len()).map(|_| Mutex::new(None)).collect();
         let next = AtomicUsize::new(0);
         let done = AtomicUsize::new(0);
         let first_error: Mutex<Option<anyhow::Error>> = Mutex::new(None);
@@ -526,7 +673,11 @@ impl LocalWorker {
             // The engine's TAP devices in the plane are made meanwhile (the nodes'
             // threads spend much of their time on other things than devices).
             let plane_taps = fast.as_ref().map(|_| {
-                let taps: Vec<String> = names.iter().filter(|(end, _)| impaired(end)).map(|(_, (_, t))| t.clone()).collect();
+                let taps: Vec<String> = names
+                    .iter()
+                    .filter(|(end, _)| impaired(end))
+                    .map(|(_, (_, t))| t.clone())
+                    .collect();
                 let paths = &paths;
                 s.spawn(move || vemu_host::plane_taps(paths, &taps))
             });
@@ -541,14 +692,19 @@ impl LocalWorker {
                         }
                         let i = local_nodes[k];
                         let made = match plan.nodes[i].kind {
-                            NodeKind::Host => vemu_host::create_host_node(&paths, &plan.nodes[i], &peers[i]),
+                            NodeKind::Host => {
+                                vemu_host::create_host_node(&paths, &plan.nodes[i], &peers[i])
+                            }
                             NodeKind::External => vemu_host::create_external_node(&plan.nodes[i]),
-                            NodeKind::Namespace => vemu_host::create_node(&paths, &plan.nodes[i], &template, &peers[i]),
+                            NodeKind::Namespace => {
+                                vemu_host::create_node(&paths, &plan.nodes[i], &template, &peers[i])
+                            }
                         };
                         match made {
                             Ok(fds) => *taps[i].locked() = Some(fds),
                             Err(e) => {
-                                let e = e.context(format!("creating node '{}'", plan.nodes[i].name));
+                                let e =
+                                    e.context(format!("creating node '{}'", plan.nodes[i].name));
                                 first_error.locked().get_or_insert(e);
                             }
                         }
@@ -561,7 +717,11 @@ impl LocalWorker {
             while rx.recv().is_ok() {
                 progress(done.load(Ordering::Relaxed), total);
             }
-            plane_taps.map(|t| t.join().unwrap_or_else(|_| Err(anyhow!("the thread making the plane's devices panicked"))))
+            plane_taps.map(|t| {
+                t.join().unwrap_or_else(|_| {
+                    Err(anyhow!("the thread making the plane's devices panicked"))
+                })
+            })
         });
         if let Some(e) = first_error.into_inner().unwrap() {
             return Err(e);
@@ -570,14 +730,18 @@ impl LocalWorker {
 
         // Links: hand both TAP devices of each to the engine (with the fast path, the
         // engine's own in the plane: frames reach them only while a direction needs it).
-        let mut taps: Vec<Vec<Option<OwnedFd>>> = taps.into_iter().map(|m| m.into_inner().unwrap().unwrap_or_default()).collect();
+        let mut taps: Vec<Vec<Option<OwnedFd>>> =
+            taps.into_iter().map(|m| m.into_inner().unwrap().unwrap_or_default()).collect();
         let mut plane: HashMap<PlaneEnd, (Option<OwnedFd>, PlaneDevs)> = HashMap::new();
         if let (Some(_), Some(plane_taps)) = (&fast, plane_taps) {
             let mut plane_taps = plane_taps.into_iter();
             for (n, (end, name)) in names.iter().enumerate() {
                 let veth = vemu_host::plane_index(n);
                 let (tap, fd) = match impaired(end) {
-                    true => plane_taps.next().map(|(t, fd)| (Some(t), Some(fd))).ok_or_else(|| anyhow!("a plane device is missing"))?,
+                    true => plane_taps
+                        .next()
+                        .map(|(t, fd)| (Some(t), Some(fd)))
+                        .ok_or_else(|| anyhow!("a plane device is missing"))?,
                     false => (None, None),
                 };
                 if let Some(t) = tap {
@@ -588,7 +752,11 @@ impl LocalWorker {
                     PlaneEnd::Link(l, _) => plan.links[l].b,
                     PlaneEnd::Member(g, k) => plan.segments[g].members[k].end,
                 };
-                self.plane_ports.push(PlanePort { port: plan.endpoint_name(e), veth, tap: name.1.clone() });
+                self.plane_ports.push(PlanePort {
+                    port: plan.endpoint_name(e),
+                    veth,
+                    tap: name.1.clone(),
+                });
                 plane.insert(*end, (fd, PlaneDevs { veth, tap }));
             }
         }
@@ -598,24 +766,33 @@ impl LocalWorker {
         // to another machine goes on shard (its number here) mod shards, everything of
         // a segment on shard (its number in the lab) mod shards.
         let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-        let shards = vemu_engine::shard_count(cores, self.links_here.len() + self.spurs_here.len(), self.segs_here.len());
+        let shards = vemu_engine::shard_count(
+            cores,
+            self.links_here.len() + self.spurs_here.len(),
+            self.segs_here.len(),
+        );
         let mut sockets: Vec<Option<std::net::UdpSocket>> = (0..shards).map(|_| None).collect();
         for (k, &i) in self.links_here.iter().enumerate() {
             let l = &plan.links[i];
             let mut remote = None;
-            let mut take = |e: vemu_scenario::EndpointRef, side: usize| -> Result<(Option<OwnedFd>, Option<PlaneDevs>)> {
+            let mut take = |e: vemu_scenario::EndpointRef,
+                            side: usize|
+             -> Result<(Option<OwnedFd>, Option<PlaneDevs>)> {
                 if let Some((fd, devs)) = plane.remove(&PlaneEnd::Link(i, side)) {
                     return Ok((fd, Some(devs)));
                 }
                 if !here(e.node) {
                     // The far side is on another machine: a UDP socket toward it.
-                    let s = share.as_ref().ok_or_else(|| anyhow!("link {i} leaves this machine"))?;
+                    let s =
+                        share.as_ref().ok_or_else(|| anyhow!("link {i} leaves this machine"))?;
                     let (addr, r) = tunnel_socket(s, i, side, k % shards, &mut sockets)?;
                     endpoints.push((i, addr));
                     remote = Some(r);
                     return Ok((None, None));
                 }
-                let fd = taps[e.node][e.iface].take().ok_or_else(|| anyhow!("interface {} was not created", plan.endpoint_name(e)))?;
+                let fd = taps[e.node][e.iface].take().ok_or_else(|| {
+                    anyhow!("interface {} was not created", plan.endpoint_name(e))
+                })?;
                 Ok((Some(fd), None))
             };
             let (a, pa) = take(l.a, 0)?;
@@ -623,7 +800,9 @@ impl LocalWorker {
             // An end here of a link to another machine, in the plane: the kernel's way
             // there is known when the share connects.
             let kernel_tunnel = match (remote, pa.or(pb), self.vxlan) {
-                (Some(_), Some(local), Some(vxlan)) => Some(KernelTunnel { local, vxlan, remote: None }),
+                (Some(_), Some(local), Some(vxlan)) => {
+                    Some(KernelTunnel { local, vxlan, remote: None })
+                }
                 _ => None,
             };
             specs.push(LinkSpec {
@@ -633,7 +812,10 @@ impl LocalWorker {
                 plane: pa.zip(pb).map(|(a, b)| [a, b]),
                 forward: l.forward.clone(),
                 reverse: l.reverse.clone(),
-                seeds: [derive_seed(plan.seed, 2 * i as u64), derive_seed(plan.seed, 2 * i as u64 + 1)],
+                seeds: [
+                    derive_seed(plan.seed, 2 * i as u64),
+                    derive_seed(plan.seed, 2 * i as u64 + 1),
+                ],
                 remote,
                 kernel_tunnel,
                 spur: None,
@@ -651,7 +833,9 @@ impl LocalWorker {
             let seed = 2 * t as u64;
             specs.push(LinkSpec {
                 mtu: plan.nodes[m.end.node].ifaces[m.end.iface].mtu,
-                a: Some(taps[m.end.node][m.end.iface].take().ok_or_else(|| anyhow!("interface {} was not created", plan.endpoint_name(m.end)))?),
+                a: Some(taps[m.end.node][m.end.iface].take().ok_or_else(|| {
+                    anyhow!("interface {} was not created", plan.endpoint_name(m.end))
+                })?),
                 b: None,
                 plane: None,
                 forward: m.egress.clone(),
@@ -659,7 +843,11 @@ impl LocalWorker {
                 seeds: [derive_seed(plan.seed, seed), derive_seed(plan.seed, seed + 1)],
                 remote: Some(remote),
                 kernel_tunnel: None,
-                spur: switched_where_members_are(seg).then_some(Spur { segment: g as u32, vlan: m.vlan, aging_ns: seg.aging_ns }),
+                spur: switched_where_members_are(seg).then_some(Spur {
+                    segment: g as u32,
+                    vlan: m.vlan,
+                    aging_ns: seg.aging_ns,
+                }),
             });
         }
         // The trunks that end here: each brings the frames of a segment elsewhere to the
@@ -671,7 +859,13 @@ impl LocalWorker {
                 let t = plan.trunk_tunnel(k);
                 let (addr, remote) = tunnel_socket(s, t, 1, g % shards, &mut sockets)?;
                 endpoints.push((t, addr));
-                let members = self.spurs_here.iter().enumerate().filter(|(_, x)| x.0 == g).map(|(j, x)| (x.1 as u32, self.links_here.len() + j)).collect();
+                let members = self
+                    .spurs_here
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, x)| x.0 == g)
+                    .map(|(j, x)| (x.1 as u32, self.links_here.len() + j))
+                    .collect();
                 trunks_in.push(TrunkInSpec { remote, members });
             }
         }
@@ -694,14 +888,18 @@ impl LocalWorker {
                     }
                     // A member on another machine: a UDP socket toward it.
                     None if !here(e.node) => {
-                        let s = share.as_ref().ok_or_else(|| anyhow!("segment {gi} leaves this machine"))?;
+                        let s = share
+                            .as_ref()
+                            .ok_or_else(|| anyhow!("segment {gi} leaves this machine"))?;
                         let t = plan.member_tunnel(gi, k);
                         let (addr, r) = tunnel_socket(s, t, 0, gi % shards, &mut sockets)?;
                         endpoints.push((t, addr));
                         remote = Some(r);
                         None
                     }
-                    None => Some(taps[e.node][e.iface].take().ok_or_else(|| anyhow!("interface {} was not created", plan.endpoint_name(e)))?),
+                    None => Some(taps[e.node][e.iface].take().ok_or_else(|| {
+                        anyhow!("interface {} was not created", plan.endpoint_name(e))
+                    })?),
                 };
                 let seed = 2 * plan.member_tunnel(gi, k) as u64;
                 members.push(MemberSpec {
@@ -714,26 +912,58 @@ impl LocalWorker {
                     remote,
                 });
             }
-            let radio = g.wireless.as_ref().map(|w| (w.medium.clone(), w.radios.iter().map(|r| r.start).collect()));
+            let radio = g
+                .wireless
+                .as_ref()
+                .map(|w| (w.medium.clone(), w.radios.iter().map(|r| r.start).collect()));
             let plane = (!devs.is_empty()).then_some(devs);
             // Toward each other machine with members: a trunk.
             let mut seg_trunks = Vec::new();
             for (k, &(_, m)) in trunks.iter().enumerate().filter(|(_, t)| t.0 == gi) {
-                let s = share.as_ref().ok_or_else(|| anyhow!("segment {gi} leaves this machine"))?;
+                let s =
+                    share.as_ref().ok_or_else(|| anyhow!("segment {gi} leaves this machine"))?;
                 let t = plan.trunk_tunnel(k);
                 let (addr, remote) = tunnel_socket(s, t, 0, gi % shards, &mut sockets)?;
                 endpoints.push((t, addr));
-                let members = g.members.iter().enumerate().filter(|(_, x)| plan.nodes[x.end.node].machine == m).map(|(j, _)| j).collect();
+                let members = g
+                    .members
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, x)| plan.nodes[x.end.node].machine == m)
+                    .map(|(j, _)| j)
+                    .collect();
                 seg_trunks.push(TrunkSpec { remote, members });
             }
-            segments.push(SegmentSpec { members, capacity_bps: g.capacity_bps, aging_ns: g.aging_ns, snooping: g.snooping, radio, plane, trunks: seg_trunks, far_switching: switched_where_members_are(g), ipv6_off: !plan.segment_carries_ipv6(gi) });
+            segments.push(SegmentSpec {
+                members,
+                capacity_bps: g.capacity_bps,
+                aging_ns: g.aging_ns,
+                snooping: g.snooping,
+                radio,
+                plane,
+                trunks: seg_trunks,
+                far_switching: switched_where_members_are(g),
+                ipv6_off: !plan.segment_carries_ipv6(gi),
+            });
         }
-        let commands = share_nodes.iter().flat_map(|n| n.run.iter().map(|c| (n.name.clone(), c.clone()))).collect();
+        let commands = share_nodes
+            .iter()
+            .flat_map(|n| n.run.iter().map(|c| (n.name.clone(), c.clone())))
+            .collect();
         let fast = fast.map(|path| {
             // (Without it the lab runs; only its input queues go unprobed.)
-            let probe = vemu_host::plane_packet_socket(&paths).map_err(|e| eprintln!("vemu: {e:#}")).ok().map(Arc::new);
+            let probe = vemu_host::plane_packet_socket(&paths)
+                .map_err(|e| eprintln!("vemu: {e:#}"))
+                .ok()
+                .map(Arc::new);
             // The engine numbers its links as `links_here`, its segments as `segs_here`.
-            let (links, segs, sizes, paths, indexes) = (self.links_here.clone(), self.segs_here.clone(), self.sizes.clone(), paths.clone(), self.tap_indexes.clone());
+            let (links, segs, sizes, paths, indexes) = (
+                self.links_here.clone(),
+                self.segs_here.clone(),
+                self.sizes.clone(),
+                paths.clone(),
+                self.tap_indexes.clone(),
+            );
             let make_taps: MakeTaps = Arc::new(move |of: TapsOf| {
                 let names: Vec<String> = match of {
                     TapsOf::Link(k) => {
@@ -753,7 +983,18 @@ impl LocalWorker {
             Fast { path, make_taps, probe }
         });
         let tunnel_sockets = sockets.into_iter().map(|x| x.map(OwnedFd::from)).collect();
-        self.pending = Some(Pending { specs, segments, trunks_in, fast, clock: LabClock { epoch_ns: epoch }, commands, log_bytes: plan.log_bytes, diverts, shards, tunnel_sockets });
+        self.pending = Some(Pending {
+            specs,
+            segments,
+            trunks_in,
+            fast,
+            clock: LabClock { epoch_ns: epoch },
+            commands,
+            log_bytes: plan.log_bytes,
+            diverts,
+            shards,
+            tunnel_sockets,
+        });
         // A lab of this machine alone starts now; a machine's share of a lab across
         // machines when the controller says (`Connect`), even one with no tunnel (a
         // machine with no node of a small lab's: it was started twice, and the second
@@ -766,7 +1007,11 @@ impl LocalWorker {
 
     /// Start the share built: join its tunnels to the other machines' (`peers`: link,
     /// address of its socket there), start the engine and the nodes' commands.
-    fn connect(&mut self, peers: &[(usize, SocketAddr)], vxlan: &[(usize, std::net::IpAddr)]) -> Result<()> {
+    fn connect(
+        &mut self,
+        peers: &[(usize, SocketAddr)],
+        vxlan: &[(usize, std::net::IpAddr)],
+    ) -> Result<()> {
         let Some(mut p) = self.pending.take() else { bail!("nothing is waiting to start") };
         // The kernel's way to the machines that have it too.
         for l in &mut p.specs {
@@ -777,7 +1022,13 @@ impl LocalWorker {
         // Every tunnel's far end: of links, of segment members, of trunks (both ends).
         let far = |r: &mut RemoteEnd| -> Result<()> {
             let t = r.link_id as usize;
-            r.far = Some(peers.iter().find(|(l, _)| *l == t).map(|(_, a)| *a).ok_or_else(|| anyhow!("no tunnel address for tunnel {t}"))?);
+            r.far = Some(
+                peers
+                    .iter()
+                    .find(|(l, _)| *l == t)
+                    .map(|(_, a)| *a)
+                    .ok_or_else(|| anyhow!("no tunnel address for tunnel {t}"))?,
+            );
             Ok(())
         };
         for r in p.specs.iter_mut().filter_map(|l| l.remote.as_mut()) {
@@ -795,7 +1046,15 @@ impl LocalWorker {
             far(&mut t.remote)?;
         }
         self.clock = Some(p.clock);
-        self.engine = Some(Engine::start(p.specs, p.segments, p.trunks_in, p.shards, p.clock, p.fast, p.tunnel_sockets)?);
+        self.engine = Some(Engine::start(
+            p.specs,
+            p.segments,
+            p.trunks_in,
+            p.shards,
+            p.clock,
+            p.fast,
+            p.tunnel_sockets,
+        )?);
         if let Some((base, specs)) = p.diverts {
             self.diverter = Some(Diverter::start(base, specs, p.clock)?);
         }
@@ -812,7 +1071,8 @@ impl LocalWorker {
         // Only ports whose TAP device is made (the others never reached the engine),
         // each asked for by index: a lab on the kernel fast path asks nothing.
         let taps = self.tap_indexes.locked();
-        let made: Vec<(&PlanePort, u32)> = self.plane_ports.iter().filter_map(|p| Some((p, *taps.get(&p.tap)?))).collect();
+        let made: Vec<(&PlanePort, u32)> =
+            self.plane_ports.iter().filter_map(|p| Some((p, *taps.get(&p.tap)?))).collect();
         drop(taps);
         if !made.is_empty() {
             if self.plane_socket.is_none() {
@@ -824,15 +1084,24 @@ impl LocalWorker {
                 // full (the veth peer's rx_dropped) or the TAP's queue is (its tx_dropped).
                 // (The veth peer also counts what a node sends while its link is down.)
                 let (v, t) = (sock.stats_of(p.veth)?, sock.stats_of(tap)?);
-                out.push(TapQueue { port: p.port.clone(), read: t.tx_packets, dropped: t.tx_dropped + v.rx_dropped });
+                out.push(TapQueue {
+                    port: p.port.clone(),
+                    read: t.tx_packets,
+                    dropped: t.tx_dropped + v.rx_dropped,
+                });
             }
         }
         // The others are TAP devices in the nodes: a socket in each node that has one.
         if self.node_sockets.is_none() {
             let mut socks = Vec::new();
             // (A NIC's counters say nothing of the engine's reading: not watched.)
-            for (n, ifaces, kind) in self.ifaces.iter().filter(|(_, _, k)| *k != NodeKind::External) {
-                let taps: Vec<String> = ifaces.iter().filter(|i| !on_plane.contains(format!("{n}:{i}").as_str())).cloned().collect();
+            for (n, ifaces, kind) in self.ifaces.iter().filter(|(_, _, k)| *k != NodeKind::External)
+            {
+                let taps: Vec<String> = ifaces
+                    .iter()
+                    .filter(|i| !on_plane.contains(format!("{n}:{i}").as_str()))
+                    .cloned()
+                    .collect();
                 if !taps.is_empty() {
                     let sock = match kind {
                         NodeKind::Host => vemu_host::netlink::Netlink::open()?,
@@ -846,7 +1115,11 @@ impl LocalWorker {
         for (node, taps, sock) in self.node_sockets.iter_mut().flatten() {
             for (name, st) in sock.link_stats()? {
                 if taps.contains(&name) {
-                    out.push(TapQueue { port: format!("{node}:{name}"), read: st.tx_packets, dropped: st.tx_dropped });
+                    out.push(TapQueue {
+                        port: format!("{node}:{name}"),
+                        read: st.tx_packets,
+                        dropped: st.tx_dropped,
+                    });
                 }
             }
         }
@@ -900,7 +1173,12 @@ impl LocalWorker {
     /// The engine's number of a link or segment of the lab.
     fn local(&self, target: Target) -> Result<Target> {
         Ok(match target {
-            Target::Link(l) => Target::Link(self.links_here.iter().position(|&x| x == l).ok_or_else(|| anyhow!("link {l} is not on this machine"))?),
+            Target::Link(l) => Target::Link(
+                self.links_here
+                    .iter()
+                    .position(|&x| x == l)
+                    .ok_or_else(|| anyhow!("link {l} is not on this machine"))?,
+            ),
             // A member here whose segment is elsewhere: its link toward it.
             Target::Member(g, m) => match self.spurs_here.iter().position(|&x| x == (g, m)) {
                 Some(j) => Target::Link(self.links_here.len() + j),
@@ -910,12 +1188,19 @@ impl LocalWorker {
     }
 
     fn local_seg(&self, g: usize) -> Result<usize> {
-        self.segs_here.iter().position(|&x| x == g).ok_or_else(|| anyhow!("segment {g} is not on this machine"))
+        self.segs_here
+            .iter()
+            .position(|&x| x == g)
+            .ok_or_else(|| anyhow!("segment {g} is not on this machine"))
     }
 }
 
 impl Worker for LocalWorker {
-    fn capture(&mut self, on: &[CaptureSpec], tx: std::sync::mpsc::SyncSender<Captured>) -> Result<u64> {
+    fn capture(
+        &mut self,
+        on: &[CaptureSpec],
+        tx: std::sync::mpsc::SyncSender<Captured>,
+    ) -> Result<u64> {
         // (A member's link toward its segment has the member at side a. A link keeps
         // its side, whatever its number here.)
         let on = on
@@ -943,7 +1228,9 @@ impl Worker for LocalWorker {
             WorkerRequest::Build { plan, clock_epoch_ns, share } => {
                 let is_share = share.is_some();
                 match self.build(plan, clock_epoch_ns, share, progress) {
-                    Ok(endpoints) if is_share => Ok(WorkerReply::Endpoints(endpoints, self.vxlan.is_some())),
+                    Ok(endpoints) if is_share => {
+                        Ok(WorkerReply::Endpoints(endpoints, self.vxlan.is_some()))
+                    }
                     Ok(_) => Ok(WorkerReply::Done),
                     Err(e) => {
                         // Never leave a half-built lab.
@@ -958,7 +1245,9 @@ impl Worker for LocalWorker {
                 self.connect(&peers, &vxlan)?;
                 Ok(WorkerReply::Done)
             }
-            WorkerRequest::Patch { target, dir, patch } => Ok(WorkerReply::Impairments(self.engine()?.patch(self.local(target)?, dir, patch)?)),
+            WorkerRequest::Patch { target, dir, patch } => Ok(WorkerReply::Impairments(
+                self.engine()?.patch(self.local(target)?, dir, patch)?,
+            )),
             WorkerRequest::SetUp { target, up } => {
                 self.engine()?.set_up(self.local(target)?, up)?;
                 Ok(WorkerReply::Done)
@@ -970,17 +1259,27 @@ impl Worker for LocalWorker {
                 for (k, &l) in self.links_here.iter().enumerate() {
                     links[l] = e.stats(Target::Link(k));
                 }
-                let mut members: Vec<Vec<[DirStats; 2]>> = self.sizes.iter().map(|&n| vec![Default::default(); n]).collect();
+                let mut members: Vec<Vec<[DirStats; 2]>> =
+                    self.sizes.iter().map(|&n| vec![Default::default(); n]).collect();
                 let mut segments = vec![SegStats::default(); self.sizes.len()];
                 for (k, &g) in self.segs_here.iter().enumerate() {
-                    members[g] = (0..self.sizes[g]).map(|m| e.stats(Target::Member(k, m))).collect();
+                    members[g] =
+                        (0..self.sizes[g]).map(|m| e.stats(Target::Member(k, m))).collect();
                     segments[g] = e.segment_stats(k);
                 }
                 for (j, &(g, m)) in self.spurs_here.iter().enumerate() {
                     members[g][m] = e.stats(Target::Link(self.links_here.len() + j));
                 }
                 let diverts = self.diverter.as_ref().map(|d| d.stats()).unwrap_or_default();
-                Ok(WorkerReply::Stats(Counters { links, members, segments, shard_work_ns: e.work_ns(), fast_path: self.fast_path.clone(), engine_faults: e.faults(), diverts }))
+                Ok(WorkerReply::Stats(Counters {
+                    links,
+                    members,
+                    segments,
+                    shard_work_ns: e.work_ns(),
+                    fast_path: self.fast_path.clone(),
+                    engine_faults: e.faults(),
+                    diverts,
+                }))
             }
             WorkerRequest::NodeState { node, up } => {
                 let (Some(sup), Some(paths)) = (&self.supervisor, &self.lab) else {
@@ -993,14 +1292,16 @@ impl Worker for LocalWorker {
                 }
                 Ok(WorkerReply::Done)
             }
-            WorkerRequest::Processes => {
-                Ok(WorkerReply::Processes(self.supervisor.as_ref().map(|s| s.status()).unwrap_or_default()))
-            }
+            WorkerRequest::Processes => Ok(WorkerReply::Processes(
+                self.supervisor.as_ref().map(|s| s.status()).unwrap_or_default(),
+            )),
             WorkerRequest::Positions { seg, positions } => {
                 self.engine()?.set_positions(self.local_seg(seg)?, positions);
                 Ok(WorkerReply::Done)
             }
-            WorkerRequest::Radio { seg } => Ok(WorkerReply::Radio(self.engine()?.radio(self.local_seg(seg)?))),
+            WorkerRequest::Radio { seg } => {
+                Ok(WorkerReply::Radio(self.engine()?.radio(self.local_seg(seg)?)))
+            }
             WorkerRequest::TapQueues => Ok(WorkerReply::TapQueues(self.tap_queues()?)),
             WorkerRequest::Backlog => Ok(WorkerReply::Backlog(self.engine()?.backlog_ns())),
             WorkerRequest::SetLimits { node, limits } => {
@@ -1012,7 +1313,18 @@ impl Worker for LocalWorker {
                 let paths = self.lab.as_ref().ok_or_else(|| anyhow!("the lab is not built"))?;
                 // In the lab's order of nodes; those of other machines use nothing here.
                 let here: HashSet<&str> = self.ifaces.iter().map(|(n, _, _)| n.as_str()).collect();
-                Ok(WorkerReply::Usage(self.nodes.iter().map(|n| if here.contains(n.as_str()) { vemu_host::cgroup::usage(&paths.lab, n) } else { Default::default() }).collect()))
+                Ok(WorkerReply::Usage(
+                    self.nodes
+                        .iter()
+                        .map(|n| {
+                            if here.contains(n.as_str()) {
+                                vemu_host::cgroup::usage(&paths.lab, n)
+                            } else {
+                                Default::default()
+                            }
+                        })
+                        .collect(),
+                ))
             }
             WorkerRequest::TrafficEnd { node, end } => {
                 let (Some(paths), Some(clock)) = (&self.lab, self.clock) else {
@@ -1030,10 +1342,19 @@ impl Worker for LocalWorker {
             }
             WorkerRequest::State => {
                 let paths = self.lab.as_ref().ok_or_else(|| anyhow!("the lab is not built"))?;
-                let plan: serde_json::Value = serde_json::from_slice(&std::fs::read(paths.plan()).context("reading the lab's plan")?).context("reading the lab's plan")?;
-                let saved: serde_json::Value = std::fs::read(saved_copy(paths)).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
+                let plan: serde_json::Value = serde_json::from_slice(
+                    &std::fs::read(paths.plan()).context("reading the lab's plan")?,
+                )
+                .context("reading the lab's plan")?;
+                let saved: serde_json::Value = std::fs::read(saved_copy(paths))
+                    .ok()
+                    .and_then(|b| serde_json::from_slice(&b).ok())
+                    .unwrap_or_default();
                 let lab_now_ns = self.clock.map(|c| c.now_ns());
-                Ok(WorkerReply::Text(serde_json::json!({"plan": plan, "saved": saved, "lab_now_ns": lab_now_ns}).to_string()))
+                Ok(WorkerReply::Text(
+                    serde_json::json!({"plan": plan, "saved": saved, "lab_now_ns": lab_now_ns})
+                        .to_string(),
+                ))
             }
             WorkerRequest::Teardown => {
                 self.teardown()?;

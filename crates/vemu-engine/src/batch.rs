@@ -76,7 +76,8 @@ impl<T: Bytes> TapWriter<T> {
             _ => {
                 for (fd, tx) in batch.iter() {
                     // SAFETY: writing a frame we hold to a descriptor of ours.
-                    let n = unsafe { libc::write(*fd, tx.bytes().as_ptr().cast(), tx.bytes().len()) };
+                    let n =
+                        unsafe { libc::write(*fd, tx.bytes().as_ptr().cast(), tx.bytes().len()) };
                     done(tx, n >= 0);
                 }
             }
@@ -87,22 +88,35 @@ impl<T: Bytes> TapWriter<T> {
 
 /// One submission of the whole batch (at most [`BATCH`]), then every completion.
 /// `seen[i]`: frame i's completion was read.
-fn submit<T: Bytes>(ring: &mut IoUring, batch: &Batch<T>, seen: &mut [bool; BATCH], done: &mut impl FnMut(&T, bool)) -> std::io::Result<()> {
+fn submit<T: Bytes>(
+    ring: &mut IoUring,
+    batch: &Batch<T>,
+    seen: &mut [bool; BATCH],
+    done: &mut impl FnMut(&T, bool),
+) -> std::io::Result<()> {
     debug_assert!(batch.len() <= BATCH);
     {
         let mut sq = ring.submission();
         for (i, (fd, tx)) in batch.iter().enumerate() {
-            let write = opcode::Write::new(types::Fd(*fd), tx.bytes().as_ptr(), tx.bytes().len() as u32).build().user_data(i as u64);
+            let write =
+                opcode::Write::new(types::Fd(*fd), tx.bytes().as_ptr(), tx.bytes().len() as u32)
+                    .build()
+                    .user_data(i as u64);
             // SAFETY: the frame stays where it is until its completion is read below
             // (or, on failure, for as long as the ring lives: `TapWriter::retired`).
-            unsafe { sq.push(&write) }.map_err(|_| std::io::Error::other("the submission queue is full"))?;
+            unsafe { sq.push(&write) }
+                .map_err(|_| std::io::Error::other("the submission queue is full"))?;
         }
     }
     let mut left = batch.len();
     while left > 0 {
         match ring.submit_and_wait(left) {
             Ok(_) => {}
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR) | Some(libc::EAGAIN) | Some(libc::EBUSY)) => {}
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EINTR) | Some(libc::EAGAIN) | Some(libc::EBUSY)
+                ) => {}
             Err(e) => return Err(e),
         }
         for cqe in ring.completion() {
@@ -142,22 +156,29 @@ mod tests {
     #[test]
     fn a_batch_reaches_each_device_in_order_and_every_frame_is_reported_once() {
         for ring in [true, false] {
-            let mut w: TapWriter<Vec<u8>> = TapWriter { ring: ring.then(|| IoUring::new(BATCH as u32).unwrap()), retired: Vec::new() };
+            let mut w: TapWriter<Vec<u8>> = TapWriter {
+                ring: ring.then(|| IoUring::new(BATCH as u32).unwrap()),
+                retired: Vec::new(),
+            };
             assert_eq!(w.batched(), ring);
             let ends: Vec<_> = (0..3).map(|_| pipe()).collect();
-            let mut batch: Batch<Vec<u8>> = (0..BATCH as u8 - 1).map(|i| (ends[i as usize % 3].1.as_raw_fd(), vec![i; 10])).collect();
+            let mut batch: Batch<Vec<u8>> = (0..BATCH as u8 - 1)
+                .map(|i| (ends[i as usize % 3].1.as_raw_fd(), vec![i; 10]))
+                .collect();
             batch.push((-1, vec![255; 10]));
             let mut reported = Vec::new();
             w.write(&mut batch, |f, ok| reported.push((f[0], ok)));
             assert!(batch.is_empty());
             reported.sort();
-            let want: Vec<(u8, bool)> = (0..BATCH as u8 - 1).map(|i| (i, true)).chain([(255, false)]).collect();
+            let want: Vec<(u8, bool)> =
+                (0..BATCH as u8 - 1).map(|i| (i, true)).chain([(255, false)]).collect();
             assert_eq!(reported, want, "io_uring: {ring}");
             for (k, (mut r, _)) in ends.into_iter().enumerate() {
                 let mut got = Vec::new();
                 r.read_to_end(&mut got).ok();
                 let firsts: Vec<u8> = got.chunks(10).map(|c| c[0]).collect();
-                let expected: Vec<u8> = (0..BATCH as u8 - 1).filter(|i| *i as usize % 3 == k).collect();
+                let expected: Vec<u8> =
+                    (0..BATCH as u8 - 1).filter(|i| *i as usize % 3 == k).collect();
                 assert_eq!(firsts, expected, "device {k}, io_uring: {ring}");
             }
         }

@@ -22,4 +22,3 @@ impl LabClock {
         monotonic_ns().saturating_sub(self.epoch_ns)
     }
 }
-

@@ -27,7 +27,10 @@ use std::sync::Arc;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::{Deserialize, Serialize};
-use vemu_link::{DropCause, Impairments, ImpairmentsPatch, Left, LinkDir, Offer, Outcome as LinkOutcome, QueueLimit, Shaper, FULL_FRAME_BYTES};
+use vemu_link::{
+    DropCause, Impairments, ImpairmentsPatch, Left, LinkDir, Offer, Outcome as LinkOutcome,
+    QueueLimit, Shaper, FULL_FRAME_BYTES,
+};
 use vemu_qos::classify;
 use vemu_qos::stage::Refusal;
 use vemu_radio::medium::{Medium, MediumConfig, Neighbour, Outcome, PairCounters};
@@ -308,10 +311,18 @@ pub struct RadioSnapshot {
 /// Whose device a port is.
 #[derive(Debug, Clone, Copy)]
 enum Owner {
-    Link { link: u32, side: u8 },
-    Member { seg: u32, member: u32 },
+    Link {
+        link: u32,
+        side: u8,
+    },
+    Member {
+        seg: u32,
+        member: u32,
+    },
     /// A trunk ([`Core::add_trunk`], [`Core::add_trunk_in`]).
-    Trunk { trunk: u32 },
+    Trunk {
+        trunk: u32,
+    },
 }
 
 /// Frames of a segment toward several of its members on another machine, one copy per
@@ -393,7 +404,9 @@ impl SpurGroup {
     /// The switch and the ports (split, so that both may be used at once).
     fn parts(&mut self) -> (&mut Switch, &[(PortConfig, Option<u32>)]) {
         let SpurGroup { ports, switch, aging_ns, .. } = self;
-        let sw = switch.get_or_insert_with(|| Switch::new(&ports.iter().map(|p| p.0).collect::<Vec<_>>(), *aging_ns));
+        let sw = switch.get_or_insert_with(|| {
+            Switch::new(&ports.iter().map(|p| p.0).collect::<Vec<_>>(), *aging_ns)
+        });
         (sw, ports)
     }
 }
@@ -603,7 +616,15 @@ pub fn is_routing(eth: &[u8]) -> bool {
 /// super-frame where per-frame impairments or the rate need it, and put every copy that
 /// survives into `out`. The frame's bytes are shared, not copied, unless it is split or
 /// corrupted.
-fn impair(d: &mut LinkDir, c: &DirCounters, held: &mut Held, iface_mtu: u32, now: u64, frame: Frame, out: &mut Vec<Accepted>) {
+fn impair(
+    d: &mut LinkDir,
+    c: &DirCounters,
+    held: &mut Held,
+    iface_mtu: u32,
+    now: u64,
+    frame: Frame,
+    out: &mut Vec<Accepted>,
+) {
     let eth = &frame[VNET_HDR_LEN..];
     let g = gso::frame_gso(&frame);
     let (frames, bytes) = gso::wire_size(g.as_ref(), eth.len());
@@ -622,7 +643,8 @@ fn impair(d: &mut LinkDir, c: &DirCounters, held: &mut Held, iface_mtu: u32, now
             let per_piece = if imp.needs_per_frame() {
                 1
             } else if let Some(rate) = imp.rate_bps {
-                let burst_bytes = (MAX_BURST_NS as u128 * rate as u128 / 8 / 1_000_000_000) as usize;
+                let burst_bytes =
+                    (MAX_BURST_NS as u128 * rate as u128 / 8 / 1_000_000_000) as usize;
                 (burst_bytes / (g.mss + g.hdr_len)).max(1)
             } else {
                 frames as usize
@@ -642,7 +664,12 @@ fn impair(d: &mut LinkDir, c: &DirCounters, held: &mut Held, iface_mtu: u32, now
             let id = held.next_id;
             held.next_id += 1;
             let packet = classify::parse(&piece[VNET_HDR_LEN..]);
-            let a = match d.offer_classed(now, id, &packet, Offer { wire_frames: wire.0, wire_bytes: wire.1 }) {
+            let a = match d.offer_classed(
+                now,
+                id,
+                &packet,
+                Offer { wire_frames: wire.0, wire_bytes: wire.1 },
+            ) {
                 Ok(a) => a,
                 Err(cause) => {
                     drop_counter(c, cause).fetch_add(wire.0 as u64, Relaxed);
@@ -655,7 +682,11 @@ fn impair(d: &mut LinkDir, c: &DirCounters, held: &mut Held, iface_mtu: u32, now
             let (kc, dc) = match a.verdict {
                 Ok(()) => {
                     if let Some(dscp) = a.remark {
-                        classify::set_dscp(&mut Arc::make_mut(&mut piece)[VNET_HDR_LEN..], &packet, dscp);
+                        classify::set_dscp(
+                            &mut Arc::make_mut(&mut piece)[VNET_HDR_LEN..],
+                            &packet,
+                            dscp,
+                        );
                         k.remarked.fetch_add(wire.0 as u64, Relaxed);
                     }
                     held.frames.insert(id, (piece, wire));
@@ -693,7 +724,14 @@ fn drop_counter(c: &DirCounters, cause: DropCause) -> &std::sync::atomic::Atomic
 
 /// Count a direction's outcome for one piece (offered at `since`) and put the copies
 /// that survive into `out`, corrupted where the model says.
-fn accept(c: &DirCounters, since: u64, o: LinkOutcome, piece: Frame, (pf, pb): (u32, u64), out: &mut Vec<Accepted>) {
+fn accept(
+    c: &DirCounters,
+    since: u64,
+    o: LinkOutcome,
+    piece: Frame,
+    (pf, pb): (u32, u64),
+    out: &mut Vec<Accepted>,
+) {
     if o.duplicate.is_some() {
         c.duplicated.fetch_add(pf as u64, Relaxed);
     }
@@ -703,7 +741,8 @@ fn accept(c: &DirCounters, since: u64, o: LinkOutcome, piece: Frame, (pf, pb): (
                 drop_counter(c, cause).fetch_add(pf as u64, Relaxed);
             }
             Ok(dl) => {
-                c.delay_hist[delay_bucket(dl.at_ns.saturating_sub(since))].fetch_add(pf as u64, Relaxed);
+                c.delay_hist[delay_bucket(dl.at_ns.saturating_sub(since))]
+                    .fetch_add(pf as u64, Relaxed);
                 let mut f = piece.clone();
                 if let Some(r) = dl.corrupt {
                     let bytes = Arc::make_mut(&mut f);
@@ -721,7 +760,14 @@ fn accept(c: &DirCounters, since: u64, o: LinkOutcome, piece: Frame, (pf, pb): (
 
 /// The frames whose serialization on a qos direction started by `now`: counted per
 /// class, and on to the wire after the stage.
-fn drain_stage(d: &mut LinkDir, c: &DirCounters, classes: &[ClassCounters], held: &mut Held, now: u64, out: &mut Vec<Accepted>) {
+fn drain_stage(
+    d: &mut LinkDir,
+    c: &DirCounters,
+    classes: &[ClassCounters],
+    held: &mut Held,
+    now: u64,
+    out: &mut Vec<Accepted>,
+) {
     while let Some(Left { id, arrival_ns, class, waited_ns, outcome }) = d.poll_left(now) {
         let Some((piece, wire)) = held.frames.remove(&id) else { continue };
         if let Some(k) = class.and_then(|k| classes.get(k)) {
@@ -763,7 +809,12 @@ fn unemulated(d: &LinkDir, iface_mtu: u32) -> bool {
 fn kernel_shape(d: &LinkDir, mtu: u32) -> Option<Shape> {
     let imp = &beyond_interface(d, mtu);
     let rate_bps = imp.rate_bps?;
-    let only_rate = Impairments { rate_bps: imp.rate_bps, queue: imp.queue, shaper: Shaper::Kernel, ..Default::default() };
+    let only_rate = Impairments {
+        rate_bps: imp.rate_bps,
+        queue: imp.queue,
+        shaper: Shaper::Kernel,
+        ..Default::default()
+    };
     if !d.is_up() || *imp != only_rate || rate_bps == 0 {
         return None;
     }
@@ -778,7 +829,11 @@ fn kernel_shape(d: &LinkDir, mtu: u32) -> Option<Shape> {
         QueueLimit::Packets(n) => n.saturating_mul(FULL_FRAME_BYTES),
         QueueLimit::Bytes(b) => b,
     };
-    Some(Shape { rate_bps, burst_bytes, limit_bytes: limit_bytes.clamp(frame_bytes, u64::from(u32::MAX)) })
+    Some(Shape {
+        rate_bps,
+        burst_bytes,
+        limit_bytes: limit_bytes.clamp(frame_bytes, u64::from(u32::MAX)),
+    })
 }
 
 /// The sans-IO data path of one shard (see the module documentation).
@@ -831,9 +886,11 @@ impl Core {
     /// Add a link; returns the ports of its sides a and b.
     pub fn add_link(&mut self, cfg: LinkConfig) -> [PortId; 2] {
         let link = self.links.len() as u32;
-        let ports = [self.port(Owner::Link { link, side: 0 }), self.port(Owner::Link { link, side: 1 })];
+        let ports =
+            [self.port(Owner::Link { link, side: 0 }), self.port(Owner::Link { link, side: 1 })];
         let counters = [self.counter(), self.counter()];
-        let dirs = [LinkDir::new(cfg.forward, cfg.seeds[0]), LinkDir::new(cfg.reverse, cfg.seeds[1])];
+        let dirs =
+            [LinkDir::new(cfg.forward, cfg.seeds[0]), LinkDir::new(cfg.reverse, cfg.seeds[1])];
         let mut transit_ns = [0; 2];
         if let Some((side, t)) = cfg.remote {
             transit_ns[side.min(1)] = t;
@@ -844,13 +901,28 @@ impl Core {
             let g = match self.spurs.iter().position(|g| g.segment == sp.segment) {
                 Some(g) => g,
                 None => {
-                    self.spurs.push(SpurGroup { segment: sp.segment, aging_ns: sp.aging_ns, ports: Vec::new(), switch: None });
+                    self.spurs.push(SpurGroup {
+                        segment: sp.segment,
+                        aging_ns: sp.aging_ns,
+                        ports: Vec::new(),
+                        switch: None,
+                    });
                     self.spurs.len() - 1
                 }
             };
             (g as u32, self.spurs[g].add(link, sp.vlan))
         });
-        self.links.push(LinkState { ports, dirs, counters, mtu: cfg.mtu, kernel, kernel_shaper: cfg.kernel_shaper, transit_ns, remote, spur });
+        self.links.push(LinkState {
+            ports,
+            dirs,
+            counters,
+            mtu: cfg.mtu,
+            kernel,
+            kernel_shaper: cfg.kernel_shaper,
+            transit_ns,
+            remote,
+            spur,
+        });
         self.track_qos(Hop::Link(link, 0));
         self.track_qos(Hop::Link(link, 1));
         self.choose_paths(link as usize);
@@ -867,11 +939,15 @@ impl Core {
         let link = &self.links[l];
         let Some(now) = link.kernel else { return };
         let watched = link.ports.iter().any(|&p| self.ports[p as usize].watched);
-        let want = [0, 1].map(|d| match kernel_shape(&link.dirs[d], link.mtu).filter(|_| link.kernel_shaper && link.remote.is_none()) {
-            _ if watched || link.remote == Some(d) => Path::Engine,
-            _ if unemulated(&link.dirs[d], link.mtu) => Path::Kernel,
-            Some(shape) => Path::Shaped(shape),
-            None => Path::Engine,
+        let want = [0, 1].map(|d| {
+            match kernel_shape(&link.dirs[d], link.mtu)
+                .filter(|_| link.kernel_shaper && link.remote.is_none())
+            {
+                _ if watched || link.remote == Some(d) => Path::Engine,
+                _ if unemulated(&link.dirs[d], link.mtu) => Path::Kernel,
+                Some(shape) => Path::Shaped(shape),
+                None => Path::Engine,
+            }
         });
         for d in 0..2 {
             if want[d] != now[d] {
@@ -900,7 +976,9 @@ impl Core {
     pub fn iface_mtu(&self, port: PortId) -> u32 {
         match self.ports.get(port as usize).map(|p| p.owner) {
             Some(Owner::Link { link, .. }) => self.links[link as usize].mtu,
-            Some(Owner::Member { seg, member }) => self.segments[seg as usize].members[member as usize].mtu,
+            Some(Owner::Member { seg, member }) => {
+                self.segments[seg as usize].members[member as usize].mtu
+            }
             _ => 0,
         }
     }
@@ -909,7 +987,9 @@ impl Core {
     /// (its driver must have the engine's devices for it); false without a kernel path.
     pub fn needs_engine(&self, target: Target) -> bool {
         match target {
-            Target::Link(l) => self.links[l].kernel.is_some_and(|k| !k.iter().all(|p| p.in_kernel())),
+            Target::Link(l) => {
+                self.links[l].kernel.is_some_and(|k| !k.iter().all(|p| p.in_kernel()))
+            }
             Target::Member(g, _) => self.segments[g].kernel == Some(false),
         }
     }
@@ -917,17 +997,37 @@ impl Core {
     /// Add a segment; returns the port of each member.
     pub fn add_segment(&mut self, cfg: SegmentConfig) -> Vec<PortId> {
         let seg = self.segments.len() as u32;
-        let ports_cfg: Vec<PortConfig> = cfg.members.iter().map(|m| PortConfig { vlan: m.vlan }).collect();
+        let ports_cfg: Vec<PortConfig> =
+            cfg.members.iter().map(|m| PortConfig { vlan: m.vlan }).collect();
         let mut members = Vec::with_capacity(cfg.members.len());
         for (i, m) in cfg.members.into_iter().enumerate() {
             let port = self.port(Owner::Member { seg, member: i as u32 });
             let counters = [self.counter(), self.counter()];
-            members.push(MemberState { port, dirs: [LinkDir::new(m.egress, m.seeds[0]), LinkDir::new(m.ingress, m.seeds[1])], counters, mtu: m.mtu, remote: m.remote, trunk: None, bucket_in: None, egress_path: Path::Engine });
+            members.push(MemberState {
+                port,
+                dirs: [LinkDir::new(m.egress, m.seeds[0]), LinkDir::new(m.ingress, m.seeds[1])],
+                counters,
+                mtu: m.mtu,
+                remote: m.remote,
+                trunk: None,
+                bucket_in: None,
+                egress_path: Path::Engine,
+            });
         }
-        let capacity = cfg.capacity_bps.map(|rate| LinkDir::new(Impairments { rate_bps: Some(rate), ..Default::default() }, 0));
+        let capacity = cfg.capacity_bps.map(|rate| {
+            LinkDir::new(Impairments { rate_bps: Some(rate), ..Default::default() }, 0)
+        });
         let radio = cfg.radio.map(|(mc, pos)| {
-            let groups = (cfg.snooping != Snooping::Off).then(|| vec![FxHashSet::default(); pos.len()]);
-            Box::new(Channel { medium: Medium::new(mc, &pos), frames: FxHashMap::default(), next_id: 0, macs: FxHashMap::default(), outcomes: Vec::new(), groups })
+            let groups =
+                (cfg.snooping != Snooping::Off).then(|| vec![FxHashSet::default(); pos.len()]);
+            Box::new(Channel {
+                medium: Medium::new(mc, &pos),
+                frames: FxHashMap::default(),
+                next_id: 0,
+                macs: FxHashMap::default(),
+                outcomes: Vec::new(),
+                groups,
+            })
         });
         if radio.is_some() {
             self.radios.push(seg);
@@ -975,7 +1075,12 @@ impl Core {
                 ms.trunk = Some(trunk);
             }
         }
-        self.trunks.push(TrunkState { port, transit_ns: 0, pending: Vec::new(), links: FxHashMap::default() });
+        self.trunks.push(TrunkState {
+            port,
+            transit_ns: 0,
+            pending: Vec::new(),
+            links: FxHashMap::default(),
+        });
         port
     }
 
@@ -996,7 +1101,8 @@ impl Core {
         for k in std::mem::take(&mut self.trunks_pending) {
             let t = &mut self.trunks[k as usize];
             let pending = std::mem::take(&mut t.pending);
-            let (port, at) = (t.port, at_ns.saturating_sub(t.transit_ns).max(self.now_ns.min(at_ns)));
+            let (port, at) =
+                (t.port, at_ns.saturating_sub(t.transit_ns).max(self.now_ns.min(at_ns)));
             let behind = (at + t.transit_ns).saturating_sub(at_ns).min(u32::MAX as u64) as u32;
             for chunk in pending.chunks(TRUNK_MAX_RECEIVERS) {
                 let mut f = Vec::with_capacity(frame.len() + chunk.len() * 8 + 6);
@@ -1007,14 +1113,19 @@ impl Core {
                 }
                 f.extend_from_slice(&behind.to_be_bytes());
                 f.extend_from_slice(&(chunk.len() as u16).to_be_bytes());
-                self.push(Accepted { at_ns: at, wire, frame: Arc::new(f) }, Action::Deliver { port });
+                self.push(
+                    Accepted { at_ns: at, wire, frame: Arc::new(f) },
+                    Action::Deliver { port },
+                );
             }
         }
     }
 
     /// A member's copy to the trunk toward its machine, if it has one (true).
     fn to_trunk(&mut self, seg: u32, member: u32, offset_ns: u32) -> bool {
-        let Some(k) = self.segments[seg as usize].members[member as usize].trunk else { return false };
+        let Some(k) = self.segments[seg as usize].members[member as usize].trunk else {
+            return false;
+        };
         let t = &mut self.trunks[k as usize];
         if t.pending.is_empty() {
             self.trunks_pending.push(k);
@@ -1026,13 +1137,22 @@ impl Core {
     /// A copy through trunk `k` at `now`: each member it names gets it in its ingress.
     fn from_trunk(&mut self, now: u64, k: u32, mut frame: Vec<u8>) {
         let n = frame.len();
-        let Some(count) = frame.get(n.saturating_sub(2)..).and_then(|b| b.try_into().ok()).map(u16::from_be_bytes) else { return };
+        let Some(count) = frame
+            .get(n.saturating_sub(2)..)
+            .and_then(|b| b.try_into().ok())
+            .map(u16::from_be_bytes)
+        else {
+            return;
+        };
         let list = count as usize * 8 + 6;
         if count == 0 || n < MIN_FRAME + list {
             return;
         }
         let be32 = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as u64;
-        let entries: Vec<(u32, u64)> = frame[n - list..n - 6].chunks_exact(8).map(|e| (be32(e) as u32, be32(&e[4..]))).collect();
+        let entries: Vec<(u32, u64)> = frame[n - list..n - 6]
+            .chunks_exact(8)
+            .map(|e| (be32(e) as u32, be32(&e[4..])))
+            .collect();
         let at = now.saturating_sub(be32(&frame[n - 6..]));
         frame.truncate(n - list);
         let frame = Arc::new(frame);
@@ -1042,15 +1162,25 @@ impl Core {
             let Some(&link) = self.trunks[k as usize].links.get(&m) else { continue };
             // The switch hands it to this member: its source is not behind it, and is
             // elsewhere unless a member here sent from it lately (its own multicast).
-            if let (Some((g, port)), Some(src)) = (self.links.get(link as usize).and_then(|l| l.spur), src) {
+            if let (Some((g, port)), Some(src)) =
+                (self.links.get(link as usize).and_then(|l| l.spur), src)
+            {
                 let (sw, ports) = self.spurs[g as usize].parts();
-                let here = sw.lookup(now, port, src).is_some_and(|p| p != port && ports[p as usize].1.is_some());
+                let here = sw
+                    .lookup(now, port, src)
+                    .is_some_and(|p| p != port && ports[p as usize].1.is_some());
                 if !here {
-                    let uplink = ports.iter().position(|(c, l)| l.is_none() && c.vlan == ports[port as usize].0.vlan).expect("every VLAN has its uplink");
+                    let uplink = ports
+                        .iter()
+                        .position(|(c, l)| l.is_none() && c.vlan == ports[port as usize].0.vlan)
+                        .expect("every VLAN has its uplink");
                     sw.learn(now, uplink as u32, src);
                 }
             }
-            self.push(Accepted { at_ns: at + off, wire, frame: frame.clone() }, Action::Ingress { link });
+            self.push(
+                Accepted { at_ns: at + off, wire, frame: frame.clone() },
+                Action::Ingress { link },
+            );
         }
     }
 
@@ -1062,7 +1192,15 @@ impl Core {
         }
         let mut acc = std::mem::take(&mut self.accepted);
         let link = &mut self.links[l as usize];
-        impair(&mut link.dirs[1], &self.counters[link.counters[1] as usize], &mut self.held, link.mtu, t, frame, &mut acc);
+        impair(
+            &mut link.dirs[1],
+            &self.counters[link.counters[1] as usize],
+            &mut self.held,
+            link.mtu,
+            t,
+            frame,
+            &mut acc,
+        );
         self.finish(Hop::Link(l, 1), t, &mut acc);
         self.accepted = acc;
     }
@@ -1086,10 +1224,15 @@ impl Core {
         let (d, ci) = self.dir(hop);
         let names = d.stage().map(|s| s.class_names());
         let c = &self.counters[ci as usize];
-        let same = c.classes.read().is_ok_and(|k| k.iter().map(|k| &k.name).eq(names.iter().flatten()));
+        let same =
+            c.classes.read().is_ok_and(|k| k.iter().map(|k| &k.name).eq(names.iter().flatten()));
         if !same {
             if let Ok(mut k) = c.classes.write() {
-                *k = names.iter().flatten().map(|name| ClassCounters { name: name.clone(), ..Default::default() }).collect();
+                *k = names
+                    .iter()
+                    .flatten()
+                    .map(|name| ClassCounters { name: name.clone(), ..Default::default() })
+                    .collect();
             }
         }
         let listed = self.qos_hops.contains(&hop);
@@ -1130,7 +1273,10 @@ impl Core {
         let (action, early) = match hop {
             Hop::Link(l, dir) => {
                 let (l, dir) = (&self.links[l as usize], dir as usize);
-                (Action::Write { port: l.ports[1 - dir], counter: l.counters[dir] }, Some(l.transit_ns[1 - dir]))
+                (
+                    Action::Write { port: l.ports[1 - dir], counter: l.counters[dir] },
+                    Some(l.transit_ns[1 - dir]),
+                )
             }
             Hop::Member(seg, member, 0) => (Action::Switch { seg, member }, None),
             Hop::Member(seg, member, _) => {
@@ -1153,7 +1299,10 @@ impl Core {
                         // (Counted as sent once: by the copy to the switch.)
                         let targets = std::mem::take(&mut self.spur_flood);
                         for &to in &targets {
-                            self.push(Accepted { at_ns: a.at_ns, wire: a.wire, frame: a.frame.clone() }, Action::Local { from: None, to });
+                            self.push(
+                                Accepted { at_ns: a.at_ns, wire: a.wire, frame: a.frame.clone() },
+                                Action::Local { from: None, to },
+                            );
                         }
                         self.spur_flood = targets;
                     }
@@ -1205,12 +1354,15 @@ impl Core {
             let mut paths = [Path::Kernel; 2];
             for (d, path) in paths.iter_mut().enumerate() {
                 if !unemulated(&m.dirs[d], m.mtu) {
-                    *path = Path::Shaped(kernel_shape(&m.dirs[d], m.mtu).filter(|_| seg.kernel_shaper)?);
+                    *path = Path::Shaped(
+                        kernel_shape(&m.dirs[d], m.mtu).filter(|_| seg.kernel_shaper)?,
+                    );
                 }
             }
             Some(paths)
         };
-        let want: Option<Vec<[Path; 2]>> = if seg.capacity.is_none() { seg.members.iter().map(on_bridge).collect() } else { None };
+        let want: Option<Vec<[Path; 2]>> =
+            if seg.capacity.is_none() { seg.members.iter().map(on_bridge).collect() } else { None };
         let Some(paths) = want else {
             if now {
                 // What the engine writes for a port goes out through the port's plane
@@ -1255,7 +1407,9 @@ impl Core {
             }
             for (d, c) in m.counters.into_iter().enumerate() {
                 self.counters[c as usize].kernel_path.store(true, Relaxed);
-                self.counters[c as usize].kernel_shaper.store(matches!(p[d], Path::Shaped(_)), Relaxed);
+                self.counters[c as usize]
+                    .kernel_shaper
+                    .store(matches!(p[d], Path::Shaped(_)), Relaxed);
             }
         }
         seg.kernel = Some(true);
@@ -1321,12 +1475,28 @@ impl Core {
                 // Frames read at side a travel forward (dir 0) to side b, and vice versa.
                 let l = &mut self.links[link as usize];
                 let dir = side as usize;
-                impair(&mut l.dirs[dir], &self.counters[l.counters[dir] as usize], &mut self.held, l.mtu, now, frame, &mut acc);
+                impair(
+                    &mut l.dirs[dir],
+                    &self.counters[l.counters[dir] as usize],
+                    &mut self.held,
+                    l.mtu,
+                    now,
+                    frame,
+                    &mut acc,
+                );
                 Hop::Link(link, side)
             }
             Owner::Member { seg, member } => {
                 let m = &mut self.segments[seg as usize].members[member as usize];
-                impair(&mut m.dirs[0], &self.counters[m.counters[0] as usize], &mut self.held, m.mtu, now, frame, &mut acc);
+                impair(
+                    &mut m.dirs[0],
+                    &self.counters[m.counters[0] as usize],
+                    &mut self.held,
+                    m.mtu,
+                    now,
+                    frame,
+                    &mut acc,
+                );
                 Hop::Member(seg, member, 0)
             }
             Owner::Trunk { .. } => unreachable!("returned above"),
@@ -1364,7 +1534,9 @@ impl Core {
                 let l = &mut self.links[link as usize];
                 l.transit_ns[side as usize] = transit_ns;
                 // Frames toward side b go forward (direction 0), toward a in reverse.
-                self.counters[l.counters[1 - side as usize] as usize].transit_ns.store(transit_ns, Relaxed);
+                self.counters[l.counters[1 - side as usize] as usize]
+                    .transit_ns
+                    .store(transit_ns, Relaxed);
             }
             Some(Owner::Member { seg, member }) => {
                 let m = &mut self.segments[seg as usize].members[member as usize];
@@ -1382,8 +1554,12 @@ impl Core {
     /// port whose far side is on another machine.
     fn remote_counter(&self, port: PortId, toward: bool) -> Option<&DirCounters> {
         let c = match self.ports.get(port as usize)?.owner {
-            Owner::Link { link, side } => self.links[link as usize].counters[side as usize ^ toward as usize],
-            Owner::Member { seg, member } => self.segments[seg as usize].members[member as usize].counters[toward as usize],
+            Owner::Link { link, side } => {
+                self.links[link as usize].counters[side as usize ^ toward as usize]
+            }
+            Owner::Member { seg, member } => {
+                self.segments[seg as usize].members[member as usize].counters[toward as usize]
+            }
             Owner::Trunk { .. } => return None,
         };
         Some(&self.counters[c as usize])
@@ -1397,7 +1573,9 @@ impl Core {
         // by its egress; through a trunk, toward each member it serves (its ingress).
         if let Some(Owner::Trunk { trunk }) = self.ports.get(port as usize).map(|p| p.owner) {
             for &l in self.trunks[trunk as usize].links.values() {
-                self.counters[self.links[l as usize].counters[1] as usize].underlay_lost.store(lost, Relaxed);
+                self.counters[self.links[l as usize].counters[1] as usize]
+                    .underlay_lost
+                    .store(lost, Relaxed);
             }
         } else if let Some(c) = self.remote_counter(port, false) {
             c.underlay_lost.store(lost, Relaxed);
@@ -1438,9 +1616,15 @@ impl Core {
 
     /// When the core next has something to do (lab ns), if anything.
     pub fn poll_timeout(&self) -> Option<u64> {
-        let radio = self.radios.iter().filter_map(|&g| self.segments[g as usize].radio.as_ref().and_then(|r| r.medium.next_event_ns()));
+        let radio = self.radios.iter().filter_map(|&g| {
+            self.segments[g as usize].radio.as_ref().and_then(|r| r.medium.next_event_ns())
+        });
         // (A LAN the kernel switches has the kernel's querier.)
-        let queries = self.queriers.iter().filter(|&&g| self.segments[g as usize].kernel != Some(true)).filter_map(|&g| self.segments[g as usize].switch.next_query_ns());
+        let queries = self
+            .queriers
+            .iter()
+            .filter(|&&g| self.segments[g as usize].kernel != Some(true))
+            .filter_map(|&g| self.segments[g as usize].switch.next_query_ns());
         let qos = self.qos_hops.iter().filter_map(|&h| self.dir(h).0.next_event_ns());
         self.heap.peek().map(|p| p.at_ns).into_iter().chain(radio).chain(queries).chain(qos).min()
     }
@@ -1495,7 +1679,9 @@ impl Core {
         while self.heap.peek().is_some_and(|p| p.at_ns <= now) {
             let p = self.heap.pop().expect("peeked");
             match p.action {
-                Action::Switch { seg, member } => self.switch(p.at_ns, seg, member, p.wire, p.frame),
+                Action::Switch { seg, member } => {
+                    self.switch(p.at_ns, seg, member, p.wire, p.frame)
+                }
                 Action::Ingress { link } => self.link_ingress(p.at_ns, link, p.frame),
                 Action::Local { from, to } => {
                     if let Some(from) = from {
@@ -1518,7 +1704,14 @@ impl Core {
                         c.arrival_wait_hist[delay_bucket(wait)].fetch_add(p.wire.0 as u64, Relaxed);
                         c.arrival_wait_max_ns.fetch_max(wait, Relaxed);
                     }
-                    return Some(Transmit { port, frame: p.frame, at_ns: p.at_ns, wire_frames: p.wire.0, wire_bytes: p.wire.1, counter: UNCOUNTED });
+                    return Some(Transmit {
+                        port,
+                        frame: p.frame,
+                        at_ns: p.at_ns,
+                        wire_frames: p.wire.0,
+                        wire_bytes: p.wire.1,
+                        counter: UNCOUNTED,
+                    });
                 }
                 Action::Write { port, counter } => {
                     if self.ports[port as usize].watched {
@@ -1529,7 +1722,14 @@ impl Core {
                     let c = &self.counters[counter as usize];
                     c.late_hist[delay_bucket(late)].fetch_add(p.wire.0 as u64, Relaxed);
                     c.late_max_ns.fetch_max(late, Relaxed);
-                    return Some(Transmit { port, frame: p.frame, at_ns: p.at_ns, wire_frames: p.wire.0, wire_bytes: p.wire.1, counter });
+                    return Some(Transmit {
+                        port,
+                        frame: p.frame,
+                        at_ns: p.at_ns,
+                        wire_frames: p.wire.0,
+                        wire_bytes: p.wire.1,
+                        counter,
+                    });
                 }
             }
         }
@@ -1625,9 +1825,14 @@ impl Core {
     pub fn radio(&self, seg: usize) -> Option<RadioSnapshot> {
         let m = &self.segments.get(seg)?.radio.as_ref()?.medium;
         let n = m.positions().len() as u32;
-        let mut pairs: Vec<(u32, u32, PairCounters)> = m.pairs().map(|((a, b), c)| (a, b, c)).collect();
+        let mut pairs: Vec<(u32, u32, PairCounters)> =
+            m.pairs().map(|((a, b), c)| (a, b, c)).collect();
         pairs.sort_by_key(|p| (p.0, p.1));
-        Some(RadioSnapshot { positions: m.positions().to_vec(), neighbours: (0..n).map(|i| m.neighbours(i).to_vec()).collect(), pairs })
+        Some(RadioSnapshot {
+            positions: m.positions().to_vec(),
+            neighbours: (0..n).map(|i| m.neighbours(i).to_vec()).collect(),
+            pairs,
+        })
     }
 
     fn dirs(&mut self, target: Target) -> &mut [LinkDir; 2] {
@@ -1655,23 +1860,44 @@ impl Core {
 
     /// Copy a frame to the captures on `port`: `outgoing` frames to all of them,
     /// arriving ones to those at `point`.
-    fn capture(&mut self, port: PortId, t_ns: u64, outgoing: bool, point: CapturePoint, frame: &Frame) {
+    fn capture(
+        &mut self,
+        port: PortId,
+        t_ns: u64,
+        outgoing: bool,
+        point: CapturePoint,
+        frame: &Frame,
+    ) {
         // What arrives at an interface on another machine is that machine's to record
         // (a capture there watches this side too, only to keep its frames off the
         // kernel path).
-        if let (CapturePoint::After, false, Owner::Link { link, side }) = (point, outgoing, self.ports[port as usize].owner) {
+        if let (CapturePoint::After, false, Owner::Link { link, side }) =
+            (point, outgoing, self.ports[port as usize].owner)
+        {
             if self.links[link as usize].remote == Some(side as usize) {
                 return;
             }
         }
         for w in self.watches.iter().filter(|w| w.port == port && (outgoing || w.point == point)) {
-            self.events.push_back(Event::Capture { capture: w.id, iface: w.iface, t_ns, outgoing, frame: frame.clone() });
+            self.events.push_back(Event::Capture {
+                capture: w.id,
+                iface: w.iface,
+                t_ns,
+                outgoing,
+                frame: frame.clone(),
+            });
         }
     }
 
     fn push(&mut self, a: Accepted, action: Action) {
         self.seq += 1;
-        self.heap.push(Pending { at_ns: a.at_ns, seq: self.seq, action, wire: a.wire, frame: a.frame });
+        self.heap.push(Pending {
+            at_ns: a.at_ns,
+            seq: self.seq,
+            action,
+            wire: a.wire,
+            frame: a.frame,
+        });
     }
 
     /// Offer a copy to a member's ingress direction at `t` and schedule what survives.
@@ -1681,7 +1907,15 @@ impl Core {
             self.capture(port, t, false, CapturePoint::Before, &frame);
         }
         let m = &mut self.segments[seg as usize].members[member as usize];
-        impair(&mut m.dirs[1], &self.counters[m.counters[1] as usize], &mut self.held, m.mtu, t, frame, acc);
+        impair(
+            &mut m.dirs[1],
+            &self.counters[m.counters[1] as usize],
+            &mut self.held,
+            m.mtu,
+            t,
+            frame,
+            acc,
+        );
         self.finish(Hop::Member(seg, member, 1), t, acc);
     }
 
@@ -1724,7 +1958,9 @@ impl Core {
         g.counters.groups_refused.store(g.switch.groups_refused(), Relaxed);
         // Members on the sender's own machine had a broadcast or unicast frame there.
         let dst = frame.get(VNET_HDR_LEN..VNET_HDR_LEN + 6).map_or(0, mac);
-        let had_it = g.members[member as usize].trunk.filter(|_| g.far_switching && (!is_group(dst) || dst == BROADCAST));
+        let had_it = g.members[member as usize]
+            .trunk
+            .filter(|_| g.far_switching && (!is_group(dst) || dst == BROADCAST));
         if let Some(k) = had_it {
             let members = &g.members;
             targets.retain(|&p| members[p as usize].trunk != Some(k));

@@ -9,8 +9,28 @@ use serde::{Deserialize, Serialize};
 /// Upper bounds (ns) of the buckets of [`DirStats::delay_hist`]: 1-2-5 steps from 1 µs
 /// to 10 s; a last bucket takes everything longer.
 pub const DELAY_BUCKETS_NS: [u64; 22] = [
-    1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000, 200_000, 500_000, 1_000_000, 2_000_000, 5_000_000, 10_000_000, 20_000_000,
-    50_000_000, 100_000_000, 200_000_000, 500_000_000, 1_000_000_000, 2_000_000_000, 5_000_000_000, 10_000_000_000,
+    1_000,
+    2_000,
+    5_000,
+    10_000,
+    20_000,
+    50_000,
+    100_000,
+    200_000,
+    500_000,
+    1_000_000,
+    2_000_000,
+    5_000_000,
+    10_000_000,
+    20_000_000,
+    50_000_000,
+    100_000_000,
+    200_000_000,
+    500_000_000,
+    1_000_000_000,
+    2_000_000_000,
+    5_000_000_000,
+    10_000_000_000,
 ];
 
 pub(crate) fn delay_bucket(ns: u64) -> usize {
@@ -238,8 +258,21 @@ impl DirStats {
             }
             a.iter_mut().zip(b).for_each(|(x, y)| *x += y);
         };
-        add_fields!(self, o, rx_frames, rx_bytes, tx_frames, tx_bytes, drop_loss, drop_queue, drop_down, drop_mtu);
-        add_fields!(self, o, duplicated, corrupted, write_errors, queue_frames, queue_bytes, drop_police, underlay_lost);
+        add_fields!(
+            self, o, rx_frames, rx_bytes, tx_frames, tx_bytes, drop_loss, drop_queue, drop_down,
+            drop_mtu
+        );
+        add_fields!(
+            self,
+            o,
+            duplicated,
+            corrupted,
+            write_errors,
+            queue_frames,
+            queue_bytes,
+            drop_police,
+            underlay_lost
+        );
         self.queue_frames_max = self.queue_frames_max.max(o.queue_frames_max);
         add(&mut self.delay_hist, &o.delay_hist);
         add(&mut self.late_hist, &o.late_hist);
@@ -262,7 +295,11 @@ impl DirStats {
 /// A histogram's counts, or none if all are 0.
 fn nonzero(h: &[AtomicU64]) -> Vec<u64> {
     let h: Vec<u64> = h.iter().map(|b| b.load(Relaxed)).collect();
-    if h.iter().all(|&n| n == 0) { Vec::new() } else { h }
+    if h.iter().all(|&n| n == 0) {
+        Vec::new()
+    } else {
+        h
+    }
 }
 
 impl DirCounters {
@@ -295,7 +332,11 @@ impl DirCounters {
             input_wait_max_ns: self.input_wait_max_ns.load(Relaxed),
             arrival_wait_hist: nonzero(&self.arrival_wait_hist),
             arrival_wait_max_ns: self.arrival_wait_max_ns.load(Relaxed),
-            classes: self.classes.read().map(|c| c.iter().map(ClassCounters::snapshot).collect()).unwrap_or_default(),
+            classes: self
+                .classes
+                .read()
+                .map(|c| c.iter().map(ClassCounters::snapshot).collect())
+                .unwrap_or_default(),
         }
     }
 }

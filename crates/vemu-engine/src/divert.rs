@@ -19,8 +19,8 @@
 //! netlink socket: binding queues, reading packet messages, sending verdicts — a few
 //! fixed-layout messages ([`parse_packets`] reads what the kernel sends, and is fuzzed).
 
-use std::collections::BinaryHeap;
 use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
@@ -110,9 +110,14 @@ pub fn parse_packets(buf: &[u8], out: &mut Vec<QueuedPacket>) {
             }
             let val = &msg[a + 4..a + alen];
             match atype {
-                NFQA_PACKET_HDR if val.len() >= 4 => id = Some(u32::from_be_bytes(val[0..4].try_into().expect("4 bytes"))),
+                NFQA_PACKET_HDR if val.len() >= 4 => {
+                    id = Some(u32::from_be_bytes(val[0..4].try_into().expect("4 bytes")))
+                }
                 NFQA_PAYLOAD => payload = (at - align4(len)) + a + 4..(at - align4(len)) + a + alen,
-                NFQA_CAP_LEN if val.len() >= 4 => cap_len = Some(u32::from_be_bytes(val[0..4].try_into().expect("4 bytes")) as usize),
+                NFQA_CAP_LEN if val.len() >= 4 => {
+                    cap_len =
+                        Some(u32::from_be_bytes(val[0..4].try_into().expect("4 bytes")) as usize)
+                }
                 _ => {}
             }
             a += align4(alen);
@@ -126,7 +131,13 @@ pub fn parse_packets(buf: &[u8], out: &mut Vec<QueuedPacket>) {
 }
 
 /// A netlink message of `kind` for `queue`, with the attributes `attrs` writes.
-fn message(seq: u32, kind: u16, flags: u16, queue: u16, attrs: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+fn message(
+    seq: u32,
+    kind: u16,
+    flags: u16,
+    queue: u16,
+    attrs: impl FnOnce(&mut Vec<u8>),
+) -> Vec<u8> {
     let mut m = vec![0u8; 16];
     m[4..6].copy_from_slice(&(NFNL_SUBSYS_QUEUE << 8 | kind).to_ne_bytes());
     m[6..8].copy_from_slice(&(NLM_F_REQUEST | flags).to_ne_bytes());
@@ -156,19 +167,40 @@ fn put_attr(m: &mut Vec<u8>, kind: u16, val: &[u8]) {
 impl NfQueue {
     fn open() -> Result<NfQueue> {
         // SAFETY: plain socket(2); the descriptor is owned at once.
-        let fd = unsafe { libc::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_CLOEXEC, libc::NETLINK_NETFILTER) };
+        let fd = unsafe {
+            libc::socket(
+                libc::AF_NETLINK,
+                libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+                libc::NETLINK_NETFILTER,
+            )
+        };
         if fd < 0 {
-            return Err(std::io::Error::last_os_error()).context("opening a netfilter netlink socket");
+            return Err(std::io::Error::last_os_error())
+                .context("opening a netfilter netlink socket");
         }
         // SAFETY: fd is a new descriptor nothing else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
         let big: libc::c_int = 8 << 20;
         // SAFETY: an int option on our socket.
-        unsafe { libc::setsockopt(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, (&big as *const libc::c_int).cast(), 4) };
+        unsafe {
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUFFORCE,
+                (&big as *const libc::c_int).cast(),
+                4,
+            )
+        };
         Ok(NfQueue { fd, seq: 0 })
     }
 
-    fn message(&mut self, kind: u16, flags: u16, queue: u16, attrs: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+    fn message(
+        &mut self,
+        kind: u16,
+        flags: u16,
+        queue: u16,
+        attrs: impl FnOnce(&mut Vec<u8>),
+    ) -> Vec<u8> {
         self.seq += 1;
         message(self.seq, kind, flags, queue, attrs)
     }
@@ -182,15 +214,22 @@ impl NfQueue {
     }
 
     /// Send a configuration message and wait for its acknowledgement.
-    fn configure(&mut self, queue: u16, what: &str, attrs: impl FnOnce(&mut Vec<u8>)) -> Result<()> {
+    fn configure(
+        &mut self,
+        queue: u16,
+        what: &str,
+        attrs: impl FnOnce(&mut Vec<u8>),
+    ) -> Result<()> {
         let m = self.message(NFQNL_MSG_CONFIG, NLM_F_ACK, queue, attrs);
         self.send(&m).with_context(|| format!("{what} (queue {queue})"))?;
         let mut buf = vec![0u8; 8192];
         loop {
             // SAFETY: recv(2) into a buffer we own.
-            let n = unsafe { libc::recv(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+            let n =
+                unsafe { libc::recv(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
             if n < 0 {
-                return Err(std::io::Error::last_os_error()).with_context(|| format!("{what} (queue {queue})"));
+                return Err(std::io::Error::last_os_error())
+                    .with_context(|| format!("{what} (queue {queue})"));
             }
             let b = &buf[..n as usize];
             if b.len() >= 20 && u16::from_ne_bytes([b[4], b[5]]) == NLMSG_ERROR {
@@ -209,11 +248,17 @@ impl NfQueue {
 
     /// Bind `queue`, asking for `copy` bytes of each packet.
     fn bind(&mut self, queue: u16, copy: u32) -> Result<()> {
-        self.configure(queue, "binding a netfilter queue", |m| put_attr(m, NFQA_CFG_CMD, &[NFQNL_CFG_CMD_BIND, 0, 0, 0]))?;
+        self.configure(queue, "binding a netfilter queue", |m| {
+            put_attr(m, NFQA_CFG_CMD, &[NFQNL_CFG_CMD_BIND, 0, 0, 0])
+        })?;
         let mut params = copy.to_be_bytes().to_vec();
         params.push(NFQNL_COPY_PACKET);
-        self.configure(queue, "setting a netfilter queue's copy mode", |m| put_attr(m, NFQA_CFG_PARAMS, &params))?;
-        self.configure(queue, "setting a netfilter queue's length", |m| put_attr(m, NFQA_CFG_QUEUE_MAXLEN, &QUEUE_MAXLEN.to_be_bytes()))?;
+        self.configure(queue, "setting a netfilter queue's copy mode", |m| {
+            put_attr(m, NFQA_CFG_PARAMS, &params)
+        })?;
+        self.configure(queue, "setting a netfilter queue's length", |m| {
+            put_attr(m, NFQA_CFG_QUEUE_MAXLEN, &QUEUE_MAXLEN.to_be_bytes())
+        })?;
         self.configure(queue, "making a netfilter queue fail open", |m| {
             put_attr(m, NFQA_CFG_MASK, &NFQA_CFG_F_FAIL_OPEN.to_be_bytes());
             put_attr(m, NFQA_CFG_FLAGS, &NFQA_CFG_F_FAIL_OPEN.to_be_bytes());
@@ -300,9 +345,11 @@ impl Drop for Diverter {
 /// A raw IP socket of `family` that sends whole IP packets, marked [`REINJECT_MARK`].
 fn raw_socket(family: libc::c_int) -> Result<OwnedFd> {
     // SAFETY: plain socket(2); the descriptor is owned at once.
-    let fd = unsafe { libc::socket(family, libc::SOCK_RAW | libc::SOCK_CLOEXEC, libc::IPPROTO_RAW) };
+    let fd =
+        unsafe { libc::socket(family, libc::SOCK_RAW | libc::SOCK_CLOEXEC, libc::IPPROTO_RAW) };
     if fd < 0 {
-        return Err(std::io::Error::last_os_error()).context("opening a raw socket for diverted packets");
+        return Err(std::io::Error::last_os_error())
+            .context("opening a raw socket for diverted packets");
     }
     // SAFETY: fd is a new descriptor nothing else owns.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
@@ -310,12 +357,26 @@ fn raw_socket(family: libc::c_int) -> Result<OwnedFd> {
     let mark = REINJECT_MARK as libc::c_int;
     // SAFETY: int options on our socket. (IPPROTO_RAW implies IP_HDRINCL for IPv4.)
     unsafe {
-        if libc::setsockopt(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_MARK, (&mark as *const libc::c_int).cast(), 4) < 0 {
-            return Err(std::io::Error::last_os_error()).context("marking the raw socket of diverted packets");
+        if libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_MARK,
+            (&mark as *const libc::c_int).cast(),
+            4,
+        ) < 0
+        {
+            return Err(std::io::Error::last_os_error())
+                .context("marking the raw socket of diverted packets");
         }
         if family == libc::AF_INET6 {
             const IPV6_HDRINCL: libc::c_int = 36;
-            libc::setsockopt(fd.as_raw_fd(), libc::IPPROTO_IPV6, IPV6_HDRINCL, (&one as *const libc::c_int).cast(), 4);
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::IPPROTO_IPV6,
+                IPV6_HDRINCL,
+                (&one as *const libc::c_int).cast(),
+                4,
+            );
         }
     }
     Ok(fd)
@@ -331,7 +392,16 @@ fn reinject(raw: &[OwnedFd; 2], packet: &[u8]) -> std::io::Result<()> {
             sa.sin_family = libc::AF_INET as libc::sa_family_t;
             sa.sin_addr.s_addr = u32::from_ne_bytes(packet[16..20].try_into().expect("4 bytes"));
             // SAFETY: sendto(2) of our buffer to an address we built.
-            unsafe { libc::sendto(raw[0].as_raw_fd(), packet.as_ptr().cast(), packet.len(), 0, (&sa as *const libc::sockaddr_in).cast(), std::mem::size_of_val(&sa) as u32) }
+            unsafe {
+                libc::sendto(
+                    raw[0].as_raw_fd(),
+                    packet.as_ptr().cast(),
+                    packet.len(),
+                    0,
+                    (&sa as *const libc::sockaddr_in).cast(),
+                    std::mem::size_of_val(&sa) as u32,
+                )
+            }
         }
         Some(6) if packet.len() >= 40 => {
             // SAFETY: sockaddr_in6 is plain data.
@@ -339,7 +409,16 @@ fn reinject(raw: &[OwnedFd; 2], packet: &[u8]) -> std::io::Result<()> {
             sa.sin6_family = libc::AF_INET6 as libc::sa_family_t;
             sa.sin6_addr.s6_addr.copy_from_slice(&packet[24..40]);
             // SAFETY: as above.
-            unsafe { libc::sendto(raw[1].as_raw_fd(), packet.as_ptr().cast(), packet.len(), 0, (&sa as *const libc::sockaddr_in6).cast(), std::mem::size_of_val(&sa) as u32) }
+            unsafe {
+                libc::sendto(
+                    raw[1].as_raw_fd(),
+                    packet.as_ptr().cast(),
+                    packet.len(),
+                    0,
+                    (&sa as *const libc::sockaddr_in6).cast(),
+                    std::mem::size_of_val(&sa) as u32,
+                )
+            }
         }
         _ => return Err(bad()),
     };
@@ -356,7 +435,14 @@ enum Held {
 }
 
 /// The thread: read what the queues hand over, decide with the model, let go on time.
-fn run(mut q: NfQueue, raw: [OwnedFd; 2], base: u16, mut ways: Vec<Way>, clock: LabClock, stop: &AtomicBool) -> Result<()> {
+fn run(
+    mut q: NfQueue,
+    raw: [OwnedFd; 2],
+    base: u16,
+    mut ways: Vec<Way>,
+    clock: LabClock,
+    stop: &AtomicBool,
+) -> Result<()> {
     // (delivery time, order): a min-heap, and what each order number holds.
     let mut held: BinaryHeap<Reverse<(u64, u64)>> = BinaryHeap::new();
     let mut what: std::collections::HashMap<u64, Held> = std::collections::HashMap::new();
@@ -390,8 +476,13 @@ fn run(mut q: NfQueue, raw: [OwnedFd; 2], base: u16, mut ways: Vec<Way>, clock: 
             }
         }
         // Wait for packets or the next delivery (at most 50 ms, to see `stop`).
-        let wait_ns = held.peek().map_or(50_000_000, |Reverse((at, ..))| at.saturating_sub(clock.now_ns()).min(50_000_000));
-        let ts = libc::timespec { tv_sec: (wait_ns / 1_000_000_000) as libc::time_t, tv_nsec: (wait_ns % 1_000_000_000) as libc::c_long };
+        let wait_ns = held.peek().map_or(50_000_000, |Reverse((at, ..))| {
+            at.saturating_sub(clock.now_ns()).min(50_000_000)
+        });
+        let ts = libc::timespec {
+            tv_sec: (wait_ns / 1_000_000_000) as libc::time_t,
+            tv_nsec: (wait_ns % 1_000_000_000) as libc::c_long,
+        };
         let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
         // SAFETY: ppoll(2) on one descriptor we own, with a timeout we own.
         let r = unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
@@ -400,7 +491,8 @@ fn run(mut q: NfQueue, raw: [OwnedFd; 2], base: u16, mut ways: Vec<Way>, clock: 
         }
         loop {
             // SAFETY: recv(2) into a buffer we own, without waiting.
-            let n = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) };
+            let n =
+                unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) };
             if n <= 0 {
                 let e = std::io::Error::last_os_error();
                 if n < 0 && e.raw_os_error() == Some(libc::ENOBUFS) {
@@ -414,11 +506,15 @@ fn run(mut q: NfQueue, raw: [OwnedFd; 2], base: u16, mut ways: Vec<Way>, clock: 
             packets.clear();
             parse_packets(&buf[..n as usize], &mut packets);
             for p in &packets {
-                let Some(w) = p.queue.checked_sub(base).and_then(|k| ways.get_mut(k as usize)) else { continue };
+                let Some(w) = p.queue.checked_sub(base).and_then(|k| ways.get_mut(k as usize))
+                else {
+                    continue;
+                };
                 let outgoing = (p.queue - base) % 2 == 0;
                 if outgoing {
                     // The copy is ours: the original goes at once (see the module's note).
-                    q.verdict(p.queue, p.id, NF_DROP).map_err(|e| anyhow!("taking a diverted packet: {e}"))?;
+                    q.verdict(p.queue, p.id, NF_DROP)
+                        .map_err(|e| anyhow!("taking a diverted packet: {e}"))?;
                 }
                 w.counters.rx_frames.fetch_add(1, Relaxed);
                 w.counters.rx_bytes.fetch_add(p.len as u64 + 14, Relaxed);
@@ -452,7 +548,8 @@ fn run(mut q: NfQueue, raw: [OwnedFd; 2], base: u16, mut ways: Vec<Way>, clock: 
                         };
                         c.fetch_add(1, Relaxed);
                         if !outgoing {
-                            q.verdict(p.queue, p.id, NF_DROP).map_err(|e| anyhow!("dropping a diverted packet: {e}"))?;
+                            q.verdict(p.queue, p.id, NF_DROP)
+                                .map_err(|e| anyhow!("dropping a diverted packet: {e}"))?;
                         }
                     }
                 }
@@ -502,7 +599,10 @@ mod tests {
         parse_packets(&buf, &mut out);
         assert_eq!((out[0].queue, out[0].id, out[0].len), (8200, 7, 60));
         assert_eq!(&buf[out[0].payload.clone().unwrap()], &[0x45; 60]);
-        assert_eq!((out[1].queue, out[1].id, out[1].len, out[1].payload.clone()), (8201, 8, 1500, None));
+        assert_eq!(
+            (out[1].queue, out[1].id, out[1].len, out[1].payload.clone()),
+            (8201, 8, 1500, None)
+        );
         // Truncated or lying lengths never read past the buffer.
         for cut in 0..buf.len() {
             out.clear();

@@ -15,11 +15,11 @@ use vemu_link::Impairments;
 use crate::batch::{self, TapWriter};
 use crate::clock::LabClock;
 use crate::core::{Applied, Command, Core, Event, Frame, Path, RadioSnapshot, Shape, Transmit};
-use crate::gso::VNET_HDR_LEN;
 use crate::gso;
-use nix::sys::socket::SockaddrLike;
+use crate::gso::VNET_HDR_LEN;
 use crate::schedule::{self, Priority, Schedule};
 use crate::tunnel;
+use nix::sys::socket::SockaddrLike;
 use vemu_fastpath::{Bucket, FastPath, Route};
 
 /// Largest frame TAP hands over: a 64 KiB super-frame plus headers.
@@ -68,8 +68,14 @@ pub struct Captured {
 pub(crate) enum Control {
     Apply(Command, Option<Sender<Applied>>),
     /// A capture's sink, before its `Command::Capture`s.
-    CaptureSink { id: u64, tx: SyncSender<Captured> },
-    Radio { seg: usize, done: Sender<RadioSnapshot> },
+    CaptureSink {
+        id: u64,
+        tx: SyncSender<Captured>,
+    },
+    Radio {
+        seg: usize,
+        done: Sender<RadioSnapshot>,
+    },
     /// How far behind its schedule the shard is, ns ([`Core::backlog_ns`]).
     Backlog(Sender<u64>),
     /// The engine's TAP devices of a link's ends or a LAN's ports in the plane, just
@@ -170,7 +176,14 @@ impl TunnelPort {
     /// (receiving in the other), handing what it receives to the core as for port
     /// `deliver_to`; the underlay's interface carries `payload` bytes of UDP (`ipv6`:
     /// over IPv6).
-    pub fn new(id: u32, payload: usize, ipv6: bool, far: Option<std::net::SocketAddr>, dir_out: u8, deliver_to: u32) -> TunnelPort {
+    pub fn new(
+        id: u32,
+        payload: usize,
+        ipv6: bool,
+        far: Option<std::net::SocketAddr>,
+        dir_out: u8,
+        deliver_to: u32,
+    ) -> TunnelPort {
         TunnelPort {
             far: far.map(SockAddr::from),
             prober: None,
@@ -192,7 +205,12 @@ impl TunnelPort {
     fn send(&mut self, fd: RawFd, frame: &[u8], at_ns: u64) -> bool {
         let Some(far) = self.far else { return false };
         self.dgrams.clear();
-        tunnel::encode(frame, tunnel::Meta { vni: self.vni_out, seq: self.seq, departure_ns: at_ns }, self.mtu.payload(), &mut self.dgrams);
+        tunnel::encode(
+            frame,
+            tunnel::Meta { vni: self.vni_out, seq: self.seq, departure_ns: at_ns },
+            self.mtu.payload(),
+            &mut self.dgrams,
+        );
         self.seq = self.seq.wrapping_add(1);
         if self.dgrams.is_empty() {
             return false;
@@ -226,9 +244,18 @@ const GSO_MAX_BYTES: usize = 65_000;
 /// 64), while `gso` holds (cleared for good when the kernel refuses a segmented send
 /// that it then takes one by one). `Ok` when every datagram went, else the error of the
 /// first that did not (`EMSGSIZE`: too big for the machine's own interface).
-fn send_datagrams(fd: RawFd, to: Option<&SockAddr>, ds: &[Vec<u8>], buf: &mut Vec<u8>, gso: &mut bool) -> std::result::Result<(), i32> {
+fn send_datagrams(
+    fd: RawFd,
+    to: Option<&SockAddr>,
+    ds: &[Vec<u8>],
+    buf: &mut Vec<u8>,
+    gso: &mut bool,
+) -> std::result::Result<(), i32> {
     let Some(seg) = ds.first().map(Vec::len) else { return Ok(()) };
-    let uniform = ds.len() > 1 && ds[..ds.len() - 1].iter().all(|d| d.len() == seg) && ds[ds.len() - 1].len() <= seg && seg <= u16::MAX as usize;
+    let uniform = ds.len() > 1
+        && ds[..ds.len() - 1].iter().all(|d| d.len() == seg)
+        && ds[ds.len() - 1].len() <= seg
+        && seg <= u16::MAX as usize;
     let mut sent = 0;
     let mut refused = false;
     if *gso && uniform {
@@ -241,7 +268,14 @@ fn send_datagrams(fd: RawFd, to: Option<&SockAddr>, ds: &[Vec<u8>], buf: &mut Ve
             }
             match send_segmented(fd, to, buf, seg as u16) {
                 Ok(()) => sent += run.len(),
-                Err(e) if matches!(e, libc::EMSGSIZE | libc::EAGAIN | libc::ENOBUFS | libc::ECONNREFUSED) => return Err(e),
+                Err(e)
+                    if matches!(
+                        e,
+                        libc::EMSGSIZE | libc::EAGAIN | libc::ENOBUFS | libc::ECONNREFUSED
+                    ) =>
+                {
+                    return Err(e)
+                }
                 Err(_) => {
                     refused = true;
                     break;
@@ -252,7 +286,8 @@ fn send_datagrams(fd: RawFd, to: Option<&SockAddr>, ds: &[Vec<u8>], buf: &mut Ve
     let mut first_err = None;
     for d in &ds[sent..] {
         if !send_datagram(fd, to, d) {
-            first_err.get_or_insert(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO));
+            first_err
+                .get_or_insert(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO));
         }
     }
     if refused && first_err.is_none() {
@@ -264,7 +299,12 @@ fn send_datagrams(fd: RawFd, to: Option<&SockAddr>, ds: &[Vec<u8>], buf: &mut Ve
 
 /// One `sendmsg` of `buf`, which the kernel cuts into datagrams of `seg` bytes (the last
 /// may be shorter); the error number if it fails.
-fn send_segmented(fd: RawFd, to: Option<&SockAddr>, buf: &[u8], seg: u16) -> std::result::Result<(), i32> {
+fn send_segmented(
+    fd: RawFd,
+    to: Option<&SockAddr>,
+    buf: &[u8],
+    seg: u16,
+) -> std::result::Result<(), i32> {
     let mut iov = libc::iovec { iov_base: buf.as_ptr() as *mut libc::c_void, iov_len: buf.len() };
     let mut control = [0u64; 4];
     // SAFETY: msghdr is plain data; the pointers set below outlive the call.
@@ -315,13 +355,24 @@ impl Received {
     fn new() -> Received {
         // SAFETY: sockaddr_storage is plain data.
         let name: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-        Received { bufs: Vec::new(), len: vec![0; RECV_BATCH], held_ns: vec![0; RECV_BATCH], names: vec![name; RECV_BATCH], name_len: vec![0; RECV_BATCH] }
+        Received {
+            bufs: Vec::new(),
+            len: vec![0; RECV_BATCH],
+            held_ns: vec![0; RECV_BATCH],
+            names: vec![name; RECV_BATCH],
+            name_len: vec![0; RECV_BATCH],
+        }
     }
 
     /// Where datagram `i` came from.
     fn from(&self, i: usize) -> Option<SockAddr> {
         // SAFETY: the address the kernel wrote, of the length it said (checked by nix).
-        unsafe { SockAddr::from_raw((&self.names[i] as *const libc::sockaddr_storage).cast(), Some(self.name_len[i])) }
+        unsafe {
+            SockAddr::from_raw(
+                (&self.names[i] as *const libc::sockaddr_storage).cast(),
+                Some(self.name_len[i]),
+            )
+        }
     }
 }
 
@@ -334,7 +385,10 @@ fn recv_batch(fd: RawFd, r: &mut Received) -> Option<usize> {
         r.bufs = (0..RECV_BATCH).map(|_| vec![0u8; DATAGRAM_MAX]).collect();
     }
     // (On the stack: this runs at every wake-up of a shard with tunnels.)
-    let mut iovs: [libc::iovec; RECV_BATCH] = std::array::from_fn(|i| libc::iovec { iov_base: r.bufs[i].as_mut_ptr().cast(), iov_len: r.bufs[i].len() });
+    let mut iovs: [libc::iovec; RECV_BATCH] = std::array::from_fn(|i| libc::iovec {
+        iov_base: r.bufs[i].as_mut_ptr().cast(),
+        iov_len: r.bufs[i].len(),
+    });
     let mut controls = [[0u64; 8]; RECV_BATCH];
     let names = r.names.as_mut_ptr();
     // SAFETY: mmsghdr is plain data; each points at its own address, iovec and control
@@ -350,7 +404,15 @@ fn recv_batch(fd: RawFd, r: &mut Received) -> Option<usize> {
         m
     });
     // SAFETY: recvmmsg(2) into buffers we own, sized as told.
-    let n = unsafe { libc::recvmmsg(fd, msgs.as_mut_ptr(), RECV_BATCH as u32, libc::MSG_DONTWAIT, std::ptr::null_mut()) };
+    let n = unsafe {
+        libc::recvmmsg(
+            fd,
+            msgs.as_mut_ptr(),
+            RECV_BATCH as u32,
+            libc::MSG_DONTWAIT,
+            std::ptr::null_mut(),
+        )
+    };
     if n < 0 {
         return match std::io::Error::last_os_error().kind() {
             std::io::ErrorKind::WouldBlock => None,
@@ -386,7 +448,9 @@ fn recv_batch(fd: RawFd, r: &mut Received) -> Option<usize> {
 fn send_datagram(fd: RawFd, to: Option<&SockAddr>, d: &[u8]) -> bool {
     // SAFETY: sending bytes we hold on a descriptor we own, to an address we built.
     let n = match to {
-        Some(to) => unsafe { libc::sendto(fd, d.as_ptr().cast(), d.len(), libc::MSG_DONTWAIT, to.as_ptr(), to.len()) },
+        Some(to) => unsafe {
+            libc::sendto(fd, d.as_ptr().cast(), d.len(), libc::MSG_DONTWAIT, to.as_ptr(), to.len())
+        },
         None => unsafe { libc::send(fd, d.as_ptr().cast(), d.len(), libc::MSG_DONTWAIT) },
     };
     n == d.len() as isize
@@ -441,7 +505,17 @@ impl ShardHandle {
     /// `fanout`: the shard's fan-out device in the plane (see [`Shard::fan_target`]).
     /// `tunnel`: the shard's UDP socket for its tunnel ports (see [`TunnelPort`]).
     #[allow(clippy::too_many_arguments)]
-    pub fn spawn(index: usize, core: Core, fds: Vec<Option<OwnedFd>>, devs: Vec<PortDev>, fast: Option<Arc<FastPath>>, probe: Option<Arc<OwnedFd>>, fanout: Option<OwnedFd>, tunnel: Option<OwnedFd>, clock: LabClock) -> Result<ShardHandle> {
+    pub fn spawn(
+        index: usize,
+        core: Core,
+        fds: Vec<Option<OwnedFd>>,
+        devs: Vec<PortDev>,
+        fast: Option<Arc<FastPath>>,
+        probe: Option<Arc<OwnedFd>>,
+        fanout: Option<OwnedFd>,
+        tunnel: Option<OwnedFd>,
+        clock: LabClock,
+    ) -> Result<ShardHandle> {
         assert_eq!(core.port_count(), fds.len(), "one device per port");
         assert_eq!(fds.len(), devs.len(), "one kind per port");
         // SAFETY: eventfd returns a new descriptor or -1.
@@ -491,24 +565,34 @@ impl ShardHandle {
         // The first choice of paths is carried out before any frame moves.
         shard.events();
         if index == 0 {
-            shard.panic_after = std::env::var(FAULT_ENV).ok().and_then(|v| v.strip_prefix("panic-after:").and_then(|n| n.parse().ok()));
+            shard.panic_after = std::env::var(FAULT_ENV)
+                .ok()
+                .and_then(|v| v.strip_prefix("panic-after:").and_then(|n| n.parse().ok()));
         }
-        shard.stall_reads_ns = std::env::var(FAULT_ENV).ok().and_then(|v| v.strip_prefix("stall-reads-us:").and_then(|n| n.parse::<u64>().ok())).map_or(0, |us| us * 1000);
+        shard.stall_reads_ns = std::env::var(FAULT_ENV)
+            .ok()
+            .and_then(|v| v.strip_prefix("stall-reads-us:").and_then(|n| n.parse::<u64>().ok()))
+            .map_or(0, |us| us * 1000);
         let work_ns = shard.work_ns.clone();
         let died = Arc::new(std::sync::Mutex::new(None));
         let report = died.clone();
-        let thread = std::thread::Builder::new().name(format!("vemu-engine-{index}")).spawn(move || {
-            // A shard that panics (a bug) must not pass unnoticed: its links stop, and
-            // the controller says so (status, events, the fidelity verdict).
-            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| shard.run())) {
-                Ok(fds) => fds,
-                Err(p) => {
-                    let why = p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned()).unwrap_or_else(|| "a panic".into());
-                    *report.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
-                    std::mem::take(&mut shard.fds).into_iter().flatten().collect()
+        let thread =
+            std::thread::Builder::new().name(format!("vemu-engine-{index}")).spawn(move || {
+                // A shard that panics (a bug) must not pass unnoticed: its links stop, and
+                // the controller says so (status, events, the fidelity verdict).
+                match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| shard.run())) {
+                    Ok(fds) => fds,
+                    Err(p) => {
+                        let why = p
+                            .downcast_ref::<&str>()
+                            .map(|s| s.to_string())
+                            .or_else(|| p.downcast_ref::<String>().cloned())
+                            .unwrap_or_else(|| "a panic".into());
+                        *report.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
+                        std::mem::take(&mut shard.fds).into_iter().flatten().collect()
+                    }
                 }
-            }
-        })?;
+            })?;
         Ok(ShardHandle { tx, wake, work_ns, died, thread: Some(thread) })
     }
 
@@ -678,11 +762,18 @@ fn input_probe_frame(t_ns: u64) -> [u8; 60] {
 
 /// The lab time an Ethernet frame was sent at, if it is an input probe.
 pub(crate) fn input_probe_time(eth: &[u8]) -> Option<u64> {
-    (eth.len() >= 30 && eth[12..14] == [0x88, 0xb5] && &eth[14..22] == INPUT_PROBE_TAG).then(|| u64::from_be_bytes(eth[22..30].try_into().expect("8 bytes")))
+    (eth.len() >= 30 && eth[12..14] == [0x88, 0xb5] && &eth[14..22] == INPUT_PROBE_TAG)
+        .then(|| u64::from_be_bytes(eth[22..30].try_into().expect("8 bytes")))
 }
 
 impl Shard {
-    fn new(core: Core, fds: Vec<Option<OwnedFd>>, rx: Receiver<Control>, wake_fd: RawFd, clock: LabClock) -> Result<Shard> {
+    fn new(
+        core: Core,
+        fds: Vec<Option<OwnedFd>>,
+        rx: Receiver<Control>,
+        wake_fd: RawFd,
+        clock: LabClock,
+    ) -> Result<Shard> {
         // SAFETY: epoll_create1 returns a new descriptor or -1.
         let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
         if ep < 0 {
@@ -782,8 +873,14 @@ impl Shard {
             // How long until the core's next deadline, and so until the shard wakes
             // for it: that much earlier than the wake-ups of a sleep as long came late.
             let core_until = self.core.poll_timeout().map(|at| at.saturating_sub(now));
-            let core_due = core_until.map(|until| until.saturating_sub(self.schedule.spin_ns(until)));
-            let probe_due = self.next_probe_ns.into_iter().chain(self.next_input_probe_ns).min().map(|at| at.saturating_sub(now));
+            let core_due =
+                core_until.map(|until| until.saturating_sub(self.schedule.spin_ns(until)));
+            let probe_due = self
+                .next_probe_ns
+                .into_iter()
+                .chain(self.next_input_probe_ns)
+                .min()
+                .map(|at| at.saturating_sub(now));
             let lingering = now < linger_until;
             let timeout = match (core_due, probe_due) {
                 _ if lingering => Some(0),
@@ -796,11 +893,20 @@ impl Shard {
                 (Some(d), Some(u)) if timeout == Some(d) => u,
                 _ => timeout.unwrap_or(0),
             };
-            let ts = timeout.map(|ns| libc::timespec { tv_sec: (ns / 1_000_000_000) as i64, tv_nsec: (ns % 1_000_000_000) as i64 });
+            let ts = timeout.map(|ns| libc::timespec {
+                tv_sec: (ns / 1_000_000_000) as i64,
+                tv_nsec: (ns % 1_000_000_000) as i64,
+            });
             let tsp = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
             // SAFETY: events has room for its length; tsp is null or valid.
             let n = unsafe {
-                libc::epoll_pwait2(self.epoll.as_raw_fd(), events.as_mut_ptr(), events.len() as i32, tsp, std::ptr::null())
+                libc::epoll_pwait2(
+                    self.epoll.as_raw_fd(),
+                    events.as_mut_ptr(),
+                    events.len() as i32,
+                    tsp,
+                    std::ptr::null(),
+                )
             };
             if n < 0 {
                 continue; // EINTR
@@ -819,7 +925,11 @@ impl Shard {
                     // SAFETY: reading 8 bytes from an eventfd.
                     unsafe { libc::read(self.wake_fd, (&mut v as *mut u64).cast(), 8) };
                     if !self.control() {
-                        return std::mem::take(&mut self.fds).into_iter().flatten().chain(self.tunnel.take()).collect();
+                        return std::mem::take(&mut self.fds)
+                            .into_iter()
+                            .flatten()
+                            .chain(self.tunnel.take())
+                            .collect();
                     }
                     continue;
                 }
@@ -861,7 +971,9 @@ impl Shard {
                 };
                 polled += 1;
                 if let Some(port) = self.fan_target(&tx) {
-                    if self.fan.first().is_some_and(|(f, _)| !Arc::ptr_eq(&f.frame, &tx.frame)) || self.fan.len() == vemu_fastpath::FANOUT_MAX {
+                    if self.fan.first().is_some_and(|(f, _)| !Arc::ptr_eq(&f.frame, &tx.frame))
+                        || self.fan.len() == vemu_fastpath::FANOUT_MAX
+                    {
                         self.flush_fan();
                     }
                     self.fan.push((tx, port));
@@ -883,7 +995,8 @@ impl Shard {
                                 p.mtu.too_big();
                             }
                             self.follow_prober(prober);
-                            self.core.set_path_payload(tx.port, before.min(tunnel::SAFE_PAYLOAD) as u64);
+                            self.core
+                                .set_path_payload(tx.port, before.min(tunnel::SAFE_PAYLOAD) as u64);
                             self.tunnels_changed = true;
                         }
                         self.core.on_written(&tx, ok);
@@ -954,7 +1067,12 @@ impl Shard {
                         // A link to another machine that is down here takes nothing that
                         // machine's kernel still sends (a machine found lost may go on).
                         let r = match p.far {
-                            Far::Tunnel { remote, vni, .. } => fast.tunnel_in_set(tunnel::vni_reverse(vni), remote, p.devs.veth, up),
+                            Far::Tunnel { remote, vni, .. } => fast.tunnel_in_set(
+                                tunnel::vni_reverse(vni),
+                                remote,
+                                p.devs.veth,
+                                up,
+                            ),
                             _ => Ok(()),
                         };
                         if let Err(e) = r.and_then(|()| fast.set_device_up(p.devs.veth, up)) {
@@ -973,21 +1091,34 @@ impl Shard {
                             continue;
                         }
                     }
-                    if let (Some(PortDev::Plane(p)), Some(fast)) = (self.devs.get(port as usize), &self.fast) {
+                    if let (Some(PortDev::Plane(p)), Some(fast)) =
+                        (self.devs.get(port as usize), &self.fast)
+                    {
                         let route = match (path, p.devs.tap, p.far) {
-                            (Path::Kernel, _, Far::Veth(peer_of)) => Ok(Some(Route::Kernel { peer_of, mtu: self.core.iface_mtu(port) })),
+                            (Path::Kernel, _, Far::Veth(peer_of)) => {
+                                Ok(Some(Route::Kernel { peer_of, mtu: self.core.iface_mtu(port) }))
+                            }
                             (Path::Kernel, _, Far::Bridge) => Ok(Some(Route::Bridge)),
                             (_, _, Far::Tunnel { .. } | Far::Nowhere) => Ok(None),
                             // The bucket first, then the frames: a link's on the far
                             // end's plane device, a LAN port's on its IFB device.
-                            (Path::Shaped(shape), _, Far::Veth(via)) => fast.shape(via, bucket(shape)).map(|()| Some(Route::Shaped { via })),
-                            (Path::Shaped(shape), _, Far::Bridge) => fast.ifb(p.devs.veth).and_then(|ifb| fast.shape(ifb, bucket(shape)).map(|()| Some(Route::BridgeShaped { ifb }))),
+                            (Path::Shaped(shape), _, Far::Veth(via)) => {
+                                fast.shape(via, bucket(shape)).map(|()| Some(Route::Shaped { via }))
+                            }
+                            (Path::Shaped(shape), _, Far::Bridge) => {
+                                fast.ifb(p.devs.veth).and_then(|ifb| {
+                                    fast.shape(ifb, bucket(shape))
+                                        .map(|()| Some(Route::BridgeShaped { ifb }))
+                                })
+                            }
                             (Path::Engine, Some(tap), _) => Ok(Some(Route::Engine { tap })),
                             // (The engine makes a link's or LAN's TAP devices before
                             // anything that takes it off the kernel path reaches the core.)
                             _ => Ok(None),
                         };
-                        if let Err(e) = route.and_then(|r| r.map_or(Ok(()), |r| fast.route(p.devs.veth, r))) {
+                        if let Err(e) =
+                            route.and_then(|r| r.map_or(Ok(()), |r| fast.route(p.devs.veth, r)))
+                        {
                             eprintln!("engine: {e:#}");
                         }
                     }
@@ -995,7 +1126,9 @@ impl Shard {
                 // What a LAN's bridge sends to a port: through a bucket at the port's
                 // root, or straight.
                 Event::Ingress { port, shape } => {
-                    if let (Some(PortDev::Plane(p)), Some(fast)) = (self.devs.get(port as usize), &self.fast) {
+                    if let (Some(PortDev::Plane(p)), Some(fast)) =
+                        (self.devs.get(port as usize), &self.fast)
+                    {
                         if let Err(e) = fast.shape_out(p.devs.veth, shape.map(bucket)) {
                             eprintln!("engine: {e:#}");
                         }
@@ -1008,7 +1141,9 @@ impl Shard {
                     }
                     let wire = &split.as_ref().expect("just set").1;
                     for f in wire.iter().cloned() {
-                        if let Err(TrySendError::Disconnected(_)) = tx.try_send(Captured { t_ns, iface, outgoing, frame: f }) {
+                        if let Err(TrySendError::Disconnected(_)) =
+                            tx.try_send(Captured { t_ns, iface, outgoing, frame: f })
+                        {
                             self.sinks.remove(&capture);
                             self.core.apply(Command::Uncapture(capture));
                             break;
@@ -1041,7 +1176,9 @@ impl Shard {
                 Ok(Control::Taps(taps)) => {
                     for (port, tap, fd) in taps {
                         let port = port as usize;
-                        if let Err(e) = epoll_add(self.epoll.as_raw_fd(), fd.as_raw_fd(), port as u64) {
+                        if let Err(e) =
+                            epoll_add(self.epoll.as_raw_fd(), fd.as_raw_fd(), port as u64)
+                        {
                             eprintln!("engine: {e:#}");
                         }
                         if let Some(PortDev::Plane(p)) = self.devs.get_mut(port) {
@@ -1065,7 +1202,9 @@ impl Shard {
     fn forget(&mut self, port: usize) {
         let fd = self.fd(port);
         // SAFETY: removing a descriptor from our epoll set.
-        unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), libc::EPOLL_CTL_DEL, fd, std::ptr::null_mut()) };
+        unsafe {
+            libc::epoll_ctl(self.epoll.as_raw_fd(), libc::EPOLL_CTL_DEL, fd, std::ptr::null_mut())
+        };
     }
 
     /// The tunnel ports that `prober` probes for take its path MTU and round trip (and
@@ -1127,7 +1266,9 @@ impl Shard {
                 continue;
             }
             let route = match (want, p.devs.tap) {
-                (true, _) => Route::Tunnel { vxlan, remote, vni, mtu: self.core.iface_mtu(i as u32) },
+                (true, _) => {
+                    Route::Tunnel { vxlan, remote, vni, mtu: self.core.iface_mtu(i as u32) }
+                }
                 (false, Some(tap)) => Route::Engine { tap },
                 (false, None) => continue,
             };
@@ -1152,7 +1293,9 @@ impl Shard {
         for k in 0..n {
             let port = (self.input_probe_cursor + k) % n;
             let Some(PortDev::Plane(p)) = self.devs.get(port) else { continue };
-            let (Some(tap), Some(Some(last))) = (p.devs.tap, self.last_read_ns.get(port)) else { continue };
+            let (Some(tap), Some(Some(last))) = (p.devs.tap, self.last_read_ns.get(port)) else {
+                continue;
+            };
             if now.saturating_sub(*last) > INPUT_PROBE_ACTIVE_NS {
                 continue;
             }
@@ -1163,7 +1306,16 @@ impl Shard {
             to.sll_halen = 6;
             let f = input_probe_frame(self.clock.now_ns());
             // SAFETY: sendto(2) of a frame we hold, to an address we built.
-            unsafe { libc::sendto(sock.as_raw_fd(), f.as_ptr().cast(), f.len(), libc::MSG_DONTWAIT, (&to as *const libc::sockaddr_ll).cast(), std::mem::size_of::<libc::sockaddr_ll>() as u32) };
+            unsafe {
+                libc::sendto(
+                    sock.as_raw_fd(),
+                    f.as_ptr().cast(),
+                    f.len(),
+                    libc::MSG_DONTWAIT,
+                    (&to as *const libc::sockaddr_ll).cast(),
+                    std::mem::size_of::<libc::sockaddr_ll>() as u32,
+                )
+            };
             sent += 1;
             if sent == INPUT_PROBES_PER_ROUND {
                 self.input_probe_cursor = (port + 1) % n;
@@ -1190,7 +1342,9 @@ impl Shard {
             let Some(n) = recv_batch(fd, &mut got) else { break };
             for i in 0..n {
                 let d = &got.bufs[i][..got.len[i]];
-                let Some(&port) = tunnel::vni_of(d).and_then(|v| self.tunnel_ports.get(&v)) else { continue };
+                let Some(&port) = tunnel::vni_of(d).and_then(|v| self.tunnel_ports.get(&v)) else {
+                    continue;
+                };
                 let from_far = matches!(self.devs.get(port), Some(PortDev::Tunnel(t)) if t.far.is_some() && t.far == got.from(i));
                 if from_far {
                     self.tunnel_datagram(port, fd, d, got.held_ns[i]);
@@ -1207,7 +1361,11 @@ impl Shard {
         let arrived = self.clock.now_ns().saturating_sub(held_ns);
         if let Some(p) = tunnel::parse_probe(d) {
             if !p.answer && p.vni == t.vni_in {
-                send_datagram(fd, t.far.as_ref(), &tunnel::probe(t.vni_in, p.t_ns.saturating_add(held_ns), true, p.size));
+                send_datagram(
+                    fd,
+                    t.far.as_ref(),
+                    &tunnel::probe(t.vni_in, p.t_ns.saturating_add(held_ns), true, p.size),
+                );
             } else if p.answer && p.vni == t.vni_out {
                 let rtt = arrived.saturating_sub(p.t_ns);
                 let mut changed = false;
@@ -1249,7 +1407,8 @@ impl Shard {
             // SAFETY: buf has room for MAX_FRAME bytes.
             let n = unsafe { libc::read(fd, self.buf.as_mut_ptr().cast(), self.buf.capacity()) };
             if n <= 0 {
-                if n < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::WouldBlock {
+                if n < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::WouldBlock
+                {
                     self.forget(port);
                 }
                 return;
@@ -1269,7 +1428,11 @@ impl Shard {
                 *t = Some(now);
             }
             let at = self.arrival(port, now);
-            let frame = if self.buf.len() >= COPY_BELOW { std::mem::replace(&mut self.buf, Vec::with_capacity(MAX_FRAME)) } else { self.buf.clone() };
+            let frame = if self.buf.len() >= COPY_BELOW {
+                std::mem::replace(&mut self.buf, Vec::with_capacity(MAX_FRAME))
+            } else {
+                self.buf.clone()
+            };
             self.core.handle_frame(at, port as u32, frame);
             if let Some(left) = self.panic_after.as_mut() {
                 *left = left.saturating_sub(1);
@@ -1300,7 +1463,8 @@ impl Shard {
         let mono = u64::from_ne_bytes(self.buf[at..].try_into().expect("8 bytes"));
         self.buf.truncate(at);
         let Some(last) = self.last_arrival_ns.get_mut(port) else { return now };
-        let t = mono.saturating_sub(self.clock.epoch_ns).clamp(self.timers_ns.max(*last).min(now), now);
+        let t =
+            mono.saturating_sub(self.clock.epoch_ns).clamp(self.timers_ns.max(*last).min(now), now);
         *last = t;
         t
     }
@@ -1309,7 +1473,11 @@ impl Shard {
 /// The kernel's token bucket for a shaped direction.
 fn bucket(s: Shape) -> Bucket {
     let bytes = |b: u64| b.min(u64::from(u32::MAX)) as u32;
-    Bucket { rate_bps: s.rate_bps, burst_bytes: bytes(s.burst_bytes), limit_bytes: bytes(s.limit_bytes) }
+    Bucket {
+        rate_bps: s.rate_bps,
+        burst_bytes: bytes(s.burst_bytes),
+        limit_bytes: bytes(s.limit_bytes),
+    }
 }
 
 #[cfg(test)]
@@ -1323,9 +1491,21 @@ mod tests {
         let b = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         a.connect(b.local_addr().unwrap()).unwrap();
         b.connect(a.local_addr().unwrap()).unwrap();
-        for (opt, v) in [(libc::SO_TIMESTAMPNS, 1 as libc::c_int), (libc::SO_RCVBUFFORCE, 4 << 20)] {
+        for (opt, v) in [(libc::SO_TIMESTAMPNS, 1 as libc::c_int), (libc::SO_RCVBUFFORCE, 4 << 20)]
+        {
             // SAFETY: an int option on a socket we own.
-            assert_eq!(unsafe { libc::setsockopt(b.as_raw_fd(), libc::SOL_SOCKET, opt, (&v as *const libc::c_int).cast(), 4) }, 0);
+            assert_eq!(
+                unsafe {
+                    libc::setsockopt(
+                        b.as_raw_fd(),
+                        libc::SOL_SOCKET,
+                        opt,
+                        (&v as *const libc::c_int).cast(),
+                        4,
+                    )
+                },
+                0
+            );
         }
         (a, b)
     }
@@ -1350,7 +1530,12 @@ mod tests {
         frame.extend((0..64_000u32).map(|i| (i * 7 % 251) as u8));
         for (gso, len) in [(true, frame.len()), (false, frame.len()), (true, VNET_HDR_LEN + 100)] {
             let mut ds = Vec::new();
-            let n = tunnel::encode(&frame[..len], tunnel::Meta { vni: 7, seq: 1, departure_ns: 5 }, 1472, &mut ds);
+            let n = tunnel::encode(
+                &frame[..len],
+                tunnel::Meta { vni: 7, seq: 1, departure_ns: 5 },
+                1472,
+                &mut ds,
+            );
             assert_eq!(n, ds.len());
             let (mut buf, mut on) = (Vec::new(), gso);
             assert_eq!(send_datagrams(a.as_raw_fd(), None, &ds, &mut buf, &mut on), Ok(()));
@@ -1360,7 +1545,11 @@ mod tests {
             assert!(calls <= n.div_ceil(RECV_BATCH) + 1, "{calls} receive calls for {n} datagrams");
             // Made whole again.
             let mut r = tunnel::Reassembler::new();
-            let whole = got.iter().filter_map(|d| r.push(&tunnel::decode(d).unwrap())).next().expect("the frame, whole");
+            let whole = got
+                .iter()
+                .filter_map(|d| r.push(&tunnel::decode(d).unwrap()))
+                .next()
+                .expect("the frame, whole");
             assert_eq!(whole.frame, frame[..len]);
         }
         // Datagrams as large as the kernel allows: 64 KiB frames in pieces of 9000 bytes.
@@ -1376,11 +1565,23 @@ mod tests {
     #[test]
     fn datagrams_go_where_told_and_say_where_they_came_from() {
         for any in ["127.0.0.1:0", "[::1]:0"] {
-            let (a, b, c) = (std::net::UdpSocket::bind(any).unwrap(), std::net::UdpSocket::bind(any).unwrap(), std::net::UdpSocket::bind(any).unwrap());
+            let (a, b, c) = (
+                std::net::UdpSocket::bind(any).unwrap(),
+                std::net::UdpSocket::bind(any).unwrap(),
+                std::net::UdpSocket::bind(any).unwrap(),
+            );
             let to_b = SockAddr::from(b.local_addr().unwrap());
-            assert!(to_b == SockAddr::from(b.local_addr().unwrap()) && to_b != SockAddr::from(c.local_addr().unwrap()));
+            assert!(
+                to_b == SockAddr::from(b.local_addr().unwrap())
+                    && to_b != SockAddr::from(c.local_addr().unwrap())
+            );
             let mut ds = Vec::new();
-            tunnel::encode(&[0u8; VNET_HDR_LEN + 3000], tunnel::Meta { vni: 3, seq: 0, departure_ns: 0 }, 1472, &mut ds);
+            tunnel::encode(
+                &[0u8; VNET_HDR_LEN + 3000],
+                tunnel::Meta { vni: 3, seq: 0, departure_ns: 0 },
+                1472,
+                &mut ds,
+            );
             let (mut buf, mut on) = (Vec::new(), true);
             assert_eq!(send_datagrams(a.as_raw_fd(), Some(&to_b), &ds, &mut buf, &mut on), Ok(()));
             assert!(send_datagram(c.as_raw_fd(), Some(&to_b), b"from c"));
@@ -1389,7 +1590,11 @@ mod tests {
             while let Some(n) = recv_batch(b.as_raw_fd(), &mut r) {
                 got.extend((0..n).map(|i| (r.bufs[i][..r.len[i]].to_vec(), r.from(i))));
             }
-            let want: Vec<_> = ds.iter().map(|d| (d.clone(), Some(SockAddr::from(a.local_addr().unwrap())))).chain([(b"from c".to_vec(), Some(SockAddr::from(c.local_addr().unwrap())))]).collect();
+            let want: Vec<_> = ds
+                .iter()
+                .map(|d| (d.clone(), Some(SockAddr::from(a.local_addr().unwrap()))))
+                .chain([(b"from c".to_vec(), Some(SockAddr::from(c.local_addr().unwrap())))])
+                .collect();
             assert_eq!(got, want, "{any}");
             assert_eq!(tunnel::vni_of(&got[0].0), Some(3));
         }

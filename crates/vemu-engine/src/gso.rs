@@ -25,7 +25,14 @@ pub struct VnetHdr {
 impl VnetHdr {
     pub fn parse(b: &[u8]) -> VnetHdr {
         let u = |i: usize| u16::from_ne_bytes([b[i], b[i + 1]]);
-        VnetHdr { flags: b[0], gso_type: b[1], hdr_len: u(2), gso_size: u(4), csum_start: u(6), csum_offset: u(8) }
+        VnetHdr {
+            flags: b[0],
+            gso_type: b[1],
+            hdr_len: u(2),
+            gso_size: u(4),
+            csum_start: u(6),
+            csum_offset: u(8),
+        }
     }
     pub fn write(&self, b: &mut [u8]) {
         b[0] = self.flags;
@@ -61,7 +68,8 @@ pub fn frame_gso(pkt: &[u8]) -> Option<TcpGso> {
 /// Recognize a TCP super-frame we can split (IPv4 or IPv6 without extension headers).
 pub fn tcp_gso(hdr: &VnetHdr, frame: &[u8]) -> Option<TcpGso> {
     let kind = hdr.gso_type & !GSO_ECN;
-    if kind != GSO_TCPV4 && kind != GSO_TCPV6 || hdr.gso_size == 0 || hdr.flags & F_NEEDS_CSUM == 0 {
+    if kind != GSO_TCPV4 && kind != GSO_TCPV6 || hdr.gso_size == 0 || hdr.flags & F_NEEDS_CSUM == 0
+    {
         return None;
     }
     let mut l3 = ETH_HLEN;
@@ -136,7 +144,8 @@ pub fn split(pkt: &[u8], g: &TcpGso, segs_per_piece: usize) -> Vec<Vec<u8>> {
     let n = payload.len().div_ceil(piece_bytes).max(1);
     let mut out = Vec::with_capacity(n);
     // A super-frame of headers only (a sender's lie: the kernel makes none) is one frame.
-    let chunks: Vec<&[u8]> = if payload.is_empty() { vec![payload] } else { payload.chunks(piece_bytes).collect() };
+    let chunks: Vec<&[u8]> =
+        if payload.is_empty() { vec![payload] } else { payload.chunks(piece_bytes).collect() };
     for (i, chunk) in chunks.into_iter().enumerate() {
         let segs = chunk.len().div_ceil(g.mss);
         let mut p = Vec::with_capacity(VNET_HDR_LEN + g.hdr_len + chunk.len());
@@ -180,7 +189,11 @@ pub fn split(pkt: &[u8], g: &TcpGso, segs_per_piece: usize) -> Vec<Vec<u8>> {
         f[g.l4 + 13] = fl;
         // Pseudo-header sum for the piece's TCP length, as the stack leaves it for offload.
         let l4_len = (total - g.l4) as u32;
-        let mut s = if g.v6 { sum16(&f[g.l3 + 8..g.l3 + 40], 0) } else { sum16(&f[g.l3 + 12..g.l3 + 20], 0) };
+        let mut s = if g.v6 {
+            sum16(&f[g.l3 + 8..g.l3 + 40], 0)
+        } else {
+            sum16(&f[g.l3 + 12..g.l3 + 20], 0)
+        };
         s += 6 + l4_len;
         let ps = fold(s);
         f[g.l4 + 16..g.l4 + 18].copy_from_slice(&ps.to_be_bytes());
@@ -233,11 +246,19 @@ mod tests {
     /// A TCP/IPv4 super-frame with `payload` bytes and the given MSS, as TAP hands it over.
     fn super_frame(payload: usize, mss: u16, flags: u8) -> Vec<u8> {
         let mut p = vec![0u8; VNET_HDR_LEN];
-        let h = VnetHdr { flags: F_NEEDS_CSUM, gso_type: GSO_TCPV4, hdr_len: 66, gso_size: mss, csum_start: 34, csum_offset: 16 };
+        let h = VnetHdr {
+            flags: F_NEEDS_CSUM,
+            gso_type: GSO_TCPV4,
+            hdr_len: 66,
+            gso_size: mss,
+            csum_start: 34,
+            csum_offset: 16,
+        };
         h.write(&mut p);
         let mut eth = vec![0u8; 14];
         eth[12] = 0x08;
-        let mut ip = vec![0x45, 0, 0, 0, 0x12, 0x34, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2];
+        let mut ip =
+            vec![0x45, 0, 0, 0, 0x12, 0x34, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2];
         let tot = (20 + 32 + payload) as u16;
         ip[2..4].copy_from_slice(&tot.to_be_bytes());
         let mut tcp = vec![0u8; 32];
@@ -296,11 +317,14 @@ mod tests {
         let parts = split(&p, &g, 4);
         assert_eq!(parts.len(), 3);
         assert_eq!(VnetHdr::parse(&parts[0]).gso_type, GSO_TCPV4);
-        let total: u32 = parts.iter().map(|p| {
-            let ph = VnetHdr::parse(p);
-            let pg = tcp_gso(&ph, &p[VNET_HDR_LEN..]).map(|x| x);
-            wire_size(pg.as_ref(), p.len() - VNET_HDR_LEN).0
-        }).sum();
+        let total: u32 = parts
+            .iter()
+            .map(|p| {
+                let ph = VnetHdr::parse(p);
+                let pg = tcp_gso(&ph, &p[VNET_HDR_LEN..]).map(|x| x);
+                wire_size(pg.as_ref(), p.len() - VNET_HDR_LEN).0
+            })
+            .sum();
         assert_eq!(total, 10);
     }
 

@@ -29,11 +29,13 @@ use vemu_radio::Pos;
 pub use crate::batch::WRITES_ENV;
 pub use crate::clock::{monotonic_ns, LabClock};
 pub use crate::core::{is_routing, CapturePoint, Dir, RadioSnapshot, Target};
-pub use crate::counters::{bucket_quantile_ns, DirCounters, DirStats, SegCounters, SegStats, DELAY_BUCKETS_NS};
-pub use crate::driver::{Captured, PlaneDevs, FAULT_ENV};
 use crate::core::{Command, Core, LinkConfig, MemberConfig, SegmentConfig};
-use crate::driver::{Control, Far, PlanePort, PortDev, ShardHandle, TunnelPort};
+pub use crate::counters::{
+    bucket_quantile_ns, DirCounters, DirStats, SegCounters, SegStats, DELAY_BUCKETS_NS,
+};
 pub use crate::driver::TUNNEL_FRAME_EXTRA;
+pub use crate::driver::{Captured, PlaneDevs, FAULT_ENV};
+use crate::driver::{Control, Far, PlanePort, PortDev, ShardHandle, TunnelPort};
 pub use vemu_fastpath::{netlink_socket, FastPath, Route, DENSE_BASE};
 pub use vemu_switch::Snooping;
 
@@ -100,7 +102,9 @@ pub struct RemoteEnd {
 /// The port of the far end `r` of a tunnel, sending in direction `dir_out`, delivering
 /// to port `deliver_to`.
 fn tunnel_port(r: &RemoteEnd, dir_out: u8, deliver_to: u32) -> PortDev {
-    PortDev::Tunnel(Box::new(TunnelPort::new(r.link_id, r.payload, r.ipv6, r.far, dir_out, deliver_to)))
+    PortDev::Tunnel(Box::new(TunnelPort::new(
+        r.link_id, r.payload, r.ipv6, r.far, dir_out, deliver_to,
+    )))
 }
 
 /// Shards an engine of `links` and `segments` runs on `cores` cores: what
@@ -284,9 +288,23 @@ impl Engine {
     /// Links, members and trunks toward other machines ([`RemoteEnd`]) go through the
     /// UDP socket of the shard their `socket` names (`tunnel_sockets`, one per shard of
     /// [`shard_count`]): a link with one is on that shard, and so is a segment with one.
-    pub fn start(links: Vec<LinkSpec>, segments: Vec<SegmentSpec>, trunks_in: Vec<TrunkInSpec>, shards: usize, clock: LabClock, fast: Option<Fast>, tunnel_sockets: Vec<Option<OwnedFd>>) -> Result<Engine> {
+    pub fn start(
+        links: Vec<LinkSpec>,
+        segments: Vec<SegmentSpec>,
+        trunks_in: Vec<TrunkInSpec>,
+        shards: usize,
+        clock: LabClock,
+        fast: Option<Fast>,
+        tunnel_sockets: Vec<Option<OwnedFd>>,
+    ) -> Result<Engine> {
         let n = shard_count(shards, links.len(), segments.len());
-        let tunneled = |r: &RemoteEnd| if r.socket < n && tunnel_sockets.get(r.socket).is_some_and(Option::is_some) { Ok(r.socket) } else { Err(anyhow!("tunnel {} has no socket (shard {} of {n})", r.link_id, r.socket)) };
+        let tunneled = |r: &RemoteEnd| {
+            if r.socket < n && tunnel_sockets.get(r.socket).is_some_and(Option::is_some) {
+                Ok(r.socket)
+            } else {
+                Err(anyhow!("tunnel {} has no socket (shard {} of {n})", r.link_id, r.socket))
+            }
+        };
         type Parts = (Core, Vec<Option<OwnedFd>>, Vec<PortDev>);
         let mut cores: Vec<Parts> = (0..n).map(|_| (Core::new(), Vec::new(), Vec::new())).collect();
         let lightest = |cores: &[Parts]| (0..n).min_by_key(|&s| cores[s].1.len()).unwrap_or(0);
@@ -319,10 +337,24 @@ impl Engine {
             let tunneled = l.kernel_tunnel.filter(|_| fast.is_some() && l.remote.is_some());
             // This end's plane veth, where the kernel's tunnel to a known far machine
             // may carry its direction: (the side here, veth).
-            let tunnel_veth = l.remote.zip(tunneled.filter(|t| t.remote.is_some())).map(|(r, t)| (1 - r.side.min(1), t.local.veth));
+            let tunnel_veth = l
+                .remote
+                .zip(tunneled.filter(|t| t.remote.is_some()))
+                .map(|(r, t)| (1 - r.side.min(1), t.local.veth));
             let kernel_path = devs.is_some() || tunnel_veth.is_some();
-            let ports = core.add_link(LinkConfig { forward: l.forward, reverse: l.reverse, seeds: l.seeds, mtu: l.mtu, kernel_path, kernel_shaper: fast.as_ref().is_some_and(|f| f.path.shaper().is_ok()), remote, spur: l.spur });
-            if let (Some(d), Some(f), None, true) = (devs.as_mut(), &fast, &l.a, core.needs_engine(Target::Link(local))) {
+            let ports = core.add_link(LinkConfig {
+                forward: l.forward,
+                reverse: l.reverse,
+                seeds: l.seeds,
+                mtu: l.mtu,
+                kernel_path,
+                kernel_shaper: fast.as_ref().is_some_and(|f| f.path.shaper().is_ok()),
+                remote,
+                spur: l.spur,
+            });
+            if let (Some(d), Some(f), None, true) =
+                (devs.as_mut(), &fast, &l.a, core.needs_engine(Target::Link(local)))
+            {
                 // (Made beside the nodes, normally; here if they were not.)
                 let [(ta, fa), (tb, fb)] = two((f.make_taps)(TapsOf::Link(k))?)?;
                 (d[0].tap, d[1].tap, l.a, l.b) = (Some(ta), Some(tb), Some(fa), Some(fb));
@@ -343,8 +375,18 @@ impl Engine {
                         route_to_engine(f, &[kt.local], TapsOf::Link(k))?;
                         let far = match kt.remote {
                             Some(remote) => {
-                                f.path.tunnel_in(tunnel::vni(r.link_id, side as u8), remote, kt.local.veth)?;
-                                Far::Tunnel { vxlan: kt.vxlan, remote, vni: tunnel::vni(r.link_id, 1 - side as u8), port: ports[side], needs_payload: l.mtu as usize + TUNNEL_FRAME_EXTRA }
+                                f.path.tunnel_in(
+                                    tunnel::vni(r.link_id, side as u8),
+                                    remote,
+                                    kt.local.veth,
+                                )?;
+                                Far::Tunnel {
+                                    vxlan: kt.vxlan,
+                                    remote,
+                                    vni: tunnel::vni(r.link_id, 1 - side as u8),
+                                    port: ports[side],
+                                    needs_payload: l.mtu as usize + TUNNEL_FRAME_EXTRA,
+                                }
                             }
                             None => Far::Nowhere,
                         };
@@ -352,7 +394,10 @@ impl Engine {
                     }
                     plane.extend(kinds);
                 }
-                (Some([a, b]), None) => plane.extend([PortDev::Plane(PlanePort::new(a, Far::Veth(b.veth))), PortDev::Plane(PlanePort::new(b, Far::Veth(a.veth)))]),
+                (Some([a, b]), None) => plane.extend([
+                    PortDev::Plane(PlanePort::new(a, Far::Veth(b.veth))),
+                    PortDev::Plane(PlanePort::new(b, Far::Veth(a.veth))),
+                ]),
                 (None, None) => plane.extend([PortDev::Tap, PortDev::Tap]),
             }
             tunnel_veths.push(tunnel_veth);
@@ -367,30 +412,62 @@ impl Engine {
         let mut seg_veths = Vec::new();
         let mut seg_ports = Vec::new();
         for (k, mut g) in segments.into_iter().enumerate() {
-            let s = match g.members.iter().filter_map(|m| m.remote).chain(g.trunks.iter().map(|t| t.remote)).next() {
+            let s = match g
+                .members
+                .iter()
+                .filter_map(|m| m.remote)
+                .chain(g.trunks.iter().map(|t| t.remote))
+                .next()
+            {
                 Some(r) => tunneled(&r)?,
                 None => lightest(&cores),
             };
             let (core, fds, plane) = &mut cores[s];
             let local = core.segment_count();
             let spans = g.members.iter().any(|m| m.remote.is_some());
-            let mut devs = g.plane.take().filter(|d| fast.is_some() && g.radio.is_none() && !spans && d.len() == g.members.len());
+            let mut devs = g.plane.take().filter(|d| {
+                fast.is_some() && g.radio.is_none() && !spans && d.len() == g.members.len()
+            });
             let mut fds_of: Vec<Option<OwnedFd>> = Vec::with_capacity(g.members.len());
             let mut members = Vec::with_capacity(g.members.len());
             let mut remotes = Vec::with_capacity(g.members.len());
             for m in g.members {
                 fds_of.push(m.fd);
                 remotes.push(m.remote);
-                members.push(MemberConfig { vlan: m.vlan, egress: m.egress, ingress: m.ingress, seeds: m.seeds, mtu: m.mtu, remote: m.remote.map(|r| r.transit_ns) });
+                members.push(MemberConfig {
+                    vlan: m.vlan,
+                    egress: m.egress,
+                    ingress: m.ingress,
+                    seeds: m.seeds,
+                    mtu: m.mtu,
+                    remote: m.remote.map(|r| r.transit_ns),
+                });
             }
             let count = members.len();
-            let ports = core.add_segment(SegmentConfig { members, capacity_bps: g.capacity_bps, aging_ns: g.aging_ns, snooping: g.snooping, radio: g.radio, kernel_path: devs.is_some(), kernel_shaper: devs.is_some() && fast.as_ref().is_some_and(|f| f.path.bridge_shaper().is_ok()), far_switching: g.far_switching, ipv6_off: g.ipv6_off });
-            if let (Some(d), Some(f), true) = (devs.as_mut(), &fast, core.needs_engine(Target::Member(local, 0))) {
+            let ports = core.add_segment(SegmentConfig {
+                members,
+                capacity_bps: g.capacity_bps,
+                aging_ns: g.aging_ns,
+                snooping: g.snooping,
+                radio: g.radio,
+                kernel_path: devs.is_some(),
+                kernel_shaper: devs.is_some()
+                    && fast.as_ref().is_some_and(|f| f.path.bridge_shaper().is_ok()),
+                far_switching: g.far_switching,
+                ipv6_off: g.ipv6_off,
+            });
+            if let (Some(d), Some(f), true) =
+                (devs.as_mut(), &fast, core.needs_engine(Target::Member(local, 0)))
+            {
                 if fds_of.iter().any(Option::is_none) {
                     // (Made beside the nodes, normally; here if they were not.)
                     let made = (f.make_taps)(TapsOf::Segment(k))?;
                     if made.len() != d.len() {
-                        return Err(anyhow!("{} TAP devices made for a LAN of {}", made.len(), d.len()));
+                        return Err(anyhow!(
+                            "{} TAP devices made for a LAN of {}",
+                            made.len(),
+                            d.len()
+                        ));
                     }
                     for ((dev, fd), (tap, made_fd)) in d.iter_mut().zip(&mut fds_of).zip(made) {
                         (dev.tap, *fd) = (Some(tap), Some(made_fd));
@@ -410,7 +487,8 @@ impl Engine {
                     (None, None) => PortDev::Tap,
                 });
             }
-            member_counters.push((0..count).map(|m| core.counters(Target::Member(local, m))).collect());
+            member_counters
+                .push((0..count).map(|m| core.counters(Target::Member(local, m))).collect());
             seg_counters.push(core.segment_counters(local));
             seg_place.push((s, local));
             seg_veths.push(devs.map(|d| d.iter().map(|x| x.veth).collect()));
@@ -422,9 +500,12 @@ impl Engine {
             seg_ports.push(ports);
         }
         for t in trunks_in {
-            let Some(&(s, _)) = t.members.first().and_then(|m| link_place.get(m.1)) else { continue };
+            let Some(&(s, _)) = t.members.first().and_then(|m| link_place.get(m.1)) else {
+                continue;
+            };
             let (core, fds, plane) = &mut cores[s];
-            let members: Vec<(u32, usize)> = t.members.iter().map(|&(m, k)| (m, link_place[k].1)).collect();
+            let members: Vec<(u32, usize)> =
+                t.members.iter().map(|&(m, k)| (m, link_place[k].1)).collect();
             let port = core.add_trunk_in(&members);
             fds.push(None);
             plane.push(tunnel_port(&t.remote, 0, port));
@@ -437,19 +518,49 @@ impl Engine {
             // to its fan-out device (without one, once for each).
             let lan = plane.iter().any(|d| matches!(d, PortDev::Plane(p) if p.far == Far::Bridge));
             let fanout = match &fast {
-                Some(f) if lan => match (f.make_taps)(TapsOf::FanOut(s)).and_then(|mut made| made.pop().ok_or_else(|| anyhow!("no fan-out device made"))) {
+                Some(f) if lan => match (f.make_taps)(TapsOf::FanOut(s)).and_then(|mut made| {
+                    made.pop().ok_or_else(|| anyhow!("no fan-out device made"))
+                }) {
                     Ok((tap, fd)) => f.path.route(tap, Route::FanOut).map(|()| Some(fd))?,
                     Err(e) => {
-                        eprintln!("engine: {e:#}: a frame for several LAN ports is written to each");
+                        eprintln!(
+                            "engine: {e:#}: a frame for several LAN ports is written to each"
+                        );
                         None
                     }
                 },
                 _ => None,
             };
-            handles.push(ShardHandle::spawn(s, core, fds, plane, fast.as_ref().map(|f| f.path.clone()), fast.as_ref().and_then(|f| f.probe.clone()), fanout, tunnel, clock)?);
+            handles.push(ShardHandle::spawn(
+                s,
+                core,
+                fds,
+                plane,
+                fast.as_ref().map(|f| f.path.clone()),
+                fast.as_ref().and_then(|f| f.probe.clone()),
+                fanout,
+                tunnel,
+                clock,
+            )?);
         }
         let tapless = std::sync::Mutex::new(tapless);
-        Ok(Engine { shards: handles, link_place, link_ports, seg_place, link_counters, member_counters, seg_counters, fast, link_veths, tunnel_veths, tapless, seg_veths, seg_ports, clock, halted: Vec::new() })
+        Ok(Engine {
+            shards: handles,
+            link_place,
+            link_ports,
+            seg_place,
+            link_counters,
+            member_counters,
+            seg_counters,
+            fast,
+            link_veths,
+            tunnel_veths,
+            tapless,
+            seg_veths,
+            seg_ports,
+            clock,
+            halted: Vec::new(),
+        })
     }
 
     /// Make the engine's TAP devices of a link or LAN (`target`'s) if it has plane
@@ -460,12 +571,24 @@ impl Engine {
         let mut tapless = self.tapless.lock().unwrap_or_else(|e| e.into_inner());
         let Some(fast) = &self.fast else { return Ok(()) };
         let (of, veths, ports, shard) = match target {
-            Target::Link(l) => match (tapless.links.get(l).copied(), self.link_veths.get(l).copied().flatten()) {
-                (Some(true), Some(v)) => (TapsOf::Link(l), v.to_vec(), self.link_ports[l].to_vec(), self.link_place[l].0),
-                _ => return Ok(()),
-            },
-            Target::Member(g, _) => match (tapless.segments.get(g).copied(), self.seg_veths.get(g).and_then(|v| v.clone())) {
-                (Some(true), Some(v)) => (TapsOf::Segment(g), v, self.seg_ports[g].clone(), self.seg_place[g].0),
+            Target::Link(l) => {
+                match (tapless.links.get(l).copied(), self.link_veths.get(l).copied().flatten()) {
+                    (Some(true), Some(v)) => (
+                        TapsOf::Link(l),
+                        v.to_vec(),
+                        self.link_ports[l].to_vec(),
+                        self.link_place[l].0,
+                    ),
+                    _ => return Ok(()),
+                }
+            }
+            Target::Member(g, _) => match (
+                tapless.segments.get(g).copied(),
+                self.seg_veths.get(g).and_then(|v| v.clone()),
+            ) {
+                (Some(true), Some(v)) => {
+                    (TapsOf::Segment(g), v, self.seg_ports[g].clone(), self.seg_place[g].0)
+                }
                 _ => return Ok(()),
             },
         };
@@ -503,7 +626,13 @@ impl Engine {
         self.shards
             .iter()
             .enumerate()
-            .filter_map(|(i, s)| s.died.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|why| format!("engine shard {i} died: {why}")))
+            .filter_map(|(i, s)| {
+                s.died
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .as_ref()
+                    .map(|why| format!("engine shard {i} died: {why}"))
+            })
             .collect()
     }
 
@@ -526,7 +655,9 @@ impl Engine {
     pub fn patch(&self, target: Target, dir: Dir, patch: ImpairmentsPatch) -> Result<Impairments> {
         self.ensure_taps(target)?;
         let (s, t) = self.place(target);
-        self.shards[s].patched(Command::Patch { target: t, dir, patch }).ok_or_else(|| anyhow!("the engine has stopped"))
+        self.shards[s]
+            .patched(Command::Patch { target: t, dir, patch })
+            .ok_or_else(|| anyhow!("the engine has stopped"))
     }
 
     /// Take a link or a segment port down (frames offered in either direction are
@@ -556,27 +687,33 @@ impl Engine {
         };
         // Through a kernel token bucket (on device `dev`): what came in, and what the
         // bucket sent on, dropped and holds.
-        let bucket = |d: &mut DirStats, fast: &FastPath, into: vemu_fastpath::Counted, dev: Option<u32>| {
-            if into.frames == 0 {
-                return;
-            }
-            let b = dev.map(|dev| fast.shaped(dev).unwrap_or_default()).unwrap_or_default();
-            d.rx_frames += into.frames;
-            d.rx_bytes += into.bytes;
-            d.tx_frames += b.frames;
-            d.tx_bytes += b.bytes;
-            d.drop_queue += b.drops;
-            d.queue_frames += b.queue_frames;
-            d.queue_bytes += b.queue_bytes;
-            d.queue_frames_max = d.queue_frames_max.max(b.queue_frames);
-        };
+        let bucket =
+            |d: &mut DirStats, fast: &FastPath, into: vemu_fastpath::Counted, dev: Option<u32>| {
+                if into.frames == 0 {
+                    return;
+                }
+                let b = dev.map(|dev| fast.shaped(dev).unwrap_or_default()).unwrap_or_default();
+                d.rx_frames += into.frames;
+                d.rx_bytes += into.bytes;
+                d.tx_frames += b.frames;
+                d.tx_bytes += b.bytes;
+                d.drop_queue += b.drops;
+                d.queue_frames += b.queue_frames;
+                d.queue_bytes += b.queue_bytes;
+                d.queue_frames_max = d.queue_frames_max.max(b.queue_frames);
+            };
         match (target, &self.fast) {
             (Target::Link(l), Some(fast)) => {
                 if let Some(veths) = self.link_veths[l] {
                     for (d, veth) in veths.into_iter().enumerate() {
                         add(&mut s[d], fast.path.counted(veth));
                         // (The bucket is on the far end's plane device.)
-                        bucket(&mut s[d], &fast.path, fast.path.counted_shaped(veth), Some(veths[1 - d]));
+                        bucket(
+                            &mut s[d],
+                            &fast.path,
+                            fast.path.counted_shaped(veth),
+                            Some(veths[1 - d]),
+                        );
                     }
                 }
                 // (Through the kernel's tunnel: what left this side.)
@@ -590,7 +727,12 @@ impl Engine {
             (Target::Member(g, m), Some(fast)) => {
                 if let Some(&veth) = self.seg_veths[g].as_ref().and_then(|v| v.get(m)) {
                     add(&mut s[0], fast.path.counted(veth));
-                    bucket(&mut s[0], &fast.path, fast.path.counted_shaped(veth), fast.path.ifb_of(veth));
+                    bucket(
+                        &mut s[0],
+                        &fast.path,
+                        fast.path.counted_shaped(veth),
+                        fast.path.ifb_of(veth),
+                    );
                     add(&mut s[1], fast.path.counted_out(veth));
                     bucket(&mut s[1], &fast.path, fast.path.counted_out_shaped(veth), Some(veth));
                 }
@@ -622,20 +764,32 @@ impl Engine {
     /// them (at `point`), goes to `tx` as wire frames with lab-clock times. When `tx`
     /// is full, frames are skipped (the data plane never waits for a capture); when its
     /// receiver is gone, the capture ends by itself.
-    pub fn capture(&self, on: &[CaptureSpec], tx: std::sync::mpsc::SyncSender<Captured>) -> Result<u64> {
+    pub fn capture(
+        &self,
+        on: &[CaptureSpec],
+        tx: std::sync::mpsc::SyncSender<Captured>,
+    ) -> Result<u64> {
         for c in on {
             self.ensure_taps(c.target)?;
         }
         static NEXT: AtomicU64 = AtomicU64::new(1);
         let id = NEXT.fetch_add(1, Relaxed);
         for (s, shard) in self.shards.iter().enumerate() {
-            let mine: Vec<(Target, &CaptureSpec)> = on.iter().map(|c| (self.place(c.target), c)).filter(|((cs, _), _)| *cs == s).map(|((_, t), c)| (t, c)).collect();
+            let mine: Vec<(Target, &CaptureSpec)> = on
+                .iter()
+                .map(|c| (self.place(c.target), c))
+                .filter(|((cs, _), _)| *cs == s)
+                .map(|((_, t), c)| (t, c))
+                .collect();
             if mine.is_empty() {
                 continue;
             }
             shard.send(Control::CaptureSink { id, tx: tx.clone() });
             for (target, c) in mine {
-                shard.send(Control::Apply(Command::Capture { id, target, side: c.side, iface: c.iface, point: c.point }, None));
+                shard.send(Control::Apply(
+                    Command::Capture { id, target, side: c.side, iface: c.iface, point: c.point },
+                    None,
+                ));
             }
         }
         Ok(id)

@@ -98,7 +98,14 @@ pub struct Schedule {
 impl Schedule {
     /// A shard that starts at `priority` at `now_ns`.
     pub fn new(priority: Priority, now_ns: u64) -> Schedule {
-        Schedule { realtime_allowed: priority == Priority::Realtime, priority, late: [Lateness::default(); 3], window_start_ns: now_ns, window_start_work_ns: 0, lingered_ns: 0 }
+        Schedule {
+            realtime_allowed: priority == Priority::Realtime,
+            priority,
+            late: [Lateness::default(); 3],
+            window_start_ns: now_ns,
+            window_start_work_ns: 0,
+            lingered_ns: 0,
+        }
     }
 
     pub fn priority(&self) -> Priority {
@@ -277,7 +284,10 @@ mod tests {
         }
         let (short, long) = (s.spin_ns(50_000), s.spin_ns(10 * MS));
         assert!((19_000..=20_000).contains(&short), "short sleeps: their mean, {short}");
-        assert!(long >= 60_000 && long <= MAX_REALTIME_LONG_SPIN_NS, "the long sleeps' own estimate: {long}");
+        assert!(
+            long >= 60_000 && long <= MAX_REALTIME_LONG_SPIN_NS,
+            "the long sleeps' own estimate: {long}"
+        );
         // A class not measured yet spins for nothing (it learns from its first wake-up).
         assert_eq!(s.spin_ns(MS), 0);
     }
@@ -291,6 +301,16 @@ mod tests {
         let spin = s.spin_ns(10 * MS);
         assert!(spin >= 100_000 && spin <= 140_000, "mean 60 us, deviation 30 us: {spin}");
         // The class bounds.
-        assert_eq!((class(0), class(249_999), class(250_000), class(2_499_999), class(2_500_000), class(u64::MAX)), (0, 0, 1, 1, 2, 2));
+        assert_eq!(
+            (
+                class(0),
+                class(249_999),
+                class(250_000),
+                class(2_499_999),
+                class(2_500_000),
+                class(u64::MAX)
+            ),
+            (0, 0, 1, 1, 2, 2)
+        );
     }
 }

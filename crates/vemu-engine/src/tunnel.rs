@@ -156,7 +156,12 @@ pub fn parse_probe(d: &[u8]) -> Option<Probe> {
         true => d.len() == PROBE_LEN && size >= PROBE_LEN,
         false => d.len() == size,
     };
-    fits.then(|| Probe { vni: u32::from_be_bytes([0, d[4], d[5], d[6]]), answer, t_ns: u64::from_be_bytes(d[VXLAN_LEN..VXLAN_LEN + 8].try_into().expect("8 bytes")), size })
+    fits.then(|| Probe {
+        vni: u32::from_be_bytes([0, d[4], d[5], d[6]]),
+        answer,
+        t_ns: u64::from_be_bytes(d[VXLAN_LEN..VXLAN_LEN + 8].try_into().expect("8 bytes")),
+        size,
+    })
 }
 
 /// Probe rounds in a row in which the datagram size in use went unanswered (while the
@@ -185,7 +190,14 @@ pub struct PathMtu {
 impl PathMtu {
     /// For an interface that carries `max_payload` bytes a datagram.
     pub fn new(max_payload: usize, ipv6: bool) -> PathMtu {
-        PathMtu { payload: max_payload.min(SAFE_PAYLOAD), sizes: probe_sizes(max_payload, ipv6), misses: 0, in_use_answered: false, any_answered: false, started: false }
+        PathMtu {
+            payload: max_payload.min(SAFE_PAYLOAD),
+            sizes: probe_sizes(max_payload, ipv6),
+            misses: 0,
+            in_use_answered: false,
+            any_answered: false,
+            started: false,
+        }
     }
 
     /// Largest datagram payload in use, bytes.
@@ -211,7 +223,14 @@ impl PathMtu {
         self.in_use_answered = false;
         self.any_answered = false;
         let safe = SAFE_PAYLOAD;
-        std::iter::once(0).chain(self.sizes.iter().copied().filter(|&s| s > self.payload || (s == self.payload && s > safe))).collect()
+        std::iter::once(0)
+            .chain(
+                self.sizes
+                    .iter()
+                    .copied()
+                    .filter(|&s| s > self.payload || (s == self.payload && s > safe)),
+            )
+            .collect()
     }
 
     /// A probe of `size` was answered; whether the size in use changed.
@@ -242,13 +261,14 @@ impl PathMtu {
 /// datagram: those of common path MTUs (PPPoE, tunnels of every kind, IPv6's minimum)
 /// below it, and the interface's own; largest first.
 pub fn probe_sizes(max_payload: usize, ipv6: bool) -> Vec<usize> {
-    let mut v: Vec<usize> = [1500u32, 1492, 1480, 1460, 1450, 1440, 1420, 1400, 1380, 1360, 1320, 1280]
-        .iter()
-        .map(|&mtu| payload_for_mtu(mtu, ipv6))
-        .filter(|&p| p < max_payload)
-        .chain([max_payload])
-        .filter(|&p| p >= PROBE_LEN)
-        .collect();
+    let mut v: Vec<usize> =
+        [1500u32, 1492, 1480, 1460, 1450, 1440, 1420, 1400, 1380, 1360, 1320, 1280]
+            .iter()
+            .map(|&mtu| payload_for_mtu(mtu, ipv6))
+            .filter(|&p| p < max_payload)
+            .chain([max_payload])
+            .filter(|&p| p >= PROBE_LEN)
+            .collect();
     v.sort_unstable_by(|a, b| b.cmp(a));
     v.dedup();
     v
@@ -398,7 +418,13 @@ impl Reassembler {
             }
         }
         if partial.count == 0 {
-            *partial = Partial { seq, count: p.count, have: 0, pieces: vec![None; p.count as usize], bytes: 0 };
+            *partial = Partial {
+                seq,
+                count: p.count,
+                have: 0,
+                pieces: vec![None; p.count as usize],
+                bytes: 0,
+            };
         }
         let slot = partial.pieces.get_mut(p.index as usize)?;
         if p.count != partial.count || slot.is_some() || partial.bytes + p.bytes.len() > MAX_FRAME {
@@ -471,15 +497,27 @@ mod tests {
     fn small_frames_take_one_datagram_and_super_frames_at_most_255() {
         let mut r = Reassembler::new();
         let f = frame(100, 0);
-        let (n, w) = send(&mut r, &f, Meta { vni: 1, seq: 0, departure_ns: 0 }, payload_for_mtu(1400, true));
+        let (n, w) =
+            send(&mut r, &f, Meta { vni: 1, seq: 0, departure_ns: 0 }, payload_for_mtu(1400, true));
         assert_eq!((n, w.unwrap().frame), (1, f));
         let big = frame(MAX_FRAME, 5);
         let (n, w) = send(&mut r, &big, Meta { vni: 1, seq: 1, departure_ns: 0 }, 0);
         assert!(n <= 255);
         assert_eq!(w.unwrap().frame, big);
         // Too large, or no virtio-net header: nothing sent.
-        assert_eq!(encode(&frame(MAX_FRAME + 1, 0), Meta { vni: 1, seq: 2, departure_ns: 0 }, 1500, &mut Vec::new()), 0);
-        assert_eq!(encode(&[0; 4], Meta { vni: 1, seq: 2, departure_ns: 0 }, 1500, &mut Vec::new()), 0);
+        assert_eq!(
+            encode(
+                &frame(MAX_FRAME + 1, 0),
+                Meta { vni: 1, seq: 2, departure_ns: 0 },
+                1500,
+                &mut Vec::new()
+            ),
+            0
+        );
+        assert_eq!(
+            encode(&[0; 4], Meta { vni: 1, seq: 2, departure_ns: 0 }, 1500, &mut Vec::new()),
+            0
+        );
     }
 
     #[test]
@@ -505,7 +543,10 @@ mod tests {
         assert!(send(&mut r, &frame(500, 0), meta(3), payload).1.is_some());
         // seq 1's last piece, late: dropped.
         assert!(r.push(&decode(&out[2]).unwrap()).is_none());
-        assert_eq!(r.counts(4), UnderlayCounts { frames: 2, lost: 2, incomplete: 1, late: 0, ..Default::default() });
+        assert_eq!(
+            r.counts(4),
+            UnderlayCounts { frames: 2, lost: 2, incomplete: 1, late: 0, ..Default::default() }
+        );
         // A duplicate of an old frame is late.
         assert!(send(&mut r, &frame(500, 0), meta(3), payload).1.is_none());
         assert_eq!(r.counts(4).late, 1);
@@ -560,8 +601,14 @@ mod tests {
     #[test]
     fn probes_are_not_frames_and_frames_are_not_probes() {
         let p = probe(0x01_0203, 77, false, 0);
-        assert_eq!(parse_probe(&p), Some(Probe { vni: 0x01_0203, answer: false, t_ns: 77, size: PROBE_LEN }));
-        assert_eq!(parse_probe(&probe(5, 9, true, 1400)), Some(Probe { vni: 5, answer: true, t_ns: 9, size: 1400 }));
+        assert_eq!(
+            parse_probe(&p),
+            Some(Probe { vni: 0x01_0203, answer: false, t_ns: 77, size: PROBE_LEN })
+        );
+        assert_eq!(
+            parse_probe(&probe(5, 9, true, 1400)),
+            Some(Probe { vni: 5, answer: true, t_ns: 9, size: 1400 })
+        );
         assert_eq!(decode(&p), Err(DecodeError::Short));
         let mut out = Vec::new();
         encode(&frame(8, 0), Meta { vni: 1, seq: 0, departure_ns: 0 }, 1472, &mut out);
@@ -591,7 +638,12 @@ mod tests {
     fn sequence_numbers_wrap() {
         let mut r = Reassembler::new();
         for seq in [u32::MAX - 1, u32::MAX, 0, 1] {
-            assert!(send(&mut r, &frame(64, 0), Meta { vni: 2, seq, departure_ns: 0 }, 1472).1.is_some(), "seq {seq}");
+            assert!(
+                send(&mut r, &frame(64, 0), Meta { vni: 2, seq, departure_ns: 0 }, 1472)
+                    .1
+                    .is_some(),
+                "seq {seq}"
+            );
         }
         assert_eq!(r.counts(2).lost, 0);
     }
@@ -603,12 +655,15 @@ mod tests {
     fn a_forged_number_far_ahead_blackholes_nothing_and_a_restart_resyncs() {
         let mut r = Reassembler::new();
         let meta = |seq| Meta { vni: 5, seq, departure_ns: 0 };
-        let take = |r: &mut Reassembler, seq: u32| send(r, &frame(64, 0), meta(seq), 1472).1.is_some();
+        let take =
+            |r: &mut Reassembler, seq: u32| send(r, &frame(64, 0), meta(seq), 1472).1.is_some();
         for seq in 0..10 {
             assert!(take(&mut r, seq));
         }
         // The forger: one datagram far ahead, then even a few in a row.
-        for (i, forged) in [(1u32 << 31) - 1, 5_000_000, 5_000_001, 5_000_002].into_iter().enumerate() {
+        for (i, forged) in
+            [(1u32 << 31) - 1, 5_000_000, 5_000_001, 5_000_002].into_iter().enumerate()
+        {
             assert!(!take(&mut r, forged), "forged {forged} taken");
             assert!(take(&mut r, 10 + i as u32), "a real frame after forged {forged}");
         }
@@ -630,7 +685,10 @@ mod tests {
         assert_eq!((c.resyncs, c.lost), (1, lost), "{c:?}");
         // The same from far behind (out of the window).
         for seq in 0..2 * RESYNC_RUN {
-            assert!(take(&mut r, 3_000_000_000u32.wrapping_add(seq)) == (seq >= RESYNC_RUN - 1), "seq {seq}");
+            assert!(
+                take(&mut r, 3_000_000_000u32.wrapping_add(seq)) == (seq >= RESYNC_RUN - 1),
+                "seq {seq}"
+            );
         }
         assert_eq!(r.counts(5).resyncs, 2);
         // A frame of many pieces that ends a run is made whole too.

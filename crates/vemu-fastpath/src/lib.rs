@@ -309,11 +309,32 @@ impl FastPath {
         let prog = classifier(&mut ebpf, "steer")?;
         let egress = classifier(&mut ebpf, "leave")?;
         let mut map = |name: &str| ebpf.take_map(name).ok_or_else(|| anyhow!("no map '{name}'"));
-        let routes = Routes { hash: HashMap::try_from(map("routes")?)?, dense: Array::try_from(map("routes_dense")?)? };
-        let counts = Counts { hash: PerCpuHashMap::try_from(map("counts")?)?, dense: PerCpuArray::try_from(map("counts_dense")?)? };
+        let routes = Routes {
+            hash: HashMap::try_from(map("routes")?)?,
+            dense: Array::try_from(map("routes_dense")?)?,
+        };
+        let counts = Counts {
+            hash: PerCpuHashMap::try_from(map("counts")?)?,
+            dense: PerCpuArray::try_from(map("counts_dense")?)?,
+        };
         let tunnels_out = Mutex::new(HashMap::try_from(map("tunnels_out")?)?);
         let tunnels_in = Mutex::new(HashMap::try_from(map("tunnels_in")?)?);
-        let mut fast = FastPath { prog, egress, routes: Mutex::new(routes), counts: Mutex::new(counts), tunnels_out, tunnels_in, ctl: Mutex::new(ctl), shaper: Ok(()), ifbs: Mutex::default(), shaped_out: Mutex::default(), ever_shaped: Mutex::default(), ifb_probe: std::sync::OnceLock::new(), retired: Mutex::default(), _ebpf: ebpf };
+        let mut fast = FastPath {
+            prog,
+            egress,
+            routes: Mutex::new(routes),
+            counts: Mutex::new(counts),
+            tunnels_out,
+            tunnels_in,
+            ctl: Mutex::new(ctl),
+            shaper: Ok(()),
+            ifbs: Mutex::default(),
+            shaped_out: Mutex::default(),
+            ever_shaped: Mutex::default(),
+            ifb_probe: std::sync::OnceLock::new(),
+            retired: Mutex::default(),
+            _ebpf: ebpf,
+        };
         fast.shaper = fast.try_shaper().map_err(|e| format!("{e:#}"));
         Ok(fast)
     }
@@ -351,12 +372,19 @@ impl FastPath {
             Route::BridgeShaped { ifb } => {
                 self.count(from | SHAPED)?;
                 self.count(from | OUT)?;
-                RouteValue { ifindex: ifb, flags: ROUTE_PASS | ROUTE_COUNT | ROUTE_SHAPED | self.out_flag(from) }
+                RouteValue {
+                    ifindex: ifb,
+                    flags: ROUTE_PASS | ROUTE_COUNT | ROUTE_SHAPED | self.out_flag(from),
+                }
             }
             Route::Tunnel { vxlan, remote, vni, mtu } => {
                 self.count(from)?;
                 let key = TunnelOut { to: remote.into(), vni };
-                self.tunnels_out.lock().unwrap_or_else(|p| p.into_inner()).insert(from, key, 0).with_context(|| format!("the tunnel key of plane device {from}"))?;
+                self.tunnels_out
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(from, key, 0)
+                    .with_context(|| format!("the tunnel key of plane device {from}"))?;
                 RouteValue { ifindex: vxlan, flags: ROUTE_TUNNEL | ROUTE_COUNT | mtu_flags(mtu) }
             }
             Route::FromTunnel => RouteValue { ifindex: 0, flags: ROUTE_TUNNEL_IN },
@@ -369,7 +397,11 @@ impl FastPath {
     /// plane device `peer_of`; from anywhere else they are dropped.
     pub fn tunnel_in(&self, vni: u32, remote: IpAddr, peer_of: u32) -> Result<()> {
         let v = TunnelIn { from: remote.into(), peer_of };
-        self.tunnels_in.lock().unwrap_or_else(|p| p.into_inner()).insert(vni, v, 0).with_context(|| format!("routing VNI {vni} from the underlay"))
+        self.tunnels_in
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(vni, v, 0)
+            .with_context(|| format!("routing VNI {vni} from the underlay"))
     }
 
     /// [`FastPath::tunnel_in`] (`on`), or frames with VNI `vni` dropped (`!on`).
@@ -378,7 +410,9 @@ impl FastPath {
             return self.tunnel_in(vni, remote, peer_of);
         }
         match self.tunnels_in.lock().unwrap_or_else(|p| p.into_inner()).remove(&vni) {
-            Err(MapError::SyscallError(e)) if e.io_error.raw_os_error() == Some(libc::ENOENT) => Ok(()),
+            Err(MapError::SyscallError(e)) if e.io_error.raw_os_error() == Some(libc::ENOENT) => {
+                Ok(())
+            }
             r => r.with_context(|| format!("stopping VNI {vni} from the underlay")),
         }
     }
@@ -410,7 +444,8 @@ impl FastPath {
         // The port's route (if it has one yet) says so to the program that counts.
         let mut routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(mut r) = routes.get(port) {
-            r.flags = (r.flags & !ROUTE_OUT_SHAPED) | if bucket.is_some() { ROUTE_OUT_SHAPED } else { 0 };
+            r.flags =
+                (r.flags & !ROUTE_OUT_SHAPED) | if bucket.is_some() { ROUTE_OUT_SHAPED } else { 0 };
             routes.set(port, r)?;
         }
         Ok(())
@@ -425,8 +460,14 @@ impl FastPath {
         let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
         // (aya's per-CPU lookup cannot tell a missing key: insert unless present.)
         let cpus = aya::util::nr_cpus().map_err(|(_, e)| e)?;
-        match counts.hash.insert(key, PerCpuValues::try_from(vec![Counted::default(); cpus])?, BPF_NOEXIST) {
-            Err(MapError::SyscallError(e)) if e.io_error.raw_os_error() == Some(libc::EEXIST) => Ok(()),
+        match counts.hash.insert(
+            key,
+            PerCpuValues::try_from(vec![Counted::default(); cpus])?,
+            BPF_NOEXIST,
+        ) {
+            Err(MapError::SyscallError(e)) if e.io_error.raw_os_error() == Some(libc::EEXIST) => {
+                Ok(())
+            }
             r => r.with_context(|| format!("counting plane device {}", key & !OUT)),
         }
     }
@@ -468,7 +509,10 @@ impl FastPath {
             None => counts.hash.get(&key, 0),
         };
         match per_cpu {
-            Ok(per_cpu) => per_cpu.iter().fold(Counted::default(), |a, c| Counted { frames: a.frames + c.frames, bytes: a.bytes + c.bytes }),
+            Ok(per_cpu) => per_cpu.iter().fold(Counted::default(), |a, c| Counted {
+                frames: a.frames + c.frames,
+                bytes: a.bytes + c.bytes,
+            }),
             Err(_) => Counted::default(),
         }
     }
@@ -483,11 +527,13 @@ impl FastPath {
         let fd = ctl.as_raw_fd();
         // SAFETY: as above.
         if unsafe { libc::ioctl(fd, libc::SIOCGIFNAME, &mut req) } < 0 {
-            return Err(std::io::Error::last_os_error()).with_context(|| format!("naming plane device {ifindex}"));
+            return Err(std::io::Error::last_os_error())
+                .with_context(|| format!("naming plane device {ifindex}"));
         }
         // SAFETY: as above.
         if unsafe { libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut req) } < 0 {
-            return Err(std::io::Error::last_os_error()).with_context(|| format!("reading the flags of plane device {ifindex}"));
+            return Err(std::io::Error::last_os_error())
+                .with_context(|| format!("reading the flags of plane device {ifindex}"));
         }
         // SAFETY: the union's flags member, as SIOCGIFFLAGS filled it.
         let flags = unsafe { req.ifr_ifru.ifru_flags };
@@ -495,7 +541,8 @@ impl FastPath {
         req.ifr_ifru.ifru_flags = if up { flags | up_flag } else { flags & !up_flag };
         // SAFETY: as above.
         if unsafe { libc::ioctl(fd, libc::SIOCSIFFLAGS, &req) } < 0 {
-            return Err(std::io::Error::last_os_error()).with_context(|| format!("setting plane device {ifindex} up={up}"));
+            return Err(std::io::Error::last_os_error())
+                .with_context(|| format!("setting plane device {ifindex} up={up}"));
         }
         Ok(())
     }
@@ -514,7 +561,9 @@ impl FastPath {
         self.shaper()?;
         let probe = self.ifb_probe.get_or_init(|| {
             let ctl = self.ctl.lock().unwrap_or_else(|p| p.into_inner());
-            netlink::request(&ctl, netlink::new_ifb("qprobe"), netlink::CREATE_NEW).map(|_| ()).map_err(|e| format!("the kernel makes no IFB device: {e:#}"))
+            netlink::request(&ctl, netlink::new_ifb("qprobe"), netlink::CREATE_NEW)
+                .map(|_| ())
+                .map_err(|e| format!("the kernel makes no IFB device: {e:#}"))
         });
         probe.as_ref().map(|_| ()).map_err(String::as_str)
     }
@@ -532,7 +581,9 @@ impl FastPath {
     pub fn shape(&self, ifindex: u32, bucket: Bucket) -> Result<()> {
         let ctl = self.ctl.lock().unwrap_or_else(|p| p.into_inner());
         netlink::request(&ctl, netlink::tbf(ifindex, bucket), netlink::CREATE_OR_CHANGE)
-            .with_context(|| format!("giving plane device {ifindex} a token bucket of {} bit/s", bucket.rate_bps))?;
+            .with_context(|| {
+                format!("giving plane device {ifindex} a token bucket of {} bit/s", bucket.rate_bps)
+            })?;
         self.ever_shaped.lock().unwrap_or_else(|p| p.into_inner()).insert(ifindex);
         Ok(())
     }
@@ -541,7 +592,13 @@ impl FastPath {
     /// with what its earlier buckets taken away did ([`FastPath::unshape`]); zeros for
     /// a device that never had one.
     pub fn shaped(&self, ifindex: u32) -> Result<BucketStats> {
-        let retired = self.retired.lock().unwrap_or_else(|p| p.into_inner()).get(&ifindex).copied().unwrap_or_default();
+        let retired = self
+            .retired
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&ifindex)
+            .copied()
+            .unwrap_or_default();
         Ok(match self.live_bucket(ifindex)? {
             Some(live) => BucketStats {
                 frames: live.frames + retired.frames,
@@ -562,7 +619,13 @@ impl FastPath {
         let ctl = self.ctl.lock().unwrap_or_else(|p| p.into_inner());
         match netlink::request(&ctl, netlink::get_root(ifindex), netlink::ECHO) {
             Ok(reply) => Ok(reply.filter(netlink::is_tbf).map(|m| netlink::bucket_stats(&m))),
-            Err(e) if e.downcast_ref::<std::io::Error>().and_then(std::io::Error::raw_os_error).is_some_and(|c| c == libc::ENOENT || c == libc::EINVAL) => Ok(None),
+            Err(e)
+                if e.downcast_ref::<std::io::Error>()
+                    .and_then(std::io::Error::raw_os_error)
+                    .is_some_and(|c| c == libc::ENOENT || c == libc::EINVAL) =>
+            {
+                Ok(None)
+            }
             Err(e) => Err(e.context(format!("reading the token bucket of plane device {ifindex}"))),
         }
     }
@@ -573,7 +636,9 @@ impl FastPath {
         let Some(last) = self.live_bucket(ifindex)? else { return Ok(()) };
         {
             let ctl = self.ctl.lock().unwrap_or_else(|p| p.into_inner());
-            netlink::request(&ctl, netlink::delete_root(ifindex), 0).with_context(|| format!("taking the token bucket of plane device {ifindex} away"))?;
+            netlink::request(&ctl, netlink::delete_root(ifindex), 0).with_context(|| {
+                format!("taking the token bucket of plane device {ifindex} away")
+            })?;
         }
         let mut retired = self.retired.lock().unwrap_or_else(|p| p.into_inner());
         let r = retired.entry(ifindex).or_default();
@@ -601,7 +666,8 @@ impl FastPath {
         }
         // SAFETY: as above.
         if unsafe { libc::ioctl(ctl.as_raw_fd(), libc::SIOCGIFINDEX, &mut req) } < 0 {
-            return Err(std::io::Error::last_os_error()).with_context(|| format!("finding IFB device {name}"));
+            return Err(std::io::Error::last_os_error())
+                .with_context(|| format!("finding IFB device {name}"));
         }
         // SAFETY: the union's index member, as SIOCGIFINDEX filled it.
         let ifb = unsafe { req.ifr_ifru.ifru_ifindex } as u32;
@@ -613,7 +679,9 @@ impl FastPath {
 /// A route netlink socket (open it in the plane namespace for [`FastPath::load`]).
 pub fn netlink_socket() -> std::io::Result<OwnedFd> {
     // SAFETY: plain socket(2); the descriptor is owned at once.
-    let fd = unsafe { libc::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_CLOEXEC, libc::NETLINK_ROUTE) };
+    let fd = unsafe {
+        libc::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_CLOEXEC, libc::NETLINK_ROUTE)
+    };
     if fd < 0 {
         return Err(std::io::Error::last_os_error());
     }

@@ -5,7 +5,10 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 
 use anyhow::{bail, Context, Result};
-use netlink_packet_core::{DefaultNla, Nla, NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_CREATE, NLM_F_ECHO, NLM_F_EXCL, NLM_F_REPLACE, NLM_F_REQUEST};
+use netlink_packet_core::{
+    DefaultNla, NetlinkHeader, NetlinkMessage, NetlinkPayload, Nla, NLM_F_ACK, NLM_F_CREATE,
+    NLM_F_ECHO, NLM_F_EXCL, NLM_F_REPLACE, NLM_F_REQUEST,
+};
 use netlink_packet_route::link::{InfoKind, LinkAttribute, LinkFlags, LinkInfo, LinkMessage};
 use netlink_packet_route::tc::{TcAttribute, TcHandle, TcMessage, TcOption, TcStats2};
 use netlink_packet_route::RouteNetlinkMessage;
@@ -68,9 +71,15 @@ pub(crate) fn tbf(ifindex: u32, b: Bucket) -> RouteNetlinkMessage {
     qopt.extend(0u32.to_ne_bytes());
     let mut options = vec![TcOption::Other(DefaultNla::new(TCA_TBF_PARMS, qopt))];
     if rate_bytes > u64::from(u32::MAX) {
-        options.push(TcOption::Other(DefaultNla::new(TCA_TBF_RATE64, rate_bytes.to_ne_bytes().to_vec())));
+        options.push(TcOption::Other(DefaultNla::new(
+            TCA_TBF_RATE64,
+            rate_bytes.to_ne_bytes().to_vec(),
+        )));
     }
-    options.push(TcOption::Other(DefaultNla::new(TCA_TBF_BURST, b.burst_bytes.to_ne_bytes().to_vec())));
+    options.push(TcOption::Other(DefaultNla::new(
+        TCA_TBF_BURST,
+        b.burst_bytes.to_ne_bytes().to_vec(),
+    )));
     let mut m = root(ifindex);
     m.attributes.push(TcAttribute::Kind("tbf".into()));
     m.attributes.push(TcAttribute::Options(options));
@@ -145,7 +154,11 @@ static SEQ: AtomicU32 = AtomicU32::new(1);
 
 /// Send one request on `fd` and wait for its acknowledgement; the message the kernel
 /// answered with before it (a `get`'s), if any.
-pub(crate) fn request(fd: &OwnedFd, msg: RouteNetlinkMessage, flags: u16) -> Result<Option<RouteNetlinkMessage>> {
+pub(crate) fn request(
+    fd: &OwnedFd,
+    msg: RouteNetlinkMessage,
+    flags: u16,
+) -> Result<Option<RouteNetlinkMessage>> {
     let seq = SEQ.fetch_add(1, Relaxed);
     let mut header = NetlinkHeader::default();
     header.flags = NLM_F_REQUEST | NLM_F_ACK | flags;
@@ -168,7 +181,8 @@ pub(crate) fn request(fd: &OwnedFd, msg: RouteNetlinkMessage, flags: u16) -> Res
         }
         let mut off = 0;
         while off < n as usize {
-            let msg = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&buf[off..n as usize]).context("decoding a netlink answer")?;
+            let msg = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&buf[off..n as usize])
+                .context("decoding a netlink answer")?;
             let len = msg.header.length as usize;
             if len == 0 {
                 break;

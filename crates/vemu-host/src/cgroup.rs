@@ -42,7 +42,11 @@ pub fn labs_pids_cap() -> &'static str {
             }
         }
         let read = |p: &str| fs::read_to_string(p).ok().and_then(|s| s.trim().parse::<u64>().ok());
-        let machine = [read("/proc/sys/kernel/pid_max"), read("/proc/sys/kernel/threads-max")].into_iter().flatten().min().unwrap_or(32_768);
+        let machine = [read("/proc/sys/kernel/pid_max"), read("/proc/sys/kernel/threads-max")]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(32_768);
         (machine / 4 * 3).max(DEFAULT_NODE_PIDS).to_string()
     })
 }
@@ -62,7 +66,12 @@ const CPU_PERIOD_US: u64 = 100_000;
 #[derive(Debug, Clone)]
 enum Layout {
     /// v1: the hierarchy of each controller, where mounted.
-    V1 { cpu: Option<PathBuf>, cpuacct: Option<PathBuf>, memory: Option<PathBuf>, pids: Option<PathBuf> },
+    V1 {
+        cpu: Option<PathBuf>,
+        cpuacct: Option<PathBuf>,
+        memory: Option<PathBuf>,
+        pids: Option<PathBuf>,
+    },
     /// v2: the unified hierarchy, with cpu, memory and pids enabled at its root.
     V2(PathBuf),
     None,
@@ -71,14 +80,21 @@ enum Layout {
 fn layout() -> &'static Layout {
     static L: OnceLock<Layout> = OnceLock::new();
     L.get_or_init(|| {
-        let v1 = |c: &str| Some(Path::new(ROOT).join(c)).filter(|p| p.join("cgroup.procs").exists() && p.join("tasks").exists());
+        let v1 = |c: &str| {
+            Some(Path::new(ROOT).join(c))
+                .filter(|p| p.join("cgroup.procs").exists() && p.join("tasks").exists())
+        };
         let (cpu, cpuacct, memory, pids) = (v1("cpu"), v1("cpuacct"), v1("memory"), v1("pids"));
         if cpu.is_some() || memory.is_some() || pids.is_some() {
             return Layout::V1 { cpu, cpuacct, memory, pids };
         }
         for root in [Path::new(ROOT).to_path_buf(), Path::new(ROOT).join("unified")] {
-            let controllers = fs::read_to_string(root.join("cgroup.controllers")).unwrap_or_default();
-            if ["cpu", "memory", "pids"].iter().all(|c| controllers.split_whitespace().any(|x| x == *c)) {
+            let controllers =
+                fs::read_to_string(root.join("cgroup.controllers")).unwrap_or_default();
+            if ["cpu", "memory", "pids"]
+                .iter()
+                .all(|c| controllers.split_whitespace().any(|x| x == *c))
+            {
                 return Layout::V2(root);
             }
         }
@@ -111,16 +127,21 @@ fn node_dirs(lab: &str, node: &str) -> Vec<PathBuf> {
 /// `vemu/` and `vemu/LAB` get the labs' process cap, a new node its default one.
 pub fn ensure(lab: &str, node: &str) -> Result<()> {
     let node_cap = DEFAULT_NODE_PIDS.to_string();
-    let caps: Vec<(PathBuf, &str)> = [(Path::new("vemu").to_path_buf(), labs_pids_cap()), (Path::new("vemu").join(lab), labs_pids_cap()), (node_rel(lab, node), node_cap.as_str())]
-        .into_iter()
-        .filter_map(|(rel, cap)| pids_dir(&rel).filter(|d| !d.is_dir()).map(|d| (d, cap)))
-        .collect();
+    let caps: Vec<(PathBuf, &str)> = [
+        (Path::new("vemu").to_path_buf(), labs_pids_cap()),
+        (Path::new("vemu").join(lab), labs_pids_cap()),
+        (node_rel(lab, node), node_cap.as_str()),
+    ]
+    .into_iter()
+    .filter_map(|(rel, cap)| pids_dir(&rel).filter(|d| !d.is_dir()).map(|d| (d, cap)))
+    .collect();
     if let Layout::V2(root) = layout() {
         let mut dir = root.clone();
         for part in ["vemu", lab] {
             let _ = fs::write(dir.join("cgroup.subtree_control"), "+cpu +memory +pids");
             dir = dir.join(part);
-            fs::create_dir_all(&dir).with_context(|| format!("creating cgroup {}", dir.display()))?;
+            fs::create_dir_all(&dir)
+                .with_context(|| format!("creating cgroup {}", dir.display()))?;
         }
         let _ = fs::write(dir.join("cgroup.subtree_control"), "+cpu +memory +pids");
     }
@@ -141,7 +162,11 @@ pub fn procs_files(lab: &str, node: &str) -> Result<Vec<OwnedFd>> {
         .into_iter()
         .map(|d| {
             let p = d.join("cgroup.procs");
-            let f = fs::OpenOptions::new().write(true).custom_flags(libc::O_CLOEXEC).open(&p).with_context(|| format!("opening {}", p.display()))?;
+            let f = fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_CLOEXEC)
+                .open(&p)
+                .with_context(|| format!("opening {}", p.display()))?;
             Ok(f.into())
         })
         .collect()
@@ -167,7 +192,9 @@ pub fn set_limits(lab: &str, node: &str, limits: &Limits) -> Result<()> {
             let need = |h: &Option<PathBuf>, what: &str, set: bool| -> Result<Option<PathBuf>> {
                 match h {
                     Some(h) => Ok(Some(h.join(&rel))),
-                    None if set => bail!("this machine has no '{what}' cgroup hierarchy for the node's {what} limit"),
+                    None if set => bail!(
+                        "this machine has no '{what}' cgroup hierarchy for the node's {what} limit"
+                    ),
                     None => Ok(None),
                 }
             };
@@ -175,13 +202,17 @@ pub fn set_limits(lab: &str, node: &str, limits: &Limits) -> Result<()> {
                 match quota_us {
                     Some(q) => {
                         let new = !d.is_dir();
-                        fs::create_dir_all(&d).with_context(|| format!("creating cgroup {}", d.display()))?;
+                        fs::create_dir_all(&d)
+                            .with_context(|| format!("creating cgroup {}", d.display()))?;
                         write(&d, "cpu.cfs_period_us", &CPU_PERIOD_US.to_string())?;
                         write(&d, "cpu.cfs_quota_us", &q.to_string())?;
                         if new {
                             // The node's processes so far (all in its cpuacct cgroup) join it.
                             if let Some(acct) = cpuacct {
-                                for pid in fs::read_to_string(acct.join(&rel).join("cgroup.procs")).unwrap_or_default().lines() {
+                                for pid in fs::read_to_string(acct.join(&rel).join("cgroup.procs"))
+                                    .unwrap_or_default()
+                                    .lines()
+                                {
                                     let _ = fs::write(d.join("cgroup.procs"), pid);
                                 }
                             }
@@ -192,7 +223,11 @@ pub fn set_limits(lab: &str, node: &str, limits: &Limits) -> Result<()> {
                 }
             }
             if let Some(d) = need(memory, "memory", limits.memory_bytes.is_some())? {
-                write(&d, "memory.limit_in_bytes", &limits.memory_bytes.map_or("-1".to_string(), |b| b.to_string()))?;
+                write(
+                    &d,
+                    "memory.limit_in_bytes",
+                    &limits.memory_bytes.map_or("-1".to_string(), |b| b.to_string()),
+                )?;
             }
             if let Some(d) = need(pids, "pids", limits.pids.is_some())? {
                 write(&d, "pids.max", &limits.pids.unwrap_or(DEFAULT_NODE_PIDS).to_string())?;
@@ -200,8 +235,19 @@ pub fn set_limits(lab: &str, node: &str, limits: &Limits) -> Result<()> {
         }
         Layout::V2(root) => {
             let d = root.join(&rel);
-            write(&d, "cpu.max", &format!("{} {CPU_PERIOD_US}", quota_us.map_or("max".to_string(), |q| q.to_string())))?;
-            write(&d, "memory.max", &limits.memory_bytes.map_or("max".to_string(), |b| b.to_string()))?;
+            write(
+                &d,
+                "cpu.max",
+                &format!(
+                    "{} {CPU_PERIOD_US}",
+                    quota_us.map_or("max".to_string(), |q| q.to_string())
+                ),
+            )?;
+            write(
+                &d,
+                "memory.max",
+                &limits.memory_bytes.map_or("max".to_string(), |b| b.to_string()),
+            )?;
             write(&d, "pids.max", &limits.pids.unwrap_or(DEFAULT_NODE_PIDS).to_string())?;
         }
     }
@@ -226,16 +272,31 @@ pub fn usage(lab: &str, node: &str) -> Usage {
     let rel = node_rel(lab, node);
     match layout() {
         Layout::V1 { cpuacct, memory, pids, .. } => Usage {
-            cpu_ns: cpuacct.as_ref().and_then(|h| read_u64(&h.join(&rel).join("cpuacct.usage"))).unwrap_or(0),
-            memory_bytes: memory.as_ref().and_then(|h| read_u64(&h.join(&rel).join("memory.usage_in_bytes"))).unwrap_or(0),
-            processes: pids.as_ref().and_then(|h| read_u64(&h.join(&rel).join("pids.current"))).unwrap_or(0),
+            cpu_ns: cpuacct
+                .as_ref()
+                .and_then(|h| read_u64(&h.join(&rel).join("cpuacct.usage")))
+                .unwrap_or(0),
+            memory_bytes: memory
+                .as_ref()
+                .and_then(|h| read_u64(&h.join(&rel).join("memory.usage_in_bytes")))
+                .unwrap_or(0),
+            processes: pids
+                .as_ref()
+                .and_then(|h| read_u64(&h.join(&rel).join("pids.current")))
+                .unwrap_or(0),
         },
         Layout::V2(root) => {
             let d = root.join(rel);
-            let usec = fs::read_to_string(d.join("cpu.stat"))
-                .ok()
-                .and_then(|s| s.lines().find_map(|l| l.strip_prefix("usage_usec ").and_then(|v| v.trim().parse::<u64>().ok())));
-            Usage { cpu_ns: usec.unwrap_or(0) * 1000, memory_bytes: read_u64(&d.join("memory.current")).unwrap_or(0), processes: read_u64(&d.join("pids.current")).unwrap_or(0) }
+            let usec = fs::read_to_string(d.join("cpu.stat")).ok().and_then(|s| {
+                s.lines().find_map(|l| {
+                    l.strip_prefix("usage_usec ").and_then(|v| v.trim().parse::<u64>().ok())
+                })
+            });
+            Usage {
+                cpu_ns: usec.unwrap_or(0) * 1000,
+                memory_bytes: read_u64(&d.join("memory.current")).unwrap_or(0),
+                processes: read_u64(&d.join("pids.current")).unwrap_or(0),
+            }
         }
         Layout::None => Usage::default(),
     }
@@ -245,7 +306,11 @@ pub fn usage(lab: &str, node: &str) -> Usage {
 /// be removed, and is left, with an error, for `vemu clean` to retry).
 pub fn remove_lab(lab: &str) -> Result<()> {
     let tops: Vec<PathBuf> = match layout() {
-        Layout::V1 { cpu, cpuacct, memory, pids } => [cpu, cpuacct, memory, pids].into_iter().flatten().map(|h| h.join("vemu").join(lab)).collect(),
+        Layout::V1 { cpu, cpuacct, memory, pids } => [cpu, cpuacct, memory, pids]
+            .into_iter()
+            .flatten()
+            .map(|h| h.join("vemu").join(lab))
+            .collect(),
         Layout::V2(root) => vec![root.join("vemu").join(lab)],
         Layout::None => Vec::new(),
     };
@@ -253,7 +318,9 @@ pub fn remove_lab(lab: &str) -> Result<()> {
     let rmdir = |d: &Path| -> std::io::Result<()> {
         for _ in 0..40 {
             match fs::remove_dir(d) {
-                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => std::thread::sleep(std::time::Duration::from_millis(50)),
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                    std::thread::sleep(std::time::Duration::from_millis(50))
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
                 r => return r,
             }
@@ -265,12 +332,17 @@ pub fn remove_lab(lab: &str) -> Result<()> {
         for e in fs::read_dir(top).into_iter().flatten().flatten() {
             if e.path().is_dir() {
                 if let Err(err) = rmdir(&e.path()) {
-                    first_error.get_or_insert(anyhow::Error::from(err).context(format!("removing cgroup {}", e.path().display())));
+                    first_error.get_or_insert(
+                        anyhow::Error::from(err)
+                            .context(format!("removing cgroup {}", e.path().display())),
+                    );
                 }
             }
         }
         if let Err(err) = rmdir(top) {
-            first_error.get_or_insert(anyhow::Error::from(err).context(format!("removing cgroup {}", top.display())));
+            first_error.get_or_insert(
+                anyhow::Error::from(err).context(format!("removing cgroup {}", top.display())),
+            );
         }
         // `vemu/` itself goes with the last lab (another lab's cgroups keep it).
         if let Some(vemu) = top.parent() {

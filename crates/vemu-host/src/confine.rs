@@ -60,7 +60,9 @@ pub fn drop_capabilities() -> std::io::Result<()> {
     unsafe {
         libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
         for cap in 0..64u32 {
-            if kept & (1 << cap) == 0 && libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) != 0 {
+            if kept & (1 << cap) == 0
+                && libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) != 0
+            {
                 // EINVAL: beyond the kernel's last capability.
                 let e = std::io::Error::last_os_error();
                 if e.raw_os_error() != Some(libc::EINVAL) {
@@ -162,21 +164,46 @@ const DENIED: &[libc::c_long] = &[
 impl NodeFilter {
     /// The filters, compiled for this machine's architecture.
     pub fn new() -> Result<NodeFilter> {
-        use seccompiler::{SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule};
+        use seccompiler::{
+            SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+            SeccompRule,
+        };
         use std::collections::BTreeMap;
-        let arch: seccompiler::TargetArch = std::env::consts::ARCH.try_into().map_err(|e| anyhow::anyhow!("seccomp on {}: {e}", std::env::consts::ARCH))?;
+        let arch: seccompiler::TargetArch = std::env::consts::ARCH
+            .try_into()
+            .map_err(|e| anyhow::anyhow!("seccomp on {}: {e}", std::env::consts::ARCH))?;
         let flag_rules = || -> Result<Vec<SeccompRule>> {
             NEW_NAMESPACES
                 .iter()
-                .map(|&f| Ok(SeccompRule::new(vec![SeccompCondition::new(0, SeccompCmpArgLen::Qword, SeccompCmpOp::MaskedEq(f), f)?])?))
+                .map(|&f| {
+                    Ok(SeccompRule::new(vec![SeccompCondition::new(
+                        0,
+                        SeccompCmpArgLen::Qword,
+                        SeccompCmpOp::MaskedEq(f),
+                        f,
+                    )?])?)
+                })
                 .collect()
         };
-        let mut rules: BTreeMap<i64, Vec<SeccompRule>> = DENIED.iter().map(|&s| (s as i64, Vec::new())).collect();
+        let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
+            DENIED.iter().map(|&s| (s as i64, Vec::new())).collect();
         rules.insert(libc::SYS_clone as i64, flag_rules()?);
         rules.insert(libc::SYS_unshare as i64, flag_rules()?);
-        let deny = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(libc::EPERM as u32), arch)?.try_into()?;
+        let deny = SeccompFilter::new(
+            rules,
+            SeccompAction::Allow,
+            SeccompAction::Errno(libc::EPERM as u32),
+            arch,
+        )?
+        .try_into()?;
         let clone3 = BTreeMap::from([(libc::SYS_clone3 as i64, Vec::new())]);
-        let no_clone3 = SeccompFilter::new(clone3, SeccompAction::Allow, SeccompAction::Errno(libc::ENOSYS as u32), arch)?.try_into()?;
+        let no_clone3 = SeccompFilter::new(
+            clone3,
+            SeccompAction::Allow,
+            SeccompAction::Errno(libc::ENOSYS as u32),
+            arch,
+        )?
+        .try_into()?;
         Ok(NodeFilter { deny, no_clone3 })
     }
 
@@ -184,7 +211,9 @@ impl NodeFilter {
     /// runs). Async-signal-safe: for `pre_exec`, after [`drop_capabilities`].
     pub fn apply(&self) -> std::io::Result<()> {
         for f in [&self.deny, &self.no_clone3] {
-            seccompiler::apply_filter(f).map_err(|e| std::io::Error::other(format!("installing the node's seccomp filter: {e}")))?;
+            seccompiler::apply_filter(f).map_err(|e| {
+                std::io::Error::other(format!("installing the node's seccomp filter: {e}"))
+            })?;
         }
         Ok(())
     }
@@ -221,19 +250,31 @@ const AT_RECURSIVE: libc::c_uint = 0x8000;
 
 /// `mount_setattr(2)` on `path` (and every mount below it if `recursive`).
 fn set_mount_attr(path: &Path, recursive: bool, set: u64, clear: u64) -> Result<()> {
-    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).context("a path with a NUL")?;
+    let c =
+        std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).context("a path with a NUL")?;
     let attr = MountAttr { attr_set: set, attr_clr: clear, propagation: 0, userns_fd: 0 };
     let flags = if recursive { AT_RECURSIVE } else { 0 };
     // SAFETY: mount_setattr with a valid C string and a struct of the size given.
-    let r = unsafe { libc::syscall(libc::SYS_mount_setattr, libc::AT_FDCWD, c.as_ptr(), flags, &attr as *const MountAttr, std::mem::size_of::<MountAttr>()) };
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            flags,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
     if r != 0 {
-        return Err(std::io::Error::last_os_error()).with_context(|| format!("changing the mount flags of {}", path.display()));
+        return Err(std::io::Error::last_os_error())
+            .with_context(|| format!("changing the mount flags of {}", path.display()));
     }
     Ok(())
 }
 
 fn bind(src: &Path, dst: &Path, flags: MsFlags) -> Result<()> {
-    mount(Some(src), dst, None::<&str>, MsFlags::MS_BIND | flags, None::<&str>).with_context(|| format!("binding {} on {}", src.display(), dst.display()))
+    mount(Some(src), dst, None::<&str>, MsFlags::MS_BIND | flags, None::<&str>)
+        .with_context(|| format!("binding {} on {}", src.display(), dst.display()))
 }
 
 /// The devices a confined node has.
@@ -256,7 +297,8 @@ pub fn confine_mounts(root: &Path) -> Result<()> {
     let dev = root.join("dev");
     fs::create_dir_all(&dev)?;
     let nosuid_noexec = MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC;
-    mount(Some("vemu-dev"), &dev, Some("tmpfs"), nosuid_noexec, Some("mode=0755,size=64k")).context("mounting the node's /dev")?;
+    mount(Some("vemu-dev"), &dev, Some("tmpfs"), nosuid_noexec, Some("mode=0755,size=64k"))
+        .context("mounting the node's /dev")?;
     for d in DEVICES {
         let src = Path::new("/dev").join(d);
         if !src.exists() {
@@ -272,12 +314,33 @@ pub fn confine_mounts(root: &Path) -> Result<()> {
     for d in ["pts", "shm"] {
         fs::create_dir(dev.join(d))?;
     }
-    mount(Some("devpts"), &dev.join("pts"), Some("devpts"), nosuid_noexec, Some("newinstance,ptmxmode=0666,mode=0620")).context("mounting the node's /dev/pts")?;
-    mount(Some("shm"), &dev.join("shm"), Some("tmpfs"), nosuid_noexec | MsFlags::MS_NODEV, Some("mode=1777,size=64m")).context("mounting the node's /dev/shm")?;
-    for (link, to) in [("ptmx", "pts/ptmx"), ("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")] {
+    mount(
+        Some("devpts"),
+        &dev.join("pts"),
+        Some("devpts"),
+        nosuid_noexec,
+        Some("newinstance,ptmxmode=0666,mode=0620"),
+    )
+    .context("mounting the node's /dev/pts")?;
+    mount(
+        Some("shm"),
+        &dev.join("shm"),
+        Some("tmpfs"),
+        nosuid_noexec | MsFlags::MS_NODEV,
+        Some("mode=1777,size=64m"),
+    )
+    .context("mounting the node's /dev/shm")?;
+    for (link, to) in [
+        ("ptmx", "pts/ptmx"),
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ] {
         std::os::unix::fs::symlink(to, dev.join(link))?;
     }
-    mount(Some(&dev), "/dev", None::<&str>, MsFlags::MS_MOVE, None::<&str>).context("moving the node's /dev in place")?;
+    mount(Some(&dev), "/dev", None::<&str>, MsFlags::MS_MOVE, None::<&str>)
+        .context("moving the node's /dev in place")?;
     // /tmp and /var/tmp: the node's own, in the lab's storage.
     for (dir, at) in [("tmp", "/tmp"), ("var-tmp", "/var/tmp")] {
         let d = root.join(dir);

@@ -27,7 +27,9 @@ pub fn table_name(lab: &str) -> String {
 /// First netfilter queue of a lab: from a hash of its name, 32 queues (16 paths) apart,
 /// in 8192 … 62591.
 pub fn queue_base(lab: &str) -> u16 {
-    let h = lab.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
+    let h = lab
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
     8192 + (h % 1700) as u16 * 32
 }
 
@@ -58,14 +60,34 @@ pub fn queue_rules(lab: &str, paths: usize, reinject_mark: u32) -> Vec<Vec<Strin
     let base = queue_base(lab) as u32;
     let [out, inn] = chains(lab);
     let mut cmds = vec![vec!["-N".into(), out.clone()], vec!["-N".into(), inn.clone()]];
-    cmds.push(["-A", &out, "-m", "mark", "--mark", &format!("{reinject_mark:#x}"), "-j", "RETURN"].map(String::from).to_vec());
+    cmds.push(
+        ["-A", &out, "-m", "mark", "--mark", &format!("{reinject_mark:#x}"), "-j", "RETURN"]
+            .map(String::from)
+            .to_vec(),
+    );
     for i in 0..paths as u32 {
         let m = base + 2 * i;
         for (chain, dir, q) in [(&out, "ORIGINAL", m), (&inn, "REPLY", m + 1)] {
             cmds.push(
-                ["-A", chain, "-m", "connmark", "--mark", &m.to_string(), "-m", "conntrack", "--ctdir", dir, "-j", "NFQUEUE", "--queue-num", &q.to_string(), "--queue-bypass"]
-                    .map(String::from)
-                    .to_vec(),
+                [
+                    "-A",
+                    chain,
+                    "-m",
+                    "connmark",
+                    "--mark",
+                    &m.to_string(),
+                    "-m",
+                    "conntrack",
+                    "--ctdir",
+                    dir,
+                    "-j",
+                    "NFQUEUE",
+                    "--queue-num",
+                    &q.to_string(),
+                    "--queue-bypass",
+                ]
+                .map(String::from)
+                .to_vec(),
             );
         }
     }
@@ -77,13 +99,16 @@ pub fn queue_rules(lab: &str, paths: usize, reinject_mark: u32) -> Vec<Vec<Strin
 /// Run `iptables` and `ip6tables` with `-t mangle` and `args`; the first failure's message.
 fn xtables(args: &[String]) -> Result<()> {
     for tool in ["iptables", "ip6tables"] {
-        let out = Command::new(tool)
-            .args(["-w", "-t", "mangle"])
-            .args(args)
-            .output()
-            .with_context(|| format!("running {tool} (the diverted paths need it: apt-get install iptables)"))?;
+        let out =
+            Command::new(tool).args(["-w", "-t", "mangle"]).args(args).output().with_context(
+                || format!("running {tool} (the diverted paths need it: apt-get install iptables)"),
+            )?;
         if !out.status.success() {
-            bail!("{tool} -t mangle {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim());
+            bail!(
+                "{tool} -t mangle {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
         }
     }
     Ok(())
@@ -100,10 +125,18 @@ fn remove_queue_rules(lab: &str) {
         }
     }
     for (tool, family) in [("iptables", "ip"), ("ip6tables", "ip6")] {
-        let Ok(o) = Command::new(tool).args(["-w", "-t", "mangle", "-S"]).output() else { continue };
+        let Ok(o) = Command::new(tool).args(["-w", "-t", "mangle", "-S"]).output() else {
+            continue;
+        };
         let rules = String::from_utf8_lossy(&o.stdout);
-        let empty = o.status.success() && rules.lines().all(|l| l.starts_with("-P ") && l.ends_with(" ACCEPT"));
-        let nft_table = Command::new("nft").args(["list", "table", family, "mangle"]).stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success());
+        let empty = o.status.success()
+            && rules.lines().all(|l| l.starts_with("-P ") && l.ends_with(" ACCEPT"));
+        let nft_table = Command::new("nft")
+            .args(["list", "table", family, "mangle"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
         if empty && nft_table {
             let _ = nft("", &["delete", "table", family, "mangle"]);
         }
@@ -149,7 +182,11 @@ pub(crate) fn remove(paths: &LabPaths, netns: &Path) -> Result<()> {
     let table = table_name(&paths.lab);
     crate::in_netns(netns, || {
         remove_queue_rules(&paths.lab);
-        let listed = Command::new("nft").args(["list", "table", "inet", &table]).stdout(Stdio::null()).stderr(Stdio::null()).status();
+        let listed = Command::new("nft")
+            .args(["list", "table", "inet", &table])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
         if listed.is_ok_and(|s| s.success()) {
             nft("", &["delete", "table", "inet", &table]).context("deleting the divert rules")?;
         }
@@ -167,8 +204,12 @@ mod tests {
         let q = queue_base("my-lab") as u32;
         assert!(r.starts_with("table inet vemu_divert_6d792d6c6162 {"), "{r}");
         assert!(r.contains(&format!("ct state new ct mark 0 tcp dport 443 ct mark set {q}\n")));
-        assert!(r.contains(&format!("ct state new ct mark 0 ip daddr 192.0.2.1 ct mark set {}\n", q + 2)));
-        let x: Vec<String> = queue_rules("my-lab", 2, 0x5645_4d55).iter().map(|a| a.join(" ")).collect();
+        assert!(r.contains(&format!(
+            "ct state new ct mark 0 ip daddr 192.0.2.1 ct mark set {}\n",
+            q + 2
+        )));
+        let x: Vec<String> =
+            queue_rules("my-lab", 2, 0x5645_4d55).iter().map(|a| a.join(" ")).collect();
         assert_eq!(x[2], format!("-A VEMU_{q}_OUT -m mark --mark 0x56454d55 -j RETURN"));
         assert!(x.contains(&format!("-A VEMU_{q}_IN -m connmark --mark {} -m conntrack --ctdir REPLY -j NFQUEUE --queue-num {} --queue-bypass", q + 2, q + 3)), "{x:?}");
         assert_eq!(x.last().unwrap(), &format!("-A INPUT -j VEMU_{q}_IN"));

@@ -26,23 +26,23 @@ pub mod netlink;
 pub mod nic;
 pub mod tap;
 
-mod paths;
-mod setup;
+mod lock;
 mod mounts;
-mod plane;
 mod node;
+mod paths;
+mod plane;
 mod process;
 mod remove;
-mod lock;
+mod setup;
 
-pub use paths::*;
-pub use setup::*;
+pub use lock::*;
 pub use mounts::*;
-pub use plane::*;
 pub use node::*;
+pub use paths::*;
+pub use plane::*;
 pub use process::*;
 pub use remove::*;
-pub use lock::*;
+pub use setup::*;
 
 use std::collections::HashSet;
 use std::fs;

@@ -25,7 +25,14 @@ impl LabLock {
         fs::create_dir_all(STATE_DIR).with_context(|| format!("creating {STATE_DIR}"))?;
         let path = LabLock::path(lab);
         loop {
-            let f = fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).mode(0o600).open(&path).with_context(|| format!("opening {}", path.display()))?;
+            let f = fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .mode(0o600)
+                .open(&path)
+                .with_context(|| format!("opening {}", path.display()))?;
             // SAFETY: flock on a descriptor we own.
             if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
                 let e = std::io::Error::last_os_error();

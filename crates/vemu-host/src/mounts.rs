@@ -5,7 +5,8 @@ use super::*;
 
 /// Pin the calling thread's namespace `kind` ("net", "uts") at `target`.
 pub(crate) fn pin_ns(kind: &str, target: &Path) -> Result<()> {
-    pin(&format!("/proc/thread-self/ns/{kind}"), target).with_context(|| format!("pinning the {kind} namespace"))
+    pin(&format!("/proc/thread-self/ns/{kind}"), target)
+        .with_context(|| format!("pinning the {kind} namespace"))
 }
 
 /// Keep the namespace file `src` alive by bind-mounting it on a new file `target`.
@@ -31,16 +32,25 @@ pub fn mount_template(paths: &LabPaths) -> Result<OwnedFd> {
     std::thread::Builder::new()
         .name("mk-mnt".into())
         .spawn(move || -> Result<OwnedFd> {
-            unshare(CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_FS).context("creating a mount namespace")?;
-            mount(None::<&str>, "/", None::<&str>, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None::<&str>)
-                .context("making the nodes' mounts private")?;
+            unshare(CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_FS)
+                .context("creating a mount namespace")?;
+            mount(
+                None::<&str>,
+                "/",
+                None::<&str>,
+                MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+                None::<&str>,
+            )
+            .context("making the nodes' mounts private")?;
             let _ = umount2(NETNS_DIR, MntFlags::MNT_DETACH);
             if let Ok(d) = fs::read_dir(STATE_DIR) {
                 for e in d.flatten().filter(|e| e.path() != paths.dir) {
                     let _ = umount2(&e.path(), MntFlags::MNT_DETACH);
                 }
             }
-            Ok(fs::File::open("/proc/thread-self/ns/mnt").context("opening the template mount namespace")?.into())
+            Ok(fs::File::open("/proc/thread-self/ns/mnt")
+                .context("opening the template mount namespace")?
+                .into())
         })?
         .join()
         .map_err(|_| anyhow!("the thread creating the nodes' mount namespace panicked"))?
@@ -69,13 +79,22 @@ pub(crate) fn mnt_ns_id(path: &str) -> Option<u64> {
 pub(crate) fn new_mount_ns_after(template: &OwnedFd, above: Option<u64>) -> Result<()> {
     // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it for this thread.
     let mut allowed: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    let have = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut allowed) } == 0;
+    let have =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut allowed) }
+            == 0;
     // SAFETY: CPU_ISSET reads the set filled above.
-    let cpus: Vec<usize> = if have { (0..libc::CPU_SETSIZE as usize).filter(|&c| unsafe { libc::CPU_ISSET(c, &allowed) }).collect() } else { Vec::new() };
+    let cpus: Vec<usize> = if have {
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| unsafe { libc::CPU_ISSET(c, &allowed) })
+            .collect()
+    } else {
+        Vec::new()
+    };
     let tries = cpus.len().max(1) + 2 * MNT_NS_ID_BATCH;
     let mut result = Ok(());
     for attempt in 0..tries {
-        nix::sched::setns(template, CloneFlags::CLONE_NEWNS).context("entering the template mount namespace")?;
+        nix::sched::setns(template, CloneFlags::CLONE_NEWNS)
+            .context("entering the template mount namespace")?;
         unshare(CloneFlags::CLONE_NEWNS).context("creating the node's mount namespace")?;
         let (Some(above), Some(id)) = (above, mnt_ns_id("/proc/thread-self/ns/mnt")) else { break };
         if id > above {
@@ -126,11 +145,14 @@ pub(crate) fn enter_node_mounts(paths: &LabPaths, node: &str, template: &OwnedFd
         mount(Some("vemu"), *d, Some("overlay"), MsFlags::empty(), Some(opts.as_str()))
             .with_context(|| format!("mounting the node's overlay on {d}"))?;
     }
-    mount(Some(&paths.hosts()), "/etc/hosts", None::<&str>, MsFlags::MS_BIND, None::<&str>).context("binding /etc/hosts")?;
+    mount(Some(&paths.hosts()), "/etc/hosts", None::<&str>, MsFlags::MS_BIND, None::<&str>)
+        .context("binding /etc/hosts")?;
     if confined {
-        confine::confine_mounts(&root).with_context(|| format!("confining node {node}'s mounts"))?;
+        confine::confine_mounts(&root)
+            .with_context(|| format!("confining node {node}'s mounts"))?;
     }
-    mount(Some(&root.join("run")), "/run", None::<&str>, MsFlags::MS_BIND, None::<&str>).context("binding the node's /run")?;
+    mount(Some(&root.join("run")), "/run", None::<&str>, MsFlags::MS_BIND, None::<&str>)
+        .context("binding the node's /run")?;
     Ok(())
 }
 
@@ -145,7 +167,11 @@ pub(crate) fn node_sysfs(paths: &LabPaths, node: &str, net: &OwnedFd, mnt: &Owne
     if marker.exists() {
         return Ok(());
     }
-    let lock = fs::OpenOptions::new().create(true).append(true).open(marker.with_extension("lock")).with_context(|| format!("opening {}", marker.display()))?;
+    let lock = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(marker.with_extension("lock"))
+        .with_context(|| format!("opening {}", marker.display()))?;
     // SAFETY: flock on a descriptor we own; released when it is closed.
     if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } != 0 {
         return Err(std::io::Error::last_os_error()).context("locking the node's /sys");
@@ -159,11 +185,17 @@ pub(crate) fn node_sysfs(paths: &LabPaths, node: &str, net: &OwnedFd, mnt: &Owne
         s.spawn(|| -> Result<()> {
             unshare(CloneFlags::CLONE_FS).context("unsharing the filesystem context")?;
             nix::sched::setns(net, CloneFlags::CLONE_NEWNET).context("entering the node")?;
-            nix::sched::setns(mnt, CloneFlags::CLONE_NEWNS).context("entering the node's mounts")?;
+            nix::sched::setns(mnt, CloneFlags::CLONE_NEWNS)
+                .context("entering the node's mounts")?;
             if umount2("/sys", MntFlags::MNT_DETACH).is_ok() {
                 // A confined node's read-only.
-                let ro = if confined { MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC | MsFlags::MS_NODEV } else { MsFlags::empty() };
-                mount(Some("sysfs"), "/sys", Some("sysfs"), ro, None::<&str>).context("mounting the node's /sys")?;
+                let ro = if confined {
+                    MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC | MsFlags::MS_NODEV
+                } else {
+                    MsFlags::empty()
+                };
+                mount(Some("sysfs"), "/sys", Some("sysfs"), ro, None::<&str>)
+                    .context("mounting the node's /sys")?;
             }
             Ok(())
         })
@@ -186,11 +218,14 @@ mod tests {
             // SAFETY: cpu_set_t is plain data; one CPU, the one this thread runs on.
             let mut one: libc::cpu_set_t = unsafe { std::mem::zeroed() };
             unsafe { libc::CPU_SET(libc::sched_getcpu().max(0) as usize, &mut one) };
-            assert_eq!(unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &one) }, 0);
+            assert_eq!(
+                unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &one) },
+                0
+            );
             let template: OwnedFd = fs::File::open("/proc/self/ns/mnt").unwrap().into();
             unshare(CloneFlags::CLONE_NEWNS).unwrap();
             let Some(now) = mnt_ns_id("/proc/thread-self/ns/mnt") else { return }; // (an older kernel)
-            // Ten ids ahead: ten namespaces or more on this CPU.
+                                                                                   // Ten ids ahead: ten namespaces or more on this CPU.
             new_mount_ns_after(&template, Some(now + 10)).unwrap();
             assert!(mnt_ns_id("/proc/thread-self/ns/mnt").unwrap() > now + 10);
         })

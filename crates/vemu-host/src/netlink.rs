@@ -8,14 +8,21 @@ use std::net::IpAddr;
 use anyhow::{bail, Context, Result};
 use ipnet::IpNet;
 use netlink_packet_core::{
-    DefaultNla, NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REQUEST,
+    DefaultNla, NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP,
+    NLM_F_EXCL, NLM_F_REQUEST,
 };
-use netlink_packet_route::address::{AddressAttribute, AddressFlags, AddressHeaderFlags, AddressMessage};
-use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage, Stats64};
+use netlink_packet_route::address::{
+    AddressAttribute, AddressFlags, AddressHeaderFlags, AddressMessage,
+};
 use netlink_packet_route::link::{InfoData, InfoKind, InfoVeth, LinkInfo};
-use netlink_packet_route::tc::{TcAttribute, TcBpfFlags, TcFilterBpfOption, TcHandle, TcMessage, TcOption};
+use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage, Stats64};
+use netlink_packet_route::route::{
+    RouteAddress, RouteAttribute, RouteHeader, RouteMessage, RouteProtocol, RouteScope, RouteType,
+};
 use netlink_packet_route::stats::{StatsAttribute, StatsFilterMask, StatsMessage};
-use netlink_packet_route::route::{RouteAddress, RouteAttribute, RouteHeader, RouteMessage, RouteProtocol, RouteScope, RouteType};
+use netlink_packet_route::tc::{
+    TcAttribute, TcBpfFlags, TcFilterBpfOption, TcHandle, TcMessage, TcOption,
+};
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 
@@ -52,7 +59,13 @@ impl Netlink {
 
     /// Send `request` (a `Get…` message; `dump`: all of them) and hand each answer to
     /// `each` until it says it has what it wanted (`Some`), or the dump is done (`None`).
-    fn ask<T>(&mut self, request: RouteNetlinkMessage, dump: bool, what: &str, mut each: impl FnMut(RouteNetlinkMessage) -> Option<T>) -> Result<Option<T>> {
+    fn ask<T>(
+        &mut self,
+        request: RouteNetlinkMessage,
+        dump: bool,
+        what: &str,
+        mut each: impl FnMut(RouteNetlinkMessage) -> Option<T>,
+    ) -> Result<Option<T>> {
         self.flush()?;
         self.seq += 1;
         let mut header = NetlinkHeader::default();
@@ -81,7 +94,12 @@ impl Netlink {
     }
 
     /// Dump what `request` asks for (a `Get…` message), each answer to `each`.
-    fn dump(&mut self, request: RouteNetlinkMessage, what: &str, mut each: impl FnMut(RouteNetlinkMessage)) -> Result<()> {
+    fn dump(
+        &mut self,
+        request: RouteNetlinkMessage,
+        what: &str,
+        mut each: impl FnMut(RouteNetlinkMessage),
+    ) -> Result<()> {
         self.ask(request, true, what, |m| -> Option<()> {
             each(m);
             None
@@ -92,15 +110,31 @@ impl Netlink {
     /// Every interface's name and kernel counters (one dump).
     pub fn link_stats(&mut self) -> Result<Vec<(String, Stats64)>> {
         let mut out = Vec::new();
-        self.dump(RouteNetlinkMessage::GetLink(LinkMessage::default()), "interface counters", |m| {
-            if let RouteNetlinkMessage::NewLink(l) = m {
-                let name = l.attributes.iter().find_map(|a| if let LinkAttribute::IfName(n) = a { Some(n.clone()) } else { None });
-                let stats = l.attributes.iter().find_map(|a| if let LinkAttribute::Stats64(s) = a { Some(s.clone()) } else { None });
-                if let (Some(name), Some(stats)) = (name, stats) {
-                    out.push((name, stats));
+        self.dump(
+            RouteNetlinkMessage::GetLink(LinkMessage::default()),
+            "interface counters",
+            |m| {
+                if let RouteNetlinkMessage::NewLink(l) = m {
+                    let name = l.attributes.iter().find_map(|a| {
+                        if let LinkAttribute::IfName(n) = a {
+                            Some(n.clone())
+                        } else {
+                            None
+                        }
+                    });
+                    let stats = l.attributes.iter().find_map(|a| {
+                        if let LinkAttribute::Stats64(s) = a {
+                            Some(s.clone())
+                        } else {
+                            None
+                        }
+                    });
+                    if let (Some(name), Some(stats)) = (name, stats) {
+                        out.push((name, stats));
+                    }
                 }
-            }
-        })?;
+            },
+        )?;
         Ok(out)
     }
 
@@ -113,10 +147,21 @@ impl Netlink {
         let mut m = StatsMessage::default();
         m.header.ifindex = index;
         m.header.filter_mask = StatsFilterMask::Link64;
-        let found = self.ask(RouteNetlinkMessage::GetStats(m), false, &format!("the counters of interface #{index}"), |m| match m {
-            RouteNetlinkMessage::NewStats(s) => Some(s.attributes.into_iter().find_map(|a| if let StatsAttribute::Link64(s) = a { Some(s) } else { None })),
-            _ => None,
-        })?;
+        let found = self.ask(
+            RouteNetlinkMessage::GetStats(m),
+            false,
+            &format!("the counters of interface #{index}"),
+            |m| match m {
+                RouteNetlinkMessage::NewStats(s) => Some(s.attributes.into_iter().find_map(|a| {
+                    if let StatsAttribute::Link64(s) = a {
+                        Some(s)
+                    } else {
+                        None
+                    }
+                })),
+                _ => None,
+            },
+        )?;
         found.flatten().ok_or_else(|| anyhow::anyhow!("interface #{index} has no counters"))
     }
 
@@ -125,10 +170,13 @@ impl Netlink {
     pub fn index_of(&mut self, name: &str) -> Result<u32> {
         let mut l = LinkMessage::default();
         l.attributes.push(LinkAttribute::IfName(name.to_string()));
-        let found = self.ask(RouteNetlinkMessage::GetLink(l), false, &format!("interface {name}"), |m| match m {
-            RouteNetlinkMessage::NewLink(l) => Some(l.header.index),
-            _ => None,
-        })?;
+        let found =
+            self.ask(RouteNetlinkMessage::GetLink(l), false, &format!("interface {name}"), |m| {
+                match m {
+                    RouteNetlinkMessage::NewLink(l) => Some(l.header.index),
+                    _ => None,
+                }
+            })?;
         found.ok_or_else(|| anyhow::anyhow!("no interface {name}"))
     }
 
@@ -138,7 +186,11 @@ impl Netlink {
         let mut out = Vec::new();
         self.dump(RouteNetlinkMessage::GetRoute(RouteMessage::default()), "routes", |m| {
             let RouteNetlinkMessage::NewRoute(r) = m else { return };
-            let table = r.attributes.iter().find_map(|a| if let RouteAttribute::Table(t) = a { Some(*t) } else { None }).unwrap_or(r.header.table as u32);
+            let table = r
+                .attributes
+                .iter()
+                .find_map(|a| if let RouteAttribute::Table(t) = a { Some(*t) } else { None })
+                .unwrap_or(r.header.table as u32);
             if table != RouteHeader::RT_TABLE_MAIN as u32 || r.header.kind != RouteType::Unicast {
                 return;
             }
@@ -171,7 +223,8 @@ impl Netlink {
         let mut msgs = Vec::new();
         let mut off = 0;
         while off < n as usize {
-            let msg = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&buf[off..n as usize]).context("decoding a netlink reply")?;
+            let msg = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&buf[off..n as usize])
+                .context("decoding a netlink reply")?;
             let len = msg.header.length as usize;
             if len == 0 {
                 break;
@@ -187,7 +240,13 @@ impl Netlink {
     }
 
     /// [`Self::queue`], with `nothing_to_do` (an errno) taken as success.
-    fn queue_allowing(&mut self, msg: RouteNetlinkMessage, flags: u16, what: String, nothing_to_do: Option<i32>) -> Result<()> {
+    fn queue_allowing(
+        &mut self,
+        msg: RouteNetlinkMessage,
+        flags: u16,
+        what: String,
+        nothing_to_do: Option<i32>,
+    ) -> Result<()> {
         self.seq += 1;
         let mut header = NetlinkHeader::default();
         header.flags = NLM_F_REQUEST | NLM_F_ACK | flags;
@@ -219,11 +278,15 @@ impl Netlink {
                 if let NetlinkPayload::Error(e) = msg.payload {
                     outstanding -= 1;
                     if let Some(code) = e.code {
-                        let request = self.pending.iter().find(|(s, ..)| *s == msg.header.sequence_number);
+                        let request =
+                            self.pending.iter().find(|(s, ..)| *s == msg.header.sequence_number);
                         let allowed = request.is_some_and(|(_, _, ok)| *ok == Some(-code.get()));
                         if first_error.is_none() && !allowed {
                             let what = request.map(|(_, w, _)| w.clone()).unwrap_or_default();
-                            first_error = Some(format!("{what}: {}", std::io::Error::from_raw_os_error(-code.get())));
+                            first_error = Some(format!(
+                                "{what}: {}",
+                                std::io::Error::from_raw_os_error(-code.get())
+                            ));
                         }
                     }
                 }
@@ -237,7 +300,13 @@ impl Netlink {
     }
 
     /// Bring an interface up, optionally setting its MAC address and MTU.
-    pub fn set_link(&mut self, index: u32, up: bool, mac: Option<[u8; 6]>, mtu: Option<u32>) -> Result<()> {
+    pub fn set_link(
+        &mut self,
+        index: u32,
+        up: bool,
+        mac: Option<[u8; 6]>,
+        mtu: Option<u32>,
+    ) -> Result<()> {
         let mut m = LinkMessage::default();
         m.header.index = index;
         m.header.change_mask = LinkFlags::Up;
@@ -258,7 +327,11 @@ impl Netlink {
         let mut m = LinkMessage::default();
         m.header.index = index;
         m.attributes.push(LinkAttribute::Group(group));
-        self.queue(RouteNetlinkMessage::SetLink(m), 0, format!("putting interface #{index} in group {group}"))
+        self.queue(
+            RouteNetlinkMessage::SetLink(m),
+            0,
+            format!("putting interface #{index} in group {group}"),
+        )
     }
 
     /// Delete every interface of device group `group` at once. The kernel unregisters
@@ -269,7 +342,12 @@ impl Netlink {
     pub fn del_group(&mut self, group: u32) -> Result<()> {
         let mut m = LinkMessage::default();
         m.attributes.push(LinkAttribute::Group(group));
-        self.queue_allowing(RouteNetlinkMessage::DelLink(m), 0, format!("deleting the interfaces of group {group}"), Some(libc::ENODEV))
+        self.queue_allowing(
+            RouteNetlinkMessage::DelLink(m),
+            0,
+            format!("deleting the interfaces of group {group}"),
+            Some(libc::ENODEV),
+        )
     }
 
     /// Delete an interface (a veth takes its peer with it).
@@ -282,7 +360,14 @@ impl Netlink {
     /// Create a bridge `name`, up: IGMP/MLD snooping on or off, its own querier or not,
     /// MAC addresses forgotten after `ageing_cs` centiseconds, and `response_cs` for the
     /// hosts to answer a query (the bridge snoops that long after it starts).
-    pub fn add_bridge(&mut self, name: &str, snooping: bool, querier: bool, ageing_cs: u32, response_cs: u64) -> Result<()> {
+    pub fn add_bridge(
+        &mut self,
+        name: &str,
+        snooping: bool,
+        querier: bool,
+        ageing_cs: u32,
+        response_cs: u64,
+    ) -> Result<()> {
         use netlink_packet_route::link::InfoBridge;
         let mut m = LinkMessage::default();
         m.header.flags = LinkFlags::Up;
@@ -297,7 +382,11 @@ impl Netlink {
                 InfoBridge::MulticastQueryResponseInterval(response_cs),
             ])),
         ]));
-        self.queue(RouteNetlinkMessage::NewLink(m), NLM_F_CREATE | NLM_F_EXCL, format!("creating bridge {name}"))
+        self.queue(
+            RouteNetlinkMessage::NewLink(m),
+            NLM_F_CREATE | NLM_F_EXCL,
+            format!("creating bridge {name}"),
+        )
     }
 
     /// Make interface `index` a port of bridge `master`, and up.
@@ -307,7 +396,11 @@ impl Netlink {
         m.header.flags = LinkFlags::Up;
         m.header.change_mask = LinkFlags::Up;
         m.attributes.push(LinkAttribute::Controller(master));
-        self.queue(RouteNetlinkMessage::SetLink(m), 0, format!("adding interface #{index} to bridge #{master}"))
+        self.queue(
+            RouteNetlinkMessage::SetLink(m),
+            0,
+            format!("adding interface #{index} to bridge #{master}"),
+        )
     }
 
     /// Add a `clsact` qdisc to an interface, its ingress filters those of shared block
@@ -318,7 +411,13 @@ impl Netlink {
     }
 
     /// An `ingress` or `clsact` qdisc (`kind`) on interface `index`, with shared blocks.
-    fn add_hook_qdisc(&mut self, index: u32, kind: &str, ingress: u32, egress: Option<u32>) -> Result<()> {
+    fn add_hook_qdisc(
+        &mut self,
+        index: u32,
+        kind: &str,
+        ingress: u32,
+        egress: Option<u32>,
+    ) -> Result<()> {
         const TCA_INGRESS_BLOCK: u16 = 13;
         const TCA_EGRESS_BLOCK: u16 = 14;
         let mut m = TcMessage::default();
@@ -327,11 +426,21 @@ impl Netlink {
         m.header.parent = TcHandle::CLSACT;
         m.header.handle = TcHandle { major: TcHandle::CLSACT.major, minor: 0 };
         m.attributes.push(TcAttribute::Kind(kind.into()));
-        m.attributes.push(TcAttribute::Other(DefaultNla::new(TCA_INGRESS_BLOCK, ingress.to_ne_bytes().to_vec())));
+        m.attributes.push(TcAttribute::Other(DefaultNla::new(
+            TCA_INGRESS_BLOCK,
+            ingress.to_ne_bytes().to_vec(),
+        )));
         if let Some(egress) = egress {
-            m.attributes.push(TcAttribute::Other(DefaultNla::new(TCA_EGRESS_BLOCK, egress.to_ne_bytes().to_vec())));
+            m.attributes.push(TcAttribute::Other(DefaultNla::new(
+                TCA_EGRESS_BLOCK,
+                egress.to_ne_bytes().to_vec(),
+            )));
         }
-        self.queue(RouteNetlinkMessage::NewQueueDiscipline(m), NLM_F_CREATE | NLM_F_EXCL, format!("adding a {kind} qdisc to interface #{index}"))
+        self.queue(
+            RouteNetlinkMessage::NewQueueDiscipline(m),
+            NLM_F_CREATE | NLM_F_EXCL,
+            format!("adding a {kind} qdisc to interface #{index}"),
+        )
     }
 
     /// Make a veth pair from this namespace: its end here, `name`, at index `index`
@@ -343,7 +452,17 @@ impl Netlink {
     /// for it: a link request for a veth names its peer's namespace, which the kernel
     /// looks up among every namespace id of this one — quadratic in a big lab's plane.
     #[allow(clippy::too_many_arguments)]
-    pub fn add_veth_at(&mut self, name: &str, index: u32, mtu: u32, up: bool, peer: &str, peer_mac: [u8; 6], peer_mtu: u32, peer_netns: &impl AsRawFd) -> Result<()> {
+    pub fn add_veth_at(
+        &mut self,
+        name: &str,
+        index: u32,
+        mtu: u32,
+        up: bool,
+        peer: &str,
+        peer_mac: [u8; 6],
+        peer_mtu: u32,
+        peer_netns: &impl AsRawFd,
+    ) -> Result<()> {
         let mut p = LinkMessage::default();
         p.attributes.push(LinkAttribute::IfName(peer.to_string()));
         p.attributes.push(LinkAttribute::Address(peer_mac.to_vec()));
@@ -357,8 +476,15 @@ impl Netlink {
         }
         m.attributes.push(LinkAttribute::IfName(name.to_string()));
         m.attributes.push(LinkAttribute::Mtu(mtu));
-        m.attributes.push(LinkAttribute::LinkInfo(vec![LinkInfo::Kind(InfoKind::Veth), LinkInfo::Data(InfoData::Veth(InfoVeth::Peer(p)))]));
-        self.queue(RouteNetlinkMessage::NewLink(m), NLM_F_CREATE | NLM_F_EXCL, format!("creating veth pair {name}/{peer}"))
+        m.attributes.push(LinkAttribute::LinkInfo(vec![
+            LinkInfo::Kind(InfoKind::Veth),
+            LinkInfo::Data(InfoData::Veth(InfoVeth::Peer(p))),
+        ]));
+        self.queue(
+            RouteNetlinkMessage::NewLink(m),
+            NLM_F_CREATE | NLM_F_EXCL,
+            format!("creating veth pair {name}/{peer}"),
+        )
     }
 
     /// Make a VXLAN device `name` for every VNI ("external": the sender gives each frame
@@ -371,9 +497,18 @@ impl Netlink {
         m.attributes.push(LinkAttribute::IfName(name.to_string()));
         m.attributes.push(LinkAttribute::LinkInfo(vec![
             LinkInfo::Kind(InfoKind::Vxlan),
-            LinkInfo::Data(InfoData::Vxlan(vec![InfoVxlan::CollectMetadata(true), InfoVxlan::Port(port), InfoVxlan::Learning(false), InfoVxlan::Df(VxlanDf::Set)])),
+            LinkInfo::Data(InfoData::Vxlan(vec![
+                InfoVxlan::CollectMetadata(true),
+                InfoVxlan::Port(port),
+                InfoVxlan::Learning(false),
+                InfoVxlan::Df(VxlanDf::Set),
+            ])),
         ]));
-        self.queue(RouteNetlinkMessage::NewLink(m), NLM_F_CREATE | NLM_F_EXCL, format!("creating VXLAN device {name} on UDP port {port}"))
+        self.queue(
+            RouteNetlinkMessage::NewLink(m),
+            NLM_F_CREATE | NLM_F_EXCL,
+            format!("creating VXLAN device {name} on UDP port {port}"),
+        )
     }
 
     /// Move interface `index` to namespace `netns`, named `name` there.
@@ -382,7 +517,11 @@ impl Netlink {
         m.header.index = index;
         m.attributes.push(LinkAttribute::NetNsFd(netns.as_raw_fd()));
         m.attributes.push(LinkAttribute::IfName(name.to_string()));
-        self.queue(RouteNetlinkMessage::SetLink(m), 0, format!("moving interface #{index} to another namespace"))
+        self.queue(
+            RouteNetlinkMessage::SetLink(m),
+            0,
+            format!("moving interface #{index} to another namespace"),
+        )
     }
 
     /// Add an `ingress` qdisc to an interface, its filters those of shared block
@@ -415,7 +554,11 @@ impl Netlink {
             TcOption::Bpf(TcFilterBpfOption::ProgName(name.to_string())),
             TcOption::Bpf(TcFilterBpfOption::Flags(TcBpfFlags::DirectAction)),
         ]));
-        self.queue(RouteNetlinkMessage::NewTrafficFilter(m), NLM_F_CREATE | NLM_F_EXCL, format!("attaching {name} to TC block {block}"))
+        self.queue(
+            RouteNetlinkMessage::NewTrafficFilter(m),
+            NLM_F_CREATE | NLM_F_EXCL,
+            format!("attaching {name} to TC block {block}"),
+        )
     }
 
     /// Add an address, usable at once (no duplicate address detection).
@@ -428,7 +571,11 @@ impl Netlink {
         m.attributes.push(AddressAttribute::Local(net.addr()));
         m.attributes.push(AddressAttribute::Address(net.addr()));
         m.attributes.push(AddressAttribute::Flags(AddressFlags::Nodad));
-        self.queue(RouteNetlinkMessage::NewAddress(m), NLM_F_CREATE | NLM_F_EXCL, format!("adding address {net}"))
+        self.queue(
+            RouteNetlinkMessage::NewAddress(m),
+            NLM_F_CREATE | NLM_F_EXCL,
+            format!("adding address {net}"),
+        )
     }
 
     /// Add a route in the main table.

@@ -18,9 +18,23 @@ const ETH_P_ALL: u16 = 0x0003;
 /// Room for bursts from the wire while the engine is busy.
 const RCVBUF_BYTES: libc::c_int = 4 << 20;
 
-fn setsockopt<T>(fd: &OwnedFd, level: libc::c_int, name: libc::c_int, value: &T, what: &str) -> Result<()> {
+fn setsockopt<T>(
+    fd: &OwnedFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: &T,
+    what: &str,
+) -> Result<()> {
     // SAFETY: value points to a T of the size given.
-    let r = unsafe { libc::setsockopt(fd.as_raw_fd(), level, name, (value as *const T).cast(), std::mem::size_of::<T>() as libc::socklen_t) };
+    let r = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            (value as *const T).cast(),
+            std::mem::size_of::<T>() as libc::socklen_t,
+        )
+    };
     if r < 0 {
         return Err(std::io::Error::last_os_error()).map_err(|e| anyhow!("{what}: {e}"));
     }
@@ -48,10 +62,16 @@ fn is_up(sock: &OwnedFd, name: &str) -> Result<bool> {
 /// written go out on the wire, and what the machine itself sends there is not read. The
 /// interface must exist and be up; vemu changes nothing else of it.
 pub fn open(name: &str) -> Result<OwnedFd> {
-    let index = tap::ifindex(name).map_err(|_| anyhow!("the machine has no interface named {name} (the 'iface' of a node of kind 'external')"))?;
+    let index = tap::ifindex(name).map_err(|_| {
+        anyhow!(
+            "the machine has no interface named {name} (the 'iface' of a node of kind 'external')"
+        )
+    })?;
     // Protocol 0: nothing is received before the socket is bound to the interface.
     // SAFETY: socket(2) returns a new descriptor or -1.
-    let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0) };
+    let raw = unsafe {
+        libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0)
+    };
     if raw < 0 {
         bail!("opening a packet socket for {name}: {}", std::io::Error::last_os_error());
     }
@@ -60,8 +80,20 @@ pub fn open(name: &str) -> Result<OwnedFd> {
     if !is_up(&fd, name)? {
         bail!("interface {name} is down: bring it up first (ip link set {name} up); vemu uses it as it is");
     }
-    setsockopt(&fd, libc::SOL_PACKET, PACKET_VNET_HDR, &1 as &libc::c_int, "asking for virtio-net headers")?;
-    setsockopt(&fd, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, &1 as &libc::c_int, "leaving out outgoing frames")?;
+    setsockopt(
+        &fd,
+        libc::SOL_PACKET,
+        PACKET_VNET_HDR,
+        &1 as &libc::c_int,
+        "asking for virtio-net headers",
+    )?;
+    setsockopt(
+        &fd,
+        libc::SOL_PACKET,
+        PACKET_IGNORE_OUTGOING,
+        &1 as &libc::c_int,
+        "leaving out outgoing frames",
+    )?;
     setsockopt(&fd, libc::SOL_SOCKET, libc::SO_RCVBUF, &RCVBUF_BYTES, "sizing the receive buffer")?;
     // SAFETY: an all-zero sockaddr_ll is valid; the fields set below make it a binding.
     let mut addr: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
@@ -69,10 +101,28 @@ pub fn open(name: &str) -> Result<OwnedFd> {
     addr.sll_protocol = ETH_P_ALL.to_be();
     addr.sll_ifindex = index as i32;
     // SAFETY: addr is a sockaddr_ll of the size given.
-    if unsafe { libc::bind(fd.as_raw_fd(), (&addr as *const libc::sockaddr_ll).cast(), std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t) } < 0 {
+    if unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (&addr as *const libc::sockaddr_ll).cast(),
+            std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+        )
+    } < 0
+    {
         bail!("binding a packet socket to {name}: {}", std::io::Error::last_os_error());
     }
-    let mreq = libc::packet_mreq { mr_ifindex: index as i32, mr_type: PACKET_MR_PROMISC, mr_alen: 0, mr_address: [0; 8] };
-    setsockopt(&fd, libc::SOL_PACKET, PACKET_ADD_MEMBERSHIP, &mreq, "making the interface promiscuous")?;
+    let mreq = libc::packet_mreq {
+        mr_ifindex: index as i32,
+        mr_type: PACKET_MR_PROMISC,
+        mr_alen: 0,
+        mr_address: [0; 8],
+    };
+    setsockopt(
+        &fd,
+        libc::SOL_PACKET,
+        PACKET_ADD_MEMBERSHIP,
+        &mreq,
+        "making the interface promiscuous",
+    )?;
     Ok(fd)
 }

@@ -10,11 +10,19 @@ use super::*;
 /// order of `node.ifaces`). Runs on a thread of its own, since entering a namespace is
 /// per thread. (A node's PID namespace is made when its first process starts:
 /// [`NodeEntry::open`].)
-pub fn create_node(paths: &LabPaths, node: &NodePlan, template: &OwnedFd, plane_peers: &[Option<PlanePeer>]) -> Result<Vec<Option<OwnedFd>>> {
+pub fn create_node(
+    paths: &LabPaths,
+    node: &NodePlan,
+    template: &OwnedFd,
+    plane_peers: &[Option<PlanePeer>],
+) -> Result<Vec<Option<OwnedFd>>> {
     let name = node.name.clone();
     let template = template.try_clone().context("duplicating the template descriptor")?;
     let plane = match plane_peers.iter().any(Option::is_some) {
-        true => Some(fs::File::open(paths.plane()).with_context(|| format!("opening {}", paths.plane().display()))?),
+        true => Some(
+            fs::File::open(paths.plane())
+                .with_context(|| format!("opening {}", paths.plane().display()))?,
+        ),
         false => None,
     };
     let plane_peers = plane_peers.to_vec();
@@ -23,63 +31,72 @@ pub fn create_node(paths: &LabPaths, node: &NodePlan, template: &OwnedFd, plane_
     let worker = {
         let paths = paths.clone();
         let node = node.clone();
-        std::thread::Builder::new().name(format!("mk-{}", node.name)).spawn(move || -> Result<Vec<Option<OwnedFd>>> {
-            // A socket in the plane for the far ends of the node's link interfaces,
-            // opened from there before the thread leaves for the node's own namespace.
-            let mut plane_nl = match &plane {
-                Some(p) => {
-                    nix::sched::setns(p, CloneFlags::CLONE_NEWNET).context("entering the lab's plane")?;
-                    Some(netlink::Netlink::open()?)
+        std::thread::Builder::new().name(format!("mk-{}", node.name)).spawn(
+            move || -> Result<Vec<Option<OwnedFd>>> {
+                // A socket in the plane for the far ends of the node's link interfaces,
+                // opened from there before the thread leaves for the node's own namespace.
+                let mut plane_nl = match &plane {
+                    Some(p) => {
+                        nix::sched::setns(p, CloneFlags::CLONE_NEWNET)
+                            .context("entering the lab's plane")?;
+                        Some(netlink::Netlink::open()?)
+                    }
+                    None => None,
+                };
+                unshare(CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWUTS)
+                    .context("creating namespaces")?;
+                nix::unistd::sethostname(&node.name).context("setting the hostname")?;
+                pin_ns("net", &paths.netns_pin(&node.name))?;
+                std::os::unix::fs::symlink(paths.netns_pin(&node.name), paths.netns(&node.name))
+                    .with_context(|| format!("creating {}", paths.netns(&node.name).display()))?;
+                pin_ns("uts", &paths.uts(&node.name))?;
+                // A mount namespace cannot be pinned from inside itself: the caller does it,
+                // and may ask for another one (see [`PIN_RETRIES`]).
+                loop {
+                    enter_node_mounts(&paths, &node.name, &template)?;
+                    let _ = tid_tx.send(nix::unistd::gettid().as_raw());
+                    match pinned_rx.recv() {
+                        Ok(Pinned::Done) => break,
+                        Ok(Pinned::Again) => continue,
+                        _ => bail!("the node's mount namespace could not be pinned"),
+                    }
                 }
-                None => None,
-            };
-            unshare(CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWUTS).context("creating namespaces")?;
-            nix::unistd::sethostname(&node.name).context("setting the hostname")?;
-            pin_ns("net", &paths.netns_pin(&node.name))?;
-            std::os::unix::fs::symlink(paths.netns_pin(&node.name), paths.netns(&node.name))
-                .with_context(|| format!("creating {}", paths.netns(&node.name).display()))?;
-            pin_ns("uts", &paths.uts(&node.name))?;
-            // A mount namespace cannot be pinned from inside itself: the caller does it,
-            // and may ask for another one (see [`PIN_RETRIES`]).
-            loop {
-                enter_node_mounts(&paths, &node.name, &template)?;
-                let _ = tid_tx.send(nix::unistd::gettid().as_raw());
-                match pinned_rx.recv() {
-                    Ok(Pinned::Done) => break,
-                    Ok(Pinned::Again) => continue,
-                    _ => bail!("the node's mount namespace could not be pinned"),
+                // The sysctls through a procfs of the node's own, mounted for the while: in
+                // the machine's /proc every namespace's /proc/sys/net/... entries are cached
+                // side by side under one parent, and the kernel compares a name against all
+                // of them on each lookup (a third of the CPU of a 10,000-node `up` went there).
+                mount(Some("proc"), "/proc", Some("proc"), MsFlags::empty(), None::<&str>)
+                    .context("mounting a procfs for the node's sysctls")?;
+                let _gate = NET_CONFIG.lock().unwrap_or_else(|e| e.into_inner());
+                write_sysctl("/proc/sys/net/ipv4/ip_forward", "1")?;
+                write_sysctl("/proc/sys/net/ipv6/conf/all/forwarding", "1")?;
+                write_sysctl("/proc/sys/net/ipv6/conf/default/forwarding", "1")?;
+                // Addresses (link-local ones too) are usable at once: no duplicate address
+                // detection delaying the first seconds of a lab.
+                write_sysctl("/proc/sys/net/ipv6/conf/default/accept_dad", "0")?;
+                write_sysctl("/proc/sys/net/ipv6/conf/all/accept_dad", "0")?;
+                for (k, v) in &node.sysctls {
+                    write_sysctl(&format!("/proc/sys/{}", k.replace('.', "/")), v)
+                        .with_context(|| format!("setting sysctl {k} = {v}"))?;
                 }
-            }
-            // The sysctls through a procfs of the node's own, mounted for the while: in
-            // the machine's /proc every namespace's /proc/sys/net/... entries are cached
-            // side by side under one parent, and the kernel compares a name against all
-            // of them on each lookup (a third of the CPU of a 10,000-node `up` went there).
-            mount(Some("proc"), "/proc", Some("proc"), MsFlags::empty(), None::<&str>).context("mounting a procfs for the node's sysctls")?;
-            let _gate = NET_CONFIG.lock().unwrap_or_else(|e| e.into_inner());
-            write_sysctl("/proc/sys/net/ipv4/ip_forward", "1")?;
-            write_sysctl("/proc/sys/net/ipv6/conf/all/forwarding", "1")?;
-            write_sysctl("/proc/sys/net/ipv6/conf/default/forwarding", "1")?;
-            // Addresses (link-local ones too) are usable at once: no duplicate address
-            // detection delaying the first seconds of a lab.
-            write_sysctl("/proc/sys/net/ipv6/conf/default/accept_dad", "0")?;
-            write_sysctl("/proc/sys/net/ipv6/conf/all/accept_dad", "0")?;
-            for (k, v) in &node.sysctls {
-                write_sysctl(&format!("/proc/sys/{}", k.replace('.', "/")), v).with_context(|| format!("setting sysctl {k} = {v}"))?;
-            }
-            umount2("/proc", MntFlags::MNT_DETACH).context("unmounting the node's sysctl procfs")?;
-            let mut nl = netlink::Netlink::open()?;
-            let lo = tap::ifindex("lo")?;
-            nl.set_link(lo, true, None, None)?;
-            for a in &node.loopback {
-                nl.add_address(lo, *a)?;
-            }
-            node_interfaces(&mut nl, &node, &plane_peers, plane_nl.as_mut(), false)
-        })?
+                umount2("/proc", MntFlags::MNT_DETACH)
+                    .context("unmounting the node's sysctl procfs")?;
+                let mut nl = netlink::Netlink::open()?;
+                let lo = tap::ifindex("lo")?;
+                nl.set_link(lo, true, None, None)?;
+                for a in &node.loopback {
+                    nl.add_address(lo, *a)?;
+                }
+                node_interfaces(&mut nl, &node, &plane_peers, plane_nl.as_mut(), false)
+            },
+        )?
     };
     let mut attempt = 0;
     while let Ok(tid) = tid_rx.recv() {
         let r = pin(&format!("/proc/self/task/{tid}/ns/mnt"), &paths.mnt(&name));
-        let einval = r.as_ref().err().and_then(|e| e.root_cause().downcast_ref::<nix::errno::Errno>()) == Some(&nix::errno::Errno::EINVAL);
+        let einval =
+            r.as_ref().err().and_then(|e| e.root_cause().downcast_ref::<nix::errno::Errno>())
+                == Some(&nix::errno::Errno::EINVAL);
         match r {
             Ok(()) => {
                 let _ = pinned_tx.send(Pinned::Done);
@@ -93,7 +110,12 @@ pub fn create_node(paths: &LabPaths, node: &NodePlan, template: &OwnedFd, plane_
             }
             Err(e) => {
                 let _ = pinned_tx.send(Pinned::Failed);
-                return Err(e).with_context(|| format!("pinning the mount namespace of node {name} (tried {} times)", attempt + 1));
+                return Err(e).with_context(|| {
+                    format!(
+                        "pinning the mount namespace of node {name} (tried {} times)",
+                        attempt + 1
+                    )
+                });
             }
         }
     }
@@ -111,9 +133,16 @@ pub fn create_node(paths: &LabPaths, node: &NodePlan, template: &OwnedFd, plane_
 /// descriptor (held by the engine), a veth with its peer in the lab's plane namespace,
 /// addresses and routes with their interface. An interface name the machine already
 /// has is refused before anything is made.
-pub fn create_host_node(paths: &LabPaths, node: &NodePlan, plane_peers: &[Option<PlanePeer>]) -> Result<Vec<Option<OwnedFd>>> {
+pub fn create_host_node(
+    paths: &LabPaths,
+    node: &NodePlan,
+    plane_peers: &[Option<PlanePeer>],
+) -> Result<Vec<Option<OwnedFd>>> {
     let plane = match plane_peers.iter().any(Option::is_some) {
-        true => Some(fs::File::open(paths.plane()).with_context(|| format!("opening {}", paths.plane().display()))?),
+        true => Some(
+            fs::File::open(paths.plane())
+                .with_context(|| format!("opening {}", paths.plane().display()))?,
+        ),
         false => None,
     };
     for i in &node.ifaces {
@@ -158,15 +187,21 @@ pub(crate) fn host_netns_pin(paths: &LabPaths) -> PathBuf {
 pub(crate) fn pin_host_netns(paths: &LabPaths) -> Result<()> {
     let pin_path = host_netns_pin(paths);
     if !pin_path.exists() {
-        pin("/proc/thread-self/ns/net", &pin_path).context("pinning the machine's network namespace")?;
+        pin("/proc/thread-self/ns/net", &pin_path)
+            .context("pinning the machine's network namespace")?;
     }
     Ok(())
 }
 
 pub(crate) fn record_host_ifaces(paths: &LabPaths, names: &[&str]) -> Result<()> {
     pin_host_netns(paths)?;
-    let lines: String = names.iter().filter_map(|n| tap::ifindex(n).ok().map(|ix| format!("{n} {ix}\n"))).collect();
-    let mut f = fs::File::options().create(true).append(true).open(host_ifaces_file(paths)).context("noting the machine's interfaces")?;
+    let lines: String =
+        names.iter().filter_map(|n| tap::ifindex(n).ok().map(|ix| format!("{n} {ix}\n"))).collect();
+    let mut f = fs::File::options()
+        .create(true)
+        .append(true)
+        .open(host_ifaces_file(paths))
+        .context("noting the machine's interfaces")?;
     std::io::Write::write_all(&mut f, lines.as_bytes()).context("noting the machine's interfaces")
 }
 
@@ -177,7 +212,11 @@ pub(crate) fn record_host_ifaces(paths: &LabPaths, names: &[&str]) -> Result<()>
 /// way they are gone when `down` or `clean` returns.
 pub(crate) fn remove_host_ifaces(paths: &LabPaths) -> Result<()> {
     let Ok(list) = fs::read_to_string(host_ifaces_file(paths)) else { return Ok(()) };
-    let noted: Vec<(String, u32)> = list.lines().filter_map(|l| l.split_once(' ')).filter_map(|(n, ix)| Some((n.to_string(), ix.parse().ok()?))).collect();
+    let noted: Vec<(String, u32)> = list
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .filter_map(|(n, ix)| Some((n.to_string(), ix.parse().ok()?)))
+        .collect();
     in_netns(&host_netns_pin(paths), move || {
         let mut nl = netlink::Netlink::open()?;
         for (name, ix) in &noted {
@@ -209,8 +248,15 @@ pub(crate) const PIN_RETRIES: u32 = 7;
 /// MTU and addresses, then its routes. On the `host`, each interface's IPv6 is turned
 /// off on its own when the node's sysctls ask for it for all (the machine's defaults
 /// are not vemu's to change).
-pub(crate) fn node_interfaces(nl: &mut netlink::Netlink, node: &NodePlan, plane_peers: &[Option<PlanePeer>], mut plane: Option<&mut netlink::Netlink>, host: bool) -> Result<Vec<Option<OwnedFd>>> {
-    let no_ipv6 = host && node.sysctls.iter().any(|(k, v)| k == "net.ipv6.conf.default.disable_ipv6" && v == "1");
+pub(crate) fn node_interfaces(
+    nl: &mut netlink::Netlink,
+    node: &NodePlan,
+    plane_peers: &[Option<PlanePeer>],
+    mut plane: Option<&mut netlink::Netlink>,
+    host: bool,
+) -> Result<Vec<Option<OwnedFd>>> {
+    let no_ipv6 = host
+        && node.sysctls.iter().any(|(k, v)| k == "net.ipv6.conf.default.disable_ipv6" && v == "1");
     let mut fds = Vec::with_capacity(node.ifaces.len());
     let mut idx = Vec::with_capacity(node.ifaces.len());
     for (k, i) in node.ifaces.iter().enumerate() {
@@ -221,9 +267,19 @@ pub(crate) fn node_interfaces(nl: &mut netlink::Netlink, node: &NodePlan, plane_
                 // The far end is up at once and on the fast path's block. (Left down, it
                 // would wait in the kernel's queue of link events, which is walked whole
                 // each time a device comes up: quadratic in big labs.)
-                let here = fs::File::open("/proc/thread-self/ns/net").context("opening the node's network namespace")?;
+                let here = fs::File::open("/proc/thread-self/ns/net")
+                    .context("opening the node's network namespace")?;
                 let v = peer.index;
-                pnl.add_veth_at(&peer.name, v, PLANE_MTU, peer.bridge.is_none(), &i.name, i.mac, i.mtu, &here)?;
+                pnl.add_veth_at(
+                    &peer.name,
+                    v,
+                    PLANE_MTU,
+                    peer.bridge.is_none(),
+                    &i.name,
+                    i.mac,
+                    i.mtu,
+                    &here,
+                )?;
                 pnl.flush().with_context(|| format!("creating interface {}", i.name))?;
                 match peer.bridge {
                     // A LAN port: also a port of the LAN's bridge (which brings it up),
@@ -254,7 +310,13 @@ pub(crate) fn node_interfaces(nl: &mut netlink::Netlink, node: &NodePlan, plane_
     }
     for r in &node.routes {
         let oif = match &r.dev {
-            Some(d) => Some(idx[node.ifaces.iter().position(|i| &i.name == d).ok_or_else(|| anyhow!("no interface {d}"))?]),
+            Some(d) => Some(
+                idx[node
+                    .ifaces
+                    .iter()
+                    .position(|i| &i.name == d)
+                    .ok_or_else(|| anyhow!("no interface {d}"))?],
+            ),
             None => None,
         };
         nl.add_route(r.dst, r.via, oif)?;
@@ -267,7 +329,12 @@ pub(crate) fn node_interfaces(nl: &mut netlink::Netlink, node: &NodePlan, plane_
 /// the first time one of the node's processes starts, so that nodes that run nothing
 /// cost nothing. `wanted` is the node's marker file, whose lock makes one process
 /// (the controller, or a `vemu exec`) make it while others wait.
-pub(crate) fn pid_namespace(paths: &LabPaths, node: &str, wanted: &fs::File, ns: [&OwnedFd; 3]) -> Result<OwnedFd> {
+pub(crate) fn pid_namespace(
+    paths: &LabPaths,
+    node: &str,
+    wanted: &fs::File,
+    ns: [&OwnedFd; 3],
+) -> Result<OwnedFd> {
     let pin_path = paths.pidns(node);
     // Always under the lock: the pin is a file before it is a namespace (made, then
     // bind-mounted), and only its maker knows when it is both.
@@ -285,7 +352,11 @@ pub(crate) fn pid_namespace(paths: &LabPaths, node: &str, wanted: &fs::File, ns:
     let pid = std::thread::scope(|s| {
         s.spawn(move || -> Result<u32> {
             unshare(CloneFlags::CLONE_FS).context("unsharing the filesystem context")?;
-            for (fd, kind) in ns.iter().zip([CloneFlags::CLONE_NEWNET, CloneFlags::CLONE_NEWUTS, CloneFlags::CLONE_NEWNS]) {
+            for (fd, kind) in ns.iter().zip([
+                CloneFlags::CLONE_NEWNET,
+                CloneFlags::CLONE_NEWUTS,
+                CloneFlags::CLONE_NEWNS,
+            ]) {
                 nix::sched::setns(fd, kind).context("entering the node")?;
             }
             start_init(&init, &node_name, confined)
@@ -293,7 +364,8 @@ pub(crate) fn pid_namespace(paths: &LabPaths, node: &str, wanted: &fs::File, ns:
         .join()
         .map_err(|_| anyhow!("the thread starting node {node}'s init panicked"))?
     })?;
-    pin(&format!("/proc/{pid}/ns/pid"), &pin_path).with_context(|| format!("pinning the PID namespace of node {node}"))?;
+    pin(&format!("/proc/{pid}/ns/pid"), &pin_path)
+        .with_context(|| format!("pinning the PID namespace of node {node}"))?;
     Ok(fs::File::open(&pin_path)?.into())
 }
 
@@ -342,7 +414,11 @@ pub fn init_program() -> Result<PathBuf> {
     let exe = std::env::current_exe().context("finding the running executable")?;
     let init = exe.with_file_name("vemu-init");
     if !init.is_file() {
-        bail!("{} is missing: vemu-init (each node's first process) must be installed beside {}", init.display(), exe.display());
+        bail!(
+            "{} is missing: vemu-init (each node's first process) must be installed beside {}",
+            init.display(),
+            exe.display()
+        );
     }
     Ok(init)
 }
@@ -368,14 +444,22 @@ pub struct NodeEntry {
 impl NodeEntry {
     pub fn open(paths: &LabPaths, node: &str) -> Result<NodeEntry> {
         let open = |p: PathBuf| -> Result<OwnedFd> {
-            Ok(fs::File::open(&p).with_context(|| format!("node '{node}' of lab '{}' does not exist ({})", paths.lab, p.display()))?.into())
+            Ok(fs::File::open(&p)
+                .with_context(|| {
+                    format!("node '{node}' of lab '{}' does not exist ({})", paths.lab, p.display())
+                })?
+                .into())
         };
-        let (net, uts, mnt) = (open(paths.netns(node))?, open(paths.uts(node))?, open(paths.mnt(node))?);
+        let (net, uts, mnt) =
+            (open(paths.netns(node))?, open(paths.uts(node))?, open(paths.mnt(node))?);
         node_sysfs(paths, node, &net, &mnt)?;
         let pid = match fs::File::open(paths.pidns_wanted(node)) {
             Ok(wanted) => Some(pid_namespace(paths, node, &wanted, [&net, &uts, &mnt])?),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(e).with_context(|| format!("opening {}", paths.pidns_wanted(node).display())),
+            Err(e) => {
+                return Err(e)
+                    .with_context(|| format!("opening {}", paths.pidns_wanted(node).display()))
+            }
         };
         let cgroups = cgroup::procs_files(&paths.lab, node)?;
         let confined = match paths.confined().exists() {
@@ -391,7 +475,11 @@ impl NodeEntry {
     /// in its PID namespace when it has one (then the command sees the node's
     /// processes only), and in the node's cgroups (its CPU, memory and process limits).
     /// The working directory stays the one `cmd` was given.
-    pub fn spawn<T>(self, cmd: &mut Command, spawn: impl FnOnce(&mut Command) -> std::io::Result<T> + Send) -> std::io::Result<T>
+    pub fn spawn<T>(
+        self,
+        cmd: &mut Command,
+        spawn: impl FnOnce(&mut Command) -> std::io::Result<T> + Send,
+    ) -> std::io::Result<T>
     where
         T: Send,
     {
@@ -400,10 +488,19 @@ impl NodeEntry {
         // before fork.
         unsafe {
             cmd.pre_exec(move || {
-                let chk = |r: libc::c_int| if r < 0 { Err(std::io::Error::last_os_error()) } else { Ok(r) };
+                let chk = |r: libc::c_int| {
+                    if r < 0 {
+                        Err(std::io::Error::last_os_error())
+                    } else {
+                        Ok(r)
+                    }
+                };
                 // The controller and the agents keep clear of the OOM killer
                 // ([`OOM_SCORE_ADJ`]); a node's programs are ordinary victims again.
-                let adj = libc::open(c"/proc/self/oom_score_adj".as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                let adj = libc::open(
+                    c"/proc/self/oom_score_adj".as_ptr(),
+                    libc::O_WRONLY | libc::O_CLOEXEC,
+                );
                 if adj >= 0 {
                     libc::write(adj, c"0".as_ptr().cast(), 1);
                     libc::close(adj);
@@ -421,7 +518,10 @@ impl NodeEntry {
                 chk(libc::setns(net.as_raw_fd(), libc::CLONE_NEWNET))?;
                 chk(libc::setns(uts.as_raw_fd(), libc::CLONE_NEWUTS))?;
                 // Entering a mount namespace moves to its root: come back afterwards.
-                let cwd = chk(libc::open(c".".as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC))?;
+                let cwd = chk(libc::open(
+                    c".".as_ptr(),
+                    libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+                ))?;
                 chk(libc::setns(mnt.as_raw_fd(), libc::CLONE_NEWNS))?;
                 chk(libc::fchdir(cwd))?;
                 libc::close(cwd);
@@ -458,7 +558,8 @@ impl NodeEntry {
 
 /// The confined nodes' seccomp filter, compiled once a process.
 pub(crate) fn node_filter() -> Result<std::sync::Arc<confine::NodeFilter>> {
-    static FILTER: std::sync::OnceLock<std::sync::Arc<confine::NodeFilter>> = std::sync::OnceLock::new();
+    static FILTER: std::sync::OnceLock<std::sync::Arc<confine::NodeFilter>> =
+        std::sync::OnceLock::new();
     if let Some(f) = FILTER.get() {
         return Ok(f.clone());
     }

@@ -42,7 +42,8 @@ pub fn in_netns<T: Send>(netns: &Path, f: impl FnOnce() -> Result<T> + Send) -> 
     let ns = fs::File::open(netns).with_context(|| format!("opening {}", netns.display()))?;
     std::thread::scope(|s| {
         s.spawn(|| {
-            nix::sched::setns(&ns, CloneFlags::CLONE_NEWNET).with_context(|| format!("entering {}", netns.display()))?;
+            nix::sched::setns(&ns, CloneFlags::CLONE_NEWNET)
+                .with_context(|| format!("entering {}", netns.display()))?;
             f()
         })
         .join()
@@ -65,7 +66,9 @@ pub fn plane_taps(paths: &LabPaths, taps: &[String]) -> Result<Vec<(u32, OwnedFd
         for chunk in taps.chunks(32) {
             let _gate = NET_CONFIG.lock().unwrap_or_else(|e| e.into_inner());
             for tap in chunk {
-                let fd = tap::create(tap).with_context(|| format!("making the engine's TAP device {tap} in the lab's plane"))?;
+                let fd = tap::create(tap).with_context(|| {
+                    format!("making the engine's TAP device {tap} in the lab's plane")
+                })?;
                 let t = tap::ifindex(tap)?;
                 nl.set_link(t, true, None, Some(PLANE_TAP_MTU))?;
                 nl.set_group(t, PLANE_TAP_GROUP)?;
@@ -81,12 +84,18 @@ pub fn plane_taps(paths: &LabPaths, taps: &[String]) -> Result<Vec<(u32, OwnedFd
 /// Delete the engine's TAP devices of a lab's plane all at once (its descriptors may
 /// stay open: closing them is then quick). Nothing to do for a lab without a plane.
 pub fn remove_plane_taps(paths: &LabPaths) -> Result<()> {
-    in_plane(paths, "deleting the engine's devices in the plane", |nl| nl.del_group(PLANE_TAP_GROUP))
+    in_plane(paths, "deleting the engine's devices in the plane", |nl| {
+        nl.del_group(PLANE_TAP_GROUP)
+    })
 }
 
 /// Send the netlink requests `f` queues in the lab's plane (`what` they do, for an
 /// error); nothing to do for a lab without a plane.
-pub(crate) fn in_plane(paths: &LabPaths, what: &str, f: impl FnOnce(&mut netlink::Netlink) -> Result<()> + Send) -> Result<()> {
+pub(crate) fn in_plane(
+    paths: &LabPaths,
+    what: &str,
+    f: impl FnOnce(&mut netlink::Netlink) -> Result<()> + Send,
+) -> Result<()> {
     if !paths.plane().exists() {
         return Ok(());
     }
@@ -121,7 +130,9 @@ pub fn plane_program(paths: &LabPaths, prog: BorrowedFd<'_>, egress: BorrowedFd<
 /// the lab: from a hash of its name, in 14800 … 15799 (clear of the agents' 14790 and of
 /// the ephemeral ports the engines' tunnel sockets take).
 pub fn vxlan_port(lab: &str) -> u16 {
-    let h = lab.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
+    let h = lab
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
     14800 + (h % 1000) as u16
 }
 
@@ -135,7 +146,8 @@ pub const PLANE_VXLAN: &str = "vxlan0";
 /// the port is taken (by another lab's device: then that lab's links between machines
 /// keep to the engine).
 pub fn plane_vxlan(paths: &LabPaths, port: u16) -> Result<u32> {
-    let plane = fs::File::open(paths.plane()).with_context(|| format!("opening {}", paths.plane().display()))?;
+    let plane = fs::File::open(paths.plane())
+        .with_context(|| format!("opening {}", paths.plane().display()))?;
     // A name of its own in the machine's namespace for the moment it is there.
     let temp = format!("vx{:x}{:x}", std::process::id() & 0xffff, port);
     let mut nl = netlink::Netlink::open()?;
@@ -154,7 +166,8 @@ pub fn plane_vxlan(paths: &LabPaths, port: u16) -> Result<u32> {
         nl.set_link(index, true, None, None)?;
         nl.add_ingress(index, PLANE_BLOCK)?;
         // (Up, its socket opens: a port another holds fails here.)
-        nl.flush().with_context(|| format!("opening UDP port {port} for the lab's VXLAN device"))?;
+        nl.flush()
+            .with_context(|| format!("opening UDP port {port} for the lab's VXLAN device"))?;
         Ok(index)
     })
 }
@@ -202,14 +215,27 @@ pub fn plane_fanout_name(shard: usize) -> String {
 /// (`ipv6`), IPv6 is on for the querier alone (an MLD querier needs a link-local
 /// address), without duplicate address detection; else it queries IGMP only. Its index
 /// in the plane.
-pub fn plane_bridge(paths: &LabPaths, seg: usize, snooping: bool, querier: bool, ipv6: bool, aging_ns: u64) -> Result<u32> {
+pub fn plane_bridge(
+    paths: &LabPaths,
+    seg: usize,
+    snooping: bool,
+    querier: bool,
+    ipv6: bool,
+    aging_ns: u64,
+) -> Result<u32> {
     let name = format!("b{seg}");
     in_netns(&paths.plane(), || {
         let mut nl = netlink::Netlink::open()?;
         // Hosts are asked to answer a query within 1 s (the kernel's default is 10 s).
         // The bridge was still seen flooding group data for ~10 s after `up`: why is
         // not known (docs/scenario.md says so).
-        nl.add_bridge(&name, snooping, querier, (aging_ns / 10_000_000).clamp(1, u32::MAX as u64) as u32, 100)?;
+        nl.add_bridge(
+            &name,
+            snooping,
+            querier,
+            (aging_ns / 10_000_000).clamp(1, u32::MAX as u64) as u32,
+            100,
+        )?;
         nl.flush().with_context(|| format!("making the bridge of LAN #{seg}"))?;
         if querier && ipv6 {
             write_sysctl(&format!("/proc/sys/net/ipv6/conf/{name}/accept_dad"), "0")?;
@@ -226,7 +252,8 @@ pub fn plane_packet_socket(paths: &LabPaths) -> Result<OwnedFd> {
         // SAFETY: plain socket(2); the descriptor is owned at once.
         let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
         if fd < 0 {
-            return Err(std::io::Error::last_os_error()).context("opening a packet socket in the plane");
+            return Err(std::io::Error::last_os_error())
+                .context("opening a packet socket in the plane");
         }
         // SAFETY: a new descriptor nothing else owns.
         Ok(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })

@@ -13,7 +13,9 @@ pub(crate) fn processes_in(inodes: &HashSet<u64>) -> Vec<i32> {
     let Ok(dir) = fs::read_dir("/proc") else { return Vec::new() };
     dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
         .filter(|&pid| pid != me)
-        .filter(|pid| ns_inode(Path::new(&format!("/proc/{pid}/ns/net"))).is_some_and(|i| inodes.contains(&i)))
+        .filter(|pid| {
+            ns_inode(Path::new(&format!("/proc/{pid}/ns/net"))).is_some_and(|i| inodes.contains(&i))
+        })
         .collect()
 }
 
@@ -36,7 +38,9 @@ pub fn kill_processes(netns: &[PathBuf], grace: Duration, keep_inits: bool) {
     if inodes.is_empty() {
         return;
     }
-    let others = || -> Vec<i32> { processes_in(&inodes).into_iter().filter(|&p| !is_node_init(p)).collect() };
+    let others = || -> Vec<i32> {
+        processes_in(&inodes).into_iter().filter(|&p| !is_node_init(p)).collect()
+    };
     let signal = |pids: &[i32], sig| {
         for &pid in pids {
             // SAFETY: plain kill(2).

@@ -16,7 +16,11 @@ pub fn labs_present() -> Vec<String> {
         }
     }
     if let Ok(d) = fs::read_dir(STATE_DIR) {
-        labs.extend(d.flatten().filter(|e| e.path().is_dir()).filter_map(|e| e.file_name().to_str().map(String::from)));
+        labs.extend(
+            d.flatten()
+                .filter(|e| e.path().is_dir())
+                .filter_map(|e| e.file_name().to_str().map(String::from)),
+        );
     }
     labs.sort();
     labs.dedup();
@@ -27,7 +31,10 @@ pub fn labs_present() -> Vec<String> {
 pub fn lab_netns(lab: &str) -> Vec<PathBuf> {
     let prefix = LabPaths::new(lab).netns_name("");
     let Ok(d) = fs::read_dir(NETNS_DIR) else { return Vec::new() };
-    d.flatten().filter(|e| e.file_name().to_str().is_some_and(|n| n.starts_with(&prefix))).map(|e| e.path()).collect()
+    d.flatten()
+        .filter(|e| e.file_name().to_str().is_some_and(|n| n.starts_with(&prefix)))
+        .map(|e| e.path())
+        .collect()
 }
 
 /// Remove everything a lab left: its processes, namespaces and state directory. The

@@ -9,11 +9,23 @@ use super::*;
 pub(crate) fn make_shared_dir(dir: &str) -> Result<()> {
     fs::create_dir_all(dir).with_context(|| format!("creating {dir}"))?;
     for _ in 0..2 {
-        match mount(None::<&str>, dir, Some("none"), MsFlags::MS_SHARED | MsFlags::MS_REC, None::<&str>) {
+        match mount(
+            None::<&str>,
+            dir,
+            Some("none"),
+            MsFlags::MS_SHARED | MsFlags::MS_REC,
+            None::<&str>,
+        ) {
             Ok(()) => return Ok(()),
             Err(nix::errno::Errno::EINVAL) => {
-                mount(Some(dir), dir, Some("none"), MsFlags::MS_BIND | MsFlags::MS_REC, None::<&str>)
-                    .with_context(|| format!("bind-mounting {dir} onto itself"))?;
+                mount(
+                    Some(dir),
+                    dir,
+                    Some("none"),
+                    MsFlags::MS_BIND | MsFlags::MS_REC,
+                    None::<&str>,
+                )
+                .with_context(|| format!("bind-mounting {dir} onto itself"))?;
             }
             Err(e) => return Err(e).with_context(|| format!("making {dir} a shared mount")),
         }
@@ -28,8 +40,10 @@ pub(crate) fn make_shared_dir(dir: &str) -> Result<()> {
 /// started with `ip netns exec` (its mounts are slaves of the machine's), or ones still
 /// going away — and each such copy made pinning, and so `up`, fail.
 pub(crate) fn private_dir(dir: &Path) -> Result<()> {
-    mount(Some(dir), dir, None::<&str>, MsFlags::MS_BIND, None::<&str>).with_context(|| format!("bind-mounting {} onto itself", dir.display()))?;
-    mount(None::<&str>, dir, None::<&str>, MsFlags::MS_PRIVATE, None::<&str>).with_context(|| format!("making {} a private mount", dir.display()))
+    mount(Some(dir), dir, None::<&str>, MsFlags::MS_BIND, None::<&str>)
+        .with_context(|| format!("bind-mounting {} onto itself", dir.display()))?;
+    mount(None::<&str>, dir, None::<&str>, MsFlags::MS_PRIVATE, None::<&str>)
+        .with_context(|| format!("making {} a private mount", dir.display()))
 }
 
 /// Kernel limits a lab needs, as (sysctl, least value). The neighbour (ARP and NDP)
@@ -54,7 +68,11 @@ pub(crate) fn raise_host_limits() -> Result<()> {
         if !Path::new(path).exists() {
             continue;
         }
-        let now: u64 = fs::read_to_string(path).with_context(|| format!("reading {path}"))?.trim().parse().unwrap_or(0);
+        let now: u64 = fs::read_to_string(path)
+            .with_context(|| format!("reading {path}"))?
+            .trim()
+            .parse()
+            .unwrap_or(0);
         if now < *least {
             write_sysctl(path, &least.to_string())?;
         }
@@ -73,7 +91,10 @@ pub const CONTROLLER_FILES: u64 = 700;
 /// (no radio, one VLAN) that starts unimpaired has no TAP device until it needs the
 /// engine.
 pub fn files_needed(plan: &vemu_scenario::Plan, fast_path: bool) -> u64 {
-    let members: usize = (0..plan.segments.len()).filter(|&g| !(fast_path && plan.kernel_lan(g) && plan.segments[g].unimpaired())).map(|g| plan.segments[g].members.len()).sum();
+    let members: usize = (0..plan.segments.len())
+        .filter(|&g| !(fast_path && plan.kernel_lan(g) && plan.segments[g].unimpaired()))
+        .map(|g| plan.segments[g].members.len())
+        .sum();
     let links = plan.links.iter().filter(|l| !(fast_path && l.unimpaired())).count();
     2 * links as u64 + members as u64 + plan.nodes.len() as u64 + CONTROLLER_FILES
 }
@@ -101,26 +122,40 @@ pub fn ensure_open_files(needed: u64) -> Result<()> {
     let raised = libc::rlimit { rlim_cur: lim.rlim_max, rlim_max: lim.rlim_max };
     // SAFETY: setrlimit with a valid struct (soft up to hard needs no privilege).
     if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
-        return Err(std::io::Error::last_os_error()).context("raising the soft RLIMIT_NOFILE to the hard one");
+        return Err(std::io::Error::last_os_error())
+            .context("raising the soft RLIMIT_NOFILE to the hard one");
     }
     Ok(())
 }
 
 /// Prepare the lab's directories and its `/etc/hosts`. Fails if the lab exists.
-pub fn prepare_lab(paths: &LabPaths, hosts: &str, nodes: &[NodePlan], storage_bytes: u64, confined: bool) -> Result<()> {
+pub fn prepare_lab(
+    paths: &LabPaths,
+    hosts: &str,
+    nodes: &[NodePlan],
+    storage_bytes: u64,
+    confined: bool,
+) -> Result<()> {
     raise_host_limits()?;
     make_shared_dir(NETNS_DIR)?;
     make_shared_dir(STATE_DIR)?;
     fs::create_dir(&paths.dir).with_context(|| format!("creating {}", paths.dir.display()))?;
     // Sized: a node that fills its /var/log fills the lab's allowance, not the machine's memory.
     let options = format!("mode=0755,size={storage_bytes}");
-    mount(Some("vemu"), &paths.dir, Some("tmpfs"), MsFlags::MS_NOSUID | MsFlags::MS_NODEV, Some(options.as_str()))
-        .with_context(|| format!("mounting a tmpfs on {}", paths.dir.display()))?;
+    mount(
+        Some("vemu"),
+        &paths.dir,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some(options.as_str()),
+    )
+    .with_context(|| format!("mounting a tmpfs on {}", paths.dir.display()))?;
     for d in ["uts", "netns", "mnt", "pid", "sys"] {
         fs::create_dir(paths.dir.join(d))?;
     }
     private_dir(&paths.dir.join("mnt"))?;
-    fs::create_dir_all(paths.log_dir()).with_context(|| format!("creating {}", paths.log_dir().display()))?;
+    fs::create_dir_all(paths.log_dir())
+        .with_context(|| format!("creating {}", paths.log_dir().display()))?;
     fs::write(paths.hosts(), hosts)?;
     if confined {
         fs::write(paths.confined(), "")?;
@@ -137,7 +172,8 @@ pub fn prepare_lab(paths: &LabPaths, hosts: &str, nodes: &[NodePlan], storage_by
         }
         fs::create_dir_all(root.join("run/lock"))?;
         for f in &n.files {
-            write_node_file(&root, f).with_context(|| format!("writing {} of node {}", f.path, n.name))?;
+            write_node_file(&root, f)
+                .with_context(|| format!("writing {} of node {}", f.path, n.name))?;
         }
     }
     Ok(())

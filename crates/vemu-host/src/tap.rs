@@ -37,16 +37,22 @@ pub fn create(name: &str) -> Result<OwnedFd> {
         .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open("/dev/net/tun")
         .context("opening /dev/net/tun")?;
-    let mut req = IfReq { name: [0; libc::IFNAMSIZ], flags: IFF_TAP | IFF_NO_PI | IFF_VNET_HDR, _pad: [0; 22] };
+    let mut req = IfReq {
+        name: [0; libc::IFNAMSIZ],
+        flags: IFF_TAP | IFF_NO_PI | IFF_VNET_HDR,
+        _pad: [0; 22],
+    };
     req.name[..name.len()].copy_from_slice(name.as_bytes());
     // SAFETY: TUNSETIFF reads and writes an ifreq, which IfReq lays out.
     if unsafe { libc::ioctl(file.as_raw_fd(), TUNSETIFF, &mut req) } < 0 {
-        return Err(std::io::Error::last_os_error()).with_context(|| format!("creating TAP device {name}"));
+        return Err(std::io::Error::last_os_error())
+            .with_context(|| format!("creating TAP device {name}"));
     }
     let offloads = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6;
     // SAFETY: TUNSETOFFLOAD takes an unsigned int by value.
     if unsafe { libc::ioctl(file.as_raw_fd(), TUNSETOFFLOAD, offloads as libc::c_ulong) } < 0 {
-        return Err(std::io::Error::last_os_error()).with_context(|| format!("enabling offloads on {name}"));
+        return Err(std::io::Error::last_os_error())
+            .with_context(|| format!("enabling offloads on {name}"));
     }
     Ok(file.into())
 }

@@ -196,7 +196,9 @@ impl ImpairmentsPatch {
         macro_rules! set {
             ($($f:ident),*) => { $( if let Some(v) = &self.$f { imp.$f = v.clone(); } )* };
         }
-        set!(rate_bps, delay_ns, jitter, loss, duplicate, corrupt, reorder, queue, mtu, qos, shaper);
+        set!(
+            rate_bps, delay_ns, jitter, loss, duplicate, corrupt, reorder, queue, mtu, qos, shaper
+        );
     }
 
     /// Fields of `later` win over fields of `self`.
@@ -204,13 +206,19 @@ impl ImpairmentsPatch {
         macro_rules! pick {
             ($($f:ident),*) => { ImpairmentsPatch { $( $f: later.$f.clone().or_else(|| self.$f.clone()), )* } };
         }
-        pick!(rate_bps, delay_ns, jitter, loss, duplicate, corrupt, reorder, queue, mtu, qos, shaper)
+        pick!(
+            rate_bps, delay_ns, jitter, loss, duplicate, corrupt, reorder, queue, mtu, qos, shaper
+        )
     }
 
     /// The patch a fraction `f` (0 … 1) of the way from `from` to `to`, for ramps. Both
     /// must set the same fields, and only fields with a magnitude: bandwidth, delay,
     /// jitter (amount), Bernoulli loss (rate), duplication and corruption (probability).
-    pub fn interpolate(from: &ImpairmentsPatch, to: &ImpairmentsPatch, f: f64) -> Result<ImpairmentsPatch, String> {
+    pub fn interpolate(
+        from: &ImpairmentsPatch,
+        to: &ImpairmentsPatch,
+        f: f64,
+    ) -> Result<ImpairmentsPatch, String> {
         let f = f.clamp(0.0, 1.0);
         let lerp = |a: f64, b: f64| a + (b - a) * f;
         let mut out = ImpairmentsPatch::default();
@@ -223,34 +231,61 @@ impl ImpairmentsPatch {
         };
         if both("bandwidth", from.rate_bps.is_some(), to.rate_bps.is_some())? {
             match (from.rate_bps.unwrap(), to.rate_bps.unwrap()) {
-                (Some(a), Some(b)) => out.rate_bps = Some(Some(lerp(a as f64, b as f64).round() as u64)),
-                _ => return Err("a bandwidth ramp needs a rate at both ends, not 'unlimited'".into()),
+                (Some(a), Some(b)) => {
+                    out.rate_bps = Some(Some(lerp(a as f64, b as f64).round() as u64))
+                }
+                _ => {
+                    return Err("a bandwidth ramp needs a rate at both ends, not 'unlimited'".into())
+                }
             }
         }
         if both("delay", from.delay_ns.is_some(), to.delay_ns.is_some())? {
-            out.delay_ns = Some(lerp(from.delay_ns.unwrap() as f64, to.delay_ns.unwrap() as f64).round() as u64);
+            out.delay_ns = Some(
+                lerp(from.delay_ns.unwrap() as f64, to.delay_ns.unwrap() as f64).round() as u64,
+            );
         }
         if both("jitter", from.jitter.is_some(), to.jitter.is_some())? {
             let (a, b) = (from.jitter.unwrap(), to.jitter.unwrap());
-            out.jitter = Some(Jitter { amount_ns: lerp(a.amount_ns as f64, b.amount_ns as f64).round() as u64, ..b });
+            out.jitter = Some(Jitter {
+                amount_ns: lerp(a.amount_ns as f64, b.amount_ns as f64).round() as u64,
+                ..b
+            });
         }
         if both("loss", from.loss.is_some(), to.loss.is_some())? {
             let rate = |l: Loss| match l {
                 Loss::None => Ok((0.0, 0.0)),
                 Loss::Bernoulli { rate, correlation } => Ok((rate, correlation)),
-                Loss::GilbertElliott { .. } => Err("a loss ramp works on a plain loss rate, not a Gilbert-Elliott model".to_string()),
+                Loss::GilbertElliott { .. } => {
+                    Err("a loss ramp works on a plain loss rate, not a Gilbert-Elliott model"
+                        .to_string())
+                }
             };
             let ((a, _), (b, c)) = (rate(from.loss.unwrap())?, rate(to.loss.unwrap())?);
             let r = lerp(a, b);
-            out.loss = Some(if r == 0.0 { Loss::None } else { Loss::Bernoulli { rate: r, correlation: c } });
+            out.loss = Some(if r == 0.0 {
+                Loss::None
+            } else {
+                Loss::Bernoulli { rate: r, correlation: c }
+            });
         }
-        for (name, a, b, slot) in [("duplicate", from.duplicate, to.duplicate, &mut out.duplicate), ("corrupt", from.corrupt, to.corrupt, &mut out.corrupt)] {
+        for (name, a, b, slot) in [
+            ("duplicate", from.duplicate, to.duplicate, &mut out.duplicate),
+            ("corrupt", from.corrupt, to.corrupt, &mut out.corrupt),
+        ] {
             if both(name, a.is_some(), b.is_some())? {
                 let (a, b) = (a.unwrap(), b.unwrap());
-                *slot = Some(Chance { probability: lerp(a.probability, b.probability), correlation: b.correlation });
+                *slot = Some(Chance {
+                    probability: lerp(a.probability, b.probability),
+                    correlation: b.correlation,
+                });
             }
         }
-        for (name, set) in [("reorder", from.reorder.is_some() || to.reorder.is_some()), ("queue", from.queue.is_some() || to.queue.is_some()), ("mtu", from.mtu.is_some() || to.mtu.is_some()), ("qos", from.qos.is_some() || to.qos.is_some())] {
+        for (name, set) in [
+            ("reorder", from.reorder.is_some() || to.reorder.is_some()),
+            ("queue", from.queue.is_some() || to.queue.is_some()),
+            ("mtu", from.mtu.is_some() || to.mtu.is_some()),
+            ("qos", from.qos.is_some() || to.qos.is_some()),
+        ] {
             if set {
                 return Err(format!("'{name}' cannot be ramped"));
             }
@@ -295,13 +330,22 @@ impl Impairments {
     /// Check ranges; returns a message naming the offending field.
     pub fn validate(&self) -> Result<(), String> {
         if self.delay_ns > MAX_DELAY_NS {
-            return Err(format!("delay must be at most 1 hour, got {} s", self.delay_ns as f64 / 1e9));
+            return Err(format!(
+                "delay must be at most 1 hour, got {} s",
+                self.delay_ns as f64 / 1e9
+            ));
         }
         if self.jitter.amount_ns > MAX_DELAY_NS {
-            return Err(format!("jitter must be at most 1 hour, got {} s", self.jitter.amount_ns as f64 / 1e9));
+            return Err(format!(
+                "jitter must be at most 1 hour, got {} s",
+                self.jitter.amount_ns as f64 / 1e9
+            ));
         }
         if self.rate_bps.is_some_and(|r| r > MAX_RATE_BPS) {
-            return Err(format!("bandwidth must be at most 1Tbit, got {} bit/s", self.rate_bps.unwrap_or(0)));
+            return Err(format!(
+                "bandwidth must be at most 1Tbit, got {} bit/s",
+                self.rate_bps.unwrap_or(0)
+            ));
         }
         fn prob(name: &str, v: f64) -> Result<(), String> {
             if !(0.0..=1.0).contains(&v) || v.is_nan() {

@@ -116,7 +116,9 @@ fn class_limit(q: QueueLimit) -> ClassLimit {
 impl LinkDir {
     /// A link direction with the given impairments, drawing randomness from `seed`.
     pub fn new(imp: Impairments, seed: u64) -> LinkDir {
-        let stage = imp.qos.as_ref().map(|q| Stage::new(q, imp.rate_bps, class_limit(imp.queue_limit()), seed ^ STAGE_SEED));
+        let stage = imp.qos.as_ref().map(|q| {
+            Stage::new(q, imp.rate_bps, class_limit(imp.queue_limit()), seed ^ STAGE_SEED)
+        });
         LinkDir {
             limit: imp.queue_limit(),
             imp,
@@ -156,14 +158,24 @@ impl LinkDir {
             (Some(stage), Some(q)) => {
                 let limit = class_limit(self.limit);
                 // Same classes at the new rate: only the serializer's speed changes.
-                let same = imp.qos == self.imp.qos && imp.queue_limit() == self.imp.queue_limit() && stage.set_rate(q, imp.rate_bps, limit);
+                let same = imp.qos == self.imp.qos
+                    && imp.queue_limit() == self.imp.queue_limit()
+                    && stage.set_rate(q, imp.rate_bps, limit);
                 if !same {
                     for id in stage.reconfigure(now_ns, q, imp.rate_bps, limit, seed) {
-                        self.released.push_back(Left { id, arrival_ns: now_ns, class: None, waited_ns: 0, outcome: Outcome { first: Err(DropCause::Queue), duplicate: None } });
+                        self.released.push_back(Left {
+                            id,
+                            arrival_ns: now_ns,
+                            class: None,
+                            waited_ns: 0,
+                            outcome: Outcome { first: Err(DropCause::Queue), duplicate: None },
+                        });
                     }
                 }
             }
-            (None, Some(q)) => self.stage = Some(Stage::new(q, imp.rate_bps, class_limit(self.limit), seed)),
+            (None, Some(q)) => {
+                self.stage = Some(Stage::new(q, imp.rate_bps, class_limit(self.limit), seed))
+            }
             (Some(_), None) => {
                 let mut stage = self.stage.take().expect("matched");
                 // What has started serializing leaves as the stage decided…
@@ -177,8 +189,17 @@ impl LinkDir {
                 self.imp = imp;
                 self.tx_free_ns = self.tx_free_ns.max(stage.tx_free_ns());
                 for w in stage.take_waiting() {
-                    let outcome = self.offer(now_ns, Offer { wire_frames: w.wire_frames, wire_bytes: w.wire_bytes });
-                    self.released.push_back(Left { id: w.id, arrival_ns: w.arrival_ns, class: None, waited_ns: now_ns.saturating_sub(w.arrival_ns), outcome });
+                    let outcome = self.offer(
+                        now_ns,
+                        Offer { wire_frames: w.wire_frames, wire_bytes: w.wire_bytes },
+                    );
+                    self.released.push_back(Left {
+                        id: w.id,
+                        arrival_ns: w.arrival_ns,
+                        class: None,
+                        waited_ns: now_ns.saturating_sub(w.arrival_ns),
+                        outcome,
+                    });
                 }
                 return;
             }
@@ -215,7 +236,13 @@ impl LinkDir {
     /// `Err(Down)` when the direction is down; otherwise what the stage did (a refused
     /// frame is gone; an accepted one leaves later by [`LinkDir::poll_left`], maybe at
     /// once). Without `qos`, every frame is accepted at once into the FIFO's place.
-    pub fn offer_classed(&mut self, now_ns: u64, id: u64, packet: &Packet, offer: Offer) -> Result<Arrival, DropCause> {
+    pub fn offer_classed(
+        &mut self,
+        now_ns: u64,
+        id: u64,
+        packet: &Packet,
+        offer: Offer,
+    ) -> Result<Arrival, DropCause> {
         if !self.up {
             return Err(DropCause::Down);
         }
@@ -248,7 +275,13 @@ impl LinkDir {
     fn leave(&mut self, d: vemu_qos::stage::Departure) -> Left {
         let offer = Offer { wire_frames: d.wire_frames, wire_bytes: d.wire_bytes };
         let outcome = self.impair(d.end_ns, offer, false);
-        Left { id: d.id, arrival_ns: d.arrival_ns, class: Some(d.class), waited_ns: d.start_ns - d.arrival_ns, outcome }
+        Left {
+            id: d.id,
+            arrival_ns: d.arrival_ns,
+            class: Some(d.class),
+            waited_ns: d.start_ns - d.arrival_ns,
+            outcome,
+        }
     }
 
     /// Decide the fate of a frame offered at `now_ns` (a direction without `qos`).

@@ -16,7 +16,8 @@ fn loss_pattern(imp: Impairments, seed: u64, n: usize) -> Vec<bool> {
 
 #[test]
 fn bernoulli_loss_rate() {
-    let imp = Impairments { loss: Loss::Bernoulli { rate: 0.1, correlation: 0.0 }, ..Default::default() };
+    let imp =
+        Impairments { loss: Loss::Bernoulli { rate: 0.1, correlation: 0.0 }, ..Default::default() };
     let n = 200_000;
     let lost = loss_pattern(imp, 7, n).iter().filter(|&&x| x).count();
     let rate = lost as f64 / n as f64;
@@ -28,7 +29,8 @@ fn gilbert_elliott_rate_and_burst_length() {
     // Simple Gilbert: every frame in Bad is lost, none in Good.
     // Stationary P(Bad) = p/(p+r) = 0.01/0.26; mean burst = 1/r = 4 frames.
     let (p, r) = (0.01, 0.25);
-    let imp = Impairments { loss: Loss::GilbertElliott { p, r, h: 0.0, k: 1.0 }, ..Default::default() };
+    let imp =
+        Impairments { loss: Loss::GilbertElliott { p, r, h: 0.0, k: 1.0 }, ..Default::default() };
     let pattern = loss_pattern(imp, 42, 1_000_000);
     let lost = pattern.iter().filter(|&&x| x).count();
     let rate = lost as f64 / pattern.len() as f64;
@@ -151,10 +153,12 @@ fn reorder_fraction_and_gap() {
     assert!((frac - 0.25).abs() < binomial_tol(0.25, n as usize), "reordered {frac}");
 
     // gap 5, probability 1: exactly every 5th frame skips the delay.
-    let imp = Impairments { reorder: Reorder { probability: 1.0, correlation: 0.0, gap: 5 }, ..imp };
+    let imp =
+        Impairments { reorder: Reorder { probability: 1.0, correlation: 0.0, gap: 5 }, ..imp };
     let mut l = LinkDir::new(imp, 5);
-    let skipped: Vec<bool> =
-        (0..20).map(|i| l.offer(i * MS, Offer::single(100)).first.unwrap().at_ns == i * MS).collect();
+    let skipped: Vec<bool> = (0..20)
+        .map(|i| l.offer(i * MS, Offer::single(100)).first.unwrap().at_ns == i * MS)
+        .collect();
     for (i, s) in skipped.iter().enumerate() {
         assert_eq!(*s, i % 5 == 4, "frame {i}");
     }
@@ -198,7 +202,8 @@ fn queue_limit_in_packets_and_bytes() {
 
 #[test]
 fn default_queue_follows_bdp() {
-    let imp = Impairments { rate_bps: Some(10_000_000_000), delay_ns: 100 * MS, ..Default::default() };
+    let imp =
+        Impairments { rate_bps: Some(10_000_000_000), delay_ns: 100 * MS, ..Default::default() };
     // 10 Gbit/s × 200 ms = 250 MB ≈ 165,125 full frames.
     assert_eq!(imp.queue_limit(), QueueLimit::Packets(165_126));
     let imp = Impairments { rate_bps: Some(10_000_000), delay_ns: MS, ..Default::default() };
@@ -241,7 +246,11 @@ fn duplicate_and_corrupt_rates() {
 fn same_seed_same_decisions_other_seed_differs() {
     let imp = Impairments {
         delay_ns: 10 * MS,
-        jitter: Jitter { amount_ns: 3 * MS, distribution: Distribution::Paretonormal, correlation: 0.25 },
+        jitter: Jitter {
+            amount_ns: 3 * MS,
+            distribution: Distribution::Paretonormal,
+            correlation: 0.25,
+        },
         loss: Loss::GilbertElliott { p: 0.1, r: 0.3, h: 0.2, k: 0.99 },
         duplicate: Chance { probability: 0.01, correlation: 0.0 },
         corrupt: Chance { probability: 0.01, correlation: 0.0 },
@@ -251,7 +260,9 @@ fn same_seed_same_decisions_other_seed_differs() {
     };
     let run = |seed| {
         let mut l = LinkDir::new(imp.clone(), seed);
-        (0..20_000u64).map(|i| l.offer(i * 37_000, Offer::single(700 + i % 800))).collect::<Vec<_>>()
+        (0..20_000u64)
+            .map(|i| l.offer(i * 37_000, Offer::single(700 + i % 800)))
+            .collect::<Vec<_>>()
     };
     assert_eq!(run(1234), run(1234));
     assert_ne!(run(1234), run(1235));
@@ -259,7 +270,8 @@ fn same_seed_same_decisions_other_seed_differs() {
 
 #[test]
 fn validation_names_the_field() {
-    let imp = Impairments { loss: Loss::Bernoulli { rate: 1.5, correlation: 0.0 }, ..Default::default() };
+    let imp =
+        Impairments { loss: Loss::Bernoulli { rate: 1.5, correlation: 0.0 }, ..Default::default() };
     assert!(imp.validate().unwrap_err().contains("loss"));
     let imp = Impairments { rate_bps: Some(0), ..Default::default() };
     assert!(imp.validate().unwrap_err().contains("bandwidth"));
@@ -283,7 +295,12 @@ fn left_all(d: &mut LinkDir, until_ns: u64) -> Vec<Left> {
 #[test]
 fn qos_stage_comes_before_the_wires_delay_and_loss() {
     // 10 Mbit/s, 5 ms, DiffServ: EF overtakes a best-effort backlog, then both get the delay.
-    let imp = Impairments { rate_bps: Some(10_000_000), delay_ns: 5 * MS, qos: Some(QosConfig::Diffserv), ..Default::default() };
+    let imp = Impairments {
+        rate_bps: Some(10_000_000),
+        delay_ns: 5 * MS,
+        qos: Some(QosConfig::Diffserv),
+        ..Default::default()
+    };
     let mut d = LinkDir::new(imp, 1);
     for id in 0..10 {
         let a = d.offer_classed(0, id, &packet(0), Offer::single(1250)).unwrap();
@@ -307,7 +324,11 @@ fn qos_stage_comes_before_the_wires_delay_and_loss() {
 
 #[test]
 fn removing_qos_sends_what_waits_through_the_fifo_in_order() {
-    let q = Impairments { rate_bps: Some(1_000_000), qos: Some(QosConfig::Diffserv), ..Default::default() };
+    let q = Impairments {
+        rate_bps: Some(1_000_000),
+        qos: Some(QosConfig::Diffserv),
+        ..Default::default()
+    };
     let mut d = LinkDir::new(q.clone(), 1);
     for id in 0..5 {
         d.offer_classed(0, id, &packet(if id == 3 { 46 } else { 0 }), Offer::single(1000)).unwrap();
@@ -317,7 +338,9 @@ fn removing_qos_sends_what_waits_through_the_fifo_in_order() {
     assert_eq!(first.iter().map(|l| l.id).collect::<Vec<_>>(), [0, 3]);
     d.set_impairments(10 * MS, Impairments { qos: None, ..q });
     assert!(d.stage().is_none());
-    let rest: Vec<(u64, u64)> = std::iter::from_fn(|| d.poll_left(10 * MS)).map(|l| (l.id, l.outcome.first.unwrap().at_ns)).collect();
+    let rest: Vec<(u64, u64)> = std::iter::from_fn(|| d.poll_left(10 * MS))
+        .map(|l| (l.id, l.outcome.first.unwrap().at_ns))
+        .collect();
     // After EF's serialization (8-16 ms), FIFO at 8 ms a frame.
     assert_eq!(rest, [(1, 24 * MS), (2, 32 * MS), (4, 40 * MS)]);
     assert_eq!(d.next_event_ns(), None);
@@ -333,11 +356,22 @@ fn qos_validation_is_part_of_the_impairments() {
 #[test]
 fn the_diffserv_policer_follows_a_new_rate() {
     // EF is policed to 30% of the rate: 3 Mbit/s at 10 Mbit/s, 30 Mbit/s at 100 Mbit/s.
-    let imp = Impairments { rate_bps: Some(10_000_000), qos: Some(QosConfig::Diffserv), ..Default::default() };
+    let imp = Impairments {
+        rate_bps: Some(10_000_000),
+        qos: Some(QosConfig::Diffserv),
+        ..Default::default()
+    };
     let mut d = LinkDir::new(imp.clone(), 1);
     let policed = |d: &mut LinkDir, t0: u64| {
         // 1 s of EF at 20 Mbit/s (1250-byte packets every 0.5 ms).
-        (0..2000u64).filter(|i| d.offer_classed(t0 + i * 500_000, t0 + i, &packet(46), Offer::single(1250)).unwrap().verdict.is_err()).count()
+        (0..2000u64)
+            .filter(|i| {
+                d.offer_classed(t0 + i * 500_000, t0 + i, &packet(46), Offer::single(1250))
+                    .unwrap()
+                    .verdict
+                    .is_err()
+            })
+            .count()
     };
     assert!(policed(&mut d, 0) > 1000);
     d.set_impairments(2_000_000_000, Impairments { rate_bps: Some(100_000_000), ..imp });

@@ -149,7 +149,9 @@ pub fn trust_of(namespace: &str, policies: &[VemuLabPolicySpec]) -> Trust {
 /// `vemu up --tenant`'s argument for `trust`.
 pub fn tenant_arg(trust: &Trust) -> String {
     match trust {
-        Trust::Tenant(a) if !a.is_empty() => a.iter().map(|r| r.name()).collect::<Vec<_>>().join(","),
+        Trust::Tenant(a) if !a.is_empty() => {
+            a.iter().map(|r| r.name()).collect::<Vec<_>>().join(",")
+        }
         _ => "none".into(),
     }
 }
@@ -158,19 +160,39 @@ pub fn tenant_arg(trust: &Trust) -> String {
 /// (`NAME=ADDRESS,...`), without reading any file it is not allowed to: `Err` with what
 /// is wrong, each refused field named.
 pub fn admit(spec: &VemuLabSpec, lab: &str, machines: &str, trust: &Trust) -> Result<(), Refusal> {
-    let machines = vemu_scenario::Machine::parse_list(machines).map_err(|e| Refusal { reason: "InvalidScenario", message: format!("machines: {e}") })?;
+    let machines = vemu_scenario::Machine::parse_list(machines)
+        .map_err(|e| Refusal { reason: "InvalidScenario", message: format!("machines: {e}") })?;
     // `from:` and `trace:` (when allowed) are read where `vemu up` reads them: relative
     // to the scenario's file, which the operator writes in its temporary directory.
     let base = std::env::temp_dir();
-    match vemu_scenario::load_str_as(&spec.scenario, "spec.scenario", lab, Some(lab), Some(machines), Some(&base), trust) {
+    match vemu_scenario::load_str_as(
+        &spec.scenario,
+        "spec.scenario",
+        lab,
+        Some(lab),
+        Some(machines),
+        Some(&base),
+        trust,
+    ) {
         Ok(_) => Ok(()),
         Err(e) => {
-            let refused: Vec<_> = e.errors.iter().filter(|e| e.message.starts_with(vemu_scenario::REFUSED)).collect();
+            let refused: Vec<_> =
+                e.errors.iter().filter(|e| e.message.starts_with(vemu_scenario::REFUSED)).collect();
             let (reason, shown) = match refused.is_empty() {
                 true => ("InvalidScenario", e.errors.iter().collect::<Vec<_>>()),
                 false => ("Refused", refused),
             };
-            Err(Refusal { reason, message: format!("spec.scenario: {}", shown.iter().map(|e| format!("{} (line {}): {}", e.field, e.line, e.message)).collect::<Vec<_>>().join("; ")) })
+            Err(Refusal {
+                reason,
+                message: format!(
+                    "spec.scenario: {}",
+                    shown
+                        .iter()
+                        .map(|e| format!("{} (line {}): {}", e.field, e.line, e.message))
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                ),
+            })
         }
     }
 }
@@ -217,8 +239,12 @@ impl Step {
     pub fn describe(&self) -> String {
         match self {
             Step::Up { lab, machines } => format!("bringing lab {lab} up on {machines}"),
-            Step::Recreate { lab, machines } => format!("the spec changed: bringing lab {lab} up anew on {machines}"),
-            Step::Attach { lab, machines } => format!("lab {lab} lost its controller: taking it over on {machines}"),
+            Step::Recreate { lab, machines } => {
+                format!("the spec changed: bringing lab {lab} up anew on {machines}")
+            }
+            Step::Attach { lab, machines } => {
+                format!("lab {lab} lost its controller: taking it over on {machines}")
+            }
             Step::Keep => "up as specified, kept".into(),
             Step::Wait(why) => format!("waiting: {why}"),
             Step::Invalid(why) => format!("invalid: {why}"),
@@ -243,7 +269,10 @@ pub fn digest(spec: &VemuLabSpec) -> String {
 /// or digit).
 pub fn machine_name(node: &str) -> Result<String, String> {
     let m = node.replace('.', "-");
-    let ok = !m.is_empty() && m.len() <= 32 && m.starts_with(|c: char| c.is_ascii_alphanumeric()) && m.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    let ok = !m.is_empty()
+        && m.len() <= 32
+        && m.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && m.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
     match ok {
         true => Ok(m),
         false => Err(format!("node '{node}' does not make a vemu machine name (1-32 letters, digits, '-' or '_' once dots become '-')")),
@@ -258,7 +287,8 @@ pub fn lab_name(namespace: &str, name: &str) -> Result<String, String> {
         return Err(format!("'{namespace}/{name}': a Kubernetes name holds no '_'"));
     }
     let lab = format!("{namespace}_{name}");
-    let ok = lab.len() <= 32 && lab.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    let ok =
+        lab.len() <= 32 && lab.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
     match ok {
         true => Ok(lab),
         false => Err(format!("the lab's name '{lab}' (NAMESPACE_NAME) must be at most 32 letters, digits, '-' or '_'")),
@@ -267,7 +297,14 @@ pub fn lab_name(namespace: &str, name: &str) -> Result<String, String> {
 
 /// The step for VemuLab `name` in `namespace` given the agents and the lab's state:
 /// `status` as last written, `running`: whether `vemu status` reaches its controller.
-pub fn decide(namespace: &str, name: &str, spec: &VemuLabSpec, status: Option<&VemuLabStatus>, agents: &[Agent], running: bool) -> Step {
+pub fn decide(
+    namespace: &str,
+    name: &str,
+    spec: &VemuLabSpec,
+    status: Option<&VemuLabStatus>,
+    agents: &[Agent],
+    running: bool,
+) -> Step {
     let lab = match lab_name(namespace, name) {
         Ok(l) => l,
         Err(e) => return Step::Invalid(e),
@@ -279,7 +316,9 @@ pub fn decide(namespace: &str, name: &str, spec: &VemuLabSpec, status: Option<&V
     let chosen: Vec<&Agent> = match &spec.nodes {
         Some(nodes) => {
             if nodes.is_empty() {
-                return Step::Invalid("spec.nodes is empty (leave it out to use every node with an agent)".into());
+                return Step::Invalid(
+                    "spec.nodes is empty (leave it out to use every node with an agent)".into(),
+                );
             }
             let mut v = Vec::new();
             for n in nodes {
@@ -313,7 +352,9 @@ pub fn decide(namespace: &str, name: &str, spec: &VemuLabSpec, status: Option<&V
         (true, true, _) => Step::Keep,
         (true, false, _) => Step::Recreate { lab, machines },
         // Up, as last known, on the machines it was brought up on.
-        (false, true, true) => Step::Attach { lab, machines: status.map(|s| s.machines.clone()).unwrap_or(machines) },
+        (false, true, true) => {
+            Step::Attach { lab, machines: status.map(|s| s.machines.clone()).unwrap_or(machines) }
+        }
         (false, _, _) => Step::Up { lab, machines },
     }
 }
@@ -327,39 +368,78 @@ mod tests {
     }
 
     fn spec(nodes: Option<&[&str]>) -> VemuLabSpec {
-        VemuLabSpec { scenario: "nodes: {a: {}}\n".into(), nodes: nodes.map(|n| n.iter().map(|s| s.to_string()).collect()) }
+        VemuLabSpec {
+            scenario: "nodes: {a: {}}\n".into(),
+            nodes: nodes.map(|n| n.iter().map(|s| s.to_string()).collect()),
+        }
     }
 
     fn up_status(s: &VemuLabSpec, lab: &str, machines: &str) -> VemuLabStatus {
-        VemuLabStatus { phase: "Up".into(), lab: lab.into(), machines: machines.into(), message: String::new(), digest: digest(s), conditions: Vec::new() }
+        VemuLabStatus {
+            phase: "Up".into(),
+            lab: lab.into(),
+            machines: machines.into(),
+            message: String::new(),
+            digest: digest(s),
+            conditions: Vec::new(),
+        }
     }
 
     #[test]
     fn a_new_lab_comes_up_on_every_ready_agent_named_after_its_node() {
-        let agents = [agent("w2.example.org", "10.0.0.12", true), agent("w1", "10.0.0.11", true), agent("w3", "10.0.0.13", false), agent("w4", "", true)];
+        let agents = [
+            agent("w2.example.org", "10.0.0.12", true),
+            agent("w1", "10.0.0.11", true),
+            agent("w3", "10.0.0.13", false),
+            agent("w4", "", true),
+        ];
         let s = spec(None);
-        assert_eq!(decide("labs", "ring", &s, None, &agents, false), Step::Up { lab: "labs_ring".into(), machines: "w1=10.0.0.11,w2-example-org=10.0.0.12".into() });
+        assert_eq!(
+            decide("labs", "ring", &s, None, &agents, false),
+            Step::Up {
+                lab: "labs_ring".into(),
+                machines: "w1=10.0.0.11,w2-example-org=10.0.0.12".into()
+            }
+        );
         // Only the nodes named, each with a ready agent, else wait for it.
-        assert_eq!(decide("labs", "ring", &spec(Some(&["w1"])), None, &agents, false), Step::Up { lab: "labs_ring".into(), machines: "w1=10.0.0.11".into() });
-        assert_eq!(decide("labs", "ring", &spec(Some(&["w1", "w3"])), None, &agents, false), Step::Wait("node 'w3' has no ready vemu agent".into()));
-        assert!(matches!(decide("labs", "ring", &s, None, &[], false), Step::Wait(m) if m.contains("no node has a ready vemu agent")));
+        assert_eq!(
+            decide("labs", "ring", &spec(Some(&["w1"])), None, &agents, false),
+            Step::Up { lab: "labs_ring".into(), machines: "w1=10.0.0.11".into() }
+        );
+        assert_eq!(
+            decide("labs", "ring", &spec(Some(&["w1", "w3"])), None, &agents, false),
+            Step::Wait("node 'w3' has no ready vemu agent".into())
+        );
+        assert!(
+            matches!(decide("labs", "ring", &s, None, &[], false), Step::Wait(m) if m.contains("no node has a ready vemu agent"))
+        );
     }
 
     #[test]
-    fn a_running_lab_is_kept_recreated_when_its_spec_changes_and_taken_over_when_its_controller_is_gone() {
+    fn a_running_lab_is_kept_recreated_when_its_spec_changes_and_taken_over_when_its_controller_is_gone(
+    ) {
         let agents = [agent("w1", "10.0.0.11", true)];
         let s = spec(None);
         let st = up_status(&s, "labs_ring", "w1=10.0.0.11");
         assert_eq!(decide("labs", "ring", &s, Some(&st), &agents, true), Step::Keep);
         let changed = VemuLabSpec { scenario: "nodes: {a: {}, b: {}}\n".into(), nodes: None };
-        assert_eq!(decide("labs", "ring", &changed, Some(&st), &agents, true), Step::Recreate { lab: "labs_ring".into(), machines: "w1=10.0.0.11".into() });
+        assert_eq!(
+            decide("labs", "ring", &changed, Some(&st), &agents, true),
+            Step::Recreate { lab: "labs_ring".into(), machines: "w1=10.0.0.11".into() }
+        );
         // Up when last seen, its controller gone (the operator's pod restarted): attach,
         // on the machines it was brought up on.
         let agents2 = [agent("w1", "10.0.0.11", true), agent("w2", "10.0.0.12", true)];
-        assert_eq!(decide("labs", "ring", &s, Some(&st), &agents2, false), Step::Attach { lab: "labs_ring".into(), machines: "w1=10.0.0.11".into() });
+        assert_eq!(
+            decide("labs", "ring", &s, Some(&st), &agents2, false),
+            Step::Attach { lab: "labs_ring".into(), machines: "w1=10.0.0.11".into() }
+        );
         // Failed earlier: tried again.
         let failed = VemuLabStatus { phase: "Failed".into(), ..st.clone() };
-        assert!(matches!(decide("labs", "ring", &s, Some(&failed), &agents, false), Step::Up { .. }));
+        assert!(matches!(
+            decide("labs", "ring", &s, Some(&failed), &agents, false),
+            Step::Up { .. }
+        ));
     }
 
     #[test]
@@ -375,12 +455,31 @@ mod tests {
     #[test]
     fn what_can_never_work_says_why() {
         let agents = [agent("w1", "10.0.0.11", true)];
-        assert!(matches!(decide("a-very-long-namespace-name", "and-a-long-lab", &spec(None), None, &agents, false), Step::Invalid(m) if m.contains("at most 32")));
-        assert_eq!(decide("labs", "x", &VemuLabSpec { scenario: " \n".into(), nodes: None }, None, &agents, false), Step::Invalid("spec.scenario is empty".into()));
-        assert!(matches!(decide("labs", "x", &spec(Some(&[])), None, &agents, false), Step::Invalid(m) if m.contains("spec.nodes is empty")));
+        assert!(
+            matches!(decide("a-very-long-namespace-name", "and-a-long-lab", &spec(None), None, &agents, false), Step::Invalid(m) if m.contains("at most 32"))
+        );
+        assert_eq!(
+            decide(
+                "labs",
+                "x",
+                &VemuLabSpec { scenario: " \n".into(), nodes: None },
+                None,
+                &agents,
+                false
+            ),
+            Step::Invalid("spec.scenario is empty".into())
+        );
+        assert!(
+            matches!(decide("labs", "x", &spec(Some(&[])), None, &agents, false), Step::Invalid(m) if m.contains("spec.nodes is empty"))
+        );
         let clash = [agent("w.1", "10.0.0.1", true), agent("w-1", "10.0.0.2", true)];
-        assert_eq!(decide("labs", "x", &spec(None), None, &clash, false), Step::Invalid("two nodes make the machine name 'w-1'".into()));
-        assert!(matches!(decide("labs", "x", &spec(None), None, &[agent("-bad", "10.0.0.1", true)], false), Step::Invalid(m) if m.contains("node '-bad'")));
+        assert_eq!(
+            decide("labs", "x", &spec(None), None, &clash, false),
+            Step::Invalid("two nodes make the machine name 'w-1'".into())
+        );
+        assert!(
+            matches!(decide("labs", "x", &spec(None), None, &[agent("-bad", "10.0.0.1", true)], false), Step::Invalid(m) if m.contains("node '-bad'"))
+        );
     }
 
     #[test]
@@ -388,7 +487,10 @@ mod tests {
         // (A fixed value: an operator upgrade must not bring every lab up anew.)
         assert_eq!(digest(&spec(None)), digest(&spec(None)));
         assert_ne!(digest(&spec(None)), digest(&spec(Some(&["w1"]))));
-        assert_eq!(digest(&VemuLabSpec { scenario: String::new(), nodes: None }), "639c6eb51c8b6a3d");
+        assert_eq!(
+            digest(&VemuLabSpec { scenario: String::new(), nodes: None }),
+            "639c6eb51c8b6a3d"
+        );
     }
 
     /// The CRDs in deploy/kubernetes are the ones the operator's types make
@@ -397,9 +499,16 @@ mod tests {
     fn the_crds_in_the_repository_are_the_types_ones() {
         use kube::CustomResourceExt;
         for (kind, crd) in [("vemulab", VemuLab::crd()), ("vemulabpolicy", VemuLabPolicy::crd())] {
-            let path = format!("{}/../../deploy/kubernetes/{kind}-crd.json", env!("CARGO_MANIFEST_DIR"));
-            let file: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).expect("the CRD file")).expect("JSON");
-            assert_eq!(file, serde_json::to_value(crd).unwrap(), "regenerate it: vemu-operator crd {kind} > deploy/kubernetes/{kind}-crd.json");
+            let path =
+                format!("{}/../../deploy/kubernetes/{kind}-crd.json", env!("CARGO_MANIFEST_DIR"));
+            let file: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(&path).expect("the CRD file"))
+                    .expect("JSON");
+            assert_eq!(
+                file,
+                serde_json::to_value(crd).unwrap(),
+                "regenerate it: vemu-operator crd {kind} > deploy/kubernetes/{kind}-crd.json"
+            );
         }
     }
 
@@ -408,21 +517,44 @@ mod tests {
     #[test]
     fn a_vemulab_gets_what_the_policies_for_its_namespace_allow() {
         let policies = [
-            VemuLabPolicySpec { namespaces: Some(vec!["lab-admins".into()]), allow: vec![Feature::Host, Feature::Divert] },
+            VemuLabPolicySpec {
+                namespaces: Some(vec!["lab-admins".into()]),
+                allow: vec![Feature::Host, Feature::Divert],
+            },
             VemuLabPolicySpec { namespaces: None, allow: vec![Feature::Trace] },
         ];
         assert_eq!(trust_of("team", &policies), Trust::Tenant(vec![Reach::Trace]));
-        assert_eq!(trust_of("lab-admins", &policies), Trust::Tenant(vec![Reach::Trace, Reach::Host, Reach::Divert]));
+        assert_eq!(
+            trust_of("lab-admins", &policies),
+            Trust::Tenant(vec![Reach::Trace, Reach::Host, Reach::Divert])
+        );
         assert_eq!(trust_of("team", &[]), Trust::Tenant(vec![]));
-        assert_eq!((tenant_arg(&trust_of("team", &[])), tenant_arg(&trust_of("lab-admins", &policies))), ("none".to_string(), "trace,host,divert".to_string()));
+        assert_eq!(
+            (tenant_arg(&trust_of("team", &[])), tenant_arg(&trust_of("lab-admins", &policies))),
+            ("none".to_string(), "trace,host,divert".to_string())
+        );
         let spec = |y: &str| VemuLabSpec { scenario: y.into(), nodes: None };
         let m = "w1=10.0.0.1,w2=10.0.0.2";
-        assert_eq!(admit(&spec("nodes: {a: {}, b: {machine: w2}}\nlinks: [{endpoints: [a, b]}]\n"), "team_x", m, &Trust::Tenant(vec![])), Ok(()));
+        assert_eq!(
+            admit(
+                &spec("nodes: {a: {}, b: {machine: w2}}\nlinks: [{endpoints: [a, b]}]\n"),
+                "team_x",
+                m,
+                &Trust::Tenant(vec![])
+            ),
+            Ok(())
+        );
         let r = admit(&spec("nodes:\n  a: {isolation: none}\n  b:\n    files: {/etc/t: {from: /etc/vemu/agent-token/token}}\n"), "team_x", m, &Trust::Tenant(vec![])).unwrap_err();
         assert_eq!(r.reason, "Refused");
-        assert!(r.message.starts_with("spec.scenario: nodes.a.isolation (line 2): refused") && r.message.contains("; nodes.b.files./etc/t.from (line 4): refused"), "{}", r.message);
+        assert!(
+            r.message.starts_with("spec.scenario: nodes.a.isolation (line 2): refused")
+                && r.message.contains("; nodes.b.files./etc/t.from (line 4): refused"),
+            "{}",
+            r.message
+        );
         assert!(!r.message.contains("cannot read"), "nothing refused is read: {}", r.message);
-        let r = admit(&spec("nodes: {a: {bogus: 1}}\n"), "team_x", m, &Trust::Tenant(vec![])).unwrap_err();
+        let r = admit(&spec("nodes: {a: {bogus: 1}}\n"), "team_x", m, &Trust::Tenant(vec![]))
+            .unwrap_err();
         assert_eq!(r.reason, "InvalidScenario");
         assert!(r.message.contains("nodes.a.bogus"), "{}", r.message);
     }

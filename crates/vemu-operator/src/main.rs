@@ -18,7 +18,10 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::finalizer::{finalizer, Event};
 use kube::runtime::watcher;
 use kube::{Client, CustomResourceExt, ResourceExt};
-use vemu_operator::{admit, decide, digest, tenant_arg, trust_of, Agent, LabCondition, Step, VemuLab, VemuLabPolicy, VemuLabStatus, AGENT_LABEL, FINALIZER};
+use vemu_operator::{
+    admit, decide, digest, tenant_arg, trust_of, Agent, LabCondition, Step, VemuLab, VemuLabPolicy,
+    VemuLabStatus, AGENT_LABEL, FINALIZER,
+};
 use vemu_scenario::Trust;
 
 #[derive(Debug, thiserror::Error)]
@@ -41,7 +44,12 @@ struct Ctx {
 /// `vemu up` of a big lab takes a while).
 fn vemu(ctx: &Ctx, args: &[&str]) -> (bool, String) {
     match tokio::task::block_in_place(|| Command::new(&ctx.vemu).args(args).output()) {
-        Ok(o) => (o.status.success(), format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)).trim().to_string()),
+        Ok(o) => (
+            o.status.success(),
+            format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+                .trim()
+                .to_string(),
+        ),
         Err(e) => (false, format!("cannot run {}: {e}", ctx.vemu)),
     }
 }
@@ -54,8 +62,18 @@ async fn agents(ctx: &Ctx) -> Result<Vec<Agent>, Error> {
         .iter()
         .map(|p| {
             let st = p.status.as_ref();
-            let ready = st.is_some_and(|s| s.phase.as_deref() == Some("Running") && s.conditions.iter().flatten().any(|c| c.type_ == "Ready" && c.status == "True"));
-            Agent { node: p.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default(), host_ip: st.and_then(|s| s.host_ip.clone()), ready }
+            let ready = st.is_some_and(|s| {
+                s.phase.as_deref() == Some("Running")
+                    && s.conditions
+                        .iter()
+                        .flatten()
+                        .any(|c| c.type_ == "Ready" && c.status == "True")
+            });
+            Agent {
+                node: p.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default(),
+                host_ip: st.and_then(|s| s.host_ip.clone()),
+                ready,
+            }
         })
         .collect())
 }
@@ -74,7 +92,10 @@ async fn trust(ctx: &Ctx, namespace: &str) -> Result<Trust, Error> {
 }
 
 /// The `Admitted` condition: `Ok`, or the refusal.
-fn admitted(verdict: &Result<(), vemu_operator::Refusal>, before: &[LabCondition]) -> Vec<LabCondition> {
+fn admitted(
+    verdict: &Result<(), vemu_operator::Refusal>,
+    before: &[LabCondition],
+) -> Vec<LabCondition> {
     let (status, reason, message) = match verdict {
         Ok(()) => ("True", "Allowed", "the scenario uses only what its namespace may".to_string()),
         Err(r) => ("False", r.reason, r.message.clone()),
@@ -84,14 +105,39 @@ fn admitted(verdict: &Result<(), vemu_operator::Refusal>, before: &[LabCondition
         Some(c) => c.last_transition_time.clone(),
         None => k8s_openapi::jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
     };
-    vec![LabCondition { type_: "Admitted".into(), status: status.into(), reason: reason.into(), message, last_transition_time: since }]
+    vec![LabCondition {
+        type_: "Admitted".into(),
+        status: status.into(),
+        reason: reason.into(),
+        message,
+        last_transition_time: since,
+    }]
 }
 
 /// Bring lab `lab` up from the scenario on `machines`, for a tenant allowed `trust`.
-fn up(ctx: &Ctx, lab: &str, scenario: &str, machines: &str, trust: &Trust) -> Result<String, Error> {
+fn up(
+    ctx: &Ctx,
+    lab: &str,
+    scenario: &str,
+    machines: &str,
+    trust: &Trust,
+) -> Result<String, Error> {
     let file = std::env::temp_dir().join(format!("vemulab-{lab}.yaml"));
-    std::fs::write(&file, scenario).map_err(|e| Error::Vemu(format!("writing {}: {e}", file.display())))?;
-    let (ok, out) = vemu(ctx, &["up", &file.to_string_lossy(), "--name", lab, "--machines", machines, "--tenant", &tenant_arg(trust)]);
+    std::fs::write(&file, scenario)
+        .map_err(|e| Error::Vemu(format!("writing {}: {e}", file.display())))?;
+    let (ok, out) = vemu(
+        ctx,
+        &[
+            "up",
+            &file.to_string_lossy(),
+            "--name",
+            lab,
+            "--machines",
+            machines,
+            "--tenant",
+            &tenant_arg(trust),
+        ],
+    );
     let _ = std::fs::remove_file(&file);
     match ok {
         true => Ok(out),
@@ -108,7 +154,8 @@ async fn apply(lab_obj: Arc<VemuLab>, ctx: &Ctx, api: &Api<VemuLab>) -> Result<A
     let step = decide(&ns, &name, &lab_obj.spec, status.as_ref(), &agents, running);
     // One line a decision (`kubectl logs` shows what the operator did and why).
     eprintln!("vemu-operator: {ns}/{name}: {}", step.describe());
-    let mut st = VemuLabStatus { digest: digest(&lab_obj.spec), ..status.clone().unwrap_or_default() };
+    let mut st =
+        VemuLabStatus { digest: digest(&lab_obj.spec), ..status.clone().unwrap_or_default() };
     let trust = trust(ctx, &ns).await?;
     // What is brought up from the spec is a tenant's: checked first, without running or
     // reading anything it may not.
@@ -141,7 +188,9 @@ async fn apply(lab_obj: Arc<VemuLab>, ctx: &Ctx, api: &Api<VemuLab>) -> Result<A
             set_status(api, &name, st).await?;
             return Ok(Action::await_change());
         }
-        Step::Up { lab, machines } => up(ctx, &lab, &lab_obj.spec.scenario, &machines, &trust).map(|m| (lab, machines, m)),
+        Step::Up { lab, machines } => {
+            up(ctx, &lab, &lab_obj.spec.scenario, &machines, &trust).map(|m| (lab, machines, m))
+        }
         Step::Recreate { lab, machines } => {
             let _ = vemu(ctx, &["down", "--lab", &lab_now]);
             up(ctx, &lab, &lab_obj.spec.scenario, &machines, &trust).map(|m| (lab, machines, m))
@@ -150,7 +199,12 @@ async fn apply(lab_obj: Arc<VemuLab>, ctx: &Ctx, api: &Api<VemuLab>) -> Result<A
         // the dead controller handed to the agents, that of the first machine.
         Step::Attach { lab, machines } => match vemu(ctx, &["attach", "--lab", &lab]) {
             (true, out) => Ok((lab, machines, out)),
-            (false, _) if first_agent(&machines).is_some_and(|a| vemu(ctx, &["attach", "--lab", &lab, "--from", a]).0) => Ok((lab, machines, "taken over from its agents".into())),
+            (false, _)
+                if first_agent(&machines)
+                    .is_some_and(|a| vemu(ctx, &["attach", "--lab", &lab, "--from", a]).0) =>
+            {
+                Ok((lab, machines, "taken over from its agents".into()))
+            }
             // Its agents no longer hold it: what is left goes, and it comes up anew.
             (false, _) => {
                 let _ = vemu(ctx, &["clean"]);
@@ -160,7 +214,14 @@ async fn apply(lab_obj: Arc<VemuLab>, ctx: &Ctx, api: &Api<VemuLab>) -> Result<A
     };
     match result {
         Ok((lab, machines, out)) => {
-            st = VemuLabStatus { phase: "Up".into(), lab, machines, message: out.lines().last().unwrap_or_default().to_string(), digest: st.digest, conditions: st.conditions };
+            st = VemuLabStatus {
+                phase: "Up".into(),
+                lab,
+                machines,
+                message: out.lines().last().unwrap_or_default().to_string(),
+                digest: st.digest,
+                conditions: st.conditions,
+            };
             set_status(api, &name, st).await?;
             Ok(Action::requeue(Duration::from_secs(30)))
         }
@@ -174,7 +235,8 @@ async fn apply(lab_obj: Arc<VemuLab>, ctx: &Ctx, api: &Api<VemuLab>) -> Result<A
 }
 
 async fn reconcile(lab: Arc<VemuLab>, ctx: Arc<Ctx>) -> Result<Action, Error> {
-    let api: Api<VemuLab> = Api::namespaced(ctx.client.clone(), &lab.namespace().unwrap_or_default());
+    let api: Api<VemuLab> =
+        Api::namespaced(ctx.client.clone(), &lab.namespace().unwrap_or_default());
     finalizer(&api, FINALIZER, lab, |event| async {
         match event {
             Event::Apply(l) => apply(l, &ctx, &api).await,

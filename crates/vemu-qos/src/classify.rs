@@ -98,9 +98,14 @@ pub struct Match {
 
 impl Match {
     pub fn matches(&self, p: &Packet) -> bool {
-        let in_list = |list: &[u8], v: Option<u8>| list.is_empty() || v.is_some_and(|v| list.contains(&v));
-        let in_net = |net: &Option<IpNet>, a: Option<IpAddr>| net.as_ref().is_none_or(|n| a.is_some_and(|a| n.contains(&a)));
-        let in_range = |r: &Option<(u16, u16)>, v: Option<u16>| r.is_none_or(|(lo, hi)| v.is_some_and(|v| (lo..=hi).contains(&v)));
+        let in_list =
+            |list: &[u8], v: Option<u8>| list.is_empty() || v.is_some_and(|v| list.contains(&v));
+        let in_net = |net: &Option<IpNet>, a: Option<IpAddr>| {
+            net.as_ref().is_none_or(|n| a.is_some_and(|a| n.contains(&a)))
+        };
+        let in_range = |r: &Option<(u16, u16)>, v: Option<u16>| {
+            r.is_none_or(|(lo, hi)| v.is_some_and(|v| (lo..=hi).contains(&v)))
+        };
         in_list(&self.dscp, p.dscp)
             && in_list(&self.pcp, p.pcp)
             && self.proto.is_none_or(|x| p.proto == Some(x))
@@ -158,7 +163,9 @@ pub fn dscp_named(name: &str) -> Option<u8> {
             let (c, d) = (n.as_bytes()[2].wrapping_sub(b'0'), n.as_bytes()[3].wrapping_sub(b'0'));
             ((1..=4).contains(&c) && (1..=3).contains(&d)).then(|| 8 * c + 2 * d)
         }
-        _ if n.len() == 3 && n.starts_with("CS") => n.as_bytes()[2].wrapping_sub(b'0').checked_mul(8).filter(|v| *v <= 56),
+        _ if n.len() == 3 && n.starts_with("CS") => {
+            n.as_bytes()[2].wrapping_sub(b'0').checked_mul(8).filter(|v| *v <= 56)
+        }
         _ => None,
     }
 }
@@ -168,7 +175,14 @@ mod tests {
     use super::*;
 
     /// An IPv4 UDP frame with a valid header checksum.
-    fn ipv4_udp(dscp: u8, src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16, vlan: Option<(u8, u16)>) -> Vec<u8> {
+    fn ipv4_udp(
+        dscp: u8,
+        src: [u8; 4],
+        dst: [u8; 4],
+        sport: u16,
+        dport: u16,
+        vlan: Option<(u8, u16)>,
+    ) -> Vec<u8> {
         let mut f = vec![0xaa; 12];
         if let Some((pcp, vid)) = vlan {
             f.extend_from_slice(&ETH_P_8021Q.to_be_bytes());
@@ -189,7 +203,8 @@ mod tests {
 
     /// The Internet checksum of a header (its checksum field zero), computed afresh.
     fn checksum(h: &[u8]) -> u16 {
-        let mut s: u32 = h.chunks(2).map(|c| u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]) as u32).sum();
+        let mut s: u32 =
+            h.chunks(2).map(|c| u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]) as u32).sum();
         while s > 0xffff {
             s = (s & 0xffff) + (s >> 16);
         }
@@ -199,7 +214,10 @@ mod tests {
     #[test]
     fn parses_ipv4_ipv6_and_vlan_tags() {
         let p = parse(&ipv4_udp(46, [10, 0, 0, 1], [10, 0, 0, 2], 5000, 53, Some((5, 7))));
-        assert_eq!((p.pcp, p.dscp, p.proto, p.sport, p.dport), (Some(5), Some(46), Some(17), Some(5000), Some(53)));
+        assert_eq!(
+            (p.pcp, p.dscp, p.proto, p.sport, p.dport),
+            (Some(5), Some(46), Some(17), Some(5000), Some(53))
+        );
         assert_eq!(p.dst, Some("10.0.0.2".parse().unwrap()));
         let mut v6 = vec![0u8; 12];
         v6.extend_from_slice(&ETH_P_IPV6.to_be_bytes());
@@ -244,7 +262,11 @@ mod tests {
             let mut zeroed = ip.to_vec();
             zeroed[10] = 0;
             zeroed[11] = 0;
-            assert_eq!(u16::from_be_bytes([ip[10], ip[11]]), checksum(&zeroed), "checksum after {dscp}");
+            assert_eq!(
+                u16::from_be_bytes([ip[10], ip[11]]),
+                checksum(&zeroed),
+                "checksum after {dscp}"
+            );
         }
         assert!(!set_dscp(&mut [0u8; 64], &parse(&[0u8; 64]), 46));
     }

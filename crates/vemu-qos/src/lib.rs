@@ -21,7 +21,9 @@ pub mod stage;
 
 /// The colour a meter gives a packet (RFC 2697/2698), which is also its drop precedence
 /// (AFx1 = green, AFx2 = yellow, AFx3 = red).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Color {
     Green,

@@ -92,7 +92,11 @@ pub struct SrTcm {
 impl SrTcm {
     /// `cir` in bytes/s (the RFC's unit: IP packet bytes), `cbs`, `ebs` in bytes.
     pub fn new(cir_bytes_per_s: u64, cbs_bytes: u64, ebs_bytes: u64) -> SrTcm {
-        SrTcm { c: Bucket::new(cir_bytes_per_s, cbs_bytes), e: Bucket::new(0, ebs_bytes), clock: Clock::default() }
+        SrTcm {
+            c: Bucket::new(cir_bytes_per_s, cbs_bytes),
+            e: Bucket::new(0, ebs_bytes),
+            clock: Clock::default(),
+        }
     }
 
     /// The colour of a packet of `bytes` arriving at `now_ns`; `pre` is its colour so
@@ -127,8 +131,17 @@ pub struct TrTcm {
 
 impl TrTcm {
     /// Rates in bytes/s, bursts in bytes.
-    pub fn new(pir_bytes_per_s: u64, pbs_bytes: u64, cir_bytes_per_s: u64, cbs_bytes: u64) -> TrTcm {
-        TrTcm { p: Bucket::new(pir_bytes_per_s, pbs_bytes), c: Bucket::new(cir_bytes_per_s, cbs_bytes), clock: Clock::default() }
+    pub fn new(
+        pir_bytes_per_s: u64,
+        pbs_bytes: u64,
+        cir_bytes_per_s: u64,
+        cbs_bytes: u64,
+    ) -> TrTcm {
+        TrTcm {
+            p: Bucket::new(pir_bytes_per_s, pbs_bytes),
+            c: Bucket::new(cir_bytes_per_s, cbs_bytes),
+            clock: Clock::default(),
+        }
     }
 
     /// The colour of a packet of `bytes` arriving at `now_ns` (`pre`: colour-aware).
@@ -176,7 +189,10 @@ mod tests {
     fn srtcm_colour_blind_follows_rfc_2697() {
         // CIR 1000 B/s, CBS 1500, EBS 1500; both buckets start full.
         let mut m = SrTcm::new(1000, 1500, 1500);
-        assert_eq!([m.mark(0, 1000, None), m.mark(0, 1000, None), m.mark(0, 1000, None)], [Green, Yellow, Red]);
+        assert_eq!(
+            [m.mark(0, 1000, None), m.mark(0, 1000, None), m.mark(0, 1000, None)],
+            [Green, Yellow, Red]
+        );
         // After 1 s: Tc gained 1000 (500 → 1500, at CBS), Te nothing (C did not overflow).
         assert_eq!(m.mark(S, 1500, None), Green);
         assert_eq!(m.mark(S, 500, None), Yellow, "Te still holds 500");

@@ -16,7 +16,10 @@ pub struct RedParams {
 impl RedParams {
     pub fn validate(&self) -> Result<(), String> {
         if self.min_bytes >= self.max_bytes {
-            return Err(format!("RED needs min < max (got {} and {} bytes)", self.min_bytes, self.max_bytes));
+            return Err(format!(
+                "RED needs min < max (got {} and {} bytes)",
+                self.min_bytes, self.max_bytes
+            ));
         }
         if !(self.max_p > 0.0 && self.max_p <= 1.0) {
             return Err(format!("RED's max_p must be in (0, 1], got {}", self.max_p));
@@ -52,7 +55,14 @@ pub struct Red {
 
 impl Red {
     pub fn new(weight: f64, typical_ns: u64, seed: u64) -> Red {
-        Red { weight: weight.clamp(1e-6, 1.0), typical_ns: typical_ns.max(1), avg: 0.0, idle_since_ns: Some(0), count: [-1; 3], rng: seed | 1 }
+        Red {
+            weight: weight.clamp(1e-6, 1.0),
+            typical_ns: typical_ns.max(1),
+            avg: 0.0,
+            idle_since_ns: Some(0),
+            count: [-1; 3],
+            rng: seed | 1,
+        }
     }
 
     /// The average queue, bytes.
@@ -75,7 +85,13 @@ impl Red {
 
     /// A packet of colour `color` arrives at `now_ns` while `queue_bytes` wait: update the
     /// average and decide by the colour's profile.
-    pub fn arrival(&mut self, now_ns: u64, queue_bytes: u64, color: Color, p: &RedParams) -> Verdict {
+    pub fn arrival(
+        &mut self,
+        now_ns: u64,
+        queue_bytes: u64,
+        color: Color,
+        p: &RedParams,
+    ) -> Verdict {
         match self.idle_since_ns.take() {
             // "avg ← (1 − w_q)^m avg", m the packets that could have been sent meanwhile.
             Some(since) if queue_bytes == 0 => {
@@ -164,7 +180,9 @@ mod tests {
         let mut r = Red::new(1.0, 1000, 3);
         let mut dropped = [0u32; 3];
         for i in 0..30_000u64 {
-            for (k, (c, p)) in [(Color::Green, &g), (Color::Yellow, &y), (Color::Red, &rd)].into_iter().enumerate() {
+            for (k, (c, p)) in
+                [(Color::Green, &g), (Color::Yellow, &y), (Color::Red, &rd)].into_iter().enumerate()
+            {
                 if r.arrival(i, 15_000, c, p) != Verdict::Enqueue {
                     dropped[k] += 1;
                 }

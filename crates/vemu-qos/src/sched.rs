@@ -34,7 +34,16 @@ impl Scheduler {
         levels.sort_unstable();
         levels.dedup();
         Scheduler {
-            classes: classes.iter().map(|&(priority, quantum)| Class { priority, quantum: quantum.max(1), deficit: 0, queue: VecDeque::new(), bytes: 0 }).collect(),
+            classes: classes
+                .iter()
+                .map(|&(priority, quantum)| Class {
+                    priority,
+                    quantum: quantum.max(1),
+                    deficit: 0,
+                    queue: VecDeque::new(),
+                    bytes: 0,
+                })
+                .collect(),
             granted: vec![false; levels.len()],
             active: levels.into_iter().map(|l| (l, VecDeque::new())).collect(),
         }
@@ -129,7 +138,10 @@ mod tests {
         let total: u64 = b.iter().sum();
         for (c, want) in [(0, 1.0 / 6.0), (1, 2.0 / 6.0), (2, 3.0 / 6.0)] {
             let share = b[c] as f64 / total as f64;
-            assert!((share - want).abs() < 0.01, "class {c}: {share:.4} of the bytes, want {want:.4} ({b:?})");
+            assert!(
+                (share - want).abs() < 0.01,
+                "class {c}: {share:.4} of the bytes, want {want:.4} ({b:?})"
+            );
         }
     }
 

@@ -155,7 +155,11 @@ impl QosConfig {
     pub fn diffserv_classes(rate_bps: Option<u64>, limit_bytes: u64) -> Vec<ClassConfig> {
         let class = |name: &str, dscp: Vec<u8>, priority: u8, weight: u32| ClassConfig {
             name: name.to_string(),
-            rules: if dscp.is_empty() { Vec::new() } else { vec![Match { dscp, ..Default::default() }] },
+            rules: if dscp.is_empty() {
+                Vec::new()
+            } else {
+                vec![Match { dscp, ..Default::default() }]
+            },
             priority,
             weight,
             meter: None,
@@ -167,14 +171,27 @@ impl QosConfig {
         ef.meter = rate_bps.map(|r| {
             let rate_bps = (r as f64 * EF_SHARE).round().max(8.0) as u64;
             let burst_bytes = (rate_bps / 8 / 500).max(2 * FULL_FRAME_BYTES);
-            MeterConfig { kind: MeterKind::TokenBucket { rate_bps, burst_bytes }, color_aware: false, green: ColorAction::Pass, yellow: ColorAction::Pass, red: ColorAction::Drop }
+            MeterConfig {
+                kind: MeterKind::TokenBucket { rate_bps, burst_bytes },
+                color_aware: false,
+                green: ColorAction::Pass,
+                yellow: ColorAction::Pass,
+                red: ColorAction::Drop,
+            }
         });
         let mut out = vec![ef, class("nc", vec![48, 56], 1, 1)];
         let l = limit_bytes.max(4 * FULL_FRAME_BYTES) as f64;
-        let profile = |lo: f64, hi: f64| Some(RedParams { min_bytes: (l * lo) as u64, max_bytes: (l * hi) as u64, max_p: 0.1 });
+        let profile = |lo: f64, hi: f64| {
+            Some(RedParams { min_bytes: (l * lo) as u64, max_bytes: (l * hi) as u64, max_p: 0.1 })
+        };
         for x in 1..=4u8 {
-            let mut af = class(&format!("af{x}"), vec![8 * x + 2, 8 * x + 4, 8 * x + 6], 1, x as u32);
-            af.red = Some(WredConfig { green: profile(0.4, 0.8), yellow: profile(0.25, 0.6), red: profile(0.1, 0.4) });
+            let mut af =
+                class(&format!("af{x}"), vec![8 * x + 2, 8 * x + 4, 8 * x + 6], 1, x as u32);
+            af.red = Some(WredConfig {
+                green: profile(0.4, 0.8),
+                yellow: profile(0.25, 0.6),
+                red: profile(0.1, 0.4),
+            });
             out.push(af);
         }
         out.push(class("be", Vec::new(), 1, 1));
@@ -190,7 +207,8 @@ impl QosConfig {
         if classes.len() > 64 {
             return Err(format!("qos takes at most 64 classes, got {}", classes.len()));
         }
-        let defaults: Vec<&str> = classes.iter().filter(|c| c.rules.is_empty()).map(|c| c.name.as_str()).collect();
+        let defaults: Vec<&str> =
+            classes.iter().filter(|c| c.rules.is_empty()).map(|c| c.name.as_str()).collect();
         if defaults.len() != 1 {
             return Err(format!(
                 "exactly one class must have no 'match' (it takes the frames no other class takes); {}",
@@ -205,14 +223,22 @@ impl QosConfig {
             if c.weight == 0 || c.weight > 1000 {
                 return Err(at(format!("weight must be 1 to 1000, got {}", c.weight)));
             }
-            if c.set_dscp.is_some_and(|d| d > 63) || c.rules.iter().any(|r| r.dscp.iter().any(|&d| d > 63)) {
+            if c.set_dscp.is_some_and(|d| d > 63)
+                || c.rules.iter().any(|r| r.dscp.iter().any(|&d| d > 63))
+            {
                 return Err(at("a DSCP is 0 to 63".into()));
             }
             if c.rules.iter().any(|r| r.pcp.iter().any(|&p| p > 7)) {
                 return Err(at("a PCP is 0 to 7".into()));
             }
             if let Some(m) = &c.meter {
-                let positive = |name: &str, v: u64| if v == 0 { Err(at(format!("meter {name} must be greater than 0"))) } else { Ok(()) };
+                let positive = |name: &str, v: u64| {
+                    if v == 0 {
+                        Err(at(format!("meter {name} must be greater than 0")))
+                    } else {
+                        Ok(())
+                    }
+                };
                 match m.kind {
                     MeterKind::TokenBucket { rate_bps, burst_bytes } => {
                         positive("rate", rate_bps)?;
@@ -221,7 +247,9 @@ impl QosConfig {
                     MeterKind::Srtcm { cir_bps, cbs_bytes, ebs_bytes } => {
                         positive("cir", cir_bps)?;
                         if cbs_bytes == 0 && ebs_bytes == 0 {
-                            return Err(at("srtcm needs cbs or ebs greater than 0 (RFC 2697)".into()));
+                            return Err(at(
+                                "srtcm needs cbs or ebs greater than 0 (RFC 2697)".into()
+                            ));
                         }
                     }
                     MeterKind::Trtcm { cir_bps, cbs_bytes, pir_bps, pbs_bytes } => {
@@ -364,7 +392,12 @@ impl Stage {
     /// randomness from `seed`.
     pub fn new(cfg: &QosConfig, rate_bps: Option<u64>, limit: ClassLimit, seed: u64) -> Stage {
         let classes = classes_for(cfg, rate_bps, limit);
-        let sched = Scheduler::new(&classes.iter().map(|c| (c.priority, c.weight as u64 * FULL_FRAME_BYTES)).collect::<Vec<_>>());
+        let sched = Scheduler::new(
+            &classes
+                .iter()
+                .map(|c| (c.priority, c.weight as u64 * FULL_FRAME_BYTES))
+                .collect::<Vec<_>>(),
+        );
         let mut classifier = Classifier::default();
         for (i, c) in classes.iter().enumerate() {
             if c.rules.is_empty() {
@@ -373,17 +406,30 @@ impl Stage {
             classifier.rules.extend(c.rules.iter().map(|r| (r.clone(), i)));
         }
         // Time a full frame takes on the wire: how an idle spell ages RED's average.
-        let typical_ns = rate_bps.map_or(1_000, |r| (FULL_FRAME_BYTES as u128 * 8_000_000_000 / r as u128) as u64);
+        let typical_ns = rate_bps
+            .map_or(1_000, |r| (FULL_FRAME_BYTES as u128 * 8_000_000_000 / r as u128) as u64);
         let classes = classes
             .into_iter()
             .enumerate()
             .map(|(i, cfg)| Class {
                 meter: cfg.meter.map(|m| match m.kind {
-                    MeterKind::TokenBucket { rate_bps, burst_bytes } => Meter::Bucket(TokenBucket::new(rate_bps / 8, burst_bytes)),
-                    MeterKind::Srtcm { cir_bps, cbs_bytes, ebs_bytes } => Meter::Sr(SrTcm::new(cir_bps / 8, cbs_bytes, ebs_bytes)),
-                    MeterKind::Trtcm { cir_bps, cbs_bytes, pir_bps, pbs_bytes } => Meter::Tr(TrTcm::new(pir_bps / 8, pbs_bytes, cir_bps / 8, cbs_bytes)),
+                    MeterKind::TokenBucket { rate_bps, burst_bytes } => {
+                        Meter::Bucket(TokenBucket::new(rate_bps / 8, burst_bytes))
+                    }
+                    MeterKind::Srtcm { cir_bps, cbs_bytes, ebs_bytes } => {
+                        Meter::Sr(SrTcm::new(cir_bps / 8, cbs_bytes, ebs_bytes))
+                    }
+                    MeterKind::Trtcm { cir_bps, cbs_bytes, pir_bps, pbs_bytes } => {
+                        Meter::Tr(TrTcm::new(pir_bps / 8, pbs_bytes, cir_bps / 8, cbs_bytes))
+                    }
                 }),
-                red: cfg.red.map(|_| Red::new(RED_WEIGHT, typical_ns, seed ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15))),
+                red: cfg.red.map(|_| {
+                    Red::new(
+                        RED_WEIGHT,
+                        typical_ns,
+                        seed ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+                    )
+                }),
                 limit: cfg.limit.unwrap_or(limit),
                 cfg,
                 waiting: VecDeque::new(),
@@ -427,7 +473,14 @@ impl Stage {
     /// A frame (handle `id`) with the header fields `packet` arrives at `now_ns`.
     /// Frames whose serialization starts by `now_ns` (this one, on an idle direction)
     /// are then ready at [`Stage::poll_departure`].
-    pub fn offer(&mut self, now_ns: u64, id: u64, packet: &Packet, wire_frames: u32, wire_bytes: u64) -> Arrival {
+    pub fn offer(
+        &mut self,
+        now_ns: u64,
+        id: u64,
+        packet: &Packet,
+        wire_frames: u32,
+        wire_bytes: u64,
+    ) -> Arrival {
         self.advance(now_ns);
         let class = self.classifier.class_of(packet);
         let c = &mut self.classes[class];
@@ -456,7 +509,9 @@ impl Stage {
             };
             match action {
                 ColorAction::Pass => {}
-                ColorAction::Drop => return Arrival { class, color, remark: None, verdict: Err(Refusal::Police) },
+                ColorAction::Drop => {
+                    return Arrival { class, color, remark: None, verdict: Err(Refusal::Police) }
+                }
                 ColorAction::Mark(d) => remark = Some(d),
             }
         }
@@ -479,7 +534,11 @@ impl Stage {
         if remark.is_some() {
             packet.dscp = remark;
         }
-        self.enqueue(now_ns, class, Waiting { id, arrival_ns: now_ns, wire_frames, wire_bytes, packet });
+        self.enqueue(
+            now_ns,
+            class,
+            Waiting { id, arrival_ns: now_ns, wire_frames, wire_bytes, packet },
+        );
         self.advance(now_ns);
         Arrival { class, color, remark, verdict: Ok(()) }
     }
@@ -510,10 +569,20 @@ impl Stage {
                     red.emptied(start_ns);
                 }
             }
-            let tx_ns = self.rate_bps.map_or(0, |r| (w.wire_bytes as u128 * 8_000_000_000 / r as u128) as u64);
+            let tx_ns = self
+                .rate_bps
+                .map_or(0, |r| (w.wire_bytes as u128 * 8_000_000_000 / r as u128) as u64);
             let end_ns = start_ns.saturating_add(tx_ns);
             self.tx_free_ns = end_ns;
-            self.departures.push_back(Departure { id, class, arrival_ns: w.arrival_ns, start_ns, end_ns, wire_frames: w.wire_frames, wire_bytes: w.wire_bytes });
+            self.departures.push_back(Departure {
+                id,
+                class,
+                arrival_ns: w.arrival_ns,
+                start_ns,
+                end_ns,
+                wire_frames: w.wire_frames,
+                wire_bytes: w.wire_bytes,
+            });
         }
     }
 
@@ -525,12 +594,20 @@ impl Stage {
     /// Empty the class queues: the frames waiting, in the order they arrived. (Frames
     /// whose serialization started stay departures.)
     pub fn take_waiting(&mut self) -> Vec<Waiting> {
-        let mut waiting: Vec<Waiting> = self.classes.iter_mut().flat_map(|c| {
-            c.bytes = 0;
-            std::mem::take(&mut c.waiting)
-        }).collect();
+        let mut waiting: Vec<Waiting> = self
+            .classes
+            .iter_mut()
+            .flat_map(|c| {
+                c.bytes = 0;
+                std::mem::take(&mut c.waiting)
+            })
+            .collect();
         waiting.sort_by_key(|w| (w.arrival_ns, w.id));
-        let classes: Vec<(u8, u64)> = self.classes.iter().map(|c| (c.cfg.priority, c.cfg.weight as u64 * FULL_FRAME_BYTES)).collect();
+        let classes: Vec<(u8, u64)> = self
+            .classes
+            .iter()
+            .map(|c| (c.cfg.priority, c.cfg.weight as u64 * FULL_FRAME_BYTES))
+            .collect();
         self.sched = Scheduler::new(&classes);
         waiting
     }
@@ -544,7 +621,14 @@ impl Stage {
     /// they were; the frames still waiting are classified again, in the order they
     /// arrived, keeping their arrival times and marks (no meter or RED sees them twice).
     /// Returns the ids of those their new class's limit refuses.
-    pub fn reconfigure(&mut self, now_ns: u64, cfg: &QosConfig, rate_bps: Option<u64>, limit: ClassLimit, seed: u64) -> Vec<u64> {
+    pub fn reconfigure(
+        &mut self,
+        now_ns: u64,
+        cfg: &QosConfig,
+        rate_bps: Option<u64>,
+        limit: ClassLimit,
+        seed: u64,
+    ) -> Vec<u64> {
         self.advance(now_ns);
         let waiting = self.take_waiting();
         let mut next = Stage::new(cfg, rate_bps, limit, seed);
@@ -584,7 +668,11 @@ mod tests {
     fn class(name: &str, dscp: &[u8], priority: u8, weight: u32) -> ClassConfig {
         ClassConfig {
             name: name.into(),
-            rules: if dscp.is_empty() { vec![] } else { vec![Match { dscp: dscp.to_vec(), ..Default::default() }] },
+            rules: if dscp.is_empty() {
+                vec![]
+            } else {
+                vec![Match { dscp: dscp.to_vec(), ..Default::default() }]
+            },
             priority,
             weight,
             meter: None,
@@ -608,7 +696,12 @@ mod tests {
 
     #[test]
     fn an_idle_stage_sends_at_once_and_serializes_at_the_rate() {
-        let mut s = Stage::new(&classes(vec![class("be", &[], 0, 1)]), Some(10 * MBIT), ClassLimit::Packets(100), 1);
+        let mut s = Stage::new(
+            &classes(vec![class("be", &[], 0, 1)]),
+            Some(10 * MBIT),
+            ClassLimit::Packets(100),
+            1,
+        );
         let a = s.offer(5_000, 7, &pkt(0), 1, 1250);
         assert_eq!(a.verdict, Ok(()));
         let d = drain(&mut s);
@@ -642,7 +735,11 @@ mod tests {
 
     #[test]
     fn drr_shares_the_rate_by_weight() {
-        let cfg = classes(vec![class("af4", &[34], 1, 4), class("af1", &[10], 1, 1), class("be", &[], 1, 1)]);
+        let cfg = classes(vec![
+            class("af4", &[34], 1, 4),
+            class("af1", &[10], 1, 1),
+            class("be", &[], 1, 1),
+        ]);
         let mut s = Stage::new(&cfg, Some(100 * MBIT), ClassLimit::Packets(100_000), 1);
         let mut id = 0;
         // All three backlogged with different frame sizes.
@@ -670,7 +767,9 @@ mod tests {
     #[test]
     fn a_late_caller_gets_the_same_schedule() {
         let cfg = classes(vec![class("ef", &[46], 0, 1), class("be", &[], 1, 1)]);
-        let arrivals: Vec<(u64, u8, u64)> = (0..200).map(|i| (i * 37_000, if i % 7 == 0 { 46 } else { 0 }, 200 + (i * 97) % 1300)).collect();
+        let arrivals: Vec<(u64, u8, u64)> = (0..200)
+            .map(|i| (i * 37_000, if i % 7 == 0 { 46 } else { 0 }, 200 + (i * 97) % 1300))
+            .collect();
         let schedule = |late_ns: u64| {
             let mut s = Stage::new(&cfg, Some(10 * MBIT), ClassLimit::Packets(1000), 1);
             let mut out = Vec::new();
@@ -761,7 +860,10 @@ mod tests {
         let a = s.offer(1_000_000_000, 4, &pkt(14), 1, 500);
         assert_eq!((a.color, a.verdict), (Color::Red, Err(Refusal::Police)));
         // Without a rate nothing waits.
-        assert_eq!(drain(&mut s).iter().map(|d| (d.id, d.start_ns == d.end_ns)).collect::<Vec<_>>(), [(1, true), (2, true)]);
+        assert_eq!(
+            drain(&mut s).iter().map(|d| (d.id, d.start_ns == d.end_ns)).collect::<Vec<_>>(),
+            [(1, true), (2, true)]
+        );
     }
 
     #[test]
@@ -776,22 +878,44 @@ mod tests {
         assert_eq!(s.backlog(1), (3, 3000));
         assert_eq!(drain(&mut s).len(), 1);
         // To a FIFO of one class, limit 2: the oldest two stay, in order.
-        let refused = s.reconfigure(1_000, &classes(vec![{ let mut c = class("all", &[], 0, 1); c.limit = Some(ClassLimit::Packets(2)); c }]), Some(MBIT), ClassLimit::Packets(100), 1);
+        let refused = s.reconfigure(
+            1_000,
+            &classes(vec![{
+                let mut c = class("all", &[], 0, 1);
+                c.limit = Some(ClassLimit::Packets(2));
+                c
+            }]),
+            Some(MBIT),
+            ClassLimit::Packets(100),
+            1,
+        );
         assert_eq!(refused, [3]);
         let mut out = Vec::new();
         run(&mut s, u64::MAX / 2, &mut out);
-        assert_eq!(out.iter().map(|d| (d.id, d.arrival_ns, d.start_ns)).collect::<Vec<_>>(), [(1, 0, 8_000_000), (2, 0, 16_000_000)]);
+        assert_eq!(
+            out.iter().map(|d| (d.id, d.arrival_ns, d.start_ns)).collect::<Vec<_>>(),
+            [(1, 0, 8_000_000), (2, 0, 16_000_000)]
+        );
     }
 
     #[test]
     fn validation_names_the_class_and_field() {
         let bad = |cs: Vec<ClassConfig>| classes(cs).validate().unwrap_err();
-        assert!(bad(vec![class("a", &[1], 0, 1)]).contains("exactly one class must have no 'match'"));
+        assert!(
+            bad(vec![class("a", &[1], 0, 1)]).contains("exactly one class must have no 'match'")
+        );
         assert!(bad(vec![class("a", &[], 0, 1), class("b", &[], 0, 1)]).contains("a, b have"));
         assert!(bad(vec![class("a", &[], 0, 0)]).contains("class 'a': weight must be 1 to 1000"));
-        assert!(bad(vec![class("a", &[], 0, 1), class("a", &[3], 0, 1)]).contains("two classes are named 'a'"));
+        assert!(bad(vec![class("a", &[], 0, 1), class("a", &[3], 0, 1)])
+            .contains("two classes are named 'a'"));
         let mut c = class("x", &[], 0, 1);
-        c.meter = Some(MeterConfig { kind: MeterKind::Trtcm { cir_bps: 10, cbs_bytes: 1, pir_bps: 5, pbs_bytes: 1 }, color_aware: false, green: ColorAction::Pass, yellow: ColorAction::Pass, red: ColorAction::Drop });
+        c.meter = Some(MeterConfig {
+            kind: MeterKind::Trtcm { cir_bps: 10, cbs_bytes: 1, pir_bps: 5, pbs_bytes: 1 },
+            color_aware: false,
+            green: ColorAction::Pass,
+            yellow: ColorAction::Pass,
+            red: ColorAction::Drop,
+        });
         assert!(bad(vec![c]).contains("class 'x': trtcm needs pir ≥ cir"));
     }
 

@@ -91,7 +91,11 @@ struct Queued {
 enum State {
     Idle,
     /// Will try to start at `at_ns`; `from_ns` is when its wait (DIFS + `slots`) began.
-    Waiting { at_ns: u64, from_ns: u64, slots: u64 },
+    Waiting {
+        at_ns: u64,
+        from_ns: u64,
+        slots: u64,
+    },
     Transmitting,
 }
 
@@ -164,7 +168,16 @@ impl Medium {
                 sensers: Vec::new(),
             })
             .collect();
-        let mut m = Medium { cfg, reach_m, pos: positions.to_vec(), members, events: BinaryHeap::new(), seq: 0, txs: Vec::new(), pairs: FxHashMap::default() };
+        let mut m = Medium {
+            cfg,
+            reach_m,
+            pos: positions.to_vec(),
+            members,
+            events: BinaryHeap::new(),
+            seq: 0,
+            txs: Vec::new(),
+            pairs: FxHashMap::default(),
+        };
         m.set_positions(positions);
         m
     }
@@ -194,7 +207,8 @@ impl Medium {
 
     /// Airtime of a transmission of `wire_frames` frames totalling `wire_bytes`, ns.
     pub fn airtime_ns(&self, wire_frames: u32, wire_bytes: u64) -> u64 {
-        wire_frames as u64 * self.cfg.preamble_ns + (wire_bytes as u128 * 8 * 1_000_000_000 / self.cfg.rate_bps.max(1) as u128) as u64
+        wire_frames as u64 * self.cfg.preamble_ns
+            + (wire_bytes as u128 * 8 * 1_000_000_000 / self.cfg.rate_bps.max(1) as u128) as u64
     }
 
     /// New positions (one per member): recompute who is within reach and carrier-sense
@@ -229,7 +243,11 @@ impl Medium {
                         if d <= self.reach_m {
                             let pr = self.cfg.model.delivery_probability(&self.cfg.radio, d);
                             if pr > 0.0 {
-                                nb.push(Neighbour { member: j, distance_m: d, delivery_probability: pr });
+                                nb.push(Neighbour {
+                                    member: j,
+                                    distance_m: d,
+                                    delivery_probability: pr,
+                                });
                             }
                         }
                     }
@@ -263,7 +281,14 @@ impl Medium {
     /// A frame from `sender` at `now_ns`, occupying the channel for `airtime_ns`,
     /// addressed to member `dst` when known. False (and nothing queued) when the sender
     /// is down or its queue is full.
-    pub fn offer(&mut self, now_ns: u64, sender: u32, id: u64, airtime_ns: u64, dst: Option<u32>) -> bool {
+    pub fn offer(
+        &mut self,
+        now_ns: u64,
+        sender: u32,
+        id: u64,
+        airtime_ns: u64,
+        dst: Option<u32>,
+    ) -> bool {
         let m = &mut self.members[sender as usize];
         if !m.up || m.queue.len() >= self.cfg.queue_frames {
             return false;
@@ -291,7 +316,9 @@ impl Medium {
         let m = &self.members[i as usize];
         let from_ns = now_ns.max(m.busy_until_ns);
         let (at_ns, slots) = if self.cfg.csma {
-            let slots = slots.unwrap_or_else(|| (draw(self.cfg.seed, i, u32::MAX, m.tx_count) * (CW_MIN + 1) as f64) as u64);
+            let slots = slots.unwrap_or_else(|| {
+                (draw(self.cfg.seed, i, u32::MAX, m.tx_count) * (CW_MIN + 1) as f64) as u64
+            });
             (from_ns + DIFS_NS + slots * SLOT_NS, slots)
         } else {
             (from_ns, 0)
@@ -329,7 +356,11 @@ impl Medium {
         if sensed {
             // Freeze the backoff: slots that passed before the channel went busy are spent.
             let counted_from = from_ns + DIFS_NS;
-            let spent = if self.cfg.csma { (m.busy_start_ns.saturating_sub(counted_from) / SLOT_NS).min(slots) } else { 0 };
+            let spent = if self.cfg.csma {
+                (m.busy_start_ns.saturating_sub(counted_from) / SLOT_NS).min(slots)
+            } else {
+                0
+            };
             self.wait(i, t, Some(slots - spent));
             return;
         }
@@ -358,14 +389,20 @@ impl Medium {
         let cs2 = self.cfg.carrier_sense_m;
         let neighbours = std::mem::take(&mut self.members[i].neighbours);
         for nb in &neighbours {
-            if tx.dst.is_some_and(|d| d != nb.member) || !self.members[nb.member as usize].up || !self.members[i].up {
+            if tx.dst.is_some_and(|d| d != nb.member)
+                || !self.members[nb.member as usize].up
+                || !self.members[i].up
+            {
                 continue;
             }
             let j = nb.member;
             let pj = self.pos[j as usize];
             let collided = self.cfg.csma
                 && self.txs.iter().any(|u| {
-                    u.id != tx.id && u.start_ns < tx.end_ns && u.end_ns > tx.start_ns && (u.sender == j || self.pos[u.sender as usize].distance(pj) <= cs2)
+                    u.id != tx.id
+                        && u.start_ns < tx.end_ns
+                        && u.end_ns > tx.start_ns
+                        && (u.sender == j || self.pos[u.sender as usize].distance(pj) <= cs2)
                 });
             let c = self.pairs.entry((tx.sender, j)).or_default();
             c.sent += 1;
@@ -382,7 +419,8 @@ impl Medium {
         self.members[i].neighbours = neighbours;
         out.push(Outcome::Done { id });
         // Forget transmissions that nothing still on the air overlaps.
-        let oldest_on_air = self.txs.iter().filter(|x| !x.ended).map(|x| x.start_ns).min().unwrap_or(u64::MAX);
+        let oldest_on_air =
+            self.txs.iter().filter(|x| !x.ended).map(|x| x.start_ns).min().unwrap_or(u64::MAX);
         self.txs.retain(|x| !x.ended || x.end_ns > oldest_on_air);
         let m = &mut self.members[i];
         m.queue.pop_front();

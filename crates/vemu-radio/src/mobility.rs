@@ -66,12 +66,24 @@ pub enum Mobility {
     RandomDirection(RandomWaypoint),
     /// Random walk: every `interval_ns` a new heading (uniform) and speed in [min, max];
     /// a node reaching the edge bounces off it.
-    RandomWalk { area: Area, min_speed_mps: f64, max_speed_mps: f64, interval_ns: u64 },
+    RandomWalk {
+        area: Area,
+        min_speed_mps: f64,
+        max_speed_mps: f64,
+        interval_ns: u64,
+    },
     /// Gauss-Markov (Liang and Haas): every `interval_ns`, speed and heading are
     /// `alpha` × the previous value + (1 − alpha) × the mean + a normal draw scaled by
     /// √(1 − alpha²) (σ `speed_sigma_mps`, `heading_sigma_rad`); the mean heading
     /// points away from an edge the node comes near. Bounces off the edge.
-    GaussMarkov { area: Area, mean_speed_mps: f64, alpha: f64, speed_sigma_mps: f64, heading_sigma_rad: f64, interval_ns: u64 },
+    GaussMarkov {
+        area: Area,
+        mean_speed_mps: f64,
+        alpha: f64,
+        speed_sigma_mps: f64,
+        heading_sigma_rad: f64,
+        interval_ns: u64,
+    },
     /// Replays an ns-2 movement trace.
     Trace(Trace),
 }
@@ -153,7 +165,10 @@ impl Walker {
     /// A timed leg from the current position: heading `theta` at the current speed for
     /// `dur_ns`, cut at the edge (the rest of the time continues, bounced).
     fn timed_leg(&mut self, area: Area, theta: f64, dur_ns: u64) {
-        let want = Pos::new(self.pos.x + theta.cos() * self.speed_mps * dur_ns as f64 / 1e9, self.pos.y + theta.sin() * self.speed_mps * dur_ns as f64 / 1e9);
+        let want = Pos::new(
+            self.pos.x + theta.cos() * self.speed_mps * dur_ns as f64 / 1e9,
+            self.pos.y + theta.sin() * self.speed_mps * dur_ns as f64 / 1e9,
+        );
         if area.contains(want) {
             self.target = want;
             self.leg_end_ns = self.now_ns + dur_ns;
@@ -163,8 +178,16 @@ impl Walker {
         let used_ns = ((self.pos.distance(edge) / self.speed_mps) * 1e9) as u64;
         let (dx, dy) = (theta.cos(), theta.sin());
         let (bx, by) = (
-            if (edge.x <= 1e-9 && dx < 0.0) || (edge.x >= area.width_m - 1e-9 && dx > 0.0) { -dx } else { dx },
-            if (edge.y <= 1e-9 && dy < 0.0) || (edge.y >= area.height_m - 1e-9 && dy > 0.0) { -dy } else { dy },
+            if (edge.x <= 1e-9 && dx < 0.0) || (edge.x >= area.width_m - 1e-9 && dx > 0.0) {
+                -dx
+            } else {
+                dx
+            },
+            if (edge.y <= 1e-9 && dy < 0.0) || (edge.y >= area.height_m - 1e-9 && dy > 0.0) {
+                -dy
+            } else {
+                dy
+            },
         );
         self.target = edge;
         self.leg_end_ns = u64::MAX;
@@ -185,7 +208,8 @@ impl Walker {
         match self.model.clone() {
             Mobility::Static | Mobility::Trace(_) => {}
             Mobility::RandomWaypoint(m) => {
-                self.target = Pos::new(self.uniform() * m.area.width_m, self.uniform() * m.area.height_m);
+                self.target =
+                    Pos::new(self.uniform() * m.area.width_m, self.uniform() * m.area.height_m);
                 self.speed_mps = self.speed(m.min_speed_mps, m.max_speed_mps);
             }
             Mobility::RandomDirection(m) => {
@@ -198,17 +222,33 @@ impl Walker {
                 self.speed_mps = self.speed(min_speed_mps, max_speed_mps);
                 self.timed_leg(area, theta, interval_ns);
             }
-            Mobility::GaussMarkov { area, mean_speed_mps, alpha, speed_sigma_mps, heading_sigma_rad, interval_ns } => {
+            Mobility::GaussMarkov {
+                area,
+                mean_speed_mps,
+                alpha,
+                speed_sigma_mps,
+                heading_sigma_rad,
+                interval_ns,
+            } => {
                 // Near an edge (within a tenth of the area), the mean heading points to the centre.
                 let c = area.centre();
-                let near = self.pos.x < area.width_m * 0.1 || self.pos.x > area.width_m * 0.9 || self.pos.y < area.height_m * 0.1 || self.pos.y > area.height_m * 0.9;
-                let mean_heading = if near { (c.y - self.pos.y).atan2(c.x - self.pos.x) } else { self.gm.1 };
+                let near = self.pos.x < area.width_m * 0.1
+                    || self.pos.x > area.width_m * 0.9
+                    || self.pos.y < area.height_m * 0.1
+                    || self.pos.y > area.height_m * 0.9;
+                let mean_heading =
+                    if near { (c.y - self.pos.y).atan2(c.x - self.pos.x) } else { self.gm.1 };
                 // Take the heading's mean the short way round.
                 let mut dh = mean_heading - self.gm.1;
-                dh = (dh + std::f64::consts::PI).rem_euclid(std::f64::consts::TAU) - std::f64::consts::PI;
+                dh = (dh + std::f64::consts::PI).rem_euclid(std::f64::consts::TAU)
+                    - std::f64::consts::PI;
                 let k = (1.0 - alpha * alpha).sqrt();
-                let speed = (alpha * self.gm.0 + (1.0 - alpha) * mean_speed_mps + k * speed_sigma_mps * self.normal()).max(0.0);
-                let heading = self.gm.1 + (1.0 - alpha) * dh + k * heading_sigma_rad * self.normal();
+                let speed = (alpha * self.gm.0
+                    + (1.0 - alpha) * mean_speed_mps
+                    + k * speed_sigma_mps * self.normal())
+                .max(0.0);
+                let heading =
+                    self.gm.1 + (1.0 - alpha) * dh + k * heading_sigma_rad * self.normal();
                 self.gm = (speed, heading);
                 self.speed_mps = speed.max(MIN_SPEED_MPS);
                 self.timed_leg(area, heading, interval_ns);
@@ -246,7 +286,8 @@ impl Walker {
                 continue;
             }
             let dist = self.pos.distance(self.target);
-            let need_ns = ((dist / self.speed_mps * 1e9).ceil() as u64).min(self.leg_end_ns.saturating_sub(self.now_ns));
+            let need_ns = ((dist / self.speed_mps * 1e9).ceil() as u64)
+                .min(self.leg_end_ns.saturating_sub(self.now_ns));
             let dt = now_ns - self.now_ns;
             if need_ns <= dt {
                 self.pos = self.target;
@@ -259,7 +300,10 @@ impl Walker {
                 self.next_leg();
             } else {
                 let f = (dt as f64 / 1e9) * self.speed_mps / dist;
-                self.pos = Pos::new(self.pos.x + (self.target.x - self.pos.x) * f, self.pos.y + (self.target.y - self.pos.y) * f);
+                self.pos = Pos::new(
+                    self.pos.x + (self.target.x - self.pos.x) * f,
+                    self.pos.y + (self.target.y - self.pos.y) * f,
+                );
                 self.now_ns = now_ns;
             }
         }

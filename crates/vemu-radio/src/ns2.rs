@@ -105,7 +105,9 @@ pub fn parse(text: &str, max_nodes: usize) -> Result<Vec<Trace>, ParseError> {
         let bad = |m: &str| ParseError { line, message: format!("{m}: '{l}'") };
         let words: Vec<&str> = l.split_whitespace().collect();
         if words.first().is_some_and(|w| w.starts_with("$node_(")) && words.get(1) == Some(&"set") {
-            let i = node_index(words[0]).filter(|&i| i < max_nodes).ok_or_else(|| bad(&format!("bad node reference (indices go from 0 to {})", max_nodes - 1)))?;
+            let i = node_index(words[0]).filter(|&i| i < max_nodes).ok_or_else(|| {
+                bad(&format!("bad node reference (indices go from 0 to {})", max_nodes - 1))
+            })?;
             let axis = match words.get(2) {
                 Some(&"X_") => 'x',
                 Some(&"Y_") => 'y',
@@ -124,8 +126,11 @@ pub fn parse(text: &str, max_nodes: usize) -> Result<Vec<Trace>, ParseError> {
             if cmd.get(1) != Some(&"setdest") || cmd.len() != 5 {
                 return Err(bad("expected \"$node_(i) setdest X Y SPEED\""));
             }
-            let i = node_index(cmd[0]).filter(|&i| i < max_nodes).ok_or_else(|| bad(&format!("bad node reference (indices go from 0 to {})", max_nodes - 1)))?;
-            let (x, y, s) = (num(cmd[2], line, "x")?, num(cmd[3], line, "y")?, num(cmd[4], line, "speed")?);
+            let i = node_index(cmd[0]).filter(|&i| i < max_nodes).ok_or_else(|| {
+                bad(&format!("bad node reference (indices go from 0 to {})", max_nodes - 1))
+            })?;
+            let (x, y, s) =
+                (num(cmd[2], line, "x")?, num(cmd[3], line, "y")?, num(cmd[4], line, "speed")?);
             if s < 0.0 {
                 return Err(bad("negative speed"));
             }
@@ -134,7 +139,8 @@ pub fn parse(text: &str, max_nodes: usize) -> Result<Vec<Trace>, ParseError> {
             return Err(bad("not an ns-2 movement line"));
         }
     }
-    let nodes = starts.iter().map(|s| s.0).chain(entries.iter().map(|e| e.0)).max().map_or(0, |m| m + 1);
+    let nodes =
+        starts.iter().map(|s| s.0).chain(entries.iter().map(|e| e.0)).max().map_or(0, |m| m + 1);
     traces.resize(nodes, Trace::default());
     for (i, axis, v) in starts {
         match axis {

@@ -68,7 +68,10 @@ impl Model {
     /// Mean received power at distance `d_m`, W.
     pub fn mean_rx_power_w(&self, r: &Radio, d_m: f64) -> f64 {
         let d = d_m.max(1e-3);
-        let friis = |d: f64| r.tx_power_w * r.gain_tx * r.gain_rx * r.wavelength_m().powi(2) / ((4.0 * std::f64::consts::PI * d).powi(2) * r.system_loss);
+        let friis = |d: f64| {
+            r.tx_power_w * r.gain_tx * r.gain_rx * r.wavelength_m().powi(2)
+                / ((4.0 * std::f64::consts::PI * d).powi(2) * r.system_loss)
+        };
         match *self {
             Model::UnitDisk { range_m } => {
                 if d_m <= range_m {
@@ -79,11 +82,17 @@ impl Model {
             }
             Model::FreeSpace => friis(d),
             Model::TwoRayGround => {
-                let crossover = 4.0 * std::f64::consts::PI * r.height_tx_m * r.height_rx_m / r.wavelength_m();
+                let crossover =
+                    4.0 * std::f64::consts::PI * r.height_tx_m * r.height_rx_m / r.wavelength_m();
                 if d <= crossover {
                     friis(d)
                 } else {
-                    r.tx_power_w * r.gain_tx * r.gain_rx * r.height_tx_m.powi(2) * r.height_rx_m.powi(2) / (d.powi(4) * r.system_loss)
+                    r.tx_power_w
+                        * r.gain_tx
+                        * r.gain_rx
+                        * r.height_tx_m.powi(2)
+                        * r.height_rx_m.powi(2)
+                        / (d.powi(4) * r.system_loss)
                 }
             }
             Model::LogDistance { exponent, d0_m, .. } => {
@@ -139,7 +148,12 @@ pub fn erfc(x: f64) -> f64 {
         * (-z * z - 1.265_512_23
             + t * (1.000_023_68
                 + t * (0.374_091_96
-                    + t * (0.096_784_18 + t * (-0.186_288_06 + t * (0.278_868_07 + t * (-1.135_203_98 + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77)))))))))
+                    + t * (0.096_784_18
+                        + t * (-0.186_288_06
+                            + t * (0.278_868_07
+                                + t * (-1.135_203_98
+                                    + t * (1.488_515_87
+                                        + t * (-0.822_152_23 + t * 0.170_872_77)))))))))
             .exp();
     if x >= 0.0 {
         ans

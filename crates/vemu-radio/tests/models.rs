@@ -33,7 +33,10 @@ fn two_ray_ground_gives_ns2s_250_m_range() {
     assert!(close(p250, 3.652e-10, 1e-3), "{p250}");
     assert!((m.range_m(&r) - 250.0).abs() < 0.1, "{}", m.range_m(&r));
     // 12 dB less per doubling of distance beyond the crossover.
-    assert!((dbm(m.mean_rx_power_w(&r, 200.0)) - dbm(m.mean_rx_power_w(&r, 400.0)) - 12.041).abs() < 1e-3);
+    assert!(
+        (dbm(m.mean_rx_power_w(&r, 200.0)) - dbm(m.mean_rx_power_w(&r, 400.0)) - 12.041).abs()
+            < 1e-3
+    );
     // Friis below the crossover.
     assert_eq!(m.mean_rx_power_w(&r, 50.0), Model::FreeSpace.mean_rx_power_w(&r, 50.0));
     assert_eq!(m.delivery_probability(&r, 249.0), 1.0);
@@ -47,19 +50,30 @@ fn unit_disk_and_log_distance_with_shadowing() {
     assert_eq!((u.delivery_probability(&r, 250.0), u.delivery_probability(&r, 250.1)), (1.0, 0.0));
     let l = Model::LogDistance { exponent: 3.0, d0_m: 1.0, sigma_db: 4.0 };
     // 30 dB per decade beyond d0.
-    assert!((dbm(l.mean_rx_power_w(&r, 10.0)) - dbm(l.mean_rx_power_w(&r, 100.0)) - 30.0).abs() < 1e-9);
+    assert!(
+        (dbm(l.mean_rx_power_w(&r, 10.0)) - dbm(l.mean_rx_power_w(&r, 100.0)) - 30.0).abs() < 1e-9
+    );
     // At the mean range, half the frames arrive; 1 σ closer, 84%.
     let d50 = l.range_m(&r);
     assert!((l.delivery_probability(&r, d50) - 0.5).abs() < 1e-6);
     let d1 = d50 / 10f64.powf(4.0 / 30.0);
     assert!((l.delivery_probability(&r, d1) - 0.841_344_7).abs() < 1e-6);
     // erfc itself.
-    assert!((erfc(0.0) - 1.0).abs() < 1e-7 && (erfc(1.0) - 0.157_299_2).abs() < 1e-6 && (erfc(-1.0) - 1.842_700_8).abs() < 1e-6);
+    assert!(
+        (erfc(0.0) - 1.0).abs() < 1e-7
+            && (erfc(1.0) - 0.157_299_2).abs() < 1e-6
+            && (erfc(-1.0) - 1.842_700_8).abs() < 1e-6
+    );
 }
 
 #[test]
 fn random_waypoint_stays_in_the_area_respects_speeds_and_pauses() {
-    let model = RandomWaypoint { area: Area { width_m: 1500.0, height_m: 300.0 }, min_speed_mps: 1.0, max_speed_mps: 20.0, pause_ns: 2_000_000_000 };
+    let model = RandomWaypoint {
+        area: Area { width_m: 1500.0, height_m: 300.0 },
+        min_speed_mps: 1.0,
+        max_speed_mps: 20.0,
+        pause_ns: 2_000_000_000,
+    };
     let mut w = Walker::new(Mobility::RandomWaypoint(model), Pos::new(10.0, 10.0), 7);
     let step = 100_000_000u64; // 100 ms
     let mut prev = w.position();
@@ -87,7 +101,12 @@ fn random_waypoint_stays_in_the_area_respects_speeds_and_pauses() {
 
 #[test]
 fn same_seed_same_trace() {
-    let model = RandomWaypoint { area: Area { width_m: 500.0, height_m: 500.0 }, min_speed_mps: 0.0, max_speed_mps: 10.0, pause_ns: 0 };
+    let model = RandomWaypoint {
+        area: Area { width_m: 500.0, height_m: 500.0 },
+        min_speed_mps: 0.0,
+        max_speed_mps: 10.0,
+        pause_ns: 0,
+    };
     let trace = |seed| {
         let mut w = Walker::new(Mobility::RandomWaypoint(model), Pos::new(0.0, 0.0), seed);
         (1..=1000u64).map(|k| w.advance(k * 50_000_000)).collect::<Vec<_>>()
@@ -132,7 +151,8 @@ $ns_ at 3.0 "$node_(0) setdest 150.0 50.0 20.0"
     assert_eq!(t[1].position_at(s(5.0)), Pos::new(9.0, 12.0));
     assert_eq!(t[1].position_at(s(12.0)), Pos::new(30.0, 40.0));
     assert_eq!(t[1].position_at(s(100.0)), Pos::new(30.0, 40.0));
-    let e = ns2::parse("$node_(0) set X_ 1\n$ns_ at 1 \"$node_(0) setdest 1 2\"\n", ns2::MAX_NODES).unwrap_err();
+    let e = ns2::parse("$node_(0) set X_ 1\n$ns_ at 1 \"$node_(0) setdest 1 2\"\n", ns2::MAX_NODES)
+        .unwrap_err();
     assert_eq!(e.line, 2);
     assert!(e.message.contains("setdest X Y SPEED"), "{e:?}");
     assert_eq!(ns2::parse("hello", ns2::MAX_NODES).unwrap_err().line, 1);
@@ -146,7 +166,11 @@ fn ns2_hostile_node_indices_are_refused_with_their_line() {
         let e = vemu_radio::ns2::parse(&text, 5).unwrap_err();
         assert_eq!(e.line, 2, "{e:?}");
         assert!(e.message.contains("bad node reference"), "{e:?}");
-        let e = vemu_radio::ns2::parse(&format!("$ns_ at 1.0 \"$node_({idx}) setdest 1 2 3\"\n"), vemu_radio::ns2::MAX_NODES).unwrap_err();
+        let e = vemu_radio::ns2::parse(
+            &format!("$ns_ at 1.0 \"$node_({idx}) setdest 1 2 3\"\n"),
+            vemu_radio::ns2::MAX_NODES,
+        )
+        .unwrap_err();
         assert_eq!(e.line, 1);
     }
     assert_eq!(vemu_radio::ns2::parse("$node_(4) set X_ 1.0\n", 5).unwrap().len(), 5);
@@ -172,17 +196,34 @@ fn walker_stays_inside(model: Mobility, max_speed: f64) -> f64 {
 #[test]
 fn random_walk_direction_and_gauss_markov_stay_in_the_area() {
     let area = Area { width_m: 400.0, height_m: 200.0 };
-    let rd = RandomWaypoint { area, min_speed_mps: 2.0, max_speed_mps: 5.0, pause_ns: 1_000_000_000 };
+    let rd =
+        RandomWaypoint { area, min_speed_mps: 2.0, max_speed_mps: 5.0, pause_ns: 1_000_000_000 };
     // 1000 s at 2..5 m/s: a walker that gets stuck at an edge would not cover this.
     assert!(walker_stays_inside(Mobility::RandomDirection(rd), 5.0) > 1000.0);
-    let rw = Mobility::RandomWalk { area, min_speed_mps: 1.0, max_speed_mps: 10.0, interval_ns: 3_000_000_000 };
+    let rw = Mobility::RandomWalk {
+        area,
+        min_speed_mps: 1.0,
+        max_speed_mps: 10.0,
+        interval_ns: 3_000_000_000,
+    };
     assert!(walker_stays_inside(rw, 10.0) > 3000.0);
-    let gm = Mobility::GaussMarkov { area, mean_speed_mps: 5.0, alpha: 0.75, speed_sigma_mps: 1.0, heading_sigma_rad: 0.5, interval_ns: 1_000_000_000 };
+    let gm = Mobility::GaussMarkov {
+        area,
+        mean_speed_mps: 5.0,
+        alpha: 0.75,
+        speed_sigma_mps: 1.0,
+        heading_sigma_rad: 0.5,
+        interval_ns: 1_000_000_000,
+    };
     // Speeds are unbounded normal draws; 5 m/s mean, σ 1: well under 12 m/s.
     let moved = walker_stays_inside(gm, 12.0);
     assert!((3000.0..6500.0).contains(&moved), "{moved}");
     // Random direction ends every leg at the edge of the area.
-    let mut w = Walker::new(Mobility::RandomDirection(RandomWaypoint { pause_ns: 5_000_000_000, ..rd }), Pos::new(200.0, 100.0), 5);
+    let mut w = Walker::new(
+        Mobility::RandomDirection(RandomWaypoint { pause_ns: 5_000_000_000, ..rd }),
+        Pos::new(200.0, 100.0),
+        5,
+    );
     let (mut at_edge, mut elsewhere) = (0, 0);
     for k in 51..=4000u64 {
         let p = w.advance(k * 100_000_000);
@@ -203,7 +244,16 @@ mod medium {
     use vemu_radio::Pos;
 
     fn cfg(model: Model, csma: bool, seed: u64) -> MediumConfig {
-        MediumConfig { model, radio: Radio::default(), rate_bps: 10_000_000, preamble_ns: 0, carrier_sense_m: 550.0, csma, queue_frames: 1000, seed }
+        MediumConfig {
+            model,
+            radio: Radio::default(),
+            rate_bps: 10_000_000,
+            preamble_ns: 0,
+            carrier_sense_m: 550.0,
+            csma,
+            queue_frames: 1000,
+            seed,
+        }
     }
 
     /// Run until nothing is left; every outcome with its time.
@@ -216,7 +266,15 @@ mod medium {
     }
 
     fn delivered(out: &[Outcome]) -> Vec<(u64, u32, u64)> {
-        out.iter().filter_map(|o| if let Outcome::Deliver { id, receiver, at_ns } = *o { Some((id, receiver, at_ns)) } else { None }).collect()
+        out.iter()
+            .filter_map(|o| {
+                if let Outcome::Deliver { id, receiver, at_ns } = *o {
+                    Some((id, receiver, at_ns))
+                } else {
+                    None
+                }
+            })
+            .collect()
     }
 
     #[test]
@@ -239,7 +297,15 @@ mod medium {
             assert!(e.abs_diff(want) < 1_000, "{k}: {e}");
         }
         // 2 km apart: both send at once, 10 ms for all.
-        let mut m = Medium::new(cfg(disk, false, 1), &[Pos::new(0.0, 0.0), Pos::new(50.0, 0.0), Pos::new(2000.0, 0.0), Pos::new(2050.0, 0.0)]);
+        let mut m = Medium::new(
+            cfg(disk, false, 1),
+            &[
+                Pos::new(0.0, 0.0),
+                Pos::new(50.0, 0.0),
+                Pos::new(2000.0, 0.0),
+                Pos::new(2050.0, 0.0),
+            ],
+        );
         for k in 0..10u64 {
             m.offer(0, 0, k, 1_000_000, Some(1));
             m.offer(0, 2, 100 + k, 1_000_000, Some(3));
@@ -248,7 +314,10 @@ mod medium {
         assert_eq!(d.len(), 20);
         assert!(d.iter().all(|x| x.2 <= 10_000_000 + 1_000), "{d:?}");
         // A full queue refuses frames.
-        let mut m = Medium::new(MediumConfig { queue_frames: 3, ..cfg(disk, false, 1) }, &[Pos::new(0.0, 0.0), Pos::new(1.0, 0.0)]);
+        let mut m = Medium::new(
+            MediumConfig { queue_frames: 3, ..cfg(disk, false, 1) },
+            &[Pos::new(0.0, 0.0), Pos::new(1.0, 0.0)],
+        );
         assert_eq!((0..5).map(|k| m.offer(0, 0, k, 1000, None)).filter(|&ok| ok).count(), 3);
     }
 
@@ -276,7 +345,9 @@ mod medium {
         }
         let m = Medium::new(cfg(disk, false, 1), &pts);
         for i in (0..2000).step_by(97) {
-            let want: Vec<u32> = (0..2000u32).filter(|&j| j != i && pts[i as usize].distance(pts[j as usize]) <= 250.0).collect();
+            let want: Vec<u32> = (0..2000u32)
+                .filter(|&j| j != i && pts[i as usize].distance(pts[j as usize]) <= 250.0)
+                .collect();
             assert_eq!(ids(&m, i), want);
         }
     }
@@ -285,7 +356,10 @@ mod medium {
     fn same_seed_same_decisions_and_loss_follows_the_model() {
         let ld = Model::LogDistance { exponent: 3.0, d0_m: 1.0, sigma_db: 6.0 };
         let run = |seed: u64| {
-            let mut m = Medium::new(cfg(ld, false, seed), &[Pos::new(0.0, 0.0), Pos::new(80.0, 0.0), Pos::new(0.0, 120.0)]);
+            let mut m = Medium::new(
+                cfg(ld, false, seed),
+                &[Pos::new(0.0, 0.0), Pos::new(80.0, 0.0), Pos::new(0.0, 120.0)],
+            );
             let mut out = Vec::new();
             for k in 0..4000u64 {
                 m.offer(k * 200_000, (k % 3) as u32, k, 100_000, None);
@@ -315,7 +389,10 @@ mod medium {
         let disk = Model::UnitDisk { range_m: 250.0 };
         // Two senders in range of each other: CSMA serialises them (a few same-slot
         // collisions at most), each wait at least DIFS.
-        let mut m = Medium::new(MediumConfig { carrier_sense_m: 250.0, ..cfg(disk, true, 3) }, &[Pos::new(0.0, 0.0), Pos::new(100.0, 0.0), Pos::new(50.0, 50.0)]);
+        let mut m = Medium::new(
+            MediumConfig { carrier_sense_m: 250.0, ..cfg(disk, true, 3) },
+            &[Pos::new(0.0, 0.0), Pos::new(100.0, 0.0), Pos::new(50.0, 50.0)],
+        );
         for k in 0..200u64 {
             m.offer(0, 0, k, 500_000, Some(2));
             m.offer(0, 1, 1000 + k, 500_000, Some(2));
@@ -326,12 +403,20 @@ mod medium {
         assert!(d.len() + pc as usize == 400 && pc < 60, "delivered {} collided {pc}", d.len());
         // Every transmission waits DIFS and on average CW/2 slots: 400 frames take longer
         // than their airtime alone, and not more than with the longest backoff each time.
-        let (first, last) = (d.iter().map(|x| x.2).min().unwrap(), d.iter().map(|x| x.2).max().unwrap());
+        let (first, last) =
+            (d.iter().map(|x| x.2).min().unwrap(), d.iter().map(|x| x.2).max().unwrap());
         assert!(first >= DIFS_NS + 500_000, "{first}");
-        assert!((400 * (500_000 + DIFS_NS)..=400 * (500_000 + DIFS_NS + CW_MIN * SLOT_NS)).contains(&last), "{last}");
+        assert!(
+            (400 * (500_000 + DIFS_NS)..=400 * (500_000 + DIFS_NS + CW_MIN * SLOT_NS))
+                .contains(&last),
+            "{last}"
+        );
         // Hidden terminals: 0 and 2 are 400 m apart (out of carrier-sense range), both
         // send to 1 in the middle, at the same time: their frames collide at 1.
-        let mut m = Medium::new(MediumConfig { carrier_sense_m: 250.0, ..cfg(disk, true, 3) }, &[Pos::new(0.0, 0.0), Pos::new(200.0, 0.0), Pos::new(400.0, 0.0)]);
+        let mut m = Medium::new(
+            MediumConfig { carrier_sense_m: 250.0, ..cfg(disk, true, 3) },
+            &[Pos::new(0.0, 0.0), Pos::new(200.0, 0.0), Pos::new(400.0, 0.0)],
+        );
         for k in 0..50u64 {
             m.offer(0, 0, k, 2_000_000, Some(1));
             m.offer(0, 2, 1000 + k, 2_000_000, Some(1));
@@ -340,7 +425,10 @@ mod medium {
         let lost: u64 = m.pairs().map(|(_, c)| c.lost_collision).sum();
         assert!(lost >= 90, "{lost}");
         // Without CSMA the channel is ideal: nothing collides.
-        let mut m = Medium::new(MediumConfig { carrier_sense_m: 250.0, ..cfg(disk, false, 3) }, &[Pos::new(0.0, 0.0), Pos::new(200.0, 0.0), Pos::new(400.0, 0.0)]);
+        let mut m = Medium::new(
+            MediumConfig { carrier_sense_m: 250.0, ..cfg(disk, false, 3) },
+            &[Pos::new(0.0, 0.0), Pos::new(200.0, 0.0), Pos::new(400.0, 0.0)],
+        );
         for k in 0..50u64 {
             m.offer(0, 0, k, 2_000_000, Some(1));
             m.offer(0, 2, 1000 + k, 2_000_000, Some(1));
@@ -363,10 +451,18 @@ fn trace_cursor_agrees_with_replaying_from_the_start() {
     let mut t = 0u64;
     for _ in 0..500 {
         t += next() % 3_000_000_000;
-        moves.push((t, vemu_radio::Pos::new((next() % 1000) as f64, (next() % 1000) as f64), (next() % 30) as f64));
+        moves.push((
+            t,
+            vemu_radio::Pos::new((next() % 1000) as f64, (next() % 1000) as f64),
+            (next() % 30) as f64,
+        ));
     }
     let trace = Trace { start: vemu_radio::Pos::new(3.0, 4.0), moves };
-    let mut walker = vemu_radio::mobility::Walker::new(vemu_radio::mobility::Mobility::Trace(trace.clone()), trace.start, 0);
+    let mut walker = vemu_radio::mobility::Walker::new(
+        vemu_radio::mobility::Mobility::Trace(trace.clone()),
+        trace.start,
+        0,
+    );
     let mut now = 0u64;
     while now < t + 5_000_000_000 {
         let a = walker.advance(now);

@@ -52,12 +52,17 @@ fn scale_free(n: usize, rng: &mut ChaCha8Rng) -> Vec<(usize, usize)> {
 fn main() {
     let mut rng = ChaCha8Rng::seed_from_u64(1);
     let n = 1000;
-    let graphs = [("geometric", geometric(n, 0.05, &mut rng)), ("scale-free", scale_free(n, &mut rng))];
+    let graphs =
+        [("geometric", geometric(n, 0.05, &mut rng)), ("scale-free", scale_free(n, &mut rng))];
     println!("graph,nodes,links,machines,method,cut_links,cut_weight,max_load_over_balanced,ms");
     for (name, links) in graphs {
         // Link weights: a third of the links at 1 Gbit/s, the others at 100 or 10 Mbit/s.
         let weights: Vec<u32> = (0..links.len()).map(|i| [1000, 100, 10][i % 3]).collect();
-        let g = Graph { link_weights: weights, seed: 1, ..Graph::unweighted(vec![None; n], links.clone(), vec![]) };
+        let g = Graph {
+            link_weights: weights,
+            seed: 1,
+            ..Graph::unweighted(vec![None; n], links.clone(), vec![])
+        };
         for k in [2usize, 4, 8] {
             let balanced = n as f64 / k as f64;
             let random: Vec<usize> = (0..n).map(|i| i % k).collect::<Vec<_>>();
@@ -67,10 +72,18 @@ fn main() {
             }
             let row = |method: &str, at: &[usize], ms: f64| {
                 let max = (0..k).map(|m| at.iter().filter(|&&x| x == m).count()).max().unwrap_or(0);
-                println!("{name},{n},{},{k},{method},{},{},{:.3},{ms:.2}", links.len(), cut(&g.links, at), cut_weight(&g, at), max as f64 / balanced);
+                println!(
+                    "{name},{n},{},{k},{method},{},{},{:.3},{ms:.2}",
+                    links.len(),
+                    cut(&g.links, at),
+                    cut_weight(&g, at),
+                    max as f64 / balanced
+                );
             };
             row("random", &shuffled, 0.0);
-            for (label, method) in [("greedy", Method::Greedy), ("metis", Method::Metis), ("vemu", Method::Best)] {
+            for (label, method) in
+                [("greedy", Method::Greedy), ("metis", Method::Metis), ("vemu", Method::Best)]
+            {
                 let t = Instant::now();
                 let at = place_by(&g, k, method).expect("no pins: always placeable");
                 row(label, &at, t.elapsed().as_secs_f64() * 1e3);

@@ -26,10 +26,17 @@ pub enum Way {
 /// way), given the node's `connected` subnets: each output prefix with the next hop it
 /// takes. Prefixes of both families may be mixed.
 pub fn aggregate(routes: &[(IpNet, usize)], connected: &[IpNet]) -> Vec<(IpNet, usize)> {
-    let mut all: Vec<(IpNet, Way)> = routes.iter().map(|&(n, h)| (n.trunc(), Way::Hop(h))).collect();
+    let mut all: Vec<(IpNet, Way)> =
+        routes.iter().map(|&(n, h)| (n.trunc(), Way::Hop(h))).collect();
     all.extend(connected.iter().map(|n| (n.trunc(), Way::Connected)));
     // By family, then address; a prefix before the ones it contains.
-    all.sort_by(|a, b| (a.0.addr().is_ipv6(), a.0.network(), a.0.prefix_len()).cmp(&(b.0.addr().is_ipv6(), b.0.network(), b.0.prefix_len())));
+    all.sort_by(|a, b| {
+        (a.0.addr().is_ipv6(), a.0.network(), a.0.prefix_len()).cmp(&(
+            b.0.addr().is_ipv6(),
+            b.0.network(),
+            b.0.prefix_len(),
+        ))
+    });
     all.dedup_by(|b, a| a.0 == b.0);
     let mut stack: Vec<(IpNet, Way)> = Vec::with_capacity(all.len());
     for item in all {
@@ -86,9 +93,15 @@ mod tests {
 
     /// Where the longest prefix of `table` that holds `addr` leads (None: connected
     /// or unrouted, told apart by `connected`).
-    fn lookup(table: &[(IpNet, usize)], connected: &[IpNet], addr: std::net::IpAddr) -> Option<Option<usize>> {
-        let best_route = table.iter().filter(|(n, _)| n.contains(&addr)).max_by_key(|(n, _)| n.prefix_len());
-        let best_conn = connected.iter().filter(|n| n.contains(&addr)).max_by_key(|n| n.prefix_len());
+    fn lookup(
+        table: &[(IpNet, usize)],
+        connected: &[IpNet],
+        addr: std::net::IpAddr,
+    ) -> Option<Option<usize>> {
+        let best_route =
+            table.iter().filter(|(n, _)| n.contains(&addr)).max_by_key(|(n, _)| n.prefix_len());
+        let best_conn =
+            connected.iter().filter(|n| n.contains(&addr)).max_by_key(|n| n.prefix_len());
         match (best_route, best_conn) {
             (Some((r, h)), Some(c)) if r.prefix_len() > c.prefix_len() => Some(Some(*h)),
             (_, Some(_)) => Some(None),
@@ -99,11 +112,24 @@ mod tests {
 
     #[test]
     fn siblings_going_the_same_way_merge_up_the_tree() {
-        let r = [(net("10.0.0.0/30"), 1), (net("10.0.0.4/30"), 1), (net("10.0.0.8/30"), 1), (net("10.0.0.12/30"), 1)];
+        let r = [
+            (net("10.0.0.0/30"), 1),
+            (net("10.0.0.4/30"), 1),
+            (net("10.0.0.8/30"), 1),
+            (net("10.0.0.12/30"), 1),
+        ];
         assert_eq!(aggregate(&r, &[]), vec![(net("10.0.0.0/28"), 1)]);
         // Different hops: nothing merges across them.
-        let r = [(net("10.0.0.0/30"), 1), (net("10.0.0.4/30"), 2), (net("10.0.0.8/30"), 2), (net("10.0.0.12/30"), 2)];
-        assert_eq!(aggregate(&r, &[]), vec![(net("10.0.0.0/30"), 1), (net("10.0.0.4/30"), 2), (net("10.0.0.8/29"), 2)]);
+        let r = [
+            (net("10.0.0.0/30"), 1),
+            (net("10.0.0.4/30"), 2),
+            (net("10.0.0.8/30"), 2),
+            (net("10.0.0.12/30"), 2),
+        ];
+        assert_eq!(
+            aggregate(&r, &[]),
+            vec![(net("10.0.0.0/30"), 1), (net("10.0.0.4/30"), 2), (net("10.0.0.8/29"), 2)]
+        );
     }
 
     #[test]
@@ -121,11 +147,20 @@ mod tests {
         let r = [(net("10.0.0.0/30"), 1), (net("10.0.0.8/29"), 1)];
         let a = aggregate(&r, &conn);
         assert_eq!(a, vec![(net("10.0.0.0/28"), 1)]);
-        assert_eq!(lookup(&a, &conn, "10.0.0.5".parse().unwrap()), Some(None), "the connected /30 stays in force");
+        assert_eq!(
+            lookup(&a, &conn, "10.0.0.5".parse().unwrap()),
+            Some(None),
+            "the connected /30 stays in force"
+        );
         // A connected subnet alone makes no route.
         assert!(aggregate(&[], &conn).is_empty());
         // Loopbacks (/32, /128) and IPv6 merge likewise, each family apart.
-        let r = [(net("10.255.0.1/32"), 3), (net("10.255.0.0/32"), 3), (net("fd00::/64"), 3), (net("fd00:0:0:1::/64"), 3)];
+        let r = [
+            (net("10.255.0.1/32"), 3),
+            (net("10.255.0.0/32"), 3),
+            (net("fd00::/64"), 3),
+            (net("fd00:0:0:1::/64"), 3),
+        ];
         assert_eq!(aggregate(&r, &[]), vec![(net("10.255.0.0/31"), 3), (net("fd00::/63"), 3)]);
     }
 
@@ -144,7 +179,8 @@ mod tests {
             let mut routes = Vec::new();
             let mut conn = Vec::new();
             for i in 0..256u32 {
-                let n = IpNet::new(std::net::Ipv4Addr::from(0x0a00_0000 + 4 * i).into(), 30).unwrap();
+                let n =
+                    IpNet::new(std::net::Ipv4Addr::from(0x0a00_0000 + 4 * i).into(), 30).unwrap();
                 match next() % 10 {
                     0 => {}
                     1 => conn.push(n),

@@ -36,7 +36,8 @@ pub fn graphml_file(path: &Path, name: Option<&str>) -> Result<Imported, String>
     if let Some(n) = name {
         crate::valid_lab_name(n)?;
     }
-    let text = crate::read_limited(path, MAX_GRAPHML_BYTES).map_err(|e| format!("{}: {e}", path.display()))?;
+    let text = crate::read_limited(path, MAX_GRAPHML_BYTES)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
     let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     graphml(&text, &path.display().to_string(), name.unwrap_or(&stem))
 }
@@ -115,7 +116,8 @@ fn comment(s: &str) -> String {
 /// Make a scenario of GraphML `text` (read from `file`, for messages; `stem` names the
 /// lab, made a valid name).
 pub fn graphml(text: &str, file: &str, stem: &str) -> Result<Imported, String> {
-    let doc = roxmltree::Document::parse(text).map_err(|e| format!("{file}: not GraphML (XML error: {e})"))?;
+    let doc = roxmltree::Document::parse(text)
+        .map_err(|e| format!("{file}: not GraphML (XML error: {e})"))?;
     let at = |n: roxmltree::Node| {
         let p = doc.text_pos_at(n.range().start);
         format!("{file}:{}:{}", p.row, p.col)
@@ -132,12 +134,19 @@ pub fn graphml(text: &str, file: &str, stem: &str) -> Result<Imported, String> {
             .filter(|c| c.has_tag_name("data"))
             .filter_map(|d| {
                 let key = d.attribute("key")?;
-                let name = keys.get(&(kind, key)).or_else(|| keys.get(&("all", key))).copied().unwrap_or(key);
+                let name = keys
+                    .get(&(kind, key))
+                    .or_else(|| keys.get(&("all", key)))
+                    .copied()
+                    .unwrap_or(key);
                 Some((name.to_string(), d.text().unwrap_or("").trim().to_string()))
             })
             .collect()
     };
-    let graph = doc.descendants().find(|n| n.has_tag_name("graph")).ok_or_else(|| format!("{file}: no <graph> element: not GraphML"))?;
+    let graph = doc
+        .descendants()
+        .find(|n| n.has_tag_name("graph"))
+        .ok_or_else(|| format!("{file}: no <graph> element: not GraphML"))?;
 
     struct Node {
         name: String,
@@ -158,7 +167,8 @@ pub fn graphml(text: &str, file: &str, stem: &str) -> Result<Imported, String> {
         }
         let d = data(n, "node");
         let label = d.get("label").cloned().unwrap_or_default();
-        let coord = |k: &str| d.get(k).and_then(|v| v.parse::<f64>().ok()).filter(|v| v.is_finite());
+        let coord =
+            |k: &str| d.get(k).and_then(|v| v.parse::<f64>().ok()).filter(|v| v.is_finite());
         let pos = match (coord("Latitude"), coord("Longitude")) {
             (Some(lat), Some(lon)) if lat.abs() <= 90.0 && lon.abs() <= 360.0 => Some((lat, lon)),
             _ => None,
@@ -180,7 +190,10 @@ pub fn graphml(text: &str, file: &str, stem: &str) -> Result<Imported, String> {
         }
         let end = |k: &str| -> Result<usize, String> {
             let id = e.attribute(k).ok_or_else(|| format!("{}: an edge without a {k}", at(e)))?;
-            index.get(id).copied().ok_or_else(|| format!("{}: edge {k} '{id}' is not a node of the graph", at(e)))
+            index
+                .get(id)
+                .copied()
+                .ok_or_else(|| format!("{}: edge {k} '{id}' is not a node of the graph", at(e)))
         };
         let (a, b) = (end("source")?, end("target")?);
         if a == b {
@@ -189,7 +202,11 @@ pub fn graphml(text: &str, file: &str, stem: &str) -> Result<Imported, String> {
         }
         let d = data(e, "edge");
         // Within what a scenario accepts (1 bit/s … 1 Tbit/s).
-        let speed = d.get("LinkSpeedRaw").and_then(|v| v.parse::<f64>().ok()).filter(|v| v.is_finite() && *v >= 1.0 && *v <= 1e12).map(|v| v as u64);
+        let speed = d
+            .get("LinkSpeedRaw")
+            .and_then(|v| v.parse::<f64>().ok())
+            .filter(|v| v.is_finite() && *v >= 1.0 && *v <= 1e12)
+            .map(|v| v as u64);
         match links.entry((a.min(b), a.max(b))) {
             std::collections::btree_map::Entry::Vacant(v) => {
                 v.insert(speed);
@@ -204,13 +221,33 @@ pub fn graphml(text: &str, file: &str, stem: &str) -> Result<Imported, String> {
             }
         }
     }
-    let stem_name: String = stem.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '-' }).take(32).collect();
-    let lab = if stem_name.starts_with(|c: char| c.is_ascii_alphanumeric()) { stem_name } else { "imported".to_string() };
+    let stem_name: String = stem
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '-' })
+        .take(32)
+        .collect();
+    let lab = if stem_name.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+        stem_name
+    } else {
+        "imported".to_string()
+    };
 
     let mut y = String::new();
-    let _ = writeln!(y, "# Imported by `vemu import` from {} (GraphML): {} nodes, {} links.", comment(file), nodes.len(), links.len());
-    let _ = writeln!(y, "# Delays: great-circle distance between the nodes' coordinates at the speed of light");
-    let _ = writeln!(y, "# in fibre ({FIBRE_KM_PER_S:.0} km/s, 4.9 us/km); bandwidth from the edges' LinkSpeedRaw.");
+    let _ = writeln!(
+        y,
+        "# Imported by `vemu import` from {} (GraphML): {} nodes, {} links.",
+        comment(file),
+        nodes.len(),
+        links.len()
+    );
+    let _ = writeln!(
+        y,
+        "# Delays: great-circle distance between the nodes' coordinates at the speed of light"
+    );
+    let _ = writeln!(
+        y,
+        "# in fibre ({FIBRE_KM_PER_S:.0} km/s, 4.9 us/km); bandwidth from the edges' LinkSpeedRaw."
+    );
     let _ = writeln!(y, "name: {lab}");
     // Static routes where they fit (n nodes on l links hold up to n*l); else none, said.
     let static_routes = nodes.len() as u64 * links.len() as u64 <= crate::MAX_STATIC_ROUTES;
@@ -220,7 +257,10 @@ pub fn graphml(text: &str, file: &str, stem: &str) -> Result<Imported, String> {
     let _ = writeln!(y, "routing: {}", if static_routes { "static" } else { "none" });
     let _ = writeln!(y, "nodes:");
     for n in &nodes {
-        let place = n.pos.map(|(lat, lon)| format!(" ({lat:.4}, {lon:.4})")).unwrap_or_else(|| " (no coordinates)".into());
+        let place = n
+            .pos
+            .map(|(lat, lon)| format!(" ({lat:.4}, {lon:.4})"))
+            .unwrap_or_else(|| " (no coordinates)".into());
         let _ = writeln!(y, "  {}: {{}}  # {}{place}", n.name, comment(&n.label));
     }
     if !links.is_empty() {
@@ -248,7 +288,9 @@ pub fn graphml(text: &str, file: &str, stem: &str) -> Result<Imported, String> {
         let _ = writeln!(y, "  - {{{fields}}}{note}");
     }
     if no_delay > 0 {
-        warnings.push(format!("{no_delay} links have an end without coordinates: no delay set on them"));
+        warnings.push(format!(
+            "{no_delay} links have an end without coordinates: no delay set on them"
+        ));
     }
     if parallel > 0 {
         warnings.push(format!("{parallel} parallel edges merged into the link between the same nodes (the fastest kept)"));
@@ -257,7 +299,9 @@ pub fn graphml(text: &str, file: &str, stem: &str) -> Result<Imported, String> {
         warnings.push(format!("{loops} edges from a node to itself left out"));
     }
     // What is handed out must be a scenario vemu accepts.
-    crate::load_str_in(&y, &format!("{lab}.yaml"), &lab, None, None).map_err(|e| format!("{file}: the scenario made from it is not valid (a bug in vemu import): {e}"))?;
+    crate::load_str_in(&y, &format!("{lab}.yaml"), &lab, None, None).map_err(|e| {
+        format!("{file}: the scenario made from it is not valid (a bug in vemu import): {e}")
+    })?;
     Ok(Imported { yaml: y, nodes: nodes.len(), links: links.len(), warnings })
 }
 
@@ -311,7 +355,12 @@ mod tests {
         let e = graphml_file(&big, None).map(|i| i.nodes).unwrap_err();
         assert!(e.contains("big.graphml") && e.contains("4194304"), "{e}");
         let i = graphml(&tree(5_000), "t.graphml", "t").unwrap();
-        assert!(i.yaml.contains("\nrouting: none\n") && i.warnings.iter().any(|w| w.contains("too many for static routes")), "{:?}", i.warnings);
+        assert!(
+            i.yaml.contains("\nrouting: none\n")
+                && i.warnings.iter().any(|w| w.contains("too many for static routes")),
+            "{:?}",
+            i.warnings
+        );
         crate::load_str_in(&i.yaml, "t.yaml", "t", None, None).unwrap();
         let i = graphml(&tree(100), "t.graphml", "t").unwrap();
         assert!(i.yaml.contains("\nrouting: static\n"));

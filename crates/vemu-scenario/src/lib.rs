@@ -6,12 +6,12 @@
 //! This crate does no I/O beyond reading the scenario file.
 
 pub mod aggregate;
+pub mod import;
 pub mod model;
 mod names;
 mod parse;
-mod plan;
-pub mod import;
 pub mod placement;
+mod plan;
 mod template;
 mod trust;
 pub mod units;
@@ -22,8 +22,8 @@ use std::path::Path;
 pub use model::*;
 pub(crate) use model::{read_limited, read_stamped};
 pub use names::{valid_lab_name, valid_node_name};
-pub use trust::{Reach, Trust, REFUSED};
 pub use plan::{build_plan, derive_seed, port_mtu};
+pub use trust::{Reach, Trust, REFUSED};
 
 /// Read, validate and plan a scenario file. `name` overrides the scenario's `name`.
 pub fn load(path: &Path, name: Option<&str>) -> Result<Plan, Errors> {
@@ -32,7 +32,12 @@ pub fn load(path: &Path, name: Option<&str>) -> Result<Plan, Errors> {
 
 /// Like [`load`], on `machines` if given (`vemu up --machines`), for whom `trust` says
 /// (see [`load_str_as`]).
-pub fn load_as(path: &Path, name: Option<&str>, machines: Option<Vec<Machine>>, trust: &Trust) -> Result<Plan, Errors> {
+pub fn load_as(
+    path: &Path,
+    name: Option<&str>,
+    machines: Option<Vec<Machine>>,
+    trust: &Trust,
+) -> Result<Plan, Errors> {
     load_file(path, name, machines, trust)
 }
 
@@ -43,14 +48,28 @@ pub fn load_str(text: &str, file: &str, stem: &str, name: Option<&str>) -> Resul
 }
 
 /// Like [`load_str`], with files the scenario refers to looked up in `base`.
-pub fn load_str_in(text: &str, file: &str, stem: &str, name: Option<&str>, base: Option<&Path>) -> Result<Plan, Errors> {
+pub fn load_str_in(
+    text: &str,
+    file: &str,
+    stem: &str,
+    name: Option<&str>,
+    base: Option<&Path>,
+) -> Result<Plan, Errors> {
     load_text(text, file, stem, name, None, base, &Trust::Owner)
 }
 
 /// Like [`load_str_in`], on `machines` if given, for whom `trust` says: a tenant's
 /// scenario that uses what it is not allowed gets an error at each such field, and
 /// nothing it names is read.
-pub fn load_str_as(text: &str, file: &str, stem: &str, name: Option<&str>, machines: Option<Vec<Machine>>, base: Option<&Path>, trust: &Trust) -> Result<Plan, Errors> {
+pub fn load_str_as(
+    text: &str,
+    file: &str,
+    stem: &str,
+    name: Option<&str>,
+    machines: Option<Vec<Machine>>,
+    base: Option<&Path>,
+    trust: &Trust,
+) -> Result<Plan, Errors> {
     load_text(text, file, stem, name, machines, base, trust)
 }
 
@@ -60,17 +79,35 @@ pub fn load_on(path: &Path, name: Option<&str>, machines: Vec<Machine>) -> Resul
     load_file(path, name, Some(machines), &Trust::Owner)
 }
 
-fn load_file(path: &Path, name: Option<&str>, machines: Option<Vec<Machine>>, trust: &Trust) -> Result<Plan, Errors> {
+fn load_file(
+    path: &Path,
+    name: Option<&str>,
+    machines: Option<Vec<Machine>>,
+    trust: &Trust,
+) -> Result<Plan, Errors> {
     let file = path.display().to_string();
     let text = read_limited(path, MAX_SCENARIO_BYTES).map_err(|e| Errors {
         file: file.clone(),
-        errors: vec![Error { line: 0, col: 0, field: String::new(), message: format!("cannot read: {e}") }],
+        errors: vec![Error {
+            line: 0,
+            col: 0,
+            field: String::new(),
+            message: format!("cannot read: {e}"),
+        }],
     })?;
     let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("lab");
     load_text(&text, &file, stem, name, machines, path.parent(), trust)
 }
 
-fn load_text(text: &str, file: &str, stem: &str, name: Option<&str>, machines: Option<Vec<Machine>>, base: Option<&Path>, trust: &Trust) -> Result<Plan, Errors> {
+fn load_text(
+    text: &str,
+    file: &str,
+    stem: &str,
+    name: Option<&str>,
+    machines: Option<Vec<Machine>>,
+    base: Option<&Path>,
+    trust: &Trust,
+) -> Result<Plan, Errors> {
     let wrap = |errors: Vec<Error>| Errors { file: file.to_string(), errors };
     let scenario = parse::parse(text, stem, name, machines, base, trust).map_err(wrap)?;
     build_plan(&scenario).map_err(wrap)

@@ -85,7 +85,10 @@ impl Machine {
             if v.iter().any(|m| m.name == name) {
                 return Err(format!("machine '{name}' is named twice"));
             }
-            v.push(Machine { name: name.to_string(), address: Machine::parse_address(addr.trim())? });
+            v.push(Machine {
+                name: name.to_string(),
+                address: Machine::parse_address(addr.trim())?,
+            });
             if v.len() > MAX_MACHINES {
                 return Err(format!("a lab spans at most {MAX_MACHINES} machines"));
             }
@@ -175,7 +178,13 @@ pub struct FidelityThresholds {
 
 impl Default for FidelityThresholds {
     fn default() -> Self {
-        FidelityThresholds { late_ns: 1_000_000, degraded_fraction: 0.01, invalid_fraction: 0.10, min_frames: 100, busy_fraction: 0.9 }
+        FidelityThresholds {
+            late_ns: 1_000_000,
+            degraded_fraction: 0.01,
+            invalid_fraction: 0.10,
+            min_frames: 100,
+            busy_fraction: 0.9,
+        }
     }
 }
 
@@ -261,7 +270,11 @@ pub struct Limits {
 impl Limits {
     /// These limits, with `defaults`' where these have none.
     pub fn or(self, defaults: Limits) -> Limits {
-        Limits { cpu_cores: self.cpu_cores.or(defaults.cpu_cores), memory_bytes: self.memory_bytes.or(defaults.memory_bytes), pids: self.pids.or(defaults.pids) }
+        Limits {
+            cpu_cores: self.cpu_cores.or(defaults.cpu_cores),
+            memory_bytes: self.memory_bytes.or(defaults.memory_bytes),
+            pids: self.pids.or(defaults.pids),
+        }
     }
 
     pub fn is_none(&self) -> bool {
@@ -271,7 +284,10 @@ impl Limits {
     /// Whether every limit given is within its bounds ([`MIN_CPU_CORES`] …); the first
     /// that is not, said.
     pub fn check(&self) -> Result<(), String> {
-        if let Some(c) = self.cpu_cores.filter(|c| !(c.is_finite() && (MIN_CPU_CORES..=MAX_CPU_CORES).contains(c))) {
+        if let Some(c) = self
+            .cpu_cores
+            .filter(|c| !(c.is_finite() && (MIN_CPU_CORES..=MAX_CPU_CORES).contains(c)))
+        {
             return Err(format!("cpu must be {MIN_CPU_CORES} to {MAX_CPU_CORES} cores, got {c}"));
         }
         if let Some(m) = self.memory_bytes.filter(|&m| m < MIN_MEMORY_BYTES) {
@@ -433,7 +449,10 @@ pub struct TimedEvent {
 #[serde(rename_all = "snake_case")]
 pub enum EventTarget {
     /// A link or segment port as `vemu link` names it, and the directions concerned.
-    Link { spec: String, direction: Direction },
+    Link {
+        spec: String,
+        direction: Direction,
+    },
     Node(String),
 }
 
@@ -445,7 +464,12 @@ pub enum EventAction {
     /// Link: up/down (carrier). Node: start/stop.
     State(bool),
     /// Change impairments step by step from `from` to `to` over `over_ns`.
-    Ramp { from: vemu_link::ImpairmentsPatch, to: vemu_link::ImpairmentsPatch, over_ns: u64, step_ns: u64 },
+    Ramp {
+        from: vemu_link::ImpairmentsPatch,
+        to: vemu_link::ImpairmentsPatch,
+        over_ns: u64,
+        step_ns: u64,
+    },
     /// Each firing applies the next patch of the list (with `every`: e.g. a square wave).
     Cycle(Vec<vemu_link::ImpairmentsPatch>),
     /// Run a shell command in the node (output in the node's log).
@@ -474,7 +498,11 @@ impl SegmentPlan {
     /// No port has an impairment in either direction and there is no capacity: a plain
     /// LAN ([`Plan::kernel_lan`]) the kernel can switch from the start.
     pub fn unimpaired(&self) -> bool {
-        self.capacity_bps.is_none() && self.members.iter().all(|m| m.egress == Impairments::default() && m.ingress == Impairments::default())
+        self.capacity_bps.is_none()
+            && self
+                .members
+                .iter()
+                .all(|m| m.egress == Impairments::default() && m.ingress == Impairments::default())
     }
 }
 
@@ -484,7 +512,11 @@ impl Plan {
     /// frames come through a packet socket, never a veth).
     pub fn kernel_lan(&self, g: usize) -> bool {
         let seg = &self.segments[g];
-        seg.wireless.is_none() && !self.spans(g) && seg.members.iter().all(|m| m.vlan == seg.members[0].vlan && self.nodes[m.end.node].kind != NodeKind::External)
+        seg.wireless.is_none()
+            && !self.spans(g)
+            && seg.members.iter().all(|m| {
+                m.vlan == seg.members[0].vlan && self.nodes[m.end.node].kind != NodeKind::External
+            })
     }
 
     /// The machine of segment `g`'s switch or radio channel: its first member's. Members
@@ -498,7 +530,12 @@ impl Plan {
     /// sends no MLD query either).
     pub fn segment_carries_ipv6(&self, g: usize) -> bool {
         self.segments[g].members.iter().any(|m| {
-            let off = self.nodes[m.end.node].sysctls.iter().rev().find(|(k, _)| k == "net.ipv6.conf.default.disable_ipv6").is_some_and(|(_, v)| v.trim() == "1");
+            let off = self.nodes[m.end.node]
+                .sysctls
+                .iter()
+                .rev()
+                .find(|(k, _)| k == "net.ipv6.conf.default.disable_ipv6")
+                .is_some_and(|(_, v)| v.trim() == "1");
             !off
         })
     }
@@ -526,7 +563,12 @@ impl Plan {
         let mut t = Vec::new();
         for g in (0..self.segments.len()).filter(|&g| self.spans(g)) {
             let at = self.segment_machine(g);
-            let mut ms: Vec<usize> = self.segments[g].members.iter().map(|m| self.nodes[m.end.node].machine).filter(|&m| m != at).collect();
+            let mut ms: Vec<usize> = self.segments[g]
+                .members
+                .iter()
+                .map(|m| self.nodes[m.end.node].machine)
+                .filter(|&m| m != at)
+                .collect();
             ms.sort_unstable();
             ms.dedup();
             t.extend(ms.into_iter().map(|m| (g, m)));
@@ -546,7 +588,10 @@ impl Plan {
     pub fn tunnel_machines(&self) -> Vec<[usize; 2]> {
         let at = |e: EndpointRef| self.nodes[e.node].machine;
         let links = self.links.iter().map(|l| [at(l.a), at(l.b)]);
-        let members = self.segments.iter().enumerate().flat_map(|(g, s)| s.members.iter().map(move |m| [at(m.end), self.segment_machine(g)]));
+        let members =
+            self.segments.iter().enumerate().flat_map(|(g, s)| {
+                s.members.iter().map(move |m| [at(m.end), self.segment_machine(g)])
+            });
         let trunks = self.trunks().into_iter().map(|(g, m)| [m, self.segment_machine(g)]);
         links.chain(members).chain(trunks).collect()
     }
@@ -566,7 +611,9 @@ impl Plan {
             return Ok((i, false));
         }
         let Some((x, y)) = spec.split_once(':') else {
-            return Err(format!("no link named '{spec}' (write a link as NODE:NODE or by its name)"));
+            return Err(format!(
+                "no link named '{spec}' (write a link as NODE:NODE or by its name)"
+            ));
         };
         for name in [x, y] {
             if self.node_index(name).is_none() {
@@ -594,7 +641,10 @@ impl Plan {
             many => Err(format!(
                 "{} links join '{x}' and '{y}'; name one of: {}",
                 many.len(),
-                many.iter().map(|(i, _)| self.links[*i].name.as_str()).collect::<Vec<_>>().join(", ")
+                many.iter()
+                    .map(|(i, _)| self.links[*i].name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )),
         }
     }
@@ -609,7 +659,9 @@ impl Plan {
             Err(e) => e,
         };
         if let Some(g) = self.segment_index(spec) {
-            return Ok((0..self.segments[g].members.len()).map(|m| (PortRef::Member(g, m), 1)).collect());
+            return Ok((0..self.segments[g].members.len())
+                .map(|m| (PortRef::Member(g, m), 1))
+                .collect());
         }
         if let Some((x, y)) = spec.split_once(':') {
             for (seg, node, forward) in [(x, y, 1), (y, x, 0)] {
@@ -624,7 +676,11 @@ impl Plan {
                 }
             }
         }
-        Err(if self.segments.is_empty() { link_err } else { format!("{link_err}, and no segment port '{spec}' (write SEGMENT:NODE)") })
+        Err(if self.segments.is_empty() {
+            link_err
+        } else {
+            format!("{link_err}, and no segment port '{spec}' (write SEGMENT:NODE)")
+        })
     }
 
     /// `node:iface` of an endpoint, for messages and status.
@@ -660,7 +716,9 @@ impl fmt::Display for Errors {
             match (e.line, e.field.is_empty()) {
                 (0, _) => write!(f, "{}: {}", self.file, e.message)?,
                 (_, true) => write!(f, "{}:{}:{}: {}", self.file, e.line, e.col, e.message)?,
-                (_, false) => write!(f, "{}:{}:{}: {}: {}", self.file, e.line, e.col, e.field, e.message)?,
+                (_, false) => {
+                    write!(f, "{}:{}:{}: {}: {}", self.file, e.line, e.col, e.field, e.message)?
+                }
             }
         }
         Ok(())
@@ -715,7 +773,10 @@ pub struct FileStamp {
 impl FileStamp {
     fn of(meta: &std::fs::Metadata) -> FileStamp {
         use std::os::unix::fs::MetadataExt;
-        FileStamp { bytes: meta.len(), modified_ns: meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128 }
+        FileStamp {
+            bytes: meta.len(),
+            modified_ns: meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128,
+        }
     }
 }
 
@@ -738,14 +799,21 @@ impl Plan {
         for g in &mut self.segments {
             let Some(w) = g.wireless.as_mut() else { continue };
             let Some(t) = &w.trace else { continue };
-            let (text, stamp) = read_stamped(&t.path, MAX_TRACE_BYTES).map_err(|e| format!("cannot read ns-2 trace '{}': {e}", t.path.display()))?;
+            let (text, stamp) = read_stamped(&t.path, MAX_TRACE_BYTES)
+                .map_err(|e| format!("cannot read ns-2 trace '{}': {e}", t.path.display()))?;
             if stamp != t.stamp {
-                return Err(format!("the ns-2 trace '{}' of segment '{}' changed since the scenario was checked", t.path.display(), g.name));
+                return Err(format!(
+                    "the ns-2 trace '{}' of segment '{}' changed since the scenario was checked",
+                    t.path.display(),
+                    g.name
+                ));
             }
             let all = vemu_radio::ns2::parse(&text, w.radios.len().max(vemu_radio::ns2::MAX_NODES))
                 .map_err(|e| format!("{}:{}: {}", t.path.display(), e.line, e.message))?;
             for &(m, i) in &t.members {
-                let moves = all.get(i).cloned().ok_or_else(|| format!("the ns-2 trace '{}' has no $node_({i})", t.path.display()))?;
+                let moves = all.get(i).cloned().ok_or_else(|| {
+                    format!("the ns-2 trace '{}' has no $node_({i})", t.path.display())
+                })?;
                 w.radios[m].mobility = vemu_radio::mobility::Mobility::Trace(moves);
             }
         }

@@ -2,7 +2,12 @@
 //! namespace, device, directory and host names.
 
 /// A name of 1-32 letters, digits, '-' or '_' whose first character passes `first`.
-fn valid_name(kind: &str, name: &str, first: fn(&char) -> bool, first_desc: &str) -> Result<(), String> {
+fn valid_name(
+    kind: &str,
+    name: &str,
+    first: fn(&char) -> bool,
+    first_desc: &str,
+) -> Result<(), String> {
     let ok = !name.is_empty()
         && name.len() <= 32
         && name.chars().next().as_ref().is_some_and(first)

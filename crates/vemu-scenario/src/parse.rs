@@ -5,7 +5,9 @@ use std::net::IpAddr;
 use std::path::Path;
 
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
-use vemu_link::{Chance, Distribution, Impairments, ImpairmentsPatch, Jitter, Loss, QueueLimit, Reorder, Shaper};
+use vemu_link::{
+    Chance, Distribution, Impairments, ImpairmentsPatch, Jitter, Loss, QueueLimit, Reorder, Shaper,
+};
 
 use crate::units;
 
@@ -20,6 +22,9 @@ mod reader;
 mod segment;
 mod wireless;
 
+use crate::names::{valid_lab_name, valid_machine_name, valid_medium_name, valid_node_name};
+use crate::yaml::{self, Mark, Node, Value};
+use crate::Error;
 use addressing::*;
 use event::*;
 use impairment::*;
@@ -28,9 +33,6 @@ pub use node::*;
 use reader::*;
 use segment::*;
 pub use wireless::WirelessDef;
-use crate::yaml::{self, Mark, Node, Value};
-use crate::names::{valid_lab_name, valid_machine_name, valid_medium_name, valid_node_name};
-use crate::Error;
 
 /// A validated scenario, before addresses and routes are worked out.
 #[derive(Debug, Clone)]
@@ -210,11 +212,23 @@ impl Default for Addressing {
 }
 
 /// Parse a scenario; `base` is the directory that file references are relative to.
-pub fn parse(text: &str, stem: &str, name_override: Option<&str>, machines_override: Option<Vec<crate::Machine>>, base: Option<&Path>, trust: &crate::Trust) -> Result<Scenario, Vec<Error>> {
+pub fn parse(
+    text: &str,
+    stem: &str,
+    name_override: Option<&str>,
+    machines_override: Option<Vec<crate::Machine>>,
+    base: Option<&Path>,
+    trust: &crate::Trust,
+) -> Result<Scenario, Vec<Error>> {
     let root = match yaml::parse(text) {
         Ok(Some(root)) => root,
         Ok(None) => {
-            return Err(vec![Error { line: 1, col: 1, field: String::new(), message: "the scenario is empty".into() }])
+            return Err(vec![Error {
+                line: 1,
+                col: 1,
+                field: String::new(),
+                message: "the scenario is empty".into(),
+            }])
         }
         Err(e) => {
             return Err(vec![Error {
@@ -226,7 +240,26 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, machines_overr
         }
     };
     let mut p = P { errors: Vec::new(), trust: trust.clone() };
-    let top = p.map(&root, "", &["name", "seed", "defaults", "nodes", "links", "segments", "events", "addressing", "routing", "fidelity", "storage", "logs", "machines", "divert"]);
+    let top = p.map(
+        &root,
+        "",
+        &[
+            "name",
+            "seed",
+            "defaults",
+            "nodes",
+            "links",
+            "segments",
+            "events",
+            "addressing",
+            "routing",
+            "fidelity",
+            "storage",
+            "logs",
+            "machines",
+            "divert",
+        ],
+    );
     let get = |k: &str| top.iter().find(|(key, ..)| *key == k).map(|(_, m, n)| (*m, *n));
 
     let name = match (name_override, get("name")) {
@@ -236,16 +269,28 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, machines_overr
             }
             n.to_string()
         }
-        (None, Some((_, n))) => p.scalar(n, "name", |s| valid_lab_name(s).map(|_| s.to_string())).unwrap_or_default(),
+        (None, Some((_, n))) => {
+            p.scalar(n, "name", |s| valid_lab_name(s).map(|_| s.to_string())).unwrap_or_default()
+        }
         (None, None) => {
-            let n: String = stem.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '-' }).take(32).collect();
+            let n: String = stem
+                .chars()
+                .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '-' })
+                .take(32)
+                .collect();
             if valid_lab_name(&n).is_err() {
-                p.err(root.mark, "name", format!("no 'name' given and the file name '{stem}' does not make a lab name"));
+                p.err(
+                    root.mark,
+                    "name",
+                    format!("no 'name' given and the file name '{stem}' does not make a lab name"),
+                );
             }
             n
         }
     };
-    let seed = get("seed").and_then(|(_, n)| p.scalar(n, "seed", integer::<u64>("a whole number"))).unwrap_or(1);
+    let seed = get("seed")
+        .and_then(|(_, n)| p.scalar(n, "seed", integer::<u64>("a whole number")))
+        .unwrap_or(1);
     let routing_mark = get("routing").map(|(m, _)| m).unwrap_or(root.mark);
     let static_routing = match get("routing") {
         None => true,
@@ -278,7 +323,15 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, machines_overr
                 }
             }
             if machines.len() > crate::MAX_MACHINES {
-                p.err(mark, "machines", format!("a lab spans at most {} machines, this one names {}", crate::MAX_MACHINES, machines.len()));
+                p.err(
+                    mark,
+                    "machines",
+                    format!(
+                        "a lab spans at most {} machines, this one names {}",
+                        crate::MAX_MACHINES,
+                        machines.len()
+                    ),
+                );
             }
         }
         (None, None) => {}
@@ -292,7 +345,13 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, machines_overr
                 let entries = p.map(v, "defaults.link", IMPAIRMENT_KEYS);
                 default_link = impairments(&mut p, &entries, "defaults.link");
             } else {
-                default_node = node_parts(&mut p, v, "defaults.node", base, &["run", "files", "vars", "sysctl", "isolation", "cpu", "memory", "pids"]);
+                default_node = node_parts(
+                    &mut p,
+                    v,
+                    "defaults.node",
+                    base,
+                    &["run", "files", "vars", "sysctl", "isolation", "cpu", "memory", "pids"],
+                );
             }
         }
     }
@@ -318,15 +377,25 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, machines_overr
                 let kind = d.kind.map_or(crate::NodeKind::Namespace, |(k, _)| k);
                 match d.kind {
                     Some((crate::NodeKind::Host, mark)) => {
-                        for (k, kmark) in d.given.iter().filter(|(k, _)| NOT_ON_HOST.contains(&k.as_str())) {
+                        for (k, kmark) in
+                            d.given.iter().filter(|(k, _)| NOT_ON_HOST.contains(&k.as_str()))
+                        {
                             p.err(*kmark, &join(&field, k), format!("a node of kind 'host' is the machine vemu runs on, not a node vemu makes: it has no '{k}'"));
                         }
-                        if let Some(other) = nodes.iter().find(|n: &&NodeDef| n.kind == crate::NodeKind::Host) {
-                            p.err(mark, &join(&field, "kind"), format!("only one node can be the host, and '{}' is", other.name));
+                        if let Some(other) =
+                            nodes.iter().find(|n: &&NodeDef| n.kind == crate::NodeKind::Host)
+                        {
+                            p.err(
+                                mark,
+                                &join(&field, "kind"),
+                                format!("only one node can be the host, and '{}' is", other.name),
+                            );
                         }
                     }
                     Some((crate::NodeKind::External, mark)) => {
-                        for (k, kmark) in d.given.iter().filter(|(k, _)| !ON_EXTERNAL.contains(&k.as_str())) {
+                        for (k, kmark) in
+                            d.given.iter().filter(|(k, _)| !ON_EXTERNAL.contains(&k.as_str()))
+                        {
                             p.err(*kmark, &join(&field, k), format!("a node of kind 'external' is what is on the wire of a NIC, not a node vemu makes: it has no '{k}'"));
                         }
                         match &d.iface {
@@ -346,12 +415,20 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, machines_overr
                 }
                 if let Some((k, mark)) = d.kind.filter(|(k, _)| !k.is_made()) {
                     if !machines.is_empty() {
-                        p.err(mark, &join(&field, "kind"), format!("a node of kind '{}' in a lab across machines is not supported yet", k.name()));
+                        p.err(
+                            mark,
+                            &join(&field, "kind"),
+                            format!(
+                                "a node of kind '{}' in a lab across machines is not supported yet",
+                                k.name()
+                            ),
+                        );
                     }
                     // Nothing of defaults.node applies to what vemu does not make.
                     d.own_pids = Some(false);
                 }
-                let nic = d.iface.take().filter(|_| kind == crate::NodeKind::External).map(|(n, _)| n);
+                let nic =
+                    d.iface.take().filter(|_| kind == crate::NodeKind::External).map(|(n, _)| n);
                 let default_node = match kind.is_made() {
                     false => &no_defaults,
                     true => &default_node,
@@ -362,8 +439,18 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, machines_overr
                 files.append(&mut d.files);
                 // A file cannot also be a directory of another one.
                 for f in &files {
-                    if let Some(g) = files.iter().find(|g| g.path.starts_with(&format!("{}/", f.path.trim_end_matches('/')))) {
-                        p.err(g.mark, &format!("{field}.files.{}", g.path), format!("'{}' is also a file of this node, so it cannot be a directory", f.path));
+                    if let Some(g) = files
+                        .iter()
+                        .find(|g| g.path.starts_with(&format!("{}/", f.path.trim_end_matches('/'))))
+                    {
+                        p.err(
+                            g.mark,
+                            &format!("{field}.files.{}", g.path),
+                            format!(
+                                "'{}' is also a file of this node, so it cannot be a directory",
+                                f.path
+                            ),
+                        );
                     }
                 }
                 let mut run = default_node.run.clone();
@@ -376,20 +463,41 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, machines_overr
                 let (routes, loopback) = (d.routes, d.loopback);
                 let own_pids = d.own_pids.or(default_node.own_pids).unwrap_or(true);
                 let limits = d.limits.or(default_node.limits);
-                let machine = d.machine.and_then(|(m, mark)| match machines.iter().position(|x| x.name == m) {
-                    Some(i) => Some(i),
-                    None => {
-                        let known: Vec<&str> = machines.iter().map(|x| x.name.as_str()).collect();
-                        let why = match known.is_empty() {
-                            true => "the scenario names no 'machines'".to_string(),
-                            false => format!("the machines are {}", known.join(", ")),
-                        };
-                        p.err(mark, &join(&field, "machine"), format!("unknown machine '{m}' ({why})"));
-                        None
+                let machine = d.machine.and_then(|(m, mark)| {
+                    match machines.iter().position(|x| x.name == m) {
+                        Some(i) => Some(i),
+                        None => {
+                            let known: Vec<&str> =
+                                machines.iter().map(|x| x.name.as_str()).collect();
+                            let why = match known.is_empty() {
+                                true => "the scenario names no 'machines'".to_string(),
+                                false => format!("the machines are {}", known.join(", ")),
+                            };
+                            p.err(
+                                mark,
+                                &join(&field, "machine"),
+                                format!("unknown machine '{m}' ({why})"),
+                            );
+                            None
+                        }
                     }
                 });
                 names.insert(nname.to_string(), nodes.len());
-                nodes.push(NodeDef { name: nname.to_string(), mark: nmark, run, routes, files, loopback, vars, sysctls, own_pids, limits, machine, kind, nic });
+                nodes.push(NodeDef {
+                    name: nname.to_string(),
+                    mark: nmark,
+                    run,
+                    routes,
+                    files,
+                    loopback,
+                    vars,
+                    sysctls,
+                    own_pids,
+                    limits,
+                    machine,
+                    kind,
+                    nic,
+                });
             }
         }
     }
@@ -402,7 +510,13 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, machines_overr
         for (i, l) in p.seq(n, "links").iter().enumerate() {
             let field = format!("links[{i}]");
             let entries = p.map(l, &field, &link_keys);
-            let dirs = directions(&mut p, &entries, &field, [&default_link, &default_link], ["forward", "reverse"]);
+            let dirs = directions(
+                &mut p,
+                &entries,
+                &field,
+                [&default_link, &default_link],
+                ["forward", "reverse"],
+            );
             let mut ends = Vec::new();
             let mut saw_endpoints = false;
             let mut name = None;
@@ -414,18 +528,23 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, machines_overr
                         saw_endpoints = true;
                         let items = p.seq(v, &f);
                         if items.len() != 2 {
-                            p.err(v.mark, &f, format!("a link has exactly 2 endpoints, found {}", items.len()));
+                            p.err(
+                                v.mark,
+                                &f,
+                                format!("a link has exactly 2 endpoints, found {}", items.len()),
+                            );
                         }
                         for (j, e) in items.iter().enumerate().take(2) {
-                            if let Some((e, _)) = endpoint(&mut p, e, &format!("{f}[{j}]"), &names, &[]) {
+                            if let Some((e, _)) =
+                                endpoint(&mut p, e, &format!("{f}[{j}]"), &names, &[])
+                            {
                                 ends.push(e);
                             }
                         }
                     }
                     "name" => {
-                        name = p.scalar(v, &f, |s| {
-                            valid_medium_name("link", s).map(|()| s.to_string())
-                        })
+                        name = p
+                            .scalar(v, &f, |s| valid_medium_name("link", s).map(|()| s.to_string()))
                     }
                     "weight" => weight = p.scalar(v, &f, positive).unwrap_or(1),
                     _ => {}
@@ -438,7 +557,11 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, machines_overr
             let rev = finish_impairments(&mut p, &dirs[1], l.mark, &format!("{field} (reverse)"));
             if let [a, b] = ends.as_slice() {
                 if a.node == b.node {
-                    p.err(a.mark, &join(&field, "endpoints"), format!("a link cannot join node '{}' to itself", nodes[a.node].name));
+                    p.err(
+                        a.mark,
+                        &join(&field, "endpoints"),
+                        format!("a link cannot join node '{}' to itself", nodes[a.node].name),
+                    );
                     continue;
                 }
                 links.push(LinkDef {
@@ -461,7 +584,10 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, machines_overr
                     line: l.mark.line,
                     col: l.mark.col,
                     field: format!("{}.name", l.field),
-                    message: format!("link name '{n}' is used twice (first on line {})", first.line),
+                    message: format!(
+                        "link name '{n}' is used twice (first on line {})",
+                        first.line
+                    ),
                 });
             }
         }
@@ -480,17 +606,38 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, machines_overr
             }
         }
     }
-    let diverts = get("divert").filter(|(m, _)| p.reach(crate::Reach::Divert, *m, "divert")).map(|(_, n)| divert::diverts(&mut p, n)).unwrap_or_default();
+    let diverts = get("divert")
+        .filter(|(m, _)| p.reach(crate::Reach::Divert, *m, "divert"))
+        .map(|(_, n)| divert::diverts(&mut p, n))
+        .unwrap_or_default();
     let mut fidelity = crate::FidelityThresholds::default();
     if let Some((_, n)) = get("fidelity") {
-        for (k, _, v) in p.map(n, "fidelity", &["late", "degraded", "invalid", "min_frames", "busy"]) {
+        for (k, _, v) in
+            p.map(n, "fidelity", &["late", "degraded", "invalid", "min_frames", "busy"])
+        {
             let f = join("fidelity", k);
             match k {
-                "late" => fidelity.late_ns = p.scalar(v, &f, units::duration_ns).unwrap_or(fidelity.late_ns),
-                "degraded" => fidelity.degraded_fraction = p.scalar(v, &f, units::percent).unwrap_or(fidelity.degraded_fraction),
-                "invalid" => fidelity.invalid_fraction = p.scalar(v, &f, units::percent).unwrap_or(fidelity.invalid_fraction),
-                "busy" => fidelity.busy_fraction = p.scalar(v, &f, units::percent).unwrap_or(fidelity.busy_fraction),
-                _ => fidelity.min_frames = p.scalar(v, &f, integer::<u64>("a number of frames")).unwrap_or(fidelity.min_frames),
+                "late" => {
+                    fidelity.late_ns =
+                        p.scalar(v, &f, units::duration_ns).unwrap_or(fidelity.late_ns)
+                }
+                "degraded" => {
+                    fidelity.degraded_fraction =
+                        p.scalar(v, &f, units::percent).unwrap_or(fidelity.degraded_fraction)
+                }
+                "invalid" => {
+                    fidelity.invalid_fraction =
+                        p.scalar(v, &f, units::percent).unwrap_or(fidelity.invalid_fraction)
+                }
+                "busy" => {
+                    fidelity.busy_fraction =
+                        p.scalar(v, &f, units::percent).unwrap_or(fidelity.busy_fraction)
+                }
+                _ => {
+                    fidelity.min_frames = p
+                        .scalar(v, &f, integer::<u64>("a number of frames"))
+                        .unwrap_or(fidelity.min_frames)
+                }
             }
         }
         if fidelity.invalid_fraction < fidelity.degraded_fraction {
@@ -508,13 +655,33 @@ pub fn parse(text: &str, stem: &str, name_override: Option<&str>, machines_overr
             })
             .unwrap_or(default)
     };
-    let storage_bytes = size("storage", crate::MIN_STORAGE_BYTES, "16MiB", crate::DEFAULT_STORAGE_BYTES);
+    let storage_bytes =
+        size("storage", crate::MIN_STORAGE_BYTES, "16MiB", crate::DEFAULT_STORAGE_BYTES);
     let log_bytes = size("logs", crate::MIN_LOG_BYTES, "64KiB", crate::DEFAULT_LOG_BYTES);
-    if let (false, false, Some((mark, _))) = (diverts.is_empty(), machines.is_empty(), get("divert")) {
+    if let (false, false, Some((mark, _))) =
+        (diverts.is_empty(), machines.is_empty(), get("divert"))
+    {
         p.err(mark, "divert", "diverted paths take the controller's machine's traffic: not in labs across machines yet");
     }
     if p.errors.is_empty() {
-        Ok(Scenario { name, seed, nodes, links, segments, events, addressing, addressing_mark, static_routing, routing_mark, fidelity, storage_bytes, log_bytes, machines, diverts, confined: matches!(p.trust, crate::Trust::Tenant(_)) })
+        Ok(Scenario {
+            name,
+            seed,
+            nodes,
+            links,
+            segments,
+            events,
+            addressing,
+            addressing_mark,
+            static_routing,
+            routing_mark,
+            fidelity,
+            storage_bytes,
+            log_bytes,
+            machines,
+            diverts,
+            confined: matches!(p.trust, crate::Trust::Tenant(_)),
+        })
     } else {
         Err(p.errors)
     }
@@ -528,7 +695,10 @@ pub fn impairment_patch(pairs: &[(&str, &str)]) -> Result<ImpairmentsPatch, Stri
     let mut patch = ImpairmentsPatch::default();
     for (key, value) in pairs {
         if !IMPAIRMENT_KEYS.contains(key) {
-            return Err(format!("unknown impairment '{key}', expected one of: {}", IMPAIRMENT_KEYS.join(", ")));
+            return Err(format!(
+                "unknown impairment '{key}', expected one of: {}",
+                IMPAIRMENT_KEYS.join(", ")
+            ));
         }
         if *key == "bandwidth" && matches!(*value, "unlimited" | "none") {
             patch.rate_bps = Some(None);

@@ -46,8 +46,19 @@ pub struct Graph {
 
 impl Graph {
     /// A graph of equal nodes and equal links.
-    pub fn unweighted(pins: Vec<Option<usize>>, links: Vec<(usize, usize)>, segments: Vec<Vec<usize>>) -> Graph {
-        Graph { weights: vec![100; pins.len()], link_weights: vec![1; links.len()], pins, links, segments, seed: 1 }
+    pub fn unweighted(
+        pins: Vec<Option<usize>>,
+        links: Vec<(usize, usize)>,
+        segments: Vec<Vec<usize>>,
+    ) -> Graph {
+        Graph {
+            weights: vec![100; pins.len()],
+            link_weights: vec![1; links.len()],
+            pins,
+            links,
+            segments,
+            seed: 1,
+        }
     }
 }
 
@@ -96,7 +107,8 @@ fn groups(g: &Graph, k: usize) -> Result<Groups, PlaceError> {
     }
     // A segment pinned to several machines spans them; the others keep together.
     let spans = |seg: &Vec<usize>| {
-        let mut pins = seg.iter().filter_map(|&i| g.pins.get(i).copied().flatten().map(|m| m.min(k - 1)));
+        let mut pins =
+            seg.iter().filter_map(|&i| g.pins.get(i).copied().flatten().map(|m| m.min(k - 1)));
         pins.next().is_some_and(|first| pins.any(|m| m != first))
     };
     for seg in g.segments.iter().filter(|s| !spans(s)) {
@@ -126,16 +138,30 @@ fn groups(g: &Graph, k: usize) -> Result<Groups, PlaceError> {
         let Some(m) = g.pins[i] else { continue };
         match pin[of[i]] {
             Some((m0, i0)) if m0 != m.min(k - 1) => {
-                let segment = g.segments.iter().position(|s| s.contains(&i) && s.contains(&i0)).or_else(|| g.segments.iter().position(|s| s.contains(&i))).unwrap_or(0);
-                return Err(PlaceError::SegmentSplit { segment, nodes: [i0, i], machines: [m0, m] });
+                let segment = g
+                    .segments
+                    .iter()
+                    .position(|s| s.contains(&i) && s.contains(&i0))
+                    .or_else(|| g.segments.iter().position(|s| s.contains(&i)))
+                    .unwrap_or(0);
+                return Err(PlaceError::SegmentSplit {
+                    segment,
+                    nodes: [i0, i],
+                    machines: [m0, m],
+                });
             }
             Some(_) => {}
             None => pin[of[i]] = Some((m.min(k - 1), i)),
         }
     }
     let mut adj: Vec<Vec<(usize, u64)>> = vec![Vec::new(); count];
-    let stars = g.segments.iter().filter(|s| spans(s)).flat_map(|s| s.iter().skip(1).map(|&i| ((s[0], i), UNLIMITED_LINK_MBIT)));
-    let links = g.links.iter().copied().zip(g.link_weights.iter().copied().chain(std::iter::repeat(1)));
+    let stars = g
+        .segments
+        .iter()
+        .filter(|s| spans(s))
+        .flat_map(|s| s.iter().skip(1).map(|&i| ((s[0], i), UNLIMITED_LINK_MBIT)));
+    let links =
+        g.links.iter().copied().zip(g.link_weights.iter().copied().chain(std::iter::repeat(1)));
     for ((a, b), w) in links.chain(stars) {
         let (ga, gb) = (of[a], of[b]);
         if ga == gb {
@@ -176,7 +202,8 @@ pub fn place_by(g: &Graph, machines: usize, method: Method) -> Result<Vec<usize>
     }
     let total: u64 = gr.weight.iter().sum();
     let heaviest = gr.weight.iter().copied().max().unwrap_or(0);
-    let cap = (total.div_ceil(k as u64) * (1000 + IMBALANCE_PER_MILLE)).div_ceil(1000).max(heaviest);
+    let cap =
+        (total.div_ceil(k as u64) * (1000 + IMBALANCE_PER_MILLE)).div_ceil(1000).max(heaviest);
     let mut greedy = grow(&gr, k, cap);
     refine(&gr, k, cap, &mut greedy);
     let mut best = greedy;
@@ -227,7 +254,9 @@ fn grow(gr: &Groups, k: usize, cap: u64) -> Vec<usize> {
                 }
             }
             let fits = |m: usize| load[m] + w <= cap;
-            let best = (0..k).filter(|&m| fits(m)).max_by_key(|&m| (ties[m], std::cmp::Reverse(load[m]), std::cmp::Reverse(m)));
+            let best = (0..k)
+                .filter(|&m| fits(m))
+                .max_by_key(|&m| (ties[m], std::cmp::Reverse(load[m]), std::cmp::Reverse(m)));
             let m = best.unwrap_or_else(|| (0..k).min_by_key(|&m| (load[m], m)).unwrap_or(0));
             at[r] = Some(m);
             load[m] += w;
@@ -262,7 +291,8 @@ fn metis(gr: &Groups, k: usize, seed: u64) -> Option<Vec<usize>> {
         }
         xadj.push(metis::Idx::try_from(adjncy.len()).ok()?);
     }
-    let vwgt: Vec<metis::Idx> = gr.weight.iter().map(|&w| idx(w).map(|w| w.max(1))).collect::<Option<_>>()?;
+    let vwgt: Vec<metis::Idx> =
+        gr.weight.iter().map(|&w| idx(w).map(|w| w.max(1))).collect::<Option<_>>()?;
     let mut part = vec![0 as metis::Idx; n];
     // METIS draws from one random generator for the whole process (seeded per call):
     // two partitions at once would interleave their draws (and race on it).
@@ -306,7 +336,11 @@ fn metis(gr: &Groups, k: usize, seed: u64) -> Option<Vec<usize>> {
             *slot = free.next();
         }
     }
-    Some((0..n).map(|r| gr.pin[r].unwrap_or_else(|| machine_of[part[r] as usize].unwrap_or(0))).collect())
+    Some(
+        (0..n)
+            .map(|r| gr.pin[r].unwrap_or_else(|| machine_of[part[r] as usize].unwrap_or(0)))
+            .collect(),
+    )
 }
 
 /// Move single unpinned groups to the machine their links pull them to most, while a
@@ -329,7 +363,9 @@ fn refine(gr: &Groups, k: usize, cap: u64, at: &mut [usize]) {
             }
             let here = at[r];
             let w = gr.weight[r];
-            let best = (0..k).filter(|&m| m != here && load[m] + w <= cap).max_by_key(|&m| (pull[m], std::cmp::Reverse(load[m]), std::cmp::Reverse(m)));
+            let best = (0..k)
+                .filter(|&m| m != here && load[m] + w <= cap)
+                .max_by_key(|&m| (pull[m], std::cmp::Reverse(load[m]), std::cmp::Reverse(m)));
             if let Some(m) = best {
                 if pull[m] > pull[here] {
                     load[here] -= w;
@@ -360,7 +396,12 @@ fn weighted_cut(gr: &Groups, at: &[usize]) -> u64 {
 
 /// The weight of the links whose ends are on different machines.
 pub fn cut_weight(g: &Graph, at: &[usize]) -> u64 {
-    g.links.iter().zip(&g.link_weights).filter(|(l, _)| at[l.0] != at[l.1]).map(|(_, w)| *w as u64).sum()
+    g.links
+        .iter()
+        .zip(&g.link_weights)
+        .filter(|(l, _)| at[l.0] != at[l.1])
+        .map(|(_, w)| *w as u64)
+        .sum()
 }
 
 /// Links whose ends are on different machines.
@@ -410,7 +451,10 @@ mod tests {
         assert_eq!(at, place(&g, 2).unwrap());
         // Two segments that share a node keep together, and cannot then be split by pins.
         let g = Graph::unweighted(pins, vec![], vec![vec![1, 2], vec![2, 3]]);
-        assert_eq!(place(&g, 2), Err(PlaceError::SegmentSplit { segment: 1, nodes: [1, 3], machines: [0, 1] }));
+        assert_eq!(
+            place(&g, 2),
+            Err(PlaceError::SegmentSplit { segment: 1, nodes: [1, 3], machines: [0, 1] })
+        );
     }
 
     #[test]
@@ -465,7 +509,9 @@ mod tests {
         let mut g = Graph::unweighted(vec![None; 8], links, vec![]);
         g.link_weights = vec![1000, 1, 1000, 1000, 1000, 1, 1000, 1000];
         let at = place(&g, 2).unwrap();
-        let heavy_cut: Vec<usize> = (0..8).filter(|&j| g.link_weights[j] == 1000 && at[g.links[j].0] != at[g.links[j].1]).collect();
+        let heavy_cut: Vec<usize> = (0..8)
+            .filter(|&j| g.link_weights[j] == 1000 && at[g.links[j].0] != at[g.links[j].1])
+            .collect();
         assert_eq!(heavy_cut, Vec::<usize>::new(), "{at:?}");
         assert_eq!(cut(&g.links, &at), 2);
     }
@@ -476,7 +522,8 @@ mod tests {
         let mut g = Graph::unweighted(vec![None; 10], chain(10), vec![]);
         g.weights[0] = 900;
         let at = place(&g, 2).unwrap();
-        let load = |m: usize| (0..10).filter(|&i| at[i] == m).map(|i| g.weights[i] as u64).sum::<u64>();
+        let load =
+            |m: usize| (0..10).filter(|&i| at[i] == m).map(|i| g.weights[i] as u64).sum::<u64>();
         assert!(load(at[0]) <= 927 && load(1 - at[0]) <= 927, "{at:?}");
         assert_eq!(cut(&g.links, &at), 1);
     }

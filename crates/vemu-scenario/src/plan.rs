@@ -11,7 +11,10 @@ use vemu_link::Impairments;
 
 use crate::parse::{EndDef, LinkDef, Scenario, SegmentDef, SubnetChoice};
 use crate::yaml::Mark;
-use crate::{Attach, EndpointRef, Error, IfacePlan, LinkPlan, MemberPlan, NodeKind, NodePlan, Plan, RoutePlan, SegmentPlan};
+use crate::{
+    Attach, EndpointRef, Error, IfacePlan, LinkPlan, MemberPlan, NodeKind, NodePlan, Plan,
+    RoutePlan, SegmentPlan,
+};
 
 /// Interface MTU when the link sets none, bytes.
 pub const DEFAULT_MTU: u32 = 1500;
@@ -74,7 +77,8 @@ impl Pool {
             }
             let net = net_at(b == 128, base + self.cursor, prefix);
             self.cursor += size;
-            if !self.taken.iter().any(|t| t.contains(&net.network()) || net.contains(&t.network())) {
+            if !self.taken.iter().any(|t| t.contains(&net.network()) || net.contains(&t.network()))
+            {
                 return Some(net);
             }
         }
@@ -94,7 +98,13 @@ fn two_hosts(net: IpNet) -> (IpNet, IpNet) {
 /// The interface name for an endpoint: its explicit name or the next free `ethN` — on
 /// the host node, `vh-LAB` and a number (the host has interfaces of its own); an
 /// external node's is its NIC's.
-fn iface_name(e: &EndDef, used: &mut [HashSet<String>], next_auto: &mut [usize], host_prefix: Option<&str>, nic: Option<&str>) -> String {
+fn iface_name(
+    e: &EndDef,
+    used: &mut [HashSet<String>],
+    next_auto: &mut [usize],
+    host_prefix: Option<&str>,
+    nic: Option<&str>,
+) -> String {
     if let Some(nic) = nic {
         used[e.node].insert(nic.to_string());
         return nic.to_string();
@@ -158,15 +168,33 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
     if !s.machines.is_empty() {
         let g = crate::placement::Graph {
             pins: s.nodes.iter().map(|n| n.machine).collect(),
-            weights: s.nodes.iter().map(|n| n.limits.cpu_cores.map_or(100, |c| (c * 100.0).round().clamp(1.0, 1e6) as u32)).collect(),
+            weights: s
+                .nodes
+                .iter()
+                .map(|n| {
+                    n.limits.cpu_cores.map_or(100, |c| (c * 100.0).round().clamp(1.0, 1e6) as u32)
+                })
+                .collect(),
             links: s.links.iter().map(|l| (l.ends[0].node, l.ends[1].node)).collect(),
-            link_weights: s.links.iter().map(|l| crate::placement::link_weight_mbit(l.forward.rate_bps, l.reverse.rate_bps)).collect(),
-            segments: s.segments.iter().map(|g| g.members.iter().map(|m| m.end.node).collect()).collect(),
+            link_weights: s
+                .links
+                .iter()
+                .map(|l| crate::placement::link_weight_mbit(l.forward.rate_bps, l.reverse.rate_bps))
+                .collect(),
+            segments: s
+                .segments
+                .iter()
+                .map(|g| g.members.iter().map(|m| m.end.node).collect())
+                .collect(),
             seed: s.seed,
         };
         match crate::placement::place(&g, s.machines.len()) {
             Ok(at) => nodes.iter_mut().zip(at).for_each(|(n, m)| n.machine = m),
-            Err(crate::placement::PlaceError::SegmentSplit { segment, nodes: [a, b], machines: [ma, mb] }) => {
+            Err(crate::placement::PlaceError::SegmentSplit {
+                segment,
+                nodes: [a, b],
+                machines: [ma, mb],
+            }) => {
                 let g = &s.segments[segment];
                 let m = format!(
                     "segment '{}' shares nodes with another segment, which keeps them on one machine, but '{}' is pinned to '{}' and '{}' to '{}' (a segment spans machines only when its own members are pinned to several)",
@@ -178,33 +206,58 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
     }
 
     // Interface names: explicit names first, then eth0, eth1, ... skipping taken ones.
-    let ends: Vec<&EndDef> = s.links.iter().flat_map(|l| l.ends.iter()).chain(s.segments.iter().flat_map(|g| g.members.iter().map(|m| &m.end))).collect();
+    let ends: Vec<&EndDef> = s
+        .links
+        .iter()
+        .flat_map(|l| l.ends.iter())
+        .chain(s.segments.iter().flat_map(|g| g.members.iter().map(|m| &m.end)))
+        .collect();
     let mut used: Vec<HashSet<String>> = vec![HashSet::new(); nodes.len()];
     for e in &ends {
         if let Some(name) = &e.iface {
             if !used[e.node].insert(name.clone()) {
-                err(&mut errors, e.mark, &e.field, format!("node '{}' already has an interface '{name}'", s.nodes[e.node].name));
+                err(
+                    &mut errors,
+                    e.mark,
+                    &e.field,
+                    format!("node '{}' already has an interface '{name}'", s.nodes[e.node].name),
+                );
             }
         }
     }
-    let mut explicit: Vec<IpNet> = ends.iter().flat_map(|e| e.ips.iter().map(|n| n.trunc())).collect();
-    explicit.extend(s.segments.iter().flat_map(|g| g.subnets.iter().filter_map(|c| if let SubnetChoice::Given(n) = c { Some(*n) } else { None })));
+    let mut explicit: Vec<IpNet> =
+        ends.iter().flat_map(|e| e.ips.iter().map(|n| n.trunc())).collect();
+    explicit.extend(s.segments.iter().flat_map(|g| {
+        g.subnets
+            .iter()
+            .filter_map(|c| if let SubnetChoice::Given(n) = c { Some(*n) } else { None })
+    }));
     explicit.extend(s.nodes.iter().flat_map(|n| n.loopback.iter().copied()));
     let a = &s.addressing;
     let mut v4 = Pool::new(a.ipv4.map(IpNet::V4), explicit.clone());
     let mut v6 = Pool::new(a.ipv6.map(IpNet::V6), explicit.clone());
-    if a.ipv4.is_some_and(|p| p.prefix_len() > a.ipv4_prefix) || a.ipv6.is_some_and(|p| p.prefix_len() > a.ipv6_prefix) {
-        err(&mut errors, s.addressing_mark, "addressing", "the per-link prefix must be longer than the pool's prefix".into());
+    if a.ipv4.is_some_and(|p| p.prefix_len() > a.ipv4_prefix)
+        || a.ipv6.is_some_and(|p| p.prefix_len() > a.ipv6_prefix)
+    {
+        err(
+            &mut errors,
+            s.addressing_mark,
+            "addressing",
+            "the per-link prefix must be longer than the pool's prefix".into(),
+        );
     }
 
     // Segments take their (larger) subnets first, then links take theirs.
-    let seg_addrs: Vec<Vec<Vec<IpNet>>> = s.segments.iter().map(|g| segment_addresses(g, &mut v4, &mut v6, s, &mut errors)).collect();
-    let link_addrs: Vec<[Vec<IpNet>; 2]> = s.links.iter().map(|l| link_addresses(l, &mut v4, &mut v6, s, &mut errors)).collect();
+    let seg_addrs: Vec<Vec<Vec<IpNet>>> =
+        s.segments.iter().map(|g| segment_addresses(g, &mut v4, &mut v6, s, &mut errors)).collect();
+    let link_addrs: Vec<[Vec<IpNet>; 2]> =
+        s.links.iter().map(|l| link_addresses(l, &mut v4, &mut v6, s, &mut errors)).collect();
 
     let mut next_auto = vec![0usize; nodes.len()];
     // "vh-" and the lab's name, cut so that a number still fits in an interface name.
     let host_iface = format!("vh-{}", s.name.chars().take(10).collect::<String>());
-    let host_prefix = |node: usize| (s.nodes[node].kind == NodeKind::Host).then_some(host_iface.as_str());
+    let host_prefix =
+        |node: usize| (s.nodes[node].kind == NodeKind::Host).then_some(host_iface.as_str());
     let mut links = Vec::new();
     for (li, l) in s.links.iter().enumerate() {
         let addrs = &link_addrs[li];
@@ -212,15 +265,34 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
         check_ipv6_mtu(&mut errors, mtu, &addrs.concat(), l.mark, &l.field);
         let mut refs = [EndpointRef { node: 0, iface: 0 }; 2];
         for (k, e) in l.ends.iter().enumerate() {
-            let name = iface_name(e, &mut used, &mut next_auto, host_prefix(e.node), s.nodes[e.node].nic.as_deref());
+            let name = iface_name(
+                e,
+                &mut used,
+                &mut next_auto,
+                host_prefix(e.node),
+                s.nodes[e.node].nic.as_deref(),
+            );
             let node = &mut nodes[e.node];
             let idx = node.ifaces.len();
             let mac = e.mac.unwrap_or_else(|| auto_mac(e.node, idx));
-            node.ifaces.push(IfacePlan { name, mac, mtu, addrs: addrs[k].clone(), attach: Attach::Link(li) });
+            node.ifaces.push(IfacePlan {
+                name,
+                mac,
+                mtu,
+                addrs: addrs[k].clone(),
+                attach: Attach::Link(li),
+            });
             refs[k] = EndpointRef { node: e.node, iface: idx };
         }
         let name = l.name.clone().unwrap_or_default();
-        links.push(LinkPlan { name, a: refs[0], b: refs[1], forward: l.forward.clone(), reverse: l.reverse.clone(), weight: l.weight });
+        links.push(LinkPlan {
+            name,
+            a: refs[0],
+            b: refs[1],
+            forward: l.forward.clone(),
+            reverse: l.reverse.clone(),
+            weight: l.weight,
+        });
     }
     default_link_names(&mut links, &s.links, |n| s.nodes[n].name.as_str());
     let mut segments = Vec::new();
@@ -230,11 +302,23 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
             let e = &m.end;
             let mtu = port_mtu([&m.egress, &m.ingress]);
             check_ipv6_mtu(&mut errors, mtu, &seg_addrs[gi][mi], e.mark, &e.field);
-            let name = iface_name(e, &mut used, &mut next_auto, host_prefix(e.node), s.nodes[e.node].nic.as_deref());
+            let name = iface_name(
+                e,
+                &mut used,
+                &mut next_auto,
+                host_prefix(e.node),
+                s.nodes[e.node].nic.as_deref(),
+            );
             let node = &mut nodes[e.node];
             let idx = node.ifaces.len();
             let mac = e.mac.unwrap_or_else(|| auto_mac(e.node, idx));
-            node.ifaces.push(IfacePlan { name, mac, mtu, addrs: seg_addrs[gi][mi].clone(), attach: Attach::Segment(gi, mi) });
+            node.ifaces.push(IfacePlan {
+                name,
+                mac,
+                mtu,
+                addrs: seg_addrs[gi][mi].clone(),
+                attach: Attach::Segment(gi, mi),
+            });
             members.push(MemberPlan {
                 end: EndpointRef { node: e.node, iface: idx },
                 vlan: m.vlan,
@@ -243,13 +327,26 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
             });
         }
         let wireless = g.wireless.as_ref().map(|w| wireless_plan(w, s.seed, gi));
-        segments.push(SegmentPlan { name: g.name.clone(), wireless, members, capacity_bps: g.capacity_bps, aging_ns: g.aging_ns, snooping: g.snooping, weight: g.weight });
+        segments.push(SegmentPlan {
+            name: g.name.clone(),
+            wireless,
+            members,
+            capacity_bps: g.capacity_bps,
+            aging_ns: g.aging_ns,
+            snooping: g.snooping,
+            weight: g.weight,
+        });
     }
     let mut seen_macs = HashSet::new();
     for n in &nodes {
         for i in &n.ifaces {
             if !seen_macs.insert(i.mac) {
-                errors.push(Error { line: 0, col: 0, field: String::new(), message: format!("MAC address of {}:{} is used twice", n.name, i.name) });
+                errors.push(Error {
+                    line: 0,
+                    col: 0,
+                    field: String::new(),
+                    message: format!("MAC address of {}:{} is used twice", n.name, i.name),
+                });
             }
         }
     }
@@ -263,7 +360,12 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
             if pool.pool.is_some() && !n.loopback.iter().any(|l| l.addr().is_ipv6() == v6fam) {
                 match pool.next(len) {
                     Some(net) => n.loopback.push(net),
-                    None => err(&mut errors, s.addressing_mark, "addressing", format!("the loopback pool has no address left for node '{}'", n.name)),
+                    None => err(
+                        &mut errors,
+                        s.addressing_mark,
+                        "addressing",
+                        format!("the loopback pool has no address left for node '{}'", n.name),
+                    ),
                 }
             }
         }
@@ -277,12 +379,22 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
         for r in &def.routes {
             if let Some(dev) = &r.dev {
                 if !nodes[ni].ifaces.iter().any(|i| &i.name == dev) {
-                    err(&mut errors, r.mark, &r.field, format!("node '{}' has no interface '{dev}'", def.name));
+                    err(
+                        &mut errors,
+                        r.mark,
+                        &r.field,
+                        format!("node '{}' has no interface '{dev}'", def.name),
+                    );
                 }
             }
             if let Some(via) = r.via {
                 if !nodes[ni].ifaces.iter().any(|i| i.addrs.iter().any(|a| a.contains(&via))) {
-                    err(&mut errors, r.mark, &r.field, format!("gateway {via} is not on any subnet of node '{}'", def.name));
+                    err(
+                        &mut errors,
+                        r.mark,
+                        &r.field,
+                        format!("gateway {via} is not on any subnet of node '{}'", def.name),
+                    );
                 }
             }
         }
@@ -311,7 +423,12 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
                 nodes.len(),
                 crate::MAX_STATIC_ROUTES
             );
-            return Err(vec![Error { line: s.routing_mark.line, col: s.routing_mark.col, field: "routing".into(), message: m }]);
+            return Err(vec![Error {
+                line: s.routing_mark.line,
+                col: s.routing_mark.col,
+                field: "routing".into(),
+                message: m,
+            }]);
         }
         static_routes(&mut nodes, &links, &segments);
     }
@@ -324,7 +441,12 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
 
     let mut hosts = Vec::new();
     for n in &nodes {
-        let mut addrs: Vec<IpAddr> = n.loopback.iter().chain(n.ifaces.iter().flat_map(|i| i.addrs.iter())).map(|a| a.addr()).collect();
+        let mut addrs: Vec<IpAddr> = n
+            .loopback
+            .iter()
+            .chain(n.ifaces.iter().flat_map(|i| i.addrs.iter()))
+            .map(|a| a.addr())
+            .collect();
         addrs.sort_by_key(|a| a.is_ipv6());
         hosts.extend(addrs.into_iter().map(|a| (a, n.name.clone())));
     }
@@ -336,7 +458,21 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
             err(&mut errors, d.mark, &format!("nodes.{}", n.name), format!("a node of kind 'external' is one NIC's wire: it is the end of exactly one link or a member of one segment, not {}", n.ifaces.len()));
         }
     }
-    let mut plan = Plan { name: s.name.clone(), seed: s.seed, nodes, links, segments, events: Vec::new(), hosts, fidelity: s.fidelity.clone(), storage_bytes: s.storage_bytes, log_bytes: s.log_bytes, machines: s.machines.clone(), diverts: s.diverts.clone(), confined: s.confined };
+    let mut plan = Plan {
+        name: s.name.clone(),
+        seed: s.seed,
+        nodes,
+        links,
+        segments,
+        events: Vec::new(),
+        hosts,
+        fidelity: s.fidelity.clone(),
+        storage_bytes: s.storage_bytes,
+        log_bytes: s.log_bytes,
+        machines: s.machines.clone(),
+        diverts: s.diverts.clone(),
+        confined: s.confined,
+    };
     crate::template::render_node_files(s, &mut plan, &mut errors);
     // Timeline: names must exist in the plan.
     for e in &s.events {
@@ -365,22 +501,38 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
 }
 
 /// Addresses for the two ends of a link: explicit ones, or a fresh subnet per family.
-fn link_addresses(l: &LinkDef, v4: &mut Pool, v6: &mut Pool, s: &Scenario, errors: &mut Vec<Error>) -> [Vec<IpNet>; 2] {
+fn link_addresses(
+    l: &LinkDef,
+    v4: &mut Pool,
+    v6: &mut Pool,
+    s: &Scenario,
+    errors: &mut Vec<Error>,
+) -> [Vec<IpNet>; 2] {
     let mut out = [l.ends[0].ips.clone(), l.ends[1].ips.clone()];
     for v6fam in [false, true] {
         let has = |k: usize| out[k].iter().any(|a| a.addr().is_ipv6() == v6fam);
         let fam = if v6fam { "IPv6" } else { "IPv4" };
         match (has(0), has(1)) {
             (false, false) => {
-                let net = if v6fam { v6.next(s.addressing.ipv6_prefix) } else { v4.next(s.addressing.ipv4_prefix) };
-                let enabled = if v6fam { s.addressing.ipv6.is_some() } else { s.addressing.ipv4.is_some() };
+                let net = if v6fam {
+                    v6.next(s.addressing.ipv6_prefix)
+                } else {
+                    v4.next(s.addressing.ipv4_prefix)
+                };
+                let enabled =
+                    if v6fam { s.addressing.ipv6.is_some() } else { s.addressing.ipv4.is_some() };
                 match net {
                     Some(net) => {
                         let (a, b) = two_hosts(net);
                         out[0].push(a);
                         out[1].push(b);
                     }
-                    None if enabled => err(errors, s.addressing_mark, "addressing", format!("the {fam} pool has no subnet left for {}", l.field)),
+                    None if enabled => err(
+                        errors,
+                        s.addressing_mark,
+                        "addressing",
+                        format!("the {fam} pool has no subnet left for {}", l.field),
+                    ),
                     None => {}
                 }
             }
@@ -392,7 +544,8 @@ fn link_addresses(l: &LinkDef, v4: &mut Pool, v6: &mut Pool, s: &Scenario, error
                 }
             }
             (x, _) => {
-                let (with, without) = if x { (&l.ends[0], &l.ends[1]) } else { (&l.ends[1], &l.ends[0]) };
+                let (with, without) =
+                    if x { (&l.ends[0], &l.ends[1]) } else { (&l.ends[1], &l.ends[0]) };
                 err(
                     errors,
                     without.mark,
@@ -411,16 +564,34 @@ fn link_addresses(l: &LinkDef, v4: &mut Pool, v6: &mut Pool, s: &Scenario, error
 /// Addresses of every member of a segment: one subnet per family (given, taken from the
 /// members' explicit addresses, or from the pool), explicit addresses kept, the others
 /// handed out in member order.
-fn segment_addresses(g: &SegmentDef, v4: &mut Pool, v6: &mut Pool, s: &Scenario, errors: &mut Vec<Error>) -> Vec<Vec<IpNet>> {
+fn segment_addresses(
+    g: &SegmentDef,
+    v4: &mut Pool,
+    v6: &mut Pool,
+    s: &Scenario,
+    errors: &mut Vec<Error>,
+) -> Vec<Vec<IpNet>> {
     let mut out: Vec<Vec<IpNet>> = g.members.iter().map(|m| m.end.ips.clone()).collect();
     for (fi, v6fam) in [false, true].into_iter().enumerate() {
         let fam = if v6fam { "IPv6" } else { "IPv4" };
         let key = if v6fam { "ipv6" } else { "ipv4" };
-        let first_explicit = g.members.iter().flat_map(|m| m.end.ips.iter()).find(|a| a.addr().is_ipv6() == v6fam).map(|a| a.trunc());
+        let first_explicit = g
+            .members
+            .iter()
+            .flat_map(|m| m.end.ips.iter())
+            .find(|a| a.addr().is_ipv6() == v6fam)
+            .map(|a| a.trunc());
         let net = match g.subnets[fi] {
             SubnetChoice::Off => {
-                if let Some(m) = g.members.iter().find(|m| m.end.ips.iter().any(|a| a.addr().is_ipv6() == v6fam)) {
-                    err(errors, m.end.mark, &m.end.field, format!("has an {fam} address but the segment has '{key}: none'"));
+                if let Some(m) =
+                    g.members.iter().find(|m| m.end.ips.iter().any(|a| a.addr().is_ipv6() == v6fam))
+                {
+                    err(
+                        errors,
+                        m.end.mark,
+                        &m.end.field,
+                        format!("has an {fam} address but the segment has '{key}: none'"),
+                    );
                 }
                 continue;
             }
@@ -430,16 +601,26 @@ fn segment_addresses(g: &SegmentDef, v4: &mut Pool, v6: &mut Pool, s: &Scenario,
                 None => {
                     // Room for every member plus the network and broadcast addresses;
                     // at least a /24 (IPv4) or the pool's per-link prefix (IPv6).
-                    let need = (g.members.len() as u128 + 2).next_power_of_two().trailing_zeros() as u8;
+                    let need =
+                        (g.members.len() as u128 + 2).next_power_of_two().trailing_zeros() as u8;
                     let (pool, enabled, prefix) = if v6fam {
-                        (&mut *v6, s.addressing.ipv6.is_some(), s.addressing.ipv6_prefix.min(128 - need))
+                        (
+                            &mut *v6,
+                            s.addressing.ipv6.is_some(),
+                            s.addressing.ipv6_prefix.min(128 - need),
+                        )
                     } else {
                         (&mut *v4, s.addressing.ipv4.is_some(), 24u8.min(32 - need))
                     };
                     match pool.next(prefix) {
                         Some(n) => n,
                         None if enabled => {
-                            err(errors, s.addressing_mark, "addressing", format!("the {fam} pool has no /{prefix} left for {}", g.field));
+                            err(
+                                errors,
+                                s.addressing_mark,
+                                "addressing",
+                                format!("the {fam} pool has no /{prefix} left for {}", g.field),
+                            );
                             continue;
                         }
                         None => continue,
@@ -451,9 +632,19 @@ fn segment_addresses(g: &SegmentDef, v4: &mut Pool, v6: &mut Pool, s: &Scenario,
         for (m, addrs) in g.members.iter().zip(&out) {
             for a in addrs.iter().filter(|a| a.addr().is_ipv6() == v6fam) {
                 if a.trunc() != net {
-                    err(errors, m.end.mark, &m.end.field, format!("address {a} is not in the segment's subnet {net}"));
+                    err(
+                        errors,
+                        m.end.mark,
+                        &m.end.field,
+                        format!("address {a} is not in the segment's subnet {net}"),
+                    );
                 } else if !taken.insert(addr_u128(a.addr())) {
-                    err(errors, m.end.mark, &m.end.field, format!("address {} is used twice on the segment", a.addr()));
+                    err(
+                        errors,
+                        m.end.mark,
+                        &m.end.field,
+                        format!("address {} is used twice on the segment", a.addr()),
+                    );
                 }
             }
         }
@@ -469,7 +660,12 @@ fn segment_addresses(g: &SegmentDef, v4: &mut Pool, v6: &mut Pool, s: &Scenario,
             }
             // IPv4 keeps the last address for broadcast.
             if next >= size - if v6fam { 0 } else { 1 } {
-                err(errors, m.end.mark, &m.end.field, format!("the segment's subnet {net} has no {fam} address left"));
+                err(
+                    errors,
+                    m.end.mark,
+                    &m.end.field,
+                    format!("the segment's subnet {net} has no {fam} address left"),
+                );
                 break;
             }
             addrs.push(net_at(v6fam, base + next, net.prefix_len()));
@@ -500,7 +696,8 @@ fn static_routes(nodes: &mut [NodePlan], links: &[LinkPlan], segments: &[Segment
         }
     }
     let subnets_of = |e: EndpointRef| -> Vec<IpNet> {
-        let mut v: Vec<IpNet> = nodes[e.node].ifaces[e.iface].addrs.iter().map(|a| a.trunc()).collect();
+        let mut v: Vec<IpNet> =
+            nodes[e.node].ifaces[e.iface].addrs.iter().map(|a| a.trunc()).collect();
         v.dedup();
         v
     };
@@ -528,7 +725,10 @@ fn static_routes(nodes: &mut [NodePlan], links: &[LinkPlan], segments: &[Segment
         // Nothing to route to (e.g. every member of one big LAN): no search, so that a
         // LAN of N hosts costs N, not N squared.
         let own_links = attached.iter().filter(|a| matches!(a, Attach::Link(_))).count();
-        let own_lans = attached.iter().filter(|a| matches!(a, Attach::Segment(g, _) if segments[*g].wireless.is_none())).count();
+        let own_lans = attached
+            .iter()
+            .filter(|a| matches!(a, Attach::Segment(g, _) if segments[*g].wireless.is_none()))
+            .count();
         let other_loopbacks = with_loopback.iter().any(|&d| d != src);
         if own_links == links.len() && own_lans == lans && !other_loopbacks {
             nodes[src].routes = Vec::new();
@@ -549,7 +749,8 @@ fn static_routes(nodes: &mut [NodePlan], links: &[LinkPlan], segments: &[Segment
                 if nd < dist[w] {
                     dist[w] = nd;
                     let direct_seg = u >= n && first[u].is_none();
-                    first[w] = if (u == src && w < n) || direct_seg { Some((att, w)) } else { first[u] };
+                    first[w] =
+                        if (u == src && w < n) || direct_seg { Some((att, w)) } else { first[u] };
                     heap.push(Reverse((nd, w)));
                 }
             }
@@ -582,7 +783,9 @@ fn static_routes(nodes: &mut [NodePlan], links: &[LinkPlan], segments: &[Segment
             });
             let Some(nb_iface) = nb_iface else { continue };
             for net in nets {
-                if let Some(gw) = nb_iface.addrs.iter().find(|a| a.addr().is_ipv6() == net.addr().is_ipv6()) {
+                if let Some(gw) =
+                    nb_iface.addrs.iter().find(|a| a.addr().is_ipv6() == net.addr().is_ipv6())
+                {
                     let k = gateways.iter().position(|g| *g == gw.addr()).unwrap_or_else(|| {
                         gateways.push(gw.addr());
                         gateways.len() - 1
@@ -593,8 +796,16 @@ fn static_routes(nodes: &mut [NodePlan], links: &[LinkPlan], segments: &[Segment
         }
         // Fewer, wider routes where that changes no forwarding decision (a 1000-node
         // tree: ~20 routes a node instead of 999).
-        let own: Vec<IpNet> = nodes[src].ifaces.iter().flat_map(|i| i.addrs.iter().map(|a| a.trunc())).chain(nodes[src].loopback.iter().copied()).collect();
-        nodes[src].routes = crate::aggregate::aggregate(&routes, &own).into_iter().map(|(dst, k)| RoutePlan { dst, via: Some(gateways[k]), dev: None }).collect();
+        let own: Vec<IpNet> = nodes[src]
+            .ifaces
+            .iter()
+            .flat_map(|i| i.addrs.iter().map(|a| a.trunc()))
+            .chain(nodes[src].loopback.iter().copied())
+            .collect();
+        nodes[src].routes = crate::aggregate::aggregate(&routes, &own)
+            .into_iter()
+            .map(|(dst, k)| RoutePlan { dst, via: Some(gateways[k]), dev: None })
+            .collect();
     }
 }
 
@@ -614,12 +825,18 @@ fn wireless_plan(w: &crate::parse::WirelessDef, seed: u64, gi: usize) -> crate::
         .iter()
         .enumerate()
         .map(|(mi, (pos, mobility))| {
-            let unit = |k: u64| (derive_seed(base, 4 * mi as u64 + k) >> 11) as f64 / (1u64 << 53) as f64;
+            let unit =
+                |k: u64| (derive_seed(base, 4 * mi as u64 + k) >> 11) as f64 / (1u64 << 53) as f64;
             let start = pos.unwrap_or_else(|| {
-                let a = w.area.expect("members without a position need an area (checked when parsing)");
+                let a =
+                    w.area.expect("members without a position need an area (checked when parsing)");
                 vemu_radio::Pos::new(unit(1) * a.width_m, unit(2) * a.height_m)
             });
-            crate::MemberRadio { start, mobility: mobility.clone(), seed: derive_seed(base, 4 * mi as u64 + 3) }
+            crate::MemberRadio {
+                start,
+                mobility: mobility.clone(),
+                seed: derive_seed(base, 4 * mi as u64 + 3),
+            }
         })
         .collect();
     crate::WirelessPlan { medium, tick_ns: w.tick_ns, radios, trace: w.trace.clone() }
@@ -630,7 +847,11 @@ fn wireless_plan(w: &crate::parse::WirelessDef, seed: u64, gi: usize) -> crate::
 /// ... in the order written, so that each link has a name of its own and `A:B` alone
 /// names none of them (`Plan::find_link` then says which to pick). (An explicit name
 /// has neither ':' nor '#': it never takes a default one.)
-fn default_link_names<'a>(links: &mut [LinkPlan], defs: &[LinkDef], node_name: impl Fn(usize) -> &'a str) {
+fn default_link_names<'a>(
+    links: &mut [LinkPlan],
+    defs: &[LinkDef],
+    node_name: impl Fn(usize) -> &'a str,
+) {
     let pair = |d: &LinkDef| {
         let (a, b) = (d.ends[0].node, d.ends[1].node);
         (a.min(b), a.max(b))

@@ -21,14 +21,22 @@ fn family(addrs: &[ipnet::IpNet], v6: bool, out: &mut Map<String, Value>) {
 
 /// What a template of node `ni` can use; `nodes` is the list of every node's name,
 /// made once for all nodes (a copy per node would cost the square of the nodes).
-pub fn context(plan: &Plan, ni: usize, vars: &[(String, String)], nodes: &minijinja::Value) -> minijinja::Value {
+pub fn context(
+    plan: &Plan,
+    ni: usize,
+    vars: &[(String, String)],
+    nodes: &minijinja::Value,
+) -> minijinja::Value {
     let n = &plan.nodes[ni];
     let mut ifaces = Vec::new();
     let mut by_name = Map::new();
     for i in &n.ifaces {
         let mut m = Map::new();
         m.insert("name".into(), json!(i.name));
-        m.insert("mac".into(), json!(i.mac.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")));
+        m.insert(
+            "mac".into(),
+            json!(i.mac.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")),
+        );
         m.insert("mtu".into(), json!(i.mtu));
         family(&i.addrs, false, &mut m);
         family(&i.addrs, true, &mut m);
@@ -51,8 +59,15 @@ pub fn context(plan: &Plan, ni: usize, vars: &[(String, String)], nodes: &miniji
     let mut lo = Map::new();
     family(&n.loopback, false, &mut lo);
     family(&n.loopback, true, &mut lo);
-    let first_v4 = n.loopback.iter().chain(n.ifaces.iter().flat_map(|i| i.addrs.iter())).map(|a| a.addr()).find(IpAddr::is_ipv4);
-    let router_id = first_v4.map(|a| a.to_string()).unwrap_or_else(|| std::net::Ipv4Addr::from(ni as u32 + 1).to_string());
+    let first_v4 = n
+        .loopback
+        .iter()
+        .chain(n.ifaces.iter().flat_map(|i| i.addrs.iter()))
+        .map(|a| a.addr())
+        .find(IpAddr::is_ipv4);
+    let router_id = first_v4
+        .map(|a| a.to_string())
+        .unwrap_or_else(|| std::net::Ipv4Addr::from(ni as u32 + 1).to_string());
     let facts = json!({
         "lab": plan.name,
         "name": n.name,
@@ -103,28 +118,45 @@ impl std::io::Write for Bounded {
 }
 
 /// Render one template `text` (named `name`) with `ctx`, within what `budget` has left.
-fn render_bounded(env: &mut Environment, budget: &mut Budget, name: &str, text: &str, ctx: &minijinja::Value) -> Result<String, String> {
+fn render_bounded(
+    env: &mut Environment,
+    budget: &mut Budget,
+    name: &str,
+    text: &str,
+    ctx: &minijinja::Value,
+) -> Result<String, String> {
     env.set_fuel(Some(budget.fuel.max(1)));
     let room = budget.output_bytes.min(crate::MAX_NODE_FILE_BYTES);
     let mut w = Bounded { out: Vec::new(), room, full: false };
-    let result = env.template_from_named_str(name, text).and_then(|t| t.render_captured_to(ctx, &mut w).map(|c| c.state().fuel_levels().map_or(0, |(used, _)| used)));
+    let result = env.template_from_named_str(name, text).and_then(|t| {
+        t.render_captured_to(ctx, &mut w)
+            .map(|c| c.state().fuel_levels().map_or(0, |(used, _)| used))
+    });
     match result {
         Ok(used) => {
             budget.fuel = budget.fuel.saturating_sub(used);
             budget.output_bytes -= w.out.len() as u64;
-            String::from_utf8(w.out).map_err(|_| "template error: the output is not UTF-8".to_string())
+            String::from_utf8(w.out)
+                .map_err(|_| "template error: the output is not UTF-8".to_string())
         }
         Err(_) if w.full && room < crate::MAX_NODE_FILE_BYTES => {
             budget.output_bytes = 0;
-            Err(format!("template error: the scenario's templates write more than {} MiB in all", MAX_TEMPLATE_OUTPUT_BYTES >> 20))
+            Err(format!(
+                "template error: the scenario's templates write more than {} MiB in all",
+                MAX_TEMPLATE_OUTPUT_BYTES >> 20
+            ))
         }
-        Err(_) if w.full => Err(format!("template error: the output is larger than {} MiB", crate::MAX_NODE_FILE_BYTES >> 20)),
+        Err(_) if w.full => Err(format!(
+            "template error: the output is larger than {} MiB",
+            crate::MAX_NODE_FILE_BYTES >> 20
+        )),
         Err(e) if e.kind() == minijinja::ErrorKind::OutOfFuel => {
             budget.fuel = 0;
             Err(format!("template error: the scenario's templates run more than {MAX_TEMPLATE_FUEL} instructions in all (a loop too long?)"))
         }
         Err(e) => {
-            let mut msg = format!("template error: {}", e.detail().unwrap_or(&e.kind().to_string()));
+            let mut msg =
+                format!("template error: {}", e.detail().unwrap_or(&e.kind().to_string()));
             if let Some(line) = e.line() {
                 msg.push_str(&format!(" (line {line} of the template)"));
             }
@@ -141,7 +173,8 @@ pub fn render_node_files(s: &Scenario, plan: &mut Plan, errors: &mut Vec<Error>)
     env.set_undefined_behavior(UndefinedBehavior::Strict);
     env.set_keep_trailing_newline(true);
     let mut budget = Budget { fuel: MAX_TEMPLATE_FUEL, output_bytes: MAX_TEMPLATE_OUTPUT_BYTES };
-    let nodes = minijinja::Value::from(plan.nodes.iter().map(|x| x.name.clone()).collect::<Vec<_>>());
+    let nodes =
+        minijinja::Value::from(plan.nodes.iter().map(|x| x.name.clone()).collect::<Vec<_>>());
     for (ni, def) in s.nodes.iter().enumerate() {
         // Made only for nodes that have a template.
         let mut ctx = None;
@@ -160,14 +193,24 @@ pub fn render_node_files(s: &Scenario, plan: &mut Plan, errors: &mut Vec<Error>)
             let content = if f.verbatim { Ok(f.text.clone()) } else { render(&f.path, &f.text) };
             match content {
                 Ok(content) => files.push(FilePlan { path: f.path.clone(), content, mode: f.mode }),
-                Err(m) => errors.push(Error { line: f.mark.line, col: f.mark.col, field: f.field.clone(), message: m }),
+                Err(m) => errors.push(Error {
+                    line: f.mark.line,
+                    col: f.mark.col,
+                    field: f.field.clone(),
+                    message: m,
+                }),
             }
         }
         let mut run = Vec::new();
         for (i, cmd) in def.run.iter().enumerate() {
             match render("run", cmd) {
                 Ok(c) => run.push(c),
-                Err(m) => errors.push(Error { line: def.mark.line, col: def.mark.col, field: format!("nodes.{}.run[{i}]", def.name), message: m }),
+                Err(m) => errors.push(Error {
+                    line: def.mark.line,
+                    col: def.mark.col,
+                    field: format!("nodes.{}.run[{i}]", def.name),
+                    message: m,
+                }),
             }
         }
         plan.nodes[ni].files = files;

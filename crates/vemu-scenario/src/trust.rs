@@ -27,7 +27,8 @@ pub enum Reach {
 }
 
 impl Reach {
-    pub const ALL: [Reach; 6] = [Reach::From, Reach::Trace, Reach::Host, Reach::External, Reach::Divert, Reach::SharedPids];
+    pub const ALL: [Reach; 6] =
+        [Reach::From, Reach::Trace, Reach::Host, Reach::External, Reach::Divert, Reach::SharedPids];
 
     /// Its name in `--tenant` lists and VemuLabPolicy's `allow`.
     pub fn name(self) -> &'static str {
@@ -81,7 +82,12 @@ impl Trust {
         for w in list.split(',').map(str::trim) {
             match Reach::from_name(w) {
                 Some(r) => allowed.push(r),
-                None => return Err(format!("'{w}' is not a feature a tenant can be allowed: none, or a list of {}", Reach::ALL.map(Reach::name).join(", "))),
+                None => {
+                    return Err(format!(
+                        "'{w}' is not a feature a tenant can be allowed: none, or a list of {}",
+                        Reach::ALL.map(Reach::name).join(", ")
+                    ))
+                }
             }
         }
         allowed.sort();
@@ -109,9 +115,15 @@ mod tests {
     #[test]
     fn tenant_lists_are_read_and_bad_names_said() {
         assert_eq!(Trust::tenant("none"), Ok(Trust::Tenant(vec![])));
-        assert_eq!(Trust::tenant("trace, from,from"), Ok(Trust::Tenant(vec![Reach::From, Reach::Trace])));
+        assert_eq!(
+            Trust::tenant("trace, from,from"),
+            Ok(Trust::Tenant(vec![Reach::From, Reach::Trace]))
+        );
         assert!(Trust::tenant("from,root").unwrap_err().contains("'root'"));
-        assert!(Trust::Owner.allows(Reach::Divert) && !Trust::Tenant(vec![Reach::From]).allows(Reach::Divert));
+        assert!(
+            Trust::Owner.allows(Reach::Divert)
+                && !Trust::Tenant(vec![Reach::From]).allows(Reach::Divert)
+        );
         for r in Reach::ALL {
             assert_eq!(Reach::from_name(r.name()), Some(r));
             assert_eq!(serde_json::to_string(&r).unwrap(), format!("\"{}\"", r.name()));

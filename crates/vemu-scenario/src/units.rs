@@ -52,7 +52,11 @@ pub fn duration_ns(text: &str) -> Result<u64, String> {
         "h" => 3600e9,
         "" if v == 0.0 => 1.0,
         "" => return Err(format!("duration '{text}' needs a unit, e.g. 5ms")),
-        _ => return Err(format!("unknown unit '{unit}' in duration '{text}': expected ns, us, ms, s, min or h")),
+        _ => {
+            return Err(format!(
+                "unknown unit '{unit}' in duration '{text}': expected ns, us, ms, s, min or h"
+            ))
+        }
     };
     if v < 0.0 {
         return Err(format!("must not be negative, got '{text}'"));
@@ -66,7 +70,9 @@ pub fn percent(text: &str) -> Result<f64, String> {
     match unit {
         "%" => {}
         "" => return Err(format!("'{text}' needs a % sign, e.g. 1%")),
-        _ => return Err(format!("unknown unit '{unit}' in '{text}': expected a percentage like 1%")),
+        _ => {
+            return Err(format!("unknown unit '{unit}' in '{text}': expected a percentage like 1%"))
+        }
     }
     if !(0.0..=100.0).contains(&v) {
         return Err(format!("must be between 0% and 100%, got {text}"));
@@ -85,7 +91,11 @@ pub fn size_bytes(text: &str) -> Result<u64, String> {
         "KiB" => 1024.0,
         "MiB" => 1024.0 * 1024.0,
         "GiB" => 1024.0 * 1024.0 * 1024.0,
-        _ => return Err(format!("unknown unit '{unit}' in size '{text}': expected B, KB, MB, GB, KiB, MiB or GiB")),
+        _ => {
+            return Err(format!(
+                "unknown unit '{unit}' in size '{text}': expected B, KB, MB, GB, KiB, MiB or GiB"
+            ))
+        }
     };
     if v < 0.0 {
         return Err(format!("must not be negative, got '{text}'"));

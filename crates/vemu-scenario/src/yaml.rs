@@ -102,7 +102,10 @@ pub fn parse(text: &str) -> Result<Option<Node>, SyntaxError> {
             Event::DocumentStart(_) => {
                 docs += 1;
                 if docs > 1 {
-                    return Err(SyntaxError { mark, message: "a scenario holds one YAML document".into() });
+                    return Err(SyntaxError {
+                        mark,
+                        message: "a scenario holds one YAML document".into(),
+                    });
                 }
                 None
             }
@@ -121,7 +124,9 @@ pub fn parse(text: &str) -> Result<Option<Node>, SyntaxError> {
                     }
                     Some((n.clone(), 0))
                 }
-                None => return Err(SyntaxError { mark, message: "alias to an unknown anchor".into() }),
+                None => {
+                    return Err(SyntaxError { mark, message: "alias to an unknown anchor".into() })
+                }
             },
             Event::SequenceStart(anchor, _) => {
                 stack.push(Frame::Seq(Vec::new(), mark, anchor));
@@ -132,11 +137,15 @@ pub fn parse(text: &str) -> Result<Option<Node>, SyntaxError> {
                 None
             }
             Event::SequenceEnd => match stack.pop() {
-                Some(Frame::Seq(items, m, a)) => Some((Node { value: Value::Seq(items), mark: m }, a)),
+                Some(Frame::Seq(items, m, a)) => {
+                    Some((Node { value: Value::Seq(items), mark: m }, a))
+                }
                 _ => unreachable!("parser emits balanced events"),
             },
             Event::MappingEnd => match stack.pop() {
-                Some(Frame::Map(items, m, a, _)) => Some((Node { value: Value::Map(items), mark: m }, a)),
+                Some(Frame::Map(items, m, a, _)) => {
+                    Some((Node { value: Value::Map(items), mark: m }, a))
+                }
                 _ => unreachable!("parser emits balanced events"),
             },
             _ => None,

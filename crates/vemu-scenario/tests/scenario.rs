@@ -53,7 +53,8 @@ fn the_issue_example_plans() {
     assert_eq!(p.nodes[0].ifaces[0].addrs[1].to_string(), "fd00::1/64");
     // n1 reaches n2-n3's subnets via n2: 10.0.0.4/30 and fd00:0:0:1::/64, each merged
     // with its sibling, n1's own subnet (whose connected route stays the longer match).
-    let r: Vec<String> = p.nodes[0].routes.iter().map(|r| format!("{} via {}", r.dst, r.via.unwrap())).collect();
+    let r: Vec<String> =
+        p.nodes[0].routes.iter().map(|r| format!("{} via {}", r.dst, r.via.unwrap())).collect();
     assert_eq!(r, ["10.0.0.0/29 via 10.0.0.2", "fd00::/63 via fd00::2"]);
     assert!(p.hosts.iter().any(|(a, n)| n == "n3" && a.to_string() == "10.0.0.6"));
     assert_eq!(p.find_link("n3:n2").unwrap(), (1, true));
@@ -77,7 +78,10 @@ links:
     assert_eq!(p.find_link("b:a#2").unwrap(), (1, false));
     assert_eq!(p.find_link("uplink").unwrap(), (3, false));
     assert_eq!(p.find_link("b:c").unwrap(), (2, false));
-    assert_eq!(p.find_link("a:b").unwrap_err(), "3 links join 'a' and 'b'; name one of: a:b#1, b:a#2, uplink");
+    assert_eq!(
+        p.find_link("a:b").unwrap_err(),
+        "3 links join 'a' and 'b'; name one of: a:b#1, b:a#2, uplink"
+    );
 }
 
 #[test]
@@ -94,7 +98,8 @@ links:
     let a = &p.nodes[0];
     // (The longest prefix that holds the b-c subnet: routes may be aggregated.)
     let bc: std::net::IpAddr = "10.0.0.5".parse().unwrap();
-    let to_bc = a.routes.iter().filter(|r| r.dst.contains(&bc)).max_by_key(|r| r.dst.prefix_len()).unwrap();
+    let to_bc =
+        a.routes.iter().filter(|r| r.dst.contains(&bc)).max_by_key(|r| r.dst.prefix_len()).unwrap();
     // d's address on the d-a link is 10.0.0.13.
     assert_eq!(to_bc.via.unwrap().to_string(), "10.0.0.13");
 }
@@ -197,7 +202,10 @@ links:
 #[test]
 fn small_mtu_with_ipv6_is_an_error() {
     let m = one_error("nodes: {a: {}, b: {}}\nlinks:\n  - {endpoints: [a, b], mtu: 100}\n");
-    assert!(m.contains("t.yaml:3:5: links[0].mtu: IPv6 needs an MTU of at least 1280 bytes, got 100"), "{m}");
+    assert!(
+        m.contains("t.yaml:3:5: links[0].mtu: IPv6 needs an MTU of at least 1280 bytes, got 100"),
+        "{m}"
+    );
     ok("addressing: {ipv6: none}\nnodes: {a: {}, b: {}}\nlinks:\n  - {endpoints: [a, b], mtu: 100}\n");
 }
 
@@ -242,10 +250,15 @@ fn lan_segments_get_a_subnet_ports_and_routes() {
     assert_eq!(p.nodes[0].ifaces[0].addrs[0].to_string(), "10.0.1.1/30");
     // h1 reaches the r1-r2 link and r1's loopback through r2 on the LAN (the IPv6 one
     // merged with the LAN's sibling /64).
-    let r: Vec<String> = h1.routes.iter().map(|r| format!("{} via {}", r.dst, r.via.unwrap())).collect();
-    assert_eq!(r, ["10.0.1.0/30 via 10.0.0.1", "10.255.0.1/32 via 10.0.0.1", "fd00::/63 via fd00::1"]);
+    let r: Vec<String> =
+        h1.routes.iter().map(|r| format!("{} via {}", r.dst, r.via.unwrap())).collect();
+    assert_eq!(
+        r,
+        ["10.0.1.0/30 via 10.0.0.1", "10.255.0.1/32 via 10.0.0.1", "fd00::/63 via fd00::1"]
+    );
     // r1 reaches the LAN through r2.
-    let r: Vec<String> = p.nodes[0].routes.iter().map(|r| format!("{} via {}", r.dst, r.via.unwrap())).collect();
+    let r: Vec<String> =
+        p.nodes[0].routes.iter().map(|r| format!("{} via {}", r.dst, r.via.unwrap())).collect();
     assert_eq!(r, ["10.0.0.0/24 via 10.0.1.2", "fd00::/63 via fd00:0:0:1::2"]);
     assert!(p.hosts.iter().any(|(a, n)| n == "r1" && a.to_string() == "10.255.0.1"));
 }
@@ -262,7 +275,9 @@ fn files_and_run_commands_are_templates() {
 
 #[test]
 fn delays_and_rates_that_would_overflow_are_refused() {
-    let m = one_error("nodes: {a: {}, b: {}}\nlinks:\n  - endpoints: [a, b]\n    delay: 99999999999999999999s\n");
+    let m = one_error(
+        "nodes: {a: {}, b: {}}\nlinks:\n  - endpoints: [a, b]\n    delay: 99999999999999999999s\n",
+    );
     assert!(m.contains("links[0]") && m.contains("delay must be at most 1 hour"), "{m}");
     let m = one_error("nodes: {a: {}, b: {}}\nlinks:\n  - endpoints: [a, b]\n    bandwidth: 1000000000000000000000Tbit\n");
     assert!(m.contains("bandwidth must be at most 1Tbit"), "{m}");
@@ -282,7 +297,10 @@ fn the_labs_storage_has_a_size() {
 #[test]
 fn names_that_fail_at_up_are_caught_by_check() {
     let m = one_error("nodes:\n  a:\n    files:\n      /etc/t/x: a\n      /etc/t/x/y: b\n");
-    assert!(m.contains("t.yaml:5:7: nodes.a.files./etc/t/x/y: '/etc/t/x' is also a file of this node"), "{m}");
+    assert!(
+        m.contains("t.yaml:5:7: nodes.a.files./etc/t/x/y: '/etc/t/x' is also a file of this node"),
+        "{m}"
+    );
     for bad in ["..", "all", "default", "."] {
         let m = one_error(&format!("nodes: {{a: {{}}, b: {{}}}}\nlinks:\n  - endpoints: [{{node: a, iface: '{bad}'}}, b]\n"));
         assert!(m.contains(&format!("interface name '{bad}' must be")), "{m}");
@@ -297,7 +315,12 @@ fn names_that_fail_at_up_are_caught_by_check() {
 fn endless_or_special_files_are_refused() {
     // Devices, FIFOs and directories are not read at all (a read of /dev/zero never ends).
     let m = one_error("nodes:\n  a:\n    files:\n      /etc/z: {from: /dev/zero}\n");
-    assert!(m.contains("t.yaml:4:22: nodes.a.files./etc/z.from: cannot read /dev/zero: not a regular file"), "{m}");
+    assert!(
+        m.contains(
+            "t.yaml:4:22: nodes.a.files./etc/z.from: cannot read /dev/zero: not a regular file"
+        ),
+        "{m}"
+    );
     let m = one_error("nodes:\n  a:\n    files:\n      /etc/z: {from: /tmp}\n");
     assert!(m.contains("not a regular file"), "{m}");
     let w = "nodes: {a: {}, b: {}}\nsegments:\n  r:\n    kind: wireless\n    members: [a, b]\n    trace: /dev/zero\n";
@@ -309,7 +332,10 @@ fn endless_or_special_files_are_refused() {
     let big = std::env::temp_dir().join(format!("vemu-big-{}", std::process::id()));
     let f = std::fs::File::create(&big).unwrap();
     f.set_len(vemu_scenario::MAX_NODE_FILE_BYTES + 1).unwrap();
-    let m = one_error(&format!("nodes:\n  a:\n    files:\n      /etc/z: {{from: {}}}\n", big.display()));
+    let m = one_error(&format!(
+        "nodes:\n  a:\n    files:\n      /etc/z: {{from: {}}}\n",
+        big.display()
+    ));
     let _ = std::fs::remove_file(&big);
     assert!(m.contains("more than the 16777216 allowed"), "{m}");
 }
@@ -318,7 +344,8 @@ fn endless_or_special_files_are_refused() {
 fn hostile_trace_indices_name_the_line() {
     let dir = std::env::temp_dir().join(format!("vemu-trace-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("t.ns2"), "$node_(0) set X_ 1.0\n$node_(50000000) set X_ 1.0\n").unwrap();
+    std::fs::write(dir.join("t.ns2"), "$node_(0) set X_ 1.0\n$node_(50000000) set X_ 1.0\n")
+        .unwrap();
     let y = "nodes: {a: {}, b: {}}\nsegments:\n  r:\n    kind: wireless\n    members: [a, b]\n    trace: t.ns2\n";
     std::fs::write(dir.join("lab.yaml"), y).unwrap();
     let e = load(&dir.join("lab.yaml"), None).unwrap_err();
@@ -356,8 +383,12 @@ fn bad_segments_are_reported() {
     assert!(m.contains("segments.s.members: a segment needs at least 2 members, found 1"), "{m}");
     let m = one_error("nodes: {a: {}, b: {}}\nsegments:\n  s: {members: [a, b, a]}\n");
     assert!(m.contains("already a member"), "{m}");
-    let m = one_error("nodes: {a: {}, b: {}}\nsegments:\n  s: {members: [a, {node: b, vlan: 5000}]}\n");
-    assert!(m.contains("segments.s.members[1].vlan: expected a VLAN number from 1 to 4094, got '5000'"), "{m}");
+    let m =
+        one_error("nodes: {a: {}, b: {}}\nsegments:\n  s: {members: [a, {node: b, vlan: 5000}]}\n");
+    assert!(
+        m.contains("segments.s.members[1].vlan: expected a VLAN number from 1 to 4094, got '5000'"),
+        "{m}"
+    );
     let m = one_error("nodes: {a: {}, b: {}}\nsegments:\n  s: {kind: bus, members: [a, b]}\n");
     assert!(m.contains("unknown segment kind 'bus'"), "{m}");
     let m = one_error("nodes: {a: {}, b: {}}\nsegments:\n  s: {ipv4: 192.168.1.0/24, members: [a, {node: b, ip: 10.1.1.1/24}]}\n");
@@ -368,7 +399,8 @@ fn bad_segments_are_reported() {
 fn segment_subnets_are_sized_and_can_be_given() {
     let members: Vec<String> = (0..300).map(|i| format!("n{i}")).collect();
     let nodes: String = members.iter().map(|m| format!("  {m}: {{}}\n")).collect();
-    let p = ok(&format!("nodes:\n{nodes}segments:\n  big: {{members: [{}]}}\n", members.join(", ")));
+    let p =
+        ok(&format!("nodes:\n{nodes}segments:\n  big: {{members: [{}]}}\n", members.join(", ")));
     assert_eq!(p.nodes[299].ifaces[0].addrs[0].to_string(), "10.0.1.44/23");
     let p = ok("nodes: {a: {}, b: {}}\nsegments:\n  s: {ipv4: 192.168.7.0/24, ipv6: none, members: [a, {node: b, ip: 192.168.7.1/24}]}\n");
     assert_eq!(p.nodes[0].ifaces[0].addrs, vec!["192.168.7.2/24".parse().unwrap()]);
@@ -378,9 +410,16 @@ fn segment_subnets_are_sized_and_can_be_given() {
 #[test]
 fn loopback_pools() {
     let p = ok("addressing: {loopback_ipv4: 10.255.0.0/24, loopback_ipv6: 'fd00:ff::/64'}\nnodes: {a: {}, b: {loopback: [10.9.9.9/32]}}\nlinks:\n  - endpoints: [a, b]\n");
-    assert_eq!(p.nodes[0].loopback.iter().map(|a| a.to_string()).collect::<Vec<_>>(), ["10.255.0.1/32", "fd00:ff::1/128"]);
-    assert_eq!(p.nodes[1].loopback.iter().map(|a| a.to_string()).collect::<Vec<_>>(), ["10.9.9.9/32", "fd00:ff::2/128"]);
-    let r: Vec<String> = p.nodes[0].routes.iter().map(|r| format!("{} via {}", r.dst, r.via.unwrap())).collect();
+    assert_eq!(
+        p.nodes[0].loopback.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
+        ["10.255.0.1/32", "fd00:ff::1/128"]
+    );
+    assert_eq!(
+        p.nodes[1].loopback.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
+        ["10.9.9.9/32", "fd00:ff::2/128"]
+    );
+    let r: Vec<String> =
+        p.nodes[0].routes.iter().map(|r| format!("{} via {}", r.dst, r.via.unwrap())).collect();
     assert_eq!(r, ["10.9.9.9/32 via 10.0.0.2", "fd00:ff::2/128 via fd00::2"]);
 }
 
@@ -395,8 +434,14 @@ fn timeline_events_are_planned_and_checked() {
     assert_eq!(p.events[0].at_ns, 5_000_000_000);
     assert_eq!(p.events[1].at_ns, 0);
     assert_eq!(p.events[1].every_ns, Some(10_000_000_000));
-    assert_eq!(p.events[1].target, EventTarget::Link { spec: "b:a".into(), direction: Direction::Forward });
-    assert!(matches!(&p.events[2].action, EventAction::Ramp { over_ns: 60_000_000_000, step_ns: 1_000_000_000, .. }));
+    assert_eq!(
+        p.events[1].target,
+        EventTarget::Link { spec: "b:a".into(), direction: Direction::Forward }
+    );
+    assert!(matches!(
+        &p.events[2].action,
+        EventAction::Ramp { over_ns: 60_000_000_000, step_ns: 1_000_000_000, .. }
+    ));
     assert_eq!(p.events[4].action, EventAction::State(false));
     for (bad, want) in [
         ("  - {at: 1s, link: a:c, set: {delay: 1ms}}\n", "events[0]: no node named 'c'"),
@@ -405,7 +450,10 @@ fn timeline_events_are_planned_and_checked() {
         ("  - {at: 1s, link: a:b, set: {delay: 1ms}, state: up}\n", "one action, found"),
         ("  - {at: 1s, node: a, set: {delay: 1ms}}\n", "'set' does not apply to a node"),
         ("  - {at: 1s, link: a:b, state: stop}\n", "a link's state is 'up' or 'down'"),
-        ("  - {at: 1s, link: a:b, ramp: {from: {delay: 1ms}, to: {loss: 1%}, over: 1s}}\n", "needs 'delay' in both"),
+        (
+            "  - {at: 1s, link: a:b, ramp: {from: {delay: 1ms}, to: {loss: 1%}, over: 1s}}\n",
+            "needs 'delay' in both",
+        ),
         ("  - {at: 1s, link: a:b, cycle: [{loss: 1%}, {loss: 2%}]}\n", "a cycle needs 'every'"),
         ("  - {at: 1s, link: a:b, set: {loss: 150%}}\n", "between 0% and 100%"),
         ("  - {link: a:b, set: {loss: 1%}}\n", "needs 'at'"),
@@ -442,7 +490,9 @@ fn wireless_segments_plan_radios_positions_and_mobility() {
     assert_eq!((w.medium.rate_bps, w.medium.csma, w.tick_ns), (11_000_000, false, 100_000_000));
     assert!((w.medium.carrier_sense_m - 550.0).abs() < 0.01);
     assert_eq!(w.radios[0].start, vemu_radio::Pos::new(10.0, 20.0));
-    assert!(matches!(w.radios[0].mobility, Mobility::RandomWaypoint(m) if m.max_speed_mps == 20.0 && m.pause_ns == 2_000_000_000));
+    assert!(
+        matches!(w.radios[0].mobility, Mobility::RandomWaypoint(m) if m.max_speed_mps == 20.0 && m.pause_ns == 2_000_000_000)
+    );
     assert_eq!(w.radios[1].mobility, Mobility::Static);
     // Members without a position get a seeded place in the area, the same every time.
     let c = w.radios[2].start;
@@ -461,7 +511,11 @@ fn wireless_segments_plan_radios_positions_and_mobility() {
 
 #[test]
 fn wireless_errors_name_the_field() {
-    let seg = |body: &str| one_error(&format!("nodes: {{a: {{}}, b: {{}}}}\nsegments:\n  air:\n    kind: wireless\n{body}"));
+    let seg = |body: &str| {
+        one_error(&format!(
+            "nodes: {{a: {{}}, b: {{}}}}\nsegments:\n  air:\n    kind: wireless\n{body}"
+        ))
+    };
     each_error_says(
         seg,
         &[
@@ -476,7 +530,10 @@ fn wireless_errors_name_the_field() {
         ],
     );
     let m = one_error("nodes: {a: {}, b: {}}\nsegments:\n  lan: {members: [{node: a, position: [0, 0]}, b], range: 100m}\n");
-    assert!(m.contains("segments.lan.range: 'range' applies to 'kind: wireless' segments only"), "{m}");
+    assert!(
+        m.contains("segments.lan.range: 'range' applies to 'kind: wireless' segments only"),
+        "{m}"
+    );
     assert!(m.contains("segments.lan.members[0].position: 'position' applies to members of 'kind: wireless' segments only"), "{m}");
     let m = one_error("nodes:\n  a: {sysctl: {kernel.panic: 1}}\n");
     assert!(m.contains("t.yaml:2:16: nodes.a.sysctl.kernel.panic: 'kernel.panic' is not a network sysctl of the node"), "{m}");
@@ -488,26 +545,49 @@ fn ns2_traces_move_members_by_order_or_by_map() {
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("moves.tcl"), "$node_(0) set X_ 5.0\n$node_(0) set Y_ 6.0\n$node_(1) set X_ 7.0\n$node_(1) set Y_ 8.0\n$ns_ at 1.0 \"$node_(1) setdest 100.0 8.0 10.0\"\n").unwrap();
     let by_order = "nodes: {a: {}, b: {}}\nsegments:\n  air: {kind: wireless, trace: moves.tcl, members: [a, b]}\n";
-    let mut p = vemu_scenario::load_str_in(by_order, "t.yaml", "t", None, Some(&dir)).unwrap_or_else(|e| panic!("{e}"));
+    let mut p = vemu_scenario::load_str_in(by_order, "t.yaml", "t", None, Some(&dir))
+        .unwrap_or_else(|e| panic!("{e}"));
     // The plan names the file; its moves are read when the lab starts.
     let json = serde_json::to_string(&p).unwrap();
     assert!(json.contains("moves.tcl") && !json.contains("100.0"), "{json}");
     p.load_traces().unwrap();
     let w = p.segments[0].wireless.as_ref().unwrap();
-    assert_eq!((w.radios[0].start, w.radios[1].start), (vemu_radio::Pos::new(5.0, 6.0), vemu_radio::Pos::new(7.0, 8.0)));
-    let mut walker = vemu_radio::mobility::Walker::new(w.radios[1].mobility.clone(), w.radios[1].start, 0);
+    assert_eq!(
+        (w.radios[0].start, w.radios[1].start),
+        (vemu_radio::Pos::new(5.0, 6.0), vemu_radio::Pos::new(7.0, 8.0))
+    );
+    let mut walker =
+        vemu_radio::mobility::Walker::new(w.radios[1].mobility.clone(), w.radios[1].start, 0);
     assert_eq!(walker.advance(3_000_000_000), vemu_radio::Pos::new(27.0, 8.0));
     let by_map = "nodes: {a: {}, b: {}}\nsegments:\n  air: {kind: wireless, trace: {file: moves.tcl, nodes: {a: 1}}, members: [a, {node: b, position: [1, 1]}]}\n";
-    let p = vemu_scenario::load_str_in(by_map, "t.yaml", "t", None, Some(&dir)).unwrap_or_else(|e| panic!("{e}"));
+    let p = vemu_scenario::load_str_in(by_map, "t.yaml", "t", None, Some(&dir))
+        .unwrap_or_else(|e| panic!("{e}"));
     let w = p.segments[0].wireless.as_ref().unwrap();
-    assert_eq!((w.radios[0].start, w.radios[1].start), (vemu_radio::Pos::new(7.0, 8.0), vemu_radio::Pos::new(1.0, 1.0)));
-    let e = vemu_scenario::load_str_in(&by_map.replace("a: 1", "a: 7"), "t.yaml", "t", None, Some(&dir)).unwrap_err().to_string();
-    assert!(e.contains("segments.air.trace.nodes.a: the trace has no $node_(7) (it has 2 nodes)"), "{e}");
+    assert_eq!(
+        (w.radios[0].start, w.radios[1].start),
+        (vemu_radio::Pos::new(7.0, 8.0), vemu_radio::Pos::new(1.0, 1.0))
+    );
+    let e = vemu_scenario::load_str_in(
+        &by_map.replace("a: 1", "a: 7"),
+        "t.yaml",
+        "t",
+        None,
+        Some(&dir),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("segments.air.trace.nodes.a: the trace has no $node_(7) (it has 2 nodes)"),
+        "{e}"
+    );
     // A file that changed between the check and the lab's start is refused.
     let mut p = vemu_scenario::load_str_in(by_map, "t.yaml", "t", None, Some(&dir)).unwrap();
     std::fs::write(dir.join("moves.tcl"), "$node_(0) set X_ 5.0\n").unwrap();
     let e = p.load_traces().unwrap_err();
-    assert!(e.contains("moves.tcl' of segment 'air' changed since the scenario was checked"), "{e}");
+    assert!(
+        e.contains("moves.tcl' of segment 'air' changed since the scenario was checked"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -516,20 +596,34 @@ fn move_events_need_a_wireless_member() {
     let yaml = format!("{RADIO}events:\n  - {{at: 5s, node: a, move: [500, 100]}}\n  - {{at: 9s, node: b, move: {{to: '10,20', speed: 5}}}}\n");
     let p = ok(&yaml);
     assert_eq!(p.events[0].action, EventAction::Move { x_m: 500.0, y_m: 100.0, speed_mps: None });
-    assert_eq!(p.events[1].action, EventAction::Move { x_m: 10.0, y_m: 20.0, speed_mps: Some(5.0) });
+    assert_eq!(
+        p.events[1].action,
+        EventAction::Move { x_m: 10.0, y_m: 20.0, speed_mps: Some(5.0) }
+    );
     let m = one_error("nodes: {a: {}, b: {}}\nlinks: [{endpoints: [a, b]}]\nevents:\n  - {at: 1s, node: a, move: [1, 2]}\n");
-    assert!(m.contains("events[0]: node 'a' is not a member of a wireless segment, so it cannot move"), "{m}");
+    assert!(
+        m.contains("events[0]: node 'a' is not a member of a wireless segment, so it cannot move"),
+        "{m}"
+    );
     let m = one_error(&format!("{RADIO}events:\n  - {{at: 1s, link: air:a, move: [1, 2]}}\n"));
     assert!(m.contains("'move' does not apply to a link"), "{m}");
-    let m = one_error(&format!("{RADIO}events:\n  - {{at: 1s, node: a, move: {{to: [1, 2], speed: -3}}}}\n"));
-    assert!(m.contains("events[0].move.speed: expected a speed in m/s greater than 0, got '-3'"), "{m}");
+    let m = one_error(&format!(
+        "{RADIO}events:\n  - {{at: 1s, node: a, move: {{to: [1, 2], speed: -3}}}}\n"
+    ));
+    assert!(
+        m.contains("events[0].move.speed: expected a speed in m/s greater than 0, got '-3'"),
+        "{m}"
+    );
 }
 
 #[test]
 fn fidelity_thresholds() {
     let p = ok("nodes: {a: {}}\nfidelity: {late: 500us, degraded: 2%, invalid: 20%, min_frames: 10, busy: 80%}\n");
     let f = &p.fidelity;
-    assert_eq!((f.late_ns, f.degraded_fraction, f.invalid_fraction, f.min_frames, f.busy_fraction), (500_000, 0.02, 0.2, 10, 0.8));
+    assert_eq!(
+        (f.late_ns, f.degraded_fraction, f.invalid_fraction, f.min_frames, f.busy_fraction),
+        (500_000, 0.02, 0.2, 10, 0.8)
+    );
     assert_eq!(ok("nodes: {a: {}}\n").fidelity, vemu_scenario::FidelityThresholds::default());
     let m = one_error("nodes: {a: {}}\nfidelity: {busy: 0.8}\n");
     assert!(m.contains("t.yaml:2:18: fidelity.busy: '0.8' needs a % sign"), "{m}");
@@ -551,9 +645,22 @@ fn nodes_have_their_own_pids_unless_told_otherwise() {
 fn node_limits_from_defaults_and_nodes_with_bounds() {
     let p = ok("defaults: {node: {cpu: 0.5, pids: 100}}\nnodes: {a: {}, b: {cpu: 2, memory: 256MiB}, c: {pids: 7}}\n");
     let l: Vec<vemu_scenario::Limits> = p.nodes.iter().map(|n| n.limits).collect();
-    assert_eq!(l[0], vemu_scenario::Limits { cpu_cores: Some(0.5), memory_bytes: None, pids: Some(100) });
-    assert_eq!(l[1], vemu_scenario::Limits { cpu_cores: Some(2.0), memory_bytes: Some(256 << 20), pids: Some(100) });
-    assert_eq!(l[2], vemu_scenario::Limits { cpu_cores: Some(0.5), memory_bytes: None, pids: Some(7) });
+    assert_eq!(
+        l[0],
+        vemu_scenario::Limits { cpu_cores: Some(0.5), memory_bytes: None, pids: Some(100) }
+    );
+    assert_eq!(
+        l[1],
+        vemu_scenario::Limits {
+            cpu_cores: Some(2.0),
+            memory_bytes: Some(256 << 20),
+            pids: Some(100)
+        }
+    );
+    assert_eq!(
+        l[2],
+        vemu_scenario::Limits { cpu_cores: Some(0.5), memory_bytes: None, pids: Some(7) }
+    );
     assert!(ok("nodes: {a: {}}\n").nodes[0].limits.is_none(), "no limits by default");
     for (yaml, want) in [
         ("nodes:\n  a: {cpu: 0}\n", "t.yaml:2:12: nodes.a.cpu: expected the cores the node may use, 0.01 to 1024 (e.g. 0.5), got '0'"),
@@ -640,7 +747,9 @@ fn machines_from_the_command_line() {
         let e = Machine::parse_list(bad).unwrap_err();
         assert!(e.contains(want), "{bad}: {e}");
     }
-    let many: String = (0..=vemu_scenario::MAX_MACHINES).map(|i| format!("m{i}=10.0.{}.{},", i / 250, i % 250 + 1)).collect();
+    let many: String = (0..=vemu_scenario::MAX_MACHINES)
+        .map(|i| format!("m{i}=10.0.{}.{},", i / 250, i % 250 + 1))
+        .collect();
     assert!(Machine::parse_list(&many).unwrap_err().contains("at most 1024 machines"));
 
     let dir = std::env::temp_dir().join(format!("vemu-scenario-machines-{}", std::process::id()));
@@ -651,7 +760,10 @@ fn machines_from_the_command_line() {
     assert_eq!(p.machines.iter().map(|m| m.name.as_str()).collect::<Vec<_>>(), ["x", "y"]);
     assert_eq!(p.nodes[0].machine, 1);
     // Without the list, the pin names a machine the scenario does not have.
-    assert!(vemu_scenario::load(&file, None).unwrap_err().to_string().contains("unknown machine 'y' (the machines are a)"));
+    assert!(vemu_scenario::load(&file, None)
+        .unwrap_err()
+        .to_string()
+        .contains("unknown machine 'y' (the machines are a)"));
     // A scenario naming too many machines.
     let mut y = String::from("machines:\n");
     for i in 0..=vemu_scenario::MAX_MACHINES {
@@ -710,7 +822,10 @@ fn ipv6_none_turns_ipv6_off_and_link_local_keeps_it() {
     assert!(p.nodes[0].sysctls.is_empty());
     assert!(p.nodes[0].ifaces[0].addrs.iter().all(|a| a.addr().is_ipv4()));
     let m = one_error(&format!("addressing: {{ipv6: local}}\n{base}"));
-    assert!(m.contains("'local' is not an IPv6 prefix like fd00::/48 (or 'link-local', or 'none')"), "{m}");
+    assert!(
+        m.contains("'local' is not an IPv6 prefix like fd00::/48 (or 'link-local', or 'none')"),
+        "{m}"
+    );
 }
 
 #[test]
@@ -719,11 +834,14 @@ fn lan_snooping_defaults_to_querier() {
     let p = ok("nodes: {a: {}, b: {}, c: {}}\nsegments:\n  l1: {members: [a, b]}\n  l2: {snooping: on, members: [b, c]}\n  l3: {snooping: off, members: [a, c]}\n");
     let s: Vec<Snooping> = p.segments.iter().map(|g| g.snooping).collect();
     assert_eq!(s, [Snooping::Querier, Snooping::On, Snooping::Off]);
-    let m = one_error("nodes: {a: {}, b: {}}\nsegments:\n  l: {snooping: maybe, members: [a, b]}\n");
+    let m =
+        one_error("nodes: {a: {}, b: {}}\nsegments:\n  l: {snooping: maybe, members: [a, b]}\n");
     assert!(m.contains("segments.l.snooping: expected 'on' (snoop while a querier is heard), 'querier' (the switch is one) or 'off' (flood all multicast), got 'maybe'"), "{m}");
     // A wireless segment's receivers filter groups (on, the default) or not (off); it
     // has no switch to be a querier.
-    let air = |k: &str| format!("nodes: {{a: {{}}, b: {{}}}}\nsegments:\n  air: {{kind: wireless, {k}members: [{{node: a, position: [0, 0]}}, {{node: b, position: [1, 0]}}]}}\n");
+    let air = |k: &str| {
+        format!("nodes: {{a: {{}}, b: {{}}}}\nsegments:\n  air: {{kind: wireless, {k}members: [{{node: a, position: [0, 0]}}, {{node: b, position: [1, 0]}}]}}\n")
+    };
     assert_ne!(ok(&air("")).segments[0].snooping, Snooping::Off);
     assert_eq!(ok(&air("snooping: on, ")).segments[0].snooping, Snooping::On);
     assert_eq!(ok(&air("snooping: off, ")).segments[0].snooping, Snooping::Off);
@@ -748,7 +866,10 @@ links:
 ");
     let me = &p.nodes[0];
     use vemu_scenario::NodeKind;
-    assert_eq!([me.kind, p.nodes[1].kind, p.nodes[2].kind], [NodeKind::Host, NodeKind::Namespace, NodeKind::Namespace]);
+    assert_eq!(
+        [me.kind, p.nodes[1].kind, p.nodes[2].kind],
+        [NodeKind::Host, NodeKind::Namespace, NodeKind::Namespace]
+    );
     // Interfaces the machine does not have already: vh-LAB0, or as named.
     let names: Vec<&str> = me.ifaces.iter().map(|i| i.name.as_str()).collect();
     assert_eq!(names, ["vh-edge0", "lab9"]);
@@ -763,9 +884,17 @@ links:
     assert_eq!(p.nodes[0].ifaces[0].name, "vh-a-very-lon0");
     // What the machine cannot be given, said where.
     let e = bad("nodes:\n  me: {kind: host, loopback: [10.9.9.9/32], isolation: pid}\n  r: {}\nlinks: [{endpoints: [me, r]}]\n").to_string();
-    assert!(e.contains("t.yaml:2:") && e.contains("it has no 'loopback'") && e.contains("it has no 'isolation'"), "{e}");
+    assert!(
+        e.contains("t.yaml:2:")
+            && e.contains("it has no 'loopback'")
+            && e.contains("it has no 'isolation'"),
+        "{e}"
+    );
     let e = bad("nodes:\n  me: {kind: host}\n  r: {}\nlinks: [{endpoints: [me, r]}]\nevents: [{at: 1s, node: me, state: stop}]\n").to_string();
-    assert!(e.contains("t.yaml:5:") && e.contains("node 'me' is of kind 'host', not a node vemu makes"), "{e}");
+    assert!(
+        e.contains("t.yaml:5:") && e.contains("node 'me' is of kind 'host', not a node vemu makes"),
+        "{e}"
+    );
     let e = bad("machines: {a: 10.0.0.1, b: 10.0.0.2}\nnodes: {me: {kind: host}, r: {}}\nlinks: [{endpoints: [me, r]}]\n").to_string();
     assert!(e.contains("lab across machines is not supported yet"), "{e}");
 }
@@ -786,9 +915,15 @@ fn a_nics_wire_as_an_external_node() {
     assert!(e.contains("t.yaml:2:") && e.contains("needs 'iface'"), "{e}");
     assert!(e.contains("t.yaml:3:") && e.contains("it has no 'run'"), "{e}");
     assert!(e.contains("t.yaml:4:") && e.contains("interface 'x0' is node 'b' already"), "{e}");
-    assert!(e.contains("t.yaml:5:") && e.contains("names the NIC of a node of kind 'external'"), "{e}");
+    assert!(
+        e.contains("t.yaml:5:") && e.contains("names the NIC of a node of kind 'external'"),
+        "{e}"
+    );
     let e = bad("nodes:\n  dev: {kind: external, iface: x0}\n  r: {}\n  s: {}\nlinks: [{endpoints: [dev, r]}, {endpoints: [dev, s]}]\n").to_string();
-    assert!(e.contains("t.yaml:2:") && e.contains("exactly one link or a member of one segment, not 2"), "{e}");
+    assert!(
+        e.contains("t.yaml:2:") && e.contains("exactly one link or a member of one segment, not 2"),
+        "{e}"
+    );
 }
 
 const QOS: &str = "
@@ -822,9 +957,14 @@ fn qos_classes_parse_per_direction() {
     let p = ok(QOS);
     assert_eq!(p.links[0].forward.qos, Some(QosConfig::Diffserv));
     assert_eq!(p.links[0].reverse.qos, None);
-    let Some(QosConfig::Classes { classes }) = &p.links[1].reverse.qos else { panic!("{:?}", p.links[1].reverse.qos) };
+    let Some(QosConfig::Classes { classes }) = &p.links[1].reverse.qos else {
+        panic!("{:?}", p.links[1].reverse.qos)
+    };
     assert_eq!(classes.len(), 3);
-    assert_eq!(classes[0].meter.unwrap().kind, MeterKind::TokenBucket { rate_bps: 2_000_000, burst_bytes: 10_000 });
+    assert_eq!(
+        classes[0].meter.unwrap().kind,
+        MeterKind::TokenBucket { rate_bps: 2_000_000, burst_bytes: 10_000 }
+    );
     let video = &classes[1];
     assert_eq!(video.rules.len(), 2);
     assert_eq!(video.rules[0].dscp, [34, 36, 38]);
@@ -838,13 +978,23 @@ fn qos_classes_parse_per_direction() {
     // From the command line and the API: the same rules.
     let patch = vemu_scenario::impairment_patch(&[("qos", "none")]).unwrap();
     assert_eq!(patch.qos, Some(None));
-    let patch = vemu_scenario::impairment_patch(&[("qos", r#"[{"name": "ef", "match": {"dscp": 46}, "priority": 0}, {"name": "be", "weight": 2}]"#)]).unwrap();
-    assert!(matches!(patch.qos, Some(Some(QosConfig::Classes { ref classes })) if classes[1].weight == 2));
+    let patch = vemu_scenario::impairment_patch(&[(
+        "qos",
+        r#"[{"name": "ef", "match": {"dscp": 46}, "priority": 0}, {"name": "be", "weight": 2}]"#,
+    )])
+    .unwrap();
+    assert!(
+        matches!(patch.qos, Some(Some(QosConfig::Classes { ref classes })) if classes[1].weight == 2)
+    );
 }
 
 #[test]
 fn qos_errors_name_the_field() {
-    let link = |qos: &str| one_error(&format!("nodes: {{a: {{}}, b: {{}}}}\nlinks:\n  - endpoints: [a, b]\n    qos: {qos}\n"));
+    let link = |qos: &str| {
+        one_error(&format!(
+            "nodes: {{a: {{}}, b: {{}}}}\nlinks:\n  - endpoints: [a, b]\n    qos: {qos}\n"
+        ))
+    };
     each_error_says(
         link,
         &[
@@ -864,9 +1014,15 @@ fn diverted_paths_parse_and_refuse_what_they_cannot_do() {
     let p = ok("nodes: {a: {}}\ndivert:\n  - {name: web, match: 'tcp dport {80, 443}', delay: 5ms, reverse: {loss: 1%}}\n  - {match: ip6 daddr 2001:db8::/32, forward: {bandwidth: 1Mbit}}\n");
     assert_eq!(p.diverts.len(), 2);
     let (w, d) = (&p.diverts[0], &p.diverts[1]);
-    assert_eq!((w.name.as_str(), w.matches.as_str(), w.forward.delay_ns, w.reverse.delay_ns), ("web", "tcp dport {80, 443}", 5_000_000, 5_000_000));
+    assert_eq!(
+        (w.name.as_str(), w.matches.as_str(), w.forward.delay_ns, w.reverse.delay_ns),
+        ("web", "tcp dport {80, 443}", 5_000_000, 5_000_000)
+    );
     assert_eq!(w.reverse.loss, Loss::Bernoulli { rate: 0.01, correlation: 0.0 });
-    assert_eq!((d.name.as_str(), d.forward.rate_bps, d.reverse.rate_bps), ("divert1", Some(1_000_000), None));
+    assert_eq!(
+        (d.name.as_str(), d.forward.rate_bps, d.reverse.rate_bps),
+        ("divert1", Some(1_000_000), None)
+    );
     let one = |d: &str| one_error(&format!("nodes: {{a: {{}}}}\ndivert:\n  - {d}\n"));
     let m = one("{match: 'tcp dport 80; flush ruleset'}");
     assert!(m.contains("divert[0].match: ';' may not appear in a match"), "{m}");
@@ -891,7 +1047,10 @@ fn templates_run_within_a_bound() {
     // Output without much work: one file's cap.
     let wide = "nodes:\n  a:\n    files:\n      /etc/x: '{% for i in range(20000) %}{{ \"x\" * 1000 }}{% endfor %}'\n";
     let m = one_error(wide);
-    assert!(m.contains("nodes.a.files./etc/x: template error: the output is larger than 16 MiB"), "{m}");
+    assert!(
+        m.contains("nodes.a.files./etc/x: template error: the output is larger than 16 MiB"),
+        "{m}"
+    );
     // Work without output: the instructions run out.
     let busy = "nodes:\n  a:\n    files:\n      /etc/x: '{% for i in range(10000) %}{% for j in range(10000) %}{% endfor %}{% endfor %}'\n";
     let m = one_error(busy);
@@ -922,7 +1081,11 @@ fn a_tenants_scenario_gets_only_what_it_is_allowed() {
     let dir = std::env::temp_dir().join(format!("vemu-tenant-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("secret"), "the agent's token\n").unwrap();
-    std::fs::write(dir.join("t.ns2"), "$node_(0) set X_ 1.0\n$node_(0) set Y_ 1.0\n$node_(1) set X_ 2.0\n$node_(1) set Y_ 2.0\n").unwrap();
+    std::fs::write(
+        dir.join("t.ns2"),
+        "$node_(0) set X_ 1.0\n$node_(0) set Y_ 1.0\n$node_(1) set X_ 2.0\n$node_(1) set Y_ 2.0\n",
+    )
+    .unwrap();
     let cases = [
         ("nodes:\n  a:\n    files: {/etc/x: {from: secret}}\n", "nodes.a.files./etc/x.from", Reach::From),
         ("nodes:\n  a:\n    files: {/etc/x: {template: secret}}\n", "nodes.a.files./etc/x.template", Reach::From),
@@ -933,7 +1096,8 @@ fn a_tenants_scenario_gets_only_what_it_is_allowed() {
         ("nodes:\n  a: {isolation: none}\n", "nodes.a.isolation", Reach::SharedPids),
         ("defaults:\n  node: {isolation: none}\nnodes: {a: {}}\n", "defaults.node.isolation", Reach::SharedPids),
     ];
-    let load = |y: &str, trust: &Trust| load_str_as(y, "t.yaml", "t", None, None, Some(&dir), trust);
+    let load =
+        |y: &str, trust: &Trust| load_str_as(y, "t.yaml", "t", None, None, Some(&dir), trust);
     for (yaml, field, reach) in cases {
         // The machine's owner may.
         load(yaml, &Trust::Owner).unwrap_or_else(|e| panic!("{yaml}: {e}"));
@@ -943,12 +1107,23 @@ fn a_tenants_scenario_gets_only_what_it_is_allowed() {
         assert_eq!(e.errors.len(), 1, "{e}");
         let (err, name) = (&e.errors[0], reach.name());
         assert_eq!(err.field, field, "{e}");
-        assert!(err.line > 0 && err.message.contains("refused in a tenant's lab") && err.message.contains(&format!("'{name}'")), "{e}");
-        load(yaml, &Trust::Tenant(vec![reach])).unwrap_or_else(|e| panic!("{yaml} with {name} allowed: {e}"));
+        assert!(
+            err.line > 0
+                && err.message.contains("refused in a tenant's lab")
+                && err.message.contains(&format!("'{name}'")),
+            "{e}"
+        );
+        load(yaml, &Trust::Tenant(vec![reach]))
+            .unwrap_or_else(|e| panic!("{yaml} with {name} allowed: {e}"));
     }
     // Nothing named is read: a tenant's from: of a file that does not exist is refused,
     // not "cannot read" (which would tell the tenant what exists on the machine).
-    let e = load("nodes:\n  a:\n    files: {/etc/x: {from: /nonexistent/token}}\n", &Trust::Tenant(vec![])).unwrap_err().to_string();
+    let e = load(
+        "nodes:\n  a:\n    files: {/etc/x: {from: /nonexistent/token}}\n",
+        &Trust::Tenant(vec![]),
+    )
+    .unwrap_err()
+    .to_string();
     assert!(e.contains("refused") && !e.contains("cannot read"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

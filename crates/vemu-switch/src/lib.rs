@@ -215,12 +215,17 @@ impl Switch {
     pub fn poll_queries(&mut self, now_ns: u64) -> Vec<(Vec<u32>, Vec<u8>)> {
         let Some(at) = self.next_query_ns.filter(|&t| t <= now_ns) else { return Vec::new() };
         self.queries_sent += 1;
-        let every = if self.queries_sent < 2 { snoop::STARTUP_QUERY_INTERVAL_NS } else { snoop::QUERY_INTERVAL_NS };
+        let every = if self.queries_sent < 2 {
+            snoop::STARTUP_QUERY_INTERVAL_NS
+        } else {
+            snoop::QUERY_INTERVAL_NS
+        };
         self.next_query_ns = Some(at.max(now_ns) + every);
         let mut out = Vec::new();
         for (g, s) in self.groups.iter().zip(&mut self.snoop) {
             s.queried(now_ns);
-            let ports: Vec<u32> = g.iter().copied().filter(|&p| self.ports[p as usize].up).collect();
+            let ports: Vec<u32> =
+                g.iter().copied().filter(|&p| self.ports[p as usize].up).collect();
             if self.query_families[0] && !s.other_querier(false, now_ns) {
                 out.push((ports.clone(), snoop::igmp_general_query()));
             }
@@ -234,7 +239,13 @@ impl Switch {
     /// Decide where an Ethernet frame from `in_port` goes, at `now_ns`: learn its source,
     /// and push the ports it goes to onto `out` (cleared first). Multicast goes through
     /// snooping (see [`snoop`]) unless it is off.
-    pub fn forward_frame(&mut self, now_ns: u64, in_port: u32, eth: &[u8], out: &mut Vec<u32>) -> Delivery {
+    pub fn forward_frame(
+        &mut self,
+        now_ns: u64,
+        in_port: u32,
+        eth: &[u8],
+        out: &mut Vec<u32>,
+    ) -> Delivery {
         out.clear();
         if eth.len() < 14 {
             return Delivery::Filter;
@@ -260,7 +271,14 @@ impl Switch {
         }
         let group = self.ports[in_port as usize].group as usize;
         let ports = &self.ports;
-        match self.snoop[group].handle(now_ns, self.snooping == Snooping::Querier, in_port, &class, |p| ports[p as usize].up, out) {
+        match self.snoop[group].handle(
+            now_ns,
+            self.snooping == Snooping::Querier,
+            in_port,
+            &class,
+            |p| ports[p as usize].up,
+            out,
+        ) {
             Decision::Flood => d,
             Decision::Ports => Delivery::Multicast,
         }
@@ -311,7 +329,11 @@ impl Switch {
         if let Some(p) = self.lookup(now_ns, in_port, dst) {
             return if p == in_port { Forward::Filter } else { Forward::Unicast(p) };
         }
-        Forward::Flood(Flood { members: self.groups[group].iter(), ports: &self.ports, except: in_port })
+        Forward::Flood(Flood {
+            members: self.groups[group].iter(),
+            ports: &self.ports,
+            except: in_port,
+        })
     }
 
     /// Learn that `src` (unless a group address) is behind `in_port`, at `now_ns`: aged

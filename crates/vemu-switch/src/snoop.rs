@@ -115,7 +115,8 @@ fn classify4(ip: &[u8]) -> Class {
 }
 
 fn igmp_class(m: &[u8]) -> Option<Class> {
-    let group = |at: usize| -> Option<[u8; 4]> { m.get(at..at + 4).map(|g| [g[0], g[1], g[2], g[3]]) };
+    let group =
+        |at: usize| -> Option<[u8; 4]> { m.get(at..at + 4).map(|g| [g[0], g[1], g[2], g[3]]) };
     Some(match *m.first()? {
         0x11 => Class::Query { v6: false },
         0x12 | 0x16 => Class::Report { v6: false, joins: vec![mac4(group(4)?)], leaves: vec![] },
@@ -129,12 +130,17 @@ fn igmp_class(m: &[u8]) -> Option<Class> {
 /// source list. A record asking for no source at all (INCLUDE {}) is a leave, the other
 /// record types a join (source lists are not tracked); BLOCK_OLD changes nothing.
 fn v3_report(m: &[u8], v6: bool) -> Option<Class> {
-    let (addr_len, to_mac): (usize, fn(&[u8]) -> Mac) = if v6 { (16, mac6) } else { (4, |g| mac4([g[0], g[1], g[2], g[3]])) };
+    let (addr_len, to_mac): (usize, fn(&[u8]) -> Mac) =
+        if v6 { (16, mac6) } else { (4, |g| mac4([g[0], g[1], g[2], g[3]])) };
     let n = u16::from_be_bytes([*m.get(6)?, *m.get(7)?]) as usize;
     let (mut joins, mut leaves) = (Vec::new(), Vec::new());
     let mut at = 8;
     for _ in 0..n {
-        let (rtype, aux, nsrc) = (*m.get(at)?, *m.get(at + 1)? as usize, u16::from_be_bytes([*m.get(at + 2)?, *m.get(at + 3)?]) as usize);
+        let (rtype, aux, nsrc) = (
+            *m.get(at)?,
+            *m.get(at + 1)? as usize,
+            u16::from_be_bytes([*m.get(at + 2)?, *m.get(at + 3)?]) as usize,
+        );
         let g = to_mac(m.get(at + 4..at + 4 + addr_len)?);
         match rtype {
             1 | 3 if nsrc == 0 => leaves.push(g),
@@ -264,7 +270,15 @@ impl VlanSnoop {
     /// Take in a group frame from `in_port`. `out` holds the ports a flood would reach;
     /// when the decision is [`Decision::Ports`] it holds the ports the frame goes to
     /// instead. `up(p)` says whether port `p` is up.
-    pub(crate) fn handle(&mut self, now: u64, own_querier: bool, in_port: u32, class: &Class, up: impl Fn(u32) -> bool, out: &mut Vec<u32>) -> Decision {
+    pub(crate) fn handle(
+        &mut self,
+        now: u64,
+        own_querier: bool,
+        in_port: u32,
+        class: &Class,
+        up: impl Fn(u32) -> bool,
+        out: &mut Vec<u32>,
+    ) -> Decision {
         match class {
             Class::Other | Class::Flood => Decision::Flood,
             Class::Query { v6 } | Class::Router { v6 } => {
@@ -300,7 +314,11 @@ impl VlanSnoop {
                 }
                 out.clear();
                 if let Some(m) = self.groups.get(group) {
-                    out.extend(m.iter().filter(|&(&p, &until)| until > now && p != in_port && up(p)).map(|(&p, _)| p));
+                    out.extend(
+                        m.iter()
+                            .filter(|&(&p, &until)| until > now && p != in_port && up(p))
+                            .map(|(&p, _)| p),
+                    );
                 }
                 self.push_routers(now, *v6, in_port, &up, out);
                 // In port order (a member may also be a router port).
@@ -311,8 +329,20 @@ impl VlanSnoop {
         }
     }
 
-    fn push_routers(&self, now: u64, v6: bool, in_port: u32, up: &impl Fn(u32) -> bool, out: &mut Vec<u32>) {
-        out.extend(self.routers.iter().filter(|&(&p, until)| until[v6 as usize] > now && p != in_port && up(p)).map(|(&p, _)| p));
+    fn push_routers(
+        &self,
+        now: u64,
+        v6: bool,
+        in_port: u32,
+        up: &impl Fn(u32) -> bool,
+        out: &mut Vec<u32>,
+    ) {
+        out.extend(
+            self.routers
+                .iter()
+                .filter(|&(&p, until)| until[v6 as usize] > now && p != in_port && up(p))
+                .map(|(&p, _)| p),
+        );
     }
 
     /// A port went down: it is no longer a member or a router port.
@@ -361,7 +391,8 @@ impl VlanSnoop {
 /// The switch's own MAC address as a querier (locally administered, "vemu").
 pub const QUERIER_MAC: [u8; 6] = [0x02, 0x76, 0x65, 0x6d, 0x75, 0x00];
 /// Its IPv6 link-local address (MLD queries must come from one), from that MAC.
-pub const QUERIER_LINK_LOCAL: [u8; 16] = [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x00, 0x76, 0x65, 0xff, 0xfe, 0x6d, 0x75, 0x00];
+pub const QUERIER_LINK_LOCAL: [u8; 16] =
+    [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x00, 0x76, 0x65, 0xff, 0xfe, 0x6d, 0x75, 0x00];
 
 fn checksum(chunks: &[&[u8]]) -> u16 {
     let mut sum: u32 = 0;
@@ -383,7 +414,8 @@ pub fn igmp_general_query() -> Vec<u8> {
     f.extend_from_slice(&QUERIER_MAC);
     f.extend_from_slice(&[0x08, 0x00]);
     // IPv4 with the router alert option: 24 bytes of header, 12 of IGMP.
-    let mut ip = vec![0x46, 0xc0, 0, 36, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 0, 0, 224, 0, 0, 1, 0x94, 0x04, 0, 0];
+    let mut ip =
+        vec![0x46, 0xc0, 0, 36, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 0, 0, 224, 0, 0, 1, 0x94, 0x04, 0, 0];
     let c = checksum(&[&ip]);
     ip[10..12].copy_from_slice(&c.to_be_bytes());
     // Query, 10 s to answer, group 0, QRV 2, QQIC 125 s, no sources.

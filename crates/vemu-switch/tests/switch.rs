@@ -62,7 +62,8 @@ fn addresses_age_out() {
 
 #[test]
 fn vlans_separate_broadcast_domains_and_tables() {
-    let cfg: Vec<PortConfig> = [10, 20, 10, 20, 1].iter().map(|&vlan| PortConfig { vlan }).collect();
+    let cfg: Vec<PortConfig> =
+        [10, 20, 10, 20, 1].iter().map(|&vlan| PortConfig { vlan }).collect();
     let mut s = Switch::new(&cfg, DEFAULT_AGING_NS);
     assert_eq!(targets(s.forward(0, 0, BCAST, m(0))), vec![2]);
     assert_eq!(targets(s.forward(1, 1, BCAST, m(1))), vec![3]);
@@ -92,7 +93,10 @@ fn many_ports_unicast_is_exact() {
     }
     assert_eq!(s.learned(), n);
     for p in (0..n as u64).step_by(97) {
-        assert_eq!(targets(s.forward(n as u64 + p, 0, m(p), m(0))), if p == 0 { vec![] } else { vec![p as u32] });
+        assert_eq!(
+            targets(s.forward(n as u64 + p, 0, m(p), m(0))),
+            if p == 0 { vec![] } else { vec![p as u32] }
+        );
     }
 }
 
@@ -126,4 +130,3 @@ fn big_segments_get_room_for_every_port() {
     assert_eq!(switch(3).max_learned(), vemu_switch::DEFAULT_MAX_LEARNED);
     assert_eq!(switch(10_000).max_learned(), 10_000 * vemu_switch::LEARNED_PER_PORT);
 }
-

@@ -9,7 +9,8 @@ fn mac(s: &str) -> [u8; 6] {
     if s == "broadcast" {
         return [0xff; 6];
     }
-    let v: Vec<u8> = s.trim().split(':').map(|x| u8::from_str_radix(x, 16).expect("bad MAC")).collect();
+    let v: Vec<u8> =
+        s.trim().split(':').map(|x| u8::from_str_radix(x, 16).expect("bad MAC")).collect();
     v.try_into().expect("bad MAC")
 }
 
@@ -24,7 +25,8 @@ fn main() {
     let size: usize = args[3].parse().expect("SIZE");
     let seconds: f64 = args[4].parse().expect("SECONDS");
     let rate: Option<f64> = args.get(5).map(|r| r.parse().expect("RATE"));
-    let src = mac(&std::fs::read_to_string(format!("/sys/class/net/{iface}/address")).expect("no such interface"));
+    let src = mac(&std::fs::read_to_string(format!("/sys/class/net/{iface}/address"))
+        .expect("no such interface"));
     let mut frame = vec![0u8; size.max(60)];
     frame[..6].copy_from_slice(&dst);
     frame[6..12].copy_from_slice(&src);
@@ -32,7 +34,8 @@ fn main() {
     let name = std::ffi::CString::new(iface.as_str()).unwrap();
     // SAFETY: plain socket calls with valid arguments.
     let (fd, ifindex) = unsafe {
-        let fd = libc::socket(libc::AF_PACKET, libc::SOCK_RAW, (libc::ETH_P_ALL as u16).to_be() as i32);
+        let fd =
+            libc::socket(libc::AF_PACKET, libc::SOCK_RAW, (libc::ETH_P_ALL as u16).to_be() as i32);
         assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
         (fd, libc::if_nametoindex(name.as_ptr()))
     };
@@ -42,7 +45,13 @@ fn main() {
     sll.sll_ifindex = ifindex as i32;
     sll.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
     // SAFETY: binding our socket to a sockaddr_ll of the right size.
-    let r = unsafe { libc::bind(fd, (&sll as *const libc::sockaddr_ll).cast(), std::mem::size_of::<libc::sockaddr_ll>() as u32) };
+    let r = unsafe {
+        libc::bind(
+            fd,
+            (&sll as *const libc::sockaddr_ll).cast(),
+            std::mem::size_of::<libc::sockaddr_ll>() as u32,
+        )
+    };
     assert!(r == 0, "bind: {}", std::io::Error::last_os_error());
     const BATCH: usize = 64;
     let mut iov = libc::iovec { iov_base: frame.as_mut_ptr().cast(), iov_len: frame.len() };
@@ -60,7 +69,9 @@ fn main() {
     let mut sent: u64 = 0;
     while Instant::now() < end {
         let due = match rate {
-            Some(r) => ((start.elapsed().as_secs_f64() * r) as u64).saturating_sub(sent).min(BATCH as u64),
+            Some(r) => {
+                ((start.elapsed().as_secs_f64() * r) as u64).saturating_sub(sent).min(BATCH as u64)
+            }
             None => BATCH as u64,
         };
         if due == 0 {

@@ -23,7 +23,10 @@ pub(crate) fn clean(all: bool) -> Result<()> {
     let mut failed = false;
     for lab in targets {
         let paths = LabPaths::new(&lab);
-        if let Some(pid) = std::fs::read_to_string(paths.pid_file()).ok().and_then(|s| s.trim().parse::<i32>().ok()) {
+        if let Some(pid) = std::fs::read_to_string(paths.pid_file())
+            .ok()
+            .and_then(|s| s.trim().parse::<i32>().ok())
+        {
             // Only a vemu controller: argv is `.../vemu daemon`.
             let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
             let argv: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();

@@ -3,7 +3,11 @@
 use super::*;
 
 #[derive(Parser)]
-#[command(name = "vemu", version, about = "A scalable network emulator: real software in virtual nodes, emulated links")]
+#[command(
+    name = "vemu",
+    version,
+    about = "A scalable network emulator: real software in virtual nodes, emulated links"
+)]
 pub(crate) struct Cli {
     #[command(subcommand)]
     pub(crate) cmd: Cmd,
@@ -346,7 +350,8 @@ pub(crate) fn parse_rate_pps(s: &str) -> Result<f64, String> {
 pub(crate) fn parse_xy(s: &str) -> Result<(f64, f64), String> {
     let bad = || format!("expected X,Y in metres (e.g. 500,1000), got '{s}'");
     let (x, y) = s.split_once(',').ok_or_else(bad)?;
-    let (x, y) = (x.trim().parse::<f64>().map_err(|_| bad())?, y.trim().parse::<f64>().map_err(|_| bad())?);
+    let (x, y) =
+        (x.trim().parse::<f64>().map_err(|_| bad())?, y.trim().parse::<f64>().map_err(|_| bad())?);
     if !(x.is_finite() && y.is_finite()) {
         return Err(bad());
     }

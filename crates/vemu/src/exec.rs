@@ -11,7 +11,10 @@ pub(crate) fn exec(lab: Option<String>, node: &str, argv: &[String]) -> Result<E
     };
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..]).env("VEMU_LAB", &lab).env("VEMU_NODE", node);
-    let status = match NodeEntry::open(&paths, node)?.spawn(&mut cmd, Command::spawn).and_then(|mut c| c.wait()) {
+    let status = match NodeEntry::open(&paths, node)?
+        .spawn(&mut cmd, Command::spawn)
+        .and_then(|mut c| c.wait())
+    {
         Ok(s) => s,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             eprintln!("vemu: cannot run '{}' in node '{node}': command not found", argv[0]);
@@ -34,7 +37,10 @@ pub(crate) enum NodeAt {
 
 /// This machine's share of lab `lab` (of a lab across machines), if it holds one.
 pub(crate) fn share_here(lab: &str) -> Option<LabPaths> {
-    vemu_control::list_shares().into_iter().find(|(n, _)| vemu_host::share_of(n).is_some_and(|(l, _)| l == lab)).map(|(n, _)| LabPaths::new(&n))
+    vemu_control::list_shares()
+        .into_iter()
+        .find(|(n, _)| vemu_host::share_of(n).is_some_and(|(l, _)| l == lab))
+        .map(|(n, _)| LabPaths::new(&n))
 }
 
 /// The lab of `node`, and where the node is.
@@ -64,7 +70,8 @@ pub(crate) fn node_lab(lab: Option<String>, node: &str) -> Result<(String, NodeA
         return Ok((lab, NodeAt::Here(s)));
     }
     if !paths.socket().exists() {
-        let m = plan.machines.get(plan.nodes[i].machine).map_or("another machine", |m| m.name.as_str());
+        let m =
+            plan.machines.get(plan.nodes[i].machine).map_or("another machine", |m| m.name.as_str());
         return Err(user(format!("node '{node}' runs on machine '{m}' and lab '{lab}' has no controller here: use the controller's machine or '{m}'")));
     }
     Ok((lab, NodeAt::Remote))
@@ -77,20 +84,24 @@ pub(crate) fn shell_through_api(lab: &str, node: &str) -> Result<ExitCode> {
     let c = connect(lab)?;
     let (rows, cols) = vemu_control::terminal_size().unwrap_or((24, 80));
     // Raw mode while the session lasts (keys go to the node's terminal as typed).
-    let saved = std::io::stdin().is_terminal().then(|| {
-        // SAFETY: termios is plain data; tcgetattr fills it, cfmakeraw and tcsetattr use it.
-        unsafe {
-            let mut t: libc::termios = std::mem::zeroed();
-            if libc::tcgetattr(0, &mut t) != 0 {
-                return None;
+    let saved = std::io::stdin()
+        .is_terminal()
+        .then(|| {
+            // SAFETY: termios is plain data; tcgetattr fills it, cfmakeraw and tcsetattr use it.
+            unsafe {
+                let mut t: libc::termios = std::mem::zeroed();
+                if libc::tcgetattr(0, &mut t) != 0 {
+                    return None;
+                }
+                let saved = t;
+                libc::cfmakeraw(&mut t);
+                libc::tcsetattr(0, libc::TCSANOW, &t);
+                Some(saved)
             }
-            let saved = t;
-            libc::cfmakeraw(&mut t);
-            libc::tcsetattr(0, libc::TCSANOW, &t);
-            Some(saved)
-        }
-    }).flatten();
-    let r = c.terminal(&format!("/v1/nodes/{}/shell?rows={rows}&cols={cols}", percent_encode(node)));
+        })
+        .flatten();
+    let r =
+        c.terminal(&format!("/v1/nodes/{}/shell?rows={rows}&cols={cols}", percent_encode(node)));
     if let Some(t) = saved {
         // SAFETY: restores the settings read above.
         unsafe { libc::tcsetattr(0, libc::TCSANOW, &t) };
@@ -121,22 +132,29 @@ pub(crate) fn exec_through_api(lab: &str, node: &str, argv: &[String]) -> Result
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
     };
-    c.stream("POST", &format!("/v1/nodes/{}/exec", percent_encode(node)), Some(&body), ctrl_c, |d| {
-        line.extend_from_slice(d);
-        while let Some(end) = line.iter().position(|&b| b == b'\n') {
-            let l: Vec<u8> = line.drain(..=end).collect();
-            let v: serde_json::Value = serde_json::from_slice(&l).context("the controller's answer is not JSON lines")?;
-            if let Some(t) = v["stdout"].as_str() {
-                std::io::stdout().write_all(t.as_bytes())?;
-                std::io::stdout().flush()?;
-            } else if let Some(t) = v["stderr"].as_str() {
-                std::io::stderr().write_all(t.as_bytes())?;
-            } else if let Some(e) = v["exit"].as_i64() {
-                code = Some(e);
+    c.stream(
+        "POST",
+        &format!("/v1/nodes/{}/exec", percent_encode(node)),
+        Some(&body),
+        ctrl_c,
+        |d| {
+            line.extend_from_slice(d);
+            while let Some(end) = line.iter().position(|&b| b == b'\n') {
+                let l: Vec<u8> = line.drain(..=end).collect();
+                let v: serde_json::Value = serde_json::from_slice(&l)
+                    .context("the controller's answer is not JSON lines")?;
+                if let Some(t) = v["stdout"].as_str() {
+                    std::io::stdout().write_all(t.as_bytes())?;
+                    std::io::stdout().flush()?;
+                } else if let Some(t) = v["stderr"].as_str() {
+                    std::io::stderr().write_all(t.as_bytes())?;
+                } else if let Some(e) = v["exit"].as_i64() {
+                    code = Some(e);
+                }
             }
-        }
-        Ok(())
-    })?;
+            Ok(())
+        },
+    )?;
     // No exit status: interrupted, or the connection ended early.
     Ok(ExitCode::from(code.map_or(130, |c| c.clamp(0, 255)) as u8))
 }

@@ -45,7 +45,11 @@ pub(crate) fn resolve_lab(explicit: Option<String>) -> Result<String> {
     match running.as_slice() {
         [one] => Ok(one.clone()),
         [] => Err(user("no lab is running")),
-        many => Err(user(format!("{} labs are running ({}); say which with --lab", many.len(), many.join(", ")))),
+        many => Err(user(format!(
+            "{} labs are running ({}); say which with --lab",
+            many.len(),
+            many.join(", ")
+        ))),
     }
 }
 
@@ -56,6 +60,7 @@ pub(crate) fn connect(lab: &str) -> Result<Client> {
 
 pub(crate) fn load_plan(lab: &str) -> Result<Plan> {
     let path = LabPaths::new(lab).plan();
-    let text = std::fs::read(&path).map_err(|_| user(format!("lab '{lab}' is not running (see 'vemu ls')")))?;
+    let text = std::fs::read(&path)
+        .map_err(|_| user(format!("lab '{lab}' is not running (see 'vemu ls')")))?;
     serde_json::from_slice(&text).context("reading the lab's plan")
 }

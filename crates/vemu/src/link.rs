@@ -4,7 +4,21 @@ use super::*;
 
 pub(crate) fn link(cmd: LinkCmd) -> Result<()> {
     let (lab, link, verb, body) = match cmd {
-        LinkCmd::Set { link, direction, bandwidth, delay, jitter, loss, duplicate, corrupt, reorder, queue, qos, shaper, lab } => {
+        LinkCmd::Set {
+            link,
+            direction,
+            bandwidth,
+            delay,
+            jitter,
+            loss,
+            duplicate,
+            corrupt,
+            reorder,
+            queue,
+            qos,
+            shaper,
+            lab,
+        } => {
             let given = [
                 ("bandwidth", bandwidth),
                 ("delay", delay),

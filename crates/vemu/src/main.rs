@@ -28,7 +28,9 @@ use show::*;
 use up::*;
 
 use vemu_control::daemon::ApiOptions;
-use vemu_control::{percent_encode, ApiFailure, Client, DirStats, LabClock, LabStatus, TUNNEL_FRAME_EXTRA};
+use vemu_control::{
+    percent_encode, ApiFailure, Client, DirStats, LabClock, LabStatus, TUNNEL_FRAME_EXTRA,
+};
 use vemu_host::{LabPaths, NodeEntry};
 use vemu_link::{Impairments, Loss, QueueLimit};
 use vemu_scenario::Plan;
@@ -41,7 +43,10 @@ fn main() -> ExitCode {
     // other end closed (rustls writes with writev, which has no MSG_NOSIGNAL) must be an
     // error, not the end of the process. An agent killed so took its machine's share of
     // a lab with it (seen in CI: a heartbeat the controller gave up on).
-    if !matches!(cli.cmd, Cmd::Up { .. } | Cmd::Daemon | Cmd::TrafficAgent { .. } | Cmd::Agent { .. }) {
+    if !matches!(
+        cli.cmd,
+        Cmd::Up { .. } | Cmd::Daemon | Cmd::TrafficAgent { .. } | Cmd::Agent { .. }
+    ) {
         // SAFETY: restoring the default disposition of one signal.
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     }
@@ -88,16 +93,23 @@ fn run(cli: Cli) -> Result<ExitCode> {
             eprintln!("vemu import: {} nodes, {} links", i.nodes, i.links);
         }
         Cmd::Up { file, name, foreground, api, ui, machines, wait_converged, tenant } => {
-            let plan = load_scenario(&file, name.as_deref(), machines.as_deref(), tenant.as_deref())?;
+            let plan =
+                load_scenario(&file, name.as_deref(), machines.as_deref(), tenant.as_deref())?;
             need_root()?;
             // The controller checks too, but only after the plan has reached it (a second
             // for 10,000 nodes): a lab too big for the limits fails here at once. The
             // controller inherits the raised soft limit.
             if plan.machines.is_empty() {
-                vemu_host::ensure_open_files(vemu_host::files_needed(&plan, vemu_control::fast_path_wanted())).with_context(|| format!("lab '{}' cannot come up", plan.name))?;
+                vemu_host::ensure_open_files(vemu_host::files_needed(
+                    &plan,
+                    vemu_control::fast_path_wanted(),
+                ))
+                .with_context(|| format!("lab '{}' cannot come up", plan.name))?;
             }
             if wait_converged.is_some() && (foreground || !plan.machines.is_empty()) {
-                return Err(user("--wait-converged: not with --foreground, nor yet for labs across machines"));
+                return Err(user(
+                    "--wait-converged: not with --foreground, nor yet for labs across machines",
+                ));
             }
             let options = ApiOptions { tcp: api };
             if foreground {
@@ -120,18 +132,22 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Cmd::Daemon => run_daemon()?,
         Cmd::Agent { listen, token_file } => {
             need_root()?;
-            let token = vemu_control::cluster::read_token(&token_file).map_err(|e| user(format!("the agent's token: {e:#}")))?;
+            let token = vemu_control::cluster::read_token(&token_file)
+                .map_err(|e| user(format!("the agent's token: {e:#}")))?;
             lock_memory();
             vemu_control::agent::run(listen, token)?;
         }
         Cmd::Attach { api, from, lab } => {
             need_root()?;
             if let Some(from) = from {
-                let lab = lab.lab.ok_or_else(|| user("--from needs --lab: the lab to take over"))?;
+                let lab =
+                    lab.lab.ok_or_else(|| user("--from needs --lab: the lab to take over"))?;
                 vemu_scenario::valid_lab_name(&lab).map_err(user)?;
                 let dir = LabPaths::new(&lab).dir;
                 let made = !dir.exists();
-                let r = fetch_lab(&lab, &from).and_then(|()| load_plan(&lab)).and_then(|plan| start_controller(plan, ApiOptions { tcp: api }, true));
+                let r = fetch_lab(&lab, &from)
+                    .and_then(|()| load_plan(&lab))
+                    .and_then(|plan| start_controller(plan, ApiOptions { tcp: api }, true));
                 // Nothing of a failed take-over stays here.
                 if r.is_err() && made {
                     let _ = std::fs::remove_dir_all(&dir);
@@ -145,8 +161,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 }
                 None => match vemu_control::list_labs().1.as_slice() {
                     [one] => one.clone(),
-                    [] => return Err(user("no lab has lost its controller ('vemu ls' lists the labs)")),
-                    many => return Err(user(format!("{} labs have no controller ({}); say which with --lab", many.len(), many.join(", ")))),
+                    [] => {
+                        return Err(user(
+                            "no lab has lost its controller ('vemu ls' lists the labs)",
+                        ))
+                    }
+                    many => {
+                        return Err(user(format!(
+                            "{} labs have no controller ({}); say which with --lab",
+                            many.len(),
+                            many.join(", ")
+                        )))
+                    }
                 },
             };
             let plan = load_plan(&lab).map_err(|_| user(format!("lab '{lab}' has no plan on this machine (it was started elsewhere, or cleaned)")))?;
@@ -166,7 +192,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 eprintln!("no labs");
             }
             for l in running {
-                let n = load_plan(&l).map(|p| format!("{} nodes, {} links", p.nodes.len(), p.links.len())).unwrap_or_default();
+                let n = load_plan(&l)
+                    .map(|p| format!("{} nodes, {} links", p.nodes.len(), p.links.len()))
+                    .unwrap_or_default();
                 println!("{l}\trunning\t{n}");
             }
             for l in stale {
@@ -197,7 +225,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             if let (lab, NodeAt::Remote) = node_lab(lab.lab.clone(), &node)? {
                 return shell_through_api(&lab, &node);
             }
-            let shell = std::env::var("SHELL").ok().filter(|s| !s.is_empty()).unwrap_or_else(|| "/bin/bash".into());
+            let shell = std::env::var("SHELL")
+                .ok()
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| "/bin/bash".into());
             let mut argv = vec![shell.clone()];
             if shell.ends_with("bash") {
                 argv.extend(["--norc".into(), "-i".into()]);
@@ -208,20 +239,32 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Cmd::Link { cmd } => link(cmd)?,
         Cmd::Stats { interval, json, csv, count, lab } => {
             let lab = resolve_lab(lab.lab)?;
-            vemu_scenario::units::duration_ns(&interval).map_err(|m| user(format!("--interval: {m}")))?;
+            vemu_scenario::units::duration_ns(&interval)
+                .map_err(|m| user(format!("--interval: {m}")))?;
             let client = connect(&lab)?;
             let mut sink = stats::Sink::new(json, csv.as_deref(), count)?;
             let ctrl_c = async {
                 let _ = tokio::signal::ctrl_c().await;
             };
-            match client.stream_to(&format!("/v1/events?stats={}", percent_encode(&interval)), &mut sink, ctrl_c) {
+            match client.stream_to(
+                &format!("/v1/events?stats={}", percent_encode(&interval)),
+                &mut sink,
+                ctrl_c,
+            ) {
                 Err(e) if stats::is_done(&e) => {}
                 r => r?,
             }
         }
         Cmd::Capture { iface, write, point, count, filter, lab } => {
             let lab = resolve_lab(lab.lab)?;
-            let mut q = format!("iface={}&point={}", percent_encode(&iface), match point { PointArg::After => "after", PointArg::Before => "before" });
+            let mut q = format!(
+                "iface={}&point={}",
+                percent_encode(&iface),
+                match point {
+                    PointArg::After => "after",
+                    PointArg::Before => "before",
+                }
+            );
             if !filter.is_empty() {
                 q += &format!("&filter={}", percent_encode(&filter.join(" ")));
             }
@@ -232,50 +275,75 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let mut out: Box<dyn Write> = if write == "-" {
                 Box::new(std::io::stdout())
             } else {
-                Box::new(std::fs::File::create(&write).with_context(|| format!("creating {write}"))?)
+                Box::new(
+                    std::fs::File::create(&write).with_context(|| format!("creating {write}"))?,
+                )
             };
             let ctrl_c = async {
                 let _ = tokio::signal::ctrl_c().await;
             };
             // A full disk (or a closed reader) ends this capture only: the controller
             // drops its copies once we are gone, and the lab runs on.
-            client.stream_to(&format!("/v1/capture?{q}"), &mut out, ctrl_c).with_context(|| format!("the capture to {write} stopped (the lab runs on)"))?;
+            client
+                .stream_to(&format!("/v1/capture?{q}"), &mut out, ctrl_c)
+                .with_context(|| format!("the capture to {write} stopped (the lab runs on)"))?;
         }
         Cmd::Node { cmd: NodeCmd::Set { node, cpu, memory, pids, lab } } => {
             let mut body = serde_json::Map::new();
-            let value = |v: &str, number: fn(&str) -> Option<serde_json::Value>, what: &str| -> Result<serde_json::Value> {
+            let value = |v: &str,
+                         number: fn(&str) -> Option<serde_json::Value>,
+                         what: &str|
+             -> Result<serde_json::Value> {
                 match v {
                     "none" => Ok(serde_json::Value::Null),
-                    _ => number(v).ok_or_else(|| anyhow::anyhow!("{what}: expected a value or 'none', got '{v}'")),
+                    _ => number(v).ok_or_else(|| {
+                        anyhow::anyhow!("{what}: expected a value or 'none', got '{v}'")
+                    }),
                 }
             };
             if let Some(c) = cpu {
-                body.insert("cpu".into(), value(&c, |v| v.parse::<f64>().ok().map(|f| json!(f)), "--cpu")?);
+                body.insert(
+                    "cpu".into(),
+                    value(&c, |v| v.parse::<f64>().ok().map(|f| json!(f)), "--cpu")?,
+                );
             }
             if let Some(m) = memory {
                 body.insert("memory".into(), value(&m, |v| Some(json!(v)), "--memory")?);
             }
             if let Some(p) = pids {
-                body.insert("pids".into(), value(&p, |v| v.parse::<u64>().ok().map(|n| json!(n)), "--pids")?);
+                body.insert(
+                    "pids".into(),
+                    value(&p, |v| v.parse::<u64>().ok().map(|n| json!(n)), "--pids")?,
+                );
             }
             if body.is_empty() {
                 bail!("nothing to change: give --cpu, --memory or --pids");
             }
             let lab = resolve_lab(lab.lab)?;
-            let v = connect(&lab)?.patch(&format!("/v1/nodes/{}", percent_encode(&node)), &serde_json::Value::Object(body))?;
-            println!("node {node}: {}", describe_limits(&serde_json::from_value(v["limits"].clone()).unwrap_or_default()));
+            let v = connect(&lab)?.patch(
+                &format!("/v1/nodes/{}", percent_encode(&node)),
+                &serde_json::Value::Object(body),
+            )?;
+            println!(
+                "node {node}: {}",
+                describe_limits(&serde_json::from_value(v["limits"].clone()).unwrap_or_default())
+            );
         }
         Cmd::Node { cmd } => {
             let (node, lab, verb, body) = match cmd {
                 NodeCmd::Set { .. } => unreachable!("handled above"),
                 NodeCmd::Stop { node, lab } => (node, lab, "stop", json!({})),
                 NodeCmd::Start { node, lab } => (node, lab, "start", json!({})),
-                NodeCmd::Move { node, to, speed, lab } => (node, lab, "move", json!({"x": to.0, "y": to.1, "speed": speed})),
+                NodeCmd::Move { node, to, speed, lab } => {
+                    (node, lab, "move", json!({"x": to.0, "y": to.1, "speed": speed}))
+                }
             };
             let lab = resolve_lab(lab.lab)?;
             connect(&lab)?.post(&format!("/v1/nodes/{}/{verb}", percent_encode(&node)), &body)?;
         }
-        Cmd::Traffic { cmd: TrafficCmd::Cbr { from, to, size, rate, start, duration, count, to_addr, lab } } => {
+        Cmd::Traffic {
+            cmd: TrafficCmd::Cbr { from, to, size, rate, start, duration, count, to_addr, lab },
+        } => {
             let lab = resolve_lab(lab.lab)?;
             let body = json!({"from": from, "to": to, "size_bytes": size, "rate_pps": rate, "start_ns": start, "duration_ns": duration, "count": count, "to_addr": to_addr});
             let v = connect(&lab)?.post("/v1/traffic", &body)?;
@@ -294,10 +362,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     c.post("/v1/traffic/collect", &json!({}))?;
                     Some(c.get("/v1/stats")?)
                 }
-                Err(_) => std::fs::read(paths.log_dir().join("stats-final.json")).ok().and_then(|b| serde_json::from_slice(&b).ok()),
+                Err(_) => std::fs::read(paths.log_dir().join("stats-final.json"))
+                    .ok()
+                    .and_then(|b| serde_json::from_slice(&b).ok()),
             };
             if stats.is_none() && !paths.log_dir().exists() {
-                return Err(user(format!("no lab '{lab}' has run here (no {})", paths.log_dir().display())));
+                return Err(user(format!(
+                    "no lab '{lab}' has run here (no {})",
+                    paths.log_dir().display()
+                )));
             }
             let r = vemu_control::report::report(&paths.log_dir(), stats.as_ref())?;
             if as_json {
@@ -307,8 +380,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
         }
         Cmd::TrafficAgent { cmd } => match cmd {
-            AgentCmd::Send { flow, to, size, interval_ns, start_ns, epoch_ns, count } => traffic::send(flow, to, size, interval_ns, start_ns, count, LabClock { epoch_ns })?,
-            AgentCmd::Recv { flow, port, until_ns, epoch_ns } => traffic::recv(flow, port, until_ns, LabClock { epoch_ns })?,
+            AgentCmd::Send { flow, to, size, interval_ns, start_ns, epoch_ns, count } => {
+                traffic::send(flow, to, size, interval_ns, start_ns, count, LabClock { epoch_ns })?
+            }
+            AgentCmd::Recv { flow, port, until_ns, epoch_ns } => {
+                traffic::recv(flow, port, until_ns, LabClock { epoch_ns })?
+            }
         },
         Cmd::Clean { all } => clean(all)?,
     }

@@ -46,12 +46,17 @@ pub(crate) fn describe(imp: &Impairments) -> String {
     }
     parts.push(format!("delay {}", unit_ns(imp.delay_ns)));
     if imp.jitter.amount_ns > 0 {
-        parts.push(format!("jitter {} {:?}", unit_ns(imp.jitter.amount_ns), imp.jitter.distribution).to_lowercase());
+        parts.push(
+            format!("jitter {} {:?}", unit_ns(imp.jitter.amount_ns), imp.jitter.distribution)
+                .to_lowercase(),
+        );
     }
     match imp.loss {
         Loss::None => {}
         Loss::Bernoulli { rate, .. } => parts.push(format!("loss {}", pct(rate))),
-        Loss::GilbertElliott { p, r, h, k } => parts.push(format!("loss GE p={} r={} h={} k={}", pct(p), pct(r), pct(h), pct(k))),
+        Loss::GilbertElliott { p, r, h, k } => {
+            parts.push(format!("loss GE p={} r={} h={} k={}", pct(p), pct(r), pct(h), pct(k)))
+        }
     }
     if imp.duplicate.probability > 0.0 {
         parts.push(format!("dup {}", pct(imp.duplicate.probability)));
@@ -71,9 +76,10 @@ pub(crate) fn describe(imp: &Impairments) -> String {
     match &imp.qos {
         None => {}
         Some(vemu_link::QosConfig::Diffserv) => parts.push("qos diffserv".into()),
-        Some(vemu_link::QosConfig::Classes { classes }) => {
-            parts.push(format!("qos {}", classes.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join("/")))
-        }
+        Some(vemu_link::QosConfig::Classes { classes }) => parts.push(format!(
+            "qos {}",
+            classes.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join("/")
+        )),
     }
     if imp.shaper != vemu_link::Shaper::Engine {
         parts.push(format!("{} shaper", imp.shaper.name()));
@@ -122,21 +128,41 @@ pub(crate) fn print_status(s: &LabStatus) {
         println!("whole run: {}", vemu_control::fidelity::describe(f));
     }
     if let Some(f) = &s.fidelity_now {
-        println!("last {} s: {}", vemu_control::fidelity::WINDOW.as_secs(), vemu_control::fidelity::describe(f));
+        println!(
+            "last {} s: {}",
+            vemu_control::fidelity::WINDOW.as_secs(),
+            vemu_control::fidelity::describe(f)
+        );
     }
     if !s.machines.is_empty() {
         println!("\n{:<15} {:<22} {:<6} {:<6} LAB CLOCK", "MACHINE", "AGENT", "STATE", "NODES");
         for m in &s.machines {
             // Against the controller's, within half the round trip that measured it (or
             // the disciplined wall clocks' errors).
-            let clock = match (m.clock_offset_ns, m.clock_error_ns.or(m.clock_rtt_ns.map(|r| r / 2))) {
-                (Some(o), Some(e)) => format!("{:+.3} ms (+/- {:.3} ms{})", o as f64 / 1e6, e as f64 / 1e6, if m.clock_source.as_deref() == Some("disciplined clocks") { ", disciplined clocks" } else { "" }),
-                _ => "not measured yet".to_string(),
-            };
+            let clock =
+                match (m.clock_offset_ns, m.clock_error_ns.or(m.clock_rtt_ns.map(|r| r / 2))) {
+                    (Some(o), Some(e)) => format!(
+                        "{:+.3} ms (+/- {:.3} ms{})",
+                        o as f64 / 1e6,
+                        e as f64 / 1e6,
+                        if m.clock_source.as_deref() == Some("disciplined clocks") {
+                            ", disciplined clocks"
+                        } else {
+                            ""
+                        }
+                    ),
+                    _ => "not measured yet".to_string(),
+                };
             println!("{:<15} {:<22} {:<6} {:<6} {clock}", m.name, m.address, m.state, m.nodes);
             for u in &m.underlay {
-                let unlimited = if u.unlimited_links > 0 { format!(" (and {} without a rate)", u.unlimited_links) } else { String::new() };
-                let measured = u.measured_bps.map_or("not measured".to_string(), |b| format!("{:.1} Mbit/s", b as f64 / 1e6));
+                let unlimited = if u.unlimited_links > 0 {
+                    format!(" (and {} without a rate)", u.unlimited_links)
+                } else {
+                    String::new()
+                };
+                let measured = u.measured_bps.map_or("not measured".to_string(), |b| {
+                    format!("{:.1} Mbit/s", b as f64 / 1e6)
+                });
                 println!("  to {}: {} links, {:.1} Mbit/s set{unlimited}; the underlay carried {measured}", u.to, u.links, u.set_bps as f64 / 1e6);
             }
         }
@@ -148,9 +174,15 @@ pub(crate) fn print_status(s: &LabStatus) {
     }
     println!("\nNODE            INTERFACES");
     for n in &s.nodes {
-        let ifs: Vec<String> = n.ifaces.iter().map(|i| format!("{} {}", i.name, i.addrs.join(" "))).collect();
-        let lost = s.machines.iter().any(|m| Some(&m.name) == n.machine.as_ref() && m.state == "lost");
-        let on = n.machine.as_ref().map(|m| format!(" (on {m}{})", if lost { ", lost" } else { "" })).unwrap_or_default();
+        let ifs: Vec<String> =
+            n.ifaces.iter().map(|i| format!("{} {}", i.name, i.addrs.join(" "))).collect();
+        let lost =
+            s.machines.iter().any(|m| Some(&m.name) == n.machine.as_ref() && m.state == "lost");
+        let on = n
+            .machine
+            .as_ref()
+            .map(|m| format!(" (on {m}{})", if lost { ", lost" } else { "" }))
+            .unwrap_or_default();
         let on = match n.kind.as_deref() {
             Some("host") => format!("{on} (this machine)"),
             Some("external") => format!("{on} (the wire of a NIC)"),
@@ -181,20 +213,37 @@ pub(crate) fn print_status(s: &LabStatus) {
     );
     let (mut below_underlay, mut notes) = (Vec::new(), Vec::new());
     for l in &s.links {
-        for (dir, arrow, d) in [("fwd", format!("{} -> {}", l.a, l.b), &l.forward), ("rev", format!("{} -> {}", l.b, l.a), &l.reverse)] {
+        for (dir, arrow, d) in [
+            ("fwd", format!("{} -> {}", l.a, l.b), &l.forward),
+            ("rev", format!("{} -> {}", l.b, l.a), &l.reverse),
+        ] {
             let path = path_of(&d.stats);
             // Across machines: the underlay's share of the set delay, as measured.
             let transit = if d.stats.transit_ns > 0 {
-                let pieces = if d.stats.path_payload_bytes > 0 { format!(", datagrams of {} B", d.stats.path_payload_bytes) } else { String::new() };
+                let pieces = if d.stats.path_payload_bytes > 0 {
+                    format!(", datagrams of {} B", d.stats.path_payload_bytes)
+                } else {
+                    String::new()
+                };
                 format!(", underlay {:.0} us{pieces}", d.stats.transit_ns as f64 / 1e3)
             } else {
                 String::new()
             };
             // Unimpaired across machines but through the engines because whole frames do
             // not fit the underlay's datagrams: say what would let the kernel carry it.
-            let iface_mtu = vemu_scenario::port_mtu([&l.forward.impairments, &l.reverse.impairments]) as usize;
-            let bare = Impairments { shaper: d.impairments.shaper, mtu: d.impairments.mtu, ..Default::default() };
-            if d.stats.transit_ns > 0 && !d.stats.kernel_path && d.impairments == bare && d.stats.path_payload_bytes > 0 && (d.stats.path_payload_bytes as usize) < iface_mtu + TUNNEL_FRAME_EXTRA {
+            let iface_mtu =
+                vemu_scenario::port_mtu([&l.forward.impairments, &l.reverse.impairments]) as usize;
+            let bare = Impairments {
+                shaper: d.impairments.shaper,
+                mtu: d.impairments.mtu,
+                ..Default::default()
+            };
+            if d.stats.transit_ns > 0
+                && !d.stats.kernel_path
+                && d.impairments == bare
+                && d.stats.path_payload_bytes > 0
+                && (d.stats.path_payload_bytes as usize) < iface_mtu + TUNNEL_FRAME_EXTRA
+            {
                 notes.push(format!(
                     "{} {dir} goes through the engines: the underlay carries datagrams of {} B, a frame of its {iface_mtu}-byte interfaces needs {} B in the kernel's tunnel (mtu: {} or less on the link, or a larger MTU on the underlay, lets the kernel carry it)",
                     l.name,
@@ -213,7 +262,15 @@ pub(crate) fn print_status(s: &LabStatus) {
                     (d.stats.transit_ns - d.impairments.delay_ns) as f64 / 1e3
                 ));
             }
-            println!("{:<16} {:<4} {:<4} {:<10} {}  {} ({arrow}{transit})", l.name, yes_no(l.up), dir, path, counter_columns(&d.stats), describe(&d.impairments));
+            println!(
+                "{:<16} {:<4} {:<4} {:<10} {}  {} ({arrow}{transit})",
+                l.name,
+                yes_no(l.up),
+                dir,
+                path,
+                counter_columns(&d.stats),
+                describe(&d.impairments)
+            );
         }
     }
     // (A lab with hundreds of links between machines would print hundreds of lines.)
@@ -222,12 +279,26 @@ pub(crate) fn print_status(s: &LabStatus) {
             println!("{kind}: {l}");
         }
         if lines.len() > STATUS_LINES_MAX {
-            println!("{kind}: ... and {} more like these (vemu status --json has every direction)", lines.len() - STATUS_LINES_MAX);
+            println!(
+                "{kind}: ... and {} more like these (vemu status --json has every direction)",
+                lines.len() - STATUS_LINES_MAX
+            );
         }
     }
     for d in &s.diverts {
-        for (dir, what, st) in [("fwd", "the machine's packets out", &d.forward), ("rev", "replies back", &d.reverse)] {
-            println!("{:<16} {:<4} {:<4} {:<10} {}  {} (divert '{}': {what})", d.name, "yes", dir, "nfq", counter_columns(&st.stats), describe(&st.impairments), d.matches);
+        for (dir, what, st) in
+            [("fwd", "the machine's packets out", &d.forward), ("rev", "replies back", &d.reverse)]
+        {
+            println!(
+                "{:<16} {:<4} {:<4} {:<10} {}  {} (divert '{}': {what})",
+                d.name,
+                "yes",
+                dir,
+                "nfq",
+                counter_columns(&st.stats),
+                describe(&st.impairments),
+                d.matches
+            );
         }
     }
     for g in s.segments.iter().filter(|g| g.kind == "wireless") {
@@ -238,9 +309,24 @@ pub(crate) fn print_status(s: &LabStatus) {
         println!("{:<22} {:>9} {:>9}  NEIGHBOURS (delivery probability)   SENT -> DELIVERED/LOST/COLLIDED", "MEMBER", "X (m)", "Y (m)");
         for m in &g.members {
             let Some(r) = &m.radio else { continue };
-            let nb: Vec<String> = r.neighbours.iter().map(|n| format!("{} ({:.2})", n.node, n.delivery_probability)).collect();
-            let sent: Vec<String> =
-                r.sent_to.iter().map(|p| format!("{} {}/{}/{}", p.node, p.counters.delivered, p.counters.lost_channel, p.counters.lost_collision)).collect();
+            let nb: Vec<String> = r
+                .neighbours
+                .iter()
+                .map(|n| format!("{} ({:.2})", n.node, n.delivery_probability))
+                .collect();
+            let sent: Vec<String> = r
+                .sent_to
+                .iter()
+                .map(|p| {
+                    format!(
+                        "{} {}/{}/{}",
+                        p.node,
+                        p.counters.delivered,
+                        p.counters.lost_channel,
+                        p.counters.lost_collision
+                    )
+                })
+                .collect();
             let nb = if nb.is_empty() { "-".to_string() } else { nb.join(", ") };
             println!("{:<22} {:>9.1} {:>9.1}  {nb}   {}", m.port, r.x_m, r.y_m, sent.join(", "));
         }
@@ -250,19 +336,42 @@ pub(crate) fn print_status(s: &LabStatus) {
         let cap = g.capacity_bps.map(|c| format!(", capacity {}", fmt_rate(c))).unwrap_or_default();
         // Switched by the kernel's bridge now: the engine's switch sees none of it.
         let kernel = g.members.first().is_some_and(|m| m.egress.stats.kernel_path);
-        let path = if kernel { "switched by the kernel (the engine's switch counts nothing meanwhile); " } else { "" };
+        let path = if kernel {
+            "switched by the kernel (the engine's switch counts nothing meanwhile); "
+        } else {
+            ""
+        };
         println!(
             "\nSEGMENT {} (lan{cap}): {path}{} unicast, {} flooded, {} filtered, {} over capacity",
             g.name, st.unicast, st.flooded, st.filtered, st.drop_capacity
         );
         println!(
             "{:<22} {:<4} {:<4} {:<4} {:<10} {:>10} {:>10} {:>12} {:>8} {:>8} {:>8}  IMPAIRMENTS",
-            "PORT", "VLAN", "UP", "DIR", "PATH", "RX FRAMES", "TX FRAMES", "TX BYTES", "LOSS", "QUEUE", "DOWN"
+            "PORT",
+            "VLAN",
+            "UP",
+            "DIR",
+            "PATH",
+            "RX FRAMES",
+            "TX FRAMES",
+            "TX BYTES",
+            "LOSS",
+            "QUEUE",
+            "DOWN"
         );
         for m in &g.members {
             for (dir, d) in [("out", &m.egress), ("in", &m.ingress)] {
                 let path = path_of(&d.stats);
-                println!("{:<22} {:<4} {:<4} {:<4} {:<10} {}  {}", m.port, m.vlan, yes_no(m.up), dir, path, counter_columns(&d.stats), describe(&d.impairments));
+                println!(
+                    "{:<22} {:<4} {:<4} {:<4} {:<10} {}  {}",
+                    m.port,
+                    m.vlan,
+                    yes_no(m.up),
+                    dir,
+                    path,
+                    counter_columns(&d.stats),
+                    describe(&d.impairments)
+                );
             }
         }
     }

@@ -67,7 +67,10 @@ impl std::fmt::Display for Done {
 impl std::error::Error for Done {}
 
 pub fn is_done(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.get_ref().is_some_and(|i| i.is::<Done>())))
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.get_ref().is_some_and(|i| i.is::<Done>()))
+    })
 }
 
 const CSV_HEADER: &str = "t_s,kind,name,direction,tx_frames,tx_bytes,throughput_bps,frames_per_s,drop_loss,drop_queue,drop_down,queue_frames,queue_frames_max,delay_median_le_s,drop_police,cpu_cores,memory_bytes\n";
@@ -75,8 +78,13 @@ const CSV_HEADER: &str = "t_s,kind,name,direction,tx_frames,tx_bytes,throughput_
 /// The median of the frames counted between two histograms, as the upper bound of its
 /// bucket (1-2-5 steps), in seconds.
 fn median_s(now: &[u64], before: &[u64]) -> Option<f64> {
-    let d: Vec<u64> = now.iter().enumerate().map(|(i, v)| v - before.get(i).copied().unwrap_or(0).min(*v)).collect();
-    bucket_quantile_ns(&d, 0.5).map(|ns| if ns == u64::MAX { f64::INFINITY } else { ns as f64 / 1e9 })
+    let d: Vec<u64> = now
+        .iter()
+        .enumerate()
+        .map(|(i, v)| v - before.get(i).copied().unwrap_or(0).min(*v))
+        .collect();
+    bucket_quantile_ns(&d, 0.5)
+        .map(|ns| if ns == u64::MAX { f64::INFINITY } else { ns as f64 / 1e9 })
 }
 
 impl Sink {
@@ -84,7 +92,11 @@ impl Sink {
         let csv = match csv {
             Some(p) => {
                 let fresh = !p.exists();
-                let mut f = std::fs::OpenOptions::new().create(true).append(true).open(p).with_context(|| format!("opening {}", p.display()))?;
+                let mut f = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(p)
+                    .with_context(|| format!("opening {}", p.display()))?;
                 if fresh {
                     f.write_all(CSV_HEADER.as_bytes())?;
                 }
@@ -92,7 +104,14 @@ impl Sink {
             }
             None => None,
         };
-        Ok(Sink { json, csv, left: count, buf: Vec::new(), prev: Default::default(), cpu: Default::default() })
+        Ok(Sink {
+            json,
+            csv,
+            left: count,
+            buf: Vec::new(),
+            prev: Default::default(),
+            cpu: Default::default(),
+        })
     }
 
     fn sample(&mut self, v: &Value) -> std::io::Result<()> {
@@ -100,12 +119,24 @@ impl Sink {
         let mut rows = Vec::new();
         let mut dir = |kind: &'static str, name: String, direction: &'static str, s: &Value| {
             let get = |k: &str| s[k].as_u64().unwrap_or(0);
-            let hist: Vec<u64> = s["delay_hist"].as_array().map(|a| a.iter().filter_map(|x| x.as_u64()).collect()).unwrap_or_default();
-            let drops = get("drop_loss") + get("drop_queue") + get("drop_down") + get("drop_mtu") + get("drop_police");
-            let now = Prev { t_ns, tx_bytes: get("tx_bytes"), tx_frames: get("tx_frames"), drops, hist };
-            let prev = self.prev.insert(format!("{kind} {name} {direction}"), now.clone()).unwrap_or(Prev { t_ns, ..Default::default() });
+            let hist: Vec<u64> = s["delay_hist"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|x| x.as_u64()).collect())
+                .unwrap_or_default();
+            let drops = get("drop_loss")
+                + get("drop_queue")
+                + get("drop_down")
+                + get("drop_mtu")
+                + get("drop_police");
+            let now =
+                Prev { t_ns, tx_bytes: get("tx_bytes"), tx_frames: get("tx_frames"), drops, hist };
+            let prev = self
+                .prev
+                .insert(format!("{kind} {name} {direction}"), now.clone())
+                .unwrap_or(Prev { t_ns, ..Default::default() });
             let dt = (now.t_ns.saturating_sub(prev.t_ns)) as f64 / 1e9;
-            let per_s = |a: u64, b: u64| if dt > 0.0 { a.saturating_sub(b) as f64 / dt } else { 0.0 };
+            let per_s =
+                |a: u64, b: u64| if dt > 0.0 { a.saturating_sub(b) as f64 / dt } else { 0.0 };
             rows.push(Row {
                 kind,
                 name,
@@ -135,7 +166,12 @@ impl Sink {
                     "drop_queue": get("drop_red") + get("drop_queue"), "drop_police": get("drop_police"),
                     "delay_hist": c["wait_hist"], "queue_frames": get("queue_frames"),
                 });
-                dir("class", format!("{name}/{}", c["name"].as_str().unwrap_or("")), direction, &row);
+                dir(
+                    "class",
+                    format!("{name}/{}", c["name"].as_str().unwrap_or("")),
+                    direction,
+                    &row,
+                );
             }
         };
         for l in v["links"].as_array().into_iter().flatten() {
@@ -145,7 +181,11 @@ impl Sink {
         }
         for g in v["segments"].as_array().into_iter().flatten() {
             for m in g["members"].as_array().into_iter().flatten() {
-                let name = format!("{}/{}", g["name"].as_str().unwrap_or(""), m["port"].as_str().unwrap_or(""));
+                let name = format!(
+                    "{}/{}",
+                    g["name"].as_str().unwrap_or(""),
+                    m["port"].as_str().unwrap_or("")
+                );
                 both("port", name.clone(), "egress", &m["egress"]);
                 both("port", name, "ingress", &m["ingress"]);
             }
@@ -162,9 +202,15 @@ impl Sink {
             let (t, cpu) = (get("t_ns"), get("cpu_ns"));
             let (t0, cpu0, last) = self.cpu.get(&name).copied().unwrap_or((t, cpu, f64::NAN));
             // Readings come once a second: keep the last rate until a new one comes.
-            let cores = if t > t0 { cpu.saturating_sub(cpu0) as f64 / (t - t0) as f64 } else { last };
+            let cores =
+                if t > t0 { cpu.saturating_sub(cpu0) as f64 / (t - t0) as f64 } else { last };
             self.cpu.insert(name.clone(), if t > t0 { (t, cpu, cores) } else { (t0, cpu0, last) });
-            nodes.push(NodeRow { name, cores, memory_bytes: get("memory_bytes"), processes: get("processes") });
+            nodes.push(NodeRow {
+                name,
+                cores,
+                memory_bytes: get("memory_bytes"),
+                processes: get("processes"),
+            });
         }
         let t_s = t_ns as f64 / 1e9;
         if let Some(f) = &mut self.csv {
@@ -173,11 +219,27 @@ impl Sink {
                 writeln!(
                     f,
                     "{t_s:.3},{},{},{},{},{},{:.0},{:.1},{},{},{},{},{},{med},{},,",
-                    r.kind, r.name, r.direction, r.tx_frames, r.tx_bytes, r.bps, r.fps, r.drop_loss, r.drop_queue, r.drop_down, r.queue, r.queue_max, r.drop_police
+                    r.kind,
+                    r.name,
+                    r.direction,
+                    r.tx_frames,
+                    r.tx_bytes,
+                    r.bps,
+                    r.fps,
+                    r.drop_loss,
+                    r.drop_queue,
+                    r.drop_down,
+                    r.queue,
+                    r.queue_max,
+                    r.drop_police
                 )?;
             }
             for n in nodes.iter().filter(|n| n.cores.is_finite()) {
-                writeln!(f, "{t_s:.3},node,{},,,,,,,,,,,,,{:.4},{}", n.name, n.cores, n.memory_bytes)?;
+                writeln!(
+                    f,
+                    "{t_s:.3},node,{},,,,,,,,,,,,,{:.4},{}",
+                    n.name, n.cores, n.memory_bytes
+                )?;
             }
         }
         let mut out = std::io::stdout().lock();
@@ -188,16 +250,44 @@ impl Sink {
                 write!(out, "\x1b[H\x1b[2J")?;
             }
             writeln!(out, "lab time {t_s:.1} s")?;
-            writeln!(out, "{:<6} {:<32} {:<8} {:>12} {:>10} {:>8} {:>7} {:>10}", "KIND", "NAME", "DIR", "Mbit/s", "frames/s", "drops", "queue", "delay~p50")?;
+            writeln!(
+                out,
+                "{:<6} {:<32} {:<8} {:>12} {:>10} {:>8} {:>7} {:>10}",
+                "KIND", "NAME", "DIR", "Mbit/s", "frames/s", "drops", "queue", "delay~p50"
+            )?;
             for r in &rows {
-                let med = r.median_s.map(|m| format!("<={} ms", m * 1e3)).unwrap_or_else(|| "-".into());
-                writeln!(out, "{:<6} {:<32} {:<8} {:>12.3} {:>10.0} {:>8} {:>7} {:>10}", r.kind, r.name, r.direction, r.bps / 1e6, r.fps, r.new_drops, r.queue, med)?;
+                let med =
+                    r.median_s.map(|m| format!("<={} ms", m * 1e3)).unwrap_or_else(|| "-".into());
+                writeln!(
+                    out,
+                    "{:<6} {:<32} {:<8} {:>12.3} {:>10.0} {:>8} {:>7} {:>10}",
+                    r.kind,
+                    r.name,
+                    r.direction,
+                    r.bps / 1e6,
+                    r.fps,
+                    r.new_drops,
+                    r.queue,
+                    med
+                )?;
             }
             if !nodes.is_empty() {
-                writeln!(out, "\n{:<32} {:>10} {:>12} {:>6}", "NODE", "CPU cores", "memory MiB", "procs")?;
+                writeln!(
+                    out,
+                    "\n{:<32} {:>10} {:>12} {:>6}",
+                    "NODE", "CPU cores", "memory MiB", "procs"
+                )?;
                 for n in &nodes {
-                    let cores = if n.cores.is_finite() { format!("{:.3}", n.cores) } else { "-".into() };
-                    writeln!(out, "{:<32} {:>10} {:>12.1} {:>6}", n.name, cores, n.memory_bytes as f64 / 1048576.0, n.processes)?;
+                    let cores =
+                        if n.cores.is_finite() { format!("{:.3}", n.cores) } else { "-".into() };
+                    writeln!(
+                        out,
+                        "{:<32} {:>10} {:>12.1} {:>6}",
+                        n.name,
+                        cores,
+                        n.memory_bytes as f64 / 1048576.0,
+                        n.processes
+                    )?;
                 }
             }
         }

@@ -14,8 +14,17 @@ const MAGIC: &[u8; 4] = b"VEMU";
 
 /// Send `count` packets (or until killed) of `size` bytes to `to`, one every
 /// `interval_ns` from lab time `start_ns`; one `seq,t_ns,ok` line per packet on stdout.
-pub fn send(flow: u32, to: SocketAddr, size: usize, interval_ns: u64, start_ns: u64, count: Option<u64>, clock: LabClock) -> Result<()> {
-    let sock = UdpSocket::bind(if to.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }).context("opening a UDP socket")?;
+pub fn send(
+    flow: u32,
+    to: SocketAddr,
+    size: usize,
+    interval_ns: u64,
+    start_ns: u64,
+    count: Option<u64>,
+    clock: LabClock,
+) -> Result<()> {
+    let sock = UdpSocket::bind(if to.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" })
+        .context("opening a UDP socket")?;
     let mut out = std::io::stdout().lock();
     writeln!(out, "seq,t_ns,ok")?;
     let mut buf = vec![0u8; size.max(HEADER_BYTES)];
@@ -44,7 +53,9 @@ pub fn send(flow: u32, to: SocketAddr, size: usize, interval_ns: u64, start_ns: 
 /// `seq,sent_ns,received_ns` line per packet on stdout.
 pub fn recv(flow: u32, port: u16, until_ns: u64, clock: LabClock) -> Result<()> {
     // Both families where the node has IPv6; IPv4 alone where it is switched off.
-    let sock = UdpSocket::bind(("::", port)).or_else(|_| UdpSocket::bind(("0.0.0.0", port))).with_context(|| format!("listening on UDP port {port}"))?;
+    let sock = UdpSocket::bind(("::", port))
+        .or_else(|_| UdpSocket::bind(("0.0.0.0", port)))
+        .with_context(|| format!("listening on UDP port {port}"))?;
     sock.set_read_timeout(Some(Duration::from_millis(200)))?;
     let mut out = std::io::stdout().lock();
     writeln!(out, "seq,sent_ns,received_ns")?;
@@ -67,16 +78,32 @@ pub fn print_report(lab: &str, r: &Value) {
     let flows = r["flows"].as_array().cloned().unwrap_or_default();
     println!("lab {lab}: {} traffic flows", flows.len());
     if !flows.is_empty() {
-        println!("{:<5} {:<12} {:<12} {:>8} {:>9} {:>7}  {:>9} {:>9} {:>9}", "FLOW", "FROM", "TO", "SENT", "DELIVERED", "PDR", "MEAN ms", "P50 ms", "P95 ms");
+        println!(
+            "{:<5} {:<12} {:<12} {:>8} {:>9} {:>7}  {:>9} {:>9} {:>9}",
+            "FLOW", "FROM", "TO", "SENT", "DELIVERED", "PDR", "MEAN ms", "P50 ms", "P95 ms"
+        );
         let row = |name: &str, from: &str, to: &str, v: &Value| {
             let f = |x: &Value| x.as_f64().map_or("-".to_string(), |x| format!("{x:.2}"));
             println!(
                 "{:<5} {:<12} {:<12} {:>8} {:>9} {:>7}  {:>9} {:>9} {:>9}",
-                name, from, to, v["sent"].to_string(), v["delivered"].to_string(), f(&v["pdr"]), f(&v["delay_ms"]["mean"]), f(&v["delay_ms"]["p50"]), f(&v["delay_ms"]["p95"])
+                name,
+                from,
+                to,
+                v["sent"].to_string(),
+                v["delivered"].to_string(),
+                f(&v["pdr"]),
+                f(&v["delay_ms"]["mean"]),
+                f(&v["delay_ms"]["p50"]),
+                f(&v["delay_ms"]["p95"])
             );
         };
         for f in &flows {
-            row(&f["flow"].to_string(), f["from"].as_str().unwrap_or(""), f["to"].as_str().unwrap_or(""), f);
+            row(
+                &f["flow"].to_string(),
+                f["from"].as_str().unwrap_or(""),
+                f["to"].as_str().unwrap_or(""),
+                f,
+            );
         }
         row("all", "", "", r);
     }

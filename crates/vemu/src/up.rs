@@ -10,60 +10,101 @@ pub(crate) fn print_placement(plan: &Plan) {
         return;
     }
     for (i, m) in plan.machines.iter().enumerate() {
-        let here: Vec<&vemu_scenario::NodePlan> = plan.nodes.iter().filter(|n| n.machine == i).collect();
+        let here: Vec<&vemu_scenario::NodePlan> =
+            plan.nodes.iter().filter(|n| n.machine == i).collect();
         let nodes: Vec<&str> = here.iter().map(|n| n.name.as_str()).collect();
         // A node's expected load: its CPU limit, else one core (what placement weighs).
         let cores: f64 = here.iter().map(|n| n.limits.cpu_cores.unwrap_or(1.0)).sum();
-        let shown = if nodes.len() > 8 { format!("{} ...", nodes[..8].join(" ")) } else { nodes.join(" ") };
-        println!("machine {} ({}): {} nodes, expected load {cores:.1} cores: {shown}", m.name, m.address, nodes.len());
+        let shown =
+            if nodes.len() > 8 { format!("{} ...", nodes[..8].join(" ")) } else { nodes.join(" ") };
+        println!(
+            "machine {} ({}): {} nodes, expected load {cores:.1} cores: {shown}",
+            m.name,
+            m.address,
+            nodes.len()
+        );
     }
-    let cut: Vec<&vemu_scenario::LinkPlan> = plan.links.iter().filter(|l| plan.nodes[l.a.node].machine != plan.nodes[l.b.node].machine).collect();
-    let unlimited = cut.iter().filter(|l| l.forward.rate_bps.is_none() || l.reverse.rate_bps.is_none()).count();
+    let cut: Vec<&vemu_scenario::LinkPlan> = plan
+        .links
+        .iter()
+        .filter(|l| plan.nodes[l.a.node].machine != plan.nodes[l.b.node].machine)
+        .collect();
+    let unlimited =
+        cut.iter().filter(|l| l.forward.rate_bps.is_none() || l.reverse.rate_bps.is_none()).count();
     // (+ 0.0: an empty sum of floats is -0.)
-    let rate_mbit: f64 = cut.iter().map(|l| l.forward.rate_bps.unwrap_or(0).max(l.reverse.rate_bps.unwrap_or(0)) as f64 / 1e6).sum::<f64>() + 0.0;
-    let more = if unlimited > 0 { format!(" (+{unlimited} without a rate)") } else { String::new() };
+    let rate_mbit: f64 = cut
+        .iter()
+        .map(|l| l.forward.rate_bps.unwrap_or(0).max(l.reverse.rate_bps.unwrap_or(0)) as f64 / 1e6)
+        .sum::<f64>()
+        + 0.0;
+    let more =
+        if unlimited > 0 { format!(" (+{unlimited} without a rate)") } else { String::new() };
     println!("cut: {} links, {rate_mbit:.0} Mbit/s{more}", cut.len());
     // Segments whose members are on several machines: each such member reaches the
     // segment's machine through a tunnel of its own.
     for (g, seg) in plan.segments.iter().enumerate().filter(|&(g, _)| plan.spans(g)) {
         let at = plan.segment_machine(g);
         let away = seg.members.iter().filter(|m| plan.nodes[m.end.node].machine != at).count();
-        println!("segment {} spans machines: its {} on machine {}, {away} of {} members elsewhere", seg.name, if seg.wireless.is_some() { "radio channel" } else { "switch" }, plan.machines[at].name, seg.members.len());
+        println!(
+            "segment {} spans machines: its {} on machine {}, {away} of {} members elsewhere",
+            seg.name,
+            if seg.wireless.is_some() { "radio channel" } else { "switch" },
+            plan.machines[at].name,
+            seg.members.len()
+        );
     }
 }
 
 /// Tell the user where the TCP API is and its token, once.
 pub(crate) fn print_api(lab: &str) {
     let paths = LabPaths::new(lab);
-    if let (Ok(addr), Ok(token)) = (std::fs::read_to_string(paths.api_address()), std::fs::read_to_string(paths.api_token())) {
-        println!("API on http://{}/v1/ — send 'Authorization: Bearer {}'", addr.trim(), token.trim());
+    if let (Ok(addr), Ok(token)) =
+        (std::fs::read_to_string(paths.api_address()), std::fs::read_to_string(paths.api_token()))
+    {
+        println!(
+            "API on http://{}/v1/ — send 'Authorization: Bearer {}'",
+            addr.trim(),
+            token.trim()
+        );
     }
 }
 
 /// A cluster file's text (at most 1 MiB).
 pub(crate) fn read_cluster_file(path: &str) -> Result<String> {
     use std::io::Read;
-    let f = std::fs::File::open(path).map_err(|e| user(format!("--machines: cannot read the cluster file {path}: {e}")))?;
+    let f = std::fs::File::open(path)
+        .map_err(|e| user(format!("--machines: cannot read the cluster file {path}: {e}")))?;
     let mut text = String::new();
-    f.take(1 << 20).read_to_string(&mut text).map_err(|e| user(format!("--machines: cannot read the cluster file {path}: {e}")))?;
+    f.take(1 << 20)
+        .read_to_string(&mut text)
+        .map_err(|e| user(format!("--machines: cannot read the cluster file {path}: {e}")))?;
     Ok(text)
 }
 
 /// A scenario file's plan, on the machines given with `--machines` if any, a tenant's
 /// if `--tenant` says what it is allowed.
-pub(crate) fn load_scenario(file: &std::path::Path, name: Option<&str>, machines: Option<&str>, tenant: Option<&str>) -> Result<Plan> {
+pub(crate) fn load_scenario(
+    file: &std::path::Path,
+    name: Option<&str>,
+    machines: Option<&str>,
+    tenant: Option<&str>,
+) -> Result<Plan> {
     let trust = match tenant {
         None => vemu_scenario::Trust::Owner,
-        Some(list) => vemu_scenario::Trust::tenant(list).map_err(|m| user(format!("--tenant: {m}")))?,
+        Some(list) => {
+            vemu_scenario::Trust::tenant(list).map_err(|m| user(format!("--tenant: {m}")))?
+        }
     };
     let machines = match machines {
         None => None,
         Some(list) => Some(match list.strip_prefix('@') {
             Some(path) => {
                 let text = read_cluster_file(path)?;
-                vemu_scenario::Machine::parse_cluster(&text, path).map_err(|m| user(format!("--machines: {m}")))?
+                vemu_scenario::Machine::parse_cluster(&text, path)
+                    .map_err(|m| user(format!("--machines: {m}")))?
             }
-            None => vemu_scenario::Machine::parse_list(list).map_err(|m| user(format!("--machines: {m}")))?,
+            None => vemu_scenario::Machine::parse_list(list)
+                .map_err(|m| user(format!("--machines: {m}")))?,
         }),
     };
     Ok(vemu_scenario::load_as(file, name, machines, &trust)?)
@@ -74,7 +115,10 @@ pub(crate) fn print_ui(lab: &str) -> Result<()> {
     let v = connect(lab)?.post("/v1/ui", &json!({}))?;
     let url = v["url"].as_str().unwrap_or("");
     println!("web interface: {url}");
-    eprintln!("(the link works once, for {} s; 'vemu ui --lab {lab}' makes another)", v["expires_s"].as_u64().unwrap_or(0));
+    eprintln!(
+        "(the link works once, for {} s; 'vemu ui --lab {lab}' makes another)",
+        v["expires_s"].as_u64().unwrap_or(0)
+    );
     Ok(())
 }
 
@@ -88,12 +132,17 @@ pub(crate) fn up_foreground(plan: Plan, options: ApiOptions, ui: bool) -> Result
         Event::Ready(settled) => {
             bar.finish_and_clear();
             if let Some(why) = &settled.fast_path_off {
-                eprintln!("kernel fast path off ({why}): every link direction goes through the engine");
+                eprintln!(
+                    "kernel fast path off ({why}): every link direction goes through the engine"
+                );
             }
             for w in &settled.warnings {
                 eprintln!("warning: {w}");
             }
-            eprintln!("lab '{name}' is up: {nodes} nodes, {links} links{}. Ctrl-C takes it down.", settle_note(settled.waited_ms, settled.behind_ms));
+            eprintln!(
+                "lab '{name}' is up: {nodes} nodes, {links} links{}. Ctrl-C takes it down.",
+                settle_note(settled.waited_ms, settled.behind_ms)
+            );
             print_api(&name);
             if ui {
                 if let Err(e) = print_ui(&name) {
@@ -111,7 +160,9 @@ pub(crate) fn progress_bar(total: usize) -> indicatif::ProgressBar {
         return indicatif::ProgressBar::hidden();
     }
     let bar = indicatif::ProgressBar::new(total as u64);
-    if let Ok(style) = indicatif::ProgressStyle::with_template("creating nodes {bar:40} {pos}/{len} {elapsed}") {
+    if let Ok(style) =
+        indicatif::ProgressStyle::with_template("creating nodes {bar:40} {pos}/{len} {elapsed}")
+    {
         bar.set_style(style);
     }
     bar
@@ -142,7 +193,24 @@ pub(crate) fn wait_converged_for(lab: &str, secs: u64) -> Result<()> {
             return Ok(());
         }
         if t0.elapsed().as_secs() >= secs {
-            let lacking: Vec<String> = c["lacking"].as_array().into_iter().flatten().map(|l| format!("{} lacks {}", l["node"].as_str().unwrap_or("?"), l["prefixes"].as_array().into_iter().flatten().filter_map(|p| p.as_str()).collect::<Vec<_>>().join(", "))).collect();
+            let lacking: Vec<String> = c["lacking"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|l| {
+                    format!(
+                        "{} lacks {}",
+                        l["node"].as_str().unwrap_or("?"),
+                        l["prefixes"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .filter_map(|p| p.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                })
+                .collect();
             bail!("lab '{lab}' is up, but its routes did not converge within {secs} s: {} nodes lack routes ({}); the lab keeps running", c["nodes_lacking"], lacking.join("; "));
         }
         std::thread::sleep(std::time::Duration::from_millis(250));
@@ -161,12 +229,23 @@ pub(crate) fn start_controller(plan: Plan, options: ApiOptions, attach: bool) ->
     let lock = lock_name(&plan.name)?;
     // Before the log is opened (and emptied): it may be a running controller's.
     if std::os::unix::net::UnixStream::connect(paths.socket()).is_ok() {
-        bail!("lab '{}' is already running (take it down with 'vemu down --lab {}')", plan.name, plan.name);
+        bail!(
+            "lab '{}' is already running (take it down with 'vemu down --lab {}')",
+            plan.name,
+            plan.name
+        );
     }
-    std::fs::create_dir_all(paths.log_dir()).with_context(|| format!("creating {}", paths.log_dir().display()))?;
+    std::fs::create_dir_all(paths.log_dir())
+        .with_context(|| format!("creating {}", paths.log_dir().display()))?;
     let log_path = paths.log_dir().join("vemu.log");
     // A controller taking over goes on with the dead one's log.
-    let log = std::fs::OpenOptions::new().create(true).write(true).append(attach).truncate(!attach).open(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .append(attach)
+        .truncate(!attach)
+        .open(&log_path)
+        .with_context(|| format!("creating {}", log_path.display()))?;
     let exe = std::env::current_exe().context("finding the vemu executable")?;
     let mut cmd = Command::new(exe);
     cmd.arg("daemon").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(log);
@@ -201,7 +280,9 @@ pub(crate) fn start_controller(plan: Plan, options: ApiOptions, attach: bool) ->
             ready = true;
             settled = (v["settle_ms"].as_u64().unwrap_or(0), v["behind_ms"].as_u64().unwrap_or(0));
             if let Some(why) = v["fast_path_off"].as_str() {
-                eprintln!("kernel fast path off ({why}): every link direction goes through the engine");
+                eprintln!(
+                    "kernel fast path off ({why}): every link direction goes through the engine"
+                );
             }
             for w in v["warnings"].as_array().into_iter().flatten().filter_map(|w| w.as_str()) {
                 eprintln!("warning: {w}");
@@ -213,7 +294,8 @@ pub(crate) fn start_controller(plan: Plan, options: ApiOptions, attach: bool) ->
     bar.finish_and_clear();
     if !ready {
         let _ = child.wait();
-        let msg = error.unwrap_or_else(|| format!("the lab controller stopped; see {}", log_path.display()));
+        let msg = error
+            .unwrap_or_else(|| format!("the lab controller stopped; see {}", log_path.display()));
         if attach {
             bail!("lab '{}' could not be taken over: {msg}", plan.name);
         }
@@ -243,7 +325,10 @@ pub(crate) fn settle_note(waited_ms: u64, behind_ms: u64) -> String {
     if behind_ms > 0 {
         format!("; the data plane is still {:.1} s behind after waiting {:.1} s (the nodes' start-up traffic: see docs/scenario.md)", behind_ms as f64 / 1e3, waited_ms as f64 / 1e3)
     } else if waited_ms >= 200 {
-        format!("; data plane caught up with the nodes' start-up traffic in {:.1} s", waited_ms as f64 / 1e3)
+        format!(
+            "; data plane caught up with the nodes' start-up traffic in {:.1} s",
+            waited_ms as f64 / 1e3
+        )
     } else {
         String::new()
     }
@@ -260,7 +345,9 @@ pub(crate) fn lock_memory() {
     vemu_host::avoid_oom_killer();
     // SAFETY: mlockall with flag arguments only.
     unsafe {
-        if libc::mlockall(libc::MCL_CURRENT) != 0 || libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE | libc::MCL_ONFAULT) != 0 {
+        if libc::mlockall(libc::MCL_CURRENT) != 0
+            || libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE | libc::MCL_ONFAULT) != 0
+        {
             eprintln!("vemu: cannot lock the controller's memory ({}); the engine may stall when pages are reclaimed", std::io::Error::last_os_error());
         }
     }
@@ -281,7 +368,8 @@ pub(crate) fn run_daemon() -> Result<()> {
     let lock = match input["lock_fd"].as_i64() {
         // SAFETY: `vemu up` handed us this descriptor of the lab's lock file.
         Some(fd) => unsafe { vemu_host::LabLock::from_fd(fd as i32, &name) },
-        None => vemu_host::LabLock::try_acquire(&name)?.ok_or_else(|| anyhow::anyhow!("lab '{name}' is already running or being started"))?,
+        None => vemu_host::LabLock::try_acquire(&name)?
+            .ok_or_else(|| anyhow::anyhow!("lab '{name}' is already running or being started"))?,
     };
     let emit = |v: serde_json::Value| {
         let mut out = std::io::stdout().lock();
@@ -291,7 +379,9 @@ pub(crate) fn run_daemon() -> Result<()> {
     let report = |ev| match ev {
         Event::Progress(d, t) => emit(json!({"progress": [d, t]})),
         Event::Ready(settled) => {
-            emit(json!({"ready": true, "settle_ms": settled.waited_ms, "behind_ms": settled.behind_ms, "fast_path_off": settled.fast_path_off, "warnings": settled.warnings}));
+            emit(
+                json!({"ready": true, "settle_ms": settled.waited_ms, "behind_ms": settled.behind_ms, "fast_path_off": settled.fast_path_off, "warnings": settled.warnings}),
+            );
             // Let `vemu up` see the end of our output and return.
             if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
                 // SAFETY: dup2 onto stdout.
@@ -313,18 +403,24 @@ pub(crate) fn run_daemon() -> Result<()> {
 /// Make lab `lab`'s directory here from what its agent at `from` (ADDRESS[:PORT]) holds:
 /// the plan and the state its dead controller handed on (for `vemu attach --from`).
 pub(crate) fn fetch_lab(lab: &str, from: &str) -> Result<()> {
-    let address = vemu_scenario::Machine::parse_address(from).map_err(|e| user(format!("--from: {e}")))?;
+    let address =
+        vemu_scenario::Machine::parse_address(from).map_err(|e| user(format!("--from: {e}")))?;
     let paths = LabPaths::new(lab);
     if paths.socket().exists() && std::os::unix::net::UnixStream::connect(paths.socket()).is_ok() {
         return Err(user(format!("lab '{lab}' is already served here")));
     }
-    let (plan, saved) = vemu_control::cluster::fetch_state(address, lab).map_err(|e| user(format!("taking lab '{lab}' from {from}: {e:#}")))?;
+    let (plan, saved) = vemu_control::cluster::fetch_state(address, lab)
+        .map_err(|e| user(format!("taking lab '{lab}' from {from}: {e:#}")))?;
     let saved = saved.ok_or_else(|| user(format!("the agent at {from} has no state of lab '{lab}' from its controller (the controller died before it handed one on)")))?;
     if plan["name"].as_str() != Some(lab) {
         return Err(user(format!("the agent at {from} answered with a plan of another lab")));
     }
-    std::fs::create_dir_all(&paths.dir).with_context(|| format!("creating {}", paths.dir.display()))?;
+    std::fs::create_dir_all(&paths.dir)
+        .with_context(|| format!("creating {}", paths.dir.display()))?;
     vemu_control::write_private(&paths.plan(), &serde_json::to_vec(&plan)?)?;
-    vemu_control::write_private(&vemu_control::lab::saved::Saved::path_in(&paths), &serde_json::to_vec(&saved)?)?;
+    vemu_control::write_private(
+        &vemu_control::lab::saved::Saved::path_in(&paths),
+        &serde_json::to_vec(&saved)?,
+    )?;
     Ok(())
 }

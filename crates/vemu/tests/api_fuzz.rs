@@ -32,7 +32,8 @@ impl Rng {
 /// Values that probe the corners of every field's type and range.
 fn nasty(rng: &mut Rng) -> Value {
     let deep = |open: &str, close: &str, n: usize| -> Value {
-        serde_json::from_str(&format!("{}{}", open.repeat(n), close.repeat(n))).unwrap_or(Value::Null)
+        serde_json::from_str(&format!("{}{}", open.repeat(n), close.repeat(n)))
+            .unwrap_or(Value::Null)
     };
     match rng.below(24) {
         0 => Value::Null,
@@ -92,7 +93,10 @@ fn mutate_value(rng: &mut Rng, v: &mut Value) {
 
 /// Byte-level damage to a request body.
 fn mutate_bytes(rng: &mut Rng, s: &mut Vec<u8>) {
-    const TOKENS: &[&str] = &["{", "}", "[", "]", ",", ":", "\"", "\\", "\\u0000", "null", "1e999", "-", "\u{feff}", "é", "\u{0}"];
+    const TOKENS: &[&str] = &[
+        "{", "}", "[", "]", ",", ":", "\"", "\\", "\\u0000", "null", "1e999", "-", "\u{feff}", "é",
+        "\u{0}",
+    ];
     for _ in 0..1 + rng.below(3) {
         let at = rng.below(s.len() + 1);
         match rng.below(4) {
@@ -124,7 +128,9 @@ fn harmless_exec(body: &[u8]) -> Option<Vec<u8>> {
         let safe = |s: &str| s == "true" || s == "/nonexistent/vemu-fuzz";
         match cmd {
             Value::String(s) if !safe(s) => *cmd = json!("true"),
-            Value::Array(a) if a.iter().any(|x| !x.as_str().is_some_and(safe)) => *cmd = json!(["/nonexistent/vemu-fuzz", "x"]),
+            Value::Array(a) if a.iter().any(|x| !x.as_str().is_some_and(safe)) => {
+                *cmd = json!(["/nonexistent/vemu-fuzz", "x"])
+            }
             _ => {}
         }
     }
@@ -151,7 +157,9 @@ fn request(method: &str, path: &str, body: &[u8]) -> (Option<u16>, String) {
         }
         let text = String::from_utf8_lossy(&got);
         // Event and capture streams do not end: the head (and an error body) is enough.
-        if text.contains("\r\n\r\n") && (text.contains("text/event-stream") || text.contains("application/x-pcapng")) {
+        if text.contains("\r\n\r\n")
+            && (text.contains("text/event-stream") || text.contains("application/x-pcapng"))
+        {
             break;
         }
     }
@@ -182,14 +190,26 @@ fn api_survives_mutated_requests() {
     let lab = Lab::up(LAB, YAML);
     let daemon = lab.status()["pid"].as_u64().unwrap();
     let seeds: Vec<(&str, &str, Value)> = vec![
-        ("PATCH", "/v1/links/{link}", json!({"delay": "5ms", "jitter": "1ms", "loss": "1%", "bandwidth": "10Mbit", "direction": "forward", "queue": "100", "up": true})),
+        (
+            "PATCH",
+            "/v1/links/{link}",
+            json!({"delay": "5ms", "jitter": "1ms", "loss": "1%", "bandwidth": "10Mbit", "direction": "forward", "queue": "100", "up": true}),
+        ),
         ("POST", "/v1/links/{link}/down", json!({})),
         ("POST", "/v1/links/{link}/up", json!({})),
         ("POST", "/v1/nodes/{wnode}/move", json!({"x": 50.0, "y": 10.0, "speed": 5.0})),
         ("POST", "/v1/nodes/{node}/stop", json!({})),
         ("POST", "/v1/nodes/{node}/start", json!({})),
-        ("POST", "/v1/nodes/{node}/exec", json!({"cmd": ["true"], "timeout_s": 2, "stdin": "x", "stream": false, "max_output_bytes": 100})),
-        ("POST", "/v1/traffic", json!({"from": "a", "to": "b", "size_bytes": 100, "rate_pps": 10.0, "count": 3})),
+        (
+            "POST",
+            "/v1/nodes/{node}/exec",
+            json!({"cmd": ["true"], "timeout_s": 2, "stdin": "x", "stream": false, "max_output_bytes": 100}),
+        ),
+        (
+            "POST",
+            "/v1/traffic",
+            json!({"from": "a", "to": "b", "size_bytes": 100, "rate_pps": 10.0, "count": 3}),
+        ),
         ("GET", "/v1/nodes/{node}", json!(null)),
         ("GET", "/v1/segments/{segment}", json!(null)),
         ("GET", "/v1/stats", json!(null)),
@@ -206,10 +226,29 @@ fn api_survives_mutated_requests() {
         ("GET", "/v1/nodes/{node}/log?bytes={query}", json!(null)),
         ("GET", "/v1/timeline", json!(null)),
         ("GET", "/v1/convergence", json!(null)),
-        ("POST", "/v1/scenario/check", json!({"yaml": "name: x\nnodes: {a: {}, b: {}}\nlinks: [{endpoints: [a, b], delay: 5ms}]\n", "file": "x.yaml"})),
-        ("POST", "/v1/scenario/import", json!({"graphml": "<graphml><graph edgedefault='undirected'><node id='0'/><node id='1'/><edge source='0' target='1'/></graph></graphml>", "file": "t.graphml"})),
+        (
+            "POST",
+            "/v1/scenario/check",
+            json!({"yaml": "name: x\nnodes: {a: {}, b: {}}\nlinks: [{endpoints: [a, b], delay: 5ms}]\n", "file": "x.yaml"}),
+        ),
+        (
+            "POST",
+            "/v1/scenario/import",
+            json!({"graphml": "<graphml><graph edgedefault='undirected'><node id='0'/><node id='1'/><edge source='0' target='1'/></graph></graphml>", "file": "t.graphml"}),
+        ),
     ];
-    let queries = ["1s", "0", "100", "1ns", "99999999999999999999s", "icmp", "tcp%20port%2080", "%28%28%28", "x", ""];
+    let queries = [
+        "1s",
+        "0",
+        "100",
+        "1ns",
+        "99999999999999999999s",
+        "icmp",
+        "tcp%20port%2080",
+        "%28%28%28",
+        "x",
+        "",
+    ];
     let mut rng = Rng(0x5eed_ab1e);
     let mut seen = std::collections::BTreeMap::<u16, usize>::new();
     for round in 0..rounds(600) {
@@ -242,16 +281,31 @@ fn api_survives_mutated_requests() {
         };
         let (code, answer) = request(method, &path, &body);
         let Some(code) = code else {
-            panic!("round {round}: {method} {path} with {:?}: no answer", String::from_utf8_lossy(&body[..body.len().min(300)]));
+            panic!(
+                "round {round}: {method} {path} with {:?}: no answer",
+                String::from_utf8_lossy(&body[..body.len().min(300)])
+            );
         };
-        assert!(code < 500, "round {round}: {method} {path} with {:?}: {}", String::from_utf8_lossy(&body[..body.len().min(300)]), &answer[..answer.len().min(600)]);
+        assert!(
+            code < 500,
+            "round {round}: {method} {path} with {:?}: {}",
+            String::from_utf8_lossy(&body[..body.len().min(300)]),
+            &answer[..answer.len().min(600)]
+        );
         if code >= 400 && code != 405 {
-            assert!(answer.contains("\"error\""), "round {round}: an error without a message: {}", &answer[..answer.len().min(600)]);
+            assert!(
+                answer.contains("\"error\""),
+                "round {round}: an error without a message: {}",
+                &answer[..answer.len().min(600)]
+            );
         }
         *seen.entry(code).or_default() += 1;
     }
     eprintln!("answers by status: {seen:?}");
-    assert!(seen.get(&200).is_some_and(|&n| n > 0) && seen.get(&400).is_some_and(|&n| n > 0), "the fuzzer reached both valid and invalid requests: {seen:?}");
+    assert!(
+        seen.get(&200).is_some_and(|&n| n > 0) && seen.get(&400).is_some_and(|&n| n > 0),
+        "the fuzzer reached both valid and invalid requests: {seen:?}"
+    );
     // Still the same controller, and the lab still carries traffic once put right.
     assert_eq!(lab.status()["pid"].as_u64(), Some(daemon));
     for node in ["a", "b"] {

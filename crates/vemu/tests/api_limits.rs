@@ -21,7 +21,8 @@ fn unix_request(lab: &str, method: &str, path: &str, body: &str) -> String {
 }
 
 fn json_body(answer: &str) -> serde_json::Value {
-    serde_json::from_str(answer.split("\r\n\r\n").nth(1).unwrap()).unwrap_or_else(|e| panic!("{e}: {answer}"))
+    serde_json::from_str(answer.split("\r\n\r\n").nth(1).unwrap())
+        .unwrap_or_else(|e| panic!("{e}: {answer}"))
 }
 
 fn processes_matching(pattern: &str) -> usize {
@@ -29,7 +30,10 @@ fn processes_matching(pattern: &str) -> usize {
         .unwrap()
         .flatten()
         .filter(|e| e.file_name().to_str().is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit())))
-        .filter(|e| std::fs::read(e.path().join("cmdline")).is_ok_and(|c| String::from_utf8_lossy(&c).replace('\0', " ").trim() == pattern))
+        .filter(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).replace('\0', " ").trim() == pattern)
+        })
         .count()
 }
 
@@ -38,22 +42,43 @@ fn exec_output_is_capped_and_ends_with_its_client() {
     let _g = serial();
     let lab = Lab::up("t-api", YAML);
     // 3 MB of output, 1000 bytes kept: the answer says so, the rest was drained.
-    let a = unix_request("t-api", "POST", "/v1/nodes/a/exec", r#"{"cmd": "head -c 3000000 /dev/zero | tr '\\0' x", "max_output_bytes": 1000}"#);
+    let a = unix_request(
+        "t-api",
+        "POST",
+        "/v1/nodes/a/exec",
+        r#"{"cmd": "head -c 3000000 /dev/zero | tr '\\0' x", "max_output_bytes": 1000}"#,
+    );
     let v = json_body(&a);
     assert_eq!(v["truncated"], true, "{v}");
     assert_eq!(v["exit"], 0, "{v}");
     let out = v["stdout"].as_str().unwrap();
-    assert!(out.starts_with(&"x".repeat(1000)) && out.contains("output cut at 1000 bytes; 2999000 more bytes dropped"), "{}", &out[..out.len().min(1200)]);
+    assert!(
+        out.starts_with(&"x".repeat(1000))
+            && out.contains("output cut at 1000 bytes; 2999000 more bytes dropped"),
+        "{}",
+        &out[..out.len().min(1200)]
+    );
     // Without a cap asked for, small output is whole.
-    let v = json_body(&unix_request("t-api", "POST", "/v1/nodes/a/exec", r#"{"cmd": ["echo", "hi"]}"#));
+    let v =
+        json_body(&unix_request("t-api", "POST", "/v1/nodes/a/exec", r#"{"cmd": ["echo", "hi"]}"#));
     assert_eq!((v["stdout"].as_str(), v["truncated"].as_bool()), (Some("hi\n"), Some(false)));
-    let v = json_body(&unix_request("t-api", "POST", "/v1/nodes/a/exec", r#"{"cmd": ["true"], "max_output_bytes": 1000000000000}"#));
+    let v = json_body(&unix_request(
+        "t-api",
+        "POST",
+        "/v1/nodes/a/exec",
+        r#"{"cmd": ["true"], "max_output_bytes": 1000000000000}"#,
+    ));
     assert!(v["error"].as_str().unwrap().contains("max_output_bytes must be at most"), "{v}");
 
     // A client that goes away takes its command (and what it started) with it.
     let mut s = UnixStream::connect("/run/vemu/t-api/api.sock").unwrap();
     let body = r#"{"cmd": "sleep 4747 & sleep 4748", "timeout_s": 86400}"#;
-    write!(s, "POST /v1/nodes/a/exec HTTP/1.1\r\nHost: vemu\r\nContent-Length: {}\r\n\r\n{body}", body.len()).unwrap();
+    write!(
+        s,
+        "POST /v1/nodes/a/exec HTTP/1.1\r\nHost: vemu\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
     let t = Instant::now();
     while processes_matching("sleep 4748") == 0 && t.elapsed() < Duration::from_secs(10) {
         std::thread::sleep(Duration::from_millis(50));
@@ -61,10 +86,16 @@ fn exec_output_is_capped_and_ends_with_its_client() {
     assert_eq!(processes_matching("sleep 4748"), 1, "the command started");
     drop(s);
     let t = Instant::now();
-    while processes_matching("sleep 4748") + processes_matching("sleep 4747") > 0 && t.elapsed() < Duration::from_secs(10) {
+    while processes_matching("sleep 4748") + processes_matching("sleep 4747") > 0
+        && t.elapsed() < Duration::from_secs(10)
+    {
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert_eq!(processes_matching("sleep 4748") + processes_matching("sleep 4747"), 0, "the command and its background child ended with the client");
+    assert_eq!(
+        processes_matching("sleep 4748") + processes_matching("sleep 4747"),
+        0,
+        "the command and its background child ended with the client"
+    );
     drop(lab);
 }
 

@@ -26,8 +26,13 @@ impl StandIn {
     /// The interfaces and routes the machine has (names, and routes as `ip` prints them).
     fn devices(&self) -> (Vec<String>, String) {
         let links = text(&in_host(&["ip", "-o", "link", "show"]));
-        let names = links.lines().filter_map(|l| l.split(": ").nth(1)).map(|n| n.split('@').next().unwrap().to_string()).collect();
-        let routes = text(&in_host(&["ip", "route", "show"])) + &text(&in_host(&["ip", "-6", "route", "show"]));
+        let names = links
+            .lines()
+            .filter_map(|l| l.split(": ").nth(1))
+            .map(|n| n.split('@').next().unwrap().to_string())
+            .collect();
+        let routes = text(&in_host(&["ip", "route", "show"]))
+            + &text(&in_host(&["ip", "-6", "route", "show"]));
         (names, routes)
     }
 }
@@ -40,7 +45,11 @@ impl Drop for StandIn {
 
 /// Run a program on the (stand-in) machine.
 fn in_host(args: &[&str]) -> Output {
-    Command::new("nsenter").arg(format!("--net=/run/netns/{HOST_NS}")).args(args).output().expect("running nsenter")
+    Command::new("nsenter")
+        .arg(format!("--net=/run/netns/{HOST_NS}"))
+        .args(args)
+        .output()
+        .expect("running nsenter")
 }
 
 fn vemu_on_host(args: &[&str]) -> Output {
@@ -79,10 +88,16 @@ fn the_machine_reaches_the_lab_through_its_emulated_links() {
     let st = lab.status();
     let srv = lab.addrs(&st, "srv", false)[0].clone();
     let (names, routes) = host.devices();
-    assert!(names.contains(&"vh-t-edge0".to_string()), "the machine's interface to the lab: {names:?}");
+    assert!(
+        names.contains(&"vh-t-edge0".to_string()),
+        "the machine's interface to the lab: {names:?}"
+    );
     // Routes to the lab's prefixes, through the lab (the link to r1), none by default.
     let to_srv = text(&in_host(&["ip", "route", "get", &srv]));
-    assert!(to_srv.contains("dev vh-t-edge0") && to_srv.contains(" via "), "a route to {srv} on the machine, through the lab: {to_srv} ({routes})");
+    assert!(
+        to_srv.contains("dev vh-t-edge0") && to_srv.contains(" via "),
+        "a route to {srv} on the machine, through the lab: {to_srv} ({routes})"
+    );
     assert!(!routes.contains("default"), "no default route changed: {routes}");
     // Programs of the machine cross the emulated links: 5 ms each way to r1.
     let ping = text(&in_host(&["ping", "-c", "5", "-i", "0.2", "-W", "2", &srv]));
@@ -100,7 +115,10 @@ fn the_machine_reaches_the_lab_through_its_emulated_links() {
         }
         std::thread::sleep(std::time::Duration::from_millis(250));
     }
-    assert!((0.80 * 50e6..1.02 * 50e6).contains(&bps), "TCP from the machine: {bps} bit/s on a 50 Mbit/s link");
+    assert!(
+        (0.80 * 50e6..1.02 * 50e6).contains(&bps),
+        "TCP from the machine: {bps} bit/s on a 50 Mbit/s link"
+    );
     // vemu does not enter, stop or limit the machine.
     let o = lab.vemu(&["exec", "me", "--", "true"]);
     assert!(!o.status.success() && text(&o).contains("kind: host"), "{}", text(&o));
@@ -147,12 +165,17 @@ fn host_nodes_that_cannot_be_are_refused() {
     // An interface name the machine has already: refused before anything is made, and
     // nothing of the lab is left.
     let host = StandIn::new();
-    let o = in_host(&["ip", "link", "add", "vh-t-edge-n0", "type", "veth", "peer", "name", "other0"]);
+    let o =
+        in_host(&["ip", "link", "add", "vh-t-edge-n0", "type", "veth", "peer", "name", "other0"]);
     assert!(o.status.success(), "{}", text(&o));
     let path = write_scenario("t-edge-n", &scenario("t-edge-n"));
     let o = vemu_on_host(&["up", path.to_str().unwrap(), "--name", "t-edge-n"]);
     let t = text(&o);
-    assert!(!o.status.success() && t.contains("the machine has an interface named vh-t-edge-n0 already"), "{t}");
+    assert!(
+        !o.status.success()
+            && t.contains("the machine has an interface named vh-t-edge-n0 already"),
+        "{t}"
+    );
     assert!(lab_netns("t-edge-n").is_empty(), "no namespace left");
     assert!(!std::path::Path::new("/run/vemu/t-edge-n").exists(), "no state left");
     let mut names = host.devices().0;
@@ -219,8 +242,12 @@ links:
     assert_eq!((sent, got), (5, 5));
     assert!((20.0..50.0).contains(&avg), "RTT {avg} ms to the device on the LAN");
     // The device reaches the nodes too (its frames enter through the NIC).
-    let n2 = lab.addrs(&st, "n2", false).into_iter().find(|a| a.starts_with("192.168.77.")).unwrap();
-    let o = Command::new("ip").args(["netns", "exec", DEV, "ping", "-c", "3", "-i", "0.2", "-W", "2", &n2]).output().unwrap();
+    let n2 =
+        lab.addrs(&st, "n2", false).into_iter().find(|a| a.starts_with("192.168.77.")).unwrap();
+    let o = Command::new("ip")
+        .args(["netns", "exec", DEV, "ping", "-c", "3", "-i", "0.2", "-W", "2", &n2])
+        .output()
+        .unwrap();
     let (sent, got, avg) = parse_ping(&text(&o));
     assert_eq!((sent, got), (3, 3), "{}", text(&o));
     assert!((20.0..50.0).contains(&avg), "RTT {avg} ms from the device");
@@ -242,7 +269,10 @@ links:
     let o = vemu_on_host(&["up", path.to_str().unwrap(), "--name", name]);
     let t = text(&o);
     assert!(!o.status.success() && t.contains("interface t-nic1 is down"), "{t}");
-    assert!(lab_netns(name).is_empty() && !std::path::Path::new("/run/vemu").join(name).exists(), "nothing left");
+    assert!(
+        lab_netns(name).is_empty() && !std::path::Path::new("/run/vemu").join(name).exists(),
+        "nothing left"
+    );
 }
 
 /// A stand-in for the network beyond the machine: a namespace with 10.88.0.2 and
@@ -260,7 +290,9 @@ impl Beyond {
         };
         sh(&format!("ip netns add {BEYOND_NS} && ip -n {BEYOND_NS} link set lo up"));
         sh(&format!("ip -n {HOST_NS} link add t-wan type veth peer name wan netns {BEYOND_NS}"));
-        sh(&format!("ip -n {HOST_NS} addr add 10.88.0.1/24 dev t-wan && ip -n {HOST_NS} link set t-wan up"));
+        sh(&format!(
+            "ip -n {HOST_NS} addr add 10.88.0.1/24 dev t-wan && ip -n {HOST_NS} link set t-wan up"
+        ));
         sh(&format!("ip -n {BEYOND_NS} addr add 10.88.0.2/24 dev wan && ip -n {BEYOND_NS} addr add 10.88.0.3/24 dev wan && ip -n {BEYOND_NS} link set wan up"));
         // (nsenter, not `ip netns exec`: a daemon in a mount namespace of its own would
         // hold on to the labs' state mounts.)
@@ -271,7 +303,12 @@ impl Beyond {
 
 impl Drop for Beyond {
     fn drop(&mut self) {
-        let _ = Command::new("sh").args(["-c", &format!("ip netns pids {BEYOND_NS} | xargs -r kill -9; ip netns del {BEYOND_NS}")]).output();
+        let _ = Command::new("sh")
+            .args([
+                "-c",
+                &format!("ip netns pids {BEYOND_NS} | xargs -r kill -9; ip netns del {BEYOND_NS}"),
+            ])
+            .output();
     }
 }
 
@@ -284,8 +321,14 @@ fn ping_u(addr: &str) -> (u32, f64) {
 
 fn divert_rules_left() -> String {
     let tables = text(&in_host(&["nft", "list", "tables"]));
-    let chains = text(&in_host(&["iptables", "-t", "mangle", "-S"])) + &text(&in_host(&["ip6tables", "-t", "mangle", "-S"]));
-    tables.lines().filter(|l| l.contains("vemu")).chain(chains.lines().filter(|l| l.contains("VEMU"))).collect::<Vec<_>>().join("\n")
+    let chains = text(&in_host(&["iptables", "-t", "mangle", "-S"]))
+        + &text(&in_host(&["ip6tables", "-t", "mangle", "-S"]));
+    tables
+        .lines()
+        .filter(|l| l.contains("vemu"))
+        .chain(chains.lines().filter(|l| l.contains("VEMU")))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 #[test]
@@ -316,13 +359,24 @@ divert:
     assert!(got == 5 && rtt < 5.0, "not diverted: RTT {rtt} ms");
     // TCP out of the machine at the path's 20 Mbit/s.
     let o = in_host(&["iperf3", "-c", "10.88.0.2", "-t", "4", "-O", "1", "-J"]);
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("iperf3: {}", text(&o)));
+    let v: serde_json::Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("iperf3: {}", text(&o)));
     let bps = v["end"]["sum_received"]["bits_per_second"].as_f64().unwrap();
-    assert!((0.85 * 20e6..1.02 * 20e6).contains(&bps), "TCP out through the diverted path: {bps} bit/s at 20 Mbit/s");
+    assert!(
+        (0.85 * 20e6..1.02 * 20e6).contains(&bps),
+        "TCP out through the diverted path: {bps} bit/s at 20 Mbit/s"
+    );
     let st = lab.status();
     let d = &st["diverts"][0];
-    assert_eq!((d["name"].as_str(), d["match"].as_str()), (Some("wan"), Some("ip daddr 10.88.0.2")));
-    assert!(d["forward"]["stats"]["tx_frames"].as_u64().unwrap() > 1000 && d["reverse"]["stats"]["tx_frames"].as_u64().unwrap() > 100, "{d}");
+    assert_eq!(
+        (d["name"].as_str(), d["match"].as_str()),
+        (Some("wan"), Some("ip daddr 10.88.0.2"))
+    );
+    assert!(
+        d["forward"]["stats"]["tx_frames"].as_u64().unwrap() > 1000
+            && d["reverse"]["stats"]["tx_frames"].as_u64().unwrap() > 100,
+        "{d}"
+    );
     assert!(text(&lab.vemu(&["status"])).contains("divert 'ip daddr 10.88.0.2'"));
     drop(lab);
     assert_eq!(divert_rules_left(), "", "rules left after down");
@@ -337,7 +391,10 @@ divert:
     assert!(Command::new("kill").args(["-9", &pid.to_string()]).status().unwrap().success());
     std::thread::sleep(std::time::Duration::from_millis(300));
     let (got, rtt) = ping_u("10.88.0.2");
-    assert!(got == 5 && rtt < 5.0, "after a crash the machine's traffic passes: {got} of 5, {rtt} ms");
+    assert!(
+        got == 5 && rtt < 5.0,
+        "after a crash the machine's traffic passes: {got} of 5, {rtt} ms"
+    );
     let o = vemu(&["clean"]);
     assert!(o.status.success(), "clean: {}", text(&o));
     std::mem::forget(lab);
@@ -346,11 +403,20 @@ divert:
     // A match nftables refuses fails `up` with its message, and leaves nothing.
     let bad = write_scenario("t-edge-divert-bad", &format!("name: {name}\nnodes: {{n1: {{}}}}\ndivert:\n  - {{match: ip daddrr 10.88.0.2, delay: 1ms}}\n"));
     let o = vemu_on_host(&["up", bad.to_str().unwrap(), "--name", name]);
-    assert!(!o.status.success() && text(&o).contains("nftables refuses a divert match"), "{}", text(&o));
+    assert!(
+        !o.status.success() && text(&o).contains("nftables refuses a divert match"),
+        "{}",
+        text(&o)
+    );
     assert_eq!(divert_rules_left(), "");
     assert!(lab_netns(name).is_empty());
     // What could act rather than select is refused when the file is read.
     let bad = write_scenario("t-edge-divert-bad2", &format!("name: {name}\nnodes: {{n1: {{}}}}\ndivert:\n  - {{match: 'tcp dport 80 drop', delay: 1ms}}\n"));
     let o = vemu_on_host(&["check", bad.to_str().unwrap()]);
-    assert!(!o.status.success() && text(&o).contains("divert[0].match: 'drop' is an nftables statement"), "{}", text(&o));
+    assert!(
+        !o.status.success()
+            && text(&o).contains("divert[0].match: 'drop' is an nftables statement"),
+        "{}",
+        text(&o)
+    );
 }

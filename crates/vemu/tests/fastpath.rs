@@ -19,7 +19,12 @@ fn link_paths(lab: &Lab) -> ([bool; 2], [u64; 2]) {
     let st = lab.status();
     assert_eq!(st["fast_path"], "on", "{}", st["fast_path"]);
     let l = &st["links"][0];
-    let dir = |d: &str| (l[d]["stats"]["kernel_path"].as_bool().unwrap(), l[d]["stats"]["rx_frames"].as_u64().unwrap());
+    let dir = |d: &str| {
+        (
+            l[d]["stats"]["kernel_path"].as_bool().unwrap(),
+            l[d]["stats"]["rx_frames"].as_u64().unwrap(),
+        )
+    };
     let (f, r) = (dir("forward"), dir("reverse"));
     ([f.0, r.0], [f.1, r.1])
 }
@@ -67,18 +72,27 @@ fn unimpaired_traffic_stays_in_the_kernel_and_switches_paths_unseen() {
         .unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while link_paths(&lab).0 != [false, false] {
-        assert!(std::time::Instant::now() < deadline, "the capture did not take the link to the engine");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the capture did not take the link to the engine"
+        );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     lab.ping("a", "b", 3, 0.1);
     let out = cap.wait_with_output().unwrap();
     assert!(out.status.success());
-    let o = std::process::Command::new("tshark").args(["-r", file.to_str().unwrap(), "-Y", "icmp"]).output().unwrap();
+    let o = std::process::Command::new("tshark")
+        .args(["-r", file.to_str().unwrap(), "-Y", "icmp"])
+        .output()
+        .unwrap();
     let icmp = String::from_utf8_lossy(&o.stdout).lines().count();
     assert!(icmp >= 5, "the capture of a kernel-path link saw {icmp} ICMP frames: {}", text(&o));
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while link_paths(&lab).0 != [true, true] {
-        assert!(std::time::Instant::now() < deadline, "the link did not return to the kernel after the capture");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the link did not return to the kernel after the capture"
+        );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 
@@ -109,12 +123,19 @@ fn a_rate_given_to_the_kernels_shaper_holds_in_the_kernel_until_more_is_set() {
     let _g = serial();
     let yaml = "name: t-tbf\naddressing: {ipv6: none}\nnodes: {a: {run: ['iperf3 -s -D']}, b: {run: ['iperf3 -s -D']}}\nlinks:\n  - {endpoints: [a, b], bandwidth: 50Mbit, shaper: kernel}\n";
     let lab = Lab::up("t-tbf", yaml);
-    assert!(shaped(&lab).iter().all(|(k, _)| *k), "both directions go through the kernel's token bucket");
+    assert!(
+        shaped(&lab).iter().all(|(k, _)| *k),
+        "both directions go through the kernel's token bucket"
+    );
     let before = [iface_view(&lab, "a"), iface_view(&lab, "b")];
 
     // TCP gets the rate; an idle link delays a ping by no transmission time.
     let bps = lab.iperf3("a", "b", 3);
-    assert!((0.80..1.02).contains(&(bps / 50e6)), "TCP {:.1} Mbit/s through a 50 Mbit/s token bucket", bps / 1e6);
+    assert!(
+        (0.80..1.02).contains(&(bps / 50e6)),
+        "TCP {:.1} Mbit/s through a 50 Mbit/s token bucket",
+        bps / 1e6
+    );
     let (sent, recv, rtt) = lab.ping("a", "b", 20, 0.05);
     assert_eq!((sent, recv), (20, 20));
     assert!(rtt < 2.0, "RTT {rtt} ms on an idle shaped link");
@@ -132,7 +153,8 @@ fn a_rate_given_to_the_kernels_shaper_holds_in_the_kernel_until_more_is_set() {
     assert!(o.status.success(), "{}", text(&o));
     assert!(shaped(&lab)[0].0, "a queue limit keeps the bucket");
     let o = lab.exec("a", &["iperf3", "-u", "-b", "100M", "-t", "2", "-c", "b", "-J"]);
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("iperf3: {}", text(&o)));
+    let v: serde_json::Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("iperf3: {}", text(&o)));
     let lost = v["end"]["sum"]["lost_percent"].as_f64().unwrap();
     assert!(lost > 25.0, "{lost}% of 100 Mbit/s lost through 50 Mbit/s");
     let [(_, fwd), _] = shaped(&lab);
@@ -154,7 +176,11 @@ fn a_rate_given_to_the_kernels_shaper_holds_in_the_kernel_until_more_is_set() {
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(link_paths(&lab).0, [false, false]);
     let bps = lab.iperf3("a", "b", 2);
-    assert!((0.80..1.02).contains(&(bps / 50e6)), "TCP {:.1} Mbit/s through the engine at 50 Mbit/s", bps / 1e6);
+    assert!(
+        (0.80..1.02).contains(&(bps / 50e6)),
+        "TCP {:.1} Mbit/s through the engine at 50 Mbit/s",
+        bps / 1e6
+    );
     // The nodes saw nothing change.
     assert_eq!([iface_view(&lab, "a"), iface_view(&lab, "b")], before);
 }
@@ -164,8 +190,13 @@ fn a_rate_given_to_the_kernels_shaper_holds_in_the_kernel_until_more_is_set() {
 #[test]
 fn a_links_mtu_keeps_it_in_the_kernel_which_holds_nodes_to_it() {
     let _g = serial();
-    let lab = Lab::up("t-fast", &TWO.replace("{endpoints: [a, b]}", "{endpoints: [a, b], mtu: 1400}"));
-    assert_eq!(link_paths(&lab).0, [true, true], "an MTU the interfaces have anyway is no reason for the engine");
+    let lab =
+        Lab::up("t-fast", &TWO.replace("{endpoints: [a, b]}", "{endpoints: [a, b], mtu: 1400}"));
+    assert_eq!(
+        link_paths(&lab).0,
+        [true, true],
+        "an MTU the interfaces have anyway is no reason for the engine"
+    );
     assert_eq!(lab.sh("a", "cat /sys/class/net/eth0/mtu").1.trim(), "1400");
     let ping = |size: u32| lab.sh("a", &format!("ping -c 3 -i 0.2 -W 1 -M do -s {size} b"));
     let (code, out) = ping(1372);
@@ -191,7 +222,11 @@ fn the_fast_path_can_be_turned_off_and_leaves_nothing_behind() {
     let _g = serial();
     {
         let path = write_scenario("t-fast", TWO);
-        let o = std::process::Command::new(env!("CARGO_BIN_EXE_vemu")).args(["up", path.to_str().unwrap()]).env("VEMU_FAST_PATH", "off").output().unwrap();
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_vemu"))
+            .args(["up", path.to_str().unwrap()])
+            .env("VEMU_FAST_PATH", "off")
+            .output()
+            .unwrap();
         assert!(o.status.success(), "{}", text(&o));
         let lab = Lab { name: "t-fast".into() };
         // `up` says so in one line.
@@ -206,7 +241,10 @@ fn the_fast_path_can_be_turned_off_and_leaves_nothing_behind() {
     let others = loaded_steer_programs();
     {
         let path = write_scenario("t-fast", TWO);
-        let o = std::process::Command::new(env!("CARGO_BIN_EXE_vemu")).args(["up", path.to_str().unwrap()]).output().unwrap();
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_vemu"))
+            .args(["up", path.to_str().unwrap()])
+            .output()
+            .unwrap();
         assert!(o.status.success(), "{}", text(&o));
         let lab = Lab { name: "t-fast".into() };
         assert!(!text(&o).contains("fast path off"), "{}", text(&o));
@@ -217,7 +255,10 @@ fn the_fast_path_can_be_turned_off_and_leaves_nothing_behind() {
     // its TC program went with the last device and descriptor holding it.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     while loaded_steer_programs() > others {
-        assert!(std::time::Instant::now() < deadline, "the fast path's TC program is still loaded after down");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the fast path's TC program is still loaded after down"
+        );
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
 }
@@ -232,7 +273,15 @@ fn loaded_steer_programs() -> usize {
 fn lan_paths(lab: &Lab) -> (Vec<bool>, u64, u64) {
     let st = lab.status();
     let ms = st["segments"][0]["members"].as_array().unwrap().clone();
-    let paths = ms.iter().flat_map(|m| [m["egress"]["stats"]["kernel_path"].as_bool().unwrap(), m["ingress"]["stats"]["kernel_path"].as_bool().unwrap()]).collect();
+    let paths = ms
+        .iter()
+        .flat_map(|m| {
+            [
+                m["egress"]["stats"]["kernel_path"].as_bool().unwrap(),
+                m["ingress"]["stats"]["kernel_path"].as_bool().unwrap(),
+            ]
+        })
+        .collect();
     let sent = ms.iter().map(|m| m["egress"]["stats"]["rx_frames"].as_u64().unwrap()).sum();
     let got = ms.iter().map(|m| m["ingress"]["stats"]["tx_frames"].as_u64().unwrap()).sum();
     (paths, sent, got)
@@ -254,7 +303,10 @@ fn an_unimpaired_lan_is_switched_by_the_kernel_and_moves_unseen() {
     assert_eq!((sent, recv), (50, 50));
     let (_, s0, g0) = lan_paths(&lab);
     eprintln!("kernel: RTT {rtt:.3} ms; frames sent into the LAN {s0}, delivered {g0}");
-    assert!(s0 >= 2 * 53 && g0 >= 2 * 53, "the bridge's traffic is counted: {s0} sent, {g0} delivered");
+    assert!(
+        s0 >= 2 * 53 && g0 >= 2 * 53,
+        "the bridge's traffic is counted: {s0} sent, {g0} delivered"
+    );
     // 10 ms on b's port (both ways): the whole LAN to the engine.
     let o = lab.vemu(&["link", "set", "lan:b", "--delay", "10ms"]);
     assert!(o.status.success(), "{}", text(&o));
@@ -266,7 +318,10 @@ fn an_unimpaired_lan_is_switched_by_the_kernel_and_moves_unseen() {
     assert_eq!(recv, 20);
     assert!(rtt < 3.0, "RTT {rtt} ms between unimpaired ports of the engine's switch");
     let (_, s1, g1) = lan_paths(&lab);
-    assert!(s1 >= s0 + 2 * 46 && g1 >= g0 + 2 * 46, "the engine's traffic is counted: {s1} sent, {g1} delivered");
+    assert!(
+        s1 >= s0 + 2 * 46 && g1 >= g0 + 2 * 46,
+        "the engine's traffic is counted: {s1} sent, {g1} delivered"
+    );
     let o = lab.vemu(&["link", "set", "lan:b", "--delay", "0"]);
     assert!(o.status.success(), "{}", text(&o));
     assert!(lan_paths(&lab).0.iter().all(|&k| k));
@@ -292,7 +347,15 @@ fn an_unimpaired_lan_is_switched_by_the_kernel_and_moves_unseen() {
 fn lan_shaped(lab: &Lab, m: usize) -> (Vec<bool>, [serde_json::Value; 2]) {
     let st = lab.status();
     let ms = st["segments"][0]["members"].as_array().unwrap().clone();
-    let shaped = ms.iter().flat_map(|m| [m["egress"]["stats"]["kernel_shaper"].as_bool().unwrap(), m["ingress"]["stats"]["kernel_shaper"].as_bool().unwrap()]).collect();
+    let shaped = ms
+        .iter()
+        .flat_map(|m| {
+            [
+                m["egress"]["stats"]["kernel_shaper"].as_bool().unwrap(),
+                m["ingress"]["stats"]["kernel_shaper"].as_bool().unwrap(),
+            ]
+        })
+        .collect();
     (shaped, ["egress", "ingress"].map(|d| ms[m][d]["stats"].clone()))
 }
 
@@ -313,9 +376,17 @@ fn a_lan_with_rates_given_to_the_kernels_shaper_stays_on_the_bridge() {
 
     // TCP gets the rate of the slower bucket on its way: 50 Mbit/s to b, 20 to c.
     let bps = lab.iperf3("a", "b", 3);
-    assert!((0.80..1.02).contains(&(bps / 50e6)), "TCP {:.1} Mbit/s a -> b through 50 Mbit/s buckets", bps / 1e6);
+    assert!(
+        (0.80..1.02).contains(&(bps / 50e6)),
+        "TCP {:.1} Mbit/s a -> b through 50 Mbit/s buckets",
+        bps / 1e6
+    );
     let bps = lab.iperf3("a", "c", 3);
-    assert!((0.80..1.02).contains(&(bps / 20e6)), "TCP {:.1} Mbit/s a -> c through a 20 Mbit/s bucket", bps / 1e6);
+    assert!(
+        (0.80..1.02).contains(&(bps / 20e6)),
+        "TCP {:.1} Mbit/s a -> c through a 20 Mbit/s bucket",
+        bps / 1e6
+    );
     let (sent, recv, rtt) = lab.ping("a", "b", 20, 0.05);
     assert_eq!((sent, recv), (20, 20));
     assert!(rtt < 2.0, "RTT {rtt} ms on an idle shaped LAN");
@@ -338,7 +409,11 @@ fn a_lan_with_rates_given_to_the_kernels_shaper_stays_on_the_bridge() {
     assert_eq!(recv, 10);
     assert!((10.0..13.0).contains(&rtt), "RTT {rtt} ms through a port of 5 ms each way");
     let bps = lab.iperf3("a", "c", 2);
-    assert!((0.80..1.02).contains(&(bps / 20e6)), "TCP {:.1} Mbit/s a -> c through the engine at 20 Mbit/s", bps / 1e6);
+    assert!(
+        (0.80..1.02).contains(&(bps / 20e6)),
+        "TCP {:.1} Mbit/s a -> c through the engine at 20 Mbit/s",
+        bps / 1e6
+    );
     // Taken away: back on the bridge, through the buckets; c's ingress lifted: straight.
     let o = lab.vemu(&["link", "set", "lan:b", "--delay", "0"]);
     assert!(o.status.success(), "{}", text(&o));
@@ -348,7 +423,11 @@ fn a_lan_with_rates_given_to_the_kernels_shaper_stays_on_the_bridge() {
     assert!(paths.iter().all(|&k| k), "{paths:?}");
     assert_eq!(lan_shaped(&lab, 0).0, [true, true, true, true, true, false]);
     let bps = lab.iperf3("a", "c", 2);
-    assert!((0.80..1.02).contains(&(bps / 50e6)), "TCP {:.1} Mbit/s a -> c through a's 50 Mbit/s bucket only", bps / 1e6);
+    assert!(
+        (0.80..1.02).contains(&(bps / 50e6)),
+        "TCP {:.1} Mbit/s a -> c through a's 50 Mbit/s bucket only",
+        bps / 1e6
+    );
     let (_, recv, rtt) = lab.ping("a", "b", 20, 0.05);
     assert_eq!(recv, 20);
     assert!(rtt < 2.0, "RTT {rtt} ms on an idle shaped LAN");

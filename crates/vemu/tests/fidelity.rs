@@ -7,9 +7,15 @@ use common::*;
 /// Six client/server pairs, each on a 2 Gbit/s, 2 ms link: far more than two cores can
 /// emulate when every pair runs TCP flat out, nothing when they only ping.
 fn pairs_yaml() -> String {
-    let nodes: Vec<String> = (0..6).map(|i| format!("s{i}: {{run: ['iperf3 -s -D']}}, c{i}: {{}}")).collect();
-    let links: String = (0..6).map(|i| format!("  - {{endpoints: [c{i}, s{i}], bandwidth: 2Gbit, delay: 2ms}}\n")).collect();
-    format!("name: t-fidelity\naddressing: {{ipv6: none}}\nnodes: {{{}}}\nlinks:\n{links}", nodes.join(", "))
+    let nodes: Vec<String> =
+        (0..6).map(|i| format!("s{i}: {{run: ['iperf3 -s -D']}}, c{i}: {{}}")).collect();
+    let links: String = (0..6)
+        .map(|i| format!("  - {{endpoints: [c{i}, s{i}], bandwidth: 2Gbit, delay: 2ms}}\n"))
+        .collect();
+    format!(
+        "name: t-fidelity\naddressing: {{ipv6: none}}\nnodes: {{{}}}\nlinks:\n{links}",
+        nodes.join(", ")
+    )
 }
 
 #[test]
@@ -25,7 +31,12 @@ fn overload_is_judged_from_measured_lateness() {
     std::thread::scope(|s| {
         for i in 0..6 {
             let lab = &lab;
-            s.spawn(move || lab.exec(&format!("c{i}"), &["ping", "-q", "-c", "1000", "-i", "0.002", &format!("s{i}")]));
+            s.spawn(move || {
+                lab.exec(
+                    &format!("c{i}"),
+                    &["ping", "-q", "-c", "1000", "-i", "0.002", &format!("s{i}")],
+                )
+            });
         }
     });
     let st = lab.status();
@@ -41,10 +52,15 @@ fn overload_is_judged_from_measured_lateness() {
             let dir = t.ok()?.path();
             let comm = std::fs::read_to_string(dir.join("comm")).ok()?;
             let stat = std::fs::read_to_string(dir.join("stat")).ok()?;
-            comm.starts_with("vemu-engine").then(|| stat.rsplit(')').next().unwrap().split_whitespace().nth(38).unwrap().to_string())
+            comm.starts_with("vemu-engine").then(|| {
+                stat.rsplit(')').next().unwrap().split_whitespace().nth(38).unwrap().to_string()
+            })
         })
         .collect();
-    assert!(!policies.is_empty() && policies.iter().all(|p| p == "1"), "engine threads' policies: {policies:?}");
+    assert!(
+        !policies.is_empty() && policies.iter().all(|p| p == "1"),
+        "engine threads' policies: {policies:?}"
+    );
     drop(lab);
 
     // Every pair at full speed: the engine competes with 24 TCP streams for two cores
@@ -56,22 +72,38 @@ fn overload_is_judged_from_measured_lateness() {
     std::thread::scope(|s| {
         for i in 0..6 {
             let lab = &lab;
-            s.spawn(move || lab.exec(&format!("c{i}"), &["iperf3", "-c", &format!("s{i}"), "-t", "5", "-P", "4"]));
+            s.spawn(move || {
+                lab.exec(
+                    &format!("c{i}"),
+                    &["iperf3", "-c", &format!("s{i}"), "-t", "5", "-P", "4"],
+                )
+            });
         }
     });
     let st = lab.status();
     let f = &st["fidelity"];
     assert_ne!(f["verdict"], "ok", "overload judged {f}");
-    let affected: Vec<&str> = f["affected"].as_array().unwrap().iter().map(|a| a["name"].as_str().unwrap()).collect();
-    assert!(affected.iter().any(|n| n.starts_with("c0:s0") || n.starts_with("c3:s3")), "{affected:?}");
+    let affected: Vec<&str> =
+        f["affected"].as_array().unwrap().iter().map(|a| a["name"].as_str().unwrap()).collect();
+    assert!(
+        affected.iter().any(|n| n.starts_with("c0:s0") || n.starts_with("c3:s3")),
+        "{affected:?}"
+    );
     assert!(f["affected"][0]["late_fraction"].as_f64().unwrap() > 0.01, "{f}");
-    eprintln!("overload: {} of {} frames late; worst {}", f["late_frames"], f["frames"], f["affected"][0]);
+    eprintln!(
+        "overload: {} of {} frames late; worst {}",
+        f["late_frames"], f["frames"], f["affected"][0]
+    );
     // The controller's log has the live warnings, the report the verdict.
     let log = std::fs::read_to_string("/var/log/vemu/t-fidelity/vemu.log").unwrap();
     assert!(log.contains("fidelity INVALID") || log.contains("fidelity DEGRADED"), "{log}");
     let o = lab.vemu(&["report"]);
     eprintln!("{}", text(&o));
-    assert!(text(&o).contains("fidelity INVALID") || text(&o).contains("fidelity DEGRADED"), "{}", text(&o));
+    assert!(
+        text(&o).contains("fidelity INVALID") || text(&o).contains("fidelity DEGRADED"),
+        "{}",
+        text(&o)
+    );
     assert!(text(&o).contains("engine shards busy"), "{}", text(&o));
 
     // Frames a node sends while the engine does not read them: the kernel drops them on
@@ -82,7 +114,9 @@ fn overload_is_judged_from_measured_lateness() {
     // 1 Gbit/s UDP stream. The monitor reads the same counters `ip -s link` shows.
     let pid = lab.status()["pid"].as_i64().unwrap() as i32;
     std::thread::scope(|s| {
-        s.spawn(|| lab.exec("c0", &["iperf3", "-u", "-b", "1G", "-l", "1400", "-t", "2", "-c", "s0"]));
+        s.spawn(|| {
+            lab.exec("c0", &["iperf3", "-u", "-b", "1G", "-l", "1400", "-t", "2", "-c", "s0"])
+        });
         std::thread::sleep(std::time::Duration::from_millis(800));
         // SAFETY: signals to the lab's controller process.
         unsafe { libc::kill(pid, libc::SIGSTOP) };
@@ -90,16 +124,38 @@ fn overload_is_judged_from_measured_lateness() {
         unsafe { libc::kill(pid, libc::SIGCONT) };
     });
     std::thread::sleep(std::time::Duration::from_millis(1500));
-    let ip = std::process::Command::new("nsenter").args(["--net=/run/vemu/t-fidelity/plane", "ip", "-s", "-j", "link", "show"]).output().unwrap();
+    let ip = std::process::Command::new("nsenter")
+        .args(["--net=/run/vemu/t-fidelity/plane", "ip", "-s", "-j", "link", "show"])
+        .output()
+        .unwrap();
     assert!(ip.status.success(), "{}", text(&ip));
     let ip: serde_json::Value = serde_json::from_slice(&ip.stdout).unwrap();
-    let dev = |name: &str| ip.as_array().unwrap().iter().find(|d| d["ifname"] == name).unwrap_or_else(|| panic!("no {name} in the plane"))["stats64"].clone();
-    let kernel = dev("t0a")["tx"]["dropped"].as_u64().unwrap() + dev("v0a")["rx"]["dropped"].as_u64().unwrap();
+    let dev = |name: &str| {
+        ip.as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["ifname"] == name)
+            .unwrap_or_else(|| panic!("no {name} in the plane"))["stats64"]
+            .clone()
+    };
+    let kernel = dev("t0a")["tx"]["dropped"].as_u64().unwrap()
+        + dev("v0a")["rx"]["dropped"].as_u64().unwrap();
     let f = lab.status()["fidelity"].clone();
-    eprintln!("flood: the kernel dropped {kernel} frames on their way from c0 to the engine; vemu: {}", f["taps_affected"]);
-    assert!(kernel > 1000, "0.3 s of 1 Gbit/s without the engine reading: only {kernel} frames dropped");
+    eprintln!(
+        "flood: the kernel dropped {kernel} frames on their way from c0 to the engine; vemu: {}",
+        f["taps_affected"]
+    );
+    assert!(
+        kernel > 1000,
+        "0.3 s of 1 Gbit/s without the engine reading: only {kernel} frames dropped"
+    );
     assert_eq!(f["tap_dropped"].as_u64(), Some(kernel), "{f}");
-    let c0 = f["taps_affected"].as_array().unwrap().iter().find(|t| t["port"] == "c0:eth0").expect("c0:eth0 named");
+    let c0 = f["taps_affected"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["port"] == "c0:eth0")
+        .expect("c0:eth0 named");
     assert_eq!(c0["dropped"].as_u64(), Some(kernel), "{c0}");
 }
 
@@ -116,9 +172,16 @@ fn a_dead_engine_shard_is_reported_and_the_lab_still_comes_down() {
     let f = &st["fidelity"];
     assert_eq!(f["verdict"], "invalid", "{f}");
     let faults = f["engine_faults"].as_array().unwrap();
-    assert!(faults.iter().any(|x| x.as_str().unwrap().contains("engine shard 0 died: injected fault")), "{faults:?}");
+    assert!(
+        faults.iter().any(|x| x.as_str().unwrap().contains("engine shard 0 died: injected fault")),
+        "{faults:?}"
+    );
     let o = lab.vemu(&["status"]);
-    assert!(text(&o).contains("engine shard 0 died") && text(&o).contains("no longer forward"), "{}", text(&o));
+    assert!(
+        text(&o).contains("engine shard 0 died") && text(&o).contains("no longer forward"),
+        "{}",
+        text(&o)
+    );
 }
 
 /// Issue 20: an engine slow to read its input queues writes every frame on time after
@@ -147,7 +210,10 @@ fn frames_kept_waiting_in_the_input_queues_are_seen() {
     assert!(n >= 40, "{n}");
     assert_eq!(verdict, "invalid", "{f}");
     let a = &f["affected"][0];
-    assert!(a["input_late_probes"].as_u64().unwrap() * 2 > a["input_probes"].as_u64().unwrap(), "{a}");
+    assert!(
+        a["input_late_probes"].as_u64().unwrap() * 2 > a["input_probes"].as_u64().unwrap(),
+        "{a}"
+    );
     assert!(a["p99_input_wait_ns"].as_u64().unwrap() >= 2_000_000, "{a}");
     assert!(text(&lab.vemu(&["status"])).contains("input queue: p99"), "the status says why");
 }
@@ -167,7 +233,14 @@ fn a_links_delay_absorbs_the_time_frames_wait_to_be_read() {
     lab.exec("a", &["ping", "-c", "3", "-i", "0.2", "-W", "2", "b"]);
     let o = lab.exec("a", &["ping", "-q", "-c", "100", "-i", "0.05", "-W", "3", "b"]);
     let out = String::from_utf8_lossy(&o.stdout).to_string();
-    let rtt: Vec<f64> = out.lines().find(|l| l.starts_with("rtt")).and_then(|l| l.split('=').nth(1)).map(|v| v.trim().split(' ').next().unwrap().split('/').map(|x| x.parse().unwrap()).collect()).unwrap_or_else(|| panic!("{out}"));
+    let rtt: Vec<f64> = out
+        .lines()
+        .find(|l| l.starts_with("rtt"))
+        .and_then(|l| l.split('=').nth(1))
+        .map(|v| {
+            v.trim().split(' ').next().unwrap().split('/').map(|x| x.parse().unwrap()).collect()
+        })
+        .unwrap_or_else(|| panic!("{out}"));
     let (min, avg) = (rtt[0], rtt[1]);
     eprintln!("5 ms each way, every read 2 ms late: RTT min {min:.3} avg {avg:.3} ms");
     assert!(out.contains(" 0% packet loss"), "{out}");
@@ -176,16 +249,31 @@ fn a_links_delay_absorbs_the_time_frames_wait_to_be_read() {
     let st = lab.status();
     for dir in ["forward", "reverse"] {
         let s = &st["links"][0][dir]["stats"];
-        let hist: Vec<u64> = s["input_wait_hist"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
+        let hist: Vec<u64> =
+            s["input_wait_hist"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
         assert!(hist.iter().sum::<u64>() >= 20, "{dir}: the input queue was probed ({hist:?})");
-        assert!(s["input_wait_max_ns"].as_u64().unwrap() >= 1_500_000, "{dir}: the probes waited for the stalled reads");
+        assert!(
+            s["input_wait_max_ns"].as_u64().unwrap() >= 1_500_000,
+            "{dir}: the probes waited for the stalled reads"
+        );
         // Buckets of the delay histogram: ..., 9 = up to 1 ms, 10 = up to 2 ms, ...
         // Unabsorbed, nearly every probe would sit in bucket 10 (2 ms of wait); absorbed,
         // only one the scheduler held beyond the stall (the shard's thread preempted on
         // a loaded 2-core machine: 1 of 54 once in CI) may wait past the delay.
         let beyond: u64 = hist[10..].iter().sum();
-        assert!(beyond * 10 <= hist.iter().sum::<u64>(), "{dir}: probes' waits beyond the 5 ms of delay ({hist:?})");
+        assert!(
+            beyond * 10 <= hist.iter().sum::<u64>(),
+            "{dir}: probes' waits beyond the 5 ms of delay ({hist:?})"
+        );
     }
     let f = &st["fidelity"];
-    assert!(f["affected"].as_array().unwrap().iter().all(|a| a["input_late_probes"].as_u64().unwrap() * 10 <= a["input_probes"].as_u64().unwrap()), "{f}");
+    assert!(
+        f["affected"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|a| a["input_late_probes"].as_u64().unwrap() * 10
+                <= a["input_probes"].as_u64().unwrap()),
+        "{f}"
+    );
 }

@@ -19,11 +19,14 @@ fn lan_of_50_hosts_everyone_reaches_everyone() {
     y += "]\n";
     let lab = Lab::up("t-lan50", &y);
     let s = lab.status();
-    let all: Vec<(String, Vec<String>)> =
-        (1..=n).map(|i| format!("h{i}")).map(|h| (h.clone(), [lab.addrs(&s, &h, false), lab.addrs(&s, &h, true)].concat())).collect();
+    let all: Vec<(String, Vec<String>)> = (1..=n)
+        .map(|i| format!("h{i}"))
+        .map(|h| (h.clone(), [lab.addrs(&s, &h, false), lab.addrs(&s, &h, true)].concat()))
+        .collect();
     let mut pairs = 0;
     for (h, _) in &all {
-        let targets: Vec<String> = all.iter().filter(|(o, _)| o != h).flat_map(|(_, a)| a.clone()).collect();
+        let targets: Vec<String> =
+            all.iter().filter(|(o, _)| o != h).flat_map(|(_, a)| a.clone()).collect();
         let missing = lab.wait_reachable(h, &targets, 20.0);
         assert!(missing.is_empty(), "{h} cannot reach {missing:?}");
         pairs += targets.len();
@@ -35,7 +38,11 @@ fn lan_of_50_hosts_everyone_reaches_everyone() {
     let fast = std::env::var("VEMU_FAST_PATH").map_or(true, |v| v != "off");
     for m in seg["members"].as_array().unwrap() {
         assert_eq!(m["egress"]["stats"]["kernel_path"].as_bool(), Some(fast), "{m}");
-        assert!(m["egress"]["stats"]["rx_frames"].as_u64().unwrap() > 0 && m["ingress"]["stats"]["tx_frames"].as_u64().unwrap() > 0, "{m}");
+        assert!(
+            m["egress"]["stats"]["rx_frames"].as_u64().unwrap() > 0
+                && m["ingress"]["stats"]["tx_frames"].as_u64().unwrap() > 0,
+            "{m}"
+        );
     }
 }
 
@@ -43,7 +50,10 @@ fn lan_of_50_hosts_everyone_reaches_everyone() {
 fn capture(lab: &str, node: &str, filter: &str, seconds: u32) -> std::process::Child {
     let t = seconds.to_string();
     Command::new(env!("CARGO_BIN_EXE_vemu"))
-        .args(["exec", "--lab", lab, node, "--", "timeout", "-s", "INT", &t, "tcpdump", "-n", "-i", "any", "-c", "1", filter])
+        .args([
+            "exec", "--lab", lab, node, "--", "timeout", "-s", "INT", &t, "tcpdump", "-n", "-i",
+            "any", "-c", "1", filter,
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -75,14 +85,28 @@ segments:
     let lab = Lab::up("t-bcast", y);
     // Who-has for an address nobody has (ARP broadcast), and neighbour solicitation
     // for one (IPv6 multicast).
-    for (filter, probe) in [("arp host 10.1.0.200", "ping -c 2 -W 1 10.1.0.200"), ("icmp6 and ip6[40] == 135 and ip6[48:4] == 0xfd010000 and ip6[60:4] == 0xc8", "ping -c 2 -W 1 fd01::c8")] {
-        let caps: Vec<(&str, std::process::Child)> = ["b", "c", "r", "d", "o"].iter().map(|n| (*n, capture("t-bcast", n, filter, 4))).collect();
+    for (filter, probe) in [
+        ("arp host 10.1.0.200", "ping -c 2 -W 1 10.1.0.200"),
+        (
+            "icmp6 and ip6[40] == 135 and ip6[48:4] == 0xfd010000 and ip6[60:4] == 0xc8",
+            "ping -c 2 -W 1 fd01::c8",
+        ),
+    ] {
+        let caps: Vec<(&str, std::process::Child)> = ["b", "c", "r", "d", "o"]
+            .iter()
+            .map(|n| (*n, capture("t-bcast", n, filter, 4)))
+            .collect();
         std::thread::sleep(Duration::from_millis(1500));
         lab.sh("a", probe);
         for (node, c) in caps {
             let seen = captured(c);
             let expect = ["b", "c", "r"].contains(&node);
-            assert_eq!(seen, expect, "{filter}: node {node} {} it", if seen { "saw" } else { "did not see" });
+            assert_eq!(
+                seen,
+                expect,
+                "{filter}: node {node} {} it",
+                if seen { "saw" } else { "did not see" }
+            );
         }
     }
     // d, alone in VLAN 2, never received a frame; the link beyond r carried no broadcast.
@@ -95,7 +119,12 @@ segments:
 /// Frames the members sent into the LAN (on either path: the engine's switch or the
 /// kernel's bridge).
 fn frames_through_switch(lab: &Lab) -> u64 {
-    lab.status()["segments"][0]["members"].as_array().unwrap().iter().map(|m| m["egress"]["stats"]["rx_frames"].as_u64().unwrap()).sum()
+    lab.status()["segments"][0]["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["egress"]["stats"]["rx_frames"].as_u64().unwrap())
+        .sum()
 }
 
 /// `addressing: {ipv6: none}` means no IPv6 on the nodes' interfaces: a quiet LAN stays
@@ -104,10 +133,17 @@ fn frames_through_switch(lab: &Lab) -> u64 {
 #[test]
 fn ipv6_none_sends_no_ipv6() {
     let _g = serial();
-    let y = |name: &str, v6: &str| format!("name: {name}\naddressing: {{ipv6: {v6}}}\nnodes: {{a: {{}}, b: {{}}, c: {{}}}}\nsegments:\n  s: {{members: [a, b, c]}}\n");
+    let y = |name: &str, v6: &str| {
+        format!("name: {name}\naddressing: {{ipv6: {v6}}}\nnodes: {{a: {{}}, b: {{}}, c: {{}}}}\nsegments:\n  s: {{members: [a, b, c]}}\n")
+    };
     let lab = Lab::up("t-nov6", &y("t-nov6", "none"));
     std::thread::sleep(Duration::from_secs(3));
-    assert_eq!(frames_through_switch(&lab), 0, "frames crossed a quiet IPv4-only LAN: {}", lab.status()["segments"][0]);
+    assert_eq!(
+        frames_through_switch(&lab),
+        0,
+        "frames crossed a quiet IPv4-only LAN: {}",
+        lab.status()["segments"][0]
+    );
     let (code, addrs) = lab.sh("a", "ip -6 addr show dev eth0");
     assert_eq!((code, addrs.trim()), (0, ""), "eth0 has IPv6");
     let (_, lo) = lab.sh("a", "ip -6 addr show dev lo");
@@ -184,14 +220,21 @@ fn the_first_ping_after_up_is_answered_at_once() {
         let lab = Lab::up("t-lan300", &y);
         for cmd in ["ping", "ping6"] {
             let o = lab.exec("h0", &[cmd, "-c", "1", "-W", "1", &format!("h{}", n - 1)]);
-            assert!(o.status.success(), "snooping {snooping}: the first {cmd} was not answered within 1 s: {}", text(&o));
+            assert!(
+                o.status.success(),
+                "snooping {snooping}: the first {cmd} was not answered within 1 s: {}",
+                text(&o)
+            );
             let (_, _, rtt) = parse_ping(&String::from_utf8_lossy(&o.stdout));
             eprintln!("snooping {snooping}: first {cmd} h0 -> h{}: {rtt:.3} ms", n - 1);
             assert!(rtt < 100.0, "snooping {snooping}: the first {cmd} took {rtt} ms");
         }
         let st = &lab.status()["segments"][0]["stats"];
         if snooping == "querier" {
-            assert!(st["flooded"].as_u64().unwrap() < 100, "with the switch as querier little floods: {st}");
+            assert!(
+                st["flooded"].as_u64().unwrap() < 100,
+                "with the switch as querier little floods: {st}"
+            );
         }
     }
 }
@@ -218,11 +261,14 @@ fn send_to_group(lab: &Lab) -> (String, u64) {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(1500));
-    let b_port = |lab: &Lab| lab.status()["segments"][0]["members"][1]["ingress"]["stats"]["tx_frames"].as_u64().unwrap();
+    let b_port = |lab: &Lab| {
+        lab.status()["segments"][0]["members"][1]["ingress"]["stats"]["tx_frames"].as_u64().unwrap()
+    };
     let before = b_port(lab);
     let o = lab.exec("c", &["python3", "-c", SEND]);
     assert!(o.status.success(), "{}", text(&o));
-    let got = String::from_utf8_lossy(&receiver.wait_with_output().unwrap().stdout).trim().to_string();
+    let got =
+        String::from_utf8_lossy(&receiver.wait_with_output().unwrap().stdout).trim().to_string();
     (got, b_port(lab) - before)
 }
 
@@ -238,7 +284,10 @@ fn multicast_reaches_the_nodes_that_joined_only() {
         assert_eq!(got, "20", "{name}: the member received {got} of 20");
         eprintln!("{name}: a received 20, b's port carried {to_b} frames");
         if expect_b {
-            assert!(to_b >= 20, "{name}: without snooping b's port carries the group's frames ({to_b})");
+            assert!(
+                to_b >= 20,
+                "{name}: without snooping b's port carries the group's frames ({to_b})"
+            );
         } else {
             assert_eq!(to_b, 0, "{name}: b did not join, yet its port carried {to_b} frames");
             assert!(lab.status()["segments"][0]["stats"]["multicast"].as_u64().unwrap() >= 20);
@@ -265,7 +314,10 @@ fn on_the_air_a_groups_frames_reach_the_nodes_that_joined_only() {
         assert_eq!(got, "20", "{name}: the member received {got} of 20");
         if snooping == "on" {
             assert!(to_b <= 2, "{name}: b did not join, yet its port carried {to_b} frames");
-            assert!(filtered >= 20, "{name}: the group's 20 frames were held back from b ({filtered})");
+            assert!(
+                filtered >= 20,
+                "{name}: the group's 20 frames were held back from b ({filtered})"
+            );
         } else {
             assert!(to_b >= 20, "{name}: without the filter b takes the group's frames ({to_b})");
             assert_eq!(filtered, 0);
@@ -293,7 +345,10 @@ fn a_kernel_switched_lan_snoops_too() {
         if to_b <= 1 {
             break;
         }
-        assert!(t.elapsed() < Duration::from_secs(30), "the bridge still floods group data to b after 30 s");
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "the bridge still floods group data to b after 30 s"
+        );
     }
     drop(lab);
     let lab = multicast_lab("t-knosnoop", "off", &[]);
@@ -313,13 +368,25 @@ fn an_engine_switched_lan_writes_a_broadcast_once_and_keeps_each_ports_order() {
     let y = "name: t-fan\naddressing: {ipv6: none}\nnodes:\n  a: {}\n  b: {sysctl: {net.ipv4.icmp_echo_ignore_broadcasts: '0'}}\n  c: {sysctl: {net.ipv4.icmp_echo_ignore_broadcasts: '0'}}\n  d: {sysctl: {net.ipv4.icmp_echo_ignore_broadcasts: '0'}}\nsegments:\n  lan: {ipv4: 10.7.0.0/24, delay: 1ms, snooping: off, members: [a, b, c, d]}\n";
     let lab = Lab::up("t-fan", y);
     let st = lab.status();
-    assert_eq!(st["segments"][0]["members"][0]["egress"]["stats"]["kernel_path"], false, "the engine switches it");
+    assert_eq!(
+        st["segments"][0]["members"][0]["egress"]["stats"]["kernel_path"], false,
+        "the engine switches it"
+    );
     let fanned = || {
         // (/proc/net/dev is the reader's network namespace's.)
-        let out = std::process::Command::new("nsenter").args(["--net=/run/vemu/t-fan/plane", "cat", "/proc/net/dev"]).output().unwrap();
-        let dev = String::from_utf8_lossy(&out.stdout).lines().find(|l| l.trim_start().starts_with("fo0:")).map(str::to_string);
+        let out = std::process::Command::new("nsenter")
+            .args(["--net=/run/vemu/t-fan/plane", "cat", "/proc/net/dev"])
+            .output()
+            .unwrap();
+        let dev = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find(|l| l.trim_start().starts_with("fo0:"))
+            .map(str::to_string);
         let dev = dev.unwrap_or_else(|| panic!("no fan-out device in the plane: {}", text(&out)));
-        dev.split_whitespace().nth(2).and_then(|p| p.parse::<u64>().ok()).unwrap_or_else(|| panic!("{dev}"))
+        dev.split_whitespace()
+            .nth(2)
+            .and_then(|p| p.parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("{dev}"))
     };
     let before = fanned();
     // 20 broadcast pings from a: b, c and d answer each (replies are unicast).
@@ -327,19 +394,44 @@ fn an_engine_switched_lan_writes_a_broadcast_once_and_keeps_each_ports_order() {
     assert_eq!(code, 0, "{out}");
     // (ping counts the first reply to each as received, the others as duplicates; it
     // ends at the last reply to the last, before the last two duplicates.)
-    let dups: u32 = out.split("+").nth(1).and_then(|r| r.split_whitespace().next()).and_then(|n| n.parse().ok()).unwrap_or(0);
-    assert!(out.contains("20 received") && dups >= 38, "every broadcast reached all three others: {out}");
-    assert!(fanned() >= before + 20, "{} broadcasts written to the fan-out device", fanned() - before);
+    let dups: u32 = out
+        .split("+")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(
+        out.contains("20 received") && dups >= 38,
+        "every broadcast reached all three others: {out}"
+    );
+    assert!(
+        fanned() >= before + 20,
+        "{} broadcasts written to the fan-out device",
+        fanned() - before
+    );
     // A burst: 3000 datagrams from a, numbered, every third to b alone, the rest to the
     // LAN's broadcast address; b, c and d each record what they receive.
     let recv = "import socket, sys\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ns.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)\ns.bind(('0.0.0.0', 7000))\ns.settimeout(2)\nprint('ready', flush=True)\ngot = []\ntry:\n    while True:\n        got.append(int(s.recv(64)))\nexcept socket.timeout:\n    pass\nprint(' '.join(map(str, got)))\n";
     let mut rx: Vec<(&str, std::process::Child)> = ["b", "c", "d"]
         .iter()
-        .map(|n| (*n, std::process::Command::new(env!("CARGO_BIN_EXE_vemu")).args(["exec", "--lab", "t-fan", n, "--", "python3", "-c", recv]).stdout(std::process::Stdio::piped()).spawn().unwrap()))
+        .map(|n| {
+            (
+                *n,
+                std::process::Command::new(env!("CARGO_BIN_EXE_vemu"))
+                    .args(["exec", "--lab", "t-fan", n, "--", "python3", "-c", recv])
+                    .stdout(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap(),
+            )
+        })
         .collect();
     for (_, c) in &mut rx {
         let mut line = String::new();
-        std::io::BufRead::read_line(&mut std::io::BufReader::new(c.stdout.as_mut().unwrap()), &mut line).unwrap();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(c.stdout.as_mut().unwrap()),
+            &mut line,
+        )
+        .unwrap();
         assert_eq!(line.trim(), "ready");
     }
     let send = "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ns.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)\nfor i in range(3000):\n    s.sendto(str(i).encode(), ('10.7.0.2' if i % 3 == 0 else '10.7.0.255', 7000))\n";
@@ -347,7 +439,13 @@ fn an_engine_switched_lan_writes_a_broadcast_once_and_keeps_each_ports_order() {
     assert_eq!(code, 0, "{out}");
     for (node, c) in rx {
         let out = c.wait_with_output().unwrap();
-        let got: Vec<u64> = String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or("").split_whitespace().map(|x| x.parse().unwrap()).collect();
+        let got: Vec<u64> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .last()
+            .unwrap_or("")
+            .split_whitespace()
+            .map(|x| x.parse().unwrap())
+            .collect();
         assert!(got.windows(2).all(|w| w[0] < w[1]), "{node} received out of order: {got:?}");
         // (A few may be lost to a full receive queue; b also gets the unicast third.)
         let want = if node == "b" { 3000 } else { 2000 };

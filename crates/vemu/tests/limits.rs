@@ -26,7 +26,10 @@ fn a_node_gets_the_cpu_memory_and_processes_it_is_given() {
     let _g = serial();
     let lab = Lab::up("t-limits", LAB);
     let st = lab.status();
-    assert_eq!(st["nodes"][0]["limits"], serde_json::json!({"cpu_cores": 0.25, "memory_bytes": 64 << 20, "pids": 40}));
+    assert_eq!(
+        st["nodes"][0]["limits"],
+        serde_json::json!({"cpu_cores": 0.25, "memory_bytes": 64 << 20, "pids": 40})
+    );
 
     // A busy loop limited to a quarter of a core uses a quarter of a core.
     let cores = busy_cores(&lab, "a", 3.0);
@@ -55,10 +58,17 @@ fn a_node_gets_the_cpu_memory_and_processes_it_is_given() {
     assert!(text(&o).contains("survived"), "no memory limit any more: {}", text(&o));
     // Bad values are refused with the reason, and change nothing.
     let o = lab.vemu(&["node", "set", "a", "--cpu", "0"]);
-    assert!(!o.status.success() && text(&o).contains("cpu must be 0.01 to 1024 cores"), "{}", text(&o));
+    assert!(
+        !o.status.success() && text(&o).contains("cpu must be 0.01 to 1024 cores"),
+        "{}",
+        text(&o)
+    );
     let o = lab.vemu(&["node", "set", "nobody", "--pids", "3"]);
     assert!(!o.status.success() && text(&o).contains("no node named 'nobody'"), "{}", text(&o));
-    assert_eq!(lab.status()["nodes"][0]["limits"], serde_json::json!({"cpu_cores": 0.5, "pids": 40}));
+    assert_eq!(
+        lab.status()["nodes"][0]["limits"],
+        serde_json::json!({"cpu_cores": 0.5, "pids": 40})
+    );
     // A node without limits is accounted too.
     lab.sh("b", "timeout 0.5 sh -c 'while :; do :; done'; true");
     assert!(cpu_s(&lab, "b") > 0.1);
@@ -75,7 +85,10 @@ fn a_node_gets_the_cpu_memory_and_processes_it_is_given() {
     for h in ["cpu", "cpuacct", "memory", "pids"] {
         let d = std::path::Path::new("/sys/fs/cgroup").join(h).join("vemu/t-limits");
         assert!(!d.exists(), "{} left after down", d.display());
-        assert!(!d.parent().unwrap().exists(), "vemu/ left in the {h} hierarchy with no lab running");
+        assert!(
+            !d.parent().unwrap().exists(),
+            "vemu/ left in the {h} hierarchy with no lab running"
+        );
     }
 }
 
@@ -89,9 +102,15 @@ fn a_node_without_a_pids_limit_is_capped_and_a_fork_bomb_stays_in_it() {
     let _g = serial();
     let lab = Lab::up("t-bomb", "name: t-bomb\naddressing: {ipv6: none}\nnodes:\n  a: {}\n  b: {}\nlinks:\n  - {endpoints: [a, b]}\n");
     let pids = std::path::Path::new("/sys/fs/cgroup/pids/vemu");
-    let read = |p: std::path::PathBuf| std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display())).trim().to_string();
+    let read = |p: std::path::PathBuf| {
+        std::fs::read_to_string(&p)
+            .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+            .trim()
+            .to_string()
+    };
     let max = |s: String| s.parse::<u64>().unwrap_or(u64::MAX);
-    let machine = max(read("/proc/sys/kernel/pid_max".into())).min(max(read("/proc/sys/kernel/threads-max".into())));
+    let machine = max(read("/proc/sys/kernel/pid_max".into()))
+        .min(max(read("/proc/sys/kernel/threads-max".into())));
     // (A node's cgroups are made with its first process.) 3000 sleeps, for a while.
     lab.sh("a", "(timeout -s KILL 8 sh -c 'for i in $(seq 3000); do sleep 20 2>/dev/null & done' >/dev/null 2>&1 &); true");
     for level in [pids.to_path_buf(), pids.join("t-bomb")] {
@@ -108,7 +127,10 @@ fn a_node_without_a_pids_limit_is_capped_and_a_fork_bomb_stays_in_it() {
         most
     };
     let most = peak(5);
-    assert!((900..=1024).contains(&most), "{most} processes in a node without pids: (default cap 1024)");
+    assert!(
+        (900..=1024).contains(&most),
+        "{most} processes in a node without pids: (default cap 1024)"
+    );
     let stop = |what: &str| {
         for verb in ["stop", "start"] {
             let o = lab.vemu(&["node", verb, "a"]);
@@ -122,7 +144,12 @@ fn a_node_without_a_pids_limit_is_capped_and_a_fork_bomb_stays_in_it() {
     assert!(most <= 1024, "{most} processes in the bombed node");
     // The controller, the machine and the other node keep answering meanwhile.
     let st = lab.status();
-    assert!(st["nodes"].as_array().unwrap().iter().any(|n| n["name"] == "a" && n["usage"]["processes"].as_u64().is_some_and(|p| p <= 1024)), "{st}");
+    assert!(
+        st["nodes"].as_array().unwrap().iter().any(
+            |n| n["name"] == "a" && n["usage"]["processes"].as_u64().is_some_and(|p| p <= 1024)
+        ),
+        "{st}"
+    );
     assert!(std::process::Command::new("true").status().unwrap().success());
     let o = lab.exec("b", &["true"]);
     assert!(o.status.success(), "{}", text(&o));
@@ -140,16 +167,24 @@ fn a_nodes_log_is_capped_and_private() {
     use std::os::unix::fs::PermissionsExt;
     let _g = serial();
     let lab = Lab::up("t-logs", "name: t-logs\nlogs: 1MiB\naddressing: {ipv6: none}\nnodes:\n  a: {run: [\"head -c 20000000 /dev/zero | tr '\\\\0' x; echo the-end\"]}\n");
-    let (log, old) = (std::path::Path::new("/var/log/vemu/t-logs/a.log"), std::path::Path::new("/var/log/vemu/t-logs/a.log.1"));
+    let (log, old) = (
+        std::path::Path::new("/var/log/vemu/t-logs/a.log"),
+        std::path::Path::new("/var/log/vemu/t-logs/a.log.1"),
+    );
     let size = |p: &std::path::Path| std::fs::metadata(p).map_or(0, |m| m.len());
     let t0 = std::time::Instant::now();
-    while !(size(old) > 0 && size(log) <= 1 << 20) && t0.elapsed() < std::time::Duration::from_secs(20) {
+    while !(size(old) > 0 && size(log) <= 1 << 20)
+        && t0.elapsed() < std::time::Duration::from_secs(20)
+    {
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
     assert_eq!(size(old), 1 << 20, "the log's last MiB kept beside it");
     assert!(size(log) <= 1 << 20, "{} bytes in the log", size(log));
     let kept = std::fs::read(old).unwrap();
-    assert!(kept.iter().filter(|&&b| b != b'x').count() <= 256, "the end of what the node printed (x..., the-end, its exit)");
+    assert!(
+        kept.iter().filter(|&&b| b != b'x').count() <= 256,
+        "the end of what the node printed (x..., the-end, its exit)"
+    );
     for p in [log, old] {
         let mode = std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode & 0o007, 0, "{} is mode {mode:o}", p.display());
@@ -157,10 +192,16 @@ fn a_nodes_log_is_capped_and_private() {
     let said = std::fs::read_to_string(log).unwrap_or_default();
     assert!(said.contains("the log passed 1048576 bytes"), "{said}");
     drop(lab);
-    let o = vemu(&["check", write_scenario("t-logs2", "logs: 10KiB\nnodes: {a: {}}\n").to_str().unwrap()]);
-    assert!(!o.status.success() && text(&o).contains("logs must be at least 64KiB"), "{}", text(&o));
+    let o = vemu(&[
+        "check",
+        write_scenario("t-logs2", "logs: 10KiB\nnodes: {a: {}}\n").to_str().unwrap(),
+    ]);
+    assert!(
+        !o.status.success() && text(&o).contains("logs must be at least 64KiB"),
+        "{}",
+        text(&o)
+    );
 }
-
 
 /// Audit (issue 39): a process of a node with `pids: 30` mounted the pids hierarchy and
 /// moved itself to its root, out of the limit. Each node process has a cgroup namespace
@@ -168,7 +209,8 @@ fn a_nodes_log_is_capped_and_private() {
 #[test]
 fn a_node_cannot_move_out_of_its_cgroups() {
     let _g = serial();
-    let lab = Lab::up("t-cgns", "name: t-cgns\naddressing: {ipv6: none}\nnodes:\n  a: {pids: 30}\n");
+    let lab =
+        Lab::up("t-cgns", "name: t-cgns\naddressing: {ipv6: none}\nnodes:\n  a: {pids: 30}\n");
     // The audit's escape, then as many processes as it can make (python: a shell
     // exits when a fork fails).
     let fork = "import os, time\nn = 0\nfor i in range(60):\n    try:\n        if os.fork() == 0:\n            time.sleep(3); os._exit(0)\n        n += 1\n    except OSError:\n        pass\nprint('forked', n)";
@@ -176,7 +218,8 @@ fn a_node_cannot_move_out_of_its_cgroups() {
     eprintln!("{out}");
     // What it mounted is its own subtree: the node's limit at its root, and it stays under it.
     assert!(out.contains("max=30"), "pids.max at the mount's root: {out} (exit {code})");
-    let procs: u64 = out.split("forked ").nth(1).and_then(|v| v.trim().parse().ok()).unwrap_or(u64::MAX);
+    let procs: u64 =
+        out.split("forked ").nth(1).and_then(|v| v.trim().parse().ok()).unwrap_or(u64::MAX);
     assert!(procs <= 30, "{procs} processes under pids: 30 after the escape attempt");
 }
 
@@ -217,7 +260,10 @@ links:
   - endpoints: [a, b]
 "#;
     let lab = Lab::up_with("t-tenant", yaml, &[], &["--tenant", "none"]);
-    assert!(lab.wait_reachable("a", &["10.255.0.2".to_string()], 60.0).is_empty(), "OSPF in confined nodes: b's loopback unreachable from a");
+    assert!(
+        lab.wait_reachable("a", &["10.255.0.2".to_string()], 60.0).is_empty(),
+        "OSPF in confined nodes: b's loopback unreachable from a"
+    );
     let _ = std::fs::remove_file("/tmp/vemu-tenant-tmp");
     let script = r#"
         fail() { echo "ESCAPED: $1"; }
@@ -242,7 +288,10 @@ links:
     "#;
     let (code, out) = lab.sh("a", script);
     assert_eq!((code, out.trim()), (0, "done"), "{out}");
-    assert!(!std::path::Path::new("/usr/vemu-tenant-x").exists() && !std::path::Path::new("/tmp/vemu-tenant-tmp").exists());
+    assert!(
+        !std::path::Path::new("/usr/vemu-tenant-x").exists()
+            && !std::path::Path::new("/tmp/vemu-tenant-tmp").exists()
+    );
     let o = lab.exec("a", &["vtysh", "-c", "show ip ospf neighbor"]);
     assert!(text(&o).contains("Full"), "{}", text(&o));
     drop(lab);
@@ -252,8 +301,19 @@ links:
     // script overwrote the machine's /etc/hosts).
     let owner = Lab::up("t-tenant", "nodes: {a: {}}\n");
     let (_, out) = owner.sh("a", script);
-    for what in ["unmounted", "made a mount namespace", "mounted", "made a device", "wrote a kernel setting", "wrote /sys", "has capability 16"] {
-        assert!(out.contains(&format!("ESCAPED: {what}")), "the check of '{what}' cannot fail: {out}");
+    for what in [
+        "unmounted",
+        "made a mount namespace",
+        "mounted",
+        "made a device",
+        "wrote a kernel setting",
+        "wrote /sys",
+        "has capability 16",
+    ] {
+        assert!(
+            out.contains(&format!("ESCAPED: {what}")),
+            "the check of '{what}' cannot fail: {out}"
+        );
     }
     let _ = std::fs::remove_file("/usr/vemu-tenant-x");
     let _ = std::fs::remove_file("/tmp/vemu-tenant-tmp");

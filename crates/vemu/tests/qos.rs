@@ -18,7 +18,10 @@ links:
 ";
 
 fn rtts(out: &str) -> Vec<f64> {
-    out.lines().filter_map(|l| l.split("time=").nth(1)).filter_map(|t| t.split_whitespace().next()?.parse().ok()).collect()
+    out.lines()
+        .filter_map(|l| l.split("time=").nth(1))
+        .filter_map(|t| t.split_whitespace().next()?.parse().ok())
+        .collect()
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -42,11 +45,21 @@ fn ef_keeps_its_delay_while_best_effort_tcp_fills_the_link() {
     let parts: Vec<&str> = out.split("====").collect();
     assert_eq!(parts.len(), 3, "{out}");
     let (mut ef, mut be) = (rtts(parts[0]), rtts(parts[1]));
-    assert!(ef.len() >= 45 && be.len() >= 30, "pings answered: EF {} BE {}\n{out}", ef.len(), be.len());
+    assert!(
+        ef.len() >= 45 && be.len() >= 30,
+        "pings answered: EF {} BE {}\n{out}",
+        ef.len(),
+        be.len()
+    );
     let (ef_med, be_med) = (median(&mut ef), median(&mut be));
-    let iperf: serde_json::Value = serde_json::from_str(parts[2].trim()).unwrap_or_else(|_| panic!("iperf3: {}", parts[2]));
+    let iperf: serde_json::Value =
+        serde_json::from_str(parts[2].trim()).unwrap_or_else(|_| panic!("iperf3: {}", parts[2]));
     let goodput = iperf["end"]["sum_received"]["bits_per_second"].as_f64().unwrap();
-    eprintln!("EF median {ef_med} ms (max {:.2}), BE median {be_med} ms, TCP {:.2} Mbit/s", ef.last().unwrap(), goodput / 1e6);
+    eprintln!(
+        "EF median {ef_med} ms (max {:.2}), BE median {be_med} ms, TCP {:.2} Mbit/s",
+        ef.last().unwrap(),
+        goodput / 1e6
+    );
     // The round trip is 10 ms of delay plus, per direction, at most one full frame ahead
     // on the wire (1.2 ms at 10 Mbit/s); the rest is the machine's scheduling slack.
     assert!(ef_med < 16.0, "EF median {ef_med} ms");
@@ -66,7 +79,15 @@ fn ef_keeps_its_delay_while_best_effort_tcp_fills_the_link() {
     let o = lab.vemu(&["link", "set", "a:b", "--qos", "none"]);
     assert!(o.status.success(), "{}", text(&o));
     assert!(lab.status()["links"][0]["forward"]["stats"]["classes"].as_array().is_none());
-    let o = lab.vemu(&["link", "set", "a:b", "--direction", "forward", "--qos", "[{name: ef, match: {dscp: EF}, priority: 0}, {name: rest}]"]);
+    let o = lab.vemu(&[
+        "link",
+        "set",
+        "a:b",
+        "--direction",
+        "forward",
+        "--qos",
+        "[{name: ef, match: {dscp: EF}, priority: 0}, {name: rest}]",
+    ]);
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(lab.ping("a", "10.0.0.2", 5, 0.1).1, 5);
     let st = lab.status();

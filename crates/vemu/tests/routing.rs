@@ -48,7 +48,23 @@ fn frr_ospf_ring_converges_and_reroutes_around_a_failed_link() {
 
     // Ping r4 every 10 ms while the r2-r3 link fails under it.
     let ping = Command::new(env!("CARGO_BIN_EXE_vemu"))
-        .args(["exec", "--lab", "t-frr", "r1", "--", "ping", "-D", "-n", "-i", "0.01", "-c", "800", "-W", "1", "10.255.0.4"])
+        .args([
+            "exec",
+            "--lab",
+            "t-frr",
+            "r1",
+            "--",
+            "ping",
+            "-D",
+            "-n",
+            "-i",
+            "0.01",
+            "-c",
+            "800",
+            "-W",
+            "1",
+            "10.255.0.4",
+        ])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -90,7 +106,9 @@ fn bird_ospf_ring_converges() {
     let lab = Lab::up_file("t-bird", "examples/bird-ospf-ring.yaml");
     let t4 = assert_all_reachable(&lab, "r1", &loopbacks(10, false), 90.0);
     let t6 = assert_all_reachable(&lab, "r1", &loopbacks(10, true), 60.0);
-    eprintln!("BIRD ring: every loopback reachable from r1 after {t4:.1} s (IPv4) + {t6:.1} s (IPv6)");
+    eprintln!(
+        "BIRD ring: every loopback reachable from r1 after {t4:.1} s (IPv4) + {t6:.1} s (IPv6)"
+    );
 }
 
 #[test]
@@ -107,10 +125,13 @@ fn two_area_ospf_with_hosts_on_lans() {
     let _g = serial();
     let lab = Lab::up_file("t-areas", "examples/frr-ospf-areas.yaml");
     let s = lab.status();
-    let mut far: Vec<String> = ["h4", "h5", "h6"].iter().flat_map(|h| lab.addrs(&s, h, false)).collect();
+    let mut far: Vec<String> =
+        ["h4", "h5", "h6"].iter().flat_map(|h| lab.addrs(&s, h, false)).collect();
     far.extend(["h4", "h5", "h6"].iter().flat_map(|h| lab.addrs(&s, h, true)));
     let t = assert_all_reachable(&lab, "h1", &far, 90.0);
-    eprintln!("two OSPF areas: hosts of lan1 reach every host of lan2 (IPv4 and IPv6) after {t:.1} s");
+    eprintln!(
+        "two OSPF areas: hosts of lan1 reach every host of lan2 (IPv4 and IPv6) after {t:.1} s"
+    );
     let (_, out) = lab.sh("abr1", "vtysh -c 'show ip ospf border-routers'");
     assert!(out.contains("ABR"), "{out}");
 }
@@ -121,11 +142,16 @@ fn two_area_ospf_with_hosts_on_lans() {
 #[test]
 fn up_can_wait_for_routing_to_converge() {
     let _g = serial();
-    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/frr-ospf-ring.yaml");
+    let file =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/frr-ospf-ring.yaml");
     let o = vemu(&["up", file.to_str().unwrap(), "--name", "t-conv", "--wait-converged", "90"]);
     let lab = Lab { name: "t-conv".into() };
     assert!(o.status.success() && text(&o).contains("routes converged"), "{}", text(&o));
-    for a in loopbacks(10, false).iter().chain(&loopbacks(10, true)).filter(|a| *a != "10.255.0.1" && *a != "fd00:ff::1") {
+    for a in loopbacks(10, false)
+        .iter()
+        .chain(&loopbacks(10, true))
+        .filter(|a| *a != "10.255.0.1" && *a != "fd00:ff::1")
+    {
         let (code, out) = lab.sh("r1", &format!("ping -c 1 -W 2 {a}"));
         assert_eq!(code, 0, "r1's first ping to {a} after up --wait-converged: {out}");
     }
@@ -137,6 +163,11 @@ fn up_can_wait_for_routing_to_converge() {
     let lab = Lab { name: "t-noconv".into() };
     let t = text(&o);
     assert_eq!(o.status.code(), Some(1), "{t}");
-    assert!(t.contains("did not converge within 2 s") && t.contains("a lacks") && t.contains("the lab keeps running"), "{t}");
+    assert!(
+        t.contains("did not converge within 2 s")
+            && t.contains("a lacks")
+            && t.contains("the lab keeps running"),
+        "{t}"
+    );
     assert!(lab.status()["nodes"].as_array().is_some_and(|n| n.len() == 3), "the lab still runs");
 }

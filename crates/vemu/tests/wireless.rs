@@ -23,9 +23,11 @@ fn line_of_five_routes_over_four_hops_breaks_and_heals_when_the_middle_moves() {
     let seg = &st["segments"][0];
     assert_eq!(seg["kind"], "wireless");
     let n1 = &seg["members"][0]["radio"];
-    let nbs: Vec<&str> = n1["neighbours"].as_array().unwrap().iter().map(|n| n["node"].as_str().unwrap()).collect();
+    let nbs: Vec<&str> =
+        n1["neighbours"].as_array().unwrap().iter().map(|n| n["node"].as_str().unwrap()).collect();
     assert_eq!(nbs, ["n2"]);
-    let to: Vec<&str> = n1["sent_to"].as_array().unwrap().iter().map(|n| n["node"].as_str().unwrap()).collect();
+    let to: Vec<&str> =
+        n1["sent_to"].as_array().unwrap().iter().map(|n| n["node"].as_str().unwrap()).collect();
     assert_eq!(to, ["n2"]);
     assert_eq!(seg["members"][2]["radio"]["x_m"], 500.0);
 
@@ -76,8 +78,10 @@ segments:
     let lab = Lab::up("t-wl-loss", &yaml);
     let st = lab.status();
     let mac = |n: usize| st["nodes"][n]["ifaces"][0]["mac"].as_str().unwrap().to_string();
-    let (ca, _) = lab.sh("a", &format!("ip neigh replace 10.0.0.2 lladdr {} dev eth0 nud permanent", mac(1)));
-    let (cb, _) = lab.sh("b", &format!("ip neigh replace 10.0.0.1 lladdr {} dev eth0 nud permanent", mac(0)));
+    let (ca, _) =
+        lab.sh("a", &format!("ip neigh replace 10.0.0.2 lladdr {} dev eth0 nud permanent", mac(1)));
+    let (cb, _) =
+        lab.sh("b", &format!("ip neigh replace 10.0.0.1 lladdr {} dev eth0 nud permanent", mac(0)));
     assert_eq!((ca, cb), (0, 0));
     lab
 }
@@ -85,7 +89,9 @@ segments:
 /// The echo requests of `count` pings (5 ms apart) that were answered.
 fn answered(lab: &Lab, count: u32) -> BTreeSet<u32> {
     let (_, out) = lab.sh("a", &format!("ping -n -c{count} -i0.005 -W1 10.0.0.2"));
-    out.lines().filter_map(|l| l.split("icmp_seq=").nth(1)?.split_whitespace().next()?.parse().ok()).collect()
+    out.lines()
+        .filter_map(|l| l.split("icmp_seq=").nth(1)?.split_whitespace().next()?.parse().ok())
+        .collect()
 }
 
 #[test]
@@ -93,7 +99,11 @@ fn loss_follows_distance_and_the_same_seed_gives_the_same_decisions() {
     let _g = serial();
     const N: u32 = 400;
     // The model: 30 dB per decade beyond the 100 m mean range, 6 dB shadowing.
-    let p = |d: f64| 0.5 * vemu_radio::propagation::erfc(30.0 * (d / 100.0).log10() / 6.0 / std::f64::consts::SQRT_2);
+    let p = |d: f64| {
+        0.5 * vemu_radio::propagation::erfc(
+            30.0 * (d / 100.0).log10() / 6.0 / std::f64::consts::SQRT_2,
+        )
+    };
     let first = {
         let lab = shadowed_pair(42);
         let at_100 = answered(&lab, N);
@@ -106,7 +116,11 @@ fn loss_follows_distance_and_the_same_seed_gives_the_same_decisions() {
             let ratio = got as f64 / N as f64;
             let sd = (want * (1.0 - want) / N as f64).sqrt();
             eprintln!("{d} m: {got}/{N} answered = {ratio:.3}, model {want:.3} ± {sd:.3}");
-            assert!((ratio - want).abs() <= 4.0 * sd, "{d} m: {ratio:.3} vs {want:.3} (4 sd = {:.3})", 4.0 * sd);
+            assert!(
+                (ratio - want).abs() <= 4.0 * sd,
+                "{d} m: {ratio:.3} vs {want:.3} (4 sd = {:.3})",
+                4.0 * sd
+            );
         }
         // The engine reports the model's probability for the pair.
         let st = lab.status();
@@ -123,7 +137,11 @@ fn loss_follows_distance_and_the_same_seed_gives_the_same_decisions() {
 
 fn positions(lab: &str, until_s: f64) -> Vec<String> {
     let text = std::fs::read_to_string(format!("/var/log/vemu/{lab}/positions.csv")).unwrap();
-    text.lines().skip(1).filter(|l| l.split(',').next().unwrap().parse::<f64>().unwrap() <= until_s).map(String::from).collect()
+    text.lines()
+        .skip(1)
+        .filter(|l| l.split(',').next().unwrap().parse::<f64>().unwrap() <= until_s)
+        .map(String::from)
+        .collect()
 }
 
 #[test]

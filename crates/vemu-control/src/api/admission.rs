@@ -57,16 +57,27 @@ impl<T> Default for Admission<T> {
 
 impl<T> Admission<T> {
     pub fn new(max_unproven: usize, per_source: usize) -> Self {
-        Admission { max_unproven: max_unproven.max(1), per_source: per_source.max(1), next_id: 0, unproven: VecDeque::new(), by_source: HashMap::new() }
+        Admission {
+            max_unproven: max_unproven.max(1),
+            per_source: per_source.max(1),
+            next_id: 0,
+            unproven: VecDeque::new(),
+            by_source: HashMap::new(),
+        }
     }
 
     /// A connection from `source` (None: a source that is not counted apart) was
     /// accepted; `close` is what closes it if it must make room later.
     pub fn admit(&mut self, source: Option<IpAddr>, close: T) -> Admit<T> {
-        let crowded = source.filter(|s| self.by_source.get(s).copied().unwrap_or(0) >= self.per_source);
+        let crowded =
+            source.filter(|s| self.by_source.get(s).copied().unwrap_or(0) >= self.per_source);
         let oldest = match crowded {
-            Some(s) => self.unproven.iter().find(|(_, from, _)| *from == Some(s)).map(|&(id, ..)| id),
-            None if self.unproven.len() >= self.max_unproven => self.unproven.front().map(|&(id, ..)| id),
+            Some(s) => {
+                self.unproven.iter().find(|(_, from, _)| *from == Some(s)).map(|&(id, ..)| id)
+            }
+            None if self.unproven.len() >= self.max_unproven => {
+                self.unproven.front().map(|&(id, ..)| id)
+            }
             None => None,
         };
         let evicted = oldest.and_then(|id| self.remove(id));
@@ -150,7 +161,11 @@ mod tests {
         assert_eq!(a.admit(None, 10).evicted, None);
         assert_eq!(a.admit(ip("10.0.0.1"), 11), Admit { id: 4, evicted: Some(0) });
         assert_eq!(a.admit(ip("10.0.0.1"), 12), Admit { id: 5, evicted: Some(2) });
-        assert_eq!(a.from_source("10.0.0.9".parse().unwrap()), 0, "pushed out ones no longer count");
+        assert_eq!(
+            a.from_source("10.0.0.9".parse().unwrap()),
+            0,
+            "pushed out ones no longer count"
+        );
         assert_eq!(a.unproven(), 3);
     }
 }

@@ -28,7 +28,13 @@ impl Drop for Gone {
 /// Run a command in node `node` of the lab at `paths` (on this machine), wait for it (up
 /// to the timeout) and return its exit status and output.
 pub(crate) async fn run(paths: LabPaths, node: String, body: Bytes) -> Result<Response, ApiError> {
-    let super::requests::Exec { argv, timeout_s: timeout, stdin: input, stream, max_output_bytes: cap } = super::requests::exec(&body)?;
+    let super::requests::Exec {
+        argv,
+        timeout_s: timeout,
+        stdin: input,
+        stream,
+        max_output_bytes: cap,
+    } = super::requests::exec(&body)?;
     let gone = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let _gone = Gone(gone.clone());
     let (stream_tx, stream_rx) = if stream {
@@ -85,11 +91,17 @@ pub(crate) async fn run(paths: LabPaths, node: String, body: Bytes) -> Result<Re
         Ok(json!({"exit": code, "stdout": stdout, "stderr": stderr, "timed_out": timed_out, "truncated": truncated}))
     })
     .await?;
-    let ndjson = |body: axum::body::Body| ([(header::CONTENT_TYPE, "application/x-ndjson")], body).into_response();
+    let ndjson = |body: axum::body::Body| {
+        ([(header::CONTENT_TYPE, "application/x-ndjson")], body).into_response()
+    };
     Ok(match stream_rx {
         // Not started (e.g. command not found): its result as the stream's lines.
         Some(_) if out.get("streaming").is_none() => {
-            let text = format!("{}\n{}\n", json!({"stderr": out["stderr"]}), json!({"exit": out["exit"], "timed_out": false}));
+            let text = format!(
+                "{}\n{}\n",
+                json!({"stderr": out["stderr"]}),
+                json!({"exit": out["exit"], "timed_out": false})
+            );
             ndjson(axum::body::Body::from(text))
         }
         Some(rx) => ndjson(super::body_of(rx)),
@@ -119,8 +131,10 @@ fn run_child(
         }
     });
     let sink = Arc::new(sink);
-    let outputs: [Option<Box<dyn Read + Send>>; 2] =
-        [child.stdout.take().map(|o| Box::new(o) as Box<dyn Read + Send>), child.stderr.take().map(|e| Box::new(e) as Box<dyn Read + Send>)];
+    let outputs: [Option<Box<dyn Read + Send>>; 2] = [
+        child.stdout.take().map(|o| Box::new(o) as Box<dyn Read + Send>),
+        child.stderr.take().map(|e| Box::new(e) as Box<dyn Read + Send>),
+    ];
     let readers: Vec<std::thread::JoinHandle<()>> = outputs
         .into_iter()
         .enumerate()
@@ -164,14 +178,25 @@ fn run_child(
 
 /// Run a started command to its end, sending its output as JSON lines as it comes and
 /// its exit status last.
-fn stream_child(child: std::process::Child, input: String, timeout: f64, lines: tokio::sync::mpsc::Sender<Result<Bytes, Infallible>>) -> Value {
-    let send = |tx: &tokio::sync::mpsc::Sender<Result<Bytes, Infallible>>, v: Value| tx.blocking_send(Ok(Bytes::from(format!("{v}\n")))).is_ok();
+fn stream_child(
+    child: std::process::Child,
+    input: String,
+    timeout: f64,
+    lines: tokio::sync::mpsc::Sender<Result<Bytes, Infallible>>,
+) -> Value {
+    let send = |tx: &tokio::sync::mpsc::Sender<Result<Bytes, Infallible>>, v: Value| {
+        tx.blocking_send(Ok(Bytes::from(format!("{v}\n")))).is_ok()
+    };
     std::thread::spawn(move || {
         let tx = lines.clone();
-        let (code, timed_out) =
-            run_child(child, input, timeout, move |k, b| send(&tx, json!({ OUTPUTS[k]: String::from_utf8_lossy(b) })), || lines.is_closed());
+        let (code, timed_out) = run_child(
+            child,
+            input,
+            timeout,
+            move |k, b| send(&tx, json!({ OUTPUTS[k]: String::from_utf8_lossy(b) })),
+            || lines.is_closed(),
+        );
         send(&lines, json!({"exit": code, "timed_out": timed_out}));
     });
     json!({"streaming": true})
 }
-

@@ -37,7 +37,9 @@ pub(crate) fn tail(paths: &LabPaths, node: &str, bytes: u64) -> Result<Value, Ap
     let path = paths.node_log(node);
     let mut f = match std::fs::File::open(&path) {
         Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(json!({"node": node, "size_bytes": 0, "text": ""})),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(json!({"node": node, "size_bytes": 0, "text": ""}))
+        }
         Err(e) => return Err(ApiError::internal(format!("reading {}: {e}", path.display()))),
     };
     let io = |e: std::io::Error| ApiError::internal(format!("reading {}: {e}", path.display()));
@@ -67,11 +69,16 @@ mod tests {
         assert_eq!(tail(&paths, "n1", 100).unwrap()["text"], "", "no log yet: empty");
         std::fs::write(paths.node_log("n1"), "first line\nsecond line\nthird\n").unwrap();
         let all = tail(&paths, "n1", DEFAULT_BYTES).unwrap();
-        assert_eq!((all["text"].as_str(), all["size_bytes"].as_u64()), (Some("first line\nsecond line\nthird\n"), Some(29)));
+        assert_eq!(
+            (all["text"].as_str(), all["size_bytes"].as_u64()),
+            (Some("first line\nsecond line\nthird\n"), Some(29))
+        );
         // The last 15 bytes cut "second line" in two: only "third" is whole.
         assert_eq!(tail(&paths, "n1", 15).unwrap()["text"], "third\n");
         std::fs::remove_dir_all(&dir).unwrap();
-        for (q, ok) in [(None, true), (Some(0), false), (Some(MAX_BYTES), true), (Some(MAX_BYTES + 1), false)] {
+        for (q, ok) in
+            [(None, true), (Some(0), false), (Some(MAX_BYTES), true), (Some(MAX_BYTES + 1), false)]
+        {
             assert_eq!(LogQuery { bytes: q }.bytes().is_ok(), ok, "{q:?}");
         }
     }

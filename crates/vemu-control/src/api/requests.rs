@@ -15,7 +15,8 @@ use crate::traffic::CbrRequest;
 /// A JSON request body, whatever its Content-Type says; an empty body is `{}`.
 pub(crate) fn parse_body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) { b"{}" } else { bytes };
-    serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request(format!("bad request body: {e}")))
+    serde_json::from_slice(bytes)
+        .map_err(|e| ApiError::bad_request(format!("bad request body: {e}")))
 }
 
 /// `PATCH /v1/links/{link}`, read.
@@ -40,10 +41,17 @@ pub fn link_change(body: &[u8]) -> Result<LinkChange, ApiError> {
     for (k, v) in fields {
         match k.as_str() {
             "direction" => {
-                direction = serde_json::from_value(v.clone())
-                    .map_err(|_| ApiError::bad_request(format!("direction must be \"both\", \"forward\" or \"reverse\", got {v}")))?
+                direction = serde_json::from_value(v.clone()).map_err(|_| {
+                    ApiError::bad_request(format!(
+                        "direction must be \"both\", \"forward\" or \"reverse\", got {v}"
+                    ))
+                })?
             }
-            "up" => up = Some(v.as_bool().ok_or_else(|| ApiError::bad_request(format!("up must be true or false, got {v}")))?),
+            "up" => {
+                up = Some(v.as_bool().ok_or_else(|| {
+                    ApiError::bad_request(format!("up must be true or false, got {v}"))
+                })?)
+            }
             _ => {
                 let text = match v {
                     Value::String(s) => s,
@@ -54,9 +62,12 @@ pub fn link_change(body: &[u8]) -> Result<LinkChange, ApiError> {
         }
     }
     let refs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    let patch = vemu_scenario::impairment_patch(&refs).map_err(|m| ApiError::bad_request(m.replace("--", "")))?;
+    let patch = vemu_scenario::impairment_patch(&refs)
+        .map_err(|m| ApiError::bad_request(m.replace("--", "")))?;
     if refs.is_empty() && up.is_none() {
-        return Err(ApiError::bad_request("nothing to change: give 'up' or impairments such as \"delay\": \"20ms\""));
+        return Err(ApiError::bad_request(
+            "nothing to change: give 'up' or impairments such as \"delay\": \"20ms\"",
+        ));
     }
     Ok(LinkChange { direction, up, patch: (!refs.is_empty()).then_some(patch) })
 }
@@ -65,21 +76,46 @@ pub fn link_change(body: &[u8]) -> Result<LinkChange, ApiError> {
 /// them; `null` lifts that limit.
 pub fn node_limits(body: &[u8]) -> Result<LimitsPatch, ApiError> {
     let v: Value = parse_body(body)?;
-    let obj = v.as_object().ok_or_else(|| ApiError::bad_request("expected a JSON object with cpu, memory or pids"))?;
+    let obj = v
+        .as_object()
+        .ok_or_else(|| ApiError::bad_request("expected a JSON object with cpu, memory or pids"))?;
     let mut patch = LimitsPatch::default();
     for (k, x) in obj {
-        let bad = |what: &str| ApiError::bad_request(format!("'{k}': expected {what} or null, got {x}"));
+        let bad =
+            |what: &str| ApiError::bad_request(format!("'{k}': expected {what} or null, got {x}"));
         match k.as_str() {
-            "cpu" => patch.cpu_cores = Some(if x.is_null() { None } else { Some(x.as_f64().ok_or_else(|| bad("cores (a number)"))?) }),
-            "memory" => {
-                patch.memory_bytes = Some(match x {
-                    Value::Null => None,
-                    Value::String(s) => Some(vemu_scenario::units::size_bytes(s).map_err(|e| ApiError::bad_request(format!("'memory': {e}")))?),
-                    _ => Some(x.as_u64().ok_or_else(|| bad("bytes (an integer, or a size such as \"256MiB\")"))?),
+            "cpu" => {
+                patch.cpu_cores = Some(if x.is_null() {
+                    None
+                } else {
+                    Some(x.as_f64().ok_or_else(|| bad("cores (a number)"))?)
                 })
             }
-            "pids" => patch.pids = Some(if x.is_null() { None } else { Some(x.as_u64().ok_or_else(|| bad("an integer"))?) }),
-            _ => return Err(ApiError::bad_request(format!("unknown field '{k}': expected cpu, memory or pids"))),
+            "memory" => {
+                patch.memory_bytes =
+                    Some(match x {
+                        Value::Null => None,
+                        Value::String(s) => Some(
+                            vemu_scenario::units::size_bytes(s)
+                                .map_err(|e| ApiError::bad_request(format!("'memory': {e}")))?,
+                        ),
+                        _ => Some(x.as_u64().ok_or_else(|| {
+                            bad("bytes (an integer, or a size such as \"256MiB\")")
+                        })?),
+                    })
+            }
+            "pids" => {
+                patch.pids = Some(if x.is_null() {
+                    None
+                } else {
+                    Some(x.as_u64().ok_or_else(|| bad("an integer"))?)
+                })
+            }
+            _ => {
+                return Err(ApiError::bad_request(format!(
+                    "unknown field '{k}': expected cpu, memory or pids"
+                )))
+            }
         }
     }
     Ok(patch)
@@ -160,13 +196,23 @@ pub fn exec(body: &[u8]) -> Result<Exec, ApiError> {
     };
     let timeout_s = req.timeout_s.unwrap_or(60.0);
     if !(timeout_s > 0.0 && timeout_s <= 86_400.0) {
-        return Err(ApiError::bad_request(format!("timeout_s must be between 0 and 86400, got {timeout_s}")));
+        return Err(ApiError::bad_request(format!(
+            "timeout_s must be between 0 and 86400, got {timeout_s}"
+        )));
     }
     let max_output_bytes = req.max_output_bytes.unwrap_or(DEFAULT_EXEC_OUTPUT_BYTES);
     if max_output_bytes > MAX_EXEC_OUTPUT_BYTES {
-        return Err(ApiError::bad_request(format!("max_output_bytes must be at most {MAX_EXEC_OUTPUT_BYTES}, got {max_output_bytes}")));
+        return Err(ApiError::bad_request(format!(
+            "max_output_bytes must be at most {MAX_EXEC_OUTPUT_BYTES}, got {max_output_bytes}"
+        )));
     }
-    Ok(Exec { argv, timeout_s, stdin: req.stdin.unwrap_or_default(), stream: req.stream, max_output_bytes })
+    Ok(Exec {
+        argv,
+        timeout_s,
+        stdin: req.stdin.unwrap_or_default(),
+        stream: req.stream,
+        max_output_bytes,
+    })
 }
 
 #[cfg(test)]
@@ -185,7 +231,10 @@ mod tests {
         assert!(c.patch.is_none() && c.up == Some(false));
         let c = link_change(br#"{"bandwidth": "50Mbit", "shaper": "kernel"}"#).unwrap();
         let p = c.patch.unwrap();
-        assert_eq!((p.rate_bps, p.shaper), (Some(Some(50_000_000)), Some(vemu_link::Shaper::Kernel)));
+        assert_eq!(
+            (p.rate_bps, p.shaper),
+            (Some(Some(50_000_000)), Some(vemu_link::Shaper::Kernel))
+        );
         for (body, says) in [
             (&b"[]"[..], "JSON object"),
             (b"", "nothing to change"),
@@ -208,7 +257,10 @@ mod tests {
     fn exec_bodies_are_checked() {
         let e = exec(br#"{"cmd": "echo hi", "stdin": "x"}"#).unwrap();
         assert_eq!(e.argv, ["/bin/sh", "-c", "echo hi"]);
-        assert_eq!((e.timeout_s, e.stdin.as_str(), e.max_output_bytes), (60.0, "x", DEFAULT_EXEC_OUTPUT_BYTES));
+        assert_eq!(
+            (e.timeout_s, e.stdin.as_str(), e.max_output_bytes),
+            (60.0, "x", DEFAULT_EXEC_OUTPUT_BYTES)
+        );
         for (body, says) in [
             (&br#"{"cmd": []}"#[..], "cmd is empty"),
             (br#"{"cmd": ["x"], "timeout_s": 0}"#, "timeout_s"),
@@ -216,7 +268,11 @@ mod tests {
             (br#"{"cmd": ["x"], "max_output_bytes": 1000000000000}"#, "max_output_bytes"),
             (br#"{"cmd": ["x"], "shell": true}"#, "unknown field"),
         ] {
-            assert!(exec(body).unwrap_err().message.contains(says), "{}", String::from_utf8_lossy(body));
+            assert!(
+                exec(body).unwrap_err().message.contains(says),
+                "{}",
+                String::from_utf8_lossy(body)
+            );
         }
     }
 
@@ -225,7 +281,10 @@ mod tests {
         assert!(node_move(br#"{"x": 1, "z": 2}"#).unwrap_err().message.contains("unknown field"));
         assert_eq!(node_move(br#"{"x": 1, "y": 2}"#).unwrap().y, 2.0);
         let l = node_limits(br#"{"cpu": null, "memory": "256MiB"}"#).unwrap();
-        assert_eq!((l.cpu_cores, l.memory_bytes, l.pids), (Some(None), Some(Some(256 << 20)), None));
+        assert_eq!(
+            (l.cpu_cores, l.memory_bytes, l.pids),
+            (Some(None), Some(Some(256 << 20)), None)
+        );
         assert!(node_limits(br#"{"gpu": 1}"#).unwrap_err().message.contains("unknown field 'gpu'"));
         let flow = br#"{"from": "a", "to": "b", "size_bytes": 10, "rate_pps": 5}"#;
         assert!(traffic(flow).unwrap_err().message.contains("size must be"));

@@ -29,24 +29,46 @@ pub(crate) struct ScenarioBody {
 
 /// A scenario's problems as the editor shows them: each with line, column and field.
 fn problems(e: &vemu_scenario::Errors) -> Response {
-    let list: Vec<_> = e.errors.iter().map(|x| json!({"line": x.line, "col": x.col, "field": x.field, "message": x.message})).collect();
-    (StatusCode::UNPROCESSABLE_ENTITY, Json(json!({"error": e.to_string(), "errors": list}))).into_response()
+    let list: Vec<_> = e
+        .errors
+        .iter()
+        .map(|x| json!({"line": x.line, "col": x.col, "field": x.field, "message": x.message}))
+        .collect();
+    (StatusCode::UNPROCESSABLE_ENTITY, Json(json!({"error": e.to_string(), "errors": list})))
+        .into_response()
 }
 
 /// The file name a body's scenario is checked under, and its stem (the default lab name).
 fn file_of(b: &ScenarioBody) -> Result<(String, String), ApiError> {
     let file = b.file.clone().unwrap_or_else(|| "scenario.yaml".into());
-    if file.is_empty() || file.len() > 255 || file.contains('/') || file.chars().any(char::is_control) {
+    if file.is_empty()
+        || file.len() > 255
+        || file.contains('/')
+        || file.chars().any(char::is_control)
+    {
         return Err(ApiError::bad_request(format!("file: not a file name: {file:?}")));
     }
-    let stem = file.strip_suffix(".yaml").or_else(|| file.strip_suffix(".yml")).unwrap_or(&file).to_string();
+    let stem = file
+        .strip_suffix(".yaml")
+        .or_else(|| file.strip_suffix(".yml"))
+        .unwrap_or(&file)
+        .to_string();
     Ok((file, stem))
 }
 
 /// Check a scenario; `Ok(Err(response))` carries its problems.
-async fn load(b: ScenarioBody) -> Result<Result<(vemu_scenario::Plan, String), Response>, ApiError> {
+async fn load(
+    b: ScenarioBody,
+) -> Result<Result<(vemu_scenario::Plan, String), Response>, ApiError> {
     let (file, stem) = file_of(&b)?;
-    blocking(move || Ok::<_, ApiError>(vemu_scenario::load_str(&b.yaml, &file, &stem, None).map(|p| (p, b.yaml)).map_err(|e| problems(&e)))).await
+    blocking(move || {
+        Ok::<_, ApiError>(
+            vemu_scenario::load_str(&b.yaml, &file, &stem, None)
+                .map(|p| (p, b.yaml))
+                .map_err(|e| problems(&e)),
+        )
+    })
+    .await
 }
 
 /// `POST /v1/scenario/check` `{"yaml": "...", "file": "lab.yaml"}`: 200 with what the lab
@@ -78,9 +100,18 @@ pub(crate) struct ImportBody {
 pub(crate) async fn import(body: Bytes) -> Result<Json<serde_json::Value>, ApiError> {
     let b: ImportBody = parse_body(&body)?;
     let file = b.file.unwrap_or_else(|| "topology.graphml".into());
-    let stem = std::path::Path::new(&file).file_stem().and_then(|s| s.to_str()).unwrap_or("lab").to_string();
-    let imported = blocking(move || vemu_scenario::import::graphml(&b.graphml, &file, &stem).map_err(ApiError::bad_request)).await?;
-    Ok(Json(json!({"yaml": imported.yaml, "nodes": imported.nodes, "links": imported.links, "warnings": imported.warnings})))
+    let stem = std::path::Path::new(&file)
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("lab")
+        .to_string();
+    let imported = blocking(move || {
+        vemu_scenario::import::graphml(&b.graphml, &file, &stem).map_err(ApiError::bad_request)
+    })
+    .await?;
+    Ok(Json(
+        json!({"yaml": imported.yaml, "nodes": imported.nodes, "links": imported.links, "warnings": imported.warnings}),
+    ))
 }
 
 /// `POST /v1/scenario/up` `{"yaml": "..."}`: check the scenario, write it to
@@ -97,22 +128,42 @@ pub(crate) async fn up(body: Bytes) -> Result<Response, ApiError> {
     let internal = |e: String| ApiError::internal(e);
     {
         use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(SAVED_DIR).map_err(|e| internal(format!("creating {SAVED_DIR}: {e}")))?;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(SAVED_DIR)
+            .map_err(|e| internal(format!("creating {SAVED_DIR}: {e}")))?;
     }
     crate::files::write_private(&file, text.as_bytes()).map_err(|e| internal(format!("{e:#}")))?;
-    let exe = std::env::current_exe().map_err(|e| internal(format!("finding the vemu program: {e}")))?;
+    let exe =
+        std::env::current_exe().map_err(|e| internal(format!("finding the vemu program: {e}")))?;
     let up_file = file.clone();
     // `vemu up` ends once the lab is up (its controller goes on in the background).
     let out = blocking(move || {
-        std::process::Command::new(exe).arg("up").arg(&up_file).arg("--ui").stdin(std::process::Stdio::null()).output().map_err(|e| ApiError::internal(format!("running vemu up: {e}")))
+        std::process::Command::new(exe)
+            .arg("up")
+            .arg(&up_file)
+            .arg("--ui")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .map_err(|e| ApiError::internal(format!("running vemu up: {e}")))
     })
     .await?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     if !out.status.success() {
-        return Err(ApiError::bad_request(format!("vemu up {} failed: {}", file.display(), stderr.trim())));
+        return Err(ApiError::bad_request(format!(
+            "vemu up {} failed: {}",
+            file.display(),
+            stderr.trim()
+        )));
     }
-    let ui = stdout.lines().find_map(|l| l.strip_prefix("web interface: ")).unwrap_or("").trim().to_string();
+    let ui = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("web interface: "))
+        .unwrap_or("")
+        .trim()
+        .to_string();
     Ok(Json(json!({"lab": name, "file": file, "ui": ui, "output": stderr.trim()})).into_response())
 }
 
@@ -126,7 +177,10 @@ mod tests {
 
     #[test]
     fn file_names_are_names() {
-        assert_eq!(file_of(&body(None)).unwrap(), ("scenario.yaml".to_string(), "scenario".to_string()));
+        assert_eq!(
+            file_of(&body(None)).unwrap(),
+            ("scenario.yaml".to_string(), "scenario".to_string())
+        );
         assert_eq!(file_of(&body(Some("ring.yml"))).unwrap().1, "ring");
         for bad in ["", "../etc/passwd", "a\nb"] {
             let e = file_of(&body(Some(bad))).unwrap_err();
@@ -139,20 +193,32 @@ mod tests {
         let b = br#"{"yaml": "name: t\nnodes:\n  a: {}\nlinks:\n  - endpoints: [a, b]\n    delay: fast\n", "file": "t.yaml"}"#;
         let r = check(Bytes::from_static(b)).await.unwrap();
         assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
-        let v: serde_json::Value = serde_json::from_slice(&axum::body::to_bytes(r.into_body(), 1 << 20).await.unwrap()).unwrap();
+        let v: serde_json::Value =
+            serde_json::from_slice(&axum::body::to_bytes(r.into_body(), 1 << 20).await.unwrap())
+                .unwrap();
         let errors = v["errors"].as_array().unwrap();
         assert!(!errors.is_empty(), "{v}");
-        assert!(errors.iter().all(|e| e["line"].as_u64().unwrap() >= 5 && e["field"].as_str().unwrap().starts_with("links[0]")), "{v}");
+        assert!(
+            errors.iter().all(|e| e["line"].as_u64().unwrap() >= 5
+                && e["field"].as_str().unwrap().starts_with("links[0]")),
+            "{v}"
+        );
         assert!(v["error"].as_str().unwrap().starts_with("t.yaml:"), "{v}");
     }
 
     #[tokio::test]
     async fn a_good_scenario_is_summed_up() {
-        let b = br#"{"yaml": "name: t\nnodes:\n  a: {}\n  b: {}\nlinks:\n  - endpoints: [a, b]\n"}"#;
+        let b =
+            br#"{"yaml": "name: t\nnodes:\n  a: {}\n  b: {}\nlinks:\n  - endpoints: [a, b]\n"}"#;
         let r = check(Bytes::from_static(b)).await.unwrap();
         assert_eq!(r.status(), StatusCode::OK);
-        let v: serde_json::Value = serde_json::from_slice(&axum::body::to_bytes(r.into_body(), 1 << 20).await.unwrap()).unwrap();
-        assert_eq!(v, json!({"valid": true, "name": "t", "nodes": 2, "links": 1, "segments": 0, "events": 0}));
+        let v: serde_json::Value =
+            serde_json::from_slice(&axum::body::to_bytes(r.into_body(), 1 << 20).await.unwrap())
+                .unwrap();
+        assert_eq!(
+            v,
+            json!({"valid": true, "name": "t", "nodes": 2, "links": 1, "segments": 0, "events": 0})
+        );
     }
 
     #[tokio::test]

@@ -84,9 +84,12 @@ impl Drop for Shell {
 /// files if the node has it, else sh), its prompt naming the node.
 pub(crate) fn start(paths: &LabPaths, node: &str, size: Size) -> Result<Shell, ApiError> {
     let entry = NodeEntry::open(paths, node).map_err(|e| ApiError::not_found(format!("{e:#}")))?;
-    let pty = nix::pty::openpty(Some(&winsize(size)), None).map_err(|e| ApiError::internal(format!("opening a pseudo-terminal: {e}")))?;
+    let pty = nix::pty::openpty(Some(&winsize(size)), None)
+        .map_err(|e| ApiError::internal(format!("opening a pseudo-terminal: {e}")))?;
     let (master, slave) = (pty.master, pty.slave);
-    let dup = |fd: &OwnedFd| fd.try_clone().map(Stdio::from).map_err(|e| ApiError::internal(format!("{e}")));
+    let dup = |fd: &OwnedFd| {
+        fd.try_clone().map(Stdio::from).map_err(|e| ApiError::internal(format!("{e}")))
+    };
     let bash = std::path::Path::new("/bin/bash").exists();
     let mut cmd = Command::new(if bash { "/bin/bash" } else { "/bin/sh" });
     if bash {
@@ -112,7 +115,9 @@ pub(crate) fn start(paths: &LabPaths, node: &str, size: Size) -> Result<Shell, A
             Ok(())
         });
     }
-    let child = entry.spawn(&mut cmd, crate::spawn_waited).map_err(|e| ApiError::internal(format!("starting a shell in node '{node}': {e}")))?;
+    let child = entry
+        .spawn(&mut cmd, crate::spawn_waited)
+        .map_err(|e| ApiError::internal(format!("starting a shell in node '{node}': {e}")))?;
     drop(slave);
     Ok(Shell { child: Some(child), master: Some(master) })
 }
@@ -127,7 +132,9 @@ pub(crate) async fn first_message_proves(ws: &mut WebSocket, valid: impl Fn(&str
     }
     let first = tokio::time::timeout(super::ui::FIRST_MESSAGE_WITHIN, ws.recv()).await;
     let ok = match first {
-        Ok(Some(Ok(Message::Text(t)))) => serde_json::from_str::<First>(t.as_str()).is_ok_and(|f| valid(&f.session)),
+        Ok(Some(Ok(Message::Text(t)))) => {
+            serde_json::from_str::<First>(t.as_str()).is_ok_and(|f| valid(&f.session))
+        }
         _ => false,
     };
     if !ok {
@@ -150,7 +157,9 @@ async fn refuse_now(ws: &mut WebSocket, why: &str) {
 pub(crate) async fn session(mut ws: WebSocket, mut shell: Shell) {
     let (Some(mut child), Some(master)) = (shell.child.take(), shell.master.take()) else { return };
     let pid = child.id();
-    if let Err(e) = nix::fcntl::fcntl(&master, nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK)) {
+    if let Err(e) =
+        nix::fcntl::fcntl(&master, nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK))
+    {
         let _ = ws.send(Message::Text(json!({"error": format!("{e}")}).to_string().into())).await;
     }
     // SAFETY: an OwnedFd keeps its descriptor open and the same until dropped.
@@ -210,7 +219,9 @@ pub(crate) async fn session(mut ws: WebSocket, mut shell: Shell) {
 async fn write_all(pty: &AsyncFd<OwnedFd>, mut data: &[u8]) -> std::io::Result<()> {
     while !data.is_empty() {
         let mut guard = pty.writable().await?;
-        match guard.try_io(|fd| nix::unistd::write(fd.get_ref(), data).map_err(std::io::Error::from)) {
+        match guard
+            .try_io(|fd| nix::unistd::write(fd.get_ref(), data).map_err(std::io::Error::from))
+        {
             Ok(Ok(n)) => data = &data[n..],
             Ok(Err(e)) => return Err(e),
             Err(_would_block) => {}
@@ -231,8 +242,10 @@ fn hang_up(pid: u32) {
 }
 
 /// Carry a client's WebSocket to and from the agent's for a node of another machine.
-pub(crate) async fn relay<S>(mut client: WebSocket, mut agent: tokio_tungstenite::WebSocketStream<S>)
-where
+pub(crate) async fn relay<S>(
+    mut client: WebSocket,
+    mut agent: tokio_tungstenite::WebSocketStream<S>,
+) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
     use futures_util::{SinkExt, StreamExt};

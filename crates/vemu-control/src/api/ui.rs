@@ -56,7 +56,9 @@ pub(crate) fn random_hex() -> String {
     let mut b = [0u8; 32];
     // /dev/urandom does not fail on a running system; a failure leaves zeros, which
     // would be guessable: refuse to go on rather than hand out such a secret.
-    std::fs::File::open("/dev/urandom").and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b)).expect("reading /dev/urandom");
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b))
+        .expect("reading /dev/urandom");
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
@@ -78,7 +80,10 @@ impl Access {
 
     /// Trade a login secret (once, while fresh) for a new session.
     fn login(&mut self, once: &str) -> Option<String> {
-        let i = self.links.iter().position(|(s, at)| same_secret(s, once) && at.elapsed() < LINK_LIFETIME)?;
+        let i = self
+            .links
+            .iter()
+            .position(|(s, at)| same_secret(s, once) && at.elapsed() < LINK_LIFETIME)?;
         self.links.remove(i);
         while self.sessions.len() >= MAX_SESSIONS {
             self.sessions.pop_front();
@@ -92,7 +97,10 @@ impl Access {
     /// the web interface (in [`SESSION_HEADER`]), `None` neither (cookies count for
     /// nothing).
     pub(crate) fn check(&self, headers: &HeaderMap) -> Option<bool> {
-        let bearer = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
+        let bearer = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
         if bearer.is_some_and(|g| same_secret(g, &self.token)) {
             return Some(true);
         }
@@ -115,7 +123,9 @@ pub(crate) fn same_origin(method: &Method, headers: &HeaderMap) -> bool {
     if (*method == Method::GET || *method == Method::HEAD) && !upgrade {
         return true;
     }
-    let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else { return true };
+    let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else {
+        return true;
+    };
     let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
     origin == format!("http://{host}") || origin == format!("https://{host}")
 }
@@ -148,7 +158,10 @@ pub(crate) struct LoginBody {
 
 /// `POST /ui/session` `{"once": SECRET}`: the page trades its login link's secret (once,
 /// while fresh) for a session.
-pub(crate) async fn session(State(app): AppState, Json(b): Json<LoginBody>) -> Result<Json<serde_json::Value>, ApiError> {
+pub(crate) async fn session(
+    State(app): AppState,
+    Json(b): Json<LoginBody>,
+) -> Result<Json<serde_json::Value>, ApiError> {
     let session = app.access.locked().as_mut().and_then(|a| a.login(&b.once));
     match session {
         Some(s) => Ok(Json(json!({"session": s, "header": SESSION_HEADER}))),
@@ -159,7 +172,10 @@ pub(crate) async fn session(State(app): AppState, Json(b): Json<LoginBody>) -> R
 /// `GET /ui/login?once=SECRET` (links printed before the page kept its session): to
 /// the page, which trades the secret.
 pub(crate) async fn login(Query(q): Query<std::collections::HashMap<String, String>>) -> Response {
-    let once: String = q.get("once").map(|o| o.chars().filter(|c| c.is_ascii_hexdigit()).collect()).unwrap_or_default();
+    let once: String = q
+        .get("once")
+        .map(|o| o.chars().filter(|c| c.is_ascii_hexdigit()).collect())
+        .unwrap_or_default();
     (StatusCode::SEE_OTHER, [(header::LOCATION, format!("/ui/#once={once}"))]).into_response()
 }
 
@@ -167,7 +183,12 @@ pub(crate) async fn login(Query(q): Query<std::collections::HashMap<String, Stri
 /// TCP (127.0.0.1, a free port) first if it does not yet.
 pub(crate) async fn link(State(app): AppState) -> Result<Json<serde_json::Value>, ApiError> {
     let addr = super::ensure_tcp(&app).await?;
-    let once = app.access.locked().as_mut().map(Access::new_link).ok_or_else(|| ApiError::internal("the API has no TCP listener"))?;
+    let once = app
+        .access
+        .locked()
+        .as_mut()
+        .map(Access::new_link)
+        .ok_or_else(|| ApiError::internal("the API has no TCP listener"))?;
     Ok(Json(json!({
         "url": format!("http://{addr}/ui/#once={once}"),
         "expires_s": LINK_LIFETIME.as_secs(),

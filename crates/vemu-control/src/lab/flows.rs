@@ -19,7 +19,10 @@ impl Controller {
         }
         r.check().map_err(LabError::invalid)?;
         if self.flows_asked >= u32::from(u16::MAX - FIRST_PORT) {
-            return Err(LabError::invalid(format!("a lab runs at most {} traffic flows (one UDP port each from {FIRST_PORT})", u16::MAX - FIRST_PORT)));
+            return Err(LabError::invalid(format!(
+                "a lab runs at most {} traffic flows (one UDP port each from {FIRST_PORT})",
+                u16::MAX - FIRST_PORT
+            )));
         }
         let to = &self.plan.nodes[ti];
         let addr = match r.to_addr {
@@ -30,7 +33,9 @@ impl Controller {
                 .chain(to.ifaces.iter().flat_map(|i| i.addrs.iter()))
                 .map(|n| n.addr())
                 .min_by_key(|a| a.is_ipv6())
-                .ok_or_else(|| LabError::invalid(format!("node '{}' has no address to send to", r.to)))?,
+                .ok_or_else(|| {
+                    LabError::invalid(format!("node '{}' has no address to send to", r.to))
+                })?,
         };
         // Time for both ends to start: one order to each end's machine across machines.
         let lead_ns = if self.plan.machines.is_empty() { 100_000_000 } else { 500_000_000 };
@@ -43,13 +48,26 @@ impl Controller {
         let dir = LabPaths::new(&self.plan.name).log_dir().join("traffic");
         let (recv, send) = (
             End::Recv { flow: id, port, until_ns: sink_until_ns(start_ns, count, interval_ns) },
-            End::Send { flow: id, to: std::net::SocketAddr::new(addr, port), size_bytes: r.size_bytes, interval_ns, start_ns, count },
+            End::Send {
+                flow: id,
+                to: std::net::SocketAddr::new(addr, port),
+                size_bytes: r.size_bytes,
+                interval_ns,
+                start_ns,
+                count,
+            },
         );
         let (received_file, sent_file) = (recv.file(), send.file());
         // The sink listens first; each end starts on its node's machine, which keeps its
         // records (gathered here by [`Controller::collect_traffic`]).
-        crate::lab::call(self.worker.as_mut(), WorkerRequest::TrafficEnd { node: r.to.clone(), end: recv })?;
-        crate::lab::call(self.worker.as_mut(), WorkerRequest::TrafficEnd { node: r.from.clone(), end: send })?;
+        crate::lab::call(
+            self.worker.as_mut(),
+            WorkerRequest::TrafficEnd { node: r.to.clone(), end: recv },
+        )?;
+        crate::lab::call(
+            self.worker.as_mut(),
+            WorkerRequest::TrafficEnd { node: r.from.clone(), end: send },
+        )?;
         let flow = Flow {
             id,
             from: r.from.clone(),
@@ -65,9 +83,11 @@ impl Controller {
         };
         self.flows.push(flow.clone());
         self.save();
-        std::fs::create_dir_all(&dir).map_err(|e| LabError::internal(format!("creating {}: {e}", dir.display())))?;
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| LabError::internal(format!("creating {}: {e}", dir.display())))?;
         let list = serde_json::to_vec_pretty(&self.flows).unwrap_or_default();
-        std::fs::write(dir.join("flows.json"), list).map_err(|e| LabError::internal(format!("writing flows.json: {e}")))?;
+        std::fs::write(dir.join("flows.json"), list)
+            .map_err(|e| LabError::internal(format!("writing flows.json: {e}")))?;
         let v = json!(flow);
         self.emit(json!({"type": "traffic", "flow": v}));
         Ok(v)
@@ -95,27 +115,46 @@ impl Controller {
             .flat_map(|f| {
                 let (from, to) = (offset_of(&f.from), offset_of(&f.to));
                 // seq,t_ns,ok and seq,sent_ns,received_ns
-                [(f.from.clone(), f.sent_file.clone(), vec![None, from]), (f.to.clone(), f.received_file.clone(), vec![None, from, to])]
+                [
+                    (f.from.clone(), f.sent_file.clone(), vec![None, from]),
+                    (f.to.clone(), f.received_file.clone(), vec![None, from, to]),
+                ]
             })
             .collect();
         let mut copied = 0;
         for (node, file, clocks) in files {
             let path = log.join(&file);
-            let mut out = std::fs::OpenOptions::new().create(true).append(true).open(&path).map_err(|e| LabError::internal(format!("opening {}: {e}", path.display())))?;
+            let mut out = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .map_err(|e| LabError::internal(format!("opening {}: {e}", path.display())))?;
             loop {
                 // Where the machine's file goes on: the copy here is no guide, its
                 // numbers changed length when they moved to this clock.
                 let offset = self.records_copied.get(&file).copied().unwrap_or(0);
-                let chunk = match crate::lab::call(self.worker.as_mut(), WorkerRequest::TrafficRecords { node: node.clone(), file: file.clone(), offset })? {
+                let chunk = match crate::lab::call(
+                    self.worker.as_mut(),
+                    WorkerRequest::TrafficRecords {
+                        node: node.clone(),
+                        file: file.clone(),
+                        offset,
+                    },
+                )? {
                     WorkerReply::Text(t) => t,
-                    r => return Err(LabError::internal(format!("gathering {file} from node {node}'s machine: unexpected answer {r:?}"))),
+                    r => {
+                        return Err(LabError::internal(format!(
+                            "gathering {file} from node {node}'s machine: unexpected answer {r:?}"
+                        )))
+                    }
                 };
                 if chunk.is_empty() {
                     break;
                 }
                 *self.records_copied.entry(file.clone()).or_default() += chunk.len() as u64;
                 let chunk = on_controller_clock(&chunk, &clocks);
-                std::io::Write::write_all(&mut out, chunk.as_bytes()).map_err(|e| LabError::internal(format!("writing {}: {e}", path.display())))?;
+                std::io::Write::write_all(&mut out, chunk.as_bytes())
+                    .map_err(|e| LabError::internal(format!("writing {}: {e}", path.display())))?;
                 copied += chunk.len() as u64;
                 // A controller that takes over after a crash goes on from here.
                 self.save();

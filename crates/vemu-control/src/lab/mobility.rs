@@ -29,17 +29,31 @@ impl Controller {
         }
         let seg = self.movers[k].seg;
         let g = &self.plan.segments[seg];
-        let names: Vec<String> = moved.iter().map(|&m| self.plan.nodes[g.members[m].end.node].name.clone()).collect();
+        let names: Vec<String> =
+            moved.iter().map(|&m| self.plan.nodes[g.members[m].end.node].name.clone()).collect();
         if let Some(log) = &mut self.positions_log {
             for (&m, name) in moved.iter().zip(&names) {
-                let _ = writeln!(log, "{:.3},{},{},{:.3},{:.3}", t_ns as f64 / 1e9, g.name, name, pos[m].x, pos[m].y);
+                let _ = writeln!(
+                    log,
+                    "{:.3},{},{},{:.3},{:.3}",
+                    t_ns as f64 / 1e9,
+                    g.name,
+                    name,
+                    pos[m].x,
+                    pos[m].y
+                );
             }
             let _ = log.flush();
         }
-        let list: Vec<_> = moved.iter().zip(&names).map(|(&m, n)| json!({"node": n, "x_m": pos[m].x, "y_m": pos[m].y})).collect();
+        let list: Vec<_> = moved
+            .iter()
+            .zip(&names)
+            .map(|(&m, n)| json!({"node": n, "x_m": pos[m].x, "y_m": pos[m].y}))
+            .collect();
         self.emit(json!({"type": "positions", "segment": g.name, "t_ns": t_ns, "moved": list}));
         self.movers[k].last.clone_from(&pos);
-        let _ = self.worker.call(crate::worker::WorkerRequest::Positions { seg, positions: pos }, &mut |_, _| {});
+        let _ = self
+            .worker
+            .call(crate::worker::WorkerRequest::Positions { seg, positions: pos }, &mut |_, _| {});
     }
 }
-

@@ -73,7 +73,8 @@ impl Saved {
     /// and, for bad contents, the line and column.
     pub fn read(path: &std::path::Path) -> Result<Saved> {
         let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-        serde_json::from_slice(&bytes).with_context(|| format!("reading {} (not a controller's saved state)", path.display()))
+        serde_json::from_slice(&bytes)
+            .with_context(|| format!("reading {} (not a controller's saved state)", path.display()))
     }
 }
 
@@ -87,11 +88,18 @@ impl Saved {
         if self.clock_epoch_ns > mono {
             return Err(bad("clock_epoch_ns", format!("{} is after this machine's monotonic clock now ({mono}): the lab clock cannot have started in the future", self.clock_epoch_ns)));
         }
-        let real = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(u64::MAX, |d| d.as_nanos() as u64);
+        let real = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(u64::MAX, |d| d.as_nanos() as u64);
         if self.realtime_epoch_ns > real.saturating_add(86_400_000_000_000) {
-            return Err(bad("realtime_epoch_ns", format!("{} is more than a day after now ({real})", self.realtime_epoch_ns)));
+            return Err(bad(
+                "realtime_epoch_ns",
+                format!("{} is more than a day after now ({real})", self.realtime_epoch_ns),
+            ));
         }
-        let imps = |field: String, st: &PortState| st.imps.iter().try_for_each(|i| i.validate().map_err(|e| bad(&field, e)));
+        let imps = |field: String, st: &PortState| {
+            st.imps.iter().try_for_each(|i| i.validate().map_err(|e| bad(&field, e)))
+        };
         for (i, st) in &self.changed_links {
             imps(format!("changed_links[{i}]"), st)?;
         }
@@ -104,7 +112,10 @@ impl Saved {
         for (i, l) in self.limits.iter().enumerate() {
             let cpu_ok = l.cpu_cores.is_none_or(|c| c.is_finite() && c > 0.0 && c <= 4096.0);
             if !cpu_ok || l.memory_bytes == Some(0) || l.pids == Some(0) {
-                return Err(bad(&format!("limits[{i}]"), format!("{l:?} is not a limit a node can have")));
+                return Err(bad(
+                    &format!("limits[{i}]"),
+                    format!("{l:?} is not a limit a node can have"),
+                ));
             }
         }
         let machines = plan.machines.len();
@@ -116,13 +127,22 @@ impl Saved {
         for (i, f) in self.flows.iter().enumerate() {
             let node = |n: &str| plan.nodes.iter().any(|x| x.name == n);
             let file = |n: &str| in_log_dir(n);
-            let ok = node(&f.from) && node(&f.to) && file(&f.sent_file) && file(&f.received_file) && f.rate_pps.is_finite() && f.rate_pps > 0.0 && f.size_bytes <= 65_535;
+            let ok = node(&f.from)
+                && node(&f.to)
+                && file(&f.sent_file)
+                && file(&f.received_file)
+                && f.rate_pps.is_finite()
+                && f.rate_pps > 0.0
+                && f.size_bytes <= 65_535;
             if !ok {
                 return Err(bad(&format!("flows[{i}]"), "not a flow of this lab (unknown node, a records file outside the lab's directory, or a rate or size out of range)".into()));
             }
         }
         if let Some(f) = self.records_copied.keys().find(|f| !in_log_dir(f)) {
-            return Err(bad("records_copied", format!("'{f}' is not a file of the lab's log directory")));
+            return Err(bad(
+                "records_copied",
+                format!("'{f}' is not a file of the lab's log directory"),
+            ));
         }
         Ok(())
     }
@@ -130,7 +150,11 @@ impl Saved {
 
 /// Whether `name` is a file name under the lab's log directory (relative, no `..`).
 fn in_log_dir(name: &str) -> bool {
-    !name.is_empty() && name.len() <= 4096 && std::path::Path::new(name).components().all(|c| matches!(c, std::path::Component::Normal(_)))
+    !name.is_empty()
+        && name.len() <= 4096
+        && std::path::Path::new(name)
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)))
 }
 
 /// Write `bytes` to `path` (root only) by way of a new file renamed over it: a reader
@@ -147,13 +171,26 @@ impl Controller {
         Saved {
             clock_epoch_ns: self.clock.epoch_ns,
             realtime_epoch_ns: self.realtime_epoch_ns,
-            changed_links: self.links.iter().zip(&self.plan.links).enumerate().filter(|(_, (now, l))| !now.is(&l.forward, &l.reverse)).map(|(i, (now, _))| (i, now.clone())).collect(),
+            changed_links: self
+                .links
+                .iter()
+                .zip(&self.plan.links)
+                .enumerate()
+                .filter(|(_, (now, l))| !now.is(&l.forward, &l.reverse))
+                .map(|(i, (now, _))| (i, now.clone()))
+                .collect(),
             changed_members: self
                 .members
                 .iter()
                 .zip(&self.plan.segments)
                 .enumerate()
-                .flat_map(|(g, (now, seg))| now.iter().zip(&seg.members).enumerate().filter(|(_, (n, m))| !n.is(&m.egress, &m.ingress)).map(move |(k, (n, _))| (g, k, n.clone())))
+                .flat_map(|(g, (now, seg))| {
+                    now.iter()
+                        .zip(&seg.members)
+                        .enumerate()
+                        .filter(|(_, (n, m))| !n.is(&m.egress, &m.ingress))
+                        .map(move |(k, (n, _))| (g, k, n.clone()))
+                })
                 .collect(),
             links: Vec::new(),
             members: Vec::new(),
@@ -178,7 +215,12 @@ impl Controller {
         let path = Saved::path(&self.plan.name);
         let bytes = match serde_json::to_vec(&self.saved()) {
             Ok(b) => b,
-            Err(e) => return eprintln!("vemu: saving the controller's state of lab '{}': {e}", self.plan.name),
+            Err(e) => {
+                return eprintln!(
+                    "vemu: saving the controller's state of lab '{}': {e}",
+                    self.plan.name
+                )
+            }
         };
         if let Err(e) = write_whole(&path, &bytes) {
             eprintln!("vemu: saving the controller's state of lab '{}' (a controller that takes it over after a crash would not have it): {e:#}", self.plan.name);
@@ -193,11 +235,21 @@ impl Controller {
     pub(crate) fn restore(&mut self, saved: Saved) -> Result<()> {
         let members: Vec<usize> = self.members.iter().map(Vec::len).collect();
         let legacy = !saved.links.is_empty() || !saved.members.is_empty();
-        let fits = (!legacy || (saved.links.len() == self.links.len() && saved.members.iter().map(Vec::len).collect::<Vec<_>>() == members))
+        let fits = (!legacy
+            || (saved.links.len() == self.links.len()
+                && saved.members.iter().map(Vec::len).collect::<Vec<_>>() == members))
             && saved.changed_links.iter().all(|(i, _)| *i < self.links.len())
             && saved.changed_members.iter().all(|(g, k, _)| members.get(*g).is_some_and(|n| k < n));
-        if !fits || saved.stopped.len() != self.stopped.len() || saved.limits.len() != self.plan.nodes.len() || saved.lost.len() != self.lost.len() {
-            anyhow::bail!("{} does not fit the lab's plan (of another run of lab '{}'?)", Saved::path(&self.plan.name).display(), self.plan.name);
+        if !fits
+            || saved.stopped.len() != self.stopped.len()
+            || saved.limits.len() != self.plan.nodes.len()
+            || saved.lost.len() != self.lost.len()
+        {
+            anyhow::bail!(
+                "{} does not fit the lab's plan (of another run of lab '{}'?)",
+                Saved::path(&self.plan.name).display(),
+                self.plan.name
+            );
         }
         if legacy {
             self.links = saved.links;
@@ -255,7 +307,12 @@ mod tests {
         let state = PortState { up: false, imps: Default::default() };
         s.changed_links = vec![(7, state.clone())];
         let json = serde_json::to_string(&s).unwrap();
-        assert!(json.contains("\"changed_links\":[[7,{\"up\":false") && !json.contains("\"links\"") && !json.contains("\"members\""), "{json}");
+        assert!(
+            json.contains("\"changed_links\":[[7,{\"up\":false")
+                && !json.contains("\"links\"")
+                && !json.contains("\"members\""),
+            "{json}"
+        );
         let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
         v.as_object_mut().unwrap().remove("changed_links");
         v.as_object_mut().unwrap().remove("changed_members");
@@ -269,9 +326,11 @@ mod tests {
     /// 266090500%").
     #[test]
     fn values_out_of_range_are_refused_naming_the_field() {
-        let mut plan = vemu_scenario::load_str("nodes: {a: {}, b: {}}\n", "t.yaml", "t", None).unwrap();
+        let mut plan =
+            vemu_scenario::load_str("nodes: {a: {}, b: {}}\n", "t.yaml", "t", None).unwrap();
         for (name, ip) in [("m1", "10.0.0.1:1"), ("m2", "10.0.0.2:1")] {
-            plan.machines.push(vemu_scenario::Machine { name: name.into(), address: ip.parse().unwrap() });
+            plan.machines
+                .push(vemu_scenario::Machine { name: name.into(), address: ip.parse().unwrap() });
         }
         let good = sample();
         good.check(&plan).unwrap();
@@ -280,13 +339,19 @@ mod tests {
         assert!(e.starts_with("clock_epoch_ns: 18446744073709551615 is after"), "{e}");
         let e = field(Saved { underlay: vec![(99, 100, Some(1))], ..sample() });
         assert!(e.starts_with("underlay[0]: (99, 100) is not a direction"), "{e}");
-        let e = field(Saved { records_copied: HashMap::from([("../../etc/shadow".to_string(), 0)]), ..sample() });
+        let e = field(Saved {
+            records_copied: HashMap::from([("../../etc/shadow".to_string(), 0)]),
+            ..sample()
+        });
         assert!(e.starts_with("records_copied: '../../etc/shadow'"), "{e}");
         let mut bad_link = PortState { up: true, imps: Default::default() };
         bad_link.imps[1].delay_ns = u64::MAX;
         let e = field(Saved { changed_links: vec![(0, bad_link)], ..sample() });
         assert!(e.starts_with("changed_links[0]: "), "{e}");
-        let e = field(Saved { limits: vec![Limits { cpu_cores: Some(f64::NAN), ..Limits::default() }; 2], ..sample() });
+        let e = field(Saved {
+            limits: vec![Limits { cpu_cores: Some(f64::NAN), ..Limits::default() }; 2],
+            ..sample()
+        });
         assert!(e.starts_with("limits[0]: "), "{e}");
     }
 
@@ -299,11 +364,24 @@ mod tests {
         let path = dir.join("controller.json");
         std::fs::write(&path, serde_json::to_vec(&sample()).unwrap()).unwrap();
         let back = Saved::read(&path).unwrap();
-        assert_eq!((back.stopped, back.timeline_fired, back.flows_asked, back.api_tcp), (vec![false, true], 4, 3, sample().api_tcp));
-        for (bytes, want) in [(&b"{\"clock_epoch_ns\": 5,"[..], "line 1"), (b"[1, 2]", "line 1"), (b"", "line 1"), (b"{\"clock_epoch_ns\": -1}", "line 1")] {
+        assert_eq!(
+            (back.stopped, back.timeline_fired, back.flows_asked, back.api_tcp),
+            (vec![false, true], 4, 3, sample().api_tcp)
+        );
+        for (bytes, want) in [
+            (&b"{\"clock_epoch_ns\": 5,"[..], "line 1"),
+            (b"[1, 2]", "line 1"),
+            (b"", "line 1"),
+            (b"{\"clock_epoch_ns\": -1}", "line 1"),
+        ] {
             std::fs::write(&path, bytes).unwrap();
             let e = format!("{:#}", Saved::read(&path).unwrap_err());
-            assert!(e.contains(&path.display().to_string()) && e.contains("not a controller's saved state") && e.contains(want), "{e}");
+            assert!(
+                e.contains(&path.display().to_string())
+                    && e.contains("not a controller's saved state")
+                    && e.contains(want),
+                "{e}"
+            );
         }
         std::fs::remove_file(&path).unwrap();
         let e = format!("{:#}", Saved::read(&path).unwrap_err());

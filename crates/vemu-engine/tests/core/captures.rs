@@ -5,8 +5,20 @@ use super::*;
 #[test]
 fn capture_after_sees_what_leaves_and_arrives() {
     let (mut s, a, b) = link(delay(2 * MS), imp());
-    s.apply(Command::Capture { id: 1, target: Target::Link(0), side: 1, iface: 0, point: CapturePoint::After });
-    s.apply(Command::Capture { id: 1, target: Target::Link(0), side: 0, iface: 1, point: CapturePoint::After });
+    s.apply(Command::Capture {
+        id: 1,
+        target: Target::Link(0),
+        side: 1,
+        iface: 0,
+        point: CapturePoint::After,
+    });
+    s.apply(Command::Capture {
+        id: 1,
+        target: Target::Link(0),
+        side: 0,
+        iface: 1,
+        point: CapturePoint::After,
+    });
     s.send(0, a, udp(64, 5));
     s.send(MS, b, udp(64, 6));
     s.finish();
@@ -22,8 +34,15 @@ fn capture_after_sees_what_leaves_and_arrives() {
 
 #[test]
 fn capture_before_sees_frames_the_link_drops() {
-    let (mut s, a, _b) = link(Impairments { loss: Loss::Bernoulli { rate: 1.0, correlation: 0.0 }, ..imp() }, imp());
-    s.apply(Command::Capture { id: 3, target: Target::Link(0), side: 1, iface: 0, point: CapturePoint::Before });
+    let (mut s, a, _b) =
+        link(Impairments { loss: Loss::Bernoulli { rate: 1.0, correlation: 0.0 }, ..imp() }, imp());
+    s.apply(Command::Capture {
+        id: 3,
+        target: Target::Link(0),
+        side: 1,
+        iface: 0,
+        point: CapturePoint::Before,
+    });
     s.send(0, a, udp(64, 1));
     s.finish();
     assert_eq!(captures(&s), vec![(3, 0, 0, false, 1)]);
@@ -33,8 +52,20 @@ fn capture_before_sees_frames_the_link_drops() {
 #[test]
 fn capture_on_a_lan_port_and_its_end() {
     let (mut s, p) = lan(vec![(1, imp(), imp()), (1, imp(), delay(MS))], None, 300_000 * MS);
-    s.apply(Command::Capture { id: 9, target: Target::Member(0, 1), side: 0, iface: 0, point: CapturePoint::Before });
-    s.apply(Command::Capture { id: 10, target: Target::Member(0, 1), side: 0, iface: 0, point: CapturePoint::After });
+    s.apply(Command::Capture {
+        id: 9,
+        target: Target::Member(0, 1),
+        side: 0,
+        iface: 0,
+        point: CapturePoint::Before,
+    });
+    s.apply(Command::Capture {
+        id: 10,
+        target: Target::Member(0, 1),
+        side: 0,
+        iface: 0,
+        point: CapturePoint::After,
+    });
     s.send(0, p[0], eth([0xff; 6], mac(10), 64, 4));
     s.finish();
     let c = captures(&s);

@@ -37,10 +37,27 @@ fn radio_receivers_take_the_groups_they_joined_only() {
         (vemu_switch::Snooping::Off, vec![0, 2, 3, 5, 6], vec![0, 1, 2, 3, 4, 5, 6], 0),
     ] {
         let mut core = Core::new();
-        let cfg = MediumConfig { model: Model::UnitDisk { range_m: 250.0 }, radio: Radio::default(), rate_bps: 11_000_000, preamble_ns: 0, carrier_sense_m: 250.0, csma: false, queue_frames: 1000, seed: 7 };
+        let cfg = MediumConfig {
+            model: Model::UnitDisk { range_m: 250.0 },
+            radio: Radio::default(),
+            rate_bps: 11_000_000,
+            preamble_ns: 0,
+            carrier_sense_m: 250.0,
+            csma: false,
+            queue_frames: 1000,
+            seed: 7,
+        };
         let pos = vec![Pos::new(0.0, 0.0), Pos::new(10.0, 0.0), Pos::new(20.0, 0.0)];
-        let members = (0..3).map(|i| MemberConfig { vlan: 1, seeds: [i, 100 + i], ..Default::default() }).collect();
-        let p = core.add_segment(SegmentConfig { members, aging_ns: 300_000 * MS, snooping, radio: Some((cfg, pos)), ..Default::default() });
+        let members = (0..3)
+            .map(|i| MemberConfig { vlan: 1, seeds: [i, 100 + i], ..Default::default() })
+            .collect();
+        let p = core.add_segment(SegmentConfig {
+            members,
+            aging_ns: 300_000 * MS,
+            snooping,
+            radio: Some((cfg, pos)),
+            ..Default::default()
+        });
         let mut s = Sim::new(core);
         let g = [239, 1, 1, 1];
         s.send(0, p[0], ip4_group(1, g, 17, &[0; 12])); // nobody joined yet
@@ -56,7 +73,11 @@ fn radio_receivers_take_the_groups_they_joined_only() {
         assert_eq!(slots(p[1]), p1, "{snooping:?}: member 1");
         assert_eq!(slots(p[2]), p2, "{snooping:?}: member 2 never joined");
         let seg = s.core.segment_counters(0).snapshot();
-        assert_eq!((seg.filtered, seg.groups), (filtered, 0), "{snooping:?}: receptions held back; groups left");
+        assert_eq!(
+            (seg.filtered, seg.groups),
+            (filtered, 0),
+            "{snooping:?}: receptions held back; groups left"
+        );
     }
 }
 
@@ -66,8 +87,20 @@ fn radio_receivers_take_the_groups_they_joined_only() {
 #[test]
 fn a_querier_lan_queries_on_schedule_and_delivers_groups_to_members_only() {
     let mut core = Core::new();
-    let members = (0..3).map(|i| MemberConfig { vlan: 1, ingress: delay(MS), seeds: [2 * i, 2 * i + 1], ..Default::default() }).collect();
-    let ports = core.add_segment(SegmentConfig { members, aging_ns: 300_000 * MS, snooping: vemu_switch::Snooping::Querier, ..Default::default() });
+    let members = (0..3)
+        .map(|i| MemberConfig {
+            vlan: 1,
+            ingress: delay(MS),
+            seeds: [2 * i, 2 * i + 1],
+            ..Default::default()
+        })
+        .collect();
+    let ports = core.add_segment(SegmentConfig {
+        members,
+        aging_ns: 300_000 * MS,
+        snooping: vemu_switch::Snooping::Querier,
+        ..Default::default()
+    });
     let mut sim = Sim::new(core);
     assert_eq!(sim.core.poll_timeout(), Some(0), "the first queries are due at once");
     sim.run_until(2 * MS);

@@ -16,7 +16,8 @@ fn super_frame_crosses_an_unimpaired_link_whole() {
 
 #[test]
 fn super_frame_is_split_where_loss_applies() {
-    let (mut s, a, b) = link(Impairments { loss: Loss::Bernoulli { rate: 0.5, correlation: 0.0 }, ..imp() }, imp());
+    let (mut s, a, b) =
+        link(Impairments { loss: Loss::Bernoulli { rate: 0.5, correlation: 0.0 }, ..imp() }, imp());
     s.send(0, a, tcp_super(14_480, 1448));
     s.finish();
     let st = s.stats(Target::Link(0), 0);
@@ -24,7 +25,10 @@ fn super_frame_is_split_where_loss_applies() {
     assert_eq!(st.tx_frames + st.drop_loss, 10);
     assert_eq!(s.arrivals(b).len() as u64, st.tx_frames);
     // Every piece is one wire frame: no GSO left.
-    assert!(s.out.iter().all(|o| VnetHdr::parse(&o.2).gso_type == 0 && o.2.len() <= VNET_HDR_LEN + 54 + 1448));
+    assert!(s
+        .out
+        .iter()
+        .all(|o| VnetHdr::parse(&o.2).gso_type == 0 && o.2.len() <= VNET_HDR_LEN + 54 + 1448));
 }
 
 #[test]
@@ -36,13 +40,20 @@ fn super_frame_on_a_rate_limit_leaves_in_short_bursts() {
     let times = s.times(b);
     assert_eq!(times.len(), 6, "43 segments in pieces of 8");
     let bytes = 62_264 + 43 * 54;
-    assert_eq!(*times.last().unwrap(), (bytes as u64 * 8) as u64, "the last piece ends when the whole has been serialized");
+    assert_eq!(
+        *times.last().unwrap(),
+        (bytes as u64 * 8) as u64,
+        "the last piece ends when the whole has been serialized"
+    );
     assert!(times.windows(2).all(|w| w[1] - w[0] <= 100 * US));
 }
 
 #[test]
 fn corrupting_a_super_frame_hits_single_wire_frames() {
-    let (mut s, a, b) = link(Impairments { corrupt: Chance { probability: 1.0, correlation: 0.0 }, ..imp() }, imp());
+    let (mut s, a, b) = link(
+        Impairments { corrupt: Chance { probability: 1.0, correlation: 0.0 }, ..imp() },
+        imp(),
+    );
     s.send(0, a, tcp_super(4344, 1448));
     s.finish();
     assert_eq!(s.arrivals(b).len(), 3);

@@ -28,9 +28,21 @@ fn a_direction_changes_path_when_its_impairments_come_and_go() {
     s.finish();
     assert_eq!(s.times(a), vec![MS]);
     // Any impairment at all keeps it in the engine: a rate, a loss, a queue limit.
-    s.apply(Command::Patch { target: Target::Link(0), dir: 1, patch: ImpairmentsPatch { delay_ns: Some(0), rate_bps: Some(Some(1_000_000)), ..Default::default() } });
+    s.apply(Command::Patch {
+        target: Target::Link(0),
+        dir: 1,
+        patch: ImpairmentsPatch {
+            delay_ns: Some(0),
+            rate_bps: Some(Some(1_000_000)),
+            ..Default::default()
+        },
+    });
     assert_eq!(paths(&s).len(), 3, "still impaired: no change asked");
-    s.apply(Command::Patch { target: Target::Link(0), dir: 1, patch: ImpairmentsPatch { rate_bps: Some(None), ..Default::default() } });
+    s.apply(Command::Patch {
+        target: Target::Link(0),
+        dir: 1,
+        patch: ImpairmentsPatch { rate_bps: Some(None), ..Default::default() },
+    });
     assert_eq!(paths(&s)[3..], [(b, true)]);
     // The same patch again changes nothing.
     s.apply(Command::Patch { target: Target::Link(0), dir: 1, patch: set(0) });
@@ -43,7 +55,16 @@ fn an_mtu_the_interfaces_have_anyway_keeps_a_direction_on_the_kernel_path() {
     // theirs, which the kernel path enforces too (its routes carry the MTU).
     let mtu = |m| Impairments { mtu: Some(m), ..Default::default() };
     let mut core = Core::new();
-    let [a, b] = core.add_link(LinkConfig { forward: mtu(1446), reverse: imp(), seeds: [1, 2], mtu: 1446, kernel_path: true, kernel_shaper: true, remote: None , spur: None });
+    let [a, b] = core.add_link(LinkConfig {
+        forward: mtu(1446),
+        reverse: imp(),
+        seeds: [1, 2],
+        mtu: 1446,
+        kernel_path: true,
+        kernel_shaper: true,
+        remote: None,
+        spur: None,
+    });
     let mut s = Sim::new(core);
     s.drain_events();
     assert_eq!(paths(&s), vec![(a, true), (b, true)]);
@@ -54,17 +75,32 @@ fn an_mtu_the_interfaces_have_anyway_keeps_a_direction_on_the_kernel_path() {
     assert_eq!(paths(&s)[2..], [(a, false)]);
     s.send(0, a, udp(1400, 1));
     s.finish();
-    assert_eq!(s.stats(Target::Link(0), 0).drop_mtu, 1, "1386 bytes beyond the Ethernet header over a 1300-byte limit");
+    assert_eq!(
+        s.stats(Target::Link(0), 0).drop_mtu,
+        1,
+        "1386 bytes beyond the Ethernet header over a 1300-byte limit"
+    );
     s.apply(Command::Patch { target: Target::Link(0), dir: 0, patch: set(1446) });
     assert_eq!(paths(&s)[3..], [(a, true)]);
     // With a rate for the kernel's shaper: its token bucket.
-    s.apply(Command::Patch { target: Target::Link(0), dir: 0, patch: ImpairmentsPatch { rate_bps: Some(Some(10_000_000)), shaper: Some(Shaper::Kernel), ..Default::default() } });
-    assert!(matches!(full_paths(&s)[4..], [(p, Path::Shaped(Shape { rate_bps: 10_000_000, .. }))] if p == a));
+    s.apply(Command::Patch {
+        target: Target::Link(0),
+        dir: 0,
+        patch: ImpairmentsPatch {
+            rate_bps: Some(Some(10_000_000)),
+            shaper: Some(Shaper::Kernel),
+            ..Default::default()
+        },
+    });
+    assert!(
+        matches!(full_paths(&s)[4..], [(p, Path::Shaped(Shape { rate_bps: 10_000_000, .. }))] if p == a)
+    );
 }
 
 #[test]
 fn a_rate_alone_given_to_the_kernels_shaper_goes_by_the_kernels_token_bucket() {
-    let kernel = |rate| Impairments { rate_bps: Some(rate), shaper: Shaper::Kernel, ..Default::default() };
+    let kernel =
+        |rate| Impairments { rate_bps: Some(rate), shaper: Shaper::Kernel, ..Default::default() };
     let mut queued = kernel(1_000_000);
     queued.queue = Some(QueueLimit::Bytes(50_000));
     let (mut s, a, b) = kernel_link(kernel(100_000_000), queued);
@@ -79,25 +115,69 @@ fn a_rate_alone_given_to_the_kernels_shaper_goes_by_the_kernels_token_bucket() {
     assert!(st.kernel_path && st.kernel_shaper);
     // A new rate is a new bucket; anything else besides the rate takes the engine's
     // serializer, and back.
-    s.apply(Command::Patch { target: Target::Link(0), dir: 0, patch: ImpairmentsPatch { rate_bps: Some(Some(1_000_000_000)), ..Default::default() } });
-    assert_eq!(full_paths(&s)[2..], [(a, Path::Shaped(Shape { rate_bps: 1_000_000_000, burst_bytes: 500_000, limit_bytes: 1000 * 1514 }))]);
-    s.apply(Command::Patch { target: Target::Link(0), dir: 0, patch: ImpairmentsPatch { delay_ns: Some(MS), ..Default::default() } });
+    s.apply(Command::Patch {
+        target: Target::Link(0),
+        dir: 0,
+        patch: ImpairmentsPatch { rate_bps: Some(Some(1_000_000_000)), ..Default::default() },
+    });
+    assert_eq!(
+        full_paths(&s)[2..],
+        [(
+            a,
+            Path::Shaped(Shape {
+                rate_bps: 1_000_000_000,
+                burst_bytes: 500_000,
+                limit_bytes: 1000 * 1514
+            })
+        )]
+    );
+    s.apply(Command::Patch {
+        target: Target::Link(0),
+        dir: 0,
+        patch: ImpairmentsPatch { delay_ns: Some(MS), ..Default::default() },
+    });
     assert_eq!(full_paths(&s)[3..], [(a, Path::Engine)]);
     assert!(!s.stats(Target::Link(0), 0).kernel_shaper);
     s.send(0, a, udp(1250, 1));
     s.finish();
-    assert_eq!(s.times(b), vec![10_000 + MS], "the engine serializes: 1250 bytes at 1 Gbit/s, then the delay");
-    s.apply(Command::Patch { target: Target::Link(0), dir: 0, patch: ImpairmentsPatch { delay_ns: Some(0), ..Default::default() } });
+    assert_eq!(
+        s.times(b),
+        vec![10_000 + MS],
+        "the engine serializes: 1250 bytes at 1 Gbit/s, then the delay"
+    );
+    s.apply(Command::Patch {
+        target: Target::Link(0),
+        dir: 0,
+        patch: ImpairmentsPatch { delay_ns: Some(0), ..Default::default() },
+    });
     assert!(matches!(full_paths(&s)[4..], [(p, Path::Shaped(_))] if p == a));
     // The rate removed: nothing to shape, the plain kernel path; the engine's shaper
     // (the default): the engine.
-    s.apply(Command::Patch { target: Target::Link(0), dir: 0, patch: ImpairmentsPatch { rate_bps: Some(None), ..Default::default() } });
+    s.apply(Command::Patch {
+        target: Target::Link(0),
+        dir: 0,
+        patch: ImpairmentsPatch { rate_bps: Some(None), ..Default::default() },
+    });
     assert_eq!(full_paths(&s)[5..], [(a, Path::Kernel)]);
-    s.apply(Command::Patch { target: Target::Link(0), dir: 1, patch: ImpairmentsPatch { shaper: Some(Shaper::Engine), ..Default::default() } });
+    s.apply(Command::Patch {
+        target: Target::Link(0),
+        dir: 1,
+        patch: ImpairmentsPatch { shaper: Some(Shaper::Engine), ..Default::default() },
+    });
     assert_eq!(full_paths(&s)[6..], [(b, Path::Engine)]);
     // Captured: the engine, whatever the shaper.
-    s.apply(Command::Patch { target: Target::Link(0), dir: 0, patch: ImpairmentsPatch { rate_bps: Some(Some(1_000_000)), ..Default::default() } });
-    s.apply(Command::Capture { id: 3, target: Target::Link(0), side: 0, iface: 0, point: CapturePoint::After });
+    s.apply(Command::Patch {
+        target: Target::Link(0),
+        dir: 0,
+        patch: ImpairmentsPatch { rate_bps: Some(Some(1_000_000)), ..Default::default() },
+    });
+    s.apply(Command::Capture {
+        id: 3,
+        target: Target::Link(0),
+        side: 0,
+        iface: 0,
+        point: CapturePoint::After,
+    });
     assert_eq!(full_paths(&s).last(), Some(&(a, Path::Engine)));
     s.apply(Command::Uncapture(3));
     assert!(matches!(full_paths(&s).last(), Some((p, Path::Shaped(_))) if *p == a));
@@ -106,9 +186,17 @@ fn a_rate_alone_given_to_the_kernels_shaper_goes_by_the_kernels_token_bucket() {
         Some((_, Path::Shaped(shape))) => shape.burst_bytes,
         other => panic!("{other:?}"),
     };
-    s.apply(Command::Patch { target: Target::Link(0), dir: 0, patch: ImpairmentsPatch { rate_bps: Some(Some(73_000_000)), ..Default::default() } });
+    s.apply(Command::Patch {
+        target: Target::Link(0),
+        dir: 0,
+        patch: ImpairmentsPatch { rate_bps: Some(Some(73_000_000)), ..Default::default() },
+    });
     assert_eq!(burst(&s), 36_500, "4 ms at 73 Mbit/s");
-    s.apply(Command::Patch { target: Target::Link(0), dir: 0, patch: ImpairmentsPatch { rate_bps: Some(Some(74_000_000)), ..Default::default() } });
+    s.apply(Command::Patch {
+        target: Target::Link(0),
+        dir: 0,
+        patch: ImpairmentsPatch { rate_bps: Some(Some(74_000_000)), ..Default::default() },
+    });
     assert_eq!(burst(&s), 72 * 1024, "a super-frame at 74 Mbit/s");
 }
 
@@ -126,7 +214,13 @@ fn a_link_down_or_captured_goes_through_the_engine() {
     assert_eq!(paths(&s)[4..], [(a, true), (b, true)]);
     // A capture on either end brings both directions to the engine, which copies them;
     // its end sends them back.
-    s.apply(Command::Capture { id: 7, target: Target::Link(0), side: 1, iface: 0, point: CapturePoint::After });
+    s.apply(Command::Capture {
+        id: 7,
+        target: Target::Link(0),
+        side: 1,
+        iface: 0,
+        point: CapturePoint::After,
+    });
     assert_eq!(paths(&s)[6..], [(a, false), (b, false)]);
     s.apply(Command::Uncapture(7));
     assert_eq!(paths(&s)[8..], [(a, true), (b, true)]);
@@ -138,12 +232,23 @@ fn a_link_down_or_captured_goes_through_the_engine() {
 #[test]
 fn a_lan_goes_by_the_kernel_while_nothing_of_it_needs_emulating() {
     let (mut s, p, first) = kernel_lan(3, None, vemu_switch::Snooping::On, imp());
-    assert_eq!(first, p.iter().map(|&q| (q, true)).collect::<Vec<_>>(), "every port to the kernel at once");
+    assert_eq!(
+        first,
+        p.iter().map(|&q| (q, true)).collect::<Vec<_>>(),
+        "every port to the kernel at once"
+    );
     assert!(!s.core.needs_engine(Target::Member(0, 0)));
-    assert!(s.stats(Target::Member(0, 2), 0).kernel_path && s.stats(Target::Member(0, 2), 1).kernel_path);
+    assert!(
+        s.stats(Target::Member(0, 2), 0).kernel_path
+            && s.stats(Target::Member(0, 2), 1).kernel_path
+    );
     let set = |d| ImpairmentsPatch { delay_ns: Some(d), ..Default::default() };
     s.apply(Command::Patch { target: Target::Member(0, 1), dir: 1, patch: set(MS) });
-    assert_eq!(paths(&s), p.iter().map(|&q| (q, false)).collect::<Vec<_>>(), "one port's impairment takes the whole LAN to the engine");
+    assert_eq!(
+        paths(&s),
+        p.iter().map(|&q| (q, false)).collect::<Vec<_>>(),
+        "one port's impairment takes the whole LAN to the engine"
+    );
     assert!(s.core.needs_engine(Target::Member(0, 2)));
     assert!(!s.stats(Target::Member(0, 0), 0).kernel_path);
     // The engine switches it from then on: a broadcast from 0 reaches 1 after its 1 ms.
@@ -162,8 +267,17 @@ fn a_lan_goes_by_the_kernel_while_nothing_of_it_needs_emulating() {
     s.apply(Command::SetUp { target: Target::Member(0, 2), up: true });
     assert!(paths(&s).iter().all(|&(_, k)| k));
     s.events.clear();
-    s.apply(Command::Capture { id: 3, target: Target::Member(0, 0), side: 0, iface: 0, point: CapturePoint::After });
-    assert!(paths(&s).len() == 3 && paths(&s).iter().all(|&(_, k)| !k), "a capture needs the engine's copies");
+    s.apply(Command::Capture {
+        id: 3,
+        target: Target::Member(0, 0),
+        side: 0,
+        iface: 0,
+        point: CapturePoint::After,
+    });
+    assert!(
+        paths(&s).len() == 3 && paths(&s).iter().all(|&(_, k)| !k),
+        "a capture needs the engine's copies"
+    );
     s.events.clear();
     s.apply(Command::Uncapture(3));
     assert!(paths(&s).len() == 3 && paths(&s).iter().all(|&(_, k)| k));
@@ -185,7 +299,8 @@ fn a_lan_goes_by_the_kernel_while_nothing_of_it_needs_emulating() {
 /// only what changed is told again.
 #[test]
 fn a_lan_whose_rates_the_kernel_shapes_stays_on_the_bridge() {
-    let kernel = |rate| Impairments { rate_bps: Some(rate), shaper: Shaper::Kernel, ..Default::default() };
+    let kernel =
+        |rate| Impairments { rate_bps: Some(rate), shaper: Shaper::Kernel, ..Default::default() };
     let lan = |shaper: bool| {
         let mut core = Core::new();
         let members = (0..3)
@@ -198,7 +313,13 @@ fn a_lan_whose_rates_the_kernel_shapes_stays_on_the_bridge() {
                 ..Default::default()
             })
             .collect();
-        let ports = core.add_segment(SegmentConfig { members, aging_ns: 300_000 * MS, kernel_path: true, kernel_shaper: shaper, ..Default::default() });
+        let ports = core.add_segment(SegmentConfig {
+            members,
+            aging_ns: 300_000 * MS,
+            kernel_path: true,
+            kernel_shaper: shaper,
+            ..Default::default()
+        });
         let mut s = Sim::new(core);
         s.drain_events();
         (s, ports)
@@ -206,9 +327,18 @@ fn a_lan_whose_rates_the_kernel_shapes_stays_on_the_bridge() {
     let (mut s, p) = lan(true);
     // 4 ms at the rate, at least two frames of 1518 bytes; the default queue of 1000 full frames.
     // 4 ms at the rate, at least two frames (and a super-frame from 74 Mbit/s on).
-    let bucket = |rate: u64| Shape { rate_bps: rate, burst_bytes: (rate / 250 / 8).max(3036), limit_bytes: 1000 * 1514 };
+    let bucket = |rate: u64| Shape {
+        rate_bps: rate,
+        burst_bytes: (rate / 250 / 8).max(3036),
+        limit_bytes: 1000 * 1514,
+    };
     let (b0, b1) = (bucket(10_000_000), bucket(50_000_000));
-    let first = vec![(p[0], None, Some(b0)), (p[0], Some(Path::Kernel), None), (p[1], Some(Path::Shaped(b1)), None), (p[2], Some(Path::Kernel), None)];
+    let first = vec![
+        (p[0], None, Some(b0)),
+        (p[0], Some(Path::Kernel), None),
+        (p[1], Some(Path::Shaped(b1)), None),
+        (p[2], Some(Path::Kernel), None),
+    ];
     assert_eq!(lan_events(&s), first, "the buckets toward the nodes first, then every port's path");
     assert!(!s.core.needs_engine(Target::Member(0, 0)));
     let (e0, e1) = (s.stats(Target::Member(0, 0), 0), s.stats(Target::Member(0, 0), 1));
@@ -216,8 +346,15 @@ fn a_lan_whose_rates_the_kernel_shapes_stays_on_the_bridge() {
     // A delay anywhere: every port to the engine, the buckets toward the nodes first
     // taken away (the engine's frames for a port leave through the same device).
     s.events.clear();
-    s.apply(Command::Patch { target: Target::Member(0, 2), dir: 0, patch: ImpairmentsPatch { delay_ns: Some(MS), ..Default::default() } });
-    let to_engine: Vec<_> = [(p[0], None, None)].into_iter().chain(p.iter().map(|&q| (q, Some(Path::Engine), None))).collect();
+    s.apply(Command::Patch {
+        target: Target::Member(0, 2),
+        dir: 0,
+        patch: ImpairmentsPatch { delay_ns: Some(MS), ..Default::default() },
+    });
+    let to_engine: Vec<_> = [(p[0], None, None)]
+        .into_iter()
+        .chain(p.iter().map(|&q| (q, Some(Path::Engine), None)))
+        .collect();
     assert_eq!(lan_events(&s), to_engine);
     assert!(!s.stats(Target::Member(0, 0), 1).kernel_shaper);
     // The engine serializes port 0's ingress at 10 Mbit/s: a 1500-byte frame from 1
@@ -227,19 +364,42 @@ fn a_lan_whose_rates_the_kernel_shapes_stays_on_the_bridge() {
     assert_eq!(s.times(p[0]), vec![240_000 + 1_200_000]);
     // Taken away: back on the bridge, its bucket and paths told again.
     s.events.clear();
-    s.apply(Command::Patch { target: Target::Member(0, 2), dir: 0, patch: ImpairmentsPatch { delay_ns: Some(0), ..Default::default() } });
+    s.apply(Command::Patch {
+        target: Target::Member(0, 2),
+        dir: 0,
+        patch: ImpairmentsPatch { delay_ns: Some(0), ..Default::default() },
+    });
     assert_eq!(lan_events(&s), first);
     // Port 0's ingress rate lifted: only its bucket goes; a new rate on port 2's: a bucket.
     s.events.clear();
-    s.apply(Command::Patch { target: Target::Member(0, 0), dir: 1, patch: ImpairmentsPatch { rate_bps: Some(None), ..Default::default() } });
+    s.apply(Command::Patch {
+        target: Target::Member(0, 0),
+        dir: 1,
+        patch: ImpairmentsPatch { rate_bps: Some(None), ..Default::default() },
+    });
     assert_eq!(lan_events(&s), vec![(p[0], None, None)]);
     s.events.clear();
-    s.apply(Command::Patch { target: Target::Member(0, 2), dir: 1, patch: ImpairmentsPatch { rate_bps: Some(Some(20_000_000)), shaper: Some(Shaper::Kernel), ..Default::default() } });
+    s.apply(Command::Patch {
+        target: Target::Member(0, 2),
+        dir: 1,
+        patch: ImpairmentsPatch {
+            rate_bps: Some(Some(20_000_000)),
+            shaper: Some(Shaper::Kernel),
+            ..Default::default()
+        },
+    });
     assert_eq!(lan_events(&s), vec![(p[2], None, Some(bucket(20_000_000)))]);
     // The engine's shaper asked for on one port: the engine (port 2's bucket goes).
     s.events.clear();
-    s.apply(Command::Patch { target: Target::Member(0, 1), dir: 0, patch: ImpairmentsPatch { shaper: Some(Shaper::Engine), ..Default::default() } });
-    let to_engine: Vec<_> = [(p[2], None, None)].into_iter().chain(p.iter().map(|&q| (q, Some(Path::Engine), None))).collect();
+    s.apply(Command::Patch {
+        target: Target::Member(0, 1),
+        dir: 0,
+        patch: ImpairmentsPatch { shaper: Some(Shaper::Engine), ..Default::default() },
+    });
+    let to_engine: Vec<_> = [(p[2], None, None)]
+        .into_iter()
+        .chain(p.iter().map(|&q| (q, Some(Path::Engine), None)))
+        .collect();
     assert_eq!(lan_events(&s), to_engine);
     // A driver that cannot shape on the bridge: the engine from the start.
     let (s, _) = lan(false);
@@ -255,7 +415,11 @@ fn a_kernel_switched_lan_leaves_the_queries_to_the_kernel() {
     assert_eq!(s.core.poll_timeout(), None, "nothing to do while the kernel switches");
     s.run_until(40_000 * MS);
     assert!(s.out.is_empty());
-    s.apply(Command::Patch { target: Target::Member(0, 0), dir: 0, patch: ImpairmentsPatch { delay_ns: Some(MS), ..Default::default() } });
+    s.apply(Command::Patch {
+        target: Target::Member(0, 0),
+        dir: 0,
+        patch: ImpairmentsPatch { delay_ns: Some(MS), ..Default::default() },
+    });
     assert_eq!(s.core.poll_timeout(), Some(0), "queries due since the start go at once");
     s.run_until(40_001 * MS);
     let to: Vec<PortId> = s.out.iter().map(|(_, q, _)| *q).collect();

@@ -44,7 +44,11 @@ fn flooded_copies_share_one_buffer() {
 
 #[test]
 fn vlans_are_separate_broadcast_domains() {
-    let (mut s, p) = lan(vec![(10, imp(), imp()), (10, imp(), imp()), (20, imp(), imp()), (20, imp(), imp())], None, 300_000 * MS);
+    let (mut s, p) = lan(
+        vec![(10, imp(), imp()), (10, imp(), imp()), (20, imp(), imp()), (20, imp(), imp())],
+        None,
+        300_000 * MS,
+    );
     s.send(0, p[0], eth([0xff; 6], mac(10), 64, 1));
     s.send(0, p[2], eth([0xff; 6], mac(12), 64, 2));
     s.finish();
@@ -93,7 +97,8 @@ fn port_down_forgets_its_addresses_and_drops_carrier() {
 #[test]
 fn segment_capacity_is_shared_by_all_senders() {
     // 1000-byte frames on an 8 Mbit/s switch: 1 ms each, whoever sends.
-    let (mut s, p) = lan((0..3).map(|_| (1, imp(), imp())).collect(), Some(8_000_000), 300_000 * MS);
+    let (mut s, p) =
+        lan((0..3).map(|_| (1, imp(), imp())).collect(), Some(8_000_000), 300_000 * MS);
     s.send(0, p[0], eth(mac(12), mac(10), 1000, 1));
     s.send(0, p[1], eth(mac(12), mac(11), 1000, 2));
     s.send(0, p[0], eth(mac(12), mac(10), 1000, 3));
@@ -103,7 +108,11 @@ fn segment_capacity_is_shared_by_all_senders() {
 
 #[test]
 fn each_port_has_its_own_ingress_impairments() {
-    let (mut s, p) = lan(vec![(1, imp(), imp()), (1, imp(), delay(5 * MS)), (1, imp(), delay(MS))], None, 300_000 * MS);
+    let (mut s, p) = lan(
+        vec![(1, imp(), imp()), (1, imp(), delay(5 * MS)), (1, imp(), delay(MS))],
+        None,
+        300_000 * MS,
+    );
     s.send(0, p[0], eth([0xff; 6], mac(10), 64, 1));
     s.finish();
     assert_eq!(s.arrivals(p[1]), vec![(5 * MS, 1)]);
@@ -112,7 +121,11 @@ fn each_port_has_its_own_ingress_impairments() {
 
 #[test]
 fn egress_impairments_act_before_the_switch() {
-    let (mut s, p) = lan(vec![(1, delay(2 * MS), imp()), (1, imp(), delay(3 * MS)), (1, imp(), imp())], None, 300_000 * MS);
+    let (mut s, p) = lan(
+        vec![(1, delay(2 * MS), imp()), (1, imp(), delay(3 * MS)), (1, imp(), imp())],
+        None,
+        300_000 * MS,
+    );
     s.send(0, p[0], eth([0xff; 6], mac(10), 64, 1));
     s.finish();
     assert_eq!(s.arrivals(p[1]), vec![(5 * MS, 1)]);
@@ -124,7 +137,20 @@ fn egress_impairments_act_before_the_switch() {
 
 #[test]
 fn a_corrupting_port_gets_its_own_copy() {
-    let (mut s, p) = lan(vec![(1, imp(), imp()), (1, imp(), Impairments { corrupt: Chance { probability: 1.0, correlation: 0.0 }, ..imp() }), (1, imp(), imp()), (1, imp(), imp())], None, 300_000 * MS);
+    let (mut s, p) = lan(
+        vec![
+            (1, imp(), imp()),
+            (
+                1,
+                imp(),
+                Impairments { corrupt: Chance { probability: 1.0, correlation: 0.0 }, ..imp() },
+            ),
+            (1, imp(), imp()),
+            (1, imp(), imp()),
+        ],
+        None,
+        300_000 * MS,
+    );
     let f = eth([0xff; 6], mac(10), 64, 1);
     s.send(0, p[0], f.clone());
     s.finish();
@@ -137,7 +163,11 @@ fn a_corrupting_port_gets_its_own_copy() {
 #[test]
 fn lan_port_patch_changes_one_direction() {
     let (mut s, p) = plain_lan(2);
-    s.apply(Command::Patch { target: Target::Member(0, 1), dir: 1, patch: ImpairmentsPatch { delay_ns: Some(4 * MS), ..Default::default() } });
+    s.apply(Command::Patch {
+        target: Target::Member(0, 1),
+        dir: 1,
+        patch: ImpairmentsPatch { delay_ns: Some(4 * MS), ..Default::default() },
+    });
     s.send(0, p[0], eth([0xff; 6], mac(10), 64, 1));
     s.send(0, p[1], eth([0xff; 6], mac(11), 64, 2));
     s.finish();

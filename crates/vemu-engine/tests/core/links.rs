@@ -48,7 +48,8 @@ fn serialization_at_the_set_rate() {
 
 #[test]
 fn serialization_then_delay() {
-    let (mut s, a, b) = link(Impairments { rate_bps: Some(8_000_000), delay_ns: 10 * MS, ..imp() }, imp());
+    let (mut s, a, b) =
+        link(Impairments { rate_bps: Some(8_000_000), delay_ns: 10 * MS, ..imp() }, imp());
     s.send(0, a, udp(1000, 0));
     s.send(0, a, udp(500, 1));
     s.send(5 * MS, a, udp(1000, 2));
@@ -67,7 +68,10 @@ fn idle_serializer_starts_fresh() {
 
 #[test]
 fn queue_limit_in_packets_drops_the_excess() {
-    let (mut s, a, b) = link(Impairments { rate_bps: Some(8_000_000), queue: Some(QueueLimit::Packets(3)), ..imp() }, imp());
+    let (mut s, a, b) = link(
+        Impairments { rate_bps: Some(8_000_000), queue: Some(QueueLimit::Packets(3)), ..imp() },
+        imp(),
+    );
     for i in 0..10 {
         s.send(0, a, udp(1000, i));
     }
@@ -80,7 +84,10 @@ fn queue_limit_in_packets_drops_the_excess() {
 
 #[test]
 fn queue_limit_in_bytes() {
-    let (mut s, a, b) = link(Impairments { rate_bps: Some(8_000_000), queue: Some(QueueLimit::Bytes(2500)), ..imp() }, imp());
+    let (mut s, a, b) = link(
+        Impairments { rate_bps: Some(8_000_000), queue: Some(QueueLimit::Bytes(2500)), ..imp() },
+        imp(),
+    );
     for i in 0..5 {
         s.send(0, a, udp(1000, i));
     }
@@ -141,7 +148,12 @@ fn jitter_never_lets_a_frame_overtake() {
 #[test]
 fn same_seed_same_times_other_seed_other_times() {
     let j = Jitter { amount_ns: 3 * MS, distribution: Distribution::Pareto, correlation: 0.25 };
-    let cfg = Impairments { delay_ns: 10 * MS, jitter: j, loss: Loss::Bernoulli { rate: 0.1, correlation: 0.0 }, ..imp() };
+    let cfg = Impairments {
+        delay_ns: 10 * MS,
+        jitter: j,
+        loss: Loss::Bernoulli { rate: 0.1, correlation: 0.0 },
+        ..imp()
+    };
     let run = |seed: u64| {
         let (mut s, a, b) = link_seeded(cfg.clone(), imp(), [seed, 0]);
         for i in 0..300u32 {
@@ -156,7 +168,8 @@ fn same_seed_same_times_other_seed_other_times() {
 
 #[test]
 fn full_loss_drops_everything_and_counts_it() {
-    let (mut s, a, b) = link(Impairments { loss: Loss::Bernoulli { rate: 1.0, correlation: 0.0 }, ..imp() }, imp());
+    let (mut s, a, b) =
+        link(Impairments { loss: Loss::Bernoulli { rate: 1.0, correlation: 0.0 }, ..imp() }, imp());
     for i in 0..50 {
         s.send(i, a, udp(64, i as u32));
     }
@@ -168,7 +181,8 @@ fn full_loss_drops_everything_and_counts_it() {
 
 #[test]
 fn bernoulli_loss_rate_within_binomial_bounds() {
-    let (mut s, a, b) = link(Impairments { loss: Loss::Bernoulli { rate: 0.3, correlation: 0.0 }, ..imp() }, imp());
+    let (mut s, a, b) =
+        link(Impairments { loss: Loss::Bernoulli { rate: 0.3, correlation: 0.0 }, ..imp() }, imp());
     let n = 20_000u32;
     for i in 0..n {
         s.send(i as u64 * US, a, udp(64, i));
@@ -207,7 +221,14 @@ fn gilbert_elliott_loses_in_bursts() {
 
 #[test]
 fn duplication_sends_two_copies() {
-    let (mut s, a, b) = link(Impairments { duplicate: Chance { probability: 1.0, correlation: 0.0 }, delay_ns: MS, ..imp() }, imp());
+    let (mut s, a, b) = link(
+        Impairments {
+            duplicate: Chance { probability: 1.0, correlation: 0.0 },
+            delay_ns: MS,
+            ..imp()
+        },
+        imp(),
+    );
     for i in 0..3 {
         s.send(0, a, udp(64, i));
     }
@@ -219,7 +240,10 @@ fn duplication_sends_two_copies() {
 
 #[test]
 fn corruption_flips_exactly_one_bit() {
-    let (mut s, a, b) = link(Impairments { corrupt: Chance { probability: 1.0, correlation: 0.0 }, ..imp() }, imp());
+    let (mut s, a, b) = link(
+        Impairments { corrupt: Chance { probability: 1.0, correlation: 0.0 }, ..imp() },
+        imp(),
+    );
     let mut sent = Vec::new();
     for i in 0..100u32 {
         let f = udp(200, i);
@@ -278,14 +302,26 @@ fn the_interface_mtu_holds_without_an_mtu_impairment() {
     assert_eq!(s.stats(Target::Link(0), 0).drop_mtu, 1);
     // A direction's own mtu wins over the interface's.
     let mut core = Core::new();
-    let [a, b] = core.add_link(LinkConfig { mtu: 1500, forward: Impairments { mtu: Some(9000), ..imp() }, ..Default::default() });
+    let [a, b] = core.add_link(LinkConfig {
+        mtu: 1500,
+        forward: Impairments { mtu: Some(9000), ..imp() },
+        ..Default::default()
+    });
     let mut s = Sim::new(core);
     s.send(0, a, udp(9014, 1));
     s.finish();
     assert_eq!(s.arrivals(b).len(), 1);
     // LAN ports too.
     let mut core = Core::new();
-    let p = core.add_segment(SegmentConfig { members: (0..2).map(|_| MemberConfig { vlan: 1, mtu: 1500, ..Default::default() }).collect(), capacity_bps: None, aging_ns: MS, radio: None, ..Default::default() });
+    let p = core.add_segment(SegmentConfig {
+        members: (0..2)
+            .map(|_| MemberConfig { vlan: 1, mtu: 1500, ..Default::default() })
+            .collect(),
+        capacity_bps: None,
+        aging_ns: MS,
+        radio: None,
+        ..Default::default()
+    });
     let mut s = Sim::new(core);
     s.send(0, p[0], eth([0xff; 6], mac(10), 4000, 1));
     s.finish();
@@ -298,7 +334,11 @@ fn patch_mid_stream_keeps_scheduled_frames() {
     let (mut s, a, b) = link(delay(10 * MS), imp());
     s.send(0, a, udp(64, 0));
     s.send(MS, a, udp(64, 1));
-    let r = s.apply(Command::Patch { target: Target::Link(0), dir: 0, patch: ImpairmentsPatch { delay_ns: Some(MS), ..Default::default() } });
+    let r = s.apply(Command::Patch {
+        target: Target::Link(0),
+        dir: 0,
+        patch: ImpairmentsPatch { delay_ns: Some(MS), ..Default::default() },
+    });
     assert_eq!(r, Applied::Impairments(delay(MS)));
     s.send(2 * MS, a, udp(64, 2));
     s.finish();
@@ -315,7 +355,11 @@ fn patch_mid_stream_keeps_scheduled_frames() {
 fn rate_change_takes_effect_for_the_next_frame() {
     let (mut s, a, b) = link(rate(8_000_000), imp());
     s.send(0, a, udp(1000, 0));
-    s.apply(Command::Patch { target: Target::Link(0), dir: 0, patch: ImpairmentsPatch { rate_bps: Some(Some(80_000_000)), ..Default::default() } });
+    s.apply(Command::Patch {
+        target: Target::Link(0),
+        dir: 0,
+        patch: ImpairmentsPatch { rate_bps: Some(Some(80_000_000)), ..Default::default() },
+    });
     s.send(0, a, udp(1000, 1));
     s.finish();
     assert_eq!(s.times(b), vec![MS, MS + 100 * US]);
@@ -325,10 +369,14 @@ fn rate_change_takes_effect_for_the_next_frame() {
 fn link_down_drops_and_drops_carrier_then_recovers() {
     let (mut s, a, b) = link(imp(), imp());
     s.apply(Command::SetUp { target: Target::Link(0), up: false });
-    let carriers: Vec<(PortId, bool)> = s.events.iter().filter_map(|e| match e {
-        Event::Carrier { port, up } => Some((*port, *up)),
-        _ => None,
-    }).collect();
+    let carriers: Vec<(PortId, bool)> = s
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Carrier { port, up } => Some((*port, *up)),
+            _ => None,
+        })
+        .collect();
     assert_eq!(carriers, vec![(a, false), (b, false)]);
     s.send(0, a, udp(64, 0));
     s.send(0, b, udp(64, 1));

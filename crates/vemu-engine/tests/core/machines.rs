@@ -15,9 +15,15 @@ fn a_link_across_machines_keeps_its_set_delay_the_underlay_transit_included() {
     // Each direction is counted once, by the machine that carries it out: the sums of
     // both machines' counters are the link's.
     let fwd: Vec<_> = (0..2).map(|m| s.machines[m].stats(Target::Link(0), 0)).collect();
-    assert_eq!((fwd[0].rx_frames, fwd[0].tx_frames, fwd[1].rx_frames, fwd[1].tx_frames), (1, 1, 0, 0));
+    assert_eq!(
+        (fwd[0].rx_frames, fwd[0].tx_frames, fwd[1].rx_frames, fwd[1].tx_frames),
+        (1, 1, 0, 0)
+    );
     let rev: Vec<_> = (0..2).map(|m| s.machines[m].stats(Target::Link(0), 1)).collect();
-    assert_eq!((rev[0].rx_frames, rev[0].tx_frames, rev[1].rx_frames, rev[1].tx_frames), (0, 0, 1, 1));
+    assert_eq!(
+        (rev[0].rx_frames, rev[0].tx_frames, rev[1].rx_frames, rev[1].tx_frames),
+        (0, 0, 1, 1)
+    );
     // A cross-machine link never takes the kernel path.
     assert!(s.machines.iter().all(|m| m.events.iter().all(|e| !matches!(e, Event::Path { .. }))));
 }
@@ -50,7 +56,11 @@ fn a_set_delay_below_the_underlay_transit_arrives_at_the_transit() {
 #[test]
 fn rate_and_loss_of_a_cross_machine_link_are_the_senders() {
     // 10 Mbit/s: a 1250-byte frame takes 1 ms on the wire; every other frame lost.
-    let lossy = Impairments { rate_bps: Some(10_000_000), loss: Loss::Bernoulli { rate: 0.5, correlation: 0.0 }, ..imp() };
+    let lossy = Impairments {
+        rate_bps: Some(10_000_000),
+        loss: Loss::Bernoulli { rate: 0.5, correlation: 0.0 },
+        ..imp()
+    };
     let mut s = Split::new(lossy, imp(), 200 * US);
     for i in 0..200 {
         s.machines[0].core.handle_frame(0, s.ports[0][0], udp(1250, i));
@@ -68,11 +78,24 @@ fn rate_and_loss_of_a_cross_machine_link_are_the_senders() {
 #[test]
 fn captures_on_the_receiving_machine_see_frames_from_the_other() {
     let mut s = Split::new(delay(MS), imp(), 100 * US);
-    s.machines[1].apply(Command::Capture { id: 9, target: Target::Link(0), side: 1, iface: 0, point: CapturePoint::After });
+    s.machines[1].apply(Command::Capture {
+        id: 9,
+        target: Target::Link(0),
+        side: 1,
+        iface: 0,
+        point: CapturePoint::After,
+    });
     s.machines[0].core.handle_frame(0, s.ports[0][0], udp(300, 3));
     s.run_until(5 * MS);
     s.machines[1].drain_events();
-    let caps: Vec<u64> = s.machines[1].events.iter().filter_map(|e| match e { Event::Capture { capture: 9, t_ns, outgoing: false, .. } => Some(*t_ns), _ => None }).collect();
+    let caps: Vec<u64> = s.machines[1]
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Capture { capture: 9, t_ns, outgoing: false, .. } => Some(*t_ns),
+            _ => None,
+        })
+        .collect();
     assert_eq!(caps, vec![MS]);
     assert_eq!(s.delivered[1].len(), 1);
 }
@@ -87,12 +110,33 @@ fn a_lan_member_on_another_machine_has_its_egress_there_and_its_ingress_at_the_s
     let members = vec![
         MemberConfig { vlan: 1, ingress: delay(MS), seeds: [1, 2], ..Default::default() },
         MemberConfig { vlan: 1, seeds: [3, 4], ..Default::default() },
-        MemberConfig { vlan: 1, egress: delay(2 * MS), ingress: delay(MS), seeds: [5, 6], remote: Some(t), ..Default::default() },
+        MemberConfig {
+            vlan: 1,
+            egress: delay(2 * MS),
+            ingress: delay(MS),
+            seeds: [5, 6],
+            remote: Some(t),
+            ..Default::default()
+        },
     ];
-    let p = owner.add_segment(SegmentConfig { members, aging_ns: 300_000 * MS, kernel_path: true, ..Default::default() });
+    let p = owner.add_segment(SegmentConfig {
+        members,
+        aging_ns: 300_000 * MS,
+        kernel_path: true,
+        ..Default::default()
+    });
     let mut owner = Sim::new(owner);
     let mut far = Core::new();
-    let [node, tunnel] = far.add_link(LinkConfig { forward: delay(2 * MS), reverse: delay(MS), seeds: [5, 6], mtu: 1500, kernel_path: false, kernel_shaper: false, remote: Some((1, t)) , spur: None });
+    let [node, tunnel] = far.add_link(LinkConfig {
+        forward: delay(2 * MS),
+        reverse: delay(MS),
+        seeds: [5, 6],
+        mtu: 1500,
+        kernel_path: false,
+        kernel_shaper: false,
+        remote: Some((1, t)),
+        spur: None,
+    });
     let mut far = Sim::new(far);
     // Member 2's node broadcasts at 0: its egress (2 ms) runs on its machine, which sends
     // the frame early by the underlay's delay, so that it reaches the switch at 2 ms.
@@ -103,17 +147,22 @@ fn a_lan_member_on_another_machine_has_its_egress_there_and_its_ingress_at_the_s
     owner.core.handle_delivered(left + t, p[2], frame.to_vec());
     owner.now = left + t;
     owner.run_until(10 * MS);
-    let got: Vec<(u64, PortId, u32)> = owner.out.drain(..).map(|(at, port, f)| (at, port, seq_of(&f))).collect();
+    let got: Vec<(u64, PortId, u32)> =
+        owner.out.drain(..).map(|(at, port, f)| (at, port, seq_of(&f))).collect();
     assert_eq!(got, vec![(2 * MS, p[1], 1), (3 * MS, p[0], 1)]);
     // Member 0 broadcasts at 10 ms: member 2's ingress (1 ms) runs at the switch, whose
     // machine sends early by the underlay's delay; the far machine delivers on arrival.
     owner.send(10 * MS, p[0], eth([0xff; 6], mac(1), 100, 2));
     owner.run_until(20 * MS);
-    let got: Vec<(u64, PortId, u32)> = owner.out.drain(..).map(|(at, port, f)| (at, port, seq_of(&f))).collect();
+    let got: Vec<(u64, PortId, u32)> =
+        owner.out.drain(..).map(|(at, port, f)| (at, port, seq_of(&f))).collect();
     assert_eq!(got, vec![(10 * MS, p[1], 2), (11 * MS - t, p[2], 2)]);
     // Each direction counted once, where it is carried out; no kernel path for a LAN
     // that spans machines.
-    assert_eq!((owner.stats(Target::Member(0, 2), 0).tx_frames, far.stats(Target::Link(0), 0).tx_frames), (0, 1));
+    assert_eq!(
+        (owner.stats(Target::Member(0, 2), 0).tx_frames, far.stats(Target::Link(0), 0).tx_frames),
+        (0, 1)
+    );
     assert_eq!(owner.stats(Target::Member(0, 2), 1).tx_frames, 1);
     assert!(owner.events.iter().all(|e| !matches!(e, Event::Path { .. })));
     // The measured transit is the new lead.
@@ -136,7 +185,13 @@ fn a_flooded_frame_crosses_to_another_machine_once_and_each_member_there_has_its
     assert_eq!(copies, 1);
     assert_eq!(s.far_out(), vec![(MS, s.nodes[0][0], 7), (3 * MS, s.nodes[1][0], 7)]);
     // Counted once: the far machine's reverse directions, not the owner's ingress.
-    assert_eq!((s.far.stats(Target::Link(0), 1).tx_frames, s.owner.stats(Target::Member(0, 2), 1).tx_frames), (1, 0));
+    assert_eq!(
+        (
+            s.far.stats(Target::Link(0), 1).tx_frames,
+            s.owner.stats(Target::Member(0, 2), 1).tx_frames
+        ),
+        (1, 0)
+    );
     // A unicast to member 3 (learnt) goes to it alone, still through the trunk.
     s.far.send(10 * MS, s.nodes[1][0], eth(mac(1), mac(4), 100, 8));
     s.far.run_until(11 * MS);
@@ -165,7 +220,8 @@ fn members_on_another_machine_are_switched_among_themselves_there() {
     let mut s = Trunked::with([delay(MS), delay(MS)], delay(2 * MS), None, t, Some(spur));
     let to_owner = |s: &mut Trunked| -> Vec<(u64, PortId, Vec<u8>)> {
         let tunnels = [s.nodes[0][1], s.nodes[1][1]];
-        let (sent, rest): (Vec<_>, Vec<_>) = s.far.out.drain(..).partition(|o| tunnels.contains(&o.1));
+        let (sent, rest): (Vec<_>, Vec<_>) =
+            s.far.out.drain(..).partition(|o| tunnels.contains(&o.1));
         s.far.out = rest;
         sent.into_iter().map(|(at, port, f)| (at, port, f.to_vec())).collect()
     };
@@ -176,20 +232,29 @@ fn members_on_another_machine_are_switched_among_themselves_there() {
     s.far.send(0, s.nodes[0][0], eth([0xff; 6], mac(3), 100, 1));
     s.far.run_until(2 * MS - t);
     let sent = to_owner(&mut s);
-    assert_eq!(sent.iter().map(|o| (o.0, o.1, seq_of(&o.2))).collect::<Vec<_>>(), vec![(2 * MS - t, s.nodes[0][1], 1)]);
+    assert_eq!(
+        sent.iter().map(|o| (o.0, o.1, seq_of(&o.2))).collect::<Vec<_>>(),
+        vec![(2 * MS - t, s.nodes[0][1], 1)]
+    );
     s.owner.core.handle_delivered(2 * MS, s.ports[2], sent[0].2.clone());
     s.owner.now = 2 * MS;
     let (local, copies) = s.run_until(10 * MS, t);
     assert_eq!((local, copies), (vec![(2 * MS, s.ports[0], 1), (2 * MS, s.ports[1], 1)], 0));
     assert_eq!(s.far_out(), vec![(3 * MS, s.nodes[1][0], 1)]);
     // Counted once each way: member 2's egress (its copy to the switch), member 3's ingress.
-    assert_eq!((s.far.stats(Target::Link(0), 0).tx_frames, s.far.stats(Target::Link(1), 1).tx_frames), (1, 1));
+    assert_eq!(
+        (s.far.stats(Target::Link(0), 0).tx_frames, s.far.stats(Target::Link(1), 1).tx_frames),
+        (1, 1)
+    );
     // Member 3 answers member 2: switched there; nothing to the switch.
     s.far.send(10 * MS, s.nodes[1][0], eth(mac(3), mac(4), 100, 2));
     s.far.run_until(20 * MS);
     assert!(to_owner(&mut s).is_empty());
     assert_eq!(s.far_out(), vec![(13 * MS, s.nodes[0][0], 2)]);
-    assert_eq!((s.far.stats(Target::Link(1), 0).tx_frames, s.far.stats(Target::Link(0), 1).tx_frames), (1, 1));
+    assert_eq!(
+        (s.far.stats(Target::Link(1), 0).tx_frames, s.far.stats(Target::Link(0), 1).tx_frames),
+        (1, 1)
+    );
     // And back, to MAC 4, learnt from the answer.
     s.far.send(20 * MS, s.nodes[0][0], eth(mac(4), mac(3), 100, 3));
     s.far.run_until(30 * MS);
@@ -268,16 +333,41 @@ fn members_on_another_machine_learn_a_bounded_number_of_addresses() {
     s.far.send(30 * MS, s.nodes[1][0], eth([0xff; 6], mac(4), 64, 1));
     s.far.send(31 * MS, s.nodes[0][0], eth(mac(4), mac(3), 64, 2));
     s.far.run_until(40 * MS);
-    let to_2: Vec<u32> = s.far.out.iter().filter(|o| o.1 == s.nodes[0][1] || o.1 == s.nodes[1][0]).map(|o| seq_of(&o.2)).collect();
-    assert_eq!(to_2, vec![2, 2], "to the switch and to member 3 alike: {:?}", s.far.out.iter().map(|o| (o.1, seq_of(&o.2))).collect::<Vec<_>>());
+    let to_2: Vec<u32> = s
+        .far
+        .out
+        .iter()
+        .filter(|o| o.1 == s.nodes[0][1] || o.1 == s.nodes[1][0])
+        .map(|o| seq_of(&o.2))
+        .collect();
+    assert_eq!(
+        to_2,
+        vec![2, 2],
+        "to the switch and to member 3 alike: {:?}",
+        s.far.out.iter().map(|o| (o.1, seq_of(&o.2))).collect::<Vec<_>>()
+    );
 }
 
 #[test]
 fn a_radio_transmission_reaches_the_far_machines_receivers_in_one_copy_at_their_own_times() {
     let t = 50 * US;
-    let cfg = MediumConfig { model: Model::UnitDisk { range_m: 2000.0 }, radio: Radio::default(), rate_bps: 54_000_000, preamble_ns: 0, carrier_sense_m: 2000.0, csma: false, queue_frames: 100, seed: 3 };
+    let cfg = MediumConfig {
+        model: Model::UnitDisk { range_m: 2000.0 },
+        radio: Radio::default(),
+        rate_bps: 54_000_000,
+        preamble_ns: 0,
+        carrier_sense_m: 2000.0,
+        csma: false,
+        queue_frames: 100,
+        seed: 3,
+    };
     // Members 2 and 3 at 300 m and 1500 m from member 0: 1 us and 5 us of propagation.
-    let pos = vec![Pos::new(0.0, 0.0), Pos::new(3000.0, 0.0), Pos::new(299.792458, 0.0), Pos::new(1498.96229, 0.0)];
+    let pos = vec![
+        Pos::new(0.0, 0.0),
+        Pos::new(3000.0, 0.0),
+        Pos::new(299.792458, 0.0),
+        Pos::new(1498.96229, 0.0),
+    ];
     // (Ingress delays longer than the underlay's, which they hide.)
     let mut s = Trunked::new([delay(MS), delay(MS)], Some((cfg, pos)), t);
     s.owner.send(0, s.ports[0], eth([0xff; 6], mac(1), 100, 5));
@@ -296,7 +386,16 @@ fn a_frame_from_another_machine_counts_its_wait_between_arrival_and_write() {
     // on arrival. An engine that writes it 3 ms after it arrived shows that wait in the
     // direction's arrival histogram (which the far machine cannot see); one on time, 0.
     let mut c = Core::new();
-    let [node, tunnel] = c.add_link(LinkConfig { forward: delay(MS), reverse: delay(MS), seeds: [1, 2], mtu: 1500, kernel_path: false, kernel_shaper: false, remote: Some((1, 50 * US)) , spur: None });
+    let [node, tunnel] = c.add_link(LinkConfig {
+        forward: delay(MS),
+        reverse: delay(MS),
+        seeds: [1, 2],
+        mtu: 1500,
+        kernel_path: false,
+        kernel_shaper: false,
+        remote: Some((1, 50 * US)),
+        spur: None,
+    });
     c.handle_delivered(5 * MS, node, eth(mac(1), mac(2), 100, 1));
     assert!(c.poll_transmit(5 * MS - 1).is_none());
     let tx = c.poll_transmit(8 * MS).expect("due since its arrival");
@@ -312,7 +411,11 @@ fn a_frame_from_another_machine_counts_its_wait_between_arrival_and_write() {
     // Nothing of it on the direction this machine carries out (toward the tunnel), and
     // the frames are not counted as this machine's.
     let toward_far = c.counters(Target::Link(0))[0].snapshot();
-    assert!(toward_far.arrival_wait_hist.is_empty() && toward_node.tx_frames == 0 && toward_node.late_hist.iter().sum::<u64>() == 0);
+    assert!(
+        toward_far.arrival_wait_hist.is_empty()
+            && toward_node.tx_frames == 0
+            && toward_node.late_hist.iter().sum::<u64>() == 0
+    );
     let _ = tunnel;
 }
 
@@ -322,7 +425,16 @@ fn a_link_to_another_machine_puts_only_its_direction_from_here_on_the_kernel_pat
     // kernel's tunnel: the direction a -> b needs no emulation, so it goes by the kernel;
     // b -> a is the other machine's to decide and never gets a path here.
     let mut c = Core::new();
-    let [node, tunnel] = c.add_link(LinkConfig { forward: imp(), reverse: delay(MS), seeds: [1, 2], mtu: 1500, kernel_path: true, kernel_shaper: true, remote: Some((1, 50 * US)) , spur: None });
+    let [node, tunnel] = c.add_link(LinkConfig {
+        forward: imp(),
+        reverse: delay(MS),
+        seeds: [1, 2],
+        mtu: 1500,
+        kernel_path: true,
+        kernel_shaper: true,
+        remote: Some((1, 50 * US)),
+        spur: None,
+    });
     let mut s = Sim::new(c);
     s.drain_events();
     assert_eq!(full_paths(&s), vec![(node, Path::Kernel)]);
@@ -333,17 +445,38 @@ fn a_link_to_another_machine_puts_only_its_direction_from_here_on_the_kernel_pat
     assert!(s.stats(Target::Link(0), 0).kernel_path && !s.stats(Target::Link(0), 1).kernel_path);
     // A rate: the engine's (the kernel's token bucket is not on the way to another
     // machine); taken off: the kernel's again.
-    s.apply(Command::Patch { target: Target::Link(0), dir: 0, patch: ImpairmentsPatch { rate_bps: Some(Some(80_000_000)), ..Default::default() } });
-    s.apply(Command::Patch { target: Target::Link(0), dir: 0, patch: ImpairmentsPatch { rate_bps: Some(None), ..Default::default() } });
-    assert_eq!(full_paths(&s), vec![(node, Path::Kernel), (node, Path::Engine), (node, Path::Kernel)]);
+    s.apply(Command::Patch {
+        target: Target::Link(0),
+        dir: 0,
+        patch: ImpairmentsPatch { rate_bps: Some(Some(80_000_000)), ..Default::default() },
+    });
+    s.apply(Command::Patch {
+        target: Target::Link(0),
+        dir: 0,
+        patch: ImpairmentsPatch { rate_bps: Some(None), ..Default::default() },
+    });
+    assert_eq!(
+        full_paths(&s),
+        vec![(node, Path::Kernel), (node, Path::Engine), (node, Path::Kernel)]
+    );
     // A capture of the far end (what arrives at b is recorded on b's machine; here it
     // only keeps a -> b off the kernel path, and records nothing arriving there).
-    s.apply(Command::Capture { id: 7, target: Target::Link(0), side: 1, iface: 0, point: CapturePoint::After });
+    s.apply(Command::Capture {
+        id: 7,
+        target: Target::Link(0),
+        side: 1,
+        iface: 0,
+        point: CapturePoint::After,
+    });
     assert_eq!(full_paths(&s).last(), Some(&(node, Path::Engine)));
     s.send(MS, node, eth(mac(2), mac(1), 100, 1));
     s.run_until(3 * MS);
     assert_eq!(s.out.iter().map(|o| o.1).collect::<Vec<_>>(), vec![tunnel]);
-    assert!(!s.events.iter().any(|e| matches!(e, Event::Capture { outgoing: false, .. })), "{:?}", s.events);
+    assert!(
+        !s.events.iter().any(|e| matches!(e, Event::Capture { outgoing: false, .. })),
+        "{:?}",
+        s.events
+    );
     s.apply(Command::Uncapture(7));
     assert_eq!(full_paths(&s).last(), Some(&(node, Path::Kernel)));
     assert!(full_paths(&s).iter().all(|&(p, _)| p == node));

@@ -6,9 +6,14 @@
 
 use std::sync::Arc;
 
-use vemu_engine::core::{Spur, Applied, CapturePoint, Command, Core, Event, Frame, LinkConfig, MemberConfig, Path, PortId, SegmentConfig, Shape, Target};
+use vemu_engine::core::{
+    Applied, CapturePoint, Command, Core, Event, Frame, LinkConfig, MemberConfig, Path, PortId,
+    SegmentConfig, Shape, Spur, Target,
+};
 use vemu_engine::gso::{VnetHdr, VNET_HDR_LEN};
-use vemu_link::{Chance, Distribution, Impairments, ImpairmentsPatch, Jitter, Loss, QueueLimit, Reorder, Shaper};
+use vemu_link::{
+    Chance, Distribution, Impairments, ImpairmentsPatch, Jitter, Loss, QueueLimit, Reorder, Shaper,
+};
 use vemu_radio::medium::MediumConfig;
 use vemu_radio::propagation::{Model, Radio};
 use vemu_radio::Pos;
@@ -141,7 +146,8 @@ fn ipv4_udp(dport: u16) -> Vec<u8> {
 /// (54 bytes of headers).
 fn tcp_super(payload: usize, mss: u16) -> Vec<u8> {
     let mut p = vec![0u8; VNET_HDR_LEN];
-    VnetHdr { flags: 1, gso_type: 1, hdr_len: 54, gso_size: mss, csum_start: 34, csum_offset: 16 }.write(&mut p);
+    VnetHdr { flags: 1, gso_type: 1, hdr_len: 54, gso_size: mss, csum_start: 34, csum_offset: 16 }
+        .write(&mut p);
     p.extend_from_slice(&mac(2));
     p.extend_from_slice(&mac(1));
     p.extend_from_slice(&[0x08, 0x00]);
@@ -175,17 +181,51 @@ fn link(forward: Impairments, reverse: Impairments) -> (Sim, PortId, PortId) {
     link_seeded(forward, reverse, [1, 2])
 }
 
-fn link_seeded(forward: Impairments, reverse: Impairments, seeds: [u64; 2]) -> (Sim, PortId, PortId) {
+fn link_seeded(
+    forward: Impairments,
+    reverse: Impairments,
+    seeds: [u64; 2],
+) -> (Sim, PortId, PortId) {
     let mut core = Core::new();
-    let [a, b] = core.add_link(LinkConfig { forward, reverse, seeds, mtu: 0, kernel_path: false, kernel_shaper: false, remote: None , spur: None });
+    let [a, b] = core.add_link(LinkConfig {
+        forward,
+        reverse,
+        seeds,
+        mtu: 0,
+        kernel_path: false,
+        kernel_shaper: false,
+        remote: None,
+        spur: None,
+    });
     (Sim::new(core), a, b)
 }
 
 /// A LAN of `n` members with the given per-member (egress, ingress) impairments.
-fn lan(members: Vec<(u16, Impairments, Impairments)>, capacity_bps: Option<u64>, aging_ns: u64) -> (Sim, Vec<PortId>) {
+fn lan(
+    members: Vec<(u16, Impairments, Impairments)>,
+    capacity_bps: Option<u64>,
+    aging_ns: u64,
+) -> (Sim, Vec<PortId>) {
     let mut core = Core::new();
-    let members = members.into_iter().enumerate().map(|(i, (vlan, egress, ingress))| MemberConfig { vlan, egress, ingress, seeds: [2 * i as u64, 2 * i as u64 + 1], mtu: 0, remote: None }).collect();
-    let ports = core.add_segment(SegmentConfig { members, capacity_bps, aging_ns, radio: None, ..Default::default() });
+    let members = members
+        .into_iter()
+        .enumerate()
+        .map(|(i, (vlan, egress, ingress))| MemberConfig {
+            vlan,
+            egress,
+            ingress,
+            seeds: [2 * i as u64, 2 * i as u64 + 1],
+            mtu: 0,
+            remote: None,
+        })
+        .collect();
+    let ports = core.add_segment(SegmentConfig {
+        members,
+        capacity_bps,
+        aging_ns,
+        radio: None,
+        ..Default::default()
+    });
     (Sim::new(core), ports)
 }
 
@@ -198,20 +238,49 @@ fn radio(positions: &[(f64, f64)], csma: bool, rate_bps: u64) -> (Sim, Vec<PortI
     radio_with(positions, Model::UnitDisk { range_m: 250.0 }, csma, rate_bps, 7, 250.0)
 }
 
-fn radio_with(positions: &[(f64, f64)], model: Model, csma: bool, rate_bps: u64, seed: u64, carrier_sense_m: f64) -> (Sim, Vec<PortId>) {
+fn radio_with(
+    positions: &[(f64, f64)],
+    model: Model,
+    csma: bool,
+    rate_bps: u64,
+    seed: u64,
+    carrier_sense_m: f64,
+) -> (Sim, Vec<PortId>) {
     let mut core = Core::new();
-    let cfg = MediumConfig { model, radio: Radio::default(), rate_bps, preamble_ns: 0, carrier_sense_m, csma, queue_frames: 1000, seed };
+    let cfg = MediumConfig {
+        model,
+        radio: Radio::default(),
+        rate_bps,
+        preamble_ns: 0,
+        carrier_sense_m,
+        csma,
+        queue_frames: 1000,
+        seed,
+    };
     let pos: Vec<Pos> = positions.iter().map(|&(x, y)| Pos::new(x, y)).collect();
-    let members = (0..positions.len()).map(|i| MemberConfig { vlan: 1, seeds: [i as u64, 100 + i as u64], ..Default::default() }).collect();
-    let ports = core.add_segment(SegmentConfig { members, capacity_bps: None, aging_ns: 300_000 * MS, radio: Some((cfg, pos)), ..Default::default() });
+    let members = (0..positions.len())
+        .map(|i| MemberConfig { vlan: 1, seeds: [i as u64, 100 + i as u64], ..Default::default() })
+        .collect();
+    let ports = core.add_segment(SegmentConfig {
+        members,
+        capacity_bps: None,
+        aging_ns: 300_000 * MS,
+        radio: Some((cfg, pos)),
+        ..Default::default()
+    });
     (Sim::new(core), ports)
 }
 
 fn captures(s: &Sim) -> Vec<(u64, u32, u64, bool, u32)> {
-    s.events.iter().filter_map(|e| match e {
-        Event::Capture { capture, iface, t_ns, outgoing, frame } => Some((*capture, *iface, *t_ns, *outgoing, seq_of(frame))),
-        _ => None,
-    }).collect()
+    s.events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Capture { capture, iface, t_ns, outgoing, frame } => {
+                Some((*capture, *iface, *t_ns, *outgoing, seq_of(frame)))
+            }
+            _ => None,
+        })
+        .collect()
 }
 
 /// An IPv4 frame from host `src` to group address `dst` (IP protocol `proto`).
@@ -219,7 +288,26 @@ fn ip4_group(src: u8, dst: [u8; 4], proto: u8, payload: &[u8]) -> Vec<u8> {
     let mut f = vec![0u8; VNET_HDR_LEN];
     f.extend_from_slice(&[0x01, 0x00, 0x5e, dst[1] & 0x7f, dst[2], dst[3]]);
     f.extend_from_slice(&mac(src));
-    f.extend_from_slice(&[0x08, 0x00, 0x45, 0, 0, (20 + payload.len()) as u8, 0, 0, 0, 0, 1, proto, 0, 0, 10, 0, 0, src]);
+    f.extend_from_slice(&[
+        0x08,
+        0x00,
+        0x45,
+        0,
+        0,
+        (20 + payload.len()) as u8,
+        0,
+        0,
+        0,
+        0,
+        1,
+        proto,
+        0,
+        0,
+        10,
+        0,
+        0,
+        src,
+    ]);
     f.extend_from_slice(&dst);
     f.extend_from_slice(payload);
     f
@@ -231,12 +319,26 @@ fn paths(s: &Sim) -> Vec<(PortId, bool)> {
 }
 
 fn full_paths(s: &Sim) -> Vec<(PortId, Path)> {
-    s.events.iter().filter_map(|e| if let Event::Path { port, path } = e { Some((*port, *path)) } else { None }).collect()
+    s.events
+        .iter()
+        .filter_map(
+            |e| if let Event::Path { port, path } = e { Some((*port, *path)) } else { None },
+        )
+        .collect()
 }
 
 fn kernel_link(forward: Impairments, reverse: Impairments) -> (Sim, PortId, PortId) {
     let mut core = Core::new();
-    let [a, b] = core.add_link(LinkConfig { forward, reverse, seeds: [1, 2], mtu: 1500, kernel_path: true, kernel_shaper: true, remote: None , spur: None });
+    let [a, b] = core.add_link(LinkConfig {
+        forward,
+        reverse,
+        seeds: [1, 2],
+        mtu: 1500,
+        kernel_path: true,
+        kernel_shaper: true,
+        remote: None,
+        spur: None,
+    });
     let mut s = Sim::new(core);
     s.drain_events();
     (s, a, b)
@@ -252,10 +354,29 @@ fn xorshift(state: &mut u64) -> u64 {
 
 /// A LAN whose ports the kernel can switch (a bridge in the plane), with `impaired`
 /// given to member 0's ingress; the paths asked for at the start drained.
-fn kernel_lan(n: usize, capacity_bps: Option<u64>, snooping: vemu_switch::Snooping, impaired: Impairments) -> (Sim, Vec<PortId>, Vec<(PortId, bool)>) {
+fn kernel_lan(
+    n: usize,
+    capacity_bps: Option<u64>,
+    snooping: vemu_switch::Snooping,
+    impaired: Impairments,
+) -> (Sim, Vec<PortId>, Vec<(PortId, bool)>) {
     let mut core = Core::new();
-    let members = (0..n).map(|i| MemberConfig { vlan: 1, ingress: if i == 0 { impaired.clone() } else { imp() }, seeds: [2 * i as u64, 2 * i as u64 + 1], ..Default::default() }).collect();
-    let ports = core.add_segment(SegmentConfig { members, capacity_bps, aging_ns: 300_000 * MS, snooping, kernel_path: true, ..Default::default() });
+    let members = (0..n)
+        .map(|i| MemberConfig {
+            vlan: 1,
+            ingress: if i == 0 { impaired.clone() } else { imp() },
+            seeds: [2 * i as u64, 2 * i as u64 + 1],
+            ..Default::default()
+        })
+        .collect();
+    let ports = core.add_segment(SegmentConfig {
+        members,
+        capacity_bps,
+        aging_ns: 300_000 * MS,
+        snooping,
+        kernel_path: true,
+        ..Default::default()
+    });
     let mut s = Sim::new(core);
     s.drain_events();
     let first = paths(&s);
@@ -296,11 +417,28 @@ impl Split {
     fn new(forward: Impairments, reverse: Impairments, transit_ns: u64) -> Split {
         let mk = |remote_side: usize| {
             let mut core = Core::new();
-            let ports = core.add_link(LinkConfig { forward: forward.clone(), reverse: reverse.clone(), seeds: [1, 2], mtu: 1500, kernel_path: true, kernel_shaper: true, remote: Some((remote_side, transit_ns)) , spur: None });
+            let ports = core.add_link(LinkConfig {
+                forward: forward.clone(),
+                reverse: reverse.clone(),
+                seeds: [1, 2],
+                mtu: 1500,
+                kernel_path: true,
+                kernel_shaper: true,
+                remote: Some((remote_side, transit_ns)),
+                spur: None,
+            });
             (Sim::new(core), ports)
         };
         let ((m0, p0), (m1, p1)) = (mk(1), mk(0));
-        Split { machines: [m0, m1], ports: [p0, p1], transit_ns, reasm: Default::default(), seq: 0, delivered: [Vec::new(), Vec::new()], underlay_drops: Vec::new() }
+        Split {
+            machines: [m0, m1],
+            ports: [p0, p1],
+            transit_ns,
+            reasm: Default::default(),
+            seq: 0,
+            delivered: [Vec::new(), Vec::new()],
+            underlay_drops: Vec::new(),
+        }
     }
 
     /// Run both machines to `t`: what one hands out for the remote side crosses the
@@ -328,7 +466,12 @@ impl Split {
                 for (at, frame) in crossing {
                     let mut dgrams = Vec::new();
                     let vni = vemu_engine::tunnel::vni(0, m as u8);
-                    vemu_engine::tunnel::encode(&frame, vemu_engine::tunnel::Meta { vni, seq: self.seq, departure_ns: at }, vemu_engine::tunnel::payload_for_mtu(1500, false), &mut dgrams);
+                    vemu_engine::tunnel::encode(
+                        &frame,
+                        vemu_engine::tunnel::Meta { vni, seq: self.seq, departure_ns: at },
+                        vemu_engine::tunnel::payload_for_mtu(1500, false),
+                        &mut dgrams,
+                    );
                     self.seq += 1;
                     if self.underlay_drops.contains(&(self.seq - 1)) {
                         continue;
@@ -370,24 +513,72 @@ struct Trunked {
 }
 
 impl Trunked {
-    fn new(ingress: [Impairments; 2], radio: Option<(MediumConfig, Vec<Pos>)>, transit: u64) -> Trunked {
+    fn new(
+        ingress: [Impairments; 2],
+        radio: Option<(MediumConfig, Vec<Pos>)>,
+        transit: u64,
+    ) -> Trunked {
         Trunked::with(ingress, imp(), radio, transit, None)
     }
 
     /// ... with `egress` on the far members and, with `spur`, unicast between them
     /// switched on their machine.
-    fn with(ingress: [Impairments; 2], egress: Impairments, radio: Option<(MediumConfig, Vec<Pos>)>, transit: u64, spur: Option<Spur>) -> Trunked {
+    fn with(
+        ingress: [Impairments; 2],
+        egress: Impairments,
+        radio: Option<(MediumConfig, Vec<Pos>)>,
+        transit: u64,
+        spur: Option<Spur>,
+    ) -> Trunked {
         let mut owner = Core::new();
-        let members = (0..4).map(|i| MemberConfig { vlan: 1, seeds: [2 * i, 2 * i + 1], remote: (i >= 2).then_some(transit), ..Default::default() }).collect();
-        let ports = owner.add_segment(SegmentConfig { members, aging_ns: 300_000 * MS, radio, far_switching: spur.is_some(), ..Default::default() });
+        let members = (0..4)
+            .map(|i| MemberConfig {
+                vlan: 1,
+                seeds: [2 * i, 2 * i + 1],
+                remote: (i >= 2).then_some(transit),
+                ..Default::default()
+            })
+            .collect();
+        let ports = owner.add_segment(SegmentConfig {
+            members,
+            aging_ns: 300_000 * MS,
+            radio,
+            far_switching: spur.is_some(),
+            ..Default::default()
+        });
         let trunk = owner.add_trunk(0, &[2, 3]);
         owner.set_transit(trunk, transit);
         let mut far = Core::new();
         let [i2, i3] = ingress;
-        let n2 = far.add_link(LinkConfig { forward: egress.clone(), reverse: i2, seeds: [5, 6], mtu: 1500, kernel_path: false, kernel_shaper: false, remote: Some((1, transit)), spur });
-        let n3 = far.add_link(LinkConfig { forward: egress, reverse: i3, seeds: [7, 8], mtu: 1500, kernel_path: false, kernel_shaper: false, remote: Some((1, transit)), spur });
+        let n2 = far.add_link(LinkConfig {
+            forward: egress.clone(),
+            reverse: i2,
+            seeds: [5, 6],
+            mtu: 1500,
+            kernel_path: false,
+            kernel_shaper: false,
+            remote: Some((1, transit)),
+            spur,
+        });
+        let n3 = far.add_link(LinkConfig {
+            forward: egress,
+            reverse: i3,
+            seeds: [7, 8],
+            mtu: 1500,
+            kernel_path: false,
+            kernel_shaper: false,
+            remote: Some((1, transit)),
+            spur,
+        });
         let trunk_in = far.add_trunk_in(&[(2, 0), (3, 1)]);
-        Trunked { owner: Sim::new(owner), far: Sim::new(far), ports, trunk, trunk_in, nodes: [n2, n3] }
+        Trunked {
+            owner: Sim::new(owner),
+            far: Sim::new(far),
+            ports,
+            trunk,
+            trunk_in,
+            nodes: [n2, n3],
+        }
     }
 
     /// Run the owner to `t`; what it hands out for the trunk crosses (arriving after the
@@ -422,7 +613,28 @@ fn ipv4_dscp(dscp: u8, len: usize, seq: u32) -> Vec<u8> {
     f.extend_from_slice(&mac(1));
     f.extend_from_slice(&[0x08, 0x00]);
     let ip_len = (len - 14) as u16;
-    let mut ip = vec![0x45, dscp << 2, (ip_len >> 8) as u8, ip_len as u8, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2];
+    let mut ip = vec![
+        0x45,
+        dscp << 2,
+        (ip_len >> 8) as u8,
+        ip_len as u8,
+        0,
+        0,
+        0x40,
+        0,
+        64,
+        17,
+        0,
+        0,
+        10,
+        0,
+        0,
+        1,
+        10,
+        0,
+        0,
+        2,
+    ];
     let sum = ones_complement(&ip);
     ip[10..12].copy_from_slice(&sum.to_be_bytes());
     f.extend_from_slice(&ip);
@@ -448,13 +660,13 @@ fn dscp_of(f: &[u8]) -> u8 {
     f[VNET_HDR_LEN + 15] >> 2
 }
 
-mod links;
-mod gso;
-mod hostile;
-mod lans;
-mod radio;
 mod captures;
 mod groups;
+mod gso;
+mod hostile;
 mod kernel_path;
+mod lans;
+mod links;
 mod machines;
 mod qos;
+mod radio;

@@ -43,11 +43,17 @@ fn radio_members_in_carrier_sense_range_share_the_air() {
 #[test]
 fn moved_member_leaves_and_rejoins_range() {
     let (mut s, p) = radio(&[(0.0, 0.0), (100.0, 0.0)], false, 11_000_000);
-    s.apply(Command::Positions { seg: 0, positions: vec![Pos::new(0.0, 0.0), Pos::new(1000.0, 0.0)] });
+    s.apply(Command::Positions {
+        seg: 0,
+        positions: vec![Pos::new(0.0, 0.0), Pos::new(1000.0, 0.0)],
+    });
     s.send(0, p[0], eth([0xff; 6], mac(10), 100, 1));
     s.finish();
     assert!(s.arrivals(p[1]).is_empty());
-    s.apply(Command::Positions { seg: 0, positions: vec![Pos::new(0.0, 0.0), Pos::new(50.0, 0.0)] });
+    s.apply(Command::Positions {
+        seg: 0,
+        positions: vec![Pos::new(0.0, 0.0), Pos::new(50.0, 0.0)],
+    });
     s.send(10 * MS, p[0], eth([0xff; 6], mac(10), 100, 2));
     s.finish();
     assert_eq!(s.arrivals(p[1]).len(), 1);
@@ -69,7 +75,14 @@ fn radio_unicast_goes_to_the_learned_member_only() {
 #[test]
 fn hidden_terminals_collide_under_csma() {
     // 0 and 2 cannot sense each other (400 m, carrier sense 250 m); 1 hears both.
-    let (mut s, p) = radio_with(&[(0.0, 0.0), (200.0, 0.0), (400.0, 0.0)], Model::UnitDisk { range_m: 250.0 }, true, 1_000_000, 3, 250.0);
+    let (mut s, p) = radio_with(
+        &[(0.0, 0.0), (200.0, 0.0), (400.0, 0.0)],
+        Model::UnitDisk { range_m: 250.0 },
+        true,
+        1_000_000,
+        3,
+        250.0,
+    );
     for i in 0..50 {
         s.send(0, p[0], eth(mac(11), mac(10), 250, i));
         s.send(0, p[2], eth(mac(11), mac(12), 250, 1000 + i));
@@ -97,7 +110,14 @@ fn radio_member_down_neither_sends_nor_receives() {
 fn radio_decisions_repeat_with_the_seed() {
     let model = Model::LogDistance { exponent: 3.0, d0_m: 1.0, sigma_db: 6.0 };
     let run = |seed: u64| {
-        let (mut s, p) = radio_with(&[(0.0, 0.0), (60.0, 0.0), (120.0, 0.0)], model, false, 11_000_000, seed, 550.0);
+        let (mut s, p) = radio_with(
+            &[(0.0, 0.0), (60.0, 0.0), (120.0, 0.0)],
+            model,
+            false,
+            11_000_000,
+            seed,
+            550.0,
+        );
         for i in 0..300 {
             s.send(i as u64 * MS, p[0], eth([0xff; 6], mac(10), 100, i));
         }
@@ -107,7 +127,10 @@ fn radio_decisions_repeat_with_the_seed() {
     let (a, b) = run(5);
     assert_eq!((a.clone(), b.clone()), run(5));
     assert_ne!((a.clone(), b.clone()), run(6));
-    assert!(!a.is_empty() && a.len() < 300 || !b.is_empty() && b.len() < 300, "some but not all delivered");
+    assert!(
+        !a.is_empty() && a.len() < 300 || !b.is_empty() && b.len() < 300,
+        "some but not all delivered"
+    );
 }
 
 #[test]

@@ -4,7 +4,11 @@ use super::*;
 
 pub(crate) fn addressing(p: &mut P, node: &Node, field: &str) -> Addressing {
     let mut a = Addressing::default();
-    for (k, _, v) in p.map(node, field, &["ipv4", "ipv4_prefix", "ipv6", "ipv6_prefix", "loopback_ipv4", "loopback_ipv6"]) {
+    for (k, _, v) in p.map(
+        node,
+        field,
+        &["ipv4", "ipv4_prefix", "ipv6", "ipv6_prefix", "loopback_ipv4", "loopback_ipv6"],
+    ) {
         let f = join(field, k);
         let off = matches!(v.as_str(), Some("none") | Some("false") | Some("off"));
         match k {
@@ -15,32 +19,54 @@ pub(crate) fn addressing(p: &mut P, node: &Node, field: &str) -> Addressing {
             }
             "ipv6" if v.as_str() == Some("link-local") => a.ipv6 = None,
             "ipv4" => {
-                a.ipv4 = p.scalar(v, &f, |s| s.parse::<Ipv4Net>().map(|n| n.trunc()).map_err(|_| format!("'{s}' is not an IPv4 prefix like 10.0.0.0/16 (or 'none')")))
+                a.ipv4 = p.scalar(v, &f, |s| {
+                    s.parse::<Ipv4Net>().map(|n| n.trunc()).map_err(|_| {
+                        format!("'{s}' is not an IPv4 prefix like 10.0.0.0/16 (or 'none')")
+                    })
+                })
             }
             "ipv6" => {
-                a.ipv6 = p.scalar(v, &f, |s| s.parse::<Ipv6Net>().map(|n| n.trunc()).map_err(|_| format!("'{s}' is not an IPv6 prefix like fd00::/48 (or 'link-local', or 'none')")))
+                a.ipv6 = p.scalar(v, &f, |s| {
+                    s.parse::<Ipv6Net>().map(|n| n.trunc()).map_err(|_| {
+                        format!(
+                        "'{s}' is not an IPv6 prefix like fd00::/48 (or 'link-local', or 'none')"
+                    )
+                    })
+                })
             }
             "loopback_ipv4" if off => a.loopback_ipv4 = None,
             "loopback_ipv6" if off => a.loopback_ipv6 = None,
             "loopback_ipv4" => {
-                a.loopback_ipv4 = p.scalar(v, &f, |s| s.parse::<Ipv4Net>().map(|n| n.trunc()).map_err(|_| format!("'{s}' is not an IPv4 prefix like 10.255.0.0/16 (or 'none')")))
+                a.loopback_ipv4 = p.scalar(v, &f, |s| {
+                    s.parse::<Ipv4Net>().map(|n| n.trunc()).map_err(|_| {
+                        format!("'{s}' is not an IPv4 prefix like 10.255.0.0/16 (or 'none')")
+                    })
+                })
             }
             "loopback_ipv6" => {
-                a.loopback_ipv6 = p.scalar(v, &f, |s| s.parse::<Ipv6Net>().map(|n| n.trunc()).map_err(|_| format!("'{s}' is not an IPv6 prefix like fd00:ff::/64 (or 'none')")))
+                a.loopback_ipv6 = p.scalar(v, &f, |s| {
+                    s.parse::<Ipv6Net>().map(|n| n.trunc()).map_err(|_| {
+                        format!("'{s}' is not an IPv6 prefix like fd00:ff::/64 (or 'none')")
+                    })
+                })
             }
             "ipv4_prefix" => {
-                if let Some(n) = p.scalar(v, &f, |s| match s.trim_start_matches('/').parse::<u8>() {
-                    Ok(n @ 8..=30) => Ok(n),
-                    _ => Err(format!("expected a prefix length from 8 to 30, got '{s}'")),
-                }) {
+                if let Some(n) =
+                    p.scalar(v, &f, |s| match s.trim_start_matches('/').parse::<u8>() {
+                        Ok(n @ 8..=30) => Ok(n),
+                        _ => Err(format!("expected a prefix length from 8 to 30, got '{s}'")),
+                    })
+                {
                     a.ipv4_prefix = n;
                 }
             }
             "ipv6_prefix" => {
-                if let Some(n) = p.scalar(v, &f, |s| match s.trim_start_matches('/').parse::<u8>() {
-                    Ok(n @ 16..=126) => Ok(n),
-                    _ => Err(format!("expected a prefix length from 16 to 126, got '{s}'")),
-                }) {
+                if let Some(n) =
+                    p.scalar(v, &f, |s| match s.trim_start_matches('/').parse::<u8>() {
+                        Ok(n @ 16..=126) => Ok(n),
+                        _ => Err(format!("expected a prefix length from 16 to 126, got '{s}'")),
+                    })
+                {
                     a.ipv6_prefix = n;
                 }
             }

@@ -5,7 +5,7 @@
 
 use vemu_link::ImpairmentsPatch;
 
-use super::{directions, finish_impairments, join, valid_medium_name, Node, P, IMPAIRMENT_KEYS};
+use super::{directions, finish_impairments, join, valid_medium_name, Node, IMPAIRMENT_KEYS, P};
 use crate::Divert;
 
 /// Most diverted paths a lab may have (each takes two netfilter queues).
@@ -13,8 +13,33 @@ pub const MAX_DIVERTS: usize = 16;
 
 /// nftables statements: a match may not act, only select.
 const STATEMENTS: &[&str] = &[
-    "accept", "drop", "reject", "queue", "jump", "goto", "return", "continue", "set", "log", "counter", "notrack", "dup", "fwd", "masquerade", "snat", "dnat",
-    "redirect", "tproxy", "synproxy", "flow", "meter", "quota", "limit", "add", "update", "delete",
+    "accept",
+    "drop",
+    "reject",
+    "queue",
+    "jump",
+    "goto",
+    "return",
+    "continue",
+    "set",
+    "log",
+    "counter",
+    "notrack",
+    "dup",
+    "fwd",
+    "masquerade",
+    "snat",
+    "dnat",
+    "redirect",
+    "tproxy",
+    "synproxy",
+    "flow",
+    "meter",
+    "quota",
+    "limit",
+    "add",
+    "update",
+    "delete",
 ];
 
 /// A match as nftables reads it, restricted to what selects packets: no statement, no
@@ -24,10 +49,14 @@ pub fn valid_match(s: &str) -> Result<(), String> {
     if t.is_empty() || t.len() > 200 {
         return Err("a match is 1-200 characters of nftables expression, e.g. 'tcp dport 443' or 'ip daddr 192.0.2.0/24'".into());
     }
-    if let Some(c) = t.chars().find(|c| !(c.is_ascii_alphanumeric() || " ._:/,{}<>=!-*".contains(*c))) {
+    if let Some(c) =
+        t.chars().find(|c| !(c.is_ascii_alphanumeric() || " ._:/,{}<>=!-*".contains(*c)))
+    {
         return Err(format!("'{c}' may not appear in a match (it selects packets with nftables expressions such as 'tcp dport {{80, 443}}')"));
     }
-    if let Some(w) = t.split(|c: char| !c.is_ascii_alphanumeric() && c != '_').find(|w| STATEMENTS.contains(w)) {
+    if let Some(w) =
+        t.split(|c: char| !c.is_ascii_alphanumeric() && c != '_').find(|w| STATEMENTS.contains(w))
+    {
         return Err(format!("'{w}' is an nftables statement; a match only selects packets (vemu adds what diverts them)"));
     }
     Ok(())
@@ -36,7 +65,11 @@ pub fn valid_match(s: &str) -> Result<(), String> {
 pub(super) fn diverts(p: &mut P, node: &Node) -> Vec<Divert> {
     let items = p.seq(node, "divert");
     if items.len() > MAX_DIVERTS {
-        p.err(node.mark, "divert", format!("at most {MAX_DIVERTS} diverted paths, got {}", items.len()));
+        p.err(
+            node.mark,
+            "divert",
+            format!("at most {MAX_DIVERTS} diverted paths, got {}", items.len()),
+        );
         return Vec::new();
     }
     let mut keys = vec!["name", "match", "forward", "reverse"];
@@ -51,11 +84,15 @@ pub(super) fn diverts(p: &mut P, node: &Node) -> Vec<Divert> {
             let f = join(&field, k);
             match *k {
                 "name" => {
-                    if let Some(n) = p.scalar(v, &f, |s| valid_medium_name("divert", s).map(|_| s.to_string())) {
+                    if let Some(n) =
+                        p.scalar(v, &f, |s| valid_medium_name("divert", s).map(|_| s.to_string()))
+                    {
                         name = n;
                     }
                 }
-                "match" => matches = p.scalar(v, &f, |s| valid_match(s).map(|_| s.trim().to_string())),
+                "match" => {
+                    matches = p.scalar(v, &f, |s| valid_match(s).map(|_| s.trim().to_string()))
+                }
                 _ => {}
             }
         }
@@ -75,7 +112,11 @@ pub(super) fn diverts(p: &mut P, node: &Node) -> Vec<Divert> {
             continue;
         };
         if out.iter().any(|d| d.name == name) {
-            p.err(item.mark, &join(&field, "name"), format!("two diverted paths are named '{name}'"));
+            p.err(
+                item.mark,
+                &join(&field, "name"),
+                format!("two diverted paths are named '{name}'"),
+            );
             continue;
         }
         out.push(Divert { name, matches, forward, reverse });

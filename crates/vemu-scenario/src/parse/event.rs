@@ -5,7 +5,24 @@ use super::*;
 /// One entry of `events:`.
 pub(crate) fn event(p: &mut P, node: &Node, field: &str) -> Option<EventDef> {
     use crate::{EventAction, EventTarget, TimedEvent};
-    let entries = p.map(node, field, &["at", "every", "until", "link", "node", "direction", "set", "state", "ramp", "cycle", "run", "move"]);
+    let entries = p.map(
+        node,
+        field,
+        &[
+            "at",
+            "every",
+            "until",
+            "link",
+            "node",
+            "direction",
+            "set",
+            "state",
+            "ramp",
+            "cycle",
+            "run",
+            "move",
+        ],
+    );
     let (mut at, mut every, mut until) = (None, None, None);
     let (mut link, mut target_node, mut direction) = (None, None, crate::Direction::Both);
     let mut actions: Vec<(&str, EventAction)> = Vec::new();
@@ -17,7 +34,9 @@ pub(crate) fn event(p: &mut P, node: &Node, field: &str) -> Option<EventDef> {
             "every" => {
                 // A shorter period would keep a core busy for the lab's life.
                 every = p.scalar(v, &f, |s| match units::duration_ns(s) {
-                    Ok(n) if n < 10_000_000 => Err(format!("'every' must be at least 10ms, got '{s}'")),
+                    Ok(n) if n < 10_000_000 => {
+                        Err(format!("'every' must be at least 10ms, got '{s}'"))
+                    }
                     r => r,
                 })
             }
@@ -49,17 +68,22 @@ pub(crate) fn event(p: &mut P, node: &Node, field: &str) -> Option<EventDef> {
                         let mf = join(&f, mk);
                         match mk {
                             "to" => to = wireless::position(p, mv, &mf),
-                            _ => {
-                                speed = p.scalar(mv, &mf, wireless::speed_mps)
-                            }
+                            _ => speed = p.scalar(mv, &mf, wireless::speed_mps),
                         }
                     }
                 } else {
                     to = wireless::position(p, v, &f);
                 }
                 match to {
-                    Some(at) => actions.push(("move", EventAction::Move { x_m: at.x, y_m: at.y, speed_mps: speed })),
-                    None if p.errors.is_empty() => p.err(v.mark, &f, "a move needs 'to', e.g. move: {to: [500, 100], speed: 5}"),
+                    Some(at) => actions.push((
+                        "move",
+                        EventAction::Move { x_m: at.x, y_m: at.y, speed_mps: speed },
+                    )),
+                    None if p.errors.is_empty() => p.err(
+                        v.mark,
+                        &f,
+                        "a move needs 'to', e.g. move: {to: [500, 100], speed: 5}",
+                    ),
                     None => {}
                 }
             }
@@ -68,7 +92,11 @@ pub(crate) fn event(p: &mut P, node: &Node, field: &str) -> Option<EventDef> {
                 if items.len() < 2 {
                     p.err(v.mark, &f, "a cycle needs at least 2 entries");
                 }
-                let patches = items.iter().enumerate().map(|(j, x)| patch_of(p, x, &format!("{f}[{j}]"))).collect();
+                let patches = items
+                    .iter()
+                    .enumerate()
+                    .map(|(j, x)| patch_of(p, x, &format!("{f}[{j}]")))
+                    .collect();
                 actions.push(("cycle", EventAction::Cycle(patches)));
             }
             "ramp" => {
@@ -119,11 +147,19 @@ pub(crate) fn event(p: &mut P, node: &Node, field: &str) -> Option<EventDef> {
             (EventTarget::Link { .. }, "up") | (EventTarget::Node(_), "start") => true,
             (EventTarget::Link { .. }, "down") | (EventTarget::Node(_), "stop") => false,
             (EventTarget::Link { .. }, _) => {
-                p.err(mark, &join(field, "state"), format!("a link's state is 'up' or 'down', got '{st}'"));
+                p.err(
+                    mark,
+                    &join(field, "state"),
+                    format!("a link's state is 'up' or 'down', got '{st}'"),
+                );
                 return None;
             }
             (EventTarget::Node(_), _) => {
-                p.err(mark, &join(field, "state"), format!("a node's state is 'start' or 'stop', got '{st}'"));
+                p.err(
+                    mark,
+                    &join(field, "state"),
+                    format!("a node's state is 'start' or 'stop', got '{st}'"),
+                );
                 return None;
             }
         };
@@ -132,7 +168,11 @@ pub(crate) fn event(p: &mut P, node: &Node, field: &str) -> Option<EventDef> {
     let action = match actions.len() {
         1 => actions.pop().unwrap(),
         0 => {
-            p.err(node.mark, field, "an event needs one action: set, state, ramp, cycle, run or move");
+            p.err(
+                node.mark,
+                field,
+                "an event needs one action: set, state, ramp, cycle, run or move",
+            );
             return None;
         }
         _ => {
@@ -147,7 +187,15 @@ pub(crate) fn event(p: &mut P, node: &Node, field: &str) -> Option<EventDef> {
         _ => false,
     };
     if !ok_for {
-        p.err(node.mark, field, format!("'{}' does not apply to a {}", action.0, if matches!(target, EventTarget::Node(_)) { "node" } else { "link" }));
+        p.err(
+            node.mark,
+            field,
+            format!(
+                "'{}' does not apply to a {}",
+                action.0,
+                if matches!(target, EventTarget::Node(_)) { "node" } else { "link" }
+            ),
+        );
         return None;
     }
     if matches!(action.1, EventAction::Cycle(_)) && every.is_none() {
@@ -160,7 +208,11 @@ pub(crate) fn event(p: &mut P, node: &Node, field: &str) -> Option<EventDef> {
     if until.is_some() && every.is_none() {
         p.err(node.mark, field, "'until' goes with 'every'");
     }
-    Some(EventDef { mark: node.mark, field: field.to_string(), event: TimedEvent { at_ns, every_ns: every, until_ns: until, target, action: action.1 } })
+    Some(EventDef {
+        mark: node.mark,
+        field: field.to_string(),
+        event: TimedEvent { at_ns, every_ns: every, until_ns: until, target, action: action.1 },
+    })
 }
 
 pub(crate) fn positive(s: &str) -> Result<u32, String> {

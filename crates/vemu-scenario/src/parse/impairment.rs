@@ -3,13 +3,33 @@
 
 use super::*;
 
-pub(crate) const IMPAIRMENT_KEYS: &[&str] =
-    &["bandwidth", "delay", "jitter", "loss", "duplicate", "corrupt", "reorder", "queue", "mtu", "qos", "shaper"];
+pub(crate) const IMPAIRMENT_KEYS: &[&str] = &[
+    "bandwidth",
+    "delay",
+    "jitter",
+    "loss",
+    "duplicate",
+    "corrupt",
+    "reorder",
+    "queue",
+    "mtu",
+    "qos",
+    "shaper",
+];
 
 /// A fraction written as a percentage, or an integer correlation like netem's.
-pub(crate) fn chance(p: &mut P, node: &Node, field: &str, gap_ok: bool) -> Option<(Chance, Option<u32>)> {
+pub(crate) fn chance(
+    p: &mut P,
+    node: &Node,
+    field: &str,
+    gap_ok: bool,
+) -> Option<(Chance, Option<u32>)> {
     if let Value::Map(_) = node.value {
-        let allowed: &[&str] = if gap_ok { &["probability", "correlation", "gap"] } else { &["probability", "correlation"] };
+        let allowed: &[&str] = if gap_ok {
+            &["probability", "correlation", "gap"]
+        } else {
+            &["probability", "correlation"]
+        };
         let mut c = Chance::default();
         let mut gap = None;
         let mut have_prob = false;
@@ -39,7 +59,11 @@ pub(crate) fn chance(p: &mut P, node: &Node, field: &str, gap_ok: bool) -> Optio
 pub(crate) fn loss(p: &mut P, node: &Node, field: &str) -> Option<Loss> {
     if !matches!(node.value, Value::Map(_)) {
         let rate = p.scalar(node, field, units::percent)?;
-        return Some(if rate == 0.0 { Loss::None } else { Loss::Bernoulli { rate, correlation: 0.0 } });
+        return Some(if rate == 0.0 {
+            Loss::None
+        } else {
+            Loss::Bernoulli { rate, correlation: 0.0 }
+        });
     }
     let entries = p.map(node, field, &["model", "rate", "correlation", "p", "r", "h", "k"]);
     let mut vals: HashMap<&str, f64> = HashMap::new();
@@ -67,13 +91,24 @@ pub(crate) fn loss(p: &mut P, node: &Node, field: &str) -> Option<Loss> {
         "bernoulli" => &["rate", "correlation"],
         "gilbert-elliott" => &["p", "r", "h", "k"],
         other => {
-            p.err(mmark, &join(field, "model"), format!("unknown loss model '{other}', expected bernoulli or gilbert-elliott"));
+            p.err(
+                mmark,
+                &join(field, "model"),
+                format!("unknown loss model '{other}', expected bernoulli or gilbert-elliott"),
+            );
             return None;
         }
     };
     for (k, kmark, _) in &entries {
         if *k != "model" && !keys.contains(k) {
-            p.err(*kmark, &join(field, k), format!("'{k}' does not belong to the {model} model (it takes {})", keys.join(", ")));
+            p.err(
+                *kmark,
+                &join(field, k),
+                format!(
+                    "'{k}' does not belong to the {model} model (it takes {})",
+                    keys.join(", ")
+                ),
+            );
             ok = false;
         }
     }
@@ -85,10 +120,17 @@ pub(crate) fn loss(p: &mut P, node: &Node, field: &str) -> Option<Loss> {
             p.err(node.mark, field, "the bernoulli model needs 'rate'");
             return None;
         };
-        return Some(Loss::Bernoulli { rate, correlation: vals.get("correlation").copied().unwrap_or(0.0) });
+        return Some(Loss::Bernoulli {
+            rate,
+            correlation: vals.get("correlation").copied().unwrap_or(0.0),
+        });
     }
     let Some(&gp) = vals.get("p") else {
-        p.err(node.mark, field, "the gilbert-elliott model needs 'p' (probability of going from Good to Bad)");
+        p.err(
+            node.mark,
+            field,
+            "the gilbert-elliott model needs 'p' (probability of going from Good to Bad)",
+        );
         return None;
     };
     // netem's defaults: r = 1 - p, 1-h = 100% (h = 0), 1-k = 0% (k = 1).
@@ -120,7 +162,9 @@ pub(crate) fn jitter(p: &mut P, node: &Node, field: &str) -> Option<Jitter> {
                     "normal" => Ok(Distribution::Normal),
                     "pareto" => Ok(Distribution::Pareto),
                     "paretonormal" => Ok(Distribution::Paretonormal),
-                    _ => Err(format!("unknown distribution '{s}', expected uniform, normal, pareto or paretonormal")),
+                    _ => Err(format!(
+                    "unknown distribution '{s}', expected uniform, normal, pareto or paretonormal"
+                )),
                 })?
             }
             "correlation" => j.correlation = p.scalar(v, &f, units::percent)?,
@@ -173,7 +217,9 @@ pub(crate) fn impairments(p: &mut P, entries: &Entries, field: &str) -> Impairme
                 })
             }
             "queue" => patch.queue = p.scalar(v, &f, queue).map(Some),
-            "mtu" => patch.mtu = p.scalar(v, &f, integer::<u32>("an MTU in bytes, e.g. 1500")).map(Some),
+            "mtu" => {
+                patch.mtu = p.scalar(v, &f, integer::<u32>("an MTU in bytes, e.g. 1500")).map(Some)
+            }
             "qos" => patch.qos = qos::qos(p, v, &f),
             "shaper" => patch.shaper = p.scalar(v, &f, shaper),
             _ => {}
@@ -183,7 +229,12 @@ pub(crate) fn impairments(p: &mut P, entries: &Entries, field: &str) -> Impairme
 }
 
 /// Impairments from a patch over the neutral defaults, reporting impossible values.
-pub(crate) fn finish_impairments(p: &mut P, patch: &ImpairmentsPatch, mark: Mark, field: &str) -> Impairments {
+pub(crate) fn finish_impairments(
+    p: &mut P,
+    patch: &ImpairmentsPatch,
+    mark: Mark,
+    field: &str,
+) -> Impairments {
     let mut imp = Impairments::default();
     patch.apply_to(&mut imp);
     if let Err(m) = imp.validate() {
@@ -195,7 +246,13 @@ pub(crate) fn finish_impairments(p: &mut P, patch: &ImpairmentsPatch, mark: Mark
 /// The two directions of a port from its impairment keys plus direction-specific
 /// sub-mappings (`forward`/`reverse` on links, `egress`/`ingress` on segment members),
 /// over `base`.
-pub(crate) fn directions(p: &mut P, entries: &Entries, field: &str, base: [&ImpairmentsPatch; 2], keys: [&str; 2]) -> [ImpairmentsPatch; 2] {
+pub(crate) fn directions(
+    p: &mut P,
+    entries: &Entries,
+    field: &str,
+    base: [&ImpairmentsPatch; 2],
+    keys: [&str; 2],
+) -> [ImpairmentsPatch; 2] {
     let both = impairments(p, entries, field);
     let mut dirs = [base[0].merged(&both), base[1].merged(&both)];
     for (k, _, v) in entries {

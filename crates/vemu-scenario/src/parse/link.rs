@@ -48,10 +48,17 @@ pub(crate) fn endpoint<'n>(
     let Some(&idx) = names.get(&node_name) else {
         let mut known: Vec<&str> = names.keys().map(|s| s.as_str()).collect();
         known.sort();
-        p.err(node.mark, field, format!("unknown node '{node_name}' (nodes are: {})", known.join(", ")));
+        p.err(
+            node.mark,
+            field,
+            format!("unknown node '{node_name}' (nodes are: {})", known.join(", ")),
+        );
         return None;
     };
-    Some((EndDef { node: idx, iface, ips, mac: mac_addr, mark: node.mark, field: field.to_string() }, rest))
+    Some((
+        EndDef { node: idx, iface, ips, mac: mac_addr, mark: node.mark, field: field.to_string() },
+        rest,
+    ))
 }
 
 pub(crate) fn mac(s: &str) -> Result<[u8; 6], String> {
@@ -76,7 +83,11 @@ pub(crate) fn ip_list(p: &mut P, node: &Node, field: &str) -> Vec<IpNet> {
         .filter_map(|s| match s.parse::<IpNet>() {
             Ok(n) => Some(n),
             Err(_) => {
-                p.err(node.mark, field, format!("'{s}' is not an address with a prefix length, e.g. 10.0.0.1/30"));
+                p.err(
+                    node.mark,
+                    field,
+                    format!("'{s}' is not an address with a prefix length, e.g. 10.0.0.1/30"),
+                );
                 None
             }
         })

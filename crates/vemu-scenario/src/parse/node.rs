@@ -30,15 +30,23 @@ pub(crate) fn file_mode(s: &str) -> Result<u32, String> {
 pub const PRIVATE_DIRS: &[&str] = &["/etc", "/var/lib", "/var/log", "/run"];
 
 pub(crate) fn file_path(s: &str) -> Result<String, String> {
-    let s = s.strip_prefix("/var/run/").map(|r| format!("/run/{r}")).unwrap_or_else(|| s.to_string());
-    if !s.starts_with('/') || s.ends_with('/') || s.split('/').any(|c| c == ".." || c == ".") || s.contains("//") {
+    let s =
+        s.strip_prefix("/var/run/").map(|r| format!("/run/{r}")).unwrap_or_else(|| s.to_string());
+    if !s.starts_with('/')
+        || s.ends_with('/')
+        || s.split('/').any(|c| c == ".." || c == ".")
+        || s.contains("//")
+    {
         return Err(format!("'{s}' is not an absolute path to a file"));
     }
     if s == "/etc/hosts" {
         return Err("/etc/hosts is written by vemu (every node's name and addresses)".into());
     }
     if !PRIVATE_DIRS.iter().any(|d| s.starts_with(&format!("{d}/"))) {
-        return Err(format!("'{s}' is not in a node's private directories ({})", PRIVATE_DIRS.join(", ")));
+        return Err(format!(
+            "'{s}' is not in a node's private directories ({})",
+            PRIVATE_DIRS.join(", ")
+        ));
     }
     Ok(s)
 }
@@ -47,10 +55,21 @@ pub(crate) fn files(p: &mut P, node: &Node, field: &str, base: Option<&Path>) ->
     let mut out = Vec::new();
     for (path, kmark, v) in p.map(node, field, &[]) {
         let f = format!("{field}.{path}");
-        let Some(path) = p.scalar(&Node { value: Value::Scalar(path.to_string(), false), mark: kmark }, &f, file_path) else {
+        let Some(path) = p.scalar(
+            &Node { value: Value::Scalar(path.to_string(), false), mark: kmark },
+            &f,
+            file_path,
+        ) else {
             continue;
         };
-        let mut def = FileDef { path, text: String::new(), verbatim: false, mode: 0o644, mark: kmark, field: f.clone() };
+        let mut def = FileDef {
+            path,
+            text: String::new(),
+            verbatim: false,
+            mode: 0o644,
+            mark: kmark,
+            field: f.clone(),
+        };
         if let Value::Map(_) = v.value {
             let mut have = false;
             for (k, _, x) in p.map(v, &f, &["content", "from", "template", "mode"]) {
@@ -71,7 +90,9 @@ pub(crate) fn files(p: &mut P, node: &Node, field: &str, base: Option<&Path>) ->
                         let full = base.map(|b| b.join(&src)).unwrap_or_else(|| src.clone().into());
                         match crate::read_limited(&full, crate::MAX_NODE_FILE_BYTES) {
                             Ok(t) => def.text = t,
-                            Err(e) => p.err(x.mark, &kf, format!("cannot read {}: {e}", full.display())),
+                            Err(e) => {
+                                p.err(x.mark, &kf, format!("cannot read {}: {e}", full.display()))
+                            }
                         }
                     }
                 }
@@ -97,10 +118,16 @@ pub(crate) fn route(p: &mut P, node: &Node, field: &str) -> Option<RouteDef> {
                 dst = p.scalar(v, &f, |s| match s {
                     "default" => Ok("0.0.0.0/0".parse().unwrap()),
                     "default6" => Ok("::/0".parse().unwrap()),
-                    _ => s.parse::<IpNet>().map(|n| n.trunc()).map_err(|_| format!("'{s}' is not a prefix like 10.1.0.0/16 or 'default'")),
+                    _ => s.parse::<IpNet>().map(|n| n.trunc()).map_err(|_| {
+                        format!("'{s}' is not a prefix like 10.1.0.0/16 or 'default'")
+                    }),
                 })
             }
-            "via" => via = p.scalar(v, &f, |s| s.parse::<IpAddr>().map_err(|_| format!("'{s}' is not an IP address"))),
+            "via" => {
+                via = p.scalar(v, &f, |s| {
+                    s.parse::<IpAddr>().map_err(|_| format!("'{s}' is not an IP address"))
+                })
+            }
             "dev" => dev = p.scalar(v, &f, |s| valid_iface_name(s).map(|_| s.to_string())),
             _ => unreachable!(),
         }
@@ -115,18 +142,47 @@ pub(crate) fn route(p: &mut P, node: &Node, field: &str) -> Option<RouteDef> {
     }
     if let Some(v) = via {
         if v.is_ipv4() != dst.addr().is_ipv4() {
-            p.err(node.mark, field, format!("'via {v}' is not of the same IP family as 'dst {dst}'"));
+            p.err(
+                node.mark,
+                field,
+                format!("'via {v}' is not of the same IP family as 'dst {dst}'"),
+            );
             return None;
         }
     }
     Some(RouteDef { dst, via, dev, mark: node.mark, field: field.to_string() })
 }
 
-pub(crate) const NODE_KEYS: &[&str] = &["kind", "iface", "run", "routes", "files", "loopback", "vars", "sysctl", "isolation", "cpu", "memory", "pids", "machine"];
+pub(crate) const NODE_KEYS: &[&str] = &[
+    "kind",
+    "iface",
+    "run",
+    "routes",
+    "files",
+    "loopback",
+    "vars",
+    "sysctl",
+    "isolation",
+    "cpu",
+    "memory",
+    "pids",
+    "machine",
+];
 
 /// What a node of `kind: host` may not have: it is the machine itself, not a node vemu
 /// makes.
-pub(crate) const NOT_ON_HOST: &[&str] = &["iface", "run", "files", "loopback", "sysctl", "isolation", "cpu", "memory", "pids", "machine"];
+pub(crate) const NOT_ON_HOST: &[&str] = &[
+    "iface",
+    "run",
+    "files",
+    "loopback",
+    "sysctl",
+    "isolation",
+    "cpu",
+    "memory",
+    "pids",
+    "machine",
+];
 
 /// What a node of kind `external` may have: it is what is on a NIC's wire.
 pub(crate) const ON_EXTERNAL: &[&str] = &["kind", "iface"];
@@ -154,7 +210,13 @@ pub(crate) struct NodeParts {
     pub(crate) given: Vec<(String, Mark)>,
 }
 
-pub(crate) fn node_parts(p: &mut P, def: &Node, field: &str, base: Option<&Path>, allowed: &[&str]) -> NodeParts {
+pub(crate) fn node_parts(
+    p: &mut P,
+    def: &Node,
+    field: &str,
+    base: Option<&Path>,
+    allowed: &[&str],
+) -> NodeParts {
     let mut d = NodeParts::default();
     for (k, kmark, v) in p.map(def, field, allowed) {
         let f = join(field, k);

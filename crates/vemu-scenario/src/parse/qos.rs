@@ -15,7 +15,11 @@ use vemu_link::QueueLimit;
 pub(super) fn qos(p: &mut P, node: &Node, field: &str) -> Option<Option<QosConfig>> {
     let cfg = match &node.value {
         Value::Seq(items) => {
-            let classes: Vec<ClassConfig> = items.iter().enumerate().filter_map(|(i, n)| class(p, n, &format!("{field}[{i}]"))).collect();
+            let classes: Vec<ClassConfig> = items
+                .iter()
+                .enumerate()
+                .filter_map(|(i, n)| class(p, n, &format!("{field}[{i}]")))
+                .collect();
             if classes.len() != items.len() {
                 return None;
             }
@@ -38,12 +42,22 @@ pub(super) fn qos(p: &mut P, node: &Node, field: &str) -> Option<Option<QosConfi
     }
 }
 
-const CLASS_KEYS: &[&str] = &["name", "match", "priority", "weight", "police", "meter", "mark", "red", "wred", "limit"];
+const CLASS_KEYS: &[&str] =
+    &["name", "match", "priority", "weight", "police", "meter", "mark", "red", "wred", "limit"];
 
 fn class(p: &mut P, node: &Node, field: &str) -> Option<ClassConfig> {
     let entries = p.map(node, field, CLASS_KEYS);
     let errors = p.errors.len();
-    let mut c = ClassConfig { name: String::new(), rules: Vec::new(), priority: 0, weight: 1, meter: None, set_dscp: None, red: None, limit: None };
+    let mut c = ClassConfig {
+        name: String::new(),
+        rules: Vec::new(),
+        priority: 0,
+        weight: 1,
+        meter: None,
+        set_dscp: None,
+        red: None,
+        limit: None,
+    };
     let mut named = false;
     for (k, _, v) in &entries {
         let f = join(field, k);
@@ -56,11 +70,18 @@ fn class(p: &mut P, node: &Node, field: &str) -> Option<ClassConfig> {
             }
             "match" => {
                 c.rules = match &v.value {
-                    Value::Seq(items) => items.iter().enumerate().filter_map(|(i, n)| rule(p, n, &format!("{f}[{i}]"))).collect(),
+                    Value::Seq(items) => items
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(i, n)| rule(p, n, &format!("{f}[{i}]")))
+                        .collect(),
                     _ => rule(p, v, &f).into_iter().collect(),
                 }
             }
-            "priority" => c.priority = p.scalar(v, &f, integer::<u8>("a priority level, 0 first")).unwrap_or(0),
+            "priority" => {
+                c.priority =
+                    p.scalar(v, &f, integer::<u8>("a priority level, 0 first")).unwrap_or(0)
+            }
             "weight" => c.weight = p.scalar(v, &f, integer::<u32>("a weight, e.g. 2")).unwrap_or(1),
             "police" => c.meter = police(p, v, &f),
             "meter" => c.meter = meter(p, v, &f),
@@ -91,7 +112,11 @@ fn class(p: &mut P, node: &Node, field: &str) -> Option<ClassConfig> {
         }
     }
     if entries.iter().any(|e| e.0 == "police") && entries.iter().any(|e| e.0 == "meter") {
-        p.err(node.mark, field, "give 'police' (a token bucket that drops the excess) or 'meter', not both");
+        p.err(
+            node.mark,
+            field,
+            "give 'police' (a token bucket that drops the excess) or 'meter', not both",
+        );
     }
     if !named && !node.is_null() && matches!(node.value, Value::Map(_)) {
         p.err(node.mark, field, "missing 'name'");
@@ -109,7 +134,8 @@ fn dscp(s: &str) -> Result<u8, String> {
 fn port_range(s: &str) -> Result<(u16, u16), String> {
     let bad = || format!("'{s}' is not a port or a range like 5000-5010");
     let (a, b) = s.split_once('-').unwrap_or((s, s));
-    let (a, b): (u16, u16) = (a.trim().parse().map_err(|_| bad())?, b.trim().parse().map_err(|_| bad())?);
+    let (a, b): (u16, u16) =
+        (a.trim().parse().map_err(|_| bad())?, b.trim().parse().map_err(|_| bad())?);
     if a > b {
         return Err(bad());
     }
@@ -118,19 +144,38 @@ fn port_range(s: &str) -> Result<(u16, u16), String> {
 
 fn rule(p: &mut P, node: &Node, field: &str) -> Option<Match> {
     let mut m = Match::default();
-    let entries: Entries = p.map(node, field, &["dscp", "pcp", "proto", "src", "dst", "sport", "dport"]);
+    let entries: Entries =
+        p.map(node, field, &["dscp", "pcp", "proto", "src", "dst", "sport", "dport"]);
     if entries.is_empty() {
-        p.err(node.mark, field, "a match needs at least one of dscp, pcp, proto, src, dst, sport, dport");
+        p.err(
+            node.mark,
+            field,
+            "a match needs at least one of dscp, pcp, proto, src, dst, sport, dport",
+        );
         return None;
     }
     for (k, _, v) in entries {
         let f = join(field, k);
         match k {
-            "dscp" => m.dscp = p.strings(v, &f).iter().filter_map(|s| dscp(s).map_err(|e| p.err(v.mark, &f, e)).ok()).collect(),
-            "pcp" => m.pcp = p.strings(v, &f).iter().filter_map(|s| s.parse::<u8>().ok().filter(|x| *x <= 7).or_else(|| {
-                p.err(v.mark, &f, format!("'{s}' is not a PCP (0-7)"));
-                None
-            })).collect(),
+            "dscp" => {
+                m.dscp = p
+                    .strings(v, &f)
+                    .iter()
+                    .filter_map(|s| dscp(s).map_err(|e| p.err(v.mark, &f, e)).ok())
+                    .collect()
+            }
+            "pcp" => {
+                m.pcp = p
+                    .strings(v, &f)
+                    .iter()
+                    .filter_map(|s| {
+                        s.parse::<u8>().ok().filter(|x| *x <= 7).or_else(|| {
+                            p.err(v.mark, &f, format!("'{s}' is not a PCP (0-7)"));
+                            None
+                        })
+                    })
+                    .collect()
+            }
             "proto" => {
                 m.proto = p.scalar(v, &f, |s| match s {
                     "tcp" => Ok(6),
@@ -138,12 +183,18 @@ fn rule(p: &mut P, node: &Node, field: &str) -> Option<Match> {
                     "icmp" => Ok(1),
                     "icmpv6" => Ok(58),
                     "sctp" => Ok(132),
-                    _ => s.parse::<u8>().map_err(|_| format!("'{s}' is not a protocol (tcp, udp, icmp, icmpv6, sctp or a number)")),
+                    _ => s.parse::<u8>().map_err(|_| {
+                        format!(
+                            "'{s}' is not a protocol (tcp, udp, icmp, icmpv6, sctp or a number)"
+                        )
+                    }),
                 })
             }
             "src" | "dst" => {
                 let net = p.scalar(v, &f, |s| {
-                    s.parse::<IpNet>().or_else(|_| s.parse::<std::net::IpAddr>().map(IpNet::from)).map_err(|_| format!("'{s}' is not an address or prefix"))
+                    s.parse::<IpNet>()
+                        .or_else(|_| s.parse::<std::net::IpAddr>().map(IpNet::from))
+                        .map_err(|_| format!("'{s}' is not an address or prefix"))
                 });
                 if k == "src" {
                     m.src = net;
@@ -168,7 +219,9 @@ fn action(s: &str) -> Result<ColorAction, String> {
     match s {
         "pass" => Ok(ColorAction::Pass),
         "drop" => Ok(ColorAction::Drop),
-        _ => dscp(s).map(ColorAction::Mark).map_err(|_| format!("expected pass, drop or a DSCP to re-mark with, got '{s}'")),
+        _ => dscp(s)
+            .map(ColorAction::Mark)
+            .map_err(|_| format!("expected pass, drop or a DSCP to re-mark with, got '{s}'")),
     }
 }
 
@@ -186,15 +239,32 @@ fn police(p: &mut P, node: &Node, field: &str) -> Option<MeterConfig> {
         p.err(node.mark, field, "police needs 'rate' and 'burst'");
         return None;
     };
-    Some(MeterConfig { kind: MeterKind::TokenBucket { rate_bps, burst_bytes }, color_aware: false, green: ColorAction::Pass, yellow: ColorAction::Pass, red: ColorAction::Drop })
+    Some(MeterConfig {
+        kind: MeterKind::TokenBucket { rate_bps, burst_bytes },
+        color_aware: false,
+        green: ColorAction::Pass,
+        yellow: ColorAction::Pass,
+        red: ColorAction::Drop,
+    })
 }
 
 /// `meter: {type: srtcm|trtcm, cir, cbs, ebs | pir, pbs, color-aware, green, yellow, red}`.
 fn meter(p: &mut P, node: &Node, field: &str) -> Option<MeterConfig> {
-    let entries = p.map(node, field, &["type", "cir", "cbs", "ebs", "pir", "pbs", "color-aware", "green", "yellow", "red"]);
+    let entries = p.map(
+        node,
+        field,
+        &["type", "cir", "cbs", "ebs", "pir", "pbs", "color-aware", "green", "yellow", "red"],
+    );
     let mut kind = None;
-    let (mut rates, mut sizes) = (std::collections::HashMap::new(), std::collections::HashMap::new());
-    let mut m = MeterConfig { kind: MeterKind::TokenBucket { rate_bps: 0, burst_bytes: 0 }, color_aware: false, green: ColorAction::Pass, yellow: ColorAction::Pass, red: ColorAction::Drop };
+    let (mut rates, mut sizes) =
+        (std::collections::HashMap::new(), std::collections::HashMap::new());
+    let mut m = MeterConfig {
+        kind: MeterKind::TokenBucket { rate_bps: 0, burst_bytes: 0 },
+        color_aware: false,
+        green: ColorAction::Pass,
+        yellow: ColorAction::Pass,
+        red: ColorAction::Drop,
+    };
     let errors = p.errors.len();
     for (k, _, v) in &entries {
         let f = join(field, k);
@@ -210,7 +280,13 @@ fn meter(p: &mut P, node: &Node, field: &str) -> Option<MeterConfig> {
                     sizes.insert(*k, b);
                 }
             }
-            "color-aware" => m.color_aware = p.scalar(v, &f, |s| s.parse::<bool>().map_err(|_| format!("expected true or false, got '{s}'"))).unwrap_or(false),
+            "color-aware" => {
+                m.color_aware = p
+                    .scalar(v, &f, |s| {
+                        s.parse::<bool>().map_err(|_| format!("expected true or false, got '{s}'"))
+                    })
+                    .unwrap_or(false)
+            }
             "green" => m.green = p.scalar(v, &f, action).unwrap_or(ColorAction::Pass),
             "yellow" => m.yellow = p.scalar(v, &f, action).unwrap_or(ColorAction::Pass),
             _ => m.red = p.scalar(v, &f, action).unwrap_or(ColorAction::Drop),
@@ -223,7 +299,13 @@ fn meter(p: &mut P, node: &Node, field: &str) -> Option<MeterConfig> {
         Some("srtcm") => &["cir", "cbs", "ebs"],
         Some("trtcm") => &["cir", "cbs", "pir", "pbs"],
         Some(other) => {
-            p.err(node.mark, &join(field, "type"), format!("unknown meter type '{other}', expected srtcm (RFC 2697) or trtcm (RFC 2698)"));
+            p.err(
+                node.mark,
+                &join(field, "type"),
+                format!(
+                    "unknown meter type '{other}', expected srtcm (RFC 2697) or trtcm (RFC 2698)"
+                ),
+            );
             return None;
         }
         None => {
@@ -233,12 +315,25 @@ fn meter(p: &mut P, node: &Node, field: &str) -> Option<MeterConfig> {
     };
     for (k, _, _) in &entries {
         if ["cir", "cbs", "ebs", "pir", "pbs"].contains(k) && !want.contains(k) {
-            p.err(node.mark, &join(field, k), format!("'{k}' does not belong to a {} meter (it takes {})", kind.as_deref().unwrap_or(""), want.join(", ")));
+            p.err(
+                node.mark,
+                &join(field, k),
+                format!(
+                    "'{k}' does not belong to a {} meter (it takes {})",
+                    kind.as_deref().unwrap_or(""),
+                    want.join(", ")
+                ),
+            );
         }
     }
-    let missing: Vec<&str> = want.iter().copied().filter(|k| !rates.contains_key(k) && !sizes.contains_key(k)).collect();
+    let missing: Vec<&str> =
+        want.iter().copied().filter(|k| !rates.contains_key(k) && !sizes.contains_key(k)).collect();
     if !missing.is_empty() {
-        p.err(node.mark, field, format!("the {} meter needs {}", kind.as_deref().unwrap_or(""), missing.join(", ")));
+        p.err(
+            node.mark,
+            field,
+            format!("the {} meter needs {}", kind.as_deref().unwrap_or(""), missing.join(", ")),
+        );
     }
     if p.errors.len() != errors {
         return None;
@@ -246,7 +341,12 @@ fn meter(p: &mut P, node: &Node, field: &str) -> Option<MeterConfig> {
     m.kind = if want.len() == 3 {
         MeterKind::Srtcm { cir_bps: rates["cir"], cbs_bytes: sizes["cbs"], ebs_bytes: sizes["ebs"] }
     } else {
-        MeterKind::Trtcm { cir_bps: rates["cir"], cbs_bytes: sizes["cbs"], pir_bps: rates["pir"], pbs_bytes: sizes["pbs"] }
+        MeterKind::Trtcm {
+            cir_bps: rates["cir"],
+            cbs_bytes: sizes["cbs"],
+            pir_bps: rates["pir"],
+            pbs_bytes: sizes["pbs"],
+        }
     };
     Some(m)
 }
@@ -263,7 +363,11 @@ fn red_params(p: &mut P, node: &Node, field: &str) -> Option<RedParams> {
         }
     }
     let (Some(min_bytes), Some(max_bytes)) = (min, max) else {
-        p.err(node.mark, field, "RED needs 'min' and 'max' (average queue sizes, e.g. 30KB and 90KB)");
+        p.err(
+            node.mark,
+            field,
+            "RED needs 'min' and 'max' (average queue sizes, e.g. 30KB and 90KB)",
+        );
         return None;
     };
     let r = RedParams { min_bytes, max_bytes, max_p: prob.unwrap_or(0.1) };

@@ -13,7 +13,12 @@ pub(crate) type Entries<'n> = Vec<(&'n str, Mark, &'n Node)>;
 
 impl P {
     pub(crate) fn err(&mut self, mark: Mark, field: &str, message: impl Into<String>) {
-        self.errors.push(Error { line: mark.line, col: mark.col, field: field.to_string(), message: message.into() });
+        self.errors.push(Error {
+            line: mark.line,
+            col: mark.col,
+            field: field.to_string(),
+            message: message.into(),
+        });
     }
 
     /// Whether the scenario may use `r` (at `field`); when it may not, says so there.
@@ -41,11 +46,19 @@ impl P {
         for (k, kmark, v) in items {
             let sub = join(field, k);
             if !allowed.is_empty() && !allowed.contains(&k.as_str()) {
-                self.err(*kmark, &sub, format!("unknown field '{k}', expected one of: {}", allowed.join(", ")));
+                self.err(
+                    *kmark,
+                    &sub,
+                    format!("unknown field '{k}', expected one of: {}", allowed.join(", ")),
+                );
                 continue;
             }
             if let Some(first) = seen.insert(k, *kmark) {
-                self.err(*kmark, &sub, format!("'{k}' is given twice (first on line {})", first.line));
+                self.err(
+                    *kmark,
+                    &sub,
+                    format!("'{k}' is given twice (first on line {})", first.line),
+                );
                 continue;
             }
             out.push((k.as_str(), *kmark, v));
@@ -75,7 +88,12 @@ impl P {
     }
 
     /// Parse a scalar with `f`, reporting its message at the node.
-    pub(crate) fn scalar<T>(&mut self, node: &Node, field: &str, f: impl FnOnce(&str) -> Result<T, String>) -> Option<T> {
+    pub(crate) fn scalar<T>(
+        &mut self,
+        node: &Node,
+        field: &str,
+        f: impl FnOnce(&str) -> Result<T, String>,
+    ) -> Option<T> {
         let s = self.string(node, field)?;
         match f(&s) {
             Ok(v) => Some(v),
@@ -108,6 +126,8 @@ pub(crate) fn join(field: &str, key: &str) -> String {
     }
 }
 
-pub(crate) fn integer<T: std::str::FromStr>(what: &'static str) -> impl Fn(&str) -> Result<T, String> {
+pub(crate) fn integer<T: std::str::FromStr>(
+    what: &'static str,
+) -> impl Fn(&str) -> Result<T, String> {
     move |s: &str| s.trim().parse::<T>().map_err(|_| format!("expected {what}, got '{s}'"))
 }

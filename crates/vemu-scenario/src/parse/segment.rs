@@ -15,9 +15,19 @@ pub(crate) fn subnet_choice(p: &mut P, node: &Node, field: &str, v6: bool) -> Su
     .unwrap_or(SubnetChoice::Auto)
 }
 
-pub(crate) const SEGMENT_KEYS: &[&str] = &["kind", "members", "capacity", "weight", "aging", "snooping", "ipv4", "ipv6", "egress", "ingress"];
+pub(crate) const SEGMENT_KEYS: &[&str] = &[
+    "kind", "members", "capacity", "weight", "aging", "snooping", "ipv4", "ipv6", "egress",
+    "ingress",
+];
 
-pub(crate) fn segment(p: &mut P, name: &str, mark: Mark, node: &Node, names: &HashMap<String, usize>, base: Option<&Path>) -> SegmentDef {
+pub(crate) fn segment(
+    p: &mut P,
+    name: &str,
+    mark: Mark,
+    node: &Node,
+    names: &HashMap<String, usize>,
+    base: Option<&Path>,
+) -> SegmentDef {
     let field = format!("segments.{name}");
     if let Err(m) = valid_medium_name("segment", name) {
         p.err(mark, &field, m);
@@ -34,10 +44,15 @@ pub(crate) fn segment(p: &mut P, name: &str, mark: Mark, node: &Node, names: &Ha
     });
     let is_wireless = kind.as_deref() == Some("wireless");
     for (k, kmark, _) in &entries {
-        let (lan_only, radio_only) = (["capacity", "aging"].contains(k), wireless::WIRELESS_KEYS.contains(k));
+        let (lan_only, radio_only) =
+            (["capacity", "aging"].contains(k), wireless::WIRELESS_KEYS.contains(k));
         if (is_wireless && lan_only) || (!is_wireless && radio_only) {
             let other = if is_wireless { "lan" } else { "wireless" };
-            p.err(*kmark, &join(&field, k), format!("'{k}' applies to 'kind: {other}' segments only"));
+            p.err(
+                *kmark,
+                &join(&field, k),
+                format!("'{k}' applies to 'kind: {other}' segments only"),
+            );
         }
     }
     let none = ImpairmentsPatch::default();

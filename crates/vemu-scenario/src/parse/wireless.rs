@@ -69,7 +69,13 @@ pub fn distance_m(s: &str) -> Result<f64, String> {
 }
 
 fn positive_distance_m(s: &str) -> Result<f64, String> {
-    distance_m(s).and_then(|d| if d > 0.0 { Ok(d) } else { Err(format!("must be greater than 0, got '{s}'")) })
+    distance_m(s).and_then(|d| {
+        if d > 0.0 {
+            Ok(d)
+        } else {
+            Err(format!("must be greater than 0, got '{s}'"))
+        }
+    })
 }
 
 /// `24.5dBm`, `-64dBm`, `0.28W` or `280mW`, in watts.
@@ -111,7 +117,11 @@ fn frequency_hz(s: &str) -> Result<f64, String> {
 }
 
 fn number(s: &str) -> Result<f64, String> {
-    s.trim().parse::<f64>().ok().filter(|v| v.is_finite()).ok_or_else(|| format!("expected a number, got '{s}'"))
+    s.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite())
+        .ok_or_else(|| format!("expected a number, got '{s}'"))
 }
 
 /// `4dB` or a bare number of dB.
@@ -127,7 +137,8 @@ fn decibels(s: &str) -> Result<f64, String> {
 fn area(s: &str) -> Result<Area, String> {
     let bad = || format!("expected an area like 1500x300 (metres), got '{s}'");
     let (w, h) = s.split_once('x').ok_or_else(bad)?;
-    let (w, h) = (positive_distance_m(w).map_err(|_| bad())?, positive_distance_m(h).map_err(|_| bad())?);
+    let (w, h) =
+        (positive_distance_m(w).map_err(|_| bad())?, positive_distance_m(h).map_err(|_| bad())?);
     Ok(Area { width_m: w, height_m: h })
 }
 
@@ -163,12 +174,20 @@ fn speed_range(s: &str) -> Result<(f64, f64), String> {
 /// `[x, y]` or `x,y` (metres).
 pub(super) fn position(p: &mut P, node: &Node, field: &str) -> Option<Pos> {
     let parts: Vec<String> = match &node.value {
-        Value::Seq(items) => items.iter().enumerate().filter_map(|(i, n)| p.string(n, &format!("{field}[{i}]"))).collect(),
+        Value::Seq(items) => items
+            .iter()
+            .enumerate()
+            .filter_map(|(i, n)| p.string(n, &format!("{field}[{i}]")))
+            .collect(),
         _ => p.string(node, field)?.split(',').map(|s| s.to_string()).collect(),
     };
     let xy: Vec<f64> = parts.iter().filter_map(|s| distance_m(s).ok()).collect();
     if parts.len() != 2 || xy.len() != 2 {
-        p.err(node.mark, field, "expected a position like [100, 50] or '100,50' (metres, not negative)");
+        p.err(
+            node.mark,
+            field,
+            "expected a position like [100, 50] or '100,50' (metres, not negative)",
+        );
         return None;
     }
     Some(Pos::new(xy[0], xy[1]))
@@ -181,7 +200,11 @@ fn mobility(p: &mut P, node: &Node, field: &str, area: Option<Area>) -> Option<M
             return Some(Mobility::Static);
         }
     }
-    let entries = p.map(node, field, &["model", "speed", "pause", "interval", "alpha", "speed_sigma", "heading_sigma"]);
+    let entries = p.map(
+        node,
+        field,
+        &["model", "speed", "pause", "interval", "alpha", "speed_sigma", "heading_sigma"],
+    );
     let get = |k: &str| entries.iter().find(|e| e.0 == k).map(|e| e.2);
     let Some(model) = get("model").and_then(|m| p.string(m, &join(field, "model"))) else {
         if p.errors.is_empty() || !entries.is_empty() {
@@ -191,14 +214,22 @@ fn mobility(p: &mut P, node: &Node, field: &str, area: Option<Area>) -> Option<M
     };
     let models = ["static", "random-waypoint", "random-direction", "random-walk", "gauss-markov"];
     if !models.contains(&model.as_str()) {
-        p.err(get("model").unwrap().mark, &join(field, "model"), format!("unknown mobility model '{model}', expected one of: {}", models.join(", ")));
+        p.err(
+            get("model").unwrap().mark,
+            &join(field, "model"),
+            format!("unknown mobility model '{model}', expected one of: {}", models.join(", ")),
+        );
         return None;
     }
     if model == "static" {
         return Some(Mobility::Static);
     }
     let Some(area) = area else {
-        p.err(node.mark, field, format!("'{model}' needs the segment's 'area', e.g. area: 1500x300"));
+        p.err(
+            node.mark,
+            field,
+            format!("'{model}' needs the segment's 'area', e.g. area: 1500x300"),
+        );
         return None;
     };
     let allowed: &[&str] = match model.as_str() {
@@ -208,7 +239,14 @@ fn mobility(p: &mut P, node: &Node, field: &str, area: Option<Area>) -> Option<M
     };
     for (k, kmark, _) in &entries {
         if !allowed.contains(k) {
-            p.err(*kmark, &join(field, k), format!("'{k}' does not apply to '{model}' (it takes: {})", allowed[1..].join(", ")));
+            p.err(
+                *kmark,
+                &join(field, k),
+                format!(
+                    "'{k}' does not apply to '{model}' (it takes: {})",
+                    allowed[1..].join(", ")
+                ),
+            );
         }
     }
     let speed = match get("speed") {
@@ -218,10 +256,17 @@ fn mobility(p: &mut P, node: &Node, field: &str, area: Option<Area>) -> Option<M
             return None;
         }
     };
-    let dur = |p: &mut P, k: &str, default: u64| get(k).map_or(Some(default), |v| p.scalar(v, &join(field, k), units::duration_ns));
+    let dur = |p: &mut P, k: &str, default: u64| {
+        get(k).map_or(Some(default), |v| p.scalar(v, &join(field, k), units::duration_ns))
+    };
     Some(match model.as_str() {
         "random-waypoint" | "random-direction" => {
-            let rw = RandomWaypoint { area, min_speed_mps: speed.0, max_speed_mps: speed.1, pause_ns: dur(p, "pause", 0)? };
+            let rw = RandomWaypoint {
+                area,
+                min_speed_mps: speed.0,
+                max_speed_mps: speed.1,
+                pause_ns: dur(p, "pause", 0)?,
+            };
             if model == "random-waypoint" {
                 Mobility::RandomWaypoint(rw)
             } else {
@@ -230,13 +275,24 @@ fn mobility(p: &mut P, node: &Node, field: &str, area: Option<Area>) -> Option<M
         }
         "random-walk" => {
             let interval_ns = dur(p, "interval", 1_000_000_000)?.max(1);
-            Mobility::RandomWalk { area, min_speed_mps: speed.0, max_speed_mps: speed.1, interval_ns }
+            Mobility::RandomWalk {
+                area,
+                min_speed_mps: speed.0,
+                max_speed_mps: speed.1,
+                interval_ns,
+            }
         }
         _ => {
-            let num = |p: &mut P, k: &str, default: f64| get(k).map_or(Some(default), |v| p.scalar(v, &join(field, k), number));
+            let num = |p: &mut P, k: &str, default: f64| {
+                get(k).map_or(Some(default), |v| p.scalar(v, &join(field, k), number))
+            };
             let alpha = num(p, "alpha", 0.75)?;
             if !(0.0..=1.0).contains(&alpha) {
-                p.err(get("alpha").unwrap().mark, &join(field, "alpha"), format!("alpha must be between 0 and 1, got {alpha}"));
+                p.err(
+                    get("alpha").unwrap().mark,
+                    &join(field, "alpha"),
+                    format!("alpha must be between 0 and 1, got {alpha}"),
+                );
             }
             Mobility::GaussMarkov {
                 area,
@@ -253,11 +309,21 @@ fn mobility(p: &mut P, node: &Node, field: &str, area: Option<Area>) -> Option<M
 /// The ns-2 traces of `trace: FILE` or `trace: {file: FILE, nodes: {NODE: INDEX}}`,
 /// as (member node index → trace), and the file (member node indices → `$node_(i)`).
 /// Without `nodes`, `$node_(i)` is the i-th member.
-fn traces(p: &mut P, node: &Node, field: &str, base: Option<&Path>, members: &[usize], names: &[(&str, usize)]) -> (Vec<(usize, usize, ns2::Trace)>, Option<(std::path::PathBuf, crate::FileStamp)>) {
+fn traces(
+    p: &mut P,
+    node: &Node,
+    field: &str,
+    base: Option<&Path>,
+    members: &[usize],
+    names: &[(&str, usize)],
+) -> (Vec<(usize, usize, ns2::Trace)>, Option<(std::path::PathBuf, crate::FileStamp)>) {
     let (file, map_node) = match &node.value {
         Value::Map(_) => {
             let entries = p.map(node, field, &["file", "nodes"]);
-            let file = entries.iter().find(|e| e.0 == "file").and_then(|e| p.string(e.2, &join(field, "file")));
+            let file = entries
+                .iter()
+                .find(|e| e.0 == "file")
+                .and_then(|e| p.string(e.2, &join(field, "file")));
             (file, entries.iter().find(|e| e.0 == "nodes").map(|e| e.2))
         }
         _ => (p.string(node, field), None),
@@ -298,10 +364,17 @@ fn traces(p: &mut P, node: &Node, field: &str, base: Option<&Path>, members: &[u
                     p.err(kmark, &k, format!("'{name}' is not a member of this segment"));
                     continue;
                 };
-                let Some(i) = p.scalar(v, &k, integer::<usize>("a node number of the trace")) else { continue };
+                let Some(i) = p.scalar(v, &k, integer::<usize>("a node number of the trace"))
+                else {
+                    continue;
+                };
                 match all.get(i) {
                     Some(t) => out.push((idx, i, t.clone())),
-                    None => p.err(v.mark, &k, format!("the trace has no $node_({i}) (it has {} nodes)", all.len())),
+                    None => p.err(
+                        v.mark,
+                        &k,
+                        format!("the trace has no $node_({i}) (it has {} nodes)", all.len()),
+                    ),
                 }
             }
         }
@@ -318,13 +391,20 @@ fn traces(p: &mut P, node: &Node, field: &str, base: Option<&Path>, members: &[u
 
 /// Read a wireless segment's settings from its entries; `members` are the members' node
 /// indices, `member_entries` each member's own `position`/`mobility` entries.
-pub fn wireless(p: &mut P, entries: &Entries, field: &str, base: Option<&Path>, member_entries: &[(usize, &str, Mark, Entries)]) -> WirelessDef {
+pub fn wireless(
+    p: &mut P,
+    entries: &Entries,
+    field: &str,
+    base: Option<&Path>,
+    member_entries: &[(usize, &str, Mark, Entries)],
+) -> WirelessDef {
     let get = |k: &str| entries.iter().find(|e| e.0 == k).map(|e| (e.1, e.2));
     let f = |k: &str| join(field, k);
     let mut radio = Radio::default();
     let mut range_m = 250.0;
     if let Some((_, v)) = get("frequency") {
-        radio.frequency_hz = p.scalar(v, &f("frequency"), frequency_hz).unwrap_or(radio.frequency_hz);
+        radio.frequency_hz =
+            p.scalar(v, &f("frequency"), frequency_hz).unwrap_or(radio.frequency_hz);
     }
     if let Some((_, v)) = get("tx_power") {
         radio.tx_power_w = p.scalar(v, &f("tx_power"), power_w).unwrap_or(radio.tx_power_w);
@@ -336,8 +416,12 @@ pub fn wireless(p: &mut P, entries: &Entries, field: &str, base: Option<&Path>, 
     if let Some((_, v)) = get("range") {
         range_m = p.scalar(v, &f("range"), positive_distance_m).unwrap_or(range_m);
     }
-    let name = get("propagation").and_then(|(_, v)| p.string(v, &f("propagation"))).unwrap_or_else(|| "two-ray-ground".into());
-    let num_or = |p: &mut P, k: &str, parse: fn(&str) -> Result<f64, String>, d: f64| get(k).map_or(d, |(_, v)| p.scalar(v, &join(field, k), parse).unwrap_or(d));
+    let name = get("propagation")
+        .and_then(|(_, v)| p.string(v, &f("propagation")))
+        .unwrap_or_else(|| "two-ray-ground".into());
+    let num_or = |p: &mut P, k: &str, parse: fn(&str) -> Result<f64, String>, d: f64| {
+        get(k).map_or(d, |(_, v)| p.scalar(v, &join(field, k), parse).unwrap_or(d))
+    };
     let model = match name.as_str() {
         "unit-disk" => Model::UnitDisk { range_m },
         "free-space" => Model::FreeSpace,
@@ -361,8 +445,13 @@ pub fn wireless(p: &mut P, entries: &Entries, field: &str, base: Option<&Path>, 
     }
     // The receive threshold: given, or the mean power at `range` (default 250 m).
     match (get("rx_threshold"), get("range")) {
-        (Some((m, _)), Some(_)) => p.err(m, &f("rx_threshold"), "give 'range' or 'rx_threshold', not both"),
-        (Some((_, v)), None) => radio.rx_threshold_w = p.scalar(v, &f("rx_threshold"), power_w).unwrap_or(radio.rx_threshold_w),
+        (Some((m, _)), Some(_)) => {
+            p.err(m, &f("rx_threshold"), "give 'range' or 'rx_threshold', not both")
+        }
+        (Some((_, v)), None) => {
+            radio.rx_threshold_w =
+                p.scalar(v, &f("rx_threshold"), power_w).unwrap_or(radio.rx_threshold_w)
+        }
         _ if matches!(model, Model::UnitDisk { .. }) => {}
         _ => radio.rx_threshold_w = model.mean_rx_power_w(&radio, range_m),
     }
@@ -377,23 +466,46 @@ pub fn wireless(p: &mut P, entries: &Entries, field: &str, base: Option<&Path>, 
     let medium = MediumConfig {
         model,
         radio,
-        rate_bps: get("rate").and_then(|(_, v)| p.scalar(v, &f("rate"), units::rate_bps)).unwrap_or(11_000_000),
-        preamble_ns: get("preamble").and_then(|(_, v)| p.scalar(v, &f("preamble"), units::duration_ns)).unwrap_or(192_000),
-        carrier_sense_m: get("carrier_sense").and_then(|(_, v)| p.scalar(v, &f("carrier_sense"), distance_m)).unwrap_or(2.2 * nominal_range_m),
+        rate_bps: get("rate")
+            .and_then(|(_, v)| p.scalar(v, &f("rate"), units::rate_bps))
+            .unwrap_or(11_000_000),
+        preamble_ns: get("preamble")
+            .and_then(|(_, v)| p.scalar(v, &f("preamble"), units::duration_ns))
+            .unwrap_or(192_000),
+        carrier_sense_m: get("carrier_sense")
+            .and_then(|(_, v)| p.scalar(v, &f("carrier_sense"), distance_m))
+            .unwrap_or(2.2 * nominal_range_m),
         csma: csma.unwrap_or(false),
-        queue_frames: get("queue_frames").and_then(|(_, v)| p.scalar(v, &f("queue_frames"), integer::<usize>("a number of frames"))).unwrap_or(50).max(1),
+        queue_frames: get("queue_frames")
+            .and_then(|(_, v)| {
+                p.scalar(v, &f("queue_frames"), integer::<usize>("a number of frames"))
+            })
+            .unwrap_or(50)
+            .max(1),
         seed: 0,
     };
-    let tick_ns = get("tick").and_then(|(_, v)| p.scalar(v, &f("tick"), units::duration_ns)).unwrap_or(DEFAULT_TICK_NS);
+    let tick_ns = get("tick")
+        .and_then(|(_, v)| p.scalar(v, &f("tick"), units::duration_ns))
+        .unwrap_or(DEFAULT_TICK_NS);
     if let Some((m, _)) = get("tick") {
         if !(1_000_000..=1_000_000_000).contains(&tick_ns) {
-            p.err(m, &f("tick"), format!("tick must be between 1ms and 1s (10 Hz is the default), got {} ms", tick_ns as f64 / 1e6));
+            p.err(
+                m,
+                &f("tick"),
+                format!(
+                    "tick must be between 1ms and 1s (10 Hz is the default), got {} ms",
+                    tick_ns as f64 / 1e6
+                ),
+            );
         }
     }
     let area = get("area").and_then(|(_, v)| p.scalar(v, &f("area"), area));
-    let default_mobility = get("mobility").and_then(|(_, v)| mobility(p, v, &f("mobility"), area)).unwrap_or(Mobility::Static);
+    let default_mobility = get("mobility")
+        .and_then(|(_, v)| mobility(p, v, &f("mobility"), area))
+        .unwrap_or(Mobility::Static);
     let mut members = Vec::new();
-    let names: Vec<(&str, usize)> = member_entries.iter().map(|(idx, name, _, _)| (*name, *idx)).collect();
+    let names: Vec<(&str, usize)> =
+        member_entries.iter().map(|(idx, name, _, _)| (*name, *idx)).collect();
     for (i, (_, name, mmark, rest)) in member_entries.iter().enumerate() {
         let mf = format!("{field}.members[{i}]");
         let (mut pos, mut mob) = (None, default_mobility.clone());
@@ -406,7 +518,14 @@ pub fn wireless(p: &mut P, entries: &Entries, field: &str, base: Option<&Path>, 
         }
         if let (Some(a), Some(at)) = (area, pos) {
             if !a.contains(at) {
-                p.err(rest.iter().find(|e| e.0 == "position").unwrap().1, &join(&mf, "position"), format!("({}, {}) is outside the area {}x{}", at.x, at.y, a.width_m, a.height_m));
+                p.err(
+                    rest.iter().find(|e| e.0 == "position").unwrap().1,
+                    &join(&mf, "position"),
+                    format!(
+                        "({}, {}) is outside the area {}x{}",
+                        at.x, at.y, a.width_m, a.height_m
+                    ),
+                );
             }
         }
         if pos.is_none() && area.is_none() && get("trace").is_none() {
@@ -423,7 +542,8 @@ pub fn wireless(p: &mut P, entries: &Entries, field: &str, base: Option<&Path>, 
             let i = member_entries.iter().position(|m| m.0 == node).unwrap();
             map.push((i, ti));
             // The moves stay in the file: the lab's controller reads them (Plan::load_traces).
-            members[i] = (Some(t.start), Mobility::Trace(ns2::Trace { start: t.start, moves: Vec::new() }));
+            members[i] =
+                (Some(t.start), Mobility::Trace(ns2::Trace { start: t.start, moves: Vec::new() }));
         }
         trace = file.map(|(path, stamp)| crate::TraceFile { path, stamp, members: map });
     }

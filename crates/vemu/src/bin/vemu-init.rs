@@ -51,26 +51,53 @@ fn main() {
 /// `/proc/sysrq-trigger` read-only, but `/proc/sys/net` (the node's own settings).
 fn mount_proc(confined: bool) -> Result<(), String> {
     if std::process::id() != 1 {
-        return Err("vemu-init runs as the first process of a node's PID namespace, started by vemu".into());
+        return Err(
+            "vemu-init runs as the first process of a node's PID namespace, started by vemu".into(),
+        );
     }
     // SAFETY: umount2 and mount with constant C strings.
     unsafe {
         libc::umount2(c"/proc".as_ptr(), libc::MNT_DETACH);
         let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
-        if libc::mount(c"proc".as_ptr(), c"/proc".as_ptr(), c"proc".as_ptr(), flags, std::ptr::null()) != 0 {
+        if libc::mount(
+            c"proc".as_ptr(),
+            c"/proc".as_ptr(),
+            c"proc".as_ptr(),
+            flags,
+            std::ptr::null(),
+        ) != 0
+        {
             return Err(format!("mounting the node's /proc: {}", std::io::Error::last_os_error()));
         }
         if confined {
-            for (path, read_only) in [(c"/proc/sys", true), (c"/proc/sys/net", false), (c"/proc/sysrq-trigger", true)] {
+            for (path, read_only) in
+                [(c"/proc/sys", true), (c"/proc/sys/net", false), (c"/proc/sysrq-trigger", true)]
+            {
                 // (A kernel without magic SysRq has no trigger.)
                 if libc::access(path.as_ptr(), libc::F_OK) != 0 {
                     continue;
                 }
                 let ro = if read_only { libc::MS_RDONLY } else { 0 };
-                if libc::mount(path.as_ptr(), path.as_ptr(), std::ptr::null(), libc::MS_BIND, std::ptr::null()) != 0
-                    || libc::mount(std::ptr::null(), path.as_ptr(), std::ptr::null(), libc::MS_REMOUNT | libc::MS_BIND | ro | flags, std::ptr::null()) != 0
+                if libc::mount(
+                    path.as_ptr(),
+                    path.as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_BIND,
+                    std::ptr::null(),
+                ) != 0
+                    || libc::mount(
+                        std::ptr::null(),
+                        path.as_ptr(),
+                        std::ptr::null(),
+                        libc::MS_REMOUNT | libc::MS_BIND | ro | flags,
+                        std::ptr::null(),
+                    ) != 0
                 {
-                    return Err(format!("confining the node's {}: {}", path.to_string_lossy(), std::io::Error::last_os_error()));
+                    return Err(format!(
+                        "confining the node's {}: {}",
+                        path.to_string_lossy(),
+                        std::io::Error::last_os_error()
+                    ));
                 }
             }
         }

@@ -9,7 +9,10 @@ static SERIAL: Mutex<()> = Mutex::new(());
 
 /// Labs share two cores; timing tests must not run side by side.
 pub fn serial() -> MutexGuard<'static, ()> {
-    assert!(unsafe { libc_geteuid() } == 0, "integration tests create namespaces and must run as root");
+    assert!(
+        unsafe { libc_geteuid() } == 0,
+        "integration tests create namespaces and must run as root"
+    );
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -38,7 +41,12 @@ pub fn write_scenario(name: &str, yaml: &str) -> PathBuf {
 pub fn lab_netns(lab: &str) -> Vec<String> {
     let prefix = format!("vemu-{lab}.");
     std::fs::read_dir("/run/netns")
-        .map(|d| d.flatten().filter_map(|e| e.file_name().into_string().ok()).filter(|n| n.starts_with(&prefix)).collect())
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().into_string().ok())
+                .filter(|n| n.starts_with(&prefix))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -60,7 +68,12 @@ impl Lab {
     /// [`Lab::up_env`], with more arguments for `vemu up`.
     pub fn up_with(name: &str, yaml: &str, env: &[(&str, &str)], args: &[&str]) -> Lab {
         let path = write_scenario(name, yaml);
-        let o = Command::new(env!("CARGO_BIN_EXE_vemu")).args(["up", path.to_str().unwrap(), "--name", name]).args(args).envs(env.iter().copied()).output().expect("running vemu");
+        let o = Command::new(env!("CARGO_BIN_EXE_vemu"))
+            .args(["up", path.to_str().unwrap(), "--name", name])
+            .args(args)
+            .envs(env.iter().copied())
+            .output()
+            .expect("running vemu");
         assert!(o.status.success(), "vemu up failed: {}", text(&o));
         Lab { name: name.to_string() }
     }
@@ -84,7 +97,11 @@ impl Lab {
     pub fn wait_reachable(&self, node: &str, addrs: &[String], timeout_s: f64) -> Vec<String> {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs_f64(timeout_s);
         loop {
-            let script: String = addrs.iter().map(|a| format!("(ping -c1 -W1 -q {a} >/dev/null 2>&1 || echo {a}) & ")).collect::<String>() + "wait";
+            let script: String = addrs
+                .iter()
+                .map(|a| format!("(ping -c1 -W1 -q {a} >/dev/null 2>&1 || echo {a}) & "))
+                .collect::<String>()
+                + "wait";
             let (_, out) = self.sh(node, &script);
             let missing: Vec<String> = out.split_whitespace().map(String::from).collect();
             if missing.is_empty() || std::time::Instant::now() > deadline {
@@ -101,7 +118,13 @@ impl Lab {
             .as_array()
             .unwrap()
             .iter()
-            .flat_map(|i| i["addrs"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().split('/').next().unwrap().to_string()))
+            .flat_map(|i| {
+                i["addrs"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|a| a.as_str().unwrap().split('/').next().unwrap().to_string())
+            })
             .filter(|a| a.contains(':') == v6)
             .collect()
     }
@@ -138,8 +161,11 @@ impl Lab {
     pub fn iperf3(&self, client: &str, server_ip: &str, seconds: u32) -> f64 {
         let t = seconds.to_string();
         let o = self.exec(client, &["iperf3", "-c", server_ip, "-t", &t, "-O", "1", "-J"]);
-        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("iperf3: {}", text(&o)));
-        v["end"]["sum_received"]["bits_per_second"].as_f64().unwrap_or_else(|| panic!("iperf3: {}", text(&o)))
+        let v: serde_json::Value =
+            serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("iperf3: {}", text(&o)));
+        v["end"]["sum_received"]["bits_per_second"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("iperf3: {}", text(&o)))
     }
 }
 
@@ -149,14 +175,21 @@ impl Drop for Lab {
         if !std::thread::panicking() {
             assert!(o.status.success(), "vemu down failed: {}", text(&o));
             assert!(lab_netns(&self.name).is_empty(), "namespaces left after down");
-            assert!(!std::path::Path::new("/run/vemu").join(&self.name).exists(), "state left after down");
+            assert!(
+                !std::path::Path::new("/run/vemu").join(&self.name).exists(),
+                "state left after down"
+            );
         }
     }
 }
 
 pub fn parse_ping(out: &str) -> (u32, u32, f64) {
-    let stats = out.lines().find(|l| l.contains("packets transmitted")).unwrap_or_else(|| panic!("ping: {out}"));
-    let nums: Vec<u32> = stats.split(|c: char| !c.is_ascii_digit()).filter_map(|s| s.parse().ok()).collect();
+    let stats = out
+        .lines()
+        .find(|l| l.contains("packets transmitted"))
+        .unwrap_or_else(|| panic!("ping: {out}"));
+    let nums: Vec<u32> =
+        stats.split(|c: char| !c.is_ascii_digit()).filter_map(|s| s.parse().ok()).collect();
     let avg = out
         .lines()
         .find(|l| l.starts_with("rtt"))
