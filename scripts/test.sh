@@ -7,6 +7,9 @@ set -euo pipefail
 # No dependency cycle between the modules of a crate (docs/design.md, "Crate map").
 python3 scripts/module_cycles.py --self-test
 python3 scripts/module_cycles.py
+# Formatted as rustfmt.toml says (the fuzz crate is a workspace of its own).
+cargo fmt --all --check
+(cd fuzz && cargo fmt --check)
 # The operator's test (crates/vemu/tests/machines.rs) runs vemu-operator against a real
 # Kubernetes API server and etcd, built from their Go modules (a few minutes the first
 # time, seconds after: Go's build cache).
