@@ -10,7 +10,7 @@ python3 scripts/module_cycles.py
 # Formatted as rustfmt.toml says (the fuzz crate is a workspace of its own).
 cargo fmt --all --check
 (cd fuzz && cargo fmt --check)
-# The operator's test (crates/vemu/tests/machines.rs) runs vemu-operator against a real
+# The operator's test (crates/vemu/tests/machines/kubernetes.rs) runs vemu-operator against a real
 # Kubernetes API server and etcd, built from their Go modules (a few minutes the first
 # time, seconds after: Go's build cache).
 cargo build --release -p vemu-operator
