@@ -433,30 +433,28 @@ async fn events(
         if done {
             return None;
         }
-        let ev: Value = loop {
-            let stats_due = async {
-                match tick.as_mut() {
-                    Some(t) => {
-                        t.tick().await;
-                    }
-                    None => std::future::pending::<()>().await,
+        let stats_due = async {
+            match tick.as_mut() {
+                Some(t) => {
+                    t.tick().await;
                 }
-            };
-            tokio::select! {
-                r = rx.recv() => match r {
-                    Ok(v) => break v,
-                    Err(broadcast::error::RecvError::Lagged(n)) => break json!({"type": "warning", "message": format!("{n} events were dropped: the reader is too slow")}),
-                    Err(broadcast::error::RecvError::Closed) => return None,
-                },
-                _ = stats_due => {
-                    let c = ctl.clone();
-                    match tokio::task::spawn_blocking(move || c.locked().stats()).await {
-                        Ok(Ok(mut v)) => {
-                            v["type"] = json!("stats");
-                            break v;
-                        }
-                        _ => return None,
+                None => std::future::pending::<()>().await,
+            }
+        };
+        let ev: Value = tokio::select! {
+            r = rx.recv() => match r {
+                Ok(v) => v,
+                Err(broadcast::error::RecvError::Lagged(n)) => json!({"type": "warning", "message": format!("{n} events were dropped: the reader is too slow")}),
+                Err(broadcast::error::RecvError::Closed) => return None,
+            },
+            _ = stats_due => {
+                let c = ctl.clone();
+                match tokio::task::spawn_blocking(move || c.locked().stats()).await {
+                    Ok(Ok(mut v)) => {
+                        v["type"] = json!("stats");
+                        v
                     }
+                    _ => return None,
                 }
             }
         };
