@@ -293,7 +293,7 @@ async fn node_shell(
     let size = q.size();
     let Some(axum::Extension(ProveByFirstMessage(proof))) = first else {
         return Ok(match start_shell(&app, node, size).await? {
-            StartedShell::Relay(agent) => ws.on_upgrade(move |socket| shell::relay(socket, agent)),
+            StartedShell::Relay(agent) => ws.on_upgrade(move |socket| shell::relay(socket, *agent)),
             StartedShell::Here(sh) => ws.on_upgrade(move |socket| shell::session(socket, sh)),
         });
     };
@@ -305,7 +305,7 @@ async fn node_shell(
         }
         proof.done();
         match start_shell(&app, node, size).await {
-            Ok(StartedShell::Relay(agent)) => shell::relay(socket, agent).await,
+            Ok(StartedShell::Relay(agent)) => shell::relay(socket, *agent).await,
             Ok(StartedShell::Here(sh)) => shell::session(socket, sh).await,
             Err(e) => shell::refuse(socket, &e.message).await,
         }
@@ -314,7 +314,11 @@ async fn node_shell(
 
 enum StartedShell {
     Relay(
-        tokio_tungstenite::WebSocketStream<tokio_rustls::client::TlsStream<tokio::net::TcpStream>>,
+        Box<
+            tokio_tungstenite::WebSocketStream<
+                tokio_rustls::client::TlsStream<tokio::net::TcpStream>,
+            >,
+        >,
     ),
     Here(shell::Shell),
 }
@@ -334,7 +338,7 @@ async fn start_shell(
                 size.rows,
                 size.cols
             );
-            StartedShell::Relay(route.websocket(&path).await?)
+            StartedShell::Relay(Box::new(route.websocket(&path).await?))
         }
         None => {
             let paths = app.paths.clone();
@@ -896,9 +900,10 @@ pub(crate) async fn serve_connections<S, F, I, P>(
 /// a valid proof (token, web session), so that its connection no longer counts as
 /// unproven ([`admission`]). Nothing for connections that need none.
 #[derive(Clone)]
-pub(crate) struct Proof(
-    Option<(u64, Arc<Mutex<Admission<Arc<tokio::sync::Notify>>>>, Arc<tokio::sync::Notify>)>,
-);
+pub(crate) struct Proof(Option<(u64, Arc<Mutex<Unproven>>, Arc<tokio::sync::Notify>)>);
+
+/// The unproven connections of a listener (each with what wakes it when proven).
+type Unproven = Admission<Arc<tokio::sync::Notify>>;
 
 impl Proof {
     /// The request that carries this proved itself.

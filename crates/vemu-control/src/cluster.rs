@@ -6,6 +6,10 @@
 //! far ends are and starts its engine and commands. A failed phase takes every share
 //! down again.
 
+// A machine's error is its whole `WorkerReply` for now; it becomes a small error type
+// of its own when the worker protocol is typed (issue 40).
+#![allow(clippy::result_large_err)]
+
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -151,6 +151,9 @@ fn resolve(plan: &Plan, spec: &str) -> Result<Vec<(Target, usize)>, LabError> {
         .collect())
 }
 
+/// A captured interface: its node and name (`None`: every interface of the node).
+pub type CapturedIface = (String, Option<String>);
+
 impl Controller {
     fn state(&mut self, t: Target) -> &mut PortState {
         match t {
@@ -737,7 +740,7 @@ impl Controller {
         spec: &str,
         point: vemu_engine::CapturePoint,
         tx: std::sync::mpsc::SyncSender<vemu_engine::Captured>,
-    ) -> Result<(u64, Vec<(String, Option<String>)>), LabError> {
+    ) -> Result<(u64, Vec<CapturedIface>), LabError> {
         let (node, iface) = match spec.split_once(':') {
             Some((n, i)) => (n, Some(i)),
             None => (spec, None),

@@ -656,7 +656,8 @@ impl LocalWorker {
         let impaired = |end: &PlaneEnd| match *end {
             PlaneEnd::Link(l, _) => {
                 !plan.links[l].unimpaired()
-                    || !(here(plan.links[l].a.node) && here(plan.links[l].b.node))
+                    || !here(plan.links[l].a.node)
+                    || !here(plan.links[l].b.node)
             }
             PlaneEnd::Member(g, _) => !plan.segments[g].unimpaired(),
         };

@@ -181,6 +181,9 @@ pub enum CapturePoint {
 }
 
 /// A change to the core.
+// (A command is rare — a change to the lab — and moved once into a shard's queue: its
+// largest variants cost nothing that boxing would save.)
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum Command {
     /// Change some impairments of one direction. Frames already scheduled keep their
@@ -1122,7 +1125,7 @@ impl Core {
     }
 
     /// A member's copy to the trunk toward its machine, if it has one (true).
-    fn to_trunk(&mut self, seg: u32, member: u32, offset_ns: u32) -> bool {
+    fn send_to_trunk(&mut self, seg: u32, member: u32, offset_ns: u32) -> bool {
         let Some(k) = self.segments[seg as usize].members[member as usize].trunk else {
             return false;
         };
@@ -1135,7 +1138,7 @@ impl Core {
     }
 
     /// A copy through trunk `k` at `now`: each member it names gets it in its ingress.
-    fn from_trunk(&mut self, now: u64, k: u32, mut frame: Vec<u8>) {
+    fn receive_from_trunk(&mut self, now: u64, k: u32, mut frame: Vec<u8>) {
         let n = frame.len();
         let Some(count) = frame
             .get(n.saturating_sub(2)..)
@@ -1518,7 +1521,7 @@ impl Core {
         let action = match self.ports[port as usize].owner {
             Owner::Member { seg, member } => Action::Switch { seg, member },
             Owner::Link { .. } => Action::Deliver { port },
-            Owner::Trunk { trunk } => return self.from_trunk(now, trunk, frame),
+            Owner::Trunk { trunk } => return self.receive_from_trunk(now, trunk, frame),
         };
         let frame = Arc::new(frame);
         let wire = gso::wire_size(gso::frame_gso(&frame).as_ref(), frame.len() - VNET_HDR_LEN);
@@ -1658,7 +1661,7 @@ impl Core {
                 let frame: Frame = Arc::new(f);
                 let mut acc = std::mem::take(&mut self.accepted);
                 for p in ports {
-                    self.to_member(g, p, now, frame.clone(), &mut acc);
+                    self.offer_to_member(g, p, now, frame.clone(), &mut acc);
                 }
                 self.accepted = acc;
             }
@@ -1901,7 +1904,14 @@ impl Core {
     }
 
     /// Offer a copy to a member's ingress direction at `t` and schedule what survives.
-    fn to_member(&mut self, seg: u32, member: u32, t: u64, frame: Frame, acc: &mut Vec<Accepted>) {
+    fn offer_to_member(
+        &mut self,
+        seg: u32,
+        member: u32,
+        t: u64,
+        frame: Frame,
+        acc: &mut Vec<Accepted>,
+    ) {
         let port = self.segments[seg as usize].members[member as usize].port;
         if self.ports[port as usize].watched {
             self.capture(port, t, false, CapturePoint::Before, &frame);
@@ -1931,7 +1941,7 @@ impl Core {
             sent.tx_bytes.fetch_add(wire.1, Relaxed);
         }
         if g.radio.is_some() {
-            self.to_air(t, seg, member, wire, frame);
+            self.send_on_air(t, seg, member, wire, frame);
             return;
         }
         let mut t_out = t;
@@ -1967,8 +1977,8 @@ impl Core {
         }
         let mut acc = std::mem::take(&mut self.accepted);
         for &p in &targets {
-            if !self.to_trunk(seg, p, 0) {
-                self.to_member(seg, p, t_out, frame.clone(), &mut acc);
+            if !self.send_to_trunk(seg, p, 0) {
+                self.offer_to_member(seg, p, t_out, frame.clone(), &mut acc);
             }
         }
         self.accepted = acc;
@@ -1978,7 +1988,7 @@ impl Core {
 
     /// A frame reaches a wireless segment's channel: on the air every wire frame is its
     /// own transmission, queued at the sender's radio.
-    fn to_air(&mut self, t: u64, seg: u32, member: u32, wire: (u32, u64), frame: Frame) {
+    fn send_on_air(&mut self, t: u64, seg: u32, member: u32, wire: (u32, u64), frame: Frame) {
         let g = &mut self.segments[seg as usize];
         let r = g.radio.as_mut().expect("radio segment");
         let gs = gso::frame_gso(&frame);
@@ -2028,7 +2038,7 @@ impl Core {
                     }
                     match self.segments[seg as usize].members[receiver as usize].trunk {
                         Some(k) => self.radio_remote.push((k, id, receiver, at_ns, frame)),
-                        None => self.to_member(seg, receiver, at_ns, frame, &mut acc),
+                        None => self.offer_to_member(seg, receiver, at_ns, frame, &mut acc),
                     }
                 }
             }
@@ -2041,7 +2051,7 @@ impl Core {
         for group in remote.chunk_by(|a, b| (a.0, a.1) == (b.0, b.1)) {
             let (first, frame) = (group[0].3, &group[0].4);
             for &(_, _, m, at, _) in group {
-                self.to_trunk(seg, m, (at - first).min(u32::MAX as u64) as u32);
+                self.send_to_trunk(seg, m, (at - first).min(u32::MAX as u64) as u32);
             }
             let wire = gso::wire_size(gso::frame_gso(frame).as_ref(), frame.len() - VNET_HDR_LEN);
             self.flush_trunks(first, wire, frame);

@@ -510,7 +510,7 @@ fn run(
                 else {
                     continue;
                 };
-                let outgoing = (p.queue - base) % 2 == 0;
+                let outgoing = (p.queue - base).is_multiple_of(2);
                 if outgoing {
                     // The copy is ours: the original goes at once (see the module's note).
                     q.verdict(p.queue, p.id, NF_DROP)

@@ -65,6 +65,7 @@ pub struct Captured {
 }
 
 /// What the engine asks of a shard.
+#[allow(clippy::large_enum_variant)] // (as `Command`: rare, moved once)
 pub(crate) enum Control {
     Apply(Command, Option<Sender<Applied>>),
     /// A capture's sink, before its `Command::Capture`s.

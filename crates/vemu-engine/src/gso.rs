@@ -321,7 +321,7 @@ mod tests {
             .iter()
             .map(|p| {
                 let ph = VnetHdr::parse(p);
-                let pg = tcp_gso(&ph, &p[VNET_HDR_LEN..]).map(|x| x);
+                let pg = tcp_gso(&ph, &p[VNET_HDR_LEN..]);
                 wire_size(pg.as_ref(), p.len() - VNET_HDR_LEN).0
             })
             .sum();

@@ -285,7 +285,7 @@ mod tests {
         let (short, long) = (s.spin_ns(50_000), s.spin_ns(10 * MS));
         assert!((19_000..=20_000).contains(&short), "short sleeps: their mean, {short}");
         assert!(
-            long >= 60_000 && long <= MAX_REALTIME_LONG_SPIN_NS,
+            (60_000..=MAX_REALTIME_LONG_SPIN_NS).contains(&long),
             "the long sleeps' own estimate: {long}"
         );
         // A class not measured yet spins for nothing (it learns from its first wake-up).
@@ -299,7 +299,7 @@ mod tests {
             s.woke(10 * MS, if i % 2 == 0 { 30_000 } else { 90_000 });
         }
         let spin = s.spin_ns(10 * MS);
-        assert!(spin >= 100_000 && spin <= 140_000, "mean 60 us, deviation 30 us: {spin}");
+        assert!((100_000..=140_000).contains(&spin), "mean 60 us, deviation 30 us: {spin}");
         // The class bounds.
         assert_eq!(
             (

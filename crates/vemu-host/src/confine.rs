@@ -186,9 +186,9 @@ impl NodeFilter {
                 .collect()
         };
         let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
-            DENIED.iter().map(|&s| (s as i64, Vec::new())).collect();
-        rules.insert(libc::SYS_clone as i64, flag_rules()?);
-        rules.insert(libc::SYS_unshare as i64, flag_rules()?);
+            DENIED.iter().map(|&s| (s, Vec::new())).collect();
+        rules.insert(libc::SYS_clone, flag_rules()?);
+        rules.insert(libc::SYS_unshare, flag_rules()?);
         let deny = SeccompFilter::new(
             rules,
             SeccompAction::Allow,
@@ -196,7 +196,7 @@ impl NodeFilter {
             arch,
         )?
         .try_into()?;
-        let clone3 = BTreeMap::from([(libc::SYS_clone3 as i64, Vec::new())]);
+        let clone3 = BTreeMap::from([(libc::SYS_clone3, Vec::new())]);
         let no_clone3 = SeccompFilter::new(
             clone3,
             SeccompAction::Allow,

@@ -124,7 +124,7 @@ impl Netlink {
                     });
                     let stats = l.attributes.iter().find_map(|a| {
                         if let LinkAttribute::Stats64(s) = a {
-                            Some(s.clone())
+                            Some(*s)
                         } else {
                             None
                         }

@@ -176,7 +176,7 @@ fn serialization_at_rate() {
     assert_eq!(last, 1000 * MS + 5 * MS);
     // An idle serializer starts at the arrival time.
     let d = l.offer(10_000 * MS, Offer::single(1500)).first.unwrap();
-    assert_eq!(d.at_ns, 10_000 * MS + 1 * MS + 5 * MS);
+    assert_eq!(d.at_ns, 10_000 * MS + MS + 5 * MS);
 }
 
 #[test]

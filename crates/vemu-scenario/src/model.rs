@@ -456,6 +456,8 @@ pub enum EventTarget {
     Node(String),
 }
 
+// (A timeline holds a few of these, serialized as they are.)
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EventAction {

@@ -123,13 +123,13 @@ fn groups(g: &Graph, k: usize) -> Result<Groups, PlaceError> {
     let mut id = vec![usize::MAX; n];
     let mut of = vec![0; n];
     let mut count = 0;
-    for i in 0..n {
+    for (i, group) in of.iter_mut().enumerate() {
         let r = find(&mut parent, i);
         if id[r] == usize::MAX {
             id[r] = count;
             count += 1;
         }
-        of[i] = id[r];
+        *group = id[r];
     }
     let mut weight = vec![0u64; count];
     let mut pin: Vec<Option<(usize, usize)>> = vec![None; count];
@@ -223,8 +223,8 @@ fn grow(gr: &Groups, k: usize, cap: u64) -> Vec<usize> {
     let n = gr.weight.len();
     let mut at: Vec<Option<usize>> = gr.pin.clone();
     let mut load = vec![0u64; k];
-    for r in 0..n {
-        if let Some(m) = at[r] {
+    for (r, m) in at.iter().enumerate() {
+        if let Some(m) = *m {
             load[m] += gr.weight[r];
         }
     }

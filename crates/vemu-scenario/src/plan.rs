@@ -755,7 +755,8 @@ fn static_routes(nodes: &mut [NodePlan], links: &[LinkPlan], segments: &[Segment
                 }
             }
         }
-        let mut targets: Vec<(Option<(Attach, usize)>, &[IpNet])> = Vec::new();
+        type Target<'a> = (Option<(Attach, usize)>, &'a [IpNet]);
+        let mut targets: Vec<Target> = Vec::new();
         for (li, l) in links.iter().enumerate() {
             if !attached.contains(&Attach::Link(li)) {
                 let end = if dist[l.a.node] <= dist[l.b.node] { l.a.node } else { l.b.node };

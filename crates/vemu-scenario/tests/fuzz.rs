@@ -115,7 +115,7 @@ fn mutated_scenarios_never_panic() {
         .collect();
     corpus.push("name: t\nnodes: {a: {}, b: {}, c: {}}\nlinks:\n  - {endpoints: [a, b], delay: 5ms, loss: 1%, jitter: {amount: 1ms, distribution: pareto}}\nsegments:\n  s: {kind: lan, members: [a, {node: c, vlan: 10}], capacity: 1Gbit}\nevents:\n  - {at: 1s, link: a:b, set: {delay: 9ms}}\n  - {every: 1s, until: 5s, link: a:b, cycle: [{bandwidth: 1Mbit}, {bandwidth: 2Mbit}]}\n".into());
     assert!(corpus.len() >= 5);
-    let mut rng = Rng(0x5eed_0f_f022);
+    let mut rng = Rng(0x5e_ed0f_f022);
     let (mut ok, mut refused) = (0, 0);
     for _ in 0..rounds(3000) {
         let text = mutate(&mut rng, &corpus);
@@ -138,7 +138,7 @@ fn mutated_ns2_traces_never_panic() {
         "$node_(0) set X_ 10.0\n$node_(0) set Y_ 20.0\n$node_(1) set X_ 5\n$ns_ at 2.5 \"$node_(0) setdest 100.0 50.0 3.0\"\n$ns_ at 1 \"$node_(1) setdest 1 2 0.5\"\n".to_string(),
         "# BonnMotion\n$node_(2) set Z_ 0.0\n$ns_ at 0.0 \"$node_(2) setdest 1e3 1e3 20\"\n".to_string(),
     ];
-    let mut rng = Rng(0xfeed_2);
+    let mut rng = Rng(0xf_eed2);
     for _ in 0..rounds(3000) {
         let text = mutate(&mut rng, &corpus);
         if let Ok(traces) = ns2::parse(&text, 64) {

@@ -814,7 +814,7 @@ fn ipv6_none_turns_ipv6_off_and_link_local_keeps_it() {
     let base = "nodes: {a: {}, b: {sysctl: {net.ipv6.conf.default.disable_ipv6: '0'}}}\nlinks: [{endpoints: [a, b]}]\n";
     let p = ok(&format!("addressing: {{ipv6: none}}\n{base}"));
     let off = ("net.ipv6.conf.default.disable_ipv6".to_string(), "1".to_string());
-    assert_eq!(p.nodes[0].sysctls, [off.clone()]);
+    assert_eq!(p.nodes[0].sysctls, std::slice::from_ref(&off));
     // The node's own sysctl comes after, and wins.
     assert_eq!(p.nodes[1].sysctls.first(), Some(&off));
     assert_eq!(p.nodes[1].sysctls.last().unwrap().1, "0");

@@ -21,7 +21,7 @@ fn main() {
     for shift in 1..=12 {
         let ports = 1usize << shift;
         let mut s = Switch::new(&vec![PortConfig::default(); ports], DEFAULT_AGING_NS);
-        let mac = |p: u64| 0x0200_0000_0000 | p * 0x1_0001;
+        let mac = |p: u64| 0x0200_0000_0000 | (p * 0x1_0001);
         for p in 0..ports as u64 {
             s.forward(0, p as u32, BCAST, mac(p));
         }

@@ -412,7 +412,7 @@ fn damaged_frames_never_panic() {
             let at = ((x >> (16 + k * 8)) as usize) % f.len();
             f[at] = (x >> (k * 5)) as u8;
         }
-        if (x >> 40) % 3 == 0 {
+        if (x >> 40).is_multiple_of(3) {
             f.truncate(((x >> 44) as usize) % (f.len() + 1));
         }
         let _ = classify(&f);

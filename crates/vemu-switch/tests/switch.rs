@@ -104,7 +104,7 @@ fn many_ports_unicast_is_exact() {
 /// controller) by 435 MB. The table stops at its cap; what it knew keeps working.
 #[test]
 fn a_flood_of_source_addresses_stops_at_the_cap() {
-    let mut s = Switch::new(&vec![PortConfig::default(); 3], 10_000_000_000);
+    let mut s = Switch::new(&[PortConfig::default(); 3], 10_000_000_000);
     s.set_max_learned(1000);
     s.forward(0, 2, BCAST, m(2)); // a real host, learned first
     let mut x = 0x9e37_79b9_7f4a_7c15u64;

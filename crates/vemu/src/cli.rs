@@ -373,6 +373,7 @@ pub(crate) enum DirArg {
     Reverse,
 }
 
+#[allow(clippy::large_enum_variant)] // (parsed once)
 #[derive(Subcommand)]
 pub(crate) enum LinkCmd {
     /// Change impairments; values not given keep their current settings.

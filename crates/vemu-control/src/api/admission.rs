@@ -114,7 +114,7 @@ impl<T> Admission<T> {
 
     /// Unproven connections from `source` now.
     #[cfg(test)]
-    pub fn from_source(&self, source: IpAddr) -> usize {
+    pub fn unproven_from(&self, source: IpAddr) -> usize {
         self.by_source.get(&source).copied().unwrap_or(0)
     }
 }
@@ -137,7 +137,7 @@ mod tests {
         // The fourth from 10.0.0.9 pushes out 10.0.0.9's oldest, not 10.0.0.1's.
         assert_eq!(a.admit(ip("10.0.0.9"), 3), Admit { id: 4, evicted: Some(0) });
         assert_eq!(a.admit(ip("10.0.0.9"), 4), Admit { id: 5, evicted: Some(1) });
-        assert_eq!((a.unproven(), a.from_source("10.0.0.9".parse().unwrap())), (4, 3));
+        assert_eq!((a.unproven(), a.unproven_from("10.0.0.9".parse().unwrap())), (4, 3));
         assert_eq!(a.remove(other), Some(100), "the other source's connection is still there");
     }
 
@@ -149,7 +149,7 @@ mod tests {
         assert_eq!(a.remove(id), Some("first"));
         assert_eq!(a.remove(id), None, "only once");
         assert_eq!(a.admit(ip("::1"), "third").evicted, None);
-        assert_eq!(a.from_source("::1".parse().unwrap()), 2);
+        assert_eq!(a.unproven_from("::1".parse().unwrap()), 2);
     }
 
     #[test]
@@ -162,7 +162,7 @@ mod tests {
         assert_eq!(a.admit(ip("10.0.0.1"), 11), Admit { id: 4, evicted: Some(0) });
         assert_eq!(a.admit(ip("10.0.0.1"), 12), Admit { id: 5, evicted: Some(2) });
         assert_eq!(
-            a.from_source("10.0.0.9".parse().unwrap()),
+            a.unproven_from("10.0.0.9".parse().unwrap()),
             0,
             "pushed out ones no longer count"
         );

@@ -68,7 +68,8 @@ pub(crate) async fn run(paths: LabPaths, node: String, body: Bytes) -> Result<Re
         }
         // (bytes kept, bytes seen) per stream: the command is never blocked on a full
         // pipe, and never costs more than `cap` of memory per stream.
-        let out: [Arc<Mutex<(Vec<u8>, u64)>>; 2] = Default::default();
+        type Kept = Arc<Mutex<(Vec<u8>, u64)>>;
+        let out: [Kept; 2] = Default::default();
         let bufs = out.clone();
         let (code, timed_out) = run_child(child, input, timeout, move |k, b| {
             let mut o = bufs[k].locked();

@@ -42,7 +42,7 @@ fn super_frame_on_a_rate_limit_leaves_in_short_bursts() {
     let bytes = 62_264 + 43 * 54;
     assert_eq!(
         *times.last().unwrap(),
-        (bytes as u64 * 8) as u64,
+        (bytes as u64 * 8),
         "the last piece ends when the whole has been serialized"
     );
     assert!(times.windows(2).all(|w| w[1] - w[0] <= 100 * US));

@@ -181,11 +181,11 @@ pub(crate) fn event(p: &mut P, node: &Node, field: &str) -> Option<EventDef> {
             return None;
         }
     };
-    let ok_for = match (&target, action.0) {
-        (EventTarget::Node(_), "run" | "state" | "move") => true,
-        (EventTarget::Link { .. }, "set" | "state" | "ramp" | "cycle") => true,
-        _ => false,
-    };
+    let ok_for = matches!(
+        (&target, action.0),
+        (EventTarget::Node(_), "run" | "state" | "move")
+            | (EventTarget::Link { .. }, "set" | "state" | "ramp" | "cycle")
+    );
     if !ok_for {
         p.err(
             node.mark,

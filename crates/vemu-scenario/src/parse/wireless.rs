@@ -309,6 +309,7 @@ fn mobility(p: &mut P, node: &Node, field: &str, area: Option<Area>) -> Option<M
 /// The ns-2 traces of `trace: FILE` or `trace: {file: FILE, nodes: {NODE: INDEX}}`,
 /// as (member node index → trace), and the file (member node indices → `$node_(i)`).
 /// Without `nodes`, `$node_(i)` is the i-th member.
+#[allow(clippy::type_complexity)] // (the two results are only ever destructured at once)
 fn traces(
     p: &mut P,
     node: &Node,
