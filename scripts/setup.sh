@@ -31,16 +31,18 @@ if ! command -v cargo >/dev/null 2>&1; then
     apt-get install -y -qq cargo >/dev/null
 fi
 
-# rustfmt: the test command checks the formatting.
-if ! cargo fmt --version >/dev/null 2>&1; then
-    echo "setup: installing rustfmt"
-    if command -v rustup >/dev/null 2>&1; then
-        rustup component add rustfmt
-    else
-        export DEBIAN_FRONTEND=noninteractive
-        apt-get install -y -qq rustfmt >/dev/null
+# rustfmt and clippy: the test command checks the formatting and the lints.
+for tool in fmt clippy; do
+    if ! cargo "$tool" --version >/dev/null 2>&1; then
+        echo "setup: installing cargo $tool"
+        if command -v rustup >/dev/null 2>&1; then
+            rustup component add "$([ "$tool" = fmt ] && echo rustfmt || echo clippy)"
+        else
+            export DEBIAN_FRONTEND=noninteractive
+            apt-get install -y -qq "$([ "$tool" = fmt ] && echo rustfmt || echo rust-clippy)" >/dev/null
+        fi
     fi
-fi
+done
 
 # Node.js and npm build the web interface (web/, bundled into the binary).
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then

@@ -10,6 +10,8 @@ python3 scripts/module_cycles.py
 # Formatted as rustfmt.toml says (the fuzz crate is a workspace of its own).
 cargo fmt --all --check
 (cd fuzz && cargo fmt --check)
+# No lint clippy warns of (a lint allowed somewhere says why, where it is allowed).
+cargo clippy --workspace --all-targets --release -- -D warnings
 # The operator's test (crates/vemu/tests/machines/kubernetes.rs) runs vemu-operator against a real
 # Kubernetes API server and etcd, built from their Go modules (a few minutes the first
 # time, seconds after: Go's build cache).
