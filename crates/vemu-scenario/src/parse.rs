@@ -307,35 +307,11 @@ pub fn parse(
         None => (Addressing::default(), root.mark),
     };
 
-    let mut machines: Vec<crate::Machine> = Vec::new();
-    match (machines_override, get("machines")) {
+    let machines = match machines_override {
         // The command line's replace the scenario's.
-        (Some(given), _) => machines = given,
-        (None, Some((mark, n))) => {
-            for (mname, mmark, v) in p.map(n, "machines", &[]) {
-                let f = join("machines", mname);
-                if let Err(m) = valid_machine_name(mname) {
-                    p.err(mmark, &f, m);
-                    continue;
-                }
-                if let Some(address) = p.scalar(v, &f, crate::Machine::parse_address) {
-                    machines.push(crate::Machine { name: mname.to_string(), address });
-                }
-            }
-            if machines.len() > crate::MAX_MACHINES {
-                p.err(
-                    mark,
-                    "machines",
-                    format!(
-                        "a lab spans at most {} machines, this one names {}",
-                        crate::MAX_MACHINES,
-                        machines.len()
-                    ),
-                );
-            }
-        }
-        (None, None) => {}
-    }
+        Some(given) => given,
+        None => get("machines").map(|(mark, n)| machines(&mut p, mark, n)).unwrap_or_default(),
+    };
 
     let mut default_link = ImpairmentsPatch::default();
     let mut default_node = NodeParts::default();
@@ -357,7 +333,6 @@ pub fn parse(
     }
 
     // Nodes.
-    let no_defaults = NodeParts::default();
     let mut nodes = Vec::new();
     let mut names: HashMap<String, usize> = HashMap::new();
     match get("nodes") {
@@ -368,136 +343,12 @@ pub fn parse(
                 p.err(m, "nodes", "no nodes are defined");
             }
             for (nname, nmark, def) in entries {
-                let field = format!("nodes.{nname}");
-                if let Err(msg) = valid_node_name(nname) {
-                    p.err(nmark, &field, msg);
-                    continue;
+                if let Some(n) =
+                    node_def(&mut p, nname, nmark, def, base, &default_node, &machines, &nodes)
+                {
+                    names.insert(nname.to_string(), nodes.len());
+                    nodes.push(n);
                 }
-                let mut d = node_parts(&mut p, def, &field, base, NODE_KEYS);
-                let kind = d.kind.map_or(crate::NodeKind::Namespace, |(k, _)| k);
-                match d.kind {
-                    Some((crate::NodeKind::Host, mark)) => {
-                        for (k, kmark) in
-                            d.given.iter().filter(|(k, _)| NOT_ON_HOST.contains(&k.as_str()))
-                        {
-                            p.err(*kmark, &join(&field, k), format!("a node of kind 'host' is the machine vemu runs on, not a node vemu makes: it has no '{k}'"));
-                        }
-                        if let Some(other) =
-                            nodes.iter().find(|n: &&NodeDef| n.kind == crate::NodeKind::Host)
-                        {
-                            p.err(
-                                mark,
-                                &join(&field, "kind"),
-                                format!("only one node can be the host, and '{}' is", other.name),
-                            );
-                        }
-                    }
-                    Some((crate::NodeKind::External, mark)) => {
-                        for (k, kmark) in
-                            d.given.iter().filter(|(k, _)| !ON_EXTERNAL.contains(&k.as_str()))
-                        {
-                            p.err(*kmark, &join(&field, k), format!("a node of kind 'external' is what is on the wire of a NIC, not a node vemu makes: it has no '{k}'"));
-                        }
-                        match &d.iface {
-                            None => p.err(mark, &join(&field, "kind"), "a node of kind 'external' needs 'iface': the machine's interface (NIC) whose wire it stands for"),
-                            Some((nic, imark)) => {
-                                if let Some(other) = nodes.iter().find(|n: &&NodeDef| n.nic.as_ref() == Some(nic)) {
-                                    p.err(*imark, &join(&field, "iface"), format!("interface '{nic}' is node '{}' already", other.name));
-                                }
-                            }
-                        }
-                    }
-                    _ => {
-                        if let Some((_, imark)) = d.iface {
-                            p.err(imark, &join(&field, "iface"), "'iface' names the NIC of a node of kind 'external' (name a link's interface in its endpoint: {node: n1, iface: eth5})");
-                        }
-                    }
-                }
-                if let Some((k, mark)) = d.kind.filter(|(k, _)| !k.is_made()) {
-                    if !machines.is_empty() {
-                        p.err(
-                            mark,
-                            &join(&field, "kind"),
-                            format!(
-                                "a node of kind '{}' in a lab across machines is not supported yet",
-                                k.name()
-                            ),
-                        );
-                    }
-                    // Nothing of defaults.node applies to what vemu does not make.
-                    d.own_pids = Some(false);
-                }
-                let nic =
-                    d.iface.take().filter(|_| kind == crate::NodeKind::External).map(|(n, _)| n);
-                let default_node = match kind.is_made() {
-                    false => &no_defaults,
-                    true => &default_node,
-                };
-                // Defaults first: the node's own files replace default files at the same path.
-                let mut files = default_node.files.clone();
-                files.retain(|f| !d.files.iter().any(|g| g.path == f.path));
-                files.append(&mut d.files);
-                // A file cannot also be a directory of another one.
-                for f in &files {
-                    if let Some(g) = files
-                        .iter()
-                        .find(|g| g.path.starts_with(&format!("{}/", f.path.trim_end_matches('/'))))
-                    {
-                        p.err(
-                            g.mark,
-                            &format!("{field}.files.{}", g.path),
-                            format!(
-                                "'{}' is also a file of this node, so it cannot be a directory",
-                                f.path
-                            ),
-                        );
-                    }
-                }
-                let mut run = default_node.run.clone();
-                run.append(&mut d.run);
-                let mut vars = default_node.vars.clone();
-                vars.extend(d.vars);
-                let mut sysctls = default_node.sysctls.clone();
-                sysctls.retain(|(k, _)| !d.sysctls.iter().any(|(k2, _)| k2 == k));
-                sysctls.extend(d.sysctls);
-                let (routes, loopback) = (d.routes, d.loopback);
-                let own_pids = d.own_pids.or(default_node.own_pids).unwrap_or(true);
-                let limits = d.limits.or(default_node.limits);
-                let machine = d.machine.and_then(|(m, mark)| {
-                    match machines.iter().position(|x| x.name == m) {
-                        Some(i) => Some(i),
-                        None => {
-                            let known: Vec<&str> =
-                                machines.iter().map(|x| x.name.as_str()).collect();
-                            let why = match known.is_empty() {
-                                true => "the scenario names no 'machines'".to_string(),
-                                false => format!("the machines are {}", known.join(", ")),
-                            };
-                            p.err(
-                                mark,
-                                &join(&field, "machine"),
-                                format!("unknown machine '{m}' ({why})"),
-                            );
-                            None
-                        }
-                    }
-                });
-                names.insert(nname.to_string(), nodes.len());
-                nodes.push(NodeDef {
-                    name: nname.to_string(),
-                    mark: nmark,
-                    run,
-                    routes,
-                    files,
-                    loopback,
-                    vars,
-                    sysctls,
-                    own_pids,
-                    limits,
-                    machine,
-                    kind,
-                    nic,
-                });
             }
         }
     }
@@ -508,90 +359,12 @@ pub fn parse(
         let mut link_keys: Vec<&str> = vec!["endpoints", "name", "weight", "forward", "reverse"];
         link_keys.extend_from_slice(IMPAIRMENT_KEYS);
         for (i, l) in p.seq(n, "links").iter().enumerate() {
-            let field = format!("links[{i}]");
-            let entries = p.map(l, &field, &link_keys);
-            let dirs = directions(
-                &mut p,
-                &entries,
-                &field,
-                [&default_link, &default_link],
-                ["forward", "reverse"],
-            );
-            let mut ends = Vec::new();
-            let mut saw_endpoints = false;
-            let mut name = None;
-            let mut weight = 1;
-            for (k, _, v) in &entries {
-                let f = join(&field, k);
-                match *k {
-                    "endpoints" => {
-                        saw_endpoints = true;
-                        let items = p.seq(v, &f);
-                        if items.len() != 2 {
-                            p.err(
-                                v.mark,
-                                &f,
-                                format!("a link has exactly 2 endpoints, found {}", items.len()),
-                            );
-                        }
-                        for (j, e) in items.iter().enumerate().take(2) {
-                            if let Some((e, _)) =
-                                endpoint(&mut p, e, &format!("{f}[{j}]"), &names, &[])
-                            {
-                                ends.push(e);
-                            }
-                        }
-                    }
-                    "name" => {
-                        name = p
-                            .scalar(v, &f, |s| valid_medium_name("link", s).map(|()| s.to_string()))
-                    }
-                    "weight" => weight = p.scalar(v, &f, positive).unwrap_or(1),
-                    _ => {}
-                }
-            }
-            if !saw_endpoints {
-                p.err(l.mark, &field, "a link needs 'endpoints: [node, node]'");
-            }
-            let fwd = finish_impairments(&mut p, &dirs[0], l.mark, &format!("{field} (forward)"));
-            let rev = finish_impairments(&mut p, &dirs[1], l.mark, &format!("{field} (reverse)"));
-            if let [a, b] = ends.as_slice() {
-                if a.node == b.node {
-                    p.err(
-                        a.mark,
-                        &join(&field, "endpoints"),
-                        format!("a link cannot join node '{}' to itself", nodes[a.node].name),
-                    );
-                    continue;
-                }
-                links.push(LinkDef {
-                    name,
-                    mark: l.mark,
-                    field,
-                    ends: [a.clone(), b.clone()],
-                    forward: fwd,
-                    reverse: rev,
-                    weight,
-                });
+            if let Some(link) = link_def(&mut p, i, l, &link_keys, &default_link, &names, &nodes) {
+                links.push(link);
             }
         }
     }
-    let mut link_names: HashMap<&str, Mark> = HashMap::new();
-    for l in &links {
-        if let Some(n) = &l.name {
-            if let Some(first) = link_names.insert(n, l.mark) {
-                p.errors.push(Error {
-                    line: l.mark.line,
-                    col: l.mark.col,
-                    field: format!("{}.name", l.field),
-                    message: format!(
-                        "link name '{n}' is used twice (first on line {})",
-                        first.line
-                    ),
-                });
-            }
-        }
-    }
+    unique_link_names(&mut p, &links);
     let mut segments = Vec::new();
     if let Some((_, n)) = get("segments") {
         for (sname, smark, def) in p.map(n, "segments", &[]) {
@@ -610,40 +383,7 @@ pub fn parse(
         .filter(|(m, _)| p.reach(crate::Reach::Divert, *m, "divert"))
         .map(|(_, n)| divert::diverts(&mut p, n))
         .unwrap_or_default();
-    let mut fidelity = crate::FidelityThresholds::default();
-    if let Some((_, n)) = get("fidelity") {
-        for (k, _, v) in
-            p.map(n, "fidelity", &["late", "degraded", "invalid", "min_frames", "busy"])
-        {
-            let f = join("fidelity", k);
-            match k {
-                "late" => {
-                    fidelity.late_ns =
-                        p.scalar(v, &f, units::duration_ns).unwrap_or(fidelity.late_ns)
-                }
-                "degraded" => {
-                    fidelity.degraded_fraction =
-                        p.scalar(v, &f, units::percent).unwrap_or(fidelity.degraded_fraction)
-                }
-                "invalid" => {
-                    fidelity.invalid_fraction =
-                        p.scalar(v, &f, units::percent).unwrap_or(fidelity.invalid_fraction)
-                }
-                "busy" => {
-                    fidelity.busy_fraction =
-                        p.scalar(v, &f, units::percent).unwrap_or(fidelity.busy_fraction)
-                }
-                _ => {
-                    fidelity.min_frames = p
-                        .scalar(v, &f, integer::<u64>("a number of frames"))
-                        .unwrap_or(fidelity.min_frames)
-                }
-            }
-        }
-        if fidelity.invalid_fraction < fidelity.degraded_fraction {
-            p.err(n.mark, "fidelity", "'invalid' must be at least 'degraded'");
-        }
-    }
+    let fidelity = get("fidelity").map(|(_, n)| fidelity(&mut p, n)).unwrap_or_default();
     // A size of at least `min` (said as `least`), or `default` when not given.
     let mut size = |key: &str, min: u64, least: &str, default: u64| {
         get(key)
@@ -717,4 +457,65 @@ pub fn impairment_patch(pairs: &[(&str, &str)]) -> Result<ImpairmentsPatch, Stri
         patch = patch.merged(&one);
     }
     Ok(patch)
+}
+
+/// `machines:` (at `mark`): names and agents' addresses.
+fn machines(p: &mut P, mark: Mark, n: &Node) -> Vec<crate::Machine> {
+    let mut machines: Vec<crate::Machine> = Vec::new();
+    for (mname, mmark, v) in p.map(n, "machines", &[]) {
+        let f = join("machines", mname);
+        if let Err(m) = valid_machine_name(mname) {
+            p.err(mmark, &f, m);
+            continue;
+        }
+        if let Some(address) = p.scalar(v, &f, crate::Machine::parse_address) {
+            machines.push(crate::Machine { name: mname.to_string(), address });
+        }
+    }
+    if machines.len() > crate::MAX_MACHINES {
+        p.err(
+            mark,
+            "machines",
+            format!(
+                "a lab spans at most {} machines, this one names {}",
+                crate::MAX_MACHINES,
+                machines.len()
+            ),
+        );
+    }
+    machines
+}
+
+/// `fidelity:`: the monitor's thresholds.
+fn fidelity(p: &mut P, n: &Node) -> crate::FidelityThresholds {
+    let mut fidelity = crate::FidelityThresholds::default();
+    for (k, _, v) in p.map(n, "fidelity", &["late", "degraded", "invalid", "min_frames", "busy"]) {
+        let f = join("fidelity", k);
+        match k {
+            "late" => {
+                fidelity.late_ns = p.scalar(v, &f, units::duration_ns).unwrap_or(fidelity.late_ns)
+            }
+            "degraded" => {
+                fidelity.degraded_fraction =
+                    p.scalar(v, &f, units::percent).unwrap_or(fidelity.degraded_fraction)
+            }
+            "invalid" => {
+                fidelity.invalid_fraction =
+                    p.scalar(v, &f, units::percent).unwrap_or(fidelity.invalid_fraction)
+            }
+            "busy" => {
+                fidelity.busy_fraction =
+                    p.scalar(v, &f, units::percent).unwrap_or(fidelity.busy_fraction)
+            }
+            _ => {
+                fidelity.min_frames = p
+                    .scalar(v, &f, integer::<u64>("a number of frames"))
+                    .unwrap_or(fidelity.min_frames)
+            }
+        }
+    }
+    if fidelity.invalid_fraction < fidelity.degraded_fraction {
+        p.err(n.mark, "fidelity", "'invalid' must be at least 'degraded'");
+    }
+    fidelity
 }

@@ -93,3 +93,96 @@ pub(crate) fn ip_list(p: &mut P, node: &Node, field: &str) -> Vec<IpNet> {
         })
         .collect()
 }
+
+/// Link `i` of `links:` (`l`), with `defaults.link` (`default_link`); `names`: the
+/// nodes' numbers. `None` when it has no two valid ends.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn link_def(
+    p: &mut P,
+    i: usize,
+    l: &Node,
+    link_keys: &[&str],
+    default_link: &ImpairmentsPatch,
+    names: &HashMap<String, usize>,
+    nodes: &[NodeDef],
+) -> Option<LinkDef> {
+    let field = format!("links[{i}]");
+    let entries = p.map(l, &field, link_keys);
+    let dirs =
+        directions(p, &entries, &field, [default_link, default_link], ["forward", "reverse"]);
+    let mut ends = Vec::new();
+    let mut saw_endpoints = false;
+    let mut name = None;
+    let mut weight = 1;
+    for (k, _, v) in &entries {
+        let f = join(&field, k);
+        match *k {
+            "endpoints" => {
+                saw_endpoints = true;
+                let items = p.seq(v, &f);
+                if items.len() != 2 {
+                    p.err(
+                        v.mark,
+                        &f,
+                        format!("a link has exactly 2 endpoints, found {}", items.len()),
+                    );
+                }
+                for (j, e) in items.iter().enumerate().take(2) {
+                    if let Some((e, _)) = endpoint(p, e, &format!("{f}[{j}]"), names, &[]) {
+                        ends.push(e);
+                    }
+                }
+            }
+            "name" => {
+                name = p.scalar(v, &f, |s| valid_medium_name("link", s).map(|()| s.to_string()))
+            }
+            "weight" => weight = p.scalar(v, &f, positive).unwrap_or(1),
+            _ => {}
+        }
+    }
+    if !saw_endpoints {
+        p.err(l.mark, &field, "a link needs 'endpoints: [node, node]'");
+    }
+    let fwd = finish_impairments(p, &dirs[0], l.mark, &format!("{field} (forward)"));
+    let rev = finish_impairments(p, &dirs[1], l.mark, &format!("{field} (reverse)"));
+    if let [a, b] = ends.as_slice() {
+        if a.node == b.node {
+            p.err(
+                a.mark,
+                &join(&field, "endpoints"),
+                format!("a link cannot join node '{}' to itself", nodes[a.node].name),
+            );
+            return None;
+        }
+        return Some(LinkDef {
+            name,
+            mark: l.mark,
+            field,
+            ends: [a.clone(), b.clone()],
+            forward: fwd,
+            reverse: rev,
+            weight,
+        });
+    }
+    None
+}
+
+/// Every link name once.
+pub(crate) fn unique_link_names(p: &mut P, links: &[LinkDef]) {
+    let mut link_names: HashMap<&str, Mark> = HashMap::new();
+    for l in links {
+        if let Some(n) = &l.name {
+            if let Some(first) = link_names.insert(n, l.mark) {
+                p.errors.push(Error {
+                    line: l.mark.line,
+                    col: l.mark.col,
+                    field: format!("{}.name", l.field),
+                    message: format!(
+                        "link name '{n}' is used twice (first on line {})",
+                        first.line
+                    ),
+                });
+            }
+        }
+    }
+}

@@ -311,3 +311,132 @@ pub(crate) fn node_parts(
     }
     d
 }
+
+/// Node `nname` of `nodes:` (`def`), with `defaults.node` (`default_node`) applied to a
+/// node vemu makes; `before`: the nodes defined above it. `None` when its name is not
+/// one (the errors say what else is wrong).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn node_def(
+    p: &mut P,
+    nname: &str,
+    nmark: Mark,
+    def: &Node,
+    base: Option<&Path>,
+    default_node: &NodeParts,
+    machines: &[crate::Machine],
+    before: &[NodeDef],
+) -> Option<NodeDef> {
+    let field = format!("nodes.{nname}");
+    if let Err(msg) = valid_node_name(nname) {
+        p.err(nmark, &field, msg);
+        return None;
+    }
+    let mut d = node_parts(p, def, &field, base, NODE_KEYS);
+    let kind = d.kind.map_or(crate::NodeKind::Namespace, |(k, _)| k);
+    match d.kind {
+        Some((crate::NodeKind::Host, mark)) => {
+            for (k, kmark) in d.given.iter().filter(|(k, _)| NOT_ON_HOST.contains(&k.as_str())) {
+                p.err(*kmark, &join(&field, k), format!("a node of kind 'host' is the machine vemu runs on, not a node vemu makes: it has no '{k}'"));
+            }
+            if let Some(other) = before.iter().find(|n: &&NodeDef| n.kind == crate::NodeKind::Host)
+            {
+                p.err(
+                    mark,
+                    &join(&field, "kind"),
+                    format!("only one node can be the host, and '{}' is", other.name),
+                );
+            }
+        }
+        Some((crate::NodeKind::External, mark)) => {
+            for (k, kmark) in d.given.iter().filter(|(k, _)| !ON_EXTERNAL.contains(&k.as_str())) {
+                p.err(*kmark, &join(&field, k), format!("a node of kind 'external' is what is on the wire of a NIC, not a node vemu makes: it has no '{k}'"));
+            }
+            match &d.iface {
+                None => p.err(mark, &join(&field, "kind"), "a node of kind 'external' needs 'iface': the machine's interface (NIC) whose wire it stands for"),
+                Some((nic, imark)) => {
+                    if let Some(other) = before.iter().find(|n: &&NodeDef| n.nic.as_ref() == Some(nic)) {
+                        p.err(*imark, &join(&field, "iface"), format!("interface '{nic}' is node '{}' already", other.name));
+                    }
+                }
+            }
+        }
+        _ => {
+            if let Some((_, imark)) = d.iface {
+                p.err(imark, &join(&field, "iface"), "'iface' names the NIC of a node of kind 'external' (name a link's interface in its endpoint: {node: n1, iface: eth5})");
+            }
+        }
+    }
+    if let Some((k, mark)) = d.kind.filter(|(k, _)| !k.is_made()) {
+        if !machines.is_empty() {
+            p.err(
+                mark,
+                &join(&field, "kind"),
+                format!(
+                    "a node of kind '{}' in a lab across machines is not supported yet",
+                    k.name()
+                ),
+            );
+        }
+        // Nothing of defaults.node applies to what vemu does not make.
+        d.own_pids = Some(false);
+    }
+    let nic = d.iface.take().filter(|_| kind == crate::NodeKind::External).map(|(n, _)| n);
+    let no_defaults = NodeParts::default();
+    let default_node = match kind.is_made() {
+        false => &no_defaults,
+        true => default_node,
+    };
+    // Defaults first: the node's own files replace default files at the same path.
+    let mut files = default_node.files.clone();
+    files.retain(|f| !d.files.iter().any(|g| g.path == f.path));
+    files.append(&mut d.files);
+    // A file cannot also be a directory of another one.
+    for f in &files {
+        if let Some(g) =
+            files.iter().find(|g| g.path.starts_with(&format!("{}/", f.path.trim_end_matches('/'))))
+        {
+            p.err(
+                g.mark,
+                &format!("{field}.files.{}", g.path),
+                format!("'{}' is also a file of this node, so it cannot be a directory", f.path),
+            );
+        }
+    }
+    let mut run = default_node.run.clone();
+    run.append(&mut d.run);
+    let mut vars = default_node.vars.clone();
+    vars.extend(d.vars);
+    let mut sysctls = default_node.sysctls.clone();
+    sysctls.retain(|(k, _)| !d.sysctls.iter().any(|(k2, _)| k2 == k));
+    sysctls.extend(d.sysctls);
+    let (routes, loopback) = (d.routes, d.loopback);
+    let own_pids = d.own_pids.or(default_node.own_pids).unwrap_or(true);
+    let limits = d.limits.or(default_node.limits);
+    let machine = d.machine.and_then(|(m, mark)| match machines.iter().position(|x| x.name == m) {
+        Some(i) => Some(i),
+        None => {
+            let known: Vec<&str> = machines.iter().map(|x| x.name.as_str()).collect();
+            let why = match known.is_empty() {
+                true => "the scenario names no 'machines'".to_string(),
+                false => format!("the machines are {}", known.join(", ")),
+            };
+            p.err(mark, &join(&field, "machine"), format!("unknown machine '{m}' ({why})"));
+            None
+        }
+    });
+    Some(NodeDef {
+        name: nname.to_string(),
+        mark: nmark,
+        run,
+        routes,
+        files,
+        loopback,
+        vars,
+        sysctls,
+        own_pids,
+        limits,
+        machine,
+        kind,
+        nic,
+    })
+}
