@@ -297,7 +297,11 @@ async fn node_shell(
             StartedShell::Here(sh) => ws.on_upgrade(move |socket| shell::session(socket, sh)),
         });
     };
-    // Nothing starts before the first message proved the web interface's session.
+    // Nothing starts before the first message proved the web interface's session, and a
+    // stranger's first message is no buffer of tungstenite's default 64 MiB: messages on
+    // such a socket are held to FIRST_MESSAGE_BYTES (a terminal's keystrokes, pastes and
+    // resizes fit; a session is 64 hex digits).
+    let ws = ws.max_message_size(ui::FIRST_MESSAGE_BYTES).max_frame_size(ui::FIRST_MESSAGE_BYTES);
     Ok(ws.on_upgrade(move |mut socket| async move {
         let valid = |s: &str| app.access.locked().as_ref().is_some_and(|a| a.is_session(s));
         if !shell::first_message_proves(&mut socket, valid).await {

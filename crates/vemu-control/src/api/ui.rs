@@ -34,6 +34,8 @@ const APP_CSS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/web/app.css"));
 pub(crate) const SESSION_HEADER: &str = "x-vemu-session";
 /// How long a WebSocket made with a session has to prove it with its first message.
 pub(crate) const FIRST_MESSAGE_WITHIN: Duration = Duration::from_secs(5);
+/// The largest message a WebSocket made with a session (not the token) may send, bytes.
+pub(crate) const FIRST_MESSAGE_BYTES: usize = 1 << 20;
 /// How long a login link works (once), how many may wait, how many sessions are kept
 /// (the oldest goes first).
 const LINK_LIFETIME: Duration = Duration::from_secs(120);
