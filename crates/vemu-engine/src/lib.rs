@@ -9,13 +9,12 @@
 
 mod batch;
 pub mod clock;
-pub mod core;
-pub mod counters;
 pub mod divert;
 mod driver;
-pub mod gso;
-pub mod schedule;
-pub mod tunnel;
+
+/// The sans-IO data path, its counters and wire formats: the `vemu-core` crate.
+pub use vemu_core as core;
+pub use vemu_core::{counters, gso, schedule, tunnel};
 
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};

@@ -403,8 +403,9 @@ fn a_frame_from_another_machine_counts_its_wait_between_arrival_and_write() {
     c.handle_delivered(9 * MS, node, eth(mac(1), mac(2), 100, 2));
     assert_eq!(c.poll_transmit(9 * MS).map(|t| t.port), Some(node));
     let toward_node = c.counters(Target::Link(0))[1].snapshot();
-    let bucket = |ns: u64| vemu_engine::DELAY_BUCKETS_NS.iter().position(|&b| ns <= b).unwrap();
-    let mut want = vec![0; vemu_engine::DELAY_BUCKETS_NS.len() + 1];
+    let bucket =
+        |ns: u64| vemu_core::counters::DELAY_BUCKETS_NS.iter().position(|&b| ns <= b).unwrap();
+    let mut want = vec![0; vemu_core::counters::DELAY_BUCKETS_NS.len() + 1];
     want[bucket(3 * MS)] = 1;
     want[bucket(0)] = 1;
     assert_eq!((toward_node.arrival_wait_hist, toward_node.arrival_wait_max_ns), (want, 3 * MS));

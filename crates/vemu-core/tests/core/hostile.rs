@@ -5,7 +5,7 @@ use super::*;
 #[test]
 fn short_frames_are_ignored() {
     let (mut s, a, b) = link(imp(), imp());
-    for len in 0..vemu_engine::core::MIN_FRAME {
+    for len in 0..vemu_core::MIN_FRAME {
         s.send(0, a, vec![0xff; len]);
     }
     s.send(0, 99, udp(64, 0)); // a port that does not exist

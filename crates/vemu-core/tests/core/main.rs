@@ -6,11 +6,11 @@
 
 use std::sync::Arc;
 
-use vemu_engine::core::{
+use vemu_core::gso::{VnetHdr, VNET_HDR_LEN};
+use vemu_core::{
     Applied, CapturePoint, Command, Core, Event, Frame, LinkConfig, MemberConfig, Path, PortId,
     SegmentConfig, Shape, Spur, Target,
 };
-use vemu_engine::gso::{VnetHdr, VNET_HDR_LEN};
 use vemu_link::{
     Chance, Distribution, Impairments, ImpairmentsPatch, Jitter, Loss, QueueLimit, Reorder, Shaper,
 };
@@ -98,7 +98,7 @@ impl Sim {
         r
     }
 
-    fn stats(&self, target: Target, dir: usize) -> vemu_engine::DirStats {
+    fn stats(&self, target: Target, dir: usize) -> vemu_core::counters::DirStats {
         self.core.counters(target)[dir].snapshot()
     }
 }
@@ -405,7 +405,7 @@ struct Split {
     /// (ports a and b) on each machine: a is local on machine 0, b on machine 1.
     ports: [[PortId; 2]; 2],
     transit_ns: u64,
-    reasm: [vemu_engine::tunnel::Reassembler; 2],
+    reasm: [vemu_core::tunnel::Reassembler; 2],
     seq: u32,
     /// Frames that reached their node, per machine: (time, seq).
     delivered: [Vec<(u64, u32)>; 2],
@@ -465,11 +465,11 @@ impl Split {
                 }
                 for (at, frame) in crossing {
                     let mut dgrams = Vec::new();
-                    let vni = vemu_engine::tunnel::vni(0, m as u8);
-                    vemu_engine::tunnel::encode(
+                    let vni = vemu_core::tunnel::vni(0, m as u8);
+                    vemu_core::tunnel::encode(
                         &frame,
-                        vemu_engine::tunnel::Meta { vni, seq: self.seq, departure_ns: at },
-                        vemu_engine::tunnel::payload_for_mtu(1500, false),
+                        vemu_core::tunnel::Meta { vni, seq: self.seq, departure_ns: at },
+                        vemu_core::tunnel::payload_for_mtu(1500, false),
                         &mut dgrams,
                     );
                     self.seq += 1;
@@ -478,7 +478,7 @@ impl Split {
                     }
                     let other = 1 - m;
                     for d in &dgrams {
-                        let piece = vemu_engine::tunnel::decode(d).unwrap();
+                        let piece = vemu_core::tunnel::decode(d).unwrap();
                         let peer = &mut self.machines[other];
                         if let Some(w) = self.reasm[other].push(&piece) {
                             let arrive = at + self.transit_ns;

@@ -30,8 +30,8 @@ fn qos_ef_overtakes_a_best_effort_backlog_and_classes_are_counted() {
     let (ef, be) = (&st.classes[0], &st.classes[6]);
     assert_eq!((ef.rx_frames, ef.tx_frames, be.rx_frames, be.tx_frames), (1, 1, 20, 20));
     // EF waited 0.5 ms (bucket ≤ 500 µs); best effort up to 19 ms.
-    assert_eq!(vemu_engine::bucket_quantile_ns(&ef.wait_hist, 1.0), Some(500 * US));
-    assert_eq!(vemu_engine::bucket_quantile_ns(&be.wait_hist, 1.0), Some(20 * MS));
+    assert_eq!(vemu_core::counters::bucket_quantile_ns(&ef.wait_hist, 1.0), Some(500 * US));
+    assert_eq!(vemu_core::counters::bucket_quantile_ns(&be.wait_hist, 1.0), Some(20 * MS));
     assert_eq!((st.tx_frames, st.queue_frames), (21, 0));
     // The reverse direction has no classes.
     assert!(s.stats(Target::Link(0), 1).classes.is_empty());

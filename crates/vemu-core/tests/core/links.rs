@@ -413,7 +413,7 @@ fn delay_histogram_buckets_the_time_held() {
     }
     s.finish();
     let h = s.stats(Target::Link(0), 0).delay_hist;
-    let i = vemu_engine::DELAY_BUCKETS_NS.iter().position(|&b| b == 5 * MS).unwrap();
+    let i = vemu_core::counters::DELAY_BUCKETS_NS.iter().position(|&b| b == 5 * MS).unwrap();
     assert_eq!(h[i], 7);
     assert_eq!(h.iter().sum::<u64>(), 7);
 }
@@ -431,7 +431,7 @@ fn lateness_is_measured_against_the_schedule() {
     s.core.on_written(&tx, true);
     let st = s.stats(Target::Link(0), 0);
     assert_eq!(st.late_max_ns, 3 * MS);
-    let i = vemu_engine::DELAY_BUCKETS_NS.iter().position(|&b| b == 5 * MS).unwrap();
+    let i = vemu_core::counters::DELAY_BUCKETS_NS.iter().position(|&b| b == 5 * MS).unwrap();
     assert_eq!(st.late_hist[i], 2);
 }
 

@@ -33,7 +33,9 @@ pub const DELAY_BUCKETS_NS: [u64; 22] = [
     10_000_000_000,
 ];
 
-pub(crate) fn delay_bucket(ns: u64) -> usize {
+/// The histogram bucket of a delay: the index of the first of [`DELAY_BUCKETS_NS`] not
+/// below it (one past the end when longer than all).
+pub fn delay_bucket(ns: u64) -> usize {
     DELAY_BUCKETS_NS.iter().position(|&b| ns <= b).unwrap_or(DELAY_BUCKETS_NS.len())
 }
 
