@@ -9,6 +9,8 @@ use vemu_radio::medium::{MediumConfig, Neighbour, PairCounters};
 use vemu_radio::Pos;
 
 use crate::gso::VNET_HDR_LEN;
+#[cfg(doc)]
+use crate::Core;
 
 /// A port of the core: one node interface (a TAP device, to the driver).
 pub type PortId = u32;
@@ -198,6 +200,10 @@ pub enum Event {
     /// that take it to the engine (`None`: what the engine writes for the port leaves
     /// through the same device, and must not meet a bucket).
     Ingress { port: PortId, shape: Option<Shape> },
+    /// The direction from link end `port` (one given to [`Core::add_kernel_tunnel`]) goes
+    /// from now on through the kernel's tunnel to the other machine (`kernel`), or through
+    /// the engine's; the driver says when it does ([`Core::set_kernel_carried`]).
+    TunnelRoute { port: PortId, kernel: bool },
     /// A copy for capture `capture`: `frame` (as devices hand it over; possibly a
     /// super-frame) was sent by (`outgoing`) or arrived at interface `iface` at `t_ns`.
     Capture { capture: u64, iface: u32, t_ns: u64, outgoing: bool, frame: Frame },

@@ -25,9 +25,11 @@ mod impair;
 mod link;
 mod machines;
 mod segment;
+mod tunnels;
 
 pub use impair::is_routing;
 use impair::*;
+pub use tunnels::{PROBES_EARLY, PROBE_EARLY_NS, PROBE_LATER_NS};
 
 /// [`Transmit::counter`] of frames that another machine's core counted.
 const UNCOUNTED: u32 = u32::MAX;
@@ -341,6 +343,8 @@ pub struct Core {
     spurs: Vec<SpurGroup>,
     /// Scratch list of the members a [`SpurWay::Flood`] goes to.
     spur_flood: Vec<u32>,
+    /// The tunnel ports' paths to other machines.
+    tunnels: tunnels::Tunnels,
 }
 
 impl Core {
@@ -627,7 +631,13 @@ impl Core {
 
     /// The next thing the driver must carry out.
     pub fn poll_event(&mut self) -> Option<Event> {
-        self.events.pop_front()
+        loop {
+            match self.events.pop_front()? {
+                // A link end with a kernel tunnel: its own event says where it goes.
+                Event::Path { port, path } if self.tunnel_path(port, path == Path::Kernel) => {}
+                ev => return Some(ev),
+            }
+        }
     }
 
     /// Carry out a command.

@@ -92,16 +92,11 @@ pub(crate) enum Control {
 pub(crate) struct PlanePort {
     pub devs: PlaneDevs,
     pub far: Far,
-    /// A [`Far::Tunnel`] port: the core put the direction on the kernel path
-    /// (`wants_tunnel`), and its frames go through the kernel's tunnel now (`on_tunnel`:
-    /// only while the underlay's path carries them whole, else through the engine).
-    pub wants_tunnel: bool,
-    pub on_tunnel: bool,
 }
 
 impl PlanePort {
     pub fn new(devs: PlaneDevs, far: Far) -> PlanePort {
-        PlanePort { devs, far, wants_tunnel: false, on_tunnel: false }
+        PlanePort { devs, far }
     }
 }
 
@@ -142,35 +137,24 @@ pub(crate) enum PortDev {
 pub(crate) struct TunnelPort {
     /// The far machine's socket (set once the machines exchanged their addresses).
     pub far: Option<SockAddr>,
-    /// The shard's first tunnel port to the same far socket, which probes the path for
-    /// both (`None`: this one probes); this port's path MTU and round trip follow it.
-    pub prober: Option<usize>,
     /// VNI of the frames sent, and of those taken.
     pub vni_out: u32,
     pub vni_in: u32,
     /// The link's local port.
     pub deliver_to: u32,
-    /// The datagram size in use (path MTU discovery of our own: the underlay may drop
-    /// larger datagrams without a word).
-    pub mtu: tunnel::PathMtu,
+    /// What the underlay's interface carries a datagram, and over IPv6: given to the
+    /// core, which chooses the size in use ([`Core::tunnel_payload`]: path MTU discovery of
+    /// our own, as the underlay may drop larger datagrams without a word).
+    max_payload: usize,
+    ipv6: bool,
     pub seq: u32,
     pub reasm: tunnel::Reassembler,
     pub dgrams: Vec<Vec<u8>>,
-    /// The shortest round trip of the underlay measured so far (probes), ns.
-    pub min_rtt_ns: Option<u64>,
     /// The pieces of a frame go by UDP segmentation offload (see [`send_datagrams`])
     /// until the kernel refuses it once; the buffer they are laid out in.
     gso: bool,
     gso_buf: Vec<u8>,
 }
-
-/// Probes of each tunnel's round trip: every [`PROBE_EARLY_NS`] for the first
-/// [`PROBES_EARLY`] (the far engine may start a little later), then every
-/// [`PROBE_LATER_NS`]. Half the shortest round trip seen is the underlay's one-way delay,
-/// taken off the link's delay toward the far side.
-const PROBES_EARLY: u32 = 25;
-const PROBE_EARLY_NS: u64 = 200_000_000;
-const PROBE_LATER_NS: u64 = 1_000_000_000;
 
 impl TunnelPort {
     /// The port of tunnel `id` to the far socket `far`, sending in direction `dir_out`
@@ -187,44 +171,36 @@ impl TunnelPort {
     ) -> TunnelPort {
         TunnelPort {
             far: far.map(SockAddr::from),
-            prober: None,
             vni_out: tunnel::vni(id, dir_out),
             vni_in: tunnel::vni(id, 1 - dir_out),
             deliver_to,
-            mtu: tunnel::PathMtu::new(payload, ipv6),
+            max_payload: payload,
+            ipv6,
             seq: 0,
             reasm: tunnel::Reassembler::new(),
             dgrams: Vec::new(),
-            min_rtt_ns: None,
             gso: true,
             gso_buf: Vec::new(),
         }
     }
 
-    /// Send a frame that left at `at_ns`; whether every datagram went. A datagram the
-    /// machine's own interface cannot carry makes the tunnel fall back to the safe size.
-    fn send(&mut self, fd: RawFd, frame: &[u8], at_ns: u64) -> bool {
-        let Some(far) = self.far else { return false };
+    /// Send a frame that left at `at_ns` in datagrams of `payload` bytes: `Ok` when every
+    /// datagram went, else the error of the first that did not (`EMSGSIZE`: too long for
+    /// the machine's own interface).
+    fn send(&mut self, fd: RawFd, frame: &[u8], at_ns: u64, payload: usize) -> Result<(), i32> {
+        let Some(far) = self.far else { return Err(libc::ENOTCONN) };
         self.dgrams.clear();
         tunnel::encode(
             frame,
             tunnel::Meta { vni: self.vni_out, seq: self.seq, departure_ns: at_ns },
-            self.mtu.payload(),
+            payload,
             &mut self.dgrams,
         );
         self.seq = self.seq.wrapping_add(1);
         if self.dgrams.is_empty() {
-            return false;
+            return Err(libc::EINVAL);
         }
-        match send_datagrams(fd, Some(&far), &self.dgrams, &mut self.gso_buf, &mut self.gso) {
-            Ok(()) => true,
-            Err(e) => {
-                if e == libc::EMSGSIZE {
-                    self.mtu.too_big();
-                }
-                false
-            }
-        }
+        send_datagrams(fd, Some(&far), &self.dgrams, &mut self.gso_buf, &mut self.gso)
     }
 }
 
@@ -529,26 +505,30 @@ impl ShardHandle {
         let (tx, rx) = std::sync::mpsc::channel();
         let mut shard = Shard::new(core, fds, rx, wake.as_raw_fd(), clock)?;
         shard.devs = devs;
-        if shard.devs.iter().any(|d| matches!(d, PortDev::Tunnel(_))) {
-            shard.next_probe_ns = Some(0);
-        }
+        // The far sockets, named by their place in this list for the core (which has
+        // the tunnels to one probed together).
+        let mut fars: Vec<SockAddr> = Vec::new();
         for (port, d) in shard.devs.iter().enumerate() {
-            if let PortDev::Tunnel(t) = d {
-                shard.core.set_path_payload(port as u32, t.mtu.payload() as u64);
-                // What comes with either VNI of its link: frames and probes the far
-                // side sends (vni_in), answers to this side's probes (vni_out).
-                shard.tunnel_ports.insert(t.vni_in, port);
-                shard.tunnel_ports.insert(t.vni_out, port);
-            }
-        }
-        // One port probes each far socket: the path is the same for all its tunnels.
-        let mut probers: Vec<(SockAddr, usize)> = Vec::new();
-        for (port, d) in shard.devs.iter_mut().enumerate() {
-            let PortDev::Tunnel(t) = d else { continue };
-            let Some(far) = t.far else { continue };
-            match probers.iter().find(|(a, _)| *a == far) {
-                Some(&(_, first)) => t.prober = Some(first),
-                None => probers.push((far, port)),
+            match d {
+                PortDev::Tunnel(t) => {
+                    let far = t.far.map(|a| match fars.iter().position(|f| *f == a) {
+                        Some(i) => i as u64,
+                        None => {
+                            fars.push(a);
+                            (fars.len() - 1) as u64
+                        }
+                    });
+                    shard.core.add_tunnel(port as u32, far, t.max_payload, t.ipv6);
+                    // What comes with either VNI of its link: frames and probes the far
+                    // side sends (vni_in), answers to this side's probes (vni_out).
+                    shard.tunnel_ports.insert(t.vni_in, port);
+                    shard.tunnel_ports.insert(t.vni_out, port);
+                }
+                PortDev::Plane(PlanePort {
+                    far: Far::Tunnel { port: tunnel, needs_payload, .. },
+                    ..
+                }) => shard.core.add_kernel_tunnel(port as u32, *tunnel, *needs_payload),
+                _ => {}
             }
         }
         if let Some(t) = &tunnel {
@@ -714,9 +694,8 @@ struct Shard {
     panic_after: Option<u64>,
     /// Fault injection ([`FAULT_ENV`]): wait this long before each read of a device, ns.
     stall_reads_ns: u64,
-    /// When the tunnels are probed next (none without tunnels), and how often they were.
-    next_probe_ns: Option<u64>,
-    probes: u32,
+    /// The probes of a round (see [`Core::handle_probe_timeout`]).
+    probes: Vec<(u32, usize)>,
     /// Input probes (see [`INPUT_PROBE_EVERY_NS`]): the plane's packet socket, when the
     /// next round is, where it goes on, and when each port last read a frame.
     probe_sock: Option<Arc<OwnedFd>>,
@@ -735,8 +714,6 @@ struct Shard {
     /// LAN ports gathered for it: each with its port's plane device.
     fanout: Option<OwnedFd>,
     fan: Vec<(Transmit, u32)>,
-    /// A tunnel's datagram size changed: see [`Shard::tunnel_routes`].
-    tunnels_changed: bool,
 }
 
 /// Input probes: every 100 ms, each plane TAP port that read a frame in the last 2 s
@@ -806,8 +783,7 @@ impl Shard {
             fast: None,
             panic_after: None,
             stall_reads_ns: 0,
-            next_probe_ns: None,
-            probes: 0,
+            probes: Vec::new(),
             probe_sock: None,
             next_input_probe_ns: None,
             input_probe_cursor: 0,
@@ -818,7 +794,6 @@ impl Shard {
             batch: Vec::with_capacity(batch::BATCH),
             fanout: None,
             fan: Vec::new(),
-            tunnels_changed: false,
         })
     }
 
@@ -858,7 +833,7 @@ impl Shard {
                 work_ns += done.saturating_sub(now);
                 linger_until = done + self.schedule.linger_ns();
             }
-            if self.next_probe_ns.is_some_and(|t| t <= now) {
+            if self.core.probe_timeout().is_some_and(|t| t <= now) {
                 self.probe_tunnels(now);
             }
             if self.next_input_probe_ns.is_some_and(|t| t <= now) {
@@ -877,7 +852,8 @@ impl Shard {
             let core_due =
                 core_until.map(|until| until.saturating_sub(self.schedule.spin_ns(until)));
             let probe_due = self
-                .next_probe_ns
+                .core
+                .probe_timeout()
                 .into_iter()
                 .chain(self.next_input_probe_ns)
                 .min()
@@ -985,22 +961,12 @@ impl Shard {
                 let tunnel_fd = self.tunnel_fd();
                 match self.devs.get_mut(tx.port as usize) {
                     Some(PortDev::Tunnel(t)) => {
-                        let before = t.mtu.payload();
-                        let ok = t.send(tunnel_fd, &tx.frame, tx.at_ns);
-                        if t.mtu.payload() != before {
-                            // Fell back to the safe size: say so now (for every tunnel of
-                            // that path), and take a kernel tunnel that no longer fits off
-                            // at once, not at the next round.
-                            let prober = t.prober.unwrap_or(tx.port as usize);
-                            if let Some(PortDev::Tunnel(p)) = self.devs.get_mut(prober) {
-                                p.mtu.too_big();
-                            }
-                            self.follow_prober(prober);
-                            self.core
-                                .set_path_payload(tx.port, before.min(tunnel::SAFE_PAYLOAD) as u64);
-                            self.tunnels_changed = true;
+                        let payload = self.core.tunnel_payload(tx.port);
+                        let sent = t.send(tunnel_fd, &tx.frame, tx.at_ns, payload);
+                        if sent == Err(libc::EMSGSIZE) {
+                            self.core.handle_too_big(tx.port);
                         }
-                        self.core.on_written(&tx, ok);
+                        self.core.on_written(&tx, sent.is_ok());
                     }
                     _ => self.batch.push((fd, Out::One(tx))),
                 }
@@ -1055,9 +1021,6 @@ impl Shard {
     /// Carry out what the core asks: carriers and capture copies. A capture whose
     /// reader is gone ends; a full one skips frames (the data plane never waits).
     fn events(&mut self) {
-        if std::mem::take(&mut self.tunnels_changed) {
-            self.tunnel_routes();
-        }
         // Captures watching the same port get the same frame: split it into wire frames once.
         let mut split: Option<(Frame, Vec<Vec<u8>>)> = None;
         while let Some(ev) = self.core.poll_event() {
@@ -1084,14 +1047,8 @@ impl Shard {
                     (Some(PortDev::Tunnel(_)), _) => {}
                     _ => set_carrier(self.fd(port as usize), up),
                 },
+                Event::TunnelRoute { port, kernel } => self.tunnel_route(port, kernel),
                 Event::Path { port, path } => {
-                    if let Some(PortDev::Plane(p)) = self.devs.get_mut(port as usize) {
-                        if let Far::Tunnel { .. } = p.far {
-                            p.wants_tunnel = path == Path::Kernel;
-                            self.tunnel_routes();
-                            continue;
-                        }
-                    }
                     if let (Some(PortDev::Plane(p)), Some(fast)) =
                         (self.devs.get(port as usize), &self.fast)
                     {
@@ -1208,80 +1165,37 @@ impl Shard {
         };
     }
 
-    /// The tunnel ports that `prober` probes for take its path MTU and round trip (and
-    /// the core their datagram size and the underlay's one-way delay).
-    fn follow_prober(&mut self, prober: usize) {
-        let Some(PortDev::Tunnel(p)) = self.devs.get(prober) else { return };
-        let (mtu, rtt) = (p.mtu.clone(), p.min_rtt_ns);
-        for port in 0..self.devs.len() {
-            let Some(PortDev::Tunnel(t)) = self.devs.get_mut(port) else { continue };
-            if t.prober != Some(prober) {
-                continue;
-            }
-            if t.mtu.payload() != mtu.payload() {
-                self.core.set_path_payload(port as u32, mtu.payload() as u64);
-            }
-            if let Some(r) = rtt.filter(|&r| t.min_rtt_ns != Some(r)) {
-                self.core.set_transit(port as u32, r / 2);
-            }
-            (t.mtu, t.min_rtt_ns) = (mtu.clone(), rtt);
-        }
-    }
-
-    /// Probe every path to a far socket (one tunnel port each, the others follow it):
-    /// its round trip, the size of datagram in use and the larger ones (see
-    /// [`tunnel::PathMtu`]).
+    /// Send a probe round's probes, if one is due (see [`Core::handle_probe_timeout`]).
     fn probe_tunnels(&mut self, now: u64) {
+        let mut probes = std::mem::take(&mut self.probes);
+        self.core.handle_probe_timeout(now, &mut probes);
         let fd = self.tunnel_fd();
-        for port in 0..self.devs.len() {
-            let Some(PortDev::Tunnel(t)) = self.devs.get_mut(port) else { continue };
-            let (Some(far), None) = (t.far, t.prober) else { continue };
-            let before = t.mtu.payload();
-            for size in t.mtu.round() {
-                send_datagram(fd, Some(&far), &tunnel::probe(t.vni_out, now, false, size));
-            }
-            if t.mtu.payload() != before {
-                self.core.set_path_payload(port as u32, t.mtu.payload() as u64);
-                self.follow_prober(port);
+        for &(port, size) in &probes {
+            if let Some(PortDev::Tunnel(t)) = self.devs.get(port as usize) {
+                send_datagram(fd, t.far.as_ref(), &tunnel::probe(t.vni_out, now, false, size));
             }
         }
-        self.probes += 1;
-        let every = if self.probes < PROBES_EARLY { PROBE_EARLY_NS } else { PROBE_LATER_NS };
-        self.next_probe_ns = Some(now + every);
-        self.tunnel_routes();
+        probes.clear();
+        self.probes = probes;
+        self.events();
     }
 
-    /// Route each link end with a kernel tunnel ([`Far::Tunnel`]) through it while the
-    /// core has its direction on the kernel path and the link's tunnel port has found
-    /// the underlay's path to carry its frames whole; through the engine otherwise (its
-    /// tunnel cuts frames into pieces that fit). Called when either changes: a path that
-    /// shrinks takes the end back to the engine at the next probe round.
-    fn tunnel_routes(&mut self) {
-        let Some(fast) = self.fast.clone() else { return };
-        for i in 0..self.devs.len() {
-            let Some(PortDev::Plane(p)) = self.devs.get(i) else { continue };
-            let Far::Tunnel { vxlan, remote, vni, port, needs_payload } = p.far else { continue };
-            let fits = matches!(self.devs.get(port as usize), Some(PortDev::Tunnel(t)) if t.mtu.payload() >= needs_payload);
-            let want = p.wants_tunnel && fits;
-            if want == p.on_tunnel {
-                continue;
-            }
-            let route = match (want, p.devs.tap) {
-                (true, _) => {
-                    Route::Tunnel { vxlan, remote, vni, mtu: self.core.iface_mtu(i as u32) }
-                }
-                (false, Some(tap)) => Route::Engine { tap },
-                (false, None) => continue,
-            };
-            match fast.route(p.devs.veth, route) {
-                Ok(()) => {
-                    if let Some(PortDev::Plane(p)) = self.devs.get_mut(i) {
-                        p.on_tunnel = want;
-                    }
-                    self.core.set_kernel_carried(i as u32, want);
-                }
-                Err(e) => eprintln!("engine: {e:#}"),
-            }
+    /// Route link end `port` through its kernel tunnel ([`Far::Tunnel`]) or back through
+    /// the engine, as the core asks ([`Event::TunnelRoute`]), and tell it when done.
+    fn tunnel_route(&mut self, port: u32, kernel: bool) {
+        let (Some(fast), Some(PortDev::Plane(p))) = (&self.fast, self.devs.get(port as usize))
+        else {
+            return;
+        };
+        let Far::Tunnel { vxlan, remote, vni, .. } = p.far else { return };
+        let route = match (kernel, p.devs.tap) {
+            (true, _) => Route::Tunnel { vxlan, remote, vni, mtu: self.core.iface_mtu(port) },
+            (false, Some(tap)) => Route::Engine { tap },
+            (false, None) => return,
+        };
+        match fast.route(p.devs.veth, route) {
+            Ok(()) => self.core.set_kernel_carried(port, kernel),
+            Err(e) => eprintln!("engine: {e:#}"),
         }
     }
 
@@ -1368,22 +1282,7 @@ impl Shard {
                     &tunnel::probe(t.vni_in, p.t_ns.saturating_add(held_ns), true, p.size),
                 );
             } else if p.answer && p.vni == t.vni_out {
-                let rtt = arrived.saturating_sub(p.t_ns);
-                let mut changed = false;
-                if t.min_rtt_ns.is_none_or(|m| rtt < m) {
-                    t.min_rtt_ns = Some(rtt);
-                    self.core.set_transit(port as u32, rtt / 2);
-                    changed = true;
-                }
-                // Datagrams of this size cross (larger ones: use them).
-                if t.mtu.answered(p.size) {
-                    self.core.set_path_payload(port as u32, t.mtu.payload() as u64);
-                    self.tunnels_changed = true;
-                    changed = true;
-                }
-                if changed {
-                    self.follow_prober(port);
-                }
+                self.core.handle_probe_answer(port as u32, p.size, arrived.saturating_sub(p.t_ns));
             }
             return;
         }

@@ -86,6 +86,7 @@ impl Core {
     /// The direction from link end `port` (toward another machine) goes through the
     /// kernel now (`yes`), or through the engine: what its counters say.
     pub fn set_kernel_carried(&mut self, port: PortId, yes: bool) {
+        self.tunnel_carried(port, yes);
         if let Some(Owner::Link { link, side }) = self.ports.get(port as usize).map(|p| p.owner) {
             let c = self.links[link as usize].counters[side as usize];
             self.counters[c as usize].kernel_path.store(yes, Relaxed);

@@ -670,3 +670,4 @@ mod links;
 mod machines;
 mod qos;
 mod radio;
+mod tunnels;
