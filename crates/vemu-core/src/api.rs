@@ -9,8 +9,6 @@ use vemu_radio::medium::{MediumConfig, Neighbour, PairCounters};
 use vemu_radio::Pos;
 
 use crate::gso::VNET_HDR_LEN;
-#[cfg(doc)]
-use crate::Core;
 
 /// A port of the core: one node interface (a TAP device, to the driver).
 pub type PortId = u32;
@@ -58,7 +56,7 @@ pub struct LinkConfig {
     pub kernel_shaper: bool,
     /// One side is on another machine: `(side, transit_ns)`. Frames toward it leave
     /// `transit_ns` (the underlay's one-way delay) before their delivery time, so they
-    /// arrive at it; frames from it come in by [`Core::handle_delivered`], their
+    /// arrive at it; frames from it come in by [`Core::handle_delivered`](crate::Core::handle_delivered), their
     /// direction carried out by the other machine's core.
     pub remote: Option<(usize, u64)>,
     /// The link is a member here of a LAN whose switch is on another machine (side a:
@@ -101,7 +99,7 @@ pub struct MemberConfig {
     /// MTU of the member's interface, as [`LinkConfig::mtu`].
     pub mtu: u32,
     /// The member is on another machine: `Some(transit_ns)`. Its egress direction is
-    /// carried out there (frames from it come in by [`Core::handle_delivered`] as they
+    /// carried out there (frames from it come in by [`Core::handle_delivered`](crate::Core::handle_delivered) as they
     /// reach the switch); its ingress is carried out here, and frames leave toward it
     /// `transit_ns` (the underlay's one-way delay) before their delivery time.
     pub remote: Option<u64>,
@@ -200,9 +198,9 @@ pub enum Event {
     /// that take it to the engine (`None`: what the engine writes for the port leaves
     /// through the same device, and must not meet a bucket).
     Ingress { port: PortId, shape: Option<Shape> },
-    /// The direction from link end `port` (one given to [`Core::add_kernel_tunnel`]) goes
+    /// The direction from link end `port` (one given to [`Core::add_kernel_tunnel`](crate::Core::add_kernel_tunnel)) goes
     /// from now on through the kernel's tunnel to the other machine (`kernel`), or through
-    /// the engine's; the driver says when it does ([`Core::set_kernel_carried`]).
+    /// the engine's; the driver says when it does ([`Core::set_kernel_carried`](crate::Core::set_kernel_carried)).
     TunnelRoute { port: PortId, kernel: bool },
     /// A copy for capture `capture`: `frame` (as devices hand it over; possibly a
     /// super-frame) was sent by (`outgoing`) or arrived at interface `iface` at `t_ns`.

@@ -357,7 +357,7 @@ pub struct SegCounters {
     /// wireless segment: the sender's radio queue).
     pub drop_capacity: AtomicU64,
     /// Wireless segments: frames put on the air, and those of them that routing
-    /// protocols sent (see [`is_routing`]).
+    /// protocols sent (see [`is_routing`](crate::is_routing)).
     pub air_frames: AtomicU64,
     pub routing_frames: AtomicU64,
     /// LAN segments: addresses the switch has learned now, and new ones it could not
