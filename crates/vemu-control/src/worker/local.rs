@@ -1,0 +1,1157 @@
+//! The worker for labs on this machine (and for an agent's share of one): it builds
+//! nodes, links and the engine from a plan, and carries out the controller's orders.
+
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use anyhow::{anyhow, bail, Context, Result};
+use vemu_engine::core::Spur;
+use vemu_engine::divert::{DivertSpec, Diverter};
+use vemu_engine::{
+    CaptureSpec, Captured, DirStats, Engine, Fast, FastPath, KernelTunnel, LabClock, LinkSpec,
+    MakeTaps, MemberSpec, PlaneDevs, RemoteEnd, SegStats, SegmentSpec, TapsOf, Target, TrunkInSpec,
+    TrunkSpec,
+};
+use vemu_host::LabPaths;
+use vemu_scenario::{NodeKind, Plan};
+
+use super::*;
+use crate::derive_seed;
+use crate::supervise::Supervisor;
+use crate::LockExt;
+
+/// A device of the plane: a link's end (link, side 0 = a) or a LAN's port (segment,
+/// member).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum PlaneEnd {
+    Link(usize, usize),
+    Member(usize, usize),
+}
+
+/// A share built and waiting for its tunnels' far ends.
+struct Pending {
+    specs: Vec<LinkSpec>,
+    segments: Vec<SegmentSpec>,
+    trunks_in: Vec<TrunkInSpec>,
+    fast: Option<Fast>,
+    clock: LabClock,
+    commands: Vec<(String, String)>,
+    /// Largest size of a node's log (the plan's `log_bytes`).
+    log_bytes: u64,
+    /// The first netfilter queue of the lab's diverted paths (rules in place), and the paths.
+    diverts: Option<(u16, Vec<DivertSpec>)>,
+    /// The engine's shards, and the tunnel socket of each that has one.
+    shards: usize,
+    tunnel_sockets: Vec<Option<OwnedFd>>,
+}
+
+/// Socket buffers of an engine shard's tunnel socket, bytes (it carries all the
+/// shard's links to other machines).
+const TUNNEL_SOCKET_BUFFER: usize = 16 << 20;
+
+/// First random stream of the diverted paths (links and segments take theirs from 0).
+const DIVERT_STREAMS: u64 = 1 << 40;
+
+/// Nodes created concurrently while a lab comes up.
+const BUILD_THREADS: usize = 4;
+
+/// The worker for this machine.
+#[derive(Default)]
+pub struct LocalWorker {
+    lab: Option<LabPaths>,
+    engine: Option<Engine>,
+    supervisor: Option<Supervisor>,
+    /// Members of each segment of the lab.
+    sizes: Vec<usize>,
+    /// Every node of the lab, by name, and the lab's number of links.
+    nodes: Vec<String>,
+    lab_links: usize,
+    /// The links and segments of the lab with an end on this machine, in the engine's order.
+    links_here: Vec<usize>,
+    segs_here: Vec<usize>,
+    /// Members here (segment, member) of segments whose switch or channel is on another
+    /// machine: each is a link of the engine's, after `links_here` (forward = the
+    /// member's egress, its side b a tunnel to the segment's machine).
+    spurs_here: Vec<(usize, usize)>,
+    /// A share built, waiting for [`WorkerRequest::Connect`].
+    pending: Option<Pending>,
+    /// Each node of this machine: its name, interfaces and kind.
+    ifaces: Vec<(String, Vec<String>, NodeKind)>,
+    /// A netlink socket in the namespace of each node with TAP interfaces (its name and
+    /// theirs), opened when first asked for TAP counters (they hold the namespaces:
+    /// closed before the lab is removed).
+    node_sockets: Option<Vec<(String, Vec<String>, vemu_host::netlink::Netlink)>>,
+    /// "on", or why the kernel fast path is off.
+    fast_path: String,
+    /// Each link interface and LAN port with devices in the plane, whose counters stand
+    /// for the interface's queue once the engine's TAP device is made; the index of each
+    /// TAP device made so far in the plane, by name; and a netlink socket there.
+    plane_ports: Vec<PlanePort>,
+    tap_indexes: Arc<Mutex<HashMap<String, u32>>>,
+    plane_socket: Option<vemu_host::netlink::Netlink>,
+    /// The machine's traffic through the lab's diverted paths.
+    diverter: Option<Diverter>,
+    /// The lab's VXLAN device in the plane (its index), when made.
+    vxlan: Option<u32>,
+    /// The lab clock, once the share started.
+    clock: Option<LabClock>,
+}
+
+// The far ends' indexes that vemu-host chooses are those the fast path keeps in arrays.
+const _: () = assert!(vemu_host::PLANE_INDEX_BASE == vemu_engine::DENSE_BASE);
+
+/// A link end or LAN port with devices in the plane.
+struct PlanePort {
+    /// `NODE:IFACE`.
+    port: String,
+    /// The index of the veth peer of the node's interface.
+    veth: u32,
+    /// The name of the engine's TAP device (made when the port first needs the engine).
+    tap: String,
+}
+
+/// Load the kernel fast path for a lab with links or LANs it can carry on this machine,
+/// or say why not.
+fn fast_path(paths: &LabPaths, dense_devices: usize) -> Result<Arc<FastPath>, String> {
+    if !fast_path_wanted() {
+        return Err(format!("{FAST_PATH_ENV}=off"));
+    }
+    vemu_host::create_plane(paths).map_err(|e| format!("{e:#}"))?;
+    let ctl = vemu_host::in_netns(&paths.plane(), || Ok(vemu_engine::netlink_socket()?))
+        .map_err(|e| format!("{e:#}"))?;
+    let dense = u32::try_from(dense_devices)
+        .map_err(|_| format!("{dense_devices} plane devices are too many"))?;
+    let fast = FastPath::load(ctl, dense).map_err(|e| format!("{e:#}"))?;
+    vemu_host::plane_program(paths, fast.program(), fast.egress_program())
+        .map_err(|e| format!("{e:#}"))?;
+    Ok(Arc::new(fast))
+}
+
+/// Whether the members of segment `g` on each machine other than its switch's are
+/// switched among themselves there ([`Spur`]): not through a shared capacity or a radio
+/// channel, which only the segment's machine has.
+fn switched_where_members_are(g: &vemu_scenario::SegmentPlan) -> bool {
+    g.wireless.is_none() && g.capacity_bps.is_none()
+}
+
+/// Tunnel `tunnel` (a link, a segment member: [`Plan::member_tunnel`], or a trunk)
+/// whose far `side` is on another machine, carried by the tunnel socket of engine shard
+/// `shard` (made the first time, in `sockets`: one UDP socket on the machine's underlay
+/// address per shard, for every tunnel of that shard, whichever machine it leads to):
+/// the socket's address, to hand to the far machine, and the tunnel's far end.
+fn tunnel_socket(
+    s: &Share,
+    tunnel: usize,
+    side: usize,
+    shard: usize,
+    sockets: &mut [Option<std::net::UdpSocket>],
+) -> Result<(SocketAddr, RemoteEnd)> {
+    let slot = sockets
+        .get_mut(shard)
+        .ok_or_else(|| anyhow!("no engine shard {shard} for tunnel {tunnel}"))?;
+    if slot.is_none() {
+        *slot = Some(new_tunnel_socket(s)?);
+    }
+    let addr = slot
+        .as_ref()
+        .map(|x| x.local_addr())
+        .transpose()?
+        .ok_or_else(|| anyhow!("no tunnel socket"))?;
+    let payload = vemu_engine::tunnel::payload_for_mtu(s.underlay_mtu, s.underlay.is_ipv6());
+    Ok((
+        addr,
+        RemoteEnd {
+            side,
+            link_id: tunnel as u32,
+            transit_ns: 0,
+            payload,
+            ipv6: s.underlay.is_ipv6(),
+            socket: shard,
+            far: None,
+        },
+    ))
+}
+
+/// A UDP socket on the machine's underlay address for tunnels to other machines.
+fn new_tunnel_socket(s: &Share) -> Result<std::net::UdpSocket> {
+    let sock = std::net::UdpSocket::bind(SocketAddr::new(s.underlay, 0))
+        .with_context(|| format!("opening a tunnel socket on {}", s.underlay))?;
+    // Room for bursts while the engine is busy elsewhere (the default
+    // 208 KiB holds ~60 datagrams: 4 ms at 100 Mbit/s); it serves a shard's tunnels.
+    let _ = nix::sys::socket::setsockopt(
+        &sock,
+        nix::sys::socket::sockopt::RcvBufForce,
+        &TUNNEL_SOCKET_BUFFER,
+    );
+    let _ = nix::sys::socket::setsockopt(
+        &sock,
+        nix::sys::socket::sockopt::SndBufForce,
+        &TUNNEL_SOCKET_BUFFER,
+    );
+    // The kernel's time of arrival of each datagram: the engine measures the underlay
+    // without its own wake-ups (see the driver's read_tunnels).
+    let _ =
+        nix::sys::socket::setsockopt(&sock, nix::sys::socket::sockopt::ReceiveTimestampns, &true);
+    // Never fragmented, never sized by the kernel's path MTU cache (DF
+    // set): the engine finds what the path carries by probing.
+    let (level, opt) = match s.underlay.is_ipv6() {
+        true => (libc::IPPROTO_IPV6, libc::IPV6_MTU_DISCOVER),
+        false => (libc::IPPROTO_IP, libc::IP_MTU_DISCOVER),
+    };
+    let probe: libc::c_int = libc::IP_PMTUDISC_PROBE;
+    // SAFETY: an int option on a socket we own.
+    if unsafe {
+        libc::setsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(&sock),
+            level,
+            opt,
+            (&probe as *const libc::c_int).cast(),
+            4,
+        )
+    } < 0
+    {
+        return Err(std::io::Error::last_os_error())
+            .context("setting path MTU discovery on a tunnel socket");
+    }
+    Ok(sock)
+}
+
+impl LocalWorker {
+    /// Whether node `node` is on this machine.
+    pub fn hosts(&self, node: &str) -> bool {
+        self.ifaces.iter().any(|(n, _, _)| n == node)
+    }
+
+    /// Build this machine's share of the lab (`share`: its number in `plan.machines`
+    /// and the address its tunnels use; `None`: the whole lab). Without links to other
+    /// machines the share starts at once; with them it waits for [`LocalWorker::connect`],
+    /// and the tunnel sockets it made are returned, as (link, address).
+    fn build(
+        &mut self,
+        plan: Plan,
+        epoch: u64,
+        share: Option<Share>,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<Vec<(usize, SocketAddr)>> {
+        let paths = LabPaths::new(&plan.name);
+        let is_share = share.is_some();
+        let here =
+            |node: usize| share.as_ref().is_none_or(|s| plan.nodes[node].machine == s.machine);
+        let hosts: String = std::iter::once(
+            "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n".to_string(),
+        )
+        .chain(plan.hosts.iter().map(|(a, n)| format!("{a}\t{n}\n")))
+        .collect();
+        let local_nodes: Vec<usize> = (0..plan.nodes.len()).filter(|&n| here(n)).collect();
+        let share_nodes: Vec<vemu_scenario::NodePlan> =
+            local_nodes.iter().map(|&n| plan.nodes[n].clone()).collect();
+        vemu_host::prepare_lab(&paths, &hosts, &share_nodes, plan.storage_bytes, plan.confined)?;
+        self.lab = Some(paths.clone());
+        // The machine's traffic through emulated paths: the rules (in this process's
+        // network namespace, the machine's) before anything else can fail, so that a
+        // failed `up` removes them with the rest.
+        let diverts = match (&share, plan.diverts.is_empty()) {
+            (None, false) => {
+                let matches: Vec<&str> = plan.diverts.iter().map(|d| d.matches.as_str()).collect();
+                let base = vemu_host::divert::install(
+                    &paths,
+                    &matches,
+                    vemu_engine::divert::REINJECT_MARK,
+                )?;
+                let specs = plan
+                    .diverts
+                    .iter()
+                    .enumerate()
+                    .map(|(i, d)| DivertSpec {
+                        name: d.name.clone(),
+                        forward: d.forward.clone(),
+                        reverse: d.reverse.clone(),
+                        seeds: [
+                            derive_seed(plan.seed, DIVERT_STREAMS + 2 * i as u64),
+                            derive_seed(plan.seed, DIVERT_STREAMS + 2 * i as u64 + 1),
+                        ],
+                    })
+                    .collect();
+                Some((base, specs))
+            }
+            _ => None,
+        };
+        // Links with an end here (`links_here`, in the engine's order), both ends here
+        // or one (a tunnel to the other machine); segments are on one machine each.
+        self.links_here = (0..plan.links.len())
+            .filter(|&l| here(plan.links[l].a.node) || here(plan.links[l].b.node))
+            .collect();
+        self.segs_here = (0..plan.segments.len())
+            .filter(|&g| plan.segments[g].members.first().is_some_and(|m| here(m.end.node)))
+            .collect();
+        self.spurs_here = (0..plan.segments.len())
+            .filter(|g| !self.segs_here.contains(g))
+            .flat_map(|g| {
+                plan.segments[g]
+                    .members
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, m)| here(m.end.node))
+                    .map(move |(k, _)| (g, k))
+            })
+            .collect();
+        // The links with both ends here (the fast path's), but those to a NIC's wire
+        // (its frames come through a packet socket, never a veth).
+        let external = |n: usize| plan.nodes[n].kind == NodeKind::External;
+        let whole: Vec<usize> = self
+            .links_here
+            .iter()
+            .copied()
+            .filter(|&l| {
+                here(plan.links[l].a.node)
+                    && here(plan.links[l].b.node)
+                    && !external(plan.links[l].a.node)
+                    && !external(plan.links[l].b.node)
+            })
+            .collect();
+        // The ends here of links to other machines, which the kernel may carry through
+        // the lab's VXLAN device (nodes that are namespaces).
+        let vxlan_port = share.as_ref().map_or(0, |s| s.vxlan_port);
+        let mut crossing: Vec<(usize, usize)> = match vxlan_port {
+            0 => Vec::new(),
+            _ => self
+                .links_here
+                .iter()
+                .filter_map(|&l| {
+                    let (a, b) = (plan.links[l].a.node, plan.links[l].b.node);
+                    let side = match (here(a), here(b)) {
+                        (true, false) => 0,
+                        (false, true) => 1,
+                        _ => return None,
+                    };
+                    let n = if side == 0 { a } else { b };
+                    (plan.nodes[n].kind == NodeKind::Namespace).then_some((l, side))
+                })
+                .collect(),
+        };
+        self.sizes = plan.segments.iter().map(|g| g.members.len()).collect();
+        self.nodes = plan.nodes.iter().map(|n| n.name.clone()).collect();
+        self.lab_links = plan.links.len();
+        self.ifaces = share_nodes
+            .iter()
+            .map(|n| (n.name.clone(), n.ifaces.iter().map(|i| i.name.clone()).collect(), n.kind))
+            .collect();
+        // The LANs the kernel can switch.
+        let lans: Vec<usize> =
+            self.segs_here.iter().copied().filter(|&g| plan.kernel_lan(g)).collect();
+        let template = vemu_host::mount_template(&paths)?;
+        // Nothing here it could carry is not worth a word (a lab whose every link
+        // crosses machines, or one without links).
+        let fast = if whole.is_empty() && lans.is_empty() && crossing.is_empty() {
+            self.fast_path = match plan.machines.is_empty() {
+                true => "unused: the lab has no point-to-point link or plain LAN".into(),
+                false => "unused: no point-to-point link has both ends on this machine, and no plain LAN is here".into(),
+            };
+            vemu_host::ensure_open_files(vemu_host::files_needed(&plan, false))?;
+            None
+        } else {
+            // The nodes' interfaces' far ends in the plane (see `names` below).
+            let far_ends = 2 * whole.len()
+                + crossing.len()
+                + lans.iter().map(|&g| plan.segments[g].members.len()).sum::<usize>();
+            match fast_path(&paths, far_ends) {
+                Ok(f) => {
+                    self.fast_path = "on".into();
+                    let kernel =
+                        |d: &&vemu_link::Impairments| d.shaper == vemu_link::Shaper::Kernel;
+                    let asks =
+                        plan.links.iter().any(|l| [&l.forward, &l.reverse].iter().any(kernel));
+                    if let (Err(why), true) = (f.shaper(), asks) {
+                        eprintln!("kernel shaper unavailable ({why}): the engine shapes the directions that ask for 'shaper: kernel'");
+                    }
+                    let lan_asks = lans.iter().any(|&g| {
+                        plan.segments[g]
+                            .members
+                            .iter()
+                            .any(|m| [&m.egress, &m.ingress].iter().any(kernel))
+                    });
+                    if let (Err(why), true) = (f.bridge_shaper(), lan_asks) {
+                        eprintln!("kernel shaper unavailable on LAN ports ({why}): the engine switches the LANs whose ports ask for 'shaper: kernel'");
+                    }
+                    if !crossing.is_empty() {
+                        match vemu_host::plane_vxlan(&paths, vxlan_port)
+                            .and_then(|ix| f.route(ix, vemu_engine::Route::FromTunnel).map(|()| ix))
+                        {
+                            Ok(ix) => self.vxlan = Some(ix),
+                            Err(e) => {
+                                eprintln!("no kernel tunnel to other machines ({e:#}): the links between machines go through the engine");
+                                crossing.clear();
+                            }
+                        }
+                    }
+                    Some(f)
+                }
+                Err(why) => {
+                    eprintln!("kernel fast path off ({why}): every link direction goes through the engine");
+                    // Every link end then has a TAP device from the start.
+                    vemu_host::ensure_open_files(vemu_host::files_needed(&plan, false))?;
+                    self.fast_path = format!("off: {why}");
+                    None
+                }
+            }
+        };
+        // With the fast path, a link's interfaces and a plain LAN's are veths whose peers
+        // are in the plane (a LAN's are ports of its bridge there).
+        let mut peers: Vec<Vec<Option<vemu_host::PlanePeer>>> =
+            plan.nodes.iter().map(|n| vec![None; n.ifaces.len()]).collect();
+        // The plane's names of each link end and LAN port (veth peer, engine's TAP).
+        let mut names: Vec<(PlaneEnd, (String, String))> = Vec::new();
+        if fast.is_some() {
+            let ends = whole.iter().flat_map(|&l| [(l, 0), (l, 1)]).chain(crossing.iter().copied());
+            for (l, side) in ends {
+                let link = &plan.links[l];
+                let e = if side == 0 { link.a } else { link.b };
+                let n = vemu_host::plane_names(l, side);
+                peers[e.node][e.iface] = Some(vemu_host::PlanePeer {
+                    name: n.0.clone(),
+                    index: vemu_host::plane_index(names.len()),
+                    bridge: None,
+                });
+                names.push((PlaneEnd::Link(l, side), n));
+            }
+            for &g in &lans {
+                let seg = &plan.segments[g];
+                let br = vemu_host::plane_bridge(
+                    &paths,
+                    g,
+                    seg.snooping != vemu_engine::Snooping::Off,
+                    seg.snooping == vemu_engine::Snooping::Querier,
+                    plan.segment_carries_ipv6(g),
+                    seg.aging_ns,
+                )?;
+                for (k, m) in seg.members.iter().enumerate() {
+                    let n = vemu_host::plane_member_names(g, k);
+                    peers[m.end.node][m.end.iface] = Some(vemu_host::PlanePeer {
+                        name: n.0.clone(),
+                        index: vemu_host::plane_index(names.len()),
+                        bridge: Some(br),
+                    });
+                    names.push((PlaneEnd::Member(g, k), n));
+                }
+            }
+        }
+        // The engine's TAP devices of the links and LANs that need it from the start (an
+        // impaired direction, a LAN's capacity); the others get theirs when they first
+        // do (MakeTaps).
+        // (A link to another machine: the engine carries it until the underlay is known
+        // to carry its frames whole.)
+        let impaired = |end: &PlaneEnd| match *end {
+            PlaneEnd::Link(l, _) => {
+                !plan.links[l].unimpaired()
+                    || !here(plan.links[l].a.node)
+                    || !here(plan.links[l].b.node)
+            }
+            PlaneEnd::Member(g, _) => !plan.segments[g].unimpaired(),
+        };
+
+        // Nodes, a few at a time.
+        let total = local_nodes.len();
+        let taps: Vec<Mutex<Option<Vec<Option<OwnedFd>>>>> =
+            (0..plan.nodes.len()).map(|_| Mutex::new(None)).collect();
+        let next = AtomicUsize::new(0);
+        let done = AtomicUsize::new(0);
+        let first_error: Mutex<Option<anyhow::Error>> = Mutex::new(None);
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let plane_taps = std::thread::scope(|s| {
+            // The engine's TAP devices in the plane are made meanwhile (the nodes'
+            // threads spend much of their time on other things than devices).
+            let plane_taps = fast.as_ref().map(|_| {
+                let taps: Vec<String> = names
+                    .iter()
+                    .filter(|(end, _)| impaired(end))
+                    .map(|(_, (_, t))| t.clone())
+                    .collect();
+                let paths = &paths;
+                s.spawn(move || vemu_host::plane_taps(paths, &taps))
+            });
+            for _ in 0..BUILD_THREADS.min(total) {
+                let tx = tx.clone();
+                s.spawn(|| {
+                    let tx = tx;
+                    loop {
+                        let k = next.fetch_add(1, Ordering::Relaxed);
+                        if k >= total || first_error.locked().is_some() {
+                            break;
+                        }
+                        let i = local_nodes[k];
+                        let made = match plan.nodes[i].kind {
+                            NodeKind::Host => {
+                                vemu_host::create_host_node(&paths, &plan.nodes[i], &peers[i])
+                            }
+                            NodeKind::External => vemu_host::create_external_node(&plan.nodes[i]),
+                            NodeKind::Namespace => {
+                                vemu_host::create_node(&paths, &plan.nodes[i], &template, &peers[i])
+                            }
+                        };
+                        match made {
+                            Ok(fds) => *taps[i].locked() = Some(fds),
+                            Err(e) => {
+                                let e =
+                                    e.context(format!("creating node '{}'", plan.nodes[i].name));
+                                first_error.locked().get_or_insert(e);
+                            }
+                        }
+                        done.fetch_add(1, Ordering::Relaxed);
+                        let _ = tx.send(());
+                    }
+                });
+            }
+            drop(tx);
+            while rx.recv().is_ok() {
+                progress(done.load(Ordering::Relaxed), total);
+            }
+            plane_taps.map(|t| {
+                t.join().unwrap_or_else(|_| {
+                    Err(anyhow!("the thread making the plane's devices panicked"))
+                })
+            })
+        });
+        if let Some(e) = first_error.into_inner().unwrap() {
+            return Err(e);
+        }
+        let plane_taps = plane_taps.transpose()?;
+
+        // Links: hand both TAP devices of each to the engine (with the fast path, the
+        // engine's own in the plane: frames reach them only while a direction needs it).
+        let mut taps: Vec<Vec<Option<OwnedFd>>> =
+            taps.into_iter().map(|m| m.into_inner().unwrap().unwrap_or_default()).collect();
+        let mut plane: HashMap<PlaneEnd, (Option<OwnedFd>, PlaneDevs)> = HashMap::new();
+        if let (Some(_), Some(plane_taps)) = (&fast, plane_taps) {
+            let mut plane_taps = plane_taps.into_iter();
+            for (n, (end, name)) in names.iter().enumerate() {
+                let veth = vemu_host::plane_index(n);
+                let (tap, fd) = match impaired(end) {
+                    true => plane_taps
+                        .next()
+                        .map(|(t, fd)| (Some(t), Some(fd)))
+                        .ok_or_else(|| anyhow!("a plane device is missing"))?,
+                    false => (None, None),
+                };
+                if let Some(t) = tap {
+                    self.tap_indexes.locked().insert(name.1.clone(), t);
+                }
+                let e = match *end {
+                    PlaneEnd::Link(l, 0) => plan.links[l].a,
+                    PlaneEnd::Link(l, _) => plan.links[l].b,
+                    PlaneEnd::Member(g, k) => plan.segments[g].members[k].end,
+                };
+                self.plane_ports.push(PlanePort {
+                    port: plan.endpoint_name(e),
+                    veth,
+                    tap: name.1.clone(),
+                });
+                plane.insert(*end, (fd, PlaneDevs { veth, tap }));
+            }
+        }
+        let mut specs = Vec::with_capacity(self.links_here.len());
+        let mut endpoints = Vec::new();
+        // One tunnel socket per engine shard (as many as the engine will run): a link
+        // to another machine goes on shard (its number here) mod shards, everything of
+        // a segment on shard (its number in the lab) mod shards.
+        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        let shards = vemu_engine::shard_count(
+            cores,
+            self.links_here.len() + self.spurs_here.len(),
+            self.segs_here.len(),
+        );
+        let mut sockets: Vec<Option<std::net::UdpSocket>> = (0..shards).map(|_| None).collect();
+        for (k, &i) in self.links_here.iter().enumerate() {
+            let l = &plan.links[i];
+            let mut remote = None;
+            let mut take = |e: vemu_scenario::EndpointRef,
+                            side: usize|
+             -> Result<(Option<OwnedFd>, Option<PlaneDevs>)> {
+                if let Some((fd, devs)) = plane.remove(&PlaneEnd::Link(i, side)) {
+                    return Ok((fd, Some(devs)));
+                }
+                if !here(e.node) {
+                    // The far side is on another machine: a UDP socket toward it.
+                    let s =
+                        share.as_ref().ok_or_else(|| anyhow!("link {i} leaves this machine"))?;
+                    let (addr, r) = tunnel_socket(s, i, side, k % shards, &mut sockets)?;
+                    endpoints.push((i, addr));
+                    remote = Some(r);
+                    return Ok((None, None));
+                }
+                let fd = taps[e.node][e.iface].take().ok_or_else(|| {
+                    anyhow!("interface {} was not created", plan.endpoint_name(e))
+                })?;
+                Ok((Some(fd), None))
+            };
+            let (a, pa) = take(l.a, 0)?;
+            let (b, pb) = take(l.b, 1)?;
+            // An end here of a link to another machine, in the plane: the kernel's way
+            // there is known when the share connects.
+            let kernel_tunnel = match (remote, pa.or(pb), self.vxlan) {
+                (Some(_), Some(local), Some(vxlan)) => {
+                    Some(KernelTunnel { local, vxlan, remote: None })
+                }
+                _ => None,
+            };
+            specs.push(LinkSpec {
+                mtu: plan.nodes[l.a.node].ifaces[l.a.iface].mtu,
+                a,
+                b,
+                plane: pa.zip(pb).map(|(a, b)| [a, b]),
+                forward: l.forward.clone(),
+                reverse: l.reverse.clone(),
+                seeds: [
+                    derive_seed(plan.seed, 2 * i as u64),
+                    derive_seed(plan.seed, 2 * i as u64 + 1),
+                ],
+                remote,
+                kernel_tunnel,
+                spur: None,
+            });
+        }
+        // Members here of segments elsewhere: links toward the segment's machine (random
+        // streams as the member's, below).
+        for &(g, k) in &self.spurs_here {
+            let seg = &plan.segments[g];
+            let m = &seg.members[k];
+            let s = share.as_ref().ok_or_else(|| anyhow!("segment {g} leaves this machine"))?;
+            let t = plan.member_tunnel(g, k);
+            let (addr, remote) = tunnel_socket(s, t, 1, g % shards, &mut sockets)?;
+            endpoints.push((t, addr));
+            let seed = 2 * t as u64;
+            specs.push(LinkSpec {
+                mtu: plan.nodes[m.end.node].ifaces[m.end.iface].mtu,
+                a: Some(taps[m.end.node][m.end.iface].take().ok_or_else(|| {
+                    anyhow!("interface {} was not created", plan.endpoint_name(m.end))
+                })?),
+                b: None,
+                plane: None,
+                forward: m.egress.clone(),
+                reverse: m.ingress.clone(),
+                seeds: [derive_seed(plan.seed, seed), derive_seed(plan.seed, seed + 1)],
+                remote: Some(remote),
+                kernel_tunnel: None,
+                spur: switched_where_members_are(seg).then_some(Spur {
+                    segment: g as u32,
+                    vlan: m.vlan,
+                    aging_ns: seg.aging_ns,
+                }),
+            });
+        }
+        // The trunks that end here: each brings the frames of a segment elsewhere to the
+        // ingress of its members here (carried out by their links' reverse directions).
+        let trunks = plan.trunks();
+        let mut trunks_in = Vec::new();
+        if let Some(s) = share.as_ref() {
+            for (k, &(g, _)) in trunks.iter().enumerate().filter(|(_, t)| t.1 == s.machine) {
+                let t = plan.trunk_tunnel(k);
+                let (addr, remote) = tunnel_socket(s, t, 1, g % shards, &mut sockets)?;
+                endpoints.push((t, addr));
+                let members = self
+                    .spurs_here
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, x)| x.0 == g)
+                    .map(|(j, x)| (x.1 as u32, self.links_here.len() + j))
+                    .collect();
+                trunks_in.push(TrunkInSpec { remote, members });
+            }
+        }
+        // Random streams: 2 per link, then 2 per segment member, all from the lab seed
+        // (those of a member are its tunnel's number × 2 and the next).
+        let mut segments = Vec::with_capacity(self.segs_here.len());
+        for (gi, g) in plan.segments.iter().enumerate() {
+            if !self.segs_here.contains(&gi) {
+                continue;
+            }
+            let mut members = Vec::with_capacity(g.members.len());
+            let mut devs = Vec::new();
+            for (k, m) in g.members.iter().enumerate() {
+                let e = m.end;
+                let mut remote = None;
+                let fd = match plane.remove(&PlaneEnd::Member(gi, k)) {
+                    Some((fd, d)) => {
+                        devs.push(d);
+                        fd
+                    }
+                    // A member on another machine: a UDP socket toward it.
+                    None if !here(e.node) => {
+                        let s = share
+                            .as_ref()
+                            .ok_or_else(|| anyhow!("segment {gi} leaves this machine"))?;
+                        let t = plan.member_tunnel(gi, k);
+                        let (addr, r) = tunnel_socket(s, t, 0, gi % shards, &mut sockets)?;
+                        endpoints.push((t, addr));
+                        remote = Some(r);
+                        None
+                    }
+                    None => Some(taps[e.node][e.iface].take().ok_or_else(|| {
+                        anyhow!("interface {} was not created", plan.endpoint_name(e))
+                    })?),
+                };
+                let seed = 2 * plan.member_tunnel(gi, k) as u64;
+                members.push(MemberSpec {
+                    mtu: plan.nodes[e.node].ifaces[e.iface].mtu,
+                    fd,
+                    vlan: m.vlan,
+                    egress: m.egress.clone(),
+                    ingress: m.ingress.clone(),
+                    seeds: [derive_seed(plan.seed, seed), derive_seed(plan.seed, seed + 1)],
+                    remote,
+                });
+            }
+            let radio = g
+                .wireless
+                .as_ref()
+                .map(|w| (w.medium.clone(), w.radios.iter().map(|r| r.start).collect()));
+            let plane = (!devs.is_empty()).then_some(devs);
+            // Toward each other machine with members: a trunk.
+            let mut seg_trunks = Vec::new();
+            for (k, &(_, m)) in trunks.iter().enumerate().filter(|(_, t)| t.0 == gi) {
+                let s =
+                    share.as_ref().ok_or_else(|| anyhow!("segment {gi} leaves this machine"))?;
+                let t = plan.trunk_tunnel(k);
+                let (addr, remote) = tunnel_socket(s, t, 0, gi % shards, &mut sockets)?;
+                endpoints.push((t, addr));
+                let members = g
+                    .members
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, x)| plan.nodes[x.end.node].machine == m)
+                    .map(|(j, _)| j)
+                    .collect();
+                seg_trunks.push(TrunkSpec { remote, members });
+            }
+            segments.push(SegmentSpec {
+                members,
+                capacity_bps: g.capacity_bps,
+                aging_ns: g.aging_ns,
+                snooping: g.snooping,
+                radio,
+                plane,
+                trunks: seg_trunks,
+                far_switching: switched_where_members_are(g),
+                ipv6_off: !plan.segment_carries_ipv6(gi),
+            });
+        }
+        let commands = share_nodes
+            .iter()
+            .flat_map(|n| n.run.iter().map(|c| (n.name.clone(), c.clone())))
+            .collect();
+        let fast = fast.map(|path| {
+            // (Without it the lab runs; only its input queues go unprobed.)
+            let probe = vemu_host::plane_packet_socket(&paths)
+                .map_err(|e| eprintln!("vemu: {e:#}"))
+                .ok()
+                .map(Arc::new);
+            // The engine numbers its links as `links_here`, its segments as `segs_here`.
+            let (links, segs, sizes, paths, indexes) = (
+                self.links_here.clone(),
+                self.segs_here.clone(),
+                self.sizes.clone(),
+                paths.clone(),
+                self.tap_indexes.clone(),
+            );
+            let make_taps: MakeTaps = Arc::new(move |of: TapsOf| {
+                let names: Vec<String> = match of {
+                    TapsOf::Link(k) => {
+                        let l = *links.get(k).ok_or_else(|| anyhow!("no link {k} here"))?;
+                        vec![vemu_host::plane_names(l, 0).1, vemu_host::plane_names(l, 1).1]
+                    }
+                    TapsOf::Segment(k) => {
+                        let g = *segs.get(k).ok_or_else(|| anyhow!("no segment {k} here"))?;
+                        (0..sizes[g]).map(|m| vemu_host::plane_member_names(g, m).1).collect()
+                    }
+                    TapsOf::FanOut(shard) => vec![vemu_host::plane_fanout_name(shard)],
+                };
+                let made = vemu_host::plane_taps(&paths, &names)?;
+                indexes.locked().extend(names.into_iter().zip(made.iter().map(|(t, _)| *t)));
+                Ok(made)
+            });
+            Fast { path, make_taps, probe }
+        });
+        let tunnel_sockets = sockets.into_iter().map(|x| x.map(OwnedFd::from)).collect();
+        self.pending = Some(Pending {
+            specs,
+            segments,
+            trunks_in,
+            fast,
+            clock: LabClock { epoch_ns: epoch },
+            commands,
+            log_bytes: plan.log_bytes,
+            diverts,
+            shards,
+            tunnel_sockets,
+        });
+        // A lab of this machine alone starts now; a machine's share of a lab across
+        // machines when the controller says (`Connect`), even one with no tunnel (a
+        // machine with no node of a small lab's: it was started twice, and the second
+        // failed: "nothing is waiting to start").
+        if !is_share {
+            self.connect(&[], &[])?;
+        }
+        Ok(endpoints)
+    }
+
+    /// Start the share built: join its tunnels to the other machines' (`peers`: link,
+    /// address of its socket there), start the engine and the nodes' commands.
+    fn connect(
+        &mut self,
+        peers: &[(usize, SocketAddr)],
+        vxlan: &[(usize, std::net::IpAddr)],
+    ) -> Result<()> {
+        let Some(mut p) = self.pending.take() else { bail!("nothing is waiting to start") };
+        // The kernel's way to the machines that have it too.
+        for l in &mut p.specs {
+            if let (Some(kt), Some(r)) = (l.kernel_tunnel.as_mut(), l.remote) {
+                kt.remote = vxlan.iter().find(|(t, _)| *t == r.link_id as usize).map(|(_, a)| *a);
+            }
+        }
+        // Every tunnel's far end: of links, of segment members, of trunks (both ends).
+        let far = |r: &mut RemoteEnd| -> Result<()> {
+            let t = r.link_id as usize;
+            r.far = Some(
+                peers
+                    .iter()
+                    .find(|(l, _)| *l == t)
+                    .map(|(_, a)| *a)
+                    .ok_or_else(|| anyhow!("no tunnel address for tunnel {t}"))?,
+            );
+            Ok(())
+        };
+        for r in p.specs.iter_mut().filter_map(|l| l.remote.as_mut()) {
+            far(r)?;
+        }
+        for g in &mut p.segments {
+            for r in g.members.iter_mut().filter_map(|m| m.remote.as_mut()) {
+                far(r)?;
+            }
+            for t in &mut g.trunks {
+                far(&mut t.remote)?;
+            }
+        }
+        for t in &mut p.trunks_in {
+            far(&mut t.remote)?;
+        }
+        self.clock = Some(p.clock);
+        self.engine = Some(Engine::start(
+            p.specs,
+            p.segments,
+            p.trunks_in,
+            p.shards,
+            p.clock,
+            p.fast,
+            p.tunnel_sockets,
+        )?);
+        if let Some((base, specs)) = p.diverts {
+            self.diverter = Some(Diverter::start(base, specs, p.clock)?);
+        }
+        let paths = self.lab.clone().ok_or_else(|| anyhow!("the lab is not built"))?;
+        self.supervisor = Some(Supervisor::start(paths, p.commands, p.log_bytes));
+        Ok(())
+    }
+
+    fn tap_queues(&mut self) -> Result<Vec<TapQueue>> {
+        let paths = self.lab.as_ref().ok_or_else(|| anyhow!("the lab is not built"))?;
+        // Link interfaces with the fast path: the engine's TAP devices in the plane.
+        let mut out = Vec::new();
+        let on_plane: HashSet<&str> = self.plane_ports.iter().map(|p| p.port.as_str()).collect();
+        // Only ports whose TAP device is made (the others never reached the engine),
+        // each asked for by index: a lab on the kernel fast path asks nothing.
+        let taps = self.tap_indexes.locked();
+        let made: Vec<(&PlanePort, u32)> =
+            self.plane_ports.iter().filter_map(|p| Some((p, *taps.get(&p.tap)?))).collect();
+        drop(taps);
+        if !made.is_empty() {
+            if self.plane_socket.is_none() {
+                self.plane_socket = Some(vemu_host::netlink::Netlink::open_in(&paths.plane())?);
+            }
+            let sock = self.plane_socket.as_mut().expect("opened above");
+            for (p, tap) in made {
+                // Frames are lost on the way to the engine where the plane's backlog is
+                // full (the veth peer's rx_dropped) or the TAP's queue is (its tx_dropped).
+                // (The veth peer also counts what a node sends while its link is down.)
+                let (v, t) = (sock.stats_of(p.veth)?, sock.stats_of(tap)?);
+                out.push(TapQueue {
+                    port: p.port.clone(),
+                    read: t.tx_packets,
+                    dropped: t.tx_dropped + v.rx_dropped,
+                });
+            }
+        }
+        // The others are TAP devices in the nodes: a socket in each node that has one.
+        if self.node_sockets.is_none() {
+            let mut socks = Vec::new();
+            // (A NIC's counters say nothing of the engine's reading: not watched.)
+            for (n, ifaces, kind) in self.ifaces.iter().filter(|(_, _, k)| *k != NodeKind::External)
+            {
+                let taps: Vec<String> = ifaces
+                    .iter()
+                    .filter(|i| !on_plane.contains(format!("{n}:{i}").as_str()))
+                    .cloned()
+                    .collect();
+                if !taps.is_empty() {
+                    let sock = match kind {
+                        NodeKind::Host => vemu_host::netlink::Netlink::open()?,
+                        _ => vemu_host::netlink::Netlink::open_in(&paths.netns_pin(n))?,
+                    };
+                    socks.push((n.clone(), taps, sock));
+                }
+            }
+            self.node_sockets = Some(socks);
+        }
+        for (node, taps, sock) in self.node_sockets.iter_mut().flatten() {
+            for (name, st) in sock.link_stats()? {
+                if taps.contains(&name) {
+                    out.push(TapQueue {
+                        port: format!("{node}:{name}"),
+                        read: st.tx_packets,
+                        dropped: st.tx_dropped,
+                    });
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn teardown(&mut self) -> Result<()> {
+        self.node_sockets = None;
+        self.plane_socket = None;
+        // Forwarding ends first, whatever it had queued (a start-up flood must not hold
+        // `down` up); the devices stay open until the nodes' processes are gone.
+        if let Some(e) = self.engine.as_mut() {
+            e.halt();
+        }
+        if let Some(d) = self.diverter.take() {
+            d.stop();
+        }
+        if let Some(mut s) = self.supervisor.take() {
+            s.stop();
+        }
+        // The engine's devices in the plane go together (closing their descriptors one
+        // by one would wait for the kernel once per device); the nodes see nothing of it.
+        // The VXLAN device goes now too, and its UDP port with it (not whenever the
+        // plane namespace does).
+        if let Some(paths) = &self.lab {
+            if let Err(e) = vemu_host::remove_plane_taps(paths) {
+                eprintln!("vemu: {e:#}");
+            }
+            if let Some(ix) = self.vxlan.take() {
+                if let Err(e) = vemu_host::remove_plane_device(paths, ix) {
+                    eprintln!("vemu: {e:#}");
+                }
+            }
+        }
+        // Processes and namespaces next, so nothing in a node sees its interfaces
+        // vanish while it still runs; then the engine closes the TAP devices.
+        let removed = match self.lab.take() {
+            Some(paths) => vemu_host::remove_lab(&paths.lab),
+            None => Ok(()),
+        };
+        if let Some(e) = self.engine.take() {
+            e.stop();
+        }
+        removed
+    }
+
+    fn engine(&self) -> Result<&Engine> {
+        self.engine.as_ref().ok_or_else(|| anyhow!("the lab is not built"))
+    }
+
+    /// The engine's number of a link or segment of the lab.
+    fn local(&self, target: Target) -> Result<Target> {
+        Ok(match target {
+            Target::Link(l) => Target::Link(
+                self.links_here
+                    .iter()
+                    .position(|&x| x == l)
+                    .ok_or_else(|| anyhow!("link {l} is not on this machine"))?,
+            ),
+            // A member here whose segment is elsewhere: its link toward it.
+            Target::Member(g, m) => match self.spurs_here.iter().position(|&x| x == (g, m)) {
+                Some(j) => Target::Link(self.links_here.len() + j),
+                None => Target::Member(self.local_seg(g)?, m),
+            },
+        })
+    }
+
+    fn local_seg(&self, g: usize) -> Result<usize> {
+        self.segs_here
+            .iter()
+            .position(|&x| x == g)
+            .ok_or_else(|| anyhow!("segment {g} is not on this machine"))
+    }
+}
+
+impl Worker for LocalWorker {
+    fn capture(
+        &mut self,
+        on: &[CaptureSpec],
+        tx: std::sync::mpsc::SyncSender<Captured>,
+    ) -> Result<u64> {
+        // (A member's link toward its segment has the member at side a. A link keeps
+        // its side, whatever its number here.)
+        let on = on
+            .iter()
+            .map(|c| {
+                let target = self.local(c.target)?;
+                let side = match (c.target, target) {
+                    (Target::Member(..), Target::Link(_)) => 0,
+                    _ => c.side,
+                };
+                Ok(CaptureSpec { target, side, ..*c })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        self.engine()?.capture(&on, tx)
+    }
+
+    fn stop_capture(&mut self, id: u64) {
+        if let Some(e) = &self.engine {
+            e.stop_capture(id);
+        }
+    }
+
+    fn call(&mut self, req: WorkerRequest, progress: &mut dyn FnMut(usize, usize)) -> WorkerReply {
+        let r: Result<WorkerReply> = (|| match req {
+            WorkerRequest::Build { plan, clock_epoch_ns, share } => {
+                let is_share = share.is_some();
+                match self.build(plan, clock_epoch_ns, share, progress) {
+                    Ok(endpoints) if is_share => {
+                        Ok(WorkerReply::Endpoints(endpoints, self.vxlan.is_some()))
+                    }
+                    Ok(_) => Ok(WorkerReply::Done),
+                    Err(e) => {
+                        // Never leave a half-built lab.
+                        if let Err(e2) = self.teardown() {
+                            return Err(e.context(format!("and cleaning up failed too: {e2:#}")));
+                        }
+                        Err(e)
+                    }
+                }
+            }
+            WorkerRequest::Connect { peers, vxlan } => {
+                self.connect(&peers, &vxlan)?;
+                Ok(WorkerReply::Done)
+            }
+            WorkerRequest::Patch { target, dir, patch } => Ok(WorkerReply::Impairments(
+                self.engine()?.patch(self.local(target)?, dir, patch)?,
+            )),
+            WorkerRequest::SetUp { target, up } => {
+                self.engine()?.set_up(self.local(target)?, up)?;
+                Ok(WorkerReply::Done)
+            }
+            WorkerRequest::Stats => {
+                let e = self.engine()?;
+                // In the lab's numbering: what is not on this machine counts nothing here.
+                let mut links = vec![<[DirStats; 2]>::default(); self.lab_links];
+                for (k, &l) in self.links_here.iter().enumerate() {
+                    links[l] = e.stats(Target::Link(k));
+                }
+                let mut members: Vec<Vec<[DirStats; 2]>> =
+                    self.sizes.iter().map(|&n| vec![Default::default(); n]).collect();
+                let mut segments = vec![SegStats::default(); self.sizes.len()];
+                for (k, &g) in self.segs_here.iter().enumerate() {
+                    members[g] =
+                        (0..self.sizes[g]).map(|m| e.stats(Target::Member(k, m))).collect();
+                    segments[g] = e.segment_stats(k);
+                }
+                for (j, &(g, m)) in self.spurs_here.iter().enumerate() {
+                    members[g][m] = e.stats(Target::Link(self.links_here.len() + j));
+                }
+                let diverts = self.diverter.as_ref().map(|d| d.stats()).unwrap_or_default();
+                Ok(WorkerReply::Stats(Counters {
+                    links,
+                    members,
+                    segments,
+                    shard_work_ns: e.work_ns(),
+                    fast_path: self.fast_path.clone(),
+                    engine_faults: e.faults(),
+                    diverts,
+                }))
+            }
+            WorkerRequest::NodeState { node, up } => {
+                let (Some(sup), Some(paths)) = (&self.supervisor, &self.lab) else {
+                    return Err(anyhow!("the lab is not built"));
+                };
+                if up {
+                    sup.start_node(paths, &node);
+                } else {
+                    sup.stop_node(paths, &node, std::time::Duration::from_secs(2));
+                }
+                Ok(WorkerReply::Done)
+            }
+            WorkerRequest::Processes => Ok(WorkerReply::Processes(
+                self.supervisor.as_ref().map(|s| s.status()).unwrap_or_default(),
+            )),
+            WorkerRequest::Positions { seg, positions } => {
+                self.engine()?.set_positions(self.local_seg(seg)?, positions);
+                Ok(WorkerReply::Done)
+            }
+            WorkerRequest::Radio { seg } => {
+                Ok(WorkerReply::Radio(self.engine()?.radio(self.local_seg(seg)?)))
+            }
+            WorkerRequest::TapQueues => Ok(WorkerReply::TapQueues(self.tap_queues()?)),
+            WorkerRequest::Backlog => Ok(WorkerReply::Backlog(self.engine()?.backlog_ns())),
+            WorkerRequest::SetLimits { node, limits } => {
+                let paths = self.lab.as_ref().ok_or_else(|| anyhow!("the lab is not built"))?;
+                vemu_host::cgroup::set_limits(&paths.lab, &node, &limits)?;
+                Ok(WorkerReply::Done)
+            }
+            WorkerRequest::Usage => {
+                let paths = self.lab.as_ref().ok_or_else(|| anyhow!("the lab is not built"))?;
+                // In the lab's order of nodes; those of other machines use nothing here.
+                let here: HashSet<&str> = self.ifaces.iter().map(|(n, _, _)| n.as_str()).collect();
+                Ok(WorkerReply::Usage(
+                    self.nodes
+                        .iter()
+                        .map(|n| {
+                            if here.contains(n.as_str()) {
+                                vemu_host::cgroup::usage(&paths.lab, n)
+                            } else {
+                                Default::default()
+                            }
+                        })
+                        .collect(),
+                ))
+            }
+            WorkerRequest::TrafficEnd { node, end } => {
+                let (Some(paths), Some(clock)) = (&self.lab, self.clock) else {
+                    return Err(anyhow!("the lab is not running"));
+                };
+                if !self.hosts(&node) {
+                    bail!("node '{node}' is not on this machine");
+                }
+                crate::traffic::start_end(paths, &node, &end, clock)?;
+                Ok(WorkerReply::Done)
+            }
+            WorkerRequest::TrafficRecords { file, offset, .. } => {
+                let paths = self.lab.as_ref().ok_or_else(|| anyhow!("the lab is not built"))?;
+                Ok(WorkerReply::Text(crate::traffic::records_chunk(paths, &file, offset)?))
+            }
+            WorkerRequest::State => {
+                let paths = self.lab.as_ref().ok_or_else(|| anyhow!("the lab is not built"))?;
+                let plan: serde_json::Value = serde_json::from_slice(
+                    &std::fs::read(paths.plan()).context("reading the lab's plan")?,
+                )
+                .context("reading the lab's plan")?;
+                let saved: serde_json::Value = std::fs::read(saved_copy(paths))
+                    .ok()
+                    .and_then(|b| serde_json::from_slice(&b).ok())
+                    .unwrap_or_default();
+                let lab_now_ns = self.clock.map(|c| c.now_ns());
+                Ok(WorkerReply::Text(
+                    serde_json::json!({"plan": plan, "saved": saved, "lab_now_ns": lab_now_ns})
+                        .to_string(),
+                ))
+            }
+            WorkerRequest::Teardown => {
+                self.teardown()?;
+                Ok(WorkerReply::Done)
+            }
+        })();
+        r.unwrap_or_else(|e| WorkerReply::Error(format!("{e:#}")))
+    }
+}
