@@ -16,8 +16,8 @@ use vemu_scenario::Plan;
 
 use crate::api;
 use crate::lab::saved::Saved;
-use crate::lab::{call, Controller, PortState, StopRequest};
-use crate::worker::{LocalWorker, Worker, WorkerReply, WorkerRequest};
+use crate::lab::{Controller, StopRequest};
+use crate::worker::{LocalWorker, Orders, Worker};
 use crate::LockExt;
 
 /// What the lab is doing while it comes up.
@@ -64,10 +64,7 @@ fn settle(ctl: &Arc<Mutex<Controller>>) -> Settled {
     let start = std::time::Instant::now();
     let mut good = 0;
     loop {
-        let behind = match ctl.locked().worker.call(WorkerRequest::Backlog, &mut |_, _| {}) {
-            WorkerReply::Backlog(ns) => ns,
-            _ => 0,
-        };
+        let behind = ctl.locked().worker.backlog().unwrap_or(0);
         good = if behind < BEHIND_NS { good + 1 } else { 0 };
         let waited_ms = start.elapsed().as_millis() as u64;
         if good >= CAUGHT_UP_LOOKS {
@@ -226,17 +223,10 @@ fn serve_lab(
         }
     };
     if resume.is_none() {
-        let build =
-            WorkerRequest::Build { plan: plan.clone(), clock_epoch_ns: epoch_ns, share: None };
-        if let WorkerReply::Error(e) =
-            worker.call(build, &mut |done, total| report(Event::Progress(done, total)))
-        {
-            bail!("{e}");
-        }
+        worker.build(plan.clone(), epoch_ns, &mut |done, total| {
+            report(Event::Progress(done, total))
+        })?;
     }
-    let (links, members) = (PortState::of_links(&plan), PortState::of_members(&plan));
-    let (events, _) = tokio::sync::broadcast::channel(1024);
-    let stopped = vec![false; plan.nodes.len()];
     let realtime_epoch_ns = match &resume {
         Some(s) => s.realtime_epoch_ns,
         None => {
@@ -288,27 +278,10 @@ fn serve_lab(
         })
         .transpose()
         .context("writing positions.csv")?;
-    let ctl = Arc::new(Mutex::new(Controller {
-        plan: plan.clone(),
-        worker,
-        links,
-        members,
-        stopped,
-        clock,
-        realtime_epoch_ns,
-        events,
-        movers,
-        positions_log,
-        flows: Vec::new(),
-        flows_asked: 0,
-        records_copied: Default::default(),
-        watch: Default::default(),
-        lost: vec![false; plan.machines.len()],
-        lost_took: Vec::new(),
-        usage: None,
-        timeline_fired: 0,
-        api_tcp: options.tcp,
-    }));
+    let mut controller = Controller::new(plan.clone(), worker, clock, realtime_epoch_ns);
+    (controller.movers, controller.positions_log) = (movers, positions_log);
+    controller.api_tcp = options.tcp;
+    let ctl = Arc::new(Mutex::new(controller));
     let timeline_skip = match resume {
         Some(saved) => {
             let mut c = ctl.locked();
@@ -356,7 +329,7 @@ fn serve_lab(
             // A lab being taken over keeps running (its agents hold it until their
             // leases end; 'vemu clean' ends it).
             if !resuming {
-                let _ = ctl.locked().worker.call(WorkerRequest::Teardown, &mut |_, _| {});
+                let _ = ctl.locked().worker.teardown();
             }
             return Err(e);
         }
@@ -393,9 +366,7 @@ fn serve_lab(
             serde_json::to_vec_pretty(&v).unwrap_or_default(),
         );
     }
-    let result = call(ctl.locked().worker.as_mut(), WorkerRequest::Teardown)
-        .map(|_| ())
-        .map_err(|e| e.to_string());
+    let result = ctl.locked().worker.teardown().map_err(|e| e.to_string());
     // The lab is gone: its name is free before `down` hears so (an `up` right after works).
     name.release();
     if let Some(tx) = reply_to {

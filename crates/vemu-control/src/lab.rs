@@ -12,11 +12,13 @@ use vemu_link::Impairments;
 use vemu_scenario::{Plan, PortRef};
 
 use crate::error::LabError;
-use crate::worker::{Counters, Worker, WorkerReply, WorkerRequest};
+use crate::worker::{Counters, Orders, Worker};
 use vemu_scenario::Limits;
 mod flows;
 mod mobility;
 pub mod saved;
+#[cfg(test)]
+mod tests;
 
 use crate::{
     DirStatus, Direction, IfaceStatus, LabStatus, LinkStatus, MemberStatus, NodeStatus,
@@ -128,13 +130,6 @@ pub(crate) fn watch_machines(
 /// A request to stop: from a signal (`None`), or from the API, which wants the result.
 pub type StopRequest = Option<Sender<Result<(), String>>>;
 
-pub(crate) fn call(worker: &mut dyn Worker, req: WorkerRequest) -> Result<WorkerReply, LabError> {
-    match worker.call(req, &mut |_, _| {}) {
-        WorkerReply::Error(e) => Err(LabError::internal(e)),
-        r => Ok(r),
-    }
-}
-
 /// The engine targets a name given by the user means, each with the direction that its
 /// "forward" is.
 fn resolve(plan: &Plan, spec: &str) -> Result<Vec<(Target, usize)>, LabError> {
@@ -155,6 +150,39 @@ fn resolve(plan: &Plan, spec: &str) -> Result<Vec<(Target, usize)>, LabError> {
 pub type CapturedIface = (String, Option<String>);
 
 impl Controller {
+    /// The controller of `plan` as `worker` built it (or holds it, for a takeover), on
+    /// the lab clock `clock`, whose zero was `realtime_epoch_ns` (CLOCK_REALTIME, ns since
+    /// 1970): nothing changed yet, nothing moving, no flow.
+    pub(crate) fn new(
+        plan: Plan,
+        worker: Box<dyn Worker>,
+        clock: LabClock,
+        realtime_epoch_ns: u64,
+    ) -> Controller {
+        let (events, _) = tokio::sync::broadcast::channel(1024);
+        Controller {
+            links: PortState::of_links(&plan),
+            members: PortState::of_members(&plan),
+            stopped: vec![false; plan.nodes.len()],
+            lost: vec![false; plan.machines.len()],
+            plan,
+            worker,
+            clock,
+            realtime_epoch_ns,
+            events,
+            movers: Vec::new(),
+            positions_log: None,
+            flows: Vec::new(),
+            flows_asked: 0,
+            records_copied: Default::default(),
+            watch: Default::default(),
+            lost_took: Vec::new(),
+            usage: None,
+            timeline_fired: 0,
+            api_tcp: None,
+        }
+    }
+
     fn state(&mut self, t: Target) -> &mut PortState {
         match t {
             Target::Link(l) => &mut self.links[l],
@@ -242,9 +270,7 @@ impl Controller {
                 }
                 self.state(t).up = false;
                 self.lost_took.push((m, t));
-                if let Err(e) =
-                    call(self.worker.as_mut(), WorkerRequest::SetUp { target: t, up: false })
-                {
+                if let Err(e) = self.worker.set_up(t, false) {
                     eprintln!("vemu: taking '{}' down: {e}", self.target_name(t));
                 }
                 links.push(self.target_name(t));
@@ -278,14 +304,12 @@ impl Controller {
         for t in self.crossing(m) {
             for d in 0..2 {
                 let patch = vemu_link::ImpairmentsPatch::whole(&self.state(t).imps[d]);
-                if let Err(e) =
-                    call(self.worker.as_mut(), WorkerRequest::Patch { target: t, dir: d, patch })
-                {
+                if let Err(e) = self.worker.patch(t, d, patch) {
                     eprintln!("vemu: '{}' on the machine that rejoins: {e}", self.target_name(t));
                 }
             }
             let up = self.state(t).up || took.contains(&t);
-            if let Err(e) = call(self.worker.as_mut(), WorkerRequest::SetUp { target: t, up }) {
+            if let Err(e) = self.worker.set_up(t, up) {
                 eprintln!(
                     "vemu: taking '{}' {}: {e}",
                     self.target_name(t),
@@ -306,26 +330,19 @@ impl Controller {
     /// The engine's counters of every link direction and segment port: zeros for what
     /// no engine counted (every machine of the lab lost).
     pub(crate) fn counters(&mut self) -> Result<Counters, LabError> {
-        match call(self.worker.as_mut(), WorkerRequest::Stats)? {
-            WorkerReply::Stats(mut c) => {
-                c.links.resize_with(self.plan.links.len(), Default::default);
-                c.members.resize_with(self.plan.segments.len(), Vec::new);
-                for (m, g) in c.members.iter_mut().zip(&self.plan.segments) {
-                    m.resize_with(g.members.len(), Default::default);
-                }
-                c.segments.resize_with(self.plan.segments.len(), Default::default);
-                Ok(c)
-            }
-            _ => Err(LabError::internal("unexpected worker reply")),
+        let mut c = self.worker.stats()?;
+        c.links.resize_with(self.plan.links.len(), Default::default);
+        c.members.resize_with(self.plan.segments.len(), Vec::new);
+        for (m, g) in c.members.iter_mut().zip(&self.plan.segments) {
+            m.resize_with(g.members.len(), Default::default);
         }
+        c.segments.resize_with(self.plan.segments.len(), Default::default);
+        Ok(c)
     }
 
     /// The nodes' kernel counters of their TAP interfaces.
     pub(crate) fn tap_queues(&mut self) -> Result<Vec<crate::worker::TapQueue>, LabError> {
-        match call(self.worker.as_mut(), WorkerRequest::TapQueues)? {
-            WorkerReply::TapQueues(t) => Ok(t),
-            _ => Err(LabError::internal("unexpected worker reply")),
-        }
+        self.worker.tap_queues()
     }
 
     /// The fidelity verdict on the whole run so far: `c` and what the monitor saw.
@@ -415,13 +432,8 @@ impl Controller {
 
     pub fn status(&mut self) -> Result<LabStatus, LabError> {
         let stats = self.counters()?;
-        let WorkerReply::Processes(procs) = call(self.worker.as_mut(), WorkerRequest::Processes)?
-        else {
-            return Err(LabError::internal("unexpected worker reply"));
-        };
-        let WorkerReply::Usage(usage) = call(self.worker.as_mut(), WorkerRequest::Usage)? else {
-            return Err(LabError::internal("unexpected worker reply"));
-        };
+        let procs = self.worker.processes()?;
+        let usage = self.worker.usage()?;
         let paths = LabPaths::new(&self.plan.name);
         let nodes = self
             .plan
@@ -469,10 +481,7 @@ impl Controller {
         let mut radios = Vec::new();
         for g in 0..self.plan.segments.len() {
             radios.push(match self.plan.segments[g].wireless.is_some() {
-                true => match call(self.worker.as_mut(), WorkerRequest::Radio { seg: g })? {
-                    WorkerReply::Radio(r) => Some(r),
-                    _ => return Err(LabError::internal("unexpected worker reply")),
-                },
+                true => Some(self.worker.radio(g)?),
                 false => None,
             });
         }
@@ -615,10 +624,7 @@ impl Controller {
             imp.validate().map_err(LabError::invalid)?;
         }
         for (t, d) in changes {
-            if let WorkerReply::Impairments(imp) = call(
-                self.worker.as_mut(),
-                WorkerRequest::Patch { target: t, dir: d, patch: patch.clone() },
-            )? {
+            if let Some(imp) = self.worker.patch(t, d, patch.clone())? {
                 self.emit(json!({"type": "link", "link": spec, "target": t, "direction": d, "impairments": imp}));
                 self.state(t).imps[d] = imp;
             }
@@ -630,7 +636,7 @@ impl Controller {
     /// Take links or segment ports down (carrier lost, frames dropped) or back up.
     pub fn link_state(&mut self, spec: &str, up: bool) -> Result<(), LabError> {
         for (t, _) in resolve(&self.plan, spec)? {
-            call(self.worker.as_mut(), WorkerRequest::SetUp { target: t, up })?;
+            self.worker.set_up(t, up)?;
             self.state(t).up = up;
             self.emit(json!({"type": "link", "link": spec, "target": t, "up": up}));
         }
@@ -681,7 +687,7 @@ impl Controller {
         l.memory_bytes = patch.memory_bytes.unwrap_or(l.memory_bytes);
         l.pids = patch.pids.unwrap_or(l.pids);
         l.check().map_err(LabError::invalid)?;
-        call(self.worker.as_mut(), WorkerRequest::SetLimits { node: node.to_string(), limits: l })?;
+        self.worker.set_limits(node, l)?;
         self.plan.nodes[ni].limits = l;
         self.save();
         self.emit(serde_json::json!({"type": "node", "node": node, "limits": l}));
@@ -726,7 +732,7 @@ impl Controller {
     /// its `run` commands again.
     pub fn node_state(&mut self, node: &str, up: bool) -> Result<(), LabError> {
         let ni = self.made_node(node)?;
-        call(self.worker.as_mut(), WorkerRequest::NodeState { node: node.to_string(), up })?;
+        self.worker.node_state(node, up)?;
         self.stopped[ni] = !up;
         self.save();
         self.emit(json!({"type": "node", "node": node, "up": up}));
@@ -825,9 +831,7 @@ impl Controller {
             .collect();
         let now = self.clock.now_ns();
         if self.usage.as_ref().is_none_or(|(t, _)| now.saturating_sub(*t) >= 1_000_000_000) {
-            if let WorkerReply::Usage(u) = call(self.worker.as_mut(), WorkerRequest::Usage)? {
-                self.usage = Some((now, u));
-            }
+            self.usage = Some((now, self.worker.usage()?));
         }
         let (usage_t, usage) =
             self.usage.as_ref().map(|(t, u)| (*t, u.as_slice())).unwrap_or((now, &[]));

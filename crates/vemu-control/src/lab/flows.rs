@@ -8,7 +8,7 @@ use super::Controller;
 use crate::clock_sync::Offset;
 use crate::error::LabError;
 use crate::traffic::{on_controller_clock, sink_until_ns, CbrRequest, End, Flow, FIRST_PORT};
-use crate::worker::{WorkerReply, WorkerRequest};
+use crate::worker::Orders;
 
 impl Controller {
     /// Start a CBR flow; returns its description.
@@ -60,14 +60,8 @@ impl Controller {
         let (received_file, sent_file) = (recv.file(), send.file());
         // The sink listens first; each end starts on its node's machine, which keeps its
         // records (gathered here by [`Controller::collect_traffic`]).
-        crate::lab::call(
-            self.worker.as_mut(),
-            WorkerRequest::TrafficEnd { node: r.to.clone(), end: recv },
-        )?;
-        crate::lab::call(
-            self.worker.as_mut(),
-            WorkerRequest::TrafficEnd { node: r.from.clone(), end: send },
-        )?;
+        self.worker.traffic_end(&r.to, recv)?;
+        self.worker.traffic_end(&r.from, send)?;
         let flow = Flow {
             id,
             from: r.from.clone(),
@@ -133,21 +127,9 @@ impl Controller {
                 // Where the machine's file goes on: the copy here is no guide, its
                 // numbers changed length when they moved to this clock.
                 let offset = self.records_copied.get(&file).copied().unwrap_or(0);
-                let chunk = match crate::lab::call(
-                    self.worker.as_mut(),
-                    WorkerRequest::TrafficRecords {
-                        node: node.clone(),
-                        file: file.clone(),
-                        offset,
-                    },
-                )? {
-                    WorkerReply::Text(t) => t,
-                    r => {
-                        return Err(LabError::internal(format!(
-                            "gathering {file} from node {node}'s machine: unexpected answer {r:?}"
-                        )))
-                    }
-                };
+                let chunk = self.worker.traffic_records(&node, &file, offset).map_err(|e| {
+                    LabError::internal(format!("gathering {file} from node {node}'s machine: {e}"))
+                })?;
                 if chunk.is_empty() {
                     break;
                 }

@@ -7,6 +7,7 @@ use std::io::Write;
 use serde_json::json;
 
 use super::Controller;
+use crate::worker::Orders;
 
 impl Controller {
     /// Carry out the ticks of every wireless segment due by `now_ns`; returns when the
@@ -52,8 +53,6 @@ impl Controller {
             .collect();
         self.emit(json!({"type": "positions", "segment": g.name, "t_ns": t_ns, "moved": list}));
         self.movers[k].last.clone_from(&pos);
-        let _ = self
-            .worker
-            .call(crate::worker::WorkerRequest::Positions { seg, positions: pos }, &mut |_, _| {});
+        let _ = self.worker.positions(seg, pos);
     }
 }

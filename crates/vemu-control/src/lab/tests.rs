@@ -1,0 +1,193 @@
+//! The controller over a fake worker: what it orders for each operation, what it keeps,
+//! what it tells, and what it does when the worker refuses or a machine is lost —
+//! without root, namespaces or agents.
+
+use std::sync::{Arc, Mutex};
+
+use vemu_engine::{CaptureSpec, Captured, LabClock};
+use vemu_link::ImpairmentsPatch;
+
+use super::*;
+use crate::worker::{Worker, WorkerReply, WorkerRequest};
+use crate::Direction;
+
+/// What the fake worker saw and is to do.
+#[derive(Default)]
+struct Script {
+    /// Orders received, in order.
+    orders: Vec<WorkerRequest>,
+    /// Machines it reports lost.
+    lost: Vec<usize>,
+    /// Refuse every order with this message.
+    refuse: Option<String>,
+    /// States handed to it for the agents to keep.
+    kept: usize,
+}
+
+/// A worker that carries out nothing and answers as a real one would.
+struct Fake(Arc<Mutex<Script>>);
+
+impl Worker for Fake {
+    fn call(&mut self, req: WorkerRequest, _: &mut dyn FnMut(usize, usize)) -> WorkerReply {
+        let mut s = self.0.lock().unwrap();
+        let reply = match (&s.refuse, &req) {
+            (Some(e), _) => WorkerReply::Error(e.clone()),
+            (None, WorkerRequest::Patch { patch, .. }) => {
+                let mut imp = Impairments::default();
+                patch.apply_to(&mut imp);
+                WorkerReply::Impairments(imp)
+            }
+            (None, WorkerRequest::Stats) => WorkerReply::Stats(Default::default()),
+            (None, WorkerRequest::Processes) => WorkerReply::Processes(Vec::new()),
+            (None, WorkerRequest::Usage) => WorkerReply::Usage(Vec::new()),
+            (None, _) => WorkerReply::Done,
+        };
+        s.orders.push(req);
+        reply
+    }
+
+    fn capture(
+        &mut self,
+        _: &[CaptureSpec],
+        _: std::sync::mpsc::SyncSender<Captured>,
+    ) -> anyhow::Result<u64> {
+        anyhow::bail!("no captures here")
+    }
+
+    fn stop_capture(&mut self, _: u64) {}
+
+    fn lost_machines(&self) -> Vec<usize> {
+        self.0.lock().unwrap().lost.clone()
+    }
+
+    fn keep_saved(&self, _: Arc<Vec<u8>>) {
+        self.0.lock().unwrap().kept += 1;
+    }
+}
+
+/// A controller of the scenario `yaml` over a fake worker, and the worker's script.
+fn controller(yaml: &str) -> (Controller, Arc<Mutex<Script>>) {
+    let name = format!("unit-fake-{}", std::process::id());
+    let plan = vemu_scenario::load_str(yaml, "t.yaml", "t", Some(&name)).unwrap();
+    let script = Arc::new(Mutex::new(Script::default()));
+    let ctl = Controller::new(plan, Box::new(Fake(script.clone())), LabClock::start(), 0);
+    (ctl, script)
+}
+
+fn orders(s: &Arc<Mutex<Script>>) -> Vec<String> {
+    std::mem::take(&mut s.lock().unwrap().orders).iter().map(|o| format!("{o:?}")).collect()
+}
+
+fn delay(ms: u64) -> ImpairmentsPatch {
+    ImpairmentsPatch { delay_ns: Some(ms * 1_000_000), ..Default::default() }
+}
+
+const TWO: &str = "nodes: {a: {}, b: {}}\nlinks:\n  - endpoints: [a, b]\n";
+const TWO_MACHINES: &str = "machines: {m1: 10.0.0.1, m2: 10.0.0.2}\nnodes: {a: {machine: m1}, b: {machine: m2}, c: {machine: m1}}\nlinks:\n  - endpoints: [a, b]\n  - endpoints: [a, c]\n";
+
+#[test]
+fn a_link_change_is_ordered_kept_and_told_and_a_bad_one_orders_nothing() {
+    let (mut ctl, script) = controller(TWO);
+    let mut events = ctl.events().subscribe();
+    ctl.link_set("a:b", Direction::Forward, delay(5)).unwrap();
+    let o = orders(&script);
+    assert_eq!(o.len(), 1, "{o:?}");
+    assert!(o[0].starts_with("Patch { target: Link(0), dir: 0,"), "{o:?}");
+    assert_eq!(ctl.links[0].imps[0].delay_ns, 5_000_000);
+    assert_eq!(ctl.links[0].imps[1].delay_ns, 0);
+    let ev = events.try_recv().unwrap();
+    assert_eq!((ev["type"].as_str(), ev["direction"].as_u64()), (Some("link"), Some(0)));
+    // Out of range, an unknown link, the MTU at run time: refused before any order.
+    let bad = ImpairmentsPatch {
+        loss: Some(vemu_link::Loss::Bernoulli { rate: 2.0, correlation: 0.0 }),
+        ..Default::default()
+    };
+    assert!(matches!(ctl.link_set("a:b", Direction::Both, bad), Err(LabError::Invalid(_))));
+    assert!(matches!(ctl.link_set("a:z", Direction::Both, delay(1)), Err(LabError::NotFound(_))));
+    let mtu = ImpairmentsPatch { mtu: Some(Some(9000)), ..Default::default() };
+    assert!(matches!(ctl.link_set("a:b", Direction::Both, mtu), Err(LabError::Invalid(_))));
+    assert_eq!(orders(&script), Vec::<String>::new());
+    // Down and up: one order each, the state follows.
+    ctl.link_state("a:b", false).unwrap();
+    assert!(!ctl.links[0].up);
+    ctl.link_state("a:b", true).unwrap();
+    assert_eq!(
+        orders(&script),
+        ["SetUp { target: Link(0), up: false }", "SetUp { target: Link(0), up: true }"]
+    );
+}
+
+#[test]
+fn a_refusing_worker_is_an_internal_error_and_the_lab_keeps_its_state() {
+    let (mut ctl, script) = controller(TWO);
+    script.lock().unwrap().refuse = Some("engine gone".into());
+    let e = ctl.link_set("a:b", Direction::Both, delay(5)).unwrap_err();
+    assert_eq!(e, LabError::Internal("engine gone".into()));
+    assert_eq!(ctl.links[0].imps[0].delay_ns, 0);
+    assert!(matches!(ctl.node_state("a", false), Err(LabError::Internal(_))));
+    assert!(!ctl.stopped[0]);
+    assert!(matches!(ctl.status(), Err(LabError::Internal(_))));
+    // Nodes that are not there are the caller's mistake, found before any order.
+    script.lock().unwrap().orders.clear();
+    assert!(matches!(ctl.node_state("zz", false), Err(LabError::NotFound(_))));
+    assert_eq!(orders(&script), Vec::<String>::new());
+}
+
+#[test]
+fn a_lost_machine_takes_its_links_down_and_its_return_brings_them_back_as_set_meanwhile() {
+    let (mut ctl, script) = controller(TWO_MACHINES);
+    let mut events = ctl.events().subscribe();
+    // Link 1 (a-c) is on one machine; link 0 (a-b) crosses to m2.
+    ctl.check_machines();
+    assert_eq!(orders(&script), Vec::<String>::new());
+    script.lock().unwrap().lost = vec![1];
+    ctl.check_machines();
+    assert_eq!(orders(&script), ["SetUp { target: Link(0), up: false }"]);
+    assert!(!ctl.links[0].up && ctl.links[1].up);
+    let ev = events.try_recv().unwrap();
+    assert_eq!(ev["type"], "machine-lost");
+    assert_eq!((ev["machine"].as_str(), ev["nodes"][0].as_str()), (Some("m2"), Some("b")));
+    // Told once, however often it is looked at; the state is saved for a takeover.
+    ctl.check_machines();
+    assert_eq!(orders(&script), Vec::<String>::new());
+    assert!(events.try_recv().is_err());
+    assert!(script.lock().unwrap().kept >= 1);
+    // Entering a node of the lost machine is refused, naming it.
+    let Err(e) = ctl.agent_of("b") else { panic!("a node of a lost machine") };
+    assert!(e.message().contains("which is lost"), "{e}");
+    // Changed while it was lost; then it answers again: it gets the settings of now,
+    // and the link its loss took down comes up.
+    ctl.link_set("a:b", Direction::Forward, delay(7)).unwrap();
+    orders(&script);
+    script.lock().unwrap().lost.clear();
+    ctl.check_machines();
+    let o = orders(&script);
+    assert_eq!(o.len(), 3, "{o:?}");
+    assert!(
+        o[0].starts_with("Patch { target: Link(0), dir: 0,")
+            && o[0].contains("delay_ns: Some(7000000)"),
+        "{o:?}"
+    );
+    assert!(o[1].starts_with("Patch { target: Link(0), dir: 1,"), "{o:?}");
+    assert_eq!(o[2], "SetUp { target: Link(0), up: true }");
+    assert!(ctl.links[0].up);
+    let ev = std::iter::from_fn(|| events.try_recv().ok()).last().unwrap();
+    assert_eq!(
+        (ev["type"].as_str(), ev["links"][0].as_str()),
+        (Some("machine-rejoined"), Some("a:b"))
+    );
+}
+
+#[test]
+fn a_link_the_user_took_down_stays_down_when_its_lost_machine_returns() {
+    let (mut ctl, script) = controller(TWO_MACHINES);
+    ctl.link_state("a:b", false).unwrap();
+    script.lock().unwrap().lost = vec![1];
+    ctl.check_machines();
+    // (Already down: nothing to take down.)
+    assert_eq!(orders(&script), ["SetUp { target: Link(0), up: false }"]);
+    script.lock().unwrap().lost.clear();
+    ctl.check_machines();
+    assert_eq!(orders(&script).last().unwrap(), "SetUp { target: Link(0), up: false }");
+    assert!(!ctl.links[0].up);
+}
