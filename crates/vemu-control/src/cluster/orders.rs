@@ -1,0 +1,278 @@
+//! The orders of a lab across machines, carried out by the agents: each sent where it
+//! belongs (every machine, the node's, the link's ends') and the answers merged.
+
+use super::*;
+
+impl Worker for Cluster {
+    fn call(&mut self, req: WorkerRequest, _progress: &mut dyn FnMut(usize, usize)) -> WorkerReply {
+        match req {
+            WorkerRequest::Build { plan, clock_epoch_ns, .. } => {
+                // The underlay is measured while the shares are built: building takes
+                // the machines' CPUs, the probes their network (on one computer, as in
+                // the tests, they share the CPUs and the figures are lower bounds) —
+                // where a link with a rate crosses it: a lab of unlimited links waits
+                // for no probe (a direction is measured when a rate is first set there).
+                let this = &*self;
+                let rated = this.rated_directions(&plan);
+                let (built, underlay) = std::thread::scope(|s| {
+                    let probes = s.spawn(|| this.measure_underlay(&rated));
+                    let built = this.build(plan, clock_epoch_ns);
+                    (built, probes.join().unwrap_or_default())
+                });
+                self.underlay = underlay;
+                match built {
+                    WorkerReply::Done => {
+                        match self.start_heartbeats(LabClock { epoch_ns: clock_epoch_ns }) {
+                            Ok(()) => WorkerReply::Done,
+                            Err(e) => {
+                                let _ = self.call(WorkerRequest::Teardown, _progress);
+                                WorkerReply::Error(format!("starting the heartbeats: {e:#}"))
+                            }
+                        }
+                    }
+                    r => r,
+                }
+            }
+            WorkerRequest::Connect { .. } => {
+                WorkerReply::Error("a lab across machines connects its shares itself".into())
+            }
+            WorkerRequest::State => {
+                WorkerReply::Error("each agent holds its machine's state".into())
+            }
+            WorkerRequest::Patch { target, dir, ref patch } => {
+                // Both machines of a link keep its impairments; the one that sends in
+                // direction `dir` carries them out and answers.
+                let ms = self.machines_of(target);
+                // (A segment member's two directions are both carried out on its node's
+                // machine: its ingress after the trunk from the segment's.)
+                let side = if let Target::Member(..) = target { 0 } else { dir.min(1) };
+                let sender =
+                    self.tunnel_at.get(self.tunnel(target)).map_or(usize::MAX, |at| at[side]);
+                let replies =
+                    self.each(&ms, &WorkerRequest::Patch { target, dir, patch: patch.clone() });
+                let reply = match ms.iter().position(|&m| m == sender).map(|i| replies[i].clone()) {
+                    Some(r @ WorkerReply::Impairments(_)) => r,
+                    _ => Self::first(replies),
+                };
+                // A rate set on a link between machines, that way, for the first time:
+                // the underlay is measured that way now.
+                if let (WorkerReply::Impairments(i), Target::Link(l)) = (&reply, target) {
+                    if let (Some(_), Some([a, b])) =
+                        (i.rate_bps, self.link_machines.get(l).copied().flatten())
+                    {
+                        let way = if dir == 0 { (a, b) } else { (b, a) };
+                        if !self.underlay.iter().any(|u| (u.0, u.1) == way)
+                            && !self.lost(way.0)
+                            && !self.lost(way.1)
+                        {
+                            let measured = self.measure_underlay(&[way]);
+                            self.underlay.extend(measured);
+                        }
+                    }
+                }
+                reply
+            }
+            WorkerRequest::SetUp { target, up } => Self::first(
+                self.each(&self.machines_of(target), &WorkerRequest::SetUp { target, up }),
+            ),
+            ref r @ (WorkerRequest::NodeState { ref node, .. }
+            | WorkerRequest::SetLimits { ref node, .. }
+            | WorkerRequest::TrafficEnd { ref node, .. }
+            | WorkerRequest::TrafficRecords { ref node, .. }) => match self.node_machine(node) {
+                Ok(m) => self.agents[m].call(&self.lab, r),
+                Err(e) => WorkerReply::Error(e),
+            },
+            ref r @ (WorkerRequest::Positions { seg, .. } | WorkerRequest::Radio { seg }) => {
+                match self.seg_at.get(seg) {
+                    Some(&m) => self.agents[m].call(&self.lab, r),
+                    None => WorkerReply::Error(format!("no segment {seg}")),
+                }
+            }
+            WorkerRequest::Stats => {
+                let all = match self.gather(&WorkerRequest::Stats, |r| {
+                    if let WorkerReply::Stats(c) = r {
+                        Ok(c)
+                    } else {
+                        Err(r)
+                    }
+                }) {
+                    Ok(all) => all,
+                    Err(e) => return e,
+                };
+                let mut total: Option<Counters> = None;
+                for c in all {
+                    let Some(t) = total.as_mut() else {
+                        total = Some(c);
+                        continue;
+                    };
+                    for (a, b) in t.links.iter_mut().zip(&c.links) {
+                        a[0].merge(&b[0]);
+                        a[1].merge(&b[1]);
+                    }
+                    for (ga, gb) in t.members.iter_mut().zip(&c.members) {
+                        for (a, b) in ga.iter_mut().zip(gb) {
+                            a[0].merge(&b[0]);
+                            a[1].merge(&b[1]);
+                        }
+                    }
+                    for (a, b) in t.segments.iter_mut().zip(&c.segments) {
+                        a.merge(b);
+                    }
+                    t.shard_work_ns.extend(c.shard_work_ns);
+                    if t.fast_path != c.fast_path {
+                        t.fast_path = format!("{}; {}", t.fast_path, c.fast_path);
+                    }
+                    t.engine_faults.extend(c.engine_faults);
+                }
+                WorkerReply::Stats(total.unwrap_or_default())
+            }
+            WorkerRequest::Processes => self
+                .gather(&WorkerRequest::Processes, |r| {
+                    if let WorkerReply::Processes(p) = r {
+                        Ok(p)
+                    } else {
+                        Err(r)
+                    }
+                })
+                .map_or_else(|e| e, |all| WorkerReply::Processes(all.concat())),
+            WorkerRequest::TapQueues => self
+                .gather(&WorkerRequest::TapQueues, |r| {
+                    if let WorkerReply::TapQueues(q) = r {
+                        Ok(q)
+                    } else {
+                        Err(r)
+                    }
+                })
+                .map_or_else(|e| e, |all| WorkerReply::TapQueues(all.concat())),
+            WorkerRequest::Backlog => self
+                .gather(&WorkerRequest::Backlog, |r| {
+                    if let WorkerReply::Backlog(b) = r {
+                        Ok(b)
+                    } else {
+                        Err(r)
+                    }
+                })
+                .map_or_else(|e| e, |all| WorkerReply::Backlog(all.into_iter().max().unwrap_or(0))),
+            WorkerRequest::Usage => {
+                // Each node's from its machine (nothing from lost machines).
+                let live = self.all();
+                let mut per_machine = vec![Vec::new(); self.agents.len()];
+                for (&m, r) in live.iter().zip(self.each(&live, &WorkerRequest::Usage)) {
+                    match r {
+                        WorkerReply::Usage(u) => per_machine[m] = u,
+                        r => return r,
+                    }
+                }
+                WorkerReply::Usage(
+                    self.node_at
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &m)| per_machine[m].get(i).cloned().unwrap_or_default())
+                        .collect(),
+                )
+            }
+            WorkerRequest::Teardown => {
+                // Lost machines too, in case they are back; if not, their agents remove
+                // their shares when the lease ends or when they start again.
+                let every: Vec<usize> = (0..self.agents.len()).collect();
+                let mut errors = Vec::new();
+                for (m, r) in every.iter().zip(self.each(&every, &WorkerRequest::Teardown)) {
+                    match r {
+                        WorkerReply::Error(e) if self.lost(*m) => eprintln!("vemu: lost {e} (its agent removes its share when its lease of {} s ends, or when it starts again)", self.lease_s),
+                        WorkerReply::Error(e) => errors.push(e),
+                        _ => {}
+                    }
+                }
+                // This machine kept only the lab's directory.
+                if let Err(e) = vemu_host::remove_lab(&self.lab) {
+                    errors.push(format!("{e:#}"));
+                }
+                match errors.is_empty() {
+                    true => WorkerReply::Done,
+                    false => WorkerReply::Error(errors.join("; ")),
+                }
+            }
+        }
+    }
+
+    /// Each machine that sees frames of the interfaces captures its part and streams
+    /// copies here ([`CaptureRecord`]s). What arrives at an interface (`After`) is seen
+    /// by the node's machine only (the far machine's copy toward its tunnel would repeat
+    /// it); what enters a link at its other end (`Before`) is seen where that end is, so
+    /// both machines of the link take part (each records only what it sees).
+    fn capture(
+        &mut self,
+        on: &[CaptureSpec],
+        tx: std::sync::mpsc::SyncSender<Captured>,
+    ) -> Result<u64> {
+        let mut per: std::collections::BTreeMap<usize, Vec<CaptureSpec>> = Default::default();
+        for c in on {
+            // (A segment member, side a of its tunnel, sees both points on its machine:
+            // its ingress is carried out there.)
+            let (side, point) = match c.target {
+                Target::Member(..) => (0, vemu_engine::CapturePoint::After),
+                Target::Link(_) => (c.side.min(1), c.point),
+            };
+            // (A link's other machine takes part in a capture of what arrives, only to
+            // keep its direction toward the interface off the kernel path: it records
+            // nothing of it.)
+            let machines = match (point, c.target) {
+                (vemu_engine::CapturePoint::Before, _) | (_, Target::Link(_)) => {
+                    self.machines_of(c.target)
+                }
+                (vemu_engine::CapturePoint::After, _) => self
+                    .tunnel_at
+                    .get(self.tunnel(c.target))
+                    .map(|at| vec![at[side]])
+                    .unwrap_or_default(),
+            };
+            for m in machines {
+                per.entry(m).or_default().push(*c);
+            }
+        }
+        let mut stops = Vec::new();
+        for (m, specs) in per {
+            match self.start_capture(m, &specs, tx.clone()) {
+                Ok(stop) => stops.push(stop),
+                Err(e) => {
+                    for s in stops {
+                        let _ = s.send(());
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        let id = self.next_capture;
+        self.next_capture += 1;
+        self.captures.insert(id, stops);
+        Ok(id)
+    }
+
+    fn stop_capture(&mut self, id: u64) {
+        for s in self.captures.remove(&id).unwrap_or_default() {
+            let _ = s.send(());
+        }
+    }
+
+    fn agent_of(&self, node: usize) -> Option<AgentRoute> {
+        self.node_at.get(node).map(|&m| self.agents[m].route.clone())
+    }
+
+    fn lost_machines(&self) -> Vec<usize> {
+        (0..self.agents.len()).filter(|&m| self.lost(m)).collect()
+    }
+
+    fn clock_offsets(&self) -> Vec<Option<Offset>> {
+        (0..self.agents.len()).map(|m| self.health.offset(m)).collect()
+    }
+
+    fn underlay(&self) -> Vec<(usize, usize, Option<u64>)> {
+        self.underlay.clone()
+    }
+
+    fn keep_saved(&self, state: Arc<Vec<u8>>) {
+        let mut s = self.health.saved.lock().unwrap_or_else(|e| e.into_inner());
+        *s = (s.0 + 1, Some(state));
+        self.health.saved_changed.notify_all();
+    }
+}
