@@ -1,0 +1,197 @@
+//! The timeline, wireless segments, mobility and traces, fidelity thresholds.
+
+use super::*;
+
+#[test]
+fn timeline_events_are_planned_and_checked() {
+    use vemu_scenario::{Direction, EventAction, EventTarget};
+    let base = "nodes: {a: {}, b: {}}\nlinks:\n  - endpoints: [a, b]\nevents:\n";
+    let p = ok(&format!(
+        "{base}  - {{at: 5s, link: a:b, set: {{delay: 100ms}}}}\n  - {{every: 10s, until: 60s, link: b:a, direction: forward, cycle: [{{bandwidth: 1Mbit}}, {{bandwidth: 10Mbit}}]}}\n  - {{at: 1s, link: a:b, ramp: {{from: {{delay: 10ms}}, to: {{delay: 200ms}}, over: 60s}}}}\n  - {{at: 2s, node: a, run: 'echo hi'}}\n  - {{at: 3s, node: b, state: stop}}\n  - {{at: 4s, link: a:b, state: down}}\n"
+    ));
+    assert_eq!(p.events.len(), 6);
+    assert_eq!(p.events[0].at_ns, 5_000_000_000);
+    assert_eq!(p.events[1].at_ns, 0);
+    assert_eq!(p.events[1].every_ns, Some(10_000_000_000));
+    assert_eq!(
+        p.events[1].target,
+        EventTarget::Link { spec: "b:a".into(), direction: Direction::Forward }
+    );
+    assert!(matches!(
+        &p.events[2].action,
+        EventAction::Ramp { over_ns: 60_000_000_000, step_ns: 1_000_000_000, .. }
+    ));
+    assert_eq!(p.events[4].action, EventAction::State(false));
+    for (bad, want) in [
+        ("  - {at: 1s, link: a:c, set: {delay: 1ms}}\n", "events[0]: no node named 'c'"),
+        ("  - {at: 1s, node: z, run: x}\n", "unknown node 'z'"),
+        ("  - {at: 1s, link: a:b}\n", "needs one action"),
+        ("  - {at: 1s, link: a:b, set: {delay: 1ms}, state: up}\n", "one action, found"),
+        ("  - {at: 1s, node: a, set: {delay: 1ms}}\n", "'set' does not apply to a node"),
+        ("  - {at: 1s, link: a:b, state: stop}\n", "a link's state is 'up' or 'down'"),
+        (
+            "  - {at: 1s, link: a:b, ramp: {from: {delay: 1ms}, to: {loss: 1%}, over: 1s}}\n",
+            "needs 'delay' in both",
+        ),
+        ("  - {at: 1s, link: a:b, cycle: [{loss: 1%}, {loss: 2%}]}\n", "a cycle needs 'every'"),
+        ("  - {at: 1s, link: a:b, set: {loss: 150%}}\n", "between 0% and 100%"),
+        ("  - {link: a:b, set: {loss: 1%}}\n", "needs 'at'"),
+    ] {
+        let m = one_error(&format!("{base}{bad}"));
+        assert!(m.contains(want), "{bad}: {m}");
+    }
+}
+
+#[test]
+fn wireless_segments_plan_radios_positions_and_mobility() {
+    use vemu_radio::mobility::Mobility;
+    use vemu_radio::propagation::Model;
+    let p = ok(RADIO);
+    let g = &p.segments[0];
+    let w = g.wireless.as_ref().expect("a wireless segment");
+    // ns-2's defaults: two-ray ground, 250 m, 11 Mbit/s, no CSMA, carrier sense 2.2 × range.
+    assert_eq!(w.medium.model, Model::TwoRayGround);
+    assert!((w.medium.model.range_m(&w.medium.radio) - 250.0).abs() < 0.01);
+    assert_eq!((w.medium.rate_bps, w.medium.csma, w.tick_ns), (11_000_000, false, 100_000_000));
+    assert!((w.medium.carrier_sense_m - 550.0).abs() < 0.01);
+    assert_eq!(w.radios[0].start, vemu_radio::Pos::new(10.0, 20.0));
+    assert!(
+        matches!(w.radios[0].mobility, Mobility::RandomWaypoint(m) if m.max_speed_mps == 20.0 && m.pause_ns == 2_000_000_000)
+    );
+    assert_eq!(w.radios[1].mobility, Mobility::Static);
+    // Members without a position get a seeded place in the area, the same every time.
+    let c = w.radios[2].start;
+    assert!(c.x <= 1000.0 && c.y <= 200.0 && c != w.radios[1].start);
+    assert_eq!(ok(RADIO).segments[0].wireless.as_ref().unwrap().radios[2].start, c);
+    // One subnet for the channel; no static routes through it (routing daemons' job).
+    assert!(p.nodes.iter().all(|n| n.ifaces.len() == 1 && n.routes.is_empty()));
+    // Log-distance with its settings, CSMA and a given threshold.
+    let p = ok("nodes: {a: {}, b: {}}\nsegments:\n  air: {kind: wireless, propagation: log-distance, exponent: 2.5, sigma: 3dB, rx_threshold: -80dBm, csma: true, rate: 54Mbit, tick: 20ms, members: [{node: a, position: '0,0'}, {node: b, position: [1km, 0]}]}\n");
+    let w = p.segments[0].wireless.as_ref().unwrap();
+    assert_eq!(w.medium.model, Model::LogDistance { exponent: 2.5, d0_m: 1.0, sigma_db: 3.0 });
+    assert!((vemu_radio::dbm(w.medium.radio.rx_threshold_w) + 80.0).abs() < 1e-9);
+    assert!(w.medium.csma && w.medium.rate_bps == 54_000_000 && w.tick_ns == 20_000_000);
+    assert_eq!(w.radios[1].start, vemu_radio::Pos::new(1000.0, 0.0));
+}
+
+#[test]
+fn wireless_errors_name_the_field() {
+    let seg = |body: &str| {
+        one_error(&format!(
+            "nodes: {{a: {{}}, b: {{}}}}\nsegments:\n  air:\n    kind: wireless\n{body}"
+        ))
+    };
+    each_error_says(
+        seg,
+        &[
+            ("    propagation: rayleigh\n    members: [{node: a, position: [0, 0]}, {node: b, position: [1, 0]}]\n", "t.yaml:5:18: segments.air.propagation: unknown propagation model 'rayleigh'"),
+            ("    members: [a, {node: b, position: [1, 0]}]\n", "segments.air.members[0]: member 'a' needs a 'position'"),
+            ("    mobility: {model: random-walk, speed: 1-5}\n    members: [{node: a, position: [0, 0]}, {node: b, position: [1, 0]}]\n", "segments.air.mobility: 'random-walk' needs the segment's 'area'"),
+            ("    area: 100x100\n    mobility: {model: random-waypoint, speed: 20-5}\n    members: [a, b]\n", "segments.air.mobility.speed: expected a speed like 5 or a range like 0-20 (m/s), got '20-5'"),
+            ("    area: 100x100\n    members: [a, {node: b, position: [150, 0]}]\n", "segments.air.members[1].position: (150, 0) is outside the area 100x100"),
+            ("    capacity: 10Mbit\n    members: [{node: a, position: [0, 0]}, {node: b, position: [1, 0]}]\n", "segments.air.capacity: 'capacity' applies to 'kind: lan' segments only"),
+            ("    tick: 5s\n    members: [{node: a, position: [0, 0]}, {node: b, position: [1, 0]}]\n", "segments.air.tick: tick must be between 1ms and 1s"),
+            ("    trace: /nonexistent.tcl\n    members: [a, b]\n", "cannot read ns-2 trace '/nonexistent.tcl'"),
+        ],
+    );
+    let m = one_error("nodes: {a: {}, b: {}}\nsegments:\n  lan: {members: [{node: a, position: [0, 0]}, b], range: 100m}\n");
+    assert!(
+        m.contains("segments.lan.range: 'range' applies to 'kind: wireless' segments only"),
+        "{m}"
+    );
+    assert!(m.contains("segments.lan.members[0].position: 'position' applies to members of 'kind: wireless' segments only"), "{m}");
+    let m = one_error("nodes:\n  a: {sysctl: {kernel.panic: 1}}\n");
+    assert!(m.contains("t.yaml:2:16: nodes.a.sysctl.kernel.panic: 'kernel.panic' is not a network sysctl of the node"), "{m}");
+}
+
+#[test]
+fn ns2_traces_move_members_by_order_or_by_map() {
+    let dir = std::env::temp_dir().join("vemu-scenario-ns2");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("moves.tcl"), "$node_(0) set X_ 5.0\n$node_(0) set Y_ 6.0\n$node_(1) set X_ 7.0\n$node_(1) set Y_ 8.0\n$ns_ at 1.0 \"$node_(1) setdest 100.0 8.0 10.0\"\n").unwrap();
+    let by_order = "nodes: {a: {}, b: {}}\nsegments:\n  air: {kind: wireless, trace: moves.tcl, members: [a, b]}\n";
+    let mut p = vemu_scenario::load_str_in(by_order, "t.yaml", "t", None, Some(&dir))
+        .unwrap_or_else(|e| panic!("{e}"));
+    // The plan names the file; its moves are read when the lab starts.
+    let json = serde_json::to_string(&p).unwrap();
+    assert!(json.contains("moves.tcl") && !json.contains("100.0"), "{json}");
+    p.load_traces().unwrap();
+    let w = p.segments[0].wireless.as_ref().unwrap();
+    assert_eq!(
+        (w.radios[0].start, w.radios[1].start),
+        (vemu_radio::Pos::new(5.0, 6.0), vemu_radio::Pos::new(7.0, 8.0))
+    );
+    let mut walker =
+        vemu_radio::mobility::Walker::new(w.radios[1].mobility.clone(), w.radios[1].start, 0);
+    assert_eq!(walker.advance(3_000_000_000), vemu_radio::Pos::new(27.0, 8.0));
+    let by_map = "nodes: {a: {}, b: {}}\nsegments:\n  air: {kind: wireless, trace: {file: moves.tcl, nodes: {a: 1}}, members: [a, {node: b, position: [1, 1]}]}\n";
+    let p = vemu_scenario::load_str_in(by_map, "t.yaml", "t", None, Some(&dir))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let w = p.segments[0].wireless.as_ref().unwrap();
+    assert_eq!(
+        (w.radios[0].start, w.radios[1].start),
+        (vemu_radio::Pos::new(7.0, 8.0), vemu_radio::Pos::new(1.0, 1.0))
+    );
+    let e = vemu_scenario::load_str_in(
+        &by_map.replace("a: 1", "a: 7"),
+        "t.yaml",
+        "t",
+        None,
+        Some(&dir),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("segments.air.trace.nodes.a: the trace has no $node_(7) (it has 2 nodes)"),
+        "{e}"
+    );
+    // A file that changed between the check and the lab's start is refused.
+    let mut p = vemu_scenario::load_str_in(by_map, "t.yaml", "t", None, Some(&dir)).unwrap();
+    std::fs::write(dir.join("moves.tcl"), "$node_(0) set X_ 5.0\n").unwrap();
+    let e = p.load_traces().unwrap_err();
+    assert!(
+        e.contains("moves.tcl' of segment 'air' changed since the scenario was checked"),
+        "{e}"
+    );
+}
+
+#[test]
+fn move_events_need_a_wireless_member() {
+    use vemu_scenario::EventAction;
+    let yaml = format!("{RADIO}events:\n  - {{at: 5s, node: a, move: [500, 100]}}\n  - {{at: 9s, node: b, move: {{to: '10,20', speed: 5}}}}\n");
+    let p = ok(&yaml);
+    assert_eq!(p.events[0].action, EventAction::Move { x_m: 500.0, y_m: 100.0, speed_mps: None });
+    assert_eq!(
+        p.events[1].action,
+        EventAction::Move { x_m: 10.0, y_m: 20.0, speed_mps: Some(5.0) }
+    );
+    let m = one_error("nodes: {a: {}, b: {}}\nlinks: [{endpoints: [a, b]}]\nevents:\n  - {at: 1s, node: a, move: [1, 2]}\n");
+    assert!(
+        m.contains("events[0]: node 'a' is not a member of a wireless segment, so it cannot move"),
+        "{m}"
+    );
+    let m = one_error(&format!("{RADIO}events:\n  - {{at: 1s, link: air:a, move: [1, 2]}}\n"));
+    assert!(m.contains("'move' does not apply to a link"), "{m}");
+    let m = one_error(&format!(
+        "{RADIO}events:\n  - {{at: 1s, node: a, move: {{to: [1, 2], speed: -3}}}}\n"
+    ));
+    assert!(
+        m.contains("events[0].move.speed: expected a speed in m/s greater than 0, got '-3'"),
+        "{m}"
+    );
+}
+
+#[test]
+fn fidelity_thresholds() {
+    let p = ok("nodes: {a: {}}\nfidelity: {late: 500us, degraded: 2%, invalid: 20%, min_frames: 10, busy: 80%}\n");
+    let f = &p.fidelity;
+    assert_eq!(
+        (f.late_ns, f.degraded_fraction, f.invalid_fraction, f.min_frames, f.busy_fraction),
+        (500_000, 0.02, 0.2, 10, 0.8)
+    );
+    assert_eq!(ok("nodes: {a: {}}\n").fidelity, vemu_scenario::FidelityThresholds::default());
+    let m = one_error("nodes: {a: {}}\nfidelity: {busy: 0.8}\n");
+    assert!(m.contains("t.yaml:2:18: fidelity.busy: '0.8' needs a % sign"), "{m}");
+    let m = one_error("nodes: {a: {}}\nfidelity: {degraded: 20%, invalid: 10%}\n");
+    assert!(m.contains("'invalid' must be at least 'degraded'"), "{m}");
+}
