@@ -15,6 +15,7 @@ use vemu_scenario::Plan;
 use crate::error::LabError;
 use crate::supervise::ProcStatus;
 
+mod layout;
 mod local;
 pub use local::LocalWorker;
 

@@ -18,18 +18,10 @@ use vemu_engine::{
 use vemu_host::LabPaths;
 use vemu_scenario::{NodeKind, Plan};
 
+use super::layout::{divert_seeds, link_seeds, member_seeds, Layout, PlaneEnd};
 use super::*;
-use crate::derive_seed;
 use crate::supervise::Supervisor;
 use crate::LockExt;
-
-/// A device of the plane: a link's end (link, side 0 = a) or a LAN's port (segment,
-/// member).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum PlaneEnd {
-    Link(usize, usize),
-    Member(usize, usize),
-}
 
 /// A share built and waiting for its tunnels' far ends.
 struct Pending {
@@ -51,9 +43,6 @@ struct Pending {
 /// Socket buffers of an engine shard's tunnel socket, bytes (it carries all the
 /// shard's links to other machines).
 const TUNNEL_SOCKET_BUFFER: usize = 16 << 20;
-
-/// First random stream of the diverted paths (links and segments take theirs from 0).
-const DIVERT_STREAMS: u64 = 1 << 40;
 
 /// Nodes created concurrently while a lab comes up.
 const BUILD_THREADS: usize = 4;
@@ -238,14 +227,17 @@ impl LocalWorker {
     ) -> Result<Vec<(usize, SocketAddr)>> {
         let paths = LabPaths::new(&plan.name);
         let is_share = share.is_some();
-        let here =
-            |node: usize| share.as_ref().is_none_or(|s| plan.nodes[node].machine == s.machine);
+        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        let vxlan_port = share.as_ref().map_or(0, |s| s.vxlan_port);
+        let mut layout = Layout::new(&plan, share.as_ref().map(|s| s.machine), vxlan_port, cores);
+        let machine = layout.machine;
+        let here = |node: usize| machine.is_none_or(|m| plan.nodes[node].machine == m);
         let hosts: String = std::iter::once(
             "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n".to_string(),
         )
         .chain(plan.hosts.iter().map(|(a, n)| format!("{a}\t{n}\n")))
         .collect();
-        let local_nodes: Vec<usize> = (0..plan.nodes.len()).filter(|&n| here(n)).collect();
+        let local_nodes = layout.nodes.clone();
         let share_nodes: Vec<vemu_scenario::NodePlan> =
             local_nodes.iter().map(|&n| plan.nodes[n].clone()).collect();
         vemu_host::prepare_lab(&paths, &hosts, &share_nodes, plan.storage_bytes, plan.confined)?;
@@ -269,69 +261,16 @@ impl LocalWorker {
                         name: d.name.clone(),
                         forward: d.forward.clone(),
                         reverse: d.reverse.clone(),
-                        seeds: [
-                            derive_seed(plan.seed, DIVERT_STREAMS + 2 * i as u64),
-                            derive_seed(plan.seed, DIVERT_STREAMS + 2 * i as u64 + 1),
-                        ],
+                        seeds: divert_seeds(&plan, i),
                     })
                     .collect();
                 Some((base, specs))
             }
             _ => None,
         };
-        // Links with an end here (`links_here`, in the engine's order), both ends here
-        // or one (a tunnel to the other machine); segments are on one machine each.
-        self.links_here = (0..plan.links.len())
-            .filter(|&l| here(plan.links[l].a.node) || here(plan.links[l].b.node))
-            .collect();
-        self.segs_here = (0..plan.segments.len())
-            .filter(|&g| plan.segments[g].members.first().is_some_and(|m| here(m.end.node)))
-            .collect();
-        self.spurs_here = (0..plan.segments.len())
-            .filter(|g| !self.segs_here.contains(g))
-            .flat_map(|g| {
-                plan.segments[g]
-                    .members
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, m)| here(m.end.node))
-                    .map(move |(k, _)| (g, k))
-            })
-            .collect();
-        // The links with both ends here (the fast path's), but those to a NIC's wire
-        // (its frames come through a packet socket, never a veth).
-        let external = |n: usize| plan.nodes[n].kind == NodeKind::External;
-        let whole: Vec<usize> = self
-            .links_here
-            .iter()
-            .copied()
-            .filter(|&l| {
-                here(plan.links[l].a.node)
-                    && here(plan.links[l].b.node)
-                    && !external(plan.links[l].a.node)
-                    && !external(plan.links[l].b.node)
-            })
-            .collect();
-        // The ends here of links to other machines, which the kernel may carry through
-        // the lab's VXLAN device (nodes that are namespaces).
-        let vxlan_port = share.as_ref().map_or(0, |s| s.vxlan_port);
-        let mut crossing: Vec<(usize, usize)> = match vxlan_port {
-            0 => Vec::new(),
-            _ => self
-                .links_here
-                .iter()
-                .filter_map(|&l| {
-                    let (a, b) = (plan.links[l].a.node, plan.links[l].b.node);
-                    let side = match (here(a), here(b)) {
-                        (true, false) => 0,
-                        (false, true) => 1,
-                        _ => return None,
-                    };
-                    let n = if side == 0 { a } else { b };
-                    (plan.nodes[n].kind == NodeKind::Namespace).then_some((l, side))
-                })
-                .collect(),
-        };
+        self.links_here = layout.links.clone();
+        self.segs_here = layout.segments.clone();
+        self.spurs_here = layout.spurs.clone();
         self.sizes = plan.segments.iter().map(|g| g.members.len()).collect();
         self.nodes = plan.nodes.iter().map(|n| n.name.clone()).collect();
         self.lab_links = plan.links.len();
@@ -339,13 +278,13 @@ impl LocalWorker {
             .iter()
             .map(|n| (n.name.clone(), n.ifaces.iter().map(|i| i.name.clone()).collect(), n.kind))
             .collect();
-        // The LANs the kernel can switch.
-        let lans: Vec<usize> =
-            self.segs_here.iter().copied().filter(|&g| plan.kernel_lan(g)).collect();
         let template = vemu_host::mount_template(&paths)?;
         // Nothing here it could carry is not worth a word (a lab whose every link
         // crosses machines, or one without links).
-        let fast = if whole.is_empty() && lans.is_empty() && crossing.is_empty() {
+        let fast = if layout.whole.is_empty()
+            && layout.lans.is_empty()
+            && layout.crossing.is_empty()
+        {
             self.fast_path = match plan.machines.is_empty() {
                 true => "unused: the lab has no point-to-point link or plain LAN".into(),
                 false => "unused: no point-to-point link has both ends on this machine, and no plain LAN is here".into(),
@@ -354,10 +293,7 @@ impl LocalWorker {
             None
         } else {
             // The nodes' interfaces' far ends in the plane (see `names` below).
-            let far_ends = 2 * whole.len()
-                + crossing.len()
-                + lans.iter().map(|&g| plan.segments[g].members.len()).sum::<usize>();
-            match fast_path(&paths, far_ends) {
+            match fast_path(&paths, layout.plane_ends(&plan).len()) {
                 Ok(f) => {
                     self.fast_path = "on".into();
                     let kernel =
@@ -367,7 +303,7 @@ impl LocalWorker {
                     if let (Err(why), true) = (f.shaper(), asks) {
                         eprintln!("kernel shaper unavailable ({why}): the engine shapes the directions that ask for 'shaper: kernel'");
                     }
-                    let lan_asks = lans.iter().any(|&g| {
+                    let lan_asks = layout.lans.iter().any(|&g| {
                         plan.segments[g]
                             .members
                             .iter()
@@ -376,14 +312,14 @@ impl LocalWorker {
                     if let (Err(why), true) = (f.bridge_shaper(), lan_asks) {
                         eprintln!("kernel shaper unavailable on LAN ports ({why}): the engine switches the LANs whose ports ask for 'shaper: kernel'");
                     }
-                    if !crossing.is_empty() {
+                    if !layout.crossing.is_empty() {
                         match vemu_host::plane_vxlan(&paths, vxlan_port)
                             .and_then(|ix| f.route(ix, vemu_engine::Route::FromTunnel).map(|()| ix))
                         {
                             Ok(ix) => self.vxlan = Some(ix),
                             Err(e) => {
                                 eprintln!("no kernel tunnel to other machines ({e:#}): the links between machines go through the engine");
-                                crossing.clear();
+                                layout.crossing.clear();
                             }
                         }
                     }
@@ -405,19 +341,8 @@ impl LocalWorker {
         // The plane's names of each link end and LAN port (veth peer, engine's TAP).
         let mut names: Vec<(PlaneEnd, (String, String))> = Vec::new();
         if fast.is_some() {
-            let ends = whole.iter().flat_map(|&l| [(l, 0), (l, 1)]).chain(crossing.iter().copied());
-            for (l, side) in ends {
-                let link = &plan.links[l];
-                let e = if side == 0 { link.a } else { link.b };
-                let n = vemu_host::plane_names(l, side);
-                peers[e.node][e.iface] = Some(vemu_host::PlanePeer {
-                    name: n.0.clone(),
-                    index: vemu_host::plane_index(names.len()),
-                    bridge: None,
-                });
-                names.push((PlaneEnd::Link(l, side), n));
-            }
-            for &g in &lans {
+            let mut bridges = HashMap::new();
+            for &g in &layout.lans {
                 let seg = &plan.segments[g];
                 let br = vemu_host::plane_bridge(
                     &paths,
@@ -427,30 +352,31 @@ impl LocalWorker {
                     plan.segment_carries_ipv6(g),
                     seg.aging_ns,
                 )?;
-                for (k, m) in seg.members.iter().enumerate() {
-                    let n = vemu_host::plane_member_names(g, k);
-                    peers[m.end.node][m.end.iface] = Some(vemu_host::PlanePeer {
-                        name: n.0.clone(),
-                        index: vemu_host::plane_index(names.len()),
-                        bridge: Some(br),
-                    });
-                    names.push((PlaneEnd::Member(g, k), n));
-                }
+                bridges.insert(g, br);
+            }
+            for end in layout.plane_ends(&plan) {
+                let (e, n, bridge) = match end {
+                    PlaneEnd::Link(l, side) => {
+                        let link = &plan.links[l];
+                        let e = if side == 0 { link.a } else { link.b };
+                        (e, vemu_host::plane_names(l, side), None)
+                    }
+                    PlaneEnd::Member(g, k) => {
+                        let e = plan.segments[g].members[k].end;
+                        (e, vemu_host::plane_member_names(g, k), bridges.get(&g).cloned())
+                    }
+                };
+                peers[e.node][e.iface] = Some(vemu_host::PlanePeer {
+                    name: n.0.clone(),
+                    index: vemu_host::plane_index(names.len()),
+                    bridge,
+                });
+                names.push((end, n));
             }
         }
-        // The engine's TAP devices of the links and LANs that need it from the start (an
-        // impaired direction, a LAN's capacity); the others get theirs when they first
-        // do (MakeTaps).
-        // (A link to another machine: the engine carries it until the underlay is known
-        // to carry its frames whole.)
-        let impaired = |end: &PlaneEnd| match *end {
-            PlaneEnd::Link(l, _) => {
-                !plan.links[l].unimpaired()
-                    || !here(plan.links[l].a.node)
-                    || !here(plan.links[l].b.node)
-            }
-            PlaneEnd::Member(g, _) => !plan.segments[g].unimpaired(),
-        };
+        // The engine's TAP devices of the links and LANs that need it from the start;
+        // the others get theirs when they first do (MakeTaps).
+        let impaired = |end: &PlaneEnd| layout.taps_at_start(&plan, *end);
 
         // Nodes, a few at a time.
         let total = local_nodes.len();
@@ -556,12 +482,7 @@ impl LocalWorker {
         // One tunnel socket per engine shard (as many as the engine will run): a link
         // to another machine goes on shard (its number here) mod shards, everything of
         // a segment on shard (its number in the lab) mod shards.
-        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-        let shards = vemu_engine::shard_count(
-            cores,
-            self.links_here.len() + self.spurs_here.len(),
-            self.segs_here.len(),
-        );
+        let shards = layout.shards;
         let mut sockets: Vec<Option<std::net::UdpSocket>> = (0..shards).map(|_| None).collect();
         for (k, &i) in self.links_here.iter().enumerate() {
             let l = &plan.links[i];
@@ -576,7 +497,7 @@ impl LocalWorker {
                     // The far side is on another machine: a UDP socket toward it.
                     let s =
                         share.as_ref().ok_or_else(|| anyhow!("link {i} leaves this machine"))?;
-                    let (addr, r) = tunnel_socket(s, i, side, k % shards, &mut sockets)?;
+                    let (addr, r) = tunnel_socket(s, i, side, layout.link_shard(k), &mut sockets)?;
                     endpoints.push((i, addr));
                     remote = Some(r);
                     return Ok((None, None));
@@ -603,10 +524,7 @@ impl LocalWorker {
                 plane: pa.zip(pb).map(|(a, b)| [a, b]),
                 forward: l.forward.clone(),
                 reverse: l.reverse.clone(),
-                seeds: [
-                    derive_seed(plan.seed, 2 * i as u64),
-                    derive_seed(plan.seed, 2 * i as u64 + 1),
-                ],
+                seeds: link_seeds(&plan, i),
                 remote,
                 kernel_tunnel,
                 spur: None,
@@ -619,9 +537,8 @@ impl LocalWorker {
             let m = &seg.members[k];
             let s = share.as_ref().ok_or_else(|| anyhow!("segment {g} leaves this machine"))?;
             let t = plan.member_tunnel(g, k);
-            let (addr, remote) = tunnel_socket(s, t, 1, g % shards, &mut sockets)?;
+            let (addr, remote) = tunnel_socket(s, t, 1, layout.segment_shard(g), &mut sockets)?;
             endpoints.push((t, addr));
-            let seed = 2 * t as u64;
             specs.push(LinkSpec {
                 mtu: plan.nodes[m.end.node].ifaces[m.end.iface].mtu,
                 a: Some(taps[m.end.node][m.end.iface].take().ok_or_else(|| {
@@ -631,7 +548,7 @@ impl LocalWorker {
                 plane: None,
                 forward: m.egress.clone(),
                 reverse: m.ingress.clone(),
-                seeds: [derive_seed(plan.seed, seed), derive_seed(plan.seed, seed + 1)],
+                seeds: member_seeds(&plan, g, k),
                 remote: Some(remote),
                 kernel_tunnel: None,
                 spur: switched_where_members_are(seg).then_some(Spur {
@@ -648,7 +565,7 @@ impl LocalWorker {
         if let Some(s) = share.as_ref() {
             for (k, &(g, _)) in trunks.iter().enumerate().filter(|(_, t)| t.1 == s.machine) {
                 let t = plan.trunk_tunnel(k);
-                let (addr, remote) = tunnel_socket(s, t, 1, g % shards, &mut sockets)?;
+                let (addr, remote) = tunnel_socket(s, t, 1, layout.segment_shard(g), &mut sockets)?;
                 endpoints.push((t, addr));
                 let members = self
                     .spurs_here
@@ -683,7 +600,8 @@ impl LocalWorker {
                             .as_ref()
                             .ok_or_else(|| anyhow!("segment {gi} leaves this machine"))?;
                         let t = plan.member_tunnel(gi, k);
-                        let (addr, r) = tunnel_socket(s, t, 0, gi % shards, &mut sockets)?;
+                        let (addr, r) =
+                            tunnel_socket(s, t, 0, layout.segment_shard(gi), &mut sockets)?;
                         endpoints.push((t, addr));
                         remote = Some(r);
                         None
@@ -692,14 +610,13 @@ impl LocalWorker {
                         anyhow!("interface {} was not created", plan.endpoint_name(e))
                     })?),
                 };
-                let seed = 2 * plan.member_tunnel(gi, k) as u64;
                 members.push(MemberSpec {
                     mtu: plan.nodes[e.node].ifaces[e.iface].mtu,
                     fd,
                     vlan: m.vlan,
                     egress: m.egress.clone(),
                     ingress: m.ingress.clone(),
-                    seeds: [derive_seed(plan.seed, seed), derive_seed(plan.seed, seed + 1)],
+                    seeds: member_seeds(&plan, gi, k),
                     remote,
                 });
             }
@@ -714,7 +631,8 @@ impl LocalWorker {
                 let s =
                     share.as_ref().ok_or_else(|| anyhow!("segment {gi} leaves this machine"))?;
                 let t = plan.trunk_tunnel(k);
-                let (addr, remote) = tunnel_socket(s, t, 0, gi % shards, &mut sockets)?;
+                let (addr, remote) =
+                    tunnel_socket(s, t, 0, layout.segment_shard(gi), &mut sockets)?;
                 endpoints.push((t, addr));
                 let members = g
                     .members
