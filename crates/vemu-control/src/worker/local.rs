@@ -230,8 +230,6 @@ impl LocalWorker {
         let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
         let vxlan_port = share.as_ref().map_or(0, |s| s.vxlan_port);
         let mut layout = Layout::new(&plan, share.as_ref().map(|s| s.machine), vxlan_port, cores);
-        let machine = layout.machine;
-        let here = |node: usize| machine.is_none_or(|m| plan.nodes[node].machine == m);
         let hosts: String = std::iter::once(
             "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n".to_string(),
         )
@@ -279,176 +277,20 @@ impl LocalWorker {
             .map(|n| (n.name.clone(), n.ifaces.iter().map(|i| i.name.clone()).collect(), n.kind))
             .collect();
         let template = vemu_host::mount_template(&paths)?;
-        // Nothing here it could carry is not worth a word (a lab whose every link
-        // crosses machines, or one without links).
-        let fast = if layout.whole.is_empty()
-            && layout.lans.is_empty()
-            && layout.crossing.is_empty()
-        {
-            self.fast_path = match plan.machines.is_empty() {
-                true => "unused: the lab has no point-to-point link or plain LAN".into(),
-                false => "unused: no point-to-point link has both ends on this machine, and no plain LAN is here".into(),
-            };
-            vemu_host::ensure_open_files(vemu_host::files_needed(&plan, false))?;
-            None
-        } else {
-            // The nodes' interfaces' far ends in the plane (see `names` below).
-            match fast_path(&paths, layout.plane_ends(&plan).len()) {
-                Ok(f) => {
-                    self.fast_path = "on".into();
-                    let kernel =
-                        |d: &&vemu_link::Impairments| d.shaper == vemu_link::Shaper::Kernel;
-                    let asks =
-                        plan.links.iter().any(|l| [&l.forward, &l.reverse].iter().any(kernel));
-                    if let (Err(why), true) = (f.shaper(), asks) {
-                        eprintln!("kernel shaper unavailable ({why}): the engine shapes the directions that ask for 'shaper: kernel'");
-                    }
-                    let lan_asks = layout.lans.iter().any(|&g| {
-                        plan.segments[g]
-                            .members
-                            .iter()
-                            .any(|m| [&m.egress, &m.ingress].iter().any(kernel))
-                    });
-                    if let (Err(why), true) = (f.bridge_shaper(), lan_asks) {
-                        eprintln!("kernel shaper unavailable on LAN ports ({why}): the engine switches the LANs whose ports ask for 'shaper: kernel'");
-                    }
-                    if !layout.crossing.is_empty() {
-                        match vemu_host::plane_vxlan(&paths, vxlan_port)
-                            .and_then(|ix| f.route(ix, vemu_engine::Route::FromTunnel).map(|()| ix))
-                        {
-                            Ok(ix) => self.vxlan = Some(ix),
-                            Err(e) => {
-                                eprintln!("no kernel tunnel to other machines ({e:#}): the links between machines go through the engine");
-                                layout.crossing.clear();
-                            }
-                        }
-                    }
-                    Some(f)
-                }
-                Err(why) => {
-                    eprintln!("kernel fast path off ({why}): every link direction goes through the engine");
-                    // Every link end then has a TAP device from the start.
-                    vemu_host::ensure_open_files(vemu_host::files_needed(&plan, false))?;
-                    self.fast_path = format!("off: {why}");
-                    None
-                }
-            }
-        };
-        // With the fast path, a link's interfaces and a plain LAN's are veths whose peers
-        // are in the plane (a LAN's are ports of its bridge there).
-        let mut peers: Vec<Vec<Option<vemu_host::PlanePeer>>> =
-            plan.nodes.iter().map(|n| vec![None; n.ifaces.len()]).collect();
-        // The plane's names of each link end and LAN port (veth peer, engine's TAP).
-        let mut names: Vec<(PlaneEnd, (String, String))> = Vec::new();
-        if fast.is_some() {
-            let mut bridges = HashMap::new();
-            for &g in &layout.lans {
-                let seg = &plan.segments[g];
-                let br = vemu_host::plane_bridge(
-                    &paths,
-                    g,
-                    seg.snooping != vemu_engine::Snooping::Off,
-                    seg.snooping == vemu_engine::Snooping::Querier,
-                    plan.segment_carries_ipv6(g),
-                    seg.aging_ns,
-                )?;
-                bridges.insert(g, br);
-            }
-            for end in layout.plane_ends(&plan) {
-                let (e, n, bridge) = match end {
-                    PlaneEnd::Link(l, side) => {
-                        let link = &plan.links[l];
-                        let e = if side == 0 { link.a } else { link.b };
-                        (e, vemu_host::plane_names(l, side), None)
-                    }
-                    PlaneEnd::Member(g, k) => {
-                        let e = plan.segments[g].members[k].end;
-                        (e, vemu_host::plane_member_names(g, k), bridges.get(&g).cloned())
-                    }
-                };
-                peers[e.node][e.iface] = Some(vemu_host::PlanePeer {
-                    name: n.0.clone(),
-                    index: vemu_host::plane_index(names.len()),
-                    bridge,
-                });
-                names.push((end, n));
-            }
-        }
+        let fast = self.start_fast_path(&plan, &paths, &mut layout, vxlan_port)?;
+        let (peers, names) = plane_devices(&plan, &paths, &layout, fast.is_some())?;
         // The engine's TAP devices of the links and LANs that need it from the start;
         // the others get theirs when they first do (MakeTaps).
         let impaired = |end: &PlaneEnd| layout.taps_at_start(&plan, *end);
 
-        // Nodes, a few at a time.
-        let total = local_nodes.len();
-        let taps: Vec<Mutex<Option<Vec<Option<OwnedFd>>>>> =
-            (0..plan.nodes.len()).map(|_| Mutex::new(None)).collect();
-        let next = AtomicUsize::new(0);
-        let done = AtomicUsize::new(0);
-        let first_error: Mutex<Option<anyhow::Error>> = Mutex::new(None);
-        let (tx, rx) = std::sync::mpsc::channel::<()>();
-        let plane_taps = std::thread::scope(|s| {
-            // The engine's TAP devices in the plane are made meanwhile (the nodes'
-            // threads spend much of their time on other things than devices).
-            let plane_taps = fast.as_ref().map(|_| {
-                let taps: Vec<String> = names
-                    .iter()
-                    .filter(|(end, _)| impaired(end))
-                    .map(|(_, (_, t))| t.clone())
-                    .collect();
-                let paths = &paths;
-                s.spawn(move || vemu_host::plane_taps(paths, &taps))
-            });
-            for _ in 0..BUILD_THREADS.min(total) {
-                let tx = tx.clone();
-                s.spawn(|| {
-                    let tx = tx;
-                    loop {
-                        let k = next.fetch_add(1, Ordering::Relaxed);
-                        if k >= total || first_error.locked().is_some() {
-                            break;
-                        }
-                        let i = local_nodes[k];
-                        let made = match plan.nodes[i].kind {
-                            NodeKind::Host => {
-                                vemu_host::create_host_node(&paths, &plan.nodes[i], &peers[i])
-                            }
-                            NodeKind::External => vemu_host::create_external_node(&plan.nodes[i]),
-                            NodeKind::Namespace => {
-                                vemu_host::create_node(&paths, &plan.nodes[i], &template, &peers[i])
-                            }
-                        };
-                        match made {
-                            Ok(fds) => *taps[i].locked() = Some(fds),
-                            Err(e) => {
-                                let e =
-                                    e.context(format!("creating node '{}'", plan.nodes[i].name));
-                                first_error.locked().get_or_insert(e);
-                            }
-                        }
-                        done.fetch_add(1, Ordering::Relaxed);
-                        let _ = tx.send(());
-                    }
-                });
-            }
-            drop(tx);
-            while rx.recv().is_ok() {
-                progress(done.load(Ordering::Relaxed), total);
-            }
-            plane_taps.map(|t| {
-                t.join().unwrap_or_else(|_| {
-                    Err(anyhow!("the thread making the plane's devices panicked"))
-                })
-            })
+        let tap_names = fast.as_ref().map(|_| {
+            names.iter().filter(|(end, _)| impaired(end)).map(|(_, (_, t))| t.clone()).collect()
         });
-        if let Some(e) = first_error.into_inner().unwrap() {
-            return Err(e);
-        }
-        let plane_taps = plane_taps.transpose()?;
+        let (taps, plane_taps) =
+            make_nodes(&plan, &paths, &local_nodes, &template, &peers, tap_names, progress)?;
 
         // Links: hand both TAP devices of each to the engine (with the fast path, the
         // engine's own in the plane: frames reach them only while a direction needs it).
-        let mut taps: Vec<Vec<Option<OwnedFd>>> =
-            taps.into_iter().map(|m| m.into_inner().unwrap().unwrap_or_default()).collect();
         let mut plane: HashMap<PlaneEnd, (Option<OwnedFd>, PlaneDevs)> = HashMap::new();
         if let (Some(_), Some(plane_taps)) = (&fast, plane_taps) {
             let mut plane_taps = plane_taps.into_iter();
@@ -477,32 +319,73 @@ impl LocalWorker {
                 plane.insert(*end, (fd, PlaneDevs { veth, tap }));
             }
         }
-        let mut specs = Vec::with_capacity(self.links_here.len());
         let mut endpoints = Vec::new();
-        // One tunnel socket per engine shard (as many as the engine will run): a link
-        // to another machine goes on shard (its number here) mod shards, everything of
-        // a segment on shard (its number in the lab) mod shards.
+        // One tunnel socket per engine shard (as many as the engine will run): see
+        // [`Layout::shards`].
         let shards = layout.shards;
         let mut sockets: Vec<Option<std::net::UdpSocket>> = (0..shards).map(|_| None).collect();
+        let mut ends = Ends { taps, plane, sockets: &mut sockets, endpoints: &mut endpoints };
+        let specs = self.link_specs(&plan, &layout, share.as_ref(), &mut ends)?;
+        let (segments, trunks_in) =
+            self.segment_specs(&plan, &layout, share.as_ref(), &mut ends)?;
+        let commands = share_nodes
+            .iter()
+            .flat_map(|n| n.run.iter().map(|c| (n.name.clone(), c.clone())))
+            .collect();
+        let fast = fast.map(|path| self.fast_of(path, &paths));
+        let tunnel_sockets = sockets.into_iter().map(|x| x.map(OwnedFd::from)).collect();
+        self.pending = Some(Pending {
+            specs,
+            segments,
+            trunks_in,
+            fast,
+            clock: LabClock { epoch_ns: epoch },
+            commands,
+            log_bytes: plan.log_bytes,
+            diverts,
+            shards,
+            tunnel_sockets,
+        });
+        // A lab of this machine alone starts now; a machine's share of a lab across
+        // machines when the controller says (`Connect`), even one with no tunnel (a
+        // machine with no node of a small lab's: it was started twice, and the second
+        // failed: "nothing is waiting to start").
+        if !is_share {
+            self.connect(&[], &[])?;
+        }
+        Ok(endpoints)
+    }
+
+    /// The engine's links here: each link with an end here (a tunnel port for the end
+    /// on another machine), then each spur (a member here of a segment elsewhere, as a
+    /// link toward the segment's machine).
+    fn link_specs(
+        &self,
+        plan: &Plan,
+        layout: &Layout,
+        share: Option<&Share>,
+        ends: &mut Ends,
+    ) -> Result<Vec<LinkSpec>> {
+        let here = |node: usize| layout.here(plan, node);
+        let mut specs = Vec::with_capacity(self.links_here.len() + self.spurs_here.len());
         for (k, &i) in self.links_here.iter().enumerate() {
             let l = &plan.links[i];
             let mut remote = None;
             let mut take = |e: vemu_scenario::EndpointRef,
                             side: usize|
              -> Result<(Option<OwnedFd>, Option<PlaneDevs>)> {
-                if let Some((fd, devs)) = plane.remove(&PlaneEnd::Link(i, side)) {
+                if let Some((fd, devs)) = ends.plane.remove(&PlaneEnd::Link(i, side)) {
                     return Ok((fd, Some(devs)));
                 }
                 if !here(e.node) {
                     // The far side is on another machine: a UDP socket toward it.
-                    let s =
-                        share.as_ref().ok_or_else(|| anyhow!("link {i} leaves this machine"))?;
-                    let (addr, r) = tunnel_socket(s, i, side, layout.link_shard(k), &mut sockets)?;
-                    endpoints.push((i, addr));
+                    let s = share.ok_or_else(|| anyhow!("link {i} leaves this machine"))?;
+                    let (addr, r) = tunnel_socket(s, i, side, layout.link_shard(k), ends.sockets)?;
+                    ends.endpoints.push((i, addr));
                     remote = Some(r);
                     return Ok((None, None));
                 }
-                let fd = taps[e.node][e.iface].take().ok_or_else(|| {
+                let fd = ends.taps[e.node][e.iface].take().ok_or_else(|| {
                     anyhow!("interface {} was not created", plan.endpoint_name(e))
                 })?;
                 Ok((Some(fd), None))
@@ -524,7 +407,7 @@ impl LocalWorker {
                 plane: pa.zip(pb).map(|(a, b)| [a, b]),
                 forward: l.forward.clone(),
                 reverse: l.reverse.clone(),
-                seeds: link_seeds(&plan, i),
+                seeds: link_seeds(plan, i),
                 remote,
                 kernel_tunnel,
                 spur: None,
@@ -535,20 +418,20 @@ impl LocalWorker {
         for &(g, k) in &self.spurs_here {
             let seg = &plan.segments[g];
             let m = &seg.members[k];
-            let s = share.as_ref().ok_or_else(|| anyhow!("segment {g} leaves this machine"))?;
+            let s = share.ok_or_else(|| anyhow!("segment {g} leaves this machine"))?;
             let t = plan.member_tunnel(g, k);
-            let (addr, remote) = tunnel_socket(s, t, 1, layout.segment_shard(g), &mut sockets)?;
-            endpoints.push((t, addr));
+            let (addr, remote) = tunnel_socket(s, t, 1, layout.segment_shard(g), ends.sockets)?;
+            ends.endpoints.push((t, addr));
             specs.push(LinkSpec {
                 mtu: plan.nodes[m.end.node].ifaces[m.end.iface].mtu,
-                a: Some(taps[m.end.node][m.end.iface].take().ok_or_else(|| {
+                a: Some(ends.taps[m.end.node][m.end.iface].take().ok_or_else(|| {
                     anyhow!("interface {} was not created", plan.endpoint_name(m.end))
                 })?),
                 b: None,
                 plane: None,
                 forward: m.egress.clone(),
                 reverse: m.ingress.clone(),
-                seeds: member_seeds(&plan, g, k),
+                seeds: member_seeds(plan, g, k),
                 remote: Some(remote),
                 kernel_tunnel: None,
                 spur: switched_where_members_are(seg).then_some(Spur {
@@ -558,15 +441,28 @@ impl LocalWorker {
                 }),
             });
         }
+        Ok(specs)
+    }
+
+    /// The engine's segments here (a trunk toward each other machine with members), and
+    /// the trunks that end here (bringing a segment elsewhere to its members here).
+    fn segment_specs(
+        &self,
+        plan: &Plan,
+        layout: &Layout,
+        share: Option<&Share>,
+        ends: &mut Ends,
+    ) -> Result<(Vec<SegmentSpec>, Vec<TrunkInSpec>)> {
+        let here = |node: usize| layout.here(plan, node);
         // The trunks that end here: each brings the frames of a segment elsewhere to the
         // ingress of its members here (carried out by their links' reverse directions).
         let trunks = plan.trunks();
         let mut trunks_in = Vec::new();
-        if let Some(s) = share.as_ref() {
+        if let Some(s) = share {
             for (k, &(g, _)) in trunks.iter().enumerate().filter(|(_, t)| t.1 == s.machine) {
                 let t = plan.trunk_tunnel(k);
-                let (addr, remote) = tunnel_socket(s, t, 1, layout.segment_shard(g), &mut sockets)?;
-                endpoints.push((t, addr));
+                let (addr, remote) = tunnel_socket(s, t, 1, layout.segment_shard(g), ends.sockets)?;
+                ends.endpoints.push((t, addr));
                 let members = self
                     .spurs_here
                     .iter()
@@ -589,7 +485,7 @@ impl LocalWorker {
             for (k, m) in g.members.iter().enumerate() {
                 let e = m.end;
                 let mut remote = None;
-                let fd = match plane.remove(&PlaneEnd::Member(gi, k)) {
+                let fd = match ends.plane.remove(&PlaneEnd::Member(gi, k)) {
                     Some((fd, d)) => {
                         devs.push(d);
                         fd
@@ -601,12 +497,12 @@ impl LocalWorker {
                             .ok_or_else(|| anyhow!("segment {gi} leaves this machine"))?;
                         let t = plan.member_tunnel(gi, k);
                         let (addr, r) =
-                            tunnel_socket(s, t, 0, layout.segment_shard(gi), &mut sockets)?;
-                        endpoints.push((t, addr));
+                            tunnel_socket(s, t, 0, layout.segment_shard(gi), ends.sockets)?;
+                        ends.endpoints.push((t, addr));
                         remote = Some(r);
                         None
                     }
-                    None => Some(taps[e.node][e.iface].take().ok_or_else(|| {
+                    None => Some(ends.taps[e.node][e.iface].take().ok_or_else(|| {
                         anyhow!("interface {} was not created", plan.endpoint_name(e))
                     })?),
                 };
@@ -616,7 +512,7 @@ impl LocalWorker {
                     vlan: m.vlan,
                     egress: m.egress.clone(),
                     ingress: m.ingress.clone(),
-                    seeds: member_seeds(&plan, gi, k),
+                    seeds: member_seeds(plan, gi, k),
                     remote,
                 });
             }
@@ -628,12 +524,11 @@ impl LocalWorker {
             // Toward each other machine with members: a trunk.
             let mut seg_trunks = Vec::new();
             for (k, &(_, m)) in trunks.iter().enumerate().filter(|(_, t)| t.0 == gi) {
-                let s =
-                    share.as_ref().ok_or_else(|| anyhow!("segment {gi} leaves this machine"))?;
+                let s = share.ok_or_else(|| anyhow!("segment {gi} leaves this machine"))?;
                 let t = plan.trunk_tunnel(k);
                 let (addr, remote) =
-                    tunnel_socket(s, t, 0, layout.segment_shard(gi), &mut sockets)?;
-                endpoints.push((t, addr));
+                    tunnel_socket(s, t, 0, layout.segment_shard(gi), ends.sockets)?;
+                ends.endpoints.push((t, addr));
                 let members = g
                     .members
                     .iter()
@@ -655,63 +550,110 @@ impl LocalWorker {
                 ipv6_off: !plan.segment_carries_ipv6(gi),
             });
         }
-        let commands = share_nodes
-            .iter()
-            .flat_map(|n| n.run.iter().map(|c| (n.name.clone(), c.clone())))
-            .collect();
-        let fast = fast.map(|path| {
-            // (Without it the lab runs; only its input queues go unprobed.)
-            let probe = vemu_host::plane_packet_socket(&paths)
-                .map_err(|e| eprintln!("vemu: {e:#}"))
-                .ok()
-                .map(Arc::new);
-            // The engine numbers its links as `links_here`, its segments as `segs_here`.
-            let (links, segs, sizes, paths, indexes) = (
-                self.links_here.clone(),
-                self.segs_here.clone(),
-                self.sizes.clone(),
-                paths.clone(),
-                self.tap_indexes.clone(),
-            );
-            let make_taps: MakeTaps = Arc::new(move |of: TapsOf| {
-                let names: Vec<String> = match of {
-                    TapsOf::Link(k) => {
-                        let l = *links.get(k).ok_or_else(|| anyhow!("no link {k} here"))?;
-                        vec![vemu_host::plane_names(l, 0).1, vemu_host::plane_names(l, 1).1]
+        Ok((segments, trunks_in))
+    }
+
+    /// The kernel fast path of this share, if it can have one (what it is, or why
+    /// not, in `self.fast_path`), and the lab's VXLAN device where `layout` has ends that
+    /// may cross by it (none left in `layout.crossing` if it cannot be made).
+    fn start_fast_path(
+        &mut self,
+        plan: &Plan,
+        paths: &LabPaths,
+        layout: &mut Layout,
+        vxlan_port: u16,
+    ) -> Result<Option<Arc<FastPath>>> {
+        // Nothing here it could carry is not worth a word (a lab whose every link
+        // crosses machines, or one without links).
+        let fast = if layout.whole.is_empty()
+            && layout.lans.is_empty()
+            && layout.crossing.is_empty()
+        {
+            self.fast_path = match plan.machines.is_empty() {
+                true => "unused: the lab has no point-to-point link or plain LAN".into(),
+                false => "unused: no point-to-point link has both ends on this machine, and no plain LAN is here".into(),
+            };
+            vemu_host::ensure_open_files(vemu_host::files_needed(plan, false))?;
+            None
+        } else {
+            // The nodes' interfaces' far ends in the plane (see `names` below).
+            match fast_path(paths, layout.plane_ends(plan).len()) {
+                Ok(f) => {
+                    self.fast_path = "on".into();
+                    let kernel =
+                        |d: &&vemu_link::Impairments| d.shaper == vemu_link::Shaper::Kernel;
+                    let asks =
+                        plan.links.iter().any(|l| [&l.forward, &l.reverse].iter().any(kernel));
+                    if let (Err(why), true) = (f.shaper(), asks) {
+                        eprintln!("kernel shaper unavailable ({why}): the engine shapes the directions that ask for 'shaper: kernel'");
                     }
-                    TapsOf::Segment(k) => {
-                        let g = *segs.get(k).ok_or_else(|| anyhow!("no segment {k} here"))?;
-                        (0..sizes[g]).map(|m| vemu_host::plane_member_names(g, m).1).collect()
+                    let lan_asks = layout.lans.iter().any(|&g| {
+                        plan.segments[g]
+                            .members
+                            .iter()
+                            .any(|m| [&m.egress, &m.ingress].iter().any(kernel))
+                    });
+                    if let (Err(why), true) = (f.bridge_shaper(), lan_asks) {
+                        eprintln!("kernel shaper unavailable on LAN ports ({why}): the engine switches the LANs whose ports ask for 'shaper: kernel'");
                     }
-                    TapsOf::FanOut(shard) => vec![vemu_host::plane_fanout_name(shard)],
-                };
-                let made = vemu_host::plane_taps(&paths, &names)?;
-                indexes.locked().extend(names.into_iter().zip(made.iter().map(|(t, _)| *t)));
-                Ok(made)
-            });
-            Fast { path, make_taps, probe }
+                    if !layout.crossing.is_empty() {
+                        match vemu_host::plane_vxlan(paths, vxlan_port)
+                            .and_then(|ix| f.route(ix, vemu_engine::Route::FromTunnel).map(|()| ix))
+                        {
+                            Ok(ix) => self.vxlan = Some(ix),
+                            Err(e) => {
+                                eprintln!("no kernel tunnel to other machines ({e:#}): the links between machines go through the engine");
+                                layout.crossing.clear();
+                            }
+                        }
+                    }
+                    Some(f)
+                }
+                Err(why) => {
+                    eprintln!("kernel fast path off ({why}): every link direction goes through the engine");
+                    // Every link end then has a TAP device from the start.
+                    vemu_host::ensure_open_files(vemu_host::files_needed(plan, false))?;
+                    self.fast_path = format!("off: {why}");
+                    None
+                }
+            }
+        };
+        Ok(fast)
+    }
+
+    /// What the engine needs of the fast path `path`: it, the plane's packet socket for
+    /// input probes, and the way to make TAP devices in the plane later ([`MakeTaps`]).
+    fn fast_of(&self, path: Arc<FastPath>, paths: &LabPaths) -> Fast {
+        // (Without it the lab runs; only its input queues go unprobed.)
+        let probe = vemu_host::plane_packet_socket(paths)
+            .map_err(|e| eprintln!("vemu: {e:#}"))
+            .ok()
+            .map(Arc::new);
+        // The engine numbers its links as `links_here`, its segments as `segs_here`.
+        let (links, segs, sizes, paths, indexes) = (
+            self.links_here.clone(),
+            self.segs_here.clone(),
+            self.sizes.clone(),
+            paths.clone(),
+            self.tap_indexes.clone(),
+        );
+        let make_taps: MakeTaps = Arc::new(move |of: TapsOf| {
+            let names: Vec<String> = match of {
+                TapsOf::Link(k) => {
+                    let l = *links.get(k).ok_or_else(|| anyhow!("no link {k} here"))?;
+                    vec![vemu_host::plane_names(l, 0).1, vemu_host::plane_names(l, 1).1]
+                }
+                TapsOf::Segment(k) => {
+                    let g = *segs.get(k).ok_or_else(|| anyhow!("no segment {k} here"))?;
+                    (0..sizes[g]).map(|m| vemu_host::plane_member_names(g, m).1).collect()
+                }
+                TapsOf::FanOut(shard) => vec![vemu_host::plane_fanout_name(shard)],
+            };
+            let made = vemu_host::plane_taps(&paths, &names)?;
+            indexes.locked().extend(names.into_iter().zip(made.iter().map(|(t, _)| *t)));
+            Ok(made)
         });
-        let tunnel_sockets = sockets.into_iter().map(|x| x.map(OwnedFd::from)).collect();
-        self.pending = Some(Pending {
-            specs,
-            segments,
-            trunks_in,
-            fast,
-            clock: LabClock { epoch_ns: epoch },
-            commands,
-            log_bytes: plan.log_bytes,
-            diverts,
-            shards,
-            tunnel_sockets,
-        });
-        // A lab of this machine alone starts now; a machine's share of a lab across
-        // machines when the controller says (`Connect`), even one with no tunnel (a
-        // machine with no node of a small lab's: it was started twice, and the second
-        // failed: "nothing is waiting to start").
-        if !is_share {
-            self.connect(&[], &[])?;
-        }
-        Ok(endpoints)
+        Fast { path, make_taps, probe }
     }
 
     /// Start the share built: join its tunnels to the other machines' (`peers`: link,
@@ -1072,4 +1014,144 @@ impl Worker for LocalWorker {
         })();
         r.unwrap_or_else(|e| WorkerReply::Error(format!("{e:#}")))
     }
+}
+
+/// A node's interfaces' far ends in the plane, by node and interface (`None`: a TAP
+/// device of the node's), and the plane's names of each link end and LAN port (veth
+/// peer, engine's TAP) in the order of their indexes there.
+type PlanePeers = (Vec<Vec<Option<vemu_host::PlanePeer>>>, Vec<(PlaneEnd, (String, String))>);
+
+/// With the fast path (`fast`), a link's interfaces and a plain LAN's are veths whose
+/// peers are in the plane (a LAN's are ports of its bridge there, made here).
+fn plane_devices(plan: &Plan, paths: &LabPaths, layout: &Layout, fast: bool) -> Result<PlanePeers> {
+    // With the fast path, a link's interfaces and a plain LAN's are veths whose peers
+    // are in the plane (a LAN's are ports of its bridge there).
+    let mut peers: Vec<Vec<Option<vemu_host::PlanePeer>>> =
+        plan.nodes.iter().map(|n| vec![None; n.ifaces.len()]).collect();
+    // The plane's names of each link end and LAN port (veth peer, engine's TAP).
+    let mut names: Vec<(PlaneEnd, (String, String))> = Vec::new();
+    if fast {
+        let mut bridges = HashMap::new();
+        for &g in &layout.lans {
+            let seg = &plan.segments[g];
+            let br = vemu_host::plane_bridge(
+                paths,
+                g,
+                seg.snooping != vemu_engine::Snooping::Off,
+                seg.snooping == vemu_engine::Snooping::Querier,
+                plan.segment_carries_ipv6(g),
+                seg.aging_ns,
+            )?;
+            bridges.insert(g, br);
+        }
+        for end in layout.plane_ends(plan) {
+            let (e, n, bridge) = match end {
+                PlaneEnd::Link(l, side) => {
+                    let link = &plan.links[l];
+                    let e = if side == 0 { link.a } else { link.b };
+                    (e, vemu_host::plane_names(l, side), None)
+                }
+                PlaneEnd::Member(g, k) => {
+                    let e = plan.segments[g].members[k].end;
+                    (e, vemu_host::plane_member_names(g, k), bridges.get(&g).cloned())
+                }
+            };
+            peers[e.node][e.iface] = Some(vemu_host::PlanePeer {
+                name: n.0.clone(),
+                index: vemu_host::plane_index(names.len()),
+                bridge,
+            });
+            names.push((end, n));
+        }
+    }
+    Ok((peers, names))
+}
+
+/// Each node's interfaces' descriptors (TAP devices; none for a veth), by node number.
+type NodeTaps = Vec<Vec<Option<OwnedFd>>>;
+
+/// The engine's TAP devices made in the plane: (index, descriptor) each.
+type PlaneTaps = Vec<(u32, OwnedFd)>;
+
+/// Make the nodes `local_nodes` of `plan`, a few at a time (telling `progress` as each
+/// is made), their interfaces' far ends `peers`; meanwhile the engine's TAP devices
+/// `tap_names` in the plane (`None`: no fast path). The nodes' interfaces, and the
+/// plane's TAP devices (index, descriptor) in the order of `tap_names`.
+fn make_nodes(
+    plan: &Plan,
+    paths: &LabPaths,
+    local_nodes: &[usize],
+    template: &OwnedFd,
+    peers: &[Vec<Option<vemu_host::PlanePeer>>],
+    tap_names: Option<Vec<String>>,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<(NodeTaps, Option<PlaneTaps>)> {
+    // Nodes, a few at a time.
+    let total = local_nodes.len();
+    let taps: Vec<Mutex<Option<Vec<Option<OwnedFd>>>>> =
+        (0..plan.nodes.len()).map(|_| Mutex::new(None)).collect();
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let first_error: Mutex<Option<anyhow::Error>> = Mutex::new(None);
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let plane_taps = std::thread::scope(|s| {
+        // The engine's TAP devices in the plane are made meanwhile (the nodes'
+        // threads spend much of their time on other things than devices).
+        let plane_taps = tap_names.map(|taps| s.spawn(move || vemu_host::plane_taps(paths, &taps)));
+        for _ in 0..BUILD_THREADS.min(total) {
+            let tx = tx.clone();
+            s.spawn(|| {
+                let tx = tx;
+                loop {
+                    let k = next.fetch_add(1, Ordering::Relaxed);
+                    if k >= total || first_error.locked().is_some() {
+                        break;
+                    }
+                    let i = local_nodes[k];
+                    let made = match plan.nodes[i].kind {
+                        NodeKind::Host => {
+                            vemu_host::create_host_node(paths, &plan.nodes[i], &peers[i])
+                        }
+                        NodeKind::External => vemu_host::create_external_node(&plan.nodes[i]),
+                        NodeKind::Namespace => {
+                            vemu_host::create_node(paths, &plan.nodes[i], template, &peers[i])
+                        }
+                    };
+                    match made {
+                        Ok(fds) => *taps[i].locked() = Some(fds),
+                        Err(e) => {
+                            let e = e.context(format!("creating node '{}'", plan.nodes[i].name));
+                            first_error.locked().get_or_insert(e);
+                        }
+                    }
+                    done.fetch_add(1, Ordering::Relaxed);
+                    let _ = tx.send(());
+                }
+            });
+        }
+        drop(tx);
+        while rx.recv().is_ok() {
+            progress(done.load(Ordering::Relaxed), total);
+        }
+        plane_taps.map(|t| {
+            t.join()
+                .unwrap_or_else(|_| Err(anyhow!("the thread making the plane's devices panicked")))
+        })
+    });
+    if let Some(e) = first_error.into_inner().unwrap() {
+        return Err(e);
+    }
+    let plane_taps = plane_taps.transpose()?;
+    let taps = taps.into_iter().map(|m| m.into_inner().unwrap().unwrap_or_default()).collect();
+    Ok((taps, plane_taps))
+}
+
+/// What the engine's links and segments take their ends from while a share is laid
+/// out: the nodes' TAP devices, the plane's devices, the shards' tunnel sockets (made
+/// as first needed) and the tunnels' local addresses (link or tunnel, address).
+struct Ends<'a> {
+    taps: NodeTaps,
+    plane: HashMap<PlaneEnd, (Option<OwnedFd>, PlaneDevs)>,
+    sockets: &'a mut Vec<Option<std::net::UdpSocket>>,
+    endpoints: &'a mut Vec<(usize, SocketAddr)>,
 }
