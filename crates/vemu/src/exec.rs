@@ -158,3 +158,19 @@ pub(crate) fn exec_through_api(lab: &str, node: &str, argv: &[String]) -> Result
     // No exit status: interrupted, or the connection ended early.
     Ok(ExitCode::from(code.map_or(130, |c| c.clamp(0, 255)) as u8))
 }
+
+/// `vemu shell`: an interactive shell in a node (through the API for a node on another
+/// machine).
+pub(crate) fn shell(lab: Option<String>, node: &str) -> Result<ExitCode> {
+    if let (lab, NodeAt::Remote) = node_lab(lab.clone(), node)? {
+        return shell_through_api(&lab, node);
+    }
+    let shell =
+        std::env::var("SHELL").ok().filter(|s| !s.is_empty()).unwrap_or_else(|| "/bin/bash".into());
+    let mut argv = vec![shell.clone()];
+    if shell.ends_with("bash") {
+        argv.extend(["--norc".into(), "-i".into()]);
+    }
+    std::env::set_var("PS1", format!("[{node}] \\w# "));
+    exec(lab, node, &argv)
+}

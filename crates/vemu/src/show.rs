@@ -376,3 +376,31 @@ pub(crate) fn print_status(s: &LabStatus) {
         }
     }
 }
+
+/// `vemu ls`: the labs on this machine, running, left behind, or shares of labs across
+/// machines.
+pub(crate) fn ls() {
+    let (running, stale) = vemu_control::list_labs();
+    if running.is_empty() && stale.is_empty() {
+        eprintln!("no labs");
+    }
+    for l in running {
+        let n = load_plan(&l)
+            .map(|p| format!("{} nodes, {} links", p.nodes.len(), p.links.len()))
+            .unwrap_or_default();
+        println!("{l}\trunning\t{n}");
+    }
+    for l in stale {
+        match load_plan(&l) {
+            Ok(p) if !p.machines.is_empty() => println!("{l}\tleft behind by a crash of its controller ('vemu attach' takes it over while its agents hold it; 'vemu clean' removes it)"),
+            _ => println!("{l}\tleft behind by a crash (run 'vemu clean')"),
+        }
+    }
+    for (name, held) in vemu_control::list_shares() {
+        let Some((l, m)) = vemu_host::share_of(&name) else { continue };
+        match held {
+            true => println!("{l}\tmachine {m}'s share, held by this machine's agent for the lab's controller"),
+            false => println!("{l}\tmachine {m}'s share, left behind by an agent that died (its next start or 'vemu clean' removes it)"),
+        }
+    }
+}

@@ -424,3 +424,117 @@ pub(crate) fn fetch_lab(lab: &str, from: &str) -> Result<()> {
     )?;
     Ok(())
 }
+
+/// `vemu check`: load and plan a scenario, say what it holds and where it would run.
+pub(crate) fn check(
+    file: &std::path::Path,
+    machines: Option<&str>,
+    tenant: Option<&str>,
+) -> Result<()> {
+    let plan = load_scenario(file, None, machines, tenant)?;
+    println!(
+        "{}: lab '{}' with {} nodes and {} links is valid",
+        file.display(),
+        plan.name,
+        plan.nodes.len(),
+        plan.links.len()
+    );
+    print_placement(&plan);
+    Ok(())
+}
+
+/// `vemu up`.
+#[allow(clippy::too_many_arguments)] // (clap's fields, one each)
+pub(crate) fn up(
+    file: &std::path::Path,
+    name: Option<&str>,
+    foreground: bool,
+    api: Option<std::net::SocketAddr>,
+    ui: bool,
+    machines: Option<&str>,
+    wait_converged: Option<u64>,
+    tenant: Option<&str>,
+) -> Result<()> {
+    let plan = load_scenario(file, name, machines, tenant)?;
+    need_root()?;
+    // The controller checks too, but only after the plan has reached it (a second
+    // for 10,000 nodes): a lab too big for the limits fails here at once. The
+    // controller inherits the raised soft limit.
+    if plan.machines.is_empty() {
+        vemu_host::ensure_open_files(vemu_host::files_needed(
+            &plan,
+            vemu_control::fast_path_wanted(),
+        ))
+        .with_context(|| format!("lab '{}' cannot come up", plan.name))?;
+    }
+    if wait_converged.is_some() && (foreground || !plan.machines.is_empty()) {
+        return Err(user(
+            "--wait-converged: not with --foreground, nor yet for labs across machines",
+        ));
+    }
+    let options = ApiOptions { tcp: api };
+    if foreground {
+        up_foreground(plan, options, ui)?;
+    } else {
+        let name = plan.name.clone();
+        up_background(plan, options)?;
+        if let Some(secs) = wait_converged {
+            wait_converged_for(&name, secs)?;
+        }
+        if ui {
+            print_ui(&name)?;
+        }
+    }
+    Ok(())
+}
+
+/// `vemu attach`: take over a lab whose controller died, from this machine's copy of its
+/// state or (`from`) another machine's agent.
+pub(crate) fn attach(
+    api: Option<std::net::SocketAddr>,
+    from: Option<String>,
+    lab: Option<String>,
+) -> Result<()> {
+    need_root()?;
+    if let Some(from) = from {
+        let lab = lab.ok_or_else(|| user("--from needs --lab: the lab to take over"))?;
+        vemu_scenario::valid_lab_name(&lab).map_err(user)?;
+        let dir = LabPaths::new(&lab).dir;
+        let made = !dir.exists();
+        let r = fetch_lab(&lab, &from)
+            .and_then(|()| load_plan(&lab))
+            .and_then(|plan| start_controller(plan, ApiOptions { tcp: api }, true));
+        // Nothing of a failed take-over stays here.
+        if r.is_err() && made {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        return r;
+    }
+    let lab = match lab {
+        Some(l) => {
+            vemu_scenario::valid_lab_name(&l).map_err(user)?;
+            l
+        }
+        None => match vemu_control::list_labs().1.as_slice() {
+            [one] => one.clone(),
+            [] => return Err(user("no lab has lost its controller ('vemu ls' lists the labs)")),
+            many => {
+                return Err(user(format!(
+                    "{} labs have no controller ({}); say which with --lab",
+                    many.len(),
+                    many.join(", ")
+                )))
+            }
+        },
+    };
+    let plan = load_plan(&lab).map_err(|_| {
+        user(format!(
+            "lab '{lab}' has no plan on this machine (it was started elsewhere, or cleaned)"
+        ))
+    })?;
+    if plan.machines.is_empty() {
+        return Err(user(format!("lab '{lab}' runs on this machine alone: its controller was also its data plane, so there is nothing left to take over ('vemu clean' removes it)")));
+    }
+    start_controller(plan, ApiOptions { tcp: api }, true)?;
+    Ok(())
+}
