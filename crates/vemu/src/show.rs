@@ -123,6 +123,15 @@ pub(crate) fn counter_columns(st: &DirStats) -> String {
 }
 
 pub(crate) fn print_status(s: &LabStatus) {
+    print_header(s);
+    print_nodes(s);
+    print_links(s);
+    print_radios(s);
+    print_lans(s);
+}
+
+/// The lab's line, its fidelity verdict, and its machines.
+fn print_header(s: &LabStatus) {
     println!("lab {} (controller pid {}, up {:.1} s)", s.name, s.pid, s.uptime_ns as f64 / 1e9);
     if let Some(f) = &s.fidelity {
         println!("whole run: {}", vemu_control::fidelity::describe(f));
@@ -172,6 +181,10 @@ pub(crate) fn print_status(s: &LabStatus) {
             }
         }
     }
+}
+
+/// Each node's interfaces and addresses, processes and use.
+fn print_nodes(s: &LabStatus) {
     println!("\nNODE            INTERFACES");
     for n in &s.nodes {
         let ifs: Vec<String> =
@@ -204,6 +217,11 @@ pub(crate) fn print_status(s: &LabStatus) {
             println!("{:<15}   run '{}': {:?} (restarts {})", "", p.command, p.state, p.restarts);
         }
     }
+}
+
+/// The links' table (and the kernel fast path's state), notes on links between
+/// machines, and the diverted paths.
+fn print_links(s: &LabStatus) {
     if !s.links.is_empty() || s.segments.iter().any(|g| g.kind != "wireless") {
         println!("\nkernel fast path: {}", s.fast_path);
     }
@@ -301,6 +319,10 @@ pub(crate) fn print_status(s: &LabStatus) {
             );
         }
     }
+}
+
+/// Each wireless segment: positions, neighbours, what each member sent and heard.
+fn print_radios(s: &LabStatus) {
     for g in s.segments.iter().filter(|g| g.kind == "wireless") {
         println!(
             "\nSEGMENT {} (wireless): {} frames refused by full radio queues; {} receptions of groups the receiver did not join held back, {} memberships",
@@ -331,6 +353,10 @@ pub(crate) fn print_status(s: &LabStatus) {
             println!("{:<22} {:>9.1} {:>9.1}  {nb}   {}", m.port, r.x_m, r.y_m, sent.join(", "));
         }
     }
+}
+
+/// Each LAN segment: its switch's counters and its ports'.
+fn print_lans(s: &LabStatus) {
     for g in s.segments.iter().filter(|g| g.kind != "wireless") {
         let st = &g.stats;
         let cap = g.capacity_bps.map(|c| format!(", capacity {}", fmt_rate(c))).unwrap_or_default();
