@@ -678,4 +678,33 @@ mod tests {
         documented.sort();
         assert_eq!(served, documented);
     }
+
+    /// A link change in the OpenAPI document takes every impairment a running link
+    /// takes, besides its direction and state, and the web page's form edits every one
+    /// but the qos classes (a list: edited in the scenario, or with `vemu link set
+    /// --qos`).
+    #[test]
+    fn the_link_change_document_and_form_have_every_runtime_impairment() {
+        let doc: serde_json::Value = serde_json::from_str(super::OPENAPI).unwrap();
+        let mut documented: Vec<&str> = doc["components"]["schemas"]["LinkChange"]["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .filter(|k| !["direction", "up"].contains(k))
+            .collect();
+        let mut keys = vemu_scenario::RUNTIME_IMPAIRMENT_KEYS.to_vec();
+        (documented.sort(), keys.sort());
+        assert_eq!(documented, keys);
+        let js = include_str!("../../../web/src/main.js");
+        let list = js.split("const fields = [").nth(1).and_then(|r| r.split(']').next()).unwrap();
+        let mut form: Vec<&str> = list
+            .split(',')
+            .map(|f| f.trim().trim_matches('\''))
+            .filter(|f| !f.is_empty())
+            .collect();
+        form.sort();
+        keys.retain(|&k| k != "qos");
+        assert_eq!(form, keys);
+    }
 }

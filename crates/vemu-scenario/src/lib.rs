@@ -113,4 +113,6 @@ fn load_text(
     build_plan(&scenario).map_err(wrap)
 }
 
-pub use parse::{impairment_patch, Scenario, PRIVATE_DIRS};
+pub use parse::{
+    impairment_patch, Scenario, IMPAIRMENT_KEYS, PRIVATE_DIRS, RUNTIME_IMPAIRMENT_KEYS,
+};

@@ -28,6 +28,7 @@ use crate::Error;
 use addressing::*;
 use event::*;
 use impairment::*;
+pub use impairment::{IMPAIRMENT_KEYS, RUNTIME_IMPAIRMENT_KEYS};
 use link::*;
 pub use node::*;
 use reader::*;

@@ -38,7 +38,14 @@ pub(crate) fn link(cmd: LinkCmd) -> Result<()> {
                 }
             }
             if body.is_empty() {
-                return Err(user("nothing to change: give at least one of --bandwidth, --delay, --jitter, --loss, --duplicate, --corrupt, --reorder, --queue, --qos, --shaper"));
+                let flags: Vec<String> = vemu_scenario::RUNTIME_IMPAIRMENT_KEYS
+                    .iter()
+                    .map(|k| format!("--{k}"))
+                    .collect();
+                return Err(user(format!(
+                    "nothing to change: give at least one of {}",
+                    flags.join(", ")
+                )));
             }
             let direction = match direction {
                 DirArg::Both => "both",
@@ -59,4 +66,25 @@ pub(crate) fn link(cmd: LinkCmd) -> Result<()> {
         None => c.patch(&path, &body)?,
     };
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// `vemu link set` has one flag per impairment a running link takes, and no other
+    /// but the direction and the lab.
+    #[test]
+    fn link_set_has_a_flag_for_each_runtime_impairment() {
+        let cli = super::Cli::command();
+        let set = cli.find_subcommand("link").and_then(|l| l.find_subcommand("set")).unwrap();
+        let mut flags: Vec<&str> = set
+            .get_arguments()
+            .filter_map(|a| a.get_long())
+            .filter(|l| !["direction", "lab"].contains(l))
+            .collect();
+        let mut keys = vemu_scenario::RUNTIME_IMPAIRMENT_KEYS.to_vec();
+        (flags.sort(), keys.sort());
+        assert_eq!(flags, keys);
+    }
 }

@@ -3,7 +3,10 @@
 
 use super::*;
 
-pub(crate) const IMPAIRMENT_KEYS: &[&str] = &[
+/// The keys of a direction's impairments, as a scenario writes them: the one list that
+/// the command line's `vemu link set` flags, the API's link change and the web page's
+/// form are checked against (their tests).
+pub const IMPAIRMENT_KEYS: &[&str] = &[
     "bandwidth",
     "delay",
     "jitter",
@@ -13,6 +16,21 @@ pub(crate) const IMPAIRMENT_KEYS: &[&str] = &[
     "reorder",
     "queue",
     "mtu",
+    "qos",
+    "shaper",
+];
+
+/// The impairment keys a running lab's link takes (all but the MTU, which interfaces
+/// were made with).
+pub const RUNTIME_IMPAIRMENT_KEYS: &[&str] = &[
+    "bandwidth",
+    "delay",
+    "jitter",
+    "loss",
+    "duplicate",
+    "corrupt",
+    "reorder",
+    "queue",
     "qos",
     "shaper",
 ];
@@ -274,4 +292,22 @@ pub(crate) fn patch_of(p: &mut P, node: &Node, field: &str) -> ImpairmentsPatch 
         p.err(node.mark, field, m);
     }
     patch
+}
+
+#[cfg(test)]
+mod keys {
+    use super::*;
+
+    /// A running link takes every key but the MTU, and every key the patch reader takes
+    /// (`impairment_patch`, what the API and `vemu link set` use) is one of them.
+    #[test]
+    fn the_runtime_keys_are_the_scenarios_but_the_mtu() {
+        let mut want: Vec<&str> = IMPAIRMENT_KEYS.iter().copied().filter(|&k| k != "mtu").collect();
+        let mut got = RUNTIME_IMPAIRMENT_KEYS.to_vec();
+        (want.sort(), got.sort());
+        assert_eq!(got, want);
+        for k in IMPAIRMENT_KEYS {
+            assert!(!crate::impairment_patch(&[(k, "x")]).unwrap_err().starts_with("unknown"));
+        }
+    }
 }
