@@ -694,7 +694,8 @@ mod tests {
             .filter(|k| !["direction", "up"].contains(k))
             .collect();
         let mut keys = vemu_scenario::RUNTIME_IMPAIRMENT_KEYS.to_vec();
-        (documented.sort(), keys.sort());
+        documented.sort();
+        keys.sort();
         assert_eq!(documented, keys);
         let js = include_str!("../../../web/src/main.js");
         let list = js.split("const fields = [").nth(1).and_then(|r| r.split(']').next()).unwrap();

@@ -84,7 +84,8 @@ mod tests {
             .filter(|l| !["direction", "lab"].contains(l))
             .collect();
         let mut keys = vemu_scenario::RUNTIME_IMPAIRMENT_KEYS.to_vec();
-        (flags.sort(), keys.sort());
+        flags.sort();
+        keys.sort();
         assert_eq!(flags, keys);
     }
 }

@@ -304,7 +304,8 @@ mod keys {
     fn the_runtime_keys_are_the_scenarios_but_the_mtu() {
         let mut want: Vec<&str> = IMPAIRMENT_KEYS.iter().copied().filter(|&k| k != "mtu").collect();
         let mut got = RUNTIME_IMPAIRMENT_KEYS.to_vec();
-        (want.sort(), got.sort());
+        want.sort();
+        got.sort();
         assert_eq!(got, want);
         for k in IMPAIRMENT_KEYS {
             assert!(!crate::impairment_patch(&[(k, "x")]).unwrap_err().starts_with("unknown"));
