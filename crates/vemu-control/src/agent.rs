@@ -30,7 +30,7 @@ use vemu_host::LabPaths;
 use crate::api::ApiError;
 use crate::channel::{Binding, Role, PROOF_HEADER};
 use crate::wire::{AgentHello, CaptureRecord};
-use crate::worker::{LocalWorker, Worker, WorkerReply, WorkerRequest};
+use crate::worker::{LocalWorker, Worker, WorkerError, WorkerReply, WorkerRequest};
 use crate::LockExt;
 
 /// The marker of a lab share an agent built (`share`: its name on this machine).
@@ -319,7 +319,7 @@ async fn call(
     }
     let reply = tokio::task::spawn_blocking(move || order(&agent, &lab, req))
         .await
-        .unwrap_or_else(|e| WorkerReply::Error(format!("the order failed: {e}")));
+        .unwrap_or_else(|e| WorkerReply::error(format!("the order failed: {e}")));
     Json(reply).into_response()
 }
 
@@ -544,22 +544,25 @@ fn order(agent: &Agent, lab: &str, req: WorkerRequest) -> WorkerReply {
         let mut labs = agent.labs.locked();
         match (labs.get(lab), build) {
             (Some(_), true) => {
-                return WorkerReply::Error(format!("lab '{lab}' is already built on this machine"))
+                return WorkerReply::Error(WorkerError::caller(format!(
+                    "lab '{lab}' is already built on this machine"
+                )))
             }
             (Some(w), false) => w.clone(),
             (None, true) => labs.entry(lab.to_string()).or_default().clone(),
             (None, false) if teardown => return WorkerReply::Done,
-            (None, false) => return WorkerReply::Error(no_share(lab)),
+            // (It restarted, or its lease ended: the controller has lost it.)
+            (None, false) => return WorkerReply::Error(WorkerError::lost(no_share(lab))),
         }
     };
     let mut w = worker.locked();
     let req = match req {
         WorkerRequest::Build { mut plan, clock_epoch_ns, share } => {
             if plan.name != lab {
-                return WorkerReply::Error(format!(
+                return WorkerReply::Error(WorkerError::caller(format!(
                     "the plan is of lab '{}', not '{lab}'",
                     plan.name
-                ));
+                )));
             }
             // Tunnels use the agent's own address, whatever the order says; the lab
             // clock is this machine's monotonic clock shifted to read what the
@@ -593,7 +596,7 @@ fn order(agent: &Agent, lab: &str, req: WorkerRequest) -> WorkerReply {
                 }
                 other => {
                     agent.forget(lab);
-                    return WorkerReply::Error(match other {
+                    return WorkerReply::error(match other {
                         Err(e) => format!("{e:#}"),
                         _ => format!(
                             "another process holds '{name}' (this machine's share of lab '{lab}')"

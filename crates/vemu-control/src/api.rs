@@ -76,6 +76,9 @@ impl From<LabError> for ApiError {
         match e {
             LabError::Invalid(m) => ApiError::bad_request(m),
             LabError::NotFound(m) => ApiError::not_found(m),
+            LabError::Unavailable(m) => {
+                ApiError { status: StatusCode::SERVICE_UNAVAILABLE, message: m }
+            }
             LabError::Internal(m) => ApiError::internal(m),
         }
     }
@@ -677,6 +680,17 @@ mod tests {
             .collect();
         documented.sort();
         assert_eq!(served, documented);
+    }
+
+    /// A machine that did not answer is 503, so that clients can tell it from a bug.
+    #[test]
+    fn each_lab_error_has_its_status() {
+        use crate::error::LabError;
+        let status = |e: LabError| super::ApiError::from(e).status.as_u16();
+        assert_eq!(status(LabError::invalid("x")), 400);
+        assert_eq!(status(LabError::not_found("x")), 404);
+        assert_eq!(status(LabError::Unavailable("x".into())), 503);
+        assert_eq!(status(LabError::internal("x")), 500);
     }
 
     /// A link change in the OpenAPI document takes every impairment a running link

@@ -22,7 +22,7 @@ use vemu_scenario::Plan;
 use crate::clock_sync::{ClockFilter, Offset, Sample, Wall};
 use crate::route::{AgentRoute, MAX_UNDERLAY_PROBES, UNDERLAY_PROBE};
 use crate::wire::AgentHello;
-use crate::worker::{Counters, Share, Worker, WorkerReply, WorkerRequest};
+use crate::worker::{Counters, Share, Worker, WorkerError, WorkerReply, WorkerRequest};
 
 mod orders;
 
@@ -139,16 +139,21 @@ impl AgentClient {
     fn call(&self, lab: &str, req: &WorkerRequest) -> WorkerReply {
         let body = match serde_json::to_string(req) {
             Ok(b) => b,
-            Err(e) => return WorkerReply::Error(e.to_string()),
+            Err(e) => return WorkerReply::error(e.to_string()),
         };
-        let r = self
-            .rt
-            .block_on(self.route.send("POST", &format!("/v1/agent/labs/{lab}"), body))
-            .and_then(|b| Ok(serde_json::from_slice::<WorkerReply>(&b)?));
-        match r {
-            Ok(WorkerReply::Error(e)) => WorkerReply::Error(format!("{}: {e}", self.what())),
+        // No answer is the machine's: lost, for this order.
+        let bytes =
+            match self.rt.block_on(self.route.send("POST", &format!("/v1/agent/labs/{lab}"), body))
+            {
+                Ok(b) => b,
+                Err(e) => {
+                    return WorkerReply::Error(WorkerError::lost(format!("{}: {e:#}", self.what())))
+                }
+            };
+        match serde_json::from_slice::<WorkerReply>(&bytes) {
+            Ok(WorkerReply::Error(e)) => WorkerReply::Error(e.within(&self.what())),
             Ok(r) => r,
-            Err(e) => WorkerReply::Error(format!("{}: {e:#}", self.what())),
+            Err(e) => WorkerReply::error(format!("{}: not an agent's answer: {e}", self.what())),
         }
     }
 
@@ -178,7 +183,7 @@ pub fn teardown_everywhere(plan: &Plan) -> Vec<String> {
                 s.spawn(move || {
                     let a = AgentClient::new(route).map_err(|e| e.to_string())?;
                     match a.call(&plan.name, &WorkerRequest::Teardown) {
-                        WorkerReply::Error(e) => Err(e),
+                        WorkerReply::Error(e) => Err(e.message),
                         _ => Ok(()),
                     }
                 })
@@ -385,9 +390,7 @@ impl Cluster {
                 to.iter().map(|&m| s.spawn(move || self.agents[m].call(&self.lab, req))).collect();
             handles
                 .into_iter()
-                .map(|h| {
-                    h.join().unwrap_or_else(|_| WorkerReply::Error("a thread panicked".into()))
-                })
+                .map(|h| h.join().unwrap_or_else(|_| WorkerReply::error("a thread panicked")))
                 .collect()
         })
     }
@@ -601,15 +604,18 @@ impl Cluster {
         v
     }
 
-    fn node_machine(&self, node: &str) -> Result<usize, String> {
+    fn node_machine(&self, node: &str) -> Result<usize, WorkerError> {
         let m = self
             .node_names
             .iter()
             .position(|n| n == node)
             .map(|i| self.node_at[i])
-            .ok_or_else(|| format!("no node '{node}'"))?;
+            .ok_or_else(|| WorkerError::caller(format!("no node '{node}'")))?;
         match self.lost(m) {
-            true => Err(format!("node '{node}' is on {}, which is lost", self.agents[m].what())),
+            true => Err(WorkerError::lost(format!(
+                "node '{node}' is on {}, which is lost",
+                self.agents[m].what()
+            ))),
             false => Ok(m),
         }
     }
@@ -717,9 +723,7 @@ impl Cluster {
                 .collect();
             handles
                 .into_iter()
-                .map(|h| {
-                    h.join().unwrap_or_else(|_| WorkerReply::Error("a thread panicked".into()))
-                })
+                .map(|h| h.join().unwrap_or_else(|_| WorkerReply::error("a thread panicked")))
                 .collect::<Vec<_>>()
         });
         let mut ends: Vec<[Option<SocketAddr>; 2]> = vec![[None; 2]; self.tunnel_at.len()];
@@ -740,7 +744,7 @@ impl Cluster {
                         }
                     }
                 }
-                WorkerReply::Error(e) => failed.push(e),
+                WorkerReply::Error(e) => failed.push(e.message),
                 _ => failed
                     .push(format!("{}: an answer that is not its tunnels", self.agents[m].what())),
             }
@@ -785,14 +789,12 @@ impl Cluster {
                     .collect();
                 handles
                     .into_iter()
-                    .map(|h| {
-                        h.join().unwrap_or_else(|_| WorkerReply::Error("a thread panicked".into()))
-                    })
+                    .map(|h| h.join().unwrap_or_else(|_| WorkerReply::error("a thread panicked")))
                     .collect()
             });
             failed.extend(connects.into_iter().filter_map(|r| {
                 if let WorkerReply::Error(e) = r {
-                    Some(e)
+                    Some(e.message)
                 } else {
                     None
                 }
@@ -810,7 +812,7 @@ impl Cluster {
         if let Err(e) = vemu_host::remove_lab(&self.lab) {
             failed.push(format!("and removing it here: {e:#}"));
         }
-        WorkerReply::Error(failed.join("; "))
+        WorkerReply::error(failed.join("; "))
     }
 }
 

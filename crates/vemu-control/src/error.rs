@@ -1,13 +1,16 @@
 //! The error of the controller's operations on a lab.
 
 /// Why an operation on a lab failed. The request was wrong (`Invalid`, `NotFound`: the
-/// lab is unchanged) or the lab could not carry it out (`Internal`).
+/// lab is unchanged), a machine of the lab did not answer (`Unavailable`), or the lab
+/// could not carry it out (`Internal`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LabError {
     /// A value out of range, a change that is not allowed, a malformed request.
     Invalid(String),
     /// No node, link, segment or interface of that name.
     NotFound(String),
+    /// A machine that was to carry it out does not answer (it was lost).
+    Unavailable(String),
     Internal(String),
 }
 
@@ -23,7 +26,10 @@ impl LabError {
     }
     pub fn message(&self) -> &str {
         match self {
-            LabError::Invalid(m) | LabError::NotFound(m) | LabError::Internal(m) => m,
+            LabError::Invalid(m)
+            | LabError::NotFound(m)
+            | LabError::Unavailable(m)
+            | LabError::Internal(m) => m,
         }
     }
 }

@@ -109,7 +109,87 @@ pub enum WorkerReply {
     Backlog(u64),
     Usage(Vec<vemu_host::cgroup::Usage>),
     Text(String),
-    Error(String),
+    Error(WorkerError),
+}
+
+/// Why a worker did not carry out an order, and whose the fault is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "ErrorWire")]
+pub struct WorkerError {
+    pub fault: Fault,
+    pub message: String,
+}
+
+/// Whose fault a refused order is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Fault {
+    /// The order was wrong (what it names is not there, or not allowed now): the lab is
+    /// unchanged.
+    Caller,
+    /// The machine that was to carry it out did not answer (lost, or its agent gone).
+    Lost,
+    /// The machine could not carry it out.
+    Internal,
+}
+
+/// A worker's error as the wire has it: `{"fault": …, "message": …}`, or (an agent of an
+/// earlier version) the message alone, an internal one.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum ErrorWire {
+    Full { fault: Fault, message: String },
+    Message(String),
+}
+
+impl From<ErrorWire> for WorkerError {
+    fn from(w: ErrorWire) -> WorkerError {
+        match w {
+            ErrorWire::Full { fault, message } => WorkerError { fault, message },
+            ErrorWire::Message(message) => WorkerError { fault: Fault::Internal, message },
+        }
+    }
+}
+
+impl WorkerError {
+    pub fn caller(m: impl Into<String>) -> WorkerError {
+        WorkerError { fault: Fault::Caller, message: m.into() }
+    }
+    pub fn lost(m: impl Into<String>) -> WorkerError {
+        WorkerError { fault: Fault::Lost, message: m.into() }
+    }
+    pub fn internal(m: impl Into<String>) -> WorkerError {
+        WorkerError { fault: Fault::Internal, message: m.into() }
+    }
+    /// The same fault, its message after `what: `.
+    pub fn within(self, what: &str) -> WorkerError {
+        WorkerError { fault: self.fault, message: format!("{what}: {}", self.message) }
+    }
+}
+
+impl std::fmt::Display for WorkerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// A refused order as the lab's error: the caller's fault is a bad request, a lost
+/// machine's makes the lab unavailable for it, the rest is internal.
+impl From<WorkerError> for LabError {
+    fn from(e: WorkerError) -> LabError {
+        match e.fault {
+            Fault::Caller => LabError::Invalid(e.message),
+            Fault::Lost => LabError::Unavailable(e.message),
+            Fault::Internal => LabError::Internal(e.message),
+        }
+    }
+}
+
+impl WorkerReply {
+    /// An internal error answer.
+    pub fn error(m: impl Into<String>) -> WorkerReply {
+        WorkerReply::Error(WorkerError::internal(m))
+    }
 }
 
 /// A node's TAP interface as the node's kernel counts it. What the node sends waits in
@@ -344,7 +424,7 @@ pub trait Orders {
 impl<W: Worker + ?Sized> Orders for W {
     fn order(&mut self, req: WorkerRequest) -> Result<WorkerReply, LabError> {
         match self.call(req, &mut |_, _| {}) {
-            WorkerReply::Error(e) => Err(LabError::internal(e)),
+            WorkerReply::Error(e) => Err(e.into()),
             r => Ok(r),
         }
     }
@@ -356,7 +436,7 @@ impl<W: Worker + ?Sized> Orders for W {
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<(), LabError> {
         match self.call(WorkerRequest::Build { plan, clock_epoch_ns, share: None }, progress) {
-            WorkerReply::Error(e) => Err(LabError::internal(e)),
+            WorkerReply::Error(e) => Err(e.into()),
             _ => Ok(()),
         }
     }
@@ -367,4 +447,26 @@ fn unexpected(order: &str, r: &WorkerReply) -> LabError {
     let kind = format!("{r:?}");
     let kind = kind.split(['(', ' ', '{']).next().unwrap_or("?");
     LabError::internal(format!("the worker answered {kind} to {order}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A refusal crosses the wire with its fault; an agent of an earlier version sends
+    /// the message alone, read as an internal error.
+    #[test]
+    fn a_refusal_keeps_its_fault_on_the_wire_and_old_answers_still_read() {
+        let r = WorkerReply::Error(WorkerError::lost("m2: no answer"));
+        let text = serde_json::to_string(&r).unwrap();
+        assert_eq!(text, r#"{"Error":{"fault":"lost","message":"m2: no answer"}}"#);
+        let back: WorkerReply = serde_json::from_str(&text).unwrap();
+        assert!(matches!(back, WorkerReply::Error(e) if e == WorkerError::lost("m2: no answer")));
+        let old: WorkerReply = serde_json::from_str(r#"{"Error":"boom"}"#).unwrap();
+        assert!(matches!(old, WorkerReply::Error(e) if e == WorkerError::internal("boom")));
+        assert!(
+            serde_json::from_str::<WorkerReply>(r#"{"Error":{"fault":"x","message":""}}"#).is_err()
+        );
+        assert_eq!(WorkerError::caller("no node").within("m1").to_string(), "m1: no node");
+    }
 }

@@ -26,7 +26,7 @@ impl Worker for Cluster {
                             Ok(()) => WorkerReply::Done,
                             Err(e) => {
                                 let _ = self.call(WorkerRequest::Teardown, _progress);
-                                WorkerReply::Error(format!("starting the heartbeats: {e:#}"))
+                                WorkerReply::error(format!("starting the heartbeats: {e:#}"))
                             }
                         }
                     }
@@ -34,11 +34,9 @@ impl Worker for Cluster {
                 }
             }
             WorkerRequest::Connect { .. } => {
-                WorkerReply::Error("a lab across machines connects its shares itself".into())
+                WorkerReply::error("a lab across machines connects its shares itself")
             }
-            WorkerRequest::State => {
-                WorkerReply::Error("each agent holds its machine's state".into())
-            }
+            WorkerRequest::State => WorkerReply::error("each agent holds its machine's state"),
             WorkerRequest::Patch { target, dir, ref patch } => {
                 // Both machines of a link keep its impairments; the one that sends in
                 // direction `dir` carries them out and answers.
@@ -85,7 +83,7 @@ impl Worker for Cluster {
             ref r @ (WorkerRequest::Positions { seg, .. } | WorkerRequest::Radio { seg }) => {
                 match self.seg_at.get(seg) {
                     Some(&m) => self.agents[m].call(&self.lab, r),
-                    None => WorkerReply::Error(format!("no segment {seg}")),
+                    None => WorkerReply::Error(WorkerError::caller(format!("no segment {seg}"))),
                 }
             }
             WorkerRequest::Stats => {
@@ -179,7 +177,7 @@ impl Worker for Cluster {
                 for (m, r) in every.iter().zip(self.each(&every, &WorkerRequest::Teardown)) {
                     match r {
                         WorkerReply::Error(e) if self.lost(*m) => eprintln!("vemu: lost {e} (its agent removes its share when its lease of {} s ends, or when it starts again)", self.lease_s),
-                        WorkerReply::Error(e) => errors.push(e),
+                        WorkerReply::Error(e) => errors.push(e.message),
                         _ => {}
                     }
                 }
@@ -189,7 +187,7 @@ impl Worker for Cluster {
                 }
                 match errors.is_empty() {
                     true => WorkerReply::Done,
-                    false => WorkerReply::Error(errors.join("; ")),
+                    false => WorkerReply::error(errors.join("; ")),
                 }
             }
         }

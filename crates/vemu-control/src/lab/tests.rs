@@ -8,7 +8,7 @@ use vemu_engine::{CaptureSpec, Captured, LabClock};
 use vemu_link::ImpairmentsPatch;
 
 use super::*;
-use crate::worker::{Worker, WorkerReply, WorkerRequest};
+use crate::worker::{Worker, WorkerError, WorkerReply, WorkerRequest};
 use crate::Direction;
 
 /// What the fake worker saw and is to do.
@@ -18,8 +18,8 @@ struct Script {
     orders: Vec<WorkerRequest>,
     /// Machines it reports lost.
     lost: Vec<usize>,
-    /// Refuse every order with this message.
-    refuse: Option<String>,
+    /// Refuse every order so.
+    refuse: Option<WorkerError>,
     /// States handed to it for the agents to keep.
     kept: usize,
 }
@@ -120,7 +120,7 @@ fn a_link_change_is_ordered_kept_and_told_and_a_bad_one_orders_nothing() {
 #[test]
 fn a_refusing_worker_is_an_internal_error_and_the_lab_keeps_its_state() {
     let (mut ctl, script) = controller(TWO);
-    script.lock().unwrap().refuse = Some("engine gone".into());
+    script.lock().unwrap().refuse = Some(WorkerError::internal("engine gone"));
     let e = ctl.link_set("a:b", Direction::Both, delay(5)).unwrap_err();
     assert_eq!(e, LabError::Internal("engine gone".into()));
     assert_eq!(ctl.links[0].imps[0].delay_ns, 0);
@@ -190,4 +190,20 @@ fn a_link_the_user_took_down_stays_down_when_its_lost_machine_returns() {
     ctl.check_machines();
     assert_eq!(orders(&script).last().unwrap(), "SetUp { target: Link(0), up: false }");
     assert!(!ctl.links[0].up);
+}
+
+/// A refusal's fault decides the lab's error (and so the API's status): the caller's
+/// mistake is a bad request, a machine that did not answer makes the lab unavailable.
+#[test]
+fn a_refusal_says_whose_fault_it_is() {
+    let (mut ctl, script) = controller(TWO);
+    for (refusal, want) in [
+        (WorkerError::caller("no node 'x'"), LabError::Invalid("no node 'x'".into())),
+        (WorkerError::lost("m2 did not answer"), LabError::Unavailable("m2 did not answer".into())),
+        (WorkerError::internal("engine gone"), LabError::Internal("engine gone".into())),
+    ] {
+        script.lock().unwrap().refuse = Some(refusal);
+        assert_eq!(ctl.link_state("a:b", false).unwrap_err(), want);
+        assert!(ctl.links[0].up, "the state is kept");
+    }
 }

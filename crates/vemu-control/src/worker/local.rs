@@ -466,6 +466,6 @@ impl Worker for LocalWorker {
                 Ok(WorkerReply::Done)
             }
         })();
-        r.unwrap_or_else(|e| WorkerReply::Error(format!("{e:#}")))
+        r.unwrap_or_else(|e| WorkerReply::error(format!("{e:#}")))
     }
 }
