@@ -6,10 +6,6 @@
 //! far ends are and starts its engine and commands. A failed phase takes every share
 //! down again.
 
-// A machine's error is its whole `WorkerReply` for now; it becomes a small error type
-// of its own when the worker protocol is typed (issue 40).
-#![allow(clippy::result_large_err)]
-
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -620,14 +616,22 @@ impl Cluster {
         }
     }
 
-    /// Every machine's answer to `req`, taken apart by `pick` (the first error, or an
-    /// answer of another kind, instead).
+    /// Every machine's answer to `req` (but lost ones'), taken apart by `pick`; the
+    /// first refusal instead, or an internal error for an answer `pick` does not take.
     fn gather<T>(
         &self,
         req: &WorkerRequest,
-        pick: impl Fn(WorkerReply) -> Result<T, WorkerReply>,
-    ) -> Result<Vec<T>, WorkerReply> {
-        self.each(&self.all(), req).into_iter().map(pick).collect()
+        pick: impl Fn(WorkerReply) -> Option<T>,
+    ) -> Result<Vec<T>, WorkerError> {
+        self.each(&self.all(), req)
+            .into_iter()
+            .map(|r| match r {
+                WorkerReply::Error(e) => Err(e),
+                r => {
+                    pick(r).ok_or_else(|| WorkerError::internal("an agent answered the wrong kind"))
+                }
+            })
+            .collect()
     }
 
     /// The first error among answers, else the first answer.

@@ -87,15 +87,12 @@ impl Worker for Cluster {
                 }
             }
             WorkerRequest::Stats => {
-                let all = match self.gather(&WorkerRequest::Stats, |r| {
-                    if let WorkerReply::Stats(c) = r {
-                        Ok(c)
-                    } else {
-                        Err(r)
-                    }
+                let all = match self.gather(&WorkerRequest::Stats, |r| match r {
+                    WorkerReply::Stats(c) => Some(c),
+                    _ => None,
                 }) {
                     Ok(all) => all,
-                    Err(e) => return e,
+                    Err(e) => return WorkerReply::Error(e),
                 };
                 let mut total: Option<Counters> = None;
                 for c in all {
@@ -125,32 +122,25 @@ impl Worker for Cluster {
                 WorkerReply::Stats(total.unwrap_or_default())
             }
             WorkerRequest::Processes => self
-                .gather(&WorkerRequest::Processes, |r| {
-                    if let WorkerReply::Processes(p) = r {
-                        Ok(p)
-                    } else {
-                        Err(r)
-                    }
+                .gather(&WorkerRequest::Processes, |r| match r {
+                    WorkerReply::Processes(p) => Some(p),
+                    _ => None,
                 })
-                .map_or_else(|e| e, |all| WorkerReply::Processes(all.concat())),
+                .map_or_else(WorkerReply::Error, |all| WorkerReply::Processes(all.concat())),
             WorkerRequest::TapQueues => self
-                .gather(&WorkerRequest::TapQueues, |r| {
-                    if let WorkerReply::TapQueues(q) = r {
-                        Ok(q)
-                    } else {
-                        Err(r)
-                    }
+                .gather(&WorkerRequest::TapQueues, |r| match r {
+                    WorkerReply::TapQueues(q) => Some(q),
+                    _ => None,
                 })
-                .map_or_else(|e| e, |all| WorkerReply::TapQueues(all.concat())),
+                .map_or_else(WorkerReply::Error, |all| WorkerReply::TapQueues(all.concat())),
             WorkerRequest::Backlog => self
-                .gather(&WorkerRequest::Backlog, |r| {
-                    if let WorkerReply::Backlog(b) = r {
-                        Ok(b)
-                    } else {
-                        Err(r)
-                    }
+                .gather(&WorkerRequest::Backlog, |r| match r {
+                    WorkerReply::Backlog(b) => Some(b),
+                    _ => None,
                 })
-                .map_or_else(|e| e, |all| WorkerReply::Backlog(all.into_iter().max().unwrap_or(0))),
+                .map_or_else(WorkerReply::Error, |all| {
+                    WorkerReply::Backlog(all.into_iter().max().unwrap_or(0))
+                }),
             WorkerRequest::Usage => {
                 // Each node's from its machine (nothing from lost machines).
                 let live = self.all();
