@@ -148,61 +148,9 @@ fn check_ipv6_mtu(errors: &mut Vec<Error>, mtu: u32, addrs: &[IpNet], mark: Mark
 
 pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
     let mut errors = Vec::new();
-    let mut nodes: Vec<NodePlan> = s
-        .nodes
-        .iter()
-        .map(|n| NodePlan {
-            name: n.name.clone(),
-            ifaces: Vec::new(),
-            routes: Vec::new(),
-            run: n.run.clone(),
-            loopback: n.loopback.clone(),
-            files: Vec::new(),
-            sysctls: n.sysctls.clone(),
-            own_pids: n.own_pids,
-            limits: n.limits,
-            machine: 0,
-            kind: n.kind,
-        })
-        .collect();
+    let mut nodes = node_plans(s);
     if !s.machines.is_empty() {
-        let g = crate::placement::Graph {
-            pins: s.nodes.iter().map(|n| n.machine).collect(),
-            weights: s
-                .nodes
-                .iter()
-                .map(|n| {
-                    n.limits.cpu_cores.map_or(100, |c| (c * 100.0).round().clamp(1.0, 1e6) as u32)
-                })
-                .collect(),
-            links: s.links.iter().map(|l| (l.ends[0].node, l.ends[1].node)).collect(),
-            link_weights: s
-                .links
-                .iter()
-                .map(|l| crate::placement::link_weight_mbit(l.forward.rate_bps, l.reverse.rate_bps))
-                .collect(),
-            segments: s
-                .segments
-                .iter()
-                .map(|g| g.members.iter().map(|m| m.end.node).collect())
-                .collect(),
-            seed: s.seed,
-        };
-        match crate::placement::place(&g, s.machines.len()) {
-            Ok(at) => nodes.iter_mut().zip(at).for_each(|(n, m)| n.machine = m),
-            Err(crate::placement::PlaceError::SegmentSplit {
-                segment,
-                nodes: [a, b],
-                machines: [ma, mb],
-            }) => {
-                let g = &s.segments[segment];
-                let m = format!(
-                    "segment '{}' shares nodes with another segment, which keeps them on one machine, but '{}' is pinned to '{}' and '{}' to '{}' (a segment spans machines only when its own members are pinned to several)",
-                    g.name, s.nodes[a].name, s.machines[ma].name, s.nodes[b].name, s.machines[mb].name
-                );
-                err(&mut errors, g.mark, &g.field, m);
-            }
-        }
+        place_nodes(s, &mut nodes, &mut errors);
     }
 
     // Interface names: explicit names first, then eth0, eth1, ... skipping taken ones.
@@ -253,152 +201,16 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
     let link_addrs: Vec<[Vec<IpNet>; 2]> =
         s.links.iter().map(|l| link_addresses(l, &mut v4, &mut v6, s, &mut errors)).collect();
 
-    let mut next_auto = vec![0usize; nodes.len()];
-    // "vh-" and the lab's name, cut so that a number still fits in an interface name.
-    let host_iface = format!("vh-{}", s.name.chars().take(10).collect::<String>());
-    let host_prefix =
-        |node: usize| (s.nodes[node].kind == NodeKind::Host).then_some(host_iface.as_str());
-    let mut links = Vec::new();
-    for (li, l) in s.links.iter().enumerate() {
-        let addrs = &link_addrs[li];
-        let mtu = port_mtu([&l.forward, &l.reverse]);
-        check_ipv6_mtu(&mut errors, mtu, &addrs.concat(), l.mark, &l.field);
-        let mut refs = [EndpointRef { node: 0, iface: 0 }; 2];
-        for (k, e) in l.ends.iter().enumerate() {
-            let name = iface_name(
-                e,
-                &mut used,
-                &mut next_auto,
-                host_prefix(e.node),
-                s.nodes[e.node].nic.as_deref(),
-            );
-            let node = &mut nodes[e.node];
-            let idx = node.ifaces.len();
-            let mac = e.mac.unwrap_or_else(|| auto_mac(e.node, idx));
-            node.ifaces.push(IfacePlan {
-                name,
-                mac,
-                mtu,
-                addrs: addrs[k].clone(),
-                attach: Attach::Link(li),
-            });
-            refs[k] = EndpointRef { node: e.node, iface: idx };
-        }
-        let name = l.name.clone().unwrap_or_default();
-        links.push(LinkPlan {
-            name,
-            a: refs[0],
-            b: refs[1],
-            forward: l.forward.clone(),
-            reverse: l.reverse.clone(),
-            weight: l.weight,
-        });
-    }
-    default_link_names(&mut links, &s.links, |n| s.nodes[n].name.as_str());
-    let mut segments = Vec::new();
-    for (gi, g) in s.segments.iter().enumerate() {
-        let mut members = Vec::new();
-        for (mi, m) in g.members.iter().enumerate() {
-            let e = &m.end;
-            let mtu = port_mtu([&m.egress, &m.ingress]);
-            check_ipv6_mtu(&mut errors, mtu, &seg_addrs[gi][mi], e.mark, &e.field);
-            let name = iface_name(
-                e,
-                &mut used,
-                &mut next_auto,
-                host_prefix(e.node),
-                s.nodes[e.node].nic.as_deref(),
-            );
-            let node = &mut nodes[e.node];
-            let idx = node.ifaces.len();
-            let mac = e.mac.unwrap_or_else(|| auto_mac(e.node, idx));
-            node.ifaces.push(IfacePlan {
-                name,
-                mac,
-                mtu,
-                addrs: seg_addrs[gi][mi].clone(),
-                attach: Attach::Segment(gi, mi),
-            });
-            members.push(MemberPlan {
-                end: EndpointRef { node: e.node, iface: idx },
-                vlan: m.vlan,
-                egress: m.egress.clone(),
-                ingress: m.ingress.clone(),
-            });
-        }
-        let wireless = g.wireless.as_ref().map(|w| wireless_plan(w, s.seed, gi));
-        segments.push(SegmentPlan {
-            name: g.name.clone(),
-            wireless,
-            members,
-            capacity_bps: g.capacity_bps,
-            aging_ns: g.aging_ns,
-            snooping: g.snooping,
-            weight: g.weight,
-        });
-    }
-    let mut seen_macs = HashSet::new();
-    for n in &nodes {
-        for i in &n.ifaces {
-            if !seen_macs.insert(i.mac) {
-                errors.push(Error {
-                    line: 0,
-                    col: 0,
-                    field: String::new(),
-                    message: format!("MAC address of {}:{} is used twice", n.name, i.name),
-                });
-            }
-        }
-    }
-    // Loopbacks: explicit ones, else the next address of the loopback pools.
-    // They start at the pool's first host address (10.255.0.1, not 10.255.0.0).
-    let mut lo4 = Pool { cursor: 1, ..Pool::new(a.loopback_ipv4.map(IpNet::V4), explicit.clone()) };
-    let mut lo6 = Pool { cursor: 1, ..Pool::new(a.loopback_ipv6.map(IpNet::V6), explicit) };
-    // (Not on the host: vemu does not change the machine's own loopback.)
-    for n in nodes.iter_mut().filter(|n| n.kind.is_made()) {
-        for (pool, v6fam, len) in [(&mut lo4, false, 32), (&mut lo6, true, 128)] {
-            if pool.pool.is_some() && !n.loopback.iter().any(|l| l.addr().is_ipv6() == v6fam) {
-                match pool.next(len) {
-                    Some(net) => n.loopback.push(net),
-                    None => err(
-                        &mut errors,
-                        s.addressing_mark,
-                        "addressing",
-                        format!("the loopback pool has no address left for node '{}'", n.name),
-                    ),
-                }
-            }
-        }
-    }
+    let mut wiring = Wiring::new(s, nodes.len(), used);
+    let links = link_plans(s, &mut nodes, &mut wiring, &link_addrs, &mut errors);
+    let segments = segment_plans(s, &mut nodes, &mut wiring, &seg_addrs, &mut errors);
+    check_macs(&nodes, &mut errors);
+    loopbacks(s, &mut nodes, explicit, &mut errors);
     if !errors.is_empty() {
         return Err(errors);
     }
 
-    // Explicit routes: the gateway must be on a connected subnet, the device must exist.
-    for (ni, def) in s.nodes.iter().enumerate() {
-        for r in &def.routes {
-            if let Some(dev) = &r.dev {
-                if !nodes[ni].ifaces.iter().any(|i| &i.name == dev) {
-                    err(
-                        &mut errors,
-                        r.mark,
-                        &r.field,
-                        format!("node '{}' has no interface '{dev}'", def.name),
-                    );
-                }
-            }
-            if let Some(via) = r.via {
-                if !nodes[ni].ifaces.iter().any(|i| i.addrs.iter().any(|a| a.contains(&via))) {
-                    err(
-                        &mut errors,
-                        r.mark,
-                        &r.field,
-                        format!("gateway {via} is not on any subnet of node '{}'", def.name),
-                    );
-                }
-            }
-        }
-    }
+    check_routes(s, &nodes, &mut errors);
     if !errors.is_empty() {
         return Err(errors);
     }
@@ -439,17 +251,7 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
         }
     }
 
-    let mut hosts = Vec::new();
-    for n in &nodes {
-        let mut addrs: Vec<IpAddr> = n
-            .loopback
-            .iter()
-            .chain(n.ifaces.iter().flat_map(|i| i.addrs.iter()))
-            .map(|a| a.addr())
-            .collect();
-        addrs.sort_by_key(|a| a.is_ipv6());
-        hosts.extend(addrs.into_iter().map(|a| (a, n.name.clone())));
-    }
+    let hosts = hosts_entries(&nodes);
     // An external node is one NIC's wire: one port; its addresses are those the lab
     // expects the device there to have, and it has no routes vemu could install.
     for (n, d) in nodes.iter_mut().zip(&s.nodes).filter(|(n, _)| n.kind == NodeKind::External) {
@@ -474,6 +276,274 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
         confined: s.confined,
     };
     crate::template::render_node_files(s, &mut plan, &mut errors);
+    check_events(s, &mut plan, &mut errors);
+    if errors.is_empty() {
+        Ok(plan)
+    } else {
+        Err(errors)
+    }
+}
+
+/// Each node as the scenario gives it, before it has interfaces or a machine.
+fn node_plans(s: &Scenario) -> Vec<NodePlan> {
+    s.nodes
+        .iter()
+        .map(|n| NodePlan {
+            name: n.name.clone(),
+            ifaces: Vec::new(),
+            routes: Vec::new(),
+            run: n.run.clone(),
+            loopback: n.loopback.clone(),
+            files: Vec::new(),
+            sysctls: n.sysctls.clone(),
+            own_pids: n.own_pids,
+            limits: n.limits,
+            machine: 0,
+            kind: n.kind,
+        })
+        .collect()
+}
+
+/// Interfaces as they are added to nodes: the names taken on each node, the next
+/// automatic `ethN` of each, and the prefix of the machine's (host node's) interfaces.
+struct Wiring {
+    used: Vec<HashSet<String>>,
+    next_auto: Vec<usize>,
+    /// "vh-" and the lab's name, cut so that a number still fits in an interface name.
+    host_iface: String,
+}
+
+impl Wiring {
+    fn new(s: &Scenario, nodes: usize, used: Vec<HashSet<String>>) -> Wiring {
+        let host_iface = format!("vh-{}", s.name.chars().take(10).collect::<String>());
+        Wiring { used, next_auto: vec![0; nodes], host_iface }
+    }
+
+    /// Give end `e`'s node its interface (named as written, or the next free one; its
+    /// MAC as written, or made from its place): where it is.
+    fn add(
+        &mut self,
+        s: &Scenario,
+        nodes: &mut [NodePlan],
+        e: &EndDef,
+        mtu: u32,
+        addrs: Vec<IpNet>,
+        attach: Attach,
+    ) -> EndpointRef {
+        let host = (s.nodes[e.node].kind == NodeKind::Host).then_some(self.host_iface.as_str());
+        let nic = s.nodes[e.node].nic.as_deref();
+        let name = iface_name(e, &mut self.used, &mut self.next_auto, host, nic);
+        let node = &mut nodes[e.node];
+        let idx = node.ifaces.len();
+        let mac = e.mac.unwrap_or_else(|| auto_mac(e.node, idx));
+        node.ifaces.push(IfacePlan { name, mac, mtu, addrs, attach });
+        EndpointRef { node: e.node, iface: idx }
+    }
+}
+
+/// The links, their ends' interfaces added to `nodes`.
+fn link_plans(
+    s: &Scenario,
+    nodes: &mut [NodePlan],
+    wiring: &mut Wiring,
+    link_addrs: &[[Vec<IpNet>; 2]],
+    errors: &mut Vec<Error>,
+) -> Vec<LinkPlan> {
+    let mut links = Vec::new();
+    for (li, l) in s.links.iter().enumerate() {
+        let addrs = &link_addrs[li];
+        let mtu = port_mtu([&l.forward, &l.reverse]);
+        check_ipv6_mtu(errors, mtu, &addrs.concat(), l.mark, &l.field);
+        let mut refs = [EndpointRef { node: 0, iface: 0 }; 2];
+        for (k, e) in l.ends.iter().enumerate() {
+            refs[k] = wiring.add(s, nodes, e, mtu, addrs[k].clone(), Attach::Link(li));
+        }
+        let name = l.name.clone().unwrap_or_default();
+        links.push(LinkPlan {
+            name,
+            a: refs[0],
+            b: refs[1],
+            forward: l.forward.clone(),
+            reverse: l.reverse.clone(),
+            weight: l.weight,
+        });
+    }
+    default_link_names(&mut links, &s.links, |n| s.nodes[n].name.as_str());
+    links
+}
+
+/// The segments, their members' interfaces added to `nodes`.
+fn segment_plans(
+    s: &Scenario,
+    nodes: &mut [NodePlan],
+    wiring: &mut Wiring,
+    seg_addrs: &[Vec<Vec<IpNet>>],
+    errors: &mut Vec<Error>,
+) -> Vec<SegmentPlan> {
+    let mut segments = Vec::new();
+    for (gi, g) in s.segments.iter().enumerate() {
+        let mut members = Vec::new();
+        for (mi, m) in g.members.iter().enumerate() {
+            let e = &m.end;
+            let mtu = port_mtu([&m.egress, &m.ingress]);
+            check_ipv6_mtu(errors, mtu, &seg_addrs[gi][mi], e.mark, &e.field);
+            let addrs = seg_addrs[gi][mi].clone();
+            members.push(MemberPlan {
+                end: wiring.add(s, nodes, e, mtu, addrs, Attach::Segment(gi, mi)),
+                vlan: m.vlan,
+                egress: m.egress.clone(),
+                ingress: m.ingress.clone(),
+            });
+        }
+        let wireless = g.wireless.as_ref().map(|w| wireless_plan(w, s.seed, gi));
+        segments.push(SegmentPlan {
+            name: g.name.clone(),
+            wireless,
+            members,
+            capacity_bps: g.capacity_bps,
+            aging_ns: g.aging_ns,
+            snooping: g.snooping,
+            weight: g.weight,
+        });
+    }
+    segments
+}
+
+/// Loopbacks: explicit ones, else the next address of the loopback pools (not among
+/// `explicit`, the addresses the scenario gives).
+fn loopbacks(s: &Scenario, nodes: &mut [NodePlan], explicit: Vec<IpNet>, errors: &mut Vec<Error>) {
+    // Loopbacks: explicit ones, else the next address of the loopback pools.
+    // They start at the pool's first host address (10.255.0.1, not 10.255.0.0).
+    let mut lo4 = Pool {
+        cursor: 1,
+        ..Pool::new(s.addressing.loopback_ipv4.map(IpNet::V4), explicit.clone())
+    };
+    let mut lo6 =
+        Pool { cursor: 1, ..Pool::new(s.addressing.loopback_ipv6.map(IpNet::V6), explicit) };
+    // (Not on the host: vemu does not change the machine's own loopback.)
+    for n in nodes.iter_mut().filter(|n| n.kind.is_made()) {
+        for (pool, v6fam, len) in [(&mut lo4, false, 32), (&mut lo6, true, 128)] {
+            if pool.pool.is_some() && !n.loopback.iter().any(|l| l.addr().is_ipv6() == v6fam) {
+                match pool.next(len) {
+                    Some(net) => n.loopback.push(net),
+                    None => err(
+                        errors,
+                        s.addressing_mark,
+                        "addressing",
+                        format!("the loopback pool has no address left for node '{}'", n.name),
+                    ),
+                }
+            }
+        }
+    }
+}
+
+/// Each node's machine (`machines:`): pinned ones where pinned, the others placed
+/// by the partitioner.
+fn place_nodes(s: &Scenario, nodes: &mut [NodePlan], errors: &mut Vec<Error>) {
+    let g = crate::placement::Graph {
+        pins: s.nodes.iter().map(|n| n.machine).collect(),
+        weights: s
+            .nodes
+            .iter()
+            .map(|n| n.limits.cpu_cores.map_or(100, |c| (c * 100.0).round().clamp(1.0, 1e6) as u32))
+            .collect(),
+        links: s.links.iter().map(|l| (l.ends[0].node, l.ends[1].node)).collect(),
+        link_weights: s
+            .links
+            .iter()
+            .map(|l| crate::placement::link_weight_mbit(l.forward.rate_bps, l.reverse.rate_bps))
+            .collect(),
+        segments: s
+            .segments
+            .iter()
+            .map(|g| g.members.iter().map(|m| m.end.node).collect())
+            .collect(),
+        seed: s.seed,
+    };
+    match crate::placement::place(&g, s.machines.len()) {
+        Ok(at) => nodes.iter_mut().zip(at).for_each(|(n, m)| n.machine = m),
+        Err(crate::placement::PlaceError::SegmentSplit {
+            segment,
+            nodes: [a, b],
+            machines: [ma, mb],
+        }) => {
+            let g = &s.segments[segment];
+            let m = format!(
+                "segment '{}' shares nodes with another segment, which keeps them on one machine, but '{}' is pinned to '{}' and '{}' to '{}' (a segment spans machines only when its own members are pinned to several)",
+                g.name, s.nodes[a].name, s.machines[ma].name, s.nodes[b].name, s.machines[mb].name
+            );
+            err(errors, g.mark, &g.field, m);
+        }
+    }
+}
+
+/// Every interface's MAC address is its own.
+fn check_macs(nodes: &[NodePlan], errors: &mut Vec<Error>) {
+    let mut seen_macs = HashSet::new();
+    for n in nodes {
+        for i in &n.ifaces {
+            if !seen_macs.insert(i.mac) {
+                errors.push(Error {
+                    line: 0,
+                    col: 0,
+                    field: String::new(),
+                    message: format!("MAC address of {}:{} is used twice", n.name, i.name),
+                });
+            }
+        }
+    }
+}
+
+/// Explicit routes: the gateway must be on a connected subnet, the device must exist.
+fn check_routes(s: &Scenario, nodes: &[NodePlan], errors: &mut Vec<Error>) {
+    // Explicit routes: the gateway must be on a connected subnet, the device must exist.
+    for (ni, def) in s.nodes.iter().enumerate() {
+        for r in &def.routes {
+            if let Some(dev) = &r.dev {
+                if !nodes[ni].ifaces.iter().any(|i| &i.name == dev) {
+                    err(
+                        errors,
+                        r.mark,
+                        &r.field,
+                        format!("node '{}' has no interface '{dev}'", def.name),
+                    );
+                }
+            }
+            if let Some(via) = r.via {
+                if !nodes[ni].ifaces.iter().any(|i| i.addrs.iter().any(|a| a.contains(&via))) {
+                    err(
+                        errors,
+                        r.mark,
+                        &r.field,
+                        format!("gateway {via} is not on any subnet of node '{}'", def.name),
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// The lab's `/etc/hosts` entries: each node's loopback and interface addresses
+/// (IPv4 first) with its name.
+fn hosts_entries(nodes: &[NodePlan]) -> Vec<(IpAddr, String)> {
+    let mut hosts = Vec::new();
+    for n in nodes {
+        let mut addrs: Vec<IpAddr> = n
+            .loopback
+            .iter()
+            .chain(n.ifaces.iter().flat_map(|i| i.addrs.iter()))
+            .map(|a| a.addr())
+            .collect();
+        addrs.sort_by_key(|a| a.is_ipv6());
+        hosts.extend(addrs.into_iter().map(|a| (a, n.name.clone())));
+    }
+    hosts
+}
+
+/// The timeline's events, each naming what exists in the plan (and what can be done
+/// to it), into `plan.events`.
+fn check_events(s: &Scenario, plan: &mut Plan, errors: &mut Vec<Error>) {
     // Timeline: names must exist in the plan.
     for e in &s.events {
         let problem = match &e.event.target {
@@ -489,14 +559,9 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
             },
         };
         match problem {
-            Some(m) => err(&mut errors, e.mark, &e.field, m),
+            Some(m) => err(errors, e.mark, &e.field, m),
             None => plan.events.push(e.event.clone()),
         }
-    }
-    if errors.is_empty() {
-        Ok(plan)
-    } else {
-        Err(errors)
     }
 }
 
