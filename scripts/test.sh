@@ -12,6 +12,7 @@ cargo fmt --all --check
 (cd fuzz && cargo fmt --check)
 # No lint clippy warns of (a lint allowed somewhere says why, where it is allowed).
 cargo clippy --workspace --all-targets --release -- -D warnings
+(cd fuzz && cargo clippy --all-targets --release -- -D warnings)
 # The operator's test (crates/vemu/tests/machines/kubernetes.rs) runs vemu-operator against a real
 # Kubernetes API server and etcd, built from their Go modules (a few minutes the first
 # time, seconds after: Go's build cache).
