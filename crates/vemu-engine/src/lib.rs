@@ -278,44 +278,41 @@ pub struct Engine {
     halted: Vec<OwnedFd>,
 }
 
-impl Engine {
-    /// Start emulating `links` and `segments` on `shards` threads (at least one). Each
-    /// link and each segment belongs to one shard; they are spread so that every shard
-    /// has about as many devices. With `fast`, the links that have plane devices carry
-    /// each direction that needs no emulation inside the kernel.
-    ///
-    /// Links, members and trunks toward other machines ([`RemoteEnd`]) go through the
-    /// UDP socket of the shard their `socket` names (`tunnel_sockets`, one per shard of
-    /// [`shard_count`]): a link with one is on that shard, and so is a segment with one.
-    pub fn start(
-        links: Vec<LinkSpec>,
-        segments: Vec<SegmentSpec>,
-        trunks_in: Vec<TrunkInSpec>,
-        shards: usize,
-        clock: LabClock,
-        fast: Option<Fast>,
-        tunnel_sockets: Vec<Option<OwnedFd>>,
-    ) -> Result<Engine> {
-        let n = shard_count(shards, links.len(), segments.len());
-        let tunneled = |r: &RemoteEnd| {
-            if r.socket < n && tunnel_sockets.get(r.socket).is_some_and(Option::is_some) {
-                Ok(r.socket)
-            } else {
-                Err(anyhow!("tunnel {} has no socket (shard {} of {n})", r.link_id, r.socket))
-            }
-        };
-        type Parts = (Core, Vec<Option<OwnedFd>>, Vec<PortDev>);
-        let mut cores: Vec<Parts> = (0..n).map(|_| (Core::new(), Vec::new(), Vec::new())).collect();
-        let lightest = |cores: &[Parts]| (0..n).min_by_key(|&s| cores[s].1.len()).unwrap_or(0);
-        let mut link_place: Vec<(usize, usize)> = Vec::new();
-        let mut link_counters = Vec::new();
-        let mut link_veths = Vec::new();
-        let mut tunnel_veths = Vec::new();
-        let mut tapless = Tapless::default();
-        let mut link_ports = Vec::new();
-        // The links a trunk feeds share its shard: that of the first.
+/// Shard parts being assembled: each core, its ports' descriptors and kinds.
+type Parts = (Core, Vec<Option<OwnedFd>>, Vec<PortDev>);
+
+/// An engine being put together by [`Engine::start`]: each link, segment and trunk
+/// placed on a shard's core with its devices (the link and segment's number there, its
+/// ports, counters and plane devices noted for the engine), then the shards started.
+struct Assembly {
+    n: usize,
+    cores: Vec<Parts>,
+    /// Shards that have a tunnel socket.
+    sockets: Vec<bool>,
+    /// The links a trunk feeds share its shard: that of the first (by link).
+    with: Vec<Option<usize>>,
+    link_place: Vec<(usize, usize)>,
+    link_counters: Vec<[Arc<DirCounters>; 2]>,
+    link_veths: Vec<Option<[u32; 2]>>,
+    tunnel_veths: Vec<Option<(usize, u32)>>,
+    tapless: Tapless,
+    link_ports: Vec<[u32; 2]>,
+    seg_place: Vec<(usize, usize)>,
+    member_counters: Vec<Vec<[Arc<DirCounters>; 2]>>,
+    seg_counters: Vec<Arc<SegCounters>>,
+    seg_veths: Vec<Option<Vec<u32>>>,
+    seg_ports: Vec<Vec<u32>>,
+}
+
+impl Assembly {
+    fn new(
+        n: usize,
+        links: &[LinkSpec],
+        trunks_in: &[TrunkInSpec],
+        tunnel_sockets: &[Option<OwnedFd>],
+    ) -> Assembly {
         let mut with: Vec<Option<usize>> = vec![None; links.len()];
-        for t in &trunks_in {
+        for t in trunks_in {
             let first = t.members.iter().map(|m| m.1).min().unwrap_or(0);
             for &(_, k) in &t.members {
                 if k != first && k < with.len() {
@@ -323,196 +320,248 @@ impl Engine {
                 }
             }
         }
-        for (k, mut l) in links.into_iter().enumerate() {
-            let s = match (with[k], l.remote) {
-                (Some(f), _) => link_place[f].0,
-                (None, Some(r)) => tunneled(&r)?,
-                (None, None) => lightest(&cores),
-            };
-            let (core, fds, plane) = &mut cores[s];
-            let local = core.link_count();
-            let mut devs = l.plane.filter(|_| fast.is_some() && l.remote.is_none());
-            let remote = l.remote.map(|r| (r.side.min(1), r.transit_ns));
-            let tunneled = l.kernel_tunnel.filter(|_| fast.is_some() && l.remote.is_some());
-            // This end's plane veth, where the kernel's tunnel to a known far machine
-            // may carry its direction: (the side here, veth).
-            let tunnel_veth = l
-                .remote
-                .zip(tunneled.filter(|t| t.remote.is_some()))
-                .map(|(r, t)| (1 - r.side.min(1), t.local.veth));
-            let kernel_path = devs.is_some() || tunnel_veth.is_some();
-            let ports = core.add_link(LinkConfig {
-                forward: l.forward,
-                reverse: l.reverse,
-                seeds: l.seeds,
-                mtu: l.mtu,
-                kernel_path,
-                kernel_shaper: fast.as_ref().is_some_and(|f| f.path.shaper().is_ok()),
-                remote,
-                spur: l.spur,
-            });
-            if let (Some(d), Some(f), None, true) =
-                (devs.as_mut(), &fast, &l.a, core.needs_engine(Target::Link(local)))
-            {
-                // (Made beside the nodes, normally; here if they were not.)
-                let [(ta, fa), (tb, fb)] = two((f.make_taps)(TapsOf::Link(k))?)?;
-                (d[0].tap, d[1].tap, l.a, l.b) = (Some(ta), Some(tb), Some(fa), Some(fb));
-            }
-            if let (Some(d), Some(f)) = (&devs, &fast) {
-                route_to_engine(f, d, TapsOf::Link(k))?;
-            }
-            tapless.links.push(devs.is_some_and(|d| d[0].tap.is_none()));
-            fds.extend([l.a, l.b]);
-            match (devs, l.remote) {
-                (_, Some(r)) => {
-                    let side = r.side.min(1);
-                    let mut kinds = [PortDev::Tap, PortDev::Tap];
-                    kinds[side] = tunnel_port(&r, 1 - side as u8, ports[1 - side]);
-                    if let (Some(kt), Some(f)) = (tunneled, &fast) {
-                        // The local end: as a link end in the plane, and what the other
-                        // machine sends through the kernel goes to its node.
-                        route_to_engine(f, &[kt.local], TapsOf::Link(k))?;
-                        let far = match kt.remote {
-                            Some(remote) => {
-                                f.path.tunnel_in(
-                                    tunnel::vni(r.link_id, side as u8),
-                                    remote,
-                                    kt.local.veth,
-                                )?;
-                                Far::Tunnel {
-                                    vxlan: kt.vxlan,
-                                    remote,
-                                    vni: tunnel::vni(r.link_id, 1 - side as u8),
-                                    port: ports[side],
-                                    needs_payload: l.mtu as usize + TUNNEL_FRAME_EXTRA,
-                                }
+        Assembly {
+            n,
+            cores: (0..n).map(|_| (Core::new(), Vec::new(), Vec::new())).collect(),
+            sockets: (0..n).map(|s| tunnel_sockets.get(s).is_some_and(Option::is_some)).collect(),
+            with,
+            link_place: Vec::new(),
+            link_counters: Vec::new(),
+            link_veths: Vec::new(),
+            tunnel_veths: Vec::new(),
+            tapless: Tapless::default(),
+            link_ports: Vec::new(),
+            seg_place: Vec::new(),
+            member_counters: Vec::new(),
+            seg_counters: Vec::new(),
+            seg_veths: Vec::new(),
+            seg_ports: Vec::new(),
+        }
+    }
+
+    /// The shard of a tunnel's socket.
+    fn tunneled(&self, r: &RemoteEnd) -> Result<usize> {
+        match self.sockets.get(r.socket) {
+            Some(true) => Ok(r.socket),
+            _ => Err(anyhow!(
+                "tunnel {} has no socket (shard {} of {})",
+                r.link_id,
+                r.socket,
+                self.n
+            )),
+        }
+    }
+
+    /// The shard with the fewest devices.
+    fn lightest(&self) -> usize {
+        (0..self.n).min_by_key(|&s| self.cores[s].1.len()).unwrap_or(0)
+    }
+
+    /// Link `k`: on the shard of its trunk's first link, of its tunnel, or the lightest.
+    fn add_link(&mut self, k: usize, mut l: LinkSpec, fast: &Option<Fast>) -> Result<()> {
+        let s = match (self.with[k], l.remote) {
+            (Some(f), _) => self.link_place[f].0,
+            (None, Some(r)) => self.tunneled(&r)?,
+            (None, None) => self.lightest(),
+        };
+        let (core, fds, plane) = &mut self.cores[s];
+        let local = core.link_count();
+        let mut devs = l.plane.filter(|_| fast.is_some() && l.remote.is_none());
+        let remote = l.remote.map(|r| (r.side.min(1), r.transit_ns));
+        let tunneled = l.kernel_tunnel.filter(|_| fast.is_some() && l.remote.is_some());
+        // This end's plane veth, where the kernel's tunnel to a known far machine
+        // may carry its direction: (the side here, veth).
+        let tunnel_veth = l
+            .remote
+            .zip(tunneled.filter(|t| t.remote.is_some()))
+            .map(|(r, t)| (1 - r.side.min(1), t.local.veth));
+        let kernel_path = devs.is_some() || tunnel_veth.is_some();
+        let ports = core.add_link(LinkConfig {
+            forward: l.forward,
+            reverse: l.reverse,
+            seeds: l.seeds,
+            mtu: l.mtu,
+            kernel_path,
+            kernel_shaper: fast.as_ref().is_some_and(|f| f.path.shaper().is_ok()),
+            remote,
+            spur: l.spur,
+        });
+        if let (Some(d), Some(f), None, true) =
+            (devs.as_mut(), &fast, &l.a, core.needs_engine(Target::Link(local)))
+        {
+            // (Made beside the nodes, normally; here if they were not.)
+            let [(ta, fa), (tb, fb)] = two((f.make_taps)(TapsOf::Link(k))?)?;
+            (d[0].tap, d[1].tap, l.a, l.b) = (Some(ta), Some(tb), Some(fa), Some(fb));
+        }
+        if let (Some(d), Some(f)) = (&devs, &fast) {
+            route_to_engine(f, d, TapsOf::Link(k))?;
+        }
+        self.tapless.links.push(devs.is_some_and(|d| d[0].tap.is_none()));
+        fds.extend([l.a, l.b]);
+        match (devs, l.remote) {
+            (_, Some(r)) => {
+                let side = r.side.min(1);
+                let mut kinds = [PortDev::Tap, PortDev::Tap];
+                kinds[side] = tunnel_port(&r, 1 - side as u8, ports[1 - side]);
+                if let (Some(kt), Some(f)) = (tunneled, &fast) {
+                    // The local end: as a link end in the plane, and what the other
+                    // machine sends through the kernel goes to its node.
+                    route_to_engine(f, &[kt.local], TapsOf::Link(k))?;
+                    let far = match kt.remote {
+                        Some(remote) => {
+                            f.path.tunnel_in(
+                                tunnel::vni(r.link_id, side as u8),
+                                remote,
+                                kt.local.veth,
+                            )?;
+                            Far::Tunnel {
+                                vxlan: kt.vxlan,
+                                remote,
+                                vni: tunnel::vni(r.link_id, 1 - side as u8),
+                                port: ports[side],
+                                needs_payload: l.mtu as usize + TUNNEL_FRAME_EXTRA,
                             }
-                            None => Far::Nowhere,
-                        };
-                        kinds[1 - side] = PortDev::Plane(PlanePort::new(kt.local, far));
-                    }
-                    plane.extend(kinds);
+                        }
+                        None => Far::Nowhere,
+                    };
+                    kinds[1 - side] = PortDev::Plane(PlanePort::new(kt.local, far));
                 }
-                (Some([a, b]), None) => plane.extend([
-                    PortDev::Plane(PlanePort::new(a, Far::Veth(b.veth))),
-                    PortDev::Plane(PlanePort::new(b, Far::Veth(a.veth))),
-                ]),
-                (None, None) => plane.extend([PortDev::Tap, PortDev::Tap]),
+                plane.extend(kinds);
             }
-            tunnel_veths.push(tunnel_veth);
-            link_veths.push(devs.map(|[a, b]| [a.veth, b.veth]));
-            link_ports.push(ports);
-            link_counters.push(core.counters(Target::Link(local)));
-            link_place.push((s, local));
+            (Some([a, b]), None) => plane.extend([
+                PortDev::Plane(PlanePort::new(a, Far::Veth(b.veth))),
+                PortDev::Plane(PlanePort::new(b, Far::Veth(a.veth))),
+            ]),
+            (None, None) => plane.extend([PortDev::Tap, PortDev::Tap]),
         }
-        let mut seg_place = Vec::new();
-        let mut member_counters = Vec::new();
-        let mut seg_counters = Vec::new();
-        let mut seg_veths = Vec::new();
-        let mut seg_ports = Vec::new();
-        for (k, mut g) in segments.into_iter().enumerate() {
-            let s = match g
-                .members
-                .iter()
-                .filter_map(|m| m.remote)
-                .chain(g.trunks.iter().map(|t| t.remote))
-                .next()
-            {
-                Some(r) => tunneled(&r)?,
-                None => lightest(&cores),
-            };
-            let (core, fds, plane) = &mut cores[s];
-            let local = core.segment_count();
-            let spans = g.members.iter().any(|m| m.remote.is_some());
-            let mut devs = g.plane.take().filter(|d| {
-                fast.is_some() && g.radio.is_none() && !spans && d.len() == g.members.len()
+        self.tunnel_veths.push(tunnel_veth);
+        self.link_veths.push(devs.map(|[a, b]| [a.veth, b.veth]));
+        self.link_ports.push(ports);
+        self.link_counters.push(core.counters(Target::Link(local)));
+        self.link_place.push((s, local));
+        Ok(())
+    }
+
+    /// Segment `k`: on the shard of its tunnels, or the lightest.
+    fn add_segment(&mut self, k: usize, mut g: SegmentSpec, fast: &Option<Fast>) -> Result<()> {
+        let s = match g
+            .members
+            .iter()
+            .filter_map(|m| m.remote)
+            .chain(g.trunks.iter().map(|t| t.remote))
+            .next()
+        {
+            Some(r) => self.tunneled(&r)?,
+            None => self.lightest(),
+        };
+        let (core, fds, plane) = &mut self.cores[s];
+        let local = core.segment_count();
+        let spans = g.members.iter().any(|m| m.remote.is_some());
+        let mut devs = g.plane.take().filter(|d| {
+            fast.is_some() && g.radio.is_none() && !spans && d.len() == g.members.len()
+        });
+        let mut fds_of: Vec<Option<OwnedFd>> = Vec::with_capacity(g.members.len());
+        let mut members = Vec::with_capacity(g.members.len());
+        let mut remotes = Vec::with_capacity(g.members.len());
+        for m in g.members {
+            fds_of.push(m.fd);
+            remotes.push(m.remote);
+            members.push(MemberConfig {
+                vlan: m.vlan,
+                egress: m.egress,
+                ingress: m.ingress,
+                seeds: m.seeds,
+                mtu: m.mtu,
+                remote: m.remote.map(|r| r.transit_ns),
             });
-            let mut fds_of: Vec<Option<OwnedFd>> = Vec::with_capacity(g.members.len());
-            let mut members = Vec::with_capacity(g.members.len());
-            let mut remotes = Vec::with_capacity(g.members.len());
-            for m in g.members {
-                fds_of.push(m.fd);
-                remotes.push(m.remote);
-                members.push(MemberConfig {
-                    vlan: m.vlan,
-                    egress: m.egress,
-                    ingress: m.ingress,
-                    seeds: m.seeds,
-                    mtu: m.mtu,
-                    remote: m.remote.map(|r| r.transit_ns),
-                });
-            }
-            let count = members.len();
-            let ports = core.add_segment(SegmentConfig {
-                members,
-                capacity_bps: g.capacity_bps,
-                aging_ns: g.aging_ns,
-                snooping: g.snooping,
-                radio: g.radio,
-                kernel_path: devs.is_some(),
-                kernel_shaper: devs.is_some()
-                    && fast.as_ref().is_some_and(|f| f.path.bridge_shaper().is_ok()),
-                far_switching: g.far_switching,
-                ipv6_off: g.ipv6_off,
-            });
-            if let (Some(d), Some(f), true) =
-                (devs.as_mut(), &fast, core.needs_engine(Target::Member(local, 0)))
-            {
-                if fds_of.iter().any(Option::is_none) {
-                    // (Made beside the nodes, normally; here if they were not.)
-                    let made = (f.make_taps)(TapsOf::Segment(k))?;
-                    if made.len() != d.len() {
-                        return Err(anyhow!(
-                            "{} TAP devices made for a LAN of {}",
-                            made.len(),
-                            d.len()
-                        ));
-                    }
-                    for ((dev, fd), (tap, made_fd)) in d.iter_mut().zip(&mut fds_of).zip(made) {
-                        (dev.tap, *fd) = (Some(tap), Some(made_fd));
-                    }
+        }
+        let count = members.len();
+        let ports = core.add_segment(SegmentConfig {
+            members,
+            capacity_bps: g.capacity_bps,
+            aging_ns: g.aging_ns,
+            snooping: g.snooping,
+            radio: g.radio,
+            kernel_path: devs.is_some(),
+            kernel_shaper: devs.is_some()
+                && fast.as_ref().is_some_and(|f| f.path.bridge_shaper().is_ok()),
+            far_switching: g.far_switching,
+            ipv6_off: g.ipv6_off,
+        });
+        if let (Some(d), Some(f), true) =
+            (devs.as_mut(), &fast, core.needs_engine(Target::Member(local, 0)))
+        {
+            if fds_of.iter().any(Option::is_none) {
+                // (Made beside the nodes, normally; here if they were not.)
+                let made = (f.make_taps)(TapsOf::Segment(k))?;
+                if made.len() != d.len() {
+                    return Err(anyhow!(
+                        "{} TAP devices made for a LAN of {}",
+                        made.len(),
+                        d.len()
+                    ));
+                }
+                for ((dev, fd), (tap, made_fd)) in d.iter_mut().zip(&mut fds_of).zip(made) {
+                    (dev.tap, *fd) = (Some(tap), Some(made_fd));
                 }
             }
-            if let (Some(d), Some(f)) = (&devs, &fast) {
-                route_to_engine(f, d, TapsOf::Segment(k))?;
-            }
-            tapless.segments.push(devs.as_ref().is_some_and(|d| d.iter().any(|x| x.tap.is_none())));
-            for (i, fd) in fds_of.into_iter().enumerate() {
-                fds.push(fd);
-                plane.push(match (&devs, remotes[i]) {
-                    // The member's machine sends in direction 0 (egress), this one in 1.
-                    (_, Some(r)) => tunnel_port(&r, 1, ports[i]),
-                    (Some(d), None) => PortDev::Plane(PlanePort::new(d[i], Far::Bridge)),
-                    (None, None) => PortDev::Tap,
-                });
-            }
-            member_counters
-                .push((0..count).map(|m| core.counters(Target::Member(local, m))).collect());
-            seg_counters.push(core.segment_counters(local));
-            seg_place.push((s, local));
-            seg_veths.push(devs.map(|d| d.iter().map(|x| x.veth).collect()));
-            for t in g.trunks {
-                let port = core.add_trunk(local, &t.members);
-                fds.push(None);
-                plane.push(tunnel_port(&t.remote, 1, port));
-            }
-            seg_ports.push(ports);
         }
-        for t in trunks_in {
-            let Some(&(s, _)) = t.members.first().and_then(|m| link_place.get(m.1)) else {
-                continue;
-            };
-            let (core, fds, plane) = &mut cores[s];
-            let members: Vec<(u32, usize)> =
-                t.members.iter().map(|&(m, k)| (m, link_place[k].1)).collect();
-            let port = core.add_trunk_in(&members);
+        if let (Some(d), Some(f)) = (&devs, &fast) {
+            route_to_engine(f, d, TapsOf::Segment(k))?;
+        }
+        self.tapless
+            .segments
+            .push(devs.as_ref().is_some_and(|d| d.iter().any(|x| x.tap.is_none())));
+        for (i, fd) in fds_of.into_iter().enumerate() {
+            fds.push(fd);
+            plane.push(match (&devs, remotes[i]) {
+                // The member's machine sends in direction 0 (egress), this one in 1.
+                (_, Some(r)) => tunnel_port(&r, 1, ports[i]),
+                (Some(d), None) => PortDev::Plane(PlanePort::new(d[i], Far::Bridge)),
+                (None, None) => PortDev::Tap,
+            });
+        }
+        self.member_counters
+            .push((0..count).map(|m| core.counters(Target::Member(local, m))).collect());
+        self.seg_counters.push(core.segment_counters(local));
+        self.seg_place.push((s, local));
+        self.seg_veths.push(devs.map(|d| d.iter().map(|x| x.veth).collect()));
+        for t in g.trunks {
+            let port = core.add_trunk(local, &t.members);
             fds.push(None);
-            plane.push(tunnel_port(&t.remote, 0, port));
+            plane.push(tunnel_port(&t.remote, 1, port));
         }
+        self.seg_ports.push(ports);
+        Ok(())
+    }
+
+    /// A trunk that ends here: on the shard of the links it feeds.
+    fn add_trunk_in(&mut self, t: TrunkInSpec) {
+        let Some(&(s, _)) = t.members.first().and_then(|m| self.link_place.get(m.1)) else {
+            return;
+        };
+        let (core, fds, plane) = &mut self.cores[s];
+        let members: Vec<(u32, usize)> =
+            t.members.iter().map(|&(m, k)| (m, self.link_place[k].1)).collect();
+        let port = core.add_trunk_in(&members);
+        fds.push(None);
+        plane.push(tunnel_port(&t.remote, 0, port));
+    }
+
+    /// Start every shard (with its fan-out device where it has LAN ports in the plane).
+    fn start(
+        self,
+        fast: Option<Fast>,
+        tunnel_sockets: Vec<Option<OwnedFd>>,
+        clock: LabClock,
+    ) -> Result<Engine> {
+        let n = self.n;
         let mut handles = Vec::new();
         let mut tunnel_sockets = tunnel_sockets;
         tunnel_sockets.resize_with(n, || None);
-        for ((s, (core, fds, plane)), tunnel) in cores.into_iter().enumerate().zip(tunnel_sockets) {
+        for ((s, (core, fds, plane)), tunnel) in
+            self.cores.into_iter().enumerate().zip(tunnel_sockets)
+        {
             // A shard with LAN ports in the plane writes a frame for several of them once,
             // to its fan-out device (without one, once for each).
             let lan = plane.iter().any(|d| matches!(d, PortDev::Plane(p) if p.far == Far::Bridge));
@@ -542,24 +591,57 @@ impl Engine {
                 clock,
             )?);
         }
-        let tapless = std::sync::Mutex::new(tapless);
+        let tapless = std::sync::Mutex::new(self.tapless);
         Ok(Engine {
             shards: handles,
-            link_place,
-            link_ports,
-            seg_place,
-            link_counters,
-            member_counters,
-            seg_counters,
+            link_place: self.link_place,
+            link_ports: self.link_ports,
+            seg_place: self.seg_place,
+            link_counters: self.link_counters,
+            member_counters: self.member_counters,
+            seg_counters: self.seg_counters,
             fast,
-            link_veths,
-            tunnel_veths,
+            link_veths: self.link_veths,
+            tunnel_veths: self.tunnel_veths,
             tapless,
-            seg_veths,
-            seg_ports,
+            seg_veths: self.seg_veths,
+            seg_ports: self.seg_ports,
             clock,
             halted: Vec::new(),
         })
+    }
+}
+
+impl Engine {
+    /// Start emulating `links` and `segments` on `shards` threads (at least one). Each
+    /// link and each segment belongs to one shard; they are spread so that every shard
+    /// has about as many devices. With `fast`, the links that have plane devices carry
+    /// each direction that needs no emulation inside the kernel.
+    ///
+    /// Links, members and trunks toward other machines ([`RemoteEnd`]) go through the
+    /// UDP socket of the shard their `socket` names (`tunnel_sockets`, one per shard of
+    /// [`shard_count`]): a link with one is on that shard, and so is a segment with one.
+    pub fn start(
+        links: Vec<LinkSpec>,
+        segments: Vec<SegmentSpec>,
+        trunks_in: Vec<TrunkInSpec>,
+        shards: usize,
+        clock: LabClock,
+        fast: Option<Fast>,
+        tunnel_sockets: Vec<Option<OwnedFd>>,
+    ) -> Result<Engine> {
+        let n = shard_count(shards, links.len(), segments.len());
+        let mut a = Assembly::new(n, &links, &trunks_in, &tunnel_sockets);
+        for (k, l) in links.into_iter().enumerate() {
+            a.add_link(k, l, &fast)?;
+        }
+        for (k, g) in segments.into_iter().enumerate() {
+            a.add_segment(k, g, &fast)?;
+        }
+        for t in trunks_in {
+            a.add_trunk_in(t);
+        }
+        a.start(fast, tunnel_sockets, clock)
     }
 
     /// Make the engine's TAP devices of a link or LAN (`target`'s) if it has plane
