@@ -1,74 +1,22 @@
 //! The orders of a lab across machines, carried out by the agents: each sent where it
 //! belongs (every machine, the node's, the link's ends') and the answers merged.
 
+use vemu_link::ImpairmentsPatch;
+
 use super::*;
 
 impl Worker for Cluster {
     fn call(&mut self, req: WorkerRequest, _progress: &mut dyn FnMut(usize, usize)) -> WorkerReply {
         match req {
             WorkerRequest::Build { plan, clock_epoch_ns, .. } => {
-                // The underlay is measured while the shares are built: building takes
-                // the machines' CPUs, the probes their network (on one computer, as in
-                // the tests, they share the CPUs and the figures are lower bounds) —
-                // where a link with a rate crosses it: a lab of unlimited links waits
-                // for no probe (a direction is measured when a rate is first set there).
-                let this = &*self;
-                let rated = this.rated_directions(&plan);
-                let (built, underlay) = std::thread::scope(|s| {
-                    let probes = s.spawn(|| this.measure_underlay(&rated));
-                    let built = this.build(plan, clock_epoch_ns);
-                    (built, probes.join().unwrap_or_default())
-                });
-                self.underlay = underlay;
-                match built {
-                    WorkerReply::Done => {
-                        match self.start_heartbeats(LabClock { epoch_ns: clock_epoch_ns }) {
-                            Ok(()) => WorkerReply::Done,
-                            Err(e) => {
-                                let _ = self.call(WorkerRequest::Teardown, _progress);
-                                WorkerReply::error(format!("starting the heartbeats: {e:#}"))
-                            }
-                        }
-                    }
-                    r => r,
-                }
+                self.build_everywhere(plan, clock_epoch_ns)
             }
             WorkerRequest::Connect { .. } => {
                 WorkerReply::error("a lab across machines connects its shares itself")
             }
             WorkerRequest::State => WorkerReply::error("each agent holds its machine's state"),
-            WorkerRequest::Patch { target, dir, ref patch } => {
-                // Both machines of a link keep its impairments; the one that sends in
-                // direction `dir` carries them out and answers.
-                let ms = self.machines_of(target);
-                // (A segment member's two directions are both carried out on its node's
-                // machine: its ingress after the trunk from the segment's.)
-                let side = if let Target::Member(..) = target { 0 } else { dir.min(1) };
-                let sender =
-                    self.tunnel_at.get(self.tunnel(target)).map_or(usize::MAX, |at| at[side]);
-                let replies =
-                    self.each(&ms, &WorkerRequest::Patch { target, dir, patch: patch.clone() });
-                let reply = match ms.iter().position(|&m| m == sender).map(|i| replies[i].clone()) {
-                    Some(r @ WorkerReply::Impairments(_)) => r,
-                    _ => Self::first(replies),
-                };
-                // A rate set on a link between machines, that way, for the first time:
-                // the underlay is measured that way now.
-                if let (WorkerReply::Impairments(i), Target::Link(l)) = (&reply, target) {
-                    if let (Some(_), Some([a, b])) =
-                        (i.rate_bps, self.link_machines.get(l).copied().flatten())
-                    {
-                        let way = if dir == 0 { (a, b) } else { (b, a) };
-                        if !self.underlay.iter().any(|u| (u.0, u.1) == way)
-                            && !self.lost(way.0)
-                            && !self.lost(way.1)
-                        {
-                            let measured = self.measure_underlay(&[way]);
-                            self.underlay.extend(measured);
-                        }
-                    }
-                }
-                reply
+            WorkerRequest::Patch { target, dir, patch } => {
+                self.patch_where_carried(target, dir, patch)
             }
             WorkerRequest::SetUp { target, up } => Self::first(
                 self.each(&self.machines_of(target), &WorkerRequest::SetUp { target, up }),
@@ -86,41 +34,7 @@ impl Worker for Cluster {
                     None => WorkerReply::Error(WorkerError::caller(format!("no segment {seg}"))),
                 }
             }
-            WorkerRequest::Stats => {
-                let all = match self.gather(&WorkerRequest::Stats, |r| match r {
-                    WorkerReply::Stats(c) => Some(c),
-                    _ => None,
-                }) {
-                    Ok(all) => all,
-                    Err(e) => return WorkerReply::Error(e),
-                };
-                let mut total: Option<Counters> = None;
-                for c in all {
-                    let Some(t) = total.as_mut() else {
-                        total = Some(c);
-                        continue;
-                    };
-                    for (a, b) in t.links.iter_mut().zip(&c.links) {
-                        a[0].merge(&b[0]);
-                        a[1].merge(&b[1]);
-                    }
-                    for (ga, gb) in t.members.iter_mut().zip(&c.members) {
-                        for (a, b) in ga.iter_mut().zip(gb) {
-                            a[0].merge(&b[0]);
-                            a[1].merge(&b[1]);
-                        }
-                    }
-                    for (a, b) in t.segments.iter_mut().zip(&c.segments) {
-                        a.merge(b);
-                    }
-                    t.shard_work_ns.extend(c.shard_work_ns);
-                    if t.fast_path != c.fast_path {
-                        t.fast_path = format!("{}; {}", t.fast_path, c.fast_path);
-                    }
-                    t.engine_faults.extend(c.engine_faults);
-                }
-                WorkerReply::Stats(total.unwrap_or_default())
-            }
+            WorkerRequest::Stats => self.stats_merged(),
             WorkerRequest::Processes => self
                 .gather(&WorkerRequest::Processes, |r| match r {
                     WorkerReply::Processes(p) => Some(p),
@@ -141,45 +55,8 @@ impl Worker for Cluster {
                 .map_or_else(WorkerReply::Error, |all| {
                     WorkerReply::Backlog(all.into_iter().max().unwrap_or(0))
                 }),
-            WorkerRequest::Usage => {
-                // Each node's from its machine (nothing from lost machines).
-                let live = self.all();
-                let mut per_machine = vec![Vec::new(); self.agents.len()];
-                for (&m, r) in live.iter().zip(self.each(&live, &WorkerRequest::Usage)) {
-                    match r {
-                        WorkerReply::Usage(u) => per_machine[m] = u,
-                        r => return r,
-                    }
-                }
-                WorkerReply::Usage(
-                    self.node_at
-                        .iter()
-                        .enumerate()
-                        .map(|(i, &m)| per_machine[m].get(i).cloned().unwrap_or_default())
-                        .collect(),
-                )
-            }
-            WorkerRequest::Teardown => {
-                // Lost machines too, in case they are back; if not, their agents remove
-                // their shares when the lease ends or when they start again.
-                let every: Vec<usize> = (0..self.agents.len()).collect();
-                let mut errors = Vec::new();
-                for (m, r) in every.iter().zip(self.each(&every, &WorkerRequest::Teardown)) {
-                    match r {
-                        WorkerReply::Error(e) if self.lost(*m) => eprintln!("vemu: lost {e} (its agent removes its share when its lease of {} s ends, or when it starts again)", self.lease_s),
-                        WorkerReply::Error(e) => errors.push(e.message),
-                        _ => {}
-                    }
-                }
-                // This machine kept only the lab's directory.
-                if let Err(e) = vemu_host::remove_lab(&self.lab) {
-                    errors.push(format!("{e:#}"));
-                }
-                match errors.is_empty() {
-                    true => WorkerReply::Done,
-                    false => WorkerReply::error(errors.join("; ")),
-                }
-            }
+            WorkerRequest::Usage => self.usage_by_node(),
+            WorkerRequest::Teardown => self.tear_down(),
         }
     }
 
@@ -262,5 +139,158 @@ impl Worker for Cluster {
         let mut s = self.health.saved.lock().unwrap_or_else(|e| e.into_inner());
         *s = (s.0 + 1, Some(state));
         self.health.saved_changed.notify_all();
+    }
+}
+
+impl Cluster {
+    /// Build every machine's share, measuring the underlay meanwhile; then watch the
+    /// machines (heartbeats).
+    fn build_everywhere(&mut self, plan: Plan, clock_epoch_ns: u64) -> WorkerReply {
+        // The underlay is measured while the shares are built: building takes
+        // the machines' CPUs, the probes their network (on one computer, as in
+        // the tests, they share the CPUs and the figures are lower bounds) —
+        // where a link with a rate crosses it: a lab of unlimited links waits
+        // for no probe (a direction is measured when a rate is first set there).
+        let this = &*self;
+        let rated = this.rated_directions(&plan);
+        let (built, underlay) = std::thread::scope(|s| {
+            let probes = s.spawn(|| this.measure_underlay(&rated));
+            let built = this.build(plan, clock_epoch_ns);
+            (built, probes.join().unwrap_or_default())
+        });
+        self.underlay = underlay;
+        match built {
+            WorkerReply::Done => {
+                match self.start_heartbeats(LabClock { epoch_ns: clock_epoch_ns }) {
+                    Ok(()) => WorkerReply::Done,
+                    Err(e) => {
+                        let _ = self.tear_down();
+                        WorkerReply::error(format!("starting the heartbeats: {e:#}"))
+                    }
+                }
+            }
+            r => r,
+        }
+    }
+
+    /// Change one direction on both machines of its link (or port); the one that sends
+    /// that way answers.
+    fn patch_where_carried(
+        &mut self,
+        target: Target,
+        dir: usize,
+        patch: ImpairmentsPatch,
+    ) -> WorkerReply {
+        // Both machines of a link keep its impairments; the one that sends in
+        // direction `dir` carries them out and answers.
+        let ms = self.machines_of(target);
+        // (A segment member's two directions are both carried out on its node's
+        // machine: its ingress after the trunk from the segment's.)
+        let side = if let Target::Member(..) = target { 0 } else { dir.min(1) };
+        let sender = self.tunnel_at.get(self.tunnel(target)).map_or(usize::MAX, |at| at[side]);
+        let replies = self.each(&ms, &WorkerRequest::Patch { target, dir, patch });
+        let reply = match ms.iter().position(|&m| m == sender).map(|i| replies[i].clone()) {
+            Some(r @ WorkerReply::Impairments(_)) => r,
+            _ => Self::first(replies),
+        };
+        // A rate set on a link between machines, that way, for the first time:
+        // the underlay is measured that way now.
+        if let (WorkerReply::Impairments(i), Target::Link(l)) = (&reply, target) {
+            if let (Some(_), Some([a, b])) =
+                (i.rate_bps, self.link_machines.get(l).copied().flatten())
+            {
+                let way = if dir == 0 { (a, b) } else { (b, a) };
+                if !self.underlay.iter().any(|u| (u.0, u.1) == way)
+                    && !self.lost(way.0)
+                    && !self.lost(way.1)
+                {
+                    let measured = self.measure_underlay(&[way]);
+                    self.underlay.extend(measured);
+                }
+            }
+        }
+        reply
+    }
+
+    /// Every machine's counters, summed (each direction is counted where it is
+    /// carried out).
+    fn stats_merged(&self) -> WorkerReply {
+        let all = match self.gather(&WorkerRequest::Stats, |r| match r {
+            WorkerReply::Stats(c) => Some(c),
+            _ => None,
+        }) {
+            Ok(all) => all,
+            Err(e) => return WorkerReply::Error(e),
+        };
+        let mut total: Option<Counters> = None;
+        for c in all {
+            let Some(t) = total.as_mut() else {
+                total = Some(c);
+                continue;
+            };
+            for (a, b) in t.links.iter_mut().zip(&c.links) {
+                a[0].merge(&b[0]);
+                a[1].merge(&b[1]);
+            }
+            for (ga, gb) in t.members.iter_mut().zip(&c.members) {
+                for (a, b) in ga.iter_mut().zip(gb) {
+                    a[0].merge(&b[0]);
+                    a[1].merge(&b[1]);
+                }
+            }
+            for (a, b) in t.segments.iter_mut().zip(&c.segments) {
+                a.merge(b);
+            }
+            t.shard_work_ns.extend(c.shard_work_ns);
+            if t.fast_path != c.fast_path {
+                t.fast_path = format!("{}; {}", t.fast_path, c.fast_path);
+            }
+            t.engine_faults.extend(c.engine_faults);
+        }
+        WorkerReply::Stats(total.unwrap_or_default())
+    }
+
+    /// Each node's use, from its machine (nothing from lost machines).
+    fn usage_by_node(&self) -> WorkerReply {
+        let live = self.all();
+        let mut per_machine = vec![Vec::new(); self.agents.len()];
+        for (&m, r) in live.iter().zip(self.each(&live, &WorkerRequest::Usage)) {
+            match r {
+                WorkerReply::Usage(u) => per_machine[m] = u,
+                r => return r,
+            }
+        }
+        WorkerReply::Usage(
+            self.node_at
+                .iter()
+                .enumerate()
+                .map(|(i, &m)| per_machine[m].get(i).cloned().unwrap_or_default())
+                .collect(),
+        )
+    }
+
+    /// Take every share down, lost machines' too (in case they are back; if not, their
+    /// agents remove their shares when the lease ends or when they start again), and
+    /// the lab's directory here.
+    fn tear_down(&self) -> WorkerReply {
+        // Lost machines too, in case they are back; if not, their agents remove
+        // their shares when the lease ends or when they start again.
+        let every: Vec<usize> = (0..self.agents.len()).collect();
+        let mut errors = Vec::new();
+        for (m, r) in every.iter().zip(self.each(&every, &WorkerRequest::Teardown)) {
+            match r {
+                WorkerReply::Error(e) if self.lost(*m) => eprintln!("vemu: lost {e} (its agent removes its share when its lease of {} s ends, or when it starts again)", self.lease_s),
+                WorkerReply::Error(e) => errors.push(e.message),
+                _ => {}
+            }
+        }
+        // This machine kept only the lab's directory.
+        if let Err(e) = vemu_host::remove_lab(&self.lab) {
+            errors.push(format!("{e:#}"));
+        }
+        match errors.is_empty() {
+            true => WorkerReply::Done,
+            false => WorkerReply::error(errors.join("; ")),
+        }
     }
 }

@@ -3,25 +3,8 @@
 
 use super::*;
 
-/// The keys of a direction's impairments, as a scenario writes them: the one list that
-/// the command line's `vemu link set` flags, the API's link change and the web page's
-/// form are checked against (their tests).
-pub const IMPAIRMENT_KEYS: &[&str] = &[
-    "bandwidth",
-    "delay",
-    "jitter",
-    "loss",
-    "duplicate",
-    "corrupt",
-    "reorder",
-    "queue",
-    "mtu",
-    "qos",
-    "shaper",
-];
-
-/// The impairment keys a running lab's link takes (all but the MTU, which interfaces
-/// were made with).
+/// The impairment keys a running lab's link takes: all but the MTU, which interfaces
+/// were made with.
 pub const RUNTIME_IMPAIRMENT_KEYS: &[&str] = &[
     "bandwidth",
     "delay",
@@ -34,6 +17,22 @@ pub const RUNTIME_IMPAIRMENT_KEYS: &[&str] = &[
     "qos",
     "shaper",
 ];
+
+/// The keys of a direction's impairments, as a scenario writes them: the one list that
+/// the command line's `vemu link set` flags, the API's link change and the web page's
+/// form are checked against (their tests).
+pub const IMPAIRMENT_KEYS: &[&str] = &ALL_KEYS;
+
+/// [`RUNTIME_IMPAIRMENT_KEYS`] and the MTU.
+const ALL_KEYS: [&str; RUNTIME_IMPAIRMENT_KEYS.len() + 1] = {
+    let mut all = ["mtu"; RUNTIME_IMPAIRMENT_KEYS.len() + 1];
+    let mut i = 0;
+    while i < RUNTIME_IMPAIRMENT_KEYS.len() {
+        all[i] = RUNTIME_IMPAIRMENT_KEYS[i];
+        i += 1;
+    }
+    all
+};
 
 /// A fraction written as a percentage, or an integer correlation like netem's.
 pub(crate) fn chance(
