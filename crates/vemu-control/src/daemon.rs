@@ -203,39 +203,13 @@ fn serve_lab(
         None => LabClock::start(),
     };
     let epoch_ns = clock.epoch_ns;
-    // A lab across machines: the agents build it; this machine hosts none of its
-    // nodes, only the lab's directory (API socket, plan) and logs.
-    let mut worker: Box<dyn Worker> = match (plan.machines.is_empty(), &resume) {
-        (true, _) => Box::new(LocalWorker::default()),
-        (false, Some(s)) => Box::new(crate::cluster::Cluster::attach(
-            &plan,
-            &crate::cluster::agent_token()?,
-            clock,
-            s.underlay.clone(),
-        )?),
-        (false, None) => {
-            let cluster = crate::cluster::Cluster::connect(&plan, &crate::cluster::agent_token()?)?;
-            std::fs::create_dir_all(&paths.dir)
-                .with_context(|| format!("creating {}", paths.dir.display()))?;
-            std::fs::create_dir_all(paths.log_dir())
-                .with_context(|| format!("creating {}", paths.log_dir().display()))?;
-            Box::new(cluster)
-        }
-    };
+    let mut worker = worker_for(&plan, &resume, clock, &paths)?;
     if resume.is_none() {
         worker.build(plan.clone(), epoch_ns, &mut |done, total| {
             report(Event::Progress(done, total))
         })?;
     }
-    let realtime_epoch_ns = match &resume {
-        Some(s) => s.realtime_epoch_ns,
-        None => {
-            let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-            // SAFETY: clock_gettime writes the timespec.
-            unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
-            (ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64).saturating_sub(clock.now_ns())
-        }
-    };
+    let realtime_epoch_ns = realtime_epoch_ns(&resume, clock);
     if resume.is_none() {
         // Records of an earlier run of the same lab would mix with this one's.
         let _ = std::fs::remove_dir_all(paths.log_dir().join("traffic"));
@@ -253,31 +227,7 @@ fn serve_lab(
             }
         }
     }
-    let positions_log = (!movers.is_empty())
-        .then(|| -> Result<_> {
-            let file = paths.log_dir().join("positions.csv");
-            if resume.is_some() {
-                return Ok(std::io::BufWriter::new(
-                    std::fs::OpenOptions::new().append(true).create(true).open(file)?,
-                ));
-            }
-            let mut f = std::io::BufWriter::new(std::fs::File::create(file)?);
-            writeln!(f, "t_s,segment,node,x_m,y_m")?;
-            for m in &movers {
-                let g = &plan.segments[m.seg];
-                for (mp, p) in g.members.iter().zip(&m.last) {
-                    writeln!(
-                        f,
-                        "0.000,{},{},{:.3},{:.3}",
-                        g.name, plan.nodes[mp.end.node].name, p.x, p.y
-                    )?;
-                }
-            }
-            f.flush()?;
-            Ok(f)
-        })
-        .transpose()
-        .context("writing positions.csv")?;
+    let positions_log = positions_log(&plan, &paths, &movers, resume.is_some())?;
     let mut controller = Controller::new(plan.clone(), worker, clock, realtime_epoch_ns);
     (controller.movers, controller.positions_log) = (movers, positions_log);
     controller.api_tcp = options.tcp;
@@ -297,32 +247,7 @@ fn serve_lab(
         .enable_all()
         .thread_name("vemu-api")
         .build()?;
-    let started = (|| -> Result<api::Servers> {
-        std::fs::write(paths.pid_file(), format!("{}\n", std::process::id()))?;
-        // The plan holds the nodes' files, which may be secrets (keys, passwords).
-        crate::files::write_private(&paths.plan(), &serde_json::to_vec_pretty(&plan)?)?;
-        let unix = rt
-            .block_on(async { tokio::net::UnixListener::bind(paths.socket()) })
-            .context("creating the API socket")?;
-        std::fs::set_permissions(paths.socket(), std::fs::Permissions::from_mode(0o600))?;
-        let tcp = match options.tcp {
-            Some(addr) => {
-                let token = new_token()?;
-                let tf = paths.api_token();
-                crate::files::write_private(&tf, format!("{token}\n").as_bytes())?;
-                let l = rt
-                    .block_on(tokio::net::TcpListener::bind(addr))
-                    .with_context(|| format!("listening on {addr}"))?;
-                std::fs::write(paths.api_address(), format!("{}\n", l.local_addr()?))?;
-                ctl.locked().api_tcp = Some(l.local_addr()?);
-                Some((l, token))
-            }
-            None => None,
-        };
-        // What a controller taking over after a crash of this one needs.
-        ctl.locked().save();
-        Ok(api::serve(&rt, ctl.clone(), shutdown.clone(), paths.clone(), unix, tcp))
-    })();
+    let started = open_api(&rt, &ctl, &shutdown, &paths, &plan, options.tcp);
     let servers = match started {
         Ok(s) => s,
         Err(e) => {
@@ -353,20 +278,7 @@ fn serve_lab(
     ticker.stop();
     monitor.stop();
     health.stop();
-    let _ = std::fs::remove_file(paths.socket());
-    ctl.locked().emit(json!({"type": "lab-down"}));
-    // The counters and the flows' records (from other machines) as the lab ends, for
-    // `vemu report` afterwards.
-    if let Err(e) = ctl.locked().collect_traffic() {
-        eprintln!("vemu: gathering the traffic records of lab '{}': {e}", plan.name);
-    }
-    if let Ok(v) = ctl.locked().stats() {
-        let _ = std::fs::write(
-            paths.log_dir().join("stats-final.json"),
-            serde_json::to_vec_pretty(&v).unwrap_or_default(),
-        );
-    }
-    let result = ctl.locked().worker.teardown().map_err(|e| e.to_string());
+    let result = wind_down(&mut ctl.locked(), &paths);
     // The lab is gone: its name is free before `down` hears so (an `up` right after works).
     name.release();
     if let Some(tx) = reply_to {
@@ -375,4 +287,137 @@ fn serve_lab(
     // The servers finish the requests in flight (the `down` that asked for this).
     servers.shutdown(&rt);
     result.map_err(anyhow::Error::msg)
+}
+
+/// The worker of `plan`'s lab: this machine's, or (a lab across machines) the agents',
+/// connected anew or (`resume`) taken over.
+fn worker_for(
+    plan: &Plan,
+    resume: &Option<Saved>,
+    clock: LabClock,
+    paths: &LabPaths,
+) -> Result<Box<dyn Worker>> {
+    // A lab across machines: the agents build it; this machine hosts none of its
+    // nodes, only the lab's directory (API socket, plan) and logs.
+    let worker: Box<dyn Worker> = match (plan.machines.is_empty(), resume) {
+        (true, _) => Box::new(LocalWorker::default()),
+        (false, Some(s)) => Box::new(crate::cluster::Cluster::attach(
+            plan,
+            &crate::cluster::agent_token()?,
+            clock,
+            s.underlay.clone(),
+        )?),
+        (false, None) => {
+            let cluster = crate::cluster::Cluster::connect(plan, &crate::cluster::agent_token()?)?;
+            std::fs::create_dir_all(&paths.dir)
+                .with_context(|| format!("creating {}", paths.dir.display()))?;
+            std::fs::create_dir_all(paths.log_dir())
+                .with_context(|| format!("creating {}", paths.log_dir().display()))?;
+            Box::new(cluster)
+        }
+    };
+    Ok(worker)
+}
+
+/// CLOCK_REALTIME at the lab clock's zero, ns since 1970: now's, or the lab's that is
+/// taken over.
+fn realtime_epoch_ns(resume: &Option<Saved>, clock: LabClock) -> u64 {
+    match resume {
+        Some(s) => s.realtime_epoch_ns,
+        None => {
+            let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+            // SAFETY: clock_gettime writes the timespec.
+            unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+            (ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64).saturating_sub(clock.now_ns())
+        }
+    }
+}
+
+/// `positions.csv` in the lab's log directory, with the wireless members' first
+/// positions (appended to, for a lab taken over); none without movers.
+fn positions_log(
+    plan: &Plan,
+    paths: &LabPaths,
+    movers: &[crate::radio::Movers],
+    resuming: bool,
+) -> Result<Option<std::io::BufWriter<std::fs::File>>> {
+    (!movers.is_empty())
+        .then(|| -> Result<_> {
+            let file = paths.log_dir().join("positions.csv");
+            if resuming {
+                return Ok(std::io::BufWriter::new(
+                    std::fs::OpenOptions::new().append(true).create(true).open(file)?,
+                ));
+            }
+            let mut f = std::io::BufWriter::new(std::fs::File::create(file)?);
+            writeln!(f, "t_s,segment,node,x_m,y_m")?;
+            for m in movers {
+                let g = &plan.segments[m.seg];
+                for (mp, p) in g.members.iter().zip(&m.last) {
+                    writeln!(
+                        f,
+                        "0.000,{},{},{:.3},{:.3}",
+                        g.name, plan.nodes[mp.end.node].name, p.x, p.y
+                    )?;
+                }
+            }
+            f.flush()?;
+            Ok(f)
+        })
+        .transpose()
+        .context("writing positions.csv")
+}
+
+/// The lab is stopping: its socket goes, the event stream hears so, what `vemu report`
+/// reads afterwards is kept (the flows' records from other machines, the final
+/// counters), and the worker takes everything down.
+fn wind_down(ctl: &mut Controller, paths: &LabPaths) -> Result<(), String> {
+    let _ = std::fs::remove_file(paths.socket());
+    ctl.emit(json!({"type": "lab-down"}));
+    if let Err(e) = ctl.collect_traffic() {
+        eprintln!("vemu: gathering the traffic records of lab '{}': {e}", ctl.plan.name);
+    }
+    if let Ok(v) = ctl.stats() {
+        let _ = std::fs::write(
+            paths.log_dir().join("stats-final.json"),
+            serde_json::to_vec_pretty(&v).unwrap_or_default(),
+        );
+    }
+    ctl.worker.teardown().map_err(|e| e.to_string())
+}
+
+/// Serve the lab's API: its pid and plan written down, its socket (and, asked for,
+/// TCP with a new token), the state a controller taking over would need saved.
+fn open_api(
+    rt: &tokio::runtime::Runtime,
+    ctl: &Arc<Mutex<Controller>>,
+    shutdown: &std::sync::mpsc::Sender<StopRequest>,
+    paths: &LabPaths,
+    plan: &Plan,
+    tcp_at: Option<std::net::SocketAddr>,
+) -> Result<api::Servers> {
+    std::fs::write(paths.pid_file(), format!("{}\n", std::process::id()))?;
+    // The plan holds the nodes' files, which may be secrets (keys, passwords).
+    crate::files::write_private(&paths.plan(), &serde_json::to_vec_pretty(plan)?)?;
+    let unix = rt
+        .block_on(async { tokio::net::UnixListener::bind(paths.socket()) })
+        .context("creating the API socket")?;
+    std::fs::set_permissions(paths.socket(), std::fs::Permissions::from_mode(0o600))?;
+    let tcp = match tcp_at {
+        Some(addr) => {
+            let token = new_token()?;
+            let tf = paths.api_token();
+            crate::files::write_private(&tf, format!("{token}\n").as_bytes())?;
+            let l = rt
+                .block_on(tokio::net::TcpListener::bind(addr))
+                .with_context(|| format!("listening on {addr}"))?;
+            std::fs::write(paths.api_address(), format!("{}\n", l.local_addr()?))?;
+            ctl.locked().api_tcp = Some(l.local_addr()?);
+            Some((l, token))
+        }
+        None => None,
+    };
+    // What a controller taking over after a crash of this one needs.
+    ctl.locked().save();
+    Ok(api::serve(rt, ctl.clone(), shutdown.clone(), paths.clone(), unix, tcp))
 }
