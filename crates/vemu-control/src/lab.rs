@@ -7,7 +7,6 @@ use std::sync::mpsc::Sender;
 
 use serde_json::{json, Value};
 use vemu_engine::{DirStats, LabClock, Target};
-use vemu_host::LabPaths;
 use vemu_link::Impairments;
 use vemu_scenario::{Plan, PortRef};
 
@@ -17,13 +16,12 @@ use vemu_scenario::Limits;
 mod flows;
 mod mobility;
 pub mod saved;
+mod status;
+use status::dir_status;
 #[cfg(test)]
 mod tests;
 
-use crate::{
-    DirStatus, Direction, IfaceStatus, LabStatus, LinkStatus, MemberStatus, NodeStatus,
-    SegmentStatus,
-};
+use crate::{Direction, LabStatus, LinkStatus};
 
 /// A change of a node's limits: a field that is `Some` sets (`Some(None)`: lifts) that limit.
 #[derive(Debug, Clone, Copy, Default)]
@@ -434,36 +432,13 @@ impl Controller {
         let stats = self.counters()?;
         let procs = self.worker.processes()?;
         let usage = self.worker.usage()?;
-        let paths = LabPaths::new(&self.plan.name);
-        let nodes = self
-            .plan
-            .nodes
-            .iter()
-            .enumerate()
-            .map(|(ni, n)| NodeStatus {
-                name: n.name.clone(),
-                up: !self.stopped[ni] && !self.machine_lost(n.machine),
-                netns: if n.kind.is_made() { paths.netns_name(&n.name) } else { String::new() },
-                ifaces: n
-                    .ifaces
-                    .iter()
-                    .map(|i| IfaceStatus {
-                        name: i.name.clone(),
-                        mac: i.mac.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":"),
-                        addrs: i.addrs.iter().map(|a| a.to_string()).collect(),
-                    })
-                    .collect(),
-                processes: procs.iter().filter(|p| p.node == n.name).cloned().collect(),
-                limits: n.limits,
-                usage: usage.get(ni).copied().unwrap_or_default(),
-                machine: self.plan.machines.get(n.machine).map(|m| m.name.clone()),
-                kind: (!n.kind.is_made()).then(|| n.kind.name().to_string()),
-            })
-            .collect();
-        let dir = |st: &PortState, c: &[DirStats; 2], d: usize| DirStatus {
-            impairments: st.imps[d].clone(),
-            stats: c[d].clone(),
-        };
+        let mut radios = Vec::new();
+        for g in 0..self.plan.segments.len() {
+            radios.push(match self.plan.segments[g].wireless.is_some() {
+                true => Some(self.worker.radio(g)?),
+                false => None,
+            });
+        }
         let links = self
             .plan
             .links
@@ -474,75 +449,10 @@ impl Controller {
                 a: self.plan.endpoint_name(l.a),
                 b: self.plan.endpoint_name(l.b),
                 up: self.links[i].up,
-                forward: dir(&self.links[i], &stats.links[i], 0),
-                reverse: dir(&self.links[i], &stats.links[i], 1),
+                forward: dir_status(&self.links[i], &stats.links[i], 0),
+                reverse: dir_status(&self.links[i], &stats.links[i], 1),
             })
             .collect();
-        let mut radios = Vec::new();
-        for g in 0..self.plan.segments.len() {
-            radios.push(match self.plan.segments[g].wireless.is_some() {
-                true => Some(self.worker.radio(g)?),
-                false => None,
-            });
-        }
-        let segments = self
-            .plan
-            .segments
-            .iter()
-            .enumerate()
-            .map(|(g, seg)| SegmentStatus {
-                name: seg.name.clone(),
-                kind: if seg.wireless.is_some() { "wireless" } else { "lan" }.to_string(),
-                range_m: seg.wireless.as_ref().map(|w| w.medium.model.range_m(&w.medium.radio)),
-                carrier_sense_m: seg.wireless.as_ref().map(|w| w.medium.carrier_sense_m),
-                capacity_bps: seg.capacity_bps,
-                stats: stats.segments[g].clone(),
-                members: seg
-                    .members
-                    .iter()
-                    .enumerate()
-                    .map(|(m, mp)| {
-                        let st = &self.members[g][m];
-                        let node_of =
-                            |i: u32| self.plan.nodes[seg.members[i as usize].end.node].name.clone();
-                        let radio = radios[g].as_ref().map(|r| crate::RadioStatus {
-                            x_m: r.positions[m].x,
-                            y_m: r.positions[m].y,
-                            neighbours: r.neighbours[m]
-                                .iter()
-                                .map(|n| crate::NeighbourStatus {
-                                    node: node_of(n.member),
-                                    distance_m: n.distance_m,
-                                    delivery_probability: n.delivery_probability,
-                                })
-                                .collect(),
-                            sent_to: r
-                                .pairs
-                                .iter()
-                                .filter(|p| p.0 as usize == m)
-                                .map(|p| crate::PairStatus { node: node_of(p.1), counters: p.2 })
-                                .collect(),
-                        });
-                        MemberStatus {
-                            port: self.plan.endpoint_name(mp.end),
-                            vlan: mp.vlan,
-                            radio,
-                            up: st.up,
-                            egress: dir(st, &stats.members[g][m], 0),
-                            ingress: dir(st, &stats.members[g][m], 1),
-                        }
-                    })
-                    .collect(),
-            })
-            .collect();
-        let (offsets, underlay_rows) =
-            (self.worker.clock_offsets(), self.underlay_by_machine(&self.worker.underlay()));
-        let mut nodes_on = vec![0; self.plan.machines.len()];
-        for n in &self.plan.nodes {
-            if let Some(c) = nodes_on.get_mut(n.machine) {
-                *c += 1;
-            }
-        }
         Ok(LabStatus {
             fidelity: Some(self.fidelity(&stats)),
             fidelity_now: self.watch.now.clone(),
@@ -550,46 +460,11 @@ impl Controller {
             name: self.plan.name.clone(),
             pid: std::process::id(),
             uptime_ns: self.clock.now_ns(),
-            nodes,
+            nodes: self.node_statuses(&procs, &usage),
             links,
-            segments,
-            machines: self
-                .plan
-                .machines
-                .iter()
-                .zip(underlay_rows)
-                .enumerate()
-                .map(|(i, (m, underlay))| crate::MachineStatus {
-                    name: m.name.clone(),
-                    address: m.address.to_string(),
-                    nodes: nodes_on[i],
-                    state: if self.machine_lost(i) { "lost" } else { "up" }.into(),
-                    clock_offset_ns: offsets.get(i).copied().flatten().map(|o| o.offset_ns),
-                    clock_rtt_ns: offsets.get(i).copied().flatten().map(|o| o.rtt_ns),
-                    clock_error_ns: offsets.get(i).copied().flatten().map(|o| o.bound_ns()),
-                    clock_source: offsets.get(i).copied().flatten().map(|o| {
-                        if o.wall_bound_ns.is_some() { "disciplined clocks" } else { "round trip" }
-                            .to_string()
-                    }),
-                    underlay,
-                })
-                .collect(),
-            diverts: self
-                .plan
-                .diverts
-                .iter()
-                .enumerate()
-                .map(|(i, d)| {
-                    let st =
-                        |k: usize| stats.diverts.get(i).map(|s| s[k].clone()).unwrap_or_default();
-                    crate::DivertStatus {
-                        name: d.name.clone(),
-                        matches: d.matches.clone(),
-                        forward: DirStatus { impairments: d.forward.clone(), stats: st(0) },
-                        reverse: DirStatus { impairments: d.reverse.clone(), stats: st(1) },
-                    }
-                })
-                .collect(),
+            segments: self.segment_statuses(&stats, &radios),
+            machines: self.machine_statuses(),
+            diverts: self.divert_statuses(&stats),
         })
     }
 

@@ -207,3 +207,27 @@ fn a_refusal_says_whose_fault_it_is() {
         assert!(ctl.links[0].up, "the state is kept");
     }
 }
+
+/// The status shows what the plan built and what was changed since, the worker's
+/// counters in place (zeros where it counted nothing), and the machines of a lab across
+/// machines with their state.
+#[test]
+fn the_status_shows_the_plan_the_changes_and_the_machines() {
+    let (mut ctl, script) = controller(TWO_MACHINES);
+    ctl.link_set("a:b", Direction::Forward, delay(3)).unwrap();
+    script.lock().unwrap().lost = vec![1];
+    ctl.check_machines();
+    let s = ctl.status().unwrap();
+    let names: Vec<&str> = s.nodes.iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(names, ["a", "b", "c"]);
+    // b is on the lost machine.
+    assert_eq!(s.nodes.iter().map(|n| n.up).collect::<Vec<_>>(), [true, false, true]);
+    assert_eq!(s.links.len(), 2);
+    assert_eq!(s.links[0].forward.impairments.delay_ns, 3_000_000);
+    assert!(!s.links[0].up && s.links[1].up);
+    assert_eq!(s.links[0].forward.stats.tx_frames, 0);
+    let machines: Vec<(&str, &str, usize)> =
+        s.machines.iter().map(|m| (m.name.as_str(), m.state.as_str(), m.nodes)).collect();
+    assert_eq!(machines, [("m1", "up", 2), ("m2", "lost", 1)]);
+    assert!(s.segments.is_empty() && s.diverts.is_empty());
+}
