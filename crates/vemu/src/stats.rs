@@ -116,6 +116,23 @@ impl Sink {
 
     fn sample(&mut self, v: &Value) -> std::io::Result<()> {
         let t_ns = v["t_ns"].as_u64().unwrap_or(0);
+        let rows = self.rows(v, t_ns);
+        let nodes = self.node_rows(v);
+        let t_s = t_ns as f64 / 1e9;
+        self.write_csv(t_s, &rows, &nodes)?;
+        self.print(v, t_s, &rows, &nodes)?;
+        if let Some(n) = &mut self.left {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                return Err(std::io::Error::other(Done));
+            }
+        }
+        Ok(())
+    }
+
+    /// A row for each direction of each link, segment port and diverted path, and for
+    /// each of their qos classes, with its rates since the last sample.
+    fn rows(&mut self, v: &Value, t_ns: u64) -> Vec<Row> {
         let mut rows = Vec::new();
         let mut dir = |kind: &'static str, name: String, direction: &'static str, s: &Value| {
             let get = |k: &str| s[k].as_u64().unwrap_or(0);
@@ -195,6 +212,11 @@ impl Sink {
             both("divert", name.clone(), "forward", &d["forward"]);
             both("divert", name, "reverse", &d["reverse"]);
         }
+        rows
+    }
+
+    /// A row for each node: its CPU (cores, since the last reading), memory, processes.
+    fn node_rows(&mut self, v: &Value) -> Vec<NodeRow> {
         let mut nodes = Vec::new();
         for n in v["nodes"].as_array().into_iter().flatten() {
             let get = |k: &str| n[k].as_u64().unwrap_or(0);
@@ -212,9 +234,13 @@ impl Sink {
                 processes: get("processes"),
             });
         }
-        let t_s = t_ns as f64 / 1e9;
+        nodes
+    }
+
+    /// The rows as CSV lines, when writing CSV.
+    fn write_csv(&mut self, t_s: f64, rows: &[Row], nodes: &[NodeRow]) -> std::io::Result<()> {
         if let Some(f) = &mut self.csv {
-            for r in &rows {
+            for r in rows {
                 let med = r.median_s.map(|m| format!("{m}")).unwrap_or_default();
                 writeln!(
                     f,
@@ -242,6 +268,12 @@ impl Sink {
                 )?;
             }
         }
+        Ok(())
+    }
+
+    /// The sample on stdout: the event itself (JSON) or the tables, redrawn in place on
+    /// a terminal.
+    fn print(&self, v: &Value, t_s: f64, rows: &[Row], nodes: &[NodeRow]) -> std::io::Result<()> {
         let mut out = std::io::stdout().lock();
         if self.json {
             writeln!(out, "{v}")?;
@@ -255,7 +287,7 @@ impl Sink {
                 "{:<6} {:<32} {:<8} {:>12} {:>10} {:>8} {:>7} {:>10}",
                 "KIND", "NAME", "DIR", "Mbit/s", "frames/s", "drops", "queue", "delay~p50"
             )?;
-            for r in &rows {
+            for r in rows {
                 let med =
                     r.median_s.map(|m| format!("<={} ms", m * 1e3)).unwrap_or_else(|| "-".into());
                 writeln!(
@@ -277,7 +309,7 @@ impl Sink {
                     "\n{:<32} {:>10} {:>12} {:>6}",
                     "NODE", "CPU cores", "memory MiB", "procs"
                 )?;
-                for n in &nodes {
+                for n in nodes {
                     let cores =
                         if n.cores.is_finite() { format!("{:.3}", n.cores) } else { "-".into() };
                     writeln!(
@@ -292,13 +324,7 @@ impl Sink {
             }
         }
         out.flush()?;
-        if let Some(n) = &mut self.left {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                return Err(std::io::Error::other(Done));
-            }
-        }
-        Ok(())
+        out.flush()
     }
 }
 
