@@ -61,30 +61,8 @@ pub(crate) fn event(p: &mut P, node: &Node, field: &str) -> Option<EventDef> {
                 }
             }
             "move" => {
-                // `[x, y]`, or `{to: [x, y], speed: 5}` (m/s) to go there at that speed.
-                let (mut to, mut speed) = (None, None);
-                if let Value::Map(_) = v.value {
-                    for (mk, _, mv) in p.map(v, &f, &["to", "speed"]) {
-                        let mf = join(&f, mk);
-                        match mk {
-                            "to" => to = wireless::position(p, mv, &mf),
-                            _ => speed = p.scalar(mv, &mf, wireless::speed_mps),
-                        }
-                    }
-                } else {
-                    to = wireless::position(p, v, &f);
-                }
-                match to {
-                    Some(at) => actions.push((
-                        "move",
-                        EventAction::Move { x_m: at.x, y_m: at.y, speed_mps: speed },
-                    )),
-                    None if p.errors.is_empty() => p.err(
-                        v.mark,
-                        &f,
-                        "a move needs 'to', e.g. move: {to: [500, 100], speed: 5}",
-                    ),
-                    None => {}
+                if let Some(m) = move_action(p, v, &f) {
+                    actions.push(("move", m));
                 }
             }
             "cycle" => {
@@ -100,35 +78,8 @@ pub(crate) fn event(p: &mut P, node: &Node, field: &str) -> Option<EventDef> {
                 actions.push(("cycle", EventAction::Cycle(patches)));
             }
             "ramp" => {
-                let mut from = None;
-                let mut to = None;
-                let (mut over, mut step) = (None, 1_000_000_000);
-                for (rk, _, rv) in p.map(v, &f, &["from", "to", "over", "step"]) {
-                    let rf = join(&f, rk);
-                    match rk {
-                        "from" => from = Some(patch_of(p, rv, &rf)),
-                        "to" => to = Some(patch_of(p, rv, &rf)),
-                        "over" => over = p.scalar(rv, &rf, units::duration_ns),
-                        "step" => {
-                            step = p
-                                .scalar(rv, &rf, |s| match units::duration_ns(s) {
-                                    Ok(n) if n >= 10_000_000 => Ok(n),
-                                    Ok(_) => Err("a ramp step must be at least 10ms".into()),
-                                    Err(e) => Err(e),
-                                })
-                                .unwrap_or(step)
-                        }
-                        _ => unreachable!(),
-                    }
-                }
-                match (from, to, over) {
-                    (Some(from), Some(to), Some(over_ns)) => {
-                        if let Err(m) = ImpairmentsPatch::interpolate(&from, &to, 0.0) {
-                            p.err(v.mark, &f, m);
-                        }
-                        actions.push(("ramp", EventAction::Ramp { from, to, over_ns, step_ns: step }));
-                    }
-                    _ => p.err(v.mark, &f, "a ramp needs 'from', 'to' and 'over' (e.g. {from: {delay: 10ms}, to: {delay: 200ms}, over: 60s})"),
+                if let Some(r) = ramp_action(p, v, &f) {
+                    actions.push(("ramp", r));
                 }
             }
             _ => unreachable!(),
@@ -143,27 +94,7 @@ pub(crate) fn event(p: &mut P, node: &Node, field: &str) -> Option<EventDef> {
         }
     };
     if let Some((st, mark)) = state {
-        let up = match (&target, st.as_str()) {
-            (EventTarget::Link { .. }, "up") | (EventTarget::Node(_), "start") => true,
-            (EventTarget::Link { .. }, "down") | (EventTarget::Node(_), "stop") => false,
-            (EventTarget::Link { .. }, _) => {
-                p.err(
-                    mark,
-                    &join(field, "state"),
-                    format!("a link's state is 'up' or 'down', got '{st}'"),
-                );
-                return None;
-            }
-            (EventTarget::Node(_), _) => {
-                p.err(
-                    mark,
-                    &join(field, "state"),
-                    format!("a node's state is 'start' or 'stop', got '{st}'"),
-                );
-                return None;
-            }
-        };
-        actions.push(("state", EventAction::State(up)));
+        actions.push(("state", EventAction::State(state_up(p, &target, &st, mark, field)?)));
     }
     let action = match actions.len() {
         1 => actions.pop().unwrap(),
@@ -213,6 +144,102 @@ pub(crate) fn event(p: &mut P, node: &Node, field: &str) -> Option<EventDef> {
         field: field.to_string(),
         event: TimedEvent { at_ns, every_ns: every, until_ns: until, target, action: action.1 },
     })
+}
+
+/// `move:` — `[x, y]`, or `{to: [x, y], speed: 5}` (m/s) to go there at that speed.
+fn move_action(p: &mut P, v: &Node, f: &str) -> Option<crate::EventAction> {
+    use crate::EventAction;
+    let (mut to, mut speed) = (None, None);
+    if let Value::Map(_) = v.value {
+        for (mk, _, mv) in p.map(v, f, &["to", "speed"]) {
+            let mf = join(f, mk);
+            match mk {
+                "to" => to = wireless::position(p, mv, &mf),
+                _ => speed = p.scalar(mv, &mf, wireless::speed_mps),
+            }
+        }
+    } else {
+        to = wireless::position(p, v, f);
+    }
+    match to {
+        Some(at) => Some(EventAction::Move { x_m: at.x, y_m: at.y, speed_mps: speed }),
+        None => {
+            if p.errors.is_empty() {
+                p.err(v.mark, f, "a move needs 'to', e.g. move: {to: [500, 100], speed: 5}");
+            }
+            None
+        }
+    }
+}
+
+/// `ramp:` — from one set of impairments to another over a time, in steps.
+fn ramp_action(p: &mut P, v: &Node, f: &str) -> Option<crate::EventAction> {
+    use crate::EventAction;
+    let mut from = None;
+    let mut to = None;
+    let (mut over, mut step) = (None, 1_000_000_000);
+    for (rk, _, rv) in p.map(v, f, &["from", "to", "over", "step"]) {
+        let rf = join(f, rk);
+        match rk {
+            "from" => from = Some(patch_of(p, rv, &rf)),
+            "to" => to = Some(patch_of(p, rv, &rf)),
+            "over" => over = p.scalar(rv, &rf, units::duration_ns),
+            "step" => {
+                step = p
+                    .scalar(rv, &rf, |s| match units::duration_ns(s) {
+                        Ok(n) if n >= 10_000_000 => Ok(n),
+                        Ok(_) => Err("a ramp step must be at least 10ms".into()),
+                        Err(e) => Err(e),
+                    })
+                    .unwrap_or(step)
+            }
+            _ => unreachable!(),
+        }
+    }
+    match (from, to, over) {
+        (Some(from), Some(to), Some(over_ns)) => {
+            if let Err(m) = ImpairmentsPatch::interpolate(&from, &to, 0.0) {
+                p.err(v.mark, f, m);
+            }
+            Some(EventAction::Ramp { from, to, over_ns, step_ns: step })
+        }
+        _ => {
+            p.err(v.mark, f, "a ramp needs 'from', 'to' and 'over' (e.g. {from: {delay: 10ms}, to: {delay: 200ms}, over: 60s})");
+            None
+        }
+    }
+}
+
+/// `state:` of an event's target: a link's `up`/`down`, a node's `start`/`stop`.
+fn state_up(
+    p: &mut P,
+    target: &crate::EventTarget,
+    st: &str,
+    mark: Mark,
+    field: &str,
+) -> Option<bool> {
+    use crate::EventTarget;
+    let up = match (target, st) {
+        (EventTarget::Link { .. }, "up") | (EventTarget::Node(_), "start") => true,
+        (EventTarget::Link { .. }, "down") | (EventTarget::Node(_), "stop") => false,
+        (EventTarget::Link { .. }, _) => {
+            p.err(
+                mark,
+                &join(field, "state"),
+                format!("a link's state is 'up' or 'down', got '{st}'"),
+            );
+            return None;
+        }
+        (EventTarget::Node(_), _) => {
+            p.err(
+                mark,
+                &join(field, "state"),
+                format!("a node's state is 'start' or 'stop', got '{st}'"),
+            );
+            return None;
+        }
+    };
+    Some(up)
 }
 
 pub(crate) fn positive(s: &str) -> Result<u32, String> {
