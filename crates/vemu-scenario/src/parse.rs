@@ -221,25 +221,7 @@ pub fn parse(
     base: Option<&Path>,
     trust: &crate::Trust,
 ) -> Result<Scenario, Vec<Error>> {
-    let root = match yaml::parse(text) {
-        Ok(Some(root)) => root,
-        Ok(None) => {
-            return Err(vec![Error {
-                line: 1,
-                col: 1,
-                field: String::new(),
-                message: "the scenario is empty".into(),
-            }])
-        }
-        Err(e) => {
-            return Err(vec![Error {
-                line: e.mark.line,
-                col: e.mark.col,
-                field: String::new(),
-                message: format!("YAML syntax error: {}", e.message),
-            }])
-        }
-    };
+    let root = document(text)?;
     let mut p = P { errors: Vec::new(), trust: trust.clone() };
     let top = p.map(
         &root,
@@ -263,32 +245,7 @@ pub fn parse(
     );
     let get = |k: &str| top.iter().find(|(key, ..)| *key == k).map(|(_, m, n)| (*m, *n));
 
-    let name = match (name_override, get("name")) {
-        (Some(n), _) => {
-            if let Err(m) = valid_lab_name(n) {
-                p.err(Mark::default(), "--name", m);
-            }
-            n.to_string()
-        }
-        (None, Some((_, n))) => {
-            p.scalar(n, "name", |s| valid_lab_name(s).map(|_| s.to_string())).unwrap_or_default()
-        }
-        (None, None) => {
-            let n: String = stem
-                .chars()
-                .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '-' })
-                .take(32)
-                .collect();
-            if valid_lab_name(&n).is_err() {
-                p.err(
-                    root.mark,
-                    "name",
-                    format!("no 'name' given and the file name '{stem}' does not make a lab name"),
-                );
-            }
-            n
-        }
-    };
+    let name = lab_name(&mut p, name_override, get("name").map(|(_, n)| n), stem, root.mark);
     let seed = get("seed")
         .and_then(|(_, n)| p.scalar(n, "seed", integer::<u64>("a whole number")))
         .unwrap_or(1);
@@ -314,45 +271,9 @@ pub fn parse(
         None => get("machines").map(|(mark, n)| machines(&mut p, mark, n)).unwrap_or_default(),
     };
 
-    let mut default_link = ImpairmentsPatch::default();
-    let mut default_node = NodeParts::default();
-    if let Some((_, d)) = get("defaults") {
-        for (k, _, v) in p.map(d, "defaults", &["link", "node"]) {
-            if k == "link" {
-                let entries = p.map(v, "defaults.link", IMPAIRMENT_KEYS);
-                default_link = impairments(&mut p, &entries, "defaults.link");
-            } else {
-                default_node = node_parts(
-                    &mut p,
-                    v,
-                    "defaults.node",
-                    base,
-                    &["run", "files", "vars", "sysctl", "isolation", "cpu", "memory", "pids"],
-                );
-            }
-        }
-    }
+    let (default_link, default_node) = defaults(&mut p, get("defaults").map(|(_, n)| n), base);
 
-    // Nodes.
-    let mut nodes = Vec::new();
-    let mut names: HashMap<String, usize> = HashMap::new();
-    match get("nodes") {
-        None => p.err(root.mark, "nodes", "a scenario needs 'nodes'"),
-        Some((m, n)) => {
-            let entries = p.map(n, "nodes", &[]);
-            if entries.is_empty() && p.errors.is_empty() {
-                p.err(m, "nodes", "no nodes are defined");
-            }
-            for (nname, nmark, def) in entries {
-                if let Some(n) =
-                    node_def(&mut p, nname, nmark, def, base, &default_node, &machines, &nodes)
-                {
-                    names.insert(nname.to_string(), nodes.len());
-                    nodes.push(n);
-                }
-            }
-        }
-    }
+    let (nodes, names) = node_defs(&mut p, get("nodes"), root.mark, base, &default_node, &machines);
 
     // Links.
     let mut links = Vec::new();
@@ -426,6 +347,116 @@ pub fn parse(
     } else {
         Err(p.errors)
     }
+}
+
+/// The scenario's YAML document (an empty one, or one that does not parse, is an error).
+fn document(text: &str) -> Result<Node, Vec<Error>> {
+    match yaml::parse(text) {
+        Ok(Some(root)) => Ok(root),
+        Ok(None) => Err(vec![Error {
+            line: 1,
+            col: 1,
+            field: String::new(),
+            message: "the scenario is empty".into(),
+        }]),
+        Err(e) => Err(vec![Error {
+            line: e.mark.line,
+            col: e.mark.col,
+            field: String::new(),
+            message: format!("YAML syntax error: {}", e.message),
+        }]),
+    }
+}
+
+/// The lab's name: the command line's, the scenario's `name:`, or made from the
+/// file's name (`stem`).
+fn lab_name(
+    p: &mut P,
+    given: Option<&str>,
+    written: Option<&Node>,
+    stem: &str,
+    mark: Mark,
+) -> String {
+    match (given, written) {
+        (Some(n), _) => {
+            if let Err(m) = valid_lab_name(n) {
+                p.err(Mark::default(), "--name", m);
+            }
+            n.to_string()
+        }
+        (None, Some(n)) => {
+            p.scalar(n, "name", |s| valid_lab_name(s).map(|_| s.to_string())).unwrap_or_default()
+        }
+        (None, None) => {
+            let n: String = stem
+                .chars()
+                .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '-' })
+                .take(32)
+                .collect();
+            if valid_lab_name(&n).is_err() {
+                p.err(
+                    mark,
+                    "name",
+                    format!("no 'name' given and the file name '{stem}' does not make a lab name"),
+                );
+            }
+            n
+        }
+    }
+}
+
+/// `defaults:` — of every link's impairments and every node's parts.
+fn defaults(p: &mut P, given: Option<&Node>, base: Option<&Path>) -> (ImpairmentsPatch, NodeParts) {
+    let mut default_link = ImpairmentsPatch::default();
+    let mut default_node = NodeParts::default();
+    if let Some(d) = given {
+        for (k, _, v) in p.map(d, "defaults", &["link", "node"]) {
+            if k == "link" {
+                let entries = p.map(v, "defaults.link", IMPAIRMENT_KEYS);
+                default_link = impairments(p, &entries, "defaults.link");
+            } else {
+                default_node = node_parts(
+                    p,
+                    v,
+                    "defaults.node",
+                    base,
+                    &["run", "files", "vars", "sysctl", "isolation", "cpu", "memory", "pids"],
+                );
+            }
+        }
+    }
+    (default_link, default_node)
+}
+
+/// `nodes:` — each node, and each name's place.
+fn node_defs(
+    p: &mut P,
+    given: Option<(Mark, &Node)>,
+    mark: Mark,
+    base: Option<&Path>,
+    default_node: &NodeParts,
+    machines: &[crate::Machine],
+) -> (Vec<NodeDef>, HashMap<String, usize>) {
+    let mut nodes = Vec::new();
+    let mut names: HashMap<String, usize> = HashMap::new();
+    match given {
+        None => p.err(mark, "nodes", "a scenario needs 'nodes'"),
+        Some((m, n)) => {
+            let entries = p.map(n, "nodes", &[]);
+            if entries.is_empty() && p.errors.is_empty() {
+                p.err(m, "nodes", "no nodes are defined");
+            }
+            for (nname, nmark, def) in entries {
+                if let Some(n) =
+                    node_def(p, nname, nmark, def, base, default_node, machines, &nodes)
+                {
+                    names.insert(nname.to_string(), nodes.len());
+                    nodes.push(n);
+                }
+            }
+        }
+    }
+    (nodes, names)
 }
 
 /// Parse impairments given as `(key, value)` pairs, e.g. from command-line flags
