@@ -118,6 +118,44 @@ fn comment(s: &str) -> String {
 pub fn graphml(text: &str, file: &str, stem: &str) -> Result<Imported, String> {
     let doc = roxmltree::Document::parse(text)
         .map_err(|e| format!("{file}: not GraphML (XML error: {e})"))?;
+    let g = read_graph(&doc, file)?;
+    let stem_name: String = stem
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '-' })
+        .take(32)
+        .collect();
+    let lab = if stem_name.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+        stem_name
+    } else {
+        "imported".to_string()
+    };
+
+    let (y, warnings) = write_scenario(&g, file, &lab);
+    // What is handed out must be a scenario vemu accepts.
+    crate::load_str_in(&y, &format!("{lab}.yaml"), &lab, None, None).map_err(|e| {
+        format!("{file}: the scenario made from it is not valid (a bug in vemu import): {e}")
+    })?;
+    Ok(Imported { yaml: y, nodes: g.nodes.len(), links: g.links.len(), warnings })
+}
+
+/// A node of a GraphML graph: its name in the scenario, its label, its coordinates.
+struct GraphNode {
+    name: String,
+    label: String,
+    pos: Option<(f64, f64)>,
+}
+
+/// A GraphML graph as read: its nodes, one link per pair of nodes (with the fastest
+/// edge's speed), and how many self-loops and parallel edges were left out.
+struct Graph {
+    nodes: Vec<GraphNode>,
+    links: BTreeMap<(usize, usize), Option<u64>>,
+    loops: usize,
+    parallel: usize,
+}
+
+/// The graph of a GraphML document (`file` for messages), bounded in nodes and edges.
+fn read_graph(doc: &roxmltree::Document, file: &str) -> Result<Graph, String> {
     let at = |n: roxmltree::Node| {
         let p = doc.text_pos_at(n.range().start);
         format!("{file}:{}:{}", p.row, p.col)
@@ -148,15 +186,9 @@ pub fn graphml(text: &str, file: &str, stem: &str) -> Result<Imported, String> {
         .find(|n| n.has_tag_name("graph"))
         .ok_or_else(|| format!("{file}: no <graph> element: not GraphML"))?;
 
-    struct Node {
-        name: String,
-        label: String,
-        pos: Option<(f64, f64)>,
-    }
-    let mut nodes: Vec<Node> = Vec::new();
+    let mut nodes: Vec<GraphNode> = Vec::new();
     let mut index: HashMap<&str, usize> = HashMap::new();
     let mut taken = HashMap::new();
-    let mut warnings = Vec::new();
     for n in graph.children().filter(|n| n.has_tag_name("node")) {
         let id = n.attribute("id").ok_or_else(|| format!("{}: a node without an id", at(n)))?;
         if index.contains_key(id) {
@@ -175,7 +207,7 @@ pub fn graphml(text: &str, file: &str, stem: &str) -> Result<Imported, String> {
         };
         let name = node_name(&label, &format!("n{id}"), &mut taken);
         index.insert(id, nodes.len());
-        nodes.push(Node { name, label, pos });
+        nodes.push(GraphNode { name, label, pos });
     }
     if nodes.is_empty() {
         return Err(format!("{}: the graph has no nodes", at(graph)));
@@ -221,17 +253,13 @@ pub fn graphml(text: &str, file: &str, stem: &str) -> Result<Imported, String> {
             }
         }
     }
-    let stem_name: String = stem
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '-' })
-        .take(32)
-        .collect();
-    let lab = if stem_name.starts_with(|c: char| c.is_ascii_alphanumeric()) {
-        stem_name
-    } else {
-        "imported".to_string()
-    };
+    Ok(Graph { nodes, links, loops, parallel })
+}
 
+/// The scenario of graph `g` (read from `file`) as lab `lab`, and what to warn of.
+fn write_scenario(g: &Graph, file: &str, lab: &str) -> (String, Vec<String>) {
+    let (nodes, links) = (&g.nodes, &g.links);
+    let mut warnings = Vec::new();
     let mut y = String::new();
     let _ = writeln!(
         y,
@@ -256,7 +284,7 @@ pub fn graphml(text: &str, file: &str, stem: &str) -> Result<Imported, String> {
     }
     let _ = writeln!(y, "routing: {}", if static_routes { "static" } else { "none" });
     let _ = writeln!(y, "nodes:");
-    for n in &nodes {
+    for n in nodes {
         let place = n
             .pos
             .map(|(lat, lon)| format!(" ({lat:.4}, {lon:.4})"))
@@ -267,7 +295,7 @@ pub fn graphml(text: &str, file: &str, stem: &str) -> Result<Imported, String> {
         let _ = writeln!(y, "links:");
     }
     let mut no_delay = 0;
-    for (&(a, b), speed) in &links {
+    for (&(a, b), speed) in links {
         let (na, nb) = (&nodes[a], &nodes[b]);
         let mut fields = format!("endpoints: [{}, {}]", na.name, nb.name);
         let mut note = String::new();
@@ -292,17 +320,16 @@ pub fn graphml(text: &str, file: &str, stem: &str) -> Result<Imported, String> {
             "{no_delay} links have an end without coordinates: no delay set on them"
         ));
     }
-    if parallel > 0 {
-        warnings.push(format!("{parallel} parallel edges merged into the link between the same nodes (the fastest kept)"));
+    if g.parallel > 0 {
+        warnings.push(format!(
+            "{} parallel edges merged into the link between the same nodes (the fastest kept)",
+            g.parallel
+        ));
     }
-    if loops > 0 {
-        warnings.push(format!("{loops} edges from a node to itself left out"));
+    if g.loops > 0 {
+        warnings.push(format!("{} edges from a node to itself left out", g.loops));
     }
-    // What is handed out must be a scenario vemu accepts.
-    crate::load_str_in(&y, &format!("{lab}.yaml"), &lab, None, None).map_err(|e| {
-        format!("{file}: the scenario made from it is not valid (a bug in vemu import): {e}")
-    })?;
-    Ok(Imported { yaml: y, nodes: nodes.len(), links: links.len(), warnings })
+    (y, warnings)
 }
 
 #[cfg(test)]
