@@ -504,9 +504,39 @@ pub fn wireless(
     let default_mobility = get("mobility")
         .and_then(|(_, v)| mobility(p, v, &f("mobility"), area))
         .unwrap_or(Mobility::Static);
-    let mut members = Vec::new();
     let names: Vec<(&str, usize)> =
         member_entries.iter().map(|(idx, name, _, _)| (*name, *idx)).collect();
+    let traced = get("trace").is_some();
+    let mut members = member_places(p, field, member_entries, &default_mobility, area, traced);
+    let mut trace = None;
+    if let Some((_, v)) = get("trace") {
+        let idx: Vec<usize> = member_entries.iter().map(|m| m.0).collect();
+        let (moved, file) = traces(p, v, &f("trace"), base, &idx, &names);
+        let mut map = Vec::with_capacity(moved.len());
+        for (node, ti, t) in moved {
+            let i = member_entries.iter().position(|m| m.0 == node).unwrap();
+            map.push((i, ti));
+            // The moves stay in the file: the lab's controller reads them (Plan::load_traces).
+            members[i] =
+                (Some(t.start), Mobility::Trace(ns2::Trace { start: t.start, moves: Vec::new() }));
+        }
+        trace = file.map(|(path, stamp)| crate::TraceFile { path, stamp, members: map });
+    }
+    WirelessDef { medium, tick_ns, area, members, trace }
+}
+
+/// Each member's place and movement: its `position` (inside the segment's `area` if it
+/// has one), its `mobility` or the segment's; a member needs a position unless the
+/// segment has an area or a trace.
+fn member_places(
+    p: &mut P,
+    field: &str,
+    member_entries: &[(usize, &str, Mark, Entries)],
+    default_mobility: &Mobility,
+    area: Option<Area>,
+    traced: bool,
+) -> Vec<(Option<Pos>, Mobility)> {
+    let mut members = Vec::new();
     for (i, (_, name, mmark, rest)) in member_entries.iter().enumerate() {
         let mf = format!("{field}.members[{i}]");
         let (mut pos, mut mob) = (None, default_mobility.clone());
@@ -529,24 +559,10 @@ pub fn wireless(
                 );
             }
         }
-        if pos.is_none() && area.is_none() && get("trace").is_none() {
+        if pos.is_none() && area.is_none() && !traced {
             p.err(*mmark, &mf, format!("member '{name}' needs a 'position' (or give the segment an 'area' to place members at random)"));
         }
         members.push((pos, mob));
     }
-    let mut trace = None;
-    if let Some((_, v)) = get("trace") {
-        let idx: Vec<usize> = member_entries.iter().map(|m| m.0).collect();
-        let (moved, file) = traces(p, v, &f("trace"), base, &idx, &names);
-        let mut map = Vec::with_capacity(moved.len());
-        for (node, ti, t) in moved {
-            let i = member_entries.iter().position(|m| m.0 == node).unwrap();
-            map.push((i, ti));
-            // The moves stay in the file: the lab's controller reads them (Plan::load_traces).
-            members[i] =
-                (Some(t.start), Mobility::Trace(ns2::Trace { start: t.start, moves: Vec::new() }));
-        }
-        trace = file.map(|(path, stamp)| crate::TraceFile { path, stamp, members: map });
-    }
-    WirelessDef { medium, tick_ns, area, members, trace }
+    members
 }
