@@ -221,6 +221,7 @@ fn api_survives_mutated_requests() {
         ("GET", "/v1/nodes/{node}/shell?rows={query}&cols={query}", json!(null)),
         ("GET", "/ui/login?once={query}", json!(null)),
         ("GET", "/ui/", json!(null)),
+        ("POST", "/ui/session", json!({"once": "00ff00ff"})),
         // The node panel's log, the timeline, the editor's checker and importer (not
         // its "up": the fuzzer would start labs).
         ("GET", "/v1/nodes/{node}/log?bytes={query}", json!(null)),
