@@ -20,6 +20,8 @@ pub const PROBE_LATER_NS: u64 = 1_000_000_000;
 #[derive(Default)]
 pub(in crate::shard) struct Tunnels {
     paths: Vec<TunnelPath>,
+    /// Each tunnel port's place in `paths` (looked up for every frame a tunnel sends).
+    by_port: FxHashMap<PortId, usize>,
     kernel: Vec<KernelEnd>,
     next_probe_ns: Option<u64>,
     rounds: u32,
@@ -51,7 +53,7 @@ struct KernelEnd {
 
 impl Tunnels {
     fn index(&self, port: PortId) -> Option<usize> {
-        self.paths.iter().position(|t| t.port == port)
+        self.by_port.get(&port).copied()
     }
 
     fn payload(&self, port: PortId) -> Option<usize> {
@@ -70,6 +72,7 @@ impl Core {
         let prober = far.and_then(|f| t.paths.iter().position(|p| p.far == Some(f)));
         let mtu = PathMtu::new(max_payload, ipv6);
         let payload = mtu.payload() as u64;
+        t.by_port.insert(port, t.paths.len());
         t.paths.push(TunnelPath { port, far, prober, mtu, min_rtt_ns: None });
         t.next_probe_ns.get_or_insert(0);
         self.set_path_payload(port, payload);
