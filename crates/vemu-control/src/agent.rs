@@ -29,6 +29,7 @@ use vemu_host::LabPaths;
 
 use crate::api::ApiError;
 use crate::channel::{Binding, Role, PROOF_HEADER};
+use crate::door::HereDoor;
 use crate::wire::{AgentHello, CaptureRecord};
 use crate::worker::{LocalWorker, Worker, WorkerError, WorkerReply, WorkerRequest};
 use crate::LockExt;
@@ -448,7 +449,7 @@ async fn exec(
     body: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
     hosted(&agent, &lab, &node)?;
-    crate::api::exec::run(agent.paths(&lab), node, body).await
+    crate::api::exec::run(HereDoor::new(agent.paths(&lab), &node), body).await
 }
 
 /// A terminal in a node of this machine (the controller relays its API's shell).
@@ -459,8 +460,8 @@ async fn shell(
     ws: axum::extract::WebSocketUpgrade,
 ) -> Result<Response, ApiError> {
     hosted(&agent, &lab, &node)?;
-    let (size, paths) = (q.size(), agent.paths(&lab));
-    let sh = crate::api::blocking(move || crate::api::shell::start(&paths, &node, size)).await?;
+    let (size, door) = (q.size(), HereDoor::new(agent.paths(&lab), &node));
+    let sh = crate::api::blocking(move || crate::api::shell::start(&door, size)).await?;
     Ok(ws.on_upgrade(move |socket| crate::api::shell::session(socket, sh)))
 }
 

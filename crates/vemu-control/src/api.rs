@@ -23,6 +23,7 @@ use serde_json::{json, Value};
 use tokio::sync::{broadcast, oneshot};
 use vemu_host::LabPaths;
 
+use crate::door::Door;
 use crate::error::LabError;
 use crate::lab::{Controller, StopRequest};
 use crate::LockExt;
@@ -341,9 +342,9 @@ async fn start_shell(
     node: String,
     size: shell::Size,
 ) -> Result<StartedShell, ApiError> {
-    let route = app.ctl.locked().agent_of(&node)?;
-    Ok(match route {
-        Some((route, lab)) => {
+    let door = app.ctl.locked().door(&node)?;
+    Ok(match door {
+        Door::Agent { route, lab } => {
             let path = format!(
                 "/v1/agent/labs/{lab}/nodes/{}/shell?rows={}&cols={}",
                 crate::percent_encode(&node),
@@ -352,10 +353,7 @@ async fn start_shell(
             );
             StartedShell::Relay(Box::new(route.websocket(&path).await?))
         }
-        None => {
-            let paths = app.paths.clone();
-            StartedShell::Here(blocking(move || shell::start(&paths, &node, size)).await?)
-        }
+        Door::Here(door) => StartedShell::Here(blocking(move || shell::start(&door, size)).await?),
     })
 }
 
@@ -366,9 +364,9 @@ async fn node_exec(
     Path(node): Path<String>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let route = app.ctl.locked().agent_of(&node)?;
-    match route {
-        Some((route, lab)) => route
+    let door = app.ctl.locked().door(&node)?;
+    match door {
+        Door::Agent { route, lab } => route
             .forward(
                 "POST",
                 &format!("/v1/agent/labs/{lab}/nodes/{}/exec", crate::percent_encode(&node)),
@@ -376,7 +374,7 @@ async fn node_exec(
             )
             .await
             .map_err(ApiError::from),
-        None => exec::run(app.paths.clone(), node, body).await,
+        Door::Here(door) => exec::run(door, body).await,
     }
 }
 
@@ -388,9 +386,9 @@ async fn node_log(
     Query(q): Query<log::LogQuery>,
 ) -> Result<Response, ApiError> {
     let bytes = q.bytes()?;
-    let route = app.ctl.locked().agent_of(&node)?;
-    match route {
-        Some((route, lab)) => route
+    let door = app.ctl.locked().door(&node)?;
+    match door {
+        Door::Agent { route, lab } => route
             .forward(
                 "GET",
                 &format!(
@@ -401,9 +399,8 @@ async fn node_log(
             )
             .await
             .map_err(ApiError::from),
-        None => {
-            let paths = app.paths.clone();
-            Ok(Json(blocking(move || log::tail(&paths, &node, bytes)).await?).into_response())
+        Door::Here(door) => {
+            Ok(Json(blocking(move || log::tail(door.paths(), &node, bytes)).await?).into_response())
         }
     }
 }

@@ -569,12 +569,9 @@ impl Controller {
         Ok(l)
     }
 
-    /// The agent of the machine that hosts `node` and the lab's name, when that is
-    /// another machine.
-    pub(crate) fn agent_of(
-        &self,
-        node: &str,
-    ) -> Result<Option<(crate::route::AgentRoute, String)>, LabError> {
+    /// The way into `node` (one vemu made): here, or the agent of the machine that
+    /// hosts it.
+    pub fn door(&self, node: &str) -> Result<crate::door::Door, LabError> {
         let i = self.made_node(node)?;
         let m = self.plan.nodes[i].machine;
         if self.machine_lost(m) {
@@ -583,7 +580,7 @@ impl Controller {
                 self.plan.machines[m].name
             )));
         }
-        Ok(self.worker.agent_of(i).map(|r| (r, self.plan.name.clone())))
+        Ok(self.worker.door(i)?)
     }
 
     pub fn node_index(&self, node: &str) -> Result<usize, LabError> {

@@ -271,11 +271,9 @@ pub trait Worker: Send {
 
     fn stop_capture(&mut self, id: u64);
 
-    /// The agent of the machine that hosts node number `node`, when that is not this
-    /// machine (requests about the node go there).
-    fn agent_of(&self, _node: usize) -> Option<crate::route::AgentRoute> {
-        None
-    }
+    /// The way into node number `node` (a node vemu made): entered on this machine, or
+    /// through the agent of the machine that hosts it.
+    fn door(&self, node: usize) -> Result<crate::door::Door, WorkerError>;
 
     /// Machines (numbers in the plan) found lost: their agents stopped answering.
     /// Orders leave them out.

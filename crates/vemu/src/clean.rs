@@ -50,7 +50,7 @@ pub(crate) fn clean(all: bool) -> Result<()> {
     // Shares of labs across machines: those an agent holds are its controller's to take
     // down; those of an agent that died are removed.
     for (name, held) in vemu_control::list_shares() {
-        let lab = vemu_host::share_of(&name).map_or(name.as_str(), |(l, _)| l);
+        let lab = vemu_control::labs::share_of(&name).map_or(name.as_str(), |(l, _)| l);
         if held {
             eprintln!("this machine's agent holds a share of lab '{lab}' ('{name}'); 'vemu down --lab {lab}' on the lab's controller removes it");
             continue;
@@ -66,11 +66,7 @@ pub(crate) fn clean(all: bool) -> Result<()> {
 /// Remove what lab (or share) `name` left behind and free its name (never one a live
 /// process holds); `what` names it for people. False if something stayed.
 pub(crate) fn remove_left_behind(name: &str, what: &str) -> bool {
-    let removed = vemu_host::remove_lab(name);
-    if let Ok(Some(l)) = vemu_host::LabLock::try_acquire(name) {
-        l.release();
-    }
-    match removed {
+    match vemu_control::labs::remove_left_behind(name) {
         Ok(()) => {
             eprintln!("removed what {what} left behind");
             true

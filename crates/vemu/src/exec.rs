@@ -4,14 +4,15 @@
 use super::*;
 
 pub(crate) fn exec(lab: Option<String>, node: &str, argv: &[String]) -> Result<ExitCode> {
-    let (lab, paths) = match node_lab(lab, node)? {
-        (lab, NodeAt::Here(paths)) => (lab, paths),
+    let paths = match node_lab(lab, node)? {
+        (_, NodeAt::Here(paths)) => paths,
         // A node of a lab across machines that is not on this one: through the controller.
         (lab, NodeAt::Remote) => return exec_through_api(&lab, node, argv),
     };
     let mut cmd = Command::new(&argv[0]);
-    cmd.args(&argv[1..]).env("VEMU_LAB", &lab).env("VEMU_NODE", node);
-    let status = match NodeEntry::open(&paths, node)?
+    cmd.args(&argv[1..]);
+    let status = match HereDoor::new(paths, node)
+        .open()?
         .spawn(&mut cmd, Command::spawn)
         .and_then(|mut c| c.wait())
     {
@@ -39,7 +40,7 @@ pub(crate) enum NodeAt {
 pub(crate) fn share_here(lab: &str) -> Option<LabPaths> {
     vemu_control::list_shares()
         .into_iter()
-        .find(|(n, _)| vemu_host::share_of(n).is_some_and(|(l, _)| l == lab))
+        .find(|(n, _)| vemu_control::labs::share_of(n).is_some_and(|(l, _)| l == lab))
         .map(|(n, _)| LabPaths::new(&n))
 }
 

@@ -36,7 +36,7 @@ pub(crate) fn resolve_lab(explicit: Option<String>) -> Result<String> {
     let (mut running, _) = vemu_control::list_labs();
     // A machine of labs across machines: the labs of the shares its agent holds.
     for (name, held) in vemu_control::list_shares() {
-        if let (Some((lab, _)), true) = (vemu_host::share_of(&name), held) {
+        if let (Some((lab, _)), true) = (vemu_control::labs::share_of(&name), held) {
             running.push(lab.to_string());
         }
     }

@@ -34,10 +34,10 @@ use up::*;
 use watch::*;
 
 use vemu_control::daemon::ApiOptions;
+use vemu_control::labs::{HereDoor, LabPaths};
 use vemu_control::{
     percent_encode, ApiFailure, Client, DirStats, LabClock, LabStatus, TUNNEL_FRAME_EXTRA,
 };
-use vemu_host::{LabPaths, NodeEntry};
 use vemu_link::{Impairments, Loss, QueueLimit};
 use vemu_scenario::Plan;
 

@@ -423,7 +423,7 @@ pub(crate) fn ls() {
         }
     }
     for (name, held) in vemu_control::list_shares() {
-        let Some((l, m)) = vemu_host::share_of(&name) else { continue };
+        let Some((l, m)) = vemu_control::labs::share_of(&name) else { continue };
         match held {
             true => println!("{l}\tmachine {m}'s share, held by this machine's agent for the lab's controller"),
             false => println!("{l}\tmachine {m}'s share, left behind by an agent that died (its next start or 'vemu clean' removes it)"),

@@ -172,8 +172,8 @@ pub(crate) fn progress_bar(total: usize) -> indicatif::ProgressBar {
 /// The lab's name for this process, or a clear refusal (exit 2) when another `vemu up`
 /// or a running lab holds it (a `vemu ls` or `clean` looking at it holds it for an
 /// instant only: wait that out).
-pub(crate) fn lock_name(lab: &str) -> Result<vemu_host::LabLock> {
-    vemu_host::LabLock::acquire_within(lab, std::time::Duration::from_millis(200))?.ok_or_else(|| {
+pub(crate) fn lock_name(lab: &str) -> Result<vemu_control::labs::LabLock> {
+    vemu_control::labs::LabLock::acquire_within(lab, std::time::Duration::from_millis(200))?.ok_or_else(|| {
         user(format!("lab '{lab}' is already running or being started (take it down with 'vemu down --lab {lab}', or use --name)"))
     })
 }
@@ -342,7 +342,7 @@ pub(crate) fn settle_note(waited_ms: u64, behind_ms: u64) -> String {
 /// late). What the binary maps now is read in and locked; later mappings (thread stacks,
 /// the heap's growth) are locked as they are touched. Children do not inherit it.
 pub(crate) fn lock_memory() {
-    vemu_host::avoid_oom_killer();
+    vemu_control::labs::avoid_oom_killer();
     // SAFETY: mlockall with flag arguments only.
     unsafe {
         if libc::mlockall(libc::MCL_CURRENT) != 0
@@ -367,8 +367,8 @@ pub(crate) fn run_daemon() -> Result<()> {
     let tcp = serde_json::from_value(input["api_tcp"].take()).context("reading the API address")?;
     let lock = match input["lock_fd"].as_i64() {
         // SAFETY: `vemu up` handed us this descriptor of the lab's lock file.
-        Some(fd) => unsafe { vemu_host::LabLock::from_fd(fd as i32, &name) },
-        None => vemu_host::LabLock::try_acquire(&name)?
+        Some(fd) => unsafe { vemu_control::labs::LabLock::from_fd(fd as i32, &name) },
+        None => vemu_control::labs::LabLock::try_acquire(&name)?
             .ok_or_else(|| anyhow::anyhow!("lab '{name}' is already running or being started"))?,
     };
     let emit = |v: serde_json::Value| {
@@ -461,11 +461,8 @@ pub(crate) fn up(
     // for 10,000 nodes): a lab too big for the limits fails here at once. The
     // controller inherits the raised soft limit.
     if plan.machines.is_empty() {
-        vemu_host::ensure_open_files(vemu_host::files_needed(
-            &plan,
-            vemu_control::fast_path_wanted(),
-        ))
-        .with_context(|| format!("lab '{}' cannot come up", plan.name))?;
+        vemu_control::labs::ensure_open_files(&plan, vemu_control::fast_path_wanted())
+            .with_context(|| format!("lab '{}' cannot come up", plan.name))?;
     }
     if wait_converged.is_some() && (foreground || !plan.machines.is_empty()) {
         return Err(user(

@@ -12,9 +12,9 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
-use vemu_host::{LabPaths, NodeEntry};
 
 use super::{blocking, ApiError};
+use crate::door::HereDoor;
 use crate::LockExt;
 
 /// Sets a flag when dropped: the handler's future is dropped when its client goes away.
@@ -25,9 +25,9 @@ impl Drop for Gone {
     }
 }
 
-/// Run a command in node `node` of the lab at `paths` (on this machine), wait for it (up
-/// to the timeout) and return its exit status and output.
-pub(crate) async fn run(paths: LabPaths, node: String, body: Bytes) -> Result<Response, ApiError> {
+/// Run a command in a node of this machine, wait for it (up to the timeout) and return
+/// its exit status and output.
+pub(crate) async fn run(door: HereDoor, body: Bytes) -> Result<Response, ApiError> {
     let super::requests::Exec {
         argv,
         timeout_s: timeout,
@@ -44,12 +44,10 @@ pub(crate) async fn run(paths: LabPaths, node: String, body: Bytes) -> Result<Re
         (None, None)
     };
     let out = blocking(move || {
-        let entry = NodeEntry::open(&paths, &node).map_err(|e| ApiError::not_found(format!("{e:#}")))?;
+        let entry = door.open().map_err(|e| ApiError::not_found(format!("{e:#}")))?;
         let mut cmd = Command::new(&argv[0]);
         cmd.args(&argv[1..])
-            .current_dir(paths.node_dir(&node))
-            .env("VEMU_LAB", paths.lab_name())
-            .env("VEMU_NODE", &node)
+            .current_dir(door.node_dir())
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped());

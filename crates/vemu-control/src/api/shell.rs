@@ -17,7 +17,6 @@ use axum::extract::ws::{Message, WebSocket};
 use serde::Deserialize;
 use serde_json::json;
 use tokio::io::unix::AsyncFd;
-use vemu_host::{LabPaths, NodeEntry};
 
 use super::ApiError;
 
@@ -80,10 +79,11 @@ impl Drop for Shell {
     }
 }
 
-/// Start an interactive shell in node `node` of the lab at `paths` (bash without rc
-/// files if the node has it, else sh), its prompt naming the node.
-pub(crate) fn start(paths: &LabPaths, node: &str, size: Size) -> Result<Shell, ApiError> {
-    let entry = NodeEntry::open(paths, node).map_err(|e| ApiError::not_found(format!("{e:#}")))?;
+/// Start an interactive shell in a node of this machine (bash without rc files if the
+/// node has it, else sh), its prompt naming the node.
+pub(crate) fn start(door: &crate::door::HereDoor, size: Size) -> Result<Shell, ApiError> {
+    let node = door.node();
+    let entry = door.open().map_err(|e| ApiError::not_found(format!("{e:#}")))?;
     let pty = nix::pty::openpty(Some(&winsize(size)), None)
         .map_err(|e| ApiError::internal(format!("opening a pseudo-terminal: {e}")))?;
     let (master, slave) = (pty.master, pty.slave);
@@ -97,11 +97,9 @@ pub(crate) fn start(paths: &LabPaths, node: &str, size: Size) -> Result<Shell, A
     } else {
         cmd.arg("-i");
     }
-    cmd.current_dir(paths.node_dir(node))
+    cmd.current_dir(door.node_dir())
         .env("TERM", "xterm-256color")
         .env("PS1", format!("[{node}] \\w# "))
-        .env("VEMU_LAB", paths.lab_name())
-        .env("VEMU_NODE", node)
         .stdin(dup(&slave)?)
         .stdout(dup(&slave)?)
         .stderr(dup(&slave)?);

@@ -4,6 +4,7 @@
 use vemu_link::ImpairmentsPatch;
 
 use super::*;
+use crate::door::Door;
 
 impl Worker for Cluster {
     fn call(&mut self, req: WorkerRequest, _progress: &mut dyn FnMut(usize, usize)) -> WorkerReply {
@@ -119,8 +120,11 @@ impl Worker for Cluster {
         }
     }
 
-    fn agent_of(&self, node: usize) -> Option<AgentRoute> {
-        self.node_at.get(node).map(|&m| self.agents[m].route.clone())
+    fn door(&self, node: usize) -> Result<Door, WorkerError> {
+        // Every node of a lab across machines is on an agent's machine (the
+        // controller's own included): the agent enters it.
+        let m = self.node_at.get(node).ok_or_else(|| WorkerError::caller("no such node"))?;
+        Ok(Door::Agent { route: self.agents[*m].route.clone(), lab: self.lab.clone() })
     }
 
     fn lost_machines(&self) -> Vec<usize> {

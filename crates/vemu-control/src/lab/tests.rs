@@ -56,6 +56,11 @@ impl Worker for Fake {
 
     fn stop_capture(&mut self, _: u64) {}
 
+    fn door(&self, node: usize) -> Result<crate::door::Door, WorkerError> {
+        let paths = vemu_host::LabPaths::new("unit-fake");
+        Ok(crate::door::Door::Here(crate::door::HereDoor::new(paths, &format!("node{node}"))))
+    }
+
     fn lost_machines(&self) -> Vec<usize> {
         self.0.lock().unwrap().lost.clone()
     }
@@ -153,7 +158,7 @@ fn a_lost_machine_takes_its_links_down_and_its_return_brings_them_back_as_set_me
     assert!(events.try_recv().is_err());
     assert!(script.lock().unwrap().kept >= 1);
     // Entering a node of the lost machine is refused, naming it.
-    let Err(e) = ctl.agent_of("b") else { panic!("a node of a lost machine") };
+    let Err(e) = ctl.door("b") else { panic!("a node of a lost machine") };
     assert!(e.message().contains("which is lost"), "{e}");
     // Changed while it was lost; then it answers again: it gets the settings of now,
     // and the link its loss took down comes up.

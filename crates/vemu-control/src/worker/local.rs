@@ -301,6 +301,12 @@ impl LocalWorker {
 }
 
 impl Worker for LocalWorker {
+    fn door(&self, node: usize) -> Result<crate::door::Door, WorkerError> {
+        let paths = self.lab.clone().ok_or_else(|| WorkerError::caller("the lab is not built"))?;
+        let name = self.nodes.get(node).ok_or_else(|| WorkerError::caller("no such node"))?;
+        Ok(crate::door::Door::Here(crate::door::HereDoor::new(paths, name)))
+    }
+
     fn capture(
         &mut self,
         on: &[CaptureSpec],

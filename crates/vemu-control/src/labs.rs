@@ -1,0 +1,36 @@
+//! The labs of this machine as the command line sees them: their files, their lock,
+//! the shares of labs across machines, what a dead one left behind, and the doors into
+//! their nodes ([`crate::door`]). With the API ([`crate::client`]) this is the command
+//! line's only road to a lab: it does not use `vemu-host` itself.
+
+use anyhow::Result;
+
+pub use crate::door::HereDoor;
+pub use vemu_host::{LabLock, LabPaths};
+
+/// The lab and machine of a share's name (`lab@machine`), or `None` for a lab's own.
+pub fn share_of(name: &str) -> Option<(&str, &str)> {
+    vemu_host::share_of(name)
+}
+
+/// Remove what lab (or share) `name` left behind on this machine (namespaces, devices,
+/// cgroups, mounts, files) and free its name — unless a live process holds it.
+pub fn remove_left_behind(name: &str) -> Result<()> {
+    let removed = vemu_host::remove_lab(name);
+    if let Ok(Some(lock)) = LabLock::try_acquire(name) {
+        lock.release();
+    }
+    removed
+}
+
+/// Make sure this process may open the descriptors a lab of `plan` needs here (raising
+/// its soft limit when it can; children inherit it), or say why not.
+pub fn ensure_open_files(plan: &vemu_scenario::Plan, fast_path: bool) -> Result<()> {
+    vemu_host::ensure_open_files(vemu_host::files_needed(plan, fast_path))
+}
+
+/// Keep this process (a lab's controller) clear of the OOM killer: the nodes'
+/// programs go first.
+pub fn avoid_oom_killer() {
+    vemu_host::avoid_oom_killer()
+}
