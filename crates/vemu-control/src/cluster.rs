@@ -1,10 +1,10 @@
 //! The worker of a lab that spans machines: every order goes to the `vemu agent`s of
 //! the machines it concerns, and their answers are merged into the lab's.
 //!
-//! Bring-up goes in phases: every agent builds its share (nodes, devices, tunnel
-//! sockets) and says where its tunnels listen; then each is told where its tunnels'
-//! far ends are and starts its engine and commands. A failed phase takes every share
-//! down again.
+//! Bring-up goes in phases ([`bringup`]): every agent builds its share (nodes, devices,
+//! tunnel sockets) and says where its tunnels listen; then each is told where its
+//! tunnels' far ends are and starts its engine and commands. A failed phase takes every
+//! share down again.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,8 +18,9 @@ use vemu_scenario::Plan;
 use crate::clock_sync::{ClockFilter, Offset, Sample, Wall};
 use crate::route::{AgentRoute, MAX_UNDERLAY_PROBES, UNDERLAY_PROBE};
 use crate::wire::AgentHello;
-use crate::worker::{Counters, Share, Worker, WorkerError, WorkerReply, WorkerRequest};
+use crate::worker::{Counters, Worker, WorkerError, WorkerReply, WorkerRequest};
 
+mod bringup;
 mod orders;
 
 /// Environment variable naming the file with the agents' bearer token (default
@@ -93,8 +94,8 @@ pub fn read_token(path: &std::path::Path) -> Result<String> {
 /// `pairs` (sender, receiver) in rounds in which no machine takes part twice, each in
 /// the first round it fits, in the order given. Not even as sender of one probe and
 /// receiver of another: the probes are TCP, and the acknowledgements of one direction
-/// queue behind the other direction's data — measured at once, a 50 Mbit/s direction
-/// held its reverse (> 9 Gbit/s alone) to 51 Mbit/s.
+/// queue behind the other direction's data (which then holds it to its own rate:
+/// bench/README.md, "The controller").
 fn probe_rounds(pairs: &[(usize, usize)]) -> Vec<Vec<(usize, usize)>> {
     let mut rounds: Vec<Vec<(usize, usize)>> = Vec::new();
     for &(a, b) in pairs {
@@ -702,116 +703,20 @@ impl Cluster {
         Ok(stop)
     }
 
+    /// Bring the lab up on every machine ([`bringup`]); never half: after a failure,
+    /// every share is told to go and the lab's directory here is removed.
     fn build(&self, plan: Plan, clock_epoch_ns: u64) -> WorkerReply {
-        let lab_now_ns = vemu_engine::monotonic_ns().saturating_sub(clock_epoch_ns);
-        // Phase 1: every machine builds its share.
-        let replies = std::thread::scope(|s| {
-            let plan = &plan;
-            let handles: Vec<_> = (0..self.agents.len())
-                .map(|m| {
-                    let share = Share {
-                        machine: m,
-                        underlay: self.agents[m].route.address.ip(),
-                        underlay_mtu: 0,
-                        lab_now_ns,
-                        lease_s: self.lease_s,
-                        vxlan_port: vemu_host::vxlan_port(&self.lab),
-                    };
-                    let req = WorkerRequest::Build {
-                        plan: plan.clone(),
-                        clock_epoch_ns,
-                        share: Some(share),
-                    };
-                    s.spawn(move || self.agents[m].call(&self.lab, &req))
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap_or_else(|_| WorkerReply::error("a thread panicked")))
-                .collect::<Vec<_>>()
-        });
-        let mut ends: Vec<[Option<SocketAddr>; 2]> = vec![[None; 2]; self.tunnel_at.len()];
-        let mut failed = Vec::new();
-        // The machines that made the lab's VXLAN device, by their underlay address.
-        let mut vxlan: Vec<Option<std::net::IpAddr>> = vec![None; self.agents.len()];
-        for (m, r) in replies.into_iter().enumerate() {
-            match r {
-                WorkerReply::Endpoints(eps, has_vxlan) => {
-                    if has_vxlan {
-                        vxlan[m] = Some(self.agents[m].route.address.ip());
-                    }
-                    for (l, addr) in eps {
-                        // The socket of machine m for link l serves m's side.
-                        if let Some(at) = self.tunnel_at.get(l) {
-                            let side = if at[0] == m { 0 } else { 1 };
-                            ends[l][side] = Some(addr);
-                        }
-                    }
-                }
-                WorkerReply::Error(e) => failed.push(e.message),
-                _ => failed
-                    .push(format!("{}: an answer that is not its tunnels", self.agents[m].what())),
-            }
-        }
-        // Phase 2: each machine joins its tunnels to the far ends and starts.
-        if failed.is_empty() {
-            let connects: Vec<WorkerReply> = std::thread::scope(|s| {
-                let ends = &ends;
-                let handles: Vec<_> = (0..self.agents.len())
-                    .map(|m| {
-                        // For each tunnel of machine m: the far side's socket.
-                        let peers: Vec<(usize, SocketAddr)> = self
-                            .tunnel_at
-                            .iter()
-                            .enumerate()
-                            .filter(|(_, at)| at[0] != at[1] && at.contains(&m))
-                            .filter_map(|(l, at)| {
-                                let far = if at[0] == m { 1 } else { 0 };
-                                ends[l][far].map(|a| (l, a))
-                            })
-                            .collect();
-                        // The links of machine m whose both machines have the kernel's
-                        // tunnel: the far one's address (links come first in `tunnel_at`).
-                        let kernel: Vec<(usize, std::net::IpAddr)> = match vxlan[m] {
-                            None => Vec::new(),
-                            Some(_) => self
-                                .tunnel_at
-                                .iter()
-                                .enumerate()
-                                .take(plan.links.len())
-                                .filter(|(_, at)| at[0] != at[1] && at.contains(&m))
-                                .filter_map(|(l, at)| {
-                                    vxlan[if at[0] == m { at[1] } else { at[0] }].map(|a| (l, a))
-                                })
-                                .collect(),
-                        };
-                        s.spawn(move || {
-                            self.agents[m]
-                                .call(&self.lab, &WorkerRequest::Connect { peers, vxlan: kernel })
-                        })
-                    })
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|h| h.join().unwrap_or_else(|_| WorkerReply::error("a thread panicked")))
-                    .collect()
-            });
-            failed.extend(connects.into_iter().filter_map(|r| {
-                if let WorkerReply::Error(e) = r {
-                    Some(e.message)
-                } else {
-                    None
-                }
-            }));
-        }
+        let up = bringup::BringUp {
+            lab: &self.lab,
+            machines: &self.agents,
+            tunnel_at: &self.tunnel_at,
+            lease_s: self.lease_s,
+            vxlan_port: vemu_host::vxlan_port(&self.lab),
+            lab_now_ns: vemu_engine::monotonic_ns().saturating_sub(clock_epoch_ns),
+        };
+        let mut failed = up.run(&plan, clock_epoch_ns, &self.all());
         if failed.is_empty() {
             return WorkerReply::Done;
-        }
-        // Never a half-built lab: every share goes, and the lab's directory here.
-        for r in self.each(&self.all(), &WorkerRequest::Teardown) {
-            if let WorkerReply::Error(e) = r {
-                failed.push(format!("and taking it down: {e}"));
-            }
         }
         if let Err(e) = vemu_host::remove_lab(&self.lab) {
             failed.push(format!("and removing it here: {e:#}"));
