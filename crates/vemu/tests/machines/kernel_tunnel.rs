@@ -88,6 +88,18 @@ fn unimpaired_links_between_machines_take_the_kernels_tunnel_where_the_underlay_
     let rtt =
         min_rtt_ms(&m.exec(0, "xk9", "n1", &["ping", "-q", "-c", "10", "-i", "0.05", &n2_ip]));
     assert!(rtt < 2.0, "min RTT {rtt} ms unimpaired");
+    a_capture_takes_both_directions_through_the_engines(&m, &n2_ip);
+    a_lost_machines_kernel_takes_nothing_more(&m);
+    let o = m.vemu(&["down", "--lab", "xk9"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!((m.leftovers(0), m.leftovers(1)), (String::new(), String::new()));
+}
+
+// The parts of the test above, on its lab "xk9" (n1 on machine a, n2 on b).
+
+fn a_capture_takes_both_directions_through_the_engines(m: &Machines, n2_ip: &str) {
+    let status = || m.status("xk9");
+    let kernel = |st: &serde_json::Value| kernel_paths(st, "n1:n2");
     // A capture of n2 (what arrives there, recorded on its machine): both directions
     // through the engines meanwhile, each frame once.
     let file = "/tmp/vemu-tests/xk9.pcapng";
@@ -102,7 +114,7 @@ fn unimpaired_links_between_machines_take_the_kernels_tunnel_where_the_underlay_
     eventually(5, "both directions through the engines while captured", || {
         kernel(&status()) == (false, false)
     });
-    let o = m.exec(0, "xk9", "n1", &["ping", "-c", "5", "-i", "0.1", &n2_ip]);
+    let o = m.exec(0, "xk9", "n1", &["ping", "-c", "5", "-i", "0.1", n2_ip]);
     assert!(o.status.success(), "{}", text(&o));
     let t0 = Instant::now();
     while cap.try_wait().unwrap().is_none() {
@@ -118,6 +130,10 @@ fn unimpaired_links_between_machines_take_the_kernels_tunnel_where_the_underlay_
     seen.sort();
     assert_eq!(seen, ["0", "0", "0", "0", "0", "8", "8", "8", "8", "8"], "{}", text(&o));
     eventually(5, "back in the kernel after the capture", || kernel(&status()) == (true, true));
+}
+
+fn a_lost_machines_kernel_takes_nothing_more(m: &Machines) {
+    let status = || m.status("xk9");
     // Machine b loses its controller (the agents' channel cut; the underlay still carries
     // UDP): found lost, its link is down on a, whose kernel then takes nothing more that
     // b's kernel sends — n1 sees none of n2's pings.
@@ -166,9 +182,6 @@ fn unimpaired_links_between_machines_take_the_kernels_tunnel_where_the_underlay_
     let heard = String::from_utf8_lossy(&dump.wait_with_output().unwrap().stdout).to_string();
     assert!(!heard.contains("ICMP"), "n1 heard n2 over a link down on its machine: {heard}");
     ok("ip netns exec vk-b nft delete table inet cut");
-    let o = m.vemu(&["down", "--lab", "xk9"]);
-    assert!(o.status.success(), "{}", text(&o));
-    assert_eq!((m.leftovers(0), m.leftovers(1)), (String::new(), String::new()));
 }
 
 /// On an underlay of 1500-byte interfaces a frame of a 1500-byte interface does not fit

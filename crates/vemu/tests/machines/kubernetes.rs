@@ -337,8 +337,159 @@ impl Drop for Kube {
 fn the_operator_brings_a_vemulab_up_across_machines_and_down_when_it_is_deleted() {
     let _g = serial();
     let mut m = Machines::start_bare("vk", 91, &["w1", "w2"]);
-    let k = Kube::start(&m);
+    let k = &Kube::start(&m);
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    install_and_start_agents(&mut m, k, root);
+    let ops = OperatorPods {
+        k,
+        template: template(k, "deployment", "vemu-operator"),
+        log: k.dir.join("operator.log"),
+    };
+    let mut pod = ops.run("vemu-operator-1", true);
+    let mut pod_name = "vemu-operator-1";
+    a_lab_without_an_agent_waits(k, &ops);
+    tenants_get_what_the_administrator_allows(&m, k, &ops, &pod);
+
+    // The repository's example: a chain of three nodes, 10 ms a link, over both machines.
+    let example =
+        std::fs::read_to_string(format!("{root}/deploy/kubernetes/examples/vemulab-chain.yaml"))
+            .unwrap();
+    k.must(&["apply", "-f", "-"], &example);
+    eventually(90, "the example VemuLab is up", || {
+        lab_status(k, "chain")["phase"] == "Up" || lab_status(k, "chain")["phase"] == "Failed"
+    });
+    let st = lab_status(k, "chain");
+    assert_eq!(
+        (st["phase"].as_str(), st["lab"].as_str(), st["machines"].as_str()),
+        (Some("Up"), Some("default_chain"), Some("w1=10.91.0.1,w2=10.91.0.2")),
+        "{st} {}",
+        ops.log()
+    );
+    let table = k.must(&["get", "vemulabs", "-A"], "");
+    assert!(
+        table.lines().any(|l| l.split_whitespace().collect::<Vec<_>>()
+            == ["default", "chain", "Up", "default_chain", "w1=10.91.0.1,w2=10.91.0.2"]),
+        "{table}"
+    );
+    let vs: serde_json::Value = serde_json::from_slice(
+        &in_pod(&pod, &["status", "--lab", "default_chain", "--json"]).stdout,
+    )
+    .unwrap_or_default();
+    let machines_used: std::collections::BTreeSet<String> = vs["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["machine"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(machines_used.len(), 2, "the lab spans both machines: {vs}");
+    let rtt = |pod: &Container| {
+        min_rtt_ms(&in_pod(
+            pod,
+            &[
+                "exec",
+                "--lab",
+                "default_chain",
+                "n1",
+                "--",
+                "ping",
+                "-c",
+                "5",
+                "-i",
+                "0.2",
+                "-W",
+                "2",
+                "n3",
+            ],
+        ))
+    };
+    let r = rtt(&pod);
+    assert!((40.0..42.0).contains(&r), "RTT {r} ms for 2 x 10 ms set");
+    // Looked at again (its status written), the lab is kept.
+    eventually(60, "the operator keeps the running lab", || {
+        ops.log().contains("default/chain: up as specified, kept")
+    });
+    let controller_pid = |pod: &str| {
+        std::fs::read_to_string(k.dir.join(pod).join("volume-run-vemu/default_chain/daemon.pid"))
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    };
+    assert!(
+        !controller_pid(pod_name).is_empty(),
+        "the lab's controller keeps its state in the pod's /run/vemu"
+    );
+
+    // The operator's container restarts: the lab's controller dies with it; the pod's
+    // /run/vemu (an emptyDir) is kept. The new container takes the lab over from it.
+    drop(pod);
+    pod = ops.run(pod_name, false);
+    eventually(60, "the lab has a controller again", || {
+        lab_status(k, "chain")["message"].as_str().unwrap_or_default().contains("served again")
+            && in_pod(&pod, &["status", "--lab", "default_chain"]).status.success()
+    });
+    assert_eq!(lab_status(k, "chain")["phase"], "Up");
+    let r = rtt(&pod);
+    assert!((40.0..42.0).contains(&r), "RTT {r} ms after the takeover");
+
+    // A new pod (the old one deleted): its /run is empty. It takes the lab over from the
+    // state the controller handed to the agents.
+    drop(pod);
+    k.must(&["-n", "vemu", "delete", "pod", pod_name, "--wait=false"], "");
+    pod_name = "vemu-operator-2";
+    pod = ops.run(pod_name, true);
+    eventually(60, "the lab has a controller in the new pod", || {
+        lab_status(k, "chain")["message"] == "taken over from its agents"
+            && in_pod(&pod, &["status", "--lab", "default_chain"]).status.success()
+    });
+    assert_eq!(lab_status(k, "chain")["phase"], "Up");
+    let r = rtt(&pod);
+    assert!((40.0..42.0).contains(&r), "RTT {r} ms after the takeover from the agents");
+
+    // A changed spec: the lab comes up anew with it.
+    let before = controller_pid(pod_name);
+    k.must(&["apply", "-f", "-"], &example.replace("delay: 10ms", "delay: 5ms"));
+    eventually(90, "the changed lab is up", || {
+        let p = controller_pid(pod_name);
+        !p.is_empty()
+            && p != before
+            && lab_status(k, "chain")["phase"] == "Up"
+            && in_pod(&pod, &["status", "--lab", "default_chain"]).status.success()
+    });
+    let r = rtt(&pod);
+    assert!((20.0..22.0).contains(&r), "RTT {r} ms for 2 x 5 ms set");
+
+    // Deleted: the finalizer holds the resource until the lab is down on every machine.
+    k.must(&["-n", "default", "delete", "vemulab", "chain", "--timeout=60s"], "");
+    let gone = k.kubectl(&["-n", "default", "get", "vemulab", "chain"], "");
+    assert!(!gone.status.success() && text(&gone).contains("not found"), "{}", text(&gone));
+    assert!(controller_pid(pod_name).is_empty(), "{}", ops.log());
+    for i in 0..2 {
+        assert_eq!(m.leftovers(i), "", "machine {i} keeps something after the VemuLab went");
+    }
+    drop(pod);
+    assert!(!ops.log().contains("panicked"), "{}", ops.log());
+}
+
+// The parts of `the_operator_brings_a_vemulab_up_across_machines_and_down_when_it_is_deleted`.
+
+/// The Deployment's or DaemonSet's pod template `kind`/`name` in namespace vemu.
+fn template(k: &Kube, kind: &str, name: &str) -> serde_json::Value {
+    serde_json::from_str::<serde_json::Value>(
+        &k.must(&["-n", "vemu", "get", kind, name, "-o", "json"], ""),
+    )
+    .unwrap()["spec"]["template"]
+        .clone()
+}
+
+/// The status of VemuLab `name` of namespace default.
+fn lab_status(k: &Kube, name: &str) -> serde_json::Value {
+    let o = k.kubectl(&["-n", "default", "get", "vemulab", name, "-o", "json"], "");
+    serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap_or_default()["status"].clone()
+}
+
+/// The repository's manifests applied, the agents' token as a secret, and an agent pod
+/// of the DaemonSet on each machine, ready.
+fn install_and_start_agents(m: &mut Machines, k: &Kube, root: &str) {
     let rendered = Command::new("kubectl")
         .args(["kustomize", &format!("{root}/deploy/kubernetes")])
         .output()
@@ -357,14 +508,7 @@ fn the_operator_brings_a_vemulab_up_across_machines_and_down_when_it_is_deleted(
         ],
         "",
     );
-    let template = |kind: &str, name: &str| {
-        serde_json::from_str::<serde_json::Value>(
-            &k.must(&["-n", "vemu", "get", kind, name, "-o", "json"], ""),
-        )
-        .unwrap()["spec"]["template"]
-            .clone()
-    };
-    let agent = template("daemonset", "vemu-agent");
+    let agent = template(k, "daemonset", "vemu-agent");
     for (i, node) in m.names.clone().iter().enumerate() {
         let pod = k.create_pod(&agent, &format!("vemu-agent-{node}"), Some(node));
         let cmd = k.container_command(&pod, &m.address(i), true);
@@ -375,30 +519,42 @@ fn the_operator_brings_a_vemulab_up_across_machines_and_down_when_it_is_deleted(
     for (i, node) in m.names.iter().enumerate() {
         k.set_ready(&format!("vemu-agent-{node}"), &m.address(i));
     }
+}
 
-    // The operator's pod, from its Deployment's template, in the controller's namespace
-    // (the pod network): a container of its own (its PID namespace dies with it, as the
-    // labs' controllers it started do), in-cluster configuration from its service
-    // account, whose roles RBAC applies.
-    let operator = template("deployment", "vemu-operator");
-    struct Container(Child);
-    impl Drop for Container {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
+/// The operator's pods, run as a kubelet would: from its Deployment's template, in the
+/// controller's namespace (the pod network), each a container of its own (its PID
+/// namespace dies with it, as the labs' controllers it started do), in-cluster
+/// configuration from its service account, whose roles RBAC applies.
+struct OperatorPods<'a> {
+    k: &'a Kube,
+    template: serde_json::Value,
+    /// Where every container of theirs writes.
+    log: std::path::PathBuf,
+}
+
+/// An operator's container, ended when dropped.
+struct Container(Child);
+
+impl Drop for Container {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
-    let log = k.dir.join("operator.log");
-    let run_pod = |name: &str, fresh: bool| {
+}
+
+impl OperatorPods<'_> {
+    /// Run pod `name`'s container: a new pod, or a new container of the pod there is.
+    fn run(&self, name: &str, fresh: bool) -> Container {
+        let k = self.k;
         let pod = match fresh {
-            true => k.create_pod(&operator, name, None),
+            true => k.create_pod(&self.template, name, None),
             false => {
                 serde_json::from_str(&k.must(&["-n", "vemu", "get", "pod", name, "-o", "json"], ""))
                     .unwrap()
             }
         };
         let script = k.container_command(&pod, "10.91.0.254", fresh);
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(&log).unwrap();
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).unwrap();
         let c = Command::new("ip")
             .args([
                 "netns",
@@ -423,35 +579,44 @@ fn the_operator_brings_a_vemulab_up_across_machines_and_down_when_it_is_deleted(
             .unwrap();
         k.set_ready(name, "10.91.0.254");
         Container(c)
-    };
-    // `kubectl exec POD -- vemu ARGS`: in the container's namespaces.
-    let in_pod = |c: &Container, args: &[&str]| -> Output {
-        let init = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", c.0.id()))
-            .unwrap_or_default();
-        let init = init.split_whitespace().next().unwrap_or("0").to_string();
-        Command::new("nsenter")
-            .args(["-t", &init, "-m", "-n", "-p", VEMU])
-            .args(args)
-            .output()
-            .unwrap()
-    };
-    let mut pod = run_pod("vemu-operator-1", true);
-    let mut pod_name = "vemu-operator-1";
-    let lab_status = |name: &str| -> serde_json::Value {
-        let o = k.kubectl(&["-n", "default", "get", "vemulab", name, "-o", "json"], "");
-        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap_or_default()["status"].clone()
-    };
-    let oplog = || std::fs::read_to_string(&log).unwrap_or_default();
+    }
 
+    /// What their containers wrote.
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+/// `kubectl exec POD -- vemu ARGS`: in the container's namespaces.
+fn in_pod(c: &Container, args: &[&str]) -> Output {
+    let init = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", c.0.id()))
+        .unwrap_or_default();
+    let init = init.split_whitespace().next().unwrap_or("0").to_string();
+    Command::new("nsenter").args(["-t", &init, "-m", "-n", "-p", VEMU]).args(args).output().unwrap()
+}
+
+fn a_lab_without_an_agent_waits(k: &Kube, ops: &OperatorPods) {
     // A node without an agent: the lab waits, saying so.
     let waiting = "apiVersion: vemu.dev/v1alpha1\nkind: VemuLab\nmetadata: {name: waits, namespace: default}\nspec:\n  scenario: 'nodes: {a: {}}'\n  nodes: [w1, w3]\n";
     k.must(&["apply", "-f", "-"], waiting);
     eventually(30, "the VemuLab naming w3 is pending", || {
-        lab_status("waits")["phase"] == "Pending"
+        lab_status(k, "waits")["phase"] == "Pending"
     });
-    assert_eq!(lab_status("waits")["message"], "node 'w3' has no ready vemu agent", "{}", oplog());
+    assert_eq!(
+        lab_status(k, "waits")["message"],
+        "node 'w3' has no ready vemu agent",
+        "{}",
+        ops.log()
+    );
     k.must(&["-n", "default", "delete", "vemulab", "waits", "--timeout=30s"], "");
+}
 
+fn tenants_get_what_the_administrator_allows(
+    m: &Machines,
+    k: &Kube,
+    ops: &OperatorPods,
+    pod: &Container,
+) {
     // Issue 39: a tenant allowed to make VemuLabs in its namespace, and nothing else.
     k.must(&["create", "namespace", "team"], "");
     k.must(
@@ -518,7 +683,7 @@ fn the_operator_brings_a_vemulab_up_across_machines_and_down_when_it_is_deleted(
         assert_eq!(st["message"].as_str(), Some(msg), "{st}");
         assert!(!msg.contains("cannot read"), "nothing refused is read: {msg}");
     }
-    let ls = in_pod(&pod, &["ls"]);
+    let ls = in_pod(pod, &["ls"]);
     assert!(!text(&ls).contains("team_"), "a refused VemuLab runs nothing: {}", text(&ls));
     for i in 0..2 {
         assert_eq!(m.leftovers(i), "", "machine {i} holds something of a refused VemuLab");
@@ -552,140 +717,21 @@ fn the_operator_brings_a_vemulab_up_across_machines_and_down_when_it_is_deleted(
             || team_status("token")["message"].as_str().is_some_and(|m| m.contains("vemu"))
     });
     let st = team_status("token");
-    assert_eq!(st["phase"], "Up", "{st} {}", oplog());
+    assert_eq!(st["phase"], "Up", "{st} {}", ops.log());
     assert_eq!(
         (st["conditions"][0]["status"].as_str(), st["conditions"][0]["reason"].as_str()),
         (Some("True"), Some("Allowed")),
         "{st}"
     );
     let o =
-        in_pod(&pod, &["exec", "--lab", "team_token", "a", "--", "grep", "-c", "^ID=", "/etc/os"]);
+        in_pod(pod, &["exec", "--lab", "team_token", "a", "--", "grep", "-c", "^ID=", "/etc/os"]);
     assert_eq!(text(&o).trim(), "1", "the node holds the allowed file: {}", text(&o));
     // Its node runs on an agent's machine, confined: the agent's token (its pod's
     // /etc/vemu/agent-token) is not there, and nothing can be unmounted to find it.
-    let o = in_pod(&pod, &["exec", "--lab", "team_token", "a", "--", "sh", "-c", "cat /etc/vemu/agent-token/token; umount -l /etc && echo UNMOUNTED; ls -A /etc/vemu | wc -l"]);
+    let o = in_pod(pod, &["exec", "--lab", "team_token", "a", "--", "sh", "-c", "cat /etc/vemu/agent-token/token; umount -l /etc && echo UNMOUNTED; ls -A /etc/vemu | wc -l"]);
     assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "0", "{}", text(&o));
     k.must(&["-n", "team", "delete", "vemulab", "token", "--timeout=60s"], "");
     k.must(&["delete", "vemulabpolicy", "team-files"], "");
-
-    // The repository's example: a chain of three nodes, 10 ms a link, over both machines.
-    let example =
-        std::fs::read_to_string(format!("{root}/deploy/kubernetes/examples/vemulab-chain.yaml"))
-            .unwrap();
-    k.must(&["apply", "-f", "-"], &example);
-    eventually(90, "the example VemuLab is up", || {
-        lab_status("chain")["phase"] == "Up" || lab_status("chain")["phase"] == "Failed"
-    });
-    let st = lab_status("chain");
-    assert_eq!(
-        (st["phase"].as_str(), st["lab"].as_str(), st["machines"].as_str()),
-        (Some("Up"), Some("default_chain"), Some("w1=10.91.0.1,w2=10.91.0.2")),
-        "{st} {}",
-        oplog()
-    );
-    let table = k.must(&["get", "vemulabs", "-A"], "");
-    assert!(
-        table.lines().any(|l| l.split_whitespace().collect::<Vec<_>>()
-            == ["default", "chain", "Up", "default_chain", "w1=10.91.0.1,w2=10.91.0.2"]),
-        "{table}"
-    );
-    let vs: serde_json::Value = serde_json::from_slice(
-        &in_pod(&pod, &["status", "--lab", "default_chain", "--json"]).stdout,
-    )
-    .unwrap_or_default();
-    let machines_used: std::collections::BTreeSet<String> = vs["nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|n| n["machine"].as_str().unwrap_or_default().to_string())
-        .collect();
-    assert_eq!(machines_used.len(), 2, "the lab spans both machines: {vs}");
-    let rtt = |pod: &Container| {
-        min_rtt_ms(&in_pod(
-            pod,
-            &[
-                "exec",
-                "--lab",
-                "default_chain",
-                "n1",
-                "--",
-                "ping",
-                "-c",
-                "5",
-                "-i",
-                "0.2",
-                "-W",
-                "2",
-                "n3",
-            ],
-        ))
-    };
-    let r = rtt(&pod);
-    assert!((40.0..42.0).contains(&r), "RTT {r} ms for 2 x 10 ms set");
-    // Looked at again (its status written), the lab is kept.
-    eventually(60, "the operator keeps the running lab", || {
-        oplog().contains("default/chain: up as specified, kept")
-    });
-    let controller_pid = |pod: &str| {
-        std::fs::read_to_string(k.dir.join(pod).join("volume-run-vemu/default_chain/daemon.pid"))
-            .unwrap_or_default()
-            .trim()
-            .to_string()
-    };
-    assert!(
-        !controller_pid(pod_name).is_empty(),
-        "the lab's controller keeps its state in the pod's /run/vemu"
-    );
-
-    // The operator's container restarts: the lab's controller dies with it; the pod's
-    // /run/vemu (an emptyDir) is kept. The new container takes the lab over from it.
-    drop(pod);
-    pod = run_pod(pod_name, false);
-    eventually(60, "the lab has a controller again", || {
-        lab_status("chain")["message"].as_str().unwrap_or_default().contains("served again")
-            && in_pod(&pod, &["status", "--lab", "default_chain"]).status.success()
-    });
-    assert_eq!(lab_status("chain")["phase"], "Up");
-    let r = rtt(&pod);
-    assert!((40.0..42.0).contains(&r), "RTT {r} ms after the takeover");
-
-    // A new pod (the old one deleted): its /run is empty. It takes the lab over from the
-    // state the controller handed to the agents.
-    drop(pod);
-    k.must(&["-n", "vemu", "delete", "pod", pod_name, "--wait=false"], "");
-    pod_name = "vemu-operator-2";
-    pod = run_pod(pod_name, true);
-    eventually(60, "the lab has a controller in the new pod", || {
-        lab_status("chain")["message"] == "taken over from its agents"
-            && in_pod(&pod, &["status", "--lab", "default_chain"]).status.success()
-    });
-    assert_eq!(lab_status("chain")["phase"], "Up");
-    let r = rtt(&pod);
-    assert!((40.0..42.0).contains(&r), "RTT {r} ms after the takeover from the agents");
-
-    // A changed spec: the lab comes up anew with it.
-    let before = controller_pid(pod_name);
-    k.must(&["apply", "-f", "-"], &example.replace("delay: 10ms", "delay: 5ms"));
-    eventually(90, "the changed lab is up", || {
-        let p = controller_pid(pod_name);
-        !p.is_empty()
-            && p != before
-            && lab_status("chain")["phase"] == "Up"
-            && in_pod(&pod, &["status", "--lab", "default_chain"]).status.success()
-    });
-    let r = rtt(&pod);
-    assert!((20.0..22.0).contains(&r), "RTT {r} ms for 2 x 5 ms set");
-
-    // Deleted: the finalizer holds the resource until the lab is down on every machine.
-    k.must(&["-n", "default", "delete", "vemulab", "chain", "--timeout=60s"], "");
-    let gone = k.kubectl(&["-n", "default", "get", "vemulab", "chain"], "");
-    assert!(!gone.status.success() && text(&gone).contains("not found"), "{}", text(&gone));
-    assert!(controller_pid(pod_name).is_empty(), "{}", oplog());
-    for i in 0..2 {
-        assert_eq!(m.leftovers(i), "", "machine {i} keeps something after the VemuLab went");
-    }
-    drop(pod);
-    assert!(!oplog().contains("panicked"), "{}", oplog());
 }
 
 /// The Helm chart installed, upgraded and uninstalled by a real `helm` on a real API

@@ -32,6 +32,43 @@ fn a_chain_across_two_machines_keeps_its_delays_and_rate() {
         !has(b"test-token-0123456789abcdef") && !has(b"iperf3 -s -D") && !has(b"\"nodes\""),
         "the control channel is readable on the underlay"
     );
+    let n4_ip = machines_and_underlay_in_status(&m);
+    exec_and_shell_reach_the_far_machine(&m);
+    delays_and_rate_hold_across_machines(&m, &n4_ip);
+    changes_reach_the_carrying_machine(&m, &n4_ip);
+    flows_cross_machines_on_their_clocks(&m, &n4_ip);
+    captures_take_each_frame_once(&m, &n4_ip);
+    counters_count_each_direction_once(&m);
+
+    let o = m.vemu(&["down", "--lab", "xm"]);
+    assert!(o.status.success(), "{}", text(&o));
+    for i in 0..2 {
+        assert_eq!(m.leftovers(i), "", "machine {i} keeps something after down");
+    }
+    assert!(!std::path::Path::new("/run/vemu/xm").exists());
+    let r = report(&m);
+    let sent_delivered: Vec<(Option<u64>, Option<u64>)> = r["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["sent"].as_u64(), f["delivered"].as_u64()))
+        .collect();
+    assert_eq!(
+        sent_delivered,
+        [(Some(100), Some(100)), (Some(60), Some(60))],
+        "report after down: {r}"
+    );
+    assert!(!text(&up).contains("warning:"), "{}", text(&up));
+
+    a_link_faster_than_the_underlay_is_warned(&m);
+}
+
+// The parts of `a_chain_across_two_machines_keeps_its_delays_and_rate`, in its order,
+// on its lab "xm" (n1 on machine a, n4 on b, n2:n3 the 20 Mbit/s link between them).
+
+/// Each node's machine and the underlay measured between the machines, in the status;
+/// n4's address.
+fn machines_and_underlay_in_status(m: &Machines) -> String {
     let st = m.vemu(&["status", "--lab", "xm", "--json"]);
     let status: serde_json::Value =
         serde_json::from_slice(&st.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&st)));
@@ -86,6 +123,10 @@ fn a_chain_across_two_machines_keeps_its_delays_and_rate() {
         "a -> b {ab_bps}, b -> a {ba_bps} bit/s"
     );
 
+    n4_ip
+}
+
+fn exec_and_shell_reach_the_far_machine(m: &Machines) {
     // `vemu exec` from the controller's machine runs the command on the node's
     // machine: its output, standard input and exit status come back.
     let o = m.vemu(&[
@@ -124,12 +165,14 @@ fn a_chain_across_two_machines_keeps_its_delays_and_rate() {
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("n4\r\n33 101\r\n"), "{out}");
     assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+}
 
+fn delays_and_rate_hold_across_machines(m: &Machines, n4_ip: &str) {
     // Round trip: 2 x (1 + 2 + 1) ms, whichever machine each hop is on (run from
     // the controller's machine, and on the node's machine).
-    m.exec(0, "xm", "n1", &["ping", "-c", "3", "-i", "0.2", &n4_ip]);
-    let p = m
-        .vemu(&["exec", "--lab", "xm", "n1", "--", "ping", "-q", "-c", "20", "-i", "0.05", &n4_ip]);
+    m.exec(0, "xm", "n1", &["ping", "-c", "3", "-i", "0.2", n4_ip]);
+    let p =
+        m.vemu(&["exec", "--lab", "xm", "n1", "--", "ping", "-q", "-c", "20", "-i", "0.05", n4_ip]);
     let rtt = min_rtt_ms(&p);
     eprintln!("across 2 machines: n1 -> n4 min RTT {rtt:.3} ms (set 8 ms)");
     // Above the set delays: 2 x 39 us of serialization at 20 Mbit/s, six passes
@@ -143,7 +186,7 @@ fn a_chain_across_two_machines_keeps_its_delays_and_rate() {
         0,
         "xm",
         "n1",
-        &["iperf3", "-c", &n4_ip, "-t", "4", "-O", "1", "-J", "--connect-timeout", "3000"],
+        &["iperf3", "-c", n4_ip, "-t", "4", "-O", "1", "-J", "--connect-timeout", "3000"],
     );
     let v: serde_json::Value =
         serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("iperf3: {}", text(&o)));
@@ -162,11 +205,13 @@ fn a_chain_across_two_machines_keeps_its_delays_and_rate() {
             .map_or(0, |h| h.iter().filter_map(|x| x.as_u64()).sum());
         assert!(judged >= 20, "{d}: {judged} frames judged on arrival: {}", link[d]["stats"]);
     }
+}
 
+fn changes_reach_the_carrying_machine(m: &Machines, n4_ip: &str) {
     // Run-time changes reach the machine that carries each direction.
     let o = m.vemu(&["link", "set", "n2:n3", "--delay", "10ms", "--lab", "xm"]);
     assert!(o.status.success(), "{}", text(&o));
-    let rtt = min_rtt_ms(&m.exec(0, "xm", "n1", &["ping", "-q", "-c", "20", "-i", "0.05", &n4_ip]));
+    let rtt = min_rtt_ms(&m.exec(0, "xm", "n1", &["ping", "-q", "-c", "20", "-i", "0.05", n4_ip]));
     assert!((24.0..25.5).contains(&rtt), "min RTT {rtt} ms after link set, set 24 ms");
     // More than the underlay carries towards b: status says so (that way only).
     let warnings = || -> Vec<String> {
@@ -188,7 +233,7 @@ fn a_chain_across_two_machines_keeps_its_delays_and_rate() {
     // And it is so: 80 Mbit/s of UDP fit the link but not the underlay. The far engine
     // counts the frames that never came (tunnel sequence gaps): not the model's loss,
     // so the fidelity monitor holds them against the direction.
-    let o = m.exec(0, "xm", "n1", &["iperf3", "-u", "-b", "80M", "-t", "2", "-c", &n4_ip]);
+    let o = m.exec(0, "xm", "n1", &["iperf3", "-u", "-b", "80M", "-t", "2", "-c", n4_ip]);
     assert!(o.status.success(), "{}", text(&o));
     let status: serde_json::Value =
         serde_json::from_slice(&m.vemu(&["status", "--lab", "xm", "--json"]).stdout).unwrap();
@@ -205,7 +250,9 @@ fn a_chain_across_two_machines_keeps_its_delays_and_rate() {
         "{}",
         status["fidelity"]
     );
+}
 
+fn flows_cross_machines_on_their_clocks(m: &Machines, n4_ip: &str) {
     // A traffic flow from a node of one machine to a node of the other: each end runs on
     // its node's machine and keeps its records there; `vemu report` on the controller's
     // machine gathers them (and `down` does, for a report afterwards). The one-way delay
@@ -221,7 +268,7 @@ fn a_chain_across_two_machines_keeps_its_delays_and_rate() {
             "--to",
             "n4",
             "--to-addr",
-            &n4_ip,
+            n4_ip,
             "--rate",
             "200",
             "--count",
@@ -229,16 +276,12 @@ fn a_chain_across_two_machines_keeps_its_delays_and_rate() {
         ]);
         assert!(o.status.success(), "{}", text(&o));
     };
-    let report = || -> serde_json::Value {
-        let o = m.vemu(&["report", "--lab", "xm", "--json"]);
-        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)))
-    };
     flow("100");
     let t0 = Instant::now();
-    let mut r = report();
+    let mut r = report(m);
     while r["flows"][0]["delivered"] != 100 && t0.elapsed() < Duration::from_secs(10) {
         std::thread::sleep(Duration::from_millis(300));
-        r = report();
+        r = report(m);
     }
     let f = &r["flows"][0];
     assert_eq!((f["sent"].as_u64(), f["delivered"].as_u64()), (Some(100), Some(100)), "{r}");
@@ -265,7 +308,9 @@ fn a_chain_across_two_machines_keeps_its_delays_and_rate() {
     assert!((12.0..13.5).contains(&p50), "one-way delay p50 {p50} ms, set 12 ms: {r}");
     // This one's records reach the controller's machine with `down`.
     flow("60");
+}
 
+fn captures_take_each_frame_once(m: &Machines, n4_ip: &str) {
     // Captures of a node whose link crosses to the other machine: each frame once, as
     // delivered (after) or as it entered the link (before; the far machine's part).
     for point in ["after", "before"] {
@@ -279,7 +324,7 @@ fn a_chain_across_two_machines_keeps_its_delays_and_rate() {
             .spawn()
             .unwrap();
         std::thread::sleep(Duration::from_millis(1000));
-        m.vemu(&["exec", "--lab", "xm", "n1", "--", "ping", "-c", "3", "-i", "0.2", &n4_ip]);
+        m.vemu(&["exec", "--lab", "xm", "n1", "--", "ping", "-c", "3", "-i", "0.2", n4_ip]);
         let t0 = Instant::now();
         let mut cap = cap;
         while cap.try_wait().unwrap().is_none() {
@@ -318,7 +363,9 @@ fn a_chain_across_two_machines_keeps_its_delays_and_rate() {
             "capture {point}: {d}"
         );
     }
+}
 
+fn counters_count_each_direction_once(m: &Machines) {
     // Counters of the link between the machines: each direction counted once.
     let status: serde_json::Value =
         serde_json::from_slice(&m.vemu(&["status", "--lab", "xm", "--json"]).stdout).unwrap();
@@ -337,27 +384,9 @@ fn a_chain_across_two_machines_keeps_its_delays_and_rate() {
         eprintln!("across 2 machines: n2:n3 {dir}: underlay one-way {t} ns (measured)");
         assert!((1..1_000_000).contains(&t), "n2:n3 {dir}: transit {t} ns");
     }
+}
 
-    let o = m.vemu(&["down", "--lab", "xm"]);
-    assert!(o.status.success(), "{}", text(&o));
-    for i in 0..2 {
-        assert_eq!(m.leftovers(i), "", "machine {i} keeps something after down");
-    }
-    assert!(!std::path::Path::new("/run/vemu/xm").exists());
-    let r = report();
-    let sent_delivered: Vec<(Option<u64>, Option<u64>)> = r["flows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| (f["sent"].as_u64(), f["delivered"].as_u64()))
-        .collect();
-    assert_eq!(
-        sent_delivered,
-        [(Some(100), Some(100)), (Some(60), Some(60))],
-        "report after down: {r}"
-    );
-    assert!(!text(&up).contains("warning:"), "{}", text(&up));
-
+fn a_link_faster_than_the_underlay_is_warned(m: &Machines) {
     // A lab whose link between the machines is set faster than the underlay towards b:
     // `up` says so at once.
     let yaml = "name: xw\naddressing: {ipv6: none}\nmachines: {a: 10.78.0.1, b: 10.78.0.2}\nnodes:\n  w1: {machine: a}\n  w2: {machine: b}\nlinks:\n  - {endpoints: [w1, w2], bandwidth: 100Mbit}\n";
@@ -371,6 +400,12 @@ fn a_chain_across_two_machines_keeps_its_delays_and_rate() {
     );
     let o = m.vemu(&["down", "--lab", "xw"]);
     assert!(o.status.success(), "{}", text(&o));
+}
+
+/// The traffic report of lab "xm", as JSON.
+fn report(m: &Machines) -> serde_json::Value {
+    let o = m.vemu(&["report", "--lab", "xm", "--json"]);
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)))
 }
 
 /// An underlay whose path carries less than its machines' interfaces do (a 1400-byte
