@@ -1,0 +1,2 @@
+"""vemu's benchmark experiments, one module each (bench.py runs them); common.py holds
+what they share."""

@@ -1,0 +1,66 @@
+"""Wireless: channel update cost, and the MANET example."""
+
+import json
+import os
+import time
+
+from .common import ROOT, down, engine_cpu_s, plot, sh, vemu, write_csv, write_md
+
+
+def bench_channel():
+    out = sh("cargo", "run", "--release", "-q", "-p", "vemu-radio", "--example", "channel")
+    rows = [l.split(",") for l in out.strip().splitlines()[1:]]
+    rows = [[int(r[0]), r[1], float(r[2]), float(r[3]), float(r[4])] for r in rows]
+    write_csv("channel.csv", ["members", "layout", "grid_us_per_tick", "all_pairs_us_per_tick", "mean_neighbours"], rows)
+    series = []
+    for layout in ["density", "fixed"]:
+        pts = [r for r in rows if r[1] == layout]
+        series.append((f"grid index, {layout}", [r[0] for r in pts], [r[2] / 1e3 for r in pts]))
+        series.append((f"every pair, {layout}", [r[0] for r in pts], [r[3] / 1e3 for r in pts]))
+    n0 = rows[0][0]
+    base = [r for r in rows if r[1] == "density"][0][2]
+    series.append(("linear growth from 100 (density)", [r[0] for r in rows if r[1] == "density"], [base / 1e3 * r[0] / n0 for r in rows if r[1] == "density"]))
+    plot("channel.png", "Channel update per tick (positions + neighbour sets)", "members", "ms per tick", series, logx=True, logy=True)
+    write_md("channel", "Wireless channel update per tick", "NET's MANET density (50 members per 1500 m × 300 m), grown to 5000 members",
+             ["members", "layout", "grid (µs/tick)", "every pair (µs/tick)", "neighbours each"], rows)
+    for r in rows:
+        print(f"channel {r[0]:5} members ({r[1]:7}): {r[2]/1e3:8.2f} ms/tick with the grid, {r[3]/1e3:8.2f} ms checking every pair, {r[4]:.0f} neighbours each")
+
+
+def bench_manet():
+    import random
+
+    duration = int(os.environ.get("VEMU_MANET_DURATION", "60"))
+    pauses = [int(p) for p in os.environ.get("VEMU_MANET_PAUSES", "0,15,30,60").split(",")]
+    base = open(os.path.join(ROOT, "examples", "manet-50.yaml")).read()
+    rows = []
+    for pause in pauses:
+        seed = 1
+        yaml = base.replace("pause: 0s", f"pause: {pause}s").replace("seed: 1", f"seed: {seed}")
+        path = os.path.join(ROOT, "examples", f".bench-manet-{pause}.yaml")
+        with open(path, "w") as f:
+            f.write(yaml)
+        try:
+            vemu("up", path, "--name", "b-manet")
+        finally:
+            os.remove(path)
+        try:
+            rng = random.Random(seed)
+            for _ in range(20):
+                a, b = rng.sample(range(1, 51), 2)
+                vemu("traffic", "cbr", "--lab", "b-manet", "--from", f"n{a}", "--to", f"n{b}", "--size", "64", "--rate", "4/s", "--start", "10s", "--duration", f"{duration}s")
+            cpu0, t0 = engine_cpu_s("b-manet"), time.monotonic()
+            time.sleep(10 + duration + 2)
+            cpu = (engine_cpu_s("b-manet") - cpu0) / (time.monotonic() - t0) * 100
+        finally:
+            down("b-manet")
+        r = json.loads(vemu("report", "--lab", "b-manet", "--json"))
+        rows.append([pause, duration, seed, r["sent"], r["delivered"], r["pdr"], r["delay_ms"]["mean"], r["routing_frames"], r["routing_per_delivered"], cpu])
+        print(f"manet pause {pause:4} s: delivery ratio {r['pdr']:.3f} ({r['delivered']}/{r['sent']}), mean delay {r['delay_ms']['mean']:.1f} ms, "
+              f"{r['routing_per_delivered']:.1f} routing frames per delivered packet, engine CPU {cpu:.1f}% of a core")
+    write_md("manet", "50-node MANET with babeld", "NET's MANET scenario (50 nodes, 1500 m × 300 m, random waypoint, AODV; delivery ratio and overhead vs. pause time)",
+             ["pause (s)", "duration (s)", "seed", "sent", "delivered", "delivery ratio", "mean delay (ms)", "routing frames", "routing / delivered", "engine CPU (%)"], rows)
+    write_csv("manet.csv", ["pause_s", "duration_s", "seed", "sent", "delivered", "pdr", "delay_ms_mean", "routing_frames", "routing_per_delivered", "engine_cpu_percent"], rows)
+    xs = [r[0] for r in rows]
+    plot("manet_pdr.png", f"50-node MANET, babeld, 20 CBR flows, {duration} s", "pause time (s)", "packet delivery ratio", [("vemu + babeld", xs, [r[5] for r in rows])])
+    plot("manet_overhead.png", f"50-node MANET, babeld, 20 CBR flows, {duration} s", "pause time (s)", "routing frames per delivered packet", [("vemu + babeld", xs, [r[8] for r in rows])])
