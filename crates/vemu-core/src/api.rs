@@ -209,21 +209,19 @@ pub enum Event {
 
 /// How long the kernel's token bucket may send back to back at its rate (at least two
 /// frames): what lets it catch up when its timer fires late, and lets TCP's super-frames
-/// through whole (a bucket cuts longer ones in wire frames, in software). With one frame
-/// only, every late wake-up is rate lost for good (TCP got 0.80 of 100 Mbit/s here); with
-/// 1 ms, 16 links of 100 Mbit/s all running TCP got 0.83 of the rate where tbf with 4 ms
-/// got 0.93; with 4 ms, 0.955 as tbf. 4 ms is also htb's default depth at HZ = 250, what
-/// Mininet's links get. The engine's serializer catches up from its own schedule.
+/// through whole (a bucket cuts longer ones in wire frames, in software). Shorter, every
+/// late wake-up is rate lost for good; 4 ms matches tbf's and htb's usual depth
+/// (Mininet's links) — figures in bench/README.md, "The kernel's token buckets". The
+/// engine's serializer catches up from its own schedule.
 pub const KERNEL_BURST_NS: u64 = 4_000_000;
 
 /// Where it is at most [`SUPER_FRAME_BURST_NS`] at the rate, the bucket holds at least
 /// this: a TCP super-frame of 64 KiB with the headers of its ~45 segments, so that it
 /// crosses whole. A bucket cuts a longer frame into wire frames in software, and on a
 /// path without delay TCP sends 64 KiB super-frames at any rate (its TSO sizing grows
-/// them as the round trip shrinks): 32 links of 100 Mbit/s all running TCP got 0.55 of
-/// the rate with a 4 ms (50 kB) bucket, every core cutting frames, and 0.956 with this
-/// (tbf on veth pairs with 4 ms: 0.76–0.956). Mininet's htb lets super-frames through
-/// whole at any depth.
+/// them as the round trip shrinks): with a smaller bucket every core is busy cutting
+/// frames and links fall far below their rate (bench/README.md, "The kernel's token
+/// buckets"). Mininet's htb lets super-frames through whole at any depth.
 pub const SUPER_FRAME_BYTES: u64 = 72 * 1024;
 /// See [`SUPER_FRAME_BYTES`]: rates of 74 Mbit/s and more.
 pub const SUPER_FRAME_BURST_NS: u64 = 8_000_000;

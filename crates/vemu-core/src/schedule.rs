@@ -2,50 +2,37 @@
 //! carries the decisions out): its priority, and how long it spins before a deadline.
 //!
 //! By default a shard runs at real-time priority (SCHED_FIFO) and sleeps until a
-//! deadline without spinning for it. Measured on a 2-core machine:
+//! deadline without spinning for it (the figures behind each choice: bench/README.md,
+//! "Scheduling a shard"):
 //!
-//! - At niceness −10 a shard waits behind the nodes' programs it has just woken: a
-//!   broadcast written to 20 radio neighbours wakes 20 routing daemons, which all run
-//!   before the shard is back (`perf sched`: 2–3 ms of scheduling delay on a machine 40 %
-//!   busy). `examples/manet-50.yaml` had 2–5 % of its frames over 1 ms late in every
-//!   second (DEGRADED, at times INVALID); at SCHED_FIFO none.
-//! - Spinning before deadlines (what hides wake-up lateness at normal priority) holds
-//!   the core at real-time priority: 4 links of 100 Mbit/s carrying TCP reached 0.67–0.79
-//!   of their rate instead of 0.956. Without the spin, at SCHED_FIFO: 0.956 for 2, 4 and 8
-//!   links (niceness −10 with spin: 0.953 for 8), 0.87 for 16 (0.68–0.73), 0.76 for 32
-//!   (0.32), the links' verdict `ok` throughout. A timed wake-up at SCHED_FIFO is late by
-//!   ~16 µs here, so the shard sets its timer that much early and spins only for what
+//! - At niceness −10 a shard waits behind the nodes' programs it has just woken (a
+//!   broadcast to 20 radio neighbours wakes 20 routing daemons, which all run first),
+//!   and frames come late: real-time priority avoids that.
+//! - Spinning before deadlines (what hides wake-up lateness at normal priority) would
+//!   hold the core at real-time priority, away from the nodes' programs: a real-time
+//!   shard sets its timer early by the lateness it learnt and spins only for what
 //!   remains (a few µs).
-//! - How late a timed wake-up comes depends on how long the shard slept: on this virtual
-//!   machine a SCHED_FIFO thread (cyclictest) woke 29 µs late on average after 100 µs,
-//!   43 µs after 0.5–1 ms and 65–69 µs after 3–30 ms (the core idles deeper, its caches
-//!   go cold). One estimate for all sleeps, fed mostly by short ones, left the long ones
-//!   uncovered: a link of 10 ms each way delivered pings ~100 µs late in each direction
-//!   (0.19–0.24 ms over the set RTT, against 0.07–0.12 ms for the engine before the
-//!   data-path core, which always woke at least 80 µs early). So lateness is learnt per
-//!   class of sleep ([`SLEEP_CLASSES_NS`]), and the margin of a sleep of at least
-//!   250 µs is the class's mean lateness plus twice its mean deviation, as TCP sets its
-//!   retransmission timer from the round trip's mean and deviation (shorter sleeps keep
-//!   the mean alone: see [`Schedule::spin_ns`]).
+//! - How late a timed wake-up comes depends on how long the shard slept (the core idles
+//!   deeper, its caches go cold), and one estimate fed mostly by short sleeps leaves the
+//!   long ones uncovered. So lateness is learnt per class of sleep
+//!   ([`SLEEP_CLASSES_NS`]), and the margin of a sleep of at least 250 µs is the class's
+//!   mean lateness plus twice its mean deviation, as TCP sets its retransmission timer
+//!   from the round trip's mean and deviation (shorter sleeps keep the mean alone: see
+//!   [`Schedule::spin_ns`]).
 //! - A real-time thread busy for a whole second is stopped by Linux for 50 ms
 //!   (`kernel.sched_rt_runtime_us`), and while it is busy nothing else runs on its core.
 //!   So a shard busy for more than [`HIGH_LOAD`] of a [`WINDOW_NS`] goes back to
 //!   niceness −10 (and to spinning, which helps there), and returns to real time once
 //!   under [`LOW_LOAD`].
-//!
 //! - A real-time shard that sleeps as soon as it has nothing to do is woken for the next
 //!   frame of the same exchange on the other core (Linux places a woken real-time
-//!   thread on a core not running one), and waking an idle core costs tens of
-//!   microseconds on a virtual machine (an interrupt through the hypervisor): in a chain,
-//!   hop after hop alternates between the shards, and an 8-hop chain's idle ping took
-//!   0.68–0.80 ms at SCHED_FIFO against 0.31–0.35 ms at niceness −10 (where the woken
-//!   shard mostly runs on the waker's core once it sleeps). So after working a
-//!   real-time shard keeps polling for [`LINGER_NS`] before it sleeps (0.40–0.46 ms
-//!   with 50 µs, 0.33–0.35 ms with 100 µs) — but only while the polling of the current
-//!   window stays under [`LINGER_SHARE`] of it: a busy lab is never held up by a polling
-//!   shard for more than that. At niceness −10 polling would only delay the shard the
-//!   frame goes to, queued behind the poller on the same core (0.6 ms with 20 µs, 1.6 ms
-//!   with 100 µs): a normal-priority shard sleeps at once.
+//!   thread on a core not running one), and waking an idle core of a virtual machine
+//!   costs tens of microseconds: in a chain, hop after hop alternates between the
+//!   shards. So after working a real-time shard keeps polling for [`LINGER_NS`] before
+//!   it sleeps — but only while the polling of the current window stays under
+//!   [`LINGER_SHARE`] of it: a busy lab is never held up by a polling shard for more
+//!   than that. At niceness −10 polling would only delay the shard the frame goes to,
+//!   queued behind the poller on the same core: a normal-priority shard sleeps at once.
 //!
 //! `VEMU_ENGINE_PRIORITY=normal` keeps shards at niceness −10 (with spinning), as when
 //! real-time priority is refused (no CAP_SYS_NICE).

@@ -181,8 +181,8 @@ fn epoll_add(ep: RawFd, fd: RawFd, token: u64) -> Result<()> {
 }
 
 /// Close TAP descriptors from many threads: each close unregisters a device and then
-/// waits for the kernel's RCU barriers (~30 ms here), waits that overlap when the
-/// closes run side by side (one by one, 1000 nodes took 36 s to tear down).
+/// waits for the kernel's RCU barriers, waits that overlap when the closes run side by
+/// side (bench/README.md, "The driver").
 pub(crate) fn close_all(fds: Vec<OwnedFd>) {
     let per = fds.len().div_ceil(CLOSE_THREADS).max(1);
     let mut fds = fds;
@@ -881,8 +881,8 @@ impl Shard {
             let now = self.clock.now_ns();
             // A big frame (a TCP super-frame) goes to the core in the buffer it was read
             // into, and the next read gets a new one (the allocator hands back the memory
-            // of frames already written): copying 64 KiB again in user space was 6% of a
-            // busy shard's time (bench/run.sh profile). A small one is copied out.
+            // of frames already written): copying 64 KiB again in user space costs a busy
+            // shard (bench/README.md, "The driver"). A small one is copied out.
             // SAFETY: the kernel wrote n bytes, at most the capacity.
             unsafe { self.buf.set_len(n as usize) };
             if let Some(t) = self.last_read_ns.get_mut(port) {

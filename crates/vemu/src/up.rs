@@ -338,8 +338,8 @@ pub(crate) fn settle_note(waited_ms: u64, behind_ms: u64) -> String {
 /// Keep the controller's memory (the engine's code and data among it) in RAM. Machines
 /// that reclaim cold pages on their own (DAMON's pageout, as on the machine vemu is
 /// developed on) drop rarely run code of the binary, and the engine then stalls for
-/// milliseconds reading it back (2-3 ms stalls made 1-2% of the frames of a light load
-/// late). What the binary maps now is read in and locked; later mappings (thread stacks,
+/// milliseconds reading it back, making frames late (bench/README.md, "The
+/// controller"). What the binary maps now is read in and locked; later mappings (thread stacks,
 /// the heap's growth) are locked as they are touched. Children do not inherit it.
 pub(crate) fn lock_memory() {
     vemu_control::labs::avoid_oom_killer();
