@@ -35,7 +35,7 @@ pub use crate::counters::{
 pub use crate::driver::TUNNEL_FRAME_EXTRA;
 pub use crate::driver::{Captured, PlaneDevs, FAULT_ENV};
 use crate::driver::{Control, Far, PlanePort, PortDev, ShardHandle, TunnelPort};
-pub use vemu_fastpath::{netlink_socket, FastPath, Route, DENSE_BASE};
+pub use vemu_fastpath::{FastPath, Route, DENSE_BASE};
 pub use vemu_switch::Snooping;
 
 /// A link to emulate: the TAP devices of its two ends and what each direction does.

@@ -38,8 +38,9 @@
 //! nodes see the same interface, addresses, MAC and carrier throughout.
 
 use std::net::IpAddr;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::sync::Mutex;
+use vemu_host::netlink::Netlink;
 
 use anyhow::{anyhow, bail, Context, Result};
 use aya::maps::{Array, HashMap, MapData, MapError, PerCpuArray, PerCpuHashMap, PerCpuValues};
@@ -268,7 +269,7 @@ pub struct FastPath {
     tunnels_in: Mutex<HashMap<MapData, u32, TunnelIn>>,
     /// A route netlink socket in the plane namespace: its devices are taken down and up
     /// (ioctls) and their token buckets set and read (requests) through it.
-    ctl: Mutex<OwnedFd>,
+    ctl: Mutex<Netlink>,
     /// Whether the kernel makes token buckets (see [`FastPath::shaper`]).
     shaper: std::result::Result<(), String>,
     /// The IFB device made for each LAN port (plane device) whose node's frames the
@@ -288,11 +289,11 @@ pub struct FastPath {
 }
 
 impl FastPath {
-    /// Load the program for a lab; `ctl` is a route netlink socket ([`netlink_socket`])
-    /// opened in the lab's plane namespace, through which its devices are taken down
+    /// Load the program for a lab; `ctl` is a route netlink client opened in the lab's
+    /// plane namespace (`Netlink::open_in`), through which its devices are taken down
     /// and up and given token buckets. Fails (and the lab runs every link through its
     /// engine) where the kernel refuses BPF programs or vemu was built without clang.
-    pub fn load(ctl: OwnedFd, dense_devices: u32) -> Result<FastPath> {
+    pub fn load(ctl: Netlink, dense_devices: u32) -> Result<FastPath> {
         if OBJECT.is_empty() {
             bail!("vemu was built without clang, so without its TC program");
         }
@@ -560,8 +561,8 @@ impl FastPath {
     pub fn bridge_shaper(&self) -> std::result::Result<(), &str> {
         self.shaper()?;
         let probe = self.ifb_probe.get_or_init(|| {
-            let ctl = self.ctl.lock().unwrap_or_else(|p| p.into_inner());
-            netlink::request(&ctl, netlink::new_ifb("qprobe"), netlink::CREATE_NEW)
+            let mut ctl = self.ctl.lock().unwrap_or_else(|p| p.into_inner());
+            ctl.request(netlink::new_ifb("qprobe"), netlink::CREATE_NEW)
                 .map(|_| ())
                 .map_err(|e| format!("the kernel makes no IFB device: {e:#}"))
         });
@@ -571,19 +572,18 @@ impl FastPath {
     /// Give the namespace's loopback device (index 1) a bucket and take it away.
     fn try_shaper(&self) -> Result<()> {
         self.shape(1, Bucket { rate_bps: 1_000_000, burst_bytes: 3036, limit_bytes: 3036 })?;
-        let ctl = self.ctl.lock().unwrap_or_else(|p| p.into_inner());
-        netlink::request(&ctl, netlink::delete_root(1), 0).context("taking a token bucket away")?;
+        let mut ctl = self.ctl.lock().unwrap_or_else(|p| p.into_inner());
+        ctl.request(netlink::delete_root(1), 0).context("taking a token bucket away")?;
         Ok(())
     }
 
     /// Make (or change) the token bucket at the root of plane device `ifindex`'s egress.
     /// Its counters are kept across changes.
     pub fn shape(&self, ifindex: u32, bucket: Bucket) -> Result<()> {
-        let ctl = self.ctl.lock().unwrap_or_else(|p| p.into_inner());
-        netlink::request(&ctl, netlink::tbf(ifindex, bucket), netlink::CREATE_OR_CHANGE)
-            .with_context(|| {
-                format!("giving plane device {ifindex} a token bucket of {} bit/s", bucket.rate_bps)
-            })?;
+        let mut ctl = self.ctl.lock().unwrap_or_else(|p| p.into_inner());
+        ctl.request(netlink::tbf(ifindex, bucket), netlink::CREATE_OR_CHANGE).with_context(
+            || format!("giving plane device {ifindex} a token bucket of {} bit/s", bucket.rate_bps),
+        )?;
         self.ever_shaped.lock().unwrap_or_else(|p| p.into_inner()).insert(ifindex);
         Ok(())
     }
@@ -616,8 +616,8 @@ impl FastPath {
         if !self.ever_shaped.lock().unwrap_or_else(|p| p.into_inner()).contains(&ifindex) {
             return Ok(None);
         }
-        let ctl = self.ctl.lock().unwrap_or_else(|p| p.into_inner());
-        match netlink::request(&ctl, netlink::get_root(ifindex), netlink::ECHO) {
+        let mut ctl = self.ctl.lock().unwrap_or_else(|p| p.into_inner());
+        match ctl.request(netlink::get_root(ifindex), netlink::ECHO) {
             Ok(reply) => Ok(reply.filter(netlink::is_tbf).map(|m| netlink::bucket_stats(&m))),
             Err(e)
                 if e.downcast_ref::<std::io::Error>()
@@ -635,8 +635,8 @@ impl FastPath {
     pub fn unshape(&self, ifindex: u32) -> Result<()> {
         let Some(last) = self.live_bucket(ifindex)? else { return Ok(()) };
         {
-            let ctl = self.ctl.lock().unwrap_or_else(|p| p.into_inner());
-            netlink::request(&ctl, netlink::delete_root(ifindex), 0).with_context(|| {
+            let mut ctl = self.ctl.lock().unwrap_or_else(|p| p.into_inner());
+            ctl.request(netlink::delete_root(ifindex), 0).with_context(|| {
                 format!("taking the token bucket of plane device {ifindex} away")
             })?;
         }
@@ -657,8 +657,12 @@ impl FastPath {
             return Ok(ifb);
         }
         let name = format!("q{port}");
-        let ctl = self.ctl.lock().unwrap_or_else(|p| p.into_inner());
-        netlink::request(&ctl, netlink::new_ifb(&name), netlink::CREATE_NEW).with_context(|| format!("making the IFB device of plane device {port} (the kernel needs the ifb module)"))?;
+        let mut ctl = self.ctl.lock().unwrap_or_else(|p| p.into_inner());
+        ctl.request(netlink::new_ifb(&name), netlink::CREATE_NEW).with_context(|| {
+            format!(
+                "making the IFB device of plane device {port} (the kernel needs the ifb module)"
+            )
+        })?;
         // SAFETY: ifreq is plain data; SIOCGIFINDEX reads its name and writes its index.
         let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
         for (d, s) in req.ifr_name.iter_mut().zip(name.bytes()) {
@@ -674,17 +678,4 @@ impl FastPath {
         ifbs.insert(port, ifb);
         Ok(ifb)
     }
-}
-
-/// A route netlink socket (open it in the plane namespace for [`FastPath::load`]).
-pub fn netlink_socket() -> std::io::Result<OwnedFd> {
-    // SAFETY: plain socket(2); the descriptor is owned at once.
-    let fd = unsafe {
-        libc::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_CLOEXEC, libc::NETLINK_ROUTE)
-    };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: a new descriptor nothing else owns.
-    Ok(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
 }

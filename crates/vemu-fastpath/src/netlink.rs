@@ -1,14 +1,8 @@
-//! The fast path's few route netlink requests: a plane device's token bucket, made or
-//! changed, and read back; an IFB device made.
+//! The fast path's few route netlink messages: a plane device's token bucket, made or
+//! changed, and read back; an IFB device made. They go through vemu-host's client
+//! ([`vemu_host::netlink::Netlink::request`]).
 
-use std::os::fd::{AsRawFd, OwnedFd};
-use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
-
-use anyhow::{bail, Context, Result};
-use netlink_packet_core::{
-    DefaultNla, NetlinkHeader, NetlinkMessage, NetlinkPayload, Nla, NLM_F_ACK, NLM_F_CREATE,
-    NLM_F_ECHO, NLM_F_EXCL, NLM_F_REPLACE, NLM_F_REQUEST,
-};
+use netlink_packet_core::{DefaultNla, Nla, NLM_F_CREATE, NLM_F_ECHO, NLM_F_EXCL, NLM_F_REPLACE};
 use netlink_packet_route::link::{InfoKind, LinkAttribute, LinkFlags, LinkInfo, LinkMessage};
 use netlink_packet_route::tc::{TcAttribute, TcHandle, TcMessage, TcOption, TcStats2};
 use netlink_packet_route::RouteNetlinkMessage;
@@ -148,58 +142,4 @@ pub(crate) fn bucket_stats(m: &RouteNetlinkMessage) -> BucketStats {
         }
     }
     s
-}
-
-static SEQ: AtomicU32 = AtomicU32::new(1);
-
-/// Send one request on `fd` and wait for its acknowledgement; the message the kernel
-/// answered with before it (a `get`'s), if any.
-pub(crate) fn request(
-    fd: &OwnedFd,
-    msg: RouteNetlinkMessage,
-    flags: u16,
-) -> Result<Option<RouteNetlinkMessage>> {
-    let seq = SEQ.fetch_add(1, Relaxed);
-    let mut header = NetlinkHeader::default();
-    header.flags = NLM_F_REQUEST | NLM_F_ACK | flags;
-    header.sequence_number = seq;
-    let mut m = NetlinkMessage::new(header, NetlinkPayload::InnerMessage(msg));
-    m.finalize();
-    let mut buf = vec![0u8; m.buffer_len()];
-    m.serialize(&mut buf);
-    // SAFETY: sending from a buffer we own, its length.
-    if unsafe { libc::send(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len(), 0) } < 0 {
-        return Err(std::io::Error::last_os_error()).context("sending a netlink request");
-    }
-    let mut reply = None;
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        // SAFETY: receiving into a buffer we own, at most its length.
-        let n = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
-        if n < 0 {
-            return Err(std::io::Error::last_os_error()).context("reading a netlink answer");
-        }
-        let mut off = 0;
-        while off < n as usize {
-            let msg = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&buf[off..n as usize])
-                .context("decoding a netlink answer")?;
-            let len = msg.header.length as usize;
-            if len == 0 {
-                break;
-            }
-            off += (len + 3) & !3;
-            if msg.header.sequence_number != seq {
-                continue;
-            }
-            match msg.payload {
-                NetlinkPayload::InnerMessage(m) => reply = Some(m),
-                NetlinkPayload::Error(e) => match e.code {
-                    Some(code) => bail!(std::io::Error::from_raw_os_error(-code.get())),
-                    None => return Ok(reply),
-                },
-                NetlinkPayload::Done(_) => return Ok(reply),
-                _ => {}
-            }
-        }
-    }
 }

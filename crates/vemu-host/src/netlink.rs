@@ -1,4 +1,6 @@
-//! A batching rtnetlink client for the network namespace it was opened in.
+//! A batching rtnetlink client for the network namespace it was opened in: vemu's one
+//! route netlink client (the kernel fast path's token buckets and IFB devices go
+//! through [`Netlink::request`] too). Messages are built with `netlink-packet-route`.
 //!
 //! Requests are queued and sent many to a `send`, then every acknowledgement is read
 //! back, so configuring a node with hundreds of routes costs a few system calls.
@@ -40,6 +42,13 @@ pub struct Netlink {
     /// Requests sent and not yet acknowledged: sequence number, what it does, and an
     /// error number that means it had nothing to do (not an error).
     pending: Vec<(u32, String, Option<i32>)>,
+}
+
+/// The socket, for the `SIOCGIF…` ioctls that work on any socket of its namespace.
+impl std::os::fd::AsRawFd for Netlink {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.sock.as_raw_fd()
+    }
 }
 
 impl Netlink {
@@ -261,6 +270,47 @@ impl Netlink {
             self.flush()?;
         }
         Ok(())
+    }
+
+    /// Send one request now (after what is queued), `flags` besides request and
+    /// acknowledgement (e.g. `NLM_F_CREATE | NLM_F_EXCL`, or `NLM_F_ECHO` for a `get`
+    /// whose answer is otherwise only broadcast), and wait for its acknowledgement.
+    /// Returns the message the kernel answered with before it, if any; a refusal is
+    /// the kernel's error number as a [`std::io::Error`].
+    pub fn request(
+        &mut self,
+        msg: RouteNetlinkMessage,
+        flags: u16,
+    ) -> Result<Option<RouteNetlinkMessage>> {
+        self.flush()?;
+        self.seq += 1;
+        let seq = self.seq;
+        let mut header = NetlinkHeader::default();
+        header.flags = NLM_F_REQUEST | NLM_F_ACK | flags;
+        header.sequence_number = seq;
+        let mut m = NetlinkMessage::new(header, NetlinkPayload::InnerMessage(msg));
+        m.finalize();
+        let mut req = vec![0u8; m.buffer_len()];
+        m.serialize(&mut req);
+        self.sock.send(&req, 0).context("sending a netlink request")?;
+        let mut reply = None;
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            for msg in self.receive(&mut buf).context("reading a netlink answer")? {
+                if msg.header.sequence_number != seq {
+                    continue;
+                }
+                match msg.payload {
+                    NetlinkPayload::InnerMessage(m) => reply = Some(m),
+                    NetlinkPayload::Error(e) => match e.code {
+                        Some(code) => bail!(std::io::Error::from_raw_os_error(-code.get())),
+                        None => return Ok(reply),
+                    },
+                    NetlinkPayload::Done(_) => return Ok(reply),
+                    _ => {}
+                }
+            }
+        }
     }
 
     /// Send what is queued and wait for every acknowledgement.

@@ -677,8 +677,7 @@ fn fast_path(paths: &LabPaths, dense_devices: usize) -> Result<Arc<FastPath>, St
         return Err(format!("{FAST_PATH_ENV}=off"));
     }
     vemu_host::create_plane(paths).map_err(|e| format!("{e:#}"))?;
-    let ctl = vemu_host::in_netns(&paths.plane(), || Ok(vemu_engine::netlink_socket()?))
-        .map_err(|e| format!("{e:#}"))?;
+    let ctl = vemu_host::netlink::Netlink::open_in(&paths.plane()).map_err(|e| format!("{e:#}"))?;
     let dense = u32::try_from(dense_devices)
         .map_err(|_| format!("{dense_devices} plane devices are too many"))?;
     let fast = FastPath::load(ctl, dense).map_err(|e| format!("{e:#}"))?;
