@@ -12,7 +12,9 @@ need_pkgs=()
 # nftables and iptables put the diverted paths of `divert:` in place; rt-tests'
 # cyclictest measures the machine's own scheduling lateness beside the soak bench;
 # openssl makes the keys of the operator test's API server.
-for p in openssl iperf3 iputils-ping iproute2 procps nftables iptables tcpdump tshark libpcap-dev frr bird2 babeld clang libbpf-dev chromium chromium-driver rt-tests; do
+# skopeo and umoci copy and unpack the images of image nodes (`image:`); mmdebstrap
+# makes the tests' images from Debian's packages (scripts/test-images.sh).
+for p in skopeo umoci mmdebstrap openssl iperf3 iputils-ping iproute2 procps nftables iptables tcpdump tshark libpcap-dev frr bird2 babeld clang libbpf-dev chromium chromium-driver rt-tests; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need_pkgs+=("$p")
 done
 if [ "${#need_pkgs[@]}" -gt 0 ]; then

@@ -34,3 +34,26 @@ pub fn ensure_open_files(plan: &vemu_scenario::Plan, fast_path: bool) -> Result<
 pub fn avoid_oom_killer() {
     vemu_host::avoid_oom_killer()
 }
+
+/// Whether every image the nodes of `plan` name can be read here (a registry's:
+/// reached), without copying any: one message per image that cannot, naming its first
+/// node and the reference as written.
+pub fn check_images(plan: &vemu_scenario::Plan) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    plan.nodes
+        .iter()
+        .filter_map(|n| n.image.as_deref().map(|r| (n, r)))
+        .filter(|(_, r)| seen.insert(*r))
+        .filter_map(|(n, r)| {
+            vemu_host::images::check_reference(r)
+                .err()
+                .map(|e| format!("node {}: image {}: {e:#}", n.name, display_reference(r)))
+        })
+        .collect()
+}
+
+/// An image reference as the user wrote it (without the `path:` vemu puts before a
+/// path).
+pub fn display_reference(reference: &str) -> &str {
+    reference.strip_prefix("path:").unwrap_or(reference)
+}

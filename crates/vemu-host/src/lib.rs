@@ -22,6 +22,7 @@
 pub mod cgroup;
 pub mod confine;
 pub mod divert;
+pub mod images;
 pub mod netlink;
 pub mod nic;
 pub mod tap;

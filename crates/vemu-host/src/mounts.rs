@@ -130,6 +130,13 @@ pub(crate) fn enter_node_mounts(paths: &LabPaths, node: &str, template: &OwnedFd
     new_mount_ns_after(template, mnt_ns_id("/proc/self/ns/mnt"))?;
     let root = paths.node_fs(node);
     let confined = paths.confined().exists();
+    if let Some(image) = images::of_node(paths, node)? {
+        if confined {
+            bail!("node {node}: image nodes in a tenant's lab are not supported yet");
+        }
+        return enter_image_root(&root, &paths.hosts(), &image)
+            .with_context(|| format!("making node {node}'s root from its image"));
+    }
     if confined {
         confine::read_only_view(&paths.dir)?;
     }
@@ -153,6 +160,61 @@ pub(crate) fn enter_node_mounts(paths: &LabPaths, node: &str, template: &OwnedFd
     }
     mount(Some(&root.join("run")), "/run", None::<&str>, MsFlags::MS_BIND, None::<&str>)
         .context("binding the node's /run")?;
+    Ok(())
+}
+
+/// Make the calling thread's (new) mount namespace a node of `image`: its root an
+/// overlay of the image's root filesystem and the node's own directory (`root/image`),
+/// with the machine's `/proc`, `/sys` and `/dev` (replaced by the node's own `/proc`
+/// and `/sys` when its first process starts, as for other nodes), the lab's
+/// `/etc/hosts` and the node's `/run`; then that root becomes the namespace's root.
+pub(crate) fn enter_image_root(root: &Path, hosts: &Path, image: &images::Image) -> Result<()> {
+    let merged = root.join("root");
+    let opts = format!(
+        "lowerdir={},upperdir={},workdir={}",
+        image.rootfs.display(),
+        root.join("image/upper").display(),
+        root.join("image/work").display()
+    );
+    mount(Some("vemu"), &merged, Some("overlay"), MsFlags::empty(), Some(opts.as_str()))
+        .context("mounting the image's overlay")?;
+    for d in ["proc", "sys", "dev"] {
+        let at = merged.join(d);
+        fs::create_dir_all(&at).with_context(|| format!("making /{d} in the image"))?;
+        mount(
+            Some(&Path::new("/").join(d)),
+            &at,
+            None::<&str>,
+            MsFlags::MS_BIND | MsFlags::MS_REC,
+            None::<&str>,
+        )
+        .with_context(|| format!("binding /{d}"))?;
+    }
+    let etc_hosts = merged.join("etc/hosts");
+    if !etc_hosts.exists() {
+        fs::create_dir_all(merged.join("etc"))?;
+        fs::write(&etc_hosts, "").context("making /etc/hosts in the image")?;
+    }
+    mount(Some(hosts), &etc_hosts, None::<&str>, MsFlags::MS_BIND, None::<&str>)
+        .context("binding /etc/hosts")?;
+    fs::create_dir_all(merged.join("run"))?;
+    mount(
+        Some(&root.join("run")),
+        &merged.join("run"),
+        None::<&str>,
+        MsFlags::MS_BIND,
+        None::<&str>,
+    )
+    .context("binding the node's /run")?;
+    // The image's root becomes the namespace's: stacked over the old one, which is
+    // then let go.
+    nix::unistd::chdir(&merged).context("entering the image's root")?;
+    // SAFETY: pivot_root with two constant C strings.
+    if unsafe { libc::syscall(libc::SYS_pivot_root, c".".as_ptr(), c".".as_ptr()) } != 0 {
+        return Err(std::io::Error::last_os_error()).context("making the image the node's root");
+    }
+    umount2(".", MntFlags::MNT_DETACH).context("letting the machine's root go")?;
+    nix::unistd::chdir("/").context("entering the node's root")?;
     Ok(())
 }
 

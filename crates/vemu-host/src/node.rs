@@ -349,17 +349,21 @@ pub(crate) fn pid_namespace(
     let confined = paths.confined().exists();
     let ns: Vec<OwnedFd> = ns.iter().map(|f| f.try_clone()).collect::<std::io::Result<_>>()?;
     let node_name = node.to_string();
+    // A node of an image: its init starts from the machine's files and enters the
+    // node's mounts itself (the image's C library may not be the machine's).
+    let image_mnt = images::of_node(paths, node)?.map(|_| paths.mnt(node));
     let pid = std::thread::scope(|s| {
         s.spawn(move || -> Result<u32> {
             unshare(CloneFlags::CLONE_FS).context("unsharing the filesystem context")?;
-            for (fd, kind) in ns.iter().zip([
-                CloneFlags::CLONE_NEWNET,
-                CloneFlags::CLONE_NEWUTS,
-                CloneFlags::CLONE_NEWNS,
-            ]) {
+            let enter = if image_mnt.is_some() { 2 } else { 3 };
+            for (fd, kind) in ns
+                .iter()
+                .zip([CloneFlags::CLONE_NEWNET, CloneFlags::CLONE_NEWUTS, CloneFlags::CLONE_NEWNS])
+                .take(enter)
+            {
                 nix::sched::setns(fd, kind).context("entering the node")?;
             }
-            start_init(&init, &node_name, confined)
+            start_init(&init, &node_name, confined, image_mnt.as_deref())
         })
         .join()
         .map_err(|_| anyhow!("the thread starting node {node}'s init panicked"))?
@@ -370,15 +374,22 @@ pub(crate) fn pid_namespace(
 }
 
 /// From a thread inside the node's namespaces: make a PID namespace and start its first
-/// process, `init NODE [--confined]`, which mounts the node's own `/proc` (for a
-/// confined node, with `/proc/sys` read-only but for `net`) and says so.
+/// process, `init NODE [--confined] [--mnt PATH]`, which enters the node's mounts when
+/// told where they are pinned (a node of an image), mounts the node's own `/proc` (for
+/// a confined node, with `/proc/sys` read-only but for `net`) and says so.
 /// Returns its PID (in the machine's PID namespace).
-pub(crate) fn start_init(init: &Path, node: &str, confined: bool) -> Result<u32> {
+pub(crate) fn start_init(
+    init: &Path,
+    node: &str,
+    confined: bool,
+    mnt: Option<&Path>,
+) -> Result<u32> {
     use std::io::Read;
     unshare(CloneFlags::CLONE_NEWPID).context("creating the node's PID namespace")?;
     let mut child = Command::new(init)
         .arg(node)
         .args(confined.then_some("--confined"))
+        .args(mnt.map(|m| [std::ffi::OsStr::new("--mnt"), m.as_os_str()]).into_iter().flatten())
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
@@ -439,6 +450,17 @@ pub struct NodeEntry {
     /// A tenant's node: its processes lose capabilities and get a seccomp filter
     /// ([`confine`]).
     confined: Option<std::sync::Arc<confine::NodeFilter>>,
+    /// A node of an image: its processes start in the image's working directory, as its
+    /// user, with its environment.
+    image: Option<ImageProcess>,
+}
+
+/// How a process starts in a node of an image ([`images::Image`]).
+struct ImageProcess {
+    cwd: std::ffi::CString,
+    uid: u32,
+    gid: u32,
+    env: Vec<(String, String)>,
 }
 
 impl NodeEntry {
@@ -466,7 +488,18 @@ impl NodeEntry {
             true => Some(node_filter()?),
             false => None,
         };
-        Ok(NodeEntry { net, uts, mnt, pid, cgroups, confined })
+        let image = images::of_node(paths, node)?.map(|i| ImageProcess {
+            cwd: std::ffi::CString::new(i.cwd).unwrap_or_else(|_| c"/".to_owned()),
+            uid: i.uid,
+            gid: i.gid,
+            env: i
+                .env
+                .iter()
+                .filter_map(|kv| kv.split_once('='))
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        });
+        Ok(NodeEntry { net, uts, mnt, pid, cgroups, confined, image })
     }
 
     /// Start `cmd` inside the node, with `spawn` (e.g. `Command::spawn`): in its network,
@@ -474,7 +507,9 @@ impl NodeEntry {
     /// interfaces, and `/etc`, `/var/lib`, `/var/log` and `/run` are the node's own) and
     /// in its PID namespace when it has one (then the command sees the node's
     /// processes only), and in the node's cgroups (its CPU, memory and process limits).
-    /// The working directory stays the one `cmd` was given.
+    /// The working directory stays the one `cmd` was given — but in a node of an image,
+    /// whose processes start as the image says (its working directory, user and
+    /// environment, under what `cmd` sets itself).
     pub fn spawn<T>(
         self,
         cmd: &mut Command,
@@ -483,7 +518,14 @@ impl NodeEntry {
     where
         T: Send,
     {
-        let NodeEntry { net, uts, mnt, pid, cgroups, confined } = self;
+        let NodeEntry { net, uts, mnt, pid, cgroups, confined, image } = self;
+        if let Some(i) = &image {
+            let set: Vec<String> =
+                cmd.get_envs().map(|(k, _)| k.to_string_lossy().into_owned()).collect();
+            for (k, v) in i.env.iter().filter(|(k, _)| !set.contains(k)) {
+                cmd.env(k, v);
+            }
+        }
         // SAFETY: the closure only makes async-signal-safe system calls on values prepared
         // before fork.
         unsafe {
@@ -523,7 +565,23 @@ impl NodeEntry {
                     libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
                 ))?;
                 chk(libc::setns(mnt.as_raw_fd(), libc::CLONE_NEWNS))?;
-                chk(libc::fchdir(cwd))?;
+                match &image {
+                    None => {
+                        chk(libc::fchdir(cwd))?;
+                    }
+                    Some(i) => {
+                        // The image's directory (its root if the image lacks it), then
+                        // its user.
+                        if libc::chdir(i.cwd.as_ptr()) != 0 {
+                            chk(libc::chdir(c"/".as_ptr()))?;
+                        }
+                        if i.uid != 0 || i.gid != 0 {
+                            chk(libc::setgroups(0, std::ptr::null()))?;
+                            chk(libc::setgid(i.gid))?;
+                            chk(libc::setuid(i.uid))?;
+                        }
+                    }
+                }
                 libc::close(cwd);
                 if let Some(filter) = &confined {
                     confine::drop_capabilities()?;

@@ -166,13 +166,26 @@ pub fn prepare_lab(
             fs::write(paths.pidns_wanted(&n.name), "")?;
         }
         let root = paths.node_fs(&n.name);
-        for d in PRIVATE_OVERLAYS {
-            fs::create_dir_all(root.join("upper").join(&d[1..]))?;
-            fs::create_dir_all(root.join("work").join(&d[1..]))?;
-        }
+        // A node of an image writes over the whole image (`image/upper`); the others
+        // over some of the machine's directories.
+        let upper = match n.image.is_some() {
+            true => {
+                for d in ["image/upper", "image/work", "root"] {
+                    fs::create_dir_all(root.join(d))?;
+                }
+                root.join("image/upper")
+            }
+            false => {
+                for d in PRIVATE_OVERLAYS {
+                    fs::create_dir_all(root.join("upper").join(&d[1..]))?;
+                    fs::create_dir_all(root.join("work").join(&d[1..]))?;
+                }
+                root.join("upper")
+            }
+        };
         fs::create_dir_all(root.join("run/lock"))?;
         for f in &n.files {
-            write_node_file(&root, f)
+            write_node_file(&root, &upper, f)
                 .with_context(|| format!("writing {} of node {}", f.path, n.name))?;
         }
     }
@@ -184,12 +197,16 @@ pub fn prepare_lab(
 pub const PRIVATE_OVERLAYS: &[&str] = &["/etc", "/var/lib", "/var/log"];
 
 /// Put a node's file where its private view will show it: in the upper layer of an
-/// overlay, or in its `/run`. Directories on the way get the owner and mode of the
-/// machine's own, so that daemons can use them as usual.
-pub(crate) fn write_node_file(root: &Path, f: &vemu_scenario::FilePlan) -> Result<()> {
+/// overlay (`upper`), or in its `/run`. Directories on the way get the owner and mode of
+/// the machine's own, so that daemons can use them as usual.
+pub(crate) fn write_node_file(
+    root: &Path,
+    upper: &Path,
+    f: &vemu_scenario::FilePlan,
+) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
     let rel = Path::new(&f.path).strip_prefix("/")?;
-    let base = if rel.starts_with("run") { root.to_path_buf() } else { root.join("upper") };
+    let base = if rel.starts_with("run") { root.to_path_buf() } else { upper.to_path_buf() };
     let mut host = PathBuf::from("/");
     let mut dir = base.clone();
     if let Some(parent) = rel.parent() {

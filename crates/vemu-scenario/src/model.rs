@@ -219,6 +219,11 @@ pub struct NodePlan {
     /// What the node is (scenario key `kind`).
     #[serde(default)]
     pub kind: NodeKind,
+    /// Where its root filesystem comes from (scenario key `image`), as skopeo names it
+    /// (`oci:DIR`, `oci-archive:FILE`, `docker-archive:FILE`, `docker://REF`, or
+    /// `path:P` for a path whose kind is told when it is read); `None`: the machine's.
+    #[serde(default)]
+    pub image: Option<String>,
 }
 
 /// What a node is.

@@ -86,6 +86,9 @@ pub struct NodeDef {
     pub kind: crate::NodeKind,
     /// `iface` of a node of kind `external`: the machine's interface (NIC).
     pub nic: Option<String>,
+    /// `image`: where the node's root filesystem comes from, as skopeo names it
+    /// (`parse::node::image_reference`); `None`: the machine's own.
+    pub image: Option<String>,
 }
 
 /// A file placed in a node's private view of the filesystem.
@@ -420,7 +423,17 @@ fn defaults(p: &mut P, given: Option<&Node>, base: Option<&Path>) -> (Impairment
                     v,
                     "defaults.node",
                     base,
-                    &["run", "files", "vars", "sysctl", "isolation", "cpu", "memory", "pids"],
+                    &[
+                        "image",
+                        "run",
+                        "files",
+                        "vars",
+                        "sysctl",
+                        "isolation",
+                        "cpu",
+                        "memory",
+                        "pids",
+                    ],
                 );
             }
         }

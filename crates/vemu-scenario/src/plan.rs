@@ -300,6 +300,7 @@ fn node_plans(s: &Scenario) -> Vec<NodePlan> {
             limits: n.limits,
             machine: 0,
             kind: n.kind,
+            image: n.image.clone(),
         })
         .collect()
 }

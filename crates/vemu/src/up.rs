@@ -425,6 +425,16 @@ pub(crate) fn fetch_lab(lab: &str, from: &str) -> Result<()> {
     Ok(())
 }
 
+/// The images of `plan`'s nodes can be read here, or a user's error naming each that
+/// cannot (with its node): nothing is built.
+fn images_readable(plan: &Plan) -> Result<()> {
+    let bad = vemu_control::labs::check_images(plan);
+    if bad.is_empty() {
+        return Ok(());
+    }
+    Err(user(bad.join("\n")))
+}
+
 /// `vemu check`: load and plan a scenario, say what it holds and where it would run.
 pub(crate) fn check(
     file: &std::path::Path,
@@ -432,6 +442,7 @@ pub(crate) fn check(
     tenant: Option<&str>,
 ) -> Result<()> {
     let plan = load_scenario(file, None, machines, tenant)?;
+    images_readable(&plan)?;
     println!(
         "{}: lab '{}' with {} nodes and {} links is valid",
         file.display(),
@@ -457,6 +468,9 @@ pub(crate) fn up(
 ) -> Result<()> {
     let plan = load_scenario(file, name, machines, tenant)?;
     need_root()?;
+    if plan.machines.is_empty() {
+        images_readable(&plan)?;
+    }
     // The controller checks too, but only after the plan has reached it (a second
     // for 10,000 nodes): a lab too big for the limits fails here at once. The
     // controller inherits the raised soft limit.

@@ -155,6 +155,7 @@ pub(crate) fn route(p: &mut P, node: &Node, field: &str) -> Option<RouteDef> {
 
 pub(crate) const NODE_KEYS: &[&str] = &[
     "kind",
+    "image",
     "iface",
     "run",
     "routes",
@@ -172,6 +173,7 @@ pub(crate) const NODE_KEYS: &[&str] = &[
 /// What a node of `kind: host` may not have: it is the machine itself, not a node vemu
 /// makes.
 pub(crate) const NOT_ON_HOST: &[&str] = &[
+    "image",
     "iface",
     "run",
     "files",
@@ -206,6 +208,9 @@ pub(crate) struct NodeParts {
     pub(crate) kind: Option<(crate::NodeKind, Mark)>,
     /// `iface` (the NIC of a node of kind `external`), and where.
     pub(crate) iface: Option<(String, Mark)>,
+    /// `image`, when given: where the node's root filesystem comes from
+    /// ([`image_reference`]).
+    pub(crate) image: Option<String>,
     /// The keys given, and where (to refuse those a node vemu does not make cannot have).
     pub(crate) given: Vec<(String, Mark)>,
 }
@@ -239,6 +244,13 @@ pub(crate) fn node_parts(
                 };
             }
             "iface" => d.iface = p.scalar(v, &f, |s| valid_iface_name(s).map(|()| s.to_string())).map(|n| (n, v.mark)),
+            "image" => {
+                d.image = p.scalar(v, &f, |s| image_reference(s, base));
+                // A file or directory of the controller's machine: refused to a tenant.
+                if d.image.as_deref().is_some_and(|r| !r.starts_with("docker://")) {
+                    p.reach(crate::Reach::From, v.mark, &f);
+                }
+            }
             "run" => d.run = p.strings(v, &f),
             "isolation" => {
                 d.own_pids = p.scalar(v, &f, |s| match s {
@@ -411,6 +423,7 @@ pub(crate) fn node_def(
     sysctls.extend(d.sysctls);
     let (routes, loopback) = (d.routes, d.loopback);
     let own_pids = d.own_pids.or(default_node.own_pids).unwrap_or(true);
+    let image = d.image.or_else(|| default_node.image.clone());
     let limits = d.limits.or(default_node.limits);
     let machine = d.machine.and_then(|(m, mark)| match machines.iter().position(|x| x.name == m) {
         Some(i) => Some(i),
@@ -438,5 +451,42 @@ pub(crate) fn node_def(
         machine,
         kind,
         nic,
+        image,
     })
+}
+
+/// Where an image comes from, as skopeo names it (`transport:where`): `oci:DIR[:TAG]`,
+/// `oci-archive:FILE`, `docker-archive:FILE` and `docker://REF` as written, their paths
+/// made absolute against `base` (the scenario's directory); a path (`/…`, `./…`,
+/// `../…`) is an OCI layout directory or an archive, told apart when it is read; any
+/// other text is a registry reference (`registry.example/frr:9.1`, `debian:12`).
+pub fn image_reference(s: &str, base: Option<&Path>) -> Result<String, String> {
+    let s = s.trim();
+    let absolute = |p: &str| -> String {
+        match (Path::new(p).is_absolute(), base) {
+            (false, Some(b)) => b.join(p).display().to_string(),
+            _ => p.to_string(),
+        }
+    };
+    if s.is_empty() || s.chars().any(|c| c.is_control() || c == ' ') {
+        return Err(format!("expected an image: a registry reference (e.g. debian:12), a path to an OCI layout or archive, or TRANSPORT:WHERE; got '{s}'"));
+    }
+    for t in ["oci:", "oci-archive:", "docker-archive:"] {
+        if let Some(rest) = s.strip_prefix(t) {
+            if rest.is_empty() {
+                return Err(format!("'{s}' names no file or directory after '{t}'"));
+            }
+            return Ok(format!("{t}{}", absolute(rest)));
+        }
+    }
+    if s.starts_with("docker://") {
+        return Ok(s.to_string());
+    }
+    if s.starts_with('/') || s.starts_with("./") || s.starts_with("../") {
+        return Ok(format!("path:{}", absolute(s)));
+    }
+    if s.contains("://") {
+        return Err(format!("'{s}': images come from a registry (docker://…), an OCI layout (oci:…) or an archive (oci-archive:…, docker-archive:…)"));
+    }
+    Ok(format!("docker://{s}"))
 }

@@ -296,3 +296,36 @@ fn a_nics_wire_as_an_external_node() {
         "{e}"
     );
 }
+
+#[test]
+fn images_are_named_as_skopeo_reads_them() {
+    use vemu_scenario::load_str_as;
+    let dir = std::path::Path::new("/labs/x");
+    let load = |y: &str| {
+        load_str_as(y, "t.yaml", "t", None, None, Some(dir), &vemu_scenario::Trust::Owner)
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let p = load("defaults: {node: {image: 'debian:12'}}\nnodes:\n  a: {}\n  b: {image: ./frr}\n  c: {image: /srv/bird.tar}\n  d: {image: 'oci:img:v1'}\n  e: {image: 'docker-archive:../x.tar'}\n  f: {image: 'docker://reg.example:5000/frr:9.1'}\n  h: {kind: host}\n");
+    let images: Vec<Option<&str>> = p.nodes.iter().map(|n| n.image.as_deref()).collect();
+    assert_eq!(
+        images,
+        [
+            Some("docker://debian:12"),
+            Some("path:/labs/x/./frr"),
+            Some("path:/srv/bird.tar"),
+            Some("oci:/labs/x/img:v1"),
+            Some("docker-archive:/labs/x/../x.tar"),
+            Some("docker://reg.example:5000/frr:9.1"),
+            None,
+        ]
+    );
+    let m = one_error("nodes:\n  a: {image: 'http://x/y'}\n");
+    assert!(
+        m.contains("t.yaml:2:14: nodes.a.image: 'http://x/y': images come from a registry"),
+        "{m}"
+    );
+    let m = one_error("nodes:\n  a: {image: 'oci:'}\n");
+    assert!(m.contains("nodes.a.image: 'oci:' names no file or directory after 'oci:'"), "{m}");
+    let m = one_error("nodes:\n  h: {kind: host, image: x}\n");
+    assert!(m.contains("nodes.h.image: a node of kind 'host'"), "{m}");
+}

@@ -146,6 +146,9 @@ fn a_tenants_scenario_gets_only_what_it_is_allowed() {
         ("nodes: {a: {}}\ndivert:\n  - {match: tcp dport 80, delay: 5ms}\n", "divert", Reach::Divert),
         ("nodes:\n  a: {isolation: none}\n", "nodes.a.isolation", Reach::SharedPids),
         ("defaults:\n  node: {isolation: none}\nnodes: {a: {}}\n", "defaults.node.isolation", Reach::SharedPids),
+        // An image read from the machine's files (a registry's is anyone's).
+        ("nodes:\n  a: {image: ./frr-oci}\n", "nodes.a.image", Reach::From),
+        ("nodes:\n  a: {image: 'docker-archive:frr.tar'}\n", "nodes.a.image", Reach::From),
     ];
     let load =
         |y: &str, trust: &Trust| load_str_as(y, "t.yaml", "t", None, None, Some(&dir), trust);

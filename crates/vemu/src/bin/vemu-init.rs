@@ -1,5 +1,8 @@
-//! `vemu-init NODE`: the first process of a node's PID namespace, started by the lab's
-//! controller (never by users). It mounts the node's own `/proc`, so that the node sees
+//! `vemu-init NODE [--confined] [--mnt PATH]`: the first process of a node's PID
+//! namespace, started by the lab's controller (never by users). A node of an image has
+//! it started from the machine's files and enter the node's mounts (`--mnt`, the
+//! pinned namespace) itself, so that it does not depend on the image's C library. It
+//! mounts the node's own `/proc`, so that the node sees
 //! its own processes only and none of the machine's, prints "ready" on its standard
 //! output and closes it, then reaps the node's orphans for ever. It installs no signal
 //! handler, so, as the first process of its namespace, only SIGKILL from outside ends it
@@ -13,7 +16,13 @@ use std::io::Write;
 
 fn main() {
     let mut out = std::io::stdout();
-    let confined = std::env::args().nth(2).as_deref() == Some("--confined");
+    let args: Vec<String> = std::env::args().collect();
+    let confined = args.iter().any(|a| a == "--confined");
+    let mnt = args.iter().position(|a| a == "--mnt").and_then(|i| args.get(i + 1));
+    if let Some(Err(e)) = mnt.map(|m| enter_mounts(m)) {
+        let _ = writeln!(out, "{e}");
+        std::process::exit(1);
+    }
     if let Err(e) = mount_proc(confined) {
         let _ = writeln!(out, "{e}");
         std::process::exit(1);
@@ -45,6 +54,20 @@ fn main() {
             libc::sigwaitinfo(&chld, std::ptr::null_mut());
         }
     }
+}
+
+/// Enter the mount namespace pinned at `path` (the node's), at its root.
+fn enter_mounts(path: &str) -> Result<(), String> {
+    let c = std::ffi::CString::new(path).map_err(|_| "a bad --mnt path".to_string())?;
+    // SAFETY: open, setns, chdir and close on a C string and the descriptor opened.
+    unsafe {
+        let fd = libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if fd < 0 || libc::setns(fd, libc::CLONE_NEWNS) != 0 || libc::chdir(c"/".as_ptr()) != 0 {
+            return Err(format!("entering the node's mounts: {}", std::io::Error::last_os_error()));
+        }
+        libc::close(fd);
+    }
+    Ok(())
 }
 
 /// Mount the node's `/proc`; a confined node's (a tenant's lab) with `/proc/sys` and

@@ -31,6 +31,7 @@ impl LocalWorker {
             local_nodes.iter().map(|&n| plan.nodes[n].clone()).collect();
         vemu_host::prepare_lab(&paths, &hosts, &share_nodes, plan.storage_bytes, plan.confined)?;
         self.lab = Some(paths.clone());
+        let images = prepare_images(&paths, &share_nodes)?;
         // The machine's traffic through emulated paths: the rules (in this process's
         // network namespace, the machine's) before anything else can fail, so that a
         // failed `up` removes them with the rest.
@@ -119,9 +120,14 @@ impl LocalWorker {
         let specs = self.link_specs(&plan, &layout, share.as_ref(), &mut ends)?;
         let (segments, trunks_in) =
             self.segment_specs(&plan, &layout, share.as_ref(), &mut ends)?;
+        // A node of an image runs the image's main process first, as a container engine
+        // would, then its `run` commands.
         let commands = share_nodes
             .iter()
-            .flat_map(|n| n.run.iter().map(|c| (n.name.clone(), c.clone())))
+            .flat_map(|n| {
+                let main = images.get(&n.name).and_then(|i| i.main_command());
+                main.into_iter().chain(n.run.iter().cloned()).map(|c| (n.name.clone(), c))
+            })
             .collect();
         let fast = fast.map(|path| self.fast_of(path, &paths));
         let tunnel_sockets = sockets.into_iter().map(|x| x.map(OwnedFd::from)).collect();
@@ -691,4 +697,27 @@ fn fast_path(paths: &LabPaths, dense_devices: usize) -> Result<Arc<FastPath>, St
 /// channel, which only the segment's machine has.
 fn switched_where_members_are(g: &vemu_scenario::SegmentPlan) -> bool {
     g.wireless.is_none() && g.capacity_bps.is_none()
+}
+
+/// Make the images of the nodes here ready (each copied and unpacked once in the
+/// machine's store: [`vemu_host::images`]) and give each node its own; by node name.
+fn prepare_images(
+    paths: &LabPaths,
+    nodes: &[vemu_scenario::NodePlan],
+) -> Result<HashMap<String, vemu_host::images::Image>> {
+    let mut ready: HashMap<&str, vemu_host::images::Image> = HashMap::new();
+    let mut by_node = HashMap::new();
+    for n in nodes {
+        let Some(reference) = n.image.as_deref() else { continue };
+        if !ready.contains_key(reference) {
+            let image = vemu_host::images::prepare_image(reference).with_context(|| {
+                format!("node {}: image {}", n.name, crate::labs::display_reference(reference))
+            })?;
+            ready.insert(reference, image);
+        }
+        let image = ready[reference].clone();
+        vemu_host::images::assign_image(paths, &n.name, &image)?;
+        by_node.insert(n.name.clone(), image);
+    }
+    Ok(by_node)
 }
