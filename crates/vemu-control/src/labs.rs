@@ -6,6 +6,10 @@
 use anyhow::Result;
 
 pub use crate::door::HereDoor;
+pub use vemu_host::images::{
+    in_use as images_in_use, prune_unused as prune_images, remove_image, stored as stored_images,
+    Image,
+};
 pub use vemu_host::{LabLock, LabPaths};
 
 /// The lab and machine of a share's name (`lab@machine`), or `None` for a lab's own.

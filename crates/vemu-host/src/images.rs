@@ -275,8 +275,10 @@ pub fn remove_image(which: &str) -> Result<String> {
             .iter()
             .map(|(i, _)| i)
             .filter(|i| {
-                i.references.iter().any(|r| r == which || r.ends_with(&format!("/{which}")))
-                    || (hex.len() >= 6 && i.digest.trim_start_matches("sha256:").starts_with(hex))
+                i.references.iter().any(|r| {
+                    let bare = r.strip_prefix("path:").or(r.strip_prefix("docker://"));
+                    r == which || bare == Some(which)
+                }) || (hex.len() >= 6 && i.digest.trim_start_matches("sha256:").starts_with(hex))
             })
             .collect();
         let image = match found.as_slice() {

@@ -212,6 +212,11 @@ pub(crate) enum Cmd {
         #[command(flatten)]
         lab: LabArg,
     },
+    /// The images of image nodes in this machine's store (docs/images.md).
+    Images {
+        #[command(subcommand)]
+        cmd: ImagesCmd,
+    },
     /// Remove what crashed labs left in the kernel (namespaces, devices, processes).
     Clean {
         /// Also take down labs that are still running.
@@ -221,6 +226,17 @@ pub(crate) enum Cmd {
     /// The controller process of a lab (started by `vemu up`).
     #[command(hide = true)]
     Daemon,
+}
+
+#[derive(Subcommand)]
+pub(crate) enum ImagesCmd {
+    /// Every image unpacked in the store: its digest, size on disk and references.
+    Ls,
+    /// Remove an image (by reference, or by the start of its digest) that no running
+    /// lab's node uses.
+    Rm { image: String },
+    /// Remove every image no running lab's node uses.
+    Prune,
 }
 
 #[derive(Subcommand)]

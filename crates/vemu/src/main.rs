@@ -13,6 +13,7 @@ mod clean;
 mod cli;
 mod exec;
 mod flow;
+mod images;
 mod lab;
 mod link;
 mod node;
@@ -26,6 +27,7 @@ use clean::*;
 use cli::*;
 use exec::*;
 use flow::*;
+use images::*;
 use lab::*;
 use link::*;
 use node::*;
@@ -151,6 +153,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 traffic::recv(flow, port, until_ns, LabClock { epoch_ns })?
             }
         },
+        Cmd::Images { cmd } => images(cmd)?,
         Cmd::Clean { all } => clean(all)?,
     }
     Ok(ExitCode::SUCCESS)

@@ -75,6 +75,31 @@ links:
         .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
         .count();
     assert_eq!(roots, 2);
+    // `vemu images`: both in use, so neither can go; once the lab is down, both can.
+    let ls = images_cmd(&store, &["ls"]);
+    let t = text(&ls);
+    assert!(ls.status.success(), "{t}");
+    let rows: Vec<&str> = t.lines().skip(1).collect();
+    assert_eq!(rows.len(), 2, "{t}");
+    assert!(rows.iter().all(|r| r.contains(" yes ")), "{t}");
+    assert!(t.contains(&format!("{}/alpha", dir.display())), "{t}");
+    assert!(t.contains(&format!("docker-archive:{}/alpha.tar", dir.display())), "{t}");
+    let rm = images_cmd(&store, &["rm", &format!("{}/alpha", dir.display())]);
+    assert_eq!(rm.status.code(), Some(2), "{}", text(&rm));
+    assert!(text(&rm).contains("is used by a running lab's nodes"), "{}", text(&rm));
+    drop(lab);
+    let prune = images_cmd(&store, &["prune"]);
+    assert_eq!(text(&prune).lines().filter(|l| l.starts_with("removed sha256:")).count(), 2);
+    assert_eq!(text(&images_cmd(&store, &["ls"])).lines().count(), 1);
+}
+
+fn images_cmd(store: &std::path::Path, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_vemu"))
+        .arg("images")
+        .args(args)
+        .env("VEMU_IMAGES_DIR", store)
+        .output()
+        .unwrap()
 }
 
 #[test]
