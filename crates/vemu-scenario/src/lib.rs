@@ -7,6 +7,7 @@
 
 pub mod aggregate;
 pub mod import;
+pub mod kinds;
 pub mod model;
 mod names;
 mod parse;

@@ -224,6 +224,10 @@ pub struct NodePlan {
     /// `path:P` for a path whose kind is told when it is read); `None`: the machine's.
     #[serde(default)]
     pub image: Option<String>,
+    /// The router software of its `kind` (`frr`, `bird`: `vemu_scenario::kinds`), which
+    /// `vemu save` asks for its running configuration.
+    #[serde(default)]
+    pub router: Option<String>,
 }
 
 /// What a node is.

@@ -89,6 +89,8 @@ pub struct NodeDef {
     /// `image`: where the node's root filesystem comes from, as skopeo names it
     /// (`parse::node::image_reference`); `None`: the machine's own.
     pub image: Option<String>,
+    /// The router software of its `kind` (`frr`, `bird`), if any.
+    pub router: Option<String>,
 }
 
 /// A file placed in a node's private view of the filesystem.
@@ -425,6 +427,7 @@ fn defaults(p: &mut P, given: Option<&Node>, base: Option<&Path>) -> (Impairment
                     base,
                     &[
                         "image",
+                        "startup-config",
                         "run",
                         "files",
                         "vars",

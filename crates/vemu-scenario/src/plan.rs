@@ -301,6 +301,7 @@ fn node_plans(s: &Scenario) -> Vec<NodePlan> {
             machine: 0,
             kind: n.kind,
             image: n.image.clone(),
+            router: n.router.clone(),
         })
         .collect()
 }

@@ -212,6 +212,16 @@ pub(crate) enum Cmd {
         #[command(flatten)]
         lab: LabArg,
     },
+    /// Write every router's running configuration (nodes of kind frr, bird) to
+    /// DIR/NODE/FILE, so that a lab changed by hand can come up again as it was
+    /// (`startup-config: DIR/NODE/FILE`).
+    Save {
+        /// Where (default: saved-LAB in the current directory).
+        #[arg(short = 'o', long, value_name = "DIR")]
+        output: Option<PathBuf>,
+        #[command(flatten)]
+        lab: LabArg,
+    },
     /// The images of image nodes in this machine's store (docs/images.md).
     Images {
         #[command(subcommand)]

@@ -17,6 +17,7 @@ mod images;
 mod lab;
 mod link;
 mod node;
+mod save;
 mod show;
 mod stats;
 mod traffic;
@@ -31,6 +32,7 @@ use images::*;
 use lab::*;
 use link::*;
 use node::*;
+use save::*;
 use show::*;
 use up::*;
 use watch::*;
@@ -154,6 +156,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
         },
         Cmd::Images { cmd } => images(cmd)?,
+        Cmd::Save { output, lab } => save(lab.lab, output)?,
         Cmd::Clean { all } => clean(all)?,
     }
     Ok(ExitCode::SUCCESS)

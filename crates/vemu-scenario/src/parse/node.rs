@@ -155,6 +155,7 @@ pub(crate) fn route(p: &mut P, node: &Node, field: &str) -> Option<RouteDef> {
 
 pub(crate) const NODE_KEYS: &[&str] = &[
     "kind",
+    "startup-config",
     "image",
     "iface",
     "run",
@@ -173,6 +174,7 @@ pub(crate) const NODE_KEYS: &[&str] = &[
 /// What a node of `kind: host` may not have: it is the machine itself, not a node vemu
 /// makes.
 pub(crate) const NOT_ON_HOST: &[&str] = &[
+    "startup-config",
     "image",
     "iface",
     "run",
@@ -211,6 +213,11 @@ pub(crate) struct NodeParts {
     /// `image`, when given: where the node's root filesystem comes from
     /// ([`image_reference`]).
     pub(crate) image: Option<String>,
+    /// The router software `kind` names (`frr`, `bird`: [`crate::kinds`]), when it names
+    /// one.
+    pub(crate) router: Option<&'static dyn crate::kinds::Kind>,
+    /// `startup-config`, when given: its text, and where.
+    pub(crate) startup: Option<(String, Mark)>,
     /// The keys given, and where (to refuse those a node vemu does not make cannot have).
     pub(crate) given: Vec<(String, Mark)>,
 }
@@ -230,12 +237,14 @@ pub(crate) fn node_parts(
             "kind" => {
                 d.kind = p
                     .scalar(v, &f, |s| match s {
-                        "namespace" => Ok(crate::NodeKind::Namespace),
+                        "namespace" | "linux" => Ok(crate::NodeKind::Namespace),
                         "host" => Ok(crate::NodeKind::Host),
                         "external" => Ok(crate::NodeKind::External),
-                        _ => Err(format!("expected 'namespace' (a node of its own, the default), 'host' (the machine vemu runs on) or 'external' (what is on the wire of a NIC of the machine), got '{s}'")),
+                        _ if crate::kinds::kind(s).is_some() => Ok(crate::NodeKind::Namespace),
+                        _ => Err(format!("unknown kind '{s}': the kinds are {} ('linux', a node of its own, is the default; 'host' is the machine vemu runs on, 'external' what is on the wire of a NIC of the machine)", crate::kinds::kind_names().join(", "))),
                     })
                     .map(|k| (k, v.mark));
+                d.router = p.scalar(v, &f, |s| Ok::<_, String>(crate::kinds::kind(s))).flatten();
                 // Refused to a tenant, it is kept for the checks that follow (one error).
                 match d.kind {
                     Some((crate::NodeKind::Host, _)) => p.reach(crate::Reach::Host, v.mark, &f),
@@ -244,6 +253,7 @@ pub(crate) fn node_parts(
                 };
             }
             "iface" => d.iface = p.scalar(v, &f, |s| valid_iface_name(s).map(|()| s.to_string())).map(|n| (n, v.mark)),
+            "startup-config" => d.startup = startup_config(p, v, &f, base).map(|t| (t, v.mark)),
             "image" => {
                 d.image = p.scalar(v, &f, |s| image_reference(s, base));
                 // A file or directory of the controller's machine: refused to a tenant.
@@ -424,6 +434,37 @@ pub(crate) fn node_def(
     let (routes, loopback) = (d.routes, d.loopback);
     let own_pids = d.own_pids.or(default_node.own_pids).unwrap_or(true);
     let image = d.image.or_else(|| default_node.image.clone());
+    // A router kind: its files (the startup configuration in them) unless the node
+    // gives the same paths itself, and its start command first.
+    let startup = d.startup.or_else(|| default_node.startup.clone());
+    match d.router {
+        Some(k) => {
+            for (path, text, mode) in k.files(startup.as_ref().map(|(t, _)| t.as_str())) {
+                if !files.iter().any(|f| f.path == path) {
+                    let mark = startup.as_ref().map_or(nmark, |(_, m)| *m);
+                    let field = join(&field, "startup-config");
+                    // (A template, as `files: {template:}`: a configuration without
+                    // `{{`/`{%` is written as it is.)
+                    let (path, verbatim) = (path.to_string(), false);
+                    files.push(FileDef { path, text, verbatim, mode, mark, field });
+                }
+            }
+            run.insert(0, k.start().to_string());
+        }
+        None => {
+            if let Some((_, mark)) = &startup {
+                p.err(
+                    *mark,
+                    &join(&field, "startup-config"),
+                    format!(
+                        "a startup configuration needs a kind whose software reads it: {}",
+                        crate::kinds::KINDS.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
+                    ),
+                );
+            }
+        }
+    }
+    let router = d.router.map(|k| k.name().to_string());
     let limits = d.limits.or(default_node.limits);
     let machine = d.machine.and_then(|(m, mark)| match machines.iter().position(|x| x.name == m) {
         Some(i) => Some(i),
@@ -452,7 +493,28 @@ pub(crate) fn node_def(
         kind,
         nic,
         image,
+        router,
     })
+}
+
+/// `startup-config`: inline text (a value of several lines), or a file of the
+/// controller's machine (relative to the scenario), read now.
+fn startup_config(p: &mut P, v: &Node, field: &str, base: Option<&Path>) -> Option<String> {
+    let s = p.string(v, field)?;
+    if s.contains('\n') {
+        return Some(s);
+    }
+    if !p.reach(crate::Reach::From, v.mark, field) {
+        return None;
+    }
+    let full = base.map(|b| b.join(&s)).unwrap_or_else(|| s.clone().into());
+    match crate::read_limited(&full, crate::MAX_NODE_FILE_BYTES) {
+        Ok(t) => Some(t),
+        Err(e) => {
+            p.err(v.mark, field, format!("cannot read {}: {e}", full.display()));
+            None
+        }
+    }
 }
 
 /// Where an image comes from, as skopeo names it (`transport:where`): `oci:DIR[:TAG]`,

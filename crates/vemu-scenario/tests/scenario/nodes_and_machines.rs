@@ -329,3 +329,26 @@ fn images_are_named_as_skopeo_reads_them() {
     let m = one_error("nodes:\n  h: {kind: host, image: x}\n");
     assert!(m.contains("nodes.h.image: a node of kind 'host'"), "{m}");
 }
+
+#[test]
+fn router_kinds_start_their_software_from_a_startup_config() {
+    let p = ok("nodes:\n  r1:\n    kind: frr\n    startup-config: \"router ospf\\n ospf router-id {{ router_id }}\\n\"\n    run: ['echo after']\n  r2: {kind: bird, files: {/etc/bird/bird.conf: {content: mine}}}\n  h: {kind: linux}\n");
+    let r1 = &p.nodes[0];
+    assert_eq!(r1.router.as_deref(), Some("frr"));
+    assert_eq!(r1.run, ["/usr/lib/frr/frrinit.sh start", "echo after"]);
+    let conf = r1.files.iter().find(|f| f.path == "/etc/frr/frr.conf").unwrap();
+    assert!(conf.content.starts_with("router ospf\n ospf router-id "), "{}", conf.content);
+    assert!(!conf.content.contains("{{"), "a startup configuration is a template");
+    assert!(r1.files.iter().any(|f| f.path == "/etc/frr/daemons"));
+    // The node's own file wins over its kind's.
+    let r2 = &p.nodes[1];
+    let conf = r2.files.iter().find(|f| f.path == "/etc/bird/bird.conf").unwrap();
+    assert_eq!(conf.content, "mine");
+    assert_eq!((p.nodes[2].router.as_deref(), p.nodes[2].run.len()), (None, 0));
+    let m = one_error("nodes:\n  a: {kind: ceos}\n");
+    assert!(m.contains("nodes.a.kind: unknown kind 'ceos': the kinds are linux, frr, bird, host, external"), "{m}");
+    let m = one_error("nodes:\n  a: {startup-config: \"x\\ny\\n\"}\n");
+    assert!(m.contains("nodes.a.startup-config: a startup configuration needs a kind whose software reads it: frr, bird"), "{m}");
+    let m = one_error("nodes:\n  a: {kind: frr, startup-config: no-such.conf}\n");
+    assert!(m.contains("nodes.a.startup-config: cannot read no-such.conf"), "{m}");
+}
