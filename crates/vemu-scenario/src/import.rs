@@ -5,6 +5,10 @@
 //! bandwidth is the edge's `LinkSpeedRaw` (bits/s) where the file gives one. The output
 //! is scenario YAML, checked by the same loader as any scenario before it is handed out.
 
+mod clab;
+
+pub use clab::{clab, clab_file, is_clab, MAX_CLAB_BYTES};
+
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
 use std::path::Path;

@@ -22,6 +22,8 @@ mod reader;
 mod segment;
 mod wireless;
 
+pub(crate) use node::file_path;
+
 use crate::names::{valid_lab_name, valid_machine_name, valid_medium_name, valid_node_name};
 use crate::yaml::{self, Mark, Node, Value};
 use crate::Error;

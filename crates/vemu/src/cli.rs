@@ -75,9 +75,10 @@ pub(crate) enum Cmd {
         #[arg(long, value_name = "ALLOWED")]
         tenant: Option<String>,
     },
-    /// Make a scenario of a GraphML topology (e.g. an Internet Topology Zoo map): nodes
-    /// from its nodes, links from its edges with delays from the nodes' coordinates
-    /// (speed of light in fibre) and bandwidths from LinkSpeedRaw. Prints the YAML.
+    /// Make a scenario of another tool's topology and print its YAML: a containerlab
+    /// topology (NAME.clab.yml: nodes, images, binds, exec, links; what does not map is
+    /// said), or a GraphML topology (e.g. an Internet Topology Zoo map: links from its
+    /// edges with delays from the nodes' coordinates, bandwidths from LinkSpeedRaw).
     Import {
         file: PathBuf,
         /// Lab name (default: from the file's name).

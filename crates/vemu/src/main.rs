@@ -87,7 +87,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             check(&file, machines.as_deref(), tenant.as_deref())?
         }
         Cmd::Import { file, name } => {
-            let i = vemu_scenario::import::graphml_file(&file, name.as_deref()).map_err(user)?;
+            let i = match vemu_scenario::import::is_clab(&file) {
+                true => vemu_scenario::import::clab_file(&file, name.as_deref()),
+                false => vemu_scenario::import::graphml_file(&file, name.as_deref()),
+            }
+            .map_err(user)?;
             print!("{}", i.yaml);
             for w in &i.warnings {
                 eprintln!("vemu import: {w}");

@@ -107,6 +107,25 @@ pub(crate) fn load_scenario(
                 .map_err(|m| user(format!("--machines: {m}")))?,
         }),
     };
+    // A containerlab topology: made a scenario first (what is left out is said).
+    if vemu_scenario::import::is_clab(file) {
+        let i = vemu_scenario::import::clab_file(file, None).map_err(user)?;
+        for w in &i.warnings {
+            eprintln!("vemu: {}: {w}", file.display());
+        }
+        let stem = file.file_name().and_then(|s| s.to_str()).unwrap_or("lab");
+        let base = file.parent().map(std::path::Path::to_path_buf);
+        let shown = format!("{} (as a scenario)", file.display());
+        return Ok(vemu_scenario::load_str_as(
+            &i.yaml,
+            &shown,
+            stem.trim_end_matches(".clab.yml").trim_end_matches(".clab.yaml"),
+            name,
+            machines,
+            base.as_deref(),
+            &trust,
+        )?);
+    }
     Ok(vemu_scenario::load_as(file, name, machines, &trust)?)
 }
 

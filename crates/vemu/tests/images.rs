@@ -129,3 +129,67 @@ fn an_image_that_cannot_be_read_is_refused_before_anything_is_built() {
     assert!(lab_netns("img2").is_empty());
     assert!(!std::path::Path::new("/run/vemu/img2").exists());
 }
+
+/// A containerlab topology (issue 41), brought up directly: its kinds' and defaults'
+/// keys merged into each node, a bind, `exec` with `env`, links in the brief and the
+/// extended form with their interface names; the nodes configure their own addresses.
+#[test]
+fn a_containerlab_topology_comes_up_and_pings_end_to_end() {
+    let _g = serial();
+    let (dir, store) = images();
+    let clab = std::env::temp_dir().join("vemu-tests/clab");
+    std::fs::create_dir_all(&clab).unwrap();
+    std::fs::write(clab.join("h2.conf"), "bound\n").unwrap();
+    let topo = format!(
+        "name: clab1
+mgmt: {{ipv4-subnet: 172.20.20.0/24}}
+topology:
+  defaults:
+    env: {{WHO: h}}
+  kinds:
+    linux:
+      image: {d}/alpha
+  nodes:
+    h1:
+      exec: ['ip addr add 192.168.1.1/24 dev eth1', 'ip route add 192.168.2.0/24 via 192.168.1.2']
+    h2:
+      binds: ['h2.conf:/etc/h2.conf:ro']
+      labels: {{role: router}}
+      exec: ['ip addr add 192.168.1.2/24 dev eth1', 'ip addr add 192.168.2.1/24 dev eth2', 'echo $WHO > /tmp/who']
+    h3:
+      exec: ['ip addr add 192.168.2.2/24 dev eth1', 'ip route add 192.168.1.0/24 via 192.168.2.1']
+  links:
+    - endpoints: ['h1:eth1', 'h2:eth1']
+    - type: veth
+      endpoints: [{{node: h2, interface: eth2}}, {{node: h3, interface: eth1}}]
+",
+        d = dir.display()
+    );
+    let file = clab.join("lab.clab.yml");
+    std::fs::write(&file, topo).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_vemu"))
+        .args(["up", file.to_str().unwrap()])
+        .env("VEMU_IMAGES_DIR", &store)
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    // What did not map is said.
+    assert!(t.contains("'mgmt' left out") && t.contains("node 'h2': labels left out"), "{t}");
+    let lab = Lab { name: "clab1".into() };
+    assert_eq!(lab.sh("h2", "cat /etc/h2.conf /etc/vemu-image"), (0, "bound\nalpha\n".into()));
+    let (sent, got, _) = lab.ping("h1", "192.168.2.2", 5, 0.1);
+    assert_eq!(got, sent, "h1 cannot reach h3 through h2");
+    assert_eq!(lab.sh("h2", "cat /tmp/who"), (0, "h\n".into()));
+    // A vendor's system is refused, naming the node and its kind; nothing is built.
+    let bad = clab.join("bad.clab.yml");
+    std::fs::write(&bad, "name: clab2\ntopology:\n  nodes:\n    srl: {kind: nokia_srlinux, image: ghcr.io/nokia/srlinux}\n    h: {kind: linux}\n").unwrap();
+    let o = vemu(&["up", bad.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("node 'srl': kind 'nokia_srlinux' is a vendor's system vemu cannot run"),
+        "{}",
+        text(&o)
+    );
+    assert!(lab_netns("clab2").is_empty());
+}

@@ -107,6 +107,7 @@ fn each_error_says(make: impl Fn(&str) -> String, cases: &[(&str, &str)]) {
     }
 }
 
+mod clab;
 mod errors;
 mod lans_and_files;
 mod links;

@@ -346,7 +346,12 @@ fn router_kinds_start_their_software_from_a_startup_config() {
     assert_eq!(conf.content, "mine");
     assert_eq!((p.nodes[2].router.as_deref(), p.nodes[2].run.len()), (None, 0));
     let m = one_error("nodes:\n  a: {kind: ceos}\n");
-    assert!(m.contains("nodes.a.kind: unknown kind 'ceos': the kinds are linux, frr, bird, host, external"), "{m}");
+    assert!(
+        m.contains(
+            "nodes.a.kind: unknown kind 'ceos': the kinds are linux, frr, bird, host, external"
+        ),
+        "{m}"
+    );
     let m = one_error("nodes:\n  a: {startup-config: \"x\\ny\\n\"}\n");
     assert!(m.contains("nodes.a.startup-config: a startup configuration needs a kind whose software reads it: frr, bird"), "{m}");
     let m = one_error("nodes:\n  a: {kind: frr, startup-config: no-such.conf}\n");

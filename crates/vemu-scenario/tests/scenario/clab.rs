@@ -1,0 +1,75 @@
+//! containerlab topologies made scenarios (`vemu import`, `vemu up lab.clab.yml`).
+
+use vemu_scenario::import::clab;
+
+const TOPO: &str = "name: t1
+mgmt: {network: m, ipv4-subnet: 172.20.20.0/24}
+topology:
+  defaults: {env: {A: '1', 'B;x': y}}
+  kinds:
+    linux: {image: 'frrouting/frr:v8.4.1', exec: ['echo kind']}
+  groups:
+    g: {exec: ['echo group']}
+  nodes:
+    r1: {group: g, mgmt-ipv4: 172.20.20.5}
+    r2: {kind: linux, image: alpine, binds: ['/etc/hostname:/etc/x', '/usr:/etc/usr', '/etc/hostname:/opt/y']}
+  links:
+    - endpoints: ['r1:eth1', 'r2:e1-1']
+    - type: veth
+      endpoints: [{node: r1, interface: eth2}, {node: r2, interface: eth2}]
+    - endpoints: ['r1:eth3', 'host:r1-eth3']
+    - endpoints: ['r2:eth9', 'mgmt-net:r2-eth9']
+";
+
+#[test]
+fn a_topology_maps_its_layers_links_and_says_what_it_leaves_out() {
+    let i = clab(TOPO, "t.clab.yml", Some(std::path::Path::new("/")), None).unwrap();
+    let plan = vemu_scenario::load_str(&i.yaml, "t.yaml", "t", None).unwrap();
+    let node = |n: &str| plan.nodes.iter().find(|x| x.name == n).unwrap();
+    // defaults < kind < group < node.
+    assert_eq!(node("r1").image.as_deref(), Some("docker://frrouting/frr:v8.4.1"));
+    assert_eq!(node("r1").run, ["export A='1'; echo group"]);
+    assert_eq!(node("r2").image.as_deref(), Some("docker://alpine"));
+    assert_eq!(node("r2").run, ["export A='1'; echo kind"]);
+    assert!(node("r2").files.iter().any(|f| f.path == "/etc/x"));
+    // Interfaces as written; the machine for host:IFACE; the management network's link
+    // left out.
+    let ifaces: Vec<&str> = node("r2").ifaces.iter().map(|i| i.name.as_str()).collect();
+    assert_eq!(ifaces, ["e1-1", "eth2"]);
+    assert_eq!(node("host").kind, vemu_scenario::NodeKind::Host);
+    assert_eq!((i.nodes, i.links), (2, 3));
+    let w = i.warnings.join("\n");
+    for said in [
+        "'mgmt' left out",
+        "env 'B;x' left out",
+        "node 'r1': mgmt-ipv4 left out",
+        "bind of directory /usr left out",
+        "bind to /opt/y left out",
+        "a link to the management network or a macvlan left out",
+    ] {
+        assert!(w.contains(said), "{said}: {w}");
+    }
+}
+
+#[test]
+fn what_vemu_cannot_run_is_refused_naming_each_node() {
+    let e = clab(
+        "name: t2\ntopology:\n  nodes:\n    a: {kind: nokia_srlinux}\n    b: {kind: ceos}\n    c: {}\n",
+        "t.clab.yml",
+        None,
+        None,
+    )
+    .unwrap_err();
+    assert!(e.contains("node 'a': kind 'nokia_srlinux' is a vendor's system"), "{e}");
+    assert!(e.contains("node 'b': kind 'ceos'"), "{e}");
+    let e = clab(
+        "name: t3\ntopology:\n  nodes: {a: {}}\n  links:\n    - endpoints: ['a:eth1', 'z:eth1']\n",
+        "t.clab.yml",
+        None,
+        None,
+    )
+    .unwrap_err();
+    assert!(e.contains("t.clab.yml:5:") && e.contains("no node 'z'"), "{e}");
+    let e = clab("name: t4\ntopology: [x]\n", "t.clab.yml", None, None).unwrap_err();
+    assert!(e.contains("t.clab.yml:2:11: topology should be a mapping"), "{e}");
+}
