@@ -1,5 +1,6 @@
-//! A GraphML topology (`vemu import`): a scenario that loads, or an error naming the
-//! file — never a panic, never a scenario the loader refuses.
+//! Topologies of other tools (`vemu import`): GraphML and containerlab files. A scenario
+//! that loads, or an error naming the file — never a panic, never a scenario the loader
+//! refuses.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 
@@ -8,6 +9,13 @@ fuzz_target!(|data: &[u8]| {
         match vemu_scenario::import::graphml(text, "fuzz.graphml", "fuzz") {
             Ok(i) => assert!(!i.yaml.is_empty()),
             Err(e) => assert!(e.starts_with("fuzz.graphml"), "{e}"),
+        }
+        // (Binds read the machine's files, a FIFO among them: not here.)
+        if !text.contains("binds") {
+            match vemu_scenario::import::clab(text, "fuzz.clab.yml", None, None) {
+                Ok(i) => assert!(i.nodes > 0),
+                Err(e) => assert!(e.starts_with("fuzz.clab.yml"), "{e}"),
+            }
         }
     }
 });
