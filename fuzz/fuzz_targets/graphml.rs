@@ -1,4 +1,4 @@
-//! Topologies of other tools (`vemu import`): GraphML and containerlab files. A scenario
+//! Topologies of other tools (`vemu import`): GraphML, containerlab and IMUNES files. A scenario
 //! that loads, or an error naming the file — never a panic, never a scenario the loader
 //! refuses.
 #![no_main]
@@ -9,6 +9,10 @@ fuzz_target!(|data: &[u8]| {
         match vemu_scenario::import::graphml(text, "fuzz.graphml", "fuzz") {
             Ok(i) => assert!(!i.yaml.is_empty()),
             Err(e) => assert!(e.starts_with("fuzz.graphml"), "{e}"),
+        }
+        match vemu_scenario::import::imunes(text, "fuzz.imn", "fuzz") {
+            Ok(i) => assert!(!i.yaml.is_empty()),
+            Err(e) => assert!(e.starts_with("fuzz.imn"), "{e}"),
         }
         // (Binds read the machine's files, a FIFO among them: not here.)
         if !text.contains("binds") {

@@ -6,8 +6,10 @@
 //! is scenario YAML, checked by the same loader as any scenario before it is handed out.
 
 mod clab;
+mod imunes;
 
 pub use clab::{clab, clab_file, is_clab, MAX_CLAB_BYTES};
+pub use imunes::{imunes, imunes_file, is_imunes, MAX_IMN_BYTES};
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;

@@ -87,9 +87,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
             check(&file, machines.as_deref(), tenant.as_deref())?
         }
         Cmd::Import { file, name } => {
-            let i = match vemu_scenario::import::is_clab(&file) {
-                true => vemu_scenario::import::clab_file(&file, name.as_deref()),
-                false => vemu_scenario::import::graphml_file(&file, name.as_deref()),
+            let i = if vemu_scenario::import::is_clab(&file) {
+                vemu_scenario::import::clab_file(&file, name.as_deref())
+            } else if vemu_scenario::import::is_imunes(&file) {
+                vemu_scenario::import::imunes_file(&file, name.as_deref())
+            } else {
+                vemu_scenario::import::graphml_file(&file, name.as_deref())
             }
             .map_err(user)?;
             print!("{}", i.yaml);

@@ -107,9 +107,16 @@ pub(crate) fn load_scenario(
                 .map_err(|m| user(format!("--machines: {m}")))?,
         }),
     };
-    // A containerlab topology: made a scenario first (what is left out is said).
-    if vemu_scenario::import::is_clab(file) {
-        let i = vemu_scenario::import::clab_file(file, None).map_err(user)?;
+    // Another tool's topology (containerlab, IMUNES): made a scenario first (what is
+    // left out is said).
+    let (clab, imn) =
+        (vemu_scenario::import::is_clab(file), vemu_scenario::import::is_imunes(file));
+    if clab || imn {
+        let i = match clab {
+            true => vemu_scenario::import::clab_file(file, None),
+            false => vemu_scenario::import::imunes_file(file, None),
+        }
+        .map_err(user)?;
         for w in &i.warnings {
             eprintln!("vemu: {}: {w}", file.display());
         }
@@ -119,7 +126,9 @@ pub(crate) fn load_scenario(
         return Ok(vemu_scenario::load_str_as(
             &i.yaml,
             &shown,
-            stem.trim_end_matches(".clab.yml").trim_end_matches(".clab.yaml"),
+            stem.trim_end_matches(".clab.yml")
+                .trim_end_matches(".clab.yaml")
+                .trim_end_matches(".imn"),
             name,
             machines,
             base.as_deref(),

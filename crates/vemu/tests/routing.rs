@@ -204,3 +204,18 @@ fn router_kinds_start_from_startup_configs_and_save_what_runs() {
     let (_, route) = lab.sh("r1", "ip route show 192.0.2.0/24");
     assert!(route.contains("blackhole 192.0.2.0/24"), "{route}");
 }
+
+/// An IMUNES topology from IMUNES' own examples (issue 41), brought up directly: its
+/// routers run RIP and RIPng (FRR), its PC reaches its server across four routers and
+/// a LAN switch, on both families.
+#[test]
+fn an_imunes_rip_topology_converges_and_its_pc_reaches_its_server() {
+    let _g = serial();
+    let file = concat!(env!("CARGO_MANIFEST_DIR"), "/../vemu-scenario/tests/imunes/RIP1.imn");
+    let o = vemu(&["up", file, "--name", "t-imn"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let lab = Lab { name: "t-imn".into() };
+    let t = assert_all_reachable(&lab, "pc", &["10.0.4.10".into()], 90.0);
+    let t6 = assert_all_reachable(&lab, "pc", &["fc00:1::10".into()], 60.0);
+    eprintln!("IMUNES RIP1: the PC reaches the server after {t:.1} s (IPv4) + {t6:.1} s (IPv6)");
+}

@@ -1,0 +1,271 @@
+//! IMUNES topology files (`.imn`, the vimage/IMUNES lineage) as vemu scenarios, in the
+//! JSON form IMUNES writes today: `nodes` (routers, PCs, hosts, LAN switches and hubs,
+//! with their interfaces' names, MACs and IPv4/IPv6 addresses and their static routes),
+//! `links` (peers and their interfaces; bandwidth, delay, duplicates, BER) and the
+//! canvas positions (kept as comments: the web view lays nodes out itself).
+//!
+//! Routers become `kind: frr` nodes whose startup configuration runs the protocols their
+//! `router_config` names (`rip`, `ripng`, `ospf`, `ospf6`), redistributing their
+//! connected networks as IMUNES' default configuration does; PCs and hosts plain nodes
+//! with their `croutes4`/`croutes6`; a LAN switch or hub a LAN segment whose members are
+//! the interfaces linked to it. Addresses are the file's (`addressing` and `routing` are
+//! left to it).
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::Imported;
+
+/// Largest topology file read.
+pub const MAX_IMN_BYTES: u64 = 4 << 20;
+
+/// Whether `path` is named as an IMUNES topology (`NAME.imn`).
+pub fn is_imunes(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "imn")
+}
+
+/// Read `path` (an IMUNES topology) and make a scenario of it (lab `name`, default the
+/// file's name).
+pub fn imunes_file(path: &Path, name: Option<&str>) -> Result<Imported, String> {
+    let text =
+        crate::read_limited(path, MAX_IMN_BYTES).map_err(|e| format!("{}: {e}", path.display()))?;
+    let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    imunes(&text, &path.display().to_string(), name.unwrap_or(&stem))
+}
+
+/// JSON's quoting is YAML's double-quoted scalar.
+fn q(s: &str) -> String {
+    Value::String(s.to_string()).to_string()
+}
+
+/// A name vemu takes for node or lab `s` (letters, digits, `-`, `_`).
+fn clean_name(s: &str, fallback: &str) -> String {
+    let n: String = s
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '-' })
+        .take(32)
+        .collect();
+    if n.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+        n
+    } else {
+        fallback.to_string()
+    }
+}
+
+/// An interface of a node that is linked.
+struct Iface {
+    name: String,
+    addrs: Vec<String>,
+}
+
+/// The scenario made from an IMUNES topology's text (`file` for messages).
+pub fn imunes(text: &str, file: &str, stem: &str) -> Result<Imported, String> {
+    if !text.trim_start().starts_with('{') {
+        return Err(format!("{file}: the older Tcl form of IMUNES files (node n0 {{ … }}) is not read yet: open and save it in a current IMUNES, which writes the JSON form"));
+    }
+    let doc: Value = serde_json::from_str(text)
+        .map_err(|e| format!("{file}: not an IMUNES topology (JSON: {e})"))?;
+    let nodes = doc["nodes"].as_object().ok_or_else(|| format!("{file}: no 'nodes'"))?;
+    let links = doc["links"].as_object().cloned().unwrap_or_default();
+    let lab = clean_name(stem, "imported");
+    let mut warnings = Vec::new();
+    // Each IMUNES node's vemu name (its `name`, made unique) and what it is.
+    let mut names: BTreeMap<&str, String> = BTreeMap::new();
+    for (id, n) in nodes {
+        let base = clean_name(n["name"].as_str().unwrap_or(id), id);
+        let mut name = base.clone();
+        let mut k = 1;
+        while names.values().any(|v| *v == name) {
+            k += 1;
+            name = format!("{base}-{k}");
+        }
+        names.insert(id, name);
+    }
+    let kind = |id: &str| nodes.get(id).and_then(|n| n["type"].as_str()).unwrap_or("");
+    let is_lan = |id: &str| matches!(kind(id), "lanswitch" | "hub");
+    let iface = |id: &str, ifc: &str| -> Option<Iface> {
+        let i = &nodes.get(id)?["ifaces"][ifc];
+        let addrs = ["ipv4_addrs", "ipv6_addrs"]
+            .iter()
+            .flat_map(|k| i[*k].as_array().cloned().unwrap_or_default())
+            .filter_map(|a| a.as_str().map(str::to_string))
+            .collect();
+        Some(Iface { name: i["name"].as_str()?.to_string(), addrs })
+    };
+    let mut out = String::new();
+    let _ = writeln!(out, "# Made by `vemu import` from the IMUNES topology {file}.");
+    let _ = writeln!(out, "name: {}", q(&lab));
+    let _ = writeln!(out, "addressing: {{ipv4: none, ipv6: none}}\nrouting: none\nnodes:");
+    for (id, n) in nodes {
+        let name = &names[id.as_str()];
+        match kind(id) {
+            "lanswitch" | "hub" => continue,
+            "router" | "pc" | "host" => {}
+            other => {
+                return Err(format!("{file}: node {id} ({name}): type '{other}' is not one vemu makes (router, pc, host, lanswitch, hub)"));
+            }
+        }
+        let _ = writeln!(out, "  {}:", q(name));
+        if kind(id) == "router" {
+            let model = n["model"].as_str().unwrap_or("frr");
+            if !["frr", "quagga"].contains(&model) {
+                warnings.push(format!("node {name}: router model '{model}' run as FRR"));
+            }
+            let ifaces: Vec<String> = n["ifaces"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .filter(|(_, i)| i["type"] != "lo")
+                .filter_map(|(_, i)| i["name"].as_str().map(str::to_string))
+                .collect();
+            let protocols = n["router_config"].as_str().unwrap_or("rip 1 ripng 1");
+            let conf = frr_config(name, protocols, &ifaces);
+            let _ = writeln!(out, "    kind: frr\n    startup-config: {}", q(&conf));
+        }
+        let mut routes = Vec::new();
+        // The node's own addresses: a route through one of them goes nowhere.
+        let own: Vec<String> = n["ifaces"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .flat_map(|(ifc, _)| iface(id, ifc).map(|i| i.addrs).unwrap_or_default())
+            .filter_map(|a| a.split('/').next().map(str::to_string))
+            .collect();
+        for key in ["croutes4", "croutes6"] {
+            for r in n[key].as_array().into_iter().flatten().filter_map(Value::as_str) {
+                match r.split_whitespace().collect::<Vec<_>>().as_slice() {
+                    [_, via] if own.iter().any(|a| a == via) => warnings.push(format!(
+                        "node {name}: route '{r}' left out (through its own address)"
+                    )),
+                    [dst, via] => routes.push(format!("{{dst: {}, via: {}}}", q(dst), q(via))),
+                    _ => warnings.push(format!("node {name}: route '{r}' left out")),
+                }
+            }
+        }
+        if !routes.is_empty() {
+            let _ = writeln!(out, "    routes: [{}]", routes.join(", "));
+        }
+        if let Some(pos) = doc["gui"]["nodes"][id]["iconcoords"].as_str() {
+            let _ = writeln!(out, "    # IMUNES canvas position: {pos}");
+        }
+    }
+    // Links between two nodes; those to a LAN switch or hub make its members.
+    let mut link_lines = Vec::new();
+    let mut members: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    let mut count = 0;
+    for (lid, l) in &links {
+        let peers: Vec<&str> = l["peers"].as_str().unwrap_or("").split_whitespace().collect();
+        let ifcs: Vec<&str> = l["peers_ifaces"].as_str().unwrap_or("").split_whitespace().collect();
+        let ([a, b], [ia, ib]) = (peers.as_slice(), ifcs.as_slice()) else {
+            return Err(format!("{file}: link {lid}: needs two peers and their interfaces"));
+        };
+        for p in [a, b] {
+            if !names.contains_key(p) {
+                return Err(format!("{file}: link {lid}: no node '{p}'"));
+            }
+        }
+        let end = |id: &str, ifc: &str| -> Result<String, String> {
+            let i = iface(id, ifc)
+                .ok_or_else(|| format!("{file}: link {lid}: node {id} has no interface {ifc}"))?;
+            let ip = match i.addrs.is_empty() {
+                true => String::new(),
+                false => format!(
+                    ", ip: [{}]",
+                    i.addrs.iter().map(|a| q(a)).collect::<Vec<_>>().join(", ")
+                ),
+            };
+            Ok(format!("{{node: {}, iface: {}{ip}}}", q(&names[id]), q(&i.name)))
+        };
+        let mut imp = Vec::new();
+        if let Some(bw) =
+            l["bandwidth"].as_str().and_then(|b| b.parse::<u64>().ok()).filter(|b| *b > 0)
+        {
+            imp.push(format!("bandwidth: {bw}bit"));
+        }
+        if let Some(d) = l["delay"].as_str().and_then(|d| d.parse::<u64>().ok()).filter(|d| *d > 0)
+        {
+            imp.push(format!("delay: {d}us"));
+        }
+        if let Some(p) =
+            l["duplicate"].as_str().and_then(|d| d.parse::<f64>().ok()).filter(|p| *p > 0.0)
+        {
+            imp.push(format!("duplicate: {p}%"));
+        }
+        if l["ber"].as_str().and_then(|b| b.parse::<u64>().ok()).is_some_and(|b| b > 0) {
+            warnings.push(format!(
+                "link {lid}: its bit error rate left out (vemu drops or corrupts whole frames)"
+            ));
+        }
+        match (is_lan(a), is_lan(b)) {
+            (false, false) => {
+                let extra = imp.iter().map(|i| format!(", {i}")).collect::<String>();
+                link_lines.push(format!(
+                    "  - {{endpoints: [{}, {}]{extra}}}",
+                    end(a, ia)?,
+                    end(b, ib)?
+                ));
+                count += 1;
+            }
+            (true, false) | (false, true) => {
+                let (lan, (node, ifc)) = if is_lan(a) { (*a, (*b, *ib)) } else { (*b, (*a, *ia)) };
+                if !imp.is_empty() {
+                    warnings.push(format!(
+                        "link {lid}: its settings ({}) left out (a LAN port's)",
+                        imp.join(", ")
+                    ));
+                }
+                members.entry(lan).or_default().push(end(node, ifc)?);
+            }
+            (true, true) => warnings.push(format!("link {lid} between two LAN switches left out")),
+        }
+    }
+    if !link_lines.is_empty() {
+        let _ = writeln!(out, "links:");
+        for l in &link_lines {
+            let _ = writeln!(out, "{l}");
+        }
+    }
+    let lans: Vec<_> = members.iter().filter(|(_, m)| m.len() >= 2).collect();
+    if !lans.is_empty() {
+        let _ = writeln!(out, "segments:");
+        for (lan, m) in lans {
+            let _ = writeln!(out, "  {}:\n    kind: lan\n    members:", q(&names[*lan]));
+            for member in m {
+                let _ = writeln!(out, "      - {member}");
+            }
+        }
+    }
+    crate::load_str_in(&out, &format!("{lab}.yaml"), &lab, None, None)
+        .map_err(|e| format!("{file}: the scenario made from it is not valid: {e}"))?;
+    let made = nodes.keys().filter(|id| !is_lan(id)).count();
+    Ok(Imported { yaml: out, nodes: made, links: count, warnings })
+}
+
+/// FRR's configuration for a router running `protocols` (IMUNES' `router_config`, e.g.
+/// "rip 1 ripng 1 ospf 0"), on every interface, redistributing connected networks.
+fn frr_config(name: &str, protocols: &str, ifaces: &[String]) -> String {
+    let words: Vec<&str> = protocols.split_whitespace().collect();
+    let on = |p: &str| words.windows(2).any(|w| w[0] == p && w[1] == "1");
+    let mut c = format!("hostname {name}\n!\n");
+    if on("ospf6") {
+        for i in ifaces {
+            c += &format!("interface {i}\n ipv6 ospf6 area 0\n!\n");
+        }
+    }
+    if on("rip") {
+        c += "router rip\n redistribute connected\n network 0.0.0.0/0\n!\n";
+    }
+    if on("ripng") {
+        c += "router ripng\n redistribute connected\n network ::/0\n!\n";
+    }
+    if on("ospf") {
+        c += "router ospf\n redistribute connected\n network 0.0.0.0/0 area 0\n!\n";
+    }
+    if on("ospf6") {
+        c += "router ospf6\n redistribute connected\n!\n";
+    }
+    c
+}

@@ -1,0 +1,69 @@
+//! IMUNES topology files made scenarios (`vemu import x.imn`, `vemu up x.imn`), from
+//! IMUNES' own examples (tests/imunes/).
+
+use vemu_scenario::import::imunes_file;
+
+fn example(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/imunes")).join(name)
+}
+
+#[test]
+fn the_rip_example_keeps_its_nodes_addresses_lans_and_routes() {
+    let i = imunes_file(&example("RIP1.imn"), None).unwrap();
+    let plan = vemu_scenario::load_str(&i.yaml, "t.yaml", "t", None)
+        .unwrap_or_else(|e| panic!("{e}\n{}", i.yaml));
+    assert_eq!(plan.name, "RIP1");
+    let node = |n: &str| {
+        plan.nodes.iter().find(|x| x.name == n).unwrap_or_else(|| panic!("{n}: {}", i.yaml))
+    };
+    // Routers run FRR's RIP and RIPng from their router_config.
+    let r1 = node("router1");
+    assert_eq!(r1.router.as_deref(), Some("frr"));
+    let conf = &r1.files.iter().find(|f| f.path == "/etc/frr/frr.conf").unwrap().content;
+    assert!(conf.contains("router rip\n") && conf.contains("router ripng\n"), "{conf}");
+    // Interfaces and addresses as the file gives them.
+    let eth0 = r1.ifaces.iter().find(|x| x.name == "eth0").unwrap();
+    let addrs: Vec<String> = eth0.addrs.iter().map(|a| a.to_string()).collect();
+    assert_eq!(addrs, ["10.0.0.1/24", "fc00:2::1/64"]);
+    // The PC's static routes; the LAN switch a segment with the router and the PC.
+    let pc = node("pc");
+    assert!(pc.routes.iter().any(|r| r.dst.to_string() == "0.0.0.0/0"), "{:?}", pc.routes);
+    let sw = plan.segments.iter().find(|g| g.name == "sw1").unwrap();
+    assert_eq!(sw.members.len(), 2);
+    assert!(i.yaml.contains("# IMUNES canvas position: 144 48"));
+    assert_eq!(
+        plan.links.iter().find(|l| l.name == "router1:router2").map(|l| l.forward.rate_bps),
+        Some(Some(100_000_000))
+    );
+}
+
+#[test]
+fn the_ospf_example_runs_ospf_for_both_families() {
+    let i = imunes_file(&example("OSPF1.imn"), None).unwrap();
+    let plan = vemu_scenario::load_str(&i.yaml, "t.yaml", "t", None).unwrap();
+    let routers: Vec<_> = plan.nodes.iter().filter(|n| n.router.is_some()).collect();
+    assert!(routers.len() >= 3);
+    for r in routers {
+        let conf = &r.files.iter().find(|f| f.path == "/etc/frr/frr.conf").unwrap().content;
+        assert!(conf.contains("router ospf\n") && conf.contains("ipv6 ospf6 area 0"), "{conf}");
+    }
+}
+
+#[test]
+fn the_ping_example_is_a_scenario() {
+    let i = imunes_file(&example("ping.imn"), None).unwrap();
+    vemu_scenario::load_str(&i.yaml, "t.yaml", "t", None).unwrap();
+    assert!(i.nodes >= 2, "{}", i.yaml);
+}
+
+#[test]
+fn what_cannot_be_read_says_so() {
+    let e = imunes_file(&example("RIP-tcl.imn"), None).unwrap_err();
+    assert!(e.contains("the older Tcl form"), "{e}");
+    let e =
+        vemu_scenario::import::imunes("{\"nodes\": {\"n0\": {\"type\": \"nat64\"}}}", "x.imn", "x")
+            .unwrap_err();
+    assert!(e.contains("x.imn: node n0 (n0): type 'nat64' is not one vemu makes"), "{e}");
+    let e = vemu_scenario::import::imunes("{\"nodes\": 3", "x.imn", "x").unwrap_err();
+    assert!(e.starts_with("x.imn: not an IMUNES topology (JSON:"), "{e}");
+}
