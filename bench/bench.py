@@ -46,6 +46,8 @@
                    weights 1:2:4:1 (vemu's diffserv preset vs a kernel HTB tree), and EF's
                    ping RTT while best-effort TCP fills the link (vemu FIFO, vemu
                    diffserv, HTB); VEMU_QOS_SECONDS per run (default 15)
+  bench.py images  100 nodes of one image beside the same LAN without an image: up, down,
+                   disk; an image's first start (copied, unpacked) beside a cached one
   bench.py all     all of the above but soak (mininet only when Mininet is installed)
 
 Run as root from the repository (after `cargo build --release`).
@@ -60,6 +62,7 @@ from experiments.link import bench_accuracy, bench_density, bench_link, bench_pr
 from experiments.cpu import bench_cpu
 from experiments.chain import bench_chain
 from experiments.dataplane import bench_dataplane
+from experiments.images import bench_images
 from experiments.scale import bench_scale
 from experiments.switch import bench_flood, bench_switch
 from experiments.api import bench_api
@@ -97,6 +100,7 @@ def main():
         "profile": [bench_profile],
         "dataplane": [bench_dataplane],
         "qos": [bench_qos],
+        "images": [bench_images],
         "all": [bench_link, bench_accuracy, bench_density, bench_chain, bench_scale, bench_cpu, bench_switch, bench_api, bench_channel, bench_manet, bench_mininet, bench_machines, bench_machine_hop, bench_lan_machines, bench_ui, bench_placement, bench_qos],
     }
     if which not in todo:
