@@ -33,6 +33,12 @@ pub fn create_node(
         let node = node.clone();
         std::thread::Builder::new().name(format!("mk-{}", node.name)).spawn(
             move || -> Result<Vec<Option<OwnedFd>>> {
+                // A socket in the machine's namespace for the node's management interface,
+                // when the lab has a management network.
+                let mut host_nl = match node.mgmt.is_empty() {
+                    true => None,
+                    false => Some(netlink::Netlink::open()?),
+                };
                 // A socket in the plane for the far ends of the node's link interfaces,
                 // opened from there before the thread leaves for the node's own namespace.
                 let mut plane_nl = match &plane {
@@ -87,7 +93,13 @@ pub fn create_node(
                 for a in &node.loopback {
                     nl.add_address(lo, *a)?;
                 }
-                node_interfaces(&mut nl, &node, &plane_peers, plane_nl.as_mut(), false)
+                let fds = node_interfaces(&mut nl, &node, &plane_peers, plane_nl.as_mut(), false)?;
+                if let Some(hnl) = host_nl.as_mut() {
+                    mgmt_interface(hnl, &mut nl, &paths.lab, &node).with_context(|| {
+                        format!("giving node {} its management interface", node.name)
+                    })?;
+                }
+                Ok(fds)
             },
         )?
     };
@@ -623,4 +635,69 @@ pub(crate) fn node_filter() -> Result<std::sync::Arc<confine::NodeFilter>> {
     }
     let f = std::sync::Arc::new(confine::NodeFilter::new()?);
     Ok(FILTER.get_or_init(|| f).clone())
+}
+
+/// The name of a lab's management bridge on the machine.
+pub fn mgmt_bridge_name(lab: &str) -> String {
+    format!("vmb{:010x}", name_hash(lab) & 0xff_ffff_ffff)
+}
+
+/// The name, on the machine, of the far end of a node's `mgmt0`.
+fn mgmt_peer_name(lab: &str, node: &str) -> String {
+    format!("vm{:011x}", name_hash(&format!("{lab}/{node}")) & 0x7ff_ffff_ffff)
+}
+
+fn name_hash(s: &str) -> u64 {
+    // FNV-1a: stable across builds (the names outlive the process that made them).
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
+}
+
+/// Make the lab's management bridge in the calling process's network namespace (the
+/// machine's), with the machine's addresses on it (`gateway`), and note it for `down`
+/// and `clean`. Its nodes' `mgmt0` join it as they are made.
+pub fn make_mgmt_bridge(paths: &LabPaths, gateway: &[ipnet::IpNet]) -> Result<()> {
+    let name = mgmt_bridge_name(&paths.lab);
+    if tap::ifindex(&name).is_ok() {
+        bail!(
+            "the machine has an interface named {name} already (another lab's management bridge?)"
+        );
+    }
+    let mut nl = netlink::Netlink::open()?;
+    nl.add_bridge(&name, false, false, 30_000, 100)?;
+    nl.flush().with_context(|| format!("making the management bridge {name}"))?;
+    record_host_ifaces(paths, &[name.as_str()])?;
+    let ix = nl.index_of(&name)?;
+    for a in gateway {
+        nl.add_address(ix, *a)?;
+    }
+    nl.set_link(ix, true, None, None)?;
+    nl.flush().with_context(|| format!("addressing the management bridge {name}"))
+}
+
+/// Give the node (whose namespace the calling thread is in; `nl` its socket) its
+/// `mgmt0`, a veth whose far end (through `host`, a socket in the machine's namespace)
+/// is a port of the lab's management bridge, with the node's management addresses and
+/// no route beyond its subnet: the lab's own default routes stay the lab's.
+fn mgmt_interface(
+    host: &mut netlink::Netlink,
+    nl: &mut netlink::Netlink,
+    lab: &str,
+    node: &NodePlan,
+) -> Result<()> {
+    let here = fs::File::open("/proc/thread-self/ns/net")
+        .context("opening the node's network namespace")?;
+    let peer = mgmt_peer_name(lab, &node.name);
+    let h = name_hash(&node.name).to_be_bytes();
+    let mac = [0x02, 0x4d, h[4], h[5], h[6], h[7]];
+    host.add_veth_at(&peer, 0, 1500, true, "mgmt0", mac, 1500, &here)?;
+    host.flush()?;
+    let (pix, br) = (host.index_of(&peer)?, host.index_of(&mgmt_bridge_name(lab))?);
+    host.set_master(pix, br)?;
+    host.flush()?;
+    let ix = tap::ifindex("mgmt0")?;
+    nl.set_link(ix, true, None, None)?;
+    for a in &node.mgmt {
+        nl.add_address(ix, *a)?;
+    }
+    nl.flush()
 }

@@ -47,6 +47,42 @@ pub struct Plan {
     /// capabilities; docs/security.md).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub confined: bool,
+    /// The management network (`mgmt:`): a bridge on the machine with the first
+    /// address of each subnet, and `mgmt0` in every node vemu makes, with the node's
+    /// address ([`NodePlan::mgmt`]); `None`: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mgmt: Option<Mgmt>,
+}
+
+/// The management network's subnets (at least one of them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mgmt {
+    pub ipv4: Option<ipnet::Ipv4Net>,
+    pub ipv6: Option<ipnet::Ipv6Net>,
+}
+
+impl Mgmt {
+    /// The addresses `k` after each subnet's first (0: the machine's, on the bridge;
+    /// node number `i` of those with one gets `i + 1`), or `None` past the end of one.
+    pub fn addresses(&self, k: u32) -> Option<Vec<IpNet>> {
+        let mut out = Vec::new();
+        if let Some(n) = self.ipv4 {
+            let a = u32::from(n.network()).checked_add(1 + k)?;
+            // (Not the broadcast address.)
+            if a >= u32::from(n.broadcast()) {
+                return None;
+            }
+            out.push(IpNet::V4(ipnet::Ipv4Net::new(a.into(), n.prefix_len()).ok()?));
+        }
+        if let Some(n) = self.ipv6 {
+            let a = u128::from(n.network()).checked_add(1 + u128::from(k))?;
+            if a > u128::from(n.broadcast()) {
+                return None;
+            }
+            out.push(IpNet::V6(ipnet::Ipv6Net::new(a.into(), n.prefix_len()).ok()?));
+        }
+        Some(out)
+    }
 }
 
 /// Traffic of the machine itself (the controller's network namespace) that crosses an
@@ -228,6 +264,9 @@ pub struct NodePlan {
     /// `vemu save` asks for its running configuration.
     #[serde(default)]
     pub router: Option<String>,
+    /// Its addresses on the management network (`mgmt0`), when the lab has one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mgmt: Vec<IpNet>,
 }
 
 /// What a node is.

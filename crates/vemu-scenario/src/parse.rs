@@ -61,6 +61,8 @@ pub struct Scenario {
     pub diverts: Vec<crate::Divert>,
     /// A tenant's: its nodes are confined.
     pub confined: bool,
+    /// The management network (`mgmt:`).
+    pub mgmt: Option<crate::Mgmt>,
 }
 
 #[derive(Debug, Clone)]
@@ -248,6 +250,7 @@ pub fn parse(
             "logs",
             "machines",
             "divert",
+            "mgmt",
         ],
     );
     let get = |k: &str| top.iter().find(|(key, ..)| *key == k).map(|(_, m, n)| (*m, *n));
@@ -313,6 +316,10 @@ pub fn parse(
         .map(|(_, n)| divert::diverts(&mut p, n))
         .unwrap_or_default();
     let fidelity = get("fidelity").map(|(_, n)| fidelity(&mut p, n)).unwrap_or_default();
+    // The machine in reach of every node: refused to a tenant as `kind: host` is.
+    let mgmt = get("mgmt")
+        .filter(|(m, _)| p.reach(crate::Reach::Host, *m, "mgmt"))
+        .and_then(|(_, n)| addressing::mgmt(&mut p, n));
     // A size of at least `min` (said as `least`), or `default` when not given.
     let mut size = |key: &str, min: u64, least: &str, default: u64| {
         get(key)
@@ -350,6 +357,7 @@ pub fn parse(
             machines,
             diverts,
             confined: matches!(p.trust, crate::Trust::Tenant(_)),
+            mgmt,
         })
     } else {
         Err(p.errors)

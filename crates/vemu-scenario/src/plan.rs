@@ -274,7 +274,22 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
         machines: s.machines.clone(),
         diverts: s.diverts.clone(),
         confined: s.confined,
+        mgmt: s.mgmt,
     };
+    // Each node vemu makes gets the next addresses of the management network.
+    if let Some(m) = s.mgmt {
+        let made = plan.nodes.iter_mut().filter(|n| n.kind == NodeKind::Namespace);
+        for (k, n) in made.enumerate() {
+            match m.addresses(k as u32 + 1) {
+                Some(a) => n.mgmt = a,
+                None => {
+                    let why = format!("the management network has no room for node '{}' (number {}): give it a larger subnet", n.name, k + 1);
+                    err(&mut errors, s.routing_mark, "mgmt", why);
+                    break;
+                }
+            }
+        }
+    }
     crate::template::render_node_files(s, &mut plan, &mut errors);
     check_events(s, &mut plan, &mut errors);
     if errors.is_empty() {
@@ -302,6 +317,7 @@ fn node_plans(s: &Scenario) -> Vec<NodePlan> {
             kind: n.kind,
             image: n.image.clone(),
             router: n.router.clone(),
+            mgmt: Vec::new(),
         })
         .collect()
 }

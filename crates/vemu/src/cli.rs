@@ -223,6 +223,12 @@ pub(crate) enum Cmd {
         #[command(flatten)]
         lab: LabArg,
     },
+    /// Print an Ansible inventory of the lab: every node with its management address
+    /// (`mgmt:` in the scenario), grouped by kind.
+    Inventory {
+        #[command(flatten)]
+        lab: LabArg,
+    },
     /// The images of image nodes in this machine's store (docs/images.md).
     Images {
         #[command(subcommand)]

@@ -164,6 +164,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         },
         Cmd::Images { cmd } => images(cmd)?,
         Cmd::Save { output, lab } => save(lab.lab, output)?,
+        Cmd::Inventory { lab } => inventory(lab.lab)?,
         Cmd::Clean { all } => clean(all)?,
     }
     Ok(ExitCode::SUCCESS)

@@ -42,3 +42,29 @@ pub(crate) fn save(lab: Option<String>, output: Option<std::path::PathBuf>) -> R
     }
     Ok(())
 }
+
+/// `vemu inventory`: an Ansible inventory (YAML) of the lab's nodes on the management
+/// network, grouped by kind (`linux`, `frr`, `bird`).
+pub(crate) fn inventory(lab: Option<String>) -> Result<()> {
+    let lab = resolve_lab(lab)?;
+    let plan = load_plan(&lab)?;
+    if plan.mgmt.is_none() {
+        return Err(user(format!("lab '{lab}' has no management network (mgmt: in the scenario)")));
+    }
+    let mut groups: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
+    for n in plan.nodes.iter().filter(|n| !n.mgmt.is_empty()) {
+        let addr = n.mgmt[0].addr();
+        let kind = n.router.as_deref().unwrap_or("linux");
+        groups.entry(kind).or_default().push(format!(
+            "        {}:\n          ansible_host: {addr}\n          vemu_kind: {kind}\n",
+            n.name
+        ));
+    }
+    let mut out = format!("# The nodes of lab '{lab}' on its management network (vemu inventory).\nall:\n  vars:\n    ansible_connection: ssh\n  children:\n");
+    for (kind, hosts) in groups {
+        out += &format!("    {kind}:\n      hosts:\n");
+        out += &hosts.concat();
+    }
+    print!("{out}");
+    Ok(())
+}

@@ -75,3 +75,57 @@ pub(crate) fn addressing(p: &mut P, node: &Node, field: &str) -> Addressing {
     }
     a
 }
+
+/// `mgmt:` — `on` (172.20.20.0/24, containerlab's), `off`, or `{ipv4: PREFIX|none, ipv6:
+/// PREFIX|none}`: the management network's subnets, each with room for every node.
+pub(crate) fn mgmt(p: &mut P, node: &Node) -> Option<crate::Mgmt> {
+    let default_v4: Ipv4Net = "172.20.20.0/24".parse().unwrap();
+    match node.as_str() {
+        Some("on") | Some("true") => {
+            return Some(crate::Mgmt { ipv4: Some(default_v4), ipv6: None });
+        }
+        Some("off") | Some("false") | Some("none") => return None,
+        Some(s) => {
+            p.err(
+                node.mark,
+                "mgmt",
+                format!("expected on, off or {{ipv4: PREFIX, ipv6: PREFIX}}, got '{s}'"),
+            );
+            return None;
+        }
+        None => {}
+    }
+    let mut m = crate::Mgmt { ipv4: Some(default_v4), ipv6: None };
+    for (k, _, v) in p.map(node, "mgmt", &["ipv4", "ipv6"]) {
+        let f = join("mgmt", k);
+        let off = matches!(v.as_str(), Some("none") | Some("off"));
+        match k {
+            "ipv4" if off => m.ipv4 = None,
+            "ipv6" if off => m.ipv6 = None,
+            "ipv4" => {
+                m.ipv4 = p.scalar(v, &f, |s| {
+                    s.parse::<Ipv4Net>().map(|n| n.trunc()).map_err(|_| {
+                        format!("'{s}' is not an IPv4 prefix like 172.20.20.0/24 (or 'none')")
+                    })
+                })
+            }
+            "ipv6" => {
+                m.ipv6 = p.scalar(v, &f, |s| {
+                    s.parse::<Ipv6Net>().map(|n| n.trunc()).map_err(|_| {
+                        format!("'{s}' is not an IPv6 prefix like fd00:20::/64 (or 'none')")
+                    })
+                })
+            }
+            _ => unreachable!(),
+        }
+    }
+    if m.ipv4.is_none() && m.ipv6.is_none() {
+        p.err(
+            node.mark,
+            "mgmt",
+            "a management network needs an IPv4 or an IPv6 subnet (or mgmt: off)",
+        );
+        return None;
+    }
+    Some(m)
+}

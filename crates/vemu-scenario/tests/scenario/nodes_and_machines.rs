@@ -357,3 +357,39 @@ fn router_kinds_start_their_software_from_a_startup_config() {
     let m = one_error("nodes:\n  a: {kind: frr, startup-config: no-such.conf}\n");
     assert!(m.contains("nodes.a.startup-config: cannot read no-such.conf"), "{m}");
 }
+
+#[test]
+fn a_management_network_gives_each_made_node_the_next_addresses() {
+    let p = ok("mgmt: {ipv6: 'fd00:20::/64'}\nnodes: {a: {}, h: {kind: host}, b: {}}\nlinks:\n  - endpoints: [a, h]\n  - endpoints: [h, b]\n");
+    let m = p.mgmt.unwrap();
+    assert_eq!(
+        m.addresses(0).unwrap().iter().map(|a| a.to_string()).collect::<Vec<_>>(),
+        ["172.20.20.1/24", "fd00:20::1/64"]
+    );
+    let of = |n: &str| {
+        p.nodes
+            .iter()
+            .find(|x| x.name == n)
+            .unwrap()
+            .mgmt
+            .iter()
+            .map(|a| a.to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(of("a"), ["172.20.20.2/24", "fd00:20::2/64"]);
+    assert_eq!(of("b"), ["172.20.20.3/24", "fd00:20::3/64"]);
+    assert!(of("h").is_empty(), "the machine has no mgmt0");
+    assert!(ok("nodes: {a: {}}\n").mgmt.is_none());
+    assert!(ok("mgmt: off\nnodes: {a: {}}\n").mgmt.is_none());
+    let m = one_error("mgmt: maybe\nnodes: {a: {}}\n");
+    assert!(
+        m.contains(
+            "t.yaml:1:7: mgmt: expected on, off or {ipv4: PREFIX, ipv6: PREFIX}, got 'maybe'"
+        ),
+        "{m}"
+    );
+    let m = one_error("mgmt: {ipv4: 10.0.0.300/24}\nnodes: {a: {}}\n");
+    assert!(m.contains("mgmt.ipv4: '10.0.0.300/24' is not an IPv4 prefix"), "{m}");
+    let m = one_error("mgmt: {ipv4: none}\nnodes: {a: {}}\n");
+    assert!(m.contains("mgmt: a management network needs an IPv4 or an IPv6 subnet"), "{m}");
+}

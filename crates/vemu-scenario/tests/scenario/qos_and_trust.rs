@@ -148,6 +148,8 @@ fn a_tenants_scenario_gets_only_what_it_is_allowed() {
         ("defaults:\n  node: {isolation: none}\nnodes: {a: {}}\n", "defaults.node.isolation", Reach::SharedPids),
         // An image read from the machine's files (a registry's is anyone's).
         ("nodes:\n  a: {image: ./frr-oci}\n", "nodes.a.image", Reach::From),
+        // The machine in reach of every node.
+        ("mgmt: on\nnodes: {a: {}}\n", "mgmt", Reach::Host),
         ("nodes:\n  a: {image: 'docker-archive:frr.tar'}\n", "nodes.a.image", Reach::From),
     ];
     let load =

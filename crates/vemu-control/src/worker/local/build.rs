@@ -32,6 +32,10 @@ impl LocalWorker {
         vemu_host::prepare_lab(&paths, &hosts, &share_nodes, plan.storage_bytes, plan.confined)?;
         self.lab = Some(paths.clone());
         let images = prepare_images(&paths, &share_nodes)?;
+        // The management network: a bridge on this machine, before its nodes' mgmt0.
+        if let Some(m) = plan.mgmt.filter(|_| share_nodes.iter().any(|n| !n.mgmt.is_empty())) {
+            vemu_host::make_mgmt_bridge(&paths, &m.addresses(0).unwrap_or_default())?;
+        }
         // The machine's traffic through emulated paths: the rules (in this process's
         // network namespace, the machine's) before anything else can fail, so that a
         // failed `up` removes them with the rest.
