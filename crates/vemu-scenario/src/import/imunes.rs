@@ -19,6 +19,8 @@ use serde_json::Value;
 
 use super::Imported;
 
+mod tcl;
+
 /// Largest topology file read.
 pub const MAX_IMN_BYTES: u64 = 4 << 20;
 
@@ -63,11 +65,12 @@ struct Iface {
 
 /// The scenario made from an IMUNES topology's text (`file` for messages).
 pub fn imunes(text: &str, file: &str, stem: &str) -> Result<Imported, String> {
-    if !text.trim_start().starts_with('{') {
-        return Err(format!("{file}: the older Tcl form of IMUNES files (node n0 {{ … }}) is not read yet: open and save it in a current IMUNES, which writes the JSON form"));
-    }
-    let doc: Value = serde_json::from_str(text)
-        .map_err(|e| format!("{file}: not an IMUNES topology (JSON: {e})"))?;
+    let doc: Value = match text.trim_start().starts_with('{') {
+        true => serde_json::from_str(text)
+            .map_err(|e| format!("{file}: not an IMUNES topology (JSON: {e})"))?,
+        // The older form: read into the JSON form.
+        false => tcl::to_json(text, file)?,
+    };
     let nodes = doc["nodes"].as_object().ok_or_else(|| format!("{file}: no 'nodes'"))?;
     let links = doc["links"].as_object().cloned().unwrap_or_default();
     let lab = clean_name(stem, "imported");
@@ -122,7 +125,12 @@ pub fn imunes(text: &str, file: &str, stem: &str) -> Result<Imported, String> {
                 .filter_map(|(_, i)| i["name"].as_str().map(str::to_string))
                 .collect();
             let protocols = n["router_config"].as_str().unwrap_or("rip 1 ripng 1");
-            let conf = frr_config(name, protocols, &ifaces);
+            // The older form's own configuration (Quagga's, which FRR reads), else one
+            // for the protocols the router runs.
+            let conf = match n["network_config"].as_str() {
+                Some(c) => c.to_string(),
+                None => frr_config(name, protocols, &ifaces),
+            };
             let _ = writeln!(out, "    kind: frr\n    startup-config: {}", q(&conf));
         }
         let mut routes = Vec::new();

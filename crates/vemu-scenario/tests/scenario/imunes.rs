@@ -57,9 +57,31 @@ fn the_ping_example_is_a_scenario() {
 }
 
 #[test]
+fn the_older_tcl_form_is_read_too() {
+    let i = imunes_file(&example("RIP-tcl.imn"), None).unwrap();
+    let plan = vemu_scenario::load_str(&i.yaml, "t.yaml", "t", None)
+        .unwrap_or_else(|e| panic!("{e}\n{}", i.yaml));
+    let node = |n: &str| {
+        plan.nodes.iter().find(|x| x.name == n).unwrap_or_else(|| panic!("{n}: {}", i.yaml))
+    };
+    // The router's own (Quagga) configuration is its startup configuration.
+    let r0 = node("router0");
+    let conf = &r0.files.iter().find(|f| f.path == "/etc/frr/frr.conf").unwrap().content;
+    assert!(conf.contains("hostname router0") && conf.contains("router rip"), "{conf}");
+    let eth0 = r0.ifaces.iter().find(|x| x.name == "eth0").unwrap();
+    assert_eq!(eth0.addrs.iter().map(|a| a.to_string()).collect::<Vec<_>>(), ["10.0.0.1/24"]);
+    // Hosts and PCs with their routes; links with their bandwidth and delay.
+    assert!(node("pc7").routes.iter().any(|r| r.dst.to_string() == "0.0.0.0/0"));
+    let l = plan.links.iter().find(|l| l.name == "router0:router1").unwrap();
+    assert_eq!(l.forward.rate_bps, Some(2_048_000));
+    assert_eq!(l.forward.delay_ns, 2_500_000);
+    assert_eq!((i.nodes, plan.nodes.len()), (8, 8));
+}
+
+#[test]
 fn what_cannot_be_read_says_so() {
-    let e = imunes_file(&example("RIP-tcl.imn"), None).unwrap_err();
-    assert!(e.contains("the older Tcl form"), "{e}");
+    let e = vemu_scenario::import::imunes("node n0 {\n type router\n", "x.imn", "x").unwrap_err();
+    assert!(e.contains("x.imn: line 1: a brace that is never closed"), "{e}");
     let e =
         vemu_scenario::import::imunes("{\"nodes\": {\"n0\": {\"type\": \"nat64\"}}}", "x.imn", "x")
             .unwrap_err();
