@@ -161,7 +161,7 @@ fn host_nodes_that_cannot_be_are_refused() {
     assert_eq!(o.status.code(), Some(2), "{t}");
     assert!(t.contains(":3:") && t.contains("only one node can be the host, and 'a' is"), "{t}");
     assert!(t.contains(":4:") && t.contains("it has no 'run'"), "{t}");
-    assert!(t.contains(":5:") && t.contains("got 'box'"), "{t}");
+    assert!(t.contains(":5:") && t.contains("unknown kind 'box'"), "{t}");
     // An interface name the machine has already: refused before anything is made, and
     // nothing of the lab is left.
     let host = StandIn::new();
