@@ -24,8 +24,10 @@ def bench_images():
     rounds = 3
     nodes = "".join(f"  h{i}: {{}}\n" for i in range(1, n + 1))
     members = ", ".join(f"h{i}" for i in range(1, n + 1))
+    # The same lab either way: each node runs one program (the image's main process, or
+    # the same `sleep` as a run command), so that the difference is the image's.
     lab = lambda img: ("name: bimg\nrouting: none\naddressing: {ipv6: none}\n"
-                       + (f"defaults: {{node: {{image: {image}}}}}\n" if img else "")
+                       + (f"defaults: {{node: {{image: {image}}}}}\n" if img else "defaults: {node: {run: ['exec sleep infinity']}}\n")
                        + f"nodes:\n{nodes}segments:\n  lan: {{kind: lan, members: [{members}]}}\n")
     rows = []
     for setting in ["no image", "image, first start", "image, cached"]:

@@ -137,7 +137,21 @@ pub fn prepare_image(reference: &str) -> Result<Image> {
     with_store_locked(|dir| {
         let tag = tag_of(reference);
         let dest = format!("oci:{}:{tag}", dir.join("layout").display());
-        run_tool("skopeo", &["copy", "--quiet", &src, &dest]).context("copying the image")?;
+        // A local image unchanged since it was copied is not copied again (a copy of
+        // blobs the store has still costs a third of a second); a registry's always is
+        // (its tags move).
+        let stamp_path = dir.join("stamps").join(&tag);
+        let stamp = local_stamp(&src);
+        let unchanged = stamp.is_some()
+            && fs::read_to_string(&stamp_path).ok() == stamp
+            && tagged_digest(dir, &tag).is_ok();
+        if !unchanged {
+            run_tool("skopeo", &["copy", "--quiet", &src, &dest]).context("copying the image")?;
+            if let Some(s) = &stamp {
+                fs::create_dir_all(dir.join("stamps"))?;
+                fs::write(&stamp_path, s)?;
+            }
+        }
         let digest = tagged_digest(dir, &tag)?;
         let hex = digest.trim_start_matches("sha256:").to_string();
         let root = dir.join("roots").join(&hex);
@@ -167,6 +181,17 @@ pub fn prepare_image(reference: &str) -> Result<Image> {
             .with_context(|| format!("moving {} into place", root.display()))?;
         Ok(image)
     })
+}
+
+/// How a local source (an OCI layout's index, or an archive) looks now: its path, size
+/// and modification time; `None` for a registry's.
+fn local_stamp(src: &str) -> Option<String> {
+    let rest =
+        ["oci:", "oci-archive:", "docker-archive:"].iter().find_map(|t| src.strip_prefix(t))?;
+    let path = Path::new(rest.split(':').next()?);
+    let file = if path.is_dir() { path.join("index.json") } else { path.to_path_buf() };
+    let m = fs::metadata(&file).ok()?;
+    Some(format!("{src}\n{} {} {}\n", m.len(), m.mtime(), m.mtime_nsec()))
 }
 
 /// The manifest digest the store's layout has under `tag`.
