@@ -178,6 +178,20 @@ topology:
     assert!(t.contains("'mgmt' left out") && t.contains("node 'h2': labels left out"), "{t}");
     let lab = Lab { name: "clab1".into() };
     assert_eq!(lab.sh("h2", "cat /etc/h2.conf /etc/vemu-image"), (0, "bound\nalpha\n".into()));
+    // The nodes configure themselves (`exec`, started with the lab, as containerlab
+    // does): wait until their last commands have run.
+    let configured = |node: &str, check: &str| {
+        (0..100).any(|_| {
+            let done = lab.sh(node, check).0 == 0;
+            if !done {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            done
+        })
+    };
+    assert!(configured("h1", "ip route show 192.168.2.0/24 | grep -q via"), "h1 has no route");
+    assert!(configured("h3", "ip route show 192.168.1.0/24 | grep -q via"), "h3 has no route");
+    assert!(configured("h2", "test -s /tmp/who"), "h2's last exec did not run");
     let (sent, got, _) = lab.ping("h1", "192.168.2.2", 5, 0.1);
     assert_eq!(got, sent, "h1 cannot reach h3 through h2");
     assert_eq!(lab.sh("h2", "cat /tmp/who"), (0, "h\n".into()));
