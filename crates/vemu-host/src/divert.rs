@@ -143,14 +143,17 @@ fn remove_queue_rules(lab: &str) {
     }
 }
 
-fn nft(stdin: &str, args: &[&str]) -> Result<()> {
+/// Run nft with `args`, `stdin` its input; its error is what it wrote.
+pub(crate) fn nft(stdin: &str, args: &[&str]) -> Result<()> {
     let mut child = Command::new("nft")
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .context("running nft (the diverted paths need nftables: apt-get install nftables)")?;
+        .context(
+            "running nft (diverted paths and mgmt nat need nftables: apt-get install nftables)",
+        )?;
     child.stdin.take().expect("piped").write_all(stdin.as_bytes())?;
     let out = child.wait_with_output()?;
     if !out.status.success() {

@@ -71,8 +71,9 @@ fn run_tool(program: &str, args: &[&str]) -> Result<String> {
     if !o.status.success() {
         let err = String::from_utf8_lossy(&o.stderr);
         let last: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
-        let tail = last[last.len().saturating_sub(3)..].join("; ");
-        bail!("{tail}");
+        let tail: Vec<String> =
+            last[last.len().saturating_sub(3)..].iter().map(|l| logged_message(l)).collect();
+        bail!("{}", tail.join("; "));
     }
     Ok(String::from_utf8_lossy(&o.stdout).into_owned())
 }
@@ -98,19 +99,42 @@ fn skopeo_source(reference: &str) -> Result<String> {
     bail!("{path} is neither an OCI layout, an oci-archive nor a docker-archive")
 }
 
+/// The message of a line skopeo logged (`time=… level=fatal msg="…"`), or the line.
+fn logged_message(line: &str) -> String {
+    match line.split_once(" msg=\"") {
+        Some((_, m)) => m.trim_end_matches('"').replace("\\\"", "\""),
+        None => line.to_string(),
+    }
+}
+
 /// Whether `reference` can be read (a registry's: reached) — without copying it.
 pub fn check_reference(reference: &str) -> Result<()> {
     let s = skopeo_source(reference)?;
-    run_tool("skopeo", &["inspect", "--raw", &s])?;
+    let mut args = vec!["inspect", "--raw"];
+    if on_loopback(&s) {
+        args.push("--tls-verify=false");
+    }
+    args.push(&s);
+    run_tool("skopeo", &args)?;
     Ok(())
+}
+
+/// Whether `src` names a registry on this machine's loopback (`localhost`, 127.0.0.0/8,
+/// `[::1]`): spoken to without TLS, as Docker does; other registries with TLS unless
+/// the machine's `/etc/containers/registries.conf` says otherwise.
+fn on_loopback(src: &str) -> bool {
+    let Some(rest) = src.strip_prefix("docker://") else { return false };
+    let host = rest.split('/').next().unwrap_or_default();
+    let host = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => host.split(':').next().unwrap_or_default(),
+    };
+    host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|a| a.is_loopback())
 }
 
 /// The store's tag for a reference: a hash of it (tags are short and plain).
 fn tag_of(reference: &str) -> String {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    reference.hash(&mut h);
-    format!("r-{:016x}", h.finish())
+    format!("r-{:016x}", lock::stable_hash(reference))
 }
 
 /// Hold the store's lock (and make the store) while `f` runs.
@@ -118,15 +142,7 @@ fn with_store_locked<T>(f: impl FnOnce(&Path) -> Result<T>) -> Result<T> {
     let dir = store_dir();
     fs::create_dir_all(dir.join("roots"))
         .with_context(|| format!("making the image store {}", dir.display()))?;
-    let lock = fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.join("lock"))
-        .with_context(|| format!("opening {}/lock", dir.display()))?;
-    // SAFETY: flock on a descriptor we own; released when it is closed.
-    if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } != 0 {
-        return Err(std::io::Error::last_os_error()).context("locking the image store");
-    }
+    let _lock = lock::lock_file(&dir.join("lock"))?;
     f(&dir)
 }
 
@@ -146,7 +162,12 @@ pub fn prepare_image(reference: &str) -> Result<Image> {
             && fs::read_to_string(&stamp_path).ok() == stamp
             && tagged_digest(dir, &tag).is_ok();
         if !unchanged {
-            run_tool("skopeo", &["copy", "--quiet", &src, &dest]).context("copying the image")?;
+            let mut args = vec!["copy", "--quiet"];
+            if on_loopback(&src) {
+                args.push("--src-tls-verify=false");
+            }
+            args.extend([src.as_str(), dest.as_str()]);
+            run_tool("skopeo", &args).context("copying the image")?;
             if let Some(s) = &stamp {
                 fs::create_dir_all(dir.join("stamps"))?;
                 fs::write(&stamp_path, s)?;
@@ -388,5 +409,29 @@ mod tests {
         };
         assert_eq!(image.main_command().unwrap(), r"exec '/bin/echo' 'it'\''s' 'a b'");
         assert_eq!(Image { args: Vec::new(), ..image }.main_command(), None);
+    }
+
+    #[test]
+    fn skopeo_s_log_lines_give_their_message() {
+        let l = r#"time="2026-11-27T13:03:19Z" level=fatal msg="reading manifest 1 in \"x\": manifest unknown""#;
+        assert_eq!(logged_message(l), r#"reading manifest 1 in "x": manifest unknown"#);
+        assert_eq!(logged_message("plain"), "plain");
+    }
+
+    #[test]
+    fn registries_on_loopback_are_told_apart() {
+        for yes in
+            ["docker://localhost:5000/a:1", "docker://127.0.0.1:5000/a", "docker://[::1]:5000/a"]
+        {
+            assert!(on_loopback(yes), "{yes}");
+        }
+        for no in [
+            "docker://registry.example/frr:9",
+            "docker://10.0.0.1:5000/a",
+            "oci:/x",
+            "docker://localhost.example/a",
+        ] {
+            assert!(!on_loopback(no), "{no}");
+        }
     }
 }

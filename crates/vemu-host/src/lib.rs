@@ -23,6 +23,7 @@ pub mod cgroup;
 pub mod confine;
 pub mod divert;
 pub mod images;
+pub mod mgmt_nat;
 pub mod netlink;
 pub mod nic;
 pub mod tap;

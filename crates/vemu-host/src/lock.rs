@@ -1,4 +1,5 @@
-//! One controller per lab name: the lab's lock file.
+//! One controller per lab name: the lab's lock file; and the locks of files that one
+//! process of several makes while the others wait.
 
 use super::*;
 
@@ -103,4 +104,31 @@ impl LabLock {
         unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
         LabLock { file: f, path: LabLock::path(lab) }
     }
+}
+
+/// Open (making it) and lock `path` exclusively, waiting for another holder: the lock
+/// goes with the file returned.
+pub(crate) fn lock_file(path: &Path) -> Result<fs::File> {
+    let f = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    wait_for_lock(&f).with_context(|| format!("locking {}", path.display()))?;
+    Ok(f)
+}
+
+/// Lock an open file exclusively, waiting for another holder.
+pub(crate) fn wait_for_lock(f: &fs::File) -> std::io::Result<()> {
+    // SAFETY: flock on a descriptor the caller owns; released when it is closed.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// A hash of a name that is the same in every build (FNV-1a, 64 bits): for the names of
+/// things that outlive the process that made them (devices, store tags).
+pub(crate) fn stable_hash(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
 }

@@ -229,15 +229,7 @@ pub(crate) fn node_sysfs(paths: &LabPaths, node: &str, net: &OwnedFd, mnt: &Owne
     if marker.exists() {
         return Ok(());
     }
-    let lock = fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(marker.with_extension("lock"))
-        .with_context(|| format!("opening {}", marker.display()))?;
-    // SAFETY: flock on a descriptor we own; released when it is closed.
-    if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } != 0 {
-        return Err(std::io::Error::last_os_error()).context("locking the node's /sys");
-    }
+    let _lock = lock::lock_file(&marker.with_extension("lock"))?;
     if marker.exists() {
         return Ok(());
     }

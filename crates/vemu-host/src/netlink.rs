@@ -629,7 +629,13 @@ impl Netlink {
     }
 
     /// Add a route in the main table.
-    pub fn add_route(&mut self, dst: IpNet, via: Option<IpAddr>, oif: Option<u32>) -> Result<()> {
+    pub fn add_route(
+        &mut self,
+        dst: IpNet,
+        via: Option<IpAddr>,
+        oif: Option<u32>,
+        metric: Option<u32>,
+    ) -> Result<()> {
         let mut m = RouteMessage::default();
         m.header.address_family = family(dst.addr());
         m.header.destination_prefix_length = dst.prefix_len();
@@ -645,6 +651,9 @@ impl Netlink {
         }
         if let Some(oif) = oif {
             m.attributes.push(RouteAttribute::Oif(oif));
+        }
+        if let Some(metric) = metric {
+            m.attributes.push(RouteAttribute::Priority(metric));
         }
         let what = match via {
             Some(gw) => format!("adding route to {dst} via {gw}"),

@@ -331,7 +331,7 @@ pub(crate) fn node_interfaces(
             ),
             None => None,
         };
-        nl.add_route(r.dst, r.via, oif)?;
+        nl.add_route(r.dst, r.via, oif, None)?;
     }
     nl.flush().with_context(|| format!("adding routes of node {}", node.name))?;
     Ok(fds)
@@ -350,10 +350,7 @@ pub(crate) fn pid_namespace(
     let pin_path = paths.pidns(node);
     // Always under the lock: the pin is a file before it is a namespace (made, then
     // bind-mounted), and only its maker knows when it is both.
-    // SAFETY: flock on a descriptor we own; released when it is closed.
-    if unsafe { libc::flock(wanted.as_raw_fd(), libc::LOCK_EX) } != 0 {
-        return Err(std::io::Error::last_os_error()).context("locking the node's PID namespace");
-    }
+    lock::wait_for_lock(wanted).context("locking the node's PID namespace")?;
     if let Ok(f) = fs::File::open(&pin_path) {
         return Ok(f.into());
     }
@@ -639,17 +636,12 @@ pub(crate) fn node_filter() -> Result<std::sync::Arc<confine::NodeFilter>> {
 
 /// The name of a lab's management bridge on the machine.
 pub fn mgmt_bridge_name(lab: &str) -> String {
-    format!("vmb{:010x}", name_hash(lab) & 0xff_ffff_ffff)
+    format!("vmb{:010x}", lock::stable_hash(lab) & 0xff_ffff_ffff)
 }
 
 /// The name, on the machine, of the far end of a node's `mgmt0`.
 fn mgmt_peer_name(lab: &str, node: &str) -> String {
-    format!("vm{:011x}", name_hash(&format!("{lab}/{node}")) & 0x7ff_ffff_ffff)
-}
-
-fn name_hash(s: &str) -> u64 {
-    // FNV-1a: stable across builds (the names outlive the process that made them).
-    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
+    format!("vm{:011x}", lock::stable_hash(&format!("{lab}/{node}")) & 0x7ff_ffff_ffff)
 }
 
 /// Make the lab's management bridge in the calling process's network namespace (the
@@ -677,7 +669,8 @@ pub fn make_mgmt_bridge(paths: &LabPaths, gateway: &[ipnet::IpNet]) -> Result<()
 /// Give the node (whose namespace the calling thread is in; `nl` its socket) its
 /// `mgmt0`, a veth whose far end (through `host`, a socket in the machine's namespace)
 /// is a port of the lab's management bridge, with the node's management addresses and
-/// no route beyond its subnet: the lab's own default routes stay the lab's.
+/// no route beyond its subnet unless the lab asks for NAT (then a default route that
+/// any of the lab's own outranks).
 fn mgmt_interface(
     host: &mut netlink::Netlink,
     nl: &mut netlink::Netlink,
@@ -687,7 +680,7 @@ fn mgmt_interface(
     let here = fs::File::open("/proc/thread-self/ns/net")
         .context("opening the node's network namespace")?;
     let peer = mgmt_peer_name(lab, &node.name);
-    let h = name_hash(&node.name).to_be_bytes();
+    let h = lock::stable_hash(&node.name).to_be_bytes();
     let mac = [0x02, 0x4d, h[4], h[5], h[6], h[7]];
     host.add_veth_at(&peer, 0, 1500, true, "mgmt0", mac, 1500, &here)?;
     host.flush()?;
@@ -699,5 +692,12 @@ fn mgmt_interface(
     for a in &node.mgmt {
         nl.add_address(ix, *a)?;
     }
-    nl.flush()
+    nl.flush()?;
+    if let Some(gw) = node.mgmt_gateway {
+        let any: ipnet::IpNet = "0.0.0.0/0".parse().expect("a prefix");
+        let metric = Some(vemu_scenario::MGMT_DEFAULT_METRIC);
+        nl.add_route(any, Some(gw.into()), Some(ix), metric)?;
+        nl.flush()?;
+    }
+    Ok(())
 }

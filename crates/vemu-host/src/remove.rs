@@ -54,6 +54,9 @@ pub fn remove_lab(lab: &str) -> Result<()> {
     if let Err(e) = divert::remove(&paths, &host_netns_pin(&paths)) {
         errors.push(format!("{e:#}"));
     }
+    if let Err(e) = mgmt_nat::remove(&paths, &host_netns_pin(&paths)) {
+        errors.push(format!("{e:#}"));
+    }
     if let Err(e) = cgroup::remove_lab(lab) {
         errors.push(format!("{e:#}"));
     }

@@ -59,9 +59,22 @@ pub struct Plan {
 pub struct Mgmt {
     pub ipv4: Option<ipnet::Ipv4Net>,
     pub ipv6: Option<ipnet::Ipv6Net>,
+    /// The nodes reach beyond the machine through it (`nat: true`): a default route on
+    /// `mgmt0` that any route of the lab's own outranks, and their addresses masqueraded
+    /// as the machine's where they leave it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub nat: bool,
 }
 
 impl Mgmt {
+    /// The machine's IPv4 address on the management network.
+    pub fn gateway_v4(&self) -> Option<std::net::Ipv4Addr> {
+        self.addresses(0)?.iter().find_map(|a| match a {
+            IpNet::V4(v4) => Some(v4.addr()),
+            IpNet::V6(_) => None,
+        })
+    }
+
     /// The addresses `k` after each subnet's first (0: the machine's, on the bridge;
     /// node number `i` of those with one gets `i + 1`), or `None` past the end of one.
     pub fn addresses(&self, k: u32) -> Option<Vec<IpNet>> {
@@ -267,7 +280,15 @@ pub struct NodePlan {
     /// Its addresses on the management network (`mgmt0`), when the lab has one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mgmt: Vec<IpNet>,
+    /// Its way beyond the machine (`mgmt: {nat: true}`): the machine's management
+    /// address, its default route's gateway on `mgmt0` (metric [`MGMT_DEFAULT_METRIC`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mgmt_gateway: Option<std::net::Ipv4Addr>,
 }
+
+/// The metric of a node's default route through the management network: any default
+/// route of the lab's own (a routing daemon's, a `run:` command's) comes first.
+pub const MGMT_DEFAULT_METRIC: u32 = 10_000;
 
 /// What a node is.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -281,7 +281,10 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
         let made = plan.nodes.iter_mut().filter(|n| n.kind == NodeKind::Namespace);
         for (k, n) in made.enumerate() {
             match m.addresses(k as u32 + 1) {
-                Some(a) => n.mgmt = a,
+                Some(a) => {
+                    n.mgmt = a;
+                    n.mgmt_gateway = m.gateway_v4().filter(|_| m.nat);
+                }
                 None => {
                     let why = format!("the management network has no room for node '{}' (number {}): give it a larger subnet", n.name, k + 1);
                     err(&mut errors, s.routing_mark, "mgmt", why);
@@ -318,6 +321,7 @@ fn node_plans(s: &Scenario) -> Vec<NodePlan> {
             image: n.image.clone(),
             router: n.router.clone(),
             mgmt: Vec::new(),
+            mgmt_gateway: None,
         })
         .collect()
 }

@@ -1,7 +1,61 @@
-//! `vemu save`: every router's running configuration, as its kind saves it
-//! (`vemu_scenario::kinds`), written to DIR/NODE/FILE.
+//! What the command line does with router kinds (`vemu_scenario::kinds`): wait for
+//! their software after `up`, `vemu save` every router's running configuration to
+//! DIR/NODE/FILE, `vemu inventory`.
 
 use super::*;
+
+/// A node of a router kind.
+pub(crate) type Router = (String, &'static dyn vemu_scenario::kinds::Kind);
+
+/// The lab's routers.
+pub(crate) fn routers(plan: &Plan) -> Vec<Router> {
+    let kind = |n: &vemu_scenario::NodePlan| vemu_scenario::kinds::kind(n.router.as_deref()?);
+    plan.nodes.iter().filter_map(|n| Some((n.name.clone(), kind(n)?))).collect()
+}
+
+/// How long `vemu up` waits for a lab's routers to answer.
+const ROUTERS_READY_S: u64 = 60;
+
+/// After `vemu up`: wait until every router of the lab answers its kind's readiness
+/// command (`vtysh`, `birdc`) — so that what the user types next finds them — for up
+/// to [`ROUTERS_READY_S`]; name those that never did.
+pub(crate) fn wait_routers_ready(lab: &str, mut waiting: Vec<Router>) -> Result<()> {
+    if waiting.is_empty() {
+        return Ok(());
+    }
+    let total = waiting.len();
+    let c = connect(lab)?;
+    let t0 = std::time::Instant::now();
+    while !waiting.is_empty() {
+        let mut still = Vec::new();
+        for (node, kind) in waiting {
+            let body = json!({"cmd": ["sh", "-c", kind.ready()], "timeout_s": 5});
+            let path = format!("/v1/nodes/{}/exec", percent_encode(&node));
+            let out = c.post(&path, &body).with_context(|| format!("asking node {node}"))?;
+            if out["exit"].as_i64() != Some(0) {
+                still.push((node, kind));
+            }
+        }
+        waiting = still;
+        if !waiting.is_empty() && t0.elapsed().as_secs() >= ROUTERS_READY_S {
+            let names: Vec<String> =
+                waiting.iter().map(|(n, k)| format!("{n} ({}: {})", k.name(), k.ready())).collect();
+            bail!(
+                "lab '{lab}' is up, but {} of its {total} routers did not answer within {ROUTERS_READY_S} s: {} — their logs are in /var/log/vemu/{lab}; the lab keeps running",
+                waiting.len(),
+                names.join(", ")
+            );
+        }
+        if !waiting.is_empty() {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    }
+    eprintln!(
+        "lab '{lab}': its {total} routers answer ({:.1} s after up)",
+        t0.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
 
 pub(crate) fn save(lab: Option<String>, output: Option<std::path::PathBuf>) -> Result<()> {
     let lab = resolve_lab(lab)?;

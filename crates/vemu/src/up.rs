@@ -516,7 +516,9 @@ pub(crate) fn up(
         up_foreground(plan, options, ui)?;
     } else {
         let name = plan.name.clone();
+        let routers = crate::save::routers(&plan);
         up_background(plan, options)?;
+        crate::save::wait_routers_ready(&name, routers)?;
         if let Some(secs) = wait_converged {
             wait_converged_for(&name, secs)?;
         }

@@ -207,3 +207,153 @@ topology:
     );
     assert!(lab_netns("clab2").is_empty());
 }
+
+/// Two router images and a plain node (issue 41): FRR from one image, BIRD from
+/// another, FRR of the machine — OSPF from their startup configurations over impaired
+/// links, `vemu up` returning once all three answer; `vemu save` after a change made by
+/// hand in the FRR image node, and the lab up again from what was saved.
+#[test]
+fn router_images_and_a_plain_router_converge_and_come_back_from_saved_configs() {
+    let _g = serial();
+    let (dir, store) = images();
+    let store_env = store.to_str().unwrap();
+    let ex = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples");
+    let lab_yaml = |r1: &str, r2: &str, r3: &str| {
+        format!(
+            "routing: none
+addressing: {{loopback_ipv4: 10.255.0.0/24, ipv6: none}}
+defaults:
+  link: {{delay: 2ms, loss: 1%}}
+nodes:
+  r1: {{image: {d}/frr, kind: frr, startup-config: {r1}}}
+  r2: {{image: {d}/bird, kind: bird, startup-config: {r2}}}
+  r3: {{kind: frr, startup-config: {r3}}}
+links:
+  - endpoints: [r1, r2]
+  - endpoints: [r2, r3]
+",
+            d = dir.display()
+        )
+    };
+    let (frr, bird) = (format!("{ex}/frr/frr.conf.j2"), format!("{ex}/bird/bird.conf.j2"));
+    let lab =
+        Lab::up_env("img-rt", &lab_yaml(&frr, &bird, &frr), &[("VEMU_IMAGES_DIR", store_env)]);
+    // `up` returned with every router answering.
+    let (code, daemons) = lab.sh("r1", "vtysh -c 'show daemons'");
+    assert!(code == 0 && daemons.contains("ospfd") && daemons.contains("watchfrr"), "{daemons}");
+    assert_eq!(lab.sh("r2", "birdc show status | grep -c 'up and running'").1, "1\n");
+    // Each runs its own image's files.
+    assert_eq!(lab.sh("r1", "cat /etc/vemu-image"), (0, "frr\n".into()));
+    assert_eq!(lab.sh("r2", "cat /etc/vemu-image"), (0, "bird\n".into()));
+    assert_ne!(lab.sh("r3", "cat /etc/vemu-image").0, 0);
+    let loopbacks: Vec<String> = (1..=3).map(|i| format!("10.255.0.{i}")).collect();
+    let reached = |lab: &Lab| {
+        (0..600).find(|_| {
+            let all = loopbacks.iter().all(|a| lab.sh("r1", &format!("ping -c 1 -W 1 {a}")).0 == 0);
+            if !all {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            all
+        })
+    };
+    assert!(reached(&lab).is_some(), "r1 does not reach every loopback through BIRD");
+    // A change by hand, saved, and the lab again from the saved files.
+    let (code, _) = lab.sh("r1", "vtysh -c 'conf t' -c 'ip route 192.0.2.0/24 Null0'");
+    assert_eq!(code, 0);
+    let saved = std::env::temp_dir().join("vemu-tests/img-rt-saved");
+    let _ = std::fs::remove_dir_all(&saved);
+    let o = lab.vemu(&["save", "-o", saved.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    drop(lab);
+    let s = |n: &str, f: &str| saved.join(n).join(f).display().to_string();
+    let again = lab_yaml(&s("r1", "frr.conf"), &s("r2", "bird.conf"), &s("r3", "frr.conf"));
+    let lab = Lab::up_env("img-rt", &again, &[("VEMU_IMAGES_DIR", store_env)]);
+    assert!(reached(&lab).is_some(), "the saved lab does not converge");
+    let (_, route) = lab.sh("r1", "ip route show 192.0.2.0/24");
+    assert!(route.contains("blackhole 192.0.2.0/24"), "{route}");
+    let (_, r2) = lab.sh("r2", "ip route show 10.255.0.3");
+    assert!(r2.contains("proto bird"), "r2's route to r3 is not BIRD's: {r2}");
+}
+
+/// A real OCI registry on loopback (Debian's docker-registry), as a lab pulls from one:
+/// stopped when dropped.
+struct Registry {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl Registry {
+    fn start() -> Registry {
+        let dir = std::env::temp_dir().join("vemu-tests/registry");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let config = format!(
+            "version: 0.1\nlog: {{level: error}}\nstorage:\n  filesystem: {{rootdirectory: {}}}\nhttp: {{addr: '127.0.0.1:{port}'}}\n",
+            dir.join("data").display()
+        );
+        std::fs::write(dir.join("config.yml"), config).unwrap();
+        let child = Command::new("docker-registry")
+            .args(["serve", dir.join("config.yml").to_str().unwrap()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("docker-registry (scripts/setup.sh installs it)");
+        let up = (0..100).any(|_| {
+            let ok = std::net::TcpStream::connect(("127.0.0.1", port)).is_ok();
+            if !ok {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            ok
+        });
+        assert!(up, "docker-registry does not listen on 127.0.0.1:{port}");
+        Registry { child, port }
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The pull path: an image pushed to a registry on loopback (plain HTTP, as Docker
+/// allows there) runs as a node; a tag the registry lacks is refused at `check`,
+/// naming the node and the reference, nothing built.
+#[test]
+fn an_image_is_pulled_from_a_registry() {
+    let _g = serial();
+    let (dir, store) = images();
+    let reg = Registry::start();
+    let reference = format!("127.0.0.1:{}/vemu-test/alpha:1", reg.port);
+    let push = Command::new("skopeo")
+        .args(["copy", "--quiet", "--dest-tls-verify=false"])
+        .arg(format!("oci:{}/alpha:alpha", dir.display()))
+        .arg(format!("docker://{reference}"))
+        .output()
+        .unwrap();
+    assert!(push.status.success(), "pushing: {}", text(&push));
+    let yaml =
+        format!("nodes:\n  a: {{image: {reference}}}\n  b: {{}}\nlinks: [{{endpoints: [a, b]}}]\n");
+    let lab = Lab::up_env("img-reg", &yaml, &[("VEMU_IMAGES_DIR", store.to_str().unwrap())]);
+    assert_eq!(lab.sh("a", "cat /etc/vemu-image"), (0, "alpha\n".into()));
+    let ls = text(&images_cmd(&store, &["ls"]));
+    assert!(ls.contains(&reference), "{ls}");
+    drop(lab);
+    let missing = format!("127.0.0.1:{}/vemu-test/nope:1", reg.port);
+    let path = write_scenario("img-reg2", &format!("nodes:\n  gone: {{image: {missing}}}\n"));
+    let o = Command::new(env!("CARGO_BIN_EXE_vemu"))
+        .args(["check", path.to_str().unwrap()])
+        .env("VEMU_IMAGES_DIR", &store)
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    assert!(
+        t.contains(&format!("node gone: image docker://{missing}"))
+            && t.contains("manifest unknown"),
+        "{t}"
+    );
+    assert!(!t.contains("level=fatal"), "skopeo's log format reaches the user: {t}");
+}

@@ -219,3 +219,23 @@ fn an_imunes_rip_topology_converges_and_its_pc_reaches_its_server() {
     let t6 = assert_all_reachable(&lab, "pc", &["fc00:1::10".into()], 60.0);
     eprintln!("IMUNES RIP1: the PC reaches the server after {t:.1} s (IPv4) + {t6:.1} s (IPv6)");
 }
+
+/// IMUNES' older Tcl form (issue 41): its RIP example (five routers, two hosts and a
+/// PC, each with the addresses written in it) comes up, and the PC reaches a host
+/// four routers away once RIP has converged.
+#[test]
+fn an_imunes_tcl_topology_comes_up_with_its_addresses_and_converges() {
+    let _g = serial();
+    let file = concat!(env!("CARGO_MANIFEST_DIR"), "/../vemu-scenario/tests/imunes/RIP-tcl.imn");
+    let o = vemu(&["up", file, "--name", "t-imn-tcl"]);
+    assert!(o.status.success() && text(&o).contains("its 5 routers answer"), "{}", text(&o));
+    let lab = Lab { name: "t-imn-tcl".into() };
+    for (node, addr) in
+        [("pc7", "10.0.9.1/24"), ("host5", "10.0.7.2/24"), ("router3", "10.0.6.2/24")]
+    {
+        let (_, out) = lab.sh(node, "ip -4 -o addr show");
+        assert!(out.contains(addr), "{node} lacks {addr}: {out}");
+    }
+    let t = assert_all_reachable(&lab, "pc7", &["10.0.7.2".into(), "10.0.8.2".into()], 90.0);
+    eprintln!("IMUNES RIP (Tcl form): pc7 reaches both hosts after {t:.1} s");
+}

@@ -23,7 +23,7 @@ impl Kind for Bird {
     }
 
     fn ready(&self) -> &'static str {
-        "birdc show status >/dev/null"
+        "birdc show status | grep -q 'Daemon is up and running'"
     }
 
     fn save(&self) -> (&'static str, &'static str) {

@@ -48,8 +48,10 @@ impl Kind for Frr {
         "/usr/lib/frr/frrinit.sh start"
     }
 
+    /// Every daemon the daemons file asks for, zebra and watchfrr answer vtysh (vtysh
+    /// itself answers `show version` before any of them runs).
     fn ready(&self) -> &'static str {
-        "vtysh -c 'show version' >/dev/null"
+        r#"ds=$(vtysh -c 'show daemons') && for d in zebra watchfrr $(sed -n 's/^\([a-z0-9]*d\)=yes$/\1/p' /etc/frr/daemons); do case " $ds " in *" $d "*) ;; *) exit 1;; esac; done"#
     }
 
     fn save(&self) -> (&'static str, &'static str) {

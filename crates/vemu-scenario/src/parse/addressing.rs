@@ -82,7 +82,7 @@ pub(crate) fn mgmt(p: &mut P, node: &Node) -> Option<crate::Mgmt> {
     let default_v4: Ipv4Net = "172.20.20.0/24".parse().unwrap();
     match node.as_str() {
         Some("on") | Some("true") => {
-            return Some(crate::Mgmt { ipv4: Some(default_v4), ipv6: None });
+            return Some(crate::Mgmt { ipv4: Some(default_v4), ipv6: None, nat: false });
         }
         Some("off") | Some("false") | Some("none") => return None,
         Some(s) => {
@@ -95,11 +95,12 @@ pub(crate) fn mgmt(p: &mut P, node: &Node) -> Option<crate::Mgmt> {
         }
         None => {}
     }
-    let mut m = crate::Mgmt { ipv4: Some(default_v4), ipv6: None };
-    for (k, _, v) in p.map(node, "mgmt", &["ipv4", "ipv6"]) {
+    let mut m = crate::Mgmt { ipv4: Some(default_v4), ipv6: None, nat: false };
+    for (k, _, v) in p.map(node, "mgmt", &["ipv4", "ipv6", "nat"]) {
         let f = join("mgmt", k);
         let off = matches!(v.as_str(), Some("none") | Some("off"));
         match k {
+            "nat" => m.nat = p.boolean(v, &f).unwrap_or(false),
             "ipv4" if off => m.ipv4 = None,
             "ipv6" if off => m.ipv6 = None,
             "ipv4" => {

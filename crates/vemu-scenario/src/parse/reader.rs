@@ -88,6 +88,15 @@ impl P {
     }
 
     /// Parse a scalar with `f`, reporting its message at the node.
+    /// A yes/no field: true, on, yes / false, off, no.
+    pub(crate) fn boolean(&mut self, node: &Node, field: &str) -> Option<bool> {
+        self.scalar(node, field, |s| match s {
+            "true" | "on" | "yes" => Ok(true),
+            "false" | "off" | "no" => Ok(false),
+            _ => Err(format!("expected true or false, got '{s}'")),
+        })
+    }
+
     pub(crate) fn scalar<T>(
         &mut self,
         node: &Node,

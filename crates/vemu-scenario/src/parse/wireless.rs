@@ -457,13 +457,7 @@ pub fn wireless(
         _ => radio.rx_threshold_w = model.mean_rx_power_w(&radio, range_m),
     }
     let nominal_range_m = model.range_m(&radio);
-    let csma = get("csma").and_then(|(_, v)| {
-        p.scalar(v, &f("csma"), |s| match s {
-            "true" | "on" | "yes" => Ok(true),
-            "false" | "off" | "no" => Ok(false),
-            _ => Err(format!("expected true or false, got '{s}'")),
-        })
-    });
+    let csma = get("csma").and_then(|(_, v)| p.boolean(v, &f("csma")));
     let medium = MediumConfig {
         model,
         radio,

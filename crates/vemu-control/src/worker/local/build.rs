@@ -35,6 +35,10 @@ impl LocalWorker {
         // The management network: a bridge on this machine, before its nodes' mgmt0.
         if let Some(m) = plan.mgmt.filter(|_| share_nodes.iter().any(|n| !n.mgmt.is_empty())) {
             vemu_host::make_mgmt_bridge(&paths, &m.addresses(0).unwrap_or_default())?;
+            if let Some(v4) = m.ipv4.filter(|_| m.nat) {
+                let bridge = vemu_host::mgmt_bridge_name(&paths.lab);
+                vemu_host::mgmt_nat::install(&paths, &bridge, v4)?;
+            }
         }
         // The machine's traffic through emulated paths: the rules (in this process's
         // network namespace, the machine's) before anything else can fail, so that a
