@@ -165,6 +165,23 @@ fn refusal(kind: &str) -> String {
     }
 }
 
+/// containerlab's management network (every node has one: 172.20.20.0/24 unless
+/// `mgmt.ipv4-subnet` says otherwise) as the scenario's `mgmt:` line. The docker
+/// network's name, MTU and bridge are containerlab's own: left out with a warning.
+fn mgmt(file: &str, m: Option<&Node>, warnings: &mut Vec<String>) -> Result<String, String> {
+    let (mut v4, mut v6) = ("172.20.20.0/24".to_string(), "none".to_string());
+    for (k, _, v) in m.map(|m| map(file, m, "mgmt")).transpose()?.unwrap_or_default() {
+        let value = scalar(file, v, &format!("mgmt.{k}"))?;
+        match k.as_str() {
+            "ipv4-subnet" | "ipv4_subnet" if value != "auto" => v4 = value,
+            "ipv6-subnet" | "ipv6_subnet" if value != "auto" => v6 = value,
+            "ipv4-subnet" | "ipv4_subnet" | "ipv6-subnet" | "ipv6_subnet" | "network" => {}
+            _ => warnings.push(format!("mgmt.{k} left out")),
+        }
+    }
+    Ok(format!("mgmt: {{ipv4: {}, ipv6: {}}}", q(&v4), q(&v6)))
+}
+
 /// JSON's quoting is YAML's double-quoted scalar.
 fn q(s: &str) -> String {
     serde_json::Value::String(s.to_string()).to_string()
@@ -194,9 +211,7 @@ pub fn clab(
             warnings.push(format!("'{k}' left out"));
         }
     }
-    if get(top, "mgmt").is_some() {
-        warnings.push("'mgmt' left out: vemu's nodes have no management network yet".into());
-    }
+    let mgmt = mgmt(file, get(top, "mgmt"), &mut warnings)?;
     let topo = get(top, "topology").ok_or_else(|| format!("{file}: no 'topology'"))?;
     let topo = map(file, topo, "topology")?;
     let defaults = match get(topo, "defaults") {
@@ -215,7 +230,7 @@ pub fn clab(
     let mut out = String::new();
     let _ = writeln!(out, "# Made by `vemu import` from the containerlab topology {file}.");
     let _ = writeln!(out, "name: {}", q(&lab));
-    let _ = writeln!(out, "addressing: {{ipv4: none, ipv6: none}}\nrouting: none\nnodes:");
+    let _ = writeln!(out, "addressing: {{ipv4: none, ipv6: none}}\nrouting: none\n{mgmt}\nnodes:");
     let mut refused = Vec::new();
     let mut names = Vec::new();
     for (n, _, def) in map(file, nodes_node, "topology.nodes")? {
@@ -253,6 +268,35 @@ pub fn clab(
     Ok(Imported { yaml: out, nodes: names.len(), links, warnings })
 }
 
+/// Most files a bound directory may hold (vemu copies each into the node).
+const MAX_BOUND_FILES: usize = 1000;
+
+/// The files under `dir` (its subdirectories too), each with its path under `dst`: a
+/// bound directory is copied file by file. Symbolic links are followed.
+fn dir_files(dir: &Path, dst: &str) -> Result<Vec<(String, String)>, String> {
+    let mut out = Vec::new();
+    let mut todo = vec![(dir.to_path_buf(), dst.trim_end_matches('/').to_string())];
+    while let Some((d, to)) = todo.pop() {
+        let mut entries: Vec<_> = std::fs::read_dir(&d)
+            .map_err(|e| format!("reading {}: {e}", d.display()))?
+            .flatten()
+            .collect();
+        entries.sort_by_key(|e| e.file_name());
+        for e in entries {
+            let (path, name) = (e.path(), e.file_name().to_string_lossy().into_owned());
+            if path.is_dir() {
+                todo.push((path, format!("{to}/{name}")));
+            } else {
+                out.push((format!("{to}/{name}"), path.display().to_string()));
+            }
+            if out.len() + todo.len() > MAX_BOUND_FILES {
+                return Err(format!("more than {MAX_BOUND_FILES} files"));
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// One node's lines.
 fn write_node(
     out: &mut String,
@@ -284,12 +328,15 @@ fn write_node(
             (false, Some(b)) => b.join(src),
             _ => Path::new(src).to_path_buf(),
         };
-        if full.is_dir() {
-            warnings.push(format!(
-                "node '{n}': bind of directory {src} left out (vemu copies files: bind each file)"
-            ));
-        } else if crate::parse::file_path(dst).is_err() {
+        if crate::parse::file_path(dst).is_err() {
             warnings.push(format!("node '{n}': bind to {dst} left out (vemu writes a node's files in /etc, /var/lib, /var/log and /run)"));
+        } else if full.is_dir() {
+            match dir_files(&full, dst) {
+                Ok(inside) => files.extend(inside),
+                Err(e) => {
+                    warnings.push(format!("node '{n}': bind of directory {src} left out: {e}"))
+                }
+            }
         } else {
             files.push((dst.to_string(), full.display().to_string()));
         }

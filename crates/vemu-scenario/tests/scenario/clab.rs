@@ -3,7 +3,7 @@
 use vemu_scenario::import::clab;
 
 const TOPO: &str = "name: t1
-mgmt: {network: m, ipv4-subnet: 172.20.20.0/24}
+mgmt: {network: m, ipv4-subnet: 172.30.0.0/24, mtu: 1400}
 topology:
   defaults: {env: {A: '1', 'B;x': y}}
   kinds:
@@ -12,7 +12,7 @@ topology:
     g: {exec: ['echo group']}
   nodes:
     r1: {group: g, mgmt-ipv4: 172.20.20.5}
-    r2: {kind: linux, image: alpine, binds: ['/etc/hostname:/etc/x', '/usr:/etc/usr', '/etc/hostname:/opt/y']}
+    r2: {kind: linux, image: alpine, binds: ['/etc/hostname:/etc/x', '/usr:/etc/usr', '/etc/hostname:/opt/y', 'DIR:/etc/d']}
   links:
     - endpoints: ['r1:eth1', 'r2:e1-1']
     - type: veth
@@ -23,15 +23,28 @@ topology:
 
 #[test]
 fn a_topology_maps_its_layers_links_and_says_what_it_leaves_out() {
-    let i = clab(TOPO, "t.clab.yml", Some(std::path::Path::new("/")), None).unwrap();
+    // A directory bound: copied file by file, its subdirectories too.
+    let dir = std::env::temp_dir().join(format!("vemu-clab-bind-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("sub")).unwrap();
+    std::fs::write(dir.join("a.conf"), "a").unwrap();
+    std::fs::write(dir.join("sub/b.conf"), "b").unwrap();
+    let topo = TOPO.replace("DIR", dir.to_str().unwrap());
+    let i = clab(&topo, "t.clab.yml", Some(std::path::Path::new("/")), None).unwrap();
     let plan = vemu_scenario::load_str(&i.yaml, "t.yaml", "t", None).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
     let node = |n: &str| plan.nodes.iter().find(|x| x.name == n).unwrap();
     // defaults < kind < group < node.
     assert_eq!(node("r1").image.as_deref(), Some("docker://frrouting/frr:v8.4.1"));
     assert_eq!(node("r1").run, ["export A='1'; echo group"]);
     assert_eq!(node("r2").image.as_deref(), Some("docker://alpine"));
     assert_eq!(node("r2").run, ["export A='1'; echo kind"]);
-    assert!(node("r2").files.iter().any(|f| f.path == "/etc/x"));
+    let files: Vec<&str> = node("r2").files.iter().map(|f| f.path.as_str()).collect();
+    assert!(files.contains(&"/etc/x"), "{files:?}");
+    assert!(files.contains(&"/etc/d/a.conf") && files.contains(&"/etc/d/sub/b.conf"), "{files:?}");
+    // containerlab's management network: vemu's, with the subnet given.
+    let mgmt = plan.mgmt.expect("a management network");
+    assert_eq!(mgmt.ipv4, Some("172.30.0.0/24".parse().unwrap()));
+    assert_eq!(node("r1").mgmt[0].to_string(), "172.30.0.2/24");
     // Interfaces as written; the machine for host:IFACE; the management network's link
     // left out.
     let ifaces: Vec<&str> = node("r2").ifaces.iter().map(|i| i.name.as_str()).collect();
@@ -40,10 +53,10 @@ fn a_topology_maps_its_layers_links_and_says_what_it_leaves_out() {
     assert_eq!((i.nodes, i.links), (2, 3));
     let w = i.warnings.join("\n");
     for said in [
-        "'mgmt' left out",
+        "mgmt.mtu left out",
         "env 'B;x' left out",
         "node 'r1': mgmt-ipv4 left out",
-        "bind of directory /usr left out",
+        "bind of directory /usr left out: more than 1000 files",
         "bind to /opt/y left out",
         "a link to the management network or a macvlan left out",
     ] {
