@@ -360,3 +360,65 @@ fn an_image_is_pulled_from_a_registry() {
     );
     assert!(!t.contains("level=fatal"), "skopeo's log format reaches the user: {t}");
 }
+
+/// An image that breaks on the way in (issue 41): a layer whose bytes do not match its
+/// digest, and a store too small to unpack into (a 60 MiB tmpfs: room for the copy, not
+/// the root). Each is a clear error, nothing of the lab is left, and the store stays
+/// usable: no half-unpacked root.
+#[test]
+fn a_corrupt_layer_and_a_full_disk_are_clear_errors_that_leave_the_store_whole() {
+    let _g = serial();
+    let (dir, _) = images();
+    let tmp = std::env::temp_dir().join("vemu-tests/bad-images");
+    let _ = Command::new("umount").arg(tmp.join("small")).output();
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(tmp.join("small")).unwrap();
+    // A copy of the layout whose largest blob (its layer) has a byte changed.
+    let corrupt = tmp.join("corrupt");
+    let o = Command::new("cp").arg("-a").arg(dir.join("alpha")).arg(&corrupt).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let blob = std::fs::read_dir(corrupt.join("blobs/sha256"))
+        .unwrap()
+        .flatten()
+        .max_by_key(|e| e.metadata().unwrap().len())
+        .unwrap()
+        .path();
+    let mut bytes = std::fs::read(&blob).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    std::fs::write(&blob, bytes).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=60m", "tmpfs"])
+        .arg(tmp.join("small"))
+        .output()
+        .unwrap();
+    assert!(mounted.status.success(), "{}", text(&mounted));
+    let store = tmp.join("small/store");
+    let up = |name: &str, image: &std::path::Path| {
+        let path = write_scenario(name, &format!("nodes:\n  a: {{image: {}}}\n", image.display()));
+        let o = Command::new(env!("CARGO_BIN_EXE_vemu"))
+            .args(["up", path.to_str().unwrap()])
+            .env("VEMU_IMAGES_DIR", &store)
+            .output()
+            .unwrap();
+        assert!(!o.status.success(), "{name} came up");
+        assert!(
+            lab_netns(name).is_empty() && !std::path::Path::new("/run/vemu").join(name).exists()
+        );
+        text(&o)
+    };
+    let t = up("img-corrupt", &corrupt);
+    assert!(t.contains("node a: image") && t.contains("copying the image"), "{t}");
+    assert!(
+        t.contains("Digest did not match"),
+        "the error does not say the layer is not what it claims: {t}"
+    );
+    let t = up("img-full", &dir.join("alpha"));
+    assert!(t.contains("unpacking the image") && t.contains("no space left on device"), "{t}");
+    let roots: Vec<_> = std::fs::read_dir(store.join("roots")).unwrap().flatten().collect();
+    let ls = images_cmd(&store, &["ls"]);
+    let _ = Command::new("umount").arg(tmp.join("small")).output();
+    assert!(roots.is_empty(), "a half-unpacked root stays: {:?}", roots[0].path());
+    assert!(ls.status.success() && text(&ls).lines().count() == 1, "{}", text(&ls));
+    let _ = std::fs::remove_dir_all(&tmp);
+}
