@@ -61,8 +61,9 @@ pub struct Scenario {
     pub diverts: Vec<crate::Divert>,
     /// A tenant's: its nodes are confined.
     pub confined: bool,
-    /// The management network (`mgmt:`).
+    /// The management network (`mgmt:`), and where it is (or the top of the file).
     pub mgmt: Option<crate::Mgmt>,
+    pub mgmt_mark: Mark,
 }
 
 #[derive(Debug, Clone)]
@@ -317,6 +318,7 @@ pub fn parse(
         .unwrap_or_default();
     let fidelity = get("fidelity").map(|(_, n)| fidelity(&mut p, n)).unwrap_or_default();
     // The machine in reach of every node: refused to a tenant as `kind: host` is.
+    let mgmt_mark = get("mgmt").map(|(m, _)| m).unwrap_or(root.mark);
     let mgmt = get("mgmt")
         .filter(|(m, _)| p.reach(crate::Reach::Host, *m, "mgmt"))
         .and_then(|(_, n)| addressing::mgmt(&mut p, n));
@@ -358,6 +360,7 @@ pub fn parse(
             diverts,
             confined: matches!(p.trust, crate::Trust::Tenant(_)),
             mgmt,
+            mgmt_mark,
         })
     } else {
         Err(p.errors)
@@ -435,18 +438,11 @@ fn defaults(p: &mut P, given: Option<&Node>, base: Option<&Path>) -> (Impairment
                     v,
                     "defaults.node",
                     base,
-                    &[
-                        "image",
-                        "startup-config",
-                        "run",
-                        "files",
-                        "vars",
-                        "sysctl",
-                        "isolation",
-                        "cpu",
-                        "memory",
-                        "pids",
-                    ],
+                    &node::NODE_KEYS
+                        .iter()
+                        .copied()
+                        .filter(|k| !node::NOT_IN_DEFAULTS.contains(k))
+                        .collect::<Vec<_>>(),
                 );
             }
         }

@@ -287,7 +287,7 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
                 }
                 None => {
                     let why = format!("the management network has no room for node '{}' (number {}): give it a larger subnet", n.name, k + 1);
-                    err(&mut errors, s.routing_mark, "mgmt", why);
+                    err(&mut errors, s.mgmt_mark, "mgmt", why);
                     break;
                 }
             }

@@ -74,13 +74,13 @@ fn every_node_is_reachable_from_the_machine_on_the_management_network() {
 fn a_management_network_too_small_for_the_lab_is_refused() {
     let o = vemu(&[
         "check",
-        write_scenario("t-mgmt2", "mgmt: {ipv4: 10.199.0.0/30}\nnodes: {a: {}, b: {}}\n")
+        write_scenario("t-mgmt2", "nodes: {a: {}, b: {}}\nmgmt: {ipv4: 10.199.0.0/30}\n")
             .to_str()
             .unwrap(),
     ]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(
-        text(&o).contains("mgmt: the management network has no room for node 'b' (number 2)"),
+        text(&o).contains(":2:1: mgmt: the management network has no room for node 'b' (number 2)"),
         "{}",
         text(&o)
     );

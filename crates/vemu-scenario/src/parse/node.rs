@@ -171,6 +171,9 @@ pub(crate) const NODE_KEYS: &[&str] = &[
     "machine",
 ];
 
+/// What `defaults.node` may not give: what names one node's own place in the lab.
+pub(crate) const NOT_IN_DEFAULTS: &[&str] = &["kind", "iface", "routes", "loopback", "machine"];
+
 /// What a node of `kind: host` may not have: it is the machine itself, not a node vemu
 /// makes.
 pub(crate) const NOT_ON_HOST: &[&str] = &[
