@@ -166,12 +166,15 @@ def write_md(name, title, mirrors, header, rows, notes=()):
 
 def fidelity_of(lab):
     """The lab's fidelity verdict on its whole run so far (from the controller), with
-    its evidence unless `ok`: late frames, kernel drops on TAP queues, saturated seconds."""
+    its evidence unless `ok`: late frames, kernel drops on TAP queues, saturated seconds,
+    seconds in which the machine's tasks waited for a CPU beyond the threshold."""
     f = json.loads(vemu("status", "--lab", lab, "--json"))["fidelity"]
     if f["verdict"] == "ok":
         return "ok"
     late = f["late_frames"] / max(f["frames"], 1) * 100
-    return f"{f['verdict']} ({late:.1f}% late, {f['tap_dropped']} TAP drops, busy in {f['saturated_windows']}/{f['windows']} s)"
+    cpu = f.get("cpu", {})
+    return (f"{f['verdict']} ({late:.1f}% late, {f['tap_dropped']} TAP drops, busy in {f['saturated_windows']}/{f['windows']} s, "
+            f"CPU-starved {cpu.get('starved_windows', 0)}/{cpu.get('windows', 0)} s up to {cpu.get('worst_pressure', 0) * 100:.0f}%)")
 
 
 def tbf(ns, dev, rate_bps):

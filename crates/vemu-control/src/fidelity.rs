@@ -89,6 +89,95 @@ pub struct EngineEvidence {
     /// Engine shards that died (their links stopped): nothing measured is trustworthy.
     #[serde(default)]
     pub faults: Vec<String>,
+    /// What the machines' software waited for a CPU.
+    #[serde(default)]
+    pub cpu: CpuEvidence,
+}
+
+/// The CPU the lab's software waited for ([`vemu_host::cpu_wait`]): seconds in which a
+/// machine's tasks waited for a CPU more than the threshold of the time are `starved`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct CpuEvidence {
+    /// Monitor windows with a pressure reading, and the starved ones among them.
+    pub windows: u64,
+    pub starved_windows: u64,
+    /// The highest pressure of a window (the fraction of it during which some task of a
+    /// machine waited), and the machine (empty: the controller's).
+    pub worst_pressure: f64,
+    #[serde(default)]
+    pub worst_machine: String,
+    /// The nodes whose processes waited most in the starved windows, with the seconds
+    /// they waited per second of those windows, most first.
+    pub waiting_nodes: Vec<(String, f64)>,
+}
+
+/// How many waiting nodes a verdict names.
+const WAITING_NODES_NAMED: usize = 5;
+
+impl CpuEvidence {
+    /// One window: each machine's pressure and nodes' waits between the counters
+    /// `before` and `now` (over the time between the machine's two readings).
+    pub fn window(
+        now: &[crate::worker::MachineCpu],
+        before: &[crate::worker::MachineCpu],
+        th: &FidelityThresholds,
+    ) -> CpuEvidence {
+        let mut e = CpuEvidence::default();
+        for m in now {
+            let Some(b) = before.iter().find(|b| b.machine == m.machine) else { continue };
+            let (Some(p), Some(p0)) = (m.pressure_us, b.pressure_us) else { continue };
+            let span = m.read_at_ns.saturating_sub(b.read_at_ns).max(1) as f64;
+            // (PSI's per-CPU times are folded in when read: a reading can run a little
+            // ahead of its timestamp.)
+            let pressure = (p.saturating_sub(p0) as f64 * 1e3 / span).min(1.0);
+            if pressure > e.worst_pressure || e.windows == 0 {
+                (e.worst_pressure, e.worst_machine) = (pressure, m.machine.clone());
+            }
+            e.windows = 1;
+            for n in &m.nodes {
+                let w0 = b.nodes.iter().find(|x| x.node == n.node).map_or(0, |x| x.wait_ns);
+                let waited = n.wait_ns.saturating_sub(w0) as f64 / span;
+                if waited > 0.0 {
+                    e.waiting_nodes.push((n.node.clone(), waited));
+                }
+            }
+        }
+        e.starved_windows = (e.windows > 0 && e.worst_pressure > th.cpu_pressure) as u64;
+        e.waiting_nodes.sort_by(|a, b| b.1.total_cmp(&a.1));
+        e
+    }
+
+    /// Add a window's evidence (`w`, over `span_ns`) to the run's: nodes' waits count
+    /// in starved windows only.
+    pub fn add(&mut self, w: &CpuEvidence) {
+        self.windows += w.windows;
+        self.starved_windows += w.starved_windows;
+        if w.worst_pressure > self.worst_pressure {
+            (self.worst_pressure, self.worst_machine) = (w.worst_pressure, w.worst_machine.clone());
+        }
+        if w.starved_windows == 0 {
+            return;
+        }
+        // Kept as seconds waited in all starved windows; averaged when judged.
+        for (node, waited) in &w.waiting_nodes {
+            match self.waiting_nodes.iter_mut().find(|(n, _)| n == node) {
+                Some((_, total)) => *total += waited,
+                None => self.waiting_nodes.push((node.clone(), *waited)),
+            }
+        }
+    }
+
+    /// The run's evidence as judged: nodes' waits per starved second, the most first.
+    pub fn summary(&self) -> CpuEvidence {
+        let mut s = self.clone();
+        let starved = self.starved_windows.max(1) as f64;
+        for (_, w) in s.waiting_nodes.iter_mut() {
+            *w /= starved;
+        }
+        s.waiting_nodes.sort_by(|a, b| b.1.total_cmp(&a.1));
+        s.waiting_nodes.truncate(WAITING_NODES_NAMED);
+        s
+    }
 }
 
 /// The verdict of a lab (or of a window of its run).
@@ -111,6 +200,9 @@ pub struct Fidelity {
     /// Engine shards that died: the verdict is `invalid`.
     #[serde(default)]
     pub engine_faults: Vec<String>,
+    /// What the lab's software waited for a CPU.
+    #[serde(default)]
+    pub cpu: CpuEvidence,
 }
 
 fn judge(fraction: f64, th: &FidelityThresholds) -> Verdict {
@@ -209,11 +301,17 @@ pub fn assess<'a>(
     // A saturated engine has no headroom: degraded at least, whatever the frames say.
     let saturated = engine.windows > 0
         && engine.saturated_windows as f64 / engine.windows as f64 > th.degraded_fraction;
+    // Seconds in which the software under test waited for a CPU, as late frames are.
+    let cpu = engine.cpu.summary();
+    let starved = (cpu.windows > 0)
+        .then(|| judge(cpu.starved_windows as f64 / cpu.windows as f64, th))
+        .filter(|v| *v != Verdict::Ok);
     let verdict = affected
         .iter()
         .map(|a| a.verdict)
         .chain(taps_affected.iter().map(|t| t.verdict))
         .chain(saturated.then_some(Verdict::Degraded))
+        .chain(starved)
         .chain((!engine.faults.is_empty()).then_some(Verdict::Invalid))
         .max()
         .unwrap_or(Verdict::Ok)
@@ -230,6 +328,7 @@ pub fn assess<'a>(
         tap_dropped: engine.taps.iter().map(|t| t.dropped).sum(),
         taps_affected,
         engine_faults: engine.faults.clone(),
+        cpu,
     }
 }
 
@@ -315,6 +414,28 @@ pub fn describe(f: &Fidelity) -> String {
             f.windows
         ));
     }
+    let cpu = &f.cpu;
+    if cpu.starved_windows > 0 {
+        let machine = match cpu.worst_machine.as_str() {
+            "" => String::new(),
+            m => format!(" (worst: machine {m})"),
+        };
+        s.push_str(&format!(
+            "\n  the lab's software waited for CPU: in {} of {} seconds the machine's tasks waited more than {:.0}% of the time (up to {:.0}%{machine}) — results may reflect this machine's CPU, not the network",
+            cpu.starved_windows,
+            cpu.windows,
+            th.cpu_pressure * 100.0,
+            cpu.worst_pressure * 100.0
+        ));
+        if !cpu.waiting_nodes.is_empty() {
+            let nodes: Vec<String> =
+                cpu.waiting_nodes.iter().map(|(n, w)| format!("{n} {:.0}%", w * 100.0)).collect();
+            s.push_str(&format!(
+                "; nodes that waited most (of those seconds): {}",
+                nodes.join(", ")
+            ));
+        }
+    }
     for fault in &f.engine_faults {
         s.push_str(&format!(
             "\n  {fault}: its links and segments no longer forward (restart the lab)"
@@ -359,6 +480,8 @@ pub(crate) struct Watch {
     /// The TAP counters at the last window (read by the monitor only: a netlink dump
     /// per node is too dear for every stats request).
     pub taps: Vec<TapQueue>,
+    /// What the lab's software waited for a CPU, over the windows so far.
+    pub cpu: CpuEvidence,
 }
 
 pub(crate) fn tap_delta(now: &[TapQueue], before: &[TapQueue]) -> Vec<TapQueue> {
@@ -553,5 +676,54 @@ mod tests {
         // Window deltas of the TAP counters.
         let d = tap_delta(&[tap(700)], &[tap(500)]);
         assert_eq!((d[0].read, d[0].dropped), (0, 200));
+    }
+
+    #[test]
+    fn seconds_in_which_the_software_waited_for_a_cpu_judge_the_run() {
+        use crate::worker::MachineCpu;
+        use vemu_host::cpu_wait::NodeWait;
+        let th = FidelityThresholds::default();
+        let m = |pressure_us: u64, at_s: u64, waits: &[(&str, u64)]| MachineCpu {
+            machine: String::new(),
+            pressure_us: Some(pressure_us),
+            read_at_ns: at_s * 1_000_000_000,
+            nodes: waits
+                .iter()
+                .map(|(n, w)| NodeWait { node: n.to_string(), wait_ns: *w, cpu_ns: 0 })
+                .collect(),
+        };
+        // A second in which some task waited 0.95 s (s1's processes 0.6 s, s2's 0.2 s)…
+        let t0 = [m(0, 0, &[("s1", 0), ("s2", 0)])];
+        let t1 = [m(950_000, 1, &[("s1", 600_000_000), ("s2", 200_000_000)])];
+        let starved = CpuEvidence::window(&t1, &t0, &th);
+        assert_eq!((starved.windows, starved.starved_windows), (1, 1));
+        assert!((starved.worst_pressure - 0.95).abs() < 1e-9);
+        assert_eq!(starved.waiting_nodes[0].0, "s1");
+        // …then a second of 5% (a reading read late is measured over its own span).
+        let t2 = [m(1_050_000, 3, &[("s1", 600_000_000), ("s2", 200_000_000)])];
+        let quiet = CpuEvidence::window(&t2, &t1, &th);
+        assert_eq!((quiet.starved_windows, quiet.worst_pressure), (0, 0.05));
+        // One starved second in 99 is more than 1%: degraded, in words, the worst named.
+        let mut run = CpuEvidence::default();
+        for _ in 0..98 {
+            run.add(&quiet);
+        }
+        run.add(&starved);
+        let engine = EngineEvidence { cpu: run, ..EngineEvidence::default() };
+        let f = assess(Vec::<(String, &DirStats)>::new(), &engine, &th);
+        assert_eq!(f.verdict, Verdict::Degraded);
+        let text = describe(&f);
+        assert!(text.contains("the lab's software waited for CPU: in 1 of 99 seconds the machine's tasks waited more than 90% of the time (up to 95%)"), "{text}");
+        assert!(
+            text.contains("nodes that waited most (of those seconds): s1 60%, s2 20%"),
+            "{text}"
+        );
+        // Quiet seconds only: ok; no reading (no PSI, or a first window): nothing judged.
+        let mut ok = CpuEvidence::default();
+        ok.add(&quiet);
+        ok.add(&CpuEvidence::window(&t0, &[], &th));
+        assert_eq!(ok.windows, 1);
+        let engine = EngineEvidence { cpu: ok, ..EngineEvidence::default() };
+        assert_eq!(assess(Vec::<(String, &DirStats)>::new(), &engine, &th).verdict, Verdict::Ok);
     }
 }

@@ -353,6 +353,7 @@ impl Controller {
             saturated_windows: w.saturated_windows,
             taps: w.taps.clone(),
             faults: c.engine_faults.clone(),
+            cpu: w.cpu.clone(),
         };
         crate::fidelity::assess(self.named_directions(c), &engine, &self.plan.fidelity)
     }

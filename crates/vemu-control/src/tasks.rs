@@ -9,7 +9,9 @@ use std::time::Duration;
 use vemu_engine::{DirStats, LabClock};
 
 use crate::background::Background;
-use crate::fidelity::{assess, delta, describe, tap_delta, EngineEvidence, Verdict, WINDOW};
+use crate::fidelity::{
+    assess, delta, describe, tap_delta, CpuEvidence, EngineEvidence, Verdict, WINDOW,
+};
 use crate::lab::Controller;
 use crate::LockExt;
 
@@ -39,6 +41,7 @@ pub(crate) fn fidelity_monitor(ctl: Arc<Mutex<Controller>>) -> Background {
         unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 10) };
         let mut before: Vec<DirStats> = Vec::new();
         let mut work_before: Vec<u64> = Vec::new();
+        let mut cpu_before: Vec<crate::worker::MachineCpu> = Vec::new();
         let mut t_before = 0u64;
         let mut was = Verdict::Ok;
         while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(WINDOW) {
@@ -67,14 +70,17 @@ pub(crate) fn fidelity_monitor(ctl: Arc<Mutex<Controller>>) -> Background {
                     w.saturating_sub(work_before.get(i).copied().unwrap_or(0)) as f64 / span
                 })
                 .collect();
-            (work_before, t_before) = (counters.shard_work_ns.clone(), t_ns);
             let saturated = shard_busy.iter().any(|&b| b > c.plan.fidelity.busy_fraction);
+            (work_before, t_before) = (counters.shard_work_ns.clone(), t_ns);
+            let cpu = CpuEvidence::window(&counters.cpu, &cpu_before, &c.plan.fidelity);
+            cpu_before = counters.cpu.clone();
             let engine = EngineEvidence {
                 shard_busy,
                 windows: 1,
                 saturated_windows: saturated as u64,
                 taps: tap_delta(&taps, &c.watch.taps),
                 faults: counters.engine_faults.clone(),
+                cpu: cpu.clone(),
             };
             let f = assess(window.iter().map(|(n, d)| (n.clone(), d)), &engine, &c.plan.fidelity);
             if f.verdict != Verdict::Ok || was != Verdict::Ok {
@@ -85,6 +91,7 @@ pub(crate) fn fidelity_monitor(ctl: Arc<Mutex<Controller>>) -> Background {
             let w = &mut c.watch;
             w.windows += 1;
             w.saturated_windows += saturated as u64;
+            w.cpu.add(&cpu);
             w.taps = taps;
             w.now = Some(f);
         }

@@ -225,6 +225,23 @@ pub struct Counters {
     /// Per diverted path, forward and reverse (the controller's machine only).
     #[serde(default)]
     pub diverts: Vec<[DirStats; 2]>,
+    /// Per machine of the lab, how long its software waited for a CPU so far.
+    #[serde(default)]
+    pub cpu: Vec<MachineCpu>,
+}
+
+/// What one machine's software waited for a CPU so far ([`vemu_host::cpu_wait`]).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct MachineCpu {
+    /// The machine's name in the plan (empty: the controller's, in a lab of one).
+    pub machine: String,
+    /// µs during which some task of the machine waited for a CPU (`None`: no PSI), and
+    /// when that was read (the machine's monotonic clock, ns).
+    pub pressure_us: Option<u64>,
+    #[serde(default)]
+    pub read_at_ns: u64,
+    /// The nodes it hosts: their processes' time on a CPU and waiting for one.
+    pub nodes: Vec<vemu_host::cpu_wait::NodeWait>,
 }
 
 /// A machine's part of a lab that spans machines.

@@ -21,6 +21,7 @@
 
 pub mod cgroup;
 pub mod confine;
+pub mod cpu_wait;
 pub mod divert;
 pub mod images;
 pub mod mgmt_nat;

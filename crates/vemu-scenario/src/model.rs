@@ -215,7 +215,10 @@ fn default_storage() -> u64 {
 /// Directions with fewer than `min_frames` frames are not judged alone. The same
 /// fractions judge the frames the nodes' kernels dropped on their TAP queues because the
 /// engine did not read them in time. An engine shard working more than `busy_fraction`
-/// of a second has no headroom left: that second is `degraded` at least.
+/// of a second has no headroom left: that second is `degraded` at least. A second in
+/// which the machine's tasks waited for a CPU more than `cpu_pressure` of the time is
+/// `starved`: the software under test could not keep up with the network it was
+/// given, and the fraction of starved seconds is judged as late frames are.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FidelityThresholds {
     pub late_ns: u64,
@@ -223,6 +226,15 @@ pub struct FidelityThresholds {
     pub invalid_fraction: f64,
     pub min_frames: u64,
     pub busy_fraction: f64,
+    #[serde(default = "default_cpu_pressure")]
+    pub cpu_pressure: f64,
+}
+
+/// Calibrated on the density experiment (bench/README, "CPU pressure").
+pub const DEFAULT_CPU_PRESSURE: f64 = 0.9;
+
+fn default_cpu_pressure() -> f64 {
+    DEFAULT_CPU_PRESSURE
 }
 
 impl Default for FidelityThresholds {
@@ -233,6 +245,7 @@ impl Default for FidelityThresholds {
             invalid_fraction: 0.10,
             min_frames: 100,
             busy_fraction: 0.9,
+            cpu_pressure: DEFAULT_CPU_PRESSURE,
         }
     }
 }

@@ -543,7 +543,9 @@ fn machines(p: &mut P, mark: Mark, n: &Node) -> Vec<crate::Machine> {
 /// `fidelity:`: the monitor's thresholds.
 fn fidelity(p: &mut P, n: &Node) -> crate::FidelityThresholds {
     let mut fidelity = crate::FidelityThresholds::default();
-    for (k, _, v) in p.map(n, "fidelity", &["late", "degraded", "invalid", "min_frames", "busy"]) {
+    for (k, _, v) in
+        p.map(n, "fidelity", &["late", "degraded", "invalid", "min_frames", "busy", "cpu_pressure"])
+    {
         let f = join("fidelity", k);
         match k {
             "late" => {
@@ -560,6 +562,10 @@ fn fidelity(p: &mut P, n: &Node) -> crate::FidelityThresholds {
             "busy" => {
                 fidelity.busy_fraction =
                     p.scalar(v, &f, units::percent).unwrap_or(fidelity.busy_fraction)
+            }
+            "cpu_pressure" => {
+                fidelity.cpu_pressure =
+                    p.scalar(v, &f, units::percent).unwrap_or(fidelity.cpu_pressure)
             }
             _ => {
                 fidelity.min_frames = p

@@ -250,6 +250,7 @@ impl Cluster {
                 t.fast_path = format!("{}; {}", t.fast_path, c.fast_path);
             }
             t.engine_faults.extend(c.engine_faults);
+            t.cpu.extend(c.cpu);
         }
         WorkerReply::Stats(total.unwrap_or_default())
     }

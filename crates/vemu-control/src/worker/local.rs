@@ -89,6 +89,10 @@ pub struct LocalWorker {
     vxlan: Option<u32>,
     /// The lab clock, once the share started.
     clock: Option<LabClock>,
+    /// This machine's name in the plan (empty: a lab of one machine), and what its
+    /// software waited for a CPU.
+    machine: String,
+    cpu_watch: vemu_host::cpu_wait::CpuWatch,
 }
 
 // The far ends' indexes that vemu-host chooses are those the fast path keeps in arrays.
@@ -364,6 +368,17 @@ impl Worker for LocalWorker {
                 Ok(WorkerReply::Done)
             }
             WorkerRequest::Stats => {
+                let here: Vec<String> = self.ifaces.iter().map(|(n, ..)| n.clone()).collect();
+                let look = match &self.lab {
+                    Some(paths) => self.cpu_watch.look(paths, &here),
+                    None => Default::default(),
+                };
+                let cpu = vec![MachineCpu {
+                    machine: self.machine.clone(),
+                    pressure_us: look.pressure_us,
+                    read_at_ns: look.at_ns,
+                    nodes: look.nodes,
+                }];
                 let e = self.engine()?;
                 // In the lab's numbering: what is not on this machine counts nothing here.
                 let mut links = vec![<[DirStats; 2]>::default(); self.lab_links];
@@ -390,6 +405,7 @@ impl Worker for LocalWorker {
                     fast_path: self.fast_path.clone(),
                     engine_faults: e.faults(),
                     diverts,
+                    cpu,
                 }))
             }
             WorkerRequest::NodeState { node, up } => {

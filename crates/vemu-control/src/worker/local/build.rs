@@ -21,6 +21,9 @@ impl LocalWorker {
         let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
         let vxlan_port = share.as_ref().map_or(0, |s| s.vxlan_port);
         let mut layout = Layout::new(&plan, share.as_ref().map(|s| s.machine), vxlan_port, cores);
+        if let Some(m) = share.as_ref().and_then(|s| plan.machines.get(s.machine)) {
+            self.machine = m.name.clone();
+        }
         let hosts: String = std::iter::once(
             "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n".to_string(),
         )

@@ -1,0 +1,159 @@
+//! How long the lab's software waited for a CPU: the machine's CPU pressure (the
+//! kernel's PSI, `/proc/pressure/cpu`: the time some task was runnable but not running)
+//! and, per node, the run delay of its processes' threads (`/proc/PID/task/TID/
+//! schedstat`) — found by their network namespace, not their cgroup, so that programs
+//! started with `ip netns exec` count too.
+//!
+//! Per-node run delay costs a walk of `/proc`; [`CpuWatch`] takes it only while the
+//! machine is under pressure, and counts a thread's delay from the first walk that saw
+//! it (a walk after a quiet stretch only sets where the threads start from).
+
+use std::collections::HashMap;
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::LabPaths;
+
+/// The machine's CPU pressure so far: µs during which some task waited for a CPU
+/// (`None` where the kernel has no PSI).
+pub fn machine_pressure_us() -> Option<u64> {
+    parse_pressure(&fs::read_to_string("/proc/pressure/cpu").ok()?)
+}
+
+/// The `some … total=N` of a pressure file.
+fn parse_pressure(text: &str) -> Option<u64> {
+    let some = text.lines().find(|l| l.starts_with("some "))?;
+    some.split_whitespace().find_map(|f| f.strip_prefix("total="))?.parse().ok()
+}
+
+/// One node's processes so far: the time they ran and waited to run, ns.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeWait {
+    pub node: String,
+    pub wait_ns: u64,
+    pub cpu_ns: u64,
+}
+
+/// What a look saw: the machine's pressure so far (µs), when (this machine's monotonic
+/// clock, ns: windows are measured between two readings, however late the reader ran),
+/// and each node's waits so far.
+#[derive(Debug, Clone, Default)]
+pub struct Look {
+    pub pressure_us: Option<u64>,
+    pub at_ns: u64,
+    pub nodes: Vec<NodeWait>,
+}
+
+/// CLOCK_MONOTONIC, ns.
+fn monotonic_ns() -> u64 {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+        .map_or(0, |t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64)
+}
+
+/// The pressure above which (over the time since the last look) the nodes' threads are
+/// looked at.
+const WALK_PRESSURE: f64 = 0.1;
+/// Longest gap between two walks whose difference counts: after a longer one, a walk
+/// only notes where the threads are.
+const WALK_GAP: Duration = Duration::from_secs(3);
+
+/// The machine's and the nodes' waits, kept between looks.
+#[derive(Debug, Default)]
+pub struct CpuWatch {
+    /// Each node's net namespace (device, inode), found once.
+    namespaces: Option<HashMap<(u64, u64), usize>>,
+    nodes: Vec<NodeWait>,
+    /// Each thread's last schedstat (cpu, wait), by TID.
+    threads: HashMap<u32, (u64, u64)>,
+    last_walk: Option<Instant>,
+    last_look: Option<(Instant, u64)>,
+}
+
+impl CpuWatch {
+    /// The machine's pressure so far (µs) and each of `nodes`' waits so far, walking the
+    /// nodes' threads when the machine was under pressure since the last look.
+    pub fn look(&mut self, paths: &LabPaths, nodes: &[String]) -> Look {
+        let pressure = machine_pressure_us();
+        let now = Instant::now();
+        let at_ns = monotonic_ns();
+        if self.nodes.len() != nodes.len() {
+            self.nodes =
+                nodes.iter().map(|n| NodeWait { node: n.clone(), ..NodeWait::default() }).collect();
+            self.namespaces = None;
+        }
+        let pressed = match (pressure, self.last_look) {
+            (Some(p), Some((t, before))) => {
+                let span_us = now.duration_since(t).as_micros().max(1) as f64;
+                p.saturating_sub(before) as f64 / span_us > WALK_PRESSURE
+            }
+            _ => false,
+        };
+        if let Some(p) = pressure {
+            self.last_look = Some((now, p));
+        }
+        if pressed {
+            let counts = self.last_walk.is_some_and(|t| now.duration_since(t) <= WALK_GAP);
+            self.walk(paths, nodes, counts);
+            self.last_walk = Some(now);
+        }
+        Look { pressure_us: pressure, at_ns, nodes: self.nodes.clone() }
+    }
+
+    /// Add each thread's run and wait since the last walk to its node (`counts`: else
+    /// only note them).
+    fn walk(&mut self, paths: &LabPaths, nodes: &[String], counts: bool) {
+        let namespaces = self.namespaces.get_or_insert_with(|| {
+            let id = |n: &String| fs::metadata(paths.netns_pin(n)).ok().map(|m| (m.dev(), m.ino()));
+            nodes.iter().enumerate().filter_map(|(i, n)| Some((id(n)?, i))).collect()
+        });
+        let mut seen = HashMap::with_capacity(self.threads.len());
+        let Ok(procs) = fs::read_dir("/proc") else { return };
+        for p in procs.flatten() {
+            let name = p.file_name();
+            let Some(pid) = name.to_str().filter(|s| s.bytes().all(|b| b.is_ascii_digit())) else {
+                continue;
+            };
+            let Ok(ns) = fs::metadata(format!("/proc/{pid}/ns/net")) else { continue };
+            let Some(&node) = namespaces.get(&(ns.dev(), ns.ino())) else { continue };
+            let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else { continue };
+            for t in tasks.flatten() {
+                let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                    continue;
+                };
+                let stat = fs::read_to_string(t.path().join("schedstat")).unwrap_or_default();
+                let Some((cpu, wait)) = parse_schedstat(&stat) else { continue };
+                let (cpu0, wait0) = self.threads.get(&tid).copied().unwrap_or((0, 0));
+                if counts {
+                    let w = &mut self.nodes[node];
+                    w.cpu_ns += cpu.saturating_sub(cpu0);
+                    w.wait_ns += wait.saturating_sub(wait0);
+                }
+                seen.insert(tid, (cpu, wait));
+            }
+        }
+        self.threads = seen;
+    }
+}
+
+/// A thread's schedstat: (time on a CPU, time waiting for one), ns.
+fn parse_schedstat(text: &str) -> Option<(u64, u64)> {
+    let mut f = text.split_whitespace().map(|x| x.parse::<u64>().ok());
+    Some((f.next()??, f.next()??))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pressure_and_schedstat_are_read() {
+        let psi = "some avg10=1.69 avg60=2.93 avg300=2.99 total=5331161377\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n";
+        assert_eq!(parse_pressure(psi), Some(5_331_161_377));
+        assert_eq!(parse_pressure("full total=3\n"), None);
+        assert_eq!(parse_schedstat("1200 340 7\n"), Some((1200, 340)));
+        assert_eq!(parse_schedstat("junk"), None);
+    }
+}
