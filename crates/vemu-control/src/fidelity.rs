@@ -480,8 +480,10 @@ pub(crate) struct Watch {
     /// The TAP counters at the last window (read by the monitor only: a netlink dump
     /// per node is too dear for every stats request).
     pub taps: Vec<TapQueue>,
-    /// What the lab's software waited for a CPU, over the windows so far.
+    /// What the lab's software waited for a CPU, over the windows so far; each node's
+    /// processes' wait so far, ns.
     pub cpu: CpuEvidence,
+    pub cpu_waits: std::collections::HashMap<String, u64>,
 }
 
 pub(crate) fn tap_delta(now: &[TapQueue], before: &[TapQueue]) -> Vec<TapQueue> {

@@ -110,6 +110,10 @@ pub struct NodeStatus {
     /// What the node's processes use together.
     #[serde(default)]
     pub usage: vemu_host::cgroup::Usage,
+    /// How long its processes waited for a CPU, ns (counted while the machine was under
+    /// CPU pressure: `vemu_host::cpu_wait`).
+    #[serde(default)]
+    pub cpu_wait_ns: u64,
     /// The machine it runs on (labs across machines).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machine: Option<String>,

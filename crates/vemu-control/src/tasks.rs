@@ -92,6 +92,9 @@ pub(crate) fn fidelity_monitor(ctl: Arc<Mutex<Controller>>) -> Background {
             w.windows += 1;
             w.saturated_windows += saturated as u64;
             w.cpu.add(&cpu);
+            for n in cpu_before.iter().flat_map(|m| &m.nodes) {
+                w.cpu_waits.insert(n.node.clone(), n.wait_ns);
+            }
             w.taps = taps;
             w.now = Some(f);
         }

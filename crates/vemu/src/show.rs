@@ -204,8 +204,12 @@ fn print_nodes(s: &LabStatus) {
         println!("{:<15} {}{on}", n.name, ifs.join(" | "));
         if !n.limits.is_none() || n.usage.cpu_ns > 0 {
             let u = &n.usage;
+            let waited = match n.cpu_wait_ns {
+                0 => String::new(),
+                w => format!(" (waited {:.2} s for a CPU)", w as f64 / 1e9),
+            };
             println!(
-                "{:<15}   used: cpu {:.2} s, memory {:.1} MiB, {} processes; {}",
+                "{:<15}   used: cpu {:.2} s{waited}, memory {:.1} MiB, {} processes; {}",
                 "",
                 u.cpu_ns as f64 / 1e9,
                 u.memory_bytes as f64 / (1u64 << 20) as f64,

@@ -42,6 +42,7 @@ impl Controller {
                 processes: procs.iter().filter(|p| p.node == n.name).cloned().collect(),
                 limits: n.limits,
                 usage: usage.get(ni).copied().unwrap_or_default(),
+                cpu_wait_ns: self.watch.cpu_waits.get(&n.name).copied().unwrap_or(0),
                 machine: self.plan.machines.get(n.machine).map(|m| m.name.clone()),
                 kind: (!n.kind.is_made()).then(|| n.kind.name().to_string()),
             })
