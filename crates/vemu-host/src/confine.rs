@@ -293,6 +293,26 @@ pub fn read_only_view(lab_dir: &Path) -> Result<()> {
 /// lab's storage), `/proc/sys` writable for `net.*` only, and what must stay unseen
 /// covered.
 pub fn confine_mounts(root: &Path) -> Result<()> {
+    confine_mounts_at(Path::new("/"), root)
+}
+
+/// [`confine_mounts`] for a node whose root is an image's (`top`, not yet its root):
+/// the same, within `top`, and with what the machine lends it (`/proc`, `/sys`) and
+/// the image itself without set-user-ID, `/proc` and `/sys` read-only — what
+/// [`read_only_view`] does to the machine's files for other confined nodes. The image's
+/// root stays the node's to write (its own overlay, in the lab's sized storage).
+pub fn confine_image_root(top: &Path, root: &Path) -> Result<()> {
+    set_mount_attr(top, false, MOUNT_ATTR_NOSUID, 0)?;
+    for lent in ["proc", "sys"] {
+        set_mount_attr(&top.join(lent), true, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID, 0)?;
+    }
+    confine_mounts_at(top, root)
+}
+
+/// [`confine_mounts`] of the tree at `top` (`/`, or an image's root before it is the
+/// node's).
+fn confine_mounts_at(top: &Path, root: &Path) -> Result<()> {
+    let at = |p: &str| top.join(p.trim_start_matches('/'));
     // /dev: made aside, then moved over the machine's.
     let dev = root.join("dev");
     fs::create_dir_all(&dev)?;
@@ -339,23 +359,23 @@ pub fn confine_mounts(root: &Path) -> Result<()> {
     ] {
         std::os::unix::fs::symlink(to, dev.join(link))?;
     }
-    mount(Some(&dev), "/dev", None::<&str>, MsFlags::MS_MOVE, None::<&str>)
+    mount(Some(&dev), &at("/dev"), None::<&str>, MsFlags::MS_MOVE, None::<&str>)
         .context("moving the node's /dev in place")?;
     // /tmp and /var/tmp: the node's own, in the lab's storage.
-    for (dir, at) in [("tmp", "/tmp"), ("var-tmp", "/var/tmp")] {
+    for (dir, place) in [("tmp", "/tmp"), ("var-tmp", "/var/tmp")] {
         let d = root.join(dir);
         fs::create_dir_all(&d)?;
         fs::set_permissions(&d, std::os::unix::fs::PermissionsExt::from_mode(0o1777))?;
-        if Path::new(at).is_dir() {
-            bind(&d, Path::new(at), MsFlags::empty())?;
-            set_mount_attr(Path::new(at), false, 0, MOUNT_ATTR_RDONLY)?;
+        if at(place).is_dir() {
+            bind(&d, &at(place), MsFlags::empty())?;
+            set_mount_attr(&at(place), false, 0, MOUNT_ATTR_RDONLY)?;
         }
     }
     // The lab's /etc/hosts, shared by its nodes: read-only.
-    set_mount_attr(Path::new("/etc/hosts"), false, MOUNT_ATTR_RDONLY, 0)?;
+    set_mount_attr(&at("/etc/hosts"), false, MOUNT_ATTR_RDONLY, 0)?;
     // The machine's /proc (the node's own, when it has one, is mounted by its init,
     // which does the same): net.* writable, the rest read-only (as all is now).
-    proc_sys_net_writable(Path::new("/proc"))?;
+    proc_sys_net_writable(&at("/proc"))?;
     // Covered: an empty directory, or an empty file, read-only.
     let empty_dir = root.join("hidden");
     fs::create_dir_all(&empty_dir)?;
@@ -363,13 +383,14 @@ pub fn confine_mounts(root: &Path) -> Result<()> {
     fs::write(&empty_file, "")?;
     let hidden = HIDDEN.lock().unwrap_or_else(|e| e.into_inner()).clone();
     for p in hidden.iter().map(PathBuf::as_path).chain(VEMU_DIRS.iter().map(Path::new)) {
-        let src = match fs::symlink_metadata(p) {
+        let p = at(&p.to_string_lossy());
+        let src = match fs::symlink_metadata(&p) {
             Ok(m) if m.is_dir() => &empty_dir,
             Ok(_) => &empty_file,
             Err(_) => continue,
         };
-        bind(src, p, MsFlags::empty())?;
-        set_mount_attr(p, false, MOUNT_ATTR_RDONLY, 0)?;
+        bind(src, &p, MsFlags::empty())?;
+        set_mount_attr(&p, false, MOUNT_ATTR_RDONLY, 0)?;
     }
     Ok(())
 }

@@ -131,10 +131,7 @@ pub(crate) fn enter_node_mounts(paths: &LabPaths, node: &str, template: &OwnedFd
     let root = paths.node_fs(node);
     let confined = paths.confined().exists();
     if let Some(image) = images::of_node(paths, node)? {
-        if confined {
-            bail!("node {node}: image nodes in a tenant's lab are not supported yet");
-        }
-        return enter_image_root(&root, &paths.hosts(), &image)
+        return enter_image_root(&root, &paths.hosts(), &image, confined)
             .with_context(|| format!("making node {node}'s root from its image"));
     }
     if confined {
@@ -168,7 +165,14 @@ pub(crate) fn enter_node_mounts(paths: &LabPaths, node: &str, template: &OwnedFd
 /// with the machine's `/proc`, `/sys` and `/dev` (replaced by the node's own `/proc`
 /// and `/sys` when its first process starts, as for other nodes), the lab's
 /// `/etc/hosts` and the node's `/run`; then that root becomes the namespace's root.
-pub(crate) fn enter_image_root(root: &Path, hosts: &Path, image: &images::Image) -> Result<()> {
+/// A `confined` node (a tenant's) then gets the confined view of what the machine lends
+/// it (`confine::confine_image_mounts`), before the machine's root is let go.
+pub(crate) fn enter_image_root(
+    root: &Path,
+    hosts: &Path,
+    image: &images::Image,
+    confined: bool,
+) -> Result<()> {
     let merged = root.join("root");
     let opts = format!(
         "lowerdir={},upperdir={},workdir={}",
@@ -206,6 +210,9 @@ pub(crate) fn enter_image_root(root: &Path, hosts: &Path, image: &images::Image)
         None::<&str>,
     )
     .context("binding the node's /run")?;
+    if confined {
+        confine::confine_image_root(&merged, root).context("confining the node's mounts")?;
+    }
     // The image's root becomes the namespace's: stacked over the old one, which is
     // then let go.
     nix::unistd::chdir(&merged).context("entering the image's root")?;

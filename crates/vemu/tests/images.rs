@@ -344,6 +344,27 @@ fn an_image_is_pulled_from_a_registry() {
     let ls = text(&images_cmd(&store, &["ls"]));
     assert!(ls.contains(&reference), "{ls}");
     drop(lab);
+    // A tenant's lab may name registry images: its image nodes are confined as its
+    // other nodes are (a /dev of their own, /sys and /proc read-only but for net.*),
+    // and write only their own root.
+    let store_env = [("VEMU_IMAGES_DIR", store.to_str().unwrap())];
+    let lab = Lab::up_with("img-ten", &yaml, &store_env, &["--tenant", "none"]);
+    assert_eq!(lab.sh("a", "cat /etc/vemu-image"), (0, "alpha\n".into()));
+    assert_eq!(lab.sh("a", "ls /dev | grep -c '^sd\\|^vd\\|^mem$\\|^kmsg$'").1, "0\n");
+    assert_ne!(lab.sh("a", "touch /sys/x").0, 0, "a tenant's image node writes /sys");
+    assert_ne!(lab.sh("a", "echo 1 > /proc/sys/kernel/sysrq").0, 0);
+    assert_eq!(lab.sh("a", "echo 1 > /proc/sys/net/ipv4/ip_forward").0, 0);
+    assert_eq!(lab.sh("a", "touch /root/mine && echo ok"), (0, "ok\n".into()));
+    let (code, caps) = lab.sh("a", "grep CapEff /proc/self/status");
+    assert!(code == 0 && !caps.contains("ffffffff"), "all capabilities kept: {caps}");
+    let (sent, got, _) = lab.ping("a", &lab.addrs(&lab.status(), "b", false)[0], 3, 0.1);
+    assert_eq!(got, sent);
+    drop(lab);
+    // …but not a path of the machine's (it reads the machine's files).
+    let local = format!("nodes:\n  a: {{image: {}/alpha}}\n", dir.display());
+    let path = write_scenario("img-ten2", &local);
+    let o = vemu(&["check", path.to_str().unwrap(), "--tenant", "none"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     let missing = format!("127.0.0.1:{}/vemu-test/nope:1", reg.port);
     let path = write_scenario("img-reg2", &format!("nodes:\n  gone: {{image: {missing}}}\n"));
     let o = Command::new(env!("CARGO_BIN_EXE_vemu"))
