@@ -443,3 +443,60 @@ fn a_corrupt_layer_and_a_full_disk_are_clear_errors_that_leave_the_store_whole()
     assert!(ls.status.success() && text(&ls).lines().count() == 1, "{}", text(&ls));
     let _ = std::fs::remove_dir_all(&tmp);
 }
+
+/// vemu's own image (`scripts/image.sh`: what the Kubernetes agents and the operator
+/// run, made from Debian's packages and the binaries built here, no Dockerfile): its
+/// digest is printed, its config names vemu, and runc — a kubelet's container runtime —
+/// starts it: vemu, its libraries and the lab tools it calls are all in it.
+#[test]
+fn vemus_own_image_runs_under_an_oci_runtime() {
+    let _g = serial();
+    let root = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
+    let o = Command::new("bash").arg(root.join("scripts/image.sh")).output().unwrap();
+    let digest = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    assert!(o.status.success() && digest.starts_with("sha256:"), "image.sh: {}", text(&o));
+    let layout = root.join("target/image/vemu");
+    let config = Command::new("skopeo")
+        .args(["inspect", "--config"])
+        .arg(format!("oci:{}:latest", layout.display()))
+        .output()
+        .unwrap();
+    let config: serde_json::Value = serde_json::from_slice(&config.stdout).unwrap();
+    assert_eq!(config["config"]["Entrypoint"], serde_json::json!(["vemu"]), "{config}");
+    assert!(config["config"]["Labels"]["org.opencontainers.image.revision"].is_string());
+    // A bundle of it, as containerd hands runc one.
+    let bundle = std::env::temp_dir().join("vemu-tests/own-image");
+    let _ = std::fs::remove_dir_all(&bundle);
+    std::fs::create_dir_all(bundle.parent().unwrap()).unwrap();
+    let o = Command::new("umoci")
+        .args(["unpack", "--image"])
+        .arg(format!("{}:latest", layout.display()))
+        .arg(&bundle)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "umoci unpack: {}", text(&o));
+    let spec_path = bundle.join("config.json");
+    let mut spec: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&spec_path).unwrap()).unwrap();
+    spec["process"]["terminal"] = false.into();
+    spec["process"]["args"] = serde_json::json!([
+        "sh",
+        "-c",
+        "vemu --version && ip -V && iperf3 --version | head -1 && ! ldd /usr/local/bin/vemu /usr/local/bin/vemu-operator | grep 'not found'"
+    ]);
+    std::fs::write(&spec_path, spec.to_string()).unwrap();
+    let id = format!("vemu-test-{}", std::process::id());
+    let run = Command::new("runc").args(["run", "--bundle"]).arg(&bundle).arg(&id).output();
+    let _ = Command::new("runc").args(["delete", "--force", &id]).output();
+    let run = run.expect("runc (scripts/setup.sh installs it)");
+    let out = text(&run);
+    assert!(run.status.success(), "the image does not run: {out}");
+    assert!(
+        out.contains("vemu 0.") && out.contains("ip utility") && out.contains("iperf 3"),
+        "{out}"
+    );
+    // Nothing of the container is left.
+    let listed = Command::new("runc").arg("list").output().unwrap();
+    assert!(!text(&listed).contains(&id), "{}", text(&listed));
+    let _ = std::fs::remove_dir_all(&bundle);
+}
