@@ -6,6 +6,7 @@
 //! This crate does no I/O beyond reading the scenario file.
 
 pub mod aggregate;
+pub mod expect;
 pub mod import;
 pub mod kinds;
 pub mod model;

@@ -52,6 +52,9 @@ pub struct Plan {
     /// address ([`NodePlan::mgmt`]); `None`: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mgmt: Option<Mgmt>,
+    /// The checks the lab judges while it runs (`expect:`; `crate::expect`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expect: Vec<crate::expect::Expectation>,
 }
 
 /// The management network's subnets (at least one of them).

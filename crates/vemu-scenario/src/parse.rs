@@ -14,6 +14,7 @@ use crate::units;
 mod addressing;
 mod divert;
 mod event;
+mod expect;
 mod impairment;
 mod link;
 mod node;
@@ -64,6 +65,8 @@ pub struct Scenario {
     /// The management network (`mgmt:`), and where it is (or the top of the file).
     pub mgmt: Option<crate::Mgmt>,
     pub mgmt_mark: Mark,
+    /// The checks the lab judges (`expect:`).
+    pub expects: Vec<crate::expect::ExpectDef>,
 }
 
 #[derive(Debug, Clone)]
@@ -117,6 +120,8 @@ pub struct FileDef {
 pub struct EventDef {
     pub mark: Mark,
     pub field: String,
+    /// Its name (`name:`), by which a check starts after it (`expect: [{after: NAME}]`).
+    pub name: Option<String>,
     pub event: crate::TimedEvent,
 }
 
@@ -252,6 +257,7 @@ pub fn parse(
             "machines",
             "divert",
             "mgmt",
+            "expect",
         ],
     );
     let get = |k: &str| top.iter().find(|(key, ..)| *key == k).map(|(_, m, n)| (*m, *n));
@@ -312,6 +318,12 @@ pub fn parse(
             }
         }
     }
+    let mut expects = Vec::new();
+    if let Some((_, n)) = get("expect") {
+        for (i, e) in p.seq(n, "expect").iter().enumerate() {
+            expects.extend(expect::expectation(&mut p, e, &format!("expect[{i}]")));
+        }
+    }
     let diverts = get("divert")
         .filter(|(m, _)| p.reach(crate::Reach::Divert, *m, "divert"))
         .map(|(_, n)| divert::diverts(&mut p, n))
@@ -361,6 +373,7 @@ pub fn parse(
             confined: matches!(p.trust, crate::Trust::Tenant(_)),
             mgmt,
             mgmt_mark,
+            expects,
         })
     } else {
         Err(p.errors)

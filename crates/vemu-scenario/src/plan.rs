@@ -275,6 +275,7 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
         diverts: s.diverts.clone(),
         confined: s.confined,
         mgmt: s.mgmt,
+        expect: Vec::new(),
     };
     // Each node vemu makes gets the next addresses of the management network.
     if let Some(m) = s.mgmt {
@@ -295,6 +296,7 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
     }
     crate::template::render_node_files(s, &mut plan, &mut errors);
     check_events(s, &mut plan, &mut errors);
+    crate::expect::resolve(s, &mut plan, &mut errors);
     if errors.is_empty() {
         Ok(plan)
     } else {

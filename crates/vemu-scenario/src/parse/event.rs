@@ -9,6 +9,7 @@ pub(crate) fn event(p: &mut P, node: &Node, field: &str) -> Option<EventDef> {
         node,
         field,
         &[
+            "name",
             "at",
             "every",
             "until",
@@ -23,13 +24,14 @@ pub(crate) fn event(p: &mut P, node: &Node, field: &str) -> Option<EventDef> {
             "move",
         ],
     );
-    let (mut at, mut every, mut until) = (None, None, None);
+    let (mut at, mut every, mut until, mut name) = (None, None, None, None);
     let (mut link, mut target_node, mut direction) = (None, None, crate::Direction::Both);
     let mut actions: Vec<(&str, EventAction)> = Vec::new();
     let mut state = None;
     for (k, _, v) in &entries {
         let f = join(field, k);
         match *k {
+            "name" => name = p.string(v, &f),
             "at" => at = p.scalar(v, &f, units::duration_ns),
             "every" => {
                 // A shorter period would keep a core busy for the lab's life.
@@ -142,6 +144,7 @@ pub(crate) fn event(p: &mut P, node: &Node, field: &str) -> Option<EventDef> {
     Some(EventDef {
         mark: node.mark,
         field: field.to_string(),
+        name,
         event: TimedEvent { at_ns, every_ns: every, until_ns: until, target, action: action.1 },
     })
 }

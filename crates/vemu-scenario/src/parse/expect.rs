@@ -1,0 +1,148 @@
+//! One entry of `expect:` — a check the lab judges (`crate::expect`):
+//!
+//! ```yaml
+//! expect:
+//!   - {name: h1 reaches h9, reach: {from: h1, to: h9}, within: 5s}
+//!   - {after: cut-r1-r2, reach: {from: h1, to: h9, port: 80}, within: 2s}
+//!   - {at: 10s, route: {node: r1, prefix: 10.9.0.0/24, via: r2}, within: 30s}
+//!   - {run: {node: h1, cmd: 'curl -s http://h9/', exit: 0, output: hello}, within: 10s}
+//!   - {fidelity: ok, within: 60s}
+//! ```
+
+use super::*;
+use crate::expect::{CheckDef, ExpectDef, MAX_WITHIN_NS};
+
+/// The kinds of check, one per entry.
+const CHECKS: &[&str] = &["reach", "route", "run", "fidelity"];
+
+pub(crate) fn expectation(p: &mut P, node: &Node, field: &str) -> Option<ExpectDef> {
+    let entries =
+        p.map(node, field, &["name", "at", "after", "within", "reach", "route", "run", "fidelity"]);
+    let (mut name, mut at_ns, mut after, mut within_ns) = (None, None, None, None);
+    let mut checks: Vec<(&str, Option<CheckDef>)> = Vec::new();
+    for (k, _, v) in &entries {
+        let f = join(field, k);
+        match *k {
+            "name" => name = p.string(v, &f),
+            "at" => at_ns = p.scalar(v, &f, units::duration_ns),
+            "after" => after = p.string(v, &f).map(|s| (s, v.mark)),
+            "within" => {
+                within_ns = p.scalar(v, &f, |s| match units::duration_ns(s) {
+                    Ok(0) => Err(format!("'within' must be more than 0, got '{s}'")),
+                    Ok(n) if n > MAX_WITHIN_NS => {
+                        Err(format!("'within' is at most a day (86400s), got '{s}'"))
+                    }
+                    r => r,
+                })
+            }
+            "reach" => checks.push(("reach", reach(p, v, &f))),
+            "route" => checks.push(("route", route(p, v, &f))),
+            "run" => checks.push(("run", run(p, v, &f))),
+            _ => checks.push(("fidelity", fidelity(p, v, &f))),
+        }
+    }
+    if at_ns.is_some() && after.is_some() {
+        p.err(node.mark, field, "a check starts 'at' a time or 'after' an event, not both");
+    }
+    let Some(within_ns) = within_ns else {
+        p.err(node.mark, field, "a check needs 'within' (how long it may take to hold, e.g. 5s)");
+        return None;
+    };
+    let check = match checks.len() {
+        1 => checks.pop()?.1?,
+        0 => {
+            p.err(node.mark, field, format!("a check needs one of {}", CHECKS.join(", ")));
+            return None;
+        }
+        _ => {
+            let names: Vec<&str> = checks.iter().map(|c| c.0).collect();
+            p.err(node.mark, field, format!("a check has one kind, found {}", names.join(", ")));
+            return None;
+        }
+    };
+    Some(ExpectDef {
+        mark: node.mark,
+        field: field.to_string(),
+        name,
+        at_ns,
+        after,
+        within_ns,
+        check,
+    })
+}
+
+fn reach(p: &mut P, v: &Node, f: &str) -> Option<CheckDef> {
+    let (mut from, mut to, mut port) = (None, None, None);
+    for (k, _, x) in p.map(v, f, &["from", "to", "port"]) {
+        let kf = join(f, k);
+        match k {
+            "from" => from = p.string(x, &kf),
+            "to" => to = p.string(x, &kf),
+            _ => port = p.scalar(x, &kf, integer::<u16>("a TCP port (1-65535)")),
+        }
+    }
+    if port == Some(0) {
+        p.err(v.mark, f, "port 0 cannot be connected to");
+    }
+    match (from, to) {
+        (Some(from), Some(to)) => Some(CheckDef::Reach { from, to, port }),
+        _ => {
+            p.err(v.mark, f, "reach needs 'from' (a node) and 'to' (a node or an address)");
+            None
+        }
+    }
+}
+
+fn route(p: &mut P, v: &Node, f: &str) -> Option<CheckDef> {
+    let (mut node, mut prefix, mut via) = (None, None, None);
+    for (k, _, x) in p.map(v, f, &["node", "prefix", "via"]) {
+        let kf = join(f, k);
+        match k {
+            "node" => node = p.string(x, &kf),
+            "prefix" => {
+                prefix = p.scalar(x, &kf, |s| {
+                    s.parse::<IpNet>().map(|n| n.trunc()).map_err(|_| {
+                        format!("'{s}' is not a prefix like 10.9.0.0/24 or fd00:9::/64")
+                    })
+                })
+            }
+            _ => via = p.string(x, &kf),
+        }
+    }
+    match (node, prefix) {
+        (Some(node), Some(prefix)) => Some(CheckDef::Route { node, prefix, via }),
+        _ => {
+            p.err(v.mark, f, "route needs 'node' and 'prefix'");
+            None
+        }
+    }
+}
+
+fn run(p: &mut P, v: &Node, f: &str) -> Option<CheckDef> {
+    let (mut node, mut cmd, mut exit, mut output) = (None, None, 0, None);
+    for (k, _, x) in p.map(v, f, &["node", "cmd", "exit", "output"]) {
+        let kf = join(f, k);
+        match k {
+            "node" => node = p.string(x, &kf),
+            "cmd" => cmd = p.string(x, &kf),
+            "exit" => exit = p.scalar(x, &kf, integer::<i32>("an exit status")).unwrap_or(0),
+            _ => output = p.string(x, &kf),
+        }
+    }
+    match (node, cmd) {
+        (Some(node), Some(cmd)) if !cmd.trim().is_empty() => {
+            Some(CheckDef::Run { node, cmd, exit, output })
+        }
+        _ => {
+            p.err(v.mark, f, "run needs 'node' and 'cmd' (a command line)");
+            None
+        }
+    }
+}
+
+fn fidelity(p: &mut P, v: &Node, f: &str) -> Option<CheckDef> {
+    p.scalar(v, f, |s| match s {
+        "ok" | "degraded" => Ok(CheckDef::Fidelity { worst: s.to_string() }),
+        _ => Err(format!("expected ok or degraded (the worst verdict that passes), got '{s}'")),
+    })
+}

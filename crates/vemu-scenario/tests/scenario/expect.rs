@@ -1,0 +1,96 @@
+//! `expect:`: checks the lab judges (issue 43), resolved in the plan; their errors.
+
+use super::*;
+use vemu_scenario::expect::Check;
+
+const RING: &str = "
+addressing: {loopback_ipv4: 10.255.0.0/24}
+nodes: {r1: {}, r2: {}, r3: {}, h: {kind: host}}
+links:
+  - endpoints: [r1, r2]
+  - endpoints: [r2, r3]
+  - endpoints: [r3, r1]
+  - endpoints: [h, r1]
+events:
+  - {name: cut-r1-r2, at: 3s, link: r1:r2, state: down}
+";
+
+#[test]
+fn checks_are_resolved_to_nodes_addresses_and_the_lab_clock() {
+    let text = format!(
+        "{RING}expect:
+  - {{reach: {{from: r1, to: r3}}, within: 5s}}
+  - {{name: back after the cut, after: cut-r1-r2, reach: {{from: r1, to: r2, port: 179}}, within: 2s}}
+  - {{at: 1s, route: {{node: r1, prefix: 10.255.0.3/32, via: r3}}, within: 30s}}
+  - {{run: {{node: r2, cmd: 'test -e /etc/hosts', exit: 0, output: ''}}, within: 1s}}
+  - {{fidelity: ok, within: 10s}}
+"
+    );
+    let plan = ok(&text);
+    let e = &plan.expect;
+    assert_eq!(e.len(), 5);
+    assert_eq!(e[0].name, "reach r1 → r3");
+    assert_eq!((e[0].start_ns, e[0].within_ns), (0, 5_000_000_000));
+    assert!(
+        matches!(&e[0].check, Check::Reach { to, port: None, .. } if to.to_string() == "10.255.0.3"),
+        "{:?}",
+        e[0].check
+    );
+    assert_eq!((e[1].name.as_str(), e[1].start_ns), ("back after the cut", 3_000_000_000));
+    assert_eq!(e[1].after.as_deref(), Some("cut-r1-r2"));
+    match &e[2].check {
+        Check::Route { via_addrs, .. } => {
+            assert!(via_addrs.iter().any(|a| a.to_string() == "10.255.0.3"), "{via_addrs:?}")
+        }
+        c => panic!("{c:?}"),
+    }
+    assert_eq!(e[2].start_ns, 1_000_000_000);
+    assert!(matches!(&e[3].check, Check::Run { exit: 0, .. }));
+    assert_eq!(e[4].name, "fidelity at most ok");
+    // Addresses are taken as they are.
+    let plan = ok(&format!("{RING}expect: [{{reach: {{from: r1, to: 192.0.2.1}}, within: 1s}}]\n"));
+    assert!(
+        matches!(&plan.expect[0].check, Check::Reach { to_name, .. } if to_name == "192.0.2.1")
+    );
+    // No `expect:`, no checks.
+    assert!(ok(RING).expect.is_empty());
+}
+
+#[test]
+fn bad_checks_are_named_by_line_and_field() {
+    let cases = [
+        ("{reach: {from: r9, to: r1}, within: 1s}", "expect[0]: unknown node 'r9'"),
+        ("{reach: {from: h, to: r1}, within: 1s}", "node 'h' is of kind 'host'"),
+        (
+            "{reach: {from: r1, to: nowhere}, within: 1s}",
+            "'nowhere' is neither a node of the lab nor an address",
+        ),
+        (
+            "{after: cut-r9, reach: {from: r1, to: r2}, within: 1s}",
+            "expect[0].after: no event is named 'cut-r9' (named events: cut-r1-r2)",
+        ),
+        ("{reach: {from: r1, to: r2}}", "a check needs 'within'"),
+        ("{reach: {from: r1, to: r2}, within: 0s}", "'within' must be more than 0"),
+        ("{within: 1s}", "a check needs one of reach, route, run, fidelity"),
+        (
+            "{reach: {from: r1, to: r2}, fidelity: ok, within: 1s}",
+            "a check has one kind, found reach, fidelity",
+        ),
+        ("{at: 1s, after: cut-r1-r2, reach: {from: r1, to: r2}, within: 1s}", "not both"),
+        ("{route: {node: r1, prefix: ten}, within: 1s}", "'ten' is not a prefix"),
+        ("{run: {node: r1}, within: 1s}", "run needs 'node' and 'cmd'"),
+        ("{fidelity: great, within: 1s}", "expected ok or degraded"),
+        ("{reach: {from: r1, to: r2, port: 0}, within: 1s}", "port 0 cannot be connected to"),
+        ("{reach: {from: r1, to: r2}, within: 1s, when: now}", "when"),
+    ];
+    for (entry, said) in cases {
+        let e = bad(&format!("{RING}expect:\n  - {entry}\n")).to_string();
+        assert!(e.contains(said), "{entry}: {e}");
+        assert!(e.contains("t.yaml:12:"), "{entry}: not at its line: {e}");
+    }
+    let twice = bad(&format!(
+        "{RING}expect:\n  - {{reach: {{from: r1, to: r2}}, within: 1s}}\n  - {{reach: {{from: r1, to: r2}}, within: 2s}}\n"
+    ))
+    .to_string();
+    assert!(twice.contains("expect[1]: two checks are named 'reach r1 → r2'"), "{twice}");
+}
