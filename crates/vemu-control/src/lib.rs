@@ -17,6 +17,7 @@ pub mod converge;
 pub mod daemon;
 pub mod door;
 pub mod error;
+pub mod expect;
 pub mod fidelity;
 mod files;
 pub mod lab;
