@@ -260,6 +260,17 @@ async fn convergence(State(app): AppState) -> ApiResult {
     Ok(Json(serde_json::to_value(c).map_err(|e| ApiError::internal(e.to_string()))?))
 }
 
+/// `GET /v1/expect`: the lab's checks as judged so far (see [`crate::expect`]).
+async fn expectations(State(app): AppState) -> ApiResult {
+    let ctl = app.ctl.locked();
+    let results = ctl.judge.results();
+    Ok(Json(json!({
+        "checks": results,
+        "done": ctl.judge.done(),
+        "exit": crate::expect::exit_status(results),
+    })))
+}
+
 async fn timeline(State(app): AppState) -> ApiResult {
     let ctl = app.ctl.locked();
     let events = ctl
@@ -607,6 +618,7 @@ fn routes() -> Vec<Route> {
         get "/v1/events" => events,
         get "/v1/timeline" => timeline,
         get "/v1/convergence" => convergence,
+        get "/v1/expect" => expectations,
         post "/v1/scenario/check" => scenario::check,
         post "/v1/scenario/import" => scenario::import,
         post "/v1/scenario/up" => scenario::up,

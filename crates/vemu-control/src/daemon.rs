@@ -269,6 +269,7 @@ fn serve_lab(
     let timeline = crate::timeline::start(ctl.clone(), plan.events.clone(), clock, timeline_skip);
     let ticker = crate::tasks::mobility(ctl.clone(), clock);
     let monitor = crate::tasks::fidelity_monitor(ctl.clone());
+    let judge = crate::tasks::expectations(ctl.clone(), clock);
     let health = crate::lab::watch_machines(ctl.clone(), !plan.machines.is_empty());
     let settled = settle(&ctl);
     report(Event::Ready(settled));
@@ -277,6 +278,7 @@ fn serve_lab(
     timeline.stop();
     ticker.stop();
     monitor.stop();
+    judge.stop();
     health.stop();
     let result = wind_down(&mut ctl.locked(), &paths);
     // The lab is gone: its name is free before `down` hears so (an `up` right after works).

@@ -126,6 +126,21 @@ impl Judge {
         }
     }
 
+    /// Whether [`Judge::tick`] at `now_ns` needs the run's verdict (a fidelity check is
+    /// due): reading it costs the engine's counters.
+    pub fn needs_run_verdict(&self, now_ns: u64) -> bool {
+        self.checks.iter().zip(&self.results).any(|(e, r)| {
+            matches!(e.check, Check::Fidelity { .. })
+                && r.outcome == Outcome::Pending
+                && now_ns >= r.deadline_ns
+        })
+    }
+
+    /// A check's deadline.
+    pub fn deadline_ns(&self, i: usize) -> u64 {
+        self.results[i].deadline_ns
+    }
+
     /// A window of the fidelity monitor, `[from_ns, to_ns]`, judged `verdict`.
     pub fn window(&mut self, from_ns: u64, to_ns: u64, verdict: Verdict) {
         if verdict != Verdict::Ok {
@@ -272,5 +287,157 @@ mod tests {
         assert_eq!(j.results()[0].outcome, Outcome::Failed);
         assert_eq!(j.results()[0].detail, "degraded, worse than ok");
         assert_eq!(j.results()[1].outcome, Outcome::Passed);
+    }
+}
+
+/// Probing checks in the lab's nodes: the judge's driver.
+pub(crate) mod probe {
+    use std::process::{Command, Stdio};
+    use std::time::Duration;
+
+    use vemu_scenario::expect::Check;
+
+    use crate::door::{Door, HereDoor};
+
+    /// Longest a probe runs (a `run:` check's command may take until its deadline).
+    const PROBE_S: f64 = 2.0;
+
+    /// Whether `check` holds now in its node (through `door`), and why not; `left_s`:
+    /// time to its deadline.
+    pub(crate) fn holds(door: Door, check: &Check, left_s: f64) -> (bool, String) {
+        let Door::Here(door) = door else {
+            return (false, "checks in labs across machines are not judged yet".into());
+        };
+        match check {
+            Check::Reach { to, port: None, .. } => {
+                let (code, out, err) =
+                    run(&door, &["ping", "-c", "1", "-W", "1", &to.to_string()], PROBE_S);
+                let last = out
+                    .lines()
+                    .chain(err.lines())
+                    .rfind(|l| !l.trim().is_empty())
+                    .unwrap_or("")
+                    .to_string();
+                (code == 0, last)
+            }
+            Check::Reach { to, port: Some(p), .. } => {
+                let target = match to {
+                    std::net::IpAddr::V4(a) => a.to_string(),
+                    std::net::IpAddr::V6(a) => a.to_string(),
+                };
+                let script = format!("exec 3<>/dev/tcp/{target}/{p}");
+                let (code, _, err) = run(&door, &["timeout", "1", "bash", "-c", &script], PROBE_S);
+                (code == 0, err.lines().last().unwrap_or("connection not accepted").to_string())
+            }
+            Check::Route { prefix, via_addrs, .. } => {
+                let family = if prefix.addr().is_ipv4() { "-4" } else { "-6" };
+                let (code, out, err) = run(
+                    &door,
+                    &["ip", family, "-j", "route", "show", "exact", &prefix.to_string()],
+                    PROBE_S,
+                );
+                if code != 0 {
+                    return (false, err.trim().to_string());
+                }
+                route_holds(&out, via_addrs)
+            }
+            Check::Run { cmd, exit, output, .. } => {
+                let (code, out, _) = run(&door, &["sh", "-c", cmd], left_s.max(0.5));
+                let matched = output.as_ref().is_none_or(|o| out.contains(o.as_str()));
+                let why = match (code == *exit, matched) {
+                    (false, _) => format!("exit status {code}, not {exit}"),
+                    (true, false) => format!("output lacks '{}'", output.as_deref().unwrap_or("")),
+                    _ => String::new(),
+                };
+                (code == *exit && matched, why)
+            }
+            Check::Fidelity { .. } => (false, String::new()),
+        }
+    }
+
+    /// Whether `ip -j route show exact P`'s answer has the route, through one of
+    /// `via` (any gateway, or a connected route, when empty).
+    pub(crate) fn route_holds(json: &str, via: &[std::net::IpAddr]) -> (bool, String) {
+        let routes: Vec<serde_json::Value> = serde_json::from_str(json).unwrap_or_default();
+        if routes.is_empty() {
+            return (false, "no such route".into());
+        }
+        if via.is_empty() {
+            return (true, String::new());
+        }
+        let gateways: Vec<String> = routes
+            .iter()
+            .flat_map(|r| {
+                let one = r["gateway"].as_str().map(str::to_string);
+                let many = r["nexthops"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|h| h["gateway"].as_str().map(str::to_string));
+                one.into_iter().chain(many).collect::<Vec<_>>()
+            })
+            .collect();
+        let ok = gateways.iter().any(|g| via.iter().any(|v| v.to_string() == *g));
+        (ok, if ok { String::new() } else { format!("through {}", gateways.join(", ")) })
+    }
+
+    /// Run `argv` in the node, up to `timeout_s`: (exit status, stdout, stderr); 124
+    /// when it timed out, 127 when it could not start.
+    fn run(door: &HereDoor, argv: &[&str], timeout_s: f64) -> (i32, String, String) {
+        let entry = match door.open() {
+            Ok(e) => e,
+            Err(e) => return (127, String::new(), format!("{e:#}")),
+        };
+        let mut cmd = Command::new(argv[0]);
+        cmd.args(&argv[1..])
+            .current_dir(door.node_dir())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        let child = match entry.spawn(&mut cmd, crate::spawn_waited) {
+            Ok(c) => c,
+            Err(e) => return (127, String::new(), format!("{}: {e}", argv[0])),
+        };
+        let pid = child.id();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(child.wait_with_output());
+        });
+        let out = match rx.recv_timeout(Duration::from_secs_f64(timeout_s)) {
+            Ok(o) => o.ok(),
+            Err(_) => {
+                // SAFETY: kill with a negative pid signals the child's process group.
+                unsafe { libc::kill(-(pid as i32), libc::SIGKILL) };
+                let _ = rx.recv();
+                crate::forget_waited(pid);
+                return (124, String::new(), format!("timed out after {timeout_s:.1} s"));
+            }
+        };
+        crate::forget_waited(pid);
+        match out {
+            Some(o) => (
+                crate::exit_code(o.status),
+                String::from_utf8_lossy(&o.stdout).into_owned(),
+                String::from_utf8_lossy(&o.stderr).into_owned(),
+            ),
+            None => (127, String::new(), "could not wait for it".into()),
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        #[test]
+        fn routes_are_told_by_their_gateways() {
+            let one = r#"[{"dst":"10.9.0.0/24","gateway":"10.0.0.2","dev":"eth0"}]"#;
+            let via = ["10.0.0.2".parse().unwrap()];
+            assert_eq!(super::route_holds(one, &via), (true, String::new()));
+            assert_eq!(super::route_holds(one, &[]), (true, String::new()));
+            let other = ["10.0.0.6".parse().unwrap()];
+            assert_eq!(super::route_holds(one, &other), (false, "through 10.0.0.2".into()));
+            let ecmp = r#"[{"dst":"10.9.0.0/24","nexthops":[{"gateway":"10.0.0.2"},{"gateway":"10.0.0.6"}]}]"#;
+            assert!(super::route_holds(ecmp, &other).0);
+            assert_eq!(super::route_holds("[]", &[]), (false, "no such route".into()));
+        }
     }
 }

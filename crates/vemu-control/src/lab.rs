@@ -95,6 +95,8 @@ pub struct Controller {
     pub(crate) records_copied: std::collections::HashMap<String, u64>,
     /// What the fidelity monitor has seen.
     pub(crate) watch: crate::fidelity::Watch,
+    /// The judge of the lab's checks (`expect:`).
+    pub(crate) judge: crate::expect::Judge,
     /// Machines lost (their agents stopped answering), by number in the plan.
     pub(crate) lost: Vec<bool>,
     /// The links and ports a machine's loss took down (machine, target): up again if it
@@ -158,6 +160,7 @@ impl Controller {
         realtime_epoch_ns: u64,
     ) -> Controller {
         let (events, _) = tokio::sync::broadcast::channel(1024);
+        let judge = crate::expect::Judge::new(plan.expect.clone());
         Controller {
             links: PortState::of_links(&plan),
             members: PortState::of_members(&plan),
@@ -174,6 +177,7 @@ impl Controller {
             flows_asked: 0,
             records_copied: Default::default(),
             watch: Default::default(),
+            judge,
             lost_took: Vec::new(),
             usage: None,
             timeline_fired: 0,
@@ -341,6 +345,15 @@ impl Controller {
     /// The nodes' kernel counters of their TAP interfaces.
     pub(crate) fn tap_queues(&mut self) -> Result<Vec<crate::worker::TapQueue>, LabError> {
         self.worker.tap_queues()
+    }
+
+    /// The fidelity verdict on the whole run so far (`invalid` when the counters cannot
+    /// be read).
+    pub(crate) fn run_verdict(&mut self) -> crate::fidelity::Verdict {
+        match self.counters() {
+            Ok(c) => self.fidelity(&c).verdict,
+            Err(_) => crate::fidelity::Verdict::Invalid,
+        }
     }
 
     /// The fidelity verdict on the whole run so far: `c` and what the monitor saw.

@@ -71,6 +71,7 @@ pub(crate) fn fidelity_monitor(ctl: Arc<Mutex<Controller>>) -> Background {
                 })
                 .collect();
             let saturated = shard_busy.iter().any(|&b| b > c.plan.fidelity.busy_fraction);
+            let window_from = t_before;
             (work_before, t_before) = (counters.shard_work_ns.clone(), t_ns);
             let cpu = CpuEvidence::window(&counters.cpu, &cpu_before, &c.plan.fidelity);
             cpu_before = counters.cpu.clone();
@@ -83,6 +84,7 @@ pub(crate) fn fidelity_monitor(ctl: Arc<Mutex<Controller>>) -> Background {
                 cpu: cpu.clone(),
             };
             let f = assess(window.iter().map(|(n, d)| (n.clone(), d)), &engine, &c.plan.fidelity);
+            c.judge.window(window_from, t_ns, f.verdict);
             if f.verdict != Verdict::Ok || was != Verdict::Ok {
                 eprintln!("[{:.1} s] {}", t_ns as f64 / 1e9, describe(&f));
                 c.emit(serde_json::json!({"type": "fidelity", "t_ns": t_ns, "window_ns": WINDOW.as_nanos() as u64, "fidelity": f}));
@@ -97,6 +99,75 @@ pub(crate) fn fidelity_monitor(ctl: Arc<Mutex<Controller>>) -> Background {
             }
             w.taps = taps;
             w.now = Some(f);
+        }
+    })
+}
+
+/// How often the judge probes the checks that are due.
+const PROBE_EVERY: Duration = Duration::from_millis(200);
+
+/// The thread that judges the lab's checks (`expect:`): every [`PROBE_EVERY`] it probes
+/// those due, all at once, and passes their results, the lab clock and (for a fidelity
+/// check) the run's verdict to the judge; it says each check's result as it resolves
+/// (the controller's log, `expect` events) and ends when all are.
+pub(crate) fn expectations(ctl: Arc<Mutex<Controller>>, clock: LabClock) -> Background {
+    use crate::expect::{probe, Outcome};
+    use vemu_scenario::expect::Check;
+    let any = !ctl.locked().judge.done();
+    Background::spawn("vemu-expect", any, move |stop| loop {
+        let now = clock.now_ns();
+        let due: Vec<_> = {
+            let c = ctl.locked();
+            c.judge
+                .due(now)
+                .into_iter()
+                .map(|(i, check)| {
+                    let node = match check {
+                        Check::Reach { from, .. } => from,
+                        Check::Route { node, .. } | Check::Run { node, .. } => node,
+                        Check::Fidelity { .. } => "",
+                    };
+                    let left_s = c.judge.deadline_ns(i).saturating_sub(now) as f64 / 1e9;
+                    (i, check.clone(), c.door(node), left_s)
+                })
+                .collect()
+        };
+        let probed: Vec<(usize, bool, String)> = std::thread::scope(|s| {
+            let running: Vec<_> = due
+                .into_iter()
+                .map(|(i, check, door, left_s)| {
+                    s.spawn(move || match door {
+                        Ok(d) => {
+                            let (holds, why) = probe::holds(d, &check, left_s);
+                            (i, holds, why)
+                        }
+                        Err(e) => (i, false, e.to_string()),
+                    })
+                })
+                .collect();
+            running.into_iter().filter_map(|h| h.join().ok()).collect()
+        });
+        {
+            let mut c = ctl.locked();
+            let before: Vec<Outcome> = c.judge.results().iter().map(|r| r.outcome).collect();
+            for (i, holds, why) in probed {
+                c.judge.probed(i, now, holds, &why);
+            }
+            let t = clock.now_ns();
+            let run = if c.judge.needs_run_verdict(t) { c.run_verdict() } else { Verdict::Ok };
+            c.judge.tick(t, run);
+            for (r, was) in c.judge.results().iter().zip(before) {
+                if was == Outcome::Pending && r.outcome != Outcome::Pending {
+                    eprintln!("[{:.1} s] check {}", t as f64 / 1e9, r.line());
+                    c.emit(serde_json::json!({"type": "expect", "t_ns": t, "check": r}));
+                }
+            }
+            if c.judge.done() {
+                return;
+            }
+        }
+        if !matches!(stop.recv_timeout(PROBE_EVERY), Err(RecvTimeoutError::Timeout)) {
+            return;
         }
     })
 }

@@ -213,6 +213,19 @@ pub(crate) enum Cmd {
         #[command(flatten)]
         lab: LabArg,
     },
+    /// Bring the lab up, judge its checks (`expect:` in the scenario) as they resolve,
+    /// take it down. Exit status: 0 every check passed, 1 one failed, 2 bad input, 3
+    /// none failed but one was measured while the fidelity monitor judged the lab not
+    /// ok (untrustworthy).
+    Test {
+        file: PathBuf,
+        /// Lab name (default: the scenario's `name`).
+        #[arg(long)]
+        name: Option<String>,
+        /// The results as JSON at the end (instead of a line per check).
+        #[arg(long)]
+        json: bool,
+    },
     /// Write every router's running configuration (nodes of kind frr, bird) to
     /// DIR/NODE/FILE, so that a lab changed by hand can come up again as it was
     /// (`startup-config: DIR/NODE/FILE`).

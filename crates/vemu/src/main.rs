@@ -20,6 +20,7 @@ mod node;
 mod save;
 mod show;
 mod stats;
+mod test_cmd;
 mod traffic;
 mod up;
 mod watch;
@@ -163,6 +164,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
         },
         Cmd::Images { cmd } => images(cmd)?,
+        Cmd::Test { file, name, json } => {
+            return crate::test_cmd::test(&file, name.as_deref(), json);
+        }
         Cmd::Save { output, lab } => save(lab.lab, output)?,
         Cmd::Inventory { lab } => inventory(lab.lab)?,
         Cmd::Clean { all } => clean(all)?,

@@ -455,7 +455,7 @@ pub(crate) fn fetch_lab(lab: &str, from: &str) -> Result<()> {
 
 /// The images of `plan`'s nodes can be read here, or a user's error naming each that
 /// cannot (with its node): nothing is built.
-fn images_readable(plan: &Plan) -> Result<()> {
+pub(crate) fn images_readable(plan: &Plan) -> Result<()> {
     let bad = vemu_control::labs::check_images(plan);
     if bad.is_empty() {
         return Ok(());
