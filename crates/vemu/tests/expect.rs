@@ -1,0 +1,79 @@
+//! Labs as tests (issue 43): checks in the scenario (`expect:`) judged by the lab's
+//! controller, `vemu test` for CI.
+
+mod common;
+
+use common::*;
+
+/// A chain a – b – c, its b–c link cut at 2 s and back at 4 s (the timeline).
+const CHAIN: &str = "routing: static
+addressing: {ipv6: none}
+nodes: {a: {}, b: {}, c: {}}
+links:
+  - {endpoints: [a, b], delay: 1ms}
+  - {endpoints: [b, c], delay: 1ms}
+events:
+  - {name: cut, at: 2s, link: b:c, state: down}
+  - {name: back, at: 4s, link: b:c, state: up}
+";
+
+#[test]
+fn vemu_test_judges_reach_routes_commands_and_timeline_deadlines() {
+    let _g = serial();
+    let yaml = format!(
+        "name: t-expect\n{CHAIN}expect:
+  - {{name: a reaches c, reach: {{from: a, to: c}}, within: 5s}}
+  - {{route: {{node: a, prefix: 10.0.0.4/30, via: b}}, within: 5s}}
+  - {{run: {{node: c, cmd: 'hostname', output: c}}, within: 5s}}
+  - {{name: back within 3 s, after: back, reach: {{from: a, to: c}}, within: 3s}}
+  - {{name: during the cut, after: cut, reach: {{from: a, to: c}}, within: 1s}}
+"
+    );
+    let path = write_scenario("t-expect", &yaml);
+    let o = vemu(&["test", path.to_str().unwrap()]);
+    let t = text(&o);
+    eprintln!("{t}");
+    // The cut fails its 1 s bound (the link is down for 2 s): exit 1.
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    for said in [
+        "a reaches c: passed, ",
+        "route a 10.0.0.4/30 via b: passed, ",
+        "run c: hostname: passed",
+        "back within 3 s: passed, ",
+        "during the cut: FAILED, did not hold within 1.0 s",
+        "5 checks: 4 passed, 1 failed, 0 untrustworthy",
+    ] {
+        assert!(t.contains(said), "{said}: {t}");
+    }
+    // Measured beside the bound: the way back took less than the 3 s allowed.
+    let back = t.lines().find(|l| l.starts_with("back within 3 s")).unwrap();
+    assert!(back.ends_with("≤ 3.0 s"), "{back}");
+    // The lab is gone.
+    assert!(lab_netns("t-expect").is_empty());
+    assert!(!std::path::Path::new("/run/vemu/t-expect").exists());
+}
+
+#[test]
+fn vemu_test_says_json_and_passes_with_exit_0() {
+    let _g = serial();
+    let yaml = format!(
+        "name: t-expect2\n{CHAIN}expect:\n  - {{reach: {{from: a, to: c}}, within: 5s}}\n  - {{fidelity: ok, within: 2s}}\n"
+    );
+    let path = write_scenario("t-expect2", &yaml);
+    let o = vemu(&["test", path.to_str().unwrap(), "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["exit"], 0);
+    assert_eq!(v["checks"][0]["outcome"], "passed");
+    assert!(v["checks"][0]["measured_ns"].as_u64().unwrap() < 5_000_000_000);
+    assert_eq!(v["checks"][1]["outcome"], "passed", "{v}");
+    // Bad input: exit 2, nothing built.
+    let bad = write_scenario(
+        "t-expect3",
+        "nodes: {a: {}}\nexpect: [{reach: {from: a, to: z}, within: 1s}]\n",
+    );
+    let o = vemu(&["test", bad.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("'z' is neither a node of the lab nor an address"), "{}", text(&o));
+    assert!(lab_netns("t-expect3").is_empty());
+}
