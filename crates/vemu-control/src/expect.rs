@@ -333,7 +333,7 @@ pub(crate) mod probe {
                 let family = if prefix.addr().is_ipv4() { "-4" } else { "-6" };
                 let (code, out, err) = run(
                     &door,
-                    &["ip", family, "-j", "route", "show", "exact", &prefix.to_string()],
+                    &["ip", family, "-j", "route", "show", "match", &prefix.to_string()],
                     PROBE_S,
                 );
                 if code != 0 {
@@ -355,13 +355,19 @@ pub(crate) mod probe {
         }
     }
 
-    /// Whether `ip -j route show exact P`'s answer has the route, through one of
-    /// `via` (any gateway, or a connected route, when empty).
+    /// Whether `ip -j route show match P`'s answer (the routes covering P) routes P —
+    /// by the most specific of them, as the kernel would — through one of `via` (any
+    /// way, when empty).
     pub(crate) fn route_holds(json: &str, via: &[std::net::IpAddr]) -> (bool, String) {
         let routes: Vec<serde_json::Value> = serde_json::from_str(json).unwrap_or_default();
-        if routes.is_empty() {
+        let len = |r: &serde_json::Value| match r["dst"].as_str() {
+            Some("default") | None => 0,
+            Some(d) => d.split('/').nth(1).and_then(|l| l.parse().ok()).unwrap_or(128u8),
+        };
+        let Some(best) = routes.iter().map(len).max() else {
             return (false, "no such route".into());
-        }
+        };
+        let routes: Vec<&serde_json::Value> = routes.iter().filter(|r| len(r) == best).collect();
         if via.is_empty() {
             return (true, String::new());
         }
@@ -438,6 +444,10 @@ pub(crate) mod probe {
             let ecmp = r#"[{"dst":"10.9.0.0/24","nexthops":[{"gateway":"10.0.0.2"},{"gateway":"10.0.0.6"}]}]"#;
             assert!(super::route_holds(ecmp, &other).0);
             assert_eq!(super::route_holds("[]", &[]), (false, "no such route".into()));
+            // The most specific route covering the prefix decides (an aggregate here).
+            let covering = r#"[{"dst":"default","gateway":"10.0.0.6"},{"dst":"10.0.0.0/29","gateway":"10.0.0.2"}]"#;
+            assert!(super::route_holds(covering, &via).0);
+            assert!(!super::route_holds(covering, &other).0);
         }
     }
 }

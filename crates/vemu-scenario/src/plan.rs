@@ -296,7 +296,7 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
     }
     crate::template::render_node_files(s, &mut plan, &mut errors);
     check_events(s, &mut plan, &mut errors);
-    crate::expect::resolve(s, &mut plan, &mut errors);
+    resolve_expects(s, &mut plan, &mut errors);
     if errors.is_empty() {
         Ok(plan)
     } else {
@@ -957,4 +957,126 @@ fn default_link_names<'a>(
         *k += 1;
         l.name = if parallel[&pair(d)] > 1 { format!("{base}#{k}") } else { base };
     }
+}
+
+/// The plan's checks from the scenario's: names resolved to nodes (ones vemu makes) and
+/// addresses, starts to the lab clock; what cannot be is an error at its entry.
+fn resolve_expects(s: &Scenario, plan: &mut Plan, errors: &mut Vec<Error>) {
+    let mut err = |mark: crate::yaml::Mark, field: &str, message: String| {
+        errors.push(Error { line: mark.line, col: mark.col, field: field.into(), message })
+    };
+    // The timeline's names.
+    let mut events: std::collections::HashMap<&str, u64> = Default::default();
+    for e in &s.events {
+        let Some(name) = &e.name else { continue };
+        if events.insert(name, e.event.at_ns).is_some() {
+            err(e.mark, &format!("{}.name", e.field), format!("two events are named '{name}'"));
+        }
+    }
+    let made = |name: &str| -> Result<usize, String> {
+        match plan.node_index(name) {
+            None => Err(format!("unknown node '{name}'")),
+            Some(i) if !plan.nodes[i].kind.is_made() => Err(format!(
+                "node '{name}' is of kind '{}': vemu runs nothing there",
+                plan.nodes[i].kind.name()
+            )),
+            Some(i) => Ok(i),
+        }
+    };
+    let addrs = |i: usize| -> Vec<IpAddr> {
+        let n = &plan.nodes[i];
+        n.loopback.iter().chain(n.ifaces.iter().flat_map(|f| &f.addrs)).map(|a| a.addr()).collect()
+    };
+    let mut out = Vec::new();
+    let mut names = std::collections::HashSet::new();
+    for d in &s.expects {
+        let check = match &d.check {
+            crate::expect::CheckDef::Reach { from, to, port } => made(from).and_then(|_| {
+                let to_addr = match to.parse::<IpAddr>() {
+                    Ok(a) => a,
+                    Err(_) => {
+                        let i = plan.node_index(to).ok_or_else(|| {
+                            format!("'{to}' is neither a node of the lab nor an address")
+                        })?;
+                        // Its first IPv4 address (a loopback's first), else its first.
+                        let all = addrs(i);
+                        *all.iter()
+                            .find(|a| a.is_ipv4())
+                            .or(all.first())
+                            .ok_or_else(|| format!("node '{to}' has no address to reach"))?
+                    }
+                };
+                Ok(crate::expect::Check::Reach {
+                    from: from.clone(),
+                    to: to_addr,
+                    to_name: to.clone(),
+                    port: *port,
+                })
+            }),
+            crate::expect::CheckDef::Route { node, prefix, via } => made(node).and_then(|_| {
+                let via_addrs = match via {
+                    None => Vec::new(),
+                    Some(v) => addrs(plan.node_index(v).ok_or(format!("unknown node '{v}'"))?),
+                };
+                Ok(crate::expect::Check::Route {
+                    node: node.clone(),
+                    prefix: *prefix,
+                    via: via.clone(),
+                    via_addrs,
+                })
+            }),
+            crate::expect::CheckDef::Run { node, cmd, exit, output } => {
+                made(node).map(|_| crate::expect::Check::Run {
+                    node: node.clone(),
+                    cmd: cmd.clone(),
+                    exit: *exit,
+                    output: output.clone(),
+                })
+            }
+            crate::expect::CheckDef::Fidelity { worst } => {
+                Ok(crate::expect::Check::Fidelity { worst: worst.clone() })
+            }
+        };
+        let check = match check {
+            Ok(c) => c,
+            Err(m) => {
+                err(d.mark, &d.field, m);
+                continue;
+            }
+        };
+        let start_ns = match &d.after {
+            None => d.at_ns.unwrap_or(0),
+            Some((name, mark)) => match events.get(name.as_str()) {
+                Some(&at) => at,
+                None => {
+                    let mut known: Vec<&str> = events.keys().copied().collect();
+                    known.sort_unstable();
+                    let said = if known.is_empty() {
+                        "the timeline names none (give an event a 'name')".to_string()
+                    } else {
+                        format!("named events: {}", known.join(", "))
+                    };
+                    err(
+                        *mark,
+                        &format!("{}.after", d.field),
+                        format!("no event is named '{name}' ({said})"),
+                    );
+                    continue;
+                }
+            },
+        };
+        let name = d.name.clone().unwrap_or_else(|| check.describe());
+        if !names.insert(name.clone()) {
+            err(d.mark, &d.field, format!("two checks are named '{name}' (give one a 'name')"));
+            continue;
+        }
+        out.push(crate::expect::Expectation {
+            name,
+            start_ns,
+            after: d.after.as_ref().map(|(n, _)| n.clone()),
+            within_ns: d.within_ns,
+            check,
+        });
+    }
+    plan.expect = out;
 }

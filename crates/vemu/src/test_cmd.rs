@@ -26,6 +26,7 @@ pub(crate) fn test(file: &std::path::Path, name: Option<&str>, json_out: bool) -
     let lab = plan.name.clone();
     let last_deadline =
         plan.expect.iter().map(|e| e.start_ns.saturating_add(e.within_ns)).max().unwrap_or(0);
+    crate::up::UP_LINE_ON_STDERR.store(json_out, std::sync::atomic::Ordering::Relaxed);
     let routers = crate::save::routers(&plan);
     up_background(plan, ApiOptions { tcp: None })?;
     let judged = crate::save::wait_routers_ready(&lab, routers)
@@ -49,7 +50,7 @@ fn judge(lab: &str, last_deadline_ns: u64, json_out: bool) -> Result<i32> {
         for r in &checks {
             let name = r["name"].as_str().unwrap_or_default().to_string();
             if r["outcome"] != "pending" && said.insert(name.clone()) && !json_out {
-                println!("{}", line(r));
+                println!("{}", result_line(r));
             }
         }
         if v["done"] == true {
@@ -78,7 +79,7 @@ fn judge(lab: &str, last_deadline_ns: u64, json_out: bool) -> Result<i32> {
 }
 
 /// A result for people: `reach h1 → h9: passed, 1.4 s ≤ 5.0 s`.
-fn line(r: &serde_json::Value) -> String {
+fn result_line(r: &serde_json::Value) -> String {
     let outcome = match r["outcome"].as_str().unwrap_or_default() {
         "passed" => "passed",
         "failed" => "FAILED",

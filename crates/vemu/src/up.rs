@@ -334,7 +334,8 @@ pub(crate) fn start_controller(plan: Plan, options: ApiOptions, attach: bool) ->
         print_api(&plan.name);
         return Ok(());
     }
-    println!(
+    // (On stderr when stdout is for something else: `vemu test --json`.)
+    let up = format!(
         "lab '{}' is up: {} nodes, {} links, {} segments{} (logs in {}). Try 'vemu status', 'vemu exec NODE -- CMD', 'vemu down'.",
         plan.name,
         plan.nodes.len(),
@@ -343,9 +344,18 @@ pub(crate) fn start_controller(plan: Plan, options: ApiOptions, attach: bool) ->
         settle_note(settled.0, settled.1),
         paths.log_dir().display()
     );
+    if UP_LINE_ON_STDERR.load(std::sync::atomic::Ordering::Relaxed) {
+        eprintln!("{up}");
+    } else {
+        println!("{up}");
+    }
     print_api(&plan.name);
     Ok(())
 }
+
+/// Whether `up` says "lab is up" on stderr (stdout being a command's result).
+pub(crate) static UP_LINE_ON_STDERR: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
 
 /// What `up` says of the data plane's catching up with the nodes' start-up chatter:
 /// nothing when it took no time worth telling.
