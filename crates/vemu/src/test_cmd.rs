@@ -14,7 +14,7 @@ pub(crate) fn test(file: &std::path::Path, name: Option<&str>, json_out: bool) -
     let plan = load_scenario(file, name, None, None)?;
     if plan.expect.is_empty() {
         return Err(user(format!(
-            "{}: no checks to judge ('expect:' in the scenario; docs/scenario.md)",
+            "{}: no checks to judge ('expect:' in the scenario; docs/testing.md)",
             file.display()
         )));
     }
