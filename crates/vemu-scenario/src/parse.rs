@@ -192,6 +192,9 @@ pub struct EndDef {
     pub node: usize,
     pub iface: Option<String>,
     pub ips: Vec<IpNet>,
+    /// `ip: none`: this end has no address of either family (a bridge's port), whatever
+    /// the other end or the segment has.
+    pub unaddressed: bool,
     pub mac: Option<[u8; 6]>,
     pub mark: Mark,
     pub field: String,

@@ -601,6 +601,10 @@ fn link_addresses(
     for v6fam in [false, true] {
         let has = |k: usize| out[k].iter().any(|a| a.addr().is_ipv6() == v6fam);
         let fam = if v6fam { "IPv6" } else { "IPv4" };
+        if l.ends.iter().any(|e| e.unaddressed) {
+            // A bridge's port: the other end keeps what it was given, nothing is handed out.
+            continue;
+        }
         match (has(0), has(1)) {
             (false, false) => {
                 let net = if v6fam {
@@ -741,7 +745,7 @@ fn segment_addresses(
         let size = 1u128.checked_shl((bits(&net) - net.prefix_len()) as u32).unwrap_or(u128::MAX);
         let mut next = 1u128;
         for (m, addrs) in g.members.iter().zip(out.iter_mut()) {
-            if addrs.iter().any(|a| a.addr().is_ipv6() == v6fam) {
+            if m.end.unaddressed || addrs.iter().any(|a| a.addr().is_ipv6() == v6fam) {
                 continue;
             }
             while taken.contains(&(base + next)) {

@@ -213,6 +213,22 @@ pub(crate) enum Cmd {
         #[command(flatten)]
         lab: LabArg,
     },
+    /// Run an unmodified Mininet script (`import mininet...` served by vemu.mininet): its
+    /// network is a vemu lab, taken down when the script ends (docs/mininet.md).
+    Mininet {
+        /// Print the directory to put first on PYTHONPATH (for test runners) instead.
+        #[arg(long, conflicts_with = "script")]
+        path: bool,
+        /// The script, then its arguments.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "SCRIPT")]
+        script: Vec<String>,
+    },
+    /// Mininet's `mn` on vemu: `--topo`, `--link tc,...`, `--test`, `-c`, then the
+    /// `mininet>` prompt (`vemu mn -h` lists mn's options).
+    Mn {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "MN_OPTIONS")]
+        args: Vec<String>,
+    },
     /// Bring the lab up, judge its checks (`expect:` in the scenario) as they resolve,
     /// take it down. Exit status: 0 every check passed, 1 one failed, 2 bad input, 3
     /// none failed but one was measured while the fidelity monitor judged the lab not

@@ -16,6 +16,7 @@ mod flow;
 mod images;
 mod lab;
 mod link;
+mod mininet;
 mod node;
 mod save;
 mod show;
@@ -167,6 +168,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Cmd::Test { file, name, json } => {
             return crate::test_cmd::test(&file, name.as_deref(), json);
         }
+        Cmd::Mininet { path: true, .. } => println!("{}", mininet::python_path()?.display()),
+        Cmd::Mininet { script, .. } => return mininet::run_script(&script),
+        Cmd::Mn { args } => return mininet::run_mn(&args),
         Cmd::Save { output, lab } => save(lab.lab, output)?,
         Cmd::Inventory { lab } => inventory(lab.lab)?,
         Cmd::Clean { all } => clean(all)?,

@@ -12,9 +12,10 @@ pub(crate) fn endpoint<'n>(
     extra: &[&str],
 ) -> Option<(EndDef, Entries<'n>)> {
     let mut rest = Vec::new();
-    let (node_name, iface, ips, mac_addr) = if let Value::Map(_) = node.value {
+    let (node_name, iface, ips, mac_addr, unaddressed) = if let Value::Map(_) = node.value {
         let mut n = None;
         let (mut iface, mut ips, mut m) = (None, Vec::new(), None);
+        let mut unaddressed = false;
         let mut allowed = vec!["node", "iface", "ip", "mac"];
         allowed.extend_from_slice(extra);
         for (k, kmark, v) in p.map(node, field, &allowed) {
@@ -22,6 +23,7 @@ pub(crate) fn endpoint<'n>(
             match k {
                 "node" => n = p.string(v, &f),
                 "iface" => iface = p.scalar(v, &f, |s| valid_iface_name(s).map(|_| s.to_string())),
+                "ip" if v.as_str() == Some("none") => unaddressed = true,
                 "ip" => ips = ip_list(p, v, &f),
                 "mac" => m = p.scalar(v, &f, mac),
                 _ => rest.push((k, kmark, v)),
@@ -31,18 +33,18 @@ pub(crate) fn endpoint<'n>(
             p.err(node.mark, field, "missing 'node'");
             return None;
         };
-        (n, iface, ips, m)
+        (n, iface, ips, m, unaddressed)
     } else {
         let s = p.string(node, field)?;
         match s.split_once(':') {
             Some((n, i)) => match valid_iface_name(i) {
-                Ok(()) => (n.to_string(), Some(i.to_string()), Vec::new(), None),
+                Ok(()) => (n.to_string(), Some(i.to_string()), Vec::new(), None, false),
                 Err(m) => {
                     p.err(node.mark, field, m);
                     return None;
                 }
             },
-            None => (s, None, Vec::new(), None),
+            None => (s, None, Vec::new(), None, false),
         }
     };
     let Some(&idx) = names.get(&node_name) else {
@@ -56,7 +58,15 @@ pub(crate) fn endpoint<'n>(
         return None;
     };
     Some((
-        EndDef { node: idx, iface, ips, mac: mac_addr, mark: node.mark, field: field.to_string() },
+        EndDef {
+            node: idx,
+            iface,
+            ips,
+            unaddressed,
+            mac: mac_addr,
+            mark: node.mark,
+            field: field.to_string(),
+        },
         rest,
     ))
 }

@@ -1,0 +1,12 @@
+"""``mininet`` served by vemu.mininet: put this directory's parent first on PYTHONPATH
+(``vemu mininet --path`` prints it) and unmodified Mininet scripts build vemu labs.
+A real Mininet installed on the machine is not touched."""
+
+import importlib as _importlib
+import sys as _sys
+
+for _m in ('log', 'util', 'moduledeps', 'topo', 'link', 'node', 'nodelib', 'term', 'cli',
+           'net', 'topolib', 'clean'):
+    _mod = _importlib.import_module('vemu.mininet.' + _m)
+    _sys.modules[__name__ + '.' + _m] = _mod
+    globals()[_m] = _mod
