@@ -11,11 +11,12 @@ pub(crate) fn exec(lab: Option<String>, node: &str, argv: &[String]) -> Result<E
     };
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..]);
-    let status = match HereDoor::new(paths, node)
-        .open()?
-        .spawn(&mut cmd, Command::spawn)
-        .and_then(|mut c| c.wait())
-    {
+    let status = match HereDoor::new(paths, node).open()?.spawn(&mut cmd, Command::spawn).and_then(
+        |mut c| {
+            forward_signals(c.id());
+            c.wait()
+        },
+    ) {
         Ok(s) => s,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             eprintln!("vemu: cannot run '{}' in node '{node}': command not found", argv[0]);
@@ -25,6 +26,39 @@ pub(crate) fn exec(lab: Option<String>, node: &str, argv: &[String]) -> Result<E
     };
     let code = vemu_control::exit_code(status);
     Ok(ExitCode::from(code as u8))
+}
+
+/// The command `vemu exec` runs, for [`forward`].
+static CHILD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// Signals sent to `vemu exec` (by `kill`, or a program that started it, as a Mininet
+/// script's `popen().send_signal()`) go on to the command it runs in the node, as
+/// they would reach a command started directly. A terminal's own signals (Ctrl-C)
+/// reach the command already, being in the terminal's foreground group: not sent twice.
+fn forward_signals(child: u32) {
+    CHILD.store(child as i32, std::sync::atomic::Ordering::Relaxed);
+    for sig in
+        [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT, libc::SIGUSR1, libc::SIGUSR2]
+    {
+        // SAFETY: `forward` only calls kill(2), which is async-signal-safe.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = forward as *const () as usize;
+            sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+}
+
+extern "C" fn forward(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler.
+    let from_terminal = unsafe { (*info).si_code } == libc::SI_KERNEL;
+    let child = CHILD.load(std::sync::atomic::Ordering::Relaxed);
+    if child > 0 && !from_terminal {
+        // SAFETY: kill(2) with a PID we started.
+        unsafe { libc::kill(child, sig) };
+    }
 }
 
 /// Where a node is, seen from this machine.

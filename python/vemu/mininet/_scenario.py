@@ -5,7 +5,7 @@
 - A switch linked only to non-switches becomes a LAN segment of that name (vemu's
   learning switch); each link to it a port whose ``egress`` is what the node's
   interface shapes and whose ``ingress`` what the switch's interface shapes.
-- A switch linked to other switches becomes a node whose ports a Linux bridge joins
+- A switch linked to other switches (or twice to one node) becomes a node whose ports a Linux bridge joins
   (``bridges`` says which), every one of its links a vemu link: vemu's segments are not
   linked to each other, and a link between switches carries its own impairments.
 - Addresses: what Mininet gives a host (``ip``, on its default interface) or an
@@ -76,6 +76,13 @@ def plan(name, hosts, switches, links):
             raise ValueError('link %s: controllers are not in the data plane here' % link)
         if a.name in is_switch and b.name in is_switch:
             p.switches[a.name] = p.switches[b.name] = 'bridge'
+    # A switch with two ports to one node is a bridge too: a node is a LAN segment's
+    # member once.
+    for s in switches:
+        peers = [i.link.intf2.node if i.link.intf1 is i else i.link.intf1.node
+                 for i in s.intfList() if i.link is not None]
+        if len(peers) != len(set(peers)):
+            p.switches[s.name] = 'bridge'
     nodes = {}
     for h in hosts:
         spec = {}
@@ -120,7 +127,8 @@ def plan(name, hosts, switches, links):
                 m['ingress'] = ingress
             members.append(m)
             p.built[sw] = True
-            spec = '%s:%s' % (sw.node.name, other.node.name)
+            # (NODE:SEGMENT: its forward direction is the node's egress.)
+            spec = '%s:%s' % (other.node.name, sw.node.name)
             p.specs[link] = (spec, 'forward', 'reverse') if other is i1 else (spec, 'reverse', 'forward')
             continue
         lname = '%s_%s' % (i1.name, i2.name)

@@ -100,6 +100,7 @@ from math import ceil
 import atexit
 import subprocess
 import tempfile
+import time
 
 from vemu.mininet.cli import CLI
 from vemu.mininet.log import info, error, debug, output, warn
@@ -919,11 +920,17 @@ class Mininet( object ):
                              server.IP() + ' ' + bwArgs )
         debug( 'Client output: %s\n' % cliout )
         servout = ''
-        # We want the last *b/sec from the iperf server output
-        # for TCP, there are two of them because of waitListening
-        count = 2 if l4Type == 'TCP' else 1
-        while len( re.findall( '/sec', servout ) ) < count:
-            servout += server.monitor( timeoutms=5000 )
+        # We want the server's report of the client's connection (iperf 2.1 reports
+        # nothing for waitListening's probe, 2.0 did: wait for the client's port, then
+        # a rate after it).
+        m = re.search( r'local \S+ port (\d+) connected', cliout )
+        mark = 'port %s' % m.group( 1 ) if m else None
+        deadline = time.time() + seconds + 10
+        while time.time() < deadline:
+            at = servout.find( mark ) if mark else 0
+            if at >= 0 and '/sec' in servout[ at: ]:
+                break
+            servout += server.monitor( timeoutms=1000 )
         server.sendInt()
         servout += server.waitOutput()
         debug( 'Server output: %s\n' % servout )

@@ -647,13 +647,15 @@ class RemoteController(Controller):
         Controller.__init__(self, name, ip=ip, port=port, **kwargs)
 
 
-DefaultController = Controller
-NullController = None
-
-
 def findController(controllers=None):
     return Controller
 
 
-def DefaultControllerFn():  # (Mininet's DefaultController may be called)
-    return Controller
+def DefaultController(name, controllers=None, **kwargs):
+    "The default controller (one that has nothing to do)."
+    return Controller(name, **kwargs)
+
+
+def NullController(*_args, **_kwargs):
+    "Nonexistent controller - simply returns None"
+    return None
