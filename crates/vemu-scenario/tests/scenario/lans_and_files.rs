@@ -192,3 +192,22 @@ fn loopback_pools() {
         p.nodes[0].routes.iter().map(|r| format!("{} via {}", r.dst, r.via.unwrap())).collect();
     assert_eq!(r, ["10.9.9.9/32 via 10.0.0.2", "fd00:ff::2/128 via fd00::2"]);
 }
+
+#[test]
+fn ip_none_leaves_a_bridge_port_unaddressed() {
+    // A node bridging its ports (as Mininet's switches are made): its ends have no
+    // address while the hosts' ends have theirs, on links and on a LAN alike.
+    let p = ok("addressing: {ipv4: 10.0.0.0/8, ipv6: none}\nnodes: {h1: {}, h2: {}, sw: {}}\nlinks:\n  - endpoints: [{node: h1, ip: [10.0.0.1/8]}, {node: sw, ip: none}]\n  - endpoints: [{node: h2, ip: none}, {node: sw, ip: none}]\nsegments:\n  lan:\n    members: [{node: h1, ip: [192.168.0.1/24]}, {node: h2, ip: none}, sw]\n");
+    let addrs = |n: usize| -> Vec<Vec<String>> {
+        p.nodes[n].ifaces.iter().map(|i| i.addrs.iter().map(|a| a.to_string()).collect()).collect()
+    };
+    assert_eq!(addrs(0), [vec!["10.0.0.1/8"], vec!["192.168.0.1/24"]]);
+    assert_eq!(addrs(1), [Vec::<String>::new(), Vec::new()]);
+    // (sw's LAN port, not marked, is given the segment's next address.)
+    assert_eq!(addrs(2), [Vec::<String>::new(), Vec::new(), vec!["192.168.0.2/24".to_string()]]);
+    // Without it, one addressed end is still a mistake.
+    let m = one_error(
+        "nodes: {a: {}, b: {}}\nlinks:\n  - endpoints: [{node: a, ip: [10.0.0.1/24]}, b]\n",
+    );
+    assert!(m.contains("give both ends an address, or neither"), "{m}");
+}
