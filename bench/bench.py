@@ -21,6 +21,8 @@
                    time: delivery ratio, delay, routing overhead, engine CPU
                    (VEMU_MANET_DURATION seconds of traffic, default 60; VEMU_MANET_PAUSES,
                    default 0,15,30,60)
+  bench.py mininet-scripts  the same Mininet scripts (tree64 pingAll, linear10 TCP, tree1024) under
+                   Mininet 2.3 and under `vemu mininet`
   bench.py mininet the same LANs in vemu and in Mininet (Linux bridge, no controller) in one
                    run: N hosts on one switch (VEMU_MININET_SIZES, default 100,300,1000):
                    up, down, the first ping from h1 to the last host right after start,
@@ -68,6 +70,7 @@ from experiments.switch import bench_flood, bench_switch
 from experiments.api import bench_api
 from experiments.radio import bench_channel, bench_manet
 from experiments.mininet import bench_mininet
+from experiments.mininet_scripts import bench_mininet_scripts
 from experiments.soak import bench_soak
 from experiments.machines import bench_lan_machines, bench_machine_hop, bench_machines, bench_placement
 from experiments.ui import bench_ui
@@ -91,6 +94,7 @@ def main():
         "channel": [bench_channel],
         "manet": [bench_manet],
         "mininet": [bench_mininet],
+        "mininet-scripts": [bench_mininet_scripts],
         "soak": [bench_soak],
         "machines": [bench_machines],
         "lan-machines": [bench_lan_machines],

@@ -35,6 +35,8 @@ class Plan(object):
         self.bridges = {}
         #: Intf -> True where vemu gives its address and MAC.
         self.built = {}
+        #: Intf -> (address 'a.b.c.d/len' or None, MAC or None) that vemu gives it.
+        self.given = {}
         #: Link -> (spec, direction of intf1, direction of intf2).
         self.specs = {}
 
@@ -108,6 +110,7 @@ def plan(name, hosts, switches, links):
         if mac and intf.node.name not in is_switch:
             e['mac'] = mac
         p.built[intf] = e['ip'] != 'none' or addr is None
+        p.given[intf] = (addr if e['ip'] != 'none' else None, e.get('mac'))
         return e
 
     for n, link in enumerate(links):
@@ -134,11 +137,13 @@ def plan(name, hosts, switches, links):
         lname = '%s_%s' % (i1.name, i2.name)
         if not _NAME.match(lname) or any(l.get('name') == lname for l in out):
             lname = 'l%d' % n
+        # An end takes its address where vemu can give it: beside a switch's port
+        # (which has none), or with the other end's in one subnet.
         a1, a2 = _addr(i1), _addr(i2)
-        both = (a1 and a2 and i1.node.name not in is_switch and i2.node.name not in is_switch
-                and _same_subnet(a1, a2))
-        e1 = end(i1, lambda _a: both)
-        e2 = end(i2, lambda _a: both)
+        sw1, sw2 = i1.node.name in is_switch, i2.node.name in is_switch
+        ok = sw1 or sw2 or bool(a1 and a2 and _same_subnet(a1, a2))
+        e1 = end(i1, lambda _a: ok)
+        e2 = end(i2, lambda _a: ok)
         entry = {'name': lname, 'endpoints': [e1, e2]}
         if _tc(i1):
             entry['forward'] = _tc(i1)

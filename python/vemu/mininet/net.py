@@ -98,6 +98,7 @@ from itertools import chain, groupby
 from math import ceil
 
 import atexit
+import json
 import subprocess
 import tempfile
 import time
@@ -564,19 +565,42 @@ class Mininet( object ):
                 kind is None and node in self.switches ) else 'node'
         for intf, built in plan.built.items():
             intf.built = built
+            addr, mac = plan.given.get( intf, ( None, None ) )
+            if addr:
+                intf.ip, intf.prefixLen = addr.split( '/' )
+            if mac:
+                intf.mac = mac
         for link in self.links:
             link.vemu = plan.specs.get( link )
+        # The MACs vemu gave (Mininet's intf.MAC() answers without asking the node).
+        status = subprocess.run( [ find_vemu(), 'status', '--lab', name, '--json' ],
+                                 capture_output=True, text=True )
+        if status.returncode == 0:
+            macs = { ( n[ 'name' ], i[ 'name' ] ): i[ 'mac' ]
+                     for n in json.loads( status.stdout )[ 'nodes' ]
+                     for i in n[ 'ifaces' ] }
+            for node in self.hosts + self.switches:
+                for intf in node.intfList():
+                    intf.mac = macs.get( ( node.name, intf.name ), intf.mac )
+        # One command a bridge switch (the bridge, its ports, STP if asked), all at once.
+        started = []
         for sw, ports in plan.bridges.items():
-            # (One command a switch: the bridge, its ports, STP if asked.)
             stp = getattr( self.nameToNode[ sw ], 'stp', False )
             script = 'ip link add name br0 type bridge%s && ip link set br0 up' % (
                 ' stp_state 1' if stp else '' )
             for port in ports:
                 script += ' && ip link set %s master br0' % port
-            r = subprocess.run( [ find_vemu(), 'exec', '--lab', name, sw, '--',
-                                  'sh', '-c', script ], capture_output=True, text=True )
-            if r.returncode != 0:
-                raise NotEmulated( 'switch %s: %s' % ( sw, r.stderr.strip() ) )
+            started.append( ( sw, subprocess.Popen(
+                [ find_vemu(), 'exec', '--lab', name, sw, '--', 'sh', '-c', script ],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True ) ) )
+        failed = []
+        for sw, p in started:
+            _out, err = p.communicate()
+            if p.returncode != 0:
+                failed.append( 'switch %s: %s' % ( sw, err.strip() ) )
+        if failed:
+            self.downLab()
+            raise NotEmulated( '; '.join( failed ) )
         # Interfaces whose addresses vemu could not give get them from their shells.
         for node in self.hosts:
             for intf in node.intfList():
