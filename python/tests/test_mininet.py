@@ -16,7 +16,7 @@ from vemu.mininet.cli import CLI  # noqa: F401 (the module imports)
 from vemu.mininet.link import TCLink, TCIntf, impairments
 from vemu.mininet.log import StreamHandlerNoNewline, lg
 from vemu.mininet.net import Mininet
-from vemu.mininet.node import CPULimitedHost, NotEmulated, RemoteController
+from vemu.mininet.node import CPULimitedHost, Host, NotEmulated, RemoteController
 from vemu.mininet.nodelib import NAT
 from vemu.mininet.topo import LinearTopo, SingleSwitchTopo, Topo
 
@@ -108,9 +108,19 @@ def printed():
     lg.removeHandler(handler)
 
 
+class HostV4(Host):
+    "As Mininet's treeping64 example: commands in __init__, before the network exists."
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.cmd("sysctl -w net.ipv6.conf.all.disable_ipv6=1")
+
+
 @root
 def test_names_addresses_strings_and_shells(net_of, printed):
-    net = net_of(topo=SingleSwitchTopo(3), autoSetMacs=True)
+    net = net_of(topo=SingleSwitchTopo(3), autoSetMacs=True, host=HostV4)
+    # (HostV4's command ran once the node existed.)
+    assert net["h2"].cmd("cat /proc/sys/net/ipv6/conf/all/disable_ipv6").strip() == "1"
     assert net.lab in labs()
     h1, h2, h3 = net.get("h1", "h2", "h3")
     assert [h.IP() for h in (h1, h2, h3)] == ["10.0.0.1", "10.0.0.2", "10.0.0.3"]

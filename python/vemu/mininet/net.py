@@ -601,6 +601,11 @@ class Mininet( object ):
         if failed:
             self.downLab()
             raise NotEmulated( '; '.join( failed ) )
+        # Commands nodes were given before they existed, in order.
+        for node in self.hosts + self.switches:
+            pending, node.pending = node.pending, []
+            for args, kwargs in pending:
+                node.cmd( *args, **kwargs )
         # Interfaces whose addresses vemu could not give get them from their shells.
         for node in self.hosts:
             for intf in node.intfList():

@@ -69,6 +69,8 @@ class Node(object):
         #: Mininet's switches do) or None before the network is built.
         self.where = None
         self._exited = False
+        #: Commands given before the network was built: run when it is.
+        self.pending = []
 
     @classmethod
     def fdToNode(cls, fd):
@@ -268,6 +270,12 @@ class Node(object):
         if self._exited:
             warn('(%s exited - ignoring cmd%s)\n' % (self, args))
             return None
+        if self.where is None:
+            # Before the network is built (a Node subclass's __init__, as Mininet's
+            # examples have): run once the node exists, in order; no output to return.
+            self.pending.append((args, kwargs))
+            debug('%s: %s waits for the network to be built\n' % (self.name, args))
+            return ''
         self.sendCmd(*args, **kwargs)
         return self.waitOutput(verbose)
 
