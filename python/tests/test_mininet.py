@@ -140,6 +140,11 @@ def test_names_addresses_strings_and_shells(net_of, printed):
     assert code == 0 and "10.0.0.3/8" in out
     p = h1.popen("ping -c 1 10.0.0.2")
     assert b"1 received" in p.communicate()[0]
+    # A signal to the popen reaches the command in the node (vemu exec passes it on).
+    p = h1.popen("sleep 30")
+    time.sleep(0.3)
+    p.send_signal(signal.SIGINT)
+    assert p.wait(timeout=5) == 128 + signal.SIGINT
     # ^C interrupts the command in the foreground.
     h3.sendCmd("sleep 30")
     time.sleep(0.3)
