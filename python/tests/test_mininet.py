@@ -237,7 +237,7 @@ def test_mn_and_its_prompt():
 
 
 @root
-def test_a_script_killed_leaves_a_lab_that_mn_c_removes(tmp_path):
+def test_a_script_killed_leaves_a_lab_that_vemu_clean_removes(tmp_path):
     script = tmp_path / "hang.py"
     script.write_text("from mininet.net import Mininet\nfrom mininet.topo import SingleSwitchTopo\n"
                       "import time\nnet = Mininet(topo=SingleSwitchTopo(2))\nnet.start()\n"
@@ -246,17 +246,31 @@ def test_a_script_killed_leaves_a_lab_that_mn_c_removes(tmp_path):
     assert p.stdout.readline().strip() == "up"
     left = labs()
     assert len(left) == 1
-    # SIGKILL: no atexit, the lab stays, as Mininet's would.
-    os.kill(p.pid, signal.SIGKILL)
-    p.wait()
-    python = [pid for pid in os.listdir("/proc") if pid.isdigit() and
-              str(script).encode() in open("/proc/%s/cmdline" % pid, "rb").read()]
-    for pid in python:
-        os.kill(int(pid), signal.SIGKILL)
-    time.sleep(0.2)
+
+    def kill():
+        # SIGKILL to vemu mininet and its python: no atexit, the lab stays, as Mininet's would.
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait()
+        for pid in [pid for pid in os.listdir("/proc") if pid.isdigit()]:
+            try:
+                if str(script).encode() in open("/proc/%s/cmdline" % pid, "rb").read():
+                    os.kill(int(pid), signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.2)
+
+    kill()
     assert labs() == left
+    # The lab belonged to the script (vemu up --owner): vemu clean takes it down.
+    r = run([VEMU, "clean"])
+    assert r.returncode == 0 and "which has ended" in r.stderr, r.stderr
+    assert not labs()
+    # mn -c takes down the labs of Mininet scripts, ended or not.
+    p = subprocess.Popen([VEMU, "mininet", str(script)], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "up"
     assert run([VEMU, "mn", "-c"]).returncode == 0
     assert not labs()
+    kill()
 
 
 @root

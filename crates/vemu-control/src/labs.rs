@@ -61,3 +61,72 @@ pub fn check_images(plan: &vemu_scenario::Plan) -> Vec<String> {
 pub fn display_reference(reference: &str) -> &str {
     reference.strip_prefix("path:").unwrap_or(reference)
 }
+
+/// The process a lab belongs to (`vemu up --owner PID`), told apart from a later process
+/// that reuses its PID by its start time (clock ticks after boot, `/proc/PID/stat`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Owner {
+    pub pid: u32,
+    pub started_ticks: u64,
+}
+
+impl Owner {
+    const FILE: &'static str = "owner";
+
+    /// Process `pid` as it is now; `None` if there is none (or only its zombie: it
+    /// has ended, its parent has not yet collected its status).
+    pub fn of(pid: u32) -> Option<Owner> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let (state, started_ticks) = state_and_start(&stat)?;
+        (state != "Z" && state != "X").then_some(Owner { pid, started_ticks })
+    }
+
+    /// Whether the process still runs (the same one: not a new one with its PID).
+    pub fn alive(&self) -> bool {
+        Owner::of(self.pid) == Some(*self)
+    }
+
+    /// Record it in a lab's directory.
+    pub fn write(&self, lab_dir: &std::path::Path) -> Result<()> {
+        use anyhow::Context;
+        let path = lab_dir.join(Self::FILE);
+        std::fs::write(&path, format!("{} {}\n", self.pid, self.started_ticks))
+            .with_context(|| format!("writing {}", path.display()))
+    }
+
+    /// The owner recorded in a lab's directory, if any.
+    pub fn read(lab_dir: &std::path::Path) -> Option<Owner> {
+        let text = std::fs::read_to_string(lab_dir.join(Self::FILE)).ok()?;
+        let mut words = text.split_whitespace();
+        Some(Owner { pid: words.next()?.parse().ok()?, started_ticks: words.next()?.parse().ok()? })
+    }
+}
+
+/// Fields 3 and 22 of a `/proc/PID/stat` line (the process's state and start time):
+/// counted after the command name's closing parenthesis, as the name may hold spaces and
+/// parentheses.
+fn state_and_start(stat: &str) -> Option<(&str, u64)> {
+    let mut after = stat[stat.rfind(')')? + 1..].split_whitespace();
+    let state = after.next()?;
+    Some((state, after.nth(18)?.parse().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_owners_start_time_is_read_past_a_name_with_spaces_and_parentheses() {
+        let stat = "4242 (my (odd) name) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 12345 67 18446744073709551615";
+        assert_eq!(state_and_start(stat), Some(("S", 987654)));
+        assert_eq!(state_and_start("garbage"), None);
+        let me = Owner::of(std::process::id()).unwrap();
+        assert!(me.alive());
+        assert!(!Owner { started_ticks: me.started_ticks + 1, ..me }.alive());
+        let dir = std::env::temp_dir().join(format!("vemu-owner-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        me.write(&dir).unwrap();
+        assert_eq!(Owner::read(&dir), Some(me));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -7,7 +7,14 @@ pub(crate) fn clean(all: bool) -> Result<()> {
     need_root()?;
     let (running, stale) = vemu_control::list_labs();
     for lab in &running {
-        if all {
+        // A lab whose owner (`vemu up --owner`) has ended is left behind too.
+        let orphan = vemu_control::labs::Owner::read(&LabPaths::new(lab).dir)
+            .filter(|o| !o.alive())
+            .map(|o| o.pid);
+        if all || orphan.is_some() {
+            if let Some(pid) = orphan {
+                eprintln!("lab '{lab}' belonged to process {pid}, which has ended");
+            }
             match Client::connect(lab).and_then(|c| c.post("/v1/down", &json!({}))) {
                 Ok(_) => eprintln!("took lab '{lab}' down"),
                 Err(e) => eprintln!("lab '{lab}' did not go down cleanly ({e:#}); removing it"),

@@ -55,6 +55,10 @@ pub(crate) enum Cmd {
         /// anything else is refused at its field before it is read.
         #[arg(long, value_name = "ALLOWED")]
         tenant: Option<String>,
+        /// The lab belongs to process PID (a script that built it, as `vemu mininet`'s):
+        /// `vemu clean` takes it down once that process has ended.
+        #[arg(long, value_name = "PID")]
+        owner: Option<u32>,
     },
     /// Print a new link to a running lab's web interface (it works once, for 2 minutes).
     Ui {
@@ -241,6 +245,17 @@ pub(crate) enum Cmd {
         /// The results as JSON at the end (instead of a line per check).
         #[arg(long)]
         json: bool,
+        /// Run the lab N times, with seeds one apart: each check's pass rate and the
+        /// spread of what it measured (a flaky network test becomes a number).
+        #[arg(long, value_name = "N", default_value_t = 1)]
+        repeat: u32,
+        /// The seed of the (first) run, instead of the scenario's `seed`.
+        #[arg(long, value_name = "S")]
+        seed: Option<u64>,
+        /// Also write the results as JUnit XML (a test suite per run, a test case per
+        /// check) for CI systems.
+        #[arg(long, value_name = "FILE")]
+        junit: Option<PathBuf>,
     },
     /// Write every router's running configuration (nodes of kind frr, bird) to
     /// DIR/NODE/FILE, so that a lab changed by hand can come up again as it was

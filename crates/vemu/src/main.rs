@@ -103,7 +103,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             eprintln!("vemu import: {} nodes, {} links", i.nodes, i.links);
         }
-        Cmd::Up { file, name, foreground, api, ui, machines, wait_converged, tenant } => up(
+        Cmd::Up { file, name, foreground, api, ui, machines, wait_converged, tenant, owner } => up(
             &file,
             name.as_deref(),
             foreground,
@@ -112,6 +112,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             machines.as_deref(),
             wait_converged,
             tenant.as_deref(),
+            owner,
         )?,
         Cmd::Ui { lab } => {
             need_root()?;
@@ -165,8 +166,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
         },
         Cmd::Images { cmd } => images(cmd)?,
-        Cmd::Test { file, name, json } => {
-            return crate::test_cmd::test(&file, name.as_deref(), json);
+        Cmd::Test { file, name, json, repeat, seed, junit } => {
+            return crate::test_cmd::test(&crate::test_cmd::TestArgs {
+                file: &file,
+                name: name.as_deref(),
+                json,
+                repeat,
+                seed,
+                junit: junit.as_deref(),
+            });
         }
         Cmd::Mininet { path: true, .. } => println!("{}", mininet::python_path()?.display()),
         Cmd::Mininet { script, .. } => return mininet::run_script(&script),

@@ -503,8 +503,19 @@ pub(crate) fn up(
     machines: Option<&str>,
     wait_converged: Option<u64>,
     tenant: Option<&str>,
+    owner: Option<u32>,
 ) -> Result<()> {
     let plan = load_scenario(file, name, machines, tenant)?;
+    let owner = match owner {
+        Some(pid) => Some(
+            vemu_control::labs::Owner::of(pid)
+                .ok_or_else(|| user(format!("--owner {pid}: no such process")))?,
+        ),
+        None => None,
+    };
+    if owner.is_some() && foreground {
+        return Err(user("--owner: not with --foreground (the lab ends with 'vemu up' then)"));
+    }
     need_root()?;
     if plan.machines.is_empty() {
         images_readable(&plan)?;
@@ -528,6 +539,9 @@ pub(crate) fn up(
         let name = plan.name.clone();
         let routers = crate::save::routers(&plan);
         up_background(plan, options)?;
+        if let Some(owner) = owner {
+            owner.write(&LabPaths::new(&name).dir)?;
+        }
         crate::save::wait_routers_ready(&name, routers)?;
         if let Some(secs) = wait_converged {
             wait_converged_for(&name, secs)?;

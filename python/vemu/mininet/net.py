@@ -549,7 +549,10 @@ class Mininet( object ):
                                           delete=False ) as f:
             f.write( plan.text() )
         try:
-            r = subprocess.run( [ find_vemu(), 'up', f.name, '--name', name ],
+            # (--owner: a script killed before it stops its network leaves a lab that
+            # `vemu clean` takes down.)
+            r = subprocess.run( [ find_vemu(), 'up', f.name, '--name', name,
+                                  '--owner', str( os.getpid() ) ],
                                 capture_output=True, text=True )
         finally:
             os.unlink( f.name )
