@@ -310,3 +310,40 @@ def test_https_urls_are_refused_not_downgraded():
         with pytest.raises(VemuError, match="unsupported URL scheme"):
             Lab("x", url=url, token="secret")
 
+
+
+def test_labs_as_tests_from_python(tmp_path):
+    import xml.etree.ElementTree as ET
+
+    import vemu
+
+    p = tmp_path / "pyexpect.yaml"
+    p.write_text(CHAIN.format(name="pyexpect") + """expect:
+  - {name: n1 reaches n2, reach: {from: n1, to: n2}, within: 5s}
+  - {name: n2 says hello, run: {node: n2, cmd: 'echo bye', output: hello}, within: 1s}
+""")
+    junit = tmp_path / "results.xml"
+    run = vemu.test(p, junit=junit)
+    assert run.exit == 1 and not run.passed
+    by_name = {c["name"]: c for c in run.results["checks"]}
+    assert by_name["n1 reaches n2"]["outcome"] == "passed"
+    assert by_name["n1 reaches n2"]["measured_ns"] < 5_000_000_000
+    assert by_name["n2 says hello"]["outcome"] == "failed"
+    # JUnit XML that a parser reads: one suite, two cases, one failure.
+    suites = ET.parse(junit).getroot()
+    assert (suites.tag, suites.get("tests"), suites.get("failures")) == ("testsuites", "2", "1")
+    cases = {c.get("name"): c for c in suites.iter("testcase")}
+    assert cases["n2 says hello"].find("failure").get("message").startswith("failed: ")
+    assert cases["n1 reaches n2"].find("failure") is None
+    # A lab brought up as usual answers how its checks stand.
+    with Lab.up(p) as lab:
+        deadline = time.time() + 20
+        while not lab.expect()["done"] and time.time() < deadline:
+            time.sleep(0.2)
+        got = lab.expect()
+        assert got["done"] and got["exit"] == 1, got
+    # Bad input (no checks at all): an error, nothing built.
+    bare = tmp_path / "nochecks.yaml"
+    bare.write_text(CHAIN.format(name="nochecks"))
+    with pytest.raises(VemuError, match="no checks"):
+        vemu.test(bare)

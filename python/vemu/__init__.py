@@ -18,7 +18,7 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
-__all__ = ["Lab", "Node", "Link", "Result", "VemuError", "find_vemu"]
+__all__ = ["Lab", "Node", "Link", "Result", "VemuError", "find_vemu", "test", "TestRun"]
 
 STATE_DIR = "/run/vemu"
 
@@ -185,6 +185,13 @@ class Lab:
         if file is not None:
             body["file"] = file
         return self._call("POST", "/v1/scenario/check", body)
+
+    def expect(self) -> Dict[str, Any]:
+        """The lab's checks (``expect:`` in its scenario) as they stand: ``checks`` (each
+        with ``name``, ``outcome`` — pending, passed, failed or untrustworthy —,
+        ``measured_ns`` and ``detail``), ``done`` and the ``exit`` status ``vemu test``
+        would give (docs/testing.md)."""
+        return self._call("GET", "/v1/expect")
 
     def stats(self) -> Dict[str, Any]:
         """Counters of every link direction and segment port (``t_ns``: lab-clock time)."""
@@ -353,3 +360,34 @@ class Link:
 
     def __repr__(self) -> str:
         return f"Link({self.spec!r})"
+
+
+@dataclass(frozen=True)
+class TestRun:
+    """What ``vemu test`` said: its exit status (0 passed, 1 a check failed, 3
+    untrustworthy, 130 interrupted) and its results (``checks``; with ``repeat``, every
+    run's and the pass rates)."""
+
+    exit: int
+    results: Dict[str, Any]
+
+    @property
+    def passed(self) -> bool:
+        return self.exit == 0
+
+
+def test(scenario: Union[str, os.PathLike], name: Optional[str] = None, repeat: int = 1,
+         seed: Optional[int] = None, junit: Optional[Union[str, os.PathLike]] = None) -> TestRun:
+    """Run a scenario as a test (``vemu test``): the lab comes up, its checks are judged,
+    it goes down. Bad input raises :class:`VemuError` (as ``vemu test``'s exit 2)."""
+    cmd = [find_vemu(), "test", os.fspath(scenario), "--json", "--repeat", str(repeat)]
+    if name:
+        cmd += ["--name", name]
+    if seed is not None:
+        cmd += ["--seed", str(seed)]
+    if junit is not None:
+        cmd += ["--junit", os.fspath(junit)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode == 2 or not r.stdout.strip():
+        raise VemuError(0, (r.stderr or r.stdout).strip() or f"vemu test exited {r.returncode}")
+    return TestRun(exit=r.returncode, results=json.loads(r.stdout))

@@ -57,7 +57,7 @@ pub fn load_str_in(
     name: Option<&str>,
     base: Option<&Path>,
 ) -> Result<Plan, Errors> {
-    load_text(text, file, stem, name, None, base, &Trust::Owner)
+    load_text(text, file, stem, name, None, base, &Trust::Owner, None)
 }
 
 /// Like [`load_str_in`], on `machines` if given, for whom `trust` says: a tenant's
@@ -72,7 +72,13 @@ pub fn load_str_as(
     base: Option<&Path>,
     trust: &Trust,
 ) -> Result<Plan, Errors> {
-    load_text(text, file, stem, name, machines, base, trust)
+    load_text(text, file, stem, name, machines, base, trust, None)
+}
+
+/// Like [`load`], with `seed` instead of the scenario's `seed` (every random decision
+/// of the lab derives from it: `vemu test --repeat` runs a lab with several).
+pub fn load_seeded(path: &Path, name: Option<&str>, seed: Option<u64>) -> Result<Plan, Errors> {
+    load_file_seeded(path, name, None, &Trust::Owner, seed)
 }
 
 /// Like [`load`], with the machines given on the command line (`vemu up --machines`)
@@ -87,6 +93,16 @@ fn load_file(
     machines: Option<Vec<Machine>>,
     trust: &Trust,
 ) -> Result<Plan, Errors> {
+    load_file_seeded(path, name, machines, trust, None)
+}
+
+fn load_file_seeded(
+    path: &Path,
+    name: Option<&str>,
+    machines: Option<Vec<Machine>>,
+    trust: &Trust,
+    seed: Option<u64>,
+) -> Result<Plan, Errors> {
     let file = path.display().to_string();
     let text = read_limited(path, MAX_SCENARIO_BYTES).map_err(|e| Errors {
         file: file.clone(),
@@ -98,9 +114,10 @@ fn load_file(
         }],
     })?;
     let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("lab");
-    load_text(&text, &file, stem, name, machines, path.parent(), trust)
+    load_text(&text, &file, stem, name, machines, path.parent(), trust, seed)
 }
 
+#[allow(clippy::too_many_arguments)] // (the loaders' options, one each)
 fn load_text(
     text: &str,
     file: &str,
@@ -109,9 +126,13 @@ fn load_text(
     machines: Option<Vec<Machine>>,
     base: Option<&Path>,
     trust: &Trust,
+    seed: Option<u64>,
 ) -> Result<Plan, Errors> {
     let wrap = |errors: Vec<Error>| Errors { file: file.to_string(), errors };
-    let scenario = parse::parse(text, stem, name, machines, base, trust).map_err(wrap)?;
+    let mut scenario = parse::parse(text, stem, name, machines, base, trust).map_err(wrap)?;
+    if let Some(seed) = seed {
+        scenario.seed = seed;
+    }
     build_plan(&scenario).map_err(wrap)
 }
 

@@ -1,7 +1,12 @@
 //! `vemu test`: a lab as a test — brought up, its checks (`expect:`) judged by its
 //! controller as they resolve, taken down, and an exit status for CI: 0 every check
 //! passed, 1 one failed, 2 bad input, 3 none failed but one is untrustworthy (measured
-//! while the fidelity monitor judged the lab not ok).
+//! while the fidelity monitor judged the lab not ok), 130 interrupted (Ctrl-C; the lab is
+//! taken down all the same). `--repeat N` runs it N times with seeds one apart and says
+//! each check's pass rate and the spread of what it measured; `--junit` writes JUnit
+//! XML for CI systems.
+
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::*;
 
@@ -9,38 +14,135 @@ use super::*;
 const POLL: std::time::Duration = std::time::Duration::from_millis(250);
 /// How long after the last deadline the command waits for the judge.
 const GRACE_NS: u64 = 30_000_000_000;
+/// Exit status of a run interrupted by Ctrl-C (or SIGTERM).
+const INTERRUPTED: i32 = 130;
 
-pub(crate) fn test(file: &std::path::Path, name: Option<&str>, json_out: bool) -> Result<ExitCode> {
-    let plan = load_scenario(file, name, None, None)?;
+/// Set by SIGINT and SIGTERM while `vemu test` runs.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn stop(_: libc::c_int) {
+    STOP.store(true, Ordering::Relaxed);
+}
+
+/// What `vemu test` was asked.
+pub(crate) struct TestArgs<'a> {
+    pub file: &'a std::path::Path,
+    pub name: Option<&'a str>,
+    pub json: bool,
+    pub repeat: u32,
+    pub seed: Option<u64>,
+    pub junit: Option<&'a std::path::Path>,
+}
+
+/// One run: its seed and the lab's `/v1/expect` answer at its end.
+struct Run {
+    seed: u64,
+    result: serde_json::Value,
+    seconds: f64,
+}
+
+pub(crate) fn test(a: &TestArgs) -> Result<ExitCode> {
+    let plan = vemu_scenario::load_seeded(a.file, a.name, a.seed)?;
     if plan.expect.is_empty() {
         return Err(user(format!(
             "{}: no checks to judge ('expect:' in the scenario; docs/testing.md)",
-            file.display()
+            a.file.display()
         )));
     }
     if !plan.machines.is_empty() {
         return Err(user("vemu test: not yet for labs across machines"));
     }
+    if a.repeat == 0 {
+        return Err(user("--repeat: at least 1"));
+    }
     need_root()?;
     images_readable(&plan)?;
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic.
+        unsafe { libc::signal(sig, stop as *const () as libc::sighandler_t) };
+    }
+    crate::up::UP_LINE_ON_STDERR.store(a.json, Ordering::Relaxed);
+    let lab = plan.name.clone();
+    let first_seed = plan.seed;
+    let mut runs = Vec::new();
+    let mut plan = Some(plan);
+    for i in 0..a.repeat {
+        let seed = first_seed.wrapping_add(i as u64);
+        let plan = match plan.take() {
+            Some(p) => p,
+            None => vemu_scenario::load_seeded(a.file, a.name, Some(seed))?,
+        };
+        if a.repeat > 1 && !a.json {
+            println!("run {} of {} (seed {seed})", i + 1, a.repeat);
+        }
+        let started = std::time::Instant::now();
+        let result = run_once(plan, a.json && a.repeat == 1)?;
+        runs.push(Run { seed, result, seconds: started.elapsed().as_secs_f64() });
+        if STOP.load(Ordering::Relaxed) {
+            break;
+        }
+    }
+    let code = if STOP.load(Ordering::Relaxed) {
+        INTERRUPTED
+    } else {
+        runs.iter().map(|r| r.result["exit"].as_i64().unwrap_or(1) as i32).fold(0, worst)
+    };
+    let summary = summarize(&runs);
+    if a.repeat > 1 {
+        if a.json {
+            let runs: Vec<_> = runs
+                .iter()
+                .map(|r| json!({"seed": r.seed, "seconds": r.seconds, "result": r.result}))
+                .collect();
+            let out = json!({"lab": lab, "runs": runs, "checks": summary, "exit": code});
+            println!("{}", serde_json::to_string_pretty(&out)?);
+        } else {
+            print_summary(&summary, runs.len());
+        }
+    }
+    if let Some(path) = a.junit {
+        std::fs::write(path, junit(&lab, &runs)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if code == INTERRUPTED {
+        eprintln!("vemu test: interrupted; lab '{lab}' taken down");
+    }
+    Ok(ExitCode::from(code as u8))
+}
+
+/// The worse of two exit statuses: failed (1) over untrustworthy (3) over passed (0).
+fn worst(a: i32, b: i32) -> i32 {
+    let rank = |c: i32| match c {
+        0 => 0,
+        3 => 1,
+        _ => 2,
+    };
+    if rank(b) > rank(a) {
+        b
+    } else {
+        a
+    }
+}
+
+/// Up, judged, down (also when judging failed or was interrupted).
+fn run_once(plan: Plan, json_out: bool) -> Result<serde_json::Value> {
     let lab = plan.name.clone();
     let last_deadline =
         plan.expect.iter().map(|e| e.start_ns.saturating_add(e.within_ns)).max().unwrap_or(0);
-    crate::up::UP_LINE_ON_STDERR.store(json_out, std::sync::atomic::Ordering::Relaxed);
     let routers = crate::save::routers(&plan);
     up_background(plan, ApiOptions { tcp: None })?;
     let judged = crate::save::wait_routers_ready(&lab, routers)
         .and_then(|()| judge(&lab, last_deadline, json_out));
     // Down whatever happened (the lab is the test's, not the user's).
     let down = connect(&lab).and_then(|c| c.post("/v1/down", &json!({})));
-    let code = judged?;
+    let result = judged?;
     down?;
-    Ok(ExitCode::from(code as u8))
+    Ok(result)
 }
 
-/// Follow the lab's checks until all are resolved, saying each as it does; the exit
-/// status.
-fn judge(lab: &str, last_deadline_ns: u64, json_out: bool) -> Result<i32> {
+/// Follow the lab's checks until all are resolved (or Ctrl-C), saying each as it does;
+/// the lab's last answer.
+fn judge(lab: &str, last_deadline_ns: u64, json_out: bool) -> Result<serde_json::Value> {
     let c = connect(lab)?;
     let started = std::time::Instant::now();
     let mut said = std::collections::HashSet::new();
@@ -53,20 +155,24 @@ fn judge(lab: &str, last_deadline_ns: u64, json_out: bool) -> Result<i32> {
                 println!("{}", result_line(r));
             }
         }
-        if v["done"] == true {
+        if v["done"] == true || STOP.load(Ordering::Relaxed) {
             if json_out {
                 println!("{}", serde_json::to_string_pretty(&v)?);
             } else {
                 let count = |o: &str| checks.iter().filter(|r| r["outcome"] == o).count();
                 println!(
-                    "{} checks: {} passed, {} failed, {} untrustworthy",
+                    "{} checks: {} passed, {} failed, {} untrustworthy{}",
                     checks.len(),
                     count("passed"),
                     count("failed"),
-                    count("untrustworthy")
+                    count("untrustworthy"),
+                    match count("pending") {
+                        0 => String::new(),
+                        n => format!(", {n} not judged (interrupted)"),
+                    }
                 );
             }
-            return Ok(v["exit"].as_i64().unwrap_or(1) as i32);
+            return Ok(v);
         }
         if started.elapsed().as_nanos() as u64 > last_deadline_ns + GRACE_NS {
             bail!(
@@ -91,4 +197,145 @@ fn result_line(r: &serde_json::Value) -> String {
         r["name"].as_str().unwrap_or_default(),
         r["detail"].as_str().unwrap_or_default()
     )
+}
+
+/// Per check, over the runs: how often each outcome, and the spread of the measured
+/// times (s) of the runs that measured one.
+fn summarize(runs: &[Run]) -> Vec<serde_json::Value> {
+    let mut names: Vec<String> = Vec::new();
+    for r in runs {
+        for c in r.result["checks"].as_array().into_iter().flatten() {
+            let n = c["name"].as_str().unwrap_or_default().to_string();
+            if !names.contains(&n) {
+                names.push(n);
+            }
+        }
+    }
+    names
+        .into_iter()
+        .map(|name| {
+            let of: Vec<&serde_json::Value> = runs
+                .iter()
+                .flat_map(|r| r.result["checks"].as_array().into_iter().flatten())
+                .filter(|c| c["name"] == name.as_str())
+                .collect();
+            let count = |o: &str| of.iter().filter(|c| c["outcome"] == o).count();
+            let mut measured: Vec<f64> = of
+                .iter()
+                .filter_map(|c| c["measured_ns"].as_u64())
+                .map(|n| n as f64 / 1e9)
+                .collect();
+            measured.sort_by(f64::total_cmp);
+            let spread = (!measured.is_empty()).then(|| {
+                json!({
+                    "min_s": measured[0],
+                    "median_s": measured[measured.len() / 2],
+                    "max_s": measured[measured.len() - 1],
+                })
+            });
+            json!({
+                "name": name,
+                "runs": of.len(),
+                "passed": count("passed"),
+                "failed": count("failed"),
+                "untrustworthy": count("untrustworthy"),
+                "pass_rate": count("passed") as f64 / of.len().max(1) as f64,
+                "measured": spread,
+            })
+        })
+        .collect()
+}
+
+fn print_summary(summary: &[serde_json::Value], runs: usize) {
+    println!("over {runs} runs:");
+    for c in summary {
+        let spread = match &c["measured"] {
+            serde_json::Value::Null => "nothing measured".to_string(),
+            m => format!(
+                "measured {:.3} / {:.3} / {:.3} s (min / median / max)",
+                m["min_s"].as_f64().unwrap_or(0.0),
+                m["median_s"].as_f64().unwrap_or(0.0),
+                m["max_s"].as_f64().unwrap_or(0.0)
+            ),
+        };
+        println!(
+            "  {}: passed {}/{} ({:.0} %), failed {}, untrustworthy {}; {spread}",
+            c["name"].as_str().unwrap_or_default(),
+            c["passed"],
+            c["runs"],
+            c["pass_rate"].as_f64().unwrap_or(0.0) * 100.0,
+            c["failed"],
+            c["untrustworthy"]
+        );
+    }
+}
+
+/// JUnit XML: a test suite per run (the lab and its seed), a test case per check; a
+/// failed check is a `failure`, an untrustworthy one an `error` (the answer could not be
+/// trusted), one not judged (interrupted) `skipped`.
+fn junit(lab: &str, runs: &[Run]) -> Result<Vec<u8>> {
+    use quick_xml::events::{BytesDecl, BytesEnd, BytesStart, Event};
+    let mut w = quick_xml::Writer::new_with_indent(Vec::new(), b' ', 2);
+    let count = |r: &Run, o: &str| {
+        r.result["checks"].as_array().into_iter().flatten().filter(|c| c["outcome"] == o).count()
+    };
+    let total = |o: &str| runs.iter().map(|r| count(r, o)).sum::<usize>().to_string();
+    let all: usize = runs.iter().map(|r| r.result["checks"].as_array().map_or(0, Vec::len)).sum();
+    w.write_event(Event::Decl(BytesDecl::new("1.0", Some("UTF-8"), None)))?;
+    let mut suites = BytesStart::new("testsuites");
+    suites.push_attribute(("name", format!("vemu test {lab}").as_str()));
+    suites.push_attribute(("tests", all.to_string().as_str()));
+    suites.push_attribute(("failures", total("failed").as_str()));
+    suites.push_attribute(("errors", total("untrustworthy").as_str()));
+    suites.push_attribute(("skipped", total("pending").as_str()));
+    w.write_event(Event::Start(suites))?;
+    for r in runs {
+        let checks = r.result["checks"].as_array().cloned().unwrap_or_default();
+        let mut suite = BytesStart::new("testsuite");
+        suite.push_attribute(("name", format!("{lab} (seed {})", r.seed).as_str()));
+        suite.push_attribute(("tests", checks.len().to_string().as_str()));
+        suite.push_attribute(("failures", count(r, "failed").to_string().as_str()));
+        suite.push_attribute(("errors", count(r, "untrustworthy").to_string().as_str()));
+        suite.push_attribute(("skipped", count(r, "pending").to_string().as_str()));
+        suite.push_attribute(("time", format!("{:.3}", r.seconds).as_str()));
+        w.write_event(Event::Start(suite))?;
+        w.write_event(Event::Start(BytesStart::new("properties")))?;
+        let mut seed = BytesStart::new("property");
+        seed.push_attribute(("name", "seed"));
+        seed.push_attribute(("value", r.seed.to_string().as_str()));
+        w.write_event(Event::Empty(seed))?;
+        w.write_event(Event::End(BytesEnd::new("properties")))?;
+        for c in &checks {
+            let mut case = BytesStart::new("testcase");
+            case.push_attribute(("name", c["name"].as_str().unwrap_or_default()));
+            case.push_attribute(("classname", lab));
+            let secs = c["measured_ns"].as_u64().unwrap_or(0) as f64 / 1e9;
+            case.push_attribute(("time", format!("{secs:.3}").as_str()));
+            let detail = c["detail"].as_str().unwrap_or_default();
+            let inner = match c["outcome"].as_str().unwrap_or_default() {
+                "failed" => Some(("failure", "failed")),
+                "untrustworthy" => Some(("error", "untrustworthy")),
+                "pending" => Some(("skipped", "not judged")),
+                _ => None,
+            };
+            match inner {
+                None => w.write_event(Event::Empty(case))?,
+                Some((tag, kind)) => {
+                    w.write_event(Event::Start(case))?;
+                    let mut e = BytesStart::new(tag);
+                    e.push_attribute(("message", format!("{kind}: {detail}").as_str()));
+                    if tag != "skipped" {
+                        e.push_attribute(("type", kind));
+                    }
+                    w.write_event(Event::Empty(e))?;
+                    w.write_event(Event::End(BytesEnd::new("testcase")))?;
+                }
+            }
+        }
+        w.write_event(Event::End(BytesEnd::new("testsuite")))?;
+    }
+    w.write_event(Event::End(BytesEnd::new("testsuites")))?;
+    let mut out = w.into_inner();
+    out.push(b'\n');
+    Ok(out)
 }

@@ -77,3 +77,77 @@ fn vemu_test_says_json_and_passes_with_exit_0() {
     assert!(text(&o).contains("'z' is neither a node of the lab nor an address"), "{}", text(&o));
     assert!(lab_netns("t-expect3").is_empty());
 }
+
+#[test]
+fn vemu_test_repeats_with_seeds_writes_junit_and_goes_down_on_ctrl_c() {
+    let _g = serial();
+    let yaml = format!(
+        "name: t-expect4\nseed: 42\n{CHAIN}expect:\n  - {{name: a reaches c, reach: {{from: a, to: c}}, within: 5s}}\n  - {{name: back within 3 s, after: back, reach: {{from: a, to: c}}, within: 3s}}\n"
+    );
+    let path = write_scenario("t-expect4", &yaml);
+    let junit = std::env::temp_dir().join("t-expect4.junit.xml");
+    let o = vemu(&[
+        "test",
+        path.to_str().unwrap(),
+        "--repeat",
+        "2",
+        "--seed",
+        "7",
+        "--junit",
+        junit.to_str().unwrap(),
+    ]);
+    let t = text(&o);
+    eprintln!("{t}");
+    assert_eq!(o.status.code(), Some(0), "{t}");
+    for said in [
+        "run 1 of 2 (seed 7)",
+        "run 2 of 2 (seed 8)",
+        "over 2 runs:",
+        "a reaches c: passed 2/2 (100 %)",
+        "back within 3 s: passed 2/2 (100 %), failed 0, untrustworthy 0; measured ",
+    ] {
+        assert!(t.contains(said), "{said}: {t}");
+    }
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    for has in [
+        r#"<testsuites name="vemu test t-expect4" tests="4" failures="0" errors="0" skipped="0">"#,
+        r#"<testsuite name="t-expect4 (seed 7)" tests="2""#,
+        r#"<testsuite name="t-expect4 (seed 8)" tests="2""#,
+        r#"<property name="seed" value="8"/>"#,
+        r#"<testcase name="back within 3 s" classname="t-expect4" time=""#,
+    ] {
+        assert!(xml.contains(has), "{has}: {xml}");
+    }
+    std::fs::remove_file(&junit).unwrap();
+    // Ctrl-C while a check waits: the lab goes down, exit 130, the check not judged.
+    let slow = write_scenario(
+        "t-expect5",
+        "name: t-expect5\nnodes: {a: {}}\nexpect: [{name: never, run: {node: a, cmd: 'false'}, within: 120s}]\n",
+    );
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_vemu"))
+        .args(["test", slow.to_str().unwrap(), "--junit", junit.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // (Up: its checks' first probes are made; then Ctrl-C.)
+    let t0 = std::time::Instant::now();
+    while lab_netns("t-expect5").is_empty() {
+        assert!(t0.elapsed().as_secs() < 30, "the lab came up");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    // SAFETY: plain kill(2) of the child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let o = child.wait_with_output().unwrap();
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(130), "{t}");
+    assert!(
+        t.contains("1 not judged (interrupted)")
+            && t.contains("interrupted; lab 't-expect5' taken down"),
+        "{t}"
+    );
+    assert!(lab_netns("t-expect5").is_empty());
+    assert!(std::fs::read_to_string(&junit).unwrap().contains(r#"<skipped message="not judged: "#));
+    std::fs::remove_file(&junit).unwrap();
+}
