@@ -224,9 +224,10 @@ def run(args, stdin="", timeout=120, env=None):
 
 @root
 def test_mn_and_its_prompt():
-    r = run([VEMU, "mn", "--topo", "linear,2", "--test", "pingall"])
+    r = run([VEMU, "mn", "--topo", "linear,2", "--test", "pingall+iperfudp"])
     assert r.returncode == 0, r.stderr
     assert "*** Results: 0% dropped (2/2 received)" in r.stdout + r.stderr
+    assert re.search(r"\*\*\* Results: \['10M', '[\d.]+ Mbits/sec'", r.stdout + r.stderr), r.stdout + r.stderr
     r = run([VEMU, "mn", "--topo", "single,2", "--link", "tc,delay=10ms", "--mac"],
             stdin="h1 ping -c 2 -i 0.2 h2\nnet\nsh echo hello\npy h2.IP()\n")
     out = r.stdout + r.stderr
@@ -277,6 +278,9 @@ def test_a_script_killed_leaves_a_lab_that_vemu_clean_removes(tmp_path):
 def test_mininet_path_serves_import_mininet(tmp_path):
     path = run([VEMU, "mininet", "--path"]).stdout.strip()
     assert os.path.isdir(os.path.join(path, "mininet")) and os.path.isdir(os.path.join(path, "vemu"))
+    # (Not among the labs' directories: vemu ls and vemu clean leave it alone.)
+    assert not path.startswith("/run/vemu/")
+    assert "python" not in run([VEMU, "ls"]).stdout
     env = dict(os.environ, PYTHONPATH=path)
     r = run([sys.executable, "-c", "import mininet.net, mininet.node as n; print(mininet.net.VERSION, n.OVSSwitch.__module__)"],
             env=env)

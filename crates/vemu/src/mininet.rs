@@ -38,7 +38,7 @@ const FILES: &[(&str, &str)] = py![
 ];
 
 /// Where the package is written: one directory per version of its files.
-const PYTHON_DIR: &str = "/run/vemu/python";
+const PYTHON_DIR: &str = "/run/vemu-python";
 
 /// The directory to put first on PYTHONPATH: it holds `vemu/` and `mininet/`, written
 /// out if this version of them is not there yet.

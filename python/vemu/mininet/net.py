@@ -980,6 +980,11 @@ class Mininet( object ):
                 return path
         raise NotEmulated( 'no cpuacct cgroup for host %s (give it a cpu limit)' % host )
 
+    def iperfUdp( self, udpBw='10M', **kwargs ):
+        """iperf over UDP between the first and last hosts (what `mn --test iperfudp`
+        calls: Mininet 2.3.0's own mn names it, its Mininet class lacks it)."""
+        return self.iperf( l4Type='UDP', udpBw=udpBw, **kwargs )
+
     def runCpuLimitTest( self, cpu, duration=5 ):
         """run CPU limit test with 'while true' processes.
         cpu: desired CPU fraction of each host
