@@ -111,6 +111,10 @@ pub struct CpuEvidence {
     pub waiting_nodes: Vec<(String, f64)>,
 }
 
+/// The share of a window a node's processes must have waited (where counted) for a
+/// window of machine-wide pressure to be the lab's software starved.
+pub const NODE_WAIT_FRACTION: f64 = 0.1;
+
 /// How many waiting nodes a verdict names.
 const WAITING_NODES_NAMED: usize = 5;
 
@@ -134,15 +138,22 @@ impl CpuEvidence {
                 (e.worst_pressure, e.worst_machine) = (pressure, m.machine.clone());
             }
             e.windows = 1;
+            let mut most = 0.0f64;
             for n in &m.nodes {
                 let w0 = b.nodes.iter().find(|x| x.node == n.node).map_or(0, |x| x.wait_ns);
                 let waited = n.wait_ns.saturating_sub(w0) as f64 / span;
+                most = most.max(waited);
                 if waited > 0.0 {
                     e.waiting_nodes.push((n.node.clone(), waited));
                 }
             }
+            // The machine's pressure counts other software's waits too: where the
+            // nodes' were counted, one of them must have waited for the window to be
+            // the lab's software starved.
+            if pressure > th.cpu_pressure && (!m.nodes_counted || most >= NODE_WAIT_FRACTION) {
+                e.starved_windows = 1;
+            }
         }
-        e.starved_windows = (e.windows > 0 && e.worst_pressure > th.cpu_pressure) as u64;
         e.waiting_nodes.sort_by(|a, b| b.1.total_cmp(&a.1));
         e
     }
@@ -693,6 +704,7 @@ mod tests {
                 .iter()
                 .map(|(n, w)| NodeWait { node: n.to_string(), wait_ns: *w, cpu_ns: 0 })
                 .collect(),
+            nodes_counted: true,
         };
         // A second in which some task waited 0.95 s (s1's processes 0.6 s, s2's 0.2 s)…
         let t0 = [m(0, 0, &[("s1", 0), ("s2", 0)])];
@@ -701,6 +713,13 @@ mod tests {
         assert_eq!((starved.windows, starved.starved_windows), (1, 1));
         assert!((starved.worst_pressure - 0.95).abs() < 1e-9);
         assert_eq!(starved.waiting_nodes[0].0, "s1");
+        // The same pressure from other software (the nodes waited 5% at most) is not
+        // the lab's starvation; where the nodes' waits were not counted, it is.
+        let foreign = [m(950_000, 1, &[("s1", 50_000_000), ("s2", 0)])];
+        assert_eq!(CpuEvidence::window(&foreign, &t0, &th).starved_windows, 0);
+        let mut uncounted = foreign.clone();
+        uncounted[0].nodes_counted = false;
+        assert_eq!(CpuEvidence::window(&uncounted, &t0, &th).starved_windows, 1);
         // …then a second of 5% (a reading read late is measured over its own span).
         let t2 = [m(1_050_000, 3, &[("s1", 600_000_000), ("s2", 200_000_000)])];
         let quiet = CpuEvidence::window(&t2, &t1, &th);

@@ -242,6 +242,10 @@ pub struct MachineCpu {
     pub read_at_ns: u64,
     /// The nodes it hosts: their processes' time on a CPU and waiting for one.
     pub nodes: Vec<vemu_host::cpu_wait::NodeWait>,
+    /// Whether `nodes` counted their waits since the machine's previous reading (false:
+    /// the machine's pressure alone judges the window).
+    #[serde(default)]
+    pub nodes_counted: bool,
 }
 
 /// A machine's part of a lab that spans machines.

@@ -5,13 +5,16 @@
 //! started with `ip netns exec` count too.
 //!
 //! Per-node run delay costs a walk of `/proc`; [`CpuWatch`] takes it only while the
-//! machine is under pressure, and counts a thread's delay from the first walk that saw
-//! it (a walk after a quiet stretch only sets where the threads start from).
+//! machine is under pressure (and at the first look), and counts a thread's delay from
+//! the first walk that saw it (a walk after a look that did not walk only sets where the
+//! threads start from: what they waited in between would fall in one window). A window
+//! of machine-wide pressure is the lab's software starved only if one of its nodes
+//! waited too, where their waits were counted (the pressure counts any task's).
 
 use std::collections::HashMap;
 use std::fs;
 use std::os::unix::fs::MetadataExt;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
@@ -45,6 +48,9 @@ pub struct Look {
     pub pressure_us: Option<u64>,
     pub at_ns: u64,
     pub nodes: Vec<NodeWait>,
+    /// Whether `nodes` counted their threads' waits since the previous look (a walk
+    /// after a walk); else they say nothing of that span.
+    pub nodes_counted: bool,
 }
 
 /// CLOCK_MONOTONIC, ns.
@@ -56,9 +62,6 @@ fn monotonic_ns() -> u64 {
 /// The pressure above which (over the time since the last look) the nodes' threads are
 /// looked at.
 const WALK_PRESSURE: f64 = 0.1;
-/// Longest gap between two walks whose difference counts: after a longer one, a walk
-/// only notes where the threads are.
-const WALK_GAP: Duration = Duration::from_secs(3);
 
 /// The machine's and the nodes' waits, kept between looks.
 #[derive(Debug, Default)]
@@ -68,7 +71,9 @@ pub struct CpuWatch {
     nodes: Vec<NodeWait>,
     /// Each thread's last schedstat (cpu, wait), by TID.
     threads: HashMap<u32, (u64, u64)>,
-    last_walk: Option<Instant>,
+    /// Whether the last look walked (then the next walk's differences count, however
+    /// late it comes: a starved machine delays the looks too).
+    walked: bool,
     last_look: Option<(Instant, u64)>,
 }
 
@@ -83,23 +88,27 @@ impl CpuWatch {
             self.nodes =
                 nodes.iter().map(|n| NodeWait { node: n.clone(), ..NodeWait::default() }).collect();
             self.namespaces = None;
+            self.walked = false;
         }
         let pressed = match (pressure, self.last_look) {
             (Some(p), Some((t, before))) => {
                 let span_us = now.duration_since(t).as_micros().max(1) as f64;
                 p.saturating_sub(before) as f64 / span_us > WALK_PRESSURE
             }
-            _ => false,
+            // The first look walks: it sets where the threads start from, so that the
+            // next look, if pressed, counts.
+            (Some(_), None) => true,
+            (None, _) => false,
         };
         if let Some(p) = pressure {
             self.last_look = Some((now, p));
         }
+        let nodes_counted = pressed && self.walked;
         if pressed {
-            let counts = self.last_walk.is_some_and(|t| now.duration_since(t) <= WALK_GAP);
-            self.walk(paths, nodes, counts);
-            self.last_walk = Some(now);
+            self.walk(paths, nodes, nodes_counted);
         }
-        Look { pressure_us: pressure, at_ns, nodes: self.nodes.clone() }
+        self.walked = pressed;
+        Look { pressure_us: pressure, at_ns, nodes: self.nodes.clone(), nodes_counted }
     }
 
     /// Add each thread's run and wait since the last walk to its node (`counts`: else

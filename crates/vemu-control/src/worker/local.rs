@@ -378,6 +378,7 @@ impl Worker for LocalWorker {
                     pressure_us: look.pressure_us,
                     read_at_ns: look.at_ns,
                     nodes: look.nodes,
+                    nodes_counted: look.nodes_counted,
                 }];
                 let e = self.engine()?;
                 // In the lab's numbering: what is not on this machine counts nothing here.
