@@ -1,7 +1,8 @@
-//! A management network's way out (`mgmt: {nat: true}`): the nodes' IPv4 addresses
-//! masqueraded as the machine's where their packets leave it by another interface than
-//! the lab's management bridge — an nftables table of the lab's own in the machine's
-//! network namespace — and the machine forwarding IPv4 while a lab needs it.
+//! A lab's way out through the machine: the nodes' IPv4 addresses masqueraded as the
+//! machine's where their packets leave it by another interface than the lab's — the
+//! management bridge (`mgmt: {nat: true}`) or the host node's interfaces (`kind: host`
+//! with `nat: true`, Mininet's NAT) — an nftables table of the lab's own in the
+//! machine's network namespace, and the machine forwarding IPv4 while a lab needs it.
 //!
 //! Forwarding is the machine's setting (`net.ipv4.ip_forward`): the first lab that needs
 //! it notes what it was (`/run/vemu/ip_forward.before`), and the last one to go puts it
@@ -23,11 +24,25 @@ pub fn table_name(lab: &str) -> String {
     format!("vemu_mgmt_{}", lab.bytes().map(|b| format!("{b:02x}")).collect::<String>())
 }
 
-/// The ruleset: `subnet`'s packets leaving by any interface but `bridge` take the
-/// machine's address.
-pub fn ruleset(lab: &str, bridge: &str, subnet: ipnet::Ipv4Net) -> String {
+/// The management network's rule: `subnet`'s packets leaving by any interface but
+/// `bridge` take the machine's address.
+pub fn mgmt_rule(bridge: &str, subnet: ipnet::Ipv4Net) -> String {
+    format!("ip saddr {subnet} oifname != \"{bridge}\" masquerade")
+}
+
+/// The host node's rule: packets that arrived on one of `ifaces` (the lab's side of the
+/// machine) and leave by another interface take the machine's address.
+pub fn host_rule(ifaces: &[&str]) -> String {
+    let set: Vec<String> = ifaces.iter().map(|i| format!("\"{i}\"")).collect();
+    let set = set.join(", ");
+    format!("iifname {{ {set} }} oifname != {{ {set} }} masquerade")
+}
+
+/// The lab's table with `rules` in its postrouting chain.
+pub fn ruleset(lab: &str, rules: &[String]) -> String {
+    let rules: String = rules.iter().map(|r| format!("    {r}\n")).collect();
     format!(
-        "table ip {t} {{\n  comment \"vemu lab {lab}: its management network's way out\"\n  chain out {{\n    type nat hook postrouting priority srcnat; policy accept;\n    ip saddr {subnet} oifname != \"{bridge}\" masquerade\n  }}\n}}\n",
+        "table ip {t} {{\n  comment \"vemu lab {lab}: its way out through the machine\"\n  chain out {{\n    type nat hook postrouting priority srcnat; policy accept;\n{rules}  }}\n}}\n",
         t = table_name(lab)
     )
 }
@@ -44,10 +59,9 @@ fn has_table(table: &str) -> bool {
 
 /// Put the lab's NAT in place in the calling process's network namespace (pinned
 /// first, so that `down` and `clean` remove it there) and turn IPv4 forwarding on.
-pub fn install(paths: &LabPaths, bridge: &str, subnet: ipnet::Ipv4Net) -> Result<()> {
+pub fn install(paths: &LabPaths, rules: &[String]) -> Result<()> {
     crate::pin_host_netns(paths)?;
-    nft(&ruleset(&paths.lab, bridge, subnet), &["-f", "-"])
-        .context("adding the management network's NAT rules")?;
+    nft(&ruleset(&paths.lab, rules), &["-f", "-"]).context("adding the lab's NAT rules")?;
     std::fs::create_dir_all(STATE_DIR)?;
     let _lock = crate::lock::lock_file(&Path::new(STATE_DIR).join("ip_forward.lock"))?;
     let before = Path::new(STATE_DIR).join("ip_forward.before");
@@ -89,8 +103,13 @@ mod tests {
 
     #[test]
     fn the_ruleset_masquerades_the_subnet_leaving_by_another_interface() {
-        let r = ruleset("lab-1", "vmb0123456789", "172.20.20.0/24".parse().unwrap());
+        let rules = [
+            mgmt_rule("vmb0123456789", "172.20.20.0/24".parse().unwrap()),
+            host_rule(&["nat0-eth0", "vh-lab0"]),
+        ];
+        let r = ruleset("lab-1", &rules);
         assert!(r.starts_with("table ip vemu_mgmt_6c61622d31 {"), "{r}");
         assert!(r.contains("ip saddr 172.20.20.0/24 oifname != \"vmb0123456789\" masquerade"));
+        assert!(r.contains("iifname { \"nat0-eth0\", \"vh-lab0\" } oifname != { \"nat0-eth0\", \"vh-lab0\" } masquerade"), "{r}");
     }
 }

@@ -300,6 +300,10 @@ pub struct NodePlan {
     /// address, its default route's gateway on `mgmt0` (metric [`MGMT_DEFAULT_METRIC`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mgmt_gateway: Option<std::net::Ipv4Addr>,
+    /// A host node's `nat: true`: IPv4 that arrives from the lab on its interfaces and
+    /// leaves the machine by another is masqueraded as the machine's.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub nat: bool,
 }
 
 /// The metric of a node's default route through the management network: any default

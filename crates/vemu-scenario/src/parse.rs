@@ -99,6 +99,9 @@ pub struct NodeDef {
     pub image: Option<String>,
     /// The router software of its `kind` (`frr`, `bird`), if any.
     pub router: Option<String>,
+    /// `nat: true` on the host node: what the lab's nodes send beyond the machine
+    /// through its interfaces takes the machine's address.
+    pub nat: bool,
 }
 
 /// A file placed in a node's private view of the filesystem.

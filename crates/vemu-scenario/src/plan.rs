@@ -322,6 +322,7 @@ fn node_plans(s: &Scenario) -> Vec<NodePlan> {
             kind: n.kind,
             image: n.image.clone(),
             router: n.router.clone(),
+            nat: n.nat,
             mgmt: Vec::new(),
             mgmt_gateway: None,
         })

@@ -154,7 +154,7 @@ fn a_crashed_lab_leaves_nothing_on_the_machine_after_clean() {
 fn host_nodes_that_cannot_be_are_refused() {
     let _g = serial();
     // In the file: said where.
-    let bad = "nodes:\n  a: {kind: host}\n  b: {kind: host}\n  c: {kind: host, run: [x]}\n  d: {kind: box}\nlinks: [{endpoints: [a, b]}]\n";
+    let bad = "nodes:\n  a: {kind: host}\n  b: {kind: host}\n  c: {kind: host, run: [x]}\n  d: {kind: box}\n  e: {nat: true}\nlinks: [{endpoints: [a, b]}]\n";
     let path = write_scenario("t-edge-bad", bad);
     let o = vemu(&["check", path.to_str().unwrap()]);
     let t = text(&o);
@@ -162,6 +162,10 @@ fn host_nodes_that_cannot_be_are_refused() {
     assert!(t.contains(":3:") && t.contains("only one node can be the host, and 'a' is"), "{t}");
     assert!(t.contains(":4:") && t.contains("it has no 'run'"), "{t}");
     assert!(t.contains(":5:") && t.contains("unknown kind 'box'"), "{t}");
+    assert!(
+        t.contains(":6:") && t.contains("only a node of kind 'host' (the machine) has it"),
+        "{t}"
+    );
     // An interface name the machine has already: refused before anything is made, and
     // nothing of the lab is left.
     let host = StandIn::new();
@@ -181,6 +185,66 @@ fn host_nodes_that_cannot_be_are_refused() {
     let mut names = host.devices().0;
     names.sort();
     assert_eq!(names, ["lo", "other0", "vh-t-edge-n0"], "the machine's own interfaces untouched");
+}
+
+/// `kind: host` with `nat: true` (Mininet's NAT): a node behind a router reaches a
+/// network beyond the (stand-in) machine — a namespace on a "NIC" of it with no route
+/// back to the lab, so only masquerading can answer — across the emulated link; `down`
+/// takes the rules away and puts the machine's IPv4 forwarding back.
+#[test]
+fn the_lab_reaches_beyond_the_machine_through_a_host_node_with_nat() {
+    let _g = serial();
+    let _host = StandIn::new();
+    const OUT: &str = "t-edge-out";
+    let _ = Command::new("ip").args(["netns", "del", OUT]).output();
+    let o = Command::new("ip").args(["netns", "add", OUT]).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    struct Gone;
+    impl Drop for Gone {
+        fn drop(&mut self) {
+            let _ = Command::new("ip").args(["netns", "del", OUT]).output();
+        }
+    }
+    let _gone = Gone;
+    for args in [
+        &["ip", "link", "add", "vt-nic0", "type", "veth", "peer", "name", "vt-nic1", "netns", OUT]
+            [..],
+        &["ip", "addr", "add", "198.51.100.1/24", "dev", "vt-nic0"],
+        &["ip", "link", "set", "vt-nic0", "up"],
+        &["ip", "-n", OUT, "addr", "add", "198.51.100.2/24", "dev", "vt-nic1"],
+        &["ip", "-n", OUT, "link", "set", "vt-nic1", "up"],
+    ] {
+        let o = in_host(args);
+        assert!(o.status.success(), "{args:?}: {}", text(&o));
+    }
+    let forward = || text(&in_host(&["cat", "/proc/sys/net/ipv4/ip_forward"])).trim().to_string();
+    let forward_before = forward();
+    let yaml = "name: t-edge-nat
+addressing: {ipv6: none}
+nodes:
+  me: {kind: host, nat: true}
+  r1: {routes: [{dst: default, via: 10.77.0.1}]}
+  h1: {routes: [{dst: default, via: 10.77.1.1}]}
+links:
+  - {endpoints: [{node: me, ip: 10.77.0.1/24}, {node: r1, ip: 10.77.0.2/24}], delay: 5ms}
+  - {endpoints: [{node: r1, ip: 10.77.1.1/24}, {node: h1, ip: 10.77.1.2/24}]}
+";
+    let path = write_scenario("t-edge-nat", yaml);
+    let o = vemu_on_host(&["up", path.to_str().unwrap(), "--name", "t-edge-nat"]);
+    assert!(o.status.success(), "vemu up: {}", text(&o));
+    let lab = Lab { name: "t-edge-nat".to_string() };
+    let (code, out) = lab.sh("h1", "ping -c 3 -i 0.2 -W 2 198.51.100.2");
+    assert_eq!(code, 0, "h1 cannot reach beyond the machine: {out}");
+    let (_, got, avg_ms) = parse_ping(&out);
+    assert_eq!(got, 3, "{out}");
+    assert!((10.0..40.0).contains(&avg_ms), "RTT {avg_ms} ms across a 5 ms link each way: {out}");
+    let o = Command::new("ip").args(["-n", OUT, "route", "get", "10.77.1.2"]).output().unwrap();
+    assert!(!o.status.success(), "the outside has a route to the lab: {}", text(&o));
+    assert!(text(&in_host(&["nft", "list", "tables"])).contains("vemu_mgmt_"), "no NAT table");
+    assert_eq!(forward(), "1");
+    drop(lab);
+    assert!(!text(&in_host(&["nft", "list", "tables"])).contains("vemu_mgmt_"), "NAT left");
+    assert_eq!(forward(), forward_before, "IPv4 forwarding not put back");
 }
 
 /// What is on the wire of a NIC joins the lab (`kind: external`). The stand-in machine

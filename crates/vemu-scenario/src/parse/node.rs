@@ -169,10 +169,12 @@ pub(crate) const NODE_KEYS: &[&str] = &[
     "memory",
     "pids",
     "machine",
+    "nat",
 ];
 
 /// What `defaults.node` may not give: what names one node's own place in the lab.
-pub(crate) const NOT_IN_DEFAULTS: &[&str] = &["kind", "iface", "routes", "loopback", "machine"];
+pub(crate) const NOT_IN_DEFAULTS: &[&str] =
+    &["kind", "iface", "routes", "loopback", "machine", "nat"];
 
 /// What a node of `kind: host` may not have: it is the machine itself, not a node vemu
 /// makes.
@@ -190,6 +192,9 @@ pub(crate) const NOT_ON_HOST: &[&str] = &[
     "pids",
     "machine",
 ];
+
+/// What only a node of kind `host` may have.
+pub(crate) const ONLY_ON_HOST: &[&str] = &["nat"];
 
 /// What a node of kind `external` may have: it is what is on a NIC's wire.
 pub(crate) const ON_EXTERNAL: &[&str] = &["kind", "iface"];
@@ -221,6 +226,8 @@ pub(crate) struct NodeParts {
     pub(crate) router: Option<&'static dyn crate::kinds::Kind>,
     /// `startup-config`, when given: its text, and where.
     pub(crate) startup: Option<(String, Mark)>,
+    /// `nat` (a host node: the lab's nodes reach beyond the machine through it).
+    pub(crate) nat: bool,
     /// The keys given, and where (to refuse those a node vemu does not make cannot have).
     pub(crate) given: Vec<(String, Mark)>,
 }
@@ -265,6 +272,7 @@ pub(crate) fn node_parts(
                 }
             }
             "run" => d.run = p.strings(v, &f),
+            "nat" => d.nat = p.boolean(v, &f).unwrap_or(false),
             "isolation" => {
                 d.own_pids = p.scalar(v, &f, |s| match s {
                     "pid" => Ok(true),
@@ -386,6 +394,9 @@ pub(crate) fn node_def(
             }
         }
         _ => {
+            for (k, kmark) in d.given.iter().filter(|(k, _)| ONLY_ON_HOST.contains(&k.as_str())) {
+                p.err(*kmark, &join(&field, k), format!("'{k}' is the machine's way out for the lab's nodes: only a node of kind 'host' (the machine) has it"));
+            }
             if let Some((_, imark)) = d.iface {
                 p.err(imark, &join(&field, "iface"), "'iface' names the NIC of a node of kind 'external' (name a link's interface in its endpoint: {node: n1, iface: eth5})");
             }
@@ -497,6 +508,7 @@ pub(crate) fn node_def(
         nic,
         image,
         router,
+        nat: d.nat && kind == crate::NodeKind::Host,
     })
 }
 

@@ -36,12 +36,23 @@ impl LocalWorker {
         self.lab = Some(paths.clone());
         let images = prepare_images(&paths, &share_nodes)?;
         // The management network: a bridge on this machine, before its nodes' mgmt0.
+        let mut nat_rules = Vec::new();
         if let Some(m) = plan.mgmt.filter(|_| share_nodes.iter().any(|n| !n.mgmt.is_empty())) {
             vemu_host::make_mgmt_bridge(&paths, &m.addresses(0).unwrap_or_default())?;
             if let Some(v4) = m.ipv4.filter(|_| m.nat) {
                 let bridge = vemu_host::mgmt_bridge_name(&paths.lab);
-                vemu_host::mgmt_nat::install(&paths, &bridge, v4)?;
+                nat_rules.push(vemu_host::mgmt_nat::mgmt_rule(&bridge, v4));
             }
+        }
+        // The host node's way out (its interfaces are made later; the rules name them).
+        for n in share_nodes.iter().filter(|n| n.kind == NodeKind::Host && n.nat) {
+            let ifaces: Vec<&str> = n.ifaces.iter().map(|i| i.name.as_str()).collect();
+            if !ifaces.is_empty() {
+                nat_rules.push(vemu_host::mgmt_nat::host_rule(&ifaces));
+            }
+        }
+        if !nat_rules.is_empty() {
+            vemu_host::mgmt_nat::install(&paths, &nat_rules)?;
         }
         // The machine's traffic through emulated paths: the rules (in this process's
         // network namespace, the machine's) before anything else can fail, so that a
