@@ -1,7 +1,9 @@
 """A Mininet network as a vemu scenario (sans-IO: objects in, scenario text out).
 
 - Hosts and other non-switch nodes become vemu nodes; a ``CPULimitedHost``'s ``cpu``
-  (a fraction of the machine) becomes a limit in cores.
+  (a fraction of the machine) becomes a limit in cores. A ``NAT`` in the machine's
+  namespace (``net.addNAT()``) becomes the machine itself: vemu's host node, with
+  ``nat: true``.
 - A switch linked only to non-switches becomes a LAN segment of that name (vemu's
   learning switch); each link to it a port whose ``egress`` is what the node's
   interface shapes and whose ``ingress`` what the switch's interface shapes.
@@ -20,6 +22,7 @@ import re
 
 from vemu.mininet.link import TCIntf
 from vemu.mininet.node import Controller, CPULimitedHost, Switch
+from vemu.mininet.nodelib import NAT
 
 _NAME = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$')
 
@@ -39,6 +42,8 @@ class Plan(object):
         self.given = {}
         #: Link -> (spec, direction of intf1, direction of intf2).
         self.specs = {}
+        #: The node that is the machine itself (a NAT in its namespace), if any.
+        self.machine = None
 
     def text(self):
         return json.dumps(self.scenario, indent=1)
@@ -88,7 +93,13 @@ def plan(name, hosts, switches, links):
     nodes = {}
     for h in hosts:
         spec = {}
-        if isinstance(h, CPULimitedHost) and h.cpuCores() is not None:
+        if isinstance(h, NAT) and not h.inNamespace:
+            if p.machine:
+                raise ValueError('%s and %s: the machine can be one NAT of a network only'
+                                 % (p.machine, h.name))
+            p.machine = h.name
+            spec = {'kind': 'host', 'nat': True}
+        elif isinstance(h, CPULimitedHost) and h.cpuCores() is not None:
             spec['cpu'] = h.cpuCores()
         nodes[h.name] = spec
     for s in switches:

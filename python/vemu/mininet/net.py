@@ -181,6 +181,7 @@ class Mininet( object ):
         Mininet.init()  # Initialize Mininet if necessary
 
         self.built = False
+        self.bringingUp = False
         #: The vemu lab of this network, once built (``mn-PID-N``).
         self.lab = None
         if topo and build:
@@ -239,6 +240,7 @@ class Mininet( object ):
         if not cls:
             cls = self.host
         h = cls( name, **defaults )
+        h.netUp = self.ensureLab
         self.hosts.append( h )
         self.nameToNode[ name ] = h
         return h
@@ -273,6 +275,7 @@ class Mininet( object ):
         if not cls:
             cls = self.switch
         sw = cls( name, **defaults )
+        sw.netUp = self.ensureLab
         if not self.inNamespace and self.listenPort:
             self.listenPort += 1
         self.switches.append( sw )
@@ -512,19 +515,30 @@ class Mininet( object ):
                          'should be overriden in subclass', self )
 
     def build( self ):
-        "Build mininet: the topology, then the vemu lab that runs it."
+        """Build mininet: the topology. The vemu lab that runs it is made when first
+        needed (``start()``, a node's first command, a link's state): nodes and links
+        added after ``build()`` — ``net.addNAT()``, as ``mn --nat`` does — are in it."""
         if self.topo:
             self.buildFromTopo( self.topo )
         if self.inNamespace:
             self.configureControlNetwork()
-        self.buildLab()
-        info( '*** Configuring hosts\n' )
-        self.configHosts()
-        if self.xterms:
-            self.startTerms()
-        if self.autoStaticArp:
-            self.staticArp()
         self.built = True
+
+    def ensureLab( self ):
+        "Bring the built network's lab up (once), then configure its hosts."
+        if not self.built or self.lab or self.bringingUp:
+            return
+        self.bringingUp = True
+        try:
+            self.buildLab()
+            info( '*** Configuring hosts\n' )
+            self.configHosts()
+            if self.xterms:
+                self.startTerms()
+            if self.autoStaticArp:
+                self.staticArp()
+        finally:
+            self.bringingUp = False
 
     labCount = 0
 
@@ -564,7 +578,7 @@ class Mininet( object ):
         for node in self.hosts + self.switches:
             node.lab = name
             kind = plan.switches.get( node.name )
-            node.where = 'root' if kind == 'segment' or (
+            node.where = 'root' if kind == 'segment' or node.name == plan.machine or (
                 kind is None and node in self.switches ) else 'node'
         for intf, built in plan.built.items():
             intf.built = built
@@ -660,6 +674,7 @@ class Mininet( object ):
         "Start controller and switches."
         if not self.built:
             self.build()
+        self.ensureLab()
         info( '*** Starting controller\n' )
         for controller in self.controllers:
             info( controller.name + ' ')
@@ -1048,6 +1063,7 @@ class Mininet( object ):
             if status not in ( 'up', 'down' ):
                 error( 'unknown link status: %s\n' % status )
                 return
+            self.ensureLab()
             for srcIntf, _dstIntf in connections:
                 # vemu's link state: both interfaces lose (or get back) carrier.
                 srcIntf.link._state( status == 'up' )

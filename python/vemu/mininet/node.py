@@ -71,6 +71,8 @@ class Node(object):
         self._exited = False
         #: Commands given before the network was built: run when it is.
         self.pending = []
+        #: Brings the network's lab up once it is built (set by Mininet).
+        self.netUp = None
 
     @classmethod
     def fdToNode(cls, fd):
@@ -84,7 +86,13 @@ class Node(object):
             return [_vemu(), 'exec', '--lab', self.lab, self.name, '--']
         return []
 
+    def _up(self):
+        "Bring the lab up if the network is built but its lab not yet made."
+        if self.where is None and self.netUp:
+            self.netUp()
+
     def _needShell(self):
+        self._up()
         if self.shell is None and not self._exited:
             if self.where is None:
                 raise RuntimeError(
@@ -270,6 +278,7 @@ class Node(object):
         if self._exited:
             warn('(%s exited - ignoring cmd%s)\n' % (self, args))
             return None
+        self._up()
         if self.where is None:
             # Before the network is built (a Node subclass's __init__, as Mininet's
             # examples have): run once the node exists, in order; no output to return.
@@ -284,6 +293,7 @@ class Node(object):
 
     def popen(self, *args, **kwargs):
         """A Popen() of a command in this node."""
+        self._up()
         if self.where is None:
             raise RuntimeError('node %s runs nothing until the network is built' % self.name)
         defaults = {'stdout': PIPE, 'stderr': PIPE, 'mncmd': self._enter()}
