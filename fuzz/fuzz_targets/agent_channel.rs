@@ -30,7 +30,7 @@ fuzz_target!(|data: &[u8]| {
                     return;
                 }
                 assert!(
-                    buf.len() < 17 + CaptureRecord::MAX_FRAME,
+                    buf.len() < CaptureRecord::HEAD + CaptureRecord::MAX_FRAME,
                     "a whole record left in the buffer"
                 );
             }

@@ -117,6 +117,13 @@ fn core() -> Core {
         iface: 1,
         point: CapturePoint::Before,
     });
+    c.apply(Command::Capture {
+        id: 3,
+        target: Target::Link(0),
+        side: 0,
+        iface: 2,
+        point: CapturePoint::Drops,
+    });
     c
 }
 

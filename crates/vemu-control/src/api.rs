@@ -545,11 +545,13 @@ async fn capture(
                             if filter.as_ref().is_some_and(|f| !f.filter(&c.frame)) {
                                 continue;
                             }
+                            let why = c.drop.map(|d| drop_comment(d, c.t_ns));
                             let block = crate::pcapng::packet(
                                 c.iface,
                                 epoch + c.t_ns,
                                 &c.frame,
                                 c.outgoing,
+                                why.as_deref(),
                             );
                             if btx.blocking_send(Ok(Bytes::from(block))).is_err() {
                                 break;
@@ -568,6 +570,12 @@ async fn capture(
         })
         .map_err(|e| ApiError::internal(e.to_string()))?;
     Ok(([(header::CONTENT_TYPE, "application/x-pcapng")], body_of(brx)).into_response())
+}
+
+/// What a capture of drops says of a frame: `vemu drop: queue — queue full (…); lab time
+/// 1.234567 s`.
+pub fn drop_comment(why: vemu_engine::DropReason, t_ns: u64) -> String {
+    format!("vemu drop: {} — {}; lab time {:.6} s", why.name(), why.describe(), t_ns as f64 / 1e9)
 }
 
 async fn openapi() -> Response {

@@ -61,6 +61,8 @@ pub struct Judge {
     results: Vec<CheckResult>,
     /// Stretches of the lab clock the fidelity monitor judged not `ok`: (from, to, verdict).
     bad: Vec<(u64, u64, Verdict)>,
+    /// Per check, the link's drops when a `drops` check started counting.
+    drops_from: Vec<Option<u64>>,
 }
 
 impl Judge {
@@ -81,7 +83,8 @@ impl Judge {
                 probes: 0,
             })
             .collect();
-        Judge { checks, results, bad: Vec::new() }
+        let drops_from = vec![None; checks.len()];
+        Judge { checks, results, bad: Vec::new(), drops_from }
     }
 
     pub fn results(&self) -> &[CheckResult] {
@@ -102,7 +105,7 @@ impl Judge {
             .filter(|(i, e)| {
                 self.results[*i].outcome == Outcome::Pending
                     && now_ns >= e.start_ns
-                    && !matches!(e.check, Check::Fidelity { .. })
+                    && !matches!(e.check, Check::Fidelity { .. } | Check::Drops { .. })
             })
             .map(|(i, e)| (i, &e.check))
             .collect()
@@ -136,6 +139,44 @@ impl Judge {
         })
     }
 
+    /// Whether [`Judge::link_drops`] is wanted at `now_ns` (a `drops` check is counting).
+    pub fn needs_link_drops(&self, now_ns: u64) -> bool {
+        self.checks.iter().zip(&self.results).any(|(e, r)| {
+            matches!(e.check, Check::Drops { .. })
+                && r.outcome == Outcome::Pending
+                && now_ns >= r.start_ns
+        })
+    }
+
+    /// The frames each link has dropped so far (`drops[l]`, both directions) at
+    /// `now_ns`: a `drops` check counts from its start, fails once its link dropped more
+    /// than allowed, passes at its deadline otherwise.
+    pub fn link_drops(&mut self, now_ns: u64, drops: &[u64]) {
+        for i in 0..self.checks.len() {
+            let Check::Drops { link, at_most, .. } = self.checks[i].check else { continue };
+            let r = &mut self.results[i];
+            if r.outcome != Outcome::Pending || now_ns < r.start_ns {
+                continue;
+            }
+            let Some(&now) = drops.get(link) else { continue };
+            let from = *self.drops_from[i].get_or_insert(now);
+            let counted = now.saturating_sub(from);
+            r.probes += 1;
+            if counted > at_most {
+                let t = fmt_ns(now_ns - r.start_ns);
+                r.detail = format!("{counted} drops > {at_most} (by {t})");
+                r.outcome = Outcome::Failed;
+            } else if now_ns >= r.deadline_ns {
+                r.detail = format!("{counted} drops ≤ {at_most}");
+                r.outcome = Outcome::Passed;
+            } else {
+                r.detail = format!("not yet (last: {counted} drops so far)");
+                continue;
+            }
+            self.distrust(i, now_ns);
+        }
+    }
+
     /// A check's deadline.
     pub fn deadline_ns(&self, i: usize) -> u64 {
         self.results[i].deadline_ns
@@ -153,7 +194,10 @@ impl Judge {
     pub fn tick(&mut self, now_ns: u64, run: Verdict) {
         for i in 0..self.results.len() {
             let r = &mut self.results[i];
-            if r.outcome != Outcome::Pending || now_ns < r.deadline_ns {
+            if r.outcome != Outcome::Pending
+                || now_ns < r.deadline_ns
+                || matches!(self.checks[i].check, Check::Drops { .. })
+            {
                 continue;
             }
             if let Check::Fidelity { worst } = &self.checks[i].check {
@@ -288,6 +332,33 @@ mod tests {
         assert_eq!(j.results()[0].detail, "degraded, worse than ok");
         assert_eq!(j.results()[1].outcome, Outcome::Passed);
     }
+
+    #[test]
+    fn a_drops_check_counts_from_its_start_fails_beyond_its_bound_passes_at_its_deadline() {
+        let check = |link: usize, start_s: u64| Expectation {
+            name: format!("drops {link}"),
+            start_ns: start_s * S,
+            after: None,
+            within_ns: 10 * S,
+            check: Check::Drops { link, link_name: format!("l{link}"), at_most: 5 },
+        };
+        let mut j = Judge::new(vec![check(0, 0), check(1, 2)]);
+        assert!(j.due(S).is_empty(), "nothing to probe in a node");
+        assert!(j.needs_link_drops(0) && j.needs_link_drops(S));
+        // Link 1 had dropped 100 before its check started: those do not count.
+        j.link_drops(0, &[0, 100]);
+        j.link_drops(3 * S, &[4, 103]);
+        assert_eq!(j.results()[0].detail, "not yet (last: 4 drops so far)");
+        j.link_drops(4 * S, &[4, 109]);
+        assert_eq!(j.results()[1].outcome, Outcome::Failed);
+        assert_eq!(j.results()[1].detail, "6 drops > 5 (by 2.0 s)");
+        // (Ticks do not judge them: past the deadline, the counters do.)
+        j.tick(10 * S, Verdict::Ok);
+        assert_eq!(j.results()[0].outcome, Outcome::Pending);
+        j.link_drops(10 * S, &[5, 109]);
+        assert_eq!(j.results()[0].line(), "drops 0: passed, 5 drops ≤ 5");
+        assert!(j.done() && !j.needs_link_drops(11 * S));
+    }
 }
 
 /// Probing checks in the lab's nodes: the judge's driver.
@@ -309,6 +380,7 @@ pub(crate) mod probe {
             return (false, "checks in labs across machines are not judged yet".into());
         };
         match check {
+            Check::Drops { .. } => (false, "judged by the controller, not in a node".into()),
             Check::Reach { to, port: None, .. } => {
                 let (code, out, err) =
                     run(&door, &["ping", "-c", "1", "-W", "1", &to.to_string()], PROBE_S);

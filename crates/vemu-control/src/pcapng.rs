@@ -1,6 +1,7 @@
 //! Writing pcapng (the capture format Wireshark and tshark read): a section header,
 //! one interface description per captured interface (nanosecond timestamps), and an
-//! enhanced packet block per frame, with its direction. Little-endian throughout.
+//! enhanced packet block per frame, with its direction (and, for a frame the emulation
+//! dropped, a comment saying why). Little-endian throughout.
 
 fn block(kind: u32, body: &[u8]) -> Vec<u8> {
     let len = (12 + body.len()) as u32;
@@ -53,8 +54,15 @@ pub fn interface(name: &str, description: Option<&str>) -> Vec<u8> {
     block(1, &b)
 }
 
-/// Enhanced packet block: a frame on interface `iface` at `t_ns` (ns since 1970).
-pub fn packet(iface: u32, t_ns: u64, frame: &[u8], outgoing: bool) -> Vec<u8> {
+/// Enhanced packet block: a frame on interface `iface` at `t_ns` (ns since 1970), with
+/// a comment (`opt_comment`, Wireshark's `frame.comment`) if any.
+pub fn packet(
+    iface: u32,
+    t_ns: u64,
+    frame: &[u8],
+    outgoing: bool,
+    comment: Option<&str>,
+) -> Vec<u8> {
     let mut b = Vec::with_capacity(frame.len() + 40);
     b.extend_from_slice(&iface.to_le_bytes());
     b.extend_from_slice(&((t_ns >> 32) as u32).to_le_bytes());
@@ -65,6 +73,9 @@ pub fn packet(iface: u32, t_ns: u64, frame: &[u8], outgoing: bool) -> Vec<u8> {
     b.resize(b.len().next_multiple_of(4), 0);
     // epb_flags: direction 1 = inbound, 2 = outbound.
     option(&mut b, 2, &(if outgoing { 2u32 } else { 1u32 }).to_le_bytes());
+    if let Some(c) = comment {
+        option(&mut b, 1, &c.as_bytes()[..c.len().min(u16::MAX as usize - 3)]);
+    }
     end_of_options(&mut b);
     block(6, &b)
 }
@@ -79,14 +90,15 @@ mod tests {
             section_header(),
             interface("r1:eth0", None),
             interface("r1:eth0", Some("on machine b")),
-            packet(0, 1_700_000_000_123_456_789, &[1, 2, 3, 4, 5], true),
+            packet(0, 1_700_000_000_123_456_789, &[1, 2, 3, 4, 5], true, None),
+            packet(1, 5, &[1, 2, 3], false, Some("vemu drop: queue — odd length")),
         ] {
             assert_eq!(b.len() % 4, 0);
             let len = u32::from_le_bytes(b[4..8].try_into().unwrap()) as usize;
             assert_eq!(len, b.len());
             assert_eq!(&b[b.len() - 4..], &b[4..8]);
         }
-        let p = packet(3, 0x0000_0001_0000_0002, &[0xaa; 60], false);
+        let p = packet(3, 0x0000_0001_0000_0002, &[0xaa; 60], false, None);
         assert_eq!(u32::from_le_bytes(p[8..12].try_into().unwrap()), 3);
         assert_eq!(u32::from_le_bytes(p[12..16].try_into().unwrap()), 1);
         assert_eq!(u32::from_le_bytes(p[16..20].try_into().unwrap()), 2);

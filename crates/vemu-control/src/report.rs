@@ -81,9 +81,109 @@ pub fn report(log_dir: &Path, stats: Option<&Value>) -> Result<Value> {
     }))
 }
 
+/// The reasons the engine counts drops by (`DirStats`' `drop_…` counters): RED's drops
+/// are counted with the queue's, and a Gilbert-Elliott model's with the loss (a capture
+/// of drops tells them apart).
+pub const DROP_COUNTERS: [(&str, &str); 5] = [
+    ("loss", "drop_loss"),
+    ("queue", "drop_queue"),
+    ("police", "drop_police"),
+    ("down", "drop_down"),
+    ("mtu", "drop_mtu"),
+];
+
+/// Every direction of `GET /v1/stats` (links, LAN ports, diverted paths): (kind, name,
+/// direction, its counters), in the lab's order.
+pub fn directions(stats: &Value) -> Vec<(&'static str, String, &'static str, &Value)> {
+    let mut out = Vec::new();
+    for l in stats["links"].as_array().into_iter().flatten() {
+        let name = l["name"].as_str().unwrap_or("").to_string();
+        out.push(("link", name.clone(), "forward", &l["forward"]));
+        out.push(("link", name, "reverse", &l["reverse"]));
+    }
+    for g in stats["segments"].as_array().into_iter().flatten() {
+        for m in g["members"].as_array().into_iter().flatten() {
+            let name = format!(
+                "{}/{}",
+                g["name"].as_str().unwrap_or(""),
+                m["port"].as_str().unwrap_or("")
+            );
+            out.push(("port", name.clone(), "egress", &m["egress"]));
+            out.push(("port", name, "ingress", &m["ingress"]));
+        }
+    }
+    for d in stats["diverts"].as_array().into_iter().flatten() {
+        let name = d["name"].as_str().unwrap_or("").to_string();
+        out.push(("divert", name.clone(), "forward", &d["forward"]));
+        out.push(("divert", name, "reverse", &d["reverse"]));
+    }
+    out
+}
+
+/// `vemu report drops`: every direction that dropped frames (links, LAN ports, diverted
+/// paths), its drops by reason, most first; and the lab's totals by reason. `stats`:
+/// `GET /v1/stats`.
+pub fn drops(stats: &Value) -> Value {
+    let mut rows = Vec::new();
+    let mut row = |kind: &str, name: String, direction: &str, s: &Value| {
+        let by: serde_json::Map<String, Value> = DROP_COUNTERS
+            .iter()
+            .map(|(r, k)| (r.to_string(), json!(s[*k].as_u64().unwrap_or(0))))
+            .collect();
+        let total: u64 = by.values().filter_map(Value::as_u64).sum();
+        if total > 0 {
+            rows.push(json!({"kind": kind, "name": name, "direction": direction,
+                "offered": s["rx_frames"], "dropped": total, "reasons": by}));
+        }
+    };
+    for (kind, name, direction, s) in directions(stats) {
+        row(kind, name, direction, s);
+    }
+    rows.sort_by_key(|r| std::cmp::Reverse(r["dropped"].as_u64().unwrap_or(0)));
+    let totals: serde_json::Map<String, Value> = DROP_COUNTERS
+        .iter()
+        .map(|(r, _)| {
+            let n: u64 = rows.iter().filter_map(|x| x["reasons"][*r].as_u64()).sum();
+            (r.to_string(), json!(n))
+        })
+        .collect();
+    // A segment's own drops: beyond its aggregate capacity, or (radio) the sender's
+    // queue for the channel full. (A channel's losses per pair: `vemu radio`.)
+    let segments: Vec<Value> = stats["segments"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|g| g["switch"]["drop_capacity"].as_u64().unwrap_or(0) > 0)
+        .map(|g| json!({"name": g["name"], "capacity": g["switch"]["drop_capacity"]}))
+        .collect();
+    json!({"directions": rows, "totals": totals, "segments": segments})
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn drops_by_direction_and_reason_most_first() {
+        let stats = json!({
+            "links": [{"name": "a_b",
+                "forward": {"rx_frames": 100, "drop_loss": 7, "drop_queue": 3},
+                "reverse": {"rx_frames": 50}}],
+            "segments": [{"name": "lan", "switch": {"drop_capacity": 4}, "members": [{"port": "c",
+                "egress": {"rx_frames": 10, "drop_down": 10, "drop_mtu": 1},
+                "ingress": {}}]}],
+        });
+        let r = drops(&stats);
+        let d = r["directions"].as_array().unwrap();
+        assert_eq!(d.len(), 2, "{r}");
+        assert_eq!((d[0]["name"].as_str(), d[0]["dropped"].as_u64()), (Some("lan/c"), Some(11)));
+        assert_eq!(d[1]["reasons"]["loss"], 7);
+        assert_eq!(d[1]["reasons"]["queue"], 3);
+        assert_eq!(r["totals"]["down"], 10);
+        assert_eq!(r["totals"]["loss"], 7);
+        assert_eq!(r["totals"]["police"], 0);
+        assert_eq!(r["segments"][0]["capacity"], 4);
+    }
 
     fn write(dir: &Path, name: &str, text: &str) {
         std::fs::write(dir.join(name), text).unwrap();

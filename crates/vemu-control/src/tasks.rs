@@ -103,6 +103,25 @@ pub(crate) fn fidelity_monitor(ctl: Arc<Mutex<Controller>>) -> Background {
     })
 }
 
+/// Pass the links' drops so far to the judge's `drops` checks, if one is counting.
+fn link_drops(c: &mut Controller, now_ns: u64) {
+    if !c.judge.needs_link_drops(now_ns) {
+        return;
+    }
+    if let Ok(counters) = c.counters() {
+        let drops: Vec<u64> = counters
+            .links
+            .iter()
+            .map(|dirs| {
+                dirs.iter()
+                    .map(|d| d.drop_loss + d.drop_queue + d.drop_down + d.drop_mtu + d.drop_police)
+                    .sum()
+            })
+            .collect();
+        c.judge.link_drops(now_ns, &drops);
+    }
+}
+
 /// How often the judge probes the checks that are due.
 const PROBE_EVERY: Duration = Duration::from_millis(200);
 
@@ -116,6 +135,9 @@ pub(crate) fn expectations(ctl: Arc<Mutex<Controller>>, clock: LabClock) -> Back
     let any = !ctl.locked().judge.done();
     Background::spawn("vemu-expect", any, move |stop| loop {
         let now = clock.now_ns();
+        // (Before the probes too: a `drops` check counts from its start, not from after
+        // the traffic a probe of this round makes.)
+        link_drops(&mut ctl.locked(), now);
         let due: Vec<_> = {
             let c = ctl.locked();
             c.judge
@@ -125,7 +147,7 @@ pub(crate) fn expectations(ctl: Arc<Mutex<Controller>>, clock: LabClock) -> Back
                     let node = match check {
                         Check::Reach { from, .. } => from,
                         Check::Route { node, .. } | Check::Run { node, .. } => node,
-                        Check::Fidelity { .. } => "",
+                        Check::Fidelity { .. } | Check::Drops { .. } => "",
                     };
                     let left_s = c.judge.deadline_ns(i).saturating_sub(now) as f64 / 1e9;
                     (i, check.clone(), c.door(node), left_s)
@@ -155,6 +177,7 @@ pub(crate) fn expectations(ctl: Arc<Mutex<Controller>>, clock: LabClock) -> Back
             }
             let t = clock.now_ns();
             let run = if c.judge.needs_run_verdict(t) { c.run_verdict() } else { Verdict::Ok };
+            link_drops(&mut c, t);
             c.judge.tick(t, run);
             for (r, was) in c.judge.results().iter().zip(before) {
                 if was == Outcome::Pending && r.outcome != Outcome::Pending {

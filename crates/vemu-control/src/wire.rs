@@ -14,11 +14,13 @@ pub struct AgentHello {
 }
 
 /// A captured frame on the agent channel: lab-clock time (ns, u64), interface (u32),
-/// outgoing (u8), length (u32), then the frame; integers little-endian.
+/// outgoing (u8), why it was dropped (u8: 0 not dropped, else
+/// [`vemu_engine::DropReason::code`]), length (u32), then the frame; integers
+/// little-endian.
 pub struct CaptureRecord;
 
 impl CaptureRecord {
-    const HEAD: usize = 17;
+    pub const HEAD: usize = 18;
     /// Longest frame accepted (a GSO super-frame is at most 64 KiB and its header).
     pub const MAX_FRAME: usize = 1 << 17;
 
@@ -27,6 +29,7 @@ impl CaptureRecord {
         v.extend_from_slice(&c.t_ns.to_le_bytes());
         v.extend_from_slice(&c.iface.to_le_bytes());
         v.push(u8::from(c.outgoing));
+        v.push(c.drop.map_or(0, |d| d.code()));
         v.extend_from_slice(&(c.frame.len() as u32).to_le_bytes());
         v.extend_from_slice(&c.frame);
         v
@@ -37,7 +40,7 @@ impl CaptureRecord {
         let mut at = 0;
         while buf.len() - at >= Self::HEAD {
             let h = &buf[at..at + Self::HEAD];
-            let len = u32::from_le_bytes(h[13..17].try_into().expect("4 bytes")) as usize;
+            let len = u32::from_le_bytes(h[14..18].try_into().expect("4 bytes")) as usize;
             if len > Self::MAX_FRAME {
                 return Err(format!("a captured frame of {len} bytes"));
             }
@@ -48,6 +51,13 @@ impl CaptureRecord {
                 t_ns: u64::from_le_bytes(h[0..8].try_into().expect("8 bytes")),
                 iface: u32::from_le_bytes(h[8..12].try_into().expect("4 bytes")),
                 outgoing: h[12] != 0,
+                drop: match h[13] {
+                    0 => None,
+                    c => Some(
+                        vemu_engine::DropReason::from_code(c)
+                            .ok_or_else(|| format!("a captured frame dropped for reason {c}"))?,
+                    ),
+                },
                 frame: buf[at + Self::HEAD..at + Self::HEAD + len].to_vec(),
             });
             at += Self::HEAD + len;
@@ -70,6 +80,7 @@ mod tests {
                 iface: i,
                 outgoing: i % 2 == 0,
                 frame: vec![i as u8; 60 + i as usize * 700],
+                drop: vemu_engine::DropReason::from_code(i as u8),
             })
             .collect();
         let wire: Vec<u8> = frames.iter().flat_map(CaptureRecord::encode).collect();
@@ -83,13 +94,13 @@ mod tests {
             assert_eq!(out.len(), 5);
             for (a, b) in out.iter().zip(&frames) {
                 assert_eq!(
-                    (a.t_ns, a.iface, a.outgoing, &a.frame),
-                    (b.t_ns, b.iface, b.outgoing, &b.frame)
+                    (a.t_ns, a.iface, a.outgoing, &a.frame, a.drop),
+                    (b.t_ns, b.iface, b.outgoing, &b.frame, b.drop)
                 );
             }
         }
         let mut bad = CaptureRecord::encode(&frames[0]);
-        bad[13..17].copy_from_slice(&u32::MAX.to_le_bytes());
+        bad[14..18].copy_from_slice(&u32::MAX.to_le_bytes());
         assert!(CaptureRecord::decode(&mut bad, &mut Vec::new())
             .unwrap_err()
             .contains("4294967295"));

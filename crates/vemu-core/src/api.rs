@@ -147,6 +147,97 @@ pub enum CapturePoint {
     /// As they entered the link at the other end, before the impairments (frames the
     /// link then drops are included).
     Before,
+    /// The frames the emulation dropped on their way from or to the interface (the
+    /// directions of its link or LAN port), each with its [`DropReason`].
+    Drops,
+}
+
+/// Why the emulation dropped a frame (what a capture at [`CapturePoint::Drops`] says
+/// of each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DropReason {
+    /// The random loss model (`loss:`).
+    Loss,
+    /// The Gilbert-Elliott loss model, in its good state.
+    LossGood,
+    /// The Gilbert-Elliott loss model, in its bad state (a burst).
+    LossBad,
+    /// The queue in front of the serializer (or a qos class's) was full.
+    Queue,
+    /// RED/WRED dropped it early (a qos class's `red:`).
+    Red,
+    /// A qos policer: over its rate.
+    Police,
+    /// The link or port was down.
+    Down,
+    /// Larger than the direction's MTU.
+    Mtu,
+    /// A radio channel: the sender's queue for the channel was full.
+    RadioQueue,
+    /// A radio channel: another transmission overlapped it at the receiver.
+    Collision,
+    /// A radio channel: too weak at the receiver (the propagation model's draw).
+    Weak,
+}
+
+impl DropReason {
+    pub const ALL: [DropReason; 11] = [
+        DropReason::Loss,
+        DropReason::LossGood,
+        DropReason::LossBad,
+        DropReason::Queue,
+        DropReason::Red,
+        DropReason::Police,
+        DropReason::Down,
+        DropReason::Mtu,
+        DropReason::RadioQueue,
+        DropReason::Collision,
+        DropReason::Weak,
+    ];
+
+    /// Its name (as in JSON).
+    pub fn name(self) -> &'static str {
+        match self {
+            DropReason::Loss => "loss",
+            DropReason::LossGood => "loss-good",
+            DropReason::LossBad => "loss-bad",
+            DropReason::Queue => "queue",
+            DropReason::Red => "red",
+            DropReason::Police => "police",
+            DropReason::Down => "down",
+            DropReason::Mtu => "mtu",
+            DropReason::RadioQueue => "radio-queue",
+            DropReason::Collision => "collision",
+            DropReason::Weak => "weak",
+        }
+    }
+
+    /// In words, for a capture's comment.
+    pub fn describe(self) -> &'static str {
+        match self {
+            DropReason::Loss => "random loss (the link's loss model)",
+            DropReason::LossGood => "loss, Gilbert-Elliott model in its good state",
+            DropReason::LossBad => "loss, Gilbert-Elliott model in its bad state (a burst)",
+            DropReason::Queue => "queue full (the queue before the serializer)",
+            DropReason::Red => "RED/WRED early drop",
+            DropReason::Police => "policer: over its rate",
+            DropReason::Down => "link down",
+            DropReason::Mtu => "larger than the MTU",
+            DropReason::RadioQueue => "radio: the sender's queue for the channel was full",
+            DropReason::Collision => "radio: collision (another transmission overlapped it)",
+            DropReason::Weak => "radio: signal too weak at the receiver (propagation model)",
+        }
+    }
+
+    /// A byte for the wire (1…; 0 is "not a drop").
+    pub fn code(self) -> u8 {
+        DropReason::ALL.iter().position(|r| *r == self).expect("listed") as u8 + 1
+    }
+
+    pub fn from_code(code: u8) -> Option<DropReason> {
+        DropReason::ALL.get((code as usize).checked_sub(1)?).copied()
+    }
 }
 
 /// A change to the core.
@@ -203,8 +294,16 @@ pub enum Event {
     /// the engine's; the driver says when it does ([`Core::set_kernel_carried`](crate::Core::set_kernel_carried)).
     TunnelRoute { port: PortId, kernel: bool },
     /// A copy for capture `capture`: `frame` (as devices hand it over; possibly a
-    /// super-frame) was sent by (`outgoing`) or arrived at interface `iface` at `t_ns`.
-    Capture { capture: u64, iface: u32, t_ns: u64, outgoing: bool, frame: Frame },
+    /// super-frame) was sent by (`outgoing`) or arrived at interface `iface` at `t_ns` —
+    /// or, with `drop`, was dropped on its way from or to it, and why.
+    Capture {
+        capture: u64,
+        iface: u32,
+        t_ns: u64,
+        outgoing: bool,
+        frame: Frame,
+        drop: Option<DropReason>,
+    },
 }
 
 /// How long the kernel's token bucket may send back to back at its rate (at least two

@@ -297,11 +297,42 @@ struct Accepted {
     frame: Frame,
 }
 
-/// Frames waiting in the qos stages of directions, by handle.
+/// Frames waiting in the qos stages of directions, by handle; and the frames dropped
+/// since the last hop was finished.
 #[derive(Default)]
 struct Held {
     frames: FxHashMap<u64, (Frame, (u32, u64))>,
     next_id: u64,
+    drops: Drops,
+}
+
+/// The frames a direction dropped, kept only while a capture of drops runs.
+#[derive(Default)]
+struct Drops {
+    keep: bool,
+    frames: Vec<(Frame, DropReason)>,
+}
+
+impl Drops {
+    fn note(&mut self, frame: &Frame, why: DropReason) {
+        if self.keep {
+            self.frames.push((frame.clone(), why));
+        }
+    }
+
+    /// A drop of the link model's: why, in the capture's words.
+    fn note_cause(&mut self, frame: &Frame, cause: DropCause, d: &LinkDir) {
+        if self.keep {
+            let why = match (cause, d.last_loss_state_bad()) {
+                (DropCause::Loss, None) => DropReason::Loss,
+                (DropCause::Loss, Some(false)) => DropReason::LossGood,
+                (DropCause::Loss, Some(true)) => DropReason::LossBad,
+                (DropCause::Queue, _) => DropReason::Queue,
+                (DropCause::Down, _) => DropReason::Down,
+            };
+            self.frames.push((frame.clone(), why));
+        }
+    }
 }
 
 /// A direction, named by where it is.
@@ -340,6 +371,9 @@ pub struct Core {
     /// trunks: (trunk, frame id, member, time).
     trunks_pending: Vec<u32>,
     radio_remote: Vec<(u32, u64, u32, u64, Frame)>,
+    /// Frames a radio channel dropped, for the captures of drops: (port, time,
+    /// outgoing, frame, why).
+    radio_drops: Vec<(PortId, u64, bool, Frame, DropReason)>,
     spurs: Vec<SpurGroup>,
     /// Scratch list of the members a [`SpurWay::Flood`] goes to.
     spur_flood: Vec<u32>,
@@ -699,6 +733,7 @@ impl Core {
                 };
                 self.ports[port as usize].watched = true;
                 self.watches.push(Watch { id, port, iface, point });
+                self.held.drops.keep |= point == CapturePoint::Drops;
                 match target {
                     Target::Link(l) => self.choose_paths(l),
                     Target::Member(g, _) => self.choose_segment_path(g),
@@ -718,6 +753,7 @@ impl Core {
 
     fn uncapture(&mut self, ids: &[u64]) {
         self.watches.retain(|w| !ids.contains(&w.id));
+        self.held.drops.keep = self.watches.iter().any(|w| w.point == CapturePoint::Drops);
         for p in &mut self.ports {
             p.watched = false;
         }
@@ -752,13 +788,17 @@ impl Core {
                 return;
             }
         }
-        for w in self.watches.iter().filter(|w| w.port == port && (outgoing || w.point == point)) {
+        let seen = |w: &&Watch| {
+            w.port == port && w.point != CapturePoint::Drops && (outgoing || w.point == point)
+        };
+        for w in self.watches.iter().filter(seen) {
             self.events.push_back(Event::Capture {
                 capture: w.id,
                 iface: w.iface,
                 t_ns,
                 outgoing,
                 frame: frame.clone(),
+                drop: None,
             });
         }
     }

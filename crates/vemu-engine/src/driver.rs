@@ -69,6 +69,8 @@ pub struct Captured {
     /// Sent by the node (true) or arriving at it.
     pub outgoing: bool,
     pub frame: Vec<u8>,
+    /// Dropped on its way (a capture of drops), and why.
+    pub drop: Option<crate::DropReason>,
 }
 
 /// What the engine asks of a shard.
@@ -657,7 +659,7 @@ impl Shard {
                         }
                     }
                 }
-                Event::Capture { capture, iface, t_ns, outgoing, frame } => {
+                Event::Capture { capture, iface, t_ns, outgoing, frame, drop } => {
                     let Some(tx) = self.sinks.get(&capture) else { continue };
                     if !split.as_ref().is_some_and(|(f, _)| Arc::ptr_eq(f, &frame)) {
                         split = Some((frame.clone(), gso::wire_frames(&frame)));
@@ -665,7 +667,7 @@ impl Shard {
                     let wire = &split.as_ref().expect("just set").1;
                     for f in wire.iter().cloned() {
                         if let Err(TrySendError::Disconnected(_)) =
-                            tx.try_send(Captured { t_ns, iface, outgoing, frame: f })
+                            tx.try_send(Captured { t_ns, iface, outgoing, frame: f, drop })
                         {
                             self.sinks.remove(&capture);
                             self.core.apply(Command::Uncapture(capture));

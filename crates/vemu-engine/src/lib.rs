@@ -27,7 +27,7 @@ use vemu_radio::Pos;
 
 pub use crate::batch::WRITES_ENV;
 pub use crate::clock::{monotonic_ns, LabClock};
-pub use crate::core::{is_routing, CapturePoint, Dir, RadioSnapshot, Target};
+pub use crate::core::{is_routing, CapturePoint, Dir, DropReason, RadioSnapshot, Target};
 use crate::core::{Command, Core, LinkConfig, MemberConfig, SegmentConfig};
 pub use crate::counters::{
     bucket_quantile_ns, DirCounters, DirStats, SegCounters, SegStats, DELAY_BUCKETS_NS,

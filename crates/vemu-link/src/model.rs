@@ -93,6 +93,8 @@ pub struct LinkDir {
     last_delivery_ns: u64,
     reorder_count: u32,
     ge_bad: bool,
+    /// The Gilbert-Elliott state in which the last frame was judged (bad: true).
+    lost_in_bad: bool,
     loss_c: Correlated,
     dup_c: Correlated,
     corrupt_c: Correlated,
@@ -131,6 +133,7 @@ impl LinkDir {
             last_delivery_ns: 0,
             reorder_count: 0,
             ge_bad: false,
+            lost_in_bad: false,
             loss_c: Correlated::default(),
             dup_c: Correlated::default(),
             corrupt_c: Correlated::default(),
@@ -284,6 +287,12 @@ impl LinkDir {
         }
     }
 
+    /// For a Gilbert-Elliott loss model, the state in which the last frame offered was
+    /// judged (`Some(true)`: bad): why a frame lost just now was lost.
+    pub fn last_loss_state_bad(&self) -> Option<bool> {
+        matches!(self.imp.loss, Loss::GilbertElliott { .. }).then_some(self.lost_in_bad)
+    }
+
     /// Decide the fate of a frame offered at `now_ns` (a direction without `qos`).
     pub fn offer(&mut self, now_ns: u64, offer: Offer) -> Outcome {
         self.impair(now_ns, offer, true)
@@ -321,6 +330,7 @@ impl LinkDir {
             }
             Loss::GilbertElliott { p, r, h, k } => {
                 let lost = if self.ge_bad { self.uniform() >= h } else { self.uniform() >= k };
+                self.lost_in_bad = self.ge_bad;
                 let u = self.uniform();
                 self.ge_bad = if self.ge_bad { u >= r } else { u < p };
                 lost

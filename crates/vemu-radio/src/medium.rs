@@ -55,6 +55,10 @@ pub struct MediumConfig {
 pub enum Outcome {
     /// Frame `id` arrives at member `receiver` at lab time `at_ns`.
     Deliver { id: u64, receiver: u32, at_ns: u64 },
+    /// Frame `id` did not reach member `receiver`, in reception range of its sender, at
+    /// the end of its transmission (`at_ns`): lost to another transmission overlapping
+    /// it (`collision`), else to the propagation model (too weak).
+    Lost { id: u64, receiver: u32, at_ns: u64, collision: bool },
     /// The medium is done with frame `id` (every `Deliver` for it came before).
     Done { id: u64 },
 }
@@ -408,12 +412,14 @@ impl Medium {
             c.sent += 1;
             if collided {
                 c.lost_collision += 1;
+                out.push(Outcome::Lost { id, receiver: j, at_ns: t, collision: true });
             } else if draw(self.cfg.seed, tx.sender, j, tx.n) < nb.delivery_probability {
                 c.delivered += 1;
                 let prop_ns = (nb.distance_m / C * 1e9).round() as u64;
                 out.push(Outcome::Deliver { id, receiver: j, at_ns: t + prop_ns });
             } else {
                 c.lost_channel += 1;
+                out.push(Outcome::Lost { id, receiver: j, at_ns: t, collision: false });
             }
         }
         self.members[i].neighbours = neighbours;

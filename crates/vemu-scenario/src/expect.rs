@@ -42,6 +42,9 @@ pub enum Check {
     /// The lab's fidelity verdict over the run is at most `worst` (`ok` or `degraded`)
     /// at the deadline.
     Fidelity { worst: String },
+    /// Link `link` (index in the plan; `link_name` as written) drops at most `at_most`
+    /// frames (both directions, every reason) from the check's start to its deadline.
+    Drops { link: usize, link_name: String, at_most: u64 },
 }
 
 impl Check {
@@ -58,6 +61,9 @@ impl Check {
             }
             Check::Run { node, cmd, .. } => format!("run {node}: {cmd}"),
             Check::Fidelity { worst } => format!("fidelity at most {worst}"),
+            Check::Drops { link_name, at_most, .. } => {
+                format!("drops on {link_name} at most {at_most}")
+            }
         }
     }
 }
@@ -81,6 +87,7 @@ pub enum CheckDef {
     Route { node: String, prefix: IpNet, via: Option<String> },
     Run { node: String, cmd: String, exit: i32, output: Option<String> },
     Fidelity { worst: String },
+    Drops { link: String, at_most: u64 },
 }
 
 /// Longest deadline of a check (a day: longer is a mistake, not a test).

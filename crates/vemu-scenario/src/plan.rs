@@ -1041,6 +1041,13 @@ fn resolve_expects(s: &Scenario, plan: &mut Plan, errors: &mut Vec<Error>) {
             crate::expect::CheckDef::Fidelity { worst } => {
                 Ok(crate::expect::Check::Fidelity { worst: worst.clone() })
             }
+            crate::expect::CheckDef::Drops { link, at_most } => {
+                plan.find_link(link).map(|(i, _)| crate::expect::Check::Drops {
+                    link: i,
+                    link_name: link.clone(),
+                    at_most: *at_most,
+                })
+            }
         };
         let check = match check {
             Ok(c) => c,

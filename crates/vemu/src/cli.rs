@@ -150,8 +150,10 @@ pub(crate) enum Cmd {
         /// Output file; '-' for standard output (e.g. '| wireshark -k -i -').
         #[arg(short = 'w', default_value = "-")]
         write: String,
-        /// Arriving frames as delivered (after the impairments) or as they entered the
-        /// link (before; frames the link drops are included).
+        /// Arriving frames as delivered (after the impairments), as they entered the
+        /// link (before; frames the link drops are included), or only the frames the
+        /// emulation dropped on their way from or to the interface (drops; each with its
+        /// reason as the packet's comment).
         #[arg(long, value_enum, default_value = "after")]
         point: PointArg,
         /// Stop after this many frames.
@@ -175,8 +177,12 @@ pub(crate) enum Cmd {
         cmd: TrafficCmd,
     },
     /// Packet delivery ratio, delay and routing overhead of the lab's traffic flows
-    /// (while it runs, or after `down` with --lab NAME).
+    /// (while it runs, or after `down` with --lab NAME); `vemu report drops`: what the
+    /// emulation dropped, per link and port direction and reason.
     Report {
+        /// What to report: the traffic flows (default) or `drops`.
+        #[arg(value_enum)]
+        what: Option<ReportArg>,
         /// One JSON object instead of a table.
         #[arg(long)]
         json: bool,
@@ -436,9 +442,16 @@ pub(crate) fn parse_xy(s: &str) -> Result<(f64, f64), String> {
 }
 
 #[derive(Clone, Copy, ValueEnum)]
+pub(crate) enum ReportArg {
+    /// Drops per direction and reason.
+    Drops,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
 pub(crate) enum PointArg {
     After,
     Before,
+    Drops,
 }
 
 #[derive(Clone, Copy, ValueEnum)]

@@ -156,7 +156,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Cmd::Node { cmd } => node(cmd)?,
         Cmd::Traffic { cmd } => traffic_flow(cmd)?,
-        Cmd::Report { json: as_json, lab } => report(lab.lab, as_json)?,
+        Cmd::Report { what: None, json: as_json, lab } => report(lab.lab, as_json)?,
+        Cmd::Report { what: Some(cli::ReportArg::Drops), json: as_json, lab } => {
+            flow::report_drops(lab.lab, as_json)?
+        }
         Cmd::TrafficAgent { cmd } => match cmd {
             AgentCmd::Send { flow, to, size, interval_ns, start_ns, epoch_ns, count } => {
                 traffic::send(flow, to, size, interval_ns, start_ns, count, LabClock { epoch_ns })?

@@ -191,26 +191,8 @@ impl Sink {
                 );
             }
         };
-        for l in v["links"].as_array().into_iter().flatten() {
-            let name = l["name"].as_str().unwrap_or("").to_string();
-            both("link", name.clone(), "forward", &l["forward"]);
-            both("link", name, "reverse", &l["reverse"]);
-        }
-        for g in v["segments"].as_array().into_iter().flatten() {
-            for m in g["members"].as_array().into_iter().flatten() {
-                let name = format!(
-                    "{}/{}",
-                    g["name"].as_str().unwrap_or(""),
-                    m["port"].as_str().unwrap_or("")
-                );
-                both("port", name.clone(), "egress", &m["egress"]);
-                both("port", name, "ingress", &m["ingress"]);
-            }
-        }
-        for d in v["diverts"].as_array().into_iter().flatten() {
-            let name = d["name"].as_str().unwrap_or("").to_string();
-            both("divert", name.clone(), "forward", &d["forward"]);
-            both("divert", name, "reverse", &d["reverse"]);
+        for (kind, name, direction, s) in vemu_control::report::directions(v) {
+            both(kind, name, direction, s);
         }
         rows
     }

@@ -44,6 +44,7 @@ pub(crate) fn capture(
         match point {
             PointArg::After => "after",
             PointArg::Before => "before",
+            PointArg::Drops => "drops",
         }
     );
     if !filter.is_empty() {

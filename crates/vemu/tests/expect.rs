@@ -53,6 +53,35 @@ fn vemu_test_judges_reach_routes_commands_and_timeline_deadlines() {
     assert!(!std::path::Path::new("/run/vemu/t-expect").exists());
 }
 
+/// `drops:` checks: counted from their start on the engine's counters; a link whose
+/// queue overflows (pings at 8 Mbit/s into 1 Mbit/s and a queue of 2) fails its bound
+/// as soon as it is crossed, a clean one passes at its deadline.
+#[test]
+fn drops_checks_count_the_links_drops() {
+    let _g = serial();
+    let yaml = "name: t-expect6
+routing: none
+addressing: {ipv6: none}
+nodes: {a: {}, b: {}, c: {}}
+links:
+  - {endpoints: [a, b], bandwidth: 1Mbit, queue: 2}
+  - {endpoints: [b, c]}
+expect:
+  - {name: lossy, drops: {link: a:b, at_most: 3}, within: 20s}
+  - {name: clean, drops: {link: b:c, at_most: 0}, within: 2s}
+  - {name: traffic, run: {node: a, cmd: 'ping -q -c 40 -l 20 -i 0.005 -s 1000 -W 1 b; true'}, within: 10s}
+";
+    let path = write_scenario("t-expect6", yaml);
+    let o = vemu(&["test", path.to_str().unwrap()]);
+    let t = text(&o);
+    eprintln!("{t}");
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    let lossy = t.lines().find(|l| l.starts_with("lossy: ")).unwrap_or_default();
+    assert!(lossy.starts_with("lossy: FAILED, ") && lossy.contains(" drops > 3 (by "), "{t}");
+    assert!(t.contains("clean: passed, 0 drops ≤ 0"), "{t}");
+    assert!(lab_netns("t-expect6").is_empty());
+}
+
 #[test]
 fn vemu_test_says_json_and_passes_with_exit_0() {
     let _g = serial();

@@ -361,6 +361,84 @@ fn tshark_icmp(path: &std::path::Path) -> Vec<(f64, u32, u32)> {
         .collect()
 }
 
+/// Issue 43: `--point drops` records every frame the emulation dropped on its way to or
+/// from the interface, its reason as the packet's comment (tshark reads it), as many of
+/// each reason as the link's counters counted meanwhile; `vemu report drops` sums them.
+#[test]
+fn a_capture_of_drops_shows_each_drop_and_why() {
+    let _g = serial();
+    let yaml = "routing: none\naddressing: {ipv6: none}\nnodes: {n1: {}, n2: {}}\nlinks:\n  - {endpoints: [n1, n2], loss: 10%, bandwidth: 2Mbit, queue: 3}\n";
+    let lab = Lab::up("t-drops", yaml);
+    let st = lab.status();
+    let n2 = lab.addrs(&st, "n2", false)[0].clone();
+    let file = std::env::temp_dir().join("vemu-tests").join("drops.pcapng");
+    let _ = std::fs::create_dir_all(file.parent().unwrap());
+    let counted = |st: &serde_json::Value, key: &str| -> u64 {
+        ["forward", "reverse"]
+            .iter()
+            .map(|d| st["links"][0][d]["stats"][key].as_u64().unwrap())
+            .sum()
+    };
+    let mut cap = std::process::Command::new(env!("CARGO_BIN_EXE_vemu"))
+        .args(["capture", "--lab", "t-drops", "n2:eth0", "--point", "drops"])
+        .args(["-w", file.to_str().unwrap()])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let before = lab.status();
+    // 300 pings of 1000 bytes at 500/s (up to 30 unanswered: ping otherwise paces
+    // itself to the replies): twice the link's 2 Mbit/s, so its queue of 3 overflows;
+    // and 10% of what it sends lost each way.
+    let ping = ["ping", "-q", "-c", "300", "-l", "30", "-i", "0.002", "-s", "1000", "-W", "1"];
+    let o = lab.exec("n1", &[&ping[..], &[n2.as_str()]].concat());
+    assert!(!text(&o).is_empty());
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let after = lab.status();
+    // SAFETY: kill(2) to our own child.
+    unsafe { libc::kill(cap.id() as i32, libc::SIGINT) };
+    assert!(cap.wait().unwrap().success());
+    let o = std::process::Command::new("tshark")
+        .args(["-r", file.to_str().unwrap(), "-T", "fields", "-e", "frame.comment"])
+        .args(["-e", "frame.p2p_dir", "-e", "icmp.type"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "tshark: {}", text(&o));
+    let lines: Vec<String> = String::from_utf8_lossy(&o.stdout).lines().map(String::from).collect();
+    let of = |reason: &str| {
+        lines.iter().filter(|l| l.starts_with(&format!("vemu drop: {reason} — "))).count() as u64
+    };
+    let (loss, queue) = (
+        counted(&after, "drop_loss") - counted(&before, "drop_loss"),
+        counted(&after, "drop_queue") - counted(&before, "drop_queue"),
+    );
+    eprintln!(
+        "drops captured: {} lines, loss {} (counted {loss}), queue {} (counted {queue})",
+        lines.len(),
+        of("loss"),
+        of("queue")
+    );
+    assert!(loss >= 5 && queue >= 30, "loss {loss}, queue {queue}");
+    assert_eq!(of("loss"), loss, "{lines:?}");
+    assert_eq!(of("queue"), queue);
+    assert_eq!(lines.len() as u64, loss + queue, "{lines:?}");
+    // Requests dropped on their way to n2 arrive (direction 1: inbound); replies n2
+    // sent and the link lost leave it (0: outbound).
+    assert!(lines.iter().any(|l| l.ends_with("\t1\t8")), "{lines:?}");
+    // (ARP has no ICMP type.)
+    let ok = |l: &&String| ["\t1\t8", "\t0\t0", "\t1\t", "\t0\t"].iter().any(|e| l.ends_with(e));
+    assert!(lines.iter().all(|l| ok(&l)), "{lines:?}");
+    assert!(lines[0].contains("; lab time "), "{}", lines[0]);
+    // The report sums the counters by reason.
+    let o = lab.vemu(&["report", "drops", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let now = lab.status();
+    assert_eq!(r["totals"]["loss"].as_u64(), Some(counted(&now, "drop_loss")), "{r}");
+    assert_eq!(r["totals"]["queue"].as_u64(), Some(counted(&now, "drop_queue")), "{r}");
+    let o = lab.vemu(&["report", "drops"]);
+    assert!(text(&o).contains("lab t-drops: 2 directions dropped frames"), "{}", text(&o));
+}
+
 #[test]
 fn captures_at_both_ends_of_a_link_line_up_on_the_lab_clock() {
     let _g = serial();

@@ -75,17 +75,18 @@ impl Worker for Cluster {
         for c in on {
             // (A segment member, side a of its tunnel, sees both points on its machine:
             // its ingress is carried out there.)
-            let (side, point) = match c.target {
-                Target::Member(..) => (0, vemu_engine::CapturePoint::After),
-                Target::Link(_) => (c.side.min(1), c.point),
+            let (side, point) = match (c.target, c.point) {
+                (Target::Member(..), vemu_engine::CapturePoint::Drops) => (0, c.point),
+                (Target::Member(..), _) => (0, vemu_engine::CapturePoint::After),
+                (Target::Link(_), _) => (c.side.min(1), c.point),
             };
             // (A link's other machine takes part in a capture of what arrives, only to
             // keep its direction toward the interface off the kernel path: it records
             // nothing of it.)
             let machines = match (point, c.target) {
-                (vemu_engine::CapturePoint::Before, _) | (_, Target::Link(_)) => {
-                    self.machines_of(c.target)
-                }
+                // (Drops: each machine records those of the directions it carries out.)
+                (vemu_engine::CapturePoint::Before | vemu_engine::CapturePoint::Drops, _)
+                | (_, Target::Link(_)) => self.machines_of(c.target),
                 (vemu_engine::CapturePoint::After, _) => self
                     .tunnel_at
                     .get(self.tunnel(c.target))

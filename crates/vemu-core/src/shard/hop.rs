@@ -90,6 +90,9 @@ impl Core {
     /// side (early by the underlay's delay when that is on another machine), a
     /// segment's switch, or a member's interface.
     pub(super) fn finish(&mut self, hop: Hop, now: u64, acc: &mut Vec<Accepted>) {
+        if !self.held.drops.frames.is_empty() {
+            self.capture_drops(hop, now);
+        }
         let (action, early) = match hop {
             Hop::Link(l, dir) => {
                 let (l, dir) = (&self.links[l as usize], dir as usize);
@@ -134,5 +137,66 @@ impl Core {
             }
             self.push(a, action);
         }
+    }
+
+    /// Copy the frames `hop` dropped to the captures of drops on its interfaces: the one
+    /// it leaves from (outgoing) and the one it leads to.
+    fn capture_drops(&mut self, hop: Hop, now: u64) {
+        let (from, to) = match hop {
+            Hop::Link(l, dir) => {
+                let p = self.links[l as usize].ports;
+                (Some(p[dir as usize]), Some(p[1 - dir as usize]))
+            }
+            Hop::Member(g, m, dir) => {
+                let port = self.segments[g as usize].members[m as usize].port;
+                if dir == 0 {
+                    (Some(port), None)
+                } else {
+                    (None, Some(port))
+                }
+            }
+        };
+        let mut dropped = std::mem::take(&mut self.held.drops.frames);
+        for (frame, why) in &dropped {
+            for (port, outgoing) in [(from, true), (to, false)] {
+                if let Some(port) = port {
+                    self.capture_drop(port, now, outgoing, frame, *why);
+                }
+            }
+        }
+        dropped.clear();
+        self.held.drops.frames = dropped;
+    }
+
+    /// Copy a frame dropped on its way from (`outgoing`) or to `port` at `t` to the
+    /// captures of drops there.
+    pub(super) fn capture_drop(
+        &mut self,
+        port: PortId,
+        t: u64,
+        outgoing: bool,
+        frame: &Frame,
+        why: DropReason,
+    ) {
+        for w in self.watches.iter().filter(|w| w.port == port && w.point == CapturePoint::Drops) {
+            self.events.push_back(Event::Capture {
+                capture: w.id,
+                iface: w.iface,
+                t_ns: t,
+                outgoing,
+                frame: frame.clone(),
+                drop: Some(why),
+            });
+        }
+    }
+
+    /// Capture what a radio channel dropped (noted by `send_on_air` and
+    /// `radio_outcomes`).
+    pub(super) fn capture_radio_drops(&mut self) {
+        let mut dropped = std::mem::take(&mut self.radio_drops);
+        for (port, t, outgoing, frame, why) in dropped.drain(..) {
+            self.capture_drop(port, t, outgoing, &frame, why);
+        }
+        self.radio_drops = dropped;
     }
 }

@@ -51,6 +51,7 @@ pub(super) fn impair(
     if let (None, Some(mtu)) = (&g, mtu) {
         if eth.len() > mtu as usize + 14 + if eth.get(12..14) == Some(&[0x81, 0]) { 4 } else { 0 } {
             c.drop_mtu.fetch_add(1, Relaxed);
+            held.drops.note(&frame, DropReason::Mtu);
             return;
         }
     }
@@ -89,6 +90,7 @@ pub(super) fn impair(
                 Ok(a) => a,
                 Err(cause) => {
                     drop_counter(c, cause).fetch_add(wire.0 as u64, Relaxed);
+                    held.drops.note_cause(&piece, cause, d);
                     continue;
                 }
             };
@@ -108,9 +110,18 @@ pub(super) fn impair(
                     held.frames.insert(id, (piece, wire));
                     continue;
                 }
-                Err(Refusal::Police) => (&k.drop_police, &c.drop_police),
-                Err(Refusal::Red) => (&k.drop_red, &c.drop_queue),
-                Err(Refusal::Queue) => (&k.drop_queue, &c.drop_queue),
+                Err(Refusal::Police) => {
+                    held.drops.note(&piece, DropReason::Police);
+                    (&k.drop_police, &c.drop_police)
+                }
+                Err(Refusal::Red) => {
+                    held.drops.note(&piece, DropReason::Red);
+                    (&k.drop_red, &c.drop_queue)
+                }
+                Err(Refusal::Queue) => {
+                    held.drops.note(&piece, DropReason::Queue);
+                    (&k.drop_queue, &c.drop_queue)
+                }
             };
             kc.fetch_add(wire.0 as u64, Relaxed);
             dc.fetch_add(wire.0 as u64, Relaxed);
@@ -121,7 +132,7 @@ pub(super) fn impair(
             // The super-frame's headers and MSS hold for each of its pieces.
             let (pf, pb) = gso::wire_size(g.as_ref(), piece.len() - VNET_HDR_LEN);
             let o = d.offer(now, Offer { wire_frames: pf, wire_bytes: pb });
-            accept(c, now, o, piece, (pf, pb), out);
+            accept(c, d, now, o, (piece, (pf, pb)), out, &mut held.drops);
         }
     }
     let (qf, qb) = d.queue_depth(now);
@@ -139,14 +150,16 @@ pub(super) fn drop_counter(c: &DirCounters, cause: DropCause) -> &std::sync::ato
 }
 
 /// Count a direction's outcome for one piece (offered at `since`) and put the copies
-/// that survive into `out`, corrupted where the model says.
+/// that survive into `out`, corrupted where the model says (and those dropped into
+/// `drops`).
 pub(super) fn accept(
     c: &DirCounters,
+    d: &LinkDir,
     since: u64,
     o: LinkOutcome,
-    piece: Frame,
-    (pf, pb): (u32, u64),
+    (piece, (pf, pb)): (Frame, (u32, u64)),
     out: &mut Vec<Accepted>,
+    drops: &mut Drops,
 ) {
     if o.duplicate.is_some() {
         c.duplicated.fetch_add(pf as u64, Relaxed);
@@ -155,6 +168,7 @@ pub(super) fn accept(
         match copy {
             Err(cause) => {
                 drop_counter(c, cause).fetch_add(pf as u64, Relaxed);
+                drops.note_cause(&piece, cause, d);
             }
             Ok(dl) => {
                 c.delay_hist[delay_bucket(dl.at_ns.saturating_sub(since))]
@@ -191,7 +205,7 @@ pub(super) fn drain_stage(
             k.tx_bytes.fetch_add(wire.1, Relaxed);
             k.wait_hist[delay_bucket(waited_ns)].fetch_add(wire.0 as u64, Relaxed);
         }
-        accept(c, arrival_ns, outcome, piece, wire, out);
+        accept(c, d, arrival_ns, outcome, (piece, wire), out, &mut held.drops);
     }
     if let Some(s) = d.stage() {
         for (i, k) in classes.iter().enumerate() {

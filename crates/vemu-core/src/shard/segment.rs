@@ -304,9 +304,16 @@ impl Core {
                 r.frames.insert(id, piece);
             } else {
                 g.counters.drop_capacity.fetch_add(pw.0 as u64, Relaxed);
+                if self.held.drops.keep {
+                    let port = g.members[member as usize].port;
+                    self.radio_drops.push((port, t, true, piece, DropReason::RadioQueue));
+                }
             }
         }
         g.counters.groups.store(r.group_count(), Relaxed);
+        if !self.radio_drops.is_empty() {
+            self.capture_radio_drops();
+        }
     }
 
     /// Hand the frames a wireless channel delivered to their receivers' ingress
@@ -320,6 +327,15 @@ impl Core {
             match o {
                 Outcome::Done { id } => {
                     r.frames.remove(&id);
+                }
+                Outcome::Lost { id, receiver, at_ns, collision } => {
+                    let Some(frame) = r.frames.get(&id).filter(|_| self.held.drops.keep).cloned()
+                    else {
+                        continue;
+                    };
+                    let why = if collision { DropReason::Collision } else { DropReason::Weak };
+                    let port = self.segments[seg as usize].members[receiver as usize].port;
+                    self.radio_drops.push((port, at_ns, false, frame, why));
                 }
                 Outcome::Deliver { id, receiver, at_ns } => {
                     let Some(frame) = r.frames.get(&id).cloned() else { continue };
@@ -351,6 +367,9 @@ impl Core {
         self.radio_remote = remote;
         if let Some(r) = &mut self.segments[seg as usize].radio {
             r.outcomes = outcomes;
+        }
+        if !self.radio_drops.is_empty() {
+            self.capture_radio_drops();
         }
     }
 }

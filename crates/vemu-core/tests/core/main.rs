@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use vemu_core::gso::{VnetHdr, VNET_HDR_LEN};
 use vemu_core::{
-    Applied, CapturePoint, Command, Core, Event, Frame, LinkConfig, MemberConfig, Path, PortId,
-    SegmentConfig, Shape, Spur, Target,
+    Applied, CapturePoint, Command, Core, DropReason, Event, Frame, LinkConfig, MemberConfig, Path,
+    PortId, SegmentConfig, Shape, Spur, Target,
 };
 use vemu_link::{
     Chance, Distribution, Impairments, ImpairmentsPatch, Jitter, Loss, QueueLimit, Reorder, Shaper,
@@ -238,6 +238,19 @@ fn radio(positions: &[(f64, f64)], csma: bool, rate_bps: u64) -> (Sim, Vec<PortI
     radio_with(positions, Model::UnitDisk { range_m: 250.0 }, csma, rate_bps, 7, 250.0)
 }
 
+/// Three members in a row: 0 and 2 cannot sense each other (400 m, carrier sense
+/// 250 m); 1 hears both (CSMA, 1 Mbit/s).
+fn hidden_terminals() -> (Sim, Vec<PortId>) {
+    radio_with(
+        &[(0.0, 0.0), (200.0, 0.0), (400.0, 0.0)],
+        Model::UnitDisk { range_m: 250.0 },
+        true,
+        1_000_000,
+        3,
+        250.0,
+    )
+}
+
 fn radio_with(
     positions: &[(f64, f64)],
     model: Model,
@@ -275,8 +288,21 @@ fn captures(s: &Sim) -> Vec<(u64, u32, u64, bool, u32)> {
     s.events
         .iter()
         .filter_map(|e| match e {
-            Event::Capture { capture, iface, t_ns, outgoing, frame } => {
+            Event::Capture { capture, iface, t_ns, outgoing, frame, drop: None } => {
                 Some((*capture, *iface, *t_ns, *outgoing, seq_of(frame)))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// The drops captured: (capture, iface, outgoing, frame's sequence number, reason).
+fn dropped(s: &Sim) -> Vec<(u64, u32, bool, u32, DropReason)> {
+    s.events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Capture { capture, iface, outgoing, frame, drop: Some(why), .. } => {
+                Some((*capture, *iface, *outgoing, seq_of(frame), *why))
             }
             _ => None,
         })

@@ -74,15 +74,7 @@ fn radio_unicast_goes_to_the_learned_member_only() {
 
 #[test]
 fn hidden_terminals_collide_under_csma() {
-    // 0 and 2 cannot sense each other (400 m, carrier sense 250 m); 1 hears both.
-    let (mut s, p) = radio_with(
-        &[(0.0, 0.0), (200.0, 0.0), (400.0, 0.0)],
-        Model::UnitDisk { range_m: 250.0 },
-        true,
-        1_000_000,
-        3,
-        250.0,
-    );
+    let (mut s, p) = hidden_terminals();
     for i in 0..50 {
         s.send(0, p[0], eth(mac(11), mac(10), 250, i));
         s.send(0, p[2], eth(mac(11), mac(12), 250, 1000 + i));

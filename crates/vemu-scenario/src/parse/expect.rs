@@ -7,17 +7,21 @@
 //!   - {at: 10s, route: {node: r1, prefix: 10.9.0.0/24, via: r2}, within: 30s}
 //!   - {run: {node: h1, cmd: 'curl -s http://h9/', exit: 0, output: hello}, within: 10s}
 //!   - {fidelity: ok, within: 60s}
+//!   - {drops: {link: r1:r2, at_most: 10}, within: 30s}
 //! ```
 
 use super::*;
 use crate::expect::{CheckDef, ExpectDef, MAX_WITHIN_NS};
 
 /// The kinds of check, one per entry.
-const CHECKS: &[&str] = &["reach", "route", "run", "fidelity"];
+const CHECKS: &[&str] = &["reach", "route", "run", "fidelity", "drops"];
 
 pub(crate) fn expectation(p: &mut P, node: &Node, field: &str) -> Option<ExpectDef> {
-    let entries =
-        p.map(node, field, &["name", "at", "after", "within", "reach", "route", "run", "fidelity"]);
+    let entries = p.map(
+        node,
+        field,
+        &["name", "at", "after", "within", "reach", "route", "run", "fidelity", "drops"],
+    );
     let (mut name, mut at_ns, mut after, mut within_ns) = (None, None, None, None);
     let mut checks: Vec<(&str, Option<CheckDef>)> = Vec::new();
     for (k, _, v) in &entries {
@@ -38,6 +42,7 @@ pub(crate) fn expectation(p: &mut P, node: &Node, field: &str) -> Option<ExpectD
             "reach" => checks.push(("reach", reach(p, v, &f))),
             "route" => checks.push(("route", route(p, v, &f))),
             "run" => checks.push(("run", run(p, v, &f))),
+            "drops" => checks.push(("drops", drops(p, v, &f))),
             _ => checks.push(("fidelity", fidelity(p, v, &f))),
         }
     }
@@ -135,6 +140,24 @@ fn run(p: &mut P, v: &Node, f: &str) -> Option<CheckDef> {
         }
         _ => {
             p.err(v.mark, f, "run needs 'node' and 'cmd' (a command line)");
+            None
+        }
+    }
+}
+
+fn drops(p: &mut P, v: &Node, f: &str) -> Option<CheckDef> {
+    let (mut link, mut at_most) = (None, None);
+    for (k, _, x) in p.map(v, f, &["link", "at_most"]) {
+        let kf = join(f, k);
+        match k {
+            "link" => link = p.string(x, &kf),
+            _ => at_most = p.scalar(x, &kf, integer::<u64>("a number of frames")),
+        }
+    }
+    match (link, at_most) {
+        (Some(link), Some(at_most)) => Some(CheckDef::Drops { link, at_most }),
+        _ => {
+            p.err(v.mark, f, "drops needs 'link' (NODE:NODE or its name) and 'at_most' (frames)");
             None
         }
     }

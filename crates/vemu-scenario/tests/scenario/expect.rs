@@ -24,11 +24,14 @@ fn checks_are_resolved_to_nodes_addresses_and_the_lab_clock() {
   - {{at: 1s, route: {{node: r1, prefix: 10.255.0.3/32, via: r3}}, within: 30s}}
   - {{run: {{node: r2, cmd: 'test -e /etc/hosts', exit: 0, output: ''}}, within: 1s}}
   - {{fidelity: ok, within: 10s}}
+  - {{drops: {{link: r2:r1, at_most: 10}}, within: 10s}}
 "
     );
     let plan = ok(&text);
     let e = &plan.expect;
-    assert_eq!(e.len(), 5);
+    assert_eq!(e.len(), 6);
+    assert!(matches!(&e[5].check, Check::Drops { link: 0, at_most: 10, .. }), "{:?}", e[5].check);
+    assert_eq!(e[5].name, "drops on r2:r1 at most 10");
     assert_eq!(e[0].name, "reach r1 → r3");
     assert_eq!((e[0].start_ns, e[0].within_ns), (0, 5_000_000_000));
     assert!(
@@ -71,7 +74,10 @@ fn bad_checks_are_named_by_line_and_field() {
         ),
         ("{reach: {from: r1, to: r2}}", "a check needs 'within'"),
         ("{reach: {from: r1, to: r2}, within: 0s}", "'within' must be more than 0"),
-        ("{within: 1s}", "a check needs one of reach, route, run, fidelity"),
+        ("{within: 1s}", "a check needs one of reach, route, run, fidelity, drops"),
+        ("{drops: {link: r1:r9, at_most: 1}, within: 1s}", "no node named 'r9'"),
+        ("{drops: {link: r1:r2}, within: 1s}", "drops needs 'link'"),
+        ("{drops: {link: r1:r2, at_most: -1}, within: 1s}", "at_most"),
         (
             "{reach: {from: r1, to: r2}, fidelity: ok, within: 1s}",
             "a check has one kind, found reach, fidelity",
