@@ -32,7 +32,8 @@ pub struct CheckResult {
     /// Its start and deadline on the lab clock, ns.
     pub start_ns: u64,
     pub deadline_ns: u64,
-    /// How long after its start it held (passed), ns.
+    /// How long after its start it held, ns: within its bound (passed), or later (a
+    /// failed check is probed [`LATE_NS`] more to say when it did hold).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub measured_ns: Option<u64>,
     /// The result in words: `1.37 s ≤ 5.0 s`, `not within 2.0 s (last: …)`.
@@ -54,6 +55,10 @@ impl CheckResult {
     }
 }
 
+/// How long a check that failed its deadline is still probed, to say when it did hold
+/// (`did not hold within 1.0 ms (held after 412.0 ms)`).
+pub const LATE_NS: u64 = 10_000_000_000;
+
 /// The judge of a lab's checks.
 #[derive(Debug, Clone)]
 pub struct Judge {
@@ -63,6 +68,8 @@ pub struct Judge {
     bad: Vec<(u64, u64, Verdict)>,
     /// Per check, the link's drops when a `drops` check started counting.
     drops_from: Vec<Option<u64>>,
+    /// Per check that failed its deadline, until when it is still probed.
+    late_until: Vec<Option<u64>>,
 }
 
 impl Judge {
@@ -83,17 +90,19 @@ impl Judge {
                 probes: 0,
             })
             .collect();
-        let drops_from = vec![None; checks.len()];
-        Judge { checks, results, bad: Vec::new(), drops_from }
+        let (drops_from, late_until) = (vec![None; checks.len()], vec![None; checks.len()]);
+        Judge { checks, results, bad: Vec::new(), drops_from, late_until }
     }
 
     pub fn results(&self) -> &[CheckResult] {
         &self.results
     }
 
-    /// Whether every check is resolved.
+    /// Whether every check is resolved (and no failed one is still probed to say when
+    /// it held).
     pub fn done(&self) -> bool {
         self.results.iter().all(|r| r.outcome != Outcome::Pending)
+            && self.late_until.iter().all(Option::is_none)
     }
 
     /// The checks to probe at `now_ns` (started, pending, probed by running something:
@@ -103,7 +112,7 @@ impl Judge {
             .iter()
             .enumerate()
             .filter(|(i, e)| {
-                self.results[*i].outcome == Outcome::Pending
+                (self.results[*i].outcome == Outcome::Pending || self.late_until[*i].is_some())
                     && now_ns >= e.start_ns
                     && !matches!(e.check, Check::Fidelity { .. } | Check::Drops { .. })
             })
@@ -114,6 +123,17 @@ impl Judge {
     /// Check `i`'s probe at `now_ns`: whether it held, and why not (`why`).
     pub fn probed(&mut self, i: usize, now_ns: u64, holds: bool, why: &str) {
         let r = &mut self.results[i];
+        if let (Some(_), true) = (self.late_until[i], holds) {
+            // Failed, and held later: when.
+            let took = now_ns.saturating_sub(r.start_ns);
+            r.measured_ns = Some(took);
+            r.detail = match r.detail.find(" (last: ") {
+                Some(k) => format!("{} (held after {})", &r.detail[..k], fmt_ns(took)),
+                None => format!("{} (held after {})", r.detail, fmt_ns(took)),
+            };
+            self.late_until[i] = None;
+            return;
+        }
         if r.outcome != Outcome::Pending || now_ns < r.start_ns {
             return;
         }
@@ -193,6 +213,11 @@ impl Judge {
     /// deadline fail (the fidelity check is judged then).
     pub fn tick(&mut self, now_ns: u64, run: Verdict) {
         for i in 0..self.results.len() {
+            if self.late_until[i].is_some_and(|until| now_ns >= until) {
+                self.late_until[i] = None;
+                let r = &mut self.results[i];
+                r.detail = format!("{} (not held {} later either)", r.detail, fmt_ns(LATE_NS));
+            }
             let r = &mut self.results[i];
             if r.outcome != Outcome::Pending
                 || now_ns < r.deadline_ns
@@ -218,6 +243,7 @@ impl Judge {
             };
             r.outcome = Outcome::Failed;
             let deadline = r.deadline_ns;
+            self.late_until[i] = Some(deadline.saturating_add(LATE_NS));
             self.distrust(i, deadline);
         }
     }
@@ -295,12 +321,29 @@ mod tests {
         j.tick(5 * S, Verdict::Ok);
         assert_eq!(j.results()[1].outcome, Outcome::Failed);
         assert_eq!(j.results()[1].detail, "did not hold within 2.0 s (last: no route to host)");
-        assert!(j.done());
+        assert!(!j.done(), "probed on to say when it held");
         assert_eq!(exit_status(j.results()), 1);
         // A probe that comes back after the deadline does not pass it.
         let mut late = Judge::new(vec![reach("c", 0, 1)]);
         late.probed(0, 2 * S, true, "");
         assert_eq!(late.results()[0].outcome, Outcome::Pending);
+        // A failed check is probed on to say when it held (the exit stays a failure).
+        assert_eq!(j.due(6 * S).iter().map(|d| d.0).collect::<Vec<_>>(), [1]);
+        j.probed(1, 6 * S + 500_000_000, true, "");
+        assert_eq!(j.results()[1].outcome, Outcome::Failed);
+        assert_eq!(j.results()[1].detail, "did not hold within 2.0 s (held after 3.5 s)");
+        assert_eq!(j.results()[1].measured_ns, Some(3_500_000_000));
+        assert!(j.done() && j.due(7 * S).is_empty());
+        // One that never holds is said so, LATE_NS after its deadline.
+        let mut never = Judge::new(vec![reach("d", 0, 1)]);
+        never.tick(S, Verdict::Ok);
+        assert!(!never.done());
+        never.tick(S + LATE_NS, Verdict::Ok);
+        assert!(never.done());
+        assert_eq!(
+            never.results()[0].detail,
+            "did not hold within 1.0 s (not held 10.0 s later either)"
+        );
     }
 
     #[test]

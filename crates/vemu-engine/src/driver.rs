@@ -70,7 +70,7 @@ pub struct Captured {
     pub outgoing: bool,
     pub frame: Vec<u8>,
     /// Dropped on its way (a capture of drops), and why.
-    pub drop: Option<crate::DropReason>,
+    pub drop: Option<crate::core::DropReason>,
 }
 
 /// What the engine asks of a shard.
