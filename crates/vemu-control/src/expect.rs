@@ -138,13 +138,25 @@ impl Judge {
             return;
         }
         r.probes += 1;
-        if holds && now_ns <= r.deadline_ns {
+        if holds && now_ns > r.deadline_ns {
+            // Held, but only after its deadline: failed, and when it held.
+            let took = now_ns - r.start_ns;
+            r.measured_ns = Some(took);
+            r.detail = format!(
+                "did not hold within {} (held after {})",
+                fmt_ns(r.deadline_ns - r.start_ns),
+                fmt_ns(took)
+            );
+            r.outcome = Outcome::Failed;
+            let deadline = r.deadline_ns;
+            self.distrust(i, deadline);
+        } else if holds {
             let took = now_ns - r.start_ns;
             r.measured_ns = Some(took);
             r.detail = format!("{} ≤ {}", fmt_ns(took), fmt_ns(r.deadline_ns - r.start_ns));
             r.outcome = Outcome::Passed;
             self.distrust(i, now_ns);
-        } else if !holds {
+        } else {
             r.detail = format!("not yet (last: {})", why.trim());
         }
     }
@@ -323,10 +335,12 @@ mod tests {
         assert_eq!(j.results()[1].detail, "did not hold within 2.0 s (last: no route to host)");
         assert!(!j.done(), "probed on to say when it held");
         assert_eq!(exit_status(j.results()), 1);
-        // A probe that comes back after the deadline does not pass it.
+        // A probe that holds after the deadline does not pass it: failed, and when.
         let mut late = Judge::new(vec![reach("c", 0, 1)]);
         late.probed(0, 2 * S, true, "");
-        assert_eq!(late.results()[0].outcome, Outcome::Pending);
+        assert_eq!(late.results()[0].outcome, Outcome::Failed);
+        assert_eq!(late.results()[0].detail, "did not hold within 1.0 s (held after 2.0 s)");
+        assert!(late.done());
         // A failed check is probed on to say when it held (the exit stays a failure).
         assert_eq!(j.due(6 * S).iter().map(|d| d.0).collect::<Vec<_>>(), [1]);
         j.probed(1, 6 * S + 500_000_000, true, "");

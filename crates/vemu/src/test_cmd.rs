@@ -145,14 +145,18 @@ fn run_once(plan: Plan, json_out: bool) -> Result<serde_json::Value> {
 fn judge(lab: &str, last_deadline_ns: u64, json_out: bool) -> Result<serde_json::Value> {
     let c = connect(lab)?;
     let started = std::time::Instant::now();
-    let mut said = std::collections::HashSet::new();
+    // (What was said of each check: a failed one is said again when it is known when
+    // it did hold.)
+    let mut said = std::collections::HashMap::new();
     loop {
         let v = c.get("/v1/expect")?;
         let checks = v["checks"].as_array().cloned().unwrap_or_default();
         for r in &checks {
             let name = r["name"].as_str().unwrap_or_default().to_string();
-            if r["outcome"] != "pending" && said.insert(name.clone()) && !json_out {
-                println!("{}", result_line(r));
+            let line = result_line(r);
+            if r["outcome"] != "pending" && !json_out && said.get(&name) != Some(&line) {
+                println!("{line}");
+                said.insert(name, line);
             }
         }
         if v["done"] == true || STOP.load(Ordering::Relaxed) {

@@ -82,6 +82,47 @@ expect:
     assert!(lab_netns("t-expect6").is_empty());
 }
 
+/// examples/frr-convergence-test.yaml (issue 43): an OSPF ring of FRR routers judged by
+/// the lab — converged, the short way before the cut, rerouted the long way within 5 s
+/// of it, and not within 1 ms (failed, with the time it did take beside the bound).
+#[test]
+fn frr_reconvergence_after_a_cut_is_measured_and_judged() {
+    let _g = serial();
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/frr-convergence-test.yaml");
+    let junit = std::env::temp_dir().join("vemu-tests").join("frr-junit.xml");
+    let _ = std::fs::create_dir_all(junit.parent().unwrap());
+    let o = vemu(&["test", path.to_str().unwrap(), "--junit", junit.to_str().unwrap()]);
+    let t = text(&o);
+    eprintln!("{t}");
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    for said in [
+        "converged: passed, ",
+        "short way before the cut: passed, ",
+        "rerouted within 5 s: passed, ",
+        "long way after the cut: passed, ",
+        "rerouted within 1 ms: FAILED, did not hold within 1.0 ms",
+        "5 checks: 4 passed, 1 failed, 0 untrustworthy",
+    ] {
+        assert!(t.contains(said), "{said}: {t}");
+    }
+    // Measured beside the bound, both ways: the reroute took less than 5 s, and more
+    // than 1 ms.
+    let took = |line: &str, from: &str, to: &str| -> f64 {
+        let l = t.lines().rfind(|l| l.starts_with(line)).unwrap_or_default();
+        let s = l.split(from).nth(1).and_then(|x| x.split(to).next()).unwrap_or_default();
+        let (n, unit) = s.trim().split_once(' ').unwrap_or_default();
+        n.parse::<f64>().unwrap_or(f64::NAN) * if unit.starts_with("ms") { 1e-3 } else { 1.0 }
+    };
+    let fast = took("rerouted within 5 s", "passed, ", "≤");
+    let slow = took("rerouted within 1 ms", "held after ", ")");
+    assert!((0.0..5.0).contains(&fast), "{t}");
+    assert!(slow > 0.001 && slow < 5.0, "{t}");
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains("held after"), "{xml}");
+    assert!(lab_netns("frr-convergence").is_empty());
+}
+
 #[test]
 fn vemu_test_says_json_and_passes_with_exit_0() {
     let _g = serial();
