@@ -70,7 +70,18 @@ pub struct Judge {
     drops_from: Vec<Option<u64>>,
     /// Per check that failed its deadline, until when it is still probed.
     late_until: Vec<Option<u64>>,
+    /// Per check resolved by a measurement (passed or failed), when: a window of the
+    /// monitor that covers it and comes later still makes it untrustworthy.
+    resolved_at: Vec<Option<u64>>,
+    /// The end of the last window the monitor judged, and the lab clock at the last tick.
+    judged_until_ns: u64,
+    now_ns: u64,
 }
+
+/// How long the judge waits, after a check's measurement, for the monitor's judgement
+/// of that second before it gives up waiting (a monitor that could not read the
+/// engine's counters).
+pub const JUDGED_WAIT_NS: u64 = 3_000_000_000;
 
 impl Judge {
     pub fn new(checks: Vec<Expectation>) -> Judge {
@@ -90,19 +101,34 @@ impl Judge {
                 probes: 0,
             })
             .collect();
-        let (drops_from, late_until) = (vec![None; checks.len()], vec![None; checks.len()]);
-        Judge { checks, results, bad: Vec::new(), drops_from, late_until }
+        let n = checks.len();
+        Judge {
+            checks,
+            results,
+            bad: Vec::new(),
+            drops_from: vec![None; n],
+            late_until: vec![None; n],
+            resolved_at: vec![None; n],
+            judged_until_ns: 0,
+            now_ns: 0,
+        }
     }
 
     pub fn results(&self) -> &[CheckResult] {
         &self.results
     }
 
-    /// Whether every check is resolved (and no failed one is still probed to say when
-    /// it held).
+    /// Whether every check is resolved (no failed one still probed to say when it held)
+    /// and the monitor has judged the seconds of their measurements.
     pub fn done(&self) -> bool {
+        let judged = |at: &Option<u64>| {
+            at.is_none_or(|at| {
+                self.judged_until_ns >= at || self.now_ns >= at.saturating_add(JUDGED_WAIT_NS)
+            })
+        };
         self.results.iter().all(|r| r.outcome != Outcome::Pending)
             && self.late_until.iter().all(Option::is_none)
+            && self.resolved_at.iter().all(judged)
     }
 
     /// The checks to probe at `now_ns` (started, pending, probed by running something:
@@ -215,15 +241,23 @@ impl Judge {
     }
 
     /// A window of the fidelity monitor, `[from_ns, to_ns]`, judged `verdict`.
+    /// Checks already resolved whose measurement it covers become untrustworthy.
     pub fn window(&mut self, from_ns: u64, to_ns: u64, verdict: Verdict) {
+        self.judged_until_ns = self.judged_until_ns.max(to_ns);
         if verdict != Verdict::Ok {
             self.bad.push((from_ns, to_ns, verdict));
+            for i in 0..self.results.len() {
+                if let Some(at) = self.resolved_at[i] {
+                    self.distrust(i, at);
+                }
+            }
         }
     }
 
     /// The lab clock reads `now_ns`, the run's verdict so far is `run`: checks past their
     /// deadline fail (the fidelity check is judged then).
     pub fn tick(&mut self, now_ns: u64, run: Verdict) {
+        self.now_ns = self.now_ns.max(now_ns);
         for i in 0..self.results.len() {
             if self.late_until[i].is_some_and(|until| now_ns >= until) {
                 self.late_until[i] = None;
@@ -263,7 +297,11 @@ impl Judge {
     /// A check resolved at `until_ns` whose measurement overlapped a window the monitor
     /// judged not `ok` is untrustworthy.
     fn distrust(&mut self, i: usize, until_ns: u64) {
+        self.resolved_at[i] = Some(until_ns);
         let r = &mut self.results[i];
+        if r.outcome == Outcome::Untrustworthy {
+            return;
+        }
         let Some(&(from, to, verdict)) =
             self.bad.iter().find(|(from, to, _)| *from <= until_ns && *to >= r.start_ns)
         else {
@@ -340,6 +378,7 @@ mod tests {
         late.probed(0, 2 * S, true, "");
         assert_eq!(late.results()[0].outcome, Outcome::Failed);
         assert_eq!(late.results()[0].detail, "did not hold within 1.0 s (held after 2.0 s)");
+        late.window(0, 3 * S, Verdict::Ok);
         assert!(late.done());
         // A failed check is probed on to say when it held (the exit stays a failure).
         assert_eq!(j.due(6 * S).iter().map(|d| d.0).collect::<Vec<_>>(), [1]);
@@ -347,6 +386,7 @@ mod tests {
         assert_eq!(j.results()[1].outcome, Outcome::Failed);
         assert_eq!(j.results()[1].detail, "did not hold within 2.0 s (held after 3.5 s)");
         assert_eq!(j.results()[1].measured_ns, Some(3_500_000_000));
+        j.window(0, 7 * S, Verdict::Ok);
         assert!(j.done() && j.due(7 * S).is_empty());
         // One that never holds is said so, LATE_NS after its deadline.
         let mut never = Judge::new(vec![reach("d", 0, 1)]);
@@ -367,10 +407,31 @@ mod tests {
         j.probed(0, 4 * S, true, "");
         assert_eq!(j.results()[0].outcome, Outcome::Untrustworthy);
         assert!(j.results()[0].detail.starts_with("passed (4.0 s ≤ 5.0 s), but the fidelity monitor judged the lab invalid from 2.0 s to 3.0 s"), "{}", j.results()[0].detail);
-        // A check measured after the bad window is judged as usual.
+        // A check measured after the bad window is judged as usual…
         j.probed(1, 11 * S, true, "");
         assert_eq!(j.results()[1].outcome, Outcome::Passed);
         assert_eq!(exit_status(j.results()), 3);
+        // …until the monitor has judged that second: not done before, and untrustworthy
+        // if it says the second was not ok.
+        j.tick(11 * S + 100, Verdict::Ok);
+        assert!(!j.done(), "the second of the measurement not judged yet");
+        j.window(10 * S, 11 * S + 500_000_000, Verdict::Degraded);
+        assert_eq!(j.results()[1].outcome, Outcome::Untrustworthy);
+        assert!(
+            j.results()[1].detail.starts_with(
+                "passed (1.0 s ≤ 5.0 s), but the fidelity monitor judged the lab degraded"
+            ),
+            "{}",
+            j.results()[1].detail
+        );
+        assert!(j.done());
+        // A monitor that says nothing: the judge waits JUDGED_WAIT_NS, no more.
+        let mut quiet = Judge::new(vec![reach("q", 0, 5)]);
+        quiet.probed(0, S, true, "");
+        quiet.tick(2 * S, Verdict::Ok);
+        assert!(!quiet.done());
+        quiet.tick(S + JUDGED_WAIT_NS, Verdict::Ok);
+        assert!(quiet.done());
     }
 
     #[test]
@@ -414,6 +475,7 @@ mod tests {
         assert_eq!(j.results()[0].outcome, Outcome::Pending);
         j.link_drops(10 * S, &[5, 109]);
         assert_eq!(j.results()[0].line(), "drops 0: passed, 5 drops ≤ 5");
+        j.window(0, 11 * S, Verdict::Ok);
         assert!(j.done() && !j.needs_link_drops(11 * S));
     }
 }

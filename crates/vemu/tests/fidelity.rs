@@ -330,3 +330,33 @@ fn software_starved_of_cpu_is_judged_not_ok() {
     assert_eq!(f["cpu"]["starved_windows"], 0, "{f}");
     assert!(f["cpu"]["windows"].as_u64().unwrap() >= 3, "{f}");
 }
+
+/// Issue 43: a check measured while the monitor judged the lab not ok is reported
+/// untrustworthy, and `vemu test` exits 3. The lab starves itself of CPU: sixteen TCP
+/// flows on two cores (as above), started by the nodes' own `run`; the check is made in
+/// the middle of them.
+#[test]
+fn a_check_measured_while_the_lab_starved_is_untrustworthy() {
+    let _g = serial();
+    let n = 16;
+    let nodes: Vec<String> = (0..n)
+        .map(|i| {
+            format!("s{i}: {{run: ['iperf3 -s -D']}}, c{i}: {{run: ['sleep 1; iperf3 -c s{i} -t 7 >/dev/null']}}")
+        })
+        .collect();
+    let links: String =
+        (0..n).map(|i| format!("  - {{endpoints: [c{i}, s{i}], bandwidth: 100Mbit}}\n")).collect();
+    let yaml = format!(
+        "name: t-untrusted\nrouting: none\naddressing: {{ipv6: none}}\nnodes: {{{}}}\nlinks:\n{links}expect:\n  - {{name: in the middle, at: 4s, reach: {{from: c0, to: s0}}, within: 3s}}\n",
+        nodes.join(", ")
+    );
+    let path = write_scenario("t-untrusted", &yaml);
+    let o = vemu(&["test", path.to_str().unwrap()]);
+    let t = text(&o);
+    eprintln!("{t}");
+    assert_eq!(o.status.code(), Some(3), "{t}");
+    assert!(t.contains("in the middle: UNTRUSTWORTHY, passed ("), "{t}");
+    assert!(t.contains("but the fidelity monitor judged the lab"), "{t}");
+    assert!(t.contains("1 checks: 0 passed, 0 failed, 1 untrustworthy"), "{t}");
+    assert!(lab_netns("t-untrusted").is_empty());
+}
