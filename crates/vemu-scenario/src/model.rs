@@ -81,23 +81,46 @@ impl Mgmt {
     /// The addresses `k` after each subnet's first (0: the machine's, on the bridge;
     /// node number `i` of those with one gets `i + 1`), or `None` past the end of one.
     pub fn addresses(&self, k: u32) -> Option<Vec<IpNet>> {
-        let mut out = Vec::new();
-        if let Some(n) = self.ipv4 {
-            let a = u32::from(n.network()).checked_add(1 + k)?;
+        let v4 = self
+            .ipv4
+            .map(|_| self.address(true, k.into()))
+            .map_or(Ok(None), |a| a.map(Some).ok_or(()));
+        let v6 = self
+            .ipv6
+            .map(|_| self.address(false, k.into()))
+            .map_or(Ok(None), |a| a.map(Some).ok_or(()));
+        Some(v4.ok()?.into_iter().chain(v6.ok()?).collect())
+    }
+
+    /// The address `k` after the first of the family's subnet (`v4`: IPv4), or `None`
+    /// past its end (IPv4: its broadcast address) or without a subnet of that family.
+    pub fn address(&self, v4: bool, k: u128) -> Option<IpNet> {
+        if v4 {
+            let n = self.ipv4?;
+            let a = u32::from(n.network()).checked_add(u32::try_from(k).ok()?.checked_add(1)?)?;
             // (Not the broadcast address.)
-            if a >= u32::from(n.broadcast()) {
-                return None;
-            }
-            out.push(IpNet::V4(ipnet::Ipv4Net::new(a.into(), n.prefix_len()).ok()?));
+            (a < u32::from(n.broadcast()))
+                .then(|| IpNet::V4(ipnet::Ipv4Net::new(a.into(), n.prefix_len()).unwrap()))
+        } else {
+            let n = self.ipv6?;
+            let a = u128::from(n.network()).checked_add(k.checked_add(1)?)?;
+            (a <= u128::from(n.broadcast()))
+                .then(|| IpNet::V6(ipnet::Ipv6Net::new(a.into(), n.prefix_len()).unwrap()))
         }
-        if let Some(n) = self.ipv6 {
-            let a = u128::from(n.network()).checked_add(1 + u128::from(k))?;
-            if a > u128::from(n.broadcast()) {
-                return None;
+    }
+
+    /// Which `k` of [`Mgmt::address`] `a` is, if it is one of a node's (not the
+    /// machine's, the network's or the broadcast address).
+    pub fn number(&self, a: std::net::IpAddr) -> Option<u128> {
+        let (base, k) = match a {
+            std::net::IpAddr::V4(a) => {
+                let n = self.ipv4?;
+                (u128::from(u32::from(n.network())), u128::from(u32::from(a)))
             }
-            out.push(IpNet::V6(ipnet::Ipv6Net::new(a.into(), n.prefix_len()).ok()?));
-        }
-        Some(out)
+            std::net::IpAddr::V6(a) => (u128::from(self.ipv6?.network()), u128::from(a)),
+        };
+        let k = k.checked_sub(base)?.checked_sub(1).filter(|k| *k >= 1)?;
+        (self.address(a.is_ipv4(), k)?.addr() == a).then_some(k)
     }
 }
 

@@ -102,6 +102,9 @@ pub struct NodeDef {
     /// `nat: true` on the host node: what the lab's nodes send beyond the machine
     /// through its interfaces takes the machine's address.
     pub nat: bool,
+    /// `mgmt`: the node's own addresses on the management network, and where (the
+    /// others get the next free ones).
+    pub mgmt: Vec<(IpAddr, Mark)>,
 }
 
 /// A file placed in a node's private view of the filesystem.

@@ -277,23 +277,7 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
         mgmt: s.mgmt,
         expect: Vec::new(),
     };
-    // Each node vemu makes gets the next addresses of the management network.
-    if let Some(m) = s.mgmt {
-        let made = plan.nodes.iter_mut().filter(|n| n.kind == NodeKind::Namespace);
-        for (k, n) in made.enumerate() {
-            match m.addresses(k as u32 + 1) {
-                Some(a) => {
-                    n.mgmt = a;
-                    n.mgmt_gateway = m.gateway_v4().filter(|_| m.nat);
-                }
-                None => {
-                    let why = format!("the management network has no room for node '{}' (number {}): give it a larger subnet", n.name, k + 1);
-                    err(&mut errors, s.mgmt_mark, "mgmt", why);
-                    break;
-                }
-            }
-        }
-    }
+    mgmt_addresses(s, &mut plan, &mut errors);
     crate::template::render_node_files(s, &mut plan, &mut errors);
     check_events(s, &mut plan, &mut errors);
     resolve_expects(s, &mut plan, &mut errors);
@@ -301,6 +285,70 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
         Ok(plan)
     } else {
         Err(errors)
+    }
+}
+
+/// The management network's addresses: a node's own (`mgmt:` on it) where given, each
+/// other node vemu makes the next free one of each family.
+fn mgmt_addresses(s: &Scenario, plan: &mut Plan, errors: &mut Vec<Error>) {
+    let Some(m) = s.mgmt else {
+        for d in &s.nodes {
+            for (_, mark) in d.mgmt.iter().take(1) {
+                let why = "the lab has no management network: give it one (mgmt: on)".to_string();
+                err(errors, *mark, &format!("nodes.{}.mgmt", d.name), why);
+            }
+        }
+        return;
+    };
+    // The numbers taken, per family (IPv4, IPv6), by whom.
+    let mut taken: [HashMap<u128, &str>; 2] = Default::default();
+    for d in s.nodes.iter().filter(|d| d.kind == NodeKind::Namespace) {
+        for (a, mark) in &d.mgmt {
+            let field =
+                format!("nodes.{}.mgmt.{}", d.name, if a.is_ipv4() { "ipv4" } else { "ipv6" });
+            let net = if a.is_ipv4() { m.ipv4.map(IpNet::V4) } else { m.ipv6.map(IpNet::V6) };
+            let why = match (net, m.number(*a)) {
+                (None, _) => format!("the management network has no {} subnet", if a.is_ipv4() { "IPv4" } else { "IPv6" }),
+                (Some(net), None) => format!("{a} is not a node's address of the management network {net} (its first address is the machine's)"),
+                (Some(_), Some(k)) => match taken[usize::from(a.is_ipv6())].insert(k, &d.name) {
+                    Some(other) if other != d.name => format!("{a} is also node '{other}'s"),
+                    _ => continue,
+                },
+            };
+            err(errors, *mark, &field, why);
+        }
+    }
+    let made = plan.nodes.iter_mut().filter(|n| n.kind == NodeKind::Namespace);
+    let mut next = [1u128; 2];
+    for n in made {
+        let own = s.nodes.iter().find(|d| d.name == n.name).map_or(&[][..], |d| &d.mgmt[..]);
+        let mut addrs = Vec::new();
+        for (f, v4) in [(0, true), (1, false)] {
+            if m.address(v4, 0).is_none() {
+                continue;
+            }
+            if let Some((a, _)) = own.iter().find(|(a, _)| a.is_ipv4() == v4) {
+                addrs.extend(m.number(*a).and_then(|k| m.address(v4, k)));
+                continue;
+            }
+            while taken[f].contains_key(&next[f]) {
+                next[f] += 1;
+            }
+            match m.address(v4, next[f]) {
+                Some(a) => addrs.push(a),
+                None => {
+                    let why = format!(
+                        "the management network has no room for node '{}': give it a larger subnet",
+                        n.name
+                    );
+                    err(errors, s.mgmt_mark, "mgmt", why);
+                    return;
+                }
+            }
+            next[f] += 1;
+        }
+        n.mgmt = addrs;
+        n.mgmt_gateway = m.gateway_v4().filter(|_| m.nat);
     }
 }
 

@@ -157,11 +157,14 @@ topology:
       labels: {{role: router}}
       exec: ['ip addr add 192.168.1.2/24 dev eth1', 'ip addr add 192.168.2.1/24 dev eth2', 'echo $WHO > /tmp/who']
     h3:
+      mgmt-ipv4: 172.20.20.9
       exec: ['ip addr add 192.168.2.2/24 dev eth1', 'ip route add 192.168.1.0/24 via 192.168.2.1']
+    br1: {{kind: bridge}}
   links:
     - endpoints: ['h1:eth1', 'h2:eth1']
     - type: veth
-      endpoints: [{{node: h2, interface: eth2}}, {{node: h3, interface: eth1}}]
+      endpoints: [{{node: h2, interface: eth2}}, {{node: br1, interface: br1-h2}}]
+    - endpoints: ['h3:eth1', 'br1:br1-h3']
 ",
         d = dir.display()
     );
@@ -180,6 +183,8 @@ topology:
     // containerlab's management network is vemu's.
     let (_, mgmt) = lab.sh("h1", "ip -4 -o addr show dev mgmt0");
     assert!(mgmt.contains("172.20.20.2/24"), "{mgmt}");
+    let (_, mgmt) = lab.sh("h3", "ip -4 -o addr show dev mgmt0");
+    assert!(mgmt.contains("172.20.20.9/24"), "its mgmt-ipv4: {mgmt}");
     assert_eq!(lab.sh("h2", "cat /etc/h2.conf /etc/vemu-image"), (0, "bound\nalpha\n".into()));
     // The nodes configure themselves (`exec`, started with the lab, as containerlab
     // does): wait until their last commands have run.
@@ -196,7 +201,10 @@ topology:
     assert!(configured("h3", "ip route show 192.168.1.0/24 | grep -q via"), "h3 has no route");
     assert!(configured("h2", "test -s /tmp/who"), "h2's last exec did not run");
     let (sent, got, _) = lab.ping("h1", "192.168.2.2", 5, 0.1);
-    assert_eq!(got, sent, "h1 cannot reach h3 through h2");
+    assert_eq!(got, sent, "h1 cannot reach h3 through h2 and the bridge");
+    // The bridge is a vemu LAN.
+    let status = vemu(&["status", "clab1", "--json"]);
+    assert!(text(&status).contains("\"br1\""), "{}", text(&status));
     assert_eq!(lab.sh("h2", "cat /tmp/who"), (0, "h\n".into()));
     // A vendor's system is refused, naming the node and its kind; nothing is built.
     let bad = clab.join("bad.clab.yml");

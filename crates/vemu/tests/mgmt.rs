@@ -80,7 +80,9 @@ fn a_management_network_too_small_for_the_lab_is_refused() {
     ]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(
-        text(&o).contains(":2:1: mgmt: the management network has no room for node 'b' (number 2)"),
+        text(&o).contains(
+            ":2:1: mgmt: the management network has no room for node 'b': give it a larger subnet"
+        ),
         "{}",
         text(&o)
     );

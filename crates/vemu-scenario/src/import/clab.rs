@@ -6,13 +6,15 @@
 //! What maps: `kind: linux` (and no kind) → a node of its own; `image` → `image:`;
 //! `binds` of files into the node's private directories → `files: {from:}` (relative to
 //! the topology file); `exec` → `run:` (with the node's `env` set for each); links with
-//! their interface names kept; `host:IFACE` endpoints → the machine (`kind: host`).
+//! their interface names kept; `host:IFACE` endpoints → the machine (`kind: host`);
+//! `mgmt-ipv4`/`mgmt-ipv6` → the node's own management addresses; `kind: bridge` (and
+//! `ovs-bridge`) → a LAN segment whose members are the nodes linked to it.
 //! containerlab nodes configure their own addresses and routes (`exec`, their images'
 //! configuration), so the scenario asks vemu for neither (`addressing: {ipv4: none,
 //! ipv6: none}`, `routing: none`). What does not map is refused (vendors' systems:
 //! `nokia_srlinux`, `ceos`, VM images…) naming each node and kind, or left out with a
-//! warning (labels, the management network's settings, bind mounts of directories or
-//! outside the private directories).
+//! warning (labels, the management network's settings, binds outside the private
+//! directories, bridges fewer than two nodes are linked to).
 
 use std::fmt::Write;
 use std::path::Path;
@@ -65,6 +67,8 @@ struct ClabNode {
     env: Vec<(String, String)>,
     exec: Vec<String>,
     cmd: Option<String>,
+    /// `mgmt-ipv4`, `mgmt-ipv6`: the node's own management addresses.
+    mgmt: Vec<(&'static str, String)>,
     /// Keys left out (labels, mgmt-ipv4…), for the warnings.
     ignored: Vec<String>,
 }
@@ -91,6 +95,10 @@ impl ClabNode {
         }
         if !over.exec.is_empty() {
             self.exec = over.exec.clone();
+        }
+        for (k, v) in &over.mgmt {
+            self.mgmt.retain(|(k2, _)| k2 != k);
+            self.mgmt.push((k, v.clone()));
         }
         self.ignored.extend(over.ignored.iter().cloned());
         self
@@ -141,6 +149,8 @@ fn layer(file: &str, n: &Node, what: &str) -> Result<ClabNode, String> {
             "binds" => c.binds = strings(file, v, &field)?,
             "exec" => c.exec = strings(file, v, &field)?,
             "cmd" => c.cmd = Some(scalar(file, v, &field)?),
+            "mgmt-ipv4" => c.mgmt.push(("ipv4", scalar(file, v, &field)?)),
+            "mgmt-ipv6" => c.mgmt.push(("ipv6", scalar(file, v, &field)?)),
             "env" => {
                 for (ek, _, ev) in map(file, v, &field)? {
                     c.env.push((ek.clone(), scalar(file, ev, &format!("{field}.{ek}"))?));
@@ -155,11 +165,10 @@ fn layer(file: &str, n: &Node, what: &str) -> Result<ClabNode, String> {
 }
 
 /// The vendors' systems containerlab runs and vemu cannot (their images are VMs or
-/// need their own runtime): everything but `linux`, `bridge` (a LAN, not yet) and the
+/// need their own runtime): everything but `linux`, the bridges (LAN segments) and the
 /// machine.
 fn refusal(kind: &str) -> String {
     match kind {
-        "bridge" | "ovs-bridge" => format!("kind '{kind}' (a bridge on the machine) is not supported yet: make it a vemu LAN segment (segments:)"),
         "ext-container" => "kind 'ext-container' (a container vemu did not make) cannot be a node of a vemu lab".to_string(),
         _ => format!("kind '{kind}' is a vendor's system vemu cannot run (vemu runs Linux images: kind linux)"),
     }
@@ -232,7 +241,7 @@ pub fn clab(
     let _ = writeln!(out, "name: {}", q(&lab));
     let _ = writeln!(out, "addressing: {{ipv4: none, ipv6: none}}\nrouting: none\n{mgmt}\nnodes:");
     let mut refused = Vec::new();
-    let mut names = Vec::new();
+    let (mut names, mut bridges) = (Vec::new(), Vec::new());
     for (n, _, def) in map(file, nodes_node, "topology.nodes")? {
         crate::valid_node_name(n).map_err(|e| format!("{}: node '{n}': {e}", at(file, def)))?;
         let own = layer(file, def, &format!("topology.nodes.{n}"))?;
@@ -249,6 +258,14 @@ pub fn clab(
             c = c.with(g);
         }
         let c = c.with(&own);
+        if kind == "bridge" || kind == "ovs-bridge" {
+            // A switch between the nodes linked to it: a LAN segment of vemu's.
+            if kind == "ovs-bridge" {
+                warnings.push(format!("node '{n}': an ovs-bridge is a learning switch here (a vemu LAN segment; no OpenFlow)"));
+            }
+            bridges.push(n.clone());
+            continue;
+        }
         if kind != "linux" {
             refused.push(format!("node '{n}': {}", refusal(&kind)));
             continue;
@@ -262,7 +279,7 @@ pub fn clab(
     if names.is_empty() {
         return Err(format!("{file}: no nodes"));
     }
-    let links = write_links(&mut out, &mut warnings, get(topo, "links"), &names, file)?;
+    let links = write_links(&mut out, &mut warnings, get(topo, "links"), &names, &bridges, file)?;
     crate::load_str_in(&out, &format!("{lab}.yaml"), &lab, None, base)
         .map_err(|e| format!("{file}: the scenario made from it is not valid: {e}"))?;
     Ok(Imported { yaml: out, nodes: names.len(), links, warnings })
@@ -309,6 +326,10 @@ fn write_node(
     let _ = writeln!(out, "  {}:", q(n));
     if let Some(i) = &c.image {
         let _ = writeln!(out, "    image: {}", q(i));
+    }
+    if !c.mgmt.is_empty() {
+        let own: Vec<String> = c.mgmt.iter().map(|(k, v)| format!("{k}: {}", q(v))).collect();
+        let _ = writeln!(out, "    mgmt: {{{}}}", own.join(", "));
     }
     if c.startup.is_some() {
         warnings.push(format!("node '{n}': startup-config left out (containerlab gives it to vendors' systems only; bind the file instead)"));
@@ -383,12 +404,47 @@ fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
-/// The links' lines; how many.
+/// The links' lines, and the bridges' segments with the nodes linked to them as members;
+/// how many links.
 fn write_links(
     out: &mut String,
     warnings: &mut Vec<String>,
     links: Option<&Node>,
     names: &[String],
+    bridges: &[String],
+    file: &str,
+) -> Result<usize, String> {
+    let mut members: Vec<Vec<String>> = vec![Vec::new(); bridges.len()];
+    let written = write_link_lines(out, warnings, links, names, bridges, &mut members, file)?;
+    let segments: Vec<(&String, &Vec<String>)> = bridges.iter().zip(&members).collect();
+    // (A bridge's port to the machine itself is containerlab's, not a node's.)
+    for (b, m) in segments.iter().filter(|(_, m)| m.len() < 2) {
+        let why = format!("{} linked to it (a LAN joins two or more)", m.len());
+        warnings.push(format!("bridge '{b}' left out: {why}"));
+    }
+    if segments.iter().any(|(_, m)| m.len() >= 2) {
+        let _ = writeln!(out, "segments:");
+        for (b, m) in segments.iter().filter(|(_, m)| m.len() >= 2) {
+            let _ = writeln!(
+                out,
+                "  {}: {{kind: lan, ipv4: none, ipv6: none, members: [{}]}}",
+                q(b),
+                m.join(", ")
+            );
+        }
+    }
+    Ok(written)
+}
+
+/// The links' lines (`links:`, and the machine as a node when a link ends there); a
+/// link to a bridge makes its other end one of `members` of that bridge. How many links.
+fn write_link_lines(
+    out: &mut String,
+    warnings: &mut Vec<String>,
+    links: Option<&Node>,
+    names: &[String],
+    bridges: &[String],
+    members: &mut [Vec<String>],
     file: &str,
 ) -> Result<usize, String> {
     let Some(links) = links else { return Ok(0) };
@@ -440,6 +496,22 @@ fn write_links(
                 at(file, l)
             ));
             continue;
+        }
+        let bridge = |n: &str| bridges.iter().position(|b| b == n);
+        match (bridge(&ends[0].0), bridge(&ends[1].0)) {
+            (Some(_), Some(_)) => {
+                warnings.push(format!("{}: a link between two bridges left out", at(file, l)));
+                continue;
+            }
+            (Some(b), None) | (None, Some(b)) => {
+                let (node, iface, e) = &ends[usize::from(bridge(&ends[0].0).is_some())];
+                if !names.contains(node) {
+                    return Err(format!("{}: no node '{node}'", at(file, e)));
+                }
+                members[b].push(format!("{{node: {}, iface: {}}}", q(node), q(iface)));
+                continue;
+            }
+            (None, None) => {}
         }
         let mut written = Vec::new();
         for (node, iface, e) in &ends {

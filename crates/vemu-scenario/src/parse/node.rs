@@ -170,11 +170,12 @@ pub(crate) const NODE_KEYS: &[&str] = &[
     "pids",
     "machine",
     "nat",
+    "mgmt",
 ];
 
 /// What `defaults.node` may not give: what names one node's own place in the lab.
 pub(crate) const NOT_IN_DEFAULTS: &[&str] =
-    &["kind", "iface", "routes", "loopback", "machine", "nat"];
+    &["kind", "iface", "routes", "loopback", "machine", "nat", "mgmt"];
 
 /// What a node of `kind: host` may not have: it is the machine itself, not a node vemu
 /// makes.
@@ -191,6 +192,7 @@ pub(crate) const NOT_ON_HOST: &[&str] = &[
     "memory",
     "pids",
     "machine",
+    "mgmt",
 ];
 
 /// What only a node of kind `host` may have.
@@ -228,6 +230,9 @@ pub(crate) struct NodeParts {
     pub(crate) startup: Option<(String, Mark)>,
     /// `nat` (a host node: the lab's nodes reach beyond the machine through it).
     pub(crate) nat: bool,
+    /// `mgmt: {ipv4: ADDRESS, ipv6: ADDRESS}`: the node's own addresses on the
+    /// management network (containerlab's `mgmt-ipv4`), and where.
+    pub(crate) mgmt: Vec<(IpAddr, Mark)>,
     /// The keys given, and where (to refuse those a node vemu does not make cannot have).
     pub(crate) given: Vec<(String, Mark)>,
 }
@@ -273,6 +278,7 @@ pub(crate) fn node_parts(
             }
             "run" => d.run = p.strings(v, &f),
             "nat" => d.nat = p.boolean(v, &f).unwrap_or(false),
+            "mgmt" => d.mgmt = mgmt_addresses(p, v, &f),
             "isolation" => {
                 d.own_pids = p.scalar(v, &f, |s| match s {
                     "pid" => Ok(true),
@@ -509,7 +515,28 @@ pub(crate) fn node_def(
         image,
         router,
         nat: d.nat && kind == crate::NodeKind::Host,
+        mgmt: d.mgmt,
     })
+}
+
+/// A node's `mgmt: {ipv4: ADDRESS, ipv6: ADDRESS}`: its addresses on the management
+/// network, each of its family (the prefix length is the network's).
+fn mgmt_addresses(p: &mut P, v: &Node, field: &str) -> Vec<(IpAddr, Mark)> {
+    let mut out = Vec::new();
+    for (k, _, x) in p.map(v, field, &["ipv4", "ipv6"]) {
+        let f = join(field, k);
+        let v4 = k == "ipv4";
+        let a = p.scalar(x, &f, |s| match s.parse::<IpAddr>() {
+            Ok(a) if a.is_ipv4() == v4 => Ok(a),
+            _ => Err(format!(
+                "'{s}' is not an {} address like {} (the prefix length is the management network's)",
+                if v4 { "IPv4" } else { "IPv6" },
+                if v4 { "172.20.20.11" } else { "fd00:20::11" }
+            )),
+        });
+        out.extend(a.map(|a| (a, x.mark)));
+    }
+    out
 }
 
 /// `startup-config`: inline text (a value of several lines), or a file of the

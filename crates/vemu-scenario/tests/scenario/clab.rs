@@ -11,7 +11,7 @@ topology:
   groups:
     g: {exec: ['echo group']}
   nodes:
-    r1: {group: g, mgmt-ipv4: 172.20.20.5}
+    r1: {group: g, mgmt-ipv4: 172.30.0.5, labels: {x: y}}
     r2: {kind: linux, image: alpine, binds: ['/etc/hostname:/etc/x', '/usr:/etc/usr', '/etc/hostname:/opt/y', 'DIR:/etc/d']}
   links:
     - endpoints: ['r1:eth1', 'r2:e1-1']
@@ -44,7 +44,9 @@ fn a_topology_maps_its_layers_links_and_says_what_it_leaves_out() {
     // containerlab's management network: vemu's, with the subnet given.
     let mgmt = plan.mgmt.expect("a management network");
     assert_eq!(mgmt.ipv4, Some("172.30.0.0/24".parse().unwrap()));
-    assert_eq!(node("r1").mgmt[0].to_string(), "172.30.0.2/24");
+    // Its own address where mgmt-ipv4 gives one, the next free one otherwise.
+    assert_eq!(node("r1").mgmt[0].to_string(), "172.30.0.5/24");
+    assert_eq!(node("r2").mgmt[0].to_string(), "172.30.0.2/24");
     // Interfaces as written; the machine for host:IFACE; the management network's link
     // left out.
     let ifaces: Vec<&str> = node("r2").ifaces.iter().map(|i| i.name.as_str()).collect();
@@ -55,7 +57,7 @@ fn a_topology_maps_its_layers_links_and_says_what_it_leaves_out() {
     for said in [
         "mgmt.mtu left out",
         "env 'B;x' left out",
-        "node 'r1': mgmt-ipv4 left out",
+        "node 'r1': labels left out",
         "bind of directory /usr left out: more than 1000 files",
         "bind to /opt/y left out",
         "a link to the management network or a macvlan left out",
@@ -85,4 +87,53 @@ fn what_vemu_cannot_run_is_refused_naming_each_node() {
     assert!(e.contains("t.clab.yml:5:") && e.contains("no node 'z'"), "{e}");
     let e = clab("name: t4\ntopology: [x]\n", "t.clab.yml", None, None).unwrap_err();
     assert!(e.contains("t.clab.yml:2:11: topology should be a mapping"), "{e}");
+}
+
+#[test]
+fn a_bridge_is_a_lan_of_the_nodes_linked_to_it() {
+    let topo = "name: t5
+topology:
+  nodes:
+    a: {}
+    b: {}
+    c: {}
+    br1: {kind: bridge}
+    br2: {kind: ovs-bridge}
+    lone: {kind: bridge}
+  links:
+    - endpoints: ['a:eth1', 'br1:a-eth1']
+    - endpoints: [{node: br1, interface: b-eth1}, {node: b, interface: eth1}]
+    - endpoints: ['c:lan', 'br1:c-lan']
+    - endpoints: ['a:eth2', 'br2:p1']
+    - endpoints: ['c:eth2', 'br2:p2']
+    - endpoints: ['c:eth4', 'lone:p1']
+    - endpoints: ['a:eth3', 'b:eth3']
+    - endpoints: ['br1:x', 'br2:y']
+";
+    let i = clab(topo, "t.clab.yml", None, None).unwrap();
+    let plan = vemu_scenario::load_str(&i.yaml, "t.yaml", "t", None).unwrap();
+    assert_eq!((i.nodes, i.links), (3, 1), "{}", i.yaml);
+    let seg = |n: &str| plan.segments.iter().find(|s| s.name == n).expect(n);
+    let members = |n: &str| {
+        let s = seg(n);
+        let name = |m: &vemu_scenario::MemberPlan| {
+            let n = &plan.nodes[m.end.node];
+            format!("{}:{}", n.name, n.ifaces[m.end.iface].name)
+        };
+        s.members.iter().map(name).collect::<Vec<_>>()
+    };
+    assert_eq!(members("br1"), ["a:eth1", "b:eth1", "c:lan"]);
+    assert_eq!(members("br2"), ["a:eth2", "c:eth2"]);
+    assert!(plan.segments.iter().all(|s| s.name != "lone"));
+    // No addresses: containerlab's nodes configure their own.
+    let a = plan.nodes.iter().find(|n| n.name == "a").unwrap();
+    assert!(a.ifaces.iter().all(|i| i.addrs.is_empty()), "{:?}", a.ifaces);
+    let w = i.warnings.join("\n");
+    for said in [
+        "bridge 'lone' left out: 1 linked to it",
+        "a link between two bridges left out",
+        "'br2': an ovs-bridge is a learning switch",
+    ] {
+        assert!(w.contains(said), "{said}: {w}");
+    }
 }

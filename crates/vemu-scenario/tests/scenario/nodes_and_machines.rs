@@ -393,3 +393,47 @@ fn a_management_network_gives_each_made_node_the_next_addresses() {
     let m = one_error("mgmt: {ipv4: none}\nnodes: {a: {}}\n");
     assert!(m.contains("mgmt: a management network needs an IPv4 or an IPv6 subnet"), "{m}");
 }
+
+#[test]
+fn a_node_may_have_its_own_management_addresses() {
+    let p = ok("mgmt: {ipv4: 10.9.0.0/29, ipv6: 'fd00:20::/64'}\nnodes:\n  a: {}\n  b: {mgmt: {ipv4: 10.9.0.2, ipv6: 'fd00:20::99'}}\n  c: {mgmt: {ipv4: 10.9.0.6}}\n  d: {}\n");
+    let of = |n: &str| {
+        let node = p.nodes.iter().find(|x| x.name == n).unwrap();
+        node.mgmt.iter().map(|a| a.to_string()).collect::<Vec<_>>()
+    };
+    // The others take the next free ones, around what b and c hold.
+    assert_eq!(of("a"), ["10.9.0.3/29", "fd00:20::2/64"]);
+    assert_eq!(of("b"), ["10.9.0.2/29", "fd00:20::99/64"]);
+    assert_eq!(of("c"), ["10.9.0.6/29", "fd00:20::3/64"]);
+    assert_eq!(of("d"), ["10.9.0.4/29", "fd00:20::4/64"]);
+    let bad = |node: &str| {
+        one_error(&format!("mgmt: {{ipv4: 10.9.0.0/29}}\nnodes:\n  a: {{}}\n  b: {node}\n"))
+    };
+    let m = bad("{mgmt: {ipv4: 10.9.0.1}}");
+    assert!(m.contains("t.yaml:4:20: nodes.b.mgmt.ipv4: 10.9.0.1 is not a node's address of the management network 10.9.0.0/29 (its first address is the machine's)"), "{m}");
+    let m = bad("{mgmt: {ipv4: 10.9.0.7}}");
+    assert!(m.contains("10.9.0.7 is not a node's address"), "broadcast: {m}");
+    let m = bad("{mgmt: {ipv4: 10.8.0.2}}");
+    assert!(m.contains("10.8.0.2 is not a node's address"), "{m}");
+    let m = bad("{mgmt: {ipv6: 'fd00::2'}}");
+    assert!(m.contains("nodes.b.mgmt.ipv6: the management network has no IPv6 subnet"), "{m}");
+    let m = bad("{mgmt: {ipv4: 'fd00::2'}}");
+    assert!(
+        m.contains("nodes.b.mgmt.ipv4: 'fd00::2' is not an IPv4 address like 172.20.20.11"),
+        "{m}"
+    );
+    let m = one_error(
+        "mgmt: on\nnodes:\n  a: {mgmt: {ipv4: 172.20.20.9}}\n  b: {mgmt: {ipv4: 172.20.20.9}}\n",
+    );
+    assert!(m.contains("t.yaml:4:20: nodes.b.mgmt.ipv4: 172.20.20.9 is also node 'a's"), "{m}");
+    let m = one_error("nodes:\n  a: {mgmt: {ipv4: 172.20.20.9}}\n");
+    assert!(
+        m.contains("nodes.a.mgmt: the lab has no management network: give it one (mgmt: on)"),
+        "{m}"
+    );
+    let m = one_error("mgmt: on\ndefaults: {node: {mgmt: {ipv4: 172.20.20.9}}}\nnodes: {a: {}}\n");
+    assert!(m.contains("defaults.node"), "{m}");
+    // Four nodes' addresses fill a /29 with the machine's (.1): a fifth has no room.
+    let m = one_error("mgmt: {ipv4: 10.9.0.0/29}\nnodes:\n  a: {mgmt: {ipv4: 10.9.0.6}}\n  b: {}\n  c: {}\n  d: {}\n  e: {}\n  f: {}\n");
+    assert!(m.contains("no room for node 'f'"), "{m}");
+}
