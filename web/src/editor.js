@@ -1,8 +1,8 @@
 // The scenario editor (GINE's): draw a lab — nodes, links, LANs, their impairments and
 // run commands — with its YAML beside it (either side may be edited), check it with the
 // scenario loader `vemu check` uses (each problem shown at its element), download it,
-// open a file (a scenario, or a GraphML map imported as `vemu import` does) and start
-// it as a lab of its own.
+// open a file (a scenario, or a GraphML, containerlab or IMUNES topology imported as
+// `vemu import` does) and start it as a lab of its own.
 //
 // The model is the YAML document itself (the `yaml` package's Document): drawing edits
 // it in place, so an opened file keeps its comments and everything the editor does not
@@ -469,14 +469,17 @@ export class Editor {
     el.replaceChildren(`lab ${r.ok.lab} is up (${r.ok.file}) — `, link);
   }
 
-  /// Open a file from this computer: a scenario, or a GraphML map to import.
+  /// Open a file from this computer: a scenario, or a topology to import (a GraphML
+  /// map, a containerlab or an IMUNES topology), told apart by its name.
   async open(file) {
     if (!file) return;
     const text = await file.text();
-    if (/\.(graphml|xml)$/i.test(file.name)) {
-      const r = await this.post('/v1/scenario/import', { graphml: text, file: file.name });
+    const format = [[/\.clab\.ya?ml$/i, 'clab'], [/\.imn$/i, 'imunes'], [/\.(graphml|xml)$/i, 'graphml']].find(([re]) => re.test(file.name));
+    if (format) {
+      const [re, key] = format;
+      const r = await this.post('/v1/scenario/import', { [key]: text, file: file.name });
       if (!r.ok) return this.status(String(r.err.message), 'bad');
-      this.load(r.ok.yaml, file.name.replace(/\.(graphml|xml)$/i, '.yaml'));
+      this.load(r.ok.yaml, file.name.replace(re, '.yaml'));
       this.status(`imported ${file.name}: ${r.ok.nodes} nodes, ${r.ok.links} links` + (r.ok.warnings.length ? ` (${r.ok.warnings.length} warnings: ${r.ok.warnings.slice(0, 2).join('; ')})` : ''));
     } else {
       this.load(text, file.name);

@@ -430,7 +430,28 @@ def test_the_editor_draws_checks_saves_and_starts_a_lab(lab, browser):
     browser.execute_script("window.vemu.editor.cy.$id('n:Paris').emit('tap')")
     click(browser, "ed-delete")
     wait(browser, lambda: sorted(ed()["nodes"]) == ["n:Lille", "n:Lyon", "s:radio1"] and sorted(ed()["edges"]) == ["m:radio1:0", "m:radio1:1"], what="Paris and its links gone")
+    # A containerlab topology opened is imported too: its bridge a LAN of the three.
+    with tempfile.NamedTemporaryFile("w", suffix=".clab.yml", delete=False) as f:
+        f.write(CLAB)
+    try:
+        browser.find_element(By.ID, "ed-open").send_keys(f.name)
+        name = os.path.basename(f.name)
+        wait(browser, lambda: browser.find_element(By.ID, "ed-status").text.startswith(f"imported {name}"), what="the containerlab import")
+        assert sorted(ed()["nodes"]) == ["n:a", "n:b", "n:c", "s:br1"]
+        assert "kind: lan" in yaml()
+    finally:
+        os.unlink(f.name)
     browser.find_element(By.CSS_SELECTOR, "header [data-view=lab]").click()
+
+
+CLAB = """name: t-ui-clab
+topology:
+  nodes: {a: {}, b: {}, c: {}, br1: {kind: bridge}}
+  links:
+    - endpoints: ['a:eth1', 'br1:p1']
+    - endpoints: ['b:eth1', 'br1:p2']
+    - endpoints: ['c:eth1', 'br1:p3']
+"""
 
 
 RADIO = """

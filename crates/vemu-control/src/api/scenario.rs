@@ -88,30 +88,64 @@ fn summary(plan: &vemu_scenario::Plan) -> serde_json::Value {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ImportBody {
-    /// The GraphML document.
-    graphml: String,
+    /// A GraphML map (the Internet Topology Zoo's).
+    #[serde(default)]
+    graphml: Option<String>,
+    /// A containerlab topology (`*.clab.yml`).
+    #[serde(default)]
+    clab: Option<String>,
+    /// An IMUNES topology (`*.imn`, JSON or the older Tcl form).
+    #[serde(default)]
+    imunes: Option<String>,
     /// Its file name (messages, and the default lab name).
     #[serde(default)]
     file: Option<String>,
 }
 
-/// `POST /v1/scenario/import` `{"graphml": "...", "file": "Abilene.graphml"}`: the
-/// scenario `vemu import` makes of it, `{"yaml", "nodes", "links", "warnings"}`.
+/// `POST /v1/scenario/import` `{"graphml" | "clab" | "imunes": "...", "file":
+/// "Abilene.graphml"}`: the scenario `vemu import` makes of it, `{"yaml", "nodes",
+/// "links", "warnings"}`. A containerlab topology's binds are left out (with a warning):
+/// their files are on the machine of whoever sent it, not the API's.
 pub(crate) async fn import(body: Bytes) -> Result<Json<serde_json::Value>, ApiError> {
     let b: ImportBody = parse_body(&body)?;
-    let file = b.file.unwrap_or_else(|| "topology.graphml".into());
+    let (text, format, default_file) = match (b.graphml, b.clab, b.imunes) {
+        (Some(t), None, None) => (t, Format::Graphml, "topology.graphml"),
+        (None, Some(t), None) => (t, Format::Clab, "topology.clab.yml"),
+        (None, None, Some(t)) => (t, Format::Imunes, "topology.imn"),
+        _ => {
+            return Err(ApiError::bad_request(
+                "give one topology: 'graphml', 'clab' (containerlab) or 'imunes'",
+            ))
+        }
+    };
+    let file = b.file.unwrap_or_else(|| default_file.into());
     let stem = std::path::Path::new(&file)
-        .file_stem()
+        .file_name()
         .and_then(|s| s.to_str())
+        .and_then(|s| s.split('.').next())
+        .filter(|s| !s.is_empty())
         .unwrap_or("lab")
         .to_string();
     let imported = blocking(move || {
-        vemu_scenario::import::graphml(&b.graphml, &file, &stem).map_err(ApiError::bad_request)
+        use vemu_scenario::import;
+        match format {
+            Format::Graphml => import::graphml(&text, &file, &stem),
+            Format::Clab => import::clab(&text, &file, None, None),
+            Format::Imunes => import::imunes(&text, &file, &stem),
+        }
+        .map_err(ApiError::bad_request)
     })
     .await?;
     Ok(Json(
         json!({"yaml": imported.yaml, "nodes": imported.nodes, "links": imported.links, "warnings": imported.warnings}),
     ))
+}
+
+/// The topology formats `POST /v1/scenario/import` reads.
+enum Format {
+    Graphml,
+    Clab,
+    Imunes,
 }
 
 /// `POST /v1/scenario/up` `{"yaml": "..."}`: check the scenario, write it to
@@ -229,5 +263,25 @@ mod tests {
         let e = import(Bytes::from_static(br#"{"graphml": "<graphml"}"#)).await.unwrap_err();
         assert_eq!(e.status, StatusCode::BAD_REQUEST);
         assert!(e.message.starts_with("topology.graphml: not GraphML"), "{}", e.message);
+    }
+
+    #[tokio::test]
+    async fn containerlab_and_imunes_topologies_come_back_as_scenarios() {
+        let c = json!({"clab": "name: t\ntopology:\n  nodes: {a: {binds: ['x.conf:/etc/x.conf']}, b: {}}\n  links:\n    - endpoints: ['a:eth1', 'b:eth1']\n", "file": "t.clab.yml"});
+        let v = import(Bytes::from(c.to_string())).await.unwrap().0;
+        assert_eq!((v["nodes"].as_u64(), v["links"].as_u64()), (Some(2), Some(1)), "{v}");
+        // The binds' files are not the API's to read.
+        assert!(!v["yaml"].as_str().unwrap().contains("x.conf"), "{v}");
+        assert!(v["warnings"].to_string().contains("bind 'x.conf:/etc/x.conf' left out"), "{v}");
+        let imn = json!({"imunes": "node n0 {\n    type pc\n    network-config {\n\thostname pc0\n\t!\n\tinterface eth0\n\t ip address 10.0.0.20/24\n\t!\n    }\n    interface-peer {eth0 n1}\n}\nnode n1 {\n    type pc\n    network-config {\n\thostname pc1\n\t!\n\tinterface eth0\n\t ip address 10.0.0.21/24\n\t!\n    }\n    interface-peer {eth0 n0}\n}\nlink l0 {\n    nodes {n0 n1}\n    bandwidth 0\n}\n", "file": "two.imn"});
+        let v = import(Bytes::from(imn.to_string())).await.unwrap().0;
+        assert_eq!((v["nodes"].as_u64(), v["links"].as_u64()), (Some(2), Some(1)), "{v}");
+        assert!(v["yaml"].as_str().unwrap().contains("name: \"two\""), "{v}");
+        for bad in [json!({}), json!({"graphml": "x", "clab": "y"})] {
+            let e = import(Bytes::from(bad.to_string())).await.unwrap_err();
+            assert!(e.message.contains("give one topology"), "{}", e.message);
+        }
+        let e = import(Bytes::from(json!({"clab": "name: t\n"}).to_string())).await.unwrap_err();
+        assert!(e.message.starts_with("topology.clab.yml: no 'topology'"), "{}", e.message);
     }
 }

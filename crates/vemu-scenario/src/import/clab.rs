@@ -197,7 +197,7 @@ fn q(s: &str) -> String {
 }
 
 /// The scenario made from a containerlab topology (`file` for messages; `base`: its
-/// directory, against which binds are read).
+/// directory, against which binds are read — `None`: binds left out, with a warning).
 pub fn clab(
     text: &str,
     file: &str,
@@ -345,10 +345,12 @@ fn write_node(
                 continue;
             }
         };
-        let full = match (Path::new(src).is_absolute(), base) {
-            (false, Some(b)) => b.join(src),
-            _ => Path::new(src).to_path_buf(),
+        let Some(base) = base else {
+            // (A topology sent to the API: its files are on its sender's machine.)
+            warnings.push(format!("node '{n}': bind '{b}' left out (its file is not here: import the topology on the machine that has it)"));
+            continue;
         };
+        let full = base.join(src);
         if crate::parse::file_path(dst).is_err() {
             warnings.push(format!("node '{n}': bind to {dst} left out (vemu writes a node's files in /etc, /var/lib, /var/log and /run)"));
         } else if full.is_dir() {
