@@ -177,6 +177,15 @@ export class Editor {
       cy.elements().remove();
       cy.add(els);
     });
+    // Where the scenario draws a node or LAN (`canvas: [x, y]`), unless moved here.
+    const js = this.js();
+    const at = (c) => (Array.isArray(c) && c.length === 2 && c.every(Number.isFinite) ? { x: c[0], y: c[1] } : null);
+    for (const [kind, items] of [['n:', js.nodes], ['s:', js.segments]]) {
+      for (const [name, v] of Object.entries(mapOf(items))) {
+        const p = at(mapOf(v).canvas);
+        if (p && !this.pos[kind + name]) this.pos[kind + name] = p;
+      }
+    }
     const known = cy.nodes().filter((n) => this.pos[n.id()]);
     known.forEach((n) => n.position(this.pos[n.id()]));
     const unknown = cy.nodes().filter((n) => !this.pos[n.id()]);

@@ -112,6 +112,14 @@ function positions(lab) {
   return pos;
 }
 
+/// Where the scenario draws nodes and LANs (`canvas: [x, y]`), by graph id.
+function canvasPositions(lab) {
+  const pos = {};
+  for (const n of lab.nodes) if (n.canvas) pos['n:' + n.name] = { x: n.canvas[0], y: n.canvas[1] };
+  for (const g of lab.segments) if (g.canvas && g.kind !== 'wireless') pos['s:' + g.name] = { x: g.canvas[0], y: g.canvas[1] };
+  return pos;
+}
+
 // Wireless segments are drawn to scale: about 600 px across, whatever their size.
 let PX_PER_M = 2;
 
@@ -152,6 +160,16 @@ function draw(lab) {
     n.position({ x: p.x * PX_PER_M, y: p.y * PX_PER_M });
     n.lock();
   }
+  // Nodes the scenario places (an IMUNES file's canvas) are held there while the
+  // layout places the others, then let go (they may be dragged).
+  const placed = cy.collection();
+  for (const [id, p] of Object.entries(canvasPositions(lab))) {
+    const n = cy.$id(id);
+    if (n.empty() || n.locked()) continue;
+    n.position(p);
+    n.lock();
+    placed.merge(n);
+  }
   // Locked (wireless) nodes stay at their positions; the layout places the others:
   // CoSE around them, fCoSE (spectral, then force-directed; far faster on big labs)
   // when nothing is locked.
@@ -162,6 +180,7 @@ function draw(lab) {
   } else {
     cy.layout(layoutOptions(cy.nodes().length)).run();
   }
+  placed.unlock();
   cy.fit(undefined, 30);
   cy.on('tap', 'node', (e) => select(e.target.data('kind') === 'lan' ? null : { kind: 'node', name: e.target.data('label') }));
   cy.on('tap', 'edge[kind = "link"]', (e) => select({ kind: 'link', name: e.target.data('name') }));

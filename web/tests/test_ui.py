@@ -31,9 +31,9 @@ LAB = """
 name: t-ui
 addressing: {ipv6: none}
 nodes:
-  client: {}
+  client: {canvas: [0, 0]}
   router: {}
-  server: {run: ["echo server says hello"]}
+  server: {run: ["echo server says hello"], canvas: [400, 0]}
   h1: {}
   h2: {}
 links:
@@ -44,6 +44,7 @@ links:
 segments:
   lan0:
     members: [router, h1, h2]
+    canvas: [200, 300]
 routing: static
 events:
   - {at: 1s, link: client:router, set: {delay: 2ms}}
@@ -277,6 +278,15 @@ def test_live_throughput_shows_on_the_link(lab, browser):
         ping.wait(timeout=30)
 
 
+def test_nodes_are_drawn_where_the_scenario_says(lab, browser):
+    pos = lambda i: browser.execute_script("return window.vemu.cy.$id(arguments[0]).position()", i)
+    # Where canvas: puts them (the others placed around them by the layout).
+    assert pos("n:client") == {"x": 0, "y": 0}
+    assert pos("n:server") == {"x": 400, "y": 0}
+    assert pos("s:lan0") == {"x": 200, "y": 300}
+    assert not browser.execute_script("return window.vemu.cy.$id('n:client').locked()")
+
+
 def test_a_nodes_log_in_its_panel(lab, browser):
     browser.execute_script("window.vemu.cy.$id('n:server').emit('tap')")
     wait(browser, lambda: "node server" in browser.find_element(By.ID, "panel").text, what="the node's panel")
@@ -441,6 +451,18 @@ def test_the_editor_draws_checks_saves_and_starts_a_lab(lab, browser):
         assert "kind: lan" in yaml()
     finally:
         os.unlink(f.name)
+    # An IMUNES topology opened: drawn where IMUNES drew it.
+    with tempfile.NamedTemporaryFile("w", suffix=".imn", delete=False) as f:
+        f.write(IMN)
+    try:
+        browser.find_element(By.ID, "ed-open").send_keys(f.name)
+        name = os.path.basename(f.name)
+        wait(browser, lambda: browser.find_element(By.ID, "ed-status").text.startswith(f"imported {name}"), what="the IMUNES import")
+        at = lambda n: browser.execute_script("return window.vemu.editor.cy.$id(arguments[0]).position()", n)
+        assert at("n:pc0") == {"x": 100, "y": 50} and at("n:pc1") == {"x": 300, "y": 150}
+        assert "canvas: [100, 50]" in yaml()
+    finally:
+        os.unlink(f.name)
     browser.find_element(By.CSS_SELECTOR, "header [data-view=lab]").click()
 
 
@@ -451,6 +473,41 @@ topology:
     - endpoints: ['a:eth1', 'br1:p1']
     - endpoints: ['b:eth1', 'br1:p2']
     - endpoints: ['c:eth1', 'br1:p3']
+"""
+
+
+IMN = """node n0 {
+    type pc
+    network-config {
+\thostname pc0
+\t!
+\tinterface eth0
+\t ip address 10.0.0.20/24
+\t!
+    }
+    canvas c0
+    iconcoords {100 50}
+    labelcoords {100 80}
+    interface-peer {eth0 n1}
+}
+node n1 {
+    type pc
+    network-config {
+\thostname pc1
+\t!
+\tinterface eth0
+\t ip address 10.0.0.21/24
+\t!
+    }
+    canvas c0
+    iconcoords {300 150}
+    labelcoords {300 180}
+    interface-peer {eth0 n0}
+}
+link l0 {
+    nodes {n0 n1}
+    bandwidth 0
+}
 """
 
 

@@ -52,6 +52,9 @@ pub struct SegmentStatus {
     pub capacity_bps: Option<u64>,
     pub stats: SegStats,
     pub members: Vec<MemberStatus>,
+    /// Where the web page draws it (`canvas: [x, y]`), when the scenario says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canvas: Option<[f64; 2]>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -121,6 +124,9 @@ pub struct NodeStatus {
     /// nodes vemu does not make (their `netns` is empty); absent for the others.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
+    /// Where the web page draws it (`canvas: [x, y]`), when the scenario says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canvas: Option<[f64; 2]>,
 }
 
 /// A machine of a lab across machines.

@@ -327,6 +327,9 @@ pub struct NodePlan {
     /// leaves the machine by another is masqueraded as the machine's.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub nat: bool,
+    /// Where it is drawn (`canvas: [x, y]`, pixels), as its topology placed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canvas: Option<[f64; 2]>,
 }
 
 /// The metric of a node's default route through the management network: any default
@@ -491,6 +494,9 @@ pub struct SegmentPlan {
     pub snooping: vemu_switch::Snooping,
     /// Cost of crossing the segment, for static route computation.
     pub weight: u32,
+    /// Where it is drawn (`canvas: [x, y]`, pixels).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canvas: Option<[f64; 2]>,
 }
 
 /// A radio channel: how it carries frames, and where its members are and go.

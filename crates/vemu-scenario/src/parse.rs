@@ -105,6 +105,8 @@ pub struct NodeDef {
     /// `mgmt`: the node's own addresses on the management network, and where (the
     /// others get the next free ones).
     pub mgmt: Vec<(IpAddr, Mark)>,
+    /// `canvas`: where the node is drawn (pixels), as its topology placed it.
+    pub canvas: Option<[f64; 2]>,
 }
 
 /// A file placed in a node's private view of the filesystem.
@@ -160,6 +162,8 @@ pub struct SegmentDef {
     pub weight: u32,
     /// IPv4, IPv6.
     pub subnets: [SubnetChoice; 2],
+    /// `canvas`: where the segment is drawn (pixels).
+    pub canvas: Option<[f64; 2]>,
 }
 
 #[derive(Debug, Clone)]

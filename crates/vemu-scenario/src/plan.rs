@@ -373,6 +373,7 @@ fn node_plans(s: &Scenario) -> Vec<NodePlan> {
             nat: n.nat,
             mgmt: Vec::new(),
             mgmt_gateway: None,
+            canvas: n.canvas,
         })
         .collect()
 }
@@ -477,6 +478,7 @@ fn segment_plans(
             aging_ns: g.aging_ns,
             snooping: g.snooping,
             weight: g.weight,
+            canvas: g.canvas,
         });
     }
     segments

@@ -45,6 +45,7 @@ impl Controller {
                 cpu_wait_ns: self.watch.cpu_waits.get(&n.name).copied().unwrap_or(0),
                 machine: self.plan.machines.get(n.machine).map(|m| m.name.clone()),
                 kind: (!n.kind.is_made()).then(|| n.kind.name().to_string()),
+                canvas: n.canvas,
             })
             .collect()
     }
@@ -102,6 +103,7 @@ impl Controller {
                         }
                     })
                     .collect(),
+                canvas: seg.canvas,
             })
             .collect()
     }

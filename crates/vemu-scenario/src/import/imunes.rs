@@ -2,7 +2,7 @@
 //! JSON form IMUNES writes today: `nodes` (routers, PCs, hosts, LAN switches and hubs,
 //! with their interfaces' names, MACs and IPv4/IPv6 addresses and their static routes),
 //! `links` (peers and their interfaces; bandwidth, delay, duplicates, BER) and the
-//! canvas positions (kept as comments: the web view lays nodes out itself).
+//! canvas positions (`canvas:`, where the web page draws the nodes and LANs).
 //!
 //! Routers become `kind: frr` nodes whose startup configuration runs the protocols their
 //! `router_config` names (`rip`, `ripng`, `ospf`, `ospf6`), redistributing their
@@ -54,6 +54,18 @@ fn clean_name(s: &str, fallback: &str) -> String {
         n
     } else {
         fallback.to_string()
+    }
+}
+
+/// Where IMUNES drew node `id` (`gui.nodes.ID.iconcoords`, "X Y"), as `[X, Y]`.
+fn canvas(doc: &Value, id: &str) -> Option<String> {
+    let pos = doc["gui"]["nodes"][id]["iconcoords"].as_str()?;
+    let xy: Vec<f64> = pos.split_whitespace().filter_map(|v| v.parse().ok()).collect();
+    match xy[..] {
+        [x, y] if x.is_finite() && y.is_finite() && x.abs() <= 1e6 && y.abs() <= 1e6 => {
+            Some(format!("[{x}, {y}]"))
+        }
+        _ => None,
     }
 }
 
@@ -156,8 +168,8 @@ pub fn imunes(text: &str, file: &str, stem: &str) -> Result<Imported, String> {
         if !routes.is_empty() {
             let _ = writeln!(out, "    routes: [{}]", routes.join(", "));
         }
-        if let Some(pos) = doc["gui"]["nodes"][id]["iconcoords"].as_str() {
-            let _ = writeln!(out, "    # IMUNES canvas position: {pos}");
+        if let Some(xy) = canvas(&doc, id) {
+            let _ = writeln!(out, "    canvas: {xy}");
         }
     }
     // Links between two nodes; those to a LAN switch or hub make its members.
@@ -240,7 +252,11 @@ pub fn imunes(text: &str, file: &str, stem: &str) -> Result<Imported, String> {
     if !lans.is_empty() {
         let _ = writeln!(out, "segments:");
         for (lan, m) in lans {
-            let _ = writeln!(out, "  {}:\n    kind: lan\n    members:", q(&names[*lan]));
+            let _ = writeln!(out, "  {}:\n    kind: lan", q(&names[*lan]));
+            if let Some(xy) = canvas(&doc, lan) {
+                let _ = writeln!(out, "    canvas: {xy}");
+            }
+            let _ = writeln!(out, "    members:");
             for member in m {
                 let _ = writeln!(out, "      - {member}");
             }

@@ -171,11 +171,12 @@ pub(crate) const NODE_KEYS: &[&str] = &[
     "machine",
     "nat",
     "mgmt",
+    "canvas",
 ];
 
 /// What `defaults.node` may not give: what names one node's own place in the lab.
 pub(crate) const NOT_IN_DEFAULTS: &[&str] =
-    &["kind", "iface", "routes", "loopback", "machine", "nat", "mgmt"];
+    &["kind", "iface", "routes", "loopback", "machine", "nat", "mgmt", "canvas"];
 
 /// What a node of `kind: host` may not have: it is the machine itself, not a node vemu
 /// makes.
@@ -199,7 +200,7 @@ pub(crate) const NOT_ON_HOST: &[&str] = &[
 pub(crate) const ONLY_ON_HOST: &[&str] = &["nat"];
 
 /// What a node of kind `external` may have: it is what is on a NIC's wire.
-pub(crate) const ON_EXTERNAL: &[&str] = &["kind", "iface"];
+pub(crate) const ON_EXTERNAL: &[&str] = &["kind", "iface", "canvas"];
 
 /// What a node definition (or `defaults.node`) gives.
 #[derive(Default)]
@@ -233,6 +234,8 @@ pub(crate) struct NodeParts {
     /// `mgmt: {ipv4: ADDRESS, ipv6: ADDRESS}`: the node's own addresses on the
     /// management network (containerlab's `mgmt-ipv4`), and where.
     pub(crate) mgmt: Vec<(IpAddr, Mark)>,
+    /// `canvas: [x, y]`: where the node is drawn.
+    pub(crate) canvas: Option<[f64; 2]>,
     /// The keys given, and where (to refuse those a node vemu does not make cannot have).
     pub(crate) given: Vec<(String, Mark)>,
 }
@@ -279,6 +282,7 @@ pub(crate) fn node_parts(
             "run" => d.run = p.strings(v, &f),
             "nat" => d.nat = p.boolean(v, &f).unwrap_or(false),
             "mgmt" => d.mgmt = mgmt_addresses(p, v, &f),
+            "canvas" => d.canvas = canvas(p, v, &f),
             "isolation" => {
                 d.own_pids = p.scalar(v, &f, |s| match s {
                     "pid" => Ok(true),
@@ -516,7 +520,35 @@ pub(crate) fn node_def(
         router,
         nat: d.nat && kind == crate::NodeKind::Host,
         mgmt: d.mgmt,
+        canvas: d.canvas,
     })
+}
+
+/// Largest canvas coordinate, either way.
+const MAX_CANVAS: f64 = 1e6;
+
+/// `canvas: [x, y]`: where a node or segment is drawn (the web page's pixels, y down;
+/// nothing of the emulation), as a topology drawn elsewhere (IMUNES) placed it.
+pub(crate) fn canvas(p: &mut P, v: &Node, field: &str) -> Option<[f64; 2]> {
+    let xy: Vec<f64> = match &v.value {
+        Value::Seq(items) => items
+            .iter()
+            .filter_map(|n| n.as_str()?.trim().parse::<f64>().ok())
+            .filter(|x| x.is_finite() && x.abs() <= MAX_CANVAS)
+            .collect(),
+        _ => Vec::new(),
+    };
+    match xy[..] {
+        [x, y] if matches!(&v.value, Value::Seq(items) if items.len() == 2) => Some([x, y]),
+        _ => {
+            p.err(
+                v.mark,
+                field,
+                format!("expected where it is drawn, [x, y] (pixels, each within ±{MAX_CANVAS})"),
+            );
+            None
+        }
+    }
 }
 
 /// A node's `mgmt: {ipv4: ADDRESS, ipv6: ADDRESS}`: its addresses on the management

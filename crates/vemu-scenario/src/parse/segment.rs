@@ -17,7 +17,7 @@ pub(crate) fn subnet_choice(p: &mut P, node: &Node, field: &str, v6: bool) -> Su
 
 pub(crate) const SEGMENT_KEYS: &[&str] = &[
     "kind", "members", "capacity", "weight", "aging", "snooping", "ipv4", "ipv6", "egress",
-    "ingress",
+    "ingress", "canvas",
 ];
 
 pub(crate) fn segment(
@@ -71,6 +71,7 @@ pub(crate) fn segment(
         snooping: vemu_switch::Snooping::Querier,
         weight: 1,
         subnets: [SubnetChoice::Auto, SubnetChoice::Auto],
+        canvas: None,
     };
     let mut saw_members = false;
     let mut radio_entries = Vec::new();
@@ -101,6 +102,7 @@ pub(crate) fn segment(
                     .unwrap_or(seg.snooping)
             }
             "weight" => seg.weight = p.scalar(v, &f, positive).unwrap_or(1),
+            "canvas" => seg.canvas = node::canvas(p, v, &f),
             "ipv4" => seg.subnets[0] = subnet_choice(p, v, &f, false),
             "ipv6" => seg.subnets[1] = subnet_choice(p, v, &f, true),
             "members" => {

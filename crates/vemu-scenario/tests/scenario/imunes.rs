@@ -30,7 +30,11 @@ fn the_rip_example_keeps_its_nodes_addresses_lans_and_routes() {
     assert!(pc.routes.iter().any(|r| r.dst.to_string() == "0.0.0.0/0"), "{:?}", pc.routes);
     let sw = plan.segments.iter().find(|g| g.name == "sw1").unwrap();
     assert_eq!(sw.members.len(), 2);
-    assert!(i.yaml.contains("# IMUNES canvas position: 144 48"));
+    // Drawn where IMUNES drew them (the LAN switch too).
+    let at = |n: &str| plan.nodes.iter().find(|x| x.name == n).and_then(|x| x.canvas);
+    assert!(plan.nodes.iter().all(|n| n.canvas.is_some()), "{}", i.yaml);
+    assert!(sw.canvas.is_some() && at("pc") != sw.canvas, "{}", i.yaml);
+    assert!(i.yaml.contains("canvas: [144, 48]"), "{}", i.yaml);
     assert_eq!(
         plan.links.iter().find(|l| l.name == "router1:router2").map(|l| l.forward.rate_bps),
         Some(Some(100_000_000))
@@ -76,6 +80,7 @@ fn the_older_tcl_form_is_read_too() {
     assert_eq!(l.forward.rate_bps, Some(2_048_000));
     assert_eq!(l.forward.delay_ns, 2_500_000);
     assert_eq!((i.nodes, plan.nodes.len()), (8, 8));
+    assert!(plan.nodes.iter().all(|n| n.canvas.is_some()), "{}", i.yaml);
 }
 
 #[test]

@@ -437,3 +437,15 @@ fn a_node_may_have_its_own_management_addresses() {
     let m = one_error("mgmt: {ipv4: 10.9.0.0/29}\nnodes:\n  a: {mgmt: {ipv4: 10.9.0.6}}\n  b: {}\n  c: {}\n  d: {}\n  e: {}\n  f: {}\n");
     assert!(m.contains("no room for node 'f'"), "{m}");
 }
+
+#[test]
+fn nodes_and_segments_may_say_where_they_are_drawn() {
+    let p = ok("nodes: {a: {canvas: [10, 20.5]}, b: {}, c: {}}\nsegments:\n  lan: {kind: lan, canvas: [-3, 4], members: [a, b, c]}\n");
+    assert_eq!(p.nodes[0].canvas, Some([10.0, 20.5]));
+    assert_eq!(p.nodes[1].canvas, None);
+    assert_eq!(p.segments[0].canvas, Some([-3.0, 4.0]));
+    for bad in ["[1]", "[1, 2, 3]", "here", "[1, x]", "[1e9, 0]"] {
+        let m = one_error(&format!("nodes: {{a: {{canvas: {bad}}}, b: {{}}}}\nlinks: [[a, b]]\n"));
+        assert!(m.contains("nodes.a.canvas: expected where it is drawn, [x, y]"), "{bad}: {m}");
+    }
+}
