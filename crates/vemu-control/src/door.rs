@@ -10,6 +10,14 @@ use anyhow::Result;
 
 use crate::route::AgentRoute;
 
+/// The command line of an interactive shell in a node: `preferred` (the user's `$SHELL`;
+/// bash without its rc files) where the node has it, else the node's `/bin/sh` — chosen
+/// inside the node, whose root may be an image's (an Alpine image has no bash).
+pub fn shell_argv(preferred: &str) -> Vec<String> {
+    let pick = r#"if [ -x "$0" ]; then case "$0" in *bash) exec "$0" --norc -i ;; *) exec "$0" -i ;; esac; fi; exec /bin/sh -i"#;
+    ["/bin/sh", "-c", pick, preferred].map(String::from).to_vec()
+}
+
 /// The way into one node.
 pub enum Door {
     /// The node is on this machine.

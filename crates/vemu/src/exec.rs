@@ -202,10 +202,6 @@ pub(crate) fn shell(lab: Option<String>, node: &str) -> Result<ExitCode> {
     }
     let shell =
         std::env::var("SHELL").ok().filter(|s| !s.is_empty()).unwrap_or_else(|| "/bin/bash".into());
-    let mut argv = vec![shell.clone()];
-    if shell.ends_with("bash") {
-        argv.extend(["--norc".into(), "-i".into()]);
-    }
     std::env::set_var("PS1", format!("[{node}] \\w# "));
-    exec(lab, node, &argv)
+    exec(lab, node, &vemu_control::door::shell_argv(&shell))
 }

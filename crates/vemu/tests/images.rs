@@ -53,6 +53,26 @@ links:
     });
     assert_eq!(main_ran.as_deref(), Some("hello from /srv\n"));
     assert_eq!(lab.sh("a", "echo $GREETING in $(pwd)"), (0, "hello in /srv\n".into()));
+    // `vemu shell` starts the user's shell where the node has it, else the node's sh.
+    for (shell, want) in [("/bin/bash", "/bin/bash"), ("/no/such/zsh", "/bin/sh")] {
+        use std::io::Write;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_vemu"))
+            .args(["shell", "--lab", "img1", "a"])
+            .env("SHELL", shell)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(b"echo \"shell=$0 in $(pwd)\"; exit\n").unwrap();
+        let o = child.wait_with_output().unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&o.stdout),
+            format!("shell={want} in /srv\n"),
+            "{}",
+            text(&o)
+        );
+    }
     // `files:` land in the image's root, of that node only.
     assert_eq!(lab.sh("b", "cat /etc/motd"), (0, "b's own\n".into()));
     assert_ne!(lab.sh("a", "cat /etc/motd").1, "b's own\n");

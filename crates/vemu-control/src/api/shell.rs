@@ -90,13 +90,9 @@ pub(crate) fn start(door: &crate::door::HereDoor, size: Size) -> Result<Shell, A
     let dup = |fd: &OwnedFd| {
         fd.try_clone().map(Stdio::from).map_err(|e| ApiError::internal(format!("{e}")))
     };
-    let bash = std::path::Path::new("/bin/bash").exists();
-    let mut cmd = Command::new(if bash { "/bin/bash" } else { "/bin/sh" });
-    if bash {
-        cmd.args(["--norc", "-i"]);
-    } else {
-        cmd.arg("-i");
-    }
+    let argv = crate::door::shell_argv("/bin/bash");
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..]);
     cmd.current_dir(door.node_dir())
         .env("TERM", "xterm-256color")
         .env("PS1", format!("[{node}] \\w# "))
