@@ -220,6 +220,19 @@ fn an_imunes_rip_topology_converges_and_its_pc_reaches_its_server() {
     eprintln!("IMUNES RIP1: the PC reaches the server after {t:.1} s (IPv4) + {t6:.1} s (IPv6)");
 }
 
+/// IMUNES' OSPF example (issue 41): seven routers running OSPF and OSPFv3 (FRR) from
+/// its router_config, two LAN switches; the PC reaches the server once OSPF converged.
+#[test]
+fn an_imunes_ospf_topology_converges_and_its_pc_reaches_its_server() {
+    let _g = serial();
+    let file = concat!(env!("CARGO_MANIFEST_DIR"), "/../vemu-scenario/tests/imunes/OSPF1.imn");
+    let o = vemu(&["up", file, "--name", "t-imn-ospf"]);
+    assert!(o.status.success() && text(&o).contains("its 7 routers answer"), "{}", text(&o));
+    let lab = Lab { name: "t-imn-ospf".into() };
+    let t = assert_all_reachable(&lab, "pc", &["10.0.4.10".into(), "10.0.5.2".into()], 90.0);
+    eprintln!("IMUNES OSPF1: the PC reaches the server after {t:.1} s");
+}
+
 /// IMUNES' older Tcl form (issue 41): its RIP example (five routers, two hosts and a
 /// PC, each with the addresses written in it) comes up, and the PC reaches a host
 /// four routers away once RIP has converged.
