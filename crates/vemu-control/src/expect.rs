@@ -66,16 +66,23 @@ pub struct Judge {
     results: Vec<CheckResult>,
     /// Stretches of the lab clock the fidelity monitor judged not `ok`: (from, to, verdict).
     bad: Vec<(u64, u64, Verdict)>,
-    /// Per check, the link's drops when a `drops` check started counting.
-    drops_from: Vec<Option<u64>>,
-    /// Per check that failed its deadline, until when it is still probed.
-    late_until: Vec<Option<u64>>,
-    /// Per check resolved by a measurement (passed or failed), when: a window of the
-    /// monitor that covers it and comes later still makes it untrustworthy.
-    resolved_at: Vec<Option<u64>>,
+    /// Per check (beside its result), where its measurement stands.
+    progress: Vec<Progress>,
     /// The end of the last window the monitor judged, and the lab clock at the last tick.
     judged_until_ns: u64,
     now_ns: u64,
+}
+
+/// Where a check's measurement stands, beyond its result.
+#[derive(Debug, Clone, Copy, Default)]
+struct Progress {
+    /// A `drops` check: the link's drops when it started counting.
+    drops_from: Option<u64>,
+    /// A check that failed its deadline: until when it is still probed.
+    late_until: Option<u64>,
+    /// A check resolved by a measurement (passed or failed): when. A window of the
+    /// monitor that covers it and comes later still makes it untrustworthy.
+    resolved_at: Option<u64>,
 }
 
 /// How long the judge waits, after a check's measurement, for the monitor's judgement
@@ -106,9 +113,7 @@ impl Judge {
             checks,
             results,
             bad: Vec::new(),
-            drops_from: vec![None; n],
-            late_until: vec![None; n],
-            resolved_at: vec![None; n],
+            progress: vec![Progress::default(); n],
             judged_until_ns: 0,
             now_ns: 0,
         }
@@ -127,8 +132,7 @@ impl Judge {
             })
         };
         self.results.iter().all(|r| r.outcome != Outcome::Pending)
-            && self.late_until.iter().all(Option::is_none)
-            && self.resolved_at.iter().all(judged)
+            && self.progress.iter().all(|p| p.late_until.is_none() && judged(&p.resolved_at))
     }
 
     /// The checks to probe at `now_ns` (started, pending, probed by running something:
@@ -138,7 +142,8 @@ impl Judge {
             .iter()
             .enumerate()
             .filter(|(i, e)| {
-                (self.results[*i].outcome == Outcome::Pending || self.late_until[*i].is_some())
+                (self.results[*i].outcome == Outcome::Pending
+                    || self.progress[*i].late_until.is_some())
                     && now_ns >= e.start_ns
                     && !matches!(e.check, Check::Fidelity { .. } | Check::Drops { .. })
             })
@@ -149,7 +154,7 @@ impl Judge {
     /// Check `i`'s probe at `now_ns`: whether it held, and why not (`why`).
     pub fn probed(&mut self, i: usize, now_ns: u64, holds: bool, why: &str) {
         let r = &mut self.results[i];
-        if let (Some(_), true) = (self.late_until[i], holds) {
+        if let (Some(_), true) = (self.progress[i].late_until, holds) {
             // Failed, and held later: when.
             let took = now_ns.saturating_sub(r.start_ns);
             r.measured_ns = Some(took);
@@ -157,7 +162,7 @@ impl Judge {
                 Some(k) => format!("{} (held after {})", &r.detail[..k], fmt_ns(took)),
                 None => format!("{} (held after {})", r.detail, fmt_ns(took)),
             };
-            self.late_until[i] = None;
+            self.progress[i].late_until = None;
             return;
         }
         if r.outcome != Outcome::Pending || now_ns < r.start_ns {
@@ -199,11 +204,22 @@ impl Judge {
 
     /// Whether [`Judge::link_drops`] is wanted at `now_ns` (a `drops` check is counting).
     pub fn needs_link_drops(&self, now_ns: u64) -> bool {
-        self.checks.iter().zip(&self.results).any(|(e, r)| {
-            matches!(e.check, Check::Drops { .. })
-                && r.outcome == Outcome::Pending
-                && now_ns >= r.start_ns
-        })
+        (0..self.checks.len()).any(|i| self.counts_drops(i, now_ns))
+    }
+
+    /// Whether a `drops` check starts counting at `now_ns` (it has no count to start from
+    /// yet): [`Judge::link_drops`] is wanted before the round's probes send anything.
+    pub fn starts_counting_drops(&self, now_ns: u64) -> bool {
+        (0..self.checks.len())
+            .any(|i| self.counts_drops(i, now_ns) && self.progress[i].drops_from.is_none())
+    }
+
+    /// Whether check `i` is a `drops` check counting at `now_ns`.
+    fn counts_drops(&self, i: usize, now_ns: u64) -> bool {
+        let r = &self.results[i];
+        matches!(self.checks[i].check, Check::Drops { .. })
+            && r.outcome == Outcome::Pending
+            && now_ns >= r.start_ns
     }
 
     /// The frames each link has dropped so far (`drops[l]`, both directions) at
@@ -217,7 +233,7 @@ impl Judge {
                 continue;
             }
             let Some(&now) = drops.get(link) else { continue };
-            let from = *self.drops_from[i].get_or_insert(now);
+            let from = *self.progress[i].drops_from.get_or_insert(now);
             let counted = now.saturating_sub(from);
             r.probes += 1;
             if counted > at_most {
@@ -247,7 +263,7 @@ impl Judge {
         if verdict != Verdict::Ok {
             self.bad.push((from_ns, to_ns, verdict));
             for i in 0..self.results.len() {
-                if let Some(at) = self.resolved_at[i] {
+                if let Some(at) = self.progress[i].resolved_at {
                     self.distrust(i, at);
                 }
             }
@@ -259,8 +275,8 @@ impl Judge {
     pub fn tick(&mut self, now_ns: u64, run: Verdict) {
         self.now_ns = self.now_ns.max(now_ns);
         for i in 0..self.results.len() {
-            if self.late_until[i].is_some_and(|until| now_ns >= until) {
-                self.late_until[i] = None;
+            if self.progress[i].late_until.is_some_and(|until| now_ns >= until) {
+                self.progress[i].late_until = None;
                 let r = &mut self.results[i];
                 r.detail = format!("{} (not held {} later either)", r.detail, fmt_ns(LATE_NS));
             }
@@ -289,7 +305,7 @@ impl Judge {
             };
             r.outcome = Outcome::Failed;
             let deadline = r.deadline_ns;
-            self.late_until[i] = Some(deadline.saturating_add(LATE_NS));
+            self.progress[i].late_until = Some(deadline.saturating_add(LATE_NS));
             self.distrust(i, deadline);
         }
     }
@@ -297,7 +313,7 @@ impl Judge {
     /// A check resolved at `until_ns` whose measurement overlapped a window the monitor
     /// judged not `ok` is untrustworthy.
     fn distrust(&mut self, i: usize, until_ns: u64) {
-        self.resolved_at[i] = Some(until_ns);
+        self.progress[i].resolved_at = Some(until_ns);
         let r = &mut self.results[i];
         if r.outcome == Outcome::Untrustworthy {
             return;
@@ -463,9 +479,13 @@ mod tests {
         let mut j = Judge::new(vec![check(0, 0), check(1, 2)]);
         assert!(j.due(S).is_empty(), "nothing to probe in a node");
         assert!(j.needs_link_drops(0) && j.needs_link_drops(S));
+        assert!(j.starts_counting_drops(0));
         // Link 1 had dropped 100 before its check started: those do not count.
         j.link_drops(0, &[0, 100]);
+        assert!(!j.starts_counting_drops(S), "the first counts from 0, the second not started");
+        assert!(j.starts_counting_drops(3 * S), "the second starts");
         j.link_drops(3 * S, &[4, 103]);
+        assert!(!j.starts_counting_drops(3 * S));
         assert_eq!(j.results()[0].detail, "not yet (last: 4 drops so far)");
         j.link_drops(4 * S, &[4, 109]);
         assert_eq!(j.results()[1].outcome, Outcome::Failed);

@@ -109,15 +109,8 @@ fn link_drops(c: &mut Controller, now_ns: u64) {
         return;
     }
     if let Ok(counters) = c.counters() {
-        let drops: Vec<u64> = counters
-            .links
-            .iter()
-            .map(|dirs| {
-                dirs.iter()
-                    .map(|d| d.drop_loss + d.drop_queue + d.drop_down + d.drop_mtu + d.drop_police)
-                    .sum()
-            })
-            .collect();
+        let drops: Vec<u64> =
+            counters.links.iter().map(|dirs| dirs.iter().map(|d| d.dropped()).sum()).collect();
         c.judge.link_drops(now_ns, &drops);
     }
 }
@@ -135,9 +128,14 @@ pub(crate) fn expectations(ctl: Arc<Mutex<Controller>>, clock: LabClock) -> Back
     let any = !ctl.locked().judge.done();
     Background::spawn("vemu-expect", any, move |stop| loop {
         let now = clock.now_ns();
-        // (Before the probes too: a `drops` check counts from its start, not from after
-        // the traffic a probe of this round makes.)
-        link_drops(&mut ctl.locked(), now);
+        // (Before the probes too when a `drops` check starts: it counts from its start,
+        // not from after the traffic a probe of this round makes.)
+        {
+            let mut c = ctl.locked();
+            if c.judge.starts_counting_drops(now) {
+                link_drops(&mut c, now);
+            }
+        }
         let due: Vec<_> = {
             let c = ctl.locked();
             c.judge

@@ -251,6 +251,12 @@ macro_rules! add_fields {
 }
 
 impl DirStats {
+    /// Frames the emulation dropped in this direction, whatever the reason (loss, queue
+    /// with RED, link down, MTU, policer).
+    pub fn dropped(&self) -> u64 {
+        self.drop_loss + self.drop_queue + self.drop_down + self.drop_mtu + self.drop_police
+    }
+
     /// Add another machine's counts of the same direction (a direction of a link
     /// between machines is counted in part by each: see `core::Core::handle_delivered`).
     pub fn merge(&mut self, o: &DirStats) {

@@ -140,11 +140,7 @@ impl Sink {
                 .as_array()
                 .map(|a| a.iter().filter_map(|x| x.as_u64()).collect())
                 .unwrap_or_default();
-            let drops = get("drop_loss")
-                + get("drop_queue")
-                + get("drop_down")
-                + get("drop_mtu")
-                + get("drop_police");
+            let drops = vemu_control::report::DROP_COUNTERS.iter().map(|(_, k)| get(k)).sum();
             let now =
                 Prev { t_ns, tx_bytes: get("tx_bytes"), tx_frames: get("tx_frames"), drops, hist };
             let prev = self

@@ -195,28 +195,7 @@ fn host_nodes_that_cannot_be_are_refused() {
 fn the_lab_reaches_beyond_the_machine_through_a_host_node_with_nat() {
     let _g = serial();
     let _host = StandIn::new();
-    const OUT: &str = "t-edge-out";
-    let _ = Command::new("ip").args(["netns", "del", OUT]).output();
-    let o = Command::new("ip").args(["netns", "add", OUT]).output().unwrap();
-    assert!(o.status.success(), "{}", text(&o));
-    struct Gone;
-    impl Drop for Gone {
-        fn drop(&mut self) {
-            let _ = Command::new("ip").args(["netns", "del", OUT]).output();
-        }
-    }
-    let _gone = Gone;
-    for args in [
-        &["ip", "link", "add", "vt-nic0", "type", "veth", "peer", "name", "vt-nic1", "netns", OUT]
-            [..],
-        &["ip", "addr", "add", "198.51.100.1/24", "dev", "vt-nic0"],
-        &["ip", "link", "set", "vt-nic0", "up"],
-        &["ip", "-n", OUT, "addr", "add", "198.51.100.2/24", "dev", "vt-nic1"],
-        &["ip", "-n", OUT, "link", "set", "vt-nic1", "up"],
-    ] {
-        let o = in_host(args);
-        assert!(o.status.success(), "{args:?}: {}", text(&o));
-    }
+    let outside = Outside::make("t-edge-out", "vt-nic0", in_host);
     let forward = || text(&in_host(&["cat", "/proc/sys/net/ipv4/ip_forward"])).trim().to_string();
     let forward_before = forward();
     let yaml = "name: t-edge-nat
@@ -238,8 +217,7 @@ links:
     let (_, got, avg_ms) = parse_ping(&out);
     assert_eq!(got, 3, "{out}");
     assert!((10.0..40.0).contains(&avg_ms), "RTT {avg_ms} ms across a 5 ms link each way: {out}");
-    let o = Command::new("ip").args(["-n", OUT, "route", "get", "10.77.1.2"]).output().unwrap();
-    assert!(!o.status.success(), "the outside has a route to the lab: {}", text(&o));
+    assert!(!outside.routes_to("10.77.1.2"), "the outside has a route to the lab");
     assert!(text(&in_host(&["nft", "list", "tables"])).contains("vemu_mgmt_"), "no NAT table");
     assert_eq!(forward(), "1");
     drop(lab);

@@ -88,40 +88,6 @@ fn a_management_network_too_small_for_the_lab_is_refused() {
     );
 }
 
-/// A namespace standing in for "the outside" (what lies beyond the machine), joined to
-/// the machine by a veth pair: 198.51.100.2 there, 198.51.100.1 here; it has no route
-/// to any lab. Removed when dropped.
-struct Outside;
-
-impl Outside {
-    fn make() -> Outside {
-        Outside::remove();
-        for cmd in [
-            "ip netns add vemu-t-outside",
-            "ip link add vt-out0 type veth peer name vt-out1 netns vemu-t-outside",
-            "ip addr add 198.51.100.1/24 dev vt-out0",
-            "ip link set vt-out0 up",
-            "ip -n vemu-t-outside addr add 198.51.100.2/24 dev vt-out1",
-            "ip -n vemu-t-outside link set vt-out1 up",
-        ] {
-            let o = Command::new("sh").args(["-c", cmd]).output().unwrap();
-            assert!(o.status.success(), "{cmd}: {}", text(&o));
-        }
-        Outside
-    }
-
-    fn remove() {
-        let _ = Command::new("ip").args(["link", "del", "vt-out0"]).output();
-        let _ = Command::new("ip").args(["netns", "del", "vemu-t-outside"]).output();
-    }
-}
-
-impl Drop for Outside {
-    fn drop(&mut self) {
-        Outside::remove();
-    }
-}
-
 fn ip_forward() -> String {
     std::fs::read_to_string("/proc/sys/net/ipv4/ip_forward").unwrap().trim().to_string()
 }
@@ -133,7 +99,7 @@ fn ip_forward() -> String {
 #[test]
 fn nat_takes_the_nodes_beyond_the_machine_and_goes_with_the_lab() {
     let _g = serial();
-    let _outside = Outside::make();
+    let outside = Outside::make("vemu-t-outside", "vt-out0", here);
     let forward_before = ip_forward();
     let yaml = "mgmt: {ipv4: 10.198.0.0/24, nat: true}\nnodes: {a: {}, b: {}}\nlinks:\n  - endpoints: [a, b]\n";
     let lab = Lab::up("t-mgmt-nat", yaml);
@@ -145,11 +111,7 @@ fn nat_takes_the_nodes_beyond_the_machine_and_goes_with_the_lab() {
     let (code, out) = lab.sh("a", "ping -c 2 -W 2 198.51.100.2");
     assert_eq!(code, 0, "a cannot reach the outside through the machine: {out}");
     // The outside could only have answered the machine: it has no way to the node.
-    let o = Command::new("ip")
-        .args(["-n", "vemu-t-outside", "route", "get", "10.198.0.2"])
-        .output()
-        .unwrap();
-    assert!(!o.status.success(), "the outside has a route to the lab: {}", text(&o));
+    assert!(!outside.routes_to("10.198.0.2"), "the outside has a route to the lab");
     let tables = Command::new("nft").args(["list", "tables"]).output().unwrap();
     assert!(String::from_utf8_lossy(&tables.stdout).contains("vemu_mgmt_"), "no NAT table");
     assert_eq!(ip_forward(), "1");

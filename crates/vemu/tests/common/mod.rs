@@ -212,3 +212,60 @@ pub fn chain(name: &str, delays_ms: &[f64], extra: &str) -> String {
     }
     y
 }
+
+/// A namespace standing in for "the outside" (what lies beyond the machine): joined to
+/// the machine by a veth pair (`nic` on the machine, 198.51.100.1/24; 198.51.100.2/24
+/// beyond), with no route to any lab — only masquerading can answer a lab's node.
+/// `on_machine` runs a command on the machine (the test's own network namespace, or a
+/// stand-in machine's). Removed when dropped.
+pub struct Outside {
+    pub ns: &'static str,
+    nic: &'static str,
+    on_machine: fn(&[&str]) -> Output,
+}
+
+impl Outside {
+    pub fn make(ns: &'static str, nic: &'static str, on_machine: fn(&[&str]) -> Output) -> Outside {
+        let o = Outside { ns, nic, on_machine };
+        o.remove();
+        let far = format!("{nic}-far");
+        let run = |args: &[&str]| {
+            let out = on_machine(args);
+            assert!(out.status.success(), "{args:?}: {}", text(&out));
+        };
+        let out = Command::new("ip").args(["netns", "add", ns]).output().unwrap();
+        assert!(out.status.success(), "ip netns add {ns}: {}", text(&out));
+        run(&["ip", "link", "add", nic, "type", "veth", "peer", "name", &far, "netns", ns]);
+        run(&["ip", "addr", "add", "198.51.100.1/24", "dev", nic]);
+        run(&["ip", "link", "set", nic, "up"]);
+        run(&["ip", "-n", ns, "addr", "add", "198.51.100.2/24", "dev", &far]);
+        run(&["ip", "-n", ns, "link", "set", &far, "up"]);
+        o
+    }
+
+    /// Whether the outside has a route to `addr` (it must not, to a lab's node).
+    pub fn routes_to(&self, addr: &str) -> bool {
+        Command::new("ip")
+            .args(["-n", self.ns, "route", "get", addr])
+            .output()
+            .unwrap()
+            .status
+            .success()
+    }
+
+    fn remove(&self) {
+        let _ = (self.on_machine)(&["ip", "link", "del", self.nic]);
+        let _ = Command::new("ip").args(["netns", "del", self.ns]).output();
+    }
+}
+
+impl Drop for Outside {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
+/// A command run in the test's own network namespace (the machine, for [`Outside`]).
+pub fn here(args: &[&str]) -> Output {
+    Command::new(args[0]).args(&args[1..]).output().unwrap()
+}
