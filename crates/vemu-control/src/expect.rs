@@ -80,6 +80,8 @@ struct Progress {
     drops_from: Option<u64>,
     /// A check that failed its deadline: until when it is still probed.
     late_until: Option<u64>,
+    /// A `flow` check: the traffic flow started for it (its id), once started.
+    flow: Option<u32>,
     /// A check resolved by a measurement (passed or failed): when. A window of the
     /// monitor that covers it and comes later still makes it untrustworthy.
     resolved_at: Option<u64>,
@@ -145,7 +147,10 @@ impl Judge {
                 (self.results[*i].outcome == Outcome::Pending
                     || self.progress[*i].late_until.is_some())
                     && now_ns >= e.start_ns
-                    && !matches!(e.check, Check::Fidelity { .. } | Check::Drops { .. })
+                    && !matches!(
+                        e.check,
+                        Check::Fidelity { .. } | Check::Drops { .. } | Check::Flow { .. }
+                    )
             })
             .map(|(i, e)| (i, &e.check))
             .collect()
@@ -251,6 +256,67 @@ impl Judge {
         }
     }
 
+    /// The `flow` checks whose flow is to start at `now_ns` (started, pending, no flow
+    /// yet), with the check.
+    pub fn flows_to_start(&self, now_ns: u64) -> Vec<(usize, &Expectation)> {
+        (0..self.checks.len())
+            .filter(|&i| {
+                matches!(self.checks[i].check, Check::Flow { .. })
+                    && self.results[i].outcome == Outcome::Pending
+                    && now_ns >= self.results[i].start_ns
+                    && self.progress[i].flow.is_none()
+            })
+            .map(|i| (i, &self.checks[i]))
+            .collect()
+    }
+
+    /// Check `i`'s flow started as traffic flow `id` — or could not start (`Err`: why),
+    /// which fails the check.
+    pub fn flow_started(&mut self, i: usize, now_ns: u64, id: Result<u32, String>) {
+        match id {
+            Ok(id) => {
+                self.progress[i].flow = Some(id);
+                self.results[i].detail = "its flow is running".into();
+            }
+            Err(why) => {
+                let r = &mut self.results[i];
+                r.outcome = Outcome::Failed;
+                r.detail = format!("its flow could not start: {why}");
+                self.distrust(i, now_ns);
+            }
+        }
+    }
+
+    /// The `flow` checks to judge at `now_ns` (their flow has run and settled): the
+    /// check and its flow's id.
+    pub fn flows_to_judge(&self, now_ns: u64) -> Vec<(usize, u32)> {
+        (0..self.checks.len())
+            .filter(|&i| {
+                self.results[i].outcome == Outcome::Pending && now_ns >= self.results[i].deadline_ns
+            })
+            .filter_map(|i| Some((i, self.progress[i].flow?)))
+            .collect()
+    }
+
+    /// Check `i`'s flow as measured at `now_ns` (or why it could not be): passed when it
+    /// meets every bound, each measured value beside its bound.
+    pub fn flow_measured(&mut self, i: usize, now_ns: u64, m: Result<FlowMeasure, String>) {
+        let Check::Flow { bounds, duration_ns, .. } = &self.checks[i].check else { return };
+        let r = &mut self.results[i];
+        let m = match m {
+            Ok(m) => m,
+            Err(why) => {
+                (r.outcome, r.detail) = (Outcome::Failed, format!("its flow's records: {why}"));
+                self.distrust(i, now_ns);
+                return;
+            }
+        };
+        let (said, ok) = m.against(bounds, *duration_ns);
+        r.outcome = if ok { Outcome::Passed } else { Outcome::Failed };
+        r.detail = said;
+        self.distrust(i, now_ns);
+    }
+
     /// A check's deadline.
     pub fn deadline_ns(&self, i: usize) -> u64 {
         self.results[i].deadline_ns
@@ -283,7 +349,7 @@ impl Judge {
             let r = &mut self.results[i];
             if r.outcome != Outcome::Pending
                 || now_ns < r.deadline_ns
-                || matches!(self.checks[i].check, Check::Drops { .. })
+                || matches!(self.checks[i].check, Check::Drops { .. } | Check::Flow { .. })
             {
                 continue;
             }
@@ -332,6 +398,78 @@ impl Judge {
             fmt_ns(to)
         );
         r.outcome = Outcome::Untrustworthy;
+    }
+}
+
+/// What a flow delivered, from its records: packets sent and delivered (once each), the
+/// delivered packets' one-way delays, ns, in order.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FlowMeasure {
+    pub sent: u64,
+    pub delivered: u64,
+    pub delays_ns: Vec<u64>,
+    pub size_bytes: usize,
+}
+
+impl FlowMeasure {
+    /// The delay below which `pct` % of the delivered packets were (100: the longest).
+    pub fn delay_ns(&self, pct: u8) -> Option<u64> {
+        let n = self.delays_ns.len();
+        let k = (n as f64 * f64::from(pct) / 100.0).ceil() as usize;
+        self.delays_ns.get(k.clamp(1, n.max(1)) - 1).copied()
+    }
+
+    /// Each bound with what was measured (`delivery 99.4% ≥ 99.0%, delay p95 12.1 ms ≤
+    /// 30.0 ms`), and whether all hold. A flow that delivered nothing meets no delay
+    /// bound.
+    pub fn against(
+        &self,
+        b: &vemu_scenario::expect::FlowBounds,
+        duration_ns: u64,
+    ) -> (String, bool) {
+        let mut parts = Vec::new();
+        let mut ok = true;
+        let mut say = |holds: bool, text: String| {
+            ok &= holds;
+            parts.push(text);
+        };
+        if let Some(want) = b.delivery {
+            let got = if self.sent > 0 { self.delivered as f64 / self.sent as f64 } else { 0.0 };
+            let op = if got >= want { "≥" } else { "<" };
+            let text = format!(
+                "delivery {:.1}% {op} {:.1}% ({} of {})",
+                got * 100.0,
+                want * 100.0,
+                self.delivered,
+                self.sent
+            );
+            say(got >= want, text);
+        }
+        for &(pct, want) in &b.delay_ns {
+            let name = if pct == 100 { "max".to_string() } else { format!("p{pct}") };
+            match self.delay_ns(pct) {
+                Some(got) => {
+                    let op = if got <= want { "≤" } else { ">" };
+                    say(got <= want, format!("delay {name} {} {op} {}", fmt_ns(got), fmt_ns(want)));
+                }
+                None => say(false, format!("delay {name}: nothing delivered")),
+            }
+        }
+        if let Some(want) = b.goodput_bps {
+            let bits = self.delivered as f64 * self.size_bytes as f64 * 8.0;
+            let got = (bits / (duration_ns.max(1) as f64 / 1e9)).round() as u64;
+            let op = if got >= want { "≥" } else { "<" };
+            say(got >= want, format!("goodput {} {op} {}", fmt_bps(got), fmt_bps(want)));
+        }
+        (parts.join(", "), ok)
+    }
+}
+
+fn fmt_bps(bps: u64) -> String {
+    match bps {
+        b if b >= 1_000_000_000 => format!("{:.2} Gbit/s", b as f64 / 1e9),
+        b if b >= 1_000_000 => format!("{:.2} Mbit/s", b as f64 / 1e6),
+        b => format!("{:.1} kbit/s", b as f64 / 1e3),
     }
 }
 
@@ -498,6 +636,83 @@ mod tests {
         j.window(0, 11 * S, Verdict::Ok);
         assert!(j.done() && !j.needs_link_drops(11 * S));
     }
+
+    #[test]
+    fn a_flow_check_starts_its_flow_and_is_judged_by_its_bounds_once_it_has_run() {
+        use vemu_scenario::expect::FlowBounds;
+        let check = |name: &str, start_s: u64, bounds: FlowBounds| Expectation {
+            name: name.into(),
+            start_ns: start_s * S,
+            after: None,
+            within_ns: 12 * S,
+            check: Check::Flow {
+                from: "h1".into(),
+                to: "h2".into(),
+                size_bytes: 1000,
+                rate_pps: 100.0,
+                duration_ns: 10 * S,
+                bounds,
+            },
+        };
+        let tight = FlowBounds {
+            delivery: Some(0.99),
+            delay_ns: vec![(95, 15_000_000)],
+            goodput_bps: None,
+        };
+        let loose = FlowBounds {
+            delivery: Some(0.8),
+            delay_ns: vec![(50, 15_000_000), (100, 40_000_000)],
+            goodput_bps: Some(700_000),
+        };
+        let mut j = Judge::new(vec![
+            check("tight", 0, tight),
+            check("loose", 0, loose),
+            check("later", 5, FlowBounds { delivery: Some(0.5), ..Default::default() }),
+        ]);
+        assert!(j.due(0).is_empty(), "nothing to probe in a node");
+        assert_eq!(j.flows_to_start(0).iter().map(|(i, _)| *i).collect::<Vec<_>>(), [0, 1]);
+        j.flow_started(0, 0, Ok(7));
+        j.flow_started(1, 0, Ok(8));
+        assert!(j.flows_to_start(S).is_empty(), "started once");
+        assert_eq!(j.flows_to_start(5 * S).len(), 1, "the third starts at 5 s");
+        j.flow_started(2, 5 * S, Err("node 'h2' is stopped".into()));
+        assert_eq!(
+            j.results()[2].line(),
+            "later: FAILED, its flow could not start: node 'h2' is stopped"
+        );
+        // Not judged before the flow has run and settled; ticks leave it to its records.
+        assert!(j.flows_to_judge(11 * S).is_empty());
+        j.tick(12 * S, Verdict::Ok);
+        assert_eq!(j.results()[0].outcome, Outcome::Pending);
+        assert_eq!(j.flows_to_judge(12 * S), [(0, 7), (1, 8)]);
+        // 900 of 1000 delivered, delays 10 ms for most, 30 ms for the slowest 10.
+        let delays: Vec<u64> =
+            (0..900).map(|k| if k < 890 { 10_000_000 } else { 30_000_000 }).collect();
+        let m = FlowMeasure { sent: 1000, delivered: 900, delays_ns: delays, size_bytes: 1000 };
+        j.flow_measured(0, 12 * S, Ok(m.clone()));
+        j.flow_measured(1, 12 * S, Ok(m));
+        assert_eq!(j.results()[0].outcome, Outcome::Failed);
+        assert_eq!(
+            j.results()[0].detail,
+            "delivery 90.0% < 99.0% (900 of 1000), delay p95 10.0 ms ≤ 15.0 ms"
+        );
+        assert_eq!(j.results()[1].outcome, Outcome::Passed);
+        assert_eq!(j.results()[1].detail, "delivery 90.0% ≥ 80.0% (900 of 1000), delay p50 10.0 ms ≤ 15.0 ms, delay max 30.0 ms ≤ 40.0 ms, goodput 720.0 kbit/s ≥ 700.0 kbit/s");
+        // A window judged bad over the flow's run makes its result untrustworthy.
+        j.window(3 * S, 4 * S, Verdict::Invalid);
+        assert_eq!(j.results()[1].outcome, Outcome::Untrustworthy);
+        j.window(4 * S, 13 * S, Verdict::Ok);
+        assert!(j.done());
+    }
+
+    #[test]
+    fn a_flow_that_delivered_nothing_meets_no_delay_bound() {
+        let m = FlowMeasure { sent: 10, ..Default::default() };
+        let b = vemu_scenario::expect::FlowBounds { delay_ns: vec![(99, S)], ..Default::default() };
+        assert_eq!(m.against(&b, S), ("delay p99: nothing delivered".to_string(), false));
+        let m = FlowMeasure { sent: 3, delivered: 3, delays_ns: vec![1, 2, 3], size_bytes: 24 };
+        assert_eq!((m.delay_ns(50), m.delay_ns(95), m.delay_ns(100)), (Some(2), Some(3), Some(3)));
+    }
 }
 
 /// Probing checks in the lab's nodes: the judge's driver.
@@ -519,7 +734,9 @@ pub(crate) mod probe {
             return (false, "checks in labs across machines are not judged yet".into());
         };
         match check {
-            Check::Drops { .. } => (false, "judged by the controller, not in a node".into()),
+            Check::Drops { .. } | Check::Flow { .. } => {
+                (false, "judged by the controller, not in a node".into())
+            }
             Check::Reach { to, port: None, .. } => {
                 let (code, out, err) =
                     run(&door, &["ping", "-c", "1", "-W", "1", &to.to_string()], PROBE_S);

@@ -27,6 +27,24 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * q).round() as usize]
 }
 
+/// What flow `f` delivered, from its records in `log_dir`: each packet counted once,
+/// delays in order.
+pub fn flow_measure(log_dir: &Path, f: &Flow) -> Result<crate::expect::FlowMeasure> {
+    let sent = rows(&log_dir.join(&f.sent_file))?.len() as u64;
+    let mut got = rows(&log_dir.join(&f.received_file))?;
+    got.sort_by_key(|r| r[0]);
+    got.dedup_by_key(|r| r[0]);
+    let mut delays_ns: Vec<u64> =
+        got.iter().filter(|r| r.len() >= 3).map(|r| r[2].saturating_sub(r[1])).collect();
+    delays_ns.sort_unstable();
+    Ok(crate::expect::FlowMeasure {
+        sent,
+        delivered: got.len() as u64,
+        delays_ns,
+        size_bytes: f.size_bytes,
+    })
+}
+
 /// Delivery, delay and overhead of every flow of a lab's run; `stats` are the engine's
 /// counters (`GET /v1/stats`) at the end of the run or now.
 pub fn report(log_dir: &Path, stats: Option<&Value>) -> Result<Value> {
@@ -39,17 +57,9 @@ pub fn report(log_dir: &Path, stats: Option<&Value>) -> Result<Value> {
     let mut out = Vec::new();
     let (mut all_sent, mut all_got, mut all_delays) = (0u64, 0u64, Vec::new());
     for f in &flows {
-        let sent = rows(&log_dir.join(&f.sent_file))?.len() as u64;
-        let mut got = rows(&log_dir.join(&f.received_file))?;
-        got.sort_by_key(|r| r[0]);
-        got.dedup_by_key(|r| r[0]);
-        let mut delays: Vec<f64> = got
-            .iter()
-            .filter(|r| r.len() >= 3)
-            .map(|r| r[2].saturating_sub(r[1]) as f64 / 1e6)
-            .collect();
-        delays.sort_by(f64::total_cmp);
-        let n = got.len() as u64;
+        let m = flow_measure(log_dir, f)?;
+        let (sent, n) = (m.sent, m.delivered);
+        let delays: Vec<f64> = m.delays_ns.iter().map(|&d| d as f64 / 1e6).collect();
         out.push(json!({
             "flow": f.id, "from": f.from, "to": f.to, "sent": sent, "delivered": n,
             "pdr": if sent > 0 { n as f64 / sent as f64 } else { f64::NAN },

@@ -115,6 +115,64 @@ fn link_drops(c: &mut Controller, now_ns: u64) {
     }
 }
 
+/// Start the flows of the `flow` checks that start at `now_ns` (as `vemu traffic cbr`
+/// does, from the check's start).
+fn start_flows(c: &mut Controller, now_ns: u64) {
+    let starting: Vec<(usize, crate::traffic::CbrRequest)> = c
+        .judge
+        .flows_to_start(now_ns)
+        .into_iter()
+        .filter_map(|(i, e)| match &e.check {
+            vemu_scenario::expect::Check::Flow {
+                from,
+                to,
+                size_bytes,
+                rate_pps,
+                duration_ns,
+                ..
+            } => Some((
+                i,
+                crate::traffic::CbrRequest {
+                    from: from.clone(),
+                    to: to.clone(),
+                    size_bytes: *size_bytes,
+                    rate_pps: *rate_pps,
+                    start_ns: Some(e.start_ns),
+                    duration_ns: Some(*duration_ns),
+                    count: None,
+                    to_addr: None,
+                },
+            )),
+            _ => None,
+        })
+        .collect();
+    for (i, r) in starting {
+        let id = match c.traffic_cbr(r) {
+            Ok(v) => v["id"].as_u64().map(|id| id as u32).ok_or_else(|| "no flow id".to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        c.judge.flow_started(i, now_ns, id);
+    }
+}
+
+/// Judge the `flow` checks whose flows have run, from their records (gathered here
+/// from the other machines first).
+fn judge_flows(c: &mut Controller, now_ns: u64) {
+    let due = c.judge.flows_to_judge(now_ns);
+    if due.is_empty() {
+        return;
+    }
+    let _ = c.collect_traffic();
+    let log = vemu_host::LabPaths::new(&c.plan.name).log_dir();
+    for (i, id) in due {
+        let m = match c.flows.iter().find(|f| f.id == id) {
+            Some(f) => crate::report::flow_measure(&log, f).map_err(|e| format!("{e:#}")),
+            None => Err(format!("no flow {id}")),
+        };
+        c.judge.flow_measured(i, now_ns, m);
+    }
+}
+
 /// How often the judge probes the checks that are due.
 const PROBE_EVERY: Duration = Duration::from_millis(200);
 
@@ -136,6 +194,7 @@ pub(crate) fn expectations(ctl: Arc<Mutex<Controller>>, clock: LabClock) -> Back
                 link_drops(&mut c, now);
             }
         }
+        start_flows(&mut ctl.locked(), now);
         let due: Vec<_> = {
             let c = ctl.locked();
             c.judge
@@ -145,7 +204,7 @@ pub(crate) fn expectations(ctl: Arc<Mutex<Controller>>, clock: LabClock) -> Back
                     let node = match check {
                         Check::Reach { from, .. } => from,
                         Check::Route { node, .. } | Check::Run { node, .. } => node,
-                        Check::Fidelity { .. } | Check::Drops { .. } => "",
+                        Check::Fidelity { .. } | Check::Drops { .. } | Check::Flow { .. } => "",
                     };
                     let left_s = c.judge.deadline_ns(i).saturating_sub(now) as f64 / 1e9;
                     (i, check.clone(), c.door(node), left_s)
@@ -176,6 +235,7 @@ pub(crate) fn expectations(ctl: Arc<Mutex<Controller>>, clock: LabClock) -> Back
             let t = clock.now_ns();
             let run = if c.judge.needs_run_verdict(t) { c.run_verdict() } else { Verdict::Ok };
             link_drops(&mut c, t);
+            judge_flows(&mut c, t);
             c.judge.tick(t, run);
             for (r, was) in c.judge.results().iter().zip(before) {
                 if was == Outcome::Pending && r.outcome != Outcome::Pending {

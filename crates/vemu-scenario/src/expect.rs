@@ -1,7 +1,8 @@
 //! Checks a lab judges while it runs (`expect:`; issue 43): each with a name, a start
 //! (when the lab is up, a time on the lab clock, or a named event of the timeline), a
 //! deadline, and what must hold by then — a node reaching another, a route, a command's
-//! result, the fidelity verdict. The scenario parser reads them ([`ExpectDef`]); the plan
+//! result, the fidelity verdict, a link's drops, a traffic flow's delivery, delay and
+//! goodput. The scenario parser reads them ([`ExpectDef`]); the plan
 //! resolves their names to nodes and addresses ([`Expectation`]) so that whoever judges
 //! them needs nothing but the plan.
 
@@ -28,7 +29,7 @@ pub struct Expectation {
 }
 
 /// What must hold.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Check {
     /// `from` reaches `to` (`to_name` as written: a node, whose first address it is, or
@@ -45,7 +46,36 @@ pub enum Check {
     /// Link `link` (index in the plan; `link_name` as written) drops at most `at_most`
     /// frames (both directions, every reason) from the check's start to its deadline.
     Drops { link: usize, link_name: String, at_most: u64 },
+    /// A UDP flow of `rate_pps` packets of `size_bytes` from `from` to `to` (their
+    /// first addresses) sent for `duration_ns` from the check's start, judged once it has
+    /// ended (and [`FLOW_SETTLE_NS`] more for what is still on its way) by `bounds`.
+    Flow {
+        from: String,
+        to: String,
+        size_bytes: usize,
+        rate_pps: f64,
+        duration_ns: u64,
+        bounds: FlowBounds,
+    },
 }
+
+/// What a flow must show to pass: each bound given.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FlowBounds {
+    /// The fraction of its packets delivered, at least (`delivery: 99%`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivery: Option<f64>,
+    /// Percentiles of the one-way delay of the delivered packets, at most: (percent,
+    /// ns) — `delay_p50`, `delay_p95`, `delay_p99`, `delay_max` (100).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub delay_ns: Vec<(u8, u64)>,
+    /// What it delivered, payload bits over its duration, at least (`goodput: 900kbit`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goodput_bps: Option<u64>,
+}
+
+/// How long after a flow's last packet its check waits for what is still on its way.
+pub const FLOW_SETTLE_NS: u64 = 2_000_000_000;
 
 impl Check {
     /// How it reads in a result line: `reach h1 → h9`, `route r1 10.9.0.0/24 via r2`.
@@ -64,6 +94,10 @@ impl Check {
             Check::Drops { link_name, at_most, .. } => {
                 format!("drops on {link_name} at most {at_most}")
             }
+            Check::Flow { from, to, size_bytes, rate_pps, duration_ns, .. } => format!(
+                "flow {from} → {to} ({rate_pps} packets/s of {size_bytes} B for {} s)",
+                *duration_ns as f64 / 1e9
+            ),
         }
     }
 }
@@ -83,11 +117,37 @@ pub struct ExpectDef {
 /// A check as written: nodes by name, `to` a node or an address.
 #[derive(Debug, Clone)]
 pub enum CheckDef {
-    Reach { from: String, to: String, port: Option<u16> },
-    Route { node: String, prefix: IpNet, via: Option<String> },
-    Run { node: String, cmd: String, exit: i32, output: Option<String> },
-    Fidelity { worst: String },
-    Drops { link: String, at_most: u64 },
+    Reach {
+        from: String,
+        to: String,
+        port: Option<u16>,
+    },
+    Route {
+        node: String,
+        prefix: IpNet,
+        via: Option<String>,
+    },
+    Run {
+        node: String,
+        cmd: String,
+        exit: i32,
+        output: Option<String>,
+    },
+    Fidelity {
+        worst: String,
+    },
+    Drops {
+        link: String,
+        at_most: u64,
+    },
+    Flow {
+        from: String,
+        to: String,
+        size_bytes: usize,
+        rate_pps: f64,
+        duration_ns: u64,
+        bounds: FlowBounds,
+    },
 }
 
 /// Longest deadline of a check (a day: longer is a mistake, not a test).

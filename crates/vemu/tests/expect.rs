@@ -82,6 +82,29 @@ expect:
     assert!(lab_netns("t-expect6").is_empty());
 }
 
+/// examples/manet-delivery-test.yaml (issue 43): babeld routes n1 to n3 over two radio
+/// hops; two UDP flows started by their checks are judged from their records — one
+/// delivers ≥ 95 % within 50 ms (passed), the other cannot have every packet within 1 ms
+/// over two hops of airtime (failed, its longest delay beside the bound).
+#[test]
+fn manet_flows_are_judged_by_what_they_delivered() {
+    let _g = serial();
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/manet-delivery-test.yaml");
+    let o = vemu(&["test", path.to_str().unwrap()]);
+    let t = text(&o);
+    eprintln!("{t}");
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    let line = |name: &str| t.lines().find(|l| l.starts_with(name)).unwrap_or_default().to_string();
+    let video = line("video delivered: ");
+    assert!(video.starts_with("video delivered: passed, delivery "), "{t}");
+    assert!(video.contains("% ≥ 95.0% (") && video.contains(" of 200), delay p95 "), "{t}");
+    let tight = line("every packet within 1 ms: ");
+    assert!(tight.starts_with("every packet within 1 ms: FAILED, delay max "), "{t}");
+    assert!(tight.ends_with(" > 1.0 ms"), "{t}");
+    assert!(lab_netns("manet-delivery").is_empty());
+}
+
 /// examples/frr-convergence-test.yaml (issue 43): an OSPF ring of FRR routers judged by
 /// the lab — converged, the short way before the cut, rerouted the long way within 5 s
 /// of it, and not within 1 ms (failed, with the time it did take beside the bound).

@@ -8,19 +8,20 @@
 //!   - {run: {node: h1, cmd: 'curl -s http://h9/', exit: 0, output: hello}, within: 10s}
 //!   - {fidelity: ok, within: 60s}
 //!   - {drops: {link: r1:r2, at_most: 10}, within: 30s}
+//!   - {after: cut, flow: {from: h1, to: h9, rate: 100, size: 1200, duration: 10s, delivery: 99%, delay_p95: 30ms}}
 //! ```
 
 use super::*;
 use crate::expect::{CheckDef, ExpectDef, MAX_WITHIN_NS};
 
 /// The kinds of check, one per entry.
-const CHECKS: &[&str] = &["reach", "route", "run", "fidelity", "drops"];
+const CHECKS: &[&str] = &["reach", "route", "run", "fidelity", "drops", "flow"];
 
 pub(crate) fn expectation(p: &mut P, node: &Node, field: &str) -> Option<ExpectDef> {
     let entries = p.map(
         node,
         field,
-        &["name", "at", "after", "within", "reach", "route", "run", "fidelity", "drops"],
+        &["name", "at", "after", "within", "reach", "route", "run", "fidelity", "drops", "flow"],
     );
     let (mut name, mut at_ns, mut after, mut within_ns) = (None, None, None, None);
     let mut checks: Vec<(&str, Option<CheckDef>)> = Vec::new();
@@ -43,15 +44,33 @@ pub(crate) fn expectation(p: &mut P, node: &Node, field: &str) -> Option<ExpectD
             "route" => checks.push(("route", route(p, v, &f))),
             "run" => checks.push(("run", run(p, v, &f))),
             "drops" => checks.push(("drops", drops(p, v, &f))),
+            "flow" => checks.push(("flow", flow(p, v, &f))),
             _ => checks.push(("fidelity", fidelity(p, v, &f))),
         }
     }
     if at_ns.is_some() && after.is_some() {
         p.err(node.mark, field, "a check starts 'at' a time or 'after' an event, not both");
     }
-    let Some(within_ns) = within_ns else {
-        p.err(node.mark, field, "a check needs 'within' (how long it may take to hold, e.g. 5s)");
-        return None;
+    let flow_lasts = match checks.as_slice() {
+        [(_, Some(CheckDef::Flow { duration_ns, .. }))] => Some(*duration_ns),
+        _ => None,
+    };
+    // A flow is judged once it has run (and what it sent has arrived).
+    let within_ns = match (within_ns, flow_lasts) {
+        (Some(w), Some(d)) if w < d => {
+            p.err(node.mark, field, "'within' leaves the flow no time to run (it is judged once its duration has passed)");
+            return None;
+        }
+        (Some(w), _) => w,
+        (None, Some(d)) => d.saturating_add(crate::expect::FLOW_SETTLE_NS),
+        (None, None) => {
+            p.err(
+                node.mark,
+                field,
+                "a check needs 'within' (how long it may take to hold, e.g. 5s)",
+            );
+            return None;
+        }
     };
     let check = match checks.len() {
         1 => checks.pop()?.1?,
@@ -158,6 +177,102 @@ fn drops(p: &mut P, v: &Node, f: &str) -> Option<CheckDef> {
         (Some(link), Some(at_most)) => Some(CheckDef::Drops { link, at_most }),
         _ => {
             p.err(v.mark, f, "drops needs 'link' (NODE:NODE or its name) and 'at_most' (frames)");
+            None
+        }
+    }
+}
+
+/// Most packets a flow check may send (its rate × duration).
+const MAX_FLOW_PACKETS: f64 = 1_000_000.0;
+
+fn flow(p: &mut P, v: &Node, f: &str) -> Option<CheckDef> {
+    let keys = [
+        "from",
+        "to",
+        "size",
+        "rate",
+        "duration",
+        "delivery",
+        "delay_p50",
+        "delay_p95",
+        "delay_p99",
+        "delay_max",
+        "goodput",
+    ];
+    let (mut from, mut to, mut duration_ns) = (None, None, None);
+    let (mut size_bytes, mut rate_pps) = (1000usize, None);
+    let mut bounds = crate::expect::FlowBounds::default();
+    for (k, _, x) in p.map(v, f, &keys) {
+        let kf = join(f, k);
+        match k {
+            "from" => from = p.string(x, &kf),
+            "to" => to = p.string(x, &kf),
+            "size" => {
+                size_bytes = p
+                    .scalar(x, &kf, |s| match s.trim_end_matches('B').trim().parse::<usize>() {
+                        Ok(n @ 24..=65000) => Ok(n),
+                        _ => Err(format!("expected a UDP payload of 24 to 65000 bytes, got '{s}'")),
+                    })
+                    .unwrap_or(size_bytes)
+            }
+            "rate" => {
+                rate_pps =
+                    p.scalar(x, &kf, |s| match s.trim_end_matches("pps").trim().parse::<f64>() {
+                        Ok(r) if r > 0.0 && r <= 1e6 => Ok(r),
+                        _ => Err(format!(
+                        "expected packets per second, more than 0 and at most 1000000, got '{s}'"
+                    )),
+                    })
+            }
+            "duration" => {
+                duration_ns = p.scalar(x, &kf, |s| match units::duration_ns(s) {
+                    Ok(0) => Err(format!("a flow runs for more than 0 s, got '{s}'")),
+                    Ok(n) if n > MAX_WITHIN_NS => {
+                        Err(format!("a flow runs at most a day, got '{s}'"))
+                    }
+                    r => r,
+                })
+            }
+            "delivery" => bounds.delivery = p.scalar(x, &kf, units::percent),
+            "goodput" => bounds.goodput_bps = p.scalar(x, &kf, units::rate_bps),
+            _ => {
+                let pct = match k {
+                    "delay_p50" => 50,
+                    "delay_p95" => 95,
+                    "delay_p99" => 99,
+                    _ => 100,
+                };
+                if let Some(ns) = p.scalar(x, &kf, units::duration_ns) {
+                    bounds.delay_ns.push((pct, ns));
+                }
+            }
+        }
+    }
+    bounds.delay_ns.sort_unstable();
+    if bounds.delivery.is_none() && bounds.delay_ns.is_empty() && bounds.goodput_bps.is_none() {
+        p.err(v.mark, f, "a flow check needs a bound: delivery (e.g. 99%), delay_p50/p95/p99/max (e.g. 30ms) or goodput (e.g. 1Mbit)");
+        return None;
+    }
+    match (from, to, rate_pps, duration_ns) {
+        (Some(from), Some(to), Some(rate_pps), Some(duration_ns)) => {
+            if rate_pps * duration_ns as f64 / 1e9 > MAX_FLOW_PACKETS {
+                p.err(
+                    v.mark,
+                    f,
+                    format!(
+                        "a flow check sends at most {MAX_FLOW_PACKETS} packets (rate × duration)"
+                    ),
+                );
+                return None;
+            }
+            Some(CheckDef::Flow { from, to, size_bytes, rate_pps, duration_ns, bounds })
+        }
+        _ => {
+            p.err(
+                v.mark,
+                f,
+                "flow needs 'from' and 'to' (nodes), 'rate' (packets/s) and 'duration'",
+            );
             None
         }
     }

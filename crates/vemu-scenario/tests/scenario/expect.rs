@@ -25,11 +25,31 @@ fn checks_are_resolved_to_nodes_addresses_and_the_lab_clock() {
   - {{run: {{node: r2, cmd: 'test -e /etc/hosts', exit: 0, output: ''}}, within: 1s}}
   - {{fidelity: ok, within: 10s}}
   - {{drops: {{link: r2:r1, at_most: 10}}, within: 10s}}
+  - {{after: cut-r1-r2, flow: {{from: r1, to: r2, rate: 50, size: 200, duration: 10s, delivery: 99%, delay_p95: 30ms, delay_max: 1s, goodput: 70kbit}}}}
 "
     );
     let plan = ok(&text);
     let e = &plan.expect;
-    assert_eq!(e.len(), 6);
+    assert_eq!(e.len(), 7);
+    match &e[6].check {
+        Check::Flow {
+            from,
+            size_bytes: 200,
+            rate_pps,
+            duration_ns: 10_000_000_000,
+            bounds,
+            ..
+        } => {
+            assert_eq!((from.as_str(), *rate_pps), ("r1", 50.0));
+            assert_eq!(bounds.delivery, Some(0.99));
+            assert_eq!(bounds.delay_ns, [(95, 30_000_000), (100, 1_000_000_000)]);
+            assert_eq!(bounds.goodput_bps, Some(70_000));
+        }
+        c => panic!("{c:?}"),
+    }
+    // Judged once it has run, and 2 s more for what is on its way; from the cut.
+    assert_eq!((e[6].start_ns, e[6].within_ns), (3_000_000_000, 12_000_000_000));
+    assert_eq!(e[6].name, "flow r1 → r2 (50 packets/s of 200 B for 10 s)");
     assert!(matches!(&e[5].check, Check::Drops { link: 0, at_most: 10, .. }), "{:?}", e[5].check);
     assert_eq!(e[5].name, "drops on r2:r1 at most 10");
     assert_eq!(e[0].name, "reach r1 → r3");
@@ -74,7 +94,34 @@ fn bad_checks_are_named_by_line_and_field() {
         ),
         ("{reach: {from: r1, to: r2}}", "a check needs 'within'"),
         ("{reach: {from: r1, to: r2}, within: 0s}", "'within' must be more than 0"),
-        ("{within: 1s}", "a check needs one of reach, route, run, fidelity, drops"),
+        ("{within: 1s}", "a check needs one of reach, route, run, fidelity, drops, flow"),
+        ("{flow: {from: r1, to: r2, rate: 10, duration: 5s}}", "a flow check needs a bound"),
+        ("{flow: {from: r1, rate: 10, duration: 5s, delivery: 99%}}", "flow needs 'from' and 'to'"),
+        (
+            "{flow: {from: r1, to: r1, rate: 10, duration: 5s, delivery: 99%}}",
+            "two different nodes",
+        ),
+        (
+            "{flow: {from: r1, to: h, rate: 10, duration: 5s, delivery: 99%}}",
+            "node 'h' is of kind 'host'",
+        ),
+        (
+            "{flow: {from: r1, to: r2, rate: 0, duration: 5s, delivery: 99%}}",
+            "expected packets per second",
+        ),
+        (
+            "{flow: {from: r1, to: r2, rate: 10, size: 10, duration: 5s, delivery: 99%}}",
+            "24 to 65000 bytes",
+        ),
+        ("{flow: {from: r1, to: r2, rate: 10, duration: 5s, delivery: 99}}", "needs a % sign"),
+        (
+            "{flow: {from: r1, to: r2, rate: 100000, duration: 100s, delivery: 9%}}",
+            "at most 1000000 packets",
+        ),
+        (
+            "{flow: {from: r1, to: r2, rate: 10, duration: 5s, delivery: 9%}, within: 2s}",
+            "leaves the flow no time",
+        ),
         ("{drops: {link: r1:r9, at_most: 1}, within: 1s}", "no node named 'r9'"),
         ("{drops: {link: r1:r2}, within: 1s}", "drops needs 'link'"),
         ("{drops: {link: r1:r2, at_most: -1}, within: 1s}", "at_most"),
