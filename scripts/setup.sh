@@ -18,8 +18,9 @@ need_pkgs=()
 # image (scripts/image.sh) as a kubelet's container runtime would.
 # iperf (version 2), net-tools, telnet and vlan (vconfig) are what Mininet scripts run
 # in their hosts (net.iperf(), ifconfig, route, arp, waitListening): vemu.mininet's
-# tests run them.
-for p in iperf net-tools telnet vlan skopeo umoci mmdebstrap docker-registry runc openssl iperf3 iputils-ping iproute2 procps nftables iptables tcpdump tshark libpcap-dev frr bird2 babeld clang libbpf-dev chromium chromium-driver rt-tests; do
+# tests run them. libxml2-utils' xmllint checks vemu test's JUnit XML against the JUnit
+# schema.
+for p in libxml2-utils iperf net-tools telnet vlan skopeo umoci mmdebstrap docker-registry runc openssl iperf3 iputils-ping iproute2 procps nftables iptables tcpdump tshark libpcap-dev frr bird2 babeld clang libbpf-dev chromium chromium-driver rt-tests; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need_pkgs+=("$p")
 done
 if [ "${#need_pkgs[@]}" -gt 0 ]; then

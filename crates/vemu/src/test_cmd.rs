@@ -276,7 +276,8 @@ fn print_summary(summary: &[serde_json::Value], runs: usize) {
 
 /// JUnit XML: a test suite per run (the lab and its seed), a test case per check; a
 /// failed check is a `failure`, an untrustworthy one an `error` (the answer could not be
-/// trusted), one not judged (interrupted) `skipped`.
+/// trusted), one not judged (interrupted) `skipped` — valid against the JUnit schema
+/// CI systems read (Jenkins' junit-10.xsd; the tests check it with xmllint).
 fn junit(lab: &str, runs: &[Run]) -> Result<Vec<u8>> {
     use quick_xml::events::{BytesDecl, BytesEnd, BytesStart, Event};
     let mut w = quick_xml::Writer::new_with_indent(Vec::new(), b' ', 2);
@@ -291,7 +292,9 @@ fn junit(lab: &str, runs: &[Run]) -> Result<Vec<u8>> {
     suites.push_attribute(("tests", all.to_string().as_str()));
     suites.push_attribute(("failures", total("failed").as_str()));
     suites.push_attribute(("errors", total("untrustworthy").as_str()));
-    suites.push_attribute(("skipped", total("pending").as_str()));
+    // (The JUnit schema has no `skipped` here: each suite says its own.)
+    let seconds: f64 = runs.iter().map(|r| r.seconds).sum();
+    suites.push_attribute(("time", format!("{seconds:.3}").as_str()));
     w.write_event(Event::Start(suites))?;
     for r in runs {
         let checks = r.result["checks"].as_array().cloned().unwrap_or_default();

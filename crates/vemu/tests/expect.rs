@@ -82,6 +82,18 @@ expect:
     assert!(lab_netns("t-expect6").is_empty());
 }
 
+/// `file` is valid against the JUnit schema CI systems read (Jenkins xunit's
+/// junit-10.xsd, MIT, in tests/data; checked by xmllint).
+fn assert_valid_junit(file: &std::path::Path) {
+    let xsd = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/junit-10.xsd");
+    let o = std::process::Command::new("xmllint")
+        .args(["--noout", "--schema", xsd])
+        .arg(file)
+        .output()
+        .expect("xmllint (libxml2-utils, scripts/setup.sh)");
+    assert!(o.status.success(), "not valid JUnit XML: {}", text(&o));
+}
+
 /// examples/manet-delivery-test.yaml (issue 43): babeld routes n1 to n3 over two radio
 /// hops; two UDP flows started by their checks are judged from their records — one
 /// delivers ≥ 95 % within 50 ms (passed), the other cannot have every packet within 1 ms
@@ -143,6 +155,7 @@ fn frr_reconvergence_after_a_cut_is_measured_and_judged() {
     assert!(slow > 0.001 && slow < 5.0, "{t}");
     let xml = std::fs::read_to_string(&junit).unwrap();
     assert!(xml.contains("held after"), "{xml}");
+    assert_valid_junit(&junit);
     assert!(lab_netns("frr-convergence").is_empty());
 }
 
@@ -203,7 +216,7 @@ fn vemu_test_repeats_with_seeds_writes_junit_and_goes_down_on_ctrl_c() {
     }
     let xml = std::fs::read_to_string(&junit).unwrap();
     for has in [
-        r#"<testsuites name="vemu test t-expect4" tests="4" failures="0" errors="0" skipped="0">"#,
+        r#"<testsuites name="vemu test t-expect4" tests="4" failures="0" errors="0" time=""#,
         r#"<testsuite name="t-expect4 (seed 7)" tests="2""#,
         r#"<testsuite name="t-expect4 (seed 8)" tests="2""#,
         r#"<property name="seed" value="8"/>"#,
@@ -211,6 +224,7 @@ fn vemu_test_repeats_with_seeds_writes_junit_and_goes_down_on_ctrl_c() {
     ] {
         assert!(xml.contains(has), "{has}: {xml}");
     }
+    assert_valid_junit(&junit);
     std::fs::remove_file(&junit).unwrap();
     // Ctrl-C while a check waits: the lab goes down, exit 130, the check not judged.
     let slow = write_scenario(
@@ -242,5 +256,6 @@ fn vemu_test_repeats_with_seeds_writes_junit_and_goes_down_on_ctrl_c() {
     );
     assert!(lab_netns("t-expect5").is_empty());
     assert!(std::fs::read_to_string(&junit).unwrap().contains(r#"<skipped message="not judged: "#));
+    assert_valid_junit(&junit);
     std::fs::remove_file(&junit).unwrap();
 }
