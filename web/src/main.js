@@ -393,6 +393,9 @@ async function listen() {
         if (state.timeline) state.timeline.fired(v.event);
         refreshSoon();
         break;
+      case 'expect':
+        if (state.timeline) state.timeline.checked(v.check);
+        break;
       default: refreshSoon(); // link, node, machine-lost, timeline...
     }
   };
@@ -657,9 +660,9 @@ function view(which) {
 for (const b of document.querySelectorAll('header [data-view]')) b.addEventListener('click', () => view(b.dataset.view));
 
 async function loadTimeline() {
-  const t = await api('GET', '/v1/timeline');
+  const [t, e] = await Promise.all([api('GET', '/v1/timeline'), api('GET', '/v1/expect')]);
   state.timeline = new Timeline($('#timeline'));
-  state.timeline.set(t.events, t.now_ns);
+  state.timeline.set(t.events, t.now_ns, e.checks);
 }
 
 login().then(refresh).then(() => { listen(); state.readyMs = performance.now(); state.ready = true; return loadTimeline(); }).catch((err) => {

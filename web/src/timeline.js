@@ -1,5 +1,7 @@
 // The scenario's timeline (`events:`) under the graph: a mark per firing at its lab-clock
-// time, the lab clock as a moving cursor, fired marks filled in.
+// time, the lab clock as a moving cursor, fired marks filled in; and the lab's checks
+// (`expect:`), each a bar from its start to its deadline on a row of their own, coloured
+// by its state (pending, passed, failed, untrustworthy) as the judge resolves it.
 import { describeEvent, fmtNs } from './fmt.js';
 
 /// At most this many marks per event (an `every` without `until` repeats for ever).
@@ -27,21 +29,32 @@ export class Timeline {
   constructor(el) {
     this.el = el;
     this.events = [];
+    this.checks = [];
     this.horizonNs = 60e9;
     this.nowNs = 0;
   }
 
   /// The events as `GET /v1/timeline` gives them.
-  set(events, nowNs) {
+  /// And the checks as `GET /v1/expect` gives them.
+  set(events, nowNs, checks = []) {
     this.events = events;
+    this.checks = checks;
     this.nowNs = nowNs;
-    this.el.hidden = events.length === 0;
+    this.el.hidden = events.length === 0 && checks.length === 0;
     this.horizonNs = this.pickHorizon();
     this.render();
   }
 
+  /// A check resolved (the event stream's `expect`): its bar takes its state.
+  checked(result) {
+    const i = this.checks.findIndex((c) => c.name === result.name);
+    if (i < 0) return;
+    this.checks[i] = result;
+    this.render();
+  }
+
   pickHorizon() {
-    const last = Math.max(0, ...this.events.map((e) => (e.every_ns ? (e.until_ns ?? e.at_ns + 10 * e.every_ns) : e.at_ns)));
+    const last = Math.max(0, ...this.events.map((e) => (e.every_ns ? (e.until_ns ?? e.at_ns + 10 * e.every_ns) : e.at_ns)), ...this.checks.map((c) => c.deadline_ns));
     return Math.max(60e9, last * 1.05, this.nowNs * 1.25);
   }
 
@@ -68,6 +81,19 @@ export class Timeline {
     this.cursor = document.createElement('span');
     this.cursor.className = 'cursor';
     strip.append(this.cursor);
+    const checks = document.createElement('div');
+    checks.className = 'checks';
+    checks.hidden = this.checks.length === 0;
+    this.checks.forEach((c, k) => {
+      const bar = document.createElement('span');
+      bar.className = 'check ' + c.outcome;
+      bar.style.left = pct(c.start_ns);
+      bar.style.width = pct(Math.max(c.deadline_ns - c.start_ns, this.horizonNs / 500));
+      bar.style.top = (3 + (k % 3) * 5) + 'px';
+      bar.title = `${c.name}: ${c.outcome}, ${c.detail}`;
+      bar.dataset.check = c.name;
+      checks.append(bar);
+    });
     const scale = document.createElement('div');
     scale.className = 'scale';
     for (let i = 0; i <= 4; i++) {
@@ -82,7 +108,15 @@ export class Timeline {
     ol.start = 0;
     for (const e of this.events) ol.append(Object.assign(document.createElement('li'), { textContent: describeEvent(e) }));
     list.append(ol);
-    el.append(list, strip, scale);
+    const count = (o) => this.checks.filter((c) => c.outcome === o).length;
+    const judged = document.createElement('details');
+    judged.className = 'checklist';
+    judged.hidden = this.checks.length === 0;
+    judged.append(Object.assign(document.createElement('summary'), { textContent: `checks: ${this.checks.length} — ${count('passed')} passed, ${count('failed')} failed, ${count('untrustworthy')} untrustworthy, ${count('pending')} pending` }));
+    const ul = document.createElement('ul');
+    for (const c of this.checks) ul.append(Object.assign(document.createElement('li'), { className: c.outcome, textContent: `${c.name}: ${c.outcome}, ${c.detail}` }));
+    judged.append(ul);
+    el.append(list, judged, strip, checks, scale);
     this.tick(this.nowNs);
   }
 

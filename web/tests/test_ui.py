@@ -49,6 +49,9 @@ routing: static
 events:
   - {at: 1s, link: client:router, set: {delay: 2ms}}
   - {at: 3600s, node: h2, state: stop}
+expect:
+  - {name: client reaches server, reach: {from: client, to: server}, within: 60s}
+  - {name: later, at: 3000s, reach: {from: h1, to: h2}, within: 10s}
 """
 
 
@@ -349,6 +352,15 @@ def test_the_timeline_shows_the_scenarios_events_and_the_clock(lab, browser):
     wait(browser, lambda: "fired" in browser.find_elements(By.CSS_SELECTOR, "#timeline .mark")[0].get_attribute("class"), what="the first firing")
     assert "fired" not in browser.find_elements(By.CSS_SELECTOR, "#timeline .mark")[1].get_attribute("class")
     assert browser.find_element(By.CSS_SELECTOR, "#timeline .cursor").is_displayed()
+    # The lab's checks, a bar each from its start to its deadline, in the state the
+    # judge gives it (the event stream's `expect` or the page's first look).
+    checks = lambda: {c.get_attribute("data-check"): c.get_attribute("class") for c in browser.find_elements(By.CSS_SELECTOR, "#timeline .check")}
+    wait(browser, lambda: checks().get("client reaches server") == "check passed", what="the passed check")
+    assert checks()["later"] == "check pending"
+    bar = browser.find_element(By.CSS_SELECTOR, "#timeline .check.passed")
+    assert bar.get_attribute("title").startswith("client reaches server: passed, ")
+    summary = browser.find_element(By.CSS_SELECTOR, "#timeline .checklist summary").text
+    assert summary == "checks: 2 — 1 passed, 0 failed, 0 untrustworthy, 1 pending", summary
 
 
 GRAPHML = """<?xml version="1.0" encoding="utf-8"?>
