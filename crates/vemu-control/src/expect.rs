@@ -730,9 +730,12 @@ pub(crate) mod probe {
     /// Whether `check` holds now in its node (through `door`), and why not; `left_s`:
     /// time to its deadline.
     pub(crate) fn holds(door: Door, check: &Check, left_s: f64) -> (bool, String) {
-        let Door::Here(door) = door else {
-            return (false, "checks in labs across machines are not judged yet".into());
+        let node = match check {
+            Check::Reach { from, .. } => from.as_str(),
+            Check::Route { node, .. } | Check::Run { node, .. } => node.as_str(),
+            _ => "",
         };
+        let door = InNode { door, node };
         match check {
             Check::Drops { .. } | Check::Flow { .. } => {
                 (false, "judged by the controller, not in a node".into())
@@ -815,9 +818,51 @@ pub(crate) mod probe {
         (ok, if ok { String::new() } else { format!("through {}", gateways.join(", ")) })
     }
 
+    /// A node, and the way into it.
+    struct InNode<'a> {
+        door: Door,
+        node: &'a str,
+    }
+
     /// Run `argv` in the node, up to `timeout_s`: (exit status, stdout, stderr); 124
-    /// when it timed out, 127 when it could not start.
-    fn run(door: &HereDoor, argv: &[&str], timeout_s: f64) -> (i32, String, String) {
+    /// when it timed out, 127 when it could not start. A node on another machine runs
+    /// it there, through its agent (the API's exec).
+    fn run(door: &InNode, argv: &[&str], timeout_s: f64) -> (i32, String, String) {
+        match &door.door {
+            Door::Here(here) => run_here(here, argv, timeout_s),
+            Door::Agent { route, lab } => run_there(route, lab, door.node, argv, timeout_s),
+        }
+    }
+
+    fn run_there(
+        route: &crate::route::AgentRoute,
+        lab: &str,
+        node: &str,
+        argv: &[&str],
+        timeout_s: f64,
+    ) -> (i32, String, String) {
+        let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+            Ok(rt) => rt,
+            Err(e) => return (127, String::new(), format!("a runtime for the agent: {e}")),
+        };
+        let path = format!("/v1/agent/labs/{lab}/nodes/{}/exec", crate::percent_encode(node));
+        let body = serde_json::json!({"cmd": argv, "timeout_s": timeout_s}).to_string();
+        match rt.block_on(route.send("POST", &path, body)) {
+            Ok(answer) => {
+                let v: serde_json::Value = serde_json::from_slice(&answer).unwrap_or_default();
+                let text = |k: &str| v[k].as_str().unwrap_or_default().to_string();
+                let code = match (v["timed_out"].as_bool(), v["exit"].as_i64()) {
+                    (Some(true), _) => 124,
+                    (_, Some(c)) => c as i32,
+                    _ => 127,
+                };
+                (code, text("stdout"), text("stderr"))
+            }
+            Err(e) => (127, String::new(), format!("{}: {e:#}", route.what())),
+        }
+    }
+
+    fn run_here(door: &HereDoor, argv: &[&str], timeout_s: f64) -> (i32, String, String) {
         let entry = match door.open() {
             Ok(e) => e,
             Err(e) => return (127, String::new(), format!("{e:#}")),

@@ -77,8 +77,13 @@ pub fn load_str_as(
 
 /// Like [`load`], with `seed` instead of the scenario's `seed` (every random decision
 /// of the lab derives from it: `vemu test --repeat` runs a lab with several).
-pub fn load_seeded(path: &Path, name: Option<&str>, seed: Option<u64>) -> Result<Plan, Errors> {
-    load_file_seeded(path, name, None, &Trust::Owner, seed)
+pub fn load_seeded(
+    path: &Path,
+    name: Option<&str>,
+    machines: Option<Vec<Machine>>,
+    seed: Option<u64>,
+) -> Result<Plan, Errors> {
+    load_file_seeded(path, name, machines, &Trust::Owner, seed)
 }
 
 /// Like [`load`], with the machines given on the command line (`vemu up --machines`)

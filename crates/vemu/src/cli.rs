@@ -262,6 +262,10 @@ pub(crate) enum Cmd {
         /// check) for CI systems.
         #[arg(long, value_name = "FILE")]
         junit: Option<PathBuf>,
+        /// Machines to spread the lab over (NAME=ADDRESS[:PORT],… or @CLUSTER-FILE), as
+        /// `vemu up --machines`.
+        #[arg(long)]
+        machines: Option<String>,
     },
     /// Write every router's running configuration (nodes of kind frr, bird) to
     /// DIR/NODE/FILE, so that a lab changed by hand can come up again as it was

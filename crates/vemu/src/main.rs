@@ -169,7 +169,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
         },
         Cmd::Images { cmd } => images(cmd)?,
-        Cmd::Test { file, name, json, repeat, seed, junit } => {
+        Cmd::Test { file, name, json, repeat, seed, junit, machines } => {
             return crate::test_cmd::test(&crate::test_cmd::TestArgs {
                 file: &file,
                 name: name.as_deref(),
@@ -177,6 +177,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 repeat,
                 seed,
                 junit: junit.as_deref(),
+                machines: machines.as_deref(),
             });
         }
         Cmd::Mininet { path: true, .. } => println!("{}", mininet::python_path()?.display()),

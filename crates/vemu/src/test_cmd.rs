@@ -32,6 +32,8 @@ pub(crate) struct TestArgs<'a> {
     pub repeat: u32,
     pub seed: Option<u64>,
     pub junit: Option<&'a std::path::Path>,
+    /// `--machines`, as `vemu up`'s.
+    pub machines: Option<&'a str>,
 }
 
 /// One run: its seed and the lab's `/v1/expect` answer at its end.
@@ -42,15 +44,13 @@ struct Run {
 }
 
 pub(crate) fn test(a: &TestArgs) -> Result<ExitCode> {
-    let plan = vemu_scenario::load_seeded(a.file, a.name, a.seed)?;
+    let machines = crate::up::machines_arg(a.machines)?;
+    let plan = vemu_scenario::load_seeded(a.file, a.name, machines.clone(), a.seed)?;
     if plan.expect.is_empty() {
         return Err(user(format!(
             "{}: no checks to judge ('expect:' in the scenario; docs/testing.md)",
             a.file.display()
         )));
-    }
-    if !plan.machines.is_empty() {
-        return Err(user("vemu test: not yet for labs across machines"));
     }
     if a.repeat == 0 {
         return Err(user("--repeat: at least 1"));
@@ -70,7 +70,7 @@ pub(crate) fn test(a: &TestArgs) -> Result<ExitCode> {
         let seed = first_seed.wrapping_add(i as u64);
         let plan = match plan.take() {
             Some(p) => p,
-            None => vemu_scenario::load_seeded(a.file, a.name, Some(seed))?,
+            None => vemu_scenario::load_seeded(a.file, a.name, machines.clone(), Some(seed))?,
         };
         if a.repeat > 1 && !a.json {
             println!("run {} of {} (seed {seed})", i + 1, a.repeat);

@@ -81,6 +81,21 @@ pub(crate) fn read_cluster_file(path: &str) -> Result<String> {
     Ok(text)
 }
 
+/// The machines `--machines` gives: `NAME=ADDRESS[:PORT],…`, or `@FILE` (a cluster
+/// file).
+pub(crate) fn machines_arg(list: Option<&str>) -> Result<Option<Vec<vemu_scenario::Machine>>> {
+    let Some(list) = list else { return Ok(None) };
+    Ok(Some(match list.strip_prefix('@') {
+        Some(path) => {
+            let text = read_cluster_file(path)?;
+            vemu_scenario::Machine::parse_cluster(&text, path)
+                .map_err(|m| user(format!("--machines: {m}")))?
+        }
+        None => vemu_scenario::Machine::parse_list(list)
+            .map_err(|m| user(format!("--machines: {m}")))?,
+    }))
+}
+
 /// A scenario file's plan, on the machines given with `--machines` if any, a tenant's
 /// if `--tenant` says what it is allowed.
 pub(crate) fn load_scenario(
@@ -95,18 +110,7 @@ pub(crate) fn load_scenario(
             vemu_scenario::Trust::tenant(list).map_err(|m| user(format!("--tenant: {m}")))?
         }
     };
-    let machines = match machines {
-        None => None,
-        Some(list) => Some(match list.strip_prefix('@') {
-            Some(path) => {
-                let text = read_cluster_file(path)?;
-                vemu_scenario::Machine::parse_cluster(&text, path)
-                    .map_err(|m| user(format!("--machines: {m}")))?
-            }
-            None => vemu_scenario::Machine::parse_list(list)
-                .map_err(|m| user(format!("--machines: {m}")))?,
-        }),
-    };
+    let machines = machines_arg(machines)?;
     // Another tool's topology (containerlab, IMUNES): made a scenario first (what is
     // left out is said).
     let (clab, imn) =

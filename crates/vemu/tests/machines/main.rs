@@ -6,6 +6,7 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+mod expect;
 mod failures;
 mod kernel_tunnel;
 mod kubernetes;
