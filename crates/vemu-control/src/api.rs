@@ -494,8 +494,10 @@ async fn events(
 struct CaptureQuery {
     /// `NODE` (all its interfaces) or `NODE:IFACE`.
     iface: String,
+    /// `after` (default), `before`, `drops`, or several comma-separated: a pcapng
+    /// interface for each.
     #[serde(default)]
-    point: vemu_engine::CapturePoint,
+    point: Option<String>,
     /// A pcap filter expression (tcpdump syntax).
     filter: Option<String>,
     /// Stop after this many frames.
@@ -520,10 +522,12 @@ async fn capture(
     }
     let (tx, rx) = std::sync::mpsc::sync_channel::<vemu_engine::Captured>(16384);
     // (Off the async threads: a lab across machines asks its agents first.)
-    let (ctl, iface, point) = (app.ctl.clone(), q.iface.clone(), q.point);
+    let points = vemu_engine::CapturePoint::parse_list(q.point.as_deref().unwrap_or("after"))
+        .map_err(ApiError::bad_request)?;
+    let (ctl, iface) = (app.ctl.clone(), q.iface.clone());
     let (id, names, epoch) = blocking(move || {
         let mut c = ctl.locked();
-        let (id, names) = c.capture_start(&iface, point, tx)?;
+        let (id, names) = c.capture_start(&iface, &points, tx)?;
         Ok::<_, LabError>((id, names, c.realtime_epoch_ns))
     })
     .await?;

@@ -625,12 +625,14 @@ impl Controller {
         Ok(())
     }
 
-    /// Start capturing on `spec`: `NODE` (every interface) or `NODE:IFACE`. Returns the
-    /// capture's id and the names of its interfaces, in the order of `Captured::iface`.
+    /// Start capturing on `spec`: `NODE` (every interface) or `NODE:IFACE`, at each of
+    /// `points` (one pcapng interface per interface and point: `n1:eth0 (drops)` when
+    /// there are several). Returns the capture's id and the names of its interfaces, in
+    /// the order of `Captured::iface`.
     pub fn capture_start(
         &mut self,
         spec: &str,
-        point: vemu_engine::CapturePoint,
+        points: &[vemu_engine::CapturePoint],
         tx: std::sync::mpsc::SyncSender<vemu_engine::Captured>,
     ) -> Result<(u64, Vec<CapturedIface>), LabError> {
         let (node, iface) = match spec.split_once(':') {
@@ -652,8 +654,15 @@ impl Controller {
                 }
                 vemu_scenario::Attach::Segment(g, m) => (Target::Member(g, m), 0),
             };
-            taps.push(vemu_engine::CaptureSpec { target, side, iface: names.len() as u32, point });
-            names.push((format!("{}:{}", n.name, i.name), self.clock_note(n.machine)));
+            for &point in points {
+                let iface = names.len() as u32;
+                taps.push(vemu_engine::CaptureSpec { target, side, iface, point });
+                let name = match points.len() {
+                    1 => format!("{}:{}", n.name, i.name),
+                    _ => format!("{}:{} ({})", n.name, i.name, point.name()),
+                };
+                names.push((name, self.clock_note(n.machine)));
+            }
         }
         if taps.is_empty() {
             let have: Vec<&str> = n.ifaces.iter().map(|i| i.name.as_str()).collect();

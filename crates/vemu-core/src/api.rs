@@ -152,6 +152,34 @@ pub enum CapturePoint {
     Drops,
 }
 
+impl CapturePoint {
+    /// As the API and the command line name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            CapturePoint::After => "after",
+            CapturePoint::Before => "before",
+            CapturePoint::Drops => "drops",
+        }
+    }
+
+    /// `after`, `before`, `drops`, or several of them separated by commas (each once).
+    pub fn parse_list(s: &str) -> Result<Vec<CapturePoint>, String> {
+        let mut out = Vec::new();
+        for p in s.split(',').map(str::trim) {
+            let point = match p {
+                "after" => CapturePoint::After,
+                "before" => CapturePoint::Before,
+                "drops" => CapturePoint::Drops,
+                _ => return Err(format!("unknown capture point '{p}': after, before or drops (or several, comma-separated)")),
+            };
+            if !out.contains(&point) {
+                out.push(point);
+            }
+        }
+        Ok(out)
+    }
+}
+
 /// Why the emulation dropped a frame (what a capture at [`CapturePoint::Drops`] says
 /// of each).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -376,4 +404,21 @@ pub struct RadioSnapshot {
     pub neighbours: Vec<Vec<Neighbour>>,
     /// (sender, receiver, counters) of every pair that has seen a transmission.
     pub pairs: Vec<(u32, u32, PairCounters)>,
+}
+
+#[cfg(test)]
+mod point_tests {
+    use super::CapturePoint;
+
+    #[test]
+    fn capture_points_are_named_alone_or_several() {
+        assert_eq!(CapturePoint::parse_list("drops"), Ok(vec![CapturePoint::Drops]));
+        assert_eq!(
+            CapturePoint::parse_list("after, drops,after"),
+            Ok(vec![CapturePoint::After, CapturePoint::Drops])
+        );
+        assert!(CapturePoint::parse_list("after,inside").unwrap_err().contains("'inside'"));
+        assert!(CapturePoint::parse_list("").is_err());
+        assert_eq!(CapturePoint::Before.name(), "before");
+    }
 }

@@ -153,9 +153,10 @@ pub(crate) enum Cmd {
         /// Arriving frames as delivered (after the impairments), as they entered the
         /// link (before; frames the link drops are included), or only the frames the
         /// emulation dropped on their way from or to the interface (drops; each with its
-        /// reason as the packet's comment).
-        #[arg(long, value_enum, default_value = "after")]
-        point: PointArg,
+        /// reason as the packet's comment). Several, comma-separated (after,drops), make a
+        /// pcapng interface each.
+        #[arg(long, value_enum, value_delimiter = ',', default_value = "after")]
+        point: Vec<PointArg>,
         /// Stop after this many frames.
         #[arg(short = 'c')]
         count: Option<u64>,

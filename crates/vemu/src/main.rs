@@ -149,7 +149,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             watch_stats(lab.lab, &interval, json, csv.as_deref(), count)?
         }
         Cmd::Capture { iface, write, point, count, filter, lab } => {
-            capture(lab.lab, &iface, &write, point, count, &filter)?
+            capture(lab.lab, &iface, &write, &point, count, &filter)?
         }
         Cmd::Node { cmd: NodeCmd::Set { node, cpu, memory, pids, lab } } => {
             node_set(lab.lab, &node, cpu, memory, pids)?

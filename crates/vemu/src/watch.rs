@@ -33,20 +33,20 @@ pub(crate) fn capture(
     lab: Option<String>,
     iface: &str,
     write: &str,
-    point: PointArg,
+    points: &[PointArg],
     count: Option<u64>,
     filter: &[String],
 ) -> Result<()> {
     let lab = resolve_lab(lab)?;
-    let mut q = format!(
-        "iface={}&point={}",
-        percent_encode(iface),
-        match point {
+    let points: Vec<&str> = points
+        .iter()
+        .map(|p| match p {
             PointArg::After => "after",
             PointArg::Before => "before",
             PointArg::Drops => "drops",
-        }
-    );
+        })
+        .collect();
+    let mut q = format!("iface={}&point={}", percent_encode(iface), points.join(","));
     if !filter.is_empty() {
         q += &format!("&filter={}", percent_encode(&filter.join(" ")));
     }

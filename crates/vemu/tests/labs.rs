@@ -380,7 +380,7 @@ fn a_capture_of_drops_shows_each_drop_and_why() {
             .sum()
     };
     let mut cap = std::process::Command::new(env!("CARGO_BIN_EXE_vemu"))
-        .args(["capture", "--lab", "t-drops", "n2:eth0", "--point", "drops"])
+        .args(["capture", "--lab", "t-drops", "n2:eth0", "--point", "after,drops"])
         .args(["-w", file.to_str().unwrap()])
         .spawn()
         .unwrap();
@@ -397,13 +397,24 @@ fn a_capture_of_drops_shows_each_drop_and_why() {
     // SAFETY: kill(2) to our own child.
     unsafe { libc::kill(cap.id() as i32, libc::SIGINT) };
     assert!(cap.wait().unwrap().success());
+    // Two points, a pcapng interface each: 0 what n2's interface got, 1 what was dropped.
     let o = std::process::Command::new("tshark")
-        .args(["-r", file.to_str().unwrap(), "-T", "fields", "-e", "frame.comment"])
+        .args(["-r", file.to_str().unwrap(), "-T", "fields", "-e", "frame.interface_id"])
+        .args(["-e", "frame.interface_name", "-e", "frame.comment"])
         .args(["-e", "frame.p2p_dir", "-e", "icmp.type"])
         .output()
         .unwrap();
     assert!(o.status.success(), "tshark: {}", text(&o));
-    let lines: Vec<String> = String::from_utf8_lossy(&o.stdout).lines().map(String::from).collect();
+    let all: Vec<String> = String::from_utf8_lossy(&o.stdout).lines().map(String::from).collect();
+    let on = |prefix: &str| -> Vec<String> {
+        all.iter().filter_map(|l| l.strip_prefix(prefix)).map(String::from).collect()
+    };
+    let (got, lines) = (on("0\tn2:eth0 (after)\t"), on("1\tn2:eth0 (drops)\t"));
+    assert_eq!(got.len() + lines.len(), all.len(), "{all:?}");
+    assert!(
+        got.len() > 100 && got.iter().all(|l| l.starts_with('\t')),
+        "no comments there: {got:?}"
+    );
     let of = |reason: &str| {
         lines.iter().filter(|l| l.starts_with(&format!("vemu drop: {reason} — "))).count() as u64
     };
