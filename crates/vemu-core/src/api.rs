@@ -207,10 +207,15 @@ pub enum DropReason {
     Collision,
     /// A radio channel: too weak at the receiver (the propagation model's draw).
     Weak,
+    /// A LAN: its shared capacity (`capacity:`) could not take it.
+    Capacity,
+    /// A LAN: its switch had no port to send it to (its destination is behind the
+    /// sender's own port, or in no VLAN of another port).
+    Switch,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 11] = [
+    pub const ALL: [DropReason; 13] = [
         DropReason::Loss,
         DropReason::LossGood,
         DropReason::LossBad,
@@ -222,6 +227,8 @@ impl DropReason {
         DropReason::RadioQueue,
         DropReason::Collision,
         DropReason::Weak,
+        DropReason::Capacity,
+        DropReason::Switch,
     ];
 
     /// Its name (as in JSON).
@@ -238,6 +245,8 @@ impl DropReason {
             DropReason::RadioQueue => "radio-queue",
             DropReason::Collision => "collision",
             DropReason::Weak => "weak",
+            DropReason::Capacity => "capacity",
+            DropReason::Switch => "switch",
         }
     }
 
@@ -255,6 +264,10 @@ impl DropReason {
             DropReason::RadioQueue => "radio: the sender's queue for the channel was full",
             DropReason::Collision => "radio: collision (another transmission overlapped it)",
             DropReason::Weak => "radio: signal too weak at the receiver (propagation model)",
+            DropReason::Capacity => "LAN: its shared capacity was full",
+            DropReason::Switch => {
+                "LAN: the switch had no port for it (its destination is behind the sender's port)"
+            }
         }
     }
 

@@ -371,9 +371,9 @@ pub struct Core {
     /// trunks: (trunk, frame id, member, time).
     trunks_pending: Vec<u32>,
     radio_remote: Vec<(u32, u64, u32, u64, Frame)>,
-    /// Frames a radio channel dropped, for the captures of drops: (port, time,
+    /// Frames a segment (a LAN or a radio channel) dropped, for the captures of drops: (port, time,
     /// outgoing, frame, why).
-    radio_drops: Vec<(PortId, u64, bool, Frame, DropReason)>,
+    segment_drops: Vec<(PortId, u64, bool, Frame, DropReason)>,
     spurs: Vec<SpurGroup>,
     /// Scratch list of the members a [`SpurWay::Flood`] goes to.
     spur_flood: Vec<u32>,

@@ -190,13 +190,13 @@ impl Core {
         }
     }
 
-    /// Capture what a radio channel dropped (noted by `send_on_air` and
-    /// `radio_outcomes`).
-    pub(super) fn capture_radio_drops(&mut self) {
-        let mut dropped = std::mem::take(&mut self.radio_drops);
+    /// Capture what a segment dropped: a radio channel (noted by `send_on_air` and
+    /// `radio_outcomes`) or a LAN's capacity or switch (by `switch`).
+    pub(super) fn capture_segment_drops(&mut self) {
+        let mut dropped = std::mem::take(&mut self.segment_drops);
         for (port, t, outgoing, frame, why) in dropped.drain(..) {
             self.capture_drop(port, t, outgoing, &frame, why);
         }
-        self.radio_drops = dropped;
+        self.segment_drops = dropped;
     }
 }

@@ -234,6 +234,11 @@ impl Core {
                 Ok(dl) => t_out = dl.at_ns,
                 Err(_) => {
                     g.counters.drop_capacity.fetch_add(wire.0 as u64, Relaxed);
+                    if self.held.drops.keep {
+                        let port = g.members[member as usize].port;
+                        self.segment_drops.push((port, t, true, frame, DropReason::Capacity));
+                        self.capture_segment_drops();
+                    }
                     return;
                 }
             }
@@ -246,6 +251,7 @@ impl Core {
             Delivery::Filter => &g.counters.filtered,
         };
         ctr.fetch_add(wire.0 as u64, Relaxed);
+        let filtered = targets.is_empty() && self.held.drops.keep;
         g.counters.learned.store(g.switch.learned() as u64, Relaxed);
         g.counters.learn_refused.store(g.switch.refused(), Relaxed);
         g.counters.groups.store(g.switch.group_count() as u64, Relaxed);
@@ -268,6 +274,11 @@ impl Core {
         self.accepted = acc;
         self.flush_trunks(t_out, wire, &frame);
         self.segments[seg as usize].targets = targets;
+        if filtered {
+            let port = self.segments[seg as usize].members[member as usize].port;
+            self.segment_drops.push((port, t, true, frame, DropReason::Switch));
+            self.capture_segment_drops();
+        }
     }
 
     /// A frame reaches a wireless segment's channel: on the air every wire frame is its
@@ -306,13 +317,13 @@ impl Core {
                 g.counters.drop_capacity.fetch_add(pw.0 as u64, Relaxed);
                 if self.held.drops.keep {
                     let port = g.members[member as usize].port;
-                    self.radio_drops.push((port, t, true, piece, DropReason::RadioQueue));
+                    self.segment_drops.push((port, t, true, piece, DropReason::RadioQueue));
                 }
             }
         }
         g.counters.groups.store(r.group_count(), Relaxed);
-        if !self.radio_drops.is_empty() {
-            self.capture_radio_drops();
+        if !self.segment_drops.is_empty() {
+            self.capture_segment_drops();
         }
     }
 
@@ -335,7 +346,7 @@ impl Core {
                     };
                     let why = if collision { DropReason::Collision } else { DropReason::Weak };
                     let port = self.segments[seg as usize].members[receiver as usize].port;
-                    self.radio_drops.push((port, at_ns, false, frame, why));
+                    self.segment_drops.push((port, at_ns, false, frame, why));
                 }
                 Outcome::Deliver { id, receiver, at_ns } => {
                     let Some(frame) = r.frames.get(&id).cloned() else { continue };
@@ -368,8 +379,8 @@ impl Core {
         if let Some(r) = &mut self.segments[seg as usize].radio {
             r.outcomes = outcomes;
         }
-        if !self.radio_drops.is_empty() {
-            self.capture_radio_drops();
+        if !self.segment_drops.is_empty() {
+            self.capture_segment_drops();
         }
     }
 }

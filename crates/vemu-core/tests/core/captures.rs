@@ -213,6 +213,43 @@ fn a_capture_of_drops_on_a_radio_channel_says_collision_or_weak() {
 }
 
 #[test]
+fn a_capture_of_drops_on_a_lan_says_capacity_or_switch() {
+    let drops_on = |s: &mut Sim, member: usize| {
+        s.apply(Command::Capture {
+            id: 6,
+            target: Target::Member(0, member),
+            side: 0,
+            iface: 0,
+            point: CapturePoint::Drops,
+        })
+    };
+    // A LAN of 1 Mbit/s shared: a burst from port 0 beyond what it can hold.
+    let members = vec![(1, imp(), imp()), (1, imp(), imp()), (1, imp(), imp())];
+    let (mut s, p) = lan(members, Some(1_000_000), 300_000 * MS);
+    drops_on(&mut s, 0);
+    // (Its queue holds 1,000 frames.)
+    for i in 0..1200 {
+        s.send(0, p[0], eth([0xff; 6], mac(10), 1000, i));
+    }
+    s.finish();
+    let seg = s.core.segment_counters(0).snapshot();
+    let d = dropped(&s);
+    assert!(seg.drop_capacity >= 150, "{seg:?}");
+    assert_eq!(d.len() as u64, seg.drop_capacity);
+    assert!(d.iter().all(|x| x.4 == DropReason::Capacity && x.2), "sent by port 0: {d:?}");
+    // A frame to an address behind its sender's own port: the switch has nowhere to
+    // send it.
+    let (mut s, p) = plain_lan(3);
+    drops_on(&mut s, 0);
+    s.send(0, p[0], eth([0xff; 6], mac(20), 64, 1)); // mac(20) is behind port 0
+    s.send(MS, p[0], eth(mac(20), mac(21), 64, 2));
+    s.send(2 * MS, p[1], eth(mac(20), mac(11), 64, 3)); // delivered to port 0
+    s.finish();
+    assert_eq!(dropped(&s), vec![(6, 0, true, 2, DropReason::Switch)]);
+    assert_eq!(s.core.segment_counters(0).snapshot().filtered, 1);
+}
+
+#[test]
 fn random_source_addresses_fill_the_table_only_to_its_cap() {
     let (mut s, p) = plain_lan(3);
     let mut st = 7u64;
