@@ -378,6 +378,18 @@ GRAPHML = """<?xml version="1.0" encoding="utf-8"?>
 """
 
 
+def import_file(browser, suffix, text):
+    """Open a file of `text` named *`suffix` in the editor; wait until it is imported."""
+    with tempfile.NamedTemporaryFile("w", suffix=suffix, delete=False) as f:
+        f.write(text)
+    try:
+        browser.find_element(By.ID, "ed-open").send_keys(f.name)
+        name = os.path.basename(f.name)
+        wait(browser, lambda: browser.find_element(By.ID, "ed-status").text.startswith(f"imported {name}"), what=f"the import of {name}")
+    finally:
+        os.unlink(f.name)
+
+
 def test_the_editor_draws_checks_saves_and_starts_a_lab(lab, browser):
     click(browser, "open-editor")
     wait(browser, lambda: browser.find_element(By.ID, "edgraph").is_displayed(), what="the editor")
@@ -426,15 +438,9 @@ def test_the_editor_draws_checks_saves_and_starts_a_lab(lab, browser):
     finally:
         vemu("down", "--lab", "t-ui-drawn", check=False)
     # A GraphML map opened in the editor is imported (delays from the distances).
-    with tempfile.NamedTemporaryFile("w", suffix=".graphml", delete=False) as f:
-        f.write(GRAPHML)
-    try:
-        browser.find_element(By.ID, "ed-open").send_keys(f.name)
-        wait(browser, lambda: browser.find_element(By.ID, "ed-status").text.startswith("imported"), what="the import")
-        assert sorted(ed()["nodes"]) == ["n:Lille", "n:Lyon", "n:Paris"]
-        assert "delay:" in yaml()
-    finally:
-        os.unlink(f.name)
+    import_file(browser, ".graphml", GRAPHML)
+    assert sorted(ed()["nodes"]) == ["n:Lille", "n:Lyon", "n:Paris"]
+    assert "delay:" in yaml()
     # A radio channel where the mouse clicks, Lyon and Lille on it.
     browser.find_element(By.CSS_SELECTOR, "#editor [data-tool=radio]").click()
     click_at(browser, "edgraph", 40, browser.find_element(By.ID, "edgraph").size["height"] - 40)
@@ -453,28 +459,14 @@ def test_the_editor_draws_checks_saves_and_starts_a_lab(lab, browser):
     click(browser, "ed-delete")
     wait(browser, lambda: sorted(ed()["nodes"]) == ["n:Lille", "n:Lyon", "s:radio1"] and sorted(ed()["edges"]) == ["m:radio1:0", "m:radio1:1"], what="Paris and its links gone")
     # A containerlab topology opened is imported too: its bridge a LAN of the three.
-    with tempfile.NamedTemporaryFile("w", suffix=".clab.yml", delete=False) as f:
-        f.write(CLAB)
-    try:
-        browser.find_element(By.ID, "ed-open").send_keys(f.name)
-        name = os.path.basename(f.name)
-        wait(browser, lambda: browser.find_element(By.ID, "ed-status").text.startswith(f"imported {name}"), what="the containerlab import")
-        assert sorted(ed()["nodes"]) == ["n:a", "n:b", "n:c", "s:br1"]
-        assert "kind: lan" in yaml()
-    finally:
-        os.unlink(f.name)
+    import_file(browser, ".clab.yml", CLAB)
+    assert sorted(ed()["nodes"]) == ["n:a", "n:b", "n:c", "s:br1"]
+    assert "kind: lan" in yaml()
     # An IMUNES topology opened: drawn where IMUNES drew it.
-    with tempfile.NamedTemporaryFile("w", suffix=".imn", delete=False) as f:
-        f.write(IMN)
-    try:
-        browser.find_element(By.ID, "ed-open").send_keys(f.name)
-        name = os.path.basename(f.name)
-        wait(browser, lambda: browser.find_element(By.ID, "ed-status").text.startswith(f"imported {name}"), what="the IMUNES import")
-        at = lambda n: browser.execute_script("return window.vemu.editor.cy.$id(arguments[0]).position()", n)
-        assert at("n:pc0") == {"x": 100, "y": 50} and at("n:pc1") == {"x": 300, "y": 150}
-        assert "canvas: [100, 50]" in yaml()
-    finally:
-        os.unlink(f.name)
+    import_file(browser, ".imn", IMN)
+    at = lambda n: browser.execute_script("return window.vemu.editor.cy.$id(arguments[0]).position()", n)
+    assert at("n:pc0") == {"x": 100, "y": 50} and at("n:pc1") == {"x": 300, "y": 150}
+    assert "canvas: [100, 50]" in yaml()
     browser.find_element(By.CSS_SELECTOR, "header [data-view=lab]").click()
 
 

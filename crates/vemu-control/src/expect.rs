@@ -149,7 +149,7 @@ impl Judge {
                     && now_ns >= e.start_ns
                     && !matches!(
                         e.check,
-                        Check::Fidelity { .. } | Check::Drops { .. } | Check::Flow { .. }
+                        Check::Fidelity { .. } | Check::Drops { .. } | Check::Flow(_)
                     )
             })
             .map(|(i, e)| (i, &e.check))
@@ -261,7 +261,7 @@ impl Judge {
     pub fn flows_to_start(&self, now_ns: u64) -> Vec<(usize, &Expectation)> {
         (0..self.checks.len())
             .filter(|&i| {
-                matches!(self.checks[i].check, Check::Flow { .. })
+                matches!(self.checks[i].check, Check::Flow(_))
                     && self.results[i].outcome == Outcome::Pending
                     && now_ns >= self.results[i].start_ns
                     && self.progress[i].flow.is_none()
@@ -301,7 +301,8 @@ impl Judge {
     /// Check `i`'s flow as measured at `now_ns` (or why it could not be): passed when it
     /// meets every bound, each measured value beside its bound.
     pub fn flow_measured(&mut self, i: usize, now_ns: u64, m: Result<FlowMeasure, String>) {
-        let Check::Flow { bounds, duration_ns, .. } = &self.checks[i].check else { return };
+        let Check::Flow(f) = &self.checks[i].check else { return };
+        let (bounds, duration_ns) = (&f.bounds, &f.duration_ns);
         let r = &mut self.results[i];
         let m = match m {
             Ok(m) => m,
@@ -349,7 +350,7 @@ impl Judge {
             let r = &mut self.results[i];
             if r.outcome != Outcome::Pending
                 || now_ns < r.deadline_ns
-                || matches!(self.checks[i].check, Check::Drops { .. } | Check::Flow { .. })
+                || matches!(self.checks[i].check, Check::Drops { .. } | Check::Flow(_))
             {
                 continue;
             }
@@ -645,14 +646,14 @@ mod tests {
             start_ns: start_s * S,
             after: None,
             within_ns: 12 * S,
-            check: Check::Flow {
+            check: Check::Flow(vemu_scenario::expect::FlowCheck {
                 from: "h1".into(),
                 to: "h2".into(),
                 size_bytes: 1000,
                 rate_pps: 100.0,
                 duration_ns: 10 * S,
                 bounds,
-            },
+            }),
         };
         let tight = FlowBounds {
             delivery: Some(0.99),
@@ -737,7 +738,7 @@ pub(crate) mod probe {
         };
         let door = InNode { door, node };
         match check {
-            Check::Drops { .. } | Check::Flow { .. } => {
+            Check::Drops { .. } | Check::Flow(_) => {
                 (false, "judged by the controller, not in a node".into())
             }
             Check::Reach { to, port: None, .. } => {

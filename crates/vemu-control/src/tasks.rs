@@ -123,22 +123,15 @@ fn start_flows(c: &mut Controller, now_ns: u64) {
         .flows_to_start(now_ns)
         .into_iter()
         .filter_map(|(i, e)| match &e.check {
-            vemu_scenario::expect::Check::Flow {
-                from,
-                to,
-                size_bytes,
-                rate_pps,
-                duration_ns,
-                ..
-            } => Some((
+            vemu_scenario::expect::Check::Flow(f) => Some((
                 i,
                 crate::traffic::CbrRequest {
-                    from: from.clone(),
-                    to: to.clone(),
-                    size_bytes: *size_bytes,
-                    rate_pps: *rate_pps,
+                    from: f.from.clone(),
+                    to: f.to.clone(),
+                    size_bytes: f.size_bytes,
+                    rate_pps: f.rate_pps,
                     start_ns: Some(e.start_ns),
-                    duration_ns: Some(*duration_ns),
+                    duration_ns: Some(f.duration_ns),
                     count: None,
                     to_addr: None,
                 },
@@ -204,7 +197,7 @@ pub(crate) fn expectations(ctl: Arc<Mutex<Controller>>, clock: LabClock) -> Back
                     let node = match check {
                         Check::Reach { from, .. } => from,
                         Check::Route { node, .. } | Check::Run { node, .. } => node,
-                        Check::Fidelity { .. } | Check::Drops { .. } | Check::Flow { .. } => "",
+                        Check::Fidelity { .. } | Check::Drops { .. } | Check::Flow(_) => "",
                     };
                     let left_s = c.judge.deadline_ns(i).saturating_sub(now) as f64 / 1e9;
                     (i, check.clone(), c.door(node), left_s)

@@ -46,17 +46,22 @@ pub enum Check {
     /// Link `link` (index in the plan; `link_name` as written) drops at most `at_most`
     /// frames (both directions, every reason) from the check's start to its deadline.
     Drops { link: usize, link_name: String, at_most: u64 },
-    /// A UDP flow of `rate_pps` packets of `size_bytes` from `from` to `to` (their
-    /// first addresses) sent for `duration_ns` from the check's start, judged once it has
-    /// ended (and [`FLOW_SETTLE_NS`] more for what is still on its way) by `bounds`.
-    Flow {
-        from: String,
-        to: String,
-        size_bytes: usize,
-        rate_pps: f64,
-        duration_ns: u64,
-        bounds: FlowBounds,
-    },
+    /// A UDP flow the check sends, judged by what it delivered ([`FlowCheck`]).
+    Flow(FlowCheck),
+}
+
+/// A UDP flow of `rate_pps` packets of `size_bytes` from `from` to `to` (its first
+/// address) sent for `duration_ns` from the check's start, judged once it has ended
+/// (and [`FLOW_SETTLE_NS`] more for what is still on its way) by `bounds`. As written
+/// and as resolved alike (the plan checks its nodes).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FlowCheck {
+    pub from: String,
+    pub to: String,
+    pub size_bytes: usize,
+    pub rate_pps: f64,
+    pub duration_ns: u64,
+    pub bounds: FlowBounds,
 }
 
 /// What a flow must show to pass: each bound given.
@@ -94,9 +99,13 @@ impl Check {
             Check::Drops { link_name, at_most, .. } => {
                 format!("drops on {link_name} at most {at_most}")
             }
-            Check::Flow { from, to, size_bytes, rate_pps, duration_ns, .. } => format!(
-                "flow {from} → {to} ({rate_pps} packets/s of {size_bytes} B for {} s)",
-                *duration_ns as f64 / 1e9
+            Check::Flow(f) => format!(
+                "flow {} → {} ({} packets/s of {} B for {} s)",
+                f.from,
+                f.to,
+                f.rate_pps,
+                f.size_bytes,
+                f.duration_ns as f64 / 1e9
             ),
         }
     }
@@ -117,37 +126,12 @@ pub struct ExpectDef {
 /// A check as written: nodes by name, `to` a node or an address.
 #[derive(Debug, Clone)]
 pub enum CheckDef {
-    Reach {
-        from: String,
-        to: String,
-        port: Option<u16>,
-    },
-    Route {
-        node: String,
-        prefix: IpNet,
-        via: Option<String>,
-    },
-    Run {
-        node: String,
-        cmd: String,
-        exit: i32,
-        output: Option<String>,
-    },
-    Fidelity {
-        worst: String,
-    },
-    Drops {
-        link: String,
-        at_most: u64,
-    },
-    Flow {
-        from: String,
-        to: String,
-        size_bytes: usize,
-        rate_pps: f64,
-        duration_ns: u64,
-        bounds: FlowBounds,
-    },
+    Reach { from: String, to: String, port: Option<u16> },
+    Route { node: String, prefix: IpNet, via: Option<String> },
+    Run { node: String, cmd: String, exit: i32, output: Option<String> },
+    Fidelity { worst: String },
+    Drops { link: String, at_most: u64 },
+    Flow(FlowCheck),
 }
 
 /// Longest deadline of a check (a day: longer is a mistake, not a test).

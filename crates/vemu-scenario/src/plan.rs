@@ -1091,29 +1091,20 @@ fn resolve_expects(s: &Scenario, plan: &mut Plan, errors: &mut Vec<Error>) {
             crate::expect::CheckDef::Fidelity { worst } => {
                 Ok(crate::expect::Check::Fidelity { worst: worst.clone() })
             }
-            crate::expect::CheckDef::Flow {
-                from,
-                to,
-                size_bytes,
-                rate_pps,
-                duration_ns,
-                bounds,
-            } => made(from).and_then(|a| made(to).map(|b| (a, b))).and_then(|(a, b)| {
-                if a == b {
-                    return Err(format!("a flow needs two different nodes, not '{from}' twice"));
-                }
-                if addrs(b).is_empty() {
-                    return Err(format!("node '{to}' has no address to send to"));
-                }
-                Ok(crate::expect::Check::Flow {
-                    from: from.clone(),
-                    to: to.clone(),
-                    size_bytes: *size_bytes,
-                    rate_pps: *rate_pps,
-                    duration_ns: *duration_ns,
-                    bounds: bounds.clone(),
+            crate::expect::CheckDef::Flow(f) => {
+                made(&f.from).and_then(|a| made(&f.to).map(|b| (a, b))).and_then(|(a, b)| {
+                    if a == b {
+                        return Err(format!(
+                            "a flow needs two different nodes, not '{}' twice",
+                            f.from
+                        ));
+                    }
+                    if addrs(b).is_empty() {
+                        return Err(format!("node '{}' has no address to send to", f.to));
+                    }
+                    Ok(crate::expect::Check::Flow(f.clone()))
                 })
-            }),
+            }
             crate::expect::CheckDef::Drops { link, at_most } => {
                 plan.find_link(link).map(|(i, _)| crate::expect::Check::Drops {
                     link: i,

@@ -52,7 +52,7 @@ pub(crate) fn expectation(p: &mut P, node: &Node, field: &str) -> Option<ExpectD
         p.err(node.mark, field, "a check starts 'at' a time or 'after' an event, not both");
     }
     let flow_lasts = match checks.as_slice() {
-        [(_, Some(CheckDef::Flow { duration_ns, .. }))] => Some(*duration_ns),
+        [(_, Some(CheckDef::Flow(f)))] => Some(f.duration_ns),
         _ => None,
     };
     // A flow is judged once it has run (and what it sent has arrived).
@@ -265,7 +265,14 @@ fn flow(p: &mut P, v: &Node, f: &str) -> Option<CheckDef> {
                 );
                 return None;
             }
-            Some(CheckDef::Flow { from, to, size_bytes, rate_pps, duration_ns, bounds })
+            Some(CheckDef::Flow(crate::expect::FlowCheck {
+                from,
+                to,
+                size_bytes,
+                rate_pps,
+                duration_ns,
+                bounds,
+            }))
         }
         _ => {
             p.err(

@@ -32,18 +32,12 @@ fn checks_are_resolved_to_nodes_addresses_and_the_lab_clock() {
     let e = &plan.expect;
     assert_eq!(e.len(), 7);
     match &e[6].check {
-        Check::Flow {
-            from,
-            size_bytes: 200,
-            rate_pps,
-            duration_ns: 10_000_000_000,
-            bounds,
-            ..
-        } => {
-            assert_eq!((from.as_str(), *rate_pps), ("r1", 50.0));
-            assert_eq!(bounds.delivery, Some(0.99));
-            assert_eq!(bounds.delay_ns, [(95, 30_000_000), (100, 1_000_000_000)]);
-            assert_eq!(bounds.goodput_bps, Some(70_000));
+        Check::Flow(f) => {
+            assert_eq!((f.from.as_str(), f.rate_pps, f.size_bytes), ("r1", 50.0, 200));
+            assert_eq!(f.duration_ns, 10_000_000_000);
+            assert_eq!(f.bounds.delivery, Some(0.99));
+            assert_eq!(f.bounds.delay_ns, [(95, 30_000_000), (100, 1_000_000_000)]);
+            assert_eq!(f.bounds.goodput_bps, Some(70_000));
         }
         c => panic!("{c:?}"),
     }
