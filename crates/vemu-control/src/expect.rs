@@ -40,6 +40,27 @@ pub struct CheckResult {
     pub detail: String,
     /// Probes made.
     pub probes: u64,
+    /// A flow check's flow, as measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow: Option<FlowResult>,
+}
+
+/// What a flow check's flow delivered (`vemu test --repeat` gives their spread).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FlowResult {
+    pub sent: u64,
+    pub delivered: u64,
+    /// `delivered / sent` (0 when nothing was sent).
+    pub delivery: f64,
+    /// One-way delay of the delivered packets, ns: median, 95th percentile, longest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_p50_ns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_p95_ns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_max_ns: Option<u64>,
+    /// Payload delivered over the flow's duration, bits/s.
+    pub goodput_bps: u64,
 }
 
 impl CheckResult {
@@ -108,6 +129,7 @@ impl Judge {
                     None => "waiting".to_string(),
                 },
                 probes: 0,
+                flow: None,
             })
             .collect();
         let n = checks.len();
@@ -312,6 +334,7 @@ impl Judge {
                 return;
             }
         };
+        r.flow = Some(m.result(*duration_ns));
         let (said, ok) = m.against(bounds, *duration_ns);
         r.outcome = if ok { Outcome::Passed } else { Outcome::Failed };
         r.detail = said;
@@ -420,6 +443,24 @@ impl FlowMeasure {
         self.delays_ns.get(k.clamp(1, n.max(1)) - 1).copied()
     }
 
+    /// The numbers of the flow, over its duration.
+    pub fn result(&self, duration_ns: u64) -> FlowResult {
+        FlowResult {
+            sent: self.sent,
+            delivered: self.delivered,
+            delivery: if self.sent > 0 { self.delivered as f64 / self.sent as f64 } else { 0.0 },
+            delay_p50_ns: self.delay_ns(50),
+            delay_p95_ns: self.delay_ns(95),
+            delay_max_ns: self.delay_ns(100),
+            goodput_bps: self.goodput_bps(duration_ns),
+        }
+    }
+
+    fn goodput_bps(&self, duration_ns: u64) -> u64 {
+        let bits = self.delivered as f64 * self.size_bytes as f64 * 8.0;
+        (bits / (duration_ns.max(1) as f64 / 1e9)).round() as u64
+    }
+
     /// Each bound with what was measured (`delivery 99.4% ≥ 99.0%, delay p95 12.1 ms ≤
     /// 30.0 ms`), and whether all hold. A flow that delivered nothing meets no delay
     /// bound.
@@ -457,8 +498,7 @@ impl FlowMeasure {
             }
         }
         if let Some(want) = b.goodput_bps {
-            let bits = self.delivered as f64 * self.size_bytes as f64 * 8.0;
-            let got = (bits / (duration_ns.max(1) as f64 / 1e9)).round() as u64;
+            let got = self.goodput_bps(duration_ns);
             let op = if got >= want { "≥" } else { "<" };
             say(got >= want, format!("goodput {} {op} {}", fmt_bps(got), fmt_bps(want)));
         }
@@ -698,6 +738,10 @@ mod tests {
             "delivery 90.0% < 99.0% (900 of 1000), delay p95 10.0 ms ≤ 15.0 ms"
         );
         assert_eq!(j.results()[1].outcome, Outcome::Passed);
+        let flow = j.results()[1].flow.clone().unwrap();
+        assert_eq!((flow.sent, flow.delivered, flow.delivery), (1000, 900, 0.9));
+        assert_eq!((flow.delay_p50_ns, flow.delay_max_ns), (Some(10_000_000), Some(30_000_000)));
+        assert_eq!(flow.goodput_bps, 720_000);
         assert_eq!(j.results()[1].detail, "delivery 90.0% ≥ 80.0% (900 of 1000), delay p50 10.0 ms ≤ 15.0 ms, delay max 30.0 ms ≤ 40.0 ms, goodput 720.0 kbit/s ≥ 700.0 kbit/s");
         // A window judged bad over the flow's run makes its result untrustworthy.
         j.window(3 * S, 4 * S, Verdict::Invalid);

@@ -237,9 +237,21 @@ fn summarize(runs: &[Run]) -> Vec<serde_json::Value> {
                     "max_s": measured[measured.len() - 1],
                 })
             });
+            // A flow check's delivery, run by run.
+            let mut delivery: Vec<f64> =
+                of.iter().filter_map(|c| c["flow"]["delivery"].as_f64()).collect();
+            delivery.sort_by(f64::total_cmp);
+            let delivery = (!delivery.is_empty()).then(|| {
+                json!({
+                    "min": delivery[0],
+                    "median": delivery[delivery.len() / 2],
+                    "max": delivery[delivery.len() - 1],
+                })
+            });
             json!({
                 "name": name,
                 "runs": of.len(),
+                "delivery": delivery,
                 "passed": count("passed"),
                 "failed": count("failed"),
                 "untrustworthy": count("untrustworthy"),
@@ -253,9 +265,15 @@ fn summarize(runs: &[Run]) -> Vec<serde_json::Value> {
 fn print_summary(summary: &[serde_json::Value], runs: usize) {
     println!("over {runs} runs:");
     for c in summary {
-        let spread = match &c["measured"] {
-            serde_json::Value::Null => "nothing measured".to_string(),
-            m => format!(
+        let spread = match (&c["measured"], &c["delivery"]) {
+            (serde_json::Value::Null, serde_json::Value::Null) => "nothing measured".to_string(),
+            (serde_json::Value::Null, d) => format!(
+                "delivered {:.1} / {:.1} / {:.1} % (min / median / max)",
+                d["min"].as_f64().unwrap_or(0.0) * 100.0,
+                d["median"].as_f64().unwrap_or(0.0) * 100.0,
+                d["max"].as_f64().unwrap_or(0.0) * 100.0
+            ),
+            (m, _) => format!(
                 "measured {:.3} / {:.3} / {:.3} s (min / median / max)",
                 m["min_s"].as_f64().unwrap_or(0.0),
                 m["median_s"].as_f64().unwrap_or(0.0),

@@ -82,6 +82,42 @@ expect:
     assert!(lab_netns("t-expect6").is_empty());
 }
 
+/// A flaky network test becomes a number (issue 43): a flow over a link that loses 10 %
+/// of its frames, asked to deliver 90 %, over three runs with seeds one apart — its pass
+/// rate, and what it delivered each run (min / median / max).
+#[test]
+fn a_flow_over_a_lossy_link_gets_a_pass_rate_and_a_spread_over_runs() {
+    let _g = serial();
+    let yaml = "name: t-expect7
+routing: none
+addressing: {ipv6: none}
+nodes: {a: {}, b: {}}
+links:
+  - {endpoints: [a, b], loss: 10%}
+expect:
+  - {name: delivery, flow: {from: a, to: b, rate: 100, size: 200, duration: 2s, delivery: 90%}}
+";
+    let path = write_scenario("t-expect7", yaml);
+    let o = vemu(&["test", path.to_str().unwrap(), "--repeat", "3", "--seed", "1"]);
+    let t = text(&o);
+    eprintln!("{t}");
+    let line =
+        t.lines().find(|l| l.trim_start().starts_with("delivery: passed ")).unwrap_or_default();
+    let passed: usize =
+        line.split_whitespace().nth(2).and_then(|p| p.split('/').next()?.parse().ok()).unwrap();
+    assert!(line.contains("/3 ("), "{t}");
+    assert_eq!(o.status.code(), Some(if passed == 3 { 0 } else { 1 }), "{t}");
+    let spread = line.split("delivered ").nth(1).unwrap_or_default();
+    let pct: Vec<f64> = spread
+        .split(" / ")
+        .filter_map(|x| x.trim_end_matches(|c: char| !c.is_ascii_digit()).parse().ok())
+        .collect();
+    assert_eq!(pct.len(), 3, "{line}");
+    assert!(pct[0] <= pct[1] && pct[1] <= pct[2], "{line}");
+    assert!(pct[0] >= 80.0 && pct[2] <= 98.0, "about 90 % each run: {line}");
+    assert!(lab_netns("t-expect7").is_empty());
+}
+
 /// `file` is valid against the JUnit schema CI systems read (Jenkins xunit's
 /// junit-10.xsd, MIT, in tests/data; checked by xmllint).
 fn assert_valid_junit(file: &std::path::Path) {
