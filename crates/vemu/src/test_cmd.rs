@@ -148,9 +148,14 @@ fn judge(lab: &str, last_deadline_ns: u64, json_out: bool) -> Result<serde_json:
     // (What was said of each check: a failed one is said again when it is known when
     // it did hold.)
     let mut said = std::collections::HashMap::new();
+    // Progress on a terminal: what is still waited for, on one line rewritten.
+    let progress = !json_out && std::io::stderr().is_terminal();
     loop {
         let v = c.get("/v1/expect")?;
         let checks = v["checks"].as_array().cloned().unwrap_or_default();
+        if progress {
+            eprint!("\r\x1b[K");
+        }
         for r in &checks {
             let name = r["name"].as_str().unwrap_or_default().to_string();
             let line = result_line(r);
@@ -158,6 +163,9 @@ fn judge(lab: &str, last_deadline_ns: u64, json_out: bool) -> Result<serde_json:
                 println!("{line}");
                 said.insert(name, line);
             }
+        }
+        if progress && v["done"] != true {
+            eprint!("{}", waiting_line(&checks, started.elapsed()));
         }
         if v["done"] == true || STOP.load(Ordering::Relaxed) {
             if json_out {
@@ -186,6 +194,36 @@ fn judge(lab: &str, last_deadline_ns: u64, json_out: bool) -> Result<serde_json:
         }
         std::thread::sleep(POLL);
     }
+}
+
+/// What `vemu test` still waits for: `[12 s] waiting for 2 of 5 checks: rerouted (≤ 17
+/// s), video (≤ 30 s)`.
+fn waiting_line(checks: &[serde_json::Value], elapsed: std::time::Duration) -> String {
+    let pending: Vec<String> = checks
+        .iter()
+        .filter(|r| r["outcome"] == "pending")
+        .map(|r| {
+            let by = r["deadline_ns"].as_u64().unwrap_or(0) as f64 / 1e9;
+            format!("{} (≤ {by:.0} s)", r["name"].as_str().unwrap_or_default())
+        })
+        .collect();
+    if pending.is_empty() {
+        let t = elapsed.as_secs_f64();
+        return format!(
+            "[{t:.0} s] all judged; waiting for the fidelity monitor's view of their seconds"
+        );
+    }
+    let mut line = format!(
+        "[{:.0} s] waiting for {} of {} checks: {}",
+        elapsed.as_secs_f64(),
+        pending.len(),
+        checks.len(),
+        pending.join(", ")
+    );
+    if line.chars().count() > 100 {
+        line = line.chars().take(99).collect::<String>() + "…";
+    }
+    line
 }
 
 /// A result for people: `reach h1 → h9: passed, 1.4 s ≤ 5.0 s`.
@@ -363,4 +401,18 @@ fn junit(lab: &str, runs: &[Run]) -> Result<Vec<u8>> {
     let mut out = w.into_inner();
     out.push(b'\n');
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_progress_line_names_what_is_waited_for() {
+        let checks = serde_json::json!([
+            {"name": "a", "outcome": "passed", "deadline_ns": 5_000_000_000u64},
+            {"name": "rerouted", "outcome": "pending", "deadline_ns": 17_000_000_000u64},
+        ]);
+        let line =
+            super::waiting_line(checks.as_array().unwrap(), std::time::Duration::from_secs(12));
+        assert_eq!(line, "[12 s] waiting for 1 of 2 checks: rerouted (≤ 17 s)");
+    }
 }
