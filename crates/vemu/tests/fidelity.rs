@@ -355,7 +355,13 @@ fn a_check_measured_while_the_lab_starved_is_untrustworthy() {
     let t = text(&o);
     eprintln!("{t}");
     assert_eq!(o.status.code(), Some(3), "{t}");
-    assert!(t.contains("in the middle: UNTRUSTWORTHY, passed ("), "{t}");
+    // (Passed or failed, whichever the starved lab showed: either way not to be trusted.
+    // CI once saw its ping held only after 4.6 s.)
+    assert!(
+        t.contains("in the middle: UNTRUSTWORTHY, passed (")
+            || t.contains("in the middle: UNTRUSTWORTHY, failed ("),
+        "{t}"
+    );
     assert!(t.contains("but the fidelity monitor judged the lab"), "{t}");
     assert!(t.contains("1 checks: 0 passed, 0 failed, 1 untrustworthy"), "{t}");
     assert!(lab_netns("t-untrusted").is_empty());
