@@ -95,7 +95,7 @@ pub struct Judge {
 }
 
 /// Where a check's measurement stands, beyond its result.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 struct Progress {
     /// A `drops` check: the link's drops when it started counting.
     drops_from: Option<u64>,
@@ -103,6 +103,10 @@ struct Progress {
     late_until: Option<u64>,
     /// A `flow` check: the traffic flow started for it (its id), once started.
     flow: Option<u32>,
+    /// An untrustworthy check: what it was (`passed`, `failed`), its result in words,
+    /// and why it cannot be trusted — its detail is made of the three, so that a later
+    /// word on its result (when it did hold) keeps the why.
+    untrusted: Option<(&'static str, String, String)>,
     /// A check resolved by a measurement (passed or failed): when. A window of the
     /// monitor that covers it and comes later still makes it untrustworthy.
     resolved_at: Option<u64>,
@@ -185,11 +189,11 @@ impl Judge {
             // Failed, and held later: when.
             let took = now_ns.saturating_sub(r.start_ns);
             r.measured_ns = Some(took);
-            r.detail = match r.detail.find(" (last: ") {
-                Some(k) => format!("{} (held after {})", &r.detail[..k], fmt_ns(took)),
-                None => format!("{} (held after {})", r.detail, fmt_ns(took)),
-            };
             self.progress[i].late_until = None;
+            self.reword(i, |said| match said.find(" (last: ") {
+                Some(k) => format!("{} (held after {})", &said[..k], fmt_ns(took)),
+                None => format!("{said} (held after {})", fmt_ns(took)),
+            });
             return;
         }
         if r.outcome != Outcome::Pending || now_ns < r.start_ns {
@@ -367,8 +371,9 @@ impl Judge {
         for i in 0..self.results.len() {
             if self.progress[i].late_until.is_some_and(|until| now_ns >= until) {
                 self.progress[i].late_until = None;
-                let r = &mut self.results[i];
-                r.detail = format!("{} (not held {} later either)", r.detail, fmt_ns(LATE_NS));
+                self.reword(i, |said| {
+                    format!("{said} (not held {} later either)", fmt_ns(LATE_NS))
+                });
             }
             let r = &mut self.results[i];
             if r.outcome != Outcome::Pending
@@ -414,14 +419,29 @@ impl Judge {
             return;
         };
         let was = if r.outcome == Outcome::Passed { "passed" } else { "failed" };
-        r.detail = format!(
-            "{was} ({}), but the fidelity monitor judged the lab {} from {} to {} (lab clock): the network measured was not the one configured",
-            r.detail,
+        let why = format!(
+            "but the fidelity monitor judged the lab {} from {} to {} (lab clock): the network measured was not the one configured",
             format!("{verdict:?}").to_lowercase(),
             fmt_ns(from),
             fmt_ns(to)
         );
+        let said = std::mem::take(&mut r.detail);
+        r.detail = format!("{was} ({said}), {why}");
         r.outcome = Outcome::Untrustworthy;
+        self.progress[i].untrusted = Some((was, said, why));
+    }
+
+    /// Check `i`'s result in words, changed by `change` (an untrustworthy check's keeps
+    /// what it was and why it cannot be trusted around it).
+    fn reword(&mut self, i: usize, change: impl FnOnce(&str) -> String) {
+        let r = &mut self.results[i];
+        match &mut self.progress[i].untrusted {
+            Some((was, said, why)) => {
+                *said = change(said);
+                r.detail = format!("{was} ({said}), {why}");
+            }
+            None => r.detail = change(&r.detail),
+        }
     }
 }
 
@@ -620,6 +640,18 @@ mod tests {
             j.results()[1].detail
         );
         assert!(j.done());
+        // Failed under a bad window, then held later (what CI saw): when it held is
+        // said, and why it cannot be trusted is kept.
+        let mut late = Judge::new(vec![reach("c", 4, 3)]);
+        late.window(4 * S, 6 * S, Verdict::Invalid);
+        late.probed(0, 5 * S, false, "100% packet loss");
+        late.tick(7 * S, Verdict::Invalid);
+        assert_eq!(late.results()[0].outcome, Outcome::Untrustworthy);
+        late.probed(0, 8 * S + 900_000_000, true, "");
+        assert_eq!(
+            late.results()[0].detail,
+            "failed (did not hold within 3.0 s (held after 4.9 s)), but the fidelity monitor judged the lab invalid from 4.0 s to 6.0 s (lab clock): the network measured was not the one configured"
+        );
         // A monitor that says nothing: the judge waits JUDGED_WAIT_NS, no more.
         let mut quiet = Judge::new(vec![reach("q", 0, 5)]);
         quiet.probed(0, S, true, "");
