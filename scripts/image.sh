@@ -41,17 +41,19 @@ for b in "${bins[@]}"; do
     touch -d "@$SOURCE_DATE_EPOCH" "$work/bin/$(basename "$b")"
 done
 # What labs run in their nodes and what vemu itself calls (as deploy/Containerfile).
-mmdebstrap --quiet --variant=essential \
+# (The Debian root is kept outside the checkout: scripts/debian-root.sh.)
+scripts/debian-root.sh "$work/rootfs.tar" --variant=essential \
     --include=iproute2,iputils-ping,iperf3,procps,nftables,ca-certificates,libpcap0.8,libdbus-1-3,libsystemd0,libcap2 \
     --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
-    --dpkgopt='path-exclude=/usr/share/locale/*' \
-    --customize-hook="copy-in $work/bin/vemu $work/bin/vemu-init $work/bin/vemu-operator /usr/local/bin" \
-    bookworm "$work/rootfs.tar" ${mirror:+"$mirror"}
+    --dpkgopt='path-exclude=/usr/share/locale/*'
 umoci init --layout "$work/vemu"
 umoci new --image "$work/vemu:latest"
 umoci unpack --image "$work/vemu:latest" "$work/bundle"
 tar -xf "$work/rootfs.tar" -C "$work/bundle/rootfs"
-# (umoci keeps each file's own time: mmdebstrap set them to SOURCE_DATE_EPOCH.)
+cp "$work/bin/vemu" "$work/bin/vemu-init" "$work/bin/vemu-operator" "$work/bundle/rootfs/usr/local/bin/"
+# umoci keeps each file's own time: every one SOURCE_DATE_EPOCH, so that the digest
+# does not depend on when the kept Debian root was made.
+find "$work/bundle/rootfs" -exec touch -h -d "@$SOURCE_DATE_EPOCH" {} +
 umoci repack --image "$work/vemu:latest" --history.created "$created" \
     --history.created_by "scripts/image.sh" "$work/bundle"
 revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)

@@ -6,7 +6,8 @@
 #               `docker save` writes)
 #   frr/        an OCI layout with FRR (no main process: `kind: frr` starts it)
 #   bird/       an OCI layout with BIRD, a different image (`kind: bird`)
-# Made once: kept while this script is unchanged. Needs root, mmdebstrap, umoci and
+# Made once: kept while this script is unchanged (the Debian roots in a cache outside
+# the checkout: scripts/debian-root.sh). Needs root, mmdebstrap, umoci and
 # skopeo (scripts/setup.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,11 +27,11 @@ trap 'rm -rf "$work"' EXIT
 # at $work/NAME with the tag NAME.
 make_image() {
     local name=$1 packages=$2
-    mmdebstrap --quiet --variant=essential --include="iputils-ping,iproute2$packages" \
+    scripts/debian-root.sh "$work/$name.tar" --variant=essential \
+        --include="iputils-ping,iproute2$packages" \
         --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
         --dpkgopt='path-exclude=/usr/share/locale/*' \
-        --customize-hook="echo $name > \"\$1/etc/vemu-image\"; mkdir -p \"\$1/srv\"" \
-        bookworm "$work/$name.tar"
+        --customize-hook="echo $name > \"\$1/etc/vemu-image\"; mkdir -p \"\$1/srv\""
     umoci init --layout "$work/$name"
     umoci new --image "$work/$name:$name"
     umoci unpack --image "$work/$name:$name" "$work/bundle-$name"
