@@ -109,6 +109,14 @@ def test_values_reach_the_objects():
         kubernetes_validate.validate(ds, version, strict=True)
 
 
+def test_a_digest_pins_the_image():
+    digest = "sha256:" + "0123456789abcdef" * 4
+    docs = render("--set", "image.repository=r.example/v", "--set", f"image.digest={digest}")
+    for kind in ["DaemonSet", "Deployment"]:
+        (c,) = one(docs, kind)["spec"]["template"]["spec"]["containers"]
+        assert c["image"] == f"r.example/v@{digest}"
+
+
 def test_the_validation_catches_mistakes(chart):
     ds = one(chart, "DaemonSet")
     wrong = copy.deepcopy(ds)
@@ -122,6 +130,7 @@ def test_the_validation_catches_mistakes(chart):
     (["--set", "image.pullPolicy=Sometimes"], "pullPolicy"),
     (["--set", "agnet.nodeSelector.a=b"], "agnet"),
     (["--set", "tokenSecret="], "tokenSecret"),
+    (["--set", "image.digest=latest"], "digest"),
 ])
 def test_wrong_values_are_refused_naming_them(setting, field):
     out = subprocess.run([helm(), "template", "vemu", CHART, "--kube-version", VERSIONS[-1], *setting], capture_output=True, text=True)

@@ -7,5 +7,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 
 {{- define "vemu.image" -}}
+{{- if .Values.image.digest -}}
+{{ printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else -}}
 {{ printf "%s:%s" .Values.image.repository (toString .Values.image.tag) }}
+{{- end -}}
 {{- end -}}
