@@ -349,8 +349,10 @@ pub fn decide(
     let machines = machines.iter().map(|(m, ip)| format!("{m}={ip}")).collect::<Vec<_>>().join(",");
     let same = status.is_some_and(|s| s.digest == digest(spec) && s.lab == lab);
     match (running, same, status.is_some_and(|s| s.phase == "Up")) {
-        (true, true, _) => Step::Keep,
-        (true, false, _) => Step::Recreate { lab, machines },
+        (true, true, true) => Step::Keep,
+        // Running, but not as the spec says (another spec's lab), or its last bringing
+        // up failed (what runs may be what an earlier attempt left).
+        (true, _, _) => Step::Recreate { lab, machines },
         // Up, as last known, on the machines it was brought up on.
         (false, true, true) => {
             Step::Attach { lab, machines: status.map(|s| s.machines.clone()).unwrap_or(machines) }
@@ -440,6 +442,12 @@ mod tests {
             decide("labs", "ring", &s, Some(&failed), &agents, false),
             Step::Up { .. }
         ));
+        // Failed earlier, yet a lab of its name runs (what an earlier attempt left, or a
+        // lab whose `down` did not finish): not kept, but brought up anew.
+        assert_eq!(
+            decide("labs", "ring", &s, Some(&failed), &agents, true),
+            Step::Recreate { lab: "labs_ring".into(), machines: "w1=10.0.0.11".into() }
+        );
     }
 
     #[test]

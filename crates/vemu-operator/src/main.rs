@@ -192,7 +192,13 @@ async fn apply(lab_obj: Arc<VemuLab>, ctx: &Ctx, api: &Api<VemuLab>) -> Result<A
             up(ctx, &lab, &lab_obj.spec.scenario, &machines, &trust).map(|m| (lab, machines, m))
         }
         Step::Recreate { lab, machines } => {
-            let _ = vemu(ctx, &["down", "--lab", &lab_now]);
+            let (down, out) = vemu(ctx, &["down", "--lab", &lab_now]);
+            if !down {
+                eprintln!(
+                    "vemu-operator: {ns}/{name}: lab {lab_now} did not go down: {}",
+                    out.lines().last().unwrap_or_default()
+                );
+            }
             up(ctx, &lab, &lab_obj.spec.scenario, &machines, &trust).map(|m| (lab, machines, m))
         }
         // From this pod's own state, else (a new pod: its /run is empty) from the state
@@ -228,6 +234,22 @@ async fn apply(lab_obj: Arc<VemuLab>, ctx: &Ctx, api: &Api<VemuLab>) -> Result<A
         Err(e) => {
             st.phase = "Failed".into();
             st.message = e.to_string();
+            // Agents still hold a share of the lab that no controller serves (an earlier
+            // controller died, or its `down` did not reach them all): taken over from
+            // them and taken down, so that the next look brings it up.
+            let held = st.message.contains(&format!("already holds a share of lab '{}'", st.lab));
+            if let Some(agent) = first_agent(&st.machines).filter(|_| held) {
+                let lab = st.lab.clone();
+                let attached = vemu(ctx, &["attach", "--lab", &lab, "--from", agent]);
+                let down = vemu(ctx, &["down", "--lab", &lab]);
+                eprintln!(
+                    "vemu-operator: {ns}/{name}: its agents still held lab {lab}: taken over ({}) and down ({})",
+                    attached.1.lines().last().unwrap_or_default(),
+                    down.1.lines().last().unwrap_or_default()
+                );
+                set_status(api, &name, st).await?;
+                return Ok(Action::requeue(Duration::from_secs(2)));
+            }
             set_status(api, &name, st).await?;
             Ok(Action::requeue(Duration::from_secs(60)))
         }

@@ -130,6 +130,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Cmd::Down { name, lab } => {
             let lab = resolve_lab(name.or(lab.lab))?;
             connect(&lab)?.post("/v1/down", &json!({}))?;
+            // The controller answers once the lab is down, then exits, giving its name
+            // up: wait for that, so that an `up` of the same name right after this does
+            // not find it still taken (the operator's "bring it up anew" did).
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+            while vemu_control::labs::LabLock::held(&lab) && std::time::Instant::now() < until {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
             eprintln!("lab '{lab}' is down");
         }
         Cmd::Ls => ls(),
