@@ -15,12 +15,14 @@ need_pkgs=()
 # skopeo and umoci copy and unpack the images of image nodes (`image:`); mmdebstrap
 # makes the tests' images from Debian's packages (scripts/test-images.sh).
 # docker-registry serves them on loopback for the pull path's test; runc runs vemu's own
-# image (scripts/image.sh) as a kubelet's container runtime would.
+# image (scripts/image.sh) as a kubelet's container runtime would. containerd (with runc)
+# and containernetworking-plugins (the bridge) are the container runtime and pod network
+# of the real-kubelet test's nodes (crates/vemu/tests/machines/kubelet.rs).
 # iperf (version 2), net-tools, telnet and vlan (vconfig) are what Mininet scripts run
 # in their hosts (net.iperf(), ifconfig, route, arp, waitListening): vemu.mininet's
 # tests run them. libxml2-utils' xmllint checks vemu test's JUnit XML against the JUnit
 # schema.
-for p in libxml2-utils iperf net-tools telnet vlan skopeo umoci mmdebstrap docker-registry runc openssl iperf3 iputils-ping iproute2 procps nftables iptables tcpdump tshark libpcap-dev frr bird2 babeld clang libbpf-dev chromium chromium-driver rt-tests; do
+for p in containerd containernetworking-plugins libxml2-utils iperf net-tools telnet vlan skopeo umoci mmdebstrap docker-registry runc openssl iperf3 iputils-ping iproute2 procps nftables iptables tcpdump tshark libpcap-dev frr bird2 babeld clang libbpf-dev chromium chromium-driver rt-tests; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need_pkgs+=("$p")
 done
 if [ "${#need_pkgs[@]}" -gt 0 ]; then

@@ -13,9 +13,10 @@ cargo fmt --all --check
 # No lint clippy warns of (a lint allowed somewhere says why, where it is allowed).
 cargo clippy --workspace --all-targets --release -- -D warnings
 (cd fuzz && cargo clippy --all-targets --release -- -D warnings)
-# The operator's test (crates/vemu/tests/machines/kubernetes.rs) runs vemu-operator against a real
-# Kubernetes API server and etcd, built from their Go modules (a few minutes the first
-# time, seconds after: Go's build cache).
+# The Kubernetes tests (crates/vemu/tests/machines/kubernetes.rs and kubelet.rs) run a
+# real cluster: etcd, the API server, scheduler, controller manager, kube-proxy and
+# kubelets, one binary built from their Go modules (about ten minutes the first time,
+# seconds after: Go's build cache), on vemu's image (scripts/image.sh).
 cargo build --release -p vemu-operator
 # (-X: the version it tells its clients; Helm checks the chart's kubeVersion with it.)
 go build -C deploy/kubernetes/test-apiserver -buildvcs=false -o "$PWD/target/vemu-test-apiserver" \

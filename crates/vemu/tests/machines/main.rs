@@ -9,6 +9,7 @@ mod common;
 mod expect;
 mod failures;
 mod kernel_tunnel;
+mod kubelet;
 mod kubernetes;
 mod links;
 mod routing;
