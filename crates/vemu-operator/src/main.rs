@@ -290,7 +290,12 @@ async fn run() -> anyhow::Result<()> {
         vemu: std::env::var("VEMU").unwrap_or_else(|_| "vemu".into()),
     });
     let labs: Api<VemuLab> = Api::all(client);
+    // SIGTERM (the pod deleted) stops it at once, once what it is doing is done: as the
+    // container's first process it would otherwise ignore the signal and act on labs for
+    // the whole grace period beside the pod that replaces it (a real kubelet showed two
+    // operators bringing one lab up at once).
     Controller::new(labs, watcher::Config::default())
+        .shutdown_on_signal()
         .run(reconcile, error_policy, ctx)
         .for_each(|r| async move {
             if let Err(e) = r {
@@ -298,6 +303,7 @@ async fn run() -> anyhow::Result<()> {
             }
         })
         .await;
+    eprintln!("vemu-operator: stopped by a signal");
     Ok(())
 }
 

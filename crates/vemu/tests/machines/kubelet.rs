@@ -191,26 +191,8 @@ while [ ! -S /run/containerd/containerd.sock ]; do sleep 0.1; done
 exec {bin} kubelet --config {d}/kubelet.yaml --kubeconfig {kubeconfig} --root-dir {d}/kubelet --hostname-override {name} --node-ip {ip} > {d}/kubelet.log 2>&1",
             kubeconfig = kubeconfig.display()
         );
-        let child = Command::new("nsenter")
-            .args([
-                &format!("--net=/run/netns/{}-{name}", m.tag),
-                "unshare",
-                "-m",
-                "-p",
-                "-f",
-                "--kill-child",
-                "--mount-proc",
-                "--propagation",
-                "private",
-                "sh",
-                "-c",
-                &script,
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
+        // A PID namespace too: everything of the node dies with its first process.
+        let child = m.spawn_in(i, &["-p", "-f", "--kill-child", "--mount-proc"], &script);
         self.procs.push(child);
     }
 
@@ -508,6 +490,11 @@ fn kubelets_run_vemus_image_and_its_operator_runs_a_vemulab_across_them() {
     // The pod deleted: the Deployment's new pod (an empty /run/vemu, on either node)
     // takes the lab over from its agents.
     k.must(&["-n", "vemu", "delete", "pod", &op_name, "--wait=false"], "");
+    // The old operator stops on SIGTERM (not after the 30 s grace period, acting on the
+    // lab beside the new one all that time).
+    wait(15, "the deleted operator pod is gone", &mut || {
+        !pods().iter().any(|p| p["metadata"]["name"] == op_name.as_str())
+    });
     wait(120, "a new operator pod has the lab", &mut || {
         running("vemu-operator-").iter().any(|p| p["metadata"]["name"] != op_name.as_str())
             && lab_status(k, "chain")["message"] == "taken over from its agents"

@@ -130,23 +130,24 @@ impl Machines {
     /// /run/vemu, /run/netns and /var/log/vemu, as on a separate computer.
     fn spawn_agent(&mut self, i: usize, cmd: &str) {
         let script = format!("mount -t tmpfs tmpfs /run/vemu && mount -t tmpfs tmpfs /run/netns && mkdir -p /var/log/vemu && mount -t tmpfs tmpfs /var/log/vemu && {cmd}");
-        let child = Command::new("nsenter")
-            .args([
-                &format!("--net=/run/netns/{}-{}", self.tag, self.names[i]),
-                "unshare",
-                "-m",
-                "--propagation",
-                "private",
-                "sh",
-                "-c",
-                &script,
-            ])
+        let child = self.spawn_in(i, &[], &script);
+        self.agents.push(child);
+    }
+
+    /// Shell script `script` in machine `i`'s network namespace and new namespaces of
+    /// its own: a mount namespace with private propagation and what `unshare` adds
+    /// (`unshare_args`).
+    fn spawn_in(&self, i: usize, unshare_args: &[&str], script: &str) -> Child {
+        Command::new("nsenter")
+            .arg(format!("--net=/run/netns/{}-{}", self.tag, self.names[i]))
+            .args(["unshare", "-m"])
+            .args(unshare_args)
+            .args(["--propagation", "private", "sh", "-c", script])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
-            .unwrap();
-        self.agents.push(child);
+            .unwrap()
     }
 
     /// Machine `i`'s address.
