@@ -167,20 +167,35 @@ fn frr_reconvergence_after_a_cut_is_measured_and_judged() {
     let t = text(&o);
     eprintln!("{t}");
     assert_eq!(o.status.code(), Some(1), "{t}");
-    for said in [
-        "converged: passed, ",
-        "short way before the cut: passed, ",
-        "rerouted within 5 s: passed, ",
-        "long way after the cut: passed, ",
-        "rerouted within 1 ms: FAILED, did not hold within 1.0 ms",
-        "5 checks: 4 passed, 1 failed, 0 untrustworthy",
-    ] {
-        assert!(t.contains(said), "{said}: {t}");
+    // What each check came to (its last line: a line is said again when the monitor's
+    // judgement of its seconds comes). Five FRR routers starting on two busy cores may
+    // make the fidelity monitor see the lab starved of CPU then (issue 45): a check
+    // measured in those seconds is untrustworthy, which is right and not what this test
+    // is about — a passed one may be said so.
+    let last = |name: &str| t.lines().rfind(|l| l.starts_with(name)).unwrap_or_default();
+    let mut untrustworthy = 0;
+    for name in
+        ["converged", "short way before the cut", "rerouted within 5 s", "long way after the cut"]
+    {
+        let l = last(&format!("{name}: "));
+        let passed = l.starts_with(&format!("{name}: passed, "));
+        let doubted = l.starts_with(&format!("{name}: UNTRUSTWORTHY, passed ("));
+        assert!(passed || doubted, "{name}: {t}");
+        untrustworthy += doubted as usize;
     }
+    assert!(
+        last("rerouted within 1 ms: ")
+            .starts_with("rerouted within 1 ms: FAILED, did not hold within 1.0 ms"),
+        "{t}"
+    );
+    let summary =
+        format!("5 checks: {} passed, 1 failed, {untrustworthy} untrustworthy", 4 - untrustworthy);
+    assert!(t.contains(&summary), "{summary}: {t}");
     // Measured beside the bound, both ways: the reroute took less than 5 s, and more
     // than 1 ms.
     let took = |line: &str, from: &str, to: &str| -> f64 {
         let l = t.lines().rfind(|l| l.starts_with(line)).unwrap_or_default();
+        let l = l.replace("passed (", "passed, ");
         let s = l.split(from).nth(1).and_then(|x| x.split(to).next()).unwrap_or_default();
         let (n, unit) = s.trim().split_once(' ').unwrap_or_default();
         n.parse::<f64>().unwrap_or(f64::NAN) * if unit.starts_with("ms") { 1e-3 } else { 1.0 }
