@@ -33,6 +33,11 @@ fn cgroup_hierarchies() -> Vec<std::path::PathBuf> {
         .collect()
 }
 
+/// The name of node `name`'s cgroup root (of machines `tag`), in every hierarchy.
+fn cgroup_root(tag: &str, name: &str) -> String {
+    format!("vemu-test-{tag}-{name}")
+}
+
 impl Nodes {
     /// The registry on the controller's address, holding vemu's image (`vemu:latest`)
     /// and the pod sandbox image (`pause:3.10`), then a node on each machine of `m`.
@@ -84,9 +89,9 @@ impl Nodes {
         std::fs::create_dir_all(dir.join("cni")).unwrap();
         let d = dir.display();
         let net = m.net;
-        let cgroup_root = format!("/vemu-test-{}-{name}", m.tag);
+        let cgroup_root = cgroup_root(&m.tag, name);
         for h in cgroup_hierarchies() {
-            let c = h.join(cgroup_root.trim_start_matches('/'));
+            let c = h.join(&cgroup_root);
             let _ = std::fs::create_dir_all(&c);
             if h.ends_with("cpuset") {
                 for f in ["cpuset.cpus", "cpuset.mems"] {
@@ -135,7 +140,7 @@ address: {ip}
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
 cgroupDriver: cgroupfs
-cgroupRoot: {cgroup_root}
+cgroupRoot: /{cgroup_root}
 failSwapOn: false
 containerRuntimeEndpoint: unix:///run/containerd/containerd.sock
 authentication:
@@ -217,7 +222,7 @@ exec {bin} kubelet --config {d}/kubelet.yaml --kubeconfig {kubeconfig} --root-di
         let mut out = text(&self.on(i, &cmd)).trim().to_string();
         if pods_too {
             for h in cgroup_hierarchies() {
-                let root = h.join(format!("vemu-test-{}", self.tag_name(i)));
+                let root = h.join(cgroup_root(&self.tag, &self.names[i]));
                 for qos in ["kubepods", "kubepods/burstable", "kubepods/besteffort"] {
                     for e in std::fs::read_dir(root.join(qos)).into_iter().flatten().flatten() {
                         let n = e.file_name().to_string_lossy().to_string();
@@ -229,11 +234,6 @@ exec {bin} kubelet --config {d}/kubelet.yaml --kubeconfig {kubeconfig} --root-di
             }
         }
         out.trim().to_string()
-    }
-
-    /// `TAG-NAME`, node `i`'s cgroup root's name.
-    fn tag_name(&self, i: usize) -> String {
-        format!("{}-{}", self.tag, self.names[i])
     }
 }
 
@@ -247,7 +247,7 @@ impl Drop for Nodes {
         // cgroups are empty, deepest first.
         for i in 0..self.names.len() {
             for h in cgroup_hierarchies() {
-                let root = h.join(format!("vemu-test-{}", self.tag_name(i)));
+                let root = h.join(cgroup_root(&self.tag, &self.names[i]));
                 if root.exists() {
                     for _ in 0..50 {
                         let o = sh(&format!(

@@ -57,7 +57,7 @@ impl Kube {
                     cluster_token(&format!("system:node:{n}"))
                 );
             }
-            // The kubelets know the API server by a certificate of a CA of theirs.
+            // The API server shows the kubelets a client certificate of a CA they trust.
             ok(&format!("cd {d} && openssl req -x509 -newkey rsa:2048 -nodes -keyout kubelet-ca.key -out kubelet-ca.crt -days 2 -subj /CN=vemu-test-kubelet-ca 2>/dev/null && openssl req -newkey rsa:2048 -nodes -keyout kubelet-client.key -out kubelet-client.csr -subj '/O=system:masters/CN=kube-apiserver-kubelet-client' 2>/dev/null && openssl x509 -req -in kubelet-client.csr -CA kubelet-ca.crt -CAkey kubelet-ca.key -CAcreateserial -out kubelet-client.crt -days 2 2>/dev/null"));
         }
         std::fs::write(dir.join("tokens.csv"), tokens).unwrap();
