@@ -129,14 +129,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Cmd::Attach { api, from, lab } => attach(api, from, lab.lab)?,
         Cmd::Down { name, lab } => {
             let lab = resolve_lab(name.or(lab.lab))?;
-            connect(&lab)?.post("/v1/down", &json!({}))?;
-            // The controller answers once the lab is down, then exits, giving its name
-            // up: wait for that, so that an `up` of the same name right after this does
-            // not find it still taken (the operator's "bring it up anew" did).
-            let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
-            while vemu_control::labs::LabLock::held(&lab) && std::time::Instant::now() < until {
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
+            take_down(&lab)?;
             eprintln!("lab '{lab}' is down");
         }
         Cmd::Ls => ls(),
@@ -195,4 +188,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Cmd::Clean { all } => clean(all)?,
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Take a lab down through its controller, and wait until the controller has given the
+/// lab's name up (it answers once the lab is down, then exits): an `up` of the same
+/// name right after must not find it still taken (the operator's "bring it up anew" did).
+pub(crate) fn take_down(lab: &str) -> Result<()> {
+    connect(lab)?.post("/v1/down", &json!({}))?;
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while vemu_control::labs::LabLock::held(lab) && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    Ok(())
 }

@@ -3,6 +3,28 @@
 
 use super::*;
 
+/// What placement weighed a machine's nodes by, in words: a node weighs its `cpu:`
+/// limit in cores, one without a limit weighs 1 — a unit of balance, not a core it is
+/// expected to use (an idle node uses none).
+fn placement_weight(limits: impl Iterator<Item = Option<f64>>) -> String {
+    let (mut limited, mut cores, mut unlimited) = (0usize, 0.0f64, 0usize);
+    for l in limits {
+        match l {
+            Some(c) => (limited, cores) = (limited + 1, cores + c),
+            None => unlimited += 1,
+        }
+    }
+    let weight = cores + unlimited as f64;
+    match (limited, unlimited) {
+        (0, _) => format!("placement weight {weight:.0} (nodes without `cpu:` weigh 1 each)"),
+        (_, 0) => format!("placement weight {weight:.1} (their `cpu:` limits, in cores)"),
+        _ => format!(
+            "placement weight {weight:.1} ({limited} with a `cpu:` limit, {cores:.1} cores; \
+             {unlimited} without, 1 each)"
+        ),
+    }
+}
+
 /// Where the nodes of a lab across machines go: nodes per machine, and the links
 /// between machines (the cut) with the rate they may carry.
 pub(crate) fn print_placement(plan: &Plan) {
@@ -13,15 +35,14 @@ pub(crate) fn print_placement(plan: &Plan) {
         let here: Vec<&vemu_scenario::NodePlan> =
             plan.nodes.iter().filter(|n| n.machine == i).collect();
         let nodes: Vec<&str> = here.iter().map(|n| n.name.as_str()).collect();
-        // A node's expected load: its CPU limit, else one core (what placement weighs).
-        let cores: f64 = here.iter().map(|n| n.limits.cpu_cores.unwrap_or(1.0)).sum();
         let shown =
             if nodes.len() > 8 { format!("{} ...", nodes[..8].join(" ")) } else { nodes.join(" ") };
         println!(
-            "machine {} ({}): {} nodes, expected load {cores:.1} cores: {shown}",
+            "machine {} ({}): {} nodes, {}: {shown}",
             m.name,
             m.address,
-            nodes.len()
+            nodes.len(),
+            placement_weight(here.iter().map(|n| n.limits.cpu_cores))
         );
     }
     let cut: Vec<&vemu_scenario::LinkPlan> = plan
@@ -544,7 +565,13 @@ pub(crate) fn up(
         let routers = crate::save::routers(&plan);
         up_background(plan, options)?;
         if let Some(owner) = owner {
-            owner.write(&LabPaths::new(&name).dir)?;
+            // A lab whose owner is not recorded would outlive it: none is left up.
+            if let Err(e) = owner.write(&LabPaths::new(&name).dir) {
+                return Err(match take_down(&name) {
+                    Ok(()) => e.context(format!("lab '{name}' was taken down again")),
+                    Err(d) => e.context(format!("lab '{name}' is still up: {d:#}")),
+                });
+            }
         }
         crate::save::wait_routers_ready(&name, routers)?;
         if let Some(secs) = wait_converged {
@@ -606,4 +633,19 @@ pub(crate) fn attach(
     }
     start_controller(plan, ApiOptions { tcp: api }, true)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::placement_weight;
+
+    #[test]
+    fn placement_weight_does_not_call_unlimited_nodes_cores() {
+        let w = placement_weight([None, None, None].into_iter());
+        assert_eq!(w, "placement weight 3 (nodes without `cpu:` weigh 1 each)");
+        let w = placement_weight([Some(0.5), Some(0.25)].into_iter());
+        assert_eq!(w, "placement weight 0.8 (their `cpu:` limits, in cores)");
+        let w = placement_weight([Some(0.5), None, None].into_iter());
+        assert_eq!(w, "placement weight 2.5 (1 with a `cpu:` limit, 0.5 cores; 2 without, 1 each)");
+    }
 }
