@@ -13,6 +13,7 @@ use crate::fidelity::{
     assess, delta, describe, tap_delta, CpuEvidence, EngineEvidence, Verdict, WINDOW,
 };
 use crate::lab::Controller;
+use crate::traffic::Flow;
 use crate::LockExt;
 
 /// The thread that advances positions (none without wireless segments).
@@ -148,22 +149,33 @@ fn start_flows(c: &mut Controller, now_ns: u64) {
     }
 }
 
-/// Judge the `flow` checks whose flows have run, from their records (gathered here
-/// from the other machines first).
-fn judge_flows(c: &mut Controller, now_ns: u64) {
+/// The `flow` checks whose flows have run at `now_ns`, with their flows (records
+/// gathered here from the other machines first), to be measured without holding the
+/// controller: reading a flow's records is reading files.
+fn flows_to_judge(c: &mut Controller, now_ns: u64) -> Vec<(usize, u32, Option<Flow>)> {
     let due = c.judge.flows_to_judge(now_ns);
     if due.is_empty() {
-        return;
+        return Vec::new();
     }
     let _ = c.collect_traffic();
-    let log = vemu_host::LabPaths::new(&c.plan.name).log_dir();
-    for (i, id) in due {
-        let m = match c.flows.iter().find(|f| f.id == id) {
-            Some(f) => crate::report::flow_measure(&log, f).map_err(|e| format!("{e:#}")),
-            None => Err(format!("no flow {id}")),
-        };
-        c.judge.flow_measured(i, now_ns, m);
-    }
+    due.into_iter().map(|(i, id)| (i, id, c.flows.iter().find(|f| f.id == id).cloned())).collect()
+}
+
+/// Measure flows from their records (see [`flows_to_judge`]).
+fn measure_flows(
+    lab: &str,
+    due: Vec<(usize, u32, Option<Flow>)>,
+) -> Vec<(usize, Result<crate::expect::FlowMeasure, String>)> {
+    let log = vemu_host::LabPaths::new(lab).log_dir();
+    due.into_iter()
+        .map(|(i, id, f)| {
+            let m = match f {
+                Some(f) => crate::report::flow_measure(&log, &f).map_err(|e| format!("{e:#}")),
+                None => Err(format!("no flow {id}")),
+            };
+            (i, m)
+        })
+        .collect()
 }
 
 /// How often the judge probes the checks that are due.
@@ -179,6 +191,9 @@ pub(crate) fn expectations(ctl: Arc<Mutex<Controller>>, clock: LabClock) -> Back
     let any = !ctl.locked().judge.done();
     Background::spawn("vemu-expect", any, move |stop| loop {
         let now = clock.now_ns();
+        // Each check's outcome before this round (a check resolved in it is said: also
+        // a flow check whose flow could not start).
+        let before: Vec<Outcome> = ctl.locked().judge.results().iter().map(|r| r.outcome).collect();
         // (Before the probes too when a `drops` check starts: it counts from its start,
         // not from after the traffic a probe of this round makes.)
         {
@@ -219,16 +234,22 @@ pub(crate) fn expectations(ctl: Arc<Mutex<Controller>>, clock: LabClock) -> Back
                 .collect();
             running.into_iter().filter_map(|h| h.join().ok()).collect()
         });
+        let (lab, flows) = {
+            let mut c = ctl.locked();
+            (c.plan.name.clone(), flows_to_judge(&mut c, clock.now_ns()))
+        };
+        let measured = measure_flows(&lab, flows);
         {
             let mut c = ctl.locked();
-            let before: Vec<Outcome> = c.judge.results().iter().map(|r| r.outcome).collect();
             for (i, holds, why) in probed {
                 c.judge.probed(i, now, holds, &why);
             }
             let t = clock.now_ns();
             let run = if c.judge.needs_run_verdict(t) { c.run_verdict() } else { Verdict::Ok };
             link_drops(&mut c, t);
-            judge_flows(&mut c, t);
+            for (i, m) in measured {
+                c.judge.flow_measured(i, t, m);
+            }
             c.judge.tick(t, run);
             for (r, was) in c.judge.results().iter().zip(before) {
                 if was == Outcome::Pending && r.outcome != Outcome::Pending {
