@@ -455,12 +455,19 @@ pub struct FlowMeasure {
     pub size_bytes: usize,
 }
 
+/// The `pct` percentile of `sorted` by nearest rank: the smallest value at or below which
+/// `pct` % of them are (100: the largest; `None` when empty). The one definition of
+/// checks and `vemu report` alike.
+pub fn nearest_rank<T: Copy>(sorted: &[T], pct: f64) -> Option<T> {
+    let n = sorted.len();
+    let k = (n as f64 * pct / 100.0).ceil() as usize;
+    sorted.get(k.clamp(1, n.max(1)) - 1).copied()
+}
+
 impl FlowMeasure {
     /// The delay below which `pct` % of the delivered packets were (100: the longest).
     pub fn delay_ns(&self, pct: u8) -> Option<u64> {
-        let n = self.delays_ns.len();
-        let k = (n as f64 * f64::from(pct) / 100.0).ceil() as usize;
-        self.delays_ns.get(k.clamp(1, n.max(1)) - 1).copied()
+        nearest_rank(&self.delays_ns, f64::from(pct))
     }
 
     /// The numbers of the flow, over its duration.
@@ -708,6 +715,19 @@ mod tests {
         assert_eq!(j.results()[0].line(), "drops 0: passed, 5 drops ≤ 5");
         j.window(0, 11 * S, Verdict::Ok);
         assert!(j.done() && !j.needs_link_drops(11 * S));
+    }
+
+    #[test]
+    fn percentiles_are_by_nearest_rank() {
+        let v: Vec<u64> = (1..=10).collect();
+        assert_eq!(nearest_rank(&v, 50.0), Some(5), "5 of 10 are at or below 5");
+        assert_eq!(nearest_rank(&v, 95.0), Some(10));
+        assert_eq!(nearest_rank(&v, 100.0), Some(10));
+        assert_eq!(nearest_rank(&v, 1.0), Some(1));
+        assert_eq!(nearest_rank(&v, 0.0), Some(1), "the smallest, not nothing");
+        assert_eq!(nearest_rank::<u64>(&[], 50.0), None);
+        let m = FlowMeasure { sent: 10, delivered: 10, delays_ns: v, size_bytes: 100 };
+        assert_eq!(m.delay_ns(50), Some(5));
     }
 
     #[test]

@@ -21,10 +21,7 @@ fn rows(path: &Path) -> Result<Vec<Vec<u64>>> {
 }
 
 fn percentile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+    crate::expect::nearest_rank(sorted, q * 100.0).unwrap_or(f64::NAN)
 }
 
 /// What flow `f` delivered, from its records in `log_dir`: each packet counted once,
