@@ -258,11 +258,11 @@ impl Judge {
     /// than allowed, passes at its deadline otherwise.
     pub fn link_drops(&mut self, now_ns: u64, drops: &[u64]) {
         for i in 0..self.checks.len() {
-            let Check::Drops { link, at_most, .. } = self.checks[i].check else { continue };
-            let r = &mut self.results[i];
-            if r.outcome != Outcome::Pending || now_ns < r.start_ns {
+            if !self.counts_drops(i, now_ns) {
                 continue;
             }
+            let Check::Drops { link, at_most, .. } = self.checks[i].check else { continue };
+            let r = &mut self.results[i];
             let Some(&now) = drops.get(link) else { continue };
             let from = *self.progress[i].drops_from.get_or_insert(now);
             let counted = now.saturating_sub(from);
