@@ -9,6 +9,7 @@ on a link is added to each direction, as in Mininet.
 import re
 
 from vemu.mininet.log import debug, error
+from vemu.mininet.util import setParam
 
 
 def _rate(bw):
@@ -144,18 +145,7 @@ class Intf(object):
                                   'is not supported (give intfName1/intfName2 to addLink)' % self.name)
 
     def setParam(self, results, method, **param):
-        name, value = list(param.items())[0]
-        f = getattr(self, method, None)
-        if not f or value is None:
-            return None
-        if isinstance(value, list):
-            result = f(*value)
-        elif isinstance(value, dict):
-            result = f(**value)
-        else:
-            result = f(value)
-        results[name] = result
-        return result
+        return setParam(self, results, method, **param)
 
     def config(self, mac=None, ip=None, ifconfig=None, up=True, **_params):
         r = {}

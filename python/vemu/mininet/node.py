@@ -18,7 +18,7 @@ import termios
 from subprocess import PIPE, Popen
 
 from vemu.mininet.log import debug, error, info, warn
-from vemu.mininet.util import BaseString, decode, encode, getincrementaldecoder, isShellBuiltin, numCores
+from vemu.mininet.util import BaseString, decode, encode, getincrementaldecoder, isShellBuiltin, numCores, setParam
 from vemu.mininet.link import Intf, Link, TCIntf, OVSIntf  # noqa: F401 (Mininet's names)
 
 
@@ -409,20 +409,7 @@ class Node(object):
         return self.intf(intf).isUp()
 
     def setParam(self, results, method, **param):
-        name, value = list(param.items())[0]
-        if value is None:
-            return None
-        f = getattr(self, method, None)
-        if not f:
-            return None
-        if isinstance(value, list):
-            result = f(*value)
-        elif isinstance(value, dict):
-            result = f(**value)
-        else:
-            result = f(value)
-        results[name] = result
-        return result
+        return setParam(self, results, method, **param)
 
     def config(self, mac=None, ip=None, defaultRoute=None, lo='up', **_params):
         """Configure the node (Mininet's parameters): the default interface's MAC and

@@ -77,6 +77,24 @@ except ImportError:
 
 # Command execution support
 
+def setParam(obj, results, method, **param):
+    """Mininet's setParam of nodes and interfaces: call ``obj.method`` with the one
+    parameter's value (a list as arguments, a dict as keywords), unless it is None or
+    obj has no such method; note the result in ``results`` under the parameter's name."""
+    name, value = list(param.items())[0]
+    f = getattr(obj, method, None)
+    if not f or value is None:
+        return None
+    if isinstance(value, list):
+        result = f(*value)
+    elif isinstance(value, dict):
+        result = f(**value)
+    else:
+        result = f(value)
+    results[name] = result
+    return result
+
+
 def run( cmd ):
     """Simple interface to subprocess.call()
        cmd: list of command params"""
