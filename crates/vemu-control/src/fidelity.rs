@@ -214,6 +214,10 @@ pub struct Fidelity {
     /// What the lab's software waited for a CPU.
     #[serde(default)]
     pub cpu: CpuEvidence,
+    /// The latest any frame was written after its time, ns (whatever the verdict: a
+    /// user's outlier is either here or happened outside the engine).
+    #[serde(default)]
+    pub max_late_ns: u64,
 }
 
 fn judge(fraction: f64, th: &FidelityThresholds) -> Verdict {
@@ -238,9 +242,10 @@ pub fn assess<'a>(
         .iter()
         .position(|&b| b >= th.late_ns)
         .map_or(DELAY_BUCKETS_NS.len(), |i| i + 1);
-    let (mut frames, mut late_frames) = (0u64, 0u64);
+    let (mut frames, mut late_frames, mut max_late_ns) = (0u64, 0u64, 0u64);
     let mut affected = Vec::new();
     for (name, d) in dirs {
+        max_late_ns = max_late_ns.max(d.late_max_ns);
         let n: u64 = d.late_hist.iter().sum();
         let written_late =
             d.late_hist.iter().skip(first_late).sum::<u64>() + d.write_errors + d.underlay_lost;
@@ -340,6 +345,7 @@ pub fn assess<'a>(
         taps_affected,
         engine_faults: engine.faults.clone(),
         cpu,
+        max_late_ns,
     }
 }
 
@@ -381,6 +387,9 @@ pub fn describe(f: &Fidelity) -> String {
         th.degraded_fraction * 100.0,
         th.invalid_fraction * 100.0
     );
+    if f.frames > 0 {
+        s.push_str(&format!("; the latest {} late", fmt_ns(f.max_late_ns)));
+    }
     for a in f.affected.iter().take(10) {
         s.push_str(&format!(
             "\n  {:?} {}: {:.1}% late ({} of {}), p99 {}, max {}, {} refused by the TAP",
@@ -534,8 +543,11 @@ mod tests {
         let none = EngineEvidence::default();
         let f = assess([("a".to_string(), &a)], &none, &th);
         assert_eq!((f.verdict, f.affected.len()), (Verdict::Ok, 0));
+        // An ok verdict still says how late the latest frame was.
+        assert!(describe(&f).contains("; the latest 9 µs late"), "{}", describe(&f));
         let f = assess([("a".to_string(), &a), ("b".to_string(), &b)], &none, &th);
         assert_eq!(f.verdict, Verdict::Degraded);
+        assert_eq!(f.max_late_ns, 1_900_000);
         assert_eq!(f.affected[0].name, "b");
         assert_eq!(f.affected[0].p99_late_ns, 2_000_000);
         let f = assess(
