@@ -109,7 +109,17 @@ pub struct CpuEvidence {
     /// The nodes whose processes waited most in the starved windows, with the seconds
     /// they waited per second of those windows, most first.
     pub waiting_nodes: Vec<(String, f64)>,
+    /// Windows in which the hypervisor took more than [`STEAL_NOTED`] of a machine's CPU
+    /// time (its virtual CPUs were ready but not run), and the most of a window it took.
+    #[serde(default)]
+    pub stolen_windows: u64,
+    #[serde(default)]
+    pub worst_steal: f64,
 }
+
+/// The share of a window's CPU time the hypervisor may take from a machine before the
+/// window is said to be stolen (one 10 ms tick of two CPUs is 0.5 %).
+pub const STEAL_NOTED: f64 = 0.004;
 
 /// The share of a window a node's processes must have waited (where counted) for a
 /// window of machine-wide pressure to be the lab's software starved.
@@ -138,6 +148,13 @@ impl CpuEvidence {
                 (e.worst_pressure, e.worst_machine) = (pressure, m.machine.clone());
             }
             e.windows = 1;
+            if let (Some((st, cpus)), Some((st0, _))) = (m.steal_us, b.steal_us) {
+                let stolen = st.saturating_sub(st0) as f64 * 1e3 / (span * cpus.max(1) as f64);
+                e.worst_steal = e.worst_steal.max(stolen.min(1.0));
+                if stolen > STEAL_NOTED {
+                    e.stolen_windows = 1;
+                }
+            }
             let mut most = 0.0f64;
             for n in &m.nodes {
                 let w0 = b.nodes.iter().find(|x| x.node == n.node).map_or(0, |x| x.wait_ns);
@@ -163,6 +180,8 @@ impl CpuEvidence {
     pub fn add(&mut self, w: &CpuEvidence) {
         self.windows += w.windows;
         self.starved_windows += w.starved_windows;
+        self.stolen_windows += w.stolen_windows;
+        self.worst_steal = self.worst_steal.max(w.worst_steal);
         if w.worst_pressure > self.worst_pressure {
             (self.worst_pressure, self.worst_machine) = (w.worst_pressure, w.worst_machine.clone());
         }
@@ -362,7 +381,11 @@ pub fn delta(now: &DirStats, before: &DirStats) -> DirStats {
         write_errors: now.write_errors.saturating_sub(before.write_errors),
         underlay_lost: now.underlay_lost.saturating_sub(before.underlay_lost),
         late_hist: sub(&now.late_hist, &before.late_hist),
-        late_max_ns: now.late_max_ns,
+        // (The counters keep the run's latest; a window's is at most that and its
+        // histogram's highest bucket — exact when the run's latest came in it.)
+        late_max_ns: now
+            .late_max_ns
+            .min(bucket_quantile_ns(&sub(&now.late_hist, &before.late_hist), 1.0).unwrap_or(0)),
         input_wait_hist: sub(&now.input_wait_hist, &before.input_wait_hist),
         input_wait_max_ns: now.input_wait_max_ns,
         arrival_wait_hist: sub(&now.arrival_wait_hist, &before.arrival_wait_hist),
@@ -455,6 +478,14 @@ pub fn describe(f: &Fidelity) -> String {
                 nodes.join(", ")
             ));
         }
+    }
+    if cpu.stolen_windows > 0 {
+        s.push_str(&format!(
+            "\n  the hypervisor took this machine's CPUs in {} of {} seconds (up to {:.1}% of a second's CPU time): frames late then waited for the virtual machine to run, not for vemu",
+            cpu.stolen_windows,
+            cpu.windows,
+            cpu.worst_steal * 100.0
+        ));
     }
     for fault in &f.engine_faults {
         s.push_str(&format!(
@@ -564,6 +595,9 @@ mod tests {
         // Windows: the difference of two snapshots.
         let d = delta(&dir(10_000, 200, 0), &dir(9_000, 0, 0));
         assert_eq!((d.late_hist[3], d.late_hist[10]), (1_000, 200));
+        assert_eq!(d.late_max_ns, 1_900_000, "the run's latest came in this window");
+        let d = delta(&dir(10_000, 200, 0), &dir(9_000, 200, 0));
+        assert_eq!(d.late_max_ns, 10_000, "a window of on-time frames: at most its bucket");
     }
 
     #[test]
@@ -711,6 +745,7 @@ mod tests {
         let m = |pressure_us: u64, at_s: u64, waits: &[(&str, u64)]| MachineCpu {
             machine: String::new(),
             pressure_us: Some(pressure_us),
+            steal_us: Some((at_s * 20_000, 2)),
             read_at_ns: at_s * 1_000_000_000,
             nodes: waits
                 .iter()
@@ -723,6 +758,9 @@ mod tests {
         let t1 = [m(950_000, 1, &[("s1", 600_000_000), ("s2", 200_000_000)])];
         let starved = CpuEvidence::window(&t1, &t0, &th);
         assert_eq!((starved.windows, starved.starved_windows), (1, 1));
+        // The hypervisor took 20 ms of the second's 2 CPU-seconds: 1%, noted.
+        assert_eq!(starved.stolen_windows, 1);
+        assert!((starved.worst_steal - 0.01).abs() < 1e-9, "{}", starved.worst_steal);
         assert!((starved.worst_pressure - 0.95).abs() < 1e-9);
         assert_eq!(starved.waiting_nodes[0].0, "s1");
         // The same pressure from other software (the nodes waited 5% at most) is not
@@ -751,6 +789,7 @@ mod tests {
             text.contains("nodes that waited most (of those seconds): s1 60%, s2 20%"),
             "{text}"
         );
+        assert!(text.contains("the hypervisor took this machine's CPUs in 99 of 99 seconds (up to 1.0% of a second's CPU time)"), "{text}");
         // Quiet seconds only: ok; no reading (no PSI, or a first window): nothing judged.
         let mut ok = CpuEvidence::default();
         ok.add(&quiet);

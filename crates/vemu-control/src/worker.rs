@@ -240,6 +240,10 @@ pub struct MachineCpu {
     pub pressure_us: Option<u64>,
     #[serde(default)]
     pub read_at_ns: u64,
+    /// µs the hypervisor took from the machine's CPUs so far, and how many CPUs (`None`:
+    /// not counted).
+    #[serde(default)]
+    pub steal_us: Option<(u64, u32)>,
     /// The nodes it hosts: their processes' time on a CPU and waiting for one.
     pub nodes: Vec<vemu_host::cpu_wait::NodeWait>,
     /// Whether `nodes` counted their waits since the machine's previous reading (false:

@@ -32,6 +32,24 @@ fn parse_pressure(text: &str) -> Option<u64> {
     some.split_whitespace().find_map(|f| f.strip_prefix("total="))?.parse().ok()
 }
 
+/// CPU time the hypervisor took from this machine so far, µs summed over its CPUs (the
+/// `steal` of `/proc/stat`: a virtual CPU ready to run but not run by its host), and
+/// how many CPUs that is over (`None` where the kernel counts none).
+pub fn machine_steal_us() -> Option<(u64, u32)> {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    parse_steal(&fs::read_to_string("/proc/stat").ok()?, u64::try_from(hz).ok()?)
+}
+
+/// The steal time (µs) and the number of CPUs of a `/proc/stat` counting `hz` ticks a
+/// second.
+fn parse_steal(text: &str, hz: u64) -> Option<(u64, u32)> {
+    let total = text.lines().next()?.strip_prefix("cpu ")?;
+    let steal: u64 = total.split_whitespace().nth(7)?.parse().ok()?;
+    let cpus = text.lines().filter(|l| l.starts_with("cpu") && !l.starts_with("cpu ")).count();
+    Some((steal * 1_000_000 / hz.max(1), cpus as u32))
+}
+
 /// One node's processes so far: the time they ran and waited to run, ns.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeWait {
@@ -46,6 +64,8 @@ pub struct NodeWait {
 #[derive(Debug, Clone, Default)]
 pub struct Look {
     pub pressure_us: Option<u64>,
+    /// What the hypervisor took so far ([`machine_steal_us`]).
+    pub steal_us: Option<(u64, u32)>,
     pub at_ns: u64,
     pub nodes: Vec<NodeWait>,
     /// Whether `nodes` counted their threads' waits since the previous look (a walk
@@ -108,7 +128,13 @@ impl CpuWatch {
             self.walk(paths, nodes, nodes_counted);
         }
         self.walked = pressed;
-        Look { pressure_us: pressure, at_ns, nodes: self.nodes.clone(), nodes_counted }
+        Look {
+            pressure_us: pressure,
+            steal_us: machine_steal_us(),
+            at_ns,
+            nodes: self.nodes.clone(),
+            nodes_counted,
+        }
     }
 
     /// Add each thread's run and wait since the last walk to its node (`counts`: else
@@ -164,5 +190,8 @@ mod tests {
         assert_eq!(parse_pressure("full total=3\n"), None);
         assert_eq!(parse_schedstat("1200 340 7\n"), Some((1200, 340)));
         assert_eq!(parse_schedstat("junk"), None);
+        let stat = "cpu  1874502 13591 201994 1600023 6571 0 13801 5871 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\ncpu1 1 2 3 4 5 6 7 8 0 0\nintr 5\n";
+        assert_eq!(parse_steal(stat, 100), Some((58_710_000, 2)));
+        assert_eq!(parse_steal("cpu  1 2 3\n", 100), None, "an old kernel: no steal");
     }
 }

@@ -38,10 +38,11 @@ pub(crate) fn print_placement(plan: &Plan) {
         let shown =
             if nodes.len() > 8 { format!("{} ...", nodes[..8].join(" ")) } else { nodes.join(" ") };
         println!(
-            "machine {} ({}): {} nodes, {}: {shown}",
+            "machine {} ({}): {} node{}, {}: {shown}",
             m.name,
             m.address,
             nodes.len(),
+            if nodes.len() == 1 { "" } else { "s" },
             placement_weight(here.iter().map(|n| n.limits.cpu_cores))
         );
     }

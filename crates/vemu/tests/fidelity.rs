@@ -18,6 +18,26 @@ fn pairs_yaml() -> String {
     )
 }
 
+/// A light load is judged `ok` — unless the hypervisor took this machine's CPUs while
+/// it ran (this VM's host does at times: frames then wait for the machine to run, the
+/// monitor counts them late and says why). Then the verdict may be worse, but only for
+/// that: no starved second, no engine fault.
+fn assert_ok_unless_stolen(f: &serde_json::Value, what: &str) {
+    if f["verdict"] == "ok" {
+        return;
+    }
+    let stolen = f["cpu"]["stolen_windows"].as_u64().unwrap_or(0);
+    assert!(stolen > 0, "{what} judged {f}");
+    assert_eq!(f["cpu"]["starved_windows"], 0, "{what}: {f}");
+    assert!(f["engine_faults"].as_array().is_none_or(|a| a.is_empty()), "{what}: {f}");
+    eprintln!(
+        "{what}: {} with {} of {} seconds taken by the hypervisor (up to {:.1}%)",
+        f["verdict"],
+        stolen,
+        f["cpu"]["windows"],
+        f["cpu"]["worst_steal"].as_f64().unwrap_or(0.0) * 100.0
+    );
+}
 #[test]
 fn overload_is_judged_from_measured_lateness() {
     let _g = serial();
@@ -42,7 +62,7 @@ fn overload_is_judged_from_measured_lateness() {
     let st = lab.status();
     let f = &st["fidelity"];
     eprintln!("light load: {} of {} frames late", f["late_frames"], f["frames"]);
-    assert_eq!(f["verdict"], "ok", "light load judged {f}");
+    assert_ok_unless_stolen(f, "light load");
     assert!(f["frames"].as_u64().unwrap() >= 12000, "{f}");
     // The shards run at real-time priority (SCHED_FIFO, policy 1 in /proc's stat).
     let pid = st["pid"].as_i64().unwrap();
@@ -202,7 +222,7 @@ fn frames_kept_waiting_in_the_input_queues_are_seen() {
         let lab = Lab::up("t-inwait", yaml);
         let (n, verdict, f) = probes(&lab);
         assert!(n >= 40, "probes of an active input queue: {n}");
-        assert_eq!(verdict, "ok", "{f}");
+        assert_ok_unless_stolen(&f, &format!("a lab's input probes ({verdict})"));
     }
     // Each look at a device 3 ms late: frames wait there 3 ms, unseen by write lateness.
     let lab = Lab::up_env("t-inwait", yaml, &[("VEMU_ENGINE_FAULT", "stall-reads-us:3000")]);
@@ -326,7 +346,7 @@ fn software_starved_of_cpu_is_judged_not_ok() {
     let one = pairs_at_once(1);
     let f = &one["fidelity"];
     eprintln!("1 flow: verdict {}, cpu {}", f["verdict"], f["cpu"]);
-    assert_eq!(f["verdict"], "ok", "one flow judged {f}");
+    assert_ok_unless_stolen(f, "one flow");
     assert_eq!(f["cpu"]["starved_windows"], 0, "{f}");
     assert!(f["cpu"]["windows"].as_u64().unwrap() >= 3, "{f}");
 }

@@ -376,6 +376,7 @@ impl Worker for LocalWorker {
                 let cpu = vec![MachineCpu {
                     machine: self.machine.clone(),
                     pressure_us: look.pressure_us,
+                    steal_us: look.steal_us,
                     read_at_ns: look.at_ns,
                     nodes: look.nodes,
                     nodes_counted: look.nodes_counted,
