@@ -11,12 +11,14 @@ fn chain_of_five_rtt_is_the_sum_of_delays() {
     let base = {
         let lab =
             Lab::up_env("t-base5", &chain("t-base5", &[0.0; 4], ""), &[("VEMU_FAST_PATH", "off")]);
-        lab.ping("n1", "n5", 200, 0.01).2
+        lab.ping_median("n1", "n5", 200, 0.01).2
     };
     let lab = Lab::up("t-chain5", &chain("t-chain5", &[5.0; 4], ""));
-    let (sent, recv, rtt) = lab.ping("n1", "n5", 200, 0.01);
+    let (sent, recv, rtt) = lab.ping_median("n1", "n5", 200, 0.01);
     assert_eq!(sent, recv);
     let expect = 40.0 + base;
+    // (Medians: CI run 19 failed on means, 40.96 for 40.29 ms, while this VM's host took
+    // its CPUs — a few frames late by milliseconds move a mean, not the delay set.)
     eprintln!("unimpaired RTT {base:.3} ms, with 4 x 5 ms: {rtt:.3} ms (expect {expect:.3} ± 0.5)");
     assert!((rtt - expect).abs() <= 0.5, "RTT {rtt} ms, expected {expect} ± 0.5 ms");
     // Names resolve through the lab's /etc/hosts.

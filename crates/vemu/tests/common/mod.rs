@@ -157,6 +157,30 @@ impl Lab {
         parse_ping(&String::from_utf8_lossy(&o.stdout))
     }
 
+    /// Like [`Lab::ping`], with the median round trip (ms) instead of the mean: what a
+    /// link's configured delay is compared with, untouched by a few frames a stalled
+    /// virtual machine made late (the fidelity monitor judges those).
+    pub fn ping_median(
+        &self,
+        node: &str,
+        target: &str,
+        count: u32,
+        interval_s: f64,
+    ) -> (u32, u32, f64) {
+        self.exec(node, &["ping", "-c", "3", "-i", "0.2", "-W", "2", target]);
+        let c = count.to_string();
+        let i = interval_s.to_string();
+        let o = self.exec(node, &["ping", "-c", &c, "-i", &i, "-W", "3", target]);
+        let out = String::from_utf8_lossy(&o.stdout);
+        let mut rtts: Vec<f64> = out
+            .lines()
+            .filter_map(|l| l.split("time=").nth(1)?.split_whitespace().next()?.parse().ok())
+            .collect();
+        rtts.sort_by(f64::total_cmp);
+        let (sent, recv, _) = parse_ping(&out);
+        (sent, recv, rtts.get(rtts.len() / 2).copied().unwrap_or(f64::NAN))
+    }
+
     /// TCP goodput in bits/s from `client` to the iperf3 server at `server_ip`.
     pub fn iperf3(&self, client: &str, server_ip: &str, seconds: u32) -> f64 {
         let t = seconds.to_string();
