@@ -376,16 +376,16 @@ pub fn delta(now: &DirStats, before: &DirStats) -> DirStats {
             .map(|(i, x)| x.saturating_sub(b.get(i).copied().unwrap_or(0)))
             .collect()
     };
+    let late_hist: Vec<u64> = sub(&now.late_hist, &before.late_hist);
+    // (The counters keep the run's latest; a window's is at most that and its
+    // histogram's highest bucket — exact when the run's latest came in it.)
+    let late_max_ns = now.late_max_ns.min(bucket_quantile_ns(&late_hist, 1.0).unwrap_or(0));
     DirStats {
         tx_frames: now.tx_frames.saturating_sub(before.tx_frames),
         write_errors: now.write_errors.saturating_sub(before.write_errors),
         underlay_lost: now.underlay_lost.saturating_sub(before.underlay_lost),
-        late_hist: sub(&now.late_hist, &before.late_hist),
-        // (The counters keep the run's latest; a window's is at most that and its
-        // histogram's highest bucket — exact when the run's latest came in it.)
-        late_max_ns: now
-            .late_max_ns
-            .min(bucket_quantile_ns(&sub(&now.late_hist, &before.late_hist), 1.0).unwrap_or(0)),
+        late_hist,
+        late_max_ns,
         input_wait_hist: sub(&now.input_wait_hist, &before.input_wait_hist),
         input_wait_max_ns: now.input_wait_max_ns,
         arrival_wait_hist: sub(&now.arrival_wait_hist, &before.arrival_wait_hist),

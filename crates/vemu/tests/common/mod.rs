@@ -150,11 +150,26 @@ impl Lab {
     /// (sent, received, average RTT in ms) of `count` pings at `interval_s`, after a
     /// warm-up that resolves neighbours along the path.
     pub fn ping(&self, node: &str, target: &str, count: u32, interval_s: f64) -> (u32, u32, f64) {
+        parse_ping(&self.ping_output(node, target, count, interval_s, true))
+    }
+
+    /// What `ping` printed, after three pings to warm the path up (`quiet`: the summary
+    /// only).
+    fn ping_output(
+        &self,
+        node: &str,
+        target: &str,
+        count: u32,
+        interval_s: f64,
+        quiet: bool,
+    ) -> String {
         self.exec(node, &["ping", "-c", "3", "-i", "0.2", "-W", "2", target]);
-        let c = count.to_string();
-        let i = interval_s.to_string();
-        let o = self.exec(node, &["ping", "-q", "-c", &c, "-i", &i, "-W", "3", target]);
-        parse_ping(&String::from_utf8_lossy(&o.stdout))
+        let (c, i) = (count.to_string(), interval_s.to_string());
+        let mut args = vec!["ping", "-c", &c, "-i", &i, "-W", "3", target];
+        if quiet {
+            args.insert(1, "-q");
+        }
+        String::from_utf8_lossy(&self.exec(node, &args).stdout).into_owned()
     }
 
     /// Like [`Lab::ping`], with the median round trip (ms) instead of the mean: what a
@@ -167,11 +182,7 @@ impl Lab {
         count: u32,
         interval_s: f64,
     ) -> (u32, u32, f64) {
-        self.exec(node, &["ping", "-c", "3", "-i", "0.2", "-W", "2", target]);
-        let c = count.to_string();
-        let i = interval_s.to_string();
-        let o = self.exec(node, &["ping", "-c", &c, "-i", &i, "-W", "3", target]);
-        let out = String::from_utf8_lossy(&o.stdout);
+        let out = self.ping_output(node, target, count, interval_s, false);
         let mut rtts: Vec<f64> = out
             .lines()
             .filter_map(|l| l.split("time=").nth(1)?.split_whitespace().next()?.parse().ok())
