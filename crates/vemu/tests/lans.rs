@@ -435,10 +435,16 @@ fn an_engine_switched_lan_writes_a_broadcast_once_and_keeps_each_ports_order() {
         assert_eq!(line.trim(), "ready");
     }
     let send = "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ns.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)\nfor i in range(3000):\n    s.sendto(str(i).encode(), ('10.7.0.2' if i % 3 == 0 else '10.7.0.255', 7000))\n";
+    let dropped = || lab.status()["fidelity"]["tap_dropped"].as_u64().expect("tap_dropped");
+    let dropped_before = dropped();
     let (code, out) = lab.sh("a", &format!("python3 -c \"{send}\""));
     assert_eq!(code, 0, "{out}");
-    for (node, c) in rx {
-        let out = c.wait_with_output().unwrap();
+    let outs: Vec<_> = rx.into_iter().map(|(n, c)| (n, c.wait_with_output().unwrap())).collect();
+    // A burst larger than a TAP queue loses what the engine did not read in time (when
+    // this VM's CPUs are taken from it, hundreds): counted, and the verdict says so. (The
+    // monitor reads the counters every second; the receivers waited two after the last.)
+    let lost = dropped() - dropped_before;
+    for (node, out) in outs {
         let got: Vec<u64> = String::from_utf8_lossy(&out.stdout)
             .lines()
             .last()
@@ -447,8 +453,13 @@ fn an_engine_switched_lan_writes_a_broadcast_once_and_keeps_each_ports_order() {
             .map(|x| x.parse().unwrap())
             .collect();
         assert!(got.windows(2).all(|w| w[0] < w[1]), "{node} received out of order: {got:?}");
-        // (A few may be lost to a full receive queue; b also gets the unicast third.)
+        // Every datagram reached every receiver or was counted lost on the way into the
+        // engine (b also gets the unicast third).
         let want = if node == "b" { 3000 } else { 2000 };
-        assert!(got.len() as f64 >= 0.9 * want as f64, "{node} received {} of {want}", got.len());
+        assert!(
+            got.len() as u64 + lost >= want && 2 * got.len() >= want as usize,
+            "{node} received {} of {want}, {lost} counted lost before the engine",
+            got.len()
+        );
     }
 }
