@@ -51,14 +51,14 @@ fn unimpaired_traffic_stays_in_the_kernel_and_switches_paths_unseen() {
     let o = lab.vemu(&["link", "set", "a:b", "--direction", "forward", "--delay", "20ms"]);
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(link_paths(&lab).0, [false, true]);
-    let (sent, recv, rtt) = lab.ping("a", "b", 20, 0.05);
+    let (sent, recv, rtt) = lab.ping_median("a", "b", 20, 0.05);
     assert_eq!((sent, recv), (20, 20));
     assert!((20.0..22.0).contains(&rtt), "RTT {rtt} ms with 20 ms one way");
     // Back to unimpaired: back to the kernel.
     let o = lab.vemu(&["link", "set", "a:b", "--direction", "forward", "--delay", "0"]);
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(link_paths(&lab).0, [true, true]);
-    let (_, recv, rtt) = lab.ping("a", "b", 20, 0.05);
+    let (_, recv, rtt) = lab.ping_median("a", "b", 20, 0.05);
     assert_eq!(recv, 20);
     assert!(rtt < 2.0, "RTT {rtt} ms on an unimpaired link");
     // The nodes saw nothing change: same interface, MAC, addresses, no carrier flap.
@@ -136,7 +136,7 @@ fn a_rate_given_to_the_kernels_shaper_holds_in_the_kernel_until_more_is_set() {
         "TCP {:.1} Mbit/s through a 50 Mbit/s token bucket",
         bps / 1e6
     );
-    let (sent, recv, rtt) = lab.ping("a", "b", 20, 0.05);
+    let (sent, recv, rtt) = lab.ping_median("a", "b", 20, 0.05);
     assert_eq!((sent, recv), (20, 20));
     assert!(rtt < 2.0, "RTT {rtt} ms on an idle shaped link");
     let [(_, fwd), _] = shaped(&lab);
@@ -165,7 +165,7 @@ fn a_rate_given_to_the_kernels_shaper_holds_in_the_kernel_until_more_is_set() {
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(shaped(&lab).map(|(k, _)| k), [false, true]);
     assert_eq!(link_paths(&lab).0, [false, true]);
-    let (_, recv, rtt) = lab.ping("a", "b", 10, 0.05);
+    let (_, recv, rtt) = lab.ping_median("a", "b", 10, 0.05);
     assert_eq!(recv, 10);
     assert!((5.0..7.0).contains(&rtt), "RTT {rtt} ms with 5 ms one way");
     let o = lab.vemu(&["link", "set", "a:b", "--direction", "forward", "--delay", "0"]);
@@ -311,10 +311,10 @@ fn an_unimpaired_lan_is_switched_by_the_kernel_and_moves_unseen() {
     let o = lab.vemu(&["link", "set", "lan:b", "--delay", "10ms"]);
     assert!(o.status.success(), "{}", text(&o));
     assert!(lan_paths(&lab).0.iter().all(|&k| !k));
-    let (sent, recv, rtt) = lab.ping("a", "b", 20, 0.05);
+    let (sent, recv, rtt) = lab.ping_median("a", "b", 20, 0.05);
     assert_eq!((sent, recv), (20, 20));
     assert!((20.0..23.0).contains(&rtt), "RTT {rtt} ms through a port of 10 ms each way");
-    let (_, recv, rtt) = lab.ping("a", "c", 20, 0.05);
+    let (_, recv, rtt) = lab.ping_median("a", "c", 20, 0.05);
     assert_eq!(recv, 20);
     assert!(rtt < 3.0, "RTT {rtt} ms between unimpaired ports of the engine's switch");
     let (_, s1, g1) = lan_paths(&lab);
@@ -325,7 +325,7 @@ fn an_unimpaired_lan_is_switched_by_the_kernel_and_moves_unseen() {
     let o = lab.vemu(&["link", "set", "lan:b", "--delay", "0"]);
     assert!(o.status.success(), "{}", text(&o));
     assert!(lan_paths(&lab).0.iter().all(|&k| k));
-    let (_, recv, rtt) = lab.ping("a", "b", 20, 0.05);
+    let (_, recv, rtt) = lab.ping_median("a", "b", 20, 0.05);
     assert_eq!(recv, 20);
     assert!(rtt < 2.0, "RTT {rtt} ms on an unimpaired LAN");
     let after: Vec<String> = ["a", "b", "c"].iter().map(|n| iface_view(&lab, n)).collect();
@@ -387,7 +387,7 @@ fn a_lan_with_rates_given_to_the_kernels_shaper_stays_on_the_bridge() {
         "TCP {:.1} Mbit/s a -> c through a 20 Mbit/s bucket",
         bps / 1e6
     );
-    let (sent, recv, rtt) = lab.ping("a", "b", 20, 0.05);
+    let (sent, recv, rtt) = lab.ping_median("a", "b", 20, 0.05);
     assert_eq!((sent, recv), (20, 20));
     assert!(rtt < 2.0, "RTT {rtt} ms on an idle shaped LAN");
     // a's egress: what a sent came into its bucket, and left it or waits or was dropped;
@@ -405,7 +405,7 @@ fn a_lan_with_rates_given_to_the_kernels_shaper_stays_on_the_bridge() {
     assert!(o.status.success(), "{}", text(&o));
     assert!(lan_paths(&lab).0.iter().all(|&k| !k));
     assert!(lan_shaped(&lab, 0).0.iter().all(|&k| !k));
-    let (_, recv, rtt) = lab.ping("a", "b", 10, 0.05);
+    let (_, recv, rtt) = lab.ping_median("a", "b", 10, 0.05);
     assert_eq!(recv, 10);
     assert!((10.0..13.0).contains(&rtt), "RTT {rtt} ms through a port of 5 ms each way");
     let bps = lab.iperf3("a", "c", 2);
@@ -428,7 +428,7 @@ fn a_lan_with_rates_given_to_the_kernels_shaper_stays_on_the_bridge() {
         "TCP {:.1} Mbit/s a -> c through a's 50 Mbit/s bucket only",
         bps / 1e6
     );
-    let (_, recv, rtt) = lab.ping("a", "b", 20, 0.05);
+    let (_, recv, rtt) = lab.ping_median("a", "b", 20, 0.05);
     assert_eq!(recv, 20);
     assert!(rtt < 2.0, "RTT {rtt} ms on an idle shaped LAN");
     let after: Vec<String> = ["a", "b", "c"].iter().map(|n| iface_view(&lab, n)).collect();

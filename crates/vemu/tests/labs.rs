@@ -45,10 +45,10 @@ fn chain_with_unequal_delays() {
     // reverse one by the kernel when the fast path is on): 1 ms a hop, taken off.
     let base = {
         let lab = Lab::up("t-base4", &one_way("t-base4", [1; 4]));
-        lab.ping("n1", "n5", 10, 0.2).2 - 4.0
+        lab.ping_median("n1", "n5", 10, 0.2).2 - 4.0
     };
     let lab = Lab::up("t-chain650", &one_way("t-chain650", [50, 100, 200, 300]));
-    let (sent, recv, rtt) = lab.ping("n1", "n5", 10, 0.2);
+    let (sent, recv, rtt) = lab.ping_median("n1", "n5", 10, 0.2);
     assert_eq!(sent, recv);
     let expect = 650.0 + base;
     eprintln!(
@@ -110,20 +110,20 @@ fn loss_on_four_links_compounds() {
 fn runtime_link_changes() {
     let _g = serial();
     let lab = Lab::up("t-runtime", &chain("t-runtime", &[10.0], ""));
-    let (_, _, rtt) = lab.ping("n1", "n2", 20, 0.05);
+    let (_, _, rtt) = lab.ping_median("n1", "n2", 20, 0.05);
     assert!((rtt - 20.0).abs() < 0.5, "{rtt}");
     // What the engine and the kernel add to the configured delays.
     let base = rtt - 20.0;
     // One direction only: n1 -> n2 gets 40 ms more.
     let o = lab.vemu(&["link", "set", "n1:n2", "--direction", "forward", "--delay", "50ms"]);
     assert!(o.status.success(), "{}", text(&o));
-    let (_, _, rtt) = lab.ping("n1", "n2", 20, 0.05);
+    let (_, _, rtt) = lab.ping_median("n1", "n2", 20, 0.05);
     eprintln!("RTT {rtt:.3} ms after the change, expected {:.3} ± 0.5", 60.0 + base);
     assert!((rtt - 60.0 - base).abs() < 0.5, "{rtt}");
     // Written the other way round, forward is n2 -> n1.
     let o = lab.vemu(&["link", "set", "n2:n1", "--direction", "forward", "--delay", "0ms"]);
     assert!(o.status.success(), "{}", text(&o));
-    let (_, _, rtt) = lab.ping("n1", "n2", 20, 0.05);
+    let (_, _, rtt) = lab.ping_median("n1", "n2", 20, 0.05);
     assert!((rtt - 50.0 - base).abs() < 0.5, "{rtt}");
     let s = lab.status();
     assert_eq!(s["links"][0]["forward"]["impairments"]["delay_ns"], 50_000_000);
@@ -280,8 +280,8 @@ fn labs_side_by_side() {
     let o = vemu(&["status"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o).contains("say which with --lab"), "{}", text(&o));
-    let (_, _, ra) = a.ping("n1", "n2", 10, 0.05);
-    let (_, _, rb) = b.ping("n1", "n2", 10, 0.05);
+    let (_, _, ra) = a.ping_median("n1", "n2", 10, 0.05);
+    let (_, _, rb) = b.ping_median("n1", "n2", 10, 0.05);
     assert!((ra - 2.0).abs() < 0.5 && (rb - 6.0).abs() < 0.5, "{ra} {rb}");
     // The same name cannot run twice.
     let path = write_scenario("t-side-a", &chain("t-side-a", &[1.0], ""));
