@@ -85,8 +85,10 @@ pub const LATE_NS: u64 = 10_000_000_000;
 pub struct Judge {
     checks: Vec<Expectation>,
     results: Vec<CheckResult>,
-    /// Stretches of the lab clock the fidelity monitor judged not `ok`: (from, to, verdict).
-    bad: Vec<(u64, u64, Verdict)>,
+    /// Stretches of the lab clock the fidelity monitor judged not `ok` (from, to, verdict),
+    /// or in which the lab's software waited for CPU while its bulk links kept their
+    /// rates (verdict `None`).
+    bad: Vec<(u64, u64, Option<Verdict>)>,
     /// Per check (beside its result), where its measurement stands.
     progress: Vec<Progress>,
     /// The end of the last window the monitor judged, and the lab clock at the last tick.
@@ -350,12 +352,15 @@ impl Judge {
         self.results[i].deadline_ns
     }
 
-    /// A window of the fidelity monitor, `[from_ns, to_ns]`, judged `verdict`.
+    /// A window of the fidelity monitor, `[from_ns, to_ns]`, judged `verdict`; `paced`:
+    /// the lab's software waited for CPU in it while its bulk links kept their rates (an
+    /// `ok` verdict for throughput, but not for the timing of the light traffic a check
+    /// probes: such a window distrusts checks as a bad one does).
     /// Checks already resolved whose measurement it covers become untrustworthy.
-    pub fn window(&mut self, from_ns: u64, to_ns: u64, verdict: Verdict) {
+    pub fn window(&mut self, from_ns: u64, to_ns: u64, verdict: Verdict, paced: bool) {
         self.judged_until_ns = self.judged_until_ns.max(to_ns);
-        if verdict != Verdict::Ok {
-            self.bad.push((from_ns, to_ns, verdict));
+        if verdict != Verdict::Ok || paced {
+            self.bad.push((from_ns, to_ns, (verdict != Verdict::Ok).then_some(verdict)));
             for i in 0..self.results.len() {
                 if let Some(at) = self.progress[i].resolved_at {
                     self.distrust(i, at);
@@ -419,12 +424,19 @@ impl Judge {
             return;
         };
         let was = if r.outcome == Outcome::Passed { "passed" } else { "failed" };
-        let why = format!(
-            "but the fidelity monitor judged the lab {} from {} to {} (lab clock): the network measured was not the one configured",
-            format!("{verdict:?}").to_lowercase(),
-            fmt_ns(from),
-            fmt_ns(to)
-        );
+        let why = match verdict {
+            Some(verdict) => format!(
+                "but the fidelity monitor judged the lab {} from {} to {} (lab clock): the network measured was not the one configured",
+                format!("{verdict:?}").to_lowercase(),
+                fmt_ns(from),
+                fmt_ns(to)
+            ),
+            None => format!(
+                "but the lab's software waited for CPU from {} to {} (lab clock; its bulk links kept their rates): what the check timed may reflect this machine's CPU, not the network",
+                fmt_ns(from),
+                fmt_ns(to)
+            ),
+        };
         let said = std::mem::take(&mut r.detail);
         r.detail = format!("{was} ({said}), {why}");
         r.outcome = Outcome::Untrustworthy;
@@ -600,7 +612,7 @@ mod tests {
         late.probed(0, 2 * S, true, "");
         assert_eq!(late.results()[0].outcome, Outcome::Failed);
         assert_eq!(late.results()[0].detail, "did not hold within 1.0 s (held after 2.0 s)");
-        late.window(0, 3 * S, Verdict::Ok);
+        late.window(0, 3 * S, Verdict::Ok, false);
         assert!(late.done());
         // A failed check is probed on to say when it held (the exit stays a failure).
         assert_eq!(j.due(6 * S).iter().map(|d| d.0).collect::<Vec<_>>(), [1]);
@@ -608,7 +620,7 @@ mod tests {
         assert_eq!(j.results()[1].outcome, Outcome::Failed);
         assert_eq!(j.results()[1].detail, "did not hold within 2.0 s (held after 3.5 s)");
         assert_eq!(j.results()[1].measured_ns, Some(3_500_000_000));
-        j.window(0, 7 * S, Verdict::Ok);
+        j.window(0, 7 * S, Verdict::Ok, false);
         assert!(j.done() && j.due(7 * S).is_empty());
         // One that never holds is said so, LATE_NS after its deadline.
         let mut never = Judge::new(vec![reach("d", 0, 1)]);
@@ -625,7 +637,7 @@ mod tests {
     #[test]
     fn a_check_measured_while_the_monitor_judged_the_lab_not_ok_is_untrustworthy() {
         let mut j = Judge::new(vec![reach("a", 0, 5), reach("b", 10, 5)]);
-        j.window(2 * S, 3 * S, Verdict::Invalid);
+        j.window(2 * S, 3 * S, Verdict::Invalid, false);
         j.probed(0, 4 * S, true, "");
         assert_eq!(j.results()[0].outcome, Outcome::Untrustworthy);
         assert!(j.results()[0].detail.starts_with("passed (4.0 s ≤ 5.0 s), but the fidelity monitor judged the lab invalid from 2.0 s to 3.0 s"), "{}", j.results()[0].detail);
@@ -637,7 +649,7 @@ mod tests {
         // if it says the second was not ok.
         j.tick(11 * S + 100, Verdict::Ok);
         assert!(!j.done(), "the second of the measurement not judged yet");
-        j.window(10 * S, 11 * S + 500_000_000, Verdict::Degraded);
+        j.window(10 * S, 11 * S + 500_000_000, Verdict::Degraded, false);
         assert_eq!(j.results()[1].outcome, Outcome::Untrustworthy);
         assert!(
             j.results()[1].detail.starts_with(
@@ -650,7 +662,7 @@ mod tests {
         // Failed under a bad window, then held later (what CI saw): when it held is
         // said, and why it cannot be trusted is kept.
         let mut late = Judge::new(vec![reach("c", 4, 3)]);
-        late.window(4 * S, 6 * S, Verdict::Invalid);
+        late.window(4 * S, 6 * S, Verdict::Invalid, false);
         late.probed(0, 5 * S, false, "100% packet loss");
         late.tick(7 * S, Verdict::Invalid);
         assert_eq!(late.results()[0].outcome, Outcome::Untrustworthy);
@@ -659,6 +671,14 @@ mod tests {
             late.results()[0].detail,
             "failed (did not hold within 3.0 s (held after 4.9 s)), but the fidelity monitor judged the lab invalid from 4.0 s to 6.0 s (lab clock): the network measured was not the one configured"
         );
+        // A second the monitor judged ok because the bulk links kept their rates while
+        // the lab's software waited for CPU: a check's timing is not to be trusted then.
+        let mut paced = Judge::new(vec![reach("p", 0, 5)]);
+        paced.window(0, 2 * S, Verdict::Ok, true);
+        paced.probed(0, S, false, "100% packet loss");
+        paced.tick(6 * S, Verdict::Ok);
+        assert_eq!(paced.results()[0].outcome, Outcome::Untrustworthy);
+        assert!(paced.results()[0].detail.ends_with("but the lab's software waited for CPU from 0 µs to 2.0 s (lab clock; its bulk links kept their rates): what the check timed may reflect this machine's CPU, not the network"), "{}", paced.results()[0].detail);
         // A monitor that says nothing: the judge waits JUDGED_WAIT_NS, no more.
         let mut quiet = Judge::new(vec![reach("q", 0, 5)]);
         quiet.probed(0, S, true, "");
@@ -713,7 +733,7 @@ mod tests {
         assert_eq!(j.results()[0].outcome, Outcome::Pending);
         j.link_drops(10 * S, &[5, 109]);
         assert_eq!(j.results()[0].line(), "drops 0: passed, 5 drops ≤ 5");
-        j.window(0, 11 * S, Verdict::Ok);
+        j.window(0, 11 * S, Verdict::Ok, false);
         assert!(j.done() && !j.needs_link_drops(11 * S));
     }
 
@@ -796,9 +816,9 @@ mod tests {
         assert_eq!(flow.goodput_bps, 720_000);
         assert_eq!(j.results()[1].detail, "delivery 90.0% ≥ 80.0% (900 of 1000), delay p50 10.0 ms ≤ 15.0 ms, delay max 30.0 ms ≤ 40.0 ms, goodput 720.0 kbit/s ≥ 700.0 kbit/s");
         // A window judged bad over the flow's run makes its result untrustworthy.
-        j.window(3 * S, 4 * S, Verdict::Invalid);
+        j.window(3 * S, 4 * S, Verdict::Invalid, false);
         assert_eq!(j.results()[1].outcome, Outcome::Untrustworthy);
-        j.window(4 * S, 13 * S, Verdict::Ok);
+        j.window(4 * S, 13 * S, Verdict::Ok, false);
         assert!(j.done());
     }
 

@@ -115,6 +115,66 @@ pub struct CpuEvidence {
     pub stolen_windows: u64,
     #[serde(default)]
     pub worst_steal: f64,
+    /// Windows that would have been starved but in which every link direction carrying
+    /// bulk traffic kept its serializer busy (see [`links_kept_pace`]): the lab's
+    /// software waited for CPU, yet the links ran at their set rates. Not counted in
+    /// `starved_windows`.
+    #[serde(default)]
+    pub paced_windows: u64,
+    /// Starved windows (counted in `starved_windows`) with bulk traffic whose links did
+    /// not all keep their pace that second: paced after all if, over the whole run, every
+    /// bulk direction kept it ([`CpuEvidence::run_kept_pace`]).
+    #[serde(default)]
+    pub slowed_windows: u64,
+}
+
+/// What the links did in a window (or a run) in which the lab's software waited for CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinksPace {
+    /// No direction carried bulk traffic: nothing to witness.
+    NoBulk,
+    /// Every direction that carried bulk traffic kept its serializer busy.
+    Kept,
+    /// One did not, or cannot show its pace.
+    Fell,
+}
+
+/// The least share of its time with traffic a bulk direction's serializer must have
+/// been busy for the links to have kept their pace: the density experiment's "held"
+/// (a link at 0.93 of its TCP ceiling or more).
+pub const PACE_HELD: f64 = 0.93;
+
+/// A direction carries bulk traffic in a window when it sent this many bytes or more and
+/// [`BULK_RATIO`] times what its reverse sent (a TCP flow's data, not its acknowledgements).
+pub const BULK_MIN_BYTES: u64 = 64 * 1024;
+pub const BULK_RATIO: u64 = 8;
+
+/// Whether, over a window (or a run), the links kept their set rates: each direction that
+/// carried bulk traffic kept its serializer busy at least [`PACE_HELD`] of the time it had
+/// traffic (busy, plus idle spells between frames of at most `vemu_link::PACE_GAP_NS`: a
+/// sender that fell behind — for want of CPU, or of its receiver's acknowledgements —
+/// leaves such spells). A bulk direction without a serializer of the engine's (no rate,
+/// the kernel's shaper or fast path, `qos`) cannot show its pace: [`LinksPace::Fell`].
+/// `pairs`: each link's or segment port's two directions' counts.
+pub fn links_pace<'a>(pairs: impl Iterator<Item = (&'a DirStats, &'a DirStats)>) -> LinksPace {
+    let mut bulk = 0;
+    for (a, b) in pairs {
+        for (d, r) in [(a, b), (b, a)] {
+            if d.tx_bytes < BULK_MIN_BYTES || d.tx_bytes < BULK_RATIO * r.tx_bytes {
+                continue;
+            }
+            bulk += 1;
+            let busy = d.serializer_busy_ns as f64;
+            if busy == 0.0 || busy / (busy + d.serializer_gap_ns as f64) < PACE_HELD {
+                return LinksPace::Fell;
+            }
+        }
+    }
+    if bulk > 0 {
+        LinksPace::Kept
+    } else {
+        LinksPace::NoBulk
+    }
 }
 
 /// The share of a window's CPU time the hypervisor may take from a machine before the
@@ -175,11 +235,39 @@ impl CpuEvidence {
         e
     }
 
+    /// What the links did in this window ([`links_pace`]): a starved window in which
+    /// they kept their pace is paced, not starved; one in which they fell is slowed.
+    pub fn links(&mut self, pace: LinksPace) {
+        if self.starved_windows == 0 {
+            return;
+        }
+        match pace {
+            LinksPace::Kept => (self.starved_windows, self.paced_windows) = (0, 1),
+            LinksPace::Fell => self.slowed_windows = 1,
+            LinksPace::NoBulk => {}
+        }
+    }
+
+    /// The run's evidence when, over the whole run, every bulk direction kept its pace
+    /// (`run`: [`links_pace`] over the run's counts): its slowed windows are paced after
+    /// all — a second in which a link fell a little short while the run held is what the
+    /// run's average (a user's result) absorbs, as the density experiment's "held" does.
+    pub fn run_kept_pace(&self, run: LinksPace) -> CpuEvidence {
+        let mut e = self.clone();
+        if run == LinksPace::Kept {
+            e.starved_windows -= e.slowed_windows.min(e.starved_windows);
+            e.paced_windows += std::mem::take(&mut e.slowed_windows);
+        }
+        e
+    }
+
     /// Add a window's evidence (`w`, over `span_ns`) to the run's: nodes' waits count
     /// in starved windows only.
     pub fn add(&mut self, w: &CpuEvidence) {
         self.windows += w.windows;
         self.starved_windows += w.starved_windows;
+        self.paced_windows += w.paced_windows;
+        self.slowed_windows += w.slowed_windows;
         self.stolen_windows += w.stolen_windows;
         self.worst_steal = self.worst_steal.max(w.worst_steal);
         if w.worst_pressure > self.worst_pressure {
@@ -382,6 +470,9 @@ pub fn delta(now: &DirStats, before: &DirStats) -> DirStats {
     let late_max_ns = now.late_max_ns.min(bucket_quantile_ns(&late_hist, 1.0).unwrap_or(0));
     DirStats {
         tx_frames: now.tx_frames.saturating_sub(before.tx_frames),
+        tx_bytes: now.tx_bytes.saturating_sub(before.tx_bytes),
+        serializer_busy_ns: now.serializer_busy_ns.saturating_sub(before.serializer_busy_ns),
+        serializer_gap_ns: now.serializer_gap_ns.saturating_sub(before.serializer_gap_ns),
         write_errors: now.write_errors.saturating_sub(before.write_errors),
         underlay_lost: now.underlay_lost.saturating_sub(before.underlay_lost),
         late_hist,
@@ -478,6 +569,14 @@ pub fn describe(f: &Fidelity) -> String {
                 nodes.join(", ")
             ));
         }
+    }
+    if cpu.paced_windows > 0 {
+        s.push_str(&format!(
+            "\n  the machine's tasks also waited for CPU in {} of {} seconds, but the links carrying bulk traffic kept their set rates (their serializers busy at least {:.0}% of the time they had traffic): not counted",
+            cpu.paced_windows,
+            cpu.windows,
+            PACE_HELD * 100.0
+        ));
     }
     if cpu.stolen_windows > 0 {
         s.push_str(&format!(
@@ -797,5 +896,68 @@ mod tests {
         assert_eq!(ok.windows, 1);
         let engine = EngineEvidence { cpu: ok, ..EngineEvidence::default() };
         assert_eq!(assess(Vec::<(String, &DirStats)>::new(), &engine, &th).verdict, Verdict::Ok);
+        // A starved second in which the links kept their pace is paced, not starved.
+        let mut paced = starved.clone();
+        paced.links(LinksPace::Kept);
+        assert_eq!((paced.starved_windows, paced.paced_windows), (0, 1));
+        let mut run = CpuEvidence::default();
+        run.add(&paced);
+        run.add(&quiet);
+        let engine = EngineEvidence { cpu: run, ..EngineEvidence::default() };
+        let f = assess(Vec::<(String, &DirStats)>::new(), &engine, &th);
+        assert_eq!(f.verdict, Verdict::Ok);
+        let text = describe(&f);
+        assert!(text.contains("the machine's tasks also waited for CPU in 1 of 2 seconds, but the links carrying bulk traffic kept their set rates (their serializers busy at least 93% of the time they had traffic): not counted"), "{text}");
+        let mut quiet_too = quiet.clone();
+        quiet_too.links(LinksPace::Kept);
+        assert_eq!((quiet_too.starved_windows, quiet_too.paced_windows), (0, 0));
+        // A starved second whose links fell short is slowed: starved, unless the run's
+        // links kept their pace over the whole run; without bulk traffic, just starved.
+        let mut slowed = starved.clone();
+        slowed.links(LinksPace::Fell);
+        let mut light = starved.clone();
+        light.links(LinksPace::NoBulk);
+        assert_eq!((slowed.starved_windows, slowed.slowed_windows), (1, 1));
+        assert_eq!((light.starved_windows, light.slowed_windows), (1, 0));
+        let mut run = CpuEvidence::default();
+        for w in [&slowed, &paced, &light, &quiet] {
+            run.add(w);
+        }
+        let held = run.run_kept_pace(LinksPace::Kept);
+        assert_eq!((held.starved_windows, held.paced_windows, held.slowed_windows), (1, 2, 0));
+        for pace in [LinksPace::Fell, LinksPace::NoBulk] {
+            let fell = run.run_kept_pace(pace);
+            assert_eq!((fell.starved_windows, fell.paced_windows, fell.slowed_windows), (2, 1, 1));
+        }
+    }
+
+    #[test]
+    fn links_keep_their_pace_when_every_bulk_direction_kept_its_serializer_busy() {
+        let dir = |tx_bytes: u64, busy_ms: u64, gap_ms: u64| DirStats {
+            tx_bytes,
+            serializer_busy_ns: busy_ms * 1_000_000,
+            serializer_gap_ns: gap_ms * 1_000_000,
+            ..DirStats::default()
+        };
+        let acks = dir(300_000, 24, 900);
+        // A TCP flow's data at 100 Mbit/s, its serializer busy 990 of 1000 ms; the
+        // acknowledgements the other way do not count (an eighth of the data or less).
+        let held = dir(12_000_000, 990, 10);
+        let pace = |pairs: &[(&DirStats, &DirStats)]| links_pace(pairs.iter().copied());
+        assert_eq!(pace(&[(&held, &acks)]), LinksPace::Kept);
+        assert_eq!(pace(&[(&acks, &held)]), LinksPace::Kept, "either way round");
+        // A flow that ended a third into the window: its pace is over its traffic.
+        let ending = dir(4_000_000, 330, 2);
+        assert_eq!(pace(&[(&held, &acks), (&ending, &acks)]), LinksPace::Kept);
+        // One that fell behind: idle 120 of 1000 ms between frames.
+        let fell = dir(10_000_000, 880, 120);
+        assert_eq!(pace(&[(&held, &acks), (&fell, &acks)]), LinksPace::Fell);
+        // A bulk direction without the engine's serializer cannot show its pace.
+        let unpaced = dir(12_000_000, 0, 0);
+        assert_eq!(pace(&[(&held, &acks), (&unpaced, &acks)]), LinksPace::Fell);
+        // No bulk traffic at all (pings, both ways alike): nothing witnesses the window.
+        let ping = dir(9_800, 1, 990);
+        assert_eq!(pace(&[(&ping, &ping)]), LinksPace::NoBulk);
+        assert_eq!(pace(&[]), LinksPace::NoBulk);
     }
 }

@@ -368,7 +368,11 @@ impl Controller {
             faults: c.engine_faults.clone(),
             cpu: w.cpu.clone(),
         };
-        crate::fidelity::assess(self.named_directions(c), &engine, &self.plan.fidelity)
+        let directions = self.named_directions(c);
+        // (Each link's and segment port's two directions come one after the other.)
+        let run = crate::fidelity::links_pace(directions.chunks_exact(2).map(|p| (p[0].1, p[1].1)));
+        let engine = crate::fidelity::EngineEvidence { cpu: w.cpu.run_kept_pace(run), ..engine };
+        crate::fidelity::assess(directions, &engine, &self.plan.fidelity)
     }
 
     /// Every direction of `c`, named for people: `LINK forward`, `SEGMENT NODE:IFACE egress`.

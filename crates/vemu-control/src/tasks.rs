@@ -37,13 +37,26 @@ fn run(ctl: Arc<Mutex<Controller>>, clock: LabClock, stop: Receiver<()>) {
 /// The thread that judges every [`WINDOW`] of the run and warns while it is not `ok`.
 pub(crate) fn fidelity_monitor(ctl: Arc<Mutex<Controller>>) -> Background {
     Background::spawn("vemu-fidelity", true, move |stop| {
-        // Never in the way of the engine's threads, which keep the schedule it judges.
-        // SAFETY: setpriority on this thread (its tid) with an integer niceness.
-        unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 10) };
+        // At the machine's ordinary priority: below the engine's shards (real-time, or
+        // niceness -10 while busy), beside the nodes' programs. (Niced to 10, it judged a
+        // lab starved by 32 TCP flows in windows of up to 7 s, after the fact.)
+        // The first window starts when the monitor can first read the lab (the lab is up:
+        // its bring-up holds the controller), with the machines' CPU then. (It started
+        // at 0 without a CPU reading: a first window stretched over a long bring-up was
+        // judged ok whatever the load, and a check in it trusted.)
         let mut before: Vec<DirStats> = Vec::new();
         let mut work_before: Vec<u64> = Vec::new();
         let mut cpu_before: Vec<crate::worker::MachineCpu> = Vec::new();
         let mut t_before = 0u64;
+        {
+            let mut c = ctl.locked();
+            if let Ok(counters) = c.counters() {
+                before =
+                    c.named_directions(&counters).into_iter().map(|(_, d)| d.clone()).collect();
+                (work_before, cpu_before) = (counters.shard_work_ns.clone(), counters.cpu.clone());
+                t_before = c.clock.now_ns();
+            }
+        }
         let mut was = Verdict::Ok;
         while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(WINDOW) {
             let mut c = ctl.locked();
@@ -74,7 +87,11 @@ pub(crate) fn fidelity_monitor(ctl: Arc<Mutex<Controller>>) -> Background {
             let saturated = shard_busy.iter().any(|&b| b > c.plan.fidelity.busy_fraction);
             let window_from = t_before;
             (work_before, t_before) = (counters.shard_work_ns.clone(), t_ns);
-            let cpu = CpuEvidence::window(&counters.cpu, &cpu_before, &c.plan.fidelity);
+            let mut cpu = CpuEvidence::window(&counters.cpu, &cpu_before, &c.plan.fidelity);
+            // (`named_directions` gives each link's and segment port's two directions
+            // one after the other.)
+            let pairs = window.chunks_exact(2).map(|p| (&p[0].1, &p[1].1));
+            cpu.links(crate::fidelity::links_pace(pairs));
             cpu_before = counters.cpu.clone();
             let engine = EngineEvidence {
                 shard_busy,
@@ -85,7 +102,7 @@ pub(crate) fn fidelity_monitor(ctl: Arc<Mutex<Controller>>) -> Background {
                 cpu: cpu.clone(),
             };
             let f = assess(window.iter().map(|(n, d)| (n.clone(), d)), &engine, &c.plan.fidelity);
-            c.judge.window(window_from, t_ns, f.verdict);
+            c.judge.window(window_from, t_ns, f.verdict, f.cpu.paced_windows > 0);
             if f.verdict != Verdict::Ok || was != Verdict::Ok {
                 eprintln!("[{:.1} s] {}", t_ns as f64 / 1e9, describe(&f));
                 c.emit(serde_json::json!({"type": "fidelity", "t_ns": t_ns, "window_ns": WINDOW.as_nanos() as u64, "fidelity": f}));

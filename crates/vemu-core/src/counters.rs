@@ -115,6 +115,10 @@ pub struct DirCounters {
     /// [`DELAY_BUCKETS_NS`]; and the longest wait.
     pub arrival_wait_hist: [AtomicU64; DELAY_BUCKETS_NS.len() + 1],
     pub arrival_wait_max_ns: AtomicU64,
+    /// The serializer's pace (`vemu_link::Pace`), as of the last frame offered: time
+    /// sending, and time idle between frames no more than `PACE_GAP_NS` apart, ns.
+    pub serializer_busy_ns: AtomicU64,
+    pub serializer_gap_ns: AtomicU64,
     /// With `qos`: per-class counters (replaced when the classes change; the data path
     /// takes the lock to read only when a frame crosses a qos stage).
     pub classes: RwLock<Arc<[ClassCounters]>>,
@@ -238,6 +242,12 @@ pub struct DirStats {
     pub arrival_wait_hist: Vec<u64>,
     #[serde(default)]
     pub arrival_wait_max_ns: u64,
+    /// The serializer's pace: time sending, and time idle between frames no more than
+    /// `vemu_link::PACE_GAP_NS` apart (a sender that fell behind), ns.
+    #[serde(default)]
+    pub serializer_busy_ns: u64,
+    #[serde(default)]
+    pub serializer_gap_ns: u64,
     /// With `qos`: each class's counters, in the order of the classes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub classes: Vec<ClassStats>,
@@ -279,7 +289,9 @@ impl DirStats {
             queue_frames,
             queue_bytes,
             drop_police,
-            underlay_lost
+            underlay_lost,
+            serializer_busy_ns,
+            serializer_gap_ns
         );
         self.queue_frames_max = self.queue_frames_max.max(o.queue_frames_max);
         add(&mut self.delay_hist, &o.delay_hist);
@@ -340,6 +352,8 @@ impl DirCounters {
             input_wait_max_ns: self.input_wait_max_ns.load(Relaxed),
             arrival_wait_hist: nonzero(&self.arrival_wait_hist),
             arrival_wait_max_ns: self.arrival_wait_max_ns.load(Relaxed),
+            serializer_busy_ns: self.serializer_busy_ns.load(Relaxed),
+            serializer_gap_ns: self.serializer_gap_ns.load(Relaxed),
             classes: self
                 .classes
                 .read()

@@ -22,7 +22,7 @@ pub mod dist;
 mod model;
 
 pub use dist::Distribution;
-pub use model::{Delivery, DropCause, Left, LinkDir, Offer, Outcome};
+pub use model::{Delivery, DropCause, Left, LinkDir, Offer, Outcome, Pace, PACE_GAP_NS};
 pub use vemu_qos::stage::QosConfig;
 
 use serde::{Deserialize, Serialize};

@@ -76,6 +76,20 @@ pub struct Left {
     pub outcome: Outcome,
 }
 
+/// The longest idle spell of a serializer counted as its sender falling behind: longer
+/// ones are pauses of the traffic (a flow ended, another began), not a slow sender.
+pub const PACE_GAP_NS: u64 = 100_000_000;
+
+/// How busy a direction's serializer kept, ns (cumulative): `busy_ns` sending frames,
+/// `gap_ns` idle between two frames no more than [`PACE_GAP_NS`] apart. A sender that
+/// keeps its link full leaves no gaps; one that waits for a CPU (or for its receiver's
+/// acknowledgements) leaves them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pace {
+    pub busy_ns: u64,
+    pub gap_ns: u64,
+}
+
 /// One direction of a link: its impairments and the state they need.
 #[derive(Debug, Clone)]
 pub struct LinkDir {
@@ -85,6 +99,9 @@ pub struct LinkDir {
     up: bool,
     /// When the serializer is next free, ns.
     tx_free_ns: u64,
+    /// The serializer's pace: time it spent sending, and time it stood idle between
+    /// frames for at most [`PACE_GAP_NS`] (a sender that fell behind), ns.
+    pace: Pace,
     /// Frames admitted and not yet fully serialized: (end of serialization, frames, bytes).
     queue: VecDeque<(u64, u32, u64)>,
     queue_frames: u64,
@@ -127,6 +144,7 @@ impl LinkDir {
             rng: ChaCha8Rng::seed_from_u64(seed),
             up: true,
             tx_free_ns: 0,
+            pace: Pace::default(),
             queue: VecDeque::new(),
             queue_frames: 0,
             queue_bytes: 0,
@@ -227,6 +245,11 @@ impl LinkDir {
         }
         self.expire(now_ns);
         (self.queue_frames, self.queue_bytes)
+    }
+
+    /// The serializer's pace so far (a direction with a rate and without `qos`).
+    pub fn pace(&self) -> Pace {
+        self.pace
     }
 
     /// The qos stage, when `qos` is set: frames go through [`LinkDir::offer_classed`]
@@ -369,6 +392,11 @@ impl LinkDir {
                 return Err(DropCause::Queue);
             }
             let tx_ns = (offer.wire_bytes as u128 * 8 * 1_000_000_000 / rate as u128) as u64;
+            let idle_ns = now_ns.saturating_sub(self.tx_free_ns);
+            if self.tx_free_ns > 0 && idle_ns <= PACE_GAP_NS {
+                self.pace.gap_ns += idle_ns;
+            }
+            self.pace.busy_ns += tx_ns;
             tx_end = self.tx_free_ns.max(now_ns).saturating_add(tx_ns);
             self.tx_free_ns = tx_end;
             self.queue.push_back((tx_end, offer.wire_frames, offer.wire_bytes));

@@ -180,6 +180,31 @@ fn serialization_at_rate() {
 }
 
 #[test]
+fn the_serializers_pace_counts_its_short_idle_spells() {
+    // 1500 bytes at 12 Mbit/s: 1 ms each.
+    let imp = Impairments { rate_bps: Some(12_000_000), ..Default::default() };
+    let mut l = LinkDir::new(imp, 1);
+    // A sender that keeps the link full: busy, no gaps (the first frame's wait for the
+    // serializer's first use is no gap).
+    for i in 0..100 {
+        l.offer(500 * MS + i * MS, Offer::single(1500)).first.unwrap();
+    }
+    assert_eq!(l.pace(), Pace { busy_ns: 100 * MS, gap_ns: 0 });
+    // One that falls behind: a frame every 4 ms, 3 ms idle before each.
+    for i in 0..100 {
+        l.offer(600 * MS + 3 * MS + i * 4 * MS, Offer::single(1500)).first.unwrap();
+    }
+    assert_eq!(l.pace(), Pace { busy_ns: 200 * MS, gap_ns: 300 * MS });
+    // A pause longer than PACE_GAP_NS is the traffic's, not a gap.
+    l.offer(1000 * MS + PACE_GAP_NS + 1, Offer::single(1500)).first.unwrap();
+    assert_eq!(l.pace(), Pace { busy_ns: 201 * MS, gap_ns: 300 * MS });
+    // Without a rate there is no serializer to pace.
+    let mut l = LinkDir::new(Impairments::default(), 1);
+    l.offer(0, Offer::single(1500)).first.unwrap();
+    assert_eq!(l.pace(), Pace::default());
+}
+
+#[test]
 fn queue_limit_in_packets_and_bytes() {
     let imp = Impairments {
         rate_bps: Some(1_000_000),

@@ -299,7 +299,8 @@ fn a_links_delay_absorbs_the_time_frames_wait_to_be_read() {
 }
 
 /// n client/server pairs on 100 Mbit/s links (the engine's serializer), all running
-/// TCP at once for 6 s; the lab's verdict after.
+/// TCP at once for 6 s; the lab's verdict after, and the worst flow's goodput ÷ the TCP
+/// ceiling (0.956 of the rate: 1448 bytes of data in a 1514-byte frame).
 fn pairs_at_once(n: usize) -> serde_json::Value {
     let nodes: Vec<String> =
         (0..n).map(|i| format!("s{i}: {{run: ['iperf3 -s -D']}}, c{i}: {{}}")).collect();
@@ -315,28 +316,45 @@ fn pairs_at_once(n: usize) -> serde_json::Value {
     let servers: Vec<String> = (0..n).map(|i| addr(&format!("s{i}"))).collect();
     // (iperf3's server needs a moment after `up`.)
     std::thread::sleep(std::time::Duration::from_millis(500));
-    std::thread::scope(|s| {
-        for (i, server) in servers.iter().enumerate() {
-            let lab = &lab;
-            s.spawn(move || lab.exec(&format!("c{i}"), &["iperf3", "-c", server, "-t", "6"]));
-        }
+    let goodputs: Vec<f64> = std::thread::scope(|s| {
+        let runs: Vec<_> = servers
+            .iter()
+            .enumerate()
+            .map(|(i, server)| {
+                let lab = &lab;
+                s.spawn(move || {
+                    let o = lab.exec(&format!("c{i}"), &["iperf3", "-c", server, "-t", "6", "-J"]);
+                    let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+                        .unwrap_or_else(|_| panic!("iperf3: {}", text(&o)));
+                    v["end"]["sum_received"]["bits_per_second"].as_f64().expect("a goodput")
+                })
+            })
+            .collect();
+        runs.into_iter().map(|r| r.join().unwrap()).collect()
     });
+    let worst = goodputs.iter().copied().fold(f64::INFINITY, f64::min) / (100e6 * 1448.0 / 1514.0);
     let f = lab.status()["fidelity"].clone();
     let log = std::fs::read_to_string("/var/log/vemu/t-starved/vemu.log").unwrap_or_default();
-    serde_json::json!({"fidelity": f, "log": log})
+    serde_json::json!({"fidelity": f, "log": log, "worst_of_ceiling": worst})
 }
 
-/// Issue 45: the software under test starved of CPU. Sixteen TCP flows on 100 Mbit/s
+/// Issue 45: the software under test starved of CPU. Thirty-two TCP flows on 100 Mbit/s
 /// links, two cores: the engine keeps its schedule, but the senders cannot keep their
-/// links full (worst link ~0.7 of its ceiling) — judged not ok, saying why and naming
-/// nodes. One flow on the same machine is ok.
+/// links full (worst link 0.6–0.7 of its ceiling; sixteen fell to 0.81–0.90 and twelve
+/// held, bench/README "CPU pressure") — judged not ok, saying why and naming nodes. One
+/// flow on the same machine is ok.
 #[test]
 fn software_starved_of_cpu_is_judged_not_ok() {
     let _g = serial();
-    let starved = pairs_at_once(16);
+    let starved = pairs_at_once(32);
     let f = &starved["fidelity"];
-    eprintln!("16 flows: verdict {}, cpu {}", f["verdict"], f["cpu"]);
-    assert_ne!(f["verdict"], "ok", "16 flows on two cores judged {f}");
+    eprintln!("32 flows: verdict {}, cpu {}", f["verdict"], f["cpu"]);
+    let worst = starved["worst_of_ceiling"].as_f64().unwrap();
+    assert!(
+        worst < 0.9,
+        "the premise: 32 flows on two cores starve (worst link {worst:.3} of its TCP ceiling)"
+    );
+    assert_ne!(f["verdict"], "ok", "32 flows on two cores judged {f}");
     // (One starved window at least: the first and last seconds of a run are its ramps,
     // and a 4-second run once showed a single window over the threshold in CI.)
     assert!(f["cpu"]["starved_windows"].as_u64().unwrap() >= 1, "{f}");
@@ -353,8 +371,8 @@ fn software_starved_of_cpu_is_judged_not_ok() {
 
 /// Issue 43: a check measured while the monitor judged the lab not ok is reported
 /// untrustworthy, and `vemu test` exits 3. The lab starves itself of CPU: sixteen TCP
-/// flows on two cores (as above), started by the nodes' own `run`; the check is made in
-/// the middle of them.
+/// flows on two cores (their links fall behind: 0.81–0.90 of their ceiling in the
+/// density runs), started by the nodes' own `run`; the check is made in the middle of them.
 #[test]
 fn a_check_measured_while_the_lab_starved_is_untrustworthy() {
     let _g = serial();
@@ -382,7 +400,13 @@ fn a_check_measured_while_the_lab_starved_is_untrustworthy() {
             || t.contains("in the middle: UNTRUSTWORTHY, failed ("),
         "{t}"
     );
-    assert!(t.contains("but the fidelity monitor judged the lab"), "{t}");
+    // (Judged not ok, or ok for its bulk links that kept their rates while the software
+    // waited for CPU: either way the check's timing is not to be trusted.)
+    assert!(
+        t.contains("but the fidelity monitor judged the lab")
+            || t.contains("but the lab's software waited for CPU from"),
+        "{t}"
+    );
     assert!(t.contains("1 checks: 0 passed, 0 failed, 1 untrustworthy"), "{t}");
     assert!(lab_netns("t-untrusted").is_empty());
 }

@@ -82,6 +82,9 @@ impl Core {
         let (qf, qb) = d.queue_depth(now);
         c.queue_frames.store(qf, Relaxed);
         c.queue_bytes.store(qb, Relaxed);
+        let pace = d.pace();
+        c.serializer_busy_ns.store(pace.busy_ns, Relaxed);
+        c.serializer_gap_ns.store(pace.gap_ns, Relaxed);
         self.finish(hop, now, &mut acc);
         self.accepted = acc;
     }

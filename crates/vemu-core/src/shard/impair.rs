@@ -139,6 +139,9 @@ pub(super) fn impair(
     c.queue_frames.store(qf, Relaxed);
     c.queue_bytes.store(qb, Relaxed);
     c.queue_frames_max.fetch_max(qf, Relaxed);
+    let pace = d.pace();
+    c.serializer_busy_ns.store(pace.busy_ns, Relaxed);
+    c.serializer_gap_ns.store(pace.gap_ns, Relaxed);
 }
 
 pub(super) fn drop_counter(c: &DirCounters, cause: DropCause) -> &std::sync::atomic::AtomicU64 {
