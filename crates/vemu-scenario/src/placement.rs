@@ -94,22 +94,50 @@ struct Groups {
     adj: Vec<Vec<(usize, u64)>>,
 }
 
+/// Disjoint sets joined a pair at a time (union–find, each set rooted at its smallest
+/// member).
+struct Sets(Vec<usize>);
+
+impl Sets {
+    fn new(n: usize) -> Sets {
+        Sets((0..n).collect())
+    }
+
+    fn root(&mut self, mut x: usize) -> usize {
+        while self.0[x] != x {
+            self.0[x] = self.0[self.0[x]];
+            x = self.0[x];
+        }
+        x
+    }
+
+    fn join(&mut self, a: usize, b: usize) {
+        let (a, b) = (self.root(a), self.root(b));
+        if a != b {
+            self.0[a.max(b)] = a.min(b);
+        }
+    }
+
+    /// Per member, its set's number (sets numbered in the order of their first member),
+    /// and how many sets there are.
+    fn numbered(&mut self) -> (Vec<usize>, usize) {
+        let n = self.0.len();
+        let (mut id, mut of, mut count) = (vec![usize::MAX; n], vec![0; n], 0);
+        for (x, set) in of.iter_mut().enumerate() {
+            let r = self.root(x);
+            if id[r] == usize::MAX {
+                id[r] = count;
+                count += 1;
+            }
+            *set = id[r];
+        }
+        (of, count)
+    }
+}
+
 fn groups(g: &Graph, k: usize) -> Result<Groups, PlaceError> {
     let n = g.pins.len();
-    let mut parent: Vec<usize> = (0..n).collect();
-    fn find(p: &mut [usize], x: usize) -> usize {
-        let mut r = x;
-        while p[r] != r {
-            r = p[r];
-        }
-        let mut y = x;
-        while p[y] != r {
-            let next = p[y];
-            p[y] = r;
-            y = next;
-        }
-        r
-    }
+    let mut sets = Sets::new(n);
     // A segment pinned to several machines spans them; the others keep together.
     let spans = |seg: &Vec<usize>| {
         let mut pins =
@@ -118,24 +146,11 @@ fn groups(g: &Graph, k: usize) -> Result<Groups, PlaceError> {
     };
     for seg in g.segments.iter().filter(|s| !spans(s)) {
         for w in seg.windows(2) {
-            let (a, b) = (find(&mut parent, w[0]), find(&mut parent, w[1]));
-            if a != b {
-                parent[a.max(b)] = a.min(b);
-            }
+            sets.join(w[0], w[1]);
         }
     }
     // Groups numbered in the order of their first node.
-    let mut id = vec![usize::MAX; n];
-    let mut of = vec![0; n];
-    let mut count = 0;
-    for (i, group) in of.iter_mut().enumerate() {
-        let r = find(&mut parent, i);
-        if id[r] == usize::MAX {
-            id[r] = count;
-            count += 1;
-        }
-        *group = id[r];
-    }
+    let (of, count) = sets.numbered();
     let mut weight = vec![0u64; count];
     let mut pin: Vec<Option<(usize, usize)>> = vec![None; count];
     for i in 0..n {
@@ -280,35 +295,15 @@ fn by_link_classes(gr: &Groups, k: usize, cap: u64, seed: u64) -> Vec<Vec<usize>
 /// hold groups pinned to two machines, or there are fewer than `k`.
 fn contract(gr: &Groups, k: usize, cap: u64, light: u64) -> Option<(Vec<usize>, Groups)> {
     let n = gr.weight.len();
-    let mut parent: Vec<usize> = (0..n).collect();
-    fn root(p: &mut [usize], mut x: usize) -> usize {
-        while p[x] != x {
-            p[x] = p[p[x]];
-            x = p[x];
-        }
-        x
-    }
+    let mut sets = Sets::new(n);
     for (r, nbs) in gr.adj.iter().enumerate() {
         for &(nb, w) in nbs {
             if w > light {
-                let (a, b) = (root(&mut parent, r), root(&mut parent, nb));
-                if a != b {
-                    parent[a.max(b)] = a.min(b);
-                }
+                sets.join(r, nb);
             }
         }
     }
-    let mut id = vec![usize::MAX; n];
-    let mut of = vec![0; n];
-    let mut count = 0;
-    for (r, c) in of.iter_mut().enumerate() {
-        let top = root(&mut parent, r);
-        if id[top] == usize::MAX {
-            id[top] = count;
-            count += 1;
-        }
-        *c = id[top];
-    }
+    let (of, count) = sets.numbered();
     if count < k {
         return None;
     }
