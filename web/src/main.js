@@ -262,7 +262,8 @@ function setFidelity(f) {
   const cpu = f.cpu || {};
   el.title = `${f.late_frames} of ${f.frames} frames late` + (f.affected && f.affected.length ? '; worst: ' + f.affected.slice(0, 3).map((d) => d.direction || d.name || '').join(', ') : '') +
     (cpu.starved_windows ? `; the lab's software waited for CPU in ${cpu.starved_windows} of ${cpu.windows} s` +
-      ((cpu.waiting_nodes || []).length ? ' (most: ' + cpu.waiting_nodes.slice(0, 3).map(([n, w]) => `${n} ${Math.round(w * 100)}%`).join(', ') + ')' : '') : '');
+      ((cpu.waiting_nodes || []).length ? ' (most: ' + cpu.waiting_nodes.slice(0, 3).map(([n, w]) => `${n} ${Math.round(w * 100)}%`).join(', ') + ')' : '') : '') +
+    (cpu.paced_windows ? `; it also waited in ${cpu.paced_windows} s while the bulk links kept their rates (not counted)` : '');
 }
 
 async function refresh() {
