@@ -126,6 +126,10 @@ pub struct CpuEvidence {
     /// bulk direction kept it ([`CpuEvidence::run_kept_pace`]).
     #[serde(default)]
     pub slowed_windows: u64,
+    /// The nodes' waits in the slowed windows, kept apart until the run's pace says
+    /// whether those windows count (summed like `waiting_nodes`).
+    #[serde(skip)]
+    slowed_waiting: Vec<(String, f64)>,
 }
 
 /// What the links did in a window (or a run) in which the lab's software waited for CPU.
@@ -257,6 +261,7 @@ impl CpuEvidence {
         if run == LinksPace::Kept {
             e.starved_windows -= e.slowed_windows.min(e.starved_windows);
             e.paced_windows += std::mem::take(&mut e.slowed_windows);
+            e.slowed_waiting.clear();
         }
         e
     }
@@ -277,17 +282,15 @@ impl CpuEvidence {
             return;
         }
         // Kept as seconds waited in all starved windows; averaged when judged.
-        for (node, waited) in &w.waiting_nodes {
-            match self.waiting_nodes.iter_mut().find(|(n, _)| n == node) {
-                Some((_, total)) => *total += waited,
-                None => self.waiting_nodes.push((node.clone(), *waited)),
-            }
-        }
+        let into =
+            if w.slowed_windows > 0 { &mut self.slowed_waiting } else { &mut self.waiting_nodes };
+        add_waits(into, &w.waiting_nodes);
     }
 
     /// The run's evidence as judged: nodes' waits per starved second, the most first.
     pub fn summary(&self) -> CpuEvidence {
         let mut s = self.clone();
+        add_waits(&mut s.waiting_nodes, &std::mem::take(&mut s.slowed_waiting));
         let starved = self.starved_windows.max(1) as f64;
         for (_, w) in s.waiting_nodes.iter_mut() {
             *w /= starved;
@@ -295,6 +298,16 @@ impl CpuEvidence {
         s.waiting_nodes.sort_by(|a, b| b.1.total_cmp(&a.1));
         s.waiting_nodes.truncate(WAITING_NODES_NAMED);
         s
+    }
+}
+
+/// Add each node's seconds waited in `more` to its total in `to`.
+fn add_waits(to: &mut Vec<(String, f64)>, more: &[(String, f64)]) {
+    for (node, waited) in more {
+        match to.iter_mut().find(|(n, _)| n == node) {
+            Some((_, total)) => *total += waited,
+            None => to.push((node.clone(), *waited)),
+        }
     }
 }
 
@@ -925,9 +938,12 @@ mod tests {
         }
         let held = run.run_kept_pace(LinksPace::Kept);
         assert_eq!((held.starved_windows, held.paced_windows, held.slowed_windows), (1, 2, 0));
+        // (The nodes' waits are those of the seconds still starved: s1 60% of each.)
+        assert_eq!(held.summary().waiting_nodes[0], ("s1".to_string(), 0.6));
         for pace in [LinksPace::Fell, LinksPace::NoBulk] {
             let fell = run.run_kept_pace(pace);
             assert_eq!((fell.starved_windows, fell.paced_windows, fell.slowed_windows), (2, 1, 1));
+            assert_eq!(fell.summary().waiting_nodes[0], ("s1".to_string(), 0.6));
         }
     }
 
