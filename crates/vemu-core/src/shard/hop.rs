@@ -79,12 +79,7 @@ impl Core {
         let c = &self.counters[ci as usize];
         let classes = c.classes.read().map(|k| k.clone()).unwrap_or_default();
         drain_stage(d, c, &classes, &mut self.held, now, &mut acc);
-        let (qf, qb) = d.queue_depth(now);
-        c.queue_frames.store(qf, Relaxed);
-        c.queue_bytes.store(qb, Relaxed);
-        let pace = d.pace();
-        c.serializer_busy_ns.store(pace.busy_ns, Relaxed);
-        c.serializer_gap_ns.store(pace.gap_ns, Relaxed);
+        impair::note_serializer(c, d, now);
         self.finish(hop, now, &mut acc);
         self.accepted = acc;
     }

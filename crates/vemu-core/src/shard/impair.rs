@@ -135,13 +135,21 @@ pub(super) fn impair(
             accept(c, d, now, o, (piece, (pf, pb)), out, &mut held.drops);
         }
     }
+    let qf = note_serializer(c, d, now);
+    c.queue_frames_max.fetch_max(qf, Relaxed);
+}
+
+/// Store what a direction's queue and serializer stand at after frames were offered to
+/// it or left its qos stage: its queue (frames and bytes) and its pace. Returns the
+/// frames queued.
+pub(super) fn note_serializer(c: &DirCounters, d: &mut LinkDir, now: u64) -> u64 {
     let (qf, qb) = d.queue_depth(now);
     c.queue_frames.store(qf, Relaxed);
     c.queue_bytes.store(qb, Relaxed);
-    c.queue_frames_max.fetch_max(qf, Relaxed);
     let pace = d.pace();
     c.serializer_busy_ns.store(pace.busy_ns, Relaxed);
     c.serializer_gap_ns.store(pace.gap_ns, Relaxed);
+    qf
 }
 
 pub(super) fn drop_counter(c: &DirCounters, cause: DropCause) -> &std::sync::atomic::AtomicU64 {
