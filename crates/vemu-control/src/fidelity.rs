@@ -153,6 +153,12 @@ pub const PACE_HELD: f64 = 0.93;
 pub const BULK_MIN_BYTES: u64 = 64 * 1024;
 pub const BULK_RATIO: u64 = 8;
 
+/// [`links_pace`] of directions as `Controller::named_directions` gives them: each
+/// link's and segment port's two directions one after the other.
+pub fn links_pace_of<D: std::borrow::Borrow<DirStats>>(named: &[(String, D)]) -> LinksPace {
+    links_pace(named.chunks_exact(2).map(|p| (p[0].1.borrow(), p[1].1.borrow())))
+}
+
 /// Whether, over a window (or a run), the links kept their set rates: each direction that
 /// carried bulk traffic kept its serializer busy at least [`PACE_HELD`] of the time it had
 /// traffic (busy, plus idle spells between frames of at most `vemu_link::PACE_GAP_NS`: a

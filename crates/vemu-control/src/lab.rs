@@ -369,8 +369,7 @@ impl Controller {
             cpu: w.cpu.clone(),
         };
         let directions = self.named_directions(c);
-        // (Each link's and segment port's two directions come one after the other.)
-        let run = crate::fidelity::links_pace(directions.chunks_exact(2).map(|p| (p[0].1, p[1].1)));
+        let run = crate::fidelity::links_pace_of(&directions);
         let engine = crate::fidelity::EngineEvidence { cpu: w.cpu.run_kept_pace(run), ..engine };
         crate::fidelity::assess(directions, &engine, &self.plan.fidelity)
     }

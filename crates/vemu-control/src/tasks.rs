@@ -88,10 +88,7 @@ pub(crate) fn fidelity_monitor(ctl: Arc<Mutex<Controller>>) -> Background {
             let window_from = t_before;
             (work_before, t_before) = (counters.shard_work_ns.clone(), t_ns);
             let mut cpu = CpuEvidence::window(&counters.cpu, &cpu_before, &c.plan.fidelity);
-            // (`named_directions` gives each link's and segment port's two directions
-            // one after the other.)
-            let pairs = window.chunks_exact(2).map(|p| (&p[0].1, &p[1].1));
-            cpu.links(crate::fidelity::links_pace(pairs));
+            cpu.links(crate::fidelity::links_pace_of(&window));
             cpu_before = counters.cpu.clone();
             let engine = EngineEvidence {
                 shard_busy,
