@@ -50,6 +50,11 @@
                    diffserv, HTB); VEMU_QOS_SECONDS per run (default 15)
   bench.py images  100 nodes of one image beside the same LAN without an image: up, down,
                    disk; an image's first start (copied, unpacked) beside a cached one
+  bench.py engine  issue 44's table in one run, each row beside its anchor: this machine's
+                   thread wake-ups, idle RTT of a shaped link and LAN (vs Mininet's TCLink),
+                   a broadcast flood (vs the Linux bridge), RTT per unimpaired hop (vs a
+                   veth chain), a hop between machines (vs the underlay), placement of
+                   100,000 nodes (vs METIS), 32 TCP links (vs tbf); not part of `all`
   bench.py all     all of the above but soak (mininet only when Mininet is installed)
 
 Run as root from the repository (after `cargo build --release`).
@@ -64,6 +69,7 @@ from experiments.link import bench_accuracy, bench_density, bench_link, bench_pr
 from experiments.cpu import bench_cpu
 from experiments.chain import bench_chain
 from experiments.dataplane import bench_dataplane
+from experiments.engine import bench_engine
 from experiments.images import bench_images
 from experiments.scale import bench_scale
 from experiments.switch import bench_flood, bench_switch
@@ -103,6 +109,7 @@ def main():
         "placement": [bench_placement],
         "profile": [bench_profile],
         "dataplane": [bench_dataplane],
+        "engine": [bench_engine],
         "qos": [bench_qos],
         "images": [bench_images],
         "all": [bench_link, bench_accuracy, bench_density, bench_chain, bench_scale, bench_cpu, bench_switch, bench_api, bench_channel, bench_manet, bench_mininet, bench_machines, bench_machine_hop, bench_lan_machines, bench_ui, bench_placement, bench_qos],

@@ -8,7 +8,7 @@ command -v nft >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -
 case "${1:-all}" in
     # Not a measurement: every fuzz target for 10 minutes (scripts/fuzz.sh, docs/security.md).
     fuzz) exec scripts/fuzz.sh "${VEMU_FUZZ_SECONDS:-600}" ;;
-    mininet|mininet-scripts|all) command -v mn >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mininet bridge-utils >/dev/null ;;
+    mininet|mininet-scripts|engine|all) command -v mn >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mininet bridge-utils >/dev/null ;;
 esac
 cargo build --release --quiet
 exec python3 -u bench/bench.py "${1:-all}"

@@ -183,6 +183,38 @@ def bench_accuracy():
     )
 
 
+def density_row(rate, n, kernel_shaper=True):
+    """n pairs on links of `rate` bit/s, all running TCP for 4 s at once, three ways in
+    turn: tbf on veth pairs, vemu's engine, vemu's `shaper: kernel` (kernel_shaper). The
+    row [Mbit/s, n, engine mean, worst, tbf mean, worst, engine verdict, kernel-shaper
+    mean, worst, verdict] (ratios to the set rate) and the nodes' TCP congestion control."""
+    def run_all(prefixes, servers):
+        procs = [subprocess.Popen([*pre, "iperf3", "-c", srv, "-t", "4", "-O", "1", "-J"], stdout=subprocess.PIPE, text=True) for pre, srv in zip(prefixes, servers)]
+        return [json.loads(p.communicate()[0])["end"]["sum_received"]["bits_per_second"] / rate for p in procs]
+
+    kern = [VethChain(1, prefix=f"kd{i}-") for i in range(n)]
+    try:
+        for k in kern:
+            tbf(k.ns[0], "r0", rate)
+        kr = run_all([k.prefix(0) for k in kern], [k.server for k in kern])
+    finally:
+        for k in kern:
+            k.close()
+
+    def vemu_run(shaper):
+        up("bd", pairs_yaml("bd", n, f"bandwidth: {int(rate)}bit, shaper: {shaper}"))
+        try:
+            time.sleep(0.5)
+            addr = addresses("bd")
+            r = run_all([in_node("bd", f"c{i}") for i in range(n)], [addr[f"s{i}"] for i in range(n)])
+            return r, fidelity_of("bd"), sh(*in_node("bd", "c0"), "sysctl", "-n", "net.ipv4.tcp_congestion_control").strip()
+        finally:
+            down("bd")
+    vr, verdict, cc = vemu_run("engine")
+    sr, sverdict = ([float("nan")], "") if not kernel_shaper else vemu_run("kernel")[:2]
+    return [rate / 1e6, n, sum(vr) / n, min(vr), sum(kr) / n, min(kr), verdict, sum(sr) / len(sr), min(sr), sverdict], cc
+
+
 def bench_density():
     """Accuracy vs. the number of links sharing the machine: n pairs, each on a link of
     the same rate, all running TCP at once (NET Figs. 9–11)."""
@@ -191,32 +223,11 @@ def bench_density():
     rates = [float(x) * 1e6 for x in os.environ.get("VEMU_DENSITY_MBPS", "5,54,100").split(",")]
     for rate in rates:
         for n in counts:
-            def run_all(prefixes, servers):
-                procs = [subprocess.Popen([*pre, "iperf3", "-c", srv, "-t", "4", "-O", "1", "-J"], stdout=subprocess.PIPE, text=True) for pre, srv in zip(prefixes, servers)]
-                return [json.loads(p.communicate()[0])["end"]["sum_received"]["bits_per_second"] / rate for p in procs]
-
-            kern = [VethChain(1, prefix=f"kd{i}-") for i in range(n)]
-            try:
-                for k in kern:
-                    tbf(k.ns[0], "r0", rate)
-                kr = run_all([k.prefix(0) for k in kern], [k.server for k in kern])
-            finally:
-                for k in kern:
-                    k.close()
-            def vemu_run(shaper):
-                up("bd", pairs_yaml("bd", n, f"bandwidth: {int(rate)}bit, shaper: {shaper}"))
-                try:
-                    time.sleep(0.5)
-                    addr = addresses("bd")
-                    r = run_all([in_node("bd", f"c{i}") for i in range(n)], [addr[f"s{i}"] for i in range(n)])
-                    return r, fidelity_of("bd"), sh(*in_node("bd", "c0"), "sysctl", "-n", "net.ipv4.tcp_congestion_control").strip()
-                finally:
-                    down("bd")
-            vr, verdict, cc = vemu_run("engine")
-            sr, sverdict, _ = vemu_run("kernel")
-            rows.append([rate / 1e6, n, sum(vr) / n, min(vr), sum(kr) / n, min(kr), verdict, sum(sr) / n, min(sr), sverdict])
-            print(f"density {rate/1e6:g} Mbit/s x {n:2} links: vemu mean {sum(vr)/n:.3f} min {min(vr):.3f} of the set rate ({verdict}); "
-                  f"vemu shaper: kernel mean {sum(sr)/n:.3f} min {min(sr):.3f} ({sverdict}); tbf mean {sum(kr)/n:.3f} min {min(kr):.3f}")
+            row, cc = density_row(rate, n)
+            rows.append(row)
+            vr_mean, vr_min, kr_mean, kr_min, verdict, sr_mean, sr_min, sverdict = row[2:]
+            print(f"density {rate/1e6:g} Mbit/s x {n:2} links: vemu mean {vr_mean:.3f} min {vr_min:.3f} of the set rate ({verdict}); "
+                  f"vemu shaper: kernel mean {sr_mean:.3f} min {sr_min:.3f} ({sverdict}); tbf mean {kr_mean:.3f} min {kr_min:.3f}")
     write_csv("density.csv", ["rate_mbps", "links", "vemu_mean_ratio", "vemu_min_ratio", "tbf_mean_ratio", "tbf_min_ratio", "vemu_fidelity",
                               "vemu_kernel_shaper_mean_ratio", "vemu_kernel_shaper_min_ratio", "vemu_kernel_shaper_fidelity"], rows)
     series = []

@@ -175,41 +175,55 @@ def bench_machines():
               "Unpinned, every machine's engine shards (one per core each) and nodes share both cores, and TCP through the 8-hop chain at 100 Mbit/s a hop got 89 Mbit/s across against 95 on one machine, with frames up to 5 ms late on every link: the emulation of machines starved itself, not the tunnel (pinned: 94.5-94.8)."])
 
 
+MACHINE_HOP_YAML = "name: bh\naddressing: {ipv6: none}\nnodes:\n  n1: {}\n  n2: {run: ['iperf3 -s -D']}\nlinks:\n  - endpoints: [n1, n2]\n"
+
+
+def one_machine_hop(count=200):
+    """The link of machine_hop on one machine: ping RTT (mean, ms) and TCP (bit/s)."""
+    up("bh", MACHINE_HOP_YAML)
+    try:
+        time.sleep(1)
+        return ping_avg(in_node("bh", "n1"), "10.0.0.2", count), iperf(in_node("bh", "n1"), "10.0.0.2", 4)
+    finally:
+        down("bh")
+
+
+def machine_hop(mtu, link_mtu=None, count=200):
+    """One unimpaired link between two namespace machines (real agents, each pinned to a
+    core) on an underlay of `mtu`-byte interfaces, the link's own MTU `link_mtu` (None:
+    the interfaces'): the underlay's ping RTT (mean, ms), whether the kernel's tunnel
+    carries both directions, the link's ping RTT across (mean, ms) and TCP across (bit/s)."""
+    m = NsMachines(2, tag="bh", net=75, mtu=mtu)
+    try:
+        under = ping_avg(["ip", "netns", "exec", "bh-0"], "10.75.0.2", count)
+        y = MACHINE_HOP_YAML if link_mtu is None else MACHINE_HOP_YAML.replace("endpoints: [n1, n2]", f"endpoints: [n1, n2]\n    mtu: {link_mtu}")
+        m.up("bh", m.machines_yaml() + y.replace("n1: {}", "n1: {machine: m0}").replace("n2: {run", "n2: {machine: m1, run"))
+        try:
+            time.sleep(2)  # the tunnels' path MTU probes
+            st = json.loads(subprocess.run(["ip", "netns", "exec", "bh-ctl", VEMU, "status", "--lab", "bh", "--json"], capture_output=True, text=True, check=True).stdout)
+            link = st["links"][0]
+            kernel = all(link[d]["stats"].get("kernel_path") for d in ("forward", "reverse"))
+            rtt = ping_avg(m.in_node(0, "bh", "n1"), "10.0.0.2", count)
+            tcp = iperf(m.in_node(0, "bh", "n1"), "10.0.0.2", 4)
+        finally:
+            down("bh")
+    finally:
+        m.close()
+    return under, kernel, rtt, tcp
+
+
 def bench_machine_hop():
     """One unimpaired link between two namespace machines (real agents, each pinned to a
     core), on an underlay of 1500-byte and of 9000-byte interfaces: the RTT it adds to the
     same link on one machine, against the underlay's own RTT (a ping between the two
     machines' addresses), whether the kernel's tunnel carries it, and TCP across."""
-    yaml = "name: bh\naddressing: {ipv6: none}\nnodes:\n  n1: {}\n  n2: {run: ['iperf3 -s -D']}\nlinks:\n  - endpoints: [n1, n2]\n"
-    count = 200
-    up("bh", yaml)
-    try:
-        time.sleep(1)
-        rtt1 = ping_avg(in_node("bh", "n1"), "10.0.0.2", count)
-        tcp1 = iperf(in_node("bh", "n1"), "10.0.0.2", 4)
-    finally:
-        down("bh")
+    rtt1, tcp1 = one_machine_hop()
     print(f"machine hop: one machine: RTT {rtt1 * 1000:.1f} us, TCP {tcp1 / 1e9:.2f} Gbit/s")
     rows = []
     # The link's own MTU: the interfaces' default (1500), or 1446, which leaves room in a
     # 1500-byte underlay's datagrams for the VXLAN and Ethernet headers.
     for mtu, link_mtu in ((1500, None), (1500, 1446), (9000, None)):
-        m = NsMachines(2, tag="bh", net=75, mtu=mtu)
-        try:
-            under = ping_avg(["ip", "netns", "exec", "bh-0"], "10.75.0.2", count)
-            y = yaml if link_mtu is None else yaml.replace("endpoints: [n1, n2]", f"endpoints: [n1, n2]\n    mtu: {link_mtu}")
-            m.up("bh", m.machines_yaml() + y.replace("n1: {}", "n1: {machine: m0}").replace("n2: {run", "n2: {machine: m1, run"))
-            try:
-                time.sleep(2)  # the tunnels' path MTU probes
-                st = json.loads(subprocess.run(["ip", "netns", "exec", "bh-ctl", VEMU, "status", "--lab", "bh", "--json"], capture_output=True, text=True, check=True).stdout)
-                link = st["links"][0]
-                kernel = all(link[d]["stats"].get("kernel_path") for d in ("forward", "reverse"))
-                rtt = ping_avg(m.in_node(0, "bh", "n1"), "10.0.0.2", count)
-                tcp = iperf(m.in_node(0, "bh", "n1"), "10.0.0.2", 4)
-            finally:
-                down("bh")
-        finally:
-            m.close()
+        under, kernel, rtt, tcp = machine_hop(mtu, link_mtu)
         added = (rtt - rtt1) * 1000 / 2
         rows.append([mtu, link_mtu or 1500, "kernel tunnel" if kernel else "engines", rtt1 * 1000, under * 1000, rtt * 1000, added, under * 1000 / 2, tcp1 / 1e9, tcp / 1e9])
         print(f"machine hop: {mtu}-byte underlay, link MTU {link_mtu or 1500} ({rows[-1][2]}): RTT across {rtt * 1000:.1f} us vs {rtt1 * 1000:.1f} on one machine; "
