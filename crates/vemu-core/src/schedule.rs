@@ -159,6 +159,103 @@ impl Schedule {
     }
 }
 
+/// A shard asleep at least this long before it woke was idle (see [`Writers`]).
+pub const IDLE_SLEEP_NS: u64 = 1_000_000;
+/// In an exchange on the shard's own CPU, a deadline at most this far is waited for
+/// polling, not asleep (see [`Writers`]).
+pub const EXCHANGE_SPIN_NS: u64 = 50_000;
+/// An exchange lasts at most this long after the idle wake-up that began it.
+pub const EXCHANGE_MAX_NS: u64 = 250_000;
+
+/// Where the frames a shard reads were sent from (the CPU the plane's program saw each
+/// arrive on: its sender's), and what follows for the shard's sleeping.
+///
+/// Waking a thread on another, idle CPU of a virtual machine goes through the hypervisor:
+/// on this project's VM 70–90 µs for a round trip of two such wake-ups, against 15–20 µs
+/// on one CPU (`bench/run.sh engine`, first row). An idle ping through the engine paid
+/// two: its sender woke the shard, asleep on the other CPU (Linux wakes a real-time
+/// thread where it last ran), and the shard woke the sender for the reply (Linux wakes
+/// it on an idle CPU rather than behind the running shard). So:
+///
+/// - **Follow**: when a shard goes idle, and the frame that last woke it from idle came
+///   from another CPU, it moves to that CPU before it sleeps: the next frame from the
+///   same sender then wakes it on the sender's own CPU, without the hypervisor.
+/// - **Exchange**: when the first frame after an idle wake-up comes from the shard's own
+///   CPU, its sender was preempted there by the shard (a real-time thread) and has not
+///   yet waited for an answer. While the exchange stays on that CPU (every frame from
+///   it, for at most [`EXCHANGE_MAX_NS`], until the shard sleeps), the shard polls
+///   through deadlines up to [`EXCHANGE_SPIN_NS`] away (asleep, it would let the sender
+///   run and wait for the answer, then need waking from elsewhere), and does not linger
+///   after working (a sender on the shard's own CPU cannot write while the shard polls
+///   there: lingering would only keep the answer from it).
+///
+/// Only idle shards change: a shard that never sleeps for [`IDLE_SLEEP_NS`] (a busy
+/// link) neither moves nor polls more than before. A frame whose CPU is not known (a
+/// TCP super-frame, a datagram from another machine) counts as from elsewhere.
+#[derive(Debug, Clone, Default)]
+pub struct Writers {
+    /// The shard's CPU since it last woke (none: not known, or not at real-time priority).
+    here: Option<u32>,
+    /// When the shard last woke from an idle sleep, while no frame has been read since.
+    first_after_idle_ns: Option<u64>,
+    /// When the current exchange on the shard's own CPU ends (none: no exchange).
+    exchange_until_ns: Option<u64>,
+    /// The other CPU the first frame after the last idle wake-up came from.
+    follow: Option<u32>,
+}
+
+impl Writers {
+    /// The shard woke at `now_ns` on CPU `here` after sleeping `slept_ns` (0: it polled).
+    pub fn woke(&mut self, now_ns: u64, here: Option<u32>, slept_ns: u64) {
+        self.here = here;
+        if slept_ns >= IDLE_SLEEP_NS {
+            self.first_after_idle_ns = Some(now_ns);
+            self.follow = None;
+            self.exchange_until_ns = None;
+        }
+    }
+
+    /// A frame was read whose sender ran on `cpu` (none: not known).
+    pub fn read_from(&mut self, cpu: Option<u32>) {
+        let local = cpu.is_some() && cpu == self.here;
+        if let Some(woke) = self.first_after_idle_ns.take() {
+            self.follow = if local || self.here.is_none() { None } else { cpu };
+            self.exchange_until_ns = local.then(|| woke.saturating_add(EXCHANGE_MAX_NS));
+        } else if !local {
+            self.exchange_until_ns = None;
+        }
+    }
+
+    fn in_exchange(&self, now_ns: u64) -> bool {
+        self.exchange_until_ns.is_some_and(|t| now_ns < t)
+    }
+
+    /// Whether lingering after work done at `now_ns` can catch a next frame.
+    pub fn linger_worth(&self, now_ns: u64) -> bool {
+        !self.in_exchange(now_ns)
+    }
+
+    /// How far a deadline may be, at `now_ns`, and be waited for polling whatever the
+    /// learnt lateness of wake-ups.
+    pub fn spin_through_ns(&self, now_ns: u64) -> u64 {
+        if self.in_exchange(now_ns) {
+            EXCHANGE_SPIN_NS
+        } else {
+            0
+        }
+    }
+
+    /// The shard goes to sleep for `sleep_ns` (none: until woken): the CPU to move to
+    /// first, if any. Asleep, it ends any exchange.
+    pub fn sleeping(&mut self, sleep_ns: Option<u64>) -> Option<u32> {
+        self.exchange_until_ns = None;
+        if sleep_ns.is_some_and(|s| s < IDLE_SLEEP_NS) {
+            return None;
+        }
+        self.follow.take()
+    }
+}
+
 /// The class of a sleep until a deadline `until_ns` away.
 fn class(until_ns: u64) -> usize {
     SLEEP_CLASSES_NS.iter().take_while(|&&b| until_ns >= b).count()
@@ -228,6 +325,65 @@ mod tests {
         assert_eq!(s.linger_ns(), LINGER_NS);
         // At normal priority the frame's next shard would wait behind the poller.
         assert_eq!(Schedule::new(Priority::Normal, 0).linger_ns(), 0);
+    }
+
+    const US: u64 = 1_000;
+
+    #[test]
+    fn an_idle_shard_woken_from_another_cpu_moves_there_when_it_goes_idle() {
+        let mut w = Writers::default();
+        w.woke(10 * MS, Some(1), 10 * MS);
+        w.read_from(Some(0));
+        assert!(w.linger_worth(10 * MS), "its sender is elsewhere: lingering may catch the next");
+        assert_eq!(w.spin_through_ns(10 * MS), 0);
+        // A short sleep (a frame due soon) is not going idle: it stays.
+        assert_eq!(w.sleeping(Some(20 * US)), None);
+        assert_eq!(w.sleeping(None), Some(0), "idle: to the sender's CPU");
+        assert_eq!(w.sleeping(None), None, "once");
+        // Woken by a frame from a sender on another CPU while busy (no idle sleep): it
+        // does not move.
+        w.woke(30 * MS, Some(0), 0);
+        w.read_from(Some(1));
+        assert_eq!(w.sleeping(None), None);
+        // Where its CPU is not known (not at real-time priority), it never moves.
+        w.woke(50 * MS, None, 10 * MS);
+        w.read_from(Some(1));
+        assert_eq!(w.sleeping(None), None);
+    }
+
+    #[test]
+    fn an_exchange_on_the_shards_cpu_polls_through_short_deadlines_and_does_not_linger() {
+        let mut w = Writers::default();
+        let t0 = 10 * MS;
+        w.woke(t0, Some(1), 10 * MS);
+        w.read_from(Some(1));
+        assert!(!w.linger_worth(t0 + US), "the sender waits on this CPU: no lingering");
+        assert_eq!(w.spin_through_ns(t0 + US), EXCHANGE_SPIN_NS);
+        // The answer (written by the shard, sent back on this CPU) keeps it going...
+        w.woke(t0 + 20 * US, Some(1), 0);
+        w.read_from(Some(1));
+        assert_eq!(w.spin_through_ns(t0 + 30 * US), EXCHANGE_SPIN_NS);
+        // ...until its time is up,
+        assert_eq!(w.spin_through_ns(t0 + EXCHANGE_MAX_NS), 0);
+        assert!(w.linger_worth(t0 + EXCHANGE_MAX_NS));
+        // or a frame comes from elsewhere (or from where is not known),
+        let mut w2 = Writers::default();
+        w2.woke(t0, Some(1), 10 * MS);
+        w2.read_from(Some(1));
+        w2.read_from(None);
+        assert_eq!(w2.spin_through_ns(t0 + US), 0);
+        // or the shard sleeps.
+        let mut w3 = Writers::default();
+        w3.woke(t0, Some(1), 10 * MS);
+        w3.read_from(Some(1));
+        assert_eq!(w3.sleeping(Some(100 * US)), None, "a local exchange moves nowhere");
+        assert_eq!(w3.spin_through_ns(t0 + 200 * US), 0);
+        // A busy shard (short sleeps) starts no exchange.
+        let mut w4 = Writers::default();
+        w4.woke(t0, Some(1), 100 * US);
+        w4.read_from(Some(1));
+        assert_eq!(w4.spin_through_ns(t0 + US), 0);
+        assert!(w4.linger_worth(t0 + US));
     }
 
     #[test]

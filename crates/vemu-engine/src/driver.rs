@@ -17,7 +17,7 @@ use crate::clock::LabClock;
 use crate::core::{Applied, Command, Core, Event, Frame, Path, RadioSnapshot, Shape, Transmit};
 use crate::gso;
 use crate::gso::VNET_HDR_LEN;
-use crate::schedule::{self, Priority, Schedule};
+use crate::schedule::{self, Priority, Schedule, Writers};
 use crate::tunnel;
 use nix::sys::socket::SockaddrLike;
 use vemu_fastpath::{Bucket, FastPath, Route};
@@ -199,6 +199,10 @@ pub(crate) fn close_all(fds: Vec<OwnedFd>) {
 /// Environment variable of `vemu up` that chooses the shards' priority:
 /// `VEMU_ENGINE_PRIORITY=normal` keeps them at niceness −10 (see [`crate::schedule`]).
 pub const PRIORITY_ENV: &str = "VEMU_ENGINE_PRIORITY";
+/// Environment variable of `vemu up`: `VEMU_ENGINE_FOLLOW=off` keeps idle shards where
+/// they are and lingering after every burst, whoever sent its frames (see
+/// [`crate::schedule::Writers`]; to compare).
+pub const FOLLOW_ENV: &str = "VEMU_ENGINE_FOLLOW";
 /// Real-time priority of the shards (SCHED_FIFO, 1..99): above ordinary programs, below
 /// the kernel's own real-time threads.
 const FIFO_PRIORITY: i32 = 10;
@@ -220,6 +224,42 @@ fn set_priority(p: Priority) -> Priority {
         libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, -10);
     }
     Priority::Normal
+}
+
+/// The CPUs the calling thread may run on (none if they cannot be read).
+fn affinity() -> Option<libc::cpu_set_t> {
+    // SAFETY: a zeroed cpu_set_t filled by sched_getaffinity for the calling thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        (libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0)
+            .then_some(set)
+    }
+}
+
+/// The CPU the calling thread runs on.
+fn current_cpu() -> Option<u32> {
+    // SAFETY: sched_getcpu takes no arguments.
+    u32::try_from(unsafe { libc::sched_getcpu() }).ok()
+}
+
+/// Move the calling thread to `cpu`, if it may run there, and leave it free to run on
+/// any CPU of `allowed` again afterwards: it stays where it is until the scheduler moves
+/// it (a real-time thread wakes where it last ran).
+fn move_to(cpu: u32, allowed: Option<&libc::cpu_set_t>) {
+    let Some(allowed) = allowed else { return };
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: CPU_ISSET/CPU_SET on valid sets with an index checked against the set's
+    // size; sched_setaffinity on the calling thread with sets of that size.
+    unsafe {
+        if cpu as usize >= 8 * size || !libc::CPU_ISSET(cpu as usize, allowed) {
+            return;
+        }
+        let mut one: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu as usize, &mut one);
+        if libc::sched_setaffinity(0, size, &one) == 0 {
+            libc::sched_setaffinity(0, size, allowed);
+        }
+    }
 }
 
 /// Set the carrier of a TAP device (what `ip link` shows as LOWER_UP / NO-CARRIER).
@@ -251,6 +291,8 @@ struct Shard {
     sinks: FxHashMap<u64, SyncSender<Captured>>,
     /// Its priority and how long it spins before deadlines.
     schedule: Schedule,
+    /// Where the frames it reads come from, and what follows for its sleeping.
+    writers: Writers,
     /// Time spent handling frames, timers and control messages, ns: the shard's load.
     /// Not its CPU time, which also counts the spinning before deadlines.
     work_ns: Arc<AtomicU64>,
@@ -345,6 +387,7 @@ impl Shard {
             tunnel_ports: FxHashMap::default(),
             sinks: FxHashMap::default(),
             schedule: Schedule::new(Priority::Normal, 0),
+            writers: Writers::default(),
             work_ns: Arc::new(AtomicU64::new(0)),
             devs: Vec::new(),
             fast: None,
@@ -390,6 +433,9 @@ impl Shard {
         let mut work_ns = 0u64;
         // After working, poll until then before sleeping (see `schedule`).
         let mut linger_until = 0u64;
+        // The CPUs the shard may run on: it may move to one of them (see `Writers`).
+        let allowed = affinity();
+        let follow = std::env::var(FOLLOW_ENV).as_deref() != Ok("off");
         loop {
             let now = self.clock.now_ns();
             if self.core.poll_timeout().is_some_and(|t| t <= now) {
@@ -398,7 +444,7 @@ impl Shard {
                 self.transmit();
                 let done = self.clock.now_ns();
                 work_ns += done.saturating_sub(now);
-                linger_until = done + self.schedule.linger_ns();
+                linger_until = done + self.linger_ns(done);
             }
             if self.core.probe_timeout().is_some_and(|t| t <= now) {
                 self.probe_tunnels(now);
@@ -416,8 +462,11 @@ impl Shard {
             // How long until the core's next deadline, and so until the shard wakes
             // for it: that much earlier than the wake-ups of a sleep as long came late.
             let core_until = self.core.poll_timeout().map(|at| at.saturating_sub(now));
-            let core_due =
-                core_until.map(|until| until.saturating_sub(self.schedule.spin_ns(until)));
+            let through = self.writers.spin_through_ns(now);
+            let core_due = core_until.map(|until| match until <= through {
+                true => 0,
+                false => until.saturating_sub(self.schedule.spin_ns(until)),
+            });
             let probe_due = self
                 .core
                 .probe_timeout()
@@ -442,6 +491,11 @@ impl Shard {
                 tv_nsec: (ns % 1_000_000_000) as i64,
             });
             let tsp = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
+            if timeout != Some(0) {
+                if let Some(cpu) = self.writers.sleeping(timeout) {
+                    move_to(cpu, allowed.as_ref());
+                }
+            }
             // SAFETY: events has room for its length; tsp is null or valid.
             let n = unsafe {
                 libc::epoll_pwait2(
@@ -456,6 +510,11 @@ impl Shard {
                 continue; // EINTR
             }
             let woke = self.clock.now_ns();
+            let here = (follow && self.schedule.priority() == Priority::Realtime)
+                .then(current_cpu)
+                .flatten();
+            let slept = if timeout == Some(0) { 0 } else { woke.saturating_sub(now) };
+            self.writers.woke(woke, here, slept);
             if let (0, Some(at)) = (n, wake_at) {
                 // A timed wake-up: learn how late they come.
                 self.schedule.woke(asked_until, woke.saturating_sub(at));
@@ -492,9 +551,19 @@ impl Shard {
             if n > 0 {
                 let done = self.clock.now_ns();
                 work_ns += done.saturating_sub(woke);
-                linger_until = done + self.schedule.linger_ns();
+                linger_until = done + self.linger_ns(done);
             }
             self.work_ns.store(work_ns, Relaxed);
+        }
+    }
+
+    /// How long to poll after work done at `now`: the schedule's lingering, unless the
+    /// frames came from a sender on this CPU, waiting for the shard to sleep
+    /// ([`Writers`]).
+    fn linger_ns(&self, now: u64) -> u64 {
+        match self.writers.linger_worth(now) {
+            true => self.schedule.linger_ns(),
+            false => 0,
         }
     }
 
@@ -829,6 +898,7 @@ impl Shard {
                 };
                 let from_far = matches!(self.devs.get(port), Some(PortDev::Tunnel(t)) if t.far.is_some() && t.far == got.from(i));
                 if from_far {
+                    self.writers.read_from(None);
                     self.tunnel_datagram(port, fd, d, got.held_ns[i]);
                 }
             }
@@ -912,26 +982,27 @@ impl Shard {
 
     /// When the frame just read from `port` (in `buf`) reached the engine, read at `now`.
     /// The plane's program appends to every frame it passes to one of the engine's TAP
-    /// devices, but GSO super-frames, the time it arrived (`vemu_fastpath::STAMP_LEN`
-    /// bytes, CLOCK_MONOTONIC): taken off here, it times the frame, so that the time the
-    /// frame waited for the shard to wake and read it is part of its delay, not added to
-    /// it. Time never goes back for the core: not before the last time it carried out
-    /// what was due (frames reaching a LAN's switch, say, were decided then), nor before
-    /// this port's previous frame.
+    /// devices, but GSO super-frames, the time and CPU it arrived on
+    /// ([`vemu_fastpath::Stamp`]): taken off here, it times the frame, so that the time
+    /// the frame waited for the shard to wake and read it is part of its delay, not added
+    /// to it, and tells [`Shard::writers`] where its sender ran. Time never goes back for
+    /// the core: not before the last time it carried out what was due (frames reaching a
+    /// LAN's switch, say, were decided then), nor before this port's previous frame.
     fn arrival(&mut self, port: usize, now: u64) -> u64 {
         // (Not a super-frame of any kind: what the program sees as gso_size 0.)
-        let stamped = self.buf.len() >= VNET_HDR_LEN + vemu_fastpath::STAMP_LEN
+        let stamp = (self.buf.len() >= VNET_HDR_LEN + vemu_fastpath::STAMP_LEN
             && matches!(self.devs.get(port), Some(PortDev::Plane(_)))
-            && gso::VnetHdr::parse(&self.buf).gso_type == 0;
-        if !stamped {
-            return now;
-        }
-        let at = self.buf.len() - vemu_fastpath::STAMP_LEN;
-        let mono = u64::from_ne_bytes(self.buf[at..].try_into().expect("8 bytes"));
-        self.buf.truncate(at);
+            && gso::VnetHdr::parse(&self.buf).gso_type == 0)
+            .then(|| vemu_fastpath::Stamp::at_end(&self.buf))
+            .flatten();
+        self.writers.read_from(stamp.map(|s| s.cpu));
+        let Some(stamp) = stamp else { return now };
+        self.buf.truncate(self.buf.len() - vemu_fastpath::STAMP_LEN);
         let Some(last) = self.last_arrival_ns.get_mut(port) else { return now };
-        let t =
-            mono.saturating_sub(self.clock.epoch_ns).clamp(self.timers_ns.max(*last).min(now), now);
+        let t = stamp
+            .ns
+            .saturating_sub(self.clock.epoch_ns)
+            .clamp(self.timers_ns.max(*last).min(now), now);
         *last = t;
         t
     }

@@ -33,8 +33,9 @@
 #define ROUTE_MARKED 32 /* to the egress of ifindex (a LAN port), marked as the engine's */
 #define ROUTE_FANOUT 64 /* the engine's fan-out device: each frame names its LAN ports */
 #define ROUTE_STAMP 128 /* to the engine's TAP device: a frame that is not a GSO
-                         * super-frame gets the time it arrived here appended (ns,
-                         * CLOCK_MONOTONIC, 8 bytes, host order); the engine takes it off
+                         * super-frame gets a `struct stamp` appended: the time it arrived
+                         * here and the CPU it arrived on (its sender's: a veth hands a
+                         * frame to its peer on the sending CPU); the engine takes it off
                          * and times the frame from it, not from when it read it */
 #define ROUTE_TUNNEL 256 /* to the lab's VXLAN device (ifindex), with the tunnel key of
                           * the device the frame came by (`tunnel_out`) */
@@ -45,6 +46,13 @@
  * and its Ethernet header, as the engine does (a node that raised its interface's MTU
  * does not get past the link's): `bpf_redirect_peer` checks no MTU. */
 #define ROUTE_MTU_SHIFT 16
+
+/* What ROUTE_STAMP appends (host order; vemu_fastpath::STAMP_LEN bytes). */
+struct stamp {
+	__u64 ns;  /* bpf_ktime_get_ns: CLOCK_MONOTONIC */
+	__u32 cpu;
+	__u32 zero;
+};
 
 /* The mark of frames the engine delivers to LAN ports (the ports' egress program lets
  * them out uncounted and takes the mark off): "vemu". */
@@ -311,11 +319,11 @@ int steer(struct __sk_buff *skb)
 	if (r->flags & ROUTE_TUNNEL)
 		return to_tunnel(skb, key, r->ifindex);
 	if ((r->flags & ROUTE_STAMP) && skb->gso_size == 0) {
-		/* Every such frame carries its time, or none goes: the engine takes the last
-		 * 8 bytes of each for it. */
-		__u64 t = bpf_ktime_get_ns();
+		/* Every such frame carries its stamp, or none goes: the engine takes the last
+		 * 16 bytes of each for it. */
+		struct stamp st = { .ns = bpf_ktime_get_ns(), .cpu = bpf_get_smp_processor_id() };
 		__u32 len = skb->len;
-		if (bpf_skb_change_tail(skb, len + 8, 0) || bpf_skb_store_bytes(skb, len, &t, sizeof(t), 0))
+		if (bpf_skb_change_tail(skb, len + sizeof(st), 0) || bpf_skb_store_bytes(skb, len, &st, sizeof(st), 0))
 			return TC_ACT_SHOT;
 	}
 	return bpf_redirect(r->ifindex, 0);

@@ -72,9 +72,28 @@ fn mtu_flags(mtu: u32) -> u32 {
     mtu.min(0xffff) << ROUTE_MTU_SHIFT
 }
 /// Bytes at the end of a frame the engine reads from a TAP device of the plane, unless
-/// it is a GSO super-frame: the time it arrived in the plane, ns on CLOCK_MONOTONIC
-/// (host order). See [`Route::Engine`].
-pub const STAMP_LEN: usize = 8;
+/// it is a GSO super-frame ([`Stamp`]). See [`Route::Engine`].
+pub const STAMP_LEN: usize = 16;
+
+/// What the plane's program appends to a frame for the engine: when and on which CPU
+/// the frame arrived in the plane — its sender's CPU, as a veth hands a frame to its
+/// peer on the sending CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    /// CLOCK_MONOTONIC, ns.
+    pub ns: u64,
+    pub cpu: u32,
+}
+
+impl Stamp {
+    /// The stamp at the end of `frame` ([`STAMP_LEN`] bytes, host order), if it has room.
+    pub fn at_end(frame: &[u8]) -> Option<Stamp> {
+        let at = frame.len().checked_sub(STAMP_LEN)?;
+        let ns = u64::from_ne_bytes(frame[at..at + 8].try_into().ok()?);
+        let cpu = u32::from_ne_bytes(frame[at + 8..at + 12].try_into().ok()?);
+        Some(Stamp { ns, cpu })
+    }
+}
 
 /// The end of a frame written to the fan-out device ([`Route::FanOut`]): the plane
 /// devices it goes to (a `u32` index each, host order), their count (`u16`) and this.
@@ -193,7 +212,7 @@ pub enum Route {
     /// that raised its own interface's MTU gets no further than the link allows.
     Kernel { peer_of: u32, mtu: u32 },
     /// To the engine's TAP device `tap`; a frame that is not a GSO super-frame gets the
-    /// time it arrived appended ([`STAMP_LEN`] bytes), so that the engine times it from
+    /// time and CPU it arrived on appended ([`Stamp`]), so that the engine times it from
     /// then and not from when it got round to reading it.
     Engine { tap: u32 },
     /// To the node interface that is the veth peer of `peer_of` (frames the engine wrote).
@@ -677,5 +696,20 @@ impl FastPath {
         let ifb = unsafe { req.ifr_ifru.ifru_ifindex } as u32;
         ifbs.insert(port, ifb);
         Ok(ifb)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stamp_is_read_from_the_end_of_a_frame() {
+        let mut frame = vec![0xab; 60];
+        frame.extend_from_slice(&123_456_789u64.to_ne_bytes());
+        frame.extend_from_slice(&3u32.to_ne_bytes());
+        frame.extend_from_slice(&[0; 4]);
+        assert_eq!(Stamp::at_end(&frame), Some(Stamp { ns: 123_456_789, cpu: 3 }));
+        assert_eq!(Stamp::at_end(&frame[..STAMP_LEN - 1]), None, "no room: no stamp");
     }
 }
