@@ -491,11 +491,13 @@ impl Shard {
                 tv_nsec: (ns % 1_000_000_000) as i64,
             });
             let tsp = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
-            if timeout != Some(0) {
+            // When the shard goes to sleep (none: it polls).
+            let asleep_at = (timeout != Some(0)).then(|| {
                 if let Some(cpu) = self.writers.sleeping(timeout) {
                     move_to(cpu, allowed.as_ref());
                 }
-            }
+                self.clock.now_ns()
+            });
             // SAFETY: events has room for its length; tsp is null or valid.
             let n = unsafe {
                 libc::epoll_pwait2(
@@ -513,8 +515,7 @@ impl Shard {
             let here = (follow && self.schedule.priority() == Priority::Realtime)
                 .then(current_cpu)
                 .flatten();
-            let slept = if timeout == Some(0) { 0 } else { woke.saturating_sub(now) };
-            self.writers.woke(woke, here, slept);
+            self.writers.woke(woke, here, asleep_at.map_or(0, |t| woke.saturating_sub(t)));
             if let (0, Some(at)) = (n, wake_at) {
                 // A timed wake-up: learn how late they come.
                 self.schedule.woke(asked_until, woke.saturating_sub(at));
