@@ -59,8 +59,17 @@ pub(crate) fn fidelity_monitor(ctl: Arc<Mutex<Controller>>) -> Background {
         }
         let mut was = Verdict::Ok;
         while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(WINDOW) {
+            let waited = std::time::Instant::now();
             let mut c = ctl.locked();
-            let Ok(counters) = c.counters() else { continue };
+            let locked = waited.elapsed();
+            let counters = match c.counters() {
+                Ok(counters) => counters,
+                Err(e) => {
+                    eprintln!("fidelity monitor: reading the lab's counters: {e}");
+                    continue;
+                }
+            };
+            let read = waited.elapsed() - locked;
             let taps = c.tap_queues().unwrap_or_else(|e| {
                 eprintln!("fidelity monitor: reading the TAP counters: {e}");
                 Vec::new()
@@ -76,6 +85,16 @@ pub(crate) fn fidelity_monitor(ctl: Arc<Mutex<Controller>>) -> Background {
                 .collect();
             before = now.into_iter().map(|(_, d)| d.clone()).collect();
             let span = t_ns.saturating_sub(t_before).max(1) as f64;
+            if span > 2.0 * WINDOW.as_nanos() as f64 {
+                // (Said, so that a verdict resting on few windows shows why.)
+                eprintln!(
+                    "fidelity monitor: a window of {:.1} s (waited {:.2} s for the controller, \
+                     {:.2} s reading the counters)",
+                    span / 1e9,
+                    locked.as_secs_f64(),
+                    read.as_secs_f64()
+                );
+            }
             let shard_busy: Vec<f64> = counters
                 .shard_work_ns
                 .iter()
