@@ -1,7 +1,6 @@
 //! The [`Core`]: its state, and what comes in (frames, time, commands) and goes out.
 
-use std::cmp::Ordering;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
@@ -25,10 +24,12 @@ mod impair;
 mod link;
 mod machines;
 mod segment;
+mod timeline;
 mod tunnels;
 
 pub use impair::is_routing;
 use impair::*;
+use timeline::Timeline;
 pub use tunnels::{PROBES_EARLY, PROBE_EARLY_NS, PROBE_LATER_NS};
 
 /// [`Transmit::counter`] of frames that another machine's core counted.
@@ -244,7 +245,7 @@ struct Watch {
 }
 
 /// What to do with a frame when its time comes.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Action {
     /// Hand it out for a port and count it as sent on a direction.
     Write { port: PortId, counter: u32 },
@@ -262,32 +263,12 @@ enum Action {
     Local { from: Option<u32>, to: u32 },
 }
 
-/// A frame waiting for its time.
+/// A frame waiting for its time (in [`Core::waiting`], which keeps the time).
 struct Pending {
-    at_ns: u64,
-    seq: u64,
     action: Action,
     /// Wire frames and bytes it stands for.
     wire: (u32, u64),
     frame: Frame,
-}
-
-impl PartialEq for Pending {
-    fn eq(&self, o: &Self) -> bool {
-        (self.at_ns, self.seq) == (o.at_ns, o.seq)
-    }
-}
-impl Eq for Pending {}
-impl PartialOrd for Pending {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Pending {
-    /// Reversed, so that the BinaryHeap pops the earliest first (FIFO among equals).
-    fn cmp(&self, o: &Self) -> Ordering {
-        (o.at_ns, o.seq).cmp(&(self.at_ns, self.seq))
-    }
 }
 
 /// One copy of a frame that a direction accepted: when it leaves, what it stands for.
@@ -355,8 +336,8 @@ pub struct Core {
     radios: Vec<u32>,
     /// LAN segments whose switch is the snooping querier (it sends queries on its own).
     queriers: Vec<u32>,
-    heap: BinaryHeap<Pending>,
-    seq: u64,
+    /// Frames waiting for their time, a lane per action.
+    waiting: Timeline<Action, Pending>,
     /// Scratch list of accepted copies.
     accepted: Vec<Accepted>,
     watches: Vec<Watch>,
@@ -542,7 +523,7 @@ impl Core {
             .filter(|&&g| self.segments[g as usize].kernel != Some(true))
             .filter_map(|&g| self.segments[g as usize].switch.next_query_ns());
         let qos = self.qos_hops.iter().filter_map(|&h| self.dir(h).0.next_event_ns());
-        self.heap.peek().map(|p| p.at_ns).into_iter().chain(radio).chain(queries).chain(qos).min()
+        self.waiting.next_ns().into_iter().chain(radio).chain(queries).chain(qos).min()
     }
 
     /// How far behind its schedule the core is at `now`: the age of the oldest thing due
@@ -592,20 +573,17 @@ impl Core {
     /// The next frame due by `now`, to be written to its port. Frames that reach a
     /// switch on the way are switched here, at their own time.
     pub fn poll_transmit(&mut self, now: u64) -> Option<Transmit> {
-        while self.heap.peek().is_some_and(|p| p.at_ns <= now) {
-            let p = self.heap.pop().expect("peeked");
+        while let Some((at_ns, p)) = self.waiting.pop_due(now) {
             match p.action {
-                Action::Switch { seg, member } => {
-                    self.switch(p.at_ns, seg, member, p.wire, p.frame)
-                }
-                Action::Ingress { link } => self.link_ingress(p.at_ns, link, p.frame),
+                Action::Switch { seg, member } => self.switch(at_ns, seg, member, p.wire, p.frame),
+                Action::Ingress { link } => self.link_ingress(at_ns, link, p.frame),
                 Action::Local { from, to } => {
                     if let Some(from) = from {
                         let c = &self.counters[self.links[from as usize].counters[0] as usize];
                         c.tx_frames.fetch_add(p.wire.0 as u64, Relaxed);
                         c.tx_bytes.fetch_add(p.wire.1, Relaxed);
                     }
-                    self.link_ingress(p.at_ns, to, p.frame);
+                    self.link_ingress(at_ns, to, p.frame);
                 }
                 Action::Deliver { port } => {
                     if self.ports[port as usize].watched {
@@ -615,7 +593,7 @@ impl Core {
                     // far machine judged the rest).
                     if let Owner::Link { link, side } = self.ports[port as usize].owner {
                         let l = &self.links[link as usize];
-                        let wait = now.saturating_sub(p.at_ns);
+                        let wait = now.saturating_sub(at_ns);
                         let c = &self.counters[l.counters[1 - side as usize] as usize];
                         c.arrival_wait_hist[delay_bucket(wait)].fetch_add(p.wire.0 as u64, Relaxed);
                         c.arrival_wait_max_ns.fetch_max(wait, Relaxed);
@@ -623,7 +601,7 @@ impl Core {
                     return Some(Transmit {
                         port,
                         frame: p.frame,
-                        at_ns: p.at_ns,
+                        at_ns,
                         wire_frames: p.wire.0,
                         wire_bytes: p.wire.1,
                         counter: UNCOUNTED,
@@ -634,14 +612,14 @@ impl Core {
                         self.capture(port, now, false, CapturePoint::After, &p.frame);
                     }
                     // Fidelity: how late the frame leaves compared with its schedule.
-                    let late = now.saturating_sub(p.at_ns);
+                    let late = now.saturating_sub(at_ns);
                     let c = &self.counters[counter as usize];
                     c.late_hist[delay_bucket(late)].fetch_add(p.wire.0 as u64, Relaxed);
                     c.late_max_ns.fetch_max(late, Relaxed);
                     return Some(Transmit {
                         port,
                         frame: p.frame,
-                        at_ns: p.at_ns,
+                        at_ns,
                         wire_frames: p.wire.0,
                         wire_bytes: p.wire.1,
                         counter,
@@ -804,13 +782,6 @@ impl Core {
     }
 
     fn push(&mut self, a: Accepted, action: Action) {
-        self.seq += 1;
-        self.heap.push(Pending {
-            at_ns: a.at_ns,
-            seq: self.seq,
-            action,
-            wire: a.wire,
-            frame: a.frame,
-        });
+        self.waiting.push(a.at_ns, action, Pending { action, wire: a.wire, frame: a.frame });
     }
 }

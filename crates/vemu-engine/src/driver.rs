@@ -576,9 +576,11 @@ impl Shard {
         while more && polled < WRITE_BATCH {
             // Up to a batch of TAP frames, written together ([`batch`]); a tunnel's
             // datagrams go at once. (One place is kept for the copies being gathered.)
+            // (The clock is read once a batch: what falls due while it is gathered and
+            // written goes in the next one, microseconds later.)
+            let t = self.clock.now_ns();
+            self.timers_ns = t;
             while self.batch.len() + 1 < batch::BATCH && polled < WRITE_BATCH {
-                let t = self.clock.now_ns();
-                self.timers_ns = t;
                 let Some(tx) = self.core.poll_transmit(t) else {
                     more = false;
                     break;
