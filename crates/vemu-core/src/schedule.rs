@@ -68,6 +68,12 @@ pub const SLEEP_CLASSES_NS: [u64; 2] = [250_000, 2_500_000];
 pub const LINGER_NS: u64 = 100_000;
 /// Share of each window a shard may spend polling after work.
 pub const LINGER_SHARE: f64 = 0.05;
+/// Share of each window a real-time shard may spend polling for deadlines it woke early
+/// for: beyond it, it sleeps until them. Under load deadlines come every few
+/// microseconds, and spinning for each took a core from the nodes' programs while the
+/// lingering after work already kept the shard awake (bench/README.md, "Spinning on a
+/// budget").
+pub const SPIN_SHARE: f64 = 0.05;
 
 #[derive(Debug, Clone)]
 pub struct Schedule {
@@ -80,6 +86,8 @@ pub struct Schedule {
     window_start_work_ns: u64,
     /// Time spent polling after work in the current window (ns).
     lingered_ns: u64,
+    /// Time spent polling for deadlines in the current window (ns).
+    spun_ns: u64,
 }
 
 impl Schedule {
@@ -92,6 +100,7 @@ impl Schedule {
             window_start_ns: now_ns,
             window_start_work_ns: 0,
             lingered_ns: 0,
+            spun_ns: 0,
         }
     }
 
@@ -110,9 +119,16 @@ impl Schedule {
             c => (self.late[c].margin_ns(), MAX_REALTIME_LONG_SPIN_NS),
         };
         match self.priority {
+            Priority::Realtime if self.spun_ns >= (WINDOW_NS as f64 * SPIN_SHARE) as u64 => 0,
             Priority::Realtime => late.min(most),
             Priority::Normal => (2 * late).clamp(NORMAL_SPIN_NS, MAX_NORMAL_SPIN_NS),
         }
+    }
+
+    /// `ns` were spent polling for a deadline (woken early for it, or waiting for one
+    /// too near to sleep for) and found nothing else to do.
+    pub fn spun(&mut self, ns: u64) {
+        self.spun_ns = self.spun_ns.saturating_add(ns);
     }
 
     /// A timed wake-up, asked for `until_ns` before its deadline (less the spin), came
@@ -147,6 +163,7 @@ impl Schedule {
         self.window_start_ns = now_ns;
         self.window_start_work_ns = work_ns;
         self.lingered_ns = 0;
+        self.spun_ns = 0;
         let next = match self.priority {
             Priority::Realtime if load > HIGH_LOAD => Priority::Normal,
             Priority::Normal if self.realtime_allowed && load < LOW_LOAD => Priority::Realtime,
@@ -328,6 +345,32 @@ mod tests {
     }
 
     const US: u64 = 1_000;
+
+    #[test]
+    fn spinning_for_deadlines_is_bounded_by_a_share_of_each_window() {
+        let mut s = Schedule::new(Priority::Realtime, 0);
+        // Wake-ups 30 µs late: a deadline 100 µs away is woken for 30 µs early.
+        for _ in 0..50 {
+            s.woke(100 * US, 30 * US);
+        }
+        let early = s.spin_ns(100 * US);
+        assert!((25 * US..=30 * US).contains(&early), "{early}");
+        let budget = (WINDOW_NS as f64 * SPIN_SHARE) as u64;
+        s.spun(budget - 1);
+        assert_eq!(s.spin_ns(100 * US), early, "within the share");
+        s.spun(1);
+        assert_eq!(s.spin_ns(100 * US), 0, "share used: it sleeps until the deadline");
+        assert_eq!(s.spin_ns(5 * MS), 0, "long sleeps too");
+        assert_eq!(s.review(50 * MS, 0), None);
+        assert_eq!(s.spin_ns(100 * US), 0, "still the same window");
+        s.review(100 * MS, 0);
+        assert_eq!(s.spin_ns(100 * US), early, "a new window");
+        // At normal priority spinning is what hides the lateness (the share does not
+        // apply: the nodes' programs preempt it there).
+        let mut n = Schedule::new(Priority::Normal, 0);
+        n.spun(WINDOW_NS);
+        assert_eq!(n.spin_ns(100 * US), NORMAL_SPIN_NS);
+    }
 
     #[test]
     fn an_idle_shard_woken_from_another_cpu_moves_there_when_it_goes_idle() {

@@ -475,6 +475,8 @@ impl Shard {
                 .min()
                 .map(|at| at.saturating_sub(now));
             let lingering = now < linger_until;
+            // Polling for a deadline, not after work (see `Schedule::spun`).
+            let spinning = !lingering && core_due == Some(0) && core_until.is_some_and(|u| u > 0);
             let timeout = match (core_due, probe_due) {
                 _ if lingering => Some(0),
                 (Some(a), Some(b)) => Some(a.min(b)),
@@ -522,6 +524,9 @@ impl Shard {
             }
             if n == 0 && lingering {
                 self.schedule.lingered(woke.saturating_sub(now));
+            }
+            if n == 0 && spinning {
+                self.schedule.spun(woke.saturating_sub(now));
             }
             for ev in &events[..n as usize] {
                 if ev.u64 == WAKE_TOKEN {
