@@ -11,7 +11,8 @@
 //! - Spinning before deadlines (what hides wake-up lateness at normal priority) would
 //!   hold the core at real-time priority, away from the nodes' programs: a real-time
 //!   shard sets its timer early by the lateness it learnt and spins only for what
-//!   remains (a few µs).
+//!   remains — within [`SPIN_SHARE`] of each window: under load, deadlines nearer than
+//!   the lateness come by the hundred thousand a second.
 //! - How late a timed wake-up comes depends on how long the shard slept (the core idles
 //!   deeper, its caches go cold), and one estimate fed mostly by short sleeps leaves the
 //!   long ones uncovered. So lateness is learnt per class of sleep
