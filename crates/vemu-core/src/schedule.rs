@@ -120,7 +120,7 @@ impl Schedule {
             c => (self.late[c].margin_ns(), MAX_REALTIME_LONG_SPIN_NS),
         };
         match self.priority {
-            Priority::Realtime if self.spun_ns >= (WINDOW_NS as f64 * SPIN_SHARE) as u64 => 0,
+            Priority::Realtime if self.spun_ns >= share_of_window_ns(SPIN_SHARE) => 0,
             Priority::Realtime => late.min(most),
             Priority::Normal => (2 * late).clamp(NORMAL_SPIN_NS, MAX_NORMAL_SPIN_NS),
         }
@@ -141,9 +141,10 @@ impl Schedule {
     /// How long to go on polling after working (0: sleep at once): [`LINGER_NS`], or
     /// what is left of this window's share; never at normal priority.
     pub fn linger_ns(&self) -> u64 {
-        let budget = (WINDOW_NS as f64 * LINGER_SHARE) as u64;
         match self.priority {
-            Priority::Realtime => budget.saturating_sub(self.lingered_ns).min(LINGER_NS),
+            Priority::Realtime => {
+                share_of_window_ns(LINGER_SHARE).saturating_sub(self.lingered_ns).min(LINGER_NS)
+            }
             Priority::Normal => 0,
         }
     }
@@ -272,6 +273,11 @@ impl Writers {
         }
         self.follow.take()
     }
+}
+
+/// A share of [`WINDOW_NS`], ns: a budget of polling.
+fn share_of_window_ns(share: f64) -> u64 {
+    (WINDOW_NS as f64 * share) as u64
 }
 
 /// The class of a sleep until a deadline `until_ns` away.
