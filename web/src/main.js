@@ -357,7 +357,7 @@ function fillLive() {
   if (!dirs) return;
   dirs.forEach((st, k) => {
     const set = (what, text) => { const el = document.getElementById(`live-${k}-${what}`); if (el) el.textContent = text; };
-    set('path', st.kernel_shaper ? 'kernel (token bucket)' : st.kernel_path ? 'kernel' : st.transit_ns ? `tunnel (underlay ${fmtNs(st.transit_ns)})` : 'engine');
+    set('path', st.kernel_shaper ? 'kernel (token bucket)' : st.kernel_path ? 'kernel' : st.tunnel_lent ? 'tunnel (bulk TCP: lent to the engines)' : st.transit_ns ? `tunnel (underlay ${fmtNs(st.transit_ns)})` : 'engine');
     set('frames', `${st.tx_frames} of ${st.rx_frames} delivered`);
     set('dropped', `loss ${st.drop_loss}, queue ${st.drop_queue}, down ${st.drop_down}`);
     set('queue', `${st.queue_frames} frames (max ${st.queue_frames_max})`);

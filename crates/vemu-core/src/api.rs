@@ -333,7 +333,10 @@ pub enum Event {
     /// The direction from link end `port` (one given to [`Core::add_kernel_tunnel`](crate::Core::add_kernel_tunnel)) goes
     /// from now on through the kernel's tunnel to the other machine (`kernel`), or through
     /// the engine's; the driver says when it does ([`Core::set_kernel_carried`](crate::Core::set_kernel_carried)).
-    TunnelRoute { port: PortId, kernel: bool },
+    /// `split`: the underlay carries the link's frames only in the pieces the kernel cuts
+    /// its tunnel's packets into; the route lends the direction to the engine's TAP
+    /// device when bulk TCP comes ([`LEND_IDLE_NS`](crate::LEND_IDLE_NS)).
+    TunnelRoute { port: PortId, kernel: bool, split: bool },
     /// A copy for capture `capture`: `frame` (as devices hand it over; possibly a
     /// super-frame) was sent by (`outgoing`) or arrived at interface `iface` at `t_ns` —
     /// or, with `drop`, was dropped on its way from or to it, and why.

@@ -90,6 +90,9 @@ pub struct DirCounters {
     pub kernel_path: AtomicBool,
     /// ... through the kernel's token bucket (a rate given to the kernel's shaper).
     pub kernel_shaper: AtomicBool,
+    /// Toward another machine, on a kernel tunnel that carries its frames in pieces:
+    /// lent to the engines for bulk TCP now ([`crate::LEND_IDLE_NS`]).
+    pub tunnel_lent: AtomicBool,
     /// Toward a side on another machine: the underlay's one-way delay as measured (half
     /// the shortest probed round trip), taken off the direction's delay, ns.
     pub transit_ns: AtomicU64,
@@ -216,6 +219,10 @@ pub struct DirStats {
     /// ... and shaped there by the kernel's token bucket (`shaper: kernel`).
     #[serde(default)]
     pub kernel_shaper: bool,
+    /// Toward another machine: the kernel's tunnel, which carries this direction's
+    /// frames in pieces, lent it to the engines' tunnels for bulk TCP, until it is idle.
+    #[serde(default)]
+    pub tunnel_lent: bool,
     /// Toward another machine: the underlay's measured one-way delay, ns (0: none).
     #[serde(default)]
     pub transit_ns: u64,
@@ -299,6 +306,7 @@ impl DirStats {
         self.late_max_ns = self.late_max_ns.max(o.late_max_ns);
         self.kernel_path |= o.kernel_path;
         self.kernel_shaper |= o.kernel_shaper;
+        self.tunnel_lent |= o.tunnel_lent;
         self.transit_ns = self.transit_ns.max(o.transit_ns);
         self.path_payload_bytes = self.path_payload_bytes.max(o.path_payload_bytes);
         add(&mut self.input_wait_hist, &o.input_wait_hist);
@@ -344,6 +352,7 @@ impl DirCounters {
             late_max_ns: self.late_max_ns.load(Relaxed),
             kernel_path: self.kernel_path.load(Relaxed),
             kernel_shaper: self.kernel_shaper.load(Relaxed),
+            tunnel_lent: self.tunnel_lent.load(Relaxed),
             transit_ns: self.transit_ns.load(Relaxed),
             path_payload_bytes: self.path_payload.load(Relaxed),
             drop_police: self.drop_police.load(Relaxed),

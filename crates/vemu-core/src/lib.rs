@@ -29,4 +29,4 @@ mod api;
 mod shard;
 
 pub use api::*;
-pub use shard::{is_routing, Core, PROBES_EARLY, PROBE_EARLY_NS, PROBE_LATER_NS};
+pub use shard::{is_routing, Core, LEND_IDLE_NS, PROBES_EARLY, PROBE_EARLY_NS, PROBE_LATER_NS};

@@ -30,7 +30,7 @@ mod tunnels;
 pub use impair::is_routing;
 use impair::*;
 use timeline::Timeline;
-pub use tunnels::{PROBES_EARLY, PROBE_EARLY_NS, PROBE_LATER_NS};
+pub use tunnels::{LEND_IDLE_NS, PROBES_EARLY, PROBE_EARLY_NS, PROBE_LATER_NS};
 
 /// [`Transmit::counter`] of frames that another machine's core counted.
 const UNCOUNTED: u32 = u32::MAX;
@@ -425,6 +425,9 @@ impl Core {
             self.capture(port, now, true, CapturePoint::After, &frame);
         }
         if let Owner::Link { link, side } = owner {
+            if self.links[link as usize].remote.is_some() {
+                self.lent_frame(port, now);
+            }
             let far = self.links[link as usize].ports[1 - side as usize];
             if self.ports[far as usize].watched {
                 self.capture(far, now, false, CapturePoint::Before, &frame);

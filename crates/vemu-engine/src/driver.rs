@@ -691,7 +691,9 @@ impl Shard {
                     (Some(PortDev::Tunnel(_)), _) => {}
                     _ => set_carrier(self.fd(port as usize), up),
                 },
-                Event::TunnelRoute { port, kernel } => self.tunnel_route(port, kernel),
+                Event::TunnelRoute { port, kernel, split } => {
+                    self.tunnel_route(port, kernel, split)
+                }
                 Event::Path { port, path } => {
                     if let (Some(PortDev::Plane(p)), Some(fast)) =
                         (self.devs.get(port as usize), &self.fast)
@@ -816,7 +818,13 @@ impl Shard {
         let fd = self.tunnel_fd();
         for &(port, size) in &probes {
             if let Some(PortDev::Tunnel(t)) = self.devs.get(port as usize) {
-                send_datagram(fd, t.far.as_ref(), &tunnel::probe(t.vni_out, now, false, size));
+                let d = tunnel::probe(t.vni_out, now, false, size);
+                // (Larger than the interface sends whole: a probe of the pieces the
+                // kernel's tunnel would send, so without DF, as they go.)
+                match size > t.max_payload {
+                    true => send_fragmented(fd, t.far.as_ref(), &d),
+                    false => send_datagram(fd, t.far.as_ref(), &d),
+                };
             }
         }
         probes.clear();
@@ -824,16 +832,20 @@ impl Shard {
         self.events();
     }
 
-    /// Route link end `port` through its kernel tunnel ([`Far::Tunnel`]) or back through
+    /// Route link end `port` through its kernel tunnel ([`Far::Tunnel`]; `split`: one
+    /// that lends the direction to the engine's TAP device for bulk TCP) or back through
     /// the engine, as the core asks ([`Event::TunnelRoute`]), and tell it when done.
-    fn tunnel_route(&mut self, port: u32, kernel: bool) {
+    fn tunnel_route(&mut self, port: u32, kernel: bool, split: bool) {
         let (Some(fast), Some(PortDev::Plane(p))) = (&self.fast, self.devs.get(port as usize))
         else {
             return;
         };
         let Far::Tunnel { vxlan, remote, vni, .. } = p.far else { return };
+        let mtu = self.core.iface_mtu(port);
         let route = match (kernel, p.devs.tap) {
-            (true, _) => Route::Tunnel { vxlan, remote, vni, mtu: self.core.iface_mtu(port) },
+            (true, tap) => {
+                Route::Tunnel { vxlan, remote, vni, mtu, lend_to: tap.filter(|_| split) }
+            }
             (false, Some(tap)) => Route::Engine { tap },
             (false, None) => return,
         };

@@ -41,6 +41,16 @@
                           * the device the frame came by (`tunnel_out`) */
 #define ROUTE_TUNNEL_IN 512 /* the lab's VXLAN device: by the frame's VNI (`tunnel_in`)
                              * to the ingress of a veth peer (a node's interface) */
+#define ROUTE_SPLIT 1024 /* with ROUTE_TUNNEL: the underlay carries this link's frames only
+                          * in pieces (the kernel fragments the tunnel's IP packets). A
+                          * GSO super-frame (bulk TCP: fragments cost the kernel more than
+                          * the engine's tunnel, which carries super-frames whole) lends
+                          * the direction to the engine: it and every later frame go to
+                          * the engine's TAP device (`tunnel_out.tap`, stamped as by
+                          * ROUTE_STAMP) until vemu writes the route again — so its frames
+                          * stay in order (the engine writes it again once the direction
+                          * has been idle) */
+#define ROUTE_LENT 2048 /* with ROUTE_SPLIT: lent to the engine (set here, atomically) */
 /* The top 16 bits of a route's flags: the MTU of the link's interfaces (bytes of IP
  * packet; 0: none). A route to a veth peer or a tunnel drops a frame longer than that
  * and its Ethernet header, as the engine does (a node that raised its interface's MTU
@@ -71,7 +81,7 @@ struct stamp {
 struct route {
 	__u32 ifindex;
 	__u32 flags;
-};
+} __attribute__((aligned(8)));
 
 /* What a fast-path direction carried: wire frames (a TCP super-frame counts its
  * segments) and wire bytes (every segment with its own headers). */
@@ -107,6 +117,7 @@ struct underlay {
 struct tunnel_out {
 	struct underlay to;
 	__u32 vni;
+	__u32 tap; /* the engine's TAP device of the link end (ROUTE_SPLIT) */
 };
 
 /* What arrives on the lab's VXLAN device with a VNI: whose veth peer it goes to, and
@@ -279,6 +290,35 @@ static __always_inline int to_tunnel(struct __sk_buff *skb, __u32 dev, __u32 vxl
 	return bpf_redirect(vxlan, 0);
 }
 
+/* To the engine's TAP device `tap`: a frame that is not a GSO super-frame gets its
+ * stamp (ROUTE_STAMP). */
+static __always_inline int to_engine(struct __sk_buff *skb, __u32 tap)
+{
+	if (skb->gso_size == 0) {
+		/* Every such frame carries its stamp, or none goes: the engine takes the last
+		 * 16 bytes of each for it. */
+		struct stamp st = { .ns = bpf_ktime_get_ns(), .cpu = bpf_get_smp_processor_id() };
+		__u32 len = skb->len;
+		if (bpf_skb_change_tail(skb, len + sizeof(st), 0) || bpf_skb_store_bytes(skb, len, &st, sizeof(st), 0))
+			return TC_ACT_SHOT;
+	}
+	return bpf_redirect(tap, 0);
+}
+
+/* A frame of a ROUTE_SPLIT tunnel route that the engine carries: the direction is lent
+ * to it (from this frame, a super-frame, on), or already was. */
+static __always_inline int lent(struct __sk_buff *skb, __u32 dev, struct route *r)
+{
+	struct tunnel_out *t = bpf_map_lookup_elem(&tunnels_out, &dev);
+	if (!t || !t->tap)
+		return TC_ACT_SHOT;
+	/* (Atomically: vemu may be writing the route meanwhile. The whole route as one
+	 * 64-bit word, flags in its upper half: clang has no 32-bit atomic OR here.) */
+	if (!(r->flags & ROUTE_LENT))
+		__sync_fetch_and_or((__u64 *)r, (__u64)ROUTE_LENT << 32);
+	return to_engine(skb, t->tap);
+}
+
 /* Longer than the route's MTU allows (a GSO super-frame is cut to its segments later:
  * never). At TC ingress a VLAN tag is normally out of the frame already (skb->len
  * without it); one still in it is allowed its 4 bytes. */
@@ -310,6 +350,8 @@ int steer(struct __sk_buff *skb)
 	}
 	if (too_big(skb, r->flags))
 		return TC_ACT_SHOT;
+	if ((r->flags & ROUTE_SPLIT) && ((r->flags & ROUTE_LENT) || skb->gso_size))
+		return lent(skb, key, r);
 	if (r->flags & ROUTE_COUNT)
 		count(skb, r->flags & ROUTE_SHAPED ? key | SHAPED : key);
 	if ((r->flags & (ROUTE_PASS | ROUTE_SHAPED)) == ROUTE_PASS)
@@ -318,14 +360,8 @@ int steer(struct __sk_buff *skb)
 		return bpf_redirect_peer(r->ifindex, 0);
 	if (r->flags & ROUTE_TUNNEL)
 		return to_tunnel(skb, key, r->ifindex);
-	if ((r->flags & ROUTE_STAMP) && skb->gso_size == 0) {
-		/* Every such frame carries its stamp, or none goes: the engine takes the last
-		 * 16 bytes of each for it. */
-		struct stamp st = { .ns = bpf_ktime_get_ns(), .cpu = bpf_get_smp_processor_id() };
-		__u32 len = skb->len;
-		if (bpf_skb_change_tail(skb, len + sizeof(st), 0) || bpf_skb_store_bytes(skb, len, &st, sizeof(st), 0))
-			return TC_ACT_SHOT;
-	}
+	if (r->flags & ROUTE_STAMP)
+		return to_engine(skb, r->ifindex);
 	return bpf_redirect(r->ifindex, 0);
 }
 

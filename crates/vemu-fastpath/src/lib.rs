@@ -64,6 +64,7 @@ const ROUTE_FANOUT: u32 = 64;
 const ROUTE_STAMP: u32 = 128;
 const ROUTE_TUNNEL: u32 = 256;
 const ROUTE_TUNNEL_IN: u32 = 512;
+const ROUTE_SPLIT: u32 = 1024;
 /// Where a route's MTU sits in its flags (see [`Route::Kernel`]).
 const ROUTE_MTU_SHIFT: u32 = 16;
 
@@ -177,6 +178,8 @@ impl From<IpAddr> for Underlay {
 struct TunnelOut {
     to: Underlay,
     vni: u32,
+    /// The engine's TAP device of the link end, to lend the direction to (0: none).
+    tap: u32,
 }
 
 /// `struct tunnel_in`: where frames with a VNI go, and the machine they may come from.
@@ -234,7 +237,12 @@ pub enum Route {
     BridgeShaped { ifb: u32 },
     /// To another machine: through the lab's VXLAN device `vxlan` to `remote` (its
     /// underlay address) with VNI `vni`, counted and held to `mtu` as [`Route::Kernel`].
-    Tunnel { vxlan: u32, remote: IpAddr, vni: u32, mtu: u32 },
+    /// `lend_to`: the underlay carries the link's frames only in pieces (the kernel
+    /// fragments the tunnel's packets); a GSO super-frame (bulk TCP, which the engine's
+    /// tunnel carries faster, whole) then lends the direction to the engine's TAP device
+    /// `lend_to`: that frame and every later one go there, as by [`Route::Engine`],
+    /// until this route is written again.
+    Tunnel { vxlan: u32, remote: IpAddr, vni: u32, mtu: u32, lend_to: Option<u32> },
     /// The lab's VXLAN device: what it receives goes by VNI ([`FastPath::tunnel_in`]).
     FromTunnel,
 }
@@ -397,15 +405,19 @@ impl FastPath {
                     flags: ROUTE_PASS | ROUTE_COUNT | ROUTE_SHAPED | self.out_flag(from),
                 }
             }
-            Route::Tunnel { vxlan, remote, vni, mtu } => {
+            Route::Tunnel { vxlan, remote, vni, mtu, lend_to } => {
                 self.count(from)?;
-                let key = TunnelOut { to: remote.into(), vni };
+                let key = TunnelOut { to: remote.into(), vni, tap: lend_to.unwrap_or(0) };
                 self.tunnels_out
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .insert(from, key, 0)
                     .with_context(|| format!("the tunnel key of plane device {from}"))?;
-                RouteValue { ifindex: vxlan, flags: ROUTE_TUNNEL | ROUTE_COUNT | mtu_flags(mtu) }
+                let split = if lend_to.is_some() { ROUTE_SPLIT } else { 0 };
+                RouteValue {
+                    ifindex: vxlan,
+                    flags: ROUTE_TUNNEL | ROUTE_COUNT | split | mtu_flags(mtu),
+                }
             }
             Route::FromTunnel => RouteValue { ifindex: 0, flags: ROUTE_TUNNEL_IN },
         };

@@ -260,14 +260,20 @@ fn print_links(s: &LabStatus) {
                 mtu: d.impairments.mtu,
                 ..Default::default()
             };
+            // (Or the kernel carries it in pieces, and lends it to the engines for bulk
+            // TCP: say that, and what would spare the pieces.)
             if d.stats.transit_ns > 0
-                && !d.stats.kernel_path
                 && d.impairments == bare
                 && d.stats.path_payload_bytes > 0
                 && (d.stats.path_payload_bytes as usize) < iface_mtu + TUNNEL_FRAME_EXTRA
             {
+                let how = match (d.stats.kernel_path, d.stats.tunnel_lent) {
+                    (true, _) => "goes through the kernel's tunnel in IP fragments (bulk TCP through the engines', which carry it whole)",
+                    (false, true) => "goes through the engines now (bulk TCP; the kernel's tunnel, which sends its frames in IP fragments, takes it back when idle)",
+                    (false, false) => "goes through the engines",
+                };
                 notes.push(format!(
-                    "{} {dir} goes through the engines: the underlay carries datagrams of {} B, a frame of its {iface_mtu}-byte interfaces needs {} B in the kernel's tunnel (mtu: {} or less on the link, or a larger MTU on the underlay, lets the kernel carry it)",
+                    "{} {dir} {how}: the underlay carries datagrams of {} B, a frame of its {iface_mtu}-byte interfaces needs {} B in the kernel's tunnel (mtu: {} or less on the link, or a larger MTU on the underlay, lets the kernel carry it whole)",
                     l.name,
                     d.stats.path_payload_bytes,
                     iface_mtu + TUNNEL_FRAME_EXTRA,

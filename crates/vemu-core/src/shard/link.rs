@@ -88,8 +88,9 @@ impl Core {
     pub fn set_kernel_carried(&mut self, port: PortId, yes: bool) {
         self.tunnel_carried(port, yes);
         if let Some(Owner::Link { link, side }) = self.ports.get(port as usize).map(|p| p.owner) {
-            let c = self.links[link as usize].counters[side as usize];
-            self.counters[c as usize].kernel_path.store(yes, Relaxed);
+            let c = &self.counters[self.links[link as usize].counters[side as usize] as usize];
+            c.kernel_path.store(yes, Relaxed);
+            c.tunnel_lent.store(false, Relaxed);
         }
     }
 

@@ -6,7 +6,7 @@
 
 use super::*;
 use vemu_core::tunnel::{payload_for_mtu, probe_sizes, SAFE_PAYLOAD};
-use vemu_core::{PROBES_EARLY, PROBE_EARLY_NS, PROBE_LATER_NS};
+use vemu_core::{LEND_IDLE_NS, PROBES_EARLY, PROBE_EARLY_NS, PROBE_LATER_NS};
 
 /// A link whose side b is on another machine: (its local port a, its tunnel port b).
 fn remote_link(core: &mut Core, forward: Impairments) -> (PortId, PortId) {
@@ -39,7 +39,7 @@ fn round(core: &mut Core, now: u64) -> Vec<(PortId, usize)> {
 fn tunnel_routes(core: &mut Core) -> Vec<(PortId, bool)> {
     std::iter::from_fn(|| core.poll_event())
         .filter_map(|e| match e {
-            Event::TunnelRoute { port, kernel } => Some((port, kernel)),
+            Event::TunnelRoute { port, kernel, .. } => Some((port, kernel)),
             _ => None,
         })
         .collect()
@@ -157,4 +157,78 @@ fn a_link_end_takes_the_kernel_tunnel_only_while_unimpaired_and_the_path_carries
         patch: ImpairmentsPatch { delay_ns: Some(0), ..Default::default() },
     });
     assert_eq!(tunnel_routes(&mut core), [(a, true)]);
+}
+
+fn routes_asked(core: &mut Core) -> Vec<(PortId, bool, bool)> {
+    std::iter::from_fn(|| core.poll_event())
+        .filter_map(|e| match e {
+            Event::TunnelRoute { port, kernel, split } => Some((port, kernel, split)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_full_size_link_takes_the_kernel_tunnel_in_fragments_and_lends_bulk_to_the_engine() {
+    let mut core = Core::new();
+    let (a, t) = remote_link(&mut core, imp());
+    let plain = payload_for_mtu(1500, false);
+    core.add_tunnel(t, Some(0), plain, false);
+    let needs = 1500 + 26;
+    core.add_kernel_tunnel(a, t, needs);
+    // Each round probes a datagram of what a frame needs, which only fragments carry.
+    let probes = round(&mut core, 0);
+    assert!(probes.contains(&(t, needs)), "{probes:?}");
+    // Whole datagrams of the interface's size cross: not enough for whole frames.
+    core.handle_probe_answer(t, plain, 200 * US);
+    assert_eq!(routes_asked(&mut core), []);
+    // Fragments cross: the kernel's tunnel, split.
+    core.handle_probe_answer(t, needs, 200 * US);
+    assert_eq!(routes_asked(&mut core), [(a, true, true)]);
+    core.set_kernel_carried(a, true);
+    let lent = |core: &Core| {
+        let st = core.counters(Target::Link(0))[0].snapshot();
+        (st.kernel_path, st.tunnel_lent)
+    };
+    assert_eq!(lent(&core), (true, false));
+    // A frame the engine reads of it: the kernel lent it (super-frames came); nothing is
+    // asked while frames keep coming, and it goes back after LEND_IDLE_NS without.
+    core.handle_frame(MS, a, udp(300, 1));
+    assert_eq!(lent(&core), (false, true));
+    assert_eq!(core.probe_timeout(), Some(MS + LEND_IDLE_NS));
+    core.handle_frame(30 * MS, a, udp(300, 2));
+    round(&mut core, MS + LEND_IDLE_NS);
+    assert_eq!(routes_asked(&mut core), []);
+    assert_eq!(core.probe_timeout(), Some(30 * MS + LEND_IDLE_NS));
+    round(&mut core, 30 * MS + LEND_IDLE_NS);
+    assert_eq!(routes_asked(&mut core), [(a, true, true)]);
+    core.set_kernel_carried(a, true);
+    assert_eq!(lent(&core), (true, false));
+    assert_eq!(core.probe_timeout(), Some(PROBE_EARLY_NS));
+    // The underlay stops carrying fragments: MISSES_TO_SHRINK rounds without an answer
+    // take it back to the engine (whose tunnel cuts frames in pieces that fit).
+    let mut asked = Vec::new();
+    for r in 1..=4 {
+        let probes = round(&mut core, r * PROBE_EARLY_NS);
+        assert!(probes.contains(&(t, needs)), "{probes:?}");
+        core.handle_probe_answer(t, plain, 200 * US);
+        asked.extend(routes_asked(&mut core));
+    }
+    assert_eq!(asked, [(a, false, false)]);
+    core.set_kernel_carried(a, false);
+    // A frame read now is the engine's own: nothing lent.
+    core.handle_frame(PROBE_LATER_NS, a, udp(300, 3));
+    assert_eq!(lent(&core), (false, false));
+}
+
+#[test]
+fn an_ipv6_tunnel_probes_no_fragments() {
+    let mut core = Core::new();
+    let (a, t) = remote_link(&mut core, imp());
+    core.add_tunnel(t, Some(0), payload_for_mtu(1500, true), true);
+    core.add_kernel_tunnel(a, t, 1500 + 26);
+    let probes = round(&mut core, 0);
+    assert!(probes.iter().all(|&(_, size)| size <= payload_for_mtu(1500, true)), "{probes:?}");
+    core.handle_probe_answer(t, 1500 + 26, 200 * US);
+    assert_eq!(routes_asked(&mut core), []);
 }

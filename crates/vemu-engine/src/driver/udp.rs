@@ -313,6 +313,31 @@ pub(super) fn send_datagram(fd: RawFd, to: Option<&SockAddr>, d: &[u8]) -> bool 
     n == d.len() as isize
 }
 
+/// [`send_datagram`] without DF, for once (an IPv4 tunnel socket: path MTU discovery
+/// is the engine's own, every other datagram has DF): a datagram larger than the
+/// interface sends whole goes in the pieces the kernel cuts it into, as the kernel's
+/// VXLAN device sends its packets.
+pub(super) fn send_fragmented(fd: RawFd, to: Option<&SockAddr>, d: &[u8]) -> bool {
+    let set = |mode: libc::c_int| {
+        // SAFETY: an int option on a socket we own.
+        unsafe {
+            libc::setsockopt(
+                fd,
+                libc::IPPROTO_IP,
+                libc::IP_MTU_DISCOVER,
+                (&mode as *const libc::c_int).cast(),
+                4,
+            ) == 0
+        }
+    };
+    if !set(libc::IP_PMTUDISC_DONT) {
+        return false;
+    }
+    let sent = send_datagram(fd, to, d);
+    set(libc::IP_PMTUDISC_PROBE);
+    sent
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

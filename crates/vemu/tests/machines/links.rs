@@ -511,8 +511,8 @@ fn a_path_mtu_below_the_interfaces_mtu_still_carries_full_size_frames() {
 /// Four machines in a ring, one node each: every link crosses, so the underlay is
 /// measured both ways between neighbours — at once where no machine takes part in two
 /// probes (four rounds for the ring) — every direction gets a figure, the kernel's
-/// tunnel stays unused (the underlay cannot carry whole frames in it), pings go round,
-/// and `down` leaves nothing anywhere.
+/// tunnel carries none of the shaped links, pings go round, and `down` leaves nothing
+/// anywhere.
 #[test]
 fn a_ring_on_four_machines_measures_every_direction_of_its_underlay() {
     let _g = serial();
@@ -538,14 +538,16 @@ links:
     );
     let st: serde_json::Value =
         serde_json::from_slice(&m.vemu(&["status", "--lab", "xq", "--json"]).stdout).unwrap();
-    // (Every end is in the plane, for the kernel's tunnel between machines — which a
-    // 1500-byte underlay cannot carry whole frames of: the engine carries them.)
+    // (Every end is in the plane, for the kernel's tunnel between machines — which
+    // carries no direction with a rate: the engines shape those. The one without may go
+    // through it, in IP fragments, once its probe found them to cross.)
     assert_eq!(st["fast_path"].as_str(), Some("on"), "{}", st["fast_path"]);
     assert!(
         st["links"]
             .as_array()
             .unwrap()
             .iter()
+            .filter(|l| l["name"] != "n1:n3")
             .all(|l| l["forward"]["stats"]["kernel_path"] != true
                 && l["reverse"]["stats"]["kernel_path"] != true),
         "{}",

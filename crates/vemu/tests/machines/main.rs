@@ -213,22 +213,31 @@ impl Machines {
 
     /// A command in a node of machine `i` (`vemu exec` on that machine).
     fn exec(&self, i: usize, lab: &str, node: &str, cmd: &[&str]) -> Output {
+        self.exec_command(i, lab, node, cmd).output().unwrap()
+    }
+
+    /// [`Machines::exec`], started (its output piped).
+    fn spawn_exec(&self, i: usize, lab: &str, node: &str, cmd: &[&str]) -> std::process::Child {
+        let mut c = self.exec_command(i, lab, node, cmd);
+        c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+    }
+
+    fn exec_command(&self, i: usize, lab: &str, node: &str, cmd: &[&str]) -> Command {
         // The agent's mount namespace is its shell's (the agent is exec'd by it).
-        Command::new("nsenter")
-            .args([
-                "-t",
-                &self.agent_pid(i).to_string(),
-                "-m",
-                VEMU,
-                "exec",
-                "--lab",
-                lab,
-                node,
-                "--",
-            ])
-            .args(cmd)
-            .output()
-            .unwrap()
+        let mut c = Command::new("nsenter");
+        c.args([
+            "-t",
+            &self.agent_pid(i).to_string(),
+            "-m",
+            VEMU,
+            "exec",
+            "--lab",
+            lab,
+            node,
+            "--",
+        ])
+        .args(cmd);
+        c
     }
 
     /// `vemu status --json` of lab `lab` (null if it does not answer).
