@@ -1016,16 +1016,25 @@ impl Shard {
             .then(|| vemu_fastpath::Stamp::at_end(&self.buf))
             .flatten();
         self.writers.read_from(stamp.map(|s| s.cpu));
-        let Some(stamp) = stamp else { return now };
-        self.buf.truncate(self.buf.len() - vemu_fastpath::STAMP_LEN);
+        if stamp.is_some() {
+            self.buf.truncate(self.buf.len() - vemu_fastpath::STAMP_LEN);
+        }
         let Some(last) = self.last_arrival_ns.get_mut(port) else { return now };
-        let t = stamp
-            .ns
-            .saturating_sub(self.clock.epoch_ns)
-            .clamp(self.timers_ns.max(*last).min(now), now);
-        *last = t;
-        t
+        let stamped = stamp.map(|s| s.ns.saturating_sub(self.clock.epoch_ns));
+        arrival_time(stamped, last, self.timers_ns, now)
     }
+}
+
+/// The time a frame read at `now` reached the engine: its stamp (`stamped`, lab ns), if
+/// it has one, but never before the port's previous frame (`last`, then this one's) nor
+/// the last time the shard carried out what was due (`timers_ns`), nor after `now`. A
+/// frame without a stamp (a super-frame) is timed when read — and so is every frame
+/// after it that was stamped before that: one that arrived behind a super-frame must not
+/// be timed, and so sent, ahead of it.
+fn arrival_time(stamped: Option<u64>, last: &mut u64, timers_ns: u64, now: u64) -> u64 {
+    let t = stamped.map_or(now, |s| s.clamp(timers_ns.max(*last).min(now), now));
+    *last = t;
+    t
 }
 
 /// The kernel's token bucket for a shaped direction.
@@ -1035,5 +1044,25 @@ fn bucket(s: Shape) -> Bucket {
         rate_bps: s.rate_bps,
         burst_bytes: bytes(s.burst_bytes),
         limit_bytes: bytes(s.limit_bytes),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::arrival_time;
+
+    #[test]
+    fn a_frame_stamped_before_a_super_frame_read_ahead_of_it_is_timed_after_it() {
+        let mut last = 0;
+        // A stamped frame: its stamp.
+        assert_eq!(arrival_time(Some(100), &mut last, 0, 150), 100);
+        // A super-frame (no stamp) read at 300, then a frame stamped at 250 that arrived
+        // behind it: timed at 300, not 250 (else it would be sent first).
+        assert_eq!(arrival_time(None, &mut last, 0, 300), 300);
+        assert_eq!(arrival_time(Some(250), &mut last, 0, 320), 300);
+        // Later stamps stand; never after the read, nor before what was carried out.
+        assert_eq!(arrival_time(Some(310), &mut last, 0, 330), 310);
+        assert_eq!(arrival_time(Some(400), &mut last, 0, 350), 350);
+        assert_eq!(arrival_time(Some(360), &mut last, 380, 390), 380);
     }
 }

@@ -308,12 +308,12 @@ impl Core {
     }
 
     /// A frame read from link end `port`: if its direction was on a split kernel
-    /// tunnel, the kernel has lent it to the engine (see [`LEND_IDLE_NS`]); true if so.
-    pub(super) fn lent_frame(&mut self, port: PortId, now: u64) -> bool {
-        let Some(&k) = self.tunnels.kernel_by_port.get(&port) else { return false };
+    /// tunnel, the kernel has lent it to the engine (see [`LEND_IDLE_NS`]).
+    pub(super) fn lent_frame(&mut self, port: PortId, now: u64) {
+        let Some(&k) = self.tunnels.kernel_by_port.get(&port) else { return };
         let end = &mut self.tunnels.kernel[k];
         if !(end.on && end.split) {
-            return false;
+            return;
         }
         let first = end.lent_ns.is_none();
         end.lent_ns = Some(now);
@@ -328,7 +328,6 @@ impl Core {
                 c.tunnel_lent.store(true, Relaxed);
             }
         }
-        first
     }
 
     /// Lent directions the engine has read nothing of for [`LEND_IDLE_NS`] are routed
