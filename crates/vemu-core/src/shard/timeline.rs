@@ -18,6 +18,11 @@ use std::hash::Hash;
 
 use rustc_hash::FxHashMap;
 
+/// A lane that empties keeps room for this many (a lane that once held a burst of
+/// 100,000 frames gives the rest of that memory back; one that fills and empties in
+/// ordinary bursts keeps its room and reallocates nothing).
+const LANE_KEEP: usize = 1024;
+
 /// What is waiting, in the order it is due: earliest time first, the first pushed first
 /// among equal times.
 pub(crate) struct Timeline<K, T> {
@@ -106,7 +111,12 @@ impl<K: Hash + Eq, T> Timeline<K, T> {
                 // The lane's next first takes its place (one sift, not a pop and a push).
                 match q.front() {
                     Some(n) => *top = Reverse((n.at_ns, n.seq, l)),
-                    None => drop(PeekMut::pop(top)),
+                    None => {
+                        PeekMut::pop(top);
+                        if q.capacity() > LANE_KEEP {
+                            q.shrink_to(LANE_KEEP);
+                        }
+                    }
                 }
                 Some((w.at_ns, w.item))
             }
@@ -203,5 +213,23 @@ mod tests {
         assert_eq!(t.strays.len(), 1);
         assert_eq!(t.next_ns(), Some(5));
         assert_eq!(t.pop_due(5), Some((5, 77)));
+    }
+
+    #[test]
+    fn a_lane_that_empties_after_a_burst_gives_its_room_back() {
+        let mut t: Timeline<u32, u64> = Timeline::default();
+        for i in 0..100_000 {
+            t.push(i, 7, i);
+        }
+        assert!(t.lanes[0].capacity() >= 100_000);
+        while t.pop_due(u64::MAX).is_some() {}
+        assert!(t.lanes[0].capacity() <= LANE_KEEP, "{}", t.lanes[0].capacity());
+        // Ordinary bursts keep their room.
+        for i in 0..500 {
+            t.push(i, 7, i);
+        }
+        let room = t.lanes[0].capacity();
+        while t.pop_due(u64::MAX).is_some() {}
+        assert_eq!(t.lanes[0].capacity(), room);
     }
 }
