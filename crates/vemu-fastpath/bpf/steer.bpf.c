@@ -82,6 +82,12 @@ struct route {
 	__u32 ifindex;
 	__u32 flags;
 } __attribute__((aligned(8)));
+/* Where `flags` sits in a route read as one 64-bit word. */
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define FLAGS_SHIFT_IN_ROUTE 32
+#else
+#define FLAGS_SHIFT_IN_ROUTE 0
+#endif
 
 /* What a fast-path direction carried: wire frames (a TCP super-frame counts its
  * segments) and wire bytes (every segment with its own headers). */
@@ -313,9 +319,10 @@ static __always_inline int lent(struct __sk_buff *skb, __u32 dev, struct route *
 	if (!t || !t->tap)
 		return TC_ACT_SHOT;
 	/* (Atomically: vemu may be writing the route meanwhile. The whole route as one
-	 * 64-bit word, flags in its upper half: clang has no 32-bit atomic OR here.) */
+	 * 64-bit word — clang has no 32-bit atomic OR here — whose half the flags are
+	 * depends on the byte order.) */
 	if (!(r->flags & ROUTE_LENT))
-		__sync_fetch_and_or((__u64 *)r, (__u64)ROUTE_LENT << 32);
+		__sync_fetch_and_or((__u64 *)r, (__u64)ROUTE_LENT << FLAGS_SHIFT_IN_ROUTE);
 	return to_engine(skb, t->tap);
 }
 
