@@ -36,10 +36,11 @@ fn round(core: &mut Core, now: u64) -> Vec<(PortId, usize)> {
     out
 }
 
-fn tunnel_routes(core: &mut Core) -> Vec<(PortId, bool)> {
+/// The routes asked of the driver: (link end, through the kernel's tunnel, split).
+fn tunnel_routes(core: &mut Core) -> Vec<(PortId, bool, bool)> {
     std::iter::from_fn(|| core.poll_event())
         .filter_map(|e| match e {
-            Event::TunnelRoute { port, kernel, .. } => Some((port, kernel)),
+            Event::TunnelRoute { port, kernel, split } => Some((port, kernel, split)),
             _ => None,
         })
         .collect()
@@ -128,20 +129,20 @@ fn a_link_end_takes_the_kernel_tunnel_only_while_unimpaired_and_the_path_carries
     core.handle_probe_answer(t, 1400, 200 * US);
     assert_eq!(tunnel_routes(&mut core), []);
     core.handle_probe_answer(t, jumbo, 200 * US);
-    assert_eq!(tunnel_routes(&mut core), [(a, true)]);
+    assert_eq!(tunnel_routes(&mut core), [(a, true, false)]);
     // Asked again at each round until the driver says it is done; then not.
     round(&mut core, PROBE_EARLY_NS);
-    assert_eq!(tunnel_routes(&mut core), [(a, true)]);
+    assert_eq!(tunnel_routes(&mut core), [(a, true, false)]);
     core.set_kernel_carried(a, true);
     assert!(toward_far(&core, 0).2);
     round(&mut core, 2 * PROBE_EARLY_NS);
     assert_eq!(tunnel_routes(&mut core), []);
     // The path shrinks (the local kernel refuses a datagram): back to the engine at once.
     core.handle_too_big(t);
-    assert_eq!(tunnel_routes(&mut core), [(a, false)]);
+    assert_eq!(tunnel_routes(&mut core), [(a, false, false)]);
     core.set_kernel_carried(a, false);
     core.handle_probe_answer(t, jumbo, 200 * US);
-    assert_eq!(tunnel_routes(&mut core), [(a, true)]);
+    assert_eq!(tunnel_routes(&mut core), [(a, true, false)]);
     core.set_kernel_carried(a, true);
     // An impairment needs the engine: the end leaves the kernel tunnel; without it, back.
     core.apply(Command::Patch {
@@ -149,23 +150,14 @@ fn a_link_end_takes_the_kernel_tunnel_only_while_unimpaired_and_the_path_carries
         dir: 0,
         patch: ImpairmentsPatch { delay_ns: Some(MS), ..Default::default() },
     });
-    assert_eq!(tunnel_routes(&mut core), [(a, false)]);
+    assert_eq!(tunnel_routes(&mut core), [(a, false, false)]);
     core.set_kernel_carried(a, false);
     core.apply(Command::Patch {
         target: Target::Link(0),
         dir: 0,
         patch: ImpairmentsPatch { delay_ns: Some(0), ..Default::default() },
     });
-    assert_eq!(tunnel_routes(&mut core), [(a, true)]);
-}
-
-fn routes_asked(core: &mut Core) -> Vec<(PortId, bool, bool)> {
-    std::iter::from_fn(|| core.poll_event())
-        .filter_map(|e| match e {
-            Event::TunnelRoute { port, kernel, split } => Some((port, kernel, split)),
-            _ => None,
-        })
-        .collect()
+    assert_eq!(tunnel_routes(&mut core), [(a, true, false)]);
 }
 
 #[test]
@@ -181,10 +173,10 @@ fn a_full_size_link_takes_the_kernel_tunnel_in_fragments_and_lends_bulk_to_the_e
     assert!(probes.contains(&(t, needs)), "{probes:?}");
     // Whole datagrams of the interface's size cross: not enough for whole frames.
     core.handle_probe_answer(t, plain, 200 * US);
-    assert_eq!(routes_asked(&mut core), []);
+    assert_eq!(tunnel_routes(&mut core), []);
     // Fragments cross: the kernel's tunnel, split.
     core.handle_probe_answer(t, needs, 200 * US);
-    assert_eq!(routes_asked(&mut core), [(a, true, true)]);
+    assert_eq!(tunnel_routes(&mut core), [(a, true, true)]);
     core.set_kernel_carried(a, true);
     let lent = |core: &Core| {
         let st = core.counters(Target::Link(0))[0].snapshot();
@@ -198,10 +190,10 @@ fn a_full_size_link_takes_the_kernel_tunnel_in_fragments_and_lends_bulk_to_the_e
     assert_eq!(core.probe_timeout(), Some(MS + LEND_IDLE_NS));
     core.handle_frame(30 * MS, a, udp(300, 2));
     round(&mut core, MS + LEND_IDLE_NS);
-    assert_eq!(routes_asked(&mut core), []);
+    assert_eq!(tunnel_routes(&mut core), []);
     assert_eq!(core.probe_timeout(), Some(30 * MS + LEND_IDLE_NS));
     round(&mut core, 30 * MS + LEND_IDLE_NS);
-    assert_eq!(routes_asked(&mut core), [(a, true, true)]);
+    assert_eq!(tunnel_routes(&mut core), [(a, true, true)]);
     core.set_kernel_carried(a, true);
     assert_eq!(lent(&core), (true, false));
     assert_eq!(core.probe_timeout(), Some(PROBE_EARLY_NS));
@@ -212,7 +204,7 @@ fn a_full_size_link_takes_the_kernel_tunnel_in_fragments_and_lends_bulk_to_the_e
         let probes = round(&mut core, r * PROBE_EARLY_NS);
         assert!(probes.contains(&(t, needs)), "{probes:?}");
         core.handle_probe_answer(t, plain, 200 * US);
-        asked.extend(routes_asked(&mut core));
+        asked.extend(tunnel_routes(&mut core));
     }
     assert_eq!(asked, [(a, false, false)]);
     core.set_kernel_carried(a, false);
@@ -230,5 +222,5 @@ fn an_ipv6_tunnel_probes_no_fragments() {
     let probes = round(&mut core, 0);
     assert!(probes.iter().all(|&(_, size)| size <= payload_for_mtu(1500, true)), "{probes:?}");
     core.handle_probe_answer(t, 1500 + 26, 200 * US);
-    assert_eq!(routes_asked(&mut core), []);
+    assert_eq!(tunnel_routes(&mut core), []);
 }
