@@ -79,6 +79,12 @@ fn monotonic_ns() -> u64 {
         .map_or(0, |t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64)
 }
 
+/// The longest a walk may take: under heavy load each of its reads waits for a CPU
+/// (0.06-0.3 s beside 32 TCP flows between 64 nodes on two cores; a monitor's reading took
+/// 5.9 s once in CI), and the
+/// monitor's windows wait for it.
+const WALK_BUDGET: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// The pressure above which (over the time since the last look) the nodes' threads are
 /// looked at.
 const WALK_PRESSURE: f64 = 0.1;
@@ -123,11 +129,14 @@ impl CpuWatch {
         if let Some(p) = pressure {
             self.last_look = Some((now, p));
         }
-        let nodes_counted = pressed && self.walked;
-        if pressed {
-            self.walk(paths, nodes, nodes_counted);
+        let mut nodes_counted = pressed && self.walked;
+        let mut walked = pressed;
+        if pressed && !self.walk(paths, nodes, nodes_counted, now + WALK_BUDGET) {
+            // Cut short: what it counted is right but not all of the window, which the
+            // machine's pressure alone then judges; the next walk only notes.
+            (nodes_counted, walked) = (false, false);
         }
-        self.walked = pressed;
+        self.walked = walked;
         Look {
             pressure_us: pressure,
             steal_us: machine_steal_us(),
@@ -138,15 +147,26 @@ impl CpuWatch {
     }
 
     /// Add each thread's run and wait since the last walk to its node (`counts`: else
-    /// only note them).
-    fn walk(&mut self, paths: &LabPaths, nodes: &[String], counts: bool) {
+    /// only note them). False if `deadline` passed first: the threads not reached keep
+    /// their last readings (their waits count at a later walk, none twice).
+    fn walk(
+        &mut self,
+        paths: &LabPaths,
+        nodes: &[String],
+        counts: bool,
+        deadline: Instant,
+    ) -> bool {
         let namespaces = self.namespaces.get_or_insert_with(|| {
             let id = |n: &String| fs::metadata(paths.netns_pin(n)).ok().map(|m| (m.dev(), m.ino()));
             nodes.iter().enumerate().filter_map(|(i, n)| Some((id(n)?, i))).collect()
         });
         let mut seen = HashMap::with_capacity(self.threads.len());
-        let Ok(procs) = fs::read_dir("/proc") else { return };
+        let Ok(procs) = fs::read_dir("/proc") else { return true };
         for p in procs.flatten() {
+            if Instant::now() > deadline {
+                self.threads.extend(seen);
+                return false;
+            }
             let name = p.file_name();
             let Some(pid) = name.to_str().filter(|s| s.bytes().all(|b| b.is_ascii_digit())) else {
                 continue;
@@ -170,6 +190,7 @@ impl CpuWatch {
             }
         }
         self.threads = seen;
+        true
     }
 }
 
@@ -182,6 +203,23 @@ fn parse_schedstat(text: &str) -> Option<(u64, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A walk past its deadline stops, and the threads it did not reach keep their last
+    /// readings (dropped, they would count all their waits so far at the next walk).
+    #[test]
+    fn a_walk_cut_short_keeps_the_threads_it_did_not_reach() {
+        let paths = LabPaths::new("t-walk-cut");
+        let nodes = vec!["n1".to_string()];
+        let mut w = CpuWatch::default();
+        w.threads.insert(u32::MAX, (7, 9));
+        let past = Instant::now() - std::time::Duration::from_secs(1);
+        assert!(!w.walk(&paths, &nodes, true, past));
+        assert_eq!(w.threads.get(&u32::MAX), Some(&(7, 9)));
+        // In time, a walk ends and forgets threads that are gone.
+        let later = Instant::now() + std::time::Duration::from_secs(60);
+        assert!(w.walk(&paths, &nodes, true, later));
+        assert_eq!(w.threads.get(&u32::MAX), None);
+    }
 
     #[test]
     fn pressure_and_schedstat_are_read() {
