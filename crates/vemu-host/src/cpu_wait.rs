@@ -134,6 +134,12 @@ impl CpuWatch {
         if pressed && !self.walk(paths, nodes, nodes_counted, now + WALK_BUDGET) {
             // Cut short: what it counted is right but not all of the window, which the
             // machine's pressure alone then judges; the next walk only notes.
+            eprintln!(
+                "fidelity monitor: the walk of the nodes' threads stopped at its budget of {} ms \
+                 ({} threads read): this window is judged by the machine's CPU pressure alone",
+                WALK_BUDGET.as_millis(),
+                self.threads.len()
+            );
             (nodes_counted, walked) = (false, false);
         }
         self.walked = walked;
