@@ -821,10 +821,11 @@ impl Shard {
                 let d = tunnel::probe(t.vni_out, now, false, size);
                 // (Larger than the interface sends whole: a probe of the pieces the
                 // kernel's tunnel would send, so without DF, as they go.)
-                match size > t.max_payload {
-                    true => send_fragmented(fd, t.far.as_ref(), &d),
-                    false => send_datagram(fd, t.far.as_ref(), &d),
-                };
+                if size > t.max_payload {
+                    send_fragmented(fd, t.far.as_ref(), &d);
+                } else {
+                    send_datagram(fd, t.far.as_ref(), &d);
+                }
             }
         }
         probes.clear();
