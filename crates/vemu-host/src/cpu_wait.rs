@@ -80,9 +80,8 @@ fn monotonic_ns() -> u64 {
 }
 
 /// The longest a walk may take: under heavy load each of its reads waits for a CPU
-/// (0.06-0.3 s beside 32 TCP flows between 64 nodes on two cores; a monitor's reading took
-/// 5.9 s once in CI), and the
-/// monitor's windows wait for it.
+/// (a monitor's reading took 0.06-0.3 s beside 32 TCP flows between 64 nodes on two
+/// cores, and 5.9 s once in CI), and the monitor's windows wait for it.
 const WALK_BUDGET: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// The pressure above which (over the time since the last look) the nodes' threads are
@@ -131,16 +130,18 @@ impl CpuWatch {
         }
         let mut nodes_counted = pressed && self.walked;
         let mut walked = pressed;
-        if pressed && !self.walk(paths, nodes, nodes_counted, now + WALK_BUDGET) {
-            // Cut short: what it counted is right but not all of the window, which the
-            // machine's pressure alone then judges; the next walk only notes.
-            eprintln!(
-                "fidelity monitor: the walk of the nodes' threads stopped at its budget of {} ms \
-                 ({} threads read): this window is judged by the machine's CPU pressure alone",
-                WALK_BUDGET.as_millis(),
-                self.threads.len()
-            );
-            (nodes_counted, walked) = (false, false);
+        if pressed {
+            if let Err(procs) = self.walk(paths, nodes, nodes_counted, now + WALK_BUDGET) {
+                // Cut short: what it counted is right but not all of the window, which the
+                // machine's pressure alone then judges; the next walk only notes.
+                eprintln!(
+                    "fidelity monitor: the walk of the nodes' threads stopped at its budget of \
+                     {} ms ({procs} processes looked at): this window is judged by the \
+                     machine's CPU pressure alone",
+                    WALK_BUDGET.as_millis()
+                );
+                (nodes_counted, walked) = (false, false);
+            }
         }
         self.walked = walked;
         Look {
@@ -153,25 +154,26 @@ impl CpuWatch {
     }
 
     /// Add each thread's run and wait since the last walk to its node (`counts`: else
-    /// only note them). False if `deadline` passed first: the threads not reached keep
-    /// their last readings (their waits count at a later walk, none twice).
+    /// only note them). If `deadline` passes first, the processes looked at so far: the
+    /// threads not reached keep their last readings (their waits count at a later walk,
+    /// none twice).
     fn walk(
         &mut self,
         paths: &LabPaths,
         nodes: &[String],
         counts: bool,
         deadline: Instant,
-    ) -> bool {
+    ) -> Result<(), usize> {
         let namespaces = self.namespaces.get_or_insert_with(|| {
             let id = |n: &String| fs::metadata(paths.netns_pin(n)).ok().map(|m| (m.dev(), m.ino()));
             nodes.iter().enumerate().filter_map(|(i, n)| Some((id(n)?, i))).collect()
         });
         let mut seen = HashMap::with_capacity(self.threads.len());
-        let Ok(procs) = fs::read_dir("/proc") else { return true };
-        for p in procs.flatten() {
+        let Ok(procs) = fs::read_dir("/proc") else { return Ok(()) };
+        for (looked, p) in procs.flatten().enumerate() {
             if Instant::now() > deadline {
                 self.threads.extend(seen);
-                return false;
+                return Err(looked);
             }
             let name = p.file_name();
             let Some(pid) = name.to_str().filter(|s| s.bytes().all(|b| b.is_ascii_digit())) else {
@@ -196,7 +198,7 @@ impl CpuWatch {
             }
         }
         self.threads = seen;
-        true
+        Ok(())
     }
 }
 
@@ -219,11 +221,11 @@ mod tests {
         let mut w = CpuWatch::default();
         w.threads.insert(u32::MAX, (7, 9));
         let past = Instant::now() - std::time::Duration::from_secs(1);
-        assert!(!w.walk(&paths, &nodes, true, past));
+        assert_eq!(w.walk(&paths, &nodes, true, past), Err(0));
         assert_eq!(w.threads.get(&u32::MAX), Some(&(7, 9)));
         // In time, a walk ends and forgets threads that are gone.
         let later = Instant::now() + std::time::Duration::from_secs(60);
-        assert!(w.walk(&paths, &nodes, true, later));
+        assert_eq!(w.walk(&paths, &nodes, true, later), Ok(()));
         assert_eq!(w.threads.get(&u32::MAX), None);
     }
 
