@@ -316,6 +316,11 @@ def addresses_of(status, node):
     return None
 
 
+def ping_rtts_ms(text):
+    """Each reply's RTT (ms) in what ping printed."""
+    return [float(l.split("time=")[1].split()[0]) for l in text.splitlines() if "time=" in l]
+
+
 def rtt_stats(rtts):
     """(median, p99, max) of round-trip times, ms."""
     r = sorted(rtts)

@@ -7,7 +7,7 @@ import statistics
 import subprocess
 import time
 
-from .common import ROOT, VethChain, chain_yaml, down, in_node, plot, rtt_stats, sh, up, wait_idle, write_csv, write_md
+from .common import ROOT, VethChain, chain_yaml, down, in_node, ping_rtts_ms, plot, rtt_stats, sh, up, wait_idle, write_csv, write_md
 from .link import density_row
 from .machines import machine_hop, one_machine_hop
 from .mininet import MININET_PYTHON, mininet_link, vemu_link
@@ -28,8 +28,7 @@ def wakeups():
 
 def ping_times_ms(prefix, target, count, interval):
     """Each reply's RTT (ms) of `count` pings `interval` seconds apart."""
-    out = subprocess.run([*prefix, "ping", "-c", str(count), "-i", interval, target], capture_output=True, text=True).stdout
-    return [float(l.split("time=")[1].split()[0]) for l in out.splitlines() if "time=" in l]
+    return ping_rtts_ms(subprocess.run([*prefix, "ping", "-c", str(count), "-i", interval, target], capture_output=True, text=True).stdout)
 
 
 def per_hop_us(rounds=5, count=100):

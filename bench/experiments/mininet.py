@@ -5,7 +5,7 @@ import os
 import subprocess
 import time
 
-from .common import addresses_of, down, in_node, iperf, plot, rtt_stats, sh, up, vemu, wait_idle, write_csv, write_md
+from .common import addresses_of, down, in_node, iperf, ping_rtts_ms, plot, rtt_stats, sh, up, vemu, wait_idle, write_csv, write_md
 
 
 # Debian's Mininet is a module of the system's Python (another python3 may come first on PATH).
@@ -127,7 +127,7 @@ def vemu_link(bw_mbit, shaper="engine", lan=False):
     b = addresses_of(json.loads(vemu("status", "--lab", name, "--json")), "b")
     sh(*in_node(name, "a"), "ping", "-c", "2", "-i", "0.1", b, check=False)
     pings = sh(*in_node(name, "a"), "ping", "-c", "500", "-i", "0.01", b)
-    rtts = [float(l.split("time=")[1].split()[0]) for l in pings.splitlines() if "time=" in l]
+    rtts = ping_rtts_ms(pings)
     goodput = iperf(in_node(name, "a"), b)
     down(name)
     return {"goodput": goodput, "rtts": rtts}

@@ -5,7 +5,7 @@ import os
 import subprocess
 import time
 
-from .common import addresses_of, close_namespaces, down, fidelity_of, in_node, plot, rtt_stats, sh, up, vemu, write_csv, write_md
+from .common import addresses_of, close_namespaces, down, fidelity_of, in_node, ping_rtts_ms, plot, rtt_stats, sh, up, vemu, write_csv, write_md
 
 
 # DiffServ (issue 17): four TCP flows, one per class, on one 10 Mbit/s link.
@@ -26,7 +26,7 @@ def ef_and_be_rtts(prefix, target, seconds):
     run = lambda tos, interval: subprocess.Popen([*prefix, "ping", "-n", "-Q", str(tos), "-c", str(int(seconds / interval)), "-i", str(interval), target],
                                                  stdout=subprocess.PIPE, text=True)
     ps = [run(184, 0.05), run(0, 0.2)]
-    return [[float(l.split("time=")[1].split()[0]) for l in p.communicate()[0].splitlines() if "time=" in l] for p in ps]
+    return [ping_rtts_ms(p.communicate()[0]) for p in ps]
 
 
 class KernelPair:
