@@ -18,8 +18,13 @@ pub type PortId = u32;
 pub type Frame = Arc<Vec<u8>>;
 
 /// A rate-limited super-frame is split so that no piece occupies the wire longer than
-/// this: bursts stay short enough that timing at the far end is as on a real wire.
-pub const MAX_BURST_NS: u64 = 100_000;
+/// this: a piece arrives whole when its last byte has crossed (as a NIC's interrupt
+/// moderation and GRO hand a burst to the stack), so no wire frame comes more than this
+/// after it would have alone — the fidelity monitor's default bound for a late frame. (100 µs
+/// split every super-frame at 100 Mbit/s into single frames, and the copies, writes and
+/// per-frame TCP receive work took the CPU of 32 such links on two cores:
+/// docs/design.md, "One frame's way".)
+pub const MAX_BURST_NS: u64 = 1_000_000;
 
 /// Shortest frame the core takes: the virtio-net header, an Ethernet header and one
 /// byte. Shorter ones are ignored.

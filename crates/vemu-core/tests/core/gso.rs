@@ -33,8 +33,8 @@ fn super_frame_is_split_where_loss_applies() {
 
 #[test]
 fn super_frame_on_a_rate_limit_leaves_in_short_bursts() {
-    // At 1 Gbit/s, 100 µs of wire is 12500 bytes: 8 segments of 1502 bytes a piece.
-    let (mut s, a, b) = link(rate(1_000_000_000), imp());
+    // At 100 Mbit/s, 1 ms of wire is 12500 bytes: 8 segments of 1502 bytes a piece.
+    let (mut s, a, b) = link(rate(100_000_000), imp());
     s.send(0, a, tcp_super(62_264, 1448)); // 43 segments
     s.finish();
     let times = s.times(b);
@@ -42,10 +42,15 @@ fn super_frame_on_a_rate_limit_leaves_in_short_bursts() {
     let bytes = 62_264 + 43 * 54;
     assert_eq!(
         *times.last().unwrap(),
-        (bytes as u64 * 8),
+        (bytes as u64 * 80),
         "the last piece ends when the whole has been serialized"
     );
-    assert!(times.windows(2).all(|w| w[1] - w[0] <= 100 * US));
+    assert!(times.windows(2).all(|w| w[1] - w[0] <= 1000 * US));
+    // At 1 Gbit/s the whole super-frame is 0.5 ms of wire: it crosses whole.
+    let (mut s, a, b) = link(rate(1_000_000_000), imp());
+    s.send(0, a, tcp_super(62_264, 1448));
+    s.finish();
+    assert_eq!(s.times(b), vec![bytes as u64 * 8]);
 }
 
 #[test]
