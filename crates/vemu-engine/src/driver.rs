@@ -207,6 +207,11 @@ pub const FOLLOW_ENV: &str = "VEMU_ENGINE_FOLLOW";
 /// the kernel's own real-time threads.
 const FIFO_PRIORITY: i32 = 10;
 
+/// The machine's CPU pressure so far, ns (see [`Schedule::review`]).
+fn machine_pressure_ns() -> Option<u64> {
+    vemu_host::cpu_wait::machine_pressure_us().map(|us| us.saturating_mul(1000))
+}
+
 /// Put the calling shard thread at `p`; the priority it has afterwards (real time can be
 /// refused: no privilege, or a container's limits).
 fn set_priority(p: Priority) -> Priority {
@@ -452,11 +457,11 @@ impl Shard {
             if self.next_input_probe_ns.is_some_and(|t| t <= now) {
                 self.probe_inputs(now);
             }
-            if let Some(p) = self.schedule.review(now, work_ns) {
+            if let Some(p) = self.schedule.review(now, work_ns, machine_pressure_ns) {
                 if set_priority(p) != p {
                     self.schedule = Schedule::new(Priority::Normal, now);
                 } else if p == Priority::Normal && !std::mem::replace(&mut told_busy, true) {
-                    eprintln!("engine: a shard was busy over {:.0}% of {} ms: it leaves real-time priority until under {:.0}% (its frames may then wait behind the nodes' programs)", schedule::HIGH_LOAD * 100.0, schedule::WINDOW_NS / 1_000_000, schedule::LOW_LOAD * 100.0);
+                    eprintln!("engine: a shard was busy over {:.0}% of {} ms, or over {:.0}% while the machine's tasks waited for a CPU over {:.0}% of it: it leaves real-time priority until under {:.0}% and the waiting under {:.0}% (its frames may then wait behind the nodes' programs)", schedule::HIGH_LOAD * 100.0, schedule::WINDOW_NS / 1_000_000, schedule::PRESSED_LOAD * 100.0, schedule::HIGH_PRESSURE * 100.0, schedule::LOW_LOAD * 100.0, schedule::LOW_PRESSURE * 100.0);
                 }
             }
             // How long until the core's next deadline, and so until the shard wakes
