@@ -299,11 +299,16 @@ fn a_links_delay_absorbs_the_time_frames_wait_to_be_read() {
 }
 
 /// n client/server pairs on 100 Mbit/s links (the engine's serializer), all running
-/// TCP at once for 6 s; the lab's verdict after, and the worst flow's goodput ÷ the TCP
-/// ceiling (0.956 of the rate: 1448 bytes of data in a 1514-byte frame).
-fn pairs_at_once(n: usize) -> serde_json::Value {
+/// TCP at once for 6 s, each client spinning beside its flow if `spin`; the lab's
+/// verdict after, and the worst flow's goodput ÷ the TCP ceiling (0.956 of the rate:
+/// 1448 bytes of data in a 1514-byte frame).
+fn pairs_at_once(n: usize, spin: bool) -> serde_json::Value {
+    let client = match spin {
+        true => "{run: ['timeout 12 sh -c \"while :; do :; done\"']}",
+        false => "{}",
+    };
     let nodes: Vec<String> =
-        (0..n).map(|i| format!("s{i}: {{run: ['iperf3 -s -D']}}, c{i}: {{}}")).collect();
+        (0..n).map(|i| format!("s{i}: {{run: ['iperf3 -s -D']}}, c{i}: {client}")).collect();
     let links: String =
         (0..n).map(|i| format!("  - {{endpoints: [c{i}, s{i}], bandwidth: 100Mbit}}\n")).collect();
     let yaml = format!(
@@ -339,10 +344,14 @@ fn pairs_at_once(n: usize) -> serde_json::Value {
 }
 
 /// Issue 45: the software under test starved of CPU. Thirty-two TCP flows on 100 Mbit/s
-/// links, two cores: the engine keeps its schedule, but the senders cannot keep their
-/// links full (worst link 0.46–0.69 of its ceiling here; sixteen fell to 0.81–0.90 and
-/// twelve held, bench/README "CPU pressure") — judged not ok, saying why and naming
-/// nodes. One flow on the same machine is ok.
+/// links, two cores, each client spinning beside its flow: the engine keeps its
+/// schedule, but the senders cannot keep their links full — judged not ok, saying why
+/// and naming nodes. (Until 2026-11-29 the 32 flows starved without the spinning, at
+/// 0.46–0.69 of their ceiling; since the engine cuts super-frames at 1 ms and its shards
+/// give way to the nodes under pressure they keep 0.98 of it, bench/README "density",
+/// and spinning nodes beside them did not starve them: each node has its share of the
+/// CPUs, so the spinning is in the senders' own nodes.) One flow on the same machine,
+/// without spinning, is ok.
 ///
 /// The starved half is judged only when the flows measured starvation (worst below 0.9
 /// of the ceiling; the boundary, `PACE_HELD`, is 0.93): CI once saw the 32 flows reach
@@ -350,7 +359,7 @@ fn pairs_at_once(n: usize) -> serde_json::Value {
 #[test]
 fn software_starved_of_cpu_is_judged_not_ok() {
     let _g = serial();
-    let starved = pairs_at_once(32);
+    let starved = pairs_at_once(32, true);
     let f = &starved["fidelity"];
     let worst = starved["worst_of_ceiling"].as_f64().unwrap();
     let log = starved["log"].as_str().unwrap();
@@ -371,7 +380,7 @@ fn software_starved_of_cpu_is_judged_not_ok() {
     for l in log.lines().filter(|l| l.starts_with("fidelity monitor")) {
         eprintln!("{l}");
     }
-    let one = pairs_at_once(1);
+    let one = pairs_at_once(1, false);
     let f = &one["fidelity"];
     eprintln!("1 flow: verdict {}, cpu {}", f["verdict"], f["cpu"]);
     assert_ok_unless_stolen(f, "one flow");
@@ -381,8 +390,9 @@ fn software_starved_of_cpu_is_judged_not_ok() {
 
 /// Issue 43: a check measured while the monitor judged the lab not ok is reported
 /// untrustworthy, and `vemu test` exits 3. The lab starves itself of CPU: sixteen TCP
-/// flows on two cores (their links fall behind: 0.81–0.90 of their ceiling in the
-/// density runs), started by the nodes' own `run`; the check is made in the middle of them.
+/// flows on two cores beside four nodes that spin (sixteen flows alone no longer starve
+/// it since the engine's shards give way to the nodes under pressure: 2026-11-29),
+/// started by the nodes' own `run`; the check is made in the middle of them.
 #[test]
 fn a_check_measured_while_the_lab_starved_is_untrustworthy() {
     let _g = serial();
@@ -391,6 +401,7 @@ fn a_check_measured_while_the_lab_starved_is_untrustworthy() {
         .map(|i| {
             format!("s{i}: {{run: ['iperf3 -s -D']}}, c{i}: {{run: ['sleep 1; iperf3 -c s{i} -t 7 >/dev/null']}}")
         })
+        .chain((0..4).map(|i| format!("hog{i}: {{run: ['timeout 9 sh -c \"while :; do :; done\"']}}")))
         .collect();
     let links: String =
         (0..n).map(|i| format!("  - {{endpoints: [c{i}, s{i}], bandwidth: 100Mbit}}\n")).collect();
