@@ -990,7 +990,7 @@ pub(crate) mod probe {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        crate::supervise::own_session(&mut cmd);
         let child = match entry.spawn(&mut cmd, crate::spawn_waited) {
             Ok(c) => c,
             Err(e) => return (127, String::new(), format!("{}: {e}", argv[0])),

@@ -148,6 +148,7 @@ fn spawn_with(
         .stdin(Stdio::null())
         .stdout(out)
         .stderr(log);
+    own_session(&mut cmd);
     entry.spawn(&mut cmd, spawner)
 }
 
@@ -270,6 +271,25 @@ impl Supervisor {
 impl Drop for Supervisor {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// Start `cmd` in a session of its own (and so a process group of its own, which a
+/// timeout can end whole). A node's programs are then not in the controller's session:
+/// where the kernel groups tasks by session for scheduling (autogroup, on by default on
+/// a machine without per-service cgroups), each program started by the lab weighs as a
+/// session of its own, as on a machine of its own, and the engine's shards — raised in
+/// the controller's group (`vemu_engine`, "Scheduling a shard") — do not share their
+/// share of the CPUs with them.
+pub fn own_session(cmd: &mut Command) {
+    // SAFETY: setsid is async-signal-safe.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(cmd, || {
+            if libc::setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
     }
 }
 

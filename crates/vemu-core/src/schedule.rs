@@ -34,6 +34,9 @@
 //!   (tbf's figure) at niceness −10, waiting under 80 %. So such a shard goes back to
 //!   niceness −10 too, and returns to real time once the pressure is under
 //!   [`LOW_PRESSURE`] (and its load under [`LOW_LOAD`]).
+//! - Niceness weighs only within a scheduling group: where the kernel groups tasks by
+//!   session (autogroup), the driver raises the controller's session group to niceness
+//!   −10 as well, and the controller starts the nodes' programs in sessions of their own.
 //! - A real-time shard that sleeps as soon as it has nothing to do is woken for the next
 //!   frame of the same exchange on the other core (Linux places a woken real-time
 //!   thread on a core not running one), and waking an idle core of a virtual machine

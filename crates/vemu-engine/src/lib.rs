@@ -556,6 +556,7 @@ impl Assembly {
         clock: LabClock,
     ) -> Result<Engine> {
         let n = self.n;
+        driver::raise_session_group();
         let mut handles = Vec::new();
         let mut tunnel_sockets = tunnel_sockets;
         tunnel_sockets.resize_with(n, || None);

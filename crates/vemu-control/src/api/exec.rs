@@ -53,7 +53,7 @@ pub(crate) async fn run(door: HereDoor, body: Bytes) -> Result<Response, ApiErro
             .stderr(std::process::Stdio::piped());
         // Its own process group, so that a timeout or a client that goes away ends
         // everything the command started.
-        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        crate::supervise::own_session(&mut cmd);
         let child = match entry.spawn(&mut cmd, crate::spawn_waited) {
             Ok(c) => c,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
