@@ -143,11 +143,14 @@ pub(crate) fn fidelity_monitor(ctl: Arc<Mutex<Controller>>) -> Background {
     })
 }
 
-/// Put the calling thread at niceness -10 (see [`fidelity_monitor`]); left as it is
-/// where that is refused (no privilege): the monitor's log then shows its long windows.
+/// Put the calling thread at the shards' niceness at normal priority (see
+/// [`fidelity_monitor`]; it weighs within the controller's session group, which the
+/// engine raises to it too); left as it is where that is refused (no privilege): the
+/// monitor's log then shows its long windows.
 fn raise_priority() {
+    let nice = vemu_engine::NORMAL_NICE;
     // SAFETY: setpriority on the calling thread (its tid) with an integer niceness.
-    let r = unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, -10) };
+    let r = unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, nice) };
     if r != 0 {
         eprintln!(
             "fidelity monitor: cannot raise its priority ({}): it may judge late under load",

@@ -255,8 +255,9 @@ pub(crate) fn raise_session_group() {
     });
 }
 
-/// Niceness of a shard at normal priority.
-const NORMAL_NICE: i32 = -10;
+/// Niceness of a shard at normal priority (and of the controller's session group, and of
+/// the fidelity monitor's thread).
+pub const NORMAL_NICE: i32 = -10;
 /// The time slice a shard at normal priority asks for: a short one lets it preempt the
 /// running program as soon as it wakes for a deadline, without a larger share of the CPU
 /// (Linux's EEVDF scheduler takes `sched_runtime` as the slice asked for, from 6.12; an

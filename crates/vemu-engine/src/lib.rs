@@ -33,7 +33,7 @@ pub use crate::counters::{
     bucket_quantile_ns, DirCounters, DirStats, SegCounters, SegStats, DELAY_BUCKETS_NS,
 };
 pub use crate::driver::TUNNEL_FRAME_EXTRA;
-pub use crate::driver::{Captured, PlaneDevs, FAULT_ENV};
+pub use crate::driver::{Captured, PlaneDevs, FAULT_ENV, NORMAL_NICE};
 use crate::driver::{Control, Far, PlanePort, PortDev, ShardHandle, TunnelPort};
 pub use vemu_fastpath::{FastPath, Route, DENSE_BASE};
 pub use vemu_switch::Snooping;
