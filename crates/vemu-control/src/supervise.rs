@@ -278,9 +278,9 @@ impl Drop for Supervisor {
 /// timeout can end whole). A node's programs are then not in the controller's session:
 /// where the kernel groups tasks by session for scheduling (autogroup, on by default on
 /// a machine without per-service cgroups), each program started by the lab weighs as a
-/// session of its own, as on a machine of its own, and the engine's shards — raised in
-/// the controller's group (`vemu_engine`, "Scheduling a shard") — do not share their
-/// share of the CPUs with them.
+/// session of its own, as on a machine of its own, and the engine's shards — whose
+/// engine raises the controller's group to `vemu_engine::NORMAL_NICE` when it starts
+/// (bench/README.md, "One session among dozens") — do not share that group with them.
 pub fn own_session(cmd: &mut Command) {
     // SAFETY: setsid is async-signal-safe.
     unsafe {
