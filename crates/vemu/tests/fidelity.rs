@@ -188,18 +188,11 @@ fn a_dead_engine_shard_is_reported_and_the_lab_still_comes_down() {
     let lab = Lab::up_env("t-fault", yaml, &[("VEMU_ENGINE_FAULT", "panic-after:20")]);
     let (sent, recv, _) = lab.ping("a", "b", 40, 0.02);
     assert!(recv < sent, "the link kept forwarding after its shard died ({recv} of {sent})");
-    // The shard reports its death once its panic has unwound, after the panic hook — which
-    // with RUST_BACKTRACE=1 (CI's environment) symbolizes a backtrace of a binary with
-    // debug information first: seconds on a loaded machine (seen in CI: status read
-    // before it, verdict `ok`, no fault). So wait for the report, up to 30 s.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    let mut st = lab.status();
-    while st["fidelity"]["engine_faults"].as_array().is_none_or(|a| a.is_empty())
-        && std::time::Instant::now() < deadline
-    {
-        std::thread::sleep(std::time::Duration::from_millis(200));
-        st = lab.status();
-    }
+    // The shard's death is reported from the panic hook, before the default hook prints
+    // (with RUST_BACKTRACE=1, CI's environment, it first symbolizes a backtrace: seconds on
+    // a loaded machine, and reported after it `status` said `ok` meanwhile): by the time
+    // the pings are over, status says so.
+    let st = lab.status();
     let f = &st["fidelity"];
     assert_eq!(f["verdict"], "invalid", "{f}");
     let faults = f["engine_faults"].as_array().unwrap();

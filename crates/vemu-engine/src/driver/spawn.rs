@@ -9,8 +9,46 @@ pub(crate) struct ShardHandle {
     /// Nanoseconds the shard has spent working (see [`Shard::work_ns`]).
     pub work_ns: Arc<AtomicU64>,
     /// Why the shard's thread ended on its own (it panicked), if it did.
-    pub died: Arc<std::sync::Mutex<Option<String>>>,
+    pub died: Death,
     thread: Option<std::thread::JoinHandle<Vec<OwnedFd>>>,
+}
+
+/// Why a shard's thread ended on its own, once it has (see [`ShardHandle::died`]).
+type Death = Arc<std::sync::Mutex<Option<String>>>;
+
+thread_local! {
+    /// Where a shard thread's panic is reported (set on shard threads only).
+    static DEATH: std::cell::RefCell<Option<Death>> = const { std::cell::RefCell::new(None) };
+}
+
+/// What a panic's payload says.
+fn why_panicked(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".into())
+}
+
+/// Have a shard thread's panic reported from the panic hook, before the hook before it
+/// runs (the default one prints, and under `RUST_BACKTRACE` first symbolizes a backtrace:
+/// long enough under load that the links stopped while `status` still said `ok`). Once
+/// per process.
+fn report_deaths_at_once() {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let before = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            // (`try_with`: a panic while the thread's locals are being torn down.)
+            let _ = DEATH.try_with(|d| {
+                if let Some(slot) = d.borrow().as_ref() {
+                    *slot.lock().unwrap_or_else(|e| e.into_inner()) =
+                        Some(why_panicked(info.payload()));
+                }
+            });
+            before(info)
+        }));
+    });
 }
 
 impl ShardHandle {
@@ -92,21 +130,21 @@ impl ShardHandle {
             .and_then(|v| v.strip_prefix("stall-reads-us:").and_then(|n| n.parse::<u64>().ok()))
             .map_or(0, |us| us * 1000);
         let work_ns = shard.work_ns.clone();
-        let died = Arc::new(std::sync::Mutex::new(None));
+        let died: Death = Arc::new(std::sync::Mutex::new(None));
         let report = died.clone();
+        report_deaths_at_once();
         let thread =
             std::thread::Builder::new().name(format!("vemu-engine-{index}")).spawn(move || {
                 // A shard that panics (a bug) must not pass unnoticed: its links stop, and
-                // the controller says so (status, events, the fidelity verdict).
+                // the controller says so (status, events, the fidelity verdict) — from the
+                // moment it panics (the panic hook reports it), and again here.
+                DEATH.with(|d| *d.borrow_mut() = Some(report.clone()));
                 match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| shard.run())) {
                     Ok(fds) => fds,
                     Err(p) => {
-                        let why = p
-                            .downcast_ref::<&str>()
-                            .map(|s| s.to_string())
-                            .or_else(|| p.downcast_ref::<String>().cloned())
-                            .unwrap_or_else(|| "a panic".into());
-                        *report.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
+                        let mut slot = report.lock().unwrap_or_else(|e| e.into_inner());
+                        slot.get_or_insert_with(|| why_panicked(&*p));
+                        drop(slot);
                         std::mem::take(&mut shard.fds).into_iter().flatten().collect()
                     }
                 }
