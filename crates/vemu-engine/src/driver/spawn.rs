@@ -8,12 +8,13 @@ pub(crate) struct ShardHandle {
     wake: OwnedFd,
     /// Nanoseconds the shard has spent working (see [`Shard::work_ns`]).
     pub work_ns: Arc<AtomicU64>,
-    /// Why the shard's thread ended on its own (it panicked), if it did.
+    /// Why the shard's thread panicked, if it did: set from the panic hook, while the
+    /// thread is still unwinding (its links have stopped by then).
     pub died: Death,
     thread: Option<std::thread::JoinHandle<Vec<OwnedFd>>>,
 }
 
-/// Why a shard's thread ended on its own, once it has (see [`ShardHandle::died`]).
+/// Why a shard's thread panicked, once it has (see [`ShardHandle::died`]).
 type Death = Arc<std::sync::Mutex<Option<String>>>;
 
 thread_local! {
@@ -142,9 +143,11 @@ impl ShardHandle {
                 match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| shard.run())) {
                     Ok(fds) => fds,
                     Err(p) => {
-                        let mut slot = report.lock().unwrap_or_else(|e| e.into_inner());
-                        slot.get_or_insert_with(|| why_panicked(&*p));
-                        drop(slot);
+                        // (Already there from the hook, unless another hook replaced it.)
+                        report
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .get_or_insert_with(|| why_panicked(&*p));
                         std::mem::take(&mut shard.fds).into_iter().flatten().collect()
                     }
                 }
