@@ -99,6 +99,16 @@ def bench_engine():
         else:
             row(setting + " (median / p99 / max)", now, f"shaper: kernel {k[0]:.3f} / {k[1]:.3f} / {k[2]:.3f}; Mininet not installed (bench/run.sh engine installs it)", "<= 1.5x Mininet", False)
 
+    if have_mininet:
+        # What idling costs on this machine: the 100 Mbit/s link again, pings 5 ms apart
+        # (on this VM a CPU idle for 5 ms comes back warm, for 10 ms cold), both systems.
+        wait_idle()
+        v5 = rtt_stats(vemu_link(100, interval="0.005")["rtts"])
+        wait_idle()
+        m5 = rtt_stats(mininet_link(100, interval="0.005")["rtts"])
+        rows.append(["idle RTT, 100 Mbit/s link, pings 5 ms apart (median / p99 / max; no goal)", f"{v5[0]:.3f} / {v5[1]:.3f} / {v5[2]:.3f} ms", f"Mininet {m5[0]:.3f} / {m5[1]:.3f} / {m5[2]:.3f}", "", ""])
+        print(f"engine: idle RTT 100 Mbit/s link, 5 ms apart: vemu {v5[0]:.3f} / {v5[1]:.3f} / {v5[2]:.3f} ms, Mininet {m5[0]:.3f} / {m5[1]:.3f} / {m5[2]:.3f}")
+
     seconds, rounds = 3, 3
     for n in (8, 32):
         wait_idle()
@@ -146,7 +156,7 @@ def bench_engine():
     print(f"engine: {held} of {sum(r[4] != '' for r in rows)} rows hold their goal")
     write_md("engine", "The engine path beside its anchors (issue 44)", "Mininet's TCLink and Linux bridge, the kernel's veth chain, the underlay, METIS, tbf",
              ["row", "vemu", "anchor (same run)", "goal", "holds"], rows,
-             ["One run of `bench/run.sh engine` on this machine. Idle RTT: 500 pings 10 ms apart, vemu's default shaper (the engine's exact serializer) against Mininet's TCLink (htb) and vemu's `shaper: kernel`.",
+             ["One run of `bench/run.sh engine` on this machine. Idle RTT: 500 pings 10 ms apart, vemu's default shaper (the engine's exact serializer) against Mininet's TCLink (htb) and vemu's `shaper: kernel`. The same link pinged 5 ms apart has no goal: it shows what idling costs here (a CPU of this VM idle 5 ms answers warm, idle 10 ms cold), to both systems.",
               "The first row measures no emulator: two threads waking each other through eventfds, 10 ms apart, on one CPU and on two. An idle engine shard and the program it answers are such threads; a virtual machine wakes an idle CPU through its hypervisor.",
               "Flood: h1 blasts 64-byte broadcasts as fast as it can for 3 s, 3 rounds; vemu's LAN has 1 ms on every port (the engine switches it), the bridge none; deliveries are frames sent towards the other members (the engine's counters, the bridge ports' tx_packets).",
               "Machine hop: two namespace machines, agents pinned to one core each; the underlay is a Linux bridge. Placement: crates/vemu-scenario/examples/placement.rs. Density: 4 s of iperf3 on each link at once, the fidelity monitor's verdict."])

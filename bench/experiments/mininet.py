@@ -89,6 +89,7 @@ from mininet.log import setLogLevel
 setLogLevel("error")
 bw = float(sys.argv[1])  # Mbit/s, 0: unshaped
 lan = len(sys.argv) > 2 and sys.argv[2] == "lan"  # h1 - s1 - h2, both host links shaped
+interval = sys.argv[3] if len(sys.argv) > 3 else "0.01"  # s between the 500 pings
 net = Mininet(controller=None, link=TCLink if bw else Link, switch=LinuxBridge)
 h1, h2 = net.addHost("h1"), net.addHost("h2")
 ends = [(h1, net.addSwitch("s1")), (net.get("s1"), h2)] if lan else [(h1, h2)]
@@ -101,7 +102,7 @@ net.start()
 h2.cmd("iperf3 -s -D")
 time.sleep(0.5)
 h1.cmd(f"ping -c 2 -i 0.1 {h2.IP()}")
-pings = h1.cmd(f"ping -c 500 -i 0.01 {h2.IP()}")
+pings = h1.cmd(f"ping -c 500 -i {interval} {h2.IP()}")
 rtts = [float(l.split("time=")[1].split()[0]) for l in pings.splitlines() if "time=" in l]
 out = h1.cmd(f"iperf3 -c {h2.IP()} -t 5 -O 1 -J")
 goodput = json.loads(out)["end"]["sum_received"]["bits_per_second"]
@@ -111,14 +112,15 @@ print(json.dumps({"goodput": goodput, "rtts": rtts}))
 """
 
 
-def mininet_link(bw_mbit, lan=False):
+def mininet_link(bw_mbit, lan=False, interval="0.01"):
     """Two Mininet hosts on one link, or on a switch (`lan`: both host links shaped),
-    shaped to bw_mbit (0: unshaped)."""
-    return run_mininet(MININET_LINK, [bw_mbit, "lan"] if lan else bw_mbit, 600)
+    shaped to bw_mbit (0: unshaped); 500 pings `interval` s apart."""
+    return run_mininet(MININET_LINK, [bw_mbit, "lan" if lan else "link", interval], 600)
 
 
-def vemu_link(bw_mbit, shaper="engine", lan=False):
-    """Two vemu nodes on one link, or on a LAN (`lan`: every port shaped both ways)."""
+def vemu_link(bw_mbit, shaper="engine", lan=False, interval="0.01"):
+    """Two vemu nodes on one link, or on a LAN (`lan`: every port shaped both ways); 500
+    pings `interval` s apart."""
     name = "bml"
     bw = f"\n    bandwidth: {int(bw_mbit)}Mbit\n    shaper: {shaper}" if bw_mbit else ""
     joined = f"segments:\n  lan:\n    members: [a, b]{bw}\n" if lan else f"links:\n  - endpoints: [a, b]{bw}\n"
@@ -126,7 +128,7 @@ def vemu_link(bw_mbit, shaper="engine", lan=False):
     time.sleep(0.5)
     b = addresses_of(json.loads(vemu("status", "--lab", name, "--json")), "b")
     sh(*in_node(name, "a"), "ping", "-c", "2", "-i", "0.1", b, check=False)
-    pings = sh(*in_node(name, "a"), "ping", "-c", "500", "-i", "0.01", b)
+    pings = sh(*in_node(name, "a"), "ping", "-c", "500", "-i", interval, b)
     rtts = ping_rtts_ms(pings)
     goodput = iperf(in_node(name, "a"), b)
     down(name)
