@@ -21,6 +21,7 @@ use crate::schedule::{self, Priority, Schedule, Writers};
 use crate::tunnel;
 use nix::sys::socket::SockaddrLike;
 use vemu_fastpath::{Bucket, FastPath, Route};
+use vemu_host::cpus::{self, CpuSet};
 
 mod spawn;
 mod udp;
@@ -301,39 +302,13 @@ fn set_normal(slice_ns: u64) -> bool {
     unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &attr as *const SchedAttr, 0) == 0 }
 }
 
-/// The CPUs the calling thread may run on (none if they cannot be read).
-fn affinity() -> Option<libc::cpu_set_t> {
-    // SAFETY: a zeroed cpu_set_t filled by sched_getaffinity for the calling thread.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        (libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0)
-            .then_some(set)
-    }
-}
-
-/// The CPU the calling thread runs on.
-fn current_cpu() -> Option<u32> {
-    // SAFETY: sched_getcpu takes no arguments.
-    u32::try_from(unsafe { libc::sched_getcpu() }).ok()
-}
-
 /// Move the calling thread to `cpu`, if it may run there, and leave it free to run on
 /// any CPU of `allowed` again afterwards: it stays where it is until the scheduler moves
 /// it (a real-time thread wakes where it last ran).
-fn move_to(cpu: u32, allowed: Option<&libc::cpu_set_t>) {
+fn move_to(cpu: u32, allowed: Option<&CpuSet>) {
     let Some(allowed) = allowed else { return };
-    let size = std::mem::size_of::<libc::cpu_set_t>();
-    // SAFETY: CPU_ISSET/CPU_SET on valid sets with an index checked against the set's
-    // size; sched_setaffinity on the calling thread with sets of that size.
-    unsafe {
-        if cpu as usize >= 8 * size || !libc::CPU_ISSET(cpu as usize, allowed) {
-            return;
-        }
-        let mut one: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu as usize, &mut one);
-        if libc::sched_setaffinity(0, size, &one) == 0 {
-            libc::sched_setaffinity(0, size, allowed);
-        }
+    if allowed.has(cpu as usize) && cpus::pin_to(cpu as usize) {
+        allowed.apply();
     }
 }
 
@@ -509,7 +484,7 @@ impl Shard {
         // After working, poll until then before sleeping (see `schedule`).
         let mut linger_until = 0u64;
         // The CPUs the shard may run on: it may move to one of them (see `Writers`).
-        let allowed = affinity();
+        let allowed = CpuSet::allowed();
         let follow = std::env::var(FOLLOW_ENV).as_deref() != Ok("off");
         loop {
             let now = self.clock.now_ns();
@@ -590,7 +565,7 @@ impl Shard {
             }
             let woke = self.clock.now_ns();
             let here = (follow && self.schedule.priority() == Priority::Realtime)
-                .then(current_cpu)
+                .then(cpus::current)
                 .flatten();
             self.writers.woke(woke, here, asleep_at.map_or(0, |t| woke.saturating_sub(t)));
             if let (0, Some(at)) = (n, wake_at) {

@@ -22,6 +22,7 @@
 pub mod cgroup;
 pub mod confine;
 pub mod cpu_wait;
+pub mod cpus;
 pub mod divert;
 pub mod images;
 pub mod mgmt_nat;

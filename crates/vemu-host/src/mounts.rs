@@ -77,19 +77,8 @@ pub(crate) fn mnt_ns_id(path: &str) -> Option<u64> {
 /// where none is (one CPU allowed, say a container's or `taskset`'s), the CPU's batch
 /// is used up until the next one it takes is newer.
 pub(crate) fn new_mount_ns_after(template: &OwnedFd, above: Option<u64>) -> Result<()> {
-    // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it for this thread.
-    let mut allowed: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    let have =
-        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut allowed) }
-            == 0;
-    // SAFETY: CPU_ISSET reads the set filled above.
-    let cpus: Vec<usize> = if have {
-        (0..libc::CPU_SETSIZE as usize)
-            .filter(|&c| unsafe { libc::CPU_ISSET(c, &allowed) })
-            .collect()
-    } else {
-        Vec::new()
-    };
+    let allowed = cpus::CpuSet::allowed();
+    let cpus = allowed.map_or_else(Vec::new, |a| a.cpus());
     let tries = cpus.len().max(1) + 2 * MNT_NS_ID_BATCH;
     let mut result = Ok(());
     for attempt in 0..tries {
@@ -105,15 +94,11 @@ pub(crate) fn new_mount_ns_after(template: &OwnedFd, above: Option<u64>) -> Resu
             break;
         }
         if cpus.len() > 1 {
-            // SAFETY: as above; a set with one of the allowed CPUs.
-            let mut one: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-            unsafe { libc::CPU_SET(cpus[attempt % cpus.len()], &mut one) };
-            unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &one) };
+            cpus::pin_to(cpus[attempt % cpus.len()]);
         }
     }
-    if have && cpus.len() > 1 {
-        // SAFETY: restoring the set read above.
-        unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &allowed) };
+    if let (Some(allowed), true) = (allowed, cpus.len() > 1) {
+        allowed.apply();
     }
     result
 }
@@ -276,13 +261,7 @@ mod tests {
     fn a_newer_mount_namespace_is_made_on_one_cpu() {
         std::thread::spawn(|| {
             unshare(CloneFlags::CLONE_FS).unwrap();
-            // SAFETY: cpu_set_t is plain data; one CPU, the one this thread runs on.
-            let mut one: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-            unsafe { libc::CPU_SET(libc::sched_getcpu().max(0) as usize, &mut one) };
-            assert_eq!(
-                unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &one) },
-                0
-            );
+            assert!(cpus::pin_to(cpus::current().unwrap() as usize));
             let template: OwnedFd = fs::File::open("/proc/self/ns/mnt").unwrap().into();
             unshare(CloneFlags::CLONE_NEWNS).unwrap();
             let Some(now) = mnt_ns_id("/proc/thread-self/ns/mnt") else { return }; // (an older kernel)
