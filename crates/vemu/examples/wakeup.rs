@@ -18,12 +18,8 @@ fn eventfd() -> i32 {
 }
 
 fn pin(cpu: Option<usize>) {
-    let Some(cpu) = cpu else { return };
-    // SAFETY: a zeroed cpu_set_t filled by CPU_SET, applied to the calling thread.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    if let Some(cpu) = cpu {
+        vemu_host::cpus::pin_to(cpu);
     }
 }
 
