@@ -5,18 +5,23 @@
 set -euo pipefail
 # Each phase's start time, so a slow CI run says where its time went.
 phase() { echo "== $(date +%T) $*"; }
+# Every check runs even when one before it failed, so that one run reports every
+# failure (cargo's suites with --no-fail-fast too); the script exits non-zero at the
+# end, naming what failed. A build that fails stops it at once.
+failed=()
+check() { local what=$1; shift; "$@" || failed+=("$what"); }
 phase setup
 . "$(dirname "$0")/../scripts/setup.sh"
 phase lint
 # No dependency cycle between the modules of a crate (docs/design.md, "Crate map").
-python3 scripts/module_cycles.py --self-test
-python3 scripts/module_cycles.py
+check "module cycles (self-test)" python3 scripts/module_cycles.py --self-test
+check "module cycles" python3 scripts/module_cycles.py
 # Formatted as rustfmt.toml says (the fuzz crate is a workspace of its own).
-cargo fmt --all --check
-(cd fuzz && cargo fmt --check)
+check "cargo fmt" cargo fmt --all --check
+check "cargo fmt (fuzz)" cargo fmt --manifest-path fuzz/Cargo.toml --check
 # No lint clippy warns of (a lint allowed somewhere says why, where it is allowed).
-cargo clippy --workspace --all-targets --release -- -D warnings
-(cd fuzz && cargo clippy --all-targets --release -- -D warnings)
+check "clippy" cargo clippy --workspace --all-targets --release -- -D warnings
+check "clippy (fuzz)" cargo clippy --manifest-path fuzz/Cargo.toml --all-targets --release -- -D warnings
 # The Kubernetes tests (crates/vemu/tests/machines/kubernetes.rs and kubelet.rs) run a
 # real cluster: etcd, the API server, scheduler, controller manager, kube-proxy and
 # kubelets, one binary built from their Go modules (about ten minutes the first time,
@@ -31,14 +36,18 @@ cargo build --release --workspace --all-targets
 go build -C deploy/kubernetes/test-apiserver -buildvcs=false -o "$PWD/target/vemu-test-apiserver" \
     -ldflags "-X k8s.io/component-base/version.gitVersion=v1.34.4 -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=34" .
 phase tests
-cargo test --workspace --release "$@"
+check "cargo test" cargo test --workspace --release --no-fail-fast "$@"
 # The link semantics once more with every direction on the engine's path (unimpaired
 # ones otherwise go by the kernel fast path).
 phase tests without the fast path
-VEMU_FAST_PATH=off cargo test --workspace --release --test labs "$@" -- chain tcp_goodput loss runtime_link captures stats
+check "cargo test (no fast path)" env VEMU_FAST_PATH=off cargo test --workspace --release --no-fail-fast --test labs "$@" -- chain tcp_goodput loss runtime_link captures stats
 phase python tests
-VEMU="$PWD/target/release/vemu" python3 -m pytest -q python/tests web/tests deploy/kubernetes deploy/helm
+check "pytest" env VEMU="$PWD/target/release/vemu" python3 -m pytest -q python/tests web/tests deploy/kubernetes deploy/helm
 # Coverage-guided fuzzing of what vemu reads from outside (fuzz/; docs/security.md).
 phase fuzzing
-scripts/fuzz.sh "${VEMU_FUZZ_SECONDS:-20}"
+check "fuzzing" scripts/fuzz.sh "${VEMU_FUZZ_SECONDS:-20}"
 phase done
+if [ "${#failed[@]}" -gt 0 ]; then
+    printf 'FAILED: %s\n' "${failed[@]}" >&2
+    exit 1
+fi
