@@ -71,6 +71,8 @@ enum Layout {
         cpuacct: Option<PathBuf>,
         memory: Option<PathBuf>,
         pids: Option<PathBuf>,
+        /// Joined by confined nodes only ([`confine_devices`]).
+        devices: Option<PathBuf>,
     },
     /// v2: the unified hierarchy, with cpu, memory and pids enabled at its root.
     V2(PathBuf),
@@ -86,7 +88,7 @@ fn layout() -> &'static Layout {
         };
         let (cpu, cpuacct, memory, pids) = (v1("cpu"), v1("cpuacct"), v1("memory"), v1("pids"));
         if cpu.is_some() || memory.is_some() || pids.is_some() {
-            return Layout::V1 { cpu, cpuacct, memory, pids };
+            return Layout::V1 { cpu, cpuacct, memory, pids, devices: v1("devices") };
         }
         for root in [Path::new(ROOT).to_path_buf(), Path::new(ROOT).join("unified")] {
             let controllers =
@@ -114,9 +116,15 @@ fn node_rel(lab: &str, node: &str) -> PathBuf {
 fn node_dirs(lab: &str, node: &str) -> Vec<PathBuf> {
     let rel = node_rel(lab, node);
     match layout() {
-        Layout::V1 { cpu, cpuacct, memory, pids } => {
-            let cpu = cpu.as_ref().map(|h| h.join(&rel)).filter(|d| d.is_dir());
-            [cpuacct, memory, pids].into_iter().flatten().map(|h| h.join(&rel)).chain(cpu).collect()
+        Layout::V1 { cpu, cpuacct, memory, pids, devices } => {
+            let only_made =
+                [cpu, devices].into_iter().flatten().map(|h| h.join(&rel)).filter(|d| d.is_dir());
+            [cpuacct, memory, pids]
+                .into_iter()
+                .flatten()
+                .map(|h| h.join(&rel))
+                .chain(only_made)
+                .collect()
         }
         Layout::V2(root) => vec![root.join(rel)],
         Layout::None => Vec::new(),
@@ -172,6 +180,22 @@ pub fn procs_files(lab: &str, node: &str) -> Result<Vec<OwnedFd>> {
         .collect()
 }
 
+/// Let the node's processes open only the devices a confined node has
+/// ([`crate::devices::ALLOWED`]): its v1 `devices` cgroup (which its processes then
+/// join), or a program on its v2 cgroup. Once a node, when it is made.
+pub fn confine_devices(lab: &str, node: &str) -> Result<()> {
+    match layout() {
+        Layout::V1 { devices: Some(h), .. } => crate::devices::restrict_v1(&h.join(node_rel(lab, node))),
+        Layout::V2(root) => {
+            ensure(lab, node)?;
+            crate::devices::restrict_v2(&root.join(node_rel(lab, node)))
+        }
+        Layout::V1 { devices: None, .. } | Layout::None => bail!(
+            "this machine cannot limit the devices of a tenant's nodes: it mounts neither the cgroup v1 'devices' hierarchy nor a cgroup v2 hierarchy with cpu, memory and pids"
+        ),
+    }
+}
+
 fn write(dir: &Path, file: &str, value: &str) -> Result<()> {
     let p = dir.join(file);
     fs::write(&p, value).with_context(|| format!("writing '{value}' to {}", p.display()))
@@ -188,7 +212,7 @@ pub fn set_limits(lab: &str, node: &str, limits: &Limits) -> Result<()> {
     ensure(lab, node)?;
     match layout() {
         Layout::None => {}
-        Layout::V1 { cpu, cpuacct, memory, pids } => {
+        Layout::V1 { cpu, cpuacct, memory, pids, .. } => {
             let need = |h: &Option<PathBuf>, what: &str, set: bool| -> Result<Option<PathBuf>> {
                 match h {
                     Some(h) => Ok(Some(h.join(&rel))),
@@ -306,7 +330,7 @@ pub fn usage(lab: &str, node: &str) -> Usage {
 /// be removed, and is left, with an error, for `vemu clean` to retry).
 pub fn remove_lab(lab: &str) -> Result<()> {
     let tops: Vec<PathBuf> = match layout() {
-        Layout::V1 { cpu, cpuacct, memory, pids } => [cpu, cpuacct, memory, pids]
+        Layout::V1 { cpu, cpuacct, memory, pids, devices } => [cpu, cpuacct, memory, pids, devices]
             .into_iter()
             .flatten()
             .map(|h| h.join("vemu").join(lab))

@@ -9,7 +9,8 @@
 //!   logs and secrets the machine names ([`hide_in_confined_nodes`]: the agent's token)
 //!   are covered by empty ones;
 //! - **devices**: a `/dev` of their own with `null`, `zero`, `full`, `random`,
-//!   `urandom`, `tty`, `net/tun`, a private `pts` and `shm`;
+//!   `urandom`, `tty`, `net/tun`, a private `pts` and `shm`; every other mount they see
+//!   without devices, and their cgroup lets them open only those ([`crate::devices`]);
 //! - **kernel settings**: `/proc/sys` read-only but for the node's own `net.*`, `/sys`
 //!   read-only, `/proc/sysrq-trigger` read-only;
 //! - **capabilities** ([`drop_capabilities`], at every start of a process in the node):
@@ -246,6 +247,7 @@ struct MountAttr {
 }
 const MOUNT_ATTR_RDONLY: u64 = 0x1;
 const MOUNT_ATTR_NOSUID: u64 = 0x2;
+const MOUNT_ATTR_NODEV: u64 = 0x4;
 const AT_RECURSIVE: libc::c_uint = 0x8000;
 
 /// `mount_setattr(2)` on `path` (and every mount below it if `recursive`).
@@ -281,10 +283,12 @@ fn bind(src: &Path, dst: &Path, flags: MsFlags) -> Result<()> {
 const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty", "net/tun"];
 
 /// First step of a confined node's mounts, in its new mount namespace (a copy of the
-/// machine's) before its overlays: every mount read-only and without set-user-ID but
-/// the lab's storage `lab_dir` (its overlays' upper layers are there).
+/// machine's) before its overlays: every mount read-only, without set-user-ID and
+/// without devices but the lab's storage `lab_dir` (its overlays' upper layers are
+/// there), which is only writable (and also without either: [`crate::prepare_lab`]).
 pub fn read_only_view(lab_dir: &Path) -> Result<()> {
-    set_mount_attr(Path::new("/"), true, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID, 0)?;
+    let attrs = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+    set_mount_attr(Path::new("/"), true, attrs, 0)?;
     set_mount_attr(lab_dir, false, 0, MOUNT_ATTR_RDONLY)
 }
 
@@ -302,9 +306,10 @@ pub fn confine_mounts(root: &Path) -> Result<()> {
 /// [`read_only_view`] does to the machine's files for other confined nodes. The image's
 /// root stays the node's to write (its own overlay, in the lab's sized storage).
 pub fn confine_image_root(top: &Path, root: &Path) -> Result<()> {
-    set_mount_attr(top, false, MOUNT_ATTR_NOSUID, 0)?;
+    set_mount_attr(top, false, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0)?;
     for lent in ["proc", "sys"] {
-        set_mount_attr(&top.join(lent), true, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID, 0)?;
+        let attrs = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+        set_mount_attr(&top.join(lent), true, attrs, 0)?;
     }
     confine_mounts_at(top, root)
 }
@@ -317,7 +322,9 @@ fn confine_mounts_at(top: &Path, root: &Path) -> Result<()> {
     let dev = root.join("dev");
     fs::create_dir_all(&dev)?;
     let nosuid_noexec = MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC;
-    mount(Some("vemu-dev"), &dev, Some("tmpfs"), nosuid_noexec, Some("mode=0755,size=64k"))
+    // Without devices itself: each device below is a mount of its own, of the machine's.
+    let flags = nosuid_noexec | MsFlags::MS_NODEV;
+    mount(Some("vemu-dev"), &dev, Some("tmpfs"), flags, Some("mode=0755,size=64k"))
         .context("mounting the node's /dev")?;
     for d in DEVICES {
         let src = Path::new("/dev").join(d);
@@ -330,6 +337,9 @@ fn confine_mounts_at(top: &Path, root: &Path) -> Result<()> {
         }
         fs::write(&dst, "")?;
         bind(&src, &dst, MsFlags::empty())?;
+        // (A bind takes the flags of where it comes from: the machine's /dev, without
+        // devices in a view made by [`read_only_view`].)
+        set_mount_attr(&dst, false, MOUNT_ATTR_NOSUID, MOUNT_ATTR_NODEV)?;
     }
     for d in ["pts", "shm"] {
         fs::create_dir(dev.join(d))?;

@@ -10,7 +10,8 @@
 //!
 //! Modules: [`paths`](LabPaths) (where a lab lives), `setup` (its state and limits),
 //! `mounts` (mount namespaces), `plane`, `node` (making and entering nodes), `process`
-//! (ending them), `remove`, `lock`; [`confine`] (tenants' nodes), [`cgroup`], [`tap`],
+//! (ending them), `remove`, `lock`; [`confine`] (tenants' nodes), [`cgroup`], [`devices`]
+//! (a confined node's device allow-list), [`tap`],
 //! [`netlink`], [`nic`], [`divert`].
 //!
 //! Every object carries the lab's name. A lab's state lives on a tmpfs of its own at
@@ -23,6 +24,7 @@ pub mod cgroup;
 pub mod confine;
 pub mod cpu_wait;
 pub mod cpus;
+pub mod devices;
 pub mod divert;
 pub mod images;
 pub mod mgmt_nat;

@@ -122,6 +122,11 @@ pub(crate) fn enter_node_mounts(paths: &LabPaths, node: &str, template: &OwnedFd
     if confined {
         confine::read_only_view(&paths.dir)?;
     }
+    // A confined node's overlays (which it writes): no device or set-user-ID file works.
+    let overlay_flags = match confined {
+        true => MsFlags::MS_NODEV | MsFlags::MS_NOSUID,
+        false => MsFlags::empty(),
+    };
     for d in PRIVATE_OVERLAYS {
         if !Path::new(d).is_dir() {
             continue;
@@ -131,7 +136,7 @@ pub(crate) fn enter_node_mounts(paths: &LabPaths, node: &str, template: &OwnedFd
             root.join("upper").join(&d[1..]).display(),
             root.join("work").join(&d[1..]).display()
         );
-        mount(Some("vemu"), *d, Some("overlay"), MsFlags::empty(), Some(opts.as_str()))
+        mount(Some("vemu"), *d, Some("overlay"), overlay_flags, Some(opts.as_str()))
             .with_context(|| format!("mounting the node's overlay on {d}"))?;
     }
     mount(Some(&paths.hosts()), "/etc/hosts", None::<&str>, MsFlags::MS_BIND, None::<&str>)
@@ -150,6 +155,7 @@ pub(crate) fn enter_node_mounts(paths: &LabPaths, node: &str, template: &OwnedFd
 /// with the machine's `/proc`, `/sys` and `/dev` (replaced by the node's own `/proc`
 /// and `/sys` when its first process starts, as for other nodes), the lab's
 /// `/etc/hosts` and the node's `/run`; then that root becomes the namespace's root.
+/// The image's root is mounted without devices (a device node in an image opens nothing).
 /// A `confined` node (a tenant's) then gets the confined view of what the machine lends
 /// it (`confine::confine_image_mounts`), before the machine's root is let go.
 pub(crate) fn enter_image_root(
@@ -165,7 +171,9 @@ pub(crate) fn enter_image_root(
         root.join("image/upper").display(),
         root.join("image/work").display()
     );
-    mount(Some("vemu"), &merged, Some("overlay"), MsFlags::empty(), Some(opts.as_str()))
+    // Without devices, in every lab: a device node in an image (an owner's or a tenant's)
+    // opens nothing; the node's devices are in its /dev, mounted apart.
+    mount(Some("vemu"), &merged, Some("overlay"), MsFlags::MS_NODEV, Some(opts.as_str()))
         .context("mounting the image's overlay")?;
     for d in ["proc", "sys", "dev"] {
         let at = merged.join(d);

@@ -135,6 +135,10 @@ pub fn create_node(
     if !node.limits.is_none() {
         cgroup::set_limits(&paths.lab, &name, &node.limits)?;
     }
+    if paths.confined().exists() {
+        cgroup::confine_devices(&paths.lab, &name)
+            .with_context(|| format!("limiting the devices of node {name}"))?;
+    }
     Ok(fds)
 }
 
@@ -340,12 +344,14 @@ pub(crate) fn node_interfaces(
 /// The PID namespace of a node that has PIDs of its own, made (with its first process)
 /// the first time one of the node's processes starts, so that nodes that run nothing
 /// cost nothing. `wanted` is the node's marker file, whose lock makes one process
-/// (the controller, or a `vemu exec`) make it while others wait.
+/// (the controller, or a `vemu exec`) make it while others wait. Its init joins the
+/// node's cgroups (`cgroups`: their `cgroup.procs` files), as every process of the node.
 pub(crate) fn pid_namespace(
     paths: &LabPaths,
     node: &str,
     wanted: &fs::File,
     ns: [&OwnedFd; 3],
+    cgroups: &[OwnedFd],
 ) -> Result<OwnedFd> {
     let pin_path = paths.pidns(node);
     // Always under the lock: the pin is a file before it is a namespace (made, then
@@ -354,7 +360,11 @@ pub(crate) fn pid_namespace(
     if let Ok(f) = fs::File::open(&pin_path) {
         return Ok(f.into());
     }
-    let init = init_program()?;
+    // Opened here, in the machine's mounts: the node's view may not show where vemu is
+    // installed (a confined node has a /tmp of its own, for one).
+    let init_path = init_program()?;
+    let init = fs::File::open(&init_path)
+        .with_context(|| format!("opening the nodes' init {}", init_path.display()))?;
     let confined = paths.confined().exists();
     let ns: Vec<OwnedFd> = ns.iter().map(|f| f.try_clone()).collect::<std::io::Result<_>>()?;
     let node_name = node.to_string();
@@ -372,7 +382,7 @@ pub(crate) fn pid_namespace(
             {
                 nix::sched::setns(fd, kind).context("entering the node")?;
             }
-            start_init(&init, &node_name, confined, image_mnt.as_deref())
+            start_init(&init, &node_name, confined, image_mnt.as_deref(), cgroups)
         })
         .join()
         .map_err(|_| anyhow!("the thread starting node {node}'s init panicked"))?
@@ -385,17 +395,40 @@ pub(crate) fn pid_namespace(
 /// From a thread inside the node's namespaces: make a PID namespace and start its first
 /// process, `init NODE [--confined] [--mnt PATH]`, which enters the node's mounts when
 /// told where they are pinned (a node of an image), mounts the node's own `/proc` (for
-/// a confined node, with `/proc/sys` read-only but for `net`) and says so.
-/// Returns its PID (in the machine's PID namespace).
+/// a confined node, with `/proc/sys` read-only but for `net`) and says so. `init` is the
+/// program, opened before the node's mounts were entered: it runs from that handle,
+/// whatever the node's view shows. It starts in the node's cgroups (`cgroups`, their
+/// `cgroup.procs` files) and a cgroup namespace rooted there, as the node's other
+/// processes ([`NodeEntry::spawn`]). Returns its PID (in the machine's PID namespace).
 pub(crate) fn start_init(
-    init: &Path,
+    init: &fs::File,
     node: &str,
     confined: bool,
     mnt: Option<&Path>,
+    cgroups: &[OwnedFd],
 ) -> Result<u32> {
     use std::io::Read;
     unshare(CloneFlags::CLONE_NEWPID).context("creating the node's PID namespace")?;
-    let mut child = Command::new(init)
+    let procs: Vec<i32> = cgroups.iter().map(AsRawFd::as_raw_fd).collect();
+    let mut cmd = Command::new(format!("/proc/self/fd/{}", init.as_raw_fd()));
+    cmd.arg0("vemu-init");
+    // SAFETY: write and unshare only, on descriptors that stay open until the spawn
+    // returns.
+    unsafe {
+        cmd.pre_exec(move || {
+            for &f in &procs {
+                // "0": the writing process itself.
+                if libc::write(f, c"0".as_ptr().cast(), 1) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            if !procs.is_empty() && libc::unshare(libc::CLONE_NEWCGROUP) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd
         .arg(node)
         .args(confined.then_some("--confined"))
         .args(mnt.map(|m| [std::ffi::OsStr::new("--mnt"), m.as_os_str()]).into_iter().flatten())
@@ -403,13 +436,13 @@ pub(crate) fn start_init(
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
-        .with_context(|| format!("starting the node's init {}", init.display()))?;
+        .context("starting the node's init")?;
     let mut said = String::new();
     let _ = child.stdout.take().map(|mut o| o.read_to_string(&mut said));
     if said.trim() != INIT_READY {
         let _ = child.kill();
         let _ = child.wait();
-        bail!("the node's init ({}) failed: {}", init.display(), said.trim());
+        bail!("the node's init failed: {}", said.trim());
     }
     // Not waited for here: it lives as long as the node, and the controller (its
     // parent, a subreaper) reaps it when it ends.
@@ -484,15 +517,15 @@ impl NodeEntry {
         let (net, uts, mnt) =
             (open(paths.netns(node))?, open(paths.uts(node))?, open(paths.mnt(node))?);
         node_sysfs(paths, node, &net, &mnt)?;
+        let cgroups = cgroup::procs_files(&paths.lab, node)?;
         let pid = match fs::File::open(paths.pidns_wanted(node)) {
-            Ok(wanted) => Some(pid_namespace(paths, node, &wanted, [&net, &uts, &mnt])?),
+            Ok(wanted) => Some(pid_namespace(paths, node, &wanted, [&net, &uts, &mnt], &cgroups)?),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => {
                 return Err(e)
                     .with_context(|| format!("opening {}", paths.pidns_wanted(node).display()))
             }
         };
-        let cgroups = cgroup::procs_files(&paths.lab, node)?;
         let confined = match paths.confined().exists() {
             true => Some(node_filter()?),
             false => None,
@@ -574,6 +607,11 @@ impl NodeEntry {
                     libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
                 ))?;
                 chk(libc::setns(mnt.as_raw_fd(), libc::CLONE_NEWNS))?;
+                // Capabilities go before an image's user is taken: dropping them from the
+                // bounding set needs CAP_SETPCAP, which a user other than root has not.
+                if confined.is_some() {
+                    confine::drop_capabilities()?;
+                }
                 match &image {
                     None => {
                         chk(libc::fchdir(cwd))?;
@@ -593,7 +631,6 @@ impl NodeEntry {
                 }
                 libc::close(cwd);
                 if let Some(filter) = &confined {
-                    confine::drop_capabilities()?;
                     filter.apply()?;
                 }
                 Ok(())

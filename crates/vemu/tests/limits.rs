@@ -221,6 +221,49 @@ fn a_node_cannot_move_out_of_its_cgroups() {
     let procs: u64 =
         out.split("forked ").nth(1).and_then(|v| v.trim().parse().ok()).unwrap_or(u64::MAX);
     assert!(procs <= 30, "{procs} processes under pids: 30 after the escape attempt");
+    // The node's PID 1 (vemu-init) is in its cgroups too (issue 61: it sat in the
+    // machine's root cgroups, so what it was made to start ran outside the limits): in
+    // the node's cgroup namespace its cgroups are the root, "/", not a path above it.
+    let (_, cg) =
+        lab.sh("a", "grep -E ':(pids|memory):' /proc/1/cgroup || grep '^0::' /proc/1/cgroup");
+    assert!(
+        cg.lines().count() >= 1 && cg.lines().all(|l| l.ends_with(":/")),
+        "the node's init is outside its cgroups: {cg}"
+    );
+}
+
+/// Issue 61: a vemu installed under /tmp (a checkout there, or /var/tmp, /run) could
+/// start no process in a tenant's node: the node's init was started by its path, which
+/// a confined node's own /tmp hides. It is started from a handle opened before.
+#[test]
+fn a_vemu_under_tmp_starts_a_tenants_nodes() {
+    let _g = serial();
+    let bin = std::env::temp_dir().join("vemu-tests/under-tmp");
+    let _ = std::fs::remove_dir_all(&bin);
+    std::fs::create_dir_all(&bin).unwrap();
+    for b in [env!("CARGO_BIN_EXE_vemu"), env!("CARGO_BIN_EXE_vemu-init")] {
+        let p = std::path::Path::new(b);
+        std::fs::copy(p, bin.join(p.file_name().unwrap())).unwrap();
+    }
+    let vemu = bin.join("vemu");
+    let run = |args: &[&str]| std::process::Command::new(&vemu).args(args).output().unwrap();
+    let path = write_scenario("t-undertmp", "name: t-undertmp\nnodes: {a: {run: ['sleep 600']}}\n");
+    let o = run(&["up", path.to_str().unwrap(), "--tenant", "none"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = run(&[
+        "exec",
+        "a",
+        "--lab",
+        "t-undertmp",
+        "--",
+        "sh",
+        "-c",
+        "echo in $(hostname); ls /tmp | wc -l",
+    ]);
+    let down = run(&["down", "t-undertmp"]);
+    let _ = std::fs::remove_dir_all(&bin);
+    assert!(o.status.success() && text(&o).starts_with("in a\n"), "{}", text(&o));
+    assert!(down.status.success(), "{}", text(&down));
 }
 
 /// Issue 39: a tenant's nodes (`vemu up --tenant`, every Kubernetes VemuLab) run routing
