@@ -18,6 +18,7 @@ mod lab;
 mod link;
 mod mininet;
 mod node;
+mod output;
 mod save;
 mod show;
 mod stats;

@@ -80,11 +80,13 @@ pub(crate) fn save(lab: Option<String>, output: Option<std::path::PathBuf>) -> R
             );
         }
         let name = std::path::Path::new(file).file_name().unwrap_or_default();
-        let to = dir.join(&n.name).join(name);
-        std::fs::create_dir_all(to.parent().unwrap_or(&dir))
-            .with_context(|| format!("creating {}", dir.display()))?;
-        std::fs::write(&to, out["stdout"].as_str().unwrap_or_default())
-            .with_context(|| format!("writing {}", to.display()))?;
+        let rel = std::path::Path::new(&n.name).join(name);
+        let to = dir.join(&rel);
+        crate::output::write_under(
+            &dir,
+            &rel,
+            out["stdout"].as_str().unwrap_or_default().as_bytes(),
+        )?;
         println!("{}: {}", n.name, to.display());
         saved += 1;
     }

@@ -101,8 +101,7 @@ pub(crate) fn test(a: &TestArgs) -> Result<ExitCode> {
         }
     }
     if let Some(path) = a.junit {
-        std::fs::write(path, junit(&lab, &runs)?)
-            .with_context(|| format!("writing {}", path.display()))?;
+        crate::output::write_file(path, &junit(&lab, &runs)?)?;
     }
     if code == INTERRUPTED {
         eprintln!("vemu test: interrupted; lab '{lab}' taken down");
