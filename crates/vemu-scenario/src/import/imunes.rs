@@ -89,14 +89,16 @@ pub fn imunes(text: &str, file: &str, stem: &str) -> Result<Imported, String> {
     let mut warnings = Vec::new();
     // Each IMUNES node's vemu name (its `name`, made unique) and what it is.
     let mut names: BTreeMap<&str, String> = BTreeMap::new();
+    let mut taken: std::collections::HashSet<String> = std::collections::HashSet::new();
     for (id, n) in nodes {
         let base = clean_name(n["name"].as_str().unwrap_or(id), id);
         let mut name = base.clone();
         let mut k = 1;
-        while names.values().any(|v| *v == name) {
+        while taken.contains(&name) {
             k += 1;
             name = format!("{base}-{k}");
         }
+        taken.insert(name.clone());
         names.insert(id, name);
     }
     let kind = |id: &str| nodes.get(id).and_then(|n| n["type"].as_str()).unwrap_or("");
@@ -137,9 +139,9 @@ pub fn imunes(text: &str, file: &str, stem: &str) -> Result<Imported, String> {
                 .filter_map(|(_, i)| i["name"].as_str().map(str::to_string))
                 .collect();
             let protocols = n["router_config"].as_str().unwrap_or("rip 1 ripng 1");
-            // The older form's own configuration (Quagga's, which FRR reads), else one
-            // for the protocols the router runs.
-            let conf = match n["network_config"].as_str() {
+            // The older form's own configuration (Quagga's, which FRR reads), else — as
+            // IMUNES writes for a router that has none — one for the protocols it runs.
+            let conf = match n["network_config"].as_str().filter(|c| !c.trim().is_empty()) {
                 Some(c) => c.to_string(),
                 None => frr_config(name, protocols, &ifaces),
             };

@@ -94,3 +94,39 @@ fn what_cannot_be_read_says_so() {
     let e = vemu_scenario::import::imunes("{\"nodes\": 3", "x.imn", "x").unwrap_err();
     assert!(e.starts_with("x.imn: not an IMUNES topology (JSON:"), "{e}");
 }
+
+/// Issue 61: a router without `network-config` gets the configuration IMUNES writes for
+/// one (its protocols, here RIP and RIPng by default), not "cannot read ''"; and a big
+/// file is read in time linear in its size (a 4 MB file of 73k nodes took 85 s: the
+/// links' interfaces and the nodes' names were looked up in lists).
+#[test]
+fn a_router_without_a_configuration_and_a_big_file_are_read() {
+    let text = "node n0 {\n type router\n interface-peer {eth0 n1}\n}\nnode n1 {\n type pc\n interface-peer {eth0 n0}\n}\nlink l0 {\n nodes {n0 n1}\n}\n";
+    let i = vemu_scenario::import::imunes(text, "x.imn", "x").unwrap();
+    let plan = vemu_scenario::load_str(&i.yaml, "t.yaml", "t", None).unwrap();
+    let r = plan.nodes.iter().find(|n| n.name == "n0").unwrap();
+    let conf = &r.files.iter().find(|f| f.path == "/etc/frr/frr.conf").unwrap().content;
+    assert!(conf.contains("router rip") && conf.contains("router ripng"), "{conf}");
+    // A chain of 20,000 PCs (same names twice over, made unique).
+    let n = 20_000;
+    let mut big = String::new();
+    for k in 0..n {
+        let mut peers = String::new();
+        if k > 0 {
+            peers += &format!(" interface-peer {{eth0 n{}}}\n", k - 1);
+        }
+        if k + 1 < n {
+            peers += &format!(" interface-peer {{eth1 n{}}}\n", k + 1);
+        }
+        big += &format!(
+            "node n{k} {{\n type pc\n network-config {{\n  hostname pc{}\n }}\n{peers}}}\n",
+            k % (n / 2)
+        );
+    }
+    for k in 1..n {
+        big += &format!("link l{k} {{\n nodes {{n{} n{k}}}\n}}\n", k - 1);
+    }
+    let i = vemu_scenario::import::imunes(&big, "big.imn", "big").unwrap();
+    assert_eq!((i.nodes, i.links), (n, n - 1));
+    assert!(i.yaml.contains("pc5-2"), "names made unique");
+}

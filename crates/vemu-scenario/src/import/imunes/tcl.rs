@@ -114,8 +114,10 @@ fn value(body: &[Vec<String>], key: &str) -> Option<String> {
 pub(super) fn to_json(text: &str, file: &str) -> Result<Value, String> {
     let cmds = commands(text).map_err(|e| format!("{file}: {e}"))?;
     let (mut nodes, mut gui, mut links) = (Map::new(), Map::new(), Map::new());
-    // (node, peer, the node's interface key towards it): a link's interfaces.
-    let mut towards: Vec<(String, String, String)> = Vec::new();
+    // (node, peer) → the node's interface key towards it: a link's interfaces (the
+    // first one named, as IMUNES reads them).
+    let mut towards: std::collections::HashMap<(String, String), String> =
+        std::collections::HashMap::new();
     for c in cmds.iter().filter(|c| c.len() == 3 && c[0] == "node") {
         let (id, body) =
             (&c[1], commands(&c[2]).map_err(|e| format!("{file}: node {}: {e}", c[1]))?);
@@ -135,7 +137,7 @@ pub(super) fn to_json(text: &str, file: &str) -> Result<Value, String> {
                 key.clone(),
                 json!({"name": ifname, "type": "phys", "ipv4_addrs": v4, "ipv6_addrs": v6}),
             );
-            towards.push((id.clone(), peer.to_string(), key));
+            towards.entry((id.clone(), peer.to_string())).or_insert(key);
         }
         let name = conf.hostname.clone().unwrap_or_else(|| id.clone());
         let mut n = json!({"type": kind, "name": name, "ifaces": ifaces, "croutes4": conf.routes4, "croutes6": conf.routes6});
@@ -156,9 +158,7 @@ pub(super) fn to_json(text: &str, file: &str) -> Result<Value, String> {
         let [a, b] = ends.as_slice() else {
             return Err(format!("{file}: link {id}: needs two nodes"));
         };
-        let ifc = |x: &str, y: &str| {
-            towards.iter().find(|(n, p, _)| n == x && p == y).map(|t| t.2.clone())
-        };
+        let ifc = |x: &str, y: &str| towards.get(&(x.to_string(), y.to_string())).cloned();
         let (Some(ia), Some(ib)) = (ifc(a, b), ifc(b, a)) else {
             return Err(format!(
                 "{file}: link {id}: its nodes name no interface towards each other"
