@@ -39,9 +39,10 @@ pub fn avoid_oom_killer() {
     vemu_host::avoid_oom_killer()
 }
 
-/// Whether every image the nodes of `plan` name can be read here (a registry's:
-/// reached), without copying any: one message per image that cannot, naming its first
-/// node and the reference as written.
+/// Whether every image the nodes of `plan` name can be had here, as the plan's policy
+/// allows: each copied, its layers checked against their digests and unpacked into the
+/// machine's store (once: the lab's `up` finds them there). One message per image that
+/// cannot, naming its first node and the reference as written.
 pub fn check_images(plan: &vemu_scenario::Plan) -> Vec<String> {
     let mut seen = std::collections::HashSet::new();
     plan.nodes
@@ -49,7 +50,7 @@ pub fn check_images(plan: &vemu_scenario::Plan) -> Vec<String> {
         .filter_map(|n| n.image.as_deref().map(|r| (n, r)))
         .filter(|(_, r)| seen.insert(*r))
         .filter_map(|(n, r)| {
-            vemu_host::images::check_reference(r)
+            vemu_host::images::prepare_image(r, &plan.images)
                 .err()
                 .map(|e| format!("node {}: image {}: {e:#}", n.name, display_reference(r)))
         })

@@ -8,7 +8,8 @@
 //! The store (`/var/lib/vemu/images`, or [`IMAGES_DIR_ENV`]):
 //! `layout/` (the OCI layout: blobs by digest, a tag per reference), `roots/HEX/`
 //! (`rootfs/`, umoci's `config.json`, and `image.json`: the [`Image`]), `lock` (one
-//! process changes the store at a time). A root is unpacked beside its final name and
+//! process changes the store at a time), `log` (what was dropped from images as they
+//! were unpacked: device nodes). A root is unpacked beside its final name and
 //! renamed into place, so that a failure (a corrupt layer, a full disk) leaves no half
 //! root behind.
 
@@ -46,6 +47,13 @@ pub struct Image {
     pub cwd: String,
     pub uid: u32,
     pub gid: u32,
+    /// Its root has no device nodes (dropped when it was unpacked: [`drop_devices`]).
+    /// Roots unpacked by earlier versions lack it: swept when next prepared.
+    #[serde(default)]
+    pub devices_dropped: bool,
+    /// What its root takes on disk, bytes (0 for roots unpacked by earlier versions).
+    #[serde(default)]
+    pub size_bytes: u64,
 }
 
 impl Image {
@@ -62,12 +70,51 @@ impl Image {
 
 /// Runs a tool, its error being the last lines it wrote.
 fn run_tool(program: &str, args: &[&str]) -> Result<String> {
-    let o = Command::new(program).args(args).output().map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => {
-            anyhow!("{program} is not installed (image nodes need skopeo and umoci)")
+    run_tool_until(program, args, None)
+}
+
+/// [`run_tool`], killed at `deadline` if it has not ended by then (an error saying so).
+fn run_tool_until(program: &str, args: &[&str], deadline: Option<Deadline>) -> Result<String> {
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => {
+                anyhow!("{program} is not installed (image nodes need skopeo and umoci)")
+            }
+            _ => anyhow!("running {program}: {e}"),
+        })?;
+    let read = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut buf);
+            }
+            buf
+        })
+    };
+    let out = read(child.stdout.take().map(|p| Box::new(p) as _));
+    let err = read(child.stderr.take().map(|p| Box::new(p) as _));
+    let status = loop {
+        if let Some(st) = child.try_wait()? {
+            break st;
         }
-        _ => anyhow!("running {program}: {e}"),
-    })?;
+        if deadline.is_some_and(|d| Instant::now() >= d.at) {
+            let _ = child.kill();
+            let _ = child.wait();
+            let d = deadline.expect("checked above");
+            bail!("{program} took longer than the {} s an image may take ({})", d.seconds, d.what);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let o = std::process::Output {
+        status,
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+    };
     if !o.status.success() {
         let err = String::from_utf8_lossy(&o.stderr);
         let last: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
@@ -107,16 +154,217 @@ fn logged_message(line: &str) -> String {
     }
 }
 
-/// Whether `reference` can be read (a registry's: reached) — without copying it.
-pub fn check_reference(reference: &str) -> Result<()> {
-    let s = skopeo_source(reference)?;
-    let mut args = vec!["inspect", "--raw"];
-    if on_loopback(&s) {
-        args.push("--tls-verify=false");
+/// When an image's pull must be over, and what set that.
+#[derive(Clone, Copy)]
+struct Deadline {
+    at: Instant,
+    seconds: u64,
+    what: &'static str,
+}
+
+/// The manifest of `src` (a skopeo source), the one for this machine's platform when
+/// `src` names an index of several.
+fn manifest(src: &str, deadline: Deadline) -> Result<serde_json::Value> {
+    let inspect = |s: &str| -> Result<serde_json::Value> {
+        let mut args = vec!["inspect", "--raw"];
+        if on_loopback(s) {
+            args.push("--tls-verify=false");
+        }
+        args.push(s);
+        let raw = run_tool_until("skopeo", &args, Some(deadline))?;
+        serde_json::from_str(&raw).context("reading the image's manifest")
+    };
+    let m = inspect(src)?;
+    let Some(list) = m["manifests"].as_array() else { return Ok(m) };
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    };
+    let pick = list
+        .iter()
+        .find(|e| e["platform"]["os"] == "linux" && e["platform"]["architecture"] == arch)
+        .or(list.first())
+        .and_then(|e| e["digest"].as_str())
+        .ok_or_else(|| anyhow!("the image's index names no image for linux/{arch}"))?;
+    // (A registry's reference by digest: NAME@DIGEST; a local source's cannot be.)
+    match src.strip_prefix("docker://") {
+        Some(r) => {
+            let name = r.split('@').next().unwrap_or(r);
+            let name = match name.rfind(':') {
+                Some(i) if !name[i..].contains('/') => &name[..i],
+                _ => name,
+            };
+            inspect(&format!("docker://{name}@{pick}"))
+        }
+        None => Ok(m),
     }
-    args.push(&s);
-    run_tool("skopeo", &args)?;
+}
+
+/// Hold an image's manifest to the policy's bounds before anything is copied: at most
+/// [`vemu_scenario::images::MAX_LAYERS`] layers, and what they weigh compressed at most
+/// `max_bytes`. A refusal names the limit.
+fn check_manifest(m: &serde_json::Value, policy: &vemu_scenario::ImagePolicy) -> Result<()> {
+    use vemu_scenario::images::MAX_LAYERS;
+    let layers = m["layers"].as_array().or(m["fsLayers"].as_array()).map_or(0, Vec::len);
+    if layers > MAX_LAYERS {
+        bail!("it has {layers} layers: an image may have at most {MAX_LAYERS} (Docker's limit)");
+    }
+    if let Some(max) = policy.max_bytes {
+        let total: u64 = m["layers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|l| l["size"].as_u64().unwrap_or(0))
+            .sum();
+        if total > max {
+            bail!(
+                "its layers weigh {} compressed: more than the {} an image may weigh here (--image-max, VemuLabPolicy imageMaxBytes)",
+                show_bytes(total),
+                show_bytes(max)
+            );
+        }
+    }
     Ok(())
+}
+
+/// Bytes as a person reads them (MiB, GiB).
+fn show_bytes(b: u64) -> String {
+    match b {
+        b if b >= 1 << 30 => format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64),
+        b if b >= 1 << 20 => format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64),
+        b => format!("{b} bytes"),
+    }
+}
+
+/// A tenant's registry (`HOST[:PORT]` of a `docker://` reference) may be reached: its
+/// name must not resolve to this machine's loopback, link-local or own addresses —
+/// unless the administrator listed that address itself. Nothing is sent to it here.
+fn check_registry_address(src: &str, policy: &vemu_scenario::ImagePolicy) -> Result<()> {
+    let Some(listed) = &policy.registries else { return Ok(()) };
+    let registry = vemu_scenario::images::registry_of(src);
+    if let Some(why) = policy.refusal(src) {
+        bail!("{why}");
+    }
+    let (host, port) =
+        vemu_scenario::images::registry_host_port(&registry).map_err(|e| anyhow!(e))?;
+    if host.parse::<std::net::IpAddr>().is_ok()
+        && listed.iter().any(|r| r.eq_ignore_ascii_case(&registry))
+    {
+        return Ok(()); // (an address the administrator wrote: allowed as it is)
+    }
+    let addrs: Vec<std::net::IpAddr> =
+        std::net::ToSocketAddrs::to_socket_addrs(&(host.as_str(), port.unwrap_or(443)))
+            .map(|a| a.map(|s| s.ip()).collect())
+            .unwrap_or_default();
+    if addrs.is_empty() {
+        bail!("registry '{registry}' could not be reached");
+    }
+    let own = own_addresses();
+    if let Some(a) = addrs.iter().find(|a| inward(a) || own.contains(a)) {
+        bail!("{}: registry '{registry}' is at {a}, an address of this machine (its loopback, link-local or own addresses are reached only when an administrator lists the address itself)", vemu_scenario::REFUSED);
+    }
+    Ok(())
+}
+
+/// Loopback, link-local, unspecified or multicast: never another machine's registry.
+fn inward(a: &std::net::IpAddr) -> bool {
+    match a {
+        std::net::IpAddr::V4(v4) => {
+            v4.is_loopback() || v4.is_link_local() || v4.is_unspecified() || v4.is_multicast()
+        }
+        std::net::IpAddr::V6(v6) => {
+            let mapped = v6.to_ipv4_mapped().map(std::net::IpAddr::V4);
+            v6.is_loopback()
+                || v6.is_unspecified()
+                || v6.is_multicast()
+                || (v6.segments()[0] & 0xffc0) == 0xfe80
+                || mapped.is_some_and(|m| inward(&m))
+        }
+    }
+}
+
+/// The addresses of this machine's interfaces (of the calling thread's network
+/// namespace).
+fn own_addresses() -> Vec<std::net::IpAddr> {
+    let Ok(ifs) = nix::ifaddrs::getifaddrs() else { return Vec::new() };
+    ifs.filter_map(|i| {
+        let a = i.address?;
+        a.as_sockaddr_in()
+            .map(|s| std::net::IpAddr::V4(s.ip()))
+            .or_else(|| a.as_sockaddr_in6().map(|s| std::net::IpAddr::V6(s.ip())))
+    })
+    .collect()
+}
+
+/// What a tenant is told of a failed pull: the registry's own answers (a tag it lacks,
+/// a digest that does not match), not how the machine's network answered (which would
+/// tell open ports from closed).
+fn for_tenant(e: anyhow::Error, src: &str) -> anyhow::Error {
+    let text = format!("{e:#}");
+    let network = [
+        "connection refused",
+        "no route to host",
+        "i/o timeout",
+        "no such host",
+        "connection reset",
+        "network is unreachable",
+        "pinging container registry",
+        "tls:",
+        "http: server gave HTTP response",
+    ];
+    match network.iter().any(|n| text.contains(n)) {
+        true => {
+            anyhow!("registry '{}' could not be reached", vemu_scenario::images::registry_of(src))
+        }
+        false => e,
+    }
+}
+
+/// Bytes of the tar streams of the layers of the image tagged `tag` in the store's
+/// layout (what unpacking them writes, at most), counted by decompressing them; more
+/// than `max` is an error naming the limit.
+fn unpacked_bytes(dir: &Path, tag: &str, max: u64, deadline: Deadline) -> Result<u64> {
+    let layout = dir.join("layout");
+    let blob = |digest: &str| layout.join("blobs").join(digest.replace(':', "/"));
+    let digest = tagged_digest(dir, tag)?;
+    let m: serde_json::Value = serde_json::from_slice(&fs::read(blob(&digest))?)
+        .context("reading the image's manifest in the store")?;
+    let mut total = 0u64;
+    for l in m["layers"].as_array().into_iter().flatten() {
+        let media = l["mediaType"].as_str().unwrap_or("");
+        let digest = l["digest"].as_str().ok_or_else(|| anyhow!("a layer without a digest"))?;
+        let f = fs::File::open(blob(digest)).with_context(|| format!("reading layer {digest}"))?;
+        let mut reader: Box<dyn std::io::Read> = if media.ends_with("gzip") {
+            Box::new(flate2::read::MultiGzDecoder::new(std::io::BufReader::new(f)))
+        } else if media.ends_with("tar") || media.is_empty() {
+            Box::new(f)
+        } else {
+            bail!("layer {digest} is compressed as {media}: its size cannot be measured before unpacking, so it is not taken where images are bounded");
+        };
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            let n = reader.read(&mut buf).with_context(|| format!("reading layer {digest}"))?;
+            if n == 0 {
+                break;
+            }
+            total += n as u64;
+            if total > max {
+                bail!(
+                    "it unpacks to more than {}: more than an image may take here (--image-max, VemuLabPolicy imageMaxBytes)",
+                    show_bytes(max)
+                );
+            }
+            if Instant::now() >= deadline.at {
+                bail!(
+                    "measuring it took longer than the {} s an image may take ({})",
+                    deadline.seconds,
+                    deadline.what
+                );
+            }
+        }
+    }
+    Ok(total)
 }
 
 /// Whether `src` names a registry on this machine's loopback (`localhost`, 127.0.0.0/8,
@@ -147,9 +395,35 @@ fn with_store_locked<T>(f: impl FnOnce(&Path) -> Result<T>) -> Result<T> {
 }
 
 /// Copy `reference` into the store (skopeo skips the blobs it has) and unpack it once:
-/// the image, ready for nodes.
-pub fn prepare_image(reference: &str) -> Result<Image> {
+/// the image, ready for nodes — held to `policy`: a tenant's from the registries its
+/// administrator listed, never one at this machine's own addresses unless listed so;
+/// anyone's with at most [`vemu_scenario::images::MAX_LAYERS`] layers and within the
+/// policy's time; with a size bound, no bigger than it, downloaded or unpacked (checked
+/// from the manifest before copying, and from the layers before unpacking).
+pub fn prepare_image(reference: &str, policy: &vemu_scenario::ImagePolicy) -> Result<Image> {
+    let r = prepare_bounded(reference, policy);
+    match (r, policy.is_tenants()) {
+        (Err(e), true) => Err(for_tenant(e, reference)),
+        (r, _) => r,
+    }
+}
+
+fn prepare_bounded(reference: &str, policy: &vemu_scenario::ImagePolicy) -> Result<Image> {
+    let seconds = policy.pull_seconds();
+    let deadline = Deadline {
+        at: Instant::now() + Duration::from_secs(seconds),
+        seconds,
+        what: match policy.is_tenants() {
+            true => "a tenant's",
+            false => "anyone's",
+        },
+    };
+    if policy.is_tenants() && !reference.starts_with("docker://") {
+        bail!("{}: a tenant's images come from registries only", vemu_scenario::REFUSED);
+    }
+    check_registry_address(reference, policy)?;
     let src = skopeo_source(reference)?;
+    check_manifest(&manifest(&src, deadline)?, policy)?;
     with_store_locked(|dir| {
         let tag = tag_of(reference);
         let dest = format!("oci:{}:{tag}", dir.join("layout").display());
@@ -167,7 +441,7 @@ pub fn prepare_image(reference: &str) -> Result<Image> {
                 args.push("--src-tls-verify=false");
             }
             args.extend([src.as_str(), dest.as_str()]);
-            run_tool("skopeo", &args).context("copying the image")?;
+            run_tool_until("skopeo", &args, Some(deadline)).context("copying the image")?;
             if let Some(s) = &stamp {
                 fs::create_dir_all(dir.join("stamps"))?;
                 fs::write(&stamp_path, s)?;
@@ -180,28 +454,104 @@ pub fn prepare_image(reference: &str) -> Result<Image> {
         if let Ok(text) = fs::read(&record) {
             let mut image: Image = serde_json::from_slice(&text)
                 .with_context(|| format!("reading {}", record.display()))?;
-            if image.references.insert(reference.to_string()) {
+            let unsized_ = image.size_bytes == 0;
+            if unsized_ {
+                image.size_bytes = du_bytes(&image.rootfs);
+            }
+            if let Some(max) = policy.max_bytes.filter(|m| image.size_bytes > *m) {
+                bail!(
+                    "it unpacks to {}: more than the {} an image may take here (--image-max, VemuLabPolicy imageMaxBytes)",
+                    show_bytes(image.size_bytes),
+                    show_bytes(max)
+                );
+            }
+            let mut changed = image.references.insert(reference.to_string()) || unsized_;
+            if !image.devices_dropped {
+                drop_devices(dir, &image.rootfs, &digest)?;
+                image.devices_dropped = true;
+                changed = true;
+            }
+            if changed {
                 write_record(&record, &image)?;
             }
             return Ok(image);
         }
+        if let Some(max) = policy.max_bytes {
+            unpacked_bytes(dir, &tag, max, deadline)?;
+        }
         let partial = dir.join("roots").join(format!(".{hex}.partial"));
         let _ = fs::remove_dir_all(&partial);
         let image_ref = format!("{}:{tag}", dir.join("layout").display());
-        let unpacked =
-            run_tool("umoci", &["unpack", "--image", &image_ref, &partial.to_string_lossy()])
-                .context("unpacking the image (a corrupt layer, or a full disk?)");
+        let unpacked = run_tool_until(
+            "umoci",
+            &["unpack", "--image", &image_ref, &partial.to_string_lossy()],
+            Some(deadline),
+        )
+        .context("unpacking the image (a corrupt layer, or a full disk?)");
         if let Err(e) = unpacked {
             let _ = fs::remove_dir_all(&partial);
             return Err(e);
         }
+        if let Err(e) = drop_devices(dir, &partial.join("rootfs"), &digest) {
+            let _ = fs::remove_dir_all(&partial);
+            return Err(e);
+        }
         let mut image = from_bundle(&partial, &digest, &root)?;
+        image.devices_dropped = true;
+        image.size_bytes = du_bytes(&partial.join("rootfs"));
         image.references.insert(reference.to_string());
         write_record(&partial.join("image.json"), &image)?;
         fs::rename(&partial, &root)
             .with_context(|| format!("moving {} into place", root.display()))?;
         Ok(image)
     })
+}
+
+/// Remove every device node (block or character) from the unpacked root `rootfs`, and
+/// say which in the store's log (`log` in the store): a node's devices are those of
+/// its own `/dev`, never an image's — an image holding a disk's device node would
+/// otherwise reach that disk wherever the node's mounts allowed devices.
+fn drop_devices(store: &Path, rootfs: &Path, digest: &str) -> Result<()> {
+    use std::os::unix::fs::FileTypeExt;
+    let mut dropped = Vec::new();
+    let mut stack = vec![rootfs.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let rd = fs::read_dir(&d).with_context(|| format!("reading {}", d.display()))?;
+        for e in rd {
+            let e = e.with_context(|| format!("reading {}", d.display()))?;
+            let t = e.file_type()?;
+            if t.is_dir() {
+                stack.push(e.path());
+            } else if t.is_block_device() || t.is_char_device() {
+                fs::remove_file(e.path())
+                    .with_context(|| format!("removing device node {}", e.path().display()))?;
+                dropped.push(e.path());
+            }
+        }
+    }
+    if dropped.is_empty() {
+        return Ok(());
+    }
+    let names: Vec<String> = dropped
+        .iter()
+        .map(|p| format!("/{}", p.strip_prefix(rootfs).unwrap_or(p).display()))
+        .collect();
+    let line = format!(
+        "{} image {digest}: dropped {} device node(s) from its root: {}\n",
+        unix_seconds(),
+        names.len(),
+        names.join(" ")
+    );
+    let mut log = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(store.join("log"))
+        .context("writing the image store's log")?;
+    log.write_all(line.as_bytes()).context("writing the image store's log")
+}
+
+fn unix_seconds() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 /// How a local source (an OCI layout's index, or an archive) looks now: its path, size
@@ -247,6 +597,8 @@ fn from_bundle(bundle: &Path, digest: &str, root: &Path) -> Result<Image> {
         cwd: p["cwd"].as_str().filter(|c| c.starts_with('/')).unwrap_or("/").to_string(),
         uid: p["user"]["uid"].as_u64().unwrap_or(0) as u32,
         gid: p["user"]["gid"].as_u64().unwrap_or(0) as u32,
+        devices_dropped: false,
+        size_bytes: 0,
     })
 }
 
@@ -406,6 +758,8 @@ mod tests {
             cwd: "/".into(),
             uid: 0,
             gid: 0,
+            devices_dropped: true,
+            size_bytes: 0,
         };
         assert_eq!(image.main_command().unwrap(), r"exec '/bin/echo' 'it'\''s' 'a b'");
         assert_eq!(Image { args: Vec::new(), ..image }.main_command(), None);

@@ -13,7 +13,7 @@
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use vemu_scenario::{Reach, Trust};
+use vemu_scenario::{Reach, Tenant, Trust};
 
 /// Finalizer the operator puts on every VemuLab: the lab is taken down before the
 /// resource goes.
@@ -105,7 +105,18 @@ pub struct VemuLabPolicySpec {
     /// `files: {from:}`, `template:`), `trace` (movement files of the operator's pod),
     /// `host` and `external` (the machine, its NICs), `divert` (the machine's traffic),
     /// `shared-pids` (`isolation: none`).
+    #[serde(default)]
     pub allow: Vec<Feature>,
+    /// The registries their images may come from (`HOST[:PORT]`); without one, a
+    /// VemuLab's nodes may name no registry image. A registry on the machine's loopback,
+    /// link-local or own addresses must be listed by that address itself.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub registries: Vec<String>,
+    /// The largest image they may use, its download and its unpacked root each, bytes
+    /// (4 GiB if no policy says; the largest any policy says otherwise). An image also
+    /// counts against its lab's storage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_max_bytes: Option<u64>,
 }
 
 /// A scenario feature a [`VemuLabPolicy`] can allow (vemu_scenario's [`Reach`]).
@@ -136,24 +147,39 @@ impl Feature {
 /// What the VemuLabs of `namespace` may use: the union of what the policies that apply
 /// to it allow.
 pub fn trust_of(namespace: &str, policies: &[VemuLabPolicySpec]) -> Trust {
-    let mut allowed: Vec<Reach> = policies
+    let applying: Vec<&VemuLabPolicySpec> = policies
         .iter()
         .filter(|p| p.namespaces.as_ref().is_none_or(|n| n.iter().any(|n| n == namespace)))
-        .flat_map(|p| p.allow.iter().map(|f| f.reach()))
         .collect();
-    allowed.sort();
-    allowed.dedup();
-    Trust::Tenant(allowed)
+    let mut allow: Vec<Reach> =
+        applying.iter().flat_map(|p| p.allow.iter().map(|f| f.reach())).collect();
+    allow.sort();
+    allow.dedup();
+    let mut registries: Vec<String> = Vec::new();
+    for r in applying.iter().flat_map(|p| &p.registries) {
+        if !registries.contains(r) {
+            registries.push(r.clone());
+        }
+    }
+    let image_max_bytes = applying
+        .iter()
+        .filter_map(|p| p.image_max_bytes)
+        .max()
+        .unwrap_or(vemu_scenario::DEFAULT_TENANT_IMAGE_BYTES);
+    Trust::Tenant(Tenant { allow, registries, image_max_bytes })
 }
 
-/// `vemu up --tenant`'s argument for `trust`.
-pub fn tenant_arg(trust: &Trust) -> String {
-    match trust {
-        Trust::Tenant(a) if !a.is_empty() => {
-            a.iter().map(|r| r.name()).collect::<Vec<_>>().join(",")
+/// `vemu up`'s arguments for a tenant allowed `trust`: `--tenant LIST`, and the
+/// registries and image size its policies give.
+pub fn tenant_args(trust: &Trust) -> Vec<String> {
+    let mut args = vec!["--tenant".to_string(), trust.tenant_list()];
+    if let Trust::Tenant(t) = trust {
+        if !t.registries.is_empty() {
+            args.push(format!("--registries={}", t.registries.join(",")));
         }
-        _ => "none".into(),
+        args.push(format!("--image-max={}", t.image_max_bytes));
     }
+    args
 }
 
 /// The scenario checked as `vemu up --tenant` will load it, on `machines`
@@ -528,18 +554,43 @@ mod tests {
             VemuLabPolicySpec {
                 namespaces: Some(vec!["lab-admins".into()]),
                 allow: vec![Feature::Host, Feature::Divert],
+                registries: vec!["reg.example:5000".into()],
+                image_max_bytes: Some(8 << 30),
             },
-            VemuLabPolicySpec { namespaces: None, allow: vec![Feature::Trace] },
+            VemuLabPolicySpec {
+                namespaces: None,
+                allow: vec![Feature::Trace],
+                registries: vec![],
+                image_max_bytes: None,
+            },
         ];
-        assert_eq!(trust_of("team", &policies), Trust::Tenant(vec![Reach::Trace]));
+        let tenant = |allow: Vec<Reach>, registries: Vec<&str>, image_max_bytes: u64| {
+            let registries = registries.into_iter().map(String::from).collect();
+            Trust::Tenant(Tenant { allow, registries, image_max_bytes })
+        };
+        let four = vemu_scenario::DEFAULT_TENANT_IMAGE_BYTES;
+        assert_eq!(trust_of("team", &policies), tenant(vec![Reach::Trace], vec![], four));
         assert_eq!(
             trust_of("lab-admins", &policies),
-            Trust::Tenant(vec![Reach::Trace, Reach::Host, Reach::Divert])
+            tenant(
+                vec![Reach::Trace, Reach::Host, Reach::Divert],
+                vec!["reg.example:5000"],
+                8 << 30
+            )
         );
-        assert_eq!(trust_of("team", &[]), Trust::Tenant(vec![]));
+        assert_eq!(trust_of("team", &[]), tenant(vec![], vec![], four));
         assert_eq!(
-            (tenant_arg(&trust_of("team", &[])), tenant_arg(&trust_of("lab-admins", &policies))),
-            ("none".to_string(), "trace,host,divert".to_string())
+            tenant_args(&trust_of("team", &[])),
+            ["--tenant", "none", "--image-max=4294967296"]
+        );
+        assert_eq!(
+            tenant_args(&trust_of("lab-admins", &policies)),
+            [
+                "--tenant",
+                "trace,host,divert",
+                "--registries=reg.example:5000",
+                "--image-max=8589934592"
+            ]
         );
         let spec = |y: &str| VemuLabSpec { scenario: y.into(), nodes: None };
         let m = "w1=10.0.0.1,w2=10.0.0.2";
@@ -548,11 +599,11 @@ mod tests {
                 &spec("nodes: {a: {}, b: {machine: w2}}\nlinks: [{endpoints: [a, b]}]\n"),
                 "team_x",
                 m,
-                &Trust::Tenant(vec![])
+                &tenant(vec![], vec![], four)
             ),
             Ok(())
         );
-        let r = admit(&spec("nodes:\n  a: {isolation: none}\n  b:\n    files: {/etc/t: {from: /etc/vemu/agent-token/token}}\n"), "team_x", m, &Trust::Tenant(vec![])).unwrap_err();
+        let r = admit(&spec("nodes:\n  a: {isolation: none}\n  b:\n    files: {/etc/t: {from: /etc/vemu/agent-token/token}}\n"), "team_x", m, &tenant(vec![], vec![], four)).unwrap_err();
         assert_eq!(r.reason, "Refused");
         assert!(
             r.message.starts_with("spec.scenario: nodes.a.isolation (line 2): refused")
@@ -561,8 +612,9 @@ mod tests {
             r.message
         );
         assert!(!r.message.contains("cannot read"), "nothing refused is read: {}", r.message);
-        let r = admit(&spec("nodes: {a: {bogus: 1}}\n"), "team_x", m, &Trust::Tenant(vec![]))
-            .unwrap_err();
+        let r =
+            admit(&spec("nodes: {a: {bogus: 1}}\n"), "team_x", m, &tenant(vec![], vec![], four))
+                .unwrap_err();
         assert_eq!(r.reason, "InvalidScenario");
         assert!(r.message.contains("nodes.a.bogus"), "{}", r.message);
     }

@@ -19,8 +19,8 @@ use kube::runtime::finalizer::{finalizer, Event};
 use kube::runtime::watcher;
 use kube::{Client, CustomResourceExt, ResourceExt};
 use vemu_operator::{
-    admit, decide, digest, tenant_arg, trust_of, Agent, LabCondition, Step, VemuLab, VemuLabPolicy,
-    VemuLabStatus, AGENT_LABEL, FINALIZER,
+    admit, decide, digest, tenant_args, trust_of, Agent, LabCondition, Step, VemuLab,
+    VemuLabPolicy, VemuLabStatus, AGENT_LABEL, FINALIZER,
 };
 use vemu_scenario::Trust;
 
@@ -125,19 +125,11 @@ fn up(
     let file = std::env::temp_dir().join(format!("vemulab-{lab}.yaml"));
     std::fs::write(&file, scenario)
         .map_err(|e| Error::Vemu(format!("writing {}: {e}", file.display())))?;
-    let (ok, out) = vemu(
-        ctx,
-        &[
-            "up",
-            &file.to_string_lossy(),
-            "--name",
-            lab,
-            "--machines",
-            machines,
-            "--tenant",
-            &tenant_arg(trust),
-        ],
-    );
+    let file_arg = file.to_string_lossy();
+    let mut args = vec!["up", &file_arg, "--name", lab, "--machines", machines];
+    let tenant = tenant_args(trust);
+    args.extend(tenant.iter().map(String::as_str));
+    let (ok, out) = vemu(ctx, &args);
     let _ = std::fs::remove_file(&file);
     match ok {
         true => Ok(out),
@@ -157,6 +149,22 @@ async fn apply(lab_obj: Arc<VemuLab>, ctx: &Ctx, api: &Api<VemuLab>) -> Result<A
     let mut st =
         VemuLabStatus { digest: digest(&lab_obj.spec), ..status.clone().unwrap_or_default() };
     let trust = trust(ctx, &ns).await?;
+    // A running lab the policies no longer admit (one was changed or deleted) is taken
+    // down: what an administrator takes back is taken back from running labs too.
+    if matches!(step, Step::Keep) && running {
+        let machines = status.as_ref().map(|s| s.machines.clone()).unwrap_or_default();
+        if let Err(r) = admit(&lab_obj.spec, &lab_now, &machines, &trust) {
+            eprintln!("vemu-operator: {ns}/{name}: no longer admitted, taken down: {}", r.message);
+            let _ = vemu(ctx, &["down", "--lab", &lab_now]);
+            st.conditions = admitted(&Err(r.clone()), &st.conditions);
+            st.phase = "Failed".into();
+            st.message =
+                format!("no longer admitted (a VemuLabPolicy changed), taken down: {}", r.message);
+            st.lab = String::new();
+            set_status(api, &name, st).await?;
+            return Ok(Action::requeue(Duration::from_secs(60)));
+        }
+    }
     // What is brought up from the spec is a tenant's: checked first, without running or
     // reading anything it may not.
     if let Step::Up { lab, machines } | Step::Recreate { lab, machines } = &step {
@@ -170,8 +178,9 @@ async fn apply(lab_obj: Arc<VemuLab>, ctx: &Ctx, api: &Api<VemuLab>) -> Result<A
             st.phase = "Failed".into();
             st.message = r.message;
             set_status(api, &name, st).await?;
-            // A policy made later admits it: looked at again.
-            return Ok(Action::requeue(Duration::from_secs(20)));
+            // A policy made later admits it: every VemuLab is looked at again when a
+            // policy changes (and now and then anyway).
+            return Ok(Action::requeue(Duration::from_secs(60)));
         }
     }
     let result = match step {
@@ -289,12 +298,19 @@ async fn run() -> anyhow::Result<()> {
         agent_namespace: std::env::var("VEMU_AGENT_NAMESPACE").unwrap_or_else(|_| "vemu".into()),
         vemu: std::env::var("VEMU").unwrap_or_else(|_| "vemu".into()),
     });
-    let labs: Api<VemuLab> = Api::all(client);
+    let labs: Api<VemuLab> = Api::all(client.clone());
+    // Every VemuLab is looked at again as soon as a VemuLabPolicy is made, changed or
+    // deleted: what it now allows comes up, what it no longer allows goes down.
+    let policies: Api<VemuLabPolicy> = Api::all(client);
+    let policy_changed = watcher(policies, watcher::Config::default()).filter_map(|e| async move {
+        matches!(e, Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_))).then_some(())
+    });
     // SIGTERM (the pod deleted) stops it at once, once what it is doing is done: as the
     // container's first process it would otherwise ignore the signal and act on labs for
     // the whole grace period beside the pod that replaces it (a real kubelet showed two
     // operators bringing one lab up at once).
     Controller::new(labs, watcher::Config::default())
+        .reconcile_all_on(policy_changed)
         .shutdown_on_signal()
         .run(reconcile, error_policy, ctx)
         .for_each(|r| async move {

@@ -47,6 +47,10 @@ pub struct Plan {
     /// capabilities; docs/security.md).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub confined: bool,
+    /// How its nodes' images are pulled (a tenant's: from the registries its
+    /// administrator lists, bounded in size).
+    #[serde(default)]
+    pub images: crate::ImagePolicy,
     /// The management network (`mgmt:`): a bridge on the machine with the first
     /// address of each subnet, and `mgmt0` in every node vemu makes, with the node's
     /// address ([`NodePlan::mgmt`]); `None`: none.

@@ -62,6 +62,7 @@ pub struct Scenario {
     pub diverts: Vec<crate::Divert>,
     /// A tenant's: its nodes are confined.
     pub confined: bool,
+    pub images: crate::ImagePolicy,
     /// The management network (`mgmt:`), and where it is (or the top of the file).
     pub mgmt: Option<crate::Mgmt>,
     pub mgmt_mark: Mark,
@@ -384,6 +385,7 @@ pub fn parse(
             machines,
             diverts,
             confined: matches!(p.trust, crate::Trust::Tenant(_)),
+            images: p.trust.image_policy(),
             mgmt,
             mgmt_mark,
             expects,

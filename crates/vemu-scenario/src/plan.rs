@@ -274,6 +274,7 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
         machines: s.machines.clone(),
         diverts: s.diverts.clone(),
         confined: s.confined,
+        images: s.images.clone(),
         mgmt: s.mgmt,
         expect: Vec::new(),
     };

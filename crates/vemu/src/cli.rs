@@ -20,6 +20,26 @@ pub(crate) struct LabArg {
     pub(crate) lab: Option<String>,
 }
 
+/// Whose scenario it is, and what its administrator allows it.
+#[derive(Args, Clone, Default)]
+pub(crate) struct TenantArgs {
+    /// The scenario is a tenant's (someone not trusted with this machine, e.g. a
+    /// Kubernetes VemuLab): only its own nodes, plus the features ALLOWED lists
+    /// ('none', or some of from, trace, host, external, divert, shared-pids);
+    /// anything else is refused at its field before it is read.
+    #[arg(long, value_name = "ALLOWED")]
+    pub(crate) tenant: Option<String>,
+    /// With --tenant: the registries its images may come from (HOST[:PORT],...; none
+    /// unless listed). A registry on this machine's loopback, link-local or own
+    /// addresses must be listed by that address itself.
+    #[arg(long, value_name = "LIST", requires = "tenant")]
+    pub(crate) registries: Option<String>,
+    /// With --tenant: the largest image it may use, downloaded and unpacked, each
+    /// (e.g. 2GiB; default 4GiB). Images also count against the lab's storage.
+    #[arg(long, value_name = "SIZE", requires = "tenant")]
+    pub(crate) image_max: Option<String>,
+}
+
 #[derive(Subcommand)]
 pub(crate) enum Cmd {
     /// Bring up a lab from a scenario file; returns when it is ready.
@@ -49,12 +69,8 @@ pub(crate) enum Cmd {
         /// that took.
         #[arg(long, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "300")]
         wait_converged: Option<u64>,
-        /// The scenario is a tenant's (someone not trusted with this machine, e.g. a
-        /// Kubernetes VemuLab): only its own nodes, plus the features ALLOWED lists
-        /// ('none', or some of from, trace, host, external, divert, shared-pids);
-        /// anything else is refused at its field before it is read.
-        #[arg(long, value_name = "ALLOWED")]
-        tenant: Option<String>,
+        #[command(flatten)]
+        tenant: TenantArgs,
         /// The lab belongs to process PID (a script that built it, as `vemu mininet`'s):
         /// `vemu clean` takes it down once that process has ended.
         #[arg(long, value_name = "PID")]
@@ -72,12 +88,8 @@ pub(crate) enum Cmd {
         /// placement is printed.
         #[arg(long, value_name = "LIST|@FILE")]
         machines: Option<String>,
-        /// The scenario is a tenant's (someone not trusted with this machine, e.g. a
-        /// Kubernetes VemuLab): only its own nodes, plus the features ALLOWED lists
-        /// ('none', or some of from, trace, host, external, divert, shared-pids);
-        /// anything else is refused at its field before it is read.
-        #[arg(long, value_name = "ALLOWED")]
-        tenant: Option<String>,
+        #[command(flatten)]
+        tenant: TenantArgs,
     },
     /// Make a scenario of another tool's topology and print its YAML: a containerlab
     /// topology (NAME.clab.yml: nodes, images, binds, exec, links; what does not map is

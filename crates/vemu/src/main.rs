@@ -86,12 +86,10 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.cmd {
-        Cmd::Check { file, machines, tenant } => {
-            check(&file, machines.as_deref(), tenant.as_deref())?
-        }
+        Cmd::Check { file, machines, tenant } => check(&file, machines.as_deref(), &tenant)?,
         Cmd::Import { file, name } => {
             let i = if vemu_scenario::import::is_clab(&file) {
-                vemu_scenario::import::clab_file(&file, name.as_deref())
+                vemu_scenario::import::clab_file(&file, name.as_deref(), true)
             } else if vemu_scenario::import::is_imunes(&file) {
                 vemu_scenario::import::imunes_file(&file, name.as_deref())
             } else {
@@ -112,7 +110,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             ui,
             machines.as_deref(),
             wait_converged,
-            tenant.as_deref(),
+            &tenant,
             owner,
         )?,
         Cmd::Ui { lab } => {

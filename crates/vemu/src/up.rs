@@ -124,14 +124,9 @@ pub(crate) fn load_scenario(
     file: &std::path::Path,
     name: Option<&str>,
     machines: Option<&str>,
-    tenant: Option<&str>,
+    tenant: &crate::cli::TenantArgs,
 ) -> Result<Plan> {
-    let trust = match tenant {
-        None => vemu_scenario::Trust::Owner,
-        Some(list) => {
-            vemu_scenario::Trust::tenant(list).map_err(|m| user(format!("--tenant: {m}")))?
-        }
-    };
+    let trust = trust_of(tenant)?;
     let machines = machines_arg(machines)?;
     // Another tool's topology (containerlab, IMUNES): made a scenario first (what is
     // left out is said).
@@ -139,7 +134,11 @@ pub(crate) fn load_scenario(
         (vemu_scenario::import::is_clab(file), vemu_scenario::import::is_imunes(file));
     if clab || imn {
         let i = match clab {
-            true => vemu_scenario::import::clab_file(file, None),
+            true => vemu_scenario::import::clab_file(
+                file,
+                None,
+                trust.allows(vemu_scenario::Reach::From),
+            ),
             false => vemu_scenario::import::imunes_file(file, None),
         }
         .map_err(user)?;
@@ -162,6 +161,22 @@ pub(crate) fn load_scenario(
         )?);
     }
     Ok(vemu_scenario::load_as(file, name, machines, &trust)?)
+}
+
+/// Whose scenario it is (`--tenant`, `--registries`, `--image-max`).
+fn trust_of(t: &crate::cli::TenantArgs) -> Result<vemu_scenario::Trust> {
+    let Some(list) = &t.tenant else { return Ok(vemu_scenario::Trust::Owner) };
+    let mut trust =
+        vemu_scenario::Trust::tenant(list).map_err(|m| user(format!("--tenant: {m}")))?;
+    if let Some(r) = &t.registries {
+        trust = trust.with_registries(r).map_err(|m| user(format!("--registries: {m}")))?;
+    }
+    if let Some(size) = &t.image_max {
+        let bytes = vemu_scenario::units::size_bytes(size)
+            .map_err(|m| user(format!("--image-max: {m}")))?;
+        trust = trust.with_image_max(bytes).map_err(|m| user(format!("--image-max: {m}")))?;
+    }
+    Ok(trust)
 }
 
 /// Ask the lab's controller for a login link of its web interface and print it.
@@ -489,21 +504,26 @@ pub(crate) fn fetch_lab(lab: &str, from: &str) -> Result<()> {
     Ok(())
 }
 
-/// The images of `plan`'s nodes can be read here, or a user's error naming each that
-/// cannot (with its node): nothing is built.
+/// The images of `plan`'s nodes can be had here, or an error naming each that cannot
+/// (with its node): nothing is built. A mistake in the input (exit 2) unless it is the
+/// machine's (a full disk, a missing tool).
 pub(crate) fn images_readable(plan: &Plan) -> Result<()> {
     let bad = vemu_control::labs::check_images(plan);
     if bad.is_empty() {
         return Ok(());
     }
-    Err(user(bad.join("\n")))
+    let machines = ["no space left on device", "is not installed", "Permission denied"];
+    match bad.iter().any(|m| machines.iter().any(|w| m.contains(w))) {
+        true => Err(anyhow::anyhow!("{}", bad.join("\n"))),
+        false => Err(user(bad.join("\n"))),
+    }
 }
 
 /// `vemu check`: load and plan a scenario, say what it holds and where it would run.
 pub(crate) fn check(
     file: &std::path::Path,
     machines: Option<&str>,
-    tenant: Option<&str>,
+    tenant: &crate::cli::TenantArgs,
 ) -> Result<()> {
     let plan = load_scenario(file, None, machines, tenant)?;
     images_readable(&plan)?;
@@ -528,7 +548,7 @@ pub(crate) fn up(
     ui: bool,
     machines: Option<&str>,
     wait_converged: Option<u64>,
-    tenant: Option<&str>,
+    tenant: &crate::cli::TenantArgs,
     owner: Option<u32>,
 ) -> Result<()> {
     let plan = load_scenario(file, name, machines, tenant)?;

@@ -376,7 +376,8 @@ fn an_image_is_pulled_from_a_registry() {
     // other nodes are (a /dev of their own, /sys and /proc read-only but for net.*),
     // and write only their own root.
     let store_env = [("VEMU_IMAGES_DIR", store.to_str().unwrap())];
-    let lab = Lab::up_with("img-ten", &yaml, &store_env, &["--tenant", "none"]);
+    let listed = format!("--registries=127.0.0.1:{}", reg.port);
+    let lab = Lab::up_with("img-ten", &yaml, &store_env, &["--tenant", "none", &listed]);
     assert_eq!(lab.sh("a", "cat /etc/vemu-image"), (0, "alpha\n".into()));
     assert_eq!(lab.sh("a", "ls /dev | grep -c '^sd\\|^vd\\|^mem$\\|^kmsg$'").1, "0\n");
     assert_ne!(lab.sh("a", "touch /sys/x").0, 0, "a tenant's image node writes /sys");
@@ -393,6 +394,47 @@ fn an_image_is_pulled_from_a_registry() {
     let path = write_scenario("img-ten2", &local);
     let o = vemu(&["check", path.to_str().unwrap(), "--tenant", "none"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    // Audit (issue 61): a tenant's reference made the machine call its own loopback
+    // services. A registry the administrator did not list is refused at the field, and
+    // one listed by a name that resolves to this machine is refused before anything is
+    // sent (a listener there sees no connection).
+    let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let probe_port = probe.local_addr().unwrap().port();
+    probe.set_nonblocking(true).unwrap();
+    let check_as_tenant = |yaml: &str, extra: &[&str]| {
+        let path = write_scenario("img-probe", yaml);
+        let o = Command::new(env!("CARGO_BIN_EXE_vemu"))
+            .args(["check", path.to_str().unwrap(), "--tenant", "none"])
+            .args(extra)
+            .env("VEMU_IMAGES_DIR", &store)
+            .output()
+            .unwrap();
+        (o.status.code(), text(&o))
+    };
+    let (code, t) = check_as_tenant(
+        &format!("nodes:\n  a: {{image: '127.0.0.1:{probe_port}/probe:1'}}\n"),
+        &[&listed],
+    );
+    assert_eq!(code, Some(2), "{t}");
+    assert!(
+        t.contains("nodes.a.image")
+            && t.contains("refused in a tenant's lab")
+            && t.contains(&listed[13..]),
+        "{t}"
+    );
+    let by_name = format!("--registries=localhost:{probe_port}");
+    let (code, t) = check_as_tenant(
+        &format!("nodes:\n  a: {{image: 'localhost:{probe_port}/probe:1'}}\n"),
+        &[&by_name],
+    );
+    assert_eq!(code, Some(2), "{t}");
+    assert!(t.contains("an address of this machine"), "{t}");
+    let (code, t) = check_as_tenant("nodes:\n  a: {image: 'containers-storage:x'}\n", &[]);
+    assert!(
+        code == Some(2) && t.contains("transport 'containers-storage:' is not supported"),
+        "{t}"
+    );
+    assert!(probe.accept().is_err(), "the machine called its own loopback for a tenant");
     let missing = format!("127.0.0.1:{}/vemu-test/nope:1", reg.port);
     let path = write_scenario("img-reg2", &format!("nodes:\n  gone: {{image: {missing}}}\n"));
     let o = Command::new(env!("CARGO_BIN_EXE_vemu"))
@@ -408,6 +450,145 @@ fn an_image_is_pulled_from_a_registry() {
         "{t}"
     );
     assert!(!t.contains("level=fatal"), "skopeo's log format reaches the user: {t}");
+}
+
+/// Runs a tool of the test's own image making; its output.
+fn tool(program: &str, args: &[&str]) -> String {
+    let o = Command::new(program).args(args).output().unwrap();
+    assert!(o.status.success(), "{program} {args:?}: {}", text(&o));
+    text(&o)
+}
+
+/// Audit (issue 61): a tenant's image holding a block device node (loop0's, 7:0) and
+/// running as `User: 65534:65534`, pulled from a registry. Before: the confined node read
+/// and wrote the machine's loop0, and could start no process at all (EPERM). Now the
+/// device node is dropped as the image is unpacked (the store's log says so), every
+/// mount the node sees but its own /dev is without devices, its cgroup allows only its
+/// /dev's devices — and its processes run as the image's user.
+#[test]
+fn a_tenants_image_reaches_no_device_and_runs_as_its_user() {
+    let _g = serial();
+    let (dir, store) = images();
+    let reg = Registry::start();
+    let work = std::env::temp_dir().join("vemu-tests/hostile-image");
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(&work).unwrap();
+    let (layout, bundle) = (work.join("layout"), work.join("bundle"));
+    tool("cp", &["-a", dir.join("alpha").to_str().unwrap(), layout.to_str().unwrap()]);
+    let image = format!("{}:alpha", layout.display());
+    tool("umoci", &["unpack", "--image", &image, bundle.to_str().unwrap()]);
+    tool("mknod", &[bundle.join("rootfs/loopdev").to_str().unwrap(), "b", "7", "0"]);
+    tool("umoci", &["repack", "--image", &image, bundle.to_str().unwrap()]);
+    tool("umoci", &["config", "--image", &image, "--config.user=65534:65534"]);
+    let reference = format!("127.0.0.1:{}/vemu-test/hostile:1", reg.port);
+    tool(
+        "skopeo",
+        &[
+            "copy",
+            "--quiet",
+            "--dest-tls-verify=false",
+            &format!("oci:{image}"),
+            &format!("docker://{reference}"),
+        ],
+    );
+    let yaml = format!("nodes:\n  a: {{image: {reference}}}\n");
+    let store_env = [("VEMU_IMAGES_DIR", store.to_str().unwrap())];
+    let registries = format!("--registries=127.0.0.1:{}", reg.port);
+    let lab = Lab::up_with("img-hostile", &yaml, &store_env, &["--tenant", "none", &registries]);
+    assert_eq!(lab.sh("a", "id -u; id -g"), (0, "65534\n65534\n".into()), "the image's user");
+    assert_eq!(lab.sh("a", "cat /tmp/main-ran"), (0, "hello from /srv\n".into()));
+    let (code, out) = lab.sh("a", "ls -l /loopdev 2>&1");
+    assert_ne!(code, 0, "the device node is in the node's root: {out}");
+    assert_eq!(lab.sh("a", "head -c 1 /dev/zero | wc -c"), (0, "1\n".into()), "/dev/zero");
+    let log = std::fs::read_to_string(store.join("log")).unwrap_or_default();
+    // (Debian's root holds /dev/null and the like too: a node's devices are its /dev's.)
+    let line = log.lines().find(|l| l.contains("device node(s) from its root:")).unwrap_or("");
+    assert!(line.split_whitespace().any(|w| w == "/loopdev"), "store log: {log}");
+    // The node's processes are in a devices cgroup of their own that allows its /dev's
+    // devices only (where the machine mounts v1's controller; v2's program is tested in
+    // vemu-host's devices module).
+    let list = std::path::Path::new("/sys/fs/cgroup/devices/vemu/img-hostile/a/devices.list");
+    if std::path::Path::new("/sys/fs/cgroup/devices/devices.list").exists() {
+        let allowed = std::fs::read_to_string(list).unwrap();
+        assert!(allowed.contains("c 1:3 rwm") && !allowed.contains("a *:* rwm"), "{allowed}");
+        assert!(!allowed.contains("b "), "a block device is allowed: {allowed}");
+        let procs = std::fs::read_to_string(list.with_file_name("cgroup.procs")).unwrap();
+        assert!(procs.lines().count() >= 2, "the node's init and main process: {procs}");
+    }
+    drop(lab);
+    // Bounded pulls (audit: a 3.1 MB layer unpacked to 1.08 GB; 1000 layers took over
+    // 3 minutes): a layer of 300 MB of zeros (a few hundred KB compressed) is refused
+    // to a tenant allowed 100 MiB before it is unpacked, naming the limit; an image of
+    // 130 layers is refused to anyone before it is copied.
+    tool("umoci", &["unpack", "--image", &image, work.join("bomb").to_str().unwrap()]);
+    tool(
+        "dd",
+        &[
+            "if=/dev/zero",
+            &format!("of={}", work.join("bomb/rootfs/zeros").display()),
+            "bs=1M",
+            "count=300",
+        ],
+    );
+    tool("umoci", &["repack", "--image", &image, work.join("bomb").to_str().unwrap()]);
+    let bomb = format!("127.0.0.1:{}/vemu-test/bomb:1", reg.port);
+    tool(
+        "skopeo",
+        &[
+            "copy",
+            "--quiet",
+            "--dest-tls-verify=false",
+            &format!("oci:{image}"),
+            &format!("docker://{bomb}"),
+        ],
+    );
+    let path = write_scenario("img-bomb", &format!("nodes:\n  a: {{image: {bomb}}}\n"));
+    let o = Command::new(env!("CARGO_BIN_EXE_vemu"))
+        .args([
+            "check",
+            path.to_str().unwrap(),
+            "--tenant",
+            "none",
+            &registries,
+            "--image-max",
+            "100MiB",
+        ])
+        .env("VEMU_IMAGES_DIR", &store)
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    assert!(t.contains("unpacks to more than 100.0 MiB"), "{t}");
+    let roots = std::fs::read_dir(store.join("roots")).unwrap().count();
+    assert_eq!(roots, 1, "the bomb was unpacked (only the first image should be)");
+    // 130 layers: the manifest's one layer, 130 times over, in a layout of its own.
+    let many = work.join("many");
+    tool("cp", &["-a", dir.join("alpha").to_str().unwrap(), many.to_str().unwrap()]);
+    let script = r#"set -e; cd "$1"
+        m=$(python3 -c 'import json; print(json.load(open("index.json"))["manifests"][0]["digest"][7:])')
+        python3 - "$m" <<'PY'
+import hashlib, json, sys
+m = json.load(open("blobs/sha256/" + sys.argv[1]))
+m["layers"] = m["layers"][:1] * 130
+b = json.dumps(m).encode()
+d = hashlib.sha256(b).hexdigest()
+open("blobs/sha256/" + d, "wb").write(b)
+i = json.load(open("index.json"))
+i["manifests"][0]["digest"] = "sha256:" + d
+i["manifests"][0]["size"] = len(b)
+json.dump(i, open("index.json", "w"))
+PY"#;
+    tool("bash", &["-c", script, "-", many.to_str().unwrap()]);
+    let path = write_scenario("img-many", &format!("nodes:\n  a: {{image: {}}}\n", many.display()));
+    let o = Command::new(env!("CARGO_BIN_EXE_vemu"))
+        .args(["check", path.to_str().unwrap()])
+        .env("VEMU_IMAGES_DIR", &store)
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    assert!(t.contains("it has 130 layers: an image may have at most 127"), "{t}");
+    let _ = std::fs::remove_dir_all(&work);
 }
 
 /// An image that breaks on the way in (issue 41): a layer whose bytes do not match its
@@ -458,6 +639,17 @@ fn a_corrupt_layer_and_a_full_disk_are_clear_errors_that_leave_the_store_whole()
     };
     let t = up("img-corrupt", &corrupt);
     assert!(t.contains("node a: image") && t.contains("copying the image"), "{t}");
+    // `check` looks at the layers too (it said "valid" before: issue 61), and both call
+    // it a mistake in the input (exit 2).
+    let path =
+        write_scenario("img-corrupt", &format!("nodes:\n  a: {{image: {}}}\n", corrupt.display()));
+    let o = Command::new(env!("CARGO_BIN_EXE_vemu"))
+        .args(["check", path.to_str().unwrap()])
+        .env("VEMU_IMAGES_DIR", &store)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("Digest did not match"), "{}", text(&o));
     assert!(
         t.contains("Digest did not match"),
         "the error does not say the layer is not what it claims: {t}"

@@ -42,13 +42,35 @@ const NODE_KEYS: &[&str] = &[
 ];
 
 /// Read `path` (a containerlab topology) and make a scenario of it (lab `name`, default
-/// the topology's).
-pub fn clab_file(path: &Path, name: Option<&str>) -> Result<Imported, String> {
+/// the topology's). `read_binds`: its binds' sources are looked at (a directory's files
+/// listed); when not — a tenant's topology, which may not read the machine's files —
+/// each bind is written as the `from:` it asks for, unread, for the scenario's checks to
+/// refuse at its field (nothing of the machine's files shows in a message).
+pub fn clab_file(path: &Path, name: Option<&str>, read_binds: bool) -> Result<Imported, String> {
     let text = crate::read_limited(path, MAX_CLAB_BYTES)
         .map_err(|e| format!("{}: {e}", path.display()))?;
     let base = path.parent().map(|p| if p.as_os_str().is_empty() { Path::new(".") } else { p });
-    let base = base.and_then(|b| b.canonicalize().ok());
-    clab(&text, &path.display().to_string(), base.as_deref(), name)
+    let base = match read_binds {
+        true => base.and_then(|b| b.canonicalize().ok()),
+        false => base.map(Path::to_path_buf),
+    };
+    let binds = match (&base, read_binds) {
+        (Some(b), true) => Binds::Read(b),
+        (Some(b), false) => Binds::Unread(b),
+        (None, _) => Binds::Absent,
+    };
+    clab_with(&text, &path.display().to_string(), binds, name)
+}
+
+/// Where a topology's binds are read from.
+#[derive(Clone, Copy)]
+enum Binds<'a> {
+    /// Against its directory, their sources looked at.
+    Read(&'a Path),
+    /// Against its directory, unread (see [`clab_file`]).
+    Unread(&'a Path),
+    /// Left out, with a warning (a topology sent to the API).
+    Absent,
 }
 
 /// Whether `path` is named as a containerlab topology (`NAME.clab.yml` or `.yaml`).
@@ -204,6 +226,10 @@ pub fn clab(
     base: Option<&Path>,
     name: Option<&str>,
 ) -> Result<Imported, String> {
+    clab_with(text, file, base.map_or(Binds::Absent, Binds::Read), name)
+}
+
+fn clab_with(text: &str, file: &str, binds: Binds, name: Option<&str>) -> Result<Imported, String> {
     let doc = crate::yaml::parse(text)
         .map_err(|e| format!("{file}:{}:{}: {}", e.mark.line, e.mark.col, e.message))?
         .ok_or_else(|| format!("{file}: empty"))?;
@@ -271,7 +297,7 @@ pub fn clab(
             continue;
         }
         names.push(n.clone());
-        write_node(&mut out, &mut warnings, n, &c, base, file)?;
+        write_node(&mut out, &mut warnings, n, &c, binds, file)?;
     }
     if !refused.is_empty() {
         return Err(format!("{file}: {}", refused.join("; ")));
@@ -280,8 +306,17 @@ pub fn clab(
         return Err(format!("{file}: no nodes"));
     }
     let links = write_links(&mut out, &mut warnings, get(topo, "links"), &names, &bridges, file)?;
-    crate::load_str_in(&out, &format!("{lab}.yaml"), &lab, None, base)
-        .map_err(|e| format!("{file}: the scenario made from it is not valid: {e}"))?;
+    // Checked as it will be loaded; a tenant's not here: as the owner's, this would read
+    // the files its binds name (its own load refuses them, reading nothing).
+    let base = match binds {
+        Binds::Read(b) => Some(Some(b)),
+        Binds::Absent => Some(None),
+        Binds::Unread(_) => None,
+    };
+    if let Some(base) = base {
+        crate::load_str_in(&out, &format!("{lab}.yaml"), &lab, None, base)
+            .map_err(|e| format!("{file}: the scenario made from it is not valid: {e}"))?;
+    }
     Ok(Imported { yaml: out, nodes: names.len(), links, warnings })
 }
 
@@ -320,7 +355,7 @@ fn write_node(
     warnings: &mut Vec<String>,
     n: &str,
     c: &ClabNode,
-    base: Option<&Path>,
+    binds: Binds,
     file: &str,
 ) -> Result<(), String> {
     let _ = writeln!(out, "  {}:", q(n));
@@ -345,15 +380,19 @@ fn write_node(
                 continue;
             }
         };
-        let Some(base) = base else {
-            // (A topology sent to the API: its files are on its sender's machine.)
-            warnings.push(format!("node '{n}': bind '{b}' left out (its file is not here: import the topology on the machine that has it)"));
-            continue;
+        let (base, read) = match binds {
+            Binds::Read(b) => (b, true),
+            Binds::Unread(b) => (b, false),
+            Binds::Absent => {
+                // (A topology sent to the API: its files are on its sender's machine.)
+                warnings.push(format!("node '{n}': bind '{b}' left out (its file is not here: import the topology on the machine that has it)"));
+                continue;
+            }
         };
         let full = base.join(src);
         if crate::parse::file_path(dst).is_err() {
             warnings.push(format!("node '{n}': bind to {dst} left out (vemu writes a node's files in /etc, /var/lib, /var/log and /run)"));
-        } else if full.is_dir() {
+        } else if read && full.is_dir() {
             match dir_files(&full, dst) {
                 Ok(inside) => files.extend(inside),
                 Err(e) => {

@@ -274,9 +274,18 @@ pub(crate) fn node_parts(
             "startup-config" => d.startup = startup_config(p, v, &f, base).map(|t| (t, v.mark)),
             "image" => {
                 d.image = p.scalar(v, &f, |s| image_reference(s, base));
-                // A file or directory of the controller's machine: refused to a tenant.
-                if d.image.as_deref().is_some_and(|r| !r.starts_with("docker://")) {
-                    p.reach(crate::Reach::From, v.mark, &f);
+                // A file or directory of the controller's machine: refused to a tenant;
+                // a registry's: from the registries its administrator lists only.
+                match d.image.as_deref() {
+                    Some(r) if !r.starts_with("docker://") => {
+                        p.reach(crate::Reach::From, v.mark, &f);
+                    }
+                    Some(r) => {
+                        if let Some(why) = p.trust.image_policy().refusal(r) {
+                            p.err(v.mark, &f, why);
+                        }
+                    }
+                    None => {}
                 }
             }
             "run" => d.run = p.strings(v, &f),
@@ -615,14 +624,21 @@ pub fn image_reference(s: &str, base: Option<&Path>) -> Result<String, String> {
             return Ok(format!("{t}{}", absolute(rest)));
         }
     }
-    if s.starts_with("docker://") {
-        return Ok(s.to_string());
-    }
     if s.starts_with('/') || s.starts_with("./") || s.starts_with("../") {
         return Ok(format!("path:{}", absolute(s)));
     }
-    if s.contains("://") {
-        return Err(format!("'{s}': images come from a registry (docker://…), an OCI layout (oci:…) or an archive (oci-archive:…, docker-archive:…)"));
+    let other = "images come from a registry (docker://…), an OCI layout (oci:…) or an archive (oci-archive:…, docker-archive:…)";
+    // skopeo's other transports (the machine's container storage, its Docker daemon,
+    // a directory, …) are not image sources of vemu's.
+    let transports =
+        ["containers-storage:", "docker-daemon:", "dir:", "ostree:", "sif:", "tarball:"];
+    if let Some(t) = transports.iter().find(|t| s.starts_with(**t)) {
+        return Err(format!("'{s}': the transport '{t}' is not supported: {other}"));
     }
-    Ok(format!("docker://{s}"))
+    if s.contains("://") && !s.starts_with("docker://") {
+        return Err(format!("'{s}': {other}"));
+    }
+    let bare = s.strip_prefix("docker://").unwrap_or(s);
+    crate::images::check_registry_reference(bare)?;
+    Ok(format!("docker://{bare}"))
 }

@@ -137,3 +137,31 @@ topology:
         assert!(w.contains(said), "{said}: {w}");
     }
 }
+
+/// Issue 61: a tenant's topology had its binds read as it was made a scenario, so that
+/// the errors named the machine's files ("/etc/x2/ssh_config", "more than 1000 files in
+/// /root"). Read for a tenant, its binds are not looked at: each is refused at its field
+/// when the scenario is loaded, naming only what the tenant wrote.
+#[test]
+fn a_tenants_binds_are_refused_unread() {
+    let dir = std::env::temp_dir().join(format!("vemu-clab-tenant-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("t.clab.yml");
+    std::fs::write(
+        &file,
+        "name: t\ntopology:\n  nodes:\n    a: {kind: linux, binds: ['/etc/x2/ssh_config:/etc/ssh/ssh_config', '/usr:/etc/usr']}\n",
+    )
+    .unwrap();
+    let i = vemu_scenario::import::clab_file(&file, None, false).unwrap();
+    let tenant = vemu_scenario::Trust::tenant("none").unwrap();
+    let e = vemu_scenario::load_str_as(&i.yaml, "t", "t", None, None, Some(&dir), &tenant)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("nodes.a.files./etc/ssh/ssh_config.from") && e.contains("refused"), "{e}");
+    assert!(!e.contains("cannot read") && !e.contains("more than"), "{e}");
+    assert!(i.warnings.iter().all(|w| !w.contains("/usr")), "{:?}", i.warnings);
+    // The owner's: read (a file that is not there is said so).
+    let e = vemu_scenario::import::clab_file(&file, None, true).unwrap_err();
+    assert!(e.contains("cannot read"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -128,7 +128,7 @@ fn templates_run_within_a_bound() {
 /// read (a file that cannot be read would say "cannot read"; a refused one does not).
 #[test]
 fn a_tenants_scenario_gets_only_what_it_is_allowed() {
-    use vemu_scenario::{load_str_as, Reach, Trust};
+    use vemu_scenario::{load_str_as, Reach, Tenant, Trust};
     let dir = std::env::temp_dir().join(format!("vemu-tenant-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("secret"), "the agent's token\n").unwrap();
@@ -154,12 +154,13 @@ fn a_tenants_scenario_gets_only_what_it_is_allowed() {
     ];
     let load =
         |y: &str, trust: &Trust| load_str_as(y, "t.yaml", "t", None, None, Some(&dir), trust);
+    let tenant = |allow: Vec<Reach>| Trust::Tenant(Tenant { allow, ..Tenant::default() });
     for (yaml, field, reach) in cases {
         // The machine's owner may.
         load(yaml, &Trust::Owner).unwrap_or_else(|e| panic!("{yaml}: {e}"));
         // A tenant may not, unless allowed that very feature.
         let others: Vec<Reach> = Reach::ALL.into_iter().filter(|r| *r != reach).collect();
-        let e = load(yaml, &Trust::Tenant(others)).expect_err(yaml);
+        let e = load(yaml, &tenant(others)).expect_err(yaml);
         assert_eq!(e.errors.len(), 1, "{e}");
         let (err, name) = (&e.errors[0], reach.name());
         assert_eq!(err.field, field, "{e}");
@@ -169,17 +170,32 @@ fn a_tenants_scenario_gets_only_what_it_is_allowed() {
                 && err.message.contains(&format!("'{name}'")),
             "{e}"
         );
-        load(yaml, &Trust::Tenant(vec![reach]))
+        load(yaml, &tenant(vec![reach]))
             .unwrap_or_else(|e| panic!("{yaml} with {name} allowed: {e}"));
     }
     // Nothing named is read: a tenant's from: of a file that does not exist is refused,
     // not "cannot read" (which would tell the tenant what exists on the machine).
-    let e = load(
-        "nodes:\n  a:\n    files: {/etc/x: {from: /nonexistent/token}}\n",
-        &Trust::Tenant(vec![]),
-    )
-    .unwrap_err()
-    .to_string();
+    let e =
+        load("nodes:\n  a:\n    files: {/etc/x: {from: /nonexistent/token}}\n", &tenant(vec![]))
+            .unwrap_err()
+            .to_string();
     assert!(e.contains("refused") && !e.contains("cannot read"), "{e}");
+    // A registry's image: from the registries the administrator lists only, refused at
+    // its field otherwise (issue 61: a reference made the machine call its loopback);
+    // another transport of skopeo's is no image source.
+    let listed = tenant(vec![]).with_registries("reg.example:5000").unwrap();
+    let yaml =
+        "nodes:\n  a: {image: 'reg.example:5000/frr:9'}\n  b: {image: '127.0.0.1:5078/probe:1'}\n";
+    let e = load(yaml, &listed).unwrap_err();
+    assert_eq!(e.errors.len(), 1, "{e}");
+    assert_eq!(e.errors[0].field, "nodes.b.image");
+    assert!(e.errors[0].message.contains("'127.0.0.1:5078'"), "{e}");
+    load(yaml, &Trust::Owner).unwrap();
+    let e = load("nodes:\n  a: {image: 'frr:9'}\n", &tenant(vec![])).unwrap_err().to_string();
+    assert!(e.contains("no registry") && e.contains("'docker.io'"), "{e}");
+    for bad in ["containers-storage:frr", "docker-daemon:frr:9", "[::1]:5078/y:1", "Frr:9"] {
+        let e = load(&format!("nodes:\n  a: {{image: '{bad}'}}\n"), &Trust::Owner).unwrap_err();
+        assert_eq!(e.errors[0].field, "nodes.a.image", "{bad}: {e}");
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -34,7 +34,7 @@ impl LocalWorker {
             local_nodes.iter().map(|&n| plan.nodes[n].clone()).collect();
         vemu_host::prepare_lab(&paths, &hosts, &share_nodes, plan.storage_bytes, plan.confined)?;
         self.lab = Some(paths.clone());
-        let images = prepare_images(&paths, &share_nodes)?;
+        let images = prepare_images(&paths, &share_nodes, &plan)?;
         // The management network: a bridge on this machine, before its nodes' mgmt0.
         let mut nat_rules = Vec::new();
         if let Some(m) = plan.mgmt.filter(|_| share_nodes.iter().any(|n| !n.mgmt.is_empty())) {
@@ -722,19 +722,34 @@ fn switched_where_members_are(g: &vemu_scenario::SegmentPlan) -> bool {
 }
 
 /// Make the images of the nodes here ready (each copied and unpacked once in the
-/// machine's store: [`vemu_host::images`]) and give each node its own; by node name.
+/// machine's store: [`vemu_host::images`], as the plan's policy allows) and give each
+/// node its own; by node name. A tenant's images count against its lab's storage.
 fn prepare_images(
     paths: &LabPaths,
     nodes: &[vemu_scenario::NodePlan],
+    plan: &vemu_scenario::Plan,
 ) -> Result<HashMap<String, vemu_host::images::Image>> {
     let mut ready: HashMap<&str, vemu_host::images::Image> = HashMap::new();
     let mut by_node = HashMap::new();
+    let mut counted = 0u64;
     for n in nodes {
         let Some(reference) = n.image.as_deref() else { continue };
         if !ready.contains_key(reference) {
-            let image = vemu_host::images::prepare_image(reference).with_context(|| {
-                format!("node {}: image {}", n.name, crate::labs::display_reference(reference))
-            })?;
+            let shown =
+                || format!("node {}: image {}", n.name, crate::labs::display_reference(reference));
+            let image =
+                vemu_host::images::prepare_image(reference, &plan.images).with_context(shown)?;
+            if plan.images.is_tenants() && !ready.values().any(|i| i.digest == image.digest) {
+                counted += image.size_bytes;
+                if counted > plan.storage_bytes {
+                    return Err(anyhow::anyhow!(
+                        "the lab's images take {} MiB, more than its storage ({} MiB, scenario key 'storage'): a tenant's images count against it",
+                        counted >> 20,
+                        plan.storage_bytes >> 20
+                    ))
+                    .with_context(shown);
+                }
+            }
             ready.insert(reference, image);
         }
         let image = ready[reference].clone();
