@@ -21,6 +21,7 @@ use super::{Controller, PortState};
 use crate::traffic::Flow;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Saved {
     /// CLOCK_MONOTONIC at the lab clock's zero, ns (the agents' clocks started from it).
     pub clock_epoch_ns: u64,
@@ -143,6 +144,16 @@ impl Saved {
                 "records_copied",
                 format!("'{f}' is not a file of the lab's log directory"),
             ));
+        }
+        let elapsed = mono.saturating_sub(self.clock_epoch_ns);
+        let most = crate::timeline::firings_by(&plan.events, elapsed);
+        if self.timeline_fired > most {
+            return Err(bad("timeline_fired", format!("{} firings, but the lab's timeline has at most {most} by now ({} s of lab time)", self.timeline_fired, elapsed / 1_000_000_000)));
+        }
+        if let Some(a) = self.api_tcp {
+            if a.port() == 0 || a.ip().is_unspecified() || a.ip().is_multicast() {
+                return Err(bad("api_tcp", format!("{a} is not an address the API was served on (a port, on one address: to serve it on all of them, say so with 'vemu attach --api')")));
+            }
         }
         Ok(())
     }
@@ -332,6 +343,14 @@ mod tests {
             plan.machines
                 .push(vemu_scenario::Machine { name: name.into(), address: ip.parse().unwrap() });
         }
+        // A node started every second since the lab clock's zero.
+        plan.events.push(vemu_scenario::TimedEvent {
+            at_ns: 0,
+            every_ns: Some(1_000_000_000),
+            until_ns: None,
+            target: vemu_scenario::EventTarget::Node("a".into()),
+            action: vemu_scenario::EventAction::State(true),
+        });
         let good = sample();
         good.check(&plan).unwrap();
         let field = |s: Saved| format!("{:#}", s.check(&plan).unwrap_err());
@@ -353,6 +372,18 @@ mod tests {
             ..sample()
         });
         assert!(e.starts_with("limits[0]: "), "{e}");
+        // Issue 61: a count of firings the timeline cannot have had, and an API address
+        // that is every address (vemu attach served it there and said another).
+        let e = field(Saved { timeline_fired: 1_000_000_000_000_000_000, ..sample() });
+        assert!(e.starts_with("timeline_fired: 1000000000000000000 firings"), "{e}");
+        let e = field(Saved { api_tcp: Some("0.0.0.0:1".parse().unwrap()), ..sample() });
+        assert!(e.starts_with("api_tcp: 0.0.0.0:1 is not an address"), "{e}");
+        let no_timeline = vemu_scenario::Plan { events: Vec::new(), ..plan.clone() };
+        let e = format!(
+            "{:#}",
+            Saved { timeline_fired: 1, ..sample() }.check(&no_timeline).unwrap_err()
+        );
+        assert!(e.contains("at most 0 by now"), "{e}");
     }
 
     /// What a controller writes, a new one reads back whole; a damaged or missing file
@@ -364,6 +395,13 @@ mod tests {
         let path = dir.join("controller.json");
         std::fs::write(&path, serde_json::to_vec(&sample()).unwrap()).unwrap();
         let back = Saved::read(&path).unwrap();
+        // A key no controller writes is refused, naming it.
+        let mut v = serde_json::to_value(sample()).unwrap();
+        v["surprise"] = serde_json::json!(1);
+        let forged = dir.join("forged.json");
+        std::fs::write(&forged, serde_json::to_vec(&v).unwrap()).unwrap();
+        let e = format!("{:#}", Saved::read(&forged).unwrap_err());
+        assert!(e.contains("unknown field `surprise`"), "{e}");
         assert_eq!(
             (back.stopped, back.timeline_fired, back.flows_asked, back.api_tcp),
             (vec![false, true], 4, 3, sample().api_tcp)
