@@ -313,12 +313,63 @@ def test_a_script_killed_leaves_a_lab_that_vemu_clean_removes(tmp_path):
     r = run([VEMU, "clean"])
     assert r.returncode == 0 and "which has ended" in r.stderr, r.stderr
     assert not labs()
-    # mn -c takes down the labs of Mininet scripts, ended or not.
+    # mn -c takes down what Mininet scripts left: not a running script's lab (issue 61:
+    # it took down another script's), but the same lab once its script has ended.
     p = subprocess.Popen([VEMU, "mininet", str(script)], stdout=subprocess.PIPE, text=True)
     assert p.stdout.readline().strip() == "up"
+    running = labs()
+    assert run([VEMU, "mn", "-c"]).returncode == 0
+    assert labs() == running
+    kill()
     assert run([VEMU, "mn", "-c"]).returncode == 0
     assert not labs()
-    kill()
+
+
+@root
+def test_mn_refuses_a_topology_too_big_at_once():
+    # Issue 61: linear,100000000 grew without bound; tree,depth=100000 ended in a
+    # RecursionError with exit 0.
+    for topo in ["linear,100000000", "tree,depth=100000", "tree,depth=17,fanout=2", "torus,400,400"]:
+        t0 = time.time()
+        r = run([VEMU, "mn", "--topo", topo, "--test", "none"], timeout=60)
+        assert r.returncode == 2 and "more than 100000 nodes" in r.stderr, (topo, r.stderr)
+        assert time.time() - t0 < 30, topo
+    r = run([VEMU, "mn", "--topo", "linear,-3", "--test", "none"], timeout=60)
+    assert r.returncode == 2 and "whole number" in r.stderr, r.stderr
+    assert not labs()
+
+
+def test_mn_counts_the_builtin_topologies_as_they_are_built():
+    from vemu.mininet.mn import topoSize
+    from vemu.mininet.topolib import TorusTopo, TreeTopo
+    for topo, built in [("linear,4,3", LinearTopo(4, 3)), ("tree,depth=3,fanout=3", TreeTopo(3, 3)),
+                        ("single,5", SingleSwitchTopo(5)), ("torus,3,4,2", TorusTopo(3, 4, 2)),
+                        ("tree,depth=0", TreeTopo(0, 2))]:
+        assert topoSize(topo) == len(built.nodes()), topo
+
+
+def test_a_deep_tree_is_built_without_recursion_and_numbered_as_mininet_does():
+    from vemu.mininet.topolib import TreeTopo
+
+    class Recursive(TreeTopo):
+        "Mininet 2.3.0's recursive addTree, to compare with."
+        def addTree(self, depth, fanout):
+            if depth > 0:
+                node = self.addSwitch('s%s' % self.switchNum)
+                self.switchNum += 1
+                for _ in range(fanout):
+                    self.addLink(node, self.addTree(depth - 1, fanout))
+            else:
+                node = self.addHost('h%s' % self.hostNum)
+                self.hostNum += 1
+            return node
+
+    for depth, fanout in [(1, 2), (2, 3), (3, 2), (4, 1), (0, 5)]:
+        a, b = TreeTopo(depth, fanout), Recursive(depth, fanout)
+        assert a.nodes(sort=False) == b.nodes(sort=False)
+        assert a.links(sort=False, withInfo=True) == b.links(sort=False, withInfo=True)
+    deep = TreeTopo(5000, 1)
+    assert len(deep.nodes()) == 5001
 
 
 @root

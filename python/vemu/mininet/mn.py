@@ -86,6 +86,47 @@ TESTS = { name: True
 
 CLI = None  # Set below if needed
 
+#: The topologies `topoSize` can count (a --custom file may replace them).
+BUILTIN_TOPOS = dict( TOPOS )
+
+#: The most nodes a topology of `--topo` may have (what vemu's importers take too):
+#: a bigger one is refused at once, before anything is built.
+MAX_TOPO_NODES = 100000
+
+
+def topoSize( topoStr, limit=MAX_TOPO_NODES ):
+    """Nodes (hosts and switches) the built-in topology `topoStr` makes, counted
+       without building it (stopping past `limit`); None for another topology."""
+    name, args, kwargs = splitArgs( topoStr )
+    def arg( i, key, default ):
+        v = args[ i ] if len( args ) > i else kwargs.get( key, default )
+        if not isinstance( v, int ) or v < 0:
+            raise ValueError( '--topo %s: %s must be a whole number, not %r'
+                              % ( topoStr, key, v ) )
+        return v
+    if name == 'minimal':
+        return 4
+    if name in ( 'single', 'reversed' ):
+        return arg( 0, 'k', 2 ) + 1
+    if name == 'linear':
+        k, n = arg( 0, 'k', 2 ), arg( 1, 'n', 1 )
+        return k + k * n
+    if name == 'torus':
+        x, y, n = arg( 0, 'x', 3 ), arg( 1, 'y', 3 ), arg( 2, 'n', 1 )
+        return x * y * ( 1 + n )
+    if name == 'tree':
+        depth, fanout = arg( 0, 'depth', 1 ), arg( 1, 'fanout', 2 )
+        total, level = 0, 1
+        for _ in range( depth + 1 ):
+            total += level
+            if total > limit:
+                return total
+            level *= fanout
+            if level == 0:
+                break
+        return total
+    return None
+
 # Locally defined tests
 def allTest( net ):
     "Run ping and iperf tests"
@@ -343,6 +384,17 @@ class MininetRunner( object ):
                                      "for switch %s" %
                                      opts.switch )
 
+        try:
+            builtin = TOPOS.get( splitArgs( opts.topo )[ 0 ] ) in BUILTIN_TOPOS.values()
+            size = topoSize( opts.topo ) if builtin else None
+        except ValueError as e:
+            error( '%s\n' % e )
+            exit( 2 )
+        if size is not None and size > MAX_TOPO_NODES:
+            error( '--topo %s: more than %d nodes (vemu takes at most %d from '
+                   '`mn`; write a scenario, or a script, for a bigger lab)\n'
+                   % ( opts.topo, MAX_TOPO_NODES, MAX_TOPO_NODES ) )
+            exit( 2 )
         topo = buildTopo( TOPOS, opts.topo )
         switch = customClass( SWITCHES, opts.switch )
         host = customClass( HOSTS, opts.host )
@@ -416,6 +468,7 @@ def main():
     except KeyboardInterrupt:
         info( "\n\nKeyboard Interrupt. Shutting down and cleaning up...\n\n")
         cleanup()
+        exit( 130 )
     except Exception:  # pylint: disable=broad-except
         # Print exception
         type_, val_, trace_ = sys.exc_info()
@@ -429,6 +482,7 @@ def main():
         stackTrace = traceback.format_exc()
         debug( stackTrace + "\n" )
         cleanup()
+        exit( 1 )
 
 
 if __name__ == "__main__":

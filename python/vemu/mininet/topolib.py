@@ -17,19 +17,35 @@ class TreeTopo( Topo ):
         self.addTree( depth, fanout )
 
     def addTree( self, depth, fanout ):
-        """Add a subtree starting with node n.
-           returns: last node added"""
-        isSwitch = depth > 0
-        if isSwitch:
-            node = self.addSwitch( 's%s' % self.switchNum )
-            self.switchNum += 1
-            for _ in range( fanout ):
-                child = self.addTree( depth - 1, fanout )
+        """Add a tree of the given depth and fanout; returns its root. Nodes are
+           numbered and linked as Mininet's recursive version does (depth first,
+           each link after its child's subtree), without recursion: a deep tree does
+           not end in a RecursionError."""
+        def make( d ):
+            if d > 0:
+                node = self.addSwitch( 's%s' % self.switchNum )
+                self.switchNum += 1
+            else:
+                node = self.addHost( 'h%s' % self.hostNum )
+                self.hostNum += 1
+            return node
+        root = make( depth )
+        stack = [ [ root, depth, fanout ] ] if depth > 0 else []
+        while stack:
+            frame = stack[ -1 ]
+            node, d, left = frame
+            if left == 0:
+                stack.pop()
+                if stack:
+                    self.addLink( stack[ -1 ][ 0 ], node )
+                continue
+            frame[ 2 ] -= 1
+            child = make( d - 1 )
+            if d - 1 > 0:
+                stack.append( [ child, d - 1, fanout ] )
+            else:
                 self.addLink( node, child )
-        else:
-            node = self.addHost( 'h%s' % self.hostNum )
-            self.hostNum += 1
-        return node
+        return root
 
 
 def TreeNet( depth=1, fanout=2, **kwargs ):
