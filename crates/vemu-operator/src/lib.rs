@@ -177,7 +177,7 @@ pub fn tenant_args(trust: &Trust) -> Vec<String> {
         if !t.registries.is_empty() {
             args.push(format!("--registries={}", t.registries.join(",")));
         }
-        args.push(format!("--image-max={}", t.image_max_bytes));
+        args.push(format!("--image-max={}B", t.image_max_bytes));
     }
     args
 }
@@ -581,7 +581,7 @@ mod tests {
         assert_eq!(trust_of("team", &[]), tenant(vec![], vec![], four));
         assert_eq!(
             tenant_args(&trust_of("team", &[])),
-            ["--tenant", "none", "--image-max=4294967296"]
+            ["--tenant", "none", "--image-max=4294967296B"]
         );
         assert_eq!(
             tenant_args(&trust_of("lab-admins", &policies)),
@@ -589,7 +589,7 @@ mod tests {
                 "--tenant",
                 "trace,host,divert",
                 "--registries=reg.example:5000",
-                "--image-max=8589934592"
+                "--image-max=8589934592B"
             ]
         );
         let spec = |y: &str| VemuLabSpec { scenario: y.into(), nodes: None };

@@ -414,13 +414,19 @@ pub(super) fn tenants_get_what_the_administrator_allows(k: &Kube, op: &OperatorV
     assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "0", "{}", text(&o));
     // The policy taken back (issue 61: it was seen at the next 20 s look, and a running
     // lab it had admitted kept running): the operator watches policies, and the lab
-    // goes down, its VemuLab saying why.
+    // goes down.
     k.must(&["delete", "vemulabpolicy", "team-files"], "");
     eventually(30, "the VemuLab no longer admitted is taken down", || {
         team_status("token")["phase"] == "Failed"
     });
+    // (Taken down as "no longer admitted", then looked at again as any VemuLab that
+    // is not up: refused, naming the field.)
     let st = team_status("token");
-    assert!(st["message"].as_str().is_some_and(|m| m.starts_with("no longer admitted")), "{st}");
+    assert!(
+        st["message"].as_str().is_some_and(|m| m.contains("refused in a tenant's lab")),
+        "{st}"
+    );
+    assert!((op.log)().contains("no longer admitted, taken down"), "{}", (op.log)());
     let ls = (op.vemu)(&["ls"]);
     assert!(!text(&ls).contains("team_token"), "{}", text(&ls));
     k.must(&["-n", "team", "delete", "vemulab", "token", "--timeout=60s"], "");
