@@ -54,9 +54,18 @@ pub(crate) fn fidelity_monitor(ctl: Arc<Mutex<Controller>>) -> Background {
         let mut work_before: Vec<u64> = Vec::new();
         let mut cpu_before: Vec<crate::worker::MachineCpu> = Vec::new();
         let mut t_before = 0u64;
+        // This machine's CPU is read without the controller: its walk of the nodes'
+        // threads in /proc takes milliseconds, more under load, and the API waited
+        // behind it (issue 61). (A lab across machines: each agent reads its own.)
+        let cpu_reader = ctl.locked().worker.cpu_reader();
+        let read_cpu = || cpu_reader.as_ref().map(|r| vec![r.read()]);
         {
+            let cpu_now = read_cpu();
             let mut c = ctl.locked();
-            if let Ok(counters) = c.counters() {
+            if let Ok(mut counters) = c.counters() {
+                if let Some(cpu) = cpu_now {
+                    counters.cpu = cpu;
+                }
                 before =
                     c.named_directions(&counters).into_iter().map(|(_, d)| d.clone()).collect();
                 (work_before, cpu_before) = (counters.shard_work_ns.clone(), counters.cpu.clone());
@@ -65,11 +74,17 @@ pub(crate) fn fidelity_monitor(ctl: Arc<Mutex<Controller>>) -> Background {
         }
         let mut was = Verdict::Ok;
         while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(WINDOW) {
+            let cpu_now = read_cpu();
             let waited = std::time::Instant::now();
             let mut c = ctl.locked();
             let locked = waited.elapsed();
             let counters = match c.counters() {
-                Ok(counters) => counters,
+                Ok(mut counters) => {
+                    if let Some(cpu) = cpu_now.clone() {
+                        counters.cpu = cpu;
+                    }
+                    counters
+                }
                 Err(e) => {
                     eprintln!("fidelity monitor: reading the lab's counters: {e}");
                     continue;

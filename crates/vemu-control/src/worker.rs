@@ -321,6 +321,37 @@ pub trait Worker: Send {
     /// The controller's state as just saved (`lab::saved`): a lab across machines hands
     /// it to its agents, so that a controller on another machine can take the lab over.
     fn keep_saved(&self, _state: Arc<Vec<u8>>) {}
+
+    /// A reader of what the lab's software on this machine waited for a CPU, to be read
+    /// without the controller (its walk of /proc takes milliseconds, more under load):
+    /// from then on `Stats` leaves this machine's reading out. `None` where the reading
+    /// comes from elsewhere (the agents of a lab across machines read their own).
+    fn cpu_reader(&mut self) -> Option<CpuReader> {
+        None
+    }
+}
+
+/// Reads what a machine's software waited for a CPU ([`Worker::cpu_reader`]).
+pub struct CpuReader {
+    watch: Arc<std::sync::Mutex<vemu_host::cpu_wait::CpuWatch>>,
+    paths: LabPaths,
+    nodes: Vec<String>,
+    machine: String,
+}
+
+impl CpuReader {
+    pub fn read(&self) -> MachineCpu {
+        let look =
+            self.watch.lock().unwrap_or_else(|e| e.into_inner()).look(&self.paths, &self.nodes);
+        MachineCpu {
+            machine: self.machine.clone(),
+            pressure_us: look.pressure_us,
+            steal_us: look.steal_us,
+            read_at_ns: look.at_ns,
+            nodes: look.nodes,
+            nodes_counted: look.nodes_counted,
+        }
+    }
 }
 
 /// Where a machine's share keeps the state its lab's controller last handed on.

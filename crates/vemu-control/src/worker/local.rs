@@ -92,7 +92,10 @@ pub struct LocalWorker {
     /// This machine's name in the plan (empty: a lab of one machine), and what its
     /// software waited for a CPU.
     machine: String,
-    cpu_watch: vemu_host::cpu_wait::CpuWatch,
+    cpu_watch: Arc<Mutex<vemu_host::cpu_wait::CpuWatch>>,
+    /// A [`CpuReader`] was handed out ([`Worker::cpu_reader`]): its holder reads what
+    /// the software waited for, and `Stats` no longer does.
+    cpu_lent: bool,
 }
 
 // The far ends' indexes that vemu-host chooses are those the fast path keeps in arrays.
@@ -304,7 +307,26 @@ impl LocalWorker {
     }
 }
 
+impl LocalWorker {
+    /// What reads this machine's CPU waits for the lab's nodes here (once the lab is
+    /// built).
+    fn cpu_reader_here(&self) -> Option<CpuReader> {
+        Some(CpuReader {
+            watch: self.cpu_watch.clone(),
+            paths: self.lab.clone()?,
+            nodes: self.ifaces.iter().map(|(n, ..)| n.clone()).collect(),
+            machine: self.machine.clone(),
+        })
+    }
+}
+
 impl Worker for LocalWorker {
+    fn cpu_reader(&mut self) -> Option<CpuReader> {
+        let r = self.cpu_reader_here()?;
+        self.cpu_lent = true;
+        Some(r)
+    }
+
     fn door(&self, node: usize) -> Result<crate::door::Door, WorkerError> {
         let paths = self.lab.clone().ok_or_else(|| WorkerError::caller("the lab is not built"))?;
         let name = self.nodes.get(node).ok_or_else(|| WorkerError::caller("no such node"))?;
@@ -368,19 +390,10 @@ impl Worker for LocalWorker {
                 Ok(WorkerReply::Done)
             }
             WorkerRequest::Stats => {
-                let here: Vec<String> = self.ifaces.iter().map(|(n, ..)| n.clone()).collect();
-                let look = match &self.lab {
-                    Some(paths) => self.cpu_watch.look(paths, &here),
-                    None => Default::default(),
+                let cpu = match (self.cpu_lent, self.cpu_reader_here()) {
+                    (false, Some(r)) => vec![r.read()],
+                    _ => Vec::new(),
                 };
-                let cpu = vec![MachineCpu {
-                    machine: self.machine.clone(),
-                    pressure_us: look.pressure_us,
-                    steal_us: look.steal_us,
-                    read_at_ns: look.at_ns,
-                    nodes: look.nodes,
-                    nodes_counted: look.nodes_counted,
-                }];
                 let e = self.engine()?;
                 // In the lab's numbering: what is not on this machine counts nothing here.
                 let mut links = vec![<[DirStats; 2]>::default(); self.lab_links];
