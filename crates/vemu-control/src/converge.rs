@@ -1,8 +1,9 @@
 //! Whether a lab's routing has converged: every node vemu made has a route to every
 //! prefix of the lab (the subnets of its links and LANs, and the loopbacks) of each
-//! family it has addresses of — a default route covers all. What `vemu up
-//! --wait-converged` waits for: routing daemons (OSPF, BGP, Babel) need seconds after
-//! the lab is up before a node reaches every other.
+//! family it has addresses of — a default route covers all, and routes to each of the
+//! lab's addresses in a prefix cover it too (Babel announces host routes, not subnets).
+//! What `vemu up --wait-converged` waits for: routing daemons (OSPF, BGP, Babel) need
+//! seconds after the lab is up before a node reaches every other.
 
 use ipnet::IpNet;
 use serde::Serialize;
@@ -13,28 +14,48 @@ use vemu_scenario::Plan;
 /// How many nodes, and prefixes each, an answer lists at most.
 const LISTED: usize = 10;
 
-/// Every prefix of the lab: the networks of the nodes' addresses and loopbacks.
-pub fn lab_prefixes(plan: &Plan) -> Vec<IpNet> {
-    let mut v: Vec<IpNet> = plan
+/// A prefix of the lab, and the lab's addresses in it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Needed {
+    pub prefix: IpNet,
+    pub addrs: Vec<std::net::IpAddr>,
+}
+
+/// Every prefix of the lab: the networks of the nodes' addresses and loopbacks, each
+/// with the addresses the lab has in it.
+pub fn lab_prefixes(plan: &Plan) -> Vec<Needed> {
+    let mut all: Vec<(IpNet, std::net::IpAddr)> = plan
         .nodes
         .iter()
         .flat_map(|n| n.ifaces.iter().flat_map(|i| i.addrs.iter()).chain(&n.loopback))
-        .map(|a| a.trunc())
+        .map(|a| (a.trunc(), a.addr()))
         .collect();
-    v.sort();
-    v.dedup();
+    all.sort();
+    all.dedup();
+    let mut v: Vec<Needed> = Vec::new();
+    for (prefix, addr) in all {
+        match v.last_mut() {
+            Some(last) if last.prefix == prefix => last.addrs.push(addr),
+            _ => v.push(Needed { prefix, addrs: vec![addr] }),
+        }
+    }
     v
 }
 
-/// The prefixes of `needed` no route of `have` covers, in the families `v4`/`v6`.
-pub fn uncovered(needed: &[IpNet], have: &[IpNet], v4: bool, v6: bool) -> Vec<IpNet> {
+/// The prefixes of `needed` that `have` does not cover, in the families `v4`/`v6`: no
+/// route to the prefix or a wider one, nor routes to each of its lab addresses.
+pub fn uncovered(needed: &[Needed], have: &[IpNet], v4: bool, v6: bool) -> Vec<IpNet> {
     needed
         .iter()
-        .filter(|n| if n.addr().is_ipv4() { v4 } else { v6 })
+        .filter(|n| if n.prefix.addr().is_ipv4() { v4 } else { v6 })
         .filter(|n| {
-            !have.iter().any(|h| h.prefix_len() <= n.prefix_len() && h.contains(&n.network()))
+            let whole = |h: &IpNet| {
+                h.prefix_len() <= n.prefix.prefix_len() && h.contains(&n.prefix.network())
+            };
+            let each = || n.addrs.iter().all(|a| have.iter().any(|h| h.contains(a)));
+            !have.iter().any(whole) && !each()
         })
-        .copied()
+        .map(|n| n.prefix)
         .collect()
 }
 
@@ -90,18 +111,34 @@ mod tests {
         v.iter().map(|s| s.parse().unwrap()).collect()
     }
 
+    /// Each prefix with its network's first two addresses (a link's two ends).
+    fn needs(v: &[&str]) -> Vec<Needed> {
+        nets(v)
+            .into_iter()
+            .map(|p| Needed { prefix: p, addrs: p.hosts().take(2).collect() })
+            .collect()
+    }
+
     #[test]
     fn a_prefix_is_covered_by_a_route_to_it_or_to_a_wider_one() {
         let needed =
-            nets(&["10.0.0.0/30", "10.0.0.4/30", "10.255.0.2/32", "fd00::/64", "fd00:ff::2/128"]);
+            needs(&["10.0.0.0/30", "10.0.0.4/30", "10.255.0.2/32", "fd00::/64", "fd00:ff::2/128"]);
         // Connected routes and one learnt route: the rest is lacking.
         let have = nets(&["10.0.0.0/30", "10.255.0.0/24", "fd00::/64"]);
         assert_eq!(uncovered(&needed, &have, true, true), nets(&["10.0.0.4/30", "fd00:ff::2/128"]));
-        // A narrower route does not cover a wider prefix.
-        assert_eq!(
-            uncovered(&nets(&["10.0.0.0/24"]), &nets(&["10.0.0.0/25"]), true, true),
-            nets(&["10.0.0.0/24"])
-        );
+        // A narrower route does not cover a wider prefix (one of whose addresses is
+        // beyond it).
+        let lan = [Needed {
+            prefix: "10.0.0.0/24".parse().unwrap(),
+            addrs: vec!["10.0.0.1".parse().unwrap(), "10.0.0.200".parse().unwrap()],
+        }];
+        assert_eq!(uncovered(&lan, &nets(&["10.0.0.0/25"]), true, true), nets(&["10.0.0.0/24"]));
+        // Babel's host routes (issue 61: babel-mesh.yaml never converged): a route to
+        // each of the lab's addresses in a prefix covers it; to some of them, not.
+        let link = needs(&["10.0.0.4/30"]);
+        assert_eq!(link[0].addrs.len(), 2);
+        assert!(uncovered(&link, &nets(&["10.0.0.5/32", "10.0.0.6/32"]), true, true).is_empty());
+        assert_eq!(uncovered(&link, &nets(&["10.0.0.5/32"]), true, true), nets(&["10.0.0.4/30"]));
         // Default routes cover their family.
         assert!(uncovered(&needed, &nets(&["0.0.0.0/0", "::/0"]), true, true).is_empty());
         // A family the node has no address of is not asked for.

@@ -272,6 +272,8 @@ fn a_vemu_under_tmp_starts_a_tenants_nodes() {
 /// nothing can be uncovered), no new namespaces, a /dev of a few devices, kernel
 /// settings read-only but the node's own net.*, /sys read-only, and no capability to
 /// load modules, do raw I/O, trace, make devices, set the clock or open files by handle.
+/// Issue 61: a root of its own, the machine's programs in it — no shadow file, nothing of
+/// /root or the machine's other directories, no password hash.
 /// Each check fails for an owner's lab (checked: the same script there).
 #[test]
 fn a_tenants_nodes_run_routing_daemons_but_cannot_reach_the_machine() {
@@ -311,6 +313,10 @@ links:
     let script = r#"
         fail() { echo "ESCAPED: $1"; }
         touch /usr/vemu-tenant-x 2>/dev/null && fail "wrote the machine's /usr"
+        [ -e /etc/shadow ] && fail "sees the machine's shadow file"
+        [ -e /root/.vemu-tenant-probe ] && fail "sees the machine's /root"
+        [ -e "$VEMU_CHECKOUT" ] && fail "sees the machine's other directories"
+        grep -q '^[^:]*:[$]' /etc/passwd && fail "sees password hashes"
         [ -n "$(ls -A /var/log/vemu 2>/dev/null)" ] && fail "sees vemu's logs"
         unshare -m true 2>/dev/null && fail "made a mount namespace"
         unshare -U true 2>/dev/null && fail "made a user namespace"
@@ -329,8 +335,15 @@ links:
         umount -l /etc 2>/dev/null && fail "unmounted its /etc overlay"
         echo done
     "#;
+    // (The checkout this test runs from: a directory of the machine's a tenant's node
+    // does not see.)
+    let script = &script.replace("$VEMU_CHECKOUT", env!("CARGO_MANIFEST_DIR"));
+    std::fs::write("/root/.vemu-tenant-probe", "").unwrap();
     let (code, out) = lab.sh("a", script);
     assert_eq!((code, out.trim()), (0, "done"), "{out}");
+    // Its own root holds the machine's programs: they run (FRR did, above), ping too.
+    let (code, out) = lab.sh("a", "ping -c 1 -W 2 10.255.0.2 >/dev/null && echo ok");
+    assert_eq!((code, out.trim()), (0, "ok"), "{out}");
     assert!(
         !std::path::Path::new("/usr/vemu-tenant-x").exists()
             && !std::path::Path::new("/tmp/vemu-tenant-tmp").exists()
@@ -352,6 +365,9 @@ links:
         "wrote a kernel setting",
         "wrote /sys",
         "has capability 16",
+        "sees the machine's shadow file",
+        "sees the machine's /root",
+        "sees the machine's other directories",
     ] {
         assert!(
             out.contains(&format!("ESCAPED: {what}")),
@@ -360,4 +376,19 @@ links:
     }
     let _ = std::fs::remove_file("/usr/vemu-tenant-x");
     let _ = std::fs::remove_file("/tmp/vemu-tenant-tmp");
+    let _ = std::fs::remove_file("/root/.vemu-tenant-probe");
+}
+
+/// Issue 61: `vemu up --owner` whose owner cannot be recorded (here: the lab's storage
+/// filled by its node before the file is written) must leave no lab behind, and fail.
+#[test]
+fn an_owner_that_cannot_be_recorded_leaves_no_lab() {
+    let _g = serial();
+    let yaml = "name: t-owner\nstorage: 16MiB\nnodes:\n  a: {run: ['dd if=/dev/zero of=/var/lib/fill bs=1M count=40 2>/dev/null; sleep 600']}\n";
+    let path = write_scenario("t-owner", yaml);
+    let me = std::process::id().to_string();
+    let o = vemu(&["up", path.to_str().unwrap(), "--owner", &me]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("taken down again"), "{}", text(&o));
+    assert!(lab_netns("t-owner").is_empty() && !std::path::Path::new("/run/vemu/t-owner").exists());
 }
