@@ -3,11 +3,13 @@
 //! namespace to administer, raw sockets, low ports, changing users) and lose what would
 //! reach the machine:
 //!
-//! - **files**: the machine's mounts are read-only and without set-user-ID in the node's
-//!   view ([`confine_mounts`]); the node writes only its own overlays (`/etc`, `/var/lib`,
-//!   `/var/log`), its `/run`, `/tmp` and `/var/tmp` (in the lab's sized storage); vemu's
+//! - **files**: a root of their own — an image's, or ([`crate::tenant_root`]) the
+//!   machine's programs and libraries read-only with what anyone may read of its `/etc`
+//!   and `/var`'s directories, nothing of `/root`, `/home` or its other directories;
+//!   without set-user-ID or devices ([`confine_image_root`]); the node writes only its own
+//!   overlays, its `/run`, `/tmp` and `/var/tmp` (in the lab's sized storage); vemu's
 //!   logs and secrets the machine names ([`hide_in_confined_nodes`]: the agent's token)
-//!   are covered by empty ones;
+//!   are not copied and covered by empty ones;
 //! - **devices**: a `/dev` of their own with `null`, `zero`, `full`, `random`,
 //!   `urandom`, `tty`, `net/tun`, a private `pts` and `shm`; every other mount they see
 //!   without devices, and their cgroup lets them open only those ([`crate::devices`]);
@@ -274,6 +276,20 @@ fn set_mount_attr(path: &Path, recursive: bool, set: u64, clear: u64) -> Result<
     Ok(())
 }
 
+/// The mount at `path` and every one below it read-only, without set-user-ID and
+/// without devices (what the machine lends a tenant's root).
+pub(crate) fn read_only_tree(path: &Path) -> Result<()> {
+    set_mount_attr(path, true, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0)
+}
+
+/// What confined nodes must not see of the machine: [`hide_in_confined_nodes`]'s
+/// paths and vemu's own directories.
+pub(crate) fn hidden_paths() -> Vec<PathBuf> {
+    let mut v = HIDDEN.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    v.extend(VEMU_DIRS.iter().map(PathBuf::from));
+    v
+}
+
 fn bind(src: &Path, dst: &Path, flags: MsFlags) -> Result<()> {
     mount(Some(src), dst, None::<&str>, MsFlags::MS_BIND | flags, None::<&str>)
         .with_context(|| format!("binding {} on {}", src.display(), dst.display()))
@@ -282,29 +298,12 @@ fn bind(src: &Path, dst: &Path, flags: MsFlags) -> Result<()> {
 /// The devices a confined node has.
 const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty", "net/tun"];
 
-/// First step of a confined node's mounts, in its new mount namespace (a copy of the
-/// machine's) before its overlays: every mount read-only, without set-user-ID and
-/// without devices but the lab's storage `lab_dir` (its overlays' upper layers are
-/// there), which is only writable (and also without either: [`crate::prepare_lab`]).
-pub fn read_only_view(lab_dir: &Path) -> Result<()> {
-    let attrs = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
-    set_mount_attr(Path::new("/"), true, attrs, 0)?;
-    set_mount_attr(lab_dir, false, 0, MOUNT_ATTR_RDONLY)
-}
-
-/// Last steps of a confined node's mounts, after its overlays, before its `/run`:
-/// `/dev`, `/tmp` and `/var/tmp` of its own (made in `root`, the node's directory in the
-/// lab's storage), `/proc/sys` writable for `net.*` only, and what must stay unseen
-/// covered.
-pub fn confine_mounts(root: &Path) -> Result<()> {
-    confine_mounts_at(Path::new("/"), root)
-}
-
-/// [`confine_mounts`] for a node whose root is an image's (`top`, not yet its root):
-/// the same, within `top`, and with what the machine lends it (`/proc`, `/sys`) and
-/// the image itself without set-user-ID, `/proc` and `/sys` read-only — what
-/// [`read_only_view`] does to the machine's files for other confined nodes. The image's
-/// root stays the node's to write (its own overlay, in the lab's sized storage).
+/// The last steps of a confined node's mounts, whose root (`top`, not yet its root) is
+/// an image's or its own ([`crate::tenant_root`]): the root without set-user-ID or
+/// devices, what the machine lends it (`/proc`, `/sys`) read-only, then `/dev`, `/tmp`
+/// and `/var/tmp` of its own (made in `root`, the node's directory in the lab's
+/// storage), `/proc/sys` writable for `net.*` only, and what must stay unseen covered.
+/// The root stays the node's to write (its own overlay, in the lab's sized storage).
 pub fn confine_image_root(top: &Path, root: &Path) -> Result<()> {
     set_mount_attr(top, false, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0)?;
     for lent in ["proc", "sys"] {
@@ -314,8 +313,7 @@ pub fn confine_image_root(top: &Path, root: &Path) -> Result<()> {
     confine_mounts_at(top, root)
 }
 
-/// [`confine_mounts`] of the tree at `top` (`/`, or an image's root before it is the
-/// node's).
+/// `/dev`, `/tmp`, `/var/tmp`, `/proc/sys` and what is covered, in the tree at `top`.
 fn confine_mounts_at(top: &Path, root: &Path) -> Result<()> {
     let at = |p: &str| top.join(p.trim_start_matches('/'));
     // /dev: made aside, then moved over the machine's.
@@ -337,8 +335,7 @@ fn confine_mounts_at(top: &Path, root: &Path) -> Result<()> {
         }
         fs::write(&dst, "")?;
         bind(&src, &dst, MsFlags::empty())?;
-        // (A bind takes the flags of where it comes from: the machine's /dev, without
-        // devices in a view made by [`read_only_view`].)
+        // (A bind takes the flags of where it comes from, which may be without devices.)
         set_mount_attr(&dst, false, MOUNT_ATTR_NOSUID, MOUNT_ATTR_NODEV)?;
     }
     for d in ["pts", "shm"] {

@@ -40,6 +40,7 @@ mod plane;
 mod process;
 mod remove;
 mod setup;
+mod tenant_root;
 
 pub use lock::*;
 pub use mounts::*;

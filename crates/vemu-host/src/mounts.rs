@@ -109,7 +109,8 @@ pub(crate) const MNT_NS_ID_BATCH: usize = 4096;
 /// Give the calling thread (already in the node's network namespace) the node's own
 /// mount namespace: a copy of `template` with copy-on-write overlays on
 /// [`PRIVATE_OVERLAYS`], the lab's `/etc/hosts` and its own `/run` (its `/sys` comes
-/// with its first process: [`node_sysfs`]).
+/// with its first process: [`node_sysfs`]) — or, for a node of an image or a tenant's,
+/// a root of its own.
 pub(crate) fn enter_node_mounts(paths: &LabPaths, node: &str, template: &OwnedFd) -> Result<()> {
     unshare(CloneFlags::CLONE_FS).context("unsharing the filesystem context")?;
     new_mount_ns_after(template, mnt_ns_id("/proc/self/ns/mnt"))?;
@@ -119,14 +120,11 @@ pub(crate) fn enter_node_mounts(paths: &LabPaths, node: &str, template: &OwnedFd
         return enter_image_root(&root, &paths.hosts(), &image, confined)
             .with_context(|| format!("making node {node}'s root from its image"));
     }
+    // A tenant's node without an image: a root of its own, from the machine's programs.
     if confined {
-        confine::read_only_view(&paths.dir)?;
+        return tenant_root::enter(paths, &root)
+            .with_context(|| format!("making node {node}'s root"));
     }
-    // A confined node's overlays (which it writes): no device or set-user-ID file works.
-    let overlay_flags = match confined {
-        true => MsFlags::MS_NODEV | MsFlags::MS_NOSUID,
-        false => MsFlags::empty(),
-    };
     for d in PRIVATE_OVERLAYS {
         if !Path::new(d).is_dir() {
             continue;
@@ -136,15 +134,11 @@ pub(crate) fn enter_node_mounts(paths: &LabPaths, node: &str, template: &OwnedFd
             root.join("upper").join(&d[1..]).display(),
             root.join("work").join(&d[1..]).display()
         );
-        mount(Some("vemu"), *d, Some("overlay"), overlay_flags, Some(opts.as_str()))
+        mount(Some("vemu"), *d, Some("overlay"), MsFlags::empty(), Some(opts.as_str()))
             .with_context(|| format!("mounting the node's overlay on {d}"))?;
     }
     mount(Some(&paths.hosts()), "/etc/hosts", None::<&str>, MsFlags::MS_BIND, None::<&str>)
         .context("binding /etc/hosts")?;
-    if confined {
-        confine::confine_mounts(&root)
-            .with_context(|| format!("confining node {node}'s mounts"))?;
-    }
     mount(Some(&root.join("run")), "/run", None::<&str>, MsFlags::MS_BIND, None::<&str>)
         .context("binding the node's /run")?;
     Ok(())

@@ -495,6 +495,9 @@ pub struct NodeEntry {
     /// A node of an image: its processes start in the image's working directory, as its
     /// user, with its environment.
     image: Option<ImageProcess>,
+    /// A node whose root is its own (a tenant's: [`crate::tenant_root`]): its processes
+    /// start in it, at `/`, not in the caller's directory (which it does not hold).
+    own_root: bool,
 }
 
 /// How a process starts in a node of an image ([`images::Image`]).
@@ -541,7 +544,8 @@ impl NodeEntry {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
         });
-        Ok(NodeEntry { net, uts, mnt, pid, cgroups, confined, image })
+        let own_root = confined.is_some() && image.is_none();
+        Ok(NodeEntry { net, uts, mnt, pid, cgroups, confined, image, own_root })
     }
 
     /// Start `cmd` inside the node, with `spawn` (e.g. `Command::spawn`): in its network,
@@ -560,7 +564,7 @@ impl NodeEntry {
     where
         T: Send,
     {
-        let NodeEntry { net, uts, mnt, pid, cgroups, confined, image } = self;
+        let NodeEntry { net, uts, mnt, pid, cgroups, confined, image, own_root } = self;
         if let Some(i) = &image {
             let set: Vec<String> =
                 cmd.get_envs().map(|(k, _)| k.to_string_lossy().into_owned()).collect();
@@ -613,6 +617,9 @@ impl NodeEntry {
                     confine::drop_capabilities()?;
                 }
                 match &image {
+                    None if own_root => {
+                        chk(libc::chdir(c"/".as_ptr()))?;
+                    }
                     None => {
                         chk(libc::fchdir(cwd))?;
                     }
