@@ -29,11 +29,15 @@ fuzz_target!(|data: &[u8]| {
     core.add_trunk(0, &[1, 2]);
     let mut now = 0u64;
     let mut r = tunnel::Reassembler::new();
+    // What a machine opens first: never a panic, and a hostile datagram is never taken.
+    let key = tunnel::auth::Key::new(&[7; 32]);
+    let mut opener = tunnel::auth::Opener::default();
     let mut rest = data;
     while rest.len() >= 2 {
         let len = (u16::from_le_bytes([rest[0], rest[1]]) as usize).min(rest.len() - 2);
         let d = &rest[2..2 + len];
         rest = &rest[2 + len..];
+        assert!(opener.open(&key, d).is_err(), "a datagram no one sealed was taken");
         if let Some(p) = tunnel::parse_probe(d) {
             // A probe is as long as it says (an answer is short).
             assert!(if p.answer { d.len() == tunnel::PROBE_LEN } else { p.size == d.len() });

@@ -706,12 +706,18 @@ impl Cluster {
     /// Bring the lab up on every machine ([`bringup`]); never half: after a failure,
     /// every share is told to go and the lab's directory here is removed.
     fn build(&self, plan: Plan, clock_epoch_ns: u64) -> WorkerReply {
+        // A key of the lab's own for its tunnel datagrams (never the agents' token).
+        let mut key = [0u8; 32];
+        if let Err(e) = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut key) {
+            return WorkerReply::error(format!("making the lab's tunnel key: {e}"));
+        }
         let up = bringup::BringUp {
             lab: &self.lab,
             machines: &self.agents,
             tunnel_at: &self.tunnel_at,
             lease_s: self.lease_s,
             vxlan_port: vemu_host::vxlan_port(&self.lab),
+            tunnel_key: key.iter().map(|b| format!("{b:02x}")).collect(),
             lab_now_ns: vemu_engine::monotonic_ns().saturating_sub(clock_epoch_ns),
         };
         let mut failed = up.run(&plan, clock_epoch_ns, &self.all());

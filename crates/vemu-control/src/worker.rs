@@ -272,6 +272,29 @@ pub struct Share {
     /// emulation, where the underlay carries whole frames.
     #[serde(default)]
     pub vxlan_port: u16,
+    /// The lab's key for the datagrams between machines' engines (64 hex digits, made
+    /// by the controller for each lab and sent over its TLS connection): every tunnel
+    /// datagram is sealed with it (`vemu_engine::tunnel::auth`).
+    #[serde(default)]
+    pub tunnel_key: Option<String>,
+}
+
+impl Share {
+    /// The engine's [`vemu_engine::TunnelKey`] of this share, if the order gave a key
+    /// (an error for one that is not 32 bytes in hex).
+    pub fn engine_key(&self) -> Result<Option<vemu_engine::TunnelKey>> {
+        let Some(hex) = &self.tunnel_key else { return Ok(None) };
+        let mut key = [0u8; 32];
+        let bytes: Option<Vec<u8>> = (0..hex.len())
+            .step_by(2)
+            .map(|i| hex.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()))
+            .collect();
+        match bytes {
+            Some(b) if b.len() == 32 && hex.len() == 64 => key.copy_from_slice(&b),
+            _ => anyhow::bail!("the order's tunnel key is not 32 bytes in hex"),
+        }
+        Ok(Some(vemu_engine::TunnelKey { key, machine: self.machine }))
+    }
 }
 
 /// Environment variable of `vemu up`: `VEMU_FAST_PATH=off` runs every link direction

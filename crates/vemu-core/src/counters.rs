@@ -104,6 +104,9 @@ pub struct DirCounters {
     /// From a side on another machine: frames the underlay lost or reordered past use
     /// (tunnel sequence gaps, frames missing pieces, late ones) — not the model's loss.
     pub underlay_lost: AtomicU64,
+    /// From a side on another machine: datagrams from its address whose tag did not
+    /// verify, or replays (`tunnel::auth`): dropped unread.
+    pub underlay_forged: AtomicU64,
     /// Fidelity: how long the engine's probes waited in the port's input queue (the
     /// TAP device's) before the engine read them, beyond the least delay the direction
     /// gives (frames are timed from their arrival, so their delay absorbs that much of
@@ -236,6 +239,9 @@ pub struct DirStats {
     /// From another machine: frames the underlay lost (not the model's loss).
     #[serde(default)]
     pub underlay_lost: u64,
+    /// From another machine: datagrams that were forged, damaged or replayed, dropped.
+    #[serde(default)]
+    pub underlay_forged: u64,
     /// Probes of the direction's input queue, by how long they waited there before the
     /// engine read them, per bucket of [`DELAY_BUCKETS_NS`] (empty: never probed).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -297,6 +303,7 @@ impl DirStats {
             queue_bytes,
             drop_police,
             underlay_lost,
+            underlay_forged,
             serializer_busy_ns,
             serializer_gap_ns
         );
@@ -357,6 +364,7 @@ impl DirCounters {
             path_payload_bytes: self.path_payload.load(Relaxed),
             drop_police: self.drop_police.load(Relaxed),
             underlay_lost: self.underlay_lost.load(Relaxed),
+            underlay_forged: self.underlay_forged.load(Relaxed),
             input_wait_hist: nonzero(&self.input_wait_hist),
             input_wait_max_ns: self.input_wait_max_ns.load(Relaxed),
             arrival_wait_hist: nonzero(&self.arrival_wait_hist),

@@ -19,6 +19,9 @@
 
 use crate::gso::VNET_HDR_LEN;
 
+pub mod auth;
+pub use auth::AUTH_LEN;
+
 /// UDP port of cross-machine links unless configured (clabernetes' choice, not VXLAN's
 /// 4789, so that a kernel VXLAN device on the machine is not disturbed).
 pub const DEFAULT_PORT: u16 = 14789;
@@ -27,8 +30,9 @@ pub const TRAILER_LEN: usize = 28;
 const MAGIC: [u8; 2] = *b"vm";
 /// Largest frame carried (virtio-net header excluded): a 64 KiB super-frame and a VLAN tag.
 pub const MAX_FRAME: usize = 65_535 + 18;
-/// Smallest underlay datagram payload accepted: enough for a maximal frame in 255 pieces.
-pub const MIN_PAYLOAD: usize = VXLAN_LEN + TRAILER_LEN + MAX_FRAME.div_ceil(255);
+/// Smallest underlay datagram payload accepted: enough for a maximal frame in 255 pieces
+/// (each sealed: [`auth`]).
+pub const MIN_PAYLOAD: usize = VXLAN_LEN + TRAILER_LEN + AUTH_LEN + MAX_FRAME.div_ceil(255);
 
 /// The VXLAN network identifier of a link direction (0 = forward, 1 = reverse).
 pub fn vni(link: u32, dir: u8) -> u32 {
@@ -80,7 +84,8 @@ pub enum DecodeError {
 }
 
 /// Cut `frame` (virtio-net header + Ethernet frame, as the core hands it out) into
-/// datagrams of at most `payload` bytes each, appended to `out`. `payload` below
+/// datagrams of at most `payload` bytes each once sealed ([`auth`]: [`AUTH_LEN`] bytes
+/// are left for it), appended to `out`. `payload` below
 /// [`MIN_PAYLOAD`] is raised to it; frames over [`MAX_FRAME`] or shorter than a
 /// virtio-net header are not sent (returns 0). Returns the number of datagrams.
 pub fn encode(frame: &[u8], meta: Meta, payload: usize, out: &mut Vec<Vec<u8>>) -> usize {
@@ -88,7 +93,7 @@ pub fn encode(frame: &[u8], meta: Meta, payload: usize, out: &mut Vec<Vec<u8>>) 
         return 0;
     }
     let (vnet, eth) = frame.split_at(VNET_HDR_LEN);
-    let chunk = payload.max(MIN_PAYLOAD) - VXLAN_LEN - TRAILER_LEN;
+    let chunk = payload.max(MIN_PAYLOAD) - VXLAN_LEN - TRAILER_LEN - AUTH_LEN;
     let count = eth.len().div_ceil(chunk).max(1);
     for i in 0..count {
         let piece = &eth[(i * chunk).min(eth.len())..((i + 1) * chunk).min(eth.len())];
@@ -474,7 +479,7 @@ mod tests {
         let n = encode(f, meta, payload, &mut out);
         let mut whole = None;
         for d in &out {
-            assert!(d.len() <= payload.max(MIN_PAYLOAD), "{} > {payload}", d.len());
+            assert!(d.len() + AUTH_LEN <= payload.max(MIN_PAYLOAD), "{} > {payload}", d.len());
             if let Some(w) = r.push(&decode(d).unwrap()) {
                 whole = Some(w);
             }

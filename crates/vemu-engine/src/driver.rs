@@ -27,8 +27,8 @@ mod spawn;
 mod udp;
 
 pub(crate) use spawn::ShardHandle;
-pub(crate) use udp::TunnelPort;
 use udp::*;
+pub(crate) use udp::{Seal, TunnelPort};
 
 /// Largest frame TAP hands over: a 64 KiB super-frame plus headers.
 const MAX_FRAME: usize = 65536 + 256;
@@ -334,8 +334,10 @@ struct Shard {
     buf: Vec<u8>,
     /// Buffers of what the tunnel socket gives (see [`recv_batch`]).
     received: Option<Received>,
-    /// The shard's tunnel socket, and its tunnel ports by the VNIs they take.
+    /// The shard's tunnel socket, and its tunnel ports by the VNIs they take; its keys
+    /// (none in a lab of one machine).
     tunnel: Option<OwnedFd>,
+    seal: Option<Seal>,
     tunnel_ports: FxHashMap<u32, usize>,
     /// Where each capture's copies go.
     sinks: FxHashMap<u64, SyncSender<Captured>>,
@@ -434,6 +436,7 @@ impl Shard {
             buf: Vec::with_capacity(MAX_FRAME),
             received: None,
             tunnel: None,
+            seal: None,
             tunnel_ports: FxHashMap::default(),
             sinks: FxHashMap::default(),
             schedule: Schedule::new(Priority::Normal, 0),
@@ -656,7 +659,8 @@ impl Shard {
                 match self.devs.get_mut(tx.port as usize) {
                     Some(PortDev::Tunnel(t)) => {
                         let payload = self.core.tunnel_payload(tx.port);
-                        let sent = t.send(tunnel_fd, &tx.frame, tx.at_ns, payload);
+                        let sent =
+                            t.send(tunnel_fd, &tx.frame, tx.at_ns, payload, self.seal.as_mut());
                         if sent == Err(libc::EMSGSIZE) {
                             self.core.handle_too_big(tx.port);
                         }
@@ -868,7 +872,11 @@ impl Shard {
         let fd = self.tunnel_fd();
         for &(port, size) in &probes {
             if let Some(PortDev::Tunnel(t)) = self.devs.get(port as usize) {
-                let d = tunnel::probe(t.vni_out, now, false, size);
+                // (Sealed, it is `size` bytes on the wire.)
+                let mut d = tunnel::probe(t.vni_out, now, false, unsealed_size(&self.seal, size));
+                if let Some(s) = self.seal.as_mut() {
+                    s.seal(&mut d);
+                }
                 // (Larger than the interface sends whole: a probe of the pieces the
                 // kernel's tunnel would send, so without DF, as they go.)
                 if size > t.max_payload {
@@ -968,10 +976,23 @@ impl Shard {
                     continue;
                 };
                 let from_far = matches!(self.devs.get(port), Some(PortDev::Tunnel(t)) if t.far.is_some() && t.far == got.from(i));
-                if from_far {
-                    self.writers.read_from(None);
-                    self.tunnel_datagram(port, fd, d, got.held_ns[i]);
+                if !from_far {
+                    continue;
                 }
+                // Forged, damaged or replayed: dropped before anything reads it.
+                let d = match self.seal.as_mut().map(|s| s.open(d)) {
+                    None => d,
+                    Some(Ok(body)) => body,
+                    Some(Err(_)) => {
+                        if let Some(PortDev::Tunnel(t)) = self.devs.get_mut(port) {
+                            t.forged += 1;
+                            self.core.set_underlay_forged(port as u32, t.forged);
+                        }
+                        continue;
+                    }
+                };
+                self.writers.read_from(None);
+                self.tunnel_datagram(port, fd, d, got.held_ns[i]);
             }
         }
         self.received = Some(got);
@@ -984,13 +1005,15 @@ impl Shard {
         let arrived = self.clock.now_ns().saturating_sub(held_ns);
         if let Some(p) = tunnel::parse_probe(d) {
             if !p.answer && p.vni == t.vni_in {
-                send_datagram(
-                    fd,
-                    t.far.as_ref(),
-                    &tunnel::probe(t.vni_in, p.t_ns.saturating_add(held_ns), true, p.size),
-                );
+                let mut a = tunnel::probe(t.vni_in, p.t_ns.saturating_add(held_ns), true, p.size);
+                if let Some(s) = self.seal.as_mut() {
+                    s.seal(&mut a);
+                }
+                send_datagram(fd, t.far.as_ref(), &a);
             } else if p.answer && p.vni == t.vni_out {
-                self.core.handle_probe_answer(port as u32, p.size, arrived.saturating_sub(p.t_ns));
+                // (The size on the wire: with its seal.)
+                let size = p.size + self.seal.as_ref().map_or(0, |_| tunnel::AUTH_LEN);
+                self.core.handle_probe_answer(port as u32, size, arrived.saturating_sub(p.t_ns));
             }
             return;
         }

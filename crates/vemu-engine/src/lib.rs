@@ -98,6 +98,14 @@ pub struct RemoteEnd {
     pub far: Option<std::net::SocketAddr>,
 }
 
+/// A lab's key for the datagrams between its machines' engines, and this machine's
+/// number in the lab (each shard's datagrams carry it: [`tunnel::auth`]).
+#[derive(Clone, Copy)]
+pub struct TunnelKey {
+    pub key: [u8; 32],
+    pub machine: usize,
+}
+
 /// The port of the far end `r` of a tunnel, sending in direction `dir_out`, delivering
 /// to port `deliver_to`.
 fn tunnel_port(r: &RemoteEnd, dir_out: u8, deliver_to: u32) -> PortDev {
@@ -553,8 +561,10 @@ impl Assembly {
         self,
         fast: Option<Fast>,
         tunnel_sockets: Vec<Option<OwnedFd>>,
+        tunnel_key: Option<TunnelKey>,
         clock: LabClock,
     ) -> Result<Engine> {
+        let key = tunnel_key.map(|k| (Arc::new(tunnel::auth::Key::new(&k.key)), k.machine));
         let n = self.n;
         driver::raise_session_group();
         let mut handles = Vec::new();
@@ -589,6 +599,7 @@ impl Assembly {
                 fast.as_ref().and_then(|f| f.probe.clone()),
                 fanout,
                 tunnel,
+                key.as_ref().map(|(k, machine)| driver::Seal::new(k.clone(), *machine, s)),
                 clock,
             )?);
         }
@@ -622,6 +633,9 @@ impl Engine {
     /// Links, members and trunks toward other machines ([`RemoteEnd`]) go through the
     /// UDP socket of the shard their `socket` names (`tunnel_sockets`, one per shard of
     /// [`shard_count`]): a link with one is on that shard, and so is a segment with one.
+    /// With `tunnel_key` (a lab across machines) every datagram they carry is sealed
+    /// and opened under the lab's key ([`tunnel::auth`]).
+    #[allow(clippy::too_many_arguments)] // (each a part of the lab, given once)
     pub fn start(
         links: Vec<LinkSpec>,
         segments: Vec<SegmentSpec>,
@@ -630,6 +644,7 @@ impl Engine {
         clock: LabClock,
         fast: Option<Fast>,
         tunnel_sockets: Vec<Option<OwnedFd>>,
+        tunnel_key: Option<TunnelKey>,
     ) -> Result<Engine> {
         let n = shard_count(shards, links.len(), segments.len());
         let mut a = Assembly::new(n, &links, &trunks_in, &tunnel_sockets);
@@ -642,7 +657,7 @@ impl Engine {
         for t in trunks_in {
             a.add_trunk_in(t);
         }
-        a.start(fast, tunnel_sockets, clock)
+        a.start(fast, tunnel_sockets, tunnel_key, clock)
     }
 
     /// Make the engine's TAP devices of a link or LAN (`target`'s) if it has plane

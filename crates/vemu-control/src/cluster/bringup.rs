@@ -44,6 +44,8 @@ pub(super) struct BringUp<'a, M> {
     pub tunnel_at: &'a [[usize; 2]],
     pub lease_s: u64,
     pub vxlan_port: u16,
+    /// The lab's key of its tunnel datagrams (hex), sent to every machine.
+    pub tunnel_key: String,
     /// The lab clock's reading as the orders go, ns.
     pub lab_now_ns: u64,
 }
@@ -108,6 +110,7 @@ impl<M: Machine> BringUp<'_, M> {
                 lab_now_ns: self.lab_now_ns,
                 lease_s: self.lease_s,
                 vxlan_port: self.vxlan_port,
+                tunnel_key: Some(self.tunnel_key.clone()),
             }),
         });
         let mut built = Built {
@@ -257,6 +260,7 @@ mod tests {
             tunnel_at: &tunnel_at,
             lease_s: 30,
             vxlan_port: 0,
+            tunnel_key: "00".repeat(32),
             lab_now_ns: 0,
         };
         up.run(&plan, 0, &[0, 1, 2])

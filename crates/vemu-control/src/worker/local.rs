@@ -40,6 +40,8 @@ struct Pending {
     /// The engine's shards, and the tunnel socket of each that has one.
     shards: usize,
     tunnel_sockets: Vec<Option<OwnedFd>>,
+    /// The lab's key of the datagrams between machines (a share's).
+    tunnel_key: Option<vemu_engine::TunnelKey>,
 }
 
 /// Socket buffers of an engine shard's tunnel socket, bytes (it carries all the
@@ -166,6 +168,7 @@ impl LocalWorker {
             p.clock,
             p.fast,
             p.tunnel_sockets,
+            p.tunnel_key,
         )?);
         if let Some((base, specs)) = p.diverts {
             self.diverter = Some(Diverter::start(base, specs, p.clock)?);

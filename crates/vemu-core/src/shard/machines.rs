@@ -169,16 +169,31 @@ impl Core {
     /// the far side of a link, on another machine — from there: counted for the
     /// direction from that side.
     pub fn set_underlay_lost(&mut self, port: PortId, lost: u64) {
+        self.set_from_remote(port, lost, |c| &c.underlay_lost);
+    }
+
+    /// Datagrams that came to `port` from its far side's address were forged, damaged or
+    /// replayed, `forged` in all: counted as [`Core::set_underlay_lost`] counts.
+    pub fn set_underlay_forged(&mut self, port: PortId, forged: u64) {
+        self.set_from_remote(port, forged, |c| &c.underlay_forged);
+    }
+
+    /// Set counter `field` of the directions from the far side of `port` to `v`.
+    fn set_from_remote(
+        &mut self,
+        port: PortId,
+        v: u64,
+        field: impl Fn(&DirCounters) -> &std::sync::atomic::AtomicU64,
+    ) {
         // Frames from side a go forward (direction 0), from b in reverse; from a member,
         // by its egress; through a trunk, toward each member it serves (its ingress).
         if let Some(Owner::Trunk { trunk }) = self.ports.get(port as usize).map(|p| p.owner) {
             for &l in self.trunks[trunk as usize].links.values() {
-                self.counters[self.links[l as usize].counters[1] as usize]
-                    .underlay_lost
-                    .store(lost, Relaxed);
+                field(&self.counters[self.links[l as usize].counters[1] as usize])
+                    .store(v, Relaxed);
             }
         } else if let Some(c) = self.remote_counter(port, false) {
-            c.underlay_lost.store(lost, Relaxed);
+            field(c).store(v, Relaxed);
         }
     }
 

@@ -56,7 +56,8 @@ impl ShardHandle {
     /// Start a shard thread running `core` over `fds` (one per port of the core, in
     /// order), with the ports' plane devices (`plane`, one per port) on `fast`.
     /// `fanout`: the shard's fan-out device in the plane (see [`Shard::fan_target`]).
-    /// `tunnel`: the shard's UDP socket for its tunnel ports (see [`TunnelPort`]).
+    /// `tunnel`: the shard's UDP socket for its tunnel ports (see [`TunnelPort`]), `seal`
+    /// its keys (a lab across machines).
     #[allow(clippy::too_many_arguments)]
     pub fn spawn(
         index: usize,
@@ -67,6 +68,7 @@ impl ShardHandle {
         probe: Option<Arc<OwnedFd>>,
         fanout: Option<OwnedFd>,
         tunnel: Option<OwnedFd>,
+        seal: Option<Seal>,
         clock: LabClock,
     ) -> Result<ShardHandle> {
         assert_eq!(core.port_count(), fds.len(), "one device per port");
@@ -111,6 +113,7 @@ impl ShardHandle {
             epoll_add(shard.epoll.as_raw_fd(), t.as_raw_fd(), TUNNEL_TOKEN)?;
         }
         shard.tunnel = tunnel;
+        shard.seal = seal;
         shard.fast = fast;
         shard.last_arrival_ns = vec![0; shard.fds.len()];
         if probe.is_some() {

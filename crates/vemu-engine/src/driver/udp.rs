@@ -28,6 +28,40 @@ pub(crate) struct TunnelPort {
     /// until the kernel refuses it once; the buffer they are laid out in.
     pub(super) gso: bool,
     pub(super) gso_buf: Vec<u8>,
+    /// Datagrams from the far end whose tag did not verify (or replays), dropped.
+    pub(super) forged: u64,
+}
+
+/// A shard's keys of its tunnel datagrams ([`tunnel::auth`]): what it sends is sealed,
+/// what it receives opened.
+pub(crate) struct Seal {
+    key: Arc<tunnel::auth::Key>,
+    sealer: tunnel::auth::Sealer,
+    opener: tunnel::auth::Opener,
+}
+
+impl Seal {
+    /// For shard `shard` of machine `machine` of a lab whose key is `key`.
+    pub(crate) fn new(key: Arc<tunnel::auth::Key>, machine: usize, shard: usize) -> Seal {
+        let sender = tunnel::auth::sender(machine, shard);
+        Seal { key, sealer: tunnel::auth::Sealer::new(sender), opener: Default::default() }
+    }
+
+    pub(crate) fn seal(&mut self, d: &mut Vec<u8>) {
+        self.sealer.seal(&self.key, d);
+    }
+
+    pub(crate) fn open<'a>(&mut self, d: &'a [u8]) -> Result<&'a [u8], tunnel::auth::AuthError> {
+        self.opener.open(&self.key, d)
+    }
+}
+
+/// What a datagram of `size` bytes on the wire holds of its own with `seal` (or without).
+pub(crate) fn unsealed_size(seal: &Option<Seal>, size: usize) -> usize {
+    match seal {
+        Some(_) => size.saturating_sub(tunnel::AUTH_LEN),
+        None => size,
+    }
 }
 
 impl TunnelPort {
@@ -55,6 +89,7 @@ impl TunnelPort {
             dgrams: Vec::new(),
             gso: true,
             gso_buf: Vec::new(),
+            forged: 0,
         }
     }
 
@@ -67,6 +102,7 @@ impl TunnelPort {
         frame: &[u8],
         at_ns: u64,
         payload: usize,
+        seal: Option<&mut Seal>,
     ) -> Result<(), i32> {
         let Some(far) = self.far else { return Err(libc::ENOTCONN) };
         self.dgrams.clear();
@@ -79,6 +115,11 @@ impl TunnelPort {
         self.seq = self.seq.wrapping_add(1);
         if self.dgrams.is_empty() {
             return Err(libc::EINVAL);
+        }
+        if let Some(s) = seal {
+            for d in &mut self.dgrams {
+                s.seal(d);
+            }
         }
         send_datagrams(fd, Some(&far), &self.dgrams, &mut self.gso_buf, &mut self.gso)
     }

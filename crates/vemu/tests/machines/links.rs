@@ -39,6 +39,7 @@ fn a_chain_across_two_machines_keeps_its_delays_and_rate() {
     flows_cross_machines_on_their_clocks(&m, &n4_ip);
     captures_take_each_frame_once(&m, &n4_ip);
     counters_count_each_direction_once(&m);
+    forged_datagrams_are_dropped_unread(&m, &n4_ip);
 
     let o = m.vemu(&["down", "--lab", "xm"]);
     assert!(o.status.success(), "{}", text(&o));
@@ -384,6 +385,68 @@ fn counters_count_each_direction_once(m: &Machines) {
         eprintln!("across 2 machines: n2:n3 {dir}: underlay one-way {t} ns (measured)");
         assert!((1..1_000_000).contains(&t), "n2:n3 {dir}: transit {t} ns");
     }
+}
+
+/// Issue 61: datagrams forged as machine a's (its address and tunnel port, by a raw
+/// socket on its underlay), with n2:n3's VNIs and consecutive sequence numbers far ahead:
+/// 8 of them made the far side resynchronise and lose the next frames. Sealed datagrams
+/// (`tunnel::auth`): each forged one is dropped unread and counted, and pings across
+/// lose nothing while 50 a second arrive.
+fn forged_datagrams_are_dropped_unread(m: &Machines, n4_ip: &str) {
+    let ports = |ns: &str, ip: &str| -> Vec<String> {
+        let o = sh(&format!("ip netns exec {ns} ss -Huan src {ip}"));
+        text(&o)
+            .lines()
+            .filter_map(|l| {
+                l.split_whitespace().nth(3)?.rsplit_once(':').map(|(_, p)| p.to_string())
+            })
+            .collect()
+    };
+    let (from, to) = (ports("vx-a", "10.78.0.1"), ports("vx-b", "10.78.0.2"));
+    assert!(!from.is_empty() && !to.is_empty(), "tunnel sockets: {from:?} {to:?}");
+    let forge = r#"
+import socket, struct, sys, time
+src, dst, sports, dports = sys.argv[1], sys.argv[2], sys.argv[3].split(","), sys.argv[4].split(",")
+s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+def dgram(sport, dport, vni, seq):
+    vx = bytes([8, 0, 0, 0]) + vni.to_bytes(3, "big") + b"\0"
+    trailer = b"vm" + bytes([0, 1]) + struct.pack(">IQ", seq, 0) + bytes(12)
+    payload = vx + bytes(range(60)) + trailer
+    udp = struct.pack(">HHHH", int(sport), int(dport), 8 + len(payload), 0) + payload
+    ip = struct.pack(">BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 0, 0, 64, 17, 0, socket.inet_aton(src), socket.inet_aton(dst))
+    return ip + udp
+for round in range(20):
+    for sp in sports:
+        for dp in dports:
+            for vni in (2, 3):
+                for k in range(8):
+                    s.sendto(dgram(sp, dp, vni, 100000 + round * 8 + k), (dst, 0))
+    time.sleep(0.05)
+"#;
+    let script = std::env::temp_dir().join("vemu-forge.py");
+    std::fs::write(&script, forge).unwrap();
+    let mut forger = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            "vx-a",
+            "python3",
+            script.to_str().unwrap(),
+            "10.78.0.1",
+            "10.78.0.2",
+        ])
+        .args([from.join(","), to.join(",")])
+        .spawn()
+        .unwrap();
+    let o = m.exec(0, "xm", "n1", &["ping", "-c", "40", "-i", "0.025", "-W", "1", n4_ip]);
+    assert!(forger.wait().unwrap().success());
+    let (sent, got, _) = parse_ping(&String::from_utf8_lossy(&o.stdout));
+    assert_eq!((sent, got), (40, 40), "pings lost while forged datagrams came: {}", text(&o));
+    let status: serde_json::Value =
+        serde_json::from_slice(&m.vemu(&["status", "--lab", "xm", "--json"]).stdout).unwrap();
+    let link = status["links"].as_array().unwrap().iter().find(|l| l["name"] == "n2:n3").unwrap();
+    let forged = link["forward"]["stats"]["underlay_forged"].as_u64().unwrap_or(0);
+    assert!(forged >= 160, "forged datagrams counted toward b: {forged}: {link}");
 }
 
 fn a_link_faster_than_the_underlay_is_warned(m: &Machines) {

@@ -153,6 +153,10 @@ impl LocalWorker {
             .collect();
         let fast = fast.map(|path| self.fast_of(path, &paths));
         let tunnel_sockets = sockets.into_iter().map(|x| x.map(OwnedFd::from)).collect();
+        let tunnel_key = match share.as_ref() {
+            Some(s) => s.engine_key()?,
+            None => None,
+        };
         self.pending = Some(Pending {
             specs,
             segments,
@@ -164,6 +168,7 @@ impl LocalWorker {
             diverts,
             shards,
             tunnel_sockets,
+            tunnel_key,
         });
         // A lab of this machine alone starts now; a machine's share of a lab across
         // machines when the controller says (`Connect`), even one with no tunnel (a
