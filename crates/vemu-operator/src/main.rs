@@ -246,6 +246,21 @@ async fn apply(lab_obj: Arc<VemuLab>, ctx: &Ctx, api: &Api<VemuLab>) -> Result<A
             // Agents still hold a share of the lab that no controller serves (an earlier
             // controller died, or its `down` did not reach them all): taken over from
             // them and taken down, so that the next look brings it up.
+            // The lab runs here already: a look at an older state of the VemuLab (its
+            // status not yet seen) brought it up again. Taken down, and up at the next
+            // look (seen when a policy change and a spec change came together).
+            let here = vemu_operator::lab_name(&ns, &name).ok();
+            if let Some(lab) =
+                here.filter(|_| st.message.contains("is already running or being started"))
+            {
+                let down = vemu(ctx, &["down", "--lab", &lab]);
+                eprintln!(
+                    "vemu-operator: {ns}/{name}: lab {lab} was up already: taken down ({}), up again next",
+                    down.1.lines().last().unwrap_or_default()
+                );
+                set_status(api, &name, st).await?;
+                return Ok(Action::requeue(Duration::from_secs(2)));
+            }
             let held = st.message.contains(&format!("already holds a share of lab '{}'", st.lab));
             if let Some(agent) = first_agent(&st.machines).filter(|_| held) {
                 let lab = st.lab.clone();
