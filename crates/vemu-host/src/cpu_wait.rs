@@ -102,10 +102,26 @@ pub struct CpuWatch {
     last_look: Option<(Instant, u64)>,
 }
 
+/// Fault injection for tests: `VEMU_HOST_FAULT=cpu-look-ms:N` makes every look take N ms
+/// more (a walk of /proc on a machine under load), read once a process.
+pub const FAULT_ENV: &str = "VEMU_HOST_FAULT";
+
+fn look_stall_ms() -> Option<u64> {
+    static STALL: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    *STALL.get_or_init(|| {
+        std::env::var(FAULT_ENV)
+            .ok()
+            .and_then(|v| v.strip_prefix("cpu-look-ms:").and_then(|n| n.parse().ok()))
+    })
+}
+
 impl CpuWatch {
     /// The machine's pressure so far (µs) and each of `nodes`' waits so far, walking the
     /// nodes' threads when the machine was under pressure since the last look.
     pub fn look(&mut self, paths: &LabPaths, nodes: &[String]) -> Look {
+        if let Some(ms) = look_stall_ms() {
+            std::thread::sleep(std::time::Duration::from_millis(ms));
+        }
         let pressure = machine_pressure_us();
         let now = Instant::now();
         let at_ns = monotonic_ns();

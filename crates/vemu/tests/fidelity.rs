@@ -437,3 +437,25 @@ fn a_check_measured_while_the_lab_starved_is_untrustworthy() {
     assert!(t.contains("1 checks: 0 passed, 0 failed, 1 untrustworthy"), "{t}");
     assert!(lab_netns("t-untrusted").is_empty());
 }
+
+/// Issue 61: the fidelity monitor read what the lab's software waited for a CPU (a walk
+/// of /proc, which takes seconds on a loaded machine) while holding the controller, so
+/// the API waited behind it. With every reading made 3 s long (fault injection), the
+/// API still answers at once: the reading is made without the controller.
+#[test]
+fn a_slow_cpu_reading_does_not_hold_the_api() {
+    let _g = serial();
+    let yaml = "name: t-slowcpu\naddressing: {ipv6: none}\nnodes: {a: {}, b: {}}\nlinks:\n  - {endpoints: [a, b], delay: 1ms}\n";
+    let lab = Lab::up_env("t-slowcpu", yaml, &[("VEMU_HOST_FAULT", "cpu-look-ms:3000")]);
+    // Over 8 s (two readings or more), the slowest of a status request every 0.25 s.
+    let t0 = std::time::Instant::now();
+    let mut slowest = 0.0f64;
+    while t0.elapsed().as_secs_f64() < 8.0 {
+        let t = std::time::Instant::now();
+        let o = lab.vemu(&["status", "--json"]);
+        assert!(o.status.success(), "{}", text(&o));
+        slowest = slowest.max(t.elapsed().as_secs_f64());
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+    assert!(slowest < 1.5, "a status request waited {slowest:.2} s behind a 3 s CPU reading");
+}
