@@ -169,9 +169,20 @@ pub(crate) fn enter_image_root(
     // opens nothing; the node's devices are in its /dev, mounted apart.
     mount(Some("vemu"), &merged, Some("overlay"), MsFlags::MS_NODEV, Some(opts.as_str()))
         .context("mounting the image's overlay")?;
+    lend_proc_sys_dev(&merged)?;
+    hosts_and_run(&merged, hosts, root)?;
+    if confined {
+        confine::confine_image_root(&merged, root).context("confining the node's mounts")?;
+    }
+    pivot_into(&merged)
+}
+
+/// The machine's `/proc`, `/sys` and `/dev` in the root-to-be at `merged` (made the
+/// node's own, or confined, afterwards).
+pub(crate) fn lend_proc_sys_dev(merged: &Path) -> Result<()> {
     for d in ["proc", "sys", "dev"] {
         let at = merged.join(d);
-        fs::create_dir_all(&at).with_context(|| format!("making /{d} in the image"))?;
+        fs::create_dir_all(&at).with_context(|| format!("making /{d} in the node's root"))?;
         mount(
             Some(&Path::new("/").join(d)),
             &at,
@@ -181,31 +192,32 @@ pub(crate) fn enter_image_root(
         )
         .with_context(|| format!("binding /{d}"))?;
     }
+    Ok(())
+}
+
+/// The lab's `/etc/hosts` (`hosts`) and the node's `/run` (in `root`, its directory in
+/// the lab's storage) in the root-to-be at `merged`.
+pub(crate) fn hosts_and_run(merged: &Path, hosts: &Path, root: &Path) -> Result<()> {
     let etc_hosts = merged.join("etc/hosts");
-    if !etc_hosts.exists() {
+    if fs::symlink_metadata(&etc_hosts).is_err() {
         fs::create_dir_all(merged.join("etc"))?;
-        fs::write(&etc_hosts, "").context("making /etc/hosts in the image")?;
+        fs::write(&etc_hosts, "").context("making /etc/hosts in the node's root")?;
     }
     mount(Some(hosts), &etc_hosts, None::<&str>, MsFlags::MS_BIND, None::<&str>)
         .context("binding /etc/hosts")?;
     fs::create_dir_all(merged.join("run"))?;
-    mount(
-        Some(&root.join("run")),
-        &merged.join("run"),
-        None::<&str>,
-        MsFlags::MS_BIND,
-        None::<&str>,
-    )
-    .context("binding the node's /run")?;
-    if confined {
-        confine::confine_image_root(&merged, root).context("confining the node's mounts")?;
-    }
-    // The image's root becomes the namespace's: stacked over the old one, which is
-    // then let go.
-    nix::unistd::chdir(&merged).context("entering the image's root")?;
+    let flags = MsFlags::MS_BIND;
+    mount(Some(&root.join("run")), &merged.join("run"), None::<&str>, flags, None::<&str>)
+        .context("binding the node's /run")
+}
+
+/// Make `merged` (a mount) the calling thread's mount namespace's root: stacked over
+/// the old one, which is then let go.
+pub(crate) fn pivot_into(merged: &Path) -> Result<()> {
+    nix::unistd::chdir(merged).context("entering the node's root")?;
     // SAFETY: pivot_root with two constant C strings.
     if unsafe { libc::syscall(libc::SYS_pivot_root, c".".as_ptr(), c".".as_ptr()) } != 0 {
-        return Err(std::io::Error::last_os_error()).context("making the image the node's root");
+        return Err(std::io::Error::last_os_error()).context("making the node's root its own");
     }
     umount2(".", MntFlags::MNT_DETACH).context("letting the machine's root go")?;
     nix::unistd::chdir("/").context("entering the node's root")?;

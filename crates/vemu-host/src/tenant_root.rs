@@ -207,40 +207,11 @@ pub(crate) fn enter(paths: &LabPaths, root: &Path) -> Result<()> {
         &root.join("work-var"),
         &merged.join("var"),
     )?;
-    let etc_hosts = merged.join("etc/hosts");
-    if fs::symlink_metadata(&etc_hosts).is_err() {
-        fs::write(&etc_hosts, "")?;
-    }
-    mount(Some(&paths.hosts()), &etc_hosts, None::<&str>, MsFlags::MS_BIND, None::<&str>)
-        .context("binding /etc/hosts")?;
-    mount(
-        Some(&root.join("run")),
-        &merged.join("run"),
-        None::<&str>,
-        MsFlags::MS_BIND,
-        None::<&str>,
-    )
-    .context("binding the node's /run")?;
-    for d in ["proc", "sys", "dev"] {
-        mount(
-            Some(&Path::new("/").join(d)),
-            &merged.join(d),
-            None::<&str>,
-            MsFlags::MS_BIND | MsFlags::MS_REC,
-            None::<&str>,
-        )
-        .with_context(|| format!("binding /{d}"))?;
-    }
+    hosts_and_run(&merged, &paths.hosts(), root)?;
+    lend_proc_sys_dev(&merged)?;
     lend_vemu(&merged)?;
     confine::confine_image_root(&merged, root).context("confining the node's mounts")?;
-    nix::unistd::chdir(&merged).context("entering the node's root")?;
-    // SAFETY: pivot_root with two constant C strings.
-    if unsafe { libc::syscall(libc::SYS_pivot_root, c".".as_ptr(), c".".as_ptr()) } != 0 {
-        return Err(std::io::Error::last_os_error()).context("making the node's root its own");
-    }
-    umount2(".", MntFlags::MNT_DETACH).context("letting the machine's root go")?;
-    nix::unistd::chdir("/").context("entering the node's root")?;
-    Ok(())
+    pivot_into(&merged)
 }
 
 /// The running vemu program at its own path in the root at `merged`, read-only (unless

@@ -293,6 +293,16 @@ links:
     assert_eq!(code, 0);
     let saved = std::env::temp_dir().join("vemu-tests/img-rt-saved");
     let _ = std::fs::remove_dir_all(&saved);
+    // Issue 61: a link planted where save writes (a shared /tmp) had its target
+    // overwritten; it is refused, naming it, the target untouched.
+    let victim = std::env::temp_dir().join("vemu-tests/img-rt-victim");
+    std::fs::write(&victim, "mine").unwrap();
+    std::fs::create_dir_all(saved.join("r2")).unwrap();
+    std::os::unix::fs::symlink(&victim, saved.join("r2/bird.conf")).unwrap();
+    let o = lab.vemu(&["save", "-o", saved.to_str().unwrap()]);
+    assert!(!o.status.success() && text(&o).contains("is a symbolic link"), "{}", text(&o));
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "mine");
+    std::fs::remove_file(saved.join("r2/bird.conf")).unwrap();
     let o = lab.vemu(&["save", "-o", saved.to_str().unwrap()]);
     assert!(o.status.success(), "{}", text(&o));
     drop(lab);
@@ -403,12 +413,7 @@ fn an_image_is_pulled_from_a_registry() {
     probe.set_nonblocking(true).unwrap();
     let check_as_tenant = |yaml: &str, extra: &[&str]| {
         let path = write_scenario("img-probe", yaml);
-        let o = Command::new(env!("CARGO_BIN_EXE_vemu"))
-            .args(["check", path.to_str().unwrap(), "--tenant", "none"])
-            .args(extra)
-            .env("VEMU_IMAGES_DIR", &store)
-            .output()
-            .unwrap();
+        let o = check_in(&store, &path, &[&["--tenant", "none"], extra].concat());
         (o.status.code(), text(&o))
     };
     let (code, t) = check_as_tenant(
@@ -437,11 +442,7 @@ fn an_image_is_pulled_from_a_registry() {
     assert!(probe.accept().is_err(), "the machine called its own loopback for a tenant");
     let missing = format!("127.0.0.1:{}/vemu-test/nope:1", reg.port);
     let path = write_scenario("img-reg2", &format!("nodes:\n  gone: {{image: {missing}}}\n"));
-    let o = Command::new(env!("CARGO_BIN_EXE_vemu"))
-        .args(["check", path.to_str().unwrap()])
-        .env("VEMU_IMAGES_DIR", &store)
-        .output()
-        .unwrap();
+    let o = check_in(&store, &path, &[]);
     let t = text(&o);
     assert_eq!(o.status.code(), Some(2), "{t}");
     assert!(
@@ -457,6 +458,27 @@ fn tool(program: &str, args: &[&str]) -> String {
     let o = Command::new(program).args(args).output().unwrap();
     assert!(o.status.success(), "{program} {args:?}: {}", text(&o));
     text(&o)
+}
+
+/// `vemu check PATH ARGS` with the image store `store`.
+fn check_in(
+    store: &std::path::Path,
+    path: &std::path::Path,
+    args: &[&str],
+) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_vemu"))
+        .arg("check")
+        .arg(path)
+        .args(args)
+        .env("VEMU_IMAGES_DIR", store)
+        .output()
+        .unwrap()
+}
+
+/// Push the OCI layout image `image` (`DIR:TAG`) to `reference` on a loopback registry.
+fn push(image: &str, reference: &str) {
+    let (from, to) = (format!("oci:{image}"), format!("docker://{reference}"));
+    tool("skopeo", &["copy", "--quiet", "--dest-tls-verify=false", &from, &to]);
 }
 
 /// Audit (issue 61): a tenant's image holding a block device node (loop0's, 7:0) and
@@ -481,16 +503,7 @@ fn a_tenants_image_reaches_no_device_and_runs_as_its_user() {
     tool("umoci", &["repack", "--image", &image, bundle.to_str().unwrap()]);
     tool("umoci", &["config", "--image", &image, "--config.user=65534:65534"]);
     let reference = format!("127.0.0.1:{}/vemu-test/hostile:1", reg.port);
-    tool(
-        "skopeo",
-        &[
-            "copy",
-            "--quiet",
-            "--dest-tls-verify=false",
-            &format!("oci:{image}"),
-            &format!("docker://{reference}"),
-        ],
-    );
+    push(&image, &reference);
     let yaml = format!("nodes:\n  a: {{image: {reference}}}\n");
     let store_env = [("VEMU_IMAGES_DIR", store.to_str().unwrap())];
     let registries = format!("--registries=127.0.0.1:{}", reg.port);
@@ -532,30 +545,9 @@ fn a_tenants_image_reaches_no_device_and_runs_as_its_user() {
     );
     tool("umoci", &["repack", "--image", &image, work.join("bomb").to_str().unwrap()]);
     let bomb = format!("127.0.0.1:{}/vemu-test/bomb:1", reg.port);
-    tool(
-        "skopeo",
-        &[
-            "copy",
-            "--quiet",
-            "--dest-tls-verify=false",
-            &format!("oci:{image}"),
-            &format!("docker://{bomb}"),
-        ],
-    );
+    push(&image, &bomb);
     let path = write_scenario("img-bomb", &format!("nodes:\n  a: {{image: {bomb}}}\n"));
-    let o = Command::new(env!("CARGO_BIN_EXE_vemu"))
-        .args([
-            "check",
-            path.to_str().unwrap(),
-            "--tenant",
-            "none",
-            &registries,
-            "--image-max",
-            "100MiB",
-        ])
-        .env("VEMU_IMAGES_DIR", &store)
-        .output()
-        .unwrap();
+    let o = check_in(&store, &path, &["--tenant", "none", &registries, "--image-max", "100MiB"]);
     let t = text(&o);
     assert_eq!(o.status.code(), Some(2), "{t}");
     assert!(t.contains("unpacks to more than 100.0 MiB"), "{t}");
@@ -580,11 +572,7 @@ json.dump(i, open("index.json", "w"))
 PY"#;
     tool("bash", &["-c", script, "-", many.to_str().unwrap()]);
     let path = write_scenario("img-many", &format!("nodes:\n  a: {{image: {}}}\n", many.display()));
-    let o = Command::new(env!("CARGO_BIN_EXE_vemu"))
-        .args(["check", path.to_str().unwrap()])
-        .env("VEMU_IMAGES_DIR", &store)
-        .output()
-        .unwrap();
+    let o = check_in(&store, &path, &[]);
     let t = text(&o);
     assert_eq!(o.status.code(), Some(2), "{t}");
     assert!(t.contains("it has 130 layers: an image may have at most 127"), "{t}");
@@ -643,11 +631,7 @@ fn a_corrupt_layer_and_a_full_disk_are_clear_errors_that_leave_the_store_whole()
     // it a mistake in the input (exit 2).
     let path =
         write_scenario("img-corrupt", &format!("nodes:\n  a: {{image: {}}}\n", corrupt.display()));
-    let o = Command::new(env!("CARGO_BIN_EXE_vemu"))
-        .args(["check", path.to_str().unwrap()])
-        .env("VEMU_IMAGES_DIR", &store)
-        .output()
-        .unwrap();
+    let o = check_in(&store, &path, &[]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("Digest did not match"), "{}", text(&o));
     assert!(
