@@ -55,6 +55,9 @@
                    a broadcast flood (vs the Linux bridge), RTT per unimpaired hop (vs a
                    veth chain), a hop between machines (vs the underlay), placement of
                    100,000 nodes (vs METIS), 32 TCP links (vs tbf); not part of `all`
+  bench.py wifi-bianchi the 802.11 DCF against Bianchi's model: saturated stations with his
+                   parameters, (W, m) = (32, 3), (32, 5), (128, 3), basic and RTS/CTS, 5..50
+                   stations, on the virtual clock (VEMU_BIANCHI_SECONDS of lab time each)
   bench.py all     all of the above but soak (mininet only when Mininet is installed)
 
 Run as root from the repository (after `cargo build --release`).
@@ -81,6 +84,7 @@ from experiments.soak import bench_soak
 from experiments.machines import bench_lan_machines, bench_machine_hop, bench_machines, bench_placement
 from experiments.ui import bench_ui
 from experiments.qos import bench_qos
+from experiments.wifi import bench_wifi_bianchi
 
 
 def main():
@@ -112,7 +116,8 @@ def main():
         "engine": [bench_engine],
         "qos": [bench_qos],
         "images": [bench_images],
-        "all": [bench_link, bench_accuracy, bench_density, bench_chain, bench_scale, bench_cpu, bench_switch, bench_api, bench_channel, bench_manet, bench_mininet, bench_machines, bench_machine_hop, bench_lan_machines, bench_ui, bench_placement, bench_qos],
+        "wifi-bianchi": [bench_wifi_bianchi],
+        "all": [bench_link, bench_accuracy, bench_density, bench_chain, bench_scale, bench_cpu, bench_switch, bench_api, bench_channel, bench_manet, bench_mininet, bench_machines, bench_machine_hop, bench_lan_machines, bench_ui, bench_placement, bench_qos, bench_wifi_bianchi],
     }
     if which not in todo:
         sys.exit(__doc__)

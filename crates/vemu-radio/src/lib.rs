@@ -1,7 +1,7 @@
 //! Sans-IO radio models for wireless segments: how strongly a frame sent at one position
 //! is received at another ([`propagation`]), how nodes move ([`mobility`], [`ns2`]
 //! traces), and the shared channel that decides who receives which frame when
-//! ([`medium`]). No clock and no I/O: time comes in as nanoseconds on the lab clock,
+//! ([`medium`]; [`wifi`]: the 802.11 DCF decided slot by slot). No clock and no I/O: time comes in as nanoseconds on the lab clock,
 //! randomness from seeded generators, so that the same seed gives the same positions and
 //! the same decisions.
 
@@ -9,6 +9,7 @@ pub mod medium;
 pub mod mobility;
 pub mod ns2;
 pub mod propagation;
+pub mod wifi;
 
 use serde::{Deserialize, Serialize};
 

@@ -1,0 +1,868 @@
+//! The 802.11 DCF, decided slot by slot on the lab clock (sans-IO: frames in with
+//! [`Dcf::offer`], time with [`Dcf::advance`], what happened out as [`Outcome`]s).
+//!
+//! Each station contends as 802.11 says: a backoff drawn uniformly in [0, CW], counted
+//! down one slot at a time while its medium is idle after DIFS (EIFS after a frame it
+//! received in error), frozen while busy and resumed after the next DIFS; stations whose
+//! counters run out in the same slot transmit together and collide. Its medium is busy
+//! while it transmits, while a transmission reaches it above the carrier-sense
+//! thresholds (preamble detection, energy detection: the propagation delay after it
+//! starts), and while its NAV (set from the Duration field of frames it decodes, not for
+//! it) runs. A unicast data frame is acknowledged after SIFS at the basic rate; no ACK
+//! by the timeout is a failure: CW doubles (up to CWmax) and the frame is sent again
+//! until its retry limit (short or long, by the RTS threshold; `None`: no limit), then
+//! dropped and reported. Frames above the RTS threshold go after an RTS/CTS exchange.
+//! Broadcasts go once at the basic rate, unacknowledged. After every transmission the
+//! station draws a new backoff (post-backoff). Receivers detect duplicates by sequence
+//! number and retry bit.
+//!
+//! Reception is decided by SINR over the whole frame: the interference of every other
+//! transmission overlapping it is summed, piece by piece where it changes, and each
+//! piece's bits are received with the success rate of the frame's rate at that SINR
+//! ([`phy::success_rate`]). A receiver locks onto the first frame whose preamble it
+//! detects (above the preamble threshold and the minimum SINR) and not on frames that
+//! start while it receives or transmits: a strong frame captures the channel over a
+//! weak later one, a weak one loses to a strong one overlapping it. Stations on
+//! different channels neither hear nor disturb each other.
+//!
+//! Not modelled: frame aggregation, block ACK, QoS (EDCA), MIMO, fragmentation,
+//! preamble capture of a stronger frame that starts later, adjacent-channel
+//! interference.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+use rustc_hash::FxHashMap;
+use serde::{Deserialize, Serialize};
+
+use super::phy::{self, Mode, Timing};
+use super::rate::{RateControl, RateState};
+use crate::propagation::{Model, Radio, C};
+use crate::{splitmix64 as mix, Pos};
+
+/// How a channel's stations behave.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DcfConfig {
+    pub timing: Timing,
+    pub model: Model,
+    /// Transmit power, antenna gains and frequency (per-station power and gain are in
+    /// [`StationConfig`]).
+    pub radio: Radio,
+    /// Thermal noise and the receiver's noise figure, dBm.
+    pub noise_dbm: f64,
+    /// A frame's preamble is detected above this power and [`DcfConfig::min_sinr_db`];
+    /// anything else above the energy threshold keeps the medium busy too.
+    pub cca_pd_dbm: f64,
+    pub cca_ed_dbm: f64,
+    pub min_sinr_db: f64,
+    /// Frames of more payload than this go after RTS/CTS (`None`: never).
+    pub rts_threshold_bytes: Option<u64>,
+    /// Attempts of a frame before it is dropped: short (RTS, frames up to the RTS
+    /// threshold) and long (frames above it); `None`: no limit.
+    pub short_retry_limit: Option<u32>,
+    pub long_retry_limit: Option<u32>,
+    /// How long a sender waits for an ACK or CTS after its frame ends before it calls it
+    /// lost (`None`: SIFS + a slot + the basic rate's preamble, as 802.11 says).
+    pub ack_timeout_ns: Option<u64>,
+    pub rate: RateControl,
+    /// Frames a station may have waiting; more are refused.
+    pub queue_frames: usize,
+    pub seed: u64,
+}
+
+impl DcfConfig {
+    /// A standard's defaults: 20 dBm, no antenna gain, noise −94 dBm, preamble detection
+    /// −82 dBm, energy detection −62 dBm, 7/4 retries, no RTS/CTS, the top rate.
+    pub fn preset(timing: Timing, model: Model, seed: u64) -> DcfConfig {
+        let top = timing.modes.len().saturating_sub(1);
+        let frequency_hz = match timing.standard {
+            phy::Standard::A => 5.18e9,
+            _ => 2.412e9,
+        };
+        DcfConfig {
+            timing,
+            model,
+            radio: Radio {
+                tx_power_w: 0.1,
+                frequency_hz,
+                rx_threshold_w: crate::watts(-82.0),
+                ..Radio::default()
+            },
+            noise_dbm: -94.0,
+            cca_pd_dbm: -82.0,
+            cca_ed_dbm: -62.0,
+            min_sinr_db: 4.0,
+            rts_threshold_bytes: None,
+            short_retry_limit: Some(7),
+            long_retry_limit: Some(4),
+            ack_timeout_ns: None,
+            rate: RateControl::Constant { mode: top },
+            queue_frames: 64,
+            seed,
+        }
+    }
+}
+
+/// One station's radio.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct StationConfig {
+    /// Transmit power, dBm (`None`: the channel's).
+    pub tx_power_dbm: Option<f64>,
+    pub gain_dbi: f64,
+    pub channel: u16,
+}
+
+impl Default for StationConfig {
+    fn default() -> StationConfig {
+        StationConfig { tx_power_dbm: None, gain_dbi: 0.0, channel: 1 }
+    }
+}
+
+/// Why a frame did not reach a station.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LossReason {
+    /// Received with errors: the signal too weak for its rate, or interference.
+    Sinr,
+    /// Another frame was on the air at its start (the receiver was locked on it) or the
+    /// receiver was transmitting.
+    Busy,
+    /// Its sender gave up after the retry limit.
+    RetryLimit,
+}
+
+/// What the channel did with a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Frame `id` arrives at station `receiver` at `at_ns` (once, duplicates are not).
+    Deliver { id: u64, receiver: u32, at_ns: u64 },
+    /// Frame `id` was dropped by its sender (`receiver`: its destination; broadcasts are
+    /// never dropped so).
+    Dropped { id: u64, receiver: u32, at_ns: u64, reason: LossReason },
+    /// The channel is done with frame `id`.
+    Done { id: u64 },
+}
+
+/// What a station did so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StationStats {
+    /// Data frames put on the air (each attempt), of which retries; RTS sent.
+    pub tx_data: u64,
+    pub tx_retries: u64,
+    pub tx_rts: u64,
+    /// Unicast frames acknowledged; dropped at their retry limit.
+    pub acked: u64,
+    pub dropped_retry_limit: u64,
+    /// Frames it received intact, and with errors.
+    pub rx_ok: u64,
+    pub rx_error: u64,
+    /// Its contention window now, and the rate (index) of its last data frame.
+    pub cw: u32,
+    pub mode: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Data,
+    Ack,
+    Rts,
+    Cts,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Frame {
+    id: u64,
+    dst: Option<u32>,
+    bytes: u64,
+    seq: u16,
+    short_retries: u32,
+    long_retries: u32,
+    tried: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Tx {
+    n: u64,
+    sender: u32,
+    kind: Kind,
+    start_ns: u64,
+    end_ns: u64,
+    mode: Mode,
+    bits: u64,
+    dst: Option<u32>,
+    /// The Duration field: how long after its end the exchange holds the medium.
+    nav_ns: u64,
+    frame: Option<Frame>,
+    retry: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wait {
+    /// Contending (or idle with nothing to send).
+    None,
+    Ack,
+    Cts,
+}
+
+#[derive(Debug, Clone)]
+struct Station {
+    cfg: StationConfig,
+    up: bool,
+    queue: VecDeque<Frame>,
+    cw: u32,
+    /// Slots left, when a backoff is running; counted from `backoff_from_ns`.
+    backoff: Option<u64>,
+    backoff_from_ns: u64,
+    /// Invalidates access and timeout events scheduled before.
+    gen: u64,
+    transmitting: bool,
+    wait: Wait,
+    /// Transmissions it senses now (their numbers), its NAV, when its medium went idle.
+    sensed: Vec<u64>,
+    nav_until_ns: u64,
+    idle_since_ns: u64,
+    eifs: bool,
+    /// The transmission it is receiving.
+    locked: Option<u64>,
+    seq: u16,
+    /// The last (sequence, retry) taken from each sender.
+    last_seq: FxHashMap<u32, u16>,
+    rates: FxHashMap<Option<u32>, RateState>,
+    stats: StationStats,
+    draws: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Ev {
+    /// Station `s`'s backoff runs out (if its generation is still `g`).
+    Access(u32, u64),
+    /// Transmission `n` reaches station `s` (its start), or stops reaching it.
+    Reach(u64, u32),
+    Leave(u64, u32),
+    End(u64),
+    /// Station `s`'s wait for an ACK or CTS is over (generation `g`).
+    Timeout(u32, u64),
+    /// Station `s` answers station `to`: an ACK (0), a CTS (1) holding the medium for the
+    /// Duration given, or (2, after a CTS) its data frame.
+    Answer(u32, u32, u64, u8),
+    /// Station `s`'s NAV runs out.
+    NavEnd(u32),
+}
+
+/// The stations of one channel.
+#[derive(Debug, Clone)]
+pub struct Dcf {
+    cfg: DcfConfig,
+    pos: Vec<Pos>,
+    sta: Vec<Station>,
+    events: BinaryHeap<Reverse<(u64, u64, Ev)>>,
+    seq: u64,
+    /// Transmissions on the air, or that something on the air overlaps.
+    air: Vec<Tx>,
+    next_tx: u64,
+    now_ns: u64,
+}
+
+/// How long an ended transmission is kept for the stations it still reaches, ns.
+const KEEP_NS: u64 = 1_000_000;
+
+/// A uniform draw in [0, 1) keyed by (seed, a, b, n).
+fn draw(seed: u64, a: u64, b: u64, n: u64) -> f64 {
+    (mix(mix(mix(seed ^ a) ^ b) ^ n) >> 11) as f64 / (1u64 << 53) as f64
+}
+
+fn db(x: f64) -> f64 {
+    10f64.powf(x / 10.0)
+}
+
+impl Dcf {
+    pub fn new(cfg: DcfConfig, positions: &[Pos], stations: &[StationConfig]) -> Dcf {
+        let cw = cfg.timing.cw_min;
+        let sta = positions
+            .iter()
+            .enumerate()
+            .map(|(i, _)| Station {
+                cfg: stations.get(i).copied().unwrap_or_default(),
+                up: true,
+                queue: VecDeque::new(),
+                cw,
+                backoff: None,
+                backoff_from_ns: 0,
+                gen: 0,
+                transmitting: false,
+                wait: Wait::None,
+                sensed: Vec::new(),
+                nav_until_ns: 0,
+                idle_since_ns: 0,
+                eifs: false,
+                locked: None,
+                seq: 0,
+                last_seq: FxHashMap::default(),
+                rates: FxHashMap::default(),
+                stats: StationStats { cw, ..StationStats::default() },
+                draws: 0,
+            })
+            .collect();
+        Dcf {
+            cfg,
+            pos: positions.to_vec(),
+            sta,
+            events: BinaryHeap::new(),
+            seq: 0,
+            air: Vec::new(),
+            next_tx: 0,
+            now_ns: 0,
+        }
+    }
+
+    pub fn config(&self) -> &DcfConfig {
+        &self.cfg
+    }
+
+    pub fn stats(&self, s: u32) -> StationStats {
+        self.sta[s as usize].stats
+    }
+
+    /// Slots left of station `s`'s backoff, when one is running (frozen or counting).
+    pub fn backoff(&self, s: u32) -> Option<u64> {
+        self.sta[s as usize].backoff
+    }
+
+    /// Frames waiting at station `s`.
+    pub fn queued(&self, s: u32) -> usize {
+        self.sta[s as usize].queue.len()
+    }
+
+    /// Move the stations (one position each).
+    pub fn set_positions(&mut self, positions: &[Pos]) {
+        self.pos.copy_from_slice(positions);
+    }
+
+    /// Received power at `to` of what `from` sends, dBm (−∞ across channels).
+    pub fn rx_dbm(&self, from: u32, to: u32) -> f64 {
+        let (a, b) = (&self.sta[from as usize].cfg, &self.sta[to as usize].cfg);
+        if a.channel != b.channel {
+            return f64::NEG_INFINITY;
+        }
+        let radio = Radio {
+            tx_power_w: a.tx_power_dbm.map_or(self.cfg.radio.tx_power_w, crate::watts),
+            gain_tx: self.cfg.radio.gain_tx * db(a.gain_dbi),
+            gain_rx: self.cfg.radio.gain_rx * db(b.gain_dbi),
+            ..self.cfg.radio
+        };
+        let d = self.pos[from as usize].distance(self.pos[to as usize]);
+        let w = self.cfg.model.mean_rx_power_w(&radio, d);
+        if w.is_infinite() {
+            return 0.0; // (a unit disk: in range is strong)
+        }
+        crate::dbm(w)
+    }
+
+    fn prop_ns(&self, a: u32, b: u32) -> u64 {
+        let d = self.pos[a as usize].distance(self.pos[b as usize]);
+        ((d / C * 1e9).round() as u64).max(1)
+    }
+
+    /// When the channel next has something to do, lab ns.
+    pub fn next_event_ns(&self) -> Option<u64> {
+        self.events.peek().map(|Reverse((t, _, _))| *t)
+    }
+
+    fn at(&mut self, t: u64, e: Ev) {
+        self.seq += 1;
+        self.events.push(Reverse((t, self.seq, e)));
+    }
+
+    /// A frame of `bytes` of payload from station `s` at `now_ns`, to `dst` (`None`: a
+    /// broadcast). False when `s` is down or its queue is full.
+    pub fn offer(&mut self, now_ns: u64, s: u32, id: u64, bytes: u64, dst: Option<u32>) -> bool {
+        self.now_ns = self.now_ns.max(now_ns);
+        let st = &mut self.sta[s as usize];
+        if !st.up || st.queue.len() >= self.cfg.queue_frames {
+            return false;
+        }
+        st.seq = st.seq.wrapping_add(1) & 0x0fff;
+        let f =
+            Frame { id, dst, bytes, seq: st.seq, short_retries: 0, long_retries: 0, tried: false };
+        st.queue.push_back(f);
+        if st.backoff.is_none() && st.wait == Wait::None && !st.transmitting {
+            // Idle for DIFS already: it may go at once (a backoff of 0); else it draws one.
+            let idle = !self.busy(s, now_ns);
+            let ifs = self.ifs(s);
+            let st = &mut self.sta[s as usize];
+            if idle && now_ns >= st.idle_since_ns + ifs {
+                st.backoff = Some(0);
+                st.backoff_from_ns = now_ns;
+            } else {
+                self.new_backoff(s, now_ns);
+            }
+        }
+        self.contend(s, now_ns);
+        true
+    }
+
+    fn busy(&self, s: u32, t: u64) -> bool {
+        let st = &self.sta[s as usize];
+        st.transmitting || !st.sensed.is_empty() || st.nav_until_ns > t
+    }
+
+    fn ifs(&self, s: u32) -> u64 {
+        match self.sta[s as usize].eifs {
+            true => self.cfg.timing.eifs_ns,
+            false => self.cfg.timing.difs_ns,
+        }
+    }
+
+    fn new_backoff(&mut self, s: u32, from_ns: u64) {
+        let seed = self.cfg.seed;
+        let st = &mut self.sta[s as usize];
+        st.draws += 1;
+        let slots = (draw(seed, u64::from(s), u64::MAX, st.draws) * f64::from(st.cw + 1)) as u64;
+        st.backoff = Some(slots.min(u64::from(st.cw)));
+        st.backoff_from_ns = from_ns;
+    }
+
+    /// Schedule station `s`'s access, if it is contending and its medium is idle.
+    fn contend(&mut self, s: u32, now_ns: u64) {
+        if self.busy(s, now_ns) || self.sta[s as usize].wait != Wait::None {
+            return;
+        }
+        let ifs = self.ifs(s);
+        let slot = self.cfg.timing.slot_ns;
+        let st = &mut self.sta[s as usize];
+        let Some(slots) = st.backoff else { return };
+        if st.queue.is_empty() && slots == 0 {
+            // A post-backoff done with nothing to send.
+            st.backoff = None;
+            return;
+        }
+        st.gen += 1;
+        let start = (st.idle_since_ns + ifs).max(st.backoff_from_ns);
+        let (g, at) = (st.gen, start + slots * slot);
+        self.at(at.max(now_ns), Ev::Access(s, g));
+    }
+
+    /// Station `s`'s medium went busy at `t`: its backoff freezes (whole idle slots
+    /// since it started counting are spent).
+    fn freeze(&mut self, s: u32, t: u64) {
+        let ifs = self.ifs(s);
+        let slot = self.cfg.timing.slot_ns;
+        let st = &mut self.sta[s as usize];
+        st.gen += 1;
+        if let Some(b) = st.backoff {
+            let start = (st.idle_since_ns + ifs).max(st.backoff_from_ns);
+            let spent = if t > start { (t - start) / slot } else { 0 };
+            st.backoff = Some(b - spent.min(b));
+            st.backoff_from_ns = t;
+        }
+    }
+
+    /// Carry out everything due by `now_ns`; what happened goes to `out`.
+    pub fn advance(&mut self, now_ns: u64, out: &mut Vec<Outcome>) {
+        while let Some(&Reverse((t, _, e))) = self.events.peek() {
+            if t > now_ns {
+                break;
+            }
+            self.events.pop();
+            self.now_ns = t;
+            match e {
+                Ev::Access(s, g) => self.access(s, g, t),
+                Ev::Reach(n, s) => self.reach(n, s, t),
+                Ev::Leave(n, s) => self.leave(n, s, t, out),
+                Ev::End(n) => self.end(n, t, out),
+                Ev::Timeout(s, g) => self.timeout(s, g, t, out),
+                Ev::Answer(s, to, nav, k) => self.answer(s, to, nav, k, t),
+                Ev::NavEnd(s) => self.became_idle(s, t),
+            }
+        }
+        self.now_ns = self.now_ns.max(now_ns);
+    }
+
+    fn access(&mut self, s: u32, g: u64, t: u64) {
+        let st = &self.sta[s as usize];
+        if st.gen != g || !st.up || self.busy(s, t) {
+            return;
+        }
+        let Some(&f) = st.queue.front() else {
+            self.sta[s as usize].backoff = None;
+            return;
+        };
+        self.sta[s as usize].backoff = None;
+        let rts = f.dst.is_some() && self.cfg.rts_threshold_bytes.is_some_and(|thr| f.bytes > thr);
+        let mode = self.data_mode(s, f.dst);
+        let timing = &self.cfg.timing;
+        let data_ns = timing.data_ns(mode, f.bytes);
+        let bits = timing.data_header_bits + f.bytes * 8;
+        if rts {
+            let nav = 3 * timing.sifs_ns + timing.cts_ns() + data_ns + timing.ack_ns();
+            let (basic, rts_bits) = (timing.basic_mode(), timing.rts_bits);
+            self.sta[s as usize].stats.tx_rts += 1;
+            self.transmit(s, Kind::Rts, basic, rts_bits, f.dst, nav, Some(f), t);
+        } else {
+            let nav = if f.dst.is_some() { timing.sifs_ns + timing.ack_ns() } else { 0 };
+            let mode = if f.dst.is_some() { mode } else { timing.basic_mode() };
+            self.send_data(s, f, mode, bits, nav, t);
+        }
+    }
+
+    fn data_mode(&mut self, s: u32, dst: Option<u32>) -> Mode {
+        let (control, modes) = (self.cfg.rate, self.cfg.timing.modes.len());
+        let st = &mut self.sta[s as usize];
+        let r = st.rates.entry(dst).or_insert_with(|| RateState::new(control, modes));
+        st.stats.mode = r.mode;
+        self.cfg.timing.modes[r.mode]
+    }
+
+    fn send_data(&mut self, s: u32, f: Frame, mode: Mode, bits: u64, nav: u64, t: u64) {
+        let st = &mut self.sta[s as usize];
+        st.stats.tx_data += 1;
+        st.stats.tx_retries += u64::from(f.tried);
+        if let Some(q) = st.queue.front_mut() {
+            q.tried = true;
+        }
+        self.transmit(s, Kind::Data, mode, bits, f.dst, nav, Some(f), t);
+    }
+
+    #[allow(clippy::too_many_arguments)] // (a frame's fields, each given once)
+    fn transmit(
+        &mut self,
+        s: u32,
+        kind: Kind,
+        mode: Mode,
+        bits: u64,
+        dst: Option<u32>,
+        nav_ns: u64,
+        frame: Option<Frame>,
+        t: u64,
+    ) {
+        let timing = &self.cfg.timing;
+        let dur = timing.airtime_bits_ns(mode, bits);
+        let n = self.next_tx;
+        self.next_tx += 1;
+        let channel = self.sta[s as usize].cfg.channel;
+        let retry = frame.is_some_and(|f| f.tried) && kind == Kind::Data;
+        let tx = Tx {
+            n,
+            sender: s,
+            kind,
+            start_ns: t,
+            end_ns: t + dur.max(1),
+            mode,
+            bits,
+            dst,
+            nav_ns,
+            frame,
+            retry,
+        };
+        self.air.push(tx);
+        // The sender: busy while it sends; a lock on anything else is lost.
+        self.freeze(s, t);
+        let st = &mut self.sta[s as usize];
+        st.transmitting = true;
+        st.locked = None;
+        self.at(tx.end_ns, Ev::End(n));
+        for j in 0..self.sta.len() as u32 {
+            if j != s && self.sta[j as usize].cfg.channel == channel {
+                let p = self.prop_ns(s, j);
+                self.at(t + p, Ev::Reach(n, j));
+            }
+        }
+    }
+
+    fn tx(&self, n: u64) -> Option<&Tx> {
+        self.air.iter().find(|x| x.n == n)
+    }
+
+    /// The interference at `j` from every transmission but `n` on the air at `t`, W.
+    fn interference_w(&self, j: u32, n: u64, t: u64) -> f64 {
+        self.air
+            .iter()
+            .filter(|u| u.n != n && u.sender != j && u.start_ns <= t && u.end_ns > t)
+            .map(|u| crate::watts(self.rx_dbm(u.sender, j)))
+            .sum()
+    }
+
+    fn reach(&mut self, n: u64, j: u32, t: u64) {
+        let Some(&tx) = self.tx(n) else { return };
+        let rx = self.rx_dbm(tx.sender, j);
+        let noise = crate::watts(self.cfg.noise_dbm);
+        let sinr = crate::watts(rx) / (noise + self.interference_w(j, n, t));
+        let detected = rx >= self.cfg.cca_pd_dbm && sinr >= db(self.cfg.min_sinr_db);
+        let st = &self.sta[j as usize];
+        if !st.up {
+            return;
+        }
+        if detected && !st.transmitting && st.locked.is_none() {
+            self.sta[j as usize].locked = Some(n);
+        }
+        if detected || rx >= self.cfg.cca_ed_dbm {
+            let was_busy = self.busy(j, t);
+            self.sta[j as usize].sensed.push(n);
+            if !was_busy {
+                self.freeze(j, t);
+            }
+            let p = self.prop_ns(tx.sender, j);
+            self.at(tx.end_ns + p, Ev::Leave(n, j));
+        } else if self.sta[j as usize].locked == Some(n) {
+            let p = self.prop_ns(tx.sender, j);
+            self.at(tx.end_ns + p, Ev::Leave(n, j));
+        }
+    }
+
+    /// Transmission `n` stops reaching station `j`: what it received of it, and its
+    /// medium perhaps idle again.
+    fn leave(&mut self, n: u64, j: u32, t: u64, out: &mut Vec<Outcome>) {
+        self.sta[j as usize].sensed.retain(|&x| x != n);
+        // (Idle from now, if nothing else holds it: what it received may make it
+        // contend, from here.)
+        if !self.busy(j, t) {
+            self.sta[j as usize].idle_since_ns = t;
+        }
+        if self.sta[j as usize].locked == Some(n) {
+            self.sta[j as usize].locked = None;
+            if let Some(&tx) = self.tx(n) {
+                self.received(j, &tx, t, out);
+            }
+        }
+        self.became_idle(j, t);
+    }
+
+    /// The probability that station `j` received all of `tx` (the interference summed
+    /// piece by piece over the frame), 0 if it transmitted meanwhile.
+    fn success_probability(&self, j: u32, tx: &Tx) -> f64 {
+        let overlapping: Vec<&Tx> = self
+            .air
+            .iter()
+            .filter(|u| u.n != tx.n && u.start_ns < tx.end_ns && u.end_ns > tx.start_ns)
+            .collect();
+        if overlapping.iter().any(|u| u.sender == j) {
+            return 0.0;
+        }
+        let mut cuts: Vec<u64> = vec![tx.start_ns, tx.end_ns];
+        for u in &overlapping {
+            cuts.extend([u.start_ns.max(tx.start_ns), u.end_ns.min(tx.end_ns)]);
+        }
+        cuts.sort_unstable();
+        cuts.dedup();
+        let signal = crate::watts(self.rx_dbm(tx.sender, j));
+        let noise = crate::watts(self.cfg.noise_dbm);
+        let dur = (tx.end_ns - tx.start_ns).max(1) as f64;
+        let mut p = 1.0;
+        for w in cuts.windows(2) {
+            let (a, b) = (w[0], w[1]);
+            let i: f64 = overlapping
+                .iter()
+                .filter(|u| u.start_ns <= a && u.end_ns >= b)
+                .map(|u| crate::watts(self.rx_dbm(u.sender, j)))
+                .sum();
+            let bits = (tx.bits as f64 * (b - a) as f64 / dur).ceil() as u64;
+            p *= phy::success_rate(tx.mode, signal / (noise + i), bits);
+        }
+        p
+    }
+
+    fn received(&mut self, j: u32, tx: &Tx, t: u64, out: &mut Vec<Outcome>) {
+        let p = self.success_probability(j, tx);
+        let ok = draw(self.cfg.seed, tx.n, u64::from(j), 0x5eed) < p;
+        let for_me = tx.dst == Some(j);
+        let answer = for_me && matches!(tx.kind, Kind::Ack | Kind::Cts);
+        let st = &mut self.sta[j as usize];
+        st.eifs = !ok;
+        if !ok {
+            st.stats.rx_error += 1;
+            // The answer it waited for, garbled: the attempt failed.
+            if answer && st.wait != Wait::None {
+                st.wait = Wait::None;
+                st.gen += 1;
+                self.finish(j, false, t, out);
+            }
+            return;
+        }
+        st.stats.rx_ok += 1;
+        if !for_me && tx.dst.is_some() {
+            // Someone else's exchange: its Duration holds the medium.
+            if st.nav_until_ns < t + tx.nav_ns {
+                if !self.busy(j, t) {
+                    self.freeze(j, t);
+                }
+                self.sta[j as usize].nav_until_ns = t + tx.nav_ns;
+                self.at(t + tx.nav_ns, Ev::NavEnd(j));
+            }
+            return;
+        }
+        let sifs = self.cfg.timing.sifs_ns;
+        let wait = st.wait;
+        match tx.kind {
+            Kind::Data => {
+                let f = tx.frame.expect("a data frame's");
+                let dup = tx.retry && st.last_seq.get(&tx.sender) == Some(&f.seq);
+                if !dup {
+                    st.last_seq.insert(tx.sender, f.seq);
+                    out.push(Outcome::Deliver { id: f.id, receiver: j, at_ns: t });
+                }
+                if for_me {
+                    self.at(t + sifs, Ev::Answer(j, tx.sender, 0, 0));
+                }
+            }
+            Kind::Rts if for_me && st.nav_until_ns <= t => {
+                self.at(t + sifs, Ev::Answer(j, tx.sender, tx.nav_ns, 1));
+            }
+            Kind::Cts if wait == Wait::Cts => {
+                st.wait = Wait::None;
+                st.gen += 1;
+                self.at(t + sifs, Ev::Answer(j, tx.sender, 0, 2));
+            }
+            Kind::Ack if wait == Wait::Ack => {
+                st.wait = Wait::None;
+                st.gen += 1;
+                self.finish(j, true, t, out);
+            }
+            _ => {}
+        }
+    }
+
+    /// An ACK (`k` 0), a CTS (1), or the data frame after a CTS (2), from station `s` in
+    /// answer to transmission `n`.
+    fn answer(&mut self, s: u32, to: u32, nav: u64, k: u8, t: u64) {
+        if !self.sta[s as usize].up || self.sta[s as usize].transmitting {
+            return;
+        }
+        let timing = &self.cfg.timing;
+        let basic = timing.basic_mode();
+        match k {
+            0 => self.transmit(s, Kind::Ack, basic, timing.ack_bits, Some(to), 0, None, t),
+            1 => {
+                let nav = nav.saturating_sub(timing.sifs_ns + timing.cts_ns());
+                self.transmit(s, Kind::Cts, basic, timing.cts_bits, Some(to), nav, None, t)
+            }
+            _ => {
+                let Some(&f) = self.sta[s as usize].queue.front() else { return };
+                let mode = self.data_mode(s, f.dst);
+                let timing = &self.cfg.timing;
+                let bits = timing.data_header_bits + f.bytes * 8;
+                let nav = timing.sifs_ns + timing.ack_ns();
+                self.send_data(s, f, mode, bits, nav, t);
+            }
+        }
+    }
+
+    fn end(&mut self, n: u64, t: u64, out: &mut Vec<Outcome>) {
+        let Some(&tx) = self.tx(n) else { return };
+        let s = tx.sender;
+        self.sta[s as usize].transmitting = false;
+        let timeout = self.cfg.ack_timeout_ns.unwrap_or(
+            self.cfg.timing.sifs_ns + self.cfg.timing.slot_ns + self.cfg.timing.preamble_ns,
+        );
+        match (tx.kind, tx.dst) {
+            (Kind::Data, Some(_)) | (Kind::Rts, _) => {
+                let st = &mut self.sta[s as usize];
+                st.wait = if tx.kind == Kind::Data { Wait::Ack } else { Wait::Cts };
+                st.gen += 1;
+                let g = st.gen;
+                self.at(t + timeout, Ev::Timeout(s, g));
+            }
+            (Kind::Data, None) => self.finish(s, true, t, out),
+            _ => {}
+        }
+        // Forget transmissions nothing on the air overlaps any more, once every
+        // station has had them (a propagation delay is microseconds).
+        let oldest = self.air.iter().filter(|x| x.end_ns > t).map(|x| x.start_ns).min();
+        self.air.retain(|x| x.end_ns + KEEP_NS > t || oldest.is_some_and(|o| x.end_ns > o));
+        if !self.busy(s, t) {
+            self.became_idle(s, t);
+        }
+    }
+
+    fn timeout(&mut self, s: u32, g: u64, t: u64, out: &mut Vec<Outcome>) {
+        let st = &self.sta[s as usize];
+        if st.gen != g || st.wait == Wait::None {
+            return;
+        }
+        // An answer already on its way in: wait for it.
+        if let Some(n) = st.locked {
+            if let Some(&u) = self.tx(n) {
+                if u.dst == Some(s) && matches!(u.kind, Kind::Ack | Kind::Cts) {
+                    return;
+                }
+            }
+        }
+        self.sta[s as usize].wait = Wait::None;
+        self.finish(s, false, t, out);
+    }
+
+    /// The end of an attempt at the head frame of station `s`: acknowledged (`ok`, or a
+    /// broadcast sent) or failed. A new backoff follows either way.
+    fn finish(&mut self, s: u32, ok: bool, t: u64, out: &mut Vec<Outcome>) {
+        let (control, modes) = (self.cfg.rate, self.cfg.timing.modes.len());
+        let (cw_min, cw_max) = (self.cfg.timing.cw_min, self.cfg.timing.cw_max);
+        let threshold = self.cfg.rts_threshold_bytes;
+        let (short_limit, long_limit) = (self.cfg.short_retry_limit, self.cfg.long_retry_limit);
+        let st = &mut self.sta[s as usize];
+        let Some(f) = st.queue.front_mut() else { return };
+        let unicast = f.dst.is_some();
+        if unicast {
+            if let Some(r) = st.rates.get_mut(&f.dst) {
+                r.report(control, modes, ok);
+            }
+        }
+        let mut done = ok || !unicast;
+        if ok {
+            st.cw = cw_min;
+            if unicast {
+                st.stats.acked += 1;
+            }
+        } else {
+            let long = threshold.is_some_and(|thr| f.bytes > thr);
+            let (count, limit) = match long {
+                true => (&mut f.long_retries, long_limit),
+                false => (&mut f.short_retries, short_limit),
+            };
+            *count += 1;
+            if limit.is_some_and(|l| *count >= l) {
+                st.stats.dropped_retry_limit += 1;
+                let (id, dst) = (f.id, f.dst.unwrap_or(u32::MAX));
+                out.push(Outcome::Dropped {
+                    id,
+                    receiver: dst,
+                    at_ns: t,
+                    reason: LossReason::RetryLimit,
+                });
+                st.cw = cw_min;
+                done = true;
+            } else {
+                st.cw = (2 * (st.cw + 1) - 1).min(cw_max);
+            }
+        }
+        if done {
+            let f = st.queue.pop_front().expect("the head frame");
+            out.push(Outcome::Done { id: f.id });
+        }
+        st.stats.cw = st.cw;
+        self.new_backoff(s, t);
+        self.contend(s, t);
+    }
+
+    fn became_idle(&mut self, s: u32, t: u64) {
+        if self.busy(s, t) {
+            return;
+        }
+        self.sta[s as usize].idle_since_ns = t;
+        self.contend(s, t);
+    }
+
+    /// Switch a station's radio on or off. Off, it neither sends nor receives; its
+    /// queue is dropped (each frame's `Done` goes to `out`).
+    pub fn set_up(&mut self, s: u32, up: bool, out: &mut Vec<Outcome>) {
+        let st = &mut self.sta[s as usize];
+        st.up = up;
+        if !up {
+            st.gen += 1;
+            st.wait = Wait::None;
+            st.backoff = None;
+            st.locked = None;
+            for f in st.queue.drain(..) {
+                out.push(Outcome::Done { id: f.id });
+            }
+        }
+    }
+}
