@@ -790,7 +790,7 @@ impl Engine {
                     return;
                 }
                 let b = dev.map(|dev| fast.shaped(dev).unwrap_or_default()).unwrap_or_default();
-                let b = b.in_wire_frames(into);
+                let b = b.in_wire_frames(into.frames, into.bytes);
                 d.rx_frames += into.frames;
                 d.rx_bytes += into.bytes;
                 d.tx_frames += b.frames;

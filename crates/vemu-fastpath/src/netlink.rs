@@ -33,21 +33,22 @@ pub struct BucketStats {
 
 impl BucketStats {
     /// These counters with what was dropped and what waits in wire frames, given what
-    /// came into the bucket (`into`, wire frames, read before these counters). The
+    /// came into the bucket (wire frames, read before these counters). The
     /// kernel counts what it sent on in wire frames but what it dropped or holds in its
     /// own frames, a TCP super-frame (several wire frames) once: so a bucket that drops
     /// super-frames seems to lose frames. What it dropped, in wire frames, is what came
     /// in and neither left nor waits; what waits is its bytes at the mean size of what
     /// came in. Exact when nothing waits; never below the kernel's own counts.
-    pub fn in_wire_frames(self, into: crate::Counted) -> BucketStats {
-        let queue_frames = match (self.queue_frames, into.frames) {
+    /// (`into_frames`, `into_bytes`: what the program counted, a [`crate::Counted`].)
+    pub fn in_wire_frames(self, into_frames: u64, into_bytes: u64) -> BucketStats {
+        let queue_frames = match (self.queue_frames, into_frames) {
             (0, _) | (_, 0) => self.queue_frames,
             (q, n) => {
-                let mean = (into.bytes / n).max(1);
+                let mean = (into_bytes / n).max(1);
                 q.max((self.queue_bytes + mean / 2) / mean)
             }
         };
-        let drops = into.frames.saturating_sub(self.frames + queue_frames).max(self.drops);
+        let drops = into_frames.saturating_sub(self.frames + queue_frames).max(self.drops);
         BucketStats { drops, queue_frames, ..self }
     }
 }
@@ -168,33 +169,32 @@ pub(crate) fn bucket_stats(m: &RouteNetlinkMessage) -> BucketStats {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Counted;
 
     #[test]
     fn super_frames_dropped_whole_count_their_wire_frames() {
         // 100 wire frames of 1000 bytes came in; 70 left; the kernel dropped 10 of its
         // frames (30 wire frames: super-frames of three) and holds none.
-        let into = Counted { frames: 100, bytes: 100_000 };
+        let into = (100, 100_000);
         let kernel = BucketStats { frames: 70, bytes: 70_000, drops: 10, ..Default::default() };
-        let wire = kernel.in_wire_frames(into);
+        let wire = kernel.in_wire_frames(into.0, into.1);
         assert_eq!((wire.drops, wire.queue_frames), (30, 0));
         assert_eq!(wire.frames, 70);
         // Two of its frames (six wire frames, 6000 bytes) wait: 24 dropped.
         let waiting = BucketStats { drops: 8, queue_frames: 2, queue_bytes: 6000, ..kernel };
-        let wire = waiting.in_wire_frames(into);
+        let wire = waiting.in_wire_frames(into.0, into.1);
         assert_eq!((wire.drops, wire.queue_frames), (24, 6));
-        assert_eq!(into.frames, wire.frames + wire.drops + wire.queue_frames);
+        assert_eq!(into.0, wire.frames + wire.drops + wire.queue_frames);
     }
 
     #[test]
     fn wire_frame_counts_never_fall_below_the_kernels() {
         // Frames counted by the bucket after `into` was read: nothing seems dropped,
         // but the kernel's own count stays.
-        let into = Counted { frames: 50, bytes: 50_000 };
+        let into = (50, 50_000);
         let kernel = BucketStats { frames: 60, bytes: 60_000, drops: 3, ..Default::default() };
-        assert_eq!(kernel.in_wire_frames(into).drops, 3);
+        assert_eq!(kernel.in_wire_frames(into.0, into.1).drops, 3);
         // Nothing came in (a bucket never used): the kernel's counts as they are.
         let idle = BucketStats { queue_frames: 1, queue_bytes: 100, ..kernel };
-        assert_eq!(idle.in_wire_frames(Counted::default()), idle);
+        assert_eq!(idle.in_wire_frames(0, 0), idle);
     }
 }

@@ -3,6 +3,10 @@
 
 use serde::{Deserialize, Serialize};
 
+/// How the message of every refusal of a tenant's lab starts (these and
+/// [`crate::Trust`]'s).
+pub const REFUSED: &str = "refused in a tenant's lab";
+
 /// How a lab's images are pulled (made from its [`crate::Trust`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ImagePolicy {
@@ -45,8 +49,8 @@ impl ImagePolicy {
             return None;
         }
         Some(match allowed.is_empty() {
-            true => format!("{}: its images may come from no registry, and this one is on '{registry}' (an administrator can list registries: vemu up --registries, or a VemuLabPolicy's 'registries' on Kubernetes)", crate::REFUSED),
-            false => format!("{}: its images may come from {} only, not from '{registry}' (an administrator can list more: vemu up --registries, or a VemuLabPolicy's 'registries' on Kubernetes)", crate::REFUSED, allowed.join(", ")),
+            true => format!("{}: its images may come from no registry, and this one is on '{registry}' (an administrator can list registries: vemu up --registries, or a VemuLabPolicy's 'registries' on Kubernetes)", REFUSED),
+            false => format!("{}: its images may come from {} only, not from '{registry}' (an administrator can list more: vemu up --registries, or a VemuLabPolicy's 'registries' on Kubernetes)", REFUSED, allowed.join(", ")),
         })
     }
 }

@@ -567,6 +567,29 @@ pub struct TimedEvent {
     pub action: EventAction,
 }
 
+/// At most how many firings `events` have had `t_ns` into the lab clock (counting every
+/// step of a ramp at its start): what a saved count of firings cannot exceed.
+pub fn firings_by(events: &[TimedEvent], t_ns: u64) -> u64 {
+    events
+        .iter()
+        .filter(|e| e.at_ns <= t_ns)
+        .map(|e| {
+            let end = e.until_ns.map_or(t_ns, |u| u.min(t_ns));
+            let reps = match e.every_ns {
+                Some(every) if every > 0 => end.saturating_sub(e.at_ns) / every + 1,
+                _ => 1,
+            };
+            let per_rep = match &e.action {
+                EventAction::Ramp { over_ns, step_ns, .. } => {
+                    over_ns.div_ceil((*step_ns).max(1)).max(1) + 1
+                }
+                _ => 1,
+            };
+            reps.saturating_mul(per_rep)
+        })
+        .fold(0u64, u64::saturating_add)
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EventTarget {

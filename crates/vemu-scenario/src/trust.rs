@@ -6,6 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::images::REFUSED;
+
 /// A feature of scenarios that reaches beyond the lab's own nodes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -58,9 +60,6 @@ impl Reach {
         }
     }
 }
-
-/// How the message of every refusal starts.
-pub const REFUSED: &str = "refused in a tenant's lab";
 
 /// Whose scenario is loaded.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -146,7 +146,7 @@ impl Saved {
             ));
         }
         let elapsed = mono.saturating_sub(self.clock_epoch_ns);
-        let most = crate::timeline::firings_by(&plan.events, elapsed);
+        let most = vemu_scenario::firings_by(&plan.events, elapsed);
         if self.timeline_fired > most {
             return Err(bad("timeline_fired", format!("{} firings, but the lab's timeline has at most {most} by now ({} s of lab time)", self.timeline_fired, elapsed / 1_000_000_000)));
         }
