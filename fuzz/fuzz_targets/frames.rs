@@ -1,5 +1,6 @@
 //! Frames from nodes into the data-path core, on a virtual clock: a shard with impaired
-//! links, a link to another machine, a LAN with a snooping querier and a radio channel,
+//! links, a link to another machine, a LAN with a snooping querier, a radio channel and
+//! the same channel as the 802.11 DCF,
 //! captures at both points. The input is a run of records — port, time step, length,
 //! bytes — and a port byte of 0xff makes the next byte a change to the lab (impairments,
 //! qos classes on and off, link down/up, positions). Every frame must be delivered, dropped or counted; the core
@@ -81,7 +82,16 @@ fn core() -> Core {
         csma: true,
         queue_frames: 50,
         seed: 1,
+        dcf: None,
     };
+    // The same channel as the 802.11 DCF (802.11a, free space; the third member hidden
+    // from the first).
+    let timing = vemu_radio::wifi::phy::Timing::preset(vemu_radio::wifi::phy::Standard::A);
+    let mut dcf = vemu_radio::wifi::dcf::DcfConfig::preset(timing, Model::FreeSpace, 5);
+    dcf.rts_threshold_bytes = Some(600);
+    let setup =
+        vemu_radio::wifi::dcf::DcfSetup { config: dcf, stations: vec![Default::default(); 3] };
+    let dcf_cfg = MediumConfig { dcf: Some(Box::new(setup)), ..cfg.clone() };
     c.add_segment(SegmentConfig {
         members: (0..3).map(|_| MemberConfig { vlan: 1, ..Default::default() }).collect(),
         capacity_bps: None,
@@ -102,6 +112,21 @@ fn core() -> Core {
         kernel_path: true,
         kernel_shaper: true,
         ..Default::default()
+    });
+    // (Last: the segments before keep their numbers.)
+    c.add_segment(SegmentConfig {
+        members: (0..3).map(|_| MemberConfig { vlan: 1, ..Default::default() }).collect(),
+        capacity_bps: None,
+        aging_ns: MS,
+        snooping: Snooping::On,
+        radio: Some((
+            dcf_cfg,
+            vec![Pos::new(0.0, 0.0), Pos::new(300.0, 0.0), Pos::new(700.0, 0.0)],
+        )),
+        kernel_path: false,
+        kernel_shaper: false,
+        far_switching: false,
+        ipv6_off: false,
     });
     c.apply(Command::Capture {
         id: 1,

@@ -80,6 +80,12 @@ pub struct RadioStatus {
     pub y_m: f64,
     pub neighbours: Vec<NeighbourStatus>,
     pub sent_to: Vec<PairStatus>,
+    /// On an 802.11 channel (`csma: true`): what its MAC did — data frames sent and
+    /// retried, RTS sent, frames acknowledged and dropped at the retry limit, frames
+    /// received intact and in error, its contention window and the rate (index in the
+    /// standard's list) of its last data frame.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<vemu_radio::wifi::dcf::StationStats>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -217,10 +217,12 @@ pub enum DropReason {
     /// A LAN: its switch had no port to send it to (its destination is behind the
     /// sender's own port, or in no VLAN of another port).
     Switch,
+    /// A radio channel (802.11 DCF): its sender gave up after its retry limit.
+    RetryLimit,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 13] = [
+    pub const ALL: [DropReason; 14] = [
         DropReason::Loss,
         DropReason::LossGood,
         DropReason::LossBad,
@@ -234,6 +236,7 @@ impl DropReason {
         DropReason::Weak,
         DropReason::Capacity,
         DropReason::Switch,
+        DropReason::RetryLimit,
     ];
 
     /// Its name (as in JSON).
@@ -252,6 +255,7 @@ impl DropReason {
             DropReason::Weak => "weak",
             DropReason::Capacity => "capacity",
             DropReason::Switch => "switch",
+            DropReason::RetryLimit => "retry-limit",
         }
     }
 
@@ -273,6 +277,7 @@ impl DropReason {
             DropReason::Switch => {
                 "LAN: the switch had no port for it (its destination is behind the sender's port)"
             }
+            DropReason::RetryLimit => "radio: its sender gave up after the retry limit (802.11)",
         }
     }
 
@@ -425,6 +430,10 @@ pub struct RadioSnapshot {
     pub neighbours: Vec<Vec<Neighbour>>,
     /// (sender, receiver, counters) of every pair that has seen a transmission.
     pub pairs: Vec<(u32, u32, PairCounters)>,
+    /// Per member, what its 802.11 MAC did (its rate, retries, CW, drops) — a DCF
+    /// channel's only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stations: Option<Vec<vemu_radio::wifi::dcf::StationStats>>,
 }
 
 #[cfg(test)]

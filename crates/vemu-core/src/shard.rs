@@ -11,7 +11,8 @@ use vemu_link::{
 };
 use vemu_qos::classify;
 use vemu_qos::stage::Refusal;
-use vemu_radio::medium::{Medium, Outcome, PairCounters};
+use vemu_radio::air::Air;
+use vemu_radio::medium::{Outcome, PairCounters};
 use vemu_switch::snoop::{classify, Class};
 use vemu_switch::{is_group, mac, Delivery, Forward, Mac, PortConfig, Snooping, Switch, BROADCAST};
 
@@ -185,7 +186,7 @@ struct SegState {
 
 /// The channel of a wireless segment and the frames on it.
 struct Channel {
-    medium: Medium,
+    medium: Air,
     /// Frames the medium holds, by id.
     frames: FxHashMap<u64, Frame>,
     next_id: u64,

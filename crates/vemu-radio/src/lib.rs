@@ -1,10 +1,12 @@
 //! Sans-IO radio models for wireless segments: how strongly a frame sent at one position
 //! is received at another ([`propagation`]), how nodes move ([`mobility`], [`ns2`]
 //! traces), and the shared channel that decides who receives which frame when
-//! ([`medium`]; [`wifi`]: the 802.11 DCF decided slot by slot). No clock and no I/O: time comes in as nanoseconds on the lab clock,
-//! randomness from seeded generators, so that the same seed gives the same positions and
-//! the same decisions.
+//! ([`medium`]; [`wifi`]: the 802.11 DCF decided slot by slot; [`air`]: either, as a
+//! segment drives it). No clock and no I/O: time comes in as nanoseconds on the lab
+//! clock, randomness from seeded generators, so that the same seed gives the same
+//! positions and the same decisions.
 
+pub mod air;
 pub mod medium;
 pub mod mobility;
 pub mod ns2;
@@ -12,6 +14,26 @@ pub mod propagation;
 pub mod wifi;
 
 use serde::{Deserialize, Serialize};
+
+/// Delivery counters of one ordered pair of members (sender → receiver), in frames.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PairCounters {
+    /// Transmissions the receiver was in reception range of (or addressed by).
+    pub sent: u64,
+    pub delivered: u64,
+    /// Lost to the propagation model (too weak).
+    pub lost_channel: u64,
+    /// Lost to another transmission overlapping it, or to the receiver transmitting.
+    pub lost_collision: u64,
+}
+
+/// A member in reception range, with the chance that a frame reaches it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Neighbour {
+    pub member: u32,
+    pub distance_m: f64,
+    pub delivery_probability: f64,
+}
 
 /// A position in metres.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]

@@ -26,6 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::propagation::{Model, Radio, C};
 use crate::{splitmix64 as mix, Pos};
+pub use crate::{Neighbour, PairCounters};
 
 /// 802.11b DSSS timing: slot, DIFS, minimum contention window.
 pub const SLOT_NS: u64 = 20_000;
@@ -48,6 +49,10 @@ pub struct MediumConfig {
     /// Frames a member may have waiting for the channel; more are dropped.
     pub queue_frames: usize,
     pub seed: u64,
+    /// The 802.11 DCF instead of this medium's simple CSMA ([`crate::wifi::dcf`]: what
+    /// a segment's `csma: true` gives): its configuration and each member's radio.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dcf: Option<Box<crate::wifi::dcf::DcfSetup>>,
 }
 
 /// A frame's arrival at a member, or the end of the medium's use of a frame.
@@ -59,28 +64,11 @@ pub enum Outcome {
     /// the end of its transmission (`at_ns`): lost to another transmission overlapping
     /// it (`collision`), else to the propagation model (too weak).
     Lost { id: u64, receiver: u32, at_ns: u64, collision: bool },
+    /// Frame `id` for member `receiver` was given up by its sender after its retry
+    /// limit (the DCF's; at `at_ns`).
+    Dropped { id: u64, receiver: u32, at_ns: u64 },
     /// The medium is done with frame `id` (every `Deliver` for it came before).
     Done { id: u64 },
-}
-
-/// Delivery counters of one ordered pair of members (sender → receiver), in frames.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PairCounters {
-    /// Transmissions the receiver was in reception range of (or addressed by).
-    pub sent: u64,
-    pub delivered: u64,
-    /// Lost to the propagation model (too weak).
-    pub lost_channel: u64,
-    /// Lost to another transmission overlapping it, or to the receiver transmitting.
-    pub lost_collision: u64,
-}
-
-/// A member in reception range, with the chance that a frame reaches it.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Neighbour {
-    pub member: u32,
-    pub distance_m: f64,
-    pub delivery_probability: f64,
 }
 
 #[derive(Debug, Clone, Copy)]

@@ -120,6 +120,11 @@ fn a_broadcast_goes_once_unacknowledged_at_the_basic_rate() {
     assert_eq!(got[0].1, MS + t.data_ns(t.modes[0], 200) + 33);
     let s = d.stats(0);
     assert_eq!((s.tx_data, s.tx_retries, s.acked, s.cw), (1, 0, 0, 15));
+    // Done only after every receiver has had it (the data path forgets the frame then).
+    let done = out.iter().position(|o| *o == Outcome::Done { id: 9 }).unwrap();
+    assert!(
+        out[..done].iter().filter(|o| matches!(o, Outcome::Deliver { id: 9, .. })).count() == 2
+    );
     // Out of everyone's range, still once.
     let mut far = line(&[0.0, 5000.0], |_| {});
     far.offer(MS, 0, 1, 200, None);
@@ -283,4 +288,132 @@ fn saturated_stations_carry_what_bianchis_model_says() {
         assert!(off < 0.03, "{n} stations, {access:?}: {:.4} against {model:.4}", got.throughput);
         assert!(got.attempts > got.delivered, "no collision at all: {got:?}");
     }
+}
+
+#[test]
+fn a_frame_offered_while_its_station_sends_an_ack_goes_after_a_backoff() {
+    // A ping: 802.11b; a and b close, c far. a sends to b every 200 ms; b answers each
+    // as it gets it, 50 µs later (while its ACK is on the air); the driver runs events
+    // 30 µs after they fall due, as a lab's does.
+    let mut c = DcfConfig::preset(Timing::preset(Standard::B), Model::FreeSpace, 7);
+    c.rate = RateControl::Constant { mode: 3 };
+    let pos = [Pos::new(0.0, 0.0), Pos::new(10.0, 0.0), Pos::new(5000.0, 0.0)];
+    let mut d = Dcf::new(c, &pos, &[StationConfig::default(); 3]);
+    let mut out = Vec::new();
+    let mut pending: Vec<(u64, u32, u64, Option<u32>)> = Vec::new();
+    for k in 0..10u64 {
+        pending.push((MS + k * 200 * MS, 0, 100 + k, Some(1)));
+        pending.push((MS + k * 200 * MS + 7 * MS, 2, 300 + k, None));
+    }
+    pending.push((0, 0, 1, None));
+    let mut answered = Vec::new();
+    let mut now = 0u64;
+    while now < 3000 * MS {
+        let next_offer = pending.iter().map(|p| p.0).min().unwrap_or(u64::MAX);
+        let next = d.next_event_ns().unwrap_or(u64::MAX).min(next_offer);
+        if next == u64::MAX {
+            break;
+        }
+        now = now.max(next + 30_000);
+        pending.sort();
+        while let Some(p) = pending.first().copied().filter(|p| p.0 <= now) {
+            pending.remove(0);
+            assert!(d.offer(now, p.1, p.2, 84, p.3), "{p:?}");
+        }
+        let mut o = Vec::new();
+        d.advance(now, &mut o);
+        for x in &o {
+            if let Outcome::Deliver { id, receiver: 1, .. } = *x {
+                if (100..200).contains(&id) {
+                    pending.push((now + 50_000, 1, id + 100, Some(0)));
+                }
+            }
+            if let Outcome::Deliver { id, receiver: 0, .. } = *x {
+                if (200..300).contains(&id) {
+                    answered.push(id);
+                }
+            }
+        }
+        out.extend(o);
+    }
+    assert_eq!(answered, (200..210).collect::<Vec<_>>(), "{out:?}");
+    assert_eq!((d.stats(1).tx_data, d.stats(1).acked, d.queued(1)), (10, 10, 0));
+    // c is out of range: its broadcasts reach no one, and are done with.
+    assert!((300..310).all(|id| out.contains(&Outcome::Done { id })));
+    assert!(delivered(&out, 300).is_empty());
+}
+
+#[test]
+fn stations_sending_at_random_never_get_stuck() {
+    // Like TCP's data one way and ACKs the other, with broadcasts, a hidden station and
+    // (every other seed) RTS/CTS: every frame is delivered or dropped at its retry
+    // limit and every queue drains, the driver waking late as a lab's does.
+    for seed in 0..40u64 {
+        let mut c = DcfConfig::preset(Timing::preset(Standard::B), Model::FreeSpace, seed);
+        c.rate = RateControl::Constant { mode: 3 };
+        if seed % 2 == 1 {
+            c.rts_threshold_bytes = Some(500);
+        }
+        // 0 and 1 close; 2 hears 1 only (free space at 11 Mbit/s: some 100s of m).
+        let far = d_far(&c);
+        let pos = [Pos::new(0.0, 0.0), Pos::new(far * 0.6, 0.0), Pos::new(far * 1.2, 0.0)];
+        let mut d = Dcf::new(c, &pos, &[StationConfig::default(); 3]);
+        let mut out = Vec::new();
+        let mut rng = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut now = 0u64;
+        let mut offered = Vec::new();
+        for id in 0..3000u64 {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            // (Saturated, or lightly loaded.)
+            now += rng % if seed % 4 < 2 { 300_000 } else { 4_000_000 };
+            let s = ((rng >> 32) % 3) as u32;
+            let dst = match (rng >> 36) % 8 {
+                0 => None,
+                _ if s == 1 => Some(((rng >> 40) % 2) as u32 * 2),
+                _ => Some(1),
+            };
+            if d.offer(now, s, id, 100 + (rng >> 44) % 1400, dst) {
+                offered.push(id);
+            }
+            d.advance(now, &mut out);
+        }
+        while let Some(t) = d.next_event_ns() {
+            now = now.max(t + 30_000);
+            d.advance(now, &mut out);
+        }
+        assert_eq!((d.queued(0), d.queued(1), d.queued(2)), (0, 0, 0), "seed {seed}");
+        let done: std::collections::HashSet<u64> = out
+            .iter()
+            .filter_map(|o| match *o {
+                Outcome::Done { id } => Some(id),
+                _ => None,
+            })
+            .collect();
+        assert!(offered.iter().all(|i| done.contains(i)), "seed {seed}");
+        // Most get through; some are lost to the hidden station's collisions.
+        let got = out.iter().filter(|o| matches!(o, Outcome::Deliver { .. })).count();
+        assert!(got > offered.len() / 2, "seed {seed}: {got} of {}", offered.len());
+    }
+}
+
+/// How far an 802.11b frame at the configured power still gets through (m), roughly.
+fn d_far(c: &DcfConfig) -> f64 {
+    let mut lo = 1.0;
+    let mut hi = 1e5;
+    for _ in 0..60 {
+        let mid = (lo + hi) / 2.0;
+        let d = Dcf::new(
+            c.clone(),
+            &[Pos::new(0.0, 0.0), Pos::new(mid, 0.0)],
+            &[StationConfig::default(); 2],
+        );
+        if d.neighbours(0).is_empty() {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    lo
 }

@@ -253,6 +253,7 @@ mod medium {
             csma,
             queue_frames: 1000,
             seed,
+            dcf: None,
         }
     }
 

@@ -21,6 +21,7 @@ mod node;
 mod qos;
 mod reader;
 mod segment;
+mod wifi;
 mod wireless;
 
 pub(crate) use node::file_path;

@@ -966,6 +966,9 @@ fn wireless_plan(w: &crate::parse::WirelessDef, seed: u64, gi: usize) -> crate::
     let base = derive_seed(seed, 0x7261_6469_6f00_0000 + gi as u64);
     let mut medium = w.medium.clone();
     medium.seed = derive_seed(base, u64::MAX);
+    if let Some(d) = &mut medium.dcf {
+        d.config.seed = medium.seed;
+    }
     let radios = w
         .members
         .iter()

@@ -92,6 +92,7 @@ impl Controller {
                                 .filter(|p| p.0 as usize == m)
                                 .map(|p| crate::PairStatus { node: node_of(p.1), counters: p.2 })
                                 .collect(),
+                            mac: r.stations.as_ref().and_then(|s| s.get(m).copied()),
                         });
                         MemberStatus {
                             port: self.plan.endpoint_name(mp.end),

@@ -32,7 +32,7 @@ impl Core {
             let groups =
                 (cfg.snooping != Snooping::Off).then(|| vec![FxHashSet::default(); pos.len()]);
             Box::new(Channel {
-                medium: Medium::new(mc, &pos),
+                medium: Air::new(mc, &pos),
                 frames: FxHashMap::default(),
                 next_id: 0,
                 macs: FxHashMap::default(),
@@ -178,12 +178,13 @@ impl Core {
         let m = &self.segments.get(seg)?.radio.as_ref()?.medium;
         let n = m.positions().len() as u32;
         let mut pairs: Vec<(u32, u32, PairCounters)> =
-            m.pairs().map(|((a, b), c)| (a, b, c)).collect();
+            m.pairs().into_iter().map(|((a, b), c)| (a, b, c)).collect();
         pairs.sort_by_key(|p| (p.0, p.1));
         Some(RadioSnapshot {
             positions: m.positions().to_vec(),
-            neighbours: (0..n).map(|i| m.neighbours(i).to_vec()).collect(),
+            neighbours: (0..n).map(|i| m.neighbours(i)).collect(),
             pairs,
+            stations: m.stations(),
         })
     }
 
@@ -307,7 +308,7 @@ impl Core {
             let pw = gso::wire_size(gs.as_ref(), piece.len() - VNET_HDR_LEN);
             let id = r.next_id;
             r.next_id += 1;
-            if r.medium.offer(t, member, id, r.medium.airtime_ns(pw.0, pw.1), to) {
+            if r.medium.offer(t, member, id, pw, to) {
                 g.counters.air_frames.fetch_add(1, Relaxed);
                 if is_routing(eth) {
                     g.counters.routing_frames.fetch_add(1, Relaxed);
@@ -338,6 +339,18 @@ impl Core {
             match o {
                 Outcome::Done { id } => {
                     r.frames.remove(&id);
+                }
+                Outcome::Dropped { id, receiver, at_ns } => {
+                    let Some(frame) = r.frames.get(&id).filter(|_| self.held.drops.keep).cloned()
+                    else {
+                        continue;
+                    };
+                    // (At the sender's interface: it gave the frame up.)
+                    let sender =
+                        r.macs.get(&vemu_switch::mac(&frame[VNET_HDR_LEN + 6..VNET_HDR_LEN + 12]));
+                    let member = sender.copied().unwrap_or(receiver);
+                    let port = self.segments[seg as usize].members[member as usize].port;
+                    self.segment_drops.push((port, at_ns, true, frame, DropReason::RetryLimit));
                 }
                 Outcome::Lost { id, receiver, at_ns, collision } => {
                     let Some(frame) = r.frames.get(&id).filter(|_| self.held.drops.keep).cloned()

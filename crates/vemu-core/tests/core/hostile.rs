@@ -66,6 +66,7 @@ fn random_bytes_never_break_the_core() {
         csma: true,
         queue_frames: 50,
         seed: 1,
+        dcf: None,
     };
     core.add_segment(SegmentConfig {
         members: (0..3).map(|_| MemberConfig { vlan: 1, ..Default::default() }).collect(),

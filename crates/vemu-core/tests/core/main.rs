@@ -269,6 +269,7 @@ fn radio_with(
         csma,
         queue_frames: 1000,
         seed,
+        dcf: None,
     };
     let pos: Vec<Pos> = positions.iter().map(|&(x, y)| Pos::new(x, y)).collect();
     let members = (0..positions.len())

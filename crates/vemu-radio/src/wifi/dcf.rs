@@ -103,6 +103,13 @@ impl DcfConfig {
     }
 }
 
+/// A channel's configuration and each station's radio (in the members' order).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DcfSetup {
+    pub config: DcfConfig,
+    pub stations: Vec<StationConfig>,
+}
+
 /// One station's radio.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct StationConfig {
@@ -136,6 +143,9 @@ pub enum LossReason {
 pub enum Outcome {
     /// Frame `id` arrives at station `receiver` at `at_ns` (once, duplicates are not).
     Deliver { id: u64, receiver: u32, at_ns: u64 },
+    /// A broadcast `id` did not reach station `receiver`, whose radio detected it (an
+    /// attempt of a unicast frame that fails is retried: see `Dropped`).
+    Lost { id: u64, receiver: u32, at_ns: u64, reason: LossReason },
     /// Frame `id` was dropped by its sender (`receiver`: its destination; broadcasts are
     /// never dropped so).
     Dropped { id: u64, receiver: u32, at_ns: u64, reason: LossReason },
@@ -202,6 +212,8 @@ enum Wait {
     None,
     Ack,
     Cts,
+    /// A broadcast sent, on its way to the farthest receiver: it is done after that.
+    Sent,
 }
 
 #[derive(Debug, Clone)]
@@ -213,8 +225,10 @@ struct Station {
     /// Slots left, when a backoff is running; counted from `backoff_from_ns`.
     backoff: Option<u64>,
     backoff_from_ns: u64,
-    /// Invalidates access and timeout events scheduled before.
+    /// Invalidates access events scheduled before.
     gen: u64,
+    /// Invalidates the timeout scheduled before (an answer came, or the radio went off).
+    wait_gen: u64,
     transmitting: bool,
     wait: Wait,
     /// Transmissions it senses now (their numbers), its NAV, when its medium went idle.
@@ -253,12 +267,17 @@ enum Ev {
 #[derive(Debug, Clone)]
 pub struct Dcf {
     cfg: DcfConfig,
+    /// Delivery counters of each (sender, receiver) pair: data frames for it (or
+    /// broadcast) that reached its radio.
+    pairs: FxHashMap<(u32, u32), crate::PairCounters>,
     pos: Vec<Pos>,
     sta: Vec<Station>,
     events: BinaryHeap<Reverse<(u64, u64, Ev)>>,
     seq: u64,
     /// Transmissions on the air, or that something on the air overlaps.
     air: Vec<Tx>,
+    /// Broadcasts lost to stations that could not receive them, for the next outcomes.
+    lost: Vec<(u64, u32, u64, LossReason)>,
     next_tx: u64,
     now_ns: u64,
 }
@@ -289,6 +308,7 @@ impl Dcf {
                 backoff: None,
                 backoff_from_ns: 0,
                 gen: 0,
+                wait_gen: 0,
                 transmitting: false,
                 wait: Wait::None,
                 sensed: Vec::new(),
@@ -305,11 +325,13 @@ impl Dcf {
             .collect();
         Dcf {
             cfg,
+            pairs: FxHashMap::default(),
             pos: positions.to_vec(),
             sta,
             events: BinaryHeap::new(),
             seq: 0,
             air: Vec::new(),
+            lost: Vec::new(),
             next_tx: 0,
             now_ns: 0,
         }
@@ -326,6 +348,42 @@ impl Dcf {
     /// Slots left of station `s`'s backoff, when one is running (frozen or counting).
     pub fn backoff(&self, s: u32) -> Option<u64> {
         self.sta[s as usize].backoff
+    }
+
+    /// Delivery counters of every pair that has seen a data frame.
+    pub fn pairs(&self) -> impl Iterator<Item = ((u32, u32), crate::PairCounters)> + '_ {
+        self.pairs.iter().map(|(k, v)| (*k, *v))
+    }
+
+    pub fn positions(&self) -> &[Pos] {
+        &self.pos
+    }
+
+    /// The stations a frame from `s` reaches above the preamble threshold now, with the
+    /// chance that a 1500-byte frame at its current rate arrives intact alone.
+    pub fn neighbours(&self, s: u32) -> Vec<crate::Neighbour> {
+        let mode = self.sta[s as usize]
+            .rates
+            .values()
+            .map(|r| r.mode)
+            .max()
+            .map_or(self.cfg.timing.basic_mode(), |m| self.cfg.timing.modes[m]);
+        let noise = crate::watts(self.cfg.noise_dbm);
+        (0..self.sta.len() as u32)
+            .filter(|&j| j != s)
+            .filter_map(|j| {
+                let rx = self.rx_dbm(s, j);
+                if rx < self.cfg.cca_pd_dbm {
+                    return None;
+                }
+                let p = phy::success_rate(mode, crate::watts(rx) / noise, 1500 * 8);
+                Some(crate::Neighbour {
+                    member: j,
+                    distance_m: self.pos[s as usize].distance(self.pos[j as usize]),
+                    delivery_probability: p,
+                })
+            })
+            .collect()
     }
 
     /// Frames waiting at station `s`.
@@ -427,6 +485,13 @@ impl Dcf {
         if self.busy(s, now_ns) || self.sta[s as usize].wait != Wait::None {
             return;
         }
+        if self.sta[s as usize].backoff.is_none() {
+            if self.sta[s as usize].queue.is_empty() {
+                return;
+            }
+            // A frame came while it was busy (answering, say): it backs off.
+            self.new_backoff(s, now_ns);
+        }
         let ifs = self.ifs(s);
         let slot = self.cfg.timing.slot_ns;
         let st = &mut self.sta[s as usize];
@@ -469,10 +534,13 @@ impl Dcf {
                 Ev::Access(s, g) => self.access(s, g, t),
                 Ev::Reach(n, s) => self.reach(n, s, t),
                 Ev::Leave(n, s) => self.leave(n, s, t, out),
-                Ev::End(n) => self.end(n, t, out),
+                Ev::End(n) => self.end(n, t),
                 Ev::Timeout(s, g) => self.timeout(s, g, t, out),
                 Ev::Answer(s, to, nav, k) => self.answer(s, to, nav, k, t),
                 Ev::NavEnd(s) => self.became_idle(s, t),
+            }
+            for (id, r, at, reason) in self.lost.drain(..) {
+                out.push(Outcome::Lost { id, receiver: r, at_ns: at, reason });
             }
         }
         self.now_ns = self.now_ns.max(now_ns);
@@ -592,8 +660,19 @@ impl Dcf {
         if !st.up {
             return;
         }
+        let for_j = tx.kind == Kind::Data && tx.dst.is_none_or(|d| d == j);
         if detected && !st.transmitting && st.locked.is_none() {
             self.sta[j as usize].locked = Some(n);
+        } else if for_j && rx >= self.cfg.cca_pd_dbm {
+            // Its radio was busy with something else (sending, or another frame), or the
+            // frame started under interference: lost to it.
+            let c = self.pairs.entry((tx.sender, j)).or_default();
+            c.sent += 1;
+            c.lost_collision += 1;
+            if tx.dst.is_none() {
+                let id = tx.frame.map_or(0, |f| f.id);
+                self.lost.push((id, j, tx.end_ns, LossReason::Busy));
+            }
         }
         if detected || rx >= self.cfg.cca_ed_dbm {
             let was_busy = self.busy(j, t);
@@ -665,15 +744,32 @@ impl Dcf {
         let p = self.success_probability(j, tx);
         let ok = draw(self.cfg.seed, tx.n, u64::from(j), 0x5eed) < p;
         let for_me = tx.dst == Some(j);
+        if tx.kind == Kind::Data && tx.dst.is_none_or(|d| d == j) {
+            let overlapped = self
+                .air
+                .iter()
+                .any(|u| u.n != tx.n && u.start_ns < tx.end_ns && u.end_ns > tx.start_ns);
+            let c = self.pairs.entry((tx.sender, j)).or_default();
+            c.sent += 1;
+            match (ok, overlapped) {
+                (true, _) => c.delivered += 1,
+                (false, true) => c.lost_collision += 1,
+                (false, false) => c.lost_channel += 1,
+            }
+            if !ok && tx.dst.is_none() {
+                let id = tx.frame.map_or(0, |f| f.id);
+                out.push(Outcome::Lost { id, receiver: j, at_ns: t, reason: LossReason::Sinr });
+            }
+        }
         let answer = for_me && matches!(tx.kind, Kind::Ack | Kind::Cts);
         let st = &mut self.sta[j as usize];
         st.eifs = !ok;
         if !ok {
             st.stats.rx_error += 1;
             // The answer it waited for, garbled: the attempt failed.
-            if answer && st.wait != Wait::None {
+            if answer && matches!(st.wait, Wait::Ack | Wait::Cts) {
                 st.wait = Wait::None;
-                st.gen += 1;
+                st.wait_gen += 1;
                 self.finish(j, false, t, out);
             }
             return;
@@ -709,12 +805,12 @@ impl Dcf {
             }
             Kind::Cts if wait == Wait::Cts => {
                 st.wait = Wait::None;
-                st.gen += 1;
+                st.wait_gen += 1;
                 self.at(t + sifs, Ev::Answer(j, tx.sender, 0, 2));
             }
             Kind::Ack if wait == Wait::Ack => {
                 st.wait = Wait::None;
-                st.gen += 1;
+                st.wait_gen += 1;
                 self.finish(j, true, t, out);
             }
             _ => {}
@@ -746,7 +842,7 @@ impl Dcf {
         }
     }
 
-    fn end(&mut self, n: u64, t: u64, out: &mut Vec<Outcome>) {
+    fn end(&mut self, n: u64, t: u64) {
         let Some(&tx) = self.tx(n) else { return };
         let s = tx.sender;
         self.sta[s as usize].transmitting = false;
@@ -757,11 +853,23 @@ impl Dcf {
             (Kind::Data, Some(_)) | (Kind::Rts, _) => {
                 let st = &mut self.sta[s as usize];
                 st.wait = if tx.kind == Kind::Data { Wait::Ack } else { Wait::Cts };
-                st.gen += 1;
-                let g = st.gen;
+                st.wait_gen += 1;
+                let g = st.wait_gen;
                 self.at(t + timeout, Ev::Timeout(s, g));
             }
-            (Kind::Data, None) => self.finish(s, true, t, out),
+            (Kind::Data, None) => {
+                // Done once every station it reaches has had it.
+                let far = (0..self.sta.len() as u32)
+                    .filter(|&j| j != s)
+                    .map(|j| self.prop_ns(s, j))
+                    .max()
+                    .unwrap_or(0);
+                let st = &mut self.sta[s as usize];
+                st.wait = Wait::Sent;
+                st.wait_gen += 1;
+                let g = st.wait_gen;
+                self.at(t + far + 1, Ev::Timeout(s, g));
+            }
             _ => {}
         }
         // Forget transmissions nothing on the air overlaps any more, once every
@@ -775,8 +883,12 @@ impl Dcf {
 
     fn timeout(&mut self, s: u32, g: u64, t: u64, out: &mut Vec<Outcome>) {
         let st = &self.sta[s as usize];
-        if st.gen != g || st.wait == Wait::None {
+        if st.wait_gen != g || st.wait == Wait::None {
             return;
+        }
+        if st.wait == Wait::Sent {
+            self.sta[s as usize].wait = Wait::None;
+            return self.finish(s, true, t, out);
         }
         // An answer already on its way in: wait for it.
         if let Some(n) = st.locked {
@@ -857,6 +969,7 @@ impl Dcf {
         st.up = up;
         if !up {
             st.gen += 1;
+            st.wait_gen += 1;
             st.wait = Wait::None;
             st.backoff = None;
             st.locked = None;

@@ -32,10 +32,17 @@ pub const WIRELESS_KEYS: &[&str] = &[
     "tick",
     "mobility",
     "trace",
+    // The 802.11 MAC's (`csma: true`: super::wifi::DCF_KEYS).
+    "standard",
+    "rate_control",
+    "rts_threshold",
+    "short_retry",
+    "long_retry",
 ];
 
-/// Keys a member of a wireless segment takes.
-pub const MEMBER_KEYS: &[&str] = &["position", "mobility"];
+/// Keys a member of a wireless segment takes (the last three its 802.11 radio's:
+/// super::wifi::DCF_MEMBER_KEYS).
+pub const MEMBER_KEYS: &[&str] = &["position", "mobility", "tx_power", "antenna_gain", "channel"];
 
 /// Lab time between position updates unless `tick` says otherwise: 10 Hz.
 pub const DEFAULT_TICK_NS: u64 = 100_000_000;
@@ -79,7 +86,7 @@ fn positive_distance_m(s: &str) -> Result<f64, String> {
 }
 
 /// `24.5dBm`, `-64dBm`, `0.28W` or `280mW`, in watts.
-fn power_w(s: &str) -> Result<f64, String> {
+pub(super) fn power_w(s: &str) -> Result<f64, String> {
     let t = s.trim();
     let num = |n: &str| n.trim().parse::<f64>().ok().filter(|v| v.is_finite());
     let w = if let Some(n) = t.strip_suffix("dBm") {
@@ -122,6 +129,11 @@ fn number(s: &str) -> Result<f64, String> {
         .ok()
         .filter(|v| v.is_finite())
         .ok_or_else(|| format!("expected a number, got '{s}'"))
+}
+
+/// `3dBi`, `-2dB` or a bare number of dB (an antenna's gain).
+pub(super) fn decibels_signed(s: &str) -> Result<f64, String> {
+    number(s.trim().trim_end_matches("dBi").trim_end_matches("dB"))
 }
 
 /// `4dB` or a bare number of dB.
@@ -458,7 +470,7 @@ pub fn wireless(
     }
     let nominal_range_m = model.range_m(&radio);
     let csma = get("csma").and_then(|(_, v)| p.boolean(v, &f("csma")));
-    let medium = MediumConfig {
+    let mut medium = MediumConfig {
         model,
         radio,
         rate_bps: get("rate")
@@ -478,7 +490,10 @@ pub fn wireless(
             .unwrap_or(50)
             .max(1),
         seed: 0,
+        dcf: None,
     };
+    medium.dcf =
+        super::wifi::dcf(p, entries, field, &medium, get("rate").is_some(), member_entries);
     let tick_ns = get("tick")
         .and_then(|(_, v)| p.scalar(v, &f("tick"), units::duration_ns))
         .unwrap_or(DEFAULT_TICK_NS);

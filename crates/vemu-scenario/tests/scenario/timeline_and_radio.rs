@@ -66,12 +66,56 @@ fn wireless_segments_plan_radios_positions_and_mobility() {
     // One subnet for the channel; no static routes through it (routing daemons' job).
     assert!(p.nodes.iter().all(|n| n.ifaces.len() == 1 && n.routes.is_empty()));
     // Log-distance with its settings, CSMA and a given threshold.
-    let p = ok("nodes: {a: {}, b: {}}\nsegments:\n  air: {kind: wireless, propagation: log-distance, exponent: 2.5, sigma: 3dB, rx_threshold: -80dBm, csma: true, rate: 54Mbit, tick: 20ms, members: [{node: a, position: '0,0'}, {node: b, position: [1km, 0]}]}\n");
+    let p = ok("nodes: {a: {}, b: {}}\nsegments:\n  air: {kind: wireless, propagation: log-distance, exponent: 2.5, sigma: 3dB, rx_threshold: -80dBm, csma: true, standard: 802.11g, rate: 54Mbit, tick: 20ms, members: [{node: a, position: '0,0'}, {node: b, position: [1km, 0]}]}\n");
     let w = p.segments[0].wireless.as_ref().unwrap();
     assert_eq!(w.medium.model, Model::LogDistance { exponent: 2.5, d0_m: 1.0, sigma_db: 3.0 });
     assert!((vemu_radio::dbm(w.medium.radio.rx_threshold_w) + 80.0).abs() < 1e-9);
     assert!(w.medium.csma && w.medium.rate_bps == 54_000_000 && w.tick_ns == 20_000_000);
     assert_eq!(w.radios[1].start, vemu_radio::Pos::new(1000.0, 0.0));
+    // `csma: true` is the 802.11 DCF: the standard's timing, the rate given, its
+    // thresholds from the channel's.
+    let d = w.medium.dcf.as_ref().expect("csma: true makes the DCF");
+    assert_eq!(d.config.timing.standard, vemu_radio::wifi::phy::Standard::G);
+    assert_eq!(d.config.rate, vemu_radio::wifi::rate::RateControl::Constant { mode: 7 });
+    assert!((d.config.cca_pd_dbm + 80.0).abs() < 1e-9 && d.config.seed != 0);
+    assert_eq!(d.stations.len(), 2);
+}
+
+#[test]
+fn an_80211_segment_takes_its_standard_rates_retries_and_members_radios() {
+    let p = ok("nodes: {a: {}, b: {}}\nsegments:\n  air:\n    kind: wireless\n    csma: true\n    standard: 802.11a\n    rate_control: aarf\n    rts_threshold: 500\n    short_retry: none\n    long_retry: 2\n    members: [{node: a, position: '0,0', channel: 40, tx_power: 15dBm, antenna_gain: 3dBi}, {node: b, position: '10,0', channel: 40}]\n");
+    let d = p.segments[0].wireless.as_ref().unwrap().medium.dcf.clone().unwrap();
+    assert_eq!(d.config.timing.standard, vemu_radio::wifi::phy::Standard::A);
+    assert_eq!(d.config.rate, vemu_radio::wifi::rate::RateControl::Aarf);
+    assert_eq!(
+        (d.config.rts_threshold_bytes, d.config.short_retry_limit, d.config.long_retry_limit),
+        (Some(500), None, Some(2))
+    );
+    assert_eq!((d.stations[0].channel, d.stations[1].channel), (40, 40));
+    assert!(
+        (d.stations[0].tx_power_dbm.unwrap() - 15.0).abs() < 1e-9
+            && (d.stations[0].gain_dbi - 3.0).abs() < 1e-9
+    );
+    // Without csma: the old medium, and the MAC's keys refused naming them.
+    let e = bad("nodes: {a: {}}\nsegments:\n  air: {kind: wireless, standard: 802.11a, members: [{node: a, position: '0,0', channel: 3}]}\n");
+    let text = e.to_string();
+    assert!(
+        text.contains("segments.air.standard") && text.contains("needs 'csma: true'"),
+        "{text}"
+    );
+    assert!(text.contains("segments.air.members[0].channel"), "{text}");
+    // A rate the standard does not have.
+    let e = bad("nodes: {a: {}}\nsegments:\n  air: {kind: wireless, csma: true, standard: 802.11b, rate: 54Mbit, members: [{node: a, position: '0,0'}]}\n");
+    assert!(
+        e.to_string()
+            .contains("54 Mbit/s is not a rate of B: one of 1Mbit, 2Mbit, 5.5Mbit, 11Mbit"),
+        "{e}"
+    );
+    let e = bad("nodes: {a: {}}\nsegments:\n  air: {kind: wireless, csma: true, standard: 802.11n, members: [{node: a, position: '0,0'}]}\n");
+    assert!(
+        e.to_string().contains("expected a standard: 802.11b, 802.11a, 802.11g or fhss"),
+        "{e}"
+    );
 }
 
 #[test]

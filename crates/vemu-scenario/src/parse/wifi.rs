@@ -1,0 +1,171 @@
+//! A wireless segment's 802.11 MAC (`csma: true`): the standard, the rate and how it
+//! adapts, the RTS threshold and retry limits, and each member's transmit power,
+//! antenna gain and channel — made into the DCF's setup ([`vemu_radio::wifi::dcf`]).
+
+use vemu_radio::medium::MediumConfig;
+use vemu_radio::wifi::dcf::{DcfConfig, DcfSetup, StationConfig};
+use vemu_radio::wifi::phy::{Standard, Timing};
+use vemu_radio::wifi::rate::RateControl;
+
+use super::{integer, join, Entries, P};
+use crate::yaml::Mark;
+
+/// Keys of a wireless segment that configure its 802.11 MAC (with `csma: true`).
+pub const DCF_KEYS: &[&str] =
+    &["standard", "rate_control", "rts_threshold", "short_retry", "long_retry"];
+
+/// Keys of a member's own radio (with `csma: true`).
+pub const DCF_MEMBER_KEYS: &[&str] = &["tx_power", "antenna_gain", "channel"];
+
+fn standard(s: &str) -> Result<Standard, String> {
+    match s {
+        "fhss" => Ok(Standard::Fhss),
+        "802.11b" | "b" => Ok(Standard::B),
+        "802.11a" | "a" => Ok(Standard::A),
+        "802.11g" | "g" => Ok(Standard::G),
+        _ => Err(format!(
+            "expected a standard: 802.11b, 802.11a, 802.11g or fhss (Bianchi's), got '{s}'"
+        )),
+    }
+}
+
+/// The DCF of a segment whose `csma` is true, from the channel `medium` already read
+/// (its propagation, power and frequency; its reception `range` becomes the preamble
+/// threshold, its `carrier_sense` distance the energy threshold: frames between the
+/// two keep the medium busy undecoded, as ns-2's carrier-sense range does), or errors at
+/// the keys that need `csma: true`.
+pub(super) fn dcf(
+    p: &mut P,
+    entries: &Entries,
+    field: &str,
+    medium: &MediumConfig,
+    rate_given: bool,
+    members: &[(usize, &str, Mark, Entries)],
+) -> Option<Box<DcfSetup>> {
+    let get = |k: &str| entries.iter().find(|e| e.0 == k).map(|e| (e.1, e.2));
+    let f = |k: &str| join(field, k);
+    if !medium.csma {
+        for k in DCF_KEYS {
+            if let Some((m, _)) = get(k) {
+                p.err(m, &f(k), format!("'{k}' configures the 802.11 MAC: it needs 'csma: true'"));
+            }
+        }
+        for (i, (_, _, _, rest)) in members.iter().enumerate() {
+            for (k, m, _) in rest.iter().filter(|e| DCF_MEMBER_KEYS.contains(&e.0)) {
+                let mf = join(&format!("{field}.members[{i}]"), k);
+                p.err(
+                    *m,
+                    &mf,
+                    format!(
+                        "'{k}' is a member's 802.11 radio: it needs 'csma: true' on the segment"
+                    ),
+                );
+            }
+        }
+        return None;
+    }
+    let std = get("standard")
+        .and_then(|(_, v)| p.scalar(v, &f("standard"), standard))
+        .unwrap_or(Standard::B);
+    let timing = Timing::preset(std);
+    // The rate: one of the standard's (the top one unless given).
+    let top = timing.modes.len() - 1;
+    let mode = match rate_given {
+        false => top,
+        true => match timing.modes.iter().position(|m| m.rate_bps == medium.rate_bps) {
+            Some(i) => i,
+            None => {
+                let (m, _) = get("rate").expect("given");
+                let rates: Vec<String> = timing
+                    .modes
+                    .iter()
+                    .map(|m| format!("{}Mbit", m.rate_bps as f64 / 1e6))
+                    .collect();
+                p.err(
+                    m,
+                    &f("rate"),
+                    format!(
+                        "{} Mbit/s is not a rate of {std:?}: one of {}",
+                        medium.rate_bps as f64 / 1e6,
+                        rates.join(", ")
+                    ),
+                );
+                top
+            }
+        },
+    };
+    let rate = match get("rate_control").and_then(|(_, v)| p.string(v, &f("rate_control"))) {
+        None => RateControl::Constant { mode },
+        Some(s) => match s.as_str() {
+            "constant" => RateControl::Constant { mode },
+            "arf" => RateControl::Arf,
+            "aarf" => RateControl::Aarf,
+            other => {
+                let m = get("rate_control").expect("given").0;
+                p.err(
+                    m,
+                    &f("rate_control"),
+                    format!("expected constant, arf or aarf, got '{other}'"),
+                );
+                RateControl::Constant { mode }
+            }
+        },
+    };
+    let limit = |p: &mut P, k: &str, d: u32| -> Option<u32> {
+        match get(k) {
+            None => Some(d),
+            Some((_, v)) if v.as_str() == Some("none") => None,
+            Some((_, v)) => {
+                p.scalar(v, &join(field, k), integer::<u32>("a number of attempts, or none"))
+            }
+        }
+    };
+    let short_retry_limit = limit(p, "short_retry", 7);
+    let long_retry_limit = limit(p, "long_retry", 4);
+    let rts_threshold_bytes = get("rts_threshold")
+        .and_then(|(_, v)| p.scalar(v, &f("rts_threshold"), integer::<u64>("a number of bytes")));
+    let pd = vemu_radio::dbm(medium.radio.rx_threshold_w);
+    let ed = vemu_radio::dbm(medium.model.mean_rx_power_w(&medium.radio, medium.carrier_sense_m));
+    let mut config = DcfConfig::preset(timing, medium.model, medium.seed);
+    config.radio = medium.radio;
+    config.cca_pd_dbm = pd;
+    config.cca_ed_dbm = ed.min(pd);
+    // The noise 20 dB under the reception threshold: at the range's edge the basic
+    // rate is received, the fastest ones not always.
+    config.noise_dbm = pd - 20.0;
+    config.rate = rate;
+    config.short_retry_limit = short_retry_limit;
+    config.long_retry_limit = long_retry_limit;
+    config.rts_threshold_bytes = rts_threshold_bytes;
+    config.queue_frames = medium.queue_frames;
+    let stations = members
+        .iter()
+        .enumerate()
+        .map(|(i, (_, _, _, rest))| {
+            let mf = format!("{field}.members[{i}]");
+            let mut s = StationConfig::default();
+            for (k, _, v) in rest {
+                match *k {
+                    "tx_power" => {
+                        s.tx_power_dbm = p
+                            .scalar(v, &join(&mf, k), super::wireless::power_w)
+                            .map(vemu_radio::dbm)
+                    }
+                    "antenna_gain" => {
+                        s.gain_dbi = p
+                            .scalar(v, &join(&mf, k), super::wireless::decibels_signed)
+                            .unwrap_or(0.0)
+                    }
+                    "channel" => {
+                        s.channel = p
+                            .scalar(v, &join(&mf, k), integer::<u16>("a channel number"))
+                            .unwrap_or(1)
+                    }
+                    _ => {}
+                }
+            }
+            s
+        })
+        .collect();
+    Some(Box::new(DcfSetup { config, stations }))
+}
