@@ -31,10 +31,12 @@ fn a_node_gets_the_cpu_memory_and_processes_it_is_given() {
         serde_json::json!({"cpu_cores": 0.25, "memory_bytes": 64 << 20, "pids": 40})
     );
 
-    // A busy loop limited to a quarter of a core uses a quarter of a core.
+    // A busy loop limited to a quarter of a core uses no more than a quarter of a core
+    // (and, on an idle machine, all of it: 0.247 here; a loaded machine may give it
+    // less, 0.22 during a parallel build, so only that it ran is asserted below).
     let cores = busy_cores(&lab, "a", 3.0);
     eprintln!("busy loop at cpu 0.25: {cores:.3} cores");
-    assert!((cores - 0.25).abs() <= 0.03, "{cores:.3} cores at a limit of 0.25");
+    assert!((0.12..=0.28).contains(&cores), "{cores:.3} cores at a limit of 0.25");
 
     // A memory hog is killed inside its node; the lab runs on.
     let o = lab.exec("a", &["python3", "-c", "a = bytearray(300 << 20); print('survived')"]);
@@ -53,7 +55,8 @@ fn a_node_gets_the_cpu_memory_and_processes_it_is_given() {
     assert!(text(&o).contains("cpu 0.5 cores, pids 40"), "{}", text(&o));
     let cores = busy_cores(&lab, "a", 3.0);
     eprintln!("busy loop at cpu 0.5: {cores:.3} cores");
-    assert!((cores - 0.5).abs() <= 0.05, "{cores:.3} cores at a limit of 0.5");
+    // (More than the old limit allowed: the change took; no more than the new one.)
+    assert!((0.3..=0.55).contains(&cores), "{cores:.3} cores at a limit of 0.5");
     let o = lab.exec("a", &["python3", "-c", "a = bytearray(300 << 20); print('survived')"]);
     assert!(text(&o).contains("survived"), "no memory limit any more: {}", text(&o));
     // Bad values are refused with the reason, and change nothing.
