@@ -105,7 +105,10 @@ fn a_lost_machine_or_a_lost_controller_leaves_the_rest_running_and_nothing_behin
     let o = m.vemu(&["clean"]);
     assert!(o.status.success(), "{}", text(&o));
     assert!(t0.elapsed() < Duration::from_secs(4), "clean waited for the leases");
-    assert_eq!((m.leftovers(0), m.leftovers(1)), (String::new(), String::new()));
+    // (What clean said goes with a failure: it failed once in a fresh-clone CI run on a
+    // loaded machine, and never since, alone or in the suite.)
+    let left = (m.leftovers(0), m.leftovers(1));
+    assert_eq!(left, (String::new(), String::new()), "clean said: {}", text(&o));
     assert!(!std::path::Path::new("/run/vemu/xk").exists());
 }
 
