@@ -186,17 +186,17 @@ mod tests {
 
     /// What a process in cgroup `dir` (joined before it runs) can open: /dev/null, but
     /// not a block device made in a temporary directory (loop0, 7:0), nor /dev/kmsg.
-    fn opens_in(dir: &Path) -> (bool, bool, bool) {
-        let tmp = std::env::temp_dir().join(format!("vemu-devices-{}", std::process::id()));
+    /// Each test passes its own `tag`: they run at once, and one's clean-up must not take
+    /// the other's device node away.
+    fn opens_in(dir: &Path, tag: &str) -> (bool, bool, bool) {
+        let tmp = std::env::temp_dir().join(format!("vemu-devices-{tag}-{}", std::process::id()));
         let _ = fs::remove_dir_all(&tmp);
         fs::create_dir_all(&tmp).unwrap();
         let node = tmp.join("loop");
         let c = std::ffi::CString::new(node.to_str().unwrap()).unwrap();
         // SAFETY: mknod with a valid C string.
-        assert_eq!(
-            unsafe { libc::mknod(c.as_ptr(), libc::S_IFBLK | 0o600, libc::makedev(7, 0)) },
-            0
-        );
+        let made = unsafe { libc::mknod(c.as_ptr(), libc::S_IFBLK | 0o600, libc::makedev(7, 0)) };
+        assert_eq!(made, 0, "mknod {}: {}", node.display(), std::io::Error::last_os_error());
         let procs = fs::OpenOptions::new().write(true).open(dir.join("cgroup.procs")).unwrap();
         let fd = procs.as_raw_fd();
         let try_open = |path: &str| {
@@ -231,9 +231,9 @@ mod tests {
         };
         let dir = root.join(format!("vemu-devices-test-{}", std::process::id()));
         fs::create_dir_all(&dir).unwrap();
-        let before = opens_in(&dir);
+        let before = opens_in(&dir, "v2");
         restrict_v2(&dir).unwrap();
-        let after = opens_in(&dir);
+        let after = opens_in(&dir, "v2");
         let _ = fs::remove_dir(&dir);
         assert_eq!(before, (true, true, true), "the test cannot tell: {before:?}");
         assert_eq!(after, (true, false, false));
@@ -248,7 +248,7 @@ mod tests {
         }
         let dir = root.join(format!("vemu-devices-test-{}", std::process::id()));
         restrict_v1(&dir).unwrap();
-        let after = opens_in(&dir);
+        let after = opens_in(&dir, "v1");
         let _ = fs::remove_dir(&dir);
         assert_eq!(after, (true, false, false));
     }
