@@ -245,6 +245,30 @@ fn a_rate_steps_down_far_away_and_up_close() {
     assert_eq!(d.stats(0).mode, 7, "back at the top rate close by (from {far})");
 }
 
+/// Minstrel: from the lowest rate, it finds by sampling the top rate close by, and a
+/// lower one far away, where the top rates do not arrive.
+#[test]
+fn minstrel_samples_its_way_up_close_and_holds_a_lower_rate_far_away() {
+    let mut d = line(&[0.0, 5.0], |c| c.rate = RateControl::Minstrel);
+    let mut id = 0;
+    let mut send = |d: &mut Dcf, frames: u64, from: u64| {
+        for k in 0..frames {
+            id += 1;
+            d.offer(from + k * 2 * MS, 0, id, 1000, Some(1));
+            run(d, from + (k + 1) * 2 * MS);
+        }
+    };
+    send(&mut d, 5, MS);
+    assert_eq!(d.rate(0, Some(1)), Some(0), "it starts at the lowest rate");
+    send(&mut d, 1000, 20 * MS);
+    assert_eq!(d.rate(0, Some(1)), Some(7), "54 Mbit/s 5 m away");
+    d.set_positions(&[Pos::new(0.0, 0.0), Pos::new(300.0, 0.0)]);
+    send(&mut d, 1000, 2100 * MS);
+    let far = d.rate(0, Some(1)).unwrap();
+    assert!((1..7).contains(&far), "300 m away: rate {far}");
+    assert!(d.stats(0).acked > 1900, "{:?}", d.stats(0));
+}
+
 /// After a frame received with errors, a station waits EIFS, not DIFS.
 #[test]
 fn a_frame_received_in_error_makes_the_next_wait_eifs() {

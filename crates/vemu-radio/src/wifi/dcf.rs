@@ -280,6 +280,9 @@ pub struct Dcf {
     lost: Vec<(u64, u32, u64, LossReason)>,
     next_tx: u64,
     now_ns: u64,
+    /// What a 1200-byte frame costs the channel at each rate (airtime, SIFS, ACK, DIFS
+    /// and the mean first backoff), for Minstrel's throughput estimates.
+    rate_cost_ns: Vec<u64>,
 }
 
 /// How long an ended transmission is kept for the stations it still reaches, ns.
@@ -323,7 +326,20 @@ impl Dcf {
                 draws: 0,
             })
             .collect();
+        let t = &cfg.timing;
+        let rate_cost_ns = t
+            .modes
+            .iter()
+            .map(|&m| {
+                t.data_ns(m, 1200)
+                    + t.sifs_ns
+                    + t.ack_ns()
+                    + t.difs_ns
+                    + t.slot_ns * u64::from(cw) / 2
+            })
+            .collect();
         Dcf {
+            rate_cost_ns,
             cfg,
             pairs: FxHashMap::default(),
             pos: positions.to_vec(),
@@ -335,6 +351,12 @@ impl Dcf {
             next_tx: 0,
             now_ns: 0,
         }
+    }
+
+    /// The rate (index) station `s`'s rate control holds best for frames to `dst` (a
+    /// Minstrel sample or a retry may go at another), once it has sent to it.
+    pub fn rate(&self, s: u32, dst: Option<u32>) -> Option<usize> {
+        self.sta.get(s as usize)?.rates.get(&dst).map(|r| r.mode)
     }
 
     pub fn config(&self) -> &DcfConfig {
@@ -557,7 +579,7 @@ impl Dcf {
         };
         self.sta[s as usize].backoff = None;
         let rts = f.dst.is_some() && self.cfg.rts_threshold_bytes.is_some_and(|thr| f.bytes > thr);
-        let mode = self.data_mode(s, f.dst);
+        let mode = self.data_mode(s, &f, t);
         let timing = &self.cfg.timing;
         let data_ns = timing.data_ns(mode, f.bytes);
         let bits = timing.data_header_bits + f.bytes * 8;
@@ -573,12 +595,16 @@ impl Dcf {
         }
     }
 
-    fn data_mode(&mut self, s: u32, dst: Option<u32>) -> Mode {
+    /// The rate of this attempt at frame `f` (its rate control's choice, kept as the
+    /// station's `mode` until the attempt ends).
+    fn data_mode(&mut self, s: u32, f: &Frame, t: u64) -> Mode {
         let (control, modes) = (self.cfg.rate, self.cfg.timing.modes.len());
+        let seed = mix(self.cfg.seed ^ (u64::from(s) << 32) ^ u64::from(f.dst.unwrap_or(u32::MAX)));
         let st = &mut self.sta[s as usize];
-        let r = st.rates.entry(dst).or_insert_with(|| RateState::new(control, modes));
-        st.stats.mode = r.mode;
-        self.cfg.timing.modes[r.mode]
+        let r = st.rates.entry(f.dst).or_insert_with(|| RateState::new(control, modes, seed));
+        let i = r.pick(f.short_retries + f.long_retries, t, &self.rate_cost_ns);
+        st.stats.mode = i;
+        self.cfg.timing.modes[i]
     }
 
     fn send_data(&mut self, s: u32, f: Frame, mode: Mode, bits: u64, nav: u64, t: u64) {
@@ -832,8 +858,10 @@ impl Dcf {
                 self.transmit(s, Kind::Cts, basic, timing.cts_bits, Some(to), nav, None, t)
             }
             _ => {
-                let Some(&f) = self.sta[s as usize].queue.front() else { return };
-                let mode = self.data_mode(s, f.dst);
+                let st = &self.sta[s as usize];
+                let Some(&f) = st.queue.front() else { return };
+                // (The rate chosen when the RTS went: its Duration counted on it.)
+                let mode = self.cfg.timing.modes[st.stats.mode];
                 let timing = &self.cfg.timing;
                 let bits = timing.data_header_bits + f.bytes * 8;
                 let nav = timing.sifs_ns + timing.ack_ns();
@@ -914,7 +942,7 @@ impl Dcf {
         let unicast = f.dst.is_some();
         if unicast {
             if let Some(r) = st.rates.get_mut(&f.dst) {
-                r.report(control, modes, ok);
+                r.report(control, modes, st.stats.mode, ok);
             }
         }
         let mut done = ok || !unicast;

@@ -11,8 +11,20 @@ use super::{integer, join, Entries, P};
 use crate::yaml::Mark;
 
 /// Keys of a wireless segment that configure its 802.11 MAC (with `csma: true`).
-pub const DCF_KEYS: &[&str] =
-    &["standard", "rate_control", "rts_threshold", "short_retry", "long_retry"];
+pub const DCF_KEYS: &[&str] = &[
+    "standard",
+    "rate_control",
+    "rts_threshold",
+    "short_retry",
+    "long_retry",
+    "slot",
+    "sifs",
+    "difs",
+    "eifs",
+    "cw_min",
+    "cw_max",
+    "ack_timeout",
+];
 
 /// Keys of a member's own radio (with `csma: true`).
 pub const DCF_MEMBER_KEYS: &[&str] = &["tx_power", "antenna_gain", "channel"];
@@ -27,6 +39,58 @@ fn standard(s: &str) -> Result<Standard, String> {
             "expected a standard: 802.11b, 802.11a, 802.11g or fhss (Bianchi's), got '{s}'"
         )),
     }
+}
+
+/// The standard's `timing` with what the segment overrides: `slot`, `sifs`, `difs`,
+/// `eifs` (durations; DIFS and EIFS follow a new slot or SIFS unless given) and `cw_min`,
+/// `cw_max` (slots).
+fn overridden<'a>(
+    p: &mut P,
+    get: &dyn Fn(&str) -> Option<(Mark, &'a crate::yaml::Node)>,
+    field: &str,
+    mut t: Timing,
+) -> Timing {
+    let time = |p: &mut P, k: &str, into: &mut u64| {
+        if let Some((_, v)) = get(k) {
+            if let Some(ns) = p.scalar(v, &join(field, k), crate::units::duration_ns) {
+                *into = ns;
+                return true;
+            }
+        }
+        false
+    };
+    if time(p, "slot", &mut t.slot_ns) | time(p, "sifs", &mut t.sifs_ns) {
+        (t.difs_ns, t.eifs_ns) = (0, 0);
+    }
+    if time(p, "difs", &mut t.difs_ns) {
+        t.eifs_ns = 0;
+    }
+    time(p, "eifs", &mut t.eifs_ns);
+    for (k, into) in [("cw_min", &mut t.cw_min), ("cw_max", &mut t.cw_max)] {
+        if let Some((_, v)) = get(k) {
+            if let Some(n) = p.scalar(v, &join(field, k), integer::<u32>("a number of slots")) {
+                *into = n;
+            }
+        }
+    }
+    if t.slot_ns == 0 {
+        let m = get("slot").expect("only a given slot is 0").0;
+        p.err(m, &join(field, "slot"), "a slot of 0 would never end a backoff");
+        t.slot_ns = 1;
+    }
+    if t.cw_min > t.cw_max || t.cw_max > 65_535 {
+        let m = get("cw_min").or_else(|| get("cw_max")).expect("a preset's window is valid").0;
+        p.err(
+            m,
+            &join(field, "cw_min"),
+            format!(
+                "cw_min {} and cw_max {}: expected cw_min <= cw_max <= 65535",
+                t.cw_min, t.cw_max
+            ),
+        );
+        t.cw_min = t.cw_min.min(t.cw_max);
+    }
+    t.settled()
 }
 
 /// The DCF of a segment whose `csma` is true, from the channel `medium` already read
@@ -67,7 +131,7 @@ pub(super) fn dcf(
     let std = get("standard")
         .and_then(|(_, v)| p.scalar(v, &f("standard"), standard))
         .unwrap_or(Standard::B);
-    let timing = Timing::preset(std);
+    let timing = overridden(p, &get, field, Timing::preset(std));
     // The rate: one of the standard's (the top one unless given).
     let top = timing.modes.len() - 1;
     let mode = match rate_given {
@@ -100,12 +164,13 @@ pub(super) fn dcf(
             "constant" => RateControl::Constant { mode },
             "arf" => RateControl::Arf,
             "aarf" => RateControl::Aarf,
+            "minstrel" => RateControl::Minstrel,
             other => {
                 let m = get("rate_control").expect("given").0;
                 p.err(
                     m,
                     &f("rate_control"),
-                    format!("expected constant, arf or aarf, got '{other}'"),
+                    format!("expected constant, arf, aarf or minstrel, got '{other}'"),
                 );
                 RateControl::Constant { mode }
             }
@@ -138,6 +203,8 @@ pub(super) fn dcf(
     config.long_retry_limit = long_retry_limit;
     config.rts_threshold_bytes = rts_threshold_bytes;
     config.queue_frames = medium.queue_frames;
+    config.ack_timeout_ns = get("ack_timeout")
+        .and_then(|(_, v)| p.scalar(v, &f("ack_timeout"), crate::units::duration_ns));
     let stations = members
         .iter()
         .enumerate()

@@ -38,6 +38,13 @@ pub const WIRELESS_KEYS: &[&str] = &[
     "rts_threshold",
     "short_retry",
     "long_retry",
+    "slot",
+    "sifs",
+    "difs",
+    "eifs",
+    "cw_min",
+    "cw_max",
+    "ack_timeout",
 ];
 
 /// Keys a member of a wireless segment takes (the last three its 802.11 radio's:

@@ -96,6 +96,27 @@ fn an_80211_segment_takes_its_standard_rates_retries_and_members_radios() {
         (d.stations[0].tx_power_dbm.unwrap() - 15.0).abs() < 1e-9
             && (d.stations[0].gain_dbi - 3.0).abs() < 1e-9
     );
+    // Every timing and window value can be overridden: DIFS and EIFS follow a new slot.
+    let p = ok("nodes: {a: {}, b: {}}\nsegments:\n  air: {kind: wireless, csma: true, standard: fhss, slot: 20us, cw_min: 15, cw_max: 255, ack_timeout: 128us, members: [{node: a, position: '0,0'}, {node: b, position: '10,0'}]}\n");
+    let d = p.segments[0].wireless.as_ref().unwrap().medium.dcf.clone().unwrap();
+    let t = &d.config.timing;
+    assert_eq!((t.slot_ns, t.sifs_ns, t.difs_ns), (20_000, 28_000, 68_000));
+    assert_eq!((t.cw_min, t.cw_max, d.config.ack_timeout_ns), (15, 255, Some(128_000)));
+    assert_eq!(t.eifs_ns, 28_000 + 128_000 + 112_000 + 68_000, "SIFS + ACK at 1 Mbit/s + DIFS");
+    let p = ok("nodes: {a: {}, b: {}}\nsegments:\n  air: {kind: wireless, csma: true, standard: fhss, eifs: 128us, members: [{node: a, position: '0,0'}, {node: b, position: '1,0'}]}\n");
+    let t = p.segments[0].wireless.as_ref().unwrap().medium.dcf.clone().unwrap().config.timing;
+    assert_eq!((t.difs_ns, t.eifs_ns), (128_000, 128_000));
+    let e = bad("nodes: {a: {}}\nsegments:\n  air: {kind: wireless, csma: true, cw_min: 63, cw_max: 31, members: [{node: a, position: '0,0'}]}\n");
+    assert!(
+        e.to_string().contains("segments.air.cw_min")
+            && e.to_string().contains("cw_min 63 and cw_max 31"),
+        "{e}"
+    );
+    let e = bad("nodes: {a: {}}\nsegments:\n  air: {kind: wireless, csma: true, sifs: 10, members: [{node: a, position: '0,0'}]}\n");
+    assert!(
+        e.to_string().contains("segments.air.sifs") && e.to_string().contains("needs a unit"),
+        "{e}"
+    );
     // Without csma: the old medium, and the MAC's keys refused naming them.
     let e = bad("nodes: {a: {}}\nsegments:\n  air: {kind: wireless, standard: 802.11a, members: [{node: a, position: '0,0', channel: 3}]}\n");
     let text = e.to_string();
