@@ -11,12 +11,35 @@ pub(crate) fn exec(lab: Option<String>, node: &str, argv: &[String]) -> Result<E
     };
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..]);
-    let status = match HereDoor::new(paths, node).open()?.spawn(&mut cmd, Command::spawn).and_then(
-        |mut c| {
-            forward_signals(c.id());
-            c.wait()
-        },
-    ) {
+    // The signals to forward are held back from before the command starts until they
+    // can be forwarded (one sent meanwhile is not lost, nor kills vemu exec alone); the
+    // command starts with them unblocked, and with SIGINT and SIGQUIT at their default
+    // (a shell without job control starts background commands ignoring both: a command
+    // in a node is a fresh start, and reaches it).
+    let held = hold_signals();
+    // SAFETY: sigprocmask and signal are async-signal-safe.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::sigprocmask(libc::SIG_UNBLOCK, &held, std::ptr::null_mut());
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            libc::signal(libc::SIGQUIT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let spawned =
+        HereDoor::new(paths, node).open().map(|door| door.spawn(&mut cmd, Command::spawn));
+    let spawned = match spawned {
+        Ok(s) => s,
+        Err(e) => {
+            release_signals(&held);
+            return Err(e);
+        }
+    };
+    let status = match spawned.and_then(|mut c| {
+        forward_signals(c.id());
+        release_signals(&held);
+        c.wait()
+    }) {
         Ok(s) => s,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             eprintln!("vemu: cannot run '{}' in node '{node}': command not found", argv[0]);
@@ -28,6 +51,29 @@ pub(crate) fn exec(lab: Option<String>, node: &str, argv: &[String]) -> Result<E
     Ok(ExitCode::from(code as u8))
 }
 
+/// The signals [`forward_signals`] forwards.
+const FORWARDED: [libc::c_int; 6] =
+    [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT, libc::SIGUSR1, libc::SIGUSR2];
+
+/// Block the forwarded signals (in this thread and the threads it starts); returns the set.
+fn hold_signals() -> libc::sigset_t {
+    // SAFETY: sigset_t is plain data, filled by sigemptyset/sigaddset.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for sig in FORWARDED {
+            libc::sigaddset(&mut set, sig);
+        }
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
+    }
+}
+
+fn release_signals(set: &libc::sigset_t) {
+    // SAFETY: a set made by hold_signals.
+    unsafe { libc::pthread_sigmask(libc::SIG_UNBLOCK, set, std::ptr::null_mut()) };
+}
+
 /// The command `vemu exec` runs, for [`forward`].
 static CHILD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 
@@ -37,9 +83,7 @@ static CHILD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0
 /// reach the command already, being in the terminal's foreground group: not sent twice.
 fn forward_signals(child: u32) {
     CHILD.store(child as i32, std::sync::atomic::Ordering::Relaxed);
-    for sig in
-        [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT, libc::SIGUSR1, libc::SIGUSR2]
-    {
+    for sig in FORWARDED {
         // SAFETY: `forward` only calls kill(2), which is async-signal-safe.
         unsafe {
             let mut sa: libc::sigaction = std::mem::zeroed();
