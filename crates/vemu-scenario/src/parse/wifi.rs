@@ -189,12 +189,15 @@ pub(super) fn dcf(
     let long_retry_limit = limit(p, "long_retry", 4);
     let rts_threshold_bytes = get("rts_threshold")
         .and_then(|(_, v)| p.scalar(v, &f("rts_threshold"), integer::<u64>("a number of bytes")));
-    let pd = vemu_radio::dbm(medium.radio.rx_threshold_w);
+    // (A unit disk's powers are infinite within its range and nothing beyond: its
+    // carrier sense is its range, and the preamble threshold the preset's.)
+    let pd = Some(vemu_radio::dbm(medium.radio.rx_threshold_w)).filter(|x| x.is_finite());
     let ed = vemu_radio::dbm(medium.model.mean_rx_power_w(&medium.radio, medium.carrier_sense_m));
     let mut config = DcfConfig::preset(timing, medium.model, medium.seed);
     config.radio = medium.radio;
+    let pd = pd.unwrap_or(config.cca_pd_dbm);
     config.cca_pd_dbm = pd;
-    config.cca_ed_dbm = ed.min(pd);
+    config.cca_ed_dbm = if ed.is_finite() { ed.min(pd) } else { pd };
     // The noise 20 dB under the reception threshold: at the range's edge the basic
     // rate is received, the fastest ones not always.
     config.noise_dbm = pd - 20.0;

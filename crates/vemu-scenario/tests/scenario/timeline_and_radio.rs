@@ -117,6 +117,13 @@ fn an_80211_segment_takes_its_standard_rates_retries_and_members_radios() {
         e.to_string().contains("segments.air.sifs") && e.to_string().contains("needs a unit"),
         "{e}"
     );
+    // A unit disk's infinite powers make no threshold: the plan keeps finite ones (it
+    // is written as JSON, where an infinity is null and does not read back).
+    let p = ok("nodes: {a: {}, b: {}}\nsegments:\n  air: {kind: wireless, propagation: unit-disk, range: 250m, csma: true, members: [{node: a, position: '0,0'}, {node: b, position: '10,0'}]}\n");
+    let c = &p.segments[0].wireless.as_ref().unwrap().medium.dcf.as_ref().unwrap().config;
+    assert!([c.cca_pd_dbm, c.cca_ed_dbm, c.noise_dbm].iter().all(|x| x.is_finite()), "{c:?}");
+    let json = serde_json::to_string(&p).unwrap();
+    serde_json::from_str::<vemu_scenario::Plan>(&json).expect("the plan reads back");
     // Without csma: the old medium, and the MAC's keys refused naming them.
     let e = bad("nodes: {a: {}}\nsegments:\n  air: {kind: wireless, standard: 802.11a, members: [{node: a, position: '0,0', channel: 3}]}\n");
     let text = e.to_string();
