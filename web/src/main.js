@@ -573,6 +573,10 @@ function renderNode(panel, n) {
   if (n.usage) {
     panel.append(h('h3', {}, 'use'), h('p', {}, `cpu ${(n.usage.cpu_ns / 1e9).toFixed(2)} s, memory ${(n.usage.memory_bytes / 1048576).toFixed(1)} MiB, ${n.usage.processes} processes`));
   }
+  // Its radios, kept current while the panel shows it.
+  const radio = h('div', { id: 'radio' });
+  panel.append(radio);
+  fillRadio(radio, n.name);
   panel.append(h('div', { class: 'buttons' },
     h('button', { type: 'button', id: 'terminal', onclick: () => openTerminal(n.name) }, 'terminal'),
     h('button', { type: 'button', id: 'toggle', onclick: () => act(`/v1/nodes/${enc(n.name)}/${n.up ? 'stop' : 'start'}`) }, n.up ? 'stop' : 'start')));
@@ -592,7 +596,42 @@ function renderNode(panel, n) {
     }
   };
   follow();
-  state.logTimer = setInterval(follow, 2000);
+  // (Radio counters come with the lab's document: asked for again while they show.)
+  state.logTimer = setInterval(() => { follow(); if (radio.firstChild) refreshSoon(); fillRadio(radio, n.name); }, 2000);
+}
+
+/// What node `name`'s radios do (its members of wireless segments): on an 802.11 channel
+/// its MAC — rate, contention window, data frames sent, retried, acknowledged and
+/// dropped at the retry limit, frames received intact and in error — and per neighbour
+/// the signal it hears it with, the chance a frame reaches it, and what its frames to it
+/// became: delivered, lost to collisions, lost to a weak signal.
+function fillRadio(el, name) {
+  const out = [];
+  for (const g of (state.lab && state.lab.segments) || []) {
+    if (g.kind !== 'wireless') continue;
+    for (const m of g.members) {
+      if (nodeOf(m.port) !== name || !m.radio) continue;
+      const r = m.radio, mac = r.mac;
+      out.push(h('h3', {}, `radio ${m.port.split(':')[1]} on ${g.name}`));
+      if (mac) {
+        out.push(h('p', { class: 'mac' }, `rate ${fmtRate(mac.rate_bps || 0)}, CW ${mac.cw}: ${mac.tx_data} data frames sent, ${mac.tx_retries} of them retries, ${mac.tx_rts} RTS; `
+          + `${mac.acked} acknowledged, ${mac.dropped_retry_limit} dropped at the retry limit; ${mac.rx_ok} frames received intact, ${mac.rx_error} in error`));
+      }
+      const peers = new Map();
+      for (const nb of r.neighbours || []) peers.set(nb.node, { nb });
+      for (const p of r.sent_to || []) peers.set(p.node, { ...(peers.get(p.node) || {}), p });
+      const t = h('table', { class: 'radio' }, h('tr', {}, ...['to', 'signal', 'reach', 'sent', 'delivered', 'collided', 'too weak'].map((x) => h('th', {}, x))));
+      for (const [node, { nb, p }] of [...peers].sort()) {
+        const cell = (v) => h('td', {}, v === undefined || v === null ? '–' : String(v));
+        t.append(h('tr', { 'data-node': node }, h('th', {}, node),
+          cell(nb && nb.signal_dbm != null ? nb.signal_dbm.toFixed(1) + ' dBm' : null),
+          cell(nb ? (nb.delivery_probability * 100).toFixed(1) + ' %' : 'out of range'),
+          cell(p && p.sent), cell(p && p.delivered), cell(p && p.lost_collision), cell(p && p.lost_channel)));
+      }
+      out.push(t);
+    }
+  }
+  el.replaceChildren(...out);
 }
 
 /// A terminal in the node: xterm.js over the API's shell WebSocket (a real PTY there).

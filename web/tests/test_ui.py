@@ -525,6 +525,7 @@ segments:
     kind: wireless
     propagation: unit-disk
     range: 250m
+    csma: true
     members:
       - {node: a, position: [0, 0]}
       - {node: b, position: [200, 0]}
@@ -553,6 +554,14 @@ def test_wireless_nodes_are_drawn_to_scale_and_follow_moves(browser):
         wait(browser, lambda: ring("range") is not None, what="the circles")
         assert abs(ring("range")[0] - 500 * px) < 0.5 and abs(ring("cs")[0] - 1100 * px) < 0.5
         assert ring("range")[1] == pos("a")
+        # Its panel: its 802.11 MAC (its rate once it sent) and, per neighbour, what its
+        # frames became.
+        vemu("exec", "--lab", "t-ui-radio", "a", "--", "ping", "-c", "3", "-i", "0.2", "-q", "b")
+        mac = lambda: browser.execute_script("const p = document.querySelector('#radio .mac'); return p ? p.textContent : ''")
+        wait(browser, lambda: mac().startswith("rate 11.00 Mbit/s") and "acknowledged" in mac(), what=f"a's MAC in its panel: {mac()!r}")
+        row = lambda n: browser.execute_script("const r = document.querySelector('#radio tr[data-node=\"' + arguments[0] + '\"]'); return r ? [...r.children].map(c => c.textContent) : null", n)
+        wait(browser, lambda: row("b") is not None and int(row("b")[4]) >= 3, what=f"a's frames delivered to b: {row('b')}")
+        assert row("b")[2] == "100.0 %", row("b")
         # b dragged with the mouse 100 px to the right: the lab moves it (50 m at this scale).
         before = next(m for m in next(g for g in json.loads(vemu("status", "--lab", "t-ui-radio", "--json").stdout)["segments"])["members"] if m["port"].startswith("b:"))
         zoom = browser.execute_script("return window.vemu.cy.zoom()")

@@ -504,11 +504,14 @@ struct CaptureQuery {
     count: Option<u64>,
 }
 
-fn compile_filter(expr: &str) -> Result<pcap::BpfProgram, ApiError> {
-    let dead = pcap::Capture::dead(pcap::Linktype::ETHERNET)
-        .map_err(|e| ApiError::internal(e.to_string()))?;
+/// A filter for frames of `linktype` (Ethernet, or a radio's 802.11 behind radiotap).
+fn compile_filter(expr: &str, linktype: pcap::Linktype) -> Result<pcap::BpfProgram, ApiError> {
+    let dead = pcap::Capture::dead(linktype).map_err(|e| ApiError::internal(e.to_string()))?;
     dead.compile(expr, true).map_err(|e| ApiError::bad_request(format!("bad filter '{expr}': {e}")))
 }
+
+const RADIOTAP: pcap::Linktype =
+    pcap::Linktype(vemu_radio::wifi::monitor::LINKTYPE_IEEE802_11_RADIOTAP as i32);
 
 /// `GET /v1/capture`: a pcapng stream of the frames an interface sends and receives,
 /// timestamped on the lab clock (as wall-clock time), until the client goes away or
@@ -517,13 +520,16 @@ async fn capture(
     State(app): AppState,
     Query(q): Query<CaptureQuery>,
 ) -> Result<Response, ApiError> {
-    if let Some(f) = &q.filter {
-        compile_filter(f)?;
-    }
     let (tx, rx) = std::sync::mpsc::sync_channel::<vemu_engine::Captured>(16384);
     // (Off the async threads: a lab across machines asks its agents first.)
     let points = vemu_engine::CapturePoint::parse_list(q.point.as_deref().unwrap_or("after"))
         .map_err(ApiError::bad_request)?;
+    if let Some(f) = &q.filter {
+        for &p in &points {
+            let radio = p == vemu_engine::CapturePoint::Radio;
+            compile_filter(f, if radio { RADIOTAP } else { pcap::Linktype::ETHERNET })?;
+        }
+    }
     let (ctl, iface) = (app.ctl.clone(), q.iface.clone());
     let (id, names, epoch) = blocking(move || {
         let mut c = ctl.locked();
@@ -536,16 +542,25 @@ async fn capture(
     std::thread::Builder::new()
         .name("vemu-capture".into())
         .spawn(move || {
-            let filter = q.filter.as_deref().and_then(|f| compile_filter(f).ok());
+            // (A radio's frames are matched by the filter compiled for radiotap.)
+            let compiled = |lt| q.filter.as_deref().and_then(|f| compile_filter(f, lt).ok());
+            let (eth_filter, radio_filter) =
+                (compiled(pcap::Linktype::ETHERNET), compiled(RADIOTAP));
             let mut head = crate::pcapng::section_header();
-            for (n, description) in &names {
-                head.extend(crate::pcapng::interface(n, description.as_deref()));
+            for n in &names {
+                let linktype = match n.radio {
+                    true => vemu_radio::wifi::monitor::LINKTYPE_IEEE802_11_RADIOTAP,
+                    false => crate::pcapng::LINKTYPE_ETHERNET,
+                };
+                head.extend(crate::pcapng::interface(&n.name, n.description.as_deref(), linktype));
             }
             let mut matched = 0u64;
             if btx.blocking_send(Ok(Bytes::from(head))).is_ok() {
                 loop {
                     match rx.recv_timeout(Duration::from_millis(300)) {
                         Ok(c) => {
+                            let radio = names.get(c.iface as usize).is_some_and(|n| n.radio);
+                            let filter = if radio { &radio_filter } else { &eth_filter };
                             if filter.as_ref().is_some_and(|f| !f.filter(&c.frame)) {
                                 continue;
                             }

@@ -146,8 +146,15 @@ fn resolve(plan: &Plan, spec: &str) -> Result<Vec<(Target, usize)>, LabError> {
         .collect())
 }
 
-/// A captured interface: its node and name (`None`: every interface of the node).
-pub type CapturedIface = (String, Option<String>);
+/// A capture's interface as its pcapng file describes it: `node:iface` (with the point
+/// when there are several), where its times come from (for a node on another machine),
+/// and whether it carries a radio's 802.11 frames (radiotap) rather than Ethernet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CapturedIface {
+    pub name: String,
+    pub description: Option<String>,
+    pub radio: bool,
+}
 
 impl Controller {
     /// The controller of `plan` as `worker` built it (or holds it, for a takeover), on
@@ -658,13 +665,17 @@ impl Controller {
                 vemu_scenario::Attach::Segment(g, m) => (Target::Member(g, m), 0),
             };
             for &point in points {
+                let radio = point == vemu_engine::CapturePoint::Radio;
+                if radio {
+                    self.radio_capturable(node, &i.name, i.attach)?;
+                }
                 let iface = names.len() as u32;
                 taps.push(vemu_engine::CaptureSpec { target, side, iface, point });
                 let name = match points.len() {
                     1 => format!("{}:{}", n.name, i.name),
                     _ => format!("{}:{} ({})", n.name, i.name, point.name()),
                 };
-                names.push((name, self.clock_note(n.machine)));
+                names.push(CapturedIface { name, description: self.clock_note(n.machine), radio });
             }
         }
         if taps.is_empty() {
@@ -678,6 +689,34 @@ impl Controller {
         let id =
             self.worker.capture(&taps, tx).map_err(|e| LabError::internal(format!("{e:#}")))?;
         Ok((id, names))
+    }
+
+    /// A radio capture needs a member of a wireless segment with the 802.11 MAC.
+    fn radio_capturable(
+        &self,
+        node: &str,
+        iface: &str,
+        attach: vemu_scenario::Attach,
+    ) -> Result<(), LabError> {
+        let seg = match attach {
+            vemu_scenario::Attach::Segment(g, _) => &self.plan.segments[g],
+            vemu_scenario::Attach::Link(_) => {
+                return Err(LabError::invalid(format!(
+                    "{node}:{iface} is on a link, not a radio: the 'radio' capture point is a wireless segment's"
+                )))
+            }
+        };
+        match &seg.wireless {
+            Some(w) if w.medium.dcf.is_some() => Ok(()),
+            Some(_) => Err(LabError::invalid(format!(
+                "{node}:{iface} is on wireless segment '{}' without the 802.11 MAC: the 'radio' capture point needs 'csma: true'",
+                seg.name
+            ))),
+            None => Err(LabError::invalid(format!(
+                "{node}:{iface} is on LAN '{}', not a radio: the 'radio' capture point is a wireless segment's",
+                seg.name
+            ))),
+        }
     }
 
     /// For a capture's interfaces on machine `m` of a lab across machines: where their

@@ -37,11 +37,15 @@ pub fn section_header() -> Vec<u8> {
     block(0x0A0D_0D0A, &b)
 }
 
-/// Interface description block of an Ethernet interface, timestamps in nanoseconds,
-/// with a description if any (where its times come from, for a node on another machine).
-pub fn interface(name: &str, description: Option<&str>) -> Vec<u8> {
+/// pcap's link type of Ethernet frames.
+pub const LINKTYPE_ETHERNET: u16 = 1;
+
+/// Interface description block of an interface whose frames are of `linktype`,
+/// timestamps in nanoseconds, with a description if any (where its times come from, for
+/// a node on another machine).
+pub fn interface(name: &str, description: Option<&str>, linktype: u16) -> Vec<u8> {
     let mut b = Vec::new();
-    b.extend_from_slice(&1u16.to_le_bytes()); // LINKTYPE_ETHERNET
+    b.extend_from_slice(&linktype.to_le_bytes());
     b.extend_from_slice(&0u16.to_le_bytes());
     b.extend_from_slice(&0u32.to_le_bytes()); // no snapshot limit
     option(&mut b, 2, name.as_bytes()); // if_name
@@ -88,8 +92,8 @@ mod tests {
     fn blocks_are_framed_and_aligned() {
         for b in [
             section_header(),
-            interface("r1:eth0", None),
-            interface("r1:eth0", Some("on machine b")),
+            interface("r1:eth0", None, LINKTYPE_ETHERNET),
+            interface("r1:eth0", Some("on machine b"), 127),
             packet(0, 1_700_000_000_123_456_789, &[1, 2, 3, 4, 5], true, None),
             packet(1, 5, &[1, 2, 3], false, Some("vemu drop: queue — odd length")),
         ] {

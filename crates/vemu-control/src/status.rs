@@ -94,6 +94,9 @@ pub struct NeighbourStatus {
     pub distance_m: f64,
     /// Chance that a frame reaches it (propagation model, before collisions).
     pub delivery_probability: f64,
+    /// The mean power the member hears it with, dBm (where the model gives one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal_dbm: Option<f64>,
 }
 
 /// Frames one member transmitted that were meant for (or in range of) another member.

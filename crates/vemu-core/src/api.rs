@@ -155,6 +155,10 @@ pub enum CapturePoint {
     /// The frames the emulation dropped on their way from or to the interface (the
     /// directions of its link or LAN port), each with its [`DropReason`].
     Drops,
+    /// What a wireless member's radio decoded or sent (a segment with the 802.11 MAC):
+    /// data, ACK, RTS and CTS frames as 802.11 frames behind radiotap headers
+    /// ([`vemu_radio::wifi::monitor`]).
+    Radio,
 }
 
 impl CapturePoint {
@@ -164,10 +168,12 @@ impl CapturePoint {
             CapturePoint::After => "after",
             CapturePoint::Before => "before",
             CapturePoint::Drops => "drops",
+            CapturePoint::Radio => "radio",
         }
     }
 
-    /// `after`, `before`, `drops`, or several of them separated by commas (each once).
+    /// `after`, `before`, `drops`, `radio`, or several of them separated by commas (each
+    /// once).
     pub fn parse_list(s: &str) -> Result<Vec<CapturePoint>, String> {
         let mut out = Vec::new();
         for p in s.split(',').map(str::trim) {
@@ -175,7 +181,8 @@ impl CapturePoint {
                 "after" => CapturePoint::After,
                 "before" => CapturePoint::Before,
                 "drops" => CapturePoint::Drops,
-                _ => return Err(format!("unknown capture point '{p}': after, before or drops (or several, comma-separated)")),
+                "radio" => CapturePoint::Radio,
+                _ => return Err(format!("unknown capture point '{p}': after, before, drops or radio (or several, comma-separated)")),
             };
             if !out.contains(&point) {
                 out.push(point);

@@ -716,6 +716,11 @@ impl Core {
                 self.ports[port as usize].watched = true;
                 self.watches.push(Watch { id, port, iface, point });
                 self.held.drops.keep |= point == CapturePoint::Drops;
+                if let (CapturePoint::Radio, Target::Member(g, m)) = (point, target) {
+                    if let Some(r) = &mut self.segments[g].radio {
+                        r.medium.set_monitor(m as u32, true);
+                    }
+                }
                 match target {
                     Target::Link(l) => self.choose_paths(l),
                     Target::Member(g, _) => self.choose_segment_path(g),
@@ -741,6 +746,17 @@ impl Core {
         }
         for w in &self.watches {
             self.ports[w.port as usize].watched = true;
+        }
+        // Radios watched only while a capture of theirs goes on.
+        for seg in &mut self.segments {
+            let Some(r) = &mut seg.radio else { continue };
+            for (m, member) in seg.members.iter().enumerate() {
+                let on = self
+                    .watches
+                    .iter()
+                    .any(|w| w.port == member.port && w.point == CapturePoint::Radio);
+                r.medium.set_monitor(m as u32, on);
+            }
         }
         for l in 0..self.links.len() {
             self.choose_paths(l);
@@ -771,7 +787,9 @@ impl Core {
             }
         }
         let seen = |w: &&Watch| {
-            w.port == port && w.point != CapturePoint::Drops && (outgoing || w.point == point)
+            w.port == port
+                && !matches!(w.point, CapturePoint::Drops | CapturePoint::Radio)
+                && (outgoing || w.point == point)
         };
         for w in self.watches.iter().filter(seen) {
             self.events.push_back(Event::Capture {

@@ -113,6 +113,26 @@ impl Air {
         }
     }
 
+    /// Capture member `member`'s radio (`on`) or stop; false where there is no radio to
+    /// capture (the simple medium has no frames of its own).
+    pub fn set_monitor(&mut self, member: u32, on: bool) -> bool {
+        match self {
+            Air::Simple(_) => false,
+            Air::Dcf(d) => {
+                d.dcf.set_monitor(member, on);
+                true
+            }
+        }
+    }
+
+    /// The 802.11 standard of the DCF (none for the simple medium).
+    pub fn standard(&self) -> Option<crate::wifi::phy::Standard> {
+        match self {
+            Air::Simple(_) => None,
+            Air::Dcf(d) => Some(d.dcf.config().timing.standard),
+        }
+    }
+
     /// What each member's MAC did (the DCF's only).
     pub fn stations(&self) -> Option<Vec<dcf::StationStats>> {
         match self {
@@ -135,5 +155,6 @@ fn outcome(o: dcf::Outcome) -> Outcome {
             Outcome::Dropped { id, receiver, at_ns }
         }
         dcf::Outcome::Done { id } => Outcome::Done { id },
+        dcf::Outcome::Heard(h) => Outcome::Heard(h),
     }
 }

@@ -33,6 +33,9 @@ pub struct Neighbour {
     pub member: u32,
     pub distance_m: f64,
     pub delivery_probability: f64,
+    /// The mean power the member receives that neighbour's frames with, dBm.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal_dbm: Option<f64>,
 }
 
 /// A position in metres.

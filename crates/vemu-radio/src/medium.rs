@@ -56,7 +56,7 @@ pub struct MediumConfig {
 }
 
 /// A frame's arrival at a member, or the end of the medium's use of a frame.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
     /// Frame `id` arrives at member `receiver` at lab time `at_ns`.
     Deliver { id: u64, receiver: u32, at_ns: u64 },
@@ -69,6 +69,8 @@ pub enum Outcome {
     Dropped { id: u64, receiver: u32, at_ns: u64 },
     /// The medium is done with frame `id` (every `Deliver` for it came before).
     Done { id: u64 },
+    /// A monitored member's radio decoded or sent a frame (the DCF's only).
+    Heard(Box<crate::wifi::dcf::Heard>),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -235,10 +237,12 @@ impl Medium {
                         if d <= self.reach_m {
                             let pr = self.cfg.model.delivery_probability(&self.cfg.radio, d);
                             if pr > 0.0 {
+                                let w = self.cfg.model.mean_rx_power_w(&self.cfg.radio, d);
                                 nb.push(Neighbour {
                                     member: j,
                                     distance_m: d,
                                     delivery_probability: pr,
+                                    signal_dbm: (w > 0.0 && w.is_finite()).then(|| crate::dbm(w)),
                                 });
                             }
                         }

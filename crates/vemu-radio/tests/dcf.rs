@@ -159,6 +159,50 @@ fn rts_cts_and_the_nav_keep_a_hidden_terminal_off() {
     }
 }
 
+/// A monitored radio: the sender sees what it sends (no signal) and the answers it
+/// decodes; a third station within range sees the whole exchange, RTS, CTS, data and
+/// ACK, in order, with their Duration fields counting down; an unmonitored one nothing.
+#[test]
+fn a_monitored_radio_hears_rts_cts_data_and_ack() {
+    use vemu_radio::wifi::dcf::{Heard, Kind};
+    let mut d = line(&[0.0, 20.0, 40.0, 60.0], |c| c.rts_threshold_bytes = Some(0));
+    d.set_monitor(0, true);
+    d.set_monitor(2, true);
+    d.offer(MS, 0, 1, 1000, Some(1));
+    let out = run(&mut d, 20 * MS);
+    let heard = |s: u32| -> Vec<Heard> {
+        out.iter()
+            .filter_map(|o| match o {
+                Outcome::Heard(h) if h.station == s => Some(**h),
+                _ => None,
+            })
+            .collect()
+    };
+    let kinds = |h: &[Heard]| h.iter().map(|h| (h.kind, h.sender)).collect::<Vec<_>>();
+    let third = heard(2);
+    assert_eq!(
+        kinds(&third),
+        [(Kind::Rts, 0), (Kind::Cts, 1), (Kind::Data, 0), (Kind::Ack, 1)],
+        "{third:?}"
+    );
+    assert!(third.windows(2).all(|w| w[0].at_ns < w[1].at_ns));
+    assert!(third.windows(2).all(|w| w[0].duration_ns > w[1].duration_ns));
+    assert_eq!((third[3].duration_ns, third[2].id), (0, Some(1)));
+    assert!(third.iter().all(|h| h.signal_dbm.is_some_and(|s| s > -82.0)));
+    let sender = heard(0);
+    assert_eq!(kinds(&sender), kinds(&third));
+    assert_eq!(
+        sender.iter().map(|h| h.signal_dbm.is_some()).collect::<Vec<_>>(),
+        [false, true, false, true],
+        "its own frames carry no signal"
+    );
+    assert!(heard(1).is_empty() && heard(3).is_empty());
+    d.set_monitor(2, false);
+    d.offer(30 * MS, 0, 2, 1000, Some(1));
+    let out = run(&mut d, 50 * MS);
+    assert!(out.iter().all(|o| !matches!(o, Outcome::Heard(h) if h.station == 2)));
+}
+
 /// Capture: a strong frame overlapped by a weak one is received; a weak one overlapped
 /// by a strong one is not.
 #[test]

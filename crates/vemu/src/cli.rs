@@ -165,7 +165,9 @@ pub(crate) enum Cmd {
         /// Arriving frames as delivered (after the impairments), as they entered the
         /// link (before; frames the link drops are included), or only the frames the
         /// emulation dropped on their way from or to the interface (drops; each with its
-        /// reason as the packet's comment). Several, comma-separated (after,drops), make a
+        /// reason as the packet's comment), or what a wireless member's radio decoded or
+        /// sent (radio: 802.11 data, ACK, RTS and CTS frames with radiotap headers; a
+        /// segment with csma: true). Several, comma-separated (after,drops), make a
         /// pcapng interface each.
         #[arg(long, value_enum, value_delimiter = ',', default_value = "after")]
         point: Vec<PointArg>,
@@ -469,6 +471,7 @@ pub(crate) enum PointArg {
     After,
     Before,
     Drops,
+    Radio,
 }
 
 #[derive(Clone, Copy, ValueEnum)]

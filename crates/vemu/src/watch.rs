@@ -44,6 +44,7 @@ pub(crate) fn capture(
             PointArg::After => "after",
             PointArg::Before => "before",
             PointArg::Drops => "drops",
+            PointArg::Radio => "radio",
         })
         .collect();
     let mut q = format!("iface={}&point={}", percent_encode(iface), points.join(","));

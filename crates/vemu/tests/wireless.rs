@@ -122,6 +122,10 @@ fn loss_follows_distance_and_the_same_seed_gives_the_same_decisions() {
                 4.0 * sd
             );
         }
+        // Without the 802.11 MAC there is no radio to capture: said, not an empty file.
+        let o = lab.vemu(&["capture", "a", "--point", "radio", "-c", "1"]);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(text(&o).contains("needs 'csma: true'"), "{}", text(&o));
         // The engine reports the model's probability for the pair.
         let st = lab.status();
         let nb = &st["segments"][0]["members"][0]["radio"]["neighbours"][0];
@@ -211,6 +215,48 @@ segments:
     let (sent, got, rtt) = lab.ping("a", "10.0.0.2", 10, 0.05);
     assert_eq!(got, sent, "pings over the DCF");
     assert!(rtt < 5.0, "RTT {rtt} ms over one 802.11b hop");
+    // b's radio, captured: each ping is a's data frame it decodes (with its signal), its
+    // own ACK at the 1 Mbit/s basic rate, its reply at 11 Mbit/s and a's ACK — as 802.11
+    // frames behind radiotap headers, which tshark reads (the filter, compiled for
+    // radiotap, keeps an ARP refresh and IPv6's multicast reports out of the count).
+    let file = std::env::temp_dir().join(format!("vemu-radio-{}.pcapng", std::process::id()));
+    let mut cap = std::process::Command::new(env!("CARGO_BIN_EXE_vemu"))
+        .args(["capture", "--lab", "t-wl-dcf", "b:eth0", "--point", "radio", "-c", "12"])
+        .args(["-w", file.to_str().unwrap(), "not", "arp", "and", "not", "ip6"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let o = lab.exec("a", &["ping", "-c", "3", "-i", "0.2", "10.0.0.2"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(cap.wait().unwrap().success());
+    let o = std::process::Command::new("tshark")
+        .args(["-r", file.to_str().unwrap(), "-T", "fields", "-E", "separator=,"])
+        .args(["-e", "wlan.fc.type_subtype", "-e", "radiotap.datarate"])
+        .args(["-e", "radiotap.dbm_antsignal", "-e", "icmp.type", "-e", "wlan.ra"])
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&file);
+    assert!(o.status.success(), "tshark: {}", text(&o));
+    let rows: Vec<Vec<String>> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| l.split(',').map(String::from).collect())
+        .collect();
+    assert_eq!(rows.len(), 12, "{rows:?}");
+    let b_mac = lab.status()["nodes"][1]["ifaces"][0]["mac"].as_str().unwrap().to_string();
+    let data = |icmp: &str| rows.iter().filter(|r| r[0] == "0x0020" && r[3] == icmp).count();
+    // (Data frames: 0x0020; ACKs: 0x001d. Echo requests heard with a signal, replies sent.)
+    assert_eq!((data("8"), data("0")), (3, 3), "{rows:?}");
+    for r in &rows {
+        match (r[0].as_str(), r[3].as_str()) {
+            ("0x0020", "8") => assert!(
+                r[1] == "11" && r[2].parse::<i32>().is_ok_and(|s| s > -82) && r[4] == b_mac,
+                "{r:?}"
+            ),
+            ("0x0020", "0") => assert!(r[1] == "11" && r[2].is_empty(), "{r:?}"),
+            ("0x001d", _) => assert_eq!(r[1], "1", "{r:?}"),
+            _ => panic!("an unexpected frame: {r:?} in {rows:?}"),
+        }
+    }
     let o = lab
         .exec("a", &["iperf3", "-c", "10.0.0.2", "-u", "-b", "20M", "-l", "1470", "-t", "3", "-J"]);
     let v: serde_json::Value =

@@ -76,7 +76,10 @@ impl Worker for Cluster {
             // (A segment member, side a of its tunnel, sees both points on its machine:
             // its ingress is carried out there.)
             let (side, point) = match (c.target, c.point) {
-                (Target::Member(..), vemu_engine::CapturePoint::Drops) => (0, c.point),
+                (
+                    Target::Member(..),
+                    vemu_engine::CapturePoint::Drops | vemu_engine::CapturePoint::Radio,
+                ) => (0, c.point),
                 (Target::Member(..), _) => (0, vemu_engine::CapturePoint::After),
                 (Target::Link(_), _) => (c.side.min(1), c.point),
             };
@@ -85,7 +88,13 @@ impl Worker for Cluster {
             // nothing of it.)
             let machines = match (point, c.target) {
                 // (Drops: each machine records those of the directions it carries out.)
-                (vemu_engine::CapturePoint::Before | vemu_engine::CapturePoint::Drops, _)
+                // (Radio: the machines that decide the segment's channel.)
+                (
+                    vemu_engine::CapturePoint::Before
+                    | vemu_engine::CapturePoint::Drops
+                    | vemu_engine::CapturePoint::Radio,
+                    _,
+                )
                 | (_, Target::Link(_)) => self.machines_of(c.target),
                 (vemu_engine::CapturePoint::After, _) => self
                     .tunnel_at

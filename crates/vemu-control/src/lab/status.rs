@@ -84,6 +84,7 @@ impl Controller {
                                     node: node_of(n.member),
                                     distance_m: n.distance_m,
                                     delivery_probability: n.delivery_probability,
+                                    signal_dbm: n.signal_dbm,
                                 })
                                 .collect(),
                             sent_to: r

@@ -328,6 +328,38 @@ impl Core {
         }
     }
 
+    /// A frame a watched radio decoded or sent, to the captures of its radio: an 802.11
+    /// frame behind a radiotap header (a data frame carries its Ethernet frame's
+    /// payload), after an empty virtio-net header as every captured frame.
+    fn capture_radio(&mut self, seg: u32, h: &vemu_radio::wifi::dcf::Heard) {
+        let g = &self.segments[seg as usize];
+        let Some(r) = &g.radio else { return };
+        let Some(standard) = r.medium.standard() else { return };
+        let Some(member) = g.members.get(h.station as usize) else { return };
+        let port = member.port;
+        let mac_of = |s: u32| -> [u8; 6] {
+            match r.macs.iter().find(|&(_, &m)| m == s) {
+                Some((&mac, _)) => mac.to_be_bytes()[2..].try_into().expect("6 bytes"),
+                None => [0x02, 0, 0, 0, (s >> 8) as u8, s as u8],
+            }
+        };
+        let bssid = [0x02, 0xb5, 0x5e, 0x1d, (seg >> 8) as u8, seg as u8];
+        let eth = h.id.and_then(|id| r.frames.get(&id)).map(|f| &f[VNET_HDR_LEN..]);
+        let mut bytes = vec![0u8; VNET_HDR_LEN];
+        bytes.extend(vemu_radio::wifi::monitor::frame(h, standard, &mac_of, bssid, eth));
+        let frame: Frame = Arc::new(bytes);
+        for w in self.watches.iter().filter(|w| w.port == port && w.point == CapturePoint::Radio) {
+            self.events.push_back(Event::Capture {
+                capture: w.id,
+                iface: w.iface,
+                t_ns: h.at_ns,
+                outgoing: h.signal_dbm.is_none(),
+                frame: frame.clone(),
+                drop: None,
+            });
+        }
+    }
+
     /// Hand the frames a wireless channel delivered to their receivers' ingress
     /// directions, and forget those it is done with.
     pub(super) fn radio_outcomes(&mut self, seg: u32) {
@@ -361,6 +393,7 @@ impl Core {
                     let port = self.segments[seg as usize].members[receiver as usize].port;
                     self.segment_drops.push((port, at_ns, false, frame, why));
                 }
+                Outcome::Heard(h) => self.capture_radio(seg, &h),
                 Outcome::Deliver { id, receiver, at_ns } => {
                     let Some(frame) = r.frames.get(&id).cloned() else { continue };
                     if !r.takes(receiver, &frame[VNET_HDR_LEN..]) {

@@ -139,7 +139,7 @@ pub enum LossReason {
 }
 
 /// What the channel did with a frame.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
     /// Frame `id` arrives at station `receiver` at `at_ns` (once, duplicates are not).
     Deliver { id: u64, receiver: u32, at_ns: u64 },
@@ -151,6 +151,8 @@ pub enum Outcome {
     Dropped { id: u64, receiver: u32, at_ns: u64, reason: LossReason },
     /// The channel is done with frame `id`.
     Done { id: u64 },
+    /// A monitored station's radio decoded (or sent) a frame.
+    Heard(Box<Heard>),
 }
 
 /// What a station did so far.
@@ -166,17 +168,45 @@ pub struct StationStats {
     /// Frames it received intact, and with errors.
     pub rx_ok: u64,
     pub rx_error: u64,
-    /// Its contention window now, and the rate (index) of its last data frame.
+    /// Its contention window now, and the rate (index, and bit/s) of its last data frame.
     pub cw: u32,
     pub mode: usize,
+    #[serde(default)]
+    pub rate_bps: u64,
 }
 
+/// A frame's kind on the air.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub enum Kind {
     Data,
     Ack,
     Rts,
     Cts,
+}
+
+/// A frame a monitored station's radio decoded, or sent itself: what a capture of its
+/// radio shows ([`Dcf::set_monitor`], [`super::monitor`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Heard {
+    /// Whose radio.
+    pub station: u32,
+    /// When the frame ended there (its reception time).
+    pub at_ns: u64,
+    pub kind: Kind,
+    pub sender: u32,
+    /// The station it is for (`None`: broadcast).
+    pub dst: Option<u32>,
+    /// A data frame's id (as offered), sequence number and retry bit.
+    pub id: Option<u64>,
+    pub seq: u16,
+    pub retry: bool,
+    /// The Duration field, ns.
+    pub duration_ns: u64,
+    pub mode: Mode,
+    pub channel: u16,
+    /// The power it was received with (`None`: its own transmission), and the noise.
+    pub signal_dbm: Option<f64>,
+    pub noise_dbm: f64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -244,6 +274,8 @@ struct Station {
     rates: FxHashMap<Option<u32>, RateState>,
     stats: StationStats,
     draws: u64,
+    /// A capture watches its radio: what it decodes and sends is [`Outcome::Heard`].
+    monitor: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -278,6 +310,8 @@ pub struct Dcf {
     air: Vec<Tx>,
     /// Broadcasts lost to stations that could not receive them, for the next outcomes.
     lost: Vec<(u64, u32, u64, LossReason)>,
+    /// What monitored stations sent, for the next outcomes.
+    sent_heard: Vec<Heard>,
     next_tx: u64,
     now_ns: u64,
     /// What a 1200-byte frame costs the channel at each rate (airtime, SIFS, ACK, DIFS
@@ -324,6 +358,7 @@ impl Dcf {
                 rates: FxHashMap::default(),
                 stats: StationStats { cw, ..StationStats::default() },
                 draws: 0,
+                monitor: false,
             })
             .collect();
         let t = &cfg.timing;
@@ -348,6 +383,7 @@ impl Dcf {
             seq: 0,
             air: Vec::new(),
             lost: Vec::new(),
+            sent_heard: Vec::new(),
             next_tx: 0,
             now_ns: 0,
         }
@@ -403,6 +439,7 @@ impl Dcf {
                     member: j,
                     distance_m: self.pos[s as usize].distance(self.pos[j as usize]),
                     delivery_probability: p,
+                    signal_dbm: Some(self.rx_dbm(j, s)).filter(|x| x.is_finite()),
                 })
             })
             .collect()
@@ -564,6 +601,7 @@ impl Dcf {
             for (id, r, at, reason) in self.lost.drain(..) {
                 out.push(Outcome::Lost { id, receiver: r, at_ns: at, reason });
             }
+            out.extend(self.sent_heard.drain(..).map(|h| Outcome::Heard(Box::new(h))));
         }
         self.now_ns = self.now_ns.max(now_ns);
     }
@@ -604,6 +642,7 @@ impl Dcf {
         let r = st.rates.entry(f.dst).or_insert_with(|| RateState::new(control, modes, seed));
         let i = r.pick(f.short_retries + f.long_retries, t, &self.rate_cost_ns);
         st.stats.mode = i;
+        st.stats.rate_bps = self.cfg.timing.modes[i].rate_bps;
         self.cfg.timing.modes[i]
     }
 
@@ -649,6 +688,10 @@ impl Dcf {
             retry,
         };
         self.air.push(tx);
+        if self.sta[s as usize].monitor {
+            let h = self.heard(s, &tx, tx.end_ns, None);
+            self.sent_heard.push(h);
+        }
         // The sender: busy while it sends; a lock on anything else is lost.
         self.freeze(s, t);
         let st = &mut self.sta[s as usize];
@@ -660,6 +703,32 @@ impl Dcf {
                 let p = self.prop_ns(s, j);
                 self.at(t + p, Ev::Reach(n, j));
             }
+        }
+    }
+
+    fn heard(&self, station: u32, tx: &Tx, at_ns: u64, signal_dbm: Option<f64>) -> Heard {
+        Heard {
+            station,
+            at_ns,
+            kind: tx.kind,
+            sender: tx.sender,
+            dst: tx.dst,
+            id: tx.frame.filter(|_| tx.kind == Kind::Data).map(|f| f.id),
+            seq: tx.frame.map_or(0, |f| f.seq),
+            retry: tx.retry,
+            duration_ns: tx.nav_ns,
+            mode: tx.mode,
+            channel: self.sta[tx.sender as usize].cfg.channel,
+            signal_dbm,
+            noise_dbm: self.cfg.noise_dbm,
+        }
+    }
+
+    /// Capture station `s`'s radio (`on`) or stop: while on, every frame it decodes or
+    /// sends is an [`Outcome::Heard`].
+    pub fn set_monitor(&mut self, s: u32, on: bool) {
+        if let Some(st) = self.sta.get_mut(s as usize) {
+            st.monitor = on;
         }
     }
 
@@ -801,6 +870,11 @@ impl Dcf {
             return;
         }
         st.stats.rx_ok += 1;
+        if st.monitor {
+            let h = self.heard(j, tx, t, Some(self.rx_dbm(tx.sender, j)));
+            out.push(Outcome::Heard(Box::new(h)));
+        }
+        let st = &mut self.sta[j as usize];
         if !for_me && tx.dst.is_some() {
             // Someone else's exchange: its Duration holds the medium.
             if st.nav_until_ns < t + tx.nav_ns {

@@ -1,11 +1,13 @@
 //! 802.11 as it is on the air, sans-IO on the lab clock: the PHYs' timing, airtime and
 //! error rates ([`phy`]), the DCF ([`dcf`]: contention slot by slot, ACKs, retries,
 //! binary exponential backoff, RTS/CTS and NAV, SINR reception), rate adaptation
-//! ([`rate`]), and Bianchi's model of its saturation throughput ([`bianchi`]) that it is
-//! validated against ([`saturation`] runs the same experiment on the DCF).
+//! ([`rate`]), a radio's frames as captures show them ([`monitor`]: radiotap), and
+//! Bianchi's model of its saturation throughput ([`bianchi`]) that it is validated
+//! against ([`saturation`] runs the same experiment on the DCF).
 
 pub mod bianchi;
 pub mod dcf;
+pub mod monitor;
 pub mod phy;
 pub mod rate;
 pub mod saturation;

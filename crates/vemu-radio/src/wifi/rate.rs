@@ -281,7 +281,7 @@ mod tests {
         // (Every tenth attempt at rate 5 fails.)
         let arrives = |mode: usize, tried: u64| match mode {
             0..=4 => true,
-            5 => tried % 10 != 0,
+            5 => !tried.is_multiple_of(10),
             _ => false,
         };
         let mut r = RateState::new(RateControl::Minstrel, 8, 7);
