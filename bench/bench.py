@@ -57,7 +57,14 @@
                    100,000 nodes (vs METIS), 32 TCP links (vs tbf); not part of `all`
   bench.py wifi-bianchi the 802.11 DCF against Bianchi's model: saturated stations with his
                    parameters, (W, m) = (32, 3), (32, 5), (128, 3), basic and RTS/CTS, 5..50
-                   stations, on the virtual clock (VEMU_BIANCHI_SECONDS of lab time each)
+                   stations, on the virtual clock (VEMU_BIANCHI_SECONDS of lab time each),
+                   and W = 32, m = 5 in real labs of 5, 10, 20 stations (VEMU_BIANCHI_LAB=0:
+                   not; VEMU_BIANCHI_LAB_SECONDS each)
+  bench.py wifi-chain TCP over 1..7 radio hops of 802.11b, basic and RTS/CTS access
+                   (VEMU_WIFI_CHAIN_SECONDS each), beside the published shape
+  bench.py wifi-hidden a hidden-terminal pair with and without RTS/CTS
+  bench.py wifi-cpu the DCF's cost: a saturated 802.11g cell of 10 and 50 stations at
+                   54 Mbit/s, the engine's CPU share
   bench.py all     all of the above but soak (mininet only when Mininet is installed)
 
 Run as root from the repository (after `cargo build --release`).
@@ -84,7 +91,7 @@ from experiments.soak import bench_soak
 from experiments.machines import bench_lan_machines, bench_machine_hop, bench_machines, bench_placement
 from experiments.ui import bench_ui
 from experiments.qos import bench_qos
-from experiments.wifi import bench_wifi_bianchi
+from experiments.wifi import bench_wifi_bianchi, bench_wifi_chain, bench_wifi_cpu, bench_wifi_hidden
 
 
 def main():
@@ -117,6 +124,9 @@ def main():
         "qos": [bench_qos],
         "images": [bench_images],
         "wifi-bianchi": [bench_wifi_bianchi],
+        "wifi-chain": [bench_wifi_chain],
+        "wifi-hidden": [bench_wifi_hidden],
+        "wifi-cpu": [bench_wifi_cpu],
         "all": [bench_link, bench_accuracy, bench_density, bench_chain, bench_scale, bench_cpu, bench_switch, bench_api, bench_channel, bench_manet, bench_mininet, bench_machines, bench_machine_hop, bench_lan_machines, bench_ui, bench_placement, bench_qos, bench_wifi_bianchi],
     }
     if which not in todo:

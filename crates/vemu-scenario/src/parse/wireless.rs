@@ -575,7 +575,9 @@ fn member_places(
                 );
             }
         }
-        if pos.is_none() && area.is_none() && !traced {
+        // (A position given but wrong has its own error.)
+        let given = rest.iter().any(|e| e.0 == "position");
+        if pos.is_none() && !given && area.is_none() && !traced {
             p.err(*mmark, &mf, format!("member '{name}' needs a 'position' (or give the segment an 'area' to place members at random)"));
         }
         members.push((pos, mob));

@@ -158,6 +158,7 @@ fn wireless_errors_name_the_field() {
         &[
             ("    propagation: rayleigh\n    members: [{node: a, position: [0, 0]}, {node: b, position: [1, 0]}]\n", "t.yaml:5:18: segments.air.propagation: unknown propagation model 'rayleigh'"),
             ("    members: [a, {node: b, position: [1, 0]}]\n", "segments.air.members[0]: member 'a' needs a 'position'"),
+            ("    members: [{node: a, position: [-1, 0]}, {node: b, position: [1, 0]}]\n", "segments.air.members[0].position: expected a position like [100, 50]"),
             ("    mobility: {model: random-walk, speed: 1-5}\n    members: [{node: a, position: [0, 0]}, {node: b, position: [1, 0]}]\n", "segments.air.mobility: 'random-walk' needs the segment's 'area'"),
             ("    area: 100x100\n    mobility: {model: random-waypoint, speed: 20-5}\n    members: [a, b]\n", "segments.air.mobility.speed: expected a speed like 5 or a range like 0-20 (m/s), got '20-5'"),
             ("    area: 100x100\n    members: [a, {node: b, position: [150, 0]}]\n", "segments.air.members[1].position: (150, 0) is outside the area 100x100"),
@@ -166,6 +167,9 @@ fn wireless_errors_name_the_field() {
             ("    trace: /nonexistent.tcl\n    members: [a, b]\n", "cannot read ns-2 trace '/nonexistent.tcl'"),
         ],
     );
+    // A wrong position is said once, not also as a missing one.
+    let m = seg("    members: [{node: a, position: [-1, 0]}, {node: b, position: [1, 0]}]\n");
+    assert!(!m.contains("needs a 'position'"), "{m}");
     let m = one_error("nodes: {a: {}, b: {}}\nsegments:\n  lan: {members: [{node: a, position: [0, 0]}, b], range: 100m}\n");
     assert!(
         m.contains("segments.lan.range: 'range' applies to 'kind: wireless' segments only"),
