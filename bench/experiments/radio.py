@@ -28,15 +28,24 @@ def bench_channel():
 
 
 def bench_manet():
+    """The 50-node MANET at each pause time, over the simple medium (`csma: false`, as
+    before issue 62) and over the 802.11 DCF (`csma: true`, 802.11b at 11 Mbit/s):
+    VEMU_MANET_MACS picks (default both)."""
     import random
 
     duration = int(os.environ.get("VEMU_MANET_DURATION", "60"))
     pauses = [int(p) for p in os.environ.get("VEMU_MANET_PAUSES", "0,15,30,60").split(",")]
+    macs = os.environ.get("VEMU_MANET_MACS", "simple,dcf").split(",")
     base = open(os.path.join(ROOT, "examples", "manet-50.yaml")).read()
     rows = []
-    for pause in pauses:
+    for mac, pause in [(m, p) for m in macs for p in pauses]:
         seed = 1
         yaml = base.replace("pause: 0s", f"pause: {pause}s").replace("seed: 1", f"seed: {seed}")
+        if mac == "dcf":
+            # VEMU_MANET_DCF: more keys for the DCF, e.g. 'basic_rate: 11Mbit; rate_control: minstrel'.
+            extra = "".join(f"    {k.strip()}\n" for k in os.environ.get("VEMU_MANET_DCF", "").split(";") if k.strip())
+            yaml = yaml.replace("    range: 250m\n", "    range: 250m\n    csma: true\n    standard: 802.11b\n    rate: 11Mbit\n" + extra)
+            assert "csma: true" in yaml
         path = os.path.join(ROOT, "examples", f".bench-manet-{pause}.yaml")
         with open(path, "w") as f:
             f.write(yaml)
@@ -55,12 +64,18 @@ def bench_manet():
         finally:
             down("b-manet")
         r = json.loads(vemu("report", "--lab", "b-manet", "--json"))
-        rows.append([pause, duration, seed, r["sent"], r["delivered"], r["pdr"], r["delay_ms"]["mean"], r["routing_frames"], r["routing_per_delivered"], cpu])
-        print(f"manet pause {pause:4} s: delivery ratio {r['pdr']:.3f} ({r['delivered']}/{r['sent']}), mean delay {r['delay_ms']['mean']:.1f} ms, "
+        rows.append([mac, pause, duration, seed, r["sent"], r["delivered"], r["pdr"], r["delay_ms"]["mean"], r["routing_frames"], r["routing_per_delivered"], cpu])
+        print(f"manet {mac:6} pause {pause:4} s: delivery ratio {r['pdr']:.3f} ({r['delivered']}/{r['sent']}), mean delay {r['delay_ms']['mean']:.1f} ms, "
               f"{r['routing_per_delivered']:.1f} routing frames per delivered packet, engine CPU {cpu:.1f}% of a core")
     write_md("manet", "50-node MANET with babeld", "NET's MANET scenario (50 nodes, 1500 m × 300 m, random waypoint, AODV; delivery ratio and overhead vs. pause time)",
-             ["pause (s)", "duration (s)", "seed", "sent", "delivered", "delivery ratio", "mean delay (ms)", "routing frames", "routing / delivered", "engine CPU (%)"], rows)
-    write_csv("manet.csv", ["pause_s", "duration_s", "seed", "sent", "delivered", "pdr", "delay_ms_mean", "routing_frames", "routing_per_delivered", "engine_cpu_percent"], rows)
-    xs = [r[0] for r in rows]
-    plot("manet_pdr.png", f"50-node MANET, babeld, 20 CBR flows, {duration} s", "pause time (s)", "packet delivery ratio", [("vemu + babeld", xs, [r[5] for r in rows])])
-    plot("manet_overhead.png", f"50-node MANET, babeld, 20 CBR flows, {duration} s", "pause time (s)", "routing frames per delivered packet", [("vemu + babeld", xs, [r[8] for r in rows])])
+             ["MAC", "pause (s)", "duration (s)", "seed", "sent", "delivered", "delivery ratio", "mean delay (ms)", "routing frames", "routing / delivered", "engine CPU (%)"], rows,
+             ["MAC simple: the medium without contention (csma: false); dcf: the 802.11 DCF (csma: true, 802.11b at 11 Mbit/s)."])
+    write_csv("manet.csv", ["mac", "pause_s", "duration_s", "seed", "sent", "delivered", "pdr", "delay_ms_mean", "routing_frames", "routing_per_delivered", "engine_cpu_percent"], rows)
+    label = {"simple": "vemu + babeld, simple medium", "dcf": "vemu + babeld, 802.11 DCF"}
+    pdr, over = [], []
+    for mac in macs:
+        pts = [r for r in rows if r[0] == mac]
+        pdr.append((label.get(mac, mac), [r[1] for r in pts], [r[6] for r in pts]))
+        over.append((label.get(mac, mac), [r[1] for r in pts], [r[9] for r in pts]))
+    plot("manet_pdr.png", f"50-node MANET, babeld, 20 CBR flows, {duration} s", "pause time (s)", "packet delivery ratio", pdr)
+    plot("manet_overhead.png", f"50-node MANET, babeld, 20 CBR flows, {duration} s", "pause time (s)", "routing frames per delivered packet", over)

@@ -69,6 +69,9 @@ pub struct Timing {
     pub cts_bits: u64,
     /// The rates (lowest first); the basic rate (control frames, broadcast) is one.
     pub modes: Vec<Mode>,
+    /// Which of them is the basic rate (0: the lowest, as every preset).
+    #[serde(default)]
+    pub basic: usize,
 }
 
 const fn ofdm(mbps_x10: u64, bits: u8, code: (u8, u8)) -> Mode {
@@ -116,6 +119,7 @@ impl Timing {
                 rts_bits: 160,
                 cts_bits: 112,
                 modes: vec![Mode { rate_bps: 1_000_000, modulation: Modulation::Gfsk }],
+                basic: 0,
             },
             Standard::B => real(Timing {
                 standard,
@@ -137,6 +141,7 @@ impl Timing {
                     Mode { rate_bps: 5_500_000, modulation: Modulation::Cck },
                     Mode { rate_bps: 11_000_000, modulation: Modulation::Cck },
                 ],
+                basic: 0,
             }),
             Standard::A | Standard::G => real(Timing {
                 standard,
@@ -153,6 +158,7 @@ impl Timing {
                 rts_bits: 0,
                 cts_bits: 0,
                 modes: OFDM_MODES.to_vec(),
+                basic: 0,
             }),
         };
         t.settled()
@@ -175,9 +181,9 @@ impl Timing {
         self
     }
 
-    /// The lowest rate: control frames' and broadcasts' (the basic rate set's first).
+    /// The basic rate: control frames' and broadcasts' (the lowest unless `basic` says).
     pub fn basic_mode(&self) -> Mode {
-        self.modes[0]
+        self.modes[self.basic.min(self.modes.len().saturating_sub(1))]
     }
 
     /// Airtime of a frame of `bits` (MAC header included) at `mode`, ns.

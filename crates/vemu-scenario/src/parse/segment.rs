@@ -15,6 +15,11 @@ pub(crate) fn subnet_choice(p: &mut P, node: &Node, field: &str, v6: bool) -> Su
     .unwrap_or(SubnetChoice::Auto)
 }
 
+/// A key only a wireless segment takes (its radio's or its 802.11 MAC's).
+fn radio_key(k: &str) -> bool {
+    wireless::WIRELESS_KEYS.contains(&k) || super::wifi::DCF_KEYS.contains(&k)
+}
+
 pub(crate) const SEGMENT_KEYS: &[&str] = &[
     "kind", "members", "capacity", "weight", "aging", "snooping", "ipv4", "ipv6", "egress",
     "ingress", "canvas",
@@ -35,6 +40,7 @@ pub(crate) fn segment(
     let mut allowed = SEGMENT_KEYS.to_vec();
     allowed.extend_from_slice(IMPAIRMENT_KEYS);
     allowed.extend_from_slice(wireless::WIRELESS_KEYS);
+    allowed.extend_from_slice(super::wifi::DCF_KEYS);
     let entries = p.map(node, &field, &allowed);
     let kind = entries.iter().find(|e| e.0 == "kind").and_then(|(_, _, v)| {
         p.scalar(v, &join(&field, "kind"), |s| match s {
@@ -44,8 +50,7 @@ pub(crate) fn segment(
     });
     let is_wireless = kind.as_deref() == Some("wireless");
     for (k, kmark, _) in &entries {
-        let (lan_only, radio_only) =
-            (["capacity", "aging"].contains(k), wireless::WIRELESS_KEYS.contains(k));
+        let (lan_only, radio_only) = (["capacity", "aging"].contains(k), radio_key(k));
         if (is_wireless && lan_only) || (!is_wireless && radio_only) {
             let other = if is_wireless { "lan" } else { "wireless" };
             p.err(

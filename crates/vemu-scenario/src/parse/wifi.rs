@@ -24,6 +24,7 @@ pub const DCF_KEYS: &[&str] = &[
     "cw_min",
     "cw_max",
     "ack_timeout",
+    "basic_rate",
 ];
 
 /// Keys of a member's own radio (with `csma: true`).
@@ -131,7 +132,20 @@ pub(super) fn dcf(
     let std = get("standard")
         .and_then(|(_, v)| p.scalar(v, &f("standard"), standard))
         .unwrap_or(Standard::B);
-    let timing = overridden(p, &get, field, Timing::preset(std));
+    let mut timing = overridden(p, &get, field, Timing::preset(std));
+    // The basic rate: control frames and broadcasts (the standard's lowest unless given).
+    if let Some((m, v)) = get("basic_rate") {
+        if let Some(bps) = p.scalar(v, &f("basic_rate"), crate::units::rate_bps) {
+            match timing.modes.iter().position(|x| x.rate_bps == bps) {
+                Some(i) => timing.basic = i,
+                None => p.err(
+                    m,
+                    &f("basic_rate"),
+                    format!("{} Mbit/s is not a rate of {std:?}", bps as f64 / 1e6),
+                ),
+            }
+        }
+    }
     // The rate: one of the standard's (the top one unless given).
     let top = timing.modes.len() - 1;
     let mode = match rate_given {

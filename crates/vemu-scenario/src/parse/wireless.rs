@@ -12,7 +12,8 @@ use super::{integer, join, Entries, P};
 use crate::units;
 use crate::yaml::{Mark, Node, Value};
 
-/// Keys a wireless segment takes beyond those of every segment.
+/// Keys a wireless segment takes beyond those of every segment (and its 802.11 MAC's:
+/// [`super::wifi::DCF_KEYS`]).
 pub const WIRELESS_KEYS: &[&str] = &[
     "propagation",
     "range",
@@ -32,19 +33,6 @@ pub const WIRELESS_KEYS: &[&str] = &[
     "tick",
     "mobility",
     "trace",
-    // The 802.11 MAC's (`csma: true`: super::wifi::DCF_KEYS).
-    "standard",
-    "rate_control",
-    "rts_threshold",
-    "short_retry",
-    "long_retry",
-    "slot",
-    "sifs",
-    "difs",
-    "eifs",
-    "cw_min",
-    "cw_max",
-    "ack_timeout",
 ];
 
 /// Keys a member of a wireless segment takes (the last three its 802.11 radio's:

@@ -103,6 +103,11 @@ fn an_80211_segment_takes_its_standard_rates_retries_and_members_radios() {
     assert_eq!((t.slot_ns, t.sifs_ns, t.difs_ns), (20_000, 28_000, 68_000));
     assert_eq!((t.cw_min, t.cw_max, d.config.ack_timeout_ns), (15, 255, Some(128_000)));
     assert_eq!(t.eifs_ns, 28_000 + 128_000 + 112_000 + 68_000, "SIFS + ACK at 1 Mbit/s + DIFS");
+    let p = ok("nodes: {a: {}, b: {}}\nsegments:\n  air: {kind: wireless, csma: true, basic_rate: 2Mbit, members: [{node: a, position: '0,0'}, {node: b, position: '1,0'}]}\n");
+    let t = p.segments[0].wireless.as_ref().unwrap().medium.dcf.clone().unwrap().config.timing;
+    assert_eq!(t.basic_mode().rate_bps, 2_000_000, "802.11b's second rate");
+    let e = bad("nodes: {a: {}, b: {}}\nsegments:\n  air: {kind: wireless, csma: true, basic_rate: 6Mbit, members: [{node: a, position: '0,0'}, {node: b, position: '1,0'}]}\n");
+    assert!(e.to_string().contains("segments.air.basic_rate: 6 Mbit/s is not a rate of B"), "{e}");
     let p = ok("nodes: {a: {}, b: {}}\nsegments:\n  air: {kind: wireless, csma: true, standard: fhss, eifs: 128us, members: [{node: a, position: '0,0'}, {node: b, position: '1,0'}]}\n");
     let t = p.segments[0].wireless.as_ref().unwrap().medium.dcf.clone().unwrap().config.timing;
     assert_eq!((t.difs_ns, t.eifs_ns), (128_000, 128_000));
