@@ -26,6 +26,13 @@ pub type Frame = Arc<Vec<u8>>;
 /// docs/design.md, "One frame's way".)
 pub const MAX_BURST_NS: u64 = 1_000_000;
 
+/// How far ahead of the lab clock an 802.11 channel is decided when it is due. An 802.11
+/// channel with stations backing off has an event every slot (9 µs for OFDM): waking the
+/// engine for each cost a core at 50 saturated stations (bench/README.md, `wifi-cpu`).
+/// Its decisions stay slot-exact on the lab clock and what it delivers is written at its
+/// own time; only a frame a node sends meanwhile reaches its radio up to this late.
+pub const RADIO_AHEAD_NS: u64 = 50_000;
+
 /// Shortest frame the core takes: the virtio-net header, an Ethernet header and one
 /// byte. Shorter ones are ignored.
 pub const MIN_FRAME: usize = VNET_HDR_LEN + 15;

@@ -536,7 +536,8 @@ impl Core {
         self.poll_timeout().map_or(0, |t| now.saturating_sub(t))
     }
 
-    /// Let time reach `now`: the radio channels carry out what is due. Frames due are
+    /// Let time reach `now`: the radio channels carry out what is due (and what follows
+    /// within [`RADIO_AHEAD_NS`]). Frames due are
     /// then handed out by [`Core::poll_transmit`].
     pub fn handle_timeout(&mut self, now: u64) {
         self.now_ns = self.now_ns.max(now);
@@ -568,7 +569,10 @@ impl Core {
             let g = self.radios[k];
             let r = self.segments[g as usize].radio.as_mut().expect("radio segment");
             if r.medium.next_event_ns().is_some_and(|t| t <= now) {
-                r.medium.advance(now, &mut r.outcomes);
+                // An 802.11 channel is decided ahead by RADIO_AHEAD_NS: what it delivers
+                // meanwhile waits for its own time like any frame.
+                let ahead = if r.medium.standard().is_some() { RADIO_AHEAD_NS } else { 0 };
+                r.medium.advance(now + ahead, &mut r.outcomes);
                 self.radio_outcomes(g);
             }
         }

@@ -303,6 +303,11 @@ pub struct Dcf {
     /// broadcast) that reached its radio.
     pairs: FxHashMap<(u32, u32), crate::PairCounters>,
     pos: Vec<Pos>,
+    /// Received powers (dBm, W) by (sender, receiver), computed when first asked and
+    /// forgotten when stations move.
+    power: std::cell::RefCell<FxHashMap<(u32, u32), (f64, f64)>>,
+    /// The configuration's noise, W.
+    noise_w: f64,
     sta: Vec<Station>,
     events: BinaryHeap<Reverse<(u64, u64, Ev)>>,
     seq: u64,
@@ -361,6 +366,7 @@ impl Dcf {
                 monitor: false,
             })
             .collect();
+        let cfg_noise_dbm = cfg.noise_dbm;
         let t = &cfg.timing;
         let rate_cost_ns = t
             .modes
@@ -378,6 +384,8 @@ impl Dcf {
             cfg,
             pairs: FxHashMap::default(),
             pos: positions.to_vec(),
+            power: Default::default(),
+            noise_w: crate::watts(cfg_noise_dbm),
             sta,
             events: BinaryHeap::new(),
             seq: 0,
@@ -426,7 +434,7 @@ impl Dcf {
             .map(|r| r.mode)
             .max()
             .map_or(self.cfg.timing.basic_mode(), |m| self.cfg.timing.modes[m]);
-        let noise = crate::watts(self.cfg.noise_dbm);
+        let noise = self.noise_w;
         (0..self.sta.len() as u32)
             .filter(|&j| j != s)
             .filter_map(|j| {
@@ -453,10 +461,30 @@ impl Dcf {
     /// Move the stations (one position each).
     pub fn set_positions(&mut self, positions: &[Pos]) {
         self.pos.copy_from_slice(positions);
+        self.power.get_mut().clear();
     }
 
     /// Received power at `to` of what `from` sends, dBm (−∞ across channels).
     pub fn rx_dbm(&self, from: u32, to: u32) -> f64 {
+        self.power_at(from, to).0
+    }
+
+    /// The same in W.
+    fn rx_w(&self, from: u32, to: u32) -> f64 {
+        self.power_at(from, to).1
+    }
+
+    fn power_at(&self, from: u32, to: u32) -> (f64, f64) {
+        if let Some(&p) = self.power.borrow().get(&(from, to)) {
+            return p;
+        }
+        let dbm = self.compute_rx_dbm(from, to);
+        let p = (dbm, crate::watts(dbm));
+        self.power.borrow_mut().insert((from, to), p);
+        p
+    }
+
+    fn compute_rx_dbm(&self, from: u32, to: u32) -> f64 {
         let (a, b) = (&self.sta[from as usize].cfg, &self.sta[to as usize].cfg);
         if a.channel != b.channel {
             return f64::NEG_INFINITY;
@@ -493,7 +521,9 @@ impl Dcf {
     /// A frame of `bytes` of payload from station `s` at `now_ns`, to `dst` (`None`: a
     /// broadcast). False when `s` is down or its queue is full.
     pub fn offer(&mut self, now_ns: u64, s: u32, id: u64, bytes: u64, dst: Option<u32>) -> bool {
-        self.now_ns = self.now_ns.max(now_ns);
+        // (A channel decided ahead of its driver's clock takes the frame when it is.)
+        let now_ns = self.now_ns.max(now_ns);
+        self.now_ns = now_ns;
         let st = &mut self.sta[s as usize];
         if !st.up || st.queue.len() >= self.cfg.queue_frames {
             return false;
@@ -698,8 +728,11 @@ impl Dcf {
         st.transmitting = true;
         st.locked = None;
         self.at(tx.end_ns, Ev::End(n));
+        // (A station that can neither detect nor sense it has nothing to do with it: its
+        // power still counts as interference, from the list of what is on the air.)
+        let floor = self.cfg.cca_pd_dbm.min(self.cfg.cca_ed_dbm);
         for j in 0..self.sta.len() as u32 {
-            if j != s && self.sta[j as usize].cfg.channel == channel {
+            if j != s && self.sta[j as usize].cfg.channel == channel && self.rx_dbm(s, j) >= floor {
                 let p = self.prop_ns(s, j);
                 self.at(t + p, Ev::Reach(n, j));
             }
@@ -741,15 +774,15 @@ impl Dcf {
         self.air
             .iter()
             .filter(|u| u.n != n && u.sender != j && u.start_ns <= t && u.end_ns > t)
-            .map(|u| crate::watts(self.rx_dbm(u.sender, j)))
+            .map(|u| self.rx_w(u.sender, j))
             .sum()
     }
 
     fn reach(&mut self, n: u64, j: u32, t: u64) {
         let Some(&tx) = self.tx(n) else { return };
         let rx = self.rx_dbm(tx.sender, j);
-        let noise = crate::watts(self.cfg.noise_dbm);
-        let sinr = crate::watts(rx) / (noise + self.interference_w(j, n, t));
+        let noise = self.noise_w;
+        let sinr = self.rx_w(tx.sender, j) / (noise + self.interference_w(j, n, t));
         let detected = rx >= self.cfg.cca_pd_dbm && sinr >= db(self.cfg.min_sinr_db);
         let st = &self.sta[j as usize];
         if !st.up {
@@ -818,8 +851,8 @@ impl Dcf {
         }
         cuts.sort_unstable();
         cuts.dedup();
-        let signal = crate::watts(self.rx_dbm(tx.sender, j));
-        let noise = crate::watts(self.cfg.noise_dbm);
+        let signal = self.rx_w(tx.sender, j);
+        let noise = self.noise_w;
         let dur = (tx.end_ns - tx.start_ns).max(1) as f64;
         let mut p = 1.0;
         for w in cuts.windows(2) {
@@ -827,7 +860,7 @@ impl Dcf {
             let i: f64 = overlapping
                 .iter()
                 .filter(|u| u.start_ns <= a && u.end_ns >= b)
-                .map(|u| crate::watts(self.rx_dbm(u.sender, j)))
+                .map(|u| self.rx_w(u.sender, j))
                 .sum();
             let bits = (tx.bits as f64 * (b - a) as f64 / dur).ceil() as u64;
             p *= phy::success_rate(tx.mode, signal / (noise + i), bits);
