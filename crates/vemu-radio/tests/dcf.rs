@@ -268,19 +268,23 @@ fn a_retransmitted_frame_is_taken_once() {
     assert_eq!(d.stats(1).rx_ok, 7, "every copy received, one delivered");
 }
 
+/// `frames` 1000-byte frames from station 0 to 1, one every `gap_ms` from `from`, each
+/// run to the next.
+fn send_from_0(d: &mut Dcf, id: &mut u64, frames: u64, from: u64, gap_ms: u64) {
+    for k in 0..frames {
+        *id += 1;
+        d.offer(from + k * gap_ms * MS, 0, *id, 1000, Some(1));
+        run(d, from + (k + 1) * gap_ms * MS);
+    }
+}
+
 /// ARF: at a distance where 54 Mbit/s fails the rate steps down; brought close, it
 /// climbs back.
 #[test]
 fn a_rate_steps_down_far_away_and_up_close() {
     let mut d = line(&[0.0, 300.0], |c| c.rate = RateControl::Arf);
     let mut id = 0;
-    let mut send = |d: &mut Dcf, frames: u64, from: u64| {
-        for k in 0..frames {
-            id += 1;
-            d.offer(from + k * 5 * MS, 0, id, 1000, Some(1));
-            run(d, from + (k + 1) * 5 * MS);
-        }
-    };
+    let mut send = |d: &mut Dcf, frames: u64, from: u64| send_from_0(d, &mut id, frames, from, 5);
     send(&mut d, 40, MS);
     let far = d.stats(0).mode;
     assert!(far < 7, "still at 54 Mbit/s 300 m away");
@@ -295,13 +299,7 @@ fn a_rate_steps_down_far_away_and_up_close() {
 fn minstrel_samples_its_way_up_close_and_holds_a_lower_rate_far_away() {
     let mut d = line(&[0.0, 5.0], |c| c.rate = RateControl::Minstrel);
     let mut id = 0;
-    let mut send = |d: &mut Dcf, frames: u64, from: u64| {
-        for k in 0..frames {
-            id += 1;
-            d.offer(from + k * 2 * MS, 0, id, 1000, Some(1));
-            run(d, from + (k + 1) * 2 * MS);
-        }
-    };
+    let mut send = |d: &mut Dcf, frames: u64, from: u64| send_from_0(d, &mut id, frames, from, 2);
     send(&mut d, 5, MS);
     assert_eq!(d.rate(0, Some(1)), Some(0), "it starts at the lowest rate");
     send(&mut d, 1000, 20 * MS);
