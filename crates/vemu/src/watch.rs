@@ -37,6 +37,20 @@ pub(crate) fn capture(
     count: Option<u64>,
     filter: &[String],
 ) -> Result<()> {
+    // (The filter takes the rest of the line: an option after it would be read as part
+    // of it, and libpcap's "syntax error" would not say why.)
+    // (A lone '-' or a negative number is the filter's own arithmetic.)
+    let option = |w: &String| {
+        w.starts_with('-') && !w[1..].starts_with(|c: char| c.is_ascii_digit()) && w.len() > 1
+    };
+    if let Some(opt) = filter.iter().find(|w| option(w)) {
+        let words: Vec<&str> =
+            filter.iter().take_while(|w| !option(w)).map(String::as_str).collect();
+        return Err(user(format!(
+            "'{opt}' comes after the filter: give options before it, e.g. vemu capture {iface} {opt} ... {}",
+            words.join(" ")
+        )));
+    }
     let lab = resolve_lab(lab)?;
     let points: Vec<&str> = points
         .iter()

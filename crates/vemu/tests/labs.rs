@@ -510,9 +510,13 @@ fn captures_at_both_ends_of_a_link_line_up_on_the_lab_clock() {
     eprintln!("captures at both ends of a 20 ms link: largest deviation from 20 ms {:.1} µs (engine lateness at most {:.1} µs)", worst * 1e6, late_ns as f64 / 1e3);
     assert!(worst <= 0.0001 + late_ns as f64 / 1e9, "{worst}");
     // Filters are checked; unknown interfaces are named.
-    let o = lab.vemu(&["capture", "n1", "-c", "1", "no such ((filter"]);
+    let o = vemu(&["capture", "--lab", "t-capture", "n1", "-c", "1", "no such ((filter"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o).contains("bad filter"), "{}", text(&o));
+    // An option after the filter would be read as part of it: said so.
+    let o = lab.vemu(&["capture", "n1", "-c", "1", "icmp", "-w", "/tmp/never.pcapng"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).contains("'-w' comes after the filter"), "{}", text(&o));
     let o = lab.vemu(&["capture", "n1:eth7", "-c", "1"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o).contains("has no interface 'eth7'"), "{}", text(&o));
