@@ -42,6 +42,30 @@ fn standard(s: &str) -> Result<Standard, String> {
     }
 }
 
+/// A member's own radio: its transmit power, antenna gain and channel (`field` names the
+/// member).
+fn station(p: &mut P, field: &str, rest: &Entries) -> StationConfig {
+    let mut s = StationConfig::default();
+    for (k, _, v) in rest {
+        match *k {
+            "tx_power" => {
+                s.tx_power_dbm =
+                    p.scalar(v, &join(field, k), super::wireless::power_w).map(vemu_radio::dbm)
+            }
+            "antenna_gain" => {
+                s.gain_dbi =
+                    p.scalar(v, &join(field, k), super::wireless::decibels_signed).unwrap_or(0.0)
+            }
+            "channel" => {
+                s.channel =
+                    p.scalar(v, &join(field, k), integer::<u16>("a channel number")).unwrap_or(1)
+            }
+            _ => {}
+        }
+    }
+    s
+}
+
 /// The standard's `timing` with what the segment overrides: `slot`, `sifs`, `difs`,
 /// `eifs` (durations; DIFS and EIFS follow a new slot or SIFS unless given) and `cw_min`,
 /// `cw_max` (slots).
@@ -225,31 +249,7 @@ pub(super) fn dcf(
     let stations = members
         .iter()
         .enumerate()
-        .map(|(i, (_, _, _, rest))| {
-            let mf = format!("{field}.members[{i}]");
-            let mut s = StationConfig::default();
-            for (k, _, v) in rest {
-                match *k {
-                    "tx_power" => {
-                        s.tx_power_dbm = p
-                            .scalar(v, &join(&mf, k), super::wireless::power_w)
-                            .map(vemu_radio::dbm)
-                    }
-                    "antenna_gain" => {
-                        s.gain_dbi = p
-                            .scalar(v, &join(&mf, k), super::wireless::decibels_signed)
-                            .unwrap_or(0.0)
-                    }
-                    "channel" => {
-                        s.channel = p
-                            .scalar(v, &join(&mf, k), integer::<u16>("a channel number"))
-                            .unwrap_or(1)
-                    }
-                    _ => {}
-                }
-            }
-            s
-        })
+        .map(|(i, (_, _, _, rest))| station(p, &format!("{field}.members[{i}]"), rest))
         .collect();
     Some(Box::new(DcfSetup { config, stations }))
 }
