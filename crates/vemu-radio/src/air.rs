@@ -113,15 +113,11 @@ impl Air {
         }
     }
 
-    /// Capture member `member`'s radio (`on`) or stop; false where there is no radio to
-    /// capture (the simple medium has no frames of its own).
-    pub fn set_monitor(&mut self, member: u32, on: bool) -> bool {
-        match self {
-            Air::Simple(_) => false,
-            Air::Dcf(d) => {
-                d.dcf.set_monitor(member, on);
-                true
-            }
+    /// Capture member `member`'s radio (`on`) or stop (the simple medium has no frames of
+    /// its own: nothing to capture).
+    pub fn set_monitor(&mut self, member: u32, on: bool) {
+        if let Air::Dcf(d) = self {
+            d.dcf.set_monitor(member, on);
         }
     }
 

@@ -366,7 +366,7 @@ impl Dcf {
                 monitor: false,
             })
             .collect();
-        let cfg_noise_dbm = cfg.noise_dbm;
+        let noise_w = crate::watts(cfg.noise_dbm);
         let t = &cfg.timing;
         let rate_cost_ns = t
             .modes
@@ -385,7 +385,7 @@ impl Dcf {
             pairs: FxHashMap::default(),
             pos: positions.to_vec(),
             power: Default::default(),
-            noise_w: crate::watts(cfg_noise_dbm),
+            noise_w,
             sta,
             events: BinaryHeap::new(),
             seq: 0,
@@ -438,11 +438,11 @@ impl Dcf {
         (0..self.sta.len() as u32)
             .filter(|&j| j != s)
             .filter_map(|j| {
-                let rx = self.rx_dbm(s, j);
+                let (rx, rx_w) = self.power_at(s, j);
                 if rx < self.cfg.cca_pd_dbm {
                     return None;
                 }
-                let p = phy::success_rate(mode, crate::watts(rx) / noise, 1500 * 8);
+                let p = phy::success_rate(mode, rx_w / noise, 1500 * 8);
                 Some(crate::Neighbour {
                     member: j,
                     distance_m: self.pos[s as usize].distance(self.pos[j as usize]),
