@@ -69,6 +69,22 @@ def rx_counters(lab, node):
     return int(b), int(p)
 
 
+def saturate(lab, senders, rate_bps, payload):
+    """The SINK in node r and the SENDER in each of `senders`, sending to r; returns the
+    processes (for stop())."""
+    dst = addresses(lab)["r"]
+    procs = [subprocess.Popen([*in_node(lab, "r"), "python3", "-c", SINK], start_new_session=True)]
+    return procs + start_senders(lab, senders, dst, rate_bps, payload)
+
+
+def received(lab, node, seconds):
+    """What `node`'s interface received over `seconds`: bytes, frames, and the time it took."""
+    b0, p0, t0 = *rx_counters(lab, node), time.monotonic()
+    time.sleep(seconds)
+    b1, p1, t1 = *rx_counters(lab, node), time.monotonic()
+    return b1 - b0, p1 - p0, t1 - t0
+
+
 def lab_rows():
     """W = 32, m = 5, basic access (the FHSS preset's window), in real labs."""
     model = subprocess.run(["cargo", "run", "--release", "--quiet", "-p", "vemu-radio", "--example", "bianchi", "--",
@@ -81,22 +97,15 @@ def lab_rows():
         up(lab, bianchi_yaml(lab, n))
         procs = []
         try:
-            dst = addresses(lab)["r"]
-            procs.append(subprocess.Popen([*in_node(lab, "r"), "python3", "-c", SINK], start_new_session=True))
-            procs += start_senders(lab, [f"s{i + 1}" for i in range(n)], dst, 1e6, 987)
+            procs = saturate(lab, [f"s{i + 1}" for i in range(n)], 1e6, 987)
             time.sleep(max(3, LAB_SECONDS // 10))
-            b0, p0, t0 = *rx_counters(lab, "r"), time.monotonic()
-            time.sleep(LAB_SECONDS)
-            b1, p1, t1 = *rx_counters(lab, "r"), time.monotonic()
+            got_bytes, frames, secs = received(lab, "r", LAB_SECONDS)
         finally:
-            for p in procs:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
+            stop(procs)
             down(lab)
         # Each frame's 802.11 payload: its Ethernet bytes less the 14-byte header, plus
         # the 8-byte LLC/SNAP header; over the channel's 1 Mbit/s.
-        frames = p1 - p0
-        got = ((b1 - b0) - 6 * frames) * 8 / (t1 - t0) / 1e6
+        got = (got_bytes - 6 * frames) * 8 / secs / 1e6
         rows.append(["lab", 32, 5, "basic", n, got, model[n], (got - model[n]) / model[n] * 100, frames, ""])
     return rows
 
@@ -171,7 +180,7 @@ def plot_fig6(table):
 
 def start_senders(lab, senders, dst, rate_bps, payload):
     """The SENDER program in each of `senders` (nodes), `payload`-byte UDP datagrams at
-    `rate_bps` to `dst`, and the SINK in the node that has `dst`; returns the processes."""
+    `rate_bps` to `dst`; returns the processes."""
     sender = SENDER.replace('b"x" * 987', f'b"x" * {payload}').replace("1029 * 8 / 1e6", f"{payload + 42} * 8 / {rate_bps}")
     st = json.loads(vemu("status", "--lab", lab, "--json"))
     mac = next(i["mac"] for n in st["nodes"] for i in n["ifaces"] if any(a.split("/")[0] == dst for a in i["addrs"]))
@@ -286,13 +295,9 @@ def bench_wifi_hidden():
             up(lab, yaml)
             procs = []
             try:
-                dst = addresses(lab)["r"]
-                procs.append(subprocess.Popen([*in_node(lab, "r"), "python3", "-c", SINK], start_new_session=True))
-                procs += start_senders(lab, ["a", "c"], dst, 1.5 * rate * 1e6, 1400)
+                procs = saturate(lab, ["a", "c"], 1.5 * rate * 1e6, 1400)
                 time.sleep(3)
-                b0, p0, t0 = *rx_counters(lab, "r"), time.monotonic()
-                time.sleep(seconds)
-                b1, p1, t1 = *rx_counters(lab, "r"), time.monotonic()
+                got_bytes, _, secs = received(lab, "r", seconds)
                 st = json.loads(vemu("status", "--lab", lab, "--json"))
             finally:
                 stop(procs)
@@ -301,7 +306,7 @@ def bench_wifi_hidden():
             macs = [m["radio"].get("mac") or {} for m in members]
             collided = sum(p["lost_collision"] for m in members for p in m["radio"]["sent_to"] if p["node"] == "r")
             sent = sum(m.get("tx_data", 0) for m in macs)
-            mbps = (b1 - b0) * 8 / (t1 - t0) / 1e6
+            mbps = got_bytes * 8 / secs / 1e6
             dropped = sum(m.get("dropped_retry_limit", 0) for m in macs)
             rows.append([rate, "rts" if rts else "basic", mbps, collided / max(sent, 1), dropped])
             print(f"wifi-hidden: {rate:2} Mbit/s {'RTS/CTS' if rts else 'basic  '}: {mbps:.2f} Mbit/s at r, "
@@ -327,21 +332,17 @@ def bench_wifi_cpu():
         up(lab, yaml)
         procs = []
         try:
-            dst = addresses(lab)["r"]
-            procs.append(subprocess.Popen([*in_node(lab, "r"), "python3", "-c", SINK], start_new_session=True))
-            procs += start_senders(lab, [f"s{i}" for i in range(1, n + 1)], dst, 60e6 / n, 1400)
+            procs = saturate(lab, [f"s{i}" for i in range(1, n + 1)], 60e6 / n, 1400)
             time.sleep(3)
-            b0, p0, t0 = *rx_counters(lab, "r"), time.monotonic()
-            cpu0 = engine_cpu_s(lab)
-            time.sleep(seconds)
+            cpu0, t0 = engine_cpu_s(lab), time.monotonic()
+            got_bytes, got_frames, secs = received(lab, "r", seconds)
             cpu = (engine_cpu_s(lab) - cpu0) / (time.monotonic() - t0) * 100
-            b1, p1, t1 = *rx_counters(lab, "r"), time.monotonic()
             verdict = fidelity_of(lab)
         finally:
             stop(procs)
             down(lab)
-        mbps = (b1 - b0) * 8 / (t1 - t0) / 1e6
-        frames = (p1 - p0) / (t1 - t0)
+        mbps = got_bytes * 8 / secs / 1e6
+        frames = got_frames / secs
         rows.append([n, mbps, frames, cpu, verdict])
         print(f"wifi-cpu: {n} stations at 54 Mbit/s: {mbps:.1f} Mbit/s ({frames:.0f} frames/s) at the receiver, engine CPU {cpu:.1f} % of a core, fidelity {verdict or '?'}")
     write_csv("wifi_cpu.csv", ["stations", "mbps_at_receiver", "frames_per_s", "engine_cpu_percent", "fidelity"], rows)
