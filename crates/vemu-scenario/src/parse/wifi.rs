@@ -66,6 +66,16 @@ fn station(p: &mut P, field: &str, rest: &Entries) -> StationConfig {
     s
 }
 
+/// One of the MAC's times: a duration of at most a second (802.11's are microseconds;
+/// a longer one is a typo, and would overflow the lab clock's sums).
+fn mac_time_ns(text: &str) -> Result<u64, String> {
+    let ns = crate::units::duration_ns(text)?;
+    if ns > 1_000_000_000 {
+        return Err(format!("'{text}' is longer than a second: 802.11's times are microseconds"));
+    }
+    Ok(ns)
+}
+
 /// The standard's `timing` with what the segment overrides: `slot`, `sifs`, `difs`,
 /// `eifs` (durations; DIFS and EIFS follow a new slot or SIFS unless given) and `cw_min`,
 /// `cw_max` (slots).
@@ -77,7 +87,7 @@ fn overridden<'a>(
 ) -> Timing {
     let time = |p: &mut P, k: &str, into: &mut u64| {
         if let Some((_, v)) = get(k) {
-            if let Some(ns) = p.scalar(v, &join(field, k), crate::units::duration_ns) {
+            if let Some(ns) = p.scalar(v, &join(field, k), mac_time_ns) {
                 *into = ns;
                 return true;
             }
@@ -244,8 +254,8 @@ pub(super) fn dcf(
     config.long_retry_limit = long_retry_limit;
     config.rts_threshold_bytes = rts_threshold_bytes;
     config.queue_frames = medium.queue_frames;
-    config.ack_timeout_ns = get("ack_timeout")
-        .and_then(|(_, v)| p.scalar(v, &f("ack_timeout"), crate::units::duration_ns));
+    config.ack_timeout_ns =
+        get("ack_timeout").and_then(|(_, v)| p.scalar(v, &f("ack_timeout"), mac_time_ns));
     let stations = members
         .iter()
         .enumerate()

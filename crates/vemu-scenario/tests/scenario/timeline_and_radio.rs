@@ -117,6 +117,20 @@ fn an_80211_segment_takes_its_standard_rates_retries_and_members_radios() {
             && e.to_string().contains("cw_min 63 and cw_max 31"),
         "{e}"
     );
+    // Hostile values: a huge time, a huge window, a negative one.
+    let e = bad("nodes: {a: {}, b: {}}\nsegments:\n  air: {kind: wireless, csma: true, slot: 100000000h, ack_timeout: 2s, members: [{node: a, position: '0,0'}, {node: b, position: '1,0'}]}\n");
+    assert!(
+        e.to_string().contains("segments.air.slot: '100000000h' is longer than a second"),
+        "{e}"
+    );
+    assert!(
+        e.to_string().contains("segments.air.ack_timeout: '2s' is longer than a second"),
+        "{e}"
+    );
+    let e = bad("nodes: {a: {}, b: {}}\nsegments:\n  air: {kind: wireless, csma: true, cw_max: 4294967295, members: [{node: a, position: '0,0'}, {node: b, position: '1,0'}]}\n");
+    assert!(e.to_string().contains("expected cw_min <= cw_max <= 65535"), "{e}");
+    let e = bad("nodes: {a: {}, b: {}}\nsegments:\n  air: {kind: wireless, csma: true, cw_min: -1, members: [{node: a, position: '0,0'}, {node: b, position: '1,0'}]}\n");
+    assert!(e.to_string().contains("segments.air.cw_min: expected a number of slots"), "{e}");
     let e = bad("nodes: {a: {}}\nsegments:\n  air: {kind: wireless, csma: true, sifs: 10, members: [{node: a, position: '0,0'}]}\n");
     assert!(
         e.to_string().contains("segments.air.sifs") && e.to_string().contains("needs a unit"),
