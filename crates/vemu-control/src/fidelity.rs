@@ -92,6 +92,36 @@ pub struct EngineEvidence {
     /// What the machines' software waited for a CPU.
     #[serde(default)]
     pub cpu: CpuEvidence,
+    /// The 802.11 channels' decisions (a slot decided late on the engine clock).
+    #[serde(default)]
+    pub channels: Vec<ChannelDecisions>,
+}
+
+/// How late the engine decided an 802.11 channel's medium: per decision, the time it
+/// came to it after the earliest slot then due (`vemu_engine::SegStats::decide_late_hist`).
+/// A decision later than the threshold is judged as a late frame is: the medium's
+/// collisions, backoffs and deliveries were then decided after their time.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ChannelDecisions {
+    /// The segment's name.
+    pub name: String,
+    /// Decisions by lateness, per bucket of [`DELAY_BUCKETS_NS`].
+    pub late_hist: Vec<u64>,
+    pub max_late_ns: u64,
+}
+
+impl ChannelDecisions {
+    /// The decisions since `before` (the same channel, earlier; the latest lateness
+    /// stays the run's: a maximum cannot be taken apart).
+    pub fn since(&self, before: &ChannelDecisions) -> ChannelDecisions {
+        let late_hist = self
+            .late_hist
+            .iter()
+            .enumerate()
+            .map(|(i, n)| n.saturating_sub(before.late_hist.get(i).copied().unwrap_or(0)))
+            .collect();
+        ChannelDecisions { late_hist, ..self.clone() }
+    }
 }
 
 /// The CPU the lab's software waited for ([`vemu_host::cpu_wait`]): seconds in which a
@@ -415,6 +445,33 @@ pub fn assess<'a>(
             });
         }
     }
+    for ch in &engine.channels {
+        let n: u64 = ch.late_hist.iter().sum();
+        if n < th.min_frames {
+            continue;
+        }
+        let late: u64 = ch.late_hist.iter().skip(first_late).sum();
+        let fraction = late as f64 / n as f64;
+        let verdict = judge(fraction, th);
+        if verdict != Verdict::Ok {
+            affected.push(DirFidelity {
+                name: format!("{} 802.11 decisions", ch.name),
+                verdict,
+                frames: n,
+                late_frames: late,
+                late_fraction: fraction,
+                p99_late_ns: bucket_quantile_ns(&ch.late_hist, 0.99).unwrap_or(0),
+                max_late_ns: ch.max_late_ns,
+                write_errors: 0,
+                underlay_lost: 0,
+                input_probes: 0,
+                input_late_probes: 0,
+                p99_input_wait_ns: 0,
+                arrival_late_frames: 0,
+                p99_arrival_wait_ns: 0,
+            });
+        }
+    }
     affected.sort_by(|a, b| {
         b.verdict.cmp(&a.verdict).then(b.late_fraction.total_cmp(&a.late_fraction))
     });
@@ -683,6 +740,33 @@ mod tests {
             late_max_ns: if late_2ms > 0 { 1_900_000 } else { 9_000 },
             ..DirStats::default()
         }
+    }
+
+    /// An 802.11 channel decided late is judged as late frames are, by its own name,
+    /// while its members' frames were all written on time.
+    #[test]
+    fn a_radio_channel_decided_late_is_judged_by_its_decisions() {
+        let th = FidelityThresholds::default();
+        let frames = dir(10_000, 0, 0);
+        let channel = |late| ChannelDecisions {
+            name: "air".into(),
+            late_hist: dir(10_000 - late, late, 0).late_hist,
+            max_late_ns: 1_900_000,
+        };
+        let on_time = EngineEvidence { channels: vec![channel(0)], ..Default::default() };
+        let f = assess([("air n1:wlan0 egress".to_string(), &frames)], &on_time, &th);
+        assert_eq!((f.verdict, f.affected.len()), (Verdict::Ok, 0));
+        let late = EngineEvidence { channels: vec![channel(300)], ..Default::default() };
+        let f = assess([("air n1:wlan0 egress".to_string(), &frames)], &late, &th);
+        assert_eq!(f.verdict, Verdict::Degraded);
+        let a = &f.affected[0];
+        assert_eq!(
+            (a.name.as_str(), a.frames, a.late_frames),
+            ("air 802.11 decisions", 10_000, 300)
+        );
+        // A window's decisions: the counts since the window before.
+        let w = channel(300).since(&channel(100));
+        assert_eq!(w.late_hist.iter().sum::<u64>(), 200);
     }
 
     #[test]

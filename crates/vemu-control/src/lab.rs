@@ -374,11 +374,30 @@ impl Controller {
             taps: w.taps.clone(),
             faults: c.engine_faults.clone(),
             cpu: w.cpu.clone(),
+            channels: self.channel_decisions(c),
         };
         let directions = self.named_directions(c);
         let run = crate::fidelity::links_pace_of(&directions);
         let engine = crate::fidelity::EngineEvidence { cpu: w.cpu.run_kept_pace(run), ..engine };
         crate::fidelity::assess(directions, &engine, &self.plan.fidelity)
+    }
+
+    /// The decisions of each 802.11 channel (`csma: true`) in `c`, by segment name.
+    pub(crate) fn channel_decisions(&self, c: &Counters) -> Vec<crate::fidelity::ChannelDecisions> {
+        let dcf = |g: &vemu_scenario::SegmentPlan| {
+            g.wireless.as_ref().is_some_and(|w| w.medium.dcf.is_some())
+        };
+        self.plan
+            .segments
+            .iter()
+            .zip(&c.segments)
+            .filter(|(g, _)| dcf(g))
+            .map(|(g, s)| crate::fidelity::ChannelDecisions {
+                name: g.name.clone(),
+                late_hist: s.decide_late_hist.clone(),
+                max_late_ns: s.decide_late_max_ns,
+            })
+            .collect()
     }
 
     /// Every direction of `c`, named for people: `LINK forward`, `SEGMENT NODE:IFACE egress`.

@@ -52,6 +52,7 @@ pub(crate) fn fidelity_monitor(ctl: Arc<Mutex<Controller>>) -> Background {
         // judged ok whatever the load, and a check in it trusted.)
         let mut before: Vec<DirStats> = Vec::new();
         let mut work_before: Vec<u64> = Vec::new();
+        let mut channels_before: Vec<crate::fidelity::ChannelDecisions> = Vec::new();
         let mut cpu_before: Vec<crate::worker::MachineCpu> = Vec::new();
         let mut t_before = 0u64;
         // This machine's CPU is read without the controller: its walk of the nodes'
@@ -68,6 +69,7 @@ pub(crate) fn fidelity_monitor(ctl: Arc<Mutex<Controller>>) -> Background {
                 }
                 before =
                     c.named_directions(&counters).into_iter().map(|(_, d)| d.clone()).collect();
+                channels_before = c.channel_decisions(&counters);
                 (work_before, cpu_before) = (counters.shard_work_ns.clone(), counters.cpu.clone());
                 t_before = c.clock.now_ns();
             }
@@ -130,7 +132,15 @@ pub(crate) fn fidelity_monitor(ctl: Arc<Mutex<Controller>>) -> Background {
             let mut cpu = CpuEvidence::window(&counters.cpu, &cpu_before, &c.plan.fidelity);
             cpu.links(crate::fidelity::links_pace_of(&window));
             cpu_before = counters.cpu.clone();
+            let channels_now = c.channel_decisions(&counters);
+            let channels = channels_now
+                .iter()
+                .enumerate()
+                .map(|(i, ch)| channels_before.get(i).map_or_else(|| ch.clone(), |b| ch.since(b)))
+                .collect();
+            channels_before = channels_now;
             let engine = EngineEvidence {
+                channels,
                 shard_busy,
                 windows: 1,
                 saturated_windows: saturated as u64,

@@ -267,6 +267,14 @@ pub struct DirStats {
 }
 
 /// `$a.f += $b.f` for each field `f` named.
+/// Add histogram `b`'s counts to `a`'s (made as long as `b`).
+fn add_hist(a: &mut Vec<u64>, b: &[u64]) {
+    if a.len() < b.len() {
+        a.resize(b.len(), 0);
+    }
+    a.iter_mut().zip(b).for_each(|(x, y)| *x += y);
+}
+
 macro_rules! add_fields {
     ($a:ident, $b:ident, $($f:ident),+) => {
         $($a.$f += $b.$f;)+
@@ -283,12 +291,7 @@ impl DirStats {
     /// Add another machine's counts of the same direction (a direction of a link
     /// between machines is counted in part by each: see `core::Core::handle_delivered`).
     pub fn merge(&mut self, o: &DirStats) {
-        let add = |a: &mut Vec<u64>, b: &[u64]| {
-            if a.len() < b.len() {
-                a.resize(b.len(), 0);
-            }
-            a.iter_mut().zip(b).for_each(|(x, y)| *x += y);
-        };
+        let add = add_hist;
         add_fields!(
             self, o, rx_frames, rx_bytes, tx_frames, tx_bytes, drop_loss, drop_queue, drop_down,
             drop_mtu
@@ -408,6 +411,11 @@ pub struct SegCounters {
     pub groups: AtomicU64,
     /// Group joins the switch could not record (its membership table was full).
     pub groups_refused: AtomicU64,
+    /// 802.11 channels: how late the engine decided the medium, per decision — the
+    /// time it came to it after the earliest slot then due (a slot decided late on the
+    /// engine clock), by bucket of [`DELAY_BUCKETS_NS`]; and the latest.
+    pub decide_late_hist: [AtomicU64; DELAY_BUCKETS_NS.len() + 1],
+    pub decide_late_max_ns: AtomicU64,
 }
 
 /// A snapshot of [`SegCounters`].
@@ -431,6 +439,11 @@ pub struct SegStats {
     pub groups: u64,
     #[serde(default)]
     pub groups_refused: u64,
+    /// 802.11 channels: decisions by how late they were taken ([`SegCounters`]).
+    #[serde(default)]
+    pub decide_late_hist: Vec<u64>,
+    #[serde(default)]
+    pub decide_late_max_ns: u64,
 }
 
 impl SegStats {
@@ -439,6 +452,8 @@ impl SegStats {
     pub fn merge(&mut self, o: &SegStats) {
         add_fields!(self, o, unicast, flooded, filtered, drop_capacity, air_frames, routing_frames);
         add_fields!(self, o, learned, learn_refused, multicast, groups, groups_refused);
+        add_hist(&mut self.decide_late_hist, &o.decide_late_hist);
+        self.decide_late_max_ns = self.decide_late_max_ns.max(o.decide_late_max_ns);
     }
 }
 
@@ -456,6 +471,8 @@ impl SegCounters {
             multicast: self.multicast.load(Relaxed),
             groups: self.groups.load(Relaxed),
             groups_refused: self.groups_refused.load(Relaxed),
+            decide_late_hist: self.decide_late_hist.iter().map(|a| a.load(Relaxed)).collect(),
+            decide_late_max_ns: self.decide_late_max_ns.load(Relaxed),
         }
     }
 }

@@ -567,11 +567,20 @@ impl Core {
         }
         for k in 0..self.radios.len() {
             let g = self.radios[k];
-            let r = self.segments[g as usize].radio.as_mut().expect("radio segment");
-            if r.medium.next_event_ns().is_some_and(|t| t <= now) {
+            let seg = &mut self.segments[g as usize];
+            let r = seg.radio.as_mut().expect("radio segment");
+            if let Some(due) = r.medium.next_event_ns().filter(|&t| t <= now) {
                 // An 802.11 channel is decided ahead by RADIO_AHEAD_NS: what it delivers
                 // meanwhile waits for its own time like any frame.
-                let ahead = if r.medium.standard().is_some() { RADIO_AHEAD_NS } else { 0 };
+                let ahead = if r.medium.standard().is_some() {
+                    // Fidelity: how long after its earliest due slot the medium was decided.
+                    let late = now - due;
+                    seg.counters.decide_late_hist[delay_bucket(late)].fetch_add(1, Relaxed);
+                    seg.counters.decide_late_max_ns.fetch_max(late, Relaxed);
+                    RADIO_AHEAD_NS
+                } else {
+                    0
+                };
                 r.medium.advance(now + ahead, &mut r.outcomes);
                 self.radio_outcomes(g);
             }

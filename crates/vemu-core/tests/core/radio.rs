@@ -134,3 +134,60 @@ fn routing_frames_on_the_air_are_counted() {
     let seg = s.core.segment_counters(0).snapshot();
     assert_eq!((seg.air_frames, seg.routing_frames), (2, 1));
 }
+
+/// An 802.11 channel (`csma: true`, the DCF) of two stations 10 m apart, 802.11b.
+fn dcf_pair() -> (Sim, Vec<PortId>) {
+    use vemu_radio::wifi::dcf::{DcfConfig, DcfSetup, StationConfig};
+    use vemu_radio::wifi::phy::{Standard, Timing};
+    let mut core = Core::new();
+    let cfg = MediumConfig {
+        model: Model::FreeSpace,
+        radio: Radio::default(),
+        rate_bps: 11_000_000,
+        preamble_ns: 0,
+        carrier_sense_m: 250.0,
+        csma: true,
+        queue_frames: 1000,
+        seed: 5,
+        dcf: Some(Box::new(DcfSetup {
+            config: DcfConfig::preset(Timing::preset(Standard::B), Model::FreeSpace, 5),
+            stations: vec![StationConfig::default(); 2],
+        })),
+    };
+    let members =
+        (0..2).map(|i| MemberConfig { vlan: 1, seeds: [i, 100 + i], ..Default::default() });
+    let ports = core.add_segment(SegmentConfig {
+        members: members.collect(),
+        aging_ns: 300_000 * MS,
+        radio: Some((cfg, vec![Pos::new(0.0, 0.0), Pos::new(10.0, 0.0)])),
+        ..Default::default()
+    });
+    (Sim::new(core), ports)
+}
+
+/// Fidelity of an 802.11 channel: each time the engine decides the medium it counts how
+/// long after the earliest slot then due it came (`decide_late_hist`). A driver on time
+/// decides every slot at its time; one that comes 3 ms late says so.
+#[test]
+fn a_channel_decided_after_its_slot_counts_the_lateness() {
+    let (mut s, p) = dcf_pair();
+    s.send(0, p[0], eth(mac(11), mac(10), 500, 1));
+    s.finish();
+    assert_eq!(s.arrivals(p[1]).len(), 1);
+    let seg = s.core.segment_counters(0).snapshot();
+    let decisions: u64 = seg.decide_late_hist.iter().sum();
+    assert!(decisions > 0 && decisions == seg.decide_late_hist[0], "{seg:?}");
+    assert_eq!(seg.decide_late_max_ns, 0);
+
+    let (mut s, p) = dcf_pair();
+    s.core.handle_frame(0, p[0], eth(mac(11), mac(10), 500, 1));
+    // The driver comes back 3 ms after the frame was offered (its DIFS long past).
+    s.now = 3 * MS;
+    s.step();
+    s.finish();
+    assert_eq!(s.arrivals(p[1]).len(), 1, "decided late, but decided");
+    let seg = s.core.segment_counters(0).snapshot();
+    let bucket = vemu_core::counters::delay_bucket(seg.decide_late_max_ns);
+    assert!(seg.decide_late_max_ns > 2 * MS && seg.decide_late_max_ns <= 3 * MS, "{seg:?}");
+    assert_eq!(seg.decide_late_hist[bucket], 1, "{seg:?}");
+}
