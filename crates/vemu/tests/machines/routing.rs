@@ -91,7 +91,8 @@ fn an_frr_ospf_ring_across_three_machines_converges_and_reroutes() {
 }
 
 /// A MANET on two machines: the five-node radio line with n1, n2 on machine a and n4,
-/// n5 on b (examples/manet-two-machines.yaml). The radio channel runs on a; n4's and n5's
+/// n5 on b (examples/manet-two-machines.yaml), over the 802.11 DCF. The channel (its
+/// whole DCF, ACKs included) runs on a; n4's and n5's
 /// frames reach it, and its deliveries reach them, through tunnels. babeld routes n1 to
 /// n5 over exactly 4 hops across the machines; the channel's view (who hears whom, who
 /// sent to whom) includes the far members; each member's directions are counted once,
@@ -164,6 +165,14 @@ fn a_manet_across_two_machines_routes_with_babeld_over_one_radio_channel() {
         (vec!["n4".to_string()], vec!["n4".to_string()]),
         "{n5}"
     );
+    // The channel is the 802.11 DCF (csma: true), decided on a for the far members too:
+    // n5's unicast frames (pings toward n1, through n4) were acknowledged, and the
+    // engine on a counted its decisions of the medium.
+    assert!(n5["mac"]["acked"].as_u64().unwrap_or(0) > 0, "{n5}");
+    let decided: u64 = st["segments"][0]["stats"]["decide_late_hist"]
+        .as_array()
+        .map_or(0, |h| h.iter().map(|n| n.as_u64().unwrap_or(0)).sum());
+    assert!(decided > 0, "{}", st["segments"][0]["stats"]);
     // n5's egress is carried out (and counted) on b, its ingress on a; both lead by the
     // underlay's one-way delay, measured.
     let port = &st["segments"][0]["members"][4];
