@@ -36,7 +36,14 @@ def bench_manet():
     duration = int(os.environ.get("VEMU_MANET_DURATION", "60"))
     pauses = [int(p) for p in os.environ.get("VEMU_MANET_PAUSES", "0,15,30,60").split(",")]
     macs = os.environ.get("VEMU_MANET_MACS", "simple,dcf").split(",")
+    # VEMU_MANET_HELLO_S: babeld's hello interval (the example's 1 s; babeld's own default is 4 s).
+    hello_s = int(os.environ.get("VEMU_MANET_HELLO_S", "1"))
     base = open(os.path.join(ROOT, "examples", "manet-50.yaml")).read()
+    if hello_s != 1:
+        conf = ('"{% for i in ifaces %}interface {{ i.name }} type wireless hello-interval ' + str(hello_s)
+                + '\\n{% endfor %}redistribute local\\n"')
+        base = base.replace("{template: babeld/babeld-wireless.conf.j2}", conf)
+        assert f"hello-interval {hello_s}" in base
     rows = []
     for mac, pause in [(m, p) for m in macs for p in pauses]:
         seed = 1
@@ -64,18 +71,20 @@ def bench_manet():
         finally:
             down("b-manet")
         r = json.loads(vemu("report", "--lab", "b-manet", "--json"))
-        rows.append([mac, pause, duration, seed, r["sent"], r["delivered"], r["pdr"], r["delay_ms"]["mean"], r["routing_frames"], r["routing_per_delivered"], cpu])
-        print(f"manet {mac:6} pause {pause:4} s: delivery ratio {r['pdr']:.3f} ({r['delivered']}/{r['sent']}), mean delay {r['delay_ms']['mean']:.1f} ms, "
+        rows.append([mac, hello_s, pause, duration, seed, r["sent"], r["delivered"], r["pdr"], r["delay_ms"]["mean"], r["routing_frames"], r["routing_per_delivered"], cpu])
+        print(f"manet {mac:6} hello {hello_s} s pause {pause:4} s: delivery ratio {r['pdr']:.3f} ({r['delivered']}/{r['sent']}), mean delay {r['delay_ms']['mean']:.1f} ms, "
               f"{r['routing_per_delivered']:.1f} routing frames per delivered packet, engine CPU {cpu:.1f}% of a core")
     write_md("manet", "50-node MANET with babeld", "NET's MANET scenario (50 nodes, 1500 m × 300 m, random waypoint, AODV; delivery ratio and overhead vs. pause time)",
-             ["MAC", "pause (s)", "duration (s)", "seed", "sent", "delivered", "delivery ratio", "mean delay (ms)", "routing frames", "routing / delivered", "engine CPU (%)"], rows,
+             ["MAC", "babeld hello (s)", "pause (s)", "duration (s)", "seed", "sent", "delivered", "delivery ratio", "mean delay (ms)", "routing frames", "routing / delivered", "engine CPU (%)"], rows,
              ["MAC simple: the medium without contention (csma: false); dcf: the 802.11 DCF (csma: true, 802.11b at 11 Mbit/s)."])
-    write_csv("manet.csv", ["mac", "pause_s", "duration_s", "seed", "sent", "delivered", "pdr", "delay_ms_mean", "routing_frames", "routing_per_delivered", "engine_cpu_percent"], rows)
+    suffix = f"_hello{hello_s}" if hello_s != 1 else ""
+    write_csv(f"manet{suffix}.csv", ["mac", "hello_s", "pause_s", "duration_s", "seed", "sent", "delivered", "pdr", "delay_ms_mean", "routing_frames", "routing_per_delivered", "engine_cpu_percent"], rows)
     label = {"simple": "vemu + babeld, simple medium", "dcf": "vemu + babeld, 802.11 DCF"}
     pdr, over = [], []
     for mac in macs:
         pts = [r for r in rows if r[0] == mac]
-        pdr.append((label.get(mac, mac), [r[1] for r in pts], [r[6] for r in pts]))
-        over.append((label.get(mac, mac), [r[1] for r in pts], [r[9] for r in pts]))
-    plot("manet_pdr.png", f"50-node MANET, babeld, 20 CBR flows, {duration} s", "pause time (s)", "packet delivery ratio", pdr)
-    plot("manet_overhead.png", f"50-node MANET, babeld, 20 CBR flows, {duration} s", "pause time (s)", "routing frames per delivered packet", over)
+        name = label.get(mac, mac) + (f", hellos every {hello_s} s" if hello_s != 1 else "")
+        pdr.append((name, [r[2] for r in pts], [r[7] for r in pts]))
+        over.append((name, [r[2] for r in pts], [r[10] for r in pts]))
+    plot(f"manet_pdr{suffix}.png", f"50-node MANET, babeld, 20 CBR flows, {duration} s", "pause time (s)", "packet delivery ratio", pdr)
+    plot(f"manet_overhead{suffix}.png", f"50-node MANET, babeld, 20 CBR flows, {duration} s", "pause time (s)", "routing frames per delivered packet", over)
