@@ -1,10 +1,11 @@
 //! The controller of a lab: builds it through a [`worker::Worker`], keeps it running,
 //! serves its HTTP/JSON API ([`api`]), and tears it down. [`Client`] talks to that API.
 //!
-//! The boundary between the controller and the machine that hosts nodes and links is a
-//! set of serializable messages ([`worker::WorkerRequest`] / [`worker::WorkerReply`]),
-//! so that the same controller can drive a local worker (in-process) or, later, an
-//! agent on another machine.
+//! The boundary between the controller and the machines that host nodes and links is a
+//! set of serializable messages ([`worker::WorkerRequest`] / [`worker::WorkerReply`]):
+//! the same controller drives its own machine's share in-process
+//! ([`worker::LocalWorker`]) and the shares of other machines through their agents
+//! ([`agent`], over [`cluster`]).
 
 pub mod agent;
 pub mod api;

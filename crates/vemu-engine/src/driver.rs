@@ -21,7 +21,7 @@ use crate::schedule::{self, Priority, Schedule, Writers};
 use crate::tunnel;
 use nix::sys::socket::SockaddrLike;
 use vemu_fastpath::{Bucket, FastPath, Route};
-use vemu_host::cpus::{self, CpuSet};
+use vemu_sys::cpus::{self, CpuSet};
 
 mod spawn;
 mod udp;
@@ -210,7 +210,7 @@ const FIFO_PRIORITY: i32 = 10;
 
 /// The machine's CPU pressure so far, ns (see [`Schedule::review`]).
 fn machine_pressure_ns() -> Option<u64> {
-    vemu_host::cpu_wait::machine_pressure_us().map(|us| us.saturating_mul(1000))
+    vemu_sys::cpus::machine_pressure_us().map(|us| us.saturating_mul(1000))
 }
 
 /// Put the calling shard thread at `p`; the priority it has afterwards (real time can be

@@ -40,7 +40,7 @@
 use std::net::IpAddr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::sync::Mutex;
-use vemu_host::netlink::Netlink;
+use vemu_sys::netlink::Netlink;
 
 use anyhow::{anyhow, bail, Context, Result};
 use aya::maps::{Array, HashMap, MapData, MapError, PerCpuArray, PerCpuHashMap, PerCpuValues};

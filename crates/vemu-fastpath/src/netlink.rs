@@ -1,6 +1,6 @@
 //! The fast path's few route netlink messages: a plane device's token bucket, made or
 //! changed, and read back; an IFB device made. They go through vemu-host's client
-//! ([`vemu_host::netlink::Netlink::request`]).
+//! ([`vemu_sys::netlink::Netlink::request`]).
 
 use netlink_packet_core::{DefaultNla, Nla, NLM_F_CREATE, NLM_F_ECHO, NLM_F_EXCL, NLM_F_REPLACE};
 use netlink_packet_route::link::{InfoKind, LinkAttribute, LinkFlags, LinkInfo, LinkMessage};

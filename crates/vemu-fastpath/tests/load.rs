@@ -4,7 +4,7 @@ use vemu_fastpath::{Bucket, BucketStats, Counted, FastPath, Route};
 
 #[test]
 fn routes_and_counters_of_a_loaded_program() {
-    let ctl = vemu_host::netlink::Netlink::open().unwrap();
+    let ctl = vemu_sys::netlink::Netlink::open().unwrap();
     let fp = FastPath::load(ctl, 4).expect("the TC program loads (clang and BPF are needed)");
     fp.route(7, Route::Engine { tap: 8 }).unwrap();
     assert_eq!(fp.counted(7), Counted::default(), "no counter before a kernel route");
@@ -32,7 +32,7 @@ fn routes_and_counters_of_a_loaded_program() {
         format!("{e:#}").contains(&format!("plane device {}", vemu_fastpath::DENSE_BASE + 4)),
         "{e:#}"
     );
-    assert!(FastPath::load(vemu_host::netlink::Netlink::open().unwrap(), u32::MAX).is_err());
+    assert!(FastPath::load(vemu_sys::netlink::Netlink::open().unwrap(), u32::MAX).is_err());
 }
 
 #[test]
@@ -47,7 +47,7 @@ fn a_token_bucket_is_set_changed_and_read_back() {
             "{}",
             std::io::Error::last_os_error()
         );
-        let fp = FastPath::load(vemu_host::netlink::Netlink::open().unwrap(), 0)
+        let fp = FastPath::load(vemu_sys::netlink::Netlink::open().unwrap(), 0)
             .expect("the TC program loads");
         assert_eq!(
             fp.shaped(1).unwrap(),

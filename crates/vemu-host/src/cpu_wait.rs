@@ -19,36 +19,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use crate::LabPaths;
-
-/// The machine's CPU pressure so far: µs during which some task waited for a CPU
-/// (`None` where the kernel has no PSI).
-pub fn machine_pressure_us() -> Option<u64> {
-    parse_pressure(&fs::read_to_string("/proc/pressure/cpu").ok()?)
-}
-
-/// The `some … total=N` of a pressure file.
-fn parse_pressure(text: &str) -> Option<u64> {
-    let some = text.lines().find(|l| l.starts_with("some "))?;
-    some.split_whitespace().find_map(|f| f.strip_prefix("total="))?.parse().ok()
-}
-
-/// CPU time the hypervisor took from this machine so far, µs summed over its CPUs (the
-/// `steal` of `/proc/stat`: a virtual CPU ready to run but not run by its host), and
-/// how many CPUs that is over (`None` where the kernel counts none).
-pub fn machine_steal_us() -> Option<(u64, u32)> {
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    parse_steal(&fs::read_to_string("/proc/stat").ok()?, u64::try_from(hz).ok()?)
-}
-
-/// The steal time (µs) and the number of CPUs of a `/proc/stat` counting `hz` ticks a
-/// second.
-fn parse_steal(text: &str, hz: u64) -> Option<(u64, u32)> {
-    let total = text.lines().next()?.strip_prefix("cpu ")?;
-    let steal: u64 = total.split_whitespace().nth(7)?.parse().ok()?;
-    let cpus = text.lines().filter(|l| l.starts_with("cpu") && !l.starts_with("cpu ")).count();
-    Some((steal * 1_000_000 / hz.max(1), cpus as u32))
-}
+pub use vemu_sys::cpus::{machine_pressure_us, machine_steal_us};
 
 /// One node's processes so far: the time they ran and waited to run, ns.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -246,14 +217,8 @@ mod tests {
     }
 
     #[test]
-    fn pressure_and_schedstat_are_read() {
-        let psi = "some avg10=1.69 avg60=2.93 avg300=2.99 total=5331161377\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n";
-        assert_eq!(parse_pressure(psi), Some(5_331_161_377));
-        assert_eq!(parse_pressure("full total=3\n"), None);
+    fn schedstat_is_read() {
         assert_eq!(parse_schedstat("1200 340 7\n"), Some((1200, 340)));
         assert_eq!(parse_schedstat("junk"), None);
-        let stat = "cpu  1874502 13591 201994 1600023 6571 0 13801 5871 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\ncpu1 1 2 3 4 5 6 7 8 0 0\nintr 5\n";
-        assert_eq!(parse_steal(stat, 100), Some((58_710_000, 2)));
-        assert_eq!(parse_steal("cpu  1 2 3\n", 100), None, "an old kernel: no steal");
     }
 }

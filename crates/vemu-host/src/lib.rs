@@ -23,12 +23,10 @@
 pub mod cgroup;
 pub mod confine;
 pub mod cpu_wait;
-pub mod cpus;
 pub mod devices;
 pub mod divert;
 pub mod images;
 pub mod mgmt_nat;
-pub mod netlink;
 pub mod nic;
 pub mod tap;
 
@@ -43,6 +41,7 @@ mod setup;
 mod tenant_root;
 
 pub use lock::*;
+// The system helpers this layer shares with the engine (`vemu-sys`), where they were.
 pub use mounts::*;
 pub use node::*;
 pub use paths::*;
@@ -50,6 +49,8 @@ pub use plane::*;
 pub use process::*;
 pub use remove::*;
 pub use setup::*;
+pub use vemu_sys::netns::in_netns;
+pub use vemu_sys::{cpus, netlink};
 
 use std::collections::HashSet;
 use std::fs;

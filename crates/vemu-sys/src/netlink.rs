@@ -63,7 +63,7 @@ impl Netlink {
     /// Open a socket in the network namespace pinned at `netns` (the socket stays
     /// there; the calling thread does not move).
     pub fn open_in(netns: &std::path::Path) -> Result<Netlink> {
-        crate::in_netns(netns, Netlink::open)
+        crate::netns::in_netns(netns, Netlink::open)
     }
 
     /// Send `request` (a `Get…` message; `dump`: all of them) and hand each answer to
