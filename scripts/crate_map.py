@@ -7,9 +7,11 @@
 - a crate has no row in the map's crate table;
 - a top-level module of a crate (src/NAME.rs or src/NAME/, but lib.rs and main.rs) is
   not named in backquotes in its crate's row or in a paragraph of the page that names
-  the crate (`NAME`, `NAME.rs`, `NAME::…`, `NAME/…`, `dir/NAME.rs`).
+  the crate (`NAME`, `NAME.rs`, `NAME::…`, `NAME/…`, `dir/NAME.rs`);
+- a crate declares a dependency (or dev-dependency) that none of its Rust files names
+  (as `cargo machete` finds them: by the name, `-` read as `_`).
 
-Dev-dependencies are not checked (tests may use any crate below them).
+Dev-dependencies' edges are not checked (tests may use any crate below them).
 `--self-test` runs the checks on made-up pages.
 """
 import glob
@@ -18,6 +20,7 @@ import re
 import sys
 import tomllib
 
+UNUSED = []
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 EDGE = re.compile(r"^- (`[^`]+`(?:, `[^`]+`)*) → (.*)$")
 
@@ -50,6 +53,11 @@ def crate_text(doc, crate):
 def named(text, module):
     pat = re.compile(r"(^|[/\s(:])" + re.escape(module) + r"(\.rs|/|::|$|\s|\()")
     return any(pat.search(code) for code in re.findall(r"`([^`]+)`", text))
+
+
+def unused(declared, sources):
+    """The declared dependencies no source text names."""
+    return sorted(d for d in declared if not re.search(r"\b" + re.escape(d.replace("-", "_")) + r"\b", sources))
 
 
 def check(doc, crates):
@@ -85,6 +93,13 @@ def crates_here():
         name = t["package"]["name"]
         deps = {d for d in t.get("dependencies", {}) if d.startswith("vemu")}
         src = os.path.join(os.path.dirname(toml), "src")
+        sources = ""
+        for rs in glob.glob(os.path.join(os.path.dirname(toml), "**", "*.rs"), recursive=True):
+            with open(rs) as f:
+                sources += f.read()
+        declared = set(t.get("dependencies", {})) | set(t.get("dev-dependencies", {}))
+        for d in unused(declared, sources):
+            UNUSED.append(f"{name} declares {d} but none of its Rust files uses it: remove it from its Cargo.toml")
         modules = set()
         for entry in os.listdir(src):
             path = os.path.join(src, entry)
@@ -116,6 +131,7 @@ In `c` the layers are `w/sub.rs` and `v`.
     got = "\n".join(check(doc, bad))
     for want in ["a depends on d", "lists a → c", "b as depending on nothing", "d is missing", "d has no row", "module `q`"]:
         assert want in got, (want, got)
+    assert unused({"serde", "netlink-sys", "vemu-core"}, "use serde::Deserialize; vemu_core::Core") == ["netlink-sys"]
     # A name inside another word is not a naming.
     assert not named("`xy_z`", "z") and named("`crate::z::T`", "z") and named("`w/z.rs`", "z")
     print("crate map: self-test passed")
@@ -127,7 +143,7 @@ def main():
     with open(os.path.join(ROOT, "docs", "design.md")) as f:
         doc = f.read()
     crates = crates_here()
-    problems = check(doc, crates)
+    problems = check(doc, crates) + UNUSED
     for p in problems:
         print(p, file=sys.stderr)
     if problems:
