@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::{bail, Context, Result};
 use nix::sys::signal::{SigSet, Signal};
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use vemu_engine::LabClock;
 use vemu_host::LabPaths;
@@ -30,8 +31,63 @@ pub enum Event {
     Ready(Settled),
 }
 
+/// `vemu daemon`'s standard input: what `vemu up` (or `vemu attach`) asks of the
+/// controller process it starts — one JSON document, written and read with this type by
+/// both ends.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct DaemonOrder {
+    pub start: Start,
+    /// Where the API listens besides the lab's socket ([`ApiOptions::tcp`]).
+    pub api_tcp: Option<SocketAddr>,
+    /// The descriptor of the lab's lock the starting command holds and hands on (`None`:
+    /// the daemon takes the lock itself).
+    pub lock_fd: Option<i32>,
+}
+
+/// What the controller starts with.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Start {
+    /// Build the lab of this plan.
+    Up(Box<Plan>),
+    /// Take over the running lab of this name (its plan is in its directory).
+    Attach(String),
+}
+
+impl Start {
+    pub fn lab(&self) -> &str {
+        match self {
+            Start::Up(plan) => &plan.name,
+            Start::Attach(name) => name,
+        }
+    }
+}
+
+/// `vemu daemon`'s standard output: one JSON line each, until the lab is ready or the
+/// start failed (the starting command follows them, then returns).
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DaemonReport {
+    /// Nodes created so far, of the total.
+    Progress {
+        done: usize,
+        total: usize,
+    },
+    Ready(Settled),
+    Failed(String),
+}
+
+impl From<Event> for DaemonReport {
+    fn from(e: Event) -> DaemonReport {
+        match e {
+            Event::Progress(done, total) => DaemonReport::Progress { done, total },
+            Event::Ready(s) => DaemonReport::Ready(s),
+        }
+    }
+}
+
 /// How long the data plane took to catch up after the nodes were built.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Settled {
     pub waited_ms: u64,
     /// Still this far behind when `up` stopped waiting (0: caught up), ms.
@@ -422,4 +478,44 @@ fn open_api(
     // What a controller taking over after a crash of this one needs.
     ctl.locked().save();
     Ok(api::serve(rt, ctl.clone(), shutdown.clone(), paths.clone(), unix, tcp))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Both ends of `vemu up` → `vemu daemon` read and write these types: what one writes,
+    /// the other reads back whole.
+    #[test]
+    fn the_daemon_handshake_reads_back_what_was_written() {
+        let order = DaemonOrder {
+            start: Start::Attach("lab1".into()),
+            api_tcp: Some("127.0.0.1:8080".parse().unwrap()),
+            lock_fd: Some(7),
+        };
+        let back: DaemonOrder =
+            serde_json::from_slice(&serde_json::to_vec(&order).unwrap()).unwrap();
+        assert_eq!(
+            (back.start.lab(), back.api_tcp, back.lock_fd),
+            ("lab1", order.api_tcp, Some(7))
+        );
+        let settled = Settled {
+            waited_ms: 5,
+            behind_ms: 0,
+            fast_path_off: Some("no BPF".into()),
+            warnings: vec!["slow underlay".into()],
+        };
+        for r in [
+            DaemonReport::from(Event::Progress(3, 10)),
+            DaemonReport::from(Event::Ready(settled.clone())),
+            DaemonReport::Failed("no room".into()),
+        ] {
+            let line = serde_json::to_string(&r).unwrap();
+            assert!(!line.contains('\n'), "one line each: {line}");
+            let back: DaemonReport = serde_json::from_str(&line).unwrap();
+            assert_eq!(back, r);
+        }
+        // A line that is not a report (a stray print) is refused, not taken for one.
+        assert!(serde_json::from_str::<DaemonReport>("{\"ready\": true}").is_err());
+    }
 }

@@ -1,7 +1,9 @@
-//! `vemu up`, `check`, `ui`, `attach` and the controller's daemon: loading a scenario,
-//! starting the lab's controller (in the foreground or as a daemon) and waiting for it.
+//! `vemu up` and `ui`: loading a scenario, starting the lab's controller (in the
+//! foreground, or as `vemu daemon` in the background, told what to do and followed through
+//! `vemu_control::daemon::{DaemonOrder, DaemonReport}`) and waiting for it.
 
 use super::*;
+use vemu_control::daemon::{DaemonOrder, DaemonReport, Start};
 
 /// What placement weighed a machine's nodes by, in words: a node weighs its `cpu:`
 /// limit in cores, one without a limit weighs 1 — a unit of balance, not a core it is
@@ -330,38 +332,37 @@ pub(crate) fn start_controller(plan: Plan, options: ApiOptions, attach: bool) ->
     // The controller has its own descriptor of the lock now.
     drop(lock);
     let mut stdin = child.stdin.take().unwrap();
-    let order = match attach {
-        true => json!({"attach": plan.name, "api_tcp": options.tcp, "lock_fd": lock_fd}),
-        false => json!({"plan": plan, "api_tcp": options.tcp, "lock_fd": lock_fd}),
+    let start = match attach {
+        true => Start::Attach(plan.name.clone()),
+        false => Start::Up(Box::new(plan.clone())),
     };
+    let order = DaemonOrder { start, api_tcp: options.tcp, lock_fd: Some(lock_fd) };
     stdin.write_all(&serde_json::to_vec(&order)?)?;
     drop(stdin);
     let bar = progress_bar(plan.nodes.len());
-    let mut ready = false;
-    let mut settled = (0, 0);
+    let mut settled = None;
     let mut error = None;
     for line in BufReader::new(child.stdout.take().unwrap()).lines() {
         let Ok(line) = line else { break };
-        let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
-        if let Some(d) = v.get("progress").and_then(|p| p.get(0)).and_then(|d| d.as_u64()) {
-            bar.set_position(d);
-        } else if v.get("ready").is_some() {
-            ready = true;
-            settled = (v["settle_ms"].as_u64().unwrap_or(0), v["behind_ms"].as_u64().unwrap_or(0));
-            if let Some(why) = v["fast_path_off"].as_str() {
-                eprintln!(
-                    "kernel fast path off ({why}): every link direction goes through the engine"
-                );
+        match serde_json::from_str(&line) {
+            Ok(DaemonReport::Progress { done, .. }) => bar.set_position(done as u64),
+            Ok(DaemonReport::Ready(s)) => {
+                if let Some(why) = &s.fast_path_off {
+                    eprintln!(
+                        "kernel fast path off ({why}): every link direction goes through the engine"
+                    );
+                }
+                for w in &s.warnings {
+                    eprintln!("warning: {w}");
+                }
+                settled = Some(s);
             }
-            for w in v["warnings"].as_array().into_iter().flatten().filter_map(|w| w.as_str()) {
-                eprintln!("warning: {w}");
-            }
-        } else if let Some(e) = v.get("error").and_then(|e| e.as_str()) {
-            error = Some(e.to_string());
+            Ok(DaemonReport::Failed(e)) => error = Some(e),
+            Err(e) => eprintln!("vemu: an unreadable line from the lab controller ({e}): {line}"),
         }
     }
     bar.finish_and_clear();
-    if !ready {
+    let Some(settled) = settled else {
         let _ = child.wait();
         let msg = error
             .unwrap_or_else(|| format!("the lab controller stopped; see {}", log_path.display()));
@@ -369,7 +370,7 @@ pub(crate) fn start_controller(plan: Plan, options: ApiOptions, attach: bool) ->
             bail!("lab '{}' could not be taken over: {msg}", plan.name);
         }
         bail!("lab '{}' did not come up: {msg}", plan.name);
-    }
+    };
     if attach {
         println!("lab '{}' is served again: {} nodes, {} links on {} machines (logs in {}). 'vemu status' shows what it has.", plan.name, plan.nodes.len(), plan.links.len(), plan.machines.len(), paths.log_dir().display());
         print_api(&plan.name);
@@ -382,7 +383,7 @@ pub(crate) fn start_controller(plan: Plan, options: ApiOptions, attach: bool) ->
         plan.nodes.len(),
         plan.links.len(),
         plan.segments.len(),
-        settle_note(settled.0, settled.1),
+        settle_note(settled.waited_ms, settled.behind_ms),
         paths.log_dir().display()
     );
     if UP_LINE_ON_STDERR.load(std::sync::atomic::Ordering::Relaxed) {
@@ -413,97 +414,6 @@ pub(crate) fn settle_note(waited_ms: u64, behind_ms: u64) -> String {
     }
 }
 
-/// `vemu daemon`: read the plan on stdin, report on stdout (JSON lines) until ready.
-/// Keep the controller's memory (the engine's code and data among it) in RAM. Machines
-/// that reclaim cold pages on their own (DAMON's pageout, as on the machine vemu is
-/// developed on) drop rarely run code of the binary, and the engine then stalls for
-/// milliseconds reading it back, making frames late (bench/README.md, "The
-/// controller"). What the binary maps now is read in and locked; later mappings (thread stacks,
-/// the heap's growth) are locked as they are touched. Children do not inherit it.
-pub(crate) fn lock_memory() {
-    vemu_control::labs::avoid_oom_killer();
-    // SAFETY: mlockall with flag arguments only.
-    unsafe {
-        if libc::mlockall(libc::MCL_CURRENT) != 0
-            || libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE | libc::MCL_ONFAULT) != 0
-        {
-            eprintln!("vemu: cannot lock the controller's memory ({}); the engine may stall when pages are reclaimed", std::io::Error::last_os_error());
-        }
-    }
-}
-
-pub(crate) fn run_daemon() -> Result<()> {
-    lock_memory();
-    let mut text = Vec::new();
-    std::io::Read::read_to_end(&mut std::io::stdin(), &mut text)?;
-    let mut input: serde_json::Value = serde_json::from_slice(&text).context("reading the plan")?;
-    let attach = input["attach"].as_str().map(str::to_string);
-    let plan: Option<Plan> = match attach {
-        Some(_) => None,
-        None => Some(serde_json::from_value(input["plan"].take()).context("reading the plan")?),
-    };
-    let name = attach.clone().or(plan.as_ref().map(|p| p.name.clone())).unwrap_or_default();
-    let tcp = serde_json::from_value(input["api_tcp"].take()).context("reading the API address")?;
-    let lock = match input["lock_fd"].as_i64() {
-        // SAFETY: `vemu up` handed us this descriptor of the lab's lock file.
-        Some(fd) => unsafe { vemu_control::labs::LabLock::from_fd(fd as i32, &name) },
-        None => vemu_control::labs::LabLock::try_acquire(&name)?
-            .ok_or_else(|| anyhow::anyhow!("lab '{name}' is already running or being started"))?,
-    };
-    let emit = |v: serde_json::Value| {
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{v}");
-        let _ = out.flush();
-    };
-    let report = |ev| match ev {
-        Event::Progress(d, t) => emit(json!({"progress": [d, t]})),
-        Event::Ready(settled) => {
-            emit(
-                json!({"ready": true, "settle_ms": settled.waited_ms, "behind_ms": settled.behind_ms, "fast_path_off": settled.fast_path_off, "warnings": settled.warnings}),
-            );
-            // Let `vemu up` see the end of our output and return.
-            if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
-                // SAFETY: dup2 onto stdout.
-                unsafe { libc::dup2(std::os::fd::AsRawFd::as_raw_fd(&null), 1) };
-            }
-        }
-    };
-    let result = match plan {
-        Some(plan) => daemon::run(plan, ApiOptions { tcp }, lock, report),
-        None => daemon::attach(&name, ApiOptions { tcp }, lock, report),
-    };
-    if let Err(e) = &result {
-        emit(json!({"error": format!("{e:#}")}));
-        eprintln!("vemu daemon: {e:#}");
-    }
-    result
-}
-
-/// Make lab `lab`'s directory here from what its agent at `from` (ADDRESS[:PORT]) holds:
-/// the plan and the state its dead controller handed on (for `vemu attach --from`).
-pub(crate) fn fetch_lab(lab: &str, from: &str) -> Result<()> {
-    let address =
-        vemu_scenario::Machine::parse_address(from).map_err(|e| user(format!("--from: {e}")))?;
-    let paths = LabPaths::new(lab);
-    if paths.socket().exists() && std::os::unix::net::UnixStream::connect(paths.socket()).is_ok() {
-        return Err(user(format!("lab '{lab}' is already served here")));
-    }
-    let (plan, saved) = vemu_control::cluster::fetch_state(address, lab)
-        .map_err(|e| user(format!("taking lab '{lab}' from {from}: {e:#}")))?;
-    let saved = saved.ok_or_else(|| user(format!("the agent at {from} has no state of lab '{lab}' from its controller (the controller died before it handed one on)")))?;
-    if plan["name"].as_str() != Some(lab) {
-        return Err(user(format!("the agent at {from} answered with a plan of another lab")));
-    }
-    std::fs::create_dir_all(&paths.dir)
-        .with_context(|| format!("creating {}", paths.dir.display()))?;
-    vemu_control::write_private(&paths.plan(), &serde_json::to_vec(&plan)?)?;
-    vemu_control::write_private(
-        &vemu_control::lab::saved::Saved::path_in(&paths),
-        &serde_json::to_vec(&saved)?,
-    )?;
-    Ok(())
-}
-
 /// The images of `plan`'s nodes can be had here, or an error naming each that cannot
 /// (with its node): nothing is built. A mistake in the input (exit 2) unless it is the
 /// machine's (a full disk, a missing tool).
@@ -517,25 +427,6 @@ pub(crate) fn images_readable(plan: &Plan) -> Result<()> {
         true => Err(anyhow::anyhow!("{}", bad.join("\n"))),
         false => Err(user(bad.join("\n"))),
     }
-}
-
-/// `vemu check`: load and plan a scenario, say what it holds and where it would run.
-pub(crate) fn check(
-    file: &std::path::Path,
-    machines: Option<&str>,
-    tenant: &crate::cli::TenantArgs,
-) -> Result<()> {
-    let plan = load_scenario(file, None, machines, tenant)?;
-    images_readable(&plan)?;
-    println!(
-        "{}: lab '{}' with {} nodes and {} links is valid",
-        file.display(),
-        plan.name,
-        plan.nodes.len(),
-        plan.links.len()
-    );
-    print_placement(&plan);
-    Ok(())
 }
 
 /// `vemu up`.
@@ -602,57 +493,6 @@ pub(crate) fn up(
             print_ui(&name)?;
         }
     }
-    Ok(())
-}
-
-/// `vemu attach`: take over a lab whose controller died, from this machine's copy of its
-/// state or (`from`) another machine's agent.
-pub(crate) fn attach(
-    api: Option<std::net::SocketAddr>,
-    from: Option<String>,
-    lab: Option<String>,
-) -> Result<()> {
-    need_root()?;
-    if let Some(from) = from {
-        let lab = lab.ok_or_else(|| user("--from needs --lab: the lab to take over"))?;
-        vemu_scenario::valid_lab_name(&lab).map_err(user)?;
-        let dir = LabPaths::new(&lab).dir;
-        let made = !dir.exists();
-        let r = fetch_lab(&lab, &from)
-            .and_then(|()| load_plan(&lab))
-            .and_then(|plan| start_controller(plan, ApiOptions { tcp: api }, true));
-        // Nothing of a failed take-over stays here.
-        if r.is_err() && made {
-            let _ = std::fs::remove_dir_all(&dir);
-        }
-        return r;
-    }
-    let lab = match lab {
-        Some(l) => {
-            vemu_scenario::valid_lab_name(&l).map_err(user)?;
-            l
-        }
-        None => match vemu_control::list_labs().1.as_slice() {
-            [one] => one.clone(),
-            [] => return Err(user("no lab has lost its controller ('vemu ls' lists the labs)")),
-            many => {
-                return Err(user(format!(
-                    "{} labs have no controller ({}); say which with --lab",
-                    many.len(),
-                    many.join(", ")
-                )))
-            }
-        },
-    };
-    let plan = load_plan(&lab).map_err(|_| {
-        user(format!(
-            "lab '{lab}' has no plan on this machine (it was started elsewhere, or cleaned)"
-        ))
-    })?;
-    if plan.machines.is_empty() {
-        return Err(user(format!("lab '{lab}' runs on this machine alone: its controller was also its data plane, so there is nothing left to take over ('vemu clean' removes it)")));
-    }
-    start_controller(plan, ApiOptions { tcp: api }, true)?;
     Ok(())
 }
 
