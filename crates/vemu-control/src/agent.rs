@@ -106,8 +106,7 @@ impl Agent {
             self.leases.locked().remove(&lab);
             let Some(w) = self.labs.locked().get(&lab).cloned() else { continue };
             eprintln!("vemu agent: no word from the controller of lab '{lab}' for {} s (its lease): taking the lab's share down", len.as_secs());
-            let reply = w.locked().call(WorkerRequest::Teardown, &mut |_, _| {});
-            if let WorkerReply::Error(e) = reply {
+            if let Err(e) = w.locked().teardown() {
                 eprintln!("vemu agent: lab '{lab}': {e}");
             }
             self.forget(&lab);
@@ -237,7 +236,7 @@ pub fn run(listen: SocketAddr, token: String) -> Result<()> {
         agent.labs.locked().iter().map(|(l, w)| (l.clone(), w.clone())).collect();
     for (lab, w) in labs {
         eprintln!("vemu agent: taking down lab '{lab}'");
-        if let WorkerReply::Error(e) = w.locked().call(WorkerRequest::Teardown, &mut |_, _| {}) {
+        if let Err(e) = w.locked().teardown() {
             eprintln!("vemu agent: lab '{lab}': {e}");
         }
         agent.forget(&lab);
@@ -608,7 +607,7 @@ fn order(agent: &Agent, lab: &str, req: WorkerRequest) -> WorkerReply {
             plan.name = name.clone();
             let paths = LabPaths::new(&name);
             let reply =
-                w.call(WorkerRequest::Build { plan, clock_epoch_ns: epoch, share }, &mut |_, _| {});
+                dispatch(&mut w, WorkerRequest::Build { plan, clock_epoch_ns: epoch, share });
             agent.renew(lab);
             if !matches!(reply, WorkerReply::Error(_)) {
                 agent.epochs.locked().insert(lab.to_string(), epoch);
@@ -626,12 +625,55 @@ fn order(agent: &Agent, lab: &str, req: WorkerRequest) -> WorkerReply {
         r => r,
     };
     agent.renew(lab);
-    let reply = w.call(req, &mut |_, _| {});
+    let reply = dispatch(&mut w, req);
     agent.renew(lab);
     if teardown {
         agent.forget(lab);
     }
     reply
+}
+
+/// Carry out an order from the wire on this machine's share: the agents' side of
+/// [`WorkerRequest`] and [`WorkerReply`], each order to its [`Worker`] method (or, for
+/// what only an agent asks — a share's build, its connection, its state — to
+/// [`LocalWorker`]'s own).
+fn dispatch(w: &mut LocalWorker, req: WorkerRequest) -> WorkerReply {
+    fn reply<T>(r: Result<T, WorkerError>, f: impl FnOnce(T) -> WorkerReply) -> WorkerReply {
+        r.map_or_else(WorkerReply::Error, f)
+    }
+    let done = |()| WorkerReply::Done;
+    match req {
+        WorkerRequest::Build { plan, clock_epoch_ns, share } => {
+            let is_share = share.is_some();
+            let built = w.build_or_undo(plan, clock_epoch_ns, share, &mut |_, _| {});
+            reply(built, |(endpoints, vxlan)| match is_share {
+                true => WorkerReply::Endpoints(endpoints, vxlan),
+                false => WorkerReply::Done,
+            })
+        }
+        WorkerRequest::Connect { peers, vxlan } => {
+            reply(w.connect(&peers, &vxlan).map_err(crate::worker::internal), done)
+        }
+        WorkerRequest::Patch { target, dir, patch } => reply(w.patch(target, dir, patch), |i| {
+            i.map_or(WorkerReply::Done, WorkerReply::Impairments)
+        }),
+        WorkerRequest::SetUp { target, up } => reply(w.set_up(target, up), done),
+        WorkerRequest::NodeState { node, up } => reply(w.node_state(&node, up), done),
+        WorkerRequest::Stats => reply(w.stats(), WorkerReply::Stats),
+        WorkerRequest::Processes => reply(w.processes(), WorkerReply::Processes),
+        WorkerRequest::Positions { seg, positions } => reply(w.positions(seg, positions), done),
+        WorkerRequest::Radio { seg } => reply(w.radio(seg), WorkerReply::Radio),
+        WorkerRequest::TapQueues => reply(w.tap_queues(), WorkerReply::TapQueues),
+        WorkerRequest::Backlog => reply(w.backlog(), WorkerReply::Backlog),
+        WorkerRequest::SetLimits { node, limits } => reply(w.set_limits(&node, limits), done),
+        WorkerRequest::Usage => reply(w.usage(), WorkerReply::Usage),
+        WorkerRequest::TrafficEnd { node, end } => reply(w.traffic_end(&node, end), done),
+        WorkerRequest::TrafficRecords { node, file, offset } => {
+            reply(w.traffic_records(&node, &file, offset), WorkerReply::Text)
+        }
+        WorkerRequest::State => reply(w.state(), WorkerReply::Text),
+        WorkerRequest::Teardown => reply(w.teardown(), done),
+    }
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use vemu_scenario::Plan;
 use crate::api;
 use crate::lab::saved::Saved;
 use crate::lab::{Controller, StopRequest};
-use crate::worker::{LocalWorker, Orders, Worker};
+use crate::worker::{LocalWorker, Worker};
 use crate::LockExt;
 
 /// What the lab is doing while it comes up.

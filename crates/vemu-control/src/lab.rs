@@ -11,7 +11,7 @@ use vemu_link::Impairments;
 use vemu_scenario::{Plan, PortRef};
 
 use crate::error::LabError;
-use crate::worker::{Counters, Orders, Worker};
+use crate::worker::{Counters, Worker};
 use vemu_scenario::Limits;
 mod flows;
 mod mobility;
@@ -351,7 +351,7 @@ impl Controller {
 
     /// The nodes' kernel counters of their TAP interfaces.
     pub(crate) fn tap_queues(&mut self) -> Result<Vec<crate::worker::TapQueue>, LabError> {
-        self.worker.tap_queues()
+        Ok(self.worker.tap_queues()?)
     }
 
     /// The fidelity verdict on the whole run so far (`invalid` when the counters cannot

@@ -1,11 +1,11 @@
 //! The controller of a lab: builds it through a [`worker::Worker`], keeps it running,
 //! serves its HTTP/JSON API ([`api`]), and tears it down. [`Client`] talks to that API.
 //!
-//! The boundary between the controller and the machines that host nodes and links is a
-//! set of serializable messages ([`worker::WorkerRequest`] / [`worker::WorkerReply`]):
-//! the same controller drives its own machine's share in-process
-//! ([`worker::LocalWorker`]) and the shares of other machines through their agents
-//! ([`agent`], over [`cluster`]).
+//! The boundary between the controller and the machines that host nodes and links is
+//! the typed [`worker::Worker`] trait, one method per order: the controller drives its
+//! own machine's share in-process ([`worker::LocalWorker`]) and the shares of other
+//! machines through their agents ([`cluster::Cluster`]; [`agent`] serves them), whose
+//! wire format is [`worker::WorkerRequest`] / [`worker::WorkerReply`].
 
 pub mod agent;
 pub mod api;

@@ -19,6 +19,9 @@ mod layout;
 mod local;
 pub use local::LocalWorker;
 
+/// An order on the wire between a controller and an agent (the agents' format: the
+/// controller's code calls [`Worker`]'s methods; [`crate::cluster`] sends these, and
+/// [`crate::agent`] carries them out on its machine's [`LocalWorker`]).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum WorkerRequest {
     /// Build the nodes and links of the plan and start their commands; with `share`,
@@ -95,6 +98,7 @@ pub enum WorkerRequest {
     Teardown,
 }
 
+/// An agent's answer to a [`WorkerRequest`], on the wire.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum WorkerReply {
     Done,
@@ -166,6 +170,8 @@ impl WorkerError {
         WorkerError { fault: self.fault, message: format!("{what}: {}", self.message) }
     }
 }
+
+impl std::error::Error for WorkerError {}
 
 impl std::fmt::Display for WorkerError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -306,9 +312,74 @@ pub fn fast_path_wanted() -> bool {
     !std::env::var(FAST_PATH_ENV).is_ok_and(|v| v == "off")
 }
 
-/// A machine that hosts nodes and links.
+/// What carries a lab's orders out: this machine's share ([`LocalWorker`]) or the
+/// machines of a lab across them ([`crate::cluster::Cluster`], through their agents).
+/// One method per order, each with its own answer and a typed refusal
+/// ([`WorkerError`], whose fault says what the lab makes of it). [`WorkerRequest`] and
+/// [`WorkerReply`] are the agents' wire format only: the controller never matches them.
 pub trait Worker: Send {
-    fn call(&mut self, req: WorkerRequest, progress: &mut dyn FnMut(usize, usize)) -> WorkerReply;
+    /// Build the whole plan, telling `progress` (done, total) as nodes come up; a
+    /// failed build leaves nothing behind.
+    fn build(
+        &mut self,
+        plan: Plan,
+        clock_epoch_ns: u64,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<(), WorkerError>;
+
+    /// Change one direction of a link (0 = forward, 1 = reverse) or of a segment port
+    /// (0 = egress, 1 = ingress): its impairments now (`None`: the machine that carries
+    /// that direction out did not answer — it was lost).
+    fn patch(
+        &mut self,
+        target: Target,
+        dir: usize,
+        patch: ImpairmentsPatch,
+    ) -> Result<Option<Impairments>, WorkerError>;
+
+    fn set_up(&mut self, target: Target, up: bool) -> Result<(), WorkerError>;
+
+    /// Stop every process of a node (`up: false`) or start its commands again.
+    fn node_state(&mut self, node: &str, up: bool) -> Result<(), WorkerError>;
+
+    /// Counters of everything emulated, in the lab's numbering.
+    fn stats(&mut self) -> Result<Counters, WorkerError>;
+
+    fn processes(&mut self) -> Result<Vec<ProcStatus>, WorkerError>;
+
+    /// New positions of a wireless segment's members (one per member).
+    fn positions(&mut self, seg: usize, positions: Vec<vemu_radio::Pos>)
+        -> Result<(), WorkerError>;
+
+    /// Positions, neighbours and per-pair counters of a wireless segment.
+    fn radio(&mut self, seg: usize) -> Result<RadioSnapshot, WorkerError>;
+
+    /// The nodes' kernel counters of their TAP interfaces.
+    fn tap_queues(&mut self) -> Result<Vec<TapQueue>, WorkerError>;
+
+    /// How far behind its schedule the data plane is, ns.
+    fn backlog(&mut self) -> Result<u64, WorkerError>;
+
+    /// Set (or lift) a node's CPU, memory and process limits.
+    fn set_limits(&mut self, node: &str, limits: vemu_scenario::Limits) -> Result<(), WorkerError>;
+
+    /// What each node's processes use, in the plan's order of nodes.
+    fn usage(&mut self) -> Result<Vec<vemu_host::cgroup::Usage>, WorkerError>;
+
+    /// Start one end of a traffic flow in a node (on the node's machine).
+    fn traffic_end(&mut self, node: &str, end: crate::traffic::End) -> Result<(), WorkerError>;
+
+    /// The whole lines of a traffic records file of the node's machine from byte
+    /// `offset` ([`crate::traffic::records_chunk`]).
+    fn traffic_records(
+        &mut self,
+        node: &str,
+        file: &str,
+        offset: u64,
+    ) -> Result<String, WorkerError>;
+
+    /// Take everything of the lab down.
+    fn teardown(&mut self) -> Result<(), WorkerError>;
 
     /// Start capturing on interfaces (see [`Engine::capture`]); returns its id.
     fn capture(
@@ -382,148 +453,16 @@ pub(crate) fn saved_copy(paths: &LabPaths) -> std::path::PathBuf {
     paths.dir.join("controller.json")
 }
 
-/// The orders a controller gives a worker, each with its own answer: what the
-/// controller's code calls. ([`WorkerRequest`] and [`WorkerReply`] are the wire between
-/// a controller and its agents: matched here, in the workers and in the agent only.) A
-/// worker's refusal, or an answer of the wrong kind, is the lab's [`LabError`].
-pub trait Orders {
-    /// Carry out one order, a refusal as an error.
-    fn order(&mut self, req: WorkerRequest) -> Result<WorkerReply, LabError>;
-
-    /// Build the whole plan (see [`WorkerRequest::Build`]), telling `progress` (done,
-    /// total) as nodes come up.
-    fn build(
-        &mut self,
-        plan: Plan,
-        clock_epoch_ns: u64,
-        progress: &mut dyn FnMut(usize, usize),
-    ) -> Result<(), LabError>;
-
-    /// Change one direction of a link or segment port: its impairments now (`None`: the
-    /// machine that carries that direction out did not answer — it was lost).
-    fn patch(
-        &mut self,
-        target: Target,
-        dir: usize,
-        patch: ImpairmentsPatch,
-    ) -> Result<Option<Impairments>, LabError> {
-        match self.order(WorkerRequest::Patch { target, dir, patch })? {
-            WorkerReply::Impairments(i) => Ok(Some(i)),
-            WorkerReply::Done => Ok(None),
-            r => Err(unexpected("Patch", &r)),
-        }
-    }
-
-    fn set_up(&mut self, target: Target, up: bool) -> Result<(), LabError> {
-        self.order(WorkerRequest::SetUp { target, up }).map(drop)
-    }
-
-    /// Stop every process of a node (`up: false`) or start its commands again.
-    fn node_state(&mut self, node: &str, up: bool) -> Result<(), LabError> {
-        self.order(WorkerRequest::NodeState { node: node.to_string(), up }).map(drop)
-    }
-
-    fn stats(&mut self) -> Result<Counters, LabError> {
-        match self.order(WorkerRequest::Stats)? {
-            WorkerReply::Stats(c) => Ok(c),
-            r => Err(unexpected("Stats", &r)),
-        }
-    }
-
-    fn processes(&mut self) -> Result<Vec<ProcStatus>, LabError> {
-        match self.order(WorkerRequest::Processes)? {
-            WorkerReply::Processes(p) => Ok(p),
-            r => Err(unexpected("Processes", &r)),
-        }
-    }
-
-    /// New positions of a wireless segment's members.
-    fn positions(&mut self, seg: usize, positions: Vec<vemu_radio::Pos>) -> Result<(), LabError> {
-        self.order(WorkerRequest::Positions { seg, positions }).map(drop)
-    }
-
-    fn radio(&mut self, seg: usize) -> Result<RadioSnapshot, LabError> {
-        match self.order(WorkerRequest::Radio { seg })? {
-            WorkerReply::Radio(r) => Ok(r),
-            r => Err(unexpected("Radio", &r)),
-        }
-    }
-
-    fn tap_queues(&mut self) -> Result<Vec<TapQueue>, LabError> {
-        match self.order(WorkerRequest::TapQueues)? {
-            WorkerReply::TapQueues(t) => Ok(t),
-            r => Err(unexpected("TapQueues", &r)),
-        }
-    }
-
-    /// How far behind its schedule the data plane is, ns.
-    fn backlog(&mut self) -> Result<u64, LabError> {
-        match self.order(WorkerRequest::Backlog)? {
-            WorkerReply::Backlog(ns) => Ok(ns),
-            r => Err(unexpected("Backlog", &r)),
-        }
-    }
-
-    fn set_limits(&mut self, node: &str, limits: vemu_scenario::Limits) -> Result<(), LabError> {
-        self.order(WorkerRequest::SetLimits { node: node.to_string(), limits }).map(drop)
-    }
-
-    /// What each node's processes use, in the plan's order of nodes.
-    fn usage(&mut self) -> Result<Vec<vemu_host::cgroup::Usage>, LabError> {
-        match self.order(WorkerRequest::Usage)? {
-            WorkerReply::Usage(u) => Ok(u),
-            r => Err(unexpected("Usage", &r)),
-        }
-    }
-
-    fn traffic_end(&mut self, node: &str, end: crate::traffic::End) -> Result<(), LabError> {
-        self.order(WorkerRequest::TrafficEnd { node: node.to_string(), end }).map(drop)
-    }
-
-    /// The whole lines of a traffic records file of the node's machine from `offset`.
-    fn traffic_records(&mut self, node: &str, file: &str, offset: u64) -> Result<String, LabError> {
-        let req = WorkerRequest::TrafficRecords {
-            node: node.to_string(),
-            file: file.to_string(),
-            offset,
-        };
-        match self.order(req)? {
-            WorkerReply::Text(t) => Ok(t),
-            r => Err(unexpected("TrafficRecords", &r)),
-        }
-    }
-
-    fn teardown(&mut self) -> Result<(), LabError> {
-        self.order(WorkerRequest::Teardown).map(drop)
-    }
-}
-
-impl<W: Worker + ?Sized> Orders for W {
-    fn order(&mut self, req: WorkerRequest) -> Result<WorkerReply, LabError> {
-        match self.call(req, &mut |_, _| {}) {
-            WorkerReply::Error(e) => Err(e.into()),
-            r => Ok(r),
-        }
-    }
-
-    fn build(
-        &mut self,
-        plan: Plan,
-        clock_epoch_ns: u64,
-        progress: &mut dyn FnMut(usize, usize),
-    ) -> Result<(), LabError> {
-        match self.call(WorkerRequest::Build { plan, clock_epoch_ns, share: None }, progress) {
-            WorkerReply::Error(e) => Err(e.into()),
-            _ => Ok(()),
-        }
-    }
+/// A machine's fault, with its causes.
+pub(crate) fn internal(e: anyhow::Error) -> WorkerError {
+    WorkerError::internal(format!("{e:#}"))
 }
 
 /// A worker's answer of the wrong kind for `order` (a bug, or a mismatched agent).
-fn unexpected(order: &str, r: &WorkerReply) -> LabError {
+pub(crate) fn unexpected(order: &str, r: &WorkerReply) -> WorkerError {
     let kind = format!("{r:?}");
     let kind = kind.split(['(', ' ', '{']).next().unwrap_or("?");
-    LabError::internal(format!("the worker answered {kind} to {order}"))
+    WorkerError::internal(format!("the worker answered {kind} to {order}"))
 }
 
 #[cfg(test)]

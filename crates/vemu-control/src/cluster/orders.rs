@@ -1,64 +1,124 @@
 //! The orders of a lab across machines, carried out by the agents: each sent where it
 //! belongs (every machine, the node's, the link's ends') and the answers merged.
 
-use vemu_link::ImpairmentsPatch;
+use vemu_engine::RadioSnapshot;
+use vemu_link::{Impairments, ImpairmentsPatch};
 
 use super::*;
 use crate::door::Door;
+use crate::supervise::ProcStatus;
+use crate::worker::TapQueue;
 
 impl Worker for Cluster {
-    fn call(&mut self, req: WorkerRequest, _progress: &mut dyn FnMut(usize, usize)) -> WorkerReply {
-        match req {
-            WorkerRequest::Build { plan, clock_epoch_ns, .. } => {
-                self.build_everywhere(plan, clock_epoch_ns)
-            }
-            WorkerRequest::Connect { .. } => {
-                WorkerReply::error("a lab across machines connects its shares itself")
-            }
-            WorkerRequest::State => WorkerReply::error("each agent holds its machine's state"),
-            WorkerRequest::Patch { target, dir, patch } => {
-                self.patch_where_carried(target, dir, patch)
-            }
-            WorkerRequest::SetUp { target, up } => Self::first(
-                self.each(&self.machines_of(target), &WorkerRequest::SetUp { target, up }),
-            ),
-            ref r @ (WorkerRequest::NodeState { ref node, .. }
-            | WorkerRequest::SetLimits { ref node, .. }
-            | WorkerRequest::TrafficEnd { ref node, .. }
-            | WorkerRequest::TrafficRecords { ref node, .. }) => match self.node_machine(node) {
-                Ok(m) => self.agents[m].call(&self.lab, r),
-                Err(e) => WorkerReply::Error(e),
-            },
-            ref r @ (WorkerRequest::Positions { seg, .. } | WorkerRequest::Radio { seg }) => {
-                match self.seg_at.get(seg) {
-                    Some(&m) => self.agents[m].call(&self.lab, r),
-                    None => WorkerReply::Error(WorkerError::caller(format!("no segment {seg}"))),
-                }
-            }
-            WorkerRequest::Stats => self.stats_merged(),
-            WorkerRequest::Processes => self
-                .gather(&WorkerRequest::Processes, |r| match r {
-                    WorkerReply::Processes(p) => Some(p),
-                    _ => None,
-                })
-                .map_or_else(WorkerReply::Error, |all| WorkerReply::Processes(all.concat())),
-            WorkerRequest::TapQueues => self
-                .gather(&WorkerRequest::TapQueues, |r| match r {
-                    WorkerReply::TapQueues(q) => Some(q),
-                    _ => None,
-                })
-                .map_or_else(WorkerReply::Error, |all| WorkerReply::TapQueues(all.concat())),
-            WorkerRequest::Backlog => self
-                .gather(&WorkerRequest::Backlog, |r| match r {
-                    WorkerReply::Backlog(b) => Some(b),
-                    _ => None,
-                })
-                .map_or_else(WorkerReply::Error, |all| {
-                    WorkerReply::Backlog(all.into_iter().max().unwrap_or(0))
-                }),
-            WorkerRequest::Usage => self.usage_by_node(),
-            WorkerRequest::Teardown => self.tear_down(),
-        }
+    fn build(
+        &mut self,
+        plan: Plan,
+        clock_epoch_ns: u64,
+        _progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<(), WorkerError> {
+        answer(self.build_everywhere(plan, clock_epoch_ns), "Build", done)
+    }
+
+    fn patch(
+        &mut self,
+        target: Target,
+        dir: usize,
+        patch: ImpairmentsPatch,
+    ) -> Result<Option<Impairments>, WorkerError> {
+        answer(self.patch_where_carried(target, dir, patch), "Patch", |r| match r {
+            WorkerReply::Impairments(i) => Some(Some(i)),
+            WorkerReply::Done => Some(None),
+            _ => None,
+        })
+    }
+
+    fn set_up(&mut self, target: Target, up: bool) -> Result<(), WorkerError> {
+        let r =
+            Self::first(self.each(&self.machines_of(target), &WorkerRequest::SetUp { target, up }));
+        answer(r, "SetUp", done)
+    }
+
+    fn node_state(&mut self, node: &str, up: bool) -> Result<(), WorkerError> {
+        let r = self.at_node(node, WorkerRequest::NodeState { node: node.to_string(), up });
+        answer(r, "NodeState", done)
+    }
+
+    fn stats(&mut self) -> Result<Counters, WorkerError> {
+        self.stats_merged()
+    }
+
+    fn processes(&mut self) -> Result<Vec<ProcStatus>, WorkerError> {
+        let all = self.gather(&WorkerRequest::Processes, |r| match r {
+            WorkerReply::Processes(p) => Some(p),
+            _ => None,
+        })?;
+        Ok(all.concat())
+    }
+
+    fn positions(
+        &mut self,
+        seg: usize,
+        positions: Vec<vemu_radio::Pos>,
+    ) -> Result<(), WorkerError> {
+        answer(self.at_segment(seg, WorkerRequest::Positions { seg, positions }), "Positions", done)
+    }
+
+    fn radio(&mut self, seg: usize) -> Result<RadioSnapshot, WorkerError> {
+        answer(self.at_segment(seg, WorkerRequest::Radio { seg }), "Radio", |r| match r {
+            WorkerReply::Radio(r) => Some(r),
+            _ => None,
+        })
+    }
+
+    fn tap_queues(&mut self) -> Result<Vec<TapQueue>, WorkerError> {
+        let all = self.gather(&WorkerRequest::TapQueues, |r| match r {
+            WorkerReply::TapQueues(q) => Some(q),
+            _ => None,
+        })?;
+        Ok(all.concat())
+    }
+
+    fn backlog(&mut self) -> Result<u64, WorkerError> {
+        let all = self.gather(&WorkerRequest::Backlog, |r| match r {
+            WorkerReply::Backlog(b) => Some(b),
+            _ => None,
+        })?;
+        Ok(all.into_iter().max().unwrap_or(0))
+    }
+
+    fn set_limits(&mut self, node: &str, limits: vemu_scenario::Limits) -> Result<(), WorkerError> {
+        let r = self.at_node(node, WorkerRequest::SetLimits { node: node.to_string(), limits });
+        answer(r, "SetLimits", done)
+    }
+
+    fn usage(&mut self) -> Result<Vec<vemu_host::cgroup::Usage>, WorkerError> {
+        self.usage_by_node()
+    }
+
+    fn traffic_end(&mut self, node: &str, end: crate::traffic::End) -> Result<(), WorkerError> {
+        let r = self.at_node(node, WorkerRequest::TrafficEnd { node: node.to_string(), end });
+        answer(r, "TrafficEnd", done)
+    }
+
+    fn traffic_records(
+        &mut self,
+        node: &str,
+        file: &str,
+        offset: u64,
+    ) -> Result<String, WorkerError> {
+        let req = WorkerRequest::TrafficRecords {
+            node: node.to_string(),
+            file: file.to_string(),
+            offset,
+        };
+        answer(self.at_node(node, req), "TrafficRecords", |r| match r {
+            WorkerReply::Text(t) => Some(t),
+            _ => None,
+        })
+    }
+
+    fn teardown(&mut self) -> Result<(), WorkerError> {
+        answer(self.tear_down(), "Teardown", done)
     }
 
     /// Each machine that sees frames of the interfaces captures its part and streams
@@ -156,7 +216,44 @@ impl Worker for Cluster {
     }
 }
 
+/// An agent's answer as the order's result: its refusal, or what `f` takes of it (an
+/// answer of another kind is a mismatched agent's).
+fn answer<T>(
+    r: WorkerReply,
+    order: &str,
+    f: impl FnOnce(WorkerReply) -> Option<T>,
+) -> Result<T, WorkerError> {
+    match r {
+        WorkerReply::Error(e) => Err(e),
+        r => {
+            let what = crate::worker::unexpected(order, &r);
+            f(r).ok_or(what)
+        }
+    }
+}
+
+/// An order answered with nothing but its being done.
+fn done(r: WorkerReply) -> Option<()> {
+    matches!(r, WorkerReply::Done).then_some(())
+}
+
 impl Cluster {
+    /// Carry out `req` on the machine of node `node`.
+    fn at_node(&self, node: &str, req: WorkerRequest) -> WorkerReply {
+        match self.node_machine(node) {
+            Ok(m) => self.agents[m].call(&self.lab, &req),
+            Err(e) => WorkerReply::Error(e),
+        }
+    }
+
+    /// Carry out `req` on the machine that decides segment `seg`.
+    fn at_segment(&self, seg: usize, req: WorkerRequest) -> WorkerReply {
+        match self.seg_at.get(seg) {
+            Some(&m) => self.agents[m].call(&self.lab, &req),
+            None => WorkerReply::Error(WorkerError::caller(format!("no segment {seg}"))),
+        }
+    }
+
     /// Build every machine's share, measuring the underlay meanwhile; then watch the
     /// machines (heartbeats).
     fn build_everywhere(&mut self, plan: Plan, clock_epoch_ns: u64) -> WorkerReply {
@@ -228,14 +325,11 @@ impl Cluster {
 
     /// Every machine's counters, summed (each direction is counted where it is
     /// carried out).
-    fn stats_merged(&self) -> WorkerReply {
-        let all = match self.gather(&WorkerRequest::Stats, |r| match r {
+    fn stats_merged(&self) -> Result<Counters, WorkerError> {
+        let all = self.gather(&WorkerRequest::Stats, |r| match r {
             WorkerReply::Stats(c) => Some(c),
             _ => None,
-        }) {
-            Ok(all) => all,
-            Err(e) => return WorkerReply::Error(e),
-        };
+        })?;
         let mut total: Option<Counters> = None;
         for c in all {
             let Some(t) = total.as_mut() else {
@@ -262,26 +356,25 @@ impl Cluster {
             t.engine_faults.extend(c.engine_faults);
             t.cpu.extend(c.cpu);
         }
-        WorkerReply::Stats(total.unwrap_or_default())
+        Ok(total.unwrap_or_default())
     }
 
     /// Each node's use, from its machine (nothing from lost machines).
-    fn usage_by_node(&self) -> WorkerReply {
+    fn usage_by_node(&self) -> Result<Vec<vemu_host::cgroup::Usage>, WorkerError> {
         let live = self.all();
         let mut per_machine = vec![Vec::new(); self.agents.len()];
         for (&m, r) in live.iter().zip(self.each(&live, &WorkerRequest::Usage)) {
-            match r {
-                WorkerReply::Usage(u) => per_machine[m] = u,
-                r => return r,
-            }
+            per_machine[m] = answer(r, "Usage", |r| match r {
+                WorkerReply::Usage(u) => Some(u),
+                _ => None,
+            })?;
         }
-        WorkerReply::Usage(
-            self.node_at
-                .iter()
-                .enumerate()
-                .map(|(i, &m)| per_machine[m].get(i).cloned().unwrap_or_default())
-                .collect(),
-        )
+        Ok(self
+            .node_at
+            .iter()
+            .enumerate()
+            .map(|(i, &m)| per_machine[m].get(i).cloned().unwrap_or_default())
+            .collect())
     }
 
     /// Take every share down, lost machines' too (in case they are back; if not, their

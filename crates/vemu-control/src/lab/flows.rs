@@ -8,7 +8,6 @@ use super::Controller;
 use crate::clock_sync::Offset;
 use crate::error::LabError;
 use crate::traffic::{on_controller_clock, sink_until_ns, CbrRequest, End, Flow, FIRST_PORT};
-use crate::worker::Orders;
 
 impl Controller {
     /// Start a CBR flow; returns its description.

@@ -7,7 +7,6 @@ use std::io::Write;
 use serde_json::json;
 
 use super::Controller;
-use crate::worker::Orders;
 
 impl Controller {
     /// Carry out the ticks of every wireless segment due by `now_ns`; returns when the

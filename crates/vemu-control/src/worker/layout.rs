@@ -2,7 +2,7 @@
 //! nodes, links, segments and spurs are here and in what order the engine numbers
 //! them, which link ends and LAN ports have devices in the plane and in what order
 //! (their indexes there), which of those need the engine's TAP devices from the start,
-//! which shard carries each tunnel, and every random stream's seed. `LocalWorker::build`
+//! which shard carries each tunnel, and every random stream's seed. `LocalWorker::build_share`
 //! computes it first and then carries it out; it is unit-tested without root.
 
 use vemu_scenario::{NodeKind, Plan};

@@ -121,7 +121,7 @@ impl LocalWorker {
 
     /// Start the share built: join its tunnels to the other machines' (`peers`: link,
     /// address of its socket there), start the engine and the nodes' commands.
-    fn connect(
+    pub(crate) fn connect(
         &mut self,
         peers: &[(usize, SocketAddr)],
         vxlan: &[(usize, std::net::IpAddr)],
@@ -178,7 +178,7 @@ impl LocalWorker {
         Ok(())
     }
 
-    fn tap_queues(&mut self) -> Result<Vec<TapQueue>> {
+    fn read_tap_queues(&mut self) -> Result<Vec<TapQueue>> {
         let paths = self.lab.as_ref().ok_or_else(|| anyhow!("the lab is not built"))?;
         // Link interfaces with the fast path: the engine's TAP devices in the plane.
         let mut out = Vec::new();
@@ -241,7 +241,7 @@ impl LocalWorker {
         Ok(out)
     }
 
-    fn teardown(&mut self) -> Result<()> {
+    fn take_down(&mut self) -> Result<()> {
         self.node_sockets = None;
         self.plane_socket = None;
         // Forwarding ends first, whatever it had queued (a start-up flood must not hold
@@ -363,149 +363,190 @@ impl Worker for LocalWorker {
         }
     }
 
-    fn call(&mut self, req: WorkerRequest, progress: &mut dyn FnMut(usize, usize)) -> WorkerReply {
-        let r: Result<WorkerReply> = (|| match req {
-            WorkerRequest::Build { plan, clock_epoch_ns, share } => {
-                let is_share = share.is_some();
-                match self.build(plan, clock_epoch_ns, share, progress) {
-                    Ok(endpoints) if is_share => {
-                        Ok(WorkerReply::Endpoints(endpoints, self.vxlan.is_some()))
-                    }
-                    Ok(_) => Ok(WorkerReply::Done),
-                    Err(e) => {
-                        // Never leave a half-built lab.
-                        if let Err(e2) = self.teardown() {
-                            return Err(e.context(format!("and cleaning up failed too: {e2:#}")));
-                        }
-                        Err(e)
-                    }
+    fn build(
+        &mut self,
+        plan: Plan,
+        clock_epoch_ns: u64,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<(), WorkerError> {
+        self.build_or_undo(plan, clock_epoch_ns, None, progress).map(drop)
+    }
+
+    fn patch(
+        &mut self,
+        target: Target,
+        dir: usize,
+        patch: ImpairmentsPatch,
+    ) -> Result<Option<Impairments>, WorkerError> {
+        let target = self.local(target).map_err(internal)?;
+        Ok(Some(self.engine().map_err(internal)?.patch(target, dir, patch).map_err(internal)?))
+    }
+
+    fn set_up(&mut self, target: Target, up: bool) -> Result<(), WorkerError> {
+        let target = self.local(target).map_err(internal)?;
+        self.engine().map_err(internal)?.set_up(target, up).map_err(internal)
+    }
+
+    fn node_state(&mut self, node: &str, up: bool) -> Result<(), WorkerError> {
+        let (Some(sup), Some(paths)) = (&self.supervisor, &self.lab) else {
+            return Err(WorkerError::internal("the lab is not built"));
+        };
+        if up {
+            sup.start_node(paths, node);
+        } else {
+            sup.stop_node(paths, node, std::time::Duration::from_secs(2));
+        }
+        Ok(())
+    }
+
+    fn stats(&mut self) -> Result<Counters, WorkerError> {
+        let cpu = match (self.cpu_lent, self.cpu_reader_here()) {
+            (false, Some(r)) => vec![r.read()],
+            _ => Vec::new(),
+        };
+        let e = self.engine().map_err(internal)?;
+        // In the lab's numbering: what is not on this machine counts nothing here.
+        let mut links = vec![<[DirStats; 2]>::default(); self.lab_links];
+        for (k, &l) in self.links_here.iter().enumerate() {
+            links[l] = e.stats(Target::Link(k));
+        }
+        let mut members: Vec<Vec<[DirStats; 2]>> =
+            self.sizes.iter().map(|&n| vec![Default::default(); n]).collect();
+        let mut segments = vec![SegStats::default(); self.sizes.len()];
+        for (k, &g) in self.segs_here.iter().enumerate() {
+            members[g] = (0..self.sizes[g]).map(|m| e.stats(Target::Member(k, m))).collect();
+            segments[g] = e.segment_stats(k);
+        }
+        for (j, &(g, m)) in self.spurs_here.iter().enumerate() {
+            members[g][m] = e.stats(Target::Link(self.links_here.len() + j));
+        }
+        let diverts = self.diverter.as_ref().map(|d| d.stats()).unwrap_or_default();
+        Ok(Counters {
+            links,
+            members,
+            segments,
+            shard_work_ns: e.work_ns(),
+            fast_path: self.fast_path.clone(),
+            engine_faults: e.faults(),
+            diverts,
+            cpu,
+        })
+    }
+
+    fn processes(&mut self) -> Result<Vec<ProcStatus>, WorkerError> {
+        Ok(self.supervisor.as_ref().map(|s| s.status()).unwrap_or_default())
+    }
+
+    fn positions(
+        &mut self,
+        seg: usize,
+        positions: Vec<vemu_radio::Pos>,
+    ) -> Result<(), WorkerError> {
+        let seg = self.local_seg(seg).map_err(internal)?;
+        self.engine().map_err(internal)?.set_positions(seg, positions);
+        Ok(())
+    }
+
+    fn radio(&mut self, seg: usize) -> Result<RadioSnapshot, WorkerError> {
+        let seg = self.local_seg(seg).map_err(internal)?;
+        Ok(self.engine().map_err(internal)?.radio(seg))
+    }
+
+    fn tap_queues(&mut self) -> Result<Vec<TapQueue>, WorkerError> {
+        self.read_tap_queues().map_err(internal)
+    }
+
+    fn backlog(&mut self) -> Result<u64, WorkerError> {
+        Ok(self.engine().map_err(internal)?.backlog_ns())
+    }
+
+    fn set_limits(&mut self, node: &str, limits: vemu_scenario::Limits) -> Result<(), WorkerError> {
+        let paths =
+            self.lab.as_ref().ok_or_else(|| WorkerError::internal("the lab is not built"))?;
+        vemu_host::cgroup::set_limits(&paths.lab, node, &limits).map_err(internal)
+    }
+
+    fn usage(&mut self) -> Result<Vec<vemu_host::cgroup::Usage>, WorkerError> {
+        let paths =
+            self.lab.as_ref().ok_or_else(|| WorkerError::internal("the lab is not built"))?;
+        // In the lab's order of nodes; those of other machines use nothing here.
+        let here: HashSet<&str> = self.ifaces.iter().map(|(n, _, _)| n.as_str()).collect();
+        Ok(self
+            .nodes
+            .iter()
+            .map(|n| match here.contains(n.as_str()) {
+                true => vemu_host::cgroup::usage(&paths.lab, n),
+                false => Default::default(),
+            })
+            .collect())
+    }
+
+    fn traffic_end(&mut self, node: &str, end: crate::traffic::End) -> Result<(), WorkerError> {
+        let (Some(paths), Some(clock)) = (&self.lab, self.clock) else {
+            return Err(WorkerError::internal("the lab is not running"));
+        };
+        if !self.hosts(node) {
+            return Err(WorkerError::internal(format!("node '{node}' is not on this machine")));
+        }
+        crate::traffic::start_end(paths, node, &end, clock).map_err(internal)
+    }
+
+    fn traffic_records(
+        &mut self,
+        _node: &str,
+        file: &str,
+        offset: u64,
+    ) -> Result<String, WorkerError> {
+        let paths =
+            self.lab.as_ref().ok_or_else(|| WorkerError::internal("the lab is not built"))?;
+        crate::traffic::records_chunk(paths, file, offset).map_err(internal)
+    }
+
+    fn teardown(&mut self) -> Result<(), WorkerError> {
+        self.take_down().map_err(internal)
+    }
+}
+
+/// What only an agent asks of its machine's share.
+impl LocalWorker {
+    /// Build the plan (with `share`: this machine's part of it, answering with its
+    /// tunnel endpoints and whether it made the lab's VXLAN device); a failed build is
+    /// taken down again.
+    pub(crate) fn build_or_undo(
+        &mut self,
+        plan: Plan,
+        clock_epoch_ns: u64,
+        share: Option<Share>,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<(Vec<(usize, SocketAddr)>, bool), WorkerError> {
+        match self.build_share(plan, clock_epoch_ns, share, progress) {
+            Ok(endpoints) => Ok((endpoints, self.vxlan.is_some())),
+            Err(e) => {
+                // Never leave a half-built lab.
+                if let Err(e2) = self.take_down() {
+                    return Err(internal(e.context(format!("and cleaning up failed too: {e2:#}"))));
                 }
+                Err(internal(e))
             }
-            WorkerRequest::Connect { peers, vxlan } => {
-                self.connect(&peers, &vxlan)?;
-                Ok(WorkerReply::Done)
-            }
-            WorkerRequest::Patch { target, dir, patch } => Ok(WorkerReply::Impairments(
-                self.engine()?.patch(self.local(target)?, dir, patch)?,
-            )),
-            WorkerRequest::SetUp { target, up } => {
-                self.engine()?.set_up(self.local(target)?, up)?;
-                Ok(WorkerReply::Done)
-            }
-            WorkerRequest::Stats => {
-                let cpu = match (self.cpu_lent, self.cpu_reader_here()) {
-                    (false, Some(r)) => vec![r.read()],
-                    _ => Vec::new(),
-                };
-                let e = self.engine()?;
-                // In the lab's numbering: what is not on this machine counts nothing here.
-                let mut links = vec![<[DirStats; 2]>::default(); self.lab_links];
-                for (k, &l) in self.links_here.iter().enumerate() {
-                    links[l] = e.stats(Target::Link(k));
-                }
-                let mut members: Vec<Vec<[DirStats; 2]>> =
-                    self.sizes.iter().map(|&n| vec![Default::default(); n]).collect();
-                let mut segments = vec![SegStats::default(); self.sizes.len()];
-                for (k, &g) in self.segs_here.iter().enumerate() {
-                    members[g] =
-                        (0..self.sizes[g]).map(|m| e.stats(Target::Member(k, m))).collect();
-                    segments[g] = e.segment_stats(k);
-                }
-                for (j, &(g, m)) in self.spurs_here.iter().enumerate() {
-                    members[g][m] = e.stats(Target::Link(self.links_here.len() + j));
-                }
-                let diverts = self.diverter.as_ref().map(|d| d.stats()).unwrap_or_default();
-                Ok(WorkerReply::Stats(Counters {
-                    links,
-                    members,
-                    segments,
-                    shard_work_ns: e.work_ns(),
-                    fast_path: self.fast_path.clone(),
-                    engine_faults: e.faults(),
-                    diverts,
-                    cpu,
-                }))
-            }
-            WorkerRequest::NodeState { node, up } => {
-                let (Some(sup), Some(paths)) = (&self.supervisor, &self.lab) else {
-                    return Err(anyhow!("the lab is not built"));
-                };
-                if up {
-                    sup.start_node(paths, &node);
-                } else {
-                    sup.stop_node(paths, &node, std::time::Duration::from_secs(2));
-                }
-                Ok(WorkerReply::Done)
-            }
-            WorkerRequest::Processes => Ok(WorkerReply::Processes(
-                self.supervisor.as_ref().map(|s| s.status()).unwrap_or_default(),
-            )),
-            WorkerRequest::Positions { seg, positions } => {
-                self.engine()?.set_positions(self.local_seg(seg)?, positions);
-                Ok(WorkerReply::Done)
-            }
-            WorkerRequest::Radio { seg } => {
-                Ok(WorkerReply::Radio(self.engine()?.radio(self.local_seg(seg)?)))
-            }
-            WorkerRequest::TapQueues => Ok(WorkerReply::TapQueues(self.tap_queues()?)),
-            WorkerRequest::Backlog => Ok(WorkerReply::Backlog(self.engine()?.backlog_ns())),
-            WorkerRequest::SetLimits { node, limits } => {
-                let paths = self.lab.as_ref().ok_or_else(|| anyhow!("the lab is not built"))?;
-                vemu_host::cgroup::set_limits(&paths.lab, &node, &limits)?;
-                Ok(WorkerReply::Done)
-            }
-            WorkerRequest::Usage => {
-                let paths = self.lab.as_ref().ok_or_else(|| anyhow!("the lab is not built"))?;
-                // In the lab's order of nodes; those of other machines use nothing here.
-                let here: HashSet<&str> = self.ifaces.iter().map(|(n, _, _)| n.as_str()).collect();
-                Ok(WorkerReply::Usage(
-                    self.nodes
-                        .iter()
-                        .map(|n| {
-                            if here.contains(n.as_str()) {
-                                vemu_host::cgroup::usage(&paths.lab, n)
-                            } else {
-                                Default::default()
-                            }
-                        })
-                        .collect(),
-                ))
-            }
-            WorkerRequest::TrafficEnd { node, end } => {
-                let (Some(paths), Some(clock)) = (&self.lab, self.clock) else {
-                    return Err(anyhow!("the lab is not running"));
-                };
-                if !self.hosts(&node) {
-                    bail!("node '{node}' is not on this machine");
-                }
-                crate::traffic::start_end(paths, &node, &end, clock)?;
-                Ok(WorkerReply::Done)
-            }
-            WorkerRequest::TrafficRecords { file, offset, .. } => {
-                let paths = self.lab.as_ref().ok_or_else(|| anyhow!("the lab is not built"))?;
-                Ok(WorkerReply::Text(crate::traffic::records_chunk(paths, &file, offset)?))
-            }
-            WorkerRequest::State => {
-                let paths = self.lab.as_ref().ok_or_else(|| anyhow!("the lab is not built"))?;
-                let plan: serde_json::Value = serde_json::from_slice(
-                    &std::fs::read(paths.plan()).context("reading the lab's plan")?,
-                )
-                .context("reading the lab's plan")?;
-                let saved: serde_json::Value = std::fs::read(saved_copy(paths))
-                    .ok()
-                    .and_then(|b| serde_json::from_slice(&b).ok())
-                    .unwrap_or_default();
-                let lab_now_ns = self.clock.map(|c| c.now_ns());
-                Ok(WorkerReply::Text(
-                    serde_json::json!({"plan": plan, "saved": saved, "lab_now_ns": lab_now_ns})
-                        .to_string(),
-                ))
-            }
-            WorkerRequest::Teardown => {
-                self.teardown()?;
-                Ok(WorkerReply::Done)
-            }
-        })();
-        r.unwrap_or_else(|e| WorkerReply::error(format!("{e:#}")))
+        }
+    }
+
+    /// What this machine holds of the lab for a controller that takes it over from
+    /// another machine: a JSON object with the lab's `plan`, the `saved` state its
+    /// controller last handed on (null if none) and what the lab clock reads here
+    /// (`lab_now_ns`).
+    pub(crate) fn state(&self) -> Result<String, WorkerError> {
+        let paths =
+            self.lab.as_ref().ok_or_else(|| WorkerError::internal("the lab is not built"))?;
+        let plan: serde_json::Value = std::fs::read(paths.plan())
+            .context("reading the lab's plan")
+            .and_then(|b| serde_json::from_slice(&b).context("reading the lab's plan"))
+            .map_err(internal)?;
+        let saved: serde_json::Value = std::fs::read(saved_copy(paths))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+        let lab_now_ns = self.clock.map(|c| c.now_ns());
+        Ok(serde_json::json!({"plan": plan, "saved": saved, "lab_now_ns": lab_now_ns}).to_string())
     }
 }

@@ -9,7 +9,7 @@ impl LocalWorker {
     /// and the address its tunnels use; `None`: the whole lab). Without links to other
     /// machines the share starts at once; with them it waits for [`LocalWorker::connect`],
     /// and the tunnel sockets it made are returned, as (link, address).
-    pub(super) fn build(
+    pub(super) fn build_share(
         &mut self,
         plan: Plan,
         epoch: u64,
