@@ -1,7 +1,12 @@
 //! `vemu clean`: what labs left behind (also after a crash): on this machine, and on
 //! the agents of a dead lab across machines (they take their shares down).
 
-use super::*;
+use anyhow::{bail, Result};
+use serde_json::json;
+use vemu_control::labs::LabPaths;
+use vemu_control::Client;
+
+use crate::lab::{load_plan, need_root};
 
 pub(crate) fn clean(all: bool) -> Result<()> {
     need_root()?;

@@ -1,6 +1,8 @@
 //! The command line: its commands, flags and their help (clap).
 
-use super::*;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 #[derive(Parser)]
 #[command(

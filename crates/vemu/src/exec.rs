@@ -1,7 +1,15 @@
 //! `vemu exec` and `vemu shell`: a command or a terminal in a node — entered directly
 //! when the node is on this machine, through the lab's API when it is on another.
 
-use super::*;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, ExitCode};
+
+use anyhow::{Context, Result};
+use serde_json::json;
+use vemu_control::labs::{HereDoor, LabPaths};
+use vemu_control::percent_encode;
+
+use crate::lab::{connect, load_plan, need_root, resolve_lab, user};
 
 pub(crate) fn exec(lab: Option<String>, node: &str, argv: &[String]) -> Result<ExitCode> {
     let paths = match node_lab(lab, node)? {

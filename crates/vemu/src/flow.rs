@@ -1,6 +1,13 @@
 //! `vemu traffic` and `vemu report`: flows between nodes and what they measured.
 
-use super::*;
+use anyhow::Result;
+use serde_json::json;
+use vemu_control::labs::LabPaths;
+use vemu_control::Client;
+
+use crate::cli::TrafficCmd;
+use crate::lab::{connect, resolve_lab, user};
+use crate::traffic;
 
 /// `vemu traffic cbr`: a constant-bit-rate flow between two nodes.
 pub(crate) fn traffic_flow(cmd: TrafficCmd) -> Result<()> {

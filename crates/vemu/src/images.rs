@@ -1,6 +1,9 @@
 //! `vemu images`: the store of image nodes' images on this machine (docs/images.md).
 
-use super::*;
+use anyhow::Result;
+
+use crate::cli::ImagesCmd;
+use crate::lab::{need_root, user};
 
 pub(crate) fn images(cmd: ImagesCmd) -> Result<()> {
     need_root()?;

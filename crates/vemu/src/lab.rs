@@ -1,7 +1,11 @@
 //! Finding a lab and talking to it: its name when left out, its API client, its plan;
 //! the user's mistakes (exit status 2) and the need for root.
 
-use super::*;
+use anyhow::{bail, Context, Result};
+use serde_json::json;
+use vemu_control::labs::LabPaths;
+use vemu_control::Client;
+use vemu_scenario::Plan;
 
 /// A mistake of the user's: reported plainly, exit status 2.
 #[derive(Debug)]
@@ -63,4 +67,16 @@ pub(crate) fn load_plan(lab: &str) -> Result<Plan> {
     let text = std::fs::read(&path)
         .map_err(|_| user(format!("lab '{lab}' is not running (see 'vemu ls')")))?;
     serde_json::from_slice(&text).context("reading the lab's plan")
+}
+
+/// Take a lab down through its controller, and wait until the controller has given the
+/// lab's name up (it answers once the lab is down, then exits): an `up` of the same
+/// name right after must not find it still taken (the operator's "bring it up anew" did).
+pub(crate) fn take_down(lab: &str) -> Result<()> {
+    connect(lab)?.post("/v1/down", &json!({}))?;
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while vemu_control::labs::LabLock::held(lab) && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    Ok(())
 }

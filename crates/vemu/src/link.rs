@@ -1,6 +1,11 @@
 //! `vemu link`: a link's impairments and state, through the lab's API.
 
-use super::*;
+use anyhow::Result;
+use serde_json::json;
+use vemu_control::percent_encode;
+
+use crate::cli::{DirArg, LinkCmd};
+use crate::lab::{connect, resolve_lab, user};
 
 pub(crate) fn link(cmd: LinkCmd) -> Result<()> {
     let (lab, link, verb, body) = match cmd {
@@ -76,7 +81,7 @@ mod tests {
     /// but the direction and the lab.
     #[test]
     fn link_set_has_a_flag_for_each_runtime_impairment() {
-        let cli = super::Cli::command();
+        let cli = crate::cli::Cli::command();
         let set = cli.find_subcommand("link").and_then(|l| l.find_subcommand("set")).unwrap();
         let mut flags: Vec<&str> = set
             .get_arguments()

@@ -1,14 +1,11 @@
 //! The `vemu` command.
 
-use std::io::{BufRead, BufReader, IsTerminal, Write};
-use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
-use std::process::{Command, ExitCode, Stdio};
+use std::process::ExitCode;
 
-use anyhow::{bail, Context, Result};
-use clap::{Args, Parser, Subcommand, ValueEnum};
-use serde_json::json;
-use vemu_control::daemon::{self, Event};
+use anyhow::Result;
+use clap::Parser;
+use vemu_control::{ApiFailure, LabClock};
+
 mod attach;
 mod check;
 mod clean;
@@ -30,29 +27,18 @@ mod traffic;
 mod up;
 mod watch;
 
-use attach::attach;
-use check::check;
-use clean::*;
-use cli::*;
-use daemon_cmd::{lock_memory, run_daemon};
-use exec::*;
-use flow::*;
-use images::*;
-use lab::*;
-use link::*;
-use node::*;
-use save::*;
-use show::*;
-use up::*;
-use watch::*;
-
-use vemu_control::daemon::ApiOptions;
-use vemu_control::labs::{HereDoor, LabPaths};
-use vemu_control::{
-    percent_encode, ApiFailure, Client, DirStats, LabClock, LabStatus, TUNNEL_FRAME_EXTRA,
-};
-use vemu_link::{Impairments, Loss, QueueLimit};
-use vemu_scenario::Plan;
+use crate::attach::attach;
+use crate::check::check;
+use crate::cli::{AgentCmd, Cli, Cmd, NodeCmd};
+use crate::daemon_cmd::{lock_memory, run_daemon};
+use crate::exec::shell;
+use crate::flow::{report, traffic_flow};
+use crate::lab::{connect, need_root, resolve_lab, take_down, user, UserError};
+use crate::node::node_set;
+use crate::save::inventory;
+use crate::show::{ls, print_status};
+use crate::up::print_ui;
+use crate::watch::{capture, watch_stats};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -108,17 +94,19 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             eprintln!("vemu import: {} nodes, {} links", i.nodes, i.links);
         }
-        Cmd::Up { file, name, foreground, api, ui, machines, wait_converged, tenant, owner } => up(
-            &file,
-            name.as_deref(),
-            foreground,
-            api,
-            ui,
-            machines.as_deref(),
-            wait_converged,
-            &tenant,
-            owner,
-        )?,
+        Cmd::Up { file, name, foreground, api, ui, machines, wait_converged, tenant, owner } => {
+            up::up(
+                &file,
+                name.as_deref(),
+                foreground,
+                api,
+                ui,
+                machines.as_deref(),
+                wait_converged,
+                &tenant,
+                owner,
+            )?
+        }
         Cmd::Ui { lab } => {
             need_root()?;
             print_ui(&resolve_lab(lab.lab)?)?;
@@ -147,9 +135,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 print_status(&status);
             }
         }
-        Cmd::Exec { node, command, lab } => return exec(lab.lab, &node, &command),
+        Cmd::Exec { node, command, lab } => return exec::exec(lab.lab, &node, &command),
         Cmd::Shell { node, lab } => return shell(lab.lab, &node),
-        Cmd::Link { cmd } => link(cmd)?,
+        Cmd::Link { cmd } => link::link(cmd)?,
         Cmd::Stats { interval, json, csv, count, lab } => {
             watch_stats(lab.lab, &interval, json, csv.as_deref(), count)?
         }
@@ -159,7 +147,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Cmd::Node { cmd: NodeCmd::Set { node, cpu, memory, pids, lab } } => {
             node_set(lab.lab, &node, cpu, memory, pids)?
         }
-        Cmd::Node { cmd } => node(cmd)?,
+        Cmd::Node { cmd } => node::node(cmd)?,
         Cmd::Traffic { cmd } => traffic_flow(cmd)?,
         Cmd::Report { what: None, json: as_json, lab } => report(lab.lab, as_json)?,
         Cmd::Report { what: Some(cli::ReportArg::Drops), json: as_json, lab } => {
@@ -173,7 +161,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 traffic::recv(flow, port, until_ns, LabClock { epoch_ns })?
             }
         },
-        Cmd::Images { cmd } => images(cmd)?,
+        Cmd::Images { cmd } => images::images(cmd)?,
         Cmd::Test { file, name, json, repeat, seed, junit, machines } => {
             return crate::test_cmd::test(&crate::test_cmd::TestArgs {
                 file: &file,
@@ -188,21 +176,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Cmd::Mininet { path: true, .. } => println!("{}", mininet::python_path()?.display()),
         Cmd::Mininet { script, .. } => return mininet::run_script(&script),
         Cmd::Mn { args } => return mininet::run_mn(&args),
-        Cmd::Save { output, lab } => save(lab.lab, output)?,
+        Cmd::Save { output, lab } => save::save(lab.lab, output)?,
         Cmd::Inventory { lab } => inventory(lab.lab)?,
-        Cmd::Clean { all } => clean(all)?,
+        Cmd::Clean { all } => clean::clean(all)?,
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Take a lab down through its controller, and wait until the controller has given the
-/// lab's name up (it answers once the lab is down, then exits): an `up` of the same
-/// name right after must not find it still taken (the operator's "bring it up anew" did).
-pub(crate) fn take_down(lab: &str) -> Result<()> {
-    connect(lab)?.post("/v1/down", &json!({}))?;
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while vemu_control::labs::LabLock::held(lab) && std::time::Instant::now() < until {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    Ok(())
 }

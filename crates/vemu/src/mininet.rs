@@ -7,7 +7,11 @@ use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 
-use super::*;
+use std::process::{Command, ExitCode};
+
+use anyhow::{bail, Context, Result};
+
+use crate::lab::need_root;
 
 macro_rules! py {
     ($($p:literal),* $(,)?) => {

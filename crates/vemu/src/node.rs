@@ -1,6 +1,12 @@
 //! `vemu node`: a node's limits, stopping, starting and moving it.
 
-use super::*;
+use anyhow::{bail, Result};
+use serde_json::json;
+use vemu_control::percent_encode;
+
+use crate::cli::NodeCmd;
+use crate::lab::{connect, resolve_lab};
+use crate::show::describe_limits;
 
 /// `vemu node set`: a node's CPU, memory and process limits.
 pub(crate) fn node_set(

@@ -2,7 +2,12 @@
 //! their software after `up`, `vemu save` every router's running configuration to
 //! DIR/NODE/FILE, `vemu inventory`.
 
-use super::*;
+use anyhow::{bail, Context, Result};
+use serde_json::json;
+use vemu_control::percent_encode;
+use vemu_scenario::Plan;
+
+use crate::lab::{connect, load_plan, resolve_lab, user};
 
 /// A node of a router kind.
 pub(crate) type Router = (String, &'static dyn vemu_scenario::kinds::Kind);

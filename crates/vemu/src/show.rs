@@ -1,6 +1,10 @@
 //! `vemu status` as text: impairments, limits and counters in words.
 
-use super::*;
+use vemu_control::{DirStats, LabStatus, TUNNEL_FRAME_EXTRA};
+use vemu_link::{Impairments, Loss, QueueLimit};
+
+use crate::cli::STATUS_LINES_MAX;
+use crate::lab::load_plan;
 
 /// A duration in the scenario's unit syntax (`20ms`, `1s`, `250us`), as the user would write it.
 pub(crate) fn unit_ns(ns: u64) -> String {

@@ -8,7 +8,16 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::*;
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use anyhow::{bail, Result};
+use serde_json::json;
+use vemu_control::daemon::ApiOptions;
+use vemu_scenario::Plan;
+
+use crate::lab::{connect, need_root, user};
+use crate::up::{images_readable, up_background};
 
 /// How often the command asks the lab how its checks stand.
 const POLL: std::time::Duration = std::time::Duration::from_millis(250);

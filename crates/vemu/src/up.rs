@@ -2,8 +2,17 @@
 //! foreground, or as `vemu daemon` in the background, told what to do and followed through
 //! `vemu_control::daemon::{DaemonOrder, DaemonReport}`) and waiting for it.
 
-use super::*;
-use vemu_control::daemon::{DaemonOrder, DaemonReport, Start};
+use std::io::{BufRead, BufReader, IsTerminal, Write};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+
+use anyhow::{bail, Context, Result};
+use serde_json::json;
+use vemu_control::daemon::{self, ApiOptions, DaemonOrder, DaemonReport, Event, Start};
+use vemu_control::labs::LabPaths;
+use vemu_scenario::Plan;
+
+use crate::lab::{connect, need_root, take_down, user};
 
 /// What placement weighed a machine's nodes by, in words: a node weighs its `cpu:`
 /// limit in cores, one without a limit weighs 1 — a unit of balance, not a core it is

@@ -1,6 +1,13 @@
 //! Commands that follow a running lab: `vemu stats` and `vemu capture`.
 
-use super::*;
+use std::io::Write;
+
+use anyhow::{Context, Result};
+use vemu_control::percent_encode;
+
+use crate::cli::PointArg;
+use crate::lab::{connect, resolve_lab, user};
+use crate::stats;
 
 /// `vemu stats`: the lab's counters every `interval`, as a table, JSON or CSV.
 pub(crate) fn watch_stats(

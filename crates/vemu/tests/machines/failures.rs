@@ -16,9 +16,7 @@ fn a_machine_that_cannot_build_its_share_fails_the_lab_everywhere_with_a_clear_e
         msg.contains("machine 'b' (10.79.0.2:14790)") && msg.contains("net.nonexistent.key"),
         "{msg}"
     );
-    for i in 0..2 {
-        assert_eq!(m.leftovers(i), "", "machine {i} keeps something after a failed up");
-    }
+    m.nothing_left("a failed up");
     assert!(
         !std::path::Path::new("/run/vemu/xf").exists(),
         "the controller keeps the lab's directory"

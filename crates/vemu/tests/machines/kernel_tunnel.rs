@@ -90,9 +90,7 @@ fn unimpaired_links_between_machines_take_the_kernels_tunnel_where_the_underlay_
     assert!(rtt < 2.0, "min RTT {rtt} ms unimpaired");
     a_capture_takes_both_directions_through_the_engines(&m, &n2_ip);
     a_lost_machines_kernel_takes_nothing_more(&m);
-    let o = m.vemu(&["down", "--lab", "xk9"]);
-    assert!(o.status.success(), "{}", text(&o));
-    assert_eq!((m.leftovers(0), m.leftovers(1)), (String::new(), String::new()));
+    m.down_leaving_nothing("xk9");
 }
 
 // The parts of the test above, on its lab "xk9" (n1 on machine a, n2 on b).

@@ -41,11 +41,7 @@ fn a_chain_across_two_machines_keeps_its_delays_and_rate() {
     counters_count_each_direction_once(&m);
     forged_datagrams_are_dropped_unread(&m, &n4_ip);
 
-    let o = m.vemu(&["down", "--lab", "xm"]);
-    assert!(o.status.success(), "{}", text(&o));
-    for i in 0..2 {
-        assert_eq!(m.leftovers(i), "", "machine {i} keeps something after down");
-    }
+    m.down_leaving_nothing("xm");
     assert!(!std::path::Path::new("/run/vemu/xm").exists());
     let r = report(&m);
     let sent_delivered: Vec<(Option<u64>, Option<u64>)> = r["flows"]
@@ -715,11 +711,7 @@ links:
         .to_string();
     let o = m.exec(0, "xq", "n1", &["ping", "-c", "3", "-i", "0.2", "-W", "2", &n3]);
     assert!(o.status.success(), "n1 -> n3 across machines: {}", text(&o));
-    let o = m.vemu(&["down", "--lab", "xq"]);
-    assert!(o.status.success(), "{}", text(&o));
-    for i in 0..4 {
-        assert_eq!(m.leftovers(i), "", "machine {i} keeps something after down");
-    }
+    m.down_leaving_nothing("xq");
 }
 
 /// A LAN across two machines: h1, h2 on a (with the switch), h3 on b with 2 ms egress and
@@ -866,11 +858,7 @@ fn a_lan_across_two_machines_keeps_each_ports_delays() {
         .collect();
     seen.sort();
     assert_eq!(seen, ["0 1", "0 2", "0 3", "8 1", "8 2", "8 3"], "{}", text(&o));
-    let o = m.vemu(&["down", "--lab", "xl"]);
-    assert!(o.status.success(), "{}", text(&o));
-    for i in 0..2 {
-        assert_eq!(m.leftovers(i), "", "machine {i} keeps something after down");
-    }
+    m.down_leaving_nothing("xl");
 }
 
 /// The tunnels of a shard to one far socket share its path: one of them probes it (round

@@ -250,15 +250,20 @@ impl Machines {
     fn down_leaving_nothing(&self, lab: &str) {
         let o = self.vemu(&["down", "--lab", lab]);
         assert!(o.status.success(), "{}", text(&o));
-        for i in 0..self.names.len() {
-            assert_eq!(self.leftovers(i), "", "machine {i} keeps something after down");
-        }
+        self.nothing_left("down");
         // Nor a zombie child (issue 39: each agent kept a node's vemu-init).
         for i in 0..self.names.len() {
             let pid = self.agent_pid(i);
             eventually(5, &format!("machine {i}'s agent reaps its children"), || {
                 zombies_of(pid).is_empty()
             });
+        }
+    }
+
+    /// No machine holds anything of a lab (after `what`).
+    fn nothing_left(&self, what: &str) {
+        for i in 0..self.names.len() {
+            assert_eq!(self.leftovers(i), "", "machine {i} keeps something after {what}");
         }
     }
 

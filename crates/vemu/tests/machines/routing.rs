@@ -83,11 +83,7 @@ fn an_frr_ospf_ring_across_three_machines_converges_and_reroutes() {
     let o = m.vemu(&["link", "down", cut, "--lab", "xr"]);
     assert!(o.status.success(), "{}", text(&o));
     reach_all(30);
-    let o = m.vemu(&["down", "--lab", "xr"]);
-    assert!(o.status.success(), "{}", text(&o));
-    for i in 0..3 {
-        assert_eq!(m.leftovers(i), "", "machine {i} keeps something after down");
-    }
+    m.down_leaving_nothing("xr");
 }
 
 /// A MANET on two machines: the five-node radio line with n1, n2 on machine a and n4,
@@ -201,9 +197,5 @@ fn a_manet_across_two_machines_routes_with_babeld_over_one_radio_channel() {
         "10.255.0.5",
     ]);
     assert!(!o.status.success(), "still reachable with n3 away: {}", text(&o));
-    let o = m.vemu(&["down", "--lab", "xw"]);
-    assert!(o.status.success(), "{}", text(&o));
-    for i in 0..2 {
-        assert_eq!(m.leftovers(i), "", "machine {i} keeps something after down");
-    }
+    m.down_leaving_nothing("xw");
 }

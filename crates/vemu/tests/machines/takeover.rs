@@ -81,9 +81,7 @@ fn a_new_controller_takes_over_a_lab_whose_controller_died() {
     let o = m.vemu(&["attach", "--lab", "xa"]);
     assert!(!o.status.success() && text(&o).contains("already running"), "{}", text(&o));
 
-    let o = m.vemu(&["down", "--lab", "xa"]);
-    assert!(o.status.success(), "{}", text(&o));
-    assert_eq!((m.leftovers(0), m.leftovers(1)), (String::new(), String::new()));
+    m.down_leaving_nothing("xa");
     assert!(!std::path::Path::new("/run/vemu/xa").exists());
     let o = m.vemu(&["attach", "--lab", "xa"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
