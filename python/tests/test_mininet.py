@@ -383,6 +383,12 @@ def test_mininet_path_serves_import_mininet(tmp_path):
     r = run([sys.executable, "-c", "import mininet.net, mininet.node as n; print(mininet.net.VERSION, n.OVSSwitch.__module__)"],
             env=env)
     assert r.stdout.split() == ["2.3.0", "vemu.mininet.node"], r.stderr
+    # Without $VEMU and with no vemu on PATH (sudo's secure path), the package finds the
+    # executable that wrote it out.
+    env = {k: v for k, v in os.environ.items() if k != "VEMU"}
+    env.update(PYTHONPATH=path, PATH="/usr/sbin:/usr/bin:/sbin:/bin")
+    r = run([sys.executable, "-c", "import vemu; print(vemu.find_vemu())"], env=env)
+    assert os.path.samefile(r.stdout.strip(), VEMU), (r.stdout, r.stderr)
     r = run([VEMU, "mininet", str(tmp_path / "none.py")])
     assert r.returncode != 0 and "no such script" in r.stderr
 
@@ -394,6 +400,8 @@ def test_mininet_path_serves_import_mininet(tmp_path):
     ("linuxrouter", "h1 ping -c1 h3\nr0 route -n\n", "1 received"),
     ("multilink", "", "*** Stopping 4 links"),
     ("natnet", "h1 ping -c1 -W2 h0\nh2 ping -c1 -W2 h0\n", "1 received"),
+    # (Polls every host's stdout before its first command: shells start when asked for.)
+    ("multiping", "", "10.0.0.200 1 packets transmitted, 0 received"),
 ])
 def test_mininets_own_examples_unmodified(example, stdin, expect):
     r = run([VEMU, "mininet", os.path.join(EXAMPLES, example + ".py")], stdin=stdin)
@@ -405,6 +413,8 @@ def test_mininets_own_examples_unmodified(example, stdin, expect):
         # Both private networks reached h0, each through its NAT (the one address h0
         # knows: 0 received would be h0 answering 192.168.x, which it has no route to).
         assert out.count("1 received") == 2, out
+    if example == "multiping":
+        assert re.search(r"h1: 10\.0\.0\.1 -> 10\.0\.0\.[234] 1 packets transmitted, 1 received", out), out
     if example == "linuxrouter":
         assert "192.168.1.0     0.0.0.0         255.255.255.0   U" in out
     assert not labs()

@@ -54,8 +54,19 @@ class Result:
 
 
 def find_vemu() -> str:
-    """The ``vemu`` executable: ``$VEMU``, else ``vemu`` on ``PATH``."""
-    exe = os.environ.get("VEMU") or shutil.which("vemu")
+    """The ``vemu`` executable: ``$VEMU``; else, for this package as ``vemu mininet
+    --path`` wrote it out, the executable that wrote it (named in the file
+    ``vemu-executable`` beside this module); else ``vemu`` on ``PATH``."""
+    exe = os.environ.get("VEMU")
+    if not exe:
+        try:
+            with open(os.path.join(os.path.dirname(__file__), "vemu-executable")) as f:
+                written_by = f.read().strip()
+            if os.access(written_by, os.X_OK):
+                exe = written_by
+        except OSError:
+            pass
+    exe = exe or shutil.which("vemu")
     if not exe:
         raise VemuError(0, "cannot find the vemu command: put it on PATH or set VEMU")
     return exe

@@ -47,6 +47,27 @@ const PYTHON_DIR: &str = "/run/vemu-python";
 /// The directory to put first on PYTHONPATH: it holds `vemu/` and `mininet/`, written
 /// out if this version of them is not there yet.
 pub(crate) fn python_path() -> Result<PathBuf> {
+    let dir = package_dir()?;
+    // Which vemu the package runs when $VEMU is not set (a script run with PYTHONPATH
+    // from `vemu mininet --path`, under sudo's PATH without vemu on it): this one.
+    if let Ok(exe) = std::env::current_exe() {
+        let file = dir.join("vemu").join(EXE_FILE);
+        if std::fs::read(&file).ok().as_deref() != Some(exe.as_os_str().as_encoded_bytes()) {
+            let tmp = file.with_extension(format!("tmp-{}", std::process::id()));
+            std::fs::write(&tmp, exe.as_os_str().as_encoded_bytes())
+                .and_then(|()| std::fs::rename(&tmp, &file))
+                .with_context(|| format!("writing {}", file.display()))?;
+        }
+    }
+    Ok(dir)
+}
+
+/// The file beside the package that names the vemu executable that last wrote it out
+/// (`vemu.find_vemu` reads it).
+const EXE_FILE: &str = "vemu-executable";
+
+/// The package's directory for this version of its files, written out if not there.
+fn package_dir() -> Result<PathBuf> {
     let mut h = DefaultHasher::new();
     FILES.hash(&mut h);
     let dir = Path::new(PYTHON_DIR).join(format!("{:016x}", h.finish()));

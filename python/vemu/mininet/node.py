@@ -56,6 +56,9 @@ class Node(object):
         self.intfs = {}
         self.ports = {}
         self.nameToIntf = {}
+        self.netUp = None
+        self.where = None
+        self._exited = False
         (self.shell, self.execed, self.pid, self.stdin, self.stdout,
          self.lastPid, self.lastCmd, self.pollOut) = (None,) * 8
         self.waiting = False
@@ -73,6 +76,21 @@ class Node(object):
         self.pending = []
         #: Brings the network's lab up once it is built (set by Mininet).
         self.netUp = None
+
+    @property
+    def stdout(self):
+        """The shell's output (its pseudo-terminal). vemu starts a node's shell when it is
+        first used; asking for its output once the network is built starts it too, as
+        Mininet's nodes have theirs from the start (multiping.py polls every host's
+        ``stdout.fileno()`` before giving it a command)."""
+        if (self._stdout is None and self.shell is None and not self._exited
+                and (self.where is not None or self.netUp is not None)):
+            self._needShell()
+        return self._stdout
+
+    @stdout.setter
+    def stdout(self, f):
+        self._stdout = f
 
     @classmethod
     def fdToNode(cls, fd):
