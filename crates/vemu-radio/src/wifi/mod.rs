@@ -3,9 +3,12 @@
 //! binary exponential backoff, RTS/CTS and NAV, SINR reception), rate adaptation
 //! ([`rate`]), a radio's frames as captures show them ([`monitor`]: radiotap), and
 //! Bianchi's model of its saturation throughput ([`bianchi`]) that it is validated
-//! against ([`saturation`] runs the same experiment on the DCF).
+//! against ([`saturation`] runs the same experiment on the DCF); infrastructure mode
+//! ([`bss`]: access points, stations, association and roaming — not yet wired to a
+//! segment's channel).
 
 pub mod bianchi;
+pub mod bss;
 pub mod dcf;
 pub mod monitor;
 pub mod phy;
