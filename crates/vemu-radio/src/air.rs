@@ -3,7 +3,10 @@
 //! interface, as the data path's core drives it: frames offered with their wire size,
 //! time advanced, outcomes out.
 
+use rustc_hash::FxHashMap;
+
 use crate::medium::{Medium, MediumConfig, Neighbour, Outcome, PairCounters};
+use crate::wifi::bss::{BssEvent, Infra, Mgmt, Role, Route};
 use crate::wifi::dcf::{self, Dcf};
 use crate::Pos;
 
@@ -17,11 +20,40 @@ pub enum Air {
     Dcf(Box<DcfAir>),
 }
 
-/// The DCF with the medium's outcomes.
+/// The DCF with the medium's outcomes, and infrastructure mode when a member is an
+/// access point or a station: management frames on the air, and data frames through
+/// the access points.
 #[derive(Debug, Clone)]
 pub struct DcfAir {
     pub dcf: Dcf,
     out: Vec<dcf::Outcome>,
+    infra: Option<Infra>,
+    /// Management frames on the air, by id (from [`MGMT_IDS`] up).
+    mgmt: FxHashMap<u64, Mgmt>,
+    next_mgmt: u64,
+    /// Data frames of an infrastructure channel, by id: where each is going.
+    legs: FxHashMap<u64, Leg>,
+    events: Vec<BssEvent>,
+}
+
+/// Ids of the channel's own management frames (the data path's are below).
+pub const MGMT_IDS: u64 = 1 << 62;
+
+/// A data frame on an infrastructure channel.
+#[derive(Debug, Clone, Copy)]
+struct Leg {
+    /// The member that sent it, and the member it is for (`None`: broadcast, or beyond
+    /// the channel).
+    origin: u32,
+    dst: Option<u32>,
+    /// Its access point (the sender's, or the sender itself) and whether it is on its
+    /// way from it now (else to it).
+    ap: Option<u32>,
+    from_ap: bool,
+    /// Its size on the air (to send it again from the access point).
+    bytes: u64,
+    /// Transmissions of it the DCF has not finished.
+    on_air: u32,
 }
 
 impl Air {
@@ -30,7 +62,20 @@ impl Air {
         match cfg.dcf.clone() {
             Some(setup) => {
                 let dcf = Dcf::new(setup.config, positions, &setup.stations);
-                Air::Dcf(Box::new(DcfAir { dcf, out: Vec::new() }))
+                let infra = Infra::wanted(&setup.roles).then(|| {
+                    let mut roles = setup.roles.clone();
+                    roles.resize(positions.len(), Role::AdHoc);
+                    Infra::new(roles)
+                });
+                Air::Dcf(Box::new(DcfAir {
+                    dcf,
+                    out: Vec::new(),
+                    infra,
+                    mgmt: FxHashMap::default(),
+                    next_mgmt: MGMT_IDS,
+                    legs: FxHashMap::default(),
+                    events: Vec::new(),
+                }))
             }
             None => Air::Simple(Medium::new(cfg, positions)),
         }
@@ -54,24 +99,40 @@ impl Air {
             }
             // (An Ethernet frame's payload as 802.11 carries it: the Ethernet header
             // becomes the MAC header's addresses and an 8-byte LLC/SNAP header.)
-            Air::Dcf(d) => d.dcf.offer(now_ns, member, id, wire.1.saturating_sub(14) + 8, dst),
+            Air::Dcf(d) => d.offer(now_ns, member, id, wire.1.saturating_sub(14) + 8, dst),
         }
     }
 
     pub fn next_event_ns(&self) -> Option<u64> {
         match self {
             Air::Simple(m) => m.next_event_ns(),
-            Air::Dcf(d) => d.dcf.next_event_ns(),
+            Air::Dcf(d) => {
+                let bss = d.infra.as_ref().and_then(|i| i.next_event_ns());
+                d.dcf.next_event_ns().into_iter().chain(bss).min()
+            }
         }
     }
 
     pub fn advance(&mut self, now_ns: u64, out: &mut Vec<Outcome>) {
         match self {
             Air::Simple(m) => m.advance(now_ns, out),
-            Air::Dcf(d) => {
-                d.dcf.advance(now_ns, &mut d.out);
-                out.extend(d.out.drain(..).map(outcome));
-            }
+            Air::Dcf(d) => d.advance(now_ns, out),
+        }
+    }
+
+    /// Infrastructure mode's state (an 802.11 channel with access points or stations).
+    pub fn infra(&self) -> Option<&Infra> {
+        match self {
+            Air::Dcf(d) => d.infra.as_ref(),
+            Air::Simple(_) => None,
+        }
+    }
+
+    /// What infrastructure mode decided since last asked (associations, losses).
+    pub fn take_bss_events(&mut self) -> Vec<BssEvent> {
+        match self {
+            Air::Dcf(d) => std::mem::take(&mut d.events),
+            Air::Simple(_) => Vec::new(),
         }
     }
 
@@ -136,6 +197,123 @@ impl Air {
             Air::Dcf(d) => {
                 Some((0..d.dcf.positions().len() as u32).map(|s| d.dcf.stats(s)).collect())
             }
+        }
+    }
+}
+
+impl DcfAir {
+    /// A data frame from `member` for `dst`: straight on an ad hoc channel, else where
+    /// infrastructure mode sends it (through the sender's access point, or nowhere).
+    fn offer(&mut self, now_ns: u64, member: u32, id: u64, bytes: u64, dst: Option<u32>) -> bool {
+        let Some(infra) = &self.infra else {
+            return self.dcf.offer(now_ns, member, id, bytes, dst);
+        };
+        let (to, ap, from_ap) = match infra.route(member, dst) {
+            Route::Drop => return false,
+            Route::ToAp(ap) => (Some(ap), Some(ap), false),
+            Route::Air { to } => match infra.role(member) {
+                Some(Role::Ap(_)) => (to, Some(member), true),
+                _ => (to, None, false),
+            },
+        };
+        if !self.dcf.offer(now_ns, member, id, bytes, to) {
+            return false;
+        }
+        self.legs.insert(id, Leg { origin: member, dst, ap, from_ap, bytes, on_air: 1 });
+        true
+    }
+
+    fn advance(&mut self, now_ns: u64, out: &mut Vec<Outcome>) {
+        if let Some(infra) = &mut self.infra {
+            infra.advance(now_ns);
+            self.send_mgmt(now_ns);
+        }
+        self.dcf.advance(now_ns, &mut self.out);
+        let outcomes = std::mem::take(&mut self.out);
+        for o in outcomes {
+            match o {
+                dcf::Outcome::Deliver { id, receiver, at_ns } if id >= MGMT_IDS => {
+                    if let (Some(m), Some(infra)) = (self.mgmt.get(&id), &mut self.infra) {
+                        let signal = self.dcf.rx_dbm(m.from, receiver);
+                        infra.received(m, receiver, signal, at_ns);
+                    }
+                    self.send_mgmt(at_ns);
+                }
+                dcf::Outcome::Done { id } if id >= MGMT_IDS => {
+                    self.mgmt.remove(&id);
+                }
+                dcf::Outcome::Lost { id, .. } | dcf::Outcome::Dropped { id, .. }
+                    if id >= MGMT_IDS => {}
+                dcf::Outcome::Heard(ref h) if h.id.is_some_and(|id| id >= MGMT_IDS) => {}
+                dcf::Outcome::Deliver { id, receiver, at_ns } if self.legs.contains_key(&id) => {
+                    self.deliver_leg(id, receiver, at_ns, out);
+                }
+                dcf::Outcome::Done { id } if self.legs.contains_key(&id) => {
+                    let leg = self.legs.get_mut(&id).expect("a leg");
+                    leg.on_air -= 1;
+                    if leg.on_air == 0 {
+                        self.legs.remove(&id);
+                        out.push(Outcome::Done { id });
+                    }
+                }
+                o => out.push(outcome(o)),
+            }
+        }
+        if let Some(infra) = &mut self.infra {
+            while let Some(e) = infra.poll_event() {
+                self.events.push(e);
+            }
+        }
+    }
+
+    /// Put infrastructure mode's management frames on the air.
+    fn send_mgmt(&mut self, now_ns: u64) {
+        let Some(infra) = &mut self.infra else { return };
+        while let Some(m) = infra.poll_transmit() {
+            let id = self.next_mgmt;
+            self.next_mgmt += 1;
+            // (The DCF counts the body after its MAC header and FCS.)
+            if self.dcf.offer(now_ns, m.from, id, m.bytes().saturating_sub(28), m.to) {
+                self.mgmt.insert(id, m);
+            }
+        }
+    }
+
+    /// Data frame `id` reached `receiver`: at its access point, relayed or taken up;
+    /// from an access point, taken by the stations of its BSS only; ad hoc, by ad hoc
+    /// members only.
+    fn deliver_leg(&mut self, id: u64, receiver: u32, at_ns: u64, out: &mut Vec<Outcome>) {
+        let infra = self.infra.as_ref().expect("infrastructure mode");
+        let leg = self.legs[&id];
+        let deliver = Outcome::Deliver { id, receiver, at_ns };
+        match (leg.ap, leg.from_ap) {
+            (Some(ap), false) if receiver == ap => match infra.relay(ap, leg.origin, leg.dst) {
+                Some(Route::Air { to }) => self.again(id, ap, to, at_ns),
+                Some(_) => {}
+                None => {
+                    out.push(deliver);
+                    if leg.dst.is_none() && infra.relays_broadcast(ap) {
+                        self.again(id, ap, None, at_ns);
+                    }
+                }
+            },
+            (Some(ap), true)
+                if infra.stations_of(ap).contains(&receiver) && receiver != leg.origin =>
+            {
+                out.push(deliver)
+            }
+            (None, _) if infra.role(receiver) == Some(&Role::AdHoc) => out.push(deliver),
+            _ => {}
+        }
+    }
+
+    /// Send data frame `id` again, from access point `ap` to `to` (`None`: its BSS).
+    fn again(&mut self, id: u64, ap: u32, to: Option<u32>, at_ns: u64) {
+        let bytes = self.legs[&id].bytes;
+        if self.dcf.offer(at_ns, ap, id, bytes, to) {
+            let leg = self.legs.get_mut(&id).expect("a leg");
+            leg.from_ap = true;
+            leg.on_air += 1;
         }
     }
 }

@@ -152,6 +152,7 @@ fn dcf_pair() -> (Sim, Vec<PortId>) {
         dcf: Some(Box::new(DcfSetup {
             config: DcfConfig::preset(Timing::preset(Standard::B), Model::FreeSpace, 5),
             stations: vec![StationConfig::default(); 2],
+            roles: Vec::new(),
         })),
     };
     let members =

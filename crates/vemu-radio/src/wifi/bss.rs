@@ -17,11 +17,13 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
+use serde::{Deserialize, Serialize};
+
 /// A time unit of 802.11: 1,024 µs.
 pub const TU_NS: u64 = 1_024_000;
 
 /// An access point.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ApConfig {
     pub ssid: String,
     /// Beacon interval (802.11's default: 100 TU).
@@ -37,7 +39,8 @@ impl ApConfig {
 }
 
 /// How a station looks for access points.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Scan {
     /// It sends a probe request and listens for the answers.
     Active,
@@ -46,7 +49,7 @@ pub enum Scan {
 }
 
 /// A station that joins an SSID.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StaConfig {
     pub ssid: String,
     pub scan: Scan,
@@ -86,9 +89,11 @@ impl StaConfig {
 }
 
 /// A member's part in the channel.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Role {
     /// Ad hoc: it talks to whoever it hears (as every member of a radio segment did).
+    #[default]
     AdHoc,
     Ap(ApConfig),
     Station(StaConfig),
@@ -266,6 +271,11 @@ impl Infra {
             infra.start_scan(s, 0);
         }
         infra
+    }
+
+    /// Whether any of `roles` is an access point or a station.
+    pub fn wanted(roles: &[Role]) -> bool {
+        roles.iter().any(|r| *r != Role::AdHoc)
     }
 
     pub fn role(&self, member: u32) -> Option<&Role> {

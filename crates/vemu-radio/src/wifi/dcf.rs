@@ -110,6 +110,10 @@ impl DcfConfig {
 pub struct DcfSetup {
     pub config: DcfConfig,
     pub stations: Vec<StationConfig>,
+    /// Each member's part in infrastructure mode ([`crate::wifi::bss`]); none, or all
+    /// ad hoc: an ad hoc channel.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub roles: Vec<crate::wifi::bss::Role>,
 }
 
 /// One station's radio.

@@ -4,8 +4,8 @@
 //! ([`rate`]), a radio's frames as captures show them ([`monitor`]: radiotap), and
 //! Bianchi's model of its saturation throughput ([`bianchi`]) that it is validated
 //! against ([`saturation`] runs the same experiment on the DCF); infrastructure mode
-//! ([`bss`]: access points, stations, association and roaming — not yet wired to a
-//! segment's channel).
+//! ([`bss`]: access points, stations, association and roaming; carried on the DCF by
+//! [`crate::air`] — not yet reachable from scenarios).
 
 pub mod bianchi;
 pub mod bss;

@@ -261,5 +261,5 @@ pub(super) fn dcf(
         .enumerate()
         .map(|(i, (_, _, _, rest))| station(p, &format!("{field}.members[{i}]"), rest))
         .collect();
-    Some(Box::new(DcfSetup { config, stations }))
+    Some(Box::new(DcfSetup { config, stations, roles: Vec::new() }))
 }

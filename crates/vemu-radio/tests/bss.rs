@@ -1,0 +1,132 @@
+//! Infrastructure mode on the 802.11 DCF, on the virtual clock: stations associate with
+//! real management frames on the air, and data frames go through their access point —
+//! relayed in its BSS (two transmissions), taken up to its node, or stopped by client
+//! isolation.
+
+use vemu_radio::air::{Air, MGMT_IDS};
+use vemu_radio::medium::{MediumConfig, Outcome};
+use vemu_radio::propagation::{Model, Radio};
+use vemu_radio::wifi::bss::{ApConfig, BssEvent, Role, StaConfig};
+use vemu_radio::wifi::dcf::{DcfConfig, DcfSetup, StationConfig};
+use vemu_radio::wifi::phy::{Standard, Timing};
+use vemu_radio::Pos;
+
+const MS: u64 = 1_000_000;
+
+/// An 802.11g channel, free space, members at `xs` (m) with `roles`.
+fn channel(xs: &[f64], roles: Vec<Role>) -> Air {
+    let config = DcfConfig::preset(Timing::preset(Standard::G), Model::FreeSpace, 3);
+    let stations = vec![StationConfig::default(); xs.len()];
+    let cfg = MediumConfig {
+        model: Model::FreeSpace,
+        radio: Radio::default(),
+        rate_bps: 54_000_000,
+        preamble_ns: 0,
+        carrier_sense_m: 0.0,
+        csma: true,
+        queue_frames: 64,
+        seed: 3,
+        dcf: Some(Box::new(DcfSetup { config, stations, roles })),
+    };
+    let pos: Vec<Pos> = xs.iter().map(|&x| Pos::new(x, 0.0)).collect();
+    Air::new(cfg, &pos)
+}
+
+fn run(a: &mut Air, until_ns: u64) -> Vec<Outcome> {
+    let mut out = Vec::new();
+    while let Some(t) = a.next_event_ns().filter(|&t| t <= until_ns) {
+        a.advance(t, &mut out);
+    }
+    out
+}
+
+fn receivers(out: &[Outcome], id: u64) -> Vec<u32> {
+    out.iter()
+        .filter_map(|o| match *o {
+            Outcome::Deliver { id: i, receiver, .. } if i == id => Some(receiver),
+            _ => None,
+        })
+        .collect()
+}
+
+fn lab(isolation: bool) -> Air {
+    // 0: the access point; 1, 2: its stations; 3: an ad hoc member.
+    let ap = Role::Ap(ApConfig { isolation, ..ApConfig::new("lab") });
+    let sta = || Role::Station(StaConfig::new("lab"));
+    channel(&[0.0, 10.0, 20.0, 30.0], vec![ap, sta(), sta(), Role::AdHoc])
+}
+
+#[test]
+fn stations_associate_with_frames_on_the_air_and_none_reach_the_data_path() {
+    let mut a = lab(false);
+    let out = run(&mut a, 300 * MS);
+    let infra = a.infra().unwrap();
+    assert_eq!((infra.ap_of(1), infra.ap_of(2)), (Some(0), Some(0)));
+    // The stations heard the access point (a signal average per station).
+    assert!(infra.signal_dbm(1, 0).is_some_and(|s| s > -60.0));
+    let events = a.take_bss_events();
+    assert_eq!(events.len(), 2, "{events:?}");
+    for e in &events {
+        let BssEvent::Associated { ap: 0, from: None, at_ns, .. } = *e else { panic!("{e:?}") };
+        // Active scan (30 ms) and four frames with their contention: well under 50 ms.
+        assert!(at_ns > 30 * MS && at_ns < 50 * MS, "{events:?}");
+    }
+    // Management frames never reach the data path, nor do their ends.
+    assert!(out.iter().all(|o| match o {
+        Outcome::Deliver { id, .. } | Outcome::Done { id } => *id < MGMT_IDS,
+        _ => true,
+    }));
+}
+
+#[test]
+fn a_station_reaches_another_through_its_access_point_in_two_transmissions() {
+    let mut a = lab(false);
+    run(&mut a, 300 * MS);
+    assert!(a.offer(300 * MS, 1, 7, (1, 1000), Some(2)));
+    let out = run(&mut a, 400 * MS);
+    // Relayed: the access point does not take it up, the ad hoc member never has it.
+    assert_eq!(receivers(&out, 7), [2]);
+    assert_eq!(out.iter().filter(|o| **o == Outcome::Done { id: 7 }).count(), 1);
+    let sent = |m: u32| a.stations().unwrap()[m as usize].tx_data;
+    assert!(sent(0) >= 1, "the access point sent it on");
+    // A frame for the access point's node, or beyond it: taken up there.
+    assert!(a.offer(400 * MS, 1, 8, (1, 1000), Some(0)));
+    let out = run(&mut a, 500 * MS);
+    assert_eq!(receivers(&out, 8), [0]);
+    // A station's broadcast: up at the access point, and repeated to its other station.
+    assert!(a.offer(500 * MS, 1, 9, (1, 100), None));
+    let out = run(&mut a, 600 * MS);
+    let mut r = receivers(&out, 9);
+    r.sort();
+    assert_eq!(r, [0, 2]);
+    // The access point's own frames: to its stations, not to the ad hoc member.
+    assert!(a.offer(600 * MS, 0, 10, (1, 100), None));
+    let out = run(&mut a, 700 * MS);
+    let mut r = receivers(&out, 10);
+    r.sort();
+    assert_eq!(r, [1, 2]);
+    assert!(!a.offer(700 * MS, 0, 11, (1, 100), Some(3)), "not a station of its BSS");
+}
+
+#[test]
+fn client_isolation_stops_station_to_station_frames_at_the_access_point() {
+    let mut a = lab(true);
+    run(&mut a, 300 * MS);
+    assert!(a.offer(300 * MS, 1, 7, (1, 1000), Some(2)));
+    let out = run(&mut a, 400 * MS);
+    assert!(receivers(&out, 7).is_empty());
+    // (The data path still hears the frame is done with.)
+    assert!(out.contains(&Outcome::Done { id: 7 }));
+    assert!(a.offer(400 * MS, 1, 8, (1, 100), None));
+    let out = run(&mut a, 500 * MS);
+    assert_eq!(receivers(&out, 8), [0], "a broadcast goes up, not to the other station");
+}
+
+#[test]
+fn a_station_without_an_access_point_sends_nothing() {
+    let sta = Role::Station(StaConfig::new("nowhere"));
+    let mut a = channel(&[0.0, 10.0], vec![Role::Ap(ApConfig::new("lab")), sta]);
+    run(&mut a, 300 * MS);
+    assert_eq!(a.infra().unwrap().ap_of(1), None);
+    assert!(!a.offer(300 * MS, 1, 7, (1, 100), Some(0)));
+}
