@@ -642,6 +642,15 @@ impl LinkPlan {
 }
 
 impl SegmentPlan {
+    /// Static routing crosses it: a LAN, or a radio channel in infrastructure mode (its
+    /// stations always reach their access point); an ad hoc channel is a routing
+    /// daemon's to route.
+    pub fn routed(&self) -> bool {
+        self.wireless
+            .as_ref()
+            .is_none_or(|w| w.medium.dcf.as_ref().is_some_and(|d| !d.roles.is_empty()))
+    }
+
     /// No port has an impairment in either direction and there is no capacity: a plain
     /// LAN ([`Plan::kernel_lan`]) the kernel can switch from the start.
     pub fn unimpaired(&self) -> bool {

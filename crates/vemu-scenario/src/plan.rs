@@ -833,8 +833,10 @@ fn static_routes(nodes: &mut [NodePlan], links: &[LinkPlan], segments: &[Segment
         adj[l.a.node].push((l.b.node, Attach::Link(li), l.weight as u64));
         adj[l.b.node].push((l.a.node, Attach::Link(li), l.weight as u64));
     }
-    // Radio channels are left to routing daemons: who hears whom changes as nodes move.
-    for (gi, g) in segments.iter().enumerate().filter(|(_, g)| g.wireless.is_none()) {
+    // Ad hoc radio channels are left to routing daemons: who hears whom changes as nodes
+    // move. An infrastructure channel is routed as a LAN: its stations reach their
+    // access point, and each other through it, wherever they are.
+    for (gi, g) in segments.iter().enumerate().filter(|(_, g)| g.routed()) {
         for (mi, m) in g.members.iter().enumerate() {
             adj[m.end.node].push((n + gi, Attach::Segment(gi, mi), g.weight as u64));
             adj[n + gi].push((m.end.node, Attach::Segment(gi, mi), 0));
@@ -858,7 +860,7 @@ fn static_routes(nodes: &mut [NodePlan], links: &[LinkPlan], segments: &[Segment
         .collect();
     let loopbacks: Vec<Vec<IpNet>> = nodes.iter().map(|x| x.loopback.clone()).collect();
     let with_loopback: Vec<usize> = (0..n).filter(|&i| !loopbacks[i].is_empty()).collect();
-    let lans = segments.iter().filter(|g| g.wireless.is_none()).count();
+    let lans = segments.iter().filter(|g| g.routed()).count();
     for src in 0..n {
         let mut attached: HashSet<Attach> = HashSet::new();
         for i in &nodes[src].ifaces {
@@ -872,7 +874,7 @@ fn static_routes(nodes: &mut [NodePlan], links: &[LinkPlan], segments: &[Segment
         let own_links = attached.iter().filter(|a| matches!(a, Attach::Link(_))).count();
         let own_lans = attached
             .iter()
-            .filter(|a| matches!(a, Attach::Segment(g, _) if segments[*g].wireless.is_none()))
+            .filter(|a| matches!(a, Attach::Segment(g, _) if segments[*g].routed()))
             .count();
         let other_loopbacks = with_loopback.iter().any(|&d| d != src);
         if own_links == links.len() && own_lans == lans && !other_loopbacks {
@@ -909,7 +911,7 @@ fn static_routes(nodes: &mut [NodePlan], links: &[LinkPlan], segments: &[Segment
             }
         }
         for gi in 0..segments.len() {
-            if !attached.contains(&Attach::Segment(gi, 0)) && segments[gi].wireless.is_none() {
+            if !attached.contains(&Attach::Segment(gi, 0)) && segments[gi].routed() {
                 targets.push((first[n + gi], &seg_nets[gi]));
             }
         }

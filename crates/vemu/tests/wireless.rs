@@ -296,3 +296,57 @@ segments:
     let after = mac(&lab.status())["dropped_retry_limit"].as_u64().unwrap_or(0);
     assert_eq!(after, before + 1, "the frame to c dropped at its retry limit");
 }
+
+/// Issue 64, infrastructure mode: two BSSs (two channels), each an access point linked
+/// to a wired server and two stations. Stations associate (management frames on the
+/// DCF) and reach the server through their access point, whose node forwards to its
+/// link (static routes cross an infrastructure channel as a LAN); two stations of one
+/// BSS reach each other through their access point (it relays), unless it isolates its
+/// clients; the access points' radios sent the relayed and forwarded frames.
+#[test]
+fn stations_reach_a_wired_server_through_their_access_point_and_isolation_holds() {
+    let _g = serial();
+    let yaml = r#"
+name: t-wl-infra
+routing: static
+addressing: {ipv6: none}
+nodes: {ap1: {}, ap2: {}, srv: {}, s1: {}, s2: {}, s3: {}, s4: {}}
+links:
+  - endpoints: [ap1, srv]
+  - endpoints: [ap2, srv]
+segments:
+  open:
+    kind: wireless
+    propagation: free-space
+    csma: true
+    standard: 802.11g
+    members:
+      - {node: ap1, position: [20, 0], role: ap, ssid: open}
+      - {node: s1, position: [30, 0], role: station, ssid: open}
+      - {node: s2, position: [10, 0], role: station, ssid: open}
+  closed:
+    kind: wireless
+    propagation: free-space
+    csma: true
+    standard: 802.11g
+    members:
+      - {node: ap2, position: [20, 0], role: ap, ssid: closed, isolation: true}
+      - {node: s3, position: [30, 0], role: station, ssid: closed}
+      - {node: s4, position: [10, 0], role: station, ssid: closed}
+"#;
+    let lab = Lab::up("t-wl-infra", yaml);
+    let ping = |from: &str, to: &str| lab.sh(from, &format!("ping -c 1 -W 1 {to}")).0 == 0;
+    // Association takes tens of milliseconds after up; a first ARP may be lost before it.
+    for s in ["s1", "s2", "s3", "s4"] {
+        let ok = (0..20).any(|_| ping(s, "srv"));
+        assert!(ok, "{s} never reached the wired server through its access point");
+    }
+    assert!((0..5).any(|_| ping("s1", "s2")), "s1 -> s2 relayed by ap1");
+    assert!(!ping("s3", "s4") && !ping("s3", "s4"), "ap2 isolates its clients");
+    let st = lab.status();
+    let mac = |g: usize, m: usize| st["segments"][g]["members"][m]["radio"]["mac"].clone();
+    for g in 0..2 {
+        let ap = mac(g, 0);
+        assert!(ap["tx_data"].as_u64().unwrap_or(0) > 4, "{ap}");
+    }
+}

@@ -3,6 +3,7 @@
 //! antenna gain and channel — made into the DCF's setup ([`vemu_radio::wifi::dcf`]).
 
 use vemu_radio::medium::MediumConfig;
+use vemu_radio::wifi::bss::{ApConfig, Role, Scan, StaConfig, TU_NS};
 use vemu_radio::wifi::dcf::{DcfConfig, DcfSetup, StationConfig};
 use vemu_radio::wifi::phy::{Standard, Timing};
 use vemu_radio::wifi::rate::RateControl;
@@ -27,8 +28,24 @@ pub const DCF_KEYS: &[&str] = &[
     "basic_rate",
 ];
 
-/// Keys of a member's own radio (with `csma: true`).
-pub const DCF_MEMBER_KEYS: &[&str] = &["tx_power", "antenna_gain", "channel"];
+/// Keys of a member's own radio and its part in infrastructure mode (with `csma: true`).
+pub const DCF_MEMBER_KEYS: &[&str] = &[
+    "tx_power",
+    "antenna_gain",
+    "channel",
+    "role",
+    "ssid",
+    "beacon_interval",
+    "isolation",
+    "scan",
+    "roam_threshold",
+    "hysteresis",
+    "scan_interval",
+];
+
+/// Keys of an access point, and of a station (with `role:`).
+const AP_KEYS: &[&str] = &["beacon_interval", "isolation"];
+const STATION_KEYS: &[&str] = &["scan", "roam_threshold", "hysteresis", "scan_interval"];
 
 fn standard(s: &str) -> Result<Standard, String> {
     match s {
@@ -64,6 +81,142 @@ fn station(p: &mut P, field: &str, rest: &Entries) -> StationConfig {
         }
     }
     s
+}
+
+/// A member's part in infrastructure mode: `role: ap` with its `ssid` (and
+/// `beacon_interval`, `isolation`), `role: station` joining an `ssid` (and `scan`,
+/// `roam_threshold`, `hysteresis`, `scan_interval`), or ad hoc (no `role`, or `role:
+/// adhoc`). Keys of another role are refused at the key.
+fn role(p: &mut P, field: &str, rest: &Entries) -> Role {
+    let get = |k: &str| rest.iter().find(|e| e.0 == k).map(|e| (e.1, e.2));
+    let f = |k: &str| join(field, k);
+    let kind = match get("role") {
+        None => "adhoc".to_string(),
+        Some((m, v)) => match p.string(v, &f("role")).as_deref() {
+            Some(r @ ("ap" | "station" | "adhoc")) => r.to_string(),
+            Some(other) => {
+                p.err(m, &f("role"), format!("expected ap, station or adhoc, got '{other}'"));
+                return Role::AdHoc;
+            }
+            None => return Role::AdHoc,
+        },
+    };
+    let ssid = get("ssid").and_then(|(m, v)| {
+        let s = p.string(v, &f("ssid"))?;
+        if s.is_empty() || s.len() > 32 {
+            p.err(m, &f("ssid"), format!("an SSID is 1 to 32 bytes, got {} ('{s}')", s.len()));
+            return None;
+        }
+        Some(s)
+    });
+    let others: &[&str] = match kind.as_str() {
+        "ap" => STATION_KEYS,
+        "station" => AP_KEYS,
+        _ => &[
+            "ssid",
+            "beacon_interval",
+            "isolation",
+            "scan",
+            "roam_threshold",
+            "hysteresis",
+            "scan_interval",
+        ],
+    };
+    for k in others {
+        if let Some((m, _)) = get(k) {
+            let which = if AP_KEYS.contains(k) {
+                "an access point's ('role: ap')"
+            } else if STATION_KEYS.contains(k) {
+                "a station's ('role: station')"
+            } else {
+                "an access point's or a station's"
+            };
+            p.err(m, &f(k), format!("'{k}' is {which}, and this member's role is {kind}"));
+        }
+    }
+    if kind != "adhoc" && ssid.is_none() && get("ssid").is_none() {
+        let m = get("role").expect("given").0;
+        p.err(m, &f("ssid"), format!("a member with 'role: {kind}' needs an 'ssid'"));
+    }
+    let ssid = ssid.unwrap_or_default();
+    match kind.as_str() {
+        "ap" => {
+            let mut a = ApConfig::new(&ssid);
+            if let Some((m, v)) = get("beacon_interval") {
+                if let Some(ns) = p.scalar(v, &f("beacon_interval"), crate::units::duration_ns) {
+                    if (TU_NS..=10_000_000_000).contains(&ns) {
+                        a.beacon_interval_ns = ns;
+                    } else {
+                        p.err(
+                            m,
+                            &f("beacon_interval"),
+                            "a beacon interval is 1 TU (1.024 ms) to 10 s".to_string(),
+                        );
+                    }
+                }
+            }
+            if let Some((_, v)) = get("isolation") {
+                a.isolation = p.boolean(v, &f("isolation")).unwrap_or(false);
+            }
+            Role::Ap(a)
+        }
+        "station" => {
+            let mut c = StaConfig::new(&ssid);
+            if let Some((m, v)) = get("scan") {
+                match p.string(v, &f("scan")).as_deref() {
+                    Some("active") => c.scan = Scan::Active,
+                    Some("passive") => c.scan = Scan::Passive,
+                    Some(other) => {
+                        p.err(m, &f("scan"), format!("expected active or passive, got '{other}'"))
+                    }
+                    None => {}
+                }
+            }
+            if let Some((_, v)) = get("roam_threshold") {
+                if let Some(w) = p.scalar(v, &f("roam_threshold"), super::wireless::power_w) {
+                    c.roam_threshold_dbm = vemu_radio::dbm(w);
+                }
+            }
+            if let Some((_, v)) = get("hysteresis") {
+                c.hysteresis_db = p
+                    .scalar(v, &f("hysteresis"), super::wireless::decibels)
+                    .unwrap_or(c.hysteresis_db);
+            }
+            if let Some((_, v)) = get("scan_interval") {
+                c.scan_interval_ns = p
+                    .scalar(v, &f("scan_interval"), mac_time_ns_long)
+                    .unwrap_or(c.scan_interval_ns);
+            }
+            Role::Station(c)
+        }
+        _ => Role::AdHoc,
+    }
+}
+
+/// A station's SSID must be one of the segment's access points'.
+fn served(p: &mut P, field: &str, members: &[(usize, &str, Mark, Entries)], roles: &[Role]) {
+    for (i, r) in roles.iter().enumerate() {
+        let Role::Station(c) = r else { continue };
+        let served = roles.iter().any(|a| matches!(a, Role::Ap(a) if a.ssid == c.ssid));
+        let (_, _, m, rest) = &members[i];
+        let mark = rest.iter().find(|e| e.0 == "ssid").map_or(*m, |e| e.1);
+        if !served && !c.ssid.is_empty() {
+            p.err(
+                mark,
+                &join(&format!("{field}.members[{i}]"), "ssid"),
+                format!("no access point of this segment has SSID '{}'", c.ssid),
+            );
+        }
+    }
+}
+
+/// A background scan's interval: 10 ms to an hour.
+fn mac_time_ns_long(text: &str) -> Result<u64, String> {
+    let ns = crate::units::duration_ns(text)?;
+    if !(10_000_000..=3_600_000_000_000).contains(&ns) {
+        return Err(format!("expected 10ms to 1h, got '{text}'"));
+    }
+    Ok(ns)
 }
 
 /// One of the MAC's times: a duration of at most a second (802.11's are microseconds;
@@ -261,5 +414,12 @@ pub(super) fn dcf(
         .enumerate()
         .map(|(i, (_, _, _, rest))| station(p, &format!("{field}.members[{i}]"), rest))
         .collect();
-    Some(Box::new(DcfSetup { config, stations, roles: Vec::new() }))
+    let roles: Vec<Role> = members
+        .iter()
+        .enumerate()
+        .map(|(i, (_, _, _, rest))| role(p, &format!("{field}.members[{i}]"), rest))
+        .collect();
+    served(p, field, members, &roles);
+    let roles = if vemu_radio::wifi::bss::Infra::wanted(&roles) { roles } else { Vec::new() };
+    Some(Box::new(DcfSetup { config, stations, roles }))
 }

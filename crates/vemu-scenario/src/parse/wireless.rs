@@ -35,9 +35,23 @@ pub const WIRELESS_KEYS: &[&str] = &[
     "trace",
 ];
 
-/// Keys a member of a wireless segment takes (the last three its 802.11 radio's:
-/// super::wifi::DCF_MEMBER_KEYS).
-pub const MEMBER_KEYS: &[&str] = &["position", "mobility", "tx_power", "antenna_gain", "channel"];
+/// Keys a member of a wireless segment takes (all but the first two its 802.11 radio's
+/// and role's: super::wifi::DCF_MEMBER_KEYS).
+pub const MEMBER_KEYS: &[&str] = &[
+    "position",
+    "mobility",
+    "tx_power",
+    "antenna_gain",
+    "channel",
+    "role",
+    "ssid",
+    "beacon_interval",
+    "isolation",
+    "scan",
+    "roam_threshold",
+    "hysteresis",
+    "scan_interval",
+];
 
 /// Lab time between position updates unless `tick` says otherwise: 10 Hz.
 pub const DEFAULT_TICK_NS: u64 = 100_000_000;
@@ -132,7 +146,7 @@ pub(super) fn decibels_signed(s: &str) -> Result<f64, String> {
 }
 
 /// `4dB` or a bare number of dB.
-fn decibels(s: &str) -> Result<f64, String> {
+pub(super) fn decibels(s: &str) -> Result<f64, String> {
     let v = number(s.trim().trim_end_matches("dB"))?;
     if v < 0.0 {
         return Err(format!("must not be negative, got '{s}'"));

@@ -290,3 +290,50 @@ fn fidelity_thresholds() {
     let m = one_error("nodes: {a: {}}\nfidelity: {degraded: 20%, invalid: 10%}\n");
     assert!(m.contains("'invalid' must be at least 'degraded'"), "{m}");
 }
+
+/// Infrastructure mode (issue 64): an access point's and a station's keys, into the
+/// DCF's roles; the wrong key for a role, a role without an SSID, an SSID no access
+/// point serves, and roles without the 802.11 MAC are refused at the key.
+#[test]
+fn access_points_and_stations_take_their_keys_and_refuse_the_others() {
+    use vemu_radio::wifi::bss::{Role, Scan};
+    let plan = load_str(
+        "nodes: {ap: {}, s1: {}, s2: {}, x: {}}\nsegments:\n  air:\n    kind: wireless\n    csma: true\n    members:\n      - {node: ap, position: [0, 0], role: ap, ssid: lab, beacon_interval: 50ms, isolation: true}\n      - {node: s1, position: [5, 0], role: station, ssid: lab, scan: passive, roam_threshold: -75dBm, hysteresis: 3dB, scan_interval: 500ms}\n      - {node: s2, position: [9, 0], role: station, ssid: lab}\n      - {node: x, position: [9, 9]}\n",
+        "t.yaml",
+        "t",
+        None,
+    )
+    .unwrap();
+    let w = plan.segments[0].wireless.as_ref().unwrap();
+    let roles = &w.medium.dcf.as_ref().unwrap().roles;
+    let Role::Ap(ap) = &roles[0] else { panic!("{roles:?}") };
+    assert_eq!((ap.ssid.as_str(), ap.beacon_interval_ns, ap.isolation), ("lab", 50_000_000, true));
+    let Role::Station(s) = &roles[1] else { panic!("{roles:?}") };
+    assert_eq!(s.scan, Scan::Passive);
+    assert!((s.roam_threshold_dbm + 75.0).abs() < 1e-9 && s.hysteresis_db == 3.0);
+    assert_eq!(s.scan_interval_ns, 500_000_000);
+    assert_eq!(roles[3], Role::AdHoc);
+    // Static routes cross an infrastructure channel, as a LAN.
+    assert!(plan.segments[0].routed());
+
+    let seg = |members: &str| {
+        one_error(&format!(
+            "nodes: {{a: {{}}, b: {{}}}}\nsegments:\n  air:\n    kind: wireless\n    csma: true\n    members:\n{members}"
+        ))
+    };
+    each_error_says(
+        seg,
+        &[
+            ("      - {node: a, position: [0, 0], role: router}\n      - {node: b, position: [1, 0]}\n", "segments.air.members[0].role: expected ap, station or adhoc, got 'router'"),
+            ("      - {node: a, position: [0, 0], role: ap}\n      - {node: b, position: [1, 0]}\n", "segments.air.members[0].ssid: a member with 'role: ap' needs an 'ssid'"),
+            ("      - {node: a, position: [0, 0], role: ap, ssid: lab}\n      - {node: b, position: [1, 0], role: station, ssid: other}\n", "segments.air.members[1].ssid: no access point of this segment has SSID 'other'"),
+            ("      - {node: a, position: [0, 0], role: ap, ssid: lab, scan: active}\n      - {node: b, position: [1, 0]}\n", "segments.air.members[0].scan: 'scan' is a station's ('role: station'), and this member's role is ap"),
+            ("      - {node: a, position: [0, 0], ssid: lab}\n      - {node: b, position: [1, 0]}\n", "segments.air.members[0].ssid: 'ssid' is an access point's or a station's, and this member's role is adhoc"),
+            ("      - {node: a, position: [0, 0], role: ap, ssid: lab, beacon_interval: 1us}\n      - {node: b, position: [1, 0]}\n", "segments.air.members[0].beacon_interval: a beacon interval is 1 TU"),
+            ("      - {node: a, position: [0, 0], role: ap, ssid: '0123456789012345678901234567890123'}\n      - {node: b, position: [1, 0]}\n", "an SSID is 1 to 32 bytes"),
+        ],
+    );
+    // Without the 802.11 MAC there are no access points.
+    let e = one_error("nodes: {a: {}}\nsegments:\n  air: {kind: wireless, members: [{node: a, position: '0,0', role: ap, ssid: x}]}\n");
+    assert!(e.contains("segments.air.members[0].role") && e.contains("needs 'csma: true'"), "{e}");
+}
