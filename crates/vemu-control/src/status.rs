@@ -86,6 +86,25 @@ pub struct RadioStatus {
     /// standard's list) of its last data frame.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mac: Option<vemu_radio::wifi::dcf::StationStats>,
+    /// In infrastructure mode: its role (`ap`, `station`, `adhoc`) and SSID; a
+    /// station's access point (node) and the signal it hears it at; an access point's
+    /// stations (nodes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wifi: Option<WifiStatus>,
+}
+
+/// A member's part in infrastructure mode, by node names.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WifiStatus {
+    pub role: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssid: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ap: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal_dbm: Option<f64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stations: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

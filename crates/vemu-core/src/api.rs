@@ -448,6 +448,9 @@ pub struct RadioSnapshot {
     /// channel's only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stations: Option<Vec<vemu_radio::wifi::dcf::StationStats>>,
+    /// Per member, its part in infrastructure mode (a channel with access points).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bss: Option<Vec<vemu_radio::wifi::bss::MemberState>>,
 }
 
 #[cfg(test)]

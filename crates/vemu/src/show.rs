@@ -366,6 +366,25 @@ fn print_radios(s: &LabStatus) {
             let nb = if nb.is_empty() { "-".to_string() } else { nb.join(", ") };
             println!("{:<22} {:>9.1} {:>9.1}  {nb}   {}", m.port, r.x_m, r.y_m, sent.join(", "));
         }
+        // Infrastructure mode: who is whose access point.
+        for m in &g.members {
+            let Some(w) = m.radio.as_ref().and_then(|r| r.wifi.as_ref()) else { continue };
+            let ssid = w.ssid.as_deref().unwrap_or("");
+            match (w.role.as_str(), &w.ap) {
+                ("ap", _) => println!(
+                    "  {}: access point of '{ssid}', stations: {}",
+                    m.port,
+                    if w.stations.is_empty() { "none".to_string() } else { w.stations.join(", ") }
+                ),
+                ("station", Some(ap)) => println!(
+                    "  {}: station of '{ssid}' on {ap}{}",
+                    m.port,
+                    w.signal_dbm.map_or(String::new(), |s| format!(" ({s:.0} dBm)"))
+                ),
+                ("station", None) => println!("  {}: station of '{ssid}', not associated", m.port),
+                _ => {}
+            }
+        }
     }
 }
 

@@ -349,4 +349,16 @@ segments:
         let ap = mac(g, 0);
         assert!(ap["tx_data"].as_u64().unwrap_or(0) > 4, "{ap}");
     }
+    // Status: each station's access point and the signal it hears it at, each access
+    // point's stations.
+    let wifi = |g: usize, m: usize| st["segments"][g]["members"][m]["radio"]["wifi"].clone();
+    let s1 = wifi(0, 1);
+    assert_eq!(
+        (s1["role"].as_str(), s1["ap"].as_str(), s1["ssid"].as_str()),
+        (Some("station"), Some("ap1"), Some("open")),
+        "{s1}"
+    );
+    assert!(s1["signal_dbm"].as_f64().is_some_and(|s| s > -70.0 && s < 0.0), "{s1}");
+    let ap2 = wifi(1, 0);
+    assert_eq!(ap2["stations"], serde_json::json!(["s3", "s4"]), "{ap2}");
 }

@@ -94,6 +94,15 @@ impl Controller {
                                 .map(|p| crate::PairStatus { node: node_of(p.1), counters: p.2 })
                                 .collect(),
                             mac: r.stations.as_ref().and_then(|s| s.get(m).copied()),
+                            wifi: r.bss.as_ref().and_then(|b| b.get(m)).map(|b| {
+                                crate::WifiStatus {
+                                    role: b.role.clone(),
+                                    ssid: b.ssid.clone(),
+                                    ap: b.ap.map(node_of),
+                                    signal_dbm: b.signal_dbm,
+                                    stations: b.stations.iter().map(|&s| node_of(s)).collect(),
+                                }
+                            }),
                         });
                         MemberStatus {
                             port: self.plan.endpoint_name(mp.end),

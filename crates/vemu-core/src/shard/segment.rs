@@ -185,6 +185,7 @@ impl Core {
             neighbours: (0..n).map(|i| m.neighbours(i)).collect(),
             pairs,
             stations: m.stations(),
+            bss: m.infra().map(|i| (0..n).map(|k| i.member(k)).collect()),
         })
     }
 

@@ -155,6 +155,24 @@ pub enum BssEvent {
     Lost { sta: u32, ap: u32, at_ns: u64 },
 }
 
+/// A member as infrastructure mode sees it now ([`Infra::member`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemberState {
+    /// `ap`, `station` or `adhoc`.
+    pub role: String,
+    /// Its SSID (an access point's, or the one a station joins).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssid: Option<String>,
+    /// A station: its access point, and the signal it hears it at (average), dBm.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ap: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal_dbm: Option<f64>,
+    /// An access point: its stations, in member order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stations: Vec<u32>,
+}
+
 /// Where a data frame goes ([`Infra::route`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Route {
@@ -174,8 +192,12 @@ enum StaState {
     Scanning {
         until_ns: u64,
     },
-    /// Found none: scans again at `until_ns`.
+    /// Found none: scans again at `until_ns` (or joins the first it hears meanwhile).
     Waiting {
+        until_ns: u64,
+    },
+    /// Switched on: scans first at `until_ns`.
+    Starting {
         until_ns: u64,
     },
     /// Waiting for `ap`'s answer to what it last sent (`tries` so far, until `until_ns`).
@@ -266,9 +288,10 @@ impl Infra {
         }
         let mut infra =
             Infra { roles, aps, stas, out: VecDeque::new(), events: VecDeque::new(), now_ns: 0 };
-        let ids: Vec<u32> = infra.stas.keys().copied().collect();
-        for s in ids {
-            infra.start_scan(s, 0);
+        // Stations start their first scan a few milliseconds apart (real ones are not
+        // switched on in the same slot: their probe requests would collide).
+        for (&s, st) in infra.stas.iter_mut() {
+            st.state = StaState::Starting { until_ns: u64::from(s) * 1_300_000 % 10_000_000 };
         }
         infra
     }
@@ -300,12 +323,42 @@ impl Infra {
         self.stas.get(&sta)?.heard.get(&ap).map(|h| h.0)
     }
 
+    /// Member `m` as infrastructure mode sees it now.
+    pub fn member(&self, m: u32) -> MemberState {
+        let none = MemberState {
+            role: "adhoc".into(),
+            ssid: None,
+            ap: None,
+            signal_dbm: None,
+            stations: Vec::new(),
+        };
+        match self.roles.get(m as usize) {
+            Some(Role::Ap(a)) => {
+                let mut stations = self.stations_of(m).to_vec();
+                stations.sort_unstable();
+                MemberState { role: "ap".into(), ssid: Some(a.ssid.clone()), stations, ..none }
+            }
+            Some(Role::Station(c)) => {
+                let ap = self.ap_of(m);
+                MemberState {
+                    role: "station".into(),
+                    ssid: Some(c.ssid.clone()),
+                    ap,
+                    signal_dbm: ap.and_then(|a| self.signal_dbm(m, a)),
+                    ..none
+                }
+            }
+            _ => none,
+        }
+    }
+
     /// When something is next due.
     pub fn next_event_ns(&self) -> Option<u64> {
         let beacons = self.aps.values().map(|a| a.next_beacon_ns);
         let stas = self.stas.values().filter_map(|s| match s.state {
             StaState::Scanning { until_ns }
             | StaState::Waiting { until_ns }
+            | StaState::Starting { until_ns }
             | StaState::Authenticating { until_ns, .. }
             | StaState::Associating { until_ns, .. } => Some(until_ns),
             StaState::Associated { .. } => s.scan_until_ns.or_else(|| {
@@ -350,7 +403,11 @@ impl Infra {
         let st = &self.stas[&s];
         match st.state.clone() {
             StaState::Scanning { until_ns } if until_ns <= now_ns => self.choose(s, now_ns),
-            StaState::Waiting { until_ns } if until_ns <= now_ns => self.start_scan(s, now_ns),
+            StaState::Waiting { until_ns } | StaState::Starting { until_ns }
+                if until_ns <= now_ns =>
+            {
+                self.start_scan(s, now_ns)
+            }
             StaState::Authenticating { ap, tries, until_ns } if until_ns <= now_ns => {
                 if tries < st.cfg.tries {
                     self.ask(s, ap, MgmtKind::AuthRequest, tries + 1, now_ns);
@@ -535,6 +592,12 @@ impl Infra {
             let h = st.heard.entry(m.from).or_insert((signal_dbm, now_ns));
             h.0 += SIGNAL_WEIGHT * (signal_dbm - h.0);
             h.1 = now_ns;
+            // A station that found no access point joins the first of its SSID it hears
+            // (rather than wait for its next scan).
+            let waiting = matches!(st.state, StaState::Waiting { .. });
+            if waiting && m.ssid == st.cfg.ssid && !st.refused.contains(&m.from) {
+                self.ask(to, m.from, MgmtKind::AuthRequest, 1, now_ns);
+            }
             return;
         }
         if m.to != Some(to) {

@@ -102,9 +102,10 @@ fn a_station_joins_the_strongest_access_point_of_its_ssid() {
     assert_eq!(air.associated(), [(3, 1, None)]);
     assert_eq!(air.infra.ap_of(3), Some(1));
     assert_eq!(air.infra.stations_of(1), [3]);
-    // Active scan: probe, 30 ms of answers, then auth and association (1 ms each way).
+    // Switched on (member 3 starts 3.9 ms in: stations do not all probe in one slot),
+    // an active scan (probe, 30 ms of answers), then auth and association (1 ms each way).
     let BssEvent::Associated { at_ns, .. } = air.events[0] else { panic!() };
-    assert_eq!(at_ns, 30 * MS + 4 * MS, "{:?}", air.sent);
+    assert_eq!(at_ns, 3_900_000 + 30 * MS + 4 * MS, "{:?}", air.sent);
     let kinds: Vec<MgmtKind> = air
         .sent
         .iter()
@@ -123,6 +124,19 @@ fn a_station_joins_the_strongest_access_point_of_its_ssid() {
             MgmtKind::AssocResponse,
         ]
     );
+}
+
+/// A station that found no access point joins the first of its SSID it hears after.
+#[test]
+fn a_station_that_found_none_joins_the_first_it_hears() {
+    // The access point is off the air until 100 ms: the station's scan finds nothing.
+    let signal = |_, _, t: u64| if t < 100 * MS { -100.0 } else { -50.0 };
+    let mut air = Air::new(vec![ap("lab"), sta("lab")], signal);
+    air.run_until(400 * MS);
+    assert_eq!(air.associated(), [(1, 0, None)]);
+    let BssEvent::Associated { at_ns, .. } = air.events[0] else { panic!() };
+    // The first beacon heard (sent at 102.4 ms), not the scan a second later.
+    assert!(at_ns > 103 * MS && at_ns < 115 * MS, "{at_ns}");
 }
 
 #[test]
