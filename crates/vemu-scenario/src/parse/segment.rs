@@ -118,13 +118,13 @@ pub(crate) fn segment(
                 }
                 let mut member_keys = vec!["vlan", "egress", "ingress"];
                 member_keys.extend_from_slice(IMPAIRMENT_KEYS);
-                member_keys.extend_from_slice(wireless::MEMBER_KEYS);
+                member_keys.extend(wireless::member_keys());
                 for (j, m) in items.iter().enumerate() {
                     let mf = format!("{f}[{j}]");
                     let Some((end, rest)) = endpoint(p, m, &mf, names, &member_keys) else { continue };
                     let mut vlan = vemu_switch::DEFAULT_VLAN;
                     for (k, kmark, x) in &rest {
-                        let wrong_kind = if is_wireless { *k == "vlan" } else { wireless::MEMBER_KEYS.contains(k) };
+                        let wrong_kind = if is_wireless { *k == "vlan" } else { wireless::is_member_key(k) };
                         if wrong_kind {
                             let other = if is_wireless { "lan" } else { "wireless" };
                             p.err(*kmark, &join(&mf, k), format!("'{k}' applies to members of 'kind: {other}' segments only"));
@@ -145,7 +145,7 @@ pub(crate) fn segment(
                         continue;
                     }
                     let node_name = names.iter().find(|(_, &i)| i == end.node).map(|(n, _)| n.as_str()).unwrap_or("");
-                    radio_entries.push((end.node, node_name, m.mark, rest.into_iter().filter(|e| wireless::MEMBER_KEYS.contains(&e.0)).collect::<Entries>()));
+                    radio_entries.push((end.node, node_name, m.mark, rest.into_iter().filter(|e| wireless::is_member_key(e.0)).collect::<Entries>()));
                     seg.members.push(MemberDef { end, vlan, egress, ingress });
                 }
             }

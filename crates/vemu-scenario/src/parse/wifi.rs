@@ -109,20 +109,12 @@ fn role(p: &mut P, field: &str, rest: &Entries) -> Role {
         }
         Some(s)
     });
-    let others: &[&str] = match kind.as_str() {
-        "ap" => STATION_KEYS,
-        "station" => AP_KEYS,
-        _ => &[
-            "ssid",
-            "beacon_interval",
-            "isolation",
-            "scan",
-            "roam_threshold",
-            "hysteresis",
-            "scan_interval",
-        ],
+    let others: Vec<&str> = match kind.as_str() {
+        "ap" => STATION_KEYS.to_vec(),
+        "station" => AP_KEYS.to_vec(),
+        _ => ["ssid"].iter().chain(AP_KEYS).chain(STATION_KEYS).copied().collect(),
     };
-    for k in others {
+    for k in &others {
         if let Some((m, _)) = get(k) {
             let which = if AP_KEYS.contains(k) {
                 "an access point's ('role: ap')"

@@ -35,23 +35,20 @@ pub const WIRELESS_KEYS: &[&str] = &[
     "trace",
 ];
 
-/// Keys a member of a wireless segment takes (all but the first two its 802.11 radio's
-/// and role's: super::wifi::DCF_MEMBER_KEYS).
-pub const MEMBER_KEYS: &[&str] = &[
-    "position",
-    "mobility",
-    "tx_power",
-    "antenna_gain",
-    "channel",
-    "role",
-    "ssid",
-    "beacon_interval",
-    "isolation",
-    "scan",
-    "roam_threshold",
-    "hysteresis",
-    "scan_interval",
-];
+/// Keys a member of a wireless segment takes, beside its 802.11 radio's and role's
+/// ([`is_member_key`]).
+const OWN_MEMBER_KEYS: &[&str] = &["position", "mobility"];
+
+/// Whether `k` is a key of a wireless segment's member: its own, or its 802.11 radio's
+/// and role's (super::wifi::DCF_MEMBER_KEYS).
+pub fn is_member_key(k: &str) -> bool {
+    OWN_MEMBER_KEYS.contains(&k) || super::wifi::DCF_MEMBER_KEYS.contains(&k)
+}
+
+/// Every key of a wireless segment's member.
+pub fn member_keys() -> impl Iterator<Item = &'static str> {
+    OWN_MEMBER_KEYS.iter().chain(super::wifi::DCF_MEMBER_KEYS).copied()
+}
 
 /// Lab time between position updates unless `tick` says otherwise: 10 Hz.
 pub const DEFAULT_TICK_NS: u64 = 100_000_000;
