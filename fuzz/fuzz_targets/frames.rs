@@ -85,12 +85,18 @@ fn core() -> Core {
         dcf: None,
     };
     // The same channel as the 802.11 DCF (802.11a, free space; the third member hidden
-    // from the first).
+    // from the first), in infrastructure mode: the middle member the access point of
+    // the two others (frames through it, relayed, management frames beside them).
     let timing = vemu_radio::wifi::phy::Timing::preset(vemu_radio::wifi::phy::Standard::A);
     let mut dcf = vemu_radio::wifi::dcf::DcfConfig::preset(timing, Model::FreeSpace, 5);
     dcf.rts_threshold_bytes = Some(600);
-    let setup =
-        vemu_radio::wifi::dcf::DcfSetup { config: dcf, stations: vec![Default::default(); 3] };
+    use vemu_radio::wifi::bss::{ApConfig, Role, StaConfig};
+    let sta = || Role::Station(StaConfig::new("fuzz"));
+    let setup = vemu_radio::wifi::dcf::DcfSetup {
+        config: dcf,
+        stations: vec![Default::default(); 3],
+        roles: vec![sta(), Role::Ap(ApConfig::new("fuzz")), sta()],
+    };
     let dcf_cfg = MediumConfig { dcf: Some(Box::new(setup)), ..cfg.clone() };
     c.add_segment(SegmentConfig {
         members: (0..3).map(|_| MemberConfig { vlan: 1, ..Default::default() }).collect(),
