@@ -114,13 +114,10 @@ impl ChannelDecisions {
     /// The decisions since `before` (the same channel, earlier; the latest lateness
     /// stays the run's: a maximum cannot be taken apart).
     pub fn since(&self, before: &ChannelDecisions) -> ChannelDecisions {
-        let late_hist = self
-            .late_hist
-            .iter()
-            .enumerate()
-            .map(|(i, n)| n.saturating_sub(before.late_hist.get(i).copied().unwrap_or(0)))
-            .collect();
-        ChannelDecisions { late_hist, ..self.clone() }
+        ChannelDecisions {
+            late_hist: hist_since(&self.late_hist, &before.late_hist),
+            ..self.clone()
+        }
     }
 }
 
@@ -532,14 +529,17 @@ pub fn assess<'a>(
     }
 }
 
+/// A histogram's counts since an earlier reading of it (`before`).
+fn hist_since(now: &[u64], before: &[u64]) -> Vec<u64> {
+    now.iter()
+        .enumerate()
+        .map(|(i, x)| x.saturating_sub(before.get(i).copied().unwrap_or(0)))
+        .collect()
+}
+
 /// The counters of one direction between two snapshots.
 pub fn delta(now: &DirStats, before: &DirStats) -> DirStats {
-    let sub = |a: &[u64], b: &[u64]| {
-        a.iter()
-            .enumerate()
-            .map(|(i, x)| x.saturating_sub(b.get(i).copied().unwrap_or(0)))
-            .collect()
-    };
+    let sub = hist_since;
     let late_hist: Vec<u64> = sub(&now.late_hist, &before.late_hist);
     // (The counters keep the run's latest; a window's is at most that and its
     // histogram's highest bucket — exact when the run's latest came in it.)

@@ -247,7 +247,6 @@ pub struct Infra {
     stas: BTreeMap<u32, Sta>,
     out: VecDeque<Mgmt>,
     events: VecDeque<BssEvent>,
-    now_ns: u64,
 }
 
 /// How much a new signal reading moves a station's average of an access point's.
@@ -286,8 +285,7 @@ impl Infra {
                 Role::AdHoc => {}
             }
         }
-        let mut infra =
-            Infra { roles, aps, stas, out: VecDeque::new(), events: VecDeque::new(), now_ns: 0 };
+        let mut infra = Infra { roles, aps, stas, out: VecDeque::new(), events: VecDeque::new() };
         // Stations start their first scan a few milliseconds apart (real ones are not
         // switched on in the same slot: their probe requests would collide).
         for (&s, st) in infra.stas.iter_mut() {
@@ -381,7 +379,6 @@ impl Infra {
 
     /// Carry out what is due by `now_ns`.
     pub fn advance(&mut self, now_ns: u64) {
-        self.now_ns = self.now_ns.max(now_ns);
         let ids: Vec<u32> = self.aps.keys().copied().collect();
         for a in ids {
             let ap = self.aps.get_mut(&a).expect("an access point");
@@ -453,31 +450,30 @@ impl Infra {
     }
 
     fn start_scan(&mut self, s: u32, now_ns: u64) {
+        let until_ns = now_ns + self.probe(s);
         let st = self.stas.get_mut(&s).expect("a station");
         st.refused.clear();
-        let wait = match st.cfg.scan {
-            Scan::Active => st.cfg.probe_wait_ns,
-            // 1.5 beacon intervals of the default.
-            Scan::Passive => 150 * TU_NS,
-        };
-        st.state = StaState::Scanning { until_ns: now_ns + wait };
-        if st.cfg.scan == Scan::Active {
-            let ssid = st.cfg.ssid.clone();
-            self.out.push_back(Mgmt { from: s, to: None, kind: MgmtKind::ProbeRequest, ssid });
-        }
+        st.state = StaState::Scanning { until_ns };
     }
 
     fn background_scan(&mut self, s: u32, now_ns: u64) {
+        let until_ns = now_ns + self.probe(s);
         let st = self.stas.get_mut(&s).expect("a station");
-        let wait = match st.cfg.scan {
-            Scan::Active => st.cfg.probe_wait_ns,
-            Scan::Passive => 150 * TU_NS,
-        };
-        st.scan_until_ns = Some(now_ns + wait);
+        st.scan_until_ns = Some(until_ns);
         st.next_scan_ns = now_ns + st.cfg.scan_interval_ns;
-        if st.cfg.scan == Scan::Active {
-            let ssid = st.cfg.ssid.clone();
-            self.out.push_back(Mgmt { from: s, to: None, kind: MgmtKind::ProbeRequest, ssid });
+    }
+
+    /// A scan by station `s` begins: an active one sends its probe request. How long
+    /// it listens (a passive one: 1.5 beacon intervals of the default).
+    fn probe(&mut self, s: u32) -> u64 {
+        let st = &self.stas[&s];
+        match st.cfg.scan {
+            Scan::Active => {
+                let (wait, ssid) = (st.cfg.probe_wait_ns, st.cfg.ssid.clone());
+                self.out.push_back(Mgmt { from: s, to: None, kind: MgmtKind::ProbeRequest, ssid });
+                wait
+            }
+            Scan::Passive => 150 * TU_NS,
         }
     }
 
@@ -559,7 +555,6 @@ impl Infra {
 
     /// Member `to` received management frame `m` whole, at `signal_dbm`, at `now_ns`.
     pub fn received(&mut self, m: &Mgmt, to: u32, signal_dbm: f64, now_ns: u64) {
-        self.now_ns = self.now_ns.max(now_ns);
         if let Some(ap) = self.aps.get_mut(&to) {
             let ssid = ap.cfg.ssid.clone();
             let answer = match m.kind {
