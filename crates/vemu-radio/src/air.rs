@@ -3,6 +3,8 @@
 //! interface, as the data path's core drives it: frames offered with their wire size,
 //! time advanced, outcomes out.
 
+use std::collections::VecDeque;
+
 use rustc_hash::FxHashMap;
 
 use crate::medium::{Medium, MediumConfig, Neighbour, Outcome, PairCounters};
@@ -33,8 +35,17 @@ pub struct DcfAir {
     next_mgmt: u64,
     /// Data frames of an infrastructure channel, by id: where each is going.
     legs: FxHashMap<u64, Leg>,
-    events: Vec<BssEvent>,
+    /// Per station, the access point its last data frame went through, and when that
+    /// frame reached its end (for [`BssEvent::Handover`]).
+    via: FxHashMap<u32, (u32, u64)>,
+    /// The last [`BSS_LOG`] events, numbered from 1.
+    log: VecDeque<(u64, BssEvent)>,
+    logged: u64,
 }
+
+/// How many of infrastructure mode's events a channel keeps for those who read them
+/// ([`Air::bss_log`]).
+pub const BSS_LOG: usize = 4096;
 
 /// Ids of the channel's own management frames (the data path's are below).
 pub const MGMT_IDS: u64 = 1 << 62;
@@ -74,7 +85,9 @@ impl Air {
                     mgmt: FxHashMap::default(),
                     next_mgmt: MGMT_IDS,
                     legs: FxHashMap::default(),
-                    events: Vec::new(),
+                    via: FxHashMap::default(),
+                    log: VecDeque::new(),
+                    logged: 0,
                 }))
             }
             None => Air::Simple(Medium::new(cfg, positions)),
@@ -128,10 +141,12 @@ impl Air {
         }
     }
 
-    /// What infrastructure mode decided since last asked (associations, losses).
-    pub fn take_bss_events(&mut self) -> Vec<BssEvent> {
+    /// What infrastructure mode decided (associations, losses) and measured (handovers),
+    /// numbered from 1 in order: the last [`BSS_LOG`] of them, those after number
+    /// `after`.
+    pub fn bss_log(&self, after: u64) -> Vec<(u64, BssEvent)> {
         match self {
-            Air::Dcf(d) => std::mem::take(&mut d.events),
+            Air::Dcf(d) => d.log.iter().filter(|(n, _)| *n > after).cloned().collect(),
             Air::Simple(_) => Vec::new(),
         }
     }
@@ -141,7 +156,7 @@ impl Air {
             Air::Simple(m) => m.set_up(member, up, out),
             Air::Dcf(d) => {
                 d.dcf.set_up(member, up, &mut d.out);
-                out.extend(d.out.drain(..).map(outcome));
+                d.handle_outcomes(out);
             }
         }
     }
@@ -229,6 +244,12 @@ impl DcfAir {
             self.send_mgmt(now_ns);
         }
         self.dcf.advance(now_ns, &mut self.out);
+        self.handle_outcomes(out);
+    }
+
+    /// What the DCF decided (in `self.out`): management frames to infrastructure mode,
+    /// data frames' legs through the access points, the rest to the core.
+    fn handle_outcomes(&mut self, out: &mut Vec<Outcome>) {
         let outcomes = std::mem::take(&mut self.out);
         for o in outcomes {
             match o {
@@ -259,9 +280,25 @@ impl DcfAir {
                 o => out.push(outcome(o)),
             }
         }
-        if let Some(infra) = &mut self.infra {
-            while let Some(e) = infra.poll_event() {
-                self.events.push(e);
+        while let Some(e) = self.infra.as_mut().and_then(|i| i.poll_event()) {
+            self.record(e);
+        }
+    }
+
+    fn record(&mut self, e: BssEvent) {
+        if self.log.len() == BSS_LOG {
+            self.log.pop_front();
+        }
+        self.logged += 1;
+        self.log.push_back((self.logged, e));
+    }
+
+    /// A data frame of station `sta` went through access point `ap` (to it or from it),
+    /// reaching its end at `at_ns`: the first through a new access point ends a handover.
+    fn through(&mut self, sta: u32, ap: u32, at_ns: u64) {
+        if let Some((from, last_ns)) = self.via.insert(sta, (ap, at_ns)) {
+            if from != ap {
+                self.record(BssEvent::Handover { sta, from, to: ap, last_ns, first_ns: at_ns });
             }
         }
     }
@@ -287,19 +324,31 @@ impl DcfAir {
         let leg = self.legs[&id];
         let deliver = Outcome::Deliver { id, receiver, at_ns };
         match (leg.ap, leg.from_ap) {
-            (Some(ap), false) if receiver == ap => match infra.relay(ap, leg.origin, leg.dst) {
-                Some(Route::Air { to }) => self.again(id, ap, to, at_ns),
-                Some(_) => {}
-                None => {
-                    out.push(deliver);
-                    if leg.dst.is_none() && infra.relays_broadcast(ap) {
-                        self.again(id, ap, None, at_ns);
+            (Some(ap), false) if receiver == ap => {
+                let relay = infra.relay(ap, leg.origin, leg.dst);
+                let relays_broadcast = infra.relays_broadcast(ap);
+                if infra.stations_of(ap).contains(&leg.origin) {
+                    self.through(leg.origin, ap, at_ns);
+                }
+                match relay {
+                    Some(Route::Air { to }) => self.again(id, ap, to, at_ns),
+                    Some(_) => {}
+                    None => {
+                        out.push(deliver);
+                        if leg.dst.is_none() && relays_broadcast {
+                            self.again(id, ap, None, at_ns);
+                        }
                     }
                 }
-            },
+            }
             (Some(ap), true)
                 if infra.stations_of(ap).contains(&receiver) && receiver != leg.origin =>
             {
+                // (A broadcast reaches every station: only a frame for this one is its
+                // data.)
+                if leg.dst == Some(receiver) {
+                    self.through(receiver, ap, at_ns);
+                }
                 out.push(deliver)
             }
             (None, _) if infra.role(receiver) == Some(&Role::AdHoc) => out.push(deliver),
@@ -330,5 +379,53 @@ fn outcome(o: dcf::Outcome) -> Outcome {
         }
         dcf::Outcome::Done { id } => Outcome::Done { id },
         dcf::Outcome::Heard(h) => Outcome::Heard(h),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::propagation::{Model, Radio};
+    use crate::wifi::bss::{ApConfig, StaConfig};
+    use crate::wifi::dcf::{DcfConfig, DcfSetup, StationConfig};
+    use crate::wifi::phy::{Standard, Timing};
+
+    /// A member going down with frames queued: each reaches its end once, through the
+    /// same bookkeeping as frames that went on the air (none left behind).
+    #[test]
+    fn a_member_going_down_ends_its_frames_and_their_legs() {
+        let config = DcfConfig::preset(Timing::preset(Standard::G), Model::FreeSpace, 3);
+        let roles = vec![Role::Ap(ApConfig::new("lab")), Role::Station(StaConfig::new("lab"))];
+        let cfg = MediumConfig {
+            model: Model::FreeSpace,
+            radio: Radio::default(),
+            rate_bps: 54_000_000,
+            preamble_ns: 0,
+            carrier_sense_m: 0.0,
+            csma: true,
+            queue_frames: 64,
+            seed: 3,
+            dcf: Some(Box::new(DcfSetup {
+                config,
+                stations: vec![StationConfig::default(); 2],
+                roles,
+            })),
+        };
+        let mut a = Air::new(cfg, &[Pos::new(0.0, 0.0), Pos::new(10.0, 0.0)]);
+        let mut out = Vec::new();
+        while let Some(t) = a.next_event_ns().filter(|&t| t < 300_000_000) {
+            a.advance(t, &mut out);
+        }
+        assert_eq!(a.infra().unwrap().ap_of(1), Some(0));
+        for id in 1..=10 {
+            assert!(a.offer(300_000_000, 1, id, (1, 1500), None));
+        }
+        out.clear();
+        a.set_up(1, false, &mut out);
+        let done = out.iter().filter(|o| matches!(o, Outcome::Done { .. })).count();
+        assert_eq!(done, 10, "{out:?}");
+        let Air::Dcf(d) = &a else { unreachable!() };
+        assert!(d.legs.is_empty(), "{:?}", d.legs);
+        assert!(out.iter().all(|o| !matches!(o, Outcome::Done { id } if *id >= MGMT_IDS)));
     }
 }

@@ -64,7 +64,7 @@ fn stations_associate_with_frames_on_the_air_and_none_reach_the_data_path() {
     assert_eq!((infra.ap_of(1), infra.ap_of(2)), (Some(0), Some(0)));
     // The stations heard the access point (a signal average per station).
     assert!(infra.signal_dbm(1, 0).is_some_and(|s| s > -60.0));
-    let events = a.take_bss_events();
+    let events: Vec<BssEvent> = a.bss_log(0).into_iter().map(|(_, e)| e).collect();
     assert_eq!(events.len(), 2, "{events:?}");
     for e in &events {
         let BssEvent::Associated { ap: 0, from: None, at_ns, .. } = *e else { panic!("{e:?}") };
@@ -129,4 +129,51 @@ fn a_station_without_an_access_point_sends_nothing() {
     run(&mut a, 300 * MS);
     assert_eq!(a.infra().unwrap().ap_of(1), None);
     assert!(!a.offer(300 * MS, 1, 7, (1, 100), Some(0)));
+}
+
+/// A station walking from one access point to the next, sending a frame every 10 ms:
+/// it roams, and the channel measures the handover from the last data frame through
+/// the old access point to the first through the new one — and logs it after the
+/// reassociation.
+#[test]
+fn a_walking_station_hands_over_and_the_channel_measures_the_gap() {
+    let ap = || Role::Ap(ApConfig::new("lab"));
+    let mut a =
+        channel(&[0.0, 800.0, 50.0], vec![ap(), ap(), Role::Station(StaConfig::new("lab"))]);
+    let mut id = 0;
+    let mut out = Vec::new();
+    // 100 m/s from 50 m to 750 m: 0 under −70 dBm from 320 m, 1 five dB stronger from
+    // 512 m (4.6 s).
+    for step in 1..=700u64 {
+        let t = step * 10 * MS;
+        a.set_positions(&[
+            Pos::new(0.0, 0.0),
+            Pos::new(800.0, 0.0),
+            Pos::new(50.0 + step as f64, 0.0),
+        ]);
+        id += 1;
+        a.offer(t, 2, id, (1, 200), None);
+        while let Some(at) = a.next_event_ns().filter(|&at| at <= t + 10 * MS) {
+            a.advance(at, &mut out);
+        }
+    }
+    let log: Vec<BssEvent> = a.bss_log(0).into_iter().map(|(_, e)| e).collect();
+    let handovers: Vec<_> = log.iter().filter(|e| matches!(e, BssEvent::Handover { .. })).collect();
+    assert_eq!(handovers.len(), 1, "{log:?}");
+    let BssEvent::Handover { sta: 2, from: 0, to: 1, last_ns, first_ns } = *handovers[0] else {
+        panic!("{log:?}")
+    };
+    let roamed = log
+        .iter()
+        .find_map(|e| match *e {
+            BssEvent::Associated { from: Some(0), at_ns, .. } => Some(at_ns),
+            _ => None,
+        })
+        .expect("a reassociation");
+    assert!(roamed > 4600 * MS && roamed < 5700 * MS, "{log:?}");
+    // The gap spans the reassociation, about the frames' own spacing (10 ms): the reassociation takes a few ms.
+    assert!(last_ns < roamed && first_ns > roamed, "{log:?}");
+    assert!(first_ns - last_ns < 30 * MS, "{log:?}");
+    // Numbered in order, the handover last.
+    assert_eq!(a.bss_log(a.bss_log(0).len() as u64 - 1).len(), 1);
 }

@@ -145,14 +145,30 @@ impl Mgmt {
     }
 }
 
-/// What the infrastructure decided.
-#[derive(Debug, Clone, PartialEq)]
+/// What the infrastructure decided, or (a handover) what its data frames did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
 pub enum BssEvent {
     /// Station `sta` is associated with access point `ap` (`from`: the access point it
     /// roamed from, `None` for a first association or one after a loss).
     Associated { sta: u32, ap: u32, from: Option<u32>, at_ns: u64 },
     /// Station `sta` lost access point `ap` (its beacons stopped).
     Lost { sta: u32, ap: u32, at_ns: u64 },
+    /// Station `sta`'s data moved from access point `from` to `to`: its last data frame
+    /// through `from` reached its end at `last_ns`, its first through `to` at `first_ns`
+    /// (the handover's time is the difference; measured by the channel, which sees
+    /// both, [`crate::air::DcfAir`]).
+    Handover { sta: u32, from: u32, to: u32, last_ns: u64, first_ns: u64 },
+}
+
+impl BssEvent {
+    /// When it happened, lab ns.
+    pub fn at_ns(&self) -> u64 {
+        match *self {
+            BssEvent::Associated { at_ns, .. } | BssEvent::Lost { at_ns, .. } => at_ns,
+            BssEvent::Handover { first_ns, .. } => first_ns,
+        }
+    }
 }
 
 /// A member as infrastructure mode sees it now ([`Infra::member`]).
