@@ -662,7 +662,9 @@ fn dispatch(w: &mut LocalWorker, req: WorkerRequest) -> WorkerReply {
         WorkerRequest::Stats => reply(w.stats(), WorkerReply::Stats),
         WorkerRequest::Processes => reply(w.processes(), WorkerReply::Processes),
         WorkerRequest::Positions { seg, positions } => reply(w.positions(seg, positions), done),
-        WorkerRequest::Radio { seg } => reply(w.radio(seg), WorkerReply::Radio),
+        WorkerRequest::Radio { seg, bss_after } => {
+            reply(w.radio(seg, bss_after), WorkerReply::Radio)
+        }
         WorkerRequest::TapQueues => reply(w.tap_queues(), WorkerReply::TapQueues),
         WorkerRequest::Backlog => reply(w.backlog(), WorkerReply::Backlog),
         WorkerRequest::SetLimits { node, limits } => reply(w.set_limits(&node, limits), done),

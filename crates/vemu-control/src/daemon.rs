@@ -286,6 +286,11 @@ fn serve_lab(
     let positions_log = positions_log(&plan, &paths, &movers, resume.is_some())?;
     let mut controller = Controller::new(plan.clone(), worker, clock, realtime_epoch_ns);
     (controller.movers, controller.positions_log) = (movers, positions_log);
+    controller.wifi_log =
+        crate::lab::wifi::wifi_log(&plan, &paths, resume.is_some()).context("writing wifi.csv")?;
+    if resume.is_some() {
+        controller.wifi_skip_past();
+    }
     controller.api_tcp = options.tcp;
     let ctl = Arc::new(Mutex::new(controller));
     let timeline_skip = match resume {
@@ -324,6 +329,7 @@ fn serve_lab(
     }
     let timeline = crate::timeline::start(ctl.clone(), plan.events.clone(), clock, timeline_skip);
     let ticker = crate::tasks::mobility(ctl.clone(), clock);
+    let wifi = crate::tasks::wifi(ctl.clone());
     let monitor = crate::tasks::fidelity_monitor(ctl.clone());
     let judge = crate::tasks::expectations(ctl.clone(), clock);
     let health = crate::lab::watch_machines(ctl.clone(), !plan.machines.is_empty());
@@ -333,6 +339,7 @@ fn serve_lab(
     let reply_to = stop.recv().ok().flatten();
     timeline.stop();
     ticker.stop();
+    wifi.stop();
     monitor.stop();
     judge.stop();
     health.stop();

@@ -17,6 +17,7 @@ mod flows;
 mod mobility;
 pub mod saved;
 mod status;
+pub(crate) mod wifi;
 use status::dir_status;
 #[cfg(test)]
 mod tests;
@@ -84,6 +85,10 @@ pub struct Controller {
     pub(crate) movers: Vec<crate::radio::Movers>,
     /// `positions.csv` in the lab's log directory.
     pub(crate) positions_log: Option<std::io::BufWriter<std::fs::File>>,
+    /// What was read of each infrastructure channel's events, by segment.
+    pub(crate) wifi: std::collections::HashMap<usize, wifi::WifiSeen>,
+    /// `wifi.csv` in the lab's log directory.
+    pub(crate) wifi_log: Option<std::io::BufWriter<std::fs::File>>,
     /// Traffic flows started so far.
     pub(crate) flows: Vec<crate::traffic::Flow>,
     /// Flows asked for so far, started or not: the next flow's number (and UDP port). A
@@ -180,6 +185,8 @@ impl Controller {
             events,
             movers: Vec::new(),
             positions_log: None,
+            wifi: Default::default(),
+            wifi_log: None,
             flows: Vec::new(),
             flows_asked: 0,
             records_copied: Default::default(),
@@ -478,7 +485,7 @@ impl Controller {
         let mut radios = Vec::new();
         for g in 0..self.plan.segments.len() {
             radios.push(match self.plan.segments[g].wireless.is_some() {
-                true => Some(self.worker.radio(g)?),
+                true => Some(self.worker.radio(g, u64::MAX)?),
                 false => None,
             });
         }

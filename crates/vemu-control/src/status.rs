@@ -105,6 +105,17 @@ pub struct WifiStatus {
     pub signal_dbm: Option<f64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stations: Vec<String>,
+    /// A station: its handovers so far (from one access point to another, data frames
+    /// through both), and the last one's time, ms — from the last data frame through the
+    /// old access point to the first through the new.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub handovers: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_handover_ms: Option<f64>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -34,6 +34,21 @@ fn run(ctl: Arc<Mutex<Controller>>, clock: LabClock, stop: Receiver<()>) {
     }
 }
 
+/// The thread that reads, every [`WIFI_POLL`], what the infrastructure channels did
+/// (none without one).
+pub(crate) fn wifi(ctl: Arc<Mutex<Controller>>) -> Background {
+    let any = !crate::lab::wifi::infra_segments(&ctl.locked().plan).is_empty();
+    Background::spawn("vemu-wifi", any, move |stop| {
+        while let Err(RecvTimeoutError::Timeout) = stop.recv_timeout(WIFI_POLL) {
+            ctl.locked().wifi_poll();
+        }
+    })
+}
+
+/// How often the controller reads the infrastructure channels' events: what the event
+/// stream lags behind them at most (their times are the channel's own).
+pub(crate) const WIFI_POLL: Duration = Duration::from_millis(200);
+
 /// The thread that judges every [`WINDOW`] of the run and warns while it is not `ok`.
 pub(crate) fn fidelity_monitor(ctl: Arc<Mutex<Controller>>) -> Background {
     Background::spawn("vemu-fidelity", true, move |stop| {

@@ -63,9 +63,12 @@ pub enum WorkerRequest {
         seg: usize,
         positions: Vec<vemu_radio::Pos>,
     },
-    /// Positions, neighbours and per-pair counters of a wireless segment.
+    /// Positions, neighbours and per-pair counters of a wireless segment, and its
+    /// infrastructure mode's events numbered after `bss_after`.
     Radio {
         seg: usize,
+        #[serde(default)]
+        bss_after: u64,
     },
     /// The nodes' kernel counters of their TAP interfaces.
     TapQueues,
@@ -351,8 +354,9 @@ pub trait Worker: Send {
     fn positions(&mut self, seg: usize, positions: Vec<vemu_radio::Pos>)
         -> Result<(), WorkerError>;
 
-    /// Positions, neighbours and per-pair counters of a wireless segment.
-    fn radio(&mut self, seg: usize) -> Result<RadioSnapshot, WorkerError>;
+    /// Positions, neighbours and per-pair counters of a wireless segment, and its
+    /// infrastructure mode's events numbered after `bss_after` (`u64::MAX`: none).
+    fn radio(&mut self, seg: usize, bss_after: u64) -> Result<RadioSnapshot, WorkerError>;
 
     /// The nodes' kernel counters of their TAP interfaces.
     fn tap_queues(&mut self) -> Result<Vec<TapQueue>, WorkerError>;

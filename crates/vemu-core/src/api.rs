@@ -451,6 +451,10 @@ pub struct RadioSnapshot {
     /// Per member, its part in infrastructure mode (a channel with access points).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bss: Option<Vec<vemu_radio::wifi::bss::MemberState>>,
+    /// Infrastructure mode's events numbered after those asked for, with their numbers
+    /// (the channel keeps the last [`vemu_radio::air::BSS_LOG`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bss_log: Vec<(u64, vemu_radio::wifi::bss::BssEvent)>,
 }
 
 #[cfg(test)]

@@ -191,7 +191,12 @@ struct Channel {
     frames: FxHashMap<u64, Frame>,
     next_id: u64,
     /// Which member sent from a MAC address (unicast frames go to that member only).
+    /// In infrastructure mode an access point's frames do not take a station's or an
+    /// ad hoc member's address from it: a bridging access point sends on the air what
+    /// its bridge floods, from the others' addresses too.
     macs: FxHashMap<u64, u32>,
+    /// Infrastructure mode's events acted on so far ([`Air::bss_log`]).
+    bss_seen: u64,
     /// Scratch list of the medium's outcomes.
     outcomes: Vec<Outcome>,
     /// With snooping (not `off`): the groups each member joined, by MAC address, as its
@@ -203,6 +208,15 @@ struct Channel {
 }
 
 impl Channel {
+    /// Whether a frame from `member` with source address `src` is one it passes on for
+    /// another member (an access point's bridge flooding a station's frame back on the
+    /// air), not its own.
+    fn relayed(&self, member: u32, src: u64) -> bool {
+        use vemu_radio::wifi::bss::Role;
+        let Some(infra) = self.medium.infra() else { return false };
+        let ap = |m: u32| matches!(infra.role(m), Some(Role::Ap(_)));
+        ap(member) && self.macs.get(&src).is_some_and(|&m| m != member && !ap(m))
+    }
     /// Note the groups member `member` joins or leaves in a frame it sends.
     fn note_reports(&mut self, member: u32, eth: &[u8]) {
         let Some(groups) = &mut self.groups else { return };

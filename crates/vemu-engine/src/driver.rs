@@ -85,6 +85,7 @@ pub(crate) enum Control {
     },
     Radio {
         seg: usize,
+        bss_after: u64,
         done: Sender<RadioSnapshot>,
     },
     /// How far behind its schedule the shard is, ns ([`Core::backlog_ns`]).
@@ -828,8 +829,8 @@ impl Shard {
                 Ok(Control::CaptureSink { id, tx }) => {
                     self.sinks.insert(id, tx);
                 }
-                Ok(Control::Radio { seg, done }) => {
-                    let _ = done.send(self.core.radio(seg).unwrap_or_default());
+                Ok(Control::Radio { seg, bss_after, done }) => {
+                    let _ = done.send(self.core.radio(seg, bss_after).unwrap_or_default());
                 }
                 Ok(Control::Taps(taps)) => {
                     for (port, tap, fd) in taps {

@@ -846,11 +846,12 @@ impl Engine {
         self.shards[s].send(Control::Apply(Command::Positions { seg: i, positions }, None));
     }
 
-    /// Positions, neighbours and per-pair delivery counters of wireless segment `seg`.
-    pub fn radio(&self, seg: usize) -> RadioSnapshot {
+    /// Positions, neighbours and per-pair delivery counters of wireless segment `seg`,
+    /// and its infrastructure mode's events numbered after `bss_after`.
+    pub fn radio(&self, seg: usize, bss_after: u64) -> RadioSnapshot {
         let (s, i) = self.seg_place[seg];
         let (done, rx) = std::sync::mpsc::channel();
-        self.shards[s].send(Control::Radio { seg: i, done });
+        self.shards[s].send(Control::Radio { seg: i, bss_after, done });
         rx.recv().unwrap_or_default()
     }
 

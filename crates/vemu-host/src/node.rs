@@ -316,16 +316,20 @@ pub(crate) fn node_interfaces(
             write_sysctl(&format!("/proc/sys/net/ipv6/conf/{}/disable_ipv6", i.name), "1")?;
         }
         nl.set_link(ix, true, Some(i.mac), Some(i.mtu))?;
-        for a in &i.addrs {
-            nl.add_address(ix, *a)?;
+        if !node.bridge.contains(&i.name) {
+            for a in &i.addrs {
+                nl.add_address(ix, *a)?;
+            }
         }
     }
     nl.flush().with_context(|| format!("configuring node {}", node.name))?;
+    let bridge = ap_bridge(nl, node, &idx)?;
     if let Some(pnl) = plane.as_mut() {
         pnl.flush().context("attaching the node's link interfaces to the plane")?;
     }
     for r in &node.routes {
         let oif = match &r.dev {
+            Some(d) if node.bridge.contains(d) => bridge,
             Some(d) => Some(
                 idx[node
                     .ifaces
@@ -339,6 +343,33 @@ pub(crate) fn node_interfaces(
     }
     nl.flush().with_context(|| format!("adding routes of node {}", node.name))?;
     Ok(fds)
+}
+
+/// An access point's bridge ([`NodePlan::bridge`]): its ports joined, with the radio
+/// interface's MAC and the ports' addresses; its index (none without one).
+fn ap_bridge(nl: &mut netlink::Netlink, node: &NodePlan, idx: &[u32]) -> Result<Option<u32>> {
+    let ports: Vec<usize> = node
+        .bridge
+        .iter()
+        .map(|b| node.ifaces.iter().position(|i| &i.name == b))
+        .collect::<Option<_>>()
+        .ok_or_else(|| anyhow!("node {}: a bridge port it does not have", node.name))?;
+    let Some(&radio) = ports.first() else { return Ok(None) };
+    // (No snooping: a station's multicast reaches the wired side as on an AP; MACs
+    // forgotten after the kernel's usual 300 s.)
+    nl.add_bridge(vemu_scenario::AP_BRIDGE, false, false, 30_000, 1_000)?;
+    nl.flush().with_context(|| format!("creating node {}'s bridge", node.name))?;
+    let br = tap::ifindex(vemu_scenario::AP_BRIDGE)?;
+    let mtu = ports.iter().map(|&p| node.ifaces[p].mtu).min().expect("a port");
+    nl.set_link(br, true, Some(node.ifaces[radio].mac), Some(mtu))?;
+    for &p in &ports {
+        nl.set_master(idx[p], br)?;
+        for a in &node.ifaces[p].addrs {
+            nl.add_address(br, *a)?;
+        }
+    }
+    nl.flush().with_context(|| format!("bridging node {}'s interfaces", node.name))?;
+    Ok(Some(br))
 }
 
 /// The PID namespace of a node that has PIDs of its own, made (with its first process)

@@ -146,8 +146,21 @@ impl Air {
     /// `after`.
     pub fn bss_log(&self, after: u64) -> Vec<(u64, BssEvent)> {
         match self {
-            Air::Dcf(d) => d.log.iter().filter(|(n, _)| *n > after).cloned().collect(),
+            Air::Dcf(d) => {
+                // (Numbered without gaps: the first one after `after` is found by place.)
+                let first = d.logged + 1 - d.log.len() as u64;
+                let skip = after.saturating_add(1).saturating_sub(first);
+                d.log.iter().skip(skip.min(d.log.len() as u64) as usize).cloned().collect()
+            }
             Air::Simple(_) => Vec::new(),
+        }
+    }
+
+    /// How many events infrastructure mode has logged so far ([`Air::bss_log`]).
+    pub fn bss_logged(&self) -> u64 {
+        match self {
+            Air::Dcf(d) => d.logged,
+            Air::Simple(_) => 0,
         }
     }
 

@@ -26,7 +26,7 @@ pub use images::{ImagePolicy, REFUSED};
 pub use model::*;
 pub(crate) use model::{read_limited, read_stamped};
 pub use names::{valid_lab_name, valid_node_name};
-pub use plan::{build_plan, derive_seed, port_mtu};
+pub use plan::{build_plan, derive_seed, port_mtu, AP_BRIDGE};
 pub use trust::{Reach, Tenant, Trust, DEFAULT_TENANT_IMAGE_BYTES};
 
 /// Read, validate and plan a scenario file. `name` overrides the scenario's `name`.

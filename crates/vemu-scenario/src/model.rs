@@ -284,6 +284,10 @@ impl Default for FidelityThresholds {
 pub struct NodePlan {
     pub name: String,
     pub ifaces: Vec<IfacePlan>,
+    /// An access point's bridge (`br0`, [`crate::AP_BRIDGE`]): its ports, the radio
+    /// interface first; the ports' addresses are the bridge's (none: no bridge).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bridge: Vec<String>,
     pub routes: Vec<RoutePlan>,
     /// Shell commands started when the lab comes up, supervised by the controller.
     pub run: Vec<String>,

@@ -1,6 +1,10 @@
 //! From a validated [`Scenario`] to a [`Plan`]: interface names, MAC addresses,
 //! automatic addresses, `/etc/hosts` and shortest-path static routes.
 
+mod bridge;
+
+pub use bridge::AP_BRIDGE;
+
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -205,6 +209,7 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
     let links = link_plans(s, &mut nodes, &mut wiring, &link_addrs, &mut errors);
     let segments = segment_plans(s, &mut nodes, &mut wiring, &seg_addrs, &mut errors);
     check_macs(&nodes, &mut errors);
+    bridge::ap_bridges(s, &mut nodes, &segments, &mut errors);
     loopbacks(s, &mut nodes, explicit, &mut errors);
     if !errors.is_empty() {
         return Err(errors);
@@ -360,6 +365,7 @@ fn node_plans(s: &Scenario) -> Vec<NodePlan> {
         .map(|n| NodePlan {
             name: n.name.clone(),
             ifaces: Vec::new(),
+            bridge: Vec::new(),
             routes: Vec::new(),
             run: n.run.clone(),
             loopback: n.loopback.clone(),
@@ -950,6 +956,9 @@ fn static_routes(nodes: &mut [NodePlan], links: &[LinkPlan], segments: &[Segment
             .flat_map(|i| i.addrs.iter().map(|a| a.trunc()))
             .chain(nodes[src].loopback.iter().copied())
             .collect();
+        // (A subnet the node is on is reached there: two segments may share one, as
+        // a LAN and the BSS an access point bridges to it do.)
+        routes.retain(|(net, _)| !own.contains(net));
         nodes[src].routes = crate::aggregate::aggregate(&routes, &own)
             .into_iter()
             .map(|(dst, k)| RoutePlan { dst, via: Some(gateways[k]), dev: None })

@@ -377,9 +377,18 @@ fn print_radios(s: &LabStatus) {
                     if w.stations.is_empty() { "none".to_string() } else { w.stations.join(", ") }
                 ),
                 ("station", Some(ap)) => println!(
-                    "  {}: station of '{ssid}' on {ap}{}",
+                    "  {}: station of '{ssid}' on {ap}{}{}{}",
                     m.port,
-                    w.signal_dbm.map_or(String::new(), |s| format!(" ({s:.0} dBm)"))
+                    w.signal_dbm.map_or(String::new(), |s| format!(" ({s:.0} dBm)")),
+                    m.radio.as_ref().and_then(|r| r.mac).map_or(String::new(), |s| format!(
+                        ", {:.1} Mbit/s",
+                        s.rate_bps as f64 / 1e6
+                    )),
+                    w.last_handover_ms.map_or(String::new(), |h| format!(
+                        ", {} handover{}, last {h:.1} ms",
+                        w.handovers,
+                        if w.handovers == 1 { "" } else { "s" }
+                    ))
                 ),
                 ("station", None) => println!("  {}: station of '{ssid}', not associated", m.port),
                 _ => {}

@@ -362,3 +362,77 @@ segments:
     let ap2 = wifi(1, 0);
     assert_eq!(ap2["stations"], serde_json::json!(["s3", "s4"]), "{ap2}");
 }
+
+/// Access points that bridge their BSS to one wired LAN (`bridge: true`): a station and
+/// a wired server share a subnet; the station walks from one access point to the next
+/// while it pings the server every 50 ms, roams, and the pings go on through the new
+/// access point (its 802.11f update teaches the LAN where the station is). The handover
+/// — last data frame through the old access point to the first through the new — is
+/// measured by the channel and reported in `wifi.csv`, the status and the event stream.
+#[test]
+fn a_station_roams_between_bridging_access_points_while_it_pings() {
+    let _g = serial();
+    let yaml = r#"
+name: t-wl-roam
+addressing: {ipv6: none}
+nodes: {ap1: {}, ap2: {}, srv: {}, sta: {}}
+segments:
+  wired:
+    kind: lan
+    members:
+      - {node: srv, ip: [10.9.0.1/24]}
+      - {node: ap1, iface: eth1, ip: [10.9.0.2/24]}
+      - {node: ap2, iface: eth1, ip: [10.9.0.3/24]}
+  air:
+    kind: wireless
+    propagation: free-space
+    range: 300m
+    csma: true
+    standard: 802.11g
+    members:
+      - {node: ap1, iface: wlan0, ip: none, position: [0, 0], role: ap, ssid: lab, bridge: true}
+      - {node: ap2, iface: wlan0, ip: none, position: [300, 0], role: ap, ssid: lab, bridge: [eth1]}
+      - {node: sta, ip: [10.9.0.10/24], position: [30, 0], role: station, ssid: lab}
+"#;
+    let lab = Lab::up("t-wl-roam", yaml);
+    // The access point's node: its radio and wired interfaces in its bridge, which has
+    // the addresses.
+    let (_, br) = lab.sh("ap1", "ip -br addr show br0; ip -br link show master br0");
+    assert!(br.contains("10.9.0.2/24") && br.contains("wlan0") && br.contains("eth1"), "{br}");
+    let ok = (0..20).any(|_| lab.sh("sta", "ping -c 1 -W 1 10.9.0.1").0 == 0);
+    assert!(ok, "the station never reached the server through ap1's bridge");
+    // Walk to ap2 at 50 m/s, pinging all the way: ap1 is weak (within 6 dB of the edge
+    // of reception) past 150 m, ap2 5 dB stronger past 192 m, and the next background
+    // scan (every second while weak) moves the station, well before ap1's edge (300 m).
+    let pinger = {
+        let name = lab.name.clone();
+        std::thread::spawn(move || {
+            common::vemu(&[
+                "exec", "--lab", &name, "sta", "--", "ping", "-i", "0.05", "-c", "160", "-W", "1",
+                "10.9.0.1",
+            ])
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let o = lab.vemu(&["node", "move", "sta", "--to", "280,0", "--speed", "50"]);
+    assert!(o.status.success(), "{}", common::text(&o));
+    let out = common::text(&pinger.join().unwrap());
+    let received: u32 = out
+        .split(" received")
+        .next()
+        .and_then(|s| s.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    // (Loss while the old access point fades and during the move: a few pings.)
+    assert!(received >= 140, "{received} of 160 pings answered across the handover\n{out}");
+    let st = lab.status();
+    let wifi = st["segments"][1]["members"][2]["radio"]["wifi"].clone();
+    assert_eq!(wifi["ap"].as_str(), Some("ap2"), "{wifi}");
+    assert_eq!(wifi["handovers"].as_u64(), Some(1), "{wifi}");
+    let h = wifi["last_handover_ms"].as_f64().unwrap_or(f64::MAX);
+    assert!(h < 1000.0, "handover {h} ms\n{wifi}");
+    let log = std::fs::read_to_string("/var/log/vemu/t-wl-roam/wifi.csv").unwrap();
+    assert!(log.lines().any(|l| l.contains(",roamed,sta,ap2,ap1,")), "{log}");
+    assert!(log.lines().any(|l| l.contains(",handover,sta,ap2,ap1,")), "{log}");
+    eprintln!("{log}\n{out}");
+}

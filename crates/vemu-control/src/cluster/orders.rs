@@ -63,8 +63,9 @@ impl Worker for Cluster {
         answer(self.at_segment(seg, WorkerRequest::Positions { seg, positions }), "Positions", done)
     }
 
-    fn radio(&mut self, seg: usize) -> Result<RadioSnapshot, WorkerError> {
-        answer(self.at_segment(seg, WorkerRequest::Radio { seg }), "Radio", |r| match r {
+    fn radio(&mut self, seg: usize, bss_after: u64) -> Result<RadioSnapshot, WorkerError> {
+        let order = WorkerRequest::Radio { seg, bss_after };
+        answer(self.at_segment(seg, order), "Radio", |r| match r {
             WorkerReply::Radio(r) => Some(r),
             _ => None,
         })

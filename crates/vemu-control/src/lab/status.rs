@@ -75,6 +75,8 @@ impl Controller {
                         let st = &self.members[g][m];
                         let node_of =
                             |i: u32| self.plan.nodes[seg.members[i as usize].end.node].name.clone();
+                        let handovers =
+                            |m: usize| self.wifi.get(&g).and_then(|w| w.handovers(m as u32));
                         let radio = radios[g].as_ref().map(|r| crate::RadioStatus {
                             x_m: r.positions[m].x,
                             y_m: r.positions[m].y,
@@ -101,6 +103,8 @@ impl Controller {
                                     ap: b.ap.map(node_of),
                                     signal_dbm: b.signal_dbm,
                                     stations: b.stations.iter().map(|&s| node_of(s)).collect(),
+                                    handovers: handovers(m).map_or(0, |h| h.0),
+                                    last_handover_ms: handovers(m).map(|h| h.1 as f64 / 1e6),
                                 }
                             }),
                         });

@@ -102,7 +102,7 @@ impl Worker for Fake {
         self.order(Order::Other("positions"))
     }
 
-    fn radio(&mut self, _: usize) -> Result<vemu_engine::RadioSnapshot, WorkerError> {
+    fn radio(&mut self, _: usize, _: u64) -> Result<vemu_engine::RadioSnapshot, WorkerError> {
         self.order(Order::Other("radio"))?;
         Err(WorkerError::caller("no radio here"))
     }

@@ -447,9 +447,9 @@ impl Worker for LocalWorker {
         Ok(())
     }
 
-    fn radio(&mut self, seg: usize) -> Result<RadioSnapshot, WorkerError> {
+    fn radio(&mut self, seg: usize, bss_after: u64) -> Result<RadioSnapshot, WorkerError> {
         let seg = self.local_seg(seg).map_err(internal)?;
-        Ok(self.engine().map_err(internal)?.radio(seg))
+        Ok(self.engine().map_err(internal)?.radio(seg, bss_after))
     }
 
     fn tap_queues(&mut self) -> Result<Vec<TapQueue>, WorkerError> {

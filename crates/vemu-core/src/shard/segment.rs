@@ -36,6 +36,7 @@ impl Core {
                 frames: FxHashMap::default(),
                 next_id: 0,
                 macs: FxHashMap::default(),
+                bss_seen: 0,
                 outcomes: Vec::new(),
                 groups,
             })
@@ -174,7 +175,7 @@ impl Core {
     }
 
     /// Positions, neighbours and per-pair counters of wireless segment `seg`.
-    pub fn radio(&self, seg: usize) -> Option<RadioSnapshot> {
+    pub fn radio(&self, seg: usize, bss_after: u64) -> Option<RadioSnapshot> {
         let m = &self.segments.get(seg)?.radio.as_ref()?.medium;
         let n = m.positions().len() as u32;
         let mut pairs: Vec<(u32, u32, PairCounters)> =
@@ -186,6 +187,7 @@ impl Core {
             pairs,
             stations: m.stations(),
             bss: m.infra().map(|i| (0..n).map(|k| i.member(k)).collect()),
+            bss_log: m.bss_log(bss_after),
         })
     }
 
@@ -303,7 +305,9 @@ impl Core {
         for piece in pieces {
             let eth = &piece[VNET_HDR_LEN..];
             let (dst, src) = (vemu_switch::mac(&eth[0..6]), vemu_switch::mac(&eth[6..12]));
-            r.macs.insert(src, member);
+            if !r.relayed(member, src) {
+                r.macs.insert(src, member);
+            }
             r.note_reports(member, eth);
             let to = if eth[0] & 1 == 0 { r.macs.get(&dst).copied() } else { None };
             let pw = gso::wire_size(gs.as_ref(), piece.len() - VNET_HDR_LEN);
@@ -408,6 +412,7 @@ impl Core {
                 }
             }
         }
+        self.l2_updates(seg, &mut acc);
         self.accepted = acc;
         // Receivers on other machines: one copy per machine and transmission, each
         // receiver at its own offset after the earliest.
@@ -428,6 +433,48 @@ impl Core {
         }
         if !self.segment_drops.is_empty() {
             self.capture_segment_drops();
+        }
+    }
+}
+
+/// The frame an access point hears from a station that (re)associated, as 802.11f's
+/// Layer 2 Update (IEEE 802.11F-2003, 4.2.4.1, the frame hostapd sends up its bridge): a
+/// broadcast from the station's address, an LLC XID frame, so that the bridges and
+/// switches beyond the access point learn where the station is now. Padded to the
+/// Ethernet minimum, behind an empty virtio-net header.
+fn l2_update(station: u64) -> Frame {
+    let mut f = vec![0u8; VNET_HDR_LEN];
+    f.extend([0xff; 6]);
+    f.extend(&station.to_be_bytes()[2..]);
+    // Length 6; DSAP null, SSAP null (response), XID; XID format 0x81, type 1 class 1,
+    // window 0.
+    f.extend([0x00, 0x06, 0x00, 0x01, 0xaf, 0x81, 0x01, 0x00]);
+    f.resize(VNET_HDR_LEN + 60, 0);
+    Arc::new(f)
+}
+
+impl Core {
+    /// For each station that (re)associated since last looked at, an 802.11f update up
+    /// its new access point's port ([`l2_update`]; a station that has sent nothing yet
+    /// has no address known here, and needs none: nothing beyond knows it yet).
+    fn l2_updates(&mut self, seg: u32, acc: &mut Vec<Accepted>) {
+        let Some(r) = &mut self.segments[seg as usize].radio else { return };
+        if r.medium.bss_logged() == r.bss_seen {
+            return;
+        }
+        let events = r.medium.bss_log(r.bss_seen);
+        r.bss_seen = r.medium.bss_logged();
+        for e in events.into_iter().map(|e| e.1) {
+            let vemu_radio::wifi::bss::BssEvent::Associated { sta, ap, at_ns, .. } = e else {
+                continue;
+            };
+            let r = self.segments[seg as usize].radio.as_ref().expect("radio segment");
+            let Some((&mac, _)) = r.macs.iter().find(|&(_, &m)| m == sta) else { continue };
+            // (Not to an access point on another machine: there the station's own next
+            // frame teaches the wired side where it is.)
+            if self.segments[seg as usize].members[ap as usize].trunk.is_none() {
+                self.offer_to_member(seg, ap, at_ns, l2_update(mac), acc);
+            }
         }
     }
 }

@@ -156,7 +156,7 @@ mod tests {
     #[test]
     fn hands_out_what_one_heap_would() {
         for seed in 1..40u64 {
-            let mut d = Draw(seed * 0x9E37_79B9_7F4A_7C15);
+            let mut d = Draw(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
             let mut t: Timeline<u32, u64> = Timeline::default();
             let mut reference: BinaryHeap<Reverse<(u64, u64)>> = BinaryHeap::new();
             let mut last_in_lane = [0u64; 8];

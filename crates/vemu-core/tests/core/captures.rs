@@ -180,7 +180,7 @@ fn a_capture_of_drops_on_a_radio_channel_says_collision_or_weak() {
         s.send(0, p[2], eth(mac(11), mac(12), 250, 1000 + i));
     }
     s.finish();
-    let snap = s.core.radio(0).unwrap();
+    let snap = s.core.radio(0, u64::MAX).unwrap();
     let to_1 = |f: fn(&vemu_radio::medium::PairCounters) -> u64| -> u64 {
         snap.pairs.iter().filter(|p| p.1 == 1).map(|p| f(&p.2)).sum()
     };
@@ -203,7 +203,7 @@ fn a_capture_of_drops_on_a_radio_channel_says_collision_or_weak() {
         s.send(i as u64 * MS, p[0], eth([0xff; 6], mac(10), 100, i));
     }
     s.finish();
-    let snap = s.core.radio(0).unwrap();
+    let snap = s.core.radio(0, u64::MAX).unwrap();
     let weak: u64 = snap.pairs.iter().filter(|p| p.1 == 1).map(|p| p.2.lost_channel).sum();
     let d = dropped(&s);
     assert!(weak > 10, "{weak}");

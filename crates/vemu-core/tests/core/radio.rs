@@ -57,7 +57,7 @@ fn moved_member_leaves_and_rejoins_range() {
     s.send(10 * MS, p[0], eth([0xff; 6], mac(10), 100, 2));
     s.finish();
     assert_eq!(s.arrivals(p[1]).len(), 1);
-    let snap = s.core.radio(0).unwrap();
+    let snap = s.core.radio(0, u64::MAX).unwrap();
     assert_eq!(snap.positions[1], Pos::new(50.0, 0.0));
     assert_eq!(snap.neighbours[0].len(), 1);
 }
@@ -80,7 +80,7 @@ fn hidden_terminals_collide_under_csma() {
         s.send(0, p[2], eth(mac(11), mac(12), 250, 1000 + i));
     }
     s.finish();
-    let snap = s.core.radio(0).unwrap();
+    let snap = s.core.radio(0, u64::MAX).unwrap();
     let collided: u64 = snap.pairs.iter().map(|p| p.2.lost_collision).sum();
     let delivered = s.arrivals(p[1]).len() as u64;
     assert!(collided > 20, "collided {collided}");
@@ -191,4 +191,79 @@ fn a_channel_decided_after_its_slot_counts_the_lateness() {
     let bucket = vemu_core::counters::delay_bucket(seg.decide_late_max_ns);
     assert!(seg.decide_late_max_ns > 2 * MS && seg.decide_late_max_ns <= 3 * MS, "{seg:?}");
     assert_eq!(seg.decide_late_hist[bucket], 1, "{seg:?}");
+}
+
+/// An 802.11g channel in infrastructure mode: access points 0 and 1 (800 m apart) of
+/// one SSID and a station (2) beside the first.
+fn two_bss() -> (Sim, Vec<PortId>) {
+    use vemu_radio::wifi::bss::{ApConfig, Role, StaConfig};
+    use vemu_radio::wifi::dcf::{DcfConfig, DcfSetup, StationConfig};
+    use vemu_radio::wifi::phy::{Standard, Timing};
+    let mut core = Core::new();
+    let ap = || Role::Ap(ApConfig::new("lab"));
+    let cfg = MediumConfig {
+        model: Model::FreeSpace,
+        radio: Radio::default(),
+        rate_bps: 54_000_000,
+        preamble_ns: 0,
+        carrier_sense_m: 0.0,
+        csma: true,
+        queue_frames: 1000,
+        seed: 5,
+        dcf: Some(Box::new(DcfSetup {
+            config: DcfConfig::preset(Timing::preset(Standard::G), Model::FreeSpace, 5),
+            stations: vec![StationConfig::default(); 3],
+            roles: vec![ap(), ap(), Role::Station(StaConfig::new("lab"))],
+        })),
+    };
+    let members =
+        (0..3).map(|i| MemberConfig { vlan: 1, seeds: [i, 100 + i], ..Default::default() });
+    let pos = vec![Pos::new(0.0, 0.0), Pos::new(800.0, 0.0), Pos::new(20.0, 0.0)];
+    let ports = core.add_segment(SegmentConfig {
+        members: members.collect(),
+        aging_ns: 300_000 * MS,
+        radio: Some((cfg, pos)),
+        ..Default::default()
+    });
+    (Sim::new(core), ports)
+}
+
+/// A station that roams is announced up its new access point's port as 802.11f's
+/// Layer 2 Update (a broadcast XID frame from its address), so that the bridge behind
+/// that access point learns where it is; a bridge flooding the station's frames back
+/// on the air does not take its address from it.
+#[test]
+fn a_roaming_station_is_announced_up_its_new_access_point() {
+    let (mut s, p) = two_bss();
+    s.run_until(300 * MS);
+    // The station sends (to its access point's node): the channel learns its address.
+    s.send(300 * MS, p[2], eth(mac(20), mac(12), 200, 1));
+    s.run_until(400 * MS);
+    assert_eq!(s.arrivals(p[0]), [(s.arrivals(p[0])[0].0, 1)]);
+    // Access point 1's bridge floods a frame from the station on the air (as a bridge
+    // joined to the first access point's wired side does): the address stays the
+    // station's.
+    s.send(400 * MS, p[1], eth([0xff; 6], mac(12), 200, 2));
+    s.run_until(500 * MS);
+    let before = s.out.len();
+    // It walks to access point 1 and roams (scans every second while weak).
+    s.apply(Command::Positions {
+        seg: 0,
+        positions: vec![Pos::new(0.0, 0.0), Pos::new(800.0, 0.0), Pos::new(780.0, 0.0)],
+    });
+    s.run_until(4_000 * MS);
+    let updates: Vec<_> = s.out[before..]
+        .iter()
+        .filter(|o| o.2[VNET_HDR_LEN..VNET_HDR_LEN + 6] == [0xff; 6])
+        .filter(|o| o.2[VNET_HDR_LEN + 12..VNET_HDR_LEN + 20] == [0, 6, 0, 1, 0xaf, 0x81, 1, 0])
+        .collect();
+    assert_eq!(updates.len(), 1, "{:?}", s.out[before..].iter().map(|o| o.1).collect::<Vec<_>>());
+    assert_eq!(updates[0].1, p[1]);
+    assert_eq!(updates[0].2[VNET_HDR_LEN + 6..VNET_HDR_LEN + 12], mac(12));
+    assert_eq!(updates[0].2.len(), VNET_HDR_LEN + 60);
+    // A frame for the station from its new access point reaches it (its address was
+    // not taken by the flood).
+    s.send(4_000 * MS, p[1], eth(mac(12), mac(21), 200, 3));
+    s.run_until(4_100 * MS);
+    assert!(s.arrivals(p[2]).iter().any(|a| a.1 == 3), "{:?}", s.arrivals(p[2]));
 }

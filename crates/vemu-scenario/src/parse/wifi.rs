@@ -37,14 +37,20 @@ pub const DCF_MEMBER_KEYS: &[&str] = &[
     "ssid",
     "beacon_interval",
     "isolation",
+    "bridge",
     "scan",
     "roam_threshold",
     "hysteresis",
     "scan_interval",
 ];
 
+/// A station's default `roam_threshold`: this far over the power its channel's frames
+/// are received at (the preamble threshold): it scans for a better access point while
+/// its own is heard within 6 dB of the edge of reception.
+pub const ROAM_MARGIN_DB: f64 = 6.0;
+
 /// Keys of an access point, and of a station (with `role:`).
-const AP_KEYS: &[&str] = &["beacon_interval", "isolation"];
+const AP_KEYS: &[&str] = &["beacon_interval", "isolation", "bridge"];
 const STATION_KEYS: &[&str] = &["scan", "roam_threshold", "hysteresis", "scan_interval"];
 
 fn standard(s: &str) -> Result<Standard, String> {
@@ -87,7 +93,7 @@ fn station(p: &mut P, field: &str, rest: &Entries) -> StationConfig {
 /// `beacon_interval`, `isolation`), `role: station` joining an `ssid` (and `scan`,
 /// `roam_threshold`, `hysteresis`, `scan_interval`), or ad hoc (no `role`, or `role:
 /// adhoc`). Keys of another role are refused at the key.
-fn role(p: &mut P, field: &str, rest: &Entries) -> Role {
+fn role(p: &mut P, field: &str, rest: &Entries, reception_dbm: f64) -> Role {
     let get = |k: &str| rest.iter().find(|e| e.0 == k).map(|e| (e.1, e.2));
     let f = |k: &str| join(field, k);
     let kind = match get("role") {
@@ -154,6 +160,10 @@ fn role(p: &mut P, field: &str, rest: &Entries) -> Role {
         }
         "station" => {
             let mut c = StaConfig::new(&ssid);
+            // (Relative to the channel's reception: −70 dBm, real hardware's usual, is
+            // some 12 dB over its receivers' edge, and beyond the edge of a channel whose
+            // receivers need more.)
+            c.roam_threshold_dbm = reception_dbm + ROAM_MARGIN_DB;
             if let Some((m, v)) = get("scan") {
                 match p.string(v, &f("scan")).as_deref() {
                     Some("active") => c.scan = Scan::Active,
@@ -409,9 +419,37 @@ pub(super) fn dcf(
     let roles: Vec<Role> = members
         .iter()
         .enumerate()
-        .map(|(i, (_, _, _, rest))| role(p, &format!("{field}.members[{i}]"), rest))
+        .map(|(i, (_, _, _, rest))| role(p, &format!("{field}.members[{i}]"), rest, pd))
         .collect();
     served(p, field, members, &roles);
     let roles = if vemu_radio::wifi::bss::Infra::wanted(&roles) { roles } else { Vec::new() };
     Some(Box::new(DcfSetup { config, stations, roles }))
+}
+
+/// Each member's `bridge` (an access point's): `true` — its node bridges the radio
+/// interface with all its other interfaces — or the list of those to bridge it with
+/// (`false` or none: the node routes). With the key's place, for errors the plan finds.
+pub(super) fn bridges(
+    p: &mut P,
+    field: &str,
+    members: &[(usize, &str, Mark, Entries)],
+) -> Vec<Option<(Mark, Vec<String>)>> {
+    members
+        .iter()
+        .enumerate()
+        .map(|(i, (_, _, _, rest))| {
+            let (_, m, v) = rest.iter().find(|e| e.0 == "bridge")?;
+            let f = join(&format!("{field}.members[{i}]"), "bridge");
+            match &v.value {
+                crate::yaml::Value::Seq(_) => {
+                    let list = p.strings(v, &f);
+                    if list.is_empty() {
+                        p.err(*m, &f, "an empty list bridges nothing: say 'false'".to_string());
+                    }
+                    Some((*m, list))
+                }
+                _ => p.boolean(v, &f).filter(|b| *b).map(|_| (*m, Vec::new())),
+            }
+        })
+        .collect()
 }

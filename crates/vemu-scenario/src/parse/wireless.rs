@@ -63,6 +63,9 @@ pub struct WirelessDef {
     /// members moved by `trace`, a trace without its moves: see [`crate::TraceFile`]).
     pub members: Vec<(Option<Pos>, Mobility)>,
     pub trace: Option<crate::TraceFile>,
+    /// Per member: the interfaces its node bridges with its radio (an access point's
+    /// `bridge`; an empty list: all the node's others), and where that was said.
+    pub bridges: Vec<Option<(Mark, Vec<String>)>>,
 }
 
 /// `250m`, `1.5km` or a bare number of metres.
@@ -537,7 +540,8 @@ pub fn wireless(
         }
         trace = file.map(|(path, stamp)| crate::TraceFile { path, stamp, members: map });
     }
-    WirelessDef { medium, tick_ns, area, members, trace }
+    let bridges = super::wifi::bridges(p, field, member_entries);
+    WirelessDef { medium, tick_ns, area, members, trace, bridges }
 }
 
 /// Each member's place and movement: its `position` (inside the segment's `area` if it

@@ -333,6 +333,51 @@ fn access_points_and_stations_take_their_keys_and_refuse_the_others() {
             ("      - {node: a, position: [0, 0], role: ap, ssid: '0123456789012345678901234567890123'}\n      - {node: b, position: [1, 0]}\n", "an SSID is 1 to 32 bytes"),
         ],
     );
+    // A station's default roam threshold: 6 dB over the channel's reception.
+    let Role::Station(s2) = &roles[2] else { panic!("{roles:?}") };
+    let reception = w.medium.dcf.as_ref().unwrap().config.cca_pd_dbm;
+    assert!((s2.roam_threshold_dbm - reception - 6.0).abs() < 1e-9, "{s2:?}");
+    // No bridge unless asked.
+    assert!(plan.nodes.iter().all(|n| n.bridge.is_empty()));
+
+    // A bridging access point: its radio interface and the others (all, or those named)
+    // in its bridge; refused where it cannot be.
+    let bridged = |bridge: &str| {
+        format!("nodes: {{a: {{}}, b: {{}}, c: {{}}}}\nlinks: [{{endpoints: [a, c]}}, {{endpoints: [a, c]}}]\nsegments:\n  air:\n    kind: wireless\n    csma: true\n    members:\n      - {{node: a, iface: wlan0, position: [0, 0], role: ap, ssid: lab, bridge: {bridge}}}\n      - {{node: b, position: [1, 0], role: station, ssid: lab}}\n")
+    };
+    let plan = load_str(&bridged("true"), "t.yaml", "t", None).unwrap();
+    assert_eq!(plan.nodes[0].bridge, ["wlan0", "eth0", "eth1"]);
+    let plan = load_str(&bridged("[eth1]"), "t.yaml", "t", None).unwrap();
+    assert_eq!(plan.nodes[0].bridge, ["wlan0", "eth1"]);
+    let plan = load_str(&bridged("false"), "t.yaml", "t", None).unwrap();
+    assert!(plan.nodes[0].bridge.is_empty());
+    // A LAN and the BSS bridged to it share a subnet: static routing gives no node a
+    // route to a subnet it is on (the kernel has it already, and refuses a second).
+    let plan = load_str(
+        "nodes: {srv: {}, ap: {}, sta: {}}\nsegments:\n  wired: {kind: lan, members: [{node: srv, ip: [10.9.0.1/24]}, {node: ap, ip: [10.9.0.2/24]}]}\n  air:\n    kind: wireless\n    csma: true\n    members:\n      - {node: ap, ip: none, position: [0, 0], role: ap, ssid: lab, bridge: true}\n      - {node: sta, ip: [10.9.0.10/24], position: [1, 0], role: station, ssid: lab}\n",
+        "t.yaml",
+        "t",
+        None,
+    )
+    .unwrap();
+    let own: ipnet::IpNet = "10.9.0.0/24".parse().unwrap();
+    assert!(plan.nodes.iter().all(|n| n.routes.iter().all(|r| r.dst != own)), "{:?}", plan.nodes);
+    each_error_says(
+        |b: &str| one_error(&bridged(b)),
+        &[
+            ("[eth7]", "segments.air.members[0].bridge: node 'a' has no interface 'eth7' (it has eth0, eth1, wlan0)"),
+            ("[wlan0]", "'wlan0' is the radio interface itself"),
+            ("[]", "an empty list bridges nothing"),
+            ("maybe", "segments.air.members[0].bridge: expected true or false, got 'maybe'"),
+        ],
+    );
+    let e = seg("      - {node: a, position: [0, 0], role: ap, ssid: lab, bridge: true}\n      - {node: b, position: [1, 0], role: station, ssid: lab}\n");
+    assert!(e.contains("segments.air.members[0].bridge: node 'a' has no other interface"), "{e}");
+    let e = seg("      - {node: a, position: [0, 0], role: ap, ssid: lab}\n      - {node: b, position: [1, 0], role: station, ssid: lab, bridge: true}\n");
+    assert!(
+        e.contains("'bridge' is an access point's ('role: ap'), and this member's role is station"),
+        "{e}"
+    );
     // Without the 802.11 MAC there are no access points.
     let e = one_error("nodes: {a: {}}\nsegments:\n  air: {kind: wireless, members: [{node: a, position: '0,0', role: ap, ssid: x}]}\n");
     assert!(e.contains("segments.air.members[0].role") && e.contains("needs 'csma: true'"), "{e}");
