@@ -51,6 +51,8 @@ pub enum Scan {
 /// A station that joins an SSID.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StaConfig {
+    /// The SSID it joins (empty: any — the strongest access point it hears, as
+    /// Mininet-WiFi's stations without a link to one do).
     pub ssid: String,
     pub scan: Scan,
     /// Below this signal from its access point it looks for a better one, dBm.
@@ -73,6 +75,11 @@ impl StaConfig {
     /// Defaults of the order of Linux's (mac80211 and wpa_supplicant): a −70 dBm
     /// threshold, 5 dB of hysteresis, a background scan every second under it, seven
     /// missed beacons, 30 ms of probe wait, 200 ms answer timeouts, three tries.
+    /// Whether it joins an access point of SSID `ssid` (its own; any, when it has none).
+    pub fn joins(&self, ssid: &str) -> bool {
+        self.ssid.is_empty() || self.ssid == ssid
+    }
+
     pub fn new(ssid: &str) -> StaConfig {
         StaConfig {
             ssid: ssid.into(),
@@ -356,7 +363,7 @@ impl Infra {
                 let ap = self.ap_of(m);
                 MemberState {
                     role: "station".into(),
-                    ssid: Some(c.ssid.clone()),
+                    ssid: (!c.ssid.is_empty()).then(|| c.ssid.clone()),
                     ap,
                     signal_dbm: ap.and_then(|a| self.signal_dbm(m, a)),
                     ..none
@@ -502,7 +509,7 @@ impl Infra {
             .filter(|(ap, h)| {
                 !st.refused.contains(ap)
                     && now_ns.saturating_sub(h.1) <= 2_000_000_000
-                    && self.aps.get(ap).is_some_and(|a| a.cfg.ssid == st.cfg.ssid)
+                    && self.aps.get(ap).is_some_and(|a| st.cfg.joins(&a.cfg.ssid))
             })
             .map(|(&ap, h)| (ap, h.0))
             .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)))
@@ -543,7 +550,11 @@ impl Infra {
             MgmtKind::AuthRequest => StaState::Authenticating { ap, tries, until_ns },
             _ => StaState::Associating { ap, tries, until_ns },
         };
-        let ssid = st.cfg.ssid.clone();
+        // (A station of any SSID asks for the access point's.)
+        let ssid = match st.cfg.ssid.is_empty() {
+            true => self.aps.get(&ap).map(|a| a.cfg.ssid.clone()).unwrap_or_default(),
+            false => st.cfg.ssid.clone(),
+        };
         self.out.push_back(Mgmt { from: s, to: Some(ap), kind, ssid });
     }
 
@@ -606,7 +617,7 @@ impl Infra {
             // A station that found no access point joins the first of its SSID it hears
             // (rather than wait for its next scan).
             let waiting = matches!(st.state, StaState::Waiting { .. });
-            if waiting && m.ssid == st.cfg.ssid && !st.refused.contains(&m.from) {
+            if waiting && st.cfg.joins(&m.ssid) && !st.refused.contains(&m.from) {
                 self.ask(to, m.from, MgmtKind::AuthRequest, 1, now_ns);
             }
             return;

@@ -132,7 +132,8 @@ fn role(p: &mut P, field: &str, rest: &Entries, reception_dbm: f64) -> Role {
             p.err(m, &f(k), format!("'{k}' is {which}, and this member's role is {kind}"));
         }
     }
-    if kind != "adhoc" && ssid.is_none() && get("ssid").is_none() {
+    // (A station without one joins any access point.)
+    if kind == "ap" && ssid.is_none() && get("ssid").is_none() {
         let m = get("role").expect("given").0;
         p.err(m, &f("ssid"), format!("a member with 'role: {kind}' needs an 'ssid'"));
     }
@@ -202,11 +203,18 @@ fn served(p: &mut P, field: &str, members: &[(usize, &str, Mark, Entries)], role
         let served = roles.iter().any(|a| matches!(a, Role::Ap(a) if a.ssid == c.ssid));
         let (_, _, m, rest) = &members[i];
         let mark = rest.iter().find(|e| e.0 == "ssid").map_or(*m, |e| e.1);
+        let any_ap = roles.iter().any(|a| matches!(a, Role::Ap(_)));
         if !served && !c.ssid.is_empty() {
             p.err(
                 mark,
                 &join(&format!("{field}.members[{i}]"), "ssid"),
                 format!("no access point of this segment has SSID '{}'", c.ssid),
+            );
+        } else if !any_ap {
+            p.err(
+                mark,
+                &join(&format!("{field}.members[{i}]"), "role"),
+                "a station needs an access point ('role: ap') on its segment".to_string(),
             );
         }
     }

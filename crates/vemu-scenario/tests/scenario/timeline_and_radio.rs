@@ -327,6 +327,7 @@ fn access_points_and_stations_take_their_keys_and_refuse_the_others() {
             ("      - {node: a, position: [0, 0], role: router}\n      - {node: b, position: [1, 0]}\n", "segments.air.members[0].role: expected ap, station or adhoc, got 'router'"),
             ("      - {node: a, position: [0, 0], role: ap}\n      - {node: b, position: [1, 0]}\n", "segments.air.members[0].ssid: a member with 'role: ap' needs an 'ssid'"),
             ("      - {node: a, position: [0, 0], role: ap, ssid: lab}\n      - {node: b, position: [1, 0], role: station, ssid: other}\n", "segments.air.members[1].ssid: no access point of this segment has SSID 'other'"),
+            ("      - {node: a, position: [0, 0], role: station}\n      - {node: b, position: [1, 0]}\n", "segments.air.members[0].role: a station needs an access point ('role: ap') on its segment"),
             ("      - {node: a, position: [0, 0], role: ap, ssid: lab, scan: active}\n      - {node: b, position: [1, 0]}\n", "segments.air.members[0].scan: 'scan' is a station's ('role: station'), and this member's role is ap"),
             ("      - {node: a, position: [0, 0], ssid: lab}\n      - {node: b, position: [1, 0]}\n", "segments.air.members[0].ssid: 'ssid' is an access point's or a station's, and this member's role is adhoc"),
             ("      - {node: a, position: [0, 0], role: ap, ssid: lab, beacon_interval: 1us}\n      - {node: b, position: [1, 0]}\n", "segments.air.members[0].beacon_interval: a beacon interval is 1 TU"),
@@ -337,6 +338,10 @@ fn access_points_and_stations_take_their_keys_and_refuse_the_others() {
     let Role::Station(s2) = &roles[2] else { panic!("{roles:?}") };
     let reception = w.medium.dcf.as_ref().unwrap().config.cca_pd_dbm;
     assert!((s2.roam_threshold_dbm - reception - 6.0).abs() < 1e-9, "{s2:?}");
+    // A station without an SSID joins any access point.
+    let any = load_str("nodes: {a: {}, b: {}}\nsegments:\n  air:\n    kind: wireless\n    csma: true\n    members:\n      - {node: a, position: [0, 0], role: ap, ssid: lab}\n      - {node: b, position: [1, 0], role: station}\n", "t.yaml", "t", None).unwrap();
+    let roles = &any.segments[0].wireless.as_ref().unwrap().medium.dcf.as_ref().unwrap().roles;
+    assert!(matches!(&roles[1], Role::Station(s) if s.ssid.is_empty()), "{roles:?}");
     // No bridge unless asked.
     assert!(plan.nodes.iter().all(|n| n.bridge.is_empty()));
 

@@ -286,3 +286,16 @@ fn data_goes_through_the_access_point_and_isolation_keeps_stations_apart() {
     assert!(!air.infra.relays_broadcast(0));
     assert_eq!(air.infra.relay(0, 1, None), None, "still taken up to the wired side");
 }
+
+/// A station without an SSID joins the strongest access point it hears, whatever its
+/// SSID, and asks it for its own.
+#[test]
+fn a_station_of_any_ssid_joins_the_strongest() {
+    let sig = [(0, 2, -60.0), (1, 2, -50.0)];
+    let mut air = Air::new(vec![ap("one"), ap("two"), sta("")], table(&sig));
+    air.run_until(S);
+    assert_eq!(air.associated(), [(2, 1, None)]);
+    let ask = air.sent.iter().find(|(_, m)| matches!(m.kind, MgmtKind::AssocRequest { .. }));
+    assert_eq!(ask.map(|(_, m)| m.ssid.as_str()), Some("two"));
+    assert_eq!(air.infra.member(2).ssid, None);
+}
