@@ -39,6 +39,14 @@ const FILES: &[(&str, &str)] = py![
     "vemu/mininet/topolib.py",
     "vemu/mininet/util.py",
     "mininet/__init__.py",
+    "vemu/mn_wifi/__init__.py",
+    "vemu/mn_wifi/_radio.py",
+    "vemu/mn_wifi/cli.py",
+    "vemu/mn_wifi/link.py",
+    "vemu/mn_wifi/net.py",
+    "vemu/mn_wifi/node.py",
+    "vemu/mn_wifi/wmediumdConnector.py",
+    "mn_wifi/__init__.py",
 ];
 
 /// Where the package is written: one directory per version of its files.

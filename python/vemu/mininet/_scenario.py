@@ -71,10 +71,13 @@ def _tc(intf):
     return dict(intf.impairments) if isinstance(intf, TCIntf) else {}
 
 
-def plan(name, hosts, switches, links):
-    """The scenario of a network named ``name``."""
+def plan(name, hosts, switches, links, bridged=()):
+    """The scenario of a network named ``name``. ``bridged``: names of nodes whose
+    interfaces a bridge in them joins (Mininet-WiFi's access points): like a switch's
+    ports, their ends have no address, and the far end of a link to one keeps its own."""
     p = Plan()
     is_switch = {s.name for s in switches}
+    bridged = set(bridged)
     for s in switches:
         p.switches[s.name] = 'segment'
     for link in links:
@@ -112,7 +115,7 @@ def plan(name, hosts, switches, links):
 
     def end(intf, addr_ok):
         e = {'node': intf.node.name, 'iface': intf.name}
-        addr = _addr(intf) if intf.node.name not in is_switch else None
+        addr = _addr(intf) if intf.node.name not in is_switch | bridged else None
         if addr and addr_ok(addr):
             e['ip'] = [addr]
         else:
@@ -151,7 +154,8 @@ def plan(name, hosts, switches, links):
         # An end takes its address where vemu can give it: beside a switch's port
         # (which has none), or with the other end's in one subnet.
         a1, a2 = _addr(i1), _addr(i2)
-        sw1, sw2 = i1.node.name in is_switch, i2.node.name in is_switch
+        sw1 = i1.node.name in is_switch or i1.node.name in bridged
+        sw2 = i2.node.name in is_switch or i2.node.name in bridged
         ok = sw1 or sw2 or bool(a1 and a2 and _same_subnet(a1, a2))
         e1 = end(i1, lambda _a: ok)
         e2 = end(i2, lambda _a: ok)

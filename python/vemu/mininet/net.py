@@ -542,13 +542,21 @@ class Mininet( object ):
 
     labCount = 0
 
+    def labNodes( self ):
+        "The nodes the lab has (Mininet-WiFi's networks add their access points)."
+        return self.hosts + self.switches
+
+    def labPlan( self, name ):
+        "The vemu scenario of this network (see _scenario)."
+        return _scenario.plan( name, self.hosts, self.switches, self.links )
+
     def buildLab( self ):
         """Bring the network up as a vemu lab (``vemu up``), then give each node its
         place: its shell starts on its first command."""
         from vemu import find_vemu
         Mininet.labCount += 1
         name = 'mn-%d-%d' % ( os.getpid(), Mininet.labCount )
-        plan = _scenario.plan( name, self.hosts, self.switches, self.links )
+        plan = self.labPlan( name )
         remote = [ c for c in self.controllers
                    if isinstance( c, RemoteController ) ]
         if remote:
@@ -575,7 +583,7 @@ class Mininet( object ):
                                % ( r.stderr or r.stdout ).strip() )
         self.lab = name
         Mininet._running.add( name )
-        for node in self.hosts + self.switches:
+        for node in self.labNodes():
             node.lab = name
             kind = plan.switches.get( node.name )
             node.where = 'root' if kind == 'segment' or node.name == plan.machine or (
@@ -596,7 +604,7 @@ class Mininet( object ):
             macs = { ( n[ 'name' ], i[ 'name' ] ): i[ 'mac' ]
                      for n in json.loads( status.stdout )[ 'nodes' ]
                      for i in n[ 'ifaces' ] }
-            for node in self.hosts + self.switches:
+            for node in self.labNodes():
                 for intf in node.intfList():
                     intf.mac = macs.get( ( node.name, intf.name ), intf.mac )
         # One command a bridge switch (the bridge, its ports, STP if asked), all at once.
@@ -619,7 +627,7 @@ class Mininet( object ):
             self.downLab()
             raise NotEmulated( '; '.join( failed ) )
         # Commands nodes were given before they existed, in order.
-        for node in self.hosts + self.switches:
+        for node in self.labNodes():
             pending, node.pending = node.pending, []
             for args, kwargs in pending:
                 node.cmd( *args, **kwargs )
