@@ -110,6 +110,9 @@ pub struct MemberConfig {
     pub seeds: [u64; 2],
     /// MTU of the member's interface, as [`LinkConfig::mtu`].
     pub mtu: u32,
+    /// Its interface's MAC address, when known: a radio's own address in captures (the
+    /// channel's table also maps the addresses a bridging access point passes on).
+    pub mac: Option<[u8; 6]>,
     /// The member is on another machine: `Some(transit_ns)`. Its egress direction is
     /// carried out there (frames from it come in by [`Core::handle_delivered`](crate::Core::handle_delivered) as they
     /// reach the switch); its ingress is carried out here, and frames leave toward it

@@ -156,6 +156,8 @@ struct MemberState {
     dirs: [LinkDir; 2],
     counters: [u32; 2],
     mtu: u32,
+    /// Its interface's address, when known ([`MemberConfig::mac`]).
+    mac: Option<[u8; 6]>,
     /// On another machine: how early frames leave toward it (ns).
     remote: Option<u64>,
     /// The trunk toward its machine, if it has one: its ingress is carried out there.

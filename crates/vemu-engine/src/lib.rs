@@ -206,6 +206,8 @@ pub struct MemberSpec {
     pub seeds: [u64; 2],
     /// MTU of the member's interface.
     pub mtu: u32,
+    /// Its interface's MAC address (a radio's own address in captures).
+    pub mac: [u8; 6],
     /// The member is on another machine (`side` 0: the member's; its VNIs are those of
     /// its tunnel): `fd` is then `None`, and that machine's engine carries out the
     /// member's egress.
@@ -480,6 +482,7 @@ impl Assembly {
                 ingress: m.ingress,
                 seeds: m.seeds,
                 mtu: m.mtu,
+                mac: Some(m.mac),
                 remote: m.remote.map(|r| r.transit_ns),
             });
         }

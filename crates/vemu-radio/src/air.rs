@@ -8,8 +8,9 @@ use std::collections::VecDeque;
 use rustc_hash::FxHashMap;
 
 use crate::medium::{Medium, MediumConfig, Neighbour, Outcome, PairCounters};
-use crate::wifi::bss::{BssEvent, Infra, Mgmt, Role, Route};
+use crate::wifi::bss::{BssEvent, Infra, Mgmt, Role, Route, TU_NS};
 use crate::wifi::dcf::{self, Dcf};
+use crate::wifi::monitor::MgmtHeard;
 use crate::Pos;
 
 /// A segment's channel.
@@ -278,7 +279,22 @@ impl DcfAir {
                 }
                 dcf::Outcome::Lost { id, .. } | dcf::Outcome::Dropped { id, .. }
                     if id >= MGMT_IDS => {}
-                dcf::Outcome::Heard(ref h) if h.id.is_some_and(|id| id >= MGMT_IDS) => {}
+                dcf::Outcome::Heard(h) if h.id.is_some_and(|id| id >= MGMT_IDS) => {
+                    let id = h.id.expect("an id");
+                    if let (Some(m), Some(infra)) = (self.mgmt.get(&id), &self.infra) {
+                        let ap = if m.kind.from_ap() { Some(m.from) } else { m.to };
+                        let beacon_interval_tu = match ap.and_then(|a| infra.role(a)) {
+                            Some(Role::Ap(a)) => (a.beacon_interval_ns / TU_NS) as u16,
+                            _ => 0,
+                        };
+                        out.push(Outcome::HeardMgmt(Box::new(MgmtHeard {
+                            heard: *h,
+                            mgmt: m.clone(),
+                            bssid_member: ap,
+                            beacon_interval_tu,
+                        })));
+                    }
+                }
                 dcf::Outcome::Deliver { id, receiver, at_ns } if self.legs.contains_key(&id) => {
                     self.deliver_leg(id, receiver, at_ns, out);
                 }

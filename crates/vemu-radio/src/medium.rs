@@ -71,6 +71,8 @@ pub enum Outcome {
     Done { id: u64 },
     /// A monitored member's radio decoded or sent a frame (the DCF's only).
     Heard(Box<crate::wifi::dcf::Heard>),
+    /// The same for a management frame of infrastructure mode, with what it says.
+    HeardMgmt(Box<crate::wifi::monitor::MgmtHeard>),
 }
 
 #[derive(Debug, Clone, Copy)]

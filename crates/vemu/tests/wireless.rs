@@ -401,6 +401,43 @@ segments:
     assert!(br.contains("10.9.0.2/24") && br.contains("wlan0") && br.contains("eth1"), "{br}");
     let ok = (0..20).any(|_| lab.sh("sta", "ping -c 1 -W 1 10.9.0.1").0 == 0);
     assert!(ok, "the station never reached the server through ap1's bridge");
+    // ap1's radio, captured: its beacons as 802.11 management frames, which tshark reads
+    // (SSID, BSSID = its radio's address, 100 TU).
+    let file = std::env::temp_dir().join(format!("vemu-beacons-{}.pcapng", std::process::id()));
+    let o = common::vemu(&[
+        "capture",
+        "--lab",
+        "t-wl-roam",
+        "ap1:wlan0",
+        "--point",
+        "radio",
+        "-c",
+        "2",
+        "-w",
+        file.to_str().unwrap(),
+        "type",
+        "mgt",
+        "subtype",
+        "beacon",
+    ]);
+    assert!(o.status.success(), "{}", common::text(&o));
+    let o = std::process::Command::new("tshark")
+        .args(["-r", file.to_str().unwrap(), "-T", "fields", "-E", "separator=,"])
+        .args(["-e", "wlan.fc.type_subtype", "-e", "wlan.ssid", "-e", "wlan.bssid"])
+        .args(["-e", "wlan.fixed.beacon"])
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&file);
+    let st = lab.status();
+    let mac = |n: usize| st["nodes"][n]["ifaces"][1]["mac"].as_str().unwrap_or("").to_string();
+    let rows = String::from_utf8_lossy(&o.stdout).to_string();
+    assert_eq!(rows.lines().count(), 2, "{rows}");
+    // (Its own, and ap2's it hears; tshark prints the SSID as text or in hex.)
+    for r in rows.lines() {
+        let f: Vec<&str> = r.split(',').collect();
+        assert!(f[0] == "0x0008" && (f[1] == "lab" || f[1] == "6c6162") && f[3] == "100", "{rows}");
+        assert!(f[2] == mac(0) || f[2] == mac(1), "{rows} (ap1 {}, ap2 {})", mac(0), mac(1));
+    }
     // Walk to ap2 at 50 m/s, pinging all the way: ap1 is weak (within 6 dB of the edge
     // of reception) past 150 m, ap2 5 dB stronger past 192 m, and the next background
     // scan (every second while weak) moves the station, well before ap1's edge (300 m).

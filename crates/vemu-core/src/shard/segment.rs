@@ -19,6 +19,7 @@ impl Core {
                 dirs: [LinkDir::new(m.egress, m.seeds[0]), LinkDir::new(m.ingress, m.seeds[1])],
                 counters,
                 mtu: m.mtu,
+                mac: m.mac,
                 remote: m.remote,
                 trunk: None,
                 bucket_in: None,
@@ -336,13 +337,21 @@ impl Core {
     /// A frame a watched radio decoded or sent, to the captures of its radio: an 802.11
     /// frame behind a radiotap header (a data frame carries its Ethernet frame's
     /// payload), after an empty virtio-net header as every captured frame.
-    fn capture_radio(&mut self, seg: u32, h: &vemu_radio::wifi::dcf::Heard) {
+    fn capture_radio(
+        &mut self,
+        seg: u32,
+        h: &vemu_radio::wifi::dcf::Heard,
+        mgmt: Option<&vemu_radio::wifi::monitor::MgmtHeard>,
+    ) {
         let g = &self.segments[seg as usize];
         let Some(r) = &g.radio else { return };
         let Some(standard) = r.medium.standard() else { return };
         let Some(member) = g.members.get(h.station as usize) else { return };
         let port = member.port;
         let mac_of = |s: u32| -> [u8; 6] {
+            if let Some(mac) = g.members.get(s as usize).and_then(|m| m.mac) {
+                return mac;
+            }
             match r.macs.iter().find(|&(_, &m)| m == s) {
                 Some((&mac, _)) => mac.to_be_bytes()[2..].try_into().expect("6 bytes"),
                 None => [0x02, 0, 0, 0, (s >> 8) as u8, s as u8],
@@ -351,7 +360,12 @@ impl Core {
         let bssid = [0x02, 0xb5, 0x5e, 0x1d, (seg >> 8) as u8, seg as u8];
         let eth = h.id.and_then(|id| r.frames.get(&id)).map(|f| &f[VNET_HDR_LEN..]);
         let mut bytes = vec![0u8; VNET_HDR_LEN];
-        bytes.extend(vemu_radio::wifi::monitor::frame(h, standard, &mac_of, bssid, eth));
+        match mgmt {
+            Some(m) => bytes.extend(vemu_radio::wifi::monitor::mgmt_frame(m, standard, &mac_of)),
+            None => {
+                bytes.extend(vemu_radio::wifi::monitor::frame(h, standard, &mac_of, bssid, eth))
+            }
+        }
         let frame: Frame = Arc::new(bytes);
         for w in self.watches.iter().filter(|w| w.port == port && w.point == CapturePoint::Radio) {
             self.events.push_back(Event::Capture {
@@ -398,7 +412,8 @@ impl Core {
                     let port = self.segments[seg as usize].members[receiver as usize].port;
                     self.segment_drops.push((port, at_ns, false, frame, why));
                 }
-                Outcome::Heard(h) => self.capture_radio(seg, &h),
+                Outcome::Heard(h) => self.capture_radio(seg, &h, None),
+                Outcome::HeardMgmt(m) => self.capture_radio(seg, &m.heard, Some(&m)),
                 Outcome::Deliver { id, receiver, at_ns } => {
                     let Some(frame) = r.frames.get(&id).cloned() else { continue };
                     if !r.takes(receiver, &frame[VNET_HDR_LEN..]) {

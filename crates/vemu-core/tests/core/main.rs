@@ -216,6 +216,7 @@ fn lan(
             ingress,
             seeds: [2 * i as u64, 2 * i as u64 + 1],
             mtu: 0,
+            mac: None,
             remote: None,
         })
         .collect();

@@ -267,3 +267,43 @@ fn a_roaming_station_is_announced_up_its_new_access_point() {
     s.run_until(4_100 * MS);
     assert!(s.arrivals(p[2]).iter().any(|a| a.1 == 3), "{:?}", s.arrivals(p[2]));
 }
+
+/// A capture of an access point's radio shows infrastructure mode's management frames
+/// as 802.11 frames: its beacons (with its SSID, from its own address), the station's
+/// probe request, and the authentication and association that follow.
+#[test]
+fn management_frames_reach_the_radio_captures() {
+    let (mut s, _) = two_bss();
+    s.apply(Command::Capture {
+        id: 1,
+        target: Target::Member(0, 0),
+        side: 0,
+        iface: 7,
+        point: CapturePoint::Radio,
+    });
+    s.run_until(300 * MS);
+    let frames: Vec<Vec<u8>> = s
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Capture { capture: 1, frame, .. } => {
+                let f = &frame[VNET_HDR_LEN..];
+                let rt = u16::from_le_bytes([f[2], f[3]]) as usize;
+                Some(f[rt..].to_vec())
+            }
+            _ => None,
+        })
+        .collect();
+    let subtypes: Vec<u8> = frames.iter().map(|w| w[0]).collect();
+    // Beacons (0x80) every 102.4 ms: 3 in 300 ms; probe request (0x40) and response
+    // (0x50); authentication (0xb0) both ways; association request (0x00) and
+    // response (0x10); and the ACKs (0xd4) of the unicast ones.
+    assert!(subtypes.iter().filter(|&&t| t == 0x80).count() >= 2, "{subtypes:x?}");
+    for t in [0x40, 0x50, 0xb0, 0x00, 0x10, 0xd4] {
+        assert!(subtypes.contains(&t), "{t:x} missing in {subtypes:x?}");
+    }
+    let beacon = frames.iter().find(|w| w[0] == 0x80).unwrap();
+    assert_eq!(&beacon[4..10], &[0xff; 6]);
+    assert_eq!(beacon[10..16], beacon[16..22], "sent by its BSSID");
+    assert_eq!(&beacon[24 + 12..24 + 17], &[0, 3, b'l', b'a', b'b']);
+}

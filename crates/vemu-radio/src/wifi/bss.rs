@@ -123,6 +123,19 @@ pub enum MgmtKind {
     Disassoc,
 }
 
+impl MgmtKind {
+    /// Sent by an access point (beacons and answers), else by a station.
+    pub fn from_ap(self) -> bool {
+        matches!(
+            self,
+            MgmtKind::Beacon
+                | MgmtKind::ProbeResponse
+                | MgmtKind::AuthResponse
+                | MgmtKind::AssocResponse
+        )
+    }
+}
+
 /// A management frame, from member `from` to member `to` (`None`: broadcast).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Mgmt {

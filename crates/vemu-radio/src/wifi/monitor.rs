@@ -5,8 +5,20 @@
 //! Ethernet frame carried, behind an LLC/SNAP header, between stations of one BSS
 //! (neither To DS nor From DS).
 
+use super::bss::{Mgmt, MgmtKind};
 use super::dcf::{Heard, Kind};
-use super::phy::{Modulation, Standard};
+use super::phy::{Modulation, Standard, Timing};
+
+/// A management frame a monitored radio decoded or sent: what the DCF saw of it, what
+/// it says, its BSS (the access point's member) and that access point's beacon interval
+/// (TU).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MgmtHeard {
+    pub heard: Heard,
+    pub mgmt: Mgmt,
+    pub bssid_member: Option<u32>,
+    pub beacon_interval_tu: u16,
+}
 
 /// pcap's link type of these frames.
 pub const LINKTYPE_IEEE802_11_RADIOTAP: u16 = 127;
@@ -66,6 +78,96 @@ pub fn frame(
             out.extend(duration_us.to_le_bytes());
             out.extend(ra(h.dst));
         }
+    }
+    out
+}
+
+/// The radiotap header and the 802.11 management frame `m` describes, as Wireshark
+/// reads it: its subtype, addresses (the access point's address as BSSID), sequence
+/// number, and its body — fixed fields (timestamp, beacon interval, capabilities, the
+/// open-system authentication's fields, status, association ID) and the information
+/// elements vemu's access points and stations send (SSID, supported and extended rates
+/// of the standard, DS parameter set, TIM).
+pub fn mgmt_frame(m: &MgmtHeard, standard: Standard, macs: &dyn Fn(u32) -> [u8; 6]) -> Vec<u8> {
+    let h = &m.heard;
+    let mut out = radiotap(h, standard);
+    let subtype: u8 = match m.mgmt.kind {
+        MgmtKind::AssocRequest { reassoc: false } => 0,
+        MgmtKind::AssocResponse => 1,
+        MgmtKind::AssocRequest { reassoc: true } => 2,
+        MgmtKind::ProbeRequest => 4,
+        MgmtKind::ProbeResponse => 5,
+        MgmtKind::Beacon => 8,
+        MgmtKind::Disassoc => 10,
+        MgmtKind::AuthRequest | MgmtKind::AuthResponse => 11,
+    };
+    out.extend([subtype << 4, if h.retry { 0x08 } else { 0 }]);
+    let duration_us = h.duration_ns.div_ceil(1000).min(32_767) as u16;
+    out.extend(duration_us.to_le_bytes());
+    out.extend(m.mgmt.to.map_or([0xff; 6], macs));
+    out.extend(macs(m.mgmt.from));
+    out.extend(m.bssid_member.map_or([0xff; 6], macs));
+    out.extend(((h.seq & 0x0fff) << 4).to_le_bytes());
+    let ess: u16 = 0x0001;
+    let ssid = |out: &mut Vec<u8>| {
+        let s = &m.mgmt.ssid.as_bytes()[..m.mgmt.ssid.len().min(32)];
+        out.extend([0, s.len() as u8]);
+        out.extend(s);
+    };
+    let rates = |out: &mut Vec<u8>| {
+        let all: Vec<u8> = Timing::preset(standard)
+            .modes
+            .iter()
+            .enumerate()
+            .map(|(i, md)| ((md.rate_bps / 500_000) as u8) | if i == 0 { 0x80 } else { 0 })
+            .collect();
+        let (first, rest) = all.split_at(all.len().min(8));
+        out.extend([1, first.len() as u8]);
+        out.extend(first);
+        if !rest.is_empty() {
+            out.extend([50, rest.len() as u8]);
+            out.extend(rest);
+        }
+    };
+    match m.mgmt.kind {
+        MgmtKind::Beacon | MgmtKind::ProbeResponse => {
+            out.extend((h.at_ns / 1000).to_le_bytes());
+            out.extend(m.beacon_interval_tu.to_le_bytes());
+            out.extend(ess.to_le_bytes());
+            ssid(&mut out);
+            rates(&mut out);
+            out.extend([3, 1, h.channel.min(255) as u8]);
+            if m.mgmt.kind == MgmtKind::Beacon {
+                out.extend([5, 4, 0, 1, 0, 0]);
+            }
+        }
+        MgmtKind::ProbeRequest => {
+            ssid(&mut out);
+            rates(&mut out);
+        }
+        MgmtKind::AuthRequest | MgmtKind::AuthResponse => {
+            let seq: u16 = if m.mgmt.kind == MgmtKind::AuthRequest { 1 } else { 2 };
+            out.extend([0u8, 0]);
+            out.extend(seq.to_le_bytes());
+            out.extend([0u8, 0]);
+        }
+        MgmtKind::AssocRequest { reassoc } => {
+            out.extend(ess.to_le_bytes());
+            out.extend(10u16.to_le_bytes());
+            if reassoc {
+                out.extend(m.bssid_member.map_or([0; 6], macs));
+            }
+            ssid(&mut out);
+            rates(&mut out);
+        }
+        MgmtKind::AssocResponse => {
+            out.extend(ess.to_le_bytes());
+            out.extend([0u8, 0]);
+            let aid = 0xc000 | ((m.mgmt.to.unwrap_or(0) + 1) as u16 & 0x3fff);
+            out.extend(aid.to_le_bytes());
+            rates(&mut out);
+        }
+        MgmtKind::Disassoc => out.extend(8u16.to_le_bytes()),
     }
     out
 }
@@ -152,6 +254,50 @@ mod tests {
         assert_eq!((&w[4..10], &w[10..16]), (&[0x0a; 6][..], &[0x0b; 6][..]));
         assert_eq!(u16::from_le_bytes([w[22], w[23]]), 0x0234 << 4);
         assert_eq!(&w[24..], &[0xaa, 0xaa, 3, 0, 0, 0, 0x08, 0x00, 0x45, 0x00]);
+    }
+
+    /// A beacon as Wireshark reads it: subtype 8 from the access point to everyone, its
+    /// BSSID the access point's, the timestamp, 100 TU, ESS, the SSID, the 802.11g
+    /// rates (its eight OFDM ones), the channel and the TIM.
+    #[test]
+    fn a_beacon_carries_its_fixed_fields_and_elements() {
+        let mut h = heard(Kind::Data, Some(-40.0));
+        h.at_ns = 1_000_000;
+        h.retry = false;
+        let m = MgmtHeard {
+            heard: h,
+            mgmt: Mgmt { from: 0, to: None, kind: MgmtKind::Beacon, ssid: "lab".into() },
+            bssid_member: Some(0),
+            beacon_interval_tu: 100,
+        };
+        let f = mgmt_frame(&m, Standard::G, &mac);
+        let w = &f[16..];
+        assert_eq!(&w[..2], &[0x80, 0]);
+        assert_eq!((&w[4..10], &w[10..16], &w[16..22]), (&[0xff; 6][..], &mac(0)[..], &mac(0)[..]));
+        let b = &w[24..];
+        assert_eq!(u64::from_le_bytes(b[..8].try_into().unwrap()), 1000);
+        assert_eq!(
+            (u16::from_le_bytes([b[8], b[9]]), u16::from_le_bytes([b[10], b[11]])),
+            (100, 1)
+        );
+        assert_eq!(&b[12..17], &[0, 3, b'l', b'a', b'b']);
+        assert_eq!(&b[17..19], &[1, 8]);
+        assert_eq!(b[19], 0x80 | 12, "6 Mbit/s, basic");
+        assert_eq!(b[26], 108, "54 Mbit/s");
+        assert_eq!(&b[27..], &[3, 1, 6, 5, 4, 0, 1, 0, 0]);
+        // A reassociation request names the access point it asks.
+        let m = MgmtHeard {
+            mgmt: Mgmt {
+                from: 1,
+                to: Some(0),
+                kind: MgmtKind::AssocRequest { reassoc: true },
+                ssid: "lab".into(),
+            },
+            ..m
+        };
+        let f = mgmt_frame(&m, Standard::G, &mac);
+        assert_eq!(f[16], 0x20);
+        assert_eq!(&f[16 + 24 + 4..16 + 24 + 10], &mac(0));
     }
 
     #[test]

@@ -332,6 +332,7 @@ impl LocalWorker {
                 };
                 members.push(MemberSpec {
                     mtu: plan.nodes[e.node].ifaces[e.iface].mtu,
+                    mac: plan.nodes[e.node].ifaces[e.iface].mac,
                     fd,
                     vlan: m.vlan,
                     egress: m.egress.clone(),
