@@ -73,14 +73,24 @@ async function api(method, path, body) {
 const nodeOf = (port) => port.split(':')[0];
 
 /// The graph's elements: nodes, LAN hubs, links, LAN ports, and on wireless segments
-/// the members' neighbour relations (no hub: the medium is the air).
+/// the members' neighbour relations (no hub: the medium is the air) and, in
+/// infrastructure mode, each station joined to its access point.
 function elements(lab) {
   const els = [];
+  const aps = new Set();
+  for (const g of lab.segments) for (const m of g.members) if (m.radio && m.radio.wifi && m.radio.wifi.role === 'ap') aps.add(nodeOf(m.port));
   for (const n of lab.nodes) {
-    els.push({ group: 'nodes', data: { id: 'n:' + n.name, label: n.kind === 'host' ? n.name + ' (this machine)' : n.name, kind: 'node', up: n.up ? 1 : 0, host: n.kind ? 1 : 0 } });
+    els.push({ group: 'nodes', data: { id: 'n:' + n.name, label: n.kind === 'host' ? n.name + ' (this machine)' : n.name, kind: 'node', up: n.up ? 1 : 0, host: n.kind ? 1 : 0, ap: aps.has(n.name) ? 1 : 0 } });
   }
   for (const g of lab.segments) {
     if (g.kind === 'wireless') {
+      for (const m of g.members) {
+        const w = m.radio && m.radio.wifi;
+        if (w && w.role === 'station' && w.ap) {
+          const sta = nodeOf(m.port);
+          els.push({ group: 'edges', data: { id: `w:${g.name}:${sta}`, source: 'n:' + sta, target: 'n:' + w.ap, kind: 'assoc', label: w.signal_dbm != null ? `${Math.round(w.signal_dbm)} dBm` : '' } });
+        }
+      }
       for (const m of g.members) {
         for (const nb of (m.radio && m.radio.neighbours) || []) {
           const a = nodeOf(m.port), b = nb.node;
@@ -142,6 +152,8 @@ function draw(lab) {
       { selector: 'edge', style: { width: 2, 'line-color': '#9aa6b6', 'curve-style': 'bezier' } },
       { selector: 'edge[up = 0]', style: { 'line-color': '#c62828', 'line-style': 'dashed' } },
       { selector: 'edge[kind = "radio"]', style: { 'line-color': '#7c4dff', opacity: 'mapData(p, 0, 1, 0.15, 0.9)', width: 1.5 } },
+      { selector: 'node[ap = 1]', style: { shape: 'triangle', width: 26, height: 26, 'background-color': '#00897b' } },
+      { selector: 'edge[kind = "assoc"]', style: { 'line-color': '#00897b', width: 3, label: 'data(label)', 'font-size': 9, color: '#00695c', 'text-background-color': '#fff', 'text-background-opacity': 0.8, 'curve-style': 'straight' } },
       { selector: 'node[kind = "ring"]', style: { label: '', width: 'data(d)', height: 'data(d)', 'background-opacity': 0, 'border-width': 1.5, 'border-color': '#7c4dff', 'border-style': 'dashed', events: 'no', 'z-index': 0 } },
       { selector: 'node[what = "cs"]', style: { 'border-color': '#b0a3d9', 'border-style': 'dotted' } },
       { selector: '.degraded', style: { 'line-color': '#e0a000' } },
@@ -282,10 +294,11 @@ async function refresh() {
     for (const n of lab.nodes) state.cy.$id('n:' + n.name).data('up', n.up ? 1 : 0);
     for (const l of lab.links) state.cy.$id('l:' + l.name).data('up', l.up ? 1 : 0);
     for (const g of lab.segments) for (const m of g.members) state.cy.$id('p:' + m.port).data('up', m.up ? 1 : 0);
-    // Whom each wireless member reaches changes as they move.
+    // Whom each wireless member reaches, and which access point each station is
+    // joined to, change as they move.
     state.cy.batch(() => {
-      state.cy.edges('[kind = "radio"]').remove();
-      state.cy.add(elements(lab).filter((e) => e.data.kind === 'radio'));
+      state.cy.edges('[kind = "radio"], [kind = "assoc"]').remove();
+      state.cy.add(elements(lab).filter((e) => e.data.kind === 'radio' || e.data.kind === 'assoc'));
     });
   }
   if (state.selected) renderPanel();
@@ -396,6 +409,12 @@ async function listen() {
         break;
       case 'expect':
         if (state.timeline) state.timeline.checked(v.check);
+        break;
+      case 'wifi':
+        // A station joined, lost or changed its access point: drawn at once, and
+        // marked on the timeline.
+        if (state.timeline) state.timeline.wifi(v);
+        refreshSoon(50);
         break;
       default: refreshSoon(); // link, node, machine-lost, timeline...
     }
@@ -613,6 +632,13 @@ function fillRadio(el, name) {
       if (nodeOf(m.port) !== name || !m.radio) continue;
       const r = m.radio, mac = r.mac;
       out.push(h('h3', {}, `radio ${m.port.split(':')[1]} on ${g.name}`));
+      const w = r.wifi;
+      if (w && w.role === 'ap') {
+        out.push(h('p', { class: 'wifi' }, `access point of '${w.ssid}': ${w.stations && w.stations.length ? w.stations.join(', ') : 'no stations'}`));
+      } else if (w && w.role === 'station') {
+        out.push(h('p', { class: 'wifi' }, (w.ap ? `station of '${w.ssid || 'any SSID'}' on ${w.ap} (${(w.signal_dbm || 0).toFixed(1)} dBm)` : `station of '${w.ssid || 'any SSID'}', not associated`)
+          + (w.handovers ? `, ${w.handovers} handover${w.handovers === 1 ? '' : 's'}, last ${w.last_handover_ms.toFixed(1)} ms` : '')));
+      }
       if (mac) {
         out.push(h('p', { class: 'mac' }, `rate ${fmtRate(mac.rate_bps || 0)}, CW ${mac.cw}: ${mac.tx_data} data frames sent, ${mac.tx_retries} of them retries, ${mac.tx_rts} RTS; `
           + `${mac.acked} acknowledged, ${mac.dropped_retry_limit} dropped at the retry limit; ${mac.rx_ok} frames received intact, ${mac.rx_error} in error`));

@@ -30,6 +30,8 @@ export class Timeline {
     this.el = el;
     this.events = [];
     this.checks = [];
+    /// Infrastructure mode's events as the event stream reports them (`wifi`).
+    this.wifiEvents = [];
     this.horizonNs = 60e9;
     this.nowNs = 0;
   }
@@ -40,9 +42,19 @@ export class Timeline {
     this.events = events;
     this.checks = checks;
     this.nowNs = nowNs;
-    this.el.hidden = events.length === 0 && checks.length === 0;
+    this.el.hidden = events.length === 0 && checks.length === 0 && this.wifiEvents.length === 0;
     this.horizonNs = this.pickHorizon();
     this.render();
+  }
+
+  /// A station associated, roamed, lost its access point or finished a handover (the
+  /// event stream's `wifi`): a mark at its time, flashing.
+  wifi(v) {
+    this.wifiEvents.push(v);
+    this.el.hidden = false;
+    this.render();
+    const m = this.marks[this.marks.length - 1];
+    if (m) m.classList.add('flash');
   }
 
   /// A check resolved (the event stream's `expect`): its bar takes its state.
@@ -54,7 +66,7 @@ export class Timeline {
   }
 
   pickHorizon() {
-    const last = Math.max(0, ...this.events.map((e) => (e.every_ns ? (e.until_ns ?? e.at_ns + 10 * e.every_ns) : e.at_ns)), ...this.checks.map((c) => c.deadline_ns));
+    const last = Math.max(0, ...this.events.map((e) => (e.every_ns ? (e.until_ns ?? e.at_ns + 10 * e.every_ns) : e.at_ns)), ...this.checks.map((c) => c.deadline_ns), ...this.wifiEvents.map((v) => v.t_ns));
     return Math.max(60e9, last * 1.05, this.nowNs * 1.25);
   }
 
@@ -77,6 +89,15 @@ export class Timeline {
         strip.append(m);
         this.marks.push(m);
       }
+    }
+    for (const v of this.wifiEvents) {
+      const m = document.createElement('span');
+      m.className = 'mark wifi ' + v.event;
+      m.style.left = pct(v.t_ns);
+      m.title = `t = ${fmtNs(v.t_ns)} — ${v.station} ${v.event} ${v.event === 'lost' ? v.ap : (v.from ? v.from + ' → ' : '') + v.ap}${v.handover_ms !== undefined ? ` (${v.handover_ms.toFixed(1)} ms)` : ''}`;
+      m.dataset.t = v.t_ns;
+      strip.append(m);
+      this.marks.push(m);
     }
     this.cursor = document.createElement('span');
     this.cursor.className = 'cursor';
@@ -103,7 +124,7 @@ export class Timeline {
       scale.append(s);
     }
     const list = document.createElement('details');
-    list.append(Object.assign(document.createElement('summary'), { textContent: `timeline: ${this.events.length} events` }));
+    list.append(Object.assign(document.createElement('summary'), { textContent: `timeline: ${this.events.length} events` + (this.wifiEvents.length ? `, ${this.wifiEvents.length} of the radios (associations, handovers)` : '') }));
     const ol = document.createElement('ol');
     ol.start = 0;
     for (const e of this.events) ol.append(Object.assign(document.createElement('li'), { textContent: describeEvent(e) }));

@@ -578,3 +578,43 @@ def test_wireless_nodes_are_drawn_to_scale_and_follow_moves(browser):
         wait(browser, lambda: abs(b_x() - want) < 3, what=f"b moved to x = {want:.0f} m")
         # Away from the page before its lab goes down (it would ask a closed port).
         browser.get("about:blank")
+
+
+WIFI = """
+name: t-ui-wifi
+addressing: {ipv6: none}
+routing: none
+nodes: {ap1: {}, ap2: {}, sta: {}}
+segments:
+  air:
+    kind: wireless
+    propagation: free-space
+    range: 300m
+    csma: true
+    standard: 802.11g
+    members:
+      - {node: ap1, position: [0, 0], role: ap, ssid: lab}
+      - {node: ap2, position: [300, 0], role: ap, ssid: lab}
+      - {node: sta, position: [30, 0], role: station, ssid: lab}
+"""
+
+
+def test_stations_are_drawn_joined_to_their_access_point_live(browser):
+    with ui_lab("t-ui-wifi", WIFI) as url:
+        browser.get(url)
+        wait(browser, lambda: browser.execute_script("return !!(window.vemu && window.vemu.ready) && window.vemu.lab.name === 't-ui-wifi'"), what="the wifi lab")
+        joined = lambda: browser.execute_script("return window.vemu.cy.edges('[kind = \"assoc\"]').map(e => [e.source().data('label'), e.target().data('label'), e.data('label')])")
+        wait(browser, lambda: [j[:2] for j in joined()] == [["sta", "ap1"]], what=f"sta joined to ap1: {joined()}")
+        assert joined()[0][2].endswith(" dBm"), joined()
+        assert browser.execute_script("return window.vemu.cy.$id('n:ap1').data('ap')") == 1
+        # sta jumps beside ap2: it loses ap1 (or roams) and joins ap2 — drawn live, and
+        # marked on the timeline.
+        vemu("node", "move", "--lab", "t-ui-wifi", "sta", "--to", "290,0")
+        wait(browser, lambda: [j[:2] for j in joined()] == [["sta", "ap2"]], secs=30, what=f"sta joined to ap2: {joined()}")
+        marks = lambda: browser.execute_script("return [...document.querySelectorAll('#timeline .mark.wifi')].map(m => m.title)")
+        wait(browser, lambda: any("sta" in t and "ap2" in t for t in marks()), what=f"the timeline's wifi marks: {marks()}")
+        # Its panel says whose station it is.
+        browser.execute_script("window.vemu.cy.$id('n:sta').emit('tap')")
+        panel = lambda: browser.execute_script("const p = document.querySelector('#radio .wifi'); return p ? p.textContent : ''")
+        wait(browser, lambda: panel().startswith("station of 'lab' on ap2"), what=f"sta's panel: {panel()!r}")
+        browser.get("about:blank")
