@@ -65,6 +65,8 @@
   bench.py wifi-hidden a hidden-terminal pair with and without RTS/CTS
   bench.py wifi-cpu the DCF's cost: a saturated 802.11g cell of 10 and 50 stations at
                    54 Mbit/s, the engine's CPU share
+  bench.py wifi-scale 25, 50, 100 stations (VEMU_WIFI_SCALE_STATIONS) on 4 access
+                   points bridged to a wired server: up, association, reachability
   bench.py all     all of the above but soak (mininet only when Mininet is installed)
 
 Run as root from the repository (after `cargo build --release`).
@@ -91,7 +93,7 @@ from experiments.soak import bench_soak
 from experiments.machines import bench_lan_machines, bench_machine_hop, bench_machines, bench_placement
 from experiments.ui import bench_ui
 from experiments.qos import bench_qos
-from experiments.wifi import bench_wifi_bianchi, bench_wifi_chain, bench_wifi_cpu, bench_wifi_hidden
+from experiments.wifi import bench_wifi_bianchi, bench_wifi_chain, bench_wifi_cpu, bench_wifi_hidden, bench_wifi_scale
 
 
 def main():
@@ -127,6 +129,7 @@ def main():
         "wifi-chain": [bench_wifi_chain],
         "wifi-hidden": [bench_wifi_hidden],
         "wifi-cpu": [bench_wifi_cpu],
+        "wifi-scale": [bench_wifi_scale],
         "all": [bench_link, bench_accuracy, bench_density, bench_chain, bench_scale, bench_cpu, bench_switch, bench_api, bench_channel, bench_manet, bench_mininet, bench_machines, bench_machine_hop, bench_lan_machines, bench_ui, bench_placement, bench_qos, bench_wifi_bianchi],
     }
     if which not in todo:

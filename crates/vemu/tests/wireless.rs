@@ -468,6 +468,10 @@ segments:
     assert_eq!(wifi["handovers"].as_u64(), Some(1), "{wifi}");
     let h = wifi["last_handover_ms"].as_f64().unwrap_or(f64::MAX);
     assert!(h < 1000.0, "handover {h} ms\n{wifi}");
+    // The ping lost at most what the handover's time implies (a ping every 50 ms), and
+    // one more for its edges.
+    let implied = (h / 50.0).ceil() as u32 + 1;
+    assert!(160 - received <= implied, "{received} of 160 answered, handover {h} ms\n{out}");
     let log = std::fs::read_to_string("/var/log/vemu/t-wl-roam/wifi.csv").unwrap();
     assert!(log.lines().any(|l| l.contains(",roamed,sta,ap2,ap1,")), "{log}");
     assert!(log.lines().any(|l| l.contains(",handover,sta,ap2,ap1,")), "{log}");
