@@ -123,6 +123,22 @@ class Node(object):
         if self.shell:
             error("%s: shell is already running\n" % self.name)
             return
+        self.spawnShell()
+        self.awaitShell()
+
+    @staticmethod
+    def startShells(nodes):
+        """Start the shells of ``nodes`` that have none, all at once: each is spawned, then
+        each awaited (what Mininet has done for every host when it starts; one at a
+        time, each waits for its own ``vemu exec`` and bash, ~15 ms)."""
+        todo = [n for n in nodes if n.shell is None and not n._exited and n.where is not None]
+        for n in todo:
+            n.spawnShell()
+        for n in todo:
+            n.awaitShell()
+
+    def spawnShell(self):
+        "Start the shell's process (awaitShell waits for its prompt)."
         cmd = self._enter() + ['env', 'PS1=' + chr(127), 'bash', '--norc', '--noediting',
                                '-is', 'mininet:' + self.name]
         self.master, self.slave = pty.openpty()
@@ -139,6 +155,9 @@ class Node(object):
         self.lastCmd = None
         self.lastPid = None
         self.readbuf = ''
+
+    def awaitShell(self):
+        "Wait for the spawned shell's first prompt, then set it up."
         seen = ''
         while True:
             data = self.read(1024)
