@@ -414,32 +414,16 @@ fn outcome(o: dcf::Outcome) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::propagation::{Model, Radio};
+    use crate::propagation::Model;
     use crate::wifi::bss::{ApConfig, StaConfig};
-    use crate::wifi::dcf::{DcfConfig, DcfSetup, StationConfig};
-    use crate::wifi::phy::{Standard, Timing};
+    use crate::wifi::phy::Standard;
 
     /// A member going down with frames queued: each reaches its end once, through the
     /// same bookkeeping as frames that went on the air (none left behind).
     #[test]
     fn a_member_going_down_ends_its_frames_and_their_legs() {
-        let config = DcfConfig::preset(Timing::preset(Standard::G), Model::FreeSpace, 3);
         let roles = vec![Role::Ap(ApConfig::new("lab")), Role::Station(StaConfig::new("lab"))];
-        let cfg = MediumConfig {
-            model: Model::FreeSpace,
-            radio: Radio::default(),
-            rate_bps: 54_000_000,
-            preamble_ns: 0,
-            carrier_sense_m: 0.0,
-            csma: true,
-            queue_frames: 64,
-            seed: 3,
-            dcf: Some(Box::new(DcfSetup {
-                config,
-                stations: vec![StationConfig::default(); 2],
-                roles,
-            })),
-        };
+        let cfg = MediumConfig::dcf_channel(Standard::G, Model::FreeSpace, roles, 2, 3);
         let mut a = Air::new(cfg, &[Pos::new(0.0, 0.0), Pos::new(10.0, 0.0)]);
         let mut out = Vec::new();
         while let Some(t) = a.next_event_ns().filter(|&t| t < 300_000_000) {

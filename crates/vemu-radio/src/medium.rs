@@ -55,6 +55,35 @@ pub struct MediumConfig {
     pub dcf: Option<Box<crate::wifi::dcf::DcfSetup>>,
 }
 
+impl MediumConfig {
+    /// An 802.11 channel of `standard` (the DCF with its preset timing and rates) under
+    /// `model`, with the default radio, `roles` for its members (empty: ad hoc) and
+    /// every member's radio the same: what a segment's `csma: true` gives, less its
+    /// scenario's settings.
+    pub fn dcf_channel(
+        standard: crate::wifi::phy::Standard,
+        model: Model,
+        roles: Vec<crate::wifi::bss::Role>,
+        members: usize,
+        seed: u64,
+    ) -> MediumConfig {
+        use crate::wifi::dcf::{DcfConfig, DcfSetup, StationConfig};
+        let config = DcfConfig::preset(crate::wifi::phy::Timing::preset(standard), model, seed);
+        let stations = vec![StationConfig::default(); members];
+        MediumConfig {
+            model,
+            radio: Radio::default(),
+            rate_bps: 54_000_000,
+            preamble_ns: 0,
+            carrier_sense_m: 0.0,
+            csma: true,
+            queue_frames: 64,
+            seed,
+            dcf: Some(Box::new(DcfSetup { config, stations, roles })),
+        }
+    }
+}
+
 /// A frame's arrival at a member, or the end of the medium's use of a frame.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {

@@ -5,29 +5,16 @@
 
 use vemu_radio::air::{Air, MGMT_IDS};
 use vemu_radio::medium::{MediumConfig, Outcome};
-use vemu_radio::propagation::{Model, Radio};
+use vemu_radio::propagation::Model;
 use vemu_radio::wifi::bss::{ApConfig, BssEvent, Role, StaConfig};
-use vemu_radio::wifi::dcf::{DcfConfig, DcfSetup, StationConfig};
-use vemu_radio::wifi::phy::{Standard, Timing};
+use vemu_radio::wifi::phy::Standard;
 use vemu_radio::Pos;
 
 const MS: u64 = 1_000_000;
 
 /// An 802.11g channel, free space, members at `xs` (m) with `roles`.
 fn channel(xs: &[f64], roles: Vec<Role>) -> Air {
-    let config = DcfConfig::preset(Timing::preset(Standard::G), Model::FreeSpace, 3);
-    let stations = vec![StationConfig::default(); xs.len()];
-    let cfg = MediumConfig {
-        model: Model::FreeSpace,
-        radio: Radio::default(),
-        rate_bps: 54_000_000,
-        preamble_ns: 0,
-        carrier_sense_m: 0.0,
-        csma: true,
-        queue_frames: 64,
-        seed: 3,
-        dcf: Some(Box::new(DcfSetup { config, stations, roles })),
-    };
+    let cfg = MediumConfig::dcf_channel(Standard::G, Model::FreeSpace, roles, xs.len(), 3);
     let pos: Vec<Pos> = xs.iter().map(|&x| Pos::new(x, 0.0)).collect();
     Air::new(cfg, &pos)
 }

@@ -197,25 +197,12 @@ fn a_channel_decided_after_its_slot_counts_the_lateness() {
 /// one SSID and a station (2) beside the first.
 fn two_bss() -> (Sim, Vec<PortId>) {
     use vemu_radio::wifi::bss::{ApConfig, Role, StaConfig};
-    use vemu_radio::wifi::dcf::{DcfConfig, DcfSetup, StationConfig};
-    use vemu_radio::wifi::phy::{Standard, Timing};
+    use vemu_radio::wifi::phy::Standard;
     let mut core = Core::new();
     let ap = || Role::Ap(ApConfig::new("lab"));
-    let cfg = MediumConfig {
-        model: Model::FreeSpace,
-        radio: Radio::default(),
-        rate_bps: 54_000_000,
-        preamble_ns: 0,
-        carrier_sense_m: 0.0,
-        csma: true,
-        queue_frames: 1000,
-        seed: 5,
-        dcf: Some(Box::new(DcfSetup {
-            config: DcfConfig::preset(Timing::preset(Standard::G), Model::FreeSpace, 5),
-            stations: vec![StationConfig::default(); 3],
-            roles: vec![ap(), ap(), Role::Station(StaConfig::new("lab"))],
-        })),
-    };
+    let roles = vec![ap(), ap(), Role::Station(StaConfig::new("lab"))];
+    let mut cfg = MediumConfig::dcf_channel(Standard::G, Model::FreeSpace, roles, 3, 5);
+    cfg.queue_frames = 1000;
     let members =
         (0..3).map(|i| MemberConfig { vlan: 1, seeds: [i, 100 + i], ..Default::default() });
     let pos = vec![Pos::new(0.0, 0.0), Pos::new(800.0, 0.0), Pos::new(20.0, 0.0)];
