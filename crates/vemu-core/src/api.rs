@@ -333,8 +333,9 @@ pub enum Command {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Applied {
     Done,
-    /// The direction's impairments after a patch.
-    Impairments(Impairments),
+    /// The direction's impairments after a patch (boxed: a command's usual answer is
+    /// `Done`).
+    Impairments(Box<Impairments>),
 }
 
 /// Something the driver must carry out.

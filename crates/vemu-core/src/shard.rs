@@ -705,7 +705,7 @@ impl Core {
                     Target::Link(l) => self.choose_paths(l),
                     Target::Member(g, _) => self.choose_segment_path(g),
                 }
-                return Applied::Impairments(imp);
+                return Applied::Impairments(Box::new(imp));
             }
             Command::SetUp { target, up } => {
                 for d in self.dirs(target).iter_mut() {

@@ -38,6 +38,11 @@ pub struct Impairments {
     pub delay_ns: u64,
     pub jitter: Jitter,
     pub loss: Loss,
+    /// Bit error rate (IMUNES' `ber`, as a probability per bit): a frame of L bytes on
+    /// the wire is lost with 1 − (1 − ber)^(8L), so big frames more than small ones;
+    /// beside the loss model (a frame either loses is lost).
+    #[serde(default)]
+    pub ber: f64,
     /// Probability that a frame is sent twice.
     pub duplicate: Chance,
     /// Probability that one random bit of a frame is flipped.
@@ -169,6 +174,8 @@ pub struct ImpairmentsPatch {
     pub delay_ns: Option<u64>,
     pub jitter: Option<Jitter>,
     pub loss: Option<Loss>,
+    #[serde(default)]
+    pub ber: Option<f64>,
     pub duplicate: Option<Chance>,
     pub corrupt: Option<Chance>,
     pub reorder: Option<Reorder>,
@@ -188,7 +195,7 @@ impl ImpairmentsPatch {
         macro_rules! all {
             ($($f:ident),*) => { ImpairmentsPatch { $( $f: Some(imp.$f.clone()), )* mtu: None } };
         }
-        all!(rate_bps, delay_ns, jitter, loss, duplicate, corrupt, reorder, queue, qos, shaper)
+        all!(rate_bps, delay_ns, jitter, loss, ber, duplicate, corrupt, reorder, queue, qos, shaper)
     }
 
     /// Overwrite the fields this patch sets.
@@ -197,7 +204,8 @@ impl ImpairmentsPatch {
             ($($f:ident),*) => { $( if let Some(v) = &self.$f { imp.$f = v.clone(); } )* };
         }
         set!(
-            rate_bps, delay_ns, jitter, loss, duplicate, corrupt, reorder, queue, mtu, qos, shaper
+            rate_bps, delay_ns, jitter, loss, ber, duplicate, corrupt, reorder, queue, mtu, qos,
+            shaper
         );
     }
 
@@ -207,7 +215,8 @@ impl ImpairmentsPatch {
             ($($f:ident),*) => { ImpairmentsPatch { $( $f: later.$f.clone().or_else(|| self.$f.clone()), )* } };
         }
         pick!(
-            rate_bps, delay_ns, jitter, loss, duplicate, corrupt, reorder, queue, mtu, qos, shaper
+            rate_bps, delay_ns, jitter, loss, ber, duplicate, corrupt, reorder, queue, mtu, qos,
+            shaper
         )
     }
 
@@ -268,6 +277,9 @@ impl ImpairmentsPatch {
                 Loss::Bernoulli { rate: r, correlation: c }
             });
         }
+        if both("ber", from.ber.is_some(), to.ber.is_some())? {
+            out.ber = Some(lerp(from.ber.unwrap_or(0.0), to.ber.unwrap_or(0.0)));
+        }
         for (name, a, b, slot) in [
             ("duplicate", from.duplicate, to.duplicate, &mut out.duplicate),
             ("corrupt", from.corrupt, to.corrupt, &mut out.corrupt),
@@ -306,6 +318,7 @@ impl Impairments {
     /// (loss, duplication, corruption, reordering) are per frame.
     pub fn needs_per_frame(&self) -> bool {
         !matches!(self.loss, Loss::None)
+            || self.ber > 0.0
             || self.duplicate.probability > 0.0
             || self.corrupt.probability > 0.0
             || self.reorder.probability > 0.0
@@ -357,6 +370,12 @@ impl Impairments {
             return Err("bandwidth must be greater than 0".into());
         }
         prob("jitter correlation", self.jitter.correlation)?;
+        if !(0.0..1.0).contains(&self.ber) || self.ber.is_nan() {
+            return Err(format!(
+                "ber is a probability per bit, from 0 to below 1, got {}",
+                self.ber
+            ));
+        }
         match self.loss {
             Loss::None => {}
             Loss::Bernoulli { rate, correlation } => {

@@ -327,7 +327,7 @@ impl LinkDir {
         if serialize && !self.up {
             return Outcome { first: Err(DropCause::Down), duplicate: None };
         }
-        if self.lose() {
+        if self.lose() || self.bit_error(offer) {
             return Outcome { first: Err(DropCause::Loss), duplicate: None };
         }
         let dup = self.imp.duplicate.probability > 0.0 && {
@@ -359,6 +359,17 @@ impl LinkDir {
                 lost
             }
         }
+    }
+
+    /// A bit of the frame is wrong (its bit error rate): 1 − (1 − ber)^(8L) for a wire
+    /// frame of L bytes (a super-frame reaches here cut into wire frames).
+    fn bit_error(&mut self, offer: Offer) -> bool {
+        if self.imp.ber <= 0.0 {
+            return false;
+        }
+        let bits = 8.0 * offer.wire_bytes as f64 / f64::from(offer.wire_frames.max(1));
+        let p = -(bits * (-self.imp.ber).ln_1p()).exp_m1();
+        self.uniform() < p
     }
 
     fn expire(&mut self, now_ns: u64) {

@@ -24,6 +24,46 @@ fn bernoulli_loss_rate() {
     assert!((rate - 0.1).abs() < binomial_tol(0.1, n), "loss rate {rate}");
 }
 
+/// A bit error rate loses frames by their size: 1 − (1 − ber)^(8L) — at 1e-5, 0.51 % of
+/// 64-byte frames and 11.4 % of 1514-byte ones — within the binomial's 99 % bounds; and
+/// with a loss model beside it, a frame is lost to either.
+#[test]
+fn bit_error_rate_loses_frames_by_their_size() {
+    let ber = 1e-5;
+    let n = 200_000;
+    for bytes in [64u64, 1514] {
+        let imp = Impairments { ber, ..Default::default() };
+        let mut l = LinkDir::new(imp, 11);
+        let lost =
+            (0..n).filter(|&i| l.offer(i as u64 * MS, Offer::single(bytes)).first.is_err()).count();
+        let want = 1.0 - (1.0 - ber).powf(8.0 * bytes as f64);
+        let rate = lost as f64 / n as f64;
+        // (99 %: 2.576 standard deviations.)
+        let tol = 2.576 * (want * (1.0 - want) / n as f64).sqrt();
+        assert!((rate - want).abs() < tol, "{bytes} bytes: {rate} lost, want {want} ± {tol}");
+    }
+    // A super-frame is cut into wire frames first: each frame's own size counts.
+    let imp = Impairments { ber, ..Default::default() };
+    assert!(imp.needs_per_frame(), "cut into wire frames before the bit errors");
+    let both = Impairments {
+        ber,
+        loss: Loss::Bernoulli { rate: 0.1, correlation: 0.0 },
+        ..Default::default()
+    };
+    let mut l = LinkDir::new(both, 3);
+    let lost =
+        (0..n).filter(|&i| l.offer(i as u64 * MS, Offer::single(1514)).first.is_err()).count();
+    let want = 1.0 - 0.9 * (1.0 - ber).powf(8.0 * 1514.0);
+    let rate = lost as f64 / n as f64;
+    assert!(
+        (rate - want).abs() < 2.576 * (want * (1.0 - want) / n as f64).sqrt(),
+        "{rate} vs {want}"
+    );
+    // Checked: a probability per bit below 1.
+    assert!(Impairments { ber: 1.0, ..Default::default() }.validate().is_err());
+    assert!(Impairments { ber: -1e-9, ..Default::default() }.validate().is_err());
+}
+
 #[test]
 fn gilbert_elliott_rate_and_burst_length() {
     // Simple Gilbert: every frame in Bad is lost, none in Good.

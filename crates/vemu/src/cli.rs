@@ -507,6 +507,10 @@ pub(crate) enum LinkCmd {
         /// e.g. 2%, or '{model: gilbert-elliott, p: 1%, r: 20%, h: 0%, k: 100%}'
         #[arg(long)]
         loss: Option<String>,
+        /// bit error rate: e.g. 1e-6 (a probability per bit), or 1/1000000; a frame of L
+        /// bytes is lost with 1 - (1 - ber)^(8L)
+        #[arg(long)]
+        ber: Option<String>,
         /// e.g. 1%
         #[arg(long)]
         duplicate: Option<String>,

@@ -106,6 +106,43 @@ fn loss_on_four_links_compounds() {
     }
 }
 
+/// A bit error rate (issue 65) loses big frames more than small ones, as 1 − (1 − ber)^(8L)
+/// says: at 2e-5 each way, a 98-byte echo and its reply are lost 3.1 % of the time, a
+/// 1442-byte one 37 %, within the binomial's bounds; and it is set at run time.
+#[test]
+fn bit_errors_lose_big_pings_more_than_small_ones() {
+    let _g = serial();
+    let lab = Lab::up("t-ber", &chain("t-ber", &[0.0], ""));
+    let o = lab.vemu(&["link", "set", "n1:n2", "--ber", "2e-5"]);
+    assert!(o.status.success(), "{}", common::text(&o));
+    lab.exec("n1", &["ping", "-c", "20", "-i", "0.05", "-W", "1", "10.0.0.2"]);
+    for (size, frame_bytes) in [(56u32, 98.0), (1400, 1442.0)] {
+        let s = size.to_string();
+        let o = lab.exec(
+            "n1",
+            &["ping", "-q", "-c", "1000", "-i", "0.002", "-W", "2", "-s", &s, "10.0.0.2"],
+        );
+        let (sent, recv, _) = parse_ping(&String::from_utf8_lossy(&o.stdout));
+        let n = sent as f64;
+        let loss = 1.0 - recv as f64 / n;
+        let one_way = 1.0 - (1.0 - 2e-5f64).powf(8.0 * frame_bytes);
+        let p = 1.0 - (1.0 - one_way).powi(2);
+        // (99.99 %: two proportions checked each run, never a flaky test.)
+        let half = 3.89 * (p * (1.0 - p) / n).sqrt();
+        eprintln!(
+            "{size}-byte pings: {sent} sent, loss {loss:.4}, expected {p:.4} ± {half:.4} (99.99%)"
+        );
+        assert!(sent >= 900);
+        assert!((loss - p).abs() <= half, "{size}-byte pings: loss {loss}, expected {p}");
+    }
+    let st = lab.status();
+    assert!(
+        st["links"][0]["forward"]["impairments"]["ber"].as_f64() == Some(2e-5),
+        "{}",
+        st["links"][0]
+    );
+}
+
 #[test]
 fn runtime_link_changes() {
     let _g = serial();

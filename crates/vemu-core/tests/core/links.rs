@@ -339,7 +339,7 @@ fn patch_mid_stream_keeps_scheduled_frames() {
         dir: 0,
         patch: ImpairmentsPatch { delay_ns: Some(MS), ..Default::default() },
     });
-    assert_eq!(r, Applied::Impairments(delay(MS)));
+    assert_eq!(r, Applied::Impairments(Box::new(delay(MS))));
     s.send(2 * MS, a, udp(64, 2));
     s.finish();
     // The frame sent after the change may not overtake those already in flight.

@@ -175,7 +175,7 @@ impl ShardHandle {
     /// Apply a patch; the impairments now in force, or None when the shard has stopped.
     pub fn patched(&self, cmd: Command) -> Option<Impairments> {
         match self.apply(cmd)? {
-            Applied::Impairments(i) => Some(i),
+            Applied::Impairments(i) => Some(*i),
             Applied::Done => None,
         }
     }

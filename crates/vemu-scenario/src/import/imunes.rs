@@ -216,10 +216,9 @@ pub fn imunes(text: &str, file: &str, stem: &str) -> Result<Imported, String> {
         {
             imp.push(format!("duplicate: {p}%"));
         }
-        if l["ber"].as_str().and_then(|b| b.parse::<u64>().ok()).is_some_and(|b| b > 0) {
-            warnings.push(format!(
-                "link {lid}: its bit error rate left out (vemu drops or corrupts whole frames)"
-            ));
+        // (IMUNES writes one bit in N.)
+        if let Some(n) = l["ber"].as_str().and_then(|b| b.parse::<u64>().ok()).filter(|b| *b > 1) {
+            imp.push(format!("ber: 1/{n}"));
         }
         match (is_lan(a), is_lan(b)) {
             (false, false) => {

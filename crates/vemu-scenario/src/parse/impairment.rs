@@ -10,6 +10,7 @@ pub const RUNTIME_IMPAIRMENT_KEYS: &[&str] = &[
     "delay",
     "jitter",
     "loss",
+    "ber",
     "duplicate",
     "corrupt",
     "reorder",
@@ -206,6 +207,21 @@ pub(crate) fn queue(s: &str) -> Result<QueueLimit, String> {
         .map_err(|m| format!("{m} (or a number of packets, e.g. 100)"))
 }
 
+/// A bit error rate: a probability per bit (`1e-6`), or IMUNES' way, one bit in N
+/// (`1/1000000`).
+pub(crate) fn bit_error_rate(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let v = match t.split_once('/') {
+        Some(("1", n)) => n.trim().parse::<f64>().ok().filter(|n| *n >= 1.0).map(|n| 1.0 / n),
+        Some(_) => None,
+        None => t.parse::<f64>().ok(),
+    };
+    match v {
+        Some(b) if (0.0..1.0).contains(&b) => Ok(b),
+        _ => Err(format!("'{t}' is not a bit error rate: a probability per bit below 1 (e.g. 1e-6), or one bit in N (1/1000000)")),
+    }
+}
+
 pub(crate) fn shaper(s: &str) -> Result<Shaper, String> {
     match s.trim() {
         "engine" => Ok(Shaper::Engine),
@@ -224,6 +240,7 @@ pub(crate) fn impairments(p: &mut P, entries: &Entries, field: &str) -> Impairme
             "delay" => patch.delay_ns = p.scalar(v, &f, units::duration_ns),
             "jitter" => patch.jitter = jitter(p, v, &f),
             "loss" => patch.loss = loss(p, v, &f),
+            "ber" => patch.ber = p.scalar(v, &f, bit_error_rate),
             "duplicate" => patch.duplicate = chance(p, v, &f, false).map(|c| c.0),
             "corrupt" => patch.corrupt = chance(p, v, &f, false).map(|c| c.0),
             "reorder" => {

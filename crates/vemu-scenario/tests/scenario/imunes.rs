@@ -130,3 +130,25 @@ fn a_router_without_a_configuration_and_a_big_file_are_read() {
     assert_eq!((i.nodes, i.links), (n, n - 1));
     assert!(i.yaml.contains("pc5-2"), "names made unique");
 }
+
+/// IMUNES' bit error rate (one bit in N) is kept as the link's `ber` in both directions
+/// (issue 65), and a scenario's `ber` takes a probability or one bit in N.
+#[test]
+fn a_links_bit_error_rate_is_kept() {
+    let text = "node n0 {\n type pc\n interface-peer {eth0 n1}\n}\nnode n1 {\n type pc\n interface-peer {eth0 n0}\n}\nlink l0 {\n nodes {n0 n1}\n ber 1000000\n}\n";
+    let i = vemu_scenario::import::imunes(text, "x.imn", "x").unwrap();
+    assert!(!i.warnings.iter().any(|w| w.contains("bit error")), "{:?}", i.warnings);
+    let plan = vemu_scenario::load_str(&i.yaml, "t.yaml", "t", None).unwrap();
+    assert_eq!((plan.links[0].forward.ber, plan.links[0].reverse.ber), (1e-6, 1e-6), "{}", i.yaml);
+    let ber = |v: &str| {
+        let y =
+            format!("nodes: {{a: {{}}, b: {{}}}}\nlinks:\n  - {{endpoints: [a, b], ber: '{v}'}}\n");
+        vemu_scenario::load_str(&y, "t.yaml", "t", None).map(|p| p.links[0].forward.ber)
+    };
+    assert_eq!(ber("2.5e-7").unwrap(), 2.5e-7);
+    assert_eq!(ber("1/4000").unwrap(), 1.0 / 4000.0);
+    for bad in ["1", "-1e-6", "1/0", "2/100", "lots"] {
+        let e = ber(bad).unwrap_err().to_string();
+        assert!(e.contains("links[0].ber") && e.contains("is not a bit error rate"), "{bad}: {e}");
+    }
+}

@@ -165,7 +165,9 @@ pub(super) fn to_json(text: &str, file: &str) -> Result<Value, String> {
             ));
         };
         let mut l = json!({"peers": format!("{a} {b}"), "peers_ifaces": format!("{ia} {ib}")});
-        for (k, v) in [("bandwidth", "bandwidth"), ("delay", "delay"), ("duplicate", "dup")] {
+        for (k, v) in
+            [("bandwidth", "bandwidth"), ("delay", "delay"), ("duplicate", "dup"), ("ber", "ber")]
+        {
             if let Some(x) = value(&body, v) {
                 l[k] = Value::String(x);
             }
