@@ -23,7 +23,7 @@ mod model;
 
 pub use dist::Distribution;
 pub use model::{Delivery, DropCause, Left, LinkDir, Offer, Outcome, Pace, PACE_GAP_NS};
-pub use vemu_qos::stage::QosConfig;
+pub use vemu_qos::stage::{Discipline, QosConfig};
 
 use serde::{Deserialize, Serialize};
 

@@ -413,7 +413,8 @@ fn removing_qos_sends_what_waits_through_the_fifo_in_order() {
 
 #[test]
 fn qos_validation_is_part_of_the_impairments() {
-    let bad = vemu_qos::stage::QosConfig::Classes { classes: vec![] };
+    let bad =
+        vemu_qos::stage::QosConfig::Classes { classes: vec![], scheduler: Default::default() };
     let imp = Impairments { qos: Some(bad), ..Default::default() };
     assert_eq!(imp.validate().unwrap_err(), "qos: at least one class is needed");
 }

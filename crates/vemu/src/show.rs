@@ -83,9 +83,14 @@ pub(crate) fn describe(imp: &Impairments) -> String {
     match &imp.qos {
         None => {}
         Some(vemu_link::QosConfig::Diffserv) => parts.push("qos diffserv".into()),
-        Some(vemu_link::QosConfig::Classes { classes }) => parts.push(format!(
-            "qos {}",
-            classes.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join("/")
+        Some(vemu_link::QosConfig::Classes { classes, scheduler }) => parts.push(format!(
+            "qos {}{}",
+            classes.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join("/"),
+            match scheduler {
+                vemu_link::Discipline::Drr => "",
+                vemu_link::Discipline::Wfq => " (WFQ)",
+                vemu_link::Discipline::Wf2qPlus => " (WF2Q+)",
+            }
         )),
     }
     if imp.shaper != vemu_link::Shaper::Engine {

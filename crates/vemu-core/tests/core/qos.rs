@@ -58,7 +58,10 @@ fn qos_meter_remarks_and_polices_on_a_lan_port() {
         red: None,
         limit: None,
     };
-    let ingress = Impairments { qos: Some(QosConfig::Classes { classes: vec![class] }), ..imp() };
+    let ingress = Impairments {
+        qos: Some(QosConfig::Classes { classes: vec![class], scheduler: Default::default() }),
+        ..imp()
+    };
     let (mut s, p) = lan(vec![(1, imp(), imp()), (1, imp(), ingress)], None, 300_000 * MS);
     for i in 0..3 {
         s.send(i * US, p[0], ipv4_dscp(10, 1000, i as u32));

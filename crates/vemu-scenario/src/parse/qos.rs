@@ -1,11 +1,13 @@
 //! The `qos` key of a link direction or LAN port: `diffserv` (the preset), `none` (one
-//! FIFO queue), or a list of classes.
+//! FIFO queue), a list of classes, or `{scheduler: drr \
 
 use ipnet::IpNet;
 use vemu_link::QosConfig;
 use vemu_qos::classify::{dscp_named, Match};
 use vemu_qos::red::RedParams;
-use vemu_qos::stage::{ClassConfig, ClassLimit, ColorAction, MeterConfig, MeterKind, WredConfig};
+use vemu_qos::stage::{
+    ClassConfig, ClassLimit, ColorAction, Discipline, MeterConfig, MeterKind, WredConfig,
+};
 
 use super::{integer, join, queue, Entries, Node, Value, P};
 use crate::units;
@@ -14,16 +16,28 @@ use vemu_link::QueueLimit;
 /// `Some(None)`: `none`, back to one FIFO.
 pub(super) fn qos(p: &mut P, node: &Node, field: &str) -> Option<Option<QosConfig>> {
     let cfg = match &node.value {
-        Value::Seq(items) => {
-            let classes: Vec<ClassConfig> = items
-                .iter()
-                .enumerate()
-                .filter_map(|(i, n)| class(p, n, &format!("{field}[{i}]")))
-                .collect();
-            if classes.len() != items.len() {
+        Value::Seq(_) => {
+            QosConfig::Classes { classes: classes(p, node, field)?, scheduler: Discipline::Drr }
+        }
+        // `{scheduler: wf2q+, classes: [...]}`: how the classes of a level share it.
+        Value::Map(_) => {
+            let entries = p.map(node, field, &["scheduler", "classes"]);
+            let get = |k: &str| entries.iter().find(|e| e.0 == k).map(|e| e.2);
+            let f = |k: &str| join(field, k);
+            let scheduler = match get("scheduler") {
+                Some(v) => p.scalar(v, &f("scheduler"), |s| match s {
+                    "drr" => Ok(Discipline::Drr),
+                    "wfq" => Ok(Discipline::Wfq),
+                    "wf2q+" | "wf2q" => Ok(Discipline::Wf2qPlus),
+                    _ => Err(format!("expected drr, wfq or wf2q+, got '{s}'")),
+                })?,
+                None => Discipline::Drr,
+            };
+            let Some(list) = get("classes") else {
+                p.err(node.mark, field, "a scheduler goes with its 'classes' (a list)");
                 return None;
-            }
-            QosConfig::Classes { classes }
+            };
+            QosConfig::Classes { classes: classes(p, list, &f("classes"))?, scheduler }
         }
         _ => {
             return p.scalar(node, field, |s| match s {
@@ -40,6 +54,17 @@ pub(super) fn qos(p: &mut P, node: &Node, field: &str) -> Option<Option<QosConfi
             None
         }
     }
+}
+
+/// A list of classes (`None` where one is wrong: its errors are told).
+fn classes(p: &mut P, node: &Node, field: &str) -> Option<Vec<ClassConfig>> {
+    let items = p.seq(node, field);
+    let classes: Vec<ClassConfig> = items
+        .iter()
+        .enumerate()
+        .filter_map(|(i, n)| class(p, n, &format!("{field}[{i}]")))
+        .collect();
+    (classes.len() == items.len()).then_some(classes)
 }
 
 const CLASS_KEYS: &[&str] =

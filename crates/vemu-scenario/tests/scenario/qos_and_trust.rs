@@ -8,7 +8,7 @@ fn qos_classes_parse_per_direction() {
     let p = ok(QOS);
     assert_eq!(p.links[0].forward.qos, Some(QosConfig::Diffserv));
     assert_eq!(p.links[0].reverse.qos, None);
-    let Some(QosConfig::Classes { classes }) = &p.links[1].reverse.qos else {
+    let Some(QosConfig::Classes { classes, .. }) = &p.links[1].reverse.qos else {
         panic!("{:?}", p.links[1].reverse.qos)
     };
     assert_eq!(classes.len(), 3);
@@ -35,8 +35,25 @@ fn qos_classes_parse_per_direction() {
     )])
     .unwrap();
     assert!(
-        matches!(patch.qos, Some(Some(QosConfig::Classes { ref classes })) if classes[1].weight == 2)
+        matches!(patch.qos, Some(Some(QosConfig::Classes { ref classes, .. })) if classes[1].weight == 2)
     );
+    // Issue 65: how the classes of a level share it — WFQ or WF²Q+ beside DRR.
+    use vemu_qos::stage::Discipline;
+    let patch = vemu_scenario::impairment_patch(&[(
+        "qos",
+        r#"{"scheduler": "wf2q+", "classes": [{"name": "a", "match": {"dscp": 10}, "weight": 3}, {"name": "b"}]}"#,
+    )])
+    .unwrap();
+    assert!(
+        matches!(patch.qos, Some(Some(QosConfig::Classes { ref classes, scheduler: Discipline::Wf2qPlus })) if classes[0].weight == 3),
+        "{:?}",
+        patch.qos
+    );
+    let e = vemu_scenario::impairment_patch(&[("qos", r#"{"scheduler": "sfq", "classes": [{"name": "b"}]}"#)])
+        .unwrap_err();
+    assert!(e.contains("expected drr, wfq or wf2q+, got 'sfq'"), "{e}");
+    let e = vemu_scenario::impairment_patch(&[("qos", r#"{"scheduler": "wfq"}"#)]).unwrap_err();
+    assert!(e.contains("a scheduler goes with its 'classes'"), "{e}");
 }
 
 #[test]
