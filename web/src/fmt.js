@@ -26,6 +26,7 @@ function parts(imp, always) {
   if (imp.loss && imp.loss.model === 'gilbert-elliott') out.push('loss gilbert-elliott');
   if (imp.loss && imp.loss.model === 'none' && !always) out.push('no loss');
   if (imp.ber) out.push('ber ' + imp.ber.toExponential());
+  if (imp.phantom_bps) out.push('phantom load ' + fmtRate(imp.phantom_bps));
   for (const k of ['duplicate', 'corrupt', 'reorder']) if (imp[k] && (always ? imp[k].probability : true)) out.push(`${k} ${pct(imp[k].probability)}`);
   if (imp.queue) out.push('queue ' + (imp.queue.packets !== undefined ? imp.queue.packets + ' frames' : imp.queue.bytes + ' bytes'));
   if (imp.shaper && imp.shaper !== 'engine') out.push(imp.shaper + ' shaper');

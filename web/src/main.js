@@ -522,12 +522,12 @@ function renderPanel() {
       ...['path', 'frames', 'dropped', 'queue'].map((w) => h('tr', {}, h('th', {}, w), h('td', { id: `live-${k}-${w}` })))));
   });
   // Change: the same values and messages as `vemu link set`.
-  const fields = ['delay', 'jitter', 'loss', 'ber', 'bandwidth', 'queue', 'duplicate', 'corrupt', 'reorder', 'shaper'];
+  const fields = ['delay', 'jitter', 'loss', 'ber', 'phantom', 'bandwidth', 'queue', 'duplicate', 'corrupt', 'reorder', 'shaper'];
   const inputs = {};
   const form = h('form', { id: 'impform' });
   const table = h('table', {});
   for (const f of fields) {
-    inputs[f] = h('input', { name: f, placeholder: { delay: '10ms', jitter: '2ms', loss: '1%', ber: '1e-6', bandwidth: '10Mbit', queue: '100', duplicate: '0.1%', corrupt: '0.1%', reorder: '1%', shaper: 'engine or kernel' }[f] });
+    inputs[f] = h('input', { name: f, placeholder: { delay: '10ms', jitter: '2ms', loss: '1%', ber: '1e-6', phantom: '4Mbit', bandwidth: '10Mbit', queue: '100', duplicate: '0.1%', corrupt: '0.1%', reorder: '1%', shaper: 'engine or kernel' }[f] });
     table.append(h('tr', {}, h('th', {}, f), h('td', {}, inputs[f])));
   }
   const direction = h('select', { name: 'direction' }, h('option', { value: 'both' }, 'both directions'), h('option', { value: 'forward' }, 'forward'), h('option', { value: 'reverse' }, 'reverse'));

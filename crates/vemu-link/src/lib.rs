@@ -43,6 +43,11 @@ pub struct Impairments {
     /// beside the loss model (a frame either loses is lost).
     #[serde(default)]
     pub ber: f64,
+    /// Phantom load: bits/s of background traffic that has no frames, taking its share
+    /// of the rate — full-size frames at that constant rate occupy the serializer and the
+    /// queue (never dropped themselves), delaying and crowding out the real ones; 0: none.
+    #[serde(default)]
+    pub phantom_bps: u64,
     /// Probability that a frame is sent twice.
     pub duplicate: Chance,
     /// Probability that one random bit of a frame is flipped.
@@ -176,6 +181,8 @@ pub struct ImpairmentsPatch {
     pub loss: Option<Loss>,
     #[serde(default)]
     pub ber: Option<f64>,
+    #[serde(default)]
+    pub phantom_bps: Option<u64>,
     pub duplicate: Option<Chance>,
     pub corrupt: Option<Chance>,
     pub reorder: Option<Reorder>,
@@ -195,7 +202,20 @@ impl ImpairmentsPatch {
         macro_rules! all {
             ($($f:ident),*) => { ImpairmentsPatch { $( $f: Some(imp.$f.clone()), )* mtu: None } };
         }
-        all!(rate_bps, delay_ns, jitter, loss, ber, duplicate, corrupt, reorder, queue, qos, shaper)
+        all!(
+            rate_bps,
+            delay_ns,
+            jitter,
+            loss,
+            ber,
+            phantom_bps,
+            duplicate,
+            corrupt,
+            reorder,
+            queue,
+            qos,
+            shaper
+        )
     }
 
     /// Overwrite the fields this patch sets.
@@ -204,7 +224,18 @@ impl ImpairmentsPatch {
             ($($f:ident),*) => { $( if let Some(v) = &self.$f { imp.$f = v.clone(); } )* };
         }
         set!(
-            rate_bps, delay_ns, jitter, loss, ber, duplicate, corrupt, reorder, queue, mtu, qos,
+            rate_bps,
+            delay_ns,
+            jitter,
+            loss,
+            ber,
+            phantom_bps,
+            duplicate,
+            corrupt,
+            reorder,
+            queue,
+            mtu,
+            qos,
             shaper
         );
     }
@@ -215,7 +246,18 @@ impl ImpairmentsPatch {
             ($($f:ident),*) => { ImpairmentsPatch { $( $f: later.$f.clone().or_else(|| self.$f.clone()), )* } };
         }
         pick!(
-            rate_bps, delay_ns, jitter, loss, ber, duplicate, corrupt, reorder, queue, mtu, qos,
+            rate_bps,
+            delay_ns,
+            jitter,
+            loss,
+            ber,
+            phantom_bps,
+            duplicate,
+            corrupt,
+            reorder,
+            queue,
+            mtu,
+            qos,
             shaper
         )
     }
@@ -276,6 +318,10 @@ impl ImpairmentsPatch {
             } else {
                 Loss::Bernoulli { rate: r, correlation: c }
             });
+        }
+        if both("phantom", from.phantom_bps.is_some(), to.phantom_bps.is_some())? {
+            let (a, b) = (from.phantom_bps.unwrap_or(0), to.phantom_bps.unwrap_or(0));
+            out.phantom_bps = Some(lerp(a as f64, b as f64).round() as u64);
         }
         if both("ber", from.ber.is_some(), to.ber.is_some())? {
             out.ber = Some(lerp(from.ber.unwrap_or(0.0), to.ber.unwrap_or(0.0)));
@@ -370,6 +416,15 @@ impl Impairments {
             return Err("bandwidth must be greater than 0".into());
         }
         prob("jitter correlation", self.jitter.correlation)?;
+        if self.phantom_bps > 0 && self.qos.is_some() {
+            return Err("a phantom load shares one FIFO queue: not with qos classes".into());
+        }
+        if self.phantom_bps > 0 && self.rate_bps.is_none_or(|r| self.phantom_bps >= r) {
+            return Err(format!(
+                "phantom load ({} bit/s) takes a share of the bandwidth: give a bandwidth above it",
+                self.phantom_bps
+            ));
+        }
         if !(0.0..1.0).contains(&self.ber) || self.ber.is_nan() {
             return Err(format!(
                 "ber is a probability per bit, from 0 to below 1, got {}",

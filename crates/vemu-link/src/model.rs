@@ -29,6 +29,9 @@ impl Offer {
     }
 }
 
+/// Bytes of each frame of a phantom load (a full-size Ethernet frame).
+pub const PHANTOM_FRAME_BYTES: u64 = 1514;
+
 /// Why a frame was not delivered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -104,6 +107,8 @@ pub struct LinkDir {
     pace: Pace,
     /// Frames admitted and not yet fully serialized: (end of serialization, frames, bytes).
     queue: VecDeque<(u64, u32, u64)>,
+    /// When the next frame of the phantom load arrives (see [`Impairments::phantom_bps`]).
+    phantom_next_ns: u64,
     queue_frames: u64,
     queue_bytes: u64,
     /// Latest delivery time handed out for an in-order frame (jitter never reorders).
@@ -146,6 +151,7 @@ impl LinkDir {
             tx_free_ns: 0,
             pace: Pace::default(),
             queue: VecDeque::new(),
+            phantom_next_ns: 0,
             queue_frames: 0,
             queue_bytes: 0,
             last_delivery_ns: 0,
@@ -174,6 +180,10 @@ impl LinkDir {
     /// handed out by [`LinkDir::poll_left`].
     pub fn set_impairments(&mut self, now_ns: u64, imp: Impairments) {
         self.limit = imp.queue_limit();
+        if (imp.phantom_bps, imp.rate_bps) != (self.imp.phantom_bps, self.imp.rate_bps) {
+            // A phantom load (at its new rate) starts now.
+            self.phantom_next_ns = now_ns;
+        }
         let seed = self.seed ^ STAGE_SEED;
         match (&mut self.stage, &imp.qos) {
             (Some(stage), Some(q)) => {
@@ -392,6 +402,7 @@ impl LinkDir {
         .then(|| self.rng.next_u32());
         let mut tx_end = now_ns;
         if let Some(rate) = self.imp.rate_bps.filter(|_| serialize) {
+            self.phantom_until(now_ns, rate);
             self.expire(now_ns);
             let full = match self.limit {
                 QueueLimit::Packets(n) => self.queue_frames + offer.wire_frames as u64 > n,
@@ -421,6 +432,45 @@ impl LinkDir {
         let at_ns = tx_end.saturating_add(self.delay_sample()).max(self.last_delivery_ns);
         self.last_delivery_ns = at_ns;
         Ok(Delivery { at_ns, corrupt })
+    }
+
+    /// The phantom load's frames that arrived by `now_ns`, each queued and serialized as
+    /// a real one would be — but never dropped: the load takes its share of the rate
+    /// whatever the real traffic does, and its frames count in the queue the real ones
+    /// find (a full queue drops real frames sooner). Those that met an idle
+    /// serializer are passed over but the last (below the rate, each is sent before the
+    /// next comes): the work stays proportional to the real frames.
+    fn phantom_until(&mut self, now_ns: u64, rate: u64) {
+        let p = self.imp.phantom_bps;
+        if p == 0 || p >= rate {
+            return;
+        }
+        let interval = (PHANTOM_FRAME_BYTES as u128 * 8 * 1_000_000_000 / p as u128) as u64;
+        let tx_ns = (PHANTOM_FRAME_BYTES as u128 * 8 * 1_000_000_000 / rate as u128) as u64;
+        while self.phantom_next_ns <= now_ns {
+            let t = self.phantom_next_ns;
+            if t >= self.tx_free_ns {
+                // Idle from here on: only the last arrival by now may still be sent.
+                let last = t + (now_ns - t) / interval.max(1) * interval;
+                self.phantom_next_ns = last + interval;
+                let end = last + tx_ns;
+                self.tx_free_ns = self.tx_free_ns.max(end);
+                if end > now_ns {
+                    self.expire(last);
+                    self.queue.push_back((end, 1, PHANTOM_FRAME_BYTES));
+                    self.queue_frames += 1;
+                    self.queue_bytes += PHANTOM_FRAME_BYTES;
+                }
+                break;
+            }
+            self.phantom_next_ns = t + interval;
+            self.expire(t);
+            let end = self.tx_free_ns.max(t) + tx_ns;
+            self.tx_free_ns = end;
+            self.queue.push_back((end, 1, PHANTOM_FRAME_BYTES));
+            self.queue_frames += 1;
+            self.queue_bytes += PHANTOM_FRAME_BYTES;
+        }
     }
 
     fn reorder_now(&mut self) -> bool {

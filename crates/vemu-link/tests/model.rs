@@ -443,3 +443,54 @@ fn the_diffserv_policer_follows_a_new_rate() {
     d.set_impairments(2_000_000_000, Impairments { rate_bps: Some(100_000_000), ..imp });
     assert_eq!(policed(&mut d, 3_000_000_000), 0);
 }
+
+/// A phantom load takes its share of the rate: a 10 Mbit/s direction with 4 Mbit/s of
+/// phantom traffic carries 6 Mbit/s of a saturating real flow (the phantom is never
+/// dropped: real frames are, when the queue is full), queues a lone frame behind the
+/// phantom's frame being sent; after an idle hour it costs nothing to catch up.
+#[test]
+fn a_phantom_load_takes_its_share_of_the_rate() {
+    let imp = Impairments {
+        rate_bps: Some(10_000_000),
+        phantom_bps: 4_000_000,
+        queue: Some(QueueLimit::Packets(50)),
+        ..Default::default()
+    };
+    let mut l = LinkDir::new(imp.clone(), 1);
+    // 10 Mbit/s of 1514-byte frames offered for 2 s.
+    let gap = 1514 * 8 * 1_000_000_000 / 10_000_000;
+    let n = 2_000_000_000 / gap;
+    // (Delivered in the second in the middle: the steady state.)
+    let mut sent = 0u64;
+    for i in 0..n {
+        if let Ok(d) = l.offer(i * gap, Offer::single(1514)).first {
+            if (500 * MS..1500 * MS).contains(&d.at_ns) {
+                sent += 1514;
+            }
+        }
+    }
+    let mbps = sent as f64 * 8.0 / 1e6;
+    assert!((mbps - 6.0).abs() < 0.06, "{mbps} Mbit/s of real traffic");
+    // Alone, a small frame meets the phantom's frames: on average it waits.
+    let mut l = LinkDir::new(imp.clone(), 1);
+    let waits: Vec<u64> = (0..1000u64)
+        .map(|i| {
+            let t = i * 10 * MS + 777_777;
+            l.offer(t, Offer::single(100)).first.unwrap().at_ns - t
+        })
+        .collect();
+    let alone = 100 * 8 * 1000 / 10; // 100 bytes at 10 Mbit/s, ns
+    let mean = waits.iter().sum::<u64>() as f64 / waits.len() as f64;
+    assert!(waits.iter().any(|&w| w > alone + 100_000) && mean > alone as f64 * 2.0, "{mean}");
+    // An hour of idleness, then a frame: caught up at once.
+    let t0 = std::time::Instant::now();
+    let d = l.offer(3_600_000 * MS, Offer::single(100)).first.unwrap();
+    assert!(d.at_ns >= 3_600_000 * MS + alone);
+    assert!(t0.elapsed() < std::time::Duration::from_millis(50), "{:?}", t0.elapsed());
+    // Refused without a bandwidth above it, or beside qos classes.
+    let bad = |i: Impairments| i.validate().unwrap_err();
+    assert!(bad(Impairments { phantom_bps: 1, ..Default::default() })
+        .contains("give a bandwidth above it"));
+    assert!(bad(Impairments { rate_bps: Some(5), phantom_bps: 5, ..Default::default() })
+        .contains("above it"));
+}

@@ -511,6 +511,10 @@ pub(crate) enum LinkCmd {
         /// bytes is lost with 1 - (1 - ber)^(8L)
         #[arg(long)]
         ber: Option<String>,
+        /// phantom load: background traffic without frames taking this much of the
+        /// bandwidth, e.g. 4Mbit (0 for none)
+        #[arg(long)]
+        phantom: Option<String>,
         /// e.g. 1%
         #[arg(long)]
         duplicate: Option<String>,

@@ -62,6 +62,9 @@ pub(crate) fn describe(imp: &Impairments) -> String {
             parts.push(format!("loss GE p={} r={} h={} k={}", pct(p), pct(r), pct(h), pct(k)))
         }
     }
+    if imp.phantom_bps > 0 {
+        parts.push(format!("phantom {}", fmt_rate(imp.phantom_bps)));
+    }
     if imp.ber > 0.0 {
         parts.push(format!("ber {:e}", imp.ber));
     }

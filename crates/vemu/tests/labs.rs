@@ -143,6 +143,28 @@ fn bit_errors_lose_big_pings_more_than_small_ones() {
     );
 }
 
+/// A phantom load (issue 65 #6) takes its share of a link's rate from real programs: TCP
+/// over 10 Mbit/s with 4 Mbit/s of phantom traffic gets about 6; set to none at run
+/// time, about 10 again.
+#[test]
+fn a_phantom_load_takes_its_share_from_tcp() {
+    let _g = serial();
+    let yaml = "name: t-phantom\naddressing: {ipv6: none}\nnodes: {n1: {}, n2: {run: ['iperf3 -s']}}\nlinks:\n  - {endpoints: [n1, n2], bandwidth: 10Mbit, forward: {phantom: 4Mbit}}\n";
+    let lab = Lab::up("t-phantom", yaml);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let with = lab.iperf3("n1", "10.0.0.2", 3);
+    let o = lab.vemu(&["link", "set", "n1:n2", "--phantom", "0"]);
+    assert!(o.status.success(), "{}", common::text(&o));
+    let without = lab.iperf3("n1", "10.0.0.2", 3);
+    eprintln!(
+        "TCP with 4 of 10 Mbit/s phantom: {:.2} Mbit/s; without: {:.2}",
+        with / 1e6,
+        without / 1e6
+    );
+    assert!((5.0e6..6.3e6).contains(&with), "{with}");
+    assert!((8.8e6..10.1e6).contains(&without), "{without}");
+}
+
 #[test]
 fn runtime_link_changes() {
     let _g = serial();

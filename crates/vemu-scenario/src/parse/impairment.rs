@@ -11,6 +11,7 @@ pub const RUNTIME_IMPAIRMENT_KEYS: &[&str] = &[
     "jitter",
     "loss",
     "ber",
+    "phantom",
     "duplicate",
     "corrupt",
     "reorder",
@@ -241,6 +242,12 @@ pub(crate) fn impairments(p: &mut P, entries: &Entries, field: &str) -> Impairme
             "jitter" => patch.jitter = jitter(p, v, &f),
             "loss" => patch.loss = loss(p, v, &f),
             "ber" => patch.ber = p.scalar(v, &f, bit_error_rate),
+            "phantom" => {
+                patch.phantom_bps = p.scalar(v, &f, |s| match s.trim() {
+                    "0" | "none" | "off" => Ok(0),
+                    r => units::rate_bps(r),
+                })
+            }
             "duplicate" => patch.duplicate = chance(p, v, &f, false).map(|c| c.0),
             "corrupt" => patch.corrupt = chance(p, v, &f, false).map(|c| c.0),
             "reorder" => {

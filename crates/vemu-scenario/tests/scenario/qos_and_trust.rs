@@ -49,8 +49,11 @@ fn qos_classes_parse_per_direction() {
         "{:?}",
         patch.qos
     );
-    let e = vemu_scenario::impairment_patch(&[("qos", r#"{"scheduler": "sfq", "classes": [{"name": "b"}]}"#)])
-        .unwrap_err();
+    let e = vemu_scenario::impairment_patch(&[(
+        "qos",
+        r#"{"scheduler": "sfq", "classes": [{"name": "b"}]}"#,
+    )])
+    .unwrap_err();
     assert!(e.contains("expected drr, wfq or wf2q+, got 'sfq'"), "{e}");
     let e = vemu_scenario::impairment_patch(&[("qos", r#"{"scheduler": "wfq"}"#)]).unwrap_err();
     assert!(e.contains("a scheduler goes with its 'classes'"), "{e}");
