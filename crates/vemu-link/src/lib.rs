@@ -195,6 +195,17 @@ pub struct ImpairmentsPatch {
     pub shaper: Option<Shaper>,
 }
 
+/// Calls macro `$m` with every field of [`ImpairmentsPatch`] but the MTU (which does not
+/// change at run time), then `$extra`: one list for the patch's field-wise methods.
+macro_rules! runtime_fields {
+    ($m:ident $(, $extra:ident)*) => {
+        $m!(
+            rate_bps, delay_ns, jitter, loss, ber, phantom_bps, duplicate, corrupt, reorder,
+            queue, qos, shaper $(, $extra)*
+        )
+    };
+}
+
 impl ImpairmentsPatch {
     /// The patch that sets every field to `imp`'s, but the MTU (which does not change
     /// at run time).
@@ -202,20 +213,7 @@ impl ImpairmentsPatch {
         macro_rules! all {
             ($($f:ident),*) => { ImpairmentsPatch { $( $f: Some(imp.$f.clone()), )* mtu: None } };
         }
-        all!(
-            rate_bps,
-            delay_ns,
-            jitter,
-            loss,
-            ber,
-            phantom_bps,
-            duplicate,
-            corrupt,
-            reorder,
-            queue,
-            qos,
-            shaper
-        )
+        runtime_fields!(all)
     }
 
     /// Overwrite the fields this patch sets.
@@ -223,21 +221,7 @@ impl ImpairmentsPatch {
         macro_rules! set {
             ($($f:ident),*) => { $( if let Some(v) = &self.$f { imp.$f = v.clone(); } )* };
         }
-        set!(
-            rate_bps,
-            delay_ns,
-            jitter,
-            loss,
-            ber,
-            phantom_bps,
-            duplicate,
-            corrupt,
-            reorder,
-            queue,
-            mtu,
-            qos,
-            shaper
-        );
+        runtime_fields!(set, mtu);
     }
 
     /// Fields of `later` win over fields of `self`.
@@ -245,21 +229,7 @@ impl ImpairmentsPatch {
         macro_rules! pick {
             ($($f:ident),*) => { ImpairmentsPatch { $( $f: later.$f.clone().or_else(|| self.$f.clone()), )* } };
         }
-        pick!(
-            rate_bps,
-            delay_ns,
-            jitter,
-            loss,
-            ber,
-            phantom_bps,
-            duplicate,
-            corrupt,
-            reorder,
-            queue,
-            mtu,
-            qos,
-            shaper
-        )
+        runtime_fields!(pick, mtu)
     }
 
     /// The patch a fraction `f` (0 … 1) of the way from `from` to `to`, for ramps. Both
