@@ -470,8 +470,8 @@ fn l2_update(station: u64) -> Frame {
 
 impl Core {
     /// For each station that (re)associated since last looked at, an 802.11f update up
-    /// its new access point's port ([`l2_update`]; a station that has sent nothing yet
-    /// has no address known here, and needs none: nothing beyond knows it yet).
+    /// its new access point's port ([`l2_update`]), as hostapd sends one on every
+    /// association.
     fn l2_updates(&mut self, seg: u32, acc: &mut Vec<Accepted>) {
         let Some(r) = &mut self.segments[seg as usize].radio else { return };
         if r.medium.bss_logged() == r.bss_seen {
@@ -483,8 +483,13 @@ impl Core {
             let vemu_radio::wifi::bss::BssEvent::Associated { sta, ap, at_ns, .. } = e else {
                 continue;
             };
-            let r = self.segments[seg as usize].radio.as_ref().expect("radio segment");
-            let Some((&mac, _)) = r.macs.iter().find(|&(_, &m)| m == sta) else { continue };
+            // Its interface's address (or, where the core was not told it, the one it
+            // was seen sending from).
+            let g = &self.segments[seg as usize];
+            let r = g.radio.as_ref().expect("radio segment");
+            let own = g.members.get(sta as usize).and_then(|m| m.mac).map(|m| vemu_switch::mac(&m));
+            let seen = || r.macs.iter().find(|&(_, &m)| m == sta).map(|(&mac, _)| mac);
+            let Some(mac) = own.or_else(seen) else { continue };
             // (Not to an access point on another machine: there the station's own next
             // frame teaches the wired side where it is.)
             if self.segments[seg as usize].members[ap as usize].trunk.is_none() {

@@ -196,6 +196,11 @@ fn a_channel_decided_after_its_slot_counts_the_lateness() {
 /// An 802.11g channel in infrastructure mode: access points 0 and 1 (800 m apart) of
 /// one SSID and a station (2) beside the first.
 fn two_bss() -> (Sim, Vec<PortId>) {
+    two_bss_with(false)
+}
+
+/// The same, the core told each member's interface address (`mac(30 + member)`) or not.
+fn two_bss_with(macs: bool) -> (Sim, Vec<PortId>) {
     use vemu_radio::wifi::bss::{ApConfig, Role, StaConfig};
     use vemu_radio::wifi::phy::Standard;
     let mut core = Core::new();
@@ -203,8 +208,12 @@ fn two_bss() -> (Sim, Vec<PortId>) {
     let roles = vec![ap(), ap(), Role::Station(StaConfig::new("lab"))];
     let mut cfg = MediumConfig::dcf_channel(Standard::G, Model::FreeSpace, roles, 3, 5);
     cfg.queue_frames = 1000;
-    let members =
-        (0..3).map(|i| MemberConfig { vlan: 1, seeds: [i, 100 + i], ..Default::default() });
+    let members = (0..3u8).map(|i| MemberConfig {
+        vlan: 1,
+        seeds: [u64::from(i), 100 + u64::from(i)],
+        mac: macs.then(|| mac(30 + i)),
+        ..Default::default()
+    });
     let pos = vec![Pos::new(0.0, 0.0), Pos::new(800.0, 0.0), Pos::new(20.0, 0.0)];
     let ports = core.add_segment(SegmentConfig {
         members: members.collect(),
@@ -293,4 +302,19 @@ fn management_frames_reach_the_radio_captures() {
     assert_eq!(&beacon[4..10], &[0xff; 6]);
     assert_eq!(beacon[10..16], beacon[16..22], "sent by its BSSID");
     assert_eq!(&beacon[24 + 12..24 + 17], &[0, 3, b'l', b'a', b'b']);
+}
+
+/// A station whose interface address the core was told is announced on its first
+/// association, before it sent anything.
+#[test]
+fn a_station_is_announced_by_its_interface_address_before_it_sends() {
+    let (mut s, p) = two_bss_with(true);
+    s.run_until(300 * MS);
+    let update = s
+        .out
+        .iter()
+        .find(|o| o.2[VNET_HDR_LEN + 12..VNET_HDR_LEN + 20] == [0, 6, 0, 1, 0xaf, 0x81, 1, 0]);
+    let update = update.expect("an 802.11f update");
+    assert_eq!(update.1, p[0]);
+    assert_eq!(update.2[VNET_HDR_LEN + 6..VNET_HDR_LEN + 12], mac(32));
 }
