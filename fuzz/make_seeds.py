@@ -107,6 +107,25 @@ put("graphml", "zoo", """<?xml version="1.0" encoding="utf-8"?>
   </graph>
 </graphml>
 """)
+put("delay_file", "text", "\x00# ping round trips\n10.5\n12\n800us\n1s\n")
+put("delay_file", "netem", "\x00-8192 0 8192 # comment\n16384\n")
+
+
+def ping_pcap():
+    """Two ICMP echo requests and their replies (pcap, Ethernet), for series 2 (rtt)."""
+    def frame(req, seq):
+        src, dst = (b"\x0a\x00\x00\x01", b"\x0a\x00\x00\x02") if req else (b"\x0a\x00\x00\x02", b"\x0a\x00\x00\x01")
+        icmp = struct.pack("!BBHHH", 8 if req else 0, 0, 0, 7, seq) + bytes(8)
+        ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(icmp), 0, 0, 64, 1, 0, src, dst)
+        return b"\x02\x00\x00\x00\x00\x02\x02\x00\x00\x00\x00\x01\x08\x00" + ip + icmp
+    out = struct.pack("<IHHiIII", 0xa1b2c3d4, 2, 4, 0, 0, 65535, 1)
+    for at_us, req, seq in [(0, True, 1), (20000, False, 1), (100000, True, 2), (140000, False, 2)]:
+        f = frame(req, seq)
+        out += struct.pack("<IIII", at_us // 1000000, at_us % 1000000, len(f), len(f)) + f
+    return out
+
+
+put("delay_file", "pcap", b"\x02" + ping_pcap())
 put("ns2", "trace", "$node_(0) set X_ 10.0\n$node_(0) set Y_ 20.0\n$node_(1) set X_ 300\n$node_(1) set Y_ 0\n"
     "$ns_ at 1.5 \"$node_(0) setdest 100.0 50.0 5.0\"\n$ns_ at 2.0 \"$node_(1) setdest 0 0 20\"\n")
 

@@ -22,7 +22,7 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
     cargo install -q --locked cargo-fuzz --version 0.13.2
 fi
 targets=("$@")
-[ "${#targets[@]}" -gt 0 ] || targets=(scenario ns2 graphml frames gso tunnel api_bodies agent_channel)
+[ "${#targets[@]}" -gt 0 ] || targets=(scenario ns2 delay_file graphml frames gso tunnel api_bodies agent_channel)
 cd fuzz
 # No sanitizer: safe Rust needs none, and it builds on stable. Debug assertions and
 # overflow checks are on (cargo-fuzz's default), so arithmetic that overflows fails.

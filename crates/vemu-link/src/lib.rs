@@ -21,7 +21,7 @@
 pub mod dist;
 mod model;
 
-pub use dist::Distribution;
+pub use dist::{Distribution, Table};
 pub use model::{Delivery, DropCause, Left, LinkDir, Offer, Outcome, Pace, PACE_GAP_NS};
 pub use vemu_qos::stage::{Discipline, QosConfig};
 
@@ -104,7 +104,7 @@ pub struct Chance {
 }
 
 /// Random variation added to the delay.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct Jitter {
     /// Scale of the variation, ns (netem's `jitter`): half-width for uniform, σ for the others.
@@ -266,10 +266,10 @@ impl ImpairmentsPatch {
             );
         }
         if both("jitter", from.jitter.is_some(), to.jitter.is_some())? {
-            let (a, b) = (from.jitter.unwrap(), to.jitter.unwrap());
+            let (a, b) = (from.jitter.as_ref().unwrap(), to.jitter.as_ref().unwrap());
             out.jitter = Some(Jitter {
                 amount_ns: lerp(a.amount_ns as f64, b.amount_ns as f64).round() as u64,
-                ..b
+                ..b.clone()
             });
         }
         if both("loss", from.loss.is_some(), to.loss.is_some())? {

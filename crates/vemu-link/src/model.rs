@@ -494,11 +494,11 @@ impl LinkDir {
 
     /// Propagation delay plus jitter, ns, never negative.
     fn delay_sample(&mut self) -> u64 {
-        let j = self.imp.jitter;
-        if j.amount_ns == 0 {
+        if self.imp.jitter.amount_ns == 0 {
             return self.imp.delay_ns;
         }
         let u = self.uniform();
+        let j = &self.imp.jitter;
         let u = self.jitter_c.next(u, j.correlation);
         let d = self.imp.delay_ns as f64 + j.amount_ns as f64 * j.distribution.quantile(u);
         d.max(0.0).round() as u64

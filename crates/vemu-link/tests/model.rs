@@ -126,6 +126,69 @@ fn moments(v: &[f64]) -> (f64, f64) {
 }
 
 /// Mean and σ of the unit distribution, by integrating its quantile function.
+fn quantile_of(sorted: &[f64], q: f64) -> f64 {
+    sorted[((sorted.len() as f64 * q) as usize).min(sorted.len() - 1)]
+}
+
+/// Issue 65 #2: measured delays replayed as a table come out with the file's quantiles.
+#[test]
+fn a_measured_table_delays_frames_by_the_measured_quantiles() {
+    // A bimodal, heavy-tailed series (ms): most frames 20-30 ms, one in ten 80-300 ms.
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let mut next = || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        (rng >> 11) as f64 / (1u64 << 53) as f64
+    };
+    let mut measured: Vec<f64> = (0..5000)
+        .map(|_| if next() < 0.9 { 20.0 + 10.0 * next() } else { 80.0 + 220.0 * next().powi(3) })
+        .collect();
+    let m = vemu_link::Table::from_samples("measured", &measured).unwrap();
+    let imp = Impairments {
+        delay_ns: (m.mean * MS as f64).round() as u64,
+        jitter: Jitter {
+            amount_ns: (m.sigma * MS as f64).round() as u64,
+            distribution: Distribution::Table(m.table),
+            correlation: 0.0,
+        },
+        ..Default::default()
+    };
+    let mut l = LinkDir::new(imp, 7);
+    let mut got: Vec<f64> = (0..200_000u64)
+        .map(|i| {
+            let t = i * 1000 * MS;
+            (l.offer(t, Offer::single(100)).first.unwrap().at_ns - t) as f64 / MS as f64
+        })
+        .collect();
+    measured.sort_by(f64::total_cmp);
+    got.sort_by(f64::total_cmp);
+    for q in [0.01, 0.1, 0.5, 0.85, 0.9, 0.95, 0.99, 0.999] {
+        let (want, have) = (quantile_of(&measured, q), quantile_of(&got, q));
+        // Within the spacing of the measured values around that quantile (and 0.01 ms).
+        let spacing = quantile_of(&measured, (q + 0.004).min(1.0))
+            - quantile_of(&measured, (q - 0.004).max(0.0));
+        assert!(
+            (want - have).abs() <= spacing + 0.01,
+            "q{q}: measured {want:.3} ms, delayed {have:.3} ms"
+        );
+    }
+}
+
+#[test]
+fn exponential_jitter_equal_to_the_delay_is_an_exponential_delay() {
+    let n = 200_000;
+    let mut d = delays(Distribution::Exponential, 5, n);
+    // delay 100 ms, jitter 10 ms: 90 ms + Exp(mean 10 ms).
+    let (mean, sd) = moments(&d);
+    assert!((mean - 100.0).abs() < 0.1, "mean {mean}");
+    assert!((sd - 10.0).abs() < 0.15, "sd {sd}");
+    d.sort_by(f64::total_cmp);
+    assert!((d[0] - 90.0).abs() < 0.01);
+    // Median of Exp(10) is 10·ln 2.
+    assert!((quantile_of(&d, 0.5) - (90.0 + 10.0 * 2f64.ln())).abs() < 0.1);
+}
+
 fn integrated_moments(dist: Distribution) -> (f64, f64) {
     let n = 1_000_000;
     let q: Vec<f64> = (0..n).map(|i| dist.quantile((i as f64 + 0.5) / n as f64)).collect();
@@ -147,12 +210,12 @@ fn jitter_moments_uniform_and_normal() {
 fn jitter_moments_pareto_family() {
     let n = 200_000;
     for (dist, seed) in [(Distribution::Pareto, 3), (Distribution::Paretonormal, 4)] {
-        let (um, usd) = integrated_moments(dist);
+        let (um, usd) = integrated_moments(dist.clone());
         // Pareto(3) shifted to mean 0 and scaled by 4/3 has σ = 4/3·√(3/4) ≈ 1.155 before
         // netem's ±4 clipping, which trims the heavy tail slightly.
         assert!(um.abs() < 0.05, "{dist:?} unit mean {um}");
         assert!(usd > 0.7 && usd < 1.16, "{dist:?} unit sd {usd}");
-        let (mean, sd) = moments(&delays(dist, seed, n));
+        let (mean, sd) = moments(&delays(dist.clone(), seed, n));
         assert!((mean - (100.0 + 10.0 * um)).abs() < 0.1, "{dist:?} mean {mean}");
         assert!((sd - 10.0 * usd).abs() < 0.15, "{dist:?} sd {sd}");
     }

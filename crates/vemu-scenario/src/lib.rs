@@ -24,7 +24,7 @@ use std::path::Path;
 
 pub use images::{ImagePolicy, REFUSED};
 pub use model::*;
-pub(crate) use model::{read_limited, read_stamped};
+pub(crate) use model::{read_bytes, read_limited, read_stamped};
 pub use names::{valid_lab_name, valid_node_name};
 pub use plan::{build_plan, derive_seed, port_mtu, AP_BRIDGE};
 pub use trust::{Reach, Tenant, Trust, DEFAULT_TENANT_IMAGE_BYTES};
@@ -143,6 +143,10 @@ fn load_text(
     build_plan(&scenario).map_err(wrap)
 }
 
+/// Files of measured delays (`delay: {measured: FILE}`), read as the scenario does.
+pub mod delay {
+    pub use crate::parse::delay::{measured_series, Series};
+}
 pub use parse::{
     impairment_patch, Scenario, IMPAIRMENT_KEYS, PRIVATE_DIRS, RUNTIME_IMPAIRMENT_KEYS,
 };

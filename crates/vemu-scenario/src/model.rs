@@ -905,6 +905,13 @@ pub(crate) fn read_limited(path: &Path, max_bytes: u64) -> Result<String, String
 
 /// [`read_limited`], with the size and modification time of what was read.
 pub(crate) fn read_stamped(path: &Path, max_bytes: u64) -> Result<(String, FileStamp), String> {
+    let (bytes, stamp) = read_bytes(path, max_bytes)?;
+    let text = String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string())?;
+    Ok((text, stamp))
+}
+
+/// A file named in a scenario, as bytes: a regular file of at most `max_bytes`.
+pub(crate) fn read_bytes(path: &Path, max_bytes: u64) -> Result<(Vec<u8>, FileStamp), String> {
     use std::io::Read;
     let f = std::fs::File::open(path).map_err(|e| e.to_string())?;
     let meta = f.metadata().map_err(|e| e.to_string())?;
@@ -914,13 +921,13 @@ pub(crate) fn read_stamped(path: &Path, max_bytes: u64) -> Result<(String, FileS
     if meta.len() > max_bytes {
         return Err(format!("{} bytes, more than the {max_bytes} allowed", meta.len()));
     }
-    let mut text = String::new();
+    let mut bytes = Vec::new();
     // The file may grow while it is read: never take more than the limit.
-    f.take(max_bytes + 1).read_to_string(&mut text).map_err(|e| e.to_string())?;
-    if text.len() as u64 > max_bytes {
+    f.take(max_bytes + 1).read_to_end(&mut bytes).map_err(|e| e.to_string())?;
+    if bytes.len() as u64 > max_bytes {
         return Err(format!("more than the {max_bytes} bytes allowed"));
     }
-    Ok((text, FileStamp::of(&meta)))
+    Ok((bytes, FileStamp::of(&meta)))
 }
 
 /// Size and modification time of a file, to tell whether it changed.

@@ -12,6 +12,7 @@ use vemu_link::{
 use crate::units;
 
 mod addressing;
+pub(crate) mod delay;
 mod divert;
 mod event;
 mod expect;
@@ -252,7 +253,8 @@ pub fn parse(
     trust: &crate::Trust,
 ) -> Result<Scenario, Vec<Error>> {
     let root = document(text)?;
-    let mut p = P { errors: Vec::new(), trust: trust.clone() };
+    let base_dir = base.map(Path::to_path_buf).unwrap_or_else(|| std::path::PathBuf::from("."));
+    let mut p = P { errors: Vec::new(), trust: trust.clone(), base: Some(base_dir) };
     let top = p.map(
         &root,
         "",
@@ -514,7 +516,7 @@ fn node_defs(
 /// (`("delay", "20ms")`, `("loss", "{model: gilbert-elliott, p: 1%}")`), with the same
 /// rules and messages as in a scenario file. `bandwidth: unlimited` lifts a rate limit.
 pub fn impairment_patch(pairs: &[(&str, &str)]) -> Result<ImpairmentsPatch, String> {
-    let mut p = P { errors: Vec::new(), trust: crate::Trust::Owner };
+    let mut p = P { errors: Vec::new(), trust: crate::Trust::Owner, base: None };
     let mut patch = ImpairmentsPatch::default();
     for (key, value) in pairs {
         if !IMPAIRMENT_KEYS.contains(key) {

@@ -15,7 +15,8 @@ pub enum Reach {
     /// `files: {P: {from: F}}` or `{template: F}`: a file of the controller's machine
     /// copied (or rendered) into a node.
     From,
-    /// `trace:` of a wireless segment: an ns-2 movement file of the controller's machine.
+    /// `trace:` of a wireless segment (an ns-2 movement file), or a delay file
+    /// (`delay: {measured: F}`, `distribution: {table: F}`): a file of the controller's machine.
     Trace,
     /// `kind: host`: the machine itself in the lab.
     Host,

@@ -50,10 +50,11 @@ pub(crate) fn describe(imp: &Impairments) -> String {
     }
     parts.push(format!("delay {}", unit_ns(imp.delay_ns)));
     if imp.jitter.amount_ns > 0 {
-        parts.push(
-            format!("jitter {} {:?}", unit_ns(imp.jitter.amount_ns), imp.jitter.distribution)
-                .to_lowercase(),
-        );
+        parts.push(format!(
+            "jitter {} {}",
+            unit_ns(imp.jitter.amount_ns),
+            imp.jitter.distribution.name()
+        ));
     }
     match imp.loss {
         Loss::None => {}

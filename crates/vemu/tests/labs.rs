@@ -143,6 +143,60 @@ fn bit_errors_lose_big_pings_more_than_small_ones() {
     );
 }
 
+/// Measured delays (issue 65 #2) reach real pings: one-way delays of 10 ms (three in four)
+/// and 40 ms (one in four) from a file, on one direction, give round trips of about 10 or
+/// 40 ms in those shares; tcpdump's capture of those pings, named as `series: rtt`, sets a
+/// link's delay to half their mean round trip.
+#[test]
+fn measured_delays_replay_on_real_pings() {
+    let _g = serial();
+    let dir = std::env::temp_dir().join("vemu-tests");
+    std::fs::create_dir_all(&dir).unwrap();
+    let series: String = (0..100).map(|i| if i % 4 == 3 { "40ms\n" } else { "10\n" }).collect();
+    std::fs::write(dir.join("t-measured.txt"), series).unwrap();
+    let cap = dir.join("t-measured.pcap");
+    let _ = std::fs::remove_file(&cap);
+    let yaml = "name: t-measured\naddressing: {ipv6: none}\nnodes: {n1: {}, n2: {}}\nlinks:\n  - {endpoints: [n1, n2], forward: {delay: {measured: t-measured.txt}}}\n";
+    let rtts: Vec<f64> = {
+        let lab = Lab::up("t-measured", yaml);
+        lab.exec("n1", &["ping", "-c", "3", "-i", "0.1", "-W", "2", "10.0.0.2"]);
+        // Pings 50 ms apart: more than the delays' spread, so none waits for the one before.
+        let script = format!(
+            "tcpdump -i eth0 -U -w {} icmp 2>/dev/null & sleep 1; ping -c 160 -i 0.05 -W 2 10.0.0.2; sleep 0.5; kill $!; wait",
+            cap.display()
+        );
+        let (_, out) = lab.sh("n1", &script);
+        out.lines()
+            .filter_map(|l| l.split("time=").nth(1)?.split_whitespace().next()?.parse().ok())
+            .collect()
+    };
+    let n = rtts.len() as f64;
+    assert!(n >= 150.0, "{n} replies");
+    let slow = rtts.iter().filter(|r| **r > 25.0).count() as f64 / n;
+    // Near one of the two delays (a loaded machine makes a few frames late).
+    let near =
+        rtts.iter().filter(|r| (10.0..14.0).contains(*r) || (40.0..44.0).contains(*r)).count()
+            as f64
+            / n;
+    let half = 3.89 * (0.25f64 * 0.75 / n).sqrt();
+    let mean = rtts.iter().sum::<f64>() / n;
+    eprintln!("{n} round trips: {:.3} of them slow (expected 0.25 ± {half:.3}), {near:.3} near 10 or 40 ms, mean {mean:.2} ms", slow);
+    assert!((slow - 0.25).abs() <= half, "share of 40 ms delays {slow}");
+    assert!(near >= 0.9, "only {near} of the round trips near 10 or 40 ms");
+    // The capture as a delay: half the mean round trip, in the status of a lab using it.
+    let yaml = "name: t-measured2\naddressing: {ipv6: none}\nnodes: {n1: {}, n2: {}}\nlinks:\n  - {endpoints: [n1, n2], delay: {measured: t-measured.pcap, series: rtt}}\n";
+    let lab = Lab::up("t-measured2", yaml);
+    let st = lab.status();
+    let f = &st["links"][0]["forward"]["impairments"];
+    let delay_ms = f["delay_ns"].as_f64().unwrap() / 1e6;
+    eprintln!(
+        "the capture's half round trip: {delay_ms:.3} ms (ping's mean / 2: {:.3})",
+        mean / 2.0
+    );
+    assert!((delay_ms - mean / 2.0).abs() < 0.3, "{delay_ms} ms from the capture");
+    assert!(f["jitter"]["distribution"]["table"]["name"] == "t-measured.pcap", "{f}");
+}
+
 /// A phantom load (issue 65 #6) takes its share of a link's rate from real programs: TCP
 /// over 10 Mbit/s with 4 Mbit/s of phantom traffic gets about 6; set to none at run
 /// time, about 10 again.

@@ -175,14 +175,18 @@ pub(crate) fn jitter(p: &mut P, node: &Node, field: &str) -> Option<Jitter> {
                 have_amount = true;
                 j.amount_ns = p.scalar(v, &f, units::duration_ns)?;
             }
+            "distribution" if matches!(v.value, Value::Map(_)) => {
+                j.distribution = delay::table(p, v, &f)?
+            }
             "distribution" => {
                 j.distribution = p.scalar(v, &f, |s| match s {
                     "uniform" => Ok(Distribution::Uniform),
                     "normal" => Ok(Distribution::Normal),
                     "pareto" => Ok(Distribution::Pareto),
                     "paretonormal" => Ok(Distribution::Paretonormal),
+                    "exponential" => Ok(Distribution::Exponential),
                     _ => Err(format!(
-                    "unknown distribution '{s}', expected uniform, normal, pareto or paretonormal"
+                    "unknown distribution '{s}', expected uniform, normal, pareto, paretonormal, exponential or {{table: FILE}}"
                 )),
                 })?
             }
@@ -238,7 +242,21 @@ pub(crate) fn impairments(p: &mut P, entries: &Entries, field: &str) -> Impairme
         let f = join(field, k);
         match *k {
             "bandwidth" => patch.rate_bps = p.scalar(v, &f, units::rate_bps).map(Some),
+            "delay" if matches!(v.value, Value::Map(_)) => {
+                if let Some((_, mark, _)) = entries.iter().find(|e| e.0 == "jitter") {
+                    p.err(
+                        *mark,
+                        &join(field, "jitter"),
+                        "a measured delay sets the jitter too (its spread): give one or the other",
+                    );
+                }
+                if let Some((delay_ns, j)) = delay::measured(p, v, &f) {
+                    patch.delay_ns = Some(delay_ns);
+                    patch.jitter = Some(j);
+                }
+            }
             "delay" => patch.delay_ns = p.scalar(v, &f, units::duration_ns),
+            "jitter" if patch.jitter.is_some() => {}
             "jitter" => patch.jitter = jitter(p, v, &f),
             "loss" => patch.loss = loss(p, v, &f),
             "ber" => patch.ber = p.scalar(v, &f, bit_error_rate),

@@ -7,6 +7,9 @@ pub(crate) struct P {
     pub(crate) errors: Vec<Error>,
     /// Whose scenario it is: what reaches beyond its nodes is refused to a tenant.
     pub(crate) trust: crate::Trust,
+    /// The directory files named in the scenario are relative to; `None` where no file
+    /// may be named (impairments given at run time).
+    pub(crate) base: Option<std::path::PathBuf>,
 }
 
 pub(crate) type Entries<'n> = Vec<(&'n str, Mark, &'n Node)>;

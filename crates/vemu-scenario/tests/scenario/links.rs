@@ -105,3 +105,140 @@ links:
     assert_eq!(f.reorder.gap, 3);
     assert!(matches!(f.loss, Loss::GilbertElliott { h, k, .. } if h == 0.0 && k == 1.0));
 }
+
+/// A scratch directory with `files` in it, and a scenario whose one link has `keys`.
+fn with_files(
+    tag: &str,
+    files: &[(&str, &[u8])],
+    keys: &str,
+) -> (Result<vemu_scenario::Plan, vemu_scenario::Errors>, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("vemu-delay-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, bytes) in files {
+        std::fs::write(dir.join(name), bytes).unwrap();
+    }
+    let y = format!("nodes: {{a: {{}}, b: {{}}}}\nlinks:\n  - endpoints: [a, b]\n    {keys}\n");
+    std::fs::write(dir.join("lab.yaml"), y).unwrap();
+    let r = load(&dir.join("lab.yaml"), None);
+    let _ = std::fs::remove_dir_all(&dir);
+    (r, dir)
+}
+
+/// Issue 65 #2: a measured series sets the delay (its mean) and the jitter (its σ, as a
+/// table of its own quantiles); a netem table file shapes a jitter; bad files are named.
+#[test]
+fn measured_delays_and_netem_tables_come_from_files() {
+    let (p, _) = with_files(
+        "text",
+        &[("rtt.txt", b"# ping\n10\n10\n10\n30ms\n")],
+        "delay: {measured: rtt.txt, correlation: 25%}",
+    );
+    let f = &p.unwrap().links[0].forward;
+    assert_eq!(f.delay_ns, 15_000_000);
+    assert_eq!(f.jitter.amount_ns, 8_660_254); // σ of 10,10,10,30 = 5·√3
+    assert_eq!(f.jitter.correlation, 0.25);
+    let Distribution::Table(t) = &f.jitter.distribution else { panic!("{:?}", f.jitter) };
+    assert_eq!(t.name, "rtt.txt");
+    assert_eq!(t.values.len(), 4);
+
+    let (p, _) = with_files(
+        "netem",
+        &[("my.dist", b"-8192 0 8192\n")],
+        "jitter: {amount: 2ms, distribution: {table: my.dist}}",
+    );
+    let f = &p.unwrap().links[0].forward;
+    assert_eq!(f.jitter.distribution.name(), "table my.dist");
+
+    let (e, dir) = with_files("bad", &[("rtt.txt", b"10\nslow\n")], "delay: {measured: rtt.txt}");
+    let m = e.unwrap_err().to_string();
+    assert!(m.contains(&format!("{}: line 2:", dir.join("rtt.txt").display())), "{m}");
+    let (e, _) = with_files(
+        "both",
+        &[("rtt.txt", b"1\n2\n")],
+        "delay: {measured: rtt.txt}\n    jitter: 1ms",
+    );
+    assert!(e.unwrap_err().to_string().contains("a measured delay sets the jitter too"));
+    let (e, _) =
+        with_files("series", &[("rtt.txt", b"1\n2\n")], "delay: {measured: rtt.txt, series: rtt}");
+    assert!(e.unwrap_err().to_string().contains("'series' is for captures"));
+    let (e, _) = with_files("none", &[], "delay: {measured: nope.txt}");
+    assert!(e.unwrap_err().to_string().contains("cannot read measured delays"));
+    let (e, _) = with_files("name", &[], "jitter: {amount: 1ms, distribution: lognormal}");
+    assert!(e.unwrap_err().to_string().contains("exponential or {table: FILE}"));
+}
+
+/// Ping round trips and inter-arrival times of a capture (pcap and pcapng), as delays.
+#[test]
+fn a_capture_gives_its_pings_half_round_trips_or_its_inter_arrival_times() {
+    use pcap_file::pcap::{PcapPacket, PcapWriter};
+    use std::time::Duration;
+    let frame = |req: bool, seq: u16| {
+        let b = etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]);
+        let (src, dst) =
+            if req { ([10, 0, 0, 1], [10, 0, 0, 2]) } else { ([10, 0, 0, 2], [10, 0, 0, 1]) };
+        let b = b.ipv4(src, dst, 64);
+        let b = if req { b.icmpv4_echo_request(7, seq) } else { b.icmpv4_echo_reply(7, seq) };
+        let mut out = Vec::new();
+        b.write(&mut out, &[0u8; 56]).unwrap();
+        out
+    };
+    // Pings 100 ms apart with round trips of 20, 40, 20, 60 ms, and a reply to nothing.
+    let mut pcap = Vec::new();
+    {
+        let mut w = PcapWriter::new(&mut pcap).unwrap();
+        let mut put = |ms: u64, data: Vec<u8>| {
+            w.write_packet(&PcapPacket::new(Duration::from_millis(ms), data.len() as u32, &data))
+                .unwrap();
+        };
+        for (i, rtt) in [20u64, 40, 20, 60].iter().enumerate() {
+            put(i as u64 * 100, frame(true, i as u16));
+            put(i as u64 * 100 + rtt, frame(false, i as u16));
+        }
+        put(1000, frame(false, 99));
+    }
+    let (p, _) =
+        with_files("pcap", &[("ping.pcap", &pcap)], "delay: {measured: ping.pcap, series: rtt}");
+    let f = &p.unwrap().links[0].forward;
+    assert_eq!(f.delay_ns, 17_500_000); // half of the mean round trip, 35 ms
+    let (p, _) = with_files(
+        "ia",
+        &[("ping.pcap", &pcap)],
+        "delay: {measured: ping.pcap, series: inter-arrival}",
+    );
+    // 9 frames over 1000 ms: 8 gaps, 125 ms on average.
+    assert_eq!(p.unwrap().links[0].forward.delay_ns, 125_000_000);
+    let (e, _) = with_files("noseries", &[("ping.pcap", &pcap)], "delay: {measured: ping.pcap}");
+    assert!(e.unwrap_err().to_string().contains("a capture needs 'series'"));
+
+    // The same as pcapng with nanosecond ticks (as vemu's own captures are written).
+    use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
+    use pcap_file::pcapng::blocks::interface_description::{
+        InterfaceDescriptionBlock, InterfaceDescriptionOption,
+    };
+    let mut ng = Vec::new();
+    {
+        let mut w = pcap_file::pcapng::PcapNgWriter::new(&mut ng).unwrap();
+        w.write_pcapng_block(InterfaceDescriptionBlock {
+            linktype: pcap_file::DataLink::ETHERNET,
+            snaplen: 0,
+            options: vec![InterfaceDescriptionOption::IfTsResol(9)],
+        })
+        .unwrap();
+        for (i, rtt) in [20u64, 40].iter().enumerate() {
+            for (req, at_ms) in [(true, i as u64 * 100), (false, i as u64 * 100 + rtt)] {
+                let data = frame(req, i as u16);
+                w.write_pcapng_block(EnhancedPacketBlock {
+                    interface_id: 0,
+                    timestamp: Duration::from_millis(at_ms),
+                    original_len: data.len() as u32,
+                    data: data.into(),
+                    options: vec![],
+                })
+                .unwrap();
+            }
+        }
+    }
+    let (p, _) =
+        with_files("ng", &[("ping.pcapng", &ng)], "delay: {measured: ping.pcapng, series: rtt}");
+    assert_eq!(p.unwrap().links[0].forward.delay_ns, 15_000_000);
+}

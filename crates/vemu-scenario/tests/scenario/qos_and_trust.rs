@@ -157,10 +157,14 @@ fn a_tenants_scenario_gets_only_what_it_is_allowed() {
         "$node_(0) set X_ 1.0\n$node_(0) set Y_ 1.0\n$node_(1) set X_ 2.0\n$node_(1) set Y_ 2.0\n",
     )
     .unwrap();
+    // A netem table, and (its integers read as milliseconds) a measured series.
+    std::fs::write(dir.join("t.dist"), "8192\n0\n8192\n").unwrap();
     let cases = [
         ("nodes:\n  a:\n    files: {/etc/x: {from: secret}}\n", "nodes.a.files./etc/x.from", Reach::From),
         ("nodes:\n  a:\n    files: {/etc/x: {template: secret}}\n", "nodes.a.files./etc/x.template", Reach::From),
         ("nodes: {a: {}, b: {}}\nsegments:\n  r: {kind: wireless, members: [a, b], trace: t.ns2}\n", "segments.r.trace", Reach::Trace),
+        ("nodes: {a: {}, b: {}}\nlinks: [{endpoints: [a, b], delay: {measured: t.dist}}]\n", "links[0].delay.measured", Reach::Trace),
+        ("nodes: {a: {}, b: {}}\nlinks: [{endpoints: [a, b], jitter: {amount: 1ms, distribution: {table: t.dist}}}]\n", "links[0].jitter.distribution.table", Reach::Trace),
         ("nodes:\n  h: {kind: host}\n  a: {}\nlinks: [{endpoints: [h, a]}]\n", "nodes.h.kind", Reach::Host),
         ("nodes:\n  dev: {kind: external, iface: enp3s0}\n  a: {}\nlinks: [{endpoints: [dev, a]}]\n", "nodes.dev.kind", Reach::External),
         ("nodes: {a: {}}\ndivert:\n  - {match: tcp dport 80, delay: 5ms}\n", "divert", Reach::Divert),
