@@ -339,10 +339,47 @@ pub(crate) fn node_interfaces(
             ),
             None => None,
         };
-        nl.add_route(r.dst, r.via, oif, None)?;
+        nl.add_route_in(r.table, r.dst, r.via, oif, None)?;
     }
     nl.flush().with_context(|| format!("adding routes of node {}", node.name))?;
+    for r in &node.rules {
+        for rule in kernel_rules(r) {
+            nl.add_rule(&rule)?;
+        }
+    }
+    nl.flush().with_context(|| format!("adding policy routing rules of node {}", node.name))?;
     Ok(fds)
+}
+
+/// A rule of the plan as the kernel's rules: one per family it applies to.
+fn kernel_rules(r: &vemu_scenario::policy::RulePlan) -> Vec<netlink::Rule> {
+    use vemu_scenario::policy::RuleAction;
+    let action = match r.action {
+        RuleAction::Table(t) => netlink::RuleKind::Table(t),
+        RuleAction::Blackhole => netlink::RuleKind::Blackhole,
+        RuleAction::Unreachable => netlink::RuleKind::Unreachable,
+        RuleAction::Prohibit => netlink::RuleKind::Prohibit,
+    };
+    let families = match r.v6 {
+        Some(v6) => vec![v6],
+        None => vec![false, true],
+    };
+    families
+        .into_iter()
+        .map(|v6| netlink::Rule {
+            v6,
+            priority: r.priority,
+            from: r.from,
+            to: r.to,
+            iif: r.iif.clone(),
+            oif: r.oif.clone(),
+            ip_proto: r.proto,
+            sport: r.sport,
+            dport: r.dport,
+            dscp: r.dscp,
+            action,
+        })
+        .collect()
 }
 
 /// An access point's bridge ([`NodePlan::bridge`]): its ports joined, with the radio

@@ -15,6 +15,7 @@ mod names;
 mod parse;
 pub mod placement;
 mod plan;
+pub mod policy;
 mod template;
 mod trust;
 pub mod units;

@@ -289,6 +289,9 @@ pub struct NodePlan {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub bridge: Vec<String>,
     pub routes: Vec<RoutePlan>,
+    /// Policy routing rules (the routes of their tables are among `routes`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<crate::policy::RulePlan>,
     /// Shell commands started when the lab comes up, supervised by the controller.
     pub run: Vec<String>,
     /// Addresses on `lo`.
@@ -635,7 +638,11 @@ pub struct RoutePlan {
     pub via: Option<IpAddr>,
     /// Interface name, when the route is bound to one.
     pub dev: Option<String>,
+    /// Its routing table ([`crate::policy::MAIN_TABLE`] unless a rule's).
+    #[serde(default = "crate::policy::main_table", skip_serializing_if = "crate::policy::is_main")]
+    pub table: u32,
 }
+
 
 impl LinkPlan {
     /// Neither direction has an impairment: the kernel fast path can carry the link

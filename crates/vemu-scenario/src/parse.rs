@@ -21,6 +21,7 @@ mod link;
 mod node;
 mod qos;
 mod reader;
+pub(crate) mod rule;
 mod segment;
 mod wifi;
 mod wireless;
@@ -78,6 +79,8 @@ pub struct NodeDef {
     pub mark: Mark,
     pub run: Vec<String>,
     pub routes: Vec<RouteDef>,
+    /// Policy routing rules (`rules:`).
+    pub rules: Vec<rule::RuleDef>,
     pub files: Vec<FileDef>,
     /// Addresses on the node's `lo` (host routes: /32, /128).
     pub loopback: Vec<IpNet>,
@@ -185,6 +188,8 @@ pub struct RouteDef {
     pub dst: IpNet,
     pub via: Option<IpAddr>,
     pub dev: Option<String>,
+    /// The routing table (`table:`; the main one when not given).
+    pub table: u32,
     pub mark: Mark,
     pub field: String,
 }

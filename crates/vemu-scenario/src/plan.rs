@@ -2,6 +2,7 @@
 //! automatic addresses, `/etc/hosts` and shortest-path static routes.
 
 mod bridge;
+mod rules;
 
 pub use bridge::AP_BRIDGE;
 
@@ -216,6 +217,7 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
     }
 
     check_routes(s, &nodes, &mut errors);
+    rules::check(s, &nodes, &mut errors);
     if !errors.is_empty() {
         return Err(errors);
     }
@@ -251,9 +253,11 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
     }
     for (ni, def) in s.nodes.iter().enumerate() {
         for r in &def.routes {
-            nodes[ni].routes.retain(|x| x.dst != r.dst);
-            nodes[ni].routes.push(RoutePlan { dst: r.dst, via: r.via, dev: r.dev.clone() });
+            nodes[ni].routes.retain(|x| (x.dst, x.table) != (r.dst, r.table));
+            let (dst, via, dev, table) = (r.dst, r.via, r.dev.clone(), r.table);
+            nodes[ni].routes.push(RoutePlan { dst, via, dev, table });
         }
+        nodes[ni].rules = def.rules.iter().map(|r| r.rule.clone()).collect();
     }
 
     let hosts = hosts_entries(&nodes);
@@ -367,6 +371,7 @@ fn node_plans(s: &Scenario) -> Vec<NodePlan> {
             ifaces: Vec::new(),
             bridge: Vec::new(),
             routes: Vec::new(),
+            rules: Vec::new(),
             run: n.run.clone(),
             loopback: n.loopback.clone(),
             files: Vec::new(),
@@ -961,7 +966,12 @@ fn static_routes(nodes: &mut [NodePlan], links: &[LinkPlan], segments: &[Segment
         routes.retain(|(net, _)| !own.contains(net));
         nodes[src].routes = crate::aggregate::aggregate(&routes, &own)
             .into_iter()
-            .map(|(dst, k)| RoutePlan { dst, via: Some(gateways[k]), dev: None })
+            .map(|(dst, k)| RoutePlan {
+                dst,
+                via: Some(gateways[k]),
+                dev: None,
+                table: crate::policy::MAIN_TABLE,
+            })
             .collect();
     }
 }

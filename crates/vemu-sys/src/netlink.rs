@@ -636,13 +636,28 @@ impl Netlink {
         oif: Option<u32>,
         metric: Option<u32>,
     ) -> Result<()> {
+        self.add_route_in(MAIN_TABLE, dst, via, oif, metric)
+    }
+
+    /// Add a route in routing table `table` (1..=2³²−1; 254 is the main one).
+    pub fn add_route_in(
+        &mut self,
+        table: u32,
+        dst: IpNet,
+        via: Option<IpAddr>,
+        oif: Option<u32>,
+        metric: Option<u32>,
+    ) -> Result<()> {
         let mut m = RouteMessage::default();
         m.header.address_family = family(dst.addr());
         m.header.destination_prefix_length = dst.prefix_len();
-        m.header.table = RouteHeader::RT_TABLE_MAIN;
+        m.header.table = u8::try_from(table).unwrap_or(RT_TABLE_COMPAT);
         m.header.protocol = RouteProtocol::Static;
         m.header.kind = RouteType::Unicast;
         m.header.scope = if via.is_some() { RouteScope::Universe } else { RouteScope::Link };
+        if table != MAIN_TABLE {
+            m.attributes.push(RouteAttribute::Table(table));
+        }
         if dst.prefix_len() > 0 {
             m.attributes.push(RouteAttribute::Destination(RouteAddress::from(dst.addr())));
         }
@@ -659,8 +674,94 @@ impl Netlink {
             Some(gw) => format!("adding route to {dst} via {gw}"),
             None => format!("adding route to {dst}"),
         };
+        let what = if table == MAIN_TABLE { what } else { format!("{what} in table {table}") };
         self.queue(RouteNetlinkMessage::NewRoute(m), NLM_F_CREATE | NLM_F_EXCL, what)
     }
+
+    /// Add a policy routing rule (`ip rule add`).
+    pub fn add_rule(&mut self, r: &Rule) -> Result<()> {
+        use netlink_packet_route::rule::{RuleAction, RuleAttribute, RuleMessage, RulePortRange};
+        let mut m = RuleMessage::default();
+        m.header.family = if r.v6 { AddressFamily::Inet6 } else { AddressFamily::Inet };
+        m.header.action = match r.action {
+            RuleKind::Table(_) => RuleAction::ToTable,
+            RuleKind::Blackhole => RuleAction::Blackhole,
+            RuleKind::Unreachable => RuleAction::Unreachable,
+            RuleKind::Prohibit => RuleAction::Prohibit,
+        };
+        m.attributes.push(RuleAttribute::Priority(r.priority));
+        if let RuleKind::Table(t) = r.action {
+            m.header.table = u8::try_from(t).unwrap_or(RT_TABLE_COMPAT);
+            m.attributes.push(RuleAttribute::Table(t));
+        }
+        if let Some(src) = r.from {
+            m.header.src_len = src.prefix_len();
+            m.attributes.push(RuleAttribute::Source(src.addr()));
+        }
+        if let Some(dst) = r.to {
+            m.header.dst_len = dst.prefix_len();
+            m.attributes.push(RuleAttribute::Destination(dst.addr()));
+        }
+        if let Some(i) = &r.iif {
+            m.attributes.push(RuleAttribute::Iifname(i.clone()));
+        }
+        if let Some(o) = &r.oif {
+            m.attributes.push(RuleAttribute::Oifname(o.clone()));
+        }
+        if let Some(p) = r.ip_proto {
+            m.attributes.push(RuleAttribute::IpProtocol(p.into()));
+        }
+        if let Some((start, end)) = r.sport {
+            m.attributes.push(RuleAttribute::SourcePortRange(RulePortRange { start, end }));
+        }
+        if let Some((start, end)) = r.dport {
+            m.attributes.push(RuleAttribute::DestinationPortRange(RulePortRange { start, end }));
+        }
+        if let Some(d) = r.dscp {
+            // FRA_DSCP (Linux 6.12): the six DSCP bits, matched whole (the header's tos
+            // takes only the old TOS bits).
+            m.attributes.push(RuleAttribute::Other(DefaultNla::new(FRA_DSCP, vec![d])));
+        }
+        self.queue(
+            RouteNetlinkMessage::NewRule(m),
+            NLM_F_CREATE | NLM_F_EXCL,
+            format!("adding rule {} ({})", r.priority, if r.v6 { "IPv6" } else { "IPv4" }),
+        )
+    }
+}
+
+/// The main routing table's number.
+pub const MAIN_TABLE: u32 = 254;
+/// The header's table when the number does not fit its byte (the attribute says it).
+const RT_TABLE_COMPAT: u8 = 252;
+/// Netlink attribute of a rule's DSCP selector (`linux/fib_rules.h`).
+const FRA_DSCP: u16 = 25;
+
+/// What a rule does with the packets it matches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuleKind {
+    /// Look the route up in this table.
+    Table(u32),
+    Blackhole,
+    Unreachable,
+    Prohibit,
+}
+
+/// A policy routing rule of one family: what it matches (each `None` matches all) and
+/// what it does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    pub v6: bool,
+    pub priority: u32,
+    pub from: Option<IpNet>,
+    pub to: Option<IpNet>,
+    pub iif: Option<String>,
+    pub oif: Option<String>,
+    pub ip_proto: Option<u8>,
+    pub sport: Option<(u16, u16)>,
+    pub dport: Option<(u16, u16)>,
+    pub dscp: Option<u8>,
+    pub action: RuleKind,
 }
 
 use std::os::fd::AsRawFd;

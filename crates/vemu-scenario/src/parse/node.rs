@@ -111,9 +111,11 @@ pub(crate) fn files(p: &mut P, node: &Node, field: &str, base: Option<&Path>) ->
 pub(crate) fn route(p: &mut P, node: &Node, field: &str) -> Option<RouteDef> {
     let mut dst = None;
     let (mut via, mut dev) = (None, None);
-    for (k, _, v) in p.map(node, field, &["dst", "via", "dev"]) {
+    let mut table = crate::policy::MAIN_TABLE;
+    for (k, _, v) in p.map(node, field, &["dst", "via", "dev", "table"]) {
         let f = join(field, k);
         match k {
+            "table" => table = p.scalar(v, &f, super::rule::table)?,
             "dst" => {
                 dst = p.scalar(v, &f, |s| match s {
                     "default" => Ok("0.0.0.0/0".parse().unwrap()),
@@ -150,7 +152,7 @@ pub(crate) fn route(p: &mut P, node: &Node, field: &str) -> Option<RouteDef> {
             return None;
         }
     }
-    Some(RouteDef { dst, via, dev, mark: node.mark, field: field.to_string() })
+    Some(RouteDef { dst, via, dev, table, mark: node.mark, field: field.to_string() })
 }
 
 pub(crate) const NODE_KEYS: &[&str] = &[
@@ -160,6 +162,7 @@ pub(crate) const NODE_KEYS: &[&str] = &[
     "iface",
     "run",
     "routes",
+    "rules",
     "files",
     "loopback",
     "vars",
@@ -176,12 +179,13 @@ pub(crate) const NODE_KEYS: &[&str] = &[
 
 /// What `defaults.node` may not give: what names one node's own place in the lab.
 pub(crate) const NOT_IN_DEFAULTS: &[&str] =
-    &["kind", "iface", "routes", "loopback", "machine", "nat", "mgmt", "canvas"];
+    &["kind", "iface", "routes", "rules", "loopback", "machine", "nat", "mgmt", "canvas"];
 
 /// What a node of `kind: host` may not have: it is the machine itself, not a node vemu
 /// makes.
 pub(crate) const NOT_ON_HOST: &[&str] = &[
     "startup-config",
+    "rules",
     "image",
     "iface",
     "run",
@@ -207,6 +211,7 @@ pub(crate) const ON_EXTERNAL: &[&str] = &["kind", "iface", "canvas"];
 pub(crate) struct NodeParts {
     pub(crate) run: Vec<String>,
     pub(crate) routes: Vec<RouteDef>,
+    pub(crate) rules: Vec<super::rule::RuleDef>,
     pub(crate) files: Vec<FileDef>,
     pub(crate) loopback: Vec<IpNet>,
     pub(crate) vars: Vec<(String, String)>,
@@ -351,6 +356,7 @@ pub(crate) fn node_parts(
                     })
                     .collect()
             }
+            "rules" => d.rules = super::rule::rules(p, v, &f),
             "routes" => {
                 for (i, r) in p.seq(v, &f).iter().enumerate() {
                     if let Some(r) = route(p, r, &format!("{f}[{i}]")) {
@@ -464,7 +470,7 @@ pub(crate) fn node_def(
     let mut sysctls = default_node.sysctls.clone();
     sysctls.retain(|(k, _)| !d.sysctls.iter().any(|(k2, _)| k2 == k));
     sysctls.extend(d.sysctls);
-    let (routes, loopback) = (d.routes, d.loopback);
+    let (routes, rules, loopback) = (d.routes, d.rules, d.loopback);
     let own_pids = d.own_pids.or(default_node.own_pids).unwrap_or(true);
     let image = d.image.or_else(|| default_node.image.clone());
     // A router kind: its files (the startup configuration in them) unless the node
@@ -516,6 +522,7 @@ pub(crate) fn node_def(
         mark: nmark,
         run,
         routes,
+        rules,
         files,
         loopback,
         vars,

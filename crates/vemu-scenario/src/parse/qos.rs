@@ -150,13 +150,27 @@ fn class(p: &mut P, node: &Node, field: &str) -> Option<ClassConfig> {
 }
 
 /// A DSCP by number (0-63) or name (EF, AF11-AF43, CS0-CS7, BE).
-fn dscp(s: &str) -> Result<u8, String> {
+pub(crate) fn dscp(s: &str) -> Result<u8, String> {
     dscp_named(s)
         .or_else(|| s.parse::<u8>().ok().filter(|d| *d <= 63))
         .ok_or_else(|| format!("'{s}' is not a DSCP (0-63, or a name: EF, AF11-AF43, CS0-CS7, BE)"))
 }
 
-fn port_range(s: &str) -> Result<(u16, u16), String> {
+/// An IP protocol by name (tcp, udp, icmp, icmpv6, sctp) or number.
+pub(crate) fn protocol(s: &str) -> Result<u8, String> {
+    match s {
+        "tcp" => Ok(6),
+        "udp" => Ok(17),
+        "icmp" => Ok(1),
+        "icmpv6" => Ok(58),
+        "sctp" => Ok(132),
+        _ => s.parse::<u8>().map_err(|_| {
+            format!("'{s}' is not a protocol (tcp, udp, icmp, icmpv6, sctp or a number)")
+        }),
+    }
+}
+
+pub(crate) fn port_range(s: &str) -> Result<(u16, u16), String> {
     let bad = || format!("'{s}' is not a port or a range like 5000-5010");
     let (a, b) = s.split_once('-').unwrap_or((s, s));
     let (a, b): (u16, u16) =
@@ -201,20 +215,7 @@ fn rule(p: &mut P, node: &Node, field: &str) -> Option<Match> {
                     })
                     .collect()
             }
-            "proto" => {
-                m.proto = p.scalar(v, &f, |s| match s {
-                    "tcp" => Ok(6),
-                    "udp" => Ok(17),
-                    "icmp" => Ok(1),
-                    "icmpv6" => Ok(58),
-                    "sctp" => Ok(132),
-                    _ => s.parse::<u8>().map_err(|_| {
-                        format!(
-                            "'{s}' is not a protocol (tcp, udp, icmp, icmpv6, sctp or a number)"
-                        )
-                    }),
-                })
-            }
+            "proto" => m.proto = p.scalar(v, &f, protocol),
             "src" | "dst" => {
                 let net = p.scalar(v, &f, |s| {
                     s.parse::<IpNet>()

@@ -242,3 +242,67 @@ fn a_capture_gives_its_pings_half_round_trips_or_its_inter_arrival_times() {
         with_files("ng", &[("ping.pcapng", &ng)], "delay: {measured: ping.pcapng, series: rtt}");
     assert_eq!(p.unwrap().links[0].forward.delay_ns, 15_000_000);
 }
+
+/// Policy routing (issue 65 #4): rules with their selectors, priorities and families;
+/// routes in tables; every mistake named at its field.
+#[test]
+fn policy_rules_and_tables_are_planned_and_checked() {
+    use vemu_scenario::policy::{RuleAction, MAIN_TABLE};
+    let p = ok("
+nodes:
+  r:
+    routes:
+      - {dst: 10.9.0.0/24, via: 10.0.0.2, table: 100}
+      - {dst: 'fd09::/64', via: 'fd00::2', table: 7}
+    rules:
+      - {from: 10.1.0.0/16, to: 10.9.0.0/24, iif: eth0, proto: tcp, dport: 5000-5010, sport: 80, dscp: AF41, table: 100}
+      - {to: 'fd09::/64', table: 7, priority: 50}
+      - {proto: icmp, action: prohibit}
+      - {oif: lo, table: main}
+  b: {}
+links:
+  - endpoints: [r, b]
+");
+    let r = &p.nodes[0];
+    let rules = &r.rules;
+    assert_eq!(rules.len(), 4);
+    assert_eq!((rules[0].priority, rules[1].priority, rules[2].priority), (1000, 50, 1020));
+    assert_eq!(rules[0].v6, Some(false));
+    assert_eq!(
+        (rules[0].sport, rules[0].dport, rules[0].dscp, rules[0].proto),
+        (Some((80, 80)), Some((5000, 5010)), Some(34), Some(6))
+    );
+    assert_eq!(rules[0].iif.as_deref(), Some("eth0"));
+    assert_eq!(rules[1].v6, Some(true));
+    assert_eq!((rules[2].v6, rules[2].action), (Some(false), RuleAction::Prohibit));
+    assert_eq!((rules[3].v6, rules[3].action), (None, RuleAction::Table(MAIN_TABLE)));
+    assert!(r.routes.iter().any(|x| x.table == 100 && x.dst.to_string() == "10.9.0.0/24"));
+    assert!(r.routes.iter().any(|x| x.table == 7));
+    // A static route to the same prefix stays in main beside a table's.
+    let errs = [
+        ("rules: [{table: 100}]", "a rule needs at least one of from"),
+        ("rules: [{to: 10.0.0.0/8}]", "a rule needs 'table'"),
+        ("rules: [{to: 10.0.0.0/8, table: 100, action: blackhole}]", "not both"),
+        ("rules: [{dport: 80, table: main}]", "ports need 'proto: tcp'"),
+        ("rules: [{from: 10.0.0.0/8, to: 'fd00::/8', table: main}]", "different IP families"),
+        ("rules: [{to: 'fd00::/8', proto: icmp, table: main}]", "other IP family"),
+        ("rules: [{to: 10.0.0.0/8, table: 255}]", "the kernel's own"),
+        ("rules: [{to: 10.0.0.0/8, table: video}]", "not a routing table"),
+        ("rules: [{to: 10.0.0.0/8, table: main, priority: 32766}]", "1-32765"),
+        ("rules: [{dscp: XX, table: main}]", "not a DSCP"),
+        ("rules: [{iif: eth7, table: main}]", "node 'r' has no interface 'eth7' (it has lo, eth0)"),
+        ("rules: [{to: 10.0.0.0/8, table: 100}]", "node 'r' has no route in table 100"),
+        ("rules: [{to: 10.0.0.0/8, action: drop}]", "unknown action 'drop'"),
+    ];
+    for (rules, want) in errs {
+        let m = one_error(&format!(
+            "nodes:\n  r:\n    {rules}\n  b: {{}}\nlinks:\n  - endpoints: [r, b]\n"
+        ));
+        assert!(m.contains(want) && m.contains("nodes.r.rules[0]"), "{rules}: {m}");
+    }
+    let m =
+        one_error("defaults:\n  node: {rules: [{to: 10.0.0.0/8, table: main}]}\nnodes: {a: {}}\n");
+    assert!(m.contains("defaults.node.rules"), "{m}");
+    let m = one_error("nodes:\n  h: {kind: host, rules: [{to: 10.0.0.0/8, table: main}]}\n  a: {}\nlinks: [{endpoints: [h, a]}]\n");
+    assert!(m.contains("nodes.h.rules"), "{m}");
+}
