@@ -19,9 +19,11 @@
 //! a frame is lost with probability p and arrives twice with probability (1 − p)·d.
 
 pub mod dist;
+pub mod flow;
 mod model;
 
 pub use dist::{Distribution, Table};
+pub use flow::Flow;
 pub use model::{Delivery, DropCause, Left, LinkDir, Offer, Outcome, Pace, PACE_GAP_NS};
 pub use vemu_qos::stage::{Discipline, QosConfig};
 
@@ -64,6 +66,10 @@ pub struct Impairments {
     /// What carries out the rate when it is the only impairment (see [`Shaper`]).
     #[serde(default)]
     pub shaper: Shaper,
+    /// Flows with impairments of their own instead of these ([`Flow`]); the first that
+    /// matches a frame takes it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flows: Vec<Flow>,
 }
 
 /// What carries out a direction's rate when the rate (with its queue limit) is the only
@@ -193,6 +199,8 @@ pub struct ImpairmentsPatch {
     pub qos: Option<Option<QosConfig>>,
     #[serde(default)]
     pub shaper: Option<Shaper>,
+    #[serde(default)]
+    pub flows: Option<Vec<Flow>>,
 }
 
 /// Calls macro `$m` with every field of [`ImpairmentsPatch`] but the MTU (which does not
@@ -201,7 +209,7 @@ macro_rules! runtime_fields {
     ($m:ident $(, $extra:ident)*) => {
         $m!(
             rate_bps, delay_ns, jitter, loss, ber, phantom_bps, duplicate, corrupt, reorder,
-            queue, qos, shaper $(, $extra)*
+            queue, qos, shaper, flows $(, $extra)*
         )
     };
 }
@@ -386,6 +394,16 @@ impl Impairments {
             return Err("bandwidth must be greater than 0".into());
         }
         prob("jitter correlation", self.jitter.correlation)?;
+        if self.flows.len() > flow::MAX_FLOWS {
+            return Err(format!(
+                "at most {} flows a direction, got {}",
+                flow::MAX_FLOWS,
+                self.flows.len()
+            ));
+        }
+        for (i, f) in self.flows.iter().enumerate() {
+            f.validate().map_err(|m| format!("flows[{i}]: {m}"))?;
+        }
         if self.phantom_bps > 0 && self.qos.is_some() {
             return Err("a phantom load shares one FIFO queue: not with qos classes".into());
         }

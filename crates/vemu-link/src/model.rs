@@ -128,6 +128,16 @@ pub struct LinkDir {
     /// Frames that left the stage outside [`LinkDir::poll_left`]'s own stepping (when the
     /// qos setting changed), to hand out first.
     released: VecDeque<Left>,
+    /// One direction per flow of `imp.flows`, in order.
+    flows: Vec<LinkDir>,
+}
+
+/// The seed of flow `i`'s direction.
+fn flow_seed(seed: u64, i: usize) -> u64 {
+    let mut z = seed ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 fn class_limit(q: QueueLimit) -> ClassLimit {
@@ -143,7 +153,14 @@ impl LinkDir {
         let stage = imp.qos.as_ref().map(|q| {
             Stage::new(q, imp.rate_bps, class_limit(imp.queue_limit()), seed ^ STAGE_SEED)
         });
+        let flows = imp
+            .flows
+            .iter()
+            .enumerate()
+            .map(|(i, f)| LinkDir::new(f.impairments.clone(), flow_seed(seed, i)))
+            .collect();
         LinkDir {
+            flows,
             limit: imp.queue_limit(),
             imp,
             rng: ChaCha8Rng::seed_from_u64(seed),
@@ -179,6 +196,47 @@ impl LinkDir {
     /// the order they came), keeping their place on the serializer's timeline; they are
     /// handed out by [`LinkDir::poll_left`].
     pub fn set_impairments(&mut self, now_ns: u64, imp: Impairments) {
+        // A flow whose match stays keeps its direction's state; others start afresh.
+        let mut old: Vec<Option<LinkDir>> =
+            std::mem::take(&mut self.flows).into_iter().map(Some).collect();
+        for (i, f) in imp.flows.iter().enumerate() {
+            let kept = self
+                .imp
+                .flows
+                .get(i)
+                .filter(|o| o.matches == f.matches)
+                .and_then(|_| old[i].take());
+            self.flows.push(match kept {
+                Some(mut d) => {
+                    d.set_impairments(now_ns, f.impairments.clone());
+                    d
+                }
+                None => {
+                    let mut d = LinkDir::new(f.impairments.clone(), flow_seed(self.seed, i));
+                    d.up = self.up;
+                    d
+                }
+            });
+        }
+        self.set_own_impairments(now_ns, imp);
+    }
+
+    /// The flow (its index among [`Impairments::flows`]) an Ethernet frame belongs to:
+    /// the first whose match it fits; `None` for the direction's own frames.
+    pub fn flow_of(&self, eth: &[u8]) -> Option<usize> {
+        if self.imp.flows.is_empty() {
+            return None;
+        }
+        let p = vemu_qos::classify::parse(eth);
+        self.imp.flows.iter().position(|f| f.matches.matches(&p))
+    }
+
+    /// Flow `i`'s own direction ([`LinkDir::flow_of`]).
+    pub fn flow_mut(&mut self, i: usize) -> &mut LinkDir {
+        &mut self.flows[i]
+    }
+
+    fn set_own_impairments(&mut self, now_ns: u64, imp: Impairments) {
         self.limit = imp.queue_limit();
         if (imp.phantom_bps, imp.rate_bps) != (self.imp.phantom_bps, self.imp.rate_bps) {
             // A phantom load (at its new rate) starts now.
@@ -245,6 +303,9 @@ impl LinkDir {
 
     pub fn set_up(&mut self, up: bool) {
         self.up = up;
+        for f in &mut self.flows {
+            f.set_up(up);
+        }
     }
 
     /// Frames and bytes admitted and not yet serialized at `now_ns` (waiting in a qos

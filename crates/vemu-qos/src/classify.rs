@@ -26,6 +26,8 @@ pub struct Packet {
     /// TCP, UDP or SCTP ports (first fragment only).
     pub sport: Option<u16>,
     pub dport: Option<u16>,
+    /// ICMP or ICMPv6 type (first fragment only).
+    pub icmp_type: Option<u8>,
 }
 
 fn be16(b: &[u8], at: usize) -> Option<u16> {
@@ -72,6 +74,9 @@ pub fn parse(frame: &[u8]) -> Packet {
         p.sport = be16(ip, l4);
         p.dport = be16(ip, l4 + 2);
     }
+    if first_fragment && matches!(p.proto, Some(1 | 58)) {
+        p.icmp_type = ip.get(l4).copied();
+    }
     p
 }
 
@@ -94,6 +99,9 @@ pub struct Match {
     pub sport: Option<(u16, u16)>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dport: Option<(u16, u16)>,
+    /// ICMP (or ICMPv6) type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub icmp_type: Option<u8>,
 }
 
 impl Match {
@@ -113,6 +121,7 @@ impl Match {
             && in_net(&self.dst, p.dst)
             && in_range(&self.sport, p.sport)
             && in_range(&self.dport, p.dport)
+            && self.icmp_type.is_none_or(|t| p.icmp_type == Some(t))
     }
 }
 

@@ -643,7 +643,6 @@ pub struct RoutePlan {
     pub table: u32,
 }
 
-
 impl LinkPlan {
     /// Neither direction has an impairment: the kernel fast path can carry the link
     /// from the start, with no TAP device of the engine's.

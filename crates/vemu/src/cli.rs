@@ -535,6 +535,10 @@ pub(crate) enum LinkCmd {
         /// (exact serialization, the default) or 'kernel' (the kernel's token bucket)
         #[arg(long)]
         shaper: Option<String>,
+        /// flows with impairments of their own, as in a scenario file, e.g.
+        /// '[{match: {proto: udp, dport: 5000}, delay: 100ms, loss: 5%}]' ('[]': none)
+        #[arg(long)]
+        flows: Option<String>,
         #[command(flatten)]
         lab: LabArg,
     },

@@ -24,6 +24,7 @@ pub(crate) fn link(cmd: LinkCmd) -> Result<()> {
             queue,
             qos,
             shaper,
+            flows,
             lab,
         } => {
             let given = [
@@ -39,6 +40,7 @@ pub(crate) fn link(cmd: LinkCmd) -> Result<()> {
                 ("queue", queue),
                 ("qos", qos),
                 ("shaper", shaper),
+                ("flows", flows),
             ];
             let mut body = serde_json::Map::new();
             for (k, v) in given {

@@ -56,6 +56,13 @@ pub(crate) fn describe(imp: &Impairments) -> String {
             imp.jitter.distribution.name()
         ));
     }
+    if !imp.flows.is_empty() {
+        parts.push(format!(
+            "{} flow{} of its own",
+            imp.flows.len(),
+            if imp.flows.len() == 1 { "" } else { "s" }
+        ));
+    }
     match imp.loss {
         Loss::None => {}
         Loss::Bernoulli { rate, .. } => parts.push(format!("loss {}", pct(rate))),

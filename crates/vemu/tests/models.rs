@@ -170,3 +170,46 @@ fn a_phantom_load_takes_its_share_from_tcp() {
     assert!((5.0e6..6.3e6).contains(&with), "{with}");
     assert!((8.8e6..10.1e6).contains(&without), "{without}");
 }
+
+/// Per-flow impairments on a lab link (issue 65 #3): connections to port 5001 wait
+/// 40 ms more on the way out, echo requests 20 ms; connections to 5002 and the replies
+/// pass as the link's own frames. Set at run time, a flow's match reaches real programs.
+#[test]
+fn a_flow_on_a_link_delays_only_its_flow() {
+    let _g = serial();
+    let yaml = "name: t-flows
+addressing: {ipv6: none}
+nodes: {a: {}, b: {}}
+links:
+  - endpoints: [a, b]
+    forward:
+      flows:
+        - {match: {proto: tcp, dport: 5001}, delay: 40ms}
+        - {match: {proto: icmp, icmp-type: echo-request}, delay: 20ms}
+";
+    let lab = Lab::up("t-flows", yaml);
+    let connect_ms = |port: u16| {
+        let script = format!(
+            "import socket, time\nts = []\nfor _ in range(7):\n    s = socket.socket()\n    t = time.monotonic()\n    s.connect_ex(('10.0.0.2', {port}))\n    ts.append((time.monotonic() - t) * 1000)\n    s.close()\nprint(sorted(ts)[3])\n"
+        );
+        let o = lab.exec("a", &["python3", "-c", &script]);
+        String::from_utf8_lossy(&o.stdout)
+            .trim()
+            .parse::<f64>()
+            .unwrap_or_else(|_| panic!("{}", text(&o)))
+    };
+    let (flow, other) = (connect_ms(5001), connect_ms(5002));
+    let ping = lab.ping_median("a", "10.0.0.2", 10, 0.05).2;
+    // Replies (from b, the reverse direction) and pings from b are not of the flow.
+    let back = lab.ping_median("b", "10.0.0.1", 10, 0.05).2;
+    eprintln!("TCP to 5001: {flow:.1} ms, to 5002: {other:.1} ms; ping a→b {ping:.1} ms, b→a {back:.1} ms");
+    assert!((40.0..48.0).contains(&flow), "{flow}");
+    assert!(other < 5.0, "{other}");
+    assert!((20.0..26.0).contains(&ping), "{ping}");
+    assert!(back < 5.0, "{back}");
+    // Taken off at run time.
+    let o = lab.vemu(&["link", "set", "a:b", "--direction", "forward", "--flows", "[]"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let ping = lab.ping_median("a", "10.0.0.2", 10, 0.05).2;
+    assert!(ping < 5.0, "{ping} ms after the flows were removed");
+}

@@ -41,6 +41,29 @@ pub(super) fn impair(
     frame: Frame,
     out: &mut Vec<Accepted>,
 ) {
+    // A frame of one of the direction's flows takes that flow's own direction (a
+    // super-frame's pieces are all of its flow); the direction's queue and pace in its
+    // counters stay its own.
+    match d.flow_of(&frame[VNET_HDR_LEN..]) {
+        Some(i) => offer_frame(d.flow_mut(i), c, held, iface_mtu, now, frame, out),
+        None => {
+            offer_frame(d, c, held, iface_mtu, now, frame, out);
+            let qf = note_serializer(c, d, now);
+            c.queue_frames_max.fetch_max(qf, Relaxed);
+        }
+    }
+}
+
+/// [`impair`] for one direction of its own (the direction's, or one of its flows').
+fn offer_frame(
+    d: &mut LinkDir,
+    c: &DirCounters,
+    held: &mut Held,
+    iface_mtu: u32,
+    now: u64,
+    frame: Frame,
+    out: &mut Vec<Accepted>,
+) {
     let eth = &frame[VNET_HDR_LEN..];
     let g = gso::frame_gso(&frame);
     let (frames, bytes) = gso::wire_size(g.as_ref(), eth.len());
@@ -135,8 +158,6 @@ pub(super) fn impair(
             accept(c, d, now, o, (piece, (pf, pb)), out, &mut held.drops);
         }
     }
-    let qf = note_serializer(c, d, now);
-    c.queue_frames_max.fetch_max(qf, Relaxed);
 }
 
 /// Store what a direction's queue and serializer stand at after frames were offered to

@@ -444,3 +444,72 @@ fn nothing_is_handed_out_early() {
     assert!(s.core.poll_transmit(MS).is_some());
     assert_eq!(s.core.poll_timeout(), None);
 }
+
+/// Issue 65 #3: a flow of a direction (here EF-marked frames) takes its own pipe — its
+/// delay, without the direction's rate — while the other frames keep theirs, untouched by
+/// it; removed at run time, the flow's frames take the direction's pipe again.
+#[test]
+fn a_flow_class_delays_only_its_flow() {
+    use vemu_link::Flow;
+    use vemu_qos::classify::Match;
+    let ef = Flow {
+        matches: Match { dscp: vec![46], ..Default::default() },
+        impairments: Impairments { delay_ns: 50 * MS, ..imp() },
+    };
+    let main =
+        Impairments { rate_bps: Some(8_000_000), delay_ns: 10 * MS, flows: vec![ef], ..imp() };
+    let (mut s, a, b) = link(main, imp());
+    // Best effort and EF frames of 1000 bytes, all at once: 1 ms each at 8 Mbit/s.
+    for i in 0..4u32 {
+        s.send(0, a, ipv4_dscp(0, 1000, i));
+        s.send(0, a, ipv4_dscp(46, 1000, 100 + i));
+    }
+    s.finish();
+    let got: Vec<(u64, u32)> =
+        s.out.iter().filter(|o| o.1 == b).map(|o| (o.0, qos_seq(&o.2))).collect();
+    let mut want: Vec<(u64, u32)> = (0..4u32).map(|i| ((i as u64 + 1) * MS + 10 * MS, i)).collect();
+    want.extend((0..4u32).map(|i| (50 * MS, 100 + i)));
+    let mut got_sorted = got.clone();
+    got_sorted.sort_by_key(|&(t, q)| (q >= 100, t, q));
+    assert_eq!(got_sorted, want, "{got:?}");
+    // Every frame counted on the direction.
+    assert_eq!(s.stats(Target::Link(0), 0).rx_frames, 8);
+    // Without the flow, EF frames queue behind best effort at the direction's rate.
+    s.apply(Command::Patch {
+        target: Target::Link(0),
+        dir: 0,
+        patch: ImpairmentsPatch { flows: Some(Vec::new()), ..Default::default() },
+    });
+    s.send(100 * MS, a, ipv4_dscp(0, 1000, 10));
+    s.send(100 * MS, a, ipv4_dscp(46, 1000, 110));
+    s.finish();
+    let late: Vec<(u64, u32)> =
+        s.out.iter().filter(|o| o.1 == b && o.0 > 100 * MS).map(|o| (o.0, qos_seq(&o.2))).collect();
+    assert_eq!(late, vec![(111 * MS, 10), (112 * MS, 110)]);
+}
+
+/// A flow matched by ICMP type: echo requests lost, other frames through.
+#[test]
+fn a_flow_by_icmp_type_loses_only_echo_requests() {
+    use vemu_link::{Flow, Loss};
+    use vemu_qos::classify::Match;
+    let lossy = Flow {
+        matches: Match { proto: Some(1), icmp_type: Some(8), ..Default::default() },
+        impairments: Impairments { loss: Loss::Bernoulli { rate: 1.0, correlation: 0.0 }, ..imp() },
+    };
+    let (mut s, a, b) = link(Impairments { flows: vec![lossy], ..imp() }, imp());
+    let icmp = |ty: u8, seq: u32| {
+        let mut f = ipv4_dscp(0, 100, seq);
+        let ip = VNET_HDR_LEN + 14;
+        f[ip + 9] = 1; // ICMP
+        f[ip + 20] = ty;
+        f
+    };
+    s.send(0, a, icmp(8, 1));
+    s.send(0, a, icmp(0, 2));
+    s.send(0, a, ipv4_dscp(0, 100, 3));
+    s.finish();
+    let got: Vec<u32> = s.out.iter().filter(|o| o.1 == b).map(|o| qos_seq(&o.2)).collect();
+    assert_eq!(got, vec![2, 3]);
+    assert_eq!(s.stats(Target::Link(0), 0).drop_loss, 1);
+}

@@ -18,6 +18,7 @@ pub const RUNTIME_IMPAIRMENT_KEYS: &[&str] = &[
     "queue",
     "qos",
     "shaper",
+    "flows",
 ];
 
 /// The keys of a direction's impairments, as a scenario writes them: the one list that
@@ -280,11 +281,55 @@ pub(crate) fn impairments(p: &mut P, entries: &Entries, field: &str) -> Impairme
                 patch.mtu = p.scalar(v, &f, integer::<u32>("an MTU in bytes, e.g. 1500")).map(Some)
             }
             "qos" => patch.qos = qos::qos(p, v, &f),
+            "flows" => patch.flows = flows(p, v, &f),
             "shaper" => patch.shaper = p.scalar(v, &f, shaper),
             _ => {}
         }
     }
     patch
+}
+
+/// `flows: [{match: {...}, delay: ..., loss: ...}, ...]`: each flow's match and its own
+/// impairments (from an ideal wire).
+fn flows(p: &mut P, node: &Node, field: &str) -> Option<Vec<vemu_link::Flow>> {
+    let keys: Vec<&str> = std::iter::once("match")
+        .chain(RUNTIME_IMPAIRMENT_KEYS.iter().copied().filter(|k| !matches!(*k, "flows" | "qos")))
+        .collect();
+    let items = p.seq(node, field);
+    if items.len() > vemu_link::flow::MAX_FLOWS {
+        p.err(
+            node.mark,
+            field,
+            format!(
+                "at most {} flows a direction, got {}",
+                vemu_link::flow::MAX_FLOWS,
+                items.len()
+            ),
+        );
+        return None;
+    }
+    let mut out = Vec::new();
+    let mut ok = true;
+    for (i, item) in items.iter().enumerate() {
+        let f = format!("{field}[{i}]");
+        let entries = p.map(item, &f, &keys);
+        let Some((_, _, m)) = entries.iter().find(|e| e.0 == "match") else {
+            p.err(item.mark, &f, "a flow needs 'match' (which frames: proto, src, dst, sport, dport, dscp, icmp-type)");
+            ok = false;
+            continue;
+        };
+        let Some(matches) = qos::rule(p, m, &join(&f, "match")) else {
+            ok = false;
+            continue;
+        };
+        let rest: Entries = entries.iter().filter(|e| e.0 != "match").cloned().collect();
+        let patch = impairments(p, &rest, &f);
+        let before = p.errors.len();
+        let impairments = finish_impairments(p, &patch, item.mark, &f);
+        ok &= p.errors.len() == before;
+        out.push(vemu_link::Flow { matches, impairments });
+    }
+    ok.then_some(out)
 }
 
 /// Impairments from a patch over the neutral defaults, reporting impossible values.

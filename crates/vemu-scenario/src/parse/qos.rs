@@ -181,18 +181,42 @@ pub(crate) fn port_range(s: &str) -> Result<(u16, u16), String> {
     Ok((a, b))
 }
 
-fn rule(p: &mut P, node: &Node, field: &str) -> Option<Match> {
+/// An ICMP type by number or name; names are ICMPv6's with `proto: icmpv6`.
+fn icmp_type(s: &str, v6: bool) -> Result<u8, String> {
+    let named = match (s, v6) {
+        ("echo-request", false) => Some(8),
+        ("echo-reply", false) => Some(0),
+        ("destination-unreachable", false) => Some(3),
+        ("time-exceeded", false) => Some(11),
+        ("echo-request", true) => Some(128),
+        ("echo-reply", true) => Some(129),
+        ("destination-unreachable", true) => Some(1),
+        ("time-exceeded", true) => Some(3),
+        ("neighbour-solicitation" | "neighbor-solicitation", true) => Some(135),
+        ("neighbour-advertisement" | "neighbor-advertisement", true) => Some(136),
+        _ => None,
+    };
+    named.or_else(|| s.parse::<u8>().ok()).ok_or_else(|| {
+        format!("'{s}' is not an ICMP type: a number, or echo-request, echo-reply, destination-unreachable, time-exceeded (and neighbour-solicitation/-advertisement with icmpv6)")
+    })
+}
+
+pub(crate) fn rule(p: &mut P, node: &Node, field: &str) -> Option<Match> {
     let mut m = Match::default();
     let entries: Entries =
-        p.map(node, field, &["dscp", "pcp", "proto", "src", "dst", "sport", "dport"]);
+        p.map(node, field, &["dscp", "pcp", "proto", "src", "dst", "sport", "dport", "icmp-type"]);
     if entries.is_empty() {
         p.err(
             node.mark,
             field,
-            "a match needs at least one of dscp, pcp, proto, src, dst, sport, dport",
+            "a match needs at least one of dscp, pcp, proto, src, dst, sport, dport, icmp-type",
         );
         return None;
     }
+    // (The protocol first: an ICMP type's name depends on it.)
+    let v6 = entries.iter().any(|(k, _, v)| {
+        *k == "proto" && matches!(&v.value, Value::Scalar(s, _) if s == "icmpv6" || s == "58")
+    });
     for (k, _, v) in entries {
         let f = join(field, k);
         match k {
@@ -216,6 +240,7 @@ fn rule(p: &mut P, node: &Node, field: &str) -> Option<Match> {
                     .collect()
             }
             "proto" => m.proto = p.scalar(v, &f, protocol),
+            "icmp-type" => m.icmp_type = p.scalar(v, &f, |s| icmp_type(s, v6)),
             "src" | "dst" => {
                 let net = p.scalar(v, &f, |s| {
                     s.parse::<IpNet>()
@@ -228,7 +253,7 @@ fn rule(p: &mut P, node: &Node, field: &str) -> Option<Match> {
                     m.dst = net;
                 }
             }
-            _ => {
+            "sport" | "dport" => {
                 let r = p.scalar(v, &f, port_range);
                 if k == "sport" {
                     m.sport = r;
@@ -236,7 +261,12 @@ fn rule(p: &mut P, node: &Node, field: &str) -> Option<Match> {
                     m.dport = r;
                 }
             }
+            _ => unreachable!(),
         }
+    }
+    if m.icmp_type.is_some() && !matches!(m.proto, Some(1 | 58)) {
+        p.err(node.mark, field, "an ICMP type needs 'proto: icmp' or 'icmpv6'");
+        return None;
     }
     Some(m)
 }

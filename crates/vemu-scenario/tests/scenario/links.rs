@@ -306,3 +306,44 @@ links:
     let m = one_error("nodes:\n  h: {kind: host, rules: [{to: 10.0.0.0/8, table: main}]}\n  a: {}\nlinks: [{endpoints: [h, a]}]\n");
     assert!(m.contains("nodes.h.rules"), "{m}");
 }
+
+/// Per-flow impairments (issue 65 #3): flows on a link (both directions) or one
+/// direction, each a match and impairments of its own; mistakes named at the field.
+#[test]
+fn flows_are_parsed_per_direction_and_checked() {
+    let p = ok("
+nodes: {a: {}, b: {}}
+links:
+  - endpoints: [a, b]
+    delay: 5ms
+    flows:
+      - {match: {proto: udp, dport: 5000-5010, dst: 10.0.0.0/8}, delay: 100ms, loss: 5%, bandwidth: 1Mbit, queue: 10}
+    reverse:
+      flows: [{match: {proto: icmpv6, icmp-type: echo-reply}, jitter: 2ms}]
+");
+    let (f, r) = (&p.links[0].forward, &p.links[0].reverse);
+    assert_eq!(f.delay_ns, 5_000_000);
+    assert_eq!(f.flows.len(), 1);
+    let fl = &f.flows[0];
+    assert_eq!((fl.matches.proto, fl.matches.dport), (Some(17), Some((5000, 5010))));
+    assert_eq!((fl.impairments.delay_ns, fl.impairments.rate_bps), (100_000_000, Some(1_000_000)));
+    assert_eq!(fl.impairments.queue, Some(QueueLimit::Packets(10)));
+    // The flow starts from an ideal wire, not the link's 5 ms.
+    assert_eq!(r.flows[0].impairments.delay_ns, 0);
+    assert_eq!(r.flows[0].matches.icmp_type, Some(129));
+    let errs = [
+        ("flows: [{delay: 1ms}]", "a flow needs 'match'"),
+        ("flows: [{match: {}, delay: 1ms}]", "a match needs at least one of"),
+        ("flows: [{match: {icmp-type: 8}, delay: 1ms}]", "an ICMP type needs 'proto: icmp'"),
+        ("flows: [{match: {proto: icmp, icmp-type: ping}}]", "not an ICMP type"),
+        ("flows: [{match: {proto: tcp}, qos: diffserv}]", "unknown field 'qos'"),
+        ("flows: [{match: {proto: tcp}, mtu: 1400}]", "unknown field 'mtu'"),
+        ("flows: [{match: {proto: tcp}, loss: 300%}]", "must be between 0% and 100%"),
+    ];
+    for (flows, want) in errs {
+        let m = one_error(&format!(
+            "nodes: {{a: {{}}, b: {{}}}}\nlinks:\n  - endpoints: [a, b]\n    {flows}\n"
+        ));
+        assert!(m.contains(want) && m.contains("links[0].flows[0]"), "{flows}: {m}");
+    }
+}
