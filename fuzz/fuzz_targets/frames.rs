@@ -83,6 +83,7 @@ fn core() -> Core {
         queue_frames: 50,
         seed: 1,
         dcf: None,
+        city: None,
     };
     // The same channel as the 802.11 DCF (802.11a, free space; the third member hidden
     // from the first), in infrastructure mode: the middle member the access point of

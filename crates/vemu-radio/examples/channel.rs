@@ -48,6 +48,7 @@ fn main() {
                 queue_frames: 50,
                 seed: 1,
                 dcf: None,
+                city: None,
             };
             let mut medium = Medium::new(cfg, &pos);
             let ticks = if n >= 5000 && layout == "fixed" { 3 } else { 20 };

@@ -73,7 +73,8 @@ impl Air {
     pub fn new(cfg: MediumConfig, positions: &[Pos]) -> Air {
         match cfg.dcf.clone() {
             Some(setup) => {
-                let dcf = Dcf::new(setup.config, positions, &setup.stations);
+                let mut dcf = Dcf::new(setup.config, positions, &setup.stations);
+                dcf.set_walls(cfg.city.as_deref().map(crate::city::Walls::new));
                 let infra = Infra::wanted(&setup.roles).then(|| {
                     let mut roles = setup.roles.clone();
                     roles.resize(positions.len(), Role::AdHoc);

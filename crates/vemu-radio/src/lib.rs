@@ -7,6 +7,7 @@
 //! positions and the same decisions.
 
 pub mod air;
+pub mod city;
 pub mod medium;
 pub mod mobility;
 pub mod ns2;

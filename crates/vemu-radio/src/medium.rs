@@ -53,6 +53,9 @@ pub struct MediumConfig {
     /// a segment's `csma: true` gives): its configuration and each member's radio.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dcf: Option<Box<crate::wifi::dcf::DcfSetup>>,
+    /// Buildings in the way and streets to drive ([`crate::city`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub city: Option<Box<crate::city::City>>,
 }
 
 impl MediumConfig {
@@ -80,6 +83,7 @@ impl MediumConfig {
             queue_frames: 64,
             seed,
             dcf: Some(Box::new(DcfSetup { config, stations, roles })),
+            city: None,
         }
     }
 }
@@ -175,6 +179,8 @@ pub struct Medium {
     seq: u64,
     txs: Vec<Tx>,
     pairs: FxHashMap<(u32, u32), PairCounters>,
+    /// The city's walls, indexed ([`MediumConfig::city`]).
+    walls: Option<crate::city::Walls>,
 }
 
 impl Medium {
@@ -193,7 +199,9 @@ impl Medium {
                 sensers: Vec::new(),
             })
             .collect();
+        let walls = cfg.city.as_deref().map(crate::city::Walls::new);
         let mut m = Medium {
+            walls,
             cfg,
             reach_m,
             pos: positions.to_vec(),
@@ -262,13 +270,21 @@ impl Medium {
                             continue;
                         }
                         let d = p.distance(self.pos[j as usize]);
-                        if d <= self.cfg.carrier_sense_m {
+                        if d > self.cfg.carrier_sense_m.max(self.reach_m) {
+                            continue;
+                        }
+                        let loss_db =
+                            self.walls.as_ref().map_or(0.0, |w| w.loss_db(p, self.pos[j as usize]));
+                        // (An opaque building hides a sender; walls that only weaken
+                        // leave carrier sense to the distance.)
+                        if d <= self.cfg.carrier_sense_m && loss_db.is_finite() {
                             cs.push(j);
                         }
                         if d <= self.reach_m {
-                            let pr = self.cfg.model.delivery_probability(&self.cfg.radio, d);
+                            let (model, radio) = (&self.cfg.model, &self.cfg.radio);
+                            let w = model.mean_rx_power_lossy_w(radio, d, loss_db);
+                            let pr = model.probability_at(radio, w);
                             if pr > 0.0 {
-                                let w = self.cfg.model.mean_rx_power_w(&self.cfg.radio, d);
                                 nb.push(Neighbour {
                                     member: j,
                                     distance_m: d,

@@ -86,6 +86,21 @@ pub enum Mobility {
     },
     /// Replays an ns-2 movement trace.
     Trace(Trace),
+    /// Along a city's streets (NET's street mobility): from crossing to crossing.
+    Streets(Box<Streets>),
+}
+
+/// Street mobility: a node starts at the crossing nearest its place; at every crossing
+/// it turns into one of the other streets there (uniformly; back only at a dead end),
+/// drives it at a speed drawn uniformly in [min, max], and at the next crossing stops
+/// for `pause_ns` with `stop_probability` (a red light) before turning again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Streets {
+    pub roads: crate::city::Roads,
+    pub min_speed_mps: f64,
+    pub max_speed_mps: f64,
+    pub stop_probability: f64,
+    pub pause_ns: u64,
 }
 
 /// Slowest speed drawn, m/s: a speed of 0 would never arrive (random waypoint's known
@@ -112,6 +127,8 @@ pub struct Walker {
     rng: ChaCha8Rng,
     /// How far a trace has been followed.
     cursor: Option<crate::ns2::TraceCursor>,
+    /// On streets: each crossing's neighbours, the crossing driven to and the one left.
+    streets: Option<(Vec<Vec<u32>>, u32, Option<u32>)>,
 }
 
 impl Walker {
@@ -121,8 +138,16 @@ impl Walker {
             Mobility::RandomWaypoint(m) | Mobility::RandomDirection(m) => m.pause_ns,
             _ => 0,
         };
+        let mut streets = None;
         let start = match &model {
             Mobility::Trace(t) => t.position_at(0),
+            Mobility::Streets(st) => match st.roads.nearest(start) {
+                Some(c) => {
+                    streets = Some((st.roads.neighbours(), c, None));
+                    st.roads.crossings[c as usize]
+                }
+                None => start,
+            },
             _ => start,
         };
         let mut w = Walker {
@@ -137,6 +162,7 @@ impl Walker {
             now_ns: 0,
             rng: ChaCha8Rng::seed_from_u64(seed),
             cursor: None,
+            streets,
         };
         if let Mobility::GaussMarkov { mean_speed_mps, .. } = w.model {
             let heading = w.uniform() * std::f64::consts::TAU;
@@ -205,8 +231,12 @@ impl Walker {
             self.timed_leg(area, theta, left_ns);
             return;
         }
+        if matches!(self.model, Mobility::Streets(_)) {
+            self.next_street();
+            return;
+        }
         match self.model.clone() {
-            Mobility::Static | Mobility::Trace(_) => {}
+            Mobility::Static | Mobility::Trace(_) | Mobility::Streets(_) => {}
             Mobility::RandomWaypoint(m) => {
                 self.target =
                     Pos::new(self.uniform() * m.area.width_m, self.uniform() * m.area.height_m);
@@ -256,6 +286,27 @@ impl Walker {
         }
     }
 
+    /// On streets, at a crossing: turn into one of its other streets (back only at a
+    /// dead end) at a new speed.
+    fn next_street(&mut self) {
+        let Some((n, at, from)) = &self.streets else { return };
+        let ways = &n[*at as usize];
+        let onward: Vec<u32> = ways.iter().copied().filter(|w| Some(*w) != *from).collect();
+        let choice = if onward.is_empty() { ways.clone() } else { onward };
+        let at = *at;
+        if choice.is_empty() {
+            return; // a crossing without streets: stand there
+        }
+        let pick = choice[((self.uniform() * choice.len() as f64) as usize).min(choice.len() - 1)];
+        let Mobility::Streets(st) = &self.model else { return };
+        let (target, lo, hi) =
+            (st.roads.crossings[pick as usize], st.min_speed_mps, st.max_speed_mps);
+        self.target = target;
+        self.speed_mps = self.speed(lo, hi);
+        self.streets.as_mut().expect("on streets").1 = pick;
+        self.streets.as_mut().expect("on streets").2 = Some(at);
+    }
+
     pub fn position(&self) -> Pos {
         self.pos
     }
@@ -295,6 +346,12 @@ impl Walker {
                 if let Mobility::RandomWaypoint(m) | Mobility::RandomDirection(m) = self.model {
                     if self.bounce.is_none() {
                         self.pause_until_ns = self.now_ns + m.pause_ns;
+                    }
+                }
+                if let Mobility::Streets(st) = &self.model {
+                    let (p, pause) = (st.stop_probability, st.pause_ns);
+                    if self.uniform() < p {
+                        self.pause_until_ns = self.now_ns + pause;
                     }
                 }
                 self.next_leg();

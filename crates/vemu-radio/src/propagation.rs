@@ -107,15 +107,37 @@ impl Model {
 
     /// Probability that a frame sent over `d_m` arrives above the receive threshold.
     pub fn delivery_probability(&self, r: &Radio, d_m: f64) -> f64 {
+        self.probability_at(r, self.mean_rx_power_w(r, d_m))
+    }
+
+    /// The mean received power over `d_m` with `loss_db` more in the way (walls: see
+    /// [`crate::city`]), W. Under the unit disk only an infinite loss (an opaque
+    /// obstacle) matters: in range is in range.
+    pub fn mean_rx_power_lossy_w(&self, r: &Radio, d_m: f64, loss_db: f64) -> f64 {
         let mean = self.mean_rx_power_w(r, d_m);
+        if loss_db == f64::INFINITY {
+            0.0
+        } else if loss_db > 0.0 && mean.is_finite() {
+            mean * 10f64.powf(-loss_db / 10.0)
+        } else {
+            mean
+        }
+    }
+
+    /// Probability that a frame received with mean power `mean_w` is above the receive
+    /// threshold.
+    pub fn probability_at(&self, r: &Radio, mean_w: f64) -> f64 {
         match *self {
             Model::LogDistance { sigma_db, .. } if sigma_db > 0.0 => {
+                if mean_w <= 0.0 {
+                    return 0.0;
+                }
                 // P(mean_dB + X > thr_dB), X ~ N(0, σ²)
-                let z = (crate::dbm(r.rx_threshold_w) - crate::dbm(mean)) / sigma_db;
+                let z = (crate::dbm(r.rx_threshold_w) - crate::dbm(mean_w)) / sigma_db;
                 0.5 * erfc(z / std::f64::consts::SQRT_2)
             }
             _ => {
-                if mean >= r.rx_threshold_w {
+                if mean_w >= r.rx_threshold_w {
                     1.0
                 } else {
                     0.0

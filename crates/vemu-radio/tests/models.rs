@@ -254,6 +254,7 @@ mod medium {
             queue_frames: 1000,
             seed,
             dcf: None,
+            city: None,
         }
     }
 
@@ -470,5 +471,91 @@ fn trace_cursor_agrees_with_replaying_from_the_start() {
         let b = trace.position_at(now);
         assert!(a.distance(b) < 1e-9, "at {now} ns: cursor {a:?}, replay {b:?}");
         now += next() % 700_000_000;
+    }
+}
+
+/// NET's street mobility: on a Manhattan grid a node only ever stands on a street, turns
+/// at crossings (never back but at a dead end), drives within its speeds and stops at
+/// about the given share of crossings.
+#[test]
+fn street_mobility_keeps_to_the_streets() {
+    use vemu_radio::city::City;
+    use vemu_radio::mobility::Streets;
+    let city = City::manhattan((5, 5), 100.0, 20.0, None);
+    let st = Streets {
+        roads: city.roads.clone(),
+        min_speed_mps: 5.0,
+        max_speed_mps: 15.0,
+        stop_probability: 0.5,
+        pause_ns: 3_000_000_000,
+    };
+    let mut w = Walker::new(Mobility::Streets(Box::new(st)), Pos::new(240.0, 333.0), 7);
+    // It starts at the nearest crossing.
+    assert_eq!(w.position(), Pos::new(200.0, 300.0));
+    let (mut prev, mut moved_m, mut still) = (w.position(), 0.0, 0);
+    let step_ns = 100_000_000;
+    for i in 1..=36_000u64 {
+        let p = w.advance(i * step_ns);
+        let on_x = (p.x / 100.0 - (p.x / 100.0).round()).abs() < 1e-6;
+        let on_y = (p.y / 100.0 - (p.y / 100.0).round()).abs() < 1e-6;
+        assert!(on_x || on_y, "off the streets at {p:?}");
+        assert!((0.0..=500.0).contains(&p.x) && (0.0..=500.0).contains(&p.y), "{p:?}");
+        let d = p.distance(prev);
+        assert!(d <= 15.0 * 0.1 + 1e-6, "{d} m in 100 ms");
+        if d == 0.0 {
+            still += 1;
+        }
+        moved_m += d;
+        prev = p;
+    }
+    // An hour of 100 m streets: driven at 1/E[1/v] = 10/ln 3 = 9.10 m/s on average
+    // (slow streets take longer), stopped 3 s at half the crossings.
+    let (hour_s, still_s) = (3600.0, still as f64 * 0.1);
+    let mean_speed = moved_m / (hour_s - still_s);
+    let stops_s = moved_m / 100.0 * 0.5 * 3.0;
+    eprintln!("{moved_m:.0} m in an hour, {mean_speed:.2} m/s driving, {still_s:.0} s stopped ({stops_s:.0} expected)");
+    assert!((8.6..9.6).contains(&mean_speed), "{mean_speed}");
+    assert!((still_s - stops_s).abs() < 0.3 * stops_s, "{still_s} s stopped");
+}
+
+/// NET's obstacles: a building between two members takes its walls' loss off the
+/// signal (10 dB for two walls of 5), or every frame (opaque) — on the 802.11 channel
+/// and on the simple medium alike; along the street they hear each other as before.
+#[test]
+fn a_building_between_two_members_weakens_or_blocks_them() {
+    use vemu_radio::air::Air;
+    use vemu_radio::city::City;
+    use vemu_radio::medium::MediumConfig;
+    use vemu_radio::wifi::phy::Standard;
+    // Members on either side of the middle block of a 3x3 city (110-190 each way), and
+    // a third along the street from the first.
+    let pos = [Pos::new(100.0, 150.0), Pos::new(200.0, 150.0), Pos::new(100.0, 250.0)];
+    let signal = |city: Option<City>, dcf: bool| {
+        let mut cfg = MediumConfig::dcf_channel(Standard::B, Model::FreeSpace, Vec::new(), 3, 1);
+        if !dcf {
+            cfg.dcf = None;
+        }
+        cfg.city = city.map(Box::new);
+        let air = Air::new(cfg, &pos);
+        let find =
+            |to: u32| air.neighbours(0).iter().find(|n| n.member == to).and_then(|n| n.signal_dbm);
+        (find(1), find(2))
+    };
+    for dcf in [true, false] {
+        let (open, street) = signal(None, dcf);
+        let (walled, street_w) = signal(Some(City::manhattan((3, 3), 100.0, 20.0, Some(5.0))), dcf);
+        let (opaque, street_o) = signal(Some(City::manhattan((3, 3), 100.0, 20.0, None)), dcf);
+        let (open, walled) =
+            (open.expect("heard in the open"), walled.expect("heard through walls"));
+        assert!(
+            (open - walled - 10.0).abs() < 1e-9,
+            "dcf {dcf}: {open} dBm open, {walled} dBm through two walls"
+        );
+        assert_eq!(opaque, None, "dcf {dcf}: heard through an opaque building");
+        assert_eq!(
+            (street, street),
+            (street_w, street_o),
+            "dcf {dcf}: the street's member changed"
+        );
     }
 }

@@ -67,6 +67,7 @@ fn random_bytes_never_break_the_core() {
         queue_frames: 50,
         seed: 1,
         dcf: None,
+        city: None,
     };
     core.add_segment(SegmentConfig {
         members: (0..3).map(|_| MemberConfig { vlan: 1, ..Default::default() }).collect(),

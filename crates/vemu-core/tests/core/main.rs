@@ -271,6 +271,7 @@ fn radio_with(
         queue_frames: 1000,
         seed,
         dcf: None,
+        city: None,
     };
     let pos: Vec<Pos> = positions.iter().map(|&(x, y)| Pos::new(x, y)).collect();
     let members = (0..positions.len())

@@ -154,6 +154,7 @@ fn dcf_pair() -> (Sim, Vec<PortId>) {
             stations: vec![StationConfig::default(); 2],
             roles: Vec::new(),
         })),
+        city: None,
     };
     let members =
         (0..2).map(|i| MemberConfig { vlan: 1, seeds: [i, 100 + i], ..Default::default() });

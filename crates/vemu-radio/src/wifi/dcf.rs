@@ -312,6 +312,8 @@ pub struct Dcf {
     /// Received powers (dBm, W) by (sender, receiver), computed when first asked and
     /// forgotten when stations move.
     power: std::cell::RefCell<FxHashMap<(u32, u32), (f64, f64)>>,
+    /// Buildings in the way ([`crate::city`]), indexed.
+    walls: Option<crate::city::Walls>,
     /// The configuration's noise, W.
     noise_w: f64,
     sta: Vec<Station>,
@@ -391,6 +393,7 @@ impl Dcf {
             pairs: FxHashMap::default(),
             pos: positions.to_vec(),
             power: Default::default(),
+            walls: None,
             noise_w,
             sta,
             events: BinaryHeap::new(),
@@ -465,6 +468,12 @@ impl Dcf {
     }
 
     /// Move the stations (one position each).
+    /// Put a city's walls between the stations (received powers computed anew).
+    pub fn set_walls(&mut self, walls: Option<crate::city::Walls>) {
+        self.walls = walls;
+        self.power.borrow_mut().clear();
+    }
+
     pub fn set_positions(&mut self, positions: &[Pos]) {
         self.pos.copy_from_slice(positions);
         self.power.get_mut().clear();

@@ -500,6 +500,7 @@ pub fn wireless(
             .max(1),
         seed: 0,
         dcf: None,
+        city: None,
     };
     medium.dcf =
         super::wifi::dcf(p, entries, field, &medium, get("rate").is_some(), member_entries);

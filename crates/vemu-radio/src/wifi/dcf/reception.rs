@@ -38,8 +38,12 @@ impl Dcf {
             gain_rx: self.cfg.radio.gain_rx * db(b.gain_dbi),
             ..self.cfg.radio
         };
-        let d = self.pos[from as usize].distance(self.pos[to as usize]);
-        let w = self.cfg.model.mean_rx_power_w(&radio, d);
+        let (pa, pb) = (self.pos[from as usize], self.pos[to as usize]);
+        let loss_db = self.walls.as_ref().map_or(0.0, |w| w.loss_db(pa, pb));
+        let w = self.cfg.model.mean_rx_power_lossy_w(&radio, pa.distance(pb), loss_db);
+        if w == 0.0 {
+            return f64::NEG_INFINITY;
+        }
         if w.is_infinite() {
             return 0.0; // (a unit disk: in range is strong)
         }
