@@ -12,6 +12,7 @@ use vemu_link::{
 use crate::units;
 
 mod addressing;
+mod city;
 pub(crate) mod delay;
 mod divert;
 mod event;

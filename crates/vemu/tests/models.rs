@@ -213,3 +213,46 @@ links:
     let ping = lab.ping_median("a", "10.0.0.2", 10, 0.05).2;
     assert!(ping < 5.0, "{ping} ms after the flows were removed");
 }
+
+/// NET's city (issue 65 #7) reaches real programs: two stations 100 m apart along a
+/// street ping each other; one moved behind a building (opaque, the middle block of a
+/// 3x3 grid) loses its neighbour — no reply, and gone from the other's neighbours —
+/// while a third along the street still answers; moved back, it answers again.
+#[test]
+fn a_station_behind_a_building_loses_its_neighbour() {
+    let _g = serial();
+    let yaml = "name: t-city
+addressing: {ipv6: none}
+nodes: {a: {}, b: {}, c: {}}
+segments:
+  town:
+    kind: wireless
+    members:
+      - {node: a, position: [100, 150]}
+      - {node: b, position: [100, 50]}
+      - {node: c, position: [100, 250]}
+    city: {manhattan: {blocks: 3x3, block: 100m, street: 20m}}
+";
+    let lab = Lab::up("t-city", yaml);
+    let st = lab.status();
+    let addr = |n: &str| lab.addrs(&st, n, false)[0].clone();
+    let (b, c) = (addr("b"), addr("c"));
+    let answers = |to: &str| lab.ping("a", to, 10, 0.05).1;
+    assert_eq!(answers(&b), 10, "b along the street");
+    let o = lab.vemu(&["node", "move", "b", "--to", "200,150"]);
+    assert!(o.status.success(), "{}", text(&o));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let behind = lab.exec("a", &["ping", "-q", "-c", "10", "-i", "0.05", "-W", "1", &b]);
+    let (sent, recv, _) = parse_ping(&String::from_utf8_lossy(&behind.stdout));
+    assert_eq!((sent, recv), (10, 0), "b behind the building still answered");
+    assert_eq!(answers(&c), 10, "c along the street");
+    let st = lab.status();
+    let a = &st["segments"][0]["members"][0]["radio"];
+    let a_heard: Vec<&str> =
+        a["neighbours"].as_array().unwrap().iter().map(|x| x["node"].as_str().unwrap()).collect();
+    eprintln!("a's neighbours with b behind the building: {a_heard:?}");
+    assert_eq!(a_heard, ["c"], "{a}");
+    lab.vemu(&["node", "move", "b", "--to", "100,50"]);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(answers(&b), 10, "b back on the street");
+}

@@ -3,8 +3,9 @@
 
 use std::path::Path;
 
+use vemu_radio::city::Roads;
 use vemu_radio::medium::MediumConfig;
-use vemu_radio::mobility::{Area, Mobility, RandomWaypoint};
+use vemu_radio::mobility::{Area, Mobility, RandomWaypoint, Streets};
 use vemu_radio::propagation::{Model, Radio};
 use vemu_radio::{ns2, Pos};
 
@@ -33,6 +34,7 @@ pub const WIRELESS_KEYS: &[&str] = &[
     "tick",
     "mobility",
     "trace",
+    "city",
 ];
 
 /// Keys a member of a wireless segment takes, beside its 802.11 radio's and role's
@@ -215,7 +217,13 @@ pub(super) fn position(p: &mut P, node: &Node, field: &str) -> Option<Pos> {
 }
 
 /// `static`, or a mapping with `model` and that model's settings.
-fn mobility(p: &mut P, node: &Node, field: &str, area: Option<Area>) -> Option<Mobility> {
+fn mobility(
+    p: &mut P,
+    node: &Node,
+    field: &str,
+    area: Option<Area>,
+    roads: Option<&Roads>,
+) -> Option<Mobility> {
     if let Value::Scalar(s, _) = &node.value {
         if s == "static" {
             return Some(Mobility::Static);
@@ -224,7 +232,7 @@ fn mobility(p: &mut P, node: &Node, field: &str, area: Option<Area>) -> Option<M
     let entries = p.map(
         node,
         field,
-        &["model", "speed", "pause", "interval", "alpha", "speed_sigma", "heading_sigma"],
+        &["model", "speed", "pause", "interval", "alpha", "speed_sigma", "heading_sigma", "stop"],
     );
     let get = |k: &str| entries.iter().find(|e| e.0 == k).map(|e| e.2);
     let Some(model) = get("model").and_then(|m| p.string(m, &join(field, "model"))) else {
@@ -233,7 +241,8 @@ fn mobility(p: &mut P, node: &Node, field: &str, area: Option<Area>) -> Option<M
         }
         return None;
     };
-    let models = ["static", "random-waypoint", "random-direction", "random-walk", "gauss-markov"];
+    let models =
+        ["static", "random-waypoint", "random-direction", "random-walk", "gauss-markov", "streets"];
     if !models.contains(&model.as_str()) {
         p.err(
             get("model").unwrap().mark,
@@ -244,6 +253,9 @@ fn mobility(p: &mut P, node: &Node, field: &str, area: Option<Area>) -> Option<M
     }
     if model == "static" {
         return Some(Mobility::Static);
+    }
+    if model == "streets" {
+        return streets(p, node, field, &entries, roads);
     }
     let Some(area) = area else {
         p.err(
@@ -325,6 +337,60 @@ fn mobility(p: &mut P, node: &Node, field: &str, area: Option<Area>) -> Option<M
             }
         }
     })
+}
+
+/// `{model: streets, speed: 5-15, pause: 3s, stop: 50%}` along the segment's city's roads.
+fn streets(
+    p: &mut P,
+    node: &Node,
+    field: &str,
+    entries: &Entries,
+    roads: Option<&Roads>,
+) -> Option<Mobility> {
+    let Some(roads) = roads.filter(|r| !r.streets.is_empty()) else {
+        p.err(
+            node.mark,
+            field,
+            "'streets' needs the segment's 'city' with streets (manhattan, or roads)",
+        );
+        return None;
+    };
+    let mut st = Streets {
+        roads: roads.clone(),
+        min_speed_mps: 0.0,
+        max_speed_mps: 0.0,
+        stop_probability: 0.0,
+        pause_ns: 0,
+    };
+    let mut have_speed = false;
+    for (k, kmark, v) in entries {
+        let f = join(field, k);
+        match *k {
+            "model" => {}
+            "speed" => {
+                have_speed = true;
+                (st.min_speed_mps, st.max_speed_mps) = p.scalar(v, &f, speed_range)?;
+            }
+            "pause" => st.pause_ns = p.scalar(v, &f, units::duration_ns)?,
+            "stop" => st.stop_probability = p.scalar(v, &f, units::percent)?,
+            _ => {
+                p.err(
+                    *kmark,
+                    &f,
+                    format!("'{k}' does not apply to 'streets' (it takes: speed, pause, stop)"),
+                );
+                return None;
+            }
+        }
+    }
+    if !have_speed {
+        p.err(node.mark, field, "'streets' needs 'speed', e.g. speed: 5-15 (m/s)");
+        return None;
+    }
+    if entries.iter().any(|e| e.0 == "pause") && !entries.iter().any(|e| e.0 == "stop") {
+        st.stop_probability = 1.0;
+    }
+    Some(Mobility::Streets(Box::new(st)))
 }
 
 /// The ns-2 traces of `trace: FILE` or `trace: {file: FILE, nodes: {NODE: INDEX}}`,
@@ -519,14 +585,21 @@ pub fn wireless(
             );
         }
     }
-    let area = get("area").and_then(|(_, v)| p.scalar(v, &f("area"), area));
+    let city = get("city").and_then(|(_, v)| super::city::city(p, v, &f("city"), base));
+    let area = get("area").and_then(|(_, v)| p.scalar(v, &f("area"), area)).or_else(|| {
+        // A city without an area: members placed (and moved) within it.
+        let (w, h) = city.as_ref()?.extent();
+        (w > 0.0 && h > 0.0).then_some(Area { width_m: w, height_m: h })
+    });
+    let roads = city.as_ref().map(|c| &c.roads);
     let default_mobility = get("mobility")
-        .and_then(|(_, v)| mobility(p, v, &f("mobility"), area))
+        .and_then(|(_, v)| mobility(p, v, &f("mobility"), area, roads))
         .unwrap_or(Mobility::Static);
     let names: Vec<(&str, usize)> =
         member_entries.iter().map(|(idx, name, _, _)| (*name, *idx)).collect();
     let traced = get("trace").is_some();
-    let mut members = member_places(p, field, member_entries, &default_mobility, area, traced);
+    let mut members =
+        member_places(p, field, member_entries, &default_mobility, (area, roads), traced);
     let mut trace = None;
     if let Some((_, v)) = get("trace") {
         let idx: Vec<usize> = member_entries.iter().map(|m| m.0).collect();
@@ -542,6 +615,7 @@ pub fn wireless(
         trace = file.map(|(path, stamp)| crate::TraceFile { path, stamp, members: map });
     }
     let bridges = super::wifi::bridges(p, field, member_entries);
+    medium.city = city.map(Box::new);
     WirelessDef { medium, tick_ns, area, members, trace, bridges }
 }
 
@@ -553,7 +627,7 @@ fn member_places(
     field: &str,
     member_entries: &[(usize, &str, Mark, Entries)],
     default_mobility: &Mobility,
-    area: Option<Area>,
+    (area, roads): (Option<Area>, Option<&Roads>),
     traced: bool,
 ) -> Vec<(Option<Pos>, Mobility)> {
     let mut members = Vec::new();
@@ -563,7 +637,9 @@ fn member_places(
         for (k, _, v) in rest {
             match *k {
                 "position" => pos = position(p, v, &join(&mf, k)),
-                "mobility" => mob = mobility(p, v, &join(&mf, k), area).unwrap_or(Mobility::Static),
+                "mobility" => {
+                    mob = mobility(p, v, &join(&mf, k), area, roads).unwrap_or(Mobility::Static)
+                }
                 _ => {}
             }
         }

@@ -387,3 +387,73 @@ fn access_points_and_stations_take_their_keys_and_refuse_the_others() {
     let e = one_error("nodes: {a: {}}\nsegments:\n  air: {kind: wireless, members: [{node: a, position: '0,0', role: ap, ssid: x}]}\n");
     assert!(e.contains("segments.air.members[0].role") && e.contains("needs 'csma: true'"), "{e}");
 }
+
+/// NET's city (issue 65 #7): a Manhattan grid or obstacles and roads (inline or
+/// GeoJSON, metres or longitude/latitude), its area, street mobility; errors named.
+#[test]
+fn a_city_of_buildings_and_streets_is_planned() {
+    use vemu_radio::mobility::Mobility;
+    let p = ok("
+nodes: {a: {}, b: {}}
+segments:
+  town:
+    kind: wireless
+    members: [a, {node: b, position: [100, 100]}]
+    city: {manhattan: {blocks: 4x3, block: 120m, street: 30m}, wall: 8dB}
+    mobility: {model: streets, speed: 5-15, pause: 2s, stop: 25%}
+");
+    let w = p.segments[0].wireless.as_ref().unwrap();
+    let city = w.medium.city.as_ref().unwrap();
+    assert_eq!(city.obstacles.len(), 12);
+    assert_eq!(city.obstacles[0].wall_db, Some(8.0));
+    assert_eq!(city.roads.crossings.len(), 20);
+    let Mobility::Streets(st) = &w.radios[0].mobility else { panic!("{:?}", w.radios[0].mobility) };
+    assert_eq!(
+        (st.min_speed_mps, st.max_speed_mps, st.stop_probability, st.pause_ns),
+        (5.0, 15.0, 0.25, 2_000_000_000)
+    );
+    // Placed at random within the city (480 x 360 m).
+    let s = w.radios[0].start;
+    assert!((0.0..=480.0).contains(&s.x) && (0.0..=360.0).contains(&s.y), "{s:?}");
+
+    let dir = std::env::temp_dir().join(format!("vemu-city-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let geo = r#"{"type": "FeatureCollection", "features": [
+      {"type": "Feature", "properties": {"wall_db": 6}, "geometry": {"type": "Polygon", "coordinates": [[[13.40, 52.52], [13.401, 52.52], [13.401, 52.5205], [13.40, 52.52]]]}},
+      {"type": "Feature", "properties": {"opaque": true}, "geometry": {"type": "MultiPolygon", "coordinates": [[[[13.402, 52.52], [13.403, 52.52], [13.403, 52.521]]]]}},
+      {"type": "Feature", "properties": {}, "geometry": {"type": "LineString", "coordinates": [[13.40, 52.5199], [13.403, 52.5199], [13.403, 52.522]]}}
+    ]}"#;
+    std::fs::write(dir.join("berlin.geojson"), geo).unwrap();
+    let y = "nodes: {a: {}, b: {}}\nsegments:\n  town:\n    kind: wireless\n    members: [a, b]\n    city: {obstacles: berlin.geojson, roads: berlin.geojson, lonlat: true}\n    mobility: {model: streets, speed: 10}\n";
+    std::fs::write(dir.join("lab.yaml"), y).unwrap();
+    let p = load(&dir.join("lab.yaml"), None).unwrap();
+    let city = p.segments[0].wireless.as_ref().unwrap().medium.city.clone().unwrap();
+    assert_eq!(city.obstacles.len(), 2);
+    assert_eq!((city.obstacles[0].wall_db, city.obstacles[1].wall_db), (Some(6.0), None));
+    assert_eq!((city.roads.crossings.len(), city.roads.streets.len()), (3, 2));
+    // 0.003° of longitude at 52.52° N is 203 m; the road's corner is 0.0021° (233.5 m) north.
+    let corner = city.roads.crossings[1];
+    assert!((corner.x - 203.0).abs() < 1.0 && corner.y.abs() < 1e-6, "{corner:?}");
+    assert!((city.roads.crossings[2].y - 233.5).abs() < 1.0, "{:?}", city.roads.crossings[2]);
+    std::fs::write(dir.join("bad.geojson"), "{\"type\": \"Polygon\"").unwrap();
+    std::fs::write(dir.join("lab2.yaml"), y.replace("berlin", "bad")).unwrap();
+    let e = load(&dir.join("lab2.yaml"), None).unwrap_err().to_string();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(e.contains("bad.geojson:1: not JSON"), "{e}");
+
+    let base =
+        "nodes: {a: {}, b: {}}\nsegments:\n  town:\n    kind: wireless\n    members: [a, b]\n";
+    for (keys, want) in [
+        ("    area: 100x100\n    mobility: {model: streets, speed: 5}\n", "'streets' needs the segment's 'city'"),
+        ("    city: {manhattan: {blocks: 0x3}}\n", "1 to 100 each"),
+        ("    city: {manhattan: {blocks: 2x2, block: 50m, street: 60m}}\n", "narrower than the block"),
+        ("    city: {manhattan: {blocks: 2x2}, roads: [[[0, 0], [1, 1]]]}\n", "give 'manhattan' or obstacles and roads"),
+        ("    city: {wall: 5dB}\n", "a city needs 'manhattan'"),
+        ("    city: {obstacles: [{polygon: [[0, 0], [1, 1]]}]}\n", "at least three corners"),
+        ("    city: {manhattan: {blocks: 2x2}, wall: thick}\n", "or opaque"),
+        ("    city: {manhattan: {blocks: 2x2}}\n    mobility: {model: streets, speed: 5, interval: 1s}\n", "'interval' does not apply to 'streets'"),
+    ] {
+        let m = one_error(&format!("{base}{keys}"));
+        assert!(m.contains(want) && m.contains("segments.town."), "{keys}: {m}");
+    }
+}
