@@ -138,7 +138,42 @@ function layoutOptions(n) {
   return { name: 'fcose', quality: n > 400 ? 'draft' : 'default', animate: false, randomize: true, fit: false, idealEdgeLength: () => 60, nodeRepulsion: () => 8000, nodeSeparation: 60 };
 }
 
-function draw(lab) {
+/// The elements of wireless segments' cities (`cities`: segment name → city): buildings
+/// (grey, lighter when walls only weaken) and streets, drawn to scale under the nodes.
+function cityElements(cities) {
+  const els = [];
+  for (const [seg, c] of Object.entries(cities)) {
+    c.obstacles.forEach((o, i) => {
+      const xs = o.polygon.map((p) => p.x), ys = o.polygon.map((p) => p.y);
+      const [x0, x1, y0, y1] = [Math.min(...xs), Math.max(...xs), Math.min(...ys), Math.max(...ys)];
+      const w = Math.max(x1 - x0, 1e-6), hgt = Math.max(y1 - y0, 1e-6);
+      // Corners relative to the box, from -1 to 1 (cytoscape's polygon shape).
+      const pts = o.polygon.map((p) => `${(2 * (p.x - x0) / w - 1).toFixed(4)} ${(2 * (p.y - y0) / hgt - 1).toFixed(4)}`).join(' ');
+      els.push({ group: 'nodes', data: { id: `b:${seg}:${i}`, kind: 'building', pts, w: w * PX_PER_M, h: hgt * PX_PER_M, o: o.wall_db == null ? 0.55 : 0.25, wall: o.wall_db }, position: { x: (x0 + x1) / 2 * PX_PER_M, y: (y0 + y1) / 2 * PX_PER_M }, selectable: false, grabbable: false, locked: true });
+    });
+    c.roads.crossings.forEach((p, i) => els.push({ group: 'nodes', data: { id: `x:${seg}:${i}`, kind: 'crossing' }, position: { x: p.x * PX_PER_M, y: p.y * PX_PER_M }, selectable: false, grabbable: false, locked: true }));
+    c.roads.streets.forEach(([a, b], i) => els.push({ group: 'edges', data: { id: `st:${seg}:${i}`, source: `x:${seg}:${a}`, target: `x:${seg}:${b}`, kind: 'street', w: Math.max(2, 8 * PX_PER_M) } }));
+  }
+  return els;
+}
+
+/// The cities of a lab's wireless segments that have one, by segment name.
+async function citiesOf(lab) {
+  const out = {};
+  for (const g of lab.segments) {
+    if (g.kind === 'wireless' && g.city) {
+      try {
+        const c = await api('GET', `/v1/segments/${enc(g.name)}/city`);
+        if (c) out[g.name] = c;
+      } catch (err) {
+        showError(err);
+      }
+    }
+  }
+  return out;
+}
+
+function draw(lab, cities = {}) {
   const cy = cytoscape({
     container: $('#graph'),
     elements: elements(lab),
@@ -154,6 +189,10 @@ function draw(lab) {
       { selector: 'edge[kind = "radio"]', style: { 'line-color': '#7c4dff', opacity: 'mapData(p, 0, 1, 0.15, 0.9)', width: 1.5 } },
       { selector: 'node[ap = 1]', style: { shape: 'triangle', width: 26, height: 26, 'background-color': '#00897b' } },
       { selector: 'edge[kind = "assoc"]', style: { 'line-color': '#00897b', width: 3, label: 'data(label)', 'font-size': 9, color: '#00695c', 'text-background-color': '#fff', 'text-background-opacity': 0.8, 'curve-style': 'straight' } },
+      { selector: 'node[kind = "building"]', style: { label: '', shape: 'polygon', 'shape-polygon-points': 'data(pts)', width: 'data(w)', height: 'data(h)', 'background-color': '#5d5d5d', 'background-opacity': 'data(o)', 'border-width': 1, 'border-color': '#444', events: 'no', 'z-index': 0, 'z-compound-depth': 'bottom' } },
+      { selector: 'node[kind = "crossing"]', style: { label: '', width: 1, height: 1, 'background-opacity': 0, events: 'no' } },
+      { selector: 'edge[kind = "street"]', style: { 'line-color': '#e8d9a8', width: 'data(w)', opacity: 0.8, 'curve-style': 'straight', events: 'no', 'z-index': 0, 'z-compound-depth': 'bottom' } },
+      { selector: 'node[kind = "power"]', style: { label: '', shape: 'rectangle', width: 'data(s)', height: 'data(s)', 'background-color': 'data(c)', 'background-opacity': 0.55, events: 'no', 'z-index': 0, 'z-compound-depth': 'bottom' } },
       { selector: 'node[kind = "ring"]', style: { label: '', width: 'data(d)', height: 'data(d)', 'background-opacity': 0, 'border-width': 1.5, 'border-color': '#7c4dff', 'border-style': 'dashed', events: 'no', 'z-index': 0 } },
       { selector: 'node[what = "cs"]', style: { 'border-color': '#b0a3d9', 'border-style': 'dotted' } },
       { selector: '.degraded', style: { 'line-color': '#e0a000' } },
@@ -163,6 +202,12 @@ function draw(lab) {
   });
   const pos = positions(lab);
   const xs = Object.values(pos).map((p) => p.x), ys = Object.values(pos).map((p) => p.y);
+  for (const c of Object.values(cities)) {
+    for (const p of c.obstacles.flatMap((o) => o.polygon).concat(c.roads.crossings)) {
+      xs.push(p.x);
+      ys.push(p.y);
+    }
+  }
   if (xs.length) {
     const extent = Math.max(Math.max(...xs) - Math.min(...xs), Math.max(...ys) - Math.min(...ys), 1);
     PX_PER_M = Math.min(10, Math.max(0.01, 600 / extent));
@@ -172,6 +217,7 @@ function draw(lab) {
     n.position({ x: p.x * PX_PER_M, y: p.y * PX_PER_M });
     n.lock();
   }
+  cy.add(cityElements(cities));
   // Nodes the scenario places (an IMUNES file's canvas) are held there while the
   // layout places the others, then let go (they may be dragged).
   const placed = cy.collection();
@@ -286,8 +332,10 @@ async function refresh() {
   state.refreshedAt = performance.now();
   setHeader(lab);
   if (first || shape(lab) !== shape(state.drawn)) {
+    const cities = await citiesOf(lab);
     if (state.cy) state.cy.destroy();
-    state.cy = draw(lab);
+    state.cy = draw(lab, cities);
+    state.power = null;
     state.drawn = lab;
     rings();
   } else {
@@ -596,7 +644,9 @@ function renderNode(panel, n) {
   const radio = h('div', { id: 'radio' });
   panel.append(radio);
   fillRadio(radio, n.name);
+  const air = state.lab.segments.find((g) => g.kind === 'wireless' && g.members.some((m) => nodeOf(m.port) === n.name));
   panel.append(h('div', { class: 'buttons' },
+    ...(air ? [h('button', { type: 'button', id: 'power', onclick: () => togglePower(air.name, n.name) }, 'received power')] : []),
     h('button', { type: 'button', id: 'terminal', onclick: () => openTerminal(n.name) }, 'terminal'),
     h('button', { type: 'button', id: 'toggle', onclick: () => act(`/v1/nodes/${enc(n.name)}/${n.up ? 'stop' : 'start'}`) }, n.up ? 'stop' : 'start')));
   // The end of its log, followed while the panel shows it.
@@ -617,6 +667,37 @@ function renderNode(panel, n) {
   follow();
   // (Radio counters come with the lab's document: asked for again while they show.)
   state.logTimer = setInterval(() => { follow(); if (radio.firstChild) refreshSoon(); fillRadio(radio, n.name); }, 2000);
+}
+
+/// Show (or take away) the received-power map of node `name` on wireless segment `seg`:
+/// what a receiver would hear of it at each point, its propagation model and the city's
+/// walls — red strong, blue at the threshold, grey below it, nothing where nothing gets
+/// through.
+async function togglePower(seg, name) {
+  const cy = state.cy;
+  if (!cy) return;
+  const shown = state.power;
+  cy.remove('node[kind = "power"]');
+  state.power = null;
+  if (shown && shown.seg === seg && shown.name === name) return;
+  let m;
+  try {
+    m = await api('GET', `/v1/segments/${enc(seg)}/power?node=${enc(name)}`);
+  } catch (err) {
+    showError(err);
+    return;
+  }
+  const els = [];
+  const span = 40; // dB above the threshold that is "strong"
+  m.dbm.forEach((v, i) => {
+    if (v == null) return;
+    const c = i % m.cols, r = Math.floor(i / m.cols);
+    const f = Math.max(0, Math.min(1, (v - m.threshold_dbm) / span));
+    const color = v < m.threshold_dbm ? '#c8c8c8' : `hsl(${Math.round(240 * (1 - f))}, 85%, 50%)`;
+    els.push({ group: 'nodes', data: { id: `pw:${i}`, kind: 'power', s: m.cell_m * PX_PER_M, c: color, dbm: v }, position: { x: (m.x0_m + (c + 0.5) * m.cell_m) * PX_PER_M, y: (m.y0_m + (r + 0.5) * m.cell_m) * PX_PER_M }, selectable: false, grabbable: false, locked: true });
+  });
+  cy.add(els);
+  state.power = { seg, name, cells: els.length, dark: m.dbm.filter((v) => v == null).length };
 }
 
 /// What node `name`'s radios do (its members of wireless segments): on an 802.11 channel

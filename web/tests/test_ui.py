@@ -618,3 +618,47 @@ def test_stations_are_drawn_joined_to_their_access_point_live(browser):
         panel = lambda: browser.execute_script("const p = document.querySelector('#radio .wifi'); return p ? p.textContent : ''")
         wait(browser, lambda: panel().startswith("station of 'lab' on ap2"), what=f"sta's panel: {panel()!r}")
         browser.get("about:blank")
+
+
+CITY = """
+name: t-ui-city
+addressing: {ipv6: none}
+routing: none
+nodes: {a: {}, b: {}}
+segments:
+  town:
+    kind: wireless
+    members:
+      - {node: a, position: [100, 150]}
+      - {node: b, position: [100, 50]}
+    city:
+      manhattan: {blocks: 3x3, block: 100m, street: 20m}
+"""
+
+
+def test_a_city_is_drawn_and_a_members_received_power_mapped(browser):
+    """NET's city on the page: its nine buildings and 24 streets drawn to scale under the
+    nodes; a member's received-power map, dark behind the buildings (opaque), shown
+    and taken away from its panel."""
+    with ui_lab("t-ui-city", CITY) as url:
+        browser.get(url)
+        wait(browser, lambda: browser.execute_script("return !!(window.vemu && window.vemu.ready) && window.vemu.lab.name === 't-ui-city'"), what="the city lab")
+        count = lambda sel: browser.execute_script(f"return window.vemu.cy.elements('{sel}').length")
+        buildings = 'node[kind = "building"]'
+        wait(browser, lambda: count(buildings) == 9, what=f"buildings: {count(buildings)}")
+        assert count('edge[kind = "street"]') == 24
+        # A building's box is to scale: 80 m of the 300 m city, as the nodes' 100 m apart.
+        w = browser.execute_script("return window.vemu.cy.$id('b:town:4').data('w')")
+        gap = browser.execute_script("const a = window.vemu.cy.$id('n:a').position(), b = window.vemu.cy.$id('n:b').position(); return Math.hypot(a.x - b.x, a.y - b.y)")
+        assert abs(w / gap - 0.8) < 1e-6, (w, gap)
+        browser.execute_script("window.vemu.cy.$id('n:a').emit('tap')")
+        wait(browser, lambda: browser.execute_script("return !!document.querySelector('#power')"), what="the power button")
+        browser.execute_script("document.querySelector('#power').click()")
+        power = lambda: browser.execute_script("return window.vemu.power")
+        wait(browser, lambda: power() and power()["cells"] > 100, what=f"the power map: {power()}")
+        # Behind the buildings (opaque) nothing is heard: those cells are not drawn.
+        assert power()["dark"] > 0, power()
+        assert count('node[kind = "power"]') == power()["cells"]
+        browser.execute_script("document.querySelector('#power').click()")
+        wait(browser, lambda: count('node[kind = "power"]') == 0, what="the map taken away")
+        browser.get("about:blank")

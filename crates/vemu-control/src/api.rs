@@ -174,6 +174,28 @@ async fn segment(State(app): AppState, Path(n): Path<String>) -> ApiResult {
     part(&app, "segments", Some(n)).await
 }
 
+/// `GET /v1/segments/{segment}/city`: the buildings and streets of a wireless segment.
+async fn segment_city(State(app): AppState, Path(seg): Path<String>) -> ApiResult {
+    let ctl = app.ctl.clone();
+    Ok(Json(json!(blocking(move || ctl.locked().city(&seg)).await?)))
+}
+
+#[derive(serde::Deserialize)]
+struct PowerQuery {
+    node: String,
+    cell: Option<f64>,
+}
+
+/// `GET /v1/segments/{segment}/power?node=NODE`: a received-power map of a member.
+async fn segment_power(
+    State(app): AppState,
+    Path(seg): Path<String>,
+    Query(q): Query<PowerQuery>,
+) -> ApiResult {
+    let ctl = app.ctl.clone();
+    Ok(Json(json!(blocking(move || ctl.locked().power_map(&seg, &q.node, q.cell)).await?)))
+}
+
 async fn stats(State(app): AppState) -> ApiResult {
     let ctl = app.ctl.clone();
     Ok(Json(blocking(move || ctl.locked().stats()).await?))
@@ -638,6 +660,8 @@ fn routes() -> Vec<Route> {
         post "/v1/links/{link}/up" => link_up,
         get "/v1/segments" => segments,
         get "/v1/segments/{segment}" => segment,
+        get "/v1/segments/{segment}/city" => segment_city,
+        get "/v1/segments/{segment}/power" => segment_power,
         get "/v1/stats" => stats,
         post "/v1/traffic" => traffic,
         post "/v1/traffic/collect" => traffic_collect,

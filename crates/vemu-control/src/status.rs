@@ -48,6 +48,9 @@ pub struct SegmentStatus {
     pub range_m: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub carrier_sense_m: Option<f64>,
+    /// A wireless segment with a city (`GET /v1/segments/{segment}/city`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub city: bool,
     /// Aggregate capacity, bits/s.
     pub capacity_bps: Option<u64>,
     pub stats: SegStats,

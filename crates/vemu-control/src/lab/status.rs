@@ -65,6 +65,7 @@ impl Controller {
                 kind: if seg.wireless.is_some() { "wireless" } else { "lan" }.to_string(),
                 range_m: seg.wireless.as_ref().map(|w| w.medium.model.range_m(&w.medium.radio)),
                 carrier_sense_m: seg.wireless.as_ref().map(|w| w.medium.carrier_sense_m),
+                city: seg.wireless.as_ref().is_some_and(|w| w.medium.city.is_some()),
                 capacity_bps: seg.capacity_bps,
                 stats: stats.segments[g].clone(),
                 members: seg
