@@ -84,6 +84,7 @@ fn core() -> Core {
         seed: 1,
         dcf: None,
         city: None,
+        hub: None,
     };
     // The same channel as the 802.11 DCF (802.11a, free space; the third member hidden
     // from the first), in infrastructure mode: the middle member the access point of

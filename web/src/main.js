@@ -101,7 +101,7 @@ function elements(lab) {
       }
       continue;
     }
-    els.push({ group: 'nodes', data: { id: 's:' + g.name, label: g.name, kind: 'lan' } });
+    els.push({ group: 'nodes', data: { id: 's:' + g.name, label: g.kind === 'hub' ? g.name + ' (hub)' : g.name, kind: 'lan' } });
     for (const m of g.members) {
       els.push({ group: 'edges', data: { id: 'p:' + m.port, source: 'n:' + nodeOf(m.port), target: 's:' + g.name, kind: 'port', name: m.port, up: m.up ? 1 : 0 } });
     }

@@ -94,6 +94,10 @@ pub struct RadioStatus {
     /// stations (nodes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wifi: Option<WifiStatus>,
+    /// On a hub: frames its port sent, its collisions, frames it gave up after 16
+    /// attempts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hub: Option<vemu_radio::hub::HubStats>,
 }
 
 /// A member's part in infrastructure mode, by node names.

@@ -459,6 +459,9 @@ pub struct RadioSnapshot {
     /// (the channel keeps the last [`vemu_radio::air::BSS_LOG`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub bss_log: Vec<(u64, vemu_radio::wifi::bss::BssEvent)>,
+    /// Per member of a hub: frames it sent, its collisions, frames it gave up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hub: Option<Vec<vemu_radio::hub::HubStats>>,
 }
 
 #[cfg(test)]

@@ -19,11 +19,9 @@
 //! a frame is lost with probability p and arrives twice with probability (1 − p)·d.
 
 pub mod dist;
-pub mod flow;
 mod model;
 
 pub use dist::{Distribution, Table};
-pub use flow::Flow;
 pub use model::{Delivery, DropCause, Left, LinkDir, Offer, Outcome, Pace, PACE_GAP_NS};
 pub use vemu_qos::stage::{Discipline, QosConfig};
 
@@ -96,6 +94,38 @@ impl Shaper {
             Shaper::Engine => "engine",
             Shaper::Kernel => "kernel",
         }
+    }
+}
+
+/// Per-flow impairments (GINE's first case): frames of one flow on a direction —
+/// matched by protocol, addresses or prefixes, ports, DSCP, ICMP type — take a pipe of
+/// their own (its own delay, jitter, loss, rate and queue); the other frames take the
+/// direction's, untouched.
+/// Most flows a direction may have.
+pub const MAX_FLOWS: usize = 16;
+
+/// One flow of a direction: which frames, and what happens to them instead of the
+/// direction's impairments (the first flow that matches a frame takes it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Flow {
+    #[serde(rename = "match")]
+    pub matches: vemu_qos::classify::Match,
+    /// Its own impairments, from an ideal wire (not the direction's): no flows, qos or
+    /// MTU of their own.
+    pub impairments: Impairments,
+}
+
+impl Flow {
+    pub fn validate(&self) -> Result<(), String> {
+        let i = &self.impairments;
+        if !i.flows.is_empty() || i.qos.is_some() || i.mtu.is_some() {
+            return Err("a flow has delay, jitter, loss, rate and the like of its own, not flows, qos or an MTU".into());
+        }
+        if self.matches == vemu_qos::classify::Match::default() {
+            return Err("a flow needs a match (proto, src, dst, sport, dport, dscp, icmp-type): it would take every frame".into());
+        }
+        i.validate()
     }
 }
 
@@ -394,10 +424,10 @@ impl Impairments {
             return Err("bandwidth must be greater than 0".into());
         }
         prob("jitter correlation", self.jitter.correlation)?;
-        if self.flows.len() > flow::MAX_FLOWS {
+        if self.flows.len() > MAX_FLOWS {
             return Err(format!(
                 "at most {} flows a direction, got {}",
-                flow::MAX_FLOWS,
+                MAX_FLOWS,
                 self.flows.len()
             ));
         }

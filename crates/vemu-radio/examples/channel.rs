@@ -49,6 +49,7 @@ fn main() {
                 seed: 1,
                 dcf: None,
                 city: None,
+                hub: None,
             };
             let mut medium = Medium::new(cfg, &pos);
             let ticks = if n >= 5000 && layout == "fixed" { 3 } else { 20 };

@@ -21,6 +21,15 @@ use crate::Pos;
 pub enum Air {
     Simple(Medium),
     Dcf(Box<DcfAir>),
+    /// A wired hub ([`crate::hub`]): every member hears every frame, CSMA/CD.
+    Hub(HubAir),
+}
+
+/// A hub, with the (unused) positions of its members.
+#[derive(Debug, Clone)]
+pub struct HubAir {
+    pub hub: crate::hub::Hub,
+    pos: Vec<Pos>,
 }
 
 /// The DCF with the medium's outcomes, and infrastructure mode when a member is an
@@ -71,6 +80,13 @@ struct Leg {
 impl Air {
     /// The DCF when the configuration has one ([`MediumConfig::dcf`]), else the medium.
     pub fn new(cfg: MediumConfig, positions: &[Pos]) -> Air {
+        if let Some(h) = cfg.hub {
+            let hub = crate::hub::Hub::new(
+                crate::hub::HubConfig { seed: cfg.seed, ..h },
+                positions.len(),
+            );
+            return Air::Hub(HubAir { hub, pos: positions.to_vec() });
+        }
         match cfg.dcf.clone() {
             Some(setup) => {
                 let mut dcf = Dcf::new(setup.config, positions, &setup.stations);
@@ -115,6 +131,12 @@ impl Air {
             // (An Ethernet frame's payload as 802.11 carries it: the Ethernet header
             // becomes the MAC header's addresses and an 8-byte LLC/SNAP header.)
             Air::Dcf(d) => d.offer(now_ns, member, id, wire.1.saturating_sub(14) + 8, dst),
+            // (A super-frame's frames back to back, as one transmission: each frame's
+            // preamble, FCS and gap between them.)
+            Air::Hub(h) => {
+                let extra = wire.0.saturating_sub(1) as u64 * crate::hub::PER_FRAME_OVERHEAD_BYTES;
+                h.hub.offer(now_ns, member, id, wire.1 + extra)
+            }
         }
     }
 
@@ -125,6 +147,7 @@ impl Air {
                 let bss = d.infra.as_ref().and_then(|i| i.next_event_ns());
                 d.dcf.next_event_ns().into_iter().chain(bss).min()
             }
+            Air::Hub(h) => h.hub.next_event_ns(),
         }
     }
 
@@ -132,6 +155,7 @@ impl Air {
         match self {
             Air::Simple(m) => m.advance(now_ns, out),
             Air::Dcf(d) => d.advance(now_ns, out),
+            Air::Hub(h) => h.hub.advance(now_ns, out),
         }
     }
 
@@ -139,7 +163,7 @@ impl Air {
     pub fn infra(&self) -> Option<&Infra> {
         match self {
             Air::Dcf(d) => d.infra.as_ref(),
-            Air::Simple(_) => None,
+            Air::Simple(_) | Air::Hub(_) => None,
         }
     }
 
@@ -154,7 +178,7 @@ impl Air {
                 let skip = after.saturating_add(1).saturating_sub(first);
                 d.log.iter().skip(skip.min(d.log.len() as u64) as usize).cloned().collect()
             }
-            Air::Simple(_) => Vec::new(),
+            Air::Simple(_) | Air::Hub(_) => Vec::new(),
         }
     }
 
@@ -162,7 +186,7 @@ impl Air {
     pub fn bss_logged(&self) -> u64 {
         match self {
             Air::Dcf(d) => d.logged,
-            Air::Simple(_) => 0,
+            Air::Simple(_) | Air::Hub(_) => 0,
         }
     }
 
@@ -173,6 +197,7 @@ impl Air {
                 d.dcf.set_up(member, up, &mut d.out);
                 d.handle_outcomes(out);
             }
+            Air::Hub(h) => h.hub.set_up(member, up, out),
         }
     }
 
@@ -180,6 +205,7 @@ impl Air {
         match self {
             Air::Simple(m) => m.set_positions(positions),
             Air::Dcf(d) => d.dcf.set_positions(positions),
+            Air::Hub(h) => h.pos.copy_from_slice(positions),
         }
     }
 
@@ -187,6 +213,7 @@ impl Air {
         match self {
             Air::Simple(m) => m.positions(),
             Air::Dcf(d) => d.dcf.positions(),
+            Air::Hub(h) => &h.pos,
         }
     }
 
@@ -194,6 +221,7 @@ impl Air {
         match self {
             Air::Simple(m) => m.neighbours(member).to_vec(),
             Air::Dcf(d) => d.dcf.neighbours(member),
+            Air::Hub(h) => h.hub.neighbours(member),
         }
     }
 
@@ -201,6 +229,7 @@ impl Air {
         match self {
             Air::Simple(m) => m.pairs().collect(),
             Air::Dcf(d) => d.dcf.pairs().collect(),
+            Air::Hub(h) => h.hub.pairs(),
         }
     }
 
@@ -215,7 +244,7 @@ impl Air {
     /// The 802.11 standard of the DCF (none for the simple medium).
     pub fn standard(&self) -> Option<crate::wifi::phy::Standard> {
         match self {
-            Air::Simple(_) => None,
+            Air::Simple(_) | Air::Hub(_) => None,
             Air::Dcf(d) => Some(d.dcf.config().timing.standard),
         }
     }
@@ -223,12 +252,62 @@ impl Air {
     /// What each member's MAC did (the DCF's only).
     pub fn stations(&self) -> Option<Vec<dcf::StationStats>> {
         match self {
-            Air::Simple(_) => None,
+            Air::Simple(_) | Air::Hub(_) => None,
             Air::Dcf(d) => {
                 Some((0..d.dcf.positions().len() as u32).map(|s| d.dcf.stats(s)).collect())
             }
         }
     }
+
+    /// What each member's port did on a hub (frames sent, collisions, frames given up).
+    pub fn hub_stats(&self) -> Option<Vec<crate::hub::HubStats>> {
+        match self {
+            Air::Hub(h) => Some((0..h.hub.members() as u32).map(|m| h.hub.stats(m)).collect()),
+            _ => None,
+        }
+    }
+}
+
+/// The power map of `member` (at `from`) over `width_m × height_m` from (`x0_m`,
+/// `y0_m`) in cells of `cell_m`: the channel's propagation model with the member's own
+/// radio (an 802.11 member's transmit power and antenna gain), the city's walls.
+#[allow(clippy::too_many_arguments)]
+pub fn power_map(
+    cfg: &MediumConfig,
+    member: usize,
+    from: Pos,
+    (x0_m, y0_m): (f64, f64),
+    (width_m, height_m): (f64, f64),
+    cell_m: f64,
+) -> crate::city::PowerMap {
+    let (model, mut radio, threshold_dbm) = match &cfg.dcf {
+        Some(d) => (d.config.model, d.config.radio, d.config.cca_pd_dbm),
+        None => (cfg.model, cfg.radio, crate::dbm(cfg.radio.rx_threshold_w)),
+    };
+    if let Some(st) = cfg.dcf.as_ref().and_then(|d| d.stations.get(member)) {
+        if let Some(p) = st.tx_power_dbm {
+            radio.tx_power_w = crate::watts(p);
+        }
+        radio.gain_tx *= 10f64.powf(st.gain_dbi / 10.0);
+    }
+    let walls = cfg.city.as_deref().map(crate::city::Walls::new);
+    let cell_m = cell_m.max(1e-3);
+    let (cols, rows) =
+        ((width_m / cell_m).ceil().max(1.0) as usize, (height_m / cell_m).ceil().max(1.0) as usize);
+    let mut dbm = Vec::with_capacity(cols * rows);
+    for r in 0..rows {
+        for c in 0..cols {
+            let at = Pos::new(x0_m + (c as f64 + 0.5) * cell_m, y0_m + (r as f64 + 0.5) * cell_m);
+            let loss = walls.as_ref().map_or(0.0, |w| w.loss_db(from, at));
+            let w = model.mean_rx_power_lossy_w(&radio, from.distance(at), loss);
+            dbm.push(match w {
+                w if w <= 0.0 => None,
+                w if w.is_infinite() => Some(0.0), // (a unit disk: in range is strong)
+                w => Some(crate::dbm(w)),
+            });
+        }
+    }
+    crate::city::PowerMap { x0_m, y0_m, cell_m, cols, rows, dbm, threshold_dbm }
 }
 
 impl DcfAir {

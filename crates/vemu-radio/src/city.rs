@@ -315,27 +315,6 @@ mod tests {
     }
 
     #[test]
-    fn a_power_map_is_dark_behind_an_opaque_building() {
-        use crate::medium::MediumConfig;
-        use crate::propagation::Model;
-        let mut cfg = MediumConfig::dcf_channel(
-            crate::wifi::phy::Standard::G,
-            Model::FreeSpace,
-            Vec::new(),
-            1,
-            1,
-        );
-        cfg.city = Some(Box::new(City::manhattan((3, 3), 100.0, 20.0, None)));
-        // From the street west of the middle block, 30 x 30 cells of 10 m.
-        let m = power_map(&cfg, 0, Pos::new(100.0, 150.0), (0.0, 0.0), (300.0, 300.0), 10.0);
-        assert_eq!((m.cols, m.rows, m.dbm.len()), (30, 30, 900));
-        let at = |x: f64, y: f64| m.dbm[(y / 10.0) as usize * 30 + (x / 10.0) as usize];
-        assert_eq!(at(255.0, 155.0), None, "behind the middle block");
-        let (near, far) = (at(105.0, 165.0).unwrap(), at(105.0, 285.0).unwrap());
-        assert!(near > far && far > m.threshold_dbm, "{near} {far} {}", m.threshold_dbm);
-    }
-
-    #[test]
     fn a_manhattan_grid_has_its_crossings_and_streets() {
         let c = City::manhattan((2, 3), 100.0, 20.0, None);
         assert_eq!(c.obstacles.len(), 6);
@@ -363,46 +342,4 @@ pub struct PowerMap {
     /// Weaker than this is not received, dBm (the medium's receive threshold, or the
     /// DCF's preamble detection threshold).
     pub threshold_dbm: f64,
-}
-
-/// The power map of `member` (at `from`) over `width_m × height_m` from (`x0_m`,
-/// `y0_m`) in cells of `cell_m`: the channel's propagation model with the member's own
-/// radio (an 802.11 member's transmit power and antenna gain), the city's walls.
-#[allow(clippy::too_many_arguments)]
-pub fn power_map(
-    cfg: &crate::medium::MediumConfig,
-    member: usize,
-    from: Pos,
-    (x0_m, y0_m): (f64, f64),
-    (width_m, height_m): (f64, f64),
-    cell_m: f64,
-) -> PowerMap {
-    let (model, mut radio, threshold_dbm) = match &cfg.dcf {
-        Some(d) => (d.config.model, d.config.radio, d.config.cca_pd_dbm),
-        None => (cfg.model, cfg.radio, crate::dbm(cfg.radio.rx_threshold_w)),
-    };
-    if let Some(st) = cfg.dcf.as_ref().and_then(|d| d.stations.get(member)) {
-        if let Some(p) = st.tx_power_dbm {
-            radio.tx_power_w = crate::watts(p);
-        }
-        radio.gain_tx *= 10f64.powf(st.gain_dbi / 10.0);
-    }
-    let walls = cfg.city.as_deref().map(Walls::new);
-    let cell_m = cell_m.max(1e-3);
-    let (cols, rows) =
-        ((width_m / cell_m).ceil().max(1.0) as usize, (height_m / cell_m).ceil().max(1.0) as usize);
-    let mut dbm = Vec::with_capacity(cols * rows);
-    for r in 0..rows {
-        for c in 0..cols {
-            let at = Pos::new(x0_m + (c as f64 + 0.5) * cell_m, y0_m + (r as f64 + 0.5) * cell_m);
-            let loss = walls.as_ref().map_or(0.0, |w| w.loss_db(from, at));
-            let w = model.mean_rx_power_lossy_w(&radio, from.distance(at), loss);
-            dbm.push(match w {
-                w if w <= 0.0 => None,
-                w if w.is_infinite() => Some(0.0), // (a unit disk: in range is strong)
-                w => Some(crate::dbm(w)),
-            });
-        }
-    }
-    PowerMap { x0_m, y0_m, cell_m, cols, rows, dbm, threshold_dbm }
 }

@@ -8,6 +8,7 @@
 
 pub mod air;
 pub mod city;
+pub mod hub;
 pub mod medium;
 pub mod mobility;
 pub mod ns2;

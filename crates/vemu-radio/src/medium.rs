@@ -56,6 +56,28 @@ pub struct MediumConfig {
     /// Buildings in the way and streets to drive ([`crate::city`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub city: Option<Box<crate::city::City>>,
+    /// A wired hub instead of a radio channel ([`crate::hub`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hub: Option<HubConfig>,
+}
+
+/// A hub's configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct HubConfig {
+    /// Bit rate, bits/s (10 Mbit/s: 10BASE-T; 100 Mbit/s: a Fast Ethernet hub).
+    pub rate_bps: u64,
+    /// From one member's port to another's, ns: the window in which two transmissions
+    /// collide.
+    pub prop_ns: u64,
+    /// Frames a member may have waiting; more are dropped.
+    pub queue_frames: usize,
+    pub seed: u64,
+}
+
+impl Default for HubConfig {
+    fn default() -> HubConfig {
+        HubConfig { rate_bps: 10_000_000, prop_ns: 2_000, queue_frames: 100, seed: 0 }
+    }
 }
 
 impl MediumConfig {
@@ -84,6 +106,7 @@ impl MediumConfig {
             seed,
             dcf: Some(Box::new(DcfSetup { config, stations, roles })),
             city: None,
+            hub: None,
         }
     }
 }

@@ -255,6 +255,7 @@ mod medium {
             seed,
             dcf: None,
             city: None,
+            hub: None,
         }
     }
 
@@ -558,4 +559,32 @@ fn a_building_between_two_members_weakens_or_blocks_them() {
             "dcf {dcf}: the street's member changed"
         );
     }
+}
+
+/// A received-power map is dark behind an opaque building, weaker farther along the street.
+#[test]
+fn a_power_map_is_dark_behind_an_opaque_building() {
+    use vemu_radio::medium::MediumConfig;
+    let mut cfg = MediumConfig::dcf_channel(
+        vemu_radio::wifi::phy::Standard::G,
+        Model::FreeSpace,
+        Vec::new(),
+        1,
+        1,
+    );
+    cfg.city = Some(Box::new(vemu_radio::city::City::manhattan((3, 3), 100.0, 20.0, None)));
+    // From the street west of the middle block, 30 x 30 cells of 10 m.
+    let m = vemu_radio::air::power_map(
+        &cfg,
+        0,
+        Pos::new(100.0, 150.0),
+        (0.0, 0.0),
+        (300.0, 300.0),
+        10.0,
+    );
+    assert_eq!((m.cols, m.rows, m.dbm.len()), (30, 30, 900));
+    let at = |x: f64, y: f64| m.dbm[(y / 10.0) as usize * 30 + (x / 10.0) as usize];
+    assert_eq!(at(255.0, 155.0), None, "behind the middle block");
+    let (near, far) = (at(105.0, 165.0).unwrap(), at(105.0, 285.0).unwrap());
+    assert!(near > far && far > m.threshold_dbm, "{near} {far} {}", m.threshold_dbm);
 }

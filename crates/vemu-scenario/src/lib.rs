@@ -7,6 +7,7 @@
 
 pub mod aggregate;
 pub mod expect;
+mod files;
 pub mod images;
 pub mod import;
 pub mod kinds;
@@ -23,9 +24,10 @@ pub mod yaml;
 
 use std::path::Path;
 
+pub use files::FileStamp;
+pub(crate) use files::{read_bytes, read_limited, read_stamped};
 pub use images::{ImagePolicy, REFUSED};
 pub use model::*;
-pub(crate) use model::{read_bytes, read_limited, read_stamped};
 pub use names::{valid_lab_name, valid_node_name};
 pub use plan::{build_plan, derive_seed, port_mtu, AP_BRIDGE};
 pub use trust::{Reach, Tenant, Trust, DEFAULT_TENANT_IMAGE_BYTES};

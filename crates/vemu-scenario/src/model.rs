@@ -3,7 +3,9 @@
 
 use std::fmt;
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+
+use crate::{read_stamped, FileStamp};
 
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
@@ -656,9 +658,18 @@ impl SegmentPlan {
     /// stations always reach their access point); an ad hoc channel is a routing
     /// daemon's to route.
     pub fn routed(&self) -> bool {
-        self.wireless
-            .as_ref()
-            .is_none_or(|w| w.medium.dcf.as_ref().is_some_and(|d| !d.roles.is_empty()))
+        self.wireless.as_ref().is_none_or(|w| {
+            w.medium.hub.is_some() || w.medium.dcf.as_ref().is_some_and(|d| !d.roles.is_empty())
+        })
+    }
+
+    /// Its kind as the scenario names it: `lan`, `wireless` or `hub`.
+    pub fn kind(&self) -> &'static str {
+        match &self.wireless {
+            None => "lan",
+            Some(w) if w.medium.hub.is_some() => "hub",
+            Some(_) => "wireless",
+        }
     }
 
     /// No port has an impairment in either direction and there is no capacity: a plain
@@ -902,56 +913,6 @@ pub const MAX_SCENARIO_BYTES: u64 = 64 << 20;
 pub const MAX_NODE_FILE_BYTES: u64 = 16 << 20;
 /// Largest ns-2 movement file (`trace:`), bytes.
 pub const MAX_TRACE_BYTES: u64 = 256 << 20;
-
-/// Read a text file named in a scenario: a regular file (not a device, FIFO or
-/// directory, which could be endless or block) of at most `max_bytes`.
-pub(crate) fn read_limited(path: &Path, max_bytes: u64) -> Result<String, String> {
-    read_stamped(path, max_bytes).map(|(text, _)| text)
-}
-
-/// [`read_limited`], with the size and modification time of what was read.
-pub(crate) fn read_stamped(path: &Path, max_bytes: u64) -> Result<(String, FileStamp), String> {
-    let (bytes, stamp) = read_bytes(path, max_bytes)?;
-    let text = String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string())?;
-    Ok((text, stamp))
-}
-
-/// A file named in a scenario, as bytes: a regular file of at most `max_bytes`.
-pub(crate) fn read_bytes(path: &Path, max_bytes: u64) -> Result<(Vec<u8>, FileStamp), String> {
-    use std::io::Read;
-    let f = std::fs::File::open(path).map_err(|e| e.to_string())?;
-    let meta = f.metadata().map_err(|e| e.to_string())?;
-    if !meta.is_file() {
-        return Err("not a regular file".into());
-    }
-    if meta.len() > max_bytes {
-        return Err(format!("{} bytes, more than the {max_bytes} allowed", meta.len()));
-    }
-    let mut bytes = Vec::new();
-    // The file may grow while it is read: never take more than the limit.
-    f.take(max_bytes + 1).read_to_end(&mut bytes).map_err(|e| e.to_string())?;
-    if bytes.len() as u64 > max_bytes {
-        return Err(format!("more than the {max_bytes} bytes allowed"));
-    }
-    Ok((bytes, FileStamp::of(&meta)))
-}
-
-/// Size and modification time of a file, to tell whether it changed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FileStamp {
-    pub bytes: u64,
-    pub modified_ns: i128,
-}
-
-impl FileStamp {
-    fn of(meta: &std::fs::Metadata) -> FileStamp {
-        use std::os::unix::fs::MetadataExt;
-        FileStamp {
-            bytes: meta.len(),
-            modified_ns: meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128,
-        }
-    }
-}
 
 /// An ns-2 movement file a wireless segment replays. Not copied into the plan (a trace
 /// may have millions of lines): the lab's controller reads it when it starts

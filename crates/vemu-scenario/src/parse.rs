@@ -17,6 +17,7 @@ pub(crate) mod delay;
 mod divert;
 mod event;
 mod expect;
+mod hub;
 mod impairment;
 mod link;
 mod node;

@@ -418,7 +418,18 @@ fn print_radios(s: &LabStatus) {
 
 /// Each LAN segment: its switch's counters and its ports'.
 fn print_lans(s: &LabStatus) {
-    for g in s.segments.iter().filter(|g| g.kind != "wireless") {
+    for g in s.segments.iter().filter(|g| g.kind == "hub") {
+        let (mut sent, mut collisions, mut dropped) = (0, 0, 0);
+        for h in g.members.iter().filter_map(|m| m.radio.as_ref()?.hub.as_ref()) {
+            (sent, collisions, dropped) =
+                (sent + h.sent, collisions + h.collisions, dropped + h.dropped);
+        }
+        println!(
+            "\nSEGMENT {} (hub): {sent} frames repeated, {collisions} collisions, {dropped} frames given up after 16 attempts",
+            g.name
+        );
+    }
+    for g in s.segments.iter().filter(|g| g.kind == "lan") {
         let st = &g.stats;
         let cap = g.capacity_bps.map(|c| format!(", capacity {}", fmt_rate(c))).unwrap_or_default();
         // Switched by the kernel's bridge now: the engine's switch sees none of it.

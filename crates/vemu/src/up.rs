@@ -81,7 +81,11 @@ pub(crate) fn print_placement(plan: &Plan) {
         println!(
             "segment {} spans machines: its {} on machine {}, {away} of {} members elsewhere",
             seg.name,
-            if seg.wireless.is_some() { "radio channel" } else { "switch" },
+            match seg.kind() {
+                "hub" => "hub",
+                "wireless" => "radio channel",
+                _ => "switch",
+            },
             plan.machines[at].name,
             seg.members.len()
         );

@@ -123,6 +123,6 @@ impl Controller {
             Some(c) => c.max(least),
             None => (width.max(height) / 60.0).max(least),
         };
-        Ok(vemu_radio::city::power_map(&w.medium, m, pos, lo, (width, height), cell))
+        Ok(vemu_radio::air::power_map(&w.medium, m, pos, lo, (width, height), cell))
     }
 }

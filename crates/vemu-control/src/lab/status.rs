@@ -60,11 +60,12 @@ impl Controller {
             .segments
             .iter()
             .enumerate()
-            .map(|(g, seg)| SegmentStatus {
+            .map(|(g, seg)| (g, seg, seg.wireless.as_ref().filter(|w| w.medium.hub.is_none())))
+            .map(|(g, seg, air)| SegmentStatus {
                 name: seg.name.clone(),
-                kind: if seg.wireless.is_some() { "wireless" } else { "lan" }.to_string(),
-                range_m: seg.wireless.as_ref().map(|w| w.medium.model.range_m(&w.medium.radio)),
-                carrier_sense_m: seg.wireless.as_ref().map(|w| w.medium.carrier_sense_m),
+                kind: seg.kind().to_string(),
+                range_m: air.map(|w| w.medium.model.range_m(&w.medium.radio)),
+                carrier_sense_m: air.map(|w| w.medium.carrier_sense_m),
                 city: seg.wireless.as_ref().is_some_and(|w| w.medium.city.is_some()),
                 capacity_bps: seg.capacity_bps,
                 stats: stats.segments[g].clone(),
@@ -97,6 +98,7 @@ impl Controller {
                                 .map(|p| crate::PairStatus { node: node_of(p.1), counters: p.2 })
                                 .collect(),
                             mac: r.stations.as_ref().and_then(|s| s.get(m).copied()),
+                            hub: r.hub.as_ref().and_then(|h| h.get(m).copied()),
                             wifi: r.bss.as_ref().and_then(|b| b.get(m)).map(|b| {
                                 crate::WifiStatus {
                                     role: b.role.clone(),

@@ -189,6 +189,7 @@ impl Core {
             stations: m.stations(),
             bss: m.infra().map(|i| (0..n).map(|k| i.member(k)).collect()),
             bss_log: m.bss_log(bss_after),
+            hub: m.hub_stats(),
         })
     }
 

@@ -48,6 +48,7 @@ fn radio_receivers_take_the_groups_they_joined_only() {
             seed: 7,
             dcf: None,
             city: None,
+            hub: None,
         };
         let pos = vec![Pos::new(0.0, 0.0), Pos::new(10.0, 0.0), Pos::new(20.0, 0.0)];
         let members = (0..3)

@@ -68,6 +68,7 @@ fn random_bytes_never_break_the_core() {
         seed: 1,
         dcf: None,
         city: None,
+        hub: None,
     };
     core.add_segment(SegmentConfig {
         members: (0..3).map(|_| MemberConfig { vlan: 1, ..Default::default() }).collect(),

@@ -362,6 +362,7 @@ fn a_radio_transmission_reaches_the_far_machines_receivers_in_one_copy_at_their_
         seed: 3,
         dcf: None,
         city: None,
+        hub: None,
     };
     // Members 2 and 3 at 300 m and 1500 m from member 0: 1 us and 5 us of propagation.
     let pos = vec![

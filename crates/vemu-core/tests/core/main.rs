@@ -272,6 +272,7 @@ fn radio_with(
         seed,
         dcf: None,
         city: None,
+        hub: None,
     };
     let pos: Vec<Pos> = positions.iter().map(|&(x, y)| Pos::new(x, y)).collect();
     let members = (0..positions.len())

@@ -155,6 +155,7 @@ fn dcf_pair() -> (Sim, Vec<PortId>) {
             roles: Vec::new(),
         })),
         city: None,
+        hub: None,
     };
     let members =
         (0..2).map(|i| MemberConfig { vlan: 1, seeds: [i, 100 + i], ..Default::default() });

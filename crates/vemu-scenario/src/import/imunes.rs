@@ -253,7 +253,9 @@ pub fn imunes(text: &str, file: &str, stem: &str) -> Result<Imported, String> {
     if !lans.is_empty() {
         let _ = writeln!(out, "segments:");
         for (lan, m) in lans {
-            let _ = writeln!(out, "  {}:\n    kind: lan", q(&names[*lan]));
+            // A hub is a repeater (every frame to every port, CSMA/CD); a switch learns.
+            let k = if kind(lan) == "hub" { "hub" } else { "lan" };
+            let _ = writeln!(out, "  {}:\n    kind: {k}", q(&names[*lan]));
             if let Some(xy) = canvas(&doc, lan) {
                 let _ = writeln!(out, "    canvas: {xy}");
             }

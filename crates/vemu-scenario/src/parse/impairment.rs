@@ -296,15 +296,11 @@ fn flows(p: &mut P, node: &Node, field: &str) -> Option<Vec<vemu_link::Flow>> {
         .chain(RUNTIME_IMPAIRMENT_KEYS.iter().copied().filter(|k| !matches!(*k, "flows" | "qos")))
         .collect();
     let items = p.seq(node, field);
-    if items.len() > vemu_link::flow::MAX_FLOWS {
+    if items.len() > vemu_link::MAX_FLOWS {
         p.err(
             node.mark,
             field,
-            format!(
-                "at most {} flows a direction, got {}",
-                vemu_link::flow::MAX_FLOWS,
-                items.len()
-            ),
+            format!("at most {} flows a direction, got {}", vemu_link::MAX_FLOWS, items.len()),
         );
         return None;
     }

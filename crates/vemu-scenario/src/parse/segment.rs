@@ -41,15 +41,23 @@ pub(crate) fn segment(
     allowed.extend_from_slice(IMPAIRMENT_KEYS);
     allowed.extend_from_slice(wireless::WIRELESS_KEYS);
     allowed.extend_from_slice(super::wifi::DCF_KEYS);
+    allowed.push("span");
     let entries = p.map(node, &field, &allowed);
     let kind = entries.iter().find(|e| e.0 == "kind").and_then(|(_, _, v)| {
         p.scalar(v, &join(&field, "kind"), |s| match s {
-            "lan" | "wireless" => Ok(s.to_string()),
-            _ => Err(format!("unknown segment kind '{s}', expected 'lan' or 'wireless'")),
+            "lan" | "wireless" | "hub" => Ok(s.to_string()),
+            _ => Err(format!("unknown segment kind '{s}', expected 'lan', 'wireless' or 'hub'")),
         })
     });
+    if kind.as_deref() == Some("hub") {
+        return hub::hub(p, name, mark, &entries, names);
+    }
     let is_wireless = kind.as_deref() == Some("wireless");
     for (k, kmark, _) in &entries {
+        if *k == "span" {
+            p.err(*kmark, &join(&field, k), "'span' applies to 'kind: hub' segments only");
+            continue;
+        }
         let (lan_only, radio_only) = (["capacity", "aging"].contains(k), radio_key(k));
         if (is_wireless && lan_only) || (!is_wireless && radio_only) {
             let other = if is_wireless { "lan" } else { "wireless" };

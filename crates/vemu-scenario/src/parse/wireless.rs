@@ -567,6 +567,7 @@ pub fn wireless(
         seed: 0,
         dcf: None,
         city: None,
+        hub: None,
     };
     medium.dcf =
         super::wifi::dcf(p, entries, field, &medium, get("rate").is_some(), member_entries);

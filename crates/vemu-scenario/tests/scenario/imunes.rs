@@ -152,3 +152,14 @@ fn a_links_bit_error_rate_is_kept() {
         assert!(e.contains("links[0].ber") && e.contains("is not a bit error rate"), "{bad}: {e}");
     }
 }
+
+/// IMUNES' hub is imported as a hub (issue 65 #8): a repeater, not a learning switch.
+#[test]
+fn a_hub_is_imported_as_a_hub() {
+    let text = "node n0 {\n type pc\n interface-peer {eth0 h}\n}\nnode n1 {\n type pc\n interface-peer {eth0 h}\n}\nnode n2 {\n type pc\n interface-peer {eth0 h}\n}\nnode h {\n type hub\n interface-peer {e0 n0}\n interface-peer {e1 n1}\n interface-peer {e2 n2}\n}\nlink l0 {\n nodes {n0 h}\n}\nlink l1 {\n nodes {n1 h}\n}\nlink l2 {\n nodes {n2 h}\n}\n";
+    let i = vemu_scenario::import::imunes(text, "x.imn", "x").unwrap();
+    assert!(i.yaml.contains("kind: hub"), "{}", i.yaml);
+    let plan = vemu_scenario::load_str(&i.yaml, "t.yaml", "t", None).unwrap();
+    assert_eq!(plan.segments[0].kind(), "hub");
+    assert_eq!(plan.segments[0].members.len(), 3);
+}

@@ -211,3 +211,31 @@ fn ip_none_leaves_a_bridge_port_unaddressed() {
     );
     assert!(m.contains("give both ends an address, or neither"), "{m}");
 }
+
+/// A hub segment (issue 65 #8): its rate, span (the collision window) and queue; routed
+/// through by static routing as a LAN; a repeater's keys only.
+#[test]
+fn a_hub_segment_is_planned_and_checked() {
+    let p = ok("
+nodes: {a: {}, b: {}, c: {routes: [{dst: 10.9.0.0/24, via: 10.0.0.1}]}}
+segments:
+  h: {kind: hub, rate: 100Mbit, span: 200m, queue_frames: 20, members: [a, b, {node: c, delay: 1ms}]}
+");
+    let g = &p.segments[0];
+    assert_eq!(g.kind(), "hub");
+    assert!(g.routed());
+    let hub = g.wireless.as_ref().unwrap().medium.hub.unwrap();
+    assert_eq!((hub.rate_bps, hub.prop_ns, hub.queue_frames), (100_000_000, 1_000, 20));
+    assert_eq!(g.members[2].egress.delay_ns, 1_000_000);
+    assert_eq!(g.snooping, vemu_switch::Snooping::Off);
+    for (keys, want) in [
+        ("{kind: hub, members: [a, b], capacity: 1Mbit}", "'capacity' does not apply to a hub"),
+        ("{kind: hub, members: [a, b], range: 100m}", "'range' does not apply to a hub"),
+        ("{kind: hub, members: [a, {node: b, vlan: 2}]}", "unknown field 'vlan'"),
+        ("{kind: lan, members: [a, b], span: 100m}", "'span' applies to 'kind: hub' segments only"),
+        ("{kind: switch, members: [a, b]}", "expected 'lan', 'wireless' or 'hub'"),
+    ] {
+        let m = one_error(&format!("nodes: {{a: {{}}, b: {{}}}}\nsegments:\n  h: {keys}\n"));
+        assert!(m.contains(want), "{keys}: {m}");
+    }
+}
