@@ -4,6 +4,19 @@
 mod common;
 use common::*;
 
+/// The median of 7 TCP connections' round trips from `node` to a closed port of `addr`
+/// (each refused after one round trip), ms.
+fn connect_ms(lab: &Lab, node: &str, addr: &str, port: u16) -> f64 {
+    let script = format!(
+        "import socket, time\nts = []\nfor _ in range(7):\n    s = socket.socket()\n    t = time.monotonic()\n    s.connect_ex(('{addr}', {port}))\n    ts.append((time.monotonic() - t) * 1000)\n    s.close()\nprint(sorted(ts)[3])\n"
+    );
+    let o = lab.exec(node, &["python3", "-c", &script]);
+    String::from_utf8_lossy(&o.stdout)
+        .trim()
+        .parse::<f64>()
+        .unwrap_or_else(|_| panic!("{}", text(&o)))
+}
+
 /// A bit error rate (issue 65) loses big frames more than small ones, as 1 − (1 − ber)^(8L)
 /// says: at 2e-5 each way, a 98-byte echo and its reply are lost 3.1 % of the time, a
 /// 1442-byte one 37 %, within the binomial's bounds; and it is set at run time.
@@ -121,18 +134,8 @@ links:
   - {endpoints: [{node: r, ip: 10.0.2.1/24}, {node: b, ip: 10.0.2.2/24}], forward: {delay: 40ms}}
 ";
     let lab = Lab::up("t-policy", yaml);
-    // The median of 7 connections' round trips to a closed port (refused after one).
-    let connect_ms = |port: u16| {
-        let script = format!(
-            "import socket, time\nts = []\nfor _ in range(7):\n    s = socket.socket()\n    t = time.monotonic()\n    s.connect_ex(('10.9.0.1', {port}))\n    ts.append((time.monotonic() - t) * 1000)\n    s.close()\nprint(sorted(ts)[3])\n"
-        );
-        let o = lab.exec("a", &["python3", "-c", &script]);
-        String::from_utf8_lossy(&o.stdout)
-            .trim()
-            .parse::<f64>()
-            .unwrap_or_else(|_| panic!("{}", text(&o)))
-    };
-    let (slow, fast) = (connect_ms(5001), connect_ms(5002));
+    let (slow, fast) =
+        (connect_ms(&lab, "a", "10.9.0.1", 5001), connect_ms(&lab, "a", "10.9.0.1", 5002));
     let plain = lab.ping_median("a", "10.9.0.1", 10, 0.05).2;
     lab.exec("a", &["ping", "-c", "3", "-i", "0.1", "-Q", "0xb8", "10.9.0.1"]);
     let o = lab.exec("a", &["ping", "-c", "10", "-i", "0.05", "-Q", "0xb8", "10.9.0.1"]);
@@ -188,17 +191,8 @@ links:
         - {match: {proto: icmp, icmp-type: echo-request}, delay: 20ms}
 ";
     let lab = Lab::up("t-flows", yaml);
-    let connect_ms = |port: u16| {
-        let script = format!(
-            "import socket, time\nts = []\nfor _ in range(7):\n    s = socket.socket()\n    t = time.monotonic()\n    s.connect_ex(('10.0.0.2', {port}))\n    ts.append((time.monotonic() - t) * 1000)\n    s.close()\nprint(sorted(ts)[3])\n"
-        );
-        let o = lab.exec("a", &["python3", "-c", &script]);
-        String::from_utf8_lossy(&o.stdout)
-            .trim()
-            .parse::<f64>()
-            .unwrap_or_else(|_| panic!("{}", text(&o)))
-    };
-    let (flow, other) = (connect_ms(5001), connect_ms(5002));
+    let (flow, other) =
+        (connect_ms(&lab, "a", "10.0.0.2", 5001), connect_ms(&lab, "a", "10.0.0.2", 5002));
     let ping = lab.ping_median("a", "10.0.0.2", 10, 0.05).2;
     // Replies (from b, the reverse direction) and pings from b are not of the flow.
     let back = lab.ping_median("b", "10.0.0.1", 10, 0.05).2;

@@ -26,20 +26,8 @@ pub(crate) fn hub(
 ) -> SegmentDef {
     let field = format!("segments.{name}");
     let mut cfg = HubConfig::default();
-    let mut seg = SegmentDef {
-        wireless: None,
-        name: name.to_string(),
-        mark,
-        field: field.clone(),
-        members: Vec::new(),
-        capacity_bps: None,
-        aging_ns: vemu_switch::DEFAULT_AGING_NS,
-        // A repeater filters nothing: every port gets every frame.
-        snooping: vemu_switch::Snooping::Off,
-        weight: 1,
-        subnets: [SubnetChoice::Auto, SubnetChoice::Auto],
-        canvas: None,
-    };
+    // A repeater filters nothing: every port gets every frame.
+    let mut seg = SegmentDef::new(name, mark, vemu_switch::Snooping::Off);
     let mut saw_members = false;
     for (k, kmark, v) in entries {
         let f = join(&field, k);
@@ -59,10 +47,7 @@ pub(crate) fn hub(
                     .unwrap_or(cfg.queue_frames)
                     .max(1)
             }
-            "weight" => seg.weight = p.scalar(v, &f, positive).unwrap_or(1),
-            "canvas" => seg.canvas = node::canvas(p, v, &f),
-            "ipv4" => seg.subnets[0] = segment::subnet_choice(p, v, &f, false),
-            "ipv6" => seg.subnets[1] = segment::subnet_choice(p, v, &f, true),
+            "weight" | "canvas" | "ipv4" | "ipv6" => seg.common_key(p, k, v, &f),
             "members" => {
                 saw_members = true;
                 let items = p.seq(v, &f);

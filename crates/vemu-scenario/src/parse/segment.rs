@@ -25,6 +25,35 @@ pub(crate) const SEGMENT_KEYS: &[&str] = &[
     "ingress", "canvas",
 ];
 
+impl SegmentDef {
+    /// A segment of no members yet, its settings the defaults.
+    pub(crate) fn new(name: &str, mark: Mark, snooping: vemu_switch::Snooping) -> SegmentDef {
+        SegmentDef {
+            wireless: None,
+            name: name.to_string(),
+            mark,
+            field: format!("segments.{name}"),
+            members: Vec::new(),
+            capacity_bps: None,
+            aging_ns: vemu_switch::DEFAULT_AGING_NS,
+            snooping,
+            weight: 1,
+            subnets: [SubnetChoice::Auto, SubnetChoice::Auto],
+            canvas: None,
+        }
+    }
+
+    /// A key every kind of segment takes: `weight`, `canvas`, `ipv4`, `ipv6`.
+    pub(crate) fn common_key(&mut self, p: &mut P, k: &str, v: &Node, f: &str) {
+        match k {
+            "weight" => self.weight = p.scalar(v, f, positive).unwrap_or(1),
+            "canvas" => self.canvas = node::canvas(p, v, f),
+            "ipv4" => self.subnets[0] = subnet_choice(p, v, f, false),
+            _ => self.subnets[1] = subnet_choice(p, v, f, true),
+        }
+    }
+}
+
 pub(crate) fn segment(
     p: &mut P,
     name: &str,
@@ -70,22 +99,10 @@ pub(crate) fn segment(
     }
     let none = ImpairmentsPatch::default();
     let base_dirs = directions(p, &entries, &field, [&none, &none], ["egress", "ingress"]);
-    let mut seg = SegmentDef {
-        wireless: None,
-        name: name.to_string(),
-        mark,
-        field: field.clone(),
-        members: Vec::new(),
-        capacity_bps: None,
-        aging_ns: vemu_switch::DEFAULT_AGING_NS,
-        // The switch is the LAN's snooping querier unless told otherwise: the nodes'
-        // IPv6 start-up chatter (MLD reports) and neighbour discovery then reach only
-        // the nodes concerned, not every port of a big LAN.
-        snooping: vemu_switch::Snooping::Querier,
-        weight: 1,
-        subnets: [SubnetChoice::Auto, SubnetChoice::Auto],
-        canvas: None,
-    };
+    // The switch is the LAN's snooping querier unless told otherwise: the nodes' IPv6
+    // start-up chatter (MLD reports) and neighbour discovery then reach only the nodes
+    // concerned, not every port of a big LAN.
+    let mut seg = SegmentDef::new(name, mark, vemu_switch::Snooping::Querier);
     let mut saw_members = false;
     let mut radio_entries = Vec::new();
     for (k, _, v) in &entries {
@@ -114,10 +131,7 @@ pub(crate) fn segment(
                     })
                     .unwrap_or(seg.snooping)
             }
-            "weight" => seg.weight = p.scalar(v, &f, positive).unwrap_or(1),
-            "canvas" => seg.canvas = node::canvas(p, v, &f),
-            "ipv4" => seg.subnets[0] = subnet_choice(p, v, &f, false),
-            "ipv6" => seg.subnets[1] = subnet_choice(p, v, &f, true),
+            "weight" | "canvas" | "ipv4" | "ipv6" => seg.common_key(p, k, v, &f),
             "members" => {
                 saw_members = true;
                 let items = p.seq(v, &f);
