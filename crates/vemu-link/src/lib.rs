@@ -48,6 +48,9 @@ pub struct Impairments {
     /// queue (never dropped themselves), delaying and crowding out the real ones; 0: none.
     #[serde(default)]
     pub phantom_bps: u64,
+    /// A phantom load whose rate follows a trace instead (`phantom_bps` is then 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phantom_trace: Option<PhantomTrace>,
     /// Probability that a frame is sent twice.
     pub duplicate: Chance,
     /// Probability that one random bit of a frame is flipped.
@@ -126,6 +129,64 @@ impl Flow {
             return Err("a flow needs a match (proto, src, dst, sport, dport, dscp, icmp-type): it would take every frame".into());
         }
         i.validate()
+    }
+}
+
+/// A phantom load that follows a trace of rates (IMUNES' background traffic from a
+/// trace): from each step's lab time on, its rate, until the next step; after the last
+/// step, that rate — or, with a period, the trace again from the start.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PhantomTrace {
+    /// Where it came from (a file name), to show.
+    pub name: String,
+    /// (lab time, ns; rate, bits/s), times increasing, the first at 0.
+    pub steps: Vec<(u64, u64)>,
+    /// The trace repeats every this many ns (`None`: the last rate holds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub period_ns: Option<u64>,
+}
+
+/// Most steps a phantom trace may have.
+pub const MAX_PHANTOM_STEPS: usize = 1_000_000;
+
+impl PhantomTrace {
+    pub fn validate(&self) -> Result<(), String> {
+        if self.steps.is_empty() || self.steps.len() > MAX_PHANTOM_STEPS {
+            return Err(format!(
+                "a phantom trace has 1 to {MAX_PHANTOM_STEPS} steps, got {}",
+                self.steps.len()
+            ));
+        }
+        if self.steps[0].0 != 0 {
+            return Err("a phantom trace starts at time 0".into());
+        }
+        if self.steps.windows(2).any(|w| w[1].0 <= w[0].0) {
+            return Err("a phantom trace's times must increase".into());
+        }
+        if let Some(p) = self.period_ns {
+            if p <= self.steps.last().expect("a step").0 {
+                return Err(
+                    "a phantom trace's period must be longer than its last step's time".into()
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// The rate at lab time `t_ns`, and when it next changes (`u64::MAX`: never).
+    pub fn at(&self, t_ns: u64) -> (u64, u64) {
+        let (base, t) = match self.period_ns {
+            Some(p) if p > 0 => (t_ns - t_ns % p, t_ns % p),
+            _ => (0, t_ns),
+        };
+        let i = self.steps.partition_point(|s| s.0 <= t) - 1;
+        let next = match (self.steps.get(i + 1), self.period_ns) {
+            (Some(s), _) => base + s.0,
+            (None, Some(p)) if p > 0 => base + p,
+            (None, _) => u64::MAX,
+        };
+        (self.steps[i].1, next)
     }
 }
 
@@ -219,6 +280,9 @@ pub struct ImpairmentsPatch {
     pub ber: Option<f64>,
     #[serde(default)]
     pub phantom_bps: Option<u64>,
+    /// `Some(None)` ends a trace-driven phantom load.
+    #[serde(default)]
+    pub phantom_trace: Option<Option<PhantomTrace>>,
     pub duplicate: Option<Chance>,
     pub corrupt: Option<Chance>,
     pub reorder: Option<Reorder>,
@@ -238,7 +302,7 @@ pub struct ImpairmentsPatch {
 macro_rules! runtime_fields {
     ($m:ident $(, $extra:ident)*) => {
         $m!(
-            rate_bps, delay_ns, jitter, loss, ber, phantom_bps, duplicate, corrupt, reorder,
+            rate_bps, delay_ns, jitter, loss, ber, phantom_bps, phantom_trace, duplicate, corrupt, reorder,
             queue, qos, shaper, flows $(, $extra)*
         )
     };
@@ -433,6 +497,21 @@ impl Impairments {
         }
         for (i, f) in self.flows.iter().enumerate() {
             f.validate().map_err(|m| format!("flows[{i}]: {m}"))?;
+        }
+        if let Some(t) = &self.phantom_trace {
+            t.validate()?;
+            let most = t.steps.iter().map(|s| s.1).max().unwrap_or(0);
+            if self.phantom_bps > 0 {
+                return Err("a phantom load is a rate or a trace, not both".into());
+            }
+            if self.qos.is_some() {
+                return Err("a phantom load shares one FIFO queue: not with qos classes".into());
+            }
+            if self.rate_bps.is_none_or(|r| most >= r) {
+                return Err(format!(
+                    "the phantom load's trace reaches {most} bit/s: give a bandwidth above it"
+                ));
+            }
         }
         if self.phantom_bps > 0 && self.qos.is_some() {
             return Err("a phantom load shares one FIFO queue: not with qos classes".into());

@@ -238,7 +238,9 @@ impl LinkDir {
 
     fn set_own_impairments(&mut self, now_ns: u64, imp: Impairments) {
         self.limit = imp.queue_limit();
-        if (imp.phantom_bps, imp.rate_bps) != (self.imp.phantom_bps, self.imp.rate_bps) {
+        if (imp.phantom_bps, imp.rate_bps, &imp.phantom_trace)
+            != (self.imp.phantom_bps, self.imp.rate_bps, &self.imp.phantom_trace)
+        {
             // A phantom load (at its new rate) starts now.
             self.phantom_next_ns = now_ns;
         }
@@ -502,10 +504,30 @@ impl LinkDir {
     /// serializer are passed over but the last (below the rate, each is sent before the
     /// next comes): the work stays proportional to the real frames.
     fn phantom_until(&mut self, now_ns: u64, rate: u64) {
-        let p = self.imp.phantom_bps;
-        if p == 0 || p >= rate {
-            return;
+        // A trace's rates, one stretch at a time (a constant load: one stretch).
+        while self.phantom_next_ns <= now_ns {
+            let t = self.phantom_next_ns;
+            let (p, change_ns) = match &self.imp.phantom_trace {
+                Some(tr) => tr.at(t),
+                None => (self.imp.phantom_bps, u64::MAX),
+            };
+            if p > 0 && p < rate {
+                self.phantom_stretch(now_ns.min(change_ns - 1), rate, p);
+            }
+            if change_ns > now_ns {
+                if p == 0 || p >= rate {
+                    // None until the next change (after `now_ns`).
+                    self.phantom_next_ns = change_ns;
+                }
+                break;
+            }
+            // The next rate's first frame comes when it starts.
+            self.phantom_next_ns = change_ns;
         }
+    }
+
+    /// [`LinkDir::phantom_until`] over a stretch of one rate `p`, up to `until_ns`.
+    fn phantom_stretch(&mut self, now_ns: u64, rate: u64, p: u64) {
         let interval = (PHANTOM_FRAME_BYTES as u128 * 8 * 1_000_000_000 / p as u128) as u64;
         let tx_ns = (PHANTOM_FRAME_BYTES as u128 * 8 * 1_000_000_000 / rate as u128) as u64;
         while self.phantom_next_ns <= now_ns {

@@ -545,15 +545,60 @@ fn a_phantom_load_takes_its_share_of_the_rate() {
     let alone = 100 * 8 * 1000 / 10; // 100 bytes at 10 Mbit/s, ns
     let mean = waits.iter().sum::<u64>() as f64 / waits.len() as f64;
     assert!(waits.iter().any(|&w| w > alone + 100_000) && mean > alone as f64 * 2.0, "{mean}");
-    // An hour of idleness, then a frame: caught up at once.
-    let t0 = std::time::Instant::now();
+    // An hour of idleness, then a frame: caught up (its cost is bench/'s to measure).
     let d = l.offer(3_600_000 * MS, Offer::single(100)).first.unwrap();
     assert!(d.at_ns >= 3_600_000 * MS + alone);
-    assert!(t0.elapsed() < std::time::Duration::from_millis(50), "{:?}", t0.elapsed());
     // Refused without a bandwidth above it, or beside qos classes.
     let bad = |i: Impairments| i.validate().unwrap_err();
     assert!(bad(Impairments { phantom_bps: 1, ..Default::default() })
         .contains("give a bandwidth above it"));
     assert!(bad(Impairments { rate_bps: Some(5), phantom_bps: 5, ..Default::default() })
         .contains("above it"));
+}
+
+/// A phantom load from a trace (issue 65 #6): 0, then 4, then 8 Mbit/s a second each,
+/// repeating every 3 s, takes that share of a 10 Mbit/s direction second by second from
+/// a saturating real flow.
+#[test]
+fn a_phantom_trace_takes_its_share_second_by_second() {
+    use vemu_link::PhantomTrace;
+    let trace = PhantomTrace {
+        name: "t".into(),
+        steps: vec![(0, 0), (1_000 * MS, 4_000_000), (2_000 * MS, 8_000_000)],
+        period_ns: Some(3_000 * MS),
+    };
+    assert_eq!(trace.at(3_500 * MS), (0, 4_000 * MS));
+    assert_eq!(trace.at(5_999 * MS), (8_000_000, 6_000 * MS));
+    let imp = Impairments {
+        rate_bps: Some(10_000_000),
+        phantom_trace: Some(trace.clone()),
+        queue: Some(QueueLimit::Packets(20)),
+        ..Default::default()
+    };
+    let mut l = LinkDir::new(imp.clone(), 1);
+    let gap = 1514 * 8 * 1_000_000_000 / 10_000_000;
+    let mut per_s = [0u64; 6];
+    for i in 0..6_000 * MS / gap {
+        if let Ok(d) = l.offer(i * gap, Offer::single(1514)).first {
+            if let Some(b) = per_s.get_mut((d.at_ns / (1_000 * MS)) as usize) {
+                *b += 1514 * 8;
+            }
+        }
+    }
+    let mbps: Vec<f64> = per_s.iter().map(|b| *b as f64 / 1e6).collect();
+    // (Within what the 20-frame queue carries over a change: 0.24 Mbit.)
+    for (s, want) in [10.0, 6.0, 2.0, 10.0, 6.0, 2.0].iter().enumerate() {
+        assert!((mbps[s] - want).abs() < 0.25, "second {s}: {mbps:?}");
+    }
+    // Checked like a constant load: a bandwidth above its highest rate, no qos, not both.
+    let bad = |i: Impairments| i.validate().unwrap_err();
+    assert!(
+        bad(Impairments { rate_bps: Some(8_000_000), ..imp.clone() }).contains("reaches 8000000")
+    );
+    assert!(bad(Impairments { phantom_bps: 1, ..imp.clone() }).contains("not both"));
+    let mut late = trace.clone();
+    late.steps[0].0 = 5;
+    assert!(
+        bad(Impairments { phantom_trace: Some(late), ..imp.clone() }).contains("starts at time 0")
+    );
 }

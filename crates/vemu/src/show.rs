@@ -70,6 +70,9 @@ pub(crate) fn describe(imp: &Impairments) -> String {
             parts.push(format!("loss GE p={} r={} h={} k={}", pct(p), pct(r), pct(h), pct(k)))
         }
     }
+    if let Some(t) = &imp.phantom_trace {
+        parts.push(format!("phantom from {} ({} steps)", t.name, t.steps.len()));
+    }
     if imp.phantom_bps > 0 {
         parts.push(format!("phantom {}", fmt_rate(imp.phantom_bps)));
     }

@@ -1,7 +1,7 @@
-//! Delay distributions read from files (issue 65 #2): netem's tables
-//! (`jitter: {distribution: {table: FILE}}`) and measured delays replayed as their
-//! empirical distribution (`delay: {measured: FILE}`): one delay a line, or a capture's
-//! inter-arrival times or ping round trips.
+//! Link models read from files (issue 65): netem's tables (`jitter: {distribution:
+//! {table: FILE}}`), measured delays replayed as their empirical distribution (`delay:
+//! {measured: FILE}`: one delay a line, or a capture's inter-arrival times or ping round
+//! trips), and a phantom load's trace of rates (`phantom: {trace: FILE}`).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -131,6 +131,66 @@ pub fn measured_series(bytes: &[u8], series: Option<Series>) -> Result<Vec<f64>,
         }
         (false, None) => text_series(&String::from_utf8_lossy(bytes)),
     }
+}
+
+/// `phantom: {trace: FILE, period: 60s}`: a phantom load following the file's rates.
+pub(crate) fn phantom_trace(
+    p: &mut P,
+    node: &Node,
+    field: &str,
+) -> Option<vemu_link::PhantomTrace> {
+    let entries = p.map(node, field, &["trace", "period"]);
+    let mut period_ns = None;
+    let mut file = None;
+    for (k, _, v) in &entries {
+        let f = join(field, k);
+        match *k {
+            "trace" => file = Some((*v, f)),
+            _ => period_ns = Some(p.scalar(v, &f, units::duration_ns)?),
+        }
+    }
+    let Some((file, f)) = file else {
+        p.err(node.mark, field, "expected a rate (4Mbit) or {trace: FILE}");
+        return None;
+    };
+    let (bytes, path) = read_file(p, file, &f, "phantom trace")?;
+    let trace = rate_steps(&String::from_utf8_lossy(&bytes)).map(|steps| vemu_link::PhantomTrace {
+        name: display_name(&path),
+        steps,
+        period_ns,
+    });
+    match trace.and_then(|t| t.validate().map(|_| t)) {
+        Ok(t) => Some(t),
+        Err(e) => {
+            p.err(file.mark, &f, format!("{}: {e}", path.display()));
+            None
+        }
+    }
+}
+
+/// `TIME RATE` a line (`10s 4Mbit`; a bare time is seconds, a rate of 0 is none), `#`
+/// comments and blank lines skipped.
+fn rate_steps(text: &str) -> Result<Vec<(u64, u64)>, String> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let t = line.split('#').next().unwrap_or("").trim();
+        if t.is_empty() {
+            continue;
+        }
+        let bad = |m: String| format!("line {}: {m} (a line is TIME RATE, e.g. 10s 4Mbit)", i + 1);
+        let (time, rate) =
+            t.split_once(char::is_whitespace).ok_or_else(|| bad(format!("'{t}' has no rate")))?;
+        let at_ns = match time.parse::<f64>() {
+            Ok(s) if s.is_finite() && s >= 0.0 => (s * 1e9).round() as u64,
+            _ => units::duration_ns(time).map_err(bad)?,
+        };
+        let bps = match rate.trim() {
+            "0" | "none" => 0,
+            r => units::rate_bps(r).map_err(bad)?,
+        };
+        out.push((at_ns, bps));
+    }
+    Ok(out)
 }
 
 /// One delay a line (`12.5ms`, `800us`, or a bare number of milliseconds as ping prints

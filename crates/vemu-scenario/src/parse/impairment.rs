@@ -261,11 +261,17 @@ pub(crate) fn impairments(p: &mut P, entries: &Entries, field: &str) -> Impairme
             "jitter" => patch.jitter = jitter(p, v, &f),
             "loss" => patch.loss = loss(p, v, &f),
             "ber" => patch.ber = p.scalar(v, &f, bit_error_rate),
+            "phantom" if matches!(v.value, Value::Map(_)) => {
+                if let Some(t) = delay::phantom_trace(p, v, &f) {
+                    (patch.phantom_bps, patch.phantom_trace) = (Some(0), Some(Some(t)));
+                }
+            }
             "phantom" => {
                 patch.phantom_bps = p.scalar(v, &f, |s| match s.trim() {
                     "0" | "none" | "off" => Ok(0),
                     r => units::rate_bps(r),
-                })
+                });
+                patch.phantom_trace = Some(None);
             }
             "duplicate" => patch.duplicate = chance(p, v, &f, false).map(|c| c.0),
             "corrupt" => patch.corrupt = chance(p, v, &f, false).map(|c| c.0),

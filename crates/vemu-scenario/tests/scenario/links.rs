@@ -347,3 +347,36 @@ links:
         assert!(m.contains(want) && m.contains("links[0].flows[0]"), "{flows}: {m}");
     }
 }
+
+/// A phantom load from a trace of rates (issue 65 #6), with a period; errors named.
+#[test]
+fn a_phantom_load_follows_a_trace_file() {
+    let trace: &[u8] = b"# background load\n0 0\n10s 2Mbit\n20.5 none\n";
+    let (p, _) = with_files(
+        "ph",
+        &[("bg.txt", trace)],
+        "bandwidth: 10Mbit\n    forward: {phantom: {trace: bg.txt, period: 30s}}",
+    );
+    let f = &p.unwrap().links[0].forward;
+    let t = f.phantom_trace.as_ref().unwrap();
+    assert_eq!(t.steps, vec![(0, 0), (10_000_000_000, 2_000_000), (20_500_000_000, 0)]);
+    assert_eq!((t.period_ns, f.phantom_bps), (Some(30_000_000_000), 0));
+    let (e, _) = with_files("ph2", &[("bg.txt", trace)], "forward: {phantom: {trace: bg.txt}}");
+    assert!(e
+        .unwrap_err()
+        .to_string()
+        .contains("reaches 2000000 bit/s: give a bandwidth above it"));
+    let (e, _) = with_files(
+        "ph3",
+        &[("bg.txt", b"0 1Mbit\n5s lots\n")],
+        "bandwidth: 10Mbit\n    phantom: {trace: bg.txt}",
+    );
+    let m = e.unwrap_err().to_string();
+    assert!(m.contains("bg.txt: line 2:"), "{m}");
+    let (e, _) = with_files(
+        "ph4",
+        &[("bg.txt", b"0 1Mbit\n5s 2Mbit\n")],
+        "bandwidth: 10Mbit\n    phantom: {trace: bg.txt, period: 5s}",
+    );
+    assert!(e.unwrap_err().to_string().contains("period must be longer"));
+}
