@@ -313,3 +313,48 @@ segments:
     assert!(x > 1.0e6 && y > 1.0e6, "a {x}, c {y}: each gets a share");
     assert!(collisions > 0, "{st}");
 }
+
+/// WF²Q+ (issue 65 #5) reaches real programs: two UDP flows, each offering the whole
+/// 10 Mbit/s, share it by their classes' weights 1 : 3 on the way out.
+#[test]
+fn wf2q_shares_a_link_by_weight_between_real_flows() {
+    let _g = serial();
+    let yaml = "name: t-wfq
+addressing: {ipv6: none}
+nodes: {n1: {}, n2: {run: ['iperf3 -s -p 5201', 'iperf3 -s -p 5202']}}
+links:
+  - endpoints: [n1, n2]
+    forward:
+      bandwidth: 10Mbit
+      qos:
+        scheduler: wf2q+
+        classes:
+          - {name: light, match: {proto: udp, dport: 5201}, weight: 1}
+          - {name: heavy, match: {proto: udp, dport: 5202}, weight: 3}
+          - {name: rest, weight: 1}
+";
+    let lab = Lab::up("t-wfq", yaml);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let run = |port: &'static str| {
+        let o = lab.exec(
+            "n1",
+            &["iperf3", "-c", "10.0.0.2", "-p", port, "-u", "-b", "10M", "-t", "4", "-J"],
+        );
+        let v: serde_json::Value =
+            serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("{}", text(&o)));
+        v["end"]["sum_received"]["bits_per_second"].as_f64().unwrap_or_else(|| panic!("{v}"))
+    };
+    let (light, heavy) = std::thread::scope(|sc| {
+        let a = sc.spawn(|| run("5201"));
+        let b = sc.spawn(|| run("5202"));
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    let share = heavy / (light + heavy);
+    eprintln!(
+        "WF2Q+ 1:3 on 10 Mbit/s: light {:.2}, heavy {:.2} Mbit/s (heavy's share {share:.3})",
+        light / 1e6,
+        heavy / 1e6
+    );
+    assert!((share - 0.75).abs() < 0.05, "heavy's share {share}");
+    assert!((light + heavy) > 8.5e6, "{} Mbit/s together", (light + heavy) / 1e6);
+}
