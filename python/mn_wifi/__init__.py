@@ -4,7 +4,7 @@
 import importlib as _importlib
 import sys as _sys
 
-for _m in ('net', 'node', 'link', 'cli', 'wmediumdConnector'):
+for _m in ('net', 'node', 'link', 'cli', 'wmediumdConnector', 'topo', 'replaying', 'plot'):
     _mod = _importlib.import_module('vemu.mn_wifi.' + _m)
     _sys.modules[__name__ + '.' + _m] = _mod
     globals()[_m] = _mod

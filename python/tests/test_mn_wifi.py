@@ -104,6 +104,38 @@ def test_what_cannot_map_is_refused_with_its_reason():
     assert sta.IP() == '10.0.0.1'
 
 
+def test_replayed_positions_are_scheduled_by_time_or_speed():
+    from vemu.mn_wifi.replaying import ReplayingBandwidth, schedule
+    net = Mininet_wifi()
+    a = net.addStation('sta1', speed=4)
+    b = net.addStation('sta2')
+    c = net.addStation('sta3')
+    a.p = ['1,0,0', '2,0,0', '3,0,0']
+    b.p, b.time = ['5,5,0', '6,6,0'], [0.3, 2]
+    c.p = [(7, 7, 0)]
+    got = [(t, n.name, p) for t, n, p in schedule([a, b, c])]
+    assert got == [(0.25, 'sta1', '1,0,0'), (0.3, 'sta2', '5,5,0'), (0.5, 'sta1', '2,0,0'),
+                   (0.75, 'sta1', '3,0,0'), (1.0, 'sta3', (7, 7, 0)), (2.0, 'sta2', '6,6,0')]
+    with pytest.raises(NotEmulated, match="ReplayingBandwidth"):
+        ReplayingBandwidth(net)
+
+
+def test_a_wireless_topo_builds_its_stations_access_points_and_links():
+    from vemu.mn_wifi.topo import LinearWirelessTopo, SingleAPTopo
+    topo = LinearWirelessTopo(k=2, n=2)
+    assert topo.aps() == ['ap1', 'ap2'] and len(topo.stations()) == 4 and topo.hosts() == []
+    net = Mininet_wifi()
+    net.buildFromTopo(topo)
+    assert [s.name for s in net.stations] == ['sta1ap1', 'sta1ap2', 'sta2ap1', 'sta2ap2']
+    assert net['sta1ap2'].ap is net['ap2'] and net['ap1'].ssid == 'ssid_ap1'
+    plan = net.labPlan('t-topo').scenario
+    assert [[e['node'] for e in l['endpoints']] for l in plan['links']] == [['ap2', 'ap1']], plan['links']
+    roles = {m['node']: m['role'] for m in plan['segments']['wlan']['members']}
+    assert roles == {'ap1': 'ap', 'ap2': 'ap', 'sta1ap1': 'station', 'sta1ap2': 'station',
+                     'sta2ap1': 'station', 'sta2ap2': 'station'}, roles
+    assert len(SingleAPTopo(k=3).stations()) == 3
+
+
 # --- Mininet-WiFi's own examples, unmodified --------------------------------------------
 
 
@@ -161,3 +193,47 @@ def test_adhoc_example_neighbours_reach_each_other_and_no_further():
     assert r.returncode == 0 and "Traceback" not in out, out
     assert "sta1 -> sta2 X" in out and "sta2 -> sta1 sta3" in out, out
     assert math.isclose(_radio.range_of(14, 2.432e9, exp=4), 74.99, abs_tol=0.01)
+
+
+REPLAY = """
+from mininet.log import setLogLevel
+from mn_wifi.net import Mininet_wifi
+from mn_wifi.cli import CLI
+from mn_wifi.replaying import ReplayingMobility
+
+setLogLevel('info')
+net = Mininet_wifi()
+sta1 = net.addStation('sta1', position='10,10,0', speed=4)
+sta2 = net.addStation('sta2', position='20,10,0')
+ap1 = net.addAccessPoint('ap1', ssid='s', position='15,15,0')
+net.configureNodes()
+net.addLink(sta1, ap1)
+net.addLink(sta2, ap1)
+net.plotGraph(max_x=40, max_y=40)
+net.build()
+ap1.start([])
+sta1.p = ['%d,10,0' % x for x in range(11, 19)]  # 8 positions, 4 a second: 2 s
+sta2.p, sta2.time = ['20,20,0', '20,30,0'], [0.5, 1.0]
+ReplayingMobility(net)
+CLI(net)
+net.stop()
+"""
+
+
+@root
+def test_replayed_mobility_moves_stations_on_the_lab_and_plotgraph_draws_a_png(tmp_path):
+    script = tmp_path / "replay.py"
+    script.write_text(REPLAY)
+    png = tmp_path / "plot.png"
+    r = subprocess.run([VEMU, "mininet", str(script)], input="py sta1.position\nsh sleep 2.6\n"
+                       "py sta1.position\npy sta2.position\nsta1 ping -c1 -W2 sta2\n",
+                       capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, VEMU_PLOT=str(png)))
+    out = r.stdout + r.stderr
+    assert r.returncode == 0 and "Traceback" not in out, out
+    # plotGraph drew the network into a PNG once the lab was up.
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and "plotGraph: drawn to" in out, out
+    assert "[10.0, 10.0, 0.0]" in out and "[18.0, 10.0, 0.0]" in out, out
+    assert "[20.0, 30.0, 0.0]" in out, out
+    assert "1 received" in out, out
+

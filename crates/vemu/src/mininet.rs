@@ -45,6 +45,9 @@ const FILES: &[(&str, &str)] = py![
     "vemu/mn_wifi/link.py",
     "vemu/mn_wifi/net.py",
     "vemu/mn_wifi/node.py",
+    "vemu/mn_wifi/plot.py",
+    "vemu/mn_wifi/replaying.py",
+    "vemu/mn_wifi/topo.py",
     "vemu/mn_wifi/wmediumdConnector.py",
     "mn_wifi/__init__.py",
 ];

@@ -4,6 +4,7 @@ stations associating with real management frames, roaming by signal) — no
 mac80211_hwsim, wmediumd, hostapd or Open vSwitch needed. Stations and hosts are
 vemu nodes, access points nodes bridging their radio with their wired links."""
 
+import os
 import time
 
 from vemu.mininet.link import Link, TCLink
@@ -150,6 +151,31 @@ class Mininet_wifi(Mininet):
             cls = TCLink
         return Mininet.addLink(self, node1, node2, port1=port1, port2=port2, cls=cls, **params)
 
+    def buildFromTopo(self, topo=None):
+        """Build from a topology (``mn_wifi.topo``, or Mininet's): its stations, access
+        points, hosts and switches, then its links (a station's to an access point an
+        association)."""
+        flags = ('isStation', 'isAP', 'isHost', 'isSwitch')
+        opts = lambda n: {k: v for k, v in topo.nodeInfo(n).items() if k not in flags}
+        wifi = hasattr(topo, 'stations')
+        if not wifi:
+            return Mininet.buildFromTopo(self, topo)
+        info('*** Creating network\n')
+        for kind, names, add in (('stations', topo.stations(), self.addStation),
+                                 ('access points', topo.aps(), self.addAccessPoint),
+                                 ('hosts', topo.hosts(), self.addHost),
+                                 ('switches', topo.switches(), self.addSwitch)):
+            if names:
+                info('*** Adding %s:\n%s\n' % (kind, ' '.join(names)))
+            for n in names:
+                add(n, **opts(n))
+        info('*** Adding links:\n')
+        for src, dst, params in topo.links(sort=True, withInfo=True):
+            params = dict(params)
+            self.addLink(params.pop('node1', src), params.pop('node2', dst), **params)
+            info('(%s, %s) ' % (src, dst))
+        info('\n')
+
     # --- what Mininet-WiFi configures with iw and wmediumd ---------------------------
 
     def configureNodes(self):
@@ -185,8 +211,16 @@ class Mininet_wifi(Mininet):
         self.mob_moves.setdefault(node.name, {})[event] = (float(time), position)
 
     def plotGraph(self, **kwargs):
-        "The lab's web page draws the network (vemu ui), live."
+        """Draw the network to a PNG (``VEMU_PLOT`` names the file; by default
+        ``LAB-plot.png`` here) once its lab is up — and again at each call after — and
+        live on the lab's web page (``vemu ui``)."""
         self.drawn = kwargs
+        if self.lab:
+            self._plot()
+
+    def _plot(self):
+        from vemu.mn_wifi.plot import plot_png
+        return plot_png(self, os.environ.get('VEMU_PLOT') or '%s-plot.png' % self.lab, **self.drawn)
 
     plotGraph3D = plotGraph
 
@@ -213,6 +247,8 @@ class Mininet_wifi(Mininet):
         Mininet.build(self)
         self.ensureLab()
         self.waitAssociated()
+        if self.drawn is not None and self.lab:
+            self._plot()
 
     def waitAssociated(self, timeout=3.0):
         """Wait (up to ``timeout`` s) until each station that has an access point in its
@@ -291,8 +327,6 @@ class Mininet_wifi(Mininet):
             p.scenario['events'] = events
         if self.mob_model and self.mob_model.get('seed') is not None:
             p.scenario['seed'] = int(self.mob_model['seed'])
-        if self.drawn is not None:
-            info('*** The network is drawn live on the lab\'s web page: vemu ui --lab %s\n' % name)
         return p
 
     def _moves(self, node, ev):
