@@ -14,6 +14,10 @@ use super::*;
 const HUB_KEYS: &[&str] =
     &["kind", "members", "rate", "span", "queue_frames", "weight", "ipv4", "ipv6", "canvas"];
 
+/// Most members a hub may have (it keeps counters per pair of them; a real repeater
+/// has tens of ports).
+pub const MAX_HUB_MEMBERS: usize = 1024;
+
 /// Signals in copper travel at about two thirds of light's speed, m/ns.
 const CABLE_M_PER_NS: f64 = 0.2;
 
@@ -57,6 +61,11 @@ pub(crate) fn hub(
                         &f,
                         format!("a segment needs at least 2 members, found {}", items.len()),
                     );
+                }
+                if items.len() > MAX_HUB_MEMBERS {
+                    let n = items.len();
+                    p.err(v.mark, &f, format!("a hub has at most {MAX_HUB_MEMBERS} members (a LAN segment switches any number), found {n}"));
+                    return seg;
                 }
                 let mut member_keys = vec!["egress", "ingress"];
                 member_keys.extend_from_slice(IMPAIRMENT_KEYS);

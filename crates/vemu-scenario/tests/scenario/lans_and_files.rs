@@ -239,3 +239,15 @@ segments:
         assert!(m.contains(want), "{keys}: {m}");
     }
 }
+
+#[test]
+fn a_hub_of_too_many_members_is_refused() {
+    let names: Vec<String> = (0..1025).map(|i| format!("n{i}")).collect();
+    let nodes: String = names.iter().map(|n| format!("{n}: {{}}, ")).collect();
+    let y = format!(
+        "nodes: {{{nodes}}}\nsegments:\n  h: {{kind: hub, members: [{}]}}\n",
+        names.join(", ")
+    );
+    let m = one_error(&y);
+    assert!(m.contains("a hub has at most 1024 members"), "{m}");
+}
