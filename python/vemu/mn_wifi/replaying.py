@@ -12,6 +12,10 @@ import time
 
 from vemu.mininet.log import info
 from vemu.mininet.node import NotEmulated
+from vemu.mn_wifi.link import _Refused
+
+#: Why the other replayers are refused.
+WHY = "is not emulated: vemu's 802.11 channel decides rates, losses and signal from positions (docs/mininet.md)"
 
 
 def schedule(nodes):
@@ -66,21 +70,13 @@ class ReplayingMobility(object):
 replayingMobility = ReplayingMobility
 
 
-class _Refused(object):
-    what = ''
-
-    def __init__(self, *args, **kwargs):
-        raise NotEmulated('%s is not emulated: vemu\'s 802.11 channel decides rates, losses '
-                          'and signal from positions (docs/mininet.md)' % self.what)
-
-
 class ReplayingBandwidth(_Refused):
-    what = 'ReplayingBandwidth (tc on a station from a trace)'
+    what = 'ReplayingBandwidth (tc on a station from a trace) ' + WHY
 
 
 class ReplayingNetworkConditions(_Refused):
-    what = 'ReplayingNetworkConditions (tc on a station from a trace)'
+    what = 'ReplayingNetworkConditions (tc on a station from a trace) ' + WHY
 
 
 class ReplayingRSSI(_Refused):
-    what = 'ReplayingRSSI (positions from signal levels)'
+    what = 'ReplayingRSSI (positions from signal levels) ' + WHY
