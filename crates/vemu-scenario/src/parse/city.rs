@@ -2,7 +2,6 @@
 //! buildings and streets, or obstacles and roads given inline or in GeoJSON files.
 
 use std::collections::HashMap;
-use std::path::Path;
 
 use serde_json::Value as Json;
 use vemu_radio::city::{City, Obstacle, Roads};
@@ -39,7 +38,7 @@ fn blocks(s: &str) -> Result<(u32, u32), String> {
     Ok((a, b))
 }
 
-pub(crate) fn city(p: &mut P, node: &Node, field: &str, base: Option<&Path>) -> Option<City> {
+pub(crate) fn city(p: &mut P, node: &Node, field: &str) -> Option<City> {
     let entries = p.map(node, field, CITY_KEYS);
     let get = |k: &str| entries.iter().find(|e| e.0 == k).map(|e| e.2);
     let f = |k: &str| join(field, k);
@@ -75,7 +74,7 @@ pub(crate) fn city(p: &mut P, node: &Node, field: &str, base: Option<&Path>) -> 
                 city.obstacles = inline_obstacles(p, items, &f("obstacles"), wall_db)?
             }
             _ => {
-                let json = geojson(p, v, &f("obstacles"), base)?;
+                let json = geojson(p, v, &f("obstacles"))?;
                 (file_rings, file_walls) = Geo::obstacles(&json, wall_db)
                     .map_err(|m| p.err(v.mark, &f("obstacles"), m))
                     .ok()?;
@@ -107,7 +106,7 @@ pub(crate) fn city(p: &mut P, node: &Node, field: &str, base: Option<&Path>) -> 
                 roads_of(lines)
             }
             _ => {
-                let json = geojson(p, v, &f("roads"), base)?;
+                let json = geojson(p, v, &f("roads"))?;
                 file_lines = Geo::roads(&json).map_err(|m| p.err(v.mark, &f("roads"), m)).ok()?;
                 Roads::default()
             }
@@ -195,19 +194,17 @@ fn inline_obstacles(
     Some(out)
 }
 
-/// A GeoJSON file named in the scenario, parsed.
-fn geojson(p: &mut P, node: &Node, field: &str, base: Option<&Path>) -> Option<Json> {
-    let name = p.string(node, field)?;
-    if !p.reach(crate::Reach::Trace, node.mark, field) {
+/// A GeoJSON file named in the scenario (read as the scenario's other files are),
+/// parsed.
+fn geojson(p: &mut P, node: &Node, field: &str) -> Option<Json> {
+    let (bytes, path) = super::delay::read_file(p, node, field, "GeoJSON")?;
+    let Ok(text) = String::from_utf8(bytes) else {
+        p.err(
+            node.mark,
+            field,
+            format!("cannot read GeoJSON '{}': not UTF-8 text", path.display()),
+        );
         return None;
-    }
-    let path = base.map(|b| b.join(&name)).unwrap_or_else(|| name.clone().into());
-    let text = match crate::read_limited(&path, crate::MAX_TRACE_BYTES) {
-        Ok(t) => t,
-        Err(e) => {
-            p.err(node.mark, field, format!("cannot read GeoJSON '{}': {e}", path.display()));
-            return None;
-        }
     };
     match serde_json::from_str(&text) {
         Ok(j) => Some(j),

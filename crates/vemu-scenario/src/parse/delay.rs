@@ -22,8 +22,15 @@ pub enum Series {
     HalfRtt,
 }
 
-/// A file named in a scenario, read whole: its bytes and the path as the error names it.
-fn read_file(p: &mut P, node: &Node, field: &str, what: &str) -> Option<(Vec<u8>, PathBuf)> {
+/// A file named in a scenario (a delay file, a trace of rates, a GeoJSON city), read whole
+/// as a tenant may (the `trace` reach) and within its limit: its bytes and the path as
+/// the error names it.
+pub(crate) fn read_file(
+    p: &mut P,
+    node: &Node,
+    field: &str,
+    what: &str,
+) -> Option<(Vec<u8>, PathBuf)> {
     let name = p.string(node, field)?;
     if !p.reach(crate::Reach::Trace, node.mark, field) {
         return None;

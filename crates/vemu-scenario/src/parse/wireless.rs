@@ -586,7 +586,7 @@ pub fn wireless(
             );
         }
     }
-    let city = get("city").and_then(|(_, v)| super::city::city(p, v, &f("city"), base));
+    let city = get("city").and_then(|(_, v)| super::city::city(p, v, &f("city")));
     let area = get("area").and_then(|(_, v)| p.scalar(v, &f("area"), area)).or_else(|| {
         // A city without an area: members placed (and moved) within it.
         let (w, h) = city.as_ref()?.extent();
