@@ -1,6 +1,6 @@
 //! `vemu agent`: a machine's share of labs that span machines. It listens on one
 //! address, takes the controller's orders (a [`WorkerRequest`] per HTTP request over
-//! TLS, both sides proving they hold the token: see [`crate::channel`]) and carries them out with a [`LocalWorker`] per lab —
+//! TLS, both sides proving they hold the token: see [`vemu_machine::channel`]) and carries them out with a [`LocalWorker`] per lab —
 //! a whole share per request, then local netlink calls. The address it listens on is
 //! also the one its tunnels use.
 //!
@@ -28,11 +28,11 @@ use tokio::sync::oneshot;
 use vemu_host::LabPaths;
 
 use crate::api::ApiError;
-use crate::channel::{Binding, Role, PROOF_HEADER};
-use crate::door::HereDoor;
 use crate::wire::{AgentHello, CaptureRecord};
-use crate::worker::{LocalWorker, Worker, WorkerError, WorkerReply, WorkerRequest};
 use crate::LockExt;
+use vemu_machine::channel::{Binding, Role, PROOF_HEADER};
+use vemu_machine::door::HereDoor;
+use vemu_machine::worker::{LocalWorker, Worker, WorkerError, WorkerReply, WorkerRequest};
 
 /// The marker of a lab share an agent built (`share`: its name on this machine).
 fn marker(share: &str) -> std::path::PathBuf {
@@ -187,7 +187,7 @@ pub fn run(listen: SocketAddr, token: String) -> Result<()> {
             std::thread::sleep(std::time::Duration::from_secs(1));
             agent.end_leases();
             // (Also once no share is left, whose supervisor would do it.)
-            crate::supervise::reap_orphans();
+            vemu_machine::supervise::reap_orphans();
         })?;
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -203,7 +203,7 @@ pub fn run(listen: SocketAddr, token: String) -> Result<()> {
                 tokio::net::TcpSocket::new_v6()?
             };
             sock.set_reuseaddr(true)?;
-            crate::route::clamp_mss(&sock);
+            vemu_machine::route::clamp_mss(&sock);
             sock.bind(listen)?;
             sock.listen(1024)
         })
@@ -227,7 +227,7 @@ pub fn run(listen: SocketAddr, token: String) -> Result<()> {
         .layer(axum::extract::DefaultBodyLimit::max(MAX_ORDER_BYTES))
         .layer(middleware::from_fn_with_state(agent.clone(), require_token));
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
-    let tls = tokio_rustls::TlsAcceptor::from(crate::channel::server_config()?);
+    let tls = tokio_rustls::TlsAcceptor::from(vemu_machine::channel::server_config()?);
     let server = rt.spawn(serve_tls(listener, tls, router, stop_rx));
     let _ = signals.wait();
     let _ = stop_tx.send(());
@@ -341,7 +341,7 @@ async fn lease(
     // The controller's state, kept for a controller that takes the lab over from
     // another machine (`vemu attach --from`).
     if !state.is_empty() {
-        let path = crate::worker::saved_copy(&agent.paths(&lab));
+        let path = vemu_machine::worker::saved_copy(&agent.paths(&lab));
         crate::api::blocking(move || {
             crate::lab::saved::write_whole(&path, &state)
                 .map_err(|e| ApiError::internal(format!("keeping the controller's state: {e:#}")))
@@ -384,16 +384,17 @@ async fn underlay_probe(
             None => tokio::time::sleep(std::time::Duration::from_millis(50)).await,
         }
     }
-    let duration =
-        std::time::Duration::from_millis(o.duration_ms).min(crate::route::MAX_UNDERLAY_PROBE);
-    let tls = crate::channel::client_config().map_err(|e| ApiError::internal(format!("{e:#}")))?;
-    let route = crate::route::AgentRoute::to_peer(o.to, &agent.token, &tls);
+    let duration = std::time::Duration::from_millis(o.duration_ms)
+        .min(vemu_machine::route::MAX_UNDERLAY_PROBE);
+    let tls =
+        vemu_machine::channel::client_config().map_err(|e| ApiError::internal(format!("{e:#}")))?;
+    let route = vemu_machine::route::AgentRoute::to_peer(o.to, &agent.token, &tls);
     let gateway = |m: String| ApiError {
         status: StatusCode::BAD_GATEWAY,
         message: format!("measuring the underlay to {}: {m}", o.to),
     };
     let bps = tokio::time::timeout(
-        duration + crate::route::MAX_UNDERLAY_PROBE,
+        duration + vemu_machine::route::MAX_UNDERLAY_PROBE,
         route.measure_to(duration),
     )
     .await
@@ -404,11 +405,11 @@ async fn underlay_probe(
 
 /// The other end of [`underlay_probe`]: counts what arrives after the first piece and
 /// the time from the first piece to the last (`{"bytes": ..., "ns": ...}`), for at most
-/// [`crate::route::MAX_UNDERLAY_PROBE`].
+/// [`vemu_machine::route::MAX_UNDERLAY_PROBE`].
 async fn underlay_sink(body: axum::body::Body) -> Result<Json<serde_json::Value>, ApiError> {
     use http_body_util::BodyExt;
     let mut body = body;
-    let limit = crate::route::MAX_UNDERLAY_PROBE;
+    let limit = vemu_machine::route::MAX_UNDERLAY_PROBE;
     let (mut first, mut last, mut bytes) =
         (None::<std::time::Instant>, std::time::Instant::now(), 0u64);
     loop {
@@ -652,7 +653,7 @@ fn dispatch(w: &mut LocalWorker, req: WorkerRequest) -> WorkerReply {
             })
         }
         WorkerRequest::Connect { peers, vxlan } => {
-            reply(w.connect(&peers, &vxlan).map_err(crate::worker::internal), done)
+            reply(w.connect(&peers, &vxlan).map_err(vemu_machine::worker::internal), done)
         }
         WorkerRequest::Patch { target, dir, patch } => reply(w.patch(target, dir, patch), |i| {
             i.map_or(WorkerReply::Done, WorkerReply::Impairments)

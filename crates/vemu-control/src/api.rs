@@ -23,11 +23,11 @@ use serde_json::{json, Value};
 use tokio::sync::{broadcast, oneshot};
 use vemu_host::LabPaths;
 
-use crate::door::Door;
 use crate::error::LabError;
 use crate::lab::{Controller, StopRequest};
 use crate::LockExt;
 use admission::Admission;
+use vemu_machine::door::Door;
 
 pub(crate) mod admission;
 pub(crate) mod exec;
@@ -53,8 +53,8 @@ pub struct ApiError {
     pub message: String,
 }
 
-impl From<crate::route::RelayError> for ApiError {
-    fn from(e: crate::route::RelayError) -> ApiError {
+impl From<vemu_machine::route::RelayError> for ApiError {
+    fn from(e: vemu_machine::route::RelayError) -> ApiError {
         ApiError { status: e.status, message: e.message }
     }
 }

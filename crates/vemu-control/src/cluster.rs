@@ -16,9 +16,9 @@ use vemu_engine::{CaptureSpec, Captured, LabClock, Target};
 use vemu_scenario::Plan;
 
 use crate::clock_sync::{ClockFilter, Offset, Sample, Wall};
-use crate::route::{AgentRoute, MAX_UNDERLAY_PROBES, UNDERLAY_PROBE};
 use crate::wire::AgentHello;
-use crate::worker::{Counters, Worker, WorkerError, WorkerReply, WorkerRequest};
+use vemu_machine::route::{AgentRoute, MAX_UNDERLAY_PROBES, UNDERLAY_PROBE};
+use vemu_machine::worker::{Counters, Worker, WorkerError, WorkerReply, WorkerRequest};
 
 mod bringup;
 mod orders;
@@ -162,7 +162,7 @@ impl AgentClient {
 /// Tell every machine of `plan` to take its share down (for `vemu clean` after the
 /// controller died); what could not be done, one message per machine.
 pub fn teardown_everywhere(plan: &Plan) -> Vec<String> {
-    let (token, tls) = match (agent_token(), crate::channel::client_config()) {
+    let (token, tls) = match (agent_token(), vemu_machine::channel::client_config()) {
         (Ok(t), Ok(c)) => (t, c),
         (Err(e), _) | (_, Err(e)) => {
             return vec![format!(
@@ -202,7 +202,7 @@ pub fn fetch_state(
     address: SocketAddr,
     lab: &str,
 ) -> Result<(serde_json::Value, Option<serde_json::Value>)> {
-    let (token, tls) = (agent_token()?, crate::channel::client_config()?);
+    let (token, tls) = (agent_token()?, vemu_machine::channel::client_config()?);
     let a = AgentClient::new(AgentRoute::to_peer(address, &token, &tls))?;
     let asked_ns = vemu_engine::monotonic_ns();
     match a.call(lab, &WorkerRequest::State) {
@@ -302,7 +302,7 @@ impl Cluster {
         check: impl Fn(&AgentClient, &str) -> Result<()>,
     ) -> Result<Cluster> {
         let mut agents = Vec::new();
-        let tls = crate::channel::client_config()?;
+        let tls = vemu_machine::channel::client_config()?;
         for m in &plan.machines {
             let a = AgentClient::new(AgentRoute::new(m, token, &tls))?;
             check(&a, &plan.name)?;

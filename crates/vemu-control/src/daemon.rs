@@ -18,8 +18,8 @@ use vemu_scenario::Plan;
 use crate::api;
 use crate::lab::saved::Saved;
 use crate::lab::{Controller, StopRequest};
-use crate::worker::{LocalWorker, Worker};
 use crate::LockExt;
+use vemu_machine::worker::{LocalWorker, Worker};
 
 /// What the lab is doing while it comes up.
 #[derive(Debug, Clone)]
@@ -233,7 +233,10 @@ fn serve_lab(
     }
     // Descriptors first: a lab too big for the limit fails now, having built nothing.
     if plan.machines.is_empty() {
-        vemu_host::ensure_open_files(vemu_host::files_needed(&plan, crate::fast_path_wanted()))?;
+        vemu_host::ensure_open_files(vemu_host::files_needed(
+            &plan,
+            vemu_machine::fast_path_wanted(),
+        ))?;
     }
     // Movement files are read here, before anything is built, and only for the movers:
     // the plan the controller keeps (and writes to plan.json) names them.

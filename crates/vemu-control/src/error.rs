@@ -42,9 +42,16 @@ impl std::fmt::Display for LabError {
 
 impl std::error::Error for LabError {}
 
-/// The message of an error answer (`{"error": "..."}`), if the body is one.
-pub(crate) fn error_message(body: &[u8]) -> Option<String> {
-    serde_json::from_slice::<serde_json::Value>(body)
-        .ok()
-        .and_then(|v| v["error"].as_str().map(String::from))
+pub(crate) use vemu_machine::route::error_message;
+
+/// A refused order as the lab's error: the caller's fault is a bad request, a lost
+/// machine's makes the lab unavailable for it, the rest is internal.
+impl From<vemu_machine::worker::WorkerError> for LabError {
+    fn from(e: vemu_machine::worker::WorkerError) -> LabError {
+        match e.fault {
+            vemu_machine::worker::Fault::Caller => LabError::Invalid(e.message),
+            vemu_machine::worker::Fault::Lost => LabError::Unavailable(e.message),
+            vemu_machine::worker::Fault::Internal => LabError::Internal(e.message),
+        }
+    }
 }

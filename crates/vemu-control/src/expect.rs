@@ -839,7 +839,7 @@ pub(crate) mod probe {
 
     use vemu_scenario::expect::Check;
 
-    use crate::door::{Door, HereDoor};
+    use vemu_machine::door::{Door, HereDoor};
 
     /// Longest a probe runs (a `run:` check's command may take until its deadline).
     const PROBE_S: f64 = 2.0;
@@ -952,7 +952,7 @@ pub(crate) mod probe {
     }
 
     fn run_there(
-        route: &crate::route::AgentRoute,
+        route: &vemu_machine::route::AgentRoute,
         lab: &str,
         node: &str,
         argv: &[&str],
@@ -990,8 +990,8 @@ pub(crate) mod probe {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        crate::supervise::own_session(&mut cmd);
-        let child = match entry.spawn(&mut cmd, crate::spawn_waited) {
+        vemu_machine::supervise::own_session(&mut cmd);
+        let child = match entry.spawn(&mut cmd, vemu_machine::spawn_waited) {
             Ok(c) => c,
             Err(e) => return (127, String::new(), format!("{}: {e}", argv[0])),
         };
@@ -1006,14 +1006,14 @@ pub(crate) mod probe {
                 // SAFETY: kill with a negative pid signals the child's process group.
                 unsafe { libc::kill(-(pid as i32), libc::SIGKILL) };
                 let _ = rx.recv();
-                crate::forget_waited(pid);
+                vemu_machine::forget_waited(pid);
                 return (124, String::new(), format!("timed out after {timeout_s:.1} s"));
             }
         };
-        crate::forget_waited(pid);
+        vemu_machine::forget_waited(pid);
         match out {
             Some(o) => (
-                crate::exit_code(o.status),
+                vemu_machine::exit_code(o.status),
                 String::from_utf8_lossy(&o.stdout).into_owned(),
                 String::from_utf8_lossy(&o.stderr).into_owned(),
             ),

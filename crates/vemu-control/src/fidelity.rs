@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use vemu_engine::{bucket_quantile_ns, DirStats, DELAY_BUCKETS_NS};
 pub use vemu_scenario::FidelityThresholds;
 
-use crate::worker::TapQueue;
+use vemu_machine::worker::TapQueue;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -229,8 +229,8 @@ impl CpuEvidence {
     /// One window: each machine's pressure and nodes' waits between the counters
     /// `before` and `now` (over the time between the machine's two readings).
     pub fn window(
-        now: &[crate::worker::MachineCpu],
-        before: &[crate::worker::MachineCpu],
+        now: &[vemu_machine::worker::MachineCpu],
+        before: &[vemu_machine::worker::MachineCpu],
         th: &FidelityThresholds,
     ) -> CpuEvidence {
         let mut e = CpuEvidence::default();

@@ -11,7 +11,7 @@ use vemu_link::Impairments;
 use vemu_scenario::{Plan, PortRef};
 
 use crate::error::LabError;
-use crate::worker::{Counters, Worker};
+use vemu_machine::worker::{Counters, Worker};
 use vemu_scenario::Limits;
 mod flows;
 mod mobility;
@@ -90,7 +90,7 @@ pub struct Controller {
     /// `wifi.csv` in the lab's log directory.
     pub(crate) wifi_log: Option<std::io::BufWriter<std::fs::File>>,
     /// Traffic flows started so far.
-    pub(crate) flows: Vec<crate::traffic::Flow>,
+    pub(crate) flows: Vec<vemu_machine::traffic::Flow>,
     /// Flows asked for so far, started or not: the next flow's number (and UDP port). A
     /// flow whose source failed to start may leave its sink listening until its end
     /// time; its port is never given again.
@@ -357,7 +357,7 @@ impl Controller {
     }
 
     /// The nodes' kernel counters of their TAP interfaces.
-    pub(crate) fn tap_queues(&mut self) -> Result<Vec<crate::worker::TapQueue>, LabError> {
+    pub(crate) fn tap_queues(&mut self) -> Result<Vec<vemu_machine::worker::TapQueue>, LabError> {
         Ok(self.worker.tap_queues()?)
     }
 
@@ -425,7 +425,7 @@ impl Controller {
     }
 
     /// For each machine, the links from it to each other machine, by their rates set now,
-    /// against the `measured` underlay ([`crate::worker::Worker::underlay`]). One pass
+    /// against the `measured` underlay ([`vemu_machine::worker::Worker::underlay`]). One pass
     /// over the links, whatever the number of machines.
     fn underlay_by_machine(
         &self,
@@ -621,7 +621,7 @@ impl Controller {
 
     /// The way into `node` (one vemu made): here, or the agent of the machine that
     /// hosts it.
-    pub fn door(&self, node: &str) -> Result<crate::door::Door, LabError> {
+    pub fn door(&self, node: &str) -> Result<vemu_machine::door::Door, LabError> {
         let i = self.made_node(node)?;
         let m = self.plan.nodes[i].machine;
         if self.machine_lost(m) {

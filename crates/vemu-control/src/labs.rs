@@ -1,16 +1,16 @@
 //! The labs of this machine as the command line sees them: their files, their lock,
 //! the shares of labs across machines, what a dead one left behind, and the doors into
-//! their nodes ([`crate::door`]). With the API ([`crate::client`]) this is the command
+//! their nodes ([`vemu_machine::door`]). With the API ([`crate::client`]) this is the command
 //! line's only road to a lab: it does not use `vemu-host` itself.
 
 use anyhow::Result;
 
-pub use crate::door::HereDoor;
 pub use vemu_host::images::{
     in_use as images_in_use, prune_unused as prune_images, remove_image, stored as stored_images,
     Image,
 };
 pub use vemu_host::{LabLock, LabPaths};
+pub use vemu_machine::door::HereDoor;
 
 /// The lab and machine of a share's name (`lab@machine`), or `None` for a lab's own.
 pub fn share_of(name: &str) -> Option<(&str, &str)> {
@@ -57,11 +57,7 @@ pub fn check_images(plan: &vemu_scenario::Plan) -> Vec<String> {
         .collect()
 }
 
-/// An image reference as the user wrote it (without the `path:` vemu puts before a
-/// path).
-pub fn display_reference(reference: &str) -> &str {
-    reference.strip_prefix("path:").unwrap_or(reference)
-}
+pub use vemu_host::images::display_reference;
 
 /// The process a lab belongs to (`vemu up --owner PID`), told apart from a later process
 /// that reuses its PID by its start time (clock ticks after boot, `/proc/PID/stat`).

@@ -6,7 +6,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde_json::{json, Value};
 
-use crate::traffic::Flow;
+use vemu_machine::traffic::Flow;
 
 /// Rows of a CSV file of numbers, without its header line.
 fn rows(path: &Path) -> Result<Vec<Vec<u64>>> {

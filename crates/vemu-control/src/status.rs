@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 use vemu_link::Impairments;
 
 use crate::fidelity;
-use crate::supervise::ProcStatus;
+use vemu_machine::supervise::ProcStatus;
 
 pub use vemu_engine::{DirStats, SegStats};
 pub use vemu_scenario::Direction;

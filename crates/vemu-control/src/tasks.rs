@@ -13,8 +13,8 @@ use crate::fidelity::{
     assess, delta, describe, tap_delta, CpuEvidence, EngineEvidence, Verdict, WINDOW,
 };
 use crate::lab::Controller;
-use crate::traffic::Flow;
 use crate::LockExt;
+use vemu_machine::traffic::Flow;
 
 /// The thread that advances positions (none without wireless segments).
 pub(crate) fn mobility(ctl: Arc<Mutex<Controller>>, clock: LabClock) -> Background {
@@ -68,7 +68,7 @@ pub(crate) fn fidelity_monitor(ctl: Arc<Mutex<Controller>>) -> Background {
         let mut before: Vec<DirStats> = Vec::new();
         let mut work_before: Vec<u64> = Vec::new();
         let mut channels_before: Vec<crate::fidelity::ChannelDecisions> = Vec::new();
-        let mut cpu_before: Vec<crate::worker::MachineCpu> = Vec::new();
+        let mut cpu_before: Vec<vemu_machine::worker::MachineCpu> = Vec::new();
         let mut t_before = 0u64;
         // This machine's CPU is read without the controller: its walk of the nodes'
         // threads in /proc takes milliseconds, more under load, and the API waited
@@ -214,14 +214,14 @@ fn link_drops(c: &mut Controller, now_ns: u64) {
 /// Start the flows of the `flow` checks that start at `now_ns` (as `vemu traffic cbr`
 /// does, from the check's start).
 fn start_flows(c: &mut Controller, now_ns: u64) {
-    let starting: Vec<(usize, crate::traffic::CbrRequest)> = c
+    let starting: Vec<(usize, vemu_machine::traffic::CbrRequest)> = c
         .judge
         .flows_to_start(now_ns)
         .into_iter()
         .filter_map(|(i, e)| match &e.check {
             vemu_scenario::expect::Check::Flow(f) => Some((
                 i,
-                crate::traffic::CbrRequest {
+                vemu_machine::traffic::CbrRequest {
                     from: f.from.clone(),
                     to: f.to.clone(),
                     size_bytes: f.size_bytes,

@@ -155,7 +155,7 @@ fn carry_out(c: &mut Controller, e: &TimedEvent, f: Firing) -> Result<(), String
         }
         (EventTarget::Node(n), EventAction::Run(cmd)) => {
             let paths = vemu_host::LabPaths::new(&c.plan().name);
-            crate::supervise::spawn(&paths, n, cmd)
+            vemu_machine::supervise::spawn(&paths, n, cmd)
                 .map(drop)
                 .map_err(|e| format!("running '{cmd}' in {n}: {e}"))
         }

@@ -1,5 +1,5 @@
 //! What the controller and the agents send each other besides the worker's orders
-//! ([`crate::worker::WorkerRequest`]): an agent's hello, and captured frames.
+//! ([`vemu_machine::worker::WorkerRequest`]): an agent's hello, and captured frames.
 
 use serde::{Deserialize, Serialize};
 

@@ -24,6 +24,12 @@ use super::*;
 pub const IMAGES_DIR_ENV: &str = "VEMU_IMAGES_DIR";
 pub const DEFAULT_IMAGES_DIR: &str = "/var/lib/vemu/images";
 
+/// An image reference as the user wrote it (without the `path:` vemu puts before a
+/// path).
+pub fn display_reference(reference: &str) -> &str {
+    reference.strip_prefix("path:").unwrap_or(reference)
+}
+
 /// The image store of this machine.
 pub fn store_dir() -> PathBuf {
     std::env::var_os(IMAGES_DIR_ENV)

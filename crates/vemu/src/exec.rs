@@ -55,7 +55,7 @@ pub(crate) fn exec(lab: Option<String>, node: &str, argv: &[String]) -> Result<E
         }
         Err(e) => return Err(e).with_context(|| format!("running '{}' in node '{node}'", argv[0])),
     };
-    let code = vemu_control::exit_code(status);
+    let code = vemu_machine::exit_code(status);
     Ok(ExitCode::from(code as u8))
 }
 
@@ -255,5 +255,5 @@ pub(crate) fn shell(lab: Option<String>, node: &str) -> Result<ExitCode> {
     let shell =
         std::env::var("SHELL").ok().filter(|s| !s.is_empty()).unwrap_or_else(|| "/bin/bash".into());
     std::env::set_var("PS1", format!("[{node}] \\w# "));
-    exec(lab, node, &vemu_control::door::shell_argv(&shell))
+    exec(lab, node, &vemu_machine::door::shell_argv(&shell))
 }

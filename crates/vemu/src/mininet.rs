@@ -131,7 +131,7 @@ fn run(mut cmd: Command) -> Result<ExitCode> {
         }
         Err(e) => return Err(e).context("running python3"),
     };
-    Ok(ExitCode::from(vemu_control::exit_code(status) as u8))
+    Ok(ExitCode::from(vemu_machine::exit_code(status) as u8))
 }
 
 /// `vemu mininet SCRIPT [ARGS...]`.

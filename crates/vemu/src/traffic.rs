@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use serde_json::Value;
-use vemu_control::traffic::HEADER_BYTES;
 use vemu_control::LabClock;
+use vemu_machine::traffic::HEADER_BYTES;
 
 const MAGIC: &[u8; 4] = b"VEMU";
 

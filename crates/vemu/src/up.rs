@@ -474,7 +474,7 @@ pub(crate) fn up(
     // for 10,000 nodes): a lab too big for the limits fails here at once. The
     // controller inherits the raised soft limit.
     if plan.machines.is_empty() {
-        vemu_control::labs::ensure_open_files(&plan, vemu_control::fast_path_wanted())
+        vemu_control::labs::ensure_open_files(&plan, vemu_machine::fast_path_wanted())
             .with_context(|| format!("lab '{}' cannot come up", plan.name))?;
     }
     if wait_converged.is_some() && (foreground || !plan.machines.is_empty()) {

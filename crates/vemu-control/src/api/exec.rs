@@ -14,8 +14,8 @@ use axum::Json;
 use serde_json::{json, Value};
 
 use super::{blocking, ApiError};
-use crate::door::HereDoor;
 use crate::LockExt;
+use vemu_machine::door::HereDoor;
 
 /// Sets a flag when dropped: the handler's future is dropped when its client goes away.
 struct Gone(Arc<std::sync::atomic::AtomicBool>);
@@ -53,8 +53,8 @@ pub(crate) async fn run(door: HereDoor, body: Bytes) -> Result<Response, ApiErro
             .stderr(std::process::Stdio::piped());
         // Its own process group, so that a timeout or a client that goes away ends
         // everything the command started.
-        crate::supervise::own_session(&mut cmd);
-        let child = match entry.spawn(&mut cmd, crate::spawn_waited) {
+        vemu_machine::supervise::own_session(&mut cmd);
+        let child = match entry.spawn(&mut cmd, vemu_machine::spawn_waited) {
             Ok(c) => c,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Ok(json!({"exit": 127, "stdout": "", "stderr": format!("{}: command not found\n", argv[0]), "timed_out": false}))
@@ -167,12 +167,12 @@ fn run_child(
             Err(_) => break None,
         }
     };
-    crate::forget_waited(pid);
+    vemu_machine::forget_waited(pid);
     for r in readers {
         let _ = r.join();
     }
     let _ = writer.join();
-    (status.map_or(-1, crate::exit_code), timed_out)
+    (status.map_or(-1, vemu_machine::exit_code), timed_out)
 }
 
 /// Run a started command to its end, sending its output as JSON lines as it comes and

@@ -10,7 +10,7 @@ use vemu_scenario::Direction;
 
 use super::ApiError;
 use crate::lab::LimitsPatch;
-use crate::traffic::CbrRequest;
+use vemu_machine::traffic::CbrRequest;
 
 /// A JSON request body, whatever its Content-Type says; an empty body is `{}`.
 pub(crate) fn parse_body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {

@@ -73,7 +73,7 @@ impl Drop for Shell {
             hang_up(child.id());
             std::thread::spawn(move || {
                 let _ = child.wait();
-                crate::forget_waited(child.id());
+                vemu_machine::forget_waited(child.id());
             });
         }
     }
@@ -81,7 +81,7 @@ impl Drop for Shell {
 
 /// Start an interactive shell in a node of this machine (bash without rc files if the
 /// node has it, else sh), its prompt naming the node.
-pub(crate) fn start(door: &crate::door::HereDoor, size: Size) -> Result<Shell, ApiError> {
+pub(crate) fn start(door: &vemu_machine::door::HereDoor, size: Size) -> Result<Shell, ApiError> {
     let node = door.node();
     let entry = door.open().map_err(|e| ApiError::not_found(format!("{e:#}")))?;
     let pty = nix::pty::openpty(Some(&winsize(size)), None)
@@ -90,7 +90,7 @@ pub(crate) fn start(door: &crate::door::HereDoor, size: Size) -> Result<Shell, A
     let dup = |fd: &OwnedFd| {
         fd.try_clone().map(Stdio::from).map_err(|e| ApiError::internal(format!("{e}")))
     };
-    let argv = crate::door::shell_argv("/bin/bash");
+    let argv = vemu_machine::door::shell_argv("/bin/bash");
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..]);
     cmd.current_dir(door.node_dir())
@@ -110,7 +110,7 @@ pub(crate) fn start(door: &crate::door::HereDoor, size: Size) -> Result<Shell, A
         });
     }
     let child = entry
-        .spawn(&mut cmd, crate::spawn_waited)
+        .spawn(&mut cmd, vemu_machine::spawn_waited)
         .map_err(|e| ApiError::internal(format!("starting a shell in node '{node}': {e}")))?;
     drop(slave);
     Ok(Shell { child: Some(child), master: Some(master) })
@@ -199,12 +199,12 @@ pub(crate) async fn session(mut ws: WebSocket, mut shell: Shell) {
     drop(pty);
     let status = tokio::task::spawn_blocking(move || {
         let s = child.wait();
-        crate::forget_waited(pid);
+        vemu_machine::forget_waited(pid);
         s
     })
     .await;
     if !client_left {
-        let code = status.ok().and_then(|s| s.ok()).map_or(-1, crate::exit_code);
+        let code = status.ok().and_then(|s| s.ok()).map_or(-1, vemu_machine::exit_code);
         let _ = ws.send(Message::Text(json!({ "exit": code }).to_string().into())).await;
         let _ = ws.send(Message::Close(None)).await;
     }

@@ -11,7 +11,7 @@ use std::net::{IpAddr, SocketAddr};
 use vemu_scenario::Plan;
 
 use super::AgentClient;
-use crate::worker::{Share, WorkerReply, WorkerRequest};
+use vemu_machine::worker::{Share, WorkerReply, WorkerRequest};
 
 /// One machine's agent, as the bring-up sees it.
 pub(super) trait Machine: Sync {
@@ -186,7 +186,7 @@ mod tests {
     use std::sync::Mutex;
 
     use super::*;
-    use crate::worker::WorkerError;
+    use vemu_machine::worker::WorkerError;
 
     /// An agent that answers as a real one would, or refuses one kind of order.
     struct Fake {

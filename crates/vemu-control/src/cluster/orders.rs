@@ -5,9 +5,9 @@ use vemu_engine::RadioSnapshot;
 use vemu_link::{Impairments, ImpairmentsPatch};
 
 use super::*;
-use crate::door::Door;
-use crate::supervise::ProcStatus;
-use crate::worker::TapQueue;
+use vemu_machine::door::Door;
+use vemu_machine::supervise::ProcStatus;
+use vemu_machine::worker::TapQueue;
 
 impl Worker for Cluster {
     fn build(
@@ -96,7 +96,11 @@ impl Worker for Cluster {
         self.usage_by_node()
     }
 
-    fn traffic_end(&mut self, node: &str, end: crate::traffic::End) -> Result<(), WorkerError> {
+    fn traffic_end(
+        &mut self,
+        node: &str,
+        end: vemu_machine::traffic::End,
+    ) -> Result<(), WorkerError> {
         let r = self.at_node(node, WorkerRequest::TrafficEnd { node: node.to_string(), end });
         answer(r, "TrafficEnd", done)
     }
@@ -227,7 +231,7 @@ fn answer<T>(
     match r {
         WorkerReply::Error(e) => Err(e),
         r => {
-            let what = crate::worker::unexpected(order, &r);
+            let what = vemu_machine::worker::unexpected(order, &r);
             f(r).ok_or(what)
         }
     }

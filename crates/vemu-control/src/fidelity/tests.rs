@@ -207,8 +207,8 @@ fn full_tap_queues_and_a_saturated_engine_count_too() {
 
 #[test]
 fn seconds_in_which_the_software_waited_for_a_cpu_judge_the_run() {
-    use crate::worker::MachineCpu;
     use vemu_host::cpu_wait::NodeWait;
+    use vemu_machine::worker::MachineCpu;
     let th = FidelityThresholds::default();
     let m = |pressure_us: u64, at_s: u64, waits: &[(&str, u64)]| MachineCpu {
         machine: String::new(),

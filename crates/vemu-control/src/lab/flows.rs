@@ -1,4 +1,4 @@
-//! The controller's side of experiment traffic ([`crate::traffic`]): flows started on
+//! The controller's side of experiment traffic ([`vemu_machine::traffic`]): flows started on
 //! their nodes' machines, and their records gathered here.
 
 use serde_json::{json, Value};
@@ -7,7 +7,9 @@ use vemu_host::LabPaths;
 use super::Controller;
 use crate::clock_sync::Offset;
 use crate::error::LabError;
-use crate::traffic::{on_controller_clock, sink_until_ns, CbrRequest, End, Flow, FIRST_PORT};
+use vemu_machine::traffic::{
+    on_controller_clock, sink_until_ns, CbrRequest, End, Flow, FIRST_PORT,
+};
 
 impl Controller {
     /// Start a CBR flow; returns its description.

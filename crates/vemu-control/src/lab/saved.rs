@@ -18,7 +18,7 @@ use vemu_host::LabPaths;
 use vemu_scenario::Limits;
 
 use super::{Controller, PortState};
-use crate::traffic::Flow;
+use vemu_machine::traffic::Flow;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -62,7 +62,7 @@ impl Saved {
 
     /// Where a lab's directory (the controller's, or a machine's share of it) keeps it.
     pub fn path_in(paths: &LabPaths) -> PathBuf {
-        crate::worker::saved_copy(paths)
+        vemu_machine::worker::saved_copy(paths)
     }
 
     /// The state the controller of `lab` saved last.

@@ -5,9 +5,9 @@ use vemu_engine::{DirStats, RadioSnapshot};
 use vemu_host::LabPaths;
 
 use super::{Controller, PortState};
-use crate::supervise::ProcStatus;
-use crate::worker::Counters;
 use crate::{DirStatus, IfaceStatus, MemberStatus, NodeStatus, SegmentStatus};
+use vemu_machine::supervise::ProcStatus;
+use vemu_machine::worker::Counters;
 
 /// One direction's impairments as set and its counters.
 pub(super) fn dir_status(st: &PortState, c: &[DirStats; 2], d: usize) -> DirStatus {

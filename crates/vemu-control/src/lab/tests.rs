@@ -8,8 +8,8 @@ use vemu_engine::{CaptureSpec, Captured, LabClock};
 use vemu_link::ImpairmentsPatch;
 
 use super::*;
-use crate::worker::{Counters, Worker, WorkerError};
 use crate::Direction;
+use vemu_machine::worker::{Counters, Worker, WorkerError};
 
 /// An order the fake worker received, as a value.
 #[derive(Debug, Clone, PartialEq)]
@@ -94,7 +94,7 @@ impl Worker for Fake {
         self.order(Order::Other("stats")).map(|()| Counters::default())
     }
 
-    fn processes(&mut self) -> Result<Vec<crate::supervise::ProcStatus>, WorkerError> {
+    fn processes(&mut self) -> Result<Vec<vemu_machine::supervise::ProcStatus>, WorkerError> {
         self.order(Order::Other("processes")).map(|()| Vec::new())
     }
 
@@ -107,7 +107,7 @@ impl Worker for Fake {
         Err(WorkerError::caller("no radio here"))
     }
 
-    fn tap_queues(&mut self) -> Result<Vec<crate::worker::TapQueue>, WorkerError> {
+    fn tap_queues(&mut self) -> Result<Vec<vemu_machine::worker::TapQueue>, WorkerError> {
         self.order(Order::Other("tap_queues")).map(|()| Vec::new())
     }
 
@@ -123,7 +123,7 @@ impl Worker for Fake {
         self.order(Order::Other("usage")).map(|()| Vec::new())
     }
 
-    fn traffic_end(&mut self, _: &str, _: crate::traffic::End) -> Result<(), WorkerError> {
+    fn traffic_end(&mut self, _: &str, _: vemu_machine::traffic::End) -> Result<(), WorkerError> {
         self.order(Order::Other("traffic_end"))
     }
 
@@ -145,9 +145,12 @@ impl Worker for Fake {
 
     fn stop_capture(&mut self, _: u64) {}
 
-    fn door(&self, node: usize) -> Result<crate::door::Door, WorkerError> {
+    fn door(&self, node: usize) -> Result<vemu_machine::door::Door, WorkerError> {
         let paths = vemu_host::LabPaths::new("unit-fake");
-        Ok(crate::door::Door::Here(crate::door::HereDoor::new(paths, &format!("node{node}"))))
+        Ok(vemu_machine::door::Door::Here(vemu_machine::door::HereDoor::new(
+            paths,
+            &format!("node{node}"),
+        )))
     }
 
     fn lost_machines(&self) -> Vec<usize> {

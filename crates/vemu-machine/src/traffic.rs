@@ -8,7 +8,7 @@ use std::net::IpAddr;
 use serde::{Deserialize, Serialize};
 use vemu_host::LabPaths;
 
-use crate::clock_sync::Offset;
+use crate::clock::Offset;
 
 /// Body of `POST /v1/traffic`.
 #[derive(Debug, Clone, Deserialize)]
@@ -79,7 +79,7 @@ fn quote(s: &str) -> String {
 /// When a flow's sink stops listening: a few seconds after the last packet, or never
 /// (the lab's end) for a flow without a count; never before the sender stops, however
 /// large the count.
-pub(crate) fn sink_until_ns(start_ns: u64, count: Option<u64>, interval_ns: u64) -> u64 {
+pub fn sink_until_ns(start_ns: u64, count: Option<u64>, interval_ns: u64) -> u64 {
     count.map_or(u64::MAX, |c| {
         start_ns.saturating_add(c.saturating_mul(interval_ns)).saturating_add(5_000_000_000)
     })
@@ -203,7 +203,7 @@ mod tests {
     /// stopped after 4 s while the sender went on.
     #[test]
     fn records_of_other_machines_move_to_the_controllers_clock() {
-        use crate::clock_sync::Offset;
+        use crate::clock::Offset;
         let (a, b) = (
             Offset { offset_ns: 2_000, rtt_ns: 10, wall_bound_ns: None },
             Offset { offset_ns: -500, rtt_ns: 10, wall_bound_ns: None },

@@ -23,23 +23,23 @@ pub struct RelayError {
 
 /// How long an agent may take to answer an order (building a share of thousands of
 /// nodes takes minutes), and to accept a connection.
-const ORDER_TIMEOUT: Duration = Duration::from_secs(1800);
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+pub const ORDER_TIMEOUT: Duration = Duration::from_secs(1800);
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// ... but only this long once a heartbeat to the machine went unanswered: orders are
 /// made with the controller's lock held, and each order to a machine that is dying
 /// (not yet lost) would stall the API for the whole connect timeout.
-const SUSPECT_CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
+pub const SUSPECT_CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// How to reach one machine's agent. Cheap to clone: the API forwards requests for
 /// nodes of other machines (e.g. exec) with it, on its own runtime.
 #[derive(Clone)]
 pub struct AgentRoute {
-    pub(crate) name: String,
-    pub(crate) address: SocketAddr,
+    pub name: String,
+    pub address: SocketAddr,
     token: String,
     tls: tokio_rustls::TlsConnector,
     /// The last heartbeat went unanswered (shared by the route's clones).
-    pub(crate) suspect: Arc<AtomicBool>,
+    pub suspect: Arc<AtomicBool>,
 }
 
 /// Largest TCP segment of the control channel, bytes: what any IPv6 path carries (1280
@@ -47,11 +47,11 @@ pub struct AgentRoute {
 /// with a smaller MTU that sends no ICMP: the black hole the tunnels probe around); the
 /// control channel does not need the speed and must never stall on it (it did: a status
 /// answer that grew past 1400 bytes hung on the test underlay's 1400-byte hop).
-pub(crate) const CONTROL_MSS: libc::c_int = 1200;
+pub const CONTROL_MSS: libc::c_int = 1200;
 
 /// Keep a control-channel socket's segments to [`CONTROL_MSS`] (before it connects or
 /// listens: what it sends, and what it asks the peer to send).
-pub(crate) fn clamp_mss(sock: &impl std::os::fd::AsRawFd) {
+pub fn clamp_mss(sock: &impl std::os::fd::AsRawFd) {
     // SAFETY: an int option on a socket we own.
     unsafe {
         libc::setsockopt(
@@ -65,7 +65,7 @@ pub(crate) fn clamp_mss(sock: &impl std::os::fd::AsRawFd) {
 }
 
 impl AgentRoute {
-    pub(crate) fn new(
+    pub fn new(
         m: &vemu_scenario::Machine,
         token: &str,
         tls: &Arc<rustls::ClientConfig>,
@@ -80,7 +80,7 @@ impl AgentRoute {
     }
 
     /// How long to wait for a connection (and its TLS handshake).
-    pub(crate) fn connect_timeout(&self) -> Duration {
+    pub fn connect_timeout(&self) -> Duration {
         match self.suspect.load(Ordering::Relaxed) {
             true => SUSPECT_CONNECT_TIMEOUT,
             false => CONNECT_TIMEOUT,
@@ -88,7 +88,7 @@ impl AgentRoute {
     }
 
     /// A TLS connection to the agent and its session's binding.
-    pub(crate) async fn connect(
+    pub async fn connect(
         &self,
     ) -> Result<(tokio_rustls::client::TlsStream<tokio::net::TcpStream>, Binding)> {
         let wait = self.connect_timeout();
@@ -113,7 +113,7 @@ impl AgentRoute {
 
     /// A WebSocket to the agent at `path` (e.g. a node's terminal), once the agent
     /// signed its acceptance.
-    pub(crate) async fn websocket(
+    pub async fn websocket(
         &self,
         path: &str,
     ) -> Result<
@@ -140,7 +140,7 @@ impl AgentRoute {
                 .map_err(|e| match e {
                     tokio_tungstenite::tungstenite::Error::Http(r) => {
                         let body = r.body().as_deref().unwrap_or_default();
-                        let m = crate::error::error_message(body);
+                        let m = error_message(body);
                         let status = if r.status() == axum::http::StatusCode::NOT_FOUND {
                             r.status()
                         } else {
@@ -164,7 +164,7 @@ impl AgentRoute {
         Ok(ws)
     }
 
-    pub(crate) async fn request(
+    pub async fn request(
         &self,
         method: &str,
         path: &str,
@@ -176,7 +176,7 @@ impl AgentRoute {
     /// [`AgentRoute::request`] with any body, and the readings of `clock` as the
     /// request leaves (the connection made) and as the answer's head arrives (0 without
     /// a clock).
-    pub(crate) async fn request_timed<B>(
+    pub async fn request_timed<B>(
         &self,
         method: &str,
         path: &str,
@@ -221,14 +221,14 @@ impl AgentRoute {
     }
 
     /// The error message of an answer that is not a success.
-    pub(crate) async fn failure(res: hyper::Response<hyper::body::Incoming>) -> String {
+    pub async fn failure(res: hyper::Response<hyper::body::Incoming>) -> String {
         use http_body_util::BodyExt;
         let status = res.status();
         let bytes = res.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
-        crate::error::error_message(&bytes).unwrap_or_else(|| format!("HTTP {status}"))
+        error_message(&bytes).unwrap_or_else(|| format!("HTTP {status}"))
     }
 
-    pub(crate) async fn send(&self, method: &str, path: &str, body: String) -> Result<Vec<u8>> {
+    pub async fn send(&self, method: &str, path: &str, body: String) -> Result<Vec<u8>> {
         use http_body_util::BodyExt;
         let res = self.request(method, path, body.into()).await?;
         if !res.status().is_success() {
@@ -239,7 +239,7 @@ impl AgentRoute {
 
     /// Pass a request of the API on to the agent and its answer back as it comes (a
     /// stream stays a stream). Its errors name the machine.
-    pub(crate) async fn forward(
+    pub async fn forward(
         &self,
         method: &str,
         path: &str,
@@ -269,12 +269,12 @@ impl AgentRoute {
         Ok(out)
     }
 
-    pub(crate) fn what(&self) -> String {
+    pub fn what(&self) -> String {
         format!("machine '{}' ({})", self.name, self.address)
     }
 
     /// The way to the agent at `address`, for another agent (which holds the token too).
-    pub(crate) fn to_peer(
+    pub fn to_peer(
         address: SocketAddr,
         token: &str,
         tls: &Arc<rustls::ClientConfig>,
@@ -286,7 +286,7 @@ impl AgentRoute {
     /// streamed for `duration` over the agents' channel (TLS over TCP, whose segments
     /// are those of the tunnels) to its sink, which counts what arrives after the first
     /// piece over the time from the first piece to the last.
-    pub(crate) async fn measure_to(&self, duration: Duration) -> Result<u64> {
+    pub async fn measure_to(&self, duration: Duration) -> Result<u64> {
         use http_body_util::{BodyExt, StreamBody};
         let end = tokio::time::Instant::now() + duration;
         let zeros = futures_util::stream::unfold((), move |()| async move {
@@ -317,7 +317,7 @@ impl AgentRoute {
 }
 
 /// What the underlay probe sends at a time: zeros.
-static PROBE_CHUNK: [u8; 64 * 1024] = [0; 64 * 1024];
+pub static PROBE_CHUNK: [u8; 64 * 1024] = [0; 64 * 1024];
 
 /// How long the probe of each direction between two machines streams, at `up`.
 pub const UNDERLAY_PROBE: Duration = Duration::from_millis(300);
@@ -327,6 +327,13 @@ pub const MAX_UNDERLAY_PROBES: usize = 32;
 
 /// Longest probe an agent sends or takes.
 pub const MAX_UNDERLAY_PROBE: Duration = Duration::from_secs(2);
+
+/// The message of an error answer (`{"error": "..."}`), if the body is one.
+pub fn error_message(body: &[u8]) -> Option<String> {
+    serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v["error"].as_str().map(String::from))
+}
 
 #[cfg(test)]
 mod tests {

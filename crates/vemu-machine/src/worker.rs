@@ -12,7 +12,6 @@ use vemu_host::LabPaths;
 use vemu_link::{Impairments, ImpairmentsPatch};
 use vemu_scenario::Plan;
 
-use crate::error::LabError;
 use crate::supervise::ProcStatus;
 
 mod layout;
@@ -20,8 +19,8 @@ mod local;
 pub use local::LocalWorker;
 
 /// An order on the wire between a controller and an agent (the agents' format: the
-/// controller's code calls [`Worker`]'s methods; [`crate::cluster`] sends these, and
-/// [`crate::agent`] carries them out on its machine's [`LocalWorker`]).
+/// controller's code calls [`Worker`]'s methods; the controller's cluster sends these, and
+/// its agents carry them out on its machine's [`LocalWorker`]).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum WorkerRequest {
     /// Build the nodes and links of the plan and start their commands; with `share`,
@@ -182,18 +181,6 @@ impl std::fmt::Display for WorkerError {
     }
 }
 
-/// A refused order as the lab's error: the caller's fault is a bad request, a lost
-/// machine's makes the lab unavailable for it, the rest is internal.
-impl From<WorkerError> for LabError {
-    fn from(e: WorkerError) -> LabError {
-        match e.fault {
-            Fault::Caller => LabError::Invalid(e.message),
-            Fault::Lost => LabError::Unavailable(e.message),
-            Fault::Internal => LabError::Internal(e.message),
-        }
-    }
-}
-
 impl WorkerReply {
     /// An internal error answer.
     pub fn error(m: impl Into<String>) -> WorkerReply {
@@ -316,7 +303,7 @@ pub fn fast_path_wanted() -> bool {
 }
 
 /// What carries a lab's orders out: this machine's share ([`LocalWorker`]) or the
-/// machines of a lab across them ([`crate::cluster::Cluster`], through their agents).
+/// machines of a lab across them (the controller's cluster, through their agents).
 /// One method per order, each with its own answer and a typed refusal
 /// ([`WorkerError`], whose fault says what the lab makes of it). [`WorkerRequest`] and
 /// [`WorkerReply`] are the agents' wire format only: the controller never matches them.
@@ -406,7 +393,7 @@ pub trait Worker: Send {
 
     /// Each machine's lab clock against this one's, as measured so far (in the plan's
     /// order of machines; empty for a lab on one machine).
-    fn clock_offsets(&self) -> Vec<Option<crate::clock_sync::Offset>> {
+    fn clock_offsets(&self) -> Vec<Option<crate::clock::Offset>> {
         Vec::new()
     }
 
@@ -453,17 +440,17 @@ impl CpuReader {
 }
 
 /// Where a machine's share keeps the state its lab's controller last handed on.
-pub(crate) fn saved_copy(paths: &LabPaths) -> std::path::PathBuf {
+pub fn saved_copy(paths: &LabPaths) -> std::path::PathBuf {
     paths.dir.join("controller.json")
 }
 
 /// A machine's fault, with its causes.
-pub(crate) fn internal(e: anyhow::Error) -> WorkerError {
+pub fn internal(e: anyhow::Error) -> WorkerError {
     WorkerError::internal(format!("{e:#}"))
 }
 
 /// A worker's answer of the wrong kind for `order` (a bug, or a mismatched agent).
-pub(crate) fn unexpected(order: &str, r: &WorkerReply) -> WorkerError {
+pub fn unexpected(order: &str, r: &WorkerReply) -> WorkerError {
     let kind = format!("{r:?}");
     let kind = kind.split(['(', ' ', '{']).next().unwrap_or("?");
     WorkerError::internal(format!("the worker answered {kind} to {order}"))

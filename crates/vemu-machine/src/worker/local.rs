@@ -121,7 +121,7 @@ impl LocalWorker {
 
     /// Start the share built: join its tunnels to the other machines' (`peers`: link,
     /// address of its socket there), start the engine and the nodes' commands.
-    pub(crate) fn connect(
+    pub fn connect(
         &mut self,
         peers: &[(usize, SocketAddr)],
         vxlan: &[(usize, std::net::IpAddr)],
@@ -512,7 +512,7 @@ impl LocalWorker {
     /// Build the plan (with `share`: this machine's part of it, answering with its
     /// tunnel endpoints and whether it made the lab's VXLAN device); a failed build is
     /// taken down again.
-    pub(crate) fn build_or_undo(
+    pub fn build_or_undo(
         &mut self,
         plan: Plan,
         clock_epoch_ns: u64,
@@ -535,7 +535,7 @@ impl LocalWorker {
     /// another machine: a JSON object with the lab's `plan`, the `saved` state its
     /// controller last handed on (null if none) and what the lab clock reads here
     /// (`lab_now_ns`).
-    pub(crate) fn state(&self) -> Result<String, WorkerError> {
+    pub fn state(&self) -> Result<String, WorkerError> {
         let paths =
             self.lab.as_ref().ok_or_else(|| WorkerError::internal("the lab is not built"))?;
         let plan: serde_json::Value = std::fs::read(paths.plan())

@@ -7,7 +7,7 @@
 
 use vemu_scenario::{NodeKind, Plan};
 
-use crate::derive_seed;
+use vemu_scenario::derive_seed;
 
 /// A device of the plane: a link's end (link, side 0 = a) or a LAN's port (segment,
 /// member).

@@ -1,7 +1,7 @@
 /// Locking that survives a panic: the controller's state is whole between the steps of
 /// every operation, so a panic in one request (a bug) must not poison the lock for
 /// every later request and for the lab's teardown, as `lock().unwrap()` would.
-pub(crate) trait LockExt<T> {
+pub trait LockExt<T> {
     fn locked(&self) -> std::sync::MutexGuard<'_, T>;
 }
 

@@ -35,50 +35,13 @@ impl LocalWorker {
         vemu_host::prepare_lab(&paths, &hosts, &share_nodes, plan.storage_bytes, plan.confined)?;
         self.lab = Some(paths.clone());
         let images = prepare_images(&paths, &share_nodes, &plan)?;
-        // The management network: a bridge on this machine, before its nodes' mgmt0.
-        let mut nat_rules = Vec::new();
-        if let Some(m) = plan.mgmt.filter(|_| share_nodes.iter().any(|n| !n.mgmt.is_empty())) {
-            vemu_host::make_mgmt_bridge(&paths, &m.addresses(0).unwrap_or_default())?;
-            if let Some(v4) = m.ipv4.filter(|_| m.nat) {
-                let bridge = vemu_host::mgmt_bridge_name(&paths.lab);
-                nat_rules.push(vemu_host::mgmt_nat::mgmt_rule(&bridge, v4));
-            }
-        }
-        // The host node's way out (its interfaces are made later; the rules name them).
-        for n in share_nodes.iter().filter(|n| n.kind == NodeKind::Host && n.nat) {
-            let ifaces: Vec<&str> = n.ifaces.iter().map(|i| i.name.as_str()).collect();
-            if !ifaces.is_empty() {
-                nat_rules.push(vemu_host::mgmt_nat::host_rule(&ifaces));
-            }
-        }
-        if !nat_rules.is_empty() {
-            vemu_host::mgmt_nat::install(&paths, &nat_rules)?;
-        }
+        mgmt_and_nat(&plan, &paths, &share_nodes)?;
         // The machine's traffic through emulated paths: the rules (in this process's
         // network namespace, the machine's) before anything else can fail, so that a
         // failed `up` removes them with the rest.
-        let diverts = match (&share, plan.diverts.is_empty()) {
-            (None, false) => {
-                let matches: Vec<&str> = plan.diverts.iter().map(|d| d.matches.as_str()).collect();
-                let base = vemu_host::divert::install(
-                    &paths,
-                    &matches,
-                    vemu_engine::divert::REINJECT_MARK,
-                )?;
-                let specs = plan
-                    .diverts
-                    .iter()
-                    .enumerate()
-                    .map(|(i, d)| DivertSpec {
-                        name: d.name.clone(),
-                        forward: d.forward.clone(),
-                        reverse: d.reverse.clone(),
-                        seeds: divert_seeds(&plan, i),
-                    })
-                    .collect();
-                Some((base, specs))
-            }
-            _ => None,
+        let diverts = match share {
+            None => install_diverts(&plan, &paths)?,
+            Some(_) => None,
         };
         self.links_here = layout.links.clone();
         self.segs_here = layout.segments.clone();
@@ -741,8 +704,13 @@ fn prepare_images(
     for n in nodes {
         let Some(reference) = n.image.as_deref() else { continue };
         if !ready.contains_key(reference) {
-            let shown =
-                || format!("node {}: image {}", n.name, crate::labs::display_reference(reference));
+            let shown = || {
+                format!(
+                    "node {}: image {}",
+                    n.name,
+                    vemu_host::images::display_reference(reference)
+                )
+            };
             let image =
                 vemu_host::images::prepare_image(reference, &plan.images).with_context(shown)?;
             if plan.images.is_tenants() && !ready.values().any(|i| i.digest == image.digest) {
@@ -763,4 +731,53 @@ fn prepare_images(
         by_node.insert(n.name.clone(), image);
     }
     Ok(by_node)
+}
+
+/// The management network (a bridge on this machine, before its nodes' mgmt0) and the
+/// NAT rules of it and of the host nodes' way out (their interfaces are made later; the
+/// rules name them).
+fn mgmt_and_nat(
+    plan: &Plan,
+    paths: &LabPaths,
+    share_nodes: &[vemu_scenario::NodePlan],
+) -> Result<()> {
+    let mut nat_rules = Vec::new();
+    if let Some(m) = plan.mgmt.filter(|_| share_nodes.iter().any(|n| !n.mgmt.is_empty())) {
+        vemu_host::make_mgmt_bridge(paths, &m.addresses(0).unwrap_or_default())?;
+        if let Some(v4) = m.ipv4.filter(|_| m.nat) {
+            let bridge = vemu_host::mgmt_bridge_name(&paths.lab);
+            nat_rules.push(vemu_host::mgmt_nat::mgmt_rule(&bridge, v4));
+        }
+    }
+    for n in share_nodes.iter().filter(|n| n.kind == NodeKind::Host && n.nat) {
+        let ifaces: Vec<&str> = n.ifaces.iter().map(|i| i.name.as_str()).collect();
+        if !ifaces.is_empty() {
+            nat_rules.push(vemu_host::mgmt_nat::host_rule(&ifaces));
+        }
+    }
+    if !nat_rules.is_empty() {
+        vemu_host::mgmt_nat::install(paths, &nat_rules)?;
+    }
+    Ok(())
+}
+
+/// The diversion rules of a lab of this machine alone and the engine's specs of them.
+fn install_diverts(plan: &Plan, paths: &LabPaths) -> Result<Option<(u16, Vec<DivertSpec>)>> {
+    if plan.diverts.is_empty() {
+        return Ok(None);
+    }
+    let matches: Vec<&str> = plan.diverts.iter().map(|d| d.matches.as_str()).collect();
+    let base = vemu_host::divert::install(paths, &matches, vemu_engine::divert::REINJECT_MARK)?;
+    let specs = plan
+        .diverts
+        .iter()
+        .enumerate()
+        .map(|(i, d)| DivertSpec {
+            name: d.name.clone(),
+            forward: d.forward.clone(),
+            reverse: d.reverse.clone(),
+            seeds: divert_seeds(plan, i),
+        })
+        .collect();
+    Ok(Some((base, specs)))
 }
