@@ -22,6 +22,7 @@
 
 pub mod counters;
 pub mod gso;
+pub mod input;
 pub mod schedule;
 pub mod tunnel;
 

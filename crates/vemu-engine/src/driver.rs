@@ -14,6 +14,7 @@ use vemu_link::Impairments;
 
 use crate::batch::{self, TapWriter};
 use crate::clock::LabClock;
+use crate::core::input::{self, arrival_time, input_probe_time, INPUT_PROBE_EVERY_NS};
 use crate::core::{Applied, Command, Core, Event, Frame, Path, RadioSnapshot, Shape, Transmit};
 use crate::gso;
 use crate::gso::VNET_HDR_LEN;
@@ -23,18 +24,19 @@ use nix::sys::socket::SockaddrLike;
 use vemu_fastpath::{Bucket, FastPath, Route};
 use vemu_sys::cpus::{self, CpuSet};
 
+mod sched;
 mod spawn;
 mod udp;
 
+pub(crate) use sched::raise_session_group;
+use sched::{machine_pressure_ns, move_to, set_priority};
+pub use sched::{FOLLOW_ENV, NORMAL_NICE, PRIORITY_ENV};
 pub(crate) use spawn::ShardHandle;
 use udp::*;
 pub(crate) use udp::{Seal, TunnelPort};
 
 /// Largest frame TAP hands over: a 64 KiB super-frame plus headers.
 const MAX_FRAME: usize = 65536 + 256;
-/// Largest frame written to the fan-out device (with its virtio-net header), before
-/// the list of ports: a jumbo frame.
-const FANOUT_FRAME_MAX: usize = 9216 + VNET_HDR_LEN;
 /// Frames read shorter than this are copied out of the read buffer; longer ones take it
 /// with them (see `Shard::read_from`).
 const COPY_BELOW: usize = 4096;
@@ -198,121 +200,6 @@ pub(crate) fn close_all(fds: Vec<OwnedFd>) {
     });
 }
 
-/// Environment variable of `vemu up` that chooses the shards' priority:
-/// `VEMU_ENGINE_PRIORITY=normal` keeps them at niceness −10 (see [`crate::schedule`]).
-pub const PRIORITY_ENV: &str = "VEMU_ENGINE_PRIORITY";
-/// Environment variable of `vemu up`: `VEMU_ENGINE_FOLLOW=off` keeps idle shards where
-/// they are and lingering after every burst, whoever sent its frames (see
-/// [`crate::schedule::Writers`]; to compare).
-pub const FOLLOW_ENV: &str = "VEMU_ENGINE_FOLLOW";
-/// Real-time priority of the shards (SCHED_FIFO, 1..99): above ordinary programs, below
-/// the kernel's own real-time threads.
-const FIFO_PRIORITY: i32 = 10;
-
-/// The machine's CPU pressure so far, ns (see [`Schedule::review`]).
-fn machine_pressure_ns() -> Option<u64> {
-    vemu_sys::cpus::machine_pressure_us().map(|us| us.saturating_mul(1000))
-}
-
-/// Put the calling shard thread at `p`; the priority it has afterwards (real time can be
-/// refused: no privilege, or a container's limits).
-fn set_priority(p: Priority) -> Priority {
-    if p == Priority::Realtime {
-        let param = libc::sched_param { sched_priority: FIFO_PRIORITY };
-        // SAFETY: sched_setscheduler on the calling thread (0) with a valid sched_param.
-        if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } == 0 {
-            return Priority::Realtime;
-        }
-    }
-    if !set_normal(NORMAL_SLICE_NS) {
-        let param = libc::sched_param { sched_priority: 0 };
-        // SAFETY: as above; then setpriority on this thread (its tid) with an integer
-        // niceness.
-        unsafe {
-            libc::sched_setscheduler(0, libc::SCHED_OTHER, &param);
-            libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, NORMAL_NICE);
-        }
-    }
-    Priority::Normal
-}
-
-/// Give the calling process's scheduling group — its session's, where the kernel groups
-/// tasks by session (autogroup) — the niceness of a shard at normal priority, once.
-/// There a thread's niceness weighs only against the threads of its own session: every
-/// program started in a session of its own (a daemon, or a node's program started by
-/// the lab) weighs as much as the whole controller, and a shard at niceness -10 had a
-/// share of one session among dozens (32 TCP flows of 100 Mbit/s: 19-34 % of the frames
-/// over 1 ms late, against 1.9-10.5 % with the group raised, runs alternated;
-/// bench/README.md, "One session among dozens"). Silent where the kernel has no
-/// autogroup (the file is missing); where the process is in a cgroup of its own the
-/// write changes nothing (niceness then weighs within the cgroup).
-pub(crate) fn raise_session_group() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let file = "/proc/self/autogroup";
-        match std::fs::write(file, NORMAL_NICE.to_string()) {
-            Err(e) if std::path::Path::new(file).exists() => eprintln!("engine: cannot raise the controller's scheduling group ({e}): shards at normal priority weigh as one session among the nodes'"),
-            _ => {}
-        }
-    });
-}
-
-/// Niceness of a shard at normal priority (and of the controller's session group, and of
-/// the fidelity monitor's thread).
-pub const NORMAL_NICE: i32 = -10;
-/// The time slice a shard at normal priority asks for: a short one lets it preempt the
-/// running program as soon as it wakes for a deadline, without a larger share of the CPU
-/// (Linux's EEVDF scheduler takes `sched_runtime` as the slice asked for, from 6.12; an
-/// older kernel keeps its default of a few ms). 32 TCP flows on two cores with the shards
-/// given way to them (`Schedule::review`), 4 s of iperf3 as `bench/run.sh engine` runs
-/// them: `degraded` (0.9–1.1 % of frames over 1 ms late) in 2 of 4 runs at the default
-/// slice, `ok` in 5 of 5 by hand with 100 µs — but the bench's next run said `degraded`
-/// again (0.7 %): the verdict sits near its 1 % boundary there (bench/README, "Giving
-/// way under pressure").
-const NORMAL_SLICE_NS: u64 = 100_000;
-
-/// `struct sched_attr` of sched_setattr(2), its first version (48 bytes).
-#[repr(C)]
-struct SchedAttr {
-    size: u32,
-    policy: u32,
-    flags: u64,
-    nice: i32,
-    priority: u32,
-    runtime_ns: u64,
-    deadline_ns: u64,
-    period_ns: u64,
-}
-
-/// Put the calling thread at SCHED_OTHER and [`NORMAL_NICE`], asking for time slices of
-/// `slice_ns` (a kernel before 6.12 ignores the slice); false if the kernel refuses
-/// sched_setattr.
-fn set_normal(slice_ns: u64) -> bool {
-    let attr = SchedAttr {
-        size: std::mem::size_of::<SchedAttr>() as u32,
-        policy: libc::SCHED_OTHER as u32,
-        flags: 0,
-        nice: NORMAL_NICE,
-        priority: 0,
-        runtime_ns: slice_ns,
-        deadline_ns: 0,
-        period_ns: 0,
-    };
-    // SAFETY: sched_setattr on the calling thread (0) with a valid, fully initialised
-    // attribute of the size it says.
-    unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &attr as *const SchedAttr, 0) == 0 }
-}
-
-/// Move the calling thread to `cpu`, if it may run there, and leave it free to run on
-/// any CPU of `allowed` again afterwards: it stays where it is until the scheduler moves
-/// it (a real-time thread wakes where it last ran).
-fn move_to(cpu: u32, allowed: Option<&CpuSet>) {
-    let Some(allowed) = allowed else { return };
-    if allowed.has(cpu as usize) && cpus::pin_to(cpu as usize) {
-        allowed.apply();
-    }
-}
-
 /// Set the carrier of a TAP device (what `ip link` shows as LOWER_UP / NO-CARRIER).
 fn set_carrier(fd: RawFd, on: bool) {
     let v: libc::c_int = on as libc::c_int;
@@ -376,34 +263,6 @@ struct Shard {
     /// LAN ports gathered for it: each with its port's plane device.
     fanout: Option<OwnedFd>,
     fan: Vec<(Transmit, u32)>,
-}
-
-/// Input probes: every 100 ms, each plane TAP port that read a frame in the last 2 s
-/// (at most [`INPUT_PROBES_PER_ROUND`] a round, in turn) gets a probe frame sent on its
-/// TAP device through a packet socket: the kernel queues it behind the frames waiting
-/// for the engine there, and when the engine reads it, how long it waited is what those
-/// frames waited before the engine saw them — time the lateness of writes cannot show.
-const INPUT_PROBE_EVERY_NS: u64 = 100_000_000;
-const INPUT_PROBE_ACTIVE_NS: u64 = 2_000_000_000;
-const INPUT_PROBES_PER_ROUND: usize = 64;
-/// A probe frame: local experimental ethertype, this tag, the lab time sent (ns, BE).
-const INPUT_PROBE_TAG: &[u8; 8] = b"VEMU-IWP";
-
-/// The probe frame sent at lab time `t_ns`.
-fn input_probe_frame(t_ns: u64) -> [u8; 60] {
-    let mut f = [0u8; 60];
-    f[..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0]);
-    f[6..12].copy_from_slice(&[0x02, 0x56, 0x45, 0x4d, 0x55, 0x01]);
-    f[12..14].copy_from_slice(&[0x88, 0xb5]);
-    f[14..22].copy_from_slice(INPUT_PROBE_TAG);
-    f[22..30].copy_from_slice(&t_ns.to_be_bytes());
-    f
-}
-
-/// The lab time an Ethernet frame was sent at, if it is an input probe.
-pub(crate) fn input_probe_time(eth: &[u8]) -> Option<u64> {
-    (eth.len() >= 30 && eth[12..14] == [0x88, 0xb5] && &eth[14..22] == INPUT_PROBE_TAG)
-        .then(|| u64::from_be_bytes(eth[22..30].try_into().expect("8 bytes")))
 }
 
 impl Shard {
@@ -692,8 +551,8 @@ impl Shard {
     fn fan_target(&self, tx: &Transmit) -> Option<u32> {
         self.fanout.as_ref()?;
         let Some(PortDev::Plane(p)) = self.devs.get(tx.port as usize) else { return None };
-        let plain = tx.frame.get(1) == Some(&0) && tx.frame.len() <= FANOUT_FRAME_MAX;
-        (p.far == Far::Bridge && p.devs.tap.is_some() && plain).then_some(p.devs.veth)
+        input::fans_out(p.far == Far::Bridge, p.devs.tap.is_some(), &tx.frame)
+            .then_some(p.devs.veth)
     }
 
     /// Put the copies gathered for the fan-out device in the batch: one write naming
@@ -919,23 +778,25 @@ impl Shard {
     fn probe_inputs(&mut self, now: u64) {
         self.next_input_probe_ns = Some(now + INPUT_PROBE_EVERY_NS);
         let Some(sock) = self.probe_sock.clone() else { return };
-        let n = self.devs.len();
-        let mut sent = 0;
-        for k in 0..n {
-            let port = (self.input_probe_cursor + k) % n;
-            let Some(PortDev::Plane(p)) = self.devs.get(port) else { continue };
-            let (Some(tap), Some(Some(last))) = (p.devs.tap, self.last_read_ns.get(port)) else {
-                continue;
-            };
-            if now.saturating_sub(*last) > INPUT_PROBE_ACTIVE_NS {
-                continue;
-            }
+        let taps: Vec<Option<u32>> = (0..self.devs.len())
+            .map(|port| match self.devs.get(port) {
+                Some(PortDev::Plane(p)) => p.devs.tap,
+                _ => None,
+            })
+            .collect();
+        let last: Vec<Option<u64>> = (0..taps.len())
+            .map(|port| taps[port].and(self.last_read_ns.get(port).copied().flatten()))
+            .collect();
+        let (ports, next) = input::input_probe_round(&last, self.input_probe_cursor, now);
+        self.input_probe_cursor = next;
+        for port in ports {
+            let Some(tap) = taps[port] else { continue };
             // SAFETY: sockaddr_ll is plain data.
             let mut to: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
             to.sll_family = libc::AF_PACKET as u16;
             to.sll_ifindex = tap as i32;
             to.sll_halen = 6;
-            let f = input_probe_frame(self.clock.now_ns());
+            let f = input::input_probe_frame(self.clock.now_ns());
             // SAFETY: sendto(2) of a frame we hold, to an address we built.
             unsafe {
                 libc::sendto(
@@ -947,11 +808,6 @@ impl Shard {
                     std::mem::size_of::<libc::sockaddr_ll>() as u32,
                 )
             };
-            sent += 1;
-            if sent == INPUT_PROBES_PER_ROUND {
-                self.input_probe_cursor = (port + 1) % n;
-                return;
-            }
         }
     }
 
@@ -1100,18 +956,6 @@ impl Shard {
     }
 }
 
-/// The time a frame read at `now` reached the engine: its stamp (`stamped`, lab ns), if
-/// it has one, but never before the port's previous frame (`last`, then this one's) nor
-/// the last time the shard carried out what was due (`timers_ns`), nor after `now`. A
-/// frame without a stamp (a super-frame) is timed when read — and so is every frame
-/// after it that was stamped before that: one that arrived behind a super-frame must not
-/// be timed, and so sent, ahead of it.
-fn arrival_time(stamped: Option<u64>, last: &mut u64, timers_ns: u64, now: u64) -> u64 {
-    let t = stamped.map_or(now, |s| s.clamp(timers_ns.max(*last).min(now), now));
-    *last = t;
-    t
-}
-
 /// The kernel's token bucket for a shaped direction.
 fn bucket(s: Shape) -> Bucket {
     let bytes = |b: u64| b.min(u64::from(u32::MAX)) as u32;
@@ -1119,25 +963,5 @@ fn bucket(s: Shape) -> Bucket {
         rate_bps: s.rate_bps,
         burst_bytes: bytes(s.burst_bytes),
         limit_bytes: bytes(s.limit_bytes),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::arrival_time;
-
-    #[test]
-    fn a_frame_stamped_before_a_super_frame_read_ahead_of_it_is_timed_after_it() {
-        let mut last = 0;
-        // A stamped frame: its stamp.
-        assert_eq!(arrival_time(Some(100), &mut last, 0, 150), 100);
-        // A super-frame (no stamp) read at 300, then a frame stamped at 250 that arrived
-        // behind it: timed at 300, not 250 (else it would be sent first).
-        assert_eq!(arrival_time(None, &mut last, 0, 300), 300);
-        assert_eq!(arrival_time(Some(250), &mut last, 0, 320), 300);
-        // Later stamps stand; never after the read, nor before what was carried out.
-        assert_eq!(arrival_time(Some(310), &mut last, 0, 330), 310);
-        assert_eq!(arrival_time(Some(400), &mut last, 0, 350), 350);
-        assert_eq!(arrival_time(Some(360), &mut last, 380, 390), 380);
     }
 }

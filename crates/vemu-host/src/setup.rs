@@ -92,10 +92,10 @@ pub const CONTROLLER_FILES: u64 = 700;
 /// engine.
 pub fn files_needed(plan: &vemu_scenario::Plan, fast_path: bool) -> u64 {
     let members: usize = (0..plan.segments.len())
-        .filter(|&g| !(fast_path && plan.kernel_lan(g) && plan.segments[g].unimpaired()))
+        .filter(|&g| !(fast_path && plan.kernel_lan(g) && plan.segment_unimpaired(g)))
         .map(|g| plan.segments[g].members.len())
         .sum();
-    let links = plan.links.iter().filter(|l| !(fast_path && l.unimpaired())).count();
+    let links = (0..plan.links.len()).filter(|&l| !(fast_path && plan.link_unimpaired(l))).count();
     2 * links as u64 + members as u64 + plan.nodes.len() as u64 + CONTROLLER_FILES
 }
 

@@ -432,6 +432,31 @@ impl ImpairmentsPatch {
 }
 
 impl Impairments {
+    /// These impairments less an `mtu` that the interfaces have anyway (`iface_mtu`, 0:
+    /// none): the engine drops frames above the interface's MTU with or without it, and
+    /// so does the kernel path.
+    pub fn beyond_interface(&self, iface_mtu: u32) -> Impairments {
+        let mut imp = self.clone();
+        if self.mtu_at_interface(iface_mtu) {
+            imp.mtu = None;
+        }
+        imp
+    }
+
+    fn mtu_at_interface(&self, iface_mtu: u32) -> bool {
+        self.mtu.is_some_and(|m| iface_mtu > 0 && m >= iface_mtu)
+    }
+
+    /// Whether a direction with these impairments needs the engine — the one rule for it:
+    /// any impairment but the shaper's choice and an MTU its interfaces have anyway
+    /// (`iface_mtu`, 0: none). The core keeps a direction that does not on the kernel
+    /// path (unless it is down or captured); the plan makes no TAP device for a link
+    /// none of whose directions does until it first needs one.
+    pub fn needs_engine(&self, iface_mtu: u32) -> bool {
+        let mtu = self.mtu.filter(|_| self.mtu_at_interface(iface_mtu));
+        *self != Impairments { shaper: self.shaper, mtu, ..Default::default() }
+    }
+
     /// True when the model must see every wire frame on its own: the decisions it makes
     /// (loss, duplication, corruption, reordering) are per frame.
     pub fn needs_per_frame(&self) -> bool {
@@ -570,5 +595,29 @@ impl Impairments {
             q.validate().map_err(|m| format!("qos: {m}"))?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_an_impairment_beyond_the_shaper_and_the_interfaces_mtu_needs_the_engine() {
+        let none = Impairments::default();
+        assert!(!none.needs_engine(1500));
+        let kernel = Impairments { shaper: Shaper::Kernel, ..Default::default() };
+        assert!(!kernel.needs_engine(1500), "the shaper's choice alone");
+        let at_iface = Impairments { mtu: Some(1500), ..Default::default() };
+        assert!(!at_iface.needs_engine(1500), "the interface's MTU");
+        assert!(!Impairments { mtu: Some(9000), ..Default::default() }.needs_engine(1500));
+        assert!(at_iface.needs_engine(9000), "below the interface's MTU");
+        assert!(at_iface.needs_engine(0), "no interface MTU known");
+        assert_eq!(at_iface.beyond_interface(1500), none);
+        assert_eq!(at_iface.beyond_interface(9000), at_iface);
+        let delayed = Impairments { delay_ns: 1, ..Default::default() };
+        assert!(delayed.needs_engine(1500));
+        let rated = Impairments { rate_bps: Some(1), ..kernel };
+        assert!(rated.needs_engine(1500), "a rate (the kernel's shaper is decided apart)");
     }
 }

@@ -645,14 +645,6 @@ pub struct RoutePlan {
     pub table: u32,
 }
 
-impl LinkPlan {
-    /// Neither direction has an impairment: the kernel fast path can carry the link
-    /// from the start, with no TAP device of the engine's.
-    pub fn unimpaired(&self) -> bool {
-        self.forward == Impairments::default() && self.reverse == Impairments::default()
-    }
-}
-
 impl SegmentPlan {
     /// Static routing crosses it: a LAN, or a radio channel in infrastructure mode (its
     /// stations always reach their access point); an ad hoc channel is a routing
@@ -671,19 +663,29 @@ impl SegmentPlan {
             Some(_) => "wireless",
         }
     }
-
-    /// No port has an impairment in either direction and there is no capacity: a plain
-    /// LAN ([`Plan::kernel_lan`]) the kernel can switch from the start.
-    pub fn unimpaired(&self) -> bool {
-        self.capacity_bps.is_none()
-            && self
-                .members
-                .iter()
-                .all(|m| m.egress == Impairments::default() && m.ingress == Impairments::default())
-    }
 }
 
 impl Plan {
+    /// Neither direction of link `l` needs the engine ([`Impairments::needs_engine`],
+    /// at its first end's interface MTU, as the core judges it): the kernel fast path
+    /// can carry the link from the start, with no TAP device of the engine's.
+    pub fn link_unimpaired(&self, l: usize) -> bool {
+        let link = &self.links[l];
+        let mtu = self.nodes[link.a.node].ifaces[link.a.iface].mtu;
+        !link.forward.needs_engine(mtu) && !link.reverse.needs_engine(mtu)
+    }
+
+    /// No port of segment `g` needs the engine in either direction and there is no
+    /// capacity: a plain LAN ([`Plan::kernel_lan`]) the kernel can switch from the start.
+    pub fn segment_unimpaired(&self, g: usize) -> bool {
+        let seg = &self.segments[g];
+        seg.capacity_bps.is_none()
+            && seg.members.iter().all(|m| {
+                let mtu = self.nodes[m.end.node].ifaces[m.end.iface].mtu;
+                !m.egress.needs_engine(mtu) && !m.ingress.needs_engine(mtu)
+            })
+    }
+
     /// Whether the kernel fast path can switch segment `g` (a Linux bridge): a plain LAN —
     /// no radio, every port in one VLAN — none of whose members is a NIC's wire (whose
     /// frames come through a packet socket, never a veth).

@@ -246,23 +246,17 @@ pub(super) fn drain_stage(
     }
 }
 
-/// A direction's impairments less an `mtu` that its interfaces have anyway (`iface_mtu`,
-/// 0: none): the engine drops frames above the interface's MTU with or without it, and so
-/// does the kernel path (the driver's kernel routes carry the MTU, see
+/// A direction's impairments less an `mtu` that its interfaces have anyway (see
+/// [`Impairments::beyond_interface`]; the driver's kernel routes carry the MTU, see
 /// [`Core::iface_mtu`]).
 pub(super) fn beyond_interface(d: &LinkDir, iface_mtu: u32) -> Impairments {
-    let mut imp = d.impairments().clone();
-    if imp.mtu.is_some_and(|m| iface_mtu > 0 && m >= iface_mtu) {
-        imp.mtu = None;
-    }
-    imp
+    d.impairments().beyond_interface(iface_mtu)
 }
 
-/// A direction needs no emulation: up, with no impairment at all but its shaper's choice
-/// and its interfaces' MTU (what puts it on the kernel path, unless captured).
+/// A direction needs no emulation: up, and its impairments do not need the engine
+/// ([`Impairments::needs_engine`]: what puts it on the kernel path, unless captured).
 pub(super) fn unemulated(d: &LinkDir, iface_mtu: u32) -> bool {
-    let imp = beyond_interface(d, iface_mtu);
-    d.is_up() && imp == Impairments { shaper: imp.shaper, ..Default::default() }
+    d.is_up() && !d.impairments().needs_engine(iface_mtu)
 }
 
 /// The kernel's token bucket for a direction that is up, whose one impairment is its

@@ -125,9 +125,11 @@ impl Layout {
         match end {
             PlaneEnd::Link(l, _) => {
                 let link = &plan.links[l];
-                !link.unimpaired() || !self.here(plan, link.a.node) || !self.here(plan, link.b.node)
+                !plan.link_unimpaired(l)
+                    || !self.here(plan, link.a.node)
+                    || !self.here(plan, link.b.node)
             }
-            PlaneEnd::Member(g, _) => !plan.segments[g].unimpaired(),
+            PlaneEnd::Member(g, _) => !plan.segment_unimpaired(g),
         }
     }
 
