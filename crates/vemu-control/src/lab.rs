@@ -643,10 +643,11 @@ impl Controller {
     /// external`): one that programs can be run in, stopped and limited.
     pub fn made_node(&self, node: &str) -> Result<usize, LabError> {
         let i = self.node_index(node)?;
-        match self.plan.nodes[i].kind {
-            vemu_scenario::NodeKind::Namespace => Ok(i),
-            vemu_scenario::NodeKind::Host => Err(LabError::invalid(format!("node '{node}' is the machine vemu runs on (kind: host): run its programs as usual; vemu does not enter, stop or limit it"))),
-            vemu_scenario::NodeKind::External => Err(LabError::invalid(format!("node '{node}' is what is on the wire of interface {} (kind: external): vemu does not enter, stop or limit it", self.plan.nodes[i].ifaces.first().map_or("?", |i| i.name.as_str())))),
+        let n = &self.plan.nodes[i];
+        let iface = n.ifaces.first().map_or("?", |i| i.name.as_str());
+        match n.kind.not_entered(node, iface) {
+            None => Ok(i),
+            Some(why) => Err(LabError::invalid(why)),
         }
     }
 

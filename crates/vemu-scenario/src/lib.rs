@@ -13,6 +13,7 @@ pub mod import;
 pub mod kinds;
 pub mod model;
 mod names;
+pub mod node_kind;
 mod parse;
 pub mod placement;
 mod plan;
@@ -29,6 +30,7 @@ pub(crate) use files::{read_bytes, read_limited, read_stamped};
 pub use images::{ImagePolicy, REFUSED};
 pub use model::*;
 pub use names::{valid_lab_name, valid_node_name};
+pub use node_kind::NodeKind;
 pub use plan::{build_plan, derive_seed, port_mtu, AP_BRIDGE};
 pub use trust::{Reach, Tenant, Trust, DEFAULT_TENANT_IMAGE_BYTES};
 

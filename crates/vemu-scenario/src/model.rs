@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use crate::{read_stamped, FileStamp};
 
+use crate::node_kind::NodeKind;
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 use vemu_link::Impairments;
@@ -348,38 +349,6 @@ pub struct NodePlan {
 /// The metric of a node's default route through the management network: any default
 /// route of the lab's own (a routing daemon's, a `run:` command's) comes first.
 pub const MGMT_DEFAULT_METRIC: u32 = 10_000;
-
-/// What a node is.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum NodeKind {
-    /// A network namespace (and the rest of a node) that vemu makes.
-    #[default]
-    Namespace,
-    /// The machine vemu runs on: its interfaces, addresses and routes go into the
-    /// controller's own network namespace, and vemu makes no namespace, runs nothing
-    /// and sets no sysctl there.
-    Host,
-    /// What is on the wire of one of the machine's network interfaces (a NIC): the
-    /// node's one interface is that NIC, whose frames enter and leave the lab through
-    /// the engine (an `AF_PACKET` socket); vemu gives it no address and runs nothing.
-    External,
-}
-
-impl NodeKind {
-    /// A node vemu makes (a namespace it can run programs in, stop and limit).
-    pub fn is_made(self) -> bool {
-        self == NodeKind::Namespace
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            NodeKind::Namespace => "namespace",
-            NodeKind::Host => "host",
-            NodeKind::External => "external",
-        }
-    }
-}
 
 /// Limits on what a node's processes may use together (scenario keys `cpu`, `memory`,
 /// `pids`); `None`: no limit.

@@ -144,10 +144,9 @@ pub(crate) fn node_lab(lab: Option<String>, node: &str) -> Result<(String, NodeA
         let names: Vec<&str> = plan.nodes.iter().map(|n| n.name.as_str()).collect();
         return Err(user(format!("no node '{node}' in lab '{lab}' (nodes: {})", names.join(", "))));
     };
-    match plan.nodes[i].kind {
-        vemu_scenario::NodeKind::Host => return Err(user(format!("node '{node}' is this machine (kind: host): run the command as usual, without vemu"))),
-        vemu_scenario::NodeKind::External => return Err(user(format!("node '{node}' is what is on the wire of a NIC (kind: external): vemu cannot run commands there"))),
-        vemu_scenario::NodeKind::Namespace => {}
+    let n = &plan.nodes[i];
+    if let Some(why) = n.kind.not_entered(node, n.ifaces.first().map_or("?", |i| i.name.as_str())) {
+        return Err(user(why));
     }
     let paths = LabPaths::new(&lab);
     if plan.machines.is_empty() || paths.netns(node).exists() {

@@ -181,31 +181,6 @@ pub(crate) const NODE_KEYS: &[&str] = &[
 pub(crate) const NOT_IN_DEFAULTS: &[&str] =
     &["kind", "iface", "routes", "rules", "loopback", "machine", "nat", "mgmt", "canvas"];
 
-/// What a node of `kind: host` may not have: it is the machine itself, not a node vemu
-/// makes.
-pub(crate) const NOT_ON_HOST: &[&str] = &[
-    "startup-config",
-    "rules",
-    "image",
-    "iface",
-    "run",
-    "files",
-    "loopback",
-    "sysctl",
-    "isolation",
-    "cpu",
-    "memory",
-    "pids",
-    "machine",
-    "mgmt",
-];
-
-/// What only a node of kind `host` may have.
-pub(crate) const ONLY_ON_HOST: &[&str] = &["nat"];
-
-/// What a node of kind `external` may have: it is what is on a NIC's wire.
-pub(crate) const ON_EXTERNAL: &[&str] = &["kind", "iface", "canvas"];
-
 /// What a node definition (or `defaults.node`) gives.
 #[derive(Default)]
 pub(crate) struct NodeParts {
@@ -258,22 +233,12 @@ pub(crate) fn node_parts(
         d.given.push((k.to_string(), kmark));
         match k {
             "kind" => {
-                d.kind = p
-                    .scalar(v, &f, |s| match s {
-                        "namespace" | "linux" => Ok(crate::NodeKind::Namespace),
-                        "host" => Ok(crate::NodeKind::Host),
-                        "external" => Ok(crate::NodeKind::External),
-                        _ if crate::kinds::kind(s).is_some() => Ok(crate::NodeKind::Namespace),
-                        _ => Err(format!("unknown kind '{s}': the kinds are {} ('linux', a node of its own, is the default; 'host' is the machine vemu runs on, 'external' what is on the wire of a NIC of the machine)", crate::kinds::kind_names().join(", "))),
-                    })
-                    .map(|k| (k, v.mark));
+                d.kind = p.scalar(v, &f, crate::NodeKind::parse).map(|k| (k, v.mark));
                 d.router = p.scalar(v, &f, |s| Ok::<_, String>(crate::kinds::kind(s))).flatten();
                 // Refused to a tenant, it is kept for the checks that follow (one error).
-                match d.kind {
-                    Some((crate::NodeKind::Host, _)) => p.reach(crate::Reach::Host, v.mark, &f),
-                    Some((crate::NodeKind::External, _)) => p.reach(crate::Reach::External, v.mark, &f),
-                    _ => true,
-                };
+                if let Some(reach) = d.kind.and_then(|(k, _)| k.reach()) {
+                    p.reach(reach, v.mark, &f);
+                }
             }
             "iface" => d.iface = p.scalar(v, &f, |s| valid_iface_name(s).map(|()| s.to_string())).map(|n| (n, v.mark)),
             "startup-config" => d.startup = startup_config(p, v, &f, base).map(|t| (t, v.mark)),
@@ -390,57 +355,7 @@ pub(crate) fn node_def(
         return None;
     }
     let mut d = node_parts(p, def, &field, base, NODE_KEYS);
-    let kind = d.kind.map_or(crate::NodeKind::Namespace, |(k, _)| k);
-    match d.kind {
-        Some((crate::NodeKind::Host, mark)) => {
-            for (k, kmark) in d.given.iter().filter(|(k, _)| NOT_ON_HOST.contains(&k.as_str())) {
-                p.err(*kmark, &join(&field, k), format!("a node of kind 'host' is the machine vemu runs on, not a node vemu makes: it has no '{k}'"));
-            }
-            if let Some(other) = before.iter().find(|n: &&NodeDef| n.kind == crate::NodeKind::Host)
-            {
-                p.err(
-                    mark,
-                    &join(&field, "kind"),
-                    format!("only one node can be the host, and '{}' is", other.name),
-                );
-            }
-        }
-        Some((crate::NodeKind::External, mark)) => {
-            for (k, kmark) in d.given.iter().filter(|(k, _)| !ON_EXTERNAL.contains(&k.as_str())) {
-                p.err(*kmark, &join(&field, k), format!("a node of kind 'external' is what is on the wire of a NIC, not a node vemu makes: it has no '{k}'"));
-            }
-            match &d.iface {
-                None => p.err(mark, &join(&field, "kind"), "a node of kind 'external' needs 'iface': the machine's interface (NIC) whose wire it stands for"),
-                Some((nic, imark)) => {
-                    if let Some(other) = before.iter().find(|n: &&NodeDef| n.nic.as_ref() == Some(nic)) {
-                        p.err(*imark, &join(&field, "iface"), format!("interface '{nic}' is node '{}' already", other.name));
-                    }
-                }
-            }
-        }
-        _ => {
-            for (k, kmark) in d.given.iter().filter(|(k, _)| ONLY_ON_HOST.contains(&k.as_str())) {
-                p.err(*kmark, &join(&field, k), format!("'{k}' is the machine's way out for the lab's nodes: only a node of kind 'host' (the machine) has it"));
-            }
-            if let Some((_, imark)) = d.iface {
-                p.err(imark, &join(&field, "iface"), "'iface' names the NIC of a node of kind 'external' (name a link's interface in its endpoint: {node: n1, iface: eth5})");
-            }
-        }
-    }
-    if let Some((k, mark)) = d.kind.filter(|(k, _)| !k.is_made()) {
-        if !machines.is_empty() {
-            p.err(
-                mark,
-                &join(&field, "kind"),
-                format!(
-                    "a node of kind '{}' in a lab across machines is not supported yet",
-                    k.name()
-                ),
-            );
-        }
-        // Nothing of defaults.node applies to what vemu does not make.
-        d.own_pids = Some(false);
-    }
+    let kind = kind_checks(p, &mut d, &field, machines, before);
     let nic = d.iface.take().filter(|_| kind == crate::NodeKind::External).map(|(n, _)| n);
     let no_defaults = NodeParts::default();
     let default_node = match kind.is_made() {
@@ -476,33 +391,7 @@ pub(crate) fn node_def(
     // A router kind: its files (the startup configuration in them) unless the node
     // gives the same paths itself, and its start command first.
     let startup = d.startup.or_else(|| default_node.startup.clone());
-    match d.router {
-        Some(k) => {
-            for (path, text, mode) in k.files(startup.as_ref().map(|(t, _)| t.as_str())) {
-                if !files.iter().any(|f| f.path == path) {
-                    let mark = startup.as_ref().map_or(nmark, |(_, m)| *m);
-                    let field = join(&field, "startup-config");
-                    // (A template, as `files: {template:}`: a configuration without
-                    // `{{`/`{%` is written as it is.)
-                    let (path, verbatim) = (path.to_string(), false);
-                    files.push(FileDef { path, text, verbatim, mode, mark, field });
-                }
-            }
-            run.insert(0, k.start().to_string());
-        }
-        None => {
-            if let Some((_, mark)) = &startup {
-                p.err(
-                    *mark,
-                    &join(&field, "startup-config"),
-                    format!(
-                        "a startup configuration needs a kind whose software reads it: {}",
-                        crate::kinds::KINDS.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
-                    ),
-                );
-            }
-        }
-    }
+    router_kind(p, d.router, startup.as_ref(), &field, nmark, &mut files, &mut run);
     let router = d.router.map(|k| k.name().to_string());
     let limits = d.limits.or(default_node.limits);
     let machine = d.machine.and_then(|(m, mark)| match machines.iter().position(|x| x.name == m) {
@@ -648,4 +537,98 @@ pub fn image_reference(s: &str, base: Option<&Path>) -> Result<String, String> {
     let bare = s.strip_prefix("docker://").unwrap_or(s);
     crate::images::check_registry_reference(bare)?;
     Ok(format!("docker://{bare}"))
+}
+
+/// The checks of node `d`'s kind (the keys it refuses, one host, one node per NIC, no
+/// node vemu does not make in a lab across machines); its kind.
+fn kind_checks(
+    p: &mut P,
+    d: &mut NodeParts,
+    field: &str,
+    machines: &[crate::Machine],
+    before: &[NodeDef],
+) -> crate::NodeKind {
+    let kind = d.kind.map_or(crate::NodeKind::Namespace, |(k, _)| k);
+    for (k, kmark) in &d.given {
+        if let Some(why) = kind.refuses_key(k) {
+            p.err(*kmark, &join(field, k), why);
+        }
+    }
+    match d.kind {
+        Some((crate::NodeKind::Host, mark)) => {
+            if let Some(other) = before.iter().find(|n: &&NodeDef| n.kind == crate::NodeKind::Host)
+            {
+                p.err(
+                    mark,
+                    &join(field, "kind"),
+                    format!("only one node can be the host, and '{}' is", other.name),
+                );
+            }
+        }
+        Some((crate::NodeKind::External, mark)) => match &d.iface {
+            None => p.err(mark, &join(field, "kind"), "a node of kind 'external' needs 'iface': the machine's interface (NIC) whose wire it stands for"),
+            Some((nic, imark)) => {
+                if let Some(other) = before.iter().find(|n: &&NodeDef| n.nic.as_ref() == Some(nic)) {
+                    p.err(*imark, &join(field, "iface"), format!("interface '{nic}' is node '{}' already", other.name));
+                }
+            }
+        },
+        _ => {}
+    }
+    if let Some((k, mark)) = d.kind.filter(|(k, _)| !k.is_made()) {
+        if !machines.is_empty() {
+            p.err(
+                mark,
+                &join(field, "kind"),
+                format!(
+                    "a node of kind '{}' in a lab across machines is not supported yet",
+                    k.name()
+                ),
+            );
+        }
+        // Nothing of defaults.node applies to what vemu does not make.
+        d.own_pids = Some(false);
+    }
+    kind
+}
+
+/// A router kind's files (the startup configuration in them) unless the node gives the
+/// same paths itself, and its start command first; a startup configuration without a
+/// router kind is an error.
+fn router_kind(
+    p: &mut P,
+    router: Option<&'static dyn crate::kinds::Kind>,
+    startup: Option<&(String, Mark)>,
+    field: &str,
+    nmark: Mark,
+    files: &mut Vec<FileDef>,
+    run: &mut Vec<String>,
+) {
+    match router {
+        Some(k) => {
+            for (path, text, mode) in k.files(startup.map(|(t, _)| t.as_str())) {
+                if !files.iter().any(|f| f.path == path) {
+                    let mark = startup.map_or(nmark, |(_, m)| *m);
+                    let field = join(field, "startup-config");
+                    // (A template, as `files: {template:}`: a configuration without
+                    // `{{`/`{%` is written as it is.)
+                    let (path, verbatim) = (path.to_string(), false);
+                    files.push(FileDef { path, text, verbatim, mode, mark, field });
+                }
+            }
+            run.insert(0, k.start().to_string());
+        }
+        None => {
+            if let Some((_, mark)) = startup {
+                p.err(
+                    *mark,
+                    &join(field, "startup-config"),
+                    format!(
+                        "a startup configuration needs a kind whose software reads it: {}",
+                        crate::kinds::KINDS.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
+                    ),
+                );
+            }
+        }
+    }
 }
