@@ -262,28 +262,7 @@ pub fn parse(
     let root = document(text)?;
     let base_dir = base.map(Path::to_path_buf).unwrap_or_else(|| std::path::PathBuf::from("."));
     let mut p = P { errors: Vec::new(), trust: trust.clone(), base: Some(base_dir) };
-    let top = p.map(
-        &root,
-        "",
-        &[
-            "name",
-            "seed",
-            "defaults",
-            "nodes",
-            "links",
-            "segments",
-            "events",
-            "addressing",
-            "routing",
-            "fidelity",
-            "storage",
-            "logs",
-            "machines",
-            "divert",
-            "mgmt",
-            "expect",
-        ],
-    );
+    let top = p.map(&root, "", TOP_KEYS);
     let get = |k: &str| top.iter().find(|(key, ..)| *key == k).map(|(_, m, n)| (*m, *n));
 
     let name = lab_name(&mut p, name_override, get("name").map(|(_, n)| n), stem, root.mark);
@@ -316,17 +295,8 @@ pub fn parse(
 
     let (nodes, names) = node_defs(&mut p, get("nodes"), root.mark, base, &default_node, &machines);
 
-    // Links.
-    let mut links = Vec::new();
-    if let Some((_, n)) = get("links") {
-        let mut link_keys: Vec<&str> = vec!["endpoints", "name", "weight", "forward", "reverse"];
-        link_keys.extend_from_slice(IMPAIRMENT_KEYS);
-        for (i, l) in p.seq(n, "links").iter().enumerate() {
-            if let Some(link) = link_def(&mut p, i, l, &link_keys, &default_link, &names, &nodes) {
-                links.push(link);
-            }
-        }
-    }
+    let links = get("links").map(|(_, n)| link_defs(&mut p, n, &default_link, &names, &nodes));
+    let links = links.unwrap_or_default();
     unique_link_names(&mut p, &links);
     let mut segments = Vec::new();
     if let Some((_, n)) = get("segments") {
@@ -334,20 +304,8 @@ pub fn parse(
             segments.push(segment(&mut p, sname, smark, def, &names, base));
         }
     }
-    let mut events = Vec::new();
-    if let Some((_, n)) = get("events") {
-        for (i, e) in p.seq(n, "events").iter().enumerate() {
-            if let Some(ev) = event(&mut p, e, &format!("events[{i}]")) {
-                events.push(ev);
-            }
-        }
-    }
-    let mut expects = Vec::new();
-    if let Some((_, n)) = get("expect") {
-        for (i, e) in p.seq(n, "expect").iter().enumerate() {
-            expects.extend(expect::expectation(&mut p, e, &format!("expect[{i}]")));
-        }
-    }
+    let events = get("events").map(|(_, n)| events(&mut p, n)).unwrap_or_default();
+    let expects = get("expect").map(|(_, n)| expects(&mut p, n)).unwrap_or_default();
     let diverts = get("divert")
         .filter(|(m, _)| p.reach(crate::Reach::Divert, *m, "divert"))
         .map(|(_, n)| divert::diverts(&mut p, n))
@@ -403,6 +361,65 @@ pub fn parse(
     } else {
         Err(p.errors)
     }
+}
+
+/// The scenario's top-level keys.
+const TOP_KEYS: &[&str] = &[
+    "name",
+    "seed",
+    "defaults",
+    "nodes",
+    "links",
+    "segments",
+    "events",
+    "addressing",
+    "routing",
+    "fidelity",
+    "storage",
+    "logs",
+    "machines",
+    "divert",
+    "mgmt",
+    "expect",
+];
+
+/// The scenario's `links:`, with `defaults.link` (`default_link`) under each.
+fn link_defs(
+    p: &mut P,
+    n: &Node,
+    default_link: &ImpairmentsPatch,
+    names: &HashMap<String, usize>,
+    nodes: &[NodeDef],
+) -> Vec<LinkDef> {
+    let mut link_keys: Vec<&str> = vec!["endpoints", "name", "weight", "forward", "reverse"];
+    link_keys.extend_from_slice(IMPAIRMENT_KEYS);
+    let mut links = Vec::new();
+    for (i, l) in p.seq(n, "links").iter().enumerate() {
+        if let Some(link) = link_def(p, i, l, &link_keys, default_link, names, nodes) {
+            links.push(link);
+        }
+    }
+    links
+}
+
+/// The scenario's `events:`.
+fn events(p: &mut P, n: &Node) -> Vec<EventDef> {
+    let mut events = Vec::new();
+    for (i, e) in p.seq(n, "events").iter().enumerate() {
+        if let Some(ev) = event(p, e, &format!("events[{i}]")) {
+            events.push(ev);
+        }
+    }
+    events
+}
+
+/// The scenario's `expect:` (its checks).
+fn expects(p: &mut P, n: &Node) -> Vec<crate::expect::ExpectDef> {
+    let mut expects = Vec::new();
+    for (i, e) in p.seq(n, "expect").iter().enumerate() {
+        expects.extend(expect::expectation(p, e, &format!("expect[{i}]")));
+    }
+    expects
 }
 
 /// The scenario's YAML document (an empty one, or one that does not parse, is an error).

@@ -88,19 +88,7 @@ pub fn imunes(text: &str, file: &str, stem: &str) -> Result<Imported, String> {
     let lab = clean_name(stem, "imported");
     let mut warnings = Vec::new();
     // Each IMUNES node's vemu name (its `name`, made unique) and what it is.
-    let mut names: BTreeMap<&str, String> = BTreeMap::new();
-    let mut taken: std::collections::HashSet<String> = std::collections::HashSet::new();
-    for (id, n) in nodes {
-        let base = clean_name(n["name"].as_str().unwrap_or(id), id);
-        let mut name = base.clone();
-        let mut k = 1;
-        while taken.contains(&name) {
-            k += 1;
-            name = format!("{base}-{k}");
-        }
-        taken.insert(name.clone());
-        names.insert(id, name);
-    }
+    let names = unique_names(nodes);
     let kind = |id: &str| nodes.get(id).and_then(|n| n["type"].as_str()).unwrap_or("");
     let is_lan = |id: &str| matches!(kind(id), "lanswitch" | "hub");
     let iface = |id: &str, ifc: &str| -> Option<Iface> {
@@ -127,25 +115,7 @@ pub fn imunes(text: &str, file: &str, stem: &str) -> Result<Imported, String> {
         }
         let _ = writeln!(out, "  {}:", q(name));
         if kind(id) == "router" {
-            let model = n["model"].as_str().unwrap_or("frr");
-            if !["frr", "quagga"].contains(&model) {
-                warnings.push(format!("node {name}: router model '{model}' run as FRR"));
-            }
-            let ifaces: Vec<String> = n["ifaces"]
-                .as_object()
-                .into_iter()
-                .flatten()
-                .filter(|(_, i)| i["type"] != "lo")
-                .filter_map(|(_, i)| i["name"].as_str().map(str::to_string))
-                .collect();
-            let protocols = n["router_config"].as_str().unwrap_or("rip 1 ripng 1");
-            // The older form's own configuration (Quagga's, which FRR reads), else — as
-            // IMUNES writes for a router that has none — one for the protocols it runs.
-            let conf = match n["network_config"].as_str().filter(|c| !c.trim().is_empty()) {
-                Some(c) => c.to_string(),
-                None => frr_config(name, protocols, &ifaces),
-            };
-            let _ = writeln!(out, "    kind: frr\n    startup-config: {}", q(&conf));
+            out.push_str(&router_yaml(name, n, &mut warnings));
         }
         let mut routes = Vec::new();
         // The node's own addresses: a route through one of them goes nowhere.
@@ -156,17 +126,7 @@ pub fn imunes(text: &str, file: &str, stem: &str) -> Result<Imported, String> {
             .flat_map(|(ifc, _)| iface(id, ifc).map(|i| i.addrs).unwrap_or_default())
             .filter_map(|a| a.split('/').next().map(str::to_string))
             .collect();
-        for key in ["croutes4", "croutes6"] {
-            for r in n[key].as_array().into_iter().flatten().filter_map(Value::as_str) {
-                match r.split_whitespace().collect::<Vec<_>>().as_slice() {
-                    [_, via] if own.iter().any(|a| a == via) => warnings.push(format!(
-                        "node {name}: route '{r}' left out (through its own address)"
-                    )),
-                    [dst, via] => routes.push(format!("{{dst: {}, via: {}}}", q(dst), q(via))),
-                    _ => warnings.push(format!("node {name}: route '{r}' left out")),
-                }
-            }
-        }
+        routes.extend(static_routes(n, &own, name, &mut warnings));
         if !routes.is_empty() {
             let _ = writeln!(out, "    routes: [{}]", routes.join(", "));
         }
@@ -201,25 +161,7 @@ pub fn imunes(text: &str, file: &str, stem: &str) -> Result<Imported, String> {
             };
             Ok(format!("{{node: {}, iface: {}{ip}}}", q(&names[id]), q(&i.name)))
         };
-        let mut imp = Vec::new();
-        if let Some(bw) =
-            l["bandwidth"].as_str().and_then(|b| b.parse::<u64>().ok()).filter(|b| *b > 0)
-        {
-            imp.push(format!("bandwidth: {bw}bit"));
-        }
-        if let Some(d) = l["delay"].as_str().and_then(|d| d.parse::<u64>().ok()).filter(|d| *d > 0)
-        {
-            imp.push(format!("delay: {d}us"));
-        }
-        if let Some(p) =
-            l["duplicate"].as_str().and_then(|d| d.parse::<f64>().ok()).filter(|p| *p > 0.0)
-        {
-            imp.push(format!("duplicate: {p}%"));
-        }
-        // (IMUNES writes one bit in N.)
-        if let Some(n) = l["ber"].as_str().and_then(|b| b.parse::<u64>().ok()).filter(|b| *b > 1) {
-            imp.push(format!("ber: 1/{n}"));
-        }
+        let imp = link_settings(l);
         match (is_lan(a), is_lan(b)) {
             (false, false) => {
                 let extra = imp.iter().map(|i| format!(", {i}")).collect::<String>();
@@ -269,6 +211,87 @@ pub fn imunes(text: &str, file: &str, stem: &str) -> Result<Imported, String> {
         .map_err(|e| format!("{file}: the scenario made from it is not valid: {e}"))?;
     let made = nodes.keys().filter(|id| !is_lan(id)).count();
     Ok(Imported { yaml: out, nodes: made, links: count, warnings })
+}
+
+/// A router's lines: FRR, with its own configuration (the older form's, which FRR reads)
+/// or one for the protocols it runs.
+fn router_yaml(name: &str, n: &Value, warnings: &mut Vec<String>) -> String {
+    let model = n["model"].as_str().unwrap_or("frr");
+    if !["frr", "quagga"].contains(&model) {
+        warnings.push(format!("node {name}: router model '{model}' run as FRR"));
+    }
+    let ifaces: Vec<String> = n["ifaces"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(_, i)| i["type"] != "lo")
+        .filter_map(|(_, i)| i["name"].as_str().map(str::to_string))
+        .collect();
+    let protocols = n["router_config"].as_str().unwrap_or("rip 1 ripng 1");
+    // The older form's own configuration (Quagga's, which FRR reads), else — as
+    // IMUNES writes for a router that has none — one for the protocols it runs.
+    let conf = match n["network_config"].as_str().filter(|c| !c.trim().is_empty()) {
+        Some(c) => c.to_string(),
+        None => frr_config(name, protocols, &ifaces),
+    };
+    format!("    kind: frr\n    startup-config: {}\n", q(&conf))
+}
+
+/// Each IMUNES node's vemu name: its `name` (or id), made valid and unique.
+fn unique_names(nodes: &serde_json::Map<String, Value>) -> BTreeMap<&str, String> {
+    let mut names: BTreeMap<&str, String> = BTreeMap::new();
+    let mut taken: std::collections::HashSet<String> = std::collections::HashSet::new();
+    for (id, n) in nodes {
+        let base = clean_name(n["name"].as_str().unwrap_or(id), id);
+        let mut name = base.clone();
+        let mut k = 1;
+        while taken.contains(&name) {
+            k += 1;
+            name = format!("{base}-{k}");
+        }
+        taken.insert(name.clone());
+        names.insert(id, name);
+    }
+    names
+}
+
+/// A link's settings as vemu's keys (`bandwidth: 10000000bit`, ...).
+fn link_settings(l: &Value) -> Vec<String> {
+    let mut imp = Vec::new();
+    if let Some(bw) = l["bandwidth"].as_str().and_then(|b| b.parse::<u64>().ok()).filter(|b| *b > 0)
+    {
+        imp.push(format!("bandwidth: {bw}bit"));
+    }
+    if let Some(d) = l["delay"].as_str().and_then(|d| d.parse::<u64>().ok()).filter(|d| *d > 0) {
+        imp.push(format!("delay: {d}us"));
+    }
+    if let Some(p) =
+        l["duplicate"].as_str().and_then(|d| d.parse::<f64>().ok()).filter(|p| *p > 0.0)
+    {
+        imp.push(format!("duplicate: {p}%"));
+    }
+    // (IMUNES writes one bit in N.)
+    if let Some(n) = l["ber"].as_str().and_then(|b| b.parse::<u64>().ok()).filter(|b| *b > 1) {
+        imp.push(format!("ber: 1/{n}"));
+    }
+    imp
+}
+
+/// Node `n`'s static routes (`croutes4`, `croutes6`) as vemu's, but those through one of
+/// its own addresses (`own`), which go nowhere.
+fn static_routes(n: &Value, own: &[String], name: &str, warnings: &mut Vec<String>) -> Vec<String> {
+    let mut routes = Vec::new();
+    for key in ["croutes4", "croutes6"] {
+        for r in n[key].as_array().into_iter().flatten().filter_map(Value::as_str) {
+            match r.split_whitespace().collect::<Vec<_>>().as_slice() {
+                [_, via] if own.iter().any(|a| a == via) => warnings
+                    .push(format!("node {name}: route '{r}' left out (through its own address)")),
+                [dst, via] => routes.push(format!("{{dst: {}, via: {}}}", q(dst), q(via))),
+                _ => warnings.push(format!("node {name}: route '{r}' left out")),
+            }
+        }
+    }
+    routes
 }
 
 /// FRR's configuration for a router running `protocols` (IMUNES' `router_config`, e.g.
