@@ -24,6 +24,7 @@ const FILES: &[(&str, &str)] = py![
     "vemu/__init__.py",
     "vemu/mininet/__init__.py",
     "vemu/mininet/LICENSE.mininet",
+    "vemu/mininet/_nettests.py",
     "vemu/mininet/_scenario.py",
     "vemu/mininet/clean.py",
     "vemu/mininet/cli.py",
