@@ -356,6 +356,13 @@ impl Lateness {
     }
 }
 
+/// The shard a new link or segment goes to when nothing ties it to one (a trunk's or a
+/// tunnel's shard): the one with the fewest devices (`devices`: each shard's count),
+/// the lowest-numbered among equals; 0 without shards.
+pub fn lightest_shard(devices: impl IntoIterator<Item = usize>) -> usize {
+    devices.into_iter().enumerate().min_by_key(|&(s, d)| (d, s)).map_or(0, |(s, _)| s)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -602,5 +609,12 @@ mod tests {
             ),
             (0, 0, 1, 1, 2, 2)
         );
+    }
+
+    #[test]
+    fn a_new_link_goes_to_the_shard_with_fewest_devices_the_first_among_equals() {
+        assert_eq!(lightest_shard([4, 2, 3, 2]), 1);
+        assert_eq!(lightest_shard([0, 0]), 0);
+        assert_eq!(lightest_shard(std::iter::empty()), 0);
     }
 }

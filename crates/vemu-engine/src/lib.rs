@@ -364,7 +364,7 @@ impl Assembly {
 
     /// The shard with the fewest devices.
     fn lightest(&self) -> usize {
-        (0..self.n).min_by_key(|&s| self.cores[s].1.len()).unwrap_or(0)
+        schedule::lightest_shard(self.cores.iter().take(self.n).map(|c| c.1.len()))
     }
 
     /// Link `k`: on the shard of its trunk's first link, of its tunnel, or the lightest.
