@@ -8,6 +8,7 @@
 pub mod aggregate;
 pub mod expect;
 mod files;
+pub mod generate;
 pub mod images;
 pub mod import;
 pub mod kinds;
