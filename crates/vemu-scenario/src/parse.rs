@@ -17,6 +17,7 @@ pub(crate) mod delay;
 mod divert;
 mod event;
 mod expect;
+mod generate;
 mod hub;
 mod impairment;
 mod link;
@@ -115,6 +116,8 @@ pub struct NodeDef {
     pub mgmt: Vec<(IpAddr, Mark)>,
     /// `canvas`: where the node is drawn (pixels), as its topology placed it.
     pub canvas: Option<[f64; 2]>,
+    /// `routing:` of the node: `static` (true) or `none`; `None`: the lab's `routing`.
+    pub static_routing: Option<bool>,
 }
 
 /// A file placed in a node's private view of the filesystem.
@@ -293,16 +296,37 @@ pub fn parse(
 
     let (default_link, default_node) = defaults(&mut p, get("defaults").map(|(_, n)| n), base);
 
-    let (nodes, names) = node_defs(&mut p, get("nodes"), root.mark, base, &default_node, &machines);
+    let (mut nodes, mut names) = match (get("nodes"), get("generate")) {
+        (None, Some(_)) => (Vec::new(), HashMap::new()),
+        (given, _) => node_defs(&mut p, given, root.mark, base, &default_node, &machines),
+    };
+    let generated = get("generate").map(|(_, n)| {
+        generate::generate(
+            &mut p,
+            n,
+            seed,
+            base,
+            &default_node,
+            &default_link,
+            &machines,
+            &mut nodes,
+            &mut names,
+        )
+    });
+    let generated = generated.unwrap_or_default();
 
     let links = get("links").map(|(_, n)| link_defs(&mut p, n, &default_link, &names, &nodes));
-    let links = links.unwrap_or_default();
+    let mut links = links.unwrap_or_default();
+    links.extend(generated.links);
     unique_link_names(&mut p, &links);
     let mut segments = Vec::new();
     if let Some((_, n)) = get("segments") {
         for (sname, smark, def) in p.map(n, "segments", &[]) {
             segments.push(segment(&mut p, sname, smark, def, &names, base));
         }
+    }
+    for (sname, smark, def) in &generated.segments {
+        segments.push(segment(&mut p, sname, *smark, def, &names, base));
     }
     let events = get("events").map(|(_, n)| events(&mut p, n)).unwrap_or_default();
     let expects = get("expect").map(|(_, n)| expects(&mut p, n)).unwrap_or_default();
@@ -381,6 +405,7 @@ const TOP_KEYS: &[&str] = &[
     "divert",
     "mgmt",
     "expect",
+    "generate",
 ];
 
 /// The scenario's `links:`, with `defaults.link` (`default_link`) under each.

@@ -164,15 +164,19 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
             }
         }
     }
-    if s.static_routing {
+    // Each node's own `routing:` over the lab's: who gets shortest-path routes.
+    let routed: Vec<bool> =
+        s.nodes.iter().map(|d| d.static_routing.unwrap_or(s.static_routing)).collect();
+    let n_routed = routed.iter().filter(|&&r| r).count();
+    if n_routed > 0 {
         // Checked before any search: n nodes on a graph of l links hold up to n*l routes.
         let lans = segments.iter().filter(|g| g.wireless.is_none()).count();
         let loopbacks = nodes.iter().filter(|n| !n.loopback.is_empty()).count();
-        let most = nodes.len() as u64 * (links.len() + lans + loopbacks) as u64;
+        let most = n_routed as u64 * (links.len() + lans + loopbacks) as u64;
         if most > crate::MAX_STATIC_ROUTES {
             let m = format!(
                 "static routing would give the {} nodes up to {most} routes in all (more than {}): write 'routing: none' and run a routing daemon in the nodes, or join nodes in LAN segments",
-                nodes.len(),
+                n_routed,
                 crate::MAX_STATIC_ROUTES
             );
             return Err(vec![Error {
@@ -182,7 +186,7 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
                 message: m,
             }]);
         }
-        static_routes(&mut nodes, &links, &segments);
+        static_routes(&mut nodes, &links, &segments, &routed);
     }
     for (ni, def) in s.nodes.iter().enumerate() {
         for r in &def.routes {

@@ -53,8 +53,8 @@ pub(crate) fn addressing(p: &mut P, node: &Node, field: &str) -> Addressing {
             "ipv4_prefix" => {
                 if let Some(n) =
                     p.scalar(v, &f, |s| match s.trim_start_matches('/').parse::<u8>() {
-                        Ok(n @ 8..=30) => Ok(n),
-                        _ => Err(format!("expected a prefix length from 8 to 30, got '{s}'")),
+                        Ok(n @ 8..=31) => Ok(n),
+                        _ => Err(format!("expected a prefix length from 8 to 31 (31: both addresses of a link's pair, RFC 3021), got '{s}'")),
                     })
                 {
                     a.ipv4_prefix = n;
@@ -63,8 +63,8 @@ pub(crate) fn addressing(p: &mut P, node: &Node, field: &str) -> Addressing {
             "ipv6_prefix" => {
                 if let Some(n) =
                     p.scalar(v, &f, |s| match s.trim_start_matches('/').parse::<u8>() {
-                        Ok(n @ 16..=126) => Ok(n),
-                        _ => Err(format!("expected a prefix length from 16 to 126, got '{s}'")),
+                        Ok(n @ 16..=127) => Ok(n),
+                        _ => Err(format!("expected a prefix length from 16 to 127 (127: both addresses of a link's pair, RFC 6164), got '{s}'")),
                     })
                 {
                     a.ipv6_prefix = n;

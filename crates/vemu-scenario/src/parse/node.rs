@@ -175,11 +175,13 @@ pub(crate) const NODE_KEYS: &[&str] = &[
     "nat",
     "mgmt",
     "canvas",
+    "routing",
 ];
 
 /// What `defaults.node` may not give: what names one node's own place in the lab.
-pub(crate) const NOT_IN_DEFAULTS: &[&str] =
-    &["kind", "iface", "routes", "rules", "loopback", "machine", "nat", "mgmt", "canvas"];
+pub(crate) const NOT_IN_DEFAULTS: &[&str] = &[
+    "kind", "iface", "routes", "rules", "loopback", "machine", "nat", "mgmt", "canvas", "routing",
+];
 
 /// What a node definition (or `defaults.node`) gives.
 #[derive(Default)]
@@ -216,6 +218,7 @@ pub(crate) struct NodeParts {
     pub(crate) mgmt: Vec<(IpAddr, Mark)>,
     /// `canvas: [x, y]`: where the node is drawn.
     pub(crate) canvas: Option<[f64; 2]>,
+    pub(crate) routing: Option<bool>,
     /// The keys given, and where (to refuse those a node vemu does not make cannot have).
     pub(crate) given: Vec<(String, Mark)>,
 }
@@ -262,6 +265,13 @@ pub(crate) fn node_parts(
             "nat" => d.nat = p.boolean(v, &f).unwrap_or(false),
             "mgmt" => d.mgmt = mgmt_addresses(p, v, &f),
             "canvas" => d.canvas = canvas(p, v, &f),
+            "routing" => {
+                d.routing = p.scalar(v, &f, |s| match s {
+                    "static" => Ok(true),
+                    "none" => Ok(false),
+                    _ => Err(format!("expected 'static' (shortest-path routes from vemu) or 'none' (the node's own: a routing daemon's, its 'routes'), got '{s}'")),
+                })
+            }
             "isolation" => {
                 d.own_pids = p.scalar(v, &f, |s| match s {
                     "pid" => Ok(true),
@@ -426,6 +436,7 @@ pub(crate) fn node_def(
         nat: d.nat && kind == crate::NodeKind::Host,
         mgmt: d.mgmt,
         canvas: d.canvas,
+        static_routing: d.routing,
     })
 }
 

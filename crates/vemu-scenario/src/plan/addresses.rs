@@ -69,7 +69,8 @@ impl Pool {
 pub(super) fn two_hosts(net: IpNet) -> (IpNet, IpNet) {
     let p = net.prefix_len();
     let base = addr_u128(net.network());
-    let first = if p == 31 { base } else { base + 1 };
+    // A /31 or /127 is a link's pair of addresses, both used (RFC 3021, RFC 6164).
+    let first = if p == 31 || p == 127 { base } else { base + 1 };
     let v6 = net.addr().is_ipv6();
     let mk = |a: u128| net_at(v6, a, p);
     (mk(first), mk(first + 1))

@@ -6,8 +6,14 @@ use super::*;
 /// route to every subnet it is not attached to and to every other node's loopback
 /// addresses, via the neighbour on the first hop. A segment is a vertex of its own:
 /// entering it costs its weight, leaving it nothing. Ties go to the lower-numbered link
-/// or segment, so routes are deterministic.
-pub(super) fn static_routes(nodes: &mut [NodePlan], links: &[LinkPlan], segments: &[SegmentPlan]) {
+/// or segment, so routes are deterministic. Only the nodes `routed` says get them (the
+/// others route with a daemon, or by their own `routes`).
+pub(super) fn static_routes(
+    nodes: &mut [NodePlan],
+    links: &[LinkPlan],
+    segments: &[SegmentPlan],
+    routed: &[bool],
+) {
     let n = nodes.len();
     let v = n + segments.len();
     let mut adj: Vec<Vec<(usize, Attach, u64)>> = vec![Vec::new(); v];
@@ -43,7 +49,7 @@ pub(super) fn static_routes(nodes: &mut [NodePlan], links: &[LinkPlan], segments
     let loopbacks: Vec<Vec<IpNet>> = nodes.iter().map(|x| x.loopback.clone()).collect();
     let with_loopback: Vec<usize> = (0..n).filter(|&i| !loopbacks[i].is_empty()).collect();
     let lans = segments.iter().filter(|g| g.routed()).count();
-    for src in 0..n {
+    for src in (0..n).filter(|&i| routed[i]) {
         let mut attached: HashSet<Attach> = HashSet::new();
         for i in &nodes[src].ifaces {
             attached.insert(match i.attach {

@@ -110,6 +110,7 @@ fn each_error_says(make: impl Fn(&str) -> String, cases: &[(&str, &str)]) {
 mod clab;
 mod errors;
 mod expect;
+mod generate;
 mod imunes;
 mod lans_and_files;
 mod links;
