@@ -259,3 +259,31 @@ fn an_imunes_tcl_topology_comes_up_with_its_addresses_and_converges() {
     let t = assert_all_reachable(&lab, "pc7", &["10.0.7.2".into(), "10.0.8.2".into()], 90.0);
     eprintln!("IMUNES RIP (Tcl form): pc7 reaches both hosts after {t:.1} s");
 }
+
+/// Generated topologies (issue 66): a k=4 fat-tree with static routes, every host
+/// reaching a host of another pod across the core (5 hops of 1 ms each way); and a
+/// leaf-spine whose routers run OSPF (FRR, generated configuration) while its hosts
+/// route statically, one leaf's host reaching the other's once OSPF converged.
+#[test]
+fn generated_fat_tree_and_ospf_leaf_spine_reach_across() {
+    let _g = serial();
+    let yaml = "name: t-gen\naddressing: {ipv4: 10.0.0.0/8, ipv4_prefix: 31, ipv6: none}\ngenerate:\n  ft:\n    fat-tree: {k: 4}\n    link: {delay: 1ms}\n";
+    let lab = Lab::up("t-gen", yaml);
+    let st = lab.status();
+    assert_eq!(st["nodes"].as_array().unwrap().len(), 36);
+    let far = lab.addrs(&st, "ftp3e1h1", false)[0].clone();
+    let (sent, got, rtt) = lab.ping("ftp0e0h0", &far, 5, 0.2);
+    assert_eq!((sent, got), (5, 5), "pod 0's host to pod 3's");
+    // Host, edge, aggregation, core, aggregation, edge, host: 6 links of 1 ms each way.
+    assert!((12.0..40.0).contains(&rtt), "rtt {rtt} ms across the core");
+    drop(lab);
+
+    let yaml = "name: t-gen-ospf\naddressing: {ipv4: 10.0.0.0/8, ipv4_prefix: 31, ipv6: none}\ngenerate:\n  ls:\n    leaf-spine: {spines: 2, leaves: 2, hosts: 1}\n    routing: ospf\n";
+    let lab = Lab::up("t-gen-ospf", yaml);
+    let st = lab.status();
+    let far = lab.addrs(&st, "lsl1h0", false)[0].clone();
+    let t = assert_all_reachable(&lab, "lsl0h0", std::slice::from_ref(&far), 90.0);
+    eprintln!("generated leaf-spine: OSPF converged for hosts after {t:.1} s");
+    let (_, routes) = lab.sh("lss0", "ip route");
+    assert!(routes.contains("proto ospf"), "a spine's routes come from OSPF: {routes}");
+}

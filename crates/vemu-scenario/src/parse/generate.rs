@@ -37,7 +37,7 @@ const ENTRY_KEYS: &[&str] = &["seed", "link", "tiers", "routing", "node", "host"
 const OSPF_CONFIG: &str = "frr defaults traditional
 hostname {{ name }}
 log syslog informational
-{% set rid %}{% if router_id %}{{ router_id }}{% else %}10.{{ (index // 65536) % 256 }}.{{ (index // 256) % 256 }}.{{ index % 256 }}{% endif %}{% endset %}
+{% set rid %}{% if router_id is defined and router_id %}{{ router_id }}{% else %}10.{{ (index // 65536) % 256 }}.{{ (index // 256) % 256 }}.{{ index % 256 }}{% endif %}{% endset %}
 {% for i in ifaces %}interface {{ i.name }}
 {% if i.kind == 'link' %} ip ospf network point-to-point
  ipv6 ospf6 network point-to-point
@@ -45,8 +45,8 @@ log syslog informational
  ip ospf dead-interval 4
  ipv6 ospf6 hello-interval 1
  ipv6 ospf6 dead-interval 4
-{% if i.ipv4 %} ip ospf area 0
-{% endif %}{% if i.ipv6 %} ipv6 ospf6 area 0
+{% if i.ipv4 is defined and i.ipv4 %} ip ospf area 0
+{% endif %}{% if i.ipv6 is defined and i.ipv6 %} ipv6 ospf6 area 0
 {% endif %}!
 {% endfor %}router ospf
  ospf router-id {{ rid }}

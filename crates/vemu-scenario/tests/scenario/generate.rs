@@ -55,6 +55,11 @@ generate:
     assert!(conf.contains("router ospf\n ospf router-id 10."), "{conf}");
     assert!(conf.contains("interface eth0\n ip ospf network point-to-point"), "{conf}");
     assert!(conf.contains(" ip ospf area 0"), "{conf}");
+    // One family only: the configuration still renders (IPv4 only, and IPv6 only).
+    for a in ["{ipv6: none}", "{ipv4: none}"] {
+        let p = ok(&format!("addressing: {a}\ngenerate:\n  ls: {{leaf-spine: {{spines: 1, leaves: 2}}, routing: ospf}}\n"));
+        assert_eq!(p.nodes[0].router.as_deref(), Some("frr"));
+    }
     let host = p.nodes.iter().find(|n| n.name == "lsl0h0").unwrap();
     assert!(host.router.is_none());
     assert!(!host.routes.is_empty(), "a host's routes are static");
