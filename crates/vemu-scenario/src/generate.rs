@@ -178,6 +178,11 @@ impl Generator {
     }
 }
 
+/// The seed of the `i`th `generate:` entry that gives none: from the lab's seed.
+pub fn entry_seed(lab_seed: u64, i: usize) -> u64 {
+    vemu_radio::splitmix64(lab_seed ^ (0x6765_6e00 + i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15))
+}
+
 /// The generators' random numbers: splitmix64 on a counter started from the seed's own
 /// mix (the same stream for the same seed on every machine).
 struct Rng(u64);

@@ -5,9 +5,14 @@
 //! bandwidth is the edge's `LinkSpeedRaw` (bits/s) where the file gives one. The output
 //! is scenario YAML, checked by the same loader as any scenario before it is handed out.
 
+mod asrel;
 mod clab;
 mod imunes;
 
+pub use asrel::{
+    as_rel, as_rel_file, generate_as_rel, is_as_rel, parse_as_rel, AsGraph, AsOptions, Rel,
+    MAX_AS_REL_BYTES,
+};
 pub use clab::{clab, clab_file, is_clab, MAX_CLAB_BYTES};
 pub use imunes::{imunes, imunes_file, is_imunes, MAX_IMN_BYTES};
 
@@ -46,6 +51,25 @@ pub fn graphml_file(path: &Path, name: Option<&str>) -> Result<Imported, String>
         .map_err(|e| format!("{}: {e}", path.display()))?;
     let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     graphml(&text, &path.display().to_string(), name.unwrap_or(&stem))
+}
+
+/// JSON's quoting is YAML's double-quoted scalar.
+pub(crate) fn q(s: &str) -> String {
+    serde_json::Value::String(s.to_string()).to_string()
+}
+
+/// A name vemu takes for node or lab `s` (letters, digits, `-`, `_`).
+pub(crate) fn clean_name(s: &str, fallback: &str) -> String {
+    let n: String = s
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '-' })
+        .take(32)
+        .collect();
+    if n.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+        n
+    } else {
+        fallback.to_string()
+    }
 }
 
 /// Great-circle distance between two points given in degrees, km (haversine).

@@ -95,13 +95,32 @@ pub(crate) enum Cmd {
     },
     /// Make a scenario of another tool's topology and print its YAML: a containerlab
     /// topology (NAME.clab.yml: nodes, images, binds, exec, links; what does not map is
-    /// said), or a GraphML topology (e.g. an Internet Topology Zoo map: links from its
-    /// edges with delays from the nodes' coordinates, bandwidths from LinkSpeedRaw).
+    /// said), an IMUNES topology (.imn), an AS-relationship file (CAIDA's serial-1/2:
+    /// one BIRD router per AS, eBGP with Gao-Rexford policies; docs/internet.md), or a
+    /// GraphML topology (e.g. an Internet Topology Zoo map: links from its edges with
+    /// delays from the nodes' coordinates, bandwidths from LinkSpeedRaw).
     Import {
-        file: PathBuf,
+        /// The topology file (not with --as-graph).
+        #[arg(required_unless_present = "as_graph")]
+        file: Option<PathBuf>,
         /// Lab name (default: from the file's name).
         #[arg(long)]
         name: Option<String>,
+        /// An AS-relationship file: the N ASes with the largest customer cones.
+        #[arg(long, value_name = "N")]
+        top: Option<usize>,
+        /// An AS-relationship file: these ASes and every provider above them.
+        #[arg(long, value_name = "ASN,ASN,...", value_delimiter = ',')]
+        ases: Vec<u32>,
+        /// An AS-relationship file: ASes that get a host (h<ASN>) in their prefix, or all.
+        #[arg(long, value_name = "ASN,...|all")]
+        hosts: Option<String>,
+        /// Print a made-up AS-relationship file of N ASes (CAIDA's form) instead.
+        #[arg(long, value_name = "N", conflicts_with = "file")]
+        as_graph: Option<usize>,
+        /// The made-up AS graph's seed.
+        #[arg(long, default_value_t = 1, requires = "as_graph")]
+        seed: u64,
     },
     /// Take a lab down and remove every trace of it.
     Down {

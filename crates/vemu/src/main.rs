@@ -14,6 +14,7 @@ mod daemon_cmd;
 mod exec;
 mod flow;
 mod images;
+mod import;
 mod lab;
 mod link;
 mod mininet;
@@ -33,6 +34,7 @@ use crate::cli::{AgentCmd, Cli, Cmd, NodeCmd};
 use crate::daemon_cmd::{lock_memory, run_daemon};
 use crate::exec::shell;
 use crate::flow::{report, traffic_flow};
+use crate::import::{as_options, import};
 use crate::lab::{connect, need_root, resolve_lab, take_down, user, UserError};
 use crate::node::node_set;
 use crate::save::inventory;
@@ -79,20 +81,14 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.cmd {
         Cmd::Check { file, machines, tenant } => check(&file, machines.as_deref(), &tenant)?,
-        Cmd::Import { file, name } => {
-            let i = if vemu_scenario::import::is_clab(&file) {
-                vemu_scenario::import::clab_file(&file, name.as_deref(), true)
-            } else if vemu_scenario::import::is_imunes(&file) {
-                vemu_scenario::import::imunes_file(&file, name.as_deref())
-            } else {
-                vemu_scenario::import::graphml_file(&file, name.as_deref())
+        Cmd::Import { file, name, top, ases, hosts, as_graph, seed } => {
+            if let Some(n) = as_graph {
+                print!("{}", vemu_scenario::import::generate_as_rel(n, seed));
+                return Ok(ExitCode::SUCCESS);
             }
-            .map_err(user)?;
-            print!("{}", i.yaml);
-            for w in &i.warnings {
-                eprintln!("vemu import: {w}");
-            }
-            eprintln!("vemu import: {} nodes, {} links", i.nodes, i.links);
+            let file = file.expect("clap requires a file without --as-graph");
+            let as_options = as_options(top, ases, hosts.as_deref())?;
+            import(&file, name.as_deref(), as_options)?
         }
         Cmd::Up { file, name, foreground, api, ui, machines, wait_converged, tenant, owner } => {
             up::up(

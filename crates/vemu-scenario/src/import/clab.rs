@@ -19,7 +19,7 @@
 use std::fmt::Write;
 use std::path::Path;
 
-use super::Imported;
+use super::{q, Imported};
 use crate::yaml::{Node, Value};
 
 /// Largest topology file read.
@@ -211,11 +211,6 @@ fn mgmt(file: &str, m: Option<&Node>, warnings: &mut Vec<String>) -> Result<Stri
         }
     }
     Ok(format!("mgmt: {{ipv4: {}, ipv6: {}}}", q(&v4), q(&v6)))
-}
-
-/// JSON's quoting is YAML's double-quoted scalar.
-fn q(s: &str) -> String {
-    serde_json::Value::String(s.to_string()).to_string()
 }
 
 /// The scenario made from a containerlab topology (`file` for messages; `base`: its

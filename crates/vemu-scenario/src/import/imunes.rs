@@ -17,7 +17,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::Imported;
+use super::{clean_name, q, Imported};
 
 mod tcl;
 
@@ -36,25 +36,6 @@ pub fn imunes_file(path: &Path, name: Option<&str>) -> Result<Imported, String> 
         crate::read_limited(path, MAX_IMN_BYTES).map_err(|e| format!("{}: {e}", path.display()))?;
     let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     imunes(&text, &path.display().to_string(), name.unwrap_or(&stem))
-}
-
-/// JSON's quoting is YAML's double-quoted scalar.
-fn q(s: &str) -> String {
-    Value::String(s.to_string()).to_string()
-}
-
-/// A name vemu takes for node or lab `s` (letters, digits, `-`, `_`).
-fn clean_name(s: &str, fallback: &str) -> String {
-    let n: String = s
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '-' })
-        .take(32)
-        .collect();
-    if n.starts_with(|c: char| c.is_ascii_alphanumeric()) {
-        n
-    } else {
-        fallback.to_string()
-    }
 }
 
 /// Where IMUNES drew node `id` (`gui.nodes.ID.iconcoords`, "X Y"), as `[X, Y]`.

@@ -109,8 +109,7 @@ pub(crate) fn generate(
     let mut made_links = 0u64;
     for (i, (name, mark, def)) in p.map(given, "generate", &[]).into_iter().enumerate() {
         let field = join("generate", name);
-        let Some(e) =
-            entry(p, name, mark, def, &field, crate::derive_seed(lab_seed, 0x6765_6e00 + i as u64))
+        let Some(e) = entry(p, name, mark, def, &field, crate::generate::entry_seed(lab_seed, i))
         else {
             continue;
         };

@@ -1,0 +1,484 @@
+//! An AS-level Internet from an AS-relationship file (CAIDA's serial-1 `A|B|REL` and
+//! serial-2 `A|B|REL|SOURCE`: REL −1 = A is B's provider, 0 = peers): one BIRD router
+//! per AS, an eBGP session per relationship with Gao–Rexford policies (customer routes
+//! preferred over peers' over providers'; customer routes and the AS's own exported to
+//! everyone, peer and provider routes to customers only), one announced /24 per AS,
+//! hosts in chosen ASes. [`generate_as_rel`] makes a file of the same form for tests.
+
+use std::collections::{BTreeSet, HashMap};
+use std::fmt::Write;
+use std::path::Path;
+
+use super::Imported;
+
+/// Largest AS-relationship file read (CAIDA's full graph is ~10 MB).
+pub const MAX_AS_REL_BYTES: u64 = 64 << 20;
+/// Most ASes a lab is made of (one /24 of 10.0.0.0/8 each).
+pub const MAX_ASES: usize = 65_536;
+/// Most relationships a lab is made of (one /31 of 172.16.0.0/12 each).
+pub const MAX_RELATIONSHIPS: usize = 1 << 19;
+
+/// A relationship: `a` is `b`'s provider, or they are peers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rel {
+    ProviderOf,
+    Peer,
+}
+
+/// An AS graph: AS numbers and relationships between them (indices into `ases`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AsGraph {
+    pub ases: Vec<u32>,
+    pub rels: Vec<(usize, usize, Rel)>,
+}
+
+/// What to make of an AS graph.
+#[derive(Debug, Clone, Default)]
+pub struct AsOptions {
+    /// The N ASes with the largest customer cones.
+    pub top: Option<usize>,
+    /// These ASes and every provider above them.
+    pub ases: Vec<u32>,
+    /// ASes that get a host (`h<ASN>`) in their prefix; `all_hosts`: every AS.
+    pub hosts: Vec<u32>,
+    pub all_hosts: bool,
+}
+
+/// Whether `path` looks like an AS-relationship file: its first line that is not a
+/// comment is `A|B|REL[|SOURCE]`.
+pub fn is_as_rel(path: &Path) -> bool {
+    let Ok(text) = crate::read_limited(path, MAX_AS_REL_BYTES) else { return false };
+    text.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with('#'))
+        .is_some_and(|l| parse_line(l).is_ok())
+}
+
+fn parse_line(l: &str) -> Result<(u32, u32, Rel), String> {
+    let f: Vec<&str> = l.split('|').collect();
+    if !(3..=4).contains(&f.len()) {
+        return Err(format!("expected A|B|REL or A|B|REL|SOURCE, got '{l}'"));
+    }
+    let asn = |s: &str| s.trim().parse::<u32>().map_err(|_| format!("'{s}' is not an AS number"));
+    let rel = match f[2].trim() {
+        "-1" => Rel::ProviderOf,
+        "0" => Rel::Peer,
+        r => {
+            return Err(format!(
+                "relationship '{r}' is neither -1 (provider to customer) nor 0 (peers)"
+            ))
+        }
+    };
+    Ok((asn(f[0])?, asn(f[1])?, rel))
+}
+
+/// Read an AS-relationship text (`file` names it in errors, with the line).
+pub fn parse_as_rel(text: &str, file: &str) -> Result<AsGraph, String> {
+    let mut g = AsGraph::default();
+    let mut index: HashMap<u32, usize> = HashMap::new();
+    let mut seen: HashMap<(usize, usize), usize> = HashMap::new();
+    for (i, line) in text.lines().enumerate() {
+        let l = line.trim();
+        if l.is_empty() || l.starts_with('#') {
+            continue;
+        }
+        let (a, b, rel) = parse_line(l).map_err(|e| format!("{file}:{}: {e}", i + 1))?;
+        if a == b {
+            return Err(format!("{file}:{}: AS {a} related to itself", i + 1));
+        }
+        let mut at = |asn: u32| {
+            *index.entry(asn).or_insert_with(|| {
+                g.ases.push(asn);
+                g.ases.len() - 1
+            })
+        };
+        let (x, y) = (at(a), at(b));
+        if let Some(first) = seen.insert((x.min(y), x.max(y)), i + 1) {
+            return Err(format!(
+                "{file}:{}: AS {a} and AS {b} are related twice (line {first} too)",
+                i + 1
+            ));
+        }
+        g.rels.push((x, y, rel));
+    }
+    if g.rels.is_empty() {
+        return Err(format!("{file}: no relationships (lines A|B|REL)"));
+    }
+    Ok(g)
+}
+
+impl AsGraph {
+    /// Each AS's customers.
+    fn customers(&self) -> Vec<Vec<usize>> {
+        let mut c = vec![Vec::new(); self.ases.len()];
+        for &(a, b, r) in &self.rels {
+            if r == Rel::ProviderOf {
+                c[a].push(b);
+            }
+        }
+        c
+    }
+
+    /// Each AS's customer cone: itself and every AS below it, following provider to
+    /// customer.
+    pub fn cone_sizes(&self) -> Vec<usize> {
+        let customers = self.customers();
+        let mut stamp = vec![usize::MAX; self.ases.len()];
+        (0..self.ases.len())
+            .map(|root| {
+                let mut stack = vec![root];
+                let mut size = 0;
+                while let Some(x) = stack.pop() {
+                    if stamp[x] != root {
+                        stamp[x] = root;
+                        size += 1;
+                        stack.extend(customers[x].iter().copied().filter(|&y| stamp[y] != root));
+                    }
+                }
+                size
+            })
+            .collect()
+    }
+
+    /// The ASes of a lab: the `top` largest cones (ties to the lower AS number), or the
+    /// listed ASes with every provider above them, or all.
+    pub fn select(&self, o: &AsOptions) -> Result<Vec<usize>, String> {
+        if let Some(n) = o.top {
+            let cones = self.cone_sizes();
+            let mut order: Vec<usize> = (0..self.ases.len()).collect();
+            order.sort_by_key(|&i| (std::cmp::Reverse(cones[i]), self.ases[i]));
+            order.truncate(n);
+            order.sort_unstable();
+            return Ok(order);
+        }
+        if o.ases.is_empty() {
+            return Ok((0..self.ases.len()).collect());
+        }
+        let index: HashMap<u32, usize> =
+            self.ases.iter().enumerate().map(|(i, a)| (*a, i)).collect();
+        let mut providers = vec![Vec::new(); self.ases.len()];
+        for &(a, b, r) in &self.rels {
+            if r == Rel::ProviderOf {
+                providers[b].push(a);
+            }
+        }
+        let mut chosen = BTreeSet::new();
+        let mut stack = Vec::new();
+        for asn in &o.ases {
+            stack.push(*index.get(asn).ok_or_else(|| format!("AS {asn} is not in the file"))?);
+        }
+        while let Some(x) = stack.pop() {
+            if chosen.insert(x) {
+                stack.extend(providers[x].iter().copied());
+            }
+        }
+        Ok(chosen.into_iter().collect())
+    }
+}
+
+/// Read `path` (an AS-relationship file) and make a lab of it (`name`: default the
+/// file's name).
+pub fn as_rel_file(path: &Path, name: Option<&str>, o: &AsOptions) -> Result<Imported, String> {
+    let text = crate::read_limited(path, MAX_AS_REL_BYTES)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let stem = path.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let stem = stem.split('.').next().unwrap_or("internet").to_string();
+    let g = parse_as_rel(&text, &path.display().to_string())?;
+    as_rel(&g, &path.display().to_string(), name.unwrap_or(&stem), o)
+}
+
+/// The AS's prefix (10.X.Y.0/24 for the `i`th AS of the lab) and its first address.
+fn prefix(i: usize) -> (String, String) {
+    let (x, y) = (i >> 8, i & 255);
+    (format!("10.{x}.{y}.0/24"), format!("10.{x}.{y}.1"))
+}
+
+/// The two ends' addresses of the `k`th relationship's link (a /31 of 172.16.0.0/12).
+fn link_addrs(k: usize) -> [String; 2] {
+    let base = (172u32 << 24) | (16 << 16) | (2 * k as u32);
+    [base, base + 1].map(|a| std::net::Ipv4Addr::from(a).to_string())
+}
+
+/// A lab of the ASes `o` selects from `g`.
+pub fn as_rel(g: &AsGraph, file: &str, stem: &str, o: &AsOptions) -> Result<Imported, String> {
+    let chosen = g.select(o)?;
+    if chosen.len() > MAX_ASES {
+        return Err(format!(
+            "{file}: {} ASes chosen, at most {MAX_ASES} (use --top N or --ases)",
+            chosen.len()
+        ));
+    }
+    let local: HashMap<usize, usize> = chosen.iter().enumerate().map(|(k, &i)| (i, k)).collect();
+    let rels: Vec<(usize, usize, Rel)> = g
+        .rels
+        .iter()
+        .filter_map(|&(a, b, r)| Some((*local.get(&a)?, *local.get(&b)?, r)))
+        .collect();
+    if rels.len() > MAX_RELATIONSHIPS {
+        return Err(format!(
+            "{file}: {} relationships among the chosen ASes, at most {MAX_RELATIONSHIPS}",
+            rels.len()
+        ));
+    }
+    let asn = |k: usize| g.ases[chosen[k]];
+    let lab = super::clean_name(stem, "internet");
+    let mut warnings = Vec::new();
+    // Each AS's sessions: (its interface's address, the neighbour's, the neighbour's AS,
+    // what the neighbour is to it).
+    let mut sessions: Vec<Vec<(String, String, u32, &str)>> = vec![Vec::new(); chosen.len()];
+    for (k, &(a, b, r)) in rels.iter().enumerate() {
+        let [x, y] = link_addrs(k);
+        let (to_a, to_b) = match r {
+            Rel::ProviderOf => ("customer", "provider"),
+            Rel::Peer => ("peer", "peer"),
+        };
+        sessions[a].push((x.clone(), y.clone(), asn(b), to_a));
+        sessions[b].push((y, x, asn(a), to_b));
+    }
+    let hosts: BTreeSet<u32> = o.hosts.iter().copied().collect();
+    for h in &hosts {
+        if !chosen.iter().any(|&i| g.ases[i] == *h) {
+            return Err(format!("--hosts: AS {h} is not among the lab's ASes"));
+        }
+    }
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# Made by `vemu import` from the AS relationships of {file}: one BIRD router per AS"
+    );
+    let _ = writeln!(
+        out,
+        "# (as<ASN>), eBGP with Gao-Rexford policies, AS k's prefix 10.(k/256).(k%256).0/24."
+    );
+    let _ =
+        writeln!(out, "name: {lab}\naddressing: {{ipv4: none, ipv6: none}}\nrouting: none\nnodes:");
+    let mut host_links = Vec::new();
+    for (k, sessions) in sessions.iter().enumerate() {
+        let (net, first) = prefix(k);
+        let with_host = o.all_hosts || hosts.contains(&asn(k));
+        if sessions.is_empty() {
+            warnings.push(format!("AS {} has no relationship with another chosen AS", asn(k)));
+        }
+        let conf = bird_config(asn(k), &first, &net, sessions);
+        let _ = writeln!(
+            out,
+            "  as{}:\n    kind: bird\n    vars: {{asn: '{}', prefix: '{net}'}}",
+            asn(k),
+            asn(k)
+        );
+        if !with_host {
+            let _ = writeln!(out, "    loopback: [{first}/32]");
+        }
+        let _ = writeln!(out, "    startup-config: {}", super::q(&conf));
+        if with_host {
+            let host_ip = first.trim_end_matches(".1").to_string() + ".2";
+            let _ = writeln!(out, "  h{}:\n    routes: [{{dst: 0.0.0.0/0, via: {first}}}]", asn(k));
+            host_links.push(format!(
+                "  - endpoints: [{{node: as{a}, ip: [{first}/24]}}, {{node: h{a}, ip: [{host_ip}/24]}}]",
+                a = asn(k)
+            ));
+        }
+    }
+    let _ = writeln!(out, "links:");
+    for (k, &(a, b, _)) in rels.iter().enumerate() {
+        let [x, y] = link_addrs(k);
+        let _ = writeln!(
+            out,
+            "  - endpoints: [{{node: as{}, ip: [{x}/31]}}, {{node: as{}, ip: [{y}/31]}}]",
+            asn(a),
+            asn(b)
+        );
+    }
+    for l in &host_links {
+        let _ = writeln!(out, "{l}");
+    }
+    crate::load_str_in(&out, &format!("{lab}.yaml"), &lab, None, None)
+        .map_err(|e| format!("{file}: the scenario made from it is not valid: {e}"))?;
+    let nodes = chosen.len() + host_links.len();
+    Ok(Imported { yaml: out, nodes, links: rels.len() + host_links.len(), warnings })
+}
+
+/// BIRD's configuration of AS `asn` (router id `rid`, its prefix `net`): its sessions
+/// are (local address, neighbour's, neighbour's AS, `customer` | `peer` | `provider`).
+/// A route learned from a neighbour is marked with the large community (ASN, 1, 1|2|3:
+/// from a customer, peer, provider) and preferred in that order (local preference 300,
+/// 200, 100); to customers go every route, to peers and providers the AS's own and its
+/// customers' (the marks are taken off before a route leaves).
+fn bird_config(asn: u32, rid: &str, net: &str, sessions: &[(String, String, u32, &str)]) -> String {
+    let mut c = format!(
+        "log syslog all;
+router id {rid};
+define ASN = {asn};
+protocol device {{ scan time 10; }}
+protocol kernel {{ ipv4 {{ export where source = RTS_BGP; }}; }}
+protocol static own {{ ipv4; route {net} unreachable; }}
+function mark(int rel) {{ bgp_large_community.delete([(ASN, 1, *)]); bgp_large_community.add((ASN, 1, rel)); }}
+filter from_customer {{ bgp_local_pref = 300; mark(1); accept; }}
+filter from_peer {{ bgp_local_pref = 200; mark(2); accept; }}
+filter from_provider {{ bgp_local_pref = 100; mark(3); accept; }}
+filter to_customer {{
+  if source = RTS_STATIC then accept;
+  if source != RTS_BGP then reject;
+  bgp_large_community.delete([(ASN, 1, *)]);
+  accept;
+}}
+filter to_peer {{
+  if source = RTS_STATIC then accept;
+  if (ASN, 1, 1) ~ bgp_large_community then {{ bgp_large_community.delete([(ASN, 1, *)]); accept; }}
+  reject;
+}}
+template bgp neighbour {{
+  local as ASN;
+  hold time 9; keepalive time 3; connect retry time 1; error wait time 1, 10;
+}}
+"
+    );
+    for (i, (local, remote, peer_as, what)) in sessions.iter().enumerate() {
+        let (import, export) = match *what {
+            "customer" => ("from_customer", "to_customer"),
+            "peer" => ("from_peer", "to_peer"),
+            _ => ("from_provider", "to_peer"),
+        };
+        let _ = write!(
+            c,
+            "protocol bgp {what}{i} from neighbour {{\n  description \"AS{peer_as}, a {what}\";\n  local {local};\n  neighbor {remote} as {peer_as};\n  ipv4 {{ import filter {import}; export filter {export}; }};\n}}\n"
+        );
+    }
+    c
+}
+
+/// A made-up AS graph of `n` ASes in CAIDA's serial-1 form, decided by `seed`: a clique
+/// of peering tier-1 ASes (2–5), then each AS with one or two providers among those
+/// before it, chosen in proportion to their customers (a few large transit providers
+/// emerge), and a peering with an AS of about its size now and then. AS numbers are
+/// private: 64512 + i (4,200,000,000 + i past 1,022).
+pub fn generate_as_rel(n: usize, seed: u64) -> String {
+    let asn = |i: usize| if i < 1022 { 64512 + i as u64 } else { 4_200_000_000 + i as u64 };
+    let mut state = vemu_radio::splitmix64(seed);
+    let mut next = move || {
+        state = state.wrapping_add(1);
+        vemu_radio::splitmix64(state)
+    };
+    let mut below = |m: usize| ((next() as u128 * m as u128) >> 64) as usize;
+    let tier1 = (n / 10).clamp(2, 5).min(n);
+    let mut out = format!("# A made-up AS graph of {n} ASes (vemu import --as-graph {n} --seed {seed}): A|B|-1 A is B's provider, A|B|0 peers\n");
+    // Each AS as often as it has customers, plus once: providers are drawn from it.
+    let mut weight: Vec<usize> = Vec::new();
+    let mut related: BTreeSet<(usize, usize)> = BTreeSet::new();
+    for a in 0..tier1 {
+        for b in a + 1..tier1 {
+            let _ = writeln!(out, "{}|{}|0", asn(a), asn(b));
+            related.insert((a, b));
+        }
+        weight.push(a);
+    }
+    for i in tier1..n {
+        let providers = if i > tier1 && below(3) == 0 { 2 } else { 1 };
+        let mut chosen: Vec<usize> = Vec::new();
+        while chosen.len() < providers {
+            let p = weight[below(weight.len())];
+            if !chosen.contains(&p) {
+                chosen.push(p);
+            }
+            if chosen.len() < providers && weight.iter().all(|w| chosen.contains(w)) {
+                break;
+            }
+        }
+        for &p in &chosen {
+            let _ = writeln!(out, "{}|{}|-1", asn(p), asn(i));
+            related.insert((p, i));
+            weight.push(p);
+        }
+        weight.push(i);
+        // Now and then a peer of about its age that is not already related to it.
+        if i > tier1 + 2 && below(4) == 0 {
+            let q = tier1 + below(i - tier1);
+            if !related.contains(&(q.min(i), q.max(i))) {
+                let _ = writeln!(out, "{}|{}|0", asn(q), asn(i));
+                related.insert((q.min(i), q.max(i)));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serial_1_and_2_are_read_with_their_errors_at_their_line() {
+        let g = parse_as_rel("# c\n1|2|-1\n2|3|0|bgp\n\n1|4|-1\n", "f").unwrap();
+        assert_eq!(g.ases, [1, 2, 3, 4]);
+        assert_eq!(g.rels, [(0, 1, Rel::ProviderOf), (1, 2, Rel::Peer), (0, 3, Rel::ProviderOf)]);
+        assert_eq!(g.cone_sizes(), [3, 1, 1, 1]);
+        for (text, msg) in [
+            ("1|2|5\n", "f:1: relationship '5'"),
+            ("1|2\n", "f:1: expected A|B|REL"),
+            ("1|x|0\n", "f:1: 'x' is not an AS number"),
+            ("1|2|0\n2|1|-1\n", "f:2: AS 2 and AS 1 are related twice (line 1 too)"),
+            ("3|3|0\n", "itself"),
+            ("# nothing\n", "no relationships"),
+        ] {
+            let e = parse_as_rel(text, "f").unwrap_err();
+            assert!(e.contains(msg), "{e}");
+        }
+    }
+
+    #[test]
+    fn top_ases_by_cone_and_listed_ases_with_their_providers() {
+        let g = parse_as_rel("1|2|0\n1|3|-1\n3|4|-1\n2|5|-1\n5|6|-1\n5|7|-1\n", "f").unwrap();
+        let top = |n| g.select(&AsOptions { top: Some(n), ..Default::default() }).unwrap();
+        let asns = |v: Vec<usize>| v.into_iter().map(|i| g.ases[i]).collect::<Vec<_>>();
+        // Cones: 1: {1,3,4}, 2: {2,5,6,7}, 5: {5,6,7}.
+        assert_eq!(asns(top(2)), [1, 2]);
+        assert_eq!(asns(top(3)), [1, 2, 5]);
+        let listed = g.select(&AsOptions { ases: vec![4, 6], ..Default::default() }).unwrap();
+        assert_eq!(asns(listed), [1, 2, 3, 4, 5, 6]);
+        assert!(g.select(&AsOptions { ases: vec![9], ..Default::default() }).is_err());
+    }
+
+    #[test]
+    fn a_generated_graph_is_a_connected_hierarchy_of_the_same_form() {
+        let text = generate_as_rel(60, 3);
+        assert_eq!(text, generate_as_rel(60, 3));
+        let g = parse_as_rel(&text, "gen").unwrap();
+        assert_eq!(g.ases.len(), 60);
+        // Every AS but the tier-1s has a provider; providers come before customers (no
+        // provider loop).
+        let mut has_provider = [false; 60];
+        for &(a, b, r) in &g.rels {
+            if r == Rel::ProviderOf {
+                has_provider[b] = true;
+                assert!(g.ases[a] < g.ases[b]);
+            }
+        }
+        assert_eq!(has_provider.iter().filter(|h| !**h).count(), 5);
+        assert!(g.rels.iter().any(|r| r.2 == Rel::Peer && r.0 >= 5), "some peering below tier 1");
+        let cones = g.cone_sizes();
+        assert!(cones.iter().take(5).sum::<usize>() >= 60, "tier 1 covers everyone");
+    }
+
+    #[test]
+    fn a_lab_has_a_bird_router_per_as_with_its_policies() {
+        let g = parse_as_rel("1|2|0\n1|3|-1\n2|4|-1\n", "f").unwrap();
+        let o = AsOptions { hosts: vec![3, 4], ..Default::default() };
+        let i = as_rel(&g, "f", "net", &o).unwrap();
+        assert_eq!((i.nodes, i.links), (6, 5));
+        let plan = crate::load_str(&i.yaml, "net.yaml", "net", None).unwrap();
+        let as1 = plan.nodes.iter().find(|n| n.name == "as1").unwrap();
+        let conf = &as1.files.iter().find(|f| f.path == "/etc/bird/bird.conf").unwrap().content;
+        assert!(conf.contains("neighbor 172.16.0.1 as 2;\n  ipv4 { import filter from_peer; export filter to_peer; }"), "{conf}");
+        assert!(conf.contains("neighbor 172.16.0.3 as 3;\n  ipv4 { import filter from_customer; export filter to_customer; }"), "{conf}");
+        assert!(conf.contains("route 10.0.0.0/24 unreachable"), "{conf}");
+        assert_eq!(as1.loopback[0].to_string(), "10.0.0.1/32");
+        let as3 = plan.nodes.iter().find(|n| n.name == "as3").unwrap();
+        let conf3 = &as3.files.iter().find(|f| f.path == "/etc/bird/bird.conf").unwrap().content;
+        assert!(conf3.contains("import filter from_provider; export filter to_peer;"), "{conf3}");
+        assert!(as3.loopback.is_empty(), "its prefix's first address is on its host's link");
+        assert!(plan.nodes.iter().any(|n| n.name == "h4"));
+        assert!(
+            as_rel(&g, "f", "net", &AsOptions { hosts: vec![9], ..Default::default() }).is_err()
+        );
+    }
+}
