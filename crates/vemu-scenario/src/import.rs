@@ -10,8 +10,8 @@ mod clab;
 mod imunes;
 
 pub use asrel::{
-    as_rel, as_rel_file, generate_as_rel, is_as_rel, parse_as_rel, AsGraph, AsOptions, Rel,
-    MAX_AS_REL_BYTES,
+    as_rel, as_rel_file, generate_as_rel, is_as_rel, parse_as_rel, valley_free, AsGraph, AsOptions,
+    Neighbour, Rel, MAX_AS_REL_BYTES,
 };
 pub use clab::{clab, clab_file, is_clab, MAX_CLAB_BYTES};
 pub use imunes::{imunes, imunes_file, is_imunes, MAX_IMN_BYTES};

@@ -287,3 +287,84 @@ fn generated_fat_tree_and_ospf_leaf_spine_reach_across() {
     let (_, routes) = lab.sh("lss0", "ip route");
     assert!(routes.contains("proto ospf"), "a spine's routes come from OSPF: {routes}");
 }
+
+/// The AS paths in `birdc show route all` output (`BGP.as_path: 1 2 3`).
+fn as_paths(out: &str) -> Vec<Vec<u32>> {
+    out.lines()
+        .filter_map(|l| l.trim().strip_prefix("BGP.as_path:"))
+        .map(|p| p.split_whitespace().filter_map(|a| a.parse().ok()).collect())
+        .collect()
+}
+
+/// An AS-level Internet (issue 66): a made-up graph of 50 ASes in CAIDA's form, imported
+/// as BIRD routers with Gao-Rexford policies and a host per AS. Every host reaches every
+/// other; every route every router holds is valley-free; then a stub AS announces
+/// another's prefix (a hijack): its provider, preferring its customer, takes the false
+/// route, while the victim's own provider keeps the true one.
+#[test]
+fn an_as_level_internet_routes_valley_free_and_a_hijack_is_seen() {
+    let _g = serial();
+    let graph = vemu(&["import", "--as-graph", "50", "--seed", "1"]);
+    assert!(graph.status.success(), "{}", text(&graph));
+    let rel = String::from_utf8(graph.stdout).unwrap();
+    let g = vemu_scenario::import::parse_as_rel(&rel, "as50").unwrap();
+    let rel_path = write_scenario("t-as50-rel", &rel);
+    let o = vemu(&["import", rel_path.to_str().unwrap(), "--hosts", "all", "--name", "t-as50"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let lab = Lab::up("t-as50", &String::from_utf8(o.stdout).unwrap());
+    // AS k's host is 10.(k/256).(k%256).2; the last AS's host reaches every other.
+    let hosts: Vec<String> = (0..49).map(|k| format!("10.0.{k}.2")).collect();
+    let last = *g.ases.last().unwrap();
+    let t = assert_all_reachable(&lab, &format!("h{last}"), &hosts, 120.0);
+    eprintln!("50 ASes: every host reached after {t:.1} s");
+    let neighbours = g.neighbours();
+    for asn in &g.ases {
+        let (code, out) = lab.sh(&format!("as{asn}"), "birdc show route primary all");
+        assert_eq!(code, 0, "{out}");
+        assert_eq!(as_paths(&out).len(), 49, "AS {asn} has a route to every other AS: {out}");
+        // Every route it accepted, its best and the others, is valley-free.
+        let (_, out) = lab.sh(&format!("as{asn}"), "birdc show route all");
+        for p in as_paths(&out) {
+            let full: Vec<u32> = std::iter::once(*asn).chain(p).collect();
+            if let Err(e) = vemu_scenario::import::valley_free(&full, &neighbours) {
+                panic!("AS {asn}'s route along {full:?}: {e}");
+            }
+        }
+    }
+    // The hijack: the last AS (a stub) announces the first stub's prefix.
+    let (victim_k, victim) = (5, g.ases[5]);
+    let net = format!("10.0.{victim_k}.0/24");
+    let provider_of = |asn: u32| {
+        g.rels
+            .iter()
+            .find(|r| r.2 == vemu_scenario::import::Rel::ProviderOf && g.ases[r.1] == asn)
+            .map(|r| g.ases[r.0])
+            .unwrap()
+    };
+    let (attacker_provider, victim_provider) = (provider_of(last), provider_of(victim));
+    assert_ne!(attacker_provider, victim_provider, "the test wants them apart");
+    let (code, out) = lab.sh(
+        &format!("as{last}"),
+        &format!("echo 'protocol static hijack {{ ipv4; route {net} unreachable; }}' >> /etc/bird/bird.conf && birdc configure"),
+    );
+    assert_eq!(code, 0, "{out}");
+    let origin = |asn: u32| {
+        let (_, out) =
+            lab.sh(&format!("as{asn}"), &format!("birdc show route for {net} primary all"));
+        as_paths(&out).first().and_then(|p| p.last().copied())
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while origin(attacker_provider) != Some(last) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert_eq!(
+        origin(attacker_provider),
+        Some(last),
+        "the attacker's provider takes its customer's false route"
+    );
+    assert_eq!(
+        origin(victim_provider),
+        Some(victim),
+        "the victim's provider keeps its customer's route"
+    );
+}

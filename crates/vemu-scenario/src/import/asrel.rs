@@ -271,7 +271,7 @@ pub fn as_rel(g: &AsGraph, file: &str, stem: &str, o: &AsOptions) -> Result<Impo
         }
         let _ = writeln!(out, "    startup-config: {}", super::q(&conf));
         if with_host {
-            let host_ip = first.trim_end_matches(".1").to_string() + ".2";
+            let host_ip = format!("10.{}.{}.2", k >> 8, k & 255);
             let _ = writeln!(out, "  h{}:\n    routes: [{{dst: 0.0.0.0/0, via: {first}}}]", asn(k));
             host_links.push(format!(
                 "  - endpoints: [{{node: as{a}, ip: [{first}/24]}}, {{node: h{a}, ip: [{host_ip}/24]}}]",
@@ -345,6 +345,60 @@ template bgp neighbour {{
         );
     }
     c
+}
+
+/// What one AS is to another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Neighbour {
+    Customer,
+    Peer,
+    Provider,
+}
+
+impl AsGraph {
+    /// What AS `b` is to AS `a`, for every related pair (by AS number).
+    pub fn neighbours(&self) -> HashMap<(u32, u32), Neighbour> {
+        let mut m = HashMap::with_capacity(2 * self.rels.len());
+        for &(a, b, r) in &self.rels {
+            let (a, b) = (self.ases[a], self.ases[b]);
+            let (to_a, to_b) = match r {
+                Rel::ProviderOf => (Neighbour::Customer, Neighbour::Provider),
+                Rel::Peer => (Neighbour::Peer, Neighbour::Peer),
+            };
+            m.insert((a, b), to_a);
+            m.insert((b, a), to_b);
+        }
+        m
+    }
+}
+
+/// Whether an AS path (the AS holding the route first, its origin last; prepending
+/// allowed) is valley-free: read from the origin, the announcement went up from
+/// customer to provider, crossed at most one peering, then only down to customers.
+/// Why not, if it is not.
+pub fn valley_free(
+    path: &[u32],
+    neighbours: &HashMap<(u32, u32), Neighbour>,
+) -> Result<(), String> {
+    let mut hops: Vec<u32> = path.to_vec();
+    hops.dedup();
+    let mut down = false;
+    for w in hops.windows(2).rev() {
+        // The announcement went from w[1] to w[0]: what w[0] is to w[1].
+        let (from, to) = (w[1], w[0]);
+        match (neighbours.get(&(from, to)), down) {
+            (None, _) => return Err(format!("AS {from} and AS {to} have no relationship")),
+            (Some(Neighbour::Provider), false) => {}
+            (Some(Neighbour::Peer), false) | (Some(Neighbour::Customer), _) => down = true,
+            (Some(n), true) => {
+                let what = if *n == Neighbour::Peer { "peer" } else { "provider" };
+                return Err(format!(
+                    "a valley: AS {from} passed a route on to AS {to}, its {what}, after it came down"
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A made-up AS graph of `n` ASes in CAIDA's serial-1 form, decided by `seed`: a clique
@@ -439,6 +493,28 @@ mod tests {
     }
 
     #[test]
+    fn valley_free_paths_go_up_across_one_peering_and_down() {
+        // 1 and 2 peer at the top; 3 under 1, 4 under 2, 5 under 3 and 4.
+        let g = parse_as_rel("1|2|0\n1|3|-1\n2|4|-1\n3|5|-1\n4|5|-1\n3|4|0\n", "f").unwrap();
+        let n = g.neighbours();
+        for ok in
+            [&[5, 3, 1, 2, 4][..], &[3, 1], &[1, 3, 5], &[3, 4], &[3, 3, 4, 4], &[5, 3, 4], &[5]]
+        {
+            assert_eq!(valley_free(ok, &n), Ok(()), "{ok:?}");
+        }
+        // (Held by 3, from 4 through 5: 5 passed its provider's route to another provider.)
+        for (bad, why) in [
+            (&[3, 5, 4][..], "AS 5 passed a route on to AS 3, its provider"),
+            (&[1, 3, 4, 2][..], "AS 4 passed a route on to AS 3, its peer"),
+            (&[2, 1, 3, 4][..], "AS 3 passed a route on to AS 1, its provider"),
+            (&[1, 5][..], "no relationship"),
+        ] {
+            let e = valley_free(bad, &n).unwrap_err();
+            assert!(e.contains(why), "{bad:?}: {e}");
+        }
+    }
+
+    #[test]
     fn a_generated_graph_is_a_connected_hierarchy_of_the_same_form() {
         let text = generate_as_rel(60, 3);
         assert_eq!(text, generate_as_rel(60, 3));
@@ -462,9 +538,9 @@ mod tests {
     #[test]
     fn a_lab_has_a_bird_router_per_as_with_its_policies() {
         let g = parse_as_rel("1|2|0\n1|3|-1\n2|4|-1\n", "f").unwrap();
-        let o = AsOptions { hosts: vec![3, 4], ..Default::default() };
+        let o = AsOptions { hosts: vec![2, 3, 4], ..Default::default() };
         let i = as_rel(&g, "f", "net", &o).unwrap();
-        assert_eq!((i.nodes, i.links), (6, 5));
+        assert_eq!((i.nodes, i.links), (7, 6));
         let plan = crate::load_str(&i.yaml, "net.yaml", "net", None).unwrap();
         let as1 = plan.nodes.iter().find(|n| n.name == "as1").unwrap();
         let conf = &as1.files.iter().find(|f| f.path == "/etc/bird/bird.conf").unwrap().content;
@@ -476,6 +552,9 @@ mod tests {
         let conf3 = &as3.files.iter().find(|f| f.path == "/etc/bird/bird.conf").unwrap().content;
         assert!(conf3.contains("import filter from_provider; export filter to_peer;"), "{conf3}");
         assert!(as3.loopback.is_empty(), "its prefix's first address is on its host's link");
+        // AS 2, the second, has 10.0.1.0/24: its router .1, its host .2.
+        let h2 = plan.nodes.iter().find(|n| n.name == "h2").unwrap();
+        assert_eq!(h2.ifaces[0].addrs[0].to_string(), "10.0.1.2/24");
         assert!(plan.nodes.iter().any(|n| n.name == "h4"));
         assert!(
             as_rel(&g, "f", "net", &AsOptions { hosts: vec![9], ..Default::default() }).is_err()
