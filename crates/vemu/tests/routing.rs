@@ -300,9 +300,10 @@ fn as_paths(out: &str) -> Vec<Vec<u32>> {
 /// as BIRD routers with Gao-Rexford policies and a host per AS. Every host reaches every
 /// other; every route every router holds is valley-free; then a stub AS announces
 /// another's prefix (a hijack): its provider, preferring its customer, takes the false
-/// route, while the victim's own provider keeps the true one.
+/// route, while the victim's own provider keeps the true one; and a multihomed AS leaks
+/// its providers' routes to each other: they take them (valleys).
 #[test]
-fn an_as_level_internet_routes_valley_free_and_a_hijack_is_seen() {
+fn an_as_level_internet_routes_valley_free_and_a_hijack_and_a_leak_are_seen() {
     let _g = serial();
     let graph = vemu(&["import", "--as-graph", "50", "--seed", "1"]);
     assert!(graph.status.success(), "{}", text(&graph));
@@ -366,5 +367,43 @@ fn an_as_level_internet_routes_valley_free_and_a_hijack_is_seen() {
         origin(victim_provider),
         Some(victim),
         "the victim's provider keeps its customer's route"
+    );
+
+    // A route leak: a multihomed AS exports everything to its providers (as a customer
+    // would to nobody): one provider now prefers routes through it — valleys.
+    let providers = |asn: u32| -> Vec<u32> {
+        g.rels
+            .iter()
+            .filter(|r| r.2 == vemu_scenario::import::Rel::ProviderOf && g.ases[r.1] == asn)
+            .map(|r| g.ases[r.0])
+            .collect()
+    };
+    let leaker = *g.ases.iter().find(|a| providers(**a).len() == 2 && **a != last).unwrap();
+    let (code, out) = lab.sh(
+        &format!("as{leaker}"),
+        "sed -i 's/export filter to_peer;/export filter to_customer;/' /etc/bird/bird.conf && birdc configure",
+    );
+    assert_eq!(code, 0, "{out}");
+    let valleys = |asn: u32| -> usize {
+        let (_, out) = lab.sh(&format!("as{asn}"), "birdc show route primary all");
+        as_paths(&out)
+            .into_iter()
+            .filter(|p| {
+                let full: Vec<u32> = std::iter::once(asn).chain(p.iter().copied()).collect();
+                vemu_scenario::import::valley_free(&full, &neighbours).is_err()
+            })
+            .count()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let leaked = loop {
+        let n: usize = providers(leaker).into_iter().map(valleys).sum();
+        if n > 0 || Instant::now() > deadline {
+            break n;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert!(leaked > 0, "AS {leaker}'s providers take leaked routes through it");
+    eprintln!(
+        "route leak by AS {leaker}: {leaked} of its providers' best routes now cross a valley"
     );
 }
