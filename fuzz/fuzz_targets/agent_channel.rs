@@ -8,7 +8,7 @@
 use libfuzzer_sys::fuzz_target;
 use vemu_control::clock_sync::Offset;
 use vemu_control::wire::{AgentHello, CaptureRecord};
-use vemu_control::worker::WorkerRequest;
+use vemu_machine::worker::WorkerRequest;
 
 fuzz_target!(|data: &[u8]| {
     let Some((&route, body)) = data.split_first() else { return };
@@ -49,7 +49,7 @@ fuzz_target!(|data: &[u8]| {
                 })
                 .collect();
             let text = String::from_utf8_lossy(&body[24..]);
-            let moved = vemu_control::traffic::on_controller_clock(&text, &clocks);
+            let moved = vemu_machine::traffic::on_controller_clock(&text, &clocks);
             assert_eq!(moved.lines().count(), text.lines().count(), "every line stays a line");
         }
     }

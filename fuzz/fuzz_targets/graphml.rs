@@ -1,4 +1,5 @@
-//! Topologies of other tools (`vemu import`): GraphML, containerlab and IMUNES files. A scenario
+//! Topologies of other tools (`vemu import`): GraphML, containerlab and IMUNES files and AS
+//! relationships (every AS, a host in the first; and the valley-free check). A scenario
 //! that loads, or an error naming the file — never a panic, never a scenario the loader
 //! refuses.
 #![no_main]
@@ -13,6 +14,19 @@ fuzz_target!(|data: &[u8]| {
         match vemu_scenario::import::imunes(text, "fuzz.imn", "fuzz") {
             Ok(i) => assert!(!i.yaml.is_empty()),
             Err(e) => assert!(e.starts_with("fuzz.imn"), "{e}"),
+        }
+        if let Ok(g) = vemu_scenario::import::parse_as_rel(text, "fuzz.as-rel") {
+            let o = vemu_scenario::import::AsOptions {
+                hosts: g.ases.first().copied().into_iter().collect(),
+                ..Default::default()
+            };
+            match vemu_scenario::import::as_rel(&g, "fuzz.as-rel", "fuzz", &o) {
+                Ok(i) => assert!(i.nodes >= g.ases.len().min(65_536)),
+                Err(e) => assert!(e.contains("fuzz.as-rel") || e.contains("--hosts"), "{e}"),
+            }
+            let n = g.neighbours();
+            let _ = vemu_scenario::import::valley_free(&g.ases, &n);
+            let _ = g.cone_sizes();
         }
         // (Binds read the machine's files, a FIFO among them: not here.)
         if !text.contains("binds") {
