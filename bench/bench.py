@@ -67,6 +67,9 @@
                    54 Mbit/s, the engine's CPU share
   bench.py wifi-scale 25, 50, 100 stations (VEMU_WIFI_SCALE_STATIONS) on 4 access
                    points bridged to a wired server: up, association, reachability
+  bench.py internet made-up AS graphs of 10 to 200 ASes (VEMU_INTERNET_ASES) as BIRD
+                   routers with Gao-Rexford policies: up, BGP convergence, memory and
+                   CPU per AS
   bench.py all     all of the above but soak (mininet only when Mininet is installed)
 
 Run as root from the repository (after `cargo build --release`).
@@ -83,6 +86,7 @@ from experiments.chain import bench_chain
 from experiments.dataplane import bench_dataplane
 from experiments.engine import bench_engine
 from experiments.images import bench_images
+from experiments.internet import bench_internet
 from experiments.scale import bench_scale
 from experiments.switch import bench_flood, bench_switch
 from experiments.api import bench_api
@@ -125,6 +129,7 @@ def main():
         "engine": [bench_engine],
         "qos": [bench_qos],
         "images": [bench_images],
+        "internet": [bench_internet],
         "wifi-bianchi": [bench_wifi_bianchi],
         "wifi-chain": [bench_wifi_chain],
         "wifi-hidden": [bench_wifi_hidden],
