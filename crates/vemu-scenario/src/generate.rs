@@ -12,6 +12,8 @@ pub const MAX_GENERATED_NODES: u64 = 1_000_000;
 pub const MAX_GENERATED_LINKS: u64 = 4_000_000;
 /// Most nodes of a Waxman graph (it weighs every pair).
 pub const MAX_WAXMAN_NODES: u64 = 10_000;
+/// Most links a Barabási–Albert graph's new node makes.
+pub const MAX_BA_M: u64 = 100;
 
 /// What a generated node is: a router (or switch) of the topology, or a host at its
 /// edge (a fat-tree's or a leaf-spine's servers).

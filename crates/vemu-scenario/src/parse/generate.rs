@@ -8,7 +8,8 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use crate::generate::{
-    GenNode, Generator, Graph, Role, MAX_GENERATED_LINKS, MAX_GENERATED_NODES, MAX_WAXMAN_NODES,
+    GenNode, Generator, Graph, Role, MAX_BA_M, MAX_GENERATED_LINKS, MAX_GENERATED_NODES,
+    MAX_WAXMAN_NODES,
 };
 use crate::yaml::{Mark, Node, Value};
 
@@ -297,7 +298,15 @@ fn generator(p: &mut P, name: &str, mark: Mark, def: &Node, field: &str) -> Opti
             torus: name == "torus",
         },
         "barabasi-albert" => {
-            Generator::BarabasiAlbert { n: count(p, "n", 1, None), m: count(p, "m", 1, Some(2)) }
+            let (n, m) = (count(p, "n", 1, None), count(p, "m", 1, Some(2)));
+            if m > MAX_BA_M {
+                p.err(
+                    get("m").map_or(mark, |v| v.mark),
+                    &join(field, "m"),
+                    format!("m is the links each new node makes: at most {MAX_BA_M}, got {m}"),
+                );
+            }
+            Generator::BarabasiAlbert { n, m }
         }
         "waxman" => {
             let n = count(p, "n", 1, None);
@@ -333,6 +342,13 @@ fn generator(p: &mut P, name: &str, mark: Mark, def: &Node, field: &str) -> Opti
             field,
             format!("'{name}' with these parameters makes more than {MAX_GENERATED_NODES} nodes"),
         );
+    }
+    // Links known (or bounded) before generating: checked first, so that no size makes
+    // the generator itself work for long (a transit-stub domain weighs each of its
+    // pairs). Waxman and geometric graphs have their own bounds above.
+    let bounded = !matches!(gen, Generator::Waxman { .. } | Generator::Geometric { .. });
+    if bounded && gen.link_bound().is_none_or(|l| l > MAX_GENERATED_LINKS) {
+        p.err(mark, field, format!("'{name}' with these parameters makes (or weighs) more than {MAX_GENERATED_LINKS} links"));
     }
     (p.errors.len() == errors).then_some(gen)
 }

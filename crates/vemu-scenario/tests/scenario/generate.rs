@@ -120,6 +120,14 @@ fn bad_generators_are_refused_at_their_line() {
     assert!(m.contains("exactly one of"), "{m}");
     let m = one_error("generate:\n  x: {fat-tree: 200}\n");
     assert!(m.contains("more than 1000000 nodes"), "{m}");
+    // Sizes that would make the generator itself work for long are refused first.
+    let m =
+        one_error("generate:\n  x: {transit-stub: {transits: 1, transit-size: 1000000, p: 1}}\n");
+    assert!(m.contains("more than 4000000 links"), "{m}");
+    let m = one_error("generate:\n  x: {barabasi-albert: {n: 100000, m: 1000}}\n");
+    assert!(m.contains("at most 100, got 1000"), "{m}");
+    let m = one_error("generate:\n  x: {barabasi-albert: {n: 1000000, m: 5}}\n");
+    assert!(m.contains("more than 4000000 links"), "{m}");
     let m = one_error("generate:\n  x: {waxman: {n: 20000}}\n");
     assert!(m.contains("at most 10000"), "{m}");
     let m = one_error("generate:\n  x: {fat-tree: 4, tiers: {spine: {delay: 1ms}}}\n");
