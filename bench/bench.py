@@ -70,7 +70,12 @@
   bench.py internet made-up AS graphs of 10 to 200 ASes (VEMU_INTERNET_ASES) as BIRD
                    routers with Gao-Rexford policies: up, BGP convergence, memory and
                    CPU per AS
-  bench.py all     all of the above but soak (mininet only when Mininet is installed)
+  bench.py papers [--quick] [--figure ID[,ID]]  every figure of the founding papers
+                   (router chains to 64 hops unloaded and loaded, a radio chain with babeld,
+                   Virtual Routers' FIFO and DiffServ figures, GINE's TCP under UDP, NET's
+                   MANET, density and CPU) beside their published points, in one report:
+                   bench/papers/report.html (not part of `all`)
+  bench.py all     all of the above but soak and papers (mininet only when Mininet is installed)
 
 Run as root from the repository (after `cargo build --release`).
 """
@@ -96,6 +101,7 @@ from experiments.mininet_scripts import bench_mininet_scripts
 from experiments.soak import bench_soak
 from experiments.machines import bench_lan_machines, bench_machine_hop, bench_machines, bench_placement
 from experiments.ui import bench_ui
+from experiments.papers import bench_papers
 from experiments.qos import bench_qos
 from experiments.wifi import bench_wifi_bianchi, bench_wifi_chain, bench_wifi_cpu, bench_wifi_hidden, bench_wifi_scale
 
@@ -135,6 +141,7 @@ def main():
         "wifi-hidden": [bench_wifi_hidden],
         "wifi-cpu": [bench_wifi_cpu],
         "wifi-scale": [bench_wifi_scale],
+        "papers": [lambda: bench_papers(sys.argv[2:])],
         "all": [bench_link, bench_accuracy, bench_density, bench_chain, bench_scale, bench_cpu, bench_switch, bench_api, bench_channel, bench_manet, bench_mininet, bench_machines, bench_machine_hop, bench_lan_machines, bench_ui, bench_placement, bench_qos, bench_wifi_bianchi],
     }
     if which not in todo:
@@ -142,6 +149,7 @@ def main():
     for f in todo[which]:
         f()
     # One page with every summary there is (from this run and earlier ones).
+    os.makedirs(OUT, exist_ok=True)
     parts = [open(os.path.join(OUT, f)).read() for f in sorted(os.listdir(OUT)) if f.endswith(".md") and f != "SUMMARY.md"]
     with open(os.path.join(OUT, "SUMMARY.md"), "w") as f:
         f.write("# vemu benchmark summaries\n\n" + "\n".join(parts))

@@ -11,4 +11,5 @@ case "${1:-all}" in
     mininet|mininet-scripts|engine|all) command -v mn >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mininet bridge-utils >/dev/null ;;
 esac
 cargo build --release --quiet
-exec python3 -u bench/bench.py "${1:-all}"
+[ $# -gt 0 ] || set -- all
+exec python3 -u bench/bench.py "$@"

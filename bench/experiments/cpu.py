@@ -29,7 +29,7 @@ def bench_cpu():
     base = cpu_probe()
     print(f"cpu: on the empty machine the busy loops get {base:.3f} of it")
     rows = []
-    for n in [10, 50, 100, 200]:
+    for n in [int(x) for x in os.environ.get("VEMU_CPU_NODES", "10,50,100,200").split(",")]:
         pairs = n // 2
 
         def load(prefixes, servers):
