@@ -24,10 +24,24 @@ fuzz_target!(|data: &[u8]| {
                 Ok(i) => assert!(i.nodes >= g.ases.len().min(65_536)),
                 Err(e) => assert!(e.contains("fuzz.as-rel") || e.contains("--hosts"), "{e}"),
             }
+            let frr = vemu_scenario::import::AsOptions {
+                router: vemu_scenario::import::AsRouter::Frr,
+                ..o
+            };
+            if let Err(e) = vemu_scenario::import::as_rel(&g, "fuzz.as-rel", "fuzz", &frr) {
+                assert!(e.contains("fuzz.as-rel") || e.contains("--hosts"), "{e}");
+            }
             let n = g.neighbours();
             let _ = vemu_scenario::import::valley_free(&g.ases, &n);
             let _ = g.cone_sizes();
+            if let Some(&first) = g.ases.first() {
+                let paths = vemu_scenario::import::bird_as_paths(text);
+                let _ = vemu_scenario::import::routes_valley_free(first, &paths, &g, 1);
+            }
         }
+        // A router's answers (BIRD's text, FRR's JSON) as the valley-free check reads them.
+        let _ = vemu_scenario::import::bird_as_paths(text);
+        let _ = vemu_scenario::import::frr_as_paths(text);
         // (Binds read the machine's files, a FIFO among them: not here.)
         if !text.contains("binds") {
             match vemu_scenario::import::clab(text, "fuzz.clab.yml", None, None) {

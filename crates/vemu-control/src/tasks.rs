@@ -306,7 +306,9 @@ pub(crate) fn expectations(ctl: Arc<Mutex<Controller>>, clock: LabClock) -> Back
                 .map(|(i, check)| {
                     let node = match check {
                         Check::Reach { from, .. } => from,
-                        Check::Route { node, .. } | Check::Run { node, .. } => node,
+                        Check::Route { node, .. }
+                        | Check::Run { node, .. }
+                        | Check::ValleyFree { node, .. } => node,
                         Check::Fidelity { .. } | Check::Drops { .. } | Check::Flow(_) => "",
                     };
                     let left_s = c.judge.deadline_ns(i).saturating_sub(now) as f64 / 1e9;

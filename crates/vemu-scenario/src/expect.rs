@@ -2,7 +2,7 @@
 //! (when the lab is up, a time on the lab clock, or a named event of the timeline), a
 //! deadline, and what must hold by then — a node reaching another, a route, a command's
 //! result, the fidelity verdict, a link's drops, a traffic flow's delivery, delay and
-//! goodput. The scenario parser reads them ([`ExpectDef`]); the plan
+//! goodput, a BGP router's routes valley-free. The scenario parser reads them ([`ExpectDef`]); the plan
 //! resolves their names to nodes and addresses ([`Expectation`]) so that whoever judges
 //! them needs nothing but the plan.
 
@@ -48,6 +48,16 @@ pub enum Check {
     Drops { link: usize, link_name: String, at_most: u64 },
     /// A UDP flow the check sends, judged by what it delivered ([`FlowCheck`]).
     Flow(FlowCheck),
+    /// Every BGP route `node` (AS `asn`, its router `software`: `bird` or `frr`) holds,
+    /// best or not, is valley-free in `graph` (`relationships:` as read by the parser),
+    /// and it holds at least `routes` of them.
+    ValleyFree {
+        node: String,
+        asn: u32,
+        software: String,
+        graph: crate::import::AsGraph,
+        routes: usize,
+    },
 }
 
 /// A UDP flow of `rate_pps` packets of `size_bytes` from `from` to `to` (its first
@@ -99,6 +109,9 @@ impl Check {
             Check::Drops { link_name, at_most, .. } => {
                 format!("drops on {link_name} at most {at_most}")
             }
+            Check::ValleyFree { node, asn, .. } => {
+                format!("valley-free routes at {node} (AS {asn})")
+            }
             Check::Flow(f) => format!(
                 "flow {} → {} ({} packets/s of {} B for {} s)",
                 f.from,
@@ -132,6 +145,7 @@ pub enum CheckDef {
     Fidelity { worst: String },
     Drops { link: String, at_most: u64 },
     Flow(FlowCheck),
+    ValleyFree { node: String, asn: Option<u32>, graph: crate::import::AsGraph, routes: usize },
 }
 
 /// Longest deadline of a check (a day: longer is a mistake, not a test).

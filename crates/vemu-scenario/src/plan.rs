@@ -625,6 +625,34 @@ fn default_link_names<'a>(
 
 /// The plan's checks from the scenario's: names resolved to nodes (ones vemu makes) and
 /// addresses, starts to the lab clock; what cannot be is an error at its entry.
+/// A `valley_free` check on `node`: its router software (BIRD or FRR) and its AS (`asn`,
+/// or its name's `as<ASN>`), which must be in `graph`.
+fn valley_free_check(
+    node: &NodePlan,
+    asn: Option<u32>,
+    graph: &crate::import::AsGraph,
+    routes: usize,
+) -> Result<crate::expect::Check, String> {
+    let name = &node.name;
+    let software = match node.router.as_deref() {
+        Some(r @ ("bird" | "frr")) => r.to_string(),
+        _ => return Err(format!("node '{name}' runs no BGP router vemu reads (kind bird or frr)")),
+    };
+    let Some(asn) = asn.or_else(|| name.strip_prefix("as")?.parse().ok()) else {
+        return Err(format!("node '{name}' is not named as<ASN>: give its 'asn'"));
+    };
+    if !graph.ases.contains(&asn) {
+        return Err(format!("AS {asn} is not in the relationships"));
+    }
+    Ok(crate::expect::Check::ValleyFree {
+        node: name.clone(),
+        asn,
+        software,
+        graph: graph.clone(),
+        routes,
+    })
+}
+
 fn resolve_expects(s: &Scenario, plan: &mut Plan, errors: &mut Vec<Error>) {
     let mut err = |mark: crate::yaml::Mark, field: &str, message: String| {
         errors.push(Error { line: mark.line, col: mark.col, field: field.into(), message })
@@ -696,6 +724,9 @@ fn resolve_expects(s: &Scenario, plan: &mut Plan, errors: &mut Vec<Error>) {
                     exit: *exit,
                     output: output.clone(),
                 })
+            }
+            crate::expect::CheckDef::ValleyFree { node, asn, graph, routes } => {
+                made(node).and_then(|i| valley_free_check(&plan.nodes[i], *asn, graph, *routes))
             }
             crate::expect::CheckDef::Fidelity { worst } => {
                 Ok(crate::expect::Check::Fidelity { worst: worst.clone() })

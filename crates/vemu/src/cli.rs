@@ -96,7 +96,7 @@ pub(crate) enum Cmd {
     /// Make a scenario of another tool's topology and print its YAML: a containerlab
     /// topology (NAME.clab.yml: nodes, images, binds, exec, links; what does not map is
     /// said), an IMUNES topology (.imn), an AS-relationship file (CAIDA's serial-1/2:
-    /// one BIRD router per AS, eBGP with Gao-Rexford policies; docs/internet.md), or a
+    /// one BIRD or FRR router per AS, eBGP with Gao-Rexford policies; docs/internet.md), or a
     /// GraphML topology (e.g. an Internet Topology Zoo map: links from its edges with
     /// delays from the nodes' coordinates, bandwidths from LinkSpeedRaw).
     Import {
@@ -115,6 +115,9 @@ pub(crate) enum Cmd {
         /// An AS-relationship file: ASes that get a host (h<ASN>) in their prefix, or all.
         #[arg(long, value_name = "ASN,...|all")]
         hosts: Option<String>,
+        /// An AS-relationship file: the routing software of every AS's router.
+        #[arg(long, value_name = "bird|frr")]
+        router: Option<String>,
         /// Print a made-up AS-relationship file of N ASes (CAIDA's form) instead.
         #[arg(long, value_name = "N", conflicts_with = "file")]
         as_graph: Option<usize>,

@@ -12,14 +12,19 @@ pub(crate) fn as_options(
     top: Option<usize>,
     ases: Vec<u32>,
     hosts: Option<&str>,
+    router: Option<&str>,
 ) -> Result<Option<vemu_scenario::import::AsOptions>> {
-    if top.is_none() && ases.is_empty() && hosts.is_none() {
+    if top.is_none() && ases.is_empty() && hosts.is_none() && router.is_none() {
         return Ok(None);
     }
     if top.is_some() && !ases.is_empty() {
         return Err(user("--top and --ases choose the ASes two ways: give one"));
     }
-    let mut o = vemu_scenario::import::AsOptions { top, ases, ..Default::default() };
+    let router = match router {
+        Some(r) => vemu_scenario::import::AsRouter::parse(r).map_err(user)?,
+        None => Default::default(),
+    };
+    let mut o = vemu_scenario::import::AsOptions { top, ases, router, ..Default::default() };
     match hosts {
         Some("all") => o.all_hosts = true,
         Some(list) => {

@@ -15,7 +15,9 @@ const PROBE_S: f64 = 2.0;
 pub(crate) fn holds(door: Door, check: &Check, left_s: f64) -> (bool, String) {
     let node = match check {
         Check::Reach { from, .. } => from.as_str(),
-        Check::Route { node, .. } | Check::Run { node, .. } => node.as_str(),
+        Check::Route { node, .. } | Check::Run { node, .. } | Check::ValleyFree { node, .. } => {
+            node.as_str()
+        }
         _ => "",
     };
     let door = InNode { door, node };
@@ -64,6 +66,29 @@ pub(crate) fn holds(door: Door, check: &Check, left_s: f64) -> (bool, String) {
                 _ => String::new(),
             };
             (code == *exit && matched, why)
+        }
+        Check::ValleyFree { asn, software, graph, routes, .. } => {
+            let bird = software == "bird";
+            let argv: &[&str] = if bird {
+                &["birdc", "show", "route", "all"]
+            } else {
+                &["vtysh", "-c", "show bgp ipv4 unicast json"]
+            };
+            let (code, out, err) = run(&door, argv, PROBE_S);
+            if code != 0 {
+                return (false, format!("{}: exit status {code}: {}", argv[0], err.trim()));
+            }
+            let paths = if bird {
+                Ok(vemu_scenario::import::bird_as_paths(&out))
+            } else {
+                vemu_scenario::import::frr_as_paths(&out)
+            };
+            match paths
+                .and_then(|p| vemu_scenario::import::routes_valley_free(*asn, &p, graph, *routes))
+            {
+                Ok(n) => (true, format!("{n} routes")),
+                Err(e) => (false, e),
+            }
         }
         Check::Fidelity { .. } => (false, String::new()),
     }

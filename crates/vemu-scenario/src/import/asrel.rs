@@ -1,6 +1,6 @@
 //! An AS-level Internet from an AS-relationship file (CAIDA's serial-1 `A|B|REL` and
-//! serial-2 `A|B|REL|SOURCE`: REL −1 = A is B's provider, 0 = peers): one BIRD router
-//! per AS, an eBGP session per relationship with Gao–Rexford policies (customer routes
+//! serial-2 `A|B|REL|SOURCE`: REL −1 = A is B's provider, 0 = peers): one router per
+//! AS (BIRD, or FRR with `--router frr`), an eBGP session per relationship with Gao–Rexford policies (customer routes
 //! preferred over peers' over providers'; customer routes and the AS's own exported to
 //! everyone, peer and provider routes to customers only), one announced /24 per AS,
 //! hosts in chosen ASes. [`generate_as_rel`] makes a file of the same form for tests.
@@ -19,14 +19,14 @@ pub const MAX_ASES: usize = 65_536;
 pub const MAX_RELATIONSHIPS: usize = 1 << 19;
 
 /// A relationship: `a` is `b`'s provider, or they are peers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Rel {
     ProviderOf,
     Peer,
 }
 
 /// An AS graph: AS numbers and relationships between them (indices into `ases`).
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct AsGraph {
     pub ases: Vec<u32>,
     pub rels: Vec<(usize, usize, Rel)>,
@@ -42,13 +42,52 @@ pub struct AsOptions {
     /// ASes that get a host (`h<ASN>`) in their prefix; `all_hosts`: every AS.
     pub hosts: Vec<u32>,
     pub all_hosts: bool,
+    /// The routing software in every AS's router.
+    pub router: AsRouter,
+}
+
+/// The routing software of an AS's router: a node kind (docs/images.md).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum AsRouter {
+    #[default]
+    Bird,
+    Frr,
+}
+
+impl AsRouter {
+    /// `bird` or `frr`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "bird" => Ok(Self::Bird),
+            "frr" => Ok(Self::Frr),
+            _ => Err(format!("--router: expected 'bird' or 'frr', got '{s}'")),
+        }
+    }
+
+    /// The node kind (and the software's name in messages).
+    pub fn kind(self) -> &'static str {
+        match self {
+            Self::Bird => "bird",
+            Self::Frr => "frr",
+        }
+    }
 }
 
 /// Whether `path` looks like an AS-relationship file: its first line that is not a
 /// comment is `A|B|REL[|SOURCE]`.
+/// Only its first 64 KiB are read (CAIDA's files open with a few comment lines).
 pub fn is_as_rel(path: &Path) -> bool {
-    let Ok(text) = crate::read_limited(path, MAX_AS_REL_BYTES) else { return false };
-    text.lines()
+    use std::io::Read;
+    let mut head = Vec::new();
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return false;
+    }
+    let Ok(f) = std::fs::File::open(path) else { return false };
+    if f.take(64 << 10).read_to_end(&mut head).is_err() {
+        return false;
+    }
+    String::from_utf8_lossy(&head)
+        .lines()
         .map(str::trim)
         .find(|l| !l.is_empty() && !l.starts_with('#'))
         .is_some_and(|l| parse_line(l).is_ok())
@@ -242,9 +281,11 @@ pub fn as_rel(g: &AsGraph, file: &str, stem: &str, o: &AsOptions) -> Result<Impo
         }
     }
     let mut out = String::new();
+    let kind = o.router.kind();
     let _ = writeln!(
         out,
-        "# Made by `vemu import` from the AS relationships of {file}: one BIRD router per AS"
+        "# Made by `vemu import` from the AS relationships of {file}: one {} router per AS",
+        if o.router == AsRouter::Bird { "BIRD" } else { "FRR" }
     );
     let _ = writeln!(
         out,
@@ -259,10 +300,13 @@ pub fn as_rel(g: &AsGraph, file: &str, stem: &str, o: &AsOptions) -> Result<Impo
         if sessions.is_empty() {
             warnings.push(format!("AS {} has no relationship with another chosen AS", asn(k)));
         }
-        let conf = bird_config(asn(k), &first, &net, sessions);
+        let conf = match o.router {
+            AsRouter::Bird => bird_config(asn(k), &first, &net, sessions),
+            AsRouter::Frr => frr_config(asn(k), &first, &net, sessions),
+        };
         let _ = writeln!(
             out,
-            "  as{}:\n    kind: bird\n    vars: {{asn: '{}', prefix: '{net}'}}",
+            "  as{}:\n    kind: {kind}\n    vars: {{asn: '{}', prefix: '{net}'}}",
             asn(k),
             asn(k)
         );
@@ -347,6 +391,66 @@ template bgp neighbour {{
     c
 }
 
+/// FRR's configuration of AS `asn`, the same policies as [`bird_config`]'s: routes
+/// from a customer, peer, provider get the large community (ASN:1:1|2|3) and local
+/// preference 300, 200, 100; customers get every route, peers and providers the AS's own
+/// prefix and its customers' routes; the marks are taken off before a route leaves.
+fn frr_config(asn: u32, rid: &str, net: &str, sessions: &[(String, String, u32, &str)]) -> String {
+    let mut c = format!(
+        "frr defaults traditional
+hostname as{asn}
+log syslog informational
+ip prefix-list OWN seq 5 permit {net}
+bgp large-community-list standard FROM_CUSTOMER permit {asn}:1:1
+bgp large-community-list standard MARKS permit {asn}:1:1
+bgp large-community-list standard MARKS permit {asn}:1:2
+bgp large-community-list standard MARKS permit {asn}:1:3
+route-map FROM_CUSTOMER permit 10
+ set large-community {asn}:1:1 additive
+ set local-preference 300
+route-map FROM_PEER permit 10
+ set large-community {asn}:1:2 additive
+ set local-preference 200
+route-map FROM_PROVIDER permit 10
+ set large-community {asn}:1:3 additive
+ set local-preference 100
+route-map TO_CUSTOMER permit 10
+ set large-comm-list MARKS delete
+route-map TO_PEER permit 10
+ match ip address prefix-list OWN
+route-map TO_PEER permit 20
+ match large-community FROM_CUSTOMER
+ set large-comm-list MARKS delete
+route-map TO_PEER deny 30
+router bgp {asn}
+ bgp router-id {rid}
+ no bgp ebgp-requires-policy
+ no bgp network import-check
+ timers bgp 3 9
+"
+    );
+    for (_, remote, peer_as, what) in sessions {
+        let _ = write!(
+            c,
+            " neighbor {remote} remote-as {peer_as}\n neighbor {remote} description AS{peer_as}, a {what}\n neighbor {remote} timers connect 1\n"
+        );
+    }
+    let _ = write!(c, " address-family ipv4 unicast\n  network {net}\n");
+    for (_, remote, _, what) in sessions {
+        let (import, export) = match *what {
+            "customer" => ("FROM_CUSTOMER", "TO_CUSTOMER"),
+            "peer" => ("FROM_PEER", "TO_PEER"),
+            _ => ("FROM_PROVIDER", "TO_PEER"),
+        };
+        let _ = write!(
+            c,
+            "  neighbor {remote} route-map {import} in\n  neighbor {remote} route-map {export} out\n"
+        );
+    }
+    c.push_str(" exit-address-family\n");
+    c
+}
+
 /// What one AS is to another.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Neighbour {
@@ -399,6 +503,56 @@ pub fn valley_free(
         }
     }
     Ok(())
+}
+
+/// The AS paths of the BGP routes in BIRD's `birdc show route all` (its
+/// `BGP.as_path: 1 2 3` lines), the neighbour first.
+pub fn bird_as_paths(out: &str) -> Vec<Vec<u32>> {
+    out.lines()
+        .filter_map(|l| l.trim().strip_prefix("BGP.as_path:"))
+        .map(|p| p.split_whitespace().filter_map(|a| a.parse().ok()).collect())
+        .collect()
+}
+
+/// The AS paths of every route (best or not) in FRR's `show bgp ipv4 unicast json`,
+/// the neighbour first; routes the router originates (an empty path) are left out.
+pub fn frr_as_paths(json: &str) -> Result<Vec<Vec<u32>>, String> {
+    let v: serde_json::Value =
+        serde_json::from_str(json).map_err(|e| format!("FRR's answer is not JSON: {e}"))?;
+    let mut out = Vec::new();
+    for paths in v["routes"].as_object().into_iter().flat_map(|r| r.values()) {
+        for p in paths.as_array().into_iter().flatten() {
+            let path: Vec<u32> = p["path"]
+                .as_str()
+                .unwrap_or("")
+                .split_whitespace()
+                .filter_map(|a| a.parse().ok())
+                .collect();
+            if !path.is_empty() {
+                out.push(path);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Whether AS `asn`'s BGP routes (their AS paths, the neighbour first) are all
+/// valley-free in `graph` and at least `at_least` of them: why not, if not.
+pub fn routes_valley_free(
+    asn: u32,
+    paths: &[Vec<u32>],
+    graph: &AsGraph,
+    at_least: usize,
+) -> Result<usize, String> {
+    let neighbours = graph.neighbours();
+    for p in paths {
+        let full: Vec<u32> = std::iter::once(asn).chain(p.iter().copied()).collect();
+        valley_free(&full, &neighbours).map_err(|e| format!("the route along {full:?}: {e}"))?;
+    }
+    if paths.len() < at_least {
+        return Err(format!("{} BGP routes, not yet {at_least}", paths.len()));
+    }
+    Ok(paths.len())
 }
 
 /// A made-up AS graph of `n` ASes in CAIDA's serial-1 form, decided by `seed`: a clique
@@ -515,6 +669,23 @@ mod tests {
     }
 
     #[test]
+    fn routes_are_read_from_bird_and_frr_and_judged_valley_free() {
+        // 1 and 2 peer; 1 is 3's provider, 2 is 4's.
+        let g = parse_as_rel("1|2|0\n1|3|-1\n2|4|-1\n", "f").unwrap();
+        let bird = "10.0.3.0/24 unreachable [bgp1 12:00] * (100) [AS4i]\n\tBGP.as_path: 2 4\n\tBGP.local_pref: 200\n";
+        assert_eq!(bird_as_paths(bird), vec![vec![2, 4]]);
+        let frr = r#"{"routes": {"10.0.0.0/24": [{"path": ""}], "10.0.3.0/24": [{"path": "2 4", "bestpath": true}, {"path": "3 1 2 4"}]}}"#;
+        assert_eq!(frr_as_paths(frr).unwrap(), vec![vec![2, 4], vec![3, 1, 2, 4]]);
+        assert!(frr_as_paths("% Unknown command").unwrap_err().contains("not JSON"));
+        // At AS 1: up from 4 to 2, across to 1: valley-free, 1 route.
+        assert_eq!(routes_valley_free(1, &[vec![2, 4]], &g, 1), Ok(1));
+        assert!(routes_valley_free(1, &[vec![2, 4]], &g, 2).unwrap_err().contains("not yet 2"));
+        // At AS 1, a route its customer 3 passed on from its provider 1 (a leak): a valley.
+        let e = routes_valley_free(1, &[vec![3, 1, 2, 4]], &g, 0).unwrap_err();
+        assert!(e.contains("[1, 3, 1, 2, 4]") && e.contains("a valley"), "{e}");
+    }
+
+    #[test]
     fn a_generated_graph_is_a_connected_hierarchy_of_the_same_form() {
         let text = generate_as_rel(60, 3);
         assert_eq!(text, generate_as_rel(60, 3));
@@ -559,5 +730,31 @@ mod tests {
         assert!(
             as_rel(&g, "f", "net", &AsOptions { hosts: vec![9], ..Default::default() }).is_err()
         );
+    }
+
+    #[test]
+    fn with_frr_every_as_runs_frr_with_the_same_policies() {
+        let g = parse_as_rel("1|2|0\n1|3|-1\n2|4|-1\n", "f").unwrap();
+        let o = AsOptions { all_hosts: true, router: AsRouter::Frr, ..Default::default() };
+        let i = as_rel(&g, "f", "net", &o).unwrap();
+        let plan = crate::load_str(&i.yaml, "net.yaml", "net", None).unwrap();
+        let as1 = plan.nodes.iter().find(|n| n.name == "as1").unwrap();
+        let conf = &as1.files.iter().find(|f| f.path == "/etc/frr/frr.conf").unwrap().content;
+        assert!(conf.contains("router bgp 1\n bgp router-id 10.0.0.1\n"), "{conf}");
+        // AS 2 is AS 1's peer, AS 3 its customer: in and out by what they are.
+        assert!(conf.contains("  neighbor 172.16.0.1 route-map FROM_PEER in\n  neighbor 172.16.0.1 route-map TO_PEER out"), "{conf}");
+        assert!(conf.contains("  neighbor 172.16.0.3 route-map FROM_CUSTOMER in\n  neighbor 172.16.0.3 route-map TO_CUSTOMER out"), "{conf}");
+        assert!(conf.contains("  network 10.0.0.0/24\n"), "{conf}");
+        assert!(conf.contains("route-map FROM_CUSTOMER permit 10\n set large-community 1:1:1 additive\n set local-preference 300"), "{conf}");
+        let as3 = plan.nodes.iter().find(|n| n.name == "as3").unwrap();
+        let conf3 = &as3.files.iter().find(|f| f.path == "/etc/frr/frr.conf").unwrap().content;
+        assert!(
+            conf3.contains(
+                "route-map FROM_PROVIDER in\n  neighbor 172.16.0.2 route-map TO_PEER out"
+            ),
+            "{conf3}"
+        );
+        assert_eq!(AsRouter::parse("frr"), Ok(AsRouter::Frr));
+        assert!(AsRouter::parse("quagga").unwrap_err().contains("'bird' or 'frr'"));
     }
 }

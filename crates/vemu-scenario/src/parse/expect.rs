@@ -9,19 +9,32 @@
 //!   - {fidelity: ok, within: 60s}
 //!   - {drops: {link: r1:r2, at_most: 10}, within: 30s}
 //!   - {after: cut, flow: {from: h1, to: h9, rate: 100, size: 1200, duration: 10s, delivery: 99%, delay_p95: 30ms}}
+//!   - {valley_free: {node: as64512, relationships: as50.txt, routes: 49}, within: 60s}
 //! ```
 
 use super::*;
 use crate::expect::{CheckDef, ExpectDef, MAX_WITHIN_NS};
 
 /// The kinds of check, one per entry.
-const CHECKS: &[&str] = &["reach", "route", "run", "fidelity", "drops", "flow"];
+const CHECKS: &[&str] = &["reach", "route", "run", "fidelity", "drops", "flow", "valley_free"];
 
 pub(crate) fn expectation(p: &mut P, node: &Node, field: &str) -> Option<ExpectDef> {
     let entries = p.map(
         node,
         field,
-        &["name", "at", "after", "within", "reach", "route", "run", "fidelity", "drops", "flow"],
+        &[
+            "name",
+            "at",
+            "after",
+            "within",
+            "reach",
+            "route",
+            "run",
+            "fidelity",
+            "drops",
+            "flow",
+            "valley_free",
+        ],
     );
     let (mut name, mut at_ns, mut after, mut within_ns) = (None, None, None, None);
     let mut checks: Vec<(&str, Option<CheckDef>)> = Vec::new();
@@ -45,6 +58,7 @@ pub(crate) fn expectation(p: &mut P, node: &Node, field: &str) -> Option<ExpectD
             "run" => checks.push(("run", run(p, v, &f))),
             "drops" => checks.push(("drops", drops(p, v, &f))),
             "flow" => checks.push(("flow", flow(p, v, &f))),
+            "valley_free" => checks.push(("valley_free", valley_free(p, v, &f))),
             _ => checks.push(("fidelity", fidelity(p, v, &f))),
         }
     }
@@ -93,6 +107,39 @@ pub(crate) fn expectation(p: &mut P, node: &Node, field: &str) -> Option<ExpectD
         within_ns,
         check,
     })
+}
+
+/// `valley_free: {node, relationships: FILE, asn, routes}`: the AS-relationship file
+/// (relative to the scenario) is read and checked here.
+fn valley_free(p: &mut P, v: &Node, f: &str) -> Option<CheckDef> {
+    let (mut node, mut asn, mut graph, mut routes, mut named) = (None, None, None, 1, false);
+    for (k, _, x) in p.map(v, f, &["node", "asn", "relationships", "routes"]) {
+        let kf = join(f, k);
+        match k {
+            "node" => node = p.string(x, &kf),
+            "asn" => asn = p.scalar(x, &kf, integer::<u32>("an AS number")),
+            "routes" => {
+                routes = p.scalar(x, &kf, integer::<usize>("a number of routes")).unwrap_or(1)
+            }
+            _ => {
+                named = true;
+                let (bytes, path) = super::delay::read_file(p, x, &kf, "AS-relationship")?;
+                let text = String::from_utf8_lossy(&bytes);
+                match crate::import::parse_as_rel(&text, &path.display().to_string()) {
+                    Ok(g) => graph = Some(g),
+                    Err(e) => p.err(x.mark, &kf, e),
+                }
+            }
+        }
+    }
+    match (node, graph) {
+        (Some(node), Some(graph)) => Some(CheckDef::ValleyFree { node, asn, graph, routes }),
+        (Some(_), None) if named => None,
+        _ => {
+            p.err(v.mark, f, "valley_free needs 'node' (a BGP router) and 'relationships' (an AS-relationship file)");
+            None
+        }
+    }
 }
 
 fn reach(p: &mut P, v: &Node, f: &str) -> Option<CheckDef> {

@@ -141,3 +141,53 @@ fn bad_checks_are_named_by_line_and_field() {
     .to_string();
     assert!(twice.contains("expect[1]: two checks are named 'reach r1 → r2'"), "{twice}");
 }
+
+/// `valley_free`: the relationship file is read with the scenario (relative to it), the
+/// node must run BIRD or FRR, its AS comes from its name or `asn`; every mistake is
+/// named by line and field.
+#[test]
+fn valley_free_checks_read_their_relationships_and_know_their_router() {
+    let dir = std::env::temp_dir().join(format!("vemu-valley-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("rel.txt"), "1|2|0\n1|3|-1\n").unwrap();
+    std::fs::write(dir.join("bad.txt"), "1|2|7\n").unwrap();
+    let lab = |entry: &str| {
+        format!(
+            "nodes:\n  as1: {{kind: bird}}\n  r9: {{kind: frr}}\n  h: {{}}\nlinks:\n  - endpoints: [as1, r9]\n  - endpoints: [r9, h]\nexpect:\n  - {entry}\n"
+        )
+    };
+    let load = |entry: &str| load_str_in(&lab(entry), "t.yaml", "t", None, Some(&dir));
+    let plan = load("{valley_free: {node: as1, relationships: rel.txt, routes: 2}, within: 9s}")
+        .unwrap_or_else(|e| panic!("{e}"));
+    match &plan.expect[0].check {
+        Check::ValleyFree { node, asn, software, graph, routes } => {
+            assert_eq!((node.as_str(), *asn, software.as_str(), *routes), ("as1", 1, "bird", 2));
+            assert_eq!(graph.ases.len(), 3);
+        }
+        c => panic!("{c:?}"),
+    }
+    assert_eq!(plan.expect[0].name, "valley-free routes at as1 (AS 1)");
+    let frr =
+        load("{valley_free: {node: r9, asn: 3, relationships: rel.txt}, within: 9s}").unwrap();
+    assert!(matches!(&plan.expect[0].check, Check::ValleyFree { .. }));
+    assert!(
+        matches!(&frr.expect[0].check, Check::ValleyFree { asn: 3, software, routes: 1, .. } if software == "frr")
+    );
+    for (entry, said) in [
+        (
+            "{valley_free: {node: as1, relationships: none.txt}, within: 1s}",
+            "cannot read AS-relationship",
+        ),
+        ("{valley_free: {node: as1, relationships: bad.txt}, within: 1s}", "bad.txt:1"),
+        ("{valley_free: {node: as1}, within: 1s}", "valley_free needs 'node'"),
+        ("{valley_free: {node: h, relationships: rel.txt}, within: 1s}", "runs no BGP router"),
+        ("{valley_free: {node: r9, relationships: rel.txt}, within: 1s}", "give its 'asn'"),
+        ("{valley_free: {node: r9, asn: 7, relationships: rel.txt}, within: 1s}", "AS 7 is not in"),
+        ("{valley_free: {node: as1, relationships: rel.txt, routes: many}, within: 1s}", "routes"),
+    ] {
+        let e = load(entry).expect_err(entry).to_string();
+        assert!(e.contains(said), "{entry}: {e}");
+        assert!(e.contains("t.yaml:"), "{entry}: {e}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

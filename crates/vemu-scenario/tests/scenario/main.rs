@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use vemu_link::{Distribution, Loss, QueueLimit};
-use vemu_scenario::{load, load_str, Errors, Plan};
+use vemu_scenario::{load, load_str, load_str_in, Errors, Plan};
 
 fn ok(text: &str) -> Plan {
     load_str(text, "t.yaml", "t", None).unwrap_or_else(|e| panic!("{e}"))
