@@ -55,7 +55,7 @@ pub enum Check {
         node: String,
         asn: u32,
         software: String,
-        graph: crate::import::AsGraph,
+        graph: crate::asgraph::AsGraph,
         routes: usize,
     },
 }
@@ -145,7 +145,7 @@ pub enum CheckDef {
     Fidelity { worst: String },
     Drops { link: String, at_most: u64 },
     Flow(FlowCheck),
-    ValleyFree { node: String, asn: Option<u32>, graph: crate::import::AsGraph, routes: usize },
+    ValleyFree { node: String, asn: Option<u32>, graph: crate::asgraph::AsGraph, routes: usize },
 }
 
 /// Longest deadline of a check (a day: longer is a mistake, not a test).

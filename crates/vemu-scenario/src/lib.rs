@@ -6,6 +6,7 @@
 //! This crate does no I/O beyond reading the scenario file.
 
 pub mod aggregate;
+pub mod asgraph;
 pub mod expect;
 mod files;
 pub mod generate;

@@ -630,7 +630,7 @@ fn default_link_names<'a>(
 fn valley_free_check(
     node: &NodePlan,
     asn: Option<u32>,
-    graph: &crate::import::AsGraph,
+    graph: &crate::asgraph::AsGraph,
     routes: usize,
 ) -> Result<crate::expect::Check, String> {
     let name = &node.name;

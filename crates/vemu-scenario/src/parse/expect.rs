@@ -125,7 +125,7 @@ fn valley_free(p: &mut P, v: &Node, f: &str) -> Option<CheckDef> {
                 named = true;
                 let (bytes, path) = super::delay::read_file(p, x, &kf, "AS-relationship")?;
                 let text = String::from_utf8_lossy(&bytes);
-                match crate::import::parse_as_rel(&text, &path.display().to_string()) {
+                match crate::asgraph::parse_as_rel(&text, &path.display().to_string()) {
                     Ok(g) => graph = Some(g),
                     Err(e) => p.err(x.mark, &kf, e),
                 }
