@@ -85,15 +85,30 @@ pub const LATE_NS: u64 = 10_000_000_000;
 pub struct Judge {
     checks: Vec<Expectation>,
     results: Vec<CheckResult>,
-    /// Stretches of the lab clock the fidelity monitor judged not `ok` (from, to, verdict),
-    /// or in which the lab's software waited for CPU while its bulk links kept their
-    /// rates (verdict `None`).
-    bad: Vec<(u64, u64, Option<Verdict>)>,
+    /// Stretches of the lab clock the fidelity monitor judged not `ok`, or in which the
+    /// lab's software waited for CPU while its bulk links kept their rates (verdict
+    /// `None`).
+    bad: Vec<BadWindow>,
+    /// Whether the monitor has judged a window yet.
+    judged_one: bool,
     /// Per check (beside its result), where its measurement stands.
     progress: Vec<Progress>,
     /// The end of the last window the monitor judged, and the lab clock at the last tick.
     judged_until_ns: u64,
     now_ns: u64,
+}
+
+/// A window of the monitor that distrusts the checks measured in it.
+#[derive(Debug, Clone, Copy)]
+struct BadWindow {
+    from_ns: u64,
+    to_ns: u64,
+    verdict: Option<Verdict>,
+    /// From where on it distrusts checks: `from_ns`, but 0 for the monitor's first window
+    /// (which starts once the monitor can first read the lab, up: a check made before it
+    /// — the lab was slow to come up — is judged by what the lab was then, not trusted
+    /// unjudged, as CI saw a check in a lab starved by spinning nodes).
+    reach_from_ns: u64,
 }
 
 /// Where a check's measurement stands, beyond its result.
@@ -143,6 +158,7 @@ impl Judge {
             checks,
             results,
             bad: Vec::new(),
+            judged_one: false,
             progress: vec![Progress::default(); n],
             judged_until_ns: 0,
             now_ns: 0,
@@ -359,8 +375,14 @@ impl Judge {
     /// Checks already resolved whose measurement it covers become untrustworthy.
     pub fn window(&mut self, from_ns: u64, to_ns: u64, verdict: Verdict, paced: bool) {
         self.judged_until_ns = self.judged_until_ns.max(to_ns);
+        let first = !std::mem::replace(&mut self.judged_one, true);
         if verdict != Verdict::Ok || paced {
-            self.bad.push((from_ns, to_ns, (verdict != Verdict::Ok).then_some(verdict)));
+            self.bad.push(BadWindow {
+                from_ns,
+                to_ns,
+                verdict: (verdict != Verdict::Ok).then_some(verdict),
+                reach_from_ns: if first { 0 } else { from_ns },
+            });
             for i in 0..self.results.len() {
                 if let Some(at) = self.progress[i].resolved_at {
                     self.distrust(i, at);
@@ -418,8 +440,8 @@ impl Judge {
         if r.outcome == Outcome::Untrustworthy {
             return;
         }
-        let Some(&(from, to, verdict)) =
-            self.bad.iter().find(|(from, to, _)| *from <= until_ns && *to >= r.start_ns)
+        let Some(&BadWindow { from_ns: from, to_ns: to, verdict, .. }) =
+            self.bad.iter().find(|w| w.reach_from_ns <= until_ns && w.to_ns >= r.start_ns)
         else {
             return;
         };

@@ -16,11 +16,20 @@ fn chain_of_five_rtt_is_the_sum_of_delays() {
     let lab = Lab::up("t-chain5", &chain("t-chain5", &[5.0; 4], ""));
     let (sent, recv, rtt) = lab.ping_median("n1", "n5", 200, 0.01);
     assert_eq!(sent, recv);
+    // The delays are at least what is set, and at most that plus the unimpaired path:
+    // a link's delay absorbs the time a frame waited to be read (tests/fidelity.rs), so
+    // the engine's own part of the unimpaired path may vanish under the delays (CI saw
+    // 40.10 ms beside an unimpaired 0.70).
     let expect = 40.0 + base;
     // (Medians: CI run 19 failed on means, 40.96 for 40.29 ms, while this VM's host took
     // its CPUs — a few frames late by milliseconds move a mean, not the delay set.)
-    eprintln!("unimpaired RTT {base:.3} ms, with 4 x 5 ms: {rtt:.3} ms (expect {expect:.3} ± 0.5)");
-    assert!((rtt - expect).abs() <= 0.5, "RTT {rtt} ms, expected {expect} ± 0.5 ms");
+    eprintln!(
+        "unimpaired RTT {base:.3} ms, with 4 x 5 ms: {rtt:.3} ms (expect 40 to {expect:.3} + 0.5)"
+    );
+    assert!(
+        (40.0..=expect + 0.5).contains(&rtt),
+        "RTT {rtt} ms, expected 40 ms to {expect} + 0.5 ms"
+    );
     // Names resolve through the lab's /etc/hosts.
     let (_, r, _) = lab.ping("n1", "n5", 1, 0.2);
     assert_eq!(r, 1);

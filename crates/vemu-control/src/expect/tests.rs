@@ -110,6 +110,22 @@ fn a_check_measured_while_the_monitor_judged_the_lab_not_ok_is_untrustworthy() {
     paced.tick(6 * S, Verdict::Ok);
     assert_eq!(paced.results()[0].outcome, Outcome::Untrustworthy);
     assert!(paced.results()[0].detail.ends_with("but the lab's software waited for CPU from 0 µs to 2.0 s (lab clock; its bulk links kept their rates): what the check timed may reflect this machine's CPU, not the network"), "{}", paced.results()[0].detail);
+    // A check measured before the monitor's first window (a lab slow to come up: its
+    // check at 4 s was made at once, before the monitor first read the lab) is judged
+    // by that first window; before a later one, it is not.
+    let mut early = Judge::new(vec![reach("e", 4, 3), reach("f", 6, 3)]);
+    early.probed(0, 4 * S + 170_000_000, true, "");
+    early.window(4 * S + 300_000_000, 5 * S + 300_000_000, Verdict::Ok, true);
+    assert_eq!(early.results()[0].outcome, Outcome::Untrustworthy);
+    assert!(early.results()[0].detail.ends_with("waited for CPU from 4.3 s to 5.3 s (lab clock; its bulk links kept their rates): what the check timed may reflect this machine's CPU, not the network"), "{}", early.results()[0].detail);
+    early.probed(1, 6 * S + 400_000_000, true, "");
+    early.window(6 * S + 500_000_000, 7 * S + 500_000_000, Verdict::Invalid, false);
+    assert_eq!(early.results()[1].outcome, Outcome::Passed);
+    let mut ok_first = Judge::new(vec![reach("g", 4, 3)]);
+    ok_first.probed(0, 4 * S + 170_000_000, true, "");
+    ok_first.window(4 * S + 300_000_000, 5 * S + 300_000_000, Verdict::Ok, false);
+    assert_eq!(ok_first.results()[0].outcome, Outcome::Passed);
+    assert!(ok_first.done());
     // A monitor that says nothing: the judge waits JUDGED_WAIT_NS, no more.
     let mut quiet = Judge::new(vec![reach("q", 0, 5)]);
     quiet.probed(0, S, true, "");
