@@ -11,6 +11,7 @@
 pub mod agent;
 pub mod api;
 mod background;
+pub mod bgp;
 pub mod client;
 pub mod clock_sync;
 pub mod cluster;

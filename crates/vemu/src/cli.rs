@@ -217,11 +217,16 @@ pub(crate) enum Cmd {
     },
     /// Packet delivery ratio, delay and routing overhead of the lab's traffic flows
     /// (while it runs, or after `down` with --lab NAME); `vemu report drops`: what the
-    /// emulation dropped, per link and port direction and reason.
+    /// emulation dropped, per link and port direction and reason; `vemu report bgp`: the
+    /// BGP routers' sessions, updates, last route change (convergence) and each one's
+    /// path to --prefix (BIRD and FRR routers, while the lab runs).
     Report {
-        /// What to report: the traffic flows (default) or `drops`.
+        /// What to report: the traffic flows (default), `drops` or `bgp`.
         #[arg(value_enum)]
         what: Option<ReportArg>,
+        /// `bgp`: each router's AS path to this prefix (e.g. an AS's announced /24).
+        #[arg(long, value_name = "PREFIX")]
+        prefix: Option<ipnet::IpNet>,
         /// One JSON object instead of a table.
         #[arg(long)]
         json: bool,
@@ -488,6 +493,8 @@ pub(crate) fn parse_xy(s: &str) -> Result<(f64, f64), String> {
 pub(crate) enum ReportArg {
     /// Drops per direction and reason.
     Drops,
+    /// The BGP routers' sessions, updates, convergence and paths.
+    Bgp,
 }
 
 #[derive(Clone, Copy, ValueEnum)]

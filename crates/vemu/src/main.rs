@@ -7,6 +7,7 @@ use clap::Parser;
 use vemu_control::{ApiFailure, LabClock};
 
 mod attach;
+mod bgp;
 mod check;
 mod clean;
 mod cli;
@@ -145,8 +146,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Cmd::Node { cmd } => node::node(cmd)?,
         Cmd::Traffic { cmd } => traffic_flow(cmd)?,
-        Cmd::Report { what: None, json: as_json, lab } => report(lab.lab, as_json)?,
-        Cmd::Report { what: Some(cli::ReportArg::Drops), json: as_json, lab } => {
+        Cmd::Report { what: Some(cli::ReportArg::Bgp), prefix, json: as_json, lab } => {
+            bgp::report_bgp(lab.lab, prefix, as_json)?
+        }
+        Cmd::Report { prefix: Some(p), .. } => {
+            return Err(user(format!("--prefix {p}: only 'vemu report bgp' takes a prefix")))
+        }
+        Cmd::Report { what: None, json: as_json, lab, .. } => report(lab.lab, as_json)?,
+        Cmd::Report { what: Some(cli::ReportArg::Drops), json: as_json, lab, .. } => {
             flow::report_drops(lab.lab, as_json)?
         }
         Cmd::TrafficAgent { cmd } => match cmd {

@@ -347,6 +347,31 @@ fn an_as_level_internet_routes_valley_free_and_a_hijack_and_a_leak_are_seen() {
     // The hijack: the last AS (a stub) announces the first stub's prefix.
     let (victim_k, victim) = (5, g.ases[5]);
     let net = format!("10.0.{victim_k}.0/24");
+    // `vemu report bgp` before it: every session up, every router with a path to the
+    // victim's prefix, which the victim originates.
+    let bgp = |prefix: &str| -> serde_json::Value {
+        let o = lab.vemu(&["report", "bgp", "--json", "--prefix", prefix]);
+        assert!(o.status.success(), "{}", text(&o));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let path_of = |r: &serde_json::Value, asn: u32| -> Vec<u64> {
+        let router = r["routers"].as_array().unwrap().iter().find(|x| x["asn"] == asn).unwrap();
+        router["path"].as_array().expect("a path").iter().map(|a| a.as_u64().unwrap()).collect()
+    };
+    let before = bgp(&net);
+    assert_eq!(before["routers"].as_array().unwrap().len(), 50, "{before}");
+    assert!(before["sessions"].as_u64().unwrap() >= 49, "{before}");
+    assert_eq!(before["established"], before["sessions"], "{before}");
+    assert_eq!(before["reaching"], 50, "{before}");
+    assert_eq!(path_of(&before, victim), Vec::<u64>::new(), "the victim originates it");
+    let last_change = before["last_change_ns"].as_u64().unwrap();
+    assert!(last_change > 0 && last_change <= before["answered_ns"].as_u64().unwrap(), "{before}");
+    eprintln!(
+        "vemu report bgp: {} sessions, {} updates sent, last route change at {:.2} s",
+        before["sessions"],
+        before["updates_sent"],
+        last_change as f64 / 1e9
+    );
     let provider_of = |asn: u32| {
         g.rels
             .iter()
@@ -380,6 +405,13 @@ fn an_as_level_internet_routes_valley_free_and_a_hijack_and_a_leak_are_seen() {
         Some(victim),
         "the victim's provider keeps its customer's route"
     );
+    // The report sees it too: the attacker's provider's path ends at the attacker, the
+    // victim's provider's at the victim, and the routes changed after the report before.
+    let after = bgp(&net);
+    assert_eq!(path_of(&after, attacker_provider).last(), Some(&(last as u64)), "{after}");
+    assert_eq!(path_of(&after, victim_provider).last(), Some(&(victim as u64)), "{after}");
+    assert!(after["last_change_ns"].as_u64().unwrap() > before["answered_ns"].as_u64().unwrap());
+    assert!(after["updates_sent"].as_u64().unwrap() > before["updates_sent"].as_u64().unwrap());
 
     // A route leak: a multihomed AS exports everything to its providers (as a customer
     // would to nobody): one provider now prefers routes through it — valleys.
