@@ -10,10 +10,7 @@ use vemu_control::bgp::{self, AnsweredAt, RouterBgp, Software};
 use vemu_control::client::Client;
 use vemu_control::percent_encode;
 
-use crate::lab::{connect, load_plan, resolve_lab, user};
-
-/// Routers asked at once.
-const AT_ONCE: usize = 8;
+use crate::lab::{ask_nodes, connect, load_plan, resolve_lab, user};
 
 /// The longest a command in a router may take, s.
 const COMMAND_S: u64 = 20;
@@ -35,41 +32,18 @@ pub(crate) fn report_bgp(lab: Option<String>, prefix: Option<IpNet>, as_json: bo
     let c = connect(&lab)?;
     let uptime_ns = c.get("/v1/lab")?["uptime_ns"].as_u64().unwrap_or(0);
     let since = Instant::now();
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let parts: Vec<RouterBgp> = std::thread::scope(|s| {
-        let workers: Vec<_> = (0..AT_ONCE.min(routers.len()))
-            .map(|_| {
-                s.spawn(|| -> Result<Vec<RouterBgp>> {
-                    let c = connect(&lab)?;
-                    let mut out = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some((node, software)) = routers.get(i) else { return Ok(out) };
-                        let answers = bgp::commands(*software, prefix)
-                            .iter()
-                            .map(|argv| run(&c, node, argv))
-                            .collect::<Result<Vec<_>, String>>();
-                        let at = AnsweredAt {
-                            lab_ns: uptime_ns + since.elapsed().as_nanos() as u64,
-                            local_day_ms: local_day_ms(),
-                        };
-                        out.push(
-                            match answers.and_then(|a| bgp::router(node, *software, &a, at)) {
-                                Ok(r) => r,
-                                Err(e) => unread(node, *software, e),
-                            },
-                        );
-                    }
-                })
-            })
-            .collect();
-        let mut all = Vec::new();
-        for w in workers {
-            all.extend(
-                w.join().map_err(|_| anyhow::anyhow!("a worker asking the routers failed"))??,
-            );
-        }
-        Ok::<_, anyhow::Error>(all)
+    let parts = ask_nodes(&lab, &routers, |c, (node, software)| {
+        let answers = bgp::commands(*software, prefix)
+            .iter()
+            .map(|argv| run(c, node, argv))
+            .collect::<Result<Vec<_>, String>>();
+        let at = AnsweredAt {
+            lab_ns: uptime_ns + since.elapsed().as_nanos() as u64,
+            local_day_ms: local_day_ms(),
+        };
+        answers
+            .and_then(|a| bgp::router(node, *software, &a, at))
+            .unwrap_or_else(|e| unread(node, *software, e))
     })?;
     let answered_ns = uptime_ns + since.elapsed().as_nanos() as u64;
     let r = bgp::report(prefix, parts, answered_ns);

@@ -62,6 +62,44 @@ pub(crate) fn connect(lab: &str) -> Result<Client> {
     Client::connect(lab).map_err(|e| user(e.to_string()))
 }
 
+/// How many nodes [`ask_nodes`] asks at once: most of a command run in a node through
+/// the API is waiting (for the node's program, its namespace, the controller), and a
+/// thousand routers asked one after another took tens of seconds.
+const NODES_AT_ONCE: usize = 8;
+
+/// `ask(client, item)` for each of `items`, [`NODES_AT_ONCE`] at a time, each worker
+/// on its own connection to lab `lab`; the answers in the items' order.
+pub(crate) fn ask_nodes<I: Sync, T: Send>(
+    lab: &str,
+    items: &[I],
+    ask: impl Fn(&Client, &I) -> T + Sync,
+) -> Result<Vec<T>> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let ask = &ask;
+    let next = &next;
+    std::thread::scope(|s| {
+        let workers: Vec<_> = (0..NODES_AT_ONCE.min(items.len()))
+            .map(|_| {
+                s.spawn(move || -> Result<Vec<(usize, T)>> {
+                    let c = connect(lab)?;
+                    let mut out = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(item) = items.get(i) else { return Ok(out) };
+                        out.push((i, ask(&c, item)));
+                    }
+                })
+            })
+            .collect();
+        let mut all = Vec::with_capacity(items.len());
+        for w in workers {
+            all.extend(w.join().map_err(|_| anyhow::anyhow!("a worker asking the nodes failed"))??);
+        }
+        all.sort_by_key(|(i, _)| *i);
+        Ok(all.into_iter().map(|(_, t)| t).collect())
+    })
+}
+
 pub(crate) fn load_plan(lab: &str) -> Result<Plan> {
     let path = LabPaths::new(lab).plan();
     let text = std::fs::read(&path)

@@ -7,7 +7,7 @@ use serde_json::json;
 use vemu_control::percent_encode;
 use vemu_scenario::Plan;
 
-use crate::lab::{connect, load_plan, resolve_lab, user};
+use crate::lab::{ask_nodes, connect, load_plan, resolve_lab, user};
 
 /// A node of a router kind.
 pub(crate) type Router = (String, &'static dyn vemu_scenario::kinds::Kind);
@@ -18,35 +18,40 @@ pub(crate) fn routers(plan: &Plan) -> Vec<Router> {
     plan.nodes.iter().filter_map(|n| Some((n.name.clone(), kind(n)?))).collect()
 }
 
-/// How long `vemu up` waits for a lab's routers to answer.
-const ROUTERS_READY_S: u64 = 60;
+/// How long `vemu up` waits for a lab's routers to answer: a minute, and 0.1 s more per
+/// router past 600 (a thousand BIRDs converging BGP on two cores answered after 45 s).
+fn routers_ready_s(routers: usize) -> u64 {
+    60 + routers.saturating_sub(600) as u64 / 10
+}
 
 /// After `vemu up`: wait until every router of the lab answers its kind's readiness
 /// command (`vtysh`, `birdc`) — so that what the user types next finds them — for up
-/// to [`ROUTERS_READY_S`]; name those that never did.
+/// to [`routers_ready_s`]; name those that never did.
 pub(crate) fn wait_routers_ready(lab: &str, mut waiting: Vec<Router>) -> Result<()> {
     if waiting.is_empty() {
         return Ok(());
     }
     let total = waiting.len();
-    let c = connect(lab)?;
+    let limit_s = routers_ready_s(total);
     let t0 = std::time::Instant::now();
     while !waiting.is_empty() {
-        let mut still = Vec::new();
-        for (node, kind) in waiting {
+        let answers = ask_nodes(lab, &waiting, |c, (node, kind)| {
             let body = json!({"cmd": ["sh", "-c", kind.ready()], "timeout_s": 5});
-            let path = format!("/v1/nodes/{}/exec", percent_encode(&node));
-            let out = c.post(&path, &body).with_context(|| format!("asking node {node}"))?;
-            if out["exit"].as_i64() != Some(0) {
-                still.push((node, kind));
+            let path = format!("/v1/nodes/{}/exec", percent_encode(node));
+            c.post(&path, &body).with_context(|| format!("asking node {node}"))
+        })?;
+        let mut still = Vec::new();
+        for (router, out) in waiting.into_iter().zip(answers) {
+            if out?["exit"].as_i64() != Some(0) {
+                still.push(router);
             }
         }
         waiting = still;
-        if !waiting.is_empty() && t0.elapsed().as_secs() >= ROUTERS_READY_S {
+        if !waiting.is_empty() && t0.elapsed().as_secs() >= limit_s {
             let names: Vec<String> =
                 waiting.iter().map(|(n, k)| format!("{n} ({}: {})", k.name(), k.ready())).collect();
             bail!(
-                "lab '{lab}' is up, but {} of its {total} routers did not answer within {ROUTERS_READY_S} s: {} — their logs are in /var/log/vemu/{lab}; the lab keeps running",
+                "lab '{lab}' is up, but {} of its {total} routers did not answer within {limit_s} s: {} — their logs are in /var/log/vemu/{lab}; the lab keeps running",
                 waiting.len(),
                 names.join(", ")
             );
