@@ -311,7 +311,7 @@ filter to_peer {{
 }}
 template bgp neighbour {{
   local as ASN;
-  hold time 9; keepalive time 3; connect retry time 1; error wait time 1, 10;
+  hold time 9; keepalive time 3; connect delay time 1; connect retry time 1; error wait time 1, 10;
 }}
 "
     );
