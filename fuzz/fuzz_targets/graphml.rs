@@ -7,6 +7,15 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(text) = std::str::from_utf8(data) {
+        // What a lab's routers answer `vemu report bgp` (a tenant's router may say anything).
+        let at = vemu_control::bgp::AnsweredAt { lab_ns: 5_000_000_000, local_day_ms: 43_200_000 };
+        for software in [vemu_control::bgp::Software::Bird, vemu_control::bgp::Software::Frr] {
+            let answers = [text.to_string(), text.to_string(), text.to_string()];
+            if let Ok(r) = vemu_control::bgp::router("n", software, &answers, at) {
+                assert!(r.established <= r.sessions);
+                assert!(r.last_change_ns.is_none_or(|t| t <= at.lab_ns));
+            }
+        }
         match vemu_scenario::import::graphml(text, "fuzz.graphml", "fuzz") {
             Ok(i) => assert!(!i.yaml.is_empty()),
             Err(e) => assert!(e.starts_with("fuzz.graphml"), "{e}"),
@@ -24,12 +33,17 @@ fuzz_target!(|data: &[u8]| {
                 Ok(i) => assert!(i.nodes >= g.ases.len().min(65_536)),
                 Err(e) => assert!(e.contains("fuzz.as-rel") || e.contains("--hosts"), "{e}"),
             }
+            // FRR, and the first three ASes on an IXP.
             let frr = vemu_scenario::import::AsOptions {
                 router: vemu_scenario::import::AsRouter::Frr,
+                ixps: vec![g.ases.iter().take(3).copied().collect()],
                 ..o
             };
             if let Err(e) = vemu_scenario::import::as_rel(&g, "fuzz.as-rel", "fuzz", &frr) {
-                assert!(e.contains("fuzz.as-rel") || e.contains("--hosts"), "{e}");
+                assert!(
+                    e.contains("fuzz.as-rel") || e.contains("--hosts") || e.contains("--ixp"),
+                    "{e}"
+                );
             }
             let n = g.neighbours();
             let _ = vemu_scenario::import::valley_free(&g.ases, &n);

@@ -10,8 +10,8 @@ mod clab;
 mod imunes;
 
 pub use asrel::{
-    as_rel, as_rel_file, bird_as_paths, frr_as_paths, generate_as_rel, is_as_rel, parse_as_rel,
-    routes_valley_free, valley_free, AsGraph, AsOptions, AsRouter, Neighbour, Rel,
+    as_rel, as_rel_file, bird_as_paths, frr_as_paths, generate_as_rel, is_as_rel, ixp_rs_asn,
+    parse_as_rel, routes_valley_free, valley_free, AsGraph, AsOptions, AsRouter, Neighbour, Rel,
     MAX_AS_REL_BYTES,
 };
 pub use clab::{clab, clab_file, is_clab, MAX_CLAB_BYTES};

@@ -118,6 +118,10 @@ pub(crate) enum Cmd {
         /// An AS-relationship file: the routing software of every AS's router.
         #[arg(long, value_name = "bird|frr")]
         router: Option<String>,
+        /// An AS-relationship file: an IXP whose members peer through its route server
+        /// (a LAN and a BIRD route server); once per IXP.
+        #[arg(long, value_name = "ASN,ASN,...")]
+        ixp: Vec<String>,
         /// Print a made-up AS-relationship file of N ASes (CAIDA's form) instead.
         #[arg(long, value_name = "N", conflicts_with = "file")]
         as_graph: Option<usize>,

@@ -13,8 +13,9 @@ pub(crate) fn as_options(
     ases: Vec<u32>,
     hosts: Option<&str>,
     router: Option<&str>,
+    ixps: &[String],
 ) -> Result<Option<vemu_scenario::import::AsOptions>> {
-    if top.is_none() && ases.is_empty() && hosts.is_none() && router.is_none() {
+    if top.is_none() && ases.is_empty() && hosts.is_none() && router.is_none() && ixps.is_empty() {
         return Ok(None);
     }
     if top.is_some() && !ases.is_empty() {
@@ -25,18 +26,20 @@ pub(crate) fn as_options(
         None => Default::default(),
     };
     let mut o = vemu_scenario::import::AsOptions { top, ases, router, ..Default::default() };
+    let asns = |flag: &str, list: &str| -> Result<Vec<u32>> {
+        list.split(',')
+            .map(|a| {
+                a.trim().parse().map_err(|_| user(format!("{flag}: '{a}' is not an AS number")))
+            })
+            .collect()
+    };
     match hosts {
         Some("all") => o.all_hosts = true,
-        Some(list) => {
-            for a in list.split(',') {
-                o.hosts.push(
-                    a.trim().parse().map_err(|_| {
-                        user(format!("--hosts: '{a}' is not an AS number (or 'all')"))
-                    })?,
-                );
-            }
-        }
+        Some(list) => o.hosts = asns("--hosts (a list, or 'all')", list)?,
         None => {}
+    }
+    for x in ixps {
+        o.ixps.push(asns("--ixp", x)?);
     }
     Ok(Some(o))
 }

@@ -82,13 +82,13 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.cmd {
         Cmd::Check { file, machines, tenant } => check(&file, machines.as_deref(), &tenant)?,
-        Cmd::Import { file, name, top, ases, hosts, router, as_graph, seed } => {
+        Cmd::Import { file, name, top, ases, hosts, router, ixp, as_graph, seed } => {
             if let Some(n) = as_graph {
                 print!("{}", vemu_scenario::import::generate_as_rel(n, seed));
                 return Ok(ExitCode::SUCCESS);
             }
             let file = file.expect("clap requires a file without --as-graph");
-            let as_options = as_options(top, ases, hosts.as_deref(), router.as_deref())?;
+            let as_options = as_options(top, ases, hosts.as_deref(), router.as_deref(), &ixp)?;
             import(&file, name.as_deref(), as_options)?
         }
         Cmd::Up { file, name, foreground, api, ui, machines, wait_converged, tenant, owner } => {

@@ -452,6 +452,82 @@ fn an_as_level_internet_routes_valley_free_and_a_hijack_and_a_leak_are_seen() {
     );
 }
 
+/// An IXP (`vemu import --ixp`): the stub ASes of a made-up graph of 6 peer through a
+/// BIRD route server on a LAN. Each member's best route to another member's prefix is
+/// the IXP's (a peer's route, preferred over its providers'), one AS long — the route
+/// server is not in the path — with the other member's address on the LAN as next hop;
+/// the hosts reach each other; and every route of every router is valley-free once the
+/// IXP's peerings are added to the relationships, `vemu report bgp` reading the paths.
+#[test]
+fn ixp_members_peer_through_a_transparent_route_server() {
+    let _g = serial();
+    let g0 = vemu(&["import", "--as-graph", "6", "--seed", "3"]);
+    let rel = String::from_utf8(g0.stdout).unwrap();
+    let g = vemu_scenario::import::parse_as_rel(&rel, "t-ixp").unwrap();
+    let is_provider =
+        |k: usize| g.rels.iter().any(|r| r.0 == k && r.2 == vemu_scenario::import::Rel::ProviderOf);
+    let stubs: Vec<u32> =
+        (0..g.ases.len()).filter(|&k| !is_provider(k)).map(|k| g.ases[k]).collect();
+    assert!(stubs.len() >= 3, "{rel}");
+    let members: Vec<String> = stubs.iter().map(u32::to_string).collect();
+    let (_, _, yaml) = imported_as_graph("t-ixp", 6, 3, &["--ixp", &members.join(",")]);
+    assert!(yaml.contains("ixp0:") && yaml.contains("rs client"), "{yaml}");
+    let lab = Lab::up("t-ixp", &yaml);
+    let k_of = |asn: u32| g.ases.iter().position(|a| *a == asn).unwrap();
+    let host = |asn: u32| format!("10.0.{}.2", k_of(asn));
+    let others: Vec<String> = stubs[1..].iter().map(|a| host(*a)).collect();
+    assert_all_reachable(&lab, &format!("h{}", stubs[0]), &others, 60.0);
+    // The IXP's peerings, as a relationships file would have them.
+    let mut with_ixp = rel.clone();
+    for (i, a) in stubs.iter().enumerate() {
+        for b in &stubs[i + 1..] {
+            with_ixp.push_str(&format!("{a}|{b}|0\n"));
+        }
+    }
+    let gi = vemu_scenario::import::parse_as_rel(&with_ixp, "t-ixp").unwrap();
+    let neighbours = gi.neighbours();
+    let rs_asn = vemu_scenario::import::ixp_rs_asn(0);
+    for target in &stubs {
+        let prefix = format!("10.0.{}.0/24", k_of(*target));
+        // (The paths settle within seconds of the hosts reaching each other.)
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let report = loop {
+            let o = lab.vemu(&["report", "bgp", "--json", "--prefix", &prefix]);
+            assert!(o.status.success(), "{}", text(&o));
+            let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+            let settled = stubs.iter().filter(|m| *m != target).all(|m| {
+                let x = r["routers"].as_array().unwrap().iter().find(|x| x["asn"] == *m).unwrap();
+                x["path"] == serde_json::json!([target])
+            });
+            if settled || Instant::now() > deadline {
+                break r;
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        };
+        for m in stubs.iter().filter(|m| *m != target) {
+            let x = report["routers"].as_array().unwrap().iter().find(|x| x["asn"] == *m).unwrap();
+            assert_eq!(x["path"], serde_json::json!([target]), "AS {m} to {prefix}: {report}");
+            let (_, route) = lab.sh(&format!("as{m}"), &format!("ip route get {}", host(*target)));
+            assert!(route.contains("via 100.64.0."), "AS {m} to {prefix} across the IXP: {route}");
+        }
+        assert_eq!(report["established"], report["sessions"], "{report}");
+    }
+    for asn in g.ases.iter().chain(std::iter::once(&rs_asn)) {
+        let node = if *asn == rs_asn { "rs0".to_string() } else { format!("as{asn}") };
+        let (code, out) = lab.sh(&node, "birdc show route all");
+        assert_eq!(code, 0, "{out}");
+        for p in as_paths(&out) {
+            assert!(!p.contains(&rs_asn), "the route server's AS in a path at {node}: {p:?}");
+            if *asn != rs_asn {
+                let full: Vec<u32> = std::iter::once(*asn).chain(p).collect();
+                if let Err(e) = vemu_scenario::import::valley_free(&full, &neighbours) {
+                    panic!("AS {asn}'s route along {full:?}: {e}");
+                }
+            }
+        }
+    }
+}
+
 /// The same Internet with FRR (`--router frr`), judged by the lab itself: 8 made-up
 /// ASes with a host each under `vemu test`, whose checks are the last host reaching
 /// every other and a `valley_free` check on every router (each of its routes, best or

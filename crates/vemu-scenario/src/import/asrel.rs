@@ -35,6 +35,23 @@ pub struct AsOptions {
     pub all_hosts: bool,
     /// The routing software in every AS's router.
     pub router: AsRouter,
+    /// IXPs: each the ASes that peer at it through its route server.
+    pub ixps: Vec<Vec<u32>>,
+}
+
+/// Most IXPs a lab is made of (one /24 of 100.64.0.0/10 each), and most members of one
+/// (the route server is .1 of it, the members .2 up).
+pub const MAX_IXPS: usize = 16_384;
+pub const MAX_IXP_MEMBERS: usize = 253;
+
+/// The `i`th IXP's route server's AS (a private 4-byte AS: 4,200,000,000 + i).
+pub fn ixp_rs_asn(i: usize) -> u32 {
+    4_200_000_000 + i as u32
+}
+
+/// Address `host` of the `i`th IXP's peering LAN, 100.(64 + i/256).(i%256).0/24.
+fn ixp_addr(i: usize, host: usize) -> String {
+    format!("100.{}.{}.{host}", 64 + (i >> 8), i & 255)
 }
 
 /// The routing software of an AS's router: a node kind (docs/images.md).
@@ -212,6 +229,40 @@ pub fn as_rel(g: &AsGraph, file: &str, stem: &str, o: &AsOptions) -> Result<Impo
         sessions[a].push((x.clone(), y.clone(), asn(b), to_a));
         sessions[b].push((y, x, asn(a), to_b));
     }
+    // Each IXP's members (the lab's numbering): a session to its route server, as to
+    // a peer.
+    if o.ixps.len() > MAX_IXPS {
+        return Err(format!("--ixp: {} IXPs, at most {MAX_IXPS}", o.ixps.len()));
+    }
+    let mut ixps: Vec<Vec<usize>> = Vec::new();
+    let k_of: HashMap<u32, usize> = (0..chosen.len()).map(|k| (asn(k), k)).collect();
+    for (i, members) in o.ixps.iter().enumerate() {
+        let mut m: Vec<usize> = Vec::new();
+        for a in members {
+            let Some(&k) = k_of.get(a) else {
+                return Err(format!("--ixp {}: AS {a} is not among the lab's ASes", i + 1));
+            };
+            if m.contains(&k) {
+                return Err(format!("--ixp {}: AS {a} is named twice", i + 1));
+            }
+            m.push(k);
+        }
+        if !(2..=MAX_IXP_MEMBERS).contains(&m.len()) {
+            return Err(format!(
+                "--ixp {}: {} members, an IXP has 2 to {MAX_IXP_MEMBERS}",
+                i + 1,
+                m.len()
+            ));
+        }
+        for (j, &k) in m.iter().enumerate() {
+            sessions[k].push((ixp_addr(i, j + 2), ixp_addr(i, 1), ixp_rs_asn(i), "ixp"));
+        }
+        warnings.push(format!(
+            "IXP {} (ixp{i}, route server rs{i}): its members peer through it, which a valley_free check sees only if its relationships file has them as peers (A|B|0)",
+            i + 1
+        ));
+        ixps.push(m);
+    }
     let hosts: BTreeSet<u32> = o.hosts.iter().copied().collect();
     for h in &hosts {
         if !chosen.iter().any(|&i| g.ases[i] == *h) {
@@ -261,6 +312,26 @@ pub fn as_rel(g: &AsGraph, file: &str, stem: &str, o: &AsOptions) -> Result<Impo
             ));
         }
     }
+    for (i, members) in ixps.iter().enumerate() {
+        let sessions: Vec<(String, u32)> =
+            members.iter().enumerate().map(|(j, &k)| (ixp_addr(i, j + 2), asn(k))).collect();
+        let conf = route_server_config(ixp_rs_asn(i), &ixp_addr(i, 1), &sessions);
+        let _ = writeln!(out, "  rs{i}:\n    kind: bird\n    startup-config: {}", super::q(&conf));
+    }
+    if !ixps.is_empty() {
+        let _ = writeln!(out, "segments:");
+    }
+    for (i, members) in ixps.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "  ixp{i}:\n    kind: lan\n    ipv4: {}/24\n    members:\n      - {{node: rs{i}, ip: {}/24}}",
+            ixp_addr(i, 0),
+            ixp_addr(i, 1)
+        );
+        for (j, &k) in members.iter().enumerate() {
+            let _ = writeln!(out, "      - {{node: as{}, ip: {}/24}}", asn(k), ixp_addr(i, j + 2));
+        }
+    }
     let _ = writeln!(out, "links:");
     for (k, &(a, b, _)) in rels.iter().enumerate() {
         let [x, y] = link_addrs(k);
@@ -276,7 +347,7 @@ pub fn as_rel(g: &AsGraph, file: &str, stem: &str, o: &AsOptions) -> Result<Impo
     }
     crate::load_str_in(&out, &format!("{lab}.yaml"), &lab, None, None)
         .map_err(|e| format!("{file}: the scenario made from it is not valid: {e}"))?;
-    let nodes = chosen.len() + host_links.len();
+    let nodes = chosen.len() + host_links.len() + ixps.len();
     Ok(Imported { yaml: out, nodes, links: rels.len() + host_links.len(), warnings })
 }
 
@@ -318,12 +389,52 @@ template bgp neighbour {{
     for (i, (local, remote, peer_as, what)) in sessions.iter().enumerate() {
         let (import, export) = match *what {
             "customer" => ("from_customer", "to_customer"),
-            "peer" => ("from_peer", "to_peer"),
+            // An IXP's route server passes its members' routes on as they are: they are
+            // peers' routes (its AS is not in their paths: BIRD does not enforce the
+            // first AS by default).
+            "peer" | "ixp" => ("from_peer", "to_peer"),
             _ => ("from_provider", "to_peer"),
         };
         let _ = write!(
             c,
-            "protocol bgp {what}{i} from neighbour {{\n  description \"AS{peer_as}, a {what}\";\n  local {local};\n  neighbor {remote} as {peer_as};\n  ipv4 {{ import filter {import}; export filter {export}; }};\n}}\n"
+            "protocol bgp {what}{i} from neighbour {{\n  description \"AS{peer_as}, {}\";\n  local {local};\n  neighbor {remote} as {peer_as};\n  ipv4 {{ import filter {import}; export filter {export}; }};\n}}\n",
+            described(what)
+        );
+    }
+    c
+}
+
+/// What a neighbour is to an AS, in its sessions' descriptions.
+fn described(what: &str) -> String {
+    match what {
+        "ixp" => "an IXP's route server".to_string(),
+        w => format!("a {w}"),
+    }
+}
+
+/// BIRD's configuration of an IXP's route server (AS `asn`, address `addr`): one
+/// session per member (its address and AS), `rs client`: the members' routes passed on
+/// to the other members as they are (no AS of its own in their paths, their next hops
+/// kept), whatever the members export to it — their own routes and their customers',
+/// as to any peer. It installs nothing in its kernel: traffic goes from member to member
+/// across the LAN.
+fn route_server_config(asn: u32, addr: &str, members: &[(String, u32)]) -> String {
+    let mut c = format!(
+        "log syslog all;
+router id {addr};
+protocol device {{ scan time 10; }}
+template bgp rs_client {{
+  local {addr} as {asn};
+  rs client;
+  hold time 9; keepalive time 3; connect delay time 1; connect retry time 1; error wait time 1, 10;
+  ipv4 {{ import all; export all; }};
+}}
+"
+    );
+    for (i, (remote, member_as)) in members.iter().enumerate() {
+        let _ = write!(
+            c,
+            "protocol bgp client{i} from rs_client {{\n  description \"AS{member_as}\";\n  neighbor {remote} as {member_as};\n}}\n"
         );
     }
     c
@@ -370,14 +481,15 @@ router bgp {asn}
     for (_, remote, peer_as, what) in sessions {
         let _ = write!(
             c,
-            " neighbor {remote} remote-as {peer_as}\n neighbor {remote} description AS{peer_as}, a {what}\n neighbor {remote} timers connect 1\n"
+            " neighbor {remote} remote-as {peer_as}\n neighbor {remote} description AS{peer_as}, {}\n neighbor {remote} timers connect 1\n",
+            described(what)
         );
     }
     let _ = write!(c, " address-family ipv4 unicast\n  network {net}\n");
     for (_, remote, _, what) in sessions {
         let (import, export) = match *what {
             "customer" => ("FROM_CUSTOMER", "TO_CUSTOMER"),
-            "peer" => ("FROM_PEER", "TO_PEER"),
+            "peer" | "ixp" => ("FROM_PEER", "TO_PEER"),
             _ => ("FROM_PROVIDER", "TO_PEER"),
         };
         let _ = write!(
@@ -564,6 +676,39 @@ mod tests {
         assert!(
             as_rel(&g, "f", "net", &AsOptions { hosts: vec![9], ..Default::default() }).is_err()
         );
+    }
+
+    #[test]
+    fn an_ixp_is_a_lan_with_a_route_server_its_members_treat_as_a_peer() {
+        let g = parse_as_rel("1|2|-1\n1|3|-1\n1|4|-1\n", "f").unwrap();
+        let o = AsOptions { ixps: vec![vec![2, 3, 4]], ..Default::default() };
+        let i = as_rel(&g, "f", "net", &o).unwrap();
+        assert_eq!((i.nodes, i.links), (5, 3));
+        let plan = crate::load_str(&i.yaml, "net.yaml", "net", None).unwrap();
+        let lan = plan.segments.iter().find(|s| s.name == "ixp0").unwrap();
+        assert_eq!(lan.members.len(), 4);
+        let conf = |node: &str| {
+            let n = plan.nodes.iter().find(|n| n.name == node).unwrap();
+            n.files.iter().find(|f| f.path == "/etc/bird/bird.conf").unwrap().content.clone()
+        };
+        let rs = conf("rs0");
+        assert!(rs.contains("local 100.64.0.1 as 4200000000;\n  rs client;"), "{rs}");
+        assert!(rs.contains("neighbor 100.64.0.3 as 3;"), "{rs}");
+        assert!(!rs.contains("protocol kernel"), "{rs}");
+        let as3 = conf("as3");
+        assert!(as3.contains("description \"AS4200000000, an IXP's route server\";\n  local 100.64.0.3;\n  neighbor 100.64.0.1 as 4200000000;\n  ipv4 { import filter from_peer; export filter to_peer; }"), "{as3}");
+        // FRR members: the same, by route-maps.
+        let frr = AsOptions { router: AsRouter::Frr, ..o.clone() };
+        let i = as_rel(&g, "f", "net", &frr).unwrap();
+        assert!(i.yaml.contains("neighbor 100.64.0.1 route-map FROM_PEER in"), "{}", i.yaml);
+        // Mistakes: an AS not in the lab, one named twice, too few members.
+        let bad = |ixp: Vec<u32>| {
+            as_rel(&g, "f", "net", &AsOptions { ixps: vec![vec![2, 3], ixp], ..Default::default() })
+                .unwrap_err()
+        };
+        assert_eq!(bad(vec![2, 9]), "--ixp 2: AS 9 is not among the lab's ASes");
+        assert_eq!(bad(vec![3, 3]), "--ixp 2: AS 3 is named twice");
+        assert_eq!(bad(vec![4]), "--ixp 2: 1 members, an IXP has 2 to 253");
     }
 
     #[test]
