@@ -229,40 +229,12 @@ pub fn as_rel(g: &AsGraph, file: &str, stem: &str, o: &AsOptions) -> Result<Impo
         sessions[a].push((x.clone(), y.clone(), asn(b), to_a));
         sessions[b].push((y, x, asn(a), to_b));
     }
-    // Each IXP's members (the lab's numbering): a session to its route server, as to
-    // a peer.
-    if o.ixps.len() > MAX_IXPS {
-        return Err(format!("--ixp: {} IXPs, at most {MAX_IXPS}", o.ixps.len()));
-    }
-    let mut ixps: Vec<Vec<usize>> = Vec::new();
-    let k_of: HashMap<u32, usize> = (0..chosen.len()).map(|k| (asn(k), k)).collect();
-    for (i, members) in o.ixps.iter().enumerate() {
-        let mut m: Vec<usize> = Vec::new();
-        for a in members {
-            let Some(&k) = k_of.get(a) else {
-                return Err(format!("--ixp {}: AS {a} is not among the lab's ASes", i + 1));
-            };
-            if m.contains(&k) {
-                return Err(format!("--ixp {}: AS {a} is named twice", i + 1));
-            }
-            m.push(k);
-        }
-        if !(2..=MAX_IXP_MEMBERS).contains(&m.len()) {
-            return Err(format!(
-                "--ixp {}: {} members, an IXP has 2 to {MAX_IXP_MEMBERS}",
-                i + 1,
-                m.len()
-            ));
-        }
-        for (j, &k) in m.iter().enumerate() {
-            sessions[k].push((ixp_addr(i, j + 2), ixp_addr(i, 1), ixp_rs_asn(i), "ixp"));
-        }
-        warnings.push(format!(
-            "IXP {} (ixp{i}, route server rs{i}): its members peer through it, which a valley_free check sees only if its relationships file has them as peers (A|B|0)",
-            i + 1
-        ));
-        ixps.push(m);
-    }
+    let ixps = ixp_members(
+        o,
+        &chosen.iter().map(|&i| g.ases[i]).collect::<Vec<_>>(),
+        &mut sessions,
+        &mut warnings,
+    )?;
     let hosts: BTreeSet<u32> = o.hosts.iter().copied().collect();
     for h in &hosts {
         if !chosen.iter().any(|&i| g.ases[i] == *h) {
@@ -349,6 +321,49 @@ pub fn as_rel(g: &AsGraph, file: &str, stem: &str, o: &AsOptions) -> Result<Impo
         .map_err(|e| format!("{file}: the scenario made from it is not valid: {e}"))?;
     let nodes = chosen.len() + host_links.len() + ixps.len();
     Ok(Imported { yaml: out, nodes, links: rels.len() + host_links.len(), warnings })
+}
+
+/// Each IXP of `o` as its members' numbers in the lab (`asns`: the lab's ASes), checked;
+/// each member gets a session to the IXP's route server, as to a peer.
+fn ixp_members(
+    o: &AsOptions,
+    asns: &[u32],
+    sessions: &mut [Vec<(String, String, u32, &str)>],
+    warnings: &mut Vec<String>,
+) -> Result<Vec<Vec<usize>>, String> {
+    if o.ixps.len() > MAX_IXPS {
+        return Err(format!("--ixp: {} IXPs, at most {MAX_IXPS}", o.ixps.len()));
+    }
+    let mut ixps: Vec<Vec<usize>> = Vec::new();
+    let k_of: HashMap<u32, usize> = asns.iter().enumerate().map(|(k, &a)| (a, k)).collect();
+    for (i, members) in o.ixps.iter().enumerate() {
+        let mut m: Vec<usize> = Vec::new();
+        for a in members {
+            let Some(&k) = k_of.get(a) else {
+                return Err(format!("--ixp {}: AS {a} is not among the lab's ASes", i + 1));
+            };
+            if m.contains(&k) {
+                return Err(format!("--ixp {}: AS {a} is named twice", i + 1));
+            }
+            m.push(k);
+        }
+        if !(2..=MAX_IXP_MEMBERS).contains(&m.len()) {
+            return Err(format!(
+                "--ixp {}: {} members, an IXP has 2 to {MAX_IXP_MEMBERS}",
+                i + 1,
+                m.len()
+            ));
+        }
+        for (j, &k) in m.iter().enumerate() {
+            sessions[k].push((ixp_addr(i, j + 2), ixp_addr(i, 1), ixp_rs_asn(i), "ixp"));
+        }
+        warnings.push(format!(
+            "IXP {} (ixp{i}, route server rs{i}): its members peer through it, which a valley_free check sees only if its relationships file has them as peers (A|B|0)",
+            i + 1
+        ));
+        ixps.push(m);
+    }
+    Ok(ixps)
 }
 
 /// BIRD's configuration of AS `asn` (router id `rid`, its prefix `net`): its sessions
