@@ -77,6 +77,24 @@ pub struct RouterBgp {
     pub error: Option<String>,
 }
 
+impl RouterBgp {
+    /// A router that has said nothing yet.
+    pub fn new(node: &str, software: Software) -> RouterBgp {
+        RouterBgp {
+            node: node.to_string(),
+            software,
+            asn: None,
+            sessions: 0,
+            established: 0,
+            updates_sent: 0,
+            updates_received: 0,
+            last_change_ns: None,
+            path: None,
+            error: None,
+        }
+    }
+}
+
 /// When the answers were given: the lab clock's reading then (ns) and the local time of
 /// day then (ms since local midnight, as BIRD prints its times).
 #[derive(Debug, Clone, Copy)]
@@ -94,18 +112,7 @@ pub fn router(
     answers: &[String],
     at: AnsweredAt,
 ) -> Result<RouterBgp, String> {
-    let mut r = RouterBgp {
-        node: node.to_string(),
-        software,
-        asn: None,
-        sessions: 0,
-        established: 0,
-        updates_sent: 0,
-        updates_received: 0,
-        last_change_ns: None,
-        path: None,
-        error: None,
-    };
+    let mut r = RouterBgp::new(node, software);
     let answer = |i: usize| answers.get(i).map(String::as_str);
     match software {
         Software::Bird => {

@@ -43,7 +43,7 @@ pub(crate) fn report_bgp(lab: Option<String>, prefix: Option<IpNet>, as_json: bo
         };
         answers
             .and_then(|a| bgp::router(node, *software, &a, at))
-            .unwrap_or_else(|e| unread(node, *software, e))
+            .unwrap_or_else(|e| RouterBgp { error: Some(e), ..RouterBgp::new(node, *software) })
     })?;
     let answered_ns = uptime_ns + since.elapsed().as_nanos() as u64;
     let r = bgp::report(prefix, parts, answered_ns);
@@ -53,22 +53,6 @@ pub(crate) fn report_bgp(lab: Option<String>, prefix: Option<IpNet>, as_json: bo
         print_report(&lab, &r);
     }
     Ok(())
-}
-
-/// A router whose answers could not be had or read.
-fn unread(node: &str, software: Software, error: String) -> RouterBgp {
-    RouterBgp {
-        node: node.to_string(),
-        software,
-        asn: None,
-        sessions: 0,
-        established: 0,
-        updates_sent: 0,
-        updates_received: 0,
-        last_change_ns: None,
-        path: None,
-        error: Some(error),
-    }
 }
 
 /// `argv` in `node` through the lab's API: its output, or why not.
