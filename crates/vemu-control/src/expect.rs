@@ -241,6 +241,17 @@ impl Judge {
         }
     }
 
+    /// The probe of check `i` given to [`Judge::probed`] (which began at the `now_ns`
+    /// given there: when the check held) ended at `end_ns`: if it resolved the check,
+    /// the check's measurement runs to then, and a window of the monitor over any of it
+    /// distrusts it. (Resolved at the probe's start only, a check whose probe began
+    /// just before a starved window and ran into it was trusted, here and in CI.)
+    pub fn probe_ended(&mut self, i: usize, end_ns: u64) {
+        if self.progress[i].resolved_at.is_some_and(|at| end_ns > at) {
+            self.distrust(i, end_ns);
+        }
+    }
+
     /// Whether [`Judge::tick`] at `now_ns` needs the run's verdict (a fidelity check is
     /// due): reading it costs the engine's counters.
     pub fn needs_run_verdict(&self, now_ns: u64) -> bool {

@@ -316,16 +316,16 @@ pub(crate) fn expectations(ctl: Arc<Mutex<Controller>>, clock: LabClock) -> Back
                 })
                 .collect()
         };
-        let probed: Vec<(usize, bool, String)> = std::thread::scope(|s| {
+        let probed: Vec<(usize, bool, String, u64)> = std::thread::scope(|s| {
             let running: Vec<_> = due
                 .into_iter()
                 .map(|(i, check, door, left_s)| {
                     s.spawn(move || match door {
                         Ok(d) => {
                             let (holds, why) = probe::holds(d, &check, left_s);
-                            (i, holds, why)
+                            (i, holds, why, clock.now_ns())
                         }
-                        Err(e) => (i, false, e.to_string()),
+                        Err(e) => (i, false, e.to_string(), clock.now_ns()),
                     })
                 })
                 .collect();
@@ -338,8 +338,9 @@ pub(crate) fn expectations(ctl: Arc<Mutex<Controller>>, clock: LabClock) -> Back
         let measured = measure_flows(&lab, flows);
         {
             let mut c = ctl.locked();
-            for (i, holds, why) in probed {
+            for (i, holds, why, ended) in probed {
                 c.judge.probed(i, now, holds, &why);
+                c.judge.probe_ended(i, ended);
             }
             let t = clock.now_ns();
             let run = if c.judge.needs_run_verdict(t) { c.run_verdict() } else { Verdict::Ok };

@@ -126,6 +126,24 @@ fn a_check_measured_while_the_monitor_judged_the_lab_not_ok_is_untrustworthy() {
     ok_first.window(4 * S + 300_000_000, 5 * S + 300_000_000, Verdict::Ok, false);
     assert_eq!(ok_first.results()[0].outcome, Outcome::Passed);
     assert!(ok_first.done());
+    // A probe that began before a bad window and ran into it: its check is distrusted,
+    // and the judge waits for the monitor's word on the probe's end, not its start.
+    let mut long = Judge::new(vec![reach("l", 0, 5)]);
+    long.window(0, 2 * S, Verdict::Ok, false);
+    long.probed(0, S + 900_000_000, true, "");
+    long.probe_ended(0, 2 * S + 100_000_000);
+    assert_eq!(long.results()[0].outcome, Outcome::Passed);
+    assert!(!long.done(), "the probe's end not judged yet");
+    long.window(2 * S, 3 * S, Verdict::Ok, true);
+    assert_eq!(long.results()[0].outcome, Outcome::Untrustworthy);
+    assert!(
+        long.results()[0].detail.starts_with(
+            "passed (1.9 s ≤ 5.0 s), but the lab's software waited for CPU from 2.0 s"
+        ),
+        "{}",
+        long.results()[0].detail
+    );
+    assert!(long.done());
     // A monitor that says nothing: the judge waits JUDGED_WAIT_NS, no more.
     let mut quiet = Judge::new(vec![reach("q", 0, 5)]);
     quiet.probed(0, S, true, "");
