@@ -138,6 +138,14 @@ fn up(
 }
 
 async fn apply(lab_obj: Arc<VemuLab>, ctx: &Ctx, api: &Api<VemuLab>) -> Result<Action, Error> {
+    // The watch's copy may be older than this operator's own last status write (a look
+    // queued before it, as when a policy change and a spec change come together): read
+    // afresh, so that a lab just brought up is not brought up again — which failed, and
+    // took the lab down for a moment (CI saw it Up, then "not running").
+    let lab_obj = match api.get_opt(&lab_obj.name_any()).await? {
+        Some(fresh) => Arc::new(fresh),
+        None => return Ok(Action::await_change()),
+    };
     let (ns, name) = (lab_obj.namespace().unwrap_or_default(), lab_obj.name_any());
     let status = lab_obj.status.clone();
     let agents = agents(ctx).await?;
