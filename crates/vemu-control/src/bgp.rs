@@ -213,7 +213,8 @@ fn parse_day_ms(t: &str) -> Option<u64> {
     let (hms, frac) = t.split_once('.').unwrap_or((t, ""));
     let mut p = hms.split(':').map(|x| x.parse::<u64>().ok());
     let (h, m, s) = (p.next()??, p.next()??, p.next()??);
-    if p.next().is_some() || h > 23 || m > 59 || s > 60 || frac.len() > 9 {
+    // (A leap second, 23:59:60, would pass midnight: it is left out like any odd time.)
+    if p.next().is_some() || h > 23 || m > 59 || s > 59 || frac.len() > 9 {
         return None;
     }
     let ms = match frac {

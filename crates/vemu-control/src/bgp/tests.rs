@@ -100,7 +100,7 @@ fn birds_sessions_updates_last_route_and_path_are_read() {
     let at1 = AnsweredAt { lab_ns: 1_000_000_000, local_day_ms: day_ms("20:25:00") };
     let r = router("x", Software::Bird, &["".into(), BIRD_ROUTES.into()], at1).unwrap();
     assert_eq!(r.last_change_ns, Some(0));
-    let odd = "a [p 2026-12-01] [AS1i]\nb [p 25:00:00] [AS1i]\nc [p 1:2] [AS1i]\n[ [AS\n";
+    let odd = "a [p 2026-12-01] [AS1i]\nb [p 25:00:00] [AS1i]\nc [p 1:2] [AS1i]\n[ [AS\nd [p 23:59:60.999] [AS1i]\n";
     let r = router("y", Software::Bird, &["".into(), odd.into()], at1).unwrap();
     assert_eq!(r.last_change_ns, None);
 }
