@@ -5,12 +5,10 @@ use std::time::Instant;
 
 use anyhow::Result;
 use ipnet::IpNet;
-use serde_json::json;
 use vemu_control::bgp::{self, AnsweredAt, RouterBgp, Software};
 use vemu_control::client::Client;
-use vemu_control::percent_encode;
 
-use crate::lab::{ask_nodes, connect, load_plan, resolve_lab, user};
+use crate::lab::{ask_nodes, connect, exec_in, load_plan, resolve_lab, user};
 
 /// The longest a command in a router may take, s.
 const COMMAND_S: u64 = 20;
@@ -57,10 +55,7 @@ pub(crate) fn report_bgp(lab: Option<String>, prefix: Option<IpNet>, as_json: bo
 
 /// `argv` in `node` through the lab's API: its output, or why not.
 fn run(c: &Client, node: &str, argv: &[String]) -> Result<String, String> {
-    let body = json!({"cmd": argv, "timeout_s": COMMAND_S});
-    let v = c
-        .post(&format!("/v1/nodes/{}/exec", percent_encode(node)), &body)
-        .map_err(|e| format!("{}: {e:#}", argv[0]))?;
+    let v = exec_in(c, node, argv, COMMAND_S).map_err(|e| format!("{}: {e:#}", argv[0]))?;
     match v["exit"].as_i64() {
         Some(0) => Ok(v["stdout"].as_str().unwrap_or_default().to_string()),
         code => Err(format!(

@@ -62,6 +62,19 @@ pub(crate) fn connect(lab: &str) -> Result<Client> {
     Client::connect(lab).map_err(|e| user(e.to_string()))
 }
 
+/// `argv` run in `node` through the lab's API (`POST /v1/nodes/{node}/exec`), for up to
+/// `timeout_s`: its answer (`exit`, `stdout`, `stderr`, `truncated`, `timed_out`).
+pub(crate) fn exec_in<S: AsRef<str>>(
+    c: &Client,
+    node: &str,
+    argv: &[S],
+    timeout_s: u64,
+) -> Result<serde_json::Value> {
+    let argv: Vec<&str> = argv.iter().map(AsRef::as_ref).collect();
+    let body = json!({"cmd": argv, "timeout_s": timeout_s});
+    c.post(&format!("/v1/nodes/{}/exec", vemu_control::percent_encode(node)), &body)
+}
+
 /// How many nodes [`ask_nodes`] asks at once: most of a command run in a node through
 /// the API is waiting (for the node's program, its namespace, the controller), and a
 /// thousand routers asked one after another took tens of seconds.

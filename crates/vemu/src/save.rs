@@ -3,11 +3,9 @@
 //! DIR/NODE/FILE, `vemu inventory`.
 
 use anyhow::{bail, Context, Result};
-use serde_json::json;
-use vemu_control::percent_encode;
 use vemu_scenario::Plan;
 
-use crate::lab::{ask_nodes, connect, load_plan, resolve_lab, user};
+use crate::lab::{ask_nodes, connect, exec_in, load_plan, resolve_lab, user};
 
 /// A node of a router kind.
 pub(crate) type Router = (String, &'static dyn vemu_scenario::kinds::Kind);
@@ -36,9 +34,8 @@ pub(crate) fn wait_routers_ready(lab: &str, mut waiting: Vec<Router>) -> Result<
     let t0 = std::time::Instant::now();
     while !waiting.is_empty() {
         let answers = ask_nodes(lab, &waiting, |c, (node, kind)| {
-            let body = json!({"cmd": ["sh", "-c", kind.ready()], "timeout_s": 5});
-            let path = format!("/v1/nodes/{}/exec", percent_encode(node));
-            c.post(&path, &body).with_context(|| format!("asking node {node}"))
+            exec_in(c, node, &["sh", "-c", kind.ready()], 5)
+                .with_context(|| format!("asking node {node}"))
         })?;
         let mut still = Vec::new();
         for (router, out) in waiting.into_iter().zip(answers) {
@@ -78,9 +75,8 @@ pub(crate) fn save(lab: Option<String>, output: Option<std::path::PathBuf>) -> R
             continue;
         };
         let (make, file) = kind.save();
-        let body = json!({"cmd": ["sh", "-c", format!("{make} && cat {file}")], "timeout_s": 30});
-        let path = format!("/v1/nodes/{}/exec", percent_encode(&n.name));
-        let out = c.post(&path, &body).with_context(|| format!("saving node {}", n.name))?;
+        let out = exec_in(&c, &n.name, &["sh", "-c", &format!("{make} && cat {file}")], 30)
+            .with_context(|| format!("saving node {}", n.name))?;
         if out["exit"].as_i64() != Some(0) || out["truncated"].as_bool() == Some(true) {
             bail!(
                 "node {} ({}): could not save its configuration: {}",
