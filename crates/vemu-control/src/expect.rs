@@ -89,8 +89,6 @@ pub struct Judge {
     /// lab's software waited for CPU while its bulk links kept their rates (verdict
     /// `None`).
     bad: Vec<BadWindow>,
-    /// Whether the monitor has judged a window yet.
-    judged_one: bool,
     /// Per check (beside its result), where its measurement stands.
     progress: Vec<Progress>,
     /// The end of the last window the monitor judged, and the lab clock at the last tick.
@@ -158,7 +156,6 @@ impl Judge {
             checks,
             results,
             bad: Vec::new(),
-            judged_one: false,
             progress: vec![Progress::default(); n],
             judged_until_ns: 0,
             now_ns: 0,
@@ -385,8 +382,10 @@ impl Judge {
     /// probes: such a window distrusts checks as a bad one does).
     /// Checks already resolved whose measurement it covers become untrustworthy.
     pub fn window(&mut self, from_ns: u64, to_ns: u64, verdict: Verdict, paced: bool) {
+        // (The monitor's windows end on the lab clock after its start: none judged yet is
+        // a judged end of 0.)
+        let first = self.judged_until_ns == 0;
         self.judged_until_ns = self.judged_until_ns.max(to_ns);
-        let first = !std::mem::replace(&mut self.judged_one, true);
         if verdict != Verdict::Ok || paced {
             self.bad.push(BadWindow {
                 from_ns,
