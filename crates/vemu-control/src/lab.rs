@@ -45,7 +45,7 @@ impl PortState {
     pub(crate) fn of_links(plan: &Plan) -> Vec<PortState> {
         plan.links
             .iter()
-            .map(|l| PortState { up: true, imps: [l.forward.clone(), l.reverse.clone()] })
+            .map(|l| PortState { up: true, imps: [(*l.forward).clone(), (*l.reverse).clone()] })
             .collect()
     }
 

@@ -24,8 +24,6 @@ pub struct Plan {
     /// What happens while the lab runs, on the lab clock.
     #[serde(default)]
     pub events: Vec<TimedEvent>,
-    /// Lines of every node's `/etc/hosts`: each node name with each of its addresses.
-    pub hosts: Vec<(IpAddr, String)>,
     /// When the data plane's measured lateness makes results doubtful.
     #[serde(default)]
     pub fidelity: FidelityThresholds,
@@ -451,10 +449,10 @@ pub struct LinkPlan {
     pub name: String,
     pub a: EndpointRef,
     pub b: EndpointRef,
-    /// a → b
-    pub forward: Impairments,
+    /// a → b (shared: a generated lab's links of one tier hold one copy)
+    pub forward: std::sync::Arc<Impairments>,
     /// b → a
-    pub reverse: Impairments,
+    pub reverse: std::sync::Arc<Impairments>,
     /// Cost for static route computation.
     pub weight: u32,
 }
@@ -635,6 +633,22 @@ impl SegmentPlan {
 }
 
 impl Plan {
+    /// The lab's `/etc/hosts` entries: each node's loopback and interface addresses
+    /// (IPv4 before IPv6) with its name (made when asked: a million-node plan does not
+    /// hold a second copy of every name).
+    pub fn hosts(&self) -> impl Iterator<Item = (IpAddr, &str)> {
+        self.nodes.iter().flat_map(|n| {
+            let mut addrs: Vec<IpAddr> = n
+                .loopback
+                .iter()
+                .chain(n.ifaces.iter().flat_map(|i| i.addrs.iter()))
+                .map(|a| a.addr())
+                .collect();
+            addrs.sort_by_key(|a| a.is_ipv6());
+            addrs.into_iter().map(move |a| (a, n.name.as_str()))
+        })
+    }
+
     /// Neither direction of link `l` needs the engine ([`Impairments::needs_engine`],
     /// at its first end's interface MTU, as the core judges it): the kernel fast path
     /// can carry the link from the start, with no TAP device of the engine's.

@@ -205,8 +205,8 @@ pub struct LinkDef {
     pub mark: Mark,
     pub field: String,
     pub ends: [EndDef; 2],
-    pub forward: Impairments,
-    pub reverse: Impairments,
+    pub forward: std::sync::Arc<Impairments>,
+    pub reverse: std::sync::Arc<Impairments>,
     pub weight: u32,
 }
 
@@ -264,7 +264,7 @@ pub fn parse(
 ) -> Result<Scenario, Vec<Error>> {
     let root = document(text)?;
     let base_dir = base.map(Path::to_path_buf).unwrap_or_else(|| std::path::PathBuf::from("."));
-    let mut p = P { errors: Vec::new(), trust: trust.clone(), base: Some(base_dir) };
+    let mut p = P::new(trust.clone(), Some(base_dir));
     let top = p.map(&root, "", TOP_KEYS);
     let get = |k: &str| top.iter().find(|(key, ..)| *key == k).map(|(_, m, n)| (*m, *n));
 
@@ -317,7 +317,10 @@ pub fn parse(
 
     let links = get("links").map(|(_, n)| link_defs(&mut p, n, &default_link, &names, &nodes));
     let mut links = links.unwrap_or_default();
-    links.extend(generated.links);
+    match links.is_empty() {
+        true => links = generated.links, // (not copied: a generated lab's millions)
+        false => links.extend(generated.links),
+    }
     unique_link_names(&mut p, &links);
     let mut segments = Vec::new();
     if let Some((_, n)) = get("segments") {
@@ -565,7 +568,7 @@ fn node_defs(
 /// (`("delay", "20ms")`, `("loss", "{model: gilbert-elliott, p: 1%}")`), with the same
 /// rules and messages as in a scenario file. `bandwidth: unlimited` lifts a rate limit.
 pub fn impairment_patch(pairs: &[(&str, &str)]) -> Result<ImpairmentsPatch, String> {
-    let mut p = P { errors: Vec::new(), trust: crate::Trust::Owner, base: None };
+    let mut p = P::new(crate::Trust::Owner, None);
     let mut patch = ImpairmentsPatch::default();
     for (key, value) in pairs {
         if !IMPAIRMENT_KEYS.contains(key) {

@@ -55,7 +55,8 @@ fn iface_name(
                 None => format!("eth{}", next_auto[e.node]),
             };
             next_auto[e.node] += 1;
-            if used[e.node].insert(cand.clone()) {
+            // (only written names are kept: the automatic ones count up past each other)
+            if !used[e.node].contains(&cand) {
                 break cand;
             }
         },
@@ -99,6 +100,13 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
         .chain(s.segments.iter().flat_map(|g| g.members.iter().map(|m| &m.end)))
         .collect();
     let mut used: Vec<HashSet<String>> = vec![HashSet::new(); nodes.len()];
+    let mut degree = vec![0usize; nodes.len()];
+    for e in &ends {
+        degree[e.node] += 1;
+    }
+    for (n, d) in nodes.iter_mut().zip(degree) {
+        n.ifaces.reserve_exact(d); // (a fabric's switches: no doubling to their k ports)
+    }
     for e in &ends {
         if let Some(name) = &e.iface {
             if !used[e.node].insert(name.clone()) {
@@ -140,7 +148,7 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
         s.links.iter().map(|l| link_addresses(l, &mut v4, &mut v6, s, &mut errors)).collect();
 
     let mut wiring = Wiring::new(s, nodes.len(), used);
-    let links = link_plans(s, &mut nodes, &mut wiring, &link_addrs, &mut errors);
+    let links = link_plans(s, &mut nodes, &mut wiring, link_addrs, &mut errors);
     let segments = segment_plans(s, &mut nodes, &mut wiring, &seg_addrs, &mut errors);
     check_macs(&nodes, &mut errors);
     bridge::ap_bridges(s, &mut nodes, &segments, &mut errors);
@@ -197,7 +205,6 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
         nodes[ni].rules = def.rules.iter().map(|r| r.rule.clone()).collect();
     }
 
-    let hosts = hosts_entries(&nodes);
     // An external node is one NIC's wire: one port; its addresses are those the lab
     // expects the device there to have, and it has no routes vemu could install.
     for (n, d) in nodes.iter_mut().zip(&s.nodes).filter(|(n, _)| n.kind == NodeKind::External) {
@@ -213,7 +220,6 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
         links,
         segments,
         events: Vec::new(),
-        hosts,
         fidelity: s.fidelity.clone(),
         storage_bytes: s.storage_bytes,
         log_bytes: s.log_bytes,
@@ -369,17 +375,21 @@ fn link_plans(
     s: &Scenario,
     nodes: &mut [NodePlan],
     wiring: &mut Wiring,
-    link_addrs: &[[Vec<IpNet>; 2]],
+    mut link_addrs: Vec<[Vec<IpNet>; 2]>,
     errors: &mut Vec<Error>,
 ) -> Vec<LinkPlan> {
-    let mut links = Vec::new();
+    let mut links = Vec::with_capacity(s.links.len());
     for (li, l) in s.links.iter().enumerate() {
-        let addrs = &link_addrs[li];
+        let addrs = &mut link_addrs[li];
         let mtu = port_mtu([&l.forward, &l.reverse]);
-        check_ipv6_mtu(errors, mtu, &addrs.concat(), l.mark, &l.field);
+        if mtu < 1280 {
+            check_ipv6_mtu(errors, mtu, &addrs.concat(), l.mark, &l.field);
+        }
         let mut refs = [EndpointRef { node: 0, iface: 0 }; 2];
         for (k, e) in l.ends.iter().enumerate() {
-            refs[k] = wiring.add(s, nodes, e, mtu, addrs[k].clone(), Attach::Link(li));
+            let mut mine = std::mem::take(&mut addrs[k]);
+            mine.shrink_to_fit();
+            refs[k] = wiring.add(s, nodes, e, mtu, mine, Attach::Link(li));
         }
         let name = l.name.clone().unwrap_or_default();
         links.push(LinkPlan {
@@ -517,23 +527,6 @@ fn check_routes(s: &Scenario, nodes: &[NodePlan], errors: &mut Vec<Error>) {
             }
         }
     }
-}
-
-/// The lab's `/etc/hosts` entries: each node's loopback and interface addresses
-/// (IPv4 first) with its name.
-fn hosts_entries(nodes: &[NodePlan]) -> Vec<(IpAddr, String)> {
-    let mut hosts = Vec::new();
-    for n in nodes {
-        let mut addrs: Vec<IpAddr> = n
-            .loopback
-            .iter()
-            .chain(n.ifaces.iter().flat_map(|i| i.addrs.iter()))
-            .map(|a| a.addr())
-            .collect();
-        addrs.sort_by_key(|a| a.is_ipv6());
-        hosts.extend(addrs.into_iter().map(|a| (a, n.name.clone())));
-    }
-    hosts
 }
 
 /// The timeline's events, each naming what exists in the plan (and what can be done

@@ -127,6 +127,10 @@ pub(crate) fn generate(
             return out;
         }
         let first = nodes.len();
+        nodes.reserve(graph.nodes.len());
+        if e.radio.is_none() {
+            out.links.reserve(graph.links.len());
+        }
         if !make_nodes(p, &e, &graph, &field, base, default_node, machines, nodes, names) {
             continue;
         }

@@ -169,8 +169,8 @@ pub(crate) fn link_def(
             mark: l.mark,
             field,
             ends: [a.clone(), b.clone()],
-            forward: fwd,
-            reverse: rev,
+            forward: p.share(fwd),
+            reverse: p.share(rev),
             weight,
         });
     }

@@ -10,11 +10,35 @@ pub(crate) struct P {
     /// The directory files named in the scenario are relative to; `None` where no file
     /// may be named (impairments given at run time).
     pub(crate) base: Option<std::path::PathBuf>,
+    /// Links' impairments made lately, shared by the links that have the same (a
+    /// generated lab's links of one tier: one copy, not one per link and direction).
+    pub(crate) shared: Vec<std::sync::Arc<vemu_link::Impairments>>,
 }
 
 pub(crate) type Entries<'n> = Vec<(&'n str, Mark, &'n Node)>;
 
 impl P {
+    pub(crate) fn new(trust: crate::Trust, base: Option<std::path::PathBuf>) -> P {
+        P { errors: Vec::new(), trust, base, shared: Vec::new() }
+    }
+
+    /// `imp`, as one of the copies made lately if it equals one.
+    pub(crate) fn share(
+        &mut self,
+        imp: vemu_link::Impairments,
+    ) -> std::sync::Arc<vemu_link::Impairments> {
+        const KEPT: usize = 8;
+        if let Some(i) = self.shared.iter().position(|s| **s == imp) {
+            return self.shared[i].clone();
+        }
+        let a = std::sync::Arc::new(imp);
+        if self.shared.len() == KEPT {
+            self.shared.remove(0);
+        }
+        self.shared.push(a.clone());
+        a
+    }
+
     pub(crate) fn err(&mut self, mark: Mark, field: &str, message: impl Into<String>) {
         self.errors.push(Error {
             line: mark.line,

@@ -30,7 +30,7 @@ fn lan_segments_get_a_subnet_ports_and_routes() {
     let r: Vec<String> =
         p.nodes[0].routes.iter().map(|r| format!("{} via {}", r.dst, r.via.unwrap())).collect();
     assert_eq!(r, ["10.0.0.0/24 via 10.0.1.2", "fd00::/63 via fd00:0:0:1::2"]);
-    assert!(p.hosts.iter().any(|(a, n)| n == "r1" && a.to_string() == "10.255.0.1"));
+    assert!(p.hosts().any(|(a, n)| n == "r1" && a.to_string() == "10.255.0.1"));
 }
 
 #[test]

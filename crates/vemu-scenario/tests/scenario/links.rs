@@ -29,7 +29,7 @@ fn the_issue_example_plans() {
     let r: Vec<String> =
         p.nodes[0].routes.iter().map(|r| format!("{} via {}", r.dst, r.via.unwrap())).collect();
     assert_eq!(r, ["10.0.0.0/29 via 10.0.0.2", "fd00::/63 via fd00::2"]);
-    assert!(p.hosts.iter().any(|(a, n)| n == "n3" && a.to_string() == "10.0.0.6"));
+    assert!(p.hosts().any(|(a, n)| n == "n3" && a.to_string() == "10.0.0.6"));
     assert_eq!(p.find_link("n3:n2").unwrap(), (1, true));
 }
 

@@ -27,7 +27,7 @@ impl LocalWorker {
         let hosts: String = std::iter::once(
             "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n".to_string(),
         )
-        .chain(plan.hosts.iter().map(|(a, n)| format!("{a}\t{n}\n")))
+        .chain(plan.hosts().map(|(a, n)| format!("{a}\t{n}\n")))
         .collect();
         let local_nodes = layout.nodes.clone();
         let share_nodes: Vec<vemu_scenario::NodePlan> =
@@ -192,8 +192,8 @@ impl LocalWorker {
                 a,
                 b,
                 plane: pa.zip(pb).map(|(a, b)| [a, b]),
-                forward: l.forward.clone(),
-                reverse: l.reverse.clone(),
+                forward: (*l.forward).clone(),
+                reverse: (*l.reverse).clone(),
                 seeds: link_seeds(plan, i),
                 remote,
                 kernel_tunnel,
@@ -371,7 +371,7 @@ impl LocalWorker {
                     let kernel =
                         |d: &&vemu_link::Impairments| d.shaper == vemu_link::Shaper::Kernel;
                     let asks =
-                        plan.links.iter().any(|l| [&l.forward, &l.reverse].iter().any(kernel));
+                        plan.links.iter().any(|l| [&*l.forward, &*l.reverse].iter().any(kernel));
                     if let (Err(why), true) = (f.shaper(), asks) {
                         eprintln!("kernel shaper unavailable ({why}): the engine shapes the directions that ask for 'shaper: kernel'");
                     }
