@@ -11,6 +11,9 @@
                    pair exchanging 500 pings/s), vs the same load on kernel veth pairs
   bench.py chain   chains of 1..16 hops: RTT and TCP throughput, vemu vs a kernel veth chain
   bench.py scale   start-up / tear-down time and memory for labs of 10, 100, 1000 nodes
+                   (and 10,000), then `plan`
+  bench.py plan    generated fat-trees of ~10k, ~100k, ~1M nodes planned over 100 machines
+                   (vemu check --machines): time, peak memory, links cut
   bench.py switch  LAN segments: switching decision time vs ports (2..4096), and switch
                    throughput for unicast and broadcast frames of 64..1500 bytes vs ports
   bench.py api     API: time of a link change (request to reply; the engine has applied it
@@ -92,7 +95,7 @@ from experiments.dataplane import bench_dataplane
 from experiments.engine import bench_engine
 from experiments.images import bench_images
 from experiments.internet import bench_internet
-from experiments.scale import bench_scale
+from experiments.scale import bench_plan, bench_scale
 from experiments.switch import bench_flood, bench_switch
 from experiments.api import bench_api
 from experiments.radio import bench_channel, bench_manet
@@ -116,7 +119,8 @@ def main():
         "density": [bench_density],
         "cpu": [bench_cpu],
         "chain": [bench_chain],
-        "scale": [bench_scale],
+        "scale": [bench_scale, bench_plan],
+        "plan": [bench_plan],
         "switch": [bench_switch],
         "flood": [bench_flood],
         "api": [bench_api],

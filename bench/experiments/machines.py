@@ -323,11 +323,11 @@ def bench_placement():
     write_csv("placement.csv", header, rows)
     series = []
     for graph in sorted({r[0] for r in rows}):
-        for method in ["random", "greedy", "metis", "classes", "vemu", "metis-best"]:
+        for method in ["random", "greedy", "metis", "classes", "vemu", "metis-best", "cones"]:
             pts = [(int(r[3]), int(r[6])) for r in rows if r[0] == graph and r[4] == method]
             if pts:
                 series.append((f"{graph}: {method}", [p[0] for p in pts], [p[1] for p in pts]))
-    plot("placement.png", "Placement (1000 nodes; clusters: 100,000): weight of the links cut", "machines", "Mbit/s cut", series, logy=True)
+    plot("placement.png", "Placement (1000 nodes; clusters: 100,000; generated: 1,344-10,040): weight of the links cut", "machines", "Mbit/s cut", series, logy=True)
     table = [[r[0], r[3], r[4], int(r[5]), int(r[6]), float(r[7]), float(r[8])] for r in rows]
     for r in table:
         print(f"placement {r[0]:10s} {r[1]:>2} machines {r[2]:10s}: {r[3]:5d} links cut ({r[4]} Mbit/s), heaviest machine {r[5]:.3f} x balanced, {r[6]:.1f} ms")
@@ -335,4 +335,5 @@ def bench_placement():
              ["graph", "machines", "method", "links cut", "Mbit/s cut", "heaviest machine ÷ balanced", "ms"], table,
              ["Graphs of 1000 nodes: random geometric (radius 0.05 of a unit square) and preferential attachment (2 links per new node); links weigh 1000, 100 or 10 Mbit/s in turn.",
               "clusters: 100,000 nodes, 10 random trees of 10,000 (100 Mbit/s links) joined by 30 links of 10 Mbit/s, on 10 machines; the natural cut is 300 Mbit/s.",
-              "vemu = the lightest cut of METIS, greedy growing and the link-class candidates (pods of heavier links contracted), each refined by single moves; random = an even deal of the nodes; metis-best = METIS alone, the lightest of 6 runs (seeds 1-3, k-way and recursive, 10 cuts each), its time the sum."])
+              "vemu = the lightest cut of METIS, greedy growing and the link-class candidates (pods of heavier links contracted), each refined by single moves; random = an even deal of the nodes; metis-best = METIS alone, the lightest of 6 runs (seeds 1-3, k-way and recursive, 10 cuts each), its time the sum.",
+              "Generated graphs (issue 66), on 10 machines: fat-tree-16 (1,344 nodes; core and aggregation links 10 Gbit/s, host links 1 Gbit/s), transit-stub (4 transit domains of 10 routers, 5 stub domains of 50 under each: 10,040 nodes; transit 10 Gbit/s, access 1 Gbit/s, stub 100 Mbit/s), barabasi-albert (10,000 nodes, m = 2) and as-graph (vemu import --as-graph 10000: 10,000 ASes, 15,756 relationships). cones = the AS graph's own partition: each AS under its first provider, the largest subtrees that fit a machine kept whole and dealt largest first, the ASes above them where most of their subtree went."])

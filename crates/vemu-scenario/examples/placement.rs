@@ -4,13 +4,16 @@
 //! lightest of them), with the heaviest machine's load over the balanced load and the
 //! time taken; then 100,000 nodes in 10 natural clusters on 10 machines, beside the best
 //! that METIS itself finds on the same graph (several seeds, k-way and recursive, 10 cuts
-//! each). `cargo run --release -p vemu-scenario --example placement` (bench/run.sh
-//! placement).
+//! each); then generated graphs of 1,344–10,040 nodes on 10 machines (a fat-tree, a
+//! transit-stub graph, a Barabási–Albert graph and a made-up AS graph, its customer cones
+//! beside) against METIS' best. `cargo run --release -p vemu-scenario --example placement`
+//! (bench/run.sh placement).
 
 use std::time::Instant;
 
 use rand_chacha::rand_core::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use vemu_scenario::generate::Generator;
 use vemu_scenario::placement::{cut, cut_weight, place_by, Graph, Method};
 
 /// Random points in a square joined to their neighbours within `radius` (a wireless
@@ -172,12 +175,186 @@ fn main() {
     }
     // METIS' best: the lightest cut of its runs (the time is the sum of them all).
     let t = Instant::now();
-    let best = [1, 2, 3]
-        .into_iter()
-        .flat_map(|seed| [false, true].map(|recursive| metis_alone(&g, k, seed, recursive)))
-        .min_by_key(|at| cut_weight(&g, at))
-        .expect("six runs");
+    let best = metis_best(&g, k);
     row("metis-best", &best, t.elapsed().as_secs_f64() * 1e3);
+    generated();
+}
+
+/// METIS' best on `g` over `k` machines: the lightest cut of its six runs (the time is
+/// the sum of them all).
+fn metis_best(g: &Graph, k: usize) -> Vec<usize> {
+    [1, 2, 3]
+        .into_iter()
+        .flat_map(|seed| [false, true].map(|recursive| metis_alone(g, k, seed, recursive)))
+        .min_by_key(|at| cut_weight(g, at))
+        .expect("six runs")
+}
+
+/// A generated topology as the placement sees it: its links weighed by tier (Mbit/s).
+fn from_generated(gen: Generator, weight: impl Fn(&str) -> u32) -> Graph {
+    let t = gen.generate("g", 1);
+    let links: Vec<(usize, usize)> = t.links.iter().map(|l| (l.a, l.b)).collect();
+    Graph {
+        link_weights: t.links.iter().map(|l| weight(l.tier)).collect(),
+        seed: 1,
+        ..Graph::unweighted(vec![None; t.nodes.len()], links, vec![])
+    }
+}
+
+/// The AS graph's own partition: each AS under its first provider (a forest rooted at
+/// the tier-1 ASes); the largest subtrees that fit a machine are kept whole and dealt,
+/// largest first, to the machine with the least; the ASes above them go each to the
+/// machine holding most of its subtrees' ASes.
+fn cones(g: &vemu_scenario::asgraph::AsGraph, k: usize) -> Vec<usize> {
+    use vemu_scenario::asgraph::Rel;
+    let n = g.ases.len();
+    let mut parent: Vec<Option<usize>> = vec![None; n];
+    for &(a, b, rel) in &g.rels {
+        if rel == Rel::ProviderOf && parent[b].is_none() {
+            parent[b] = Some(a);
+        }
+    }
+    // Providers come before their customers in a made-up graph, not in a real one:
+    // subtree sizes by repeated passes from the leaves (depth order).
+    let depth = |mut i: usize| {
+        let mut d = 0;
+        while let Some(p) = parent[i] {
+            i = p;
+            d += 1;
+            if d > n {
+                break;
+            }
+        }
+        d
+    };
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(depth(i)));
+    let mut size = vec![1usize; n];
+    for &i in &order {
+        if let Some(p) = parent[i] {
+            size[p] += size[i];
+        }
+    }
+    let fits = |i: usize| size[i] <= n.div_ceil(k);
+    let units: Vec<usize> =
+        (0..n).filter(|&i| fits(i) && parent[i].is_none_or(|p| !fits(p))).collect();
+    let mut by_size = units.clone();
+    by_size.sort_by_key(|&i| std::cmp::Reverse(size[i]));
+    let mut load = vec![0usize; k];
+    let mut unit_at = vec![usize::MAX; n];
+    for u in by_size {
+        let m = (0..k).min_by_key(|&m| load[m]).expect("k > 0");
+        load[m] += size[u];
+        unit_at[u] = m;
+    }
+    let mut at = vec![usize::MAX; n];
+    for i in 0..n {
+        // The unit above i (i itself, or an ancestor), if any.
+        let mut j = i;
+        loop {
+            if unit_at[j] != usize::MAX {
+                at[i] = unit_at[j];
+                break;
+            }
+            match parent[j] {
+                Some(p) => j = p,
+                None => break,
+            }
+        }
+    }
+    // The ASes above the units: where most of their subtree is.
+    let mut count = vec![vec![0usize; k]; n];
+    for i in 0..n {
+        if at[i] != usize::MAX {
+            let mut j = i;
+            while let Some(p) = parent[j] {
+                count[p][at[i]] += 1;
+                j = p;
+            }
+        }
+    }
+    for i in 0..n {
+        if at[i] == usize::MAX {
+            at[i] = (0..k).max_by_key(|&m| (count[i][m], std::cmp::Reverse(m))).expect("k > 0");
+        }
+    }
+    at
+}
+
+/// Generated graphs on 10 machines: what labs use beside METIS' best (and, for the AS
+/// graph, its customer cones).
+fn generated() {
+    let k = 10;
+    let as_text = vemu_scenario::import::generate_as_rel(10_000, 1);
+    let as_graph =
+        vemu_scenario::asgraph::parse_as_rel(&as_text, "made-up").expect("a valid graph");
+    let ases = Graph {
+        link_weights: vec![1000; as_graph.rels.len()],
+        seed: 1,
+        ..Graph::unweighted(
+            vec![None; as_graph.ases.len()],
+            as_graph.rels.iter().map(|&(a, b, _)| (a, b)).collect(),
+            vec![],
+        )
+    };
+    let graphs = [
+        (
+            "fat-tree-16",
+            from_generated(Generator::FatTree { k: 16, hosts: true }, |t| {
+                if t == "host" {
+                    1000
+                } else {
+                    10_000
+                }
+            }),
+        ),
+        (
+            "transit-stub",
+            from_generated(
+                Generator::TransitStub {
+                    transits: 4,
+                    transit_size: 10,
+                    stubs: 5,
+                    stub_size: 50,
+                    p: 0.1,
+                },
+                |t| match t {
+                    "transit" => 10_000,
+                    "access" => 1000,
+                    _ => 100,
+                },
+            ),
+        ),
+        (
+            "barabasi-albert",
+            from_generated(Generator::BarabasiAlbert { n: 10_000, m: 2 }, |_| 1000),
+        ),
+        ("as-graph", ases),
+    ];
+    for (name, g) in graphs {
+        let n = g.pins.len();
+        let row = |method: &str, at: &[usize], ms: f64| {
+            let max = (0..k).map(|m| at.iter().filter(|&&x| x == m).count()).max().unwrap_or(0);
+            println!(
+                "{name},{n},{},{k},{method},{},{},{:.3},{ms:.2}",
+                g.links.len(),
+                cut(&g.links, at),
+                cut_weight(&g, at),
+                max as f64 / (n as f64 / k as f64)
+            );
+        };
+        let t = Instant::now();
+        let at = place_by(&g, k, Method::Best).expect("no pins: always placeable");
+        row("vemu", &at, t.elapsed().as_secs_f64() * 1e3);
+        let t = Instant::now();
+        let best = metis_best(&g, k);
+        row("metis-best", &best, t.elapsed().as_secs_f64() * 1e3);
+        if name == "as-graph" {
+            let t = Instant::now();
+            let at = cones(&as_graph, k);
+            row("cones", &at, t.elapsed().as_secs_f64() * 1e3);
+        }
+    }
 }
 
 const METHODS: [(&str, Method); 4] = [

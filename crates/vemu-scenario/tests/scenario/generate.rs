@@ -30,6 +30,13 @@ addressing: {ipv4: 10.0.0.0/8, ipv4_prefix: 31, ipv6: none}
     let host_link = p.links.iter().find(|l| p.nodes[l.b.node].name == "ftp0e0h0").unwrap();
     assert_eq!(host_link.forward.delay_ns, 1_000_000);
     assert_eq!(host_link.forward.rate_bps, None);
+    // A tier's links hold one copy of their settings, both directions (a million-node
+    // lab's links would otherwise hold millions).
+    let cores: Vec<_> = p.links[1..].iter().filter(|l| l.forward.delay_ns == 2_000_000).collect();
+    assert_eq!(cores.len(), 16);
+    assert!(cores.iter().all(|l| std::sync::Arc::ptr_eq(&l.forward, &core.forward)
+        && std::sync::Arc::ptr_eq(&l.reverse, &core.forward)));
+    assert!(!std::sync::Arc::ptr_eq(&host_link.forward, &core.forward));
     assert_eq!(p.nodes[node("ftp3e1h1")].run, ["sleep 1d"]);
     assert!(p.nodes[node("ftc1")].run.is_empty());
     // /31 per link; static routes reach across the tree from every host.
