@@ -14,23 +14,7 @@ use ipnet::IpNet;
 use serde::Serialize;
 
 /// The router software a report reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Software {
-    Bird,
-    Frr,
-}
-
-impl Software {
-    /// The software of a node's `router` (its kind's), if a report reads it.
-    pub fn of(router: Option<&str>) -> Option<Software> {
-        match router {
-            Some("bird") => Some(Software::Bird),
-            Some("frr") => Some(Software::Frr),
-            _ => None,
-        }
-    }
-}
+pub use vemu_scenario::asgraph::BgpSoftware as Software;
 
 /// The commands to run in a router node, in the order [`router`] takes their answers:
 /// its sessions, its routes' times (BIRD), and its route to `prefix` if one is asked.

@@ -11,6 +11,34 @@ pub enum Rel {
     Peer,
 }
 
+/// The BGP router software vemu reads (a node's `router`, its kind's): what a
+/// `valley_free` check asks and `vemu report bgp` reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BgpSoftware {
+    Bird,
+    Frr,
+}
+
+impl BgpSoftware {
+    /// The software of a node's `router`, if it is one vemu reads.
+    pub fn of(router: Option<&str>) -> Option<BgpSoftware> {
+        match router {
+            Some("bird") => Some(BgpSoftware::Bird),
+            Some("frr") => Some(BgpSoftware::Frr),
+            _ => None,
+        }
+    }
+
+    /// Its name (its router kind's).
+    pub fn name(self) -> &'static str {
+        match self {
+            BgpSoftware::Bird => "bird",
+            BgpSoftware::Frr => "frr",
+        }
+    }
+}
+
 /// An AS graph: AS numbers and relationships between them (indices into `ases`).
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct AsGraph {

@@ -54,7 +54,7 @@ pub enum Check {
     ValleyFree {
         node: String,
         asn: u32,
-        software: String,
+        software: crate::asgraph::BgpSoftware,
         graph: crate::asgraph::AsGraph,
         routes: usize,
     },

@@ -627,9 +627,8 @@ fn valley_free_check(
     routes: usize,
 ) -> Result<crate::expect::Check, String> {
     let name = &node.name;
-    let software = match node.router.as_deref() {
-        Some(r @ ("bird" | "frr")) => r.to_string(),
-        _ => return Err(format!("node '{name}' runs no BGP router vemu reads (kind bird or frr)")),
+    let Some(software) = crate::asgraph::BgpSoftware::of(node.router.as_deref()) else {
+        return Err(format!("node '{name}' runs no BGP router vemu reads (kind bird or frr)"));
     };
     let Some(asn) = asn.or_else(|| name.strip_prefix("as")?.parse().ok()) else {
         return Err(format!("node '{name}' is not named as<ASN>: give its 'asn'"));

@@ -112,10 +112,7 @@ fn print_report(lab: &str, r: &bgp::BgpReport) {
         "AS", "NODE", "SOFTWARE", "SESSIONS", "UP", "SENT", "RECEIVED", "LAST CHANGE"
     );
     for x in &r.routers {
-        let software = match x.software {
-            Software::Bird => "bird",
-            Software::Frr => "frr",
-        };
+        let software = x.software.name();
         if let Some(e) = &x.error {
             println!("{:<10} {:<16} {software:<8} {e}", "?", x.node);
             continue;

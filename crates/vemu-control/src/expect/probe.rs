@@ -68,7 +68,7 @@ pub(crate) fn holds(door: Door, check: &Check, left_s: f64) -> (bool, String) {
             (code == *exit && matched, why)
         }
         Check::ValleyFree { asn, software, graph, routes, .. } => {
-            let bird = software == "bird";
+            let bird = *software == vemu_scenario::asgraph::BgpSoftware::Bird;
             let argv: &[&str] = if bird {
                 &["birdc", "show", "route", "all"]
             } else {
