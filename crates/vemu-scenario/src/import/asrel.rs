@@ -219,12 +219,12 @@ pub fn as_rel(g: &AsGraph, file: &str, stem: &str, o: &AsOptions) -> Result<Impo
     let mut warnings = Vec::new();
     // Each AS's sessions: (its interface's address, the neighbour's, the neighbour's AS,
     // what the neighbour is to it).
-    let mut sessions: Vec<Vec<(String, String, u32, &str)>> = vec![Vec::new(); chosen.len()];
+    let mut sessions: Vec<Vec<Session>> = vec![Vec::new(); chosen.len()];
     for (k, &(a, b, r)) in rels.iter().enumerate() {
         let [x, y] = link_addrs(k);
         let (to_a, to_b) = match r {
-            Rel::ProviderOf => ("customer", "provider"),
-            Rel::Peer => ("peer", "peer"),
+            Rel::ProviderOf => (Party::Customer, Party::Provider),
+            Rel::Peer => (Party::Peer, Party::Peer),
         };
         sessions[a].push((x.clone(), y.clone(), asn(b), to_a));
         sessions[b].push((y, x, asn(a), to_b));
@@ -328,7 +328,7 @@ pub fn as_rel(g: &AsGraph, file: &str, stem: &str, o: &AsOptions) -> Result<Impo
 fn ixp_members(
     o: &AsOptions,
     asns: &[u32],
-    sessions: &mut [Vec<(String, String, u32, &str)>],
+    sessions: &mut [Vec<Session>],
     warnings: &mut Vec<String>,
 ) -> Result<Vec<Vec<usize>>, String> {
     if o.ixps.len() > MAX_IXPS {
@@ -355,7 +355,12 @@ fn ixp_members(
             ));
         }
         for (j, &k) in m.iter().enumerate() {
-            sessions[k].push((ixp_addr(i, j + 2), ixp_addr(i, 1), ixp_rs_asn(i), "ixp"));
+            sessions[k].push((
+                ixp_addr(i, j + 2),
+                ixp_addr(i, 1),
+                ixp_rs_asn(i),
+                Party::RouteServer,
+            ));
         }
         warnings.push(format!(
             "IXP {} (ixp{i}, route server rs{i}): its members peer through it, which a valley_free check sees only if its relationships file has them as peers (A|B|0)",
@@ -372,7 +377,7 @@ fn ixp_members(
 /// from a customer, peer, provider) and preferred in that order (local preference 300,
 /// 200, 100); to customers go every route, to peers and providers the AS's own and its
 /// customers' (the marks are taken off before a route leaves).
-fn bird_config(asn: u32, rid: &str, net: &str, sessions: &[(String, String, u32, &str)]) -> String {
+fn bird_config(asn: u32, rid: &str, net: &str, sessions: &[Session]) -> String {
     let mut c = format!(
         "log syslog all;
 router id {rid};
@@ -402,28 +407,63 @@ template bgp neighbour {{
 "
     );
     for (i, (local, remote, peer_as, what)) in sessions.iter().enumerate() {
-        let (import, export) = match *what {
-            "customer" => ("from_customer", "to_customer"),
-            // An IXP's route server passes its members' routes on as they are: they are
-            // peers' routes (its AS is not in their paths: BIRD does not enforce the
-            // first AS by default).
-            "peer" | "ixp" => ("from_peer", "to_peer"),
-            _ => ("from_provider", "to_peer"),
-        };
+        let (import, export) = what.filters();
         let _ = write!(
             c,
-            "protocol bgp {what}{i} from neighbour {{\n  description \"AS{peer_as}, {}\";\n  local {local};\n  neighbor {remote} as {peer_as};\n  ipv4 {{ import filter {import}; export filter {export}; }};\n}}\n",
-            described(what)
+            "protocol bgp {}{i} from neighbour {{\n  description \"AS{peer_as}, {}\";\n  local {local};\n  neighbor {remote} as {peer_as};\n  ipv4 {{ import filter {import}; export filter {export}; }};\n}}\n",
+            what.name(),
+            what.described()
         );
     }
     c
 }
 
-/// What a neighbour is to an AS, in its sessions' descriptions.
-fn described(what: &str) -> String {
-    match what {
-        "ixp" => "an IXP's route server".to_string(),
-        w => format!("a {w}"),
+/// One session of an AS's router: its interface's address, the neighbour's, the
+/// neighbour's AS and what the neighbour is to it.
+type Session = (String, String, u32, Party);
+
+/// What a neighbour is to an AS: which Gao–Rexford policy its sessions get.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Party {
+    Customer,
+    Peer,
+    Provider,
+    /// An IXP's route server: it passes its members' routes on as they are, so they
+    /// are peers' routes (its AS is not in their paths: BIRD does not enforce the
+    /// first AS by default, FRR is told not to).
+    RouteServer,
+}
+
+impl Party {
+    /// Its name in BIRD's protocol names.
+    fn name(self) -> &'static str {
+        match self {
+            Party::Customer => "customer",
+            Party::Peer => "peer",
+            Party::Provider => "provider",
+            Party::RouteServer => "ixp",
+        }
+    }
+
+    /// What it is, in the sessions' descriptions.
+    fn described(self) -> &'static str {
+        match self {
+            Party::Customer => "a customer",
+            Party::Peer => "a peer",
+            Party::Provider => "a provider",
+            Party::RouteServer => "an IXP's route server",
+        }
+    }
+
+    /// The import and export filters of its sessions (BIRD's names; FRR's route-maps
+    /// are them in capitals): routes from customers are preferred over peers' over
+    /// providers', and only customers get routes learned from peers and providers.
+    fn filters(self) -> (&'static str, &'static str) {
+        match self {
+            Party::Customer => ("from_customer", "to_customer"),
+            Party::Peer | Party::RouteServer => ("from_peer", "to_peer"),
+            Party::Provider => ("from_provider", "to_peer"),
+        }
     }
 }
 
@@ -459,7 +499,7 @@ template bgp rs_client {{
 /// from a customer, peer, provider get the large community (ASN:1:1|2|3) and local
 /// preference 300, 200, 100; customers get every route, peers and providers the AS's own
 /// prefix and its customers' routes; the marks are taken off before a route leaves.
-fn frr_config(asn: u32, rid: &str, net: &str, sessions: &[(String, String, u32, &str)]) -> String {
+fn frr_config(asn: u32, rid: &str, net: &str, sessions: &[Session]) -> String {
     let mut c = format!(
         "frr defaults traditional
 hostname as{asn}
@@ -497,16 +537,13 @@ router bgp {asn}
         let _ = write!(
             c,
             " neighbor {remote} remote-as {peer_as}\n neighbor {remote} description AS{peer_as}, {}\n neighbor {remote} timers connect 1\n",
-            described(what)
+            what.described()
         );
     }
     let _ = write!(c, " address-family ipv4 unicast\n  network {net}\n");
     for (_, remote, _, what) in sessions {
-        let (import, export) = match *what {
-            "customer" => ("FROM_CUSTOMER", "TO_CUSTOMER"),
-            "peer" | "ixp" => ("FROM_PEER", "TO_PEER"),
-            _ => ("FROM_PROVIDER", "TO_PEER"),
-        };
+        let (import, export) = what.filters();
+        let (import, export) = (import.to_uppercase(), export.to_uppercase());
         let _ = write!(
             c,
             "  neighbor {remote} route-map {import} in\n  neighbor {remote} route-map {export} out\n"
