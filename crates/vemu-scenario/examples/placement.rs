@@ -247,30 +247,27 @@ fn cones(g: &vemu_scenario::asgraph::AsGraph, k: usize) -> Vec<usize> {
         load[m] += size[u];
         unit_at[u] = m;
     }
-    let mut at = vec![usize::MAX; n];
-    for i in 0..n {
-        // The unit above i (i itself, or an ancestor), if any.
-        let mut j = i;
-        loop {
-            if unit_at[j] != usize::MAX {
-                at[i] = unit_at[j];
-                break;
+    // Each AS on its unit's machine (the unit is itself or an ancestor), if it has one.
+    let mut at: Vec<usize> = (0..n)
+        .map(|i| {
+            let (mut j, mut steps) = (i, 0);
+            while unit_at[j] == usize::MAX {
+                match parent[j] {
+                    Some(p) if steps < n => (j, steps) = (p, steps + 1),
+                    _ => return usize::MAX, // (a top AS, or a loop of providers)
+                }
             }
-            match parent[j] {
-                Some(p) => j = p,
-                None => break,
-            }
-        }
-    }
+            unit_at[j]
+        })
+        .collect();
     // The ASes above the units: where most of their subtree is.
     let mut count = vec![vec![0usize; k]; n];
-    for i in 0..n {
-        if at[i] != usize::MAX {
-            let mut j = i;
-            while let Some(p) = parent[j] {
-                count[p][at[i]] += 1;
-                j = p;
-            }
+    for (i, &m) in at.iter().enumerate().filter(|(_, &m)| m != usize::MAX) {
+        let mut j = i;
+        for _ in 0..n {
+            let Some(p) = parent[j] else { break };
+            count[p][m] += 1;
+            j = p;
         }
     }
     for i in 0..n {

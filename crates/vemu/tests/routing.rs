@@ -4,6 +4,7 @@
 mod common;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use vemu_scenario::import::bird_as_paths;
 
 use common::*;
 
@@ -309,11 +310,6 @@ fn imported_as_graph(
     (g, rel_path, String::from_utf8(o.stdout).unwrap())
 }
 
-/// The AS paths in `birdc show route all` output (`BGP.as_path: 1 2 3`).
-fn as_paths(out: &str) -> Vec<Vec<u32>> {
-    vemu_scenario::import::bird_as_paths(out)
-}
-
 /// An AS-level Internet (issue 66): a made-up graph of 50 ASes in CAIDA's form, imported
 /// as BIRD routers with Gao-Rexford policies and a host per AS. Every host reaches every
 /// other; every route every router holds is valley-free; then a stub AS announces
@@ -334,10 +330,10 @@ fn an_as_level_internet_routes_valley_free_and_a_hijack_and_a_leak_are_seen() {
     for asn in &g.ases {
         let (code, out) = lab.sh(&format!("as{asn}"), "birdc show route primary all");
         assert_eq!(code, 0, "{out}");
-        assert_eq!(as_paths(&out).len(), 49, "AS {asn} has a route to every other AS: {out}");
+        assert_eq!(bird_as_paths(&out).len(), 49, "AS {asn} has a route to every other AS: {out}");
         // Every route it accepted, its best and the others, is valley-free.
         let (_, out) = lab.sh(&format!("as{asn}"), "birdc show route all");
-        for p in as_paths(&out) {
+        for p in bird_as_paths(&out) {
             let full: Vec<u32> = std::iter::once(*asn).chain(p).collect();
             if let Err(e) = vemu_scenario::import::valley_free(&full, &neighbours) {
                 panic!("AS {asn}'s route along {full:?}: {e}");
@@ -389,7 +385,7 @@ fn an_as_level_internet_routes_valley_free_and_a_hijack_and_a_leak_are_seen() {
     let origin = |asn: u32| {
         let (_, out) =
             lab.sh(&format!("as{asn}"), &format!("birdc show route for {net} primary all"));
-        as_paths(&out).first().and_then(|p| p.last().copied())
+        bird_as_paths(&out).first().and_then(|p| p.last().copied())
     };
     let deadline = Instant::now() + Duration::from_secs(30);
     while origin(attacker_provider) != Some(last) && Instant::now() < deadline {
@@ -430,7 +426,7 @@ fn an_as_level_internet_routes_valley_free_and_a_hijack_and_a_leak_are_seen() {
     assert_eq!(code, 0, "{out}");
     let valleys = |asn: u32| -> usize {
         let (_, out) = lab.sh(&format!("as{asn}"), "birdc show route primary all");
-        as_paths(&out)
+        bird_as_paths(&out)
             .into_iter()
             .filter(|p| {
                 let full: Vec<u32> = std::iter::once(asn).chain(p.iter().copied()).collect();
@@ -516,7 +512,7 @@ fn ixp_members_peer_through_a_transparent_route_server() {
         let node = if *asn == rs_asn { "rs0".to_string() } else { format!("as{asn}") };
         let (code, out) = lab.sh(&node, "birdc show route all");
         assert_eq!(code, 0, "{out}");
-        for p in as_paths(&out) {
+        for p in bird_as_paths(&out) {
             assert!(!p.contains(&rs_asn), "the route server's AS in a path at {node}: {p:?}");
             if *asn != rs_asn {
                 let full: Vec<u32> = std::iter::once(*asn).chain(p).collect();
