@@ -100,13 +100,7 @@ pub fn build_plan(s: &Scenario) -> Result<Plan, Vec<Error>> {
         .chain(s.segments.iter().flat_map(|g| g.members.iter().map(|m| &m.end)))
         .collect();
     let mut used: Vec<HashSet<String>> = vec![HashSet::new(); nodes.len()];
-    let mut degree = vec![0usize; nodes.len()];
-    for e in &ends {
-        degree[e.node] += 1;
-    }
-    for (n, d) in nodes.iter_mut().zip(degree) {
-        n.ifaces.reserve_exact(d); // (a fabric's switches: no doubling to their k ports)
-    }
+    reserve_interfaces(&mut nodes, &ends);
     for e in &ends {
         if let Some(name) = &e.iface {
             if !used[e.node].insert(name.clone()) {
@@ -302,6 +296,18 @@ fn mgmt_addresses(s: &Scenario, plan: &mut Plan, errors: &mut Vec<Error>) {
         }
         n.mgmt = addrs;
         n.mgmt_gateway = m.gateway_v4().filter(|_| m.nat);
+    }
+}
+
+/// Room in each node for the interfaces its `ends` will give it (a fabric's switches:
+/// their k ports at once, not doubled to them).
+fn reserve_interfaces(nodes: &mut [NodePlan], ends: &[&EndDef]) {
+    let mut degree = vec![0usize; nodes.len()];
+    for e in ends {
+        degree[e.node] += 1;
+    }
+    for (n, d) in nodes.iter_mut().zip(degree) {
+        n.ifaces.reserve_exact(d);
     }
 }
 
