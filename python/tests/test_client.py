@@ -186,10 +186,16 @@ def test_timeline_changes_the_link_at_the_right_lab_time(tmp_path):
         # Lab clock -> wall clock (ping -D prints wall-clock times).
         import time
 
-        t0 = time.time()
-        uptime = lab.status()["uptime_ns"] / 1e9
-        t1 = time.time()
-        epoch = (t0 + t1) / 2 - uptime
+        # The lab clock read through the API: the quickest of five answers (a slow one
+        # on a loaded machine would misplace every sample by up to its time).
+        reads = []
+        for _ in range(5):
+            t0 = time.time()
+            uptime = lab.status()["uptime_ns"] / 1e9
+            t1 = time.time()
+            reads.append((t1 - t0, (t0 + t1) / 2 - uptime))
+        slack, epoch = min(reads)
+        uptime = time.time() - epoch
         assert uptime < 4.0, "the lab took too long to come up for this test"
         r = lab.node("n1").run(f"ping -D -n -i 0.01 -w {max(1, round(6.5 - uptime))} 10.0.0.2", timeout=15)
         samples = []
@@ -199,16 +205,23 @@ def test_timeline_changes_the_link_at_the_right_lab_time(tmp_path):
                 recv, rtt = float(m.group(1)), float(m.group(2)) / 1000
                 samples.append((recv - rtt - epoch, rtt))  # (lab time sent, RTT)
         assert len(samples) > 100, (r, uptime)
-        before = [s for s in samples if s[0] < 4.9]
-        assert before and all(abs(rtt - 0.020) < 0.005 for _, rtt in before[5:])
+        # (At most 2 % of the pings off: the ping program itself may wait for a CPU.)
+        def mostly(rtts, want):
+            off = [x for x in rtts if abs(x - want) >= 0.005]
+            return rtts and len(off) <= 0.02 * len(rtts), (want, off, len(rtts), slack)
+
+        before = [s for s in samples if s[0] < 4.9 - slack]
+        ok, why = mostly([rtt for _, rtt in before[5:]], 0.020)
+        assert ok, why
         first = next(s for s in samples if s[1] > 0.060)
         # The change reached the reply's direction 10 ms after the request was sent
         # unless the request itself already saw it (RTT ~200 ms).
         change = first[0] + (0.010 if first[1] < 0.150 else 0.0)
         print(f"delay raised at lab time {change:.4f} s (scheduled 5 s); RTT {first[1]*1000:.1f} ms")
-        assert abs(change - 5.0) <= 0.05, samples[:3]
-        after = [rtt for t, rtt in samples if 5.05 < t < 5.8]
-        assert after and all(abs(rtt - 0.200) < 0.005 for rtt in after)
+        assert abs(change - 5.0) <= 0.05 + slack, (samples[:3], slack)
+        after = [rtt for t, rtt in samples if 5.05 + slack < t < 5.8 - slack]
+        ok, why = mostly(after, 0.200)
+        assert ok, why
         # The ramp ends at 20 ms each way, then the cycle drops everything forward for
         # 500 ms out of every second.
         time.sleep(max(0.0, epoch + 7.2 - time.time()))

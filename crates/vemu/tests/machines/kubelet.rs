@@ -318,7 +318,24 @@ fn kubelets_run_vemus_image_and_its_operator_runs_a_vemulab_across_them() {
             "",
         );
         let operator = k.kubectl(&["-n", "vemu", "logs", "deploy/vemu-operator", "--tail=30"], "");
-        format!("{}\n{}\n{}\n{}", text(&pods), tail(text(&events)), text(&labs), text(&operator))
+        // Each node's kubelet and containerd, last lines (a node that never became Ready).
+        let mut nodes = String::new();
+        for name in &m.names {
+            for log in ["kubelet", "containerd"] {
+                let t = std::fs::read_to_string(k.dir.join(format!("node-{name}/{log}.log")))
+                    .unwrap_or_default();
+                let last: Vec<&str> = t.lines().rev().take(15).collect();
+                nodes += &format!("--- {name} {log}.log (last lines)\n");
+                nodes.extend(last.into_iter().rev().map(|l| format!("{l}\n")));
+            }
+        }
+        format!(
+            "{}\n{}\n{}\n{}\n{nodes}",
+            text(&pods),
+            tail(text(&events)),
+            text(&labs),
+            text(&operator)
+        )
     };
     let wait = |secs: u64, what: &str, cond: &mut dyn FnMut() -> bool| {
         let deadline = Instant::now() + Duration::from_secs(secs);
