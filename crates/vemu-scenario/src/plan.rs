@@ -74,8 +74,14 @@ pub fn port_mtu(dirs: [&Impairments; 2]) -> u32 {
     dirs.iter().filter_map(|d| d.mtu).min().unwrap_or(DEFAULT_MTU)
 }
 
-fn check_ipv6_mtu(errors: &mut Vec<Error>, mtu: u32, addrs: &[IpNet], mark: Mark, field: &str) {
-    if mtu < 1280 && addrs.iter().any(|a| a.addr().is_ipv6()) {
+fn check_ipv6_mtu<'a>(
+    errors: &mut Vec<Error>,
+    mtu: u32,
+    addrs: impl IntoIterator<Item = &'a IpNet>,
+    mark: Mark,
+    field: &str,
+) {
+    if mtu < 1280 && addrs.into_iter().any(|a| a.addr().is_ipv6()) {
         err(
             errors,
             mark,
@@ -388,9 +394,7 @@ fn link_plans(
     for (li, l) in s.links.iter().enumerate() {
         let addrs = &mut link_addrs[li];
         let mtu = port_mtu([&l.forward, &l.reverse]);
-        if mtu < 1280 {
-            check_ipv6_mtu(errors, mtu, &addrs.concat(), l.mark, &l.field);
-        }
+        check_ipv6_mtu(errors, mtu, addrs.iter().flatten(), l.mark, &l.field);
         let mut refs = [EndpointRef { node: 0, iface: 0 }; 2];
         for (k, e) in l.ends.iter().enumerate() {
             let mut mine = std::mem::take(&mut addrs[k]);
