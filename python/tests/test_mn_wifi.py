@@ -39,7 +39,7 @@ def test_ranges_and_powers_are_mininet_wifis():
         _radio.frequency_hz(200)
 
 
-def test_a_network_becomes_one_channel_of_access_points_and_stations():
+def test_a_network_becomes_one_segment_of_access_points_and_stations():
     m = _radio.Member
     members = [
         m('ap1', 'ap1-wlan1', 'ap', position=(50, 50), ssid='lab', isolation=True, bridge=True),
@@ -61,6 +61,15 @@ def test_a_network_becomes_one_channel_of_access_points_and_stations():
     # A station without a link to an access point joins any; one without a position is
     # placed beside the first placed radio.
     assert 'ssid' not in s2 and s2['position'] == [53.0, 50]
+    # Every radio on the network's channel but access points given their own: a
+    # second access point on channel 11 stays there, the stations start on 6 and scan.
+    assert [e['channel'] for e in seg['members']] == [6, 6, 6]
+    seg = _radio.segment(members + [m('ap2', 'ap2-wlan1', 'ap', ssid='lab', channel='11')],
+                         channel=6)
+    assert [e['channel'] for e in seg['members']] == [6, 6, 6, 11]
+    with pytest.raises(_radio.NotMapped, match="ap5 on channel 36 .* one band"):
+        _radio.segment(members + [m('ap5', 'ap5-wlan1', 'ap', ssid='lab', channel=36)],
+                       channel=6)
     with pytest.raises(_radio.NotMapped, match="ITU"):
         _radio.segment(members, model='ITU')
     # A mobility model: the area, speeds and pause; access points stay.
@@ -164,11 +173,14 @@ def test_position_example_stations_reach_a_wired_host_through_the_bridging_ap():
 def test_handover_example_a_walking_station_roams_to_the_next_ap():
     # sta1 walks from (10,30) to (60,30) between t=1 s and 10 s: from ap1 (15,30) to ap2
     # (55,30), ranges 31.6 m (logDistance, exponent 5).
-    r = run("handover.py", "py sta1.wintfs[0].associatedTo\nsh sleep 10.5\n"
-            "py sta1.wintfs[0].associatedTo\npy sta1.position\nsta1 ping -c1 -W2 sta2\n", "-p")
+    r = run("handover.py", "py sta1.wintfs[0].associatedTo\npy 'ch%s' % sta1.wintfs[0].channel\n"
+            "sh sleep 10.5\npy sta1.wintfs[0].associatedTo\npy 'ch%s' % sta1.wintfs[0].channel\n"
+            "py sta1.position\nsta1 ping -c1 -W2 sta2\n", "-p")
     out = r.stdout + r.stderr
     assert r.returncode == 0 and "Traceback" not in out, out
     assert out.index("ap1-wlan1") < out.index("ap2-wlan1"), out
+    # ap1 is on channel 1, ap2 on 6: the station scanned both and moved its radio.
+    assert out.index("ch1") < out.index("ap2-wlan1") < out.index("ch6"), out
     assert "[60.0, 30.0, 0.0]" in out, out
     # Through ap2, the wired link between the access points, and ap1.
     assert "1 received" in out, out

@@ -715,9 +715,9 @@ function fillRadio(el, name) {
       out.push(h('h3', {}, `radio ${m.port.split(':')[1]} on ${g.name}`));
       const w = r.wifi;
       if (w && w.role === 'ap') {
-        out.push(h('p', { class: 'wifi' }, `access point of '${w.ssid}': ${w.stations && w.stations.length ? w.stations.join(', ') : 'no stations'}`));
+        out.push(h('p', { class: 'wifi' }, `access point of '${w.ssid}'${w.channel != null ? ` on channel ${w.channel}` : ''}: ${w.stations && w.stations.length ? w.stations.join(', ') : 'no stations'}`));
       } else if (w && w.role === 'station') {
-        out.push(h('p', { class: 'wifi' }, (w.ap ? `station of '${w.ssid || 'any SSID'}' on ${w.ap} (${(w.signal_dbm || 0).toFixed(1)} dBm)` : `station of '${w.ssid || 'any SSID'}', not associated`)
+        out.push(h('p', { class: 'wifi' }, (w.ap ? `station of '${w.ssid || 'any SSID'}' on ${w.ap} (${w.channel != null ? `channel ${w.channel}, ` : ''}${(w.signal_dbm || 0).toFixed(1)} dBm)` : `station of '${w.ssid || 'any SSID'}', not associated`)
           + (w.handovers ? `, ${w.handovers} handover${w.handovers === 1 ? '' : 's'}, last ${w.last_handover_ms.toFixed(1)} ms` : '')));
       }
       if (mac) {

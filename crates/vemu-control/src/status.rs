@@ -112,6 +112,9 @@ pub struct WifiStatus {
     pub signal_dbm: Option<f64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stations: Vec<String>,
+    /// The channel its radio is on (a station's follows its access point, and its scans).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel: Option<u16>,
     /// A station: its handovers so far (from one access point to another, data frames
     /// through both), and the last one's time, ms — from the last data frame through the
     /// old access point to the first through the new.

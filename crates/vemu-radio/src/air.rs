@@ -51,7 +51,23 @@ pub struct DcfAir {
     /// The last [`BSS_LOG`] events, numbered from 1.
     log: VecDeque<(u64, BssEvent)>,
     logged: u64,
+    /// Data frames waiting for a station off its access point's channel (its own, and
+    /// its access point's to it), in the order they came.
+    held: VecDeque<Held>,
 }
+
+/// A data frame offered while its station was away ([`Infra::away`]).
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    member: u32,
+    id: u64,
+    bytes: u64,
+    dst: Option<u32>,
+}
+
+/// How many data frames a channel holds for its stations off channel (more are
+/// refused, as a full queue refuses them).
+pub const HELD_FRAMES: usize = 256;
 
 /// How many of infrastructure mode's events a channel keeps for those who read them
 /// ([`Air::bss_log`]).
@@ -94,7 +110,8 @@ impl Air {
                 let infra = Infra::wanted(&setup.roles).then(|| {
                     let mut roles = setup.roles.clone();
                     roles.resize(positions.len(), Role::AdHoc);
-                    Infra::new(roles)
+                    let channels = setup.stations.iter().map(|s| s.channel).collect();
+                    Infra::on_channels(roles, channels)
                 });
                 Air::Dcf(Box::new(DcfAir {
                     dcf,
@@ -106,6 +123,7 @@ impl Air {
                     via: FxHashMap::default(),
                     log: VecDeque::new(),
                     logged: 0,
+                    held: VecDeque::new(),
                 }))
             }
             None => Air::Simple(Medium::new(cfg, positions)),
@@ -195,6 +213,13 @@ impl Air {
             Air::Simple(m) => m.set_up(member, up, out),
             Air::Dcf(d) => {
                 d.dcf.set_up(member, up, &mut d.out);
+                if !up {
+                    let (gone, kept) = std::mem::take(&mut d.held)
+                        .into_iter()
+                        .partition(|h| h.member == member || h.dst == Some(member));
+                    d.held = kept;
+                    d.out.extend(gone.iter().map(|h: &Held| dcf::Outcome::Done { id: h.id }));
+                }
                 d.handle_outcomes(out);
             }
             Air::Hub(h) => h.hub.set_up(member, up, out),
@@ -317,6 +342,17 @@ impl DcfAir {
         let Some(infra) = &self.infra else {
             return self.dcf.offer(now_ns, member, id, bytes, dst);
         };
+        // A station off its access point's channel, or its access point's frame for it:
+        // it waits for the station's return.
+        let ap_to_away = matches!(infra.role(member), Some(Role::Ap(_)))
+            && dst.is_some_and(|d| infra.away(d) && infra.ap_of(d) == Some(member));
+        if infra.away(member) || ap_to_away {
+            if self.held.len() >= HELD_FRAMES {
+                return false;
+            }
+            self.held.push_back(Held { member, id, bytes, dst });
+            return true;
+        }
         let (to, ap, from_ap) = match infra.route(member, dst) {
             Route::Drop => return false,
             Route::ToAp(ap) => (Some(ap), Some(ap), false),
@@ -335,7 +371,7 @@ impl DcfAir {
     fn advance(&mut self, now_ns: u64, out: &mut Vec<Outcome>) {
         if let Some(infra) = &mut self.infra {
             infra.advance(now_ns);
-            self.send_mgmt(now_ns);
+            self.carry_out_infra(now_ns, out);
         }
         self.dcf.advance(now_ns, &mut self.out);
         self.handle_outcomes(out);
@@ -352,7 +388,7 @@ impl DcfAir {
                         let signal = self.dcf.rx_dbm(m.from, receiver);
                         infra.received(m, receiver, signal, at_ns);
                     }
-                    self.send_mgmt(at_ns);
+                    self.carry_out_infra(at_ns, out);
                 }
                 dcf::Outcome::Done { id } if id >= MGMT_IDS => {
                     self.mgmt.remove(&id);
@@ -410,6 +446,31 @@ impl DcfAir {
                 self.record(BssEvent::Handover { sta, from, to: ap, last_ns, first_ns: at_ns });
             }
         }
+    }
+
+    /// Carry out what infrastructure mode decided: stations' radios retuned (those
+    /// back home send what waited for them), management frames on the air.
+    fn carry_out_infra(&mut self, now_ns: u64, out: &mut Vec<Outcome>) {
+        let Some(infra) = &mut self.infra else { return };
+        let mut back = Vec::new();
+        while let Some(t) = infra.poll_tune() {
+            self.dcf.set_channel(t.sta, t.channel);
+            if !t.away {
+                back.push(t.sta);
+            }
+        }
+        for s in back {
+            let (go, stay): (VecDeque<Held>, _) = std::mem::take(&mut self.held)
+                .into_iter()
+                .partition(|h| h.member == s || h.dst == Some(s));
+            self.held = stay;
+            for h in go {
+                if !self.offer(now_ns, h.member, h.id, h.bytes, h.dst) {
+                    out.push(Outcome::Done { id: h.id });
+                }
+            }
+        }
+        self.send_mgmt(now_ns);
     }
 
     /// Put infrastructure mode's management frames on the air.

@@ -164,3 +164,93 @@ fn a_walking_station_hands_over_and_the_channel_measures_the_gap() {
     // Numbered in order, the handover last.
     assert_eq!(a.bss_log(a.bss_log(0).len() as u64 - 1).len(), 1);
 }
+
+/// `channel`, with each member's radio on the channel given.
+fn on_channels(xs: &[f64], roles: Vec<Role>, channels: &[u16]) -> Air {
+    let mut cfg = MediumConfig::dcf_channel(Standard::G, Model::FreeSpace, roles, xs.len(), 3);
+    let setup = cfg.dcf.as_mut().expect("a DCF");
+    for (s, &c) in setup.stations.iter_mut().zip(channels) {
+        s.channel = c;
+    }
+    let pos: Vec<Pos> = xs.iter().map(|&x| Pos::new(x, 0.0)).collect();
+    Air::new(cfg, &pos)
+}
+
+/// Access points on channels 1 and 6: a station switched on on channel 1 scans both
+/// (a probe request on each, 30 ms apart) and joins the stronger, on channel 6, where
+/// its radio stays; the frames of the other BSS are not on its channel.
+#[test]
+fn a_station_scans_every_access_points_channel_and_joins_on_the_strongest_ones() {
+    let ap = || Role::Ap(ApConfig::new("lab"));
+    let sta = Role::Station(StaConfig::new("lab"));
+    let mut a = on_channels(&[0.0, 100.0, 90.0], vec![ap(), ap(), sta], &[1, 6, 1]);
+    run(&mut a, 300 * MS);
+    let infra = a.infra().unwrap();
+    assert_eq!(infra.ap_of(2), Some(1));
+    assert_eq!((infra.channel(2), infra.away(2)), (6, false));
+    assert_eq!(infra.member(2).channel, Some(6));
+    assert_eq!(infra.member(0).channel, Some(1));
+    let events: Vec<BssEvent> = a.bss_log(0).into_iter().map(|(_, e)| e).collect();
+    let [BssEvent::Associated { sta: 2, ap: 1, from: None, at_ns }] = events[..] else {
+        panic!("{events:?}")
+    };
+    // Two channels of 30 ms, then four frames: later than on one channel (30–50 ms).
+    assert!(at_ns > 60 * MS && at_ns < 80 * MS, "{events:?}");
+    // Access point 0 (channel 1) does not hear the station's data on channel 6.
+    let mut out = Vec::new();
+    assert!(a.offer(300 * MS, 2, 7, (1, 200), None));
+    while let Some(t) = a.next_event_ns().filter(|&t| t <= 320 * MS) {
+        a.advance(t, &mut out);
+    }
+    assert_eq!(receivers(&out, 7), vec![1]);
+}
+
+/// The walk of `a_walking_station_hands_over_and_the_channel_measures_the_gap` between
+/// access points on channels 1 and 11: the station's background scans take it off
+/// channel 1 for 30 ms at a time and it roams to channel 11 — and every frame it sends
+/// meanwhile waits for it to be back on its access point's channel, none lost to a
+/// channel nobody is listening on.
+#[test]
+fn a_station_roams_to_another_channel_and_its_frames_wait_while_it_scans() {
+    let ap = || Role::Ap(ApConfig::new("lab"));
+    let sta = Role::Station(StaConfig::new("lab"));
+    let mut a = on_channels(&[0.0, 800.0, 50.0], vec![ap(), ap(), sta], &[1, 11, 1]);
+    let mut out = Vec::new();
+    let (mut away, mut accepted) = (0, Vec::new());
+    for step in 1..=700u64 {
+        let t = step * 10 * MS;
+        let x = 50.0 + step as f64;
+        a.set_positions(&[Pos::new(0.0, 0.0), Pos::new(800.0, 0.0), Pos::new(x, 0.0)]);
+        let is_away = a.infra().unwrap().away(2);
+        away += u32::from(is_away);
+        // (Refused before its first association.)
+        if a.offer(t, 2, step, (1, 200), None) {
+            accepted.push(step);
+        }
+        while let Some(at) = a.next_event_ns().filter(|&at| at <= t + 10 * MS) {
+            a.advance(at, &mut out);
+        }
+    }
+    let infra = a.infra().unwrap();
+    assert_eq!((infra.ap_of(2), infra.channel(2)), (Some(1), 11));
+    let log: Vec<BssEvent> = a.bss_log(0).into_iter().map(|(_, e)| e).collect();
+    let roamed = log
+        .iter()
+        .find_map(|e| match *e {
+            BssEvent::Associated { ap: 1, from: Some(0), at_ns, .. } => Some(at_ns),
+            _ => None,
+        })
+        .expect("a reassociation");
+    // As on one channel: the scans hear channel 11's access point as they go.
+    assert!(roamed > 4600 * MS && roamed < 5700 * MS, "{log:?}");
+    assert!(log.iter().any(|e| matches!(e, BssEvent::Handover { from: 0, to: 1, .. })), "{log:?}");
+    // It was off channel (background scans of channel 11, and the reassociation) while
+    // frames were offered, and all but the first few were taken.
+    assert!(away >= 3, "away {away}");
+    assert!(accepted.len() >= 690, "{} accepted", accepted.len());
+    // Every frame taken reached an access point: none lost to a channel nobody was
+    // listening on (the walk stays in reach of one or the other).
+    let lost: Vec<u64> =
+        accepted.iter().copied().filter(|&id| receivers(&out, id).is_empty()).collect();
+    assert!(lost.is_empty(), "lost {lost:?} {log:?}");
+}

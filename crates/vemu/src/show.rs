@@ -394,13 +394,15 @@ fn print_radios(s: &LabStatus) {
             let ssid = w.ssid.as_deref().unwrap_or("");
             match (w.role.as_str(), &w.ap) {
                 ("ap", _) => println!(
-                    "  {}: access point of '{ssid}', stations: {}",
+                    "  {}: access point of '{ssid}'{}, stations: {}",
                     m.port,
+                    w.channel.map_or(String::new(), |c| format!(" on channel {c}")),
                     if w.stations.is_empty() { "none".to_string() } else { w.stations.join(", ") }
                 ),
                 ("station", Some(ap)) => println!(
-                    "  {}: station of '{ssid}' on {ap}{}{}{}",
+                    "  {}: station of '{ssid}' on {ap}{}{}{}{}",
                     m.port,
+                    w.channel.map_or(String::new(), |c| format!(" (channel {c})")),
                     w.signal_dbm.map_or(String::new(), |s| format!(" ({s:.0} dBm)")),
                     m.radio.as_ref().and_then(|r| r.mac).map_or(String::new(), |s| format!(
                         ", {:.1} Mbit/s",

@@ -7,8 +7,11 @@ description in, scenario keys out).
   switch-access points do); stations linked to an access point join its SSID, other
   stations any access point (the strongest they hear); without access points, and for
   ``adhoc``/``mesh`` links, members are ad hoc.
-- Every radio shares one channel (the first access point's, or the network's): vemu's
-  stations do not hop channels to scan.
+- Each access point keeps its channel (``channel=``); stations and ad hoc radios start
+  on the first access point's (or the network's), and a station scans every access
+  point's channel in turn and joins its access point on that one's channel, as vemu's
+  stations do. One band: access points on 2.4 and 5 GHz channels at once are refused
+  (the segment has one frequency).
 - Propagation as Mininet-WiFi computes it: ``logDistance`` (exponent ``exp``, 1 m
   reference), ``logNormalShadowing`` (the same with ``variance`` dB of shadowing),
   ``friis``, ``twoRayGround``; a node's ``range`` sets its transmit power so that it is
@@ -108,8 +111,10 @@ class Member(object):
     """A radio of the network, as the script described it."""
 
     def __init__(self, node, iface, role, ip=None, mac=None, position=None, tx_dbm=None,
-                 range_m=None, gain_dbi=None, ssid=None, isolation=False, bridge=False):
+                 range_m=None, gain_dbi=None, ssid=None, isolation=False, bridge=False,
+                 channel=None):
         self.node, self.iface, self.role = node, iface, role
+        self.channel = channel
         self.ip, self.mac = ip, mac
         self.position = position
         self.tx_dbm, self.range_m, self.gain_dbi = tx_dbm, range_m, gain_dbi
@@ -124,6 +129,10 @@ def segment(members, channel=1, mode='g', model='logDistance', exp=3.0, variance
         raise NotMapped('propagation model %r: vemu has logDistance, logNormalShadowing, '
                         'friis and twoRayGround' % (model,))
     freq = frequency_hz(channel)
+    for m in members:
+        if m.channel is not None and (frequency_hz(m.channel) > 3e9) != (freq > 3e9):
+            raise NotMapped('%s on channel %s and the network on channel %s: vemu\'s '
+                            'channel is one band (2.4 or 5 GHz)' % (m.node, m.channel, channel))
     seg = {
         'kind': 'wireless',
         'csma': True,
@@ -170,6 +179,7 @@ def segment(members, channel=1, mode='g', model='logDistance', exp=3.0, variance
             e['position'] = [pos[0], pos[1]]
         if mobility and (m.role == 'ap' or m.position is not None):
             e['mobility'] = 'static'
+        e['channel'] = int(m.channel if m.channel is not None else channel)
         gain = ANTENNA_GAIN_DBI if m.gain_dbi is None else float(m.gain_dbi)
         tx = m.tx_dbm
         if m.range_m is not None:

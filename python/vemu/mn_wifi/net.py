@@ -280,7 +280,7 @@ class Mininet_wifi(Mininet):
             members.append(_radio.Member(
                 ap.name, w.name, 'ap', mac=w.mac, position=_xy(ap), tx_dbm=w.txpower,
                 range_m=w.range, gain_dbi=w.antennaGain, ssid=ap.ssid,
-                isolation=bool(ap.client_isolation), bridge=wired[ap.name]))
+                isolation=bool(ap.client_isolation), bridge=wired[ap.name], channel=ap.channel))
         net = None
         for sta in self.stations:
             w = sta.wintfs[0]

@@ -43,7 +43,7 @@ class WirelessIntf(Intf):
         self.antennaGain = params.get('antennaGain', _radio.ANTENNA_GAIN_DBI)
         self.range = params.get('range')
         self.mode = params.get('mode')
-        self.channel = params.get('channel')
+        self._channel = params.get('channel')
         self.ssid = params.get('ssid')
 
     def _status(self):
@@ -55,6 +55,16 @@ class WirelessIntf(Intf):
         "The signal it hears its access point at, dBm (0: none)."
         w = self._status().get('wifi') or {}
         return w.get('signal_dbm', 0)
+
+    @property
+    def channel(self):
+        "The channel its radio is on (a station's: its access point's, once joined)."
+        w = self._status().get('wifi') or {}
+        return str(w['channel']) if w.get('channel') is not None else self._channel
+
+    @channel.setter
+    def channel(self, channel):
+        self._channel = channel
 
     @property
     def associatedTo(self):

@@ -106,6 +106,7 @@ impl Controller {
                                     ap: b.ap.map(node_of),
                                     signal_dbm: b.signal_dbm,
                                     stations: b.stations.iter().map(|&s| node_of(s)).collect(),
+                                    channel: b.channel,
                                     handovers: handovers(m).map_or(0, |h| h.0),
                                     last_handover_ms: handovers(m).map(|h| h.1 as f64 / 1e6),
                                 }

@@ -11,9 +11,17 @@
 //! ([`crate::wifi::dcf`]) and hands back what each member received, with the signal it
 //! was received at ([`Infra::received`]); time moves with [`Infra::advance`]. What it
 //! decides — a station associated, roamed, lost its access point — comes out as
-//! [`BssEvent`]s. Not modelled: WPA (keys, 4-way handshake), power save, 802.11r/k/v
-//! (fast transition, neighbour reports), channel switching (a station scans the
-//! channel it is on).
+//! [`BssEvent`]s.
+//!
+//! Access points keep their channels; a station's radio moves ([`Tune`]): a scan visits
+//! each channel an access point of the segment is on in turn (a probe request and
+//! `probe_wait_ns` on each, or 150 TU of listening), and the station joins its access
+//! point on that one's channel. A background scan takes it away from its access
+//! point's channel for as long as it listens on the others; whoever carries its frames
+//! holds them meanwhile ([`Infra::away`]), as mac80211 stops a station's queues and its
+//! access point buffers for it while it is off channel. Not modelled: WPA (keys, 4-way
+//! handshake), power save beyond that, 802.11r/k/v (fast transition, neighbour
+//! reports), channels overlapping (1 and 2 do not hear each other).
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -165,6 +173,16 @@ impl Mgmt {
     }
 }
 
+/// Station `sta`'s radio is on `channel` from now; `away`: not its access point's (a
+/// background scan, or joining another access point), so that its frames, and its
+/// access point's to it, wait until it is back ([`Infra::poll_tune`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tune {
+    pub sta: u32,
+    pub channel: u16,
+    pub away: bool,
+}
+
 /// What the infrastructure decided, or (a handover) what its data frames did.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind")]
@@ -207,6 +225,9 @@ pub struct MemberState {
     /// An access point: its stations, in member order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stations: Vec<u32>,
+    /// The channel its radio is on now (an access point's, or where a station is).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel: Option<u16>,
 }
 
 /// Where a data frame goes ([`Infra::route`]).
@@ -224,9 +245,11 @@ pub enum Route {
 
 #[derive(Debug, Clone, PartialEq)]
 enum StaState {
-    /// Looking for access points until `until_ns`.
+    /// Looking for access points on the channel it is on until `until_ns`, then on
+    /// the scan's channel number `next` ([`Infra::scan_channel`]).
     Scanning {
         until_ns: u64,
+        next: usize,
     },
     /// Found none: scans again at `until_ns` (or joins the first it hears meanwhile).
     Waiting {
@@ -260,9 +283,14 @@ struct Sta {
     current: Option<u32>,
     /// Access points heard: (signal, averaged, dBm; when last heard, ns).
     heard: BTreeMap<u32, (f64, u64)>,
-    /// The background scan in progress ends then; the next one may start then.
+    /// The background scan in progress leaves the channel it is on then (for the
+    /// scan's channel number `scan_next`, or back home); the next one may start then.
     scan_until_ns: Option<u64>,
+    scan_next: usize,
     next_scan_ns: u64,
+    /// Its radio's channel, and whether that is not its access point's.
+    channel: u16,
+    away: bool,
     /// APs it gave up on (no answer), until it next scans.
     refused: Vec<u32>,
 }
@@ -283,15 +311,31 @@ pub struct Infra {
     stas: BTreeMap<u32, Sta>,
     out: VecDeque<Mgmt>,
     events: VecDeque<BssEvent>,
+    /// Each member's channel at the start (an access point's for good).
+    channels: Vec<u16>,
+    /// The channels a station scans: those of the access points, in order.
+    scan_list: Vec<u16>,
+    tunes: VecDeque<Tune>,
 }
 
 /// How much a new signal reading moves a station's average of an access point's.
 const SIGNAL_WEIGHT: f64 = 0.25;
 
+/// A reading of an access point's signal this much older than a new one is forgotten
+/// (the new one is the average), ns: five beacons of the default interval.
+const STALE_NS: u64 = 500 * TU_NS;
+
 impl Infra {
-    /// The members' roles; access points' first beacons are spread over their interval
-    /// (by member number), stations start scanning at once.
+    /// The members' roles, all on one channel.
     pub fn new(roles: Vec<Role>) -> Infra {
+        Infra::on_channels(roles, Vec::new())
+    }
+
+    /// The members' roles and their radios' channels (in member order; channel 1 for
+    /// those not given); access points' first beacons are spread over their interval
+    /// (by member number), stations start scanning at once.
+    pub fn on_channels(roles: Vec<Role>, mut channels: Vec<u16>) -> Infra {
+        channels.resize(roles.len(), 1);
         let mut aps = BTreeMap::new();
         let mut stas = BTreeMap::new();
         for (i, r) in roles.iter().enumerate() {
@@ -309,19 +353,34 @@ impl Infra {
                         i,
                         Sta {
                             cfg: cfg.clone(),
-                            state: StaState::Scanning { until_ns: 0 },
+                            state: StaState::Starting { until_ns: 0 },
                             current: None,
                             heard: BTreeMap::new(),
                             scan_until_ns: None,
+                            scan_next: 0,
                             next_scan_ns: 0,
                             refused: Vec::new(),
+                            channel: channels[i as usize],
+                            away: false,
                         },
                     );
                 }
                 Role::AdHoc => {}
             }
         }
-        let mut infra = Infra { roles, aps, stas, out: VecDeque::new(), events: VecDeque::new() };
+        let mut scan_list: Vec<u16> = aps.keys().map(|&a| channels[a as usize]).collect();
+        scan_list.sort_unstable();
+        scan_list.dedup();
+        let mut infra = Infra {
+            roles,
+            aps,
+            stas,
+            out: VecDeque::new(),
+            events: VecDeque::new(),
+            channels,
+            scan_list,
+            tunes: VecDeque::new(),
+        };
         // Stations start their first scan a few milliseconds apart (real ones are not
         // switched on in the same slot: their probe requests would collide).
         for (&s, st) in infra.stas.iter_mut() {
@@ -352,6 +411,26 @@ impl Infra {
         self.aps.get(&ap).map_or(&[], |a| &a.stations)
     }
 
+    /// The channel member `m`'s radio is on now.
+    pub fn channel(&self, m: u32) -> u16 {
+        match self.stas.get(&m) {
+            Some(st) => st.channel,
+            None => self.channels.get(m as usize).copied().unwrap_or(1),
+        }
+    }
+
+    /// Whether station `sta` is off its access point's channel (scanning the others,
+    /// or joining another access point): its frames, and its access point's to it,
+    /// wait.
+    pub fn away(&self, sta: u32) -> bool {
+        self.stas.get(&sta).is_some_and(|s| s.away)
+    }
+
+    /// The next station whose radio moved to another channel (or came home).
+    pub fn poll_tune(&mut self) -> Option<Tune> {
+        self.tunes.pop_front()
+    }
+
     /// The signal station `sta` hears access point `ap` at (its average), dBm.
     pub fn signal_dbm(&self, sta: u32, ap: u32) -> Option<f64> {
         self.stas.get(&sta)?.heard.get(&ap).map(|h| h.0)
@@ -365,12 +444,15 @@ impl Infra {
             ap: None,
             signal_dbm: None,
             stations: Vec::new(),
+            channel: None,
         };
+        let channel = Some(self.channel(m));
         match self.roles.get(m as usize) {
             Some(Role::Ap(a)) => {
                 let mut stations = self.stations_of(m).to_vec();
                 stations.sort_unstable();
-                MemberState { role: "ap".into(), ssid: Some(a.ssid.clone()), stations, ..none }
+                let ssid = Some(a.ssid.clone());
+                MemberState { role: "ap".into(), ssid, stations, channel, ..none }
             }
             Some(Role::Station(c)) => {
                 let ap = self.ap_of(m);
@@ -379,6 +461,7 @@ impl Infra {
                     ssid: (!c.ssid.is_empty()).then(|| c.ssid.clone()),
                     ap,
                     signal_dbm: ap.and_then(|a| self.signal_dbm(m, a)),
+                    channel,
                     ..none
                 }
             }
@@ -390,7 +473,7 @@ impl Infra {
     pub fn next_event_ns(&self) -> Option<u64> {
         let beacons = self.aps.values().map(|a| a.next_beacon_ns);
         let stas = self.stas.values().filter_map(|s| match s.state {
-            StaState::Scanning { until_ns }
+            StaState::Scanning { until_ns, .. }
             | StaState::Waiting { until_ns }
             | StaState::Starting { until_ns }
             | StaState::Authenticating { until_ns, .. }
@@ -435,7 +518,16 @@ impl Infra {
     fn station_timers(&mut self, s: u32, now_ns: u64) {
         let st = &self.stas[&s];
         match st.state.clone() {
-            StaState::Scanning { until_ns } if until_ns <= now_ns => self.choose(s, now_ns),
+            StaState::Scanning { until_ns, next } if until_ns <= now_ns => {
+                match self.scan_channel(s, next) {
+                    Some(channel) => {
+                        let until_ns = now_ns + self.listen(s, channel);
+                        let st = self.stas.get_mut(&s).expect("a station");
+                        st.state = StaState::Scanning { until_ns, next: next + 1 };
+                    }
+                    None => self.choose(s, now_ns),
+                }
+            }
             StaState::Waiting { until_ns } | StaState::Starting { until_ns }
                 if until_ns <= now_ns =>
             {
@@ -460,8 +552,19 @@ impl Infra {
                 if self.loss_due(st) <= now_ns {
                     self.lose(s, ap, now_ns);
                 } else if st.scan_until_ns.is_some_and(|t| t <= now_ns) {
-                    self.stas.get_mut(&s).unwrap().scan_until_ns = None;
-                    self.maybe_roam(s, ap, now_ns);
+                    let next = st.scan_next;
+                    match self.scan_channel(s, next) {
+                        Some(channel) => {
+                            let until_ns = now_ns + self.listen(s, channel);
+                            let st = self.stas.get_mut(&s).expect("a station");
+                            (st.scan_until_ns, st.scan_next) = (Some(until_ns), next + 1);
+                        }
+                        None => {
+                            self.stas.get_mut(&s).unwrap().scan_until_ns = None;
+                            self.tune(s, self.channels[ap as usize]);
+                            self.maybe_roam(s, ap, now_ns);
+                        }
+                    }
                 } else if self.scan_due(st).is_some_and(|t| t <= now_ns) {
                     self.background_scan(s, now_ns);
                 }
@@ -486,22 +589,50 @@ impl Infra {
     }
 
     fn start_scan(&mut self, s: u32, now_ns: u64) {
-        let until_ns = now_ns + self.probe(s);
-        let st = self.stas.get_mut(&s).expect("a station");
-        st.refused.clear();
-        st.state = StaState::Scanning { until_ns };
+        self.stas.get_mut(&s).expect("a station").refused.clear();
+        let first = self.scan_channel(s, 0).expect("a channel to scan");
+        let until_ns = now_ns + self.listen(s, first);
+        self.stas.get_mut(&s).expect("a station").state = StaState::Scanning { until_ns, next: 1 };
     }
 
     fn background_scan(&mut self, s: u32, now_ns: u64) {
-        let until_ns = now_ns + self.probe(s);
+        let first = self.scan_channel(s, 0).expect("a channel to scan");
+        let until_ns = now_ns + self.listen(s, first);
         let st = self.stas.get_mut(&s).expect("a station");
-        st.scan_until_ns = Some(until_ns);
+        (st.scan_until_ns, st.scan_next) = (Some(until_ns), 1);
         st.next_scan_ns = now_ns + st.cfg.scan_interval_ns;
     }
 
-    /// A scan by station `s` begins: an active one sends its probe request. How long
-    /// it listens (a passive one: 1.5 beacon intervals of the default).
-    fn probe(&mut self, s: u32) -> u64 {
+    /// The channel a scan by station `s` visits `n`th: the access points' channels in
+    /// turn (its own, when the segment has no access point).
+    fn scan_channel(&self, s: u32, n: usize) -> Option<u16> {
+        match self.scan_list.is_empty() {
+            true => (n == 0).then(|| self.channel(s)),
+            false => self.scan_list.get(n).copied(),
+        }
+    }
+
+    /// Station `s`'s radio moves to `channel` (if it is not there): away when that is
+    /// not the channel of the access point it is associated with (or, while it joins
+    /// another, was).
+    fn tune(&mut self, s: u32, channel: u16) {
+        let st = &self.stas[&s];
+        let home = match st.state {
+            StaState::Associated { ap } => Some(ap),
+            _ => st.current,
+        };
+        let away = home.is_some_and(|a| self.channels[a as usize] != channel);
+        let st = self.stas.get_mut(&s).expect("a station");
+        if (st.channel, st.away) != (channel, away) {
+            (st.channel, st.away) = (channel, away);
+            self.tunes.push_back(Tune { sta: s, channel, away });
+        }
+    }
+
+    /// A scan by station `s` visits `channel`: an active one sends its probe request
+    /// there. How long it listens (a passive one: 1.5 beacon intervals of the default).
+    fn listen(&mut self, s: u32, channel: u16) -> u64 {
+        self.tune(s, channel);
         let st = &self.stas[&s];
         match st.cfg.scan {
             Scan::Active => {
@@ -555,8 +686,9 @@ impl Infra {
         }
     }
 
-    /// Send `kind` to `ap` (try number `tries`) and wait for its answer.
+    /// Send `kind` to `ap` (try number `tries`, on its channel) and wait for its answer.
     fn ask(&mut self, s: u32, ap: u32, kind: MgmtKind, tries: u32, now_ns: u64) {
+        self.tune(s, self.channels[ap as usize]);
         let st = self.stas.get_mut(&s).expect("a station");
         let until_ns = now_ns + st.cfg.answer_timeout_ns;
         st.state = match kind {
@@ -576,7 +708,10 @@ impl Infra {
         let st = self.stas.get_mut(&s).expect("a station");
         st.refused.push(ap);
         match st.current {
-            Some(own) => st.state = StaState::Associated { ap: own },
+            Some(own) => {
+                st.state = StaState::Associated { ap: own };
+                self.tune(s, self.channels[own as usize]);
+            }
             None => self.choose(s, now_ns),
         }
     }
@@ -588,6 +723,8 @@ impl Infra {
         }
         let st = self.stas.get_mut(&s).expect("a station");
         st.current = None;
+        // (Its radio is nobody's now: the scan takes it where it must.)
+        st.state = StaState::Starting { until_ns: now_ns };
         st.heard.remove(&ap);
         self.events.push_back(BssEvent::Lost { sta: s, ap, at_ns: now_ns });
         self.start_scan(s, now_ns);
@@ -625,7 +762,12 @@ impl Infra {
         if matches!(m.kind, MgmtKind::Beacon | MgmtKind::ProbeResponse) {
             let st = self.stas.get_mut(&to).unwrap();
             let h = st.heard.entry(m.from).or_insert((signal_dbm, now_ns));
-            h.0 += SIGNAL_WEIGHT * (signal_dbm - h.0);
+            // (A reading after a long silence — an access point on another channel,
+            // heard in the last scan a second ago — starts the average again.)
+            match now_ns.saturating_sub(h.1) > STALE_NS {
+                true => h.0 = signal_dbm,
+                false => h.0 += SIGNAL_WEIGHT * (signal_dbm - h.0),
+            }
             h.1 = now_ns;
             // A station that found no access point joins the first of its SSID it hears
             // (rather than wait for its next scan).
@@ -650,6 +792,7 @@ impl Infra {
                 st.next_scan_ns = now_ns + st.cfg.scan_interval_ns;
                 st.scan_until_ns = None;
                 st.heard.entry(ap).or_insert((signal_dbm, now_ns)).1 = now_ns;
+                self.tune(to, self.channels[ap as usize]);
                 // The old access point forgets the station (its distribution system
                 // learns of the move from the new one).
                 if let Some(old) = from.and_then(|f| self.aps.get_mut(&f)) {

@@ -467,16 +467,27 @@ impl Dcf {
         self.sta[s as usize].queue.len()
     }
 
-    /// Move the stations (one position each).
     /// Put a city's walls between the stations (received powers computed anew).
     pub fn set_walls(&mut self, walls: Option<crate::city::Walls>) {
         self.walls = walls;
         self.power.borrow_mut().clear();
     }
 
+    /// Move the stations (one position each).
     pub fn set_positions(&mut self, positions: &[Pos]) {
         self.pos.copy_from_slice(positions);
         self.power.get_mut().clear();
+    }
+
+    /// Tune station `s`'s radio to `channel`: from now it hears (and is heard on) that
+    /// channel only; a frame it was receiving is lost to it, and what it sends next
+    /// goes there.
+    pub fn set_channel(&mut self, s: u32, channel: u16) {
+        let Some(st) = self.sta.get_mut(s as usize) else { return };
+        if st.cfg.channel != channel {
+            st.cfg.channel = channel;
+            self.power.get_mut().retain(|&(a, b), _| a != s && b != s);
+        }
     }
 
     /// When the channel next has something to do, lab ns.
