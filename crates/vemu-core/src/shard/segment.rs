@@ -480,7 +480,7 @@ impl Core {
         }
         let events = r.medium.bss_log(r.bss_seen);
         r.bss_seen = r.medium.bss_logged();
-        for e in events.into_iter().map(|e| e.1) {
+        for (n, e) in events.into_iter().map(|e| e.1).enumerate() {
             let vemu_radio::wifi::bss::BssEvent::Associated { sta, ap, at_ns, .. } = e else {
                 continue;
             };
@@ -491,10 +491,15 @@ impl Core {
             let own = g.members.get(sta as usize).and_then(|m| m.mac).map(|m| vemu_switch::mac(&m));
             let seen = || r.macs.iter().find(|&(_, &m)| m == sta).map(|(&mac, _)| mac);
             let Some(mac) = own.or_else(seen) else { continue };
-            // (Not to an access point on another machine: there the station's own next
-            // frame teaches the wired side where it is.)
-            if self.segments[seg as usize].members[ap as usize].trunk.is_none() {
-                self.offer_to_member(seg, ap, at_ns, l2_update(mac), acc);
+            match self.segments[seg as usize].members[ap as usize].trunk {
+                // (An access point on another machine: to it over the trunk, as the
+                // channel's frames to it go; numbered apart from the channel's frames,
+                // which the copies for the trunks are grouped by.)
+                Some(k) => {
+                    let id = u64::MAX - n as u64;
+                    self.radio_remote.push((k, id, ap, at_ns, l2_update(mac)));
+                }
+                None => self.offer_to_member(seg, ap, at_ns, l2_update(mac), acc),
             }
         }
     }

@@ -383,6 +383,39 @@ fn a_radio_transmission_reaches_the_far_machines_receivers_in_one_copy_at_their_
     assert_eq!(got[1].0 - got[0].0, 4 * US, "each receiver at its own propagation delay: {got:?}");
 }
 
+/// An access point on another machine than its channel: a station's association is
+/// announced up the access point's node port there — 802.11f's update crosses the
+/// trunk as the channel's frames to that access point do — before the station sent
+/// anything, so that the wired side beyond learns where the station is at once.
+#[test]
+fn a_station_joining_an_access_point_on_another_machine_is_announced_there() {
+    use vemu_radio::wifi::bss::{ApConfig, Role, StaConfig};
+    use vemu_radio::wifi::phy::Standard;
+    let roles = vec![
+        Role::Station(StaConfig::new("lab")),
+        Role::AdHoc,
+        Role::Ap(ApConfig::new("lab")),
+        Role::AdHoc,
+    ];
+    let cfg = MediumConfig::dcf_channel(Standard::G, Model::FreeSpace, roles, 4, 3);
+    let pos = (0..4).map(|i| Pos::new(10.0 * f64::from(i), 0.0)).collect();
+    let transit = 50 * US;
+    let mut s = Trunked::new([imp(), imp()], Some((cfg, pos)), transit);
+    s.run_until(300 * MS, transit);
+    let updates: Vec<_> = s
+        .far
+        .out
+        .iter()
+        .filter(|o| o.2[VNET_HDR_LEN + 12..VNET_HDR_LEN + 20] == [0, 6, 0, 1, 0xaf, 0x81, 1, 0])
+        .collect();
+    assert_eq!(updates.len(), 1, "{:?}", s.far.out.iter().map(|o| o.1).collect::<Vec<_>>());
+    assert_eq!(updates[0].1, s.nodes[0][0], "up member 2's (the access point's) node port");
+    assert_eq!(updates[0].2[VNET_HDR_LEN..VNET_HDR_LEN + 6], [0xff; 6]);
+    assert_eq!(updates[0].2[VNET_HDR_LEN + 6..VNET_HDR_LEN + 12], mac(40), "from the station");
+    // (After the association, which takes an active scan of 30 ms and four frames.)
+    assert!(updates[0].0 > 30 * MS && updates[0].0 < 60 * MS, "{}", updates[0].0);
+}
+
 #[test]
 fn a_frame_from_another_machine_counts_its_wait_between_arrival_and_write() {
     // The far machine carried out the direction; this one hands the frame to the node

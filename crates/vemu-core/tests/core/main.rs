@@ -566,6 +566,7 @@ impl Trunked {
                 vlan: 1,
                 seeds: [2 * i, 2 * i + 1],
                 remote: (i >= 2).then_some(transit),
+                mac: Some(mac(40 + i as u8)),
                 ..Default::default()
             })
             .collect();
