@@ -26,6 +26,7 @@ targets=("$@")
 cd fuzz
 # No sanitizer: safe Rust needs none, and it builds on stable. Debug assertions and
 # overflow checks are on (cargo-fuzz's default), so arithmetic that overflows fails.
+# (Run by scripts/test.sh, the targets are linted as they build: its RUSTC_WORKSPACE_WRAPPER.)
 cargo fuzz build -s none
 top="$(cd .. && pwd)"
 for t in "${targets[@]}"; do
