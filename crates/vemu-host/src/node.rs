@@ -81,6 +81,10 @@ pub fn create_node(
                 // detection delaying the first seconds of a lab.
                 write_sysctl("/proc/sys/net/ipv6/conf/default/accept_dad", "0")?;
                 write_sysctl("/proc/sys/net/ipv6/conf/all/accept_dad", "0")?;
+                // (An access point's bridge is a switch; the node's own settings after.)
+                if !node.bridge.is_empty() {
+                    bridges_without_netfilter()?;
+                }
                 for (k, v) in &node.sysctls {
                     write_sysctl(&format!("/proc/sys/{}", k.replace('.', "/")), v)
                         .with_context(|| format!("setting sysctl {k} = {v}"))?;

@@ -28,7 +28,9 @@ pub fn create_plane(paths: &LabPaths) -> Result<()> {
             unshare(CloneFlags::CLONE_NEWNET).context("creating the plane namespace")?;
             pin_ns("net", &pin_path)?;
             write_sysctl("/proc/sys/net/ipv6/conf/all/disable_ipv6", "1")?;
-            write_sysctl("/proc/sys/net/ipv6/conf/default/disable_ipv6", "1")
+            write_sysctl("/proc/sys/net/ipv6/conf/default/disable_ipv6", "1")?;
+            // (Its LAN bridges are switches.)
+            bridges_without_netfilter()
         })
         .join()
         .map_err(|_| anyhow!("the thread creating the plane namespace panicked"))?

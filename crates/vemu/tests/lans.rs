@@ -336,6 +336,18 @@ fn a_kernel_switched_lan_snoops_too() {
     }
     let lab = multicast_lab("t-ksnoop", "querier", &[]);
     assert_eq!(lab.status()["segments"][0]["members"][0]["egress"]["stats"]["kernel_path"], true);
+    // The LAN's bridge is a switch: where the kernel has br_netfilter (this machine's
+    // has it built in), its frames pass no iptables, ip6tables or arptables hooks.
+    if std::path::Path::new("/proc/sys/net/bridge").exists() {
+        for t in ["iptables", "ip6tables", "arptables"] {
+            let o = Command::new("nsenter")
+                .args(["--net=/run/vemu/t-ksnoop/plane", "cat"])
+                .arg(format!("/proc/sys/net/bridge/bridge-nf-call-{t}"))
+                .output()
+                .unwrap();
+            assert_eq!(text(&o).trim(), "0", "the plane's bridge-nf-call-{t}");
+        }
+    }
     let t = std::time::Instant::now();
     loop {
         let (got, to_b) = send_to_group(&lab);

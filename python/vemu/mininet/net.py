@@ -616,8 +616,13 @@ class Mininet( MininetTests ):
         started = []
         for sw, ports in plan.bridges.items():
             stp = getattr( self.nameToNode[ sw ], 'stp', False )
-            script = 'ip link add name br0 type bridge%s && ip link set br0 up' % (
-                ' stp_state 1' if stp else '' )
+            # (A switch, not a firewall: where the machine has br_netfilter loaded,
+            # bridged frames would otherwise pass the node's iptables, ip6tables and
+            # arptables hooks, as they do not where it is not.)
+            script = ( 'for t in iptables ip6tables arptables; do f=/proc/sys/net/bridge/'
+                       'bridge-nf-call-$t; [ ! -e $f ] || echo 0 > $f; done; '
+                       'ip link add name br0 type bridge%s && ip link set br0 up' % (
+                           ' stp_state 1' if stp else '' ) )
             for port in ports:
                 script += ' && ip link set %s master br0' % port
             started.append( ( sw, subprocess.Popen(
