@@ -37,6 +37,23 @@ impl BgpSoftware {
             BgpSoftware::Frr => "frr",
         }
     }
+
+    /// The command that lists a router's routes with their AS paths (what a
+    /// `valley_free` check reads).
+    pub fn routes_command(self) -> &'static [&'static str] {
+        match self {
+            BgpSoftware::Bird => &["birdc", "show", "route", "all"],
+            BgpSoftware::Frr => &["vtysh", "-c", "show bgp ipv4 unicast json"],
+        }
+    }
+
+    /// The AS paths in the answer to [`BgpSoftware::routes_command`], the neighbour first.
+    pub fn as_paths(self, out: &str) -> Result<Vec<Vec<u32>>, String> {
+        match self {
+            BgpSoftware::Bird => Ok(bird_as_paths(out)),
+            BgpSoftware::Frr => frr_as_paths(out),
+        }
+    }
 }
 
 /// An AS graph: AS numbers and relationships between them (indices into `ases`).

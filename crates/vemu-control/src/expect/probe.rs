@@ -68,22 +68,13 @@ pub(crate) fn holds(door: Door, check: &Check, left_s: f64) -> (bool, String) {
             (code == *exit && matched, why)
         }
         Check::ValleyFree { asn, software, graph, routes, .. } => {
-            let bird = *software == vemu_scenario::asgraph::BgpSoftware::Bird;
-            let argv: &[&str] = if bird {
-                &["birdc", "show", "route", "all"]
-            } else {
-                &["vtysh", "-c", "show bgp ipv4 unicast json"]
-            };
+            let argv = software.routes_command();
             let (code, out, err) = run(&door, argv, PROBE_S);
             if code != 0 {
                 return (false, format!("{}: exit status {code}: {}", argv[0], err.trim()));
             }
-            let paths = if bird {
-                Ok(vemu_scenario::import::bird_as_paths(&out))
-            } else {
-                vemu_scenario::import::frr_as_paths(&out)
-            };
-            match paths
+            match software
+                .as_paths(&out)
                 .and_then(|p| vemu_scenario::import::routes_valley_free(*asn, &p, graph, *routes))
             {
                 Ok(n) => (true, format!("{n} routes")),

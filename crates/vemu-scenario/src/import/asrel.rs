@@ -671,10 +671,15 @@ mod tests {
         // 1 and 2 peer; 1 is 3's provider, 2 is 4's.
         let g = parse_as_rel("1|2|0\n1|3|-1\n2|4|-1\n", "f").unwrap();
         let bird = "10.0.3.0/24 unreachable [bgp1 12:00] * (100) [AS4i]\n\tBGP.as_path: 2 4\n\tBGP.local_pref: 200\n";
+        use crate::asgraph::BgpSoftware::{Bird, Frr};
         assert_eq!(bird_as_paths(bird), vec![vec![2, 4]]);
+        assert_eq!(Bird.as_paths(bird).unwrap(), vec![vec![2, 4]]);
+        assert_eq!(Bird.routes_command(), ["birdc", "show", "route", "all"]);
         let frr = r#"{"routes": {"10.0.0.0/24": [{"path": ""}], "10.0.3.0/24": [{"path": "2 4", "bestpath": true}, {"path": "3 1 2 4"}]}}"#;
         assert_eq!(frr_as_paths(frr).unwrap(), vec![vec![2, 4], vec![3, 1, 2, 4]]);
         assert!(frr_as_paths("% Unknown command").unwrap_err().contains("not JSON"));
+        assert_eq!(Frr.as_paths(frr), frr_as_paths(frr));
+        assert_eq!(Frr.routes_command(), ["vtysh", "-c", "show bgp ipv4 unicast json"]);
         // At AS 1: up from 4 to 2, across to 1: valley-free, 1 route.
         assert_eq!(routes_valley_free(1, &[vec![2, 4]], &g, 1), Ok(1));
         assert!(routes_valley_free(1, &[vec![2, 4]], &g, 2).unwrap_err().contains("not yet 2"));
