@@ -284,31 +284,28 @@ pub(crate) fn node_interfaces(
             (Some(peer), Some(pnl)) => {
                 // Made from the plane, where its far end has the index chosen for it
                 // (see [`PLANE_INDEX_BASE`]); the interface here takes the next free one.
-                // The far end is up at once and on the fast path's block. (Left down, it
-                // would wait in the kernel's queue of link events, which is walked whole
-                // each time a device comes up: quadratic in big labs.)
+                // The far end goes on the fast path's block and up with this node's
+                // next batch of requests. (Its qdisc is added while it is down: on a
+                // device that is up the kernel waits for an RCU grace period under the
+                // RTNL lock. Left down for long, it would wait in the kernel's queue of
+                // link events, which is walked whole each time a device comes up:
+                // quadratic in big labs.)
                 let here = fs::File::open("/proc/thread-self/ns/net")
                     .context("opening the node's network namespace")?;
                 let v = peer.index;
-                pnl.add_veth_at(
-                    &peer.name,
-                    v,
-                    PLANE_MTU,
-                    peer.bridge.is_none(),
-                    &i.name,
-                    i.mac,
-                    i.mtu,
-                    &here,
-                )?;
+                pnl.add_veth_at(&peer.name, v, PLANE_MTU, false, &i.name, i.mac, i.mtu, &here)?;
                 pnl.flush().with_context(|| format!("creating interface {}", i.name))?;
                 match peer.bridge {
                     // A LAN port: also a port of the LAN's bridge (which brings it up),
                     // with the egress block.
                     Some(br) => {
-                        pnl.set_master(v, br)?;
                         pnl.add_clsact_blocks(v, PLANE_BLOCK, PLANE_EGRESS_BLOCK)?;
+                        pnl.set_master(v, br)?;
                     }
-                    None => pnl.add_ingress(v, PLANE_BLOCK)?,
+                    None => {
+                        pnl.add_ingress(v, PLANE_BLOCK)?;
+                        pnl.set_link(v, true, None, None)?;
+                    }
                 }
                 fds.push(None);
             }
