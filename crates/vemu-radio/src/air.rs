@@ -214,11 +214,8 @@ impl Air {
             Air::Dcf(d) => {
                 d.dcf.set_up(member, up, &mut d.out);
                 if !up {
-                    let (gone, kept) = std::mem::take(&mut d.held)
-                        .into_iter()
-                        .partition(|h| h.member == member || h.dst == Some(member));
-                    d.held = kept;
-                    d.out.extend(gone.iter().map(|h: &Held| dcf::Outcome::Done { id: h.id }));
+                    let gone = d.take_held(member);
+                    d.out.extend(gone.iter().map(|h| dcf::Outcome::Done { id: h.id }));
                 }
                 d.handle_outcomes(out);
             }
@@ -344,8 +341,7 @@ impl DcfAir {
         };
         // A station off its access point's channel, or its access point's frame for it:
         // it waits for the station's return.
-        let ap_to_away = matches!(infra.role(member), Some(Role::Ap(_)))
-            && dst.is_some_and(|d| infra.away(d) && infra.ap_of(d) == Some(member));
+        let ap_to_away = dst.is_some_and(|d| infra.away(d) && infra.ap_of(d) == Some(member));
         if infra.away(member) || ap_to_away {
             if self.held.len() >= HELD_FRAMES {
                 return false;
@@ -460,17 +456,23 @@ impl DcfAir {
             }
         }
         for s in back {
-            let (go, stay): (VecDeque<Held>, _) = std::mem::take(&mut self.held)
-                .into_iter()
-                .partition(|h| h.member == s || h.dst == Some(s));
-            self.held = stay;
-            for h in go {
+            for h in self.take_held(s) {
                 if !self.offer(now_ns, h.member, h.id, h.bytes, h.dst) {
                     out.push(Outcome::Done { id: h.id });
                 }
             }
         }
         self.send_mgmt(now_ns);
+    }
+
+    /// The frames held for station `s` (its own, and its access point's to it), in
+    /// order; the others stay.
+    fn take_held(&mut self, s: u32) -> VecDeque<Held> {
+        let (mine, others) = std::mem::take(&mut self.held)
+            .into_iter()
+            .partition(|h| h.member == s || h.dst == Some(s));
+        self.held = others;
+        mine
     }
 
     /// Put infrastructure mode's management frames on the air.

@@ -246,7 +246,7 @@ pub enum Route {
 #[derive(Debug, Clone, PartialEq)]
 enum StaState {
     /// Looking for access points on the channel it is on until `until_ns`, then on
-    /// the scan's channel number `next` ([`Infra::scan_channel`]).
+    /// the scan's channel number `next` ([`Infra::visit`]).
     Scanning {
         until_ns: u64,
         next: usize,
@@ -519,9 +519,8 @@ impl Infra {
         let st = &self.stas[&s];
         match st.state.clone() {
             StaState::Scanning { until_ns, next } if until_ns <= now_ns => {
-                match self.scan_channel(s, next) {
-                    Some(channel) => {
-                        let until_ns = now_ns + self.listen(s, channel);
+                match self.visit(s, next, now_ns) {
+                    Some(until_ns) => {
                         let st = self.stas.get_mut(&s).expect("a station");
                         st.state = StaState::Scanning { until_ns, next: next + 1 };
                     }
@@ -553,9 +552,8 @@ impl Infra {
                     self.lose(s, ap, now_ns);
                 } else if st.scan_until_ns.is_some_and(|t| t <= now_ns) {
                     let next = st.scan_next;
-                    match self.scan_channel(s, next) {
-                        Some(channel) => {
-                            let until_ns = now_ns + self.listen(s, channel);
+                    match self.visit(s, next, now_ns) {
+                        Some(until_ns) => {
                             let st = self.stas.get_mut(&s).expect("a station");
                             (st.scan_until_ns, st.scan_next) = (Some(until_ns), next + 1);
                         }
@@ -590,26 +588,26 @@ impl Infra {
 
     fn start_scan(&mut self, s: u32, now_ns: u64) {
         self.stas.get_mut(&s).expect("a station").refused.clear();
-        let first = self.scan_channel(s, 0).expect("a channel to scan");
-        let until_ns = now_ns + self.listen(s, first);
+        let until_ns = self.visit(s, 0, now_ns).expect("a channel to scan");
         self.stas.get_mut(&s).expect("a station").state = StaState::Scanning { until_ns, next: 1 };
     }
 
     fn background_scan(&mut self, s: u32, now_ns: u64) {
-        let first = self.scan_channel(s, 0).expect("a channel to scan");
-        let until_ns = now_ns + self.listen(s, first);
+        let until_ns = self.visit(s, 0, now_ns).expect("a channel to scan");
         let st = self.stas.get_mut(&s).expect("a station");
         (st.scan_until_ns, st.scan_next) = (Some(until_ns), 1);
         st.next_scan_ns = now_ns + st.cfg.scan_interval_ns;
     }
 
-    /// The channel a scan by station `s` visits `n`th: the access points' channels in
-    /// turn (its own, when the segment has no access point).
-    fn scan_channel(&self, s: u32, n: usize) -> Option<u16> {
-        match self.scan_list.is_empty() {
+    /// A scan by station `s` visits the `n`th of the access points' channels (its own,
+    /// when the segment has no access point), if there is one: there it listens until
+    /// the time returned ([`Infra::listen`]).
+    fn visit(&mut self, s: u32, n: usize, now_ns: u64) -> Option<u64> {
+        let channel = match self.scan_list.is_empty() {
             true => (n == 0).then(|| self.channel(s)),
             false => self.scan_list.get(n).copied(),
-        }
+        }?;
+        Some(now_ns + self.listen(s, channel))
     }
 
     /// Station `s`'s radio moves to `channel` (if it is not there): away when that is
