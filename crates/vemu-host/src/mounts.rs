@@ -42,7 +42,9 @@ pub fn mount_template(paths: &LabPaths) -> Result<OwnedFd> {
                 None::<&str>,
             )
             .context("making the nodes' mounts private")?;
-            let _ = umount2(NETNS_DIR, MntFlags::MNT_DETACH);
+            // (All of its mounts: a tmpfs may be on the directory's own; see
+            // `prepare_netns_dir`.)
+            while umount2(NETNS_DIR, MntFlags::MNT_DETACH).is_ok() {}
             if let Ok(d) = fs::read_dir(STATE_DIR) {
                 for e in d.flatten().filter(|e| e.path() != paths.dir) {
                     let _ = umount2(&e.path(), MntFlags::MNT_DETACH);

@@ -33,6 +33,39 @@ pub(crate) fn make_shared_dir(dir: &str) -> Result<()> {
     bail!("could not make {dir} a shared mount")
 }
 
+/// Make [`NETNS_DIR`] ready for a lab's names of its namespaces (one symlink each, for
+/// `ip netns`): a shared mount point ([`make_shared_dir`]), on a tmpfs. On a machine
+/// whose `/run` is a disk's filesystem rather than the usual tmpfs, each symlink there
+/// allocates an inode: 10,000 of them took 1.5 s of CPU on ext4 against 0.02 s on a
+/// tmpfs (a tenth of a 10,000-node `up`). So where the directory is not on a tmpfs and
+/// holds nothing (nobody's name would be hidden), a tmpfs is mounted
+/// there first. It stays, as iproute2's mount of the directory onto itself does:
+/// namespaces named later, by anyone, are named on it as they would be on such a
+/// machine's `/run`.
+pub(crate) fn prepare_netns_dir() -> Result<()> {
+    fs::create_dir_all(NETNS_DIR).with_context(|| format!("creating {NETNS_DIR}"))?;
+    fs::create_dir_all(STATE_DIR).with_context(|| format!("creating {STATE_DIR}"))?;
+    // (Two labs coming up at once: one mount, and no name made under a later one.)
+    let _lock = crate::lock::lock_file(&Path::new(STATE_DIR).join("netns.lock"))?;
+    let kind = nix::sys::statfs::statfs(NETNS_DIR)
+        .with_context(|| format!("asking what filesystem {NETNS_DIR} is on"))?
+        .filesystem_type();
+    let in_memory = kind == nix::sys::statfs::TMPFS_MAGIC;
+    let empty =
+        fs::read_dir(NETNS_DIR).with_context(|| format!("reading {NETNS_DIR}"))?.next().is_none();
+    if !in_memory && empty {
+        mount(
+            Some("vemu-netns"),
+            NETNS_DIR,
+            Some("tmpfs"),
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+            Some("mode=0755"),
+        )
+        .with_context(|| format!("mounting a tmpfs on {NETNS_DIR}"))?;
+    }
+    make_shared_dir(NETNS_DIR)
+}
+
 /// Make `dir` a mount point of its own that propagates nothing. The nodes' mount
 /// namespaces are pinned there, and the kernel refuses to copy a mount namespace file
 /// into another mount namespace (EINVAL): under the lab's shared tmpfs, a pin would be
@@ -137,7 +170,7 @@ pub fn prepare_lab(
     confined: bool,
 ) -> Result<()> {
     raise_host_limits()?;
-    make_shared_dir(NETNS_DIR)?;
+    prepare_netns_dir()?;
     make_shared_dir(STATE_DIR)?;
     fs::create_dir(&paths.dir).with_context(|| format!("creating {}", paths.dir.display()))?;
     // Sized: a node that fills its /var/log fills the lab's allowance, not the machine's memory.
