@@ -73,24 +73,29 @@ pub fn create_node(
                 // of them on each lookup (a third of the CPU of a 10,000-node `up` went there).
                 mount(Some("proc"), "/proc", Some("proc"), MsFlags::empty(), None::<&str>)
                     .context("mounting a procfs for the node's sysctls")?;
-                let _gate = NET_CONFIG.lock().unwrap_or_else(|e| e.into_inner());
-                write_sysctl("/proc/sys/net/ipv4/ip_forward", "1")?;
-                write_sysctl("/proc/sys/net/ipv6/conf/all/forwarding", "1")?;
-                write_sysctl("/proc/sys/net/ipv6/conf/default/forwarding", "1")?;
-                // Addresses (link-local ones too) are usable at once: no duplicate address
-                // detection delaying the first seconds of a lab.
-                write_sysctl("/proc/sys/net/ipv6/conf/default/accept_dad", "0")?;
-                write_sysctl("/proc/sys/net/ipv6/conf/all/accept_dad", "0")?;
-                // (An access point's bridge is a switch; the node's own settings after.)
-                if !node.bridge.is_empty() {
-                    bridges_without_netfilter()?;
-                }
-                for (k, v) in &node.sysctls {
-                    write_sysctl(&format!("/proc/sys/{}", k.replace('.', "/")), v)
-                        .with_context(|| format!("setting sysctl {k} = {v}"))?;
+                {
+                    let _gate = NET_CONFIG.lock().unwrap_or_else(|e| e.into_inner());
+                    write_sysctl("/proc/sys/net/ipv4/ip_forward", "1")?;
+                    write_sysctl("/proc/sys/net/ipv6/conf/all/forwarding", "1")?;
+                    write_sysctl("/proc/sys/net/ipv6/conf/default/forwarding", "1")?;
+                    // Addresses (link-local ones too) are usable at once: no duplicate address
+                    // detection delaying the first seconds of a lab.
+                    write_sysctl("/proc/sys/net/ipv6/conf/default/accept_dad", "0")?;
+                    write_sysctl("/proc/sys/net/ipv6/conf/all/accept_dad", "0")?;
+                    // (An access point's bridge is a switch; the node's own settings after.)
+                    if !node.bridge.is_empty() {
+                        bridges_without_netfilter()?;
+                    }
+                    for (k, v) in &node.sysctls {
+                        write_sysctl(&format!("/proc/sys/{}", k.replace('.', "/")), v)
+                            .with_context(|| format!("setting sysctl {k} = {v}"))?;
+                    }
                 }
                 umount2("/proc", MntFlags::MNT_DETACH)
                     .context("unmounting the node's sysctl procfs")?;
+                // (Unmounted outside the gate: the kernel waits for an RCU grace period
+                // as a mount goes, and every other node's thread would wait too.)
+                let _gate = NET_CONFIG.lock().unwrap_or_else(|e| e.into_inner());
                 let mut nl = netlink::Netlink::open()?;
                 let lo = tap::ifindex("lo")?;
                 nl.set_link(lo, true, None, None)?;
