@@ -98,17 +98,41 @@ pub(crate) const PLANE_BLOCK: u32 = 1;
 
 pub(crate) const PLANE_EGRESS_BLOCK: u32 = 2;
 
-/// Attach the fast path's TC programs to the lab's plane: `prog` to the shared block
-/// every device's ingress joins, `egress` to the one of LAN ports' egress (the blocks
-/// live on the plane's loopback, which carries nothing, so that they outlast every
-/// other device).
-pub fn plane_program(paths: &LabPaths, prog: BorrowedFd<'_>, egress: BorrowedFd<'_>) -> Result<()> {
+/// Make the lab's plane's shared TC blocks ([`plane_program`]): on the plane's loopback,
+/// which carries nothing, so that they outlast every other device.
+pub fn plane_blocks(paths: &LabPaths) -> Result<()> {
     in_netns(&paths.plane(), || {
         let mut nl = netlink::Netlink::open()?;
         nl.add_clsact_blocks(tap::ifindex("lo")?, PLANE_BLOCK, PLANE_EGRESS_BLOCK)?;
+        nl.flush().context("making the plane's TC blocks")
+    })
+}
+
+/// Attach the fast path's TC programs to the lab's plane ([`plane_blocks`]): `prog` to
+/// the shared block every device's ingress joins, `egress` to the one of LAN ports'
+/// egress. While a lab is made they come off again ([`plane_program_off`]) until
+/// its first devices have joined the blocks: a qdisc that joins a block with a filter
+/// waits for an RCU grace period (under the kernel's RTNL lock, every other device's
+/// making waiting with it), one that joins an empty block does not, and the filters'
+/// coming back later waits for none. Meanwhile what a node would send reaches the
+/// plane's own stack, which has no address to answer from nor route to forward by (on
+/// a LAN port, its bridge); no node runs a program yet.
+pub fn plane_program(paths: &LabPaths, prog: BorrowedFd<'_>, egress: BorrowedFd<'_>) -> Result<()> {
+    in_netns(&paths.plane(), || {
+        let mut nl = netlink::Netlink::open()?;
         nl.add_block_bpf(PLANE_BLOCK, &prog, "vemu-steer")?;
         nl.add_block_bpf(PLANE_EGRESS_BLOCK, &egress, "vemu-leave")?;
         nl.flush().context("attaching the fast path's programs")
+    })
+}
+
+/// Take the fast path's programs off the plane's blocks, which stay ([`plane_program`]).
+pub fn plane_program_off(paths: &LabPaths) -> Result<()> {
+    in_netns(&paths.plane(), || {
+        let mut nl = netlink::Netlink::open()?;
+        nl.del_block_bpf(PLANE_BLOCK, "vemu-steer")?;
+        nl.del_block_bpf(PLANE_EGRESS_BLOCK, "vemu-leave")?;
+        nl.flush().context("taking the fast path's programs off the plane")
     })
 }
 

@@ -618,6 +618,23 @@ impl Netlink {
         )
     }
 
+    /// Take the program [`Netlink::add_block_bpf`] attached off shared block `block`.
+    pub fn del_block_bpf(&mut self, block: u32, name: &str) -> Result<()> {
+        const ETH_P_ALL: u16 = 0x0003;
+        const ON_BLOCK: i32 = -1;
+        let mut m = TcMessage::default();
+        m.header.index = ON_BLOCK;
+        m.header.parent = TcHandle::from(block);
+        m.header.handle = TcHandle { major: 0, minor: 1 };
+        m.header.info = (1 << 16) | ETH_P_ALL.to_be() as u32;
+        m.attributes.push(TcAttribute::Kind("bpf".into()));
+        self.queue(
+            RouteNetlinkMessage::DelTrafficFilter(m),
+            0,
+            format!("taking {name} off TC block {block}"),
+        )
+    }
+
     /// Add an address, usable at once (no duplicate address detection).
     pub fn add_address(&mut self, index: u32, net: IpNet) -> Result<()> {
         let mut m = AddressMessage::default();

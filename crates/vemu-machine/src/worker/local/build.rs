@@ -65,6 +65,9 @@ impl LocalWorker {
         });
         let (taps, plane_taps) =
             make_nodes(&plan, &paths, &local_nodes, &template, &peers, tap_names, progress)?;
+        if let Some(f) = &fast {
+            vemu_host::plane_program(&paths, f.program(), f.egress_program())?;
+        }
 
         // Links: hand both TAP devices of each to the engine (with the fast path, the
         // engine's own in the plane: frames reach them only while a direction needs it).
@@ -548,8 +551,15 @@ fn make_nodes(
             });
         }
         drop(tx);
+        // Told at each half percent (a line to `vemu up` a node, in a 10,000-node lab,
+        // woke it 10,000 times for a bar that moves by whole characters).
+        let mut told = usize::MAX;
         while rx.recv().is_ok() {
-            progress(done.load(Ordering::Relaxed), total);
+            let made = done.load(Ordering::Relaxed);
+            if made * 200 / total != told {
+                told = made * 200 / total;
+                progress(made, total);
+            }
         }
         plane_taps.map(|t| {
             t.join()
@@ -678,7 +688,11 @@ fn fast_path(paths: &LabPaths, dense_devices: usize) -> Result<Arc<FastPath>, St
     let dense = u32::try_from(dense_devices)
         .map_err(|_| format!("{dense_devices} plane devices are too many"))?;
     let fast = FastPath::load(ctl, dense).map_err(|e| format!("{e:#}"))?;
-    vemu_host::plane_program(paths, fast.program(), fast.egress_program())
+    // Attached and taken off again: whether the kernel takes them is known now, while
+    // the lab can still do without; they are back once the nodes are made.
+    vemu_host::plane_blocks(paths)
+        .and_then(|()| vemu_host::plane_program(paths, fast.program(), fast.egress_program()))
+        .and_then(|()| vemu_host::plane_program_off(paths))
         .map_err(|e| format!("{e:#}"))?;
     Ok(Arc::new(fast))
 }
