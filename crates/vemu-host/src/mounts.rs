@@ -26,8 +26,9 @@ pub(crate) fn pin(src: &str, target: &Path) -> Result<()> {
 /// A mount namespace to copy the nodes' from: the machine's mounts, made private (so
 /// that what is mounted later, such as pinned namespaces, does not propagate into
 /// nodes), without `/run/netns` and without other labs' state, which would otherwise
-/// keep their namespaces alive. Returns a descriptor of it.
-pub fn mount_template(paths: &LabPaths) -> Result<OwnedFd> {
+/// keep their namespaces alive; the lab's own directory is its tmpfs alone, without the
+/// namespaces pinned under it. Made once in a process ([`node_template`]).
+fn mount_template(paths: &LabPaths) -> Result<OwnedFd> {
     let paths = paths.clone();
     std::thread::Builder::new()
         .name("mk-mnt".into())
@@ -50,12 +51,157 @@ pub fn mount_template(paths: &LabPaths) -> Result<OwnedFd> {
                     let _ = umount2(&e.path(), MntFlags::MNT_DETACH);
                 }
             }
+            alone(&paths.dir).context("keeping the lab's directory without its pins")?;
             Ok(fs::File::open("/proc/thread-self/ns/mnt")
                 .context("opening the template mount namespace")?
                 .into())
         })?
         .join()
         .map_err(|_| anyhow!("the thread creating the nodes' mount namespace panicked"))?
+}
+
+/// Replace the mount at `dir` (in the calling thread's mount namespace) by a copy of it
+/// without the mounts under it (`open_tree` without `AT_RECURSIVE`, `move_mount`).
+fn alone(dir: &Path) -> Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    const OPEN_TREE_CLONE: libc::c_uint = 1;
+    const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 4;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes())?;
+    let flags = OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint;
+    // SAFETY: open_tree with a NUL-terminated path; a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, path.as_ptr(), flags) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error())
+            .with_context(|| format!("copying the mount at {}", dir.display()));
+    }
+    // SAFETY: open_tree returned a descriptor of ours.
+    let tree = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd as i32) };
+    umount2(dir, MntFlags::MNT_DETACH).with_context(|| format!("unmounting {}", dir.display()))?;
+    // SAFETY: move_mount of our descriptor, empty path, onto a NUL-terminated path.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            tree.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH,
+        )
+    };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error())
+            .with_context(|| format!("mounting the copy at {}", dir.display()));
+    }
+    Ok(())
+}
+
+/// What the thread making a node's mounts hears about its mount namespace.
+enum Pinned {
+    Done,
+    /// Make another: the kernel refused to pin this one.
+    Again,
+    Failed,
+}
+
+/// How often a node's mount namespace is made again when the kernel refuses to pin it
+/// (EINVAL), waiting 50 ms, 100 ms, ... in between (6.4 s in all). Seen for some seconds
+/// after a machine's other mount namespaces went away in numbers (an agent's share of
+/// a lab ending; the ids vemu compares were in order, so not the loop check): the labs
+/// started then failed, one started 10 s later did not.
+const PIN_RETRIES: u32 = 7;
+
+/// The templates of this process's labs' nodes' mount namespaces, by lab directory.
+static TEMPLATES: std::sync::Mutex<Vec<(PathBuf, std::sync::Arc<OwnedFd>)>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// The template of the lab's nodes' mount namespaces ([`mount_template`]), made the
+/// first time this process asks.
+pub fn node_template(paths: &LabPaths) -> Result<std::sync::Arc<OwnedFd>> {
+    let mut all = TEMPLATES.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, t)) = all.iter().find(|(d, _)| *d == paths.dir) {
+        return Ok(t.clone());
+    }
+    let t = std::sync::Arc::new(mount_template(paths)?);
+    all.push((paths.dir.clone(), t.clone()));
+    Ok(t)
+}
+
+/// Let go of the lab's template (it holds a copy of the lab's directory).
+pub(crate) fn forget_template(paths: &LabPaths) {
+    TEMPLATES.lock().unwrap_or_else(|e| e.into_inner()).retain(|(d, _)| *d != paths.dir);
+}
+
+/// The node's mount namespace ([`enter_node_mounts`]), made and pinned the first time
+/// one of its processes starts: a node that runs nothing has none (making them, three
+/// overlays each, was a tenth of a 10,000-node `up`).
+pub(crate) fn node_mounts(paths: &LabPaths, node: &str) -> Result<OwnedFd> {
+    let pinned = paths.mnt(node);
+    let open = || fs::File::open(&pinned).map(OwnedFd::from);
+    if let Ok(fd) = open() {
+        return Ok(fd);
+    }
+    if !paths.netns_pin(node).exists() {
+        bail!("node '{node}' of lab '{}' does not exist ({})", paths.lab, pinned.display());
+    }
+    let _lock = lock::lock_file(&pinned.with_extension("lock"))?;
+    if let Ok(fd) = open() {
+        return Ok(fd);
+    }
+    let template = node_template(paths)?;
+    let (tid_tx, tid_rx) = std::sync::mpsc::channel::<i32>();
+    let (pinned_tx, pinned_rx) = std::sync::mpsc::channel::<Pinned>();
+    let worker = {
+        let (paths, node) = (paths.clone(), node.to_string());
+        std::thread::Builder::new().name(format!("mnt-{node}")).spawn(move || -> Result<()> {
+            // A mount namespace cannot be pinned from inside itself: this thread's maker
+            // does it, and may ask for another one (see [`PIN_RETRIES`]).
+            loop {
+                enter_node_mounts(&paths, &node, &template)?;
+                let _ = tid_tx.send(nix::unistd::gettid().as_raw());
+                match pinned_rx.recv() {
+                    Ok(Pinned::Done) => return Ok(()),
+                    Ok(Pinned::Again) => continue,
+                    _ => bail!("the node's mount namespace could not be pinned"),
+                }
+            }
+        })?
+    };
+    let mut attempt = 0;
+    let mut result = Err(anyhow!("the thread making node {node}'s mounts ended"));
+    while let Ok(tid) = tid_rx.recv() {
+        let r = pin(&format!("/proc/self/task/{tid}/ns/mnt"), &pinned);
+        let einval =
+            r.as_ref().err().and_then(|e| e.root_cause().downcast_ref::<nix::errno::Errno>())
+                == Some(&nix::errno::Errno::EINVAL);
+        match r {
+            Ok(()) => {
+                let _ = pinned_tx.send(Pinned::Done);
+                result = Ok(());
+                break;
+            }
+            Err(_) if einval && attempt < PIN_RETRIES => {
+                attempt += 1;
+                eprintln!("vemu: node {node}: the kernel refused to pin its mount namespace (EINVAL); making another (attempt {attempt})");
+                std::thread::sleep(Duration::from_millis(25 << attempt));
+                let _ = pinned_tx.send(Pinned::Again);
+            }
+            Err(e) => {
+                let _ = pinned_tx.send(Pinned::Failed);
+                result = Err(e).with_context(|| {
+                    format!(
+                        "pinning the mount namespace of node {node} (tried {} times)",
+                        attempt + 1
+                    )
+                });
+                break;
+            }
+        }
+    }
+    drop(pinned_tx);
+    let made =
+        worker.join().map_err(|_| anyhow!("the thread making node {node}'s mounts panicked"))?;
+    made.and(result).with_context(|| format!("making node {node}'s mounts"))?;
+    open().with_context(|| format!("opening {}", pinned.display()))
 }
 
 /// The kernel's id of the mount namespace at `path` (`NS_GET_MNTNS_ID`, Linux 6.8), if

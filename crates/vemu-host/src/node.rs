@@ -3,21 +3,19 @@
 
 use super::*;
 
-/// Create one node: its namespaces, its interfaces (addressed, up), loopback addresses,
-/// routes and private filesystem view. An interface whose `plane_peers` entry names a
-/// peer is one end of a veth pair whose other end (with that name) is in the lab's
-/// plane namespace; the others are TAP devices, whose descriptors are returned (in the
-/// order of `node.ifaces`). Runs on a thread of its own, since entering a namespace is
-/// per thread. (A node's PID namespace is made when its first process starts:
-/// [`NodeEntry::open`].)
+/// Create one node: its namespaces, its interfaces (addressed, up), loopback addresses
+/// and routes. An interface whose `plane_peers` entry names a peer is one end of a veth
+/// pair whose other end (with that name) is in the lab's plane namespace; the others are
+/// TAP devices, whose descriptors are returned (in the order of `node.ifaces`). Runs on
+/// a thread of its own, since entering a namespace is per thread. (A node's mount
+/// namespace, its private view of the filesystem, and its PID namespace are made when
+/// its first process starts: [`NodeEntry::open`].)
 pub fn create_node(
     paths: &LabPaths,
     node: &NodePlan,
-    template: &OwnedFd,
     plane_peers: &[Option<PlanePeer>],
 ) -> Result<Vec<Option<OwnedFd>>> {
     let name = node.name.clone();
-    let template = template.try_clone().context("duplicating the template descriptor")?;
     let plane = match plane_peers.iter().any(Option::is_some) {
         true => Some(
             fs::File::open(paths.plane())
@@ -26,8 +24,6 @@ pub fn create_node(
         false => None,
     };
     let plane_peers = plane_peers.to_vec();
-    let (tid_tx, tid_rx) = std::sync::mpsc::channel::<i32>();
-    let (pinned_tx, pinned_rx) = std::sync::mpsc::channel::<Pinned>();
     let worker = {
         let paths = paths.clone();
         let node = node.clone();
@@ -56,45 +52,28 @@ pub fn create_node(
                 std::os::unix::fs::symlink(paths.netns_pin(&node.name), paths.netns(&node.name))
                     .with_context(|| format!("creating {}", paths.netns(&node.name).display()))?;
                 pin_ns("uts", &paths.uts(&node.name))?;
-                // A mount namespace cannot be pinned from inside itself: the caller does it,
-                // and may ask for another one (see [`PIN_RETRIES`]).
-                loop {
-                    enter_node_mounts(&paths, &node.name, &template)?;
-                    let _ = tid_tx.send(nix::unistd::gettid().as_raw());
-                    match pinned_rx.recv() {
-                        Ok(Pinned::Done) => break,
-                        Ok(Pinned::Again) => continue,
-                        _ => bail!("the node's mount namespace could not be pinned"),
-                    }
-                }
-                // The sysctls through a procfs of the node's own, mounted for the while: in
-                // the machine's /proc every namespace's /proc/sys/net/... entries are cached
-                // side by side under one parent, and the kernel compares a name against all
-                // of them on each lookup (a third of the CPU of a 10,000-node `up` went there).
-                mount(Some("proc"), "/proc", Some("proc"), MsFlags::empty(), None::<&str>)
-                    .context("mounting a procfs for the node's sysctls")?;
+                let proc = OwnProc::new()?;
                 {
                     let _gate = NET_CONFIG.lock().unwrap_or_else(|e| e.into_inner());
-                    write_sysctl("/proc/sys/net/ipv4/ip_forward", "1")?;
-                    write_sysctl("/proc/sys/net/ipv6/conf/all/forwarding", "1")?;
-                    write_sysctl("/proc/sys/net/ipv6/conf/default/forwarding", "1")?;
+                    write_sysctl(&proc.sys("net/ipv4/ip_forward"), "1")?;
+                    write_sysctl(&proc.sys("net/ipv6/conf/all/forwarding"), "1")?;
+                    write_sysctl(&proc.sys("net/ipv6/conf/default/forwarding"), "1")?;
                     // Addresses (link-local ones too) are usable at once: no duplicate address
                     // detection delaying the first seconds of a lab.
-                    write_sysctl("/proc/sys/net/ipv6/conf/default/accept_dad", "0")?;
-                    write_sysctl("/proc/sys/net/ipv6/conf/all/accept_dad", "0")?;
+                    write_sysctl(&proc.sys("net/ipv6/conf/default/accept_dad"), "0")?;
+                    write_sysctl(&proc.sys("net/ipv6/conf/all/accept_dad"), "0")?;
                     // (An access point's bridge is a switch; the node's own settings after.)
                     if !node.bridge.is_empty() {
-                        bridges_without_netfilter()?;
+                        bridges_without_netfilter(&proc.sys_root())?;
                     }
                     for (k, v) in &node.sysctls {
-                        write_sysctl(&format!("/proc/sys/{}", k.replace('.', "/")), v)
+                        write_sysctl(&proc.sys(&k.replace('.', "/")), v)
                             .with_context(|| format!("setting sysctl {k} = {v}"))?;
                     }
                 }
-                umount2("/proc", MntFlags::MNT_DETACH)
-                    .context("unmounting the node's sysctl procfs")?;
-                // (Unmounted outside the gate: the kernel waits for an RCU grace period
-                // as a mount goes, and every other node's thread would wait too.)
+                // (Let go outside the gate: the kernel waits for an RCU grace period as
+                // a mount goes, and every other node's thread would wait too.)
+                drop(proc);
                 let _gate = NET_CONFIG.lock().unwrap_or_else(|e| e.into_inner());
                 let mut nl = netlink::Netlink::open()?;
                 let lo = tap::ifindex("lo")?;
@@ -112,34 +91,6 @@ pub fn create_node(
             },
         )?
     };
-    let mut attempt = 0;
-    while let Ok(tid) = tid_rx.recv() {
-        let r = pin(&format!("/proc/self/task/{tid}/ns/mnt"), &paths.mnt(&name));
-        let einval =
-            r.as_ref().err().and_then(|e| e.root_cause().downcast_ref::<nix::errno::Errno>())
-                == Some(&nix::errno::Errno::EINVAL);
-        match r {
-            Ok(()) => {
-                let _ = pinned_tx.send(Pinned::Done);
-                break;
-            }
-            Err(_) if einval && attempt < PIN_RETRIES => {
-                attempt += 1;
-                eprintln!("vemu: node {name}: the kernel refused to pin its mount namespace (EINVAL); making another (attempt {attempt})");
-                std::thread::sleep(Duration::from_millis(25 << attempt));
-                let _ = pinned_tx.send(Pinned::Again);
-            }
-            Err(e) => {
-                let _ = pinned_tx.send(Pinned::Failed);
-                return Err(e).with_context(|| {
-                    format!(
-                        "pinning the mount namespace of node {name} (tried {} times)",
-                        attempt + 1
-                    )
-                });
-            }
-        }
-    }
     let fds = worker.join().map_err(|_| anyhow!("the thread creating node {name} panicked"))??;
     if !node.limits.is_none() {
         cgroup::set_limits(&paths.lab, &name, &node.limits)?;
@@ -252,21 +203,6 @@ pub(crate) fn remove_host_ifaces(paths: &LabPaths) -> Result<()> {
         nl.flush().context("deleting the machine's interfaces to the lab")
     })
 }
-
-/// What the thread making a node hears about its mount namespace.
-pub(crate) enum Pinned {
-    Done,
-    /// Make another: the kernel refused to pin this one.
-    Again,
-    Failed,
-}
-
-/// How often a node's mount namespace is made again when the kernel refuses to pin it
-/// (EINVAL), waiting 50 ms, 100 ms, ... in between (6.4 s in all). Seen for some seconds
-/// after a machine's other mount namespaces went away in numbers (an agent's share of
-/// a lab ending; the ids vemu compares were in order, so not the loop check): the labs
-/// started then failed, one started 10 s later did not.
-pub(crate) const PIN_RETRIES: u32 = 7;
 
 /// Make a node's interfaces in the calling thread's network namespace (a veth whose peer
 /// goes into the plane, or a TAP device whose descriptor is returned), with their MAC,
@@ -591,8 +527,8 @@ impl NodeEntry {
                 })?
                 .into())
         };
-        let (net, uts, mnt) =
-            (open(paths.netns(node))?, open(paths.uts(node))?, open(paths.mnt(node))?);
+        let (net, uts) = (open(paths.netns(node))?, open(paths.uts(node))?);
+        let mnt = node_mounts(paths, node)?;
         node_sysfs(paths, node, &net, &mnt)?;
         let cgroups = cgroup::procs_files(&paths.lab, node)?;
         let pid = match fs::File::open(paths.pidns_wanted(node)) {

@@ -30,7 +30,7 @@ pub fn create_plane(paths: &LabPaths) -> Result<()> {
             write_sysctl("/proc/sys/net/ipv6/conf/all/disable_ipv6", "1")?;
             write_sysctl("/proc/sys/net/ipv6/conf/default/disable_ipv6", "1")?;
             // (Its LAN bridges are switches.)
-            bridges_without_netfilter()
+            bridges_without_netfilter("/proc/sys")
         })
         .join()
         .map_err(|_| anyhow!("the thread creating the plane namespace panicked"))?

@@ -67,6 +67,7 @@ pub fn remove_lab(lab: &str) -> Result<()> {
             }
         }
     }
+    forget_template(&paths);
     if paths.dir.exists() {
         // One lazy unmount takes the lab's tmpfs and every namespace pinned on it.
         let _ = umount2(&paths.dir, MntFlags::MNT_DETACH);

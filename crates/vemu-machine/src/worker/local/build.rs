@@ -53,7 +53,8 @@ impl LocalWorker {
             .iter()
             .map(|n| (n.name.clone(), n.ifaces.iter().map(|i| i.name.clone()).collect(), n.kind))
             .collect();
-        let template = vemu_host::mount_template(&paths)?;
+        // (Made before the nodes' namespaces are pinned, which it does without.)
+        vemu_host::node_template(&paths)?;
         let fast = self.start_fast_path(&plan, &paths, &mut layout, vxlan_port)?;
         let (peers, names) = plane_devices(&plan, &paths, &layout, fast.is_some())?;
         // The engine's TAP devices of the links and LANs that need it from the start;
@@ -64,7 +65,7 @@ impl LocalWorker {
             names.iter().filter(|(end, _)| impaired(end)).map(|(_, (_, t))| t.clone()).collect()
         });
         let (taps, plane_taps) =
-            make_nodes(&plan, &paths, &local_nodes, &template, &peers, tap_names, progress)?;
+            make_nodes(&plan, &paths, &local_nodes, &peers, tap_names, progress)?;
         if let Some(f) = &fast {
             vemu_host::plane_program(&paths, f.program(), f.egress_program())?;
         }
@@ -502,7 +503,6 @@ fn make_nodes(
     plan: &Plan,
     paths: &LabPaths,
     local_nodes: &[usize],
-    template: &OwnedFd,
     peers: &[Vec<Option<vemu_host::PlanePeer>>],
     tap_names: Option<Vec<String>>,
     progress: &mut dyn FnMut(usize, usize),
@@ -535,7 +535,7 @@ fn make_nodes(
                         }
                         NodeKind::External => vemu_host::create_external_node(&plan.nodes[i]),
                         NodeKind::Namespace => {
-                            vemu_host::create_node(paths, &plan.nodes[i], template, &peers[i])
+                            vemu_host::create_node(paths, &plan.nodes[i], &peers[i])
                         }
                     };
                     match made {
