@@ -596,16 +596,7 @@ impl Netlink {
     /// Run BPF program `prog` (a classifier in direct-action mode) on every frame
     /// arriving at the interfaces whose ingress qdisc is on shared block `block`.
     pub fn add_block_bpf(&mut self, block: u32, prog: &impl AsRawFd, name: &str) -> Result<()> {
-        const ETH_P_ALL: u16 = 0x0003;
-        /// `tcm_ifindex` of a filter on a shared block (`TCM_IFINDEX_MAGIC_BLOCK`).
-        const ON_BLOCK: i32 = -1;
-        let mut m = TcMessage::default();
-        m.header.index = ON_BLOCK;
-        m.header.parent = TcHandle::from(block);
-        m.header.handle = TcHandle { major: 0, minor: 1 };
-        // Priority 1, every protocol (in network byte order).
-        m.header.info = (1 << 16) | ETH_P_ALL.to_be() as u32;
-        m.attributes.push(TcAttribute::Kind("bpf".into()));
+        let mut m = block_bpf_filter(block);
         m.attributes.push(TcAttribute::Options(vec![
             TcOption::Bpf(TcFilterBpfOption::ProgFd(prog.as_raw_fd() as u32)),
             TcOption::Bpf(TcFilterBpfOption::ProgName(name.to_string())),
@@ -620,16 +611,8 @@ impl Netlink {
 
     /// Take the program [`Netlink::add_block_bpf`] attached off shared block `block`.
     pub fn del_block_bpf(&mut self, block: u32, name: &str) -> Result<()> {
-        const ETH_P_ALL: u16 = 0x0003;
-        const ON_BLOCK: i32 = -1;
-        let mut m = TcMessage::default();
-        m.header.index = ON_BLOCK;
-        m.header.parent = TcHandle::from(block);
-        m.header.handle = TcHandle { major: 0, minor: 1 };
-        m.header.info = (1 << 16) | ETH_P_ALL.to_be() as u32;
-        m.attributes.push(TcAttribute::Kind("bpf".into()));
         self.queue(
-            RouteNetlinkMessage::DelTrafficFilter(m),
+            RouteNetlinkMessage::DelTrafficFilter(block_bpf_filter(block)),
             0,
             format!("taking {name} off TC block {block}"),
         )
@@ -796,4 +779,19 @@ fn family(a: IpAddr) -> AddressFamily {
     } else {
         AddressFamily::Inet6
     }
+}
+
+/// The filter of [`Netlink::add_block_bpf`] on shared block `block`, without its options.
+fn block_bpf_filter(block: u32) -> TcMessage {
+    const ETH_P_ALL: u16 = 0x0003;
+    /// `tcm_ifindex` of a filter on a shared block (`TCM_IFINDEX_MAGIC_BLOCK`).
+    const ON_BLOCK: i32 = -1;
+    let mut m = TcMessage::default();
+    m.header.index = ON_BLOCK;
+    m.header.parent = TcHandle::from(block);
+    m.header.handle = TcHandle { major: 0, minor: 1 };
+    // Priority 1, every protocol (in network byte order).
+    m.header.info = (1 << 16) | ETH_P_ALL.to_be() as u32;
+    m.attributes.push(TcAttribute::Kind("bpf".into()));
+    m
 }
