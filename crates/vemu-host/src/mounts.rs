@@ -68,14 +68,10 @@ fn alone(dir: &Path) -> Result<()> {
     const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 4;
     let path = std::ffi::CString::new(dir.as_os_str().as_bytes())?;
     let flags = OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint;
-    // SAFETY: open_tree with a NUL-terminated path; a new descriptor or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, path.as_ptr(), flags) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error())
-            .with_context(|| format!("copying the mount at {}", dir.display()));
-    }
-    // SAFETY: open_tree returned a descriptor of ours.
-    let tree = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd as i32) };
+    // SAFETY: open_tree with a NUL-terminated path.
+    let tree =
+        new_fd(unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, path.as_ptr(), flags) })
+            .with_context(|| format!("copying the mount at {}", dir.display()))?;
     umount2(dir, MntFlags::MNT_DETACH).with_context(|| format!("unmounting {}", dir.display()))?;
     // SAFETY: move_mount of our descriptor, empty path, onto a NUL-terminated path.
     let r = unsafe {
@@ -132,16 +128,14 @@ pub(crate) fn forget_template(paths: &LabPaths) {
 }
 
 /// The node's mount namespace ([`enter_node_mounts`]), made and pinned the first time
-/// one of its processes starts: a node that runs nothing has none (making them, three
-/// overlays each, was a tenth of a 10,000-node `up`).
+/// one of its processes starts ([`NodeEntry::open`], which has found the node): a node
+/// that runs nothing has none (making them, three overlays each, was a tenth of a
+/// 10,000-node `up`).
 pub(crate) fn node_mounts(paths: &LabPaths, node: &str) -> Result<OwnedFd> {
     let pinned = paths.mnt(node);
     let open = || fs::File::open(&pinned).map(OwnedFd::from);
     if let Ok(fd) = open() {
         return Ok(fd);
-    }
-    if !paths.netns_pin(node).exists() {
-        bail!("node '{node}' of lab '{}' does not exist ({})", paths.lab, pinned.display());
     }
     let _lock = lock::lock_file(&pinned.with_extension("lock"))?;
     if let Ok(fd) = open() {

@@ -283,29 +283,23 @@ impl OwnProc {
         const FSOPEN_CLOEXEC: libc::c_uint = 1;
         const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
         const FSMOUNT_CLOEXEC: libc::c_uint = 1;
-        let last = || std::io::Error::last_os_error();
-        // SAFETY: fsopen with a NUL-terminated name; a new descriptor or -1.
-        let fs = unsafe { libc::syscall(libc::SYS_fsopen, c"proc".as_ptr(), FSOPEN_CLOEXEC) };
-        if fs < 0 {
-            return Err(last()).context("opening a procfs (fsopen)");
-        }
-        // SAFETY: fsopen returned a descriptor of ours.
-        let fs = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fs as i32) };
+        // SAFETY: fsopen with a NUL-terminated name.
+        let fs =
+            new_fd(unsafe { libc::syscall(libc::SYS_fsopen, c"proc".as_ptr(), FSOPEN_CLOEXEC) })
+                .context("opening a procfs (fsopen)")?;
         let null = std::ptr::null::<libc::c_char>();
         // SAFETY: fsconfig's create command takes no key or value.
         if unsafe {
             libc::syscall(libc::SYS_fsconfig, fs.as_raw_fd(), FSCONFIG_CMD_CREATE, null, null, 0)
         } < 0
         {
-            return Err(last()).context("making a procfs (fsconfig)");
+            return Err(std::io::Error::last_os_error()).context("making a procfs (fsconfig)");
         }
-        // SAFETY: fsmount of our descriptor; a new descriptor or -1.
-        let mnt = unsafe { libc::syscall(libc::SYS_fsmount, fs.as_raw_fd(), FSMOUNT_CLOEXEC, 0) };
-        if mnt < 0 {
-            return Err(last()).context("mounting a procfs (fsmount)");
-        }
-        // SAFETY: fsmount returned a descriptor of ours.
-        Ok(OwnProc(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(mnt as i32) }))
+        // SAFETY: fsmount of our descriptor.
+        let mnt =
+            new_fd(unsafe { libc::syscall(libc::SYS_fsmount, fs.as_raw_fd(), FSMOUNT_CLOEXEC, 0) })
+                .context("mounting a procfs (fsmount)")?;
+        Ok(OwnProc(mnt))
     }
 
     /// Its `sys` directory, as a path.
@@ -316,6 +310,15 @@ impl OwnProc {
     /// The path of sysctl `key` (`net/ipv4/ip_forward`).
     pub(crate) fn sys(&self, key: &str) -> String {
         format!("{}/{key}", self.sys_root())
+    }
+}
+
+/// The descriptor a system call returned (`ret`, -1 on failure, then `errno`), now ours.
+pub(crate) fn new_fd(ret: libc::c_long) -> std::io::Result<OwnedFd> {
+    match i32::try_from(ret) {
+        // SAFETY: the call made this descriptor, and nothing else owns it.
+        Ok(fd) if fd >= 0 => Ok(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) }),
+        _ => Err(std::io::Error::last_os_error()),
     }
 }
 

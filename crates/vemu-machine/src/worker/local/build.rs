@@ -556,8 +556,9 @@ fn make_nodes(
         let mut told = usize::MAX;
         while rx.recv().is_ok() {
             let made = done.load(Ordering::Relaxed);
-            if made * 200 / total != told {
-                told = made * 200 / total;
+            let step = made * 200 / total;
+            if step != told {
+                told = step;
                 progress(made, total);
             }
         }
