@@ -142,6 +142,7 @@ pub(crate) fn node_mounts(paths: &LabPaths, node: &str) -> Result<OwnedFd> {
         return Ok(fd);
     }
     let template = node_template(paths)?;
+    setup::node_fs_dirs(&paths.node_fs(node))?;
     let (tid_tx, tid_rx) = std::sync::mpsc::channel::<i32>();
     let (pinned_tx, pinned_rx) = std::sync::mpsc::channel::<Pinned>();
     let worker = {

@@ -200,31 +200,45 @@ pub fn prepare_lab(
         if n.own_pids {
             fs::write(paths.pidns_wanted(&n.name), "")?;
         }
-        let root = paths.node_fs(&n.name);
         // A node of an image writes over the whole image (`image/upper`); the others
-        // over some of the machine's directories.
+        // over some of the machine's directories, made now only for a node given files
+        // (for the others, when their mounts are: [`node_fs_dirs`]).
+        let root = paths.node_fs(&n.name);
         let upper = match n.image.is_some() {
             true => {
-                for d in ["image/upper", "image/work", "root"] {
+                for d in ["image/upper", "image/work", "root", "run/lock"] {
                     fs::create_dir_all(root.join(d))?;
                 }
                 root.join("image/upper")
             }
+            false if n.files.is_empty() => continue,
             false => {
-                for d in PRIVATE_OVERLAYS {
-                    fs::create_dir_all(root.join("upper").join(&d[1..]))?;
-                    fs::create_dir_all(root.join("work").join(&d[1..]))?;
-                }
+                node_fs_dirs(&root)?;
                 root.join("upper")
             }
         };
-        fs::create_dir_all(root.join("run/lock"))?;
         for f in &n.files {
             write_node_file(&root, &upper, f)
                 .with_context(|| format!("writing {} of node {}", f.path, n.name))?;
         }
     }
     Ok(())
+}
+
+/// The directories of a node's own files, `root` ([`LabPaths::node_fs`]), its mounts
+/// need: the upper and work directories of its overlays on [`PRIVATE_OVERLAYS`] and its
+/// `/run`. Made as the lab comes up for a node given files, and for the others when
+/// their mounts are (`mounts::node_mounts`): 11 directories a node took 0.3 s of a
+/// 10,000-node lab's `up`.
+pub(crate) fn node_fs_dirs(root: &Path) -> Result<()> {
+    for d in PRIVATE_OVERLAYS {
+        for side in ["upper", "work"] {
+            let dir = root.join(side).join(&d[1..]);
+            fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        }
+    }
+    let run = root.join("run/lock");
+    fs::create_dir_all(&run).with_context(|| format!("creating {}", run.display()))
 }
 
 /// Directories every node sees through a copy-on-write overlay of its own: what a node
