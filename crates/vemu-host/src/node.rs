@@ -53,15 +53,16 @@ pub fn create_node(
                     .with_context(|| format!("creating {}", paths.netns(&node.name).display()))?;
                 pin_ns("uts", &paths.uts(&node.name))?;
                 let proc = OwnProc::new()?;
+                // Addresses (link-local ones too) are usable at once: no duplicate address
+                // detection delaying the first seconds of a lab. (These two need no RTNL
+                // lock, unlike the others: written before the gate.)
+                write_sysctl(&proc.sys("net/ipv6/conf/default/accept_dad"), "0")?;
+                write_sysctl(&proc.sys("net/ipv6/conf/all/accept_dad"), "0")?;
                 {
                     let _gate = NET_CONFIG.lock().unwrap_or_else(|e| e.into_inner());
                     write_sysctl(&proc.sys("net/ipv4/ip_forward"), "1")?;
                     write_sysctl(&proc.sys("net/ipv6/conf/all/forwarding"), "1")?;
                     write_sysctl(&proc.sys("net/ipv6/conf/default/forwarding"), "1")?;
-                    // Addresses (link-local ones too) are usable at once: no duplicate address
-                    // detection delaying the first seconds of a lab.
-                    write_sysctl(&proc.sys("net/ipv6/conf/default/accept_dad"), "0")?;
-                    write_sysctl(&proc.sys("net/ipv6/conf/all/accept_dad"), "0")?;
                     // (An access point's bridge is a switch; the node's own settings after.)
                     if !node.bridge.is_empty() {
                         bridges_without_netfilter(&proc.sys_root())?;
@@ -221,7 +222,7 @@ pub(crate) fn node_interfaces(
     let mut fds = Vec::with_capacity(node.ifaces.len());
     let mut idx = Vec::with_capacity(node.ifaces.len());
     for (k, i) in node.ifaces.iter().enumerate() {
-        match (plane_peers.get(k).and_then(Option::as_ref), plane.as_mut()) {
+        let veth = match (plane_peers.get(k).and_then(Option::as_ref), plane.as_mut()) {
             (Some(peer), Some(pnl)) => {
                 // Made from the plane, where its far end has the index chosen for it
                 // (see [`PLANE_INDEX_BASE`]); the interface here takes the next free one.
@@ -249,15 +250,24 @@ pub(crate) fn node_interfaces(
                     }
                 }
                 fds.push(None);
+                true
             }
-            _ => fds.push(Some(tap::create(&i.name)?)),
-        }
+            _ => {
+                fds.push(Some(tap::create(&i.name)?));
+                false
+            }
+        };
         let ix = tap::ifindex(&i.name)?;
         idx.push(ix);
         if no_ipv6 {
             write_sysctl(&format!("/proc/sys/net/ipv6/conf/{}/disable_ipv6", i.name), "1")?;
         }
-        nl.set_link(ix, true, Some(i.mac), Some(i.mtu))?;
+        // A veth was made with its MAC and MTU (setting a MAC again, even the same, has
+        // the kernel tell every listener of a changed address).
+        match veth {
+            true => nl.set_link(ix, true, None, None)?,
+            false => nl.set_link(ix, true, Some(i.mac), Some(i.mtu))?,
+        }
         if !node.bridge.contains(&i.name) {
             for a in &i.addrs {
                 nl.add_address(ix, *a)?;
