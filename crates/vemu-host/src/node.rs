@@ -58,24 +58,19 @@ pub fn create_node(
                 // lock, unlike the others: written before the gate.)
                 write_sysctl(&proc.sys("net/ipv6/conf/default/accept_dad"), "0")?;
                 write_sysctl(&proc.sys("net/ipv6/conf/all/accept_dad"), "0")?;
-                {
-                    let _gate = NET_CONFIG.lock().unwrap_or_else(|e| e.into_inner());
-                    write_sysctl(&proc.sys("net/ipv4/ip_forward"), "1")?;
-                    write_sysctl(&proc.sys("net/ipv6/conf/all/forwarding"), "1")?;
-                    write_sysctl(&proc.sys("net/ipv6/conf/default/forwarding"), "1")?;
-                    // (An access point's bridge is a switch; the node's own settings after.)
-                    if !node.bridge.is_empty() {
-                        bridges_without_netfilter(&proc.sys_root())?;
-                    }
-                    for (k, v) in &node.sysctls {
-                        write_sysctl(&proc.sys(&k.replace('.', "/")), v)
-                            .with_context(|| format!("setting sysctl {k} = {v}"))?;
-                    }
+                // The node's forwarding sysctls and devices, in one hold of the gate.
+                let gate = NET_CONFIG.lock().unwrap_or_else(|e| e.into_inner());
+                write_sysctl(&proc.sys("net/ipv4/ip_forward"), "1")?;
+                write_sysctl(&proc.sys("net/ipv6/conf/all/forwarding"), "1")?;
+                write_sysctl(&proc.sys("net/ipv6/conf/default/forwarding"), "1")?;
+                // (An access point's bridge is a switch; the node's own settings after.)
+                if !node.bridge.is_empty() {
+                    bridges_without_netfilter(&proc.sys_root())?;
                 }
-                // (Let go outside the gate: the kernel waits for an RCU grace period as
-                // a mount goes, and every other node's thread would wait too.)
-                drop(proc);
-                let _gate = NET_CONFIG.lock().unwrap_or_else(|e| e.into_inner());
+                for (k, v) in &node.sysctls {
+                    write_sysctl(&proc.sys(&k.replace('.', "/")), v)
+                        .with_context(|| format!("setting sysctl {k} = {v}"))?;
+                }
                 let mut nl = netlink::Netlink::open()?;
                 let lo = tap::ifindex("lo")?;
                 nl.set_link(lo, true, None, None)?;
@@ -88,6 +83,10 @@ pub fn create_node(
                         format!("giving node {} its management interface", node.name)
                     })?;
                 }
+                drop(gate);
+                // (Let go outside the gate: the kernel waits for an RCU grace period as
+                // a mount goes, and every other node's thread would wait too.)
+                drop(proc);
                 Ok(fds)
             },
         )?
