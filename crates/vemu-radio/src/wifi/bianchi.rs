@@ -11,7 +11,7 @@ pub enum Access {
     Rts,
 }
 
-/// The model's inputs: times in ns; `payload_ns` is E[P], the payload's airtime.
+/// The model's inputs: times in ns; `payload_ns` is `E[P]`, the payload's airtime.
 #[derive(Debug, Clone, Copy)]
 pub struct Params {
     pub stations: u32,
